@@ -1,0 +1,33 @@
+// One jest for the whole repo. The test tier is in the file name:
+//   *.spec.ts               unit, beside the code, no outside service
+//   *.integration.spec.ts   against real services (Kafka, Redis, Postgres, gRPC servers, model endpoints)
+// Tests import the TypeScript sources of the other packages, never their build output.
+const swc = ['@swc/jest', {
+  jsc: {
+    parser: { syntax: 'typescript', decorators: true },
+    transform: { legacyDecorator: true, decoratorMetadata: true },
+    target: 'es2022',
+  },
+  module: { type: 'commonjs' },
+  sourceMaps: 'inline',
+}];
+const moduleNameMapper = {
+  '^@neatroots/(proto|spans|ports|checks|store|platform)$': '<rootDir>/libs/$1/src',
+  '^@neatroots/(ingest|rule-engine|review|api)$': '<rootDir>/services/$1/src',
+  '^@neatroots/sdk$': '<rootDir>/packages/sdk/src',
+  '^neatroots$': '<rootDir>/packages/neatroots/src',
+};
+const common = {
+  rootDir: __dirname,
+  transform: { '^.+\\.ts$': swc },
+  moduleNameMapper,
+  testEnvironment: 'node',
+  testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+};
+module.exports = {
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/{libs,services,packages}/*/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
+      testPathIgnorePatterns: [...common.testPathIgnorePatterns, '\\.integration\\.spec\\.ts$'] },
+    { ...common, displayName: 'integration', testMatch: ['<rootDir>/{libs,services,packages}/*/src/**/*.integration.spec.ts', '<rootDir>/test/**/*.integration.spec.ts'] },
+  ],
+};

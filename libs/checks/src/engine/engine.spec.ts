@@ -1,0 +1,331 @@
+import { MemoryWindowStore } from '@neatroots/platform';
+import { normalizeItem, type Envelope } from '@neatroots/spans';
+import type { FindingEvent, RuleCheck, RuleSpec } from '../types';
+import { RuleEngine, type NoteOut } from './engine';
+import { compileRuleSet } from './ruleset';
+import type { RunWindow } from './window';
+
+function rule(id: string, spec: RuleSpec, extra: Partial<RuleCheck> = {}): RuleCheck {
+  return { id, kind: 'rule', title: id, rule: spec, action: 'flag', source: 'user', ...extra };
+}
+
+const regexMatcher = (_c: RuleCheck, pattern: string) => {
+  const re = new RegExp(pattern.replace(/^\(\?i\)/, ''), pattern.startsWith('(?i)') ? 'i' : '');
+  return { test: (s: string) => re.test(s) };
+};
+
+/** Drives the engine the way replay does: items in order, the clock from their timestamps. */
+class Harness {
+  readonly windows = new MemoryWindowStore<RunWindow>();
+  readonly findings: FindingEvent[] = [];
+  readonly notes: NoteOut[] = [];
+  readonly engine: RuleEngine;
+  private t = 1_000_000;
+
+  constructor(checks: RuleCheck[], opts: { steering?: boolean; quiet?: string[] } = {}) {
+    const set = compileRuleSet(checks, regexMatcher);
+    this.engine = new RuleEngine({
+      windows: this.windows,
+      rules: () => set,
+      steering: () => opts.steering ?? false,
+      quiet: (_p, id) => opts.quiet?.includes(id) ?? false,
+    });
+  }
+
+  /** Sends items; `at` moves the clock (ms since the harness start) before they arrive. */
+  async send(raw: Record<string, unknown>[], at?: number): Promise<void> {
+    if (at !== undefined) this.t = 1_000_000 + at;
+    await this.collect(await this.engine.tick(this.t));
+    const envs: Envelope[] = raw.map((r) => ({ project: 'p', received_ms: this.t, item: normalizeItem(r) }));
+    await this.collect(await this.engine.process(envs));
+  }
+
+  async advance(ms: number): Promise<void> {
+    this.t += ms;
+    await this.collect(await this.engine.tick(this.t));
+  }
+
+  private async collect(out: { findings: FindingEvent[]; notes: NoteOut[]; commit(): Promise<void> }): Promise<void> {
+    this.findings.push(...out.findings);
+    this.notes.push(...out.notes);
+    await out.commit();
+  }
+
+  statuses(checkId?: string): string[] {
+    return this.findings.filter((f) => !checkId || f.check_id === checkId).map((f) => `${f.status}:${f.run_id}:${f.count}`);
+  }
+}
+
+const tool = (run: string, id: string, name: string, input: unknown, extra: Record<string, unknown> = {}) => ({
+  run_id: run,
+  span_id: id,
+  type: 'tool',
+  tool: name,
+  input,
+  ...extra,
+});
+
+describe('repeat', () => {
+  const check = rule('rep', { type: 'repeat', span: { type: ['tool', 'mcp_tool'] }, same: ['tool', 'input'], at_least: 3 }, {
+    guidance: 'You have called {tool} {count} times with the same arguments ({args}).',
+  });
+
+  it('raises at the third identical call, grows with the streak, resolves on a differing call, and starts a new streak', async () => {
+    const h = new Harness([check]);
+    await h.send([tool('r1', 's1', 'search', { q: 'a' }), tool('r1', 's2', 'search', { q: 'a' })]);
+    expect(h.findings).toHaveLength(0);
+    await h.send([tool('r1', 's3', 'search', { q: 'a' })]);
+    expect(h.findings[0]).toMatchObject({ status: 'raised', span_ids: ['s1', 's2', 's3'], count: 3 });
+    expect(h.findings[0].guidance).toBe('You have called search 3 times with the same arguments ({"q":"a"}).');
+    await h.send([tool('r1', 's4', 'search', { q: 'a' })]);
+    expect(h.findings[1]).toMatchObject({ status: 'updated', count: 4, id: h.findings[0].id });
+    await h.send([tool('r1', 's5', 'search', { q: 'b' })]);
+    expect(h.findings[2]).toMatchObject({ status: 'resolved', id: h.findings[0].id });
+    await h.send([tool('r1', 's6', 'search', { q: 'b' }), tool('r1', 's7', 'search', { q: 'b' })]);
+    expect(h.findings[3]).toMatchObject({ status: 'raised', span_ids: ['s5', 's6', 's7'], count: 3 });
+    expect(h.findings[3].id).not.toBe(h.findings[0].id);
+  });
+
+  it('compares arguments by value, not key order, and ignores spans the filter leaves out', async () => {
+    const h = new Harness([check]);
+    await h.send([
+      tool('r1', 's1', 'search', { a: 1, b: 2 }),
+      { run_id: 'r1', span_id: 'l1', type: 'llm', name: 'chat' },
+      tool('r1', 's2', 'search', { b: 2, a: 1 }),
+      tool('r1', 's3', 'search', { a: 1, b: 2 }),
+    ]);
+    expect(h.statuses()).toEqual(['raised:r1:3']);
+  });
+
+  it('keeps the streaks of two interleaved runs apart', async () => {
+    const h = new Harness([check]);
+    await h.send([
+      tool('r1', 's1', 'search', { q: 'x' }),
+      tool('r2', 's1', 'search', { q: 'y' }),
+      tool('r1', 's2', 'search', { q: 'x' }),
+      tool('r2', 's2', 'fetch', { q: 'y' }),
+      tool('r1', 's3', 'search', { q: 'x' }),
+      tool('r2', 's3', 'search', { q: 'y' }),
+    ]);
+    expect(h.statuses()).toEqual(['raised:r1:3']);
+  });
+
+  it('counts a span exported twice once', async () => {
+    const h = new Harness([check]);
+    await h.send([tool('r1', 's1', 'search', { q: 'a' }), tool('r1', 's2', 'search', { q: 'a' })]);
+    await h.send([tool('r1', 's2', 'search', { q: 'a' })]);
+    expect(h.findings).toHaveLength(0);
+    await h.send([tool('r1', 's3', 'search', { q: 'a' })]);
+    expect(h.statuses()).toEqual(['raised:r1:3']);
+  });
+});
+
+describe('errors', () => {
+  it('raises on consecutive failures and resolves at the next success', async () => {
+    const h = new Harness([rule('err', { type: 'errors', span: { type: ['tool'] }, at_least: 2 })]);
+    await h.send([tool('r', 'a', 't', 1, { error: 'boom' }), tool('r', 'b', 't', 1, { status: 'ok' })]);
+    expect(h.findings).toHaveLength(0);
+    await h.send([tool('r', 'c', 't', 1, { error: 'boom' }), tool('r', 'd', 'u', 1, { error: 'bang' })]);
+    expect(h.statuses()).toEqual(['raised:r:2']);
+    await h.send([tool('r', 'e', 't', 1, { status: 'error' })]);
+    await h.send([tool('r', 'f', 't', 1)]);
+    expect(h.statuses()).toEqual(['raised:r:2', 'updated:r:3', 'resolved:r:3']);
+  });
+});
+
+describe('count, slow, threshold', () => {
+  it('count fires once per run', async () => {
+    const h = new Harness([rule('cnt', { type: 'count', span: { tool: ['search'] }, at_least: 2 })]);
+    await h.send([tool('r', 'a', 'search', 1), tool('r', 'b', 'other', 1), tool('r', 'c', 'search', 2), tool('r', 'd', 'search', 3)]);
+    expect(h.statuses()).toEqual(['raised:r:2']);
+  });
+
+  it('slow raises a finding per slow span with {ms}', async () => {
+    const h = new Harness([
+      rule('slow', { type: 'slow', span: {}, at_least_ms: 1000 }, { guidance: '{name} took {ms} ms' }),
+    ]);
+    await h.send([
+      tool('r', 'a', 'fetch', 1, { start_ms: 0, end_ms: 999 }),
+      tool('r', 'b', 'fetch', 1, { start_ms: 0, end_ms: 1500 }),
+      tool('r', 'c', 'fetch', 1, { start_ms: 10, end_ms: 5010 }),
+    ]);
+    expect(h.findings.map((f) => [f.span_ids[0], f.guidance])).toEqual([
+      ['b', 'fetch took 1500 ms'],
+      ['c', 'fetch took 5000 ms'],
+    ]);
+  });
+
+  it('threshold fires when a run metric reaches at_least', async () => {
+    const h = new Harness([
+      rule('tok', { type: 'threshold', metric: 'total_tokens', at_least: 1000 }, { guidance: '{metric} reached {value}' }),
+      rule('dur', { type: 'threshold', metric: 'duration_ms', at_least: 60_000 }),
+    ]);
+    await h.send([{ run_id: 'r', span_id: 'l1', type: 'llm', usage: { input_tokens: 400, output_tokens: 200 }, start_ms: 0, end_ms: 10 }]);
+    await h.send([{ run_id: 'r', span_id: 'l2', type: 'llm', usage: { total_tokens: 500 }, start_ms: 70_000, end_ms: 70_010 }]);
+    expect(h.findings.map((f) => `${f.check_id}:${f.guidance}`)).toEqual(['tok:total_tokens reached 1100', 'dur:dur']);
+  });
+});
+
+describe('match', () => {
+  const secret = rule('secret', { type: 'match', span: {}, pattern: '(?i)api[_-]?key', in: ['input', 'output', 'error', 'name'] });
+
+  it('reads MCP content[].text like plain output and joins later matches to one finding per run', async () => {
+    const h = new Harness([secret]);
+    await h.send([
+      { run_id: 'r', span_id: 'm1', type: 'mcp_tool', tool: 'read', output: { content: [{ type: 'text', text: 'the API_KEY is 123' }] } },
+      tool('r', 't2', 'x', { note: 'api-key here' }),
+    ]);
+    expect(h.statuses()).toEqual(['raised:r:1', 'updated:r:2']);
+    expect(h.findings[1].span_ids).toEqual(['m1', 't2']);
+  });
+
+  it('reads only the first 200,000 characters of a span', async () => {
+    const h = new Harness([secret]);
+    const pad = 'x'.repeat(199_990);
+    await h.send([tool('r', 'early', 't', null, { output: `${pad}api_key${'y'.repeat(100_000)}` })]);
+    await h.send([tool('r2', 'late', 't', null, { output: `${'x'.repeat(250_000)}api_key${'y'.repeat(43_000)}` })]);
+    expect(h.findings.map((f) => f.run_id)).toEqual(['r']);
+  });
+
+  it('only looks in the fields named by `in`', async () => {
+    const h = new Harness([rule('m', { type: 'match', span: {}, pattern: 'refund', in: ['output'] })]);
+    await h.send([tool('r', 'a', 'refund', { why: 'refund' }, { output: 'ok' })]);
+    expect(h.findings).toHaveLength(0);
+  });
+});
+
+describe('requires_before', () => {
+  const check = rule('refund', { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } }, {
+    guidance: 'Call {requires} before {tool}.',
+  });
+
+  it('waits 250 ms for a late span that started earlier', async () => {
+    const h = new Harness([check]);
+    await h.send([tool('r', 'refund', 'issue_refund', {}, { start_ms: 200, end_ms: 300 })], 0);
+    await h.send([tool('r', 'lookup', 'lookup_order', {}, { start_ms: 100, end_ms: 150 })], 100);
+    await h.advance(1000);
+    expect(h.findings).toHaveLength(0);
+  });
+
+  it('raises after the wait, and resolves when the earlier call turns up later', async () => {
+    const h = new Harness([check]);
+    await h.send([tool('r', 'refund', 'issue_refund', {}, { start_ms: 200, end_ms: 300 })], 0);
+    await h.advance(249);
+    expect(h.findings).toHaveLength(0);
+    await h.advance(1);
+    expect(h.findings[0]).toMatchObject({ status: 'raised', span_ids: ['refund'], guidance: 'Call lookup_order before issue_refund.' });
+    await h.send([tool('r', 'lookup', 'lookup_order', {}, { start_ms: 100, end_ms: 150 })], 2000);
+    expect(h.statuses()).toEqual(['raised:r:1', 'resolved:r:1']);
+  });
+
+  it('is satisfied by an earlier successful call only', async () => {
+    const h = new Harness([check]);
+    await h.send([
+      tool('r', 'l1', 'lookup_order', {}, { start_ms: 100, end_ms: 150, error: 'not found' }),
+      tool('r', 'refund', 'issue_refund', {}, { start_ms: 200, end_ms: 300 }),
+      tool('r', 'l2', 'lookup_order', {}, { start_ms: 400, end_ms: 450 }),
+    ]);
+    await h.advance(300);
+    expect(h.statuses()).toEqual(['raised:r:1']);
+  });
+});
+
+describe('unrecovered_error and run_end', () => {
+  const unrec = rule('unrec', { type: 'unrecovered_error', span: { type: ['tool'] } }, { guidance: '{tool} failed' });
+
+  it('fires at run end when a tool last failed and the answer says nothing failed', async () => {
+    const h = new Harness([unrec]);
+    await h.send([
+      tool('r', 'a', 'pay', 1, { start_ms: 1, error: 'declined' }),
+      tool('r', 'b', 'mail', 1, { start_ms: 2, error: 'smtp' }),
+      tool('r', 'c', 'mail', 1, { start_ms: 3 }),
+      { event: 'run_end', run_id: 'r', status: 'ok', final_output: 'All done, your order is confirmed.' },
+    ]);
+    expect(h.findings).toHaveLength(1);
+    expect(h.findings[0]).toMatchObject({ span_ids: ['a'], guidance: 'pay failed' });
+  });
+
+  it('stays quiet when the answer admits the failure or a later call succeeded', async () => {
+    const h = new Harness([unrec]);
+    await h.send([
+      tool('r1', 'a', 'pay', 1, { start_ms: 1, error: 'declined' }),
+      { event: 'run_end', run_id: 'r1', status: 'ok', final_output: 'Sorry, the payment could not be completed.' },
+      tool('r2', 'a', 'pay', 1, { start_ms: 1, error: 'declined' }),
+      tool('r2', 'b', 'pay', 1, { start_ms: 2 }),
+      { event: 'run_end', run_id: 'r2', status: 'ok', final_output: 'Paid.' },
+    ]);
+    expect(h.findings).toHaveLength(0);
+  });
+
+  it('run_end fires for the listed endings only, once even if run_end is sent twice', async () => {
+    const h = new Harness([rule('end', { type: 'run_end', ends: ['error', 'interrupted'] })]);
+    await h.send([{ event: 'run_end', run_id: 'a', status: 'ok' }, { event: 'run_end', run_id: 'b', status: 'error' }]);
+    await h.send([{ event: 'run_end', run_id: 'b', status: 'error' }, { event: 'run_end', run_id: 'c', status: 'no_output' }]);
+    expect(h.statuses()).toEqual(['raised:b:1']);
+  });
+});
+
+describe('notes, halts, groups and quiet checks', () => {
+  const loop = (source: RuleCheck['source'], action: 'flag' | 'halt') =>
+    rule('loop', { type: 'count', span: { type: ['tool'] }, at_least: 2 }, { source, action, group: 'loop', guidance: 'Stop looping' });
+
+  it('halts only for the user\'s own rules with steering on', async () => {
+    for (const [source, steering, kind] of [
+      ['user', true, 'halt'],
+      ['project', true, 'halt'],
+      ['user', false, 'note'],
+      ['library', true, 'note'],
+      ['database', true, 'note'],
+    ] as const) {
+      const h = new Harness([loop(source, 'halt')], { steering });
+      await h.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 2)]);
+      expect([source, steering, h.notes[0].kind]).toEqual([source, steering, kind]);
+      expect(h.findings[0].halt_suppressed ?? false).toBe(kind !== 'halt');
+    }
+  });
+
+  it('sends one note per group per run, headed by the first finding', async () => {
+    const h = new Harness([
+      loop('user', 'flag'),
+      rule('rep', { type: 'repeat', span: { type: ['tool'] }, same: ['tool'], at_least: 2 }, { group: 'loop' }),
+    ]);
+    await h.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 2)]);
+    expect(h.findings.map((f) => f.check_id).sort()).toEqual(['loop', 'rep']);
+    expect(h.notes).toHaveLength(1);
+    expect(h.findings.every((f) => f.group === 'loop')).toBe(true);
+  });
+
+  it('records a quiet check\'s findings without sending notes', async () => {
+    const h = new Harness([loop('user', 'flag')], { quiet: ['loop'] });
+    await h.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 2)]);
+    expect(h.findings).toHaveLength(1);
+    expect(h.notes).toHaveLength(0);
+  });
+});
+
+describe('applies_to and state outside the process', () => {
+  it('applies a check only to the named workflow', async () => {
+    const h = new Harness([rule('c', { type: 'count', span: {}, at_least: 1 }, { applies_to: { workflow: ['refund-agent'] } })]);
+    await h.send([
+      { event: 'run_start', run_id: 'a', workflow: 'refund-agent' },
+      tool('a', 's', 't', 1),
+      { event: 'run_start', run_id: 'b', workflow: 'other' },
+      tool('b', 's', 't', 1),
+    ]);
+    expect(h.statuses()).toEqual(['raised:a:1']);
+  });
+
+  it('continues a streak from a serialised window (another replica takes over)', async () => {
+    const check = rule('rep', { type: 'repeat', span: {}, same: ['tool'], at_least: 3 });
+    const h1 = new Harness([check]);
+    await h1.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 1)]);
+    const h2 = new Harness([check]);
+    const saved = await h1.windows.load(['p\u0000r']);
+    await h2.windows.save([...saved].map(([key, w]) => ({ key, window: JSON.parse(JSON.stringify(w)) as RunWindow })));
+    await h2.send([tool('r', 'b', 't', 1), tool('r', 'c', 't', 1)]);
+    expect(h2.findings[0]).toMatchObject({ status: 'raised', span_ids: ['a', 'b', 'c'] });
+    const fresh = new Harness([check]);
+    await fresh.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 1), tool('r', 'c', 't', 1)]);
+    expect(h2.findings[0].id).toBe(fresh.findings[0].id);
+  });
+});

@@ -1,0 +1,6 @@
+export * from './engine';
+export * from './compile';
+export * from './filter';
+export * from './ids';
+export * from './ruleset';
+export * from './window';

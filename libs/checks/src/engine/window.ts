@@ -1,0 +1,74 @@
+import type { RunEndStatus } from '@neatroots/spans';
+
+/**
+ * One run's rule-engine state. Plain JSON so it can live in Redis between batches and
+ * move between replicas: nothing about a run is held only in a closure or a class.
+ * Keep it small: it is read and written on every batch that touches the run.
+ */
+export interface RunWindow {
+  v: 1;
+  run_id: string;
+  project: string;
+  workflow?: string;
+  /** Span ids seen: a re-exported span (same run_id and span_id) is counted once. */
+  seen: Record<string, 1>;
+  metrics: RunMetrics;
+  /** Set by run_end. */
+  ended?: { status: RunEndStatus; at_ms: number };
+  /** Per check id. */
+  checks: Record<string, CheckState>;
+  /** Groups that already sent a note in this run: one problem, one note. */
+  noted_groups?: Record<string, string>;
+  /** Earliest pending requires_before deadline. */
+  wake_at?: number;
+}
+
+export interface RunMetrics {
+  spans: number;
+  llm_calls: number;
+  tool_calls: number;
+  errors: number;
+  total_tokens: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost: number;
+  first_ms?: number;
+  last_ms?: number;
+}
+
+/** A finding the engine has raised and may still update or resolve. */
+export interface OpenFinding {
+  id: string;
+  count: number;
+  spans: string[];
+}
+
+export type CheckState =
+  | { t: 'streak'; key?: string; n: number; spans: string[]; open?: OpenFinding }
+  | { t: 'count'; n: number; fired?: 1 }
+  | { t: 'fired'; fired: 1 }
+  | { t: 'match'; open?: OpenFinding }
+  | {
+      t: 'requires';
+      /** Earliest start_ms of a successful `requires` span. */
+      ok_at?: number;
+      pending: { span: string; name: string; start: number; deadline: number; received: number }[];
+      raised: { span: string; start: number; id: string }[];
+    }
+  | { t: 'tools'; last: Record<string, { start: number; ok: boolean; span: string }> };
+
+export function newWindow(run_id: string, project: string): RunWindow {
+  return {
+    v: 1,
+    run_id,
+    project,
+    seen: {},
+    metrics: { spans: 0, llm_calls: 0, tool_calls: 0, errors: 0, total_tokens: 0, input_tokens: 0, output_tokens: 0, cost: 0 },
+    checks: {},
+  };
+}
+
+/** The window-store key of a run: runs are unique within a project. */
+export function windowKey(project: string, run_id: string): string {
+  return `${project}\u0000${run_id}`;
+}

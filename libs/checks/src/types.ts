@@ -1,0 +1,146 @@
+import type { RunEndStatus, SpanType } from '@neatroots/spans';
+
+/**
+ * Checks after validation (CONTRACTS.md section 2 and the neatroots seed). The YAML files are
+ * parsed and validated by `schema.ts` into these types; nothing else reads YAML.
+ */
+
+/** Where a check came from, in load order: later wins on the same id. */
+export const CHECK_SOURCES = ['library', 'user', 'project', 'database'] as const;
+export type CheckSource = (typeof CHECK_SOURCES)[number];
+
+export const RULE_TYPES = [
+  'repeat', 'errors', 'count', 'slow', 'threshold', 'match', 'requires_before', 'unrecovered_error', 'run_end',
+] as const;
+export type RuleType = (typeof RULE_TYPES)[number];
+
+export const QUESTION_KINDS = ['yes_no', 'choice', 'score'] as const;
+export type QuestionKind = (typeof QUESTION_KINDS)[number];
+
+export const METRICS = [
+  'total_tokens', 'input_tokens', 'output_tokens', 'cost', 'llm_calls', 'tool_calls', 'spans', 'errors', 'duration_ms',
+] as const;
+export type Metric = (typeof METRICS)[number];
+
+export const SAME_FIELDS = ['tool', 'name', 'input', 'output', 'error'] as const;
+export type SameField = (typeof SAME_FIELDS)[number];
+
+export const MATCH_FIELDS = ['input', 'output', 'error', 'name'] as const;
+export type MatchField = (typeof MATCH_FIELDS)[number];
+
+/** Every key optional; a list matches any of its values. */
+export interface SpanFilter {
+  type?: SpanType[];
+  name?: string[];
+  tool?: string[];
+  status?: ('ok' | 'error')[];
+}
+
+export type RuleSpec =
+  | { type: 'repeat'; span: SpanFilter; same: SameField[]; at_least: number }
+  | { type: 'errors'; span: SpanFilter; at_least: number }
+  | { type: 'count'; span: SpanFilter; at_least: number }
+  | { type: 'slow'; span: SpanFilter; at_least_ms: number }
+  | { type: 'threshold'; metric: Metric; at_least: number }
+  | { type: 'match'; span: SpanFilter; pattern: string; in: MatchField[] }
+  | { type: 'requires_before'; call: SpanFilter; requires: SpanFilter }
+  | { type: 'unrecovered_error'; span: SpanFilter; words?: string[] }
+  | { type: 'run_end'; ends: RunEndStatus[] };
+
+export interface AppliesTo {
+  workflow?: string[];
+  project?: string[];
+  /**
+   * Projects where this check is not in effect, because a check with the same id overrides it
+   * there (a project's own .neatroots/checks/ version). Set by loading, never written in YAML.
+   */
+  not_project?: string[];
+}
+
+interface CheckBase {
+  id: string;
+  title: string;
+  description?: string;
+  guidance?: string;
+  group?: string;
+  /** Higher heads its group (the most specific check); defaults by rule type. */
+  priority?: number;
+  applies_to?: AppliesTo;
+  source: CheckSource;
+  /** The file it was loaded from (absent for database checks). */
+  file?: string;
+}
+
+export interface RuleCheck extends CheckBase {
+  kind: 'rule';
+  rule: RuleSpec;
+  action: 'flag' | 'halt';
+}
+
+export interface Evidence {
+  spans?: SpanFilter;
+  fields?: ('input' | 'output' | 'error' | 'status' | 'name' | 'tool')[];
+  last?: number;
+  final_output?: boolean;
+}
+
+export interface QuestionCheck extends CheckBase {
+  kind: QuestionKind;
+  scope: 'span' | 'trace' | 'session';
+  ask: string;
+  evidence?: Evidence;
+  when: 'live' | 'end';
+  /** yes_no: the probability at or above which it flags. */
+  flag_at?: number;
+  /** choice: label -> description, and the labels that flag. */
+  options?: Record<string, string>;
+  flag_on?: string[];
+  /** score: level descriptions, numbered from zero, and the expected level that flags. */
+  levels?: string[];
+  flag_at_level?: number;
+  action: 'flag';
+}
+
+export type Check = RuleCheck | QuestionCheck;
+
+export function isRuleCheck(c: Check): c is RuleCheck {
+  return c.kind === 'rule';
+}
+
+/** A check definition problem: names the file, the check id and the field. */
+export class CheckError extends Error {
+  constructor(
+    readonly file: string,
+    readonly checkId: string | undefined,
+    readonly field: string | undefined,
+    readonly reason: string,
+  ) {
+    super(`${file}${checkId ? `: check ${checkId}` : ''}${field ? `: ${field}` : ''}: ${reason}`);
+    this.name = 'CheckError';
+  }
+}
+
+/** What the engine emits when a check's state changes (CONTRACTS.md section 3). */
+export interface FindingEvent {
+  /** Deterministic: the same spans give the same id, so a redelivered batch writes nothing new. */
+  id: string;
+  check_id: string;
+  run_id: string;
+  project: string;
+  workflow?: string;
+  status: 'raised' | 'updated' | 'resolved';
+  span_ids: string[];
+  count: number;
+  action: 'flag' | 'halt';
+  /** A halt the check asked for but that did not act: not the user's own rule, or steering off. */
+  halt_suppressed?: boolean;
+  title: string;
+  guidance: string;
+  at_ms: number;
+  group?: string;
+  priority: number;
+  kind: string;
+  source: CheckSource;
+  /** When ingest received the span that caused it (latency measurement). */
+  received_ms?: number;
+}

@@ -1,0 +1,212 @@
+import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
+import { partitionFor } from './partition';
+
+/**
+ * The in-process bus of the embedded deployment. It keeps Kafka's guarantees that the
+ * pipeline relies on: a key always lands on the same partition, a partition is read in
+ * order by one consumer of a group at a time, every group sees every record, and a
+ * group's offset moves only after its handler resolved (a failing batch is retried).
+ * Records are passed by reference (no encoding): consumers must not mutate them.
+ * Publishing waits while the slowest group lags more than `maxLag` records: back-pressure
+ * reaches the gRPC client instead of memory growing without bound.
+ */
+export interface MemoryBusOptions {
+  partitions?: number;
+  maxBatch?: number;
+  maxLag?: number;
+  retryDelayMs?: number;
+  onError?: (err: unknown, topic: string, group: string) => void;
+}
+
+interface Log {
+  records: BusRecord<unknown>[];
+  /** Offset of records[0]. */
+  base: number;
+}
+
+interface Member {
+  handler: (batch: BusBatch<unknown>) => Promise<void>;
+  partitions: number[];
+  closed: boolean;
+  busy: Promise<void> | undefined;
+}
+
+interface Group {
+  name: string;
+  offsets: number[];
+  members: Member[];
+}
+
+interface TopicState {
+  logs: Log[];
+  groups: Map<string, Group>;
+  waiters: (() => void)[];
+}
+
+export class MemoryBus implements Bus {
+  private readonly topics = new Map<string, TopicState>();
+  private readonly partitions: number;
+  private readonly maxBatch: number;
+  private readonly maxLag: number;
+  private readonly retryDelayMs: number;
+  private readonly onError: (err: unknown, topic: string, group: string) => void;
+  private closed = false;
+
+  constructor(opts: MemoryBusOptions = {}) {
+    this.partitions = opts.partitions ?? 4;
+    this.maxBatch = opts.maxBatch ?? 2000;
+    this.maxLag = opts.maxLag ?? 200_000;
+    this.retryDelayMs = opts.retryDelayMs ?? 200;
+    this.onError = opts.onError ?? ((err, topic, group) => console.error(`bus: ${topic}/${group}: batch failed, retrying:`, err));
+  }
+
+  private topic(name: string): TopicState {
+    let t = this.topics.get(name);
+    if (!t) {
+      t = { logs: Array.from({ length: this.partitions }, () => ({ records: [], base: 0 })), groups: new Map(), waiters: [] };
+      this.topics.set(name, t);
+    }
+    return t;
+  }
+
+  async publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
+    if (this.closed) throw new Error('bus is closed');
+    const t = this.topic(topic.name);
+    while (this.lag(t) > this.maxLag) {
+      await new Promise<void>((resolve) => t.waiters.push(resolve));
+      if (this.closed) throw new Error('bus is closed');
+    }
+    for (const r of records) {
+      t.logs[partitionFor(r.key, this.partitions)].records.push(r);
+    }
+    for (const g of t.groups.values()) this.pump(topic.name, t, g);
+  }
+
+  private lag(t: TopicState): number {
+    let max = 0;
+    for (const g of t.groups.values()) {
+      let lag = 0;
+      for (let p = 0; p < t.logs.length; p++) lag += t.logs[p].base + t.logs[p].records.length - g.offsets[p];
+      if (lag > max) max = lag;
+    }
+    return max;
+  }
+
+  async subscribe<T>(topic: Topic<T>, opts: SubscribeOptions, handler: (batch: BusBatch<T>) => Promise<void>): Promise<Subscription> {
+    const t = this.topic(topic.name);
+    let g = t.groups.get(opts.group);
+    if (!g) {
+      const fromBeginning = opts.fromBeginning ?? true;
+      g = {
+        name: opts.group,
+        offsets: t.logs.map((l) => (fromBeginning ? l.base : l.base + l.records.length)),
+        members: [],
+      };
+      t.groups.set(opts.group, g);
+    }
+    const member: Member = { handler: handler as Member['handler'], partitions: [], closed: false, busy: undefined };
+    g.members.push(member);
+    this.assign(g);
+    const group = g;
+    this.pump(topic.name, t, group);
+    return {
+      close: async () => {
+        member.closed = true;
+        await member.busy;
+        group.members = group.members.filter((m) => m !== member);
+        this.assign(group);
+        this.pump(topic.name, t, group);
+      },
+    };
+  }
+
+  /** Round-robin partition assignment, as a rebalance would. */
+  private assign(g: Group): void {
+    for (const m of g.members) m.partitions = [];
+    if (!g.members.length) return;
+    for (let p = 0; p < this.partitions; p++) g.members[p % g.members.length].partitions.push(p);
+  }
+
+  private pump(name: string, t: TopicState, g: Group): void {
+    for (const m of g.members) {
+      if (!m.busy && !m.closed) m.busy = this.drain(name, t, g, m).finally(() => (m.busy = undefined));
+    }
+  }
+
+  private async drain(name: string, t: TopicState, g: Group, m: Member): Promise<void> {
+    // Yield once so a publisher's burst is delivered as one batch.
+    await new Promise<void>((r) => setImmediate(r));
+    for (;;) {
+      let delivered = false;
+      for (const p of m.partitions) {
+        if (m.closed || this.closed) return;
+        const log = t.logs[p];
+        const start = g.offsets[p] - log.base;
+        if (start >= log.records.length) continue;
+        const records = log.records.slice(start, start + this.maxBatch);
+        const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined };
+        try {
+          await m.handler(batch);
+        } catch (err) {
+          this.onError(err, name, g.name);
+          await new Promise((r) => setTimeout(r, this.retryDelayMs));
+          delivered = true;
+          continue;
+        }
+        if (!m.partitions.includes(p)) continue; // reassigned meanwhile: the new owner re-reads
+        g.offsets[p] += records.length;
+        delivered = true;
+        this.trim(t, p);
+      }
+      if (!delivered) return;
+    }
+  }
+
+  /** Drops records every group has consumed, and wakes publishers held back by lag. */
+  private trim(t: TopicState, p: number): void {
+    let min = Infinity;
+    for (const g of t.groups.values()) min = Math.min(min, g.offsets[p]);
+    const log = t.logs[p];
+    const drop = min - log.base;
+    if (drop > 4096 || drop === log.records.length) {
+      log.records.splice(0, drop);
+      log.base = min;
+    }
+    if (t.waiters.length && this.lag(t) <= this.maxLag) {
+      const w = t.waiters.splice(0);
+      for (const f of w) f();
+    }
+  }
+
+  /** Resolves when every group has consumed everything published so far (tests, replay, shutdown). */
+  async idle(): Promise<void> {
+    for (;;) {
+      let pending = false;
+      for (const [name, t] of this.topics) {
+        for (const g of t.groups.values()) {
+          if (g.members.some((m) => m.busy)) pending = true;
+          else if (g.members.length && this.lagOf(t, g) > 0) {
+            pending = true;
+            this.pump(name, t, g);
+          }
+        }
+      }
+      if (!pending) return;
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  }
+
+  private lagOf(t: TopicState, g: Group): number {
+    let lag = 0;
+    for (let p = 0; p < t.logs.length; p++) lag += t.logs[p].base + t.logs[p].records.length - g.offsets[p];
+    return lag;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const t of this.topics.values()) {
+      for (const w of t.waiters.splice(0)) w();
+      for (const g of t.groups.values()) await Promise.all(g.members.map((m) => m.busy));
+    }
+  }
+}

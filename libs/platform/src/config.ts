@@ -1,0 +1,64 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Configuration from the environment, validated once at start-up (STYLE.md 1): a wrong
+ * value stops the process with a message naming the variable, instead of failing later.
+ */
+const port = (def: number) => z.coerce.number().int().min(0).max(65535).default(def);
+
+const list = z
+  .string()
+  .default('')
+  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+
+const schema = z.object({
+  NEATROOTS_HOME: z.string().min(1).default(join(homedir(), '.neatroots')),
+  NEATROOTS_DATA_DIR: z.string().min(1).optional(),
+  NEATROOTS_HOST: z.string().min(1).default('127.0.0.1'),
+  NEATROOTS_OTLP_PORT: port(4317),
+  NEATROOTS_GRPC_PORT: port(50051),
+  NEATROOTS_HTTP_PORT: port(8080),
+  /** project=key pairs, comma separated; keys are stored hashed. */
+  NEATROOTS_API_KEYS: z
+    .string()
+    .default('')
+    .transform((s, ctx) => {
+      const out: { project: string; key: string }[] = [];
+      for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+        const i = part.indexOf('=');
+        if (i <= 0 || i === part.length - 1) {
+          ctx.addIssue({ code: z.ZodIssueCode.custom, message: `expected project=key, got "${part.replace(/=.*/, '=…')}"` });
+          return z.NEVER;
+        }
+        out.push({ project: part.slice(0, i), key: part.slice(i + 1) });
+      }
+      return out;
+    }),
+  /** Projects where halts act. */
+  NEATROOTS_STEERING: list,
+  NEATROOTS_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(8 * 1024 * 1024),
+  NEATROOTS_KAFKA_BROKERS: list,
+  NEATROOTS_REDIS_URL: z.string().url().optional(),
+  NEATROOTS_PG_URL: z.string().url().optional(),
+  NEATROOTS_TOPIC_PREFIX: z.string().regex(/^[a-zA-Z0-9._-]+$/).default('neatroots'),
+});
+
+export type Config = z.infer<typeof schema> & { dataDir: string };
+
+export class ConfigError extends Error {
+  constructor(readonly issues: string[]) {
+    super(`invalid configuration:\n${issues.map((i) => `  ${i}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`));
+  }
+  const c = parsed.data;
+  return { ...c, dataDir: c.NEATROOTS_DATA_DIR ?? join(c.NEATROOTS_HOME, 'data') };
+}

@@ -1,0 +1,42 @@
+/**
+ * The bus port: Kafka in the distributed deployment, an in-process bus in the embedded one.
+ * Messages are keyed (run_id) and a key's messages are delivered in order to one consumer
+ * of a group at a time. Offsets move only after the handler's promise resolves, so a
+ * handler must store its effects before it returns (at-least-once delivery).
+ */
+export interface Topic<T> {
+  readonly name: string;
+  encode(value: T): Uint8Array;
+  decode(bytes: Uint8Array): T;
+}
+
+export interface BusRecord<T> {
+  key: string;
+  value: T;
+}
+
+export interface BusBatch<T> {
+  topic: string;
+  partition: number;
+  records: BusRecord<T>[];
+  /** Call during a long batch so the group does not think this consumer died. */
+  heartbeat(): Promise<void>;
+}
+
+export interface SubscribeOptions {
+  /** Consumers sharing a group split the partitions; each group sees every message. */
+  group: string;
+  /** Where a new group starts: the earliest kept message (default) or only new ones. */
+  fromBeginning?: boolean;
+}
+
+export interface Subscription {
+  /** Stops taking new batches, waits for the batch in hand, commits it, leaves the group. */
+  close(): Promise<void>;
+}
+
+export interface Bus {
+  publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void>;
+  subscribe<T>(topic: Topic<T>, opts: SubscribeOptions, handler: (batch: BusBatch<T>) => Promise<void>): Promise<Subscription>;
+  close(): Promise<void>;
+}

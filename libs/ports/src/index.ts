@@ -1,0 +1,4 @@
+export * from './bus';
+export * from './windows';
+export * from './db';
+export * from './clock';

@@ -1,0 +1,42 @@
+/**
+ * The text of a span that `match` and questions read: strings as they are, anything else
+ * as JSON, and an MCP tool result's content[].text items read like plain output.
+ */
+export const MAX_TEXT_CHARS = 200_000;
+
+function mcpText(v: unknown): string | undefined {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+  const content = (v as { content?: unknown }).content;
+  if (!Array.isArray(content)) return undefined;
+  const parts: string[] = [];
+  for (const c of content) {
+    if (c && typeof c === 'object' && typeof (c as { text?: unknown }).text === 'string') parts.push((c as { text: string }).text);
+  }
+  return parts.length ? parts.join('\n') : undefined;
+}
+
+/** Text of one JSON value, at most `limit` characters. */
+export function valueText(v: unknown, limit = MAX_TEXT_CHARS): string {
+  if (v === undefined || v === null) return '';
+  let s: string;
+  if (typeof v === 'string') s = v;
+  else s = mcpText(v) ?? safeStringify(v);
+  return s.length > limit ? s.slice(0, limit) : s;
+}
+
+function safeStringify(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? '';
+  } catch {
+    return String(v);
+  }
+}
+
+/** A stable string for comparing arguments (`same: [input]`): object keys sorted. */
+export function canonicalJson(v: unknown): string {
+  if (v === undefined) return '';
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? '';
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  const keys = Object.keys(v as object).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+}

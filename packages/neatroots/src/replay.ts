@@ -1,0 +1,141 @@
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import {
+  BudgetedRegex,
+  compileRuleSet,
+  RuleEngine,
+  windowKey,
+  type Check,
+  type EngineOutput,
+  type FindingEvent,
+  type RunWindow,
+} from '@neatroots/checks';
+import { MemoryWindowStore } from '@neatroots/platform';
+import { parseJsonlLine, type Envelope, type StreamItem } from '@neatroots/spans';
+
+/** The finding event of CONTRACTS.md section 3, fields in the contract's order. */
+export function findingLine(f: FindingEvent): Record<string, unknown> {
+  const line: Record<string, unknown> = {
+    check_id: f.check_id,
+    run_id: f.run_id,
+    status: f.status,
+    span_ids: f.span_ids,
+    count: f.count,
+    action: f.action,
+    title: f.title,
+    guidance: f.guidance,
+    at_ms: f.at_ms,
+    id: f.id,
+  };
+  if (f.group) line.group = f.group;
+  if (f.halt_suppressed) line.halt_suppressed = true;
+  return line;
+}
+
+export interface SummaryLine {
+  check_id: string;
+  run_id: string;
+  state: 'open' | 'resolved';
+  count: number;
+}
+
+/**
+ * One line per check and run: open while any of its findings in the run is open, and the
+ * count summed over its findings (a streak's length, the number of slow spans...).
+ */
+export class Summary {
+  private readonly byFinding = new Map<string, FindingEvent>();
+
+  add(f: FindingEvent): void {
+    this.byFinding.set(f.id, f);
+  }
+
+  lines(): SummaryLine[] {
+    const out = new Map<string, SummaryLine>();
+    for (const f of this.byFinding.values()) {
+      const k = `${f.check_id}\u0000${f.run_id}`;
+      const cur = out.get(k) ?? { check_id: f.check_id, run_id: f.run_id, state: 'resolved', count: 0 };
+      cur.count += f.count;
+      if (f.status !== 'resolved') cur.state = 'open';
+      out.set(k, cur);
+    }
+    return [...out.values()];
+  }
+}
+
+export interface ReplayOptions {
+  checks: readonly Check[];
+  /** Called with every finding event in the order they happen. */
+  onFinding(f: FindingEvent): void;
+  log?: (msg: string) => void;
+  /** Whether halts act (replay shows what steering would do: on by default). */
+  steering?: boolean;
+}
+
+function itemTime(item: StreamItem): number | undefined {
+  if (item.kind === 'span') return item.span.end_ms ?? item.span.start_ms;
+  return item.run.ts_ms;
+}
+
+function itemProject(item: StreamItem, projects: Map<string, string>): string {
+  const runId = item.kind === 'span' ? item.span.run_id : item.run.run_id;
+  const explicit = item.kind === 'span' ? item.span.project : item.kind === 'run_start' ? item.run.project : undefined;
+  if (explicit) {
+    projects.set(runId, explicit);
+    return explicit;
+  }
+  return projects.get(runId) ?? 'default';
+}
+
+/**
+ * Runs the real rule engine over recorded items. The clock is the recording's: each item
+ * arrives at its own time (end_ms, else start_ms, else ts_ms; never earlier than the item
+ * before), so requires_before's 250 ms wait behaves as it did live, and the output is the
+ * same on every run.
+ */
+export class Replayer {
+  private readonly engine: RuleEngine;
+  private readonly windows = new MemoryWindowStore<RunWindow>(() => 0);
+  private readonly projects = new Map<string, string>();
+  private readonly keys = new Set<string>();
+  private clock = 0;
+
+  constructor(private readonly opts: ReplayOptions) {
+    const log = opts.log ?? ((m: string) => process.stderr.write(`${m}\n`));
+    const set = compileRuleSet(opts.checks, (check, pattern) => new BudgetedRegex(pattern, { checkId: check.id, logger: { warn: log } }));
+    this.engine = new RuleEngine({ windows: this.windows, rules: () => set, steering: () => opts.steering ?? true });
+  }
+
+  private async emit(out: EngineOutput): Promise<void> {
+    for (const f of out.findings) this.opts.onFinding(f);
+    await out.commit();
+  }
+
+  async push(item: StreamItem): Promise<void> {
+    const t = itemTime(item);
+    if (t !== undefined && t > this.clock) this.clock = t;
+    const project = itemProject(item, this.projects);
+    const env: Envelope = { project, received_ms: this.clock, item };
+    this.keys.add(windowKey(project, item.kind === 'span' ? item.span.run_id : item.run.run_id));
+    await this.emit(await this.engine.tick(this.clock));
+    await this.emit(await this.engine.process([env]));
+  }
+
+  /** The end of the recording: no late span can come, so every wait still pending fires. */
+  async end(): Promise<void> {
+    await this.emit(await this.engine.tick(this.clock, { keys: [...this.keys], all: true }));
+  }
+}
+
+/** Reads JSON Lines files in order, a line at a time (large files are streamed). */
+export async function* readItems(files: readonly string[]): AsyncGenerator<StreamItem> {
+  for (const file of files) {
+    const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
+    let n = 0;
+    for await (const line of rl) {
+      n++;
+      const item = parseJsonlLine(line, file, n);
+      if (item) yield item;
+    }
+  }
+}

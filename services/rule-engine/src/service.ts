@@ -1,0 +1,92 @@
+import { RuleEngine, type EngineOutput, type FindingEvent, type NoteOut, type RuleSet, type RunWindow } from '@neatroots/checks';
+import type { Bus, Subscription, Topic, WindowStore } from '@neatroots/ports';
+import type { Envelope } from '@neatroots/spans';
+
+export interface RuleEngineTopics {
+  events: Topic<Envelope>;
+  findings: Topic<FindingEvent>;
+  notes: Topic<NoteOut>;
+}
+
+export interface RuleEngineServiceOptions {
+  bus: Bus;
+  windows: WindowStore<RunWindow>;
+  rules: () => RuleSet;
+  topics: RuleEngineTopics;
+  steering?: (project: string) => boolean;
+  quiet?: (project: string, checkId: string) => boolean;
+  /** Consumer group; replicas share it and split the partitions. */
+  group?: string;
+  /** How often pending requires_before waits are checked. */
+  tickMs?: number;
+  log?: (msg: string, err?: unknown) => void;
+}
+
+export interface RuleEngineMetrics {
+  consumed: number;
+  batches: number;
+  findings: number;
+  notes: number;
+  errors: number;
+}
+
+export interface RuleEngineService {
+  engine: RuleEngine;
+  metrics: RuleEngineMetrics;
+  close(): Promise<void>;
+}
+
+/**
+ * The rule-engine service: a consumer group on the events topic. For each batch it
+ * evaluates the rule checks, publishes findings and notes, and only then saves the run
+ * windows; the bus moves its offset after that. A crash anywhere in between replays the
+ * batch against the windows as they were, producing the same findings (same ids).
+ */
+export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<RuleEngineService> {
+  const log = opts.log ?? ((msg, err) => console.error(`rule-engine: ${msg}`, err ?? ''));
+  const engine = new RuleEngine({ windows: opts.windows, rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
+  const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, errors: 0 };
+
+  const emit = async (out: EngineOutput) => {
+    if (out.findings.length) {
+      await opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f })));
+      metrics.findings += out.findings.length;
+    }
+    if (out.notes.length) {
+      await opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n })));
+      metrics.notes += out.notes.length;
+    }
+    await out.commit();
+  };
+
+  const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, async (batch) => {
+    const envs = batch.records.map((r) => r.value);
+    await emit(await engine.process(envs));
+    metrics.consumed += envs.length;
+    metrics.batches++;
+  });
+
+  let ticking = false;
+  const timer = setInterval(() => {
+    if (ticking) return;
+    ticking = true;
+    engine
+      .tick(Date.now())
+      .then(emit)
+      .catch((err) => {
+        metrics.errors++;
+        log('tick failed (will retry)', err);
+      })
+      .finally(() => (ticking = false));
+  }, opts.tickMs ?? 50);
+  timer.unref();
+
+  return {
+    engine,
+    metrics,
+    close: async () => {
+      clearInterval(timer);
+      await sub.close();
+    },
+  };
+}
