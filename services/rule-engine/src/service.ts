@@ -13,8 +13,8 @@ export interface RuleEngineServiceOptions {
   windows: WindowStore<RunWindow>;
   rules: () => RuleSet;
   topics: RuleEngineTopics;
-  steering?: (project: string) => boolean;
-  quiet?: (project: string, checkId: string) => boolean;
+  steering?: (project: string) => boolean | Promise<boolean>;
+  quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
   /** Consumer group; replicas share it and split the partitions. */
   group?: string;
   /** How often pending requires_before waits are checked. */

@@ -39,10 +39,10 @@ export interface RuleSet {
 export interface RuleEngineOptions {
   windows: WindowStore<RunWindow>;
   rules: () => RuleSet;
-  /** Whether steering (halts) is on for a project. */
-  steering?: (project: string) => boolean;
+  /** Whether steering (halts) is on for a project. Asked once per project per step. */
+  steering?: (project: string) => boolean | Promise<boolean>;
   /** A check dismissed 3 times in a project is quiet there: findings recorded, no notes. */
-  quiet?: (project: string, checkId: string) => boolean;
+  quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
   /** requires_before waits this long for a late `requires` span (seed: 250 ms). */
   requiresWaitMs?: number;
   /** How long a run's window is kept after its run_end (late spans) and after its last item. */
@@ -56,6 +56,8 @@ interface Step {
   out: { findings: FindingEvent[]; notes: NoteOut[] };
   windows: Map<string, RunWindow>;
   touched: Set<string>;
+  /** Findings of this step, finished (action, notes) once the step's spans are applied. */
+  emitted: { ev: FindingEvent; w: RunWindow; r: CompiledRule }[];
 }
 
 /**
@@ -70,7 +72,8 @@ export class RuleEngine {
   private readonly ttlAfterEnd: number;
   private readonly ttlIdle: number;
   private readonly maxSpans: number;
-  private readonly applicable = new Map<string, CompiledRule[]>();
+  /** Rules in effect per project, workflow and span type; rebuilt when the checks change. */
+  private readonly applicable = new Map<string, Map<string, CompiledRule[]>>();
   private applicableVersion = -1;
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -118,10 +121,52 @@ export class RuleEngine {
 
   private async begin(keys: string[]): Promise<Step> {
     const windows = await this.windows.load(keys);
-    return { out: { findings: [], notes: [] }, windows, touched: new Set() };
+    return { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [] };
   }
 
-  private finish(step: Step): EngineOutput {
+  /**
+   * Decides each finding's action and note: halts act only for the user's own rules where
+   * steering is on; quiet checks send no note; a group sends one note per run.
+   */
+  private async settle(step: Step): Promise<void> {
+    const steering = new Map<string, boolean>();
+    for (const { ev, w, r } of step.emitted) {
+      const wantsHalt = r.check.action === 'halt';
+      let halts = false;
+      if (wantsHalt && r.canHalt) {
+        let on = steering.get(w.project);
+        if (on === undefined) {
+          on = (await this.opts.steering?.(w.project)) ?? false;
+          steering.set(w.project, on);
+        }
+        halts = on;
+      }
+      ev.action = halts ? 'halt' : 'flag';
+      if (wantsHalt && !halts) ev.halt_suppressed = true;
+      step.out.findings.push(ev);
+      if (ev.status !== 'raised' || (await this.opts.quiet?.(w.project, ev.check_id))) continue;
+      // Checks in one group are one problem per run: one note, unless this one halts.
+      if (ev.group && !halts) {
+        const noted = (w.noted_groups ??= {});
+        if (noted[ev.group]) continue;
+        noted[ev.group] = ev.id;
+      }
+      step.out.notes.push({
+        id: `note-${ev.id}`,
+        project: w.project,
+        run_id: w.run_id,
+        check_id: ev.check_id,
+        finding_id: ev.id,
+        kind: halts ? 'halt' : 'note',
+        title: ev.title,
+        text: ev.guidance,
+        at_ms: ev.at_ms,
+      });
+    }
+  }
+
+  private async finish(step: Step): Promise<EngineOutput> {
+    await this.settle(step);
     const entries: { key: string; window: RunWindow; ttlMs: number }[] = [];
     const wakes: { key: string; atMs: number }[] = [];
     for (const key of step.touched) {
@@ -138,18 +183,31 @@ export class RuleEngine {
     };
   }
 
-  private rulesFor(project: string, workflow: string | undefined): CompiledRule[] {
+  private rulesFor(project: string, workflow: string | undefined, spanType = '*', tool?: string): CompiledRule[] {
     const set = this.opts.rules();
     if (set.version !== this.applicableVersion) {
       this.applicable.clear();
       this.applicableVersion = set.version;
     }
     const k = `${project}\u0000${workflow ?? ''}`;
-    let rules = this.applicable.get(k);
-    if (!rules) {
-      rules = set.rules.filter((r) => r.appliesTo(project, workflow));
+    let byType = this.applicable.get(k);
+    if (!byType) {
       if (this.applicable.size > 10_000) this.applicable.clear();
-      this.applicable.set(k, rules);
+      byType = new Map();
+      this.applicable.set(k, byType);
+    }
+    const tk = tool === undefined ? spanType : `${spanType}\u0000${tool}`;
+    let rules = byType.get(tk);
+    if (!rules) {
+      rules = set.rules.filter(
+        (r) =>
+          r.appliesTo(project, workflow) &&
+          (spanType === '*' ||
+            r.check.rule.type === 'threshold' ||
+            ((!r.spanTypes || r.spanTypes.has(spanType)) && (!r.spanTools || (tool !== undefined && r.spanTools.has(tool))))),
+      );
+      if (byType.size > 1000) byType.clear();
+      byType.set(tk, rules);
     }
     return rules;
   }
@@ -179,19 +237,19 @@ export class RuleEngine {
     w.seen[span.span_id] = 1;
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     this.addMetrics(w, span);
-    const texts = new Map<string, string>();
-    for (const r of this.rulesFor(w.project, w.workflow)) {
+    const view = new SpanView(span);
+    for (const r of this.rulesFor(w.project, w.workflow, span.type, span.tool)) {
       const rule = r.check.rule;
       switch (rule.type) {
         case 'repeat':
-          if (r.span(span)) this.onRepeat(step, w, r, span, env, rule.same.map((f) => sameValue(span, f)).join('\u0001'));
+          if (r.span(span)) this.onRepeat(step, w, r, span, env, view.same(rule.same));
           break;
         case 'errors':
           if (r.span(span)) this.onErrors(step, w, r, span, env);
           break;
         case 'count':
           if (r.span(span)) {
-            const st = state(w, r, () => ({ t: 'count', n: 0 }));
+            const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
             st.n++;
             if (st.n >= rule.at_least && !st.fired) {
               st.fired = 1;
@@ -208,7 +266,7 @@ export class RuleEngine {
           }
           break;
         case 'threshold': {
-          const st = state(w, r, () => ({ t: 'count', n: 0 }));
+          const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
           if (st.fired) break;
           const value = metricValue(w, rule.metric);
           if (value >= rule.at_least) {
@@ -218,8 +276,8 @@ export class RuleEngine {
           break;
         }
         case 'match':
-          if (r.span(span) && r.matcher!.test(spanText(span, rule.in, texts))) {
-            const st = state(w, r, () => ({ t: 'match' }));
+          if (r.span(span) && r.matcher!.test(view.text(rule.in))) {
+            const st = state<MatchState>(w, r, () => ({ t: 'match' }));
             // One finding per run; later matching spans join it (as a span-scope question's do).
             if (!st.open) {
               st.open = { id: findingId(w.project, w.run_id, r.check.id, 'run'), count: 1, spans: [span.span_id] };
@@ -236,7 +294,7 @@ export class RuleEngine {
           break;
         case 'unrecovered_error':
           if (r.span(span) && span.tool) {
-            const st = state(w, r, () => ({ t: 'tools', last: {} }));
+            const st = state<ToolsState>(w, r, () => ({ t: 'tools', last: {} }));
             const start = span.start_ms ?? span.end_ms ?? at;
             const cur = st.last[span.tool];
             if (!cur || start >= cur.start) st.last[span.tool] = { start, ok: span.status === 'ok', span: span.span_id };
@@ -269,8 +327,9 @@ export class RuleEngine {
 
   private onRepeat(step: Step, w: RunWindow, r: CompiledRule, span: Span, env: Envelope, values: string): void {
     const rule = r.check.rule as Extract<RuleCheck['rule'], { type: 'repeat' }>;
-    const st = state(w, r, () => ({ t: 'streak', n: 0, spans: [] }));
-    const key = fingerprint(values);
+    const st = state<StreakState>(w, r, () => ({ t: 'streak', n: 0, spans: [] }));
+    // Short values are kept as they are; long ones (large arguments) as a fingerprint.
+    const key = values.length <= 96 ? values : fingerprint(values);
     const vars = { tool: span.tool, name: span.name, args: span.input };
     if (st.key === key) {
       st.n++;
@@ -288,7 +347,7 @@ export class RuleEngine {
 
   private onErrors(step: Step, w: RunWindow, r: CompiledRule, span: Span, env: Envelope): void {
     const rule = r.check.rule as Extract<RuleCheck['rule'], { type: 'errors' }>;
-    const st = state(w, r, () => ({ t: 'streak', n: 0, spans: [] }));
+    const st = state<StreakState>(w, r, () => ({ t: 'streak', n: 0, spans: [] }));
     const vars = { tool: span.tool, name: span.name, args: span.input };
     if (span.status === 'ok') {
       if (st.open) this.emit(step, w, r, 'resolved', st.open, env.received_ms, env.received_ms, vars);
@@ -326,7 +385,7 @@ export class RuleEngine {
     const isReq = r.requires!(span) && span.status === 'ok';
     const isCall = r.call!(span);
     if (!isReq && !isCall) return;
-    const st = state(w, r, () => ({ t: 'requires', pending: [], raised: [] }));
+    const st = state<RequiresState>(w, r, () => ({ t: 'requires', pending: [], raised: [] }));
     const start = span.start_ms ?? span.end_ms ?? env.received_ms;
     if (isReq && (st.ok_at === undefined || start < st.ok_at)) {
       st.ok_at = start;
@@ -398,7 +457,7 @@ export class RuleEngine {
           tool: failed.map(([t]) => t).join(', '),
         });
       } else if (rule.type === 'threshold' && rule.metric === 'duration_ms') {
-        const st = state(w, r, () => ({ t: 'count', n: 0 }));
+        const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
         const value = metricValue(w, rule.metric);
         if (!st.fired && value >= rule.at_least) {
           st.fired = 1;
@@ -434,8 +493,6 @@ export class RuleEngine {
     vars: Record<string, unknown>,
   ): void {
     const check = r.check;
-    const wantsHalt = check.action === 'halt';
-    const halts = wantsHalt && r.canHalt && (this.opts.steering?.(w.project) ?? false);
     const guidance = fillGuidance(check.guidance ?? check.title, { count: f.count, ...vars });
     const ev: FindingEvent = {
       id: f.id,
@@ -445,7 +502,7 @@ export class RuleEngine {
       status,
       span_ids: [...f.spans],
       count: f.count,
-      action: halts ? 'halt' : 'flag',
+      action: 'flag',
       title: check.title,
       guidance,
       at_ms: at,
@@ -456,28 +513,15 @@ export class RuleEngine {
     };
     if (w.workflow) ev.workflow = w.workflow;
     if (check.group) ev.group = check.group;
-    if (wantsHalt && !halts) ev.halt_suppressed = true;
-    step.out.findings.push(ev);
-    if (status !== 'raised' || this.opts.quiet?.(w.project, check.id)) return;
-    // Checks in one group are one problem per run: one note, unless this one halts.
-    if (check.group && !halts) {
-      const noted = (w.noted_groups ??= {});
-      if (noted[check.group]) return;
-      noted[check.group] = f.id;
-    }
-    step.out.notes.push({
-      id: `note-${f.id}`,
-      project: w.project,
-      run_id: w.run_id,
-      check_id: check.id,
-      finding_id: f.id,
-      kind: halts ? 'halt' : 'note',
-      title: check.title,
-      text: guidance,
-      at_ms: at,
-    });
+    step.emitted.push({ ev, w, r });
   }
 }
+
+type StreakState = Extract<CheckState, { t: 'streak' }>;
+type CountState = Extract<CheckState, { t: 'count' }>;
+type MatchState = Extract<CheckState, { t: 'match' }>;
+type RequiresState = Extract<CheckState, { t: 'requires' }>;
+type ToolsState = Extract<CheckState, { t: 'tools' }>;
 
 function state<S extends CheckState>(w: RunWindow, r: CompiledRule, init: () => S): S {
   let st = w.checks[r.check.id] as S | undefined;
@@ -493,38 +537,73 @@ function pushCapped(list: string[], id: string, max: number): void {
   if (list.length > max) list.splice(0, list.length - max);
 }
 
-function sameValue(s: Span, field: string): string {
-  switch (field) {
-    case 'tool':
-      return s.tool ?? '';
-    case 'name':
-      return s.name;
-    case 'input':
-      return canonicalJson(s.input);
-    case 'output':
-      return canonicalJson(s.output);
-    case 'error':
-      return s.error ?? '';
-    default:
-      return '';
-  }
-}
+/**
+ * What the rules read of one span, computed at most once however many rules read it:
+ * the JSON of its arguments and result, the values `repeat` compares, the text `match` reads.
+ */
+class SpanView {
+  private inputText?: string;
+  private outputText?: string;
+  private inputCanon?: string;
+  private outputCanon?: string;
+  private texts?: Map<string, Buffer>;
+  private sames?: Map<readonly string[], string>;
 
-/** The span's text for `match`: the fields asked for, the first 200,000 characters in all. */
-function spanText(s: Span, fields: MatchField[], cache: Map<string, string>): string {
-  const key = fields.join(',');
-  let text = cache.get(key);
-  if (text !== undefined) return text;
-  let out = '';
-  for (const f of fields) {
-    if (out.length >= MAX_TEXT_CHARS) break;
-    const part = f === 'input' ? valueText(s.input) : f === 'output' ? valueText(s.output) : f === 'error' ? (s.error ?? '') : s.name;
-    if (!part) continue;
-    out += out ? `\n${part}` : part;
+  constructor(readonly span: Span) {}
+
+  same(fields: readonly string[]): string {
+    let v = this.sames?.get(fields);
+    if (v === undefined) {
+      v = fields.length === 1 ? this.sameValue(fields[0]) : fields.map((f) => this.sameValue(f)).join('\u0001');
+      (this.sames ??= new Map()).set(fields, v);
+    }
+    return v;
   }
-  text = out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out;
-  cache.set(key, text);
-  return text;
+
+  private sameValue(field: string): string {
+    const s = this.span;
+    switch (field) {
+      case 'tool':
+        return s.tool ?? '';
+      case 'name':
+        return s.name;
+      case 'input':
+        return (this.inputCanon ??= canonicalJson(s.input));
+      case 'output':
+        return (this.outputCanon ??= canonicalJson(s.output));
+      case 'error':
+        return s.error ?? '';
+      default:
+        return '';
+    }
+  }
+
+  private field(f: MatchField): string {
+    const s = this.span;
+    if (f === 'input') return (this.inputText ??= valueText(s.input));
+    if (f === 'output') return (this.outputText ??= valueText(s.output));
+    return f === 'error' ? (s.error ?? '') : s.name;
+  }
+
+  /**
+   * The text `match` reads: the fields asked for, the first 200,000 characters in all,
+   * converted to UTF-8 once (RE2 would convert a string again on every test).
+   */
+  text(fields: readonly MatchField[]): Buffer {
+    const key = fields.join(',');
+    let buf = this.texts?.get(key);
+    if (buf !== undefined) return buf;
+    let out = '';
+    for (const f of fields) {
+      if (out.length >= MAX_TEXT_CHARS) break;
+      const part = this.field(f);
+      if (!part) continue;
+      out += out ? `\n${part}` : part;
+    }
+    buf = Buffer.from(out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out, 'utf8');
+    (this.texts ??= new Map()).set(key, buf);
+    return buf;
+  }
 }
 
 function metricValue(w: RunWindow, metric: string): number {

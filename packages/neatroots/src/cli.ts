@@ -1,0 +1,283 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import {
+  CheckError,
+  loadChecks,
+  neatrootsHome,
+  parseCheckFile,
+  listCheckFiles,
+  readProjects,
+  registerProject,
+  type Check,
+  type LoadResult,
+} from '@neatroots/checks';
+import { JsonlError } from '@neatroots/spans';
+import { parseArgs, strings, UsageError, type FlagSpec } from './args';
+import { findingLine, readItems, Replayer, Summary } from './replay';
+
+interface Command {
+  usage: string;
+  summary: string;
+  help: string;
+  flags: Record<string, FlagSpec>;
+  run(p: ReturnType<typeof parseArgs>, io: Io): Promise<number>;
+}
+
+export interface Io {
+  out(line: string): void;
+  err(line: string): void;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+}
+
+const defaultIo: Io = {
+  out: (l) => process.stdout.write(`${l}\n`),
+  err: (l) => process.stderr.write(`${l}\n`),
+  env: process.env,
+  cwd: process.cwd(),
+};
+
+const commands: Record<string, Command> = {
+  replay: {
+    usage: 'neatroots replay [--checks DIR]... [--no-library] [--summary] FILE.jsonl...',
+    summary: 'run the rule engine over recorded spans and print findings',
+    help: `Runs the real rule engine over recorded spans and run events (JSON Lines, one span or
+run event a line), each file in order, lines as they arrive, and prints the findings as
+JSON Lines on standard output in the order they happen.
+
+Checks: the shipped library, ~/.neatroots/checks/ (or $NEATROOTS_HOME/checks/), registered
+projects' .neatroots/checks/, then each --checks folder; later wins on the same id.
+
+Options:
+  --checks DIR    add a folder of checks (repeatable)
+  --no-library    leave out the shipped library
+  --summary       print one line per check and run with its final state instead
+
+Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard error).`,
+    flags: { checks: { value: true, repeat: true }, 'no-library': {}, summary: {} },
+    async run(p, io) {
+      if (!p.positional.length) throw new UsageError('no span file given');
+      for (const f of p.positional) {
+        if (!fs.existsSync(f)) {
+          io.err(`neatroots replay: ${f}: no such file`);
+          return 2;
+        }
+      }
+      const loaded = loadChecks({
+        library: p.flags['no-library'] ? false : undefined,
+        home: neatrootsHome(io.env),
+        dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)),
+      });
+      for (const w of loaded.warnings) io.err(`warning: ${w}`);
+      const summary = p.flags.summary ? new Summary() : undefined;
+      const replayer = new Replayer({
+        checks: loaded.checks,
+        onFinding: (f) => (summary ? summary.add(f) : io.out(JSON.stringify(findingLine(f)))),
+        log: (m) => io.err(`warning: ${m}`),
+      });
+      for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)))) await replayer.push(item);
+      await replayer.end();
+      if (summary) for (const line of summary.lines()) io.out(JSON.stringify(line));
+      return 0;
+    },
+  },
+
+  init: {
+    usage: 'neatroots init [DIR] [--name NAME] [--steering]',
+    summary: "register a project's .neatroots/checks/ folder",
+    help: `Registers a project folder (default: the current one) so that the checks in its
+.neatroots/checks/ are loaded, for that project only. Creates the folder with an example
+check if it has none. Running it again updates the registration.
+
+Options:
+  --name NAME     the project's name, as agents send it (default: the folder's name)
+  --steering      let halt rules act in this project (default: off; flags only)`,
+    flags: { name: { value: true }, steering: {} },
+    async run(p, io) {
+      if (p.positional.length > 1) throw new UsageError('init takes at most one folder');
+      const dir = path.resolve(io.cwd, p.positional[0] ?? '.');
+      if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) {
+        io.err(`neatroots init: ${dir}: not a folder`);
+        return 2;
+      }
+      const name = (p.flags.name as string | undefined) ?? path.basename(dir);
+      if (!/^[A-Za-z0-9._-]{1,128}$/.test(name)) {
+        io.err(`neatroots init: --name: "${name}" may only contain letters, digits, ".", "_" and "-"`);
+        return 2;
+      }
+      const checksDir = path.join(dir, '.neatroots', 'checks');
+      fs.mkdirSync(checksDir, { recursive: true });
+      if (!listCheckFiles(checksDir).length) {
+        fs.writeFileSync(path.join(checksDir, 'example.yaml'), EXAMPLE_CHECK);
+      }
+      const home = neatrootsHome(io.env);
+      registerProject(home, { name, path: dir, steering: p.flags.steering === true });
+      io.out(`registered project ${name}: checks in ${checksDir}${p.flags.steering ? ' (steering on: halt rules act)' : ''}`);
+      io.out(`registry: ${path.join(home, 'projects.json')}`);
+      return 0;
+    },
+  },
+
+  checks: {
+    usage: 'neatroots checks validate [PATH...] | neatroots checks list [--json] [--no-library] [--checks DIR]...',
+    summary: 'validate check files, or list the checks in effect and where they came from',
+    help: `neatroots checks validate [PATH...]
+  Validates check files (YAML) and prints each problem with its file, check id and field.
+  With no PATH: every source neatroots loads. Exit 0 when valid, 2 otherwise.
+
+neatroots checks list [--json] [--no-library] [--checks DIR]...
+  Lists the checks in effect: id, kind, source (library, user, project, database), file,
+  and what each one overrides (a later source wins on the same id).`,
+    flags: { json: {}, 'no-library': {}, checks: { value: true, repeat: true } },
+    async run(p, io) {
+      const [sub, ...rest] = p.positional;
+      const home = neatrootsHome(io.env);
+      if (sub === 'validate') {
+        let problems = 0;
+        let count = 0;
+        const warn: string[] = [];
+        if (rest.length) {
+          for (const target of rest.map((r) => path.resolve(io.cwd, r))) {
+            if (!fs.existsSync(target)) {
+              io.err(`${target}: no such file or folder`);
+              problems++;
+              continue;
+            }
+            const files = fs.statSync(target).isDirectory() ? listCheckFiles(target) : [target];
+            for (const file of files) {
+              try {
+                const r = parseCheckFile(fs.readFileSync(file, 'utf8'), file, 'user');
+                count += r.checks.length;
+                warn.push(...r.warnings);
+              } catch (e) {
+                problems++;
+                io.err(e instanceof Error ? e.message : String(e));
+              }
+            }
+          }
+        } else {
+          const r = loadChecks({ home, lenient: true, dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)) });
+          count = r.checks.length;
+          warn.push(...r.warnings);
+          for (const e of r.errors) io.err(e.message);
+          problems += r.errors.length;
+        }
+        for (const w of warn) io.err(`warning: ${w}`);
+        io.out(problems ? `${problems} problem${problems === 1 ? '' : 's'} found` : `${count} check${count === 1 ? '' : 's'} valid`);
+        return problems ? 2 : 0;
+      }
+      if (sub === 'list') {
+        const r: LoadResult = loadChecks({
+          home,
+          library: p.flags['no-library'] ? false : undefined,
+          dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)),
+        });
+        const byKey = new Map<string, Check>(r.checks.map((c) => [`${c.id}\u0000${c.file ?? ''}`, c]));
+        if (p.flags.json) {
+          for (const e of r.entries) {
+            const c = byKey.get(`${e.id}\u0000${e.file ?? ''}`);
+            io.out(JSON.stringify({ ...e, kind: c?.kind, title: c?.title, action: c && 'action' in c ? c.action : undefined }));
+          }
+          return 0;
+        }
+        for (const e of r.entries) {
+          const c = byKey.get(`${e.id}\u0000${e.file ?? ''}`);
+          const where = e.file ? path.relative(io.cwd, e.file) || e.file : 'database';
+          const scope = e.projects ? ` [projects: ${e.projects.join(', ')}]` : e.except_projects ? ` [not in: ${e.except_projects.join(', ')}]` : '';
+          io.out(`${e.id}  ${c?.kind ?? ''}  ${e.source}  ${where}${scope}`);
+          for (const o of e.overrides) io.out(`    overrides ${o.source} ${o.file ? path.relative(io.cwd, o.file) || o.file : 'database'}`);
+        }
+        const projects = readProjects(home);
+        if (projects.length) io.out(`registered projects: ${projects.map((x) => `${x.name}${x.steering ? ' (steering)' : ''}`).join(', ')}`);
+        return 0;
+      }
+      throw new UsageError(sub ? `unknown checks command "${sub}"` : 'checks needs a command: validate or list');
+    },
+  },
+};
+
+commands.start = {
+  usage: 'neatroots start [--no-demo]',
+  summary: 'run everything in one process (the embedded default) and replay a sample fleet',
+  help: `Starts ingest (OTLP/gRPC and the neatroots gRPC API), the rule engine, review and the
+HTTP API in one process, with the in-process bus, in-memory run windows and an embedded
+Postgres (PGlite) in $NEATROOTS_DATA_DIR (default ~/.neatroots/data). Nothing else needs to
+be installed. Then it replays a bundled sample fleet through the real gRPC ingest and prints
+the findings, notes and halts as they happen, and keeps serving until interrupted.
+
+Options:
+  --no-demo       do not replay the sample fleet
+
+Environment: NEATROOTS_HOST, NEATROOTS_OTLP_PORT (4317), NEATROOTS_GRPC_PORT (50051),
+NEATROOTS_HTTP_PORT (8080), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEERING
+(projects where halts act), NEATROOTS_HOME, NEATROOTS_DATA_DIR.`,
+  flags: { 'no-demo': {} },
+  async run(p, io) {
+    const { runEmbedded } = await import('./embedded');
+    return runEmbedded({ demo: !p.flags['no-demo'], io });
+  },
+};
+
+const EXAMPLE_CHECK = `# A rule check (see docs/checks.md). Edit or replace it; neatroots reloads on save.
+id: example-repeated-search
+kind: rule
+title: Same search repeated
+rule:
+  type: repeat
+  span: { type: [tool, mcp_tool], tool: [search] }
+  same: [tool, input]
+  at_least: 3
+guidance: >-
+  You have searched {count} times with the same query ({args}). Try a different query or answer with what you have.
+action: flag
+`;
+
+function topHelp(): string {
+  const width = Math.max(...Object.keys(commands).map((k) => k.length));
+  return `neatroots: live checks for fleets of AI agents
+
+Usage: neatroots <command> [options]
+
+Commands:
+${Object.entries(commands)
+  .map(([k, c]) => `  ${k.padEnd(width)}  ${c.summary}`)
+  .join('\n')}
+
+Run "neatroots <command> --help" for a command's options.`;
+}
+
+export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    io.out(topHelp());
+    return name ? 0 : 2;
+  }
+  const cmd = commands[name];
+  if (!cmd) {
+    io.err(`neatroots: unknown command "${name}"\n\n${topHelp()}`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(`Usage: ${cmd.usage}\n\n${cmd.help}`);
+    return 0;
+  }
+  try {
+    return await cmd.run(parseArgs(rest, cmd.flags), io);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`neatroots ${name}: ${e.message}\nUsage: ${cmd.usage}`);
+      return 2;
+    }
+    if (e instanceof CheckError || e instanceof JsonlError) {
+      io.err(`neatroots ${name}: ${e.message}`);
+      return 2;
+    }
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'EACCES') {
+      io.err(`neatroots ${name}: ${(e as Error).message}`);
+      return 2;
+    }
+    throw e;
+  }
+}
+
+export type { Command };
