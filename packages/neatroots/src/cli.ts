@@ -213,7 +213,7 @@ NEATROOTS_HTTP_PORT (8080), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEE
 (projects where halts act), NEATROOTS_HOME, NEATROOTS_DATA_DIR.`,
   flags: { 'no-demo': {} },
   async run(p, io) {
-    const { runEmbedded } = await import('./embedded');
+    const { runEmbedded } = await import('./start');
     return runEmbedded({ demo: !p.flags['no-demo'], io });
   },
 };

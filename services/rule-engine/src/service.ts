@@ -1,11 +1,11 @@
-import { RuleEngine, type EngineOutput, type FindingEvent, type NoteOut, type RuleSet, type RunWindow } from '@neatroots/checks';
+import { RuleEngine, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
 import type { Bus, Subscription, Topic, WindowStore } from '@neatroots/ports';
-import type { Envelope } from '@neatroots/spans';
+import type { Envelope, FindingMessage, Note } from '@neatroots/spans';
 
 export interface RuleEngineTopics {
   events: Topic<Envelope>;
-  findings: Topic<FindingEvent>;
-  notes: Topic<NoteOut>;
+  findings: Topic<FindingMessage>;
+  notes: Topic<Note>;
 }
 
 export interface RuleEngineServiceOptions {

@@ -1,0 +1,220 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { createApi } from '@neatroots/api';
+import {
+  BudgetedRegex,
+  compileRuleSet,
+  loadChecks,
+  readProjects,
+  watchChecks,
+  type LoadResult,
+  type ProjectEntry,
+  type RuleSet,
+  type RunWindow,
+} from '@neatroots/checks';
+import { startIngest, type IngestHandle } from '@neatroots/ingest';
+import { loadConfig, MemoryBus, MemoryWindowStore, migrate, openPglite, type Config } from '@neatroots/platform';
+import type { Bus, Db } from '@neatroots/ports';
+import { startReview, type Review } from '@neatroots/review';
+import { startRuleEngine, type RuleEngineService } from '@neatroots/rule-engine';
+import { makeTopics, type Topics } from '@neatroots/spans';
+import { ChecksRepo, ProjectsRepo } from '@neatroots/store';
+
+/** The demo project: its own checks (one halt rule) and steering on. */
+export const DEMO_PROJECT = 'demo';
+export const DEMO_DIR = path.resolve(__dirname, '..', 'demo');
+
+export interface Logger {
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string, err?: unknown): void;
+}
+
+export const consoleLogger: Logger = {
+  info: (m) => console.log(m),
+  warn: (m) => console.warn(`warning: ${m}`),
+  error: (m, err) => console.error(`error: ${m}`, err ?? ''),
+};
+
+export interface EmbeddedOptions {
+  config: Config;
+  log?: Logger;
+  /** Serve the demo project (its checks, steering on, an API key written to the data folder). */
+  demo?: boolean;
+  /** PGlite in memory instead of the data folder (tests). */
+  inMemoryDb?: boolean;
+  /** Watch the check folders and reload on change (default true). */
+  watch?: boolean;
+}
+
+export interface EmbeddedApp {
+  config: Config;
+  db: Db;
+  bus: Bus;
+  topics: Topics;
+  ingest: IngestHandle;
+  review: Review;
+  ruleEngine: RuleEngineService;
+  httpPort: number;
+  /** The demo project's API key, when the demo is on. */
+  demoKey?: string;
+  checks(): LoadResult;
+  /** Reads every check source again (what the watcher does on a change). */
+  reloadChecks(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Everything in one process (the embedded default): the in-process bus in place of Kafka,
+ * in-memory run windows in place of Redis, PGlite (the same migrations) in place of a
+ * Postgres server, and the same service modules the distributed deployment runs apart.
+ * Returns the running app; `neatroots start` and the end-to-end tests boot it the same way.
+ */
+export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp> {
+  const { config } = opts;
+  const log = opts.log ?? consoleLogger;
+  const closers: (() => Promise<void>)[] = [];
+  const close = async () => {
+    for (const c of closers.reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        log.error('shutdown step failed', err);
+      }
+    }
+  };
+  try {
+    if (!opts.inMemoryDb) fs.mkdirSync(config.dataDir, { recursive: true });
+    const db = await openPglite(opts.inMemoryDb ? {} : { dataDir: path.join(config.dataDir, 'pg') });
+    closers.push(() => db.close());
+    await migrate(db);
+
+    const projects = new ProjectsRepo(db);
+    for (const { project, key } of config.NEATROOTS_API_KEYS) await projects.addApiKey(project, key, 'NEATROOTS_API_KEYS');
+    for (const p of config.NEATROOTS_STEERING) await projects.setSteering(p, true);
+    let demoKey: string | undefined;
+    if (opts.demo) {
+      demoKey = await demoApiKey(config, projects);
+      await projects.setSteering(DEMO_PROJECT, true);
+    }
+
+    const bus = new MemoryBus({ onError: (err, topic, group) => log.error(`bus ${topic}/${group}: batch failed, retrying`, err) });
+    closers.push(() => bus.close());
+    const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
+
+    // Checks: the four sources, reloaded on change without a restart.
+    const registered = (): ProjectEntry[] => [
+      ...readProjectsSafe(config.NEATROOTS_HOME, log),
+      ...(opts.demo ? [{ name: DEMO_PROJECT, path: DEMO_DIR, steering: true }] : []),
+    ];
+    const checksRepo = new ChecksRepo(db);
+    const database = async () => (await checksRepo.list()).map((c) => ({ id: c.id, yaml: c.yaml }));
+    let loaded = loadChecks({ home: config.NEATROOTS_HOME, projects: registered(), database: await database(), lenient: true });
+    for (const e of loaded.errors) log.error(`checks: ${e.message} (skipped)`);
+    for (const w of loaded.warnings) log.warn(`checks: ${w}`);
+    const regexLog = { warn: (m: string) => log.warn(m) };
+    const compile = (l: LoadResult): RuleSet => compileRuleSet(l.checks, (check, p) => new BudgetedRegex(p, { checkId: check.id, logger: regexLog }));
+    let ruleSet = compile(loaded);
+    // The watcher says when a file changed; the reload reads every source again (the registry
+    // and the database checks too) and keeps the last good version of a file that broke.
+    const reload = async () => {
+      const next = loadChecks({ home: config.NEATROOTS_HOME, projects: registered(), database: await database(), lenient: true, previous: loaded });
+      for (const e of next.errors) log.error(`checks: ${e.message} (kept the last good version)`);
+      loaded = next;
+      ruleSet = compile(loaded);
+      log.info(`checks reloaded: ${loaded.checks.length} in effect`);
+    };
+    if (opts.watch ?? true) {
+      const stop = watchChecks({ home: config.NEATROOTS_HOME, projects: registered(), initial: loaded, onError: () => undefined }, () => {
+        reload().catch((err) => log.error('checks reload failed', err));
+      });
+      closers.push(async () => stop());
+    }
+
+    const steeringCache = new Map<string, { on: boolean; at: number }>();
+    const steering = async (project: string): Promise<boolean> => {
+      const hit = steeringCache.get(project);
+      if (hit && Date.now() - hit.at < 5_000) return hit.on;
+      const on =
+        registered().some((p) => p.name === project && p.steering) || config.NEATROOTS_STEERING.includes(project) || (await projects.steering(project));
+      steeringCache.set(project, { on, at: Date.now() });
+      return on;
+    };
+
+    const review = await startReview({ bus, db, topics, log: (m, err) => log.error(`review: ${m}`, err) });
+    closers.push(() => review.close());
+
+    const windows = new MemoryWindowStore<RunWindow>();
+    const ruleEngine = await startRuleEngine({
+      bus,
+      windows,
+      rules: () => ruleSet,
+      topics,
+      steering,
+      quiet: review.isQuiet,
+      log: (m, err) => log.error(`rule-engine: ${m}`, err),
+    });
+    closers.push(() => ruleEngine.close());
+
+    const resolveKey = (key: string) => projects.resolveApiKey(key);
+    const ingest = await startIngest({
+      bus,
+      resolveKey: async (key) => (await resolveKey(key)) ?? undefined,
+      topics,
+      host: config.NEATROOTS_HOST,
+      otlpPort: config.NEATROOTS_OTLP_PORT,
+      grpcPort: config.NEATROOTS_GRPC_PORT,
+      maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
+    });
+    closers.push(() => ingest.close());
+
+    const api = await createApi({ queries: review.queries, resolveKey, port: config.NEATROOTS_HTTP_PORT, host: config.NEATROOTS_HOST });
+    closers.push(() => api.close());
+
+    return {
+      config,
+      db,
+      bus,
+      topics,
+      ingest,
+      review,
+      ruleEngine,
+      httpPort: (api.getHttpServer().address() as AddressInfo).port,
+      demoKey,
+      checks: () => loaded,
+      reloadChecks: reload,
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+function readProjectsSafe(home: string, log: Logger): ProjectEntry[] {
+  try {
+    return readProjects(home);
+  } catch (err) {
+    log.error('projects registry unreadable; registered project checks skipped', err);
+    return [];
+  }
+}
+
+/** The demo project's key: made once, kept (0600) in the data folder so a restart reuses it. */
+async function demoApiKey(config: Config, projects: ProjectsRepo): Promise<string> {
+  const file = path.join(config.dataDir, 'demo-api-key');
+  let key: string | undefined;
+  try {
+    key = fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    key = undefined;
+  }
+  if (key && (await projects.resolveApiKey(key)) === DEMO_PROJECT) return key;
+  key = (await projects.createApiKey(DEMO_PROJECT, 'demo')).key;
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  fs.writeFileSync(file, `${key}\n`, { mode: 0o600 });
+  return key;
+}
+
+export { loadConfig };

@@ -1,0 +1,3 @@
+export { main } from './cli';
+export { startEmbedded, DEMO_PROJECT, type EmbeddedApp, type EmbeddedOptions } from './embedded';
+export { Replayer, Summary, readItems, findingLine } from './replay';

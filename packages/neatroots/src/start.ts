@@ -1,0 +1,81 @@
+import { ConfigError, loadConfig } from '@neatroots/platform';
+import type { Io } from './cli';
+import { runDemoFleet } from './demo';
+import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
+
+/** `neatroots start`: the embedded default, serving until SIGINT or SIGTERM. */
+export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<number> {
+  const { io } = opts;
+  let config;
+  try {
+    config = loadConfig(io.env);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      io.err(`neatroots start: ${e.message}`);
+      return 2;
+    }
+    throw e;
+  }
+  let app: EmbeddedApp;
+  try {
+    app = await startEmbedded({
+      config,
+      demo: opts.demo,
+      log: { info: (m) => io.out(m), warn: (m) => io.err(`warning: ${m}`), error: (m, err) => io.err(`error: ${m}${err ? ` ${String(err)}` : ''}`) },
+    });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') {
+      io.err(`neatroots start: a port is already in use (${(e as Error).message}); set NEATROOTS_OTLP_PORT, NEATROOTS_GRPC_PORT or NEATROOTS_HTTP_PORT`);
+      return 2;
+    }
+    throw e;
+  }
+  const host = config.NEATROOTS_HOST;
+  io.out(`neatroots is running (embedded: in-process bus, in-memory windows, PGlite in ${config.dataDir})`);
+  io.out(`  OTLP/gRPC      ${host}:${app.ingest.otlpPort}`);
+  io.out(`  neatroots gRPC ${host}:${app.ingest.grpcPort}`);
+  io.out(`  HTTP API       http://${host}:${app.httpPort}/v1/projects/{project}/runs`);
+  io.out(`  checks         ${app.checks().checks.length} in effect (neatroots checks list)`);
+
+  if (opts.demo && app.demoKey) {
+    io.out(`\nReplaying the sample fleet as project "${DEMO_PROJECT}" (API key: ${app.demoKey})`);
+    const result = await runDemoFleet({
+      address: `${host}:${app.ingest.grpcPort}`,
+      apiKey: app.demoKey,
+      onEvent: (e) => {
+        if (e.kind === 'note') io.out(`  note  ${e.run_id}: ${e.text}`);
+        else if (e.kind === 'halt') io.out(`  HALT  ${e.run_id}: ${e.text}`);
+      },
+    });
+    io.out(`  ${result.runs} runs, ${result.spans} spans sent; ${result.notes} notes received; halted: ${result.halted.join(', ') || 'none'}`);
+    await summarise(app, io);
+    io.out(`\nTry: curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/projects/${DEMO_PROJECT}/findings`);
+  }
+  io.out('\nServing; Ctrl-C to stop.');
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  io.out('stopping...');
+  await app.close();
+  return 0;
+}
+
+/** The demo's findings as the API serves them, once the store has caught up. */
+async function summarise(app: EmbeddedApp, io: Io): Promise<void> {
+  const url = `http://${app.config.NEATROOTS_HOST}:${app.httpPort}/v1/projects/${DEMO_PROJECT}/findings?state=all&limit=100`;
+  let items: { check_id: string; run_id: string; state?: string; status?: string; count: number; action: string }[] = [];
+  for (let i = 0; i < 20; i++) {
+    const res = await fetch(url, { headers: { 'x-api-key': app.demoKey ?? '' } });
+    if (res.ok) {
+      const body = (await res.json()) as { items?: typeof items; findings?: typeof items };
+      items = body.items ?? body.findings ?? [];
+    }
+    if (items.length) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  io.out(`\nFindings stored (GET /v1/projects/${DEMO_PROJECT}/findings):`);
+  for (const f of items) io.out(`  ${f.check_id.padEnd(24)} ${f.run_id.padEnd(28)} ${(f.state ?? f.status ?? '').padEnd(9)} count=${f.count} ${f.action}`);
+}
