@@ -81,6 +81,8 @@ describe('repeat', () => {
     expect(h.findings[1]).toMatchObject({ status: 'updated', count: 4, id: h.findings[0].id });
     await h.send([tool('r1', 's5', 'search', { q: 'b' })]);
     expect(h.findings[2]).toMatchObject({ status: 'resolved', id: h.findings[0].id });
+    // The resolution speaks of the streak, not of the call that ended it.
+    expect(h.findings[2].guidance).toBe('You have called search 4 times with the same arguments ({"q":"a"}).');
     await h.send([tool('r1', 's6', 'search', { q: 'b' }), tool('r1', 's7', 'search', { q: 'b' })]);
     expect(h.findings[3]).toMatchObject({ status: 'raised', span_ids: ['s5', 's6', 's7'], count: 3 });
     expect(h.findings[3].id).not.toBe(h.findings[0].id);

@@ -493,7 +493,9 @@ export class RuleEngine {
     vars: Record<string, unknown>,
   ): void {
     const check = r.check;
-    const guidance = fillGuidance(check.guidance ?? check.title, { count: f.count, ...vars });
+    const guidance =
+      status === 'resolved' && f.guidance !== undefined ? f.guidance : fillGuidance(check.guidance ?? check.title, { count: f.count, ...vars });
+    if (status !== 'resolved') f.guidance = guidance;
     const ev: FindingEvent = {
       id: f.id,
       check_id: check.id,

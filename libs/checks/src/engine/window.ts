@@ -41,6 +41,8 @@ export interface OpenFinding {
   id: string;
   count: number;
   spans: string[];
+  /** The guidance last sent, reused when it resolves (the call that ends a streak is not the streak). */
+  guidance?: string;
 }
 
 export type CheckState =

@@ -1,0 +1,7 @@
+export * from './types';
+export * from './guidance';
+export * from './regex';
+export * from './schema';
+export * from './sources';
+export * from './watch';
+export * from './engine';

@@ -1,0 +1,377 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseCheckFile } from './schema';
+import { CheckError, isRuleCheck, type Check, type CheckSource } from './types';
+
+/**
+ * Where checks come from, in the seed's order (later wins on the same id):
+ *   1. the shipped library (packages/neatroots/library/),
+ *   2. ~/.neatroots/checks/ (or $NEATROOTS_HOME/checks/),
+ *   3. each project's .neatroots/checks/ registered with `neatroots init`,
+ *   4. checks kept in the database (written by the planner or a coding agent).
+ */
+
+/** A project registered with `neatroots init` (`<home>/projects.json`). */
+export interface ProjectEntry {
+  name: string;
+  /** The project's root folder (absolute); its checks are in `<path>/.neatroots/checks/`. */
+  path: string;
+  /** Whether halt rules may act in this project. */
+  steering: boolean;
+}
+
+/** A check kept in the database until it is saved to a file. */
+export interface DatabaseCheck {
+  id: string;
+  yaml: string;
+}
+
+export interface LoadChecksOptions {
+  /** The shipped library folder; defaults to defaultLibraryDir(); false leaves it out (`--no-library`). */
+  library?: string | false;
+  /** neatroots home (`$NEATROOTS_HOME` or ~/.neatroots); false skips its checks and its projects. */
+  home?: string | false;
+  /** Registered projects; read from `<home>/projects.json` when not given. */
+  projects?: ProjectEntry[];
+  /** More folders of the user's own checks, after the projects (`neatroots replay --checks DIR`). */
+  dirs?: string[];
+  database?: DatabaseCheck[];
+  /**
+   * Lenient loading (the server): a file that fails keeps the checks it gave last time
+   * (from `previous`) and its error goes to `errors` instead of being thrown.
+   */
+  lenient?: boolean;
+  previous?: LoadResult;
+}
+
+export interface CheckEntry {
+  id: string;
+  source: CheckSource;
+  /** Absent for database checks. */
+  file?: string;
+  /** Set when the check applies only in these projects. */
+  projects?: string[];
+  /** Set when a project's own version replaces this one there. */
+  except_projects?: string[];
+  /** What this check replaced (wholly or in some projects), earliest first. */
+  overrides: { source: CheckSource; file?: string }[];
+}
+
+export interface LoadResult {
+  /**
+   * The checks in effect, in load order of each id's first definition. Usually one per id;
+   * an id a project overrides has one version per disjoint set of projects (see resolve).
+   */
+  checks: Check[];
+  entries: CheckEntry[];
+  warnings: string[];
+  /** Lenient mode only: the problems that were skipped. */
+  errors: CheckError[];
+  /** Every check read, in load order, before later ones replaced earlier ones. */
+  loaded: Check[];
+}
+
+export const CHECK_FILE_EXTENSIONS = ['.yaml', '.yml'];
+const PROJECTS_FILE = 'projects.json';
+const DATABASE_FILE = 'database';
+
+/** `$NEATROOTS_HOME`, or `~/.neatroots`. */
+export function neatrootsHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.NEATROOTS_HOME ? path.resolve(env.NEATROOTS_HOME) : path.join(os.homedir(), '.neatroots');
+}
+
+export function userChecksDir(home: string): string {
+  return path.join(home, 'checks');
+}
+
+export function projectChecksDir(projectPath: string): string {
+  return path.join(projectPath, '.neatroots', 'checks');
+}
+
+/**
+ * The shipped library folder. It is found by walking up from this file, so it works from
+ * the TypeScript sources (libs/checks/src), the build (libs/checks/dist) and an installed
+ * package (node_modules/@neatroots/checks/dist, beside node_modules/neatroots).
+ */
+export function defaultLibraryDir(from: string = __dirname): string {
+  let dir = path.resolve(from);
+  for (;;) {
+    for (const candidate of [
+      path.join(dir, 'packages', 'neatroots', 'library'),
+      path.join(dir, 'node_modules', 'neatroots', 'library'),
+    ]) {
+      if (isDir(candidate)) return candidate;
+    }
+    if (isDir(path.join(dir, 'library')) && packageName(dir) === 'neatroots') return path.join(dir, 'library');
+    const parent = path.dirname(dir);
+    if (parent === dir) break;
+    dir = parent;
+  }
+  throw new Error(`cannot find the shipped check library (packages/neatroots/library) above ${from}`);
+}
+
+// ---- the project registry ---------------------------------------------------------------
+
+export function readProjects(home: string): ProjectEntry[] {
+  const file = path.join(home, PROJECTS_FILE);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`${file}: invalid JSON (${(e as Error).message})`);
+  }
+  if (!Array.isArray(raw)) throw new Error(`${file}: must be a JSON list of projects`);
+  return raw.map((p, i) => {
+    const o = (p ?? {}) as Record<string, unknown>;
+    if (typeof o.name !== 'string' || o.name === '') throw new Error(`${file}: project ${i + 1}: name must be a non-empty string`);
+    if (typeof o.path !== 'string' || o.path === '') throw new Error(`${file}: project ${o.name}: path must be a non-empty string`);
+    if (o.steering !== undefined && typeof o.steering !== 'boolean') throw new Error(`${file}: project ${o.name}: steering must be true or false`);
+    return { name: o.name, path: path.resolve(home, o.path), steering: o.steering === true };
+  });
+}
+
+/**
+ * Adds or updates a project (`neatroots init`). An entry with the same name or the same
+ * folder is replaced, so running init again in a folder renames rather than duplicates.
+ * Returns the registry as written.
+ */
+export function registerProject(home: string, project: ProjectEntry): ProjectEntry[] {
+  if (!project.name) throw new Error('registerProject: name must be a non-empty string');
+  const entry: ProjectEntry = { name: project.name, path: path.resolve(project.path), steering: project.steering === true };
+  const list = readProjects(home).filter((p) => p.name !== entry.name && p.path !== entry.path);
+  list.push(entry);
+  list.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  fs.mkdirSync(home, { recursive: true });
+  const file = path.join(home, PROJECTS_FILE);
+  // Write then rename: a reader (the watcher, a running server) never sees half a file.
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, `${JSON.stringify(list, null, 2)}\n`);
+  fs.renameSync(tmp, file);
+  return list;
+}
+
+// ---- loading ----------------------------------------------------------------------------
+
+/** The check files in a folder: *.yaml and *.yml at any depth, sorted by path. */
+export function listCheckFiles(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const ent of fs.readdirSync(d, { withFileTypes: true })) {
+      if (ent.name.startsWith('.') || ent.name === 'node_modules') continue;
+      const p = path.join(d, ent.name);
+      if (ent.isDirectory()) walk(p);
+      else if (CHECK_FILE_EXTENSIONS.includes(path.extname(ent.name).toLowerCase()) && (ent.isFile() || ent.isSymbolicLink())) out.push(p);
+    }
+  };
+  walk(dir);
+  // Code-unit order, not the locale's: the same files load in the same order everywhere.
+  return out.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** One folder to load, with what it is. */
+export interface CheckFolder {
+  dir: string;
+  source: CheckSource;
+  /** A registered project's folder: its checks apply only to that project. */
+  project?: string;
+  /** A folder that must exist (the library, a `--checks` folder); the others are optional. */
+  required: boolean;
+}
+
+/** The folders the options name, in load order. */
+export function checkFolders(opts: LoadChecksOptions): CheckFolder[] {
+  const out: CheckFolder[] = [];
+  const library = opts.library === undefined ? defaultLibraryDir() : opts.library;
+  if (library !== false) out.push({ dir: path.resolve(library), source: 'library', required: true });
+  const home = opts.home === undefined ? neatrootsHome() : opts.home;
+  if (home !== false) out.push({ dir: userChecksDir(home), source: 'user', required: false });
+  const projects = opts.projects ?? (home !== false ? readProjects(home) : []);
+  for (const p of projects) out.push({ dir: projectChecksDir(p.path), source: 'project', project: p.name, required: false });
+  for (const d of opts.dirs ?? []) out.push({ dir: path.resolve(d), source: 'user', required: true });
+  return out;
+}
+
+/**
+ * Loads every check, later sources winning on the same id. Strict by default: the first
+ * invalid file throws CheckError (the CLI exits 2). With `lenient`, problems are collected
+ * in `errors` and a failing file keeps what it gave in `previous`.
+ */
+export function loadChecks(opts: LoadChecksOptions = {}): LoadResult {
+  const warnings: string[] = [];
+  const errors: CheckError[] = [];
+  const loaded: Check[] = [];
+
+  const fail = (e: unknown, file: string, fallback: () => Check[]) => {
+    const err = e instanceof CheckError ? e : new CheckError(file, undefined, undefined, (e as Error).message ?? String(e));
+    if (!opts.lenient) throw err;
+    errors.push(err);
+    loaded.push(...fallback());
+  };
+
+  const fromFolder = (dir: string) => (opts.previous?.loaded ?? []).filter((c) => c.file?.startsWith(dir + path.sep));
+
+  let folders: CheckFolder[];
+  try {
+    folders = checkFolders(opts);
+  } catch (e) {
+    // An unreadable projects.json: the other sources still load in lenient mode.
+    const home = opts.home === undefined ? neatrootsHome() : opts.home;
+    fail(e, home ? path.join(home, PROJECTS_FILE) : PROJECTS_FILE, () => []);
+    folders = checkFolders({ ...opts, projects: [] });
+  }
+
+  for (const folder of folders) {
+    if (!isDir(folder.dir)) {
+      if (folder.required) fail(new CheckError(folder.dir, undefined, undefined, 'no such folder'), folder.dir, () => fromFolder(folder.dir));
+      continue;
+    }
+    let files: string[];
+    try {
+      files = listCheckFiles(folder.dir);
+    } catch (e) {
+      fail(e, folder.dir, () => fromFolder(folder.dir));
+      continue;
+    }
+    for (const file of files) {
+      try {
+        const parsed = parseCheckFile(fs.readFileSync(file, 'utf8'), file, folder.source);
+        warnings.push(...parsed.warnings);
+        for (const c of parsed.checks) loaded.push(folder.project ? scopeToProject(c, folder.project) : c);
+      } catch (e) {
+        fail(e, file, () => (opts.previous?.loaded ?? []).filter((c) => c.file === file));
+      }
+    }
+  }
+
+  for (const db of opts.database ?? []) {
+    try {
+      loaded.push(parseDatabaseCheck(db, warnings));
+    } catch (e) {
+      fail(e, DATABASE_FILE, () => (opts.previous?.loaded ?? []).filter((c) => c.source === 'database' && c.id === db.id));
+    }
+  }
+
+  return { ...resolve(loaded, warnings), warnings, errors, loaded };
+}
+
+/** A database check: its YAML holds one check whose id, when given, must be the stored id. */
+export function parseDatabaseCheck(db: DatabaseCheck, warnings: string[] = []): Check {
+  let parsed: ReturnType<typeof parseCheckFile>;
+  try {
+    parsed = parseCheckFile(db.yaml, DATABASE_FILE, 'database');
+  } catch (e) {
+    // Name the stored check even when its YAML is too broken to say which it is.
+    if (e instanceof CheckError && !e.checkId) throw new CheckError(DATABASE_FILE, db.id, e.field, e.reason);
+    throw e;
+  }
+  if (parsed.checks.length !== 1) {
+    throw new CheckError(DATABASE_FILE, db.id, undefined, `must hold exactly one check, found ${parsed.checks.length}`);
+  }
+  const check = parsed.checks[0];
+  if (check.id !== db.id) throw new CheckError(DATABASE_FILE, db.id, 'id', `is ${JSON.stringify(check.id)} in the YAML but ${JSON.stringify(db.id)} in the database`);
+  warnings.push(...parsed.warnings.filter((w) => !w.endsWith('holds no checks')));
+  return check;
+}
+
+interface Version {
+  check: Check;
+  overrides: { source: CheckSource; file?: string }[];
+}
+
+/**
+ * Later wins on the same id. A later check limited to some projects (a registered project's
+ * own version of a library check, say) wins only in those projects: the earlier one stays in
+ * effect everywhere else, with `applies_to.not_project` (or a shorter `project` list) saying
+ * where it gave way. So one id can have several versions, applying to disjoint sets of
+ * projects; a run belongs to one project and meets at most one of them.
+ */
+function resolve(loaded: Check[], warnings: string[]): { checks: Check[]; entries: CheckEntry[] } {
+  const byId = new Map<string, Version[]>();
+  for (const c of loaded) {
+    const scope = c.applies_to?.project?.length ? c.applies_to.project : undefined;
+    // Seed: a coding agent "can't create one [a halt rule], turn a check into one, or change
+    // yours", so a database check never replaces one of your halt rules.
+    const guarded = c.source === 'database' ? (byId.get(c.id) ?? []).find((v) => isRuleCheck(v.check) && v.check.action === 'halt') : undefined;
+    if (guarded) {
+      warnings.push(`${DATABASE_FILE}: check ${c.id}: ignored: it would replace your halt rule in ${guarded.check.file ?? DATABASE_FILE}`);
+      continue;
+    }
+    const kept: Version[] = [];
+    const overrides: { source: CheckSource; file?: string }[] = [];
+    for (const v of byId.get(c.id) ?? []) {
+      const vScope = v.check.applies_to?.project?.length ? v.check.applies_to.project : undefined;
+      const vExcept = v.check.applies_to?.not_project ?? [];
+      const overlaps = !scope || (vScope ? vScope.some((p) => scope.includes(p)) : scope.some((p) => !vExcept.includes(p)));
+      if (!overlaps) {
+        kept.push(v);
+        continue;
+      }
+      overrides.push(...v.overrides, { source: v.check.source, ...(v.check.file ? { file: v.check.file } : {}) });
+      const whole = !scope || (vScope !== undefined && vScope.every((p) => scope.includes(p)));
+      if (whole) {
+        if (v.check.source === c.source && c.source !== 'database') {
+          warnings.push(`${c.file ?? DATABASE_FILE}: check ${c.id}: replaces the check with the same id in ${v.check.file ?? DATABASE_FILE}`);
+        }
+        continue;
+      }
+      kept.push({ ...v, check: narrow(v.check, scope as string[]) });
+    }
+    // An earlier check can reach here through two versions (the user's, narrowed, and a project's, which overrode it).
+    const seen = new Set<string>();
+    const unique = overrides.filter((o) => {
+      const k = `${o.source}\u0000${o.file ?? ''}`;
+      return !seen.has(k) && seen.add(k);
+    });
+    kept.push({ check: c, overrides: unique });
+    byId.set(c.id, kept);
+  }
+  const all = [...byId.values()].flat();
+  return {
+    checks: all.map((v) => v.check),
+    entries: all.map((v) => ({
+      id: v.check.id,
+      source: v.check.source,
+      ...(v.check.file ? { file: v.check.file } : {}),
+      ...(v.check.applies_to?.project?.length ? { projects: v.check.applies_to.project } : {}),
+      ...(v.check.applies_to?.not_project?.length ? { except_projects: v.check.applies_to.not_project } : {}),
+      overrides: v.overrides,
+    })),
+  };
+}
+
+/** The check, no longer in effect in `projects`. */
+function narrow(c: Check, projects: string[]): Check {
+  const at = c.applies_to ?? {};
+  if (at.project?.length) return { ...c, applies_to: { ...at, project: at.project.filter((p) => !projects.includes(p)) } };
+  return { ...c, applies_to: { ...at, not_project: [...new Set([...(at.not_project ?? []), ...projects])] } };
+}
+
+/** A registered project's check applies only to that project, unless it says which itself. */
+function scopeToProject(c: Check, project: string): Check {
+  if (c.applies_to?.project?.length) return c;
+  return { ...c, applies_to: { ...c.applies_to, project: [project] } };
+}
+
+function isDir(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function packageName(dir: string): string | undefined {
+  try {
+    return (JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string }).name;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,117 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { loadChecks, registerProject, type LoadResult } from './sources';
+import type { CheckError } from './types';
+import { watchChecks } from './watch';
+
+let tmp: string;
+let home: string;
+let stop: (() => void) | undefined;
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-watch-'));
+  home = path.join(tmp, 'home');
+  fs.mkdirSync(home);
+});
+afterEach(() => {
+  stop?.();
+  stop = undefined;
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const countRule = (id: string, n: number) => `id: ${id}\nkind: rule\nrule: { type: count, at_least: ${n} }\n`;
+
+function write(file: string, text: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, text);
+}
+
+/** Starts a watcher and returns a way to wait for the reload that satisfies `until`. */
+function watch(opts: { debounceMs?: number } = {}) {
+  const results: LoadResult[] = [];
+  const errors: CheckError[][] = [];
+  const waiters: { until: (r: LoadResult) => boolean; resolve: (r: LoadResult) => void }[] = [];
+  const initial = loadChecks({ library: false, home, lenient: true });
+  stop = watchChecks({ library: false, home, initial, debounceMs: opts.debounceMs ?? 50, onError: (e) => errors.push(e) }, (r) => {
+    results.push(r);
+    for (const w of [...waiters]) {
+      if (w.until(r)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(r);
+      }
+    }
+  });
+  const next = (until: (r: LoadResult) => boolean, ms = 5000) =>
+    new Promise<LoadResult>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error('no reload in time')), ms);
+      waiters.push({ until, resolve: (r) => (clearTimeout(t), resolve(r)) });
+    });
+  return { results, errors, next, initial };
+}
+
+const ids = (r: LoadResult) => r.checks.map((c) => c.id).sort();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('watchChecks', () => {
+  it('reloads when a check file is added or changed, including in a folder created later', async () => {
+    const w = watch();
+    expect(ids(w.initial)).toEqual([]);
+    // ~/.neatroots/checks/ does not exist yet: its parent is watched for it.
+    const file = path.join(home, 'checks', 'nested', 'a.yaml');
+    const added = w.next((r) => ids(r).includes('a'));
+    write(file, countRule('a', 1));
+    expect(ids(await added)).toEqual(['a']);
+    const changed = w.next((r) => r.checks.some((c) => c.id === 'a' && c.kind === 'rule' && c.rule.type === 'count' && c.rule.at_least === 7));
+    await sleep(20);
+    fs.writeFileSync(file, countRule('a', 7));
+    await changed;
+  });
+
+  it('keeps the last good checks of a broken file and reports the error', async () => {
+    const file = path.join(home, 'checks', 'a.yaml');
+    write(file, countRule('a', 1));
+    const w = watch();
+    const broken = w.next((r) => r.errors.length > 0);
+    fs.writeFileSync(file, countRule('a', 0));
+    const r = await broken;
+    expect(ids(r)).toEqual(['a']);
+    expect(r.checks[0]).toMatchObject({ rule: { at_least: 1 } });
+    expect(w.errors.flat().map((e) => e.message)).toContain(`${file}: check a: rule.at_least: must be an integer >= 1, got 0`);
+    const fixed = w.next((r2) => r2.errors.length === 0);
+    fs.writeFileSync(file, countRule('a', 2));
+    expect((await fixed).checks[0]).toMatchObject({ rule: { at_least: 2 } });
+  });
+
+  it('picks up a project registered while it runs', async () => {
+    write(path.join(home, 'checks', 'a.yaml'), countRule('a', 1));
+    const proj = path.join(tmp, 'proj');
+    write(path.join(proj, '.neatroots', 'checks', 'p.yaml'), countRule('p', 1));
+    const w = watch();
+    const registered = w.next((r) => ids(r).includes('p'));
+    registerProject(home, { name: 'proj', path: proj, steering: false });
+    const r = await registered;
+    expect(r.checks.find((c) => c.id === 'p')?.applies_to).toEqual({ project: ['proj'] });
+    // And its folder is now watched too.
+    const more = w.next((r2) => ids(r2).includes('q'));
+    write(path.join(proj, '.neatroots', 'checks', 'q.yaml'), countRule('q', 1));
+    await more;
+  });
+
+  it('debounces a burst of writes into one reload, and stops when closed', async () => {
+    const file = path.join(home, 'checks', 'a.yaml');
+    write(file, countRule('a', 1));
+    const w = watch({ debounceMs: 300 });
+    const done = w.next((r) => r.checks.some((c) => c.kind === 'rule' && c.rule.type === 'count' && c.rule.at_least === 5));
+    for (let n = 2; n <= 5; n++) {
+      fs.writeFileSync(file, countRule('a', n));
+      await sleep(10);
+    }
+    await done;
+    await sleep(400);
+    expect(w.results).toHaveLength(1);
+    stop?.();
+    fs.writeFileSync(file, countRule('a', 6));
+    await sleep(400);
+    expect(w.results).toHaveLength(1);
+  });
+});

@@ -1,0 +1,152 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import {
+  checkFolders,
+  loadChecks,
+  neatrootsHome,
+  projectChecksDir,
+  readProjects,
+  userChecksDir,
+  type LoadChecksOptions,
+  type LoadResult,
+  type ProjectEntry,
+} from './sources';
+import { CheckError } from './types';
+
+export interface WatchChecksOptions extends LoadChecksOptions {
+  /** Wait this long after the last change before reloading (editors write in bursts); default 100 ms. */
+  debounceMs?: number;
+  /** The checks already loaded (usually the strict load at start-up); loaded leniently if absent. */
+  initial?: LoadResult;
+  /** Problems found by a reload; the failing files keep their last good checks. Default: console.error. */
+  onError?: (errors: CheckError[]) => void;
+}
+
+export const DEFAULT_WATCH_DEBOUNCE_MS = 100;
+
+/**
+ * Reloads the checks whenever a file changes in any of their folders, or a project is
+ * registered (`<home>/projects.json`). The reload is lenient: a broken file keeps the checks
+ * it gave last time and is reported through onError, so one bad save never takes the
+ * server's checks away. Returns a function that stops watching.
+ *
+ * A folder that does not exist yet (no ~/.neatroots/checks/ before the first check is
+ * written) is noticed when it is created: its nearest existing parent is watched for it.
+ */
+export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadResult) => void): () => void {
+  const debounceMs = opts.debounceMs ?? DEFAULT_WATCH_DEBOUNCE_MS;
+  const report = opts.onError ?? ((errors: CheckError[]) => errors.forEach((e) => console.error(e.message)));
+  const home = opts.home === undefined ? neatrootsHome() : opts.home;
+  let current = opts.initial ?? loadChecks({ ...opts, lenient: true });
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const watchers = new Map<string, fs.FSWatcher>();
+
+  const schedule = () => {
+    if (closed) return;
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(reload, debounceMs);
+  };
+
+  const reload = () => {
+    timer = undefined;
+    if (closed) return;
+    let next: LoadResult;
+    try {
+      next = loadChecks({ ...opts, lenient: true, previous: current });
+    } catch (e) {
+      // Lenient loading only throws for something outside the check files (no library at all).
+      report([e instanceof CheckError ? e : new CheckError('checks', undefined, undefined, (e as Error).message ?? String(e))]);
+      sync();
+      return;
+    }
+    current = next;
+    sync();
+    if (next.errors.length) report(next.errors);
+    onChange(next);
+  };
+
+  /** The watches the folders need now: `key` -> how to start it. */
+  const wanted = (): Map<string, () => fs.FSWatcher> => {
+    const out = new Map<string, () => fs.FSWatcher>();
+    let projects: ProjectEntry[] | undefined = opts.projects;
+    if (!projects && home !== false) {
+      try {
+        projects = readProjects(home);
+      } catch {
+        projects = []; // reported by the reload that reads it
+      }
+    }
+    let dirs: string[] = [];
+    try {
+      dirs = checkFolders({ ...opts, projects: projects ?? [] }).map((f) => f.dir);
+    } catch {
+      // No library folder to be found: reported by the reload; still watch the rest.
+      if (home !== false) dirs = [userChecksDir(home), ...(projects ?? []).map((p) => projectChecksDir(p.path)), ...(opts.dirs ?? [])];
+    }
+    for (const dir of dirs) {
+      if (isDir(dir)) out.set(`r:${dir}`, () => fs.watch(dir, { recursive: true }, schedule));
+      else {
+        const { parent, child } = nearestExisting(dir);
+        if (parent) out.set(`c:${parent}:${child}`, () => fs.watch(parent, (_e, name) => name === child && schedule()));
+      }
+    }
+    if (!opts.projects && home !== false && isDir(home)) {
+      out.set(`p:${home}`, () => fs.watch(home, (_e, name) => (name === 'projects.json' || name === 'checks') && schedule()));
+    }
+    return out;
+  };
+
+  const sync = () => {
+    if (closed) return;
+    const want = wanted();
+    for (const [key, w] of watchers) {
+      if (!want.has(key)) {
+        w.close();
+        watchers.delete(key);
+      }
+    }
+    for (const [key, start] of want) {
+      if (watchers.has(key)) continue;
+      try {
+        const w = start();
+        // A watched folder that goes away ends its watch: look again for what to watch.
+        w.on('error', () => {
+          w.close();
+          watchers.delete(key);
+          schedule();
+        });
+        watchers.set(key, w);
+      } catch {
+        // Removed between the check and the watch; the next change in its parent brings it back.
+      }
+    }
+  };
+
+  sync();
+  return () => {
+    closed = true;
+    if (timer) clearTimeout(timer);
+    for (const w of watchers.values()) w.close();
+    watchers.clear();
+  };
+}
+
+function isDir(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** The nearest existing ancestor of `dir`, and the name of its child on the way to `dir`. */
+function nearestExisting(dir: string): { parent?: string; child?: string } {
+  let child = path.resolve(dir);
+  for (;;) {
+    const parent = path.dirname(child);
+    if (parent === child) return {};
+    if (isDir(parent)) return { parent, child: path.basename(child) };
+    child = parent;
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * The neatroots.v1 package in one flat namespace. The three generated files each repeat
+ * helper names (protobufPackage, MessageFns, DeepPartial), so `export *` of all of them
+ * would collide; the messages and services are listed instead.
+ */
+export { Usage, Span, ToolInfo, RunStart, RunEnd, Event } from './gen/neatroots/v1/spans';
+export {
+  ExportRequest,
+  Rejected,
+  ExportResponse,
+  SubscribeRequest,
+  Note,
+  IngestService,
+  IngestClient,
+} from './gen/neatroots/v1/ingest';
+export type { IngestServer } from './gen/neatroots/v1/ingest';
+export { Envelope, FindingEvent, NoteDelivered, NoteEnvelope } from './gen/neatroots/v1/bus';
+export {
+  QuestionSpec,
+  AskRequest,
+  AskResponse,
+  Answer,
+  AskBatchRequest,
+  AskBatchResponse,
+  ChatMessage,
+  CompleteRequest,
+  CompleteResponse,
+  AgreementRequest,
+  AgreementStat,
+  AgreementResponse,
+  QuestionTask,
+  QuestionService,
+  QuestionClient,
+} from './gen/neatroots/v1/question';
+export type { QuestionServer } from './gen/neatroots/v1/question';
+export const protobufPackage = 'neatroots.v1';

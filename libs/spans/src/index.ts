@@ -1,0 +1,7 @@
+export * from './types';
+export * from './errors';
+export * from './normalize';
+export * from './jsonl';
+export * from './text';
+export * from './wire';
+export * from './otlp';

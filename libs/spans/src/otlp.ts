@@ -1,0 +1,515 @@
+import { otlp } from '@neatroots/proto';
+import { SpanValidationError } from './errors';
+import { normalizeItem, normalizeSpan } from './normalize';
+import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
+
+/**
+ * OTLP trace export → the one span shape (pure; no I/O).
+ *
+ * Two attribute conventions are read:
+ * - OpenTelemetry GenAI (gen_ai.*, with the MCP attributes mcp.*): what the OpenTelemetry
+ *   instrumentations of OpenAI, Anthropic, the agent frameworks and MCP SDKs emit.
+ * - OpenInference (openinference.span.kind, input.value, llm.token_count.*): Arize Phoenix's
+ *   instrumentations (LangChain, LlamaIndex, DSPy, ...).
+ *
+ * run_id is the trace id in hex unless a span carries `neatroots.run_id`; project and workflow
+ * come from `neatroots.project` / `neatroots.workflow` (on the span, else on the resource), with
+ * `gen_ai.agent.name` (of the span, else of its run's root in the same export) and then the
+ * resource's `service.name` as the workflow fallback.
+ * Attributes whose value moved into a span field are dropped; every other attribute is kept
+ * in `attributes` as given.
+ *
+ * Run events. OTLP has none, so they are derived from the root agent span (no parent, type
+ * agent), which in the GenAI conventions is the `invoke_agent` span around the whole run:
+ * - a `run_start` just before the run's first item in this export, when the root carries
+ *   `gen_ai.system_instructions` or an input (system prompt, last user message, and the tools
+ *   of `gen_ai.tool.definitions`). An SDK exports a parent after its children, usually in a
+ *   later batch, so this run_start often follows spans already sent: it only informs, it
+ *   does not open the run;
+ * - a `run_end` right after the root: `error` when the span failed, `no_output` when it has no
+ *   output (note: GenAI instrumentations record message content only when content capture is
+ *   on, so without it every such run ends as no_output), else `ok`; final_output is the text of
+ *   the last assistant message, or the output as given.
+ */
+
+type Obj = Record<string, unknown>;
+type AnyValue = otlp.AnyValue;
+type KeyValue = otlp.KeyValue;
+
+/** A span that could not be accepted, with where it was and why. */
+export interface OtlpRejection {
+  /** Position of the span in the request, counting across resource_spans and scope_spans. */
+  index: number;
+  run_id?: string;
+  span_id?: string;
+  field: string;
+  reason: string;
+}
+
+export interface OtlpMapResult {
+  /** Accepted spans and the run events derived from them, in order. */
+  items: StreamItem[];
+  /** Spans in the request. */
+  spans: number;
+  /** Spans accepted (run events not counted). */
+  accepted: number;
+  rejected: OtlpRejection[];
+}
+
+export interface OtlpMapOptions {
+  /**
+   * The project the export is authenticated for: a span naming another project is rejected,
+   * and every accepted item is stamped with this one.
+   */
+  project?: string;
+}
+
+// ---- Values ----------------------------------------------------------------------------
+
+/** An OTLP AnyValue as JSON: int64 as a number when it fits exactly, else as its decimal string. */
+export function anyValueToJson(v: AnyValue | undefined): unknown {
+  const x = v?.value;
+  if (!x) return null;
+  switch (x.$case) {
+    case 'string_value':
+    case 'bool_value':
+    case 'double_value':
+      return x.value;
+    case 'int_value': {
+      const n = Number(x.value);
+      return Number.isSafeInteger(n) ? n : x.value;
+    }
+    case 'array_value':
+      return x.value.values.map(anyValueToJson);
+    case 'kvlist_value':
+      return attributesToJson(x.value.values);
+    case 'bytes_value':
+      return Buffer.from(x.value).toString('base64');
+  }
+}
+
+export function attributesToJson(kvs: readonly KeyValue[]): Obj {
+  const out: Obj = {};
+  for (const kv of kvs) out[kv.key] = anyValueToJson(kv.value);
+  return out;
+}
+
+const NANOS_RE = /^\d{1,20}$/;
+
+/**
+ * OTLP nanoseconds (a decimal uint64 string: ts-proto forceLong=string) to epoch milliseconds.
+ * Today's epoch nanoseconds (~1.7e18) are far beyond Number.MAX_SAFE_INTEGER (~9e15), so
+ * Number(ns) / 1e6 would round; the division is done in BigInt down to whole microseconds
+ * (~1.7e15, exact in a double) and the result keeps microsecond precision, enough to order
+ * two calls made in the same millisecond. Returns undefined for 0 (OTLP's "not set").
+ */
+export function nanosToMs(ns: string): number | undefined {
+  if (!NANOS_RE.test(ns)) throw new Error(`not a decimal nanosecond count: ${JSON.stringify(ns)}`);
+  const n = BigInt(ns);
+  if (n === 0n) return undefined;
+  return Number(n / 1000n) / 1000;
+}
+
+/** JSON text is parsed when it looks like an object or array; any other text stays a string. */
+function maybeJson(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  const t = v.trimStart();
+  if (t.startsWith('{') || t.startsWith('[')) {
+    try {
+      return JSON.parse(v);
+    } catch {
+      return v;
+    }
+  }
+  return v;
+}
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function hex(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
+}
+
+function allZero(bytes: Uint8Array): boolean {
+  for (const b of bytes) if (b !== 0) return false;
+  return true;
+}
+
+// ---- Message text (GenAI messages, OpenAI-style messages, OpenInference strings) -------
+
+function partsText(parts: unknown): string | undefined {
+  if (!Array.isArray(parts)) return undefined;
+  const texts: string[] = [];
+  for (const p of parts) {
+    if (typeof p === 'string') texts.push(p);
+    else if (isObj(p) && (p.type === undefined || p.type === 'text')) {
+      const t = typeof p.content === 'string' ? p.content : typeof p.text === 'string' ? p.text : undefined;
+      if (t !== undefined) texts.push(t);
+    }
+  }
+  return texts.length ? texts.join('\n') : undefined;
+}
+
+function messageText(m: unknown): string | undefined {
+  if (typeof m === 'string') return m;
+  if (!isObj(m)) return undefined;
+  if (typeof m.content === 'string') return m.content;
+  return partsText(m.parts) ?? partsText(m.content);
+}
+
+/** The text of the last message with this role (or of the value itself when it is not a list of messages). */
+function lastText(v: unknown, role: string): string | undefined {
+  if (typeof v === 'string') return v;
+  if (Array.isArray(v)) {
+    for (let i = v.length - 1; i >= 0; i--) {
+      const m = v[i];
+      if (isObj(m) && m.role !== undefined && m.role !== role) continue;
+      const t = messageText(m);
+      if (t !== undefined) return t;
+    }
+    return undefined;
+  }
+  return messageText(v);
+}
+
+function toolDefinitions(v: unknown): { name: string; description?: string }[] | undefined {
+  if (!Array.isArray(v)) return undefined;
+  const out: { name: string; description?: string }[] = [];
+  for (const t of v) {
+    if (!isObj(t)) continue;
+    // {name, description} or OpenAI's {type: "function", function: {name, description}}
+    const f = isObj(t.function) ? t.function : t;
+    if (typeof f.name !== 'string' || !f.name) continue;
+    out.push(typeof f.description === 'string' ? { name: f.name, description: f.description } : { name: f.name });
+  }
+  return out.length ? out : undefined;
+}
+
+function isEmptyOutput(v: unknown): boolean {
+  if (v === undefined || v === null) return true;
+  if (typeof v === 'string') return v.trim() === '';
+  if (Array.isArray(v)) return v.length === 0;
+  if (isObj(v)) return Object.keys(v).length === 0;
+  return false;
+}
+
+// ---- One span --------------------------------------------------------------------------
+
+/** Reads attributes, remembering which ones moved into span fields. */
+class Attrs {
+  readonly used = new Set<string>();
+  constructor(readonly all: Obj) {}
+
+  has(key: string): boolean {
+    return this.all[key] !== undefined && this.all[key] !== null;
+  }
+  /** A non-empty string attribute (numbers and booleans are read as strings too). */
+  peekString(key: string): string | undefined {
+    const v = this.all[key];
+    if (typeof v === 'string') return v || undefined;
+    if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+    return undefined;
+  }
+  string(...keys: string[]): string | undefined {
+    for (const k of keys) {
+      const v = this.peekString(k);
+      if (v !== undefined) {
+        this.used.add(k);
+        return v;
+      }
+    }
+    return undefined;
+  }
+  number(...keys: string[]): number | undefined {
+    for (const k of keys) {
+      const v = this.all[k];
+      const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+      if (Number.isFinite(n)) {
+        this.used.add(k);
+        return n;
+      }
+    }
+    return undefined;
+  }
+  /** The first present value, JSON text parsed. */
+  json(...keys: string[]): unknown {
+    for (const k of keys) {
+      if (!this.has(k)) continue;
+      this.used.add(k);
+      return maybeJson(this.all[k]);
+    }
+    return undefined;
+  }
+  rest(): Obj | undefined {
+    let out: Obj | undefined;
+    for (const [k, v] of Object.entries(this.all)) {
+      if (!this.used.has(k)) (out ??= {})[k] = v;
+    }
+    return out;
+  }
+}
+
+const LLM_OPERATIONS = new Set(['chat', 'text_completion', 'generate_content']);
+const AGENT_OPERATIONS = new Set(['invoke_agent', 'create_agent']);
+
+function spanType(a: Attrs): SpanType {
+  const mcp = a.peekString('mcp.method.name');
+  const op = a.peekString('gen_ai.operation.name');
+  if (op === 'execute_tool') return mcp ? 'mcp_tool' : 'tool';
+  if (op && LLM_OPERATIONS.has(op)) return 'llm';
+  if (op && AGENT_OPERATIONS.has(op)) return 'agent';
+  if (op === 'embeddings') return 'other';
+  switch (a.peekString('openinference.span.kind')?.toUpperCase()) {
+    case 'LLM':
+      return 'llm';
+    case 'TOOL':
+      return mcp ? 'mcp_tool' : 'tool';
+    case 'AGENT':
+      return 'agent';
+    case 'RETRIEVER':
+    case 'RERANKER':
+      return 'retrieval';
+    case 'CHAIN':
+    case 'EMBEDDING':
+    case 'GUARDRAIL':
+    case 'EVALUATOR':
+      return 'other';
+  }
+  // An MCP client span without the GenAI attributes: only tools/call is a tool call.
+  if (mcp === 'tools/call') return 'mcp_tool';
+  if (mcp) return 'other';
+  if (a.has('gen_ai.tool.name')) return 'tool';
+  return 'other';
+}
+
+interface Resource {
+  project?: string;
+  workflow?: string;
+  serviceName?: string;
+}
+
+function readResource(attrs: Obj): Resource {
+  const s = (k: string) => (typeof attrs[k] === 'string' && attrs[k] ? (attrs[k] as string) : undefined);
+  const service = s('service.name');
+  return {
+    project: s('neatroots.project'),
+    workflow: s('neatroots.workflow'),
+    // The SDKs' default when nothing was configured says nothing about the workflow.
+    serviceName: service && !service.startsWith('unknown_service') ? service : undefined,
+  };
+}
+
+interface Mapped {
+  span: Span;
+  /** gen_ai.agent.name, when it gave the span its workflow. */
+  agentWorkflow?: string;
+  /** neatroots.workflow was given. */
+  explicitWorkflow: boolean;
+  runStart?: RunStart;
+  runEnd?: RunEnd;
+}
+
+function exceptionMessage(s: otlp.Span): string | undefined {
+  for (const ev of s.events) {
+    if (ev.name !== 'exception') continue;
+    const a = attributesToJson(ev.attributes);
+    const msg = a['exception.message'] ?? a['exception.type'];
+    if (typeof msg === 'string' && msg) return msg;
+  }
+  return undefined;
+}
+
+function time(ns: string, field: string, runId: string, spanId: string): number | undefined {
+  try {
+    return nanosToMs(ns);
+  } catch (e) {
+    throw new SpanValidationError(field, (e as Error).message, runId, spanId);
+  }
+}
+
+function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
+  const traceOk = s.trace_id.length === 16 && !allZero(s.trace_id);
+  const traceHex = s.trace_id.length ? hex(s.trace_id) : undefined;
+  const spanHex = s.span_id.length ? hex(s.span_id) : undefined;
+  if (!traceOk) {
+    throw new SpanValidationError(
+      'trace_id',
+      s.trace_id.length === 0 ? 'is required' : s.trace_id.length === 16 ? 'is all zeros' : `must be 16 bytes, got ${s.trace_id.length}`,
+      traceHex,
+      spanHex,
+    );
+  }
+  const a = new Attrs(attributesToJson(s.attributes));
+  const run_id = a.string('neatroots.run_id') ?? (traceHex as string);
+  if (s.span_id.length !== 8 || allZero(s.span_id)) {
+    throw new SpanValidationError(
+      'span_id',
+      s.span_id.length === 0 ? 'is required' : s.span_id.length === 8 ? 'is all zeros' : `must be 8 bytes, got ${s.span_id.length}`,
+      run_id,
+      spanHex,
+    );
+  }
+  const span_id = spanHex as string;
+  let parent_id: string | undefined;
+  if (s.parent_span_id.length) {
+    if (s.parent_span_id.length !== 8) {
+      throw new SpanValidationError('parent_span_id', `must be 8 bytes or empty, got ${s.parent_span_id.length}`, run_id, span_id);
+    }
+    if (!allZero(s.parent_span_id)) parent_id = hex(s.parent_span_id);
+  }
+  const start_ms = time(s.start_time_unix_nano, 'start_time_unix_nano', run_id, span_id);
+  const end_ms = time(s.end_time_unix_nano, 'end_time_unix_nano', run_id, span_id);
+  if (start_ms !== undefined && end_ms !== undefined && BigInt(s.end_time_unix_nano) < BigInt(s.start_time_unix_nano)) {
+    throw new SpanValidationError(
+      'end_time_unix_nano',
+      `is before start_time_unix_nano (${s.end_time_unix_nano} < ${s.start_time_unix_nano})`,
+      run_id,
+      span_id,
+    );
+  }
+
+  const type = spanType(a);
+  const isTool = type === 'tool' || type === 'mcp_tool';
+  const tool = isTool ? a.string('gen_ai.tool.name', 'tool.name', 'mcp.tool.name') : undefined;
+  // OpenInference says what its values are; text/plain stays text even when it looks like JSON.
+  const inputPlain = a.peekString('input.mime_type') === 'text/plain';
+  const outputPlain = a.peekString('output.mime_type') === 'text/plain';
+  let input = a.json('gen_ai.tool.call.arguments', 'gen_ai.input.messages');
+  if (input === undefined && a.has('input.value')) {
+    input = inputPlain ? a.all['input.value'] : maybeJson(a.all['input.value']);
+    a.used.add('input.value');
+  }
+  if (input === undefined) input = a.json('gen_ai.prompt');
+  let output = a.json('gen_ai.tool.call.result', 'gen_ai.output.messages');
+  if (output === undefined && a.has('output.value')) {
+    output = outputPlain ? a.all['output.value'] : maybeJson(a.all['output.value']);
+    a.used.add('output.value');
+  }
+  if (output === undefined) output = a.json('gen_ai.completion');
+
+  const code = s.status?.code ?? otlp.Status_StatusCode.STATUS_CODE_UNSET;
+  let error: string | undefined;
+  if (code === otlp.Status_StatusCode.STATUS_CODE_ERROR) {
+    error = s.status?.message || a.string('error.type') || exceptionMessage(s) || 'error';
+  } else if (code !== otlp.Status_StatusCode.STATUS_CODE_OK && a.peekString('error.type')) {
+    // The conventions set error.type only when the operation failed.
+    error = a.string('error.type');
+  }
+
+  const usage: Obj = {};
+  const inTok = a.number('gen_ai.usage.input_tokens', 'llm.token_count.prompt', 'gen_ai.usage.prompt_tokens');
+  const outTok = a.number('gen_ai.usage.output_tokens', 'llm.token_count.completion', 'gen_ai.usage.completion_tokens');
+  const totTok = a.number('llm.token_count.total');
+  if (inTok !== undefined) usage.input_tokens = inTok;
+  if (outTok !== undefined) usage.output_tokens = outTok;
+  if (totTok !== undefined) usage.total_tokens = totTok;
+
+  const model = a.string('gen_ai.response.model', 'gen_ai.request.model', 'llm.model_name');
+  const session_id = a.string('gen_ai.conversation.id', 'session.id');
+  const explicitWorkflow = a.string('neatroots.workflow') ?? res.workflow;
+  const agentName = a.peekString('gen_ai.agent.name');
+  const workflow = explicitWorkflow ?? agentName ?? res.serviceName;
+  let project = a.string('neatroots.project') ?? res.project;
+  if (opts.project !== undefined) {
+    if (project !== undefined && project !== opts.project) {
+      throw new SpanValidationError('project', `names project "${project}", but the API key is for "${opts.project}"`, run_id, span_id);
+    }
+    project = opts.project;
+  }
+  // Read before rest() so they do not stay in attributes when they feed the run_start.
+  const systemInstructions = a.json('gen_ai.system_instructions');
+  const toolDefs = a.json('gen_ai.tool.definitions');
+
+  const raw: Obj = { run_id, span_id, type, name: s.name, status: error !== undefined ? 'error' : 'ok' };
+  if (parent_id) raw.parent_id = parent_id;
+  if (tool) raw.tool = tool;
+  if (input !== undefined) raw.input = input;
+  if (output !== undefined) raw.output = output;
+  if (error !== undefined) raw.error = error;
+  if (start_ms !== undefined) raw.start_ms = start_ms;
+  if (end_ms !== undefined) raw.end_ms = end_ms;
+  if (Object.keys(usage).length) raw.usage = usage;
+  if (model) raw.model = model;
+  if (project) raw.project = project;
+  if (workflow) raw.workflow = workflow;
+  if (session_id) raw.session_id = session_id;
+  const rest = a.rest();
+  if (rest) raw.attributes = rest;
+  const span = normalizeSpan(raw);
+
+  const out: Mapped = { span, agentWorkflow: explicitWorkflow === undefined ? agentName : undefined, explicitWorkflow: explicitWorkflow !== undefined };
+  if (!parent_id && type === 'agent') {
+    if (systemInstructions !== undefined || input !== undefined) {
+      const startRaw: Obj = { event: 'run_start', run_id, project, workflow, session_id };
+      const sys = systemInstructions === undefined ? undefined : lastText(systemInstructions, 'system');
+      if (sys !== undefined) startRaw.system_prompt = sys;
+      const user = input === undefined ? undefined : lastText(input, 'user');
+      if (user !== undefined) startRaw.user_message = user;
+      const tools = toolDefinitions(toolDefs);
+      if (tools) startRaw.tools = tools;
+      if (start_ms !== undefined) startRaw.ts_ms = start_ms;
+      out.runStart = (normalizeItem(startRaw) as { kind: 'run_start'; run: RunStart }).run;
+    }
+    const status = span.status === 'error' ? 'error' : isEmptyOutput(span.output) ? 'no_output' : 'ok';
+    const endRaw: Obj = { event: 'run_end', run_id, status };
+    if (span.output !== undefined) endRaw.final_output = lastText(span.output, 'assistant') ?? span.output;
+    if (end_ms !== undefined) endRaw.ts_ms = end_ms;
+    out.runEnd = (normalizeItem(endRaw) as { kind: 'run_end'; run: RunEnd }).run;
+  }
+  return out;
+}
+
+// ---- The request -----------------------------------------------------------------------
+
+/** Maps one OTLP export; every span is accepted or rejected on its own. */
+export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMapOptions = {}): OtlpMapResult {
+  const mapped: Mapped[] = [];
+  const rejected: OtlpRejection[] = [];
+  let index = 0;
+  for (const rs of req.resource_spans) {
+    const res = readResource(attributesToJson(rs.resource?.attributes ?? []));
+    for (const ss of rs.scope_spans) {
+      for (const s of ss.spans) {
+        const i = index++;
+        try {
+          mapped.push(mapSpan(s, res, opts));
+        } catch (e) {
+          if (!(e instanceof SpanValidationError)) throw e;
+          const r: OtlpRejection = { index: i, field: e.field, reason: e.reason };
+          if (e.run_id) r.run_id = e.run_id;
+          if (e.span_id) r.span_id = e.span_id;
+          rejected.push(r);
+        }
+      }
+    }
+  }
+  const starts = new Map<string, RunStart>();
+  for (const m of mapped) if (m.runStart && !starts.has(m.span.run_id)) starts.set(m.span.run_id, m.runStart);
+  // A run's workflow is its agent's name: child spans (tool and model calls) rarely carry
+  // gen_ai.agent.name, so they take the one of their run's root (else of any span of the run)
+  // in this export rather than the service.name fallback. (Across exports the engine takes
+  // the run_start's workflow, which comes from the root.)
+  const agentOf = new Map<string, string>();
+  for (const m of mapped) {
+    if (m.agentWorkflow && (!agentOf.has(m.span.run_id) || !m.span.parent_id)) agentOf.set(m.span.run_id, m.agentWorkflow);
+  }
+  for (const m of mapped) {
+    const agent = agentOf.get(m.span.run_id);
+    if (agent && !m.explicitWorkflow && !m.agentWorkflow) m.span.workflow = agent;
+  }
+  const items: StreamItem[] = [];
+  const seen = new Set<string>();
+  for (const m of mapped) {
+    const runId = m.span.run_id;
+    if (!seen.has(runId)) {
+      seen.add(runId);
+      const start = starts.get(runId);
+      if (start) items.push({ kind: 'run_start', run: start });
+    }
+    items.push({ kind: 'span', span: m.span });
+    if (m.runEnd) items.push({ kind: 'run_end', run: m.runEnd });
+  }
+  return { items, spans: index, accepted: mapped.length, rejected };
+}

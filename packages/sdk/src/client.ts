@@ -1,0 +1,445 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { credentials as grpcCredentials, Metadata, status as Status, type ChannelCredentials, type ClientOptions, type ServiceError } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
+
+/**
+ * The neatroots agent SDK: records a run's spans and run events, exports them in batches to
+ * ingest's neatroots.v1 Ingest API, and receives notes and halts for the run (a Subscribe
+ * stream, and notes piggybacked on export responses).
+ *
+ *   const client = new NeatrootsClient({ address: 'localhost:50051', apiKey });
+ *   const run = client.startRun({ workflow: 'refund-agent', user_message });
+ *   const order = await run.toolCall('lookup_order', { id }, (args, signal) => lookup(args, signal));
+ *   await run.end({ final_output: answer });
+ */
+
+export type SpanType = 'llm' | 'tool' | 'mcp_tool' | 'agent' | 'retrieval' | 'other';
+export type RunEndStatus = 'ok' | 'error' | 'no_output' | 'interrupted';
+export type Note = v1.Note;
+
+export interface Usage {
+  input_tokens?: number;
+  output_tokens?: number;
+  total_tokens?: number;
+  cost?: number;
+}
+
+/** A span as the contract defines it (CONTRACTS.md section 1), minus what the run fills in. */
+export interface SpanInit {
+  type: SpanType;
+  name?: string;
+  tool?: string;
+  input?: unknown;
+  output?: unknown;
+  error?: string | null;
+  status?: 'ok' | 'error';
+  start_ms?: number;
+  end_ms?: number;
+  usage?: Usage;
+  model?: string;
+  parent_id?: string;
+  /** Default: a random 16-hex-digit id. */
+  span_id?: string;
+  attributes?: Record<string, unknown>;
+}
+
+export interface StartRunOptions {
+  /** Default: a random UUID. */
+  run_id?: string;
+  workflow?: string;
+  session_id?: string;
+  system_prompt?: string;
+  user_message?: string;
+  tools?: { name: string; description?: string }[];
+}
+
+export interface EndRunOptions {
+  /** Default: `interrupted` when the run was halted, else `ok`. */
+  status?: RunEndStatus;
+  final_output?: unknown;
+}
+
+export interface RetryOptions {
+  /** Attempts per export, the first included. Default 6. */
+  maxAttempts?: number;
+  /** First delay; doubled each attempt, with jitter. Default 200 ms. */
+  initialDelayMs?: number;
+  maxDelayMs?: number;
+}
+
+export interface NeatrootsClientOptions {
+  /** host:port of ingest's neatroots.v1 API, e.g. `localhost:50051`. */
+  address: string;
+  apiKey: string;
+  /** Default: plaintext (use grpc.credentials.createSsl() behind TLS). */
+  credentials?: ChannelCredentials;
+  channelOptions?: Partial<ClientOptions>;
+  /** Events per export; reaching it flushes at once. Default 100. */
+  maxBatch?: number;
+  /** Queued events are exported at least this often. Default 1000 ms. */
+  flushIntervalMs?: number;
+  /** Deadline of one export call. Default 10 s. */
+  exportTimeoutMs?: number;
+  retry?: RetryOptions;
+  /** Open a Subscribe stream per run for notes and halts. Default true. */
+  subscribe?: boolean;
+  /** Exports that failed for good, items ingest rejected, broken subscriptions. Default: console.warn. */
+  onError?: (err: Error) => void;
+}
+
+/** Thrown by `toolCall` once the run was halted; `run.signal` aborts with it. */
+export class RunHaltedError extends Error {
+  constructor(readonly note?: Note) {
+    super(note ? `run halted by neatroots: ${note.title || note.check_id}${note.text ? `: ${note.text}` : ''}` : 'run halted by neatroots');
+    this.name = 'RunHaltedError';
+  }
+}
+
+/** Items ingest refused (the rest of the batch was accepted). */
+export class ExportRejectedError extends Error {
+  constructor(readonly rejected: v1.Rejected[]) {
+    super(`neatroots rejected ${rejected.length} item(s): ${rejected.map((r) => `${r.field}: ${r.reason}`).join('; ')}`);
+    this.name = 'ExportRejectedError';
+  }
+}
+
+/** Retried: nothing of the batch was acknowledged. */
+const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED]);
+
+function jsonText(v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  try {
+    const s = JSON.stringify(v);
+    if (s !== undefined) return s;
+  } catch {
+    // circular or BigInt: sent as its string form below
+  }
+  return JSON.stringify(String(v));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function newSpanId(): string {
+  return randomBytes(8).toString('hex');
+}
+
+export class NeatrootsClient {
+  private readonly grpc: v1.IngestClient;
+  private readonly metadata: Metadata;
+  private readonly maxBatch: number;
+  private readonly exportTimeoutMs: number;
+  private readonly retry: Required<RetryOptions>;
+  private readonly timer: NodeJS.Timeout;
+  private queue: v1.Event[] = [];
+  private chain: Promise<void> = Promise.resolve();
+  private readonly runs = new Map<string, Run>();
+  private closed = false;
+  /** @internal */
+  readonly subscribeEnabled: boolean;
+  /** @internal */
+  readonly onError: (err: Error) => void;
+
+  constructor(opts: NeatrootsClientOptions) {
+    this.grpc = new v1.IngestClient(opts.address, opts.credentials ?? grpcCredentials.createInsecure(), opts.channelOptions);
+    this.metadata = new Metadata();
+    this.metadata.set('x-api-key', opts.apiKey);
+    this.maxBatch = opts.maxBatch ?? 100;
+    this.exportTimeoutMs = opts.exportTimeoutMs ?? 10_000;
+    this.retry = { maxAttempts: 6, initialDelayMs: 200, maxDelayMs: 5000, ...opts.retry };
+    this.subscribeEnabled = opts.subscribe ?? true;
+    this.onError = opts.onError ?? ((err) => console.warn(`[neatroots] ${err.message}`));
+    this.timer = setInterval(() => {
+      if (this.queue.length) void this.flush();
+    }, opts.flushIntervalMs ?? 1000);
+    this.timer.unref();
+  }
+
+  startRun(opts: StartRunOptions = {}): Run {
+    if (this.closed) throw new Error('NeatrootsClient is closed');
+    const runId = opts.run_id ?? randomUUID();
+    const run = new Run(this, runId);
+    this.runs.set(runId, run);
+    this.enqueue({
+      kind: {
+        $case: 'run_start',
+        value: {
+          run_id: runId,
+          project: '',
+          workflow: opts.workflow ?? '',
+          session_id: opts.session_id ?? '',
+          system_prompt: opts.system_prompt ?? '',
+          user_message: opts.user_message ?? '',
+          tools: (opts.tools ?? []).map((t) => ({ name: t.name, description: t.description ?? '' })),
+          ts_ms: Date.now(),
+        },
+      },
+    });
+    if (this.subscribeEnabled) run.subscribe();
+    return run;
+  }
+
+  /** Exports everything queued so far; resolves when it is acknowledged (or given up on). */
+  flush(): Promise<void> {
+    this.chain = this.chain.then(() => this.drain());
+    return this.chain;
+  }
+
+  /** Flushes, ends every Subscribe stream and closes the channel. Runs not ended stay without run_end. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.flush();
+    for (const run of this.runs.values()) run.unsubscribe();
+    this.runs.clear();
+    this.grpc.close();
+  }
+
+  /** @internal */
+  enqueue(ev: v1.Event): void {
+    this.queue.push(ev);
+    if (this.queue.length >= this.maxBatch) void this.flush();
+  }
+
+  /** @internal */
+  forget(runId: string): void {
+    this.runs.delete(runId);
+  }
+
+  /** @internal */
+  openSubscribe(runId: string) {
+    return this.grpc.subscribe({ run_id: runId }, this.metadata);
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      await this.exportWithRetry(batch);
+    }
+  }
+
+  private call(events: v1.Event[]): Promise<v1.ExportResponse> {
+    return new Promise((resolve, reject) => {
+      this.grpc.export(
+        { events, note_runs: [] },
+        this.metadata,
+        { deadline: Date.now() + this.exportTimeoutMs },
+        (err: ServiceError | null, res: v1.ExportResponse) => (err ? reject(err) : resolve(res)),
+      );
+    });
+  }
+
+  private async exportWithRetry(events: v1.Event[]): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const res = await this.call(events);
+        if (res.rejected.length) this.onError(new ExportRejectedError(res.rejected));
+        for (const note of res.notes) this.dispatch(note);
+        return;
+      } catch (e) {
+        const err = e as ServiceError;
+        if (!RETRYABLE.has(err.code) || attempt >= this.retry.maxAttempts) {
+          this.onError(new Error(`export of ${events.length} event(s) failed: ${err.message}`));
+          return;
+        }
+        const base = Math.min(this.retry.maxDelayMs, this.retry.initialDelayMs * 2 ** (attempt - 1));
+        await sleep(base / 2 + (Math.random() * base) / 2);
+      }
+    }
+  }
+
+  /** @internal */
+  dispatch(note: Note): void {
+    if (note.run_id) this.runs.get(note.run_id)?.receive(note);
+    else for (const run of this.runs.values()) run.receive(note);
+  }
+}
+
+export class Run {
+  private readonly controller = new AbortController();
+  private readonly listeners = new Set<(note: Note) => void>();
+  private readonly seen = new Set<string>();
+  private stream: ReturnType<NeatrootsClient['openSubscribe']> | undefined;
+  private subscribedResolve: (() => void) | undefined;
+  private readonly subscribedPromise: Promise<void>;
+  private ended: Promise<void> | undefined;
+  private retryDelay = 0;
+  /** No more notes stream (ended, or the client closed). */
+  private stopped = false;
+  private haltedBy: Note | undefined;
+  private isHalted = false;
+
+  /** @internal */
+  constructor(
+    private readonly client: NeatrootsClient,
+    readonly id: string,
+  ) {
+    this.subscribedPromise = new Promise((r) => (this.subscribedResolve = r));
+  }
+
+  /** True once a halt reached the run. */
+  get halted(): boolean {
+    return this.isHalted;
+  }
+
+  /** The halt that stopped the run, if any. */
+  get haltNote(): Note | undefined {
+    return this.haltedBy;
+  }
+
+  /** Aborts (with a RunHaltedError) when the run is halted: pass it to model and tool calls. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Resolves once the notes stream is open (halts can reach the run from then on). */
+  whenSubscribed(): Promise<void> {
+    return this.subscribedPromise;
+  }
+
+  /** Called for every note and halt of the run (each once, whichever way it came). Returns an unsubscribe. */
+  onNote(cb: (note: Note) => void): () => void {
+    this.listeners.add(cb);
+    return () => this.listeners.delete(cb);
+  }
+
+  /** Records a finished span; returns its span_id. */
+  span(init: SpanInit): string;
+  /** Times `fn` and records it as a span (output: its result; error: what it threw). */
+  span<T>(init: SpanInit, fn: (signal: AbortSignal) => Promise<T> | T): Promise<T>;
+  span<T>(init: SpanInit, fn?: (signal: AbortSignal) => Promise<T> | T): string | Promise<T> {
+    if (!fn) return this.record(init);
+    return this.timed(init, () => fn(this.signal));
+  }
+
+  /**
+   * Runs a tool and records it as a `tool` span (input, output or error, timing). Throws
+   * RunHaltedError without calling `fn` once the run is halted.
+   */
+  toolCall<I, T>(
+    name: string,
+    input: I,
+    fn: (input: I, signal: AbortSignal) => Promise<T> | T,
+    opts: { type?: 'tool' | 'mcp_tool'; parent_id?: string } = {},
+  ): Promise<T> {
+    if (this.isHalted) return Promise.reject(new RunHaltedError(this.haltedBy));
+    return this.timed({ type: opts.type ?? 'tool', name, tool: name, input, parent_id: opts.parent_id }, () => fn(input, this.signal));
+  }
+
+  /** Exports this run's spans queued so far (and everything else queued on the client). */
+  flush(): Promise<void> {
+    return this.client.flush();
+  }
+
+  /** Sends run_end, flushes, and closes the run's notes stream. Idempotent. */
+  end(opts: EndRunOptions = {}): Promise<void> {
+    this.ended ??= (async () => {
+      const final = opts.final_output === undefined ? undefined : jsonText(opts.final_output);
+      const runEnd: v1.RunEnd = { run_id: this.id, status: opts.status ?? (this.isHalted ? 'interrupted' : 'ok'), ts_ms: Date.now() };
+      if (final !== undefined) runEnd.final_output_json = final;
+      this.client.enqueue({ kind: { $case: 'run_end', value: runEnd } });
+      await this.client.flush();
+      this.unsubscribe();
+      this.client.forget(this.id);
+    })();
+    return this.ended;
+  }
+
+  private async timed<T>(init: SpanInit, fn: () => Promise<T> | T): Promise<T> {
+    const start_ms = Date.now();
+    try {
+      const out = await fn();
+      this.record({ ...init, output: out, start_ms, end_ms: Date.now() });
+      return out;
+    } catch (e) {
+      const error = e instanceof Error ? e.message : String(e);
+      this.record({ ...init, error, status: 'error', start_ms, end_ms: Date.now() });
+      throw e;
+    }
+  }
+
+  private record(init: SpanInit): string {
+    const span_id = init.span_id ?? newSpanId();
+    const now = Date.now();
+    const msg: v1.Span = {
+      run_id: this.id,
+      span_id,
+      parent_id: init.parent_id ?? '',
+      type: init.type,
+      name: init.name ?? '',
+      tool: init.tool ?? '',
+      status: init.status ?? '',
+      model: init.model ?? '',
+      project: '',
+      workflow: '',
+      session_id: '',
+      start_ms: init.start_ms ?? now,
+      end_ms: init.end_ms ?? init.start_ms ?? now,
+    };
+    const input = jsonText(init.input);
+    if (input !== undefined) msg.input_json = input;
+    const output = jsonText(init.output);
+    if (output !== undefined) msg.output_json = output;
+    if (typeof init.error === 'string') msg.error = init.error;
+    if (init.usage) msg.usage = { ...init.usage };
+    if (init.attributes) msg.attributes_json = jsonText(init.attributes);
+    this.client.enqueue({ kind: { $case: 'span', value: msg } });
+    return span_id;
+  }
+
+  /** @internal */
+  receive(note: Note): void {
+    if (this.seen.has(note.id)) return;
+    this.seen.add(note.id);
+    if (note.kind === 'halt' && !this.isHalted) {
+      this.isHalted = true;
+      this.haltedBy = note;
+      this.controller.abort(new RunHaltedError(note));
+    }
+    for (const cb of this.listeners) {
+      try {
+        cb(note);
+      } catch (e) {
+        this.client.onError(e instanceof Error ? e : new Error(String(e)));
+      }
+    }
+  }
+
+  /** @internal */
+  subscribe(): void {
+    if (this.stopped || this.stream) return;
+    const stream = this.client.openSubscribe(this.id);
+    this.stream = stream;
+    stream.on('metadata', () => {
+      this.retryDelay = 0;
+      this.subscribedResolve?.();
+    });
+    stream.on('data', (note: Note) => this.receive(note));
+    const reconnect = (err?: ServiceError) => {
+      if (this.stream !== stream) return; // already handled, or unsubscribed
+      this.stream = undefined;
+      if (this.stopped) return;
+      if (err?.code === Status.UNAUTHENTICATED || err?.code === Status.PERMISSION_DENIED || err?.code === Status.INVALID_ARGUMENT) {
+        this.client.onError(new Error(`notes for run ${this.id} unavailable: ${err.message}`));
+        return;
+      }
+      this.retryDelay = Math.min(10_000, this.retryDelay ? this.retryDelay * 2 : 250);
+      setTimeout(() => this.subscribe(), this.retryDelay).unref();
+    };
+    stream.on('error', (err: ServiceError) => reconnect(err));
+    stream.on('end', () => reconnect());
+  }
+
+  /** @internal */
+  unsubscribe(): void {
+    this.stopped = true;
+    const stream = this.stream;
+    this.stream = undefined;
+    if (stream) {
+      stream.on('error', () => undefined); // the CANCELLED that cancel() causes
+      stream.cancel();
+    }
+  }
+}

@@ -1,0 +1,433 @@
+import { once } from 'node:events';
+import { Client, Metadata, credentials, status, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
+import { context, trace, SpanStatusCode } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { MemoryBus } from '@neatroots/platform';
+import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
+import { otlp, v1 } from '@neatroots/proto';
+import {
+  DELIVERIES_TOPIC,
+  EVENTS_TOPIC,
+  NOTES_TOPIC,
+  itemToEvent,
+  type Envelope,
+  type Note,
+  type NoteDelivered,
+  type RunEnd,
+  type RunStart,
+  type Span,
+} from '@neatroots/spans';
+import { startIngest, type IngestHandle } from './ingest';
+
+// ---- harness ---------------------------------------------------------------------------
+
+/** The in-process bus, with a switch that makes publishing to the events topic fail. */
+class FlakyBus implements Bus {
+  failEvents = false;
+  constructor(readonly inner: MemoryBus) {}
+  publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
+    if (this.failEvents && topic.name === EVENTS_TOPIC.name) return Promise.reject(new Error('broker down'));
+    return this.inner.publish(topic, records);
+  }
+  subscribe<T>(topic: Topic<T>, opts: SubscribeOptions, handler: (batch: BusBatch<T>) => Promise<void>): Promise<Subscription> {
+    return this.inner.subscribe(topic, opts, handler);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+const KEYS: Record<string, string> = { 'key-shop': 'shop', 'key-bank': 'bank' };
+
+interface Harness {
+  bus: FlakyBus;
+  memory: MemoryBus;
+  ingest: IngestHandle;
+  events: Envelope[];
+  deliveries: NoteDelivered[];
+  neatroots: v1.IngestClient;
+  otlpClient: otlp.TraceServiceClient;
+  close(): Promise<void>;
+}
+
+async function harness(maxReceiveMessageBytes?: number): Promise<Harness> {
+  const memory = new MemoryBus();
+  const bus = new FlakyBus(memory);
+  const events: Envelope[] = [];
+  const deliveries: NoteDelivered[] = [];
+  // Every record goes through its topic's codec, as it would through Kafka.
+  const subs = [
+    await bus.subscribe(EVENTS_TOPIC, { group: 'test-events' }, async (b) => {
+      for (const r of b.records) events.push(EVENTS_TOPIC.decode(EVENTS_TOPIC.encode(r.value)));
+    }),
+    await bus.subscribe(DELIVERIES_TOPIC, { group: 'test-deliveries' }, async (b) => {
+      for (const r of b.records) deliveries.push(DELIVERIES_TOPIC.decode(DELIVERIES_TOPIC.encode(r.value)));
+    }),
+  ];
+  const ingest = await startIngest({
+    bus,
+    resolveKey: async (k) => KEYS[k],
+    otlpPort: 0,
+    grpcPort: 0,
+    maxReceiveMessageBytes,
+    logger: { warn: () => undefined, error: () => undefined },
+  });
+  const neatroots = new v1.IngestClient(`127.0.0.1:${ingest.grpcPort}`, credentials.createInsecure());
+  const otlpClient = new otlp.TraceServiceClient(`127.0.0.1:${ingest.otlpPort}`, credentials.createInsecure());
+  return {
+    bus, memory, ingest, events, deliveries, neatroots, otlpClient,
+    async close() {
+      neatroots.close();
+      otlpClient.close();
+      await ingest.close();
+      for (const s of subs) await s.close();
+      await bus.close();
+    },
+  };
+}
+
+function md(key?: string, header = 'x-api-key'): Metadata {
+  const m = new Metadata();
+  if (key !== undefined) m.set(header, header === 'authorization' ? `Bearer ${key}` : key);
+  return m;
+}
+
+function exportV1(h: Harness, req: Partial<v1.ExportRequest>, meta = md('key-shop')): Promise<v1.ExportResponse> {
+  return new Promise((resolve, reject) =>
+    h.neatroots.export(v1.ExportRequest.fromPartial(req), meta, (err, res) => (err ? reject(err) : resolve(res))),
+  );
+}
+
+function exportOtlp(h: Harness, req: otlp.ExportTraceServiceRequest, meta = md('key-shop')): Promise<otlp.ExportTraceServiceResponse> {
+  return new Promise((resolve, reject) => h.otlpClient.export(req, meta, (err, res) => (err ? reject(err) : resolve(res))));
+}
+
+/** Sends raw bytes as the request of a unary method. */
+function rawUnary(port: number, path: string, body: Buffer, meta = md('key-shop')): Promise<Buffer> {
+  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
+  const identity = (b: Buffer) => b;
+  return new Promise<Buffer>((resolve, reject) => {
+    client.makeUnaryRequest(path, identity, identity, body, meta, (err: ServiceError | null, res?: Buffer) =>
+      err ? reject(err) : resolve(res as Buffer),
+    );
+  }).finally(() => client.close());
+}
+
+function spanEvent(span: Partial<Span> & { run_id?: string; span_id?: string }): v1.Event {
+  const full: Span = { run_id: 'r1', span_id: 's1', type: 'tool', name: 'search', status: 'ok', ...span };
+  const ev = itemToEvent({ kind: 'span', span: full });
+  return ev;
+}
+
+const spansOf = (events: Envelope[]): Span[] => events.flatMap((e) => (e.item.kind === 'span' ? [e.item.span] : []));
+
+async function waitFor(cond: () => boolean, ms = 3000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+function openSubscribe(h: Harness, runId: string, key = 'key-shop'): { stream: ClientReadableStream<v1.Note>; notes: v1.Note[] } {
+  const stream = h.neatroots.subscribe({ run_id: runId }, md(key));
+  const notes: v1.Note[] = [];
+  stream.on('data', (n: v1.Note) => notes.push(n));
+  stream.on('error', () => undefined); // CANCELLED when the test cancels it
+  return { stream, notes };
+}
+
+function note(over: Partial<Note>): Note {
+  return { id: 'n1', project: 'shop', run_id: 'r1', check_id: 'c1', finding_id: 'f1', kind: 'note', title: 'Repeated call', text: 'Stop repeating', at_ms: 1, ...over };
+}
+
+const TRACE = '5b8efff798038103d269b633813fc60c';
+
+function otlpSpan(id: string, attrs: Record<string, string>, trace_id = TRACE): otlp.Span {
+  return otlp.Span.fromPartial({
+    trace_id: Buffer.from(trace_id, 'hex'),
+    span_id: Buffer.from(id, 'hex'),
+    name: 'execute_tool',
+    start_time_unix_nano: '1700000000000000000',
+    end_time_unix_nano: '1700000000500000000',
+    attributes: Object.entries(attrs).map(([key, value]) => ({ key, value: { value: { $case: 'string_value', value } } })),
+  });
+}
+
+function otlpRequest(spans: otlp.Span[]): otlp.ExportTraceServiceRequest {
+  return { resource_spans: [{ resource: { attributes: [], dropped_attributes_count: 0 }, schema_url: '', scope_spans: [{ spans, schema_url: '' }] }] };
+}
+
+// ---- tests -----------------------------------------------------------------------------
+
+describe('ingest over gRPC', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await harness();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+  beforeEach(async () => {
+    await h.memory.idle();
+    h.events.length = 0;
+    h.deliveries.length = 0;
+    h.bus.failEvents = false;
+  });
+
+  describe('neatroots.v1 Export', () => {
+    it('accepts good items, rejects a span without run_id with its reason, and publishes before answering', async () => {
+      const before = Date.now();
+      const res = await exportV1(h, {
+        events: [
+          spanEvent({ span_id: 'a' }),
+          spanEvent({ run_id: '', span_id: 'b' }),
+          itemToEvent({ kind: 'run_end', run: { event: 'run_end', run_id: 'r1', status: 'ok', final_output: 'done' } }),
+        ],
+      });
+      expect(res.accepted).toBe(2);
+      expect(res.rejected).toEqual([{ index: 1, run_id: '', span_id: '', field: 'run_id', reason: 'is required' }]);
+      // Published before the response: already on the bus.
+      await h.memory.idle();
+      expect(h.events.map((e) => e.item.kind)).toEqual(['span', 'run_end']);
+      const [env] = h.events;
+      expect(env.project).toBe('shop');
+      expect(env.received_ms).toBeGreaterThanOrEqual(before);
+      expect(spansOf(h.events)[0]).toMatchObject({ run_id: 'r1', span_id: 'a', project: 'shop', tool: 'search' });
+      expect(h.ingest.metrics.items_rejected.run_id).toBeGreaterThanOrEqual(1);
+    });
+
+    it('answers INVALID_ARGUMENT with the reasons when nothing is acceptable', async () => {
+      const err = await exportV1(h, { events: [spanEvent({ run_id: '' }), spanEvent({ type: 'banana' as Span['type'] })] }).catch((e: ServiceError) => e);
+      expect(err).toMatchObject({ code: status.INVALID_ARGUMENT });
+      expect((err as ServiceError).details).toContain('#0: run_id: is required');
+      expect((err as ServiceError).details).toContain('#1 run r1 span s1: type: must be one of');
+      await h.memory.idle();
+      expect(h.events).toEqual([]);
+    });
+
+    it('rejects a span that names another project', async () => {
+      const res = await exportV1(h, { events: [spanEvent({ span_id: 'a', project: 'bank' }), spanEvent({ span_id: 'b', project: 'shop' })] });
+      expect(res.accepted).toBe(1);
+      expect(res.rejected[0]).toMatchObject({ index: 0, field: 'project', reason: 'names project "bank", but the API key is for "shop"' });
+    });
+
+    it('answers INVALID_ARGUMENT (not INTERNAL) to bytes that are not protobuf', async () => {
+      const err = await rawUnary(h.ingest.grpcPort, '/neatroots.v1.Ingest/Export', Buffer.from([0x0a, 0x05, 0x01])).catch((e: ServiceError) => e);
+      expect(err).toMatchObject({ code: status.INVALID_ARGUMENT, details: 'malformed protobuf request: premature EOF' });
+    });
+
+    it('answers UNAUTHENTICATED without a key or with a wrong one, and takes a Bearer token', async () => {
+      const ev = { events: [spanEvent({})] };
+      await expect(exportV1(h, ev, md())).rejects.toMatchObject({ code: status.UNAUTHENTICATED, details: expect.stringContaining('missing API key') });
+      await expect(exportV1(h, ev, md('nope'))).rejects.toMatchObject({ code: status.UNAUTHENTICATED, details: 'unknown API key' });
+      await expect(exportV1(h, ev, md('key-shop', 'authorization'))).resolves.toMatchObject({ accepted: 1 });
+    });
+
+    it('answers UNAVAILABLE and acknowledges nothing when the bus fails', async () => {
+      h.bus.failEvents = true;
+      const err = await exportV1(h, { events: [spanEvent({})] }).catch((e: ServiceError) => e);
+      expect(err).toMatchObject({ code: status.UNAVAILABLE });
+      expect((err as ServiceError).details).toContain('nothing was accepted, retry');
+      h.bus.failEvents = false;
+      await h.memory.idle();
+      expect(h.events).toEqual([]);
+    });
+  });
+
+  describe('OTLP Export', () => {
+    it('keeps the good spans of a partly malformed export and reports partial_success', async () => {
+      const bad = otlpSpan('0000000000000002', {}, 'abcd');
+      const res = await exportOtlp(h, otlpRequest([
+        otlpSpan('0000000000000001', { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'lookup' }),
+        bad,
+        otlpSpan('0000000000000003', { 'gen_ai.operation.name': 'chat' }),
+      ]));
+      expect(res.partial_success?.rejected_spans).toBe('1');
+      expect(res.partial_success?.error_message).toContain('trace_id: must be 16 bytes, got 2');
+      await h.memory.idle();
+      expect(spansOf(h.events).map((s) => [s.span_id, s.type, s.project])).toEqual([
+        ['0000000000000001', 'tool', 'shop'],
+        ['0000000000000003', 'llm', 'shop'],
+      ]);
+    });
+
+    it('leaves partial_success unset when everything was accepted', async () => {
+      const res = await exportOtlp(h, otlpRequest([otlpSpan('0000000000000004', {})]));
+      expect(res.partial_success).toBeUndefined();
+    });
+
+    it('answers INVALID_ARGUMENT when no span is acceptable, and to malformed protobuf', async () => {
+      await expect(exportOtlp(h, otlpRequest([otlpSpan('00', {})]))).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT, details: expect.stringContaining('span_id: must be 8 bytes, got 1'),
+      });
+      const err = await rawUnary(h.ingest.otlpPort, '/opentelemetry.proto.collector.trace.v1.TraceService/Export', Buffer.from([0xff, 0xff])).catch(
+        (e: ServiceError) => e,
+      );
+      expect(err).toMatchObject({ code: status.INVALID_ARGUMENT, details: expect.stringContaining('malformed protobuf request') });
+    });
+
+    it('answers UNAUTHENTICATED without a key', async () => {
+      await expect(exportOtlp(h, otlpRequest([otlpSpan('0000000000000001', {})]), md())).rejects.toMatchObject({ code: status.UNAUTHENTICATED });
+    });
+
+    it('answers UNAVAILABLE when the bus fails', async () => {
+      h.bus.failEvents = true;
+      await expect(exportOtlp(h, otlpRequest([otlpSpan('0000000000000001', {})]))).rejects.toMatchObject({ code: status.UNAVAILABLE });
+    });
+  });
+
+  describe('notes', () => {
+    it('delivers a note to the run stream and to a project-wide stream, not to another project, and records the delivery', async () => {
+      const run = openSubscribe(h, 'run-a');
+      const project = openSubscribe(h, '');
+      const other = openSubscribe(h, '', 'key-bank');
+      await Promise.all([once(run.stream, 'metadata'), once(project.stream, 'metadata'), once(other.stream, 'metadata')]);
+      await h.bus.publish(NOTES_TOPIC, [{ key: 'run-a', value: note({ id: 'n-a', run_id: 'run-a', kind: 'halt' }) }]);
+      await waitFor(() => run.notes.length === 1 && project.notes.length === 1);
+      expect(run.notes[0]).toMatchObject({ id: 'n-a', kind: 'halt', run_id: 'run-a', text: 'Stop repeating' });
+      await h.memory.idle();
+      expect(other.notes).toEqual([]);
+      expect(h.deliveries).toEqual([{ note_id: 'n-a', finding_id: 'f1', project: 'shop', at_ms: expect.any(Number) }]);
+      for (const s of [run, project, other]) s.stream.cancel();
+    });
+
+    it('keeps a note for a run without a stream and piggybacks it on the next export of that run, once', async () => {
+      await h.bus.publish(NOTES_TOPIC, [{ key: 'run-b', value: note({ id: 'n-b', run_id: 'run-b' }) }]);
+      await h.memory.idle();
+      const other = await exportV1(h, { events: [spanEvent({ run_id: 'run-c' })] });
+      expect(other.notes).toEqual([]);
+      const first = await exportV1(h, { events: [spanEvent({ run_id: 'run-b' })] });
+      expect(first.notes.map((n) => n.id)).toEqual(['n-b']);
+      const again = await exportV1(h, { events: [spanEvent({ run_id: 'run-b', span_id: 's2' })] });
+      expect(again.notes).toEqual([]);
+      await h.memory.idle();
+      expect(h.deliveries.map((d) => d.note_id)).toEqual(['n-b']);
+      expect(h.ingest.metrics.notes_delivered.piggyback).toBeGreaterThanOrEqual(1);
+    });
+
+    it('hands kept notes to a stream that opens later, and polls with note_runs and no events', async () => {
+      await h.bus.publish(NOTES_TOPIC, [
+        { key: 'run-d', value: note({ id: 'n-d', run_id: 'run-d' }) },
+        { key: 'run-e', value: note({ id: 'n-e', run_id: 'run-e' }) },
+      ]);
+      await h.memory.idle();
+      const late = openSubscribe(h, 'run-d');
+      await waitFor(() => late.notes.length === 1);
+      expect(late.notes[0].id).toBe('n-d');
+      late.stream.cancel();
+      const polled = await exportV1(h, { events: [], note_runs: ['run-e'] });
+      expect(polled).toMatchObject({ accepted: 0, rejected: [], notes: [expect.objectContaining({ id: 'n-e' })] });
+      // Another project's key cannot read them.
+      await h.bus.publish(NOTES_TOPIC, [{ key: 'run-f', value: note({ id: 'n-f', run_id: 'run-f' }) }]);
+      await h.memory.idle();
+      expect((await exportV1(h, { note_runs: ['run-f'] }, md('key-bank'))).notes).toEqual([]);
+    });
+
+    it('refuses a Subscribe without a valid key', async () => {
+      const stream = h.neatroots.subscribe({ run_id: 'r' }, md('nope'));
+      const [err] = (await once(stream, 'error')) as [ServiceError];
+      expect(err.code).toBe(status.UNAUTHENTICATED);
+    });
+  });
+
+  describe('an OpenTelemetry JS SDK exporting GenAI spans', () => {
+    it('arrives on the bus mapped to spans and run events', async () => {
+      const meta = new Metadata();
+      meta.set('x-api-key', 'key-shop');
+      const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${h.ingest.otlpPort}`, metadata: meta });
+      const provider = new BasicTracerProvider({
+        resource: resourceFromAttributes({ 'service.name': 'weather-svc' }),
+        spanProcessors: [new BatchSpanProcessor(exporter)],
+      });
+      const tracer = provider.getTracer('test');
+      const root = tracer.startSpan('invoke_agent weather-agent', {
+        attributes: {
+          'gen_ai.operation.name': 'invoke_agent',
+          'gen_ai.agent.name': 'weather-agent',
+          'gen_ai.conversation.id': 'conv-7',
+          'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'Weather in Oslo?' }] }]),
+        },
+      });
+      const ctx = trace.setSpan(context.active(), root);
+      const chat = tracer.startSpan('chat gpt-4o', {
+        attributes: {
+          'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 100, 'gen_ai.usage.output_tokens': 20,
+        },
+      }, ctx);
+      chat.end();
+      const tool = tracer.startSpan('execute_tool get_weather', {
+        attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'get_weather', 'gen_ai.tool.call.arguments': '{"city":"Oslo"}' },
+      }, ctx);
+      tool.setStatus({ code: SpanStatusCode.ERROR, message: 'weather API down' });
+      tool.end();
+      const mcp = tracer.startSpan('tools/call search', {
+        attributes: { 'gen_ai.operation.name': 'execute_tool', 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'search' },
+      }, ctx);
+      mcp.end();
+      root.setAttribute('gen_ai.output.messages', JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: 'Sorry, no data.' }] }]));
+      root.end();
+      await provider.forceFlush();
+      await provider.shutdown();
+      await h.memory.idle();
+
+      const traceId = root.spanContext().traceId;
+      expect(h.events.map((e) => e.item.kind)).toEqual(['run_start', 'span', 'span', 'span', 'span', 'run_end']);
+      expect(h.events.every((e) => e.project === 'shop')).toBe(true);
+      const start = h.events[0].item as { kind: 'run_start'; run: RunStart };
+      expect(start.run).toMatchObject({ run_id: traceId, workflow: 'weather-agent', session_id: 'conv-7', user_message: 'Weather in Oslo?' });
+      const [c, t, m, r] = spansOf(h.events);
+      expect(c).toMatchObject({
+        run_id: traceId, span_id: chat.spanContext().spanId, parent_id: root.spanContext().spanId, type: 'llm', model: 'gpt-4o',
+        usage: { input_tokens: 100, output_tokens: 20, total_tokens: 120 }, workflow: 'weather-agent',
+      });
+      expect(t).toMatchObject({ type: 'tool', tool: 'get_weather', input: { city: 'Oslo' }, status: 'error', error: 'weather API down' });
+      expect(m).toMatchObject({ type: 'mcp_tool', tool: 'search' });
+      expect(r).toMatchObject({ type: 'agent', span_id: root.spanContext().spanId });
+      expect(r.end_ms! - r.start_ms!).toBeGreaterThanOrEqual(0);
+      const end = h.events[5].item as { kind: 'run_end'; run: RunEnd };
+      expect(end.run).toMatchObject({ run_id: traceId, status: 'ok', final_output: 'Sorry, no data.' });
+    });
+  });
+});
+
+describe('ingest limits and shutdown', () => {
+  it('answers RESOURCE_EXHAUSTED to a 20 MB export and publishes nothing', async () => {
+    const h = await harness();
+    try {
+      const big = 'x'.repeat(20 * 1024 * 1024);
+      const err = await exportV1(h, { events: [spanEvent({ input: big })] }).catch((e: ServiceError) => e);
+      expect(err).toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+      expect((err as ServiceError).details).toMatch(/larger than max \(\d+ vs 8388608\)/);
+      const otlpErr = await exportOtlp(h, otlpRequest([otlpSpan('0000000000000001', { 'input.value': big })])).catch((e: ServiceError) => e);
+      expect(otlpErr).toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+      await h.memory.idle();
+      expect(h.events).toEqual([]);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('takes a configurable size cap', async () => {
+    const h = await harness(1024);
+    try {
+      await expect(exportV1(h, { events: [spanEvent({ input: 'y'.repeat(2048) })] })).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+      await expect(exportV1(h, { events: [spanEvent({ input: 'small' })] })).resolves.toMatchObject({ accepted: 1 });
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('ends Subscribe streams on close and stops accepting calls', async () => {
+    const h = await harness();
+    const sub = openSubscribe(h, 'r1');
+    await once(sub.stream, 'metadata');
+    const ended = new Promise<void>((resolve) => sub.stream.on('status', (s: { code: number }) => s.code === status.OK && resolve()));
+    await h.ingest.close();
+    await ended;
+    await expect(exportV1(h, { events: [spanEvent({})] })).rejects.toMatchObject({ code: status.UNAVAILABLE });
+    await h.close();
+  });
+});

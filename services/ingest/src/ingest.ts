@@ -1,0 +1,439 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import {
+  Metadata,
+  Server,
+  ServerCredentials,
+  status as Status,
+  type MethodDefinition,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceDefinition,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
+import type { Bus, Subscription } from '@neatroots/ports';
+import { otlp, v1 } from '@neatroots/proto';
+import {
+  MAX_ID_LENGTH,
+  SpanValidationError,
+  eventToItem,
+  itemRunId,
+  makeTopics,
+  mapOtlpExport,
+  type Envelope,
+  type Note,
+  type StreamItem,
+  type Topics,
+} from '@neatroots/spans';
+import { apiKeyFrom, type ResolveKey } from './auth';
+import { inc, newMetrics, type IngestMetrics } from './metrics';
+import { NoteHub, type NoteHubOptions } from './notes';
+
+/**
+ * The ingest service: OTLP/gRPC trace export (what OpenTelemetry SDKs send, unchanged) and the
+ * neatroots.v1 Ingest API (Export, and Subscribe for notes and halts), on grpc-js directly.
+ *
+ * The one promise it makes: an item is acknowledged only once it is on the bus. Accepted items
+ * are published (topic events, key run_id) before the response is sent; if publishing fails
+ * the call fails with UNAVAILABLE, which every OTLP exporter and the SDK retry, so nothing
+ * acknowledged is lost. A retried export may publish an item twice; the rule engine treats two
+ * copies of a span as one (CONTRACTS.md section 1).
+ */
+export interface IngestOptions {
+  bus: Bus;
+  /** API key → project name (undefined: unknown key → UNAUTHENTICATED). */
+  resolveKey: ResolveKey;
+  /** OTLP/gRPC port. Default 4317, the OTLP standard; 0 picks a free one. */
+  otlpPort?: number;
+  /**
+   * neatroots.v1 Ingest port. Default 50051, the customary gRPC port (4318 is OTLP/HTTP's, so
+   * it is left alone for a collector or a later OTLP/HTTP endpoint); 0 picks a free one.
+   * When it equals otlpPort both services share one server.
+   */
+  grpcPort?: number;
+  /** Interface to listen on. Default 127.0.0.1 (as NEATROOTS_HOST); 0.0.0.0 in a container. */
+  host?: string;
+  /** Largest request accepted, bytes (grpc.max_receive_message_length). Default 8 MiB. */
+  maxReceiveMessageBytes?: number;
+  /** Bus topics (default prefix `neatroots`). */
+  topics?: Topics;
+  /** Names this replica's notes consumer group (`ingest-notes-<id>`). Default host-pid-random. */
+  replicaId?: string;
+  notes?: Omit<NoteHubOptions, 'now' | 'onDropped'>;
+  /** How long close() waits for in-flight calls before cutting them. Default 5 s. */
+  shutdownGraceMs?: number;
+  now?: () => number;
+  logger?: Pick<Console, 'warn' | 'error'>;
+}
+
+export interface IngestHandle {
+  otlpPort: number;
+  grpcPort: number;
+  metrics: IngestMetrics;
+  /** Stops accepting calls, ends Subscribe streams, lets in-flight exports finish, leaves the notes group. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_OTLP_PORT = 4317;
+export const DEFAULT_GRPC_PORT = 50051;
+export const DEFAULT_MAX_RECEIVE_BYTES = 8 * 1024 * 1024;
+/** Reasons quoted in one error message; the rest are counted. */
+const MAX_QUOTED_REASONS = 20;
+
+/** A request body that did or did not decode. */
+type Decoded<T> = { ok: true; value: T } | { ok: false; error: string };
+
+/**
+ * grpc-js answers a request its deserializer throws on with INTERNAL; a body that is not valid
+ * protobuf is the client's mistake, so the decode error is carried to the handler, which
+ * answers INVALID_ARGUMENT.
+ */
+function safeDecoder<T>(decode: (b: Buffer) => T): (b: Buffer) => Decoded<T> {
+  return (b) => {
+    try {
+      return { ok: true, value: decode(b) };
+    } catch (e) {
+      return { ok: false, error: (e as Error).message };
+    }
+  };
+}
+
+function withSafeDecoder<Req, Res>(m: MethodDefinition<Req, Res>): MethodDefinition<Decoded<Req>, Res> {
+  return {
+    ...m,
+    requestSerialize: (v: Decoded<Req>) => {
+      if (!v.ok) throw new Error('cannot serialize a failed decode');
+      return m.requestSerialize(v.value);
+    },
+    requestDeserialize: safeDecoder(m.requestDeserialize),
+  };
+}
+
+const OTLP_SERVICE: ServiceDefinition = {
+  export: withSafeDecoder(otlp.TraceServiceService.export),
+};
+const INGEST_SERVICE: ServiceDefinition = {
+  export: withSafeDecoder(v1.IngestService.export),
+  subscribe: withSafeDecoder(v1.IngestService.subscribe),
+};
+
+class CallError extends Error {
+  constructor(
+    readonly code: Status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Rejection {
+  index: number;
+  run_id?: string;
+  span_id?: string;
+  field: string;
+  reason: string;
+}
+
+function describe(r: Rejection): string {
+  const where = [`#${r.index}`, r.run_id && `run ${r.run_id}`, r.span_id && `span ${r.span_id}`].filter(Boolean).join(' ');
+  return `${where}: ${r.field}: ${r.reason}`;
+}
+
+function summarize(rejected: Rejection[]): string {
+  const quoted = rejected.slice(0, MAX_QUOTED_REASONS).map(describe).join('; ');
+  const more = rejected.length > MAX_QUOTED_REASONS ? `; and ${rejected.length - MAX_QUOTED_REASONS} more` : '';
+  return quoted + more;
+}
+
+function listen(server: Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const addr = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+    server.bindAsync(addr, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+  });
+}
+
+function shutdown(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceMs);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
+  const bus = opts.bus;
+  const topics = opts.topics ?? makeTopics();
+  const now = opts.now ?? Date.now;
+  const log = opts.logger ?? console;
+  const host = opts.host ?? '127.0.0.1';
+  const maxBytes = opts.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
+  const replicaId = opts.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  const metrics = newMetrics();
+  const hub = new NoteHub({ ...opts.notes, now, onDropped: (n) => (metrics.notes_dropped += n) });
+  const streamCalls = new Set<ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>>();
+  let closing = false;
+
+  // ---- shared steps ----
+
+  async function authenticate(md: Metadata): Promise<string> {
+    const key = apiKeyFrom(md);
+    if (!key) throw new CallError(Status.UNAUTHENTICATED, 'missing API key: send it as "x-api-key" or "authorization: Bearer <key>" metadata');
+    let project: string | undefined;
+    try {
+      project = await opts.resolveKey(key);
+    } catch (e) {
+      throw new CallError(Status.UNAVAILABLE, `cannot check the API key right now (${(e as Error).message}); retry`);
+    }
+    if (!project) throw new CallError(Status.UNAUTHENTICATED, 'unknown API key');
+    return project;
+  }
+
+  function body<T>(req: Decoded<T>): T {
+    if (!req.ok) throw new CallError(Status.INVALID_ARGUMENT, `malformed protobuf request: ${req.error}`);
+    return req.value;
+  }
+
+  async function publish(project: string, items: StreamItem[]): Promise<void> {
+    if (!items.length) return;
+    const received_ms = now();
+    const records = items.map((item) => ({ key: itemRunId(item), value: { project, received_ms, item } satisfies Envelope }));
+    try {
+      await bus.publish(topics.events, records);
+    } catch (e) {
+      log.error(`ingest: publishing ${records.length} items failed: ${(e as Error).message}`);
+      throw new CallError(Status.UNAVAILABLE, `the bus is unavailable (${(e as Error).message}); nothing was accepted, retry`);
+    }
+  }
+
+  function countRejected(rejected: Rejection[]): void {
+    for (const r of rejected) inc(metrics.items_rejected, r.field);
+  }
+
+  function fail(cb: sendUnaryData<never>, e: unknown): void {
+    if (e instanceof CallError) {
+      inc(metrics.calls_failed, Status[e.code]);
+      cb({ code: e.code, details: e.message });
+      return;
+    }
+    log.error('ingest: unexpected error', e);
+    inc(metrics.calls_failed, Status[Status.INTERNAL]);
+    cb({ code: Status.INTERNAL, details: (e as Error)?.message ?? String(e) });
+  }
+
+  function notClosing(): void {
+    if (closing) throw new CallError(Status.UNAVAILABLE, 'ingest is shutting down; retry');
+  }
+
+  function delivered(notes: Note[], path: 'stream' | 'piggyback'): void {
+    if (!notes.length) return;
+    metrics.notes_delivered[path] += notes.length;
+    const at_ms = now();
+    const records = notes.map((n) => ({
+      key: n.finding_id || n.id,
+      value: { note_id: n.id, finding_id: n.finding_id, project: n.project, at_ms },
+    }));
+    // Best effort: the note did reach the agent; a lost delivery record only delays "active".
+    bus.publish(topics.deliveries, records).catch((e: Error) => log.warn(`ingest: recording note delivery failed: ${e.message}`));
+  }
+
+  // ---- OTLP TraceService/Export ----
+
+  async function otlpExport(
+    call: ServerUnaryCall<Decoded<otlp.ExportTraceServiceRequest>, otlp.ExportTraceServiceResponse>,
+    cb: sendUnaryData<otlp.ExportTraceServiceResponse>,
+  ): Promise<void> {
+    metrics.exports.otlp++;
+    try {
+      notClosing();
+      const project = await authenticate(call.metadata);
+      const req = body(call.request);
+      const res = mapOtlpExport(req, { project });
+      metrics.items_received += res.spans;
+      countRejected(res.rejected);
+      if (res.spans > 0 && res.accepted === 0) {
+        throw new CallError(Status.INVALID_ARGUMENT, `no span was acceptable (${res.spans} rejected): ${summarize(res.rejected)}`);
+      }
+      await publish(project, res.items);
+      metrics.items_accepted += res.accepted;
+      const response: otlp.ExportTraceServiceResponse = {};
+      // OTLP: partial_success is set, with the count and the reasons, only when something was rejected.
+      if (res.rejected.length) {
+        response.partial_success = {
+          rejected_spans: String(res.rejected.length),
+          error_message: `${res.rejected.length} of ${res.spans} spans rejected: ${summarize(res.rejected)}`,
+        };
+      }
+      cb(null, response);
+    } catch (e) {
+      fail(cb, e);
+    }
+  }
+
+  // ---- neatroots.v1 Ingest/Export ----
+
+  async function ingestExport(
+    call: ServerUnaryCall<Decoded<v1.ExportRequest>, v1.ExportResponse>,
+    cb: sendUnaryData<v1.ExportResponse>,
+  ): Promise<void> {
+    metrics.exports.neatroots++;
+    try {
+      notClosing();
+      const project = await authenticate(call.metadata);
+      const req = body(call.request);
+      const items: StreamItem[] = [];
+      const rejected: v1.Rejected[] = [];
+      req.events.forEach((ev, index) => {
+        try {
+          const item = eventToItem(ev);
+          const named = item.kind === 'span' ? item.span.project : item.kind === 'run_start' ? item.run.project : undefined;
+          if (named !== undefined && named !== project) {
+            const runId = itemRunId(item);
+            throw new SpanValidationError(
+              'project',
+              `names project "${named}", but the API key is for "${project}"`,
+              runId,
+              item.kind === 'span' ? item.span.span_id : undefined,
+            );
+          }
+          if (item.kind === 'span') item.span.project = project;
+          else if (item.kind === 'run_start') item.run.project = project;
+          items.push(item);
+        } catch (e) {
+          if (!(e instanceof SpanValidationError)) throw e;
+          rejected.push({ index, run_id: e.run_id ?? '', span_id: e.span_id ?? '', field: e.field, reason: e.reason });
+        }
+      });
+      metrics.items_received += req.events.length;
+      const asRejections: Rejection[] = rejected.map((r) => ({ ...r, run_id: r.run_id || undefined, span_id: r.span_id || undefined }));
+      countRejected(asRejections);
+      if (req.events.length > 0 && items.length === 0) {
+        throw new CallError(Status.INVALID_ARGUMENT, `no item was acceptable (${rejected.length} rejected): ${summarize(asRejections)}`);
+      }
+      await publish(project, items);
+      metrics.items_accepted += items.length;
+      const noteRuns = req.note_runs.length ? req.note_runs : items.map(itemRunId);
+      const notes = hub.take(project, noteRuns);
+      cb(null, { accepted: items.length, rejected, notes });
+      delivered(notes, 'piggyback');
+    } catch (e) {
+      fail(cb, e);
+    }
+  }
+
+  // ---- neatroots.v1 Ingest/Subscribe ----
+
+  async function subscribe(call: ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>): Promise<void> {
+    try {
+      notClosing();
+      const project = await authenticate(call.metadata);
+      const req = body(call.request);
+      if (req.run_id.length > MAX_ID_LENGTH) {
+        throw new CallError(Status.INVALID_ARGUMENT, `run_id: is longer than ${MAX_ID_LENGTH} characters`);
+      }
+      if (call.cancelled) return;
+      notClosing();
+      const { kept, remove } = hub.addStream({
+        project,
+        runId: req.run_id,
+        write: (note) => {
+          call.write(note);
+        },
+      });
+      streamCalls.add(call);
+      metrics.subscribers = hub.streamCount;
+      const done = () => {
+        remove();
+        streamCalls.delete(call);
+        metrics.subscribers = hub.streamCount;
+      };
+      call.on('cancelled', done);
+      call.on('close', done);
+      call.on('error', done);
+      // Headers now, so the client knows the subscription is in place before any note.
+      call.sendMetadata(new Metadata());
+      for (const note of kept) call.write(note);
+      delivered(kept, 'stream');
+    } catch (e) {
+      const err = e instanceof CallError ? e : new CallError(Status.INTERNAL, (e as Error)?.message ?? String(e));
+      if (!(e instanceof CallError)) log.error('ingest: unexpected error in Subscribe', e);
+      inc(metrics.calls_failed, Status[err.code]);
+      // grpc-js turns an 'error' event on a server stream into the call's status.
+      call.emit('error', Object.assign(new Error(err.message), { code: err.code, details: err.message }));
+    }
+  }
+
+  // ---- notes from the bus ----
+
+  const notesSub: Subscription = await bus.subscribe(
+    topics.notes,
+    { group: `ingest-notes-${replicaId}`, fromBeginning: false },
+    async (batch) => {
+      for (const { value: note } of batch.records) {
+        metrics.notes_received++;
+        if (hub.route(note) > 0) delivered([note], 'stream');
+      }
+    },
+  );
+  const sweeper = setInterval(() => hub.sweep(), 30_000);
+  sweeper.unref();
+
+  // ---- servers ----
+
+  const serverOptions = { 'grpc.max_receive_message_length': maxBytes };
+  const otlpImpl = { export: otlpExport };
+  const ingestImpl = { export: ingestExport, subscribe };
+  const otlpPortWanted = opts.otlpPort ?? DEFAULT_OTLP_PORT;
+  const grpcPortWanted = opts.grpcPort ?? DEFAULT_GRPC_PORT;
+  const servers: Server[] = [];
+  let otlpPort: number;
+  let grpcPort: number;
+  try {
+    if (otlpPortWanted === grpcPortWanted && otlpPortWanted !== 0) {
+      const server = new Server(serverOptions);
+      server.addService(OTLP_SERVICE, otlpImpl);
+      server.addService(INGEST_SERVICE, ingestImpl);
+      servers.push(server);
+      otlpPort = grpcPort = await listen(server, host, otlpPortWanted);
+    } else {
+      const otlpServer = new Server(serverOptions);
+      otlpServer.addService(OTLP_SERVICE, otlpImpl);
+      servers.push(otlpServer);
+      otlpPort = await listen(otlpServer, host, otlpPortWanted);
+      const ingestServer = new Server(serverOptions);
+      ingestServer.addService(INGEST_SERVICE, ingestImpl);
+      servers.push(ingestServer);
+      grpcPort = await listen(ingestServer, host, grpcPortWanted);
+    }
+  } catch (e) {
+    for (const s of servers) s.forceShutdown();
+    clearInterval(sweeper);
+    await notesSub.close();
+    throw e;
+  }
+
+  let closed: Promise<void> | undefined;
+  return {
+    otlpPort,
+    grpcPort,
+    metrics,
+    close() {
+      closed ??= (async () => {
+        closing = true;
+        clearInterval(sweeper);
+        // Streams never end on their own: end them so the servers can drain.
+        hub.drainStreams();
+        for (const call of streamCalls) call.end();
+        streamCalls.clear();
+        metrics.subscribers = 0;
+        await Promise.all(servers.map((s) => shutdown(s, opts.shutdownGraceMs ?? 5000)));
+        await notesSub.close();
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,161 @@
+import type { Note } from '@neatroots/spans';
+
+/**
+ * Where notes and halts go once a replica of ingest has them: to the open Subscribe streams of
+ * the note's run or of its whole project, or, when no such stream is open here, into a small
+ * per-run mailbox that the next Export touching the run empties (piggybacked delivery).
+ *
+ * Every replica reads every note (one consumer group per replica), so with several replicas a
+ * note can be handed out by more than one of them; notes carry an id and the SDK ignores the
+ * ones it has seen. The mailboxes are bounded (runs and notes per run, oldest out first) and
+ * expire, so an agent that never comes back costs a bounded amount of memory.
+ */
+export interface NoteHubOptions {
+  /** Notes kept per run (oldest dropped first). Default 32. */
+  maxPerRun?: number;
+  /** Runs with kept notes (least recently touched dropped first). Default 10,000. */
+  maxRuns?: number;
+  /** How long a kept note waits for its run's next export. Default 10 minutes. */
+  ttlMs?: number;
+  now?: () => number;
+  /** Told how many kept notes were dropped (expiry or bounds). */
+  onDropped?: (n: number) => void;
+}
+
+export interface NoteStream {
+  project: string;
+  /** Empty: every run of the project. */
+  runId: string;
+  write(note: Note): void;
+}
+
+interface Mailbox {
+  notes: { note: Note; expires: number }[];
+}
+
+function key(project: string, runId: string): string {
+  return `${project}\u0000${runId}`;
+}
+
+export class NoteHub {
+  private readonly streams = new Set<NoteStream>();
+  private readonly mailboxes = new Map<string, Mailbox>();
+  private readonly maxPerRun: number;
+  private readonly maxRuns: number;
+  private readonly ttlMs: number;
+  private readonly now: () => number;
+  private readonly onDropped: (n: number) => void;
+
+  constructor(opts: NoteHubOptions = {}) {
+    this.maxPerRun = opts.maxPerRun ?? 32;
+    this.maxRuns = opts.maxRuns ?? 10_000;
+    this.ttlMs = opts.ttlMs ?? 10 * 60_000;
+    this.now = opts.now ?? Date.now;
+    this.onDropped = opts.onDropped ?? (() => undefined);
+  }
+
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /** Registers a Subscribe stream; returns the notes kept for its run (now handed to it) and how to remove it. */
+  addStream(stream: NoteStream): { kept: Note[]; remove: () => void } {
+    this.streams.add(stream);
+    const kept = stream.runId ? this.take(stream.project, [stream.runId]) : [];
+    return { kept, remove: () => this.streams.delete(stream) };
+  }
+
+  /** The open streams a note goes to. */
+  private targets(note: Note): NoteStream[] {
+    const out: NoteStream[] = [];
+    for (const s of this.streams) {
+      if (s.project !== note.project) continue;
+      // A project-wide stream takes every note of the project; a run's stream its run's notes,
+      // and notes addressed to the whole project (empty run_id).
+      if (!s.runId || !note.run_id || s.runId === note.run_id) out.push(s);
+    }
+    return out;
+  }
+
+  /**
+   * Hands a note to the open streams it belongs to; keeps it for piggybacking when there is
+   * none. Returns the number of streams that took it.
+   */
+  route(note: Note): number {
+    let delivered = 0;
+    for (const s of this.targets(note)) {
+      try {
+        s.write(note);
+        delivered++;
+      } catch {
+        // A stream that broke meanwhile: its close handler removes it.
+      }
+    }
+    if (!delivered) this.keep(note);
+    return delivered;
+  }
+
+  private keep(note: Note): void {
+    const k = key(note.project, note.run_id);
+    let box = this.mailboxes.get(k);
+    if (box) this.mailboxes.delete(k); // re-insert: Map order is the recency order
+    else box = { notes: [] };
+    if (box.notes.some((n) => n.note.id === note.id)) {
+      this.mailboxes.set(k, box);
+      return;
+    }
+    box.notes.push({ note, expires: this.now() + this.ttlMs });
+    if (box.notes.length > this.maxPerRun) {
+      const dropped = box.notes.length - this.maxPerRun;
+      box.notes.splice(0, dropped);
+      this.onDropped(dropped);
+    }
+    this.mailboxes.set(k, box);
+    while (this.mailboxes.size > this.maxRuns) {
+      const oldest = this.mailboxes.keys().next().value as string;
+      this.onDropped(this.mailboxes.get(oldest)?.notes.length ?? 0);
+      this.mailboxes.delete(oldest);
+    }
+  }
+
+  /** Takes the kept notes of these runs (and the project-wide ones), oldest first. */
+  take(project: string, runIds: Iterable<string>): Note[] {
+    const now = this.now();
+    const out: Note[] = [];
+    const seen = new Set<string>();
+    for (const runId of [...new Set(runIds), '']) {
+      const k = key(project, runId);
+      const box = this.mailboxes.get(k);
+      if (!box) continue;
+      this.mailboxes.delete(k);
+      let expired = 0;
+      for (const { note, expires } of box.notes) {
+        if (expires <= now) expired++;
+        else if (!seen.has(note.id)) {
+          seen.add(note.id);
+          out.push(note);
+        }
+      }
+      if (expired) this.onDropped(expired);
+    }
+    return out.sort((a, b) => a.at_ms - b.at_ms);
+  }
+
+  /** Drops expired notes (called from a timer so idle runs do not hold memory until the bound). */
+  sweep(): void {
+    const now = this.now();
+    for (const [k, box] of this.mailboxes) {
+      const before = box.notes.length;
+      box.notes = box.notes.filter((n) => n.expires > now);
+      if (box.notes.length !== before) this.onDropped(before - box.notes.length);
+      if (!box.notes.length) this.mailboxes.delete(k);
+    }
+  }
+
+  /** Removes every stream and returns them (shutdown ends them). */
+  drainStreams(): NoteStream[] {
+    const all = [...this.streams];
+    this.streams.clear();
+    return all;
+  }
+}

@@ -1,0 +1,76 @@
+import { MemoryBus } from '@neatroots/platform';
+import { NOTES_TOPIC, EVENTS_TOPIC, DELIVERIES_TOPIC, type Envelope, type NoteDelivered } from '@neatroots/spans';
+import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
+import { startIngest, type IngestHandle } from './ingest';
+
+/** The agent SDK against the real ingest service and the in-process bus. */
+describe('the SDK against ingest', () => {
+  let bus: MemoryBus;
+  let ingest: IngestHandle;
+  let client: NeatrootsClient;
+  const events: Envelope[] = [];
+  const deliveries: NoteDelivered[] = [];
+
+  beforeAll(async () => {
+    bus = new MemoryBus();
+    await bus.subscribe(EVENTS_TOPIC, { group: 'test' }, async (b) => void events.push(...b.records.map((r) => r.value)));
+    await bus.subscribe(DELIVERIES_TOPIC, { group: 'test' }, async (b) => void deliveries.push(...b.records.map((r) => r.value)));
+    ingest = await startIngest({ bus, resolveKey: async (k) => (k === 'key-shop' ? 'shop' : undefined), otlpPort: 0, grpcPort: 0 });
+    client = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', flushIntervalMs: 20 });
+  });
+
+  afterAll(async () => {
+    await client.close();
+    await ingest.close();
+    await bus.close();
+  });
+
+  it('exports a run that arrives on the bus under the key’s project', async () => {
+    const run = client.startRun({ workflow: 'refund-agent', user_message: 'refund 7' });
+    await run.toolCall('lookup_order', { id: 7 }, () => ({ owner: 'bob' }));
+    await run.end({ final_output: 'refunded' });
+    await bus.idle();
+    const mine = events.filter((e) => (e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id) === run.id);
+    expect(mine.map((e) => e.item.kind)).toEqual(['run_start', 'span', 'run_end']);
+    expect(mine.every((e) => e.project === 'shop')).toBe(true);
+    expect(mine[1].item).toMatchObject({ kind: 'span', span: { type: 'tool', tool: 'lookup_order', input: { id: 7 }, output: { owner: 'bob' } } });
+  });
+
+  it('receives a halt published by the engine: halted, aborted, further tool calls refused, delivery recorded', async () => {
+    const run = client.startRun({ workflow: 'search-agent' });
+    await run.whenSubscribed();
+    await bus.publish(NOTES_TOPIC, [{
+      key: run.id,
+      value: { id: 'note-1', project: 'shop', run_id: run.id, check_id: 'repeated-tool-call', finding_id: 'f-1', kind: 'halt', title: 'Loop', text: 'Stop', at_ms: Date.now() },
+    }]);
+    const until = Date.now() + 3000;
+    while (!run.halted && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
+    expect(run.halted).toBe(true);
+    expect(run.signal.aborted).toBe(true);
+    await expect(run.toolCall('search', { q: 'again' }, () => 'x')).rejects.toBeInstanceOf(RunHaltedError);
+    await run.end();
+    await bus.idle();
+    expect(deliveries).toContainEqual({ note_id: 'note-1', finding_id: 'f-1', project: 'shop', at_ms: expect.any(Number) });
+    const end = events.find((e) => e.item.kind === 'run_end' && e.item.run.run_id === run.id);
+    expect(end?.item).toMatchObject({ run: { status: 'interrupted' } });
+  });
+
+  it('gets a halt piggybacked on an export when its stream was not open', async () => {
+    const quiet = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 20 });
+    try {
+      const run = quiet.startRun();
+      await run.flush();
+      await bus.publish(NOTES_TOPIC, [{
+        key: run.id,
+        value: { id: 'note-2', project: 'shop', run_id: run.id, check_id: 'c', finding_id: 'f-2', kind: 'halt', title: 'Stop', text: '', at_ms: Date.now() },
+      }]);
+      await bus.idle();
+      expect(run.halted).toBe(false);
+      run.span({ type: 'llm', name: 'chat' });
+      await run.flush();
+      expect(run.halted).toBe(true);
+    } finally {
+      await quiet.close();
+    }
+  });
+});
