@@ -25,6 +25,8 @@ const common = {
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
 };
 module.exports = {
+  // PGlite takes seconds to start under jest; real services take longer to join a group.
+  testTimeout: 60_000,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/{libs,services,packages}/*/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
       testPathIgnorePatterns: [...common.testPathIgnorePatterns, '\\.integration\\.spec\\.ts$'] },
