@@ -58,7 +58,7 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
     async run(p, io) {
       if (!p.positional.length) throw new UsageError('no span file given');
       for (const f of p.positional) {
-        if (!fs.existsSync(f)) {
+        if (!fs.existsSync(path.resolve(io.cwd, f))) {
           io.err(`neatroots replay: ${f}: no such file`);
           return 2;
         }

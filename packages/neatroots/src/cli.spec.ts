@@ -1,0 +1,146 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { main, type Io } from './cli';
+
+/** Runs the CLI in-process with captured output. */
+async function run(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<{ code: number; out: string[]; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const io: Io = { out: (l) => out.push(l), err: (l) => err.push(l), env, cwd };
+  const code = await main(args, io);
+  return { code, out, err: err.join('\n') };
+}
+
+describe('neatroots CLI', () => {
+  let dir: string;
+  let env: NodeJS.ProcessEnv;
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-cli-'));
+    env = { NEATROOTS_HOME: path.join(dir, 'home') };
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  const write = (rel: string, text: string) => {
+    const p = path.join(dir, rel);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, text);
+    return p;
+  };
+  const jsonl = (items: object[]) => items.map((i) => JSON.stringify(i)).join('\n') + '\n';
+  const search = (run: string, id: string, t: number, q = 'x') => ({
+    run_id: run, span_id: id, type: 'tool', tool: 'search', input: { q }, start_ms: t, end_ms: t + 5,
+  });
+
+  describe('replay', () => {
+    it('prints finding events as JSON Lines, in the order they happen, in the contract shape', async () => {
+      const spans = write('runs.jsonl', jsonl([search('r1', 's1', 1000), search('r1', 's2', 1010), search('r1', 's3', 1020), search('r1', 's4', 1030, 'y')]));
+      const r = await run(['replay', '--no-library', '--checks', 'checks', 'runs.jsonl'], env, dir);
+      // no checks folder yet: exit 2, and the reason names it
+      expect(r.code).toBe(2);
+      expect(r.err).toContain('checks');
+      write(
+        'checks/rep.yaml',
+        `id: rep\nkind: rule\ntitle: Repeated search\nrule: { type: repeat, span: { tool: search }, same: [tool, input], at_least: 3 }\nguidance: '{tool} x{count}'\n`,
+      );
+      const ok = await run(['replay', '--no-library', '--checks', 'checks', spans], env, dir);
+      expect(ok.code).toBe(0);
+      const lines = ok.out.map((l) => JSON.parse(l));
+      expect(lines.map((l) => l.status)).toEqual(['raised', 'resolved']);
+      expect(Object.keys(lines[0]).slice(0, 9)).toEqual(['check_id', 'run_id', 'status', 'span_ids', 'count', 'action', 'title', 'guidance', 'at_ms']);
+      expect(lines[0]).toMatchObject({ check_id: 'rep', run_id: 'r1', span_ids: ['s1', 's2', 's3'], count: 3, action: 'flag', guidance: 'search x3', at_ms: 1025 });
+    });
+
+    it('--summary prints one line per check and run with its final state', async () => {
+      write('checks/rep.yaml', `id: rep\nkind: rule\ntitle: t\nrule: { type: repeat, span: { tool: search }, same: [tool], at_least: 2 }\n`);
+      const a = write('a.jsonl', jsonl([search('r1', 's1', 1), search('r1', 's2', 2), search('r2', 's1', 3)]));
+      const b = write('b.jsonl', jsonl([search('r2', 's2', 4), { run_id: 'r2', span_id: 'l', type: 'llm' }, { run_id: 'r2', span_id: 'x', type: 'tool', tool: 'other' }]));
+      const r = await run(['replay', '--no-library', '--checks', 'checks', '--summary', a, b], env, dir);
+      expect(r.code).toBe(0);
+      // r2's streak continues across the two files (lines as they arrive, file after file), then ends.
+      expect(r.out.map((l) => JSON.parse(l))).toEqual([
+        { check_id: 'rep', run_id: 'r1', state: 'open', count: 2 },
+        { check_id: 'rep', run_id: 'r2', state: 'open', count: 2 },
+      ]);
+    });
+
+    it('runs the shipped library by default', async () => {
+      const f = write('loop.jsonl', jsonl([search('r', 'a', 1), search('r', 'b', 2), search('r', 'c', 3)]));
+      const r = await run(['replay', '--summary', f], env, dir);
+      expect(r.out.map((l) => JSON.parse(l).check_id)).toContain('repeated-tool-call');
+      const none = await run(['replay', '--summary', '--no-library', f], env, dir);
+      expect(none.out).toEqual([]);
+    });
+
+    it('exits 2 with the file and line for malformed input', async () => {
+      const f = write('bad.jsonl', `${JSON.stringify(search('r', 'a', 1))}\n{"run_id":"r","type":"tool"}\n`);
+      const r = await run(['replay', '--no-library', f], env, dir);
+      expect(r.code).toBe(2);
+      expect(r.err).toContain('bad.jsonl:2');
+      expect(r.err).toContain('span_id');
+      const broken = write('broken.jsonl', '{not json\n');
+      expect((await run(['replay', broken], env, dir)).err).toMatch(/broken\.jsonl:1: invalid JSON/);
+      expect((await run(['replay', 'missing.jsonl'], env, dir)).code).toBe(2);
+    });
+
+    it('exits 2 for invalid checks: invalid YAML with its position, an unknown rule type', async () => {
+      const f = write('ok.jsonl', jsonl([search('r', 'a', 1)]));
+      write('bad1/x.yaml', 'id: x\nkind: rule\nrule: [unclosed\n');
+      const yamlErr = await run(['replay', '--checks', 'bad1', f], env, dir);
+      expect(yamlErr.code).toBe(2);
+      expect(yamlErr.err).toMatch(/x\.yaml/);
+      write('bad2/y.yaml', 'id: y\nkind: rule\ntitle: t\nrule: { type: repeet, span: {}, at_least: 2 }\n');
+      const typeErr = await run(['replay', '--checks', 'bad2', f], env, dir);
+      expect(typeErr.code).toBe(2);
+      expect(typeErr.err).toMatch(/y\.yaml: check y: rule\.type/);
+    });
+  });
+
+  describe('init, checks list, checks validate', () => {
+    it('registers a project whose checks then apply to it, and lists what overrides what', async () => {
+      const proj = path.join(dir, 'shop');
+      fs.mkdirSync(proj);
+      const r = await run(['init', proj, '--name', 'shop', '--steering'], env, dir);
+      expect(r.code).toBe(0);
+      expect(fs.existsSync(path.join(proj, '.neatroots', 'checks', 'example.yaml'))).toBe(true);
+      write('shop/.neatroots/checks/loop.yaml', 'id: repeated-tool-call\nkind: rule\ntitle: mine\nrule: { type: count, span: {}, at_least: 1 }\naction: halt\n');
+      const list = await run(['checks', 'list', '--json'], env, dir);
+      expect(list.code).toBe(0);
+      const entries = list.out.map((l) => JSON.parse(l));
+      const mine = entries.find((e) => e.id === 'repeated-tool-call' && e.source === 'project');
+      expect(mine).toMatchObject({ projects: ['shop'], overrides: [{ source: 'library' }] });
+      // elsewhere the library's version stays in effect
+      expect(entries.find((e) => e.id === 'repeated-tool-call' && e.source === 'library')).toMatchObject({ except_projects: ['shop'] });
+      const text = await run(['checks', 'list'], env, dir);
+      expect(text.out.join('\n')).toContain('registered projects: shop (steering)');
+    });
+
+    it('validate reports every problem with file, check id and field, and exits 2', async () => {
+      write('c/a.yaml', 'id: a\nkind: rule\ntitle: t\nrule: { type: match, span: {}, pattern: "(a+)+" }\n');
+      write('c/b.yaml', 'id: b\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 0 }\n');
+      write('c/ok.yaml', 'id: ok\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 2 }\n');
+      const r = await run(['checks', 'validate', 'c'], env, dir);
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(/a\.yaml: check a: rule\.pattern/);
+      expect(r.err).toMatch(/b\.yaml: check b: rule\.at_least/);
+      expect(r.out).toEqual(['2 problems found']);
+      fs.rmSync(path.join(dir, 'c', 'a.yaml'));
+      fs.rmSync(path.join(dir, 'c', 'b.yaml'));
+      expect((await run(['checks', 'validate', 'c'], env, dir)).code).toBe(0);
+    });
+  });
+
+  it('has --help on every command and exits 2 on a usage error', async () => {
+    for (const cmd of ['replay', 'init', 'checks', 'start']) {
+      const r = await run([cmd, '--help'], env, dir);
+      expect([cmd, r.code]).toEqual([cmd, 0]);
+      expect(r.out.join('\n')).toMatch(/^Usage: neatroots/);
+    }
+    expect((await run(['--help'], env, dir)).out.join('\n')).toContain('replay');
+    const bad = await run(['replay', '--bogus', 'x'], env, dir);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('unknown option --bogus');
+    expect((await run(['nope'], env, dir)).code).toBe(2);
+  });
+});
