@@ -14,7 +14,7 @@ import {
   type RunWindow,
 } from '@neatroots/checks';
 import { startIngest, type IngestHandle } from '@neatroots/ingest';
-import { loadConfig, MemoryBus, MemoryWindowStore, migrate, openPglite, type Config } from '@neatroots/platform';
+import { loadConfig, MemoryBus, MemoryWindowStore, migrate, openPgliteWorker, type Config } from '@neatroots/platform';
 import type { Bus, Db } from '@neatroots/ports';
 import { startReview, type Review } from '@neatroots/review';
 import { startRuleEngine, type RuleEngineService } from '@neatroots/rule-engine';
@@ -86,7 +86,8 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
   };
   try {
     if (!opts.inMemoryDb) fs.mkdirSync(config.dataDir, { recursive: true });
-    const db = await openPglite(opts.inMemoryDb ? {} : { dataDir: path.join(config.dataDir, 'pg') });
+    // The database on its own thread: storing spans must not slow down checking them.
+    const db = await openPgliteWorker(opts.inMemoryDb ? {} : { dataDir: path.join(config.dataDir, 'pg') });
     closers.push(() => db.close());
     await migrate(db);
 

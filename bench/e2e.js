@@ -1,0 +1,134 @@
+'use strict';
+// Through the whole embedded deployment: gRPC export (neatroots.v1) -> ingest -> bus ->
+// rule engine -> findings, with review storing runs, spans and findings in PGlite.
+// Prints spans/s end to end and p50/p99 latency from a span's receipt at ingest to the
+// finding it caused, beside a baseline measured in the same run: the same exports into an
+// ingest whose bus nobody reads (transport and validation only).
+const os = require('node:os');
+const path = require('node:path');
+const fs = require('node:fs');
+const { performance } = require('node:perf_hooks');
+const grpc = require('@grpc/grpc-js');
+const { v1 } = require('@neatroots/proto');
+const { itemToEvent } = require('@neatroots/spans');
+const { startIngest } = require('@neatroots/ingest');
+const { MemoryBus, loadConfig } = require('@neatroots/platform');
+const { startEmbedded } = require('neatroots');
+const { fleet, percentile } = require('./checks');
+
+const KEY = 'bench-key';
+
+function buildBatches({ spans, perRun, batch }) {
+  const runs = Math.ceil(spans / perRun);
+  const batches = [];
+  let cur = [];
+  let count = 0;
+  for (const item of fleet({ runs, perRun, project: undefined })) {
+    if (item.kind === 'span') count++;
+    cur.push(itemToEvent(item));
+    if (cur.length >= batch) {
+      batches.push(Buffer.from(v1.ExportRequest.encode({ events: cur, note_runs: [] }).finish()));
+      cur = [];
+    }
+  }
+  if (cur.length) batches.push(Buffer.from(v1.ExportRequest.encode({ events: cur, note_runs: [] }).finish()));
+  return { batches, spans: count };
+}
+
+/** Sends pre-encoded ExportRequests over `conns` channels, `inflight` calls each. */
+async function send(port, batches, { conns = 2, inflight = 4 } = {}) {
+  const clients = Array.from({ length: conns }, () =>
+    new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 64 << 20 }));
+  const md = new grpc.Metadata();
+  md.set('x-api-key', KEY);
+  let next = 0;
+  const call = (client, buf) =>
+    new Promise((resolve, reject) =>
+      client.makeUnaryRequest('/neatroots.v1.Ingest/Export', (b) => b, (b) => b, buf, md, (err) => (err ? reject(err) : resolve())));
+  const worker = async (client) => {
+    while (next < batches.length) {
+      const i = next++;
+      await call(client, batches[i]);
+    }
+  };
+  await Promise.all(clients.flatMap((c) => Array.from({ length: inflight }, () => worker(c))));
+  clients.forEach((c) => c.close());
+}
+
+async function baseline(batches, spans) {
+  const bus = new MemoryBus({ maxLag: Number.MAX_SAFE_INTEGER });
+  const ingest = await startIngest({ bus, resolveKey: async () => 'bench', otlpPort: 0, grpcPort: 0 });
+  const t0 = performance.now();
+  await send(ingest.grpcPort, batches);
+  const ms = performance.now() - t0;
+  await ingest.close();
+  await bus.close();
+  return { spans_per_s: Math.round(spans / (ms / 1000)) };
+}
+
+async function full(batches, spans) {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
+  const config = loadConfig({
+    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0',
+    NEATROOTS_API_KEYS: `bench=${KEY}`,
+  });
+  const quiet = { info() {}, warn() {}, error: (m, e) => console.error(m, e ?? '') };
+  const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: quiet });
+  const latencies = [];
+  await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
+    const now = Date.now();
+    for (const r of b.records) if (r.value.status === 'raised' && r.value.received_ms) latencies.push(now - r.value.received_ms);
+  });
+  const t0 = performance.now();
+  await send(app.ingest.grpcPort, batches);
+  const target = app.ruleEngine.metrics.consumed + 0;
+  // Done when the rule engine has consumed every accepted item.
+  const items = batches.length; // only for progress
+  void items;
+  while (app.ruleEngine.metrics.consumed < totalItems) await new Promise((r) => setTimeout(r, 5));
+  const ms = performance.now() - t0;
+  void target;
+  const tStore = performance.now();
+  await app.bus.idle();
+  const storeMs = performance.now() - tStore;
+  const findings = app.ruleEngine.metrics.findings;
+  await app.close();
+  fs.rmSync(home, { recursive: true, force: true });
+  latencies.sort((a, b) => a - b);
+  return {
+    spans_per_s: Math.round(spans / (ms / 1000)),
+    findings,
+    p50_ms: percentile(latencies, 50),
+    p99_ms: percentile(latencies, 99),
+    store_drain_ms: Math.round(storeMs),
+  };
+}
+
+let totalItems = 0;
+
+async function benchE2e({ spans = 200_000, perRun = 100, batch = 500 } = {}) {
+  const built = buildBatches({ spans, perRun, batch });
+  totalItems = built.spans + 2 * Math.ceil(spans / perRun);
+  const base = await baseline(built.batches, built.spans);
+  const f = await full(built.batches, built.spans);
+  return {
+    spans: built.spans,
+    batch,
+    baseline_ingest_only_spans_per_s: base.spans_per_s,
+    spans_per_s: f.spans_per_s,
+    ratio_to_baseline: +(base.spans_per_s / f.spans_per_s).toFixed(2),
+    findings: f.findings,
+    receipt_to_finding_p50_ms: f.p50_ms,
+    receipt_to_finding_p99_ms: f.p99_ms,
+    store_drain_after_ms: f.store_drain_ms,
+  };
+}
+
+module.exports = { benchE2e };
+
+if (require.main === module) {
+  benchE2e({ spans: Number(process.argv[2] ?? 200_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

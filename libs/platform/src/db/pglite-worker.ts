@@ -1,0 +1,167 @@
+import { Worker } from 'node:worker_threads';
+import type { Db, QueryResult, Queryable } from '@neatroots/ports';
+
+/**
+ * PGlite on its own thread. PGlite is Postgres compiled to WASM and runs on the thread that
+ * calls it; in the embedded deployment that thread also decodes gRPC and runs the rule
+ * engine, so storing spans competed with checking them. Here the database runs in a
+ * worker thread (the machine's second core) and the main thread only posts queries.
+ *
+ * Semantics are PGlite's: one connection, calls in order, and a transaction holds the
+ * connection, so a call made outside `transaction()` waits until the transaction ends.
+ */
+export interface PgliteWorkerOptions {
+  /** A folder to keep the database in; in memory when absent. */
+  dataDir?: string;
+}
+
+interface Reply {
+  id: number;
+  ok: boolean;
+  rows?: unknown[];
+  affectedRows?: number;
+  error?: { message: string; code?: string; detail?: string; hint?: string };
+}
+
+// Runs in the worker. Plain JavaScript in a string, so it works from the TypeScript sources
+// (tests) and from the build alike; PGlite loads its WASM with import(), which a worker allows.
+const THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { PGlite } = require(workerData.pglite);
+let pg;
+const ready = (workerData.dataDir ? PGlite.create(workerData.dataDir) : PGlite.create()).then((p) => (pg = p));
+parentPort.on('message', async (m) => {
+  try {
+    await ready;
+    if (m.op === 'query') {
+      const r = await pg.query(m.sql, m.params);
+      parentPort.postMessage({ id: m.id, ok: true, rows: r.rows, affectedRows: r.affectedRows });
+    } else if (m.op === 'exec') {
+      await pg.exec(m.sql);
+      parentPort.postMessage({ id: m.id, ok: true });
+    } else if (m.op === 'close') {
+      await pg.close();
+      parentPort.postMessage({ id: m.id, ok: true });
+    }
+  } catch (e) {
+    parentPort.postMessage({ id: m.id, ok: false, error: { message: String(e && e.message || e), code: e && e.code, detail: e && e.detail, hint: e && e.hint } });
+  }
+});
+`;
+
+/** An error from the database, with Postgres's SQLSTATE `code` kept (23505 and so on). */
+export class DbError extends Error {
+  constructor(
+    message: string,
+    readonly code?: string,
+    readonly detail?: string,
+  ) {
+    super(message);
+    this.name = 'DbError';
+  }
+}
+
+export async function openPgliteWorker(opts: PgliteWorkerOptions = {}): Promise<Db> {
+  const worker = new Worker(THREAD, {
+    eval: true,
+    workerData: { dataDir: opts.dataDir, pglite: require.resolve('@electric-sql/pglite') },
+  });
+  const db = new PgliteWorkerDb(worker);
+  // Fails here (not on the first real query) when the database cannot open.
+  await db.query('SELECT 1');
+  return db;
+}
+
+class PgliteWorkerDb implements Db {
+  readonly kind = 'pglite' as const;
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: unknown) => void }>();
+  /** The connection's owner: a transaction, or nobody (plain calls then go in order). */
+  private lock: Promise<void> = Promise.resolve();
+  private closed = false;
+  private failed: Error | undefined;
+
+  constructor(private readonly worker: Worker) {
+    worker.on('message', (r: Reply) => {
+      const p = this.pending.get(r.id);
+      if (!p) return;
+      this.pending.delete(r.id);
+      p.resolve(r);
+    });
+    const fail = (err: Error) => {
+      this.failed = err;
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    };
+    worker.on('error', (err) => fail(new DbError(`database thread failed: ${err.message}`)));
+    worker.on('exit', (code) => {
+      if (!this.closed) fail(new DbError(`database thread exited (code ${code})`));
+    });
+  }
+
+  private send(op: 'query' | 'exec' | 'close', sql?: string, params?: readonly unknown[]): Promise<Reply> {
+    if (this.failed) return Promise.reject(this.failed);
+    const id = this.nextId++;
+    return new Promise<Reply>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, op, sql, params: params ? [...params] : undefined });
+    }).then((r) => {
+      if (!r.ok) throw new DbError(r.error?.message ?? 'database error', r.error?.code, r.error?.detail);
+      return r;
+    });
+  }
+
+  private async direct<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    const r = await this.send('query', sql, params);
+    return { rows: (r.rows ?? []) as R[], affectedRows: r.affectedRows };
+  }
+
+  /** Runs `fn` when no transaction holds the connection. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.lock.then(fn);
+    this.lock = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    return this.exclusive(() => this.direct<R>(sql, params));
+  }
+
+  exec(sql: string): Promise<void> {
+    return this.exclusive(async () => {
+      await this.send('exec', sql);
+    });
+  }
+
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return this.exclusive(async () => {
+      await this.send('exec', 'BEGIN');
+      const tx: Queryable & { exec(sql: string): Promise<void> } = {
+        query: <R>(sql: string, params?: readonly unknown[]) => this.direct<R>(sql, params),
+        exec: async (sql: string) => {
+          await this.send('exec', sql);
+        },
+      };
+      try {
+        const out = await fn(tx);
+        await this.send('exec', 'COMMIT');
+        return out;
+      } catch (err) {
+        await this.send('exec', 'ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.exclusive(async () => {
+      this.closed = true;
+      await this.send('close').catch(() => undefined);
+      await this.worker.terminate();
+    });
+  }
+}
