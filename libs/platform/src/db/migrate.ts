@@ -1,0 +1,78 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import * as path from 'node:path';
+import type { Db } from '@neatroots/ports';
+import { isDbTx } from './tx';
+
+/** libs/store/migrations, from libs/platform/src/db (tests) and libs/platform/dist/db (build) alike. */
+export const DEFAULT_MIGRATIONS_DIR = path.resolve(__dirname, '..', '..', '..', 'store', 'migrations');
+
+const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export interface MigrateOptions {
+  /** Folder of `NNNN_name.sql` files; libs/store/migrations by default. */
+  dir?: string;
+}
+
+export interface MigrateResult {
+  /** File names applied by this call, in order (empty when the schema was up to date). */
+  applied: string[];
+}
+
+/** The migration files of `dir`, in version order. Duplicate versions or odd names are errors. */
+export async function loadMigrations(dir: string = DEFAULT_MIGRATIONS_DIR): Promise<Migration[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
+  const out: Migration[] = [];
+  for (const file of files) {
+    const m = FILE_NAME.exec(file);
+    if (!m) throw new Error(`${path.join(dir, file)}: a migration file is named NNNN_name.sql`);
+    const version = Number(m[1]);
+    if (out.some((x) => x.version === version)) throw new Error(`${path.join(dir, file)}: migration ${m[1]} appears twice`);
+    const sql = await readFile(path.join(dir, file), 'utf8');
+    out.push({ version, name: file, sql, checksum: createHash('sha256').update(sql).digest('hex') });
+  }
+  return out;
+}
+
+/**
+ * Brings the schema up to date: applies the migrations not yet recorded in
+ * `schema_migrations`, in order, in one transaction, so a failing file leaves nothing behind
+ * and calling it again is a no-op. On a Postgres server several replicas may start at once:
+ * a transaction-scoped advisory lock (pg_advisory_xact_lock, released by the commit or
+ * rollback itself, so a crash mid-way cannot leave it held) makes the others wait and then
+ * find nothing to do. PGlite is a single connection, so it needs no lock.
+ */
+export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<MigrateResult> {
+  const migrations = await loadMigrations(opts.dir);
+  return db.transaction(async (tx) => {
+    if (!isDbTx(tx)) throw new Error('migrate needs a Db whose transactions can exec (the platform adapters)');
+    if (db.kind === 'postgres') await tx.query(`SELECT pg_advisory_xact_lock(hashtext('neatroots:migrate'))`);
+    await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version integer PRIMARY KEY,
+      name text NOT NULL,
+      checksum text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`);
+    const done = await tx.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const have = new Set(done.rows.map((r) => Number(r.version)));
+    const applied: string[] = [];
+    for (const m of migrations) {
+      if (have.has(m.version)) continue;
+      try {
+        await tx.exec(m.sql);
+      } catch (err) {
+        throw new Error(`migration ${m.name} failed: ${(err as Error).message}`, { cause: err });
+      }
+      await tx.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [m.version, m.name, m.checksum]);
+      applied.push(m.name);
+    }
+    return { applied };
+  });
+}

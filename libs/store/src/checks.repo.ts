@@ -1,0 +1,112 @@
+import type { Queryable } from '@neatroots/ports';
+import { isoNonNull, text } from './sql';
+
+/**
+ * The fourth check source (the seed: "questions the planner or a coding agent wrote, kept in
+ * the database until you save them"). The YAML is stored as written; the check loader
+ * validates it like a file.
+ */
+export type DbCheckOrigin = 'planner' | 'agent' | 'app' | 'cli';
+
+export interface DbCheckRecord {
+  id: string;
+  yaml: string;
+  source: 'database';
+  origin: DbCheckOrigin;
+  project: string | null;
+  workflow: string | null;
+  saved: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface DbCheckInput {
+  id: string;
+  yaml: string;
+  origin: DbCheckOrigin;
+  project?: string | null;
+  workflow?: string | null;
+  saved?: boolean;
+}
+
+export interface ListDbChecksQuery {
+  project?: string;
+  origin?: DbCheckOrigin;
+  saved?: boolean;
+}
+
+type Row = Record<string, unknown>;
+
+function toCheck(r: Row): DbCheckRecord {
+  return {
+    id: String(r.id),
+    yaml: String(r.yaml),
+    source: 'database',
+    origin: r.origin as DbCheckOrigin,
+    project: (r.project as string | null) ?? null,
+    workflow: (r.workflow as string | null) ?? null,
+    saved: Boolean(r.saved),
+    created_at: isoNonNull(r.created_at),
+    updated_at: isoNonNull(r.updated_at),
+  };
+}
+
+const COLUMNS = 'id, yaml, source, origin, project, workflow, saved, created_at, updated_at';
+
+export class ChecksRepo {
+  constructor(private readonly db: Queryable) {}
+
+  /** Creates or replaces a check by id (created_at is kept). */
+  async put(c: DbCheckInput): Promise<DbCheckRecord> {
+    const res = await this.db.query(
+      `INSERT INTO db_checks (id, yaml, origin, project, workflow, saved) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (id) DO UPDATE SET yaml = EXCLUDED.yaml, origin = EXCLUDED.origin, project = EXCLUDED.project,
+         workflow = EXCLUDED.workflow, saved = EXCLUDED.saved, updated_at = now()
+       RETURNING ${COLUMNS}`,
+      [text(c.id), text(c.yaml), c.origin, text(c.project ?? null), text(c.workflow ?? null), c.saved ?? false],
+    );
+    return toCheck(res.rows[0] as Row);
+  }
+
+  async get(id: string): Promise<DbCheckRecord | null> {
+    const res = await this.db.query(`SELECT ${COLUMNS} FROM db_checks WHERE id = $1`, [id]);
+    return res.rows[0] ? toCheck(res.rows[0]) : null;
+  }
+
+  /** Oldest first, so a later check wins on the same id when loaded in order. */
+  async list(q: ListDbChecksQuery = {}): Promise<DbCheckRecord[]> {
+    const params: unknown[] = [];
+    const where: string[] = [];
+    if (q.project !== undefined) {
+      params.push(q.project);
+      where.push(`(project = $${params.length} OR project IS NULL)`);
+    }
+    if (q.origin !== undefined) {
+      params.push(q.origin);
+      where.push(`origin = $${params.length}`);
+    }
+    if (q.saved !== undefined) {
+      params.push(q.saved);
+      where.push(`saved = $${params.length}`);
+    }
+    const res = await this.db.query(
+      `SELECT ${COLUMNS} FROM db_checks ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at, id`,
+      params,
+    );
+    return res.rows.map(toCheck);
+  }
+
+  /** Marks a check saved; false when there is no such check. */
+  async markSaved(id: string, saved = true): Promise<boolean> {
+    const res = await this.db.query<{ id: string }>(
+      'UPDATE db_checks SET saved = $2, updated_at = now() WHERE id = $1 RETURNING id',
+      [id, saved],
+    );
+    return res.rows.length > 0;
+  }
+
+  async delete(id: string): Promise<boolean> {
+    const res = await this.db.query<{ id: string }>('DELETE FROM db_checks WHERE id = $1 RETURNING id', [id]);
+    return res.rows.length > 0;
+  }
+}

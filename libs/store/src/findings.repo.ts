@@ -1,0 +1,329 @@
+import { systemClock, type Clock, type Queryable } from '@neatroots/ports';
+import type { FindingMessage, NoteDelivered } from '@neatroots/spans';
+import { checkStat, findingState, problemKey, QUIET_AFTER_DISMISSALS } from './life';
+import type { CheckStat, DismissInput, FindingRecord, FindingStateFilter, ListFindingsQuery, Page, Problem } from './records';
+import { FINDING_STATE_FILTERS } from './records';
+import {
+  chunks, decodeCursor, encodeCursor, iso, isoNonNull, json, num, pageLimit, StoreInputError, text, tsParam, valuesList,
+} from './sql';
+
+const ROWS_PER_STATEMENT = 500;
+
+/** One finding's events of a batch, folded in order. */
+interface Folded {
+  ev: FindingMessage;
+  count: number;
+  span_ids: string[];
+  guidance: string;
+  status: 'open' | 'resolved';
+  raised_ms: number;
+  updated_ms: number;
+  resolved_ms: number | null;
+}
+
+type Row = Record<string, unknown>;
+
+/** A note that reached an agent (the deliveries topic's NoteDelivered). */
+export type DeliveryInput = Pick<NoteDelivered, 'finding_id' | 'project' | 'at_ms'> & { note_id?: string };
+
+const FINDING_COLUMNS = `f.id, f.project, f.run_id, f.workflow, f.check_id, f.check_source, f.kind, f.title, f.guidance,
+  f.action, f.halt_suppressed, f.group_name, f.priority, f.span_ids, f.count, f.status, f.quiet, f.raised_at,
+  f.updated_at, f.resolved_at, f.active_at, f.dismissed_at, f.dismissed_by, f.dismiss_note`;
+
+function toFinding(row: Row): FindingRecord {
+  const rec = {
+    id: String(row.id),
+    project: String(row.project),
+    run_id: String(row.run_id),
+    workflow: (row.workflow as string | null) ?? null,
+    check_id: String(row.check_id),
+    check_source: String(row.check_source),
+    kind: String(row.kind),
+    title: String(row.title),
+    guidance: String(row.guidance ?? ''),
+    action: row.action === 'halt' ? 'halt' as const : 'flag' as const,
+    halt_suppressed: Boolean(row.halt_suppressed),
+    group: (row.group_name as string | null) ?? null,
+    priority: num(row.priority),
+    span_ids: Array.isArray(row.span_ids) ? (row.span_ids as string[]) : [],
+    count: num(row.count),
+    status: row.status === 'resolved' ? 'resolved' as const : 'open' as const,
+    state: 'open' as FindingRecord['state'],
+    quiet: Boolean(row.quiet),
+    raised_at: isoNonNull(row.raised_at),
+    updated_at: isoNonNull(row.updated_at),
+    resolved_at: iso(row.resolved_at),
+    active_at: iso(row.active_at),
+    dismissed_at: iso(row.dismissed_at),
+    dismissed_by: (row.dismissed_by as string | null) ?? null,
+    dismiss_note: (row.dismiss_note as string | null) ?? null,
+  };
+  rec.state = findingState(rec);
+  return rec;
+}
+
+function stateWhere(state: FindingStateFilter): string {
+  switch (state) {
+    case 'open': return `f.status = 'open' AND f.dismissed_at IS NULL`;
+    case 'active': return `f.status = 'open' AND f.dismissed_at IS NULL AND f.active_at IS NOT NULL`;
+    case 'resolved': return `f.status = 'resolved' AND f.dismissed_at IS NULL`;
+    case 'dismissed': return `f.dismissed_at IS NOT NULL`;
+    case 'all': return 'TRUE';
+  }
+}
+
+/**
+ * Findings and their life: raised -> active (a note reached the agent) -> resolved, and
+ * dismissed by a person (the seed, Findings). Also keeps check_stats, the per-project
+ * dismissal counts that make a check quiet and give its precision.
+ */
+export class FindingsRepo {
+  constructor(
+    private readonly db: Queryable,
+    private readonly clock: Clock = systemClock,
+  ) {}
+
+  /**
+   * Applies finding events in order, idempotently: `raised` inserts (a redelivered one finds
+   * its row and changes nothing), `updated` takes the new count and spans only if the count
+   * grew, `resolved` sets status and resolved_at once. A finding raised while its check is
+   * quiet in the project is stored with quiet = true and does not count.
+   * Events of one finding in one batch are folded first: one row, one statement.
+   */
+  async apply(events: readonly FindingMessage[]): Promise<void> {
+    const folded = new Map<string, Folded>();
+    for (const ev of events) {
+      const f = folded.get(ev.id);
+      if (!f) {
+        folded.set(ev.id, {
+          ev, count: ev.count, span_ids: ev.span_ids, guidance: ev.guidance,
+          status: ev.status === 'resolved' ? 'resolved' : 'open',
+          raised_ms: ev.at_ms, updated_ms: ev.at_ms, resolved_ms: ev.status === 'resolved' ? ev.at_ms : null,
+        });
+        continue;
+      }
+      if (ev.status === 'raised') f.raised_ms = Math.min(f.raised_ms, ev.at_ms);
+      if (ev.count > f.count) {
+        f.count = ev.count;
+        f.span_ids = ev.span_ids;
+        f.guidance = ev.guidance;
+        f.updated_ms = Math.max(f.updated_ms, ev.at_ms);
+      }
+      if (ev.status === 'resolved' && f.status === 'open') {
+        f.status = 'resolved';
+        f.resolved_ms = ev.at_ms;
+        f.updated_ms = Math.max(f.updated_ms, ev.at_ms);
+      }
+    }
+    for (const part of chunks([...folded.values()], ROWS_PER_STATEMENT)) await this.upsert(part);
+  }
+
+  private async upsert(part: Folded[]): Promise<void> {
+    const params: unknown[] = [];
+    for (const f of part) {
+      const e = f.ev;
+      params.push(
+        text(e.id), text(e.project), text(e.run_id), text(e.workflow), text(e.check_id), text(e.source), text(e.kind),
+        text(e.title), text(f.guidance), text(e.action), e.halt_suppressed === true, text(e.group || null), e.priority ?? 0,
+        json(f.span_ids), f.count, f.status, tsParam(f.raised_ms), tsParam(f.updated_ms), tsParam(f.resolved_ms),
+      );
+    }
+    const values = valuesList(part.length, [
+      'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'boolean', 'text', 'float8',
+      'jsonb', 'int4', 'text', 'timestamptz', 'timestamptz', 'timestamptz',
+    ]);
+    await this.db.query(
+      `WITH v (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action, halt_suppressed,
+               group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at) AS (VALUES ${values}),
+       ins AS (
+         INSERT INTO findings AS f (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action,
+           halt_suppressed, group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at, quiet, active_at)
+         SELECT v.*, COALESCE(cs.dismissals >= ${QUIET_AFTER_DISMISSALS}, FALSE), d.delivered_at
+         FROM v
+         LEFT JOIN check_stats cs ON cs.project = v.project AND cs.check_id = v.check_id
+         LEFT JOIN note_deliveries d ON d.finding_id = v.id
+         ON CONFLICT (id) DO UPDATE SET
+           count = GREATEST(f.count, EXCLUDED.count),
+           span_ids = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.span_ids ELSE f.span_ids END,
+           guidance = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.guidance ELSE f.guidance END,
+           status = CASE WHEN EXCLUDED.status = 'resolved' THEN 'resolved' ELSE f.status END,
+           resolved_at = CASE WHEN f.resolved_at IS NULL AND EXCLUDED.status = 'resolved' THEN EXCLUDED.resolved_at ELSE f.resolved_at END,
+           updated_at = CASE WHEN EXCLUDED.count > f.count OR (EXCLUDED.status = 'resolved' AND f.status = 'open')
+                             THEN GREATEST(f.updated_at, EXCLUDED.updated_at) ELSE f.updated_at END
+         -- xmax = 0 only on a freshly inserted row: count each finding once, never on redelivery
+         RETURNING f.project, f.check_id, f.quiet, (f.xmax = 0) AS inserted
+       )
+       INSERT INTO check_stats AS cs (project, check_id, findings)
+       SELECT project, check_id, count(*) FROM ins WHERE inserted AND NOT quiet GROUP BY project, check_id
+       ON CONFLICT (project, check_id) DO UPDATE SET findings = cs.findings + EXCLUDED.findings, updated_at = now()`,
+      params,
+    );
+  }
+
+  /**
+   * A note about these findings reached the agent: they become active (once; the first
+   * delivery's time is kept). Recorded apart too, so a finding stored after its delivery
+   * (the two topics are read by separate consumers) is inserted active.
+   */
+  async markActive(deliveries: readonly DeliveryInput[]): Promise<void> {
+    const seen = new Map<string, DeliveryInput>();
+    for (const d of deliveries) {
+      const prev = seen.get(d.finding_id);
+      if (!prev || d.at_ms < prev.at_ms) seen.set(d.finding_id, d);
+    }
+    for (const part of chunks([...seen.values()], ROWS_PER_STATEMENT)) {
+      const params: unknown[] = [];
+      for (const d of part) params.push(text(d.finding_id), text(d.project), text(d.note_id ?? null), tsParam(d.at_ms));
+      await this.db.query(
+        `INSERT INTO note_deliveries (finding_id, project, note_id, delivered_at)
+         VALUES ${valuesList(part.length, ['text', 'text', 'text', 'timestamptz'])}
+         ON CONFLICT (finding_id) DO UPDATE SET delivered_at = LEAST(note_deliveries.delivered_at, EXCLUDED.delivered_at)`,
+        params,
+      );
+      await this.db.query(
+        `UPDATE findings f SET active_at = LEAST(COALESCE(f.active_at, d.delivered_at), d.delivered_at)
+         FROM note_deliveries d WHERE d.finding_id = f.id AND f.id = ANY($1::text[])`,
+        [part.map((d) => text(d.finding_id))],
+      );
+    }
+  }
+
+  async get(project: string, id: string): Promise<FindingRecord | null> {
+    const res = await this.db.query(`SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.id = $2`, [project, id]);
+    return res.rows[0] ? toFinding(res.rows[0]) : null;
+  }
+
+  /** Every finding of a run, quiet ones too, oldest first. */
+  async forRun(project: string, runId: string): Promise<FindingRecord[]> {
+    const res = await this.db.query(
+      `SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.run_id = $2 ORDER BY f.raised_at ASC, f.id ASC`,
+      [project, runId],
+    );
+    return res.rows.map(toFinding);
+  }
+
+  /**
+   * Problems of a project in a state, newest first (by the head's raised_at). The state filter
+   * applies to findings before they are grouped, so each problem is headed by the most
+   * specific finding in that state. Quiet findings are left out unless asked for; a dismissed
+   * one is listed under `dismissed` whatever it was.
+   */
+  async list(project: string, q: ListFindingsQuery = {}): Promise<Page<Problem>> {
+    const state = q.state ?? 'open';
+    if (!(FINDING_STATE_FILTERS as readonly string[]).includes(state)) {
+      throw new StoreInputError('invalid_state', `state must be one of ${FINDING_STATE_FILTERS.join(', ')}`);
+    }
+    const limit = pageLimit(q.limit);
+    const params: unknown[] = [project];
+    const where = ['f.project = $1', stateWhere(state)];
+    if (!q.include_quiet) where.push('(NOT f.quiet OR f.dismissed_at IS NOT NULL)');
+    if (q.run_id !== undefined) {
+      params.push(q.run_id);
+      where.push(`f.run_id = $${params.length}`);
+    }
+    let cursorWhere = 'TRUE';
+    if (q.cursor !== undefined) {
+      const c = decodeCursor(q.cursor);
+      params.push(c.at, c.id);
+      cursorWhere = `(raised_at, id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`;
+    }
+    params.push(limit + 1);
+    const res = await this.db.query(
+      `WITH sel AS (
+         SELECT ${FINDING_COLUMNS},
+                COALESCE('g' || chr(31) || f.run_id || chr(31) || f.group_name, 'f' || chr(31) || f.id) AS problem_key
+         FROM findings f WHERE ${where.join(' AND ')}
+       ),
+       ranked AS (
+         SELECT sel.*, row_number() OVER (PARTITION BY problem_key ORDER BY priority DESC, raised_at ASC, id ASC) AS rn
+         FROM sel
+       ),
+       heads AS (
+         SELECT problem_key, raised_at, id FROM ranked WHERE rn = 1 AND ${cursorWhere}
+         ORDER BY raised_at DESC, id DESC LIMIT $${params.length}
+       )
+       SELECT ranked.*, heads.raised_at AS head_raised_at, heads.id AS head_id
+       FROM ranked JOIN heads ON heads.problem_key = ranked.problem_key
+       ORDER BY heads.raised_at DESC, heads.id DESC, ranked.rn ASC`,
+      params,
+    );
+    const problems: Problem[] = [];
+    let current: Problem | undefined;
+    for (const row of res.rows) {
+      const f = toFinding(row);
+      if (num(row.rn) === 1) {
+        current = { ...f, related: [] };
+        problems.push(current);
+      } else if (current && problemKey(current) === problemKey(f)) {
+        current.related.push(f);
+      }
+    }
+    const items = problems.slice(0, limit);
+    const last = items[items.length - 1];
+    return { items, next_cursor: problems.length > limit && last ? encodeCursor(last.raised_at, last.id) : null };
+  }
+
+  /**
+   * A person disagrees. The first dismissal of a finding counts toward its check's dismissals
+   * in the project (3 make the check quiet there); dismissing again changes nothing.
+   * Null when the finding is not in the project. Run it in a transaction (the review
+   * queries do) so the finding and its check's counts change together.
+   */
+  async dismiss(project: string, id: string, input: DismissInput = {}): Promise<FindingRecord | null> {
+    const res = await this.db.query<{ check_id: string; quiet: boolean }>(
+      `UPDATE findings SET dismissed_at = $3::timestamptz, dismissed_by = $4, dismiss_note = $5
+       WHERE project = $1 AND id = $2 AND dismissed_at IS NULL
+       RETURNING check_id, quiet`,
+      [project, id, tsParam(this.clock.now()), text(input.by ?? null), text(input.note ?? null)],
+    );
+    const changed = res.rows[0];
+    if (changed) {
+      // A quiet finding a person judged counts toward precision after all.
+      await this.db.query(
+        `INSERT INTO check_stats AS cs (project, check_id, findings, dismissals) VALUES ($1, $2, $3, 1)
+         ON CONFLICT (project, check_id) DO UPDATE
+         SET dismissals = cs.dismissals + 1, findings = cs.findings + EXCLUDED.findings, updated_at = now()`,
+        [project, changed.check_id, changed.quiet ? 1 : 0],
+      );
+    }
+    return this.get(project, id);
+  }
+
+  /** Takes a dismissal back: the finding counts again, and so may its check. Null when unknown. */
+  async reopen(project: string, id: string): Promise<FindingRecord | null> {
+    const res = await this.db.query<{ check_id: string; quiet: boolean }>(
+      `UPDATE findings SET dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL
+       WHERE project = $1 AND id = $2 AND dismissed_at IS NOT NULL
+       RETURNING check_id, quiet`,
+      [project, id],
+    );
+    const changed = res.rows[0];
+    if (changed) {
+      await this.db.query(
+        `UPDATE check_stats SET dismissals = GREATEST(dismissals - 1, 0),
+           findings = GREATEST(findings - $3::int, 0), updated_at = now()
+         WHERE project = $1 AND check_id = $2`,
+        [project, changed.check_id, changed.quiet ? 1 : 0],
+      );
+    }
+    return this.get(project, id);
+  }
+
+  /** Precision, dismissals, quiet and the retire flag of every check with findings in the project. */
+  async checkStats(project: string): Promise<CheckStat[]> {
+    const res = await this.db.query<{ check_id: string; findings: number; dismissals: number }>(
+      `SELECT check_id, findings, dismissals FROM check_stats WHERE project = $1 ORDER BY check_id`,
+      [project],
+    );
+    return res.rows.map((r) => checkStat(r.check_id, num(r.findings), num(r.dismissals)));
+  }
+
+  /** The checks quiet in a project (dismissed 3 times or more there). */
+  async quietChecks(project: string): Promise<string[]> {
+    const res = await this.db.query<{ check_id: string }>(
+      `SELECT check_id FROM check_stats WHERE project = $1 AND dismissals >= ${QUIET_AFTER_DISMISSALS}`,
+      [project],
+    );
+    return res.rows.map((r) => r.check_id);
+  }
+}

@@ -1,0 +1,14 @@
+import * as path from 'node:path';
+
+/** This package's migrations, from src (tests) and dist (build) alike. */
+export const MIGRATIONS_DIR = path.resolve(__dirname, '..', 'migrations');
+
+export * from './records';
+export * from './life';
+export { StoreInputError } from './sql';
+export { RunsRepo } from './runs.repo';
+export { FindingsRepo, type DeliveryInput } from './findings.repo';
+export { ProjectsRepo, hashApiKey, type ProjectRecord, type CreatedApiKey } from './projects.repo';
+export { ChecksRepo, type DbCheckOrigin, type DbCheckRecord, type DbCheckInput, type ListDbChecksQuery } from './checks.repo';
+export { QuietChecks, type QuietChecksOptions, type IsQuiet } from './quiet';
+export { StoreWriter, StoreWriterClosedError, type StoreWriterOptions } from './writer';

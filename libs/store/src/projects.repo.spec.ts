@@ -1,0 +1,63 @@
+import type { Db } from '@neatroots/ports';
+import { ChecksRepo } from './checks.repo';
+import { hashApiKey, ProjectsRepo } from './projects.repo';
+import { openTestDb, resetDb } from './test-db.test';
+
+let db: Db;
+
+beforeAll(async () => {
+  db = await openTestDb();
+}, 60_000);
+afterAll(() => db.close());
+beforeEach(() => resetDb(db));
+
+describe('ProjectsRepo', () => {
+  it('ensures projects and switches steering', async () => {
+    const projects = new ProjectsRepo(db);
+    expect(await projects.ensure('p1')).toMatchObject({ name: 'p1', steering: false });
+    expect(await projects.ensure('p1')).toMatchObject({ name: 'p1' });
+    await projects.setSteering('p1', true);
+    expect(await projects.steering('p1')).toBe(true);
+    await projects.setSteering('p2', true);
+    await projects.setSteering('p1', false);
+    expect((await projects.list()).map((p) => [p.name, p.steering])).toEqual([['p1', false], ['p2', true]]);
+    expect(await projects.steering('nope')).toBe(false);
+  });
+
+  it('creates API keys, stores only their hash, resolves and revokes them', async () => {
+    const projects = new ProjectsRepo(db);
+    const created = await projects.createApiKey('p1', 'ci');
+    expect(created.key).toMatch(/^nr_/);
+    expect(created.key_hash).toBe(hashApiKey(created.key));
+    const stored = await db.query<{ key_hash: string }>('SELECT key_hash FROM api_keys');
+    expect(stored.rows).toEqual([{ key_hash: created.key_hash }]);
+    expect(await projects.resolveApiKey(created.key)).toBe('p1');
+    expect(await projects.resolveApiKey('nr_wrong')).toBeNull();
+    await projects.addApiKey('p2', 'fixed-key');
+    await projects.addApiKey('p2', 'fixed-key');
+    expect(await projects.resolveApiKey('fixed-key')).toBe('p2');
+    expect(await projects.revokeApiKey(created.key)).toBe(true);
+    expect(await projects.revokeApiKey(created.key)).toBe(false);
+    expect(await projects.resolveApiKey(created.key)).toBeNull();
+  });
+});
+
+describe('ChecksRepo', () => {
+  it('creates, lists, saves, replaces and deletes database checks', async () => {
+    const checks = new ChecksRepo(db);
+    const yaml = 'id: refund-without-ownership\nkind: yes_no\nask: Did the agent refund without checking?\n';
+    const c = await checks.put({ id: 'refund-without-ownership', yaml, origin: 'planner', project: 'p1', workflow: 'refund-agent' });
+    expect(c).toMatchObject({ id: 'refund-without-ownership', source: 'database', origin: 'planner', saved: false, project: 'p1' });
+    await checks.put({ id: 'global', yaml: 'id: global\n', origin: 'agent' });
+    expect((await checks.list({ project: 'p1' })).map((x) => x.id)).toEqual(['refund-without-ownership', 'global']);
+    expect((await checks.list({ project: 'p2' })).map((x) => x.id)).toEqual(['global']);
+    expect((await checks.list({ origin: 'agent' })).map((x) => x.id)).toEqual(['global']);
+    expect(await checks.markSaved('global')).toBe(true);
+    expect(await checks.markSaved('nope')).toBe(false);
+    expect((await checks.list({ saved: true })).map((x) => x.id)).toEqual(['global']);
+    const replaced = await checks.put({ id: 'global', yaml: 'id: global\ntitle: new\n', origin: 'app' });
+    expect(replaced).toMatchObject({ yaml: 'id: global\ntitle: new\n', origin: 'app', saved: false, created_at: (await checks.get('global'))!.created_at });
+    expect(await checks.delete('global')).toBe(true);
+    expect(await checks.get('global')).toBeNull();
+  });
+});

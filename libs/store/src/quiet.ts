@@ -1,0 +1,72 @@
+import { systemClock, type Clock, type Queryable } from '@neatroots/ports';
+import { FindingsRepo } from './findings.repo';
+
+export interface QuietChecksOptions {
+  /** How long a project's quiet set is trusted (another process may dismiss meanwhile). */
+  ttlMs?: number;
+  /** Projects kept; the least recently loaded are dropped beyond this. */
+  maxProjects?: number;
+  clock?: Clock;
+}
+
+/** The question the rule engine asks before sending a note: is this check quiet in this project? */
+export type IsQuiet = (project: string, checkId: string) => Promise<boolean>;
+
+interface Entry {
+  quiet: Promise<ReadonlySet<string>>;
+  expires: number;
+}
+
+/**
+ * Which checks are quiet where (dismissed 3 times in the project), with a small cache: one
+ * query per project per `ttlMs`, shared by concurrent callers. Dismiss and reopen in this
+ * process invalidate at once; other processes see the change within `ttlMs`.
+ */
+export class QuietChecks {
+  private readonly cache = new Map<string, Entry>();
+  private readonly ttlMs: number;
+  private readonly maxProjects: number;
+  private readonly clock: Clock;
+  private readonly repo: FindingsRepo;
+
+  constructor(db: Queryable, opts: QuietChecksOptions = {}) {
+    this.repo = new FindingsRepo(db);
+    this.ttlMs = opts.ttlMs ?? 5_000;
+    this.maxProjects = opts.maxProjects ?? 1_000;
+    this.clock = opts.clock ?? systemClock;
+  }
+
+  async isQuiet(project: string, checkId: string): Promise<boolean> {
+    return (await this.quietIn(project)).has(checkId);
+  }
+
+  async quietIn(project: string): Promise<ReadonlySet<string>> {
+    const now = this.clock.now();
+    const hit = this.cache.get(project);
+    if (hit && hit.expires > now) return hit.quiet;
+    const quiet = this.repo.quietChecks(project).then((ids) => new Set(ids));
+    const entry: Entry = { quiet, expires: now + this.ttlMs };
+    this.cache.delete(project);
+    this.cache.set(project, entry);
+    // a failed load is not cached
+    quiet.catch(() => {
+      if (this.cache.get(project) === entry) this.cache.delete(project);
+    });
+    if (this.cache.size > this.maxProjects) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest !== undefined) this.cache.delete(oldest);
+    }
+    return quiet;
+  }
+
+  /** Forget a project's quiet set (all projects without an argument). */
+  invalidate(project?: string): void {
+    if (project === undefined) this.cache.clear();
+    else this.cache.delete(project);
+  }
+
+  /** As a plain function, for the rule engine's wiring. */
+  get lookup(): IsQuiet {
+    return (project, checkId) => this.isQuiet(project, checkId);
+  }
+}

@@ -1,0 +1,142 @@
+import type { RunEndStatus, RunStart, Span } from '@neatroots/spans';
+
+/**
+ * What the store hands out, in the snake_case JSON of the REST API (CONTRACTS.md names).
+ * Times are ISO-8601 strings.
+ */
+
+export interface RunRecord {
+  project: string;
+  run_id: string;
+  workflow: string | null;
+  session_id: string | null;
+  started_at: string;
+  ended_at: string | null;
+  end_status: RunEndStatus | null;
+  span_count: number;
+  error_count: number;
+  total_tokens: number;
+  last_seen_at: string;
+  /** Open problems of the run: a group counts once, quiet and dismissed findings not at all. */
+  open_findings: number;
+  /** On the run page only (getRun), not in lists. */
+  final_output?: unknown;
+  /** The run_start event as given, on the run page only. */
+  run_start?: RunStart | null;
+}
+
+/** Where a finding is in its life (the seed, Findings). */
+export type FindingState = 'open' | 'active' | 'resolved' | 'dismissed';
+
+/**
+ * List filters. `open` is every finding still open, including `active` ones (open, and a note
+ * about it reached the agent); `resolved` and `open` leave dismissed ones out.
+ */
+export const FINDING_STATE_FILTERS = ['open', 'active', 'resolved', 'dismissed', 'all'] as const;
+export type FindingStateFilter = (typeof FINDING_STATE_FILTERS)[number];
+
+export interface FindingRecord {
+  id: string;
+  project: string;
+  run_id: string;
+  workflow: string | null;
+  check_id: string;
+  check_source: string;
+  kind: string;
+  title: string;
+  guidance: string;
+  action: 'flag' | 'halt';
+  halt_suppressed: boolean;
+  group: string | null;
+  priority: number;
+  span_ids: string[];
+  count: number;
+  /** What the rule engine said last: open until it resolved. */
+  status: 'open' | 'resolved';
+  /** Derived: dismissed, else resolved, else active, else open. */
+  state: FindingState;
+  /** Raised while its check was quiet in the project: recorded, but it does not count. */
+  quiet: boolean;
+  raised_at: string;
+  updated_at: string;
+  resolved_at: string | null;
+  active_at: string | null;
+  dismissed_at: string | null;
+  dismissed_by: string | null;
+  dismiss_note: string | null;
+}
+
+/**
+ * One problem: the findings of one group's checks in one run, headed by the most specific
+ * (highest priority, then earliest), counted once. A finding with no group is a problem alone.
+ * The head's fields, with the other members under `related`.
+ */
+export interface Problem extends FindingRecord {
+  related: FindingRecord[];
+}
+
+export interface CheckStat {
+  check_id: string;
+  /** Findings that count: raised while the check was not quiet (and quiet ones a person dismissed). */
+  findings: number;
+  /** Findings dismissed now (reopening one takes it back). */
+  dismissals: number;
+  /** 1 − dismissals / findings; null before the first finding. */
+  precision: number | null;
+  /** Dismissed 3 times or more in the project. */
+  quiet: boolean;
+  /** At least 5 findings and precision under 0.5. */
+  retire_suggested: boolean;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Pass back as `cursor` for the next page; null on the last page. */
+  next_cursor: string | null;
+}
+
+export interface RunDetail {
+  run: RunRecord;
+  /** The run's spans in the contract's JSON shape, by start_ms. */
+  spans: Span[];
+  /** Every finding of the run, quiet ones too (the run page shows them), oldest first. */
+  findings: FindingRecord[];
+  /** The run's findings as problems (quiet ones left out), oldest first. */
+  problems: Problem[];
+}
+
+export interface ListRunsQuery {
+  workflow?: string;
+  /** true: only runs with an open problem; false: only runs without. */
+  has_open_findings?: boolean;
+  limit?: number;
+  cursor?: string;
+}
+
+export interface ListFindingsQuery {
+  /** Default `open`. */
+  state?: FindingStateFilter;
+  run_id?: string;
+  /** Also list findings raised while their check was quiet (left out by default). */
+  include_quiet?: boolean;
+  limit?: number;
+  cursor?: string;
+}
+
+export interface DismissInput {
+  by?: string;
+  note?: string;
+}
+
+/**
+ * What the api asks of the review service: called in-process in the embedded deployment,
+ * over gRPC in the distributed one. Unknown runs and findings give null.
+ */
+export interface ReviewQueries {
+  listRuns(project: string, q?: ListRunsQuery): Promise<Page<RunRecord>>;
+  getRun(project: string, runId: string): Promise<RunDetail | null>;
+  listFindings(project: string, q?: ListFindingsQuery): Promise<Page<Problem>>;
+  dismiss(project: string, findingId: string, input?: DismissInput): Promise<FindingRecord | null>;
+  reopen(project: string, findingId: string): Promise<FindingRecord | null>;
+  checkStats(project: string): Promise<CheckStat[]>;
+}

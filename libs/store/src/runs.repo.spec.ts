@@ -1,0 +1,146 @@
+import type { Db } from '@neatroots/ports';
+import { endEnv, finding, spanEnv, startEnv, T0 } from './fixtures.test';
+import { FindingsRepo } from './findings.repo';
+import { RunsRepo } from './runs.repo';
+import { StoreInputError } from './sql';
+import { openTestDb, resetDb } from './test-db.test';
+
+let db: Db;
+let runs: RunsRepo;
+
+beforeAll(async () => {
+  db = await openTestDb();
+  runs = new RunsRepo(db);
+}, 60_000);
+afterAll(() => db.close());
+beforeEach(() => resetDb(db));
+
+describe('RunsRepo.writeEnvelopes', () => {
+  it('records a run from run_start, spans and run_end', async () => {
+    await runs.writeEnvelopes([
+      startEnv('p1', { run_id: 'r1', workflow: 'refund-agent', session_id: 'sess', system_prompt: 'be nice', ts_ms: T0 }),
+      spanEnv('p1', { run_id: 'r1', span_id: 's2', start_ms: T0 + 20, usage: { total_tokens: 30 } }),
+      spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0 + 10, status: 'error', error: 'timeout' }),
+      spanEnv('p1', { run_id: 'r1', span_id: 's3', type: 'llm', name: 'chat', usage: { input_tokens: 5, output_tokens: 7 } }),
+      endEnv('p1', { run_id: 'r1', status: 'ok', final_output: { answer: 'done' }, ts_ms: T0 + 500 }, T0 + 600),
+    ]);
+    const d = await runs.detail('p1', 'r1');
+    expect(d).not.toBeNull();
+    expect(d!.run).toMatchObject({
+      project: 'p1', run_id: 'r1', workflow: 'refund-agent', session_id: 'sess',
+      started_at: new Date(T0).toISOString(), ended_at: new Date(T0 + 500).toISOString(), end_status: 'ok',
+      final_output: { answer: 'done' }, span_count: 3, error_count: 1, total_tokens: 42,
+      last_seen_at: new Date(T0 + 600).toISOString(), open_findings: 0,
+    });
+    expect(d!.run.run_start).toMatchObject({ system_prompt: 'be nice' });
+    // by start_ms, the span without one last
+    expect(d!.spans.map((s) => s.span_id)).toEqual(['s1', 's2', 's3']);
+    expect(d!.spans[0]).toMatchObject({ status: 'error', error: 'timeout' });
+  });
+
+  it('replaces a re-exported span and never counts it twice', async () => {
+    await runs.writeEnvelopes([
+      spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0, status: 'error', error: 'x', usage: { total_tokens: 10 } }),
+      spanEnv('p1', { run_id: 'r1', span_id: 's2', start_ms: T0 + 1, usage: { total_tokens: 5 } }),
+      // the same export twice in one batch
+      spanEnv('p1', { run_id: 'r1', span_id: 's2', start_ms: T0 + 1, usage: { total_tokens: 5 } }),
+    ]);
+    // a retry of the first span, now successful, in a later batch; and the whole batch redelivered
+    await runs.writeEnvelopes([
+      spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0, status: 'ok', output: 'fine', usage: { total_tokens: 12 } }),
+    ]);
+    await runs.writeEnvelopes([
+      spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0, status: 'ok', output: 'fine', usage: { total_tokens: 12 } }),
+    ]);
+    const d = await runs.detail('p1', 'r1');
+    expect(d!.run).toMatchObject({ span_count: 2, error_count: 0, total_tokens: 17 });
+    expect(d!.spans.find((s) => s.span_id === 's1')).toMatchObject({ status: 'ok', output: 'fine' });
+  });
+
+  it('keeps run_start as the authority on workflow once it arrived, and the earliest start', async () => {
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0 + 100, workflow: 'from-span' }, T0 + 200)]);
+    expect((await runs.get('p1', 'r1'))!.workflow).toBe('from-span');
+    await runs.writeEnvelopes([startEnv('p1', { run_id: 'r1', workflow: 'from-start', ts_ms: T0 + 50 }, T0 + 300)]);
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 's2', start_ms: T0 + 150, workflow: 'other' }, T0 + 400)]);
+    const r = await runs.get('p1', 'r1');
+    expect(r).toMatchObject({ workflow: 'from-start', started_at: new Date(T0 + 50).toISOString(), span_count: 2 });
+    expect(r!.last_seen_at).toBe(new Date(T0 + 400).toISOString());
+  });
+
+  it('keeps projects apart', async () => {
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 's1' }), spanEnv('p2', { run_id: 'r1', span_id: 's1' })]);
+    expect((await runs.list('p1')).items).toHaveLength(1);
+    expect((await runs.list('p2')).items).toHaveLength(1);
+    expect(await runs.get('p3', 'r1')).toBeNull();
+    expect(await runs.detail('p3', 'r1')).toBeNull();
+  });
+
+  it('stores text with NUL characters instead of failing the batch', async () => {
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 's\u0000', output: 'a\u0000b' })]);
+    const d = await runs.detail('p1', 'r1');
+    expect(d!.spans[0].output).toBe('a\uFFFDb');
+  });
+
+  it('writes large batches in several statements', async () => {
+    const envs = Array.from({ length: 1203 }, (_, i) => spanEnv('p1', { run_id: `r${i % 7}`, span_id: `s${i}`, start_ms: T0 + i }));
+    await runs.writeEnvelopes(envs);
+    const page = await runs.list('p1', { limit: 10 });
+    expect(page.items.reduce((n, r) => n + r.span_count, 0)).toBe(1203);
+  });
+});
+
+describe('RunsRepo.list', () => {
+  beforeEach(async () => {
+    // r0 oldest ... r4 newest; r1 and r3 are support-agent runs
+    await runs.writeEnvelopes(
+      [0, 1, 2, 3, 4].map((i) => startEnv('p1', { run_id: `r${i}`, workflow: i % 2 ? 'support-agent' : 'refund-agent', ts_ms: T0 + i * 1000 })),
+    );
+  });
+
+  it('lists newest first, page by page', async () => {
+    const first = await runs.list('p1', { limit: 2 });
+    expect(first.items.map((r) => r.run_id)).toEqual(['r4', 'r3']);
+    expect(first.next_cursor).toEqual(expect.any(String));
+    const second = await runs.list('p1', { limit: 2, cursor: first.next_cursor! });
+    expect(second.items.map((r) => r.run_id)).toEqual(['r2', 'r1']);
+    const third = await runs.list('p1', { limit: 2, cursor: second.next_cursor! });
+    expect(third.items.map((r) => r.run_id)).toEqual(['r0']);
+    expect(third.next_cursor).toBeNull();
+  });
+
+  it('orders runs started in the same millisecond by run_id and pages through them', async () => {
+    await runs.writeEnvelopes(['a', 'b', 'c'].map((id) => startEnv('p2', { run_id: id, ts_ms: T0 })));
+    const first = await runs.list('p2', { limit: 2 });
+    const second = await runs.list('p2', { limit: 2, cursor: first.next_cursor! });
+    expect([...first.items, ...second.items].map((r) => r.run_id)).toEqual(['c', 'b', 'a']);
+  });
+
+  it('filters by workflow', async () => {
+    const page = await runs.list('p1', { workflow: 'support-agent' });
+    expect(page.items.map((r) => r.run_id)).toEqual(['r3', 'r1']);
+  });
+
+  it('filters by open findings, counting a group once and ignoring dismissed and quiet ones', async () => {
+    const findings = new FindingsRepo(db);
+    await findings.apply([
+      finding({ id: 'f1', run_id: 'r2', check_id: 'a', group: 'loop' }),
+      finding({ id: 'f2', run_id: 'r2', check_id: 'b', group: 'loop' }),
+      finding({ id: 'f3', run_id: 'r2', check_id: 'c' }),
+      finding({ id: 'f4', run_id: 'r0', check_id: 'c' }),
+      finding({ id: 'f5', run_id: 'r1', check_id: 'c' }),
+      finding({ id: 'f5', run_id: 'r1', check_id: 'c', status: 'resolved' }),
+    ]);
+    await findings.dismiss('p1', 'f4');
+    const open = await runs.list('p1', { has_open_findings: true });
+    expect(open.items.map((r) => [r.run_id, r.open_findings])).toEqual([['r2', 2]]);
+    const clean = await runs.list('p1', { has_open_findings: false });
+    expect(clean.items.map((r) => r.run_id)).toEqual(['r4', 'r3', 'r1', 'r0']);
+  });
+
+  it('rejects a cursor it did not make, and a bad limit', async () => {
+    await expect(runs.list('p1', { cursor: 'nonsense' })).rejects.toBeInstanceOf(StoreInputError);
+    await expect(runs.list('p1', { cursor: Buffer.from('["x","y"]').toString('base64url') })).rejects.toBeInstanceOf(StoreInputError);
+    await expect(runs.list('p1', { limit: 0 })).rejects.toBeInstanceOf(StoreInputError);
+    await expect(runs.list('p1', { limit: 501 })).rejects.toBeInstanceOf(StoreInputError);
+  });
+});

@@ -1,0 +1,252 @@
+import type { Queryable } from '@neatroots/ports';
+import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
+import { FindingsRepo } from './findings.repo';
+import { groupProblems } from './life';
+import type { ListRunsQuery, Page, RunDetail, RunRecord } from './records';
+import { chunks, decodeCursor, encodeCursor, iso, isoNonNull, json, num, pageLimit, text, tsParam, valuesList } from './sql';
+
+/** At most this many rows per INSERT: 500 spans x 8 parameters stays far from the 65535 limit. */
+const ROWS_PER_STATEMENT = 500;
+
+/** What one write batch says about a run, folded from its items. */
+interface RunPatch {
+  project: string;
+  run_id: string;
+  workflow: string | null;
+  session_id: string | null;
+  started_ms: number;
+  ended_ms: number | null;
+  end_status: RunEndStatus | null;
+  final_output: unknown;
+  run_start: RunStart | null;
+  last_seen_ms: number;
+}
+
+interface SpanRow {
+  project: string;
+  run_id: string;
+  span: Span;
+  received_ms: number;
+}
+
+const RUN_COLUMNS = `r.project, r.run_id, r.workflow, r.session_id, r.started_at, r.ended_at, r.end_status,
+  r.span_count, r.error_count, r.total_tokens, r.last_seen_at`;
+
+/** Open problems of run r: a group counts once; quiet and dismissed findings do not count. */
+const OPEN_PROBLEMS = `(SELECT count(DISTINCT COALESCE('g' || f.group_name, 'f' || f.id)) FROM findings f
+  WHERE f.project = r.project AND f.run_id = r.run_id AND f.status = 'open' AND f.dismissed_at IS NULL AND NOT f.quiet)`;
+
+const HAS_OPEN = `EXISTS (SELECT 1 FROM findings f
+  WHERE f.project = r.project AND f.run_id = r.run_id AND f.status = 'open' AND f.dismissed_at IS NULL AND NOT f.quiet)`;
+
+type Row = Record<string, unknown>;
+
+function toRun(row: Row): RunRecord {
+  return {
+    project: String(row.project),
+    run_id: String(row.run_id),
+    workflow: (row.workflow as string | null) ?? null,
+    session_id: (row.session_id as string | null) ?? null,
+    started_at: isoNonNull(row.started_at),
+    ended_at: iso(row.ended_at),
+    end_status: (row.end_status as RunEndStatus | null) ?? null,
+    span_count: num(row.span_count),
+    error_count: num(row.error_count),
+    total_tokens: num(row.total_tokens),
+    last_seen_at: isoNonNull(row.last_seen_at),
+    open_findings: num(row.open_findings),
+  };
+}
+
+function spanTokens(s: Span): number {
+  const u = s.usage;
+  if (!u) return 0;
+  if (typeof u.total_tokens === 'number') return u.total_tokens;
+  return (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
+}
+
+/** Runs and their spans. Plain class over a Queryable: pass a transaction to write atomically. */
+export class RunsRepo {
+  constructor(private readonly db: Queryable) {}
+
+  /**
+   * Stores a batch of bus envelopes: each run touched is created or updated (run_start,
+   * run_end, what its spans say), spans are upserted (a re-exported span replaces the earlier
+   * copy), then each touched run's counters are recomputed from its spans, so a replaced span
+   * or a redelivered batch never counts twice. Idempotent.
+   */
+  async writeEnvelopes(envelopes: readonly Envelope[]): Promise<void> {
+    if (!envelopes.length) return;
+    const patches = new Map<string, RunPatch>();
+    const spans = new Map<string, SpanRow>();
+    for (const env of envelopes) {
+      const item = env.item;
+      const runId = item.kind === 'span' ? item.span.run_id : item.run.run_id;
+      const key = `${env.project}\u001f${runId}`;
+      let p = patches.get(key);
+      if (!p) {
+        p = {
+          project: env.project, run_id: runId, workflow: null, session_id: null,
+          started_ms: Infinity, ended_ms: null, end_status: null, final_output: undefined,
+          run_start: null, last_seen_ms: env.received_ms,
+        };
+        patches.set(key, p);
+      }
+      p.last_seen_ms = Math.max(p.last_seen_ms, env.received_ms);
+      if (item.kind === 'span') {
+        const s = item.span;
+        // the item's own time when it has one (the agent's clock), else when it was received
+        p.started_ms = Math.min(p.started_ms, s.start_ms ?? env.received_ms);
+        // run_start's workflow and session win over what spans say
+        if (!p.run_start) {
+          p.workflow ??= s.workflow ?? null;
+          p.session_id ??= s.session_id ?? null;
+        }
+        // later copy wins within the batch too (one row per key: ON CONFLICT cannot touch a row twice)
+        spans.set(`${key}\u001f${s.span_id}`, { project: env.project, run_id: runId, span: s, received_ms: env.received_ms });
+      } else if (item.kind === 'run_start') {
+        const r = item.run;
+        p.run_start = r;
+        if (r.workflow) p.workflow = r.workflow;
+        if (r.session_id) p.session_id = r.session_id;
+        p.started_ms = Math.min(p.started_ms, r.ts_ms ?? env.received_ms);
+      } else {
+        const r = item.run;
+        p.ended_ms = r.ts_ms ?? env.received_ms;
+        p.started_ms = Math.min(p.started_ms, p.ended_ms);
+        p.end_status = r.status;
+        p.final_output = r.final_output;
+      }
+    }
+    await this.upsertRuns([...patches.values()]);
+    await this.upsertSpans([...spans.values()]);
+    await this.recount([...patches.values()]);
+  }
+
+  private async upsertRuns(patches: RunPatch[]): Promise<void> {
+    for (const part of chunks(patches, ROWS_PER_STATEMENT)) {
+      const params: unknown[] = [];
+      for (const p of part) {
+        params.push(
+          text(p.project), text(p.run_id), text(p.workflow), text(p.session_id), tsParam(p.started_ms), tsParam(p.ended_ms),
+          p.end_status, json(p.final_output), json(p.run_start ?? undefined), tsParam(p.last_seen_ms),
+        );
+      }
+      const values = valuesList(part.length, ['text', 'text', 'text', 'text', 'timestamptz', 'timestamptz', 'text', 'jsonb', 'jsonb', 'timestamptz']);
+      await this.db.query(
+        `INSERT INTO runs AS r (project, run_id, workflow, session_id, started_at, ended_at, end_status, final_output, run_start, last_seen_at)
+         VALUES ${values}
+         ON CONFLICT (project, run_id) DO UPDATE SET
+           -- once run_start was stored, spans no longer change the run's workflow or session
+           workflow = CASE WHEN r.run_start IS NOT NULL AND EXCLUDED.run_start IS NULL
+                           THEN COALESCE(r.workflow, EXCLUDED.workflow) ELSE COALESCE(EXCLUDED.workflow, r.workflow) END,
+           session_id = CASE WHEN r.run_start IS NOT NULL AND EXCLUDED.run_start IS NULL
+                           THEN COALESCE(r.session_id, EXCLUDED.session_id) ELSE COALESCE(EXCLUDED.session_id, r.session_id) END,
+           started_at = LEAST(r.started_at, EXCLUDED.started_at),
+           ended_at = COALESCE(EXCLUDED.ended_at, r.ended_at),
+           end_status = COALESCE(EXCLUDED.end_status, r.end_status),
+           final_output = CASE WHEN EXCLUDED.end_status IS NOT NULL THEN EXCLUDED.final_output ELSE r.final_output END,
+           run_start = COALESCE(EXCLUDED.run_start, r.run_start),
+           last_seen_at = GREATEST(r.last_seen_at, EXCLUDED.last_seen_at)`,
+        params,
+      );
+    }
+  }
+
+  private async upsertSpans(rows: SpanRow[]): Promise<void> {
+    for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
+      const params: unknown[] = [];
+      for (const r of part) {
+        params.push(
+          text(r.project), text(r.run_id), text(r.span.span_id), json(r.span), r.span.start_ms ?? null,
+          r.span.status === 'error', spanTokens(r.span), tsParam(r.received_ms),
+        );
+      }
+      const values = valuesList(part.length, ['text', 'text', 'text', 'jsonb', 'bigint', 'boolean', 'bigint', 'timestamptz']);
+      await this.db.query(
+        `INSERT INTO spans (project, run_id, span_id, payload, start_ms, is_error, total_tokens, received_at)
+         VALUES ${values}
+         ON CONFLICT (project, run_id, span_id) DO UPDATE SET
+           payload = EXCLUDED.payload, start_ms = EXCLUDED.start_ms, is_error = EXCLUDED.is_error,
+           total_tokens = EXCLUDED.total_tokens, received_at = EXCLUDED.received_at`,
+        params,
+      );
+    }
+  }
+
+  /** The counters of these runs, from their stored spans. */
+  private async recount(runs: RunPatch[]): Promise<void> {
+    for (const part of chunks(runs, ROWS_PER_STATEMENT)) {
+      await this.db.query(
+        `UPDATE runs r SET span_count = s.n, error_count = s.e, total_tokens = s.t
+         FROM (
+           SELECT sp.project, sp.run_id, count(*) AS n, count(*) FILTER (WHERE sp.is_error) AS e,
+                  COALESCE(sum(sp.total_tokens), 0) AS t
+           FROM spans sp
+           JOIN unnest($1::text[], $2::text[]) AS k(project, run_id) ON sp.project = k.project AND sp.run_id = k.run_id
+           GROUP BY sp.project, sp.run_id
+         ) s
+         WHERE r.project = s.project AND r.run_id = s.run_id`,
+        [part.map((p) => text(p.project)), part.map((p) => text(p.run_id))],
+      );
+    }
+  }
+
+  /** Newest first (by started_at, then run_id). */
+  async list(project: string, q: ListRunsQuery = {}): Promise<Page<RunRecord>> {
+    const limit = pageLimit(q.limit);
+    const params: unknown[] = [project];
+    const where = ['r.project = $1'];
+    if (q.workflow !== undefined) {
+      params.push(q.workflow);
+      where.push(`r.workflow = $${params.length}`);
+    }
+    if (q.has_open_findings !== undefined) where.push(q.has_open_findings ? HAS_OPEN : `NOT ${HAS_OPEN}`);
+    if (q.cursor !== undefined) {
+      const c = decodeCursor(q.cursor);
+      params.push(c.at, c.id);
+      where.push(`(r.started_at, r.run_id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`);
+    }
+    params.push(limit + 1);
+    const res = await this.db.query(
+      `SELECT ${RUN_COLUMNS}, ${OPEN_PROBLEMS} AS open_findings FROM runs r
+       WHERE ${where.join(' AND ')}
+       ORDER BY r.started_at DESC, r.run_id DESC
+       LIMIT $${params.length}`,
+      params,
+    );
+    const items = res.rows.slice(0, limit).map(toRun);
+    const last = items[items.length - 1];
+    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(last.started_at, last.run_id) : null };
+  }
+
+  async get(project: string, runId: string): Promise<RunRecord | null> {
+    const res = await this.db.query(
+      `SELECT ${RUN_COLUMNS}, r.final_output, r.run_start, ${OPEN_PROBLEMS} AS open_findings
+       FROM runs r WHERE r.project = $1 AND r.run_id = $2`,
+      [project, runId],
+    );
+    const row = res.rows[0];
+    if (!row) return null;
+    return { ...toRun(row), final_output: row.final_output ?? null, run_start: (row.run_start as RunStart | null) ?? null };
+  }
+
+  /** The run's spans, by start_ms (spans without one last), then as received. */
+  async spans(project: string, runId: string): Promise<Span[]> {
+    const res = await this.db.query<{ payload: Span }>(
+      `SELECT payload FROM spans WHERE project = $1 AND run_id = $2
+       ORDER BY start_ms ASC NULLS LAST, received_at ASC, span_id ASC`,
+      [project, runId],
+    );
+    return res.rows.map((r) => r.payload);
+  }
+
+  /** The run page: the run, its spans, its findings and its problems. */
+  async detail(project: string, runId: string): Promise<RunDetail | null> {
+    const run = await this.get(project, runId);
+    if (!run) return null;
+    const spans = await this.spans(project, runId);
+    const findings = await new FindingsRepo(this.db).forRun(project, runId);
+    return { run, spans, findings, problems: groupProblems(findings.filter((f) => !f.quiet)) };
+  }
+}

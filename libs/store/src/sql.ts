@@ -1,0 +1,110 @@
+/**
+ * Small helpers the repositories share: parameter placeholders for multi-row statements,
+ * values made safe for Postgres, times, and the opaque cursors of the list endpoints.
+ */
+
+/** A bad argument from a caller (a malformed cursor, an unknown state): the API answers 400. */
+export class StoreInputError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'StoreInputError';
+  }
+}
+
+/**
+ * `($1::text, $2::jsonb), ($3::text, $4::jsonb)` for `rows` rows of these column casts,
+ * numbering from `$start`. Casts make the statement mean the same on both drivers.
+ */
+export function valuesList(rows: number, casts: readonly string[], start = 1): string {
+  const out: string[] = [];
+  let n = start;
+  for (let r = 0; r < rows; r++) {
+    out.push(`(${casts.map((c) => `$${n++}::${c}`).join(', ')})`);
+  }
+  return out.join(', ');
+}
+
+/** Splits `items` in chunks of at most `size` (statements stay well under 65535 parameters). */
+export function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+// Postgres text and jsonb cannot hold U+0000; spans copied from tool output sometimes do.
+// Replacing it keeps one odd character from making a batch fail forever.
+const NUL = '\u0000';
+const REPLACEMENT = '\uFFFD';
+
+/** A string for a text column, NUL characters replaced. */
+export function text(v: string | null | undefined): string | null {
+  if (v === undefined || v === null) return null;
+  return v.includes(NUL) ? v.replaceAll(NUL, REPLACEMENT) : v;
+}
+
+/** JSON text for a jsonb parameter (`$n::jsonb`); SQL NULL for undefined. */
+export function json(v: unknown): string | null {
+  if (v === undefined) return null;
+  return JSON.stringify(v, (_k, val: unknown) => (typeof val === 'string' && val.includes(NUL) ? val.replaceAll(NUL, REPLACEMENT) : val));
+}
+
+/** Epoch milliseconds as an ISO-8601 string for a `$n::timestamptz` parameter. */
+export function tsParam(ms: number | null | undefined): string | null {
+  if (ms === undefined || ms === null || !Number.isFinite(ms)) return null;
+  return new Date(ms).toISOString();
+}
+
+/** A timestamptz as read by either driver (a Date), as ISO-8601; null stays null. */
+export function iso(v: unknown): string | null {
+  if (v === null || v === undefined) return null;
+  if (v instanceof Date) return v.toISOString();
+  return new Date(String(v)).toISOString();
+}
+
+export function isoNonNull(v: unknown): string {
+  return iso(v) ?? new Date(0).toISOString();
+}
+
+/** An int4/int8/float column as a number. */
+export function num(v: unknown): number {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'bigint') return Number(v);
+  if (v === null || v === undefined) return 0;
+  return Number(v);
+}
+
+/** Opaque list cursors: the sort key of the last item returned. */
+export function encodeCursor(at: string, id: string): string {
+  return Buffer.from(JSON.stringify([at, id]), 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string): { at: string; id: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    !Array.isArray(parsed) || parsed.length !== 2 ||
+    typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string' ||
+    Number.isNaN(Date.parse(parsed[0]))
+  ) {
+    throw new StoreInputError('invalid_cursor', 'cursor is not one this API returned');
+  }
+  return { at: parsed[0], id: parsed[1] };
+}
+
+export const DEFAULT_PAGE = 50;
+export const MAX_PAGE = 500;
+
+export function pageLimit(limit: number | undefined): number {
+  if (limit === undefined) return DEFAULT_PAGE;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+    throw new StoreInputError('invalid_limit', `limit must be an integer from 1 to ${MAX_PAGE}`);
+  }
+  return limit;
+}

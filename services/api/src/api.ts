@@ -1,0 +1,57 @@
+import 'reflect-metadata';
+import { Module, type DynamicModule, type INestApplication, type LogLevel } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { ReviewQueries } from '@neatroots/store';
+import type { AddressInfo } from 'node:net';
+import { ApiKeyGuard } from './auth.guard';
+import { FindingsController, HealthController, RunsController } from './controllers';
+import { ErrorsFilter } from './errors';
+import { RESOLVE_KEY, REVIEW_QUERIES, type ResolveKey } from './tokens';
+
+export interface ApiOptions {
+  /** The review service: in-process embedded, a gRPC client distributed. */
+  queries: ReviewQueries;
+  /** The project an API key opens (e.g. ProjectsRepo.resolveApiKey), null when unknown. */
+  resolveKey: ResolveKey;
+  /** 0 picks a free port. */
+  port: number;
+  /** Default: every interface. */
+  host?: string;
+  /** Nest's log levels (default error and warn); false for none. */
+  logger?: LogLevel[] | false;
+}
+
+@Module({})
+export class ApiModule {
+  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey'>): DynamicModule {
+    return {
+      module: ApiModule,
+      controllers: [RunsController, FindingsController, HealthController],
+      providers: [
+        { provide: REVIEW_QUERIES, useValue: opts.queries },
+        { provide: RESOLVE_KEY, useValue: opts.resolveKey },
+        ApiKeyGuard,
+      ],
+    };
+  }
+}
+
+/** Builds the REST API (the neatroots /v1 endpoints) and starts it listening. */
+export async function createApi(opts: ApiOptions): Promise<INestApplication> {
+  const app = await NestFactory.create(ApiModule.forRoot(opts), {
+    logger: opts.logger ?? ['error', 'warn'],
+    abortOnError: false,
+  });
+  app.useGlobalFilters(new ErrorsFilter());
+  // No enableShutdownHooks(): the entry point closes the services in order (stop accepting,
+  // drain, flush, close), the api among them.
+  if (opts.host) await app.listen(opts.port, opts.host);
+  else await app.listen(opts.port);
+  return app;
+}
+
+/** Where a listening app can be reached from this machine (tests, logs). */
+export function apiUrl(app: INestApplication): string {
+  const addr = app.getHttpServer().address() as AddressInfo;
+  return `http://127.0.0.1:${addr.port}`;
+}

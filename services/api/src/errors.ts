@@ -1,0 +1,83 @@
+import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
+import { StoreInputError } from '@neatroots/store';
+
+/** What the filter uses of an express response (@types/express is not installed). */
+interface JsonResponse {
+  headersSent: boolean;
+  status(code: number): { json(body: unknown): unknown };
+}
+
+/** An error the API answers with its own code: `{ "error": { "code", "message" } }`. */
+export class ApiError extends HttpException {
+  constructor(
+    status: number,
+    readonly code: string,
+    readonly detail: string,
+  ) {
+    super({ error: { code, message: detail } }, status);
+  }
+
+  static badRequest(code: string, message: string): ApiError {
+    return new ApiError(HttpStatus.BAD_REQUEST, code, message);
+  }
+
+  static notFound(message: string): ApiError {
+    return new ApiError(HttpStatus.NOT_FOUND, 'not_found', message);
+  }
+}
+
+const CODES: Record<number, string> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'too_many_requests',
+};
+
+function messageOf(e: HttpException): string {
+  const body = e.getResponse();
+  if (typeof body === 'string') return body;
+  const m = (body as { message?: unknown }).message;
+  if (Array.isArray(m)) return m.join('; ');
+  return typeof m === 'string' ? m : e.message;
+}
+
+/**
+ * Every error leaves as JSON `{ "error": { "code": ..., "message": ... } }`: the API's own
+ * errors, Nest's (unknown route, unparsable body), the store's bad-argument errors (400), and
+ * anything unexpected (500, logged; its message is not shown).
+ */
+@Catch()
+export class ErrorsFilter implements ExceptionFilter {
+  private readonly log = new Logger('api');
+
+  catch(err: unknown, host: ArgumentsHost): void {
+    const res = host.switchToHttp().getResponse<JsonResponse>();
+    let status: number;
+    let code: string;
+    let message: string;
+    if (err instanceof ApiError) {
+      status = err.getStatus();
+      code = err.code;
+      message = err.detail;
+    } else if (err instanceof StoreInputError) {
+      status = HttpStatus.BAD_REQUEST;
+      code = err.code;
+      message = err.message;
+    } else if (err instanceof HttpException) {
+      status = err.getStatus();
+      code = CODES[status] ?? (status >= 500 ? 'internal' : 'error');
+      message = messageOf(err);
+    } else {
+      status = HttpStatus.INTERNAL_SERVER_ERROR;
+      code = 'internal';
+      message = 'internal error';
+      this.log.error(err instanceof Error ? err.stack ?? err.message : String(err));
+    }
+    if (res.headersSent) return;
+    res.status(status).json({ error: { code, message } });
+  }
+}

@@ -1,0 +1,162 @@
+import type { Bus, BusBatch, Db, Queryable, Subscription, Topic } from '@neatroots/ports';
+import { MemoryBus, migrate, openPglite } from '@neatroots/platform';
+import { DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type Envelope, type FindingMessage } from '@neatroots/spans';
+import { REVIEW_GROUPS, startReview, type Review } from './review';
+
+const T0 = Date.parse('2025-01-01T00:00:00.000Z');
+
+const span = (run_id: string, span_id: string, start_ms: number, extra: Record<string, unknown> = {}): Envelope => ({
+  project: 'p1', received_ms: T0, item: { kind: 'span', span: { run_id, span_id, type: 'tool', name: 'search', tool: 'search', status: 'ok', start_ms, ...extra } },
+});
+
+const raised = (id: string, over: Partial<FindingMessage> = {}): FindingMessage => ({
+  id, check_id: 'repeated-tool-call', run_id: 'r1', project: 'p1', status: 'raised', span_ids: ['s1', 's2', 's3'], count: 3,
+  action: 'flag', title: 'Same tool called repeatedly', guidance: 'You have called search 3 times', at_ms: T0 + 100,
+  kind: 'rule', source: 'library', ...over,
+});
+
+let db: Db;
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+}, 60_000);
+afterAll(() => db.close());
+beforeEach(() => db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, api_keys, projects'));
+
+describe('review service on the in-process bus', () => {
+  let bus: MemoryBus;
+  let review: Review;
+
+  beforeEach(async () => {
+    bus = new MemoryBus({ partitions: 2, retryDelayMs: 5 });
+    review = await startReview({ bus, db, writer: { flushMs: 5 } });
+  });
+  afterEach(async () => {
+    await review.close();
+    await bus.close();
+  });
+
+  it('stores runs, spans, findings and deliveries from the three topics', async () => {
+    await bus.publish(EVENTS_TOPIC, [
+      { key: 'r1', value: { project: 'p1', received_ms: T0, item: { kind: 'run_start', run: { event: 'run_start', run_id: 'r1', workflow: 'refund-agent', ts_ms: T0 } } } },
+      { key: 'r1', value: span('r1', 's2', T0 + 20) },
+      { key: 'r1', value: span('r1', 's1', T0 + 10, { status: 'error', error: 'boom' }) },
+      { key: 'r1', value: span('r1', 's3', T0 + 30) },
+      { key: 'r1', value: { project: 'p1', received_ms: T0 + 50, item: { kind: 'run_end', run: { event: 'run_end', run_id: 'r1', status: 'ok', final_output: 'done' } } } },
+    ]);
+    await bus.publish(FINDINGS_TOPIC, [{ key: 'r1', value: raised('f1') }]);
+    await bus.publish(DELIVERIES_TOPIC, [{ key: 'f1', value: { note_id: 'n1', finding_id: 'f1', project: 'p1', at_ms: T0 + 200 } }]);
+    await bus.idle();
+
+    const runs = await review.queries.listRuns('p1');
+    expect(runs.items.map((r) => [r.run_id, r.workflow, r.span_count, r.error_count, r.end_status, r.open_findings])).toEqual([
+      ['r1', 'refund-agent', 3, 1, 'ok', 1],
+    ]);
+    const run = await review.queries.getRun('p1', 'r1');
+    expect(run!.spans.map((s) => s.span_id)).toEqual(['s1', 's2', 's3']);
+    expect(run!.findings.map((f) => [f.id, f.state])).toEqual([['f1', 'active']]);
+    expect((await review.queries.listFindings('p1', { state: 'active' })).items.map((f) => f.id)).toEqual(['f1']);
+  });
+
+  it('changes nothing when the same batches are delivered again', async () => {
+    const events = [span('r1', 's1', T0), span('r1', 's2', T0 + 1)].map((value) => ({ key: 'r1', value }));
+    const findings = [raised('f1'), raised('f1', { status: 'updated', count: 4, span_ids: ['s1', 's2', 's3', 's4'] })].map((value) => ({ key: 'r1', value }));
+    for (let i = 0; i < 3; i++) {
+      await bus.publish(EVENTS_TOPIC, events);
+      await bus.publish(FINDINGS_TOPIC, findings);
+    }
+    await bus.idle();
+    const run = await review.queries.getRun('p1', 'r1');
+    expect(run!.run.span_count).toBe(2);
+    expect(run!.findings.map((f) => [f.id, f.count])).toEqual([['f1', 4]]);
+    expect(await review.queries.checkStats('p1')).toEqual([
+      expect.objectContaining({ check_id: 'repeated-tool-call', findings: 1, dismissals: 0 }),
+    ]);
+  });
+
+  it('makes a check quiet after 3 dismissals, seen at once by isQuiet, and counts it again after a reopen', async () => {
+    await bus.publish(FINDINGS_TOPIC, ['a', 'b', 'c'].map((id) => ({ key: 'r1', value: raised(id) })));
+    await bus.idle();
+    expect(await review.isQuiet('p1', 'repeated-tool-call')).toBe(false);
+    for (const id of ['a', 'b', 'c']) {
+      expect(await review.queries.dismiss('p1', id, { by: 'ana', note: 'fine' })).toMatchObject({ state: 'dismissed', dismissed_by: 'ana' });
+    }
+    expect(await review.isQuiet('p1', 'repeated-tool-call')).toBe(true);
+    expect(await review.queries.reopen('p1', 'b')).toMatchObject({ state: 'open' });
+    expect(await review.isQuiet('p1', 'repeated-tool-call')).toBe(false);
+    expect(await review.queries.dismiss('p1', 'nope')).toBeNull();
+    expect(await review.queries.reopen('p1', 'nope')).toBeNull();
+  });
+});
+
+/** A bus that hands batches to the test, so it can see when a handler resolves. */
+class HandBus implements Bus {
+  handlers = new Map<string, (batch: BusBatch<unknown>) => Promise<void>>();
+  groups = new Map<string, string>();
+  heartbeats = 0;
+  async publish(): Promise<void> {}
+  async subscribe<T>(topic: Topic<T>, opts: { group: string }, handler: (batch: BusBatch<T>) => Promise<void>): Promise<Subscription> {
+    this.handlers.set(topic.name, handler as (batch: BusBatch<unknown>) => Promise<void>);
+    this.groups.set(topic.name, opts.group);
+    return { close: async () => undefined };
+  }
+  deliver<T>(topic: Topic<T>, values: T[]): Promise<void> {
+    const h = this.handlers.get(topic.name);
+    if (!h) throw new Error(`no consumer on ${topic.name}`);
+    return h({ topic: topic.name, partition: 0, records: values.map((value) => ({ key: 'k', value })), heartbeat: async () => void this.heartbeats++ });
+  }
+  async close(): Promise<void> {}
+}
+
+describe('review service: acknowledging only what is stored', () => {
+  it('subscribes with its consumer groups', async () => {
+    const bus = new HandBus();
+    const review = await startReview({ bus, db });
+    expect(Object.fromEntries(bus.groups)).toEqual({
+      [EVENTS_TOPIC.name]: REVIEW_GROUPS.events, [FINDINGS_TOPIC.name]: REVIEW_GROUPS.findings, [DELIVERIES_TOPIC.name]: REVIEW_GROUPS.deliveries,
+    });
+    await review.close();
+  });
+
+  it('resolves a handler only after its batch is committed, retrying while the database fails', async () => {
+    let failures = 3;
+    const flaky: Db = {
+      kind: db.kind,
+      query: db.query.bind(db),
+      exec: db.exec.bind(db),
+      close: async () => undefined,
+      transaction: <T>(fn: (tx: Queryable) => Promise<T>): Promise<T> => {
+        if (failures > 0) {
+          failures--;
+          return Promise.reject(new Error('database unavailable'));
+        }
+        return db.transaction(fn);
+      },
+    };
+    const bus = new HandBus();
+    const errors: string[] = [];
+    const review = await startReview({
+      bus, db: flaky, heartbeatMs: 5, log: (msg) => errors.push(msg), writer: { flushMs: 1, retryBaseMs: 10 },
+    });
+    let acked = false;
+    const handled = bus.deliver(EVENTS_TOPIC, [span('r9', 's1', T0)]).then(() => (acked = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(acked).toBe(false);
+    expect((await review.queries.listRuns('p1')).items).toEqual([]);
+    await handled;
+    expect(errors.length).toBe(3);
+    expect(bus.heartbeats).toBeGreaterThan(0);
+    expect((await review.queries.listRuns('p1')).items.map((r) => r.run_id)).toEqual(['r9']);
+    await review.close();
+  });
+
+  it('flushes what it holds on close', async () => {
+    const bus = new HandBus();
+    const review = await startReview({ bus, db, writer: { flushMs: 60_000 } });
+    const handled = bus.deliver(FINDINGS_TOPIC, [raised('late')]);
+    await review.close();
+    await handled;
+    expect((await review.queries.listFindings('p1')).items.map((f) => f.id)).toEqual(['late']);
+  });
+});

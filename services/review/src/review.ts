@@ -1,0 +1,119 @@
+import type { Bus, BusBatch, Db, Subscription, Topic } from '@neatroots/ports';
+import {
+  QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
+} from '@neatroots/store';
+import {
+  DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type Envelope, type FindingMessage, type NoteDelivered,
+} from '@neatroots/spans';
+import { createReviewQueries } from './queries';
+
+export interface ReviewTopics {
+  events: Topic<Envelope>;
+  findings: Topic<FindingMessage>;
+  deliveries: Topic<NoteDelivered>;
+}
+
+/** Consumer groups: each sees every message of its topic; replicas of the service share them. */
+export const REVIEW_GROUPS = {
+  events: 'review-store',
+  findings: 'review-findings',
+  deliveries: 'review-deliveries',
+} as const;
+
+export interface ReviewOptions {
+  bus: Bus;
+  /** Migrated already (`migrate(db)` from @neatroots/platform). */
+  db: Db;
+  /** The topics of @neatroots/spans by default (another prefix: makeTopics(prefix)). */
+  topics?: Partial<ReviewTopics>;
+  writer?: StoreWriterOptions;
+  quiet?: QuietChecksOptions;
+  /** Where new consumer groups start (default: the earliest kept message). */
+  fromBeginning?: boolean;
+  /** How long close() lets the batches in hand finish before closing the writer. */
+  closeGraceMs?: number;
+  /** Heartbeat interval while a batch waits for its flush (a slow or retrying database). */
+  heartbeatMs?: number;
+  log?: (msg: string, err?: unknown) => void;
+}
+
+export interface Review {
+  queries: ReviewQueries;
+  /** Quiet checks per project, for the rule engine's `quiet` option. */
+  quiet: QuietChecks;
+  isQuiet: IsQuiet;
+  writer: StoreWriter;
+  /** Stops consuming (the batches in hand finish and are committed), flushes, returns. */
+  close(): Promise<void>;
+}
+
+/**
+ * The review service: stores runs and spans (events topic), findings (findings topic) and
+ * deliveries (deliveries topic: a note reached the agent, the finding becomes active). Each
+ * handler resolves only once its batch is committed to the database, so the bus moves the
+ * offset after the data is safe; a redelivered batch changes nothing (the writes are
+ * idempotent). Writes from all three consumers share the StoreWriter's batches.
+ */
+export async function startReview(opts: ReviewOptions): Promise<Review> {
+  const log = opts.log ?? ((msg, err) => console.error(`review: ${msg}`, err ?? ''));
+  const topics: ReviewTopics = {
+    events: opts.topics?.events ?? EVENTS_TOPIC,
+    findings: opts.topics?.findings ?? FINDINGS_TOPIC,
+    deliveries: opts.topics?.deliveries ?? DELIVERIES_TOPIC,
+  };
+  const writer = new StoreWriter(opts.db, {
+    onError: (err, info) => log(`storing ${info.items} items failed (attempt ${info.attempt}); retrying`, err),
+    ...opts.writer,
+  });
+  const quiet = new QuietChecks(opts.db, opts.quiet);
+  const queries = createReviewQueries(opts.db, { quiet });
+  const heartbeatMs = opts.heartbeatMs ?? 3_000;
+
+  /** Waits for `write`, heartbeating meanwhile so the group keeps this consumer. */
+  const stored = async (batch: BusBatch<unknown>, write: Promise<void>): Promise<void> => {
+    const timer = setInterval(() => {
+      batch.heartbeat().catch((err) => log('heartbeat failed', err));
+    }, heartbeatMs);
+    try {
+      await write;
+    } finally {
+      clearInterval(timer);
+    }
+  };
+
+  const subs: Subscription[] = [];
+  const sub = { fromBeginning: opts.fromBeginning };
+  try {
+    subs.push(await opts.bus.subscribe(topics.events, { group: REVIEW_GROUPS.events, ...sub }, (batch) =>
+      stored(batch, writer.writeEvents(batch.records.map((r) => r.value)))));
+    subs.push(await opts.bus.subscribe(topics.findings, { group: REVIEW_GROUPS.findings, ...sub }, (batch) =>
+      stored(batch, writer.writeFindings(batch.records.map((r) => r.value)))));
+    subs.push(await opts.bus.subscribe(topics.deliveries, { group: REVIEW_GROUPS.deliveries, ...sub }, (batch) =>
+      stored(batch, writer.writeDeliveries(batch.records.map((r) => r.value)))));
+  } catch (err) {
+    await Promise.allSettled(subs.map((s) => s.close()));
+    await writer.close().catch(() => undefined);
+    throw err;
+  }
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      // Stop taking batches; the ones in hand wait for their flush. If the database is down
+      // they would wait forever, so after the grace the writer is closed anyway: its last
+      // attempts fail, those handlers reject, and their offsets stay where they were.
+      const subsClosed = Promise.allSettled(subs.map((s) => s.close()));
+      let grace: NodeJS.Timeout | undefined;
+      await Promise.race([subsClosed, new Promise<void>((r) => (grace = setTimeout(r, opts.closeGraceMs ?? 10_000)))]);
+      clearTimeout(grace);
+      try {
+        await writer.close();
+      } finally {
+        await subsClosed;
+      }
+    })();
+    return closing;
+  };
+
+  return { queries, quiet, isQuiet: quiet.lookup, writer, close };
+}
