@@ -47,7 +47,7 @@ CREATE TABLE spans (
   run_id        text NOT NULL,
   span_id       text NOT NULL,
   -- the span in the contract's JSON shape (CONTRACTS.md section 1)
-  payload       jsonb NOT NULL,
+  payload       json NOT NULL,
   start_ms      bigint,
   -- kept beside the payload so the run's counters are sums over columns, not over JSON
   is_error      boolean NOT NULL DEFAULT false,

@@ -153,23 +153,33 @@ export class RunsRepo {
     }
   }
 
+  /**
+   * One parameter per statement: the batch as a JSON array, unpacked by Postgres
+   * (jsonb_to_recordset). Serialising once and parsing inside the database costs far less
+   * than thousands of bound parameters, and it is the hot write of the pipeline.
+   */
   private async upsertSpans(rows: SpanRow[]): Promise<void> {
     for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
-      const params: unknown[] = [];
-      for (const r of part) {
-        params.push(
-          text(r.project), text(r.run_id), text(r.span.span_id), json(r.span), r.span.start_ms ?? null,
-          r.span.status === 'error', spanTokens(r.span), tsParam(r.received_ms),
-        );
-      }
-      const values = valuesList(part.length, ['text', 'text', 'text', 'jsonb', 'bigint', 'boolean', 'bigint', 'timestamptz']);
+      const batch = part.map((r) => ({
+        project: text(r.project),
+        run_id: text(r.run_id),
+        span_id: text(r.span.span_id),
+        payload: r.span,
+        start_ms: r.span.start_ms ?? null,
+        is_error: r.span.status === 'error',
+        total_tokens: spanTokens(r.span),
+        received_ms: r.received_ms,
+      }));
       await this.db.query(
         `INSERT INTO spans (project, run_id, span_id, payload, start_ms, is_error, total_tokens, received_at)
-         VALUES ${values}
+         SELECT x.project, x.run_id, x.span_id, x.payload, round(x.start_ms)::bigint, x.is_error, round(x.total_tokens)::bigint,
+                to_timestamp(x.received_ms / 1000.0)
+         FROM json_to_recordset($1::json) AS x(project text, run_id text, span_id text, payload json, start_ms float8,
+                                                 is_error boolean, total_tokens float8, received_ms float8)
          ON CONFLICT (project, run_id, span_id) DO UPDATE SET
            payload = EXCLUDED.payload, start_ms = EXCLUDED.start_ms, is_error = EXCLUDED.is_error,
            total_tokens = EXCLUDED.total_tokens, received_at = EXCLUDED.received_at`,
-        params,
+        [json(batch)],
       );
     }
   }

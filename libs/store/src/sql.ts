@@ -48,7 +48,12 @@ export function text(v: string | null | undefined): string | null {
 /** JSON text for a jsonb parameter (`$n::jsonb`); SQL NULL for undefined. */
 export function json(v: unknown): string | null {
   if (v === undefined) return null;
-  return JSON.stringify(v, (_k, val: unknown) => (typeof val === 'string' && val.includes(NUL) ? val.replaceAll(NUL, REPLACEMENT) : val));
+  const s = JSON.stringify(v);
+  if (s === undefined) return null;
+  // Postgres's jsonb refuses \u0000. Rewriting the escapes in the output (only those preceded by
+  // an even number of backslashes: real escapes, not a user's literal "\\u0000") is much
+  // cheaper than a replacer function called on every value of every span.
+  return s.includes('\\u0000') ? s.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\ufffd') : s;
 }
 
 /** Epoch milliseconds as an ISO-8601 string for a `$n::timestamptz` parameter. */
