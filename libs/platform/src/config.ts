@@ -43,6 +43,16 @@ const schema = z.object({
   NEATROOTS_REDIS_URL: z.string().url().optional(),
   NEATROOTS_PG_URL: z.string().url().optional(),
   NEATROOTS_TOPIC_PREFIX: z.string().regex(/^[a-zA-Z0-9._-]+$/).default('neatroots'),
+  /** Partitions of the topics the Kafka bus creates (at least the rule engine's replicas). */
+  NEATROOTS_PARTITIONS: z.coerce.number().int().min(1).max(1000).default(6),
+  /** Each process's /healthz, /readyz and /metrics. */
+  NEATROOTS_ADMIN_PORT: port(9464),
+  /** Each process's internal gRPC port (grpc.health.v1, and the review or question service). Default by target. */
+  NEATROOTS_SERVICE_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  NEATROOTS_REVIEW_ADDRESS: z.string().min(1).default('127.0.0.1:50053'),
+  NEATROOTS_QUESTION_ADDRESS: z.string().min(1).default('127.0.0.1:50052'),
+  /** How long a run's window is kept after its run_end, for late spans. */
+  NEATROOTS_WINDOW_TTL_MS: z.coerce.number().int().min(1000).default(10 * 60_000),
 });
 
 export type Config = z.infer<typeof schema> & { dataDir: string };

@@ -33,4 +33,17 @@ export {
   QuestionClient,
 } from './gen/neatroots/v1/question';
 export type { QuestionServer } from './gen/neatroots/v1/question';
+export {
+  ProjectRequest,
+  ListRunsRequest,
+  GetRunRequest,
+  ListFindingsRequest,
+  FindingActionRequest,
+  JsonReply,
+  ResolveKeyRequest,
+  ResolveKeyReply,
+  ReviewService,
+  ReviewClient,
+} from './gen/neatroots/v1/review';
+export type { ReviewServer } from './gen/neatroots/v1/review';
 export const protobufPackage = 'neatroots.v1';

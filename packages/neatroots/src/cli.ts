@@ -218,6 +218,47 @@ NEATROOTS_HTTP_PORT (8080), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEE
   },
 };
 
+commands.serve = {
+  usage: 'neatroots serve --target ingest|rule-engine|review|api|all',
+  summary: 'run one service (or all) of the distributed deployment, on Kafka, Redis and Postgres',
+  help: `Runs one service of the distributed deployment in this process, or all of them
+(--target all), on Kafka (NEATROOTS_KAFKA_BROKERS), Redis (NEATROOTS_REDIS_URL) and
+Postgres (NEATROOTS_PG_URL). Services talk over gRPC: the api and ingest ask the review
+service (NEATROOTS_REVIEW_ADDRESS). Each process serves grpc.health.v1 on its service port
+(NEATROOTS_SERVICE_PORT) and /healthz, /readyz and /metrics on NEATROOTS_ADMIN_PORT (9464).
+SIGTERM or SIGINT stops it gracefully. Configuration is validated at start-up.`,
+  flags: { target: { value: true } },
+  async run(p, io) {
+    const target = p.flags.target as string | undefined;
+    const { serve, TARGETS, ServeConfigError } = await import('./serve');
+    if (!target || !(TARGETS as readonly string[]).includes(target)) throw new UsageError(`--target must be one of ${TARGETS.join(', ')}`);
+    const { loadConfig, ConfigError } = await import('@neatroots/platform');
+    const log = { info: (m: string) => io.out(m), warn: (m: string) => io.err(`warning: ${m}`), error: (m: string, err?: unknown) => io.err(`error: ${m}${err ? ` ${String(err)}` : ''}`) };
+    let served;
+    try {
+      served = await serve(target as Parameters<typeof serve>[0], loadConfig(io.env), log);
+    } catch (e) {
+      if (e instanceof ConfigError || e instanceof ServeConfigError) {
+        io.err(`neatroots serve: ${e.message}`);
+        return 2;
+      }
+      throw e;
+    }
+    io.out(
+      `neatroots ${target}: serving (health: gRPC :${served.servicePort}, admin http :${served.adminPort})` +
+        (served.ingestPorts ? `; OTLP :${served.ingestPorts.otlp}, neatroots gRPC :${served.ingestPorts.grpc}` : '') +
+        (served.httpPort ? `; HTTP API :${served.httpPort}` : ''),
+    );
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+    io.out(`neatroots ${target}: stopping`);
+    await served.close();
+    return 0;
+  },
+};
+
 const EXAMPLE_CHECK = `# A rule check (see docs/checks.md). Edit or replace it; neatroots reloads on save.
 id: example-repeated-search
 kind: rule

@@ -2,40 +2,19 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { createApi } from '@neatroots/api';
-import {
-  BudgetedRegex,
-  compileRuleSet,
-  loadChecks,
-  readProjects,
-  watchChecks,
-  type LoadResult,
-  type ProjectEntry,
-  type RuleSet,
-  type RunWindow,
-} from '@neatroots/checks';
+import type { LoadResult, ProjectEntry, RunWindow } from '@neatroots/checks';
 import { startIngest, type IngestHandle } from '@neatroots/ingest';
 import { loadConfig, MemoryBus, MemoryWindowStore, migrate, openPgliteWorker, type Config } from '@neatroots/platform';
 import type { Bus, Db } from '@neatroots/ports';
 import { startReview, type Review } from '@neatroots/review';
 import { startRuleEngine, type RuleEngineService } from '@neatroots/rule-engine';
 import { makeTopics, type Topics } from '@neatroots/spans';
-import { ChecksRepo, ProjectsRepo } from '@neatroots/store';
+import { ProjectsRepo } from '@neatroots/store';
+import { consoleLogger, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 /** The demo project: its own checks (one halt rule) and steering on. */
 export const DEMO_PROJECT = 'demo';
 export const DEMO_DIR = path.resolve(__dirname, '..', 'demo');
-
-export interface Logger {
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string, err?: unknown): void;
-}
-
-export const consoleLogger: Logger = {
-  info: (m) => console.log(m),
-  warn: (m) => console.warn(`warning: ${m}`),
-  error: (m, err) => console.error(`error: ${m}`, err ?? ''),
-};
 
 export interface EmbeddedOptions {
   config: Config;
@@ -92,8 +71,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     await migrate(db);
 
     const projects = new ProjectsRepo(db);
-    for (const { project, key } of config.NEATROOTS_API_KEYS) await projects.addApiKey(project, key, 'NEATROOTS_API_KEYS');
-    for (const p of config.NEATROOTS_STEERING) await projects.setSteering(p, true);
+    await seedApiKeys(db, config.NEATROOTS_API_KEYS, config.NEATROOTS_STEERING);
     let demoKey: string | undefined;
     if (opts.demo) {
       demoKey = await demoApiKey(config, projects);
@@ -104,44 +82,13 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     closers.push(() => bus.close());
     const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
 
-    // Checks: the four sources, reloaded on change without a restart.
     const registered = (): ProjectEntry[] => [
       ...readProjectsSafe(config.NEATROOTS_HOME, log),
       ...(opts.demo ? [{ name: DEMO_PROJECT, path: DEMO_DIR, steering: true }] : []),
     ];
-    const checksRepo = new ChecksRepo(db);
-    const database = async () => (await checksRepo.list()).map((c) => ({ id: c.id, yaml: c.yaml }));
-    let loaded = loadChecks({ home: config.NEATROOTS_HOME, projects: registered(), database: await database(), lenient: true });
-    for (const e of loaded.errors) log.error(`checks: ${e.message} (skipped)`);
-    for (const w of loaded.warnings) log.warn(`checks: ${w}`);
-    const regexLog = { warn: (m: string) => log.warn(m) };
-    const compile = (l: LoadResult): RuleSet => compileRuleSet(l.checks, (check, p) => new BudgetedRegex(p, { checkId: check.id, logger: regexLog }));
-    let ruleSet = compile(loaded);
-    // The watcher says when a file changed; the reload reads every source again (the registry
-    // and the database checks too) and keeps the last good version of a file that broke.
-    const reload = async () => {
-      const next = loadChecks({ home: config.NEATROOTS_HOME, projects: registered(), database: await database(), lenient: true, previous: loaded });
-      for (const e of next.errors) log.error(`checks: ${e.message} (kept the last good version)`);
-      loaded = next;
-      ruleSet = compile(loaded);
-      log.info(`checks reloaded: ${loaded.checks.length} in effect`);
-    };
-    if (opts.watch ?? true) {
-      const stop = watchChecks({ home: config.NEATROOTS_HOME, projects: registered(), initial: loaded, onError: () => undefined }, () => {
-        reload().catch((err) => log.error('checks reload failed', err));
-      });
-      closers.push(async () => stop());
-    }
-
-    const steeringCache = new Map<string, { on: boolean; at: number }>();
-    const steering = async (project: string): Promise<boolean> => {
-      const hit = steeringCache.get(project);
-      if (hit && Date.now() - hit.at < 5_000) return hit.on;
-      const on =
-        registered().some((p) => p.name === project && p.steering) || config.NEATROOTS_STEERING.includes(project) || (await projects.steering(project));
-      steeringCache.set(project, { on, at: Date.now() });
-      return on;
-    };
+    const checks = await startCheckSet({ home: config.NEATROOTS_HOME, projects: registered, db, log, watch: opts.watch });
+    closers.push(async () => checks.close());
+    const steering = steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, db });
 
     const review = await startReview({ bus, db, topics, log: (m, err) => log.error(`review: ${m}`, err) });
     closers.push(() => review.close());
@@ -150,13 +97,15 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     const ruleEngine = await startRuleEngine({
       bus,
       windows,
-      rules: () => ruleSet,
+      rules: checks.rules,
       topics,
       steering,
       quiet: review.isQuiet,
       log: (m, err) => log.error(`rule-engine: ${m}`, err),
     });
     closers.push(() => ruleEngine.close());
+    // On shutdown, once ingest stopped accepting: let what it accepted be checked and stored.
+    closers.push(() => Promise.race([bus.idle(), new Promise<void>((r) => setTimeout(r, 10_000).unref())]));
 
     const resolveKey = (key: string) => projects.resolveApiKey(key);
     const ingest = await startIngest({
@@ -183,22 +132,13 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       ruleEngine,
       httpPort: (api.getHttpServer().address() as AddressInfo).port,
       demoKey,
-      checks: () => loaded,
-      reloadChecks: reload,
+      checks: checks.loaded,
+      reloadChecks: checks.reload,
       close,
     };
   } catch (err) {
     await close();
     throw err;
-  }
-}
-
-function readProjectsSafe(home: string, log: Logger): ProjectEntry[] {
-  try {
-    return readProjects(home);
-  } catch (err) {
-    log.error('projects registry unreadable; registered project checks skipped', err);
-    return [];
   }
 }
 
@@ -218,4 +158,4 @@ async function demoApiKey(config: Config, projects: ProjectsRepo): Promise<strin
   return key;
 }
 
-export { loadConfig };
+export { loadConfig, consoleLogger, type Logger };

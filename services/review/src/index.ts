@@ -1,2 +1,3 @@
 export * from './review';
 export * from './queries';
+export * from './grpc';

@@ -1,0 +1,83 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+
+/**
+ * Each process's admin port: /healthz (alive), /readyz (ready to serve: its dependencies
+ * answered) and /metrics (Prometheus). Kept off the service ports so probes and scrapes
+ * never queue behind traffic.
+ */
+export interface Metrics {
+  registry: Registry;
+  spansReceived: Counter<'source'>;
+  spansAccepted: Counter<'source'>;
+  spansRejected: Counter<'source' | 'reason'>;
+  published: Counter<'topic'>;
+  consumed: Counter<'topic' | 'group'>;
+  findings: Counter<'status'>;
+  consumerLag: Gauge<'topic' | 'group'>;
+  dependencyErrors: Counter<'dependency'>;
+}
+
+export function createMetrics(service: string): Metrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service });
+  collectDefaultMetrics({ register: registry, prefix: 'neatroots_' });
+  const reg = { registers: [registry] };
+  return {
+    registry,
+    spansReceived: new Counter({ name: 'neatroots_spans_received_total', help: 'Spans received by ingest', labelNames: ['source'], ...reg }),
+    spansAccepted: new Counter({ name: 'neatroots_spans_accepted_total', help: 'Spans accepted and published', labelNames: ['source'], ...reg }),
+    spansRejected: new Counter({ name: 'neatroots_spans_rejected_total', help: 'Spans rejected, by reason', labelNames: ['source', 'reason'], ...reg }),
+    published: new Counter({ name: 'neatroots_bus_published_total', help: 'Records published to the bus', labelNames: ['topic'], ...reg }),
+    consumed: new Counter({ name: 'neatroots_bus_consumed_total', help: 'Records consumed from the bus', labelNames: ['topic', 'group'], ...reg }),
+    findings: new Counter({ name: 'neatroots_findings_total', help: 'Finding events, by status', labelNames: ['status'], ...reg }),
+    consumerLag: new Gauge({ name: 'neatroots_consumer_lag', help: 'Records not yet consumed by the group', labelNames: ['topic', 'group'], ...reg }),
+    dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
+  };
+}
+
+export interface AdminServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startAdmin(opts: {
+  host: string;
+  port: number;
+  metrics: Metrics;
+  /** Ready to take traffic (readiness probe); liveness only needs the process to answer. */
+  ready: () => boolean | Promise<boolean>;
+}): Promise<AdminServer> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const send = (code: number, type: string, body: string) => {
+      res.writeHead(code, { 'content-type': type });
+      res.end(body);
+    };
+    if (path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
+    if (path === '/readyz') {
+      Promise.resolve(opts.ready()).then(
+        (ok) => send(ok ? 200 : 503, 'application/json', JSON.stringify({ status: ok ? 'ready' : 'not ready' })),
+        (err: unknown) => send(503, 'application/json', JSON.stringify({ status: 'not ready', error: String(err) })),
+      );
+      return;
+    }
+    if (path === '/metrics') {
+      opts.metrics.registry.metrics().then(
+        (body) => send(200, opts.metrics.registry.contentType, body),
+        (err: unknown) => send(500, 'text/plain', String(err)),
+      );
+      return;
+    }
+    send(404, 'application/json', '{"error":{"code":"not_found","message":"try /healthz, /readyz or /metrics"}}');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

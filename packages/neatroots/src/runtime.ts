@@ -1,0 +1,113 @@
+import {
+  BudgetedRegex,
+  compileRuleSet,
+  loadChecks,
+  readProjects,
+  watchChecks,
+  type DatabaseCheck,
+  type LoadResult,
+  type ProjectEntry,
+  type RuleSet,
+} from '@neatroots/checks';
+import type { Queryable } from '@neatroots/ports';
+import { ChecksRepo, ProjectsRepo } from '@neatroots/store';
+
+/** The wiring both deployments share: checks from their four sources, and steering. */
+
+export interface Logger {
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string, err?: unknown): void;
+}
+
+export const consoleLogger: Logger = {
+  info: (m) => console.log(m),
+  warn: (m) => console.warn(`warning: ${m}`),
+  error: (m, err) => console.error(`error: ${m}`, err ?? ''),
+};
+
+export interface CheckSet {
+  rules(): RuleSet;
+  loaded(): LoadResult;
+  /** Reads every source again (what the watcher does on a change). */
+  reload(): Promise<void>;
+  close(): void;
+}
+
+export function readProjectsSafe(home: string, log: Logger): ProjectEntry[] {
+  try {
+    return readProjects(home);
+  } catch (err) {
+    log.error('projects registry unreadable; registered project checks skipped', err);
+    return [];
+  }
+}
+
+/**
+ * The checks in effect: the shipped library, the user's folder, registered projects and
+ * the database, later winning on the same id; reloaded without a restart when a file
+ * changes. A file that stops validating keeps its last good version (and says why).
+ */
+export async function startCheckSet(opts: {
+  home: string;
+  /** Registered projects (read again on every reload). */
+  projects: () => ProjectEntry[];
+  db?: Queryable;
+  log: Logger;
+  watch?: boolean;
+}): Promise<CheckSet> {
+  const { log } = opts;
+  const checksRepo = opts.db ? new ChecksRepo(opts.db) : undefined;
+  const database = async (): Promise<DatabaseCheck[]> => (checksRepo ? (await checksRepo.list()).map((c) => ({ id: c.id, yaml: c.yaml })) : []);
+  const regexLog = { warn: (m: string) => log.warn(m) };
+  const compile = (l: LoadResult): RuleSet =>
+    compileRuleSet(l.checks, (check, pattern) => new BudgetedRegex(pattern, { checkId: check.id, logger: regexLog }));
+
+  let loaded = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true });
+  for (const e of loaded.errors) log.error(`checks: ${e.message} (skipped)`);
+  for (const w of loaded.warnings) log.warn(`checks: ${w}`);
+  let rules = compile(loaded);
+
+  const reload = async () => {
+    const next = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true, previous: loaded });
+    for (const e of next.errors) log.error(`checks: ${e.message} (kept the last good version)`);
+    loaded = next;
+    rules = compile(loaded);
+    log.info(`checks reloaded: ${loaded.checks.length} in effect`);
+  };
+  let stop = () => undefined as void;
+  if (opts.watch ?? true) {
+    // The watcher says that something changed; the reload reads every source again.
+    stop = watchChecks({ home: opts.home, projects: opts.projects(), initial: loaded, onError: () => undefined }, () => {
+      reload().catch((err) => log.error('checks reload failed', err));
+    });
+  }
+  return { rules: () => rules, loaded: () => loaded, reload, close: () => stop() };
+}
+
+/**
+ * Whether halts act in a project: registered with steering (`neatroots init --steering`),
+ * listed in NEATROOTS_STEERING, or switched on in the database. Cached for a few seconds.
+ */
+export function steeringLookup(opts: { projects: () => ProjectEntry[]; env: string[]; db?: Queryable; ttlMs?: number }): (project: string) => Promise<boolean> {
+  const repo = opts.db ? new ProjectsRepo(opts.db) : undefined;
+  const cache = new Map<string, { on: boolean; at: number }>();
+  const ttl = opts.ttlMs ?? 5_000;
+  return async (project) => {
+    const hit = cache.get(project);
+    if (hit && Date.now() - hit.at < ttl) return hit.on;
+    const on =
+      opts.env.includes(project) || opts.projects().some((p) => p.name === project && p.steering) || ((await repo?.steering(project)) ?? false);
+    cache.set(project, { on, at: Date.now() });
+    return on;
+  };
+}
+
+/** API keys from NEATROOTS_API_KEYS into the database (stored hashed); idempotent. */
+export async function seedApiKeys(db: Queryable, keys: { project: string; key: string }[], steering: string[]): Promise<void> {
+  const projects = new ProjectsRepo(db);
+  for (const { project, key } of keys) {
+    if ((await projects.resolveApiKey(key)) !== project) await projects.addApiKey(project, key, 'NEATROOTS_API_KEYS');
+  }
+  for (const p of steering) await projects.setSteering(p, true);
+}

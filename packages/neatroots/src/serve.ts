@@ -1,0 +1,256 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { AddressInfo } from 'node:net';
+import { createApi, ReviewGrpcClient } from '@neatroots/api';
+import type { RunWindow } from '@neatroots/checks';
+import { startIngest } from '@neatroots/ingest';
+import {
+  createMetrics,
+  HealthService,
+  KafkaBus,
+  migrate,
+  openPostgres,
+  openRedisWindowStore,
+  startAdmin,
+  type Config,
+  type Metrics,
+} from '@neatroots/platform';
+import type { Bus, Db } from '@neatroots/ports';
+import { reviewGrpcService, startReview } from '@neatroots/review';
+import { startRuleEngine } from '@neatroots/rule-engine';
+import { makeTopics } from '@neatroots/spans';
+import { ProjectsRepo, QuietChecks } from '@neatroots/store';
+import { readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
+
+export const TARGETS = ['ingest', 'rule-engine', 'review', 'api', 'all'] as const;
+export type Target = (typeof TARGETS)[number];
+
+const DEFAULT_SERVICE_PORT: Record<Target, number> = { ingest: 50054, 'rule-engine': 50054, review: 50053, api: 50054, all: 50053 };
+
+export interface Served {
+  target: Target;
+  adminPort: number;
+  servicePort: number;
+  /** Set for targets that run them. */
+  ingestPorts?: { otlp: number; grpc: number };
+  httpPort?: number;
+  metrics: Metrics;
+  health: HealthService;
+  close(): Promise<void>;
+}
+
+function need(config: Config, name: 'NEATROOTS_KAFKA_BROKERS' | 'NEATROOTS_REDIS_URL' | 'NEATROOTS_PG_URL', target: Target): void {
+  const v = config[name];
+  if (!v || (Array.isArray(v) && !v.length)) throw new ServeConfigError(`${name} is required for --target ${target}`);
+}
+
+export class ServeConfigError extends Error {}
+
+/**
+ * The distributed deployment: one service (or all) in this process, on Kafka, Redis and
+ * Postgres. Every process serves grpc.health.v1 on its service port and /healthz, /readyz,
+ * /metrics on its admin port, and shuts down in order on close(): stop accepting, drain
+ * what is in hand, flush, close connections.
+ */
+export async function serve(target: Target, config: Config, log: Logger): Promise<Served> {
+  const wants = (t: Exclude<Target, 'all'>) => target === 'all' || target === t;
+  if (wants('ingest') || wants('rule-engine') || wants('review')) need(config, 'NEATROOTS_KAFKA_BROKERS', target);
+  if (wants('rule-engine')) need(config, 'NEATROOTS_REDIS_URL', target);
+  if (wants('review') || wants('rule-engine')) need(config, 'NEATROOTS_PG_URL', target);
+
+  const metrics = createMetrics(target);
+  const health = new HealthService();
+  const closers: (() => Promise<void>)[] = [];
+  const checksReady: (() => Promise<boolean>)[] = [];
+  const close = async () => {
+    health.setAll('NOT_SERVING');
+    for (const c of closers.reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        log.error('shutdown step failed', err);
+      }
+    }
+  };
+
+  try {
+    const grpcServer = new Server();
+    grpcServer.addService(health.definition().service, health.definition().implementation);
+
+    let bus: Bus | undefined;
+    if (wants('ingest') || wants('rule-engine') || wants('review')) {
+      const kafka = new KafkaBus({
+        brokers: config.NEATROOTS_KAFKA_BROKERS,
+        clientId: `neatroots-${target}`,
+        partitions: config.NEATROOTS_PARTITIONS,
+        onError: (err, where) => {
+          metrics.dependencyErrors.inc({ dependency: 'kafka' });
+          log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}`, err);
+        },
+        onBatch: (b) => {
+          metrics.consumed.inc({ topic: b.topic, group: b.group }, b.records);
+          metrics.consumerLag.set({ topic: b.topic, group: b.group }, b.lag);
+        },
+      });
+      bus = kafka;
+      closers.push(() => kafka.close());
+    }
+    const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
+
+    let db: Db | undefined;
+    if (config.NEATROOTS_PG_URL && (wants('review') || wants('rule-engine'))) {
+      const pg = await openPostgres({ url: config.NEATROOTS_PG_URL, max: 10, applicationName: `neatroots-${target}` });
+      db = pg;
+      closers.push(() => pg.close());
+      if (wants('review')) {
+        await migrate(pg);
+        await seedApiKeys(pg, config.NEATROOTS_API_KEYS, config.NEATROOTS_STEERING);
+      }
+      checksReady.push(async () => {
+        try {
+          await pg.query('SELECT 1');
+          return true;
+        } catch {
+          metrics.dependencyErrors.inc({ dependency: 'postgres' });
+          return false;
+        }
+      });
+    }
+
+    if (wants('review')) {
+      const review = await startReview({ bus: bus!, db: db!, topics, log: (m, err) => log.error(`review: ${m}`, err) });
+      closers.push(() => review.close());
+      const projects = new ProjectsRepo(db!);
+      const svc = reviewGrpcService(review.queries, (key) => projects.resolveApiKey(key));
+      grpcServer.addService(svc.service, svc.implementation);
+      health.set('neatroots.v1.Review', 'SERVING');
+    }
+
+    if (wants('rule-engine')) {
+      const windows = await openRedisWindowStore<RunWindow>({
+        url: config.NEATROOTS_REDIS_URL!,
+        prefix: config.NEATROOTS_TOPIC_PREFIX,
+        onError: (err) => {
+          metrics.dependencyErrors.inc({ dependency: 'redis' });
+          log.error('redis', err);
+        },
+      });
+      closers.push(() => windows.close());
+      const registered = () => readProjectsSafe(config.NEATROOTS_HOME, log);
+      const checks = await startCheckSet({ home: config.NEATROOTS_HOME, projects: registered, db, log });
+      closers.push(async () => checks.close());
+      const quiet = new QuietChecks(db!);
+      const engine = await startRuleEngine({
+        bus: bus!,
+        windows,
+        rules: checks.rules,
+        topics,
+        steering: steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, db }),
+        quiet: quiet.lookup,
+        log: (m, err) => log.error(`rule-engine: ${m}`, err),
+      });
+      closers.push(() => engine.close());
+      const rawFindings = () => engine.metrics.findings;
+      let lastFindings = 0;
+      const sync = setInterval(() => {
+        const n = rawFindings();
+        if (n > lastFindings) metrics.findings.inc({ status: 'any' }, n - lastFindings);
+        lastFindings = n;
+      }, 1000);
+      sync.unref();
+      closers.push(async () => clearInterval(sync));
+    }
+
+    let ingestPorts: Served['ingestPorts'];
+    let reviewClient: ReviewGrpcClient | undefined;
+    const reviewClientFor = () => (reviewClient ??= new ReviewGrpcClient(config.NEATROOTS_REVIEW_ADDRESS));
+    if (wants('ingest')) {
+      const client = reviewClientFor();
+      const cache = new Map<string, { project: string | null; at: number }>();
+      const resolveKey = async (key: string) => {
+        const hit = cache.get(key);
+        // Known keys are trusted for a minute, unknown ones re-asked after a few seconds.
+        if (hit && Date.now() - hit.at < (hit.project ? 60_000 : 5_000)) return hit.project ?? undefined;
+        const project = await client.resolveKey(key);
+        if (cache.size > 10_000) cache.clear();
+        cache.set(key, { project, at: Date.now() });
+        return project ?? undefined;
+      };
+      const ingest = await startIngest({
+        bus: bus!,
+        resolveKey,
+        topics,
+        host: config.NEATROOTS_HOST,
+        otlpPort: config.NEATROOTS_OTLP_PORT,
+        grpcPort: config.NEATROOTS_GRPC_PORT,
+        maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
+      });
+      closers.push(() => ingest.close());
+      ingestPorts = { otlp: ingest.otlpPort, grpc: ingest.grpcPort };
+      health.set('neatroots.v1.Ingest', 'SERVING');
+      health.set('opentelemetry.proto.collector.trace.v1.TraceService', 'SERVING');
+      // Ingest's counters, as Prometheus metrics.
+      const last = { received: 0, accepted: 0, rejected: {} as Record<string, number> };
+      const sync = setInterval(() => {
+        const m = ingest.metrics;
+        metrics.spansReceived.inc({ source: 'all' }, m.items_received - last.received);
+        metrics.spansAccepted.inc({ source: 'all' }, m.items_accepted - last.accepted);
+        metrics.published.inc({ topic: topics.events.name }, m.items_accepted - last.accepted);
+        for (const [reason, n] of Object.entries(m.items_rejected)) {
+          const d = n - (last.rejected[reason] ?? 0);
+          if (d > 0) metrics.spansRejected.inc({ source: 'all', reason }, d);
+        }
+        last.received = m.items_received;
+        last.accepted = m.items_accepted;
+        last.rejected = { ...m.items_rejected };
+      }, 1000);
+      sync.unref();
+      closers.push(async () => clearInterval(sync));
+    }
+
+    let httpPort: number | undefined;
+    if (wants('api')) {
+      const client = reviewClientFor();
+      const api = await createApi({
+        queries: client,
+        resolveKey: (key) => client.resolveKey(key),
+        port: config.NEATROOTS_HTTP_PORT,
+        host: config.NEATROOTS_HOST,
+      });
+      closers.push(() => api.close());
+      httpPort = (api.getHttpServer().address() as AddressInfo).port;
+    }
+    if (reviewClient) closers.push(async () => reviewClient?.close());
+
+    const servicePort = await new Promise<number>((resolve, reject) =>
+      grpcServer.bindAsync(`${config.NEATROOTS_HOST}:${config.NEATROOTS_SERVICE_PORT ?? DEFAULT_SERVICE_PORT[target]}`, ServerCredentials.createInsecure(), (err, port) =>
+        err ? reject(err) : resolve(port),
+      ),
+    );
+    closers.push(
+      () =>
+        new Promise<void>((resolve) => {
+          const t = setTimeout(() => {
+            grpcServer.forceShutdown();
+            resolve();
+          }, 5_000);
+          grpcServer.tryShutdown(() => {
+            clearTimeout(t);
+            resolve();
+          });
+        }),
+    );
+
+    const admin = await startAdmin({
+      host: config.NEATROOTS_HOST,
+      port: config.NEATROOTS_ADMIN_PORT,
+      metrics,
+      ready: async () => health.get() === 'SERVING' && (await Promise.all(checksReady.map((c) => c()))).every(Boolean),
+    });
+    closers.unshift(() => admin.close());
+    health.set('', 'SERVING');
+    return { target, adminPort: admin.port, servicePort, ingestPorts, httpPort, metrics, health, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

@@ -1,0 +1,81 @@
+import { credentials, status, type ServiceError } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
+import { StoreInputError, type ReviewQueries } from '@neatroots/store';
+
+/**
+ * The review service's queries over gRPC: what the api uses in the distributed deployment
+ * (in-process it calls the same ReviewQueries directly).
+ */
+export class ReviewGrpcClient implements ReviewQueries {
+  private readonly client: v1.ReviewClient;
+
+  constructor(address: string, private readonly timeoutMs = 10_000) {
+    this.client = new v1.ReviewClient(address, credentials.createInsecure());
+  }
+
+  private call<Req, Res>(method: (req: Req, md: never, opts: { deadline: Date }, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      method.call(this.client, req, undefined as never, { deadline: new Date(Date.now() + this.timeoutMs) }, (err: ServiceError | null, res: Res) => {
+        if (!err) return resolve(res);
+        // Bad input is the caller's (400); anything else is the review service being unwell (5xx).
+        if (err.code === status.INVALID_ARGUMENT) reject(new StoreInputError('request', err.details));
+        else reject(new Error(`review service: ${err.details || err.message}`));
+      });
+    });
+  }
+
+  private async json<T>(p: Promise<v1.JsonReply>): Promise<T | null> {
+    const r = await p;
+    return r.found ? (JSON.parse(r.json) as T) : null;
+  }
+
+  private async must<T>(p: Promise<v1.JsonReply>): Promise<T> {
+    const v = await this.json<T>(p);
+    if (v === null) throw new Error('review service: empty reply');
+    return v;
+  }
+
+  listRuns: ReviewQueries['listRuns'] = (project, q = {}) =>
+    this.must(
+      this.call<v1.ListRunsRequest, v1.JsonReply>(this.client.listRuns as never, {
+        project,
+        workflow: q.workflow ?? '',
+        has_open_findings: q.has_open_findings,
+        limit: q.limit ?? 0,
+        cursor: q.cursor ?? '',
+      }),
+    );
+
+  getRun: ReviewQueries['getRun'] = (project, runId) =>
+    this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId }));
+
+  listFindings: ReviewQueries['listFindings'] = (project, q = {}) =>
+    this.must(
+      this.call<v1.ListFindingsRequest, v1.JsonReply>(this.client.listFindings as never, {
+        project,
+        state: q.state ?? '',
+        limit: q.limit ?? 0,
+        cursor: q.cursor ?? '',
+        run_id: q.run_id ?? '',
+        check_id: '',
+      }),
+    );
+
+  dismiss: ReviewQueries['dismiss'] = (project, id, input = {}) =>
+    this.json(this.call<v1.FindingActionRequest, v1.JsonReply>(this.client.dismiss as never, { project, finding_id: id, note: input.note ?? '', by: input.by ?? '' }));
+
+  reopen: ReviewQueries['reopen'] = (project, id) =>
+    this.json(this.call<v1.FindingActionRequest, v1.JsonReply>(this.client.reopen as never, { project, finding_id: id, note: '', by: '' }));
+
+  checkStats: ReviewQueries['checkStats'] = (project) => this.must(this.call<v1.ProjectRequest, v1.JsonReply>(this.client.checkStats as never, { project }));
+
+  /** The project an API key opens (null when none), asked of the review service. */
+  async resolveKey(key: string): Promise<string | null> {
+    const r = await this.call<v1.ResolveKeyRequest, v1.ResolveKeyReply>(this.client.resolveKey as never, { key });
+    return r.project || null;
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}

@@ -1,0 +1,55 @@
+import { status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
+import { StoreInputError, type FindingStateFilter, type ReviewQueries } from '@neatroots/store';
+
+/**
+ * The review service over gRPC (neatroots.v1.Review), for the api and other services of the
+ * distributed deployment. Replies carry the REST API's JSON body, computed here.
+ */
+export function reviewGrpcService(
+  queries: ReviewQueries,
+  resolveKey: (key: string) => Promise<string | null>,
+): { service: typeof v1.ReviewService; implementation: UntypedServiceImplementation } {
+  const unary =
+    <Req, Res>(fn: (req: Req) => Promise<Res>) =>
+    (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => {
+      fn(call.request).then(
+        (res) => cb(null, res),
+        (err: unknown) => {
+          if (err instanceof StoreInputError) cb({ code: status.INVALID_ARGUMENT, details: err.message });
+          else cb({ code: status.INTERNAL, details: `review: ${(err as Error)?.message ?? String(err)}` });
+        },
+      );
+    };
+  const reply = (v: unknown): v1.JsonReply => (v === null || v === undefined ? { found: false, json: '' } : { found: true, json: JSON.stringify(v) });
+  const implementation: v1.ReviewServer = {
+    listRuns: unary(async (r: v1.ListRunsRequest) =>
+      reply(
+        await queries.listRuns(r.project, {
+          ...(r.workflow ? { workflow: r.workflow } : {}),
+          ...(r.has_open_findings !== undefined ? { has_open_findings: r.has_open_findings } : {}),
+          ...(r.limit ? { limit: r.limit } : {}),
+          ...(r.cursor ? { cursor: r.cursor } : {}),
+        }),
+      ),
+    ),
+    getRun: unary(async (r: v1.GetRunRequest) => reply(await queries.getRun(r.project, r.run_id))),
+    listFindings: unary(async (r: v1.ListFindingsRequest) =>
+      reply(
+        await queries.listFindings(r.project, {
+          ...(r.state ? { state: r.state as FindingStateFilter } : {}),
+          ...(r.run_id ? { run_id: r.run_id } : {}),
+          ...(r.limit ? { limit: r.limit } : {}),
+          ...(r.cursor ? { cursor: r.cursor } : {}),
+        }),
+      ),
+    ),
+    dismiss: unary(async (r: v1.FindingActionRequest) =>
+      reply(await queries.dismiss(r.project, r.finding_id, { ...(r.by ? { by: r.by } : {}), ...(r.note ? { note: r.note } : {}) })),
+    ),
+    reopen: unary(async (r: v1.FindingActionRequest) => reply(await queries.reopen(r.project, r.finding_id))),
+    checkStats: unary(async (r: v1.ProjectRequest) => reply(await queries.checkStats(r.project))),
+    resolveKey: unary(async (r: v1.ResolveKeyRequest) => ({ project: (await resolveKey(r.key)) ?? '' })),
+  };
+  return { service: v1.ReviewService, implementation };
+}
