@@ -268,13 +268,16 @@ describe('mapOtlpExport: OpenTelemetry GenAI conventions', () => {
     expect(rootSpan.attributes?.['gen_ai.system_instructions']).toBeUndefined();
   });
 
-  it('ends a run with error or no_output from the root span', () => {
+  it('ends a run with error, no_output (an empty output) or ok (no output recorded) from the root span', () => {
     const failedRoot = span({ id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent' }, status: { code: otlp.Status_StatusCode.STATUS_CODE_ERROR, message: 'crashed' } });
-    const silentRoot = span({ trace: 'ffffffffffffffffffffffffffffffff', id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent' } });
-    const items = mapOtlpExport(request([failedRoot, silentRoot])).items;
-    expect(items.map((i) => i.kind)).toEqual(['span', 'run_end', 'span', 'run_end']);
+    const emptyRoot = span({ trace: 'ffffffffffffffffffffffffffffffff', id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent', 'output.value': '' } });
+    // Without content capture no output is recorded at all: that says nothing about the answer.
+    const uncapturedRoot = span({ trace: 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee', id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent' } });
+    const items = mapOtlpExport(request([failedRoot, emptyRoot, uncapturedRoot])).items;
+    expect(items.map((i) => i.kind)).toEqual(['span', 'run_end', 'span', 'run_end', 'span', 'run_end']);
     expect((items[1] as { run: RunEnd }).run.status).toBe('error');
     expect((items[3] as { run: RunEnd }).run.status).toBe('no_output');
+    expect((items[5] as { run: RunEnd }).run.status).toBe('ok');
   });
 
   it('takes project and workflow from the resource and neatroots attributes', () => {

@@ -26,10 +26,11 @@ import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
  *   of `gen_ai.tool.definitions`). An SDK exports a parent after its children, usually in a
  *   later batch, so this run_start often follows spans already sent: it only informs, it
  *   does not open the run;
- * - a `run_end` right after the root: `error` when the span failed, `no_output` when it has no
- *   output (note: GenAI instrumentations record message content only when content capture is
- *   on, so without it every such run ends as no_output), else `ok`; final_output is the text of
- *   the last assistant message, or the output as given.
+ * - a `run_end` right after the root: `error` when the span failed, `no_output` when it
+ *   recorded an output that is empty, else `ok`. A root with no output attribute at all ends
+ *   `ok`: GenAI instrumentations record message content only when content capture is on, and
+ *   without it every run would otherwise look unanswered. final_output is the text of the
+ *   last assistant message, or the output as given.
  */
 
 type Obj = Record<string, unknown>;
@@ -452,7 +453,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
       if (start_ms !== undefined) startRaw.ts_ms = start_ms;
       out.runStart = (normalizeItem(startRaw) as { kind: 'run_start'; run: RunStart }).run;
     }
-    const status = span.status === 'error' ? 'error' : isEmptyOutput(span.output) ? 'no_output' : 'ok';
+    const status = span.status === 'error' ? 'error' : span.output !== undefined && isEmptyOutput(span.output) ? 'no_output' : 'ok';
     const endRaw: Obj = { event: 'run_end', run_id, status };
     if (span.output !== undefined) endRaw.final_output = lastText(span.output, 'assistant') ?? span.output;
     if (end_ms !== undefined) endRaw.ts_ms = end_ms;

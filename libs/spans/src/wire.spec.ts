@@ -146,9 +146,9 @@ describe('bus topics', () => {
       at_ms: 1700000000123, group: 'loop', kind: 'rule', source: 'library', received_ms: 1700000000100,
     };
     expect(FINDINGS_TOPIC.decode(FINDINGS_TOPIC.encode(finding))).toEqual(finding);
-    // priority has no proto field: it is dropped, everything else survives.
+    // priority travels too: the most specific check of a group heads its problem.
     const withPriority = { ...finding, priority: 5 };
-    expect(FINDINGS_TOPIC.decode(FINDINGS_TOPIC.encode(withPriority))).toEqual(finding);
+    expect(FINDINGS_TOPIC.decode(FINDINGS_TOPIC.encode(withPriority))).toEqual(withPriority);
 
     const note: Note = {
       id: 'n1', project: 'p', run_id: 'r1', check_id: 'c', finding_id: 'f1', kind: 'halt', title: 't', text: 'stop', at_ms: 5,

@@ -91,7 +91,9 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
           metrics.consumerLag.set({ topic: b.topic, group: b.group }, b.lag);
         },
       });
-      bus = kafka;
+      // Consumer groups are named after the topic prefix, so two deployments (or test runs)
+      // sharing one Kafka never join each other's groups.
+      bus = scopedGroups(kafka, config.NEATROOTS_TOPIC_PREFIX);
       closers.push(() => kafka.close());
     }
     const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
@@ -253,4 +255,12 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
     await close();
     throw err;
   }
+}
+
+function scopedGroups(bus: Bus, prefix: string): Bus {
+  return {
+    publish: (topic, records) => bus.publish(topic, records),
+    subscribe: (topic, opts, handler) => bus.subscribe(topic, { ...opts, group: `${prefix}.${opts.group}` }, handler),
+    close: () => bus.close(),
+  };
 }

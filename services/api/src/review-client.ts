@@ -1,4 +1,4 @@
-import { credentials, status, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { StoreInputError, type ReviewQueries } from '@neatroots/store';
 
@@ -13,9 +13,9 @@ export class ReviewGrpcClient implements ReviewQueries {
     this.client = new v1.ReviewClient(address, credentials.createInsecure());
   }
 
-  private call<Req, Res>(method: (req: Req, md: never, opts: { deadline: Date }, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
+  private call<Req, Res>(method: (req: Req, md: Metadata, opts: { deadline: Date }, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
     return new Promise((resolve, reject) => {
-      method.call(this.client, req, undefined as never, { deadline: new Date(Date.now() + this.timeoutMs) }, (err: ServiceError | null, res: Res) => {
+      method.call(this.client, req, new Metadata(), { deadline: new Date(Date.now() + this.timeoutMs) }, (err: ServiceError | null, res: Res) => {
         if (!err) return resolve(res);
         // Bad input is the caller's (400); anything else is the review service being unwell (5xx).
         if (err.code === status.INVALID_ARGUMENT) reject(new StoreInputError('request', err.details));

@@ -1,0 +1,196 @@
+import { Kafka, logLevel } from 'kafkajs';
+import { makeTopics, normalizeItem, type Envelope } from '@neatroots/spans';
+import type { BusRecord, Subscription } from '@neatroots/ports';
+import { serviceOrSkip, uniqueName } from '../testing/services';
+import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
+import { KafkaBus, type KafkaBusOptions } from './kafka';
+
+const kafka = serviceOrSkip('kafka', 'KafkaBus');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+(kafka ? describe : describe.skip)('KafkaBus', () => {
+  const brokers = kafka?.brokers ?? [];
+  const base = uniqueName('it_kafka');
+  const topics: string[] = [];
+  const groups: string[] = [];
+  const buses: KafkaBus[] = [];
+  const admin = new Kafka({ brokers: brokers.length ? brokers : ['127.0.0.1:9'], logLevel: logLevel.NOTHING }).admin();
+
+  const topicName = (n: string) => {
+    const t = `${base}.${n}`;
+    topics.push(t);
+    return t;
+  };
+  const group = (n: string) => {
+    const g = `${base}.${n}`;
+    groups.push(g);
+    return g;
+  };
+  const newBus = (opts: Partial<KafkaBusOptions> = {}) => {
+    const b = new KafkaBus({
+      brokers,
+      clientId: 'it',
+      sessionTimeout: 6_000,
+      rebalanceTimeout: 6_000,
+      heartbeatInterval: 300,
+      maxWaitTimeInMs: 100,
+      retryDelayMs: 100,
+      logLevel: 'error',
+      ...opts,
+    });
+    buses.push(b);
+    return b;
+  };
+  const recs = (keys: number, perKey: number, from = 0): BusRecord<Rec>[] => {
+    const out: BusRecord<Rec>[] = [];
+    for (let i = from; i < from + perKey; i++) for (let k = 0; k < keys; k++) out.push({ key: `r${k}`, value: { k: `r${k}`, i } });
+    return out;
+  };
+
+  beforeAll(() => admin.connect());
+  afterAll(async () => {
+    await Promise.all(buses.map((b) => b.close()));
+    await admin.deleteGroups(groups).catch(() => undefined);
+    await admin.deleteTopics({ topics }).catch(() => undefined);
+    await admin.disconnect();
+  }, 60_000);
+
+  it('creates its topics with the configured partition count, and uses an existing topic as it is', async () => {
+    const t = jsonTopic<Rec>(topicName('created'));
+    await newBus({ partitions: 3 }).publish(t, recs(1, 1));
+    const md = await admin.fetchTopicMetadata({ topics: [t.name] });
+    expect(md.topics[0].partitions).toHaveLength(3);
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    try {
+      await newBus({ partitions: 5 }).publish(t, recs(1, 1));
+      expect(warn).toHaveBeenCalledWith(expect.stringContaining('exists with 3 partitions (configured: 5)'));
+    } finally {
+      warn.mockRestore();
+    }
+    expect((await admin.fetchTopicMetadata({ topics: [t.name] })).topics[0].partitions).toHaveLength(3);
+  }, 30_000);
+
+  it('batches publish calls by size and by time', async () => {
+    const t = jsonTopic<Rec>(topicName('batching'));
+    const bus = newBus({ maxBatchRecords: 100, lingerMs: 300 });
+    await bus.ensureTopic(t.name);
+    // by time: a lone record waits for the linger
+    let t0 = Date.now();
+    await bus.publish(t, recs(1, 1));
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(280);
+    // by size: a full batch goes at once
+    t0 = Date.now();
+    await bus.publish(t, recs(100, 1));
+    expect(Date.now() - t0).toBeLessThan(250);
+    // a large publish is cut into sends of at most maxBatchRecords
+    let sends = bus.stats.sends;
+    await bus.publish(t, recs(100, 10));
+    expect(bus.stats.sends - sends).toBe(10);
+    // many small calls share sends
+    sends = bus.stats.sends;
+    await Promise.all(recs(300, 1).map((r) => bus.publish(t, [r])));
+    expect(bus.stats.sends - sends).toBeLessThanOrEqual(4);
+    expect(bus.stats.published).toBe(1 + 100 + 1000 + 300);
+  }, 30_000);
+
+  it('rejects publishers when no broker answers, so ingest can say UNAVAILABLE', async () => {
+    const bus = newBus({ brokers: ['127.0.0.1:1'], retry: { retries: 1, initialRetryTime: 50, maxRetryTime: 100 }, connectionTimeout: 300, logLevel: 'nothing' });
+    const t0 = Date.now();
+    await expect(bus.publish(jsonTopic<Rec>('never-created'), recs(1, 1))).rejects.toThrow();
+    expect(Date.now() - t0).toBeLessThan(10_000);
+  }, 30_000);
+
+  it('carries the protobuf topics intact, keyed by run_id', async () => {
+    const wire = makeTopics(`${base}.pb`);
+    topics.push(wire.events.name);
+    const bus = newBus();
+    const envs: Envelope[] = [
+      { project: 'p', received_ms: 1_700_000_000_001, item: normalizeItem({ run_id: 'run-1', span_id: 's1', type: 'tool', name: 'search', tool: 'search', input: { q: 'a' }, start_ms: 1_700_000_000_000 }) },
+      { project: 'p', received_ms: 1_700_000_000_002, item: normalizeItem({ event: 'run_end', run_id: 'run-1', status: 'ok', final_output: { answer: 42 } }) },
+      { project: 'p', received_ms: 1_700_000_000_003, item: normalizeItem({ run_id: 'run-2', span_id: 's1', type: 'llm', name: 'chat', usage: { input_tokens: 3 } }) },
+    ];
+    const got: { key: string; value: Envelope; partition: number }[] = [];
+    const sub = await bus.subscribe(wire.events, { group: group('pb') }, async (b) => {
+      for (const r of b.records) got.push({ ...r, partition: b.partition });
+    });
+    await bus.publish(wire.events, envs.map((e) => ({ key: e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id, value: e })));
+    await waitUntil(() => got.length >= 3, 20_000, () => `${got.length} of 3`);
+    await sub.close();
+    const run1 = got.filter((g) => g.key === 'run-1');
+    expect(run1.map((g) => g.value)).toEqual(envs.slice(0, 2).map((e) => wire.events.decode(wire.events.encode(e))));
+    expect(run1[0].partition).toBe(run1[1].partition);
+    expect(got.find((g) => g.key === 'run-2')?.value).toEqual(wire.events.decode(wire.events.encode(envs[2])));
+  }, 30_000);
+
+  it('keeps a consumer in its group through a batch longer than the session timeout (heartbeats)', async () => {
+    const t = jsonTopic<Rec>(topicName('long'));
+    const bus = newBus({ heartbeatInterval: 500 });
+    const calls: number[] = [];
+    const sub = await bus.subscribe(t, { group: group('long') }, async (b) => {
+      for (const r of b.records) calls.push(r.value.i);
+      if (b.records.some((r) => r.value.i === 0)) await sleep(8_000); // session timeout: 6 s
+    });
+    await bus.publish(t, recs(1, 1));
+    await waitUntil(() => calls.includes(0), 20_000, () => 'first record not handled');
+    await bus.publish(t, recs(1, 1, 1));
+    await waitUntil(() => calls.includes(1), 30_000, () => `second record not handled: ${JSON.stringify(calls)}`);
+    await sub.close();
+    // evicted mid-batch, the commit would have failed and the batch come back
+    expect(calls).toEqual([0, 1]);
+  }, 60_000);
+
+  it('loses nothing while consumers join and leave mid-stream, and commits everything it handled', async () => {
+    const t = jsonTopic<Rec>(topicName('rebalance'));
+    const g = group('rebalance');
+    const producer = newBus({ lingerMs: 2 });
+    await producer.ensureTopic(t.name);
+    const seen = new Set<string>();
+    let deliveries = 0;
+    const handler = async (b: { records: BusRecord<Rec>[] }) => {
+      await sleep(5);
+      for (const r of b.records) seen.add(`${r.key}:${r.value.i}`);
+      deliveries += b.records.length;
+    };
+    const subs: Subscription[] = [];
+    subs.push(await newBus().subscribe(t, { group: g }, handler));
+    const rounds = 40;
+    let closedFirst: Promise<void> | undefined;
+    for (let round = 0; round < rounds; round++) {
+      await producer.publish(t, recs(50, 1, round));
+      await sleep(25);
+      if (round === 10) subs.push(await newBus().subscribe(t, { group: g }, handler)); // a replica joins
+      if (round === 25) closedFirst = subs[0].close(); // the first one leaves
+    }
+    await closedFirst;
+    await waitUntil(() => seen.size >= rounds * 50, 30_000, () => `${seen.size} of ${rounds * 50} seen`);
+    await subs[1].close();
+    expect(seen.size).toBe(rounds * 50);
+    expect(deliveries).toBeGreaterThanOrEqual(rounds * 50); // at least once: a few may come twice
+    const committed = await admin.fetchOffsets({ groupId: g, topics: [t.name] });
+    const ends = await admin.fetchTopicOffsets(t.name);
+    const byPartition = new Map(committed[0].partitions.map((p) => [p.partition, p.offset]));
+    for (const e of ends) expect({ partition: e.partition, offset: byPartition.get(e.partition) }).toEqual({ partition: e.partition, offset: e.high });
+  }, 90_000);
+
+  it('sends what is waiting when closed, then refuses to publish', async () => {
+    const t = jsonTopic<Rec>(topicName('close'));
+    const bus = newBus({ lingerMs: 10_000 });
+    await bus.ensureTopic(t.name);
+    let acked = false;
+    const p = bus.publish(t, recs(3, 1)).then(() => (acked = true));
+    await sleep(50);
+    expect(acked).toBe(false);
+    await bus.close();
+    await p;
+    expect(acked).toBe(true);
+    await expect(bus.publish(t, recs(1, 1))).rejects.toThrow(/closed/);
+    const reader = newBus();
+    const got: string[] = [];
+    const sub = await reader.subscribe(t, { group: group('close-reader') }, async (b) => {
+      for (const r of b.records) got.push(r.key);
+    });
+    await waitUntil(() => got.length >= 3, 20_000, () => `${got.length} of 3`);
+    await sub.close();
+    expect(got.sort()).toEqual(['r0', 'r1', 'r2']);
+  }, 30_000);
+});

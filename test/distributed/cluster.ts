@@ -1,0 +1,108 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+/**
+ * A distributed deployment on this machine for tests: each service its own process
+ * (`neatroots serve --target ...`, the built CLI), on the real Kafka, Redis and Postgres
+ * named by the environment, isolated from other runs by a topic prefix of its own.
+ */
+export const CLI = path.resolve(__dirname, '../../packages/neatroots/bin/neatroots.js');
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServiceProc {
+  target: string;
+  proc: ChildProcess;
+  adminPort: number;
+  servicePort: number;
+  output: string[];
+}
+
+export class Cluster {
+  readonly prefix = `nrt${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
+  readonly home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-cluster-'));
+  readonly procs: ServiceProc[] = [];
+  env: NodeJS.ProcessEnv = {};
+  ports = { otlp: 0, grpc: 0, http: 0, review: 0 };
+
+  constructor(
+    private readonly services: { kafka: string[]; redis: string; pg: string },
+    private readonly extraEnv: Record<string, string> = {},
+  ) {}
+
+  async init(): Promise<void> {
+    this.ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort(), review: await freePort() };
+    this.env = {
+      PATH: process.env.PATH,
+      NEATROOTS_HOME: this.home,
+      NEATROOTS_KAFKA_BROKERS: this.services.kafka.join(','),
+      NEATROOTS_REDIS_URL: this.services.redis,
+      NEATROOTS_PG_URL: this.services.pg,
+      NEATROOTS_TOPIC_PREFIX: this.prefix,
+      NEATROOTS_PARTITIONS: '4',
+      NEATROOTS_OTLP_PORT: String(this.ports.otlp),
+      NEATROOTS_GRPC_PORT: String(this.ports.grpc),
+      NEATROOTS_HTTP_PORT: String(this.ports.http),
+      NEATROOTS_REVIEW_ADDRESS: `127.0.0.1:${this.ports.review}`,
+      KAFKAJS_NO_PARTITIONER_WARNING: '1',
+      ...this.extraEnv,
+    };
+  }
+
+  async start(target: string, env: Record<string, string> = {}): Promise<ServiceProc> {
+    const adminPort = await freePort();
+    const servicePort = target === 'review' ? this.ports.review : await freePort();
+    const proc = spawn(process.execPath, [CLI, 'serve', '--target', target], {
+      env: { ...this.env, NEATROOTS_ADMIN_PORT: String(adminPort), NEATROOTS_SERVICE_PORT: String(servicePort), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const sp: ServiceProc = { target, proc, adminPort, servicePort, output: [] };
+    proc.stdout!.on('data', (d: Buffer) => sp.output.push(d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => sp.output.push(d.toString()));
+    this.procs.push(sp);
+    await this.ready(sp);
+    return sp;
+  }
+
+  /** Waits for /readyz, failing with the process's output if it dies or takes too long. */
+  async ready(sp: ServiceProc, timeoutMs = 60_000): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end) {
+      if (sp.proc.exitCode !== null) throw new Error(`${sp.target} exited ${sp.proc.exitCode}:\n${sp.output.join('')}`);
+      try {
+        const res = await fetch(`http://127.0.0.1:${sp.adminPort}/readyz`);
+        if (res.ok) return;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`${sp.target} not ready after ${timeoutMs} ms:\n${sp.output.join('')}`);
+  }
+
+  async stop(sp: ServiceProc, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    if (sp.proc.exitCode !== null || sp.proc.signalCode !== null) return;
+    const exited = new Promise<void>((r) => sp.proc.once('exit', () => r()));
+    sp.proc.kill(signal);
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000))]);
+    if (sp.proc.exitCode === null && sp.proc.signalCode === null) sp.proc.kill('SIGKILL');
+    this.procs.splice(this.procs.indexOf(sp), 1);
+  }
+
+  async close(): Promise<void> {
+    for (const sp of [...this.procs].reverse()) await this.stop(sp);
+    fs.rmSync(this.home, { recursive: true, force: true });
+  }
+}
