@@ -7,12 +7,33 @@
 export interface WindowStore<W> {
   /** The windows of these runs (missing ones absent from the map). */
   load(keys: readonly string[]): Promise<Map<string, W>>;
-  /** Writes each window atomically; `ttlMs` makes it expire that long after this write. */
-  save(entries: readonly { key: string; window: W; ttlMs?: number }[]): Promise<void>;
+  /**
+   * Writes each window; `ttlMs` makes it expire that long after this write. With
+   * `expectRev` on an entry, the write is a compare-and-set: the store keeps a revision per
+   * key (0 for a key never saved, or expired), and if any entry's revision is not the one
+   * expected nothing is written and WindowConflictError is thrown (another replica saved
+   * the run meanwhile: the caller starts its step again from a fresh load). A successful
+   * write sets the revision to expectRev + 1.
+   */
+  save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void>;
   delete(keys: readonly string[]): Promise<void>;
   /** Asks to be woken for `key` at `atMs` (a requires_before wait). Later calls for the same key keep the earliest time. */
   wakeAt(entries: readonly { key: string; atMs: number }[]): Promise<void>;
-  /** Keys whose wake time is at or before `nowMs`, removed from the schedule as they are returned. */
-  takeDue(nowMs: number, limit: number): Promise<string[]>;
+  /** Sets each key's wake time exactly (null: no wake), after a step saved its window. */
+  setWakes(entries: readonly { key: string; atMs: number | null }[]): Promise<void>;
+  /**
+   * Keys whose wake time is at or before `nowMs`. Without `leaseMs` they are removed from the
+   * schedule as they are returned; with it they are moved `leaseMs` later, so a step that dies
+   * before it saves is tried again (and setWakes then settles them).
+   */
+  takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]>;
   close(): Promise<void>;
+}
+
+/** Another writer saved one of these windows after they were loaded. */
+export class WindowConflictError extends Error {
+  constructor(readonly keys: string[]) {
+    super(`window changed since it was loaded: ${keys.slice(0, 3).join(', ')}${keys.length > 3 ? ', ...' : ''}`);
+    this.name = 'WindowConflictError';
+  }
 }

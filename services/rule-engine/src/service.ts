@@ -1,6 +1,7 @@
 import { RuleEngine, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
-import type { Bus, Subscription, Topic, WindowStore } from '@neatroots/ports';
-import type { Envelope, FindingMessage, Note } from '@neatroots/spans';
+import { WindowConflictError, type Bus, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
+import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
+import { QUESTIONS_TOPIC, type Envelope, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/spans';
 
 export interface RuleEngineTopics {
   events: Topic<Envelope>;
@@ -19,6 +20,12 @@ export interface RuleEngineServiceOptions {
   group?: string;
   /** How often pending requires_before waits are checked. */
   tickMs?: number;
+  /**
+   * Question checks: the scheduler runs beside the rule engine on the same batches and hands
+   * the questions that are due to the question service (the questions topic). Without it the
+   * service evaluates rules only.
+   */
+  questions?: { scheduler: QuestionScheduler; topic?: Topic<QuestionTaskMessage> };
   log?: (msg: string, err?: unknown) => void;
 }
 
@@ -27,6 +34,8 @@ export interface RuleEngineMetrics {
   batches: number;
   findings: number;
   notes: number;
+  /** Question tasks handed to the question service. */
+  questions: number;
   errors: number;
 }
 
@@ -45,9 +54,10 @@ export interface RuleEngineService {
 export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<RuleEngineService> {
   const log = opts.log ?? ((msg, err) => console.error(`rule-engine: ${msg}`, err ?? ''));
   const engine = new RuleEngine({ windows: opts.windows, rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
-  const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, errors: 0 };
+  const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
+  const questionsTopic = opts.questions?.topic ?? QUESTIONS_TOPIC;
 
-  const emit = async (out: EngineOutput) => {
+  const emit = async (out: EngineOutput, asked?: SchedulerOutput) => {
     if (out.findings.length) {
       await opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f })));
       metrics.findings += out.findings.length;
@@ -56,12 +66,19 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       await opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n })));
       metrics.notes += out.notes.length;
     }
+    if (asked?.tasks.length) {
+      await opts.bus.publish(questionsTopic, asked.tasks.map((t) => ({ key: t.run_id, value: t })));
+      metrics.questions += asked.tasks.length;
+    }
+    // Windows are saved only once everything they led to is on the bus (the same order for both).
     await out.commit();
+    await asked?.commit();
   };
 
   const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, async (batch) => {
     const envs = batch.records.map((r) => r.value);
-    await emit(await engine.process(envs));
+    const out = await engine.process(envs);
+    await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
     metrics.consumed += envs.length;
     metrics.batches++;
   });
@@ -74,6 +91,8 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       .tick(Date.now())
       .then(emit)
       .catch((err) => {
+        // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
+        if (err instanceof WindowConflictError) return;
         metrics.errors++;
         log('tick failed (will retry)', err);
       })

@@ -50,6 +50,8 @@ export interface RuleEngineOptions {
   ttlIdleMs?: number;
   /** Span ids kept per streak finding. */
   maxSpanIds?: number;
+  /** How long a taken wake waits before it is offered again if its step never saved. */
+  wakeLeaseMs?: number;
 }
 
 interface Step {
@@ -72,6 +74,7 @@ export class RuleEngine {
   private readonly ttlAfterEnd: number;
   private readonly ttlIdle: number;
   private readonly maxSpans: number;
+  private readonly wakeLeaseMs: number;
   /** Rules in effect per project, workflow and span type; rebuilt when the checks change. */
   private readonly applicable = new Map<string, Map<string, CompiledRule[]>>();
   private applicableVersion = -1;
@@ -83,6 +86,7 @@ export class RuleEngine {
     this.ttlAfterEnd = opts.ttlAfterEndMs ?? 10 * 60_000;
     this.ttlIdle = opts.ttlIdleMs ?? 6 * 60 * 60_000;
     this.maxSpans = opts.maxSpanIds ?? 50;
+    this.wakeLeaseMs = opts.wakeLeaseMs ?? 5_000;
   }
 
   /** Applies a batch of accepted items, in order. */
@@ -102,7 +106,8 @@ export class RuleEngine {
    */
   tick(now: number, opts: { keys?: string[]; all?: boolean } = {}): Promise<EngineOutput> {
     return this.serial(async () => {
-      const keys = opts.keys ?? (await this.windows.takeDue(now, 10_000));
+      // Leased, not removed: if this step dies before it saves, the wake comes round again.
+      const keys = opts.keys ?? (await this.windows.takeDue(now, 10_000, this.wakeLeaseMs));
       if (!keys.length) return { findings: [], notes: [], commit: async () => undefined };
       const step = await this.begin(keys);
       for (const key of keys) {
@@ -167,18 +172,27 @@ export class RuleEngine {
 
   private async finish(step: Step): Promise<EngineOutput> {
     await this.settle(step);
-    const entries: { key: string; window: RunWindow; ttlMs: number }[] = [];
-    const wakes: { key: string; atMs: number }[] = [];
+    const entries: { key: string; window: RunWindow; ttlMs: number; expectRev: number }[] = [];
+    const wakes: { key: string; atMs: number | null }[] = [];
     for (const key of step.touched) {
       const w = step.windows.get(key)!;
-      entries.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle });
-      if (w.wake_at !== undefined) wakes.push({ key, atMs: w.wake_at });
+      const expectRev = w.rev ?? 0;
+      entries.push({ key, window: { ...w, rev: expectRev + 1 }, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, expectRev });
+      wakes.push({ key, atMs: w.wake_at ?? null });
     }
     return {
       ...step.out,
       commit: async () => {
-        if (entries.length) await this.windows.save(entries);
-        if (wakes.length) await this.windows.wakeAt(wakes);
+        if (!entries.length) return;
+        // Compare-and-set: if another replica saved one of these runs since they were loaded
+        // (a rebalance, a tick elsewhere), this throws and the step is done again from a
+        // fresh load; its findings have the same ids, so publishing them twice is harmless.
+        await this.windows.save(entries);
+        for (const e of entries) {
+          const live = step.windows.get(e.key);
+          if (live) live.rev = e.expectRev + 1;
+        }
+        await this.windows.setWakes(wakes);
       },
     };
   }

@@ -7,6 +7,8 @@ import type { RunEndStatus } from '@neatroots/spans';
  */
 export interface RunWindow {
   v: 1;
+  /** The store's revision when this window was saved: the next save expects it (compare-and-set). */
+  rev?: number;
   run_id: string;
   project: string;
   workflow?: string;

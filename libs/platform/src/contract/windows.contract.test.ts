@@ -2,7 +2,7 @@
  * The window-store port's contract, passed by MemoryWindowStore and RedisWindowStore alike
  * (run by contract/windows.integration.spec.ts). A helper (*.test.ts), not a suite, not built.
  */
-import type { WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type WindowStore } from '@neatroots/ports';
 import { uniqueName } from '../testing/services';
 
 export interface WindowsContractTarget {
@@ -144,6 +144,39 @@ export function windowsContract(name: string, target: WindowsContractTarget): vo
       const all = taken.flat();
       expect(all).toHaveLength(keys.length);
       expect(new Set(all).size).toBe(keys.length);
+    });
+
+    it('saves with compare-and-set: a stale writer is refused and writes nothing', async () => {
+      const { store: a, ns } = await open();
+      const { store: b } = await open(ns);
+      await a.save([{ key: 'r', window: win('r', 1), expectRev: 0 }]);
+      // both replicas loaded revision 1; b saves first, a's save must fail whole
+      await b.save([{ key: 'r', window: win('r', 2), expectRev: 1 }]);
+      await expect(a.save([{ key: 'other', window: win('other'), expectRev: 0 }, { key: 'r', window: win('r', 99), expectRev: 1 }])).rejects.toBeInstanceOf(
+        WindowConflictError,
+      );
+      const got = await a.load(['r', 'other']);
+      expect(got.get('r')?.metrics.spans).toBe(2);
+      expect(got.has('other')).toBe(false);
+      await a.save([{ key: 'r', window: win('r', 3), expectRev: 2 }]);
+      expect((await b.load(['r'])).get('r')?.metrics.spans).toBe(3);
+      // a new key, or one deleted, is at revision 0
+      await a.delete(['r']);
+      await a.save([{ key: 'r', window: win('r', 4), expectRev: 0 }]);
+    });
+
+    it('sets wakes exactly, clears them, and leases taken keys until settled', async () => {
+      const { store } = await open();
+      await store.wakeAt([{ key: 'k', atMs: 100 }]);
+      await store.setWakes([{ key: 'k', atMs: 800 }]);
+      expect(await store.takeDue(500, 10)).toEqual([]);
+      expect(await store.takeDue(800, 10, 1000)).toEqual(['k']);
+      // leased: not due again until 800 + 1000
+      expect(await store.takeDue(1799, 10, 1000)).toEqual([]);
+      expect(await store.takeDue(1800, 10, 1000)).toEqual(['k']);
+      // the step that took it saved and had nothing left to wait for
+      await store.setWakes([{ key: 'k', atMs: null }]);
+      expect(await store.takeDue(100_000, 10)).toEqual([]);
     });
   });
 }

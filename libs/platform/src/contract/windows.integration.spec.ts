@@ -16,7 +16,8 @@ windowsContract('MemoryWindowStore', {
       save: (e) => store.save(e),
       delete: (k) => store.delete(k),
       wakeAt: (e) => store.wakeAt(e),
-      takeDue: (n, l) => store.takeDue(n, l),
+      setWakes: (e) => store.setWakes(e),
+      takeDue: (n, l, lease) => store.takeDue(n, l, lease),
       close: async () => undefined,
     };
     return shared;

@@ -1,4 +1,4 @@
-import type { WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type WindowStore } from '@neatroots/ports';
 
 /**
  * Run windows in this process's memory (the embedded deployment). Returns the stored
@@ -7,6 +7,7 @@ import type { WindowStore } from '@neatroots/ports';
 export class MemoryWindowStore<W> implements WindowStore<W> {
   private readonly windows = new Map<string, { window: W; expiresAt: number }>();
   private readonly wakes = new Map<string, number>();
+  private readonly revs = new Map<string, number>();
   private lastSweep = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -21,21 +22,37 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     return out;
   }
 
-  async save(entries: readonly { key: string; window: W; ttlMs?: number }[]): Promise<void> {
+  async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
     const now = this.now();
-    for (const e of entries) this.windows.set(e.key, { window: e.window, expiresAt: e.ttlMs === undefined ? Infinity : now + e.ttlMs });
+    const conflicts = entries.filter((e) => e.expectRev !== undefined && this.rev(e.key, now) !== e.expectRev).map((e) => e.key);
+    if (conflicts.length) throw new WindowConflictError(conflicts);
+    for (const e of entries) {
+      this.windows.set(e.key, { window: e.window, expiresAt: e.ttlMs === undefined ? Infinity : now + e.ttlMs });
+      this.revs.set(e.key, (e.expectRev ?? this.rev(e.key, now)) + 1);
+    }
     if (now - this.lastSweep > 10_000) this.sweep(now);
+  }
+
+  private rev(key: string, now: number): number {
+    const e = this.windows.get(key);
+    return e && e.expiresAt > now ? (this.revs.get(key) ?? 0) : 0;
   }
 
   private sweep(now: number): void {
     this.lastSweep = now;
-    for (const [k, e] of this.windows) if (e.expiresAt <= now) this.windows.delete(k);
+    for (const [k, e] of this.windows) {
+      if (e.expiresAt <= now) {
+        this.windows.delete(k);
+        this.revs.delete(k);
+      }
+    }
   }
 
   async delete(keys: readonly string[]): Promise<void> {
     for (const k of keys) {
       this.windows.delete(k);
       this.wakes.delete(k);
+      this.revs.delete(k);
     }
   }
 
@@ -46,14 +63,24 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     }
   }
 
-  async takeDue(nowMs: number, limit: number): Promise<string[]> {
+  async setWakes(entries: readonly { key: string; atMs: number | null }[]): Promise<void> {
+    for (const e of entries) {
+      if (e.atMs === null) this.wakes.delete(e.key);
+      else this.wakes.set(e.key, e.atMs);
+    }
+  }
+
+  async takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]> {
     const out: string[] = [];
     for (const [k, at] of this.wakes) {
       if (at <= nowMs) {
         out.push(k);
-        this.wakes.delete(k);
         if (out.length >= limit) break;
       }
+    }
+    for (const k of out) {
+      if (leaseMs === undefined) this.wakes.delete(k);
+      else this.wakes.set(k, nowMs + leaseMs);
     }
     return out;
   }
@@ -65,5 +92,6 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   async close(): Promise<void> {
     this.windows.clear();
     this.wakes.clear();
+    this.revs.clear();
   }
 }

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import type { WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type WindowStore } from '@neatroots/ports';
 
 /**
  * Run windows in Redis (ioredis), for the distributed deployment: a rule engine that restarts,
@@ -39,16 +39,54 @@ export interface RedisWindowStoreOptions {
   onError?: (err: unknown) => void;
 }
 
+// Due members are removed, or with a lease (ARGV[3] > 0) moved to now + lease, in one step:
+// two replicas never both take a key in the same round.
 const TAKE_DUE = `
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-for i = 1, #due, 1000 do
-  redis.call('ZREM', KEYS[1], unpack(due, i, math.min(i + 999, #due)))
+local lease = tonumber(ARGV[3])
+if lease > 0 then
+  local at = tonumber(ARGV[1]) + lease
+  for i = 1, #due do redis.call('ZADD', KEYS[1], at, due[i]) end
+else
+  for i = 1, #due, 1000 do
+    redis.call('ZREM', KEYS[1], unpack(due, i, math.min(i + 999, #due)))
+  end
 end
 return due
 `;
 
+// Compare-and-set of a step's windows: KEYS are (window, revision) pairs; ARGV[1] is the
+// entry count, then per entry: expected revision ('-' for none), JSON, TTL ms ('-' for none).
+// Nothing is written unless every expectation holds; returns the 1-based conflicting entries.
+const SAVE = `
+local n = tonumber(ARGV[1])
+local conflicts = {}
+local revs = {}
+for i = 1, n do
+  local expect = ARGV[2 + (i - 1) * 3]
+  local cur = tonumber(redis.call('GET', KEYS[i * 2]) or '0')
+  if redis.call('EXISTS', KEYS[i * 2 - 1]) == 0 then cur = 0 end
+  if expect ~= '-' and tonumber(expect) ~= cur then conflicts[#conflicts + 1] = i end
+  if expect ~= '-' then revs[i] = tonumber(expect) + 1 else revs[i] = cur + 1 end
+end
+if #conflicts > 0 then return conflicts end
+for i = 1, n do
+  local json = ARGV[3 + (i - 1) * 3]
+  local ttl = ARGV[4 + (i - 1) * 3]
+  if ttl == '-' then
+    redis.call('SET', KEYS[i * 2 - 1], json)
+    redis.call('SET', KEYS[i * 2], revs[i])
+  else
+    redis.call('SET', KEYS[i * 2 - 1], json, 'PX', ttl)
+    redis.call('SET', KEYS[i * 2], revs[i], 'PX', ttl)
+  end
+end
+return conflicts
+`;
+
 interface ScriptedRedis extends Redis {
-  neatrootsTakeDue(key: string, nowMs: string, limit: string): Promise<string[]>;
+  neatrootsTakeDue(key: string, nowMs: string, limit: string, leaseMs: string): Promise<string[]>;
+  neatrootsSave(numKeys: number, ...args: string[]): Promise<number[]>;
 }
 
 const CHUNK = 1000;
@@ -101,6 +139,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       retryStrategy: (times) => (this.closed ? null : Math.min(times * 100, 2000)),
     });
     this.redis.defineCommand('neatrootsTakeDue', { numberOfKeys: 1, lua: TAKE_DUE });
+    this.redis.defineCommand('neatrootsSave', { lua: SAVE });
     this.scripted = this.redis as ScriptedRedis;
     // Once per outage: ioredis emits an error on every failed reconnection attempt.
     const outage = (err: unknown) => {
@@ -128,6 +167,11 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     return this.windowPrefix + key;
   }
 
+  /** The revision of a window, beside it (same TTL), for compare-and-set saves. */
+  private rkey(key: string): string {
+    return `${this.windowPrefix}${key}:rev`;
+  }
+
   async load(keys: readonly string[]): Promise<Map<string, W>> {
     const out = new Map<string, W>();
     if (!keys.length) return out;
@@ -145,23 +189,30 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     return out;
   }
 
-  async save(entries: readonly { key: string; window: W; ttlMs?: number }[]): Promise<void> {
+  async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
     if (!entries.length) return;
-    const tx = this.redis.multi();
-    for (const e of entries) {
-      const json = JSON.stringify(e.window);
-      const ttl = e.ttlMs ?? this.defaultTtlMs;
-      if (ttl === undefined) tx.set(this.wkey(e.key), json);
-      else tx.set(this.wkey(e.key), json, 'PX', Math.max(1, Math.ceil(ttl)));
+    // One script call per chunk: atomic per chunk, which is all-or-nothing for the rule
+    // engine's steps (a batch touches far fewer runs than a chunk holds).
+    const conflicts: string[] = [];
+    for (const part of chunks(entries, 500)) {
+      const keys: string[] = [];
+      const args: string[] = [String(part.length)];
+      for (const e of part) {
+        keys.push(this.wkey(e.key), this.rkey(e.key));
+        const ttl = e.ttlMs ?? this.defaultTtlMs;
+        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), JSON.stringify(e.window), ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))));
+      }
+      const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
+      for (const i of bad) conflicts.push(part[i - 1].key);
     }
-    check(await tx.exec());
+    if (conflicts.length) throw new WindowConflictError(conflicts);
   }
 
   async delete(keys: readonly string[]): Promise<void> {
     if (!keys.length) return;
     const tx = this.redis.multi();
     for (const part of chunks(keys)) {
-      tx.del(...part.map((k) => this.wkey(k)));
+      tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k)]));
       tx.zrem(this.wakeKey, ...part);
     }
     check(await tx.exec());
@@ -179,9 +230,19 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     check(await pipe.exec());
   }
 
-  async takeDue(nowMs: number, limit: number): Promise<string[]> {
+  async setWakes(entries: readonly { key: string; atMs: number | null }[]): Promise<void> {
+    if (!entries.length) return;
+    const pipe = this.redis.pipeline();
+    const set = entries.filter((e) => e.atMs !== null);
+    const clear = entries.filter((e) => e.atMs === null).map((e) => e.key);
+    for (const part of chunks(set)) pipe.zadd(this.wakeKey, ...part.flatMap((e) => [e.atMs as number, e.key]));
+    for (const part of chunks(clear)) pipe.zrem(this.wakeKey, ...part);
+    check(await pipe.exec());
+  }
+
+  async takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]> {
     if (limit <= 0) return [];
-    return this.scripted.neatrootsTakeDue(this.wakeKey, String(nowMs), String(Math.floor(limit)));
+    return this.scripted.neatrootsTakeDue(this.wakeKey, String(nowMs), String(Math.floor(limit)), String(Math.max(0, Math.floor(leaseMs ?? 0))));
   }
 
   /** Is Redis answering? For readiness checks. */
