@@ -45,6 +45,8 @@ const schema = z.object({
   NEATROOTS_TOPIC_PREFIX: z.string().regex(/^[a-zA-Z0-9._-]+$/).default('neatroots'),
   /** Partitions of the topics the Kafka bus creates (at least the rule engine's replicas). */
   NEATROOTS_PARTITIONS: z.coerce.number().int().min(1).max(1000).default(6),
+  /** How long Kafka waits for a consumer's heartbeat before giving its partitions to another. */
+  NEATROOTS_KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
   /** Each process's /healthz, /readyz and /metrics. */
   NEATROOTS_ADMIN_PORT: port(9464),
   /** Each process's internal gRPC port (grpc.health.v1, and the review or question service). Default by target. */

@@ -82,6 +82,9 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         brokers: config.NEATROOTS_KAFKA_BROKERS,
         clientId: `neatroots-${target}`,
         partitions: config.NEATROOTS_PARTITIONS,
+        sessionTimeout: config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS,
+        heartbeatInterval: Math.max(500, Math.floor(config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS / 10)),
+        rebalanceTimeout: Math.max(10_000, config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS),
         onError: (err, where) => {
           metrics.dependencyErrors.inc({ dependency: 'kafka' });
           log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}`, err);
