@@ -55,7 +55,7 @@ export class Cluster {
       NEATROOTS_OTLP_PORT: String(this.ports.otlp),
       NEATROOTS_GRPC_PORT: String(this.ports.grpc),
       NEATROOTS_HTTP_PORT: String(this.ports.http),
-      NEATROOTS_REVIEW_ADDRESS: `127.0.0.1:${this.ports.review}`,
+      NEATROOTS_REVIEW_ADDR: `127.0.0.1:${this.ports.review}`,
       KAFKAJS_NO_PARTITIONER_WARNING: '1',
       ...this.extraEnv,
     };
@@ -65,7 +65,7 @@ export class Cluster {
     const adminPort = await freePort();
     const servicePort = target === 'review' ? this.ports.review : await freePort();
     const proc = spawn(process.execPath, [CLI, 'serve', '--target', target], {
-      env: { ...this.env, NEATROOTS_ADMIN_PORT: String(adminPort), NEATROOTS_SERVICE_PORT: String(servicePort), ...env },
+      env: { ...this.env, NEATROOTS_ADMIN_PORT: String(adminPort), NEATROOTS_SERVICE_PORT: String(servicePort), NEATROOTS_REVIEW_PORT: String(this.ports.review), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const sp: ServiceProc = { target, proc, adminPort, servicePort, output: [] };

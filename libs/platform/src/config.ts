@@ -49,10 +49,14 @@ const schema = z.object({
   NEATROOTS_KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
   /** Each process's /healthz, /readyz and /metrics. */
   NEATROOTS_ADMIN_PORT: port(9464),
-  /** Each process's internal gRPC port (grpc.health.v1, and the review or question service). Default by target. */
-  NEATROOTS_SERVICE_PORT: z.coerce.number().int().min(0).max(65535).optional(),
-  NEATROOTS_REVIEW_ADDRESS: z.string().min(1).default('127.0.0.1:50053'),
-  NEATROOTS_QUESTION_ADDRESS: z.string().min(1).default('127.0.0.1:50052'),
+  /** The review and question services' gRPC ports (grpc.health.v1 is served there too). */
+  NEATROOTS_REVIEW_PORT: port(50053),
+  NEATROOTS_QUESTION_PORT: port(50052),
+  /** grpc.health.v1 of the processes that have no gRPC service of their own to host it. */
+  NEATROOTS_SERVICE_PORT: port(50054),
+  /** Where the other services reach review and question. */
+  NEATROOTS_REVIEW_ADDR: z.string().min(1).default('127.0.0.1:50053'),
+  NEATROOTS_QUESTION_ADDR: z.string().min(1).default('127.0.0.1:50052'),
   /** How long a run's window is kept after its run_end, for late spans. */
   NEATROOTS_WINDOW_TTL_MS: z.coerce.number().int().min(1000).default(10 * 60_000),
 });

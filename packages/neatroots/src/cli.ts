@@ -11,6 +11,7 @@ import {
   type Check,
   type LoadResult,
 } from '@neatroots/checks';
+import { ConfigError, loadModelConfig, modelsFromConfig } from '@neatroots/platform';
 import { JsonlError } from '@neatroots/spans';
 import { parseArgs, strings, UsageError, type FlagSpec } from './args';
 import { findingLine, readItems, Replayer, Summary } from './replay';
@@ -45,6 +46,11 @@ const commands: Record<string, Command> = {
 run event a line), each file in order, lines as they arrive, and prints the findings as
 JSON Lines on standard output in the order they happen.
 
+Question checks run too, answered by whatever model is configured: the decision model
+(NEATROOTS_DECISION_MODEL_URL, _NAME, _KEY), else the local LLM (NEATROOTS_LLM_URL,
+NEATROOTS_LLM_MODEL), else the built-in fast classifier (the default: no model needed, and
+the same output on every run). See docs/questions.md.
+
 Checks: the shipped library, ~/.neatroots/checks/ (or $NEATROOTS_HOME/checks/), registered
 projects' .neatroots/checks/, then each --checks folder; later wins on the same id.
 
@@ -69,11 +75,23 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
         dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)),
       });
       for (const w of loaded.warnings) io.err(`warning: ${w}`);
+      let models: ReturnType<typeof modelsFromConfig>;
+      let backend: ReturnType<typeof loadModelConfig>['backend'];
+      try {
+        const mc = loadModelConfig(io.env);
+        models = modelsFromConfig(mc);
+        backend = mc.backend;
+      } catch (e) {
+        if (!(e instanceof ConfigError)) throw e;
+        io.err(`neatroots replay: ${e.message}`);
+        return 2;
+      }
       const summary = p.flags.summary ? new Summary() : undefined;
       const replayer = new Replayer({
         checks: loaded.checks,
         onFinding: (f) => (summary ? summary.add(f) : io.out(JSON.stringify(findingLine(f)))),
         log: (m) => io.err(`warning: ${m}`),
+        questions: { models, backend },
       });
       for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)))) await replayer.push(item);
       await replayer.end();
@@ -224,7 +242,7 @@ commands.serve = {
   help: `Runs one service of the distributed deployment in this process, or all of them
 (--target all), on Kafka (NEATROOTS_KAFKA_BROKERS), Redis (NEATROOTS_REDIS_URL) and
 Postgres (NEATROOTS_PG_URL). Services talk over gRPC: the api and ingest ask the review
-service (NEATROOTS_REVIEW_ADDRESS). Each process serves grpc.health.v1 on its service port
+service (NEATROOTS_REVIEW_ADDR). Each process serves grpc.health.v1 on its service port
 (NEATROOTS_SERVICE_PORT) and /healthz, /readyz and /metrics on NEATROOTS_ADMIN_PORT (9464).
 SIGTERM or SIGINT stops it gracefully. Configuration is validated at start-up.`,
   flags: { target: { value: true } },

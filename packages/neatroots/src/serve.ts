@@ -24,8 +24,6 @@ import { readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logg
 export const TARGETS = ['ingest', 'rule-engine', 'review', 'api', 'all'] as const;
 export type Target = (typeof TARGETS)[number];
 
-const DEFAULT_SERVICE_PORT: Record<Target, number> = { ingest: 50054, 'rule-engine': 50054, review: 50053, api: 50054, all: 50053 };
-
 export interface Served {
   target: Target;
   adminPort: number;
@@ -167,7 +165,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
 
     let ingestPorts: Served['ingestPorts'];
     let reviewClient: ReviewGrpcClient | undefined;
-    const reviewClientFor = () => (reviewClient ??= new ReviewGrpcClient(config.NEATROOTS_REVIEW_ADDRESS));
+    const reviewClientFor = () => (reviewClient ??= new ReviewGrpcClient(config.NEATROOTS_REVIEW_ADDR));
     if (wants('ingest')) {
       const client = reviewClientFor();
       const cache = new Map<string, { project: string | null; at: number }>();
@@ -227,7 +225,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
     if (reviewClient) closers.push(async () => reviewClient?.close());
 
     const servicePort = await new Promise<number>((resolve, reject) =>
-      grpcServer.bindAsync(`${config.NEATROOTS_HOST}:${config.NEATROOTS_SERVICE_PORT ?? DEFAULT_SERVICE_PORT[target]}`, ServerCredentials.createInsecure(), (err, port) =>
+      grpcServer.bindAsync(`${config.NEATROOTS_HOST}:${servicePortOf(target, config)}`, ServerCredentials.createInsecure(), (err, port) =>
         err ? reject(err) : resolve(port),
       ),
     );
@@ -266,4 +264,10 @@ function scopedGroups(bus: Bus, prefix: string): Bus {
     subscribe: (topic, opts, handler) => bus.subscribe(topic, { ...opts, group: `${prefix}.${opts.group}` }, handler),
     close: () => bus.close(),
   };
+}
+
+/** The gRPC port this process binds: the review (or question) service's, else the health-only one. */
+function servicePortOf(target: Target, config: Config): number {
+  if (target === 'review' || target === 'all') return config.NEATROOTS_REVIEW_PORT;
+  return config.NEATROOTS_SERVICE_PORT;
 }

@@ -1,0 +1,104 @@
+'use strict';
+// The distributed deployment on this machine's real Kafka, Redis and Postgres: ingest,
+// rule-engine and review each their own process (neatroots serve --target ...). Prints
+// spans/s from the first export until the rule engine consumed everything, and p50/p99
+// latency from a span's receipt at ingest to its finding on the findings topic.
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const net = require('node:net');
+const { performance } = require('node:perf_hooks');
+const { KafkaBus } = require('@neatroots/platform');
+const { makeTopics } = require('@neatroots/spans');
+const { extraChecksYaml, percentile } = require('./checks');
+const { buildBatches, send } = require('./e2e');
+
+const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
+const KEY = 'bench-key';
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+async function metric(port, name, labels) {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) if (line.startsWith(name) && labels.every((l) => line.includes(l))) sum += Number(line.split(' ').pop());
+  return sum;
+}
+
+async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500 } = {}) {
+  const env0 = process.env;
+  if (!env0.NEATROOTS_KAFKA_BROKERS || !env0.NEATROOTS_REDIS_URL || !env0.NEATROOTS_PG_URL) {
+    return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
+  }
+  const prefix = `bench${Date.now().toString(36)}`;
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
+  fs.mkdirSync(path.join(home, 'checks'));
+  fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
+  const grpcPort = await freePort();
+  const reviewPort = await freePort();
+  const env = {
+    ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
+    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(await freePort()),
+    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, KAFKAJS_NO_PARTITIONER_WARNING: '1',
+  };
+  const procs = [];
+  const start = async (target, servicePort) => {
+    const admin = await freePort();
+    const p = spawn(process.execPath, [CLI, 'serve', '--target', target], {
+      env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(servicePort ?? (await freePort())), NEATROOTS_REVIEW_PORT: String(reviewPort) },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    procs.push(p);
+    for (;;) {
+      if (p.exitCode !== null) throw new Error(`${target} exited`);
+      try {
+        if ((await fetch(`http://127.0.0.1:${admin}/readyz`)).ok) return admin;
+      } catch {}
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  try {
+    await start('review', reviewPort);
+    await start('ingest');
+    const engineAdmin = await start('rule-engine');
+    const built = buildBatches({ spans, perRun, batch });
+    const total = built.spans + 2 * Math.ceil(spans / perRun);
+    const topics = makeTopics(prefix);
+    const bus = new KafkaBus({ brokers: env.NEATROOTS_KAFKA_BROKERS.split(','), clientId: 'bench', logLevel: 'error' });
+    const latencies = [];
+    const sub = await bus.subscribe(topics.findings, { group: `${prefix}.bench-latency`, fromBeginning: false }, async (b) => {
+      const now = Date.now();
+      for (const r of b.records) if (r.value.status === 'raised' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
+    });
+    const t0 = performance.now();
+    await send(grpcPort, built.batches, { key: KEY });
+    while ((await metric(engineAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`])) < total) await new Promise((r) => setTimeout(r, 100));
+    const ms = performance.now() - t0;
+    await new Promise((r) => setTimeout(r, 1500));
+    await sub.close();
+    await bus.close();
+    latencies.sort((a, b) => a - b);
+    return {
+      spans: built.spans,
+      spans_per_s: Math.round(built.spans / (ms / 1000)),
+      receipt_to_finding_p50_ms: percentile(latencies, 50),
+      receipt_to_finding_p99_ms: percentile(latencies, 99),
+      findings_measured: latencies.length,
+    };
+  } finally {
+    for (const p of procs.reverse()) p.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 1000));
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+}
+
+module.exports = { benchDistributed };
+if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));

@@ -1,0 +1,342 @@
+{{/*
+Names. The full name is the release name (plus the chart name when the release name does not
+contain it), cut to 63 characters, the limit of a DNS label.
+*/}}
+{{- define "neatroots.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "neatroots.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "neatroots.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The name of one service's objects: <fullname>-<component>. Takes (dict "root" $ "name" "ingest"). */}}
+{{- define "neatroots.componentName" -}}
+{{- printf "%s-%s" (include "neatroots.fullname" .root) .name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. Takes (dict "root" $ "name" COMPONENT); name may be empty. */}}
+{{- define "neatroots.labels" -}}
+helm.sh/chart: {{ include "neatroots.chart" .root }}
+app.kubernetes.io/name: {{ include "neatroots.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- if .name }}
+app.kubernetes.io/component: {{ .name }}
+{{- end }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: neatroots
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end }}
+
+{{/* Selector labels of one service's pods. Takes (dict "root" $ "name" COMPONENT). */}}
+{{- define "neatroots.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "neatroots.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .name }}
+{{- end }}
+
+{{- define "neatroots.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "neatroots.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "neatroots.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "neatroots.configMapName" -}}
+{{- printf "%s-config" (include "neatroots.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "neatroots.checksConfigMapName" -}}
+{{- printf "%s-checks" (include "neatroots.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "neatroots.secretName" -}}
+{{- default (include "neatroots.fullname" .) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/*
+The services: name (the --target and the objects' suffix), the values key, and the ports each
+listens on besides the admin port. One place, so that the ConfigMap's addresses and the
+Services agree.
+*/}}
+{{- define "neatroots.components" -}}
+ingest:
+  values: ingest
+  ports:
+    - {name: otlp, port: {{ .Values.ports.otlp }}, appProtocol: grpc}
+    - {name: grpc, port: {{ .Values.ports.grpc }}, appProtocol: grpc}
+rule-engine:
+  values: ruleEngine
+  ports: []
+question:
+  values: question
+  ports:
+    - {name: grpc, port: {{ .Values.ports.question }}, appProtocol: grpc}
+review:
+  values: review
+  ports:
+    - {name: grpc, port: {{ .Values.ports.review }}, appProtocol: grpc}
+api:
+  values: api
+  ports:
+    - {name: http, port: {{ .Values.ports.http }}, appProtocol: http}
+{{- end }}
+
+{{/* Fails rendering on values that cannot work, with a message naming the value. */}}
+{{- define "neatroots.validate" -}}
+{{- if not .Values.kafka.brokers }}
+{{- fail "kafka.brokers: give at least one Kafka bootstrap address (host:port)" }}
+{{- end }}
+{{- if not .Values.secrets.existingSecret }}
+{{- if not .Values.redis.url }}
+{{- fail "redis.url: give the Redis URL (redis://host:6379), or secrets.existingSecret holding NEATROOTS_REDIS_URL" }}
+{{- end }}
+{{- if not .Values.postgres.url }}
+{{- fail "postgres.url: give the PostgreSQL URL (postgres://user:password@host:5432/db), or secrets.existingSecret holding NEATROOTS_PG_URL" }}
+{{- end }}
+{{- end }}
+{{- range $project, $key := .Values.apiKeys }}
+{{- if or (contains "," $project) (contains "=" $project) (contains "," (toString $key)) (not $key) }}
+{{- fail (printf "apiKeys.%s: a project name may not contain ',' or '=', and its key must be a non-empty string without ','" $project) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+One service: its Deployment, Service, and when enabled its PodDisruptionBudget and
+HorizontalPodAutoscaler. Takes (dict "root" $ "name" COMPONENT).
+*/}}
+{{- define "neatroots.workload" -}}
+{{- $root := .root }}
+{{- $name := .name }}
+{{- $c := get (include "neatroots.components" $root | fromYaml) $name }}
+{{- $v := get $root.Values $c.values }}
+{{- $fullName := include "neatroots.componentName" (dict "root" $root "name" $name) }}
+{{- $ports := concat $c.ports (list (dict "name" "admin" "port" $root.Values.ports.admin "appProtocol" "http")) }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ $fullName }}
+  labels:
+    {{- include "neatroots.labels" (dict "root" $root "name" $name) | nindent 4 }}
+spec:
+  {{- if not $v.autoscaling.enabled }}
+  replicas: {{ $v.replicaCount }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "neatroots.selectorLabels" (dict "root" $root "name" $name) | nindent 6 }}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxSurge: 1
+      maxUnavailable: 0
+  template:
+    metadata:
+      labels:
+        {{- include "neatroots.selectorLabels" (dict "root" $root "name" $name) | nindent 8 }}
+        app.kubernetes.io/part-of: neatroots
+        {{- with $root.Values.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+        {{- if not $root.Values.secrets.existingSecret }}
+        checksum/secret: {{ include (print $root.Template.BasePath "/secret.yaml") $root | sha256sum }}
+        {{- end }}
+        {{- if $root.Values.metrics.podAnnotations }}
+        prometheus.io/scrape: "true"
+        prometheus.io/port: {{ $root.Values.ports.admin | quote }}
+        prometheus.io/path: /metrics
+        {{- end }}
+        {{- with (merge (dict) ($v.podAnnotations | default dict) $root.Values.podAnnotations) }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    spec:
+      serviceAccountName: {{ include "neatroots.serviceAccountName" $root }}
+      automountServiceAccountToken: false
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds | default 30 }}
+      containers:
+        - name: {{ $name }}
+          image: {{ include "neatroots.image" $root | quote }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args: ["serve", "--target", {{ $name | quote }}]
+          envFrom:
+            - configMapRef:
+                name: {{ include "neatroots.configMapName" $root }}
+            - secretRef:
+                name: {{ include "neatroots.secretName" $root }}
+          {{- with $v.env }}
+          env:
+            {{- range $k, $val := . }}
+            - name: {{ $k }}
+              value: {{ $val | toString | quote }}
+            {{- end }}
+          {{- end }}
+          ports:
+            {{- range $ports }}
+            - name: {{ .name }}
+              containerPort: {{ .port | int }}
+              protocol: TCP
+            {{- end }}
+          startupProbe:
+            httpGet:
+              path: {{ $root.Values.probes.startup.path }}
+              port: admin
+            periodSeconds: {{ $root.Values.probes.startup.periodSeconds }}
+            timeoutSeconds: {{ $root.Values.probes.startup.timeoutSeconds }}
+            failureThreshold: {{ $root.Values.probes.startup.failureThreshold }}
+          livenessProbe:
+            httpGet:
+              path: {{ $root.Values.probes.liveness.path }}
+              port: admin
+            initialDelaySeconds: {{ $root.Values.probes.liveness.initialDelaySeconds }}
+            periodSeconds: {{ $root.Values.probes.liveness.periodSeconds }}
+            timeoutSeconds: {{ $root.Values.probes.liveness.timeoutSeconds }}
+            failureThreshold: {{ $root.Values.probes.liveness.failureThreshold }}
+          readinessProbe:
+            httpGet:
+              path: {{ $root.Values.probes.readiness.path }}
+              port: admin
+            periodSeconds: {{ $root.Values.probes.readiness.periodSeconds }}
+            timeoutSeconds: {{ $root.Values.probes.readiness.timeoutSeconds }}
+            failureThreshold: {{ $root.Values.probes.readiness.failureThreshold }}
+          resources:
+            {{- toYaml $v.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.securityContext | nindent 12 }}
+          volumeMounts:
+            - name: data
+              mountPath: /data
+            - name: tmp
+              mountPath: /tmp
+            {{- if $root.Values.checks }}
+            - name: checks
+              mountPath: /data/checks
+              readOnly: true
+            {{- end }}
+      volumes:
+        # NEATROOTS_HOME; the state of the distributed mode is in Kafka, Redis and PostgreSQL.
+        - name: data
+          emptyDir: {}
+        - name: tmp
+          emptyDir: {}
+        {{- if $root.Values.checks }}
+        - name: checks
+          configMap:
+            name: {{ include "neatroots.checksConfigMapName" $root }}
+        {{- end }}
+      {{- with ($v.nodeSelector | default $root.Values.nodeSelector) }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with ($v.tolerations | default $root.Values.tolerations) }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with ($v.affinity | default $root.Values.affinity) }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.topologySpreadConstraints }}
+      topologySpreadConstraints:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $fullName }}
+  labels:
+    {{- include "neatroots.labels" (dict "root" $root "name" $name) | nindent 4 }}
+  {{- with $v.service.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  type: {{ $v.service.type }}
+  selector:
+    {{- include "neatroots.selectorLabels" (dict "root" $root "name" $name) | nindent 4 }}
+  ports:
+    {{- range $ports }}
+    - name: {{ .name }}
+      port: {{ .port | int }}
+      targetPort: {{ .name }}
+      protocol: TCP
+      appProtocol: {{ .appProtocol }}
+    {{- end }}
+{{- if $v.pdb.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ $fullName }}
+  labels:
+    {{- include "neatroots.labels" (dict "root" $root "name" $name) | nindent 4 }}
+spec:
+  {{- if hasKey $v.pdb "minAvailable" }}
+  minAvailable: {{ $v.pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ $v.pdb.maxUnavailable | default 1 }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "neatroots.selectorLabels" (dict "root" $root "name" $name) | nindent 6 }}
+{{- end }}
+{{- if $v.autoscaling.enabled }}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ $fullName }}
+  labels:
+    {{- include "neatroots.labels" (dict "root" $root "name" $name) | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ $fullName }}
+  minReplicas: {{ $v.autoscaling.minReplicas }}
+  maxReplicas: {{ $v.autoscaling.maxReplicas }}
+  metrics:
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ $v.autoscaling.targetCPUUtilizationPercentage }}
+    {{- with $v.autoscaling.targetMemoryUtilizationPercentage }}
+    - type: Resource
+      resource:
+        name: memory
+        target:
+          type: Utilization
+          averageUtilization: {{ . }}
+    {{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,423 @@
+/**
+ * The helm chart (helm/neatroots), checked with a real helm: `helm lint --strict` and
+ * `helm template` with the default values and with each override in helm/neatroots/ci/, then
+ * every rendered object validated against the Kubernetes API schemas that the
+ * `kubernetes-models` package carries (types, formats, required fields, and here also unknown
+ * fields, which the schemas alone let through), and the wiring between the objects asserted.
+ *
+ * helm comes from `scripts/helm.sh` (built with Go from the Go module proxy), $NEATROOTS_HELM,
+ * or PATH. Without one the suite is skipped with one line saying so; with
+ * NEATROOTS_REQUIRE_SERVICES=1 (CI) it fails instead.
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import * as YAML from 'yaml';
+import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { HorizontalPodAutoscaler, type IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { Ingress, type IIngress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
+import { PodDisruptionBudget, type IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { ConfigMap, type IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
+import { Service, type IService } from 'kubernetes-models/v1/Service';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { loadConfig } from '../../libs/platform/src/config';
+import { findHelm, repoRoot, skipLine, toolsRequired } from './support';
+
+const chart = path.join(repoRoot, 'helm/neatroots');
+const COMPONENTS = ['ingest', 'rule-engine', 'question', 'review', 'api'] as const;
+type Component = (typeof COMPONENTS)[number];
+const RELEASE = 'nr';
+const NAMESPACE = 'neatroots';
+
+interface Validatable { validate(): void }
+type ModelClass = new (data: never) => Validatable;
+
+/** Every kind the chart may render, with the model whose schema checks it. */
+const MODELS: Record<string, ModelClass> = {
+  'apps/v1/Deployment': Deployment,
+  'v1/Service': Service,
+  'v1/ConfigMap': ConfigMap,
+  'v1/Secret': Secret,
+  'v1/ServiceAccount': ServiceAccount,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'networking.k8s.io/v1/Ingress': Ingress,
+};
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+}
+
+/**
+ * The paths of fields the schema does not know. The compiled validators look up every property
+ * their schema defines (and every entry of a map), so a field never looked up while validating
+ * is one the API server would drop or refuse: a typo such as `readinesProbe` passes the schema
+ * check alone.
+ */
+function unknownFields(model: Validatable): string[] {
+  const seen = new Set<string>();
+  const track = (v: unknown, at: string): unknown => {
+    if (v === null || typeof v !== 'object') return v;
+    return new Proxy(v as object, {
+      get(target, key, receiver) {
+        const value: unknown = Reflect.get(target, key, receiver);
+        if (typeof key !== 'string') return value;
+        seen.add(`${at}/${key}`);
+        return track(value, `${at}/${key}`);
+      },
+    });
+  };
+  (track(model, '') as Validatable).validate();
+  const unknown: string[] = [];
+  const walk = (v: unknown, at: string): void => {
+    if (v === null || typeof v !== 'object') return;
+    for (const [k, child] of Object.entries(v as Record<string, unknown>)) {
+      if (!seen.has(`${at}/${k}`)) unknown.push(`${at}/${k}`);
+      else walk(child, `${at}/${k}`);
+    }
+  };
+  walk(JSON.parse(JSON.stringify(model)), '');
+  return unknown;
+}
+
+function helmRun(helm: string, args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(helm, args, { encoding: 'utf8', cwd: repoRoot, env: { ...process.env, HELM_NAMESPACE: NAMESPACE } });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function render(helm: string, valueFiles: string[], extra: string[] = []): K8sObject[] {
+  const r = helmRun(helm, ['template', RELEASE, chart, '--namespace', NAMESPACE, ...valueFiles.flatMap((f) => ['-f', f]), ...extra]);
+  if (r.status !== 0) throw new Error(`helm template failed:\n${r.stderr}`);
+  const docs = YAML.parseAllDocuments(r.stdout);
+  const out: K8sObject[] = [];
+  for (const d of docs) {
+    if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors.map((e) => e.message).join('; ')}`);
+    const obj = d.toJSON() as K8sObject | null;
+    if (obj) out.push(obj);
+  }
+  return out;
+}
+
+/** The rendered objects of one render, by kind, with typed finders. */
+class Rendered {
+  constructor(readonly objects: K8sObject[]) {}
+  of<T>(kind: string): T[] {
+    return this.objects.filter((o) => o.kind === kind) as unknown as T[];
+  }
+  named<T>(kind: string, name: string): T | undefined {
+    return this.objects.find((o) => o.kind === kind && o.metadata.name === name) as unknown as T | undefined;
+  }
+  deployment(c: Component): IDeployment {
+    const d = this.of<IDeployment>('Deployment').find((x) => x.metadata?.labels?.['app.kubernetes.io/component'] === c);
+    if (!d) throw new Error(`no Deployment for ${c}`);
+    return d;
+  }
+  service(c: Component): IService {
+    const s = this.of<IService>('Service').find((x) => x.metadata?.labels?.['app.kubernetes.io/component'] === c);
+    if (!s) throw new Error(`no Service for ${c}`);
+    return s;
+  }
+}
+
+function podLabels(d: IDeployment): Record<string, string> {
+  return d.spec?.template.metadata?.labels ?? {};
+}
+
+function selects(selector: Record<string, string> | undefined, labels: Record<string, string>): boolean {
+  return Boolean(selector && Object.keys(selector).length) && Object.entries(selector ?? {}).every(([k, v]) => labels[k] === v);
+}
+
+function decode(secret: ISecret): Record<string, string> {
+  return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+}
+
+interface Scenario {
+  name: string;
+  files: string[];
+}
+
+const SCENARIOS: Scenario[] = [
+  { name: 'default values', files: [] },
+  { name: 'ci/scaled-values.yaml (replicas, autoscaling, keys, no ingress)', files: [path.join(chart, 'ci/scaled-values.yaml')] },
+  { name: 'ci/ingress-values.yaml (ingress, existing Secret, LoadBalancer)', files: [path.join(chart, 'ci/ingress-values.yaml')] },
+];
+
+const helm = findHelm();
+
+if (!helm) {
+  const how = 'no helm binary: run scripts/helm.sh (builds helm with Go, a few minutes once) or set NEATROOTS_HELM';
+  if (toolsRequired()) {
+    it('needs helm', () => {
+      throw new Error(`NEATROOTS_REQUIRE_SERVICES=1 forbids skipping the helm chart checks: ${how}`);
+    });
+  } else {
+    skipLine('helm chart checks (test/deploy/helm.integration.spec.ts)', how);
+    it.skip(`helm chart checks (${how})`, () => undefined);
+  }
+} else {
+  const h: string = helm;
+  jest.setTimeout(60_000);
+
+  describe(`helm chart helm/neatroots (${h})`, () => {
+    it('has an override file in the checks for every file in ci/', () => {
+      const files = readdirSync(path.join(chart, 'ci')).filter((f) => f.endsWith('.yaml')).map((f) => path.join(chart, 'ci', f));
+      expect(SCENARIOS.flatMap((s) => s.files).sort()).toEqual(files.sort());
+    });
+
+    describe.each(SCENARIOS)('$name', ({ files }) => {
+      let r: Rendered;
+      beforeAll(() => {
+        r = new Rendered(render(h, files));
+      });
+
+      it('passes helm lint --strict', () => {
+        const lint = helmRun(h, ['lint', '--strict', chart, ...files.flatMap((f) => ['-f', f])]);
+        expect({ status: lint.status, out: lint.stdout + lint.stderr }).toEqual({ status: 0, out: expect.stringContaining('0 chart(s) failed') });
+        expect(lint.stdout).not.toMatch(/\[(WARNING|ERROR)\]/);
+      });
+
+      it('renders only objects that validate against the Kubernetes schemas, with no unknown field', () => {
+        expect(r.objects.length).toBeGreaterThanOrEqual(13);
+        const problems: string[] = [];
+        for (const o of r.objects) {
+          const id = `${o.kind}/${o.metadata?.name}`;
+          const Model = MODELS[`${o.apiVersion}/${o.kind}`];
+          if (!Model) {
+            problems.push(`${id}: ${o.apiVersion} ${o.kind} has no model here; add it to MODELS`);
+            continue;
+          }
+          const model = new Model(o as never);
+          try {
+            model.validate();
+          } catch (err) {
+            problems.push(`${id}: ${(err as Error).message}`);
+            continue;
+          }
+          for (const f of unknownFields(model)) problems.push(`${id}: unknown field ${f}`);
+          // DNS-1123 names; Services even stricter (DNS-1035 label: starts with a letter)
+          const re = o.kind === 'Service' ? /^[a-z]([-a-z0-9]*[a-z0-9])?$/ : /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+          if (!re.test(o.metadata.name) || o.metadata.name.length > 63) problems.push(`${id}: invalid name`);
+          for (const [k, v] of Object.entries(o.metadata.labels ?? {})) {
+            if (v.length > 63 || !/^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/.test(v)) problems.push(`${id}: label ${k}=${v} is not a valid label value`);
+          }
+        }
+        const ids = r.objects.map((o) => `${o.kind}/${o.metadata.name}`);
+        for (const dup of ids.filter((x, i) => ids.indexOf(x) !== i)) problems.push(`${dup}: rendered twice`);
+        expect(problems).toEqual([]);
+      });
+
+      it.each(COMPONENTS)('runs %s as its own Deployment with `serve --target`, probes on the admin port and resources', (c) => {
+        const d = r.deployment(c);
+        const spec = d.spec!;
+        expect(spec.selector.matchLabels?.['app.kubernetes.io/component']).toBe(c);
+        expect(selects(spec.selector.matchLabels, podLabels(d))).toBe(true);
+        const pod = spec.template.spec!;
+        expect(pod.containers).toHaveLength(1);
+        const ct = pod.containers[0];
+        expect(ct.args).toEqual(['serve', '--target', c]);
+        expect(ct.command).toBeUndefined(); // the image's ENTRYPOINT runs the CLI
+        const ports = new Map((ct.ports ?? []).map((p) => [p.name, p.containerPort]));
+        expect(ports.get('admin')).toBe(9464);
+        expect(ct.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'admin' });
+        expect(ct.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'admin' });
+        expect(ct.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'admin' });
+        for (const res of ['cpu', 'memory']) {
+          expect(ct.resources?.requests?.[res]).toBeDefined();
+          expect(ct.resources?.limits?.[res]).toBeDefined();
+        }
+        // envFrom: the chart's ConfigMap, and the Secret (the chart's or an existing one)
+        const cmRef = ct.envFrom?.find((e) => e.configMapRef)?.configMapRef?.name;
+        expect(r.named<IConfigMap>('ConfigMap', cmRef ?? '')).toBeDefined();
+        expect(ct.envFrom?.find((e) => e.secretRef)?.secretRef?.name).toBeTruthy();
+        // every mount has a volume; configMap volumes name rendered ConfigMaps
+        const volumes = new Map((pod.volumes ?? []).map((v) => [v.name, v]));
+        for (const m of ct.volumeMounts ?? []) expect(volumes.has(m.name)).toBe(true);
+        for (const v of volumes.values()) if (v.configMap) expect(r.named('ConfigMap', v.configMap.name ?? '')).toBeDefined();
+        // non-root, read-only root file system, /data writable
+        expect(pod.securityContext?.runAsNonRoot).toBe(true);
+        expect(ct.securityContext?.readOnlyRootFilesystem).toBe(true);
+        expect(ct.volumeMounts?.map((m) => m.mountPath)).toEqual(expect.arrayContaining(['/data', '/tmp']));
+        expect(d.spec?.template.metadata?.annotations?.['checksum/config']).toMatch(/^[0-9a-f]{64}$/);
+      });
+
+      it.each(COMPONENTS)('puts a Service in front of %s that selects its pods and targets its named ports', (c) => {
+        const d = r.deployment(c);
+        const s = r.service(c);
+        expect(selects(s.spec?.selector, podLabels(d))).toBe(true);
+        const names = new Set(d.spec!.template.spec!.containers[0].ports?.map((p) => p.name));
+        for (const p of s.spec?.ports ?? []) expect(names.has(String(p.targetPort))).toBe(true);
+        const expected: Record<Component, number[]> = {
+          ingest: [4317, 50051, 9464], 'rule-engine': [9464], question: [50052, 9464], review: [50053, 9464], api: [8080, 9464],
+        };
+        expect(s.spec?.ports?.map((p) => p.port)).toEqual(expected[c]);
+      });
+
+      it('gives every service a configuration that passes the start-up validation and addresses that resolve', () => {
+        const cm = r.of<IConfigMap>('ConfigMap').find((x) => x.data?.NEATROOTS_KAFKA_BROKERS)!;
+        const secretName = r.deployment('ingest').spec!.template.spec!.containers[0].envFrom!.find((e) => e.secretRef)!.secretRef!.name!;
+        const secret = r.named<ISecret>('Secret', secretName);
+        const env = { ...cm.data, ...(secret ? decode(secret) : {}) };
+        const config = loadConfig(env);
+        expect(config.NEATROOTS_HOST).toBe('0.0.0.0');
+        expect(config.NEATROOTS_KAFKA_BROKERS.length).toBeGreaterThan(0);
+        for (const [addr, target] of [['NEATROOTS_QUESTION_ADDR', 'question'], ['NEATROOTS_REVIEW_ADDR', 'review']] as const) {
+          const [host, port] = String(env[addr]).split(':');
+          const s = r.service(target);
+          expect(host).toBe(s.metadata?.name);
+          expect(s.spec?.ports?.map((p) => String(p.port))).toContain(port);
+        }
+        for (const [k, v] of Object.entries(env)) expect({ [k]: v }).not.toEqual({ [k]: '' });
+      });
+
+      it('protects the rule engine with a PodDisruptionBudget that selects exactly its pods and lets one go', () => {
+        const pdbs = r.of<IPodDisruptionBudget>('PodDisruptionBudget');
+        const re = r.deployment('rule-engine');
+        const mine = pdbs.filter((p) => selects(p.spec?.selector?.matchLabels, podLabels(re)));
+        expect(mine).toHaveLength(1);
+        const spec = mine[0].spec!;
+        expect(spec.minAvailable === undefined || spec.maxUnavailable === undefined).toBe(true);
+        if (spec.minAvailable !== undefined) expect(Number(spec.minAvailable)).toBeLessThan(re.spec!.replicas ?? 1);
+        else expect(Number(spec.maxUnavailable)).toBeGreaterThanOrEqual(1);
+        for (const c of COMPONENTS.filter((x) => x !== 'rule-engine')) {
+          expect(mine[0].spec?.selector?.matchLabels && selects(mine[0].spec.selector.matchLabels, podLabels(r.deployment(c)))).toBe(false);
+        }
+        for (const p of pdbs) {
+          expect(r.of<IDeployment>('Deployment').filter((d) => selects(p.spec?.selector?.matchLabels, podLabels(d)))).toHaveLength(1);
+        }
+      });
+
+      it('scales each autoscaled Deployment by its HPA alone', () => {
+        for (const hpa of r.of<IHorizontalPodAutoscaler>('HorizontalPodAutoscaler')) {
+          const target = r.named<IDeployment>('Deployment', hpa.spec!.scaleTargetRef.name);
+          expect(target).toBeDefined();
+          expect(target!.spec?.replicas).toBeUndefined(); // or every upgrade would reset the HPA's count
+          expect(hpa.spec!.minReplicas ?? 1).toBeLessThanOrEqual(hpa.spec!.maxReplicas);
+        }
+      });
+
+      it('routes every Ingress path to a rendered Service port', () => {
+        for (const ing of r.of<IIngress>('Ingress')) {
+          for (const rule of ing.spec?.rules ?? []) {
+            for (const p of rule.http?.paths ?? []) {
+              const s = r.named<IService>('Service', p.backend.service!.name);
+              expect(s).toBeDefined();
+              expect(s!.spec?.ports?.map((x) => x.name)).toContain(p.backend.service!.port!.name);
+            }
+          }
+        }
+      });
+    });
+
+    describe('what each values file changes', () => {
+      it('default values: replicas from values, rule-engine PDB maxUnavailable 1, no HPA, no Ingress', () => {
+        const r = new Rendered(render(h, []));
+        expect(Object.fromEntries(COMPONENTS.map((c) => [c, r.deployment(c).spec?.replicas])))
+          .toEqual({ ingest: 2, 'rule-engine': 2, question: 1, review: 1, api: 2 });
+        expect(r.of<IPodDisruptionBudget>('PodDisruptionBudget').map((p) => p.spec?.maxUnavailable)).toEqual([1]);
+        expect(r.of('HorizontalPodAutoscaler')).toEqual([]);
+        expect(r.of('Ingress')).toEqual([]);
+        expect(r.deployment('rule-engine').spec!.template.spec!.terminationGracePeriodSeconds).toBe(60);
+        expect(r.deployment('ingest').spec!.template.spec!.containers[0].image).toBe('neatroots:0.1.0');
+        expect(Object.keys(decode(r.of<ISecret>('Secret')[0])).sort()).toEqual(['NEATROOTS_PG_URL', 'NEATROOTS_REDIS_URL']);
+      });
+
+      it('ci/scaled-values.yaml: more replicas, HPA on ingest, keys and checks in place, no Ingress', () => {
+        const r = new Rendered(render(h, [path.join(chart, 'ci/scaled-values.yaml')]));
+        expect(r.deployment('rule-engine').spec?.replicas).toBe(4);
+        expect(r.deployment('api').spec?.replicas).toBe(3);
+        expect(r.deployment('ingest').spec?.replicas).toBeUndefined();
+        const hpa = r.of<IHorizontalPodAutoscaler>('HorizontalPodAutoscaler');
+        expect(hpa.map((x) => [x.spec?.scaleTargetRef.name, x.spec?.minReplicas, x.spec?.maxReplicas]))
+          .toEqual([[r.deployment('ingest').metadata?.name, 3, 12]]);
+        expect(hpa[0].spec?.metrics?.map((m) => m.resource?.name)).toEqual(['cpu', 'memory']);
+        const rePdb = r.of<IPodDisruptionBudget>('PodDisruptionBudget').find((p) => selects(p.spec?.selector?.matchLabels, podLabels(r.deployment('rule-engine'))));
+        expect(rePdb?.spec).toMatchObject({ minAvailable: 2 });
+        expect(rePdb?.spec?.maxUnavailable).toBeUndefined();
+        expect(r.of('Ingress')).toEqual([]);
+        const secret = decode(r.of<ISecret>('Secret')[0]);
+        expect(loadConfig(secret).NEATROOTS_API_KEYS).toEqual([
+          { project: 'checkout-agents', key: 'nr_0123456789abcdef' },
+          { project: 'support-bot', key: 'nr_fedcba9876543210' },
+        ]);
+        expect(secret).toMatchObject({ NEATROOTS_LLM_KEY: 'sk-local', NEATROOTS_DECISION_MODEL_KEY: 'dk-0000' });
+        const cm = r.of<IConfigMap>('ConfigMap').find((x) => x.data?.NEATROOTS_KAFKA_BROKERS)!;
+        expect(cm.data).toMatchObject({
+          NEATROOTS_KAFKA_BROKERS: 'kafka-0.kafka-headless.data:9092,kafka-1.kafka-headless.data:9092,kafka-2.kafka-headless.data:9092',
+          NEATROOTS_TOPIC_PREFIX: 'prod.neatroots', NEATROOTS_STEERING: 'checkout-agents', NEATROOTS_EXAMPLE_FLAG: '1',
+          NEATROOTS_LLM_URL: 'http://vllm.models:8000/v1', NEATROOTS_LLM_MODEL: 'qwen2.5-7b-instruct',
+        });
+        // secrets never land in the ConfigMap
+        expect(JSON.stringify(cm)).not.toMatch(/s3cret|sk-local|nr_0123/);
+        const checks = r.of<IConfigMap>('ConfigMap').find((x) => x.data?.['team.yaml']);
+        expect(checks).toBeDefined();
+        for (const c of COMPONENTS) {
+          const mount = r.deployment(c).spec!.template.spec!.containers[0].volumeMounts?.find((m) => m.mountPath === '/data/checks');
+          expect(mount?.readOnly).toBe(true);
+        }
+      });
+
+      it('ci/ingress-values.yaml: an Ingress for the API, the existing Secret, no chart-made Secret or ServiceAccount', () => {
+        const r = new Rendered(render(h, [path.join(chart, 'ci/ingress-values.yaml')]));
+        const ing = r.of<IIngress>('Ingress');
+        expect(ing).toHaveLength(1);
+        expect(ing[0].spec?.rules?.[0].host).toBe('neatroots.example.com');
+        expect(ing[0].spec?.rules?.[0].http?.paths[0].backend.service?.name).toBe(r.service('api').metadata?.name);
+        expect(r.of('Secret')).toEqual([]);
+        expect(r.of('ServiceAccount')).toEqual([]);
+        for (const c of COMPONENTS) {
+          const pod = r.deployment(c).spec!.template.spec!;
+          expect(pod.serviceAccountName).toBe('neatroots-runner');
+          expect(pod.containers[0].envFrom?.find((e) => e.secretRef)?.secretRef?.name).toBe('neatroots-secrets');
+          expect(pod.containers[0].image).toBe('registry.example.com/neatroots:0.1.0-rc1');
+          expect(pod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
+          expect(r.deployment(c).metadata?.name).toBe(`nr-${c}`);
+        }
+        expect(r.service('ingest').spec?.type).toBe('LoadBalancer');
+      });
+    });
+
+    describe('refuses values that cannot work, naming the value', () => {
+      it.each([
+        [['--set', 'kafka.brokers=null'], /kafka\.brokers/],
+        [['--set', 'postgres.url='], /postgres\.url/],
+        [['--set', 'redis.url='], /redis\.url/],
+        [['--set', 'ruleEngine.replicaCount=-1'], /\/ruleEngine\/replicaCount/],
+        [['--set', 'ingest.service.type=External'], /\/ingest\/service\/type/],
+        [['--set', 'kafka.brokers[0]=no-port'], /\/kafka\/brokers\/0/],
+        [['--set', 'ruleEngine.replicas=3'], /additional propert.*replicas/],
+        [['--kube-version', '1.24.0'], /kubeVersion/],
+      ])('%j', (args, message) => {
+        const res = helmRun(h, ['template', RELEASE, chart, ...args]);
+        expect(res.status).not.toBe(0);
+        expect(res.stderr).toMatch(message);
+      });
+    });
+
+    it('has NOTES that render for every values file and say how to reach the services', () => {
+      // helm template does not render NOTES.txt; render it as a ConfigMap in a copy of the chart.
+      const dir = mkdtempSync(path.join(tmpdir(), 'neatroots-notes-'));
+      try {
+        const copy = path.join(dir, 'neatroots');
+        cpSync(chart, copy, { recursive: true });
+        cpSync(path.join(chart, 'templates/NOTES.txt'), path.join(copy, 'notes.txt'));
+        writeFileSync(path.join(copy, 'templates/zz-notes.yaml'),
+          'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: |\n    {{- tpl (.Files.Get "notes.txt") . | nindent 4 }}\n');
+        for (const { files } of SCENARIOS) {
+          const res = helmRun(h, ['template', RELEASE, copy, '--show-only', 'templates/zz-notes.yaml', ...files.flatMap((f) => ['-f', f])]);
+          expect(res.stderr).toBe('');
+          const notes = String((YAML.parse(res.stdout) as IConfigMap).data?.notes);
+          expect(notes).not.toMatch(/<no value>|%!/);
+          expect(notes).toMatch(/OTLP/);
+          expect(notes).toContain('/readyz');
+          expect(notes).toMatch(/partitions/);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+}
