@@ -1,18 +1,38 @@
 'use strict';
 // Rule engine alone: spans/s over a recorded fleet, against a baseline of the same engine
-// with no checks (window bookkeeping only), measured in the same run.
+// with no checks (window bookkeeping only), measured in the same run. Also with the runs
+// split over two engines on two threads, as two rule-engine replicas split the partitions.
 const { performance } = require('node:perf_hooks');
+const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 const { loadChecks, parseCheckFile, compileRuleSet, RuleEngine, BudgetedRegex } = require('@neatroots/checks');
 const { MemoryWindowStore } = require('@neatroots/platform');
 const { extraChecksYaml, fleet } = require('./checks');
 
-async function runEngine(checks, items, batch) {
+function benchChecks() {
+  const library = loadChecks({ home: false }).checks;
+  const extra = parseCheckFile(extraChecksYaml(), 'bench/extra-checks.yaml', 'user').checks;
+  return [...library, ...extra].filter((c) => c.kind === 'rule');
+}
+
+/** The fleet's items, or only the runs of one shard (by run index, as partitions split runs). */
+function items({ spans, perRun, shard = 0, shards = 1 }) {
+  const out = [];
+  const now = Date.now();
+  for (const item of fleet({ runs: Math.ceil(spans / perRun), perRun, startMs: now })) {
+    const id = item.kind === 'span' ? item.span.run_id : item.run.run_id;
+    if (Number(id.slice(4)) % shards !== shard) continue;
+    out.push({ project: 'bench', received_ms: now, item });
+  }
+  return out;
+}
+
+async function runEngine(checks, envs, batch) {
   const set = compileRuleSet(checks, (c, p) => new BudgetedRegex(p, { checkId: c.id }));
   const engine = new RuleEngine({ windows: new MemoryWindowStore(), rules: () => set, steering: () => false });
   let findings = 0;
   const t0 = performance.now();
-  for (let i = 0; i < items.length; i += batch) {
-    const out = await engine.process(items.slice(i, i + batch));
+  for (let i = 0; i < envs.length; i += batch) {
+    const out = await engine.process(envs.slice(i, i + batch));
     findings += out.findings.length;
     await out.commit();
   }
@@ -21,32 +41,48 @@ async function runEngine(checks, items, batch) {
   return { ms: performance.now() - t0, findings };
 }
 
+function inWorker(data) {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(__filename, { workerData: data });
+    w.once('message', resolve);
+    w.once('error', reject);
+  });
+}
+
 async function benchEngine({ spans = 1_000_000, perRun = 100, batch = 1000 } = {}) {
-  const library = loadChecks({ home: false }).checks;
-  const extra = parseCheckFile(extraChecksYaml(), 'bench/extra-checks.yaml', 'user').checks;
-  const checks = [...library, ...extra];
-  const runs = Math.ceil(spans / perRun);
-  const items = [];
-  const now = Date.now();
-  for (const item of fleet({ runs, perRun, startMs: now })) items.push({ project: 'bench', received_ms: now, item });
-  const spanCount = items.filter((e) => e.item.kind === 'span').length;
-  const rules = checks.filter((c) => c.kind === 'rule').length;
-  const base = await runEngine([], items, batch);
-  const full = await runEngine(checks, items, batch);
+  const checks = benchChecks();
+  const envs = items({ spans, perRun });
+  const spanCount = envs.filter((e) => e.item.kind === 'span').length;
+  const base = await runEngine([], envs, batch);
+  const full = await runEngine(checks, envs, batch);
+  // Two shards on two threads, started together; the figure is the slower one's.
+  const t0 = performance.now();
+  const shards = await Promise.all([0, 1].map((shard) => inWorker({ spans, perRun, batch, shard, shards: 2 })));
+  const wall = performance.now() - t0 - Math.max(...shards.map((s) => s.setupMs));
   return {
     spans: spanCount,
-    runs,
-    rule_checks: rules,
-    match_checks: checks.filter((c) => c.kind === 'rule' && c.rule.type === 'match').length,
+    runs: Math.ceil(spans / perRun),
+    rule_checks: checks.length,
+    match_checks: checks.filter((c) => c.rule.type === 'match').length,
     baseline_spans_per_s: Math.round(spanCount / (base.ms / 1000)),
     spans_per_s: Math.round(spanCount / (full.ms / 1000)),
     ratio_to_baseline: +(full.ms / base.ms).toFixed(2),
+    two_engines_two_threads_spans_per_s: Math.round(spanCount / (Math.max(...shards.map((s) => s.ms)) / 1000)),
+    two_engines_wall_ms: Math.round(wall),
     findings: full.findings,
+    findings_two_engines: shards.reduce((a, s) => a + s.findings, 0),
   };
+}
+
+if (!isMainThread && workerData) {
+  const t0 = performance.now();
+  const envs = items(workerData);
+  const setupMs = performance.now() - t0;
+  runEngine(benchChecks(), envs, workerData.batch).then((r) => parentPort.postMessage({ ...r, setupMs }));
 }
 
 module.exports = { benchEngine };
 
-if (require.main === module) {
+if (isMainThread && require.main === module) {
   benchEngine({ spans: Number(process.argv[2] ?? 1_000_000) }).then((r) => console.log(JSON.stringify(r, null, 2)));
 }

@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { credentials, Metadata } from '@grpc/grpc-js';
 import { loadChecks, type FindingEvent } from '@neatroots/checks';
@@ -195,14 +197,14 @@ maybe(SUITE, () => {
     // A private Redis with an append-only file, so a restart keeps the windows (as a
     // production Redis for the rule engine should be configured).
     const port = await freePort();
-    const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'neatroots-redis-'));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-redis-'));
     const bin = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => fs.existsSync(p)) ?? 'redis-server';
     const startRedis = async (): Promise<ChildProcess> => {
       const p = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' });
       const end = Date.now() + 10_000;
       while (Date.now() < end) {
         const up = await new Promise<boolean>((resolve) => {
-          const s = require('node:net').connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
+          const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
           s.on('error', () => resolve(false));
         });
         if (up) return p;

@@ -2,3 +2,4 @@ export * from './bus';
 export * from './windows';
 export * from './db';
 export * from './clock';
+export * from './models';

@@ -92,10 +92,11 @@ export class RuleEngine {
   /** Applies a batch of accepted items, in order. */
   process(envs: readonly Envelope[]): Promise<EngineOutput> {
     return this.serial(async () => {
+      const keyOf = new Array<string>(envs.length);
       const keys = new Set<string>();
-      for (const e of envs) keys.add(windowKey(e.project, itemRunId(e.item)));
+      for (let i = 0; i < envs.length; i++) keys.add((keyOf[i] = windowKey(envs[i].project, itemRunId(envs[i].item))));
       const step = await this.begin([...keys]);
-      for (const e of envs) this.apply(step, e);
+      for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keyOf[i]);
       return this.finish(step);
     });
   }
@@ -226,10 +227,9 @@ export class RuleEngine {
     return rules;
   }
 
-  private apply(step: Step, env: Envelope): void {
+  private apply(step: Step, env: Envelope, key: string): void {
     const item = env.item;
     const run_id = itemRunId(item);
-    const key = windowKey(env.project, run_id);
     let w = step.windows.get(key);
     if (!w) {
       w = newWindow(run_id, env.project);
@@ -280,10 +280,11 @@ export class RuleEngine {
           }
           break;
         case 'threshold': {
-          const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
-          if (st.fired) break;
+          // The metric first: it is below the line on almost every span, and then no state is needed.
           const value = metricValue(w, rule.metric);
-          if (value >= rule.at_least) {
+          if (value < rule.at_least) break;
+          const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
+          if (!st.fired) {
             st.fired = 1;
             this.raise(step, w, r, 'run', [span.span_id], 1, at, env.received_ms, { metric: rule.metric, value: round(value) });
           }
