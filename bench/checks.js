@@ -25,14 +25,14 @@ function extraChecksYaml() {
 }
 
 /** A deterministic pseudo-random fleet: `runs` runs of `perRun` spans, interleaved. */
-function* fleet({ runs, perRun, seed = 42, project = 'bench', startMs = Date.now() }) {
+function* fleet({ runs, perRun, seed = 42, project = 'bench', startMs = Date.now(), prefix = 'run' }) {
   let s = seed;
   const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
   const active = [];
   let next = 0;
   let t = startMs;
   while (next < runs || active.length) {
-    while (active.length < 64 && next < runs) active.push({ id: `run-${next++}`, n: 0 });
+    while (active.length < 64 && next < runs) active.push({ id: `${prefix}-${next++}`, n: 0 });
     const i = Math.floor(rnd() * active.length);
     const r = active[i];
     t += 1;

@@ -178,7 +178,7 @@ describe('quiet checks: dismissed 3 times in a project', () => {
     expect(await stats('noisy')).toMatchObject({ dismissals: 0 });
   });
 
-  it('caches a project\'s quiet set for ttlMs', async () => {
+  it('caches a project\'s quiet set for ttlMs, then refreshes it without making callers wait', async () => {
     let t = 0;
     const quiet = new QuietChecks(db, { ttlMs: 1000, clock: { now: () => t } });
     await repo.apply([noisy('n1'), noisy('n2'), noisy('n3')]);
@@ -187,6 +187,9 @@ describe('quiet checks: dismissed 3 times in a project', () => {
     t = 999;
     expect(await quiet.isQuiet('p1', 'noisy')).toBe(false);
     t = 1000;
+    // expired: the caller gets the last answer at once, and a refresh starts
+    expect(await quiet.lookup('p1', 'noisy')).toBe(false);
+    for (let i = 0; i < 50 && !(await quiet.lookup('p1', 'noisy')); i++) await new Promise((r) => setTimeout(r, 10));
     expect(await quiet.lookup('p1', 'noisy')).toBe(true);
   });
 });

@@ -15,6 +15,8 @@ export type IsQuiet = (project: string, checkId: string) => Promise<boolean>;
 interface Entry {
   quiet: Promise<ReadonlySet<string>>;
   expires: number;
+  settled: boolean;
+  refreshing: boolean;
 }
 
 /**
@@ -44,18 +46,42 @@ export class QuietChecks {
     const now = this.clock.now();
     const hit = this.cache.get(project);
     if (hit && hit.expires > now) return hit.quiet;
-    const quiet = this.repo.quietChecks(project).then((ids) => new Set(ids));
-    const entry: Entry = { quiet, expires: now + this.ttlMs };
-    this.cache.delete(project);
-    this.cache.set(project, entry);
-    // a failed load is not cached
-    quiet.catch(() => {
-      if (this.cache.get(project) === entry) this.cache.delete(project);
-    });
-    if (this.cache.size > this.maxProjects) {
-      const oldest = this.cache.keys().next().value;
-      if (oldest !== undefined) this.cache.delete(oldest);
+    // Stale while revalidating: the rule engine asks this on its hot path, and the database
+    // may be busy storing spans; it keeps the last answer until the fresh one arrives.
+    if (hit && hit.settled) {
+      if (!hit.refreshing) {
+        hit.refreshing = true;
+        this.load(project).catch(() => {
+          hit.refreshing = false;
+        });
+      }
+      return hit.quiet;
     }
+    return this.load(project);
+  }
+
+  private load(project: string): Promise<ReadonlySet<string>> {
+    const quiet = this.repo.quietChecks(project).then((ids) => new Set(ids) as ReadonlySet<string>);
+    const entry: Entry = { quiet, expires: this.clock.now() + this.ttlMs, settled: false, refreshing: false };
+    const previous = this.cache.get(project);
+    quiet.then(
+      () => {
+        entry.settled = true;
+        this.cache.delete(project);
+        this.cache.set(project, entry);
+        if (this.cache.size > this.maxProjects) {
+          const oldest = this.cache.keys().next().value;
+          if (oldest !== undefined) this.cache.delete(oldest);
+        }
+      },
+      () => {
+        // a failed load is not cached (the previous answer, if any, stays)
+        if (this.cache.get(project) === entry) this.cache.delete(project);
+      },
+    );
+    // The first load of a project is shared by concurrent callers; a refresh is not visible
+    // until it settled (callers keep the previous answer meanwhile).
+    if (!previous?.settled) this.cache.set(project, entry);
     return quiet;
   }
 

@@ -10,7 +10,7 @@ import { startReview, type Review } from '@neatroots/review';
 import { startRuleEngine, type RuleEngineService } from '@neatroots/rule-engine';
 import { makeTopics, type Topics } from '@neatroots/spans';
 import { ProjectsRepo } from '@neatroots/store';
-import { consoleLogger, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
+import { cachedKeyLookup, consoleLogger, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 /** The demo project: its own checks (one halt rule) and steering on. */
 export const DEMO_PROJECT = 'demo';
@@ -107,10 +107,10 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     // On shutdown, once ingest stopped accepting: let what it accepted be checked and stored.
     closers.push(() => Promise.race([bus.idle(), new Promise<void>((r) => setTimeout(r, 10_000).unref())]));
 
-    const resolveKey = (key: string) => projects.resolveApiKey(key);
+    const resolveKey = cachedKeyLookup((key) => projects.resolveApiKey(key));
     const ingest = await startIngest({
       bus,
-      resolveKey: async (key) => (await resolveKey(key)) ?? undefined,
+      resolveKey,
       topics,
       host: config.NEATROOTS_HOST,
       otlpPort: config.NEATROOTS_OTLP_PORT,
@@ -119,7 +119,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     });
     closers.push(() => ingest.close());
 
-    const api = await createApi({ queries: review.queries, resolveKey, port: config.NEATROOTS_HTTP_PORT, host: config.NEATROOTS_HOST });
+    const api = await createApi({ queries: review.queries, resolveKey: async (key) => (await resolveKey(key)) ?? null, port: config.NEATROOTS_HTTP_PORT, host: config.NEATROOTS_HOST });
     closers.push(() => api.close());
 
     return {

@@ -91,15 +91,41 @@ export async function startCheckSet(opts: {
  */
 export function steeringLookup(opts: { projects: () => ProjectEntry[]; env: string[]; db?: Queryable; ttlMs?: number }): (project: string) => Promise<boolean> {
   const repo = opts.db ? new ProjectsRepo(opts.db) : undefined;
-  const cache = new Map<string, { on: boolean; at: number }>();
+  const cache = new Map<string, { on: boolean; at: number; refreshing?: boolean }>();
   const ttl = opts.ttlMs ?? 5_000;
-  return async (project) => {
-    const hit = cache.get(project);
-    if (hit && Date.now() - hit.at < ttl) return hit.on;
+  const load = async (project: string) => {
     const on =
       opts.env.includes(project) || opts.projects().some((p) => p.name === project && p.steering) || ((await repo?.steering(project)) ?? false);
     cache.set(project, { on, at: Date.now() });
     return on;
+  };
+  return async (project) => {
+    const hit = cache.get(project);
+    if (!hit) return load(project);
+    // Stale while revalidating: the rule engine asks on its hot path, and the database may be
+    // busy storing spans; the last answer stands until the fresh one arrives.
+    if (Date.now() - hit.at >= ttl && !hit.refreshing) {
+      hit.refreshing = true;
+      load(project).catch(() => (hit.refreshing = false));
+    }
+    return hit.on;
+  };
+}
+
+/**
+ * An API-key lookup with a cache: known keys are trusted for a minute and unknown ones asked
+ * again after a few seconds, so an export never waits behind the database (or the review
+ * service) on its hot path once its key was seen.
+ */
+export function cachedKeyLookup(resolve: (key: string) => Promise<string | null>): (key: string) => Promise<string | undefined> {
+  const cache = new Map<string, { project: string | null; at: number }>();
+  return async (key) => {
+    const hit = cache.get(key);
+    if (hit && Date.now() - hit.at < (hit.project ? 60_000 : 5_000)) return hit.project ?? undefined;
+    const project = await resolve(key);
+    if (cache.size > 10_000) cache.clear();
+    cache.set(key, { project, at: Date.now() });
+    return project ?? undefined;
   };
 }
 

@@ -19,7 +19,7 @@ import { reviewGrpcService, startReview } from '@neatroots/review';
 import { startRuleEngine } from '@neatroots/rule-engine';
 import { makeTopics } from '@neatroots/spans';
 import { ProjectsRepo, QuietChecks } from '@neatroots/store';
-import { readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
+import { cachedKeyLookup, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 export const TARGETS = ['ingest', 'rule-engine', 'review', 'api', 'all'] as const;
 export type Target = (typeof TARGETS)[number];
@@ -168,16 +168,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
     const reviewClientFor = () => (reviewClient ??= new ReviewGrpcClient(config.NEATROOTS_REVIEW_ADDR));
     if (wants('ingest')) {
       const client = reviewClientFor();
-      const cache = new Map<string, { project: string | null; at: number }>();
-      const resolveKey = async (key: string) => {
-        const hit = cache.get(key);
-        // Known keys are trusted for a minute, unknown ones re-asked after a few seconds.
-        if (hit && Date.now() - hit.at < (hit.project ? 60_000 : 5_000)) return hit.project ?? undefined;
-        const project = await client.resolveKey(key);
-        if (cache.size > 10_000) cache.clear();
-        cache.set(key, { project, at: Date.now() });
-        return project ?? undefined;
-      };
+      const resolveKey = cachedKeyLookup((key) => client.resolveKey(key));
       const ingest = await startIngest({
         bus: bus!,
         resolveKey,
