@@ -85,6 +85,16 @@ describe('BudgetedRegex', () => {
     expect(warnings[0]).toMatch(/took 60\.0 ms/);
   });
 
+  it('does not disable a pattern for one slow call that a second timing does not confirm (a descheduled thread)', () => {
+    const { l, warnings } = logger();
+    // clock readings: start 0, end 80 (80 ms: over), retry start 80, retry end 81 (1 ms)
+    const readings = [0, 80, 80, 81];
+    const re = new BudgetedRegex('abc', { checkId: 'paused', budgetMs: 50, logger: l, now: () => readings.shift() ?? 1000 });
+    expect(re.test('xabcx')).toBe(true);
+    expect(re.disabled).toBe(false);
+    expect(warnings).toHaveLength(0);
+  });
+
   it('refuses an unsafe pattern at construction', () => {
     expect(() => new BudgetedRegex('(a+)+$')).toThrow(PatternError);
   });
