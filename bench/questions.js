@@ -40,7 +40,8 @@ function fakeModel() {
         });
         content = JSON.stringify({ answers });
       } else if (system.startsWith('You take a second look')) {
-        content = JSON.stringify({ holds: true, quote: '"amount":-' });
+        const answers = [...user.matchAll(/^### Case (q\d+)$/gm)].map((m) => ({ id: m[1], holds: true, quote: '"amount":-' }));
+        content = JSON.stringify({ answers });
       } else content = 'Use a positive amount.';
       setTimeout(() => {
         res.writeHead(200, { 'content-type': 'application/json' });

@@ -222,7 +222,7 @@ group: refunds
     ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { last: 0 }', 'evidence.last: must be an integer >= 1, got 0'],
     ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { final_output: "yes" }', 'evidence.final_output: must be true or false, got "yes"'],
     ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { fields: [prompt] }', 'evidence.fields: "prompt" is not one of input, output, error, status, name, tool'],
-    ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { span: {} }', 'evidence.span: unknown key for evidence; expected one of spans, fields, last, final_output (did you mean "spans"?)'],
+    ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { span: {} }', 'evidence.span: unknown key for evidence; expected one of spans, fields, last, final_output, user_message, system_prompt (did you mean "spans"?)'],
     ['kind: choice\nscope: span\nask: Which?', 'options: is required for a choice question: label -> description'],
     ['kind: choice\nscope: span\nask: Which?\noptions: { a: A }\nflag_on: a', 'options: needs at least two labels to choose from'],
     ['kind: choice\nscope: span\nask: Which?\noptions: { a: A, b: B }', 'flag_on: is required for a choice question: the labels that flag'],

@@ -58,7 +58,7 @@ const SPAN_STATUSES = ['ok', 'error'] as const;
 const FAILED_ENDINGS = RUN_END_STATUSES.filter((s) => s !== 'ok');
 const SCOPES = ['span', 'trace', 'session'] as const;
 const WHENS = ['live', 'end'] as const;
-const EVIDENCE_KEYS = ['spans', 'fields', 'last', 'final_output'] as const;
+const EVIDENCE_KEYS = ['spans', 'fields', 'last', 'final_output', 'user_message', 'system_prompt'] as const;
 const EVIDENCE_FIELDS = ['input', 'output', 'error', 'status', 'name', 'tool'] as const;
 const ID_RE = /^[a-z0-9][a-z0-9_-]*$/;
 const MAX_ID_LENGTH = 100;
@@ -70,6 +70,11 @@ const MAX_ID_LENGTH = 100;
  */
 const ASKS_ABOUT_ANSWER =
   /\b(claim(s|ed|ing)?|say(s|ing)?|said|report(s|ed|ing)?|tell(s|ing)?|told|answer(s|ed|ing)?|repl(y|ies|ied)|promis(e|es|ed)|final (response|output|message)|respon(se|ds|ded) to the user)\b/i;
+
+/** Whether a question asks about what the agent told the user (and so needs to see its answer). */
+export function asksAboutAnswer(ask: string): boolean {
+  return ASKS_ABOUT_ANSWER.test(ask);
+}
 
 class Ctx {
   constructor(
@@ -318,7 +323,7 @@ function parseQuestion(ctx: Ctx, raw: Obj, kind: QuestionKind): QuestionCheck {
     flag_at_level = number(ctx, raw.flag_at_level, 'flag_at_level', { min: 0, max: levels.length - 1 });
   }
 
-  if (ASKS_ABOUT_ANSWER.test(ask) && (scope === 'span' || evidence?.final_output !== true)) {
+  if (asksAboutAnswer(ask) && (scope === 'span' || evidence?.final_output !== true)) {
     ctx.warn(
       'ask',
       `asks about the agent's answer but cannot see it (scope: ${scope}, evidence.final_output: ${evidence?.final_output ?? false}); ` +
@@ -352,17 +357,21 @@ function parseQuestion(ctx: Ctx, raw: Obj, kind: QuestionKind): QuestionCheck {
 
 function parseEvidence(ctx: Ctx, raw: unknown): Evidence | undefined {
   if (raw === undefined) return undefined;
-  if (!isObj(raw)) throw ctx.error('evidence', `must be a mapping (spans, fields, last, final_output), got ${describe(raw)}`);
+  if (!isObj(raw)) throw ctx.error('evidence', `must be a mapping (${EVIDENCE_KEYS.join(', ')}), got ${describe(raw)}`);
   checkKeys(ctx, raw, EVIDENCE_KEYS, 'evidence.', 'evidence');
-  const final_output = raw.final_output;
-  if (final_output !== undefined && typeof final_output !== 'boolean') {
-    throw ctx.error('evidence.final_output', `must be true or false, got ${describe(final_output)}`);
+  for (const key of ['final_output', 'user_message', 'system_prompt'] as const) {
+    if (raw[key] !== undefined && typeof raw[key] !== 'boolean') {
+      throw ctx.error(`evidence.${key}`, `must be true or false, got ${describe(raw[key])}`);
+    }
   }
+  const final_output = raw.final_output;
   return compact({
     spans: raw.spans === undefined ? undefined : filter(ctx, raw.spans, 'evidence.spans'),
     fields: raw.fields === undefined ? undefined : enumList(ctx, raw.fields, 'evidence.fields', EVIDENCE_FIELDS),
     last: raw.last === undefined ? undefined : countAtLeast(ctx, raw.last, 'evidence.last'),
     final_output: final_output as boolean | undefined,
+    user_message: raw.user_message as boolean | undefined,
+    system_prompt: raw.system_prompt as boolean | undefined,
   });
 }
 

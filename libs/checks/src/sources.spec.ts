@@ -203,14 +203,19 @@ describe('the shipped library', () => {
 
   const loaded = loadChecks({ library, home: false });
 
-  it('loads cleanly: rule checks that only flag, with guidance', () => {
+  it('loads cleanly: rule checks and questions that only flag, with guidance', () => {
     expect(loaded.warnings).toEqual([]);
-    expect(loaded.checks.map((c) => c.id).sort()).toEqual([
+    expect(loaded.checks.filter(isRuleCheck).map((c) => c.id).sort()).toEqual([
       'credential-in-tool-call', 'no-answer', 'repeated-tool-call', 'run-failed', 'runaway-loop', 'slow-tool-call',
       'token-budget', 'tool-error-streak', 'unrecovered-tool-error',
     ]);
+    // The question library (library/questions/, docs/questions.md).
+    expect(loaded.checks.filter((c) => !isRuleCheck(c)).map((c) => c.id).sort()).toEqual([
+      'contradicts-tools', 'ignored-tool-error', 'instructions-in-tool-content', 'personal-data-in-answer',
+      'repeating-without-progress', 'system-prompt-violation', 'unfinished-task', 'wrong-tool-or-arguments',
+    ]);
     for (const c of loaded.checks) {
-      expect(isRuleCheck(c) && c.action).toBe('flag');
+      expect(c.action).toBe('flag');
       expect(c.guidance).toMatch(/\byou/i);
     }
     const group = (id: string) => loaded.checks.find((c) => c.id === id)?.group;

@@ -82,6 +82,10 @@ export interface Evidence {
   fields?: ('input' | 'output' | 'error' | 'status' | 'name' | 'tool')[];
   last?: number;
   final_output?: boolean;
+  /** The run_start's first user message (what the agent was asked to do). */
+  user_message?: boolean;
+  /** The run_start's system prompt (the rules the agent was given). */
+  system_prompt?: boolean;
 }
 
 export interface QuestionCheck extends CheckBase {
@@ -143,4 +147,12 @@ export interface FindingEvent {
   source: CheckSource;
   /** When ingest received the span that caused it (latency measurement). */
   received_ms?: number;
+  /** Question findings: the words of the run that show the problem (the second look's quote). */
+  quote?: string;
+  /** Question findings: the probability of a problem; an LLM's is capped at 0.9. */
+  probability?: number;
+  /** Question findings: "Very likely (LLM judgment)" for an LLM, a percentage for the classifier. */
+  confidence?: string;
+  /** Question findings: decision, local or classifier. */
+  answered_by?: string;
 }

@@ -12,3 +12,4 @@ export { ProjectsRepo, hashApiKey, type ProjectRecord, type CreatedApiKey } from
 export { ChecksRepo, type DbCheckOrigin, type DbCheckRecord, type DbCheckInput, type ListDbChecksQuery } from './checks.repo';
 export { QuietChecks, type QuietChecksOptions, type IsQuiet } from './quiet';
 export { StoreWriter, StoreWriterClosedError, type StoreWriterOptions } from './writer';
+export { QuestionsRepo, type QuestionResultRecord } from './questions.repo';

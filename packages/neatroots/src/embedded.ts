@@ -4,12 +4,15 @@ import type { AddressInfo } from 'node:net';
 import { createApi } from '@neatroots/api';
 import type { LoadResult, ProjectEntry, RunWindow } from '@neatroots/checks';
 import { startIngest, type IngestHandle } from '@neatroots/ingest';
-import { loadConfig, MemoryBus, MemoryWindowStore, migrate, openPgliteWorker, type Config } from '@neatroots/platform';
+import { loadConfig, loadModelConfig, MemoryBus, MemoryWindowStore, migrate, openPgliteWorker, type Config, type ModelConfig } from '@neatroots/platform';
 import type { Bus, Db } from '@neatroots/ports';
+import { startQuestionService, type QuestionService } from '@neatroots/question';
+import type { QuestionFindingsWindow, SchedulerWindow } from '@neatroots/questions';
 import { startReview, type Review } from '@neatroots/review';
 import { startRuleEngine, type RuleEngineService } from '@neatroots/rule-engine';
 import { makeTopics, type Topics } from '@neatroots/spans';
-import { ProjectsRepo } from '@neatroots/store';
+import { ProjectsRepo, QuestionsRepo } from '@neatroots/store';
+import { questionScheduler, questionServiceConfig, questionsOf } from './questions';
 import { cachedKeyLookup, consoleLogger, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 /** The demo project: its own checks (one halt rule) and steering on. */
@@ -18,6 +21,8 @@ export const DEMO_DIR = path.resolve(__dirname, '..', 'demo');
 
 export interface EmbeddedOptions {
   config: Config;
+  /** The model endpoints (loadModelConfig); none configured: the built-in fast classifier answers. */
+  models?: ModelConfig;
   log?: Logger;
   /** Serve the demo project (its checks, steering on, an API key written to the data folder). */
   demo?: boolean;
@@ -35,6 +40,7 @@ export interface EmbeddedApp {
   ingest: IngestHandle;
   review: Review;
   ruleEngine: RuleEngineService;
+  questions: QuestionService;
   httpPort: number;
   /** The demo project's API key, when the demo is on. */
   demoKey?: string;
@@ -93,8 +99,31 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     const review = await startReview({ bus, db, topics, log: (m, err) => log.error(`review: ${m}`, err) });
     closers.push(() => review.close());
 
+    // Question checks: the rule engine's scheduler says which are due; the question service
+    // (every model call goes through it) answers them and raises their findings.
+    const models = opts.models ?? loadModelConfig({});
+    const questions = await startQuestionService({
+      bus,
+      topics,
+      windows: new MemoryWindowStore<QuestionFindingsWindow>(),
+      db,
+      ...questionServiceConfig(models),
+      questions: (() => {
+        const of = questionsOf(checks.loaded);
+        return () => of().questions;
+      })(),
+      onPlan: () => void checks.reload().catch((err) => log.error('checks reload after a plan failed', err)),
+      quiet: review.isQuiet,
+      log: (m, err) => log.error(`question: ${m}`, err),
+    });
+    closers.push(() => questions.close());
+
     const windows = new MemoryWindowStore<RunWindow>();
     const ruleEngine = await startRuleEngine({
+      questions: {
+        scheduler: questionScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), loaded: checks.loaded, models, plans: new QuestionsRepo(db) }),
+        topic: topics.questions,
+      },
       bus,
       windows,
       rules: checks.rules,
@@ -130,6 +159,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       ingest,
       review,
       ruleEngine,
+      questions,
       httpPort: (api.getHttpServer().address() as AddressInfo).port,
       demoKey,
       checks: checks.loaded,

@@ -11,6 +11,19 @@ import {
   type RunWindow,
 } from '@neatroots/checks';
 import { MemoryWindowStore } from '@neatroots/platform';
+import type { ChatModel } from '@neatroots/ports';
+import {
+  LOCAL_LLM_POLICY,
+  MemoryPlanStore,
+  Planner,
+  QuestionAnswerer,
+  QuestionProcessor,
+  QuestionScheduler,
+  questionSet,
+  type Backend,
+  type QuestionFindingsWindow,
+  type SchedulerWindow,
+} from '@neatroots/questions';
 import { parseJsonlLine, type Envelope, type StreamItem } from '@neatroots/spans';
 
 /** The finding event of CONTRACTS.md section 3, fields in the contract's order. */
@@ -29,6 +42,10 @@ export function findingLine(f: FindingEvent): Record<string, unknown> {
   };
   if (f.group) line.group = f.group;
   if (f.halt_suppressed) line.halt_suppressed = true;
+  // Question findings add the words that show the problem and how sure the answer is.
+  if (f.quote) line.quote = f.quote;
+  if (f.probability !== undefined) line.probability = f.probability;
+  if (f.confidence) line.confidence = f.confidence;
   return line;
 }
 
@@ -70,6 +87,11 @@ export interface ReplayOptions {
   log?: (msg: string) => void;
   /** Whether halts act (replay shows what steering would do: on by default). */
   steering?: boolean;
+  /**
+   * Question checks are answered by the models given (modelsFromConfig), else by the
+   * built-in fast classifier; false leaves them out.
+   */
+  questions?: { models?: { decision?: ChatModel; local?: ChatModel }; backend?: Backend } | false;
 }
 
 function itemTime(item: StreamItem): number | undefined {
@@ -88,13 +110,14 @@ function itemProject(item: StreamItem, projects: Map<string, string>): string {
 }
 
 /**
- * Runs the real rule engine over recorded items. The clock is the recording's: each item
- * arrives at its own time (end_ms, else start_ms, else ts_ms; never earlier than the item
- * before), so requires_before's 250 ms wait behaves as it did live, and the output is the
- * same on every run.
+ * Runs the real rule engine over recorded items, and the question checks beside it. The clock
+ * is the recording's: each item arrives at its own time (end_ms, else start_ms, else ts_ms;
+ * never earlier than the item before), so requires_before's 250 ms wait behaves as it did
+ * live, and with the fast classifier the output is the same on every run.
  */
 export class Replayer {
   private readonly engine: RuleEngine;
+  private readonly questions?: { scheduler: QuestionScheduler; processor: QuestionProcessor; answerer: QuestionAnswerer };
   private readonly windows = new MemoryWindowStore<RunWindow>(() => 0);
   private readonly projects = new Map<string, string>();
   private readonly keys = new Set<string>();
@@ -104,6 +127,40 @@ export class Replayer {
     const log = opts.log ?? ((m: string) => process.stderr.write(`${m}\n`));
     const set = compileRuleSet(opts.checks, (check, pattern) => new BudgetedRegex(pattern, { checkId: check.id, logger: { warn: log } }));
     this.engine = new RuleEngine({ windows: this.windows, rules: () => set, steering: () => opts.steering ?? true });
+    const asked = questionSet(opts.checks);
+    if (opts.questions !== false && asked.questions.length) {
+      const q = opts.questions || {};
+      const answerer = new QuestionAnswerer({ ...q.models, backend: q.backend, onError: (m, err) => log(`${m}: ${(err as Error)?.message ?? err}`) });
+      const library = asked.questions.filter((c) => c.source === 'library');
+      // Without the library (--no-library) there is nothing to plan from.
+      const plans = library.length ? new MemoryPlanStore() : undefined;
+      const planner = new Planner({
+        library,
+        chat: answerer.llm() ? (messages) => answerer.chat({ messages, json: true, maxTokens: 1500 }, { wait: true }) : undefined,
+        now: () => this.clock,
+        onError: (m) => log(m),
+      });
+      this.questions = {
+        answerer,
+        // Plans are read straight from memory: a plan made on a run's run_start is used for the rest of it.
+        scheduler: new QuestionScheduler({
+          windows: new MemoryWindowStore<SchedulerWindow>(() => 0),
+          questions: () => asked,
+          plans,
+          policy: answerer.localStandsIn() ? LOCAL_LLM_POLICY : undefined,
+          planCacheMs: 0,
+          now: () => this.clock,
+        }),
+        processor: new QuestionProcessor({
+          answerer,
+          windows: new MemoryWindowStore<QuestionFindingsWindow>(() => 0),
+          plans,
+          planner,
+          awaitPlans: true,
+          log: (m) => log(m),
+        }),
+      };
+    }
   }
 
   private async emit(out: EngineOutput): Promise<void> {
@@ -119,11 +176,25 @@ export class Replayer {
     this.keys.add(windowKey(project, item.kind === 'span' ? item.span.run_id : item.run.run_id));
     await this.emit(await this.engine.tick(this.clock));
     await this.emit(await this.engine.process([env]));
+    if (this.questions) {
+      const due = await this.questions.scheduler.process([env]);
+      if (due.tasks.length) {
+        const out = await this.questions.processor.process(due.tasks);
+        for (const f of out.findings) this.opts.onFinding(f);
+        await out.commit();
+      }
+      await due.commit();
+    }
   }
 
   /** The end of the recording: no late span can come, so every wait still pending fires. */
   async end(): Promise<void> {
     await this.emit(await this.engine.tick(this.clock, { keys: [...this.keys], all: true }));
+    if (this.questions) {
+      await this.questions.processor.idle();
+      await this.questions.answerer.idle();
+      this.questions.answerer.close();
+    }
   }
 }
 

@@ -7,6 +7,7 @@ import {
   createMetrics,
   HealthService,
   KafkaBus,
+  loadModelConfig,
   migrate,
   openPostgres,
   openRedisWindowStore,
@@ -15,13 +16,16 @@ import {
   type Metrics,
 } from '@neatroots/platform';
 import type { Bus, Db } from '@neatroots/ports';
+import { questionGrpcService, startQuestionService } from '@neatroots/question';
+import type { QuestionFindingsWindow, SchedulerWindow } from '@neatroots/questions';
 import { reviewGrpcService, startReview } from '@neatroots/review';
 import { startRuleEngine } from '@neatroots/rule-engine';
 import { makeTopics } from '@neatroots/spans';
-import { ProjectsRepo, QuietChecks } from '@neatroots/store';
+import { ProjectsRepo, QuestionsRepo, QuietChecks } from '@neatroots/store';
+import { questionScheduler, questionServiceConfig, questionsOf } from './questions';
 import { cachedKeyLookup, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
 
-export const TARGETS = ['ingest', 'rule-engine', 'review', 'api', 'all'] as const;
+export const TARGETS = ['ingest', 'rule-engine', 'question', 'review', 'api', 'all'] as const;
 export type Target = (typeof TARGETS)[number];
 
 export interface Served {
@@ -51,9 +55,10 @@ export class ServeConfigError extends Error {}
  */
 export async function serve(target: Target, config: Config, log: Logger): Promise<Served> {
   const wants = (t: Exclude<Target, 'all'>) => target === 'all' || target === t;
-  if (wants('ingest') || wants('rule-engine') || wants('review')) need(config, 'NEATROOTS_KAFKA_BROKERS', target);
-  if (wants('rule-engine')) need(config, 'NEATROOTS_REDIS_URL', target);
-  if (wants('review') || wants('rule-engine')) need(config, 'NEATROOTS_PG_URL', target);
+  if (wants('ingest') || wants('rule-engine') || wants('review') || wants('question')) need(config, 'NEATROOTS_KAFKA_BROKERS', target);
+  if (wants('rule-engine') || wants('question')) need(config, 'NEATROOTS_REDIS_URL', target);
+  if (wants('review') || wants('rule-engine') || wants('question')) need(config, 'NEATROOTS_PG_URL', target);
+  const models = wants('rule-engine') || wants('question') ? loadModelConfig(process.env) : undefined;
 
   const metrics = createMetrics(target);
   const health = new HealthService();
@@ -75,7 +80,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
     grpcServer.addService(health.definition().service, health.definition().implementation);
 
     let bus: Bus | undefined;
-    if (wants('ingest') || wants('rule-engine') || wants('review')) {
+    if (wants('ingest') || wants('rule-engine') || wants('review') || wants('question')) {
       const kafka = new KafkaBus({
         brokers: config.NEATROOTS_KAFKA_BROKERS,
         clientId: `neatroots-${target}`,
@@ -100,11 +105,12 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
     const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
 
     let db: Db | undefined;
-    if (config.NEATROOTS_PG_URL && (wants('review') || wants('rule-engine'))) {
+    if (config.NEATROOTS_PG_URL && (wants('review') || wants('rule-engine') || wants('question'))) {
       const pg = await openPostgres({ url: config.NEATROOTS_PG_URL, max: 10, applicationName: `neatroots-${target}` });
       db = pg;
       closers.push(() => pg.close());
-      if (wants('review')) {
+      // Migrations are idempotent and serialised by an advisory lock: whichever starts first runs them.
+      if (wants('review') || wants('question')) {
         await migrate(pg);
         await seedApiKeys(pg, config.NEATROOTS_API_KEYS, config.NEATROOTS_STEERING);
       }
@@ -128,6 +134,43 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
       health.set('neatroots.v1.Review', 'SERVING');
     }
 
+    const redisWindows = async <W>(suffix: string) => {
+      const store = await openRedisWindowStore<W>({
+        url: config.NEATROOTS_REDIS_URL!,
+        prefix: `${config.NEATROOTS_TOPIC_PREFIX}${suffix}`,
+        onError: (err) => {
+          metrics.dependencyErrors.inc({ dependency: 'redis' });
+          log.error('redis', err);
+        },
+      });
+      closers.push(() => store.close());
+      return store;
+    };
+    const registered = () => readProjectsSafe(config.NEATROOTS_HOME, log);
+    const checks = wants('rule-engine') || wants('question') ? await startCheckSet({ home: config.NEATROOTS_HOME, projects: registered, db, log }) : undefined;
+    if (checks) closers.push(async () => checks.close());
+
+    if (wants('question')) {
+      const svc = await startQuestionService({
+        bus: bus!,
+        topics,
+        windows: await redisWindows<QuestionFindingsWindow>(':q'),
+        db,
+        ...questionServiceConfig(models!),
+        questions: (() => {
+          const of = questionsOf(checks!.loaded);
+          return () => of().questions;
+        })(),
+        onPlan: () => void checks!.reload().catch((err) => log.error('checks reload after a plan failed', err)),
+        quiet: new QuietChecks(db!).lookup,
+        log: (m, err) => log.error(`question: ${m}`, err),
+      });
+      closers.push(() => svc.close());
+      const q = questionGrpcService(svc.answerer, (m: string, err?: unknown) => log.error(`question grpc: ${m}`, err));
+      grpcServer.addService(q.service, q.implementation);
+      health.set('neatroots.v1.Question', 'SERVING');
+    }
+
     if (wants('rule-engine')) {
       const windows = await openRedisWindowStore<RunWindow>({
         url: config.NEATROOTS_REDIS_URL!,
@@ -138,15 +181,16 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         },
       });
       closers.push(() => windows.close());
-      const registered = () => readProjectsSafe(config.NEATROOTS_HOME, log);
-      const checks = await startCheckSet({ home: config.NEATROOTS_HOME, projects: registered, db, log });
-      closers.push(async () => checks.close());
       const quiet = new QuietChecks(db!);
       const engine = await startRuleEngine({
         bus: bus!,
         windows,
-        rules: checks.rules,
+        rules: checks!.rules,
         topics,
+        questions: {
+          scheduler: questionScheduler({ windows: await redisWindows<SchedulerWindow>(':qs'), loaded: checks!.loaded, models: models!, plans: new QuestionsRepo(db!) }),
+          topic: topics.questions,
+        },
         steering: steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, db }),
         quiet: quiet.lookup,
         log: (m, err) => log.error(`rule-engine: ${m}`, err),
@@ -260,5 +304,6 @@ function scopedGroups(bus: Bus, prefix: string): Bus {
 /** The gRPC port this process binds: the review (or question) service's, else the health-only one. */
 function servicePortOf(target: Target, config: Config): number {
   if (target === 'review' || target === 'all') return config.NEATROOTS_REVIEW_PORT;
+  if (target === 'question') return config.NEATROOTS_QUESTION_PORT;
   return config.NEATROOTS_SERVICE_PORT;
 }

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '@neatroots/platform';
+import { ConfigError, loadConfig, loadModelConfig } from '@neatroots/platform';
 import type { Io } from './cli';
 import { runDemoFleet } from './demo';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
@@ -7,8 +7,10 @@ import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
 export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<number> {
   const { io } = opts;
   let config;
+  let models;
   try {
     config = loadConfig(io.env);
+    models = loadModelConfig(io.env);
   } catch (e) {
     if (e instanceof ConfigError) {
       io.err(`neatroots start: ${e.message}`);
@@ -20,6 +22,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   try {
     app = await startEmbedded({
       config,
+      models,
       demo: opts.demo,
       log: { info: (m) => io.out(m), warn: (m) => io.err(`warning: ${m}`), error: (m, err) => io.err(`error: ${m}${err ? ` ${String(err)}` : ''}`) },
     });

@@ -58,38 +58,46 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   const questionsTopic = opts.questions?.topic ?? QUESTIONS_TOPIC;
 
   const emit = async (out: EngineOutput, asked?: SchedulerOutput) => {
-    if (out.findings.length) {
-      await opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f })));
-      metrics.findings += out.findings.length;
-    }
-    if (out.notes.length) {
-      await opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n })));
-      metrics.notes += out.notes.length;
-    }
-    if (asked?.tasks.length) {
-      await opts.bus.publish(questionsTopic, asked.tasks.map((t) => ({ key: t.run_id, value: t })));
-      metrics.questions += asked.tasks.length;
-    }
+    // Published together: the Kafka bus gathers concurrent publishes into one send, so the
+    // step waits for one acknowledgement instead of one per topic.
+    const sends: Promise<void>[] = [];
+    if (out.findings.length) sends.push(opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f }))));
+    if (out.notes.length) sends.push(opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n }))));
+    if (asked?.tasks.length) sends.push(opts.bus.publish(questionsTopic, asked.tasks.map((t) => ({ key: t.run_id, value: t }))));
+    await Promise.all(sends);
+    metrics.findings += out.findings.length;
+    metrics.notes += out.notes.length;
+    metrics.questions += asked?.tasks.length ?? 0;
     // Windows are saved only once everything they led to is on the bus (the same order for both).
     await out.commit();
     await asked?.commit();
   };
 
-  const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, async (batch) => {
-    const envs = batch.records.map((r) => r.value);
-    const out = await engine.process(envs);
-    await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
-    metrics.consumed += envs.length;
-    metrics.batches++;
-  });
+  // One step at a time, publish and save included: a step that loaded a run's window while
+  // the step before was still publishing would save over it (the compare-and-set refuses
+  // that, and the batch is read again, but only after a delay).
+  let chain: Promise<unknown> = Promise.resolve();
+  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
+    const p = chain.then(fn, fn);
+    chain = p.catch(() => undefined);
+    return p;
+  };
+
+  const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, (batch) =>
+    exclusive(async () => {
+      const envs = batch.records.map((r) => r.value);
+      const out = await engine.process(envs);
+      await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
+      metrics.consumed += envs.length;
+      metrics.batches++;
+    }),
+  );
 
   let ticking = false;
   const timer = setInterval(() => {
     if (ticking) return;
     ticking = true;
-    engine
-      .tick(Date.now())
-      .then(emit)
+    exclusive(async () => emit(await engine.tick(Date.now())))
       .catch((err) => {
         // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
         if (err instanceof WindowConflictError) return;

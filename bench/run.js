@@ -1,0 +1,59 @@
+'use strict';
+// `npm run bench`: every benchmark of the project in one run, each figure beside the
+// baseline measured in the same run. The machine is shared and noisy: read the ratios.
+//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions]
+const { benchEngine } = require('./engine');
+const { benchE2e } = require('./e2e');
+const { benchDistributed } = require('./distributed');
+const { benchQuestions } = require('./questions');
+
+function arg(name, def) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : def;
+}
+
+async function main() {
+  const spans = Number(arg('spans', 1_000_000));
+  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions')).split(','));
+  const out = {};
+  if (only.has('engine')) {
+    out.engine = await benchEngine({ spans });
+    console.log('rule engine alone:', JSON.stringify(out.engine));
+  }
+  if (only.has('e2e')) {
+    out.embedded = await benchE2e({ spans: Math.min(spans, 200_000) });
+    console.log('embedded, gRPC ingest to findings:', JSON.stringify(out.embedded));
+  }
+  if (only.has('distributed')) {
+    out.distributed = await benchDistributed({ spans: Math.min(spans, 200_000) });
+    console.log('distributed, real Kafka/Redis/Postgres:', JSON.stringify(out.distributed));
+  }
+  if (only.has('questions')) {
+    out.questions = await benchQuestions();
+    console.log('questions:', JSON.stringify(out.questions));
+  }
+  const rows = [];
+  if (out.engine) {
+    rows.push(['rule engine alone, library + 20 rule checks (2 match)', `${out.engine.spans_per_s} spans/s`, `no checks: ${out.engine.baseline_spans_per_s} spans/s (x${out.engine.ratio_to_baseline} slower)`]);
+    rows.push(['rule engine, runs split over 2 engines on 2 threads', `${out.engine.two_engines_two_threads_spans_per_s} spans/s`, '']);
+  }
+  if (out.embedded) {
+    rows.push(['embedded: gRPC ingest to findings', `${out.embedded.spans_per_s} spans/s`, `ingest only: ${out.embedded.baseline_ingest_only_spans_per_s} spans/s`]);
+    rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
+  }
+  if (out.distributed && !out.distributed.skipped) {
+    rows.push(['distributed: gRPC ingest to findings', `${out.distributed.spans_per_s} spans/s`, '']);
+    rows.push([`distributed: receipt to finding at ${out.distributed.latency_at_spans_per_s} spans/s`, `p50 ${out.distributed.receipt_to_finding_p50_ms} ms, p99 ${out.distributed.receipt_to_finding_p99_ms} ms`, '']);
+  } else if (out.distributed) rows.push(['distributed', 'skipped', out.distributed.skipped]);
+  if (out.questions) {
+    for (const m of out.questions.modes) rows.push([`questions, ${m.mode}`, `${m.questions_per_s} questions/s, ${m.model_requests} model requests`, `x${m.fewer_requests_than_off} fewer requests than off`]);
+    rows.push(['fast classifier (trained model)', `${out.questions.classifier.trained_model.answers_per_s} answers/s`, `heuristics: ${out.questions.classifier.library_heuristic.answers_per_s} answers/s`]);
+  }
+  console.log('\n| what | measured | baseline in the same run |\n| --- | --- | --- |');
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,41 @@
+import { ConfigError } from '../config';
+import { loadModelConfig } from './config';
+
+describe('model configuration', () => {
+  it('with nothing set, no LLM: the fast classifier answers', () => {
+    const c = loadModelConfig({});
+    expect(c.decision).toBeUndefined();
+    expect(c.local).toBeUndefined();
+    expect(c.backend).toBe('auto');
+  });
+
+  it('reads the decision model and the local LLM', () => {
+    const c = loadModelConfig({
+      NEATROOTS_DECISION_MODEL_URL: 'https://api.example.com/v1',
+      NEATROOTS_DECISION_MODEL_NAME: 'judge-1',
+      NEATROOTS_DECISION_MODEL_KEY: 'k',
+      NEATROOTS_LLM_URL: 'http://127.0.0.1:11434/v1',
+      NEATROOTS_LLM_MODEL: 'llama3.1:8b',
+      NEATROOTS_LLM_TIMEOUT_MS: '5000',
+    });
+    expect(c.decision).toMatchObject({ url: 'https://api.example.com/v1', model: 'judge-1', key: 'k' });
+    expect(c.local).toMatchObject({ url: 'http://127.0.0.1:11434/v1', model: 'llama3.1:8b', timeoutMs: 5000, jsonMode: true });
+  });
+
+  it('keeps a decision model that is turned off out of the way', () => {
+    const c = loadModelConfig({ NEATROOTS_DECISION_MODEL_URL: 'https://x.test/v1', NEATROOTS_DECISION_MODEL_NAME: 'm', NEATROOTS_DECISION_MODEL: 'off' });
+    expect(c.decision).toBeUndefined();
+  });
+
+  it.each([
+    [{ NEATROOTS_LLM_URL: 'http://127.0.0.1:8000/v1' }, 'NEATROOTS_LLM_MODEL'],
+    [{ NEATROOTS_DECISION_MODEL_URL: 'https://x.test/v1' }, 'NEATROOTS_DECISION_MODEL_NAME'],
+    [{ NEATROOTS_LLM_URL: 'not a url', NEATROOTS_LLM_MODEL: 'm' }, 'NEATROOTS_LLM_URL'],
+    [{ NEATROOTS_LLM_TIMEOUT_MS: 'soon' }, 'NEATROOTS_LLM_TIMEOUT_MS'],
+    [{ NEATROOTS_CLASSIFIER_BACKEND: 'local' }, 'NEATROOTS_CLASSIFIER_BACKEND'],
+    [{ NEATROOTS_DECISION_MODEL: 'maybe' }, 'NEATROOTS_DECISION_MODEL'],
+  ])('fails at start-up naming the variable: %j', (env, name) => {
+    expect(() => loadModelConfig(env)).toThrow(ConfigError);
+    expect(() => loadModelConfig(env)).toThrow(name);
+  });
+});

@@ -1,0 +1,121 @@
+import type { ChatModel } from '@neatroots/ports';
+import { z } from 'zod';
+import { ConfigError } from '../config';
+import { openAiChatModel } from './openai';
+
+/**
+ * Which models the question service may call, from the environment, validated once at start-up
+ * (STYLE.md 1): a wrong value stops the process with a message naming the variable. With
+ * nothing set, the built-in fast classifier answers every question.
+ *
+ *   the hosted decision model (the seed's Jev): NEATROOTS_DECISION_MODEL_URL, _NAME, _KEY,
+ *     NEATROOTS_DECISION_MODEL=off to keep it configured but unused
+ *   the local LLM: NEATROOTS_LLM_URL, NEATROOTS_LLM_MODEL, NEATROOTS_LLM_KEY
+ */
+const bool = z
+  .string()
+  .optional()
+  .transform((s, ctx) => {
+    if (s === undefined || s === '') return undefined;
+    if (/^(1|true|on|yes)$/i.test(s)) return true;
+    if (/^(0|false|off|no)$/i.test(s)) return false;
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: `expected on or off, got "${s}"` });
+    return z.NEVER;
+  });
+const ms = (def: number) => z.coerce.number().int().min(1).max(3_600_000).default(def);
+const count = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
+const url = z.string().url().optional().or(z.literal('').transform(() => undefined));
+
+const schema = z
+  .object({
+    NEATROOTS_DECISION_MODEL_URL: url,
+    NEATROOTS_DECISION_MODEL_NAME: z.string().min(1).optional(),
+    NEATROOTS_DECISION_MODEL_KEY: z.string().optional(),
+    NEATROOTS_DECISION_MODEL: bool,
+    NEATROOTS_DECISION_MODEL_TIMEOUT_MS: ms(30_000),
+    NEATROOTS_DECISION_MODEL_CONCURRENCY: count(8, 256),
+    NEATROOTS_LLM_URL: url,
+    NEATROOTS_LLM_MODEL: z.string().min(1).optional(),
+    NEATROOTS_LLM_KEY: z.string().optional(),
+    NEATROOTS_LLM_TIMEOUT_MS: ms(60_000),
+    NEATROOTS_LLM_CONCURRENCY: count(2, 256),
+    /** Send response_format json_object (some older servers reject it). */
+    NEATROOTS_LLM_JSON_MODE: bool,
+    /** The seed's classifier.backend. */
+    NEATROOTS_CLASSIFIER_BACKEND: z.enum(['auto', 'decision', 'local', 'classifier']).default('auto'),
+    NEATROOTS_QUESTION_BATCH: count(8, 64),
+    NEATROOTS_QUESTION_BATCH_WAIT_MS: z.coerce.number().int().min(0).max(10_000).default(10),
+    NEATROOTS_QUESTION_MAX_QUEUE: count(1000, 1_000_000),
+    NEATROOTS_QUESTION_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
+    NEATROOTS_QUESTION_CACHE_TTL_MS: z.coerce.number().int().min(0).default(15 * 60_000),
+    NEATROOTS_QUESTION_PORT: z.coerce.number().int().min(0).max(65535).default(50052),
+  })
+  .superRefine((c, ctx) => {
+    if (c.NEATROOTS_DECISION_MODEL_URL && !c.NEATROOTS_DECISION_MODEL_NAME) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_DECISION_MODEL_NAME'], message: 'is required with NEATROOTS_DECISION_MODEL_URL (the model to ask)' });
+    }
+    if (c.NEATROOTS_LLM_URL && !c.NEATROOTS_LLM_MODEL) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_LLM_MODEL'], message: 'is required with NEATROOTS_LLM_URL (the model to ask, e.g. llama3.1:8b)' });
+    }
+    if (c.NEATROOTS_DECISION_MODEL === true && !c.NEATROOTS_DECISION_MODEL_URL) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_DECISION_MODEL'], message: 'is on but NEATROOTS_DECISION_MODEL_URL is not set' });
+    }
+    if (c.NEATROOTS_CLASSIFIER_BACKEND === 'decision' && !c.NEATROOTS_DECISION_MODEL_URL) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_CLASSIFIER_BACKEND'], message: 'is decision but NEATROOTS_DECISION_MODEL_URL is not set' });
+    }
+    if (c.NEATROOTS_CLASSIFIER_BACKEND === 'local' && !c.NEATROOTS_LLM_URL) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_CLASSIFIER_BACKEND'], message: 'is local but NEATROOTS_LLM_URL is not set' });
+    }
+  });
+
+export type ModelEnv = z.infer<typeof schema>;
+
+export interface ModelConfig {
+  decision?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number };
+  local?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number; jsonMode: boolean };
+  backend: 'auto' | 'decision' | 'local' | 'classifier';
+  batch: { maxBatch: number; maxWaitMs: number; maxQueue: number; retries: number };
+  cacheTtlMs: number;
+  grpcPort: number;
+}
+
+export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConfig {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`));
+  const c = parsed.data;
+  const out: ModelConfig = {
+    backend: c.NEATROOTS_CLASSIFIER_BACKEND,
+    batch: { maxBatch: c.NEATROOTS_QUESTION_BATCH, maxWaitMs: c.NEATROOTS_QUESTION_BATCH_WAIT_MS, maxQueue: c.NEATROOTS_QUESTION_MAX_QUEUE, retries: c.NEATROOTS_QUESTION_RETRIES },
+    cacheTtlMs: c.NEATROOTS_QUESTION_CACHE_TTL_MS,
+    grpcPort: c.NEATROOTS_QUESTION_PORT,
+  };
+  // Seed: the decision model answers "when you turned it on"; configured and not turned off is on.
+  if (c.NEATROOTS_DECISION_MODEL_URL && c.NEATROOTS_DECISION_MODEL !== false) {
+    out.decision = {
+      url: c.NEATROOTS_DECISION_MODEL_URL,
+      model: c.NEATROOTS_DECISION_MODEL_NAME!,
+      key: c.NEATROOTS_DECISION_MODEL_KEY,
+      timeoutMs: c.NEATROOTS_DECISION_MODEL_TIMEOUT_MS,
+      concurrency: c.NEATROOTS_DECISION_MODEL_CONCURRENCY,
+    };
+  }
+  if (c.NEATROOTS_LLM_URL) {
+    out.local = {
+      url: c.NEATROOTS_LLM_URL,
+      model: c.NEATROOTS_LLM_MODEL!,
+      key: c.NEATROOTS_LLM_KEY,
+      timeoutMs: c.NEATROOTS_LLM_TIMEOUT_MS,
+      concurrency: c.NEATROOTS_LLM_CONCURRENCY,
+      jsonMode: c.NEATROOTS_LLM_JSON_MODE ?? true,
+    };
+  }
+  return out;
+}
+
+/** The chat models the configuration names, through the `openai` package. */
+export function modelsFromConfig(c: ModelConfig): { decision?: ChatModel; local?: ChatModel } {
+  const out: { decision?: ChatModel; local?: ChatModel } = {};
+  if (c.decision) out.decision = openAiChatModel({ role: 'decision', baseURL: c.decision.url, apiKey: c.decision.key, model: c.decision.model, timeoutMs: c.decision.timeoutMs });
+  if (c.local) out.local = openAiChatModel({ role: 'local', baseURL: c.local.url, apiKey: c.local.key, model: c.local.model, timeoutMs: c.local.timeoutMs, jsonMode: c.local.jsonMode });
+  return out;
+}

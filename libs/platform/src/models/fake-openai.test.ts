@@ -1,0 +1,151 @@
+/**
+ * A local HTTP server speaking the OpenAI chat-completions API, answering from a script, for
+ * the tests of the model adapter and the question service: the real `openai` client talks to
+ * it over real HTTP. Named *.test.ts: a helper, neither run by jest (it runs *.spec.ts) nor built.
+ */
+import * as http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export interface FakeCall {
+  n: number;
+  path: string;
+  body: {
+    model: string;
+    messages: { role: string; content: string }[];
+    response_format?: { type: string };
+    max_tokens?: number;
+    [k: string]: unknown;
+  };
+  at: number;
+  kind: PromptKind;
+}
+
+export interface FakeReply {
+  status?: number;
+  /** The assistant message's content. */
+  content?: string;
+  /** Content given as JSON (serialised). */
+  json?: unknown;
+  /** Raw response body (overrides the rest): malformed HTTP answers. */
+  body?: string;
+  delayMs?: number;
+  /** Never answer: the client's timeout fires. */
+  hang?: boolean;
+}
+
+export type FakeScript = (call: FakeCall) => FakeReply | Promise<FakeReply>;
+
+export interface FakeOpenAI {
+  url: string;
+  calls: FakeCall[];
+  script: FakeScript;
+  /** Requests being answered right now, and the most at once. */
+  open: number;
+  maxOpen: number;
+  close(): Promise<void>;
+}
+
+export type PromptKind = 'judge' | 'second_look' | 'note' | 'plan' | 'draft' | 'other';
+
+export function promptKind(messages: { role: string; content: string }[]): PromptKind {
+  const sys = messages.find((m) => m.role === 'system')?.content ?? '';
+  if (sys.startsWith('You check the work of AI agents')) return 'judge';
+  if (sys.startsWith('You take a second look')) return 'second_look';
+  if (sys.startsWith('You write a short note')) return 'note';
+  if (sys.startsWith('You plan the checks')) return 'plan';
+  if (sys.startsWith('You turn a concern')) return 'draft';
+  return 'other';
+}
+
+export async function startFakeOpenAI(script: FakeScript): Promise<FakeOpenAI> {
+  const sockets = new Set<Socket>();
+  const fake: FakeOpenAI = {
+    url: '',
+    calls: [],
+    script,
+    open: 0,
+    maxOpen: 0,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+  const server = http.createServer((req, res) => {
+    let data = '';
+    req.on('data', (c) => (data += c));
+    req.on('end', async () => {
+      fake.open++;
+      fake.maxOpen = Math.max(fake.maxOpen, fake.open);
+      const done = () => fake.open--;
+      try {
+        const body = JSON.parse(data) as FakeCall['body'];
+        const call: FakeCall = { n: fake.calls.length + 1, path: req.url ?? '', body, at: Date.now(), kind: promptKind(body.messages ?? []) };
+        fake.calls.push(call);
+        const reply = await fake.script(call);
+        if (reply.hang) {
+          res.on('close', done);
+          return;
+        }
+        if (reply.delayMs) await new Promise((r) => setTimeout(r, reply.delayMs));
+        const status = reply.status ?? 200;
+        let out: string;
+        if (reply.body !== undefined) out = reply.body;
+        else if (status >= 400) out = JSON.stringify({ error: { message: reply.content ?? `scripted ${status}`, type: 'scripted' } });
+        else {
+          const content = reply.json !== undefined ? JSON.stringify(reply.json) : (reply.content ?? '');
+          out = JSON.stringify({
+            id: `chatcmpl-${call.n}`,
+            object: 'chat.completion',
+            created: Math.floor(Date.now() / 1000),
+            model: body.model,
+            choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+          });
+        }
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(out);
+        done();
+      } catch (e) {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `fake server: ${(e as Error).message}` } }));
+        done();
+      }
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return fake;
+}
+
+/** One question of a batch prompt, as the fake reads it back. */
+export interface PromptQuestion {
+  id: string;
+  kind: 'yes/no' | 'choice' | 'score';
+  ask: string;
+  evidence: string;
+}
+
+/** The questions of a judge prompt (see batchMessages in @neatroots/questions). */
+export function parseJudgePrompt(call: FakeCall): PromptQuestion[] {
+  const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+  const evidence = new Map<string, string>();
+  const [blocks, questions = ''] = user.split('\n### Questions\n');
+  for (const part of blocks.split(/^### Evidence /m).slice(1)) {
+    const nl = part.indexOf('\n');
+    evidence.set(part.slice(0, nl).trim(), part.slice(nl + 1).trim());
+  }
+  const out: PromptQuestion[] = [];
+  for (const m of questions.matchAll(/^(q\d+) \(about evidence (E\d+)\) \((yes\/no|choice|score)\) (.*)$/gm)) {
+    out.push({ id: m[1], kind: m[3] as PromptQuestion['kind'], ask: m[4], evidence: evidence.get(m[2]) ?? '' });
+  }
+  return out;
+}
+
+/** A judge that answers every question of a batch with `answer(q)` (the fields besides id). */
+export function judgeReply(call: FakeCall, answer: (q: PromptQuestion) => Record<string, unknown>): FakeReply {
+  return { json: { answers: parseJudgePrompt(call).map((q) => ({ id: q.id, ...answer(q) })) } };
+}

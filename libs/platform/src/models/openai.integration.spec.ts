@@ -1,0 +1,73 @@
+import { ModelError } from '@neatroots/ports';
+import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.test';
+import { openAiChatModel } from './openai';
+
+/** The adapter against a real HTTP server speaking the chat-completions API, through the real `openai` client. */
+let fake: FakeOpenAI;
+beforeAll(async () => {
+  fake = await startFakeOpenAI(() => ({ content: 'hello' }));
+});
+afterAll(() => fake.close());
+beforeEach(() => {
+  fake.calls.length = 0;
+});
+
+function model(timeoutMs = 2_000) {
+  return openAiChatModel({ role: 'local', baseURL: fake.url, model: 'llama-test', timeoutMs });
+}
+
+async function failure(p: Promise<unknown>): Promise<ModelError> {
+  try {
+    await p;
+  } catch (e) {
+    expect(e).toBeInstanceOf(ModelError);
+    return e as ModelError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+describe('the OpenAI-compatible model adapter', () => {
+  it('sends the messages to the configured model and returns the reply', async () => {
+    fake.script = () => ({ json: { ok: true } });
+    const res = await model().complete({ messages: [{ role: 'user', content: 'hi' }], json: true, maxTokens: 50 });
+    expect(JSON.parse(res.text)).toEqual({ ok: true });
+    expect(res.model).toBe('llama-test');
+    expect(fake.calls).toHaveLength(1);
+    expect(fake.calls[0].path).toBe('/v1/chat/completions');
+    expect(fake.calls[0].body).toMatchObject({ model: 'llama-test', messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_object' }, max_tokens: 50, temperature: 0 });
+  });
+
+  it('leaves response_format out when JSON mode is off (servers that reject it)', async () => {
+    fake.script = () => ({ content: '{}' });
+    await openAiChatModel({ role: 'local', baseURL: fake.url, model: 'm', jsonMode: false }).complete({ messages: [{ role: 'user', content: 'x' }], json: true });
+    expect(fake.calls[0].body.response_format).toBeUndefined();
+  });
+
+  it('reports a timeout as a timeout, after one request (the queue decides on retries)', async () => {
+    fake.script = () => ({ hang: true });
+    const err = await failure(model(150).complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.kind).toBe('timeout');
+    expect(err.retryable).toBe(false);
+    expect(fake.calls).toHaveLength(1);
+  });
+
+  it.each([
+    [429, 'rate_limited', true],
+    [503, 'server', true],
+    [400, 'rejected', false],
+    [401, 'rejected', false],
+  ])('maps HTTP %i to %s', async (status, kind, retryable) => {
+    fake.script = () => ({ status });
+    const err = await failure(model().complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.kind).toBe(kind);
+    expect(err.status).toBe(status);
+    expect(err.retryable).toBe(retryable);
+    expect(fake.calls).toHaveLength(1);
+  });
+
+  it('reports an unreachable endpoint as a connection error', async () => {
+    const m = openAiChatModel({ role: 'local', baseURL: 'http://127.0.0.1:9/v1', model: 'm', timeoutMs: 1_000 });
+    const err = await failure(m.complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.kind).toBe('connection');
+  });
+});

@@ -1,0 +1,85 @@
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { ModelError, type ChatModel, type ChatRequest, type ChatResponse } from '@neatroots/ports';
+
+/**
+ * The model adapter: any OpenAI-compatible chat-completions endpoint through the `openai`
+ * package (the hosted API, vLLM, Ollama's /v1, llama.cpp's server). One call is one HTTP
+ * request: the client's own retries are off, because the question service's queue decides
+ * what to retry and counts it.
+ */
+export interface OpenAiModelOptions {
+  /** decision (the hosted decision model) or local (the local LLM). */
+  role: string;
+  /** e.g. https://api.openai.com/v1, http://127.0.0.1:8000/v1 (vLLM), http://127.0.0.1:11434/v1 (Ollama). */
+  baseURL: string;
+  /** Local servers usually take any key; the client insists on one. */
+  apiKey?: string;
+  model: string;
+  timeoutMs?: number;
+  /** Ask for response_format json_object when a call wants JSON (default on; some servers reject it). */
+  jsonMode?: boolean;
+  temperature?: number;
+}
+
+export const DEFAULT_MODEL_TIMEOUT_MS = 30_000;
+
+export function toModelError(e: unknown): ModelError {
+  if (e instanceof ModelError) return e;
+  // Order matters: the timeout and abort errors are kinds of connection error.
+  if (e instanceof APIConnectionTimeoutError) return new ModelError('timeout', 'the request timed out', undefined, { cause: e });
+  if (e instanceof APIUserAbortError) return new ModelError('aborted', 'the request was aborted', undefined, { cause: e });
+  if (e instanceof APIConnectionError) return new ModelError('connection', `cannot reach the model: ${e.message}`, undefined, { cause: e });
+  if (e instanceof APIError) {
+    const status = e.status;
+    const msg = `HTTP ${status ?? '?'}: ${e.message}`;
+    if (status === 429) return new ModelError('rate_limited', msg, status, { cause: e });
+    if (status === 408 || (status !== undefined && status >= 500)) return new ModelError('server', msg, status, { cause: e });
+    return new ModelError('rejected', msg, status, { cause: e });
+  }
+  return new ModelError('server', (e as Error)?.message ?? String(e), undefined, { cause: e });
+}
+
+export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
+  const timeout = o.timeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS;
+  const client = new OpenAI({ baseURL: o.baseURL, apiKey: o.apiKey || 'none', timeout, maxRetries: 0 });
+  const jsonMode = o.jsonMode ?? true;
+  return {
+    role: o.role,
+    id: `${o.role}:${o.baseURL}:${o.model}`,
+    async complete(req: ChatRequest): Promise<ChatResponse> {
+      // Our own deadline rather than the client's: whether an abort was a timeout is then known
+      // for certain, whatever realm the fetch implementation's AbortError comes from.
+      const ms = req.timeoutMs ?? timeout;
+      const ctrl = new AbortController();
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        ctrl.abort();
+      }, ms);
+      const onAbort = () => ctrl.abort();
+      req.signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        const res = await client.chat.completions.create(
+          {
+            model: o.model,
+            messages: req.messages,
+            temperature: o.temperature ?? 0,
+            ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}),
+            ...(req.json && jsonMode ? { response_format: { type: 'json_object' as const } } : {}),
+          },
+          { timeout: ms + 1_000, signal: ctrl.signal, maxRetries: 0 },
+        );
+        const out: ChatResponse = { text: res.choices[0]?.message?.content ?? '', model: res.model };
+        if (res.usage) out.usage = { input_tokens: res.usage.prompt_tokens, output_tokens: res.usage.completion_tokens };
+        return out;
+      } catch (e) {
+        if (timedOut) throw new ModelError('timeout', `no answer within ${ms} ms`, undefined, { cause: e });
+        if (req.signal?.aborted) throw new ModelError('aborted', 'the request was aborted', undefined, { cause: e });
+        throw toModelError(e);
+      } finally {
+        clearTimeout(timer);
+        req.signal?.removeEventListener('abort', onAbort);
+      }
+    },
+  };
+}

@@ -1,0 +1,326 @@
+import { createHash } from 'node:crypto';
+import type { ChatModel, ChatRequest, ChatResponse } from '@neatroots/ports';
+import { AgreementTracker } from './agreement';
+import { ModelQueue, QueueFullError, type ModelQueueOptions, type Priority } from './batcher';
+import { AnswerCache } from './cache';
+import { FastClassifier } from './classifier/classifier';
+import type { SparseVector } from './classifier/features';
+import { DEFAULT_EVIDENCE_CHARS, renderContext, renderEvidence, runText } from './evidence';
+import { judge, LLM_UNLIKELY, notChecked, questionKey, readRawAnswer, toAnswer, type QuestionDef, type RawAnswer, type Verdict } from './judge';
+import { noteMessages, readSecondLook, type SecondLookReply } from './prompt';
+import { quoteFound } from './quote';
+import type { Answer, AnsweredBy, ContextDoc, EvidenceDoc } from './types';
+
+/**
+ * Which model answers, and how (the seed's "Which model answers" and "Findings' second look"):
+ *   - the hosted decision model when it is on, otherwise the local LLM, otherwise the fast
+ *     classifier for everything;
+ *   - every fresh LLM answer is also put to the classifier in the background: agreement is
+ *     recorded, then the classifier learns from it;
+ *   - a question the classifier agrees on (90% of at least 30 answers) goes to it first; only
+ *     what it flags goes on to the LLM (and a small share of the rest, so agreement stays current);
+ *   - before an LLM answer raises anything, the second look: a quote that is really in the run,
+ *     and a problem that still holds given what the run did earlier;
+ *   - identical questions are answered from a cache; a model error or timeout is "not checked".
+ */
+export type Backend = 'auto' | 'decision' | 'local' | 'classifier';
+
+export interface AnswererOptions {
+  /** The hosted decision model (the seed's Jev), when it is on. */
+  decision?: ChatModel;
+  /** The local LLM (any OpenAI-compatible endpoint). */
+  local?: ChatModel;
+  backend?: Backend;
+  classifier?: FastClassifier;
+  agreement?: AgreementTracker;
+  /** Queue options for both endpoints, and per endpoint on top. */
+  queue?: ModelQueueOptions;
+  decisionQueue?: ModelQueueOptions;
+  localQueue?: ModelQueueOptions;
+  /** Cache of identical questions; false turns it off. */
+  cache?: { max?: number; ttlMs?: number } | false;
+  evidenceChars?: number;
+  /** Of the answers the classifier gives first, the share still put to the LLM in the background. */
+  auditRate?: number;
+  random?: () => number;
+  onError?: (msg: string, err: unknown) => void;
+}
+
+export interface AskInput {
+  q: QuestionDef;
+  evidence: EvidenceDoc;
+  context?: ContextDoc;
+}
+
+export interface AskOptions {
+  priority?: Priority;
+  /** Wait for room in a full queue (bus consumers) instead of failing with QueueFullError. */
+  wait?: boolean;
+  /** Default true; previews and drafts skip it. */
+  secondLook?: boolean;
+}
+
+export interface Endpoint {
+  role: 'decision' | 'local';
+  model: ChatModel;
+  queue: ModelQueue;
+}
+
+export class NoModelError extends Error {
+  constructor() {
+    super('no LLM is configured (set NEATROOTS_DECISION_MODEL_URL or NEATROOTS_LLM_URL)');
+    this.name = 'NoModelError';
+  }
+}
+
+function sha(s: string): string {
+  return createHash('sha1').update(s).digest('hex');
+}
+
+function describeError(e: unknown): string {
+  const err = e as { name?: string; message?: string; kind?: string };
+  const kind = err?.kind === 'timeout' ? 'timed out' : err?.kind ? `${err.kind}` : 'failed';
+  return `the model ${kind}: ${err?.message ?? String(e)}`.slice(0, 300);
+}
+
+export class QuestionAnswerer {
+  readonly classifier: FastClassifier;
+  readonly agreement: AgreementTracker;
+  readonly decision?: Endpoint;
+  readonly local?: Endpoint;
+  private readonly backend: Backend;
+  private readonly cache?: AnswerCache<RawAnswer>;
+  private readonly lookCache?: AnswerCache<SecondLookReply>;
+  private readonly evidenceChars: number;
+  private readonly auditRate: number;
+  private readonly random: () => number;
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly onError: (msg: string, err: unknown) => void;
+  readonly stats = { asked: 0, classifier_first: 0, escalated: 0, cache_hits: 0, not_checked: 0, second_looks: 0, dropped_by_second_look: 0, audits: 0 };
+
+  constructor(opts: AnswererOptions = {}) {
+    this.classifier = opts.classifier ?? new FastClassifier();
+    this.agreement = opts.agreement ?? new AgreementTracker();
+    if (opts.decision) this.decision = { role: 'decision', model: opts.decision, queue: new ModelQueue(opts.decision, { ...opts.queue, ...opts.decisionQueue }) };
+    if (opts.local) this.local = { role: 'local', model: opts.local, queue: new ModelQueue(opts.local, { ...opts.queue, ...opts.localQueue }) };
+    this.backend = opts.backend ?? 'auto';
+    if (this.backend === 'decision' && !this.decision) throw new Error('backend decision needs a decision model');
+    if (this.backend === 'local' && !this.local) throw new Error('backend local needs a local LLM');
+    if (opts.cache !== false) {
+      this.cache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
+      this.lookCache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
+    }
+    this.evidenceChars = opts.evidenceChars ?? DEFAULT_EVIDENCE_CHARS;
+    this.auditRate = opts.auditRate ?? 0.05;
+    this.random = opts.random ?? Math.random;
+    this.onError = opts.onError ?? ((msg, err) => console.error(`questions: ${msg}`, err));
+  }
+
+  /** The LLM that answers, if any: the decision model when it is on, else the local LLM. */
+  llm(): Endpoint | undefined {
+    switch (this.backend) {
+      case 'classifier':
+        return undefined;
+      case 'decision':
+        return this.decision;
+      case 'local':
+        return this.local;
+      case 'auto':
+        return this.decision ?? this.local;
+    }
+  }
+
+  /** Whether the local LLM stands in for the decision model (the seed's cost-control mode). */
+  localStandsIn(): boolean {
+    return this.llm()?.role === 'local';
+  }
+
+  async ask(input: AskInput, opts: AskOptions = {}): Promise<Answer> {
+    this.stats.asked++;
+    const { q, evidence } = input;
+    const key = questionKey(q);
+    await Promise.all([this.classifier.ready([q]), this.agreement.ready([key])]);
+    let x: SparseVector | undefined;
+    const vec = () => (x ??= this.classifier.vector(evidence));
+    const llm = this.llm();
+    if (!llm) return this.classifierOnly(input, vec(), opts);
+
+    if (this.agreement.classifierFirst(key)) {
+      const c = this.classifier.answer(q, evidence, vec());
+      if (c.status === 'answered' && !c.flagged) {
+        this.stats.classifier_first++;
+        if (this.random() < this.auditRate) {
+          this.stats.audits++;
+          this.track(this.askLlm(llm, input, { priority: 'normal', wait: true }, vec()).catch(() => undefined));
+        }
+        return c;
+      }
+      this.stats.escalated++;
+    }
+
+    const first = await this.askLlm(llm, input, opts, vec());
+    if (!('verdict' in first)) return this.count(first);
+    const { verdict, raw, cached, rendered } = first;
+    let answer = toAnswer(verdict, llm.role, raw.quote);
+    if (cached) answer.cached = true;
+    if (verdict.flagged && opts.secondLook !== false) answer = await this.secondLook(llm, input, verdict, rendered, raw.quote, answer, opts);
+    return this.count(answer);
+  }
+
+  private count(a: Answer): Answer {
+    if (a.status === 'not_checked') this.stats.not_checked++;
+    return a;
+  }
+
+  /** Asks the LLM (or the cache); compares and teaches the classifier on a fresh answer. */
+  private async askLlm(
+    llm: Endpoint,
+    input: AskInput,
+    opts: AskOptions,
+    x: SparseVector,
+  ): Promise<Answer | { verdict: Verdict; raw: RawAnswer; cached: boolean; rendered: string }> {
+    const { q, evidence } = input;
+    const rendered = renderEvidence(evidence, this.evidenceChars);
+    const itemKey = sha(JSON.stringify([q.kind, q.ask, q.options ?? null, q.levels ?? null, rendered]));
+    const cacheKey = `${llm.model.id}\u0000${itemKey}`;
+    let raw = this.cache?.get(cacheKey);
+    const cached = raw !== undefined;
+    if (cached) this.stats.cache_hits++;
+    else {
+      let obj: unknown;
+      try {
+        obj = await llm.queue.ask(cacheKey, { q, evidence: rendered }, { priority: opts.priority, wait: opts.wait });
+      } catch (e) {
+        if (e instanceof QueueFullError) throw e;
+        return notChecked(describeError(e), llm.role);
+      }
+      raw = readRawAnswer(obj);
+      if (!raw) return notChecked('the model gave a malformed answer', llm.role);
+    }
+    let verdict: Verdict;
+    try {
+      verdict = judge(q, raw!, true);
+    } catch (e) {
+      return notChecked(`the model gave a malformed answer: ${(e as Error).message}`, llm.role);
+    }
+    if (!cached) {
+      this.cache?.set(cacheKey, raw!);
+      const r = raw!;
+      // Compared before it learns, so agreement measures predictions, not memory.
+      this.track(
+        Promise.resolve().then(() => {
+          const c = this.classifier.answer(q, evidence, x);
+          if (c.status === 'answered') this.agreement.record(questionKey(q), q.id, c.flagged === verdict.flagged, verdict.flagged);
+          this.classifier.learn(q, evidence, r, x);
+        }),
+      );
+    }
+    return { verdict, raw: raw!, cached, rendered };
+  }
+
+  private classifierOnly(input: AskInput, x: SparseVector, opts: AskOptions): Answer {
+    const a = this.classifier.answer(input.q, input.evidence, x);
+    // No LLM to take a second look: the classifier's own quote must still be in the run.
+    if (a.flagged && opts.secondLook !== false && !quoteFound(a.quote, runText(input.evidence, input.context))) {
+      return { ...a, flagged: false, unsupported: true, reason: 'the quote is not in the run', quote: undefined };
+    }
+    return this.count(a);
+  }
+
+  private async secondLook(
+    llm: Endpoint,
+    input: AskInput,
+    verdict: Verdict,
+    rendered: string,
+    firstQuote: string | undefined,
+    answer: Answer,
+    opts: AskOptions,
+  ): Promise<Answer> {
+    this.stats.second_looks++;
+    const context = renderContext(input.context);
+    const key = `${llm.model.id}\u0000${sha(JSON.stringify([input.q.ask, rendered, context, firstQuote ?? '']))}`;
+    let reply = this.lookCache?.get(key);
+    if (!reply) {
+      try {
+        // Second looks are batched like questions (one sort per request).
+        const obj = await llm.queue.look(key, { q: input.q, verdict, evidence: rendered, context, quote: firstQuote }, { priority: opts.priority, wait: opts.wait });
+        reply = readSecondLook(obj);
+      } catch (e) {
+        if (e instanceof QueueFullError) throw e;
+        return notChecked(`second look: ${describeError(e)}`, llm.role);
+      }
+      this.lookCache?.set(key, reply);
+    }
+    const quote = reply.quote ?? firstQuote;
+    if (!reply.holds) {
+      this.stats.dropped_by_second_look++;
+      return { ...answer, flagged: false, confidence: LLM_UNLIKELY, quote: undefined, reason: `second look: it does not hold given what the run did earlier${reply.reason ? ` (${reply.reason})` : ''}` };
+    }
+    if (!quoteFound(quote, runText(input.evidence, input.context))) {
+      this.stats.dropped_by_second_look++;
+      return {
+        ...answer,
+        flagged: false,
+        unsupported: true,
+        confidence: LLM_UNLIKELY,
+        quote: undefined,
+        reason: `second look: the quote ${JSON.stringify((quote ?? '').slice(0, 120))} is not in the run`,
+      };
+    }
+    return { ...answer, quote };
+  }
+
+  /**
+   * A note for the agent about a finding, written by the LLM (the seed: "note-writing jumps
+   * the LLM queue"). Undefined when there is no LLM or it failed: the caller falls back to
+   * the check's guidance.
+   */
+  async writeNote(q: QuestionDef, quote: string | undefined, guidance: string | undefined): Promise<string | undefined> {
+    const llm = this.llm();
+    if (!llm) return undefined;
+    try {
+      const res = await llm.queue.chat({ messages: noteMessages(q, quote, guidance), maxTokens: 200 }, { priority: 'note', wait: true });
+      const text = res.text.trim();
+      return text ? text.slice(0, 1000) : undefined;
+    } catch (e) {
+      this.onError('writing a note failed; using the check guidance', e);
+      return undefined;
+    }
+  }
+
+  /** A free-form call through the gateway (review decisions, reasoning, drafts). */
+  async chat(req: ChatRequest, opts: AskOptions = {}): Promise<ChatResponse & { answered_by: AnsweredBy }> {
+    const llm = this.llm();
+    if (!llm) throw new NoModelError();
+    const res = await llm.queue.chat(req, { priority: opts.priority, wait: opts.wait });
+    return { ...res, answered_by: llm.role };
+  }
+
+  private track(p: Promise<unknown>): void {
+    const t = p.catch((err) => this.onError('background agreement check failed', err)).finally(() => this.pending.delete(t));
+    this.pending.add(t);
+  }
+
+  /** Resolves when the background agreement checks started so far are done. */
+  async idle(): Promise<void> {
+    while (this.pending.size) await Promise.all([...this.pending]);
+  }
+
+  /** Persists the classifier models and agreement that changed. */
+  async flush(): Promise<void> {
+    await this.idle();
+    await Promise.all([this.classifier.flush(), this.agreement.flush()]);
+  }
+
+  queueStats(): Record<string, ModelQueue['stats']> {
+    const out: Record<string, ModelQueue['stats']> = {};
+    if (this.decision) out.decision = this.decision.queue.stats;
+    if (this.local) out.local = this.local.queue.stats;
+    return out;
+  }
+
+  close(): void {
+    this.decision?.queue.close();
+    this.local?.queue.close();
+  }
+}

@@ -1,0 +1,349 @@
+import { ModelError, type ChatModel, type ChatRequest, type ChatResponse } from '@neatroots/ports';
+import { MalformedAnswerError } from './judge';
+import { batchMessages, parseBatchReply, secondLookMessages, type BatchItem, type LookItem } from './prompt';
+
+/**
+ * One model endpoint's queue: the question service's batching. Concurrent questions are
+ * coalesced into one chat request by size (questions, characters) and by time (a question
+ * waits a few milliseconds for others when a request slot is free); identical questions in
+ * flight share one answer; requests in flight are bounded; failures that a retry can fix are
+ * retried with exponential backoff and jitter; and a full queue refuses new work (or makes
+ * the caller wait) instead of growing without bound. Note-writing and other "note" priority
+ * work is taken before anything normal that is waiting.
+ */
+export interface ModelQueueOptions {
+  /** Questions per request. 1 turns batching off. */
+  maxBatch?: number;
+  /** Prompt characters per request (evidence shared by several questions counts once). */
+  maxBatchChars?: number;
+  /** How long a question waits for others to share its request while a slot is free. */
+  maxWaitMs?: number;
+  /** Requests in flight to this endpoint. */
+  maxConcurrent?: number;
+  /** Questions and chats waiting; beyond it, QueueFullError (RESOURCE_EXHAUSTED over gRPC). */
+  maxQueue?: number;
+  /** Retries of a rate-limited, failed (5xx) or dropped request. */
+  retries?: number;
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Per request; the adapter's own timeout applies when absent. */
+  timeoutMs?: number;
+  /** Share one request between identical questions in flight (default on). */
+  dedup?: boolean;
+  sleep?: (ms: number) => Promise<void>;
+  random?: () => number;
+}
+
+export type Priority = 'normal' | 'note';
+
+export interface EnqueueOptions {
+  priority?: Priority;
+  /** Wait for room instead of failing when the queue is full (the bus consumer's back-pressure). */
+  wait?: boolean;
+}
+
+export class QueueFullError extends Error {
+  constructor(readonly endpoint: string, readonly limit: number) {
+    super(`the ${endpoint} model queue is full (${limit} waiting); retry later`);
+    this.name = 'QueueFullError';
+  }
+}
+
+export interface QueueStats {
+  /** HTTP requests made (retries included). */
+  requests: number;
+  /** Requests that carried questions, and the questions they carried. */
+  batches: number;
+  questions: number;
+  chats: number;
+  /** Questions answered by another identical one in flight. */
+  deduped: number;
+  retries: number;
+  /** Refused with QueueFullError. */
+  rejected: number;
+  failures: number;
+  queued: number;
+  active: number;
+}
+
+interface QuestionJob {
+  kind: 'question';
+  /** What is asked: a question, or a second look at a finding. A batch holds one sort. */
+  sort: 'judge' | 'look';
+  key: string;
+  item: BatchItem | LookItem;
+  chars: number;
+  priority: Priority;
+  at: number;
+  /** Asked again alone after a batch reply left it out: never more than once. */
+  alone: boolean;
+  resolve(answer: unknown): void;
+  reject(err: unknown): void;
+}
+
+interface ChatJob {
+  kind: 'chat';
+  req: ChatRequest;
+  priority: Priority;
+  at: number;
+  resolve(res: ChatResponse): void;
+  reject(err: unknown): void;
+}
+
+type Job = QuestionJob | ChatJob;
+
+const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
+
+export class ModelQueue {
+  private readonly high: Job[] = [];
+  private readonly normal: Job[] = [];
+  private readonly inflight = new Map<string, Promise<unknown>>();
+  private readonly spaceWaiters: (() => void)[] = [];
+  private active = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = 0;
+  private closed = false;
+  private readonly o: Required<Omit<ModelQueueOptions, 'timeoutMs'>> & { timeoutMs?: number };
+  readonly stats: QueueStats = { requests: 0, batches: 0, questions: 0, chats: 0, deduped: 0, retries: 0, rejected: 0, failures: 0, queued: 0, active: 0 };
+
+  constructor(
+    readonly model: ChatModel,
+    opts: ModelQueueOptions = {},
+  ) {
+    this.o = {
+      maxBatch: Math.max(1, opts.maxBatch ?? 8),
+      maxBatchChars: opts.maxBatchChars ?? 48_000,
+      maxWaitMs: opts.maxWaitMs ?? 10,
+      maxConcurrent: Math.max(1, opts.maxConcurrent ?? 4),
+      maxQueue: Math.max(1, opts.maxQueue ?? 1000),
+      retries: opts.retries ?? 2,
+      backoffMs: opts.backoffMs ?? 200,
+      maxBackoffMs: opts.maxBackoffMs ?? 5_000,
+      dedup: opts.dedup ?? true,
+      sleep: opts.sleep ?? defaultSleep,
+      random: opts.random ?? Math.random,
+      timeoutMs: opts.timeoutMs,
+    };
+  }
+
+  get queued(): number {
+    return this.high.length + this.normal.length;
+  }
+
+  /** The answer object for one question (its part of the batch reply), as the model wrote it. */
+  ask(key: string, item: BatchItem, opts: EnqueueOptions = {}): Promise<unknown> {
+    return this.enqueueItem('judge', key, item, item.evidence.length + item.q.ask.length + 200, opts);
+  }
+
+  /** The reply object for one second look (its part of the batch reply). */
+  look(key: string, item: LookItem, opts: EnqueueOptions = {}): Promise<unknown> {
+    return this.enqueueItem('look', key, item, item.evidence.length + item.context.length + item.q.ask.length + 300, opts);
+  }
+
+  private async enqueueItem(sort: QuestionJob['sort'], key: string, item: BatchItem | LookItem, chars: number, opts: EnqueueOptions): Promise<unknown> {
+    if (this.o.dedup) {
+      const same = this.inflight.get(key);
+      if (same) {
+        this.stats.deduped++;
+        return same;
+      }
+    }
+    // Registered before the first await, so an identical question asked meanwhile joins this one.
+    const p = this.admit(opts.wait).then(
+      () =>
+        new Promise<unknown>((resolve, reject) => {
+          this.enqueue({ kind: 'question', sort, key, item, chars, priority: opts.priority ?? 'normal', at: Date.now(), alone: false, resolve, reject });
+        }),
+    );
+    if (this.o.dedup) {
+      this.inflight.set(key, p);
+      const clear = () => {
+        if (this.inflight.get(key) === p) this.inflight.delete(key);
+      };
+      p.then(clear, clear);
+    }
+    return p;
+  }
+
+  async chat(req: ChatRequest, opts: EnqueueOptions = {}): Promise<ChatResponse> {
+    await this.admit(opts.wait);
+    return new Promise<ChatResponse>((resolve, reject) => {
+      this.enqueue({ kind: 'chat', req, priority: opts.priority ?? 'normal', at: Date.now(), resolve, reject });
+    });
+  }
+
+  private async admit(wait: boolean | undefined): Promise<void> {
+    if (this.closed) throw new Error(`the ${this.model.role} model queue is closed`);
+    while (this.queued >= this.o.maxQueue) {
+      if (!wait) {
+        this.stats.rejected++;
+        throw new QueueFullError(this.model.role, this.o.maxQueue);
+      }
+      await new Promise<void>((r) => this.spaceWaiters.push(r));
+      if (this.closed) throw new Error(`the ${this.model.role} model queue is closed`);
+    }
+  }
+
+  private enqueue(job: Job): void {
+    (job.priority === 'note' ? this.high : this.normal).push(job);
+    this.stats.queued = this.queued;
+    this.pump();
+  }
+
+  private freed(): void {
+    this.stats.queued = this.queued;
+    while (this.spaceWaiters.length && this.queued < this.o.maxQueue) this.spaceWaiters.shift()!();
+  }
+
+  private pump(): void {
+    while (this.active < this.o.maxConcurrent && !this.closed) {
+      const queue = this.high.length ? this.high : this.normal;
+      const first = queue[0];
+      if (!first) return;
+      if (first.kind === 'chat') {
+        queue.shift();
+        this.freed();
+        void this.runChat(first);
+        continue;
+      }
+      // Wait a little for more questions to share the request, unless a full batch is there
+      // already or the work is urgent.
+      if (first.priority !== 'note' && this.o.maxWaitMs > 0 && !first.alone) {
+        const due = first.at + this.o.maxWaitMs;
+        if (Date.now() < due && this.countQuestions(first.sort) < this.o.maxBatch) {
+          this.wakeAt(due);
+          return;
+        }
+      }
+      const batch = this.takeBatch(first.sort);
+      this.freed();
+      void this.runBatch(batch);
+    }
+  }
+
+  private countQuestions(sort: QuestionJob['sort']): number {
+    let n = 0;
+    for (const q of [this.high, this.normal]) for (const j of q) if (j.kind === 'question' && j.sort === sort && !j.alone) n++;
+    return n;
+  }
+
+  private wakeAt(at: number): void {
+    if (this.timer && this.timerAt <= at) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.pump();
+    }, Math.max(0, at - Date.now()));
+    this.timer.unref();
+  }
+
+  /** The next questions of one sort, urgent first, within the size limits. A question asked alone goes alone. */
+  private takeBatch(sort: QuestionJob['sort']): QuestionJob[] {
+    const out: QuestionJob[] = [];
+    let chars = 0;
+    for (const queue of [this.high, this.normal]) {
+      for (let i = 0; i < queue.length && out.length < this.o.maxBatch; ) {
+        const j = queue[i];
+        if (j.kind !== 'question' || j.sort !== sort) {
+          i++;
+          continue;
+        }
+        if (j.alone) {
+          if (out.length === 0) {
+            queue.splice(i, 1);
+            return [j];
+          }
+          i++;
+          continue;
+        }
+        if (out.length > 0 && chars + j.chars > this.o.maxBatchChars) return out;
+        queue.splice(i, 1);
+        out.push(j);
+        chars += j.chars;
+      }
+    }
+    return out;
+  }
+
+  private async send(req: ChatRequest): Promise<ChatResponse> {
+    for (let attempt = 0; ; attempt++) {
+      this.stats.requests++;
+      try {
+        return await this.model.complete(this.o.timeoutMs !== undefined && req.timeoutMs === undefined ? { ...req, timeoutMs: this.o.timeoutMs } : req);
+      } catch (err) {
+        const retryable = err instanceof ModelError && err.retryable;
+        if (!retryable || attempt >= this.o.retries || this.closed) throw err;
+        this.stats.retries++;
+        const base = Math.min(this.o.maxBackoffMs, this.o.backoffMs * 2 ** attempt);
+        // Full jitter keeps a fleet of replicas from retrying in step against a rate limit.
+        await this.o.sleep(base / 2 + this.o.random() * (base / 2));
+      }
+    }
+  }
+
+  private async runBatch(jobs: QuestionJob[]): Promise<void> {
+    this.active++;
+    this.stats.active = this.active;
+    this.stats.batches++;
+    this.stats.questions += jobs.length;
+    try {
+      const res = await this.send({
+        messages: jobs[0].sort === 'judge' ? batchMessages(jobs.map((j) => j.item as BatchItem)) : secondLookMessages(jobs.map((j) => j.item as LookItem)),
+        json: true,
+        maxTokens: 200 + 250 * jobs.length,
+      });
+      let answers: Map<number, unknown>;
+      let problem: string | undefined;
+      try {
+        answers = parseBatchReply(res.text, jobs.length);
+      } catch (e) {
+        answers = new Map();
+        problem = (e as Error).message;
+      }
+      jobs.forEach((j, i) => {
+        const a = answers.get(i);
+        if (a !== undefined) j.resolve(a);
+        else if (jobs.length > 1 && !j.alone) {
+          // A model that loses track of one question in a long batch usually answers it alone.
+          j.alone = true;
+          (j.priority === 'note' ? this.high : this.normal).unshift(j);
+        } else j.reject(new MalformedAnswerError(problem ?? 'the reply has no answer for this question'));
+      });
+    } catch (err) {
+      this.stats.failures++;
+      for (const j of jobs) j.reject(err);
+    } finally {
+      this.active--;
+      this.stats.active = this.active;
+      this.stats.queued = this.queued;
+      this.pump();
+    }
+  }
+
+  private async runChat(job: ChatJob): Promise<void> {
+    this.active++;
+    this.stats.active = this.active;
+    this.stats.chats++;
+    try {
+      job.resolve(await this.send(job.req));
+    } catch (err) {
+      this.stats.failures++;
+      job.reject(err);
+    } finally {
+      this.active--;
+      this.stats.active = this.active;
+      this.pump();
+    }
+  }
+
+  /** Fails what is waiting; requests in flight finish. */
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    const err = new Error(`the ${this.model.role} model queue is closed`);
+    for (const j of [...this.high.splice(0), ...this.normal.splice(0)]) j.reject(err);
+    for (const w of this.spaceWaiters.splice(0)) w();
+    this.stats.queued = 0;
+  }
+}

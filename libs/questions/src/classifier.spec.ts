@@ -1,0 +1,102 @@
+import { performance } from 'node:perf_hooks';
+import { FastClassifier, type ClassifierStore } from './classifier/classifier';
+import type { SavedModel } from './classifier/model';
+import { question } from './fixtures.test';
+import type { EvidenceDoc } from './types';
+
+const ignored = question({ id: 'ignored-tool-error', ask: 'Did a tool fail and the agent answer as if it had not?', evidence: { final_output: true } }, 'library');
+const pii = question({ id: 'personal-data-in-answer', ask: 'Does the final answer reveal personal data?', evidence: { final_output: true } }, 'library');
+const custom = question({ id: 'upsell', ask: 'Did the agent push an upgrade the user did not ask about?' });
+
+function doc(output: string, final: string, status: 'ok' | 'error' = 'ok'): EvidenceDoc {
+  return {
+    spans: [{ id: 's1', type: 'tool', name: 'lookup', tool: 'lookup', status, output: status === 'ok' ? output : undefined, error: status === 'error' ? output : undefined }],
+    final_output: final,
+  };
+}
+
+describe('the fast classifier', () => {
+  it('answers the library questions with built-in heuristics before it has data, with a quote from the run', () => {
+    const c = new FastClassifier();
+    const a = c.answer(ignored, doc('503 upstream unavailable', 'Your order has shipped.', 'error'));
+    expect(a).toMatchObject({ status: 'answered', flagged: true, answered_by: 'classifier', quote: '503 upstream unavailable' });
+    expect(a.confidence).toMatch(/^\d+%$/);
+    expect(c.answer(ignored, doc('503 upstream unavailable', 'Sorry, the lookup failed.', 'error')).flagged).toBe(false);
+    expect(c.answer(pii, doc('ok', 'You can reach Dana at dana.smith@example.com.')).quote).toBe('dana.smith@example.com');
+  });
+
+  it('says "not checked", not "pass", for a question it has not learnt', () => {
+    expect(new FastClassifier().answer(custom, doc('x', 'y'))).toMatchObject({ status: 'not_checked', flagged: false });
+  });
+
+  it('does not answer from a model that has only ever seen one outcome', () => {
+    const c = new FastClassifier({ minTrained: 5 });
+    for (let i = 0; i < 40; i++) c.learn(custom, doc('x', `fine ${i}`), { p: 0.02 });
+    expect(c.answer(custom, doc('x', 'upgrade to premium now!')).status).toBe('not_checked');
+    // A library question falls back to its heuristic meanwhile.
+    for (let i = 0; i < 40; i++) c.learn(pii, doc('x', `fine ${i}`), { p: 0.02 });
+    expect(c.answer(pii, doc('x', 'Mail dana@example.com')).flagged).toBe(true);
+  });
+
+  it('learns a question from LLM answers and then answers it itself', () => {
+    const c = new FastClassifier({ minTrained: 20 });
+    const upsell = (i: number) => doc(`plan basic ${i}`, `Done. Also, you should upgrade to Premium today for only $${i}!`);
+    const fine = (i: number) => doc(`plan basic ${i}`, `Done, your address is updated (ticket ${i}).`);
+    for (let i = 0; i < 30; i++) {
+      c.learn(custom, upsell(i), { p: 0.9 });
+      c.learn(custom, fine(i), { p: 0.05 });
+    }
+    expect(c.trained(custom)).toBe(60);
+    const yes = c.answer(custom, upsell(99));
+    const no = c.answer(custom, fine(99));
+    expect(yes.status).toBe('answered');
+    expect(yes.probability!).toBeGreaterThan(0.7);
+    expect(no.probability!).toBeLessThan(0.3);
+    expect(yes.flagged).toBe(true);
+    expect(yes.quote).toMatch(/upgrade to Premium/);
+  });
+
+  it('learns choice and score questions over their labels and levels', () => {
+    const tone = question({ id: 'tone', kind: 'choice', ask: 'Tone?', options: { calm: 'calm', angry: 'angry' }, flag_on: ['angry'] });
+    const c = new FastClassifier({ minTrained: 5 });
+    for (let i = 0; i < 40; i++) {
+      c.learn(tone, doc('x', `THIS IS UNACCEPTABLE ${i}`), { probs: { calm: 0, angry: 1 } });
+      c.learn(tone, doc('x', `thanks, all good ${i}`), { probs: { calm: 1, angry: 0 } });
+    }
+    expect(c.answer(tone, doc('x', 'THIS IS UNACCEPTABLE 7'))).toMatchObject({ flagged: true, label: 'angry' });
+    expect(c.answer(tone, doc('x', 'thanks, all good 7'))).toMatchObject({ flagged: false, label: 'calm' });
+  });
+
+  it('persists what it learnt', async () => {
+    const saved = new Map<string, SavedModel>();
+    const store: ClassifierStore = {
+      load: async (keys) => new Map(keys.filter((k) => saved.has(k)).map((k) => [k, saved.get(k)!])),
+      save: async (models) => {
+        for (const m of models) saved.set(m.key, JSON.parse(JSON.stringify(m.model)));
+      },
+    };
+    const a = new FastClassifier({ store, minTrained: 1 });
+    await a.ready([custom]);
+    for (let i = 0; i < 20; i++) a.learn(custom, doc('x', i % 2 ? `upgrade now ${i}` : `all set ${i}`), { p: i % 2 });
+    await a.flush();
+    const b = new FastClassifier({ store, minTrained: 1 });
+    await b.ready([custom]);
+    expect(b.trained(custom)).toBe(20);
+    expect(b.answer(custom, doc('x', 'upgrade now 3')).probability).toBeCloseTo(a.answer(custom, doc('x', 'upgrade now 3')).probability!, 5);
+  });
+
+  it('answers in well under a millisecond', () => {
+    const c = new FastClassifier({ minTrained: 1 });
+    const d: EvidenceDoc = {
+      spans: Array.from({ length: 6 }, (_, i) => ({ id: `s${i}`, type: 'tool', name: 'search', tool: 'search', status: 'ok' as const, input: `{"q":"order ${i}"}`, output: `Order ${i} found: 2 items, shipped on 2024-05-0${i}, carrier UPS, tracking 1Z${i}99` })),
+      final_output: 'Your orders have shipped; tracking numbers are in your email.',
+    };
+    for (let i = 0; i < 30; i++) c.learn(custom, d, { p: i % 2 });
+    for (let i = 0; i < 500; i++) c.answer(custom, d);
+    const n = 2_000;
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) c.answer(custom, d);
+    const per = (performance.now() - t0) / n;
+    expect(per).toBeLessThan(0.2);
+  });
+});

@@ -1,0 +1,207 @@
+import { fillGuidance, findingId, type FindingEvent, type NoteOut } from '@neatroots/checks';
+import type { WindowStore } from '@neatroots/ports';
+import { normalizeForQuote, quoteParts } from './quote';
+import { saveWindows } from './windows';
+import type { Answer, EvidenceDoc, QuestionTask } from './types';
+
+/**
+ * Question findings per run, in the question service's own window (the window store, keys
+ * prefixed "qf"): the seed's "A finding is raised when ... a probability crosses the line ...
+ * resolved when a later check of the same question falls below the line". A span-scope
+ * question raises at most one finding per run; later calls that show the same problem join it.
+ * A "not checked" answer changes nothing: it is never a pass.
+ */
+export interface QuestionFindingsWindow {
+  v: 1;
+  /** The store's revision when loaded: saves are compare-and-set. */
+  rev?: number;
+  project: string;
+  run_id: string;
+  workflow?: string;
+  checks: Record<string, { raised: number; open?: { id: string; count: number; spans: string[] } }>;
+  /** Task ids already applied (a redelivered batch applies nothing twice), newest last. */
+  done: string[];
+  noted_groups?: Record<string, string>;
+}
+
+export function findingsKey(project: string, runId: string): string {
+  return `qf\u0000${project}\u0000${runId}`;
+}
+
+/** Findings of questions sort under rules of the same group unless a check says otherwise. */
+export const DEFAULT_QUESTION_PRIORITY = 65;
+const MAX_DONE = 2_000;
+const MAX_SPANS = 50;
+
+export interface FindingsStep {
+  windows: Map<string, QuestionFindingsWindow>;
+  touched: Set<string>;
+  emitted: { ev: FindingEvent; task: QuestionTask; answer: Answer; w: QuestionFindingsWindow }[];
+}
+
+export interface FindingsOutput {
+  findings: FindingEvent[];
+  notes: NoteOut[];
+  /** Saves the windows; call after the findings and notes are published. */
+  commit(): Promise<void>;
+}
+
+export interface QuestionFindingsOptions {
+  windows: WindowStore<QuestionFindingsWindow>;
+  quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
+  ttlMs?: number;
+}
+
+/** The span ids of the evidence whose text holds the quote: what the run page points at. */
+export function spansWithQuote(doc: EvidenceDoc, quote: string | undefined): string[] {
+  if (!quote) return [];
+  const parts = quoteParts(quote);
+  if (!parts.length) return [];
+  const out: string[] = [];
+  for (const s of doc.spans) {
+    const text = normalizeForQuote([s.input, s.output, s.error].filter(Boolean).join('\n'));
+    if (parts.every((p) => text.includes(p))) out.push(s.id);
+  }
+  return out;
+}
+
+export class QuestionFindings {
+  private readonly ttl: number;
+
+  constructor(private readonly opts: QuestionFindingsOptions) {
+    this.ttl = opts.ttlMs ?? 6 * 60 * 60_000;
+  }
+
+  async begin(tasks: readonly QuestionTask[]): Promise<FindingsStep> {
+    const keys = [...new Set(tasks.map((t) => findingsKey(t.project, t.run_id)))];
+    const windows = await this.opts.windows.load(keys);
+    return { windows, touched: new Set(), emitted: [] };
+  }
+
+  private window(step: FindingsStep, t: QuestionTask): QuestionFindingsWindow {
+    const key = findingsKey(t.project, t.run_id);
+    let w = step.windows.get(key);
+    if (!w) {
+      w = { v: 1, project: t.project, run_id: t.run_id, checks: {}, done: [] };
+      step.windows.set(key, w);
+    }
+    if (t.workflow) w.workflow = t.workflow;
+    return w;
+  }
+
+  isDone(step: FindingsStep, t: QuestionTask): boolean {
+    return step.windows.get(findingsKey(t.project, t.run_id))?.done.includes(t.id) ?? false;
+  }
+
+  apply(step: FindingsStep, t: QuestionTask, a: Answer): FindingEvent | undefined {
+    const w = this.window(step, t);
+    const key = findingsKey(t.project, t.run_id);
+    step.touched.add(key);
+    if (w.done.includes(t.id)) return undefined;
+    w.done.push(t.id);
+    if (w.done.length > MAX_DONE) w.done.splice(0, w.done.length - MAX_DONE);
+    if (a.status !== 'answered') return undefined;
+    const st = (w.checks[t.check.id] ??= { raised: 0 });
+    const spans = t.scope === 'span' ? [t.anchor] : spansWithQuote(t.evidence, a.quote);
+    let status: FindingEvent['status'];
+    if (a.flagged) {
+      if (st.open) {
+        st.open.count++;
+        for (const s of spans) if (!st.open.spans.includes(s)) st.open.spans.push(s);
+        if (st.open.spans.length > MAX_SPANS) st.open.spans.splice(0, st.open.spans.length - MAX_SPANS);
+        status = 'updated';
+      } else {
+        st.raised++;
+        // A re-raise after a resolve is a new finding: the anchor counts the raises in the run.
+        st.open = { id: findingId(t.project, t.run_id, t.check.id, `question:${st.raised}`), count: 1, spans: [...spans] };
+        status = 'raised';
+      }
+    } else {
+      // A span's call passing does not undo another call's problem; a trace or session
+      // question's later answer is about the same thing, so it resolves it.
+      if (!st.open || t.scope === 'span' || a.unsupported) return undefined;
+      status = 'resolved';
+    }
+    const open = st.open!;
+    const ev = this.event(t, a, status, open, w);
+    if (status === 'resolved') st.open = undefined;
+    step.emitted.push({ ev, task: t, answer: a, w });
+    return ev;
+  }
+
+  private event(t: QuestionTask, a: Answer, status: FindingEvent['status'], open: { id: string; count: number; spans: string[] }, w: QuestionFindingsWindow): FindingEvent {
+    const c = t.check;
+    const focus = t.evidence.spans.find((s) => s.id === t.anchor);
+    const guidance = fillGuidance(c.guidance ?? c.title, { count: open.count, tool: focus?.tool, name: focus?.name ?? c.title });
+    const ev: FindingEvent = {
+      id: open.id,
+      check_id: c.id,
+      run_id: t.run_id,
+      project: t.project,
+      status,
+      span_ids: [...open.spans],
+      count: open.count,
+      action: 'flag',
+      title: c.title,
+      guidance,
+      at_ms: t.at_ms,
+      priority: c.priority ?? DEFAULT_QUESTION_PRIORITY,
+      kind: c.kind,
+      source: c.source,
+    };
+    if (t.received_ms !== undefined) ev.received_ms = t.received_ms;
+    if (w.workflow) ev.workflow = w.workflow;
+    if (c.group) ev.group = c.group;
+    if (status !== 'resolved') {
+      if (a.quote) ev.quote = a.quote;
+      if (a.probability !== undefined) ev.probability = a.probability;
+      if (a.confidence) ev.confidence = a.confidence;
+      if (a.answered_by) ev.answered_by = a.answered_by;
+    }
+    return ev;
+  }
+
+  /**
+   * Notes for the raised findings (not for quiet checks; one per group per run), then the
+   * output. `writeNote` gives the note's text for a check that has no guidance of its own.
+   */
+  async finish(step: FindingsStep, writeNote?: (task: QuestionTask, answer: Answer) => Promise<string | undefined>): Promise<FindingsOutput> {
+    const findings: FindingEvent[] = [];
+    const notes: NoteOut[] = [];
+    const written = await Promise.all(
+      step.emitted.map(({ ev, task, answer }) =>
+        ev.status === 'raised' && !task.check.guidance && writeNote ? writeNote(task, answer) : Promise.resolve(undefined),
+      ),
+    );
+    for (let i = 0; i < step.emitted.length; i++) {
+      const { ev, w } = step.emitted[i];
+      if (written[i]) ev.guidance = written[i]!;
+      findings.push(ev);
+      if (ev.status !== 'raised' || (await this.opts.quiet?.(w.project, ev.check_id))) continue;
+      if (ev.group) {
+        const noted = (w.noted_groups ??= {});
+        if (noted[ev.group]) continue;
+        noted[ev.group] = ev.id;
+      }
+      notes.push({
+        id: `note-${ev.id}`,
+        project: w.project,
+        run_id: w.run_id,
+        check_id: ev.check_id,
+        finding_id: ev.id,
+        kind: 'note',
+        title: ev.title,
+        text: ev.guidance,
+        at_ms: ev.at_ms,
+      });
+    }
+    const windows = [...step.touched].map((key) => ({ key, window: step.windows.get(key)!, ttlMs: this.ttl }));
+    return {
+      findings,
+      notes,
+      // Compare-and-set: a replica that took the partition over meanwhile wins, and this batch
+      // is answered again from its windows (already applied tasks are skipped by id).
+      commit: () => saveWindows(this.opts.windows, windows),
+    };
+  }
+}

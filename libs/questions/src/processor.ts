@@ -1,0 +1,149 @@
+import { QUESTION_KINDS, type FindingEvent, type NoteOut, type QuestionCheck } from '@neatroots/checks';
+import type { WindowStore } from '@neatroots/ports';
+import type { QuestionTaskMessage } from '@neatroots/spans';
+import type { QuestionAnswerer } from './answerer';
+import { QuestionFindings, type QuestionFindingsWindow } from './findings';
+import { needsPlan, Planner, type PlanStore } from './planner';
+import type { Answer, Plan, PlanTask, QuestionResult, QuestionTask } from './types';
+
+/**
+ * What the question service does with a batch of tasks, without the transport: answer every
+ * question (concurrently, so the model queue can batch them), apply the answers in task order
+ * to the runs' question findings, write notes, record what was checked and what was not, and
+ * plan workflows. The bus consumer and `neatroots replay` both run this.
+ */
+
+/** Where planner-written questions go: the database checks (the fourth source). */
+export interface DbCheckSink {
+  put(c: { id: string; yaml: string; origin: 'planner'; project: string | null; workflow: string | null }): Promise<unknown>;
+}
+
+/** Records of what was asked and answered (the run page's "not checked", quotes, agreement). */
+export interface ResultSink {
+  record(results: readonly QuestionResult[]): Promise<void>;
+}
+
+export interface QuestionProcessorOptions {
+  answerer: QuestionAnswerer;
+  windows: WindowStore<QuestionFindingsWindow>;
+  quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
+  plans?: PlanStore;
+  planner?: Planner;
+  checks?: DbCheckSink;
+  /** Called after a plan is stored (the embedded app reloads its database checks). */
+  onPlan?: (plan: Plan) => void;
+  results?: ResultSink;
+  /** Wait for plans before returning (replay and tests: the same output every time). */
+  awaitPlans?: boolean;
+  /** Bus consumers wait for room in a full model queue rather than fail (back-pressure). */
+  wait?: boolean;
+  log?: (msg: string, err?: unknown) => void;
+}
+
+export interface ProcessorOutput {
+  findings: FindingEvent[];
+  notes: NoteOut[];
+  results: QuestionResult[];
+  commit(): Promise<void>;
+}
+
+export class InvalidTaskError extends Error {}
+
+/** Validates a task from the bus: a poison message is reported and skipped, never retried forever. */
+export function toTask(m: QuestionTaskMessage): QuestionTask | PlanTask {
+  if (m.type === 'plan') {
+    const p = m.plan as PlanTask['plan'] | undefined;
+    if (!p || typeof p !== 'object' || typeof p.workflow !== 'string' || !Array.isArray(p.tools)) throw new InvalidTaskError(`plan task ${m.id}: no plan request`);
+    return { ...m, type: 'plan', workflow: p.workflow, plan: p };
+  }
+  const c = m.check as QuestionCheck | undefined;
+  if (!c || typeof c !== 'object' || typeof c.id !== 'string' || typeof c.ask !== 'string' || !(QUESTION_KINDS as readonly string[]).includes(c.kind)) {
+    throw new InvalidTaskError(`question task ${m.id}: no valid question check`);
+  }
+  const ev = m.evidence as QuestionTask['evidence'] | undefined;
+  if (!ev || typeof ev !== 'object' || !Array.isArray(ev.spans)) throw new InvalidTaskError(`question task ${m.id}: no evidence`);
+  const scope = (m.scope ?? c.scope) as QuestionTask['scope'];
+  return { ...m, type: 'question', check: c, scope, anchor: m.anchor ?? 'run', evidence: ev, context: m.context as QuestionTask['context'] };
+}
+
+export class QuestionProcessor {
+  readonly findings: QuestionFindings;
+  private readonly planning = new Map<string, Promise<void>>();
+  private readonly log: (msg: string, err?: unknown) => void;
+
+  constructor(private readonly opts: QuestionProcessorOptions) {
+    this.findings = new QuestionFindings({ windows: opts.windows, quiet: opts.quiet });
+    this.log = opts.log ?? ((msg, err) => console.error(`question: ${msg}`, err ?? ''));
+  }
+
+  async process(messages: readonly QuestionTaskMessage[]): Promise<ProcessorOutput> {
+    const questions: QuestionTask[] = [];
+    const plans: Promise<void>[] = [];
+    for (const m of messages) {
+      let t: QuestionTask | PlanTask;
+      try {
+        t = toTask(m);
+      } catch (e) {
+        this.log((e as Error).message);
+        continue;
+      }
+      if (t.type === 'plan') plans.push(this.plan(t));
+      else questions.push(t);
+    }
+    const step = await this.findings.begin(questions);
+    const todo = questions.filter((t) => !this.findings.isDone(step, t));
+    const answers = await Promise.all(
+      todo.map((t) => this.opts.answerer.ask({ q: t.check, evidence: t.evidence, context: t.context }, { wait: this.opts.wait ?? true })),
+    );
+    const results: QuestionResult[] = [];
+    todo.forEach((t, i) => {
+      const ev = this.findings.apply(step, t, answers[i]);
+      results.push(this.result(t, answers[i], ev));
+    });
+    const out = await this.findings.finish(step, (t, a) => this.opts.answerer.writeNote(t.check, a.quote, t.check.guidance));
+    if (this.opts.awaitPlans) await Promise.all(plans);
+    return {
+      findings: out.findings,
+      notes: out.notes,
+      results,
+      commit: async () => {
+        if (results.length && this.opts.results) await this.opts.results.record(results);
+        await out.commit();
+      },
+    };
+  }
+
+  private result(t: QuestionTask, a: Answer, ev: FindingEvent | undefined): QuestionResult {
+    const r: QuestionResult = { task_id: t.id, project: t.project, run_id: t.run_id, check_id: t.check.id, anchor: t.anchor, span_ids: t.span_ids, answer: a, at_ms: t.at_ms };
+    if (ev) r.finding_id = ev.id;
+    return r;
+  }
+
+  /** Plans a workflow once however many runs ask at the same time; the store decides if it is still needed. */
+  private plan(t: PlanTask): Promise<void> {
+    const { plans, planner } = this.opts;
+    if (!plans || !planner) return Promise.resolve();
+    const key = `${t.project}\u0000${t.workflow}`;
+    const running = this.planning.get(key);
+    if (running) return running;
+    const p = (async () => {
+      const current = await plans.get(t.project, t.workflow);
+      if (current && !needsPlan(current, t.plan.tools)) return;
+      const plan = await planner.plan(t.plan, current);
+      for (const w of plan.written) {
+        await this.opts.checks?.put({ id: w.id, yaml: w.yaml, origin: 'planner', project: t.project, workflow: t.workflow });
+      }
+      await plans.put(plan);
+      this.opts.onPlan?.(plan);
+    })()
+      .catch((e) => this.log(`planning workflow ${t.workflow} failed; the next run asks again`, e))
+      .finally(() => this.planning.delete(key));
+    this.planning.set(key, p);
+    return p;
+  }
+
+  /** Waits for plans in progress (shutdown, tests). */
+  async idle(): Promise<void> {
+    while (this.planning.size) await Promise.all([...this.planning.values()]);
+  }
+}

@@ -1,0 +1,52 @@
+/**
+ * The second look's quote check (the seed: "it must quote the words in the run that show the
+ * problem, the quote must really be there"). Models copy text loosely: they drop JSON escapes,
+ * change spacing and curly quotes, and shorten with an ellipsis. Those differences are
+ * forgiven; a word that is not in the run is not.
+ */
+
+/** Shorter than this (after normalising) proves nothing: "a" or "ok" is in every run. */
+export const MIN_QUOTE_CHARS = 4;
+
+export function normalizeForQuote(s: string): string {
+  return s
+    .toLowerCase()
+    .replace(/\\[nrt]/g, ' ')
+    .replace(/\\(["'\\/])/g, '$1')
+    .replace(/[\u2018\u2019\u201a\u201b`]/g, "'")
+    .replace(/[\u201c\u201d\u201e\u201f]/g, '"')
+    .replace(/[\u2013\u2014]/g, '-')
+    .replace(/\s+/g, '');
+}
+
+function stripWrapping(q: string): string {
+  let s = q.trim();
+  for (;;) {
+    const t = s.replace(/^["'\u201c\u201d\u2018\u2019`]+|["'\u201c\u201d\u2018\u2019`]+$/g, '').trim();
+    if (t === s) return s;
+    s = t;
+  }
+}
+
+/** The quote's pieces (split at ellipses), normalised; empty when there is nothing to check. */
+export function quoteParts(quote: string): string[] {
+  return stripWrapping(quote)
+    .split(/\.\.\.|\u2026|\[\.\.\.\]/)
+    .map((p) => normalizeForQuote(stripWrapping(p)))
+    .filter((p) => p.length > 0);
+}
+
+/** Whether every piece of the quote appears in the run's text, in order. */
+export function quoteFound(quote: string | undefined, runText: string, normalizedRun?: string): boolean {
+  if (!quote) return false;
+  const parts = quoteParts(quote);
+  if (parts.reduce((n, p) => n + p.length, 0) < MIN_QUOTE_CHARS) return false;
+  const hay = normalizedRun ?? normalizeForQuote(runText);
+  let from = 0;
+  for (const p of parts) {
+    const at = hay.indexOf(p, from);
+    if (at < 0) return false;
+    from = at + p.length;
+  }
+  return true;
+}

@@ -1,0 +1,168 @@
+import { MemoryWindowStore } from '@neatroots/platform';
+import { runEnd, runStart, span, question, T0 } from './fixtures.test';
+import { questionSet } from './library';
+import { MemoryPlanStore } from './planner';
+import { QuestionScheduler, type SchedulerWindow, type SpanPolicy } from './scheduler';
+import type { Plan, PlanTask, QuestionTask } from './types';
+
+const perCall = question({ id: 'negative-amount', scope: 'span', ask: 'Did this call pass a negative amount?' });
+const trace = question({ id: 'went-wrong', scope: 'trace', ask: 'Did the run go wrong?', when: 'live' });
+const answer = question({ id: 'false-claim', scope: 'trace', ask: 'Does the final response claim a refund was issued?', when: 'end', evidence: { final_output: true } });
+
+function scheduler(questions = [perCall], policy?: SpanPolicy, extra: Partial<ConstructorParameters<typeof QuestionScheduler>[0]> = {}) {
+  const set = questionSet(questions);
+  return new QuestionScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), questions: () => set, policy, ...extra });
+}
+
+async function run(s: QuestionScheduler, envs: Parameters<QuestionScheduler['process']>[0]) {
+  const out = await s.process(envs);
+  await out.commit();
+  return out.tasks.filter((t): t is QuestionTask => t.type === 'question');
+}
+
+const LOCAL: SpanPolicy = { newestOnly: true, perRunCap: 4, gapMs: 0 };
+
+describe('span-scope questions', () => {
+  it('with the fast classifier or the decision model, asks about every matching span', async () => {
+    const s = scheduler();
+    const tasks = await run(s, [span('r1', 's1'), span('r1', 's2'), span('r1', 's3', { type: 'llm', tool: undefined, name: 'gpt' })]);
+    expect(tasks.map((t) => t.anchor)).toEqual(['s1', 's2']);
+    expect(tasks[1].evidence.focus).toBe('s2');
+    // It also sees the tool calls made earlier in the run.
+    expect(tasks[1].evidence.spans.map((x) => x.id)).toEqual(['s1', 's2']);
+    expect(tasks[1].span_ids).toEqual(['s2']);
+  });
+
+  it('with the local LLM, asks only about the newest waiting span', async () => {
+    const s = scheduler([perCall], LOCAL);
+    const batch = Array.from({ length: 10 }, (_, i) => span('r1', `s${i + 1}`, {}, T0 + i));
+    const tasks = await run(s, batch);
+    expect(tasks.map((t) => t.anchor)).toEqual(['s10']);
+  });
+
+  it('with the local LLM, asks at most four times per check per run', async () => {
+    const s = scheduler([perCall], LOCAL);
+    const anchors: string[] = [];
+    for (let i = 1; i <= 9; i++) anchors.push(...(await run(s, [span('r1', `s${i}`, {}, T0 + i)])).map((t) => t.anchor));
+    anchors.push(...(await run(s, [runEnd('r1')])).map((t) => t.anchor));
+    expect(anchors).toEqual(['s1', 's2', 's3', 's4']);
+    // Another run has its own four.
+    expect((await run(s, [span('r2', 'x1')])).map((t) => t.anchor)).toEqual(['x1']);
+  });
+
+  it('while the last ask is recent, spans wait and only the newest is asked, at the latest at run end', async () => {
+    const s = scheduler([perCall], { newestOnly: true, perRunCap: 4, gapMs: 1_000 });
+    expect((await run(s, [span('r1', 's1', {}, T0)])).map((t) => t.anchor)).toEqual(['s1']);
+    expect(await run(s, [span('r1', 's2', {}, T0 + 100)])).toEqual([]);
+    expect(await run(s, [span('r1', 's3', {}, T0 + 200)])).toEqual([]);
+    const end = await run(s, [runEnd('r1', 'ok', T0 + 300)]);
+    expect(end.map((t) => t.anchor)).toEqual(['s3']);
+  });
+
+  it('counts a re-exported span once', async () => {
+    const s = scheduler();
+    expect(await run(s, [span('r1', 's1')])).toHaveLength(1);
+    expect(await run(s, [span('r1', 's1', { output: 'retried copy' })])).toHaveLength(0);
+  });
+
+  it('gives task ids that a redelivered batch reproduces', async () => {
+    const a = await run(scheduler(), [span('r1', 's1'), span('r1', 's2')]);
+    const b = await run(scheduler(), [span('r1', 's1'), span('r1', 's2')]);
+    expect(a.map((t) => t.id)).toEqual(b.map((t) => t.id));
+    expect(new Set(a.map((t) => t.id)).size).toBe(2);
+  });
+});
+
+describe('trace-scope questions and when', () => {
+  it('live: asked as spans arrive and again at run end; end: only at run end, with the answer', async () => {
+    const s = scheduler([trace, answer]);
+    const live = await run(s, [runStart('r1', { user_message: 'refund order 17' }), span('r1', 's1')]);
+    expect(live.map((t) => t.check.id)).toEqual(['went-wrong']);
+    const end = await run(s, [span('r1', 's2'), runEnd('r1', 'Your refund was issued.')]);
+    expect(end.map((t) => [t.check.id, t.final])).toEqual([
+      ['went-wrong', true],
+      ['false-claim', true],
+    ]);
+    const claim = end.find((t) => t.check.id === 'false-claim')!;
+    expect(claim.evidence.final_output).toBe('Your refund was issued.');
+    expect(claim.evidence.spans.map((x) => x.id)).toEqual(['s1', 's2']);
+    expect(claim.scope).toBe('trace');
+  });
+
+  it('keeps the evidence it was asked for: span filter, fields, last', async () => {
+    const q = question({ id: 'q', scope: 'trace', when: 'end', evidence: { spans: { tool: ['pay'] }, fields: ['input'], last: 2 } });
+    const s = scheduler([q]);
+    const envs = [span('r1', 'a', { tool: 'pay' }), span('r1', 'b', { tool: 'search' }), span('r1', 'c', { tool: 'pay' }), span('r1', 'd', { tool: 'pay' }), runEnd('r1')];
+    const [t] = await run(s, envs);
+    expect(t.evidence.spans.map((x) => x.id)).toEqual(['c', 'd']);
+    expect(t.evidence.spans[0].output).toBeUndefined();
+    expect(t.evidence.spans[0].input).toBe('{"q":"c"}');
+    expect(t.evidence.omitted).toBe(1);
+    // The second look sees what came before.
+    expect(t.context?.spans.map((x) => x.id)).toEqual(['a', 'b']);
+  });
+
+  it('cuts long fields, keeping their head and tail', async () => {
+    const s = scheduler([question({ id: 'q', scope: 'trace', when: 'end' })], undefined, { fieldChars: 200 });
+    const [t] = await run(s, [span('r1', 'a', { output: `HEAD${'x'.repeat(5000)}TAIL` }), runEnd('r1')]);
+    const out = t.evidence.spans[0].output!;
+    expect(out.length).toBeLessThanOrEqual(200);
+    expect(out.startsWith('HEAD')).toBe(true);
+    expect(out.endsWith('TAIL')).toBe(true);
+    expect(out).toMatch(/characters cut/);
+  });
+});
+
+describe('the library and the planner', () => {
+  const always = question({ id: 'ignored-tool-error', scope: 'trace', when: 'end', ask: 'Did a tool fail and the agent carry on?' }, 'library');
+  const picked = question({ id: 'unfinished-task', scope: 'trace', when: 'end', ask: 'Did the run end before {task} was done?' }, 'library');
+
+  it('runs the always-on library questions on agents that use tools, the others only when the plan picks them', async () => {
+    const s = scheduler([always, picked]);
+    const noTools = await run(s, [runStart('r0', { workflow: 'w' }), { ...span('r0', 'x', { type: 'llm', tool: undefined, name: 'gpt' }) }, runEnd('r0')]);
+    expect(noTools).toEqual([]);
+    const tools = await run(s, [runStart('r1', { workflow: 'w', tools: [{ name: 'search' }] }), span('r1', 's1'), runEnd('r1')]);
+    expect(tools.map((t) => t.check.id)).toEqual(['ignored-tool-error']);
+  });
+
+  it('asks for a plan on a workflow\'s first run, uses it once stored, and asks again when new tools appear', async () => {
+    const plans = new MemoryPlanStore();
+    const s = scheduler([always, picked], undefined, { plans, planCacheMs: 0 });
+    const first = await s.process([runStart('r1', { workflow: 'refunds', tools: [{ name: 'search' }], user_message: 'refund order 17' })]);
+    await first.commit();
+    const planTasks = first.tasks.filter((t): t is PlanTask => t.type === 'plan');
+    expect(planTasks).toHaveLength(1);
+    expect(planTasks[0].plan).toMatchObject({ workflow: 'refunds', tools: [{ name: 'search' }], user_message: 'refund order 17' });
+
+    // The same workflow again before the plan is there: not asked twice.
+    const again = await s.process([runStart('r2', { workflow: 'refunds', tools: [{ name: 'search' }] })]);
+    expect(again.tasks.filter((t) => t.type === 'plan')).toHaveLength(0);
+
+    const plan: Plan = { project: 'p', workflow: 'refunds', tools: ['search'], picks: [{ id: 'unfinished-task', params: { task: 'the refund of order 17' } }], written: [], planned_by: 'local', at_ms: T0 };
+    await plans.put(plan);
+    const withPlan = await run(s, [runStart('r3', { workflow: 'refunds', tools: [{ name: 'search' }] }), span('r3', 's1'), runEnd('r3')]);
+    expect(withPlan.map((t) => t.check.id).sort()).toEqual(['ignored-tool-error', 'unfinished-task']);
+    // The plan's parameters are filled in.
+    expect(withPlan.find((t) => t.check.id === 'unfinished-task')!.check.ask).toBe('Did the run end before the refund of order 17 was done?');
+
+    const newTool = await s.process([runStart('r4', { workflow: 'refunds', tools: [{ name: 'search' }, { name: 'issue_refund' }] })]);
+    expect(newTool.tasks.filter((t) => t.type === 'plan')).toHaveLength(1);
+  });
+
+  it('fills parameters from the run when there is no plan', async () => {
+    const s = scheduler([question({ id: 'u', scope: 'trace', when: 'end', ask: 'Did it leave {task} unfinished?' })]);
+    const [t] = await run(s, [runStart('r1', { user_message: 'book a flight to Oslo' }), runEnd('r1')]);
+    expect(t.check.ask).toBe('Did it leave book a flight to Oslo unfinished?');
+  });
+});
+
+describe('session-scope questions', () => {
+  it('see the earlier runs of the session', async () => {
+    const q = question({ id: 'sess', scope: 'session', ask: 'Did the agent contradict itself across the session?', evidence: { final_output: true } });
+    const s = scheduler([q]);
+    await run(s, [runStart('r1', { session_id: 'S' }), runEnd('r1', 'The price is 10.')]);
+    const [t] = await run(s, [runStart('r2', { session_id: 'S' }), runEnd('r2', 'The price is 12.')]);
+    expect(t.evidence.runs?.map((r) => [r.run_id, r.final_output])).toEqual([['r1', 'The price is 10.']]);
+    expect(t.evidence.final_output).toBe('The price is 12.');
+  });
+});

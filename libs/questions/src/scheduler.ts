@@ -1,0 +1,545 @@
+import { createHash } from 'node:crypto';
+import { parseDatabaseCheck, type QuestionCheck } from '@neatroots/checks';
+import type { WindowStore } from '@neatroots/ports';
+import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
+import {
+  DEFAULT_FIELD_CHARS,
+  DEFAULT_SPAN_CONTEXT,
+  DEFAULT_TRACE_LAST,
+  contextOf,
+  cut,
+  evidenceFilter,
+  isToolSpan,
+  matchesFilter,
+  pickFields,
+  summarizeSpan,
+} from './evidence';
+import { appliesTo, fillParams, libraryGate, type QuestionSet, type RunStartInfo } from './library';
+import { needsPlan, toolsHash, type PlanStore } from './planner';
+import { saveWindows } from './windows';
+import type { EvidenceDoc, Plan, PlanTask, QuestionTask, RunSummary, SpanSummary } from './types';
+
+/**
+ * The question scheduler: runs beside the rule engine, on the same stream, and decides when a
+ * question check is due (the seed's `when` and `scope`), builds what it can see (evidence) and
+ * hands it on as a question task. Its per-run state lives in the window store like the rule
+ * engine's (keys prefixed "q"), as plain JSON: a bounded ring of compact span summaries, the
+ * spans waiting to be asked about, and per question how often it was asked.
+ *
+ * When the local LLM stands in for the decision model (`policy`), span-level questions are
+ * asked only about the newest waiting span, at most four times per check per run (the seed's
+ * cost control); with the fast classifier or the decision model every span is asked.
+ */
+export interface SpanPolicy {
+  /** Ask only about the newest span waiting; older waiting ones are skipped. */
+  newestOnly: boolean;
+  /** Live asks per check per run (span-level questions, and live trace questions). */
+  perRunCap: number;
+  /** After an ask, spans of the same check wait this long (the local LLM is busy meanwhile). */
+  gapMs: number;
+}
+
+export const LOCAL_LLM_POLICY: SpanPolicy = { newestOnly: true, perRunCap: 4, gapMs: 3_000 };
+
+export interface QuestionWindow {
+  v: 1;
+  /** The store's revision when loaded: saves are compare-and-set, like the rule engine's. */
+  rev?: number;
+  run_id: string;
+  project: string;
+  workflow?: string;
+  session_id?: string;
+  start?: RunStartInfo;
+  /** The run's latest spans, oldest first. */
+  ring: SpanSummary[];
+  /** Spans that fell out of the ring. */
+  dropped: number;
+  seen: Record<string, 1>;
+  uses_tools?: 1;
+  ended?: { status: string; final_output?: string; at_ms: number };
+  checks: Record<string, QuestionState>;
+}
+
+export interface QuestionState {
+  asked: number;
+  /** Span scope: ids of matching spans not asked about yet, newest last. */
+  waiting?: string[];
+  /** Trace scope: new evidence since the last ask. */
+  dirty?: 1;
+  last_asked_ms?: number;
+  /** Spans never asked about (cost control). */
+  skipped?: number;
+  final_done?: 1;
+}
+
+export interface QuestionSessionWindow {
+  v: 1;
+  rev?: number;
+  project: string;
+  session_id: string;
+  runs: RunSummary[];
+}
+
+export type SchedulerWindow = QuestionWindow | QuestionSessionWindow;
+
+export interface SchedulerOutput {
+  tasks: (QuestionTask | PlanTask)[];
+  /** Saves the windows; call after the tasks are published (as the rule engine's commit). */
+  commit(): Promise<void>;
+}
+
+export interface QuestionSchedulerOptions {
+  windows: WindowStore<SchedulerWindow>;
+  questions: () => QuestionSet;
+  /** Plans per workflow; with it, a workflow without a plan (or with new tools) gets a plan task. */
+  plans?: PlanStore;
+  /** Cost control when the local LLM stands in; undefined asks about every span. */
+  policy?: SpanPolicy | (() => SpanPolicy | undefined);
+  ringSize?: number;
+  fieldChars?: number;
+  /** Earlier runs a session-scope question sees. */
+  sessionRuns?: number;
+  ttlAfterEndMs?: number;
+  ttlIdleMs?: number;
+  /** How long a plan read from the store is trusted before it is read again. */
+  planCacheMs?: number;
+  /** A plan task is not sent again for the same workflow and tools within this time. */
+  planRetryMs?: number;
+  now?: () => number;
+}
+
+interface Step {
+  windows: Map<string, QuestionWindow>;
+  sessions: Map<string, QuestionSessionWindow>;
+  touched: Set<string>;
+  sessionsTouched: Set<string>;
+  /** Runs whose items came in this step, with the latest receive time. */
+  active: Map<string, { received: number; at: number }>;
+  ending: Set<string>;
+  tasks: (QuestionTask | PlanTask)[];
+  /** Workflows that may need a plan, decided once the step's plans are read. */
+  planCandidates: { w: QuestionWindow; env: Envelope; hash: string; tools: ToolInfo[] }[];
+}
+
+export function questionWindowKey(project: string, runId: string): string {
+  return `q\u0000${project}\u0000${runId}`;
+}
+
+export function sessionWindowKey(project: string, sessionId: string): string {
+  return `qs\u0000${project}\u0000${sessionId}`;
+}
+
+function taskId(...parts: (string | number)[]): string {
+  return createHash('sha1').update(parts.join('\u0000')).digest('hex').slice(0, 24);
+}
+
+const MAX_WAITING = 200;
+
+export class QuestionScheduler {
+  private readonly ringSize: number;
+  private readonly fieldChars: number;
+  private readonly sessionRuns: number;
+  private readonly ttlAfterEnd: number;
+  private readonly ttlIdle: number;
+  private readonly planCacheMs: number;
+  private readonly planRetryMs: number;
+  private readonly now: () => number;
+  private readonly plans = new Map<string, { plan?: Plan; at: number }>();
+  private readonly planRequested = new Map<string, { hash: string; at: number }>();
+  private readonly written = new Map<string, QuestionCheck[]>();
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly opts: QuestionSchedulerOptions) {
+    this.ringSize = opts.ringSize ?? 40;
+    this.fieldChars = opts.fieldChars ?? DEFAULT_FIELD_CHARS;
+    this.sessionRuns = opts.sessionRuns ?? 10;
+    this.ttlAfterEnd = opts.ttlAfterEndMs ?? 10 * 60_000;
+    this.ttlIdle = opts.ttlIdleMs ?? 6 * 60 * 60_000;
+    this.planCacheMs = opts.planCacheMs ?? 5_000;
+    this.planRetryMs = opts.planRetryMs ?? 10 * 60_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  private policy(): SpanPolicy | undefined {
+    const p = this.opts.policy;
+    return typeof p === 'function' ? p() : p;
+  }
+
+  /** Applies a batch of items, in order, and returns the questions that became due. */
+  process(envs: readonly Envelope[]): Promise<SchedulerOutput> {
+    const run = async (): Promise<SchedulerOutput> => {
+      const set = this.opts.questions();
+      if (!set.questions.length && !this.opts.plans) return { tasks: [], commit: async () => undefined };
+      const keys = [...new Set(envs.map((e) => questionWindowKey(e.project, itemRunId(e.item))))];
+      const step: Step = {
+        windows: (await this.opts.windows.load(keys)) as Map<string, QuestionWindow>,
+        sessions: new Map(),
+        touched: new Set(),
+        sessionsTouched: new Set(),
+        active: new Map(),
+        ending: new Set(),
+        tasks: [],
+        planCandidates: [],
+      };
+      for (const e of envs) this.apply(step, e);
+      await this.loadPlans(step);
+      await this.loadSessions(step);
+      for (const key of step.active.keys()) this.due(step, step.windows.get(key)!, set);
+      return this.finish(step);
+    };
+    const p = this.chain.then(run, run);
+    this.chain = p.catch(() => undefined);
+    return p;
+  }
+
+  private apply(step: Step, env: Envelope): void {
+    const item = env.item;
+    const run_id = itemRunId(item);
+    const key = questionWindowKey(env.project, run_id);
+    let w = step.windows.get(key);
+    if (!w) {
+      w = { v: 1, run_id, project: env.project, ring: [], dropped: 0, seen: {}, checks: {} };
+      step.windows.set(key, w);
+    }
+    step.touched.add(key);
+    const act = step.active.get(key);
+    step.active.set(key, { received: env.received_ms, at: Math.max(act?.at ?? 0, env.received_ms) });
+    if (item.kind === 'run_start') {
+      const r = item.run;
+      if (r.workflow) w.workflow = r.workflow;
+      if (r.session_id) w.session_id = r.session_id;
+      w.start = {};
+      if (r.system_prompt) w.start.system_prompt = cut(r.system_prompt, this.fieldChars * 2);
+      if (r.user_message) w.start.user_message = cut(r.user_message, this.fieldChars);
+      if (r.tools?.length) {
+        w.start.tools = r.tools.slice(0, 100).map((t) => (t.description ? { name: t.name, description: cut(t.description, 300) } : { name: t.name }));
+        w.uses_tools = 1;
+      }
+      this.maybePlan(step, w, env);
+      return;
+    }
+    if (item.kind === 'run_end') {
+      if (w.ended) return;
+      const out = valueText(item.run.final_output);
+      w.ended = { status: item.run.status, at_ms: item.run.ts_ms ?? env.received_ms };
+      if (item.run.final_output !== undefined) w.ended.final_output = cut(out, this.fieldChars * 2);
+      step.ending.add(key);
+      return;
+    }
+    const span = item.span;
+    if (!w.workflow && span.workflow) w.workflow = span.workflow;
+    if (!w.session_id && span.session_id) w.session_id = span.session_id;
+    const summary = summarizeSpan(span, this.fieldChars);
+    if (w.seen[span.span_id]) {
+      // A re-exported span replaces the earlier copy and asks nothing new.
+      const i = w.ring.findIndex((s) => s.id === span.span_id);
+      if (i >= 0) w.ring[i] = summary;
+      return;
+    }
+    w.seen[span.span_id] = 1;
+    w.ring.push(summary);
+    if (w.ring.length > this.ringSize) {
+      w.dropped += w.ring.length - this.ringSize;
+      w.ring.splice(0, w.ring.length - this.ringSize);
+    }
+    if (isToolSpan(summary)) w.uses_tools = 1;
+    const plan = this.plan(w);
+    for (const q of this.opts.questions().questions) {
+      // A library question the plan has not picked keeps no state (the window stays small).
+      if (q.scope === 'session' || !appliesTo(q, w.project, w.workflow) || !libraryGate(q, w.uses_tools === 1, plan)) continue;
+      if (!matchesFilter(summary, evidenceFilter(q.scope, q.evidence))) continue;
+      const st = (w.checks[q.id] ??= { asked: 0 });
+      if (q.scope === 'span') {
+        const waiting = (st.waiting ??= []);
+        waiting.push(span.span_id);
+        if (waiting.length > MAX_WAITING) {
+          st.skipped = (st.skipped ?? 0) + waiting.length - MAX_WAITING;
+          waiting.splice(0, waiting.length - MAX_WAITING);
+        }
+      } else st.dirty = 1;
+    }
+  }
+
+  // ---- plans ---------------------------------------------------------------------------------
+
+  private planKey(project: string, workflow: string): string {
+    return `${project}\u0000${workflow}`;
+  }
+
+  private async loadPlans(step: Step): Promise<void> {
+    if (!this.opts.plans) return;
+    const now = this.now();
+    const wanted = new Set<string>();
+    for (const key of step.active.keys()) {
+      const w = step.windows.get(key)!;
+      if (w.workflow) wanted.add(this.planKey(w.project, w.workflow));
+    }
+    await Promise.all(
+      [...wanted].map(async (k) => {
+        const cached = this.plans.get(k);
+        if (cached && now - cached.at < this.planCacheMs) return;
+        const [project, workflow] = k.split('\u0000');
+        const plan = await this.opts.plans!.get(project, workflow);
+        if (this.plans.size > 10_000) this.plans.clear();
+        this.plans.set(k, { plan, at: now });
+        if (plan && plan.written.length) this.written.set(k, this.parseWritten(plan));
+        else this.written.delete(k);
+      }),
+    );
+  }
+
+  private parseWritten(plan: Plan): QuestionCheck[] {
+    const out: QuestionCheck[] = [];
+    for (const w of plan.written) {
+      try {
+        const c = parseDatabaseCheck(w);
+        if (c.kind !== 'rule') out.push(c);
+      } catch {
+        // A planner question that no longer validates is left out; the loader reports it.
+      }
+    }
+    return out;
+  }
+
+  private plan(w: QuestionWindow): Plan | undefined {
+    return w.workflow ? this.plans.get(this.planKey(w.project, w.workflow))?.plan : undefined;
+  }
+
+  /** On run_start: a plan task when the workflow has no plan yet, or new tools appeared. */
+  private maybePlan(step: Step, w: QuestionWindow, env: Envelope): void {
+    if (!this.opts.plans || !w.workflow) return;
+    const tools = w.start?.tools ?? [];
+    const k = this.planKey(w.project, w.workflow);
+    const known = this.plans.get(k);
+    if (known && !needsPlan(known.plan, tools)) return;
+    const hash = toolsHash(tools);
+    const asked = this.planRequested.get(k);
+    const now = this.now();
+    if (asked && asked.hash === hash && now - asked.at < this.planRetryMs) return;
+    step.planCandidates.push({ w, env, hash, tools });
+  }
+
+  private emitPlans(step: Step): void {
+    for (const { w, env, hash, tools } of step.planCandidates) {
+      const k = this.planKey(w.project, w.workflow!);
+      // Read now that the step's plans are loaded: the store may hold one made elsewhere.
+      if (!needsPlan(this.plans.get(k)?.plan, tools)) continue;
+      const asked = this.planRequested.get(k);
+      if (asked && asked.hash === hash && this.now() - asked.at < this.planRetryMs) continue;
+      this.planRequested.set(k, { hash, at: this.now() });
+      if (this.planRequested.size > 10_000) this.planRequested.clear();
+      const task: PlanTask = {
+        id: taskId('plan', w.project, w.workflow!, hash),
+        type: 'plan',
+        project: w.project,
+        run_id: w.run_id,
+        workflow: w.workflow!,
+        span_ids: [],
+        final: false,
+        at_ms: env.received_ms,
+        received_ms: env.received_ms,
+        plan: {
+          project: w.project,
+          workflow: w.workflow!,
+          tools,
+          ...(w.start?.system_prompt ? { system_prompt: w.start.system_prompt } : {}),
+          ...(w.start?.user_message ? { user_message: w.start.user_message } : {}),
+        },
+      };
+      step.tasks.push(task);
+    }
+  }
+
+  // ---- sessions ------------------------------------------------------------------------------
+
+  private async loadSessions(step: Step): Promise<void> {
+    const keys = new Set<string>();
+    for (const key of step.ending) {
+      const w = step.windows.get(key)!;
+      if (w.session_id) keys.add(sessionWindowKey(w.project, w.session_id));
+    }
+    if (!keys.size) return;
+    const got = (await this.opts.windows.load([...keys])) as Map<string, QuestionSessionWindow>;
+    for (const k of keys) {
+      const [, project, session_id] = k.split('\u0000');
+      step.sessions.set(k, got.get(k) ?? { v: 1, project, session_id, runs: [] });
+    }
+  }
+
+  // ---- what is due ---------------------------------------------------------------------------
+
+  private questionsFor(w: QuestionWindow, set: QuestionSet): QuestionCheck[] {
+    const plan = this.plan(w);
+
+    const usesTools = w.uses_tools === 1;
+    const out = set.questions.filter((q) => appliesTo(q, w.project, w.workflow) && libraryGate(q, usesTools, plan));
+    const written = w.workflow ? this.written.get(this.planKey(w.project, w.workflow)) : undefined;
+    if (written) {
+      const ids = new Set(out.map((q) => q.id));
+      // A loaded check with the same id (the saved copy, or the database source) wins.
+      for (const q of written) if (!ids.has(q.id) && appliesTo(q, w.project, w.workflow)) out.push(q);
+    }
+    return out;
+  }
+
+  private due(step: Step, w: QuestionWindow, set: QuestionSet): void {
+    const key = questionWindowKey(w.project, w.run_id);
+    const now = step.active.get(key)!;
+    const ending = step.ending.has(key);
+    const policy = this.policy();
+    const plan = this.plan(w);
+    for (const base of this.questionsFor(w, set)) {
+      const q = fillParams(base, plan?.picks.find((p) => p.id === base.id)?.params, w.start);
+      const st = (w.checks[q.id] ??= { asked: 0 });
+      if (q.scope === 'span') {
+        if (q.when === 'end' && !ending) continue;
+        this.dueSpans(step, w, q, st, now, ending, policy);
+      } else if (q.scope === 'trace') {
+        if (ending) {
+          if (st.final_done) continue;
+          st.final_done = 1;
+          const sees = q.evidence?.final_output === true;
+          if (st.dirty || st.asked === 0 || sees) this.ask(step, w, q, st, 'run', now, true);
+        } else if (q.when === 'live' && st.dirty && !w.ended && q.evidence?.final_output !== true) {
+          // A live trace question is asked as its evidence grows; one that reads the answer waits for it.
+          if (policy && (st.asked >= policy.perRunCap || (st.last_asked_ms !== undefined && now.at - st.last_asked_ms < policy.gapMs))) continue;
+          this.ask(step, w, q, st, 'run', now, false);
+        }
+      } else if (ending && !st.final_done) {
+        st.final_done = 1;
+        this.ask(step, w, q, st, 'run', now, true);
+      }
+    }
+    if (ending && w.session_id) this.recordSession(step, w);
+  }
+
+  private dueSpans(step: Step, w: QuestionWindow, q: QuestionCheck, st: QuestionState, now: { received: number; at: number }, ending: boolean, policy: SpanPolicy | undefined): void {
+    const waiting = (st.waiting ?? []).filter((id) => w.ring.some((s) => s.id === id));
+    st.skipped = (st.skipped ?? 0) + ((st.waiting?.length ?? 0) - waiting.length);
+    if (!waiting.length) {
+      delete st.waiting;
+      return;
+    }
+    if (!policy) {
+      for (const id of waiting) this.ask(step, w, q, st, id, now, ending);
+      delete st.waiting;
+      return;
+    }
+    if (st.asked >= policy.perRunCap) {
+      st.skipped = (st.skipped ?? 0) + waiting.length;
+      delete st.waiting;
+      return;
+    }
+    const newest = waiting[waiting.length - 1];
+    if (!ending && st.last_asked_ms !== undefined && now.at - st.last_asked_ms < policy.gapMs) {
+      // Still busy with the last one: only the newest keeps waiting.
+      st.skipped = (st.skipped ?? 0) + waiting.length - 1;
+      st.waiting = [newest];
+      return;
+    }
+    st.skipped = (st.skipped ?? 0) + waiting.length - 1;
+    delete st.waiting;
+    this.ask(step, w, q, st, newest, now, ending);
+  }
+
+  private ask(step: Step, w: QuestionWindow, q: QuestionCheck, st: QuestionState, anchor: string, now: { received: number; at: number }, final: boolean): void {
+    const built = this.evidence(w, q, anchor === 'run' ? undefined : anchor, step);
+    if (!built) return;
+    const task: QuestionTask = {
+      id: taskId(w.project, w.run_id, q.id, anchor, st.asked),
+      type: 'question',
+      project: w.project,
+      run_id: w.run_id,
+      check: q,
+      scope: q.scope,
+      anchor,
+      evidence: built.evidence,
+      context: built.context,
+      span_ids: built.span_ids,
+      final,
+      at_ms: now.at,
+      received_ms: now.received,
+    };
+    if (w.workflow) task.workflow = w.workflow;
+    if (w.session_id) task.session_id = w.session_id;
+    st.asked++;
+    st.last_asked_ms = now.at;
+    delete st.dirty;
+    step.tasks.push(task);
+  }
+
+  /** What the question sees: the seed's evidence (spans, fields, last, final_output) and scope. */
+  private evidence(w: QuestionWindow, q: QuestionCheck, focusId: string | undefined, step: Step) {
+    const ev = q.evidence;
+    const filter = evidenceFilter(q.scope, ev);
+    const doc: EvidenceDoc = { spans: [] };
+    let before: SpanSummary[];
+    if (q.scope === 'span') {
+      const at = w.ring.findIndex((s) => s.id === focusId);
+      if (at < 0) return undefined;
+      // Seed: a span-scope question "also sees the tool calls made earlier in the run".
+      const earlier = w.ring.slice(0, at).filter(isToolSpan);
+      const shown = earlier.slice(-(ev?.last ?? DEFAULT_SPAN_CONTEXT));
+      doc.spans = [...shown.map((s) => pickFields(s, ev?.fields)), pickFields(w.ring[at], ev?.fields)];
+      doc.focus = focusId;
+      if (earlier.length > shown.length || w.dropped) doc.omitted = earlier.length - shown.length + w.dropped;
+      if (w.start?.tools?.length) doc.tools = w.start.tools;
+      before = w.ring.slice(0, at).filter((s) => !shown.includes(s));
+    } else {
+      const matching = w.ring.filter((s) => matchesFilter(s, filter));
+      const last = ev?.last ?? DEFAULT_TRACE_LAST;
+      const shown = matching.slice(-last);
+      doc.spans = shown.map((s) => pickFields(s, ev?.fields));
+      if (matching.length > shown.length || w.dropped) doc.omitted = matching.length - shown.length + w.dropped;
+      const first = shown.length ? w.ring.indexOf(shown[0]) : w.ring.length;
+      before = w.ring.slice(0, Math.max(0, first));
+    }
+    if (ev?.final_output && w.ended) {
+      doc.final_output = w.ended.final_output ?? '';
+      doc.run_status = w.ended.status;
+    }
+    if (ev?.user_message && w.start?.user_message) doc.user_message = w.start.user_message;
+    if (ev?.system_prompt && w.start?.system_prompt) doc.system_prompt = w.start.system_prompt;
+    if (q.scope === 'session' && w.session_id) {
+      const s = step.sessions.get(sessionWindowKey(w.project, w.session_id));
+      if (s) doc.runs = s.runs.filter((r) => r.run_id !== w.run_id).slice(-this.sessionRuns);
+    }
+    return {
+      evidence: doc,
+      context: contextOf(before, { user_message: w.start?.user_message }),
+      span_ids: focusId ? [focusId] : doc.spans.map((s) => s.id),
+    };
+  }
+
+  private recordSession(step: Step, w: QuestionWindow): void {
+    const key = sessionWindowKey(w.project, w.session_id!);
+    const s = step.sessions.get(key);
+    if (!s || s.runs.some((r) => r.run_id === w.run_id)) return;
+    const run: RunSummary = {
+      run_id: w.run_id,
+      spans: w.ring.filter(isToolSpan).slice(-5).map((x) => ({ ...x, input: x.input && cut(x.input, 300), output: x.output && cut(x.output, 300) })),
+    };
+    if (w.ended?.status) run.status = w.ended.status;
+    if (w.start?.user_message) run.user_message = cut(w.start.user_message, 500);
+    if (w.ended?.final_output) run.final_output = cut(w.ended.final_output, 800);
+    s.runs.push(run);
+    if (s.runs.length > this.sessionRuns) s.runs.splice(0, s.runs.length - this.sessionRuns);
+    step.sessionsTouched.add(key);
+  }
+
+  private finish(step: Step): SchedulerOutput {
+    this.emitPlans(step);
+    const windows: { key: string; window: SchedulerWindow; ttlMs: number }[] = [];
+    for (const key of step.touched) {
+      const w = step.windows.get(key)!;
+      windows.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle });
+    }
+    for (const key of step.sessionsTouched) windows.push({ key, window: step.sessions.get(key)!, ttlMs: this.ttlIdle * 4 });
+    return {
+      tasks: step.tasks,
+      // Compare-and-set: if another replica saved one of these runs meanwhile, nothing is
+      // written and the batch is read again (the tasks it published have the same ids).
+      commit: () => saveWindows(this.opts.windows, windows),
+    };
+  }
+}

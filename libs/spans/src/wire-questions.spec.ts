@@ -1,0 +1,37 @@
+import { FINDINGS_TOPIC, QUESTIONS_TOPIC, makeTopics, type FindingMessage, type QuestionTaskMessage } from './wire';
+
+describe('the questions topic', () => {
+  it('carries a question task, its JSON parts intact', () => {
+    const t: QuestionTaskMessage = {
+      id: 't1',
+      type: 'question',
+      project: 'p',
+      run_id: 'r1',
+      workflow: 'w',
+      check: { id: 'q', kind: 'yes_no', ask: 'Did it fail?', evidence: { final_output: true } },
+      scope: 'trace',
+      anchor: 'run',
+      evidence: { spans: [{ id: 's1', type: 'tool', name: 'x', status: 'ok', output: 'ünïcode ✓' }], final_output: 'done' },
+      context: { spans: [] },
+      span_ids: ['s1'],
+      final: true,
+      at_ms: 1_700_000_000_000,
+      received_ms: 1_700_000_000_001,
+    };
+    expect(QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode(t))).toEqual(t);
+    expect(makeTopics('x').questions.name).toBe('x.questions');
+  });
+
+  it('carries a plan task', () => {
+    const t: QuestionTaskMessage = { id: 'p1', type: 'plan', project: 'p', run_id: 'r1', workflow: 'w', plan: { workflow: 'w', tools: [{ name: 'a' }] }, span_ids: [], final: false, at_ms: 1 };
+    expect(QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode(t))).toEqual(t);
+  });
+
+  it('carries a question finding\'s quote, probability and how it is shown', () => {
+    const f: FindingMessage = {
+      id: 'f1', check_id: 'q', run_id: 'r1', project: 'p', status: 'raised', span_ids: ['s1'], count: 1, action: 'flag', title: 't', guidance: 'g',
+      at_ms: 5, kind: 'yes_no', source: 'library', priority: 65, quote: 'the words', probability: 0.9, confidence: 'Very likely (LLM judgment)', answered_by: 'local',
+    };
+    expect(FINDINGS_TOPIC.decode(FINDINGS_TOPIC.encode(f))).toEqual(f);
+  });
+});

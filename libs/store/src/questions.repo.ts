@@ -1,0 +1,171 @@
+import type { Queryable } from '@neatroots/ports';
+import type {
+  AgreementRecord,
+  AgreementStore,
+  ClassifierStore,
+  Plan,
+  PlanStore,
+  QuestionResult,
+  ResultSink,
+  SavedModel,
+} from '@neatroots/questions';
+import { chunks, isoNonNull, json, num, text, tsParam, valuesList } from './sql';
+
+/**
+ * The question service's tables (migration 0002): the fast classifier's models, its agreement
+ * with the LLM per question, the planner's plans, and the results of question checks. One
+ * repository implements the ports @neatroots/questions declares for them (the agreement
+ * store is `repo.agreement`: its load and save would clash with the classifier store's).
+ */
+export interface QuestionResultRecord {
+  task_id: string;
+  project: string;
+  run_id: string;
+  check_id: string;
+  anchor: string;
+  span_ids: string[];
+  status: 'answered' | 'not_checked';
+  flagged: boolean;
+  probability: number | null;
+  value: number | null;
+  label: string | null;
+  quote: string | null;
+  answered_by: string | null;
+  confidence: string | null;
+  reason: string | null;
+  finding_id: string | null;
+  at: string;
+}
+
+type Row = Record<string, unknown>;
+
+export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
+  constructor(private readonly db: Queryable) {}
+
+  // ---- the fast classifier ----
+
+  async load(keys: readonly string[]): Promise<Map<string, SavedModel>> {
+    return this.loadModels(keys);
+  }
+
+  async loadModels(keys: readonly string[]): Promise<Map<string, SavedModel>> {
+    const out = new Map<string, SavedModel>();
+    if (!keys.length) return out;
+    const res = await this.db.query<Row>('SELECT question_key, model FROM classifier_models WHERE question_key = ANY($1::text[])', [[...keys]]);
+    for (const r of res.rows) out.set(String(r.question_key), r.model as SavedModel);
+    return out;
+  }
+
+  async save(models: readonly { key: string; check_id: string; model: SavedModel }[]): Promise<void> {
+    for (const part of chunks(models, 50)) {
+      const params: unknown[] = [];
+      for (const m of part) params.push(text(m.key), text(m.check_id), m.model.n, json(m.model));
+      await this.db.query(
+        `INSERT INTO classifier_models (question_key, check_id, examples, model)
+         VALUES ${valuesList(part.length, ['text', 'text', 'int4', 'jsonb'])}
+         ON CONFLICT (question_key) DO UPDATE SET examples = EXCLUDED.examples, model = EXCLUDED.model, updated_at = now()`,
+        params,
+      );
+    }
+  }
+
+  // ---- agreement ----
+
+  readonly agreement: AgreementStore = {
+    load: (keys) => this.loadAgreement(keys),
+    save: (records) => this.saveAgreement(records),
+    list: () => this.listAgreement(),
+  };
+
+  async loadAgreement(keys: readonly string[]): Promise<Map<string, AgreementRecord>> {
+    const out = new Map<string, AgreementRecord>();
+    if (!keys.length) return out;
+    const res = await this.db.query<Row>('SELECT question_key, check_id, answers, agreed, recent FROM question_agreement WHERE question_key = ANY($1::text[])', [[...keys]]);
+    for (const r of res.rows) out.set(String(r.question_key), toAgreement(r));
+    return out;
+  }
+
+  async saveAgreement(records: readonly AgreementRecord[]): Promise<void> {
+    for (const part of chunks(records, 100)) {
+      const params: unknown[] = [];
+      for (const r of part) params.push(text(r.key), text(r.check_id), r.answers, r.agreed, r.recent);
+      await this.db.query(
+        `INSERT INTO question_agreement (question_key, check_id, answers, agreed, recent)
+         VALUES ${valuesList(part.length, ['text', 'text', 'int4', 'int4', 'text'])}
+         ON CONFLICT (question_key) DO UPDATE SET answers = EXCLUDED.answers, agreed = EXCLUDED.agreed, recent = EXCLUDED.recent, updated_at = now()`,
+        params,
+      );
+    }
+  }
+
+  async listAgreement(): Promise<AgreementRecord[]> {
+    const res = await this.db.query<Row>('SELECT question_key, check_id, answers, agreed, recent FROM question_agreement ORDER BY question_key');
+    return res.rows.map(toAgreement);
+  }
+
+  // ---- plans ----
+
+  async get(project: string, workflow: string): Promise<Plan | undefined> {
+    const res = await this.db.query<Row>('SELECT plan FROM question_plans WHERE project = $1 AND workflow = $2', [project, workflow]);
+    return res.rows[0] ? (res.rows[0].plan as Plan) : undefined;
+  }
+
+  async put(plan: Plan): Promise<void> {
+    await this.db.query(
+      `INSERT INTO question_plans (project, workflow, tools, plan, planned_by) VALUES ($1, $2, $3::jsonb, $4::jsonb, $5)
+       ON CONFLICT (project, workflow) DO UPDATE SET tools = EXCLUDED.tools, plan = EXCLUDED.plan, planned_by = EXCLUDED.planned_by, updated_at = now()`,
+      [text(plan.project), text(plan.workflow), json(plan.tools), json(plan), plan.planned_by],
+    );
+  }
+
+  // ---- results ----
+
+  async record(results: readonly QuestionResult[]): Promise<void> {
+    for (const part of chunks(results, 200)) {
+      const params: unknown[] = [];
+      for (const r of part) {
+        const a = r.answer;
+        params.push(
+          text(r.task_id), text(r.project), text(r.run_id), text(r.check_id), text(r.anchor), json(r.span_ids), a.status, a.flagged,
+          a.probability ?? null, a.value ?? null, text(a.label), text(a.quote), text(a.answered_by), text(a.confidence), text(a.reason),
+          text(r.finding_id), tsParam(r.at_ms),
+        );
+      }
+      await this.db.query(
+        `INSERT INTO question_results (task_id, project, run_id, check_id, anchor, span_ids, status, flagged, probability, value, label, quote,
+           answered_by, confidence, reason, finding_id, at)
+         VALUES ${valuesList(part.length, ['text', 'text', 'text', 'text', 'text', 'jsonb', 'text', 'bool', 'float8', 'float8', 'text', 'text', 'text', 'text', 'text', 'text', 'timestamptz'])}
+         ON CONFLICT (task_id) DO NOTHING`,
+        params,
+      );
+    }
+  }
+
+  /** A run's question results, oldest first: the run page's checked, flagged and "not checked". */
+  async results(project: string, runId: string): Promise<QuestionResultRecord[]> {
+    const res = await this.db.query<Row>('SELECT * FROM question_results WHERE project = $1 AND run_id = $2 ORDER BY at, task_id', [project, runId]);
+    return res.rows.map((r) => ({
+      task_id: String(r.task_id),
+      project: String(r.project),
+      run_id: String(r.run_id),
+      check_id: String(r.check_id),
+      anchor: String(r.anchor),
+      span_ids: (r.span_ids as string[]) ?? [],
+      status: r.status as QuestionResultRecord['status'],
+      flagged: Boolean(r.flagged),
+      probability: r.probability === null ? null : num(r.probability),
+      value: r.value === null ? null : num(r.value),
+      label: (r.label as string | null) ?? null,
+      quote: (r.quote as string | null) ?? null,
+      answered_by: (r.answered_by as string | null) ?? null,
+      confidence: (r.confidence as string | null) ?? null,
+      reason: (r.reason as string | null) ?? null,
+      finding_id: (r.finding_id as string | null) ?? null,
+      at: isoNonNull(r.at),
+    }));
+  }
+}
+
+function toAgreement(r: Row): AgreementRecord {
+  return { key: String(r.question_key), check_id: String(r.check_id), answers: num(r.answers), agreed: num(r.agreed), recent: String(r.recent ?? '') };
+}

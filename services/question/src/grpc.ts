@@ -1,0 +1,170 @@
+import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
+import { CheckError, parseCheck, type QuestionCheck } from '@neatroots/checks';
+import { v1 } from '@neatroots/proto';
+import { NoModelError, QueueFullError, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
+
+/**
+ * neatroots.v1.Question over gRPC: what other services (review's decisions) call. A full model
+ * queue answers RESOURCE_EXHAUSTED at once, so callers back off instead of piling up requests.
+ */
+class CallError extends Error {
+  constructor(
+    readonly code: Status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function questionOf(spec: v1.QuestionSpec | undefined): QuestionCheck {
+  if (!spec) throw new CallError(Status.INVALID_ARGUMENT, 'question: is required');
+  const raw: Record<string, unknown> = { id: spec.id || 'api-question', kind: spec.kind, scope: 'trace', ask: spec.ask };
+  if (Object.keys(spec.options).length) raw.options = spec.options;
+  if (spec.flag_on.length) raw.flag_on = spec.flag_on;
+  if (spec.levels.length) raw.levels = spec.levels;
+  if (spec.flag_at !== undefined) raw.flag_at = spec.flag_at;
+  if (spec.flag_at_level !== undefined) raw.flag_at_level = spec.flag_at_level;
+  try {
+    const c = parseCheck(raw, 'request', 'user');
+    if (c.kind === 'rule') throw new CallError(Status.INVALID_ARGUMENT, 'question.kind: must be yes_no, choice or score');
+    return c;
+  } catch (e) {
+    if (e instanceof CheckError) throw new CallError(Status.INVALID_ARGUMENT, e.message.replace(/^request: (check [^:]+: )?/, 'question.'));
+    throw e;
+  }
+}
+
+function evidenceOf(req: v1.AskRequest): EvidenceDoc {
+  if (req.evidence_json) {
+    let doc: unknown;
+    try {
+      doc = JSON.parse(req.evidence_json);
+    } catch (e) {
+      throw new CallError(Status.INVALID_ARGUMENT, `evidence_json: is not valid JSON (${(e as Error).message})`);
+    }
+    if (!doc || typeof doc !== 'object' || !Array.isArray((doc as EvidenceDoc).spans)) {
+      throw new CallError(Status.INVALID_ARGUMENT, 'evidence_json: must be an evidence document with a spans list');
+    }
+    return doc as EvidenceDoc;
+  }
+  if (!req.evidence_text) throw new CallError(Status.INVALID_ARGUMENT, 'evidence_text or evidence_json: one is required');
+  return { spans: [], text: req.evidence_text };
+}
+
+export function answerToProto(a: Answer): v1.Answer {
+  const out: v1.Answer = {
+    status: a.status,
+    flagged: a.flagged,
+    label: a.label ?? '',
+    probs: a.probs ?? {},
+    quote: a.quote ?? '',
+    answered_by: a.answered_by ?? '',
+    confidence: a.confidence ?? '',
+    reason: a.reason ?? '',
+    cached: a.cached ?? false,
+  };
+  if (a.probability !== undefined) out.probability = a.probability;
+  if (a.value !== undefined) out.value = a.value;
+  return out;
+}
+
+function fail(cb: sendUnaryData<never>, e: unknown, log: (m: string, e?: unknown) => void): void {
+  if (e instanceof CallError) return cb({ code: e.code, details: e.message });
+  if (e instanceof QueueFullError) return cb({ code: Status.RESOURCE_EXHAUSTED, details: e.message });
+  if (e instanceof NoModelError) return cb({ code: Status.FAILED_PRECONDITION, details: e.message });
+  log('unexpected error in a Question call', e);
+  cb({ code: Status.INTERNAL, details: (e as Error)?.message ?? String(e) });
+}
+
+export interface QuestionGrpc {
+  port: number;
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * neatroots.v1.Question as a definition and an implementation, for a process that serves
+ * several services (and grpc.health.v1) on one gRPC server: `server.addService(svc.service,
+ * svc.implementation)`.
+ */
+export function questionGrpcService(answerer: QuestionAnswerer, log: (m: string, e?: unknown) => void): { service: typeof v1.QuestionService; implementation: v1.QuestionServer } {
+  const opts = { log };
+  const ask = async (req: v1.AskRequest) => {
+    const q = questionOf(req.question);
+    const evidence = evidenceOf(req);
+    return answerer.ask(
+      { q, evidence, context: req.context_text ? { spans: [], text: req.context_text } : undefined },
+      { priority: req.priority === 'note' ? 'note' : 'normal', secondLook: !req.no_second_look, wait: false },
+    );
+  };
+  const impl: v1.QuestionServer = {
+    ask: (call: ServerUnaryCall<v1.AskRequest, v1.AskResponse>, cb: sendUnaryData<v1.AskResponse>) => {
+      ask(call.request).then((a) => cb(null, { answer: answerToProto(a) }), (e) => fail(cb, e, opts.log));
+    },
+    askBatch: (call: ServerUnaryCall<v1.AskBatchRequest, v1.AskBatchResponse>, cb: sendUnaryData<v1.AskBatchResponse>) => {
+      Promise.all(call.request.questions.map(ask)).then((as) => cb(null, { answers: as.map(answerToProto) }), (e) => fail(cb, e, opts.log));
+    },
+    complete: (call: ServerUnaryCall<v1.CompleteRequest, v1.CompleteResponse>, cb: sendUnaryData<v1.CompleteResponse>) => {
+      const req = call.request;
+      const messages = req.messages.map((m) => {
+        if (m.role !== 'system' && m.role !== 'user' && m.role !== 'assistant') throw new CallError(Status.INVALID_ARGUMENT, `messages: role must be system, user or assistant, got "${m.role}"`);
+        return { role: m.role as 'system' | 'user' | 'assistant', content: m.content };
+      });
+      answerer
+        .chat({ messages, json: req.json, ...(req.max_tokens !== undefined ? { maxTokens: req.max_tokens } : {}) }, { priority: req.priority === 'note' ? 'note' : 'normal' })
+        .then((r) => cb(null, { text: r.text, answered_by: r.answered_by }), (e) => fail(cb, e, opts.log));
+    },
+    agreement: (call: ServerUnaryCall<v1.AgreementRequest, v1.AgreementResponse>, cb: sendUnaryData<v1.AgreementResponse>) => {
+      answerer.agreement
+        .stats(call.request.check_id || undefined)
+        .then(
+          (stats) =>
+            cb(null, {
+              questions: stats.map((s) => ({ ...s, trained: answerer.classifier.trainedByKey(s.question_key) })),
+            }),
+          (e) => fail(cb, e, opts.log),
+        );
+    },
+  };
+  return {
+    service: v1.QuestionService,
+    implementation: {
+      ...impl,
+      // A message that cannot be read (a bad role) throws synchronously: answer it, do not crash.
+      complete: (call: ServerUnaryCall<v1.CompleteRequest, v1.CompleteResponse>, cb: sendUnaryData<v1.CompleteResponse>) => {
+        try {
+          impl.complete(call, cb);
+        } catch (e) {
+          fail(cb, e, opts.log);
+        }
+      },
+    },
+  };
+}
+
+/** The Question service on a gRPC server of its own. */
+export async function startQuestionGrpc(
+  answerer: QuestionAnswerer,
+  opts: { port: number; host?: string; log: (m: string, e?: unknown) => void },
+): Promise<QuestionGrpc> {
+  const svc = questionGrpcService(answerer, opts.log);
+  const server = new Server();
+  server.addService(svc.service, svc.implementation);
+  const host = opts.host ?? '127.0.0.1';
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${opts.port}`, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return {
+    port,
+    close: (graceMs = 5_000) =>
+      new Promise<void>((resolve) => {
+        const t = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      }),
+  };
+}

@@ -1,0 +1,2 @@
+export * from './service';
+export { startQuestionGrpc, questionGrpcService, answerToProto, type QuestionGrpc } from './grpc';

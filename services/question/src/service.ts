@@ -1,0 +1,212 @@
+import type { QuestionCheck } from '@neatroots/checks';
+import type { Bus, BusBatch, ChatModel, Db, Subscription, Topic, WindowStore } from '@neatroots/ports';
+import {
+  AgreementTracker,
+  FastClassifier,
+  Planner,
+  QuestionAnswerer,
+  QuestionProcessor,
+  type AgreementStore,
+  type AnswererOptions,
+  type Backend,
+  type ClassifierStore,
+  type DbCheckSink,
+  type ModelQueueOptions,
+  type Plan,
+  type PlanStore,
+  type QuestionFindingsWindow,
+  type ResultSink,
+} from '@neatroots/questions';
+import { FINDINGS_TOPIC, NOTES_TOPIC, QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/spans';
+import { ChecksRepo, QuestionsRepo } from '@neatroots/store';
+import { startQuestionGrpc, type QuestionGrpc } from './grpc';
+
+/**
+ * The question service: the one gateway to models (ARCHITECTURE.md). It consumes the question
+ * tasks the rule engine's scheduler publishes, answers them through the batching model queues
+ * (or the fast classifier), and publishes findings and notes exactly as the rule engine does:
+ * publish first, then save its windows, then the bus moves the offset. A crash in between
+ * answers the batch again and publishes the same finding ids. Other services ask it over gRPC
+ * (neatroots.v1.Question). In the embedded deployment the same function runs in-process.
+ */
+export interface QuestionTopics {
+  questions: Topic<QuestionTaskMessage>;
+  findings: Topic<FindingMessage>;
+  notes: Topic<Note>;
+}
+
+export interface QuestionServiceOptions {
+  bus: Bus;
+  /** The runs' question findings (keys prefixed "qf"); any window store, shared or not. */
+  windows: WindowStore<QuestionFindingsWindow>;
+  /** The OpenAI-compatible endpoints (modelsFromConfig in @neatroots/platform); none: the fast classifier answers. */
+  models?: { decision?: ChatModel; local?: ChatModel };
+  backend?: Backend;
+  /**
+   * A migrated database: classifier models, agreement, plans, question results and the
+   * planner's questions (db_checks) are kept there. Without it they live in memory.
+   */
+  db?: Db;
+  classifierStore?: ClassifierStore;
+  agreementStore?: AgreementStore;
+  plans?: PlanStore;
+  results?: ResultSink;
+  checks?: DbCheckSink;
+  /** The question checks in effect: the planner picks from the library ones. */
+  questions?: () => readonly QuestionCheck[];
+  /** After a plan is stored (reload the database checks, so its new questions load). */
+  onPlan?: (plan: Plan) => void;
+  quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
+  topics?: Partial<QuestionTopics>;
+  /** Consumer group; replicas share it. */
+  group?: string;
+  /** Consumers in this process: more partitions answered at once, so more questions per model request. */
+  consumers?: number;
+  /** neatroots.v1.Question over gRPC; off unless a port is given (0 picks a free one). */
+  grpc?: { port: number; host?: string };
+  queue?: ModelQueueOptions;
+  decisionQueue?: ModelQueueOptions;
+  localQueue?: ModelQueueOptions;
+  cache?: AnswererOptions['cache'];
+  /** When a question goes to the fast classifier first (default: 90% agreement over at least 30 answers). */
+  routing?: { minAnswers?: number; minRate?: number };
+  auditRate?: number;
+  /** How often what the classifier learnt is written to the database. */
+  flushMs?: number;
+  heartbeatMs?: number;
+  log?: (msg: string, err?: unknown) => void;
+}
+
+export interface QuestionServiceMetrics {
+  batches: number;
+  tasks: number;
+  findings: number;
+  notes: number;
+  errors: number;
+}
+
+export interface QuestionService {
+  answerer: QuestionAnswerer;
+  processor: QuestionProcessor;
+  metrics: QuestionServiceMetrics;
+  /** The gRPC port, when served. */
+  grpcPort?: number;
+  /** Resolves when plans and background agreement checks in progress are done (tests, replay). */
+  idle(): Promise<void>;
+  /** Stops the gRPC server and the consumers (batches in hand finish), flushes what was learnt. */
+  close(): Promise<void>;
+}
+
+export async function startQuestionService(opts: QuestionServiceOptions): Promise<QuestionService> {
+  const log = opts.log ?? ((msg, err) => console.error(`question: ${msg}`, err ?? ''));
+  const repo = opts.db ? new QuestionsRepo(opts.db) : undefined;
+  const checksRepo = opts.db ? new ChecksRepo(opts.db) : undefined;
+  const topics: QuestionTopics = {
+    questions: opts.topics?.questions ?? QUESTIONS_TOPIC,
+    findings: opts.topics?.findings ?? FINDINGS_TOPIC,
+    notes: opts.topics?.notes ?? NOTES_TOPIC,
+  };
+  const answerer = new QuestionAnswerer({
+    decision: opts.models?.decision,
+    local: opts.models?.local,
+    backend: opts.backend,
+    classifier: new FastClassifier({ store: opts.classifierStore ?? repo }),
+    agreement: new AgreementTracker({ store: opts.agreementStore ?? repo?.agreement, ...opts.routing }),
+    queue: opts.queue,
+    decisionQueue: opts.decisionQueue,
+    localQueue: opts.localQueue,
+    cache: opts.cache,
+    auditRate: opts.auditRate,
+    onError: (msg, err) => log(msg, err),
+  });
+  const library = () => (opts.questions?.() ?? []).filter((q) => q.source === 'library');
+  const planner = new Planner({
+    get library() {
+      return library();
+    },
+    chat: answerer.llm() ? (messages) => answerer.chat({ messages, json: true, maxTokens: 1500 }, { wait: true }) : undefined,
+    onError: (msg, err) => log(msg, err),
+  });
+  const processor = new QuestionProcessor({
+    answerer,
+    windows: opts.windows,
+    quiet: opts.quiet,
+    plans: opts.plans ?? repo,
+    planner,
+    checks: opts.checks ?? checksRepo,
+    onPlan: opts.onPlan,
+    results: opts.results ?? repo,
+    wait: true,
+    log,
+  });
+  const metrics: QuestionServiceMetrics = { batches: 0, tasks: 0, findings: 0, notes: 0, errors: 0 };
+  const heartbeatMs = opts.heartbeatMs ?? 3_000;
+
+  const handle = async (batch: BusBatch<QuestionTaskMessage>) => {
+    // Answers can take a while (a local LLM, a retry): keep the group from thinking we died.
+    const beat = setInterval(() => batch.heartbeat().catch((err) => log('heartbeat failed', err)), heartbeatMs);
+    try {
+      const out = await processor.process(batch.records.map((r) => r.value));
+      if (out.findings.length) {
+        await opts.bus.publish(topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f })));
+        metrics.findings += out.findings.length;
+      }
+      if (out.notes.length) {
+        await opts.bus.publish(topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n })));
+        metrics.notes += out.notes.length;
+      }
+      await out.commit();
+      metrics.batches++;
+      metrics.tasks += batch.records.length;
+    } catch (err) {
+      metrics.errors++;
+      throw err;
+    } finally {
+      clearInterval(beat);
+    }
+  };
+
+  const subs: Subscription[] = [];
+  let grpc: QuestionGrpc | undefined;
+  try {
+    for (let i = 0; i < Math.max(1, opts.consumers ?? 4); i++) {
+      subs.push(await opts.bus.subscribe(topics.questions, { group: opts.group ?? 'question' }, handle));
+    }
+    if (opts.grpc) grpc = await startQuestionGrpc(answerer, { ...opts.grpc, log });
+  } catch (e) {
+    await Promise.all(subs.map((s) => s.close()));
+    answerer.close();
+    throw e;
+  }
+
+  const flushMs = opts.flushMs ?? 5_000;
+  const flusher = setInterval(() => {
+    answerer.flush().catch((err) => log('saving what the classifier learnt failed (will retry)', err));
+  }, flushMs);
+  flusher.unref();
+
+  let closed: Promise<void> | undefined;
+  return {
+    answerer,
+    processor,
+    metrics,
+    grpcPort: grpc?.port,
+    idle: async () => {
+      await processor.idle();
+      await answerer.idle();
+    },
+    close: () =>
+      (closed ??= (async () => {
+        clearInterval(flusher);
+        await grpc?.close();
+        await Promise.all(subs.map((s) => s.close()));
+        await processor.idle();
+        try {
+          await answerer.flush();
+        } catch (err) {
+          log('saving what the classifier learnt failed on shutdown', err);
+        }
+        answerer.close();
+      })()),
+  };
+}
