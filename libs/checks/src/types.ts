@@ -1,4 +1,4 @@
-import type { RunEndStatus, SpanType } from '@neatroots/spans';
+import type { FindingMessage, RunEndStatus, SpanType } from '@neatroots/spans';
 
 /**
  * Checks after validation (CONTRACTS.md section 2 and the neatroots seed). The YAML files are
@@ -124,35 +124,14 @@ export class CheckError extends Error {
   }
 }
 
-/** What the engine emits when a check's state changes (CONTRACTS.md section 3). */
-export interface FindingEvent {
-  /** Deterministic: the same spans give the same id, so a redelivered batch writes nothing new. */
-  id: string;
-  check_id: string;
-  run_id: string;
-  project: string;
-  workflow?: string;
-  status: 'raised' | 'updated' | 'resolved';
-  span_ids: string[];
-  count: number;
-  action: 'flag' | 'halt';
-  /** A halt the check asked for but that did not act: not the user's own rule, or steering off. */
-  halt_suppressed?: boolean;
-  title: string;
-  guidance: string;
-  at_ms: number;
-  group?: string;
+/**
+ * What the engine emits when a check's state changes (CONTRACTS.md section 3): the findings
+ * topic's message (@neatroots/spans), with the check's rank and source always known here.
+ * Its id is deterministic: the same spans give the same id, so a redelivered batch writes
+ * nothing new.
+ */
+export interface FindingEvent extends FindingMessage {
+  /** Higher heads its group (the most specific check). */
   priority: number;
-  kind: string;
   source: CheckSource;
-  /** When ingest received the span that caused it (latency measurement). */
-  received_ms?: number;
-  /** Question findings: the words of the run that show the problem (the second look's quote). */
-  quote?: string;
-  /** Question findings: the probability of a problem; an LLM's is capped at 0.9. */
-  probability?: number;
-  /** Question findings: "Very likely (LLM judgment)" for an LLM, a percentage for the classifier. */
-  confidence?: string;
-  /** Question findings: decision, local or classifier. */
-  answered_by?: string;
 }

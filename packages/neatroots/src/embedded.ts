@@ -13,7 +13,7 @@ import { startRuleEngine, type RuleEngineService } from '@neatroots/rule-engine'
 import { makeTopics, type Topics } from '@neatroots/spans';
 import { ProjectsRepo, QuestionsRepo } from '@neatroots/store';
 import { questionScheduler, questionServiceConfig, questionsOf } from './questions';
-import { cachedKeyLookup, consoleLogger, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
+import { cachedKeyLookup, consoleLogger, readProjectsSafe, seedApiKeys, Shutdown, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 /** The demo project: its own checks (one halt rule) and steering on. */
 export const DEMO_PROJECT = 'demo';
@@ -59,21 +59,13 @@ export interface EmbeddedApp {
 export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp> {
   const { config } = opts;
   const log = opts.log ?? consoleLogger;
-  const closers: (() => Promise<void>)[] = [];
-  const close = async () => {
-    for (const c of closers.reverse()) {
-      try {
-        await c();
-      } catch (err) {
-        log.error('shutdown step failed', err);
-      }
-    }
-  };
+  const shutdown = new Shutdown(log);
+  const close = () => shutdown.run();
   try {
     if (!opts.inMemoryDb) fs.mkdirSync(config.dataDir, { recursive: true });
     // The database on its own thread: storing spans must not slow down checking them.
     const db = await openPgliteWorker(opts.inMemoryDb ? {} : { dataDir: path.join(config.dataDir, 'pg') });
-    closers.push(() => db.close());
+    shutdown.add(() => db.close());
     await migrate(db);
 
     const projects = new ProjectsRepo(db);
@@ -85,7 +77,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     }
 
     const bus = new MemoryBus({ onError: (err, topic, group) => log.error(`bus ${topic}/${group}: batch failed, retrying`, err) });
-    closers.push(() => bus.close());
+    shutdown.add(() => bus.close());
     const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
 
     const registered = (): ProjectEntry[] => [
@@ -93,11 +85,11 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       ...(opts.demo ? [{ name: DEMO_PROJECT, path: DEMO_DIR, steering: true }] : []),
     ];
     const checks = await startCheckSet({ home: config.NEATROOTS_HOME, projects: registered, db, log, watch: opts.watch });
-    closers.push(async () => checks.close());
+    shutdown.add(async () => checks.close());
     const steering = steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, db });
 
     const review = await startReview({ bus, db, topics, log: (m, err) => log.error(`review: ${m}`, err) });
-    closers.push(() => review.close());
+    shutdown.add(() => review.close());
 
     // Question checks: the rule engine's scheduler says which are due; the question service
     // (every model call goes through it) answers them and raises their findings.
@@ -116,7 +108,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       quiet: review.isQuiet,
       log: (m, err) => log.error(`question: ${m}`, err),
     });
-    closers.push(() => questions.close());
+    shutdown.add(() => questions.close());
 
     const windows = new MemoryWindowStore<RunWindow>();
     const ruleEngine = await startRuleEngine({
@@ -132,9 +124,9 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       quiet: review.isQuiet,
       log: (m, err) => log.error(`rule-engine: ${m}`, err),
     });
-    closers.push(() => ruleEngine.close());
+    shutdown.add(() => ruleEngine.close());
     // On shutdown, once ingest stopped accepting: let what it accepted be checked and stored.
-    closers.push(() => Promise.race([bus.idle(), new Promise<void>((r) => setTimeout(r, 10_000).unref())]));
+    shutdown.add(() => Promise.race([bus.idle(), new Promise<void>((r) => setTimeout(r, 10_000).unref())]));
 
     const resolveKey = cachedKeyLookup((key) => projects.resolveApiKey(key));
     const ingest = await startIngest({
@@ -146,10 +138,10 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       grpcPort: config.NEATROOTS_GRPC_PORT,
       maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
     });
-    closers.push(() => ingest.close());
+    shutdown.add(() => ingest.close());
 
     const api = await createApi({ queries: review.queries, resolveKey: async (key) => (await resolveKey(key)) ?? null, port: config.NEATROOTS_HTTP_PORT, host: config.NEATROOTS_HOST });
-    closers.push(() => api.close());
+    shutdown.add(() => api.close());
 
     return {
       config,

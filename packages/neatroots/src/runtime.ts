@@ -26,6 +26,40 @@ export const consoleLogger: Logger = {
   error: (m, err) => console.error(`error: ${m}`, err ?? ''),
 };
 
+/**
+ * Shutdown steps, run in the reverse order they were added (what started last stops first:
+ * the servers stop accepting before the consumers drain and the connections close). A step
+ * that fails is logged and the others still run. Running it twice runs it once.
+ */
+export class Shutdown {
+  private readonly steps: (() => Promise<void>)[] = [];
+  private done: Promise<void> | undefined;
+
+  constructor(private readonly log: Logger) {}
+
+  add(step: () => Promise<void>): void {
+    this.steps.push(step);
+  }
+
+  /** A step that runs after every other one. */
+  addLast(step: () => Promise<void>): void {
+    this.steps.unshift(step);
+  }
+
+  run(): Promise<void> {
+    this.done ??= (async () => {
+      for (const step of [...this.steps].reverse()) {
+        try {
+          await step();
+        } catch (err) {
+          this.log.error('shutdown step failed', err);
+        }
+      }
+    })();
+    return this.done;
+  }
+}
+
 export interface CheckSet {
   rules(): RuleSet;
   loaded(): LoadResult;

@@ -23,7 +23,7 @@ import { startRuleEngine } from '@neatroots/rule-engine';
 import { makeTopics } from '@neatroots/spans';
 import { ProjectsRepo, QuestionsRepo, QuietChecks } from '@neatroots/store';
 import { questionScheduler, questionServiceConfig, questionsOf } from './questions';
-import { cachedKeyLookup, readProjectsSafe, seedApiKeys, startCheckSet, steeringLookup, type Logger } from './runtime';
+import { cachedKeyLookup, readProjectsSafe, seedApiKeys, Shutdown, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 export const TARGETS = ['ingest', 'rule-engine', 'question', 'review', 'api', 'all'] as const;
 export type Target = (typeof TARGETS)[number];
@@ -62,17 +62,11 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
 
   const metrics = createMetrics(target);
   const health = new HealthService();
-  const closers: (() => Promise<void>)[] = [];
+  const shutdown = new Shutdown(log);
   const checksReady: (() => Promise<boolean>)[] = [];
-  const close = async () => {
+  const close = () => {
     health.setAll('NOT_SERVING');
-    for (const c of closers.reverse()) {
-      try {
-        await c();
-      } catch (err) {
-        log.error('shutdown step failed', err);
-      }
-    }
+    return shutdown.run();
   };
 
   try {
@@ -100,7 +94,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
       // Consumer groups are named after the topic prefix, so two deployments (or test runs)
       // sharing one Kafka never join each other's groups.
       bus = scopedGroups(kafka, config.NEATROOTS_TOPIC_PREFIX);
-      closers.push(() => kafka.close());
+      shutdown.add(() => kafka.close());
     }
     const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
 
@@ -108,7 +102,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
     if (config.NEATROOTS_PG_URL && (wants('review') || wants('rule-engine') || wants('question'))) {
       const pg = await openPostgres({ url: config.NEATROOTS_PG_URL, max: 10, applicationName: `neatroots-${target}` });
       db = pg;
-      closers.push(() => pg.close());
+      shutdown.add(() => pg.close());
       // Migrations are idempotent and serialised by an advisory lock: whichever starts first runs them.
       if (wants('review') || wants('question')) {
         await migrate(pg);
@@ -127,7 +121,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
 
     if (wants('review')) {
       const review = await startReview({ bus: bus!, db: db!, topics, log: (m, err) => log.error(`review: ${m}`, err) });
-      closers.push(() => review.close());
+      shutdown.add(() => review.close());
       const projects = new ProjectsRepo(db!);
       const svc = reviewGrpcService(review.queries, (key) => projects.resolveApiKey(key));
       grpcServer.addService(svc.service, svc.implementation);
@@ -143,12 +137,12 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
           log.error('redis', err);
         },
       });
-      closers.push(() => store.close());
+      shutdown.add(() => store.close());
       return store;
     };
     const registered = () => readProjectsSafe(config.NEATROOTS_HOME, log);
     const checks = wants('rule-engine') || wants('question') ? await startCheckSet({ home: config.NEATROOTS_HOME, projects: registered, db, log }) : undefined;
-    if (checks) closers.push(async () => checks.close());
+    if (checks) shutdown.add(async () => checks.close());
 
     if (wants('question')) {
       const svc = await startQuestionService({
@@ -165,7 +159,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         quiet: new QuietChecks(db!).lookup,
         log: (m, err) => log.error(`question: ${m}`, err),
       });
-      closers.push(() => svc.close());
+      shutdown.add(() => svc.close());
       const q = questionGrpcService(svc.answerer, (m: string, err?: unknown) => log.error(`question grpc: ${m}`, err));
       grpcServer.addService(q.service, q.implementation);
       health.set('neatroots.v1.Question', 'SERVING');
@@ -180,7 +174,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
           log.error('redis', err);
         },
       });
-      closers.push(() => windows.close());
+      shutdown.add(() => windows.close());
       const quiet = new QuietChecks(db!);
       const engine = await startRuleEngine({
         bus: bus!,
@@ -195,7 +189,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         quiet: quiet.lookup,
         log: (m, err) => log.error(`rule-engine: ${m}`, err),
       });
-      closers.push(() => engine.close());
+      shutdown.add(() => engine.close());
       const rawFindings = () => engine.metrics.findings;
       let lastFindings = 0;
       const sync = setInterval(() => {
@@ -204,7 +198,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         lastFindings = n;
       }, 1000);
       sync.unref();
-      closers.push(async () => clearInterval(sync));
+      shutdown.add(async () => clearInterval(sync));
     }
 
     let ingestPorts: Served['ingestPorts'];
@@ -222,7 +216,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         grpcPort: config.NEATROOTS_GRPC_PORT,
         maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
       });
-      closers.push(() => ingest.close());
+      shutdown.add(() => ingest.close());
       ingestPorts = { otlp: ingest.otlpPort, grpc: ingest.grpcPort };
       health.set('neatroots.v1.Ingest', 'SERVING');
       health.set('opentelemetry.proto.collector.trace.v1.TraceService', 'SERVING');
@@ -242,7 +236,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         last.rejected = { ...m.items_rejected };
       }, 1000);
       sync.unref();
-      closers.push(async () => clearInterval(sync));
+      shutdown.add(async () => clearInterval(sync));
     }
 
     let httpPort: number | undefined;
@@ -254,17 +248,17 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         port: config.NEATROOTS_HTTP_PORT,
         host: config.NEATROOTS_HOST,
       });
-      closers.push(() => api.close());
+      shutdown.add(() => api.close());
       httpPort = (api.getHttpServer().address() as AddressInfo).port;
     }
-    if (reviewClient) closers.push(async () => reviewClient?.close());
+    if (reviewClient) shutdown.add(async () => reviewClient?.close());
 
     const servicePort = await new Promise<number>((resolve, reject) =>
       grpcServer.bindAsync(`${config.NEATROOTS_HOST}:${servicePortOf(target, config)}`, ServerCredentials.createInsecure(), (err, port) =>
         err ? reject(err) : resolve(port),
       ),
     );
-    closers.push(
+    shutdown.add(
       () =>
         new Promise<void>((resolve) => {
           const t = setTimeout(() => {
@@ -284,7 +278,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
       metrics,
       ready: async () => health.get() === 'SERVING' && (await Promise.all(checksReady.map((c) => c()))).every(Boolean),
     });
-    closers.unshift(() => admin.close());
+    shutdown.addLast(() => admin.close());
     health.set('', 'SERVING');
     return { target, adminPort: admin.port, servicePort, ingestPorts, httpPort, metrics, health, close };
   } catch (err) {
