@@ -45,6 +45,14 @@ const schema = z.object({
   NEATROOTS_TOPIC_PREFIX: z.string().regex(/^[a-zA-Z0-9._-]+$/).default('neatroots'),
   /** Partitions of the topics the Kafka bus creates (at least the rule engine's replicas). */
   NEATROOTS_PARTITIONS: z.coerce.number().int().min(1).max(1000).default(6),
+  /**
+   * How long a publish waits for others to share its Kafka request. Under load, records gather
+   * anyway while the previous request is in flight; a long linger only adds latency.
+   */
+  NEATROOTS_KAFKA_LINGER_MS: z.coerce.number().int().min(0).max(1000).default(1),
+  /** A consumer's fetch waits for this many bytes, or NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS (Kafka's fetch.min.bytes, fetch.max.wait.ms). */
+  NEATROOTS_KAFKA_FETCH_MIN_BYTES: z.coerce.number().int().min(1).default(1),
+  NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(1).max(5000).default(500),
   /** How long Kafka waits for a consumer's heartbeat before giving its partitions to another. */
   NEATROOTS_KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
   /** Each process's /healthz, /readyz and /metrics. */

@@ -80,6 +80,9 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         clientId: `neatroots-${target}`,
         partitions: config.NEATROOTS_PARTITIONS,
         sessionTimeout: config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS,
+        lingerMs: config.NEATROOTS_KAFKA_LINGER_MS,
+        minBytes: config.NEATROOTS_KAFKA_FETCH_MIN_BYTES,
+        maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
         heartbeatInterval: Math.max(500, Math.floor(config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS / 10)),
         rebalanceTimeout: Math.max(10_000, config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS),
         onError: (err, where) => {

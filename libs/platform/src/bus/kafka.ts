@@ -72,6 +72,8 @@ export interface KafkaBusOptions {
   /** How long a fetch waits for records; also bounds how long close() waits for an idle fetch. Default 500. */
   maxWaitTimeInMs?: number;
   maxBytesPerPartition?: number;
+  /** The broker answers a fetch once this many bytes wait (or maxWaitTimeInMs passed). Default 1. */
+  minBytes?: number;
   /** Partition batches handled at once per subscription. A run's order is per partition anyway. Default 2. */
   partitionsConsumedConcurrently?: number;
   /** Wait after a failed batch before it is read again. Default 500. */
@@ -388,6 +390,9 @@ export class KafkaBus implements Bus {
       rebalanceTimeout: this.opts.rebalanceTimeout ?? 60_000,
       heartbeatInterval: this.opts.heartbeatInterval ?? 3_000,
       maxWaitTimeInMs: this.opts.maxWaitTimeInMs ?? 500,
+      // fetch.min.bytes: the broker holds a fetch until this much is there (or maxWaitTimeInMs
+      // passed), so a busy consumer gets fewer, larger batches instead of one per export.
+      minBytes: this.opts.minBytes ?? 1,
       maxBytesPerPartition: this.opts.maxBytesPerPartition,
       allowAutoTopicCreation: false,
     });
