@@ -57,7 +57,7 @@ action: halt
       NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
       NEATROOTS_STEERING: PROJECT,
     });
-    app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: { info: () => undefined, warn: () => undefined, error: console.error } });
+    app = await startEmbedded({ config, inMemoryDb: true, watch: true, log: { info: () => undefined, warn: () => undefined, error: console.error } });
     const metadata = new Metadata();
     metadata.set('x-api-key', KEY);
     provider = new BasicTracerProvider({
@@ -135,5 +135,25 @@ action: halt
     expect(byCheck['refund-without-lookup'].active_at).not.toBeNull();
     const other = await fetch(url, { headers: { 'x-api-key': 'wrong' } });
     expect(other.status).toBe(401);
+  });
+
+  it('reloads checks without a restart when a file changes, and keeps the last good version of a broken one', async () => {
+    const file = path.join(home, 'checks', 'hot.yaml');
+    fs.writeFileSync(file, 'id: hot-reloaded\nkind: rule\ntitle: Hot\nrule: { type: count, span: { tool: hot_tool }, at_least: 1 }\n');
+    await until(() => app.checks().checks.some((c) => c.id === 'hot-reloaded'), 10_000);
+    // A save that breaks the file: the error is reported and the check stays in effect.
+    fs.writeFileSync(file, 'id: hot-reloaded\nkind: rule\nrule: [unclosed\n');
+    await new Promise((r) => setTimeout(r, 600));
+    expect(app.checks().errors.map((e) => e.message).join('\n')).toContain('hot.yaml');
+    expect(app.checks().checks.some((c) => c.id === 'hot-reloaded')).toBe(true);
+
+    const run = client.startRun({ workflow: 'support-agent' });
+    const notes: Note[] = [];
+    run.onNote((n) => notes.push(n));
+    await run.whenSubscribed();
+    await run.toolCall('hot_tool', {}, () => 'ok');
+    await run.flush();
+    await until(() => notes.some((n) => n.check_id === 'hot-reloaded'));
+    await run.end();
   });
 });
