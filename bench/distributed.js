@@ -79,6 +79,12 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       // Rule findings (question findings wait for a model); requires_before waits 250 ms by design, so it is left out.
       if (latencies) for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
     });
+    const hop1 = [];
+    let measureHop1 = false;
+    const sub1 = process.env.BENCH_HOP1 ? await bus.subscribe(topics.events, { group: `${prefix}.bench-hop1`, fromBeginning: false }, async (b) => {
+      const now = Date.now();
+      if (measureHop1) for (const r of b.records) hop1.push(now - r.value.received_ms);
+    }) : undefined;
     // Throughput: everything at once, done when the rule engine consumed every item.
     const t0 = performance.now();
     await send(grpcPort, built.batches, { key: KEY, conns: 2, inflight: 8 });
@@ -88,9 +94,15 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // Latency: a steady stream at a rate the deployment sustains.
     const lat = buildBatches({ spans: latencyRate * 5, perRun, batch: 50, prefix: 'lat' });
     latencies = [];
+    measureHop1 = true;
     await paced(grpcPort, lat.batches, 50, latencyRate, KEY);
     await new Promise((r) => setTimeout(r, 2000));
     await sub.close();
+    if (sub1) {
+      await sub1.close();
+      hop1.sort((a, b) => a - b);
+      console.error('ingest receipt -> events topic consumer: p50', percentile(hop1, 50), 'p99', percentile(hop1, 99), 'n', hop1.length);
+    }
     await bus.close();
     latencies.sort((a, b) => a - b);
     return {

@@ -53,6 +53,8 @@ const schema = z.object({
   /** A consumer's fetch waits for this many bytes, or NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS (Kafka's fetch.min.bytes, fetch.max.wait.ms). */
   NEATROOTS_KAFKA_FETCH_MIN_BYTES: z.coerce.number().int().min(1).default(1),
   NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(1).max(5000).default(500),
+  /** Partitions whose batches a consumer handles at once (their runs differ, so their steps overlap). */
+  NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: z.coerce.number().int().min(1).max(64).default(4),
   /** How long Kafka waits for a consumer's heartbeat before giving its partitions to another. */
   NEATROOTS_KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
   /** Each process's /healthz, /readyz and /metrics. */

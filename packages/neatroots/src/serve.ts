@@ -81,6 +81,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         partitions: config.NEATROOTS_PARTITIONS,
         sessionTimeout: config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS,
         lingerMs: config.NEATROOTS_KAFKA_LINGER_MS,
+        partitionsConsumedConcurrently: config.NEATROOTS_KAFKA_CONCURRENT_PARTITIONS,
         minBytes: config.NEATROOTS_KAFKA_FETCH_MIN_BYTES,
         maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
         heartbeatInterval: Math.max(500, Math.floor(config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS / 10)),

@@ -73,18 +73,15 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     await asked?.commit();
   };
 
-  // One step at a time, publish and save included: a step that loaded a run's window while
-  // the step before was still publishing would save over it (the compare-and-set refuses
-  // that, and the batch is read again, but only after a delay).
-  let chain: Promise<unknown> = Promise.resolve();
-  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
-    const p = chain.then(fn, fn);
-    chain = p.catch(() => undefined);
-    return p;
-  };
+  // Batches of different partitions hold different runs (a run is keyed to one partition), so
+  // their steps may overlap: one publishes and saves while the next is evaluated. A tick can
+  // touch any run, so it waits for the batches in hand and they wait for it (a step that
+  // loaded a window while another was still saving it would be refused by the
+  // compare-and-set and read again, but only after a delay).
+  const lock = new StepLock();
 
   const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, (batch) =>
-    exclusive(async () => {
+    lock.shared(async () => {
       const envs = batch.records.map((r) => r.value);
       const out = await engine.process(envs);
       await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
@@ -97,7 +94,12 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   const timer = setInterval(() => {
     if (ticking) return;
     ticking = true;
-    exclusive(async () => emit(await engine.tick(Date.now())))
+    // Taking the due wakes needs no lock (it is one atomic step in the store); only a tick that
+    // has something to fire holds the batches back.
+    const now = Date.now();
+    opts.windows
+      .takeDue(now, 10_000, WAKE_LEASE_MS)
+      .then((keys) => (keys.length ? lock.exclusive(async () => emit(await engine.tick(now, { keys }))) : undefined))
       .catch((err) => {
         // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
         if (err instanceof WindowConflictError) return;
@@ -116,4 +118,47 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       await sub.close();
     },
   };
+}
+
+/** How long a taken wake waits before it is offered again if its tick never saved. */
+const WAKE_LEASE_MS = 5_000;
+
+/** Shared for batch steps, exclusive for ticks; a waiting tick goes before new batches. */
+class StepLock {
+  private active = 0;
+  private writing = false;
+  private writersWaiting = 0;
+  private waiters: (() => void)[] = [];
+
+  private wait(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  async shared<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.writing || this.writersWaiting > 0) await this.wait();
+    this.active++;
+    try {
+      return await fn();
+    } finally {
+      this.active--;
+      this.wake();
+    }
+  }
+
+  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    this.writersWaiting++;
+    while (this.writing || this.active > 0) await this.wait();
+    this.writersWaiting--;
+    this.writing = true;
+    try {
+      return await fn();
+    } finally {
+      this.writing = false;
+      this.wake();
+    }
+  }
 }
