@@ -13,7 +13,7 @@ import { startRuleEngine, type RuleEngineService } from '@neatroots/rule-engine'
 import { makeTopics, type Topics } from '@neatroots/spans';
 import { ProjectsRepo, QuestionsRepo } from '@neatroots/store';
 import { questionScheduler, questionServiceConfig, questionsOf } from './questions';
-import { cachedKeyLookup, consoleLogger, readProjectsSafe, seedApiKeys, Shutdown, startCheckSet, steeringLookup, type Logger } from './runtime';
+import { cachedKeyLookup, ingestListen, consoleLogger, readProjectsSafe, seedApiKeys, Shutdown, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 /** The demo project: its own checks (one halt rule) and steering on. */
 export const DEMO_PROJECT = 'demo';
@@ -133,10 +133,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       bus,
       resolveKey,
       topics,
-      host: config.NEATROOTS_HOST,
-      otlpPort: config.NEATROOTS_OTLP_PORT,
-      grpcPort: config.NEATROOTS_GRPC_PORT,
-      maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
+      ...ingestListen(config),
     });
     shutdown.add(() => ingest.close());
 

@@ -9,6 +9,7 @@ import {
   type ProjectEntry,
   type RuleSet,
 } from '@neatroots/checks';
+import type { Config } from '@neatroots/platform';
 import type { Queryable } from '@neatroots/ports';
 import { ChecksRepo, ProjectsRepo } from '@neatroots/store';
 
@@ -170,4 +171,14 @@ export async function seedApiKeys(db: Queryable, keys: { project: string; key: s
     if ((await projects.resolveApiKey(key)) !== project) await projects.addApiKey(project, key, 'NEATROOTS_API_KEYS');
   }
   for (const p of steering) await projects.setSteering(p, true);
+}
+
+/** Where ingest listens and how large an export it takes, from the configuration. */
+export function ingestListen(config: Config): { host: string; otlpPort: number; grpcPort: number; maxReceiveMessageBytes: number } {
+  return {
+    host: config.NEATROOTS_HOST,
+    otlpPort: config.NEATROOTS_OTLP_PORT,
+    grpcPort: config.NEATROOTS_GRPC_PORT,
+    maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
+  };
 }

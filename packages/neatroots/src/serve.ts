@@ -23,7 +23,7 @@ import { startRuleEngine } from '@neatroots/rule-engine';
 import { makeTopics } from '@neatroots/spans';
 import { ProjectsRepo, QuestionsRepo, QuietChecks } from '@neatroots/store';
 import { questionScheduler, questionServiceConfig, questionsOf } from './questions';
-import { cachedKeyLookup, readProjectsSafe, seedApiKeys, Shutdown, startCheckSet, steeringLookup, type Logger } from './runtime';
+import { cachedKeyLookup, ingestListen, readProjectsSafe, seedApiKeys, Shutdown, startCheckSet, steeringLookup, type Logger } from './runtime';
 
 export const TARGETS = ['ingest', 'rule-engine', 'question', 'review', 'api', 'all'] as const;
 export type Target = (typeof TARGETS)[number];
@@ -215,10 +215,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
         bus: bus!,
         resolveKey,
         topics,
-        host: config.NEATROOTS_HOST,
-        otlpPort: config.NEATROOTS_OTLP_PORT,
-        grpcPort: config.NEATROOTS_GRPC_PORT,
-        maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
+        ...ingestListen(config),
       });
       shutdown.add(() => ingest.close());
       ingestPorts = { otlp: ingest.otlpPort, grpc: ingest.grpcPort };
