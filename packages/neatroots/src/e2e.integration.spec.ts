@@ -135,6 +135,10 @@ action: halt
     expect(byCheck['refund-without-lookup'].active_at).not.toBeNull();
     const other = await fetch(url, { headers: { 'x-api-key': 'wrong' } });
     expect(other.status).toBe(401);
+    // Settings -> Models: agreement between the LLM and the fast classifier, per question.
+    const models = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/${PROJECT}/models/agreement`, { headers: { 'x-api-key': KEY } });
+    expect(models.status).toBe(200);
+    expect(Array.isArray(((await models.json()) as { questions: unknown[] }).questions)).toBe(true);
   });
 
   it('reloads checks without a restart when a file changes, and keeps the last good version of a broken one', async () => {

@@ -137,7 +137,14 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     });
     shutdown.add(() => ingest.close());
 
-    const api = await createApi({ queries: review.queries, resolveKey: async (key) => (await resolveKey(key)) ?? null, port: config.NEATROOTS_HTTP_PORT, host: config.NEATROOTS_HOST });
+    const api = await createApi({
+      queries: review.queries,
+      resolveKey: async (key) => (await resolveKey(key)) ?? null,
+      modelStats: async (checkId) =>
+        (await questions.answerer.agreement.stats(checkId)).map((s) => ({ ...s, trained: questions.answerer.classifier.trainedByKey(s.question_key) })),
+      port: config.NEATROOTS_HTTP_PORT,
+      host: config.NEATROOTS_HOST,
+    });
     shutdown.add(() => api.close());
 
     return {

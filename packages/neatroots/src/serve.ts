@@ -1,4 +1,5 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { credentials, Metadata, Server, ServerCredentials } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
 import type { AddressInfo } from 'node:net';
 import { createApi, ReviewGrpcClient } from '@neatroots/api';
 import type { RunWindow } from '@neatroots/checks';
@@ -243,9 +244,18 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
     let httpPort: number | undefined;
     if (wants('api')) {
       const client = reviewClientFor();
+      const questionClient = new v1.QuestionClient(config.NEATROOTS_QUESTION_ADDR, credentials.createInsecure());
+      shutdown.add(async () => questionClient.close());
       const api = await createApi({
         queries: client,
         resolveKey: (key) => client.resolveKey(key),
+        // Agreement per question lives in the question service.
+        modelStats: (checkId) =>
+          new Promise((resolve, reject) =>
+            questionClient.agreement({ check_id: checkId ?? '' }, new Metadata(), { deadline: new Date(Date.now() + 10_000) }, (err, res) =>
+              err ? reject(new Error(`question service: ${err.details || err.message}`)) : resolve(res.questions),
+            ),
+          ),
         port: config.NEATROOTS_HTTP_PORT,
         host: config.NEATROOTS_HOST,
       });

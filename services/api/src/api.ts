@@ -4,9 +4,9 @@ import { NestFactory } from '@nestjs/core';
 import type { ReviewQueries } from '@neatroots/store';
 import type { AddressInfo } from 'node:net';
 import { ApiKeyGuard } from './auth.guard';
-import { FindingsController, HealthController, RunsController } from './controllers';
+import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
 import { ErrorsFilter } from './errors';
-import { RESOLVE_KEY, REVIEW_QUERIES, type ResolveKey } from './tokens';
+import { MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, type ModelStats, type ResolveKey } from './tokens';
 
 export interface ApiOptions {
   /** The review service: in-process embedded, a gRPC client distributed. */
@@ -17,18 +17,21 @@ export interface ApiOptions {
   port: number;
   /** Default: every interface. */
   host?: string;
+  /** Agreement per question, for GET /v1/projects/{project}/models/agreement. */
+  modelStats?: ModelStats;
   /** Nest's log levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
 }
 
 @Module({})
 export class ApiModule {
-  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey'>): DynamicModule {
+  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
+        { provide: MODEL_STATS, useValue: opts.modelStats ?? null },
         { provide: RESOLVE_KEY, useValue: opts.resolveKey },
         ApiKeyGuard,
       ],

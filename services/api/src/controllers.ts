@@ -3,7 +3,7 @@ import type { ReviewQueries } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
 import { dismissBody, findingsQuery, runsQuery } from './params';
-import { REVIEW_QUERIES } from './tokens';
+import { MODEL_STATS, REVIEW_QUERIES, type ModelStats } from './tokens';
 
 /** Thin: parse, ask the review service, shape the JSON. */
 
@@ -56,6 +56,20 @@ export class FindingsController {
   @Get('checks/stats')
   async checkStats(@Param('project') project: string) {
     return { checks: await this.queries.checkStats(project) };
+  }
+}
+
+@Controller('v1/projects/:project')
+@UseGuards(ApiKeyGuard)
+export class ModelsController {
+  constructor(@Inject(MODEL_STATS) private readonly stats: ModelStats | null) {}
+
+  /** Per question: answers the LLM gave, how often the fast classifier agreed, whether it answers first. */
+  @Get('models/agreement')
+  async agreement(@Query('check_id') checkId?: string) {
+    if (!this.stats) throw new ApiError(503, 'unavailable', 'the question service is not reachable from this api');
+    if (checkId !== undefined && (typeof checkId !== 'string' || !checkId)) throw ApiError.badRequest('invalid_query', 'check_id must be a check id');
+    return { questions: await this.stats(checkId) };
   }
 }
 
