@@ -42,7 +42,7 @@ async function main() {
     rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
   }
   if (out.distributed && !out.distributed.skipped) {
-    rows.push(['distributed: gRPC ingest to findings', `${out.distributed.spans_per_s} spans/s`, '']);
+    rows.push(['distributed: gRPC ingest to findings', `${out.distributed.spans_per_s} spans/s`, `ingest to Kafka (every export acknowledged): ${out.distributed.baseline_ingest_to_kafka_spans_per_s} spans/s`]);
     rows.push([`distributed: receipt to finding at ${out.distributed.latency_at_spans_per_s} spans/s`, `p50 ${out.distributed.receipt_to_finding_p50_ms} ms, p99 ${out.distributed.receipt_to_finding_p99_ms} ms`, '']);
   } else if (out.distributed) rows.push(['distributed', 'skipped', out.distributed.skipped]);
   if (out.questions) {
