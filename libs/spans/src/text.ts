@@ -36,7 +36,22 @@ function safeStringify(v: unknown): string {
 export function canonicalJson(v: unknown): string {
   if (v === undefined) return '';
   if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? '';
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  const keys = Object.keys(v as object).sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  // Called for every span a `repeat` check compares: plain loops, no intermediate arrays.
+  if (Array.isArray(v)) {
+    let out = '[';
+    for (let i = 0; i < v.length; i++) out += (i ? ',' : '') + (v[i] === undefined ? 'null' : canonicalJson(v[i]));
+    return `${out}]`;
+  }
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o);
+  if (keys.length > 1) keys.sort();
+  let out = '{';
+  let first = true;
+  for (const k of keys) {
+    const val = o[k];
+    if (val === undefined) continue;
+    out += `${first ? '' : ','}${JSON.stringify(k)}:${canonicalJson(val)}`;
+    first = false;
+  }
+  return `${out}}`;
 }

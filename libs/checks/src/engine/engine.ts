@@ -76,7 +76,7 @@ export class RuleEngine {
   private readonly maxSpans: number;
   private readonly wakeLeaseMs: number;
   /** Rules in effect per project, workflow and span type; rebuilt when the checks change. */
-  private readonly applicable = new Map<string, Map<string, CompiledRule[]>>();
+  private readonly applicable = new Map<string, Map<string, Map<string, Map<string, CompiledRule[]>>>>();
   private applicableVersion = -1;
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -204,15 +204,28 @@ export class RuleEngine {
       this.applicable.clear();
       this.applicableVersion = set.version;
     }
-    const k = `${project}\u0000${workflow ?? ''}`;
-    let byType = this.applicable.get(k);
-    if (!byType) {
+    // Nested maps, not concatenated keys: this runs for every span, and a fresh key string
+    // would be built and hashed each time.
+    let byWorkflow = this.applicable.get(project);
+    if (!byWorkflow) {
       if (this.applicable.size > 10_000) this.applicable.clear();
-      byType = new Map();
-      this.applicable.set(k, byType);
+      byWorkflow = new Map();
+      this.applicable.set(project, byWorkflow);
     }
-    const tk = tool === undefined ? spanType : `${spanType}\u0000${tool}`;
-    let rules = byType.get(tk);
+    const wf = workflow ?? '';
+    let byType = byWorkflow.get(wf);
+    if (!byType) {
+      if (byWorkflow.size > 1000) byWorkflow.clear();
+      byType = new Map();
+      byWorkflow.set(wf, byType);
+    }
+    let byTool = byType.get(spanType);
+    if (!byTool) {
+      byTool = new Map();
+      byType.set(spanType, byTool);
+    }
+    const tk = tool ?? '';
+    let rules = byTool.get(tk);
     if (!rules) {
       rules = set.rules.filter(
         (r) =>
@@ -221,8 +234,8 @@ export class RuleEngine {
             r.check.rule.type === 'threshold' ||
             ((!r.spanTypes || r.spanTypes.has(spanType)) && (!r.spanTools || (tool !== undefined && r.spanTools.has(tool))))),
       );
-      if (byType.size > 1000) byType.clear();
-      byType.set(tk, rules);
+      if (byTool.size > 1000) byTool.clear();
+      byTool.set(tk, rules);
     }
     return rules;
   }
