@@ -52,7 +52,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   const procs = [];
   const start = async (target, servicePort) => {
     const admin = await freePort();
-    const p = spawn(process.execPath, [CLI, 'serve', '--target', target], {
+    // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
+    const prof = process.env.BENCH_PROFILE === target ? ['--cpu-prof', '--cpu-prof-dir=/tmp/neatroots-bench-prof'] : [];
+    const p = spawn(process.execPath, [...prof, CLI, 'serve', '--target', target], {
       env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(servicePort ?? (await freePort())), NEATROOTS_REVIEW_PORT: String(reviewPort) },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
@@ -87,7 +89,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     }) : undefined;
     // Throughput: everything at once, done when the rule engine consumed every item.
     const t0 = performance.now();
-    await send(grpcPort, built.batches, { key: KEY, conns: 2, inflight: 8 });
+    await send(grpcPort, built.batches, { key: KEY, conns: 4, inflight: Number(process.env.BENCH_INFLIGHT ?? 8) });
     // Baseline in the same run: every export acknowledged, so every span published to Kafka.
     const ingestMs = performance.now() - t0;
     const consumed = () => metric(engineAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
