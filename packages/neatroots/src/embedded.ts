@@ -121,6 +121,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       rules: checks.rules,
       topics,
       steering,
+      windowTtlAfterEndMs: config.NEATROOTS_WINDOW_TTL_MS,
       quiet: review.isQuiet,
       log: (m, err) => log.error(`rule-engine: ${m}`, err),
     });

@@ -191,6 +191,7 @@ export async function serve(target: Target, config: Config, log: Logger): Promis
           topic: topics.questions,
         },
         steering: steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, db }),
+        windowTtlAfterEndMs: config.NEATROOTS_WINDOW_TTL_MS,
         quiet: quiet.lookup,
         log: (m, err) => log.error(`rule-engine: ${m}`, err),
       });

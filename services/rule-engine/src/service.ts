@@ -18,6 +18,8 @@ export interface RuleEngineServiceOptions {
   quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
   /** Consumer group; replicas share it and split the partitions. */
   group?: string;
+  /** How long a run's window is kept after its run_end, for late spans (default 10 minutes). */
+  windowTtlAfterEndMs?: number;
   /** How often pending requires_before waits are checked. */
   tickMs?: number;
   /**
@@ -53,7 +55,13 @@ export interface RuleEngineService {
  */
 export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<RuleEngineService> {
   const log = opts.log ?? ((msg, err) => console.error(`rule-engine: ${msg}`, err ?? ''));
-  const engine = new RuleEngine({ windows: opts.windows, rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
+  const engine = new RuleEngine({
+    windows: opts.windows,
+    rules: opts.rules,
+    steering: opts.steering,
+    quiet: opts.quiet,
+    ...(opts.windowTtlAfterEndMs !== undefined ? { ttlAfterEndMs: opts.windowTtlAfterEndMs } : {}),
+  });
   const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
   const questionsTopic = opts.questions?.topic ?? QUESTIONS_TOPIC;
 

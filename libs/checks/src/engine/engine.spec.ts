@@ -331,3 +331,21 @@ describe('applies_to and state outside the process', () => {
     expect(h2.findings[0].id).toBe(fresh.findings[0].id);
   });
 });
+
+describe('window expiry', () => {
+  it('saves a run\'s window to expire the configured time after its run_end (late spans), and later while it runs', async () => {
+    const windows = new MemoryWindowStore<RunWindow>();
+    const saved: { key: string; ttlMs?: number }[] = [];
+    const save = windows.save.bind(windows);
+    windows.save = async (entries) => {
+      saved.push(...entries.map((e) => ({ key: e.key, ttlMs: e.ttlMs })));
+      return save(entries);
+    };
+    const set = compileRuleSet([], regexMatcher);
+    const engine = new RuleEngine({ windows, rules: () => set, ttlAfterEndMs: 1234, ttlIdleMs: 99_999 });
+    const env = (raw: Record<string, unknown>): Envelope => ({ project: 'p', received_ms: 1, item: normalizeItem(raw) });
+    await (await engine.process([env(tool('r', 'a', 't', 1))])).commit();
+    await (await engine.process([env({ event: 'run_end', run_id: 'r', status: 'ok' })])).commit();
+    expect(saved.map((s) => s.ttlMs)).toEqual([99_999, 1234]);
+  });
+});
