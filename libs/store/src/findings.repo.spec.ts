@@ -56,6 +56,18 @@ describe('applying finding events', () => {
     expect(await stats('repeated-tool-call')).toMatchObject({ findings: 1 });
   });
 
+  it('keeps a question finding\'s quote, probability and confidence, which a resolution does not erase', async () => {
+    const q = { kind: 'yes_no', check_id: 'ignored-tool-error', quote: 'I have emailed you the invoice.', probability: 0.9, confidence: 'Very likely (LLM judgment)', answered_by: 'local' };
+    await repo.apply([finding({ id: 'q1', ...q })]);
+    await repo.apply([finding({ id: 'q1', kind: 'yes_no', check_id: 'ignored-tool-error', status: 'resolved', at_ms: T0 + 5000 })]);
+    expect(await repo.get('p1', 'q1')).toMatchObject({
+      status: 'resolved', quote: 'I have emailed you the invoice.', probability: 0.9, confidence: 'Very likely (LLM judgment)', answered_by: 'local',
+    });
+    // a rule finding has none
+    await repo.apply([finding({ id: 'r1' })]);
+    expect(await repo.get('p1', 'r1')).toMatchObject({ quote: null, probability: null, confidence: null, answered_by: null });
+  });
+
   it('folds a finding\'s events within one batch', async () => {
     await repo.apply([
       finding({ id: 'f1' }),

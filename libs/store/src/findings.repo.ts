@@ -28,7 +28,8 @@ export type DeliveryInput = Pick<NoteDelivered, 'finding_id' | 'project' | 'at_m
 
 const FINDING_COLUMNS = `f.id, f.project, f.run_id, f.workflow, f.check_id, f.check_source, f.kind, f.title, f.guidance,
   f.action, f.halt_suppressed, f.group_name, f.priority, f.span_ids, f.count, f.status, f.quiet, f.raised_at,
-  f.updated_at, f.resolved_at, f.active_at, f.dismissed_at, f.dismissed_by, f.dismiss_note`;
+  f.updated_at, f.resolved_at, f.active_at, f.dismissed_at, f.dismissed_by, f.dismiss_note,
+  f.quote, f.probability, f.confidence, f.answered_by`;
 
 function toFinding(row: Row): FindingRecord {
   const rec = {
@@ -57,6 +58,10 @@ function toFinding(row: Row): FindingRecord {
     dismissed_at: iso(row.dismissed_at),
     dismissed_by: (row.dismissed_by as string | null) ?? null,
     dismiss_note: (row.dismiss_note as string | null) ?? null,
+    quote: (row.quote as string | null) ?? null,
+    probability: row.probability === null || row.probability === undefined ? null : Number(row.probability),
+    confidence: (row.confidence as string | null) ?? null,
+    answered_by: (row.answered_by as string | null) ?? null,
   };
   rec.state = findingState(rec);
   return rec;
@@ -126,18 +131,21 @@ export class FindingsRepo {
         text(e.id), text(e.project), text(e.run_id), text(e.workflow), text(e.check_id), text(e.source), text(e.kind),
         text(e.title), text(f.guidance), text(e.action), e.halt_suppressed === true, text(e.group || null), e.priority ?? 0,
         json(f.span_ids), f.count, f.status, tsParam(f.raised_ms), tsParam(f.updated_ms), tsParam(f.resolved_ms),
+        text(e.quote ?? null), e.probability ?? null, text(e.confidence ?? null), text(e.answered_by ?? null),
       );
     }
     const values = valuesList(part.length, [
       'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'boolean', 'text', 'float8',
-      'jsonb', 'int4', 'text', 'timestamptz', 'timestamptz', 'timestamptz',
+      'jsonb', 'int4', 'text', 'timestamptz', 'timestamptz', 'timestamptz', 'text', 'float8', 'text', 'text',
     ]);
     await this.db.query(
       `WITH v (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action, halt_suppressed,
-               group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at) AS (VALUES ${values}),
+               group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
+               quote, probability, confidence, answered_by) AS (VALUES ${values}),
        ins AS (
          INSERT INTO findings AS f (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action,
-           halt_suppressed, group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at, quiet, active_at)
+           halt_suppressed, group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
+           quote, probability, confidence, answered_by, quiet, active_at)
          SELECT v.*, COALESCE(cs.dismissals >= ${QUIET_AFTER_DISMISSALS}, FALSE), d.delivered_at
          FROM v
          LEFT JOIN check_stats cs ON cs.project = v.project AND cs.check_id = v.check_id
@@ -147,6 +155,11 @@ export class FindingsRepo {
            span_ids = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.span_ids ELSE f.span_ids END,
            guidance = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.guidance ELSE f.guidance END,
            status = CASE WHEN EXCLUDED.status = 'resolved' THEN 'resolved' ELSE f.status END,
+           -- the quote that raised it stays (a redelivery or a resolution carries none, or the same)
+           quote = COALESCE(f.quote, EXCLUDED.quote),
+           probability = COALESCE(f.probability, EXCLUDED.probability),
+           confidence = COALESCE(f.confidence, EXCLUDED.confidence),
+           answered_by = COALESCE(f.answered_by, EXCLUDED.answered_by),
            resolved_at = CASE WHEN f.resolved_at IS NULL AND EXCLUDED.status = 'resolved' THEN EXCLUDED.resolved_at ELSE f.resolved_at END,
            updated_at = CASE WHEN EXCLUDED.count > f.count OR (EXCLUDED.status = 'resolved' AND f.status = 'open')
                              THEN GREATEST(f.updated_at, EXCLUDED.updated_at) ELSE f.updated_at END

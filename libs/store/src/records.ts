@@ -64,6 +64,14 @@ export interface FindingRecord {
   dismissed_at: string | null;
   dismissed_by: string | null;
   dismiss_note: string | null;
+  /** Question findings: the words of the run that show the problem (the second look's quote). */
+  quote: string | null;
+  /** Question findings: the probability of a problem (an LLM's is capped at 0.9). */
+  probability: number | null;
+  /** Question findings: "Very likely (LLM judgment)" for an LLM, else a percentage. */
+  confidence: string | null;
+  /** Question findings: which model answered (decision, local or classifier). */
+  answered_by: string | null;
 }
 
 /**
