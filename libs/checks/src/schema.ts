@@ -191,16 +191,8 @@ function parseRuleCheck(ctx: Ctx, raw: Obj): RuleCheck {
   if (raw.rule === undefined || raw.rule === null) throw ctx.error('rule', 'is required for a rule check');
   const rule = parseRule(ctx, raw.rule);
   return compact({
-    id: common.id,
+    ...baseFields(ctx, common, common.title ?? common.id),
     kind: 'rule' as const,
-    title: common.title ?? common.id,
-    description: common.description,
-    guidance: common.guidance,
-    group: common.group,
-    priority: common.priority,
-    applies_to: common.applies_to,
-    source: ctx.source,
-    file: ctx.source === 'database' ? undefined : ctx.file,
     rule,
     action: common.action,
   });
@@ -332,16 +324,8 @@ function parseQuestion(ctx: Ctx, raw: Obj, kind: QuestionKind): QuestionCheck {
   }
 
   return compact({
-    id: common.id,
+    ...baseFields(ctx, common, common.title ?? ask),
     kind,
-    title: common.title ?? ask,
-    description: common.description,
-    guidance: common.guidance,
-    group: common.group,
-    priority: common.priority,
-    applies_to: common.applies_to,
-    source: ctx.source,
-    file: ctx.source === 'database' ? undefined : ctx.file,
     scope,
     ask,
     evidence,
@@ -516,6 +500,21 @@ function distance(a: string, b: string): number {
 }
 
 /** Drops undefined fields so checks compare and serialise cleanly. */
+/** The fields every check has, rule or question, as the parsed common part gives them. */
+function baseFields(ctx: Ctx, common: ReturnType<typeof parseCommon>, title: string) {
+  return {
+    id: common.id,
+    title,
+    description: common.description,
+    guidance: common.guidance,
+    group: common.group,
+    priority: common.priority,
+    applies_to: common.applies_to,
+    source: ctx.source,
+    file: ctx.source === 'database' ? undefined : ctx.file,
+  };
+}
+
 function compact<T extends object>(o: T): T {
   for (const k of Object.keys(o) as (keyof T)[]) if (o[k] === undefined) delete o[k];
   return o;
