@@ -12,7 +12,8 @@ const swc = ['@swc/jest', {
   sourceMaps: 'inline',
 }];
 const moduleNameMapper = {
-  '^@neatroots/(proto|spans|ports|checks|store|platform|questions)$': '<rootDir>/libs/$1/src',
+  '^@neatroots/(proto|spans|ports|checks|store|platform|questions|messages|sop)$': '<rootDir>/libs/$1/src',
+  '^@neatroots/review-domain$': '<rootDir>/libs/review/src',
   '^@neatroots/(ingest|rule-engine|question|review|api)$': '<rootDir>/services/$1/src',
   '^@neatroots/sdk$': '<rootDir>/packages/sdk/src',
   '^neatroots$': '<rootDir>/packages/neatroots/src',
