@@ -9,3 +9,4 @@ export * from './testing/services';
 export * from './models/openai';
 export * from './models/config';
 export * from './ops';
+export * from './jobs';

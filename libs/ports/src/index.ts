@@ -3,3 +3,4 @@ export * from './windows';
 export * from './db';
 export * from './clock';
 export * from './models';
+export * from './jobs';

@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import { DelayedError, Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type WorkOptions } from '@neatroots/ports';
+import { JOB_DEFAULTS, nextCronTime } from './common';
+
+export interface BullJobsOptions {
+  url: string;
+  /** Key prefix of every queue (tests and several installations on one Redis). Default "neatroots". */
+  prefix?: string;
+  onFailed?: (job: FailedJob) => void;
+  /** How long close() waits for running jobs (default 10 s). */
+  closeGraceMs?: number;
+  /** How long a serialize key stays held if its holder dies without releasing it (default 10 min). */
+  serializeLockMs?: number;
+}
+
+/** Compare-and-delete: only the holder releases a serialize lock. */
+const RELEASE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
+
+/**
+ * The jobs port on BullMQ (the distributed deployment; the seed's Hatchet workflows). One
+ * Queue per queue name, one Worker per work() call, QueueEvents only for run(). Repeatable
+ * jobs are BullMQ job schedulers keyed by name, so every replica may register the daily job
+ * and Redis keeps one. Jobs with the same serialize key are held apart by a lock in Redis: a
+ * job that finds its key held goes back to the delayed set for a moment, without spending
+ * an attempt.
+ */
+export class BullJobs implements Jobs {
+  private readonly connection: ConnectionOptions;
+  private readonly prefix: string;
+  private readonly queues = new Map<string, Queue>();
+  private readonly events = new Map<string, QueueEvents>();
+  private readonly workers: Worker[] = [];
+  private redis?: Redis;
+
+  constructor(private readonly opts: BullJobsOptions) {
+    this.connection = { url: opts.url, maxRetriesPerRequest: null } as ConnectionOptions;
+    this.prefix = opts.prefix ?? 'neatroots';
+  }
+
+  async work<T, R>(queue: string, handler: JobHandler<T, R>, opts: WorkOptions<T> = {}): Promise<void> {
+    const lockMs = this.opts.serializeLockMs ?? 600_000;
+    const worker = new Worker(
+      queue,
+      async (job: Job, token?: string) => {
+        const key = opts.serializeBy?.(job.data as T);
+        if (key === undefined) return handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
+        const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
+        const holder = randomUUID();
+        const got = await this.lockClient().set(lockKey, holder, 'PX', lockMs, 'NX');
+        if (!got) {
+          // Someone runs this key now: come back shortly, without using up an attempt.
+          await job.moveToDelayed(Date.now() + 200 + Math.floor(Math.random() * 200), token);
+          throw new DelayedError();
+        }
+        try {
+          return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
+        } finally {
+          await this.lockClient().eval(RELEASE, 1, lockKey, holder);
+        }
+      },
+      { connection: this.connection, prefix: this.prefix, concurrency: Math.max(1, opts.concurrency ?? 1), autorun: true },
+    );
+    worker.on('failed', (job, err) => {
+      if (!job || err instanceof DelayedError || err?.name === 'DelayedError') return;
+      const attempts = job.opts.attempts ?? 1;
+      if (job.attemptsMade >= attempts) this.opts.onFailed?.({ queue, id: job.id!, attempts: job.attemptsMade, reason: err.message });
+    });
+    // A worker's connection errors are retried by ioredis; keep them from becoming unhandled.
+    worker.on('error', () => undefined);
+    this.workers.push(worker);
+    await worker.waitUntilReady();
+  }
+
+  async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {
+    const job = await this.queue(queue).add(queue, data, {
+      jobId: opts.jobId,
+      attempts: opts.attempts ?? JOB_DEFAULTS.attempts,
+      backoff: { type: 'exponential', delay: opts.backoffMs ?? JOB_DEFAULTS.backoffMs },
+      delay: opts.delayMs,
+      removeOnComplete: { count: JOB_DEFAULTS.keepFinished },
+      removeOnFail: { count: JOB_DEFAULTS.keepFinished },
+    });
+    return job.id!;
+  }
+
+  async run<T, R>(queue: string, data: T, opts: AddJobOptions & { timeoutMs?: number } = {}): Promise<R> {
+    const events = await this.queueEvents(queue);
+    const id = await this.add(queue, data, opts);
+    const job = await this.queue(queue).getJob(id);
+    if (!job) throw new JobFailedError(queue, id, `job ${queue}/${id} is no longer kept`);
+    try {
+      return (await job.waitUntilFinished(events, opts.timeoutMs)) as R;
+    } catch (err) {
+      const message = (err as Error).message ?? String(err);
+      if (/timed out/i.test(message)) throw new JobTimeoutError(queue, id, opts.timeoutMs ?? 0);
+      throw new JobFailedError(queue, id, message);
+    }
+  }
+
+  async schedule<T>(queue: string, name: string, cron: string, data: T): Promise<void> {
+    nextCronTime(cron, Date.now()); // the same validation and message as inline
+    await this.queue(queue).upsertJobScheduler(name, { pattern: cron, tz: 'UTC' }, {
+      name: queue,
+      data,
+      opts: {
+        attempts: JOB_DEFAULTS.attempts,
+        backoff: { type: 'exponential', delay: JOB_DEFAULTS.backoffMs },
+        removeOnComplete: { count: JOB_DEFAULTS.keepFinished },
+        removeOnFail: { count: JOB_DEFAULTS.keepFinished },
+      },
+    });
+  }
+
+  async close(): Promise<void> {
+    const grace = this.opts.closeGraceMs ?? 10_000;
+    await Promise.race([
+      Promise.allSettled(this.workers.map((w) => w.close())),
+      new Promise((r) => setTimeout(r, grace).unref()),
+    ]);
+    await Promise.allSettled(this.workers.map((w) => w.close(true)));
+    await Promise.allSettled([...this.events.values()].map((e) => e.close()));
+    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    this.redis?.disconnect();
+  }
+
+  private queue(name: string): Queue {
+    let q = this.queues.get(name);
+    if (!q) {
+      q = new Queue(name, { connection: this.connection, prefix: this.prefix });
+      q.on('error', () => undefined);
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  private async queueEvents(name: string): Promise<QueueEvents> {
+    let e = this.events.get(name);
+    if (!e) {
+      e = new QueueEvents(name, { connection: this.connection, prefix: this.prefix });
+      e.on('error', () => undefined);
+      this.events.set(name, e);
+      await e.waitUntilReady();
+    }
+    return e;
+  }
+
+  private lockClient(): Redis {
+    return (this.redis ??= new Redis(this.opts.url, { maxRetriesPerRequest: 3 }));
+  }
+}

@@ -1,0 +1,24 @@
+import { parseExpression } from 'cron-parser';
+
+/** Defaults both drivers share, so a job behaves the same embedded and distributed. */
+export const JOB_DEFAULTS = {
+  attempts: 3,
+  backoffMs: 1000,
+  /** Finished jobs remembered per queue for deduplication by jobId. */
+  keepFinished: 1000,
+} as const;
+
+/** Exponential backoff: `backoffMs` before the second try, doubled after each failed one. */
+export function retryDelayMs(backoffMs: number, failedAttempt: number): number {
+  return backoffMs * 2 ** (failedAttempt - 1);
+}
+
+/** The next time after `afterMs` that a five-field cron pattern fires, in UTC. Throws on a bad pattern, naming it. */
+export function nextCronTime(pattern: string, afterMs: number): number {
+  if (pattern.trim().split(/\s+/).length !== 5) throw new Error(`cron pattern "${pattern}" must have five fields (minute hour day month weekday)`);
+  try {
+    return parseExpression(pattern, { currentDate: new Date(afterMs), utc: true }).next().getTime();
+  } catch (err) {
+    throw new Error(`cron pattern "${pattern}": ${(err as Error).message}`);
+  }
+}

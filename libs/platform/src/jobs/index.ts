@@ -1,0 +1,3 @@
+export * from './inline';
+export * from './bullmq';
+export { nextCronTime } from './common';

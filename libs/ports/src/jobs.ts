@@ -1,0 +1,85 @@
+/**
+ * The jobs port: background work that must happen, maybe later, maybe on another replica
+ * (a session's SOP check, pattern assignment, reclustering, suggestions, calibration, pull
+ * request polling). BullMQ on Redis in the distributed deployment (the seed's Hatchet
+ * workflows); inline, in this process, in the embedded default.
+ *
+ * Delivery is at least once: a handler may run again after a crash or a failed attempt, so
+ * handlers are idempotent (the SOP checker writes nothing for content it already checked).
+ * Failed attempts are retried with backoff a bounded number of times, then the job is set
+ * aside as failed with its reason (never retried forever in front of other work).
+ */
+export interface JobInfo {
+  /** The job's id: the one given to add() (so adding it again is a no-op while it is kept), or a generated one. */
+  id: string;
+  /** 1 for the first try. */
+  attempt: number;
+}
+
+export type JobHandler<T, R = unknown> = (data: T, job: JobInfo) => Promise<R>;
+
+export interface AddJobOptions {
+  /**
+   * Deduplicates: while a job with this id is waiting, running or kept as done, adding it
+   * again does nothing and returns the same id.
+   */
+  jobId?: string;
+  /** Tries in all (default 3). */
+  attempts?: number;
+  /** Backoff before the second try, doubled after each (default 1000 ms). */
+  backoffMs?: number;
+  /** Run no earlier than this many ms from now. */
+  delayMs?: number;
+}
+
+export interface WorkOptions<T> {
+  /** Jobs of this queue run at most this many at a time in this process (default 1). */
+  concurrency?: number;
+  /**
+   * Jobs with the same key never run at the same time, in any process (the seed's "one run
+   * at a time per workspace"); jobs with different keys run side by side.
+   */
+  serializeBy?: (data: T) => string;
+}
+
+/** A job that used up its attempts: kept with the reason, reported to the driver's onFailed. */
+export interface FailedJob {
+  queue: string;
+  id: string;
+  attempts: number;
+  reason: string;
+}
+
+export interface Jobs {
+  /** Registers the one handler of `queue` in this process; jobs already waiting start running. */
+  work<T, R = unknown>(queue: string, handler: JobHandler<T, R>, opts?: WorkOptions<T>): Promise<void>;
+  /** Queues a job; resolves with its id once it is safely queued. */
+  add<T>(queue: string, data: T, opts?: AddJobOptions): Promise<string>;
+  /**
+   * Queues a job and waits for its result (the API waiting for calibration). Rejects with the
+   * job's last error once its attempts are used up, or with JobTimeoutError.
+   */
+  run<T, R = unknown>(queue: string, data: T, opts?: AddJobOptions & { timeoutMs?: number }): Promise<R>;
+  /**
+   * A repeatable job on a cron pattern (UTC, five fields). Registered once under `name`
+   * however many replicas call it; calling it again with another pattern replaces it.
+   */
+  schedule<T>(queue: string, name: string, cron: string, data: T): Promise<void>;
+  /** Stops taking jobs, waits for the running ones (up to the driver's grace time), closes. */
+  close(): Promise<void>;
+}
+
+export class JobTimeoutError extends Error {
+  constructor(queue: string, id: string, ms: number) {
+    super(`job ${queue}/${id} did not finish within ${ms} ms`);
+    this.name = 'JobTimeoutError';
+  }
+}
+
+/** A job's attempts are used up; `message` is its last error. */
+export class JobFailedError extends Error {
+  constructor(readonly queue: string, readonly id: string, reason: string) {
+    super(reason);
+    this.name = 'JobFailedError';
+  }
+}
