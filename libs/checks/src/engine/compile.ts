@@ -1,5 +1,6 @@
 import type { RuleCheck, RuleType } from '../types';
 import { compileFilter, type SpanPredicate } from './filter';
+import { RULE_KINDS, type RuleKind, type RuleOf } from './rules';
 
 /** What `match` needs of a regex: RE2 with a time budget in production (see ../regex.ts). */
 export interface TextMatcher {
@@ -7,32 +8,22 @@ export interface TextMatcher {
 }
 
 /** The most specific check heads its group; by default a narrower rule type is more specific. */
-const DEFAULT_PRIORITY: Record<RuleType, number> = {
-  match: 90,
-  requires_before: 85,
-  repeat: 80,
-  errors: 70,
-  unrecovered_error: 60,
-  slow: 50,
-  run_end: 40,
-  count: 30,
-  threshold: 20,
-};
-
 export function defaultPriority(type: RuleType): number {
-  return DEFAULT_PRIORITY[type];
+  return RULE_KINDS[type].priority;
 }
 
-export interface CompiledRule {
+/** A rule check ready for the engine: its type's module and what that module compiled once. */
+export interface CompiledRule<T extends RuleType = RuleType, D = unknown> {
   check: RuleCheck;
+  rule: RuleOf<T>;
+  kind: RuleKind<T, D>;
+  /** What the type's module compiled for this check (a matcher, predicates), see rules/kind.ts. */
+  data: D;
   priority: number;
   /** Only the user's own rules may halt (seed: "your own rules only"). */
   canHalt: boolean;
+  /** The rule's `span` filter (every span when it has none). */
   span: SpanPredicate;
-  call?: SpanPredicate;
-  requires?: SpanPredicate;
-  matcher?: TextMatcher;
-  words?: string[];
   appliesTo(project: string, workflow: string | undefined): boolean;
   /** Span types the rule can act on (undefined: any): lets the engine skip it for the others. */
   spanTypes?: ReadonlySet<string>;
@@ -40,34 +31,25 @@ export interface CompiledRule {
   spanTools?: ReadonlySet<string>;
 }
 
-/** Words that mean the final answer admits something failed (unrecovered_error's hint). */
-export const DEFAULT_FAILURE_WORDS = [
-  'error', 'fail', 'unable', "couldn't", 'could not', "can't", 'cannot', 'sorry', 'problem', 'issue',
-  'unfortunately', 'not able', "didn't work", 'went wrong', 'unavailable', 'not possible', 'timed out', 'timeout',
-];
-
 export function compileRule(check: RuleCheck, compileMatcher: (check: RuleCheck, pattern: string) => TextMatcher): CompiledRule {
   const r = check.rule;
+  const kind = RULE_KINDS[r.type] as RuleKind;
   const wf = check.applies_to?.workflow?.length ? new Set(check.applies_to.workflow) : undefined;
   const pj = check.applies_to?.project?.length ? new Set(check.applies_to.project) : undefined;
   // Where a project's own version of this id replaced it (see sources.ts).
   const notPj = check.applies_to?.not_project?.length ? new Set(check.applies_to.not_project) : undefined;
+  const reach = kind.reach ? kind.reach(r) : 'span' in r ? { types: r.span.type, tools: r.span.tool } : {};
   const compiled: CompiledRule = {
     check,
-    priority: check.priority ?? DEFAULT_PRIORITY[r.type],
+    rule: r,
+    kind,
+    data: kind.compile?.(r, check, { matcher: compileMatcher }),
+    priority: check.priority ?? kind.priority,
     canHalt: check.source === 'user' || check.source === 'project',
     span: compileFilter('span' in r ? r.span : undefined),
     appliesTo: (project, workflow) => (!pj || pj.has(project)) && (!notPj || !notPj.has(project)) && (!wf || (workflow !== undefined && wf.has(workflow))),
   };
-  if ('span' in r && r.span.type?.length) compiled.spanTypes = new Set(r.span.type);
-  if ('span' in r && r.span.tool?.length) compiled.spanTools = new Set(r.span.tool);
-  if (r.type === 'requires_before') {
-    if (r.call.type?.length && r.requires.type?.length) compiled.spanTypes = new Set([...r.call.type, ...r.requires.type]);
-    if (r.call.tool?.length && r.requires.tool?.length) compiled.spanTools = new Set([...r.call.tool, ...r.requires.tool]);
-    compiled.call = compileFilter(r.call);
-    compiled.requires = compileFilter(r.requires);
-  }
-  if (r.type === 'match') compiled.matcher = compileMatcher(check, r.pattern);
-  if (r.type === 'unrecovered_error') compiled.words = (r.words?.length ? r.words : DEFAULT_FAILURE_WORDS).map((w) => w.toLowerCase());
+  if (!kind.everySpan && reach.types?.length) compiled.spanTypes = new Set(reach.types);
+  if (!kind.everySpan && reach.tools?.length) compiled.spanTools = new Set(reach.tools);
   return compiled;
 }

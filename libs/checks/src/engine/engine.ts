@@ -1,10 +1,12 @@
 import type { WindowStore } from '@neatroots/ports';
-import { canonicalJson, itemRunId, valueText, MAX_TEXT_CHARS, type Envelope, type RunEnd, type Span } from '@neatroots/spans';
+import { itemRunId, type Envelope, type RunEnd, type Span } from '@neatroots/spans';
 import { fillGuidance } from '../guidance';
-import type { FindingEvent, MatchField, RuleCheck } from '../types';
+import type { FindingEvent } from '../types';
 import type { CompiledRule } from './compile';
-import { findingId, fingerprint } from './ids';
-import { newWindow, windowKey, type CheckState, type OpenFinding, type RunWindow } from './window';
+import { findingId } from './ids';
+import type { RuleRef, RuleStep } from './rules';
+import { RunEndView, SpanView } from './span-view';
+import { newWindow, windowKey, type OpenFinding, type RunWindow } from './window';
 
 /** A note or halt for the agent, raised with a finding. */
 export interface NoteOut {
@@ -59,7 +61,9 @@ interface Step {
   windows: Map<string, RunWindow>;
   touched: Set<string>;
   /** Findings of this step, finished (action, notes) once the step's spans are applied. */
-  emitted: { ev: FindingEvent; w: RunWindow; r: CompiledRule }[];
+  emitted: { ev: FindingEvent; w: RunWindow; r: RuleRef }[];
+  /** What the rule modules may do in this step. */
+  rules: RuleStep;
 }
 
 /**
@@ -127,7 +131,14 @@ export class RuleEngine {
 
   private async begin(keys: string[]): Promise<Step> {
     const windows = await this.windows.load(keys);
-    return { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [] };
+    const step: Step = { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [], rules: undefined as unknown as RuleStep };
+    step.rules = {
+      maxSpanIds: this.maxSpans,
+      requiresWaitMs: this.waitMs,
+      raise: (w, r, anchor, spans, count, at, received, vars) => this.raise(step, w, r, anchor, spans, count, at, received, vars),
+      emit: (w, r, status, f, at, received, vars) => this.emit(step, w, r, status, f, at, received, vars),
+    };
+    return step;
   }
 
   /**
@@ -231,7 +242,7 @@ export class RuleEngine {
         (r) =>
           r.appliesTo(project, workflow) &&
           (spanType === '*' ||
-            r.check.rule.type === 'threshold' ||
+            r.kind.everySpan ||
             ((!r.spanTypes || r.spanTypes.has(spanType)) && (!r.spanTools || (tool !== undefined && r.spanTools.has(tool))))),
       );
       if (byTool.size > 1000) byTool.clear();
@@ -249,7 +260,6 @@ export class RuleEngine {
       step.windows.set(key, w);
     }
     step.touched.add(key);
-    const at = env.received_ms;
     if (item.kind === 'run_start') {
       if (item.run.workflow) w.workflow = item.run.workflow;
       return;
@@ -265,72 +275,9 @@ export class RuleEngine {
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     this.addMetrics(w, span);
     const view = new SpanView(span);
+    // Each rule type's behaviour is in its own module (rules/<type>.ts).
     for (const r of this.rulesFor(w.project, w.workflow, span.type, span.tool)) {
-      const rule = r.check.rule;
-      switch (rule.type) {
-        case 'repeat':
-          if (r.span(span)) this.onRepeat(step, w, r, span, env, view.same(rule.same));
-          break;
-        case 'errors':
-          if (r.span(span)) this.onErrors(step, w, r, span, env);
-          break;
-        case 'count':
-          if (r.span(span)) {
-            const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
-            st.n++;
-            if (st.n >= rule.at_least && !st.fired) {
-              st.fired = 1;
-              this.raise(step, w, r, 'run', [span.span_id], st.n, at, env.received_ms, { tool: span.tool, name: span.name });
-            }
-          }
-          break;
-        case 'slow':
-          if (r.span(span) && span.start_ms !== undefined && span.end_ms !== undefined) {
-            const ms = span.end_ms - span.start_ms;
-            if (ms >= rule.at_least_ms) {
-              this.raise(step, w, r, `span:${span.span_id}`, [span.span_id], 1, at, env.received_ms, { tool: span.tool, name: span.name, ms });
-            }
-          }
-          break;
-        case 'threshold': {
-          // The metric first: it is below the line on almost every span, and then no state is needed.
-          const value = metricValue(w, rule.metric);
-          if (value < rule.at_least) break;
-          const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
-          if (!st.fired) {
-            st.fired = 1;
-            this.raise(step, w, r, 'run', [span.span_id], 1, at, env.received_ms, { metric: rule.metric, value: round(value) });
-          }
-          break;
-        }
-        case 'match':
-          if (r.span(span) && r.matcher!.test(view.text(rule.in))) {
-            const st = state<MatchState>(w, r, () => ({ t: 'match' }));
-            // One finding per run; later matching spans join it (as a span-scope question's do).
-            if (!st.open) {
-              st.open = { id: findingId(w.project, w.run_id, r.check.id, 'run'), count: 1, spans: [span.span_id] };
-              this.emit(step, w, r, 'raised', st.open, at, env.received_ms, { tool: span.tool, name: span.name, pattern: rule.pattern });
-            } else {
-              st.open.count++;
-              pushCapped(st.open.spans, span.span_id, this.maxSpans);
-              this.emit(step, w, r, 'updated', st.open, at, env.received_ms, { tool: span.tool, name: span.name, pattern: rule.pattern });
-            }
-          }
-          break;
-        case 'requires_before':
-          this.onRequires(step, w, r, span, env);
-          break;
-        case 'unrecovered_error':
-          if (r.span(span) && span.tool) {
-            const st = state<ToolsState>(w, r, () => ({ t: 'tools', last: {} }));
-            const start = span.start_ms ?? span.end_ms ?? at;
-            const cur = st.last[span.tool];
-            if (!cur || start >= cur.start) st.last[span.tool] = { start, ok: span.status === 'ok', span: span.span_id };
-          }
-          break;
-        case 'run_end':
-          break;
-      }
+      if (r.kind.onSpan && r.span(span)) r.kind.onSpan(step.rules, w, r, span, view, env.received_ms);
     }
   }
 
@@ -353,152 +300,28 @@ export class RuleEngine {
     if (last !== undefined && (m.last_ms === undefined || last > m.last_ms)) m.last_ms = last;
   }
 
-  private onRepeat(step: Step, w: RunWindow, r: CompiledRule, span: Span, env: Envelope, values: string): void {
-    const rule = r.check.rule as Extract<RuleCheck['rule'], { type: 'repeat' }>;
-    const st = state<StreakState>(w, r, () => ({ t: 'streak', n: 0, spans: [] }));
-    // Short values are kept as they are; long ones (large arguments) as a fingerprint.
-    const key = values.length <= 96 ? values : fingerprint(values);
-    const vars = { tool: span.tool, name: span.name, args: span.input };
-    if (st.key === key) {
-      st.n++;
-      pushCapped(st.spans, span.span_id, this.maxSpans);
-    } else {
-      // A differing call ends the streak, and resolves its finding.
-      if (st.open) this.emit(step, w, r, 'resolved', st.open, env.received_ms, env.received_ms, vars);
-      st.key = key;
-      st.n = 1;
-      st.spans = [span.span_id];
-      st.open = undefined;
-    }
-    this.streakFires(step, w, r, st, rule.at_least, env, vars);
-  }
-
-  private onErrors(step: Step, w: RunWindow, r: CompiledRule, span: Span, env: Envelope): void {
-    const rule = r.check.rule as Extract<RuleCheck['rule'], { type: 'errors' }>;
-    const st = state<StreakState>(w, r, () => ({ t: 'streak', n: 0, spans: [] }));
-    const vars = { tool: span.tool, name: span.name, args: span.input };
-    if (span.status === 'ok') {
-      if (st.open) this.emit(step, w, r, 'resolved', st.open, env.received_ms, env.received_ms, vars);
-      st.n = 0;
-      st.spans = [];
-      st.open = undefined;
-      return;
-    }
-    st.n++;
-    pushCapped(st.spans, span.span_id, this.maxSpans);
-    this.streakFires(step, w, r, st, rule.at_least, env, vars);
-  }
-
-  private streakFires(
-    step: Step,
-    w: RunWindow,
-    r: CompiledRule,
-    st: Extract<CheckState, { t: 'streak' }>,
-    atLeast: number,
-    env: Envelope,
-    vars: Record<string, unknown>,
-  ): void {
-    if (st.n < atLeast) return;
-    if (!st.open) {
-      st.open = { id: findingId(w.project, w.run_id, r.check.id, `streak:${st.spans[0]}`), count: st.n, spans: [...st.spans] };
-      this.emit(step, w, r, 'raised', st.open, env.received_ms, env.received_ms, vars);
-    } else {
-      st.open.count = st.n;
-      st.open.spans = [...st.spans];
-      this.emit(step, w, r, 'updated', st.open, env.received_ms, env.received_ms, vars);
-    }
-  }
-
-  private onRequires(step: Step, w: RunWindow, r: CompiledRule, span: Span, env: Envelope): void {
-    const isReq = r.requires!(span) && span.status === 'ok';
-    const isCall = r.call!(span);
-    if (!isReq && !isCall) return;
-    const st = state<RequiresState>(w, r, () => ({ t: 'requires', pending: [], raised: [] }));
-    const start = span.start_ms ?? span.end_ms ?? env.received_ms;
-    if (isReq && (st.ok_at === undefined || start < st.ok_at)) {
-      st.ok_at = start;
-      // A late requires span that started earlier satisfies the waits, and resolves what was raised.
-      st.pending = st.pending.filter((p) => !(p.start > start));
-      const still: typeof st.raised = [];
-      for (const x of st.raised) {
-        if (x.start > start) {
-          this.emit(step, w, r, 'resolved', { id: x.id, count: 1, spans: [x.span] }, env.received_ms, env.received_ms, {
-            requires: describeFilter(r.check, 'requires'),
-          });
-        } else still.push(x);
-      }
-      st.raised = still;
-    }
-    if (isCall && !(st.ok_at !== undefined && st.ok_at < start)) {
-      if (!st.pending.some((p) => p.span === span.span_id) && !st.raised.some((x) => x.span === span.span_id)) {
-        const deadline = env.received_ms + this.waitMs;
-        st.pending.push({ span: span.span_id, name: span.tool ?? span.name, start, deadline, received: env.received_ms });
-        if (w.wake_at === undefined || deadline < w.wake_at) w.wake_at = deadline;
-      }
-    }
-  }
-
+  /** Gives the rules that wait (requires_before) the time `now`; the run wakes again at the earliest deadline left. */
   private fireWaits(step: Step, w: RunWindow, now: number): void {
     let next: number | undefined;
     step.touched.add(windowKey(w.project, w.run_id));
     for (const r of this.rulesFor(w.project, w.workflow)) {
-      if (r.check.rule.type !== 'requires_before') continue;
-      const st = w.checks[r.check.id];
-      if (!st || st.t !== 'requires') continue;
-      const keep: typeof st.pending = [];
-      for (const p of st.pending) {
-        if (p.deadline <= now) {
-          const id = findingId(w.project, w.run_id, r.check.id, `span:${p.span}`);
-          st.raised.push({ span: p.span, start: p.start, id });
-          // It happened when the wait ran out, whenever the tick noticed.
-          this.emit(step, w, r, 'raised', { id, count: 1, spans: [p.span] }, p.deadline, p.received, {
-            requires: describeFilter(r.check, 'requires'),
-            name: p.name,
-            tool: p.name,
-          });
-        } else {
-          keep.push(p);
-          if (next === undefined || p.deadline < next) next = p.deadline;
-        }
-      }
-      st.pending = keep;
+      const at = r.kind.onWake?.(step.rules, w, r, now);
+      if (at !== undefined && (next === undefined || at < next)) next = at;
     }
     w.wake_at = next;
   }
 
   private onRunEnd(step: Step, w: RunWindow, run: RunEnd, env: Envelope): void {
-    const at = env.received_ms;
-    w.ended = { status: run.status, at_ms: run.ts_ms ?? at };
+    w.ended = { status: run.status, at_ms: run.ts_ms ?? env.received_ms };
     if (run.ts_ms !== undefined && (w.metrics.last_ms === undefined || run.ts_ms > w.metrics.last_ms)) w.metrics.last_ms = run.ts_ms;
-    const finalText = valueText(run.final_output).toLowerCase();
-    for (const r of this.rulesFor(w.project, w.workflow)) {
-      const rule = r.check.rule;
-      if (rule.type === 'run_end') {
-        if (rule.ends.includes(run.status)) this.raise(step, w, r, 'run', [], 1, at, env.received_ms, { name: run.status });
-      } else if (rule.type === 'unrecovered_error') {
-        const st = w.checks[r.check.id];
-        if (!st || st.t !== 'tools') continue;
-        const failed = Object.entries(st.last).filter(([, v]) => !v.ok);
-        // It only counts when the run still gave an answer that says nothing failed (a hint, not proof).
-        if (!failed.length || !finalText.trim() || r.words!.some((word) => finalText.includes(word))) continue;
-        this.raise(step, w, r, 'run', failed.map(([, v]) => v.span), failed.length, at, env.received_ms, {
-          tool: failed.map(([t]) => t).join(', '),
-        });
-      } else if (rule.type === 'threshold' && rule.metric === 'duration_ms') {
-        const st = state<CountState>(w, r, () => ({ t: 'count', n: 0 }));
-        const value = metricValue(w, rule.metric);
-        if (!st.fired && value >= rule.at_least) {
-          st.fired = 1;
-          this.raise(step, w, r, 'run', [], 1, at, env.received_ms, { metric: rule.metric, value: round(value) });
-        }
-      }
-    }
+    const view = new RunEndView(run.final_output);
+    for (const r of this.rulesFor(w.project, w.workflow)) r.kind.onRunEnd?.(step.rules, w, r, run, view, env.received_ms);
   }
 
   private raise(
     step: Step,
     w: RunWindow,
-    r: CompiledRule,
+    r: RuleRef,
     anchor: string,
     spans: string[],
     count: number,
@@ -513,7 +336,7 @@ export class RuleEngine {
   private emit(
     step: Step,
     w: RunWindow,
-    r: CompiledRule,
+    r: RuleRef,
     status: FindingEvent['status'],
     f: OpenFinding,
     at: number,
@@ -545,114 +368,4 @@ export class RuleEngine {
     if (check.group) ev.group = check.group;
     step.emitted.push({ ev, w, r });
   }
-}
-
-type StreakState = Extract<CheckState, { t: 'streak' }>;
-type CountState = Extract<CheckState, { t: 'count' }>;
-type MatchState = Extract<CheckState, { t: 'match' }>;
-type RequiresState = Extract<CheckState, { t: 'requires' }>;
-type ToolsState = Extract<CheckState, { t: 'tools' }>;
-
-function state<S extends CheckState>(w: RunWindow, r: CompiledRule, init: () => S): S {
-  let st = w.checks[r.check.id] as S | undefined;
-  if (!st) {
-    st = init();
-    w.checks[r.check.id] = st;
-  }
-  return st;
-}
-
-function pushCapped(list: string[], id: string, max: number): void {
-  list.push(id);
-  if (list.length > max) list.splice(0, list.length - max);
-}
-
-/**
- * What the rules read of one span, computed at most once however many rules read it:
- * the JSON of its arguments and result, the values `repeat` compares, the text `match` reads.
- */
-class SpanView {
-  private inputText?: string;
-  private outputText?: string;
-  private inputCanon?: string;
-  private outputCanon?: string;
-  private texts?: Map<string, Buffer>;
-  private sames?: Map<readonly string[], string>;
-
-  constructor(readonly span: Span) {}
-
-  same(fields: readonly string[]): string {
-    let v = this.sames?.get(fields);
-    if (v === undefined) {
-      v = fields.length === 1 ? this.sameValue(fields[0]) : fields.map((f) => this.sameValue(f)).join('\u0001');
-      (this.sames ??= new Map()).set(fields, v);
-    }
-    return v;
-  }
-
-  private sameValue(field: string): string {
-    const s = this.span;
-    switch (field) {
-      case 'tool':
-        return s.tool ?? '';
-      case 'name':
-        return s.name;
-      case 'input':
-        return (this.inputCanon ??= canonicalJson(s.input));
-      case 'output':
-        return (this.outputCanon ??= canonicalJson(s.output));
-      case 'error':
-        return s.error ?? '';
-      default:
-        return '';
-    }
-  }
-
-  private field(f: MatchField): string {
-    const s = this.span;
-    if (f === 'input') return (this.inputText ??= valueText(s.input));
-    if (f === 'output') return (this.outputText ??= valueText(s.output));
-    return f === 'error' ? (s.error ?? '') : s.name;
-  }
-
-  /**
-   * The text `match` reads: the fields asked for, the first 200,000 characters in all,
-   * converted to UTF-8 once (RE2 would convert a string again on every test).
-   */
-  text(fields: readonly MatchField[]): Buffer {
-    const key = fields.join(',');
-    let buf = this.texts?.get(key);
-    if (buf !== undefined) return buf;
-    let out = '';
-    for (const f of fields) {
-      if (out.length >= MAX_TEXT_CHARS) break;
-      const part = this.field(f);
-      if (!part) continue;
-      out += out ? `\n${part}` : part;
-    }
-    buf = Buffer.from(out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out, 'utf8');
-    (this.texts ??= new Map()).set(key, buf);
-    return buf;
-  }
-}
-
-function metricValue(w: RunWindow, metric: string): number {
-  const m = w.metrics;
-  if (metric === 'duration_ms') {
-    if (m.first_ms === undefined || m.last_ms === undefined) return 0;
-    return m.last_ms - m.first_ms;
-  }
-  return (m as unknown as Record<string, number>)[metric] ?? 0;
-}
-
-function round(v: number): number {
-  return Math.round(v * 1000) / 1000;
-}
-
-function describeFilter(check: RuleCheck, which: 'requires'): string {
-  const rule = check.rule;
-  if (rule.type !== 'requires_before') return '';
-  const f = rule[which];
-  const names = [...(f.tool ?? []), ...(f.name ?? [])];
-  return names.length ? names.join(' or ') : (f.type ?? []).join(' or ') || 'the required call';
 }

@@ -1,0 +1,19 @@
+import { pushCapped, state, type RuleKind } from './kind';
+import { endStreak, newStreak, streakFires } from './streak';
+
+/** `errors`: at_least failures in a row among the filtered spans; the next success resolves it. */
+export const errors: RuleKind<'errors'> = {
+  type: 'errors',
+  priority: 70,
+  onSpan(x, w, r, span, _view, received) {
+    const st = state(w, r, newStreak);
+    const vars = { tool: span.tool, name: span.name, args: span.input };
+    if (span.status === 'ok') {
+      endStreak(x, w, r, st, received, vars);
+      return;
+    }
+    st.n++;
+    pushCapped(st.spans, span.span_id, x.maxSpanIds);
+    streakFires(x, w, r, st, r.rule.at_least, received, vars);
+  },
+};

@@ -1,0 +1,28 @@
+import { fingerprint } from '../ids';
+import { pushCapped, state, type RuleKind } from './kind';
+import { endStreak, newStreak, streakFires } from './streak';
+
+/** `repeat`: the same call (by the `same` fields) at_least times in a row; a differing call ends it. */
+export const repeat: RuleKind<'repeat'> = {
+  type: 'repeat',
+  priority: 80,
+  onSpan(x, w, r, span, view, received) {
+    const rule = r.rule;
+    const values = view.same(rule.same);
+    const st = state(w, r, newStreak);
+    // Short values are kept as they are; long ones (large arguments) as a fingerprint.
+    const key = values.length <= 96 ? values : fingerprint(values);
+    const vars = { tool: span.tool, name: span.name, args: span.input };
+    if (st.key === key) {
+      st.n++;
+      pushCapped(st.spans, span.span_id, x.maxSpanIds);
+    } else {
+      // A differing call ends the streak, and resolves its finding.
+      endStreak(x, w, r, st, received, vars);
+      st.key = key;
+      st.n = 1;
+      st.spans = [span.span_id];
+    }
+    streakFires(x, w, r, st, rule.at_least, received, vars);
+  },
+};

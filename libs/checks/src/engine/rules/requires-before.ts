@@ -1,0 +1,90 @@
+import type { SpanFilter } from '../../types';
+import { compileFilter, type SpanPredicate } from '../filter';
+import { findingId } from '../ids';
+import { existing, state, type RuleKind } from './kind';
+
+interface RequiresState {
+  t: 'requires';
+  /** Earliest start_ms of a successful `requires` span. */
+  ok_at?: number;
+  /** Calls without an earlier `requires`, waiting for a late one until `deadline`. */
+  pending: { span: string; name: string; start: number; deadline: number; received: number }[];
+  raised: { span: string; start: number; id: string }[];
+}
+
+interface Compiled {
+  call: SpanPredicate;
+  requires: SpanPredicate;
+  /** Named in guidance as {requires}. */
+  describe: string;
+}
+
+/**
+ * `requires_before`: a `call` span needs a successful `requires` span that started earlier.
+ * Spans can arrive out of order, so a call without one waits (250 ms by default) for a late
+ * span before it is raised, and a late one that started earlier resolves what was raised.
+ */
+export const requiresBefore: RuleKind<'requires_before', Compiled> = {
+  type: 'requires_before',
+  priority: 85,
+  compile: (rule) => ({ call: compileFilter(rule.call), requires: compileFilter(rule.requires), describe: describeFilter(rule.requires) }),
+  // It acts on both filters' spans: narrowed only when both name the types (or tools).
+  reach: (rule) => ({
+    types: rule.call.type?.length && rule.requires.type?.length ? [...rule.call.type, ...rule.requires.type] : undefined,
+    tools: rule.call.tool?.length && rule.requires.tool?.length ? [...rule.call.tool, ...rule.requires.tool] : undefined,
+  }),
+  onSpan(x, w, r, span, _view, received) {
+    const isReq = r.data.requires(span) && span.status === 'ok';
+    const isCall = r.data.call(span);
+    if (!isReq && !isCall) return;
+    const st = state<RequiresState>(w, r, () => ({ t: 'requires', pending: [], raised: [] }));
+    const start = span.start_ms ?? span.end_ms ?? received;
+    if (isReq && (st.ok_at === undefined || start < st.ok_at)) {
+      st.ok_at = start;
+      // A late requires span that started earlier satisfies the waits, and resolves what was raised.
+      st.pending = st.pending.filter((p) => !(p.start > start));
+      const still: typeof st.raised = [];
+      for (const f of st.raised) {
+        if (f.start > start) {
+          x.emit(w, r, 'resolved', { id: f.id, count: 1, spans: [f.span] }, received, received, { requires: r.data.describe });
+        } else still.push(f);
+      }
+      st.raised = still;
+    }
+    if (isCall && !(st.ok_at !== undefined && st.ok_at < start)) {
+      if (!st.pending.some((p) => p.span === span.span_id) && !st.raised.some((f) => f.span === span.span_id)) {
+        const deadline = received + x.requiresWaitMs;
+        st.pending.push({ span: span.span_id, name: span.tool ?? span.name, start, deadline, received });
+        if (w.wake_at === undefined || deadline < w.wake_at) w.wake_at = deadline;
+      }
+    }
+  },
+  onWake(x, w, r, now) {
+    const st = existing<RequiresState>(w, r, 'requires');
+    if (!st) return undefined;
+    let next: number | undefined;
+    const keep: typeof st.pending = [];
+    for (const p of st.pending) {
+      if (p.deadline <= now) {
+        const id = findingId(w.project, w.run_id, r.check.id, `span:${p.span}`);
+        st.raised.push({ span: p.span, start: p.start, id });
+        // It happened when the wait ran out, whenever the tick noticed.
+        x.emit(w, r, 'raised', { id, count: 1, spans: [p.span] }, p.deadline, p.received, {
+          requires: r.data.describe,
+          name: p.name,
+          tool: p.name,
+        });
+      } else {
+        keep.push(p);
+        if (next === undefined || p.deadline < next) next = p.deadline;
+      }
+    }
+    st.pending = keep;
+    return next;
+  },
+};
+
+function describeFilter(f: SpanFilter): string {
+  const names = [...(f.tool ?? []), ...(f.name ?? [])];
+  return names.length ? names.join(' or ') : (f.type ?? []).join(' or ') || 'the required call';
+}

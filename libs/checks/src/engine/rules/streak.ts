@@ -1,0 +1,45 @@
+import { findingId } from '../ids';
+import type { OpenFinding, RunWindow } from '../window';
+import type { RuleRef, RuleStep } from './kind';
+
+/** Consecutive spans that count towards one finding (repeat, errors). */
+export interface StreakState {
+  t: 'streak';
+  /** What the streak's spans share (repeat), short or fingerprinted. */
+  key?: string;
+  n: number;
+  spans: string[];
+  open?: OpenFinding;
+}
+
+export const newStreak = (): StreakState => ({ t: 'streak', n: 0, spans: [] });
+
+/** Ends the streak, resolving its finding if it had one. */
+export function endStreak(x: RuleStep, w: RunWindow, r: RuleRef, st: StreakState, received: number, vars: Record<string, unknown>): void {
+  if (st.open) x.emit(w, r, 'resolved', st.open, received, received, vars);
+  st.n = 0;
+  st.spans = [];
+  st.open = undefined;
+}
+
+/** Raises the streak's finding once it is `atLeast` long, and updates it as it grows. */
+export function streakFires(
+  x: RuleStep,
+  w: RunWindow,
+  r: RuleRef,
+  st: StreakState,
+  atLeast: number,
+  received: number,
+  vars: Record<string, unknown>,
+): void {
+  if (st.n < atLeast) return;
+  if (!st.open) {
+    // Anchored at the streak's first span: the same streak redelivered gets the same id.
+    st.open = { id: findingId(w.project, w.run_id, r.check.id, `streak:${st.spans[0]}`), count: st.n, spans: [...st.spans] };
+    x.emit(w, r, 'raised', st.open, received, received, vars);
+  } else {
+    st.open.count = st.n;
+    st.open.spans = [...st.spans];
+    x.emit(w, r, 'updated', st.open, received, received, vars);
+  }
+}

@@ -1,0 +1,42 @@
+import { existing, state, type RuleKind } from './kind';
+
+/** Words that mean the final answer admits something failed (unrecovered_error's hint). */
+export const DEFAULT_FAILURE_WORDS = [
+  'error', 'fail', 'unable', "couldn't", 'could not', "can't", 'cannot', 'sorry', 'problem', 'issue',
+  'unfortunately', 'not able', "didn't work", 'went wrong', 'unavailable', 'not possible', 'timed out', 'timeout',
+];
+
+/** Each tool's latest call in the run: the one that says whether the tool recovered. */
+interface ToolsState {
+  t: 'tools';
+  last: Record<string, { start: number; ok: boolean; span: string }>;
+}
+
+/**
+ * `unrecovered_error`: at the run's end, a tool whose latest call failed while the final
+ * answer says nothing of a failure (none of `words`). A hint, not proof.
+ */
+export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
+  type: 'unrecovered_error',
+  priority: 60,
+  compile: (rule) => (rule.words?.length ? rule.words : DEFAULT_FAILURE_WORDS).map((w) => w.toLowerCase()),
+  onSpan(_x, w, r, span, _view, received) {
+    if (!span.tool) return;
+    const st = state<ToolsState>(w, r, () => ({ t: 'tools', last: {} }));
+    const start = span.start_ms ?? span.end_ms ?? received;
+    const cur = st.last[span.tool];
+    if (!cur || start >= cur.start) st.last[span.tool] = { start, ok: span.status === 'ok', span: span.span_id };
+  },
+  onRunEnd(x, w, r, _run, view, received) {
+    const st = existing<ToolsState>(w, r, 'tools');
+    if (!st) return;
+    const failed = Object.entries(st.last).filter(([, v]) => !v.ok);
+    if (!failed.length) return;
+    const finalText = view.finalText();
+    // It only counts when the run still gave an answer that says nothing failed.
+    if (!finalText.trim() || r.data.some((word) => finalText.includes(word))) return;
+    x.raise(w, r, 'run', failed.map(([, v]) => v.span), failed.length, received, received, {
+      tool: failed.map(([t]) => t).join(', '),
+    });
+  },
+};
