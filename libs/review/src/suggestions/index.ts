@@ -1,0 +1,1 @@
+export { merge, type MergeConflict, type MergeResult } from './merge';
