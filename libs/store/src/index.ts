@@ -5,7 +5,7 @@ export const MIGRATIONS_DIR = path.resolve(__dirname, '..', 'migrations');
 
 export * from './records';
 export * from './life';
-export { StoreInputError } from './sql';
+export { StoreInputError, DEFAULT_PAGE, MAX_PAGE, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE } from './sql';
 export { RunsRepo } from './runs.repo';
 export { FindingsRepo, type DeliveryInput } from './findings.repo';
 export { ProjectsRepo, hashApiKey, type ProjectRecord, type CreatedApiKey } from './projects.repo';
@@ -13,3 +13,4 @@ export { ChecksRepo, type DbCheckOrigin, type DbCheckRecord, type DbCheckInput, 
 export { QuietChecks, type QuietChecksOptions, type IsQuiet } from './quiet';
 export { StoreWriter, StoreWriterClosedError, type StoreWriterOptions } from './writer';
 export { QuestionsRepo, type QuestionResultRecord } from './questions.repo';
+export * from './sop';

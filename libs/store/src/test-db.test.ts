@@ -19,5 +19,6 @@ export async function openTestDb(): Promise<Db> {
 
 /** Empties every table (faster than a new PGlite, which takes seconds to start). */
 export async function resetDb(db: Db): Promise<void> {
-  await db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, db_checks, api_keys, projects');
+  // CASCADE: later tables (the SOP ones) reference projects.
+  await db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, db_checks, api_keys, projects CASCADE');
 }

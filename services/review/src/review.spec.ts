@@ -22,7 +22,7 @@ beforeAll(async () => {
   await migrate(db);
 }, 60_000);
 afterAll(() => db.close());
-beforeEach(() => db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, api_keys, projects'));
+beforeEach(() => db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, api_keys, projects CASCADE'));
 
 describe('review service on the in-process bus', () => {
   let bus: MemoryBus;

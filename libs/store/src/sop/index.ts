@@ -1,0 +1,2 @@
+export * from './workspace.repo';
+export * from './sessions.repo';

@@ -1,0 +1,116 @@
+import type { Db } from '@neatroots/ports';
+import { openTestDb } from '../test-db.test';
+import { SopSessionsRepo, sopFindingId, type SessionInput } from './sessions.repo';
+import { WorkspaceRepo, type SopFile } from './workspace.repo';
+
+let db: Db;
+beforeAll(async () => {
+  db = await openTestDb();
+}, 60_000);
+afterAll(() => db.close());
+beforeEach(() => db.exec('TRUNCATE sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE'));
+
+const file = (path: string, text: string): SopFile => ({ path, text, version: `v-${text.length}-${text.charCodeAt(text.length - 1)}` });
+
+describe('WorkspaceRepo', () => {
+  it('saves head only when the check accepts the head it would become', async () => {
+    const ws = new WorkspaceRepo(db);
+    await ws.updateHead('w1', { put: [file('procedures/a.md', '# A\n')] }, () => undefined);
+    await expect(
+      ws.updateHead('w1', { put: [file('agents/x.yaml', 'procedures: [missing]\n')] }, (head) => {
+        expect(head.map((f) => f.path)).toEqual(['agents/x.yaml', 'procedures/a.md']);
+        throw new Error('agents/x.yaml:1: no procedure "missing"');
+      }),
+    ).rejects.toThrow('no procedure');
+    expect((await ws.headFiles('w1')).map((f) => f.path)).toEqual(['procedures/a.md']);
+    await ws.updateHead('w1', { remove: ['procedures/a.md'], put: [file('procedures/b.md', '# B\n')] }, () => undefined);
+    expect((await ws.headFiles('w1')).map((f) => f.path)).toEqual(['procedures/b.md']);
+    await ws.updateHead('w1', { replaceAll: true, put: [file('procedures/c.md', '# C\n')] }, () => undefined);
+    expect((await ws.headFiles('w1')).map((f) => f.path)).toEqual(['procedures/c.md']);
+    expect(await ws.headFiles('w2')).toEqual([]);
+  });
+
+  it('publishes numbered releases, one live, keeping their files as they were', async () => {
+    const ws = new WorkspaceRepo(db);
+    await ws.updateHead('w1', { put: [file('procedures/a.md', '# A\n')] }, () => undefined);
+    const r1 = await ws.publish('w1', (head, prev) => ({ files: head.map((f) => f.path), prev: prev?.number ?? null }));
+    expect(r1).toMatchObject({ number: 1, live: true, lock: { files: ['procedures/a.md'], prev: null } });
+    await ws.updateHead('w1', { put: [file('procedures/a.md', '# A, reworded\n')] }, () => undefined);
+    const r2 = await ws.publish('w1', (_head, prev) => ({ prev: prev?.number ?? null }));
+    expect(r2).toMatchObject({ number: 2, live: true, lock: { prev: 1 } });
+    expect((await ws.release('w1', '1'))?.live).toBe(false);
+    expect((await ws.release('w1', 'live'))?.id).toBe(r2.id);
+    expect((await ws.release('w1', r1.id))?.number).toBe(1);
+    expect(await ws.release('w1', '9')).toBeNull();
+    expect((await ws.releases('w1')).map((r) => r.number)).toEqual([2, 1]);
+    expect((await ws.releaseFiles(r1.id))[0].text).toBe('# A\n');
+    expect((await ws.releaseFiles(r2.id))[0].text).toBe('# A, reworded\n');
+    await expect(ws.publish('w1', () => { throw new Error('head does not compile'); })).rejects.toThrow('compile');
+    expect((await ws.releases('w1')).length).toBe(2);
+  });
+});
+
+const session = (over: Partial<SessionInput> = {}): SessionInput => ({
+  external_id: 'call-1',
+  agent: 'phone-agent',
+  release_id: null,
+  started_at: '2026-11-30T10:00:00.000Z',
+  transcript_ref: null,
+  turns: [{ role: 'user', text: 'Hi' }, { role: 'agent', text: "Luigi's, how can I help?" }],
+  tool_calls: [],
+  ...over,
+});
+
+describe('SopSessionsRepo', () => {
+  it('writes nothing for re-sent content and replaces results for new content', async () => {
+    const repo = new SopSessionsRepo(db);
+    const a = await repo.receive('w1', session());
+    expect(a.status).toBe('queued');
+    expect(await repo.receive('w1', session())).toMatchObject({ id: a.id, status: 'unchanged' });
+    const finding = { id: sopFindingId(a.id, 'take-order', 'r1'), procedure_id: 'take-order', rule_id: 'r1', kind: 'step' as const, index: 2, text: 'Look up the account.', status: 'skipped' as const, evidence: [], reason: 'not called' };
+    const outcome = { release_id: null, result: 'deviated' as const, checked_result: 'deviated' as const, checks: [{ procedure_id: 'take-order', result: 'deviated' as const, checked_result: 'deviated' as const, body: { procedure_id: 'take-order' } }], findings: [finding] };
+    expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(true);
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'deviated' });
+    // the same outcome saved again (a job run twice) leaves one finding
+    expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(true);
+    expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(1);
+
+    const b = await repo.receive('w1', session({ turns: [{ role: 'user', text: 'Hello?' }] }));
+    expect(b).toMatchObject({ id: a.id, status: 'queued' });
+    const got = await repo.get('w1', a.id);
+    expect(got?.session).toMatchObject({ status: 'queued', result: null });
+    expect(got?.checks).toEqual([]);
+    expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(0);
+    // a check of the old content finishing late writes nothing
+    expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(false);
+    expect((await repo.get('w1', a.id))?.session.status).toBe('queued');
+    expect(await repo.get('w2', a.id)).toBeNull();
+  });
+
+  it('lists newest first with filters and cursor paging', async () => {
+    const repo = new SopSessionsRepo(db);
+    for (let i = 0; i < 5; i++) {
+      const r = await repo.receive('w1', session({ external_id: `c${i}`, agent: i % 2 ? 'odd' : 'even' }));
+      await repo.saveOutcome(r.id, r.content_hash, {
+        release_id: null,
+        result: i === 3 ? 'deviated' : 'followed',
+        checked_result: i === 3 ? 'deviated' : 'followed',
+        checks: [{ procedure_id: 'p', result: 'followed', checked_result: 'followed', body: {} }],
+        findings: i === 3 ? [{ id: sopFindingId(r.id, 'p', 'rx'), procedure_id: 'p', rule_id: 'rx', kind: 'never', index: 1, text: 'x', status: 'violated', evidence: [], reason: null }] : [],
+      });
+      await new Promise((res) => setTimeout(res, 3));
+    }
+    const page1 = await repo.list('w1', { limit: 2 });
+    expect(page1.items.map((s) => s.external_id)).toEqual(['c4', 'c3']);
+    const page2 = await repo.list('w1', { limit: 2, cursor: page1.next_cursor! });
+    expect(page2.items.map((s) => s.external_id)).toEqual(['c2', 'c1']);
+    const page3 = await repo.list('w1', { limit: 2, cursor: page2.next_cursor! });
+    expect(page3.items.map((s) => s.external_id)).toEqual(['c0']);
+    expect(page3.next_cursor).toBeNull();
+    expect((await repo.list('w1', { agent: 'odd' })).items.map((s) => s.external_id)).toEqual(['c3', 'c1']);
+    expect((await repo.list('w1', { result: 'deviated' })).items.map((s) => s.external_id)).toEqual(['c3']);
+    expect((await repo.list('w1', { rule: 'rx' })).items.map((s) => s.external_id)).toEqual(['c3']);
+    expect((await repo.list('w1', { procedure: 'nope' })).items).toEqual([]);
+    await expect(repo.list('w1', { cursor: 'garbage' })).rejects.toThrow('cursor');
+  });
+});
