@@ -69,9 +69,42 @@ const schema = z.object({
   NEATROOTS_QUESTION_ADDR: z.string().min(1).default('127.0.0.1:50052'),
   /** How long a run's window is kept after its run_end, for late spans. */
   NEATROOTS_WINDOW_TTL_MS: z.coerce.number().int().min(1000).default(10 * 60_000),
+  /**
+   * What ingest accepts (docs/operations.md, "Limits"): JSON nesting, attribute count and
+   * size, item size, tokens of one span, and how far ahead of this clock a timestamp may be.
+   * An item past them is rejected at ingest, naming the field.
+   */
+  NEATROOTS_MAX_JSON_DEPTH: z.coerce.number().int().min(2).max(1000).default(64),
+  NEATROOTS_MAX_ATTRIBUTES: z.coerce.number().int().min(1).default(1_000),
+  NEATROOTS_MAX_ATTRIBUTE_CHARS: z.coerce.number().int().min(64).default(1024 * 1024),
+  NEATROOTS_MAX_ITEM_CHARS: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  /** At most 2^53: a run of millions of such spans still sums far below the store's bigint. */
+  NEATROOTS_MAX_TOKENS: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(1_000_000_000),
+  NEATROOTS_MAX_FUTURE_MS: z.coerce.number().int().min(0).max(10 * 365 * 24 * 3_600_000).default(24 * 3_600_000),
+  /** Tries of a bus message (or batch) that throws, before it is set aside as a dead letter. */
+  NEATROOTS_BUS_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
 });
 
 export type Config = z.infer<typeof schema> & { dataDir: string };
+
+/** The NEATROOTS_MAX_* limits in the shape of @neatroots/spans's SpanLimits (ingest's `limits`). */
+export function spanLimitsOf(c: Config): {
+  maxJsonDepth: number;
+  maxAttributes: number;
+  maxAttributeChars: number;
+  maxItemChars: number;
+  maxTokens: number;
+  maxFutureMs: number;
+} {
+  return {
+    maxJsonDepth: c.NEATROOTS_MAX_JSON_DEPTH,
+    maxAttributes: c.NEATROOTS_MAX_ATTRIBUTES,
+    maxAttributeChars: c.NEATROOTS_MAX_ATTRIBUTE_CHARS,
+    maxItemChars: c.NEATROOTS_MAX_ITEM_CHARS,
+    maxTokens: c.NEATROOTS_MAX_TOKENS,
+    maxFutureMs: c.NEATROOTS_MAX_FUTURE_MS,
+  };
+}
 
 export class ConfigError extends Error {
   constructor(readonly issues: string[]) {

@@ -1,4 +1,5 @@
 import { SpanValidationError } from './errors';
+import type { LimitCheck } from './limits';
 import { normalizeItem } from './normalize';
 import type { StreamItem } from './types';
 
@@ -14,8 +15,11 @@ export class JsonlError extends Error {
   }
 }
 
-/** Parses one line of a span file; blank lines give undefined. */
-export function parseJsonlLine(text: string, file: string, line: number): StreamItem | undefined {
+/**
+ * Parses one line of a span file; blank lines give undefined. Anything wrong is a JsonlError
+ * naming the file, the line and the field; with `limits` the item is held to them too.
+ */
+export function parseJsonlLine(text: string, file: string, line: number, limits?: LimitCheck): StreamItem | undefined {
   const trimmed = text.trim();
   if (!trimmed) return undefined;
   let raw: unknown;
@@ -25,18 +29,18 @@ export function parseJsonlLine(text: string, file: string, line: number): Stream
     throw new JsonlError(file, line, `invalid JSON (${(e as Error).message})`);
   }
   try {
-    return normalizeItem(raw);
+    return normalizeItem(raw, limits);
   } catch (e) {
     if (e instanceof SpanValidationError) throw new JsonlError(file, line, e.message);
     throw e;
   }
 }
 
-export function parseJsonl(text: string, file = '<input>'): StreamItem[] {
+export function parseJsonl(text: string, file = '<input>', limits?: LimitCheck): StreamItem[] {
   const out: StreamItem[] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
-    const item = parseJsonlLine(lines[i], file, i + 1);
+    const item = parseJsonlLine(lines[i], file, i + 1, limits);
     if (item) out.push(item);
   }
   return out;

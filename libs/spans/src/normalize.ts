@@ -1,4 +1,5 @@
 import { SpanValidationError } from './errors';
+import { checkItemLimits, type LimitCheck } from './limits';
 import {
   RUN_END_STATUSES,
   SPAN_TYPES,
@@ -182,14 +183,20 @@ export function normalizeRunEnd(raw: Obj): RunEnd {
   return run;
 }
 
-/** A span or a run event, told apart by `event`. */
-export function normalizeItem(raw: unknown): StreamItem {
+/**
+ * A span or a run event, told apart by `event`. With `limits` (ingest, replay) the item is
+ * also held to the configured limits; what is read back from the bus was checked already.
+ */
+export function normalizeItem(raw: unknown, limits?: LimitCheck): StreamItem {
   if (!isObj(raw)) throw new SpanValidationError('line', `must be a JSON object, got ${typeName(raw)}`);
   const ev = raw.event;
-  if (ev === undefined || ev === null || ev === 'span') return { kind: 'span', span: normalizeSpan(raw) };
-  if (ev === 'run_start') return { kind: 'run_start', run: normalizeRunStart(raw) };
-  if (ev === 'run_end') return { kind: 'run_end', run: normalizeRunEnd(raw) };
-  throw new SpanValidationError('event', `must be run_start or run_end (or absent for a span), got ${JSON.stringify(ev)}`);
+  let item: StreamItem;
+  if (ev === undefined || ev === null || ev === 'span') item = { kind: 'span', span: normalizeSpan(raw) };
+  else if (ev === 'run_start') item = { kind: 'run_start', run: normalizeRunStart(raw) };
+  else if (ev === 'run_end') item = { kind: 'run_end', run: normalizeRunEnd(raw) };
+  else throw new SpanValidationError('event', `must be run_start or run_end (or absent for a span), got ${JSON.stringify(ev)}`);
+  if (limits) checkItemLimits(item, limits);
+  return item;
 }
 
 /** Back to the JSON form of the contract (what files, REST and replay use). */

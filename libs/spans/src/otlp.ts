@@ -1,5 +1,6 @@
 import { otlp } from '@neatroots/proto';
 import { SpanValidationError } from './errors';
+import { checkItemLimits, type LimitCheck } from './limits';
 import { normalizeItem, normalizeSpan } from './normalize';
 import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
 
@@ -63,6 +64,8 @@ export interface OtlpMapOptions {
    * and every accepted item is stamped with this one.
    */
   project?: string;
+  /** Hold every item to these limits (ingest); a span past them is rejected. */
+  limits?: LimitCheck;
 }
 
 // ---- Values ----------------------------------------------------------------------------
@@ -201,6 +204,8 @@ function isEmptyOutput(v: unknown): boolean {
 /** Reads attributes, remembering which ones moved into span fields. */
 class Attrs {
   readonly used = new Set<string>();
+  /** The attribute the last string(), number() or json() read, to name it in a rejection. */
+  lastKey: string | undefined;
   constructor(readonly all: Obj) {}
 
   has(key: string): boolean {
@@ -218,6 +223,7 @@ class Attrs {
       const v = this.peekString(k);
       if (v !== undefined) {
         this.used.add(k);
+        this.lastKey = k;
         return v;
       }
     }
@@ -229,6 +235,7 @@ class Attrs {
       const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
       if (Number.isFinite(n)) {
         this.used.add(k);
+        this.lastKey = k;
         return n;
       }
     }
@@ -239,6 +246,7 @@ class Attrs {
     for (const k of keys) {
       if (!this.has(k)) continue;
       this.used.add(k);
+      this.lastKey = k;
       return maybeJson(this.all[k]);
     }
     return undefined;
@@ -330,6 +338,21 @@ function time(ns: string, field: string, runId: string, spanId: string): number 
   }
 }
 
+const OTLP_TIME_FIELDS: Record<string, string> = {
+  start_ms: 'start_time_unix_nano',
+  end_ms: 'end_time_unix_nano',
+};
+
+/** The OTLP name of a span field: the attribute it came from, or the OTLP span field. */
+function otlpField(field: string, sources: Record<string, string>): string {
+  if (sources[field]) return sources[field];
+  if (OTLP_TIME_FIELDS[field]) return OTLP_TIME_FIELDS[field];
+  if (field === 'user_message' && sources.input) return sources.input;
+  if (field === 'final_output' && sources.output) return sources.output;
+  if (field === 'ts_ms') return 'start_time_unix_nano';
+  return field;
+}
+
 function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
   const traceOk = s.trace_id.length === 16 && !allZero(s.trace_id);
   const traceHex = s.trace_id.length ? hex(s.trace_id) : undefined;
@@ -377,18 +400,27 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
   // OpenInference says what its values are; text/plain stays text even when it looks like JSON.
   const inputPlain = a.peekString('input.mime_type') === 'text/plain';
   const outputPlain = a.peekString('output.mime_type') === 'text/plain';
-  let input = a.json('gen_ai.tool.call.arguments', 'gen_ai.input.messages');
+  // Which attribute each span field came from: a limit's rejection names the attribute sent.
+  const sources: Record<string, string> = {};
+  const from = <T>(field: string, v: T): T => {
+    if (v !== undefined && a.lastKey) sources[field] = a.lastKey;
+    a.lastKey = undefined;
+    return v;
+  };
+  let input = from('input', a.json('gen_ai.tool.call.arguments', 'gen_ai.input.messages'));
   if (input === undefined && a.has('input.value')) {
     input = inputPlain ? a.all['input.value'] : maybeJson(a.all['input.value']);
     a.used.add('input.value');
+    sources.input = 'input.value';
   }
-  if (input === undefined) input = a.json('gen_ai.prompt');
-  let output = a.json('gen_ai.tool.call.result', 'gen_ai.output.messages');
+  if (input === undefined) input = from('input', a.json('gen_ai.prompt'));
+  let output = from('output', a.json('gen_ai.tool.call.result', 'gen_ai.output.messages'));
   if (output === undefined && a.has('output.value')) {
     output = outputPlain ? a.all['output.value'] : maybeJson(a.all['output.value']);
     a.used.add('output.value');
+    sources.output = 'output.value';
   }
-  if (output === undefined) output = a.json('gen_ai.completion');
+  if (output === undefined) output = from('output', a.json('gen_ai.completion'));
 
   const code = s.status?.code ?? otlp.Status_StatusCode.STATUS_CODE_UNSET;
   let error: string | undefined;
@@ -400,9 +432,9 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
   }
 
   const usage: Obj = {};
-  const inTok = a.number('gen_ai.usage.input_tokens', 'llm.token_count.prompt', 'gen_ai.usage.prompt_tokens');
-  const outTok = a.number('gen_ai.usage.output_tokens', 'llm.token_count.completion', 'gen_ai.usage.completion_tokens');
-  const totTok = a.number('llm.token_count.total');
+  const inTok = from('usage.input_tokens', a.number('gen_ai.usage.input_tokens', 'llm.token_count.prompt', 'gen_ai.usage.prompt_tokens'));
+  const outTok = from('usage.output_tokens', a.number('gen_ai.usage.output_tokens', 'llm.token_count.completion', 'gen_ai.usage.completion_tokens'));
+  const totTok = from('usage.total_tokens', a.number('llm.token_count.total'));
   if (inTok !== undefined) usage.input_tokens = inTok;
   if (outTok !== undefined) usage.output_tokens = outTok;
   if (totTok !== undefined) usage.total_tokens = totTok;
@@ -420,8 +452,8 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
     project = opts.project;
   }
   // Read before rest() so they do not stay in attributes when they feed the run_start.
-  const systemInstructions = a.json('gen_ai.system_instructions');
-  const toolDefs = a.json('gen_ai.tool.definitions');
+  const systemInstructions = from('system_prompt', a.json('gen_ai.system_instructions'));
+  const toolDefs = from('tools', a.json('gen_ai.tool.definitions'));
 
   const raw: Obj = { run_id, span_id, type, name: s.name, status: error !== undefined ? 'error' : 'ok' };
   if (parent_id) raw.parent_id = parent_id;
@@ -439,6 +471,17 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
   const rest = a.rest();
   if (rest) raw.attributes = rest;
   const span = normalizeSpan(raw);
+  // Limits are checked on the span as mapped, and a rejection names what the exporter sent.
+  const limit = (item: StreamItem): void => {
+    if (!opts.limits) return;
+    try {
+      checkItemLimits(item, opts.limits);
+    } catch (e) {
+      if (!(e instanceof SpanValidationError)) throw e;
+      throw new SpanValidationError(otlpField(e.field, sources), e.reason, e.run_id, e.span_id);
+    }
+  };
+  limit({ kind: 'span', span });
 
   const out: Mapped = { span, agentWorkflow: explicitWorkflow === undefined ? agentName : undefined, explicitWorkflow: explicitWorkflow !== undefined };
   if (!parent_id && type === 'agent') {
@@ -452,12 +495,14 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
       if (tools) startRaw.tools = tools;
       if (start_ms !== undefined) startRaw.ts_ms = start_ms;
       out.runStart = (normalizeItem(startRaw) as { kind: 'run_start'; run: RunStart }).run;
+      limit({ kind: 'run_start', run: out.runStart });
     }
     const status = span.status === 'error' ? 'error' : span.output !== undefined && isEmptyOutput(span.output) ? 'no_output' : 'ok';
     const endRaw: Obj = { event: 'run_end', run_id, status };
     if (span.output !== undefined) endRaw.final_output = lastText(span.output, 'assistant') ?? span.output;
     if (end_ms !== undefined) endRaw.ts_ms = end_ms;
     out.runEnd = (normalizeItem(endRaw) as { kind: 'run_end'; run: RunEnd }).run;
+    limit({ kind: 'run_end', run: out.runEnd });
   }
   return out;
 }

@@ -1,5 +1,6 @@
 import { v1 } from '@neatroots/proto';
 import { SpanValidationError } from './errors';
+import type { LimitCheck } from './limits';
 import { normalizeItem, normalizeSpan } from './normalize';
 import type { Envelope, RunEnd, RunStart, Span, StreamItem } from './types';
 
@@ -159,19 +160,35 @@ export function itemToEvent(item: StreamItem): v1.Event {
   }
 }
 
-/** Reads and validates one event of the stream; throws SpanValidationError naming the field. */
-export function eventToItem(ev: v1.Event): StreamItem {
+/**
+ * Reads and validates one event of the stream; throws SpanValidationError naming the field.
+ * Ingest passes `limits`; the bus's decoder does not (ingest checked what it published).
+ */
+export function eventToItem(ev: v1.Event, limits?: LimitCheck): StreamItem {
   const k = ev.kind;
   if (!k) throw new SpanValidationError('event', 'is empty: it must hold a span, a run_start or a run_end');
-  switch (k.$case) {
-    case 'span':
-      return normalizeItem(spanRaw(k.value));
-    case 'run_start':
-      return normalizeItem(runStartRaw(k.value));
-    case 'run_end':
-      return normalizeItem(runEndRaw(k.value));
+  try {
+    switch (k.$case) {
+      case 'span':
+        return normalizeItem(spanRaw(k.value), limits);
+      case 'run_start':
+        return normalizeItem(runStartRaw(k.value), limits);
+      case 'run_end':
+        return normalizeItem(runEndRaw(k.value), limits);
+    }
+  } catch (e) {
+    // A limit names the span's field; the sender wrote the message's (input_json, ...).
+    const wire = e instanceof SpanValidationError ? JSON_FIELDS[e.field] : undefined;
+    if (wire) throw new SpanValidationError(wire, (e as SpanValidationError).reason, (e as SpanValidationError).run_id, (e as SpanValidationError).span_id);
+    throw e;
   }
 }
+
+const JSON_FIELDS: Record<string, string | undefined> = {
+  input: 'input_json',
+  output: 'output_json',
+  final_output: 'final_output_json',
+};
 
 // ---- Envelope --------------------------------------------------------------------------
 

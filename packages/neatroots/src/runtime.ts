@@ -9,7 +9,8 @@ import {
   type ProjectEntry,
   type RuleSet,
 } from '@neatroots/checks';
-import type { Config } from '@neatroots/platform';
+import { spanLimitsOf, type Config } from '@neatroots/platform';
+import type { SpanLimits } from '@neatroots/spans';
 import type { Queryable } from '@neatroots/ports';
 import { ChecksRepo, ProjectsRepo } from '@neatroots/store';
 
@@ -174,11 +175,12 @@ export async function seedApiKeys(db: Queryable, keys: { project: string; key: s
 }
 
 /** Where ingest listens and how large an export it takes, from the configuration. */
-export function ingestListen(config: Config): { host: string; otlpPort: number; grpcPort: number; maxReceiveMessageBytes: number } {
+export function ingestListen(config: Config): { host: string; otlpPort: number; grpcPort: number; maxReceiveMessageBytes: number; limits: SpanLimits } {
   return {
     host: config.NEATROOTS_HOST,
     otlpPort: config.NEATROOTS_OTLP_PORT,
     grpcPort: config.NEATROOTS_GRPC_PORT,
     maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
+    limits: spanLimitsOf(config),
   };
 }

@@ -14,6 +14,7 @@ import {
 import type { Bus, Subscription } from '@neatroots/ports';
 import { otlp, v1 } from '@neatroots/proto';
 import {
+  DEFAULT_SPAN_LIMITS,
   MAX_ID_LENGTH,
   SpanValidationError,
   eventToItem,
@@ -21,7 +22,9 @@ import {
   makeTopics,
   mapOtlpExport,
   type Envelope,
+  type LimitCheck,
   type Note,
+  type SpanLimits,
   type StreamItem,
   type Topics,
 } from '@neatroots/spans';
@@ -55,6 +58,8 @@ export interface IngestOptions {
   host?: string;
   /** Largest request accepted, bytes (grpc.max_receive_message_length). Default 8 MiB. */
   maxReceiveMessageBytes?: number;
+  /** What an item may hold (depth, sizes, tokens, timestamps); past them it is rejected. Default DEFAULT_SPAN_LIMITS. */
+  limits?: SpanLimits;
   /** Bus topics (default prefix `neatroots`). */
   topics?: Topics;
   /** Names this replica's notes consumer group (`ingest-notes-<id>`). Default host-pid-random. */
@@ -211,8 +216,12 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   }
 
   function countRejected(rejected: Rejection[]): void {
-    for (const r of rejected) inc(metrics.items_rejected, r.field);
+    // attributes.<any key> would make the label set unbounded
+    for (const r of rejected) inc(metrics.items_rejected, r.field.startsWith('attributes.') ? 'attributes' : r.field);
   }
+
+  const limits = opts.limits ?? DEFAULT_SPAN_LIMITS;
+  const limitCheck = (): LimitCheck => ({ limits, now: now() });
 
   function fail(cb: sendUnaryData<never>, e: unknown): void {
     if (e instanceof CallError) {
@@ -252,7 +261,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
-      const res = mapOtlpExport(req, { project });
+      const res = mapOtlpExport(req, { project, limits: limitCheck() });
       metrics.items_received += res.spans;
       countRejected(res.rejected);
       if (res.spans > 0 && res.accepted === 0) {
@@ -287,9 +296,10 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       const req = body(call.request);
       const items: StreamItem[] = [];
       const rejected: v1.Rejected[] = [];
+      const check = limitCheck();
       req.events.forEach((ev, index) => {
         try {
-          const item = eventToItem(ev);
+          const item = eventToItem(ev, check);
           const named = item.kind === 'span' ? item.span.project : item.kind === 'run_start' ? item.run.project : undefined;
           if (named !== undefined && named !== project) {
             const runId = itemRunId(item);
