@@ -1,4 +1,5 @@
 export * from './bus/memory';
+export * from './bus/log';
 export * from './bus/partition';
 export * from './windows/memory';
 export * from './config';
@@ -10,3 +11,4 @@ export * from './models/openai';
 export * from './models/config';
 export * from './ops';
 export * from './jobs';
+export * from './runtime';

@@ -196,6 +196,12 @@ export class MemoryBus implements Bus {
     }
   }
 
+  /** Records published to `topic` that its slowest group has not processed yet (ingest's back-pressure). */
+  backlog(topic: string): number {
+    const t = this.topics.get(topic);
+    return t ? this.lag(t) : 0;
+  }
+
   private lagOf(t: TopicState, g: Group): number {
     let lag = 0;
     for (let p = 0; p < t.logs.length; p++) lag += t.logs[p].base + t.logs[p].records.length - g.offsets[p];

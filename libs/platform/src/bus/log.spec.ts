@@ -1,0 +1,149 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { busContract, jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
+import { LogBus, type LogBusOptions } from './log';
+
+/** The contract's own failing handler says "(test)"; anything else is shown. */
+const onError = (err: unknown) => {
+  if (!String((err as Error)?.message).includes('(test)')) console.error(err);
+};
+
+const dirs: string[] = [];
+const tmp = () => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-log-'));
+  dirs.push(d);
+  return d;
+};
+afterAll(() => {
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+});
+
+busContract('LogBus', { open: async () => new LogBus({ dir: tmp(), retryDelayMs: 50, onError }) });
+// The same with every value read back from disk (no cache) and segments of a few records.
+busContract('LogBus, read from disk', { open: async () => new LogBus({ dir: tmp(), retryDelayMs: 50, onError, cacheBytes: 0, segmentBytes: 2048 }) });
+
+const recs = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ key: `k${(from + i) % 7}`, value: { k: `k${(from + i) % 7}`, i: from + i } }));
+
+/** Everything a new group reading from the beginning gets, by i. */
+async function readAll(bus: LogBus, topic: string, group: string, want: number): Promise<number[]> {
+  const seen: number[] = [];
+  const sub = await bus.subscribe(jsonTopic<Rec>(topic), { group }, async (b) => {
+    for (const r of b.records) seen.push(r.value.i);
+  });
+  await waitUntil(() => seen.length >= want, 10_000, () => `${seen.length} of ${want}`);
+  await new Promise((r) => setTimeout(r, 100));
+  await sub.close();
+  return seen.sort((a, b) => a - b);
+}
+
+const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
+
+describe('LogBus durability', () => {
+  const open = (dir: string, o: Partial<LogBusOptions> = {}) => new LogBus({ dir, retryDelayMs: 50, onError, commitIntervalMs: 20, ...o });
+
+  it('keeps what was published across a restart; a group continues where its processing stopped', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    let bus = open(dir);
+    await bus.publish(topic, recs(100));
+    const first: number[] = [];
+    const sub = await bus.subscribe(topic, { group: 'g' }, async (b) => {
+      for (const r of b.records) first.push(r.value.i);
+    });
+    await waitUntil(() => first.length === 100, 10_000, () => `${first.length} of 100`);
+    await sub.close();
+    await bus.publish(topic, recs(50, 100));
+    await bus.close();
+
+    bus = open(dir);
+    expect(bus.recovery.pending).toBe(50);
+    const second = await readAll(bus, 't', 'g', 50);
+    expect(second).toEqual(range(50, 100)); // the processed 100 are not delivered again
+    await bus.close();
+  });
+
+  it('cuts off a torn tail (a write the crash interrupted) and keeps every whole record before it', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    let bus = open(dir);
+    await bus.publish(topic, recs(20));
+    await bus.close();
+    const seg = fs.readdirSync(dir).filter((f) => f.endsWith('.seg')).sort().pop()!;
+    const file = path.join(dir, seg);
+    const whole = fs.statSync(file).size;
+    // half a frame, as a crash in the middle of a write leaves it
+    fs.appendFileSync(file, Buffer.from([200, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7]));
+    bus = open(dir);
+    expect(bus.recovery.damage).toEqual([expect.stringContaining('runs past the end')]);
+    expect(fs.statSync(file).size).toBe(whole);
+    await bus.publish(topic, recs(5, 20));
+    expect(await readAll(bus, 't', 'fresh', 25)).toEqual(range(25));
+    await bus.close();
+  });
+
+  it('deletes segments once every group is past them, and not before', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    const bus = open(dir, { segmentBytes: 1024 });
+    const segs = () => fs.readdirSync(dir).filter((f) => f.endsWith('.seg')).length;
+    const seenA: number[] = [];
+    const a = await bus.subscribe(topic, { group: 'a' }, async (b) => {
+      for (const r of b.records) seenA.push(r.value.i);
+    });
+    let releaseB!: () => void;
+    const gate = new Promise<void>((r) => (releaseB = r));
+    const seenB: number[] = [];
+    const b = await bus.subscribe(topic, { group: 'b' }, async (batch) => {
+      await gate; // group b is slow: its records must stay
+      for (const r of batch.records) seenB.push(r.value.i);
+    });
+    for (let i = 0; i < 10; i++) await bus.publish(topic, recs(20, i * 20));
+    await waitUntil(() => seenA.length === 200, 10_000, () => `${seenA.length} of 200`);
+    await new Promise((r) => setTimeout(r, 100));
+    const held = segs();
+    expect(held).toBeGreaterThan(5);
+    releaseB();
+    await waitUntil(() => seenB.length === 200, 10_000, () => `${seenB.length} of 200`);
+    await waitUntil(() => segs() === 1, 5_000, () => `${segs()} segments left`);
+    expect(bus.stats.segmentsDeleted).toBe(held - 1);
+    await a.close();
+    await b.close();
+    await bus.close();
+  });
+
+  it('reads values back from disk when they do not fit the cache, unchanged', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    const bus = open(dir, { cacheBytes: 500 });
+    await bus.publish(topic, recs(300));
+    expect(await readAll(bus, 't', 'g', 300)).toEqual(range(300));
+    expect(bus.stats.readFromDisk).toBeGreaterThan(250);
+    expect(bus.cachedBytes).toBeLessThanOrEqual(500);
+    await bus.close();
+  });
+
+  it('counts the backlog of the slowest group, which ingest refuses past its bound', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    const bus = open(dir);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const sub = await bus.subscribe(topic, { group: 'g' }, () => gate);
+    await bus.publish(topic, recs(40));
+    expect(bus.backlog('t')).toBe(40);
+    release();
+    await bus.idle();
+    expect(bus.backlog('t')).toBe(0);
+    await sub.close();
+    await bus.close();
+  });
+
+  it('refuses a log folder made with another partition count, saying why', async () => {
+    const dir = tmp();
+    const bus = open(dir, { partitions: 4 });
+    await bus.subscribe(jsonTopic<Rec>('t'), { group: 'g' }, async () => undefined).then((s) => s.close());
+    await bus.close();
+    expect(() => open(dir, { partitions: 6 })).toThrow(/has 4 partitions, configured 6/);
+  });
+});

@@ -1,0 +1,627 @@
+import * as fs from 'node:fs';
+import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
+import { encodeFrame, decodeFrame } from './log/frame';
+import { readOffsets, takeLock, writeOffsets, type OffsetsFile } from './log/offsets';
+import { Segment } from './log/segment';
+import { partitionFor } from './partition';
+
+/**
+ * The durable bus of the embedded deployment: an append-only log on local disk, with
+ * MemoryBus's guarantees (a key on one partition, read in order by one consumer of a group at
+ * a time, every group sees every record, offsets move only after the handler resolved) plus
+ * the one that matters after a crash:
+ *
+ * - publish() resolves only once its records are written AND fdatasync'ed. Appends are
+ *   gathered while the previous sync is in flight and synced together (group commit: one
+ *   fsync per group of appends, not per record), so a busy bus pays one sync for thousands
+ *   of records. Consumers see a record only once it is durable.
+ * - Each group's position is saved (offsets.json, replaced atomically) after its batches were
+ *   handled, at most every `commitIntervalMs`. On start the log is read back and every group
+ *   continues from its saved position: what was acknowledged and not yet processed is
+ *   processed, what was processed in the last interval is processed again (the consumers are
+ *   idempotent: finding ids are deterministic, storage upserts).
+ * - Segments (files of up to `segmentBytes`) are deleted once every group is past them.
+ *   Groups that start at new records only (fromBeginning: false, e.g. ingest's notes
+ *   listener) are not saved and hold nothing back once they left; a topic no group reads
+ *   does not keep its segments either (as Kafka's retention would drop them).
+ * - Memory: record values are kept for the consumers up to `cacheBytes`; past that they are
+ *   read back from disk. The index holds one small entry per unconsumed record: bounded by
+ *   the backlog, which ingest refuses to let grow past its bound (`backlog()`).
+ *
+ * A write that fails (disk full, I/O error) fails that publish and every later one: the bus
+ * stops acknowledging rather than acknowledge what it could not store.
+ */
+export interface LogBusOptions {
+  /** The log's folder (created). One process at a time (a LOCK file says which). */
+  dir: string;
+  partitions?: number;
+  maxBatch?: number;
+  /** A segment is closed and a new one begun past this size. Default 64 MiB. */
+  segmentBytes?: number;
+  /** Record values kept in memory for the consumers. Default 64 MiB. */
+  cacheBytes?: number;
+  /** How often the groups' positions are saved (and consumed segments deleted). Default 100 ms. */
+  commitIntervalMs?: number;
+  /** A topic no group reads keeps this many records indexed, for a group that joins later. */
+  maxUnread?: number;
+  retryDelayMs?: number;
+  onError?: (err: unknown, topic: string, group: string) => void;
+}
+
+/** Where a record is, and its value while it is cached. */
+interface Entry {
+  seg: Segment;
+  pos: number;
+  len: number;
+  key: string;
+  value: unknown;
+  cached: boolean;
+}
+
+interface Part {
+  /** null: a record recovery could not read (damaged segment); reported and skipped. */
+  entries: (Entry | null)[];
+  /** Offset of entries[0]. */
+  base: number;
+  /** Records below this offset are durable (visible to consumers). */
+  durable: number;
+}
+
+interface Member {
+  handler: (batch: BusBatch<unknown>) => Promise<void>;
+  partitions: number[];
+  closed: boolean;
+  busy: Promise<void> | undefined;
+}
+
+interface Group {
+  name: string;
+  /** Saved in offsets.json and holding segments back (every group but fromBeginning: false ones). */
+  durable: boolean;
+  offsets: number[];
+  members: Member[];
+}
+
+interface TopicState {
+  name: string;
+  parts: Part[];
+  groups: Map<string, Group>;
+}
+
+/** What the log found on start. */
+export interface LogRecovery {
+  segments: number;
+  /** Records some group had not processed yet: they are delivered again now. */
+  pending: number;
+  /** Damaged places found (a torn tail is cut off; it was never acknowledged). */
+  damage: string[];
+}
+
+export interface LogBusStats {
+  published: number;
+  /** Group commits (one fsync round each). */
+  syncs: number;
+  bytesWritten: number;
+  consumed: number;
+  /** Records read back from disk (not in the cache). */
+  readFromDisk: number;
+  segmentsDeleted: number;
+  handlerErrors: number;
+  decodeErrors: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const partKey = (topic: string, p: number) => `${topic}\0${p}`;
+
+export class LogBus implements Bus {
+  readonly recovery: LogRecovery;
+  readonly stats: LogBusStats = { published: 0, syncs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0 };
+
+  private readonly dir: string;
+  private readonly partitions: number;
+  private readonly maxBatch: number;
+  private readonly segmentBytes: number;
+  private readonly cacheBytes: number;
+  private readonly commitIntervalMs: number;
+  private readonly maxUnread: number;
+  private readonly retryDelayMs: number;
+  private readonly onError: (err: unknown, topic: string, group: string) => void;
+  private readonly unlock: () => void;
+
+  private readonly topics = new Map<string, TopicState>();
+  private readonly codecs = new Map<string, Topic<unknown>>();
+  private segments: Segment[] = [];
+  private cached = 0;
+
+  private waiting: { resolve(): void; reject(err: unknown): void }[] = [];
+  private dirty = new Set<Part>();
+  private flushing: Promise<void> | undefined;
+  private failed: Error | undefined;
+
+  private commitTimer: NodeJS.Timeout | undefined;
+  private committing: Promise<void> | undefined;
+  private offsetsDirty = false;
+
+  /** No new deliveries (close() in progress); publishing still works for batches in hand. */
+  private closing = false;
+  private closed = false;
+
+  constructor(opts: LogBusOptions) {
+    this.dir = opts.dir;
+    this.partitions = opts.partitions ?? 4;
+    this.maxBatch = opts.maxBatch ?? 2000;
+    this.segmentBytes = opts.segmentBytes ?? 64 * 1024 * 1024;
+    this.cacheBytes = opts.cacheBytes ?? 64 * 1024 * 1024;
+    this.commitIntervalMs = opts.commitIntervalMs ?? 100;
+    this.maxUnread = opts.maxUnread ?? 100_000;
+    this.retryDelayMs = opts.retryDelayMs ?? 200;
+    this.onError = opts.onError ?? ((err, topic, group) => console.error(`bus: ${topic}/${group}: batch failed, retrying:`, err));
+    fs.mkdirSync(this.dir, { recursive: true });
+    this.unlock = takeLock(this.dir);
+    try {
+      this.recovery = this.recover();
+    } catch (e) {
+      this.unlock();
+      throw e;
+    }
+  }
+
+  // ---- recovery -------------------------------------------------------------------------
+
+  /** Reads the segments back: every record some saved group has not processed is indexed again. */
+  private recover(): LogRecovery {
+    const saved = readOffsets(this.dir, this.partitions);
+    for (const [topic, groups] of Object.entries(saved.groups)) {
+      const t = this.topic(topic);
+      for (const [name, offsets] of Object.entries(groups)) {
+        t.groups.set(name, { name, durable: true, offsets: offsets.slice(), members: [] });
+      }
+    }
+    const files = fs
+      .readdirSync(this.dir)
+      .filter((f) => /^\d{12}\.seg$/.test(f))
+      .sort();
+    const damage: string[] = [];
+    const next = new Map<Part, number>();
+    files.forEach((f, i) => {
+      const seq = Number(f.slice(0, 12));
+      const { segment, damage: d } = Segment.recover(
+        `${this.dir}/${f}`,
+        seq,
+        (frame, pos, size, seg) => {
+          if (frame.partition >= this.partitions) {
+            damage.push(`${f}: record of ${frame.topic} on partition ${frame.partition}, beyond ${this.partitions}`);
+            return;
+          }
+          const t = this.topic(frame.topic);
+          const part = t.parts[frame.partition];
+          seg.last.set(partKey(frame.topic, frame.partition), frame.offset);
+          next.set(part, frame.offset + 1);
+          const floor = this.floor(t, frame.partition);
+          if (floor !== Infinity && frame.offset < floor) {
+            part.base = frame.offset + 1; // processed by every group: not indexed
+            return;
+          }
+          if (!part.entries.length) part.base = frame.offset;
+          // A gap (a damaged segment before this one): placeholders, reported when reached.
+          while (part.base + part.entries.length < frame.offset) part.entries.push(null);
+          if (part.base + part.entries.length === frame.offset) {
+            part.entries.push({ seg, pos, len: size, key: frame.key, value: undefined, cached: false });
+          }
+        },
+        i === files.length - 1,
+      );
+      if (d) damage.push(d);
+      this.segments.push(segment);
+    });
+    let pending = 0;
+    for (const t of this.topics.values()) {
+      for (let p = 0; p < this.partitions; p++) {
+        const part = t.parts[p];
+        // A partition whose records were all deleted continues after the groups' positions.
+        let groupMax = 0;
+        for (const g of t.groups.values()) groupMax = Math.max(groupMax, g.offsets[p] ?? 0);
+        if (!part.entries.length) part.base = Math.max(part.base, next.get(part) ?? 0, groupMax);
+        part.durable = part.base + part.entries.length;
+        for (const g of t.groups.values()) {
+          g.offsets[p] = Math.max(g.offsets[p] ?? 0, part.base);
+          pending += Math.max(0, part.durable - g.offsets[p]);
+        }
+        this.trim(t, p);
+      }
+    }
+    if (!this.segments.length) this.segments.push(Segment.create(this.dir, 1));
+    return { segments: files.length, pending, damage };
+  }
+
+  /** The lowest position of the groups that hold records back (Infinity: none does). */
+  private floor(t: TopicState, p: number): number {
+    let min = Infinity;
+    for (const g of t.groups.values()) if (g.durable || g.members.length) min = Math.min(min, g.offsets[p] ?? 0);
+    return min;
+  }
+
+  private topic(name: string): TopicState {
+    let t = this.topics.get(name);
+    if (!t) {
+      t = { name, parts: Array.from({ length: this.partitions }, () => ({ entries: [], base: 0, durable: 0 })), groups: new Map() };
+      this.topics.set(name, t);
+    }
+    return t;
+  }
+
+  // ---- publishing -----------------------------------------------------------------------
+
+  async publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
+    if (this.closed) throw new Error('bus is closed');
+    if (this.failed) throw new Error(`the bus log cannot be written (${this.failed.message})`);
+    if (!records.length) return;
+    this.codecs.set(topic.name, topic as Topic<unknown>);
+    // Encoded first: a value that cannot be encoded is the caller's error, and nothing is appended.
+    const values = records.map((r) => topic.encode(r.value));
+    const t = this.topic(topic.name);
+    for (let i = 0; i < records.length; i++) {
+      const { key, value } = records[i];
+      const p = partitionFor(key, this.partitions);
+      const part = t.parts[p];
+      const offset = part.base + part.entries.length;
+      const frame = encodeFrame(topic.name, p, offset, key, values[i]);
+      const seg = this.active(frame.length);
+      const pos = seg.append(frame);
+      seg.last.set(partKey(topic.name, p), offset);
+      const cached = this.cached + frame.length <= this.cacheBytes;
+      if (cached) this.cached += frame.length;
+      part.entries.push({ seg, pos, len: frame.length, key, value: cached ? value : undefined, cached });
+      this.dirty.add(part);
+    }
+    this.stats.published += records.length;
+    await new Promise<void>((resolve, reject) => {
+      this.waiting.push({ resolve, reject });
+      this.kickFlush();
+    });
+  }
+
+  /** The segment being written, a new one once it is full. */
+  private active(len: number): Segment {
+    let seg = this.segments[this.segments.length - 1];
+    if (seg.size > 0 && seg.size + len > this.segmentBytes) {
+      seg = Segment.create(this.dir, seg.seq + 1);
+      this.segments.push(seg);
+    }
+    return seg;
+  }
+
+  private kickFlush(): void {
+    if (this.flushing) return;
+    this.flushing = this.flushLoop().finally(() => {
+      this.flushing = undefined;
+      if (this.waiting.length) this.kickFlush();
+    });
+  }
+
+  /** Group commit: everything appended while the last sync ran is written and synced at once. */
+  private async flushLoop(): Promise<void> {
+    while (this.waiting.length) {
+      const waiters = this.waiting;
+      this.waiting = [];
+      const targets = [...this.dirty].map((part) => [part, part.base + part.entries.length] as const);
+      this.dirty = new Set();
+      const segs = this.segments.filter((s) => s.pending.length);
+      try {
+        if (this.failed) throw this.failed;
+        for (const s of segs) {
+          const before = s.written;
+          await s.flush();
+          this.stats.bytesWritten += s.written - before;
+        }
+      } catch (err) {
+        this.failed ??= err as Error;
+        for (const w of waiters) w.reject(new Error(`the bus log cannot be written (${(err as Error).message})`));
+        continue;
+      }
+      this.stats.syncs++;
+      for (const [part, end] of targets) part.durable = Math.max(part.durable, end);
+      for (const w of waiters) w.resolve();
+      for (const [name, t] of this.topics) for (const g of t.groups.values()) this.pump(name, t, g);
+    }
+  }
+
+  // ---- consuming ------------------------------------------------------------------------
+
+  async subscribe<T>(topic: Topic<T>, opts: SubscribeOptions, handler: (batch: BusBatch<T>) => Promise<void>): Promise<Subscription> {
+    if (this.closed || this.closing) throw new Error('bus is closed');
+    this.codecs.set(topic.name, topic as Topic<unknown>);
+    const t = this.topic(topic.name);
+    let g = t.groups.get(opts.group);
+    if (!g) {
+      const fromBeginning = opts.fromBeginning ?? true;
+      g = {
+        name: opts.group,
+        durable: fromBeginning,
+        offsets: t.parts.map((part) => (fromBeginning ? part.base : part.base + part.entries.length)),
+        members: [],
+      };
+      t.groups.set(opts.group, g);
+      if (g.durable) this.scheduleCommit();
+    }
+    const member: Member = { handler: handler as Member['handler'], partitions: [], closed: false, busy: undefined };
+    g.members.push(member);
+    this.assign(g);
+    const group = g;
+    this.pump(topic.name, t, group);
+    return {
+      close: async () => {
+        member.closed = true;
+        await member.busy;
+        group.members = group.members.filter((m) => m !== member);
+        if (!group.durable && !group.members.length) t.groups.delete(group.name);
+        this.assign(group);
+        this.pump(topic.name, t, group);
+        this.scheduleCommit();
+      },
+    };
+  }
+
+  /** Round-robin partition assignment, as a rebalance would. */
+  private assign(g: Group): void {
+    for (const m of g.members) m.partitions = [];
+    if (!g.members.length) return;
+    for (let p = 0; p < this.partitions; p++) g.members[p % g.members.length].partitions.push(p);
+  }
+
+  private pump(name: string, t: TopicState, g: Group): void {
+    if (this.closing) return;
+    for (const m of g.members) {
+      if (!m.busy && !m.closed) m.busy = this.drain(name, t, g, m).finally(() => (m.busy = undefined));
+    }
+  }
+
+  private async drain(name: string, t: TopicState, g: Group, m: Member): Promise<void> {
+    // Yield once so a publisher's burst is delivered as one batch.
+    await new Promise<void>((r) => setImmediate(r));
+    for (;;) {
+      let delivered = false;
+      for (const p of m.partitions) {
+        if (m.closed || this.closing) return;
+        const part = t.parts[p];
+        const from = Math.max(g.offsets[p], part.base);
+        const to = Math.min(part.durable, from + this.maxBatch);
+        if (from >= to) continue;
+        let records: BusRecord<unknown>[];
+        try {
+          records = await this.read(t, part, from, to, g.name);
+          const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined };
+          if (records.length) await m.handler(batch);
+        } catch (err) {
+          this.stats.handlerErrors++;
+          this.onError(err, name, g.name);
+          await sleep(this.retryDelayMs);
+          delivered = true;
+          continue;
+        }
+        if (!m.partitions.includes(p)) continue; // reassigned meanwhile: the new owner re-reads
+        g.offsets[p] = to;
+        this.stats.consumed += records.length;
+        delivered = true;
+        this.trim(t, p);
+        if (g.durable) this.scheduleCommit();
+      }
+      if (!delivered) return;
+    }
+  }
+
+  /** Records [from, to) of a partition: from the cache, or read back from their segments. */
+  private async read(t: TopicState, part: Part, from: number, to: number, group: string): Promise<BusRecord<unknown>[]> {
+    const out: (BusRecord<unknown> | undefined)[] = new Array(to - from);
+    const fromDisk: { i: number; e: Entry }[] = [];
+    for (let o = from; o < to; o++) {
+      const e = part.entries[o - part.base];
+      if (!e) {
+        this.onError(new Error(`offset ${o}: lost to a damaged segment, skipped`), t.name, group);
+        continue;
+      }
+      if (e.cached) out[o - from] = { key: e.key, value: e.value };
+      else fromDisk.push({ i: o - from, e });
+    }
+    if (fromDisk.length) {
+      const codec = this.codecs.get(t.name);
+      if (!codec) throw new Error(`no codec for ${t.name} (subscribe names it)`);
+      // One read per run of records in the same segment (a partition's records are
+      // interleaved with others', so a run is read whole up to 8 MiB).
+      for (let i = 0; i < fromDisk.length; ) {
+        const seg = fromDisk[i].e.seg;
+        let j = i + 1;
+        while (j < fromDisk.length && fromDisk[j].e.seg === seg && fromDisk[j].e.pos + fromDisk[j].e.len - fromDisk[i].e.pos <= 8 * 1024 * 1024) j++;
+        const start = fromDisk[i].e.pos;
+        const buf = await seg.read(start, fromDisk[j - 1].e.pos + fromDisk[j - 1].e.len);
+        for (let k = i; k < j; k++) {
+          const { i: at, e } = fromDisk[k];
+          const r = decodeFrame(buf, e.pos - start);
+          if (!('frame' in r)) throw new Error(`${seg.file} at byte ${e.pos}: ${'damaged' in r ? r.damaged : 'no frame'}`);
+          try {
+            out[at] = { key: r.frame.key, value: codec.decode(r.frame.value) };
+          } catch (err) {
+            // A record no reader of this version understands would block the partition forever.
+            this.stats.decodeErrors++;
+            this.onError(new Error(`offset ${from + at}: cannot decode, skipped: ${(err as Error).message}`), t.name, group);
+          }
+        }
+        this.stats.readFromDisk += j - i;
+        i = j;
+      }
+    }
+    return out.filter((r): r is BusRecord<unknown> => r !== undefined);
+  }
+
+  /** Drops index entries every holding group is past (and, for a topic nobody holds, beyond maxUnread). */
+  private trim(t: TopicState, p: number): void {
+    const part = t.parts[p];
+    const floor = this.floor(t, p);
+    const durableLen = part.durable - part.base;
+    const drop = floor === Infinity ? Math.max(0, durableLen - this.maxUnread) : Math.min(floor - part.base, durableLen);
+    if (drop <= 0) return;
+    if (drop > 1024 || drop === part.entries.length) {
+      const gone = part.entries.splice(0, drop);
+      for (const e of gone) if (e?.cached) this.cached -= e.len;
+      part.base += drop;
+    } else {
+      // Small drops: only the cache is released now; the entries go with the next large drop.
+      for (let i = 0; i < drop; i++) {
+        const e = part.entries[i];
+        if (e?.cached) {
+          this.cached -= e.len;
+          e.cached = false;
+          e.value = undefined;
+        }
+      }
+    }
+  }
+
+  // ---- positions and segments -------------------------------------------------------------
+
+  private scheduleCommit(): void {
+    this.offsetsDirty = true;
+    if (this.commitTimer || this.committing) return;
+    this.commitTimer = setTimeout(() => {
+      this.commitTimer = undefined;
+      void this.commit();
+    }, this.commitIntervalMs);
+    this.commitTimer.unref();
+  }
+
+  /** Saves the durable groups' positions, then deletes the segments every group is past. */
+  private commit(): Promise<void> {
+    if (this.committing) return this.committing;
+    this.committing = (async () => {
+      try {
+        while (this.offsetsDirty) {
+          this.offsetsDirty = false;
+          const saved: OffsetsFile = { version: 1, partitions: this.partitions, groups: {} };
+          for (const [name, t] of this.topics) {
+            for (const g of t.groups.values()) {
+              if (g.durable) (saved.groups[name] ??= {})[g.name] = g.offsets.slice();
+            }
+          }
+          await writeOffsets(this.dir, saved);
+          await this.deleteConsumed(saved);
+        }
+      } catch (err) {
+        this.onError(new Error(`saving consumer positions failed (retried): ${(err as Error).message}`), '(log)', '(offsets)');
+        this.offsetsDirty = true;
+      } finally {
+        this.committing = undefined;
+      }
+      if (this.offsetsDirty && !this.closed) this.scheduleCommit();
+    })();
+    return this.committing;
+  }
+
+  /** A closed segment goes when, for each partition in it, every group's SAVED position is past its records. */
+  private async deleteConsumed(saved: OffsetsFile): Promise<void> {
+    const keep: Segment[] = [];
+    const last = this.segments.length - 1;
+    for (let i = 0; i < this.segments.length; i++) {
+      const seg = this.segments[i];
+      let consumed = i < last && !seg.pending.length;
+      if (consumed) {
+        for (const [key, lastOffset] of seg.last) {
+          const [topic, p] = key.split('\0');
+          const t = this.topics.get(topic);
+          if (!t) continue;
+          let floor = Infinity;
+          for (const g of t.groups.values()) {
+            if (g.durable) floor = Math.min(floor, saved.groups[topic]?.[g.name]?.[Number(p)] ?? 0);
+            else if (g.members.length) floor = Math.min(floor, g.offsets[Number(p)]);
+          }
+          if (lastOffset >= floor) {
+            consumed = false;
+            break;
+          }
+        }
+      }
+      if (!consumed) {
+        keep.push(seg);
+        continue;
+      }
+      // Index entries still pointing here (a topic nobody holds) go with it.
+      for (const [key, lastOffset] of seg.last) {
+        const [topic, p] = key.split('\0');
+        const part = this.topics.get(topic)?.parts[Number(p)];
+        if (!part) continue;
+        const drop = Math.min(lastOffset + 1 - part.base, part.entries.length);
+        if (drop > 0) {
+          for (const e of part.entries.splice(0, drop)) if (e?.cached) this.cached -= e.len;
+          part.base += drop;
+        }
+      }
+      await seg.remove();
+      this.stats.segmentsDeleted++;
+    }
+    this.segments = keep;
+  }
+
+  // ---- state and lifecycle --------------------------------------------------------------
+
+  /** Records published to `topic` that its slowest holding group has not processed yet. */
+  backlog(topic: string): number {
+    const t = this.topics.get(topic);
+    if (!t) return 0;
+    let max = 0;
+    for (const g of t.groups.values()) {
+      if (!g.durable && !g.members.length) continue;
+      let lag = 0;
+      for (let p = 0; p < this.partitions; p++) lag += t.parts[p].base + t.parts[p].entries.length - g.offsets[p];
+      if (lag > max) max = lag;
+    }
+    return max;
+  }
+
+  /** Bytes of record values held in memory for the consumers. */
+  get cachedBytes(): number {
+    return this.cached;
+  }
+
+  /** Resolves when every group with members has consumed everything published so far. */
+  async idle(): Promise<void> {
+    for (;;) {
+      let pending = false;
+      if (this.flushing || this.waiting.length) pending = true;
+      for (const [name, t] of this.topics) {
+        for (const g of t.groups.values()) {
+          if (g.members.some((m) => m.busy)) pending = true;
+          else if (g.members.length && t.parts.some((part, p) => part.base + part.entries.length > g.offsets[p])) {
+            pending = true;
+            this.pump(name, t, g);
+          }
+        }
+      }
+      if (!pending) return;
+      await sleep(1);
+    }
+  }
+
+  /**
+   * Stops delivering, waits for the batches in hand (their handlers may still publish),
+   * syncs what was published, saves the positions. What was not processed stays in the log
+   * for the next start.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closing = true;
+    if (this.commitTimer) clearTimeout(this.commitTimer);
+    this.commitTimer = undefined;
+    for (const t of this.topics.values()) {
+      for (const g of t.groups.values()) await Promise.all(g.members.map((m) => m.busy));
+    }
+    while (this.flushing || this.waiting.length) {
+      this.kickFlush();
+      await this.flushing;
+    }
+    this.closed = true;
+    this.offsetsDirty = true;
+    await this.committing;
+    await this.commit();
+    for (const s of this.segments) await s.close();
+    this.unlock();
+  }
+}

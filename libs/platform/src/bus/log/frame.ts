@@ -1,0 +1,73 @@
+import { crc32 } from 'node:zlib';
+
+/**
+ * One record as the durable log stores it. A frame is
+ *
+ *   u32 body length | u32 CRC-32 of the body | body
+ *   body = u16 topic length, topic (UTF-8) | u16 partition | f64 offset | u32 key length, key | value
+ *
+ * The CRC is what recovery trusts: a frame cut short or torn by a crash (its group was never
+ * acknowledged: acknowledgement waits for the fsync) fails it, and the log is truncated there.
+ * The offset is stored in the frame because segments are deleted once consumed: counting
+ * frames from the start of what is left would not give the offsets back.
+ */
+export const FRAME_HEADER = 8;
+
+export interface Frame {
+  topic: string;
+  partition: number;
+  offset: number;
+  key: string;
+  value: Uint8Array;
+}
+
+export function encodeFrame(topic: string, partition: number, offset: number, key: string, value: Uint8Array): Buffer {
+  const topicBytes = Buffer.byteLength(topic);
+  const keyBytes = Buffer.byteLength(key);
+  const bodyLen = 2 + topicBytes + 2 + 8 + 4 + keyBytes + value.byteLength;
+  const buf = Buffer.allocUnsafe(FRAME_HEADER + bodyLen);
+  let at = FRAME_HEADER;
+  buf.writeUInt32LE(bodyLen, 0);
+  buf.writeUInt16LE(topicBytes, at);
+  at += 2;
+  at += buf.write(topic, at, 'utf8');
+  buf.writeUInt16LE(partition, at);
+  at += 2;
+  buf.writeDoubleLE(offset, at);
+  at += 8;
+  buf.writeUInt32LE(keyBytes, at);
+  at += 4;
+  at += buf.write(key, at, 'utf8');
+  buf.set(value, at);
+  buf.writeUInt32LE(crc32(buf.subarray(FRAME_HEADER)), 4);
+  return buf;
+}
+
+/** What decodeFrame found at a position: a frame, the end of the data, or damage. */
+export type FrameRead = { frame: Frame; size: number } | { end: true } | { damaged: string };
+
+export function decodeFrame(buf: Buffer, at: number): FrameRead {
+  if (at === buf.length) return { end: true };
+  if (buf.length - at < FRAME_HEADER) return { damaged: `${buf.length - at} bytes, less than a frame header` };
+  const bodyLen = buf.readUInt32LE(at);
+  const end = at + FRAME_HEADER + bodyLen;
+  if (bodyLen < 16 || end > buf.length) return { damaged: `frame of ${bodyLen} bytes runs past the end` };
+  const body = buf.subarray(at + FRAME_HEADER, end);
+  if (crc32(body) !== buf.readUInt32LE(at + 4)) return { damaged: 'checksum mismatch' };
+  let p = 0;
+  const topicLen = body.readUInt16LE(p);
+  p += 2;
+  const topic = body.toString('utf8', p, p + topicLen);
+  p += topicLen;
+  const partition = body.readUInt16LE(p);
+  p += 2;
+  const offset = body.readDoubleLE(p);
+  p += 8;
+  const keyLen = body.readUInt32LE(p);
+  p += 4;
+  const key = body.toString('utf8', p, p + keyLen);
+  p += keyLen;
+  // A copy: the caller may keep the value after the read buffer is reused.
+  const value = Uint8Array.prototype.slice.call(body, p);
+  return { frame: { topic, partition, offset, key, value }, size: FRAME_HEADER + bodyLen };
+}

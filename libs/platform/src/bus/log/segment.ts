@@ -1,0 +1,140 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { decodeFrame, type Frame } from './frame';
+
+const write = promisify(fs.write);
+const read = promisify(fs.read);
+const fdatasync = promisify(fs.fdatasync);
+const close = promisify(fs.close);
+
+/**
+ * One file of the durable log: frames appended in order, never rewritten. Positions are given
+ * out when a frame is appended (before it is written) because writes happen in that order;
+ * `written` is how far the file is known to be on disk (written and fdatasync'ed).
+ */
+export class Segment {
+  /** Bytes given out (written or waiting to be). */
+  size: number;
+  /** Bytes written and synced. */
+  written: number;
+  pending: Buffer[] = [];
+  /** Highest offset this segment holds per `topic\0partition`: when every group is past them, it can go. */
+  readonly last = new Map<string, number>();
+  private fd: number | undefined;
+
+  private constructor(
+    readonly seq: number,
+    readonly file: string,
+    fd: number,
+    size: number,
+  ) {
+    this.fd = fd;
+    this.size = size;
+    this.written = size;
+  }
+
+  static fileName(dir: string, seq: number): string {
+    return path.join(dir, `${String(seq).padStart(12, '0')}.seg`);
+  }
+
+  /** A new, empty segment; the folder is synced so the file itself survives a power cut. */
+  static create(dir: string, seq: number): Segment {
+    const file = Segment.fileName(dir, seq);
+    const fd = fs.openSync(file, 'wx+');
+    syncDir(dir);
+    return new Segment(seq, file, fd, 0);
+  }
+
+  /**
+   * An existing segment, read through: every intact frame is handed to `onFrame`. A damaged
+   * tail (a write the crash cut short) is cut off when `truncate` (the newest segment, which
+   * was being written); in an older one it is reported and what follows is skipped.
+   */
+  static recover(
+    file: string,
+    seq: number,
+    onFrame: (f: Frame, pos: number, size: number, seg: Segment) => void,
+    truncate: boolean,
+  ): { segment: Segment; damage?: string } {
+    const fd = fs.openSync(file, 'r+');
+    const buf = fs.readFileSync(file);
+    const seg = new Segment(seq, file, fd, buf.length);
+    let at = 0;
+    let damage: string | undefined;
+    for (;;) {
+      const r = decodeFrame(buf, at);
+      if ('end' in r) break;
+      if ('damaged' in r) {
+        damage = `${path.basename(file)} at byte ${at}: ${r.damaged}`;
+        break;
+      }
+      onFrame(r.frame, at, r.size, seg);
+      at += r.size;
+    }
+    if (damage && truncate) {
+      fs.ftruncateSync(fd, at);
+      fs.fdatasyncSync(fd);
+      seg.size = seg.written = at;
+    }
+    return { segment: seg, damage };
+  }
+
+  append(frame: Buffer): number {
+    const pos = this.size;
+    this.pending.push(frame);
+    this.size += frame.length;
+    return pos;
+  }
+
+  /** Writes what is pending and syncs it. Resolves when it is on disk. */
+  async flush(): Promise<void> {
+    if (!this.pending.length) return;
+    const buf = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending);
+    this.pending = [];
+    let done = 0;
+    while (done < buf.length) {
+      const { bytesWritten } = await write(this.handle(), buf, done, buf.length - done, this.written + done);
+      done += bytesWritten;
+    }
+    await fdatasync(this.handle());
+    this.written += buf.length;
+  }
+
+  /** The bytes [from, to) of the file (already written). */
+  async read(from: number, to: number): Promise<Buffer> {
+    const buf = Buffer.allocUnsafe(to - from);
+    let done = 0;
+    while (done < buf.length) {
+      const { bytesRead } = await read(this.handle(), buf, done, buf.length - done, from + done);
+      if (bytesRead === 0) throw new Error(`${this.file}: ended at byte ${from + done}, expected ${to}`);
+      done += bytesRead;
+    }
+    return buf;
+  }
+
+  private handle(): number {
+    if (this.fd === undefined) throw new Error(`${this.file} is closed`);
+    return this.fd;
+  }
+
+  async close(): Promise<void> {
+    const fd = this.fd;
+    this.fd = undefined;
+    if (fd !== undefined) await close(fd);
+  }
+
+  async remove(): Promise<void> {
+    await this.close();
+    await fs.promises.rm(this.file, { force: true });
+  }
+}
+
+export function syncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
