@@ -1,0 +1,13 @@
+export { FUNCTION_WORDS, similarity, words } from './similarity';
+export {
+  ANYWHERE_THRESHOLD,
+  SAME_POSITION_THRESHOLD,
+  compareProcedure,
+  compareReleases,
+  type ChangeHow,
+  type LineageProcedure,
+  type LineageRule,
+  type RuleChange,
+  type SuggestionEdit,
+} from './match';
+export { Lineage, LineageCycleError, linksFromChanges, type LineageLink, type LinkHow } from './links';
