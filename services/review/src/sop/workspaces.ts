@@ -1,0 +1,148 @@
+import { compileFiles, contentVersion, toLock, type Lock } from '@neatroots/sop';
+import { unifiedDiffFiles } from '@neatroots/review-domain';
+import { WorkspaceRepo, type ReleaseRecord, type SopFile } from '@neatroots/store';
+import type { Db } from '@neatroots/ports';
+import { doesNotCompile, SopError } from './errors';
+
+/** Where a file of the procedures folder may live: the folder decides how it is read. */
+const HEAD_PATH = /^(procedures\/[a-z0-9][a-z0-9-]*\.md|agents\/[a-z0-9][a-z0-9-]*\.yaml|groups\/[a-z0-9][a-z0-9-]*\.yaml)$/;
+/** A file the API takes at once: procedures are pages, not data sets. */
+export const MAX_HEAD_FILE_BYTES = 256 * 1024;
+export const MAX_HEAD_FILES = 2000;
+
+export interface HeadView {
+  workspace: string;
+  files: { path: string; version: string; updated_at: string }[];
+  /** The release head would be published over (null: none yet). */
+  live_release: { id: string; number: number } | null;
+  /** Paths added, changed or removed since the live release. */
+  changed: { path: string; change: 'added' | 'changed' | 'removed' }[];
+  /** A unified diff of head against the live release ('' when nothing is unpublished). */
+  diff: string;
+}
+
+export interface ReleaseView {
+  id: string;
+  number: number;
+  live: boolean;
+  created_at: string;
+  procedures: Lock['procedures'];
+  agents: Lock['agents'];
+}
+
+/** Called after a release is published (rule lineage hooks in here). */
+export type OnPublished = (workspace: string, release: ReleaseRecord<Lock>, previous: ReleaseRecord<Lock> | null) => Promise<void>;
+
+/**
+ * A workspace's head and releases: files saved only when head still compiles with sopc,
+ * releases published from head (numbered, one live), each keeping its files and its lock.
+ */
+export class SopWorkspaces {
+  private readonly repo: WorkspaceRepo;
+
+  constructor(db: Db, private readonly onPublished?: OnPublished) {
+    this.repo = new WorkspaceRepo(db);
+  }
+
+  async saveFile(workspace: string, path: string, text: string): Promise<{ path: string; version: string }> {
+    checkPath(path);
+    checkText(path, text);
+    const file = { path, text, version: contentVersion(text) };
+    await this.repo.updateHead(workspace, { put: [file] }, (head) => compiles(head, `head with ${path}`));
+    return { path, version: file.version };
+  }
+
+  async deleteFile(workspace: string, path: string): Promise<void> {
+    checkPath(path);
+    const head = await this.repo.headFiles(workspace);
+    if (!head.some((f) => f.path === path)) throw new SopError(404, 'not_found', `${path} is not in head`);
+    await this.repo.updateHead(workspace, { remove: [path] }, (next) => compiles(next, `head without ${path}`));
+  }
+
+  /** sopops push: the folder becomes head as a whole (files not in it are removed). */
+  async push(workspace: string, files: { path: string; text: string }[]): Promise<{ files: { path: string; version: string }[] }> {
+    if (files.length > MAX_HEAD_FILES) throw new SopError(400, 'too_many_files', `a push has at most ${MAX_HEAD_FILES} files, got ${files.length}`);
+    const seen = new Set<string>();
+    const put = files.map((f) => {
+      checkPath(f.path);
+      checkText(f.path, f.text);
+      if (seen.has(f.path)) throw new SopError(400, 'duplicate_path', `${f.path} appears twice`);
+      seen.add(f.path);
+      return { path: f.path, text: f.text, version: contentVersion(f.text) };
+    });
+    const saved = await this.repo.updateHead(workspace, { put, replaceAll: true }, (head) => compiles(head, 'the pushed folder'));
+    return { files: saved.map(({ path, version }) => ({ path, version })) };
+  }
+
+  async head(workspace: string): Promise<HeadView> {
+    const files = await this.repo.headFiles(workspace);
+    const live = await this.repo.release<Lock>(workspace, 'live');
+    const published = live ? await this.repo.releaseFiles(live.id) : [];
+    const before = new Map(published.map((f) => [f.path, f.text]));
+    const after = new Map(files.map((f) => [f.path, f.text]));
+    const changed: HeadView['changed'] = [];
+    for (const p of [...new Set([...before.keys(), ...after.keys()])].sort()) {
+      const was = before.get(p);
+      const now = after.get(p);
+      if (was === now) continue;
+      changed.push({ path: p, change: was === undefined ? 'added' : now === undefined ? 'removed' : 'changed' });
+    }
+    return {
+      workspace,
+      files: files.map(({ path, version, updated_at }) => ({ path, version, updated_at })),
+      live_release: live ? { id: live.id, number: live.number } : null,
+      changed,
+      diff: unifiedDiffFiles(before, after),
+    };
+  }
+
+  /** Publishes head as the next release and makes it live. */
+  async publish(workspace: string): Promise<ReleaseView> {
+    let previous: ReleaseRecord<Lock> | null = null;
+    const release = await this.repo.publish<Lock>(workspace, (head, prev) => {
+      previous = prev;
+      if (!head.length) throw new SopError(409, 'nothing_to_publish', `workspace ${workspace} has no files at head: save or push procedures first`);
+      const compiled = compileFiles(new Map(head.map((f) => [f.path, f.text])));
+      if (compiled.errors.length) throw doesNotCompile('head', compiled.errors);
+      return toLock(compiled);
+    });
+    await this.onPublished?.(workspace, release, previous);
+    return releaseView(release);
+  }
+
+  async releases(workspace: string): Promise<ReleaseView[]> {
+    return (await this.repo.releases<Lock>(workspace)).map(releaseView);
+  }
+
+  /** `ref`: the id, the number, or "live". */
+  async release(workspace: string, ref: string): Promise<ReleaseView> {
+    const r = await this.repo.release<Lock>(workspace, ref);
+    if (!r) throw new SopError(404, 'not_found', ref === 'live' ? `workspace ${workspace} has no live release: publish one first` : `no release ${ref} in workspace ${workspace}`);
+    return releaseView(r);
+  }
+
+  /** The live release's record (the checker reads its lock), or the one asked for; null when there is none. */
+  releaseRecord(workspace: string, ref: string): Promise<ReleaseRecord<Lock> | null> {
+    return this.repo.release<Lock>(workspace, ref);
+  }
+}
+
+function releaseView(r: ReleaseRecord<Lock>): ReleaseView {
+  return { id: r.id, number: r.number, live: r.live, created_at: r.created_at, procedures: r.lock.procedures, agents: r.lock.agents };
+}
+
+function checkPath(path: string): void {
+  if (!HEAD_PATH.test(path)) {
+    throw new SopError(400, 'invalid_path', `${JSON.stringify(path)} is not a file of a procedures folder: procedures/<id>.md, agents/<name>.yaml or groups/<name>.yaml (a-z, 0-9, -)`);
+  }
+}
+
+function checkText(path: string, text: string): void {
+  if (Buffer.byteLength(text, 'utf8') > MAX_HEAD_FILE_BYTES) throw new SopError(400, 'file_too_large', `${path} is larger than ${MAX_HEAD_FILE_BYTES} bytes`);
+  if (text.includes('\u0000')) throw new SopError(400, 'invalid_text', `${path} contains a NUL character`);
+}
+
+function compiles(head: SopFile[], what: string): void {
+  const compiled = compileFiles(new Map(head.map((f) => [f.path, f.text])));
+  if (compiled.errors.length) throw doesNotCompile(what, compiled.errors);
+}
