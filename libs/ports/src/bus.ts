@@ -38,5 +38,11 @@ export interface Subscription {
 export interface Bus {
   publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void>;
   subscribe<T>(topic: Topic<T>, opts: SubscribeOptions, handler: (batch: BusBatch<T>) => Promise<void>): Promise<Subscription>;
+  /**
+   * Records of `topic` accepted and not processed yet, as far as this process can tell (the
+   * in-process buses: the slowest group's lag; Kafka: what waits to be sent to the broker).
+   * Ingest refuses exports past a bound of it (back-pressure).
+   */
+  backlog?(topic: string): number;
   close(): Promise<void>;
 }

@@ -103,8 +103,8 @@ export class ExportRejectedError extends Error {
   }
 }
 
-/** Retried: nothing of the batch was acknowledged. */
-const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED]);
+/** Retried: nothing of the batch was acknowledged (RESOURCE_EXHAUSTED: ingest is behind, back-pressure). */
+const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED, Status.RESOURCE_EXHAUSTED]);
 
 function jsonText(v: unknown): string | undefined {
   if (v === undefined) return undefined;

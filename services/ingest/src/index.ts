@@ -5,3 +5,5 @@ export type { ResolveKey } from './auth';
 export type { IngestMetrics } from './metrics';
 export { NoteHub } from './notes';
 export type { NoteHubOptions, NoteStream } from './notes';
+export { Pressure, retryStatus } from './pressure';
+export type { PressureOptions, PressureReason, Refusal } from './pressure';

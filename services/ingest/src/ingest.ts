@@ -31,6 +31,7 @@ import {
 import { apiKeyFrom, type ResolveKey } from './auth';
 import { inc, newMetrics, type IngestMetrics } from './metrics';
 import { NoteHub, type NoteHubOptions } from './notes';
+import { Pressure, type PressureOptions } from './pressure';
 
 /**
  * The ingest service: OTLP/gRPC trace export (what OpenTelemetry SDKs send, unchanged) and the
@@ -65,6 +66,8 @@ export interface IngestOptions {
   /** Names this replica's notes consumer group (`ingest-notes-<id>`). Default host-pid-random. */
   replicaId?: string;
   notes?: Omit<NoteHubOptions, 'now' | 'onDropped'>;
+  /** Back-pressure: exports are refused (RESOURCE_EXHAUSTED) past the backlog bound or the memory ceiling. Default none. */
+  pressure?: PressureOptions;
   /** How long close() waits for in-flight calls before cutting them. Default 5 s. */
   shutdownGraceMs?: number;
   now?: () => number;
@@ -179,6 +182,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   const maxBytes = opts.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
   const replicaId = opts.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const metrics = newMetrics();
+  const pressure = new Pressure(opts.pressure ?? {});
   const hub = new NoteHub({ ...opts.notes, now, onDropped: (n) => (metrics.notes_dropped += n) });
   const streamCalls = new Set<ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>>();
   let closing = false;
@@ -226,12 +230,21 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   function fail(cb: sendUnaryData<never>, e: unknown): void {
     if (e instanceof CallError) {
       inc(metrics.calls_failed, Status[e.code]);
-      cb({ code: e.code, details: e.message });
+      // A refusal says when to retry (google.rpc.RetryInfo), or OTLP exporters drop the data.
+      cb({ code: e.code, details: e.message, ...(e.code === Status.RESOURCE_EXHAUSTED ? { metadata: pressure.trailers(e.message) } : {}) });
       return;
     }
     log.error('ingest: unexpected error', e);
     inc(metrics.calls_failed, Status[Status.INTERNAL]);
     cb({ code: Status.INTERNAL, details: (e as Error)?.message ?? String(e) });
+  }
+
+  /** Refuses the export while the pipeline is behind or memory is short; counts its items by reason. */
+  function admit(items: number): void {
+    const r = pressure.check();
+    if (!r) return;
+    inc(metrics.items_refused, r.reason, items);
+    throw new CallError(Status.RESOURCE_EXHAUSTED, r.message);
   }
 
   function notClosing(): void {
@@ -261,6 +274,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
+      admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
       const res = mapOtlpExport(req, { project, limits: limitCheck() });
       metrics.items_received += res.spans;
       countRejected(res.rejected);
@@ -294,6 +308,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
+      admit(req.events.length);
       const items: StreamItem[] = [];
       const rejected: v1.Rejected[] = [];
       const check = limitCheck();
@@ -435,6 +450,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       closed ??= (async () => {
         closing = true;
         clearInterval(sweeper);
+        pressure.close();
         // Streams never end on their own: end them so the servers can drain.
         hub.drainStreams();
         for (const call of streamCalls) call.end();

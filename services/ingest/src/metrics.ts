@@ -9,6 +9,8 @@ export interface IngestMetrics {
   items_accepted: number;
   /** Rejected items by the field at fault (`trace_id`, `run_id`, `project`, ...): bounded labels. */
   items_rejected: Record<string, number>;
+  /** Items of exports refused by back-pressure (RESOURCE_EXHAUSTED), by reason: `backlog`, `memory`. */
+  items_refused: Record<string, number>;
   /** Calls refused as a whole, by gRPC status name. */
   calls_failed: Record<string, number>;
   notes_received: number;
@@ -26,6 +28,7 @@ export function newMetrics(): IngestMetrics {
     items_received: 0,
     items_accepted: 0,
     items_rejected: {},
+    items_refused: {},
     calls_failed: {},
     notes_received: 0,
     notes_delivered: { stream: 0, piggyback: 0 },

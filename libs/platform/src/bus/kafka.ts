@@ -371,6 +371,14 @@ export class KafkaBus implements Bus {
     }
   }
 
+  /**
+   * Records waiting to be sent to the broker (all topics): what this process holds in memory.
+   * The consumers' backlog is the broker's, on its disk.
+   */
+  backlog(): number {
+    return this.queuedRecords;
+  }
+
   /** Resolves when everything published so far was sent (acknowledged or failed). */
   async flush(): Promise<void> {
     while (this.queue.length || this.sending) {

@@ -1,0 +1,128 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Metadata, credentials, status, type ServiceError } from '@grpc/grpc-js';
+import { LogBus } from '@neatroots/platform';
+import { v1 } from '@neatroots/proto';
+import { EVENTS_TOPIC, itemToEvent, type Envelope } from '@neatroots/spans';
+import { startIngest, type IngestHandle } from './ingest';
+import { Pressure } from './pressure';
+
+/**
+ * Back-pressure on a real ingest over the durable bus: while the events consumer is stalled
+ * past the backlog bound, exports are refused with RESOURCE_EXHAUSTED (and RetryInfo), counted
+ * by reason; once it catches up they are taken again.
+ */
+describe('ingest back-pressure', () => {
+  let dir: string;
+  let bus: LogBus;
+  let ingest: IngestHandle;
+  let client: v1.IngestClient;
+  let release!: () => void;
+  let stalled: Promise<void>;
+  const seen: Envelope[] = [];
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-pressure-'));
+    bus = new LogBus({ dir });
+    stalled = new Promise((r) => (release = r));
+    await bus.subscribe(EVENTS_TOPIC, { group: 'slow-consumer' }, async (b) => {
+      await stalled;
+      for (const r of b.records) seen.push(r.value);
+    });
+    ingest = await startIngest({
+      bus,
+      resolveKey: async (k) => (k === 'key' ? 'shop' : undefined),
+      otlpPort: 0,
+      grpcPort: 0,
+      pressure: { backlog: () => bus.backlog(EVENTS_TOPIC.name), maxBacklog: 50 },
+      logger: { warn: () => undefined, error: () => undefined },
+    });
+    client = new v1.IngestClient(`127.0.0.1:${ingest.grpcPort}`, credentials.createInsecure());
+  });
+
+  afterAll(async () => {
+    release();
+    client.close();
+    await ingest.close();
+    await bus.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const md = () => {
+    const m = new Metadata();
+    m.set('x-api-key', 'key');
+    return m;
+  };
+  const events = (n: number, run: string) =>
+    Array.from({ length: n }, (_, i) => itemToEvent({ kind: 'span', span: { run_id: run, span_id: `s${i}`, type: 'tool', name: 'search', status: 'ok' } }));
+  const exportV1 = (n: number, run: string) =>
+    new Promise<ServiceError | null>((resolve) => client.export({ events: events(n, run), note_runs: [] }, md(), (err) => resolve(err)));
+
+  it('refuses exports with RESOURCE_EXHAUSTED and RetryInfo once the backlog passes its bound, and takes them again after', async () => {
+    expect(await exportV1(60, 'r1')).toBeNull(); // taken: the backlog was 0
+    const err = await exportV1(10, 'r2');
+    expect(err?.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(err?.details).toMatch(/60 records wait to be processed \(bound 50, NEATROOTS_MAX_BACKLOG\)/);
+    const details = err?.metadata.get('grpc-status-details-bin')[0] as Buffer;
+    expect(details.toString('latin1')).toContain('type.googleapis.com/google.rpc.RetryInfo');
+    expect(ingest.metrics.items_refused).toEqual({ backlog: 10 });
+    expect(ingest.metrics.calls_failed.RESOURCE_EXHAUSTED).toBe(1);
+
+    // What an OTLP client reads to know it may retry, and when: google.rpc.Status with RetryInfo.
+    const st = fields(details);
+    expect(st.get(1)).toEqual([status.RESOURCE_EXHAUSTED]);
+    const any = fields(st.get(3)![0] as Buffer);
+    expect((any.get(1)![0] as Buffer).toString()).toBe('type.googleapis.com/google.rpc.RetryInfo');
+    const delay = fields(fields(any.get(2)![0] as Buffer).get(1)![0] as Buffer);
+    expect(delay.get(1)).toEqual([1]); // retry_delay: 1 s
+
+    release(); // the consumer catches up
+    await bus.idle();
+    expect(await exportV1(5, 'r3')).toBeNull();
+    await bus.idle();
+    const runs = new Set(seen.map((e) => (e.item.kind === 'span' ? e.item.span.run_id : '')));
+    expect([...runs].sort()).toEqual(['r1', 'r3']); // r2 was refused: nothing of it was taken
+  }, 30_000);
+});
+
+/** A protobuf message's fields: number -> values (varints as numbers, length-delimited as bytes). */
+function fields(buf: Buffer): Map<number, (number | Buffer)[]> {
+  const out = new Map<number, (number | Buffer)[]>();
+  let at = 0;
+  const varint = () => {
+    let n = 0;
+    let mul = 1;
+    for (;;) {
+      const b = buf[at++];
+      n += (b & 127) * mul;
+      if (b < 128) return n;
+      mul *= 128;
+    }
+  };
+  while (at < buf.length) {
+    const tag = varint();
+    const v = (tag & 7) === 2 ? (() => { const len = varint(); const b = buf.subarray(at, at + len); at += len; return b; })() : varint();
+    out.set(tag >> 3, [...(out.get(tag >> 3) ?? []), v]);
+  }
+  return out;
+}
+
+describe('Pressure', () => {
+  it('refuses past 90% of the memory ceiling, naming the figures and the variable', () => {
+    let rss = 500 * 1048576;
+    const p = new Pressure({ memoryCeilingBytes: 1000 * 1048576, rss: () => rss, sampleMs: 5 });
+    try {
+      expect(p.check()).toBeUndefined();
+      rss = 950 * 1048576;
+      return new Promise<void>((resolve) =>
+        setTimeout(() => {
+          expect(p.check()).toEqual({ reason: 'memory', message: expect.stringContaining('950 MB of 1000 MB, NEATROOTS_MEMORY_CEILING_MB') });
+          resolve();
+        }, 30),
+      );
+    } finally {
+      setTimeout(() => p.close(), 50);
+    }
+  });
+});
