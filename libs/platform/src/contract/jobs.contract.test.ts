@@ -65,6 +65,7 @@ export function jobsContract(name: string, target: JobsContractTarget): void {
       expect(b).toBe(a);
       await until(() => runs >= 1);
       await jobs.add('q', { session: 's1' }, { jobId: 'check-s1-v1' }); // done, still remembered
+      await expect(jobs.add('q', {}, { jobId: 'a:b' })).rejects.toThrow('may not contain ":"');
       await sleep(300);
       expect(runs).toBe(1);
     });

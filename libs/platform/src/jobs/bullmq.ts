@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DelayedError, Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type WorkOptions } from '@neatroots/ports';
-import { JOB_DEFAULTS, nextCronTime } from './common';
+import { checkJobId, JOB_DEFAULTS, nextCronTime } from './common';
 
 export interface BullJobsOptions {
   url: string;
@@ -74,6 +74,7 @@ export class BullJobs implements Jobs {
   }
 
   async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {
+    if (opts.jobId !== undefined) checkJobId(opts.jobId);
     const job = await this.queue(queue).add(queue, data, {
       jobId: opts.jobId,
       attempts: opts.attempts ?? JOB_DEFAULTS.attempts,

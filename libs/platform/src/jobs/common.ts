@@ -22,3 +22,9 @@ export function nextCronTime(pattern: string, afterMs: number): number {
     throw new Error(`cron pattern "${pattern}": ${(err as Error).message}`);
   }
 }
+
+/** BullMQ's rules for a custom job id, checked by both drivers so a job id valid embedded is valid distributed. */
+export function checkJobId(id: string): void {
+  if (id.includes(':')) throw new Error(`job id "${id}" may not contain ":" (BullMQ keeps ids in ":"-separated keys)`);
+  if (/^\d+$/.test(id)) throw new Error(`job id "${id}" may not be an integer (BullMQ numbers its own jobs)`);
+}

@@ -1,5 +1,5 @@
 import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type WorkOptions } from '@neatroots/ports';
-import { nextCronTime, retryDelayMs, JOB_DEFAULTS } from './common';
+import { checkJobId, nextCronTime, retryDelayMs, JOB_DEFAULTS } from './common';
 
 interface Pending {
   id: string;
@@ -57,6 +57,7 @@ export class InlineJobs implements Jobs {
 
   async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {
     if (this.closed) throw new Error('jobs: closed');
+    if (opts.jobId !== undefined) checkJobId(opts.jobId);
     const id = opts.jobId ?? `${queue}-${++this.seq}`;
     const key = `${queue}\0${id}`;
     if (this.known.has(key)) return id;
@@ -89,7 +90,7 @@ export class InlineJobs implements Jobs {
       const t = setTimeout(() => {
         this.timers.delete(t);
         if (this.closed) return;
-        void this.add(queue, data, { jobId: `${name}:${at}` });
+        void this.add(queue, data, { jobId: `${name}.${at}` });
         arm(nextCronTime(cron, at));
       }, Math.max(0, at - Date.now()));
       t.unref();
