@@ -4,3 +4,4 @@ export * from './db';
 export * from './clock';
 export * from './models';
 export * from './jobs';
+export * from './dead-letters';

@@ -12,5 +12,7 @@ export { ProjectsRepo, hashApiKey, type ProjectRecord, type CreatedApiKey } from
 export { ChecksRepo, type DbCheckOrigin, type DbCheckRecord, type DbCheckInput, type ListDbChecksQuery } from './checks.repo';
 export { QuietChecks, type QuietChecksOptions, type IsQuiet } from './quiet';
 export { StoreWriter, StoreWriterClosedError, type StoreWriterOptions } from './writer';
+export { DeadLettersRepo, DEAD_LETTER_PAYLOAD_CHARS, type DeadLetterRecord, type ListDeadLettersQuery } from './dead-letters.repo';
+export { STORE_MAX_JSON_DEPTH } from './storable';
 export { QuestionsRepo, type QuestionResultRecord } from './questions.repo';
 export * from './sop';

@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '@neatroots/ports';
 import { finding, spanEnv } from './fixtures.test';
+import { DeadLettersRepo } from './dead-letters.repo';
 import { FindingsRepo } from './findings.repo';
 import { RunsRepo } from './runs.repo';
 import { openTestDb, resetDb } from './test-db.test';
@@ -13,13 +14,22 @@ beforeAll(async () => {
 afterAll(() => real.close());
 beforeEach(() => resetDb(real));
 
-/** The real Db, counting transactions, failing the next `failures` of them. */
+/**
+ * The real Db, counting transactions, down for the next `failures` calls (transactions and
+ * queries alike: a database that is down answers nothing).
+ */
 function spy(failures = 0): Db & { transactions: number; failures: number } {
   const s = {
     transactions: 0,
     failures,
     kind: real.kind,
-    query: real.query.bind(real),
+    query: ((sql: string, params?: readonly unknown[]) => {
+      if (s.failures > 0) {
+        s.failures--;
+        return Promise.reject(new Error('connection refused'));
+      }
+      return real.query(sql, params);
+    }) as Db['query'],
     exec: real.exec.bind(real),
     close: async () => undefined,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
@@ -71,7 +81,7 @@ describe('StoreWriter', () => {
   });
 
   it('does not resolve a write before it is stored, and retries a failing flush without dropping it', async () => {
-    const db = spy(2);
+    const db = spy(4); // two flushes, each followed by a probe that fails too
     const errors: number[] = [];
     const w = new StoreWriter(db, { flushMs: 1, retryBaseMs: 5, onError: (_e, info) => errors.push(info.attempt) });
     let done = false;
@@ -114,4 +124,77 @@ describe('StoreWriter', () => {
     expect(await outcome).toBe('connection refused');
     expect(await spanCount()).toBe(0);
   });
+
+  describe('an item the database refuses', () => {
+    const deadLetters = () => new DeadLettersRepo(real).list('p1');
+
+    it('is set aside with the reason, and every other item of the batch is stored', async () => {
+      const setAside: string[] = [];
+      const w = new StoreWriter(spy(), { flushMs: 60_000, retryBaseMs: 1, onError: () => undefined, onSetAside: (l) => setAside.push(...l.map((x) => x.item_id ?? '')) });
+      // Each span alone fits a bigint; the run's total of both does not (the second is refused).
+      const huge = (id: string) => spanEnv('p1', { run_id: 'rx', span_id: id, usage: { total_tokens: 5e18 } });
+      const before = spans(3, 'ra');
+      const after = spans(3, 'rb');
+      const writes = [
+        w.writeEvents(before),
+        w.writeEvents([huge('x1'), huge('x2')]),
+        // the findings column `count` is an integer: 3e9 does not fit
+        w.writeFindings([finding({ id: 'f-ok' }), finding({ id: 'f-bad', count: 3e9 })]),
+        w.writeEvents(after),
+      ];
+      await w.flush();
+      await Promise.all(writes);
+      expect(await spanCount('ra')).toBe(3);
+      expect(await spanCount('rb')).toBe(3);
+      expect(await spanCount('rx')).toBe(1);
+      expect(await new FindingsRepo(real).get('p1', 'f-ok')).not.toBeNull();
+      expect(await new FindingsRepo(real).get('p1', 'f-bad')).toBeNull();
+      const page = await deadLetters();
+      expect(page.items.map((d) => [d.source, d.kind, d.item_id]).sort()).toEqual([
+        ['store.events', 'span', 'x2'],
+        ['store.findings', 'finding', 'f-bad'],
+      ]);
+      for (const d of page.items) expect(d.reason).toMatch(/out of range/);
+      expect(JSON.parse(page.items.find((d) => d.item_id === 'x2')!.payload)).toMatchObject({ project: 'p1', item: { span: { span_id: 'x2' } } });
+      expect(setAside.sort()).toEqual(['f-bad', 'x2']);
+      expect(w.setAsideCount).toBe(2);
+      await w.close();
+    });
+
+    it('sets aside without sending what would break the database (JSON nested thousands deep, a year past 9999)', async () => {
+      const db = spy();
+      const w = new StoreWriter(db, { flushMs: 60_000, onError: () => undefined });
+      const deep = JSON.parse('['.repeat(5_000) + ']'.repeat(5_000));
+      await Promise.all([
+        w.writeEvents([spanEnv('p1', { run_id: 'r1', span_id: 'deep', input: deep }), spanEnv('p1', { run_id: 'r1', span_id: 'late', start_ms: 1e300 })]),
+        w.writeEvents(spans(2)),
+        w.flush(),
+      ]);
+      expect(db.transactions).toBe(2); // the dead letters, then the rest: no failed attempt
+      expect(await spanCount()).toBe(2);
+      const reasons = Object.fromEntries((await deadLetters()).items.map((d) => [d.item_id, d.reason]));
+      expect(reasons).toEqual({ deep: expect.stringMatching(/input is JSON nested more than 512 levels/), late: expect.stringMatching(/start_ms 1e\+300 is outside/) });
+      await w.close();
+    });
+
+    it('is set aside once: a redelivered poison is counted on its row', async () => {
+      const w = new StoreWriter(spy(), { flushMs: 1, retryBaseMs: 1, onError: () => undefined });
+      await w.writeFindings([finding({ id: 'f-bad', count: 3e9 })]);
+      await w.writeFindings([finding({ id: 'f-bad', count: 3e9 })]);
+      const page = await deadLetters();
+      expect(page.items).toHaveLength(1);
+      expect(page.items[0].times).toBe(2);
+      await w.close();
+    });
+
+    it('is not set aside while the database is down: the flush waits for it', async () => {
+      const db = spy(6);
+      const w = new StoreWriter(db, { flushMs: 1, retryBaseMs: 1, itemAttempts: 1, onError: () => undefined });
+      await w.writeEvents(spans(2));
+      expect(await spanCount()).toBe(2);
+      expect((await deadLetters()).items).toEqual([]);
+      await w.close();
+    });
+  });
 });
+

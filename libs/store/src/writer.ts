@@ -1,8 +1,10 @@
-import type { Db } from '@neatroots/ports';
+import type { Db, DeadLetter, Queryable } from '@neatroots/ports';
 import type { Envelope, FindingMessage } from '@neatroots/spans';
+import { DeadLettersRepo } from './dead-letters.repo';
 import { FindingsRepo, type DeliveryInput } from './findings.repo';
 import { ProjectsRepo } from './projects.repo';
 import { RunsRepo } from './runs.repo';
+import { unstorable, type StoreItem } from './storable';
 
 export interface StoreWriterOptions {
   /** Flush once this many items wait (spans, run events, finding events, deliveries). */
@@ -18,6 +20,13 @@ export interface StoreWriterOptions {
    * flush is retried until it succeeds.
    */
   closeAttempts?: number;
+  /**
+   * Attempts of one item the database refuses (while it answers otherwise) before the item is
+   * set aside in dead_letters with the error. Default 3.
+   */
+  itemAttempts?: number;
+  /** Told of items set aside (metrics). */
+  onSetAside?: (letters: readonly DeadLetter[]) => void;
   /** Told of every failed attempt. Default: console.error. */
   onError?: (err: unknown, info: { attempt: number; items: number }) => void;
   /** Told of every committed flush (metrics). */
@@ -44,9 +53,17 @@ export class StoreWriterClosedError extends Error {
  * Batches the review service's writes by size and by time, as one transaction per flush.
  * Each write's promise resolves only once its items are committed, so a bus consumer that
  * awaits it commits its offset after the data is stored (at-least-once; the repositories
- * are idempotent, so a redelivered batch changes nothing). A failing flush is retried with
- * backoff and never dropped: its writers simply wait. Flushes run one at a time, in
+ * are idempotent, so a redelivered batch changes nothing). Flushes run one at a time, in
  * arrival order. close() stops accepting, flushes what is left, and returns.
+ *
+ * A failing flush is never dropped, and one bad item never holds up the others:
+ * - while the database does not answer (a `SELECT 1` fails too), the flush waits and is
+ *   retried with backoff, as it is;
+ * - while it answers, the batch is split in halves, each stored on its own, down to the
+ *   single items it refuses; such an item is tried `itemAttempts` times, then set aside in
+ *   dead_letters with the error, and everything else is stored. Items that would break the
+ *   database itself (JSON nested past what it parses; times it cannot represent) are set
+ *   aside before they are sent.
  */
 export class StoreWriter {
   private readonly maxBatch: number;
@@ -64,6 +81,10 @@ export class StoreWriter {
   private closing = false;
   private wakeRetry: (() => void) | undefined;
   private notStored = 0;
+  private readonly itemAttempts: number;
+  private readonly onSetAside: StoreWriterOptions['onSetAside'];
+  /** Items set aside in dead_letters since the writer started. */
+  setAsideCount = 0;
 
   constructor(
     private readonly db: Db,
@@ -76,6 +97,8 @@ export class StoreWriter {
     this.closeAttempts = opts.closeAttempts ?? 3;
     this.onError = opts.onError ?? ((err, info) => console.error(`store writer: flush of ${info.items} items failed (attempt ${info.attempt}), retrying:`, err));
     this.onFlush = opts.onFlush;
+    this.itemAttempts = opts.itemAttempts ?? 3;
+    this.onSetAside = opts.onSetAside;
   }
 
   /** Items waiting to be written. */
@@ -151,37 +174,115 @@ export class StoreWriter {
   }
 
   private async commit(batch: Write[], size: number): Promise<void> {
-    let triesSinceClose = 0;
+    const items: StoreItem[] = [];
+    for (const w of batch) {
+      for (const value of w.events) items.push({ kind: 'event', value });
+      for (const value of w.findings) items.push({ kind: 'finding', value });
+      for (const value of w.deliveries) items.push({ kind: 'delivery', value });
+    }
+    const started = Date.now();
+    const closeTries = { n: 0 };
+    try {
+      const good: StoreItem[] = [];
+      const bad: DeadLetter[] = [];
+      for (const it of items) {
+        const reason = unstorable(it);
+        if (reason) bad.push(letterOf(it, reason));
+        else good.push(it);
+      }
+      if (bad.length) await this.setAside(bad, closeTries);
+      if (good.length) await this.store(good, closeTries);
+    } catch (err) {
+      // Only once closing, with the database down: not acknowledged, delivered again.
+      this.notStored += size;
+      for (const w of batch) w.reject(err);
+      return;
+    }
+    this.onFlush?.({ items: size, ms: Date.now() - started });
+    for (const w of batch) w.resolve();
+  }
+
+  /** One transaction for these items, in order (events, then findings, then deliveries). */
+  private async write(items: readonly StoreItem[]): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const events: Envelope[] = [];
+      const findings: FindingMessage[] = [];
+      const deliveries: DeliveryInput[] = [];
+      for (const it of items) {
+        if (it.kind === 'event') events.push(it.value);
+        else if (it.kind === 'finding') findings.push(it.value);
+        else deliveries.push(it.value);
+      }
+      const projects = new Set<string>();
+      for (const e of events) projects.add(e.project);
+      for (const f of findings) projects.add(f.project);
+      await new ProjectsRepo(tx).ensureMany([...projects]);
+      await new RunsRepo(tx).writeEnvelopes(events);
+      const repo = new FindingsRepo(tx);
+      await repo.apply(findings);
+      await repo.markActive(deliveries);
+    });
+  }
+
+  /** Does the database answer at all? Tells a refused item from a database that is down. */
+  private async answers(): Promise<boolean> {
+    try {
+      await this.db.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** A failed attempt while the database is down: wait, or give up once closing. */
+  private async waitForDb(err: unknown, attempt: number, closeTries: { n: number }): Promise<void> {
+    if (this.closing && ++closeTries.n >= this.closeAttempts) throw err;
+    await this.backoff(attempt);
+  }
+
+  /** Stores these items; what the database refuses is narrowed down by halves and set aside. */
+  private async store(items: readonly StoreItem[], closeTries: { n: number }): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const started = Date.now();
       try {
-        await this.db.transaction(async (tx) => {
-          const events = batch.flatMap((w) => w.events);
-          const findings = batch.flatMap((w) => w.findings);
-          const deliveries = batch.flatMap((w) => w.deliveries);
-          const projects = new Set<string>();
-          for (const e of events) projects.add(e.project);
-          for (const f of findings) projects.add(f.project);
-          await new ProjectsRepo(tx).ensureMany([...projects]);
-          await new RunsRepo(tx).writeEnvelopes(events);
-          const repo = new FindingsRepo(tx);
-          await repo.apply(findings);
-          await repo.markActive(deliveries);
-        });
+        await this.write(items);
+        return;
       } catch (err) {
-        this.onError(err, { attempt, items: size });
-        if (this.closing && ++triesSinceClose >= this.closeAttempts) {
-          this.notStored += size;
-          for (const w of batch) w.reject(err);
+        this.onError(err, { attempt, items: items.length });
+        if (!(await this.answers())) {
+          await this.waitForDb(err, attempt, closeTries);
+          continue;
+        }
+        if (items.length > 1) {
+          const mid = Math.ceil(items.length / 2);
+          await this.store(items.slice(0, mid), closeTries);
+          await this.store(items.slice(mid), closeTries);
+          return;
+        }
+        if (attempt >= this.itemAttempts) {
+          await this.setAside([letterOf(items[0], errorText(err))], closeTries);
           return;
         }
         await this.backoff(attempt);
-        continue;
       }
-      this.onFlush?.({ items: size, ms: Date.now() - started });
-      for (const w of batch) w.resolve();
-      return;
     }
+  }
+
+  private async setAside(letters: DeadLetter[], closeTries: { n: number }): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.db.transaction((tx: Queryable) => new DeadLettersRepo(tx).setAside(letters));
+        break;
+      } catch (err) {
+        this.onError(err, { attempt, items: letters.length });
+        if (await this.answers()) {
+          // Text columns only, so this should not happen; if it does, keep the reasons at least.
+          if (attempt >= this.itemAttempts) letters = letters.map((l) => ({ ...l, payload: '(the payload could not be stored)' }));
+          if (attempt >= 2 * this.itemAttempts) throw err;
+        } else await this.waitForDb(err, attempt, closeTries);
+      }
+    }
+    this.setAsideCount += letters.length;
+    this.onSetAside?.(letters);
   }
 
   private backoff(attempt: number): Promise<void> {
@@ -210,4 +311,32 @@ export class StoreWriter {
     const failed = this.notStored - before;
     if (failed) throw new Error(`store writer closed with ${failed} items not stored; they were not acknowledged and will be delivered again`);
   }
+}
+
+function errorText(err: unknown): string {
+  const e = err as { message?: unknown; code?: unknown };
+  const msg = typeof e?.message === 'string' ? e.message : String(err);
+  return typeof e?.code === 'string' ? `${msg} (SQLSTATE ${e.code})` : msg;
+}
+
+/** The dead letter of an item the store could not take. */
+function letterOf(it: StoreItem, reason: string): DeadLetter {
+  if (it.kind === 'event') {
+    const item = it.value.item;
+    return {
+      project: it.value.project,
+      source: 'store.events',
+      kind: item.kind,
+      run_id: item.kind === 'span' ? item.span.run_id : item.run.run_id,
+      item_id: item.kind === 'span' ? item.span.span_id : undefined,
+      reason,
+      payload: it.value,
+    };
+  }
+  if (it.kind === 'finding') {
+    const f = it.value;
+    return { project: f.project, source: 'store.findings', kind: 'finding', run_id: f.run_id, item_id: f.id, reason, payload: f };
+  }
+  const d = it.value;
+  return { project: d.project, source: 'store.deliveries', kind: 'delivery', item_id: d.finding_id, reason, payload: d };
 }
