@@ -1,5 +1,5 @@
 import { parseCheck, parseCheckFile } from './schema';
-import { CheckError, type QuestionCheck, type RuleCheck } from './types';
+import { CheckError, CheckProblems, checkProblems, type QuestionCheck, type RuleCheck } from './types';
 
 const FILE = 'checks/loop.yaml';
 
@@ -118,7 +118,8 @@ describe('parseCheckFile: rule checks', () => {
     ['type: run_end\nends: crashed', 'rule.ends: "crashed" is not one of error, no_output, interrupted'],
     ['type: unrecovered_error\nwords: [""]', 'rule.words[0]: must be a non-empty string, got ""'],
   ])('rejects %j', (body, reason) => {
-    expect(err(rule(body)).message).toBe(`checks/loop.yaml: check repeated-tool-call: ${reason}`);
+    // The first problem found; any others follow on their own lines.
+    expect(err(rule(body)).message.split('\n')[0]).toBe(`checks/loop.yaml: check repeated-tool-call: ${reason}`);
   });
 
   it('rejects bad match patterns at load, naming rule.pattern', () => {
@@ -141,9 +142,9 @@ describe('parseCheckFile: rule checks', () => {
     expect(err(rule('type: run_end', 'applies_to: refund-agent\n')).field).toBe('applies_to');
     expect(err('id: a\nkind: rule\n').message).toBe('checks/loop.yaml: check a: rule: is required for a rule check');
     expect(err('id: a\nkind: rules\n').message).toBe('checks/loop.yaml: check a: kind: must be one of rule, yes_no, choice, score, got "rules" (did you mean "rule"?)');
-    expect(err('kind: rule\n').message).toBe('checks/loop.yaml: id: is required');
+    expect(err('kind: rule\n').message.split('\n')[0]).toBe('checks/loop.yaml: id: is required');
     expect(err('id: Bad Id\nkind: rule\n').field).toBe('id');
-    expect(err('- id: a\n  kind: rule\n  rule: { type: run_end }\n- kind: rule\n').message).toBe('checks/loop.yaml: check #2: id: is required');
+    expect(err('- id: a\n  kind: rule\n  rule: { type: run_end }\n- kind: rule\n').message.split('\n')[0]).toBe('checks/loop.yaml: check #2: id: is required');
   });
 
   it('forbids halt in library and database checks, and allows it in your own', () => {
@@ -234,7 +235,7 @@ group: refunds
     ['kind: score\nscope: span\nask: How?\nlevels: [a, b]', 'flag_at_level: is required for a score question'],
     ['kind: score\nscope: span\nask: How?\nlevels: [a, b]\nflag_at_level: 1\nflag_on: [a]', 'flag_on: is only for choice questions'],
   ])('rejects %j', (body, reason) => {
-    expect(err(`id: q\n${body}\n`).message).toBe(`checks/loop.yaml: check q: ${reason}`);
+    expect(err(`id: q\n${body}\n`).message.split('\n')[0]).toBe(`checks/loop.yaml: check q: ${reason}`);
   });
 
   it('warns when a question asks about the answer but cannot see it', () => {
@@ -249,6 +250,46 @@ group: refunds
     for (const a of ['What does the final response say?', 'Is the answer wrong?', 'Does the agent say it is done?', 'Did it report success?']) {
       expect(parseCheckFile(`id: q\nkind: yes_no\nscope: span\nask: ${a}\n`, FILE, 'user').warnings).toHaveLength(1);
     }
+  });
+});
+
+describe('every problem at once', () => {
+  it('reports each problem of a check, not just the first', () => {
+    const e = err(rule('type: repeat\nsame: [tool, args]\nat_least: 0\nspan: { kind: tool }', 'severity: high\naction: stop\n'));
+    expect(e.message.split('\n')).toEqual([
+      'checks/loop.yaml: check repeated-tool-call: severity: unknown key for a rule check; expected one of id, kind, title, description, guidance, action, group, priority, applies_to, rule',
+      'checks/loop.yaml: check repeated-tool-call: action: must be flag or halt, got "stop"',
+      'checks/loop.yaml: check repeated-tool-call: rule.span.kind: unknown key for a span filter; expected one of type, name, tool, status',
+      'checks/loop.yaml: check repeated-tool-call: rule.same: "args" is not one of tool, name, input, output, error',
+      'checks/loop.yaml: check repeated-tool-call: rule.at_least: must be an integer >= 1, got 0',
+    ]);
+    expect(e).toBeInstanceOf(CheckProblems);
+    expect((e as CheckProblems).problems.map((p) => p.field)).toEqual(['severity', 'action', 'rule.span.kind', 'rule.same', 'rule.at_least']);
+    // Still the first problem's CheckError, for callers that want one field.
+    expect(e.field).toBe('severity');
+  });
+
+  it('reports the problems of every check in a file, and of a question', () => {
+    const text = [
+      'id: a\nkind: rule\nrule: { type: count, at_least: 0 }',
+      'id: ok\nkind: rule\nrule: { type: run_end }',
+      'id: b\nkind: rule\nrule: { type: slow }\npriority: high',
+      'id: q\nkind: choice\nask: Which?\noptions: { a: A }',
+    ].join('\n---\n');
+    expect(checkProblems(err(text)).map((p) => `${p.checkId} ${p.field}`)).toEqual([
+      'a rule.at_least',
+      'b priority',
+      'b rule.at_least_ms',
+      'q scope',
+      'q options',
+      'q flag_on',
+    ]);
+  });
+
+  it('gives a single problem as a plain CheckError', () => {
+    const e = err(rule('type: count\nat_least: 0'));
+    expect(e).not.toBeInstanceOf(CheckProblems);
+    expect(checkProblems(e)).toEqual([e]);
   });
 });
 

@@ -4,6 +4,8 @@ import { unknownPlaceholders } from './guidance';
 import { PatternError, compileSafe } from './regex';
 import {
   CheckError,
+  checkFailure,
+  checkProblems,
   METRICS,
   MATCH_FIELDS,
   QUESTION_KINDS,
@@ -77,6 +79,9 @@ export function asksAboutAnswer(ask: string): boolean {
 }
 
 class Ctx {
+  /** The problems found so far: validation goes on after one, so a single run reports them all. */
+  readonly problems: CheckError[] = [];
+
   constructor(
     readonly file: string,
     readonly source: CheckSource,
@@ -88,6 +93,31 @@ class Ctx {
     return new CheckError(this.file, this.id, field, reason);
   }
 
+  report(field: string | undefined, reason: string): void {
+    this.problems.push(this.error(field, reason));
+  }
+
+  /**
+   * Validates one field: a problem it throws is recorded and the rest of the check is still
+   * validated. The value is only used when the check has no problem at all (see `done`), so a
+   * field that failed may leave it undefined.
+   */
+  field<T>(validate: () => T): T {
+    try {
+      return validate();
+    } catch (e) {
+      if (!(e instanceof CheckError)) throw e;
+      this.problems.push(...checkProblems(e));
+      return undefined as T;
+    }
+  }
+
+  /** The check, or every problem it has. */
+  done<T>(value: T): T {
+    if (this.problems.length) throw checkFailure(this.problems);
+    return value;
+  }
+
   warn(field: string, reason: string): void {
     this.warnings.push(`${this.file}${this.id ? `: check ${this.id}` : ''}: ${field}: ${reason}`);
   }
@@ -95,7 +125,8 @@ class Ctx {
 
 /**
  * Parses a check file: one check, a list of checks, or a multi-document stream of either.
- * Throws CheckError on the first problem; warnings are things that work but are probably
+ * Throws a CheckError naming every problem in the file (a CheckProblems when there are
+ * several; YAML syntax stops at the first); warnings are things that work but are probably
  * not what was meant.
  */
 export function parseCheckFile(text: string, file: string, source: CheckSource): ParsedChecks {
@@ -125,39 +156,49 @@ export function parseCheckFile(text: string, file: string, source: CheckSource):
   }
   if (raws.length === 0) warnings.push(`${file}: holds no checks`);
   const checks: Check[] = [];
+  const problems: CheckError[] = [];
   const seen = new Set<string>();
   raws.forEach((raw, i) => {
-    const check = parseCheck(raw, file, source, warnings, raws.length > 1 ? i + 1 : undefined);
-    if (seen.has(check.id)) throw new CheckError(file, check.id, 'id', 'is used by two checks in this file');
-    seen.add(check.id);
-    checks.push(check);
+    // A broken check does not hide the next one's problems.
+    try {
+      const check = parseCheck(raw, file, source, warnings, raws.length > 1 ? i + 1 : undefined);
+      if (seen.has(check.id)) throw new CheckError(file, check.id, 'id', 'is used by two checks in this file');
+      seen.add(check.id);
+      checks.push(check);
+    } catch (e) {
+      if (!(e instanceof CheckError)) throw e;
+      problems.push(...checkProblems(e));
+    }
   });
+  if (problems.length) throw checkFailure(problems);
   return { checks, warnings };
 }
 
 /**
  * Validates one check given as a plain object (parsed YAML, or JSON from the app's check
  * editor and the MCP create_check tool). `index` (1-based) names the check in messages
- * when it has no usable id. Warnings are appended to `warnings`.
+ * when it has no usable id. Warnings are appended to `warnings`. Throws a CheckError naming
+ * every problem (a CheckProblems when there are several).
  */
 export function parseCheck(raw: unknown, file: string, source: CheckSource, warnings: string[] = [], index?: number): Check {
   const ctx = new Ctx(file, source, index !== undefined ? `#${index}` : undefined, warnings);
   if (!isObj(raw)) throw ctx.error(undefined, `a check must be a mapping of fields, got ${describe(raw)}`);
   const id = raw.id;
-  if (id === undefined || id === null) throw ctx.error('id', 'is required');
-  if (typeof id !== 'string' || !ID_RE.test(id) || id.length > MAX_ID_LENGTH) {
-    throw ctx.error('id', `must be a slug of lowercase letters, digits, - and _ (at most ${MAX_ID_LENGTH} characters), got ${describe(id)}`);
-  }
-  ctx.id = id;
+  if (id === undefined || id === null) ctx.report('id', 'is required');
+  else if (typeof id !== 'string' || !ID_RE.test(id) || id.length > MAX_ID_LENGTH) {
+    ctx.report('id', `must be a slug of lowercase letters, digits, - and _ (at most ${MAX_ID_LENGTH} characters), got ${describe(id)}`);
+  } else ctx.id = id;
   const kind = raw.kind;
-  if (kind === undefined || kind === null) throw ctx.error('kind', `is required: rule, ${QUESTION_KINDS.join(', ')}`);
-  if (kind === 'rule') return parseRuleCheck(ctx, raw);
-  if (typeof kind === 'string' && (QUESTION_KINDS as readonly string[]).includes(kind)) return parseQuestion(ctx, raw, kind as QuestionKind);
-  throw ctx.error('kind', `must be one of rule, ${QUESTION_KINDS.join(', ')}, got ${describe(kind)}${suggest(kind, ['rule', ...QUESTION_KINDS])}`);
+  // Without a kind there is no telling which fields belong: report what there is and stop.
+  if (kind === undefined || kind === null) ctx.report('kind', `is required: rule, ${QUESTION_KINDS.join(', ')}`);
+  else if (kind === 'rule') return ctx.done(parseRuleCheck(ctx, raw));
+  else if (typeof kind === 'string' && (QUESTION_KINDS as readonly string[]).includes(kind)) return ctx.done(parseQuestion(ctx, raw, kind as QuestionKind));
+  else ctx.report('kind', `must be one of rule, ${QUESTION_KINDS.join(', ')}, got ${describe(kind)}${suggest(kind, ['rule', ...QUESTION_KINDS])}`);
+  throw checkFailure(ctx.problems);
 }
 
 function parseCommon(ctx: Ctx, raw: Obj) {
-  const guidance = optString(ctx, raw.guidance, 'guidance');
+  const guidance = ctx.field(() => optString(ctx, raw.guidance, 'guidance'));
   if (guidance !== undefined) {
     for (const p of unknownPlaceholders(guidance)) {
       ctx.warn('guidance', `{${p}} is not a placeholder neatroots fills (tool, count, args, name, ms, metric, value, pattern, requires); it is sent as written`);
@@ -165,19 +206,22 @@ function parseCommon(ctx: Ctx, raw: Obj) {
   }
   const priority = raw.priority;
   if (priority !== undefined && (typeof priority !== 'number' || !Number.isFinite(priority))) {
-    throw ctx.error('priority', `must be a number, got ${describe(priority)}`);
+    ctx.report('priority', `must be a number, got ${describe(priority)}`);
   }
-  const action = raw.action ?? 'flag';
-  if (action !== 'flag' && action !== 'halt') throw ctx.error('action', `must be flag or halt, got ${describe(action)}`);
+  let action: unknown = raw.action ?? 'flag';
+  if (action !== 'flag' && action !== 'halt') {
+    ctx.report('action', `must be flag or halt, got ${describe(action)}`);
+    action = undefined;
+  }
   return {
     id: ctx.id as string,
-    title: optString(ctx, raw.title, 'title', true),
-    description: optString(ctx, raw.description, 'description'),
+    title: ctx.field(() => optString(ctx, raw.title, 'title', true)),
+    description: ctx.field(() => optString(ctx, raw.description, 'description')),
     guidance,
-    group: optString(ctx, raw.group, 'group', true),
+    group: ctx.field(() => optString(ctx, raw.group, 'group', true)),
     priority: priority as number | undefined,
-    applies_to: appliesTo(ctx, raw.applies_to),
-    action: action as 'flag' | 'halt',
+    applies_to: ctx.field(() => appliesTo(ctx, raw.applies_to)),
+    action: action as 'flag' | 'halt' | undefined,
   };
 }
 
@@ -186,136 +230,164 @@ function parseRuleCheck(ctx: Ctx, raw: Obj): RuleCheck {
   const common = parseCommon(ctx, raw);
   if (common.action === 'halt' && (ctx.source === 'library' || ctx.source === 'database')) {
     // Seed: a coding agent "can't create one, turn a check into one, or change yours".
-    throw ctx.error('action', 'a library or agent-written check cannot halt; set action: halt in your own checks');
+    ctx.report('action', 'a library or agent-written check cannot halt; set action: halt in your own checks');
   }
-  if (raw.rule === undefined || raw.rule === null) throw ctx.error('rule', 'is required for a rule check');
-  const rule = parseRule(ctx, raw.rule);
+  let rule: RuleSpec | undefined;
+  if (raw.rule === undefined || raw.rule === null) ctx.report('rule', 'is required for a rule check');
+  else rule = parseRule(ctx, raw.rule);
   return compact({
     ...baseFields(ctx, common, common.title ?? common.id),
     kind: 'rule' as const,
-    rule,
-    action: common.action,
+    rule: rule as RuleSpec,
+    action: common.action ?? 'flag',
   });
 }
 
-function parseRule(ctx: Ctx, raw: unknown): RuleSpec {
-  if (!isObj(raw)) throw ctx.error('rule', `must be a mapping with a type, got ${describe(raw)}`);
+function parseRule(ctx: Ctx, raw: unknown): RuleSpec | undefined {
+  if (!isObj(raw)) return void ctx.report('rule', `must be a mapping with a type, got ${describe(raw)}`);
   const type = raw.type;
-  if (type === undefined || type === null) throw ctx.error('rule.type', `is required: ${RULE_TYPES.join(', ')}`);
+  if (type === undefined || type === null) return void ctx.report('rule.type', `is required: ${RULE_TYPES.join(', ')}`);
   if (typeof type !== 'string' || !(RULE_TYPES as readonly string[]).includes(type)) {
-    throw ctx.error('rule.type', `unknown rule type ${describe(type)}; expected one of ${RULE_TYPES.join(', ')}${suggest(type, RULE_TYPES)}`);
+    return void ctx.report('rule.type', `unknown rule type ${describe(type)}; expected one of ${RULE_TYPES.join(', ')}${suggest(type, RULE_TYPES)}`);
   }
   const t = type as RuleType;
   checkKeys(ctx, raw, ['type', ...RULE_FIELDS[t]], 'rule.', `a ${t} rule`);
-  const span = () => filter(ctx, raw.span, 'rule.span');
+  const f = <T>(validate: () => T) => ctx.field(validate);
+  const span = () => f(() => filter(ctx, raw.span, 'rule.span'));
   switch (t) {
     case 'repeat':
       return {
         type: t,
         span: span(),
         // Without `same`, "the same call": the same tool with the same arguments.
-        same: raw.same === undefined ? ['tool', 'input'] : enumList(ctx, raw.same, 'rule.same', SAME_FIELDS),
-        at_least: countAtLeast(ctx, raw.at_least, 'rule.at_least'),
+        same: raw.same === undefined ? ['tool', 'input'] : f(() => enumList(ctx, raw.same, 'rule.same', SAME_FIELDS)),
+        at_least: f(() => countAtLeast(ctx, raw.at_least, 'rule.at_least')),
       };
     case 'errors':
     case 'count':
-      return { type: t, span: span(), at_least: countAtLeast(ctx, raw.at_least, 'rule.at_least') };
+      return { type: t, span: span(), at_least: f(() => countAtLeast(ctx, raw.at_least, 'rule.at_least')) };
     case 'slow':
-      return { type: t, span: span(), at_least_ms: number(ctx, raw.at_least_ms, 'rule.at_least_ms', { min: 0 }) };
+      return { type: t, span: span(), at_least_ms: f(() => number(ctx, raw.at_least_ms, 'rule.at_least_ms', { min: 0 })) };
     case 'threshold': {
-      const metric = raw.metric;
-      if (metric === undefined || metric === null) throw ctx.error('rule.metric', `is required: ${METRICS.join(', ')}`);
-      if (typeof metric !== 'string' || !(METRICS as readonly string[]).includes(metric)) {
-        throw ctx.error('rule.metric', `unknown metric ${describe(metric)}; expected one of ${METRICS.join(', ')}${suggest(metric, METRICS)}`);
-      }
-      return { type: t, metric: metric as (typeof METRICS)[number], at_least: number(ctx, raw.at_least, 'rule.at_least', { above: 0 }) };
+      const metric = f(() => {
+        const m = raw.metric;
+        if (m === undefined || m === null) throw ctx.error('rule.metric', `is required: ${METRICS.join(', ')}`);
+        if (typeof m !== 'string' || !(METRICS as readonly string[]).includes(m)) {
+          throw ctx.error('rule.metric', `unknown metric ${describe(m)}; expected one of ${METRICS.join(', ')}${suggest(m, METRICS)}`);
+        }
+        return m as (typeof METRICS)[number];
+      });
+      return { type: t, metric, at_least: f(() => number(ctx, raw.at_least, 'rule.at_least', { above: 0 })) };
     }
     case 'match': {
-      const pattern = raw.pattern;
-      if (pattern === undefined || pattern === null) throw ctx.error('rule.pattern', 'is required for a match rule');
-      if (typeof pattern !== 'string' || pattern === '') throw ctx.error('rule.pattern', `must be a non-empty string, got ${describe(pattern)}`);
-      try {
-        compileSafe(pattern);
-      } catch (e) {
-        if (e instanceof PatternError) throw ctx.error('rule.pattern', `${describe(pattern)} ${e.reason}`);
-        throw e;
-      }
+      const pattern = f(() => {
+        const pattern = raw.pattern;
+        if (pattern === undefined || pattern === null) throw ctx.error('rule.pattern', 'is required for a match rule');
+        if (typeof pattern !== 'string' || pattern === '') throw ctx.error('rule.pattern', `must be a non-empty string, got ${describe(pattern)}`);
+        try {
+          compileSafe(pattern);
+        } catch (e) {
+          if (e instanceof PatternError) throw ctx.error('rule.pattern', `${describe(pattern)} ${e.reason}`);
+          throw e;
+        }
+        return pattern;
+      });
       return {
         type: t,
         span: span(),
         pattern,
-        in: raw.in === undefined ? [...MATCH_FIELDS] : enumList(ctx, raw.in, 'rule.in', MATCH_FIELDS),
+        in: raw.in === undefined ? [...MATCH_FIELDS] : f(() => enumList(ctx, raw.in, 'rule.in', MATCH_FIELDS)),
       };
     }
     case 'requires_before': {
-      if (raw.call === undefined || raw.call === null) throw ctx.error('rule.call', 'is required: a filter for the call that needs an earlier one');
-      if (raw.requires === undefined || raw.requires === null) throw ctx.error('rule.requires', 'is required: a filter for the call that must come first');
-      const call = filter(ctx, raw.call, 'rule.call');
-      const requires = filter(ctx, raw.requires, 'rule.requires');
       // An empty filter matches every span, so the run's first span would always fire.
-      if (Object.keys(call).length === 0) throw ctx.error('rule.call', 'must name at least one of type, name, tool, status');
-      if (Object.keys(requires).length === 0) throw ctx.error('rule.requires', 'must name at least one of type, name, tool, status');
-      return { type: t, call, requires };
+      const needed = (key: 'call' | 'requires', what: string) =>
+        f(() => {
+          if (raw[key] === undefined || raw[key] === null) throw ctx.error(`rule.${key}`, `is required: a filter for the call ${what}`);
+          const got = filter(ctx, raw[key], `rule.${key}`);
+          if (Object.keys(got).length === 0 && isObj(raw[key]) && Object.keys(raw[key]).length === 0) {
+            throw ctx.error(`rule.${key}`, 'must name at least one of type, name, tool, status');
+          }
+          return got;
+        });
+      return { type: t, call: needed('call', 'that needs an earlier one'), requires: needed('requires', 'that must come first') };
     }
     case 'unrecovered_error': {
-      const words = raw.words === undefined ? undefined : stringList(ctx, raw.words, 'rule.words');
+      const words = raw.words === undefined ? undefined : f(() => stringList(ctx, raw.words, 'rule.words'));
       return compact({ type: t, span: span(), words });
     }
     case 'run_end': {
-      if (raw.ends !== undefined) {
+      const ends = f(() => {
+        if (raw.ends === undefined) return [...FAILED_ENDINGS];
         const list = Array.isArray(raw.ends) ? raw.ends : [raw.ends];
         if (list.includes('ok')) throw ctx.error('rule.ends', `ok is a run that ended well; use any of ${FAILED_ENDINGS.join(', ')}`);
-      }
-      return { type: t, ends: raw.ends === undefined ? [...FAILED_ENDINGS] : enumList(ctx, raw.ends, 'rule.ends', FAILED_ENDINGS) };
+        return enumList(ctx, raw.ends, 'rule.ends', FAILED_ENDINGS);
+      });
+      return { type: t, ends };
     }
   }
 }
 
 function parseQuestion(ctx: Ctx, raw: Obj, kind: QuestionKind): QuestionCheck {
   checkKeys(ctx, raw, QUESTION_KEYS, '', 'a question check');
+  const f = <T>(validate: () => T) => ctx.field(validate);
   const common = parseCommon(ctx, raw);
-  if (common.action !== 'flag') throw ctx.error('action', 'a question can only flag; halting needs a rule');
-  const scope = oneOf(ctx, raw.scope, 'scope', SCOPES, true) as QuestionCheck['scope'];
-  const ask = optString(ctx, raw.ask, 'ask', true);
-  if (ask === undefined) throw ctx.error('ask', 'is required: the question, phrased so that yes means a problem');
-  const evidence = parseEvidence(ctx, raw.evidence);
-  const when = (oneOf(ctx, raw.when, 'when', WHENS, false) ?? 'live') as QuestionCheck['when'];
-  const flag_at = raw.flag_at === undefined ? undefined : number(ctx, raw.flag_at, 'flag_at', { min: 0, max: 1 });
+  if (common.action === 'halt') ctx.report('action', 'a question can only flag; halting needs a rule');
+  const scope = f(() => oneOf(ctx, raw.scope, 'scope', SCOPES, true) as QuestionCheck['scope']);
+  const ask = f(() => {
+    const ask = optString(ctx, raw.ask, 'ask', true);
+    if (ask === undefined) throw ctx.error('ask', 'is required: the question, phrased so that yes means a problem');
+    return ask;
+  });
+  const evidence = f(() => parseEvidence(ctx, raw.evidence));
+  const when = (f(() => oneOf(ctx, raw.when, 'when', WHENS, false)) ?? 'live') as QuestionCheck['when'];
+  const flag_at = raw.flag_at === undefined ? undefined : f(() => number(ctx, raw.flag_at, 'flag_at', { min: 0, max: 1 }));
 
   let options: Record<string, string> | undefined;
   let flag_on: string[] | undefined;
   let levels: string[] | undefined;
   let flag_at_level: number | undefined;
   if (kind !== 'choice') {
-    if (raw.options !== undefined) throw ctx.error('options', 'is only for choice questions');
-    if (raw.flag_on !== undefined) throw ctx.error('flag_on', 'is only for choice questions');
+    if (raw.options !== undefined) ctx.report('options', 'is only for choice questions');
+    if (raw.flag_on !== undefined) ctx.report('flag_on', 'is only for choice questions');
   }
   if (kind !== 'score') {
-    if (raw.levels !== undefined) throw ctx.error('levels', 'is only for score questions');
-    if (raw.flag_at_level !== undefined) throw ctx.error('flag_at_level', 'is only for score questions');
+    if (raw.levels !== undefined) ctx.report('levels', 'is only for score questions');
+    if (raw.flag_at_level !== undefined) ctx.report('flag_at_level', 'is only for score questions');
   }
   if (kind === 'choice') {
-    if (raw.options === undefined || raw.options === null) throw ctx.error('options', 'is required for a choice question: label -> description');
-    if (!isObj(raw.options)) throw ctx.error('options', `must be a mapping of label -> description, got ${describe(raw.options)}`);
-    options = {};
-    for (const [label, desc] of Object.entries(raw.options)) {
-      if (typeof desc !== 'string' || desc.trim() === '') throw ctx.error(`options.${label}`, `must be a description (a non-empty string), got ${describe(desc)}`);
-      options[label] = desc;
-    }
-    if (Object.keys(options).length < 2) throw ctx.error('options', 'needs at least two labels to choose from');
-    if (raw.flag_on === undefined || raw.flag_on === null) throw ctx.error('flag_on', 'is required for a choice question: the labels that flag');
-    flag_on = enumList(ctx, raw.flag_on, 'flag_on', Object.keys(options));
+    options = f(() => {
+      if (raw.options === undefined || raw.options === null) throw ctx.error('options', 'is required for a choice question: label -> description');
+      if (!isObj(raw.options)) throw ctx.error('options', `must be a mapping of label -> description, got ${describe(raw.options)}`);
+      const out: Record<string, string> = {};
+      for (const [label, desc] of Object.entries(raw.options)) {
+        if (typeof desc !== 'string' || desc.trim() === '') ctx.report(`options.${label}`, `must be a description (a non-empty string), got ${describe(desc)}`);
+        else out[label] = desc;
+      }
+      if (Object.keys(raw.options).length < 2) throw ctx.error('options', 'needs at least two labels to choose from');
+      return out;
+    });
+    flag_on = f(() => {
+      if (raw.flag_on === undefined || raw.flag_on === null) throw ctx.error('flag_on', 'is required for a choice question: the labels that flag');
+      // Without valid options, only the form of the labels can be checked.
+      return options ? enumList(ctx, raw.flag_on, 'flag_on', Object.keys(options)) : stringList(ctx, raw.flag_on, 'flag_on');
+    });
   }
   if (kind === 'score') {
-    if (raw.levels === undefined || raw.levels === null) throw ctx.error('levels', 'is required for a score question: level descriptions, numbered from zero');
-    levels = stringList(ctx, raw.levels, 'levels', false);
-    if (levels.length < 2) throw ctx.error('levels', 'needs at least two levels');
-    if (raw.flag_at_level === undefined || raw.flag_at_level === null) throw ctx.error('flag_at_level', 'is required for a score question');
-    // Seed: levels are numbered from zero; the score is the expected level, so fractions are fine.
-    flag_at_level = number(ctx, raw.flag_at_level, 'flag_at_level', { min: 0, max: levels.length - 1 });
+    levels = f(() => {
+      if (raw.levels === undefined || raw.levels === null) throw ctx.error('levels', 'is required for a score question: level descriptions, numbered from zero');
+      const list = stringList(ctx, raw.levels, 'levels', false);
+      if (list.length < 2) throw ctx.error('levels', 'needs at least two levels');
+      return list;
+    });
+    flag_at_level = f(() => {
+      if (raw.flag_at_level === undefined || raw.flag_at_level === null) throw ctx.error('flag_at_level', 'is required for a score question');
+      // Seed: levels are numbered from zero; the score is the expected level, so fractions are fine.
+      return number(ctx, raw.flag_at_level, 'flag_at_level', levels ? { min: 0, max: levels.length - 1 } : { min: 0 });
+    });
   }
 
-  if (asksAboutAnswer(ask) && (scope === 'span' || evidence?.final_output !== true)) {
+  if (ask !== undefined && asksAboutAnswer(ask) && (scope === 'span' || evidence?.final_output !== true)) {
     ctx.warn(
       'ask',
       `asks about the agent's answer but cannot see it (scope: ${scope}, evidence.final_output: ${evidence?.final_output ?? false}); ` +
@@ -345,14 +417,14 @@ function parseEvidence(ctx: Ctx, raw: unknown): Evidence | undefined {
   checkKeys(ctx, raw, EVIDENCE_KEYS, 'evidence.', 'evidence');
   for (const key of ['final_output', 'user_message', 'system_prompt'] as const) {
     if (raw[key] !== undefined && typeof raw[key] !== 'boolean') {
-      throw ctx.error(`evidence.${key}`, `must be true or false, got ${describe(raw[key])}`);
+      ctx.report(`evidence.${key}`, `must be true or false, got ${describe(raw[key])}`);
     }
   }
   const final_output = raw.final_output;
   return compact({
-    spans: raw.spans === undefined ? undefined : filter(ctx, raw.spans, 'evidence.spans'),
-    fields: raw.fields === undefined ? undefined : enumList(ctx, raw.fields, 'evidence.fields', EVIDENCE_FIELDS),
-    last: raw.last === undefined ? undefined : countAtLeast(ctx, raw.last, 'evidence.last'),
+    spans: raw.spans === undefined ? undefined : ctx.field(() => filter(ctx, raw.spans, 'evidence.spans')),
+    fields: raw.fields === undefined ? undefined : ctx.field(() => enumList(ctx, raw.fields, 'evidence.fields', EVIDENCE_FIELDS)),
+    last: raw.last === undefined ? undefined : ctx.field(() => countAtLeast(ctx, raw.last, 'evidence.last')),
     final_output: final_output as boolean | undefined,
     user_message: raw.user_message as boolean | undefined,
     system_prompt: raw.system_prompt as boolean | undefined,
@@ -364,10 +436,10 @@ function filter(ctx: Ctx, raw: unknown, field: string): SpanFilter {
   if (!isObj(raw)) throw ctx.error(field, `must be a span filter (a mapping of type, name, tool, status), got ${describe(raw)}`);
   checkKeys(ctx, raw, FILTER_KEYS, `${field}.`, 'a span filter');
   return compact({
-    type: raw.type === undefined ? undefined : enumList(ctx, raw.type, `${field}.type`, SPAN_TYPES),
-    name: raw.name === undefined ? undefined : stringList(ctx, raw.name, `${field}.name`),
-    tool: raw.tool === undefined ? undefined : stringList(ctx, raw.tool, `${field}.tool`),
-    status: raw.status === undefined ? undefined : enumList(ctx, raw.status, `${field}.status`, SPAN_STATUSES),
+    type: raw.type === undefined ? undefined : ctx.field(() => enumList(ctx, raw.type, `${field}.type`, SPAN_TYPES)),
+    name: raw.name === undefined ? undefined : ctx.field(() => stringList(ctx, raw.name, `${field}.name`)),
+    tool: raw.tool === undefined ? undefined : ctx.field(() => stringList(ctx, raw.tool, `${field}.tool`)),
+    status: raw.status === undefined ? undefined : ctx.field(() => enumList(ctx, raw.status, `${field}.status`, SPAN_STATUSES)),
   });
 }
 
@@ -376,17 +448,18 @@ function appliesTo(ctx: Ctx, raw: unknown): AppliesTo | undefined {
   if (!isObj(raw)) throw ctx.error('applies_to', `must be a mapping of workflow and project, got ${describe(raw)}`);
   checkKeys(ctx, raw, ['workflow', 'project'], 'applies_to.', 'applies_to');
   return compact({
-    workflow: raw.workflow === undefined ? undefined : stringList(ctx, raw.workflow, 'applies_to.workflow'),
-    project: raw.project === undefined ? undefined : stringList(ctx, raw.project, 'applies_to.project'),
+    workflow: raw.workflow === undefined ? undefined : ctx.field(() => stringList(ctx, raw.workflow, 'applies_to.workflow')),
+    project: raw.project === undefined ? undefined : ctx.field(() => stringList(ctx, raw.project, 'applies_to.project')),
   });
 }
 
 // ---- small validators -------------------------------------------------------------------
 
+/** Every key that is not allowed is a problem of its own. */
 function checkKeys(ctx: Ctx, raw: Obj, allowed: readonly string[], prefix: string, what: string): void {
   for (const key of Object.keys(raw)) {
     if (!allowed.includes(key)) {
-      throw ctx.error(`${prefix}${key}`, `unknown key for ${what}; expected one of ${allowed.join(', ')}${suggest(key, allowed)}`);
+      ctx.report(`${prefix}${key}`, `unknown key for ${what}; expected one of ${allowed.join(', ')}${suggest(key, allowed)}`);
     }
   }
 }

@@ -125,6 +125,28 @@ export class CheckError extends Error {
 }
 
 /**
+ * Every problem found in a check file or a check, so one run reports them all. It is a
+ * CheckError (the first problem's file, id and field) whose message lists each problem on a line.
+ */
+export class CheckProblems extends CheckError {
+  constructor(readonly problems: readonly CheckError[]) {
+    super(problems[0].file, problems[0].checkId, problems[0].field, problems[0].reason);
+    this.message = problems.map((p) => p.message).join('\n');
+    this.name = 'CheckProblems';
+  }
+}
+
+/** The single problems a CheckError stands for (one, or each of a CheckProblems). */
+export function checkProblems(e: CheckError): readonly CheckError[] {
+  return e instanceof CheckProblems ? e.problems : [e];
+}
+
+/** One error for a list of problems: the problem itself when there is one. */
+export function checkFailure(problems: readonly CheckError[]): CheckError {
+  return problems.length === 1 ? problems[0] : new CheckProblems(problems.flatMap(checkProblems));
+}
+
+/**
  * What the engine emits when a check's state changes (CONTRACTS.md section 3): the findings
  * topic's message (@neatroots/spans), with the check's rank and source always known here.
  * Its id is deterministic: the same spans give the same id, so a redelivered batch writes
