@@ -70,6 +70,22 @@ const schema = z.object({
   /** How long a run's window is kept after its run_end, for late spans. */
   NEATROOTS_WINDOW_TTL_MS: z.coerce.number().int().min(1000).default(10 * 60_000),
   /**
+   * The embedded bus: `log`, an append-only log in the data folder (an export is acknowledged
+   * once its spans are on disk; after a crash the rest is processed at the next start), or
+   * `memory` (nothing survives the process; tests and comparisons).
+   */
+  NEATROOTS_BUS: z.enum(['log', 'memory']).default('log'),
+  /** Records accepted but not yet processed past which ingest answers RESOURCE_EXHAUSTED. */
+  NEATROOTS_MAX_BACKLOG: z.coerce.number().int().min(100).default(100_000),
+  /** Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. */
+  NEATROOTS_MEMORY_CEILING_MB: z.coerce.number().int().min(0).default(1024),
+  /** How long a stop waits for what was accepted to be processed; the rest stays in the log for the next start. */
+  NEATROOTS_DRAIN_MS: z.coerce.number().int().min(0).default(10_000),
+  /** How long the window of a run that went quiet without a run_end is kept. */
+  NEATROOTS_WINDOW_IDLE_MS: z.coerce.number().int().min(1000).default(6 * 3_600_000),
+  /** Run windows the embedded deployment keeps in memory; past it the least recently used are spilled to the data folder. */
+  NEATROOTS_MAX_WINDOWS: z.coerce.number().int().min(100).default(50_000),
+  /**
    * What ingest accepts (docs/operations.md, "Limits"): JSON nesting, attribute count and
    * size, item size, tokens of one span, and how far ahead of this clock a timestamp may be.
    * An item past them is rejected at ingest, naming the field.

@@ -1,5 +1,6 @@
 export * from './bus/memory';
 export * from './bus/log';
+export * from './bus/embedded';
 export * from './bus/partition';
 export * from './windows/memory';
 export * from './config';

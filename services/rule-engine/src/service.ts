@@ -20,6 +20,8 @@ export interface RuleEngineServiceOptions {
   group?: string;
   /** How long a run's window is kept after its run_end, for late spans (default 10 minutes). */
   windowTtlAfterEndMs?: number;
+  /** How long the window of a run that went quiet without a run_end is kept (default 6 hours). */
+  windowTtlIdleMs?: number;
   /** How often pending requires_before waits are checked. */
   tickMs?: number;
   /**
@@ -61,6 +63,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     steering: opts.steering,
     quiet: opts.quiet,
     ...(opts.windowTtlAfterEndMs !== undefined ? { ttlAfterEndMs: opts.windowTtlAfterEndMs } : {}),
+    ...(opts.windowTtlIdleMs !== undefined ? { ttlIdleMs: opts.windowTtlIdleMs } : {}),
   });
   const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
   const questionsTopic = opts.questions?.topic ?? QUESTIONS_TOPIC;

@@ -1,25 +1,71 @@
 import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { SpillFile } from './spill';
 
 /**
  * Run windows in this process's memory (the embedded deployment). Returns the stored
  * objects themselves: the rule engine is their only writer and saves what it loaded.
+ *
+ * Bounded: past `maxWindows` the least recently used windows (runs that went quiet: a run that
+ * never ends would otherwise stay for the whole idle TTL) are written to `spillFile` and read
+ * back, unchanged, when their run speaks again. Without a spill file they are dropped instead,
+ * and counted (`dropped`): their run then starts from an empty window.
  */
+export interface MemoryWindowStoreOptions {
+  now?: () => number;
+  maxWindows?: number;
+  spillFile?: string;
+}
+
+interface Held<W> {
+  window: W;
+  expiresAt: number;
+}
+
 export class MemoryWindowStore<W> implements WindowStore<W> {
-  private readonly windows = new Map<string, { window: W; expiresAt: number }>();
+  /** In least-recently-used order (a Map keeps insertion order; a use moves a key to the end). */
+  private readonly windows = new Map<string, Held<W>>();
   private readonly wakes = new Map<string, number>();
   private readonly revs = new Map<string, number>();
+  private readonly now: () => number;
+  private readonly max: number;
+  private readonly spill: SpillFile<W> | undefined;
   private lastSweep = 0;
+  /** Windows moved to the spill file, read back from it, and dropped for want of room. */
+  readonly counts = { spilled: 0, restored: 0, dropped: 0 };
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(opts: (() => number) | MemoryWindowStoreOptions = {}) {
+    const o = typeof opts === 'function' ? { now: opts } : opts;
+    this.now = o.now ?? Date.now;
+    this.max = o.maxWindows ?? Infinity;
+    this.spill = o.spillFile && this.max !== Infinity ? new SpillFile<W>(o.spillFile) : undefined;
+  }
 
   async load(keys: readonly string[]): Promise<Map<string, W>> {
     const out = new Map<string, W>();
     const now = this.now();
     for (const k of keys) {
-      const e = this.windows.get(k);
-      if (e && e.expiresAt > now) out.set(k, e.window);
+      const e = this.held(k, now);
+      if (e) out.set(k, e.window);
     }
+    this.evict();
     return out;
+  }
+
+  /** The window in memory (brought back from the spill file if it is there), marked as just used. */
+  private held(k: string, now: number): Held<W> | undefined {
+    let e = this.windows.get(k);
+    if (e) {
+      this.windows.delete(k);
+    } else if (this.spill?.has(k)) {
+      const s = this.spill.take(k)!;
+      if (s.expiresAt <= now) return undefined;
+      e = { window: s.window, expiresAt: s.expiresAt };
+      this.revs.set(k, s.rev);
+      this.counts.restored++;
+    }
+    if (!e || e.expiresAt <= now) return undefined;
+    this.windows.set(k, e);
+    return e;
   }
 
   async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
@@ -27,15 +73,34 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     const conflicts = entries.filter((e) => e.expectRev !== undefined && this.rev(e.key, now) !== e.expectRev).map((e) => e.key);
     if (conflicts.length) throw new WindowConflictError(conflicts);
     for (const e of entries) {
+      const rev = (e.expectRev ?? this.rev(e.key, now)) + 1;
+      this.spill?.drop(e.key);
+      this.windows.delete(e.key);
       this.windows.set(e.key, { window: e.window, expiresAt: e.ttlMs === undefined ? Infinity : now + e.ttlMs });
-      this.revs.set(e.key, (e.expectRev ?? this.rev(e.key, now)) + 1);
+      this.revs.set(e.key, rev);
     }
+    this.evict();
     if (now - this.lastSweep > 10_000) this.sweep(now);
+  }
+
+  private evict(): void {
+    while (this.windows.size > this.max) {
+      const [k, e] = this.windows.entries().next().value as [string, Held<W>];
+      this.windows.delete(k);
+      if (this.spill) {
+        this.spill.put(k, { window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(k) ?? 0 });
+        this.counts.spilled++;
+      } else {
+        this.counts.dropped++;
+      }
+      this.revs.delete(k);
+    }
   }
 
   private rev(key: string, now: number): number {
     const e = this.windows.get(key);
-    return e && e.expiresAt > now ? (this.revs.get(key) ?? 0) : 0;
+    if (e) return e.expiresAt > now ? (this.revs.get(key) ?? 0) : 0;
+    return this.spill?.peekRev(key, now) ?? 0;
   }
 
   private sweep(now: number): void {
@@ -46,6 +111,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
         this.revs.delete(k);
       }
     }
+    this.spill?.sweep(now);
   }
 
   async delete(keys: readonly string[]): Promise<void> {
@@ -53,6 +119,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
       this.windows.delete(k);
       this.wakes.delete(k);
       this.revs.delete(k);
+      this.spill?.drop(k);
     }
   }
 
@@ -85,13 +152,20 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     return out;
   }
 
+  /** Windows in memory. */
   get size(): number {
     return this.windows.size;
+  }
+
+  /** Windows in the spill file. */
+  get spilled(): number {
+    return this.spill?.count ?? 0;
   }
 
   async close(): Promise<void> {
     this.windows.clear();
     this.wakes.clear();
     this.revs.clear();
+    this.spill?.close();
   }
 }

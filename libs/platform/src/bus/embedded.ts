@@ -1,0 +1,56 @@
+import * as path from 'node:path';
+import type { Bus } from '@neatroots/ports';
+import type { Config } from '../config';
+import { LogBus } from './log';
+import { MemoryBus } from './memory';
+
+/**
+ * The embedded deployment's bus, as configured: the durable log in the data folder
+ * (NEATROOTS_BUS=log, the default) or the in-memory bus. Both have backlog() and idle().
+ */
+export type EmbeddedBus = Bus & { backlog(topic: string): number; idle(): Promise<void>; close(): Promise<void> };
+
+export interface EmbeddedBusLog {
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string, err?: unknown): void;
+}
+
+export function logDir(config: Config): string {
+  return path.join(config.dataDir, 'bus');
+}
+
+export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBus {
+  const onError = (err: unknown, topic: string, group: string) => log.error(`bus ${topic}/${group}: batch failed, retrying`, err);
+  if (config.NEATROOTS_BUS === 'memory') return new MemoryBus({ onError });
+  const bus = new LogBus({ dir: logDir(config), onError });
+  const r = bus.recovery;
+  for (const d of r.damage) log.warn(`bus log: ${d} (cut off: it was never acknowledged)`);
+  if (r.pending) log.info(`bus log: ${r.pending} records accepted before the last stop were not processed yet; processing them now`);
+  return bus;
+}
+
+/**
+ * On a stop, once ingest stopped accepting: lets what was accepted be processed, for at most
+ * NEATROOTS_DRAIN_MS. Whatever is left stays in the log (durable) and is processed at the next
+ * start; the line says how much, and where.
+ */
+export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: string, log: EmbeddedBusLog): Promise<void> {
+  const ms = config.NEATROOTS_DRAIN_MS;
+  let timer: NodeJS.Timeout | undefined;
+  const done = await Promise.race([
+    bus.idle().then(() => true),
+    new Promise<boolean>((r) => {
+      timer = setTimeout(() => r(false), ms);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
+  if (done) return;
+  const left = bus.backlog(topic);
+  if (bus instanceof LogBus) {
+    log.warn(`stop: drained for ${ms} ms (NEATROOTS_DRAIN_MS); ${left} accepted records not processed yet stay durable in ${logDir(config)} and are processed at the next start`);
+  } else {
+    log.error(`stop: drained for ${ms} ms (NEATROOTS_DRAIN_MS); ${left} accepted records not processed yet are LOST (NEATROOTS_BUS=memory keeps nothing)`);
+  }
+}

@@ -1,0 +1,81 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
+import { MemoryWindowStore } from './memory';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-windows-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+// The contract holds with a cap of two windows in memory: the rest go to the spill file and back.
+const stores = new Map<string, MemoryWindowStore<TestWindow>>();
+windowsContract('MemoryWindowStore, two windows in memory, the rest spilled', {
+  open: async (ns) => {
+    let store = stores.get(ns);
+    if (!store) stores.set(ns, (store = new MemoryWindowStore<TestWindow>({ maxWindows: 2, spillFile: path.join(dir, `${ns}.spill`) })));
+    const shared: WindowStore<TestWindow> = {
+      load: (k) => store.load(k),
+      save: (e) => store.save(e),
+      delete: (k) => store.delete(k),
+      wakeAt: (e) => store.wakeAt(e),
+      setWakes: (e) => store.setWakes(e),
+      takeDue: (n, l, lease) => store.takeDue(n, l, lease),
+      close: async () => undefined,
+    };
+    return shared;
+  },
+});
+
+interface W {
+  run: string;
+  n: number;
+  list: string[];
+}
+
+describe('MemoryWindowStore cap', () => {
+  it('keeps at most maxWindows in memory, the least recently used spilled and read back unchanged', async () => {
+    const store = new MemoryWindowStore<W>({ maxWindows: 100, spillFile: path.join(dir, 'cap.spill') });
+    for (let i = 0; i < 1000; i++) await store.save([{ key: `r${i}`, window: { run: `r${i}`, n: i, list: ['a', `é${i}`] }, ttlMs: 60_000 }]);
+    expect(store.size).toBe(100);
+    expect(store.spilled).toBe(900);
+    // r0 went quiet long ago: it comes back as it was, and takes the place of the least recent one.
+    const got = await store.load(['r0', 'r999']);
+    expect(got.get('r0')).toEqual({ run: 'r0', n: 0, list: ['a', 'é0'] });
+    expect(got.get('r999')).toEqual({ run: 'r999', n: 999, list: ['a', 'é999'] });
+    expect(store.size).toBe(100);
+    expect(store.counts).toEqual({ spilled: 901, restored: 1, dropped: 0 });
+    await store.close();
+  });
+
+  it('keeps the revision of a spilled window, so a stale compare-and-set is still refused', async () => {
+    const store = new MemoryWindowStore<W>({ maxWindows: 1, spillFile: path.join(dir, 'rev.spill') });
+    await store.save([{ key: 'a', window: { run: 'a', n: 1, list: [] }, expectRev: 0 }]);
+    await store.save([{ key: 'a', window: { run: 'a', n: 2, list: [] }, expectRev: 1 }]);
+    await store.save([{ key: 'b', window: { run: 'b', n: 1, list: [] }, expectRev: 0 }]); // a is spilled
+    expect(store.spilled).toBe(1);
+    await expect(store.save([{ key: 'a', window: { run: 'a', n: 9, list: [] }, expectRev: 1 }])).rejects.toThrow(WindowConflictError);
+    await store.save([{ key: 'a', window: { run: 'a', n: 3, list: [] }, expectRev: 2 }]);
+    expect((await store.load(['a'])).get('a')?.n).toBe(3);
+    await store.close();
+  });
+
+  it('expires spilled windows with their TTL', async () => {
+    let now = 1_000;
+    const store = new MemoryWindowStore<W>({ now: () => now, maxWindows: 1, spillFile: path.join(dir, 'ttl.spill') });
+    await store.save([{ key: 'a', window: { run: 'a', n: 1, list: [] }, ttlMs: 500 }]);
+    await store.save([{ key: 'b', window: { run: 'b', n: 1, list: [] }, ttlMs: 60_000 }]);
+    now = 2_000;
+    expect((await store.load(['a'])).has('a')).toBe(false);
+    await store.close();
+  });
+
+  it('without a spill file, drops the least recently used past the cap and counts them', async () => {
+    const store = new MemoryWindowStore<W>({ maxWindows: 10 });
+    for (let i = 0; i < 25; i++) await store.save([{ key: `r${i}`, window: { run: `r${i}`, n: i, list: [] } }]);
+    expect(store.size).toBe(10);
+    expect(store.counts.dropped).toBe(15);
+    expect((await store.load(['r0'])).size).toBe(0);
+    await store.close();
+  });
+});
