@@ -10,3 +10,15 @@ export { parseAgentFile, parseGroupFile, type AgentFile, type GroupFile, type Re
 export { compileFiles, compileFolder, readFolder, FolderError, NAME_PATTERN } from './compile';
 export { compileInstructions } from './instructions';
 export { toLock, lockText, type Lock, type LockAgent, type LockProcedure, type LockRule } from './lock';
+export * from './body';
+export { parseSession, agentSpoke, SessionError, type Session, type Turn, type ToolCall } from './session';
+export * from './decider';
+export type { StepObservation, NeverObservation, WarningObservation, Observation } from './status/observation';
+export { stepStatuses, type Derived } from './status/steps';
+export { outOfOrder, type Placed } from './status/out-of-order';
+export { neverStatus } from './status/never';
+export { warningStatus } from './status/warning';
+export { agentQuotes } from './status/quotes';
+export { procedureResult, resultWithSuppressed, sessionResult, isFinding, counts, type RolledRule, type Counts } from './result';
+export { fromToolCalls } from './tool-calls';
+export { checkSession, checkProcedure, UnknownAgentError, type CheckFolder, type CheckOptions } from './checker';

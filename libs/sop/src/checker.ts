@@ -1,0 +1,226 @@
+import type { Evidence, ProcedureCheck, RuleResult, SessionBody } from './body';
+import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer } from './decider';
+import type { LockAgent, LockProcedure, LockRule } from './lock';
+import { counts, isFinding, procedureResult, resultWithSuppressed, sessionResult } from './result';
+import { agentSpoke, type Session } from './session';
+import { neverStatus } from './status/never';
+import type { NeverObservation, Observation, StepObservation, WarningObservation } from './status/observation';
+import { join, stepStatuses, type Derived } from './status/steps';
+import { warningStatus } from './status/warning';
+import { fromToolCalls } from './tool-calls';
+
+/**
+ * The procedure checker: routes a session to its agent's procedures, observes each rule (tool
+ * calls first, then the Decider's yes/no answers, then the Reviewer for what is flagged or
+ * unsure), derives statuses and results with the pure rules of status/ and result.ts, and
+ * returns the body of GET /v1/workspaces/{ws}/sessions/{id}. The same function runs offline
+ * (`sopops check`, no model: noModelDecider) and, later, in the service with real models.
+ */
+export interface CheckFolder {
+  procedures: readonly LockProcedure[];
+  agents: readonly Pick<LockAgent, 'agent' | 'procedures'>[];
+}
+
+export interface CheckOptions {
+  decider: Decider;
+  reviewer?: Reviewer;
+  /** Overrides the session's agent (sopops check --agent). */
+  agent?: string;
+  /** The release checked against; null offline. */
+  releaseId?: string | null;
+}
+
+export class UnknownAgentError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnknownAgentError';
+  }
+}
+
+export async function checkSession(folder: CheckFolder, session: Session, opts: CheckOptions): Promise<SessionBody> {
+  const name = opts.agent ?? session.agent;
+  if (!name) throw new UnknownAgentError('the session names no agent');
+  const agent = folder.agents.find((a) => a.agent === name);
+  if (!agent) {
+    const known = folder.agents.map((a) => a.agent).join(', ') || 'none';
+    throw new UnknownAgentError(`agent "${name}" is not in the procedures folder (agents: ${known})`);
+  }
+  const byId = new Map(folder.procedures.map((p) => [p.procedure_id, p]));
+  const checks: ProcedureCheck[] = [];
+  for (const id of agent.procedures) {
+    const p = byId.get(id);
+    if (p) checks.push(await checkProcedure(p, session, opts));
+  }
+  return {
+    id: null,
+    external_id: session.external_id,
+    agent: name,
+    release_id: opts.releaseId ?? null,
+    status: 'checked',
+    result: sessionResult(checks.map((c) => c.result)),
+    checks,
+  };
+}
+
+/** One rule's observation and, when a model decided it, the question to review. */
+interface Entry {
+  rule: LockRule;
+  obs: Observation;
+  review: { question: Question; decision: Decision; field: 'done' | 'violated' | 'heeded' } | null;
+}
+
+export async function checkProcedure(p: LockProcedure, session: Session, opts: CheckOptions): Promise<ProcedureCheck> {
+  let decided = 0;
+  let reviewed = 0;
+  const ask = async (kind: QuestionKind, rule: LockRule | null): Promise<{ q: Question; a: Answer }> => {
+    const q: Question = { kind, procedure: p, rule, session };
+    const a = await opts.decider.decide(q);
+    if (a.decided) decided++;
+    return { q, a: a.decided ? { ...a, evidence: inRange(a.evidence, session) } : a };
+  };
+  const modelFields = () => ({
+    model: !decided ? null : reviewed && opts.reviewer ? `${opts.decider.model}+${opts.reviewer.model}` : opts.decider.model,
+    prompt_version: !decided ? null : reviewed && opts.reviewer ? `${opts.decider.promptVersion}+${opts.reviewer.promptVersion}` : opts.decider.promptVersion,
+  });
+  const head = {
+    procedure_id: p.procedure_id,
+    procedure_name: p.name,
+    procedure_version: p.version,
+    release_id: opts.releaseId ?? null,
+  };
+
+  let applicable: boolean | null = true;
+  let route_reason = 'It has no Applies when:, so it applies to every session of this agent.';
+  if (p.applies_when) {
+    const { a } = await ask('route', null);
+    applicable = a.decided ? a.answer : null;
+    route_reason = a.reason;
+  }
+  if (applicable !== true) {
+    return {
+      ...head, applicable, excluded_reason: null, route_reason, result: null, checked_result: null, goal_reached: null, goal_reason: null,
+      steps_applicable: 0, steps_done: 0, nevers_violated: 0, ...modelFields(), rules: [],
+    };
+  }
+
+  const entries: Entry[] = [];
+  for (const rule of p.rules) entries.push(await observe(rule, session, ask));
+  let goal_reached: boolean | null = null;
+  let goal_reason: string | null = 'The procedure has no Goal:.';
+  if (p.goal) {
+    const { a } = await ask('goal', null);
+    goal_reached = a.decided ? a.answer : null;
+    goal_reason = a.decided ? decidedReason(a) : a.reason;
+  }
+
+  let derived = derive(entries, session);
+  if (opts.reviewer) {
+    let changed = false;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i];
+      if (!e.review || !(isFinding(derived[i].status) || !e.review.decision.sure)) continue;
+      const a = await opts.reviewer.review(e.review.question, e.review.decision, derived[i].status);
+      if (!a.decided) continue; // the decision stands
+      reviewed++;
+      changed = true;
+      const evidence = inRange(a.evidence, session);
+      (e.obs as unknown as Record<string, unknown>)[e.review.field] = a.answer;
+      e.obs.evidence = e.review.field === 'heeded' ? e.obs.evidence : evidence;
+      e.obs.reason = a.reason;
+    }
+    if (changed) derived = derive(entries, session);
+  }
+
+  const rules: RuleResult[] = entries.map((e, i) => ({
+    rule_id: e.rule.rule_id,
+    kind: e.rule.kind,
+    index: e.rule.index,
+    text: e.rule.text,
+    status: derived[i].status,
+    evidence: derived[i].evidence,
+    reason: derived[i].reason,
+    finding: isFinding(derived[i].status),
+    finding_id: null,
+    pattern_id: null,
+    suppressed: false,
+    override: null,
+  }));
+  const rolled = rules.map((r, i) => ({ kind: r.kind, status: r.status, required: entries[i].rule.required, suppressed: r.suppressed }));
+  const spoke = agentSpoke(session);
+  return {
+    ...head,
+    applicable: true,
+    excluded_reason: null,
+    route_reason,
+    result: resultWithSuppressed(rolled, goal_reached, spoke),
+    checked_result: procedureResult(rolled, goal_reached, spoke),
+    goal_reached,
+    goal_reason: spoke ? goal_reason : join(goal_reason ?? '', 'The agent never spoke, so there is nothing to judge.'),
+    ...counts(rolled),
+    ...modelFields(),
+    rules,
+  };
+}
+
+type Ask = (kind: QuestionKind, rule: LockRule | null) => Promise<{ q: Question; a: Answer }>;
+
+async function observe(rule: LockRule, session: Session, ask: Ask): Promise<Entry> {
+  if (rule.kind === 'never') {
+    const { q, a } = await ask('never', rule);
+    const obs: NeverObservation = { rule, violated: a.decided ? a.answer : null, evidence: a.decided ? a.evidence : [], reason: reasonOf(a) };
+    return { rule, obs, review: a.decided ? { question: q, decision: a, field: 'violated' } : null };
+  }
+  if (rule.kind === 'warning') {
+    const { a } = await ask('warning', rule);
+    const obs: WarningObservation = { rule, present: a.decided ? a.answer : null, heeded: null, evidence: a.decided ? a.evidence : [], reason: reasonOf(a) };
+    if (!(a.decided && a.answer && rule.action)) return { rule, obs, review: null };
+    const r = await ask('responded', rule);
+    obs.heeded = r.a.decided ? r.a.answer : null;
+    obs.reason = join(obs.reason, reasonOf(r.a));
+    return { rule, obs, review: r.a.decided ? { question: r.q, decision: r.a, field: 'heeded' } : null };
+  }
+
+  const tools = fromToolCalls(rule, session);
+  if (tools?.done) return { rule, obs: { rule, applies: true, done: true, evidence: tools.evidence, reason: tools.reason }, review: null };
+  let applies: boolean | null = true;
+  let conditionReason = '';
+  if (rule.when) {
+    const { a } = await ask('condition', rule);
+    applies = a.decided ? a.answer : null;
+    conditionReason = reasonOf(a);
+    if (applies === false) return { rule, obs: { rule, applies, done: null, evidence: [], reason: conditionReason }, review: null };
+  }
+  if (tools) {
+    const obs: StepObservation = { rule, applies, done: false, evidence: [], reason: applies === null ? join(tools.reason, conditionReason) : tools.reason };
+    return { rule, obs, review: null };
+  }
+  const { q, a } = await ask('step', rule);
+  const done = a.decided ? a.answer : null;
+  const reason = applies === null && done !== true ? join(reasonOf(a), conditionReason) : reasonOf(a);
+  const obs: StepObservation = { rule, applies, done, evidence: a.decided ? a.evidence : [], reason };
+  return { rule, obs, review: a.decided ? { question: q, decision: a, field: 'done' } : null };
+}
+
+function derive(entries: readonly Entry[], session: Session): Derived[] {
+  const steps = entries.filter((e) => e.rule.kind === 'step');
+  const stepDerived = stepStatuses(steps.map((e) => e.obs as StepObservation));
+  return entries.map((e) => {
+    if (e.rule.kind === 'step') return stepDerived[steps.indexOf(e)];
+    if (e.rule.kind === 'never') return neverStatus(e.obs as NeverObservation, session);
+    return warningStatus(e.obs as WarningObservation);
+  });
+}
+
+/** A decision's reason says it was a decision ("Decided: ..."); a review's does not. */
+function decidedReason(a: Decision): string {
+  return `Decided: ${a.reason}`;
+}
+
+function reasonOf(a: Answer): string {
+  return a.decided ? decidedReason(a) : a.reason;
+}
+
+/** Evidence must point at a turn of the session; anything else is dropped, not trusted. */
+function inRange(evidence: readonly Evidence[], session: Session): Evidence[] {
+  return evidence.filter((e) => Number.isInteger(e.turn) && e.turn >= 0 && e.turn < session.turns.length);
+}

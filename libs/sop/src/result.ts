@@ -1,0 +1,91 @@
+import { RESULT_ORDER, type ProcedureResult, type RuleStatus } from './body';
+import type { RuleKind } from './types';
+
+/**
+ * A procedure check's result and counts, and a session's result: pure functions of the rule
+ * statuses (the seed's tables).
+ *
+ *   deviated        a never rule violated, a required step skipped, or a step skipped and the
+ *                   goal not reached (or unclear);
+ *   partial         otherwise a step out of order or not reached, or a step that isn't required
+ *                   skipped with the goal reached anyway (leniency: a gap, not a deviation);
+ *   followed        every applicable step done, in order, no never rule violated;
+ *   not_measurable  nothing to judge: no applicable step and no never rule violated, or the
+ *                   agent never spoke.
+ *
+ * A rule nobody could check (not_checked) is never a pass: a step or never rule not checked
+ * keeps the procedure from being followed (it is then not_measurable). It cannot hide a
+ * deviation or a gap found among the rules that were checked, which keep their result: the
+ * unchecked ones could only make it worse. Warning signs never change the result.
+ */
+export interface RolledRule {
+  kind: RuleKind;
+  status: RuleStatus;
+  required: boolean;
+  suppressed?: boolean;
+}
+
+const APPLICABLE_STEP: readonly RuleStatus[] = ['done', 'out_of_order', 'skipped', 'not_reached'];
+
+export function procedureResult(rules: readonly RolledRule[], goalReached: boolean | null, agentSpoke: boolean): ProcedureResult {
+  if (!agentSpoke) return 'not_measurable';
+  const steps = rules.filter((r) => r.kind === 'step');
+  const skipped = steps.filter((r) => r.status === 'skipped');
+  const violated = rules.some((r) => r.kind === 'never' && r.status === 'violated');
+  if (violated || skipped.some((r) => r.required) || (skipped.length && goalReached !== true)) return 'deviated';
+  if (skipped.length || steps.some((r) => r.status === 'out_of_order' || r.status === 'not_reached')) return 'partial';
+  const unchecked = rules.some((r) => r.kind !== 'warning' && r.status === 'not_checked');
+  if (unchecked || !steps.some((r) => APPLICABLE_STEP.includes(r.status))) return 'not_measurable';
+  return 'followed';
+}
+
+/** The result with suppressed findings read as passed: the check's `result` (checked_result is without this). */
+export function resultWithSuppressed(rules: readonly RolledRule[], goalReached: boolean | null, agentSpoke: boolean): ProcedureResult {
+  return procedureResult(
+    rules.map((r) => (r.suppressed ? { ...r, status: passed(r.status) } : r)),
+    goalReached,
+    agentSpoke,
+  );
+}
+
+function passed(s: RuleStatus): RuleStatus {
+  switch (s) {
+    case 'skipped':
+    case 'out_of_order':
+      return 'done';
+    case 'violated':
+      return 'ok';
+    case 'unheeded':
+      return 'present';
+    default:
+      return s;
+  }
+}
+
+/** Findings: what the agent did or didn't do that someone may want to fix. */
+export function isFinding(status: RuleStatus): boolean {
+  return status === 'skipped' || status === 'violated' || status === 'out_of_order' || status === 'unheeded';
+}
+
+export interface Counts {
+  steps_applicable: number;
+  steps_done: number;
+  nevers_violated: number;
+}
+
+/** steps_applicable: steps known to apply (not not_applicable, not not_checked); done includes out of order. */
+export function counts(rules: readonly RolledRule[]): Counts {
+  const steps = rules.filter((r) => r.kind === 'step');
+  return {
+    steps_applicable: steps.filter((r) => APPLICABLE_STEP.includes(r.status)).length,
+    steps_done: steps.filter((r) => r.status === 'done' || r.status === 'out_of_order').length,
+    nevers_violated: rules.filter((r) => r.kind === 'never' && r.status === 'violated').length,
+  };
+}
+
+/** The worst of its checks' results (deviated, partial, followed, not_measurable); not_measurable when none has one. */
+export function sessionResult(results: readonly (ProcedureResult | null)[]): ProcedureResult {
+  let worst = RESULT_ORDER.length - 1;
+  for (const r of results) if (r !== null) worst = Math.min(worst, RESULT_ORDER.indexOf(r));
+  return RESULT_ORDER[worst];
+}

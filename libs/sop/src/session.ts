@@ -1,0 +1,101 @@
+/**
+ * A session (the sopops format): the conversation's turns and the tools called, as posted to
+ * POST /v1/workspaces/{ws}/sessions or given to `sopops check`. parseSession is the one
+ * validator; past it the checker trusts the shape.
+ */
+export interface Turn {
+  role: 'user' | 'agent';
+  text: string;
+}
+
+export interface ToolCall {
+  /** The turn it belongs to, an index into turns. */
+  turn: number;
+  tool: string;
+  input: unknown;
+  output: unknown;
+  error: unknown;
+}
+
+export interface Session {
+  external_id: string | null;
+  agent: string | null;
+  /** null: the release that is live. */
+  release_id: string | null;
+  started_at: string | null;
+  transcript_ref: string | null;
+  turns: Turn[];
+  tool_calls: ToolCall[];
+}
+
+export class SessionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SessionError';
+  }
+}
+
+const KEYS = ['external_id', 'agent', 'release_id', 'started_at', 'transcript_ref', 'turns', 'tool_calls'];
+const TOOL_CALL_KEYS = ['turn', 'tool', 'input', 'output', 'error'];
+
+/** Validates a parsed JSON value; a SessionError names the field (`turns[3].role: ...`). */
+export function parseSession(value: unknown): Session {
+  const o = obj(value, 'the session');
+  unknownKeys(o, KEYS, '');
+  const optString = (k: string): string | null => {
+    const v = o[k];
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'string') throw new SessionError(`${k}: expected a string or null, got ${typeName(v)}`);
+    return v;
+  };
+  if (!Array.isArray(o.turns)) throw new SessionError(`turns: expected a list of {role, text}, got ${typeName(o.turns)}`);
+  const turns: Turn[] = o.turns.map((t, i) => {
+    const to = obj(t, `turns[${i}]`);
+    unknownKeys(to, ['role', 'text'], `turns[${i}].`);
+    if (to.role !== 'user' && to.role !== 'agent') throw new SessionError(`turns[${i}].role: expected "user" or "agent", got ${JSON.stringify(to.role)}`);
+    if (typeof to.text !== 'string') throw new SessionError(`turns[${i}].text: expected a string, got ${typeName(to.text)}`);
+    return { role: to.role, text: to.text };
+  });
+  const rawCalls = o.tool_calls ?? [];
+  if (!Array.isArray(rawCalls)) throw new SessionError(`tool_calls: expected a list, got ${typeName(rawCalls)}`);
+  const tool_calls: ToolCall[] = rawCalls.map((c, i) => {
+    const co = obj(c, `tool_calls[${i}]`);
+    unknownKeys(co, TOOL_CALL_KEYS, `tool_calls[${i}].`);
+    if (!Number.isInteger(co.turn) || (co.turn as number) < 0 || (co.turn as number) >= turns.length) {
+      throw new SessionError(`tool_calls[${i}].turn: expected the index of one of the ${turns.length} turns, got ${JSON.stringify(co.turn)}`);
+    }
+    if (typeof co.tool !== 'string' || !co.tool) throw new SessionError(`tool_calls[${i}].tool: expected a tool name, got ${typeName(co.tool)}`);
+    return { turn: co.turn as number, tool: co.tool, input: co.input ?? null, output: co.output ?? null, error: co.error ?? null };
+  });
+  return {
+    external_id: optString('external_id'),
+    agent: optString('agent'),
+    release_id: optString('release_id'),
+    started_at: optString('started_at'),
+    transcript_ref: optString('transcript_ref'),
+    turns,
+    tool_calls,
+  };
+}
+
+function obj(v: unknown, what: string): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new SessionError(`${what}: expected an object, got ${typeName(v)}`);
+  return v as Record<string, unknown>;
+}
+
+function unknownKeys(o: Record<string, unknown>, keys: string[], prefix: string): void {
+  const extra = Object.keys(o).filter((k) => !keys.includes(k));
+  if (extra.length) throw new SessionError(`${prefix}${extra[0]}: unknown field (known: ${keys.join(', ')})`);
+}
+
+function typeName(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  return typeof v === 'object' ? 'an object' : `${typeof v} ${JSON.stringify(v)}`;
+}
+
+/** Whether the agent said anything at all: a session where it never spoke is not measurable. */
+export function agentSpoke(s: Session): boolean {
+  return s.turns.some((t) => t.role === 'agent' && t.text.trim() !== '');
+}

@@ -1,0 +1,6 @@
+#!/usr/bin/env node
+'use strict';
+require('../dist/sopc.js').main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (err) => { console.error(`sopc: ${err && err.stack ? err.stack : err}`); process.exitCode = 1; },
+);

@@ -1,0 +1,78 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { compileFolder, formatIssue, lockText } from '@neatroots/sop';
+import { UsageError, type Parsed } from './args';
+import type { Command, Io } from './cli';
+import { processIo, runProgram, type Program } from './subcommands';
+
+/** `sopc`: the procedures-folder compiler (compile, export). See docs/procedures.md. */
+
+function folderArg(p: Parsed): string {
+  if (p.positional.length !== 1) throw new UsageError(p.positional.length ? `one folder, got ${p.positional.length}` : 'no folder given');
+  return p.positional[0];
+}
+
+const FOLDER_HELP = `DIR is a procedures folder:
+  procedures/<id>.md     one procedure (the format: docs/procedures.md)
+  agents/<name>.yaml     instructions: text; procedures: [ids]; groups: [names]
+  groups/<name>.yaml     procedures: [ids]`;
+
+export const compileCommand: Command = {
+  usage: 'sopc compile DIR',
+  summary: 'check a procedures folder and print every error',
+  help: `Compiles the folder and prints every problem in it, one a line, as FILE:LINE: message
+(FILE relative to DIR): unknown sections and annotations, empty items, the same text twice in
+one kind, references to missing procedures or groups, a when: outside Steps, bad file names,
+YAML errors, unknown keys and wrong types.
+
+${FOLDER_HELP}
+
+Exit status: 0 (nothing printed) when the folder compiles; 1 with every error on standard
+output; 2 when DIR cannot be read (the reason on standard error).`,
+  flags: {},
+  async run(p, io) {
+    const c = compileFolder(path.resolve(io.cwd, folderArg(p)));
+    for (const issue of c.errors) io.out(formatIssue(issue));
+    return c.errors.length ? 1 : 0;
+  },
+};
+
+export const exportCommand: Command = {
+  usage: 'sopc export DIR [--out FILE]',
+  summary: 'compile a procedures folder and write lock.json',
+  help: `Compiles the folder and writes lock.json: every procedure with its rules (rule_id, kind,
+index, text, tool, required, when, action) and every agent with its procedures (its own, then
+its groups', each once) and its instructions with those procedures compiled in.
+
+${FOLDER_HELP}
+
+Options:
+  --out FILE   where to write it (default DIR/lock.json; - for standard output)
+
+Exit status: 0; 1 with every error on standard output when the folder does not compile
+(nothing is written); 2 when DIR cannot be read.`,
+  flags: { out: { value: true } },
+  async run(p, io) {
+    const dir = path.resolve(io.cwd, folderArg(p));
+    const c = compileFolder(dir);
+    if (c.errors.length) {
+      for (const issue of c.errors) io.out(formatIssue(issue));
+      return 1;
+    }
+    const out = typeof p.flags.out === 'string' ? p.flags.out : path.join(dir, 'lock.json');
+    const text = lockText(c);
+    if (out === '-') io.out(text.trimEnd());
+    else fs.writeFileSync(path.resolve(io.cwd, out), text);
+    return 0;
+  },
+};
+
+export const sopc: Program = {
+  name: 'sopc',
+  about: 'sopc compiles a folder of procedures (Markdown), agents and groups (YAML).',
+  commands: { compile: compileCommand, export: exportCommand },
+};
+
+export function main(argv: readonly string[], io: Io = processIo): Promise<number> {
+  return runProgram(sopc, argv, io);
+}

@@ -1,0 +1,58 @@
+import { FolderError, SessionError } from '@neatroots/sop';
+import { parseArgs, UsageError } from './args';
+import type { Command, Io } from './cli';
+
+/**
+ * The dispatcher of the sopc and sopops programs: `PROG COMMAND [args]`, `PROG --help`,
+ * `PROG COMMAND --help`. A command is a cli.ts Command in its own file; adding one is that
+ * file and one line in the program's table. (cli.ts keeps its own main for `neatroots`.)
+ */
+export const processIo: Io = {
+  out: (l) => process.stdout.write(`${l}\n`),
+  err: (l) => process.stderr.write(`${l}\n`),
+  env: process.env,
+  cwd: process.cwd(),
+};
+
+export interface Program {
+  name: string;
+  about: string;
+  commands: Record<string, Command>;
+}
+
+export async function runProgram(prog: Program, argv: readonly string[], io: Io): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    io.out(help(prog));
+    return name ? 0 : 2;
+  }
+  const cmd = prog.commands[name];
+  if (!cmd) {
+    io.err(`${prog.name}: unknown command "${name}"\n\n${help(prog)}`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(`Usage: ${cmd.usage}\n\n${cmd.help}`);
+    return 0;
+  }
+  try {
+    return await cmd.run(parseArgs(rest, cmd.flags), io);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`${prog.name} ${name}: ${e.message}\nUsage: ${cmd.usage}`);
+      return 2;
+    }
+    const code = (e as NodeJS.ErrnoException).code;
+    if (e instanceof FolderError || e instanceof SessionError || code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') {
+      io.err(`${prog.name} ${name}: ${(e as Error).message}`);
+      return 2;
+    }
+    throw e;
+  }
+}
+
+function help(prog: Program): string {
+  const width = Math.max(...Object.keys(prog.commands).map((n) => n.length));
+  const lines = Object.entries(prog.commands).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`);
+  return `${prog.about}\n\nUsage: ${prog.name} COMMAND [options]\n\nCommands:\n${lines.join('\n')}\n\n${prog.name} COMMAND --help shows a command's options.`;
+}
