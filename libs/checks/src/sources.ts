@@ -140,13 +140,18 @@ export function readProjects(home: string): ProjectEntry[] {
 
 /**
  * Adds or updates a project (`neatroots init`). An entry with the same name or the same
- * folder is replaced, so running init again in a folder renames rather than duplicates.
+ * folder is replaced, so running init again in a folder renames rather than duplicates;
+ * its steering stays as it was unless `steering` is given.
  * Returns the registry as written.
  */
-export function registerProject(home: string, project: ProjectEntry): ProjectEntry[] {
+export function registerProject(home: string, project: Omit<ProjectEntry, 'steering'> & { steering?: boolean }): ProjectEntry[] {
   if (!project.name) throw new Error('registerProject: name must be a non-empty string');
-  const entry: ProjectEntry = { name: project.name, path: path.resolve(project.path), steering: project.steering === true };
-  const list = readProjects(home).filter((p) => p.name !== entry.name && p.path !== entry.path);
+  const dir = path.resolve(project.path);
+  const current = readProjects(home);
+  // Registering again keeps steering as it was (by name, else by folder) unless it is given.
+  const before = current.find((p) => p.name === project.name) ?? current.find((p) => p.path === dir);
+  const entry: ProjectEntry = { name: project.name, path: dir, steering: project.steering ?? before?.steering ?? false };
+  const list = current.filter((p) => p.name !== entry.name && p.path !== entry.path);
   list.push(entry);
   list.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   fs.mkdirSync(home, { recursive: true });

@@ -107,13 +107,68 @@ describe('neatroots CLI', () => {
       write('shop/.neatroots/checks/loop.yaml', 'id: repeated-tool-call\nkind: rule\ntitle: mine\nrule: { type: count, span: {}, at_least: 1 }\naction: halt\n');
       const list = await run(['checks', 'list', '--json'], env, dir);
       expect(list.code).toBe(0);
-      const entries = list.out.map((l) => JSON.parse(l));
+      const entries = JSON.parse(list.out.join('\n')).checks;
       const mine = entries.find((e) => e.id === 'repeated-tool-call' && e.source === 'project');
       expect(mine).toMatchObject({ projects: ['shop'], overrides: [{ source: 'library' }] });
       // elsewhere the library's version stays in effect
       expect(entries.find((e) => e.id === 'repeated-tool-call' && e.source === 'library')).toMatchObject({ except_projects: ['shop'] });
       const text = await run(['checks', 'list'], env, dir);
-      expect(text.out.join('\n')).toContain('registered projects: shop (steering)');
+      expect(text.out.join('\n')).toContain('shop (steering on)');
+    });
+
+    it('init again keeps steering unless --steering or --no-steering is given', async () => {
+      const proj = path.join(dir, 'shop');
+      fs.mkdirSync(proj);
+      const steering = () => JSON.parse(fs.readFileSync(path.join(dir, 'home', 'projects.json'), 'utf8')).find((x: { name: string }) => x.name === 'shop').steering;
+      expect((await run(['init', proj, '--name', 'shop'], env, dir)).out[0]).toMatch(/steering off/);
+      expect(steering()).toBe(false);
+      await run(['init', proj, '--name', 'shop', '--steering'], env, dir);
+      expect(steering()).toBe(true);
+      const again = await run(['init', proj, '--name', 'shop'], env, dir);
+      expect(again.code).toBe(0);
+      expect(again.out[0]).toMatch(/steering on/);
+      expect(steering()).toBe(true);
+      await run(['init', proj, '--no-steering'], env, dir); // by folder: the name defaults to "shop" too
+      expect(steering()).toBe(false);
+      const both = await run(['init', proj, '--steering', '--no-steering'], env, dir);
+      expect(both.code).toBe(2);
+      expect(steering()).toBe(false);
+    });
+
+    it('checks list shows each check\'s action and the projects\' own checks, the demo\'s halt rule included', async () => {
+      write('mine/halt.yaml', 'id: stop-loops\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 9 }\naction: halt\n');
+      const text = await run(['checks', 'list', '--checks', 'mine'], env, dir);
+      expect(text.code).toBe(0);
+      const line = (id: string) => text.out.find((l) => l.startsWith(`${id}  `)) ?? '';
+      expect(line('stop-loops')).toMatch(/^stop-loops {2}rule {2}halt {2}user /);
+      expect(line('repeated-tool-call')).toMatch(/^repeated-tool-call {2}rule {2}flag {2}library /);
+      expect(line('refund-without-lookup')).toMatch(/^refund-without-lookup {2}rule {2}halt {2}project .*\[projects: demo\]$/);
+      expect(text.out.join('\n')).toContain('demo (steering on)');
+
+      const json = await run(['checks', 'list', '--json', '--checks', 'mine'], env, dir);
+      const doc = JSON.parse(json.out.join('\n')); // one document, not one per line
+      expect(doc.checks.find((c: { id: string }) => c.id === 'refund-without-lookup')).toMatchObject({
+        kind: 'rule', action: 'halt', source: 'project', projects: ['demo'],
+      });
+      expect(doc.checks.find((c: { id: string }) => c.id === 'stop-loops')).toMatchObject({ action: 'halt', source: 'user' });
+      expect(doc.projects).toEqual([expect.objectContaining({ name: 'demo', steering: true })]);
+
+      const noDemo = await run(['checks', 'list', '--json', '--no-demo'], env, dir);
+      expect(JSON.parse(noDemo.out.join('\n')).checks.map((c: { id: string }) => c.id)).not.toContain('refund-without-lookup');
+    });
+
+    it('validate reports all of a check\'s problems in one run', async () => {
+      // Four mistakes: an unknown key, a bad action, a bad `same` field and a zero at_least.
+      write('c/four.yaml', 'id: four\nkind: rule\nseverity: high\naction: stop\nrule: { type: repeat, same: [args], at_least: 0 }\n');
+      const r = await run(['checks', 'validate', 'c'], env, dir);
+      expect(r.code).toBe(2);
+      expect(r.err.split('\n').filter((l) => l.includes('four.yaml: check four:'))).toEqual([
+        expect.stringContaining(': severity: unknown key'),
+        expect.stringContaining(': action: must be flag or halt'),
+        expect.stringContaining(': rule.same: "args" is not one of'),
+        expect.stringContaining(': rule.at_least: must be an integer >= 1'),
+      ]);
+      expect(r.out).toEqual(['4 problems found']);
     });
 
     it('validate reports every problem with file, check id and field, and exits 2', async () => {
@@ -129,6 +184,15 @@ describe('neatroots CLI', () => {
       fs.rmSync(path.join(dir, 'c', 'b.yaml'));
       expect((await run(['checks', 'validate', 'c'], env, dir)).code).toBe(0);
     });
+  });
+
+  it('prints its version with --version', async () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
+    for (const flag of ['--version', '-V']) {
+      const r = await run([flag], env, dir);
+      expect(r).toMatchObject({ code: 0, out: [pkg.version] });
+    }
+    expect(pkg.version).toMatch(/^\d+\.\d+\.\d+/);
   });
 
   it('has --help on every command and exits 2 on a usage error', async () => {

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
   CheckError,
+  checkProblems,
   loadChecks,
   neatrootsHome,
   parseCheckFile,
@@ -10,6 +11,7 @@ import {
   registerProject,
   type Check,
   type LoadResult,
+  type ProjectEntry,
 } from '@neatroots/checks';
 import { ConfigError, loadModelConfig, modelsFromConfig } from '@neatroots/platform';
 import { JsonlError } from '@neatroots/spans';
@@ -101,18 +103,21 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
   },
 
   init: {
-    usage: 'neatroots init [DIR] [--name NAME] [--steering]',
+    usage: 'neatroots init [DIR] [--name NAME] [--steering | --no-steering]',
     summary: "register a project's .neatroots/checks/ folder",
     help: `Registers a project folder (default: the current one) so that the checks in its
 .neatroots/checks/ are loaded, for that project only. Creates the folder with an example
-check if it has none. Running it again updates the registration.
+check if it has none. Running it again updates the registration and keeps its steering
+setting unless --steering or --no-steering is given.
 
 Options:
   --name NAME     the project's name, as agents send it (default: the folder's name)
-  --steering      let halt rules act in this project (default: off; flags only)`,
-    flags: { name: { value: true }, steering: {} },
+  --steering      let halt rules act in this project (default for a new project: off; flags only)
+  --no-steering   halt rules only flag in this project`,
+    flags: { name: { value: true }, steering: {}, 'no-steering': {} },
     async run(p, io) {
       if (p.positional.length > 1) throw new UsageError('init takes at most one folder');
+      if (p.flags.steering && p.flags['no-steering']) throw new UsageError('--steering and --no-steering contradict each other');
       const dir = path.resolve(io.cwd, p.positional[0] ?? '.');
       if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) {
         io.err(`neatroots init: ${dir}: not a folder`);
@@ -129,24 +134,30 @@ Options:
         fs.writeFileSync(path.join(checksDir, 'example.yaml'), EXAMPLE_CHECK);
       }
       const home = neatrootsHome(io.env);
-      registerProject(home, { name, path: dir, steering: p.flags.steering === true });
-      io.out(`registered project ${name}: checks in ${checksDir}${p.flags.steering ? ' (steering on: halt rules act)' : ''}`);
+      // Neither flag: keep the project's current setting (off for a new one).
+      const steering = p.flags.steering ? true : p.flags['no-steering'] ? false : undefined;
+      const entry = registerProject(home, { name, path: dir, steering }).find((x) => x.name === name);
+      io.out(`registered project ${name}: checks in ${checksDir} (steering ${entry?.steering ? 'on: halt rules act' : 'off: halt rules only flag'})`);
       io.out(`registry: ${path.join(home, 'projects.json')}`);
       return 0;
     },
   },
 
   checks: {
-    usage: 'neatroots checks validate [PATH...] | neatroots checks list [--json] [--no-library] [--checks DIR]...',
+    usage: 'neatroots checks validate [PATH...] | neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...',
     summary: 'validate check files, or list the checks in effect and where they came from',
     help: `neatroots checks validate [PATH...]
-  Validates check files (YAML) and prints each problem with its file, check id and field.
-  With no PATH: every source neatroots loads. Exit 0 when valid, 2 otherwise.
+  Validates check files (YAML) and prints every problem, each with its file, check id and
+  field (all of a check's problems, not just the first). With no PATH: every source neatroots
+  loads. Exit 0 when valid, 2 otherwise.
 
-neatroots checks list [--json] [--no-library] [--checks DIR]...
-  Lists the checks in effect: id, kind, source (library, user, project, database), file,
-  and what each one overrides (a later source wins on the same id).`,
-    flags: { json: {}, 'no-library': {}, checks: { value: true, repeat: true } },
+neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
+  Lists the checks in effect: id, kind, action (flag or halt), source (library, user,
+  project, database), file, the projects a project's own check applies to, and what each one
+  overrides (a later source wins on the same id). Includes the demo project's own checks,
+  which "neatroots start" runs (leave them out with --no-demo, as "start --no-demo" does).
+  --json prints one JSON document: { "checks": [...], "projects": [...] }.`,
+    flags: { json: {}, 'no-library': {}, 'no-demo': {}, checks: { value: true, repeat: true } },
     async run(p, io) {
       const [sub, ...rest] = p.positional;
       const home = neatrootsHome(io.env);
@@ -168,8 +179,10 @@ neatroots checks list [--json] [--no-library] [--checks DIR]...
                 count += r.checks.length;
                 warn.push(...r.warnings);
               } catch (e) {
-                problems++;
-                io.err(e instanceof Error ? e.message : String(e));
+                if (!(e instanceof CheckError)) throw e;
+                // Every problem of every check, each on its own line.
+                problems += checkProblems(e).length;
+                io.err(e.message);
               }
             }
           }
@@ -178,35 +191,42 @@ neatroots checks list [--json] [--no-library] [--checks DIR]...
           count = r.checks.length;
           warn.push(...r.warnings);
           for (const e of r.errors) io.err(e.message);
-          problems += r.errors.length;
+          problems += r.errors.reduce((n, e) => n + checkProblems(e).length, 0);
         }
         for (const w of warn) io.err(`warning: ${w}`);
         io.out(problems ? `${problems} problem${problems === 1 ? '' : 's'} found` : `${count} check${count === 1 ? '' : 's'} valid`);
         return problems ? 2 : 0;
       }
       if (sub === 'list') {
+        const projects: ProjectEntry[] = readProjects(home);
+        if (!p.flags['no-demo']) {
+          // What `neatroots start` loads: the registered projects and the demo project.
+          const { DEMO_PROJECT, DEMO_DIR } = await import('./embedded');
+          if (!projects.some((x) => x.name === DEMO_PROJECT)) projects.push({ name: DEMO_PROJECT, path: DEMO_DIR, steering: true });
+        }
         const r: LoadResult = loadChecks({
           home,
+          projects,
           library: p.flags['no-library'] ? false : undefined,
           dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)),
         });
+        for (const w of r.warnings) io.err(`warning: ${w}`);
         const byKey = new Map<string, Check>(r.checks.map((c) => [`${c.id}\u0000${c.file ?? ''}`, c]));
+        const listed = r.entries.map((e) => {
+          const c = byKey.get(`${e.id}\u0000${e.file ?? ''}`);
+          return { ...e, kind: c?.kind, action: c?.action, title: c?.title };
+        });
         if (p.flags.json) {
-          for (const e of r.entries) {
-            const c = byKey.get(`${e.id}\u0000${e.file ?? ''}`);
-            io.out(JSON.stringify({ ...e, kind: c?.kind, title: c?.title, action: c && 'action' in c ? c.action : undefined }));
-          }
+          io.out(JSON.stringify({ checks: listed, projects }, null, 2));
           return 0;
         }
-        for (const e of r.entries) {
-          const c = byKey.get(`${e.id}\u0000${e.file ?? ''}`);
+        for (const e of listed) {
           const where = e.file ? path.relative(io.cwd, e.file) || e.file : 'database';
           const scope = e.projects ? ` [projects: ${e.projects.join(', ')}]` : e.except_projects ? ` [not in: ${e.except_projects.join(', ')}]` : '';
-          io.out(`${e.id}  ${c?.kind ?? ''}  ${e.source}  ${where}${scope}`);
+          io.out(`${e.id}  ${e.kind ?? ''}  ${e.action ?? ''}  ${e.source}  ${where}${scope}`);
           for (const o of e.overrides) io.out(`    overrides ${o.source} ${o.file ? path.relative(io.cwd, o.file) || o.file : 'database'}`);
         }
-        const projects = readProjects(home);
-        if (projects.length) io.out(`registered projects: ${projects.map((x) => `${x.name}${x.steering ? ' (steering)' : ''}`).join(', ')}`);
+        if (projects.length) io.out(`projects: ${projects.map((x) => `${x.name} (steering ${x.steering ? 'on' : 'off'})`).join(', ')}`);
         return 0;
       }
       throw new UsageError(sub ? `unknown checks command "${sub}"` : 'checks needs a command: validate or list');
@@ -302,11 +322,20 @@ ${Object.entries(commands)
   .map(([k, c]) => `  ${k.padEnd(width)}  ${c.summary}`)
   .join('\n')}
 
-Run "neatroots <command> --help" for a command's options.`;
+Run "neatroots <command> --help" for a command's options, "neatroots --version" for the version.`;
+}
+
+/** The CLI's version: its package.json's, read beside src/ and dist/ alike. */
+export function version(): string {
+  return (JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.out(version());
+    return 0;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     io.out(topHelp());
     return name ? 0 : 2;
