@@ -69,7 +69,8 @@ function editScript(a: readonly string[], b: readonly string[]): Op[] {
   const trace: Int32Array[] = [];
   let found = n === 0 && m === 0;
   for (let d = 0; d <= max && !found; d++) {
-    trace.push(v.slice());
+    // Round d reads diagonals -d-1 .. d+1 only: keeping just those makes the trace O(D^2), not O(D(N+M)).
+    trace.push(v.slice(offset - d - 1, offset + d + 2));
     for (let k = -d; k <= d; k += 2) {
       // Prefer a deletion before an insertion when both reach as far (git's order in a hunk).
       let x = k === -d || (k !== d && v[offset + k - 1] < v[offset + k + 1]) ? v[offset + k + 1] : v[offset + k - 1] + 1;
@@ -91,9 +92,10 @@ function editScript(a: readonly string[], b: readonly string[]): Op[] {
   // trace[d] is the furthest reach of each diagonal before round d.
   for (let d = trace.length - 1; d >= 0 && (x > 0 || y > 0); d--) {
     const prev = trace[d];
+    const at = (k: number) => prev[k + d + 1];
     const k = x - y;
-    const prevK = k === -d || (k !== d && prev[offset + k - 1] < prev[offset + k + 1]) ? k + 1 : k - 1;
-    const prevX = d === 0 ? 0 : prev[offset + prevK];
+    const prevK = k === -d || (k !== d && at(k - 1) < at(k + 1)) ? k + 1 : k - 1;
+    const prevX = d === 0 ? 0 : at(prevK);
     const prevY = prevX - prevK;
     while (x > prevX && y > prevY) {
       x--;
