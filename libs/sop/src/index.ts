@@ -22,3 +22,4 @@ export { agentQuotes } from './status/quotes';
 export { procedureResult, resultWithSuppressed, sessionResult, isFinding, counts, type RolledRule, type Counts } from './result';
 export { fromToolCalls } from './tool-calls';
 export { checkSession, checkProcedure, UnknownAgentError, type CheckFolder, type CheckOptions } from './checker';
+export { recordedDecider, questionKey, type Recorded, type RecordedAnswer } from './recorded-decider';
