@@ -29,6 +29,8 @@ interface Command {
 export interface Io {
   out(line: string): void;
   err(line: string): void;
+  /** Standard output as is, for a file printed byte for byte (sopops merge); out() ends each line. */
+  write?(text: string): void;
   env: NodeJS.ProcessEnv;
   cwd: string;
 }

@@ -2,20 +2,15 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { compileFolder } from '@neatroots/sop';
-import { parseArgs, UsageError } from './args';
-import { lineageCommand } from './sopops-lineage';
+import { main } from './sopops';
 
 /** Runs `sopops lineage` in-process with captured output. */
 async function run(args: string[], cwd: string): Promise<{ code: number; out: string[]; err: string }> {
   const out: string[] = [];
   const err: string[] = [];
   const io = { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env: {}, cwd };
-  try {
-    return { code: await lineageCommand.run(parseArgs(args, lineageCommand.flags), io), out, err: err.join('\n') };
-  } catch (e) {
-    if (e instanceof UsageError) return { code: 2, out, err: e.message };
-    throw e;
-  }
+  const code = await main(['lineage', ...args], io);
+  return { code, out, err: err.join('\n') };
 }
 
 const takeOrderV1 = `# Take an order

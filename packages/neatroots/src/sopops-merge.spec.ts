@@ -1,20 +1,15 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { parseArgs, UsageError } from './args';
-import { mergeCommand } from './sopops-merge';
+import { main } from './sopops';
 
 /** Runs `sopops merge` in-process with captured output (written bytes kept as they are). */
 async function run(args: string[], cwd: string): Promise<{ code: number; stdout: string; err: string }> {
   let stdout = '';
   const err: string[] = [];
   const io = { out: (l: string) => (stdout += `${l}\n`), write: (t: string) => (stdout += t), err: (l: string) => err.push(l), env: {}, cwd };
-  try {
-    return { code: await mergeCommand.run(parseArgs(args, mergeCommand.flags), io), stdout, err: err.join('\n') };
-  } catch (e) {
-    if (e instanceof UsageError) return { code: 2, stdout, err: e.message };
-    throw e;
-  }
+  const code = await main(['merge', ...args], io);
+  return { code, stdout, err: err.join('\n') };
 }
 
 describe('sopops merge', () => {

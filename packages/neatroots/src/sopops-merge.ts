@@ -49,7 +49,7 @@ Exit status: 0 with the merged file on standard output; 1 on a conflict, with
  * Writes a file's text unchanged: through `write` when the Io has it; else through `out`,
  * which ends each line itself (a file without a final newline then gains one).
  */
-function writeText(io: Io & { write?: (text: string) => void }, text: string): void {
+function writeText(io: Io, text: string): void {
   if (io.write) io.write(text);
   else if (text !== '') io.out(text.endsWith('\n') ? text.slice(0, -1) : text);
 }

@@ -10,6 +10,7 @@ import type { Command, Io } from './cli';
 export const processIo: Io = {
   out: (l) => process.stdout.write(`${l}\n`),
   err: (l) => process.stderr.write(`${l}\n`),
+  write: (t) => process.stdout.write(t),
   env: process.env,
   cwd: process.cwd(),
 };
