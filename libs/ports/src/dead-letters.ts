@@ -24,3 +24,25 @@ export interface DeadLetterSink {
   /** Keeps them; resolves once they are stored (a caller commits its offset only then). */
   setAside(letters: readonly DeadLetter[]): Promise<void>;
 }
+
+/**
+ * The bus topic dead letters travel on to the review service, which stores them (a process
+ * without a database, like the rule engine's, sets aside through it). JSON: they are rare,
+ * and their payload is whatever could not be handled.
+ */
+export function deadLetterTopic(prefix = 'neatroots'): { readonly name: string; encode(v: DeadLetter): Uint8Array; decode(b: Uint8Array): DeadLetter } {
+  return {
+    name: `${prefix}.dead-letters`,
+    encode: (v) => {
+      let text: string;
+      try {
+        text = JSON.stringify(v);
+      } catch (e) {
+        // what could not be handled may be what JSON.stringify cannot write either (nesting)
+        text = JSON.stringify({ ...v, payload: `(not serializable: ${(e as Error).message})` });
+      }
+      return new TextEncoder().encode(text);
+    },
+    decode: (b) => JSON.parse(new TextDecoder().decode(b)) as DeadLetter,
+  };
+}

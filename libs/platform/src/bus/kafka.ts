@@ -9,6 +9,7 @@ import {
   type Producer,
 } from 'kafkajs';
 import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
+import { guardHandler, type DeadLetterBusOptions } from './set-aside';
 
 /**
  * The bus on Apache Kafka (kafkajs), for the distributed deployment. It keeps the guarantees
@@ -36,7 +37,7 @@ import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } 
  *   it was processed may fail to commit; the new owner then reads it again (at-least-once:
  *   consumers are idempotent, e.g. findings have deterministic ids).
  */
-export interface KafkaBusOptions {
+export interface KafkaBusOptions extends DeadLetterBusOptions {
   brokers: string[];
   clientId?: string;
   /** Partition count of the topics this bus creates (existing topics are left alone). Default 6. */
@@ -106,6 +107,8 @@ export interface KafkaBusStats {
   consumed: number;
   /** Handler failures (each one is retried). */
   handlerErrors: number;
+  /** Records whose handler kept failing, set aside on the dead-letter topic. */
+  setAside: number;
   /** Records that could not be decoded (skipped). */
   decodeErrors: number;
 }
@@ -165,7 +168,7 @@ function logCreator(configured: KafkaLogLevel) {
 }
 
 export class KafkaBus implements Bus {
-  readonly stats: KafkaBusStats = { published: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0 };
+  readonly stats: KafkaBusStats = { published: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0 };
 
   private readonly kafka: Kafka;
   private readonly partitions: number;
@@ -406,6 +409,15 @@ export class KafkaBus implements Bus {
     });
     const state: ConsumerState = { stopping: false, wake: undefined };
     const where = { topic: topic.name, group: opts.group };
+    // Bounded retries, then the records that fail alone are set aside (./set-aside.ts).
+    const guarded = guardHandler(this, handler, {
+      ...where,
+      stopping: () => state.stopping || this.closed,
+      onError: (err) => {
+        this.stats.handlerErrors++;
+        this.onError(new Error(`batch failed: ${(err as Error)?.message ?? err}`, { cause: err }), where);
+      },
+    }, { ...this.opts, counted: () => this.stats.setAside++ });
     consumer.on(consumer.events.CRASH, (e) => {
       if (state.stopping) return;
       const { error, restart } = e.payload;
@@ -428,7 +440,7 @@ export class KafkaBus implements Bus {
         autoCommit: false,
         eachBatchAutoResolve: false,
         partitionsConsumedConcurrently: this.opts.partitionsConsumedConcurrently ?? 2,
-        eachBatch: (payload) => this.onBatch(topic, opts.group, payload, handler, state),
+        eachBatch: (payload) => this.onBatch(topic, opts.group, payload, guarded, state),
       });
       if (opts.fromBeginning === false) {
         let timer: NodeJS.Timeout | undefined;
@@ -492,7 +504,8 @@ export class KafkaBus implements Bus {
       try {
         await handler(busBatch);
       } catch (err) {
-        this.stats.handlerErrors++;
+        // Counted by the guard (each try); here only what it gave up on for now: a dependency
+        // down, or the subscription closing.
         this.onError(new Error(`batch at offset ${batch.firstOffset()} failed, reading it again: ${(err as Error)?.message ?? err}`, { cause: err }), where);
         clearInterval(hb);
         // Not resolved: the next fetch starts again at this batch's first offset.

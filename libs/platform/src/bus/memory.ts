@@ -1,5 +1,6 @@
 import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
 import { partitionFor } from './partition';
+import { guardHandler, type DeadLetterBusOptions } from './set-aside';
 
 /**
  * The in-process bus of the embedded deployment. It keeps Kafka's guarantees that the
@@ -8,9 +9,11 @@ import { partitionFor } from './partition';
  * group's offset moves only after its handler resolved (a failing batch is retried).
  * Records are passed by reference (no encoding): consumers must not mutate them.
  * Publishing waits while the slowest group lags more than `maxLag` records: back-pressure
- * reaches the gRPC client instead of memory growing without bound.
+ * reaches the gRPC client instead of memory growing without bound. A batch whose handler
+ * keeps throwing is retried a bounded number of times, then the records that fail alone are
+ * set aside on the dead-letter topic (./set-aside.ts).
  */
-export interface MemoryBusOptions {
+export interface MemoryBusOptions extends DeadLetterBusOptions {
   partitions?: number;
   maxBatch?: number;
   maxLag?: number;
@@ -51,8 +54,10 @@ export class MemoryBus implements Bus {
   private readonly retryDelayMs: number;
   private readonly onError: (err: unknown, topic: string, group: string) => void;
   private closed = false;
+  /** Records set aside as dead letters. */
+  setAsideCount = 0;
 
-  constructor(opts: MemoryBusOptions = {}) {
+  constructor(private readonly opts: MemoryBusOptions = {}) {
     this.partitions = opts.partitions ?? 4;
     this.maxBatch = opts.maxBatch ?? 2000;
     this.maxLag = opts.maxLag ?? 200_000;
@@ -104,7 +109,13 @@ export class MemoryBus implements Bus {
       };
       t.groups.set(opts.group, g);
     }
-    const member: Member = { handler: handler as Member['handler'], partitions: [], closed: false, busy: undefined };
+    const member: Member = { handler: async () => undefined, partitions: [], closed: false, busy: undefined };
+    member.handler = guardHandler(this, handler as Member['handler'], {
+      topic: topic.name,
+      group: opts.group,
+      stopping: () => member.closed || this.closed,
+      onError: (err) => this.onError(err, topic.name, opts.group),
+    }, { ...this.opts, counted: () => this.setAsideCount++ });
     g.members.push(member);
     this.assign(g);
     const group = g;

@@ -3,7 +3,7 @@
  * (run by contract/bus.integration.spec.ts). Named *.test.ts: a helper the specs import, not a
  * suite jest runs on its own, and not part of the build (it uses jest's globals).
  */
-import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
+import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
 import { uniqueName } from '../testing/services';
 
 export interface BusContractTarget {
@@ -182,6 +182,55 @@ export function busContract(name: string, target: BusContractTarget): void {
       // the failed batch comes back first, from its first record
       expect(calls[1].slice(0, calls[0].length)).toEqual(calls[0]);
       expect(done.map((r) => r.i)).toEqual(range(10));
+    }, 60_000);
+
+    it('sets aside a record whose handler keeps throwing, after bounded tries, and handles everything behind it', async () => {
+      // dead letters go to <prefix>.dead-letters (default prefix): this test's are told apart by source
+      const letters: DeadLetter[] = [];
+      await subscribe(deadLetterTopic(), { group: group('dead-letters') }, async (batch) => {
+        for (const r of batch.records) letters.push(r.value);
+      });
+      const t = topic('poison');
+      const g = group('poison');
+      const done: number[] = [];
+      const tries: number[] = [];
+      await subscribe(t, { group: g }, async (batch) => {
+        for (const r of batch.records) {
+          if (r.value.i === 3) {
+            tries.push(3);
+            throw new TypeError('cannot read the record (test)');
+          }
+        }
+        for (const r of batch.records) done.push(r.value.i);
+      });
+      await bus.publish(t, records(1, 10));
+      await waitUntil(() => done.includes(9), timeout, () => `handled ${done.join(',')}`);
+      // one key, one partition: everything but the poison, in order (a record handled before it
+      // may be handled again when its batch is split: at least once)
+      expect([...new Set(done)]).toEqual([0, 1, 2, 4, 5, 6, 7, 8, 9]);
+      await waitUntil(() => letters.some((l) => l.source === `bus:${t.name}/${g}`), timeout, () => 'no dead letter');
+      const mine = letters.filter((l) => l.source === `bus:${t.name}/${g}`);
+      expect(mine).toHaveLength(1);
+      expect(mine[0]).toMatchObject({ kind: 'message', run_id: 'k0', reason: 'cannot read the record (test)', payload: { k: 'k0', i: 3 } });
+      // bounded: the batch's tries and the record's own, not forever
+      expect(tries.length).toBeLessThanOrEqual(6);
+    }, 60_000);
+
+    it('never sets aside because a dependency is down: a connection error is retried as long as it takes', async () => {
+      const t = topic('outage');
+      let failures = 0;
+      const done: number[] = [];
+      await subscribe(t, { group: group('outage') }, async (batch) => {
+        if (failures < 8) {
+          failures++;
+          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432 (test)'), { code: 'ECONNREFUSED' });
+        }
+        for (const r of batch.records) done.push(r.value.i);
+      });
+      await bus.publish(t, records(1, 5));
+      await waitUntil(() => done.length >= 5, timeout, () => `${done.length} of 5 handled after ${failures} failures`);
+      expect(failures).toBe(8);
+      expect(done).toEqual(range(5));
     }, 60_000);
 
     it('continues after close at the last handled record: the batch in hand is committed, nothing read twice or skipped', async () => {

@@ -1,0 +1,177 @@
+import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type DeadLetterSink, type Topic } from '@neatroots/ports';
+
+/**
+ * Bounded retries, then set aside: what every bus driver (MemoryBus, KafkaBus, LogBus) does
+ * with a batch whose handler throws, so that one message no handler can take never holds up
+ * everything behind it on its partition.
+ *
+ * - The batch is tried `attempts` times. Then its records are tried one at a time, in order;
+ *   a record that still throws after `attempts` tries alone is set aside (a DeadLetter with
+ *   the last error, to the sink) and the next one is handled.
+ * - An error that says the infrastructure is at fault (connection refused, timeouts, a
+ *   database or broker that is down; or a RetryLaterError from the handler) is never blamed
+ *   on the message: it is rethrown at once and the driver reads the batch again later, as
+ *   long as it takes. Nothing is set aside because a dependency was down.
+ * - While the subscription is closing, waits end and the batch fails instead: it is not
+ *   committed, and whoever reads the partition next takes it again.
+ *
+ * Handlers are idempotent (at-least-once), so records of a batch handled before one of them
+ * is set aside may be handled again without harm.
+ */
+export interface SetAsideOptions {
+  /** Tries of a failing batch, and then of each of its records alone. Default 3 (NEATROOTS_BUS_ATTEMPTS). */
+  attempts?: number;
+  /** Wait between tries, ms. Default 200. */
+  retryDelayMs?: number;
+  /** Told of every set-aside record (metrics, logs). */
+  onSetAside?: (letter: DeadLetter) => void;
+}
+
+/** Thrown by a handler: "not this message's fault, take it again later" (never set aside). */
+export class RetryLaterError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RetryLaterError';
+  }
+}
+
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED',
+]);
+
+/**
+ * Does this error say a dependency is down rather than that the message is bad? Network
+ * errors, the Postgres classes of a server that cannot work (08 connection, 53 resources,
+ * 57 operator intervention, 58 system), and the client libraries' own connection errors.
+ */
+export function isInfrastructureError(err: unknown): boolean {
+  for (let e = err as { name?: unknown; code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e instanceof RetryLaterError) return true;
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (NETWORK_CODES.has(code) || /^(08|53|57|58)[0-9A-Z]{3}$/.test(code)) return true;
+    const name = typeof e.name === 'string' ? e.name : '';
+    if (/^KafkaJS|^MaxRetriesPerRequestError$|Connection|Timeout|StoreWriterClosedError/.test(name)) return true;
+    const msg = typeof e.message === 'string' ? e.message : '';
+    if (/connection (is )?(closed|refused|terminated|reset)|Connection terminated|is closed$|ECONNREFUSED|timed? ?out/i.test(msg)) return true;
+  }
+  return false;
+}
+
+type Obj = Record<string, unknown>;
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
+
+/** A record's dead letter: project, run and id read from the shapes the topics carry. */
+export function letterOfRecord(record: BusRecord<unknown>, where: { topic: string; group: string }, err: unknown): DeadLetter {
+  const v = (record.value && typeof record.value === 'object' ? record.value : {}) as Obj;
+  const item = (v.item && typeof v.item === 'object' ? v.item : undefined) as Obj | undefined;
+  const inner = (item?.span ?? item?.run) as Obj | undefined;
+  const letter: DeadLetter = {
+    project: str(v.project) ?? '',
+    source: `bus:${where.topic}/${where.group}`,
+    kind: str(item?.kind) ?? 'message',
+    reason: (err as Error)?.message ?? String(err),
+    payload: record.value,
+  };
+  const run = str(v.run_id) ?? str(inner?.run_id) ?? (record.key || undefined);
+  if (run) letter.run_id = run;
+  const id = str(v.id) ?? str(inner?.span_id) ?? str(v.finding_id);
+  if (id) letter.item_id = id;
+  return letter;
+}
+
+export interface GuardContext {
+  topic: string;
+  group: string;
+  /** Where set-aside records go; without one (the dead-letter topic's own consumer) they are reported and skipped. */
+  sink?: DeadLetterSink;
+  /** The subscription is closing: stop waiting, fail the batch. */
+  stopping: () => boolean;
+  /** Told of every failed try. */
+  onError: (err: unknown) => void;
+}
+
+/** The handler a driver calls: `handler` with bounded retries, then records set aside. */
+export function withSetAside<T>(
+  handler: (batch: BusBatch<T>) => Promise<void>,
+  ctx: GuardContext,
+  opts: SetAsideOptions = {},
+): (batch: BusBatch<T>) => Promise<void> {
+  const attempts = Math.max(1, opts.attempts ?? 3);
+  const delay = opts.retryDelayMs ?? 200;
+
+  const pause = async (): Promise<void> => {
+    const end = Date.now() + delay;
+    while (!ctx.stopping() && Date.now() < end) await new Promise((r) => setTimeout(r, Math.min(50, end - Date.now())));
+  };
+
+  /** Tries `batch` up to `attempts` times; returns the last error, or undefined once it worked. */
+  const tryAll = async (batch: BusBatch<T>): Promise<unknown> => {
+    let last: unknown;
+    for (let a = 1; a <= attempts; a++) {
+      try {
+        await handler(batch);
+        return undefined;
+      } catch (err) {
+        last = err;
+        ctx.onError(err);
+        if (isInfrastructureError(err) || ctx.stopping()) throw err;
+        if (a < attempts) await pause();
+      }
+    }
+    return last ?? new Error('handler failed');
+  };
+
+  const setAside = async (record: BusRecord<T>, err: unknown): Promise<void> => {
+    const letter = letterOfRecord(record, ctx, err);
+    if (ctx.sink) await ctx.sink.setAside([letter]);
+    opts.onSetAside?.(letter);
+  };
+
+  return async (batch) => {
+    const err = await tryAll(batch);
+    if (err === undefined) return;
+    if (batch.records.length === 1) return setAside(batch.records[0], err);
+    for (const record of batch.records) {
+      const one = await tryAll({ ...batch, records: [record] });
+      if (one !== undefined) await setAside(record, one);
+    }
+  };
+}
+
+/** The bus options every driver takes for this (MemoryBusOptions, KafkaBusOptions, LogBusOptions). */
+export interface DeadLetterBusOptions {
+  /** Bounded retries and what to tell of set-aside records. */
+  setAside?: SetAsideOptions;
+  /** Dead letters are published to `<prefix>.dead-letters` (the review service stores them). Default `neatroots`. */
+  deadLetterPrefix?: string;
+}
+
+/** A sink that publishes dead letters on the bus, keyed by run (or project). */
+export function busDeadLetterSink(bus: Pick<Bus, 'publish'>, topic: Topic<DeadLetter>): DeadLetterSink {
+  return { setAside: (letters) => bus.publish(topic, letters.map((l) => ({ key: l.run_id ?? l.project, value: l }))) };
+}
+
+/**
+ * What a driver's subscribe() hands its delivery loop instead of the handler: the handler
+ * with bounded retries, setting aside to the bus's dead-letter topic. The dead-letter topic's
+ * own consumer has no sink (a dead letter that cannot be stored is reported, not looped).
+ */
+export function guardHandler<T>(
+  bus: Pick<Bus, 'publish'>,
+  handler: (batch: BusBatch<T>) => Promise<void>,
+  where: { topic: string; group: string; stopping: () => boolean; onError: (err: unknown) => void },
+  opts: DeadLetterBusOptions & { counted?: () => void },
+): (batch: BusBatch<T>) => Promise<void> {
+  const dl = deadLetterTopic(opts.deadLetterPrefix);
+  return withSetAside(
+    handler,
+    { ...where, sink: where.topic === dl.name ? undefined : busDeadLetterSink(bus, dl) },
+    {
+      ...opts.setAside,
+      onSetAside: (letter) => {
+        opts.counted?.();
+        opts.setAside?.onSetAside?.(letter);
+      },
+    },
+  );
+}
