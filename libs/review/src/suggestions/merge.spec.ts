@@ -70,27 +70,35 @@ describe('merge: agrees with git merge-file on edits that are apart', () => {
     expect(merge(takeOrder, current, suggested)).toEqual({ ok: true, text: git.text });
   });
 
-  it('on generated files with edits at least one unchanged line apart', () => {
-    const gen = fc
-      .integer({ min: 3, max: 14 })
-      .chain((n) => fc.tuple(fc.constant(n), fc.array(fc.constantFrom<Change>('keep', 'keep', 'current', 'suggested', 'both'), { minLength: n, maxLength: n })));
+  it('on generated files with edits, deletions and insertions at least one unchanged line apart', () => {
+    const op = fc.oneof(
+      { arbitrary: fc.constant(null), weight: 2 },
+      { arbitrary: fc.record({ side: fc.constantFrom<Side>('current', 'suggested', 'both'), what: fc.constantFrom<What>('edit', 'delete', 'insert') }), weight: 3 },
+    );
     fc.assert(
-      fc.property(gen, ([n, plan]) => {
-        // An edited line is followed by an unchanged one before the other side edits again.
-        const spaced = plan.map((c, i) => (i > 0 && plan[i - 1] !== 'keep' && c !== 'keep' && sideOf(plan[i - 1]) !== sideOf(c) ? 'keep' : c));
-        const base = Array.from({ length: n }, (_, i) => `line ${i}\n`);
-        const current = base.map((l, i) => (spaced[i] === 'current' || spaced[i] === 'both' ? `now ${i}\n` : l)).join('');
-        const suggested = base.map((l, i) => (spaced[i] === 'suggested' ? `suggested ${i}\n` : spaced[i] === 'both' ? `now ${i}\n` : l)).join('');
-        const git = gitMerge(base.join(''), current, suggested);
+      fc.property(fc.array(op, { minLength: 3, maxLength: 14 }), (plan) => {
+        // Two sides' changes keep an unchanged line between them (an insertion goes after its line).
+        const spaced = plan.map((o, i) => (o && plan[i - 1] && plan[i - 1]!.side !== o.side ? null : o));
+        const base = plan.map((_, i) => `line ${i}\n`);
+        const side = (who: 'current' | 'suggested') =>
+          base
+            .map((l, i) => {
+              const o = spaced[i];
+              if (!o || (o.side !== who && o.side !== 'both')) return l;
+              const mark = o.side === 'both' ? 'both' : who;
+              return o.what === 'edit' ? `${mark} ${i}\n` : o.what === 'delete' ? '' : `${l}${mark} new ${i}\n`;
+            })
+            .join('');
+        const git = gitMerge(base.join(''), side('current'), side('suggested'));
         expect(git.clean).toBe(true);
-        expect(merge(base.join(''), current, suggested)).toEqual({ ok: true, text: git.text });
+        expect(merge(base.join(''), side('current'), side('suggested'))).toEqual({ ok: true, text: git.text });
       }),
-      { numRuns: 40 },
+      { numRuns: 60 },
     );
   });
 });
-type Change = 'keep' | 'current' | 'suggested' | 'both';
-const sideOf = (c: Change) => (c === 'both' ? 'current+suggested' : c);
+type Side = 'current' | 'suggested' | 'both';
+type What = 'edit' | 'delete' | 'insert';
 
 describe('merge: where it differs from git merge-file (the seed\'s rules)', () => {
   const base = lines('# P', '## Steps', '1. One.', '2. Two.', '3. Three.', '4. Four.');
