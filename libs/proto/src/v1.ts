@@ -37,6 +37,7 @@ export {
   ProjectRequest,
   ListRunsRequest,
   GetRunRequest,
+  ListSpansRequest,
   ListFindingsRequest,
   FindingActionRequest,
   JsonReply,

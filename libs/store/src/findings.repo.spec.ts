@@ -126,6 +126,13 @@ describe('listing by state', () => {
     expect((await repo.list('p1')).items.map((p) => p.id)).toEqual(['active', 'open']);
   });
 
+  it('lists everything that happened in one run by default, each with its state', async () => {
+    await repo.apply([finding({ id: 'elsewhere', run_id: 'r2', at_ms: T0 + 6 })]);
+    const run = (await repo.list('p1', { run_id: 'r1' })).items.map((p) => [p.id, p.state]);
+    expect(run).toEqual([['dismissed', 'dismissed'], ['resolved', 'resolved'], ['active', 'active'], ['open', 'open']]);
+    expect((await repo.list('p1', { run_id: 'r1', state: 'open' })).items.map((p) => p.id)).toEqual(['active', 'open']);
+  });
+
   it('says who dismissed and why', async () => {
     expect(await repo.get('p1', 'dismissed')).toMatchObject({
       state: 'dismissed', dismissed_by: 'ana', dismiss_note: 'expected retries', dismissed_at: new Date(now).toISOString(),

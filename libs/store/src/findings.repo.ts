@@ -4,7 +4,7 @@ import { checkStat, findingState, problemKey, QUIET_AFTER_DISMISSALS } from './l
 import type { CheckStat, DismissInput, FindingRecord, FindingStateFilter, ListFindingsQuery, Page, Problem } from './records';
 import { FINDING_STATE_FILTERS } from './records';
 import {
-  chunks, decodeCursor, encodeCursor, iso, isoNonNull, json, num, pageLimit, StoreInputError, text, tsParam, valuesList,
+  chunks, decodeCursor, encodeCursor, filterText, iso, isoNonNull, json, num, pageLimit, StoreInputError, text, tsParam, valuesList,
 } from './sql';
 
 const ROWS_PER_STATEMENT = 500;
@@ -202,7 +202,7 @@ export class FindingsRepo {
   }
 
   async get(project: string, id: string): Promise<FindingRecord | null> {
-    const res = await this.db.query(`SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.id = $2`, [project, id]);
+    const res = await this.db.query(`SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.id = $2`, [project, filterText('id', id)]);
     return res.rows[0] ? toFinding(res.rows[0]) : null;
   }
 
@@ -222,7 +222,9 @@ export class FindingsRepo {
    * one is listed under `dismissed` whatever it was.
    */
   async list(project: string, q: ListFindingsQuery = {}): Promise<Page<Problem>> {
-    const state = q.state ?? 'open';
+    // One run's findings: what happened in it, whatever became of it (a repeated call that
+    // stopped is resolved, and still worth seeing). The project's: what is open now.
+    const state = q.state ?? (q.run_id !== undefined ? 'all' : 'open');
     if (!(FINDING_STATE_FILTERS as readonly string[]).includes(state)) {
       throw new StoreInputError('invalid_state', `state must be one of ${FINDING_STATE_FILTERS.join(', ')}`);
     }
@@ -231,7 +233,7 @@ export class FindingsRepo {
     const where = ['f.project = $1', stateWhere(state)];
     if (!q.include_quiet) where.push('(NOT f.quiet OR f.dismissed_at IS NOT NULL)');
     if (q.run_id !== undefined) {
-      params.push(q.run_id);
+      params.push(filterText('run_id', q.run_id));
       where.push(`f.run_id = $${params.length}`);
     }
     let cursorWhere = 'TRUE';
@@ -287,7 +289,7 @@ export class FindingsRepo {
       `UPDATE findings SET dismissed_at = $3::timestamptz, dismissed_by = $4, dismiss_note = $5
        WHERE project = $1 AND id = $2 AND dismissed_at IS NULL
        RETURNING check_id, quiet`,
-      [project, id, tsParam(this.clock.now()), text(input.by ?? null), text(input.note ?? null)],
+      [project, filterText('id', id), tsParam(this.clock.now()), text(input.by ?? null), text(input.note ?? null)],
     );
     const changed = res.rows[0];
     if (changed) {
@@ -308,7 +310,7 @@ export class FindingsRepo {
       `UPDATE findings SET dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL
        WHERE project = $1 AND id = $2 AND dismissed_at IS NOT NULL
        RETURNING check_id, quiet`,
-      [project, id],
+      [project, filterText('id', id)],
     );
     const changed = res.rows[0];
     if (changed) {

@@ -19,6 +19,11 @@ export interface RunRecord {
   last_seen_at: string;
   /** Open problems of the run: a group counts once, quiet and dismissed findings not at all. */
   open_findings: number;
+  /**
+   * Problems the run had, open or resolved (counted as open_findings is): a run whose
+   * repeated calls stopped still shows that they happened.
+   */
+  finding_count: number;
   /** On the run page only (getRun), not in lists. */
   final_output?: unknown;
   /** The run_start event as given, on the run page only. */
@@ -103,26 +108,38 @@ export interface Page<T> {
   next_cursor: string | null;
 }
 
+/** A page size (1 to the list's maximum, its default when absent) and where to go on. */
+export interface PageQuery {
+  limit?: number;
+  cursor?: string;
+}
+
 export interface RunDetail {
   run: RunRecord;
-  /** The run's spans in the contract's JSON shape, by start_ms. */
+  /**
+   * The first page of the run's spans in the contract's JSON shape: by start time (to the
+   * fraction of a millisecond given; spans without one last), then in the order they arrived.
+   */
   spans: Span[];
+  /** Where the next page of spans starts (ReviewQueries.listSpans); null when `spans` is all. */
+  spans_next_cursor: string | null;
   /** Every finding of the run, quiet ones too (the run page shows them), oldest first. */
   findings: FindingRecord[];
   /** The run's findings as problems (quiet ones left out), oldest first. */
   problems: Problem[];
 }
 
-export interface ListRunsQuery {
+export interface ListRunsQuery extends PageQuery {
   workflow?: string;
   /** true: only runs with an open problem; false: only runs without. */
   has_open_findings?: boolean;
-  limit?: number;
-  cursor?: string;
 }
 
 export interface ListFindingsQuery {
-  /** Default `open`. */
+  /**
+   * Default `open`; with `run_id`, `all`: everything that happened in the run, each with
+   * its state (a repeated call that stopped is `resolved`, not gone).
+   */
   state?: FindingStateFilter;
   run_id?: string;
   /** Also list findings raised while their check was quiet (left out by default). */
@@ -142,9 +159,14 @@ export interface DismissInput {
  */
 export interface ReviewQueries {
   listRuns(project: string, q?: ListRunsQuery): Promise<Page<RunRecord>>;
+  /** The run page, with the first page of its spans (DEFAULT_SPAN_PAGE of them). */
   getRun(project: string, runId: string): Promise<RunDetail | null>;
+  /** A page of the run's spans, in the run page's order; null for an unknown run. */
+  listSpans(project: string, runId: string, q?: PageQuery): Promise<Page<Span> | null>;
   listFindings(project: string, q?: ListFindingsQuery): Promise<Page<Problem>>;
   dismiss(project: string, findingId: string, input?: DismissInput): Promise<FindingRecord | null>;
   reopen(project: string, findingId: string): Promise<FindingRecord | null>;
   checkStats(project: string): Promise<CheckStat[]>;
+  /** The question checks asked in the project's runs (its agreement lists only these). */
+  questionChecks(project: string): Promise<string[]>;
 }

@@ -133,6 +133,11 @@ describe('RunsRepo.list', () => {
     await findings.dismiss('p1', 'f4');
     const open = await runs.list('p1', { has_open_findings: true });
     expect(open.items.map((r) => [r.run_id, r.open_findings])).toEqual([['r2', 2]]);
+    // what happened counts on the run after it resolved (r1); a dismissed one does not (r0)
+    const all = await runs.list('p1');
+    expect(all.items.map((r) => [r.run_id, r.open_findings, r.finding_count])).toEqual([
+      ['r4', 0, 0], ['r3', 0, 0], ['r2', 2, 2], ['r1', 0, 1], ['r0', 0, 0],
+    ]);
     const clean = await runs.list('p1', { has_open_findings: false });
     expect(clean.items.map((r) => r.run_id)).toEqual(['r4', 'r3', 'r1', 'r0']);
   });
@@ -142,5 +147,71 @@ describe('RunsRepo.list', () => {
     await expect(runs.list('p1', { cursor: Buffer.from('["x","y"]').toString('base64url') })).rejects.toBeInstanceOf(StoreInputError);
     await expect(runs.list('p1', { limit: 0 })).rejects.toBeInstanceOf(StoreInputError);
     await expect(runs.list('p1', { limit: 501 })).rejects.toBeInstanceOf(StoreInputError);
+  });
+});
+
+describe('RunsRepo.spans', () => {
+  const ids = (spans: { span_id: string }[]) => spans.map((s) => s.span_id);
+
+  it('orders spans by their exact start, then as they arrived, across batches', async () => {
+    await runs.writeEnvelopes([
+      spanEnv('p1', { run_id: 'r1', span_id: 'c', start_ms: T0 + 0.25 }),
+      spanEnv('p1', { run_id: 'r1', span_id: 'a', start_ms: T0 + 0.5 }),
+      spanEnv('p1', { run_id: 'r1', span_id: 'b', start_ms: T0 + 0.75 }),
+      spanEnv('p1', { run_id: 'r1', span_id: 'z', start_ms: T0 + 2 }),
+      spanEnv('p1', { run_id: 'r1', span_id: 'nostart' }),
+    ]);
+    // a later batch: received at the same millisecond, starting at the same time as z
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 'y', start_ms: T0 + 2 }), spanEnv('p1', { run_id: 'r1', span_id: 'x', start_ms: T0 + 2 })]);
+    // a re-exported span keeps its place
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 'z', start_ms: T0 + 2, output: 'again' })]);
+    const page = await runs.spans('p1', 'r1');
+    expect(ids(page!.items)).toEqual(['c', 'a', 'b', 'z', 'y', 'x', 'nostart']);
+    expect(page!.items[3].output).toBe('again');
+    expect(page!.next_cursor).toBeNull();
+    // the payload keeps the start as given
+    expect(page!.items[0].start_ms).toBe(T0 + 0.25);
+  });
+
+  it('pages through a run in order, spans without a start included, and stops', async () => {
+    await runs.writeEnvelopes([
+      ...Array.from({ length: 9 }, (_, i) => spanEnv('p1', { run_id: 'r1', span_id: `s${i}`, start_ms: T0 + Math.floor(i / 3) })),
+      spanEnv('p1', { run_id: 'r1', span_id: 'n1' }),
+      spanEnv('p1', { run_id: 'r1', span_id: 'n2' }),
+      spanEnv('p1', { run_id: 'other', span_id: 'o1', start_ms: T0 }),
+    ]);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await runs.spans('p1', 'r1', { limit: 4, cursor });
+      expect(page!.items.length).toBeLessThanOrEqual(4);
+      seen.push(...ids(page!.items));
+      cursor = page!.next_cursor ?? undefined;
+      pages++;
+    } while (cursor);
+    expect(seen).toEqual(['s0', 's1', 's2', 's3', 's4', 's5', 's6', 's7', 's8', 'n1', 'n2']);
+    expect(pages).toBe(3);
+  });
+
+  it('gives the run page its first 500 spans and a cursor for the rest', async () => {
+    await runs.writeEnvelopes(Array.from({ length: 501 }, (_, i) => spanEnv('p1', { run_id: 'r1', span_id: `s${i}`, start_ms: T0 + i })));
+    const d = await runs.detail('p1', 'r1');
+    expect(d!.run.span_count).toBe(501);
+    expect(d!.spans).toHaveLength(500);
+    const rest = await runs.spans('p1', 'r1', { cursor: d!.spans_next_cursor! });
+    expect(ids(rest!.items)).toEqual(['s500']);
+    expect(rest!.next_cursor).toBeNull();
+  });
+
+  it('is null for an unknown run, empty for a run without spans, and refuses bad arguments', async () => {
+    await runs.writeEnvelopes([startEnv('p1', { run_id: 'r1', ts_ms: T0 })]);
+    expect(await runs.spans('p1', 'nope')).toBeNull();
+    expect(await runs.spans('p2', 'r1')).toBeNull();
+    expect(await runs.spans('p1', 'r1')).toEqual({ items: [], next_cursor: null });
+    await expect(runs.spans('p1', 'r1', { limit: 2001 })).rejects.toBeInstanceOf(StoreInputError);
+    await expect(runs.spans('p1', 'r1', { cursor: 'nonsense' })).rejects.toBeInstanceOf(StoreInputError);
+    await expect(runs.spans('p1', 'r\u0000')).rejects.toBeInstanceOf(StoreInputError);
+    await expect(runs.list('p1', { workflow: 'a\u0000' })).rejects.toBeInstanceOf(StoreInputError);
   });
 });

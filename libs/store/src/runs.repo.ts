@@ -2,8 +2,11 @@ import type { Queryable } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { groupProblems } from './life';
-import type { ListRunsQuery, Page, RunDetail, RunRecord } from './records';
-import { chunks, decodeCursor, encodeCursor, iso, isoNonNull, json, num, pageLimit, text, tsParam, valuesList } from './sql';
+import type { ListRunsQuery, Page, PageQuery, RunDetail, RunRecord } from './records';
+import {
+  chunks, decodeCursor, decodeSpanCursor, DEFAULT_SPAN_PAGE, encodeCursor, encodeSpanCursor, filterText, iso, isoNonNull, json,
+  MAX_SPAN_PAGE, num, pageLimit, text, tsParam, valuesList,
+} from './sql';
 
 /** At most this many rows per INSERT: 500 spans x 8 parameters stays far from the 65535 limit. */
 const ROWS_PER_STATEMENT = 500;
@@ -36,6 +39,16 @@ const RUN_COLUMNS = `r.project, r.run_id, r.workflow, r.session_id, r.started_at
 const OPEN_PROBLEMS = `(SELECT count(DISTINCT COALESCE('g' || f.group_name, 'f' || f.id)) FROM findings f
   WHERE f.project = r.project AND f.run_id = r.run_id AND f.status = 'open' AND f.dismissed_at IS NULL AND NOT f.quiet)`;
 
+/** Problems run r had, open or resolved: counted as OPEN_PROBLEMS is. */
+const ALL_PROBLEMS = `(SELECT count(DISTINCT COALESCE('g' || f.group_name, 'f' || f.id)) FROM findings f
+  WHERE f.project = r.project AND f.run_id = r.run_id AND f.dismissed_at IS NULL AND NOT f.quiet)`;
+
+/**
+ * A run's spans in order: by start (spans without one last), then by arrival. The very
+ * expression of the spans_order index (migration 0004), so a page reads the index in order.
+ */
+const SPAN_START = `COALESCE(start_exact, 'Infinity'::double precision)`;
+
 const HAS_OPEN = `EXISTS (SELECT 1 FROM findings f
   WHERE f.project = r.project AND f.run_id = r.run_id AND f.status = 'open' AND f.dismissed_at IS NULL AND NOT f.quiet)`;
 
@@ -55,6 +68,7 @@ function toRun(row: Row): RunRecord {
     total_tokens: num(row.total_tokens),
     last_seen_at: isoNonNull(row.last_seen_at),
     open_findings: num(row.open_findings),
+    finding_count: num(row.finding_count),
   };
 }
 
@@ -170,14 +184,19 @@ export class RunsRepo {
         total_tokens: spanTokens(r.span),
         received_ms: r.received_ms,
       }));
+      // Rows go in in the batch's order (WITH ORDINALITY, ORDER BY), so the arrival sequence
+      // (the column's default) numbers them as they arrived. A re-exported span keeps its
+      // first arrival: its place among spans that started at the same time does not move.
       await this.db.query(
-        `INSERT INTO spans (project, run_id, span_id, payload, start_ms, is_error, total_tokens, received_at)
-         SELECT x.project, x.run_id, x.span_id, x.payload, round(x.start_ms)::bigint, x.is_error, round(x.total_tokens)::bigint,
-                to_timestamp(x.received_ms / 1000.0)
-         FROM json_to_recordset($1::json) AS x(project text, run_id text, span_id text, payload json, start_ms float8,
-                                                 is_error boolean, total_tokens float8, received_ms float8)
+        `INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at)
+         SELECT x.project, x.run_id, x.span_id, x.payload, round(x.start_ms)::bigint, x.start_ms, x.is_error,
+                round(x.total_tokens)::bigint, to_timestamp(x.received_ms / 1000.0)
+         FROM ROWS FROM (json_to_recordset($1::json) AS (project text, run_id text, span_id text, payload json, start_ms float8,
+                                                          is_error boolean, total_tokens float8, received_ms float8))
+              WITH ORDINALITY AS x(project, run_id, span_id, payload, start_ms, is_error, total_tokens, received_ms, ord)
+         ORDER BY x.ord
          ON CONFLICT (project, run_id, span_id) DO UPDATE SET
-           payload = EXCLUDED.payload, start_ms = EXCLUDED.start_ms, is_error = EXCLUDED.is_error,
+           payload = EXCLUDED.payload, start_ms = EXCLUDED.start_ms, start_exact = EXCLUDED.start_exact, is_error = EXCLUDED.is_error,
            total_tokens = EXCLUDED.total_tokens, received_at = EXCLUDED.received_at`,
         [json(batch)],
       );
@@ -208,7 +227,7 @@ export class RunsRepo {
     const params: unknown[] = [project];
     const where = ['r.project = $1'];
     if (q.workflow !== undefined) {
-      params.push(q.workflow);
+      params.push(filterText('workflow', q.workflow));
       where.push(`r.workflow = $${params.length}`);
     }
     if (q.has_open_findings !== undefined) where.push(q.has_open_findings ? HAS_OPEN : `NOT ${HAS_OPEN}`);
@@ -219,7 +238,7 @@ export class RunsRepo {
     }
     params.push(limit + 1);
     const res = await this.db.query(
-      `SELECT ${RUN_COLUMNS}, ${OPEN_PROBLEMS} AS open_findings FROM runs r
+      `SELECT ${RUN_COLUMNS}, ${OPEN_PROBLEMS} AS open_findings, ${ALL_PROBLEMS} AS finding_count FROM runs r
        WHERE ${where.join(' AND ')}
        ORDER BY r.started_at DESC, r.run_id DESC
        LIMIT $${params.length}`,
@@ -232,31 +251,59 @@ export class RunsRepo {
 
   async get(project: string, runId: string): Promise<RunRecord | null> {
     const res = await this.db.query(
-      `SELECT ${RUN_COLUMNS}, r.final_output, r.run_start, ${OPEN_PROBLEMS} AS open_findings
+      `SELECT ${RUN_COLUMNS}, r.final_output, r.run_start, ${OPEN_PROBLEMS} AS open_findings, ${ALL_PROBLEMS} AS finding_count
        FROM runs r WHERE r.project = $1 AND r.run_id = $2`,
-      [project, runId],
+      [project, filterText('run_id', runId)],
     );
     const row = res.rows[0];
     if (!row) return null;
     return { ...toRun(row), final_output: row.final_output ?? null, run_start: (row.run_start as RunStart | null) ?? null };
   }
 
-  /** The run's spans, by start_ms (spans without one last), then as received. */
-  async spans(project: string, runId: string): Promise<Span[]> {
-    const res = await this.db.query<{ payload: Span }>(
-      `SELECT payload FROM spans WHERE project = $1 AND run_id = $2
-       ORDER BY start_ms ASC NULLS LAST, received_at ASC, span_id ASC`,
-      [project, runId],
+  /**
+   * A page of the run's spans: by start, to the fraction of a millisecond given (spans
+   * without one last), then in the order they arrived. Null for an unknown run.
+   */
+  async spans(project: string, runId: string, q: PageQuery = {}): Promise<Page<Span> | null> {
+    const limit = pageLimit(q.limit, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE);
+    const params: unknown[] = [project, filterText('run_id', runId)];
+    let after = '';
+    if (q.cursor !== undefined) {
+      const c = decodeSpanCursor(q.cursor);
+      params.push(c.start ?? 'Infinity', c.arrival);
+      after = `AND (${SPAN_START}, arrival) > ($3::double precision, $4::bigint)`;
+    }
+    params.push(limit + 1);
+    const res = await this.db.query<{ payload: Span; start_exact: number | null; arrival: unknown }>(
+      `SELECT payload, start_exact, arrival FROM spans
+       WHERE project = $1 AND run_id = $2 ${after}
+       ORDER BY ${SPAN_START} ASC, arrival ASC
+       LIMIT $${params.length}`,
+      params,
     );
-    return res.rows.map((r) => r.payload);
+    if (!res.rows.length && !(await this.exists(project, runId))) return null;
+    const rows = res.rows.slice(0, limit);
+    const last = rows[rows.length - 1];
+    return {
+      items: rows.map((r) => r.payload),
+      next_cursor:
+        res.rows.length > limit && last
+          ? encodeSpanCursor({ start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) })
+          : null,
+    };
   }
 
-  /** The run page: the run, its spans, its findings and its problems. */
+  private async exists(project: string, runId: string): Promise<boolean> {
+    const res = await this.db.query('SELECT 1 FROM runs WHERE project = $1 AND run_id = $2', [project, runId]);
+    return res.rows.length > 0;
+  }
+
+  /** The run page: the run, the first page of its spans, its findings and its problems. */
   async detail(project: string, runId: string): Promise<RunDetail | null> {
     const run = await this.get(project, runId);
     if (!run) return null;
-    const spans = await this.spans(project, runId);
+    const page = (await this.spans(project, runId)) ?? { items: [], next_cursor: null };
     const findings = await new FindingsRepo(this.db).forRun(project, runId);
-    return { run, spans, findings, problems: groupProblems(findings.filter((f) => !f.quiet)) };
+    return { run, spans: page.items, spans_next_cursor: page.next_cursor, findings, problems: groupProblems(findings.filter((f) => !f.quiet)) };
   }
 }

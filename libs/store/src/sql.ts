@@ -96,20 +96,64 @@ export function decodeCursor(cursor: string): { at: string; id: string } {
   if (
     !Array.isArray(parsed) || parsed.length !== 2 ||
     typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string' ||
-    Number.isNaN(Date.parse(parsed[0]))
+    Number.isNaN(Date.parse(parsed[0])) || parsed[1].includes(NUL)
   ) {
     throw new StoreInputError('invalid_cursor', 'cursor is not one this API returned');
   }
   return { at: parsed[0], id: parsed[1] };
 }
 
+/**
+ * A run's spans, after the last one of a page: its start (null: spans without one, listed
+ * last) and its arrival number. A different shape from the lists' cursors, so one passed to
+ * the wrong list is refused rather than misread.
+ */
+export interface SpanCursor {
+  start: number | null;
+  arrival: string;
+}
+
+export function encodeSpanCursor(c: SpanCursor): string {
+  return Buffer.from(JSON.stringify({ s: c.start, a: c.arrival }), 'utf8').toString('base64url');
+}
+
+export function decodeSpanCursor(cursor: string): SpanCursor {
+  let parsed: { s?: unknown; a?: unknown } | undefined;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  if (
+    typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) ||
+    !(parsed.s === null || (typeof parsed.s === 'number' && Number.isFinite(parsed.s))) ||
+    typeof parsed.a !== 'string' || !/^\d{1,18}$/.test(parsed.a)
+  ) {
+    throw new StoreInputError('invalid_cursor', 'cursor is not one this API returned');
+  }
+  return { start: parsed.s as number | null, arrival: parsed.a };
+}
+
+/** Runs and findings: a page is 50 of them unless asked, at most 500. */
 export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;
+/** A run's spans: 500 a page unless asked, at most 2,000 (a 100,000-span run was one 18 MB answer). */
+export const DEFAULT_SPAN_PAGE = 500;
+export const MAX_SPAN_PAGE = 2000;
 
-export function pageLimit(limit: number | undefined): number {
-  if (limit === undefined) return DEFAULT_PAGE;
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
-    throw new StoreInputError('invalid_limit', `limit must be an integer from 1 to ${MAX_PAGE}`);
+export function pageLimit(limit: number | undefined, dflt = DEFAULT_PAGE, max = MAX_PAGE): number {
+  if (limit === undefined) return dflt;
+  if (!Number.isInteger(limit) || limit < 1 || limit > max) {
+    throw new StoreInputError('invalid_limit', `limit must be an integer from 1 to ${max}`);
   }
   return limit;
+}
+
+/**
+ * Text a caller filters by. Postgres text cannot hold U+0000 (the query would fail); no
+ * stored value holds one either (text() replaces it on write), so it is the caller's error.
+ */
+export function filterText(name: string, v: string): string {
+  if (v.includes(NUL)) throw new StoreInputError('invalid_argument', `${name} must not contain a NUL character (U+0000)`);
+  return v;
 }

@@ -2,13 +2,17 @@ import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
 import { createReviewQueries } from '@neatroots/review';
 import type { Envelope, FindingMessage } from '@neatroots/spans';
-import { FindingsRepo, ProjectsRepo, RunsRepo } from '@neatroots/store';
+import { AgreementTracker } from '@neatroots/questions';
+import { FindingsRepo, ProjectsRepo, QuestionsRepo, RunsRepo } from '@neatroots/store';
 import { migrate, openPglite } from '@neatroots/platform';
 import { apiUrl, createApi } from './api';
 
 const T0 = Date.parse('2025-01-01T00:00:00.000Z');
 const KEY = 'key-for-p1';
 const OTHER = 'key-for-p2';
+const P3 = 'key-for-p3';
+/** Spans of the run `long` in project p3: more than two default pages. */
+const LONG_RUN_SPANS = 1205;
 
 let db: Db;
 let app: INestApplication;
@@ -20,6 +24,7 @@ const start = (run_id: string, workflow: string, ts_ms: number): Envelope => ({
 const span = (run_id: string, span_id: string, start_ms: number): Envelope => ({
   project: 'p1', received_ms: start_ms, item: { kind: 'span', span: { run_id, span_id, type: 'tool', name: 'search', status: 'ok', start_ms } },
 });
+const at = (project: string, env: Envelope): Envelope => ({ ...env, project });
 const raised = (id: string, over: Partial<FindingMessage> = {}): FindingMessage => ({
   id, check_id: 'repeated-tool-call', run_id: 'r1', project: 'p1', status: 'raised', span_ids: ['s1'], count: 3, action: 'flag',
   title: 'Same tool called repeatedly', guidance: 'Stop', at_ms: T0 + 10, kind: 'rule', source: 'library', ...over,
@@ -41,9 +46,35 @@ beforeAll(async () => {
     raised('f-member', { check_id: 'runaway', group: 'loop', priority: 1 }),
     raised('f-r3', { run_id: 'r3', check_id: 'slow', at_ms: T0 + 2010 }),
   ]);
+  await projects.addApiKey('p3', P3);
+  // p3: a run whose spans start within the same milliseconds, arriving out of id order, and
+  // a long run; a repeated call in the fast run that stopped (raised, then resolved).
+  await new RunsRepo(db).writeEnvelopes([
+    at('p3', start('fast', 'refund-agent', T0)),
+    at('p3', span('fast', 'c', T0 + 0.25)), at('p3', span('fast', 'a', T0 + 0.5)), at('p3', span('fast', 'b', T0 + 0.75)),
+    at('p3', span('fast', 'z', T0 + 1)), at('p3', span('fast', 'y', T0 + 1)),
+    at('p3', start('long', 'refund-agent', T0 - 1000)),
+    ...Array.from({ length: LONG_RUN_SPANS }, (_, i) => at('p3', span('long', `s${i}`, T0 - 1000 + i))),
+  ]);
+  await new FindingsRepo(db).apply([
+    raised('f-fast', { project: 'p3', run_id: 'fast', span_ids: ['c', 'a', 'b'] }),
+    raised('f-fast', { project: 'p3', run_id: 'fast', span_ids: ['c', 'a', 'b'], status: 'resolved', at_ms: T0 + 20 }),
+  ]);
+  // Agreement is kept per question; p1 asked one question, p2 another.
+  const questions = new QuestionsRepo(db);
+  await questions.agreement.save([
+    { key: 'tone@1', check_id: 'tone', answers: 40, agreed: 38, recent: 'a'.repeat(40) },
+    { key: 'secret-plan@1', check_id: 'secret-plan', answers: 3, agreed: 1, recent: 'adD' },
+  ]);
+  await questions.record([
+    { task_id: 't1', project: 'p1', run_id: 'r1', check_id: 'tone', anchor: 'run', span_ids: [], answer: { status: 'answered', flagged: false }, at_ms: T0 },
+    { task_id: 't2', project: 'p2', run_id: 'q1', check_id: 'secret-plan', anchor: 'run', span_ids: [], answer: { status: 'answered', flagged: true }, at_ms: T0 },
+  ]);
+  const agreement = new AgreementTracker({ store: questions.agreement });
   app = await createApi({
     queries: createReviewQueries(db),
     resolveKey: (key) => projects.resolveApiKey(key),
+    modelStats: (checkId) => agreement.stats(checkId),
     port: 0,
     logger: false,
   });
@@ -181,7 +212,143 @@ describe('api: findings', () => {
     const broken = await call('/v1/projects/p1/findings/f-head/dismiss', {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"note":',
     });
-    expect(broken).toMatchObject({ status: 400, body: { error: { code: 'bad_request' } } });
+    expect(broken).toMatchObject({ status: 400, body: { error: { code: 'invalid_body' } } });
     expect((await call('/v1/projects/p1/findings?state=dismissed')).body.findings).toEqual([]);
+  });
+});
+
+describe('api: malformed input is a 400, 413 or 415 in the one error shape', () => {
+  const shape = { error: { code: expect.any(String), message: expect.any(String) } };
+
+  it('rejects a NUL byte in an id or a filter, naming the parameter', async () => {
+    for (const [path, name] of [
+      ['/v1/projects/p1/runs/r%001', 'run_id'],
+      ['/v1/projects/p1/runs/r%001/spans', 'run_id'],
+      ['/v1/projects/p1/runs?workflow=refund%00agent', 'workflow'],
+      ['/v1/projects/p1/findings?run_id=r%001', 'run_id'],
+      ['/v1/projects/p1/runs?cursor=a%00b', 'cursor'],
+    ]) {
+      const res = await call(path);
+      expect(res).toEqual({ status: 400, body: shape });
+      expect(res.body.error.message).toContain(name);
+      expect(res.body.error.message).toMatch(/NUL/);
+    }
+    const dismiss = await call('/v1/projects/p1/findings/f%00head/dismiss', { method: 'POST' });
+    expect(dismiss).toMatchObject({ status: 400, body: { error: { code: 'invalid_path', message: expect.stringMatching(/^id /) } } });
+  });
+
+  it('rejects a query parameter the endpoint does not take, naming it', async () => {
+    for (const path of [
+      '/v1/projects/p1/runs?status=error',
+      '/v1/projects/p1/findings?status=error',
+      '/v1/projects/p1/runs/r1?verbose=true',
+      '/v1/projects/p1/checks/stats?status=error',
+    ]) {
+      const res = await call(path);
+      expect(res).toEqual({ status: 400, body: { error: { code: 'unknown_parameter', message: expect.stringMatching(/^unknown query parameter (status|verbose);/) } } });
+    }
+    // the message says what the endpoint takes instead
+    expect((await call('/v1/projects/p1/findings?status=error')).body.error.message).toMatch(/takes state, run_id, include_quiet, limit, cursor/);
+  });
+
+  it('answers a body over the limit with a 413', async () => {
+    const res = await call('/v1/projects/p1/findings/f-head/dismiss', {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ note: 'x'.repeat(200_000) }),
+    });
+    expect(res).toEqual({ status: 413, body: { error: { code: 'payload_too_large', message: expect.stringMatching(/102400 bytes/) } } });
+    expect((await call('/v1/projects/p1/findings?state=dismissed')).body.findings).toEqual([]);
+  });
+
+  it('answers unparsable JSON with a 400 that says the body is at fault, a body not JSON with a 415', async () => {
+    const broken = await call('/v1/projects/p1/findings/f-head/dismiss', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"note":' });
+    expect(broken).toEqual({ status: 400, body: { error: { code: 'invalid_body', message: expect.stringMatching(/^the body is not valid JSON/) } } });
+    const form = await call('/v1/projects/p1/findings/f-head/dismiss', {
+      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'note=mine',
+    });
+    expect(form).toEqual({ status: 415, body: { error: { code: 'unsupported_media_type', message: expect.stringMatching(/application\/json/) } } });
+    const unknownField = await call('/v1/projects/p1/findings/f-head/dismiss', {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ notes: 'typo' }),
+    });
+    expect(unknownField).toMatchObject({ status: 400, body: { error: { code: 'invalid_body', message: expect.stringMatching(/notes/) } } });
+    // nothing was dismissed by any of them
+    expect((await call('/v1/projects/p1/findings?state=dismissed')).body.findings).toEqual([]);
+  });
+
+  it('answers an unknown method on a known path, and a path that does not decode, in the same shape', async () => {
+    expect(await call('/v1/projects/p1/runs', { method: 'DELETE' })).toEqual({ status: 404, body: shape });
+    expect(await call('/v1/projects/p1/runs/%E0%A4%A')).toEqual({ status: 400, body: shape });
+    expect(await call('/v1/projects/p1/runs', { key: 'nope' })).toEqual({ status: 401, body: shape });
+    expect(await call('/v1/projects/p1/runs', { key: OTHER })).toEqual({ status: 403, body: shape });
+  });
+});
+
+describe('api: a run\'s spans, in order and in pages', () => {
+  const ids = (spans: { span_id: string }[]) => spans.map((s) => s.span_id);
+
+  it('lists spans by their exact start, then as they arrived', async () => {
+    const res = await call('/v1/projects/p3/runs/fast', { key: P3 });
+    expect(res.status).toBe(200);
+    expect(ids(res.body.spans)).toEqual(['c', 'a', 'b', 'z', 'y']);
+    expect(res.body.spans_next_cursor).toBeNull();
+  });
+
+  it('pages a long run: the run page has the first 500, the spans endpoint the rest', async () => {
+    const page = await call('/v1/projects/p3/runs/long', { key: P3 });
+    expect(page.status).toBe(200);
+    expect(page.body.run.span_count).toBe(LONG_RUN_SPANS);
+    expect(ids(page.body.spans)).toEqual(Array.from({ length: 500 }, (_, i) => `s${i}`));
+    expect(page.body.spans_next_cursor).toEqual(expect.any(String));
+
+    const seen = ids(page.body.spans);
+    let cursor: string | null = page.body.spans_next_cursor;
+    while (cursor) {
+      const next = await call(`/v1/projects/p3/runs/long/spans?limit=300&cursor=${encodeURIComponent(cursor)}`, { key: P3 });
+      expect(next.status).toBe(200);
+      expect(next.body.spans.length).toBeLessThanOrEqual(300);
+      seen.push(...ids(next.body.spans));
+      cursor = next.body.next_cursor;
+    }
+    expect(seen).toEqual(Array.from({ length: LONG_RUN_SPANS }, (_, i) => `s${i}`));
+
+    const first = await call('/v1/projects/p3/runs/long/spans', { key: P3 });
+    expect(first.body.spans).toHaveLength(500);
+  });
+
+  it('keeps span pages within their limits and their run', async () => {
+    expect((await call('/v1/projects/p3/runs/long/spans?limit=2000', { key: P3 })).body.spans).toHaveLength(LONG_RUN_SPANS);
+    expect(await call('/v1/projects/p3/runs/long/spans?limit=2001', { key: P3 })).toMatchObject({ status: 400, body: { error: { code: 'invalid_query', message: expect.stringMatching(/limit .* 1 to 2000/) } } });
+    expect(await call('/v1/projects/p3/runs/nope/spans', { key: P3 })).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
+    // a runs-list cursor is not a spans cursor
+    const runsCursor = (await call('/v1/projects/p1/runs?limit=1')).body.next_cursor;
+    expect(await call(`/v1/projects/p3/runs/long/spans?cursor=${encodeURIComponent(runsCursor)}`, { key: P3 })).toMatchObject({ status: 400, body: { error: { code: 'invalid_cursor' } } });
+    // another project's key sees none of it
+    expect(await call('/v1/projects/p3/runs/long/spans')).toMatchObject({ status: 403 });
+  });
+});
+
+describe('api: what happened in a run stays visible once it resolved', () => {
+  it('a resolved repeated call: off the open list, on the run\'s list with its state, counted on the run', async () => {
+    expect((await call('/v1/projects/p3/findings', { key: P3 })).body.findings).toEqual([]);
+    const forRun = await call('/v1/projects/p3/findings?run_id=fast', { key: P3 });
+    expect(forRun.body.findings).toEqual([expect.objectContaining({ id: 'f-fast', check_id: 'repeated-tool-call', state: 'resolved' })]);
+    expect((await call('/v1/projects/p3/findings?run_id=fast&state=open', { key: P3 })).body.findings).toEqual([]);
+
+    const runs = await call('/v1/projects/p3/runs', { key: P3 });
+    expect(runs.body.runs.find((r: { run_id: string }) => r.run_id === 'fast')).toMatchObject({ open_findings: 0, finding_count: 1 });
+    const page = await call('/v1/projects/p3/runs/fast', { key: P3 });
+    expect(page.body.run).toMatchObject({ open_findings: 0, finding_count: 1 });
+    expect(page.body.problems).toEqual([expect.objectContaining({ id: 'f-fast', state: 'resolved' })]);
+  });
+});
+
+describe('api: every endpoint keeps to its project', () => {
+  it('lists the agreement of the questions asked in the key\'s project only', async () => {
+    const p1 = await call('/v1/projects/p1/models/agreement');
+    expect(p1.status).toBe(200);
+    expect(p1.body.questions.map((q: { check_id: string }) => q.check_id)).toEqual(['tone']);
+    expect(p1.body.questions[0]).toMatchObject({ answers: 40, agreed: 38 });
+    expect((await call('/v1/projects/p2/models/agreement', { key: OTHER })).body.questions.map((q: { check_id: string }) => q.check_id)).toEqual(['secret-plan']);
+    expect((await call('/v1/projects/p1/models/agreement?check_id=secret-plan')).body.questions).toEqual([]);
+    expect(await call('/v1/projects/p1/models/agreement?check=tone')).toMatchObject({ status: 400, body: { error: { code: 'unknown_parameter' } } });
   });
 });

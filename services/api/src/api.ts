@@ -1,9 +1,11 @@
 import 'reflect-metadata';
 import { Module, type DynamicModule, type INestApplication, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { ReviewQueries } from '@neatroots/store';
 import type { AddressInfo } from 'node:net';
 import { ApiKeyGuard } from './auth.guard';
+import { bodyParserErrors, MAX_BODY_BYTES, requireJsonBody } from './body';
 import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
 import { ErrorsFilter } from './errors';
 import { MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, type ModelStats, type ResolveKey } from './tokens';
@@ -41,10 +43,15 @@ export class ApiModule {
 
 /** Builds the REST API (the neatroots /v1 endpoints) and starts it listening. */
 export async function createApi(opts: ApiOptions): Promise<INestApplication> {
-  const app = await NestFactory.create(ApiModule.forRoot(opts), {
+  const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(opts), {
     logger: opts.logger ?? ['error', 'warn'],
     abortOnError: false,
+    // Our own parser, JSON only and with our limit; Nest's default also reads forms.
+    bodyParser: false,
   });
+  app.use(requireJsonBody);
+  app.useBodyParser('json', { limit: MAX_BODY_BYTES });
+  app.use(bodyParserErrors);
   app.useGlobalFilters(new ErrorsFilter());
   // No enableShutdownHooks(): the entry point closes the services in order (stop accepting,
   // drain, flush, close), the api among them.

@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards 
 import type { ReviewQueries } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { dismissBody, findingsQuery, runsQuery } from './params';
+import { dismissBody, findingsQuery, noQuery, parseQuery, pathId, runsQuery, spansQuery, textParam, type QueryParams } from './params';
 import { MODEL_STATS, REVIEW_QUERIES, type ModelStats } from './tokens';
 
 /** Thin: parse, ask the review service, shape the JSON. */
@@ -13,16 +13,26 @@ export class RunsController {
   constructor(@Inject(REVIEW_QUERIES) private readonly queries: ReviewQueries) {}
 
   @Get('runs')
-  async list(@Param('project') project: string, @Query() query: Record<string, unknown>) {
+  async list(@Param('project') project: string, @Query() query: QueryParams) {
     const page = await this.queries.listRuns(project, runsQuery(query));
     return { runs: page.items, next_cursor: page.next_cursor };
   }
 
+  /** The run page: the first page of its spans, with `spans_next_cursor` for the rest. */
   @Get('runs/:run_id')
-  async get(@Param('project') project: string, @Param('run_id') runId: string) {
-    const run = await this.queries.getRun(project, runId);
+  async get(@Param('project') project: string, @Param('run_id') runId: string, @Query() query: QueryParams) {
+    noQuery(query);
+    const run = await this.queries.getRun(project, pathId('run_id', runId));
     if (!run) throw ApiError.notFound(`no run ${runId} in project ${project}`);
     return run;
+  }
+
+  @Get('runs/:run_id/spans')
+  async spans(@Param('project') project: string, @Param('run_id') runId: string, @Query() query: QueryParams) {
+    const q = spansQuery(query);
+    const page = await this.queries.listSpans(project, pathId('run_id', runId), q);
+    if (!page) throw ApiError.notFound(`no run ${runId} in project ${project}`);
+    return { spans: page.items, next_cursor: page.next_cursor };
   }
 }
 
@@ -32,29 +42,32 @@ export class FindingsController {
   constructor(@Inject(REVIEW_QUERIES) private readonly queries: ReviewQueries) {}
 
   @Get('findings')
-  async list(@Param('project') project: string, @Query() query: Record<string, unknown>) {
+  async list(@Param('project') project: string, @Query() query: QueryParams) {
     const page = await this.queries.listFindings(project, findingsQuery(query));
     return { findings: page.items, next_cursor: page.next_cursor };
   }
 
   @Post('findings/:id/dismiss')
   @HttpCode(200)
-  async dismiss(@Param('project') project: string, @Param('id') id: string, @Body() body: unknown) {
-    const finding = await this.queries.dismiss(project, id, dismissBody(body));
+  async dismiss(@Param('project') project: string, @Param('id') id: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    const finding = await this.queries.dismiss(project, pathId('id', id), dismissBody(body));
     if (!finding) throw ApiError.notFound(`no finding ${id} in project ${project}`);
     return { finding };
   }
 
   @Post('findings/:id/reopen')
   @HttpCode(200)
-  async reopen(@Param('project') project: string, @Param('id') id: string) {
-    const finding = await this.queries.reopen(project, id);
+  async reopen(@Param('project') project: string, @Param('id') id: string, @Query() query: QueryParams) {
+    noQuery(query);
+    const finding = await this.queries.reopen(project, pathId('id', id));
     if (!finding) throw ApiError.notFound(`no finding ${id} in project ${project}`);
     return { finding };
   }
 
   @Get('checks/stats')
-  async checkStats(@Param('project') project: string) {
+  async checkStats(@Param('project') project: string, @Query() query: QueryParams) {
+    noQuery(query);
     return { checks: await this.queries.checkStats(project) };
   }
 }
@@ -62,14 +75,24 @@ export class FindingsController {
 @Controller('v1/projects/:project')
 @UseGuards(ApiKeyGuard)
 export class ModelsController {
-  constructor(@Inject(MODEL_STATS) private readonly stats: ModelStats | null) {}
+  constructor(
+    @Inject(MODEL_STATS) private readonly stats: ModelStats | null,
+    @Inject(REVIEW_QUERIES) private readonly queries: ReviewQueries,
+  ) {}
 
-  /** Per question: answers the LLM gave, how often the fast classifier agreed, whether it answers first. */
+  /**
+   * Per question asked in the project's runs: answers the LLM gave, how often the fast
+   * classifier agreed, whether it answers first. Agreement is kept per question (the
+   * classifier learns from every project that asks it); another project's questions are
+   * not this key's to see.
+   */
   @Get('models/agreement')
-  async agreement(@Query('check_id') checkId?: string) {
+  async agreement(@Param('project') project: string, @Query() query: QueryParams) {
+    const q = parseQuery(query, { check_id: textParam });
     if (!this.stats) throw new ApiError(503, 'unavailable', 'the question service is not reachable from this api');
-    if (checkId !== undefined && (typeof checkId !== 'string' || !checkId)) throw ApiError.badRequest('invalid_query', 'check_id must be a check id');
-    return { questions: await this.stats(checkId) };
+    const [stats, asked] = await Promise.all([this.stats(q.check_id), this.queries.questionChecks(project)]);
+    const mine = new Set(asked);
+    return { questions: stats.filter((s) => mine.has(s.check_id)) };
   }
 }
 

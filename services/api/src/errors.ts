@@ -7,6 +7,15 @@ interface JsonResponse {
   status(code: number): { json(body: unknown): unknown };
 }
 
+/** The one error shape of the API, whatever the status: `{ "error": { "code", "message" } }`. */
+export interface ErrorBody {
+  error: { code: string; message: string };
+}
+
+export function errorBody(code: string, message: string): ErrorBody {
+  return { error: { code, message } };
+}
+
 /** An error the API answers with its own code: `{ "error": { "code", "message" } }`. */
 export class ApiError extends HttpException {
   constructor(
@@ -14,7 +23,7 @@ export class ApiError extends HttpException {
     readonly code: string,
     readonly detail: string,
   ) {
-    super({ error: { code, message: detail } }, status);
+    super(errorBody(code, detail), status);
   }
 
   static badRequest(code: string, message: string): ApiError {
@@ -26,6 +35,7 @@ export class ApiError extends HttpException {
   }
 }
 
+/** Nest's own errors (no route, a path that does not decode) by status. */
 const CODES: Record<number, string> = {
   400: 'bad_request',
   401: 'unauthorized',
@@ -35,6 +45,7 @@ const CODES: Record<number, string> = {
   413: 'payload_too_large',
   415: 'unsupported_media_type',
   429: 'too_many_requests',
+  503: 'unavailable',
 };
 
 function messageOf(e: HttpException): string {
@@ -78,6 +89,6 @@ export class ErrorsFilter implements ExceptionFilter {
       this.log.error(err instanceof Error ? err.stack ?? err.message : String(err));
     }
     if (res.headersSent) return;
-    res.status(status).json({ error: { code, message } });
+    res.status(status).json(errorBody(code, message));
   }
 }

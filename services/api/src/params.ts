@@ -1,65 +1,120 @@
-import { FINDING_STATE_FILTERS, type FindingStateFilter, type ListFindingsQuery, type ListRunsQuery } from '@neatroots/store';
+import { FINDING_STATE_FILTERS, MAX_PAGE, MAX_SPAN_PAGE, type FindingStateFilter, type ListFindingsQuery, type ListRunsQuery, type PageQuery } from '@neatroots/store';
 import { ApiError } from './errors';
 
-/** Query and body parsing: anything malformed is a 400 that names the parameter. */
-type Query = Record<string, unknown>;
+/**
+ * Query, path and body parsing: anything malformed is a 400 that names the parameter. Every
+ * controller reads its query through `parseQuery`, which also rejects a parameter the
+ * endpoint does not take: a misspelt filter (`?status=error` for `?state=`) would otherwise
+ * be ignored and the caller would take the unfiltered list for the filtered one.
+ */
+export type QueryParams = Record<string, unknown>;
 
-function one(q: Query, name: string): string | undefined {
-  const v = q[name];
-  if (v === undefined) return undefined;
-  if (typeof v !== 'string') throw ApiError.badRequest('invalid_query', `${name} must be given once, as a string`);
+/** Reads one parameter's text (given once, checked for NUL) into its value. */
+export type ParamParser<T> = (value: string, name: string) => T;
+
+// Postgres text cannot hold U+0000: passed on, it fails the query (a 500). The store writes
+// it as U+FFFD, so no stored id or name contains it and a 400 loses nothing.
+const NUL = '\u0000';
+
+function noNul(where: string, name: string, v: string): string {
+  if (v.includes(NUL)) throw ApiError.badRequest(`invalid_${where}`, `${name} must not contain a NUL character (U+0000)`);
   return v;
 }
 
-function bool(q: Query, name: string): boolean | undefined {
-  const v = one(q, name);
-  if (v === undefined) return undefined;
+/**
+ * The endpoint's query parameters, each read by its parser; absent ones are undefined. A
+ * parameter given twice, given as an object (`a[b]=`), or not in `spec` is a 400.
+ */
+export function parseQuery<S extends Record<string, ParamParser<unknown>>>(q: QueryParams, spec: S): { [K in keyof S]?: ReturnType<S[K]> } {
+  const unknown = Object.keys(q).filter((k) => !Object.prototype.hasOwnProperty.call(spec, k));
+  if (unknown.length) {
+    const takes = Object.keys(spec);
+    throw ApiError.badRequest(
+      'unknown_parameter',
+      `unknown query parameter ${unknown.join(', ')}; this endpoint takes ${takes.length ? takes.join(', ') : 'none'}`,
+    );
+  }
+  const out: Record<string, unknown> = {};
+  for (const [name, parse] of Object.entries(spec)) {
+    const v = q[name];
+    if (v === undefined) continue;
+    if (typeof v !== 'string') throw ApiError.badRequest('invalid_query', `${name} must be given once, as a string`);
+    out[name] = parse(noNul('query', name, v), name);
+  }
+  return out as { [K in keyof S]?: ReturnType<S[K]> };
+}
+
+/** A path segment naming something (a run, a finding): NUL-free. */
+export function pathId(name: string, v: string): string {
+  return noNul('path', name, v);
+}
+
+// ---- parsers ----
+
+/** Free text (a workflow, a check id): not empty. */
+export const textParam: ParamParser<string> = (v, name) => {
+  if (v === '') throw ApiError.badRequest('invalid_query', `${name} must not be empty`);
+  return v;
+};
+
+/** An opaque cursor from an earlier page (the store says 400 invalid_cursor for a bad one). */
+export const cursorParam: ParamParser<string> = textParam;
+
+export const boolParam: ParamParser<boolean> = (v, name) => {
   if (v === 'true') return true;
   if (v === 'false') return false;
   throw ApiError.badRequest('invalid_query', `${name} must be true or false`);
-}
+};
 
-function limit(q: Query): number | undefined {
-  const v = one(q, 'limit');
-  if (v === undefined) return undefined;
-  const n = /^\d{1,4}$/.test(v) ? Number(v) : NaN;
-  if (!(n >= 1 && n <= 500)) throw ApiError.badRequest('invalid_query', 'limit must be an integer from 1 to 500');
-  return n;
-}
-
-function nonEmpty(q: Query, name: string): string | undefined {
-  const v = one(q, name);
-  if (v === '') throw ApiError.badRequest('invalid_query', `${name} must not be empty`);
-  return v;
-}
-
-export function runsQuery(q: Query): ListRunsQuery {
-  return {
-    workflow: nonEmpty(q, 'workflow'),
-    has_open_findings: bool(q, 'has_open_findings'),
-    limit: limit(q),
-    cursor: nonEmpty(q, 'cursor'),
+/** A page size from 1 to `max`. */
+export function limitParam(max: number): ParamParser<number> {
+  return (v, name) => {
+    const n = /^\d{1,7}$/.test(v) ? Number(v) : NaN;
+    if (!(n >= 1 && n <= max)) throw ApiError.badRequest('invalid_query', `${name} must be an integer from 1 to ${max}`);
+    return n;
   };
 }
 
-export function findingsQuery(q: Query): ListFindingsQuery {
-  const state = one(q, 'state');
-  if (state !== undefined && !(FINDING_STATE_FILTERS as readonly string[]).includes(state)) {
-    throw ApiError.badRequest('invalid_query', `state must be one of ${FINDING_STATE_FILTERS.join(', ')}`);
-  }
-  return {
-    state: state as FindingStateFilter | undefined,
-    run_id: nonEmpty(q, 'run_id'),
-    include_quiet: bool(q, 'include_quiet'),
-    limit: limit(q),
-    cursor: nonEmpty(q, 'cursor'),
+/** One of a fixed set of words. */
+export function oneOf<T extends string>(values: readonly T[]): ParamParser<T> {
+  return (v, name) => {
+    if (!(values as readonly string[]).includes(v)) throw ApiError.badRequest('invalid_query', `${name} must be one of ${values.join(', ')}`);
+    return v as T;
   };
+}
+
+// ---- the endpoints' queries ----
+
+export function runsQuery(q: QueryParams): ListRunsQuery {
+  return parseQuery(q, { workflow: textParam, has_open_findings: boolParam, limit: limitParam(MAX_PAGE), cursor: cursorParam });
+}
+
+export function findingsQuery(q: QueryParams): ListFindingsQuery {
+  return parseQuery(q, {
+    state: oneOf<FindingStateFilter>(FINDING_STATE_FILTERS),
+    run_id: textParam,
+    include_quiet: boolParam,
+    limit: limitParam(MAX_PAGE),
+    cursor: cursorParam,
+  });
+}
+
+/** A run's spans: the run page's first page, or any page after it. */
+export function spansQuery(q: QueryParams): PageQuery {
+  return parseQuery(q, { limit: limitParam(MAX_SPAN_PAGE), cursor: cursorParam });
+}
+
+/** An endpoint that takes no query parameters. */
+export function noQuery(q: QueryParams): void {
+  parseQuery(q, {});
 }
 
 export function dismissBody(body: unknown): { by?: string; note?: string } {
   if (body === undefined || body === null || (typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0)) return {};
   if (typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('invalid_body', 'the body must be a JSON object');
   const b = body as Record<string, unknown>;
+  const unknown = Object.keys(b).filter((k) => k !== 'by' && k !== 'note');
+  if (unknown.length) throw ApiError.badRequest('invalid_body', `unknown field ${unknown.join(', ')} in the body; it takes by, note`);
   const out: { by?: string; note?: string } = {};
   for (const k of ['by', 'note'] as const) {
     const v = b[k];

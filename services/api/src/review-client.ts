@@ -49,6 +49,9 @@ export class ReviewGrpcClient implements ReviewQueries {
   getRun: ReviewQueries['getRun'] = (project, runId) =>
     this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId }));
 
+  listSpans: ReviewQueries['listSpans'] = (project, runId, q = {}) =>
+    this.json(this.call<v1.ListSpansRequest, v1.JsonReply>(this.client.listSpans as never, { project, run_id: runId, limit: q.limit ?? 0, cursor: q.cursor ?? '' }));
+
   listFindings: ReviewQueries['listFindings'] = (project, q = {}) =>
     this.must(
       this.call<v1.ListFindingsRequest, v1.JsonReply>(this.client.listFindings as never, {
@@ -58,6 +61,7 @@ export class ReviewGrpcClient implements ReviewQueries {
         cursor: q.cursor ?? '',
         run_id: q.run_id ?? '',
         check_id: '',
+        include_quiet: q.include_quiet,
       }),
     );
 
@@ -68,6 +72,9 @@ export class ReviewGrpcClient implements ReviewQueries {
     this.json(this.call<v1.FindingActionRequest, v1.JsonReply>(this.client.reopen as never, { project, finding_id: id, note: '', by: '' }));
 
   checkStats: ReviewQueries['checkStats'] = (project) => this.must(this.call<v1.ProjectRequest, v1.JsonReply>(this.client.checkStats as never, { project }));
+
+  questionChecks: ReviewQueries['questionChecks'] = (project) =>
+    this.must(this.call<v1.ProjectRequest, v1.JsonReply>(this.client.questionChecks as never, { project }));
 
   /** The project an API key opens (null when none), asked of the review service. */
   async resolveKey(key: string): Promise<string | null> {

@@ -9,6 +9,7 @@ export const MODEL_STATS = Symbol('ModelStats');
 
 /**
  * Agreement between the LLM and the fast classifier per question (Settings -> Models): the
- * question service's, in-process embedded or over gRPC distributed. Absent: not served.
+ * question service's, in-process embedded or over gRPC distributed, for every question it
+ * answered (the api keeps those of the key's project). Absent: not served.
  */
-export type ModelStats = (checkId?: string) => Promise<unknown[]>;
+export type ModelStats = (checkId?: string) => Promise<Array<{ check_id: string }>>;

@@ -34,11 +34,15 @@ export function reviewGrpcService(
       ),
     ),
     getRun: unary(async (r: v1.GetRunRequest) => reply(await queries.getRun(r.project, r.run_id))),
+    listSpans: unary(async (r: v1.ListSpansRequest) =>
+      reply(await queries.listSpans(r.project, r.run_id, { ...(r.limit ? { limit: r.limit } : {}), ...(r.cursor ? { cursor: r.cursor } : {}) })),
+    ),
     listFindings: unary(async (r: v1.ListFindingsRequest) =>
       reply(
         await queries.listFindings(r.project, {
           ...(r.state ? { state: r.state as FindingStateFilter } : {}),
           ...(r.run_id ? { run_id: r.run_id } : {}),
+          ...(r.include_quiet !== undefined ? { include_quiet: r.include_quiet } : {}),
           ...(r.limit ? { limit: r.limit } : {}),
           ...(r.cursor ? { cursor: r.cursor } : {}),
         }),
@@ -49,6 +53,7 @@ export function reviewGrpcService(
     ),
     reopen: unary(async (r: v1.FindingActionRequest) => reply(await queries.reopen(r.project, r.finding_id))),
     checkStats: unary(async (r: v1.ProjectRequest) => reply(await queries.checkStats(r.project))),
+    questionChecks: unary(async (r: v1.ProjectRequest) => reply(await queries.questionChecks(r.project))),
     resolveKey: unary(async (r: v1.ResolveKeyRequest) => ({ project: (await resolveKey(r.key)) ?? '' })),
   };
   return { service: v1.ReviewService, implementation };

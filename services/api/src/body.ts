@@ -1,0 +1,64 @@
+import { HttpStatus } from '@nestjs/common';
+import { ApiError } from './errors';
+
+/**
+ * Request bodies: JSON only, at most MAX_BODY_BYTES. Every failure is an ApiError, so it
+ * leaves in the API's error shape with a status that says whose fault it is (body-parser's
+ * own errors are not Nest exceptions: a body over the limit used to answer 500).
+ */
+
+/** The largest body accepted. The biggest body an endpoint takes is a dismissal's 10,000-character note. */
+export const MAX_BODY_BYTES = 100 * 1024;
+
+/** What the middleware uses of an express request and response (@types/express is not installed). */
+interface BodyRequest {
+  method: string;
+  headers: Record<string, string | string[] | undefined>;
+}
+type Next = (err?: unknown) => void;
+
+function hasBody(req: BodyRequest): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
+
+/** body-parser's error (an http-errors object) as the API's own; anything else unchanged. */
+function bodyError(err: unknown): unknown {
+  const e = err as { type?: string; status?: number; limit?: number; message?: string };
+  switch (e.type) {
+    case 'entity.too.large':
+      return new ApiError(HttpStatus.PAYLOAD_TOO_LARGE, 'payload_too_large', `the body is larger than ${e.limit ?? MAX_BODY_BYTES} bytes, the most this API takes`);
+    case 'entity.parse.failed':
+      return ApiError.badRequest('invalid_body', `the body is not valid JSON: ${e.message ?? 'unreadable'}`);
+    case 'charset.unsupported':
+    case 'encoding.unsupported':
+      return new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', e.message ?? 'unsupported body encoding');
+    default:
+      if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
+        return new ApiError(e.status, 'invalid_body', `the body could not be read: ${e.message ?? 'unknown reason'}`);
+      }
+      return err;
+  }
+}
+
+/**
+ * Before the JSON parser: a body of another type is a 415. Left unparsed it would read as
+ * no body, and its fields would be silently lost (a dismissal's note sent as a form).
+ */
+export function requireJsonBody(req: BodyRequest, _res: unknown, next: Next): void {
+  if (!hasBody(req)) return next();
+  const type = req.headers['content-type'];
+  if (typeof type === 'string' && JSON_TYPE.test(type)) return next();
+  next(new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', `the body must be JSON (Content-Type: application/json), got ${type ?? 'no Content-Type'}`));
+}
+
+/**
+ * After the JSON parser (an express error handler: four arguments): its errors become the
+ * API's own before Nest sees them, which would keep only the message of an unparsable body
+ * and answer 500 for one over the limit.
+ */
+export function bodyParserErrors(err: unknown, _req: BodyRequest, _res: unknown, next: Next): void {
+  next(err instanceof ApiError ? err : bodyError(err));
+}
