@@ -17,6 +17,12 @@ export interface Metrics {
   findings: Counter<'status'>;
   consumerLag: Gauge<'topic' | 'group'>;
   dependencyErrors: Counter<'dependency'>;
+  /** Spans of exports refused by back-pressure (RESOURCE_EXHAUSTED), by reason: backlog, memory. */
+  spansRefused: Counter<'reason'>;
+  /** Records accepted and not processed yet (the in-process bus's slowest group; Kafka: unsent). */
+  busBacklog: Gauge<'topic'>;
+  /** Run windows held in memory and spilled to disk (embedded). */
+  windows: Gauge<'where'>;
 }
 
 export function createMetrics(service: string): Metrics {
@@ -34,6 +40,9 @@ export function createMetrics(service: string): Metrics {
     findings: new Counter({ name: 'neatroots_findings_total', help: 'Finding events, by status', labelNames: ['status'], ...reg }),
     consumerLag: new Gauge({ name: 'neatroots_consumer_lag', help: 'Records not yet consumed by the group', labelNames: ['topic', 'group'], ...reg }),
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
+    spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),
+    busBacklog: new Gauge({ name: 'neatroots_bus_backlog', help: 'Records accepted and not processed yet', labelNames: ['topic'], ...reg }),
+    windows: new Gauge({ name: 'neatroots_windows', help: 'Run windows in memory and spilled to disk', labelNames: ['where'], ...reg }),
   };
 }
 
