@@ -11,3 +11,4 @@ export {
   type SuggestionEdit,
 } from './match';
 export { Lineage, LineageCycleError, linksFromChanges, type LineageLink, type LinkHow } from './links';
+export { rebuildLineage, type ReleaseRules } from './rebuild';
