@@ -2,6 +2,9 @@ import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js'
 import { v1 } from '@neatroots/proto';
 import { StoreInputError, type ReviewQueries } from '@neatroots/store';
 
+/** Where the review service puts the store's error code (services/review's INPUT_ERROR_CODE). */
+const INPUT_ERROR_CODE = 'neatroots-error-code';
+
 /**
  * The review service's queries over gRPC: what the api uses in the distributed deployment
  * (in-process it calls the same ReviewQueries directly).
@@ -18,7 +21,7 @@ export class ReviewGrpcClient implements ReviewQueries {
       method.call(this.client, req, new Metadata(), { deadline: new Date(Date.now() + this.timeoutMs) }, (err: ServiceError | null, res: Res) => {
         if (!err) return resolve(res);
         // Bad input is the caller's (400); anything else is the review service being unwell (5xx).
-        if (err.code === status.INVALID_ARGUMENT) reject(new StoreInputError('request', err.details));
+        if (err.code === status.INVALID_ARGUMENT) reject(new StoreInputError(String(err.metadata?.get(INPUT_ERROR_CODE)[0] ?? 'invalid_argument'), err.details));
         else reject(new Error(`review service: ${err.details || err.message}`));
       });
     });

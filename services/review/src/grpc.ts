@@ -1,6 +1,9 @@
-import { status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { StoreInputError, type FindingStateFilter, type ReviewQueries } from '@neatroots/store';
+
+/** Trailing metadata of an INVALID_ARGUMENT reply: the store's error code (invalid_cursor, ...). */
+export const INPUT_ERROR_CODE = 'neatroots-error-code';
 
 /**
  * The review service over gRPC (neatroots.v1.Review), for the api and other services of the
@@ -16,7 +19,12 @@ export function reviewGrpcService(
       fn(call.request).then(
         (res) => cb(null, res),
         (err: unknown) => {
-          if (err instanceof StoreInputError) cb({ code: status.INVALID_ARGUMENT, details: err.message });
+          if (err instanceof StoreInputError) {
+            // the code travels too, so the api answers with the same error as in-process
+            const metadata = new Metadata();
+            metadata.set(INPUT_ERROR_CODE, err.code);
+            cb({ code: status.INVALID_ARGUMENT, details: err.message, metadata });
+          }
           else cb({ code: status.INTERNAL, details: `review: ${(err as Error)?.message ?? String(err)}` });
         },
       );
