@@ -21,9 +21,13 @@ export function logDir(config: Config): string {
 }
 
 export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBus {
-  const onError = (err: unknown, topic: string, group: string) => log.error(`bus ${topic}/${group}: batch failed, retrying`, err);
-  if (config.NEATROOTS_BUS === 'memory') return new MemoryBus({ onError });
-  const bus = new LogBus({ dir: logDir(config), onError });
+  const common = {
+    onError: (err: unknown, topic: string, group: string) => log.error(`bus ${topic}/${group}: batch failed, retrying`, err),
+    setAside: { attempts: config.NEATROOTS_BUS_ATTEMPTS },
+    deadLetterPrefix: config.NEATROOTS_TOPIC_PREFIX,
+  };
+  if (config.NEATROOTS_BUS === 'memory') return new MemoryBus(common);
+  const bus = new LogBus({ dir: logDir(config), ...common });
   const r = bus.recovery;
   for (const d of r.damage) log.warn(`bus log: ${d} (cut off: it was never acknowledged)`);
   if (r.pending) log.info(`bus log: ${r.pending} records accepted before the last stop were not processed yet; processing them now`);

@@ -4,6 +4,7 @@ import { encodeFrame, decodeFrame } from './log/frame';
 import { readOffsets, takeLock, writeOffsets, type OffsetsFile } from './log/offsets';
 import { Segment } from './log/segment';
 import { partitionFor } from './partition';
+import { guardHandler, type DeadLetterBusOptions } from './set-aside';
 
 /**
  * The durable bus of the embedded deployment: an append-only log on local disk, with
@@ -29,9 +30,11 @@ import { partitionFor } from './partition';
  *   the backlog, which ingest refuses to let grow past its bound (`backlog()`).
  *
  * A write that fails (disk full, I/O error) fails that publish and every later one: the bus
- * stops acknowledging rather than acknowledge what it could not store.
+ * stops acknowledging rather than acknowledge what it could not store. A batch whose handler
+ * keeps throwing is retried a bounded number of times, then the records that fail alone are
+ * set aside on the dead-letter topic (./set-aside.ts), as on the other buses.
  */
-export interface LogBusOptions {
+export interface LogBusOptions extends DeadLetterBusOptions {
   /** The log's folder (created). One process at a time (a LOCK file says which). */
   dir: string;
   partitions?: number;
@@ -145,8 +148,10 @@ export class LogBus implements Bus {
   /** No new deliveries (close() in progress); publishing still works for batches in hand. */
   private closing = false;
   private closed = false;
+  /** Records set aside as dead letters. */
+  setAsideCount = 0;
 
-  constructor(opts: LogBusOptions) {
+  constructor(private readonly opts: LogBusOptions) {
     this.dir = opts.dir;
     this.partitions = opts.partitions ?? 4;
     this.maxBatch = opts.maxBatch ?? 2000;
@@ -344,7 +349,13 @@ export class LogBus implements Bus {
       t.groups.set(opts.group, g);
       if (g.durable) this.scheduleCommit();
     }
-    const member: Member = { handler: handler as Member['handler'], partitions: [], closed: false, busy: undefined };
+    const member: Member = { handler: async () => undefined, partitions: [], closed: false, busy: undefined };
+    member.handler = guardHandler(
+      this,
+      handler as Member['handler'],
+      { topic: topic.name, group: opts.group, stopping: () => member.closed || this.closing, onError: (err) => this.onError(err, topic.name, opts.group) },
+      { ...this.opts, counted: () => this.setAsideCount++ },
+    );
     g.members.push(member);
     this.assign(g);
     const group = g;
