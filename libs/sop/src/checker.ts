@@ -176,7 +176,8 @@ async function observe(rule: LockRule, session: Session, ask: Ask): Promise<Entr
     if (!(a.decided && a.answer && rule.action)) return { rule, obs, review: null };
     const r = await ask('responded', rule);
     obs.heeded = r.a.decided ? r.a.answer : null;
-    obs.reason = join(obs.reason, reasonOf(r.a));
+    obs.reason = join(obs.reason, r.a.reason); // one "Decided:" for the two decisions
+    if (r.a.decided) obs.evidence = [...obs.evidence, ...r.a.evidence];
     return { rule, obs, review: r.a.decided ? { question: r.q, decision: r.a, field: 'heeded' } : null };
   }
 

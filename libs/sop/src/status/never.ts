@@ -15,7 +15,10 @@ export function neverStatus(o: NeverObservation, session: Session): Derived {
     return {
       status: 'ok',
       evidence: [],
-      reason: join('Stored as ok: it was flagged as violated without quoting the agent\'s own words.', o.reason ? `(The flag said: ${o.reason})` : ''),
+      reason: join(
+        "Stored as ok: it was flagged as violated without quoting the agent's own words.",
+        o.reason ? `(The flag said: ${o.reason.replace(/^Decided: /, '')})` : '',
+      ),
     };
   }
   return { status: 'violated', evidence: quotes, reason: o.reason };
