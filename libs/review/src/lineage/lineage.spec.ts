@@ -1,3 +1,5 @@
+import * as path from 'node:path';
+import { compileFolder } from '@neatroots/sop';
 import { idOf, procedure, refund, rewordings, rules, takeOrder, type Release } from './fixtures.test';
 import { Lineage, LineageCycleError, linksFromChanges, type LineageLink } from './links';
 import { compareProcedure, compareReleases, type RuleChange } from './match';
@@ -21,6 +23,14 @@ describe('similarity', () => {
   });
   it('keeps negations and other words that change what a rule asks', () => {
     expect(similarity('Tell the caller the price.', 'Do not tell the caller the price.')).toBeLessThan(1);
+  });
+  it("two different rules of one procedure score at most 0.29 on sop's test fixture (Luigi's) too", () => {
+    const fixture = compileFolder(path.join(__dirname, '../../../sop/fixtures/luigis'));
+    expect(fixture.errors).toEqual([]);
+    expect(fixture.procedures.length).toBeGreaterThan(0);
+    for (const p of fixture.procedures) {
+      for (const a of p.rules) for (const b of p.rules) if (a !== b) expect(similarity(a.text, b.text)).toBeLessThanOrEqual(0.29);
+    }
   });
   it('is 0 for wordings without words that count', () => {
     expect(similarity('', 'The.')).toBe(0);
