@@ -1,6 +1,6 @@
-import type { Bus, BusBatch, Db, Subscription, Topic } from '@neatroots/ports';
+import { deadLetterTopic, type Bus, type BusBatch, type DeadLetter, type Db, type Subscription, type Topic } from '@neatroots/ports';
 import {
-  QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
+  DeadLettersRepo, QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
 } from '@neatroots/store';
 import {
   DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type Envelope, type FindingMessage, type NoteDelivered,
@@ -11,6 +11,8 @@ export interface ReviewTopics {
   events: Topic<Envelope>;
   findings: Topic<FindingMessage>;
   deliveries: Topic<NoteDelivered>;
+  /** What the bus drivers set aside (default `neatroots.dead-letters`; deadLetterTopic(prefix) for another prefix). */
+  deadLetters: Topic<DeadLetter>;
 }
 
 /** Consumer groups: each sees every message of its topic; replicas of the service share them. */
@@ -18,6 +20,7 @@ export const REVIEW_GROUPS = {
   events: 'review-store',
   findings: 'review-findings',
   deliveries: 'review-deliveries',
+  deadLetters: 'review-dead-letters',
 } as const;
 
 export interface ReviewOptions {
@@ -35,6 +38,8 @@ export interface ReviewOptions {
   /** Heartbeat interval while a batch waits for its flush (a slow or retrying database). */
   heartbeatMs?: number;
   log?: (msg: string, err?: unknown) => void;
+  /** Told of every item set aside in dead_letters, by the writer or from the bus (metrics). */
+  onSetAside?: (letter: DeadLetter) => void;
 }
 
 export interface Review {
@@ -60,11 +65,20 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
     events: opts.topics?.events ?? EVENTS_TOPIC,
     findings: opts.topics?.findings ?? FINDINGS_TOPIC,
     deliveries: opts.topics?.deliveries ?? DELIVERIES_TOPIC,
+    deadLetters: opts.topics?.deadLetters ?? deadLetterTopic(),
+  };
+  const told = (letters: readonly DeadLetter[]): void => {
+    for (const l of letters) {
+      log(`set aside ${l.kind} ${l.item_id ?? ''} of project "${l.project}" (${l.source}): ${l.reason}`);
+      opts.onSetAside?.(l);
+    }
   };
   const writer = new StoreWriter(opts.db, {
     onError: (err, info) => log(`storing ${info.items} items failed (attempt ${info.attempt}); retrying`, err),
+    onSetAside: told,
     ...opts.writer,
   });
+  const deadLetters = new DeadLettersRepo(opts.db);
   const quiet = new QuietChecks(opts.db, opts.quiet);
   const queries = createReviewQueries(opts.db, { quiet });
   const heartbeatMs = opts.heartbeatMs ?? 3_000;
@@ -90,6 +104,12 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
       stored(batch, writer.writeFindings(batch.records.map((r) => r.value)))));
     subs.push(await opts.bus.subscribe(topics.deliveries, { group: REVIEW_GROUPS.deliveries, ...sub }, (batch) =>
       stored(batch, writer.writeDeliveries(batch.records.map((r) => r.value)))));
+    // What the bus drivers set aside (a rule engine or question handler that kept throwing).
+    subs.push(await opts.bus.subscribe(topics.deadLetters, { group: REVIEW_GROUPS.deadLetters, ...sub }, async (batch) => {
+      const letters = batch.records.map((r) => r.value);
+      await deadLetters.setAside(letters);
+      told(letters);
+    }));
   } catch (err) {
     await Promise.allSettled(subs.map((s) => s.close()));
     await writer.close().catch(() => undefined);
