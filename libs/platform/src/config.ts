@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { LOG_FORMATS, LOG_LEVELS } from './runtime/log';
 
 /**
  * Configuration from the environment, validated once at start-up (STYLE.md 1): a wrong
@@ -99,6 +100,10 @@ const schema = z.object({
   NEATROOTS_MAX_FUTURE_MS: z.coerce.number().int().min(0).max(10 * 365 * 24 * 3_600_000).default(24 * 3_600_000),
   /** Tries of a bus message (or batch) that throws, before it is set aside as a dead letter. */
   NEATROOTS_BUS_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
+  /** The least severe log lines written. */
+  NEATROOTS_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  /** json (one object a line, for log collectors) or pretty (readable); default: pretty on a terminal. */
+  NEATROOTS_LOG_FORMAT: z.enum(LOG_FORMATS).optional(),
 });
 
 export type Config = z.infer<typeof schema> & { dataDir: string };

@@ -5,3 +5,4 @@ export * from './clock';
 export * from './models';
 export * from './jobs';
 export * from './dead-letters';
+export * from './module';

@@ -23,3 +23,4 @@ export * as otlpCommon from './gen/opentelemetry/proto/common/v1/common';
 /** The encode/decode surface every generated message has (identical in each generated file). */
 export type { MessageFns, DeepPartial } from './gen/neatroots/v1/spans';
 export * as health from './gen/grpc/health/v1/health';
+export { bindGrpc, closeGrpcServer } from './server';

@@ -1,0 +1,214 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Bus, Db, WindowStore } from '@neatroots/ports';
+import { KafkaBus } from '../bus/kafka';
+import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
+import type { Config } from '../config';
+import { migrate, openPgliteWorker, openPostgres } from '../db';
+import type { Metrics } from '../ops';
+import { MemoryWindowStore } from '../windows/memory';
+import { openRedisWindowStore } from '../windows/redis';
+import type { Logger } from '@neatroots/ports';
+import type { Platform } from '@neatroots/ports';
+
+/** Opens each driver once, on first use, and closes what was opened in reverse order. */
+class Drivers {
+  private readonly closers: (() => Promise<void>)[] = [];
+  private readonly once = new Map<string, Promise<unknown>>();
+
+  get<T>(key: string, open: () => Promise<T>, close: (v: T) => Promise<void>): Promise<T> {
+    let p = this.once.get(key) as Promise<T> | undefined;
+    if (!p) {
+      p = open();
+      this.once.set(key, p);
+      p.then((v) => this.closers.push(() => close(v)), () => this.once.delete(key));
+    }
+    return p;
+  }
+
+  async close(log: Logger): Promise<void> {
+    for (const c of this.closers.splice(0).reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        log.error('closing a driver failed', err);
+      }
+    }
+  }
+}
+
+export interface EmbeddedPlatformOptions {
+  config: Config;
+  log: Logger;
+  /** PGlite in memory instead of the data folder (tests). */
+  inMemoryDb?: boolean;
+  /** The topic whose records left unprocessed a stop reports (the events topic). */
+  drainTopic: string;
+}
+
+/**
+ * Everything in this process, nothing to install: the in-process bus (a durable log) in place of Kafka,
+ * in-memory windows in place of Redis, PGlite (the same migrations, on its own thread so
+ * storing spans never slows checking them) in place of a Postgres server.
+ */
+export interface EmbeddedPlatform extends Platform {
+  bus(): EmbeddedBus;
+}
+
+export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatform {
+  const { config, log } = opts;
+  const drivers = new Drivers();
+  let bus: EmbeddedBus | undefined;
+  const db = () =>
+    drivers.get<Db>(
+      'db',
+      async () => {
+        if (!opts.inMemoryDb) fs.mkdirSync(config.dataDir, { recursive: true });
+        const d = await openPgliteWorker(opts.inMemoryDb ? {} : { dataDir: path.join(config.dataDir, 'pg') });
+        await migrated(d);
+        return d;
+      },
+      (d) => d.close(),
+    );
+  return {
+    kind: 'embedded',
+    // The durable log in the data folder, or the in-memory bus (NEATROOTS_BUS).
+    bus: () => (bus ??= openEmbeddedBus(config, log)),
+    windows: async <W>() => new MemoryWindowStore<W>() as WindowStore<W>,
+    db,
+    ready: async () => true,
+    drain: async () => {
+      if (bus) await drainEmbeddedBus(bus, config, opts.drainTopic, log);
+    },
+    close: async () => {
+      // The bus first: no handler runs while the database closes.
+      await bus?.close();
+      await drivers.close(log);
+    },
+  };
+}
+
+export interface DistributedPlatformOptions {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  /** Names the Kafka client and the Postgres connections (the target). */
+  name: string;
+}
+
+/** The configuration variable each driver needs in the distributed deployment. */
+export const DRIVER_VARIABLES = { bus: 'NEATROOTS_KAFKA_BROKERS', windows: 'NEATROOTS_REDIS_URL', db: 'NEATROOTS_PG_URL' } as const;
+
+/** Kafka, Redis and Postgres, from the validated configuration. */
+export function distributedPlatform(opts: DistributedPlatformOptions): Platform {
+  const { config, log, metrics } = opts;
+  const drivers = new Drivers();
+  let bus: Bus | undefined;
+  let kafka: KafkaBus | undefined;
+  const checks: (() => Promise<boolean>)[] = [];
+  const makeBus = (): Bus => {
+    needVar(DRIVER_VARIABLES.bus, config.NEATROOTS_KAFKA_BROKERS.length > 0);
+    kafka = new KafkaBus({
+      brokers: config.NEATROOTS_KAFKA_BROKERS,
+      clientId: `neatroots-${opts.name}`,
+      partitions: config.NEATROOTS_PARTITIONS,
+      sessionTimeout: config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS,
+      lingerMs: config.NEATROOTS_KAFKA_LINGER_MS,
+      partitionsConsumedConcurrently: config.NEATROOTS_KAFKA_CONCURRENT_PARTITIONS,
+      minBytes: config.NEATROOTS_KAFKA_FETCH_MIN_BYTES,
+      maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
+      heartbeatInterval: Math.max(500, Math.floor(config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS / 10)),
+      rebalanceTimeout: Math.max(10_000, config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS),
+      onError: (err, where) => {
+        metrics.dependencyErrors.inc({ dependency: 'kafka' });
+        log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}`, err);
+      },
+      onBatch: (b) => {
+        metrics.consumed.inc({ topic: b.topic, group: b.group }, b.records);
+        metrics.consumerLag.set({ topic: b.topic, group: b.group }, b.lag);
+      },
+    });
+    // Consumer groups are named after the topic prefix, so two deployments (or test runs)
+    // sharing one Kafka never join each other's groups.
+    return scopedGroups(kafka, config.NEATROOTS_TOPIC_PREFIX);
+  };
+  return {
+    kind: 'distributed',
+    bus: () => (bus ??= makeBus()),
+    windows: <W>(name: string) => {
+      needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
+      return drivers.get<WindowStore<W>>(
+        `windows:${name}`,
+        () =>
+          openRedisWindowStore<W>({
+            url: config.NEATROOTS_REDIS_URL!,
+            prefix: `${config.NEATROOTS_TOPIC_PREFIX}${name}`,
+            onError: (err) => {
+              metrics.dependencyErrors.inc({ dependency: 'redis' });
+              log.error('redis', err);
+            },
+          }),
+        (w) => w.close(),
+      );
+    },
+    db: () => {
+      needVar(DRIVER_VARIABLES.db, !!config.NEATROOTS_PG_URL);
+      return drivers.get<Db>(
+        'db',
+        async () => {
+          const pg = await openPostgres({ url: config.NEATROOTS_PG_URL!, max: 10, applicationName: `neatroots-${opts.name}` });
+          // Idempotent, and serialised by an advisory lock: whichever replica starts first runs them.
+          await migrated(pg);
+          checks.push(async () => {
+            try {
+              await pg.query('SELECT 1');
+              return true;
+            } catch {
+              metrics.dependencyErrors.inc({ dependency: 'postgres' });
+              return false;
+            }
+          });
+          return pg;
+        },
+        (d) => d.close(),
+      );
+    },
+    ready: async () => (await Promise.all(checks.map((c) => c()))).every(Boolean),
+    // Kafka keeps what was accepted: the next consumer takes it from the committed offset.
+    drain: async () => undefined,
+    close: async () => {
+      await drivers.close(log);
+      await kafka?.close();
+    },
+  };
+}
+
+/** The database is handed out migrated (the same migrations on PGlite and Postgres). */
+async function migrated(db: Db): Promise<void> {
+  try {
+    await migrate(db);
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** A driver the configuration does not name: the process stops at start-up, saying which. */
+export class MissingDriverError extends Error {
+  constructor(readonly variable: string) {
+    super(`${variable} is required by a service in this process`);
+    this.name = 'MissingDriverError';
+  }
+}
+
+function needVar(variable: string, given: boolean): void {
+  if (!given) throw new MissingDriverError(variable);
+}
+
+function scopedGroups(bus: Bus, prefix: string): Bus {
+  return {
+    publish: (topic, records) => bus.publish(topic, records),
+    subscribe: (topic, opts, handler) => bus.subscribe(topic, { ...opts, group: `${prefix}.${opts.group}` }, handler),
+    close: () => bus.close(),
+  };
+}

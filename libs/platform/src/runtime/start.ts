@@ -1,0 +1,165 @@
+import { Server, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { GrpcService, Logger, Platform, Running, ServiceContext, ServiceModule } from '@neatroots/ports';
+import type { Config } from '../config';
+import { HealthService, startAdmin, type Metrics } from '../ops';
+import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
+
+/**
+ * Supplies a link no module of this process provides. It may use other links; `onClose`
+ * registers its clean-up (run after the modules stopped).
+ */
+export type LinkFactory = (tools: { link<T>(name: string): Promise<T>; onClose(step: () => unknown): void }) => unknown;
+
+export interface StartServicesOptions {
+  platform: Platform;
+  modules: readonly ServiceModule<Config>[];
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  /** Links supplied by the composition root: clients of services elsewhere, shared resources. */
+  links?: Record<string, LinkFactory>;
+  /** Where the modules' gRPC services (and grpc.health.v1) are served; absent: not at all. */
+  grpc?: { host: string; port: number };
+  /** /healthz, /readyz and /metrics. */
+  admin: { host: string; port: number };
+}
+
+export interface Services {
+  /** Each module's handle, by name, in start order. */
+  running: ReadonlyMap<string, Running>;
+  /** Every module's ports, merged. */
+  ports: Record<string, number>;
+  adminPort: number;
+  /** The gRPC service port, when served. */
+  servicePort?: number;
+  health: HealthService;
+  link<T>(name: string): Promise<T>;
+  /**
+   * Ordered shutdown: the process stops accepting (edges, its gRPC server), the platform drains,
+   * the other modules finish what they hold and flush, the links and drivers close, then the
+   * admin port. Running it twice runs it once.
+   */
+  close(): Promise<void>;
+}
+
+/** The modules in the order they start: providers before what needs them, edges last. */
+export function startOrder<M extends Pick<ServiceModule, 'name' | 'needs' | 'provides' | 'edge'>>(modules: readonly M[]): M[] {
+  const provider = new Map<string, M>();
+  for (const m of modules) for (const p of m.provides ?? []) provider.set(p, m);
+  const out: M[] = [];
+  const state = new Map<M, 'visiting' | 'done'>();
+  const visit = (m: M, trail: string[]) => {
+    if (state.get(m) === 'done') return;
+    if (state.get(m) === 'visiting') throw new Error(`services need each other in a cycle: ${[...trail, m.name].join(' -> ')}`);
+    state.set(m, 'visiting');
+    for (const n of m.needs) {
+      const p = provider.get(n);
+      if (p && p !== m) visit(p, [...trail, m.name]);
+    }
+    state.set(m, 'done');
+    out.push(m);
+  };
+  for (const m of modules.filter((x) => !x.edge)) visit(m, []);
+  for (const m of modules.filter((x) => x.edge)) visit(m, []);
+  return out;
+}
+
+/**
+ * Starts `modules` on `platform`: the one function behind `neatroots start`, `serve --target X`
+ * and the tests. A module that fails to start stops the ones already started.
+ */
+export async function startServices(opts: StartServicesOptions): Promise<Services> {
+  const { platform, config, log, metrics } = opts;
+  const order = startOrder(opts.modules);
+  const health = new HealthService();
+  const grpcServer = opts.grpc ? new Server() : undefined;
+  if (grpcServer) grpcServer.addService(health.definition().service, health.definition().implementation);
+  const running = new Map<string, Running>();
+  const provided = new Map<string, unknown>();
+  const pending = new Set(order.flatMap((m) => m.provides ?? []));
+  const supplied = new Map<string, Promise<unknown>>();
+  const linkClosers: (() => unknown)[] = [];
+
+  const link = async <T>(name: string): Promise<T> => {
+    if (provided.has(name)) return provided.get(name) as T;
+    if (pending.has(name)) throw new Error(`${name}: needed before the module that provides it started (list it in needs)`);
+    const make = opts.links?.[name];
+    if (!make) throw new Error(`${name}: no service of this process provides it, and there is no link to one elsewhere`);
+    if (!supplied.has(name)) supplied.set(name, Promise.resolve().then(() => make({ link, onClose: (step) => void linkClosers.push(step) })));
+    return (await supplied.get(name)) as T;
+  };
+
+  const serviceNames: string[] = [];
+  const contextFor = (m: ServiceModule<Config>): ServiceContext<Config> => ({
+    config,
+    log: log.child({ service: m.name }),
+    metrics,
+    platform,
+    serveGrpc: (name: string, svc: GrpcService) => {
+      if (!grpcServer) return;
+      grpcServer.addService(svc.service as ServiceDefinition, svc.implementation as UntypedServiceImplementation);
+      serviceNames.push(name);
+    },
+    setHealth: (name: string, serving: boolean) => health.set(name, serving ? 'SERVING' : 'NOT_SERVING'),
+    link,
+  });
+
+  let servicePort: number | undefined;
+  let admin: { port: number; close(): Promise<void> } | undefined;
+  let closing: Promise<void> | undefined;
+  const step = async (what: string, fn: () => unknown) => {
+    try {
+      await fn();
+    } catch (err) {
+      log.error(`shutdown: ${what} failed`, err);
+    }
+  };
+  const close = () =>
+    (closing ??= (async () => {
+      health.setAll('NOT_SERVING');
+      const started = order.filter((m) => running.has(m.name)).reverse();
+      for (const m of started.filter((x) => x.edge)) await step(m.name, () => running.get(m.name)!.stop());
+      if (grpcServer && servicePort !== undefined) await step('gRPC server', () => closeGrpcServer(grpcServer));
+      // Bounded by the platform (NEATROOTS_DRAIN_MS embedded; Kafka keeps what is left).
+      await step('drain', () => platform.drain());
+      for (const m of started.filter((x) => !x.edge)) await step(m.name, () => running.get(m.name)!.stop());
+      for (const c of linkClosers.reverse()) await step('link', c);
+      await step('platform', () => platform.close());
+      if (admin) await step('admin', () => admin!.close());
+    })());
+
+  try {
+    for (const m of order) {
+      const r = await m.start(contextFor(m));
+      running.set(m.name, r);
+      for (const [name, value] of Object.entries(r.provides ?? {})) {
+        provided.set(name, value);
+        pending.delete(name);
+      }
+    }
+    if (grpcServer) servicePort = await bindGrpc(grpcServer, opts.grpc!.host, opts.grpc!.port);
+    admin = await startAdmin({
+      host: opts.admin.host,
+      port: opts.admin.port,
+      metrics,
+      ready: async () =>
+        health.get() === 'SERVING' &&
+        (await platform.ready()) &&
+        (await Promise.all([...running.values()].map((r) => (r.ready ? r.ready() : true)))).every(Boolean),
+    });
+    for (const name of serviceNames) health.set(name, 'SERVING');
+    health.set('', 'SERVING');
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return {
+    running,
+    ports: Object.assign({}, ...[...running.values()].map((r) => r.ports ?? {})),
+    adminPort: admin.port,
+    servicePort,
+    health,
+    link,
+    close,
+  };
+}

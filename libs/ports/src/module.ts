@@ -1,0 +1,132 @@
+import type { Bus } from './bus';
+import type { Db } from './db';
+import type { WindowStore } from './windows';
+
+/**
+ * The one composition root's vocabulary. Each service exports one ServiceModule: its name,
+ * what it needs, and how it starts. A Platform supplies the drivers those needs name: the
+ * embedded one (in-process bus, memory windows, PGlite) or the distributed one (Kafka, Redis,
+ * Postgres). startServices (@neatroots/platform) starts any list of modules on either, in
+ * dependency order, and stops them in the reverse order. A new service is one more module.
+ */
+
+/** Drivers a module asks the platform for. */
+export type Driver = 'bus' | 'windows' | 'db';
+
+/**
+ * What a service needs: platform drivers, and links by name to what other modules provide
+ * ('review', 'question') or the composition root supplies ('checks', 'models').
+ */
+export type Need = Driver | (string & {});
+
+export interface Platform {
+  readonly kind: 'embedded' | 'distributed';
+  /** The one bus of this process (created on first use; every module shares it). */
+  bus(): Bus;
+  /** A window store; `name` keeps different kinds of windows apart ('' for the rule engine's). */
+  windows<W>(name: string): Promise<WindowStore<W>>;
+  /** The database (opened on first use). Only the review service asks for it. */
+  db(): Promise<Db>;
+  /** Its drivers answer (readiness). */
+  ready(): Promise<boolean>;
+  /**
+   * Once the edges stopped accepting: lets what they accepted be processed (the in-process
+   * bus empties; Kafka keeps it anyway).
+   */
+  drain(): Promise<void>;
+  /** Closes every driver opened. */
+  close(): Promise<void>;
+}
+
+/** Fields a log line may carry besides its message. */
+export interface LogFields {
+  service?: string;
+  project?: string;
+  run_id?: string;
+  [key: string]: unknown;
+}
+
+/** Structured logging (the pino logger of @neatroots/platform). */
+export interface Logger {
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  /** `err` is logged with its message and stack. */
+  error(msg: string, err?: unknown, fields?: LogFields): void;
+  /** A logger whose every line carries `fields` (a service's name, a run id). */
+  child(fields: LogFields): Logger;
+}
+
+type Labels = Record<string, string | number>;
+
+/** A Prometheus counter or gauge, as a module updates it. */
+export interface CounterPort {
+  inc(labels: Labels, value?: number): void;
+}
+export interface GaugePort {
+  set(labels: Labels, value: number): void;
+}
+
+/** The process's metrics (/metrics on the admin port). */
+export interface ServiceMetrics {
+  spansReceived: CounterPort;
+  spansAccepted: CounterPort;
+  spansRejected: CounterPort;
+  published: CounterPort;
+  consumed: CounterPort;
+  findings: CounterPort;
+  consumerLag: GaugePort;
+  dependencyErrors: CounterPort;
+}
+
+/** A gRPC service definition and implementation (@grpc/grpc-js's, kept opaque here). */
+export interface GrpcService {
+  service: object;
+  implementation: object;
+}
+
+export interface ServiceContext<C = unknown> {
+  /** The validated configuration (each module types the part it reads). */
+  config: C;
+  /** Lines carry the service's name. */
+  log: Logger;
+  metrics: ServiceMetrics;
+  platform: Platform;
+  /**
+   * Serves a gRPC service (its full name, e.g. neatroots.v1.Review) on the process's service
+   * port, with its grpc.health.v1 status. The embedded platform has no service port: its
+   * modules call each other in-process.
+   */
+  serveGrpc(name: string, svc: GrpcService): void;
+  /** Sets a grpc.health.v1 status of a service this module serves on a server of its own. */
+  setHealth(name: string, serving: boolean): void;
+  /**
+   * What another module of this process provides under `name`, else what the composition root
+   * supplies (a gRPC client of that service elsewhere, the checks in effect).
+   */
+  link<T>(name: string): Promise<T>;
+}
+
+export interface Running {
+  /** Links this module offers the others, by name. */
+  provides?: Record<string, unknown>;
+  /** Ports it listens on, by name (otlp, grpc, http), for the start-up banner. */
+  ports?: Record<string, number>;
+  /** Whether it can take traffic (readiness); absent: once started. */
+  ready?(): Promise<boolean>;
+  /** Stops: accepting first, then what is in hand finishes and is flushed. */
+  stop(): Promise<void>;
+}
+
+export interface ServiceModule<C = unknown> {
+  name: string;
+  needs: readonly Need[];
+  /** Links it provides (started before the modules of this process that need them). */
+  provides?: readonly string[];
+  /**
+   * Takes traffic from outside (agents, people): started last, stopped first, and the platform
+   * drains after the edges stopped and before the rest do.
+   */
+  edge?: boolean;
+  start: (ctx: ServiceContext<C>) => Promise<Running>;
+}
