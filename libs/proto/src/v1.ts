@@ -45,6 +45,13 @@ export {
   ResolveKeyReply,
   ReviewService,
   ReviewClient,
+  JsonRequest,
+  KeysRequest,
+  PlanRequest,
+  CheckIdsReply,
+  SteeringReply,
+  ReviewDataService,
+  ReviewDataClient,
 } from './gen/neatroots/v1/review';
-export type { ReviewServer } from './gen/neatroots/v1/review';
+export type { ReviewServer, ReviewDataServer } from './gen/neatroots/v1/review';
 export const protobufPackage = 'neatroots.v1';

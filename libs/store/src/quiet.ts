@@ -29,10 +29,18 @@ export class QuietChecks {
   private readonly ttlMs: number;
   private readonly maxProjects: number;
   private readonly clock: Clock;
-  private readonly repo: FindingsRepo;
+  private readonly source: (project: string) => Promise<string[]>;
 
-  constructor(db: Queryable, opts: QuietChecksOptions = {}) {
-    this.repo = new FindingsRepo(db);
+  /**
+   * `source`: the database (the review service), or a function that asks it (the rule
+   * engine and the question service ask the review service over gRPC).
+   */
+  constructor(source: Queryable | ((project: string) => Promise<string[]>), opts: QuietChecksOptions = {}) {
+    if (typeof source === 'function') this.source = source;
+    else {
+      const repo = new FindingsRepo(source);
+      this.source = (project) => repo.quietChecks(project);
+    }
     this.ttlMs = opts.ttlMs ?? 5_000;
     this.maxProjects = opts.maxProjects ?? 1_000;
     this.clock = opts.clock ?? systemClock;
@@ -61,7 +69,7 @@ export class QuietChecks {
   }
 
   private load(project: string): Promise<ReadonlySet<string>> {
-    const quiet = this.repo.quietChecks(project).then((ids) => new Set(ids) as ReadonlySet<string>);
+    const quiet = this.source(project).then((ids) => new Set(ids) as ReadonlySet<string>);
     const entry: Entry = { quiet, expires: this.clock.now() + this.ttlMs, settled: false, refreshing: false };
     const previous = this.cache.get(project);
     quiet.then(

@@ -3,3 +3,4 @@ export { ApiError, ErrorsFilter } from './errors';
 export { apiKeyOf, ApiKeyGuard } from './auth.guard';
 export { REVIEW_QUERIES, RESOLVE_KEY, MODEL_STATS, type ResolveKey, type ModelStats } from './tokens';
 export { ReviewGrpcClient } from './review-client';
+export { apiModule, type ApiConfig } from './module';

@@ -7,3 +7,4 @@ export { NoteHub } from './notes';
 export type { NoteHubOptions, NoteStream } from './notes';
 export { Pressure, retryStatus } from './pressure';
 export type { PressureOptions, PressureReason, Refusal } from './pressure';
+export { ingestModule, cachedKeyLookup, type IngestConfig, type IngestListen } from './module';

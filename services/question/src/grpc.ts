@@ -1,7 +1,7 @@
-import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
+import { Server, status as Status, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { CheckError, parseCheck, type QuestionCheck } from '@neatroots/checks';
-import { v1 } from '@neatroots/proto';
-import { NoModelError, QueueFullError, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
+import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
+import { NoModelError, QueueFullError, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
 
 /**
  * neatroots.v1.Question over gRPC: what other services (review's decisions) call. A full model
@@ -76,6 +76,27 @@ function fail(cb: sendUnaryData<never>, e: unknown, log: (m: string, e?: unknown
   cb({ code: Status.INTERNAL, details: (e as Error)?.message ?? String(e) });
 }
 
+/**
+ * Agreement per question with what the fast classifier learnt from it: the api's GET
+ * /v1/projects/{project}/models/agreement. With a project, only the questions of checks that
+ * apply there (another project's checks are not its key's to see).
+ */
+export async function agreementStats(
+  answerer: QuestionAnswerer,
+  opts: { checkId?: string; project?: string; checks?: () => readonly QuestionCheck[] } = {},
+): Promise<(AgreementStat & { trained: number })[]> {
+  const stats = await answerer.agreement.stats(opts.checkId);
+  const { project, checks } = opts;
+  const visible = project && checks ? new Set(checks().filter((c) => appliesIn(c, project)).map((c) => c.id)) : undefined;
+  return stats.filter((s) => !visible || visible.has(s.check_id)).map((s) => ({ ...s, trained: answerer.classifier.trainedByKey(s.question_key) }));
+}
+
+function appliesIn(c: QuestionCheck, project: string): boolean {
+  const only = c.applies_to?.project;
+  if (only?.length && !only.includes(project)) return false;
+  return !c.applies_to?.not_project?.includes(project);
+}
+
 export interface QuestionGrpc {
   port: number;
   close(graceMs?: number): Promise<void>;
@@ -86,7 +107,12 @@ export interface QuestionGrpc {
  * several services (and grpc.health.v1) on one gRPC server: `server.addService(svc.service,
  * svc.implementation)`.
  */
-export function questionGrpcService(answerer: QuestionAnswerer, log: (m: string, e?: unknown) => void): { service: typeof v1.QuestionService; implementation: v1.QuestionServer } {
+export function questionGrpcService(
+  answerer: QuestionAnswerer,
+  log: (m: string, e?: unknown) => void,
+  /** The question checks in effect: the agreement of a project's questions only. */
+  checks?: () => readonly QuestionCheck[],
+): { service: typeof v1.QuestionService; implementation: v1.QuestionServer } {
   const opts = { log };
   const ask = async (req: v1.AskRequest) => {
     const q = questionOf(req.question);
@@ -114,15 +140,8 @@ export function questionGrpcService(answerer: QuestionAnswerer, log: (m: string,
         .then((r) => cb(null, { text: r.text, answered_by: r.answered_by }), (e) => fail(cb, e, opts.log));
     },
     agreement: (call: ServerUnaryCall<v1.AgreementRequest, v1.AgreementResponse>, cb: sendUnaryData<v1.AgreementResponse>) => {
-      answerer.agreement
-        .stats(call.request.check_id || undefined)
-        .then(
-          (stats) =>
-            cb(null, {
-              questions: stats.map((s) => ({ ...s, trained: answerer.classifier.trainedByKey(s.question_key) })),
-            }),
-          (e) => fail(cb, e, opts.log),
-        );
+      const { check_id, project } = call.request;
+      agreementStats(answerer, { checkId: check_id || undefined, project: project || undefined, checks }).then((questions) => cb(null, { questions }), (e) => fail(cb, e, opts.log));
     },
   };
   return {
@@ -149,22 +168,6 @@ export async function startQuestionGrpc(
   const svc = questionGrpcService(answerer, opts.log);
   const server = new Server();
   server.addService(svc.service, svc.implementation);
-  const host = opts.host ?? '127.0.0.1';
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${opts.port}`, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-  );
-  return {
-    port,
-    close: (graceMs = 5_000) =>
-      new Promise<void>((resolve) => {
-        const t = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, graceMs);
-        server.tryShutdown(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      }),
-  };
+  const port = await bindGrpc(server, opts.host ?? '127.0.0.1', opts.port);
+  return { port, close: (graceMs) => closeGrpcServer(server, graceMs) };
 }

@@ -1,2 +1,3 @@
 export * from './service';
-export { startQuestionGrpc, questionGrpcService, answerToProto, type QuestionGrpc } from './grpc';
+export { startQuestionGrpc, questionGrpcService, answerToProto, agreementStats, type QuestionGrpc } from './grpc';
+export * from './module';

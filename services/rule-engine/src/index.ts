@@ -1,1 +1,2 @@
 export * from './service';
+export * from './module';

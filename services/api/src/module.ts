@@ -1,0 +1,38 @@
+import type { AddressInfo } from 'node:net';
+import type { ServiceModule } from '@neatroots/ports';
+import type { ReviewQueries } from '@neatroots/store';
+import { createApi } from './api';
+import type { ModelStats, ResolveKey } from './tokens';
+
+/** The configuration the api reads. */
+export interface ApiConfig {
+  NEATROOTS_HOST: string;
+  NEATROOTS_HTTP_PORT: number;
+}
+
+interface Links {
+  review: { queries: ReviewQueries; resolveKey: ResolveKey };
+  question: { modelStats: ModelStats };
+}
+
+/**
+ * The REST API as a module (NestJS stays inside it): it asks the review service and the
+ * question service, in-process or over gRPC. An edge: it stops accepting first on shutdown.
+ */
+export const apiModule: ServiceModule<ApiConfig> = {
+  name: 'api',
+  needs: ['review', 'question'],
+  edge: true,
+  async start(ctx) {
+    const review = await ctx.link<Links['review']>('review');
+    const question = await ctx.link<Links['question']>('question');
+    const api = await createApi({
+      queries: review.queries,
+      resolveKey: review.resolveKey,
+      modelStats: question.modelStats,
+      port: ctx.config.NEATROOTS_HTTP_PORT,
+      host: ctx.config.NEATROOTS_HOST,
+    });
+    return { ports: { http: (api.getHttpServer().address() as AddressInfo).port }, stop: () => api.close() };
+  },
+};

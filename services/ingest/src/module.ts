@@ -1,0 +1,82 @@
+import type { ServiceModule } from '@neatroots/ports';
+import { makeTopics } from '@neatroots/spans';
+import { startIngest, type IngestOptions } from './ingest';
+
+/** The configuration ingest reads besides where it listens. */
+export interface IngestConfig {
+  NEATROOTS_TOPIC_PREFIX: string;
+}
+
+/** Where ingest listens and what it accepts: everything of IngestOptions but its drivers. */
+export type IngestListen = Omit<IngestOptions, 'bus' | 'resolveKey' | 'topics'>;
+
+interface Links {
+  /** The review service answers which project an API key opens. */
+  review: { resolveKey(key: string): Promise<string | null> };
+}
+
+/**
+ * Ingest as a module: OTLP/gRPC and the neatroots gRPC API in, the bus out. An edge: it is
+ * the first to stop accepting on shutdown. `listen` reads the listen options from the
+ * configuration (the composition root's, shared with the embedded default).
+ */
+export function ingestModule<C extends IngestConfig>(listen: (config: C) => IngestListen): ServiceModule<C> {
+  return {
+    name: 'ingest',
+    needs: ['bus', 'review'],
+    edge: true,
+    async start(ctx) {
+      const review = await ctx.link<Links['review']>('review');
+      const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
+      const ingest = await startIngest({
+        bus: ctx.platform.bus(),
+        resolveKey: cachedKeyLookup((key) => review.resolveKey(key)),
+        topics,
+        ...listen(ctx.config),
+      });
+      ctx.setHealth('neatroots.v1.Ingest', true);
+      ctx.setHealth('opentelemetry.proto.collector.trace.v1.TraceService', true);
+      // Ingest's counters, as Prometheus metrics.
+      const last = { received: 0, accepted: 0, rejected: {} as Record<string, number> };
+      const sync = setInterval(() => {
+        const m = ingest.metrics;
+        ctx.metrics.spansReceived.inc({ source: 'all' }, m.items_received - last.received);
+        ctx.metrics.spansAccepted.inc({ source: 'all' }, m.items_accepted - last.accepted);
+        ctx.metrics.published.inc({ topic: topics.events.name }, m.items_accepted - last.accepted);
+        for (const [reason, n] of Object.entries(m.items_rejected)) {
+          const d = n - (last.rejected[reason] ?? 0);
+          if (d > 0) ctx.metrics.spansRejected.inc({ source: 'all', reason }, d);
+        }
+        last.received = m.items_received;
+        last.accepted = m.items_accepted;
+        last.rejected = { ...m.items_rejected };
+      }, 1000);
+      sync.unref();
+      return {
+        provides: { ingest },
+        ports: { otlp: ingest.otlpPort, grpc: ingest.grpcPort },
+        stop: async () => {
+          clearInterval(sync);
+          await ingest.close();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * An API-key lookup with a cache: known keys are trusted for a minute and unknown ones asked
+ * again after a few seconds, so an export never waits behind the review service on its hot
+ * path once its key was seen.
+ */
+export function cachedKeyLookup(resolve: (key: string) => Promise<string | null>): (key: string) => Promise<string | undefined> {
+  const cache = new Map<string, { project: string | null; at: number }>();
+  return async (key) => {
+    const hit = cache.get(key);
+    if (hit && Date.now() - hit.at < (hit.project ? 60_000 : 5_000)) return hit.project ?? undefined;
+    const project = await resolve(key);
+    if (cache.size > 10_000) cache.clear();
+    cache.set(key, { project, at: Date.now() });
+    return project ?? undefined;
+  };
+}

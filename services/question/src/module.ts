@@ -1,0 +1,77 @@
+import type { ServiceModule } from '@neatroots/ports';
+import type {
+  AgreementStore,
+  ClassifierStore,
+  PlanStore,
+  QuestionFindingsWindow,
+  QuestionSet,
+  ResultSink,
+} from '@neatroots/questions';
+import { makeTopics } from '@neatroots/spans';
+import { agreementStats, questionGrpcService } from './grpc';
+import { startQuestionService, type QuestionService, type QuestionServiceOptions } from './service';
+
+/** The configuration the question service reads (the model endpoints come as the models link). */
+export interface QuestionConfig {
+  NEATROOTS_TOPIC_PREFIX: string;
+}
+
+interface Links {
+  /** The review service keeps what the question service learns (it owns the database). */
+  review: {
+    isQuiet(project: string, checkId: string): Promise<boolean>;
+    data: {
+      plans: PlanStore;
+      classifier: ClassifierStore;
+      agreement: AgreementStore;
+      results: ResultSink;
+      putCheck(c: { id: string; yaml: string; origin: 'planner'; project: string | null; workflow: string | null }): Promise<void>;
+    };
+  };
+  checks: { questions(): QuestionSet; reload(): Promise<void> };
+  /** Models, routing, queues and cache, from the validated configuration. */
+  models: { question: Pick<QuestionServiceOptions, 'models' | 'backend' | 'queue' | 'decisionQueue' | 'localQueue' | 'cache'> };
+}
+
+/** What the question service offers the others in this process. */
+export interface QuestionLink {
+  service: QuestionService;
+  /** Agreement per question of the checks that apply in a project (the api's models/agreement). */
+  modelStats(project: string, checkId?: string): ReturnType<typeof agreementStats>;
+}
+
+export const QUESTION_LINK = 'question';
+
+/**
+ * The question service as a module: the one gateway to models. It answers the question tasks
+ * the rule engine's scheduler publishes, and neatroots.v1.Question over gRPC.
+ */
+export const questionModule: ServiceModule<QuestionConfig> = {
+  name: 'question',
+  needs: ['bus', 'windows', 'review', 'checks', 'models'],
+  provides: [QUESTION_LINK],
+  async start(ctx) {
+    const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);
+    const [review, checks, models] = await Promise.all([link('review'), link('checks'), link('models')]);
+    const service = await startQuestionService({
+      bus: ctx.platform.bus(),
+      topics: makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX),
+      windows: await ctx.platform.windows<QuestionFindingsWindow>(':q'),
+      ...models.question,
+      questions: () => checks.questions().questions,
+      // A plan's new questions are database checks: read them in.
+      onPlan: () => void checks.reload().catch((err) => ctx.log.error('checks reload after a plan failed', err)),
+      quiet: review.isQuiet,
+      classifierStore: review.data.classifier,
+      agreementStore: review.data.agreement,
+      plans: review.data.plans,
+      results: review.data.results,
+      checks: { put: (c) => review.data.putCheck(c) },
+      log: (m, err) => ctx.log.error(m, err),
+    });
+    const questions = () => checks.questions().questions;
+    ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));
+    const provided: QuestionLink = { service, modelStats: (project, checkId) => agreementStats(service.answerer, { project, checkId, checks: questions }) };
+    return { provides: { [QUESTION_LINK]: provided }, stop: () => service.close() };
+  },
+};

@@ -1,0 +1,117 @@
+import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
+import type { AgreementRecord, Plan, QuestionResult, SavedModel } from '@neatroots/questions';
+import { StoreInputError, type DbCheckInput } from '@neatroots/store';
+import type { ReviewData } from './data';
+
+/**
+ * ReviewData over gRPC (neatroots.v1.ReviewData): the server half runs in the review service,
+ * the client half in the rule engine and the question service of the distributed deployment.
+ * Maps travel as lists of [key, value] pairs.
+ */
+const ok = (v: unknown = null): v1.JsonReply => ({ found: v !== null && v !== undefined, json: v === null || v === undefined ? '' : JSON.stringify(v) });
+const parse = <T>(json: string, what: string): T => {
+  try {
+    return JSON.parse(json) as T;
+  } catch (e) {
+    throw new StoreInputError('json', `${what}: not valid JSON (${(e as Error).message})`);
+  }
+};
+
+export function reviewDataGrpcService(data: ReviewData): { service: typeof v1.ReviewDataService; implementation: v1.ReviewDataServer } {
+  const unary =
+    <Req, Res>(fn: (req: Req) => Promise<Res>) =>
+    (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => {
+      fn(call.request).then(
+        (res) => cb(null, res),
+        (err: unknown) =>
+          cb(
+            err instanceof StoreInputError
+              ? { code: status.INVALID_ARGUMENT, details: err.message }
+              : { code: status.INTERNAL, details: `review: ${(err as Error)?.message ?? String(err)}` },
+          ),
+      );
+    };
+  const implementation: v1.ReviewDataServer = {
+    quietChecks: unary(async (r: v1.ProjectRequest) => ({ check_ids: await data.quietChecks(r.project) })),
+    steering: unary(async (r: v1.ProjectRequest) => ({ on: await data.steering(r.project) })),
+    listChecks: unary(async () => ok(await data.checks())),
+    putCheck: unary(async (r: v1.JsonRequest) => ok(await data.putCheck(parse<DbCheckInput>(r.json, 'check')))),
+    getPlan: unary(async (r: v1.PlanRequest) => ok(await data.plans.get(r.project, r.workflow))),
+    putPlan: unary(async (r: v1.JsonRequest) => ok(await data.plans.put(parse<Plan>(r.json, 'plan')))),
+    loadClassifierModels: unary(async (r: v1.KeysRequest) => ok([...(await data.classifier.load(r.keys))])),
+    saveClassifierModels: unary(async (r: v1.JsonRequest) => ok(await data.classifier.save(parse(r.json, 'models')))),
+    loadAgreement: unary(async (r: v1.KeysRequest) => ok([...(await data.agreement.load(r.keys))])),
+    saveAgreement: unary(async (r: v1.JsonRequest) => ok(await data.agreement.save(parse(r.json, 'agreement')))),
+    listAgreement: unary(async () => ok(await data.agreement.list())),
+    recordResults: unary(async (r: v1.JsonRequest) => ok(await data.results.record(parse<QuestionResult[]>(r.json, 'results')))),
+  };
+  return { service: v1.ReviewDataService, implementation };
+}
+
+/** The review service's data, asked over gRPC. */
+export class ReviewDataClient implements ReviewData {
+  private readonly client: v1.ReviewDataClient;
+
+  constructor(address: string, private readonly timeoutMs = 10_000) {
+    this.client = new v1.ReviewDataClient(address, credentials.createInsecure());
+  }
+
+  private call<Req, Res>(method: string, req: Req): Promise<Res> {
+    const fn = (this.client as unknown as Record<string, (r: Req, md: Metadata, o: { deadline: Date }, cb: (e: ServiceError | null, res: Res) => void) => void>)[method];
+    return new Promise((resolve, reject) =>
+      fn.call(this.client, req, new Metadata(), { deadline: new Date(Date.now() + this.timeoutMs) }, (err, res) =>
+        err ? reject(new Error(`review service: ${method}: ${err.details || err.message}`)) : resolve(res),
+      ),
+    );
+  }
+
+  private async json<T>(method: string, req: unknown): Promise<T | undefined> {
+    const r = await this.call<unknown, v1.JsonReply>(method, req);
+    return r.found ? (JSON.parse(r.json) as T) : undefined;
+  }
+
+  private send(method: string, value: unknown): Promise<void> {
+    return this.call<v1.JsonRequest, v1.JsonReply>(method, { json: JSON.stringify(value) }).then(() => undefined);
+  }
+
+  async quietChecks(project: string): Promise<string[]> {
+    return (await this.call<v1.ProjectRequest, v1.CheckIdsReply>('quietChecks', { project })).check_ids;
+  }
+
+  async steering(project: string): Promise<boolean> {
+    return (await this.call<v1.ProjectRequest, v1.SteeringReply>('steering', { project })).on;
+  }
+
+  async checks(): Promise<{ id: string; yaml: string }[]> {
+    return (await this.json<{ id: string; yaml: string }[]>('listChecks', { json: '' })) ?? [];
+  }
+
+  putCheck(c: DbCheckInput): Promise<void> {
+    return this.send('putCheck', c);
+  }
+
+  readonly plans: ReviewData['plans'] = {
+    get: (project, workflow) => this.json<Plan>('getPlan', { project, workflow }),
+    put: (plan) => this.send('putPlan', plan),
+  };
+
+  readonly classifier: ReviewData['classifier'] = {
+    load: async (keys) => new Map((await this.json<[string, SavedModel][]>('loadClassifierModels', { keys: [...keys] })) ?? []),
+    save: (models) => this.send('saveClassifierModels', models),
+  };
+
+  readonly agreement: ReviewData['agreement'] = {
+    load: async (keys) => new Map((await this.json<[string, AgreementRecord][]>('loadAgreement', { keys: [...keys] })) ?? []),
+    save: (records) => this.send('saveAgreement', records),
+    list: async () => (await this.json<AgreementRecord[]>('listAgreement', { json: '' })) ?? [],
+  };
+
+  readonly results: ReviewData['results'] = {
+    record: (results) => this.send('recordResults', results),
+  };
+
+  close(): void {
+    this.client.close();
+  }
+}

@@ -1,0 +1,40 @@
+import type { Queryable } from '@neatroots/ports';
+import type { AgreementStore, ClassifierStore, PlanStore, ResultSink } from '@neatroots/questions';
+import { ChecksRepo, FindingsRepo, ProjectsRepo, QuestionsRepo, type DbCheckInput } from '@neatroots/store';
+
+/**
+ * What the rule engine and the question service keep in review's database. Review owns
+ * Postgres: in the embedded deployment they call this in-process, in the distributed one over
+ * gRPC (neatroots.v1.ReviewData, ReviewDataClient), and neither needs a database address.
+ */
+export interface ReviewData {
+  /** The checks quiet in a project (dismissed 3 times there). */
+  quietChecks(project: string): Promise<string[]>;
+  /** Steering switched on for the project in the database. */
+  steering(project: string): Promise<boolean>;
+  /** The database checks (the fourth check source), oldest first. */
+  checks(): Promise<{ id: string; yaml: string }[]>;
+  /** Stores a check the planner wrote. */
+  putCheck(c: DbCheckInput): Promise<void>;
+  plans: PlanStore;
+  classifier: ClassifierStore;
+  agreement: Required<AgreementStore>;
+  results: ResultSink;
+}
+
+export function createReviewData(db: Queryable): ReviewData {
+  const findings = new FindingsRepo(db);
+  const projects = new ProjectsRepo(db);
+  const checks = new ChecksRepo(db);
+  const questions = new QuestionsRepo(db);
+  return {
+    quietChecks: (project) => findings.quietChecks(project),
+    steering: (project) => projects.steering(project),
+    checks: async () => (await checks.list()).map((c) => ({ id: c.id, yaml: c.yaml })),
+    putCheck: async (c) => void (await checks.put(c)),
+    plans: { get: (p, w) => questions.get(p, w), put: (plan) => questions.put(plan) },
+    classifier: { load: (keys) => questions.loadModels(keys), save: (models) => questions.save(models) },
+    agreement: { load: (keys) => questions.loadAgreement(keys), save: (r) => questions.saveAgreement(r), list: () => questions.listAgreement() },
+    results: { record: (r) => questions.record(r) },
+  };
+}

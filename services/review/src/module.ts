@@ -1,0 +1,68 @@
+import type { Queryable, ServiceModule } from '@neatroots/ports';
+import { makeTopics } from '@neatroots/spans';
+import { ProjectsRepo, type IsQuiet, type ReviewQueries } from '@neatroots/store';
+import { createReviewData, type ReviewData } from './data';
+import { reviewDataGrpcService } from './data-grpc';
+import { reviewGrpcService } from './grpc';
+import { startReview } from './review';
+
+/** What the review service offers the others: in-process, or its gRPC clients elsewhere. */
+export interface ReviewLink {
+  queries: ReviewQueries;
+  /** The project an API key opens, null when none. */
+  resolveKey(key: string): Promise<string | null>;
+  /** Whether a check is quiet in a project (cached, stale while revalidating). */
+  isQuiet: IsQuiet;
+  data: ReviewData;
+}
+
+export const REVIEW_LINK = 'review';
+
+/**
+ * The review service as a module: it owns the database (seeds the API keys of
+ * NEATROOTS_API_KEYS), stores what the bus carries, and answers the others over gRPC
+ * (neatroots.v1.Review for the api and ingest, neatroots.v1.ReviewData for the rule engine and
+ * the question service).
+ */
+/** The configuration the review service reads. */
+export interface ReviewConfig {
+  NEATROOTS_TOPIC_PREFIX: string;
+  NEATROOTS_API_KEYS: { project: string; key: string }[];
+  NEATROOTS_STEERING: string[];
+}
+
+export const reviewModule: ServiceModule<ReviewConfig> = {
+  name: 'review',
+  needs: ['bus', 'db'],
+  provides: [REVIEW_LINK],
+  async start(ctx) {
+    // Migrated by the platform.
+    const db = await ctx.platform.db();
+    await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS, ctx.config.NEATROOTS_STEERING);
+    const review = await startReview({
+      bus: ctx.platform.bus(),
+      db,
+      topics: makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX),
+      log: (m, err) => ctx.log.error(m, err),
+    });
+    const projects = new ProjectsRepo(db);
+    const link: ReviewLink = {
+      queries: review.queries,
+      resolveKey: (key) => projects.resolveApiKey(key),
+      isQuiet: review.isQuiet,
+      data: createReviewData(db),
+    };
+    ctx.serveGrpc('neatroots.v1.Review', reviewGrpcService(link.queries, link.resolveKey));
+    ctx.serveGrpc('neatroots.v1.ReviewData', reviewDataGrpcService(link.data));
+    return { provides: { [REVIEW_LINK]: link }, stop: () => review.close() };
+  },
+};
+
+/** API keys from NEATROOTS_API_KEYS into the database (stored hashed), and steering; idempotent. */
+export async function seedApiKeys(db: Queryable, keys: { project: string; key: string }[], steering: string[]): Promise<void> {
+  const projects = new ProjectsRepo(db);
+  for (const { project, key } of keys) {
+    if ((await projects.resolveApiKey(key)) !== project) await projects.addApiKey(project, key, 'NEATROOTS_API_KEYS');
+  }
+  for (const p of steering) await projects.setSteering(p, true);
+}

@@ -1,0 +1,72 @@
+import type { RuleSet, RunWindow } from '@neatroots/checks';
+import type { ServiceModule } from '@neatroots/ports';
+import { LOCAL_LLM_POLICY, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
+import { makeTopics } from '@neatroots/spans';
+import { startRuleEngine } from './service';
+
+/** The configuration the rule engine reads. */
+export interface RuleEngineConfig {
+  NEATROOTS_TOPIC_PREFIX: string;
+  NEATROOTS_WINDOW_TTL_MS: number;
+}
+
+/** What it asks of the other links (each provider gives at least this). */
+interface Links {
+  /** The review service: quiet checks, and the plans question checks are scheduled by. */
+  review: { isQuiet(project: string, checkId: string): Promise<boolean>; data: { plans: PlanStore } };
+  /** The checks in effect, reloaded without a restart. */
+  checks: { rules(): RuleSet; questions(): QuestionSet };
+  /** Whether halts act in a project. */
+  steering: (project: string) => Promise<boolean>;
+  /** The question checks' cost control: the local LLM answers alone (fewer, later questions). */
+  models: { localLlmStandsIn: boolean };
+}
+
+/**
+ * The rule engine as a module: a consumer group on the events topic evaluating rule checks,
+ * with the question scheduler beside it handing due question checks to the question service.
+ */
+export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
+  name: 'rule-engine',
+  needs: ['bus', 'windows', 'review', 'checks', 'steering', 'models'],
+  provides: ['rule-engine'],
+  async start(ctx) {
+    const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);
+    const [review, checks, steering, models] = await Promise.all([link('review'), link('checks'), link('steering'), link('models')]);
+    const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
+    const engine = await startRuleEngine({
+      bus: ctx.platform.bus(),
+      windows: await ctx.platform.windows<RunWindow>(''),
+      rules: checks.rules,
+      topics,
+      questions: {
+        scheduler: new QuestionScheduler({
+          windows: await ctx.platform.windows<SchedulerWindow>(':qs'),
+          questions: checks.questions,
+          plans: review.data.plans,
+          policy: models.localLlmStandsIn ? LOCAL_LLM_POLICY : undefined,
+        }),
+        topic: topics.questions,
+      },
+      steering,
+      quiet: review.isQuiet,
+      windowTtlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
+      log: (m, err) => ctx.log.error(m, err),
+    });
+    // The engine's finding count, as the Prometheus counter.
+    let last = 0;
+    const sync = setInterval(() => {
+      const n = engine.metrics.findings;
+      if (n > last) ctx.metrics.findings.inc({ status: 'any' }, n - last);
+      last = n;
+    }, 1000);
+    sync.unref();
+    return {
+      provides: { 'rule-engine': engine },
+      stop: async () => {
+        clearInterval(sync);
+        await engine.close();
+      },
+    };
+  },
+};
