@@ -31,6 +31,8 @@ module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/{libs,services,packages}/*/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
       testPathIgnorePatterns: [...common.testPathIgnorePatterns, '\\.integration\\.spec\\.ts$'] },
-    { ...common, displayName: 'integration', testMatch: ['<rootDir>/{libs,services,packages}/*/src/**/*.integration.spec.ts', '<rootDir>/test/**/*.integration.spec.ts'] },
+    { ...common, displayName: 'integration', testMatch: ['<rootDir>/{libs,services,packages}/*/src/**/*.integration.spec.ts', '<rootDir>/test/**/*.integration.spec.ts'],
+      // Where no address is given and Docker is reachable, testcontainers starts the services.
+      globalSetup: '<rootDir>/test/containers.global-setup.ts', globalTeardown: '<rootDir>/test/containers.global-teardown.ts' },
   ],
 };

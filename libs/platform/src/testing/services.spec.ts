@@ -1,3 +1,4 @@
+import { dockerReachable, startContainers } from './containers';
 import { findService, MissingServiceError, serviceOrSkip } from './services';
 
 describe('service selection for integration tests', () => {
@@ -18,9 +19,26 @@ describe('service selection for integration tests', () => {
     }
   });
 
-  it('says that testcontainers would be used where Docker is reachable', () => {
-    const r = findService('kafka', { DOCKER_HOST: 'unix:///var/run/docker.sock' });
-    expect(r).toEqual({ missing: expect.stringContaining('testcontainers is not installed') });
+  it('says in the skip line what testcontainers did', () => {
+    expect(findService('kafka', { NEATROOTS_TESTCONTAINERS_KAFKA: 'a Docker engine is reachable, but testcontainers could not start apache/kafka:3.8.1: pull denied' })).toEqual({
+      missing: 'set NEATROOTS_KAFKA_BROKERS or run deploy/local/services up; a Docker engine is reachable, but testcontainers could not start apache/kafka:3.8.1: pull denied',
+    });
+  });
+
+  it('starts nothing without Docker, and notes why for the skip line', async () => {
+    const env: NodeJS.ProcessEnv = { NEATROOTS_REDIS_URL: 'redis://given:6379' };
+    const r = await startContainers(env);
+    expect(r.started).toEqual({});
+    expect(env.NEATROOTS_REDIS_URL).toBe('redis://given:6379'); // a given address is used as it is
+    expect(env.NEATROOTS_TESTCONTAINERS_REDIS).toBeUndefined();
+    if (!dockerReachable(env)) expect(findService('kafka', env)).toEqual({ missing: expect.stringContaining('no Docker engine reachable (DOCKER_HOST unset') });
+    await r.stop();
+  });
+
+  it('starts nothing when switched off', async () => {
+    const env: NodeJS.ProcessEnv = { NEATROOTS_TESTCONTAINERS: '0', DOCKER_HOST: 'tcp://127.0.0.1:1' };
+    expect((await startContainers(env)).started).toEqual({});
+    expect(findService('postgres', env)).toEqual({ missing: expect.stringContaining('testcontainers switched off (NEATROOTS_TESTCONTAINERS=0)') });
   });
 
   it('fails instead of skipping when services are required (CI)', () => {

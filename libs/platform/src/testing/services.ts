@@ -5,8 +5,9 @@ import { existsSync } from 'node:fs';
  *
  * 1. the address from the environment when it is given (what `deploy/local/services env`
  *    prints, and what .ci/run sets);
- * 2. otherwise testcontainers, where a Docker engine is reachable. testcontainers is not a
- *    dependency of this repo yet, so this only says so in the skip line;
+ * 2. otherwise testcontainers, where a Docker engine is reachable: the integration project's
+ *    global setup (./containers.ts) starts the missing services and puts their addresses in
+ *    the environment before any test file reads it;
  * 3. otherwise the suite is skipped, with one line on stderr saying why (never silently).
  *
  * With NEATROOTS_REQUIRE_SERVICES=1 (CI) a missing service fails the test file instead of
@@ -31,6 +32,13 @@ export const SERVICE_ENV: Record<ServiceName, string> = {
   postgres: 'NEATROOTS_PG_URL',
 };
 
+/** What testcontainers did for each service (set by ./containers.ts), quoted in the skip line. */
+export const CONTAINER_NOTE_ENV: Record<ServiceName, string> = {
+  kafka: 'NEATROOTS_TESTCONTAINERS_KAFKA',
+  redis: 'NEATROOTS_TESTCONTAINERS_REDIS',
+  postgres: 'NEATROOTS_TESTCONTAINERS_POSTGRES',
+};
+
 export type ServiceLookup<K extends ServiceName> = { found: ServiceAddresses[K] } | { missing: string };
 
 /** Where `name` is, or why it is not available. Pure: no logging, no throwing. */
@@ -44,9 +52,12 @@ export function findService<K extends ServiceName>(name: K, env: NodeJS.ProcessE
     return { found: { url: v } as ServiceAddresses[K] };
   }
   const docker = Boolean(env.DOCKER_HOST) || existsSync('/var/run/docker.sock');
-  const why = `set ${SERVICE_ENV[name]} or run deploy/local/services up` +
-    (docker ? '; a Docker engine is reachable, but testcontainers is not installed' : '');
-  return { missing: why };
+  const note =
+    env[CONTAINER_NOTE_ENV[name]] ??
+    (docker
+      ? 'a Docker engine is reachable, but testcontainers was not asked (only the integration project of jest starts containers)'
+      : 'no Docker engine reachable for testcontainers');
+  return { missing: `set ${SERVICE_ENV[name]} or run deploy/local/services up; ${note}` };
 }
 
 export function servicesRequired(env: NodeJS.ProcessEnv = process.env): boolean {
