@@ -164,15 +164,6 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
       at: isoNonNull(r.at),
     }));
   }
-
-  /**
-   * The question checks asked in a project's runs: the questions its Settings -> Models
-   * shows (agreement is kept per question, and a key must not see another project's).
-   */
-  async checksAsked(project: string): Promise<string[]> {
-    const res = await this.db.query<{ check_id: string }>('SELECT DISTINCT check_id FROM question_results WHERE project = $1 ORDER BY check_id', [project]);
-    return res.rows.map((r) => r.check_id);
-  }
 }
 
 function toAgreement(r: Row): AgreementRecord {

@@ -167,6 +167,4 @@ export interface ReviewQueries {
   dismiss(project: string, findingId: string, input?: DismissInput): Promise<FindingRecord | null>;
   reopen(project: string, findingId: string): Promise<FindingRecord | null>;
   checkStats(project: string): Promise<CheckStat[]>;
-  /** The question checks asked in the project's runs (its agreement lists only these). */
-  questionChecks(project: string): Promise<string[]>;
 }

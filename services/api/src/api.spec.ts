@@ -2,8 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
 import { createReviewQueries } from '@neatroots/review';
 import type { Envelope, FindingMessage } from '@neatroots/spans';
-import { AgreementTracker } from '@neatroots/questions';
-import { FindingsRepo, ProjectsRepo, QuestionsRepo, RunsRepo } from '@neatroots/store';
+import { FindingsRepo, ProjectsRepo, RunsRepo } from '@neatroots/store';
 import { migrate, openPglite } from '@neatroots/platform';
 import { apiUrl, createApi } from './api';
 
@@ -60,21 +59,16 @@ beforeAll(async () => {
     raised('f-fast', { project: 'p3', run_id: 'fast', span_ids: ['c', 'a', 'b'] }),
     raised('f-fast', { project: 'p3', run_id: 'fast', span_ids: ['c', 'a', 'b'], status: 'resolved', at_ms: T0 + 20 }),
   ]);
-  // Agreement is kept per question; p1 asked one question, p2 another.
-  const questions = new QuestionsRepo(db);
-  await questions.agreement.save([
-    { key: 'tone@1', check_id: 'tone', answers: 40, agreed: 38, recent: 'a'.repeat(40) },
-    { key: 'secret-plan@1', check_id: 'secret-plan', answers: 3, agreed: 1, recent: 'adD' },
-  ]);
-  await questions.record([
-    { task_id: 't1', project: 'p1', run_id: 'r1', check_id: 'tone', anchor: 'run', span_ids: [], answer: { status: 'answered', flagged: false }, at_ms: T0 },
-    { task_id: 't2', project: 'p2', run_id: 'q1', check_id: 'secret-plan', anchor: 'run', span_ids: [], answer: { status: 'answered', flagged: true }, at_ms: T0 },
-  ]);
-  const agreement = new AgreementTracker({ store: questions.agreement });
+  // The question service's answer per project (it keeps the questions of the checks that
+  // apply there); the api must ask for the key's project.
+  const agreement: Record<string, { check_id: string; answers: number }[]> = {
+    p1: [{ check_id: 'tone', answers: 40 }, { check_id: 'refund-policy', answers: 3 }],
+    p2: [{ check_id: 'secret-plan', answers: 3 }],
+  };
   app = await createApi({
     queries: createReviewQueries(db),
     resolveKey: (key) => projects.resolveApiKey(key),
-    modelStats: (checkId) => agreement.stats(checkId),
+    modelStats: async (project, checkId) => (agreement[project] ?? []).filter((q) => !checkId || q.check_id === checkId),
     port: 0,
     logger: false,
   });
@@ -342,13 +336,11 @@ describe('api: what happened in a run stays visible once it resolved', () => {
 });
 
 describe('api: every endpoint keeps to its project', () => {
-  it('lists the agreement of the questions asked in the key\'s project only', async () => {
+  it('asks for the agreement of the key\'s project\'s questions only', async () => {
     const p1 = await call('/v1/projects/p1/models/agreement');
-    expect(p1.status).toBe(200);
-    expect(p1.body.questions.map((q: { check_id: string }) => q.check_id)).toEqual(['tone']);
-    expect(p1.body.questions[0]).toMatchObject({ answers: 40, agreed: 38 });
-    expect((await call('/v1/projects/p2/models/agreement', { key: OTHER })).body.questions.map((q: { check_id: string }) => q.check_id)).toEqual(['secret-plan']);
-    expect((await call('/v1/projects/p1/models/agreement?check_id=secret-plan')).body.questions).toEqual([]);
+    expect(p1).toEqual({ status: 200, body: { questions: [{ check_id: 'tone', answers: 40 }, { check_id: 'refund-policy', answers: 3 }] } });
+    expect((await call('/v1/projects/p2/models/agreement', { key: OTHER })).body.questions).toEqual([{ check_id: 'secret-plan', answers: 3 }]);
+    expect((await call('/v1/projects/p1/models/agreement?check_id=tone')).body.questions).toEqual([{ check_id: 'tone', answers: 40 }]);
     expect(await call('/v1/projects/p1/models/agreement?check=tone')).toMatchObject({ status: 400, body: { error: { code: 'unknown_parameter' } } });
   });
 });

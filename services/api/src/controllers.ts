@@ -75,24 +75,17 @@ export class FindingsController {
 @Controller('v1/projects/:project')
 @UseGuards(ApiKeyGuard)
 export class ModelsController {
-  constructor(
-    @Inject(MODEL_STATS) private readonly stats: ModelStats | null,
-    @Inject(REVIEW_QUERIES) private readonly queries: ReviewQueries,
-  ) {}
+  constructor(@Inject(MODEL_STATS) private readonly stats: ModelStats | null) {}
 
   /**
-   * Per question asked in the project's runs: answers the LLM gave, how often the fast
-   * classifier agreed, whether it answers first. Agreement is kept per question (the
-   * classifier learns from every project that asks it); another project's questions are
-   * not this key's to see.
+   * Per question of the project's checks: answers the LLM gave, how often the fast classifier
+   * agreed, whether it answers first. Another project's questions are not this key's to see.
    */
   @Get('models/agreement')
   async agreement(@Param('project') project: string, @Query() query: QueryParams) {
     const q = parseQuery(query, { check_id: textParam });
     if (!this.stats) throw new ApiError(503, 'unavailable', 'the question service is not reachable from this api');
-    const [stats, asked] = await Promise.all([this.stats(q.check_id), this.queries.questionChecks(project)]);
-    const mine = new Set(asked);
-    return { questions: stats.filter((s) => mine.has(s.check_id)) };
+    return { questions: await this.stats(project, q.check_id) };
   }
 }
 

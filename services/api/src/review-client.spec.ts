@@ -7,7 +7,7 @@ import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
 import { createReviewQueries, reviewGrpcService } from '@neatroots/review';
 import type { Envelope } from '@neatroots/spans';
-import { FindingsRepo, ProjectsRepo, QuestionsRepo, RunsRepo } from '@neatroots/store';
+import { FindingsRepo, ProjectsRepo, RunsRepo } from '@neatroots/store';
 import { migrate, openPglite } from '@neatroots/platform';
 import { apiUrl, createApi } from './api';
 import { ReviewGrpcClient } from './review-client';
@@ -38,9 +38,6 @@ beforeAll(async () => {
     await findings.dismiss('p1', id);
   }
   await findings.apply([{ id: 'n4', check_id: 'noisy', run_id: 'r1', project: 'p1', status: 'raised', span_ids: ['s1'], count: 1, action: 'flag', title: 'Noisy', guidance: '', at_ms: T0 + 5, kind: 'rule', source: 'library' }]);
-  await new QuestionsRepo(db).record([
-    { task_id: 't1', project: 'p1', run_id: 'r1', check_id: 'tone', anchor: 'run', span_ids: [], answer: { status: 'answered', flagged: false }, at_ms: T0 },
-  ]);
 
   server = new Server();
   const svc = reviewGrpcService(createReviewQueries(db), (key) => projects.resolveApiKey(key));
@@ -52,7 +49,6 @@ beforeAll(async () => {
   app = await createApi({
     queries: client,
     resolveKey: (key) => client.resolveKey(key),
-    modelStats: async () => [{ check_id: 'tone' }, { check_id: 'not-asked-here' }],
     port: 0,
     logger: false,
   });
@@ -87,9 +83,5 @@ describe('api over the review service\'s gRPC', () => {
   it('passes include_quiet on', async () => {
     expect((await get('/v1/projects/p1/findings')).body.findings).toEqual([]);
     expect((await get('/v1/projects/p1/findings?include_quiet=true')).body.findings.map((f: { id: string }) => f.id)).toEqual(['n4']);
-  });
-
-  it('keeps agreement to the questions asked in the project', async () => {
-    expect((await get('/v1/projects/p1/models/agreement')).body).toEqual({ questions: [{ check_id: 'tone' }] });
   });
 });

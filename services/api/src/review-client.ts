@@ -76,9 +76,6 @@ export class ReviewGrpcClient implements ReviewQueries {
 
   checkStats: ReviewQueries['checkStats'] = (project) => this.must(this.call<v1.ProjectRequest, v1.JsonReply>(this.client.checkStats as never, { project }));
 
-  questionChecks: ReviewQueries['questionChecks'] = (project) =>
-    this.must(this.call<v1.ProjectRequest, v1.JsonReply>(this.client.questionChecks as never, { project }));
-
   /** The project an API key opens (null when none), asked of the review service. */
   async resolveKey(key: string): Promise<string | null> {
     const r = await this.call<v1.ResolveKeyRequest, v1.ResolveKeyReply>(this.client.resolveKey as never, { key });

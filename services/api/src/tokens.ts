@@ -8,8 +8,8 @@ export type ResolveKey = (key: string) => Promise<string | null> | string | null
 export const MODEL_STATS = Symbol('ModelStats');
 
 /**
- * Agreement between the LLM and the fast classifier per question (Settings -> Models): the
- * question service's, in-process embedded or over gRPC distributed, for every question it
- * answered (the api keeps those of the key's project). Absent: not served.
+ * Agreement between the LLM and the fast classifier per question (Settings -> Models), of the
+ * questions of `project` only (the question service keeps the checks that apply there):
+ * in-process embedded or over gRPC distributed. Absent: not served.
  */
-export type ModelStats = (checkId?: string) => Promise<Array<{ check_id: string }>>;
+export type ModelStats = (project: string, checkId?: string) => Promise<unknown[]>;

@@ -61,7 +61,6 @@ export function reviewGrpcService(
     ),
     reopen: unary(async (r: v1.FindingActionRequest) => reply(await queries.reopen(r.project, r.finding_id))),
     checkStats: unary(async (r: v1.ProjectRequest) => reply(await queries.checkStats(r.project))),
-    questionChecks: unary(async (r: v1.ProjectRequest) => reply(await queries.questionChecks(r.project))),
     resolveKey: unary(async (r: v1.ResolveKeyRequest) => ({ project: (await resolveKey(r.key)) ?? '' })),
   };
   return { service: v1.ReviewService, implementation };
