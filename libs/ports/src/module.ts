@@ -77,6 +77,9 @@ export interface ServiceMetrics {
   findings: CounterPort;
   consumerLag: GaugePort;
   dependencyErrors: CounterPort;
+  /** Spans of exports refused by back-pressure, by reason. */
+  spansRefused: CounterPort;
+  busBacklog: GaugePort;
 }
 
 /** A gRPC service definition and implementation (@grpc/grpc-js's, kept opaque here). */

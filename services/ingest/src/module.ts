@@ -5,6 +5,8 @@ import { startIngest, type IngestOptions } from './ingest';
 /** The configuration ingest reads besides where it listens. */
 export interface IngestConfig {
   NEATROOTS_TOPIC_PREFIX: string;
+  NEATROOTS_MAX_BACKLOG: number;
+  NEATROOTS_MEMORY_CEILING_MB: number;
 }
 
 /** Where ingest listens and what it accepts: everything of IngestOptions but its drivers. */
@@ -28,16 +30,20 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
     async start(ctx) {
       const review = await ctx.link<Links['review']>('review');
       const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
+      const bus = ctx.platform.bus();
+      const backlog = bus.backlog ? () => bus.backlog!(topics.events.name) : undefined;
       const ingest = await startIngest({
-        bus: ctx.platform.bus(),
+        bus,
         resolveKey: cachedKeyLookup((key) => review.resolveKey(key)),
         topics,
+        // Back-pressure: refuse exports while the pipeline is behind or memory is short.
+        pressure: { backlog, maxBacklog: ctx.config.NEATROOTS_MAX_BACKLOG, memoryCeilingBytes: ctx.config.NEATROOTS_MEMORY_CEILING_MB * 1048576 },
         ...listen(ctx.config),
       });
       ctx.setHealth('neatroots.v1.Ingest', true);
       ctx.setHealth('opentelemetry.proto.collector.trace.v1.TraceService', true);
       // Ingest's counters, as Prometheus metrics.
-      const last = { received: 0, accepted: 0, rejected: {} as Record<string, number> };
+      const last = { received: 0, accepted: 0, rejected: {} as Record<string, number>, refused: {} as Record<string, number> };
       const sync = setInterval(() => {
         const m = ingest.metrics;
         ctx.metrics.spansReceived.inc({ source: 'all' }, m.items_received - last.received);
@@ -50,6 +56,12 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
         last.received = m.items_received;
         last.accepted = m.items_accepted;
         last.rejected = { ...m.items_rejected };
+        for (const [reason, n] of Object.entries(m.items_refused)) {
+          const d = n - (last.refused[reason] ?? 0);
+          if (d > 0) ctx.metrics.spansRefused.inc({ reason }, d);
+        }
+        last.refused = { ...m.items_refused };
+        if (backlog) ctx.metrics.busBacklog.set({ topic: topics.events.name }, backlog());
       }, 1000);
       sync.unref();
       return {

@@ -74,7 +74,9 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     kind: 'embedded',
     // The durable log in the data folder, or the in-memory bus (NEATROOTS_BUS).
     bus: () => (bus ??= openEmbeddedBus(config, log)),
-    windows: async <W>() => new MemoryWindowStore<W>() as WindowStore<W>,
+    // At most NEATROOTS_MAX_WINDOWS in memory; the least recently used wait in a file of the data folder.
+    windows: async <W>(name: string) =>
+      new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(config.dataDir, 'windows', `${name || 'runs'}.spill`) }) as WindowStore<W>,
     db,
     ready: async () => true,
     drain: async () => {
@@ -209,6 +211,7 @@ function scopedGroups(bus: Bus, prefix: string): Bus {
   return {
     publish: (topic, records) => bus.publish(topic, records),
     subscribe: (topic, opts, handler) => bus.subscribe(topic, { ...opts, group: `${prefix}.${opts.group}` }, handler),
+    backlog: bus.backlog ? (topic) => bus.backlog!(topic) : undefined,
     close: () => bus.close(),
   };
 }
