@@ -1,0 +1,143 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import type { Db } from '@neatroots/ports';
+import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
+import { checkSession, noModelDecider, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
+import { SopError } from './errors';
+import { SopSessions, type CheckSession } from './sessions';
+import { SopWorkspaces } from './workspaces';
+
+const FIXTURES = path.resolve(__dirname, '../../../../libs/sop/fixtures');
+const fixtureSession = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
+const fixtureExpected = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'expected.json'), 'utf8'));
+
+// The fixtures whose rules a model decided keep its answers (decisions.json): replayed here.
+const recorded = new Map<string, Recorded>();
+for (const name of readdirSync(path.join(FIXTURES, 'sessions'))) {
+  const file = path.join(FIXTURES, 'sessions', name, 'decisions.json');
+  if (existsSync(file)) recorded.set(fixtureSession(name).external_id, JSON.parse(readFileSync(file, 'utf8')));
+}
+
+let db: Db;
+let jobs: InlineJobs;
+let checks: number;
+const checker: CheckSession = async ({ lock, releaseId, session }) => {
+  checks++;
+  const rec = session.external_id ? recorded.get(session.external_id) : undefined;
+  return checkSession(lock, session, { decider: rec ? recordedDecider(rec) : noModelDecider('no model is configured for sopops check'), releaseId });
+};
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+}, 60_000);
+afterAll(() => db.close());
+beforeEach(async () => {
+  await db.exec('TRUNCATE sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE');
+  jobs = new InlineJobs();
+  checks = 0;
+});
+afterEach(() => jobs.close());
+
+async function setUp(): Promise<{ sessions: SopSessions; workspaces: SopWorkspaces }> {
+  const workspaces = new SopWorkspaces(db);
+  const files = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
+  await workspaces.push('luigis', files);
+  await workspaces.publish('luigis');
+  const sessions = new SopSessions(db, workspaces, jobs, checker);
+  await sessions.start();
+  return { sessions, workspaces };
+}
+
+async function checked(sessions: SopSessions, ws: string, id: string) {
+  for (let i = 0; i < 200; i++) {
+    const s = await sessions.get(ws, id);
+    if (s.status !== 'queued') return s;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`session ${id} was never checked`);
+}
+
+describe('SopSessions', () => {
+  it('checks each fixture session as a job and serves the same body sopops check prints, with its finding ids', async () => {
+    const { sessions } = await setUp();
+    const names = readdirSync(path.join(FIXTURES, 'sessions')).filter((n) => !n.includes('offline'));
+    expect(names.length).toBeGreaterThan(5);
+    for (const name of names) {
+      const sent = await sessions.receive('luigis', fixtureSession(name));
+      expect(sent.status).toBe('queued');
+      const got = await checked(sessions, 'luigis', sent.id);
+      const want = fixtureExpected(name);
+      expect({ name, result: got.result }).toEqual({ name, result: want.result });
+      expect(got.checks.map((c) => [c.procedure_id, c.result, c.rules.map((r) => r.status)])).toEqual(
+        want.checks.map((c: { procedure_id: string; result: string; rules: { status: string }[] }) => [c.procedure_id, c.result, c.rules.map((r) => r.status)]),
+      );
+      expect(got.release_id).toMatch(/^rel_/);
+      for (const r of got.checks.flatMap((c) => c.rules)) expect(r.finding_id !== null).toBe(r.finding);
+    }
+    const findings = await db.query<{ status: string }>('SELECT status FROM sop_findings');
+    expect(findings.rows.length).toBeGreaterThan(0);
+    expect(new Set(findings.rows.map((f) => f.status))).toEqual(new Set(['skipped', 'violated', 'out_of_order', 'unheeded'].filter((s) => findings.rows.some((f) => f.status === s))));
+  });
+
+  it('re-sent content writes nothing and is not checked again; new content replaces the results', async () => {
+    const { sessions } = await setUp();
+    const body = fixtureSession('payment-skipped');
+    const first = await sessions.receive('luigis', body);
+    await checked(sessions, 'luigis', first.id);
+    const before = await db.query('SELECT id, created_at FROM sop_findings ORDER BY id');
+    expect(await sessions.receive('luigis', body)).toMatchObject({ id: first.id, status: 'unchanged' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(checks).toBe(1);
+    expect((await db.query('SELECT id, created_at FROM sop_findings ORDER BY id')).rows).toEqual(before.rows);
+
+    const followed = fixtureSession('payment-followed');
+    const resent = await sessions.receive('luigis', { ...followed, external_id: body.external_id });
+    expect(resent).toMatchObject({ id: first.id, status: 'queued' });
+    const got = await checked(sessions, 'luigis', first.id);
+    expect(got.result).toBe(fixtureExpected('payment-followed').result);
+    expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(0);
+  });
+
+  it('a check job run twice writes the same rows', async () => {
+    const { sessions } = await setUp();
+    const sent = await sessions.receive('luigis', fixtureSession('payment-out-of-order'));
+    await checked(sessions, 'luigis', sent.id);
+    const rows = await db.query('SELECT * FROM sop_findings ORDER BY id');
+    const hash = (await db.query<{ content_hash: string }>('SELECT content_hash FROM sop_sessions')).rows[0].content_hash;
+    await db.query(`UPDATE sop_sessions SET status = 'queued'`);
+    await sessions.runCheck({ workspace: 'luigis', session_id: sent.id, content_hash: hash });
+    expect((await db.query('SELECT * FROM sop_findings ORDER BY id')).rows.map((r) => ({ ...r, created_at: null }))).toEqual(
+      rows.rows.map((r) => ({ ...r, created_at: null })),
+    );
+  });
+
+  it('refuses a malformed session naming the field, and says why a session could not be checked', async () => {
+    const { sessions } = await setUp();
+    const bad = await sessions.receive('luigis', { external_id: 'x', agent: 'phone-agent', turns: [{ role: 'bot', text: 'hi' }] }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(SopError);
+    expect((bad as SopError).status).toBe(400);
+    expect((bad as SopError).message).toContain('turns[0].role');
+    const noAgent = await sessions.receive('luigis', { external_id: 'x', turns: [] }).catch((e: unknown) => e);
+    expect((noAgent as SopError).message).toContain('agent: required');
+
+    const other = new SopSessions(db, new SopWorkspaces(db), jobs, checker);
+    const sent = await other.receive('empty-ws', { ...fixtureSession('payment-followed') });
+    const got = await checked(other, 'empty-ws', sent.id);
+    expect(got.status).toBe('failed');
+    expect(got.error).toContain('no live release');
+  });
+
+  it('lists sessions newest first with filters', async () => {
+    const { sessions } = await setUp();
+    const a = await sessions.receive('luigis', fixtureSession('payment-skipped'));
+    const b = await sessions.receive('luigis', fixtureSession('payment-followed'));
+    await checked(sessions, 'luigis', a.id);
+    await checked(sessions, 'luigis', b.id);
+    expect((await sessions.list('luigis', {})).items.map((s) => s.id)).toEqual([b.id, a.id]);
+    expect((await sessions.list('luigis', { result: 'deviated' })).items.map((s) => s.id)).toEqual([a.id]);
+    expect((await sessions.list('luigis', { procedure: 'card-payment' })).items).toHaveLength(2);
+    expect((await sessions.list('luigis', { agent: 'phone-agent' })).items).toHaveLength(0);
+    await expect(sessions.list('luigis', { cursor: '!!' })).rejects.toMatchObject({ status: 400 });
+  });
+});

@@ -1,0 +1,160 @@
+import type { Db, Jobs } from '@neatroots/ports';
+import { parseSession, SessionError, type Lock, type ProcedureCheck, type Session, type SessionBody } from '@neatroots/sop';
+import { SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type StoredFinding } from '@neatroots/store';
+import { SopError } from './errors';
+import type { SopWorkspaces } from './workspaces';
+
+/** The BullMQ queue (the seed's Hatchet workflow) that checks one session. */
+export const SOP_CHECK_QUEUE = 'sopops_check';
+
+/** Checks a session against a release's procedures (the checker of @neatroots/sop, with its models). */
+export type CheckSession = (args: { lock: Lock; releaseId: string; session: Session }) => Promise<SessionBody>;
+
+export interface SopCheckJob {
+  workspace: string;
+  session_id: string;
+  content_hash: string;
+}
+
+/** A session as the API shows it: the checker's body, with where it stands. */
+export interface SessionView extends Omit<SessionBody, 'status'> {
+  status: SessionRecord['status'];
+  /** The checker's own result, before suppressed findings were read as passed. */
+  checked_result: SessionBody['result'];
+  started_at: string | null;
+  transcript_ref: string | null;
+  received_at: string;
+  checked_at: string | null;
+  /** Why the check failed (status failed). */
+  error: string | null;
+}
+
+export interface SessionsListView {
+  items: Omit<SessionView, 'checks'>[];
+  next_cursor: string | null;
+}
+
+/**
+ * Sessions in, results out. A session is stored as sent and checked by a job (BullMQ
+ * distributed, inline embedded), keyed by its content, so a re-sent session writes nothing, a
+ * job run twice writes the same rows, and a check of content since replaced writes nothing.
+ */
+export class SopSessions {
+  private readonly repo: SopSessionsRepo;
+
+  constructor(
+    db: Db,
+    private readonly workspaces: SopWorkspaces,
+    private readonly jobs: Jobs,
+    private readonly checkSession: CheckSession,
+  ) {
+    this.repo = new SopSessionsRepo(db);
+  }
+
+  /** Registers the check job's handler and queues again what a stop left queued. */
+  async start(opts: { concurrency?: number } = {}): Promise<void> {
+    await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job) => this.runCheck(job), { concurrency: opts.concurrency ?? 4 });
+    for (const s of await this.repo.queued()) await this.enqueue({ workspace: s.workspace, session_id: s.id, content_hash: s.content_hash });
+  }
+
+  /** POST /v1/workspaces/{ws}/sessions: 202 {id, external_id, status}. */
+  async receive(workspace: string, raw: unknown, opts: { runId?: string } = {}): Promise<{ id: string; external_id: string; status: 'queued' | 'unchanged' }> {
+    let s: Session;
+    try {
+      s = parseSession(raw);
+    } catch (err) {
+      if (err instanceof SessionError) throw new SopError(400, 'invalid_session', err.message);
+      throw err;
+    }
+    if (!s.external_id) throw new SopError(400, 'invalid_session', 'external_id: required (it makes re-sending a session idempotent)');
+    if (!s.agent) throw new SopError(400, 'invalid_session', 'agent: required (the session is checked against the procedures its agent lists)');
+    const r = await this.repo.receive(workspace, { ...s, external_id: s.external_id, agent: s.agent, tool_calls: s.tool_calls.map((c) => ({ ...c, error: errorText(c.error) })) }, opts);
+    if (r.status === 'queued') await this.enqueue({ workspace, session_id: r.id, content_hash: r.content_hash });
+    return { id: r.id, external_id: s.external_id, status: r.status };
+  }
+
+  async get(workspace: string, id: string): Promise<SessionView> {
+    const got = await this.repo.get(workspace, id);
+    if (!got) throw new SopError(404, 'not_found', `no session ${id} in workspace ${workspace}`);
+    return { ...summary(got.session), checks: got.checks.map((c) => c.body as unknown as ProcedureCheck) };
+  }
+
+  async list(workspace: string, q: ListSessionsQuery): Promise<SessionsListView> {
+    try {
+      const page = await this.repo.list(workspace, q);
+      return { items: page.items.map(summary), next_cursor: page.next_cursor };
+    } catch (err) {
+      if (err instanceof StoreInputError) throw new SopError(400, err.code, err.message);
+      throw err;
+    }
+  }
+
+  /** The job: check the session's current content on its release, then store the outcome. */
+  async runCheck(job: SopCheckJob): Promise<void> {
+    const got = await this.repo.get(job.workspace, job.session_id);
+    // Gone, re-sent with other content (its own job checks that), or already checked.
+    if (!got || got.session.content_hash !== job.content_hash || got.session.status === 'checked') return;
+    const session = got.session;
+    const ref = session.release_asked ?? 'live';
+    const release = await this.workspaces.releaseRecord(job.workspace, ref);
+    if (!release) {
+      const why = ref === 'live' ? `workspace ${job.workspace} has no live release yet: publish one, then send the session again` : `release ${ref} does not exist in workspace ${job.workspace}`;
+      await this.repo.markFailed(session.id, session.content_hash, why);
+      return;
+    }
+    const body = await this.checkSession({ lock: release.lock, releaseId: release.id, session: parseSession(session.body) });
+    const findings: StoredFinding[] = [];
+    for (const check of body.checks) {
+      for (const rule of check.rules) {
+        if (!rule.finding) continue;
+        const id = sopFindingId(session.id, check.procedure_id, rule.rule_id);
+        rule.finding_id = id;
+        findings.push({
+          id,
+          procedure_id: check.procedure_id,
+          rule_id: rule.rule_id,
+          kind: rule.kind,
+          index: rule.index,
+          text: rule.text,
+          status: rule.status as StoredFinding['status'],
+          evidence: rule.evidence,
+          reason: rule.reason,
+        });
+      }
+    }
+    await this.repo.saveOutcome(session.id, session.content_hash, {
+      release_id: release.id,
+      result: body.result,
+      checked_result: body.result,
+      checks: body.checks.map((c) => ({ procedure_id: c.procedure_id, result: c.result, checked_result: c.checked_result, body: c as unknown as Record<string, unknown> })),
+      findings,
+    });
+  }
+
+  private async enqueue(job: SopCheckJob): Promise<void> {
+    // One job per content: adding it again while it is kept does nothing.
+    await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId: `${job.session_id}.${job.content_hash.slice(0, 16)}`, attempts: 3, backoffMs: 2000 });
+  }
+}
+
+function errorText(e: unknown): string | null {
+  if (e === null || e === undefined) return null;
+  return typeof e === 'string' ? e : JSON.stringify(e);
+}
+
+function summary(s: SessionRecord): Omit<SessionView, 'checks'> {
+  return {
+    id: s.id,
+    external_id: s.external_id,
+    agent: s.agent,
+    release_id: s.release_id,
+    status: s.status,
+    result: s.result,
+    checked_result: s.checked_result,
+    started_at: s.started_at,
+    transcript_ref: s.transcript_ref,
+    received_at: s.received_at,
+    checked_at: s.checked_at,
+    error: s.error,
+  };
+}
