@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -114,6 +115,27 @@ describe('compileFiles', () => {
     });
     expect(Object.keys(lock.procedures[1].rules[0])).toEqual(['rule_id', 'kind', 'index', 'text', 'tool', 'required', 'when', 'action']);
     expect(Object.keys(lock.agents[0])).toEqual(['agent', 'procedures', 'instructions']);
+  });
+});
+
+describe('compileFiles never throws (property)', () => {
+  it('any file names and contents give a result, every error with a file and a line', () => {
+    const names = fc.oneof(
+      fc.constantFrom('procedures/a.md', 'procedures/b.md', 'agents/x.yaml', 'groups/g.yaml', 'agents/X.yaml', 'groups/', 'other.txt', 'procedures/a/b.md'),
+      fc.string().map((s) => `agents/${s}.yaml`),
+    );
+    const yamlish = fc.constantFrom('procedures: [a, b]\n', 'groups: [g]\n', 'instructions: |\n  hi\n', ': :\n', '- [\n', '{a: 1}', 'procedures: {x: 1}\n', '&a [*a]', '!!binary x', '\t', '');
+    const text = fc.array(fc.oneof(yamlish, fc.string(), fc.constantFrom('# T\n', '## Steps\n', '1. A. [tool: x]\n', '- B.\n')), { maxLength: 8 }).map((p) => p.join(''));
+    fc.assert(
+      fc.property(fc.dictionary(names, text, { maxKeys: 6 }), (files) => {
+        const c = compileFiles(files);
+        for (const e of c.errors) {
+          expect(Object.keys(files).map((f) => f)).toContain(e.file);
+          expect(e.line).toBeGreaterThanOrEqual(1);
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 });
 
