@@ -8,6 +8,7 @@ import { startRuleEngine } from './service';
 export interface RuleEngineConfig {
   NEATROOTS_TOPIC_PREFIX: string;
   NEATROOTS_WINDOW_TTL_MS: number;
+  NEATROOTS_WINDOW_IDLE_MS: number;
 }
 
 /** What it asks of the other links (each provider gives at least this). */
@@ -51,6 +52,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       steering,
       quiet: review.isQuiet,
       windowTtlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
+      windowTtlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
       log: (m, err) => ctx.log.error(m, err),
     });
     // The engine's finding count, as the Prometheus counter.
