@@ -1,18 +1,21 @@
-import { performance } from 'node:perf_hooks';
 import RE2 from 're2';
+import { estimatePatternSize, type PatternSize } from './regex-size';
+import { classLength, escapeLength, flagsLength, quantifierAt } from './regex-syntax';
 
 /**
- * `match` patterns (CONTRACTS.md section 2): RE2 syntax, checked when a check is loaded or
- * saved, and run under a time budget per span.
+ * `match` patterns: RE2 syntax, checked when a check is loaded or saved.
  *
- * RE2 itself runs in linear time, but the patterns also reach engines that backtrack (the
- * app's check editor previews them in the browser, and people copy them into other tools),
- * and the seed promises that a pattern that "nests repeats like (a+)+ and could freeze
- * neatroots" is rejected on save. The detector catches that common shape, not every slow
- * pattern, so the budget below is the second line of defence.
+ * RE2 runs in time linear in the text, but two things still make a pattern dangerous. Its
+ * factor is the compiled program's size, so a long pattern or a large count makes every
+ * character expensive: the bounds below keep both small, and they are checked on the text
+ * before RE2 compiles anything. And the patterns also reach engines that backtrack (the
+ * app's check editor previews them in the browser, people copy them into other tools): the
+ * seed promises that a pattern that "nests repeats like (a+)+ and could freeze neatroots"
+ * is rejected on save. Neither check catches every slow pattern, so the patterns people
+ * write also run under a time limit off the event loop (match/).
  */
 
-/** A pattern that cannot be used: it does not compile under RE2, or it nests repeats. */
+/** A pattern that cannot be used: too long, too big once compiled, not RE2, or it nests repeats. */
 export class PatternError extends Error {
   constructor(
     readonly pattern: string,
@@ -23,9 +26,57 @@ export class PatternError extends Error {
   }
 }
 
-/** Compiles an RE2 pattern, rejecting nested repeats; throws PatternError with the reason. */
-export function compileSafe(pattern: string): RE2 {
+/**
+ * The bounds a pattern must keep. The text limit comes first because RE2 takes time to
+ * compile a long pattern (a 2 MB one stalls for over a second); the program size bounds what
+ * matching can cost per character (see regex-size.ts); the count bound names the usual
+ * culprit directly (`{1,1000}`) instead of the size it leads to.
+ */
+export interface PatternBounds {
+  /** Characters of pattern text. */
+  maxChars: number;
+  /** Estimated RE2 instructions. */
+  maxProgram: number;
+  /** The largest n or m in `{n,m}`. */
+  maxCount: number;
+}
+
+export const DEFAULT_PATTERN_BOUNDS: Readonly<PatternBounds> = Object.freeze({ maxChars: 2000, maxProgram: 2000, maxCount: 200 });
+
+/** Throws PatternError when the pattern is over one of the bounds; reads the text once, never compiles. */
+export function checkPatternBounds(pattern: string, bounds: PatternBounds = DEFAULT_PATTERN_BOUNDS): PatternSize {
+  if (pattern.length > bounds.maxChars) {
+    throw new PatternError(pattern, `is ${pattern.length} characters long; the limit is ${bounds.maxChars}`);
+  }
+  const est = estimatePatternSize(pattern);
+  if (est.maxCount > bounds.maxCount) {
+    throw new PatternError(
+      pattern,
+      `repeats something ${est.maxCount} times (${clip(est.maxCountAt ?? '')}); the limit is ${bounds.maxCount}: ` +
+        `use + or * for "any number", or a smaller count`,
+    );
+  }
+  if (est.size > bounds.maxProgram) {
+    throw new PatternError(
+      pattern,
+      `compiles to about ${est.size} instructions; the limit is ${bounds.maxProgram} (counted repeats multiply the ` +
+        `pattern: {1,100} copies its part 100 times, and \\p{...} classes are large): use smaller counts or + and *`,
+    );
+  }
+  return est;
+}
+
+function clip(s: string): string {
+  return s.length > 40 ? `${s.slice(0, 37)}...` : s;
+}
+
+/**
+ * Compiles an RE2 pattern after checking its bounds, rejecting nested repeats; throws
+ * PatternError with the reason.
+ */
+export function compileSafe(pattern: string, bounds: PatternBounds = DEFAULT_PATTERN_BOUNDS): RE2 {
   if (typeof pattern !== 'string' || pattern === '') throw new PatternError(String(pattern), 'must be a non-empty RE2 pattern');
+  checkPatternBounds(pattern, bounds);
   let re: RE2;
   try {
     re = new RE2(pattern);
@@ -41,67 +92,6 @@ export function compileSafe(pattern: string): RE2 {
     );
   }
   return re;
-}
-
-interface Quantifier {
-  /** Index just past the quantifier, including a lazy `?` or possessive `+` suffix. */
-  end: number;
-  max: number;
-}
-
-/** The quantifier starting at `i`, if any: `*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}`. */
-function quantifierAt(p: string, i: number): Quantifier | undefined {
-  const c = p[i];
-  let end: number;
-  let max: number;
-  if (c === '*' || c === '+') {
-    end = i + 1;
-    max = Infinity;
-  } else if (c === '?') {
-    end = i + 1;
-    max = 1;
-  } else if (c === '{') {
-    // RE2 and JS read `a{` or `a{x}` as literals: only a well-formed count is a quantifier.
-    const m = /^\{(\d+)(,(\d*))?\}/.exec(p.slice(i, i + 24));
-    if (!m) return undefined;
-    end = i + m[0].length;
-    max = m[2] === undefined ? Number(m[1]) : m[3] === '' ? Infinity : Number(m[3]);
-  } else {
-    return undefined;
-  }
-  if (p[end] === '?' || p[end] === '+') end++;
-  return { end, max };
-}
-
-/** Length of the escape sequence starting with the backslash at `i`. */
-function escapeLength(p: string, i: number): number {
-  const n = p[i + 1];
-  if (n === undefined) return 1;
-  if (n === 'Q') {
-    // \Q...\E quotes literally (RE2).
-    const e = p.indexOf('\\E', i + 2);
-    return e < 0 ? p.length - i : e + 2 - i;
-  }
-  if ((n === 'p' || n === 'P' || n === 'x' || n === 'u') && p[i + 2] === '{') {
-    const e = p.indexOf('}', i + 3);
-    return e < 0 ? p.length - i : e + 1 - i;
-  }
-  return 2;
-}
-
-/** Length of the character class starting with the `[` at `i`. */
-function classLength(p: string, i: number): number {
-  let j = i + 1;
-  if (p[j] === '^') j++;
-  if (p[j] === ']') j++; // a leading ] is a literal
-  while (j < p.length && p[j] !== ']') {
-    if (p[j] === '\\') j += escapeLength(p, j);
-    else if (p[j] === '[' && p[j + 1] === ':') {
-      const e = p.indexOf(':]', j + 2);
-      j = e < 0 ? j + 1 : e + 2;
-    } else j++;
-  }
-  return j + 1 - i;
 }
 
 /**
@@ -132,14 +122,12 @@ export function findNestedRepeat(p: string): string | undefined {
       i += classLength(p, i);
       last = { group: false };
     } else if (c === '(') {
-      if (p[i + 1] === '?') {
-        const flags = /^\(\?[a-zA-Z-]*\)/.exec(p.slice(i, i + 16));
-        if (flags) {
-          // (?i) and friends set flags; they are not a group and cannot be repeated.
-          i += flags[0].length;
-          last = undefined;
-          continue;
-        }
+      const flags = flagsLength(p, i);
+      if (flags) {
+        // (?i) and friends set flags; they are not a group and cannot be repeated.
+        i += flags;
+        last = undefined;
+        continue;
       }
       frames.push({ start: i, repeats: false });
       last = undefined;
@@ -159,83 +147,4 @@ export function findNestedRepeat(p: string): string | undefined {
     }
   }
   return undefined;
-}
-
-/** Where a disabled pattern is reported. */
-export interface RegexLogger {
-  warn(message: string, fields?: Record<string, unknown>): void;
-}
-
-export const DEFAULT_REGEX_BUDGET_MS = 50;
-
-export interface BudgetedRegexOptions {
-  /** The check the pattern belongs to, named in the warning. */
-  checkId?: string;
-  /** A call slower than this disables the pattern; default 50 ms (the seed's limit per span). */
-  budgetMs?: number;
-  logger?: RegexLogger;
-  /** Milliseconds with sub-millisecond precision; performance.now by default. */
-  now?: () => number;
-}
-
-/**
- * Patterns disabled in this process, by check id and pattern: the seed says a slow pattern
- * "is skipped with a warning in the log until neatroots restarts", so reloading the checks
- * (a new BudgetedRegex for the same check and pattern) must not turn it back on.
- */
-const disabledPatterns = new Map<string, number>();
-
-const consoleLogger: RegexLogger = { warn: (message) => console.warn(message) };
-
-/** A compiled `match` pattern that stops running once a single call exceeds its time budget. */
-export class BudgetedRegex {
-  readonly pattern: string;
-  readonly checkId: string | undefined;
-  readonly budgetMs: number;
-  private readonly re: RE2;
-  private readonly key: string;
-  private readonly logger: RegexLogger;
-  private readonly now: () => number;
-
-  constructor(pattern: string, opts: BudgetedRegexOptions = {}) {
-    this.pattern = pattern;
-    this.checkId = opts.checkId;
-    this.budgetMs = opts.budgetMs ?? DEFAULT_REGEX_BUDGET_MS;
-    this.re = compileSafe(pattern);
-    this.key = `${opts.checkId ?? ''}\u0000${pattern}`;
-    this.logger = opts.logger ?? consoleLogger;
-    this.now = opts.now ?? (() => performance.now());
-  }
-
-  /** True once a call has gone over the budget; the pattern then never matches again. */
-  get disabled(): boolean {
-    return disabledPatterns.has(this.key);
-  }
-
-  /** A Buffer (UTF-8) skips the string conversion RE2 does on every call: callers that test
-   *  several patterns against one text convert it once. */
-  test(text: string | Buffer): boolean {
-    if (disabledPatterns.has(this.key)) return false;
-    const t0 = this.now();
-    const hit = this.re.test(text);
-    let ms = this.now() - t0;
-    if (ms > this.budgetMs) {
-      // Wall-clock time: on a busy machine the thread can be descheduled mid-call. The same
-      // text is timed once more, and the pattern is only disabled if it is slow again.
-      const t1 = this.now();
-      this.re.test(text);
-      ms = Math.min(ms, this.now() - t1);
-    }
-    if (ms > this.budgetMs) {
-      disabledPatterns.set(this.key, ms);
-      const who = this.checkId ? `check ${this.checkId}` : 'a check';
-      this.logger.warn(
-        `${who}: pattern ${JSON.stringify(this.pattern)} took ${ms.toFixed(1)} ms on one span (limit ${this.budgetMs} ms); ` +
-          `it is skipped until neatroots restarts`,
-        { check_id: this.checkId, pattern: this.pattern, ms, budget_ms: this.budgetMs, chars: text.length },
-      );
-    }
-    // The call that ran out of time still has a correct answer; only later calls are skipped.
-    return hit;
-  }
 }

@@ -1,9 +1,9 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import {
-  BudgetedRegex,
   compileRuleSet,
   RuleEngine,
+  SafeMatching,
   windowKey,
   type Check,
   type EngineOutput,
@@ -122,10 +122,12 @@ export class Replayer {
   private readonly projects = new Map<string, string>();
   private readonly keys = new Set<string>();
   private clock = 0;
+  private readonly matching: SafeMatching;
 
   constructor(private readonly opts: ReplayOptions) {
     const log = opts.log ?? ((m: string) => process.stderr.write(`${m}\n`));
-    const set = compileRuleSet(opts.checks, (check, pattern) => new BudgetedRegex(pattern, { checkId: check.id, logger: { warn: log } }));
+    this.matching = new SafeMatching({ warn: log });
+    const set = compileRuleSet(opts.checks, this.matching.matcher);
     this.engine = new RuleEngine({ windows: this.windows, rules: () => set, steering: () => opts.steering ?? true });
     const asked = questionSet(opts.checks);
     if (opts.questions !== false && asked.questions.length) {
@@ -190,6 +192,7 @@ export class Replayer {
   /** The end of the recording: no late span can come, so every wait still pending fires. */
   async end(): Promise<void> {
     await this.emit(await this.engine.tick(this.clock, { keys: [...this.keys], all: true }));
+    await this.matching.close();
     if (this.questions) {
       await this.questions.processor.idle();
       await this.questions.answerer.idle();

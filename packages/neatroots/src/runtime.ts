@@ -1,10 +1,12 @@
 import {
-  BudgetedRegex,
   compileRuleSet,
+  recordDisabledChecks,
+  SafeMatching,
   loadChecks,
   readProjects,
   watchChecks,
   type DatabaseCheck,
+  type DisabledCheck,
   type LoadResult,
   type ProjectEntry,
   type RuleSet,
@@ -67,6 +69,8 @@ export interface CheckSet {
   loaded(): LoadResult;
   /** Reads every source again (what the watcher does on a change). */
   reload(): Promise<void>;
+  /** `match` checks switched off in this process for a slow pattern (until it restarts). */
+  disabled(): DisabledCheck[];
   close(): void;
 }
 
@@ -95,9 +99,11 @@ export async function startCheckSet(opts: {
   const { log } = opts;
   const checksRepo = opts.db ? new ChecksRepo(opts.db) : undefined;
   const database = async (): Promise<DatabaseCheck[]> => (checksRepo ? (await checksRepo.list()).map((c) => ({ id: c.id, yaml: c.yaml })) : []);
-  const regexLog = { warn: (m: string) => log.warn(m) };
-  const compile = (l: LoadResult): RuleSet =>
-    compileRuleSet(l.checks, (check, pattern) => new BudgetedRegex(pattern, { checkId: check.id, logger: regexLog }));
+  // Patterns people write run long texts off the event loop, each under the 50 ms limit; a
+  // check disabled for a slow one is listed in the home folder for `checks list` and the API.
+  const matching = new SafeMatching({ warn: (m) => log.warn(m) });
+  const unrecord = recordDisabledChecks(opts.home, matching.disabled, (err) => log.error('could not record the disabled checks', err));
+  const compile = (l: LoadResult): RuleSet => compileRuleSet(l.checks, matching.matcher);
 
   let loaded = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true });
   for (const e of loaded.errors) log.error(`checks: ${e.message} (skipped)`);
@@ -118,7 +124,17 @@ export async function startCheckSet(opts: {
       reload().catch((err) => log.error('checks reload failed', err));
     });
   }
-  return { rules: () => rules, loaded: () => loaded, reload, close: () => stop() };
+  return {
+    rules: () => rules,
+    loaded: () => loaded,
+    reload,
+    disabled: () => matching.disabled.list(),
+    close: () => {
+      stop();
+      unrecord();
+      void matching.close();
+    },
+  };
 }
 
 /**

@@ -2,9 +2,12 @@ import type { RuleCheck, RuleType } from '../types';
 import { compileFilter, type SpanPredicate } from './filter';
 import { RULE_KINDS, type RuleKind, type RuleOf } from './rules';
 
-/** What `match` needs of a regex: RE2 with a time budget in production (see ../regex.ts). */
+/**
+ * What `match` needs of a regex. The answer may come later (a promise): in production the
+ * patterns people write run long texts off the event loop under a time limit (../match/).
+ */
 export interface TextMatcher {
-  test(text: string | Buffer): boolean;
+  test(text: string | Buffer): boolean | Promise<boolean>;
 }
 
 /** The most specific check heads its group; by default a narrower rule type is more specific. */

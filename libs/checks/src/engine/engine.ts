@@ -64,6 +64,8 @@ interface Step {
   emitted: { ev: FindingEvent; w: RunWindow; r: RuleRef }[];
   /** What the rule modules may do in this step. */
   rules: RuleStep;
+  /** Answers that come later (see RuleStep.defer). */
+  deferred: { answer: Promise<unknown>; then: (value: unknown) => void }[];
 }
 
 /**
@@ -101,6 +103,7 @@ export class RuleEngine {
       for (let i = 0; i < envs.length; i++) keys.add((keyOf[i] = windowKey(envs[i].project, itemRunId(envs[i].item))));
       const step = await this.begin([...keys]);
       for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keyOf[i]);
+      if (step.deferred.length) await this.applyDeferred(step);
       return this.finish(step);
     });
   }
@@ -131,14 +134,21 @@ export class RuleEngine {
 
   private async begin(keys: string[]): Promise<Step> {
     const windows = await this.windows.load(keys);
-    const step: Step = { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [], rules: undefined as unknown as RuleStep };
+    const step: Step = { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [], rules: undefined as unknown as RuleStep, deferred: [] };
     step.rules = {
       maxSpanIds: this.maxSpans,
       requiresWaitMs: this.waitMs,
       raise: (w, r, anchor, spans, count, at, received, vars) => this.raise(step, w, r, anchor, spans, count, at, received, vars),
       emit: (w, r, status, f, at, received, vars) => this.emit(step, w, r, status, f, at, received, vars),
+      defer: (answer, then) => step.deferred.push({ answer, then: then as (value: unknown) => void }),
     };
     return step;
+  }
+
+  /** Waits for the step's deferred answers (all at once: one batch off the event loop), then applies them in order. */
+  private async applyDeferred(step: Step): Promise<void> {
+    const values = await Promise.all(step.deferred.map((d) => d.answer));
+    for (let i = 0; i < values.length; i++) step.deferred[i].then(values[i]);
   }
 
   /**

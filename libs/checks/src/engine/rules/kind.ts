@@ -24,6 +24,12 @@ export interface RuleStep {
   readonly maxSpanIds: number;
   /** How long requires_before waits for a late span. */
   readonly requiresWaitMs: number;
+  /**
+   * An answer that comes later (a match run off the event loop): `then` runs once the
+   * batch's spans are applied, in the order deferred, before the step's findings are settled.
+   * A rule's own state is only its own, so applying its effect after the other rules' is safe.
+   */
+  defer<T>(answer: Promise<T>, then: (value: T) => void): void;
   /** A new finding, its id derived from the run, the check and `anchor` (so a redelivery raises nothing new). */
   raise(w: RunWindow, r: RuleRef, anchor: string, spans: string[], count: number, at: number, received: number, vars: Record<string, unknown>): void;
   /** A change to a finding the rule keeps open in its state. */

@@ -1,0 +1,62 @@
+/**
+ * `match` checks switched off in this process because a pattern was too slow on a span. The
+ * seed: such a pattern "is skipped with a warning in the log until neatroots restarts", so
+ * this lives as long as the process, and reloading the checks (new matchers for the same
+ * check and pattern) does not turn one back on; a changed pattern is a new one and runs.
+ */
+export interface DisabledCheck {
+  check_id: string;
+  pattern: string;
+  /** Where the check came from: user, project or database (library patterns are trusted). */
+  source?: string;
+  /** Why, in words: what `checks list`, the API and the log say. */
+  reason: string;
+  /** How long the slow call ran (at least, when it had to be stopped). */
+  ms: number;
+  limit_ms: number;
+  /** ISO time it was switched off. */
+  since: string;
+}
+
+export class DisabledChecks {
+  private readonly byKey = new Map<string, DisabledCheck>();
+  private readonly listeners = new Set<(all: DisabledCheck[]) => void>();
+  /** Grows on every change: matchers compare it instead of looking themselves up per call. */
+  version = 0;
+
+  private static key(checkId: string, pattern: string): string {
+    return `${checkId}\u0000${pattern}`;
+  }
+
+  has(checkId: string, pattern: string): boolean {
+    return this.byKey.has(DisabledChecks.key(checkId, pattern));
+  }
+
+  get(checkId: string, pattern: string): DisabledCheck | undefined {
+    return this.byKey.get(DisabledChecks.key(checkId, pattern));
+  }
+
+  /** Records it (once: the first reason stands) and tells the listeners. */
+  add(d: DisabledCheck): boolean {
+    const k = DisabledChecks.key(d.check_id, d.pattern);
+    if (this.byKey.has(k)) return false;
+    this.byKey.set(k, d);
+    this.version++;
+    const all = this.list();
+    for (const l of this.listeners) l(all);
+    return true;
+  }
+
+  list(): DisabledCheck[] {
+    return [...this.byKey.values()];
+  }
+
+  /** Called with the whole list on every change; returns a function that stops it. */
+  onChange(listener: (all: DisabledCheck[]) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+/** The process's list (what "until neatroots restarts" means). */
+export const disabledChecks = new DisabledChecks();

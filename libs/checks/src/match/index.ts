@@ -1,0 +1,4 @@
+export * from './disabled';
+export * from './pool';
+export * from './safe-matching';
+export * from './state-file';

@@ -1,0 +1,163 @@
+import type RE2 from 're2';
+import type { TextMatcher } from '../engine/compile';
+import { checkPatternBounds, compileSafe, DEFAULT_PATTERN_BOUNDS, type PatternBounds } from '../regex';
+import type { CheckSource } from '../types';
+import { disabledChecks as processDisabled, type DisabledChecks } from './disabled';
+import { MatchWorker } from './pool';
+
+/** The seed's limit per span for the patterns of checks people write. */
+export const DEFAULT_MATCH_LIMIT_MS = 50;
+
+/**
+ * How much a call may cost, in text bytes times program instructions, and still run on the
+ * event loop. RE2's time is at worst proportional to that product (linear in the text, the
+ * factor being the program's size). The worst factor measured (a DFA that gives up, as with
+ * `([a-z]{1,1000}x)` repeated) was about 7 ns per unit, so 300,000 units stay under ~2 ms:
+ * a 50-instruction pattern over 6 KB of text, or a 10-instruction one over 30 KB. Almost
+ * every span is that small; the long ones go to the matcher thread.
+ */
+export const DEFAULT_FAST_UNITS = 300_000;
+
+export interface SafeMatchingOptions {
+  /** Hard limit per span for a pattern run off the event loop (default 50 ms). */
+  limitMs?: number;
+  /** Where a disabled check is reported (a warning in the log). */
+  warn?: (message: string, fields?: Record<string, unknown>) => void;
+  /** What a pattern must keep to compile (tests lift them to load a pattern that slips past). */
+  bounds?: PatternBounds;
+  fastUnits?: number;
+  /** The list of disabled checks; the process's by default. */
+  disabled?: DisabledChecks;
+}
+
+interface Pending {
+  m: PatternMatcher;
+  text: Buffer;
+  resolve(hit: boolean): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Builds the matchers of `match` checks and runs the slow ones off the event loop.
+ *
+ * Library patterns are ours, reviewed and tested: they run inline. Patterns from the user,
+ * a project or the database (what "you or a coding agent write") run inline only when the
+ * call is provably cheap (DEFAULT_FAST_UNITS); otherwise the call is queued, and everything
+ * queued while the engine applies one batch goes to the matcher thread as one message,
+ * each call under a hard limit. A pattern over the limit (twice, see MatchWorker) is
+ * disabled for the rest of the process and says so: the log, `checks list`, the API and
+ * the metrics read `disabled`.
+ */
+export class SafeMatching {
+  readonly limitMs: number;
+  readonly disabled: DisabledChecks;
+  private readonly worker: MatchWorker;
+  private readonly bounds: PatternBounds;
+  private readonly fastUnits: number;
+  private readonly warn: (message: string, fields?: Record<string, unknown>) => void;
+  private pending: Pending[] = [];
+
+  constructor(opts: SafeMatchingOptions = {}) {
+    this.limitMs = opts.limitMs ?? DEFAULT_MATCH_LIMIT_MS;
+    this.disabled = opts.disabled ?? processDisabled;
+    this.bounds = opts.bounds ?? DEFAULT_PATTERN_BOUNDS;
+    this.fastUnits = opts.fastUnits ?? DEFAULT_FAST_UNITS;
+    this.warn = opts.warn ?? ((m) => console.warn(m));
+    this.worker = new MatchWorker({
+      limitMs: this.limitMs,
+      onEvent: (event, detail) => event === 'died' && this.warn(`match: the matcher thread stopped (${detail})`),
+    });
+  }
+
+  /** The matcher factory compileRuleSet takes. */
+  readonly matcher = (check: { id: string; source?: CheckSource }, pattern: string): TextMatcher => {
+    const re = compileSafe(pattern, this.bounds);
+    if (check.source === 'library') return { test: (text) => re.test(text) };
+    return new PatternMatcher(this, check.id, check.source, pattern, re, checkPatternBounds(pattern, this.bounds).size);
+  };
+
+  /** Stops the matcher thread; queued calls still pending are rejected. */
+  async close(): Promise<void> {
+    await this.worker.close();
+  }
+
+  /** @internal PatternMatcher's way off the event loop. */
+  enqueue(m: PatternMatcher, text: Buffer): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      // Everything queued by one engine batch (a synchronous loop) goes in one message.
+      if (!this.pending.length) queueMicrotask(() => this.flush());
+      this.pending.push({ m, text, resolve, reject });
+    });
+  }
+
+  /** @internal */
+  get fast(): number {
+    return this.fastUnits;
+  }
+
+  private flush(): void {
+    const batch = this.pending;
+    this.pending = [];
+    this.worker.run(batch.map((p) => ({ pattern: p.m.pattern, text: p.text }))).then(
+      (outcomes) => {
+        for (let i = 0; i < batch.length; i++) {
+          const o = outcomes[i];
+          if ('hit' in o) batch[i].resolve(o.hit);
+          else {
+            if ('slow' in o) this.disable(batch[i].m, o.slow, batch[i].text.length);
+            // Out of time (or the pattern was disabled earlier in the batch): no answer, no finding.
+            batch[i].resolve(false);
+          }
+        }
+      },
+      (err: unknown) => batch.forEach((p) => p.reject(err)),
+    );
+  }
+
+  private disable(m: PatternMatcher, ms: number, bytes: number): void {
+    const reason = `pattern took ${ms >= this.limitMs ? 'over ' : ''}${Math.round(ms)} ms on one span (limit ${this.limitMs} ms); skipped until neatroots restarts`;
+    const added = this.disabled.add({
+      check_id: m.checkId,
+      pattern: m.pattern,
+      source: m.source,
+      reason,
+      ms: Math.round(ms * 10) / 10,
+      limit_ms: this.limitMs,
+      since: new Date().toISOString(),
+    });
+    if (added) {
+      this.warn(`check ${m.checkId}: ${reason}`, { check_id: m.checkId, pattern: m.pattern, ms, limit_ms: this.limitMs, bytes });
+    }
+  }
+}
+
+/** A user, project or database pattern: inline when cheap, else on the matcher thread. */
+class PatternMatcher implements TextMatcher {
+  private off: boolean;
+  private seen: number;
+
+  constructor(
+    private readonly owner: SafeMatching,
+    readonly checkId: string,
+    readonly source: CheckSource | undefined,
+    readonly pattern: string,
+    private readonly re: RE2,
+    /** Estimated program size (instructions). */
+    private readonly size: number,
+  ) {
+    this.seen = owner.disabled.version;
+    this.off = owner.disabled.has(checkId, pattern);
+  }
+
+  test(text: string | Buffer): boolean | Promise<boolean> {
+    const d = this.owner.disabled;
+    if (d.version !== this.seen) {
+      this.seen = d.version;
+      this.off = d.has(this.checkId, this.pattern);
+    }
+    if (this.off) return false;
+    const bytes = typeof text === 'string' ? 3 * text.length : text.length;
+    if (bytes * this.size <= this.owner.fast) return this.re.test(text);
+    return this.owner.enqueue(this, typeof text === 'string' ? Buffer.from(text, 'utf8') : text);
+  }
+}
