@@ -43,6 +43,7 @@ export {
   JsonReply,
   ResolveKeyRequest,
   ResolveKeyReply,
+  ListDeadLettersRequest,
   ReviewService,
   ReviewClient,
   JsonRequest,

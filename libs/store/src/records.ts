@@ -1,4 +1,5 @@
 import type { RunEndStatus, RunStart, Span } from '@neatroots/spans';
+import type { DeadLetterRecord } from './dead-letters.repo';
 
 /**
  * What the store hands out, in the snake_case JSON of the REST API (CONTRACTS.md names).
@@ -167,4 +168,6 @@ export interface ReviewQueries {
   dismiss(project: string, findingId: string, input?: DismissInput): Promise<FindingRecord | null>;
   reopen(project: string, findingId: string): Promise<FindingRecord | null>;
   checkStats(project: string): Promise<CheckStat[]>;
+  /** What was set aside in the project (dead_letters), newest first. */
+  listDeadLetters(project: string, q?: PageQuery): Promise<Page<DeadLetterRecord>>;
 }

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { ApiKeyGuard } from './auth.guard';
 import { bodyParserErrors, MAX_BODY_BYTES, requireJsonBody } from './body';
 import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
+import { DeadLettersController } from './dead-letters.controller';
 import { ErrorsFilter } from './errors';
 import { MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, type ModelStats, type ResolveKey } from './tokens';
 
@@ -30,7 +31,7 @@ export class ApiModule {
   static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },

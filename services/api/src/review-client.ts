@@ -76,6 +76,9 @@ export class ReviewGrpcClient implements ReviewQueries {
 
   checkStats: ReviewQueries['checkStats'] = (project) => this.must(this.call<v1.ProjectRequest, v1.JsonReply>(this.client.checkStats as never, { project }));
 
+  listDeadLetters: ReviewQueries['listDeadLetters'] = (project, q = {}) =>
+    this.must(this.call<v1.ListDeadLettersRequest, v1.JsonReply>(this.client.listDeadLetters as never, { project, limit: q.limit ?? 0, cursor: q.cursor ?? '' }));
+
   /** The project an API key opens (null when none), asked of the review service. */
   async resolveKey(key: string): Promise<string | null> {
     const r = await this.call<v1.ResolveKeyRequest, v1.ResolveKeyReply>(this.client.resolveKey as never, { key });

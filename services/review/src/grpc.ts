@@ -61,6 +61,9 @@ export function reviewGrpcService(
     ),
     reopen: unary(async (r: v1.FindingActionRequest) => reply(await queries.reopen(r.project, r.finding_id))),
     checkStats: unary(async (r: v1.ProjectRequest) => reply(await queries.checkStats(r.project))),
+    listDeadLetters: unary(async (r: v1.ListDeadLettersRequest) =>
+      reply(await queries.listDeadLetters(r.project, { ...(r.limit ? { limit: r.limit } : {}), ...(r.cursor ? { cursor: r.cursor } : {}) })),
+    ),
     resolveKey: unary(async (r: v1.ResolveKeyRequest) => ({ project: (await resolveKey(r.key)) ?? '' })),
   };
   return { service: v1.ReviewService, implementation };

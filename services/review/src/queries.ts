@@ -1,5 +1,5 @@
 import type { Db } from '@neatroots/ports';
-import { FindingsRepo, RunsRepo, type QuietChecks, type ReviewQueries } from '@neatroots/store';
+import { DeadLettersRepo, FindingsRepo, RunsRepo, type QuietChecks, type ReviewQueries } from '@neatroots/store';
 
 /**
  * The review service's read side and the person's verdicts, as the api calls them (in-process
@@ -10,12 +10,14 @@ import { FindingsRepo, RunsRepo, type QuietChecks, type ReviewQueries } from '@n
 export function createReviewQueries(db: Db, opts: { quiet?: QuietChecks } = {}): ReviewQueries {
   const runs = new RunsRepo(db);
   const findings = new FindingsRepo(db);
+  const deadLetters = new DeadLettersRepo(db);
   return {
     listRuns: (project, q) => runs.list(project, q),
     getRun: (project, runId) => runs.detail(project, runId),
     listSpans: (project, runId, q) => runs.spans(project, runId, q),
     listFindings: (project, q) => findings.list(project, q),
     checkStats: (project) => findings.checkStats(project),
+    listDeadLetters: (project, q) => deadLetters.list(project, q),
     async dismiss(project, findingId, input) {
       const out = await db.transaction((tx) => new FindingsRepo(tx).dismiss(project, findingId, input));
       opts.quiet?.invalidate(project);
