@@ -11,9 +11,13 @@ import { itemToEvent, normalizeItem, type StreamItem } from '@neatroots/spans';
 import { Replayer } from '../../packages/neatroots/src/replay';
 import { Cluster, freePort, type ServiceProc } from './cluster';
 
+const SERVICES = path.resolve(__dirname, '../../deploy/local/services');
+
 /**
  * Faults on the real servers: while a fleet's spans flow, the rule engine is killed with
- * SIGKILL and started again; a second replica joins and leaves; Redis is restarted. After
+ * SIGKILL and started again; a second replica joins and leaves; Redis, the Kafka broker and
+ * Postgres are restarted (private instances, so other tests on the shared servers are not
+ * disturbed). After
  * each, the findings in Postgres must be exactly those `neatroots replay` computes for the
  * same spans: each once (same ids), none missing, none extra, each in the same final state.
  */
@@ -87,11 +91,13 @@ async function send(port: number, key: string, items: StreamItem[], during: (sen
   try {
     for (let i = 0; i < items.length; i += batch) {
       const req: v1.ExportRequest = { events: items.slice(i, i + batch).map(itemToEvent), note_runs: [] };
-      // Retried until acknowledged: UNAVAILABLE means nothing of the batch was taken.
-      for (let attempt = 0; ; attempt++) {
-        const err = await new Promise<Error | null>((resolve) => client.export(req, md, (e) => resolve(e)));
+      // Retried until acknowledged: UNAVAILABLE means nothing of the batch was taken (a
+      // broker restart takes a while: retried for up to two minutes).
+      const giveUp = Date.now() + 120_000;
+      for (;;) {
+        const err = await new Promise<Error | null>((resolve) => client.export(req, md, { deadline: Date.now() + 30_000 }, (e) => resolve(e)));
         if (!err) break;
-        if (attempt > 50) throw err;
+        if (Date.now() > giveUp) throw err;
         await new Promise((r) => setTimeout(r, 200));
       }
       const frac = Math.floor(((i + batch) / items.length) * 10) / 10;
@@ -107,8 +113,8 @@ async function send(port: number, key: string, items: StreamItem[], during: (sen
 }
 
 /** Findings of the project once the engine and the store have caught up (stable for a while). */
-async function storedFindings(project: string, want: number): Promise<Map<string, string>> {
-  const db = await openPostgres({ url: pg! });
+async function storedFindings(project: string, want: number, url = pg!): Promise<Map<string, string>> {
+  const db = await openPostgres({ url });
   try {
     let last = -1;
     let stableSince = Date.now();
@@ -156,7 +162,7 @@ maybe(SUITE, () => {
       const want = await expected(items, cluster.home);
       expect(want.size).toBeGreaterThan(50);
       await send(cluster.ports.grpc, key, items, (frac) => fault(cluster, engine, frac));
-      const got = await storedFindings(project, want.size);
+      const got = await storedFindings(project, want.size, extraEnv.NEATROOTS_PG_URL);
       const diff = compare(got, want);
       if (diff.missing.length || diff.extra.length) {
         // What went wrong, for whoever reads the failure: which checks and runs, and the engines' logs.
@@ -229,4 +235,77 @@ maybe(SUITE, () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   }, 300_000);
+  /**
+   * A private instance of a service (deploy/local/services with its own state folder and
+   * ports), stopped and started again by the test; Kafka's jars come from the shared cache.
+   */
+  async function privateService(name: 'kafka' | 'postgres'): Promise<{ env: Record<string, string>; restart(pauseMs: number): Promise<void>; remove(): Promise<void> }> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), `neatroots-${name}-`));
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      NEATROOTS_SERVICES_DIR: dir,
+      NEATROOTS_KAFKA_CACHE_DIR: path.join(process.env.NEATROOTS_SERVICES_DIR ?? path.join(os.homedir(), '.cache', 'neatroots-services'), 'kafka-dist'),
+      NEATROOTS_KAFKA_PORT: String(await freePort()),
+      NEATROOTS_KAFKA_CONTROLLER_PORT: String(await freePort()),
+      NEATROOTS_PG_PORT: String(await freePort()),
+    };
+    const run = (cmd: string) =>
+      new Promise<string>((resolve, reject) => {
+        const p = spawn(SERVICES, [cmd, name], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+        p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+        p.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`services ${cmd} ${name} exited ${code}:\n${out}`))));
+      });
+    await run('up');
+    const vars = await new Promise<string>((resolve) => {
+      const p = spawn(SERVICES, ['env'], { env, stdio: ['ignore', 'pipe', 'ignore'] });
+      let out = '';
+      p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      p.on('exit', () => resolve(out));
+    });
+    const get = (v: string) => new RegExp(`${v}=(\\S+)`).exec(vars)![1];
+    return {
+      env: name === 'kafka' ? { NEATROOTS_KAFKA_BROKERS: get('NEATROOTS_KAFKA_BROKERS') } : { NEATROOTS_PG_URL: get('NEATROOTS_PG_URL') },
+      restart: async (pauseMs) => {
+        await run('down');
+        await new Promise((r) => setTimeout(r, pauseMs));
+        await run('up');
+      },
+      remove: async () => {
+        await run('down').catch(() => undefined);
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  it('waits out a Kafka broker restart and loses nothing acknowledged', async () => {
+    const broker = await privateService('kafka');
+    let restarted = false;
+    try {
+      await scenario('kafka', broker.env, async (_c, _engine, frac) => {
+        if (frac >= 0.4 && !restarted) {
+          restarted = true;
+          await broker.restart(2000);
+        }
+      });
+    } finally {
+      await broker.remove();
+    }
+  }, 600_000);
+
+  it('waits out a Postgres restart and loses nothing acknowledged', async () => {
+    const db = await privateService('postgres');
+    let restarted = false;
+    try {
+      await scenario('postgres', db.env, async (_c, _engine, frac) => {
+        if (frac >= 0.4 && !restarted) {
+          restarted = true;
+          await db.restart(2000);
+        }
+      });
+    } finally {
+      await db.remove();
+    }
+  }, 600_000);
 });
