@@ -103,32 +103,28 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
     };
   }
 
-  const entries: Entry[] = [];
-  for (const rule of p.rules) entries.push(await observe(rule, session, ask));
-  let goal_reached: boolean | null = null;
-  let goal_reason: string | null = 'The procedure has no Goal:.';
-  if (p.goal) {
-    const { a } = await ask('goal', null);
-    goal_reached = a.decided ? a.answer : null;
-    goal_reason = a.decided ? decidedReason(a) : a.reason;
-  }
+  // Every rule's questions are independent: asked together, so a model-backed decider can batch them.
+  const [entries, goal] = await Promise.all([
+    Promise.all(p.rules.map((rule) => observe(rule, session, ask))),
+    p.goal ? ask('goal', null).then(({ a }) => a) : null,
+  ]);
+  const goal_reached = goal?.decided ? goal.answer : null;
+  const goal_reason = !goal ? 'The procedure has no Goal:.' : goal.decided ? decidedReason(goal) : goal.reason;
 
   let derived = derive(entries, session);
   if (opts.reviewer) {
-    let changed = false;
-    for (let i = 0; i < entries.length; i++) {
-      const e = entries[i];
-      if (!e.review || !(isFinding(derived[i].status) || !e.review.decision.sure)) continue;
-      const a = await opts.reviewer.review(e.review.question, e.review.decision, derived[i].status);
-      if (!a.decided) continue; // the decision stands
+    const reviewer = opts.reviewer;
+    const flagged = entries.filter((e, i) => e.review && (isFinding(derived[i].status) || !e.review.decision.sure));
+    const answers = await Promise.all(flagged.map((e) => reviewer.review(e.review!.question, e.review!.decision, derived[entries.indexOf(e)].status)));
+    flagged.forEach((e, i) => {
+      const a = answers[i];
+      if (!a.decided) return; // the decision stands
       reviewed++;
-      changed = true;
-      const evidence = inRange(a.evidence, session);
-      (e.obs as unknown as Record<string, unknown>)[e.review.field] = a.answer;
-      e.obs.evidence = e.review.field === 'heeded' ? e.obs.evidence : evidence;
+      (e.obs as unknown as Record<string, unknown>)[e.review!.field] = a.answer;
+      if (e.review!.field !== 'heeded') e.obs.evidence = inRange(a.evidence, session);
       e.obs.reason = a.reason;
-    }
-    if (changed) derived = derive(entries, session);
+    });
+    if (reviewed) derived = derive(entries, session);
   }
 
   const rules: RuleResult[] = entries.map((e, i) => ({
