@@ -7,6 +7,7 @@ import {
   neatrootsHome,
   parseCheckFile,
   listCheckFiles,
+  readDisabledChecks,
   readProjects,
   registerProject,
   type Check,
@@ -158,6 +159,8 @@ neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
   project, database), file, the projects a project's own check applies to, and what each one
   overrides (a later source wins on the same id). Includes the demo project's own checks,
   which "neatroots start" runs (leave them out with --no-demo, as "start --no-demo" does).
+  A match check that a running neatroots disabled for a slow pattern says so, with the
+  reason ("disabled" in --json), until that neatroots restarts.
   --json prints one JSON document: { "checks": [...], "projects": [...] }.`,
     flags: { json: {}, 'no-library': {}, 'no-demo': {}, checks: { value: true, repeat: true } },
     async run(p, io) {
@@ -214,9 +217,12 @@ neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
         });
         for (const w of r.warnings) io.err(`warning: ${w}`);
         const byKey = new Map<string, Check>(r.checks.map((c) => [`${c.id}\u0000${c.file ?? ''}`, c]));
+        // Checks a running neatroots on this home switched off (a pattern over its time limit).
+        const off = new Map(readDisabledChecks(home).map((d) => [`${d.check_id}\u0000${d.pattern}`, d]));
         const listed = r.entries.map((e) => {
           const c = byKey.get(`${e.id}\u0000${e.file ?? ''}`);
-          return { ...e, kind: c?.kind, action: c?.action, title: c?.title };
+          const d = c?.kind === 'rule' && c.rule.type === 'match' ? off.get(`${c.id}\u0000${c.rule.pattern}`) : undefined;
+          return { ...e, kind: c?.kind, action: c?.action, title: c?.title, ...(d ? { disabled: { reason: d.reason, since: d.since } } : {}) };
         });
         if (p.flags.json) {
           io.out(JSON.stringify({ checks: listed, projects }, null, 2));
@@ -227,6 +233,7 @@ neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
           const scope = e.projects ? ` [projects: ${e.projects.join(', ')}]` : e.except_projects ? ` [not in: ${e.except_projects.join(', ')}]` : '';
           io.out(`${e.id}  ${e.kind ?? ''}  ${e.action ?? ''}  ${e.source}  ${where}${scope}`);
           for (const o of e.overrides) io.out(`    overrides ${o.source} ${o.file ? path.relative(io.cwd, o.file) || o.file : 'database'}`);
+          if (e.disabled) io.out(`    disabled: ${e.disabled.reason} (since ${e.disabled.since})`);
         }
         if (projects.length) io.out(`projects: ${projects.map((x) => `${x.name} (steering ${x.steering ? 'on' : 'off'})`).join(', ')}`);
         return 0;
