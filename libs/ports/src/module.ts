@@ -80,6 +80,8 @@ export interface ServiceMetrics {
   /** Spans of exports refused by back-pressure, by reason. */
   spansRefused: CounterPort;
   busBacklog: GaugePort;
+  /** Items set aside in dead_letters, by where (store.events, bus:<topic>/<group>, ...). */
+  deadLetters: CounterPort;
 }
 
 /** A gRPC service definition and implementation (@grpc/grpc-js's, kept opaque here). */

@@ -1,4 +1,4 @@
-import type { Queryable, ServiceModule } from '@neatroots/ports';
+import { deadLetterTopic, type Queryable, type ServiceModule } from '@neatroots/ports';
 import { makeTopics } from '@neatroots/spans';
 import { ProjectsRepo, type IsQuiet, type ReviewQueries } from '@neatroots/store';
 import { createReviewData, type ReviewData } from './data';
@@ -42,8 +42,10 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
     const review = await startReview({
       bus: ctx.platform.bus(),
       db,
-      topics: makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX),
+      topics: { ...makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX), deadLetters: deadLetterTopic(ctx.config.NEATROOTS_TOPIC_PREFIX) },
       log: (m, err) => ctx.log.error(m, err),
+      // every dead letter ends up here (the buses send theirs on the dead-letter topic)
+      onSetAside: (letter) => ctx.metrics.deadLetters.inc({ source: letter.source }),
     });
     const projects = new ProjectsRepo(db);
     const link: ReviewLink = {

@@ -21,6 +21,7 @@ export interface Metrics {
   spansRefused: Counter<'reason'>;
   /** Records accepted and not processed yet (the in-process bus's slowest group; Kafka: unsent). */
   busBacklog: Gauge<'topic'>;
+  deadLetters: Counter<'source'>;
   /** Run windows held in memory and spilled to disk (embedded). */
   windows: Gauge<'where'>;
 }
@@ -42,6 +43,7 @@ export function createMetrics(service: string): Metrics {
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
     spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),
     busBacklog: new Gauge({ name: 'neatroots_bus_backlog', help: 'Records accepted and not processed yet', labelNames: ['topic'], ...reg }),
+    deadLetters: new Counter({ name: 'neatroots_dead_letters_total', help: 'Items set aside in dead_letters (the store refused them, or no handler could take them), by source', labelNames: ['source'], ...reg }),
     windows: new Gauge({ name: 'neatroots_windows', help: 'Run windows in memory and spilled to disk', labelNames: ['where'], ...reg }),
   };
 }

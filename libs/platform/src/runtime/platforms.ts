@@ -121,6 +121,8 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
       heartbeatInterval: Math.max(500, Math.floor(config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS / 10)),
       rebalanceTimeout: Math.max(10_000, config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS),
+      setAside: { attempts: config.NEATROOTS_BUS_ATTEMPTS },
+      deadLetterPrefix: config.NEATROOTS_TOPIC_PREFIX,
       onError: (err, where) => {
         metrics.dependencyErrors.inc({ dependency: 'kafka' });
         log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}`, err);
