@@ -201,5 +201,11 @@ describe('no single input stops the pipeline (embedded app, real gRPC ingest)', 
     expect(run?.span_count).toBe(2);
     // the other projects have none
     expect((await new DeadLettersRepo(app.db).list(PROJECT.a)).items).toEqual([]);
+    // listed by the REST API for its project, and counted in the metrics
+    const res = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/${PROJECT.x}/dead-letters`, { headers: { 'x-api-key': KEYS.x } });
+    expect(res.status).toBe(200);
+    expect((await res.json()).dead_letters).toEqual([expect.objectContaining({ run_id: 'x-surrogate', kind: 'run_end', reason: letter.reason })]);
+    const metrics = await (await fetch(`http://127.0.0.1:${app.adminPort}/metrics`)).text();
+    expect(metrics).toMatch(/neatroots_dead_letters_total\{[^}]*source="store.events"[^}]*\} 1/);
   }, 60_000);
 });
