@@ -12,7 +12,7 @@ const grpc = require('@grpc/grpc-js');
 const { v1 } = require('@neatroots/proto');
 const { itemToEvent } = require('@neatroots/spans');
 const { startIngest } = require('@neatroots/ingest');
-const { MemoryBus, loadConfig } = require('@neatroots/platform');
+const { MemoryBus, createLogger, loadConfig } = require('@neatroots/platform');
 const { startEmbedded } = require('neatroots');
 const { extraChecksYaml, fleet, percentile } = require('./checks');
 
@@ -95,10 +95,10 @@ async function full(batches, spans, latencyBatches, latencyRate) {
   fs.mkdirSync(path.join(home, 'checks'));
   fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
   const config = loadConfig({
-    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0',
+    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
     NEATROOTS_API_KEYS: `bench=${KEY}`,
   });
-  const quiet = { info() {}, warn() {}, error: (m, e) => console.error(m, e ?? '') };
+  const quiet = createLogger({ level: 'error' });
   const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: quiet });
   let latencies = null;
   await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {

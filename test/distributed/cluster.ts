@@ -35,7 +35,7 @@ export class Cluster {
   readonly home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-cluster-'));
   readonly procs: ServiceProc[] = [];
   env: NodeJS.ProcessEnv = {};
-  ports = { otlp: 0, grpc: 0, http: 0, review: 0 };
+  ports = { otlp: 0, grpc: 0, http: 0, review: 0, question: 0 };
 
   constructor(
     private readonly services: { kafka: string[]; redis: string; pg: string },
@@ -43,7 +43,7 @@ export class Cluster {
   ) {}
 
   async init(): Promise<void> {
-    this.ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort(), review: await freePort() };
+    this.ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort(), review: await freePort(), question: await freePort() };
     this.env = {
       PATH: process.env.PATH,
       NEATROOTS_HOME: this.home,
@@ -56,16 +56,28 @@ export class Cluster {
       NEATROOTS_GRPC_PORT: String(this.ports.grpc),
       NEATROOTS_HTTP_PORT: String(this.ports.http),
       NEATROOTS_REVIEW_ADDR: `127.0.0.1:${this.ports.review}`,
+      NEATROOTS_QUESTION_ADDR: `127.0.0.1:${this.ports.question}`,
       KAFKAJS_NO_PARTITIONER_WARNING: '1',
       ...this.extraEnv,
     };
   }
 
-  async start(target: string, env: Record<string, string> = {}): Promise<ServiceProc> {
+  /** Starts `serve --target target`; an `env` value of undefined leaves that variable out. */
+  async start(target: string, env: Record<string, string | undefined> = {}): Promise<ServiceProc> {
     const adminPort = await freePort();
-    const servicePort = target === 'review' ? this.ports.review : await freePort();
+    // review and question bind the ports the others reach them on; `all` serves both on review's.
+    const servicePort = target === 'review' || target === 'all' ? this.ports.review : target === 'question' ? this.ports.question : await freePort();
+    const all: NodeJS.ProcessEnv = {
+      ...this.env,
+      NEATROOTS_ADMIN_PORT: String(adminPort),
+      NEATROOTS_SERVICE_PORT: String(servicePort),
+      NEATROOTS_QUESTION_PORT: String(this.ports.question),
+      NEATROOTS_REVIEW_PORT: String(this.ports.review),
+      ...env,
+    };
+    for (const [k, v] of Object.entries(all)) if (v === undefined) delete all[k];
     const proc = spawn(process.execPath, [CLI, 'serve', '--target', target], {
-      env: { ...this.env, NEATROOTS_ADMIN_PORT: String(adminPort), NEATROOTS_SERVICE_PORT: String(servicePort), NEATROOTS_REVIEW_PORT: String(this.ports.review), ...env },
+      env: all,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const sp: ServiceProc = { target, proc, adminPort, servicePort, output: [] };

@@ -14,9 +14,10 @@ import {
   type LoadResult,
   type ProjectEntry,
 } from '@neatroots/checks';
-import { ConfigError, loadModelConfig, modelsFromConfig } from '@neatroots/platform';
+import { ConfigError, loadModelConfig } from '@neatroots/platform';
 import { JsonlError } from '@neatroots/spans';
 import { parseArgs, strings, UsageError, type FlagSpec } from './args';
+import { questionServiceConfig } from './questions';
 import { findingLine, readItems, Replayer, Summary } from './replay';
 
 interface Command {
@@ -80,12 +81,10 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
         dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)),
       });
       for (const w of loaded.warnings) io.err(`warning: ${w}`);
-      let models: ReturnType<typeof modelsFromConfig>;
-      let backend: ReturnType<typeof loadModelConfig>['backend'];
+      // The same models, routing and queues as the question service.
+      let questions: ReturnType<typeof questionServiceConfig>;
       try {
-        const mc = loadModelConfig(io.env);
-        models = modelsFromConfig(mc);
-        backend = mc.backend;
+        questions = questionServiceConfig(loadModelConfig(io.env));
       } catch (e) {
         if (!(e instanceof ConfigError)) throw e;
         io.err(`neatroots replay: ${e.message}`);
@@ -96,7 +95,8 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
         checks: loaded.checks,
         onFinding: (f) => (summary ? summary.add(f) : io.out(JSON.stringify(findingLine(f)))),
         log: (m) => io.err(`warning: ${m}`),
-        questions: { models, backend },
+        questions,
+        onNotChecked: (r) => io.err(`not checked: ${r.check_id} in run ${r.run_id} (${r.answer.reason || 'no answer'})`),
       });
       for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)))) await replayer.push(item);
       await replayer.end();
@@ -246,7 +246,7 @@ neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
 commands.start = {
   usage: 'neatroots start [--no-demo]',
   summary: 'run everything in one process (the embedded default) and replay a sample fleet',
-  help: `Starts ingest (OTLP/gRPC and the neatroots gRPC API), the rule engine, review and the
+  help: `Starts ingest (OTLP/gRPC and the neatroots gRPC API), the rule engine, question, review and the
 HTTP API in one process, with the in-process bus, in-memory run windows and an embedded
 Postgres (PGlite) in $NEATROOTS_DATA_DIR (default ~/.neatroots/data). Nothing else needs to
 be installed. Then it replays a bundled sample fleet through the real gRPC ingest and prints
@@ -256,7 +256,7 @@ Options:
   --no-demo       do not replay the sample fleet
 
 Environment: NEATROOTS_HOST, NEATROOTS_OTLP_PORT (4317), NEATROOTS_GRPC_PORT (50051),
-NEATROOTS_HTTP_PORT (8080), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEERING
+NEATROOTS_HTTP_PORT (8080), NEATROOTS_ADMIN_PORT (9464: /healthz, /readyz, /metrics), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEERING
 (projects where halts act), NEATROOTS_HOME, NEATROOTS_DATA_DIR.`,
   flags: { 'no-demo': {} },
   async run(p, io) {
@@ -266,43 +266,24 @@ NEATROOTS_HTTP_PORT (8080), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEE
 };
 
 commands.serve = {
-  usage: 'neatroots serve --target ingest|rule-engine|review|api|all',
+  usage: 'neatroots serve --target ingest|rule-engine|question|review|api|all',
   summary: 'run one service (or all) of the distributed deployment, on Kafka, Redis and Postgres',
   help: `Runs one service of the distributed deployment in this process, or all of them
-(--target all), on Kafka (NEATROOTS_KAFKA_BROKERS), Redis (NEATROOTS_REDIS_URL) and
-Postgres (NEATROOTS_PG_URL). Services talk over gRPC: the api and ingest ask the review
-service (NEATROOTS_REVIEW_ADDR). Each process serves grpc.health.v1 on its service port
-(NEATROOTS_SERVICE_PORT) and /healthz, /readyz and /metrics on NEATROOTS_ADMIN_PORT (9464).
-SIGTERM or SIGINT stops it gracefully. Configuration is validated at start-up.`,
+(--target all: the services of \`neatroots start\`, on these servers instead of in-process
+ones). Kafka (NEATROOTS_KAFKA_BROKERS) for every service but the api, Redis
+(NEATROOTS_REDIS_URL) for the rule engine and question, Postgres (NEATROOTS_PG_URL) for review
+only: review owns the database and the others ask it over gRPC (NEATROOTS_REVIEW_ADDR); the api
+asks question (NEATROOTS_QUESTION_ADDR). Each process serves grpc.health.v1 on its service port
+(review: NEATROOTS_REVIEW_PORT, question: NEATROOTS_QUESTION_PORT, else NEATROOTS_SERVICE_PORT)
+and /healthz, /readyz and /metrics on NEATROOTS_ADMIN_PORT (9464). Logs are JSON lines on
+standard error (NEATROOTS_LOG_LEVEL, NEATROOTS_LOG_FORMAT). SIGTERM or SIGINT stops it
+gracefully. Configuration is validated at start-up.`,
   flags: { target: { value: true } },
   async run(p, io) {
     const target = p.flags.target as string | undefined;
-    const { serve, TARGETS, ServeConfigError } = await import('./serve');
+    const { runServe, TARGETS } = await import('./serve');
     if (!target || !(TARGETS as readonly string[]).includes(target)) throw new UsageError(`--target must be one of ${TARGETS.join(', ')}`);
-    const { loadConfig, ConfigError } = await import('@neatroots/platform');
-    const log = { info: (m: string) => io.out(m), warn: (m: string) => io.err(`warning: ${m}`), error: (m: string, err?: unknown) => io.err(`error: ${m}${err ? ` ${String(err)}` : ''}`) };
-    let served;
-    try {
-      served = await serve(target as Parameters<typeof serve>[0], loadConfig(io.env), log);
-    } catch (e) {
-      if (e instanceof ConfigError || e instanceof ServeConfigError) {
-        io.err(`neatroots serve: ${e.message}`);
-        return 2;
-      }
-      throw e;
-    }
-    io.out(
-      `neatroots ${target}: serving (health: gRPC :${served.servicePort}, admin http :${served.adminPort})` +
-        (served.ingestPorts ? `; OTLP :${served.ingestPorts.otlp}, neatroots gRPC :${served.ingestPorts.grpc}` : '') +
-        (served.httpPort ? `; HTTP API :${served.httpPort}` : ''),
-    );
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve());
-      process.once('SIGTERM', () => resolve());
-    });
-    io.out(`neatroots ${target}: stopping`);
-    await served.close();
-    return 0;
+    return runServe(target as (typeof TARGETS)[number], io);
   },
 };
 

@@ -5,7 +5,7 @@ import { Metadata } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode, type Span as OtelSpan, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { loadConfig } from '@neatroots/platform';
+import { createLogger, loadConfig } from '@neatroots/platform';
 import { NeatrootsClient, RunHaltedError, type Note } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from './embedded';
 
@@ -54,10 +54,11 @@ action: halt
       NEATROOTS_OTLP_PORT: '0',
       NEATROOTS_GRPC_PORT: '0',
       NEATROOTS_HTTP_PORT: '0',
+      NEATROOTS_ADMIN_PORT: '0',
       NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
       NEATROOTS_STEERING: PROJECT,
     });
-    app = await startEmbedded({ config, inMemoryDb: true, watch: true, log: { info: () => undefined, warn: () => undefined, error: console.error } });
+    app = await startEmbedded({ config, inMemoryDb: true, watch: true, log: createLogger({ level: 'error' }) });
     const metadata = new Metadata();
     metadata.set('x-api-key', KEY);
     provider = new BasicTracerProvider({
@@ -139,6 +140,22 @@ action: halt
     const models = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/${PROJECT}/models/agreement`, { headers: { 'x-api-key': KEY } });
     expect(models.status).toBe(200);
     expect(Array.isArray(((await models.json()) as { questions: unknown[] }).questions)).toBe(true);
+  });
+
+  it('serves /healthz, /readyz and /metrics on its admin port, as every process of the distributed deployment does', async () => {
+    const admin = `http://127.0.0.1:${app.adminPort}`;
+    expect(await (await fetch(`${admin}/healthz`)).json()).toEqual({ status: 'ok' });
+    const ready = await fetch(`${admin}/readyz`);
+    expect([ready.status, await ready.json()]).toEqual([200, { status: 'ready' }]);
+    // The spans and findings of the test above (synced into the registry every second).
+    const counted = (t: string) => /neatroots_spans_accepted_total\{[^}]*\} [1-9]/.test(t) && /neatroots_findings_total\{[^}]*\} [1-9]/.test(t);
+    let text = '';
+    for (let i = 0; i < 50 && !counted(text); i++) {
+      text = await (await fetch(`${admin}/metrics`)).text();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(text).toMatch(/neatroots_spans_accepted_total\{[^}]*service="all"[^}]*\} [1-9]/);
+    expect(text).toMatch(/neatroots_findings_total\{[^}]*\} [1-9]/);
   });
 
   it('reloads checks without a restart when a file changes, and keeps the last good version of a broken one', async () => {

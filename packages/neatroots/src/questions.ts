@@ -1,13 +1,12 @@
 import type { Check } from '@neatroots/checks';
 import { modelsFromConfig, type ModelConfig } from '@neatroots/platform';
-import type { WindowStore } from '@neatroots/ports';
 import type { QuestionServiceOptions } from '@neatroots/question';
-import { LOCAL_LLM_POLICY, QuestionScheduler, questionSet, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
+import { questionSet, type QuestionSet } from '@neatroots/questions';
 
 /**
- * Question checks wired from the configuration, for both deployments: the question service's
- * model options from the environment (loadModelConfig), and the scheduler the rule-engine
- * service runs beside its rules.
+ * Question checks wired from the configuration, for both deployments and replay: the question
+ * service's model options from the environment (loadModelConfig), and whether the local LLM
+ * answers alone (the rule engine's scheduler then asks fewer, later questions).
  */
 
 /** The question service's models, routing, queues and cache, from the validated configuration. */
@@ -42,19 +41,4 @@ export function questionsOf(loaded: () => { checks: readonly Check[] }): () => Q
     }
     return set;
   };
-}
-
-/** The scheduler for startRuleEngine's `questions` option. */
-export function questionScheduler(opts: {
-  windows: WindowStore<SchedulerWindow>;
-  loaded: () => { checks: readonly Check[] };
-  models: ModelConfig;
-  plans?: PlanStore;
-}): QuestionScheduler {
-  return new QuestionScheduler({
-    windows: opts.windows,
-    questions: questionsOf(opts.loaded),
-    plans: opts.plans,
-    policy: localLlmStandsIn(opts.models) ? LOCAL_LLM_POLICY : undefined,
-  });
 }

@@ -11,7 +11,7 @@ import {
   type RunWindow,
 } from '@neatroots/checks';
 import { MemoryWindowStore } from '@neatroots/platform';
-import type { ChatModel } from '@neatroots/ports';
+import type { QuestionServiceOptions } from '@neatroots/question';
 import {
   LOCAL_LLM_POLICY,
   MemoryPlanStore,
@@ -20,7 +20,7 @@ import {
   QuestionProcessor,
   QuestionScheduler,
   questionSet,
-  type Backend,
+  type QuestionResult,
   type QuestionFindingsWindow,
   type SchedulerWindow,
 } from '@neatroots/questions';
@@ -88,10 +88,13 @@ export interface ReplayOptions {
   /** Whether halts act (replay shows what steering would do: on by default). */
   steering?: boolean;
   /**
-   * Question checks are answered by the models given (modelsFromConfig), else by the
-   * built-in fast classifier; false leaves them out.
+   * Question checks are answered by the models given, with the queue settings the question
+   * service uses (questionServiceConfig), else by the built-in fast classifier; false leaves
+   * them out.
    */
-  questions?: { models?: { decision?: ChatModel; local?: ChatModel }; backend?: Backend } | false;
+  questions?: Partial<Pick<QuestionServiceOptions, 'models' | 'backend' | 'queue' | 'decisionQueue' | 'localQueue' | 'cache'>> | false;
+  /** A question that could not be answered (a model error or timeout): not checked, never a pass. */
+  onNotChecked?(r: QuestionResult): void;
 }
 
 function itemTime(item: StreamItem): number | undefined {
@@ -132,7 +135,15 @@ export class Replayer {
     const asked = questionSet(opts.checks);
     if (opts.questions !== false && asked.questions.length) {
       const q = opts.questions || {};
-      const answerer = new QuestionAnswerer({ ...q.models, backend: q.backend, onError: (m, err) => log(`${m}: ${(err as Error)?.message ?? err}`) });
+      const answerer = new QuestionAnswerer({
+        ...q.models,
+        backend: q.backend,
+        queue: q.queue,
+        decisionQueue: q.decisionQueue,
+        localQueue: q.localQueue,
+        cache: q.cache,
+        onError: (m, err) => log(`${m}: ${(err as Error)?.message ?? err}`),
+      });
       const library = asked.questions.filter((c) => c.source === 'library');
       // Without the library (--no-library) there is nothing to plan from.
       const plans = library.length ? new MemoryPlanStore() : undefined;
@@ -181,8 +192,9 @@ export class Replayer {
     if (this.questions) {
       const due = await this.questions.scheduler.process([env]);
       if (due.tasks.length) {
-        const out = await this.questions.processor.process(due.tasks);
+        const out = await held(this.questions.processor.process(due.tasks));
         for (const f of out.findings) this.opts.onFinding(f);
+        for (const r of out.results) if (r.answer.status === 'not_checked') this.opts.onNotChecked?.(r);
         await out.commit();
       }
       await due.commit();
@@ -194,10 +206,24 @@ export class Replayer {
     await this.emit(await this.engine.tick(this.clock, { keys: [...this.keys], all: true }));
     await this.matching.close();
     if (this.questions) {
-      await this.questions.processor.idle();
-      await this.questions.answerer.idle();
+      await held(this.questions.processor.idle());
+      await held(this.questions.answerer.idle());
       this.questions.answerer.close();
     }
+  }
+}
+
+/**
+ * Keeps the process up while `p` waits: the model queues' batching timers do not hold Node
+ * open (a service must be able to stop), so a command whose last work is a question would
+ * otherwise exit before its answer, printing nothing.
+ */
+async function held<T>(p: Promise<T>): Promise<T> {
+  const keep = setInterval(() => undefined, 60_000);
+  try {
+    return await p;
+  } finally {
+    clearInterval(keep);
   }
 }
 

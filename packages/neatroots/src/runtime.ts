@@ -11,62 +11,32 @@ import {
   type ProjectEntry,
   type RuleSet,
 } from '@neatroots/checks';
-import { spanLimitsOf, type Config } from '@neatroots/platform';
+import { createLogger, spanLimitsOf, type Config } from '@neatroots/platform';
+import type { Logger } from '@neatroots/ports';
+import type { QuestionSet } from '@neatroots/questions';
 import type { SpanLimits } from '@neatroots/spans';
-import type { Queryable } from '@neatroots/ports';
-import { ChecksRepo, ProjectsRepo } from '@neatroots/store';
+import { questionsOf } from './questions';
 
-/** The wiring both deployments share: checks from their four sources, and steering. */
+/** The wiring both deployments share: checks from their four sources, steering, logging. */
 
-export interface Logger {
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string, err?: unknown): void;
+/** The process's logger: the configured level and format, on the CLI's standard error. */
+export function cliLogger(config: Config, io: { err(line: string): void }): Logger {
+  return createLogger({ level: config.NEATROOTS_LOG_LEVEL, format: config.NEATROOTS_LOG_FORMAT, write: (line) => io.err(line) });
 }
 
-export const consoleLogger: Logger = {
-  info: (m) => console.log(m),
-  warn: (m) => console.warn(`warning: ${m}`),
-  error: (m, err) => console.error(`error: ${m}`, err ?? ''),
-};
-
-/**
- * Shutdown steps, run in the reverse order they were added (what started last stops first:
- * the servers stop accepting before the consumers drain and the connections close). A step
- * that fails is logged and the others still run. Running it twice runs it once.
- */
-export class Shutdown {
-  private readonly steps: (() => Promise<void>)[] = [];
-  private done: Promise<void> | undefined;
-
-  constructor(private readonly log: Logger) {}
-
-  add(step: () => Promise<void>): void {
-    this.steps.push(step);
-  }
-
-  /** A step that runs after every other one. */
-  addLast(step: () => Promise<void>): void {
-    this.steps.unshift(step);
-  }
-
-  run(): Promise<void> {
-    this.done ??= (async () => {
-      for (const step of [...this.steps].reverse()) {
-        try {
-          await step();
-        } catch (err) {
-          this.log.error('shutdown step failed', err);
-        }
-      }
-    })();
-    return this.done;
-  }
+/** Resolves on the first SIGINT or SIGTERM. */
+export function untilSignal(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
 }
 
 export interface CheckSet {
   rules(): RuleSet;
   loaded(): LoadResult;
+  /** The question checks of the set (recomputed only when the checks are reloaded). */
+  questions(): QuestionSet;
   /** Reads every source again (what the watcher does on a change). */
   reload(): Promise<void>;
   /** `match` checks switched off in this process for a slow pattern (until it restarts). */
@@ -92,13 +62,25 @@ export async function startCheckSet(opts: {
   home: string;
   /** Registered projects (read again on every reload). */
   projects: () => ProjectEntry[];
-  db?: Queryable;
+  /** The database checks (the review service's). */
+  database?: () => Promise<DatabaseCheck[]>;
   log: Logger;
   watch?: boolean;
 }): Promise<CheckSet> {
   const { log } = opts;
-  const checksRepo = opts.db ? new ChecksRepo(opts.db) : undefined;
-  const database = async (): Promise<DatabaseCheck[]> => (checksRepo ? (await checksRepo.list()).map((c) => ({ id: c.id, yaml: c.yaml })) : []);
+  // The review service may still be starting (another process): its checks come at the next reload.
+  let databaseRead = true;
+  const database = async (): Promise<DatabaseCheck[]> => {
+    try {
+      const out = opts.database ? await opts.database() : [];
+      databaseRead = true;
+      return out;
+    } catch (err) {
+      if (databaseRead) log.error('database checks unreadable (review service); retrying', err);
+      databaseRead = false;
+      return [];
+    }
+  };
   // Patterns people write run long texts off the event loop, each under the 50 ms limit; a
   // check disabled for a slow one is listed in the home folder for `checks list` and the API.
   const matching = new SafeMatching({ warn: (m) => log.warn(m) });
@@ -117,6 +99,10 @@ export async function startCheckSet(opts: {
     rules = compile(loaded);
     log.info(`checks reloaded: ${loaded.checks.length} in effect`);
   };
+  const retry = setInterval(() => {
+    if (!databaseRead) reload().catch((err) => log.error('checks reload failed', err));
+  }, 5_000);
+  retry.unref();
   let stop = () => undefined as void;
   if (opts.watch ?? true) {
     // The watcher says that something changed; the reload reads every source again.
@@ -127,9 +113,11 @@ export async function startCheckSet(opts: {
   return {
     rules: () => rules,
     loaded: () => loaded,
+    questions: questionsOf(() => loaded),
     reload,
     disabled: () => matching.disabled.list(),
     close: () => {
+      clearInterval(retry);
       stop();
       unrecord();
       void matching.close();
@@ -141,13 +129,18 @@ export async function startCheckSet(opts: {
  * Whether halts act in a project: registered with steering (`neatroots init --steering`),
  * listed in NEATROOTS_STEERING, or switched on in the database. Cached for a few seconds.
  */
-export function steeringLookup(opts: { projects: () => ProjectEntry[]; env: string[]; db?: Queryable; ttlMs?: number }): (project: string) => Promise<boolean> {
-  const repo = opts.db ? new ProjectsRepo(opts.db) : undefined;
+export function steeringLookup(opts: {
+  projects: () => ProjectEntry[];
+  env: string[];
+  /** Steering switched on in the database (the review service's). */
+  database?: (project: string) => Promise<boolean>;
+  ttlMs?: number;
+}): (project: string) => Promise<boolean> {
   const cache = new Map<string, { on: boolean; at: number; refreshing?: boolean }>();
   const ttl = opts.ttlMs ?? 5_000;
   const load = async (project: string) => {
     const on =
-      opts.env.includes(project) || opts.projects().some((p) => p.name === project && p.steering) || ((await repo?.steering(project)) ?? false);
+      opts.env.includes(project) || opts.projects().some((p) => p.name === project && p.steering) || ((await opts.database?.(project)) ?? false);
     cache.set(project, { on, at: Date.now() });
     return on;
   };
@@ -162,32 +155,6 @@ export function steeringLookup(opts: { projects: () => ProjectEntry[]; env: stri
     }
     return hit.on;
   };
-}
-
-/**
- * An API-key lookup with a cache: known keys are trusted for a minute and unknown ones asked
- * again after a few seconds, so an export never waits behind the database (or the review
- * service) on its hot path once its key was seen.
- */
-export function cachedKeyLookup(resolve: (key: string) => Promise<string | null>): (key: string) => Promise<string | undefined> {
-  const cache = new Map<string, { project: string | null; at: number }>();
-  return async (key) => {
-    const hit = cache.get(key);
-    if (hit && Date.now() - hit.at < (hit.project ? 60_000 : 5_000)) return hit.project ?? undefined;
-    const project = await resolve(key);
-    if (cache.size > 10_000) cache.clear();
-    cache.set(key, { project, at: Date.now() });
-    return project ?? undefined;
-  };
-}
-
-/** API keys from NEATROOTS_API_KEYS into the database (stored hashed); idempotent. */
-export async function seedApiKeys(db: Queryable, keys: { project: string; key: string }[], steering: string[]): Promise<void> {
-  const projects = new ProjectsRepo(db);
-  for (const { project, key } of keys) {
-    if ((await projects.resolveApiKey(key)) !== project) await projects.addApiKey(project, key, 'NEATROOTS_API_KEYS');
-  }
-  for (const p of steering) await projects.setSteering(p, true);
 }
 
 /** Where ingest listens and how large an export it takes, from the configuration. */

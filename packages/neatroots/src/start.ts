@@ -2,8 +2,12 @@ import { ConfigError, loadConfig, loadModelConfig } from '@neatroots/platform';
 import type { Io } from './cli';
 import { runDemoFleet } from './demo';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
+import { cliLogger, untilSignal } from './runtime';
 
-/** `neatroots start`: the embedded default, serving until SIGINT or SIGTERM. */
+/**
+ * `neatroots start`: every service on the embedded platform (what `serve --target all` runs on
+ * Kafka, Redis and Postgres), plus the demo, serving until SIGINT or SIGTERM.
+ */
 export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<number> {
   const { io } = opts;
   let config;
@@ -24,12 +28,14 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
       config,
       models,
       demo: opts.demo,
-      log: { info: (m) => io.out(m), warn: (m) => io.err(`warning: ${m}`), error: (m, err) => io.err(`error: ${m}${err ? ` ${String(err)}` : ''}`) },
+      log: cliLogger(config, io),
     });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') {
-      io.err(`neatroots start: a port is already in use (${(e as Error).message}); set NEATROOTS_OTLP_PORT, NEATROOTS_GRPC_PORT or NEATROOTS_HTTP_PORT`);
+      io.err(
+        `neatroots start: a port is already in use (${(e as Error).message}); set NEATROOTS_OTLP_PORT, NEATROOTS_GRPC_PORT, NEATROOTS_HTTP_PORT or NEATROOTS_ADMIN_PORT`,
+      );
       return 2;
     }
     throw e;
@@ -39,6 +45,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   io.out(`  OTLP/gRPC      ${host}:${app.ingest.otlpPort}`);
   io.out(`  neatroots gRPC ${host}:${app.ingest.grpcPort}`);
   io.out(`  HTTP API       http://${host}:${app.httpPort}/v1/projects/{project}/runs`);
+  io.out(`  admin          http://${host}:${app.adminPort}/metrics (/healthz, /readyz)`);
   io.out(`  checks         ${app.checks().checks.length} in effect (neatroots checks list)`);
 
   if (opts.demo && app.demoKey) {
@@ -56,11 +63,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     io.out(`\nTry: curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/projects/${DEMO_PROJECT}/findings`);
   }
   io.out('\nServing; Ctrl-C to stop.');
-  await new Promise<void>((resolve) => {
-    const stop = () => resolve();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
+  await untilSignal();
   io.out('stopping...');
   await app.close();
   return 0;

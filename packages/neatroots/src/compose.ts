@@ -1,0 +1,118 @@
+import { credentials, Metadata } from '@grpc/grpc-js';
+import { ReviewGrpcClient, apiModule } from '@neatroots/api';
+import type { ProjectEntry } from '@neatroots/checks';
+import { ingestModule } from '@neatroots/ingest';
+import { createMetrics, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
+import type { Logger, Platform, ServiceModule } from '@neatroots/ports';
+import { v1 } from '@neatroots/proto';
+import { questionModule } from '@neatroots/question';
+import { ReviewDataClient, reviewModule, type ReviewLink } from '@neatroots/review';
+import { ruleEngineModule } from '@neatroots/rule-engine';
+import { QuietChecks } from '@neatroots/store';
+import { localLlmStandsIn, questionServiceConfig } from './questions';
+import { ingestListen, readProjectsSafe, startCheckSet, steeringLookup, type CheckSet } from './runtime';
+
+/**
+ * The one composition root: which service modules a process runs, and the links the root
+ * supplies them (the checks in effect, steering, the models; in the distributed deployment,
+ * gRPC clients of the services that run elsewhere). `neatroots start`, `serve --target X` and
+ * the tests all come through startNeatroots; only the platform and the targets differ.
+ */
+export const SERVICES = ['ingest', 'rule-engine', 'question', 'review', 'api'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+const MODULES: Record<ServiceName, ServiceModule<Config>> = {
+  review: reviewModule,
+  question: questionModule,
+  'rule-engine': ruleEngineModule,
+  ingest: ingestModule(ingestListen),
+  api: apiModule,
+};
+
+export interface NeatrootsOptions {
+  platform: Platform;
+  services: readonly ServiceName[];
+  config: Config;
+  /** The model endpoints (loadModelConfig); none configured: the built-in fast classifier answers. */
+  models: ModelConfig;
+  log: Logger;
+  /** Projects registered besides the home folder's registry (the demo). */
+  projects?: ProjectEntry[];
+  /** Watch the check folders and reload on change (default true). */
+  watch?: boolean;
+  /** Serve the modules' gRPC services on this port (the distributed deployment). */
+  grpcPort?: number;
+  /** The process's metrics, when the platform reports into them too. */
+  metrics?: Metrics;
+}
+
+/** The modules of these services. */
+export function modulesOf(services: readonly ServiceName[]): ServiceModule<Config>[] {
+  return services.map((s) => MODULES[s]);
+}
+
+export async function startNeatroots(opts: NeatrootsOptions): Promise<Services> {
+  const { config, log } = opts;
+  return startServices({
+    platform: opts.platform,
+    modules: modulesOf(opts.services),
+    config,
+    log,
+    metrics: opts.metrics ?? createMetrics(opts.services.length === SERVICES.length ? 'all' : opts.services.join('+')),
+    links: rootLinks(opts),
+    grpc: opts.grpcPort !== undefined ? { host: config.NEATROOTS_HOST, port: opts.grpcPort } : undefined,
+    admin: { host: config.NEATROOTS_HOST, port: config.NEATROOTS_ADMIN_PORT },
+  });
+}
+
+function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
+  const { config, log } = opts;
+  const registered = (): ProjectEntry[] => [...readProjectsSafe(config.NEATROOTS_HOME, log), ...(opts.projects ?? [])];
+  const links: Record<string, LinkFactory> = {
+    checks: async ({ link, onClose }) => {
+      const review = await link<ReviewLink>('review');
+      const checks: CheckSet = await startCheckSet({
+        home: config.NEATROOTS_HOME,
+        projects: registered,
+        database: () => review.data.checks(),
+        log: log.child({ service: 'checks' }),
+        watch: opts.watch,
+      });
+      onClose(() => checks.close());
+      return checks;
+    },
+    steering: async ({ link }) => {
+      const review = await link<ReviewLink>('review');
+      return steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, database: (p) => review.data.steering(p) });
+    },
+    models: () => ({ localLlmStandsIn: localLlmStandsIn(opts.models), question: questionServiceConfig(opts.models) }),
+  };
+  if (opts.platform.kind === 'distributed') {
+    links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose);
+    links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose);
+  }
+  return links;
+}
+
+/** The review service in another process, over gRPC; quiet checks cached as in-process. */
+function reviewRemote(address: string, onClose: (step: () => unknown) => void): ReviewLink {
+  const queries = new ReviewGrpcClient(address);
+  const data = new ReviewDataClient(address);
+  onClose(() => queries.close());
+  onClose(() => data.close());
+  return { queries, resolveKey: (key) => queries.resolveKey(key), isQuiet: new QuietChecks((p) => data.quietChecks(p)).lookup, data };
+}
+
+/** The question service in another process: what the api asks of it. */
+function questionRemote(address: string, onClose: (step: () => unknown) => void): { modelStats(project: string, checkId?: string): Promise<unknown[]> } {
+  const client = new v1.QuestionClient(address, credentials.createInsecure());
+  onClose(() => client.close());
+  return {
+    modelStats: (project, checkId) =>
+      new Promise((resolve, reject) =>
+        client.agreement({ check_id: checkId ?? '', project }, new Metadata(), { deadline: new Date(Date.now() + 10_000) }, (err, res) =>
+          err ? reject(new Error(`question service: ${err.details || err.message}`)) : resolve(res.questions),
+        ),
+      ),
+  };
+}

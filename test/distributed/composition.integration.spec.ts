@@ -1,0 +1,52 @@
+import { requireService } from '@neatroots/platform';
+import { Cluster } from './cluster';
+
+/**
+ * The distributed deployment wired by the one composition root: `serve --target all` runs
+ * every service in one process (the api asks the question service in-process), and the rule
+ * engine and the question service run with no database address (the review service owns
+ * Postgres and answers them over gRPC).
+ */
+const SUITE = 'distributed composition';
+const kafka = requireService('kafka', SUITE);
+const redis = requireService('redis', SUITE);
+const pg = requireService('postgres', SUITE);
+const maybe = kafka && redis && pg ? describe : describe.skip;
+
+const PROJECT = `comp-${Date.now().toString(36)}`;
+const KEY = `key-${PROJECT}`;
+
+maybe(SUITE, () => {
+  it('serve --target all answers GET /v1/projects/{p}/models/agreement from its own question service', async () => {
+    const cluster = new Cluster({ kafka: kafka!, redis: redis!, pg: pg! }, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` });
+    await cluster.init();
+    try {
+      await cluster.start('all');
+      const res = await fetch(`http://127.0.0.1:${cluster.ports.http}/v1/projects/${PROJECT}/models/agreement`, { headers: { 'x-api-key': KEY } });
+      expect([res.status, await res.json()]).toEqual([200, { questions: [] }]);
+    } finally {
+      await cluster.close();
+    }
+  }, 120_000);
+
+  it('starts the rule engine and the question service without NEATROOTS_PG_URL, and refuses review without it', async () => {
+    const cluster = new Cluster({ kafka: kafka!, redis: redis!, pg: pg! }, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` });
+    await cluster.init();
+    try {
+      await expect(cluster.start('review', { NEATROOTS_PG_URL: undefined })).rejects.toThrow(/NEATROOTS_PG_URL is required for --target review/);
+      await cluster.start('review');
+      const noDb = { NEATROOTS_PG_URL: undefined };
+      const [engine, question] = await Promise.all([cluster.start('rule-engine', noDb), cluster.start('question', noDb)]);
+      for (const sp of [engine, question]) {
+        const ready = await fetch(`http://127.0.0.1:${sp.adminPort}/readyz`);
+        expect([sp.target, ready.status]).toEqual([sp.target, 200]);
+      }
+      // The api reaches the question service over gRPC.
+      await cluster.start('api');
+      const res = await fetch(`http://127.0.0.1:${cluster.ports.http}/v1/projects/${PROJECT}/models/agreement`, { headers: { 'x-api-key': KEY } });
+      expect(res.status).toBe(200);
+    } finally {
+      await cluster.close();
+    }
+  }, 180_000);
+});
