@@ -82,6 +82,8 @@ export interface ServiceMetrics {
   busBacklog: GaugePort;
   /** Items set aside in dead_letters, by where (store.events, bus:<topic>/<group>, ...). */
   deadLetters: CounterPort;
+  /** `match` checks disabled until restart for a slow pattern: 1 per check (check_id, source). */
+  checksDisabled: GaugePort;
 }
 
 /** A gRPC service definition and implementation (@grpc/grpc-js's, kept opaque here). */

@@ -1,4 +1,4 @@
-import type { RuleSet, RunWindow } from '@neatroots/checks';
+import { disabledChecks, type DisabledCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
 import { LOCAL_LLM_POLICY, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/spans';
@@ -63,9 +63,14 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       last = n;
     }, 1000);
     sync.unref();
+    // Checks disabled for a slow pattern (this process's matchers), as a gauge per check.
+    const showDisabled = (all: DisabledCheck[]) => all.forEach((d) => ctx.metrics.checksDisabled.set({ check_id: d.check_id, source: d.source ?? '' }, 1));
+    showDisabled(disabledChecks.list());
+    const unwatch = disabledChecks.onChange(showDisabled);
     return {
       provides: { 'rule-engine': engine },
       stop: async () => {
+        unwatch();
         clearInterval(sync);
         await engine.close();
       },

@@ -22,6 +22,7 @@ export interface Metrics {
   /** Records accepted and not processed yet (the in-process bus's slowest group; Kafka: unsent). */
   busBacklog: Gauge<'topic'>;
   deadLetters: Counter<'source'>;
+  checksDisabled: Gauge<'check_id' | 'source'>;
   /** Run windows held in memory and spilled to disk (embedded). */
   windows: Gauge<'where'>;
 }
@@ -44,6 +45,12 @@ export function createMetrics(service: string): Metrics {
     spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),
     busBacklog: new Gauge({ name: 'neatroots_bus_backlog', help: 'Records accepted and not processed yet', labelNames: ['topic'], ...reg }),
     deadLetters: new Counter({ name: 'neatroots_dead_letters_total', help: 'Items set aside in dead_letters (the store refused them, or no handler could take them), by source', labelNames: ['source'], ...reg }),
+    checksDisabled: new Gauge({
+      name: 'neatroots_checks_disabled',
+      help: 'match checks disabled until restart because a pattern went over its time limit on a span (1 per check)',
+      labelNames: ['check_id', 'source'],
+      ...reg,
+    }),
     windows: new Gauge({ name: 'neatroots_windows', help: 'Run windows in memory and spilled to disk', labelNames: ['where'], ...reg }),
   };
 }
