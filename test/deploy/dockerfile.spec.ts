@@ -124,13 +124,13 @@ describe('deploy/docker/Dockerfile', () => {
     expect(run(final)).toMatch(/chown 1000:1000 \/data/);
   });
 
-  it('starts the CLI, serving everything unless told a --target', () => {
+  it('starts the CLI, running the embedded default (nothing else needed) unless told a --target', () => {
     const entry = final.body.filter((i) => i.op === 'ENTRYPOINT');
     const cmd = final.body.filter((i) => i.op === 'CMD');
     expect(entry).toHaveLength(1);
     expect(cmd).toHaveLength(1);
     expect(JSON.parse(entry[0].args)).toEqual(['node', 'packages/neatroots/bin/neatroots.js']);
-    expect(JSON.parse(cmd[0].args)).toEqual(['serve', '--target', 'all']);
+    expect(JSON.parse(cmd[0].args)).toEqual(['start', '--no-demo']);
     expect(final.body.find((i) => i.op === 'WORKDIR')?.args).toBe('/app');
     expect(existsSync(path.join(repoRoot, 'packages/neatroots/bin/neatroots.js'))).toBe(true);
   });
