@@ -3,7 +3,6 @@ import { hostname } from 'node:os';
 import {
   Metadata,
   Server,
-  ServerCredentials,
   status as Status,
   type MethodDefinition,
   type ServerUnaryCall,
@@ -12,7 +11,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import type { Bus, Subscription } from '@neatroots/ports';
-import { otlp, v1 } from '@neatroots/proto';
+import { bindGrpc, closeGrpcServer, otlp, v1 } from '@neatroots/proto';
 import {
   DEFAULT_SPAN_LIMITS,
   MAX_ID_LENGTH,
@@ -151,26 +150,6 @@ function summarize(rejected: Rejection[]): string {
   const quoted = rejected.slice(0, MAX_QUOTED_REASONS).map(describe).join('; ');
   const more = rejected.length > MAX_QUOTED_REASONS ? `; and ${rejected.length - MAX_QUOTED_REASONS} more` : '';
   return quoted + more;
-}
-
-function listen(server: Server, host: string, port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const addr = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-    server.bindAsync(addr, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
-  });
-}
-
-function shutdown(server: Server, graceMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      server.forceShutdown();
-      resolve();
-    }, graceMs);
-    server.tryShutdown(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
 
 export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
@@ -423,16 +402,16 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       server.addService(OTLP_SERVICE, otlpImpl);
       server.addService(INGEST_SERVICE, ingestImpl);
       servers.push(server);
-      otlpPort = grpcPort = await listen(server, host, otlpPortWanted);
+      otlpPort = grpcPort = await bindGrpc(server, host, otlpPortWanted);
     } else {
       const otlpServer = new Server(serverOptions);
       otlpServer.addService(OTLP_SERVICE, otlpImpl);
       servers.push(otlpServer);
-      otlpPort = await listen(otlpServer, host, otlpPortWanted);
+      otlpPort = await bindGrpc(otlpServer, host, otlpPortWanted);
       const ingestServer = new Server(serverOptions);
       ingestServer.addService(INGEST_SERVICE, ingestImpl);
       servers.push(ingestServer);
-      grpcPort = await listen(ingestServer, host, grpcPortWanted);
+      grpcPort = await bindGrpc(ingestServer, host, grpcPortWanted);
     }
   } catch (e) {
     for (const s of servers) s.forceShutdown();
@@ -456,7 +435,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         for (const call of streamCalls) call.end();
         streamCalls.clear();
         metrics.subscribers = 0;
-        await Promise.all(servers.map((s) => shutdown(s, opts.shutdownGraceMs ?? 5000)));
+        await Promise.all(servers.map((s) => closeGrpcServer(s, opts.shutdownGraceMs ?? 5000)));
         await notesSub.close();
       })();
       return closed;

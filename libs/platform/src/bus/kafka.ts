@@ -81,6 +81,8 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   retryDelayMs?: number;
   /** kafkajs's own log lines at or above this level. Default 'warn'. */
   logLevel?: 'nothing' | 'error' | 'warn' | 'info' | 'debug';
+  /** Where kafkajs's lines go (the process's logger). Default: the console. */
+  log?: KafkaLogSink;
   /** A failed batch (retried), an undecodable record (skipped), a crashed consumer. Default: console.error. */
   onError?: (err: unknown, where: { topic: string; group?: string; partition?: number }) => void;
   /** Called after each committed batch: for metrics (consumed, consumer lag). */
@@ -142,8 +144,16 @@ const LEVELS: Record<NonNullable<KafkaBusOptions['logLevel']>, KafkaLogLevel> = 
 /** Group membership changes answered by the coordinator: routine, not errors. */
 const REBALANCE_RESPONSE = /rebalanc|generation|not aware of this member|member id/i;
 
+export interface KafkaLogSink {
+  error(msg: string): void;
+  warn(msg: string): void;
+  info(msg: string): void;
+}
+
+const consoleSink: KafkaLogSink = { error: (m) => console.error(m), warn: (m) => console.warn(m), info: (m) => console.log(m) };
+
 /** One line per kafkajs log entry. kafkajs filters by level before calling this. */
-function logCreator(configured: KafkaLogLevel) {
+function logCreator(configured: KafkaLogLevel, sink: KafkaLogSink = consoleSink) {
   return ({ namespace, level, log }: LogEntry) => {
     const { message, timestamp: _t, logger: _l, ...extra } = log as LogEntry['log'] & { logger?: string };
     // Retries are bounded on purpose (see KafkaBusOptions.retry): at-least-once with
@@ -161,9 +171,9 @@ function logCreator(configured: KafkaLogLevel) {
     if (effective > configured) return;
     const detail = Object.keys(extra).length ? ` ${JSON.stringify(extra)}` : '';
     const line = `kafkajs [${namespace}] ${message}${detail}`;
-    if (effective === KafkaLogLevel.ERROR) console.error(line);
-    else if (effective === KafkaLogLevel.WARN) console.warn(line);
-    else console.log(line);
+    if (effective === KafkaLogLevel.ERROR) sink.error(line);
+    else if (effective === KafkaLogLevel.WARN) sink.warn(line);
+    else sink.info(line);
   };
 }
 
@@ -210,7 +220,7 @@ export class KafkaBus implements Bus {
       requestTimeout: opts.requestTimeout,
       retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2000, ...opts.retry },
       logLevel: LEVELS[opts.logLevel ?? 'warn'],
-      logCreator,
+      logCreator: (level: KafkaLogLevel) => logCreator(level, opts.log),
     });
   }
 

@@ -121,6 +121,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
       heartbeatInterval: Math.max(500, Math.floor(config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS / 10)),
       rebalanceTimeout: Math.max(10_000, config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS),
+      log: log.child({ service: 'kafka' }),
       setAside: { attempts: config.NEATROOTS_BUS_ATTEMPTS },
       deadLetterPrefix: config.NEATROOTS_TOPIC_PREFIX,
       onError: (err, where) => {
