@@ -204,7 +204,7 @@ describe('no single input stops the pipeline (embedded app, real gRPC ingest)', 
     // listed by the REST API for its project, and counted in the metrics
     const res = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/${PROJECT.x}/dead-letters`, { headers: { 'x-api-key': KEYS.x } });
     expect(res.status).toBe(200);
-    expect((await res.json()).dead_letters).toEqual([expect.objectContaining({ run_id: 'x-surrogate', kind: 'run_end', reason: letter.reason })]);
+    expect(((await res.json()) as { dead_letters: unknown[] }).dead_letters).toEqual([expect.objectContaining({ run_id: 'x-surrogate', kind: 'run_end', reason: letter.reason })]);
     const metrics = await (await fetch(`http://127.0.0.1:${app.adminPort}/metrics`)).text();
     expect(metrics).toMatch(/neatroots_dead_letters_total\{[^}]*source="store.events"[^}]*\} 1/);
   }, 60_000);
