@@ -95,6 +95,12 @@ it('a slow pattern is stopped at the limit and disabled; other projects and the 
     });
     expect(needle.count).toBe(5);
     expect(worstGap).toBeLessThan(LIMIT_MS + MARGIN_MS);
+    // The API says so, with the reason, to the project the check runs in.
+    const res = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/project-a/checks/disabled`, { headers: { 'x-api-key': KEYS.a } });
+    const body = (await res.json()) as { checks: { check_id: string; reason: string; source: string }[] };
+    expect(body.checks).toEqual([
+      expect.objectContaining({ check_id: 'slow-letters', source: 'user', reason: expect.stringMatching(/^pattern took (over )?\d+ ms on one span \(limit 50 ms\)/) }),
+    ]);
   } finally {
     clearInterval(probe);
   }

@@ -8,8 +8,9 @@ import { ApiKeyGuard } from './auth.guard';
 import { bodyParserErrors, MAX_BODY_BYTES, requireJsonBody } from './body';
 import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
 import { DeadLettersController } from './dead-letters.controller';
+import { DisabledChecksController } from './disabled-checks.controller';
 import { ErrorsFilter } from './errors';
-import { MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, type ModelStats, type ResolveKey } from './tokens';
+import { DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
 
 export interface ApiOptions {
   /** The review service: in-process embedded, a gRPC client distributed. */
@@ -22,19 +23,22 @@ export interface ApiOptions {
   host?: string;
   /** Agreement per question, for GET /v1/projects/{project}/models/agreement. */
   modelStats?: ModelStats;
+  /** Checks disabled for a slow pattern, for GET /v1/projects/{project}/checks/disabled. */
+  disabledChecks?: DisabledChecksLookup;
   /** Nest's log levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
 }
 
 @Module({})
 export class ApiModule {
-  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats'>): DynamicModule {
+  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },
+        { provide: DISABLED_CHECKS, useValue: opts.disabledChecks ?? null },
         { provide: RESOLVE_KEY, useValue: opts.resolveKey },
         ApiKeyGuard,
       ],

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { disabledChecksFor } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
 import type { ReviewQueries } from '@neatroots/store';
 import { createApi } from './api';
@@ -8,6 +9,8 @@ import type { ModelStats, ResolveKey } from './tokens';
 export interface ApiConfig {
   NEATROOTS_HOST: string;
   NEATROOTS_HTTP_PORT: number;
+  /** Where a rule engine on this machine lists the checks it disabled (see checks/disabled). */
+  NEATROOTS_HOME: string;
 }
 
 interface Links {
@@ -30,6 +33,7 @@ export const apiModule: ServiceModule<ApiConfig> = {
       queries: review.queries,
       resolveKey: review.resolveKey,
       modelStats: question.modelStats,
+      disabledChecks: (project) => disabledChecksFor(ctx.config.NEATROOTS_HOME, project),
       port: ctx.config.NEATROOTS_HTTP_PORT,
       host: ctx.config.NEATROOTS_HOST,
     });

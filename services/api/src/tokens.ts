@@ -7,6 +7,14 @@ export type ResolveKey = (key: string) => Promise<string | null> | string | null
 
 export const MODEL_STATS = Symbol('ModelStats');
 
+export const DISABLED_CHECKS = Symbol('DisabledChecks');
+
+/**
+ * The `match` checks that run in `project` and were disabled for a slow pattern (until the
+ * neatroots that disabled them restarts), each with its reason. Absent: none known.
+ */
+export type DisabledChecksLookup = (project: string) => readonly object[] | Promise<readonly object[]>;
+
 /**
  * Agreement between the LLM and the fast classifier per question (Settings -> Models), of the
  * questions of `project` only (the question service keeps the checks that apply there):

@@ -9,6 +9,9 @@ export interface DisabledCheck {
   pattern: string;
   /** Where the check came from: user, project or database (library patterns are trusted). */
   source?: string;
+  /** The check's applies_to: the projects it runs in (all when absent), and those it does not. */
+  projects?: string[];
+  not_projects?: string[];
   /** Why, in words: what `checks list`, the API and the log say. */
   reason: string;
   /** How long the slow call ran (at least, when it had to be stopped). */
@@ -56,6 +59,11 @@ export class DisabledChecks {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+}
+
+/** Whether the check runs in `project` (what a project's API may show). */
+export function disabledIn(d: DisabledCheck, project: string): boolean {
+  return (!d.projects?.length || d.projects.includes(project)) && !d.not_projects?.includes(project);
 }
 
 /** The process's list (what "until neatroots restarts" means). */

@@ -30,6 +30,13 @@ export interface SafeMatchingOptions {
   disabled?: DisabledChecks;
 }
 
+/** What a matcher is told of its check. */
+export interface MatchedCheck {
+  id: string;
+  source?: CheckSource;
+  applies_to?: { project?: string[]; not_project?: string[] };
+}
+
 interface Pending {
   m: PatternMatcher;
   text: Buffer;
@@ -70,10 +77,10 @@ export class SafeMatching {
   }
 
   /** The matcher factory compileRuleSet takes. */
-  readonly matcher = (check: { id: string; source?: CheckSource }, pattern: string): TextMatcher => {
+  readonly matcher = (check: MatchedCheck, pattern: string): TextMatcher => {
     const re = compileSafe(pattern, this.bounds);
     if (check.source === 'library') return { test: (text) => re.test(text) };
-    return new PatternMatcher(this, check.id, check.source, pattern, re, checkPatternBounds(pattern, this.bounds).size);
+    return new PatternMatcher(this, check, pattern, re, checkPatternBounds(pattern, this.bounds).size);
   };
 
   /** Stops the matcher thread; queued calls still pending are rejected. */
@@ -119,7 +126,9 @@ export class SafeMatching {
     const added = this.disabled.add({
       check_id: m.checkId,
       pattern: m.pattern,
-      source: m.source,
+      source: m.check.source,
+      ...(m.check.applies_to?.project?.length ? { projects: [...m.check.applies_to.project] } : {}),
+      ...(m.check.applies_to?.not_project?.length ? { not_projects: [...m.check.applies_to.not_project] } : {}),
       reason,
       ms: Math.round(ms * 10) / 10,
       limit_ms: this.limitMs,
@@ -135,18 +144,19 @@ export class SafeMatching {
 class PatternMatcher implements TextMatcher {
   private off: boolean;
   private seen: number;
+  readonly checkId: string;
 
   constructor(
     private readonly owner: SafeMatching,
-    readonly checkId: string,
-    readonly source: CheckSource | undefined,
+    readonly check: MatchedCheck,
     readonly pattern: string,
     private readonly re: RE2,
     /** Estimated program size (instructions). */
     private readonly size: number,
   ) {
+    this.checkId = check.id;
     this.seen = owner.disabled.version;
-    this.off = owner.disabled.has(checkId, pattern);
+    this.off = owner.disabled.has(check.id, pattern);
   }
 
   test(text: string | Buffer): boolean | Promise<boolean> {

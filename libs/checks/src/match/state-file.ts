@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { DisabledCheck, DisabledChecks } from './disabled';
+import { disabledChecks, disabledIn, type DisabledCheck, type DisabledChecks } from './disabled';
 
 /**
  * Disabled checks are a fact about a running process, but `neatroots checks list` runs in
@@ -52,6 +52,23 @@ function alive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * What a project's API shows: the checks that run in `project` disabled in this process or in
+ * any running neatroots on `home` (the rule engine may run apart from the API, on the same
+ * machine; on others, its /metrics say it).
+ */
+export function disabledChecksFor(home: string, project: string): DisabledCheck[] {
+  const seen = new Set<string>();
+  const out: DisabledCheck[] = [];
+  for (const d of [...disabledChecks.list(), ...readDisabledChecks(home)]) {
+    const k = `${d.check_id}\u0000${d.pattern}`;
+    if (seen.has(k) || !disabledIn(d, project)) continue;
+    seen.add(k);
+    out.push(d);
+  }
+  return out;
 }
 
 /** The checks disabled in every running process on this home, each once. */
