@@ -51,6 +51,8 @@ export interface ChatModel {
   readonly role: string;
   /** Identifies the endpoint and model: part of the cache key, and the per-endpoint queue. */
   readonly id: string;
+  /** The model's name at its endpoint (what results record as the model that answered). */
+  readonly name?: string;
   complete(req: ChatRequest): Promise<ChatResponse>;
   close?(): Promise<void>;
 }

@@ -5,8 +5,9 @@ import { ModelQueue, QueueFullError, type ModelQueueOptions, type Priority } fro
 import { AnswerCache } from './cache';
 import { FastClassifier } from './classifier/classifier';
 import type { SparseVector } from './classifier/features';
+import type { DecisionEndpoint, DecisionItem, DecisionReply } from './decisions';
 import { DEFAULT_EVIDENCE_CHARS, renderContext, renderEvidence, runText } from './evidence';
-import { judge, LLM_UNLIKELY, notChecked, questionKey, readRawAnswer, toAnswer, type QuestionDef, type RawAnswer, type Verdict } from './judge';
+import { judge, LLM_UNLIKELY, MalformedAnswerError, notChecked, questionKey, readRawAnswer, toAnswer, type QuestionDef, type RawAnswer, type Verdict } from './judge';
 import { noteMessages, readSecondLook, type SecondLookReply } from './prompt';
 import { quoteFound } from './quote';
 import type { Answer, AnsweredBy, ContextDoc, EvidenceDoc } from './types';
@@ -30,6 +31,8 @@ export interface AnswererOptions {
   decision?: ChatModel;
   /** The local LLM (any OpenAI-compatible endpoint). */
   local?: ChatModel;
+  /** The reasoning model (reviews of sopops' decisions); the local LLM when absent. */
+  reasoning?: ChatModel;
   backend?: Backend;
   classifier?: FastClassifier;
   agreement?: AgreementTracker;
@@ -37,6 +40,7 @@ export interface AnswererOptions {
   queue?: ModelQueueOptions;
   decisionQueue?: ModelQueueOptions;
   localQueue?: ModelQueueOptions;
+  reasoningQueue?: ModelQueueOptions;
   /** Cache of identical questions; false turns it off. */
   cache?: { max?: number; ttlMs?: number } | false;
   evidenceChars?: number;
@@ -88,7 +92,10 @@ export class QuestionAnswerer {
   readonly agreement: AgreementTracker;
   readonly decision?: Endpoint;
   readonly local?: Endpoint;
+  /** The reasoning model's own queue, when it is a separate endpoint. */
+  readonly reasoning?: { role: 'reasoning'; model: ChatModel; queue: ModelQueue };
   private readonly backend: Backend;
+  private readonly decisionCache?: AnswerCache<unknown>;
   private readonly cache?: AnswerCache<RawAnswer>;
   private readonly lookCache?: AnswerCache<SecondLookReply>;
   private readonly evidenceChars: number;
@@ -103,12 +110,14 @@ export class QuestionAnswerer {
     this.agreement = opts.agreement ?? new AgreementTracker();
     if (opts.decision) this.decision = { role: 'decision', model: opts.decision, queue: new ModelQueue(opts.decision, { ...opts.queue, ...opts.decisionQueue }) };
     if (opts.local) this.local = { role: 'local', model: opts.local, queue: new ModelQueue(opts.local, { ...opts.queue, ...opts.localQueue }) };
+    if (opts.reasoning) this.reasoning = { role: 'reasoning', model: opts.reasoning, queue: new ModelQueue(opts.reasoning, { ...opts.queue, ...opts.reasoningQueue }) };
     this.backend = opts.backend ?? 'auto';
     if (this.backend === 'decision' && !this.decision) throw new Error('backend decision needs a decision model');
     if (this.backend === 'local' && !this.local) throw new Error('backend local needs a local LLM');
     if (opts.cache !== false) {
       this.cache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
       this.lookCache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
+      this.decisionCache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
     }
     this.evidenceChars = opts.evidenceChars ?? DEFAULT_EVIDENCE_CHARS;
     this.auditRate = opts.auditRate ?? 0.05;
@@ -288,6 +297,46 @@ export class QuestionAnswerer {
     }
   }
 
+  /**
+   * The endpoint that answers a caller's decisions: `decision` is the LLM that answers
+   * questions (the decision model when it is on, else the local LLM); `reasoning` is the
+   * reasoning model, else the local LLM.
+   */
+  decisionEndpoint(which: DecisionEndpoint): { model: ChatModel; queue: ModelQueue } | undefined {
+    return which === 'reasoning' ? (this.reasoning ?? this.local) : this.llm();
+  }
+
+  /** The model names that answer decisions on each endpoint (null: none configured). */
+  async decisionModels(): Promise<{ decision: string | null; reasoning: string | null }> {
+    const name = (e?: { model: ChatModel }) => (e ? (e.model.name ?? e.model.id) : null);
+    return { decision: name(this.decisionEndpoint('decision')), reasoning: name(this.decisionEndpoint('reasoning')) };
+  }
+
+  /**
+   * One decision written by the caller (sopops' checker), batched with the others asked at
+   * once on the same endpoint, cached like the questions. A model error, a timeout or a reply
+   * that is not a JSON object is `ok: false` with a plain reason: never an answer.
+   */
+  async decide(which: DecisionEndpoint, item: DecisionItem, opts: AskOptions = {}): Promise<DecisionReply> {
+    const e = this.decisionEndpoint(which);
+    if (!e) return { ok: false, reason: `no ${which === 'reasoning' ? 'reasoning model or local LLM' : 'decision model or local LLM'} is configured` };
+    const model = e.model.name ?? e.model.id;
+    const key = `${e.model.id}\u0000${sha(JSON.stringify([item.instructions, item.subject, item.ask]))}`;
+    const hit = this.decisionCache?.get(key);
+    if (hit !== undefined) return { ok: true, answer: hit, model, cached: true };
+    let answer: unknown;
+    try {
+      answer = await e.queue.decide(key, item, { priority: opts.priority, wait: opts.wait });
+    } catch (err) {
+      if (err instanceof QueueFullError) throw err;
+      if (err instanceof MalformedAnswerError) return { ok: false, reason: `the model gave a malformed answer (${err.message})` };
+      return { ok: false, reason: describeError(err) };
+    }
+    if (!answer || typeof answer !== 'object' || Array.isArray(answer)) return { ok: false, reason: 'the model gave a malformed answer (not a JSON object)' };
+    this.decisionCache?.set(key, answer);
+    return { ok: true, answer, model, cached: false };
+  }
+
   /** A free-form call through the gateway (review decisions, reasoning, drafts). */
   async chat(req: ChatRequest, opts: AskOptions = {}): Promise<ChatResponse & { answered_by: AnsweredBy }> {
     const llm = this.llm();
@@ -316,11 +365,13 @@ export class QuestionAnswerer {
     const out: Record<string, ModelQueue['stats']> = {};
     if (this.decision) out.decision = this.decision.queue.stats;
     if (this.local) out.local = this.local.queue.stats;
+    if (this.reasoning) out.reasoning = this.reasoning.queue.stats;
     return out;
   }
 
   close(): void {
     this.decision?.queue.close();
     this.local?.queue.close();
+    this.reasoning?.queue.close();
   }
 }

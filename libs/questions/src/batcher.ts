@@ -1,5 +1,6 @@
 import { ModelError, type ChatModel, type ChatRequest, type ChatResponse } from '@neatroots/ports';
 import { MalformedAnswerError } from './judge';
+import { decisionChars, decisionMessages, type DecisionItem } from './decisions';
 import { batchMessages, parseBatchReply, secondLookMessages, type BatchItem, type LookItem } from './prompt';
 
 /**
@@ -68,10 +69,12 @@ export interface QueueStats {
 
 interface QuestionJob {
   kind: 'question';
-  /** What is asked: a question, or a second look at a finding. A batch holds one sort. */
-  sort: 'judge' | 'look';
+  /** What is asked: a question, a second look at a finding, or a caller's decision. */
+  sort: 'judge' | 'look' | 'decide';
+  /** A batch holds one group: the sort, and for decisions their instructions too. */
+  group: string;
   key: string;
-  item: BatchItem | LookItem;
+  item: BatchItem | LookItem | DecisionItem;
   chars: number;
   priority: Priority;
   at: number;
@@ -140,7 +143,12 @@ export class ModelQueue {
     return this.enqueueItem('look', key, item, item.evidence.length + item.context.length + item.q.ask.length + 300, opts);
   }
 
-  private async enqueueItem(sort: QuestionJob['sort'], key: string, item: BatchItem | LookItem, chars: number, opts: EnqueueOptions): Promise<unknown> {
+  /** The answer object for one decision written by the caller (sopops' checker). */
+  decide(key: string, item: DecisionItem, opts: EnqueueOptions = {}): Promise<unknown> {
+    return this.enqueueItem('decide', key, item, decisionChars(item), opts);
+  }
+
+  private async enqueueItem(sort: QuestionJob['sort'], key: string, item: QuestionJob['item'], chars: number, opts: EnqueueOptions): Promise<unknown> {
     if (this.o.dedup) {
       const same = this.inflight.get(key);
       if (same) {
@@ -152,7 +160,8 @@ export class ModelQueue {
     const p = this.admit(opts.wait).then(
       () =>
         new Promise<unknown>((resolve, reject) => {
-          this.enqueue({ kind: 'question', sort, key, item, chars, priority: opts.priority ?? 'normal', at: Date.now(), alone: false, resolve, reject });
+          const group = sort === 'decide' ? `decide\u0000${(item as DecisionItem).instructions}` : sort;
+          this.enqueue({ kind: 'question', sort, group, key, item, chars, priority: opts.priority ?? 'normal', at: Date.now(), alone: false, resolve, reject });
         }),
     );
     if (this.o.dedup) {
@@ -210,20 +219,20 @@ export class ModelQueue {
       // already or the work is urgent.
       if (first.priority !== 'note' && this.o.maxWaitMs > 0 && !first.alone) {
         const due = first.at + this.o.maxWaitMs;
-        if (Date.now() < due && this.countQuestions(first.sort) < this.o.maxBatch) {
+        if (Date.now() < due && this.countQuestions(first.group) < this.o.maxBatch) {
           this.wakeAt(due);
           return;
         }
       }
-      const batch = this.takeBatch(first.sort);
+      const batch = this.takeBatch(first.group);
       this.freed();
       void this.runBatch(batch);
     }
   }
 
-  private countQuestions(sort: QuestionJob['sort']): number {
+  private countQuestions(group: string): number {
     let n = 0;
-    for (const q of [this.high, this.normal]) for (const j of q) if (j.kind === 'question' && j.sort === sort && !j.alone) n++;
+    for (const q of [this.high, this.normal]) for (const j of q) if (j.kind === 'question' && j.group === group && !j.alone) n++;
     return n;
   }
 
@@ -238,14 +247,14 @@ export class ModelQueue {
     this.timer.unref();
   }
 
-  /** The next questions of one sort, urgent first, within the size limits. A question asked alone goes alone. */
-  private takeBatch(sort: QuestionJob['sort']): QuestionJob[] {
+  /** The next questions of one group, urgent first, within the size limits. A question asked alone goes alone. */
+  private takeBatch(group: string): QuestionJob[] {
     const out: QuestionJob[] = [];
     let chars = 0;
     for (const queue of [this.high, this.normal]) {
       for (let i = 0; i < queue.length && out.length < this.o.maxBatch; ) {
         const j = queue[i];
-        if (j.kind !== 'question' || j.sort !== sort) {
+        if (j.kind !== 'question' || j.group !== group) {
           i++;
           continue;
         }
@@ -289,7 +298,7 @@ export class ModelQueue {
     this.stats.questions += jobs.length;
     try {
       const res = await this.send({
-        messages: jobs[0].sort === 'judge' ? batchMessages(jobs.map((j) => j.item as BatchItem)) : secondLookMessages(jobs.map((j) => j.item as LookItem)),
+        messages: messagesOf(jobs),
         json: true,
         maxTokens: 200 + 250 * jobs.length,
       });
@@ -345,5 +354,16 @@ export class ModelQueue {
     for (const j of [...this.high.splice(0), ...this.normal.splice(0)]) j.reject(err);
     for (const w of this.spaceWaiters.splice(0)) w();
     this.stats.queued = 0;
+  }
+}
+
+function messagesOf(jobs: readonly QuestionJob[]) {
+  switch (jobs[0].sort) {
+    case 'judge':
+      return batchMessages(jobs.map((j) => j.item as BatchItem));
+    case 'look':
+      return secondLookMessages(jobs.map((j) => j.item as LookItem));
+    case 'decide':
+      return decisionMessages(jobs.map((j) => j.item as DecisionItem));
   }
 }

@@ -6,6 +6,7 @@ export * from './prompt';
 export * from './cache';
 export * from './agreement';
 export * from './batcher';
+export * from './decisions';
 export * from './classifier/features';
 export * from './classifier/model';
 export * from './classifier/heuristics';

@@ -139,6 +139,18 @@ export function questionGrpcService(
         .chat({ messages, json: req.json, ...(req.max_tokens !== undefined ? { maxTokens: req.max_tokens } : {}) }, { priority: req.priority === 'note' ? 'note' : 'normal' })
         .then((r) => cb(null, { text: r.text, answered_by: r.answered_by }), (e) => fail(cb, e, opts.log));
     },
+    decide: (call: ServerUnaryCall<v1.DecideRequest, v1.DecideResponse>, cb: sendUnaryData<v1.DecideResponse>) => {
+      const { endpoint, instructions, subject, ask } = call.request;
+      if (endpoint !== 'decision' && endpoint !== 'reasoning') return fail(cb, new CallError(Status.INVALID_ARGUMENT, `endpoint: must be decision or reasoning, got "${endpoint}"`), opts.log);
+      if (!instructions || !ask) return fail(cb, new CallError(Status.INVALID_ARGUMENT, `${instructions ? 'ask' : 'instructions'}: is required`), opts.log);
+      answerer.decide(endpoint, { instructions, subject, ask }).then(
+        (r) => cb(null, r.ok ? { ok: true, answer_json: JSON.stringify(r.answer), model: r.model, reason: '', cached: r.cached } : { ok: false, answer_json: '', model: '', reason: r.reason, cached: false }),
+        (e) => fail(cb, e, opts.log),
+      );
+    },
+    decisionModels: (_call: ServerUnaryCall<v1.DecisionModelsRequest, v1.DecisionModelsResponse>, cb: sendUnaryData<v1.DecisionModelsResponse>) => {
+      answerer.decisionModels().then((m) => cb(null, { decision: m.decision ?? '', reasoning: m.reasoning ?? '' }), (e) => fail(cb, e, opts.log));
+    },
     agreement: (call: ServerUnaryCall<v1.AgreementRequest, v1.AgreementResponse>, cb: sendUnaryData<v1.AgreementResponse>) => {
       const { check_id, project } = call.request;
       agreementStats(answerer, { checkId: check_id || undefined, project: project || undefined, checks }).then((questions) => cb(null, { questions }), (e) => fail(cb, e, opts.log));

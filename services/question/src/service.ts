@@ -40,7 +40,7 @@ export interface QuestionServiceOptions {
   /** The runs' question findings (keys prefixed "qf"); any window store, shared or not. */
   windows: WindowStore<QuestionFindingsWindow>;
   /** The OpenAI-compatible endpoints (modelsFromConfig in @neatroots/platform); none: the fast classifier answers. */
-  models?: { decision?: ChatModel; local?: ChatModel };
+  models?: { decision?: ChatModel; local?: ChatModel; reasoning?: ChatModel };
   backend?: Backend;
   /**
    * A migrated database: classifier models, agreement, plans, question results and the
@@ -67,6 +67,7 @@ export interface QuestionServiceOptions {
   queue?: ModelQueueOptions;
   decisionQueue?: ModelQueueOptions;
   localQueue?: ModelQueueOptions;
+  reasoningQueue?: ModelQueueOptions;
   cache?: AnswererOptions['cache'];
   /** When a question goes to the fast classifier first (default: 90% agreement over at least 30 answers). */
   routing?: { minAnswers?: number; minRate?: number };
@@ -109,12 +110,14 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
   const answerer = new QuestionAnswerer({
     decision: opts.models?.decision,
     local: opts.models?.local,
+    reasoning: opts.models?.reasoning,
     backend: opts.backend,
     classifier: new FastClassifier({ store: opts.classifierStore ?? repo }),
     agreement: new AgreementTracker({ store: opts.agreementStore ?? repo?.agreement, ...opts.routing }),
     queue: opts.queue,
     decisionQueue: opts.decisionQueue,
     localQueue: opts.localQueue,
+    reasoningQueue: opts.reasoningQueue,
     cache: opts.cache,
     auditRate: opts.auditRate,
     onError: (msg, err) => log(msg, err),

@@ -11,6 +11,8 @@ import { openAiChatModel } from './openai';
  *   the hosted decision model (the seed's Jev): NEATROOTS_DECISION_MODEL_URL, _NAME, _KEY,
  *     NEATROOTS_DECISION_MODEL=off to keep it configured but unused
  *   the local LLM: NEATROOTS_LLM_URL, NEATROOTS_LLM_MODEL, NEATROOTS_LLM_KEY
+ *   the reasoning model (reviews sopops' decisions): NEATROOTS_REASONING_MODEL_URL, _NAME,
+ *     _KEY; the local LLM reviews when it is not set
  */
 const bool = z
   .string()
@@ -39,6 +41,11 @@ const schema = z
     NEATROOTS_LLM_KEY: z.string().optional(),
     NEATROOTS_LLM_TIMEOUT_MS: ms(60_000),
     NEATROOTS_LLM_CONCURRENCY: count(2, 256),
+    NEATROOTS_REASONING_MODEL_URL: url,
+    NEATROOTS_REASONING_MODEL_NAME: z.string().min(1).optional(),
+    NEATROOTS_REASONING_MODEL_KEY: z.string().optional(),
+    NEATROOTS_REASONING_MODEL_TIMEOUT_MS: ms(120_000),
+    NEATROOTS_REASONING_MODEL_CONCURRENCY: count(2, 256),
     /** Send response_format json_object (some older servers reject it). */
     NEATROOTS_LLM_JSON_MODE: bool,
     /** The seed's classifier.backend. */
@@ -57,6 +64,9 @@ const schema = z
     if (c.NEATROOTS_LLM_URL && !c.NEATROOTS_LLM_MODEL) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_LLM_MODEL'], message: 'is required with NEATROOTS_LLM_URL (the model to ask, e.g. llama3.1:8b)' });
     }
+    if (c.NEATROOTS_REASONING_MODEL_URL && !c.NEATROOTS_REASONING_MODEL_NAME) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_REASONING_MODEL_NAME'], message: 'is required with NEATROOTS_REASONING_MODEL_URL (the model to ask)' });
+    }
     if (c.NEATROOTS_DECISION_MODEL === true && !c.NEATROOTS_DECISION_MODEL_URL) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_DECISION_MODEL'], message: 'is on but NEATROOTS_DECISION_MODEL_URL is not set' });
     }
@@ -73,6 +83,7 @@ export type ModelEnv = z.infer<typeof schema>;
 export interface ModelConfig {
   decision?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number };
   local?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number; jsonMode: boolean };
+  reasoning?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number };
   backend: 'auto' | 'decision' | 'local' | 'classifier';
   batch: { maxBatch: number; maxWaitMs: number; maxQueue: number; retries: number };
   cacheTtlMs: number;
@@ -109,13 +120,23 @@ export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConf
       jsonMode: c.NEATROOTS_LLM_JSON_MODE ?? true,
     };
   }
+  if (c.NEATROOTS_REASONING_MODEL_URL) {
+    out.reasoning = {
+      url: c.NEATROOTS_REASONING_MODEL_URL,
+      model: c.NEATROOTS_REASONING_MODEL_NAME!,
+      key: c.NEATROOTS_REASONING_MODEL_KEY,
+      timeoutMs: c.NEATROOTS_REASONING_MODEL_TIMEOUT_MS,
+      concurrency: c.NEATROOTS_REASONING_MODEL_CONCURRENCY,
+    };
+  }
   return out;
 }
 
 /** The chat models the configuration names, through the `openai` package. */
-export function modelsFromConfig(c: ModelConfig): { decision?: ChatModel; local?: ChatModel } {
-  const out: { decision?: ChatModel; local?: ChatModel } = {};
+export function modelsFromConfig(c: ModelConfig): { decision?: ChatModel; local?: ChatModel; reasoning?: ChatModel } {
+  const out: { decision?: ChatModel; local?: ChatModel; reasoning?: ChatModel } = {};
   if (c.decision) out.decision = openAiChatModel({ role: 'decision', baseURL: c.decision.url, apiKey: c.decision.key, model: c.decision.model, timeoutMs: c.decision.timeoutMs });
+  if (c.reasoning) out.reasoning = openAiChatModel({ role: 'reasoning', baseURL: c.reasoning.url, apiKey: c.reasoning.key, model: c.reasoning.model, timeoutMs: c.reasoning.timeoutMs });
   if (c.local) out.local = openAiChatModel({ role: 'local', baseURL: c.local.url, apiKey: c.local.key, model: c.local.model, timeoutMs: c.local.timeoutMs, jsonMode: c.local.jsonMode });
   return out;
 }

@@ -46,6 +46,7 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
   return {
     role: o.role,
     id: `${o.role}:${o.baseURL}:${o.model}`,
+    name: o.model,
     async complete(req: ChatRequest): Promise<ChatResponse> {
       // Our own deadline rather than the client's: whether an abort was a timeout is then known
       // for certain, whatever realm the fetch implementation's AbortError comes from.
