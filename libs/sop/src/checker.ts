@@ -1,4 +1,4 @@
-import type { Evidence, ProcedureCheck, RuleResult, SessionBody } from './body';
+import type { Evidence, ProcedureCheck, RuleResult, RuleStatus, SessionBody } from './body';
 import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer } from './decider';
 import type { LockAgent, LockProcedure, LockRule } from './lock';
 import { counts, isFinding, procedureResult, resultWithSuppressed, sessionResult } from './result';
@@ -28,6 +28,8 @@ export interface CheckOptions {
   agent?: string;
   /** The release checked against; null offline. */
   releaseId?: string | null;
+  /** Decided statuses the reviewer looks at even when the decision was sure (default: every finding). */
+  reviewStatuses?: readonly RuleStatus[];
 }
 
 export class UnknownAgentError extends Error {
@@ -46,11 +48,9 @@ export async function checkSession(folder: CheckFolder, session: Session, opts: 
     throw new UnknownAgentError(`agent "${name}" is not in the procedures folder (agents: ${known})`);
   }
   const byId = new Map(folder.procedures.map((p) => [p.procedure_id, p]));
-  const checks: ProcedureCheck[] = [];
-  for (const id of agent.procedures) {
-    const p = byId.get(id);
-    if (p) checks.push(await checkProcedure(p, session, opts));
-  }
+  // Procedures are checked together (in the agent's order), so their questions share model requests.
+  const listed = agent.procedures.map((id) => byId.get(id)).filter((p): p is LockProcedure => !!p);
+  const checks: ProcedureCheck[] = await Promise.all(listed.map((p) => checkProcedure(p, session, opts)));
   return {
     id: null,
     external_id: session.external_id,
@@ -114,7 +114,8 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
   let derived = derive(entries, session);
   if (opts.reviewer) {
     const reviewer = opts.reviewer;
-    const flagged = entries.filter((e, i) => e.review && (isFinding(derived[i].status) || !e.review.decision.sure));
+    const flags = (s: RuleStatus) => (opts.reviewStatuses ? opts.reviewStatuses.includes(s) : isFinding(s));
+    const flagged = entries.filter((e, i) => e.review && (flags(derived[i].status) || !e.review.decision.sure));
     const answers = await Promise.all(flagged.map((e) => reviewer.review(e.review!.question, e.review!.decision, derived[entries.indexOf(e)].status)));
     flagged.forEach((e, i) => {
       const a = answers[i];
@@ -208,9 +209,9 @@ function derive(entries: readonly Entry[], session: Session): Derived[] {
   });
 }
 
-/** A decision's reason says it was a decision ("Decided: ..."); a review's does not. */
+/** A decision's reason says it was a decision ("Decided: ..."); a review's (or the reasoning model's own judgement) does not. */
 function decidedReason(a: Decision): string {
-  return `Decided: ${a.reason}`;
+  return a.reviewed ? a.reason : `Decided: ${a.reason}`;
 }
 
 function reasonOf(a: Answer): string {

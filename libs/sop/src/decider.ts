@@ -36,6 +36,8 @@ export interface Decision {
   sure: boolean;
   evidence: Evidence[];
   reason: string;
+  /** The reasoning model judged it (SOPOPS_CHECK_MODE=review): its reason is its own, not "Decided: ...". */
+  reviewed?: boolean;
 }
 
 /** Nobody could decide: the rule is not checked, and `reason` says so plainly. */

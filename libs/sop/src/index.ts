@@ -23,3 +23,9 @@ export { procedureResult, resultWithSuppressed, sessionResult, isFinding, counts
 export { fromToolCalls } from './tool-calls';
 export { checkSession, checkProcedure, UnknownAgentError, type CheckFolder, type CheckOptions } from './checker';
 export { recordedDecider, questionKey, type Recorded, type RecordedAnswer } from './recorded-decider';
+export { createCheckSession, type CheckSessionFn, type CheckSessionOptions } from './models/check-session';
+export type { DecisionGateway, DecisionItem, DecisionEndpoint, DecisionReply } from './models/gateway';
+export { loadSopSettings, inBand, SopSettingsError, DEFAULT_DECISIONS, DEFAULT_SOP_SETTINGS, BAND_KINDS, type SopModelSettings, type DecisionSettings, type Band, type BandKind, type CheckMode } from './models/settings';
+export { modelDecider, modelReviewer, reasoningDecider } from './models/deciders';
+export { readModelAnswer, MalformedAnswer, type ModelAnswer } from './models/parse';
+export { DECIDE_VERSION, CHECK_VERSION, DECIDE_INSTRUCTIONS, CHECK_INSTRUCTIONS, renderSubject, askText, reviewAskText } from './models/prompt';

@@ -1,0 +1,63 @@
+import type { SessionBody } from '../body';
+import { checkSession } from '../checker';
+import { noModelDecider, type Decider, type Reviewer } from '../decider';
+import type { Lock } from '../lock';
+import type { Session } from '../session';
+import { modelDecider, modelReviewer, reasoningDecider } from './deciders';
+import type { DecisionGateway } from './gateway';
+import { DEFAULT_SOP_SETTINGS, type SopModelSettings } from './settings';
+
+/**
+ * The one function the review service calls to check a session: the checker of this
+ * package with its models, asked through the question service. Which models run:
+ *
+ *   SOPOPS_CHECK_MODE=decide (default)   decide-1 on the decision endpoint (the decision model
+ *                                        when it is on, else the local LLM), then check-5 on the
+ *                                        reasoning endpoint for what the decisions flag or are
+ *                                        unsure of (not with SOPOPS_CHECK_REVIEW=off)
+ *   SOPOPS_CHECK_MODE=review             check-5 on the reasoning endpoint for every question
+ *
+ * With no model for the mode, noModelDecider: steps the tool calls decide are decided, the
+ * rest are "not checked", and each reason says so.
+ */
+export type CheckSessionFn = (args: { lock: Lock; releaseId: string; session: Session }) => Promise<SessionBody>;
+
+export interface CheckSessionOptions {
+  /** The question service (in-process or over gRPC); absent: no model is configured. */
+  gateway?: DecisionGateway | null;
+  settings?: SopModelSettings;
+}
+
+export function createCheckSession(opts: CheckSessionOptions = {}): CheckSessionFn {
+  const settings = opts.settings ?? DEFAULT_SOP_SETTINGS;
+  const gateway = opts.gateway ?? null;
+  let models: Promise<{ decision: string | null; reasoning: string | null }> | undefined;
+  const modelsOnce = () => {
+    // The configured models do not change while the process runs; a failed lookup is asked again.
+    models ??= (gateway ? gateway.decisionModels() : Promise.resolve({ decision: null, reasoning: null })).catch((err) => {
+      models = undefined;
+      throw err;
+    });
+    return models;
+  };
+  return async ({ lock, releaseId, session }) => {
+    const m = await modelsOnce();
+    const { decider, reviewer } = modelsFor(gateway, m, settings);
+    return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses });
+  };
+}
+
+function modelsFor(
+  gateway: DecisionGateway | null,
+  m: { decision: string | null; reasoning: string | null },
+  s: SopModelSettings,
+): { decider: Decider; reviewer?: Reviewer } {
+  if (!gateway) return { decider: noModelDecider() };
+  if (s.mode === 'review') {
+    if (!m.reasoning) return { decider: noModelDecider('SOPOPS_CHECK_MODE=review needs a reasoning model (NEATROOTS_REASONING_MODEL_URL) or a local LLM (NEATROOTS_LLM_URL)') };
+    return { decider: reasoningDecider(gateway, m.reasoning, s.decisions) };
+  }
+  if (!m.decision) return { decider: noModelDecider('no decision model (NEATROOTS_DECISION_MODEL_URL) or local LLM (NEATROOTS_LLM_URL) is configured') };
+  const decider = modelDecider(gateway, m.decision, s.decisions);
+  return s.review && m.reasoning ? { decider, reviewer: modelReviewer(gateway, m.reasoning, s.decisions) } : { decider };
+}

@@ -1,0 +1,97 @@
+import type { RuleStatus } from '../body';
+import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer, Undecided } from '../decider';
+import type { DecisionEndpoint, DecisionGateway, DecisionItem } from './gateway';
+import { MalformedAnswer, readModelAnswer, type ModelAnswer } from './parse';
+import { askText, CHECK_INSTRUCTIONS, CHECK_VERSION, DECIDE_INSTRUCTIONS, DECIDE_VERSION, renderSubject, reviewAskText } from './prompt';
+import { inBand, type DecisionSettings } from './settings';
+
+/**
+ * The checker's models behind its Decider and Reviewer ports, asked through the question
+ * service (DecisionGateway):
+ *   modelDecider       decide-1 on the decision endpoint; the bands of SOPOPS_DECISIONS say
+ *                      whether an answer is sure or goes to review
+ *   modelReviewer      check-5 on the reasoning endpoint, shown the decision it reviews
+ *   reasoningDecider   check-5 on the reasoning endpoint for every question (SOPOPS_CHECK_MODE=review)
+ * A model error, a timeout or a malformed answer is Undecided with a plain reason: the rule is
+ * not checked, never passed.
+ */
+const WHAT: Record<QuestionKind, string> = {
+  route: 'whether the procedure applies',
+  condition: "whether the step's condition arose",
+  step: 'whether the step was done',
+  never: 'whether the rule was broken',
+  warning: 'whether the situation came up',
+  responded: 'whether it was handled as the sign says',
+  goal: 'whether the goal was reached',
+};
+
+function notChecked(q: Question, who: string, why: string): Undecided {
+  return { decided: false, reason: `Not checked: ${who} could not decide ${WHAT[q.kind]}: ${why}.` };
+}
+
+/** Asks one question and reads the answer, or says why there is none. */
+async function ask(gateway: DecisionGateway, endpoint: DecisionEndpoint, item: DecisionItem, q: Question, who: string): Promise<ModelAnswer | Undecided> {
+  const reply = await gateway.decide(endpoint, item);
+  if (!reply.ok) return notChecked(q, who, reply.reason.replace(/\.$/, ''));
+  try {
+    return readModelAnswer(reply.answer);
+  } catch (e) {
+    if (e instanceof MalformedAnswer) return notChecked(q, who, `the model gave a malformed answer (${e.message})`);
+    throw e;
+  }
+}
+
+/** The goal is not reviewed: between its bounds it is unclear (goal_reached null). */
+function goalAnswer(a: ModelAnswer, [no, yes]: readonly [number, number], reviewed: boolean): Answer {
+  if (a.p > no && a.p < yes) return { decided: false, reason: `Unclear whether the goal was reached (p=${a.p}): ${a.reason || 'the model was not sure.'}` };
+  return { decided: true, answer: a.p >= yes, probability: a.p, sure: true, evidence: a.evidence, reason: a.reason || (a.p >= yes ? 'Reached.' : 'Not reached.'), ...(reviewed ? { reviewed } : {}) };
+}
+
+function fallbackReason(answer: boolean): string {
+  return answer ? 'Yes.' : 'No.';
+}
+
+export function modelDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings): Decider {
+  const who = `the decision model (${model})`;
+  return {
+    model,
+    promptVersion: DECIDE_VERSION,
+    async decide(q) {
+      const a = await ask(gateway, 'decision', { instructions: DECIDE_INSTRUCTIONS, subject: renderSubject(q.session), ask: askText(q) }, q, who);
+      if ('decided' in a) return a;
+      if (q.kind === 'goal') return goalAnswer(a, settings.goal, false);
+      const { answer, sure } = inBand(a.p, settings.bands[q.kind]);
+      return { decided: true, answer, probability: a.p, sure, evidence: a.evidence, reason: a.reason || fallbackReason(answer) };
+    },
+  };
+}
+
+export function modelReviewer(gateway: DecisionGateway, model: string, settings: DecisionSettings): Reviewer {
+  const who = `the reasoning model (${model})`;
+  return {
+    model,
+    promptVersion: CHECK_VERSION,
+    async review(q: Question, draft: Decision, status: RuleStatus) {
+      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session), ask: reviewAskText(q, draft, status) }, q, who);
+      if ('decided' in a) return a;
+      const answer = a.p >= (q.kind === 'goal' ? 0.5 : settings.bands[q.kind][2]);
+      return { decided: true, answer, probability: a.p, sure: true, evidence: a.evidence, reason: a.reason || fallbackReason(answer) };
+    },
+  };
+}
+
+/** SOPOPS_CHECK_MODE=review: the reasoning model judges every question; its reasons are its own, not "Decided:". */
+export function reasoningDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings): Decider {
+  const who = `the reasoning model (${model})`;
+  return {
+    model,
+    promptVersion: CHECK_VERSION,
+    async decide(q) {
+      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session), ask: askText(q) }, q, who);
+      if ('decided' in a) return a;
+      if (q.kind === 'goal') return goalAnswer(a, settings.goal, true);
+      const answer = a.p >= settings.bands[q.kind][2];
+      return { decided: true, answer, probability: a.p, sure: true, evidence: a.evidence, reason: a.reason || fallbackReason(answer), reviewed: true };
+    },
+  };
+}

@@ -1,0 +1,25 @@
+/**
+ * The port through which the checker's models are asked: the question service (the one
+ * gateway to models), in-process in the embedded deployment (its QuestionAnswerer) and over
+ * gRPC (neatroots.v1.Question Decide) distributed. The checker writes its own prompts; the
+ * gateway batches decisions asked at once into shared model requests, caches, retries and
+ * bounds them, and hands back each answer object as the model wrote it.
+ */
+export interface DecisionItem {
+  /** The prompt version's instructions (the system message). */
+  instructions: string;
+  /** What is decided about: the session's transcript, shared by every question about it. */
+  subject: string;
+  ask: string;
+}
+
+/** decision: the decision model when it is on, else the local LLM. reasoning: the reasoning model, else the local LLM. */
+export type DecisionEndpoint = 'decision' | 'reasoning';
+
+export type DecisionReply = { ok: true; answer: unknown; model: string; cached: boolean } | { ok: false; reason: string };
+
+export interface DecisionGateway {
+  decide(endpoint: DecisionEndpoint, item: DecisionItem): Promise<DecisionReply>;
+  /** The model names that answer each endpoint; null when none is configured. */
+  decisionModels(): Promise<{ decision: string | null; reasoning: string | null }>;
+}
