@@ -27,7 +27,15 @@ describe('model configuration', () => {
     expect(c.decision).toBeUndefined();
   });
 
+  it('reads the reasoning model (sopops reviews); without it the local LLM reviews', () => {
+    expect(loadModelConfig({}).reasoning).toBeUndefined();
+    const c = loadModelConfig({ NEATROOTS_REASONING_MODEL_URL: 'http://127.0.0.1:8001/v1', NEATROOTS_REASONING_MODEL_NAME: 'reasoner', NEATROOTS_REASONING_MODEL_TIMEOUT_MS: '9000' });
+    expect(c.reasoning).toMatchObject({ url: 'http://127.0.0.1:8001/v1', model: 'reasoner', timeoutMs: 9000, concurrency: 2 });
+  });
+
   it.each([
+    [{ NEATROOTS_REASONING_MODEL_URL: 'http://127.0.0.1:8001/v1' }, 'NEATROOTS_REASONING_MODEL_NAME'],
+    [{ NEATROOTS_REASONING_MODEL_URL: 'nope', NEATROOTS_REASONING_MODEL_NAME: 'r' }, 'NEATROOTS_REASONING_MODEL_URL'],
     [{ NEATROOTS_LLM_URL: 'http://127.0.0.1:8000/v1' }, 'NEATROOTS_LLM_MODEL'],
     [{ NEATROOTS_DECISION_MODEL_URL: 'https://x.test/v1' }, 'NEATROOTS_DECISION_MODEL_NAME'],
     [{ NEATROOTS_LLM_URL: 'not a url', NEATROOTS_LLM_MODEL: 'm' }, 'NEATROOTS_LLM_URL'],
