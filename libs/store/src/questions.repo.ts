@@ -1,6 +1,7 @@
 import type { Queryable } from '@neatroots/ports';
 import type {
   AgreementRecord,
+  Answer,
   AgreementStore,
   ClassifierStore,
   Plan,
@@ -17,25 +18,19 @@ import { chunks, isoNonNull, json, num, text, tsParam, valuesList } from './sql'
  * repository implements the ports @neatroots/questions declares for them (the agreement
  * store is `repo.agreement`: its load and save would clash with the classifier store's).
  */
-export interface QuestionResultRecord {
-  task_id: string;
-  project: string;
-  run_id: string;
-  check_id: string;
-  anchor: string;
-  span_ids: string[];
-  status: 'answered' | 'not_checked';
-  flagged: boolean;
-  probability: number | null;
-  value: number | null;
-  label: string | null;
-  quote: string | null;
-  answered_by: string | null;
-  confidence: string | null;
-  reason: string | null;
-  finding_id: string | null;
-  at: string;
-}
+/** Absent values as SQL NULL. */
+type Columns<T> = { [K in keyof T]-?: Exclude<T[K], undefined> | null };
+
+/**
+ * A stored question result: the QuestionResult the processor records, its answer's fields as
+ * columns (absent ones null) and its time as an ISO timestamp.
+ */
+export type QuestionResultRecord = Omit<QuestionResult, 'answer' | 'finding_id' | 'at_ms'> &
+  Pick<Answer, 'status' | 'flagged'> &
+  Columns<Pick<Answer, 'probability' | 'value' | 'label' | 'quote' | 'answered_by' | 'confidence' | 'reason'>> & {
+    finding_id: string | null;
+    at: string;
+  };
 
 type Row = Record<string, unknown>;
 
@@ -157,7 +152,7 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
       value: r.value === null ? null : num(r.value),
       label: (r.label as string | null) ?? null,
       quote: (r.quote as string | null) ?? null,
-      answered_by: (r.answered_by as string | null) ?? null,
+      answered_by: (r.answered_by as Answer['answered_by'] | null) ?? null,
       confidence: (r.confidence as string | null) ?? null,
       reason: (r.reason as string | null) ?? null,
       finding_id: (r.finding_id as string | null) ?? null,
