@@ -32,6 +32,8 @@ type Attempt = { done: true } | { killed: number; strike: number; elapsed: numbe
  */
 export class MatchWorker {
   private worker: Worker | undefined;
+  private spare: Worker | undefined;
+  private readonly gone = new WeakSet<Worker>();
   private queue: Promise<unknown> = Promise.resolve();
   private seq = 0;
   private readonly re2 = require.resolve('re2');
@@ -48,22 +50,37 @@ export class MatchWorker {
 
   async close(): Promise<void> {
     this.closed = true;
-    const w = this.worker;
-    this.worker = undefined;
-    if (w) await w.terminate();
+    const threads = [this.worker, this.spare];
+    this.worker = this.spare = undefined;
+    await Promise.all(threads.map((w) => w?.terminate()));
   }
 
+  /**
+   * The thread for the next attempt. One more is kept started beside it, so replacing a
+   * stopped thread costs nothing (starting one and loading RE2 takes tens of milliseconds,
+   * which the rest of the batch would otherwise wait).
+   */
   private spawn(): Worker {
     if (this.closed) throw new Error('the matcher thread is closed');
-    if (!this.worker) {
-      this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { re2: this.re2 } });
-      // An idle matcher thread must not keep the process alive; a batch in flight keeps
-      // its watchdog timer, which does.
-      this.worker.unref();
-      // A thread stopped mid-batch may still report an error after its batch let go of it.
-      this.worker.on('error', () => undefined);
+    if (this.spare && this.gone.has(this.spare)) this.spare = undefined;
+    if (!this.worker || this.gone.has(this.worker)) {
+      this.worker = this.spare ?? this.thread();
+      this.spare = undefined;
     }
+    this.spare ??= this.thread();
     return this.worker;
+  }
+
+  private thread(): Worker {
+    const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { re2: this.re2 } });
+    // An idle matcher thread must not keep the process alive; a batch in flight keeps its
+    // watchdog timer, which does.
+    w.unref();
+    // A thread stopped mid-batch may still report an error after its batch let go of it.
+    w.on('error', () => undefined);
+    // One that ended while idle must not be handed a batch (nothing would ever answer).
+    w.once('exit', () => this.gone.add(w));
+    return w;
   }
 
   private async runBatch(jobs: readonly MatchJob[]): Promise<MatchOutcome[]> {
