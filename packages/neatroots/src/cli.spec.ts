@@ -107,7 +107,7 @@ describe('neatroots CLI', () => {
       write('shop/.neatroots/checks/loop.yaml', 'id: repeated-tool-call\nkind: rule\ntitle: mine\nrule: { type: count, span: {}, at_least: 1 }\naction: halt\n');
       const list = await run(['checks', 'list', '--json'], env, dir);
       expect(list.code).toBe(0);
-      const entries = JSON.parse(list.out.join('\n')).checks;
+      const entries: { id: string; source: string }[] = JSON.parse(list.out.join('\n')).checks;
       const mine = entries.find((e) => e.id === 'repeated-tool-call' && e.source === 'project');
       expect(mine).toMatchObject({ projects: ['shop'], overrides: [{ source: 'library' }] });
       // elsewhere the library's version stays in effect
