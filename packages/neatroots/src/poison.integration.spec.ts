@@ -34,6 +34,8 @@ beforeAll(async () => {
     NEATROOTS_HTTP_PORT: '0',
     NEATROOTS_ADMIN_PORT: '0',
     NEATROOTS_API_KEYS: (Object.keys(KEYS) as Who[]).map((w) => `${PROJECT[w]}=${KEYS[w]}`).join(','),
+    // not the default (64): the configured limit is the one ingest applies
+    NEATROOTS_MAX_JSON_DEPTH: '16',
   });
   app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: process.env.POISON_LOG ? 'debug' : 'silent' }) });
   neatroots = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
@@ -142,7 +144,7 @@ describe('no single input stops the pipeline (embedded app, real gRPC ingest)', 
   it('a tool-arguments string of JSON nested 5,000 deep (OTLP): rejected at ingest', async () => {
     const deep = '{"a":'.repeat(5_000) + '1' + '}'.repeat(5_000);
     const out = await between(() => exportOtlp('x', [otlpTool([kv('gen_ai.tool.call.arguments', { $case: 'string_value', value: deep })])]));
-    rejected(out, 'gen_ai.tool.call.arguments', /nested more than 64 levels deep \(NEATROOTS_MAX_JSON_DEPTH\)/);
+    rejected(out, 'gen_ai.tool.call.arguments', /nested more than 16 levels deep \(NEATROOTS_MAX_JSON_DEPTH\)/);
   }, 60_000);
 
   it('gen_ai.usage.input_tokens of 1e300 (OTLP): rejected at ingest', async () => {

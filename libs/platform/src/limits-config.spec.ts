@@ -1,0 +1,41 @@
+import { ConfigError, loadConfig, spanLimitsOf } from './config';
+
+describe('NEATROOTS_MAX_* and NEATROOTS_BUS_ATTEMPTS', () => {
+  it('default to the documented limits', () => {
+    const c = loadConfig({});
+    expect(spanLimitsOf(c)).toEqual({
+      maxJsonDepth: 64,
+      maxAttributes: 1_000,
+      maxAttributeChars: 1024 * 1024,
+      maxItemChars: 4 * 1024 * 1024,
+      maxTokens: 1_000_000_000,
+      maxFutureMs: 86_400_000,
+    });
+    expect(c.NEATROOTS_BUS_ATTEMPTS).toBe(3);
+  });
+
+  it('are read from the environment', () => {
+    const c = loadConfig({ NEATROOTS_MAX_JSON_DEPTH: '16', NEATROOTS_MAX_TOKENS: '5000', NEATROOTS_MAX_FUTURE_MS: '0', NEATROOTS_BUS_ATTEMPTS: '5' });
+    expect(spanLimitsOf(c)).toMatchObject({ maxJsonDepth: 16, maxTokens: 5000, maxFutureMs: 0 });
+    expect(c.NEATROOTS_BUS_ATTEMPTS).toBe(5);
+  });
+
+  it('refuse a value that would not protect anything, naming the variable', () => {
+    for (const [name, value] of [
+      ['NEATROOTS_MAX_JSON_DEPTH', 'deep'],
+      ['NEATROOTS_MAX_JSON_DEPTH', '5000'],
+      ['NEATROOTS_MAX_TOKENS', String(2 ** 60)],
+      ['NEATROOTS_MAX_ITEM_CHARS', '-1'],
+      ['NEATROOTS_BUS_ATTEMPTS', '0'],
+    ]) {
+      let err: unknown;
+      try {
+        loadConfig({ [name]: value });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as Error).message).toContain(name);
+    }
+  });
+});
