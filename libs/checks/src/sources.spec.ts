@@ -176,6 +176,19 @@ describe('project registry', () => {
     expect(JSON.parse(fs.readFileSync(path.join(home, 'projects.json'), 'utf8'))).toHaveLength(2);
   });
 
+  it('keeps steering as it was when registering again without saying', () => {
+    const home = path.join(tmp, 'home');
+    registerProject(home, { name: 'shop', path: path.join(tmp, 'shop'), steering: true });
+    registerProject(home, { name: 'shop', path: path.join(tmp, 'shop') });
+    expect(readProjects(home)).toEqual([{ name: 'shop', path: path.join(tmp, 'shop'), steering: true }]);
+    // Renamed in the same folder: still the same project, still steering.
+    registerProject(home, { name: 'store', path: path.join(tmp, 'shop') });
+    expect(readProjects(home)).toEqual([{ name: 'store', path: path.join(tmp, 'shop'), steering: true }]);
+    registerProject(home, { name: 'store', path: path.join(tmp, 'shop'), steering: false });
+    registerProject(home, { name: 'new', path: path.join(tmp, 'new') });
+    expect(readProjects(home).map((p) => [p.name, p.steering])).toEqual([['new', false], ['store', false]]);
+  });
+
   it('reports a broken projects.json', () => {
     write(path.join(tmp, 'projects.json'), '{');
     expect(() => readProjects(tmp)).toThrow(/projects\.json: invalid JSON/);
