@@ -1,5 +1,5 @@
 import type { Db } from '@neatroots/ports';
-import { FindingsRepo, RunsRepo } from '@neatroots/store';
+import { DeadLettersRepo, FindingsRepo, RunsRepo, StoreWriter } from '@neatroots/store';
 import type { Envelope, FindingMessage } from '@neatroots/spans';
 import { migrate } from '../db/migrate';
 import { openPglite } from '../db/pglite';
@@ -99,8 +99,44 @@ function storeRedelivery(name: string, open: () => Promise<Db>): void {
   });
 }
 
+/** The store writer on this driver: what the database refuses is set aside, the rest stored. */
+function storeSetsAside(name: string, open: () => Promise<Db>): void {
+  describe(`store writer on ${name}: one item the database refuses is set aside, the others stored`, () => {
+    let db: Db;
+    beforeAll(async () => {
+      db = await open();
+      await migrate(db);
+    }, 60_000);
+    afterAll(() => db.close());
+
+    it('stores every other item of the batch and keeps the refused ones in dead_letters with the error', async () => {
+      const w = new StoreWriter(db, { flushMs: 60_000, retryBaseMs: 1, onError: () => undefined });
+      const huge = (id: string): Envelope => ({ ...span('rx', id, 5), item: { kind: 'span', span: { run_id: 'rx', span_id: id, type: 'llm', name: 'chat', status: 'ok', usage: { total_tokens: 5e18 } } } });
+      const writes = [
+        w.writeEvents([span('ra', 's1', 1), span('ra', 's2', 2)]),
+        // alone each fits a bigint; the run's total of both does not
+        w.writeEvents([huge('x1'), huge('x2')]),
+        w.writeFindings([finding({ id: 'w-ok' }), finding({ id: 'w-bad', count: 3e9 })]),
+        w.writeEvents([span('rb', 's1', 3)]),
+      ];
+      await w.flush();
+      await Promise.all(writes);
+      await w.close();
+      const runs = new RunsRepo(db);
+      expect((await runs.get('p1', 'ra'))?.span_count).toBe(2);
+      expect((await runs.get('p1', 'rb'))?.span_count).toBe(1);
+      expect((await runs.get('p1', 'rx'))?.span_count).toBe(1);
+      expect(await new FindingsRepo(db).get('p1', 'w-ok')).not.toBeNull();
+      const letters = (await new DeadLettersRepo(db).list('p1')).items;
+      expect(letters.map((d) => d.item_id).sort()).toEqual(['w-bad', 'x2']);
+      for (const d of letters) expect(d.reason).toMatch(/out of range.*\(SQLSTATE 22003\)/);
+    }, 60_000);
+  });
+}
+
 dbUpsertContract('PGlite', () => openPglite());
 storeRedelivery('PGlite', async () => openPglite());
+storeSetsAside('PGlite', async () => openPglite());
 
 const pg = serviceOrSkip('postgres', 'Db contract on Postgres');
 if (pg) {
@@ -109,6 +145,7 @@ if (pg) {
   afterAll(() => iso.drop(), 30_000);
   dbUpsertContract('Postgres server', iso.open);
   storeRedelivery('Postgres server', iso.open);
+  storeSetsAside('Postgres server', iso.open);
 } else {
   describe.skip('Db contract on Postgres (no Postgres)', () => it('needs Postgres', () => undefined));
 }
