@@ -42,11 +42,13 @@ const NETWORK_CODES = new Set([
 /**
  * Does this error say a dependency is down rather than that the message is bad? Network
  * errors, the Postgres classes of a server that cannot work (08 connection, 53 resources,
- * 57 operator intervention, 58 system), and the client libraries' own connection errors.
+ * 57 operator intervention, 58 system), an HTTP service that is overloaded or failing (429,
+ * 5xx: a model endpoint), and the client libraries' own connection errors.
  */
 export function isInfrastructureError(err: unknown): boolean {
-  for (let e = err as { name?: unknown; code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+  for (let e = err as { name?: unknown; code?: unknown; message?: unknown; cause?: unknown; status?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
     if (e instanceof RetryLaterError) return true;
+    if (typeof e.status === 'number' && (e.status === 429 || e.status >= 500)) return true;
     const code = typeof e.code === 'string' ? e.code : '';
     if (NETWORK_CODES.has(code) || /^(08|53|57|58)[0-9A-Z]{3}$/.test(code)) return true;
     const name = typeof e.name === 'string' ? e.name : '';

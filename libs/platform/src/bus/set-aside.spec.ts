@@ -1,0 +1,68 @@
+import type { BusBatch, DeadLetter } from '@neatroots/ports';
+import { isInfrastructureError, letterOfRecord, RetryLaterError, withSetAside } from './set-aside';
+
+const batch = (values: unknown[]): BusBatch<unknown> => ({
+  topic: 't', partition: 0, records: values.map((value, i) => ({ key: `k${i}`, value })), heartbeat: async () => undefined,
+});
+
+describe('isInfrastructureError: a dependency down is never blamed on a message', () => {
+  it.each([
+    ['connection refused', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
+    ['Postgres going down (57P01)', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' })],
+    ['Postgres out of connections (53300)', Object.assign(new Error('too many clients'), { code: '53300' })],
+    ['a model endpoint rate-limiting', Object.assign(new Error('Rate limit reached'), { status: 429 })],
+    ['a model endpoint failing', Object.assign(new Error('Bad gateway'), { status: 502 })],
+    ['Kafka', Object.assign(new Error('broker not available'), { name: 'KafkaJSConnectionError' })],
+    ['a wrapped cause', new Error('storing failed', { cause: Object.assign(new Error('x'), { code: 'ETIMEDOUT' }) })],
+    ['the handler saying so', new RetryLaterError('windows unavailable')],
+  ])('%s', (_name, err) => expect(isInfrastructureError(err)).toBe(true));
+
+  it.each([
+    ['a bigint overflow (22003)', Object.assign(new Error('bigint out of range'), { code: '22003' })],
+    ['a TypeError', new TypeError("Cannot read properties of undefined (reading 'span')")],
+    ['a RangeError', new RangeError('Maximum call stack size exceeded')],
+    ['a 400 from a model endpoint', Object.assign(new Error('invalid request'), { status: 400 })],
+  ])('but %s is the message\'s', (_name, err) => expect(isInfrastructureError(err)).toBe(false));
+});
+
+describe('withSetAside', () => {
+  const ctx = (over: Partial<Parameters<typeof withSetAside>[1]> = {}) => ({ topic: 't', group: 'g', stopping: () => false, onError: () => undefined, ...over });
+
+  it('sets aside only the record that fails alone, after bounded tries, and hands the others on', async () => {
+    const letters: DeadLetter[] = [];
+    const handled: unknown[] = [];
+    let calls = 0;
+    const guarded = withSetAside(
+      async (b) => {
+        calls++;
+        if (b.records.some((r) => (r.value as { bad?: boolean }).bad)) throw new TypeError('cannot take it');
+        handled.push(...b.records.map((r) => r.value));
+      },
+      ctx({ sink: { setAside: async (l) => void letters.push(...l) } }),
+      { attempts: 2, retryDelayMs: 1 },
+    );
+    await guarded(batch([{ n: 1, project: 'p', run_id: 'r1' }, { n: 2, bad: true, project: 'p', id: 'f9', run_id: 'r2' }, { n: 3 }]));
+    expect(handled).toEqual([{ n: 1, project: 'p', run_id: 'r1' }, { n: 3 }]);
+    expect(letters).toEqual([{ project: 'p', source: 'bus:t/g', kind: 'message', run_id: 'r2', item_id: 'f9', reason: 'cannot take it', payload: { n: 2, bad: true, project: 'p', id: 'f9', run_id: 'r2' } }]);
+    expect(calls).toBe(2 + 1 + 2 + 1); // the batch twice, then each record (the bad one twice)
+  });
+
+  it('rethrows at once when a dependency is down, and when the subscription is closing', async () => {
+    const down = withSetAside(async () => { throw Object.assign(new Error('x'), { code: 'ECONNRESET' }); }, ctx(), { attempts: 5, retryDelayMs: 1 });
+    await expect(down(batch([1]))).rejects.toThrow('x');
+    const closing = withSetAside(async () => { throw new TypeError('bad'); }, ctx({ stopping: () => true }), { attempts: 5, retryDelayMs: 1 });
+    await expect(closing(batch([1]))).rejects.toThrow('bad');
+  });
+
+  it('fails the batch when the dead letter cannot be kept (it is read again, nothing is lost)', async () => {
+    const guarded = withSetAside(async () => { throw new TypeError('bad'); }, ctx({ sink: { setAside: async () => { throw new Error('bus is closed'); } } }), { attempts: 1 });
+    await expect(guarded(batch([1]))).rejects.toThrow('bus is closed');
+  });
+
+  it('reads project, run and id from an envelope of the events topic', () => {
+    const env = { project: 'shop', received_ms: 1, item: { kind: 'span', span: { run_id: 'r1', span_id: 's1' } } };
+    expect(letterOfRecord({ key: 'r1', value: env }, { topic: 'neatroots.events', group: 'rule-engine' }, new Error('boom'))).toMatchObject({
+      project: 'shop', source: 'bus:neatroots.events/rule-engine', kind: 'span', run_id: 'r1', item_id: 's1', reason: 'boom',
+    });
+  });
+});
