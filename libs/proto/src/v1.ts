@@ -60,3 +60,15 @@ export {
 } from './gen/neatroots/v1/review';
 export type { ReviewServer, ReviewDataServer } from './gen/neatroots/v1/review';
 export const protobufPackage = 'neatroots.v1';
+export {
+  WorkspaceRequest,
+  HeadFileRequest,
+  PushHeadRequest,
+  HeadFile,
+  ReleaseRequest,
+  ReceiveSessionRequest,
+  SessionRequest,
+  ListSessionsRequest,
+  SopService,
+  SopClient,
+} from './gen/neatroots/v1/sop';

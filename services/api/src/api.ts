@@ -2,15 +2,16 @@ import 'reflect-metadata';
 import { Module, type DynamicModule, type INestApplication, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import type { ReviewQueries } from '@neatroots/store';
+import type { ReviewQueries, SopQueries } from '@neatroots/store';
 import type { AddressInfo } from 'node:net';
 import { ApiKeyGuard } from './auth.guard';
-import { bodyParserErrors, MAX_BODY_BYTES, requireJsonBody } from './body';
+import { bodyParserErrors, parseBody, requireJsonBody } from './body';
 import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
 import { DeadLettersController } from './dead-letters.controller';
 import { DisabledChecksController } from './disabled-checks.controller';
 import { ErrorsFilter } from './errors';
-import { DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
+import { DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
+import { WorkspacesController } from './workspaces.controller';
 
 export interface ApiOptions {
   /** The review service: in-process embedded, a gRPC client distributed. */
@@ -25,19 +26,22 @@ export interface ApiOptions {
   modelStats?: ModelStats;
   /** Checks disabled for a slow pattern, for GET /v1/projects/{project}/checks/disabled. */
   disabledChecks?: DisabledChecksLookup;
+  /** The SOP side of the review service (procedures, releases, sessions); absent: its endpoints answer 503. */
+  sop?: SopQueries;
   /** Nest's log levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
 }
 
 @Module({})
 export class ApiModule {
-  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks'>): DynamicModule {
+  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },
+        { provide: SOP_QUERIES, useValue: opts.sop ?? null },
         { provide: DISABLED_CHECKS, useValue: opts.disabledChecks ?? null },
         { provide: RESOLVE_KEY, useValue: opts.resolveKey },
         ApiKeyGuard,
@@ -55,7 +59,7 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
     bodyParser: false,
   });
   app.use(requireJsonBody);
-  app.useBodyParser('json', { limit: MAX_BODY_BYTES });
+  app.use(parseBody);
   app.use(bodyParserErrors);
   app.useGlobalFilters(new ErrorsFilter());
   // No enableShutdownHooks(): the entry point closes the services in order (stop accepting,

@@ -18,7 +18,7 @@ export function apiKeyOf(req: KeyedRequest): string | undefined {
   return m?.[1];
 }
 
-/** A key opens its own project only: 401 without a valid key, 403 for another project. */
+/** A key opens its own project (and workspace) only: 401 without a valid key, 403 for another. */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   constructor(@Inject(RESOLVE_KEY) private readonly resolveKey: ResolveKey) {}
@@ -29,9 +29,10 @@ export class ApiKeyGuard implements CanActivate {
     if (!key) throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'an API key is required (x-api-key or Authorization: Bearer)');
     const project = await this.resolveKey(key);
     if (!project) throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'unknown API key');
-    const wanted = req.params.project;
+    // A workspace is the sopops name for a project: one key opens both paths.
+    const wanted = req.params.project ?? req.params.ws;
     if (typeof wanted === 'string' && wanted !== project) {
-      throw new ApiError(HttpStatus.FORBIDDEN, 'forbidden', `this API key does not open project ${wanted}`);
+      throw new ApiError(HttpStatus.FORBIDDEN, 'forbidden', `this API key does not open ${req.params.project !== undefined ? 'project' : 'workspace'} ${wanted}`);
     }
     return true;
   }

@@ -1,4 +1,5 @@
 import { HttpStatus } from '@nestjs/common';
+import { json, text } from 'body-parser';
 import { ApiError } from './errors';
 
 /**
@@ -44,14 +45,68 @@ function bodyError(err: unknown): unknown {
 }
 
 /**
- * Before the JSON parser: a body of another type is a 415. Left unparsed it would read as
- * no body, and its fields would be silently lost (a dismissal's note sent as a form).
+ * The bodies an endpoint may take beyond the default: a procedure file saved at head is text
+ * (Markdown or YAML, as it lives in the team's repository); a session or a whole procedures
+ * folder is JSON larger than a dismissal's note. Matched on method and path before any parser
+ * runs; everything else is JSON up to MAX_BODY_BYTES.
  */
-export function requireJsonBody(req: BodyRequest, _res: unknown, next: Next): void {
+export interface BodyRule {
+  method: string;
+  path: RegExp;
+  /** text: the body arrives as a string (text/plain, text/markdown, text/yaml); json: parsed. */
+  kind: 'json' | 'text';
+  limit: number;
+}
+
+export const BODY_RULES: readonly BodyRule[] = [
+  { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/.+/, kind: 'text', limit: 256 * 1024 },
+  { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/?$/, kind: 'json', limit: 16 * 1024 * 1024 },
+  { method: 'POST', path: /^\/v1\/workspaces\/[^/]+\/sessions\/?$/, kind: 'json', limit: 8 * 1024 * 1024 },
+];
+
+const TEXT_TYPE = /^text\/(plain|markdown|x-markdown|yaml|x-yaml)\s*(;|$)/i;
+
+/** The rule of this request, or the default (JSON, MAX_BODY_BYTES). */
+export function bodyRuleOf(req: { method: string; url?: string; originalUrl?: string }): BodyRule {
+  const url = (req.originalUrl ?? req.url ?? '').split('?')[0];
+  return BODY_RULES.find((r) => r.method === req.method && r.path.test(url)) ?? { method: req.method, path: /.*/, kind: 'json', limit: MAX_BODY_BYTES };
+}
+
+/**
+ * Before the parsers: a body of a type the endpoint does not read is a 415. Left unparsed it
+ * would read as no body, and its fields would be silently lost (a dismissal's note sent as a
+ * form).
+ */
+export function requireJsonBody(req: BodyRequest & { url?: string; originalUrl?: string }, _res: unknown, next: Next): void {
   if (!hasBody(req)) return next();
   const type = req.headers['content-type'];
+  const rule = bodyRuleOf(req);
+  if (rule.kind === 'text') {
+    if (typeof type === 'string' && TEXT_TYPE.test(type)) return next();
+    return next(new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', `the body is the file's text (Content-Type: text/plain or text/markdown), got ${type ?? 'no Content-Type'}`));
+  }
   if (typeof type === 'string' && JSON_TYPE.test(type)) return next();
   next(new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', `the body must be JSON (Content-Type: application/json), got ${type ?? 'no Content-Type'}`));
+}
+
+type Parser = ReturnType<typeof json>;
+const parsers = new Map<string, Parser>();
+
+/** One parser per kind and limit, made once: what the request's rule reads its body with. */
+function parserFor(rule: BodyRule): Parser {
+  const key = `${rule.kind}:${rule.limit}`;
+  let p = parsers.get(key);
+  if (!p) {
+    p = rule.kind === 'text' ? text({ limit: rule.limit, type: () => true }) : json({ limit: rule.limit, type: () => true });
+    parsers.set(key, p);
+  }
+  return p;
+}
+
+/** After requireJsonBody: reads the body as its endpoint's rule says (text or JSON, and its limit). */
+export function parseBody(req: BodyRequest & { url?: string; originalUrl?: string }, res: unknown, next: Next): void {
+  if (!hasBody(req)) return next();
+  parserFor(bodyRuleOf(req))(req, res, next);
 }
 
 /**

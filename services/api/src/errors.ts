@@ -1,5 +1,5 @@
 import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
-import { StoreInputError } from '@neatroots/store';
+import { SopError, StoreInputError, type SopIssue } from '@neatroots/store';
 
 /** What the filter uses of an express response (@types/express is not installed). */
 interface JsonResponse {
@@ -7,13 +7,16 @@ interface JsonResponse {
   status(code: number): { json(body: unknown): unknown };
 }
 
-/** The one error shape of the API, whatever the status: `{ "error": { "code", "message" } }`. */
+/**
+ * The one error shape of the API, whatever the status: `{ "error": { "code", "message" } }`,
+ * with sopc's `issues` when a procedures folder would not compile (422).
+ */
 export interface ErrorBody {
-  error: { code: string; message: string };
+  error: { code: string; message: string; issues?: SopIssue[] };
 }
 
-export function errorBody(code: string, message: string): ErrorBody {
-  return { error: { code, message } };
+export function errorBody(code: string, message: string, issues?: SopIssue[]): ErrorBody {
+  return { error: issues ? { code, message, issues } : { code, message } };
 }
 
 /** An error the API answers with its own code: `{ "error": { "code", "message" } }`. */
@@ -70,10 +73,16 @@ export class ErrorsFilter implements ExceptionFilter {
     let status: number;
     let code: string;
     let message: string;
+    let issues: SopIssue[] | undefined;
     if (err instanceof ApiError) {
       status = err.getStatus();
       code = err.code;
       message = err.detail;
+    } else if (err instanceof SopError) {
+      status = err.status;
+      code = err.code;
+      message = err.message;
+      issues = err.issues;
     } else if (err instanceof StoreInputError) {
       status = HttpStatus.BAD_REQUEST;
       code = err.code;
@@ -89,6 +98,6 @@ export class ErrorsFilter implements ExceptionFilter {
       this.log.error(err instanceof Error ? err.stack ?? err.message : String(err));
     }
     if (res.headersSent) return;
-    res.status(status).json(errorBody(code, message));
+    res.status(status).json(errorBody(code, message, issues));
   }
 }

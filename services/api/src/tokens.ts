@@ -21,3 +21,6 @@ export type DisabledChecksLookup = (project: string) => readonly object[] | Prom
  * in-process embedded or over gRPC distributed. Absent: not served.
  */
 export type ModelStats = (project: string, checkId?: string) => Promise<unknown[]>;
+
+/** The SOP side of the review service (workspaces, releases, sessions): in-process or over gRPC. */
+export const SOP_QUERIES = Symbol('SopQueries');

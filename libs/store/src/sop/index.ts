@@ -1,2 +1,4 @@
 export * from './workspace.repo';
 export * from './sessions.repo';
+export * from './errors';
+export * from './queries';

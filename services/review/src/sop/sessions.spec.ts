@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
 import { checkSession, noModelDecider, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
-import { SopError } from './errors';
+import { SopError } from '@neatroots/store';
 import { SopSessions, type CheckSession } from './sessions';
 import { SopWorkspaces } from './workspaces';
 
@@ -97,6 +97,19 @@ describe('SopSessions', () => {
     const got = await checked(sessions, 'luigis', first.id);
     expect(got.result).toBe(fixtureExpected('payment-followed').result);
     expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(0);
+  });
+
+  it('content sent again after other content is checked again (A, B, then A)', async () => {
+    const { sessions } = await setUp();
+    const a = fixtureSession('payment-skipped');
+    const b = { ...fixtureSession('payment-followed'), external_id: a.external_id };
+    const first = await sessions.receive('luigis', a);
+    expect((await checked(sessions, 'luigis', first.id)).result).toBe('deviated');
+    await sessions.receive('luigis', b);
+    expect((await checked(sessions, 'luigis', first.id)).result).toBe('followed');
+    expect(await sessions.receive('luigis', a)).toMatchObject({ status: 'queued' });
+    expect((await checked(sessions, 'luigis', first.id)).result).toBe('deviated');
+    expect(checks).toBe(3);
   });
 
   it('a check job run twice writes the same rows', async () => {

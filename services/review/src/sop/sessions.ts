@@ -1,7 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import { parseSession, SessionError, type Lock, type ProcedureCheck, type Session, type SessionBody } from '@neatroots/sop';
-import { SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type StoredFinding } from '@neatroots/store';
-import { SopError } from './errors';
+import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
 /** The BullMQ queue (the seed's Hatchet workflow) that checks one session. */
@@ -16,22 +15,14 @@ export interface SopCheckJob {
   content_hash: string;
 }
 
-/** A session as the API shows it: the checker's body, with where it stands. */
-export interface SessionView extends Omit<SessionBody, 'status'> {
-  status: SessionRecord['status'];
-  /** The checker's own result, before suppressed findings were read as passed. */
-  checked_result: SessionBody['result'];
-  started_at: string | null;
-  transcript_ref: string | null;
-  received_at: string;
-  checked_at: string | null;
-  /** Why the check failed (status failed). */
-  error: string | null;
-}
-
-export interface SessionsListView {
-  items: Omit<SessionView, 'checks'>[];
-  next_cursor: string | null;
+/**
+ * What the review side adds to sessions (patterns, suppression, the roll-up): told when a
+ * check was saved, and asked to fill in what a session's GET shows of it (each rule's
+ * pattern_id, suppressed, override). Optional: without it sessions are served as checked.
+ */
+export interface SessionReviewHooks {
+  onChecked(workspace: string, sessionId: string): Promise<void>;
+  overlay(workspace: string, view: SessionView): Promise<SessionView>;
 }
 
 /**
@@ -41,6 +32,7 @@ export interface SessionsListView {
  */
 export class SopSessions {
   private readonly repo: SopSessionsRepo;
+  private review: SessionReviewHooks | null = null;
 
   constructor(
     db: Db,
@@ -76,7 +68,17 @@ export class SopSessions {
   async get(workspace: string, id: string): Promise<SessionView> {
     const got = await this.repo.get(workspace, id);
     if (!got) throw new SopError(404, 'not_found', `no session ${id} in workspace ${workspace}`);
-    return { ...summary(got.session), checks: got.checks.map((c) => c.body as unknown as ProcedureCheck) };
+    // The stored columns hold the results rolled up after verdicts and overrides; the body, the checker's.
+    const view: SessionView = {
+      ...summary(got.session),
+      checks: got.checks.map((c) => ({ ...(c.body as unknown as ProcedureCheck), result: c.result, checked_result: c.checked_result })),
+    };
+    return this.review ? this.review.overlay(workspace, view) : view;
+  }
+
+  /** Plugs in the review side (patterns, suppression); see SessionReviewHooks. */
+  useReview(hooks: SessionReviewHooks): void {
+    this.review = hooks;
   }
 
   async list(workspace: string, q: ListSessionsQuery): Promise<SessionsListView> {
@@ -122,19 +124,25 @@ export class SopSessions {
         });
       }
     }
-    await this.repo.saveOutcome(session.id, session.content_hash, {
+    const wrote = await this.repo.saveOutcome(session.id, session.content_hash, {
       release_id: release.id,
       result: body.result,
       checked_result: body.result,
       checks: body.checks.map((c) => ({ procedure_id: c.procedure_id, result: c.result, checked_result: c.checked_result, body: c as unknown as Record<string, unknown> })),
       findings,
     });
+    // Its findings go into patterns next (the sopops_patterns job), then suppression and the roll-up.
+    if (wrote && this.review) await this.review.onChecked(job.workspace, session.id);
   }
 
   private async enqueue(job: SopCheckJob): Promise<void> {
-    // One job per content: adding it again while it is kept does nothing.
-    await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId: `${job.session_id}.${job.content_hash.slice(0, 16)}`, attempts: 3, backoffMs: 2000 });
+    // One job per time content arrives. Not per content alone: content A, then B, then A
+    // again must be checked a third time, and a driver remembers finished ids. Running twice
+    // is harmless (runCheck writes nothing for checked or replaced content).
+    const jobId = `${job.session_id}.${job.content_hash.slice(0, 16)}.${Date.now().toString(36)}`;
+    await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId, attempts: 3, backoffMs: 2000 });
   }
+
 }
 
 function errorText(e: unknown): string | null {

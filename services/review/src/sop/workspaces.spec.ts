@@ -1,6 +1,6 @@
 import type { Db } from '@neatroots/ports';
 import { migrate, openPglite } from '@neatroots/platform';
-import { SopError } from './errors';
+import { SopError } from '@neatroots/store';
 import { SopWorkspaces } from './workspaces';
 
 const TAKE_ORDER = `# Take an order

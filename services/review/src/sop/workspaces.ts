@@ -1,34 +1,13 @@
 import { compileFiles, contentVersion, toLock, type Lock } from '@neatroots/sop';
 import { unifiedDiffFiles } from '@neatroots/review-domain';
-import { WorkspaceRepo, type ReleaseRecord, type SopFile } from '@neatroots/store';
+import { doesNotCompile, SopError, WorkspaceRepo, type HeadView, type ReleaseRecord, type ReleaseView, type SopFile } from '@neatroots/store';
 import type { Db } from '@neatroots/ports';
-import { doesNotCompile, SopError } from './errors';
 
 /** Where a file of the procedures folder may live: the folder decides how it is read. */
 const HEAD_PATH = /^(procedures\/[a-z0-9][a-z0-9-]*\.md|agents\/[a-z0-9][a-z0-9-]*\.yaml|groups\/[a-z0-9][a-z0-9-]*\.yaml)$/;
 /** A file the API takes at once: procedures are pages, not data sets. */
 export const MAX_HEAD_FILE_BYTES = 256 * 1024;
 export const MAX_HEAD_FILES = 2000;
-
-export interface HeadView {
-  workspace: string;
-  files: { path: string; version: string; updated_at: string }[];
-  /** The release head would be published over (null: none yet). */
-  live_release: { id: string; number: number } | null;
-  /** Paths added, changed or removed since the live release. */
-  changed: { path: string; change: 'added' | 'changed' | 'removed' }[];
-  /** A unified diff of head against the live release ('' when nothing is unpublished). */
-  diff: string;
-}
-
-export interface ReleaseView {
-  id: string;
-  number: number;
-  live: boolean;
-  created_at: string;
-  procedures: Lock['procedures'];
-  agents: Lock['agents'];
-}
 
 /** Called after a release is published (rule lineage hooks in here). */
 export type OnPublished = (workspace: string, release: ReleaseRecord<Lock>, previous: ReleaseRecord<Lock> | null) => Promise<void>;

@@ -1,5 +1,8 @@
 import type { Issue } from '@neatroots/sop';
 
+/** One of sopc's errors: FILE (relative to the folder), LINE, message. */
+export type SopIssue = Issue;
+
 /**
  * What the SOP side refuses, with the status each transport answers: the api maps `status` to
  * HTTP, the gRPC server to a gRPC code (and back on the client side), so a refusal reads the

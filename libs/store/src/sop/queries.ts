@@ -1,0 +1,61 @@
+import type { Lock, ProcedureCheck, SessionBody } from '@neatroots/sop';
+import type { ListSessionsQuery, SessionRecord } from './sessions.repo';
+
+/**
+ * The SOP side of the review service as the api calls it: in-process in the embedded default,
+ * over gRPC (neatroots.v1.Sop) distributed. Every shape here is a REST body of
+ * docs/contracts.md; refusals are SopError, with the same status in both deployments.
+ */
+export interface SopQueries {
+  saveHeadFile(workspace: string, path: string, text: string): Promise<{ path: string; version: string }>;
+  deleteHeadFile(workspace: string, path: string): Promise<void>;
+  pushHead(workspace: string, files: { path: string; text: string }[]): Promise<{ files: { path: string; version: string }[] }>;
+  head(workspace: string): Promise<HeadView>;
+  publish(workspace: string): Promise<ReleaseView>;
+  releases(workspace: string): Promise<ReleaseView[]>;
+  /** `ref`: the id, the number, or "live". */
+  release(workspace: string, ref: string): Promise<ReleaseView>;
+  receiveSession(workspace: string, session: unknown): Promise<{ id: string; external_id: string; status: 'queued' | 'unchanged' }>;
+  getSession(workspace: string, id: string): Promise<SessionView>;
+  listSessions(workspace: string, q: ListSessionsQuery): Promise<SessionsListView>;
+}
+
+export interface HeadView {
+  workspace: string;
+  files: { path: string; version: string; updated_at: string }[];
+  /** The release head would be published over (null: none yet). */
+  live_release: { id: string; number: number } | null;
+  /** Paths added, changed or removed since the live release. */
+  changed: { path: string; change: 'added' | 'changed' | 'removed' }[];
+  /** A unified diff of head against the live release ('' when nothing is unpublished). */
+  diff: string;
+}
+
+export interface ReleaseView {
+  id: string;
+  number: number;
+  live: boolean;
+  created_at: string;
+  procedures: Lock['procedures'];
+  agents: Lock['agents'];
+}
+
+/** A session as the API shows it: the checker's body, with where it stands. */
+export interface SessionView extends Omit<SessionBody, 'status' | 'checks'> {
+  id: string;
+  status: SessionRecord['status'];
+  /** The checker's own result, before suppressed findings were read as passed. */
+  checked_result: SessionBody['result'];
+  started_at: string | null;
+  transcript_ref: string | null;
+  received_at: string;
+  checked_at: string | null;
+  /** Why the check failed (status failed). */
+  error: string | null;
+  checks: ProcedureCheck[];
+}
+
+export interface SessionsListView {
+  items: Omit<SessionView, 'checks'>[];
+  next_cursor: string | null;
+}

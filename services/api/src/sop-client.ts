@@ -1,0 +1,64 @@
+import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
+import { SopError, type SopIssue, type SopQueries } from '@neatroots/store';
+
+/** Where the review service puts a refusal's code and sopc's issues (services/review sop/grpc.ts). */
+const ERROR_CODE = 'neatroots-error-code';
+const ERROR_ISSUES = 'neatroots-error-issues';
+const FROM_GRPC: Partial<Record<status, SopError['status']>> = {
+  [status.INVALID_ARGUMENT]: 400,
+  [status.NOT_FOUND]: 404,
+  [status.ABORTED]: 409,
+  [status.FAILED_PRECONDITION]: 422,
+};
+
+/**
+ * The SOP queries over gRPC (neatroots.v1.Sop): what the api uses in the distributed
+ * deployment. A refusal comes back as the same SopError the in-process call throws, so the
+ * REST answer (status, code, message, issues) is the same in both deployments.
+ */
+export class SopGrpcClient implements SopQueries {
+  private readonly client: v1.SopClient;
+
+  constructor(address: string, private readonly timeoutMs = 30_000) {
+    this.client = new v1.SopClient(address, credentials.createInsecure());
+  }
+
+  private async call<Req, T>(method: unknown, req: Req): Promise<T> {
+    const reply = await new Promise<v1.JsonReply>((resolve, reject) => {
+      (method as (r: Req, md: Metadata, o: { deadline: Date }, cb: (e: ServiceError | null, r: v1.JsonReply) => void) => unknown).call(
+        this.client,
+        req,
+        new Metadata(),
+        { deadline: new Date(Date.now() + this.timeoutMs) },
+        (err, res) => {
+          if (!err) return resolve(res);
+          const mapped = FROM_GRPC[err.code as status];
+          if (!mapped) return reject(new Error(`review service: ${err.details || err.message}`));
+          const code = String(err.metadata?.get(ERROR_CODE)[0] ?? 'error');
+          const issuesText = err.metadata?.get(ERROR_ISSUES)[0];
+          const issues = issuesText ? (JSON.parse(String(issuesText)) as SopIssue[]) : undefined;
+          reject(new SopError(mapped, code, err.details, issues));
+        },
+      );
+    });
+    return JSON.parse(reply.json) as T;
+  }
+
+  saveHeadFile: SopQueries['saveHeadFile'] = (workspace, path, text) => this.call(this.client.saveHeadFile, { workspace, path, text });
+  deleteHeadFile: SopQueries['deleteHeadFile'] = async (workspace, path) => {
+    await this.call(this.client.deleteHeadFile, { workspace, path, text: '' });
+  };
+  pushHead: SopQueries['pushHead'] = (workspace, files) => this.call(this.client.pushHead, { workspace, files });
+  head: SopQueries['head'] = (workspace) => this.call(this.client.getHead, { workspace });
+  publish: SopQueries['publish'] = (workspace) => this.call(this.client.publish, { workspace });
+  releases: SopQueries['releases'] = (workspace) => this.call(this.client.listReleases, { workspace });
+  release: SopQueries['release'] = (workspace, ref) => this.call(this.client.getRelease, { workspace, ref });
+  receiveSession: SopQueries['receiveSession'] = (workspace, session) => this.call(this.client.receiveSession, { workspace, session_json: JSON.stringify(session) });
+  getSession: SopQueries['getSession'] = (workspace, id) => this.call(this.client.getSession, { workspace, id });
+  listSessions: SopQueries['listSessions'] = (workspace, q) => this.call(this.client.listSessions, { workspace, query_json: JSON.stringify(q) });
+
+  close(): void {
+    this.client.close();
+  }
+}

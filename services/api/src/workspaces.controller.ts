@@ -1,0 +1,136 @@
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Query, UseGuards } from '@nestjs/common';
+import { MAX_PAGE, type SopQueries, type SopResult } from '@neatroots/store';
+import { ApiKeyGuard } from './auth.guard';
+import { ApiError } from './errors';
+import { cursorParam, limitParam, noQuery, oneOf, parseQuery, pathId, textParam, type ParamParser, type QueryParams } from './params';
+import { SOP_QUERIES } from './tokens';
+
+/**
+ * The sopops endpoints of a workspace (the sopops name for a project: the same id, the same
+ * API keys): its procedures at head, its releases, its sessions and their checks. Thin: parse,
+ * ask the review service, shape the JSON.
+ */
+
+const RESULTS: readonly SopResult[] = ['deviated', 'partial', 'followed', 'not_measurable'];
+
+/** An ISO-8601 time (from, to). */
+const timeParam: ParamParser<string> = (v, name) => {
+  if (!/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
+    throw ApiError.badRequest('invalid_query', `${name} must be an ISO-8601 time, e.g. 2026-11-30T10:00:00Z`);
+  }
+  return new Date(v).toISOString();
+};
+
+/** A path under head: a file of the procedures folder, given as one or several segments. */
+function headPath(p: string | string[]): string {
+  const path = Array.isArray(p) ? p.join('/') : p;
+  return pathId('path', path);
+}
+
+function filesBody(body: unknown): { path: string; text: string }[] {
+  const files = (body as { files?: unknown } | null)?.files;
+  if (!body || typeof body !== 'object' || Array.isArray(body) || !Array.isArray(files)) {
+    throw ApiError.badRequest('invalid_body', 'the body must be {"files": [{"path": "procedures/x.md", "text": "..."}]}');
+  }
+  const unknown = Object.keys(body).filter((k) => k !== 'files');
+  if (unknown.length) throw ApiError.badRequest('invalid_body', `unknown field ${unknown.join(', ')} in the body; it takes files`);
+  return files.map((f, i) => {
+    if (!f || typeof f !== 'object' || typeof f.path !== 'string' || typeof f.text !== 'string') {
+      throw ApiError.badRequest('invalid_body', `files[${i}] must be {"path": string, "text": string}`);
+    }
+    return { path: pathId(`files[${i}].path`, f.path), text: f.text };
+  });
+}
+
+@Controller('v1/workspaces/:ws')
+@UseGuards(ApiKeyGuard)
+export class WorkspacesController {
+  constructor(@Inject(SOP_QUERIES) private readonly sop: SopQueries | null) {}
+
+  private q(): SopQueries {
+    if (!this.sop) throw new ApiError(503, 'unavailable', 'procedures are not served by this api');
+    return this.sop;
+  }
+
+  /** Head's files and the unpublished changes (a unified diff against the live release). */
+  @Get('head')
+  async head(@Param('ws') ws: string, @Query() query: QueryParams) {
+    noQuery(query);
+    return this.q().head(ws);
+  }
+
+  /** sopops push: the folder becomes head as a whole, or nothing changes (422 with sopc's errors). */
+  @Put('head')
+  async push(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    return this.q().pushHead(ws, filesBody(body));
+  }
+
+  /** One file saved at head; the body is its text. 422 with sopc's errors when head would not compile. */
+  @Put('head/*path')
+  async saveFile(@Param('ws') ws: string, @Param('path') path: string | string[], @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    if (typeof body !== 'string') throw ApiError.badRequest('invalid_body', "the body is the file's text (Content-Type: text/plain or text/markdown)");
+    return this.q().saveHeadFile(ws, headPath(path), body);
+  }
+
+  @Delete('head/*path')
+  async deleteFile(@Param('ws') ws: string, @Param('path') path: string | string[], @Query() query: QueryParams) {
+    noQuery(query);
+    const p = headPath(path);
+    await this.q().deleteHeadFile(ws, p);
+    return { path: p, deleted: true };
+  }
+
+  /** Publishes head as the next numbered release and makes it live. */
+  @Post('releases')
+  @HttpCode(201)
+  async publish(@Param('ws') ws: string, @Query() query: QueryParams) {
+    noQuery(query);
+    return this.q().publish(ws);
+  }
+
+  @Get('releases')
+  async releases(@Param('ws') ws: string, @Query() query: QueryParams) {
+    noQuery(query);
+    return { items: await this.q().releases(ws) };
+  }
+
+  /** `id`: the release's id, its number, or `live`. */
+  @Get('releases/:id')
+  async release(@Param('ws') ws: string, @Param('id') id: string, @Query() query: QueryParams) {
+    noQuery(query);
+    return this.q().release(ws, pathId('id', id));
+  }
+
+  /** A session in: 202 {id, external_id, status} (queued, or unchanged for re-sent content). */
+  @Post('sessions')
+  @HttpCode(202)
+  async receive(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('invalid_body', 'the body must be a session as a JSON object');
+    return this.q().receiveSession(ws, body);
+  }
+
+  @Get('sessions')
+  async sessions(@Param('ws') ws: string, @Query() query: QueryParams) {
+    const q = parseQuery(query, {
+      agent: textParam,
+      procedure: textParam,
+      result: oneOf<SopResult>(RESULTS),
+      release: textParam,
+      rule: textParam,
+      from: timeParam,
+      to: timeParam,
+      cursor: cursorParam,
+      limit: limitParam(MAX_PAGE),
+    });
+    return this.q().listSessions(ws, q);
+  }
+
+  @Get('sessions/:id')
+  async session(@Param('ws') ws: string, @Param('id') id: string, @Query() query: QueryParams) {
+    noQuery(query);
+    return this.q().getSession(ws, pathId('id', id));
+  }
+}

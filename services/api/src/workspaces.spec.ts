@@ -1,0 +1,137 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { INestApplication } from '@nestjs/common';
+import type { Db } from '@neatroots/ports';
+import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
+import { v1 } from '@neatroots/proto';
+import { createReviewQueries, sopGrpcService, startSop } from '@neatroots/review';
+import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
+import { ProjectsRepo, type SopQueries } from '@neatroots/store';
+import { apiUrl, createApi } from './api';
+import { SopGrpcClient } from './sop-client';
+
+const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
+const KEY = 'key-for-luigis';
+const OTHER = 'key-for-other';
+const folder = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
+const session = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
+
+let db: Db;
+let jobs: InlineJobs;
+let grpc: Server;
+let client: SopGrpcClient;
+let inProcess: SopQueries;
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+  await new ProjectsRepo(db).addApiKey('luigis', KEY);
+  await new ProjectsRepo(db).addApiKey('other', OTHER);
+  jobs = new InlineJobs();
+  const sop = await startSop({
+    db,
+    jobs,
+    checkSession: ({ lock, releaseId, session: s }) => checkSession(lock, s, { decider: noModelDecider('no model is configured'), releaseId }),
+  });
+  inProcess = sop.queries;
+  // The distributed path: the same queries served as neatroots.v1.Sop, the api on its gRPC client.
+  grpc = new Server();
+  grpc.addService(v1.SopService, sopGrpcService(sop.queries));
+  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  client = new SopGrpcClient(`127.0.0.1:${port}`);
+}, 60_000);
+afterAll(async () => {
+  client.close();
+  grpc.forceShutdown();
+  await jobs.close();
+  await db.close();
+});
+
+describe.each([
+  ['in-process', () => inProcess],
+  ['over gRPC', () => client as SopQueries],
+])('the workspace endpoints (%s)', (_name, sopOf) => {
+  let app: INestApplication;
+  let base: string;
+  const ws = `luigis`;
+  beforeAll(async () => {
+    await db.exec('TRUNCATE sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
+    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sopOf(), port: 0, host: '127.0.0.1' });
+    base = `${apiUrl(app)}/v1/workspaces/${ws}`;
+  });
+  afterAll(() => app.close());
+
+  const call = async (method: string, p: string, body?: unknown, type = 'application/json', key = KEY) => {
+    const res = await fetch(`${base}${p}`, {
+      method,
+      headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': type } : {}) },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  };
+
+  it('saves procedure files at head as text, and answers 422 with sopc errors when head would not compile', async () => {
+    const take = folder.find((f) => f.path === 'procedures/take-order.md')!;
+    const saved = await call('PUT', '/head/procedures/take-order.md', take.text, 'text/markdown');
+    expect(saved).toEqual({ status: 200, body: { path: 'procedures/take-order.md', version: expect.any(String) } });
+    const bad = await call('PUT', '/head/agents/phone-agent.yaml', 'procedures: [take-order, nope]\n', 'text/plain');
+    expect(bad.status).toBe(422);
+    expect(bad.body.error).toMatchObject({ code: 'does_not_compile', issues: [{ file: 'agents/phone-agent.yaml', line: 1, message: expect.stringContaining('nope') }] });
+    expect((await call('PUT', '/head/procedures/x.md', { text: '# X' })).status).toBe(415);
+    expect((await call('PUT', '/head/notes/x.txt', 'hi', 'text/plain')).body.error.code).toBe('invalid_path');
+    expect((await call('DELETE', '/head/procedures/take-order.md')).body).toEqual({ path: 'procedures/take-order.md', deleted: true });
+    expect((await call('DELETE', '/head/procedures/take-order.md')).status).toBe(404);
+  });
+
+  it('pushes a folder, shows the unpublished diff, publishes releases and reads them by number, id and live', async () => {
+    expect((await call('POST', '/releases')).body.error.code).toBe('nothing_to_publish');
+    const pushed = await call('PUT', '/head', { files: folder });
+    expect(pushed.status).toBe(200);
+    expect(pushed.body.files.map((f: { path: string }) => f.path).sort()).toEqual(folder.map((f) => f.path).sort());
+    const head = await call('GET', '/head');
+    expect(head.body.diff).toContain('+++ b/procedures/take-order.md');
+    const r1 = await call('POST', '/releases');
+    expect(r1.status).toBe(201);
+    expect(r1.body).toMatchObject({ number: 1, live: true });
+    expect(r1.body.procedures.map((p: { procedure_id: string }) => p.procedure_id).sort()).toEqual(['answer-call', 'card-payment', 'take-order']);
+    expect((await call('GET', '/head')).body.diff).toBe('');
+    expect((await call('GET', '/releases/live')).body.id).toBe(r1.body.id);
+    expect((await call('GET', `/releases/${r1.body.id}`)).body.number).toBe(1);
+    expect((await call('GET', '/releases/1')).body.live).toBe(true);
+    expect((await call('GET', '/releases/7')).status).toBe(404);
+    expect((await call('GET', '/releases')).body.items).toHaveLength(1);
+  });
+
+  it('takes sessions (202, idempotent by content) and serves their checks', async () => {
+    const sent = await call('POST', '/sessions', session('payment-skipped'));
+    expect(sent).toEqual({ status: 202, body: { id: expect.any(String), external_id: 'pay-3', status: 'queued' } });
+    expect((await call('POST', '/sessions', session('payment-skipped'))).body.status).toBe('unchanged');
+    let got = await call('GET', `/sessions/${sent.body.id}`);
+    for (let i = 0; got.body.status === 'queued' && i < 200; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      got = await call('GET', `/sessions/${sent.body.id}`);
+    }
+    expect(got.body).toMatchObject({ id: sent.body.id, status: 'checked', result: 'deviated', release_id: expect.stringMatching(/^rel_/) });
+    const skipped = got.body.checks[0].rules.find((r: { status: string }) => r.status === 'skipped');
+    expect(skipped).toMatchObject({ kind: 'step', finding: true, finding_id: expect.any(String) });
+    const list = await call('GET', '/sessions?result=deviated&limit=10');
+    expect(list.body.items.map((s: { id: string }) => s.id)).toEqual([sent.body.id]);
+    expect((await call('GET', '/sessions?status=deviated')).body.error.code).toBe('unknown_parameter');
+    expect((await call('GET', '/sessions?from=yesterday')).status).toBe(400);
+    const bad = await call('POST', '/sessions', { external_id: 'x', agent: 'payments-bot', turns: 'hello' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toContain('turns');
+    expect((await call('GET', '/sessions/ses_nope')).status).toBe(404);
+  });
+
+  it('opens a workspace only with its own key', async () => {
+    expect((await call('GET', '/head', undefined, undefined, OTHER)).status).toBe(403);
+    expect((await call('GET', '/head', undefined, undefined, 'nope')).status).toBe(401);
+  });
+});
+
+it('every fixture session is sent as the contract says (a sanity check of the fixtures used above)', () => {
+  expect(readdirSync(path.join(FIXTURES, 'sessions')).length).toBeGreaterThan(5);
+});

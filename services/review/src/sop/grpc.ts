@@ -1,0 +1,61 @@
+import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { SopError, type ListSessionsQuery, type SopQueries } from '@neatroots/store';
+
+/** Trailing metadata of a refusal: the error's code and, for does_not_compile, sopc's issues as JSON. */
+export const SOP_ERROR_CODE = 'neatroots-error-code';
+export const SOP_ERROR_ISSUES = 'neatroots-error-issues';
+
+/** SopError's HTTP-like status as a gRPC code; the api maps it back (services/api sop-client). */
+export const SOP_STATUS_TO_GRPC: Record<SopError['status'], status> = {
+  400: status.INVALID_ARGUMENT,
+  404: status.NOT_FOUND,
+  409: status.ABORTED,
+  422: status.FAILED_PRECONDITION,
+};
+
+type Handler<Req> = (req: Req) => Promise<unknown>;
+
+function unary<Req>(fn: Handler<Req>) {
+  return (call: ServerUnaryCall<Req, unknown>, cb: sendUnaryData<unknown>) => {
+    fn(call.request).then(
+      (body) => cb(null, { found: true, json: JSON.stringify(body ?? null) }),
+      (err: unknown) => {
+        if (err instanceof SopError) {
+          const metadata = new Metadata();
+          metadata.set(SOP_ERROR_CODE, err.code);
+          if (err.issues) metadata.set(SOP_ERROR_ISSUES, JSON.stringify(err.issues));
+          cb({ code: SOP_STATUS_TO_GRPC[err.status], details: err.message, metadata });
+        } else {
+          cb({ code: status.INTERNAL, details: `review (sop): ${(err as Error)?.message ?? String(err)}` });
+        }
+      },
+    );
+  };
+}
+
+/** neatroots.v1.Sop over the SOP queries of this process. */
+export function sopGrpcService(q: SopQueries): UntypedServiceImplementation {
+  return {
+    saveHeadFile: unary<{ workspace: string; path: string; text: string }>((r) => q.saveHeadFile(r.workspace, r.path, r.text)),
+    deleteHeadFile: unary<{ workspace: string; path: string }>(async (r) => {
+      await q.deleteHeadFile(r.workspace, r.path);
+      return { path: r.path, deleted: true };
+    }),
+    pushHead: unary<{ workspace: string; files: { path: string; text: string }[] }>((r) => q.pushHead(r.workspace, r.files ?? [])),
+    getHead: unary<{ workspace: string }>((r) => q.head(r.workspace)),
+    publish: unary<{ workspace: string }>((r) => q.publish(r.workspace)),
+    listReleases: unary<{ workspace: string }>((r) => q.releases(r.workspace)),
+    getRelease: unary<{ workspace: string; ref: string }>((r) => q.release(r.workspace, r.ref)),
+    receiveSession: unary<{ workspace: string; session_json: string }>((r) => {
+      let body: unknown;
+      try {
+        body = JSON.parse(r.session_json);
+      } catch (err) {
+        throw new SopError(400, 'invalid_body', `the session is not valid JSON: ${(err as Error).message}`);
+      }
+      return q.receiveSession(r.workspace, body);
+    }),
+    getSession: unary<{ workspace: string; id: string }>((r) => q.getSession(r.workspace, r.id)),
+    listSessions: unary<{ workspace: string; query_json: string }>((r) => q.listSessions(r.workspace, (r.query_json ? JSON.parse(r.query_json) : {}) as ListSessionsQuery)),
+  };
+}

@@ -1,0 +1,44 @@
+import type { Db, Jobs } from '@neatroots/ports';
+import type { SopQueries } from '@neatroots/store';
+import { SopSessions, type CheckSession } from './sessions';
+import { SopWorkspaces, type OnPublished } from './workspaces';
+
+export interface SopOptions {
+  db: Db;
+  jobs: Jobs;
+  /** The checker with its models (or none: tool steps decided, the rest not checked). */
+  checkSession: CheckSession;
+  onPublished?: OnPublished;
+  /** How many sessions one process checks at once (default 4). */
+  concurrency?: number;
+}
+
+export interface Sop {
+  queries: SopQueries;
+  workspaces: SopWorkspaces;
+  sessions: SopSessions;
+}
+
+/**
+ * The SOP side of the review service: workspaces (head, releases) and sessions (in, checked by
+ * the sopops_check job, out). Starts the job's handler, which also queues again what a stop
+ * left queued.
+ */
+export async function startSop(opts: SopOptions): Promise<Sop> {
+  const workspaces = new SopWorkspaces(opts.db, opts.onPublished);
+  const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
+  await sessions.start({ concurrency: opts.concurrency });
+  const queries: SopQueries = {
+    saveHeadFile: (ws, path, text) => workspaces.saveFile(ws, path, text),
+    deleteHeadFile: (ws, path) => workspaces.deleteFile(ws, path),
+    pushHead: (ws, files) => workspaces.push(ws, files),
+    head: (ws) => workspaces.head(ws),
+    publish: (ws) => workspaces.publish(ws),
+    releases: (ws) => workspaces.releases(ws),
+    release: (ws, ref) => workspaces.release(ws, ref),
+    receiveSession: (ws, body) => sessions.receive(ws, body),
+    getSession: (ws, id) => sessions.get(ws, id),
+    listSessions: (ws, q) => sessions.list(ws, q),
+  };
+  return { queries, workspaces, sessions };
+}
