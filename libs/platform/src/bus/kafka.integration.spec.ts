@@ -1,6 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { makeTopics, normalizeItem, type Envelope } from '@neatroots/spans';
-import type { BusRecord, Subscription } from '@neatroots/ports';
+import { deadLetterTopic, type BusRecord, type DeadLetter, type Subscription } from '@neatroots/ports';
 import { serviceOrSkip, uniqueName } from '../testing/services';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { KafkaBus, type KafkaBusOptions } from './kafka';
@@ -171,6 +171,30 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const byPartition = new Map(committed[0].partitions.map((p) => [p.partition, p.offset]));
     for (const e of ends) expect({ partition: e.partition, offset: byPartition.get(e.partition) }).toEqual({ partition: e.partition, offset: e.high });
   }, 90_000);
+
+  it('sets aside a record it cannot decode (its bytes kept) and hands on the others', async () => {
+    const prefix = uniqueName('it_dl');
+    topics.push(`${prefix}.dead-letters`);
+    const bus = newBus({ deadLetterPrefix: prefix, onError: () => undefined });
+    const name = topicName('undecodable');
+    // a reader that cannot read odd numbers (as a newer producer's records would be)
+    const strict = { ...jsonTopic<Rec>(name), decode: (b: Uint8Array) => {
+      const v = JSON.parse(new TextDecoder().decode(b)) as Rec;
+      if (v.i % 2) throw new Error(`cannot read record ${v.i}`);
+      return v;
+    } };
+    const seen: number[] = [];
+    const letters: DeadLetter[] = [];
+    await bus.subscribe(deadLetterTopic(prefix), { group: group('dl') }, async (b) => void letters.push(...b.records.map((r) => r.value)));
+    await bus.subscribe(strict, { group: group('strict') }, async (b) => void seen.push(...b.records.map((r) => r.value.i)));
+    await bus.publish(jsonTopic<Rec>(name), recs(1, 4));
+    await waitUntil(() => seen.length >= 2 && letters.length >= 2, 20_000, () => `seen ${seen}, ${letters.length} dead letters`);
+    expect(seen).toEqual([0, 2]);
+    expect(letters.map((l) => l.reason)).toEqual(['cannot decode: cannot read record 1', 'cannot decode: cannot read record 3']);
+    const payload = letters[0].payload as { base64: string };
+    expect(JSON.parse(Buffer.from(payload.base64, 'base64').toString('utf8'))).toEqual({ k: 'r0', i: 1 });
+    expect(letters[0]).toMatchObject({ kind: 'undecodable', source: `bus:${name}/${groups[groups.length - 1]}`, run_id: 'r0' });
+  }, 60_000);
 
   it('sends what is waiting when closed, then refuses to publish', async () => {
     const t = jsonTopic<Rec>(topicName('close'));

@@ -8,8 +8,8 @@ import {
   type Message,
   type Producer,
 } from 'kafkajs';
-import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
-import { guardHandler, type DeadLetterBusOptions } from './set-aside';
+import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
+import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './set-aside';
 
 /**
  * The bus on Apache Kafka (kafkajs), for the distributed deployment. It keeps the guarantees
@@ -493,15 +493,25 @@ export class KafkaBus implements Bus {
     const started = Date.now();
     const where = { topic: topic.name, group, partition: batch.partition };
     const records: BusRecord<T>[] = [];
+    const undecodable: DeadLetter[] = [];
     for (const m of batch.messages) {
       if (!m.value) continue;
       try {
         records.push({ key: m.key ? m.key.toString('utf8') : '', value: topic.decode(m.value) });
       } catch (err) {
         // A record no reader of this version understands would block the partition forever:
-        // it is reported and skipped (the producers validate what they publish).
+        // it is set aside as a dead letter (its bytes in base64) and skipped.
         this.stats.decodeErrors++;
-        this.onError(new Error(`offset ${m.offset}: cannot decode, skipped: ${(err as Error).message}`, { cause: err }), where);
+        this.onError(new Error(`offset ${m.offset}: cannot decode, set aside: ${(err as Error).message}`, { cause: err }), where);
+        undecodable.push({
+          project: '',
+          source: `bus:${topic.name}/${group}`,
+          kind: 'undecodable',
+          ...(m.key ? { run_id: m.key.toString('utf8') } : {}),
+          item_id: `offset ${m.offset}`,
+          reason: `cannot decode: ${(err as Error).message}`,
+          payload: { partition: batch.partition, offset: m.offset, base64: m.value.toString('base64') },
+        });
       }
     }
 
@@ -524,6 +534,13 @@ export class KafkaBus implements Bus {
       } finally {
         clearInterval(hb);
       }
+    }
+
+    // Kept before the offset moves past them (if this fails, the batch is read again).
+    const dl = deadLetterTopic(this.opts.deadLetterPrefix);
+    if (undecodable.length && topic.name !== dl.name) {
+      await busDeadLetterSink(this, dl).setAside(undecodable);
+      this.stats.setAside += undecodable.length;
     }
 
     // The handler's effects are stored: only now does the offset move.
