@@ -41,7 +41,8 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     throw e;
   }
   const host = config.NEATROOTS_HOST;
-  io.out(`neatroots is running (embedded: in-process bus, in-memory windows, PGlite in ${config.dataDir})`);
+  const bus = config.NEATROOTS_BUS === 'log' ? 'the bus log' : 'the in-memory bus';
+  io.out(`neatroots is running (embedded: ${bus}, in-memory windows, PGlite in ${config.dataDir})`);
   io.out(`  OTLP/gRPC      ${host}:${app.ingest.otlpPort}`);
   io.out(`  neatroots gRPC ${host}:${app.ingest.grpcPort}`);
   io.out(`  HTTP API       http://${host}:${app.httpPort}/v1/projects/{project}/runs`);
