@@ -1,0 +1,230 @@
+'use strict';
+// sopops' checker, the function the review service runs per session (createCheckSession):
+//   1. tool-only procedures (every step [tool: x, required], sessions with their tool calls), no
+//      model: sessions checked per second, by the checker alone and through the embedded
+//      review service (sessions received, stored in PGlite on its own thread, checked by the
+//      sopops_check job, 4 at a time, results and findings stored);
+//   2. procedures a model decides, through the question service, against a fake
+//      OpenAI-compatible model with a fixed latency (real HTTP, the real `openai` client):
+//      sessions per second and model HTTP requests per rule decision, batched (the default
+//      queue) beside one request per decision (maxBatch 1) in the same run, at the review
+//      service's default of 4 sessions at once and under load (64 at once).
+// Build first: npx tsc -b libs/sop libs/questions services/question services/review libs/platform
+const http = require('node:http');
+const { performance } = require('node:perf_hooks');
+const { InlineJobs, migrate, openAiChatModel, openPgliteWorker } = require('@neatroots/platform');
+const { QuestionAnswerer } = require('@neatroots/questions');
+const { answererDecisions } = require('@neatroots/question');
+const { compileFiles, createCheckSession, loadSopSettings, toLock } = require('@neatroots/sop');
+
+const LATENCY_MS = Number(process.env.BENCH_MODEL_LATENCY_MS ?? 200);
+
+function lockOf(files) {
+  const c = compileFiles(files);
+  if (c.errors.length) throw new Error(JSON.stringify(c.errors));
+  return toLock(c);
+}
+
+const TOOL_FILES = {
+  'procedures/take-order.md':
+    '# Take an order\n\n## Steps\n1. Look up the account. [tool: lookup_account, required]\n2. Check the menu. [tool: menu, required]\n3. Place the order. [tool: place_order, required]\n4. Send the receipt. [tool: send_receipt, required]\n',
+  'procedures/payment.md': '# Take a payment\n\n## Steps\n1. Verify the card. [tool: verify_card, required]\n2. Charge the card. [tool: charge, required]\n',
+  'agents/phone-agent.yaml': 'procedures: [take-order, payment]\n',
+};
+const TOOL_LOCK = lockOf(TOOL_FILES);
+
+// Six decisions per session: three steps, a never rule, a warning sign and the goal.
+const MODEL_LOCK = lockOf({
+  'procedures/take-order.md': `# Take an order
+Goal: The order is placed and read back to the caller.
+
+## Steps
+1. Greet the caller with the name of the restaurant.
+2. Look up the account of the caller. [tool: lookup_account, required]
+3. Ask for the order.
+4. Read the order back to the caller.
+
+## Never
+- Volunteer a price or a description of a dish.
+
+## Warning signs
+- The caller sounds upset. -> Offer a callback from the manager.
+`,
+  'agents/phone-agent.yaml': 'procedures: [take-order]\n',
+});
+
+/** The agent turn each tool is called at: in each procedure's order. */
+const TOOL_TURN = { lookup_account: 1, menu: 1, place_order: 3, send_receipt: 5, verify_card: 3, charge: 5 };
+
+function session(i, tools) {
+  return {
+    external_id: `s-${i}`,
+    agent: 'phone-agent',
+    release_id: null,
+    started_at: null,
+    transcript_ref: null,
+    turns: [
+      { role: 'user', text: `Hello, this is caller ${i}, I would like to order.` },
+      { role: 'agent', text: "Welcome to Luigi's! Let me find your account." },
+      { role: 'user', text: 'One margherita please.' },
+      { role: 'agent', text: 'One margherita. Anything else?' },
+      { role: 'user', text: 'No, that is all.' },
+      { role: 'agent', text: 'So that is one margherita. Thank you, goodbye.' },
+    ],
+    tool_calls: tools.map((tool) => ({ turn: TOOL_TURN[tool], tool, input: { caller: i }, output: { ok: true }, error: null })),
+  };
+}
+
+/** A chat-completions server that answers every decision of a request after a fixed delay. */
+function fakeModel() {
+  let requests = 0;
+  let decisions = 0;
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      requests++;
+      const { messages, model } = JSON.parse(body);
+      const user = messages[messages.length - 1].content;
+      const answers = [...user.matchAll(/^(q\d+) \(about subject S\d+\) (.*)$/gm)].map(([, id, ask]) => {
+        decisions++;
+        if (/Did the agent do this step\?/.test(ask)) return { id, p: 0.95, evidence: [{ turn: 1, quote: "Welcome to Luigi's!" }], reason: 'Done.' };
+        if (/Was the goal reached\?/.test(ask)) return { id, p: 0.9, evidence: [], reason: 'Placed.' };
+        return { id, p: 0.03, evidence: [], reason: 'Nothing shows it.' };
+      });
+      const content = JSON.stringify({ answers });
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model, choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }));
+      }, LATENCY_MS);
+    });
+  });
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        url: `http://127.0.0.1:${server.address().port}/v1`,
+        stats: () => ({ requests, decisions }),
+        reset: () => (requests = decisions = 0),
+        close: () => new Promise((r) => server.close(r)),
+      }),
+    ),
+  );
+}
+
+/** Checks `n` sessions, `concurrency` at a time (the review service's check job concurrency). */
+async function run(check, lock, n, concurrency, make) {
+  let next = 0;
+  const results = [];
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) {
+        const i = next++;
+        results.push(await check({ lock, releaseId: 'bench', session: make(i) }));
+      }
+    }),
+  );
+  return { seconds: (performance.now() - t0) / 1000, results };
+}
+
+async function benchToolOnly(n) {
+  const check = createCheckSession({});
+  const tools = ['lookup_account', 'menu', 'place_order', 'send_receipt', 'verify_card', 'charge'];
+  await run(check, TOOL_LOCK, 200, 4, (i) => session(i, tools)); // warm-up
+  const { seconds, results } = await run(check, TOOL_LOCK, n, 4, (i) => session(i, tools));
+  if (results.some((b) => b.result !== 'followed')) throw new Error('tool-only sessions should be followed');
+  return { sessions: n, sessions_per_s: Math.round(n / seconds) };
+}
+
+/** Through the review service as the embedded deployment runs it: receive, store, check, store. */
+async function benchEmbedded(n) {
+  const { SopSessions } = require('@neatroots/review/dist/sop/sessions');
+  const { SopWorkspaces } = require('@neatroots/review/dist/sop/workspaces');
+  const db = await openPgliteWorker({});
+  const jobs = new InlineJobs();
+  try {
+    await migrate(db);
+    const workspaces = new SopWorkspaces(db);
+    const files = Object.entries(TOOL_FILES).map(([path, text]) => ({ path, text }));
+    await workspaces.push('bench', files);
+    await workspaces.publish('bench');
+    const sessions = new SopSessions(db, workspaces, jobs, createCheckSession({}));
+    await sessions.start({ concurrency: 4 });
+    const tools = ['lookup_account', 'menu', 'place_order', 'send_receipt', 'verify_card', 'charge'];
+    const done = async () => Number((await db.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status <> 'queued'")).rows[0].n);
+    const t0 = performance.now();
+    // Sent as a fleet sends them: many at once (the api takes each POST on its own).
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < n) await sessions.receive('bench', session(next++, tools));
+      }),
+    );
+    const received = (performance.now() - t0) / 1000;
+    while ((await done()) < n) await new Promise((r) => setTimeout(r, 20));
+    const seconds = (performance.now() - t0) / 1000;
+    const checked = Number((await db.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status = 'checked' AND result = 'followed'")).rows[0].n);
+    if (checked !== n) throw new Error(`${n - checked} sessions were not checked as followed`);
+    return { sessions: n, sessions_per_s: Math.round(n / seconds), received_per_s: Math.round(n / received) };
+  } finally {
+    jobs.close();
+    await db.close();
+  }
+}
+
+async function benchModel(fake, { maxBatch, sessions, concurrency }) {
+  const answerer = new QuestionAnswerer({
+    decision: openAiChatModel({ role: 'decision', baseURL: fake.url, model: 'bench-decider', timeoutMs: 30_000 }),
+    // The defaults of NEATROOTS_QUESTION_BATCH, _BATCH_WAIT_MS and NEATROOTS_DECISION_MODEL_CONCURRENCY.
+    queue: { maxBatch, maxWaitMs: 10, maxConcurrent: 8 },
+    cache: false,
+    onError: () => undefined,
+  });
+  const check = createCheckSession({ gateway: answererDecisions(answerer), settings: loadSopSettings({}) });
+  fake.reset();
+  const { seconds, results } = await run(check, MODEL_LOCK, sessions, concurrency, (i) => session(i, ['lookup_account']));
+  answerer.close();
+  const { requests, decisions } = fake.stats();
+  if (results.some((b) => b.checks[0].result !== 'followed')) throw new Error('scripted sessions should be followed');
+  return {
+    max_batch: maxBatch,
+    concurrency,
+    sessions,
+    sessions_per_s: Math.round((sessions / seconds) * 10) / 10,
+    decisions,
+    model_requests: requests,
+    requests_per_decision: Math.round((requests / decisions) * 1000) / 1000,
+  };
+}
+
+async function benchSop({ toolSessions = 20_000, embeddedSessions = 2_000, modelSessions = 400 } = {}) {
+  const out = { tool_only: await benchToolOnly(toolSessions), tool_only_embedded: null, model_latency_ms: LATENCY_MS, model: [] };
+  try {
+    out.tool_only_embedded = await benchEmbedded(embeddedSessions);
+  } catch (e) {
+    out.tool_only_embedded = { skipped: `the review service's SOP side could not run: ${e.message}` };
+  }
+  const fake = await fakeModel();
+  try {
+    for (const concurrency of [4, 64]) {
+      const n = concurrency === 4 ? Math.min(modelSessions, 80) : modelSessions;
+      out.model.push(await benchModel(fake, { maxBatch: 8, sessions: n, concurrency }));
+      out.model.push(await benchModel(fake, { maxBatch: 1, sessions: Math.min(n, 160), concurrency }));
+    }
+  } finally {
+    await fake.close();
+  }
+  return out;
+}
+
+module.exports = { benchSop };
+
+if (require.main === module) {
+  benchSop().then(
+    (r) => console.log(JSON.stringify(r, null, 2)),
+    (e) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+}
