@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -35,32 +35,43 @@ function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = u
   }
 }
 
-function install(tarball: string, dir: string, env: NodeJS.ProcessEnv = userEnv()): void {
+/** sh without blocking: the two tarballs are packed and installed side by side. */
+function shAsync(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = userEnv()): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { cwd, env, encoding: 'utf8', timeout: 180_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${cmd} ${args.join(' ')} (in ${cwd}) failed: ${err.message}\n${stdout}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** Packs a workspace package with scripts/pack.js and installs the tarball into `dir`, offline. */
+async function packAndInstall(target: string, outDir: string, dir: string, env: NodeJS.ProcessEnv = userEnv()): Promise<string> {
+  const tarball = (await shAsync(process.execPath, [path.join(root, 'scripts', 'pack.js'), target, outDir], root)).trim();
   fs.mkdirSync(dir, { recursive: true });
   const local = path.join(dir, path.basename(tarball));
   fs.copyFileSync(tarball, local);
-  const registry = sh('npm', ['config', 'get', 'registry'], dir).trim();
+  const registry = (await shAsync('npm', ['config', 'get', 'registry'], dir)).trim();
   writeOfflineLock({ repoLock: path.join(root, 'package-lock.json'), tarball: local, dir, registry, allowScripts: ['re2'] });
-  sh('npm', ['ci', '--offline', '--no-audit', '--no-fund'], dir, env);
+  await shAsync('npm', ['ci', '--offline', '--no-audit', '--no-fund'], dir, env);
+  return tarball;
 }
 
-beforeAll(() => {
+beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-tarballs-'));
   // What is packed is the build: bring it up to date with the sources first.
   sh(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', 'packages/neatroots', 'packages/sdk'], root);
-  const out = path.join(tmp, 'out');
-  const pack = (target: string) => sh(process.execPath, [path.join(root, 'scripts', 'pack.js'), target, out], root).trim();
-  sdkTarball = pack('packages/sdk');
-  cliTarball = pack('packages/neatroots');
   sdkDir = path.join(tmp, 'agent');
   cliDir = path.join(tmp, 'cli');
-  install(sdkTarball, sdkDir);
   // re2 downloads its compiled addon on install; this folder stands in for the download site.
   const mirror = path.join(tmp, 're2-mirror');
   fs.mkdirSync(mirror);
   const addon = path.join(path.dirname(require.resolve('re2/package.json', { paths: [root] })), 'build', 'Release', 're2.node');
   fs.copyFileSync(addon, path.join(mirror, `${process.platform}-${process.arch}-${process.versions.modules}`));
-  install(cliTarball, cliDir, userEnv({ RE2_DOWNLOAD_MIRROR: mirror, RE2_DOWNLOAD_SKIP_PATH: '1', RE2_DOWNLOAD_SKIP_VER: '1' }));
+  [sdkTarball, cliTarball] = await Promise.all([
+    packAndInstall('packages/sdk', path.join(tmp, 'out-sdk'), sdkDir),
+    packAndInstall('packages/neatroots', path.join(tmp, 'out-cli'), cliDir, userEnv({ RE2_DOWNLOAD_MIRROR: mirror, RE2_DOWNLOAD_SKIP_PATH: '1', RE2_DOWNLOAD_SKIP_VER: '1' })),
+  ]);
 }, 300_000);
 
 afterAll(() => {
