@@ -47,7 +47,7 @@ function rssOf(pid) {
 async function startServer(env) {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-flood-'));
   const ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort() };
-  const proc = spawn(process.execPath, [CLI, 'start'], {
+  const proc = spawn(process.execPath, [CLI, 'start', '--no-demo'], {
     env: {
       PATH: process.env.PATH,
       NEATROOTS_HOME: home,

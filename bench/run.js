@@ -1,11 +1,13 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions]
+//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood]
+// (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 const { benchEngine } = require('./engine');
 const { benchE2e } = require('./e2e');
 const { benchDistributed } = require('./distributed');
 const { benchQuestions } = require('./questions');
+const { benchFlood } = require('./flood');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -14,7 +16,7 @@ function arg(name, def) {
 
 async function main() {
   const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions')).split(','));
+  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions,flood')).split(','));
   const out = {};
   if (only.has('engine')) {
     out.engine = await benchEngine({ spans });
@@ -32,13 +34,17 @@ async function main() {
     out.questions = await benchQuestions();
     console.log('questions:', JSON.stringify(out.questions));
   }
+  if (only.has('flood')) {
+    out.flood = await benchFlood();
+    console.log('flood, embedded:', JSON.stringify(out.flood));
+  }
   const rows = [];
   if (out.engine) {
     rows.push(['rule engine alone, library + 20 rule checks (2 match)', `${out.engine.spans_per_s} spans/s`, `no checks: ${out.engine.baseline_spans_per_s} spans/s (x${out.engine.ratio_to_baseline} slower)`]);
     rows.push(['rule engine, runs split over 2 engines on 2 threads', `${out.engine.two_engines_two_threads_spans_per_s} spans/s`, '']);
   }
   if (out.embedded) {
-    rows.push(['embedded: gRPC ingest to findings', `${out.embedded.spans_per_s} spans/s`, `ingest only: ${out.embedded.baseline_ingest_only_spans_per_s} spans/s`]);
+    rows.push(['embedded: gRPC ingest to findings (durable log bus)', `${out.embedded.spans_per_s} spans/s`, `ingest only: ${out.embedded.baseline_ingest_only_spans_per_s} spans/s; in-memory bus: ${out.embedded.memory_bus_spans_per_s} spans/s`]);
     rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
   }
   if (out.distributed && !out.distributed.skipped) {
@@ -48,6 +54,11 @@ async function main() {
   if (out.questions) {
     for (const m of out.questions.modes) rows.push([`questions, ${m.mode}`, `${m.questions_per_s} questions/s, ${m.model_requests} model requests`, `x${m.fewer_requests_than_off} fewer requests than off`]);
     rows.push(['fast classifier (trained model)', `${out.questions.classifier.trained_model.answers_per_s} answers/s`, `heuristics: ${out.questions.classifier.library_heuristic.answers_per_s} answers/s`]);
+  }
+  if (out.flood) {
+    const f = out.flood;
+    rows.push([`flood: ${f.flood.seconds} s at ${f.flood.exports_in_flight} exports in flight`, `accepted ${f.flood.accepted_spans_per_s} spans/s, refused ${f.flood.refused_spans_per_s} spans/s; export p99 ${f.flood.accepted_export_p99_ms} ms`, `unloaded: ${f.baseline_unloaded.accepted_spans_per_s} spans/s, p99 ${f.baseline_unloaded.export_p99_ms} ms`]);
+    rows.push(['flood: server memory', `peak ${f.memory.rss_peak_during_flood_mb} MB (ceiling ${f.memory.ceiling_mb} MB)`, `idle ${f.memory.rss_idle_mb} MB`]);
   }
   console.log('\n| what | measured | baseline in the same run |\n| --- | --- | --- |');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);

@@ -74,7 +74,8 @@ interface Member {
   handler: (batch: BusBatch<unknown>) => Promise<void>;
   partitions: number[];
   closed: boolean;
-  busy: Promise<void> | undefined;
+  /** The delivery loop of each partition in hand (partitions are delivered side by side). */
+  busy: Map<number, Promise<void>>;
 }
 
 interface Group {
@@ -349,7 +350,7 @@ export class LogBus implements Bus {
       t.groups.set(opts.group, g);
       if (g.durable) this.scheduleCommit();
     }
-    const member: Member = { handler: async () => undefined, partitions: [], closed: false, busy: undefined };
+    const member: Member = { handler: async () => undefined, partitions: [], closed: false, busy: new Map() };
     member.handler = guardHandler(
       this,
       handler as Member['handler'],
@@ -363,7 +364,7 @@ export class LogBus implements Bus {
     return {
       close: async () => {
         member.closed = true;
-        await member.busy;
+        await Promise.all(member.busy.values());
         group.members = group.members.filter((m) => m !== member);
         if (!group.durable && !group.members.length) t.groups.delete(group.name);
         this.assign(group);
@@ -383,41 +384,43 @@ export class LogBus implements Bus {
   private pump(name: string, t: TopicState, g: Group): void {
     if (this.closing) return;
     for (const m of g.members) {
-      if (!m.busy && !m.closed) m.busy = this.drain(name, t, g, m).finally(() => (m.busy = undefined));
+      if (m.closed) continue;
+      for (const p of m.partitions) {
+        if (!m.busy.has(p)) m.busy.set(p, this.drain(name, t, g, m, p).finally(() => m.busy.delete(p)));
+      }
     }
   }
 
-  private async drain(name: string, t: TopicState, g: Group, m: Member): Promise<void> {
+  /**
+   * One partition's delivery loop. Each partition has its own, so a batch waiting on its
+   * handler (a rule-engine step waiting for its findings to be synced) does not hold up the
+   * other partitions; their appends share the next group commit.
+   */
+  private async drain(name: string, t: TopicState, g: Group, m: Member, p: number): Promise<void> {
     // Yield once so a publisher's burst is delivered as one batch.
     await new Promise<void>((r) => setImmediate(r));
     for (;;) {
-      let delivered = false;
-      for (const p of m.partitions) {
-        if (m.closed || this.closing) return;
-        const part = t.parts[p];
-        const from = Math.max(g.offsets[p], part.base);
-        const to = Math.min(part.durable, from + this.maxBatch);
-        if (from >= to) continue;
-        let records: BusRecord<unknown>[];
-        try {
-          records = await this.read(t, part, from, to, g.name);
-          const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined };
-          if (records.length) await m.handler(batch);
-        } catch (err) {
-          this.stats.handlerErrors++;
-          this.onError(err, name, g.name);
-          await sleep(this.retryDelayMs);
-          delivered = true;
-          continue;
-        }
-        if (!m.partitions.includes(p)) continue; // reassigned meanwhile: the new owner re-reads
-        g.offsets[p] = to;
-        this.stats.consumed += records.length;
-        delivered = true;
-        this.trim(t, p);
-        if (g.durable) this.scheduleCommit();
+      if (m.closed || this.closing || !m.partitions.includes(p)) return;
+      const part = t.parts[p];
+      const from = Math.max(g.offsets[p], part.base);
+      const to = Math.min(part.durable, from + this.maxBatch);
+      if (from >= to) return;
+      let records: BusRecord<unknown>[];
+      try {
+        records = await this.read(t, part, from, to, g.name);
+        const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined };
+        if (records.length) await m.handler(batch);
+      } catch (err) {
+        this.stats.handlerErrors++;
+        this.onError(err, name, g.name);
+        await sleep(this.retryDelayMs);
+        continue;
       }
-      if (!delivered) return;
+      if (!m.partitions.includes(p)) return; // reassigned meanwhile: the new owner re-reads
+      g.offsets[p] = to;
+      this.stats.consumed += records.length;
+      this.trim(t, p);
+      if (g.durable) this.scheduleCommit();
     }
   }
 
@@ -599,7 +602,7 @@ export class LogBus implements Bus {
       if (this.flushing || this.waiting.length) pending = true;
       for (const [name, t] of this.topics) {
         for (const g of t.groups.values()) {
-          if (g.members.some((m) => m.busy)) pending = true;
+          if (g.members.some((m) => m.busy.size)) pending = true;
           else if (g.members.length && t.parts.some((part, p) => part.base + part.entries.length > g.offsets[p])) {
             pending = true;
             this.pump(name, t, g);
@@ -622,7 +625,7 @@ export class LogBus implements Bus {
     if (this.commitTimer) clearTimeout(this.commitTimer);
     this.commitTimer = undefined;
     for (const t of this.topics.values()) {
-      for (const g of t.groups.values()) await Promise.all(g.members.map((m) => m.busy));
+      for (const g of t.groups.values()) await Promise.all(g.members.flatMap((m) => [...m.busy.values()]));
     }
     while (this.flushing || this.waiting.length) {
       this.kickFlush();
