@@ -2,6 +2,7 @@ import type { Io } from './cli';
 import { checkCommand, type CheckDeps } from './sopops-check';
 import { lineageCommand } from './sopops-lineage';
 import { mergeCommand } from './sopops-merge';
+import { publishCommand, pushCommand } from './sopops-push';
 import { processIo, runProgram, type Program } from './subcommands';
 
 /**
@@ -16,6 +17,8 @@ export function sopops(deps: CheckDeps = {}): Program {
       check: checkCommand(deps),
       merge: mergeCommand,
       lineage: lineageCommand,
+      push: pushCommand,
+      publish: publishCommand,
     },
   };
 }
