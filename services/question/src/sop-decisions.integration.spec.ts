@@ -223,11 +223,15 @@ describe('sopops checks through the question service', () => {
   });
 
   it('with no model configured: tool steps decided, the rest not checked, said plainly', async () => {
-    const body = await createCheckSession({})({ lock, releaseId: 'r', session: session('none') });
+    // A gateway resolved at the first check (the question service started later) that has no model.
+    answerer.close();
+    answerer = new QuestionAnswerer({ onError: () => undefined });
+    const body = await createCheckSession({ gateway: async () => answererDecisions(answerer) })({ lock, releaseId: 'r', session: session('none') });
     const r = rules(body);
     expect(r.step2.status).toBe('done');
     expect(r.step1).toMatchObject({ status: 'not_checked' });
-    expect(r.step1.reason).toMatch(/^Not checked: .*needs a model, and no model is configured\.$/);
+    expect(r.step1.reason).toMatch(/^Not checked: .*needs a model, and no decision model \(NEATROOTS_DECISION_MODEL_URL\) or local LLM \(NEATROOTS_LLM_URL\) is configured\.$/);
+    expect((await createCheckSession({})({ lock, releaseId: 'r', session: session('none') })).checks[0].rules[0].reason).toMatch(/^Not checked: .*needs a model, and no model is configured\.$/);
     expect(body.checks[0]).toMatchObject({ model: null, prompt_version: null });
   });
 

@@ -23,25 +23,32 @@ import { DEFAULT_SOP_SETTINGS, type SopModelSettings } from './settings';
 export type CheckSessionFn = (args: { lock: Lock; releaseId: string; session: Session }) => Promise<SessionBody>;
 
 export interface CheckSessionOptions {
-  /** The question service (in-process or over gRPC); absent: no model is configured. */
-  gateway?: DecisionGateway | null;
+  /**
+   * The question service (in-process or over gRPC); absent: no model is configured. A function
+   * is called at the first check: the review service can start before the question service
+   * (which needs the review service's stores) and find it when a session is checked.
+   */
+  gateway?: DecisionGateway | null | (() => DecisionGateway | null | Promise<DecisionGateway | null>);
   settings?: SopModelSettings;
 }
 
 export function createCheckSession(opts: CheckSessionOptions = {}): CheckSessionFn {
   const settings = opts.settings ?? DEFAULT_SOP_SETTINGS;
-  const gateway = opts.gateway ?? null;
-  let models: Promise<{ decision: string | null; reasoning: string | null }> | undefined;
-  const modelsOnce = () => {
-    // The configured models do not change while the process runs; a failed lookup is asked again.
-    models ??= (gateway ? gateway.decisionModels() : Promise.resolve({ decision: null, reasoning: null })).catch((err) => {
-      models = undefined;
+  type Resolved = { gateway: DecisionGateway | null; models: { decision: string | null; reasoning: string | null } };
+  let resolved: Promise<Resolved> | undefined;
+  const resolveOnce = () => {
+    // The gateway and its models do not change while the process runs; a failed lookup is tried again.
+    resolved ??= (async () => {
+      const gateway = typeof opts.gateway === 'function' ? await opts.gateway() : (opts.gateway ?? null);
+      return { gateway, models: gateway ? await gateway.decisionModels() : { decision: null, reasoning: null } };
+    })().catch((err) => {
+      resolved = undefined;
       throw err;
     });
-    return models;
+    return resolved;
   };
   return async ({ lock, releaseId, session }) => {
-    const m = await modelsOnce();
+    const { gateway, models: m } = await resolveOnce();
     const { decider, reviewer } = modelsFor(gateway, m, settings);
     return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses });
   };
