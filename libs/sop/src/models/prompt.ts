@@ -36,7 +36,7 @@ const MAX_CALL_CHARS = 300;
 export function renderSubject(s: Session): string {
   const calls = new Map<number, string[]>();
   for (const c of s.tool_calls) {
-    const line = `    (tool call) ${cut(`${c.tool} ${json(c.input)}`, MAX_CALL_CHARS)}${c.error ? ` -> error ${cut(json(c.error), MAX_CALL_CHARS)}` : c.output !== null ? ` -> ${cut(json(c.output), MAX_CALL_CHARS)}` : ''}`;
+    const line = `    (tool call) ${cut(`${c.tool}${c.input === null ? '' : ` ${json(c.input)}`}`, MAX_CALL_CHARS)}${c.error ? ` -> error ${cut(json(c.error), MAX_CALL_CHARS)}` : c.output !== null ? ` -> ${cut(json(c.output), MAX_CALL_CHARS)}` : ''}`;
     calls.set(c.turn, [...(calls.get(c.turn) ?? []), line]);
   }
   return s.turns.map((t, i) => [`[${i}] ${t.role}: ${cut(t.text.replace(/\s+/g, ' ').trim(), MAX_TURN_CHARS)}`, ...(calls.get(i) ?? [])].join('\n')).join('\n');
