@@ -5,7 +5,7 @@ export const MIGRATIONS_DIR = path.resolve(__dirname, '..', 'migrations');
 
 export * from './records';
 export * from './life';
-export { StoreInputError, DEFAULT_PAGE, MAX_PAGE, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE } from './sql';
+export { StoreInputError, DEFAULT_PAGE, MAX_PAGE, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE, chunks } from './sql';
 export { RunsRepo } from './runs.repo';
 export { FindingsRepo, type DeliveryInput } from './findings.repo';
 export { ProjectsRepo, hashApiKey, type ProjectRecord, type CreatedApiKey } from './projects.repo';
@@ -16,3 +16,4 @@ export { DeadLettersRepo, DEAD_LETTER_PAYLOAD_CHARS, type DeadLetterRecord, type
 export { STORE_MAX_JSON_DEPTH } from './storable';
 export { QuestionsRepo, type QuestionResultRecord } from './questions.repo';
 export * from './sop';
+export * from './review';

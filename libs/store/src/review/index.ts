@@ -1,0 +1,3 @@
+export * from './queries';
+export * from './patterns.repo';
+export * from './review-read.repo';

@@ -1,0 +1,277 @@
+import type { SopResult } from '../sop/sessions.repo';
+
+/**
+ * The review side of sopops as the api calls it (patterns, verdicts, overrides, the review
+ * queue, insights): in-process in the embedded default, over gRPC distributed. Every shape is
+ * a REST body of docs/review.md; refusals are SopError (400, 404, 409), with the same status
+ * in both deployments.
+ */
+export interface ReviewSopQueries {
+  /** GET /v1/workspaces/{ws}/review */
+  reviewQueue(workspace: string, q: ReviewQueueQuery): Promise<ReviewQueueView>;
+  /** GET /v1/workspaces/{ws}/patterns */
+  patterns(workspace: string, q: WindowQuery): Promise<PatternsListView>;
+  /** GET /v1/workspaces/{ws}/patterns/{id} */
+  pattern(workspace: string, id: string, q: WindowQuery): Promise<PatternView>;
+  /** POST /v1/workspaces/{ws}/patterns/{id}/verdict */
+  giveVerdict(workspace: string, id: string, input: VerdictInput): Promise<VerdictGivenView>;
+  /** POST /v1/workspaces/{ws}/findings/{id}/override */
+  overrideFinding(workspace: string, findingId: string, input: OverrideInput): Promise<OverrideView>;
+  /** GET /v1/workspaces/{ws}/patterns/{id}/regression: one object per JSON line. */
+  regression(workspace: string, id: string): Promise<RegressionLine[]>;
+  /** GET /v1/workspaces/{ws}/insights */
+  insights(workspace: string, q: WindowQuery): Promise<InsightsView>;
+}
+
+export type VerdictName = 'real' | 'acceptable' | 'sop_wrong' | 'checker_wrong';
+export type ReviewStateName = 'needs_review' | 'open' | 'fixing' | 'fixed' | 'regressed' | 'closed';
+export type ReviewReasonName = 'no_verdict' | 'carried_over' | 'reclustered' | 'reworded' | 'came_back';
+export type PatternKind = 'rule' | 'sub' | 'other';
+export type FindingKind = 'step' | 'never' | 'warning';
+
+/** The window of Insights and the patterns list: [from, to), by when each session happened. */
+export interface WindowQuery {
+  /** Days back from `to` (default 365). */
+  days?: number;
+  /** ISO times; from wins over days. */
+  from?: string;
+  to?: string;
+  procedure?: string;
+  /** A rule id: its lineage (every wording it has had). */
+  rule?: string;
+}
+
+export interface ReviewQueueQuery {
+  /** Default: needs_review and regressed. */
+  state?: ReviewStateName[];
+  /** Default 50. */
+  limit?: number;
+}
+
+export interface VerdictInput {
+  verdict: VerdictName;
+  note?: string;
+  reviewer?: string;
+  suggest?: boolean;
+}
+
+export interface OverrideInput {
+  correct: boolean;
+  note?: string;
+  reviewer?: string;
+}
+
+export interface VerdictView {
+  verdict: VerdictName;
+  note: string | null;
+  reviewer: string | null;
+  created_at: string;
+  /** A failure mode without its own verdict has its rule pattern's. */
+  inherited: boolean;
+  carried_over: boolean;
+}
+
+export interface ReviewFields {
+  verdict: VerdictView | null;
+  review_state: ReviewStateName;
+  review_reason: ReviewReasonName | null;
+  review_note: string;
+  /** Null until suggestions are applied (not built yet). */
+  fix_release: { id: string; number: number } | null;
+  fix_sessions: number | null;
+  fix_sessions_needed: number | null;
+}
+
+export interface RuleView {
+  /** The lineage id: the id of the rule's first wording. */
+  rule_id: string;
+  /** The id of the wording sessions ran most recently. */
+  current_rule_id: string;
+  kind: FindingKind;
+  index: number;
+  /** The rule as sessions ran it most recently. */
+  text: string;
+  /** "Step 3", "Never rule 2", "Warning sign 1". */
+  label: string;
+}
+
+export interface PatternSummary extends ReviewFields {
+  id: string;
+  kind: PatternKind;
+  parent_id: string | null;
+  name: string;
+  named_by: 'rule_text' | 'model';
+  description: string | null;
+  procedure_id: string;
+  procedure_name: string;
+  rule: RuleView;
+  theme: { id: string; name: string } | null;
+  /** Counted in the window: findings not suppressed, and suppressed ones apart. */
+  findings: number;
+  suppressed: number;
+  sessions: number;
+  first_seen: string | null;
+  last_seen: string | null;
+  clustered_at: string | null;
+  retired_at: string | null;
+}
+
+export interface PatternsListView {
+  items: (PatternSummary & { sub_patterns: PatternSummary[] })[];
+  /** The workspace's last clustering (null: never clustered). */
+  clustered_at: string | null;
+  window: WindowView;
+}
+
+export interface WindowView {
+  from: string;
+  to: string;
+}
+
+export interface ExampleFinding {
+  finding_id: string;
+  session_id: string;
+  external_id: string;
+  started_at: string | null;
+  status: string;
+  excerpt: string;
+  evidence: unknown[];
+  suppressed: boolean;
+}
+
+/** One pattern; `sessions` is its sessions in the window (the list), `session_count` their number. */
+export interface PatternView extends Omit<PatternSummary, 'sessions'> {
+  session_count: number;
+  verdict_history: VerdictView[];
+  /** All time. */
+  suppressed_count: number;
+  failure_modes: PatternSummary[];
+  /** Every wording of the rule with findings in the pattern, newest first. */
+  wordings: { rule_id: string; text: string; findings: number; last_seen: string | null }[];
+  /** Distinct quotes from the findings' evidence (the agent's own words, or the tool call). */
+  example_phrasings: string[];
+  /** Its sessions in the window, newest first (at most 100; session_count counts them all). */
+  sessions: {
+    session_id: string;
+    external_id: string;
+    started_at: string | null;
+    finding_id: string;
+    status: string;
+    suppressed: boolean;
+    override: { correct: boolean; note: string | null; reviewer: string | null } | null;
+  }[];
+  suggestions: unknown[];
+  window: WindowView;
+}
+
+export interface VerdictGivenView extends VerdictView {
+  pattern_id: string;
+  /** The pattern's findings suppressed now (all time). */
+  suppressed_count: number;
+  review_state: ReviewStateName;
+  review_reason: ReviewReasonName | null;
+  review_note: string;
+  /** Suggestions are not generated yet: always null. */
+  suggestion: null;
+  /** Present when `suggest` was asked: says that no suggestion was queued, and why. */
+  suggestion_note?: string;
+}
+
+export interface OverrideView {
+  finding_id: string;
+  session_id: string;
+  procedure_id: string;
+  rule_id: string;
+  correct: boolean;
+  note: string | null;
+  reviewer: string | null;
+  created_at: string;
+  /** Whether the finding is suppressed now. */
+  suppressed: boolean;
+  /** The session's check and session results after the roll-up. */
+  check_result: SopResult | null;
+  session_result: SopResult | null;
+}
+
+export interface RegressionLine {
+  session_id: string;
+  external_id: string;
+  transcript_ref: string | null;
+  procedure_id: string;
+  rule_id: string;
+  rule_kind: FindingKind;
+  rule_text: string;
+  verdict: VerdictName;
+  observed_status: string;
+  expected_status: 'done' | 'ok' | 'present';
+  expect: 'agent' | 'checker';
+}
+
+export interface QueueItem extends ReviewFields {
+  pattern_id: string;
+  kind: PatternKind;
+  name: string;
+  label: string;
+  theme: { id: string; name: string } | null;
+  procedure_id: string;
+  procedure_name: string;
+  rule_id: string;
+  rule_text: string;
+  sessions: number;
+  examples: ExampleFinding[];
+  /** Findings since the latest verdict (all of them without one), suppressed ones left out. */
+  new_findings: number;
+  suppressed_count: number;
+  suggestion: null;
+}
+
+export interface ReviewQueueView {
+  items: QueueItem[];
+  /** Items in the states asked for (before limit). */
+  total: number;
+  /** Active leaf patterns per review state. */
+  counts: Record<ReviewStateName, number>;
+  clustered_at: string | null;
+}
+
+export type ResultCounts = Record<SopResult, number>;
+
+export interface InsightsView {
+  window: WindowView;
+  filters: { procedure: string | null; rule: string | null };
+  tiles: {
+    sessions: number;
+    results: ResultCounts;
+    /** followed / (followed + partial + deviated); not_measurable left out; null without any. */
+    follow_rate: number | null;
+    findings: number;
+    suppressed: number;
+  };
+  scoreboard: {
+    procedure_id: string;
+    procedure_name: string;
+    sessions: number;
+    results: ResultCounts;
+    follow_rate: number | null;
+    findings: number;
+    suppressed: number;
+  }[];
+  /** Monday of each week in the window (UTC, YYYY-MM-DD), oldest first: the ladder's trend axis. */
+  weeks: string[];
+  ladder: {
+    pattern_id: string;
+    procedure_id: string;
+    rule_id: string;
+    label: string;
+    name: string;
+    text: string;
+    findings: number;
+    suppressed: number;
+    /** Sessions checked on its procedure in the window. */
+    sessions: number;
+    /** findings / sessions; null without sessions. */
+    rate: number | null;
+    /** Findings (not suppressed) per week of `weeks`. */
+    trend: number[];
+  }[];
+}

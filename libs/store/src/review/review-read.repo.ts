@@ -1,0 +1,212 @@
+import type { Db } from '@neatroots/ports';
+import { iso, num } from '../sql';
+import { jsonColumn } from './patterns.repo';
+
+/** [from, to) by when each session happened (started_at, else when it was received or its finding stored). */
+export interface ReviewWindow {
+  from: string;
+  to: string;
+}
+
+export interface FindingCounts {
+  rule_pattern_id: string;
+  pattern_id: string;
+  findings: number;
+  suppressed: number;
+  /** Not suppressed, stored after the latest verdict of pattern_id (all of them without one). */
+  new_findings: number;
+  first_seen: string | null;
+  last_seen: string | null;
+}
+
+export interface ExampleRow {
+  pattern_id: string;
+  finding_id: string;
+  session_id: string;
+  external_id: string;
+  started_at: string | null;
+  status: string;
+  evidence: unknown[];
+  reason: string | null;
+  suppressed: boolean;
+}
+
+const AT = 'COALESCE(f.started_at, f.created_at)';
+const SESSION_AT = 'COALESCE(s.started_at, s.received_at)';
+
+/**
+ * The read side of patterns: counts, examples and the Insights aggregates, in SQL over the
+ * finding and session tables (what counts as suppressed is already written on each finding
+ * by the review service, so these only count).
+ */
+export class ReviewReadRepo {
+  constructor(private readonly db: Db) {}
+
+  /** Per (rule pattern, most specific pattern): findings and suppressed ones, in the window (null: all time). */
+  async findingCounts(workspace: string, window: ReviewWindow | null, filter: { procedure?: string; lineage?: string } = {}): Promise<FindingCounts[]> {
+    const params: unknown[] = [workspace];
+    const where = ['f.workspace = $1', 'f.pattern_id IS NOT NULL'];
+    if (window) {
+      params.push(window.from, window.to);
+      where.push(`${AT} >= $2::timestamptz`, `${AT} < $3::timestamptz`);
+    }
+    if (filter.procedure !== undefined) {
+      params.push(filter.procedure);
+      where.push(`f.procedure_id = $${params.length}`);
+    }
+    if (filter.lineage !== undefined) {
+      params.push(filter.lineage);
+      where.push(`(f.rule_id = $${params.length} OR f.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length}))`);
+    }
+    const res = await this.db.query<{ rule_pattern_id: string; pattern_id: string; findings: unknown; suppressed: unknown; new_findings: unknown; first_seen: unknown; last_seen: unknown }>(
+      `WITH v AS (SELECT pattern_id, max(created_at) AS at FROM sop_verdicts WHERE workspace = $1 GROUP BY pattern_id)
+       SELECT f.rule_pattern_id, f.pattern_id,
+              count(*) FILTER (WHERE NOT f.suppressed) AS findings,
+              count(*) FILTER (WHERE f.suppressed) AS suppressed,
+              count(*) FILTER (WHERE NOT f.suppressed AND (v.at IS NULL OR f.created_at > v.at)) AS new_findings,
+              min(${AT}) AS first_seen, max(${AT}) AS last_seen
+         FROM sop_findings f LEFT JOIN v ON v.pattern_id = f.pattern_id
+        WHERE ${where.join(' AND ')}
+        GROUP BY f.rule_pattern_id, f.pattern_id`,
+      params,
+    );
+    return res.rows.map((r) => ({
+      rule_pattern_id: r.rule_pattern_id,
+      pattern_id: r.pattern_id,
+      findings: num(r.findings),
+      suppressed: num(r.suppressed),
+      new_findings: num(r.new_findings),
+      first_seen: iso(r.first_seen),
+      last_seen: iso(r.last_seen),
+    }));
+  }
+
+  /** Findings on a rule pattern's current wording (the reworded review state), per pattern. */
+  async onWording(patterns: readonly { id: string; rule_id: string }[]): Promise<Map<string, number>> {
+    if (!patterns.length) return new Map();
+    const res = await this.db.query<{ id: string; n: unknown }>(
+      `SELECT u.id, count(f.id) AS n FROM unnest($1::text[], $2::text[]) AS u(id, rule_id)
+         LEFT JOIN sop_findings f ON f.rule_pattern_id = u.id AND f.rule_id = u.rule_id GROUP BY u.id`,
+      [patterns.map((p) => p.id), patterns.map((p) => p.rule_id)],
+    );
+    return new Map(res.rows.map((r) => [r.id, num(r.n)]));
+  }
+
+  /** The newest `per` findings of each pattern (most specific, or rule pattern), with their session. */
+  async examples(patternIds: readonly string[], per: number): Promise<ExampleRow[]> {
+    if (!patternIds.length) return [];
+    const res = await this.db.query<Omit<ExampleRow, 'started_at' | 'evidence'> & { started_at: unknown; evidence: unknown }>(
+      `SELECT p.id AS pattern_id, e.* FROM unnest($1::text[]) AS p(id) CROSS JOIN LATERAL (
+         SELECT f.id AS finding_id, f.session_id, s.external_id, s.started_at, f.status, f.evidence, f.reason, f.suppressed
+           FROM sop_findings f JOIN sop_sessions s ON s.id = f.session_id
+          WHERE f.pattern_id = p.id OR f.rule_pattern_id = p.id
+          ORDER BY f.created_at DESC, f.id LIMIT $2) e`,
+      [patternIds, per],
+    );
+    return res.rows.map((r) => ({ ...r, started_at: iso(r.started_at), evidence: (jsonColumn(r.evidence) as unknown[]) ?? [] }));
+  }
+
+  /** A pattern's sessions in the window, newest first, with the finding, its suppression and override. */
+  async sessionsOf(patternId: string, window: ReviewWindow, limit: number): Promise<{ session_id: string; external_id: string; started_at: string | null; finding_id: string; status: string; suppressed: boolean; correct: boolean | null; note: string | null; reviewer: string | null }[]> {
+    const res = await this.db.query<{ session_id: string; external_id: string; started_at: unknown; finding_id: string; status: string; suppressed: boolean; correct: boolean | null; note: string | null; reviewer: string | null }>(
+      `SELECT f.session_id, s.external_id, s.started_at, f.id AS finding_id, f.status, f.suppressed, o.correct, o.note, o.reviewer
+         FROM sop_findings f JOIN sop_sessions s ON s.id = f.session_id
+         LEFT JOIN sop_overrides o ON o.session_id = f.session_id AND o.procedure_id = f.procedure_id AND o.rule_id = f.rule_id
+        WHERE (f.pattern_id = $1 OR f.rule_pattern_id = $1) AND ${AT} >= $2::timestamptz AND ${AT} < $3::timestamptz
+        ORDER BY ${AT} DESC, f.id LIMIT $4`,
+      [patternId, window.from, window.to, limit],
+    );
+    return res.rows.map((r) => ({ ...r, started_at: iso(r.started_at) }));
+  }
+
+  /** Every wording of the rule with findings in the pattern, newest first. */
+  async wordings(patternId: string): Promise<{ rule_id: string; text: string; findings: number; last_seen: string | null }[]> {
+    const res = await this.db.query<{ rule_id: string; text: string; findings: unknown; last_seen: unknown }>(
+      `SELECT f.rule_id, f.text, count(*) AS findings, max(${AT}) AS last_seen FROM sop_findings f
+        WHERE f.pattern_id = $1 OR f.rule_pattern_id = $1 GROUP BY f.rule_id, f.text ORDER BY max(${AT}) DESC`,
+      [patternId],
+    );
+    return res.rows.map((r) => ({ rule_id: r.rule_id, text: r.text, findings: num(r.findings), last_seen: iso(r.last_seen) }));
+  }
+
+  /** Distinct quotes of the newest findings' evidence. */
+  async phrasings(patternId: string, limit: number): Promise<string[]> {
+    const res = await this.db.query<{ quote: string }>(
+      `SELECT q.quote FROM (
+         SELECT e->>'quote' AS quote, max(f.created_at) AS at FROM sop_findings f CROSS JOIN LATERAL jsonb_array_elements(f.evidence) e
+          WHERE (f.pattern_id = $1 OR f.rule_pattern_id = $1) AND NOT f.suppressed AND COALESCE(e->>'quote', '') <> ''
+          GROUP BY e->>'quote') q ORDER BY q.at DESC LIMIT $2`,
+      [patternId, limit],
+    );
+    return res.rows.map((r) => r.quote);
+  }
+
+  /** Every finding of a pattern with its session, for the regression set. */
+  async regressionRows(patternId: string): Promise<{ id: string; session_id: string; external_id: string; transcript_ref: string | null; procedure_id: string; rule_id: string; kind: 'step' | 'never' | 'warning'; text: string; status: string; pattern_id: string }[]> {
+    const res = await this.db.query<{ id: string; session_id: string; external_id: string; transcript_ref: string | null; procedure_id: string; rule_id: string; kind: 'step' | 'never' | 'warning'; text: string; status: string; pattern_id: string }>(
+      `SELECT f.id, f.session_id, s.external_id, s.transcript_ref, f.procedure_id, f.rule_id, f.kind, f.text, f.status, f.pattern_id
+         FROM sop_findings f JOIN sop_sessions s ON s.id = f.session_id
+        WHERE f.pattern_id = $1 OR f.rule_pattern_id = $1 ORDER BY ${AT}, f.id`,
+      [patternId],
+    );
+    return res.rows;
+  }
+
+  /** Checked sessions in the window by result (a procedure's check result when one is given). */
+  async sessionResults(workspace: string, window: ReviewWindow, procedures?: readonly string[]): Promise<{ result: string | null; n: number }[]> {
+    const res = procedures
+      ? await this.db.query<{ result: string | null; n: unknown }>(
+          `SELECT c.result, count(*) AS n FROM sop_sessions s JOIN sop_checks c ON c.session_id = s.id
+            WHERE s.workspace = $1 AND s.status = 'checked' AND ${SESSION_AT} >= $2::timestamptz AND ${SESSION_AT} < $3::timestamptz
+              AND c.procedure_id = ANY($4::text[]) AND c.checked_result IS NOT NULL GROUP BY c.result`,
+          [workspace, window.from, window.to, procedures],
+        )
+      : await this.db.query<{ result: string | null; n: unknown }>(
+          `SELECT s.result, count(*) AS n FROM sop_sessions s
+            WHERE s.workspace = $1 AND s.status = 'checked' AND ${SESSION_AT} >= $2::timestamptz AND ${SESSION_AT} < $3::timestamptz GROUP BY s.result`,
+          [workspace, window.from, window.to],
+        );
+    return res.rows.map((r) => ({ result: r.result, n: num(r.n) }));
+  }
+
+  /** Checks of sessions in the window, per procedure and result (checks that were checked only). */
+  async checkResults(workspace: string, window: ReviewWindow): Promise<{ procedure_id: string; result: string | null; n: number }[]> {
+    const res = await this.db.query<{ procedure_id: string; result: string | null; n: unknown }>(
+      `SELECT c.procedure_id, c.result, count(*) AS n FROM sop_sessions s JOIN sop_checks c ON c.session_id = s.id
+        WHERE s.workspace = $1 AND s.status = 'checked' AND ${SESSION_AT} >= $2::timestamptz AND ${SESSION_AT} < $3::timestamptz
+          AND c.checked_result IS NOT NULL GROUP BY c.procedure_id, c.result`,
+      [workspace, window.from, window.to],
+    );
+    return res.rows.map((r) => ({ procedure_id: r.procedure_id, result: r.result, n: num(r.n) }));
+  }
+
+  /** Findings in the window per procedure, rule pattern, week (Monday, UTC) and suppression. */
+  async findingsByWeek(workspace: string, window: ReviewWindow, filter: { procedure?: string; lineage?: string }): Promise<{ procedure_id: string; rule_pattern_id: string | null; week: string; suppressed: boolean; n: number }[]> {
+    const params: unknown[] = [workspace, window.from, window.to];
+    const where = ['f.workspace = $1', `${AT} >= $2::timestamptz`, `${AT} < $3::timestamptz`];
+    if (filter.procedure !== undefined) {
+      params.push(filter.procedure);
+      where.push(`f.procedure_id = $${params.length}`);
+    }
+    if (filter.lineage !== undefined) {
+      params.push(filter.lineage);
+      where.push(`(f.rule_id = $${params.length} OR f.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length}))`);
+    }
+    const res = await this.db.query<{ procedure_id: string; rule_pattern_id: string | null; week: string; suppressed: boolean; n: unknown }>(
+      `SELECT f.procedure_id, f.rule_pattern_id, to_char(date_trunc('week', ${AT} AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS week, f.suppressed, count(*) AS n
+         FROM sop_findings f WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`,
+      params,
+    );
+    return res.rows.map((r) => ({ ...r, n: num(r.n) }));
+  }
+
+  /** The procedures a rule (lineage) has findings or a pattern in. */
+  async proceduresOfRule(workspace: string, lineage: string): Promise<string[]> {
+    const res = await this.db.query<{ procedure_id: string }>(
+      `SELECT procedure_id FROM sop_patterns WHERE workspace = $1 AND kind = 'rule' AND (lineage_id = $2 OR rule_id = $2)
+       UNION SELECT DISTINCT procedure_id FROM sop_findings WHERE workspace = $1 AND rule_id = $2`,
+      [workspace, lineage],
+    );
+    return res.rows.map((r) => r.procedure_id);
+  }
+}

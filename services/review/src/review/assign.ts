@@ -1,0 +1,123 @@
+import { createHash } from 'node:crypto';
+import type { Db, Queryable } from '@neatroots/ports';
+import { lineageIdOf, nameFromRuleText } from '@neatroots/review-domain';
+import type { FindingRef, PatternRecord, Wording } from '@neatroots/store';
+import { findingKey, ReviewWrites } from './writes';
+
+/** The BullMQ queue (the seed's Hatchet sopops_patterns workflow): one run at a time per workspace. */
+export const PATTERNS_QUEUE = 'sopops_patterns';
+
+export interface PatternsJob {
+  workspace: string;
+}
+
+/** A rule pattern's id: stable for its key, so two writers racing create one pattern. */
+export function rulePatternId(workspace: string, procedureId: string, lineageId: string): string {
+  return `pat_${createHash('sha256').update(`${workspace}\0${procedureId}\0${lineageId}\0rule`).digest('base64url').slice(0, 22)}`;
+}
+
+/** How many findings one transaction assigns. */
+const BATCH = 1000;
+
+/**
+ * Assigns a workspace's findings that have no pattern yet (after each check, and at start
+ * for what a stop left): every finding on one rule, in every wording it has had, goes into one
+ * rule pattern keyed by (procedure, lineage id), created with the rule's first finding and
+ * named then from the rule's text (named_by rule_text; a model names it later). The pattern
+ * shows the rule as the most recent session ran it. Each finding's suppression follows from
+ * its pattern's verdict and its override, and its session is rolled up again.
+ *
+ * A rule pattern split into failure modes would send a new finding to one of them by a
+ * decision (the fast model); clustering is not built, so findings go to the rule pattern.
+ */
+export class PatternAssigner {
+  constructor(
+    private readonly db: Db,
+    private readonly writes: ReviewWrites = new ReviewWrites(),
+  ) {}
+
+  /** Returns how many findings it assigned. Idempotent: a second run finds nothing to do. */
+  async assign(workspace: string): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await this.db.transaction((tx) => this.assignBatch(tx, workspace));
+      total += n;
+      if (n < BATCH) return total;
+    }
+  }
+
+  /** Workspaces with findings waiting for a pattern. */
+  async pending(): Promise<string[]> {
+    return this.writes.repo.workspacesWithUnassigned(this.db);
+  }
+
+  private async assignBatch(tx: Queryable, workspace: string): Promise<number> {
+    const repo = this.writes.repo;
+    await repo.lockWorkspace(tx, workspace);
+    const found = await repo.unassigned(tx, workspace, BATCH);
+    if (!found.length) return 0;
+    const sessionIds = [...new Set(found.map((f) => f.session_id))];
+
+    // The wording each rule pattern shows: the rule as the most recent of these sessions ran it.
+    const latest = new Map<string, Wording>();
+    const consider = (procedureId: string, w: Omit<Wording, 'reworded_at'>) => {
+      const key = `${procedureId}\0${lineageIdOf(procedureId, w.rule_id)}`;
+      const cur = latest.get(key);
+      if (!cur || w.rule_ran_at > cur.rule_ran_at) latest.set(key, { ...w, reworded_at: null });
+    };
+    for (const s of await repo.sessionRules(tx, sessionIds)) {
+      for (const r of s.rules) consider(s.procedure_id, { procedure_name: s.procedure_name, rule_id: r.rule_id, rule_kind: r.kind, rule_index: r.index, rule_text: r.text, rule_ran_at: s.at });
+    }
+    // A finding whose check body lacks the rule (never expected) still gets its own wording.
+    for (const f of found) {
+      const key = `${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id)}`;
+      if (!latest.has(key)) consider(f.procedure_id, { procedure_name: f.procedure_id, rule_id: f.rule_id, rule_kind: f.kind, rule_index: f.index, rule_text: f.text, rule_ran_at: f.at });
+    }
+
+    const keys = [...latest.keys()].map((k) => {
+      const [procedure_id, lineage_id] = k.split('\0');
+      return { procedure_id, lineage_id };
+    });
+    const patterns = new Map<string, PatternRecord>((await repo.rulePatterns(tx, workspace, keys)).map((p) => [`${p.procedure_id}\0${p.lineage_id}`, p]));
+
+    // Existing patterns take a newer wording; the rules with a finding and no pattern get one.
+    for (const [key, w] of latest) {
+      const p = patterns.get(key);
+      if (p) {
+        if (w.rule_ran_at < p.rule_ran_at) continue;
+        const same = p.rule_id === w.rule_id && p.rule_text === w.rule_text && p.rule_index === w.rule_index && p.procedure_name === w.procedure_name;
+        if (same) continue;
+        const next: Wording = { ...w, reworded_at: p.rule_id === w.rule_id ? p.reworded_at : w.rule_ran_at };
+        await repo.updateWording(tx, p.id, next);
+        patterns.set(key, { ...p, ...next });
+      }
+    }
+    const needed = new Set(found.map((f) => `${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id)}`));
+    const created: string[] = [];
+    for (const key of needed) {
+      if (patterns.has(key)) continue;
+      const [procedureId, lineageId] = key.split('\0');
+      const w = latest.get(key)!;
+      const id = rulePatternId(workspace, procedureId, lineageId);
+      await repo.insertRulePattern(tx, { id, workspace, procedure_id: procedureId, procedure_name: w.procedure_name, lineage_id: lineageId, name: nameFromRuleText(w.rule_text), rule_id: w.rule_id, rule_kind: w.rule_kind, rule_index: w.rule_index, rule_text: w.rule_text, rule_ran_at: w.rule_ran_at });
+      created.push(key);
+    }
+    if (created.length) {
+      for (const p of await repo.rulePatterns(tx, workspace, created.map((k) => ({ procedure_id: k.split('\0')[0], lineage_id: k.split('\0')[1] })))) {
+        patterns.set(`${p.procedure_id}\0${p.lineage_id}`, p);
+      }
+    }
+
+    const ctx = await this.writes.contexts(tx, [...patterns.values()]);
+    const overrides = await this.writes.overridesOf(tx, found);
+    const rows = found.map((f: FindingRef) => {
+      const p = patterns.get(`${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id)}`)!;
+      const o = overrides.get(findingKey(f.session_id, f.procedure_id, f.rule_id));
+      return { id: f.id, pattern_id: p.id, rule_pattern_id: p.id, suppressed: this.writes.suppressed(f, ctx.get(p.id), o) };
+    });
+    await repo.setAssignment(tx, rows);
+    // A re-check stores the checker's results: roll them up again with what is suppressed.
+    await this.writes.rollUp(tx, sessionIds);
+    return found.length;
+  }
+}

@@ -1,0 +1,2 @@
+export { ReviewSop, type ReviewSopOptions } from './service';
+export { PATTERNS_QUEUE, PatternAssigner, rulePatternId, type PatternsJob } from './assign';

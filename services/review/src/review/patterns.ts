@@ -1,0 +1,156 @@
+import type { Db } from '@neatroots/ports';
+import { passingStatus, regressionExpect } from '@neatroots/review-domain';
+import {
+  ReviewReadRepo,
+  SopError,
+  type FindingCounts,
+  type PatternRecord,
+  type PatternsListView,
+  type PatternSummary,
+  type PatternView,
+  type RegressionLine,
+  type WindowQuery,
+} from '@neatroots/store';
+import { NO_FIX, ruleView, stateOf, verdictView } from './facts';
+import { resolveWindow } from './window';
+import { findingKey, type ReviewWrites, type VerdictContext } from './writes';
+
+const SESSIONS_SHOWN = 100;
+const PHRASINGS = 10;
+
+interface Counted {
+  findings: number;
+  suppressed: number;
+  first_seen: string | null;
+  last_seen: string | null;
+}
+
+/** Window counts per pattern: a rule pattern counts every finding of its rule, a failure mode its own. */
+function countsByPattern(rows: readonly FindingCounts[]): Map<string, Counted> {
+  const out = new Map<string, Counted>();
+  const add = (id: string, r: FindingCounts) => {
+    const c = out.get(id) ?? { findings: 0, suppressed: 0, first_seen: null, last_seen: null };
+    c.findings += r.findings;
+    c.suppressed += r.suppressed;
+    if (r.first_seen && (!c.first_seen || r.first_seen < c.first_seen)) c.first_seen = r.first_seen;
+    if (r.last_seen && (!c.last_seen || r.last_seen > c.last_seen)) c.last_seen = r.last_seen;
+    out.set(id, c);
+  };
+  for (const r of rows) {
+    add(r.rule_pattern_id, r);
+    if (r.pattern_id !== r.rule_pattern_id) add(r.pattern_id, r);
+  }
+  return out;
+}
+
+function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undefined, onWording: number): PatternSummary {
+  const c = counted ?? { findings: 0, suppressed: 0, first_seen: null, last_seen: null };
+  return {
+    id: p.id,
+    kind: p.kind,
+    parent_id: p.parent_id,
+    name: p.name,
+    named_by: p.named_by,
+    description: p.kind === 'rule' ? p.rule_text : p.description,
+    procedure_id: p.procedure_id,
+    procedure_name: p.procedure_name,
+    rule: ruleView(p),
+    theme: null,
+    findings: c.findings,
+    // one finding per session and rule: a pattern's sessions are its findings, suppressed or not
+    sessions: c.findings + c.suppressed,
+    suppressed: c.suppressed,
+    first_seen: c.first_seen,
+    last_seen: c.last_seen,
+    clustered_at: p.clustered_at,
+    retired_at: p.retired_at,
+    verdict: verdictView(ctx.verdict),
+    ...stateOf(ctx, onWording),
+    ...NO_FIX,
+  };
+}
+
+async function wordingCounts(read: ReviewReadRepo, ctx: Map<string, VerdictContext>): Promise<Map<string, number>> {
+  const reworded = [...ctx.values()].filter((c) => c.wording.since !== null);
+  return read.onWording(reworded.map((c) => ({ id: c.pattern.parent_id ?? c.pattern.id, rule_id: c.wording.rule_id })));
+}
+
+/** GET /patterns: rule patterns with findings in the window, with their failure modes, most findings first. */
+export async function listPatterns(db: Db, writes: ReviewWrites, workspace: string, q: WindowQuery): Promise<PatternsListView> {
+  const window = resolveWindow(q);
+  const read = new ReviewReadRepo(db);
+  const counted = countsByPattern(await read.findingCounts(workspace, window, { procedure: q.procedure, lineage: q.rule }));
+  const all = (await writes.repo.patternsOf(db, workspace)).filter((p) => counted.has(p.id));
+  const ctx = await writes.contexts(db, all);
+  const onWording = await wordingCounts(read, ctx);
+  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0);
+  const items = all
+    .filter((p) => p.kind === 'rule')
+    .map((p) => ({ ...sum(p), sub_patterns: all.filter((c) => c.parent_id === p.id).map(sum) }))
+    .sort((a, b) => b.findings - a.findings || b.suppressed - a.suppressed || (a.id < b.id ? -1 : 1));
+  return { items, clustered_at: null, window };
+}
+
+/** GET /patterns/{id}: the rule, its failure modes, example phrasings, its sessions in the window, verdicts and review state. */
+export async function getPattern(db: Db, writes: ReviewWrites, workspace: string, id: string, q: WindowQuery): Promise<PatternView> {
+  const window = resolveWindow(q);
+  const read = new ReviewReadRepo(db);
+  const p = await writes.repo.pattern(db, workspace, id);
+  if (!p) throw new SopError(404, 'not_found', `no pattern ${id} in workspace ${workspace}`);
+  const children = p.kind === 'rule' ? await writes.repo.children(db, p.id) : [];
+  const ctx = await writes.contexts(db, [p, ...children]);
+  const onWording = await wordingCounts(read, ctx);
+  const inWindow = countsByPattern(await read.findingCounts(workspace, window, { procedure: p.procedure_id }));
+  const allTime = countsByPattern(await read.findingCounts(workspace, null, { procedure: p.procedure_id }));
+  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0);
+  const sessions = await read.sessionsOf(p.id, window, SESSIONS_SHOWN);
+  return {
+    ...head,
+    session_count: sessionCount,
+    verdict_history: ctx.get(p.id)!.history.map((v) => verdictView({ ...v, inherited: false })!),
+    suppressed_count: allTime.get(p.id)?.suppressed ?? 0,
+    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), onWording.get(p.id) ?? 0)),
+    wordings: await read.wordings(p.id),
+    example_phrasings: await read.phrasings(p.id, PHRASINGS),
+    sessions: sessions.map((s) => ({
+      session_id: s.session_id,
+      external_id: s.external_id,
+      started_at: s.started_at,
+      finding_id: s.finding_id,
+      status: s.status,
+      suppressed: s.suppressed,
+      override: s.correct === null ? null : { correct: s.correct, note: s.note, reviewer: s.reviewer },
+    })),
+    suggestions: [],
+    window,
+  };
+}
+
+/** GET /patterns/{id}/regression: one line per finding in the pattern; 409 without a verdict. */
+export async function regression(db: Db, writes: ReviewWrites, workspace: string, id: string): Promise<RegressionLine[]> {
+  const p = await writes.repo.pattern(db, workspace, id);
+  if (!p) throw new SopError(404, 'not_found', `no pattern ${id} in workspace ${workspace}`);
+  const rows = await new ReviewReadRepo(db).regressionRows(p.id);
+  const patterns = new Set(rows.map((r) => r.pattern_id));
+  patterns.add(p.id);
+  const ctx = await writes.contexts(db, await writes.repo.patternsByIds(db, [...patterns]));
+  if (!ctx.get(p.id)?.verdict) throw new SopError(409, 'no_verdict', `pattern ${id} has no verdict yet: give one (POST .../patterns/${id}/verdict) before asking for its regression set`);
+  const overrides = await writes.overridesOf(db, rows);
+  return rows.map((r) => {
+    const verdict = (ctx.get(r.pattern_id) ?? ctx.get(p.id))!.verdict ?? ctx.get(p.id)!.verdict!;
+    const o = overrides.get(findingKey(r.session_id, r.procedure_id, r.rule_id));
+    return {
+      session_id: r.session_id,
+      external_id: r.external_id,
+      transcript_ref: r.transcript_ref,
+      procedure_id: r.procedure_id,
+      rule_id: r.rule_id,
+      rule_kind: r.kind,
+      rule_text: r.text,
+      verdict: verdict.verdict,
+      observed_status: r.status,
+      expected_status: passingStatus(r.kind),
+      expect: regressionExpect(verdict.verdict, o ? { correct: o.correct } : null),
+    };
+  });
+}

@@ -1,0 +1,288 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import type { Db } from '@neatroots/ports';
+import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
+import { checkSession, noModelDecider, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
+import { SopError, type SessionView } from '@neatroots/store';
+import { SopSessions, type CheckSession } from '../sop/sessions';
+import { SopWorkspaces } from '../sop/workspaces';
+import { ReviewSop } from './service';
+
+/**
+ * The review side driven through real SopSessions: fixture sessions of libs/sop (the
+ * restaurant's procedures) sent, checked by the sopops_check job, their findings assigned by
+ * the sopops_patterns job, then verdicts, overrides, the queue, patterns and insights.
+ */
+const FIXTURES = path.resolve(__dirname, '../../../../libs/sop/fixtures');
+const fixture = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
+const recorded = new Map<string, Recorded>();
+for (const name of readdirSync(path.join(FIXTURES, 'sessions'))) {
+  const file = path.join(FIXTURES, 'sessions', name, 'decisions.json');
+  if (existsSync(file)) recorded.set(fixture(name).external_id, JSON.parse(readFileSync(file, 'utf8')));
+}
+// Copies of a fixture are sent as "<its external id>#<n>": the same model answers replayed.
+const checker: CheckSession = async ({ lock, releaseId, session }) => {
+  const rec = recorded.get((session.external_id ?? '').split('#')[0]);
+  return checkSession(lock, session, { decider: rec ? recordedDecider(rec) : noModelDecider('no model is configured'), releaseId });
+};
+const DAY = 86_400_000;
+const daysAgo = (n: number) => new Date(Date.now() - n * DAY).toISOString();
+
+let db: Db;
+let jobs: InlineJobs;
+let sessions: SopSessions;
+let review: ReviewSop;
+const WS = 'luigis';
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+}, 60_000);
+afterAll(() => db.close());
+beforeEach(async () => {
+  await db.exec('TRUNCATE sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE');
+  jobs = new InlineJobs();
+  const workspaces = new SopWorkspaces(db);
+  await workspaces.push(WS, [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
+  await workspaces.publish(WS);
+  sessions = new SopSessions(db, workspaces, jobs, checker);
+  await sessions.start();
+  review = new ReviewSop({ db, jobs, sessions });
+  await review.start();
+});
+afterEach(() => jobs.close());
+
+/** Sends a copy of a fixture session and waits until it is checked and its findings are in patterns. */
+async function send(name: string, n: number, over: Record<string, unknown> = {}): Promise<SessionView> {
+  const body = { ...fixture(name), started_at: daysAgo(n % 30), ...over };
+  body.external_id = `${fixture(name).external_id}#${n}`;
+  const sent = await sessions.receive(WS, body);
+  return settled(sent.id);
+}
+
+async function settled(id: string): Promise<SessionView> {
+  for (let i = 0; i < 400; i++) {
+    const s = await sessions.get(WS, id);
+    const waiting = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM sop_findings WHERE pattern_id IS NULL');
+    if (s.status !== 'queued' && Number(waiting.rows[0].n) === 0) return s;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`session ${id} never settled`);
+}
+
+const findingRules = (s: SessionView) => s.checks.flatMap((c) => c.rules.filter((r) => r.finding).map((r) => ({ ...r, procedure_id: c.procedure_id })));
+
+describe('rule patterns', () => {
+  it("puts every finding on one rule into one pattern, named from the rule's text, shown on the session's rules", async () => {
+    const a = await send('phone-never-violated', 1);
+    const b = await send('phone-never-violated', 2);
+    const c = await send('payment-skipped', 3);
+    const [fa, fb, fc] = [findingRules(a), findingRules(b), findingRules(c)];
+    expect(fa).toHaveLength(1);
+    expect(fa[0].pattern_id).toMatch(/^pat_/);
+    expect(fb[0].pattern_id).toBe(fa[0].pattern_id);
+    expect(fc[0].pattern_id).not.toBe(fa[0].pattern_id);
+    expect(a.checks.flatMap((ch) => ch.rules).filter((r) => !r.finding).every((r) => r.pattern_id === null && !r.suppressed)).toBe(true);
+
+    const list = await review.queries.patterns(WS, {});
+    expect(list.items).toHaveLength(2);
+    const never = list.items.find((p) => p.id === fa[0].pattern_id)!;
+    expect(never).toMatchObject({
+      kind: 'rule',
+      name: 'Volunteer a price or a description of a dish',
+      named_by: 'rule_text',
+      procedure_id: 'take-order',
+      procedure_name: 'Take an order',
+      rule: { rule_id: fa[0].rule_id, kind: 'never', index: 1, label: 'Never rule 1', text: fa[0].text },
+      findings: 2,
+      sessions: 2,
+      suppressed: 0,
+      verdict: null,
+      review_state: 'needs_review',
+      review_reason: 'no_verdict',
+      sub_patterns: [],
+    });
+    expect(list.items[0].id).toBe(never.id); // most findings first
+    expect((await review.queries.patterns(WS, { procedure: 'card-payment' })).items.map((p) => p.procedure_id)).toEqual(['card-payment']);
+    expect((await review.queries.patterns(WS, { rule: fa[0].rule_id })).items.map((p) => p.id)).toEqual([never.id]);
+    // a window that ends before the sessions counts nothing
+    expect((await review.queries.patterns(WS, { to: daysAgo(5) })).items).toEqual([]);
+
+    const one = await review.queries.pattern(WS, never.id, {});
+    expect(one.session_count).toBe(2);
+    expect(one.sessions.map((s) => s.session_id).sort()).toEqual([a.id, b.id].sort());
+    expect(one.wordings).toEqual([expect.objectContaining({ rule_id: fa[0].rule_id, findings: 2 })]);
+    expect(one.example_phrasings.length).toBeGreaterThan(0);
+    expect(one).toMatchObject({ failure_modes: [], suggestions: [], verdict_history: [], suppressed_count: 0 });
+  });
+
+  it('assignment is idempotent and a re-check of the same content keeps one pattern per rule', async () => {
+    const a = await send('phone-never-violated', 1);
+    const before = await db.query('SELECT id, pattern_id, suppressed FROM sop_findings ORDER BY id');
+    const hash = (await db.query<{ content_hash: string }>('SELECT content_hash FROM sop_sessions WHERE id = $1', [a.id])).rows[0].content_hash;
+    await db.query(`UPDATE sop_sessions SET status = 'queued' WHERE id = $1`, [a.id]);
+    await sessions.runCheck({ workspace: WS, session_id: a.id, content_hash: hash });
+    await settled(a.id);
+    expect((await db.query('SELECT id, pattern_id, suppressed FROM sop_findings ORDER BY id')).rows).toEqual(before.rows);
+    expect(await review.assigner.assign(WS)).toBe(0);
+    expect((await db.query('SELECT id FROM sop_patterns')).rows).toHaveLength(1);
+  });
+});
+
+describe('verdicts, suppression and the roll-up', () => {
+  it('acceptable suppresses the pattern now and later: a session whose only deviation is suppressed counts as followed', async () => {
+    const a = await send('phone-never-violated', 1);
+    expect([a.result, a.checked_result]).toEqual(['deviated', 'deviated']);
+    const patternId = findingRules(a)[0].pattern_id!;
+    const given = await review.queries.giveVerdict(WS, patternId, { verdict: 'acceptable', note: 'prices are public', reviewer: 'ana' });
+    expect(given).toMatchObject({ pattern_id: patternId, verdict: 'acceptable', note: 'prices are public', reviewer: 'ana', inherited: false, suppressed_count: 1, review_state: 'closed', suggestion: null });
+
+    const after = await sessions.get(WS, a.id);
+    expect([after.result, after.checked_result]).toEqual(['followed', 'deviated']);
+    const take = after.checks.find((c) => c.procedure_id === 'take-order')!;
+    expect([take.result, take.checked_result]).toEqual(['followed', 'deviated']);
+    expect(findingRules(after)[0]).toMatchObject({ suppressed: true, pattern_id: patternId, override: null });
+
+    // later: a new session with the same mistake arrives suppressed
+    const later = await send('phone-never-violated', 2);
+    expect(findingRules(later)[0].suppressed).toBe(true);
+    expect(later.result).toBe('followed');
+
+    const ins = await review.queries.insights(WS, {});
+    expect(ins.tiles).toMatchObject({ sessions: 2, findings: 0, suppressed: 2, follow_rate: 1 });
+    expect(ins.tiles.results.followed).toBe(2);
+
+    // real again: counting again, results back to the checker's
+    const real = await review.queries.giveVerdict(WS, patternId, { verdict: 'real', suggest: true });
+    expect(real).toMatchObject({ verdict: 'real', suppressed_count: 0, review_state: 'open' });
+    expect(real.suggestion_note).toContain('not built yet');
+    expect((await sessions.get(WS, a.id)).result).toBe('deviated');
+    const view = await review.queries.pattern(WS, patternId, {});
+    expect(view.verdict?.verdict).toBe('real');
+    expect(view.verdict_history.map((v) => v.verdict)).toEqual(['acceptable']);
+  });
+
+  it('checker_wrong suppresses except where an override says the checker was right; a wrong override suppresses one finding', async () => {
+    const a = await send('phone-skipped-goal-not-reached', 1);
+    const b = await send('phone-skipped-goal-not-reached', 2);
+    const patternId = findingRules(a)[0].pattern_id!;
+    const right = await review.queries.overrideFinding(WS, findingRules(a)[0].finding_id!, { correct: true, reviewer: 'bo' });
+    expect(right).toMatchObject({ correct: true, suppressed: false, session_id: a.id, check_result: 'deviated', session_result: 'deviated' });
+    const given = await review.queries.giveVerdict(WS, patternId, { verdict: 'checker_wrong' });
+    expect(given.suppressed_count).toBe(1);
+    expect(findingRules(await sessions.get(WS, a.id))[0]).toMatchObject({ suppressed: false, override: { correct: true } });
+    expect(findingRules(await sessions.get(WS, b.id))[0].suppressed).toBe(true);
+    expect((await sessions.get(WS, b.id)).result).toBe('followed');
+
+    const lines = await review.queries.regression(WS, patternId);
+    expect(lines.map((l) => [l.session_id, l.expect, l.expected_status, l.observed_status, l.verdict]).sort()).toEqual(
+      [
+        [a.id, 'agent', 'done', 'skipped', 'checker_wrong'],
+        [b.id, 'checker', 'done', 'skipped', 'checker_wrong'],
+      ].sort(),
+    );
+    expect(lines[0]).toMatchObject({ procedure_id: 'take-order', rule_kind: 'step' });
+
+    // on a real pattern, an override with correct: false suppresses that finding alone
+    const c = await send('phone-never-violated', 3);
+    const d = await send('phone-never-violated', 4);
+    await review.queries.giveVerdict(WS, findingRules(c)[0].pattern_id!, { verdict: 'real' });
+    const wrong = await review.queries.overrideFinding(WS, findingRules(c)[0].finding_id!, { correct: false, note: 'the price was asked for' });
+    expect(wrong).toMatchObject({ suppressed: true, check_result: 'followed', session_result: 'followed' });
+    expect(findingRules(await sessions.get(WS, d.id))[0].suppressed).toBe(false);
+  });
+
+  it('an override outlives a re-check: new content for the session, checked again, is still overridden', async () => {
+    const a = await send('phone-never-violated', 1);
+    const f = findingRules(a)[0];
+    await review.queries.overrideFinding(WS, f.finding_id!, { correct: false });
+    expect((await sessions.get(WS, a.id)).result).toBe('followed');
+    // the same session (external id) re-sent with other content that makes the same finding
+    const again = await send('phone-never-violated', 1, { transcript_ref: 'https://example.test/calls/1?v=2' });
+    expect(again.id).toBe(a.id);
+    expect(again.checked_at).not.toBeNull();
+    expect(findingRules(again)[0]).toMatchObject({ rule_id: f.rule_id, suppressed: true, override: { correct: false } });
+    expect([again.result, again.checked_result]).toEqual(['followed', 'deviated']);
+  });
+
+  it('refuses bad verdicts and overrides, naming the field, and unknown ids', async () => {
+    const a = await send('phone-never-violated', 1);
+    const p = findingRules(a)[0].pattern_id!;
+    const err = (x: Promise<unknown>) => x.then(() => null, (e: unknown) => e as SopError);
+    expect(await err(review.queries.giveVerdict(WS, p, { verdict: 'fine' } as never))).toMatchObject({ status: 400, message: expect.stringContaining('verdict must be one of real, acceptable, sop_wrong, checker_wrong') });
+    expect(await err(review.queries.giveVerdict(WS, p, { verdict: 'real', extra: 1 } as never))).toMatchObject({ status: 400, message: expect.stringContaining('unknown field extra') });
+    expect(await err(review.queries.giveVerdict(WS, 'pat_nope', { verdict: 'real' }))).toMatchObject({ status: 404 });
+    expect(await err(review.queries.giveVerdict('other', p, { verdict: 'real' }))).toMatchObject({ status: 404 });
+    expect(await err(review.queries.overrideFinding(WS, findingRules(a)[0].finding_id!, { correct: 'yes' } as never))).toMatchObject({ status: 400, message: expect.stringContaining('correct must be') });
+    expect(await err(review.queries.overrideFinding(WS, 'sf_nope', { correct: true }))).toMatchObject({ status: 404 });
+    expect(await err(review.queries.regression(WS, p))).toMatchObject({ status: 409, code: 'no_verdict' });
+    expect(await err(review.queries.insights(WS, { from: 'yesterday' }))).toMatchObject({ status: 400, message: expect.stringContaining('from must be an ISO-8601') });
+    expect((await db.query('SELECT * FROM sop_verdicts')).rows).toHaveLength(0);
+  });
+});
+
+describe('the review queue', () => {
+  it('lists needs_review by default, most sessions first, with 5 examples, counts per state and each state on request', async () => {
+    for (let i = 0; i < 6; i++) await send('phone-never-violated', i);
+    await send('payment-skipped', 10);
+    await send('payment-out-of-order', 11);
+    const q = await review.queries.reviewQueue(WS, {});
+    expect(q.total).toBe(3);
+    expect(q.counts).toMatchObject({ needs_review: 3, open: 0, closed: 0 });
+    expect(q.clustered_at).toBeNull();
+    const top = q.items[0];
+    expect(top).toMatchObject({ procedure_name: 'Take an order', label: 'Never rule 1', sessions: 6, new_findings: 6, suppressed_count: 0, verdict: null, review_state: 'needs_review', review_reason: 'no_verdict', theme: null, suggestion: null, fix_release: null });
+    expect(top.examples).toHaveLength(5);
+    expect(top.examples[0]).toEqual(expect.objectContaining({ finding_id: expect.stringMatching(/^sf_/), session_id: expect.stringMatching(/^ses_/), excerpt: expect.any(String), evidence: expect.any(Array) }));
+    expect(top.examples[0].excerpt.length).toBeGreaterThan(0);
+
+    await review.queries.giveVerdict(WS, top.pattern_id, { verdict: 'real' });
+    await review.queries.giveVerdict(WS, q.items[1].pattern_id, { verdict: 'checker_wrong' });
+    const after = await review.queries.reviewQueue(WS, {});
+    expect(after.items.map((i) => i.pattern_id)).toEqual([q.items[2].pattern_id]);
+    expect(after.counts).toMatchObject({ needs_review: 1, open: 1, closed: 1 });
+    const open = await review.queries.reviewQueue(WS, { state: ['open'] });
+    expect(open.items.map((i) => [i.pattern_id, i.verdict?.verdict, i.new_findings])).toEqual([[top.pattern_id, 'real', 0]]);
+    expect((await review.queries.reviewQueue(WS, { state: ['open', 'closed', 'needs_review'], limit: 2 })).items).toHaveLength(2);
+    // a finding after the verdict is new
+    await send('phone-never-violated', 20);
+    expect((await review.queries.reviewQueue(WS, { state: ['open'] })).items[0].new_findings).toBe(1);
+  });
+});
+
+describe('insights', () => {
+  it('tiles, a scoreboard row per procedure and a ladder row per rule with a weekly trend; suppressed findings apart', async () => {
+    await send('phone-never-violated', 1);
+    await send('phone-never-violated', 8);
+    await send('phone-followed-pickup', 2);
+    await send('payment-skipped', 3);
+    await send('payment-followed', 4);
+    const ins = await review.queries.insights(WS, {});
+    expect(ins.tiles).toMatchObject({ sessions: 5, findings: 3, suppressed: 0 });
+    expect(ins.tiles.results).toEqual({ deviated: 3, partial: 0, followed: 2, not_measurable: 0 });
+    expect(ins.tiles.follow_rate).toBeCloseTo(2 / 5);
+    const take = ins.scoreboard.find((r) => r.procedure_id === 'take-order')!;
+    expect(take).toMatchObject({ procedure_name: 'Take an order', sessions: 3, findings: 2, suppressed: 0 });
+    expect(take.results).toMatchObject({ deviated: 2, followed: 1 });
+    expect(ins.weeks.length).toBeGreaterThanOrEqual(52);
+    const rung = ins.ladder[0];
+    expect(rung).toMatchObject({ procedure_id: 'take-order', label: 'Never rule 1', findings: 2, sessions: 3 });
+    expect(rung.rate).toBeCloseTo(2 / 3);
+    expect(rung.trend).toHaveLength(ins.weeks.length);
+    expect(rung.trend.reduce((a, b) => a + b, 0)).toBe(2);
+    expect(rung.trend.filter((n) => n > 0).length).toBe(2); // one and eight days ago: two weeks
+
+    await review.queries.giveVerdict(WS, rung.pattern_id, { verdict: 'acceptable' });
+    const after = await review.queries.insights(WS, {});
+    expect(after.tiles).toMatchObject({ findings: 1, suppressed: 2 });
+    expect(after.tiles.results).toEqual({ deviated: 1, partial: 0, followed: 4, not_measurable: 0 });
+    expect(after.scoreboard.find((r) => r.procedure_id === 'take-order')).toMatchObject({ findings: 0, suppressed: 2, follow_rate: 1 });
+    expect(after.ladder.find((r) => r.pattern_id === rung.pattern_id)).toMatchObject({ findings: 0, suppressed: 2, rate: 0 });
+
+    const onlyPayment = await review.queries.insights(WS, { procedure: 'card-payment' });
+    expect(onlyPayment.tiles).toMatchObject({ sessions: 2, findings: 1 });
+    expect(onlyPayment.scoreboard.map((r) => r.procedure_id)).toEqual(['card-payment']);
+    const oneDay = await review.queries.insights(WS, { days: 2 });
+    expect(oneDay.tiles.sessions).toBe(1);
+  });
+});

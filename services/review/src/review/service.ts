@@ -1,0 +1,88 @@
+import type { Db, Jobs } from '@neatroots/ports';
+import type { RuleResult } from '@neatroots/sop';
+import type { ReviewSopQueries, SessionView } from '@neatroots/store';
+import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
+import { PATTERNS_QUEUE, PatternAssigner, type PatternsJob } from './assign';
+import { insights } from './insights';
+import { getPattern, listPatterns, regression } from './patterns';
+import { reviewQueue } from './queue';
+import { Verdicts } from './verdicts';
+import { findingKey, ReviewWrites } from './writes';
+
+export interface ReviewSopOptions {
+  db: Db;
+  jobs: Jobs;
+  /** The sessions to follow: told when a check is saved, and what their GET shows is filled in. */
+  sessions?: SopSessions;
+}
+
+/**
+ * The review side of sopops in the review service: rule patterns (the sopops_patterns job
+ * assigns each checked session's findings, one run at a time per workspace), verdicts,
+ * overrides, suppression and the roll-up, the review queue, the patterns endpoints and
+ * Insights. `queries` is what the api calls (in-process, or over gRPC distributed).
+ */
+export class ReviewSop implements SessionReviewHooks {
+  readonly queries: ReviewSopQueries;
+  readonly assigner: PatternAssigner;
+  private readonly writes = new ReviewWrites();
+  private readonly verdicts: Verdicts;
+
+  constructor(private readonly opts: ReviewSopOptions) {
+    const { db } = opts;
+    this.assigner = new PatternAssigner(db, this.writes);
+    this.verdicts = new Verdicts(db, this.writes);
+    const w = this.writes;
+    this.queries = {
+      reviewQueue: (ws, q) => reviewQueue(db, w, ws, q),
+      patterns: (ws, q) => listPatterns(db, w, ws, q),
+      pattern: (ws, id, q) => getPattern(db, w, ws, id, q),
+      giveVerdict: (ws, id, input) => this.verdicts.give(ws, id, input),
+      overrideFinding: (ws, id, input) => this.verdicts.override(ws, id, input),
+      regression: (ws, id) => regression(db, w, ws, id),
+      insights: (ws, q) => insights(db, w, ws, q),
+    };
+  }
+
+  /** Registers the sopops_patterns handler, plugs into the sessions, and queues what a stop left unassigned. */
+  async start(): Promise<void> {
+    await this.opts.jobs.work<PatternsJob>(PATTERNS_QUEUE, (job) => this.assigner.assign(job.workspace), { serializeBy: (job) => job.workspace });
+    this.opts.sessions?.useReview(this);
+    for (const ws of await this.assigner.pending()) await this.enqueue(ws);
+  }
+
+  /** After a session's check is saved: assign its findings (the job takes every unassigned one of the workspace). */
+  async onChecked(workspace: string): Promise<void> {
+    await this.enqueue(workspace);
+  }
+
+  /** Each rule's pattern_id, suppressed and override, from the findings and overrides tables (the checks' stored body is the checker's). */
+  async overlay(_workspace: string, view: SessionView): Promise<SessionView> {
+    const [findings, overrides] = await Promise.all([this.writes.repo.findingsOfSession(this.opts.db, view.id), this.writes.repo.overridesOfSession(this.opts.db, view.id)]);
+    const f = new Map(findings.map((x) => [findingKey(x.session_id, x.procedure_id, x.rule_id), x]));
+    const o = new Map(overrides.map((x) => [findingKey(x.session_id, x.procedure_id, x.rule_id), x]));
+    return {
+      ...view,
+      checks: view.checks.map((c) => ({
+        ...c,
+        rules: c.rules.map((r): RuleResult => {
+          const k = findingKey(view.id, c.procedure_id, r.rule_id);
+          const finding = r.finding ? f.get(k) : undefined;
+          const override = o.get(k);
+          return {
+            ...r,
+            pattern_id: finding?.pattern_id ?? null,
+            suppressed: finding?.suppressed ?? false,
+            override: override ? ({ correct: override.correct, note: override.note, reviewer: override.reviewer } as RuleResult['override']) : null,
+          };
+        }),
+      })),
+    };
+  }
+
+  private async enqueue(workspace: string): Promise<void> {
+    // No job id: every check queues one, so a re-check (its findings stored again, unassigned)
+    // is never mistaken for one already done; a run that finds nothing to assign is cheap.
+    await this.opts.jobs.add<PatternsJob>(PATTERNS_QUEUE, { workspace }, { attempts: 5, backoffMs: 1000 });
+  }
+}

@@ -1,0 +1,33 @@
+import { SopError, type ReviewWindow, type WindowQuery } from '@neatroots/store';
+
+/** Insights and the patterns list look back this far unless asked. */
+export const DEFAULT_WINDOW_DAYS = 365;
+export const MAX_WINDOW_DAYS = 3650;
+const DAY_MS = 86_400_000;
+
+/** [from, to) from the query: `to` defaults to now, `from` to `days` (365) before `to`. */
+export function resolveWindow(q: WindowQuery, nowMs: number = Date.now()): ReviewWindow {
+  const to = q.to !== undefined ? time('to', q.to) : nowMs;
+  if (q.days !== undefined && !(Number.isInteger(q.days) && q.days >= 1 && q.days <= MAX_WINDOW_DAYS)) {
+    throw new SopError(400, 'invalid_query', `days must be an integer from 1 to ${MAX_WINDOW_DAYS}`);
+  }
+  if (q.from !== undefined && q.days !== undefined) throw new SopError(400, 'invalid_query', 'give from or days, not both');
+  const from = q.from !== undefined ? time('from', q.from) : to - (q.days ?? DEFAULT_WINDOW_DAYS) * DAY_MS;
+  if (from >= to) throw new SopError(400, 'invalid_query', 'from must be before to');
+  return { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
+}
+
+function time(name: string, v: string): number {
+  const ms = /^\d{4}-\d{2}-\d{2}/.test(v) ? Date.parse(v) : NaN;
+  if (Number.isNaN(ms)) throw new SopError(400, 'invalid_query', `${name} must be an ISO-8601 date or time (e.g. 2026-11-30 or 2026-11-30T10:00:00Z)`);
+  return ms;
+}
+
+/** Monday (UTC, YYYY-MM-DD) of each week the window touches, oldest first. */
+export function weeksOf(w: ReviewWindow): string[] {
+  const out: string[] = [];
+  const start = new Date(w.from);
+  const monday = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate()) - ((start.getUTCDay() + 6) % 7) * DAY_MS;
+  for (let t = monday; t < Date.parse(w.to); t += 7 * DAY_MS) out.push(new Date(t).toISOString().slice(0, 10));
+  return out;
+}
