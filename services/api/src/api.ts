@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { ReviewQueries, SopQueries } from '@neatroots/store';
 import type { AddressInfo } from 'node:net';
+import { defaultAppDir, serveApp } from './app-files';
 import { ApiKeyGuard } from './auth.guard';
 import { bodyParserErrors, parseBody, requireJsonBody } from './body';
 import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
@@ -30,6 +31,8 @@ export interface ApiOptions {
   sop?: SopQueries;
   /** Nest's log levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
+  /** The web app's build served at `/` (default: @neatroots/web's dist/); null serves none (a 503 saying so). */
+  appDir?: string | null;
 }
 
 @Module({})
@@ -62,6 +65,7 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
   app.use(parseBody);
   app.use(bodyParserErrors);
   app.useGlobalFilters(new ErrorsFilter());
+  serveApp(app, opts.appDir === undefined ? defaultAppDir() : opts.appDir);
   // No enableShutdownHooks(): the entry point closes the services in order (stop accepting,
   // drain, flush, close), the api among them.
   if (opts.host) await app.listen(opts.port, opts.host);

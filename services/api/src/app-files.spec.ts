@@ -1,0 +1,72 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { INestApplication } from '@nestjs/common';
+import type { ReviewQueries } from '@neatroots/store';
+import { apiUrl, createApi } from './api';
+
+/** The web app at `/`: its files, index.html for its pages, never in the way of the API. */
+describe('the api serves the web app', () => {
+  let dir: string;
+  const apps: INestApplication[] = [];
+
+  beforeAll(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-app-'));
+    fs.mkdirSync(path.join(dir, 'assets'));
+    fs.writeFileSync(path.join(dir, 'index.html'), '<!doctype html><title>neatroots app</title>');
+    fs.writeFileSync(path.join(dir, 'assets', 'main-abc123.js'), 'console.log(1)');
+  });
+  afterAll(async () => {
+    for (const a of apps) await a.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function start(appDir: string | null): Promise<string> {
+    // The app's paths never reach the queries; the guard refuses every /v1 call (no key is known).
+    const app = await createApi({ queries: {} as ReviewQueries, resolveKey: async () => null, port: 0, host: '127.0.0.1', appDir, logger: false });
+    apps.push(app);
+    return apiUrl(app);
+  }
+
+  it('answers / and any page of the app with index.html, and its assets as files', async () => {
+    const url = await start(dir);
+    for (const p of ['/', '/p/shop/runs/r-1?span=s2', '/sign-in']) {
+      const res = await fetch(url + p);
+      expect({ p, status: res.status, type: res.headers.get('content-type'), body: await res.text() }).toEqual({
+        p,
+        status: 200,
+        type: expect.stringContaining('text/html'),
+        body: '<!doctype html><title>neatroots app</title>',
+      });
+    }
+    const asset = await fetch(`${url}/assets/main-abc123.js`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get('cache-control')).toContain('immutable');
+    expect(await asset.text()).toBe('console.log(1)');
+    // A file that is not there is a 404, not the app's page passed off as a script.
+    expect((await fetch(`${url}/assets/gone-000.js`)).status).toBe(404);
+  });
+
+  it('never shadows the API: /v1 stays JSON (401 without a key, 404 for no route), /healthz answers', async () => {
+    const url = await start(dir);
+    const runs = await fetch(`${url}/v1/projects/shop/runs`);
+    expect(runs.status).toBe(401);
+    expect(await runs.json()).toEqual({ error: expect.objectContaining({ code: 'unauthorized' }) });
+    const none = await fetch(`${url}/v1/nothing-here`);
+    expect(none.status).toBe(404);
+    expect(await none.json()).toEqual({ error: expect.objectContaining({ code: 'not_found' }) });
+    expect(await (await fetch(`${url}/healthz`)).json()).toEqual({ status: 'ok' });
+    // POST to an app page is no page of the app.
+    expect((await fetch(`${url}/p/shop`, { method: 'POST' })).status).toBe(404);
+  });
+
+  it('without a build, says what to run (503) and the API still works', async () => {
+    const url = await start(path.join(dir, 'not-built'));
+    const res = await fetch(`${url}/`);
+    expect(res.status).toBe(503);
+    expect(await res.text()).toMatch(/web app is not built.*npm run build/);
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    const none = await start(null);
+    expect((await fetch(`${none}/p/shop/runs`)).status).toBe(503);
+  });
+});
