@@ -1,13 +1,14 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood]
+//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood,sop]
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 const { benchEngine } = require('./engine');
 const { benchE2e } = require('./e2e');
 const { benchDistributed } = require('./distributed');
 const { benchQuestions } = require('./questions');
 const { benchFlood } = require('./flood');
+const { benchSop } = require('./sop');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -16,7 +17,7 @@ function arg(name, def) {
 
 async function main() {
   const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions,flood')).split(','));
+  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions,flood,sop')).split(','));
   const out = {};
   if (only.has('engine')) {
     out.engine = await benchEngine({ spans });
@@ -37,6 +38,10 @@ async function main() {
   if (only.has('flood')) {
     out.flood = await benchFlood();
     console.log('flood, embedded:', JSON.stringify(out.flood));
+  }
+  if (only.has('sop')) {
+    out.sop = await benchSop();
+    console.log('sop checks:', JSON.stringify(out.sop));
   }
   const rows = [];
   if (out.engine) {
@@ -59,6 +64,20 @@ async function main() {
     const f = out.flood;
     rows.push([`flood: ${f.flood.seconds} s at ${f.flood.exports_in_flight} exports in flight`, `accepted ${f.flood.accepted_spans_per_s} spans/s, refused ${f.flood.refused_spans_per_s} spans/s; export p99 ${f.flood.accepted_export_p99_ms} ms`, `unloaded: ${f.baseline_unloaded.accepted_spans_per_s} spans/s, p99 ${f.baseline_unloaded.export_p99_ms} ms`]);
     rows.push(['flood: server memory', `peak ${f.memory.rss_peak_during_flood_mb} MB (ceiling ${f.memory.ceiling_mb} MB)`, `idle ${f.memory.rss_idle_mb} MB`]);
+  }
+  if (out.sop) {
+    rows.push(['sopops checks, tool-only procedures, no model: the checker alone', `${out.sop.tool_only.sessions_per_s} sessions/s`, '']);
+    const e = out.sop.tool_only_embedded;
+    if (e && !e.skipped) rows.push(['sopops checks, tool-only, through the embedded review service', `${e.sessions_per_s} sessions/s`, `receiving alone: ${e.received_per_s} sessions/s`]);
+    else if (e) rows.push(['sopops checks through the embedded review service', 'skipped', e.skipped]);
+    for (const m of out.sop.model.filter((m) => m.max_batch > 1)) {
+      const base = out.sop.model.find((b) => b.max_batch === 1 && b.concurrency === m.concurrency);
+      rows.push([
+        `sopops checks, scripted model at ${out.sop.model_latency_ms} ms, ${m.concurrency} sessions at once`,
+        `${m.sessions_per_s} sessions/s, ${m.requests_per_decision} model requests per rule decision`,
+        base ? `one request per rule: ${base.sessions_per_s} sessions/s, ${base.requests_per_decision} requests per decision` : '',
+      ]);
+    }
   }
   console.log('\n| what | measured | baseline in the same run |\n| --- | --- | --- |');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
