@@ -24,3 +24,6 @@ export type ModelStats = (project: string, checkId?: string) => Promise<unknown[
 
 /** The SOP side of the review service (workspaces, releases, sessions): in-process or over gRPC. */
 export const SOP_QUERIES = Symbol('SopQueries');
+
+/** The review side of sopops (patterns, verdicts, overrides, the review queue, insights): in-process or over gRPC. */
+export const REVIEW_SOP_QUERIES = Symbol('ReviewSopQueries');

@@ -7,3 +7,4 @@ export * from './module';
 export * from './sop/service';
 export * from './sop/grpc';
 export { SOP_CHECK_QUEUE, type CheckSession } from './sop/sessions';
+export { ReviewSop, PATTERNS_QUEUE, PatternAssigner, rulePatternId, type ReviewSopOptions, type PatternsJob } from './review/index';
