@@ -10,7 +10,7 @@ import { questionSet, type QuestionSet } from '@neatroots/questions';
  */
 
 /** The question service's models, routing, queues and cache, from the validated configuration. */
-export function questionServiceConfig(mc: ModelConfig): Pick<QuestionServiceOptions, 'models' | 'backend' | 'queue' | 'decisionQueue' | 'localQueue' | 'cache'> {
+export function questionServiceConfig(mc: ModelConfig): Pick<QuestionServiceOptions, 'models' | 'backend' | 'queue' | 'decisionQueue' | 'localQueue' | 'reasoningQueue' | 'cache'> {
   const queue = { maxBatch: mc.batch.maxBatch, maxWaitMs: mc.batch.maxWaitMs, maxQueue: mc.batch.maxQueue, retries: mc.batch.retries };
   return {
     models: modelsFromConfig(mc),
@@ -18,6 +18,7 @@ export function questionServiceConfig(mc: ModelConfig): Pick<QuestionServiceOpti
     queue,
     ...(mc.decision ? { decisionQueue: { maxConcurrent: mc.decision.concurrency } } : {}),
     ...(mc.local ? { localQueue: { maxConcurrent: mc.local.concurrency } } : {}),
+    ...(mc.reasoning ? { reasoningQueue: { maxConcurrent: mc.reasoning.concurrency } } : {}),
     cache: mc.cacheTtlMs > 0 ? { ttlMs: mc.cacheTtlMs } : false,
   };
 }
