@@ -6,3 +6,4 @@
 export * from './suggestions';
 export * from './lineage';
 export * from './patterns';
+export * from './findings/life';

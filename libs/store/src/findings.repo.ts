@@ -1,6 +1,6 @@
 import { systemClock, type Clock, type Queryable } from '@neatroots/ports';
 import type { FindingMessage, NoteDelivered } from '@neatroots/spans';
-import { checkStat, findingState, problemKey, QUIET_AFTER_DISMISSALS } from './life';
+import { checkStat, findingState, isQuiet, problemKey, QUIET_AFTER_DISMISSALS } from './life';
 import type { CheckStat, DismissInput, FindingRecord, FindingStateFilter, ListFindingsQuery, Page, Problem } from './records';
 import { FINDING_STATE_FILTERS } from './records';
 import {
@@ -333,12 +333,12 @@ export class FindingsRepo {
     return res.rows.map((r) => checkStat(r.check_id, num(r.findings), num(r.dismissals)));
   }
 
-  /** The checks quiet in a project (dismissed 3 times or more there). */
+  /** The checks quiet in a project: the domain's rule (isQuiet) on each check's dismissals there. */
   async quietChecks(project: string): Promise<string[]> {
-    const res = await this.db.query<{ check_id: string }>(
-      `SELECT check_id FROM check_stats WHERE project = $1 AND dismissals >= ${QUIET_AFTER_DISMISSALS}`,
+    const res = await this.db.query<{ check_id: string; dismissals: number }>(
+      'SELECT check_id, dismissals FROM check_stats WHERE project = $1 AND dismissals > 0',
       [project],
     );
-    return res.rows.map((r) => r.check_id);
+    return res.rows.filter((r) => isQuiet(num(r.dismissals))).map((r) => r.check_id);
   }
 }

@@ -1,36 +1,18 @@
-import type { CheckStat, FindingRecord, FindingState, Problem } from './records';
+import type { FindingRecord, Problem } from './records';
 
 /**
- * The findings' life, from the neatroots seed (Findings): "A check you dismiss 3 times in a
- * project goes quiet there: its findings are still recorded on the run page, but no longer
- * count, send notes or appear on Home. Reopen one to count it again." and "Dismissals feed
- * each check's precision; noisy checks are flagged for retirement."
+ * The findings' life is domain code (@neatroots/review-domain): when a check goes quiet, a
+ * finding's state, precision and retirement. Re-exported here for the repositories and their
+ * callers; what follows is how the store folds findings into problems.
  */
-export const QUIET_AFTER_DISMISSALS = 3;
-/** A check is judged for retirement only once it has this many findings... */
-export const RETIRE_MIN_FINDINGS = 5;
-/** ...and suggested for retirement when its precision is below this. */
-export const RETIRE_BELOW_PRECISION = 0.5;
-
-export function findingState(f: { status: string; active_at: string | null; dismissed_at: string | null }): FindingState {
-  if (f.dismissed_at) return 'dismissed';
-  if (f.status === 'resolved') return 'resolved';
-  return f.active_at ? 'active' : 'open';
-}
-
-export function checkStat(check_id: string, findings: number, dismissals: number): CheckStat {
-  // A quiet finding dismissed and then reopened can leave more dismissals than counted
-  // findings for a moment; precision stays within [0, 1].
-  const precision = findings > 0 ? Math.max(0, 1 - dismissals / findings) : null;
-  return {
-    check_id,
-    findings,
-    dismissals,
-    precision,
-    quiet: dismissals >= QUIET_AFTER_DISMISSALS,
-    retire_suggested: findings >= RETIRE_MIN_FINDINGS && precision !== null && precision < RETIRE_BELOW_PRECISION,
-  };
-}
+export {
+  QUIET_AFTER_DISMISSALS,
+  RETIRE_MIN_FINDINGS,
+  RETIRE_BELOW_PRECISION,
+  findingState,
+  isQuiet,
+  checkStat,
+} from '@neatroots/review-domain';
 
 /** Findings of one group in one run are one problem; a finding with no group is its own. */
 export function problemKey(f: Pick<FindingRecord, 'id' | 'run_id' | 'group'>): string {

@@ -1,3 +1,4 @@
+import type { CheckStat, FindingState } from '@neatroots/review-domain';
 import type { RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import type { DeadLetterRecord } from './dead-letters.repo';
 
@@ -32,7 +33,8 @@ export interface RunRecord {
 }
 
 /** Where a finding is in its life (the seed, Findings). */
-export type FindingState = 'open' | 'active' | 'resolved' | 'dismissed';
+/** The findings' life is domain code: its types come from there. */
+export type { FindingState, CheckStat };
 
 /**
  * List filters. `open` is every finding still open, including `active` ones (open, and a note
@@ -87,20 +89,6 @@ export interface FindingRecord {
  */
 export interface Problem extends FindingRecord {
   related: FindingRecord[];
-}
-
-export interface CheckStat {
-  check_id: string;
-  /** Findings that count: raised while the check was not quiet (and quiet ones a person dismissed). */
-  findings: number;
-  /** Findings dismissed now (reopening one takes it back). */
-  dismissals: number;
-  /** 1 − dismissals / findings; null before the first finding. */
-  precision: number | null;
-  /** Dismissed 3 times or more in the project. */
-  quiet: boolean;
-  /** At least 5 findings and precision under 0.5. */
-  retire_suggested: boolean;
 }
 
 export interface Page<T> {
