@@ -81,7 +81,7 @@ describe('StoreWriter', () => {
   });
 
   it('does not resolve a write before it is stored, and retries a failing flush without dropping it', async () => {
-    const db = spy(4); // two flushes, each followed by a probe that fails too
+    const db = spy(2);
     const errors: number[] = [];
     const w = new StoreWriter(db, { flushMs: 1, retryBaseMs: 5, onError: (_e, info) => errors.push(info.attempt) });
     let done = false;
@@ -184,6 +184,25 @@ describe('StoreWriter', () => {
       const page = await deadLetters();
       expect(page.items).toHaveLength(1);
       expect(page.items[0].times).toBe(2);
+      await w.close();
+    });
+
+    it('is not set aside while the database answers but cannot write (read-only during a failover): the flush waits', async () => {
+      let readOnly = 4;
+      const db: Db = {
+        kind: real.kind,
+        query: real.query.bind(real),
+        exec: real.exec.bind(real),
+        close: async () => undefined,
+        transaction: (fn) => {
+          if (readOnly-- > 0) return Promise.reject(Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' }));
+          return real.transaction(fn);
+        },
+      };
+      const w = new StoreWriter(db, { flushMs: 1, retryBaseMs: 1, itemAttempts: 1, onError: () => undefined });
+      await w.writeEvents(spans(2));
+      expect(await spanCount()).toBe(2);
+      expect((await deadLetters()).items).toEqual([]);
       await w.close();
     });
 

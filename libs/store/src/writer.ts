@@ -57,13 +57,14 @@ export class StoreWriterClosedError extends Error {
  * arrival order. close() stops accepting, flushes what is left, and returns.
  *
  * A failing flush is never dropped, and one bad item never holds up the others:
- * - while the database does not answer (a `SELECT 1` fails too), the flush waits and is
- *   retried with backoff, as it is;
- * - while it answers, the batch is split in halves, each stored on its own, down to the
- *   single items it refuses; such an item is tried `itemAttempts` times, then set aside in
- *   dead_letters with the error, and everything else is stored. Items that would break the
- *   database itself (JSON nested past what it parses; times it cannot represent) are set
- *   aside before they are sent.
+ * - when the database refuses the data (refusesData: a number out of range, JSON it will not
+ *   parse) and still answers a `SELECT 1`, the batch is split in halves, each stored on its
+ *   own, down to the single items it refuses; such an item is tried `itemAttempts` times,
+ *   then set aside in dead_letters with the error, and everything else is stored;
+ * - on any other error (the database down, read-only, failing over) the flush waits and is
+ *   retried with backoff, as it is: nothing is set aside because the database was unwell.
+ * Items that would break the database itself (JSON nested past what it parses; times it
+ * cannot represent) are set aside before they are sent.
  */
 export class StoreWriter {
   private readonly maxBatch: number;
@@ -248,7 +249,9 @@ export class StoreWriter {
         return;
       } catch (err) {
         this.onError(err, { attempt, items: items.length });
-        if (!(await this.answers())) {
+        // Only a refusal of the data narrows the batch down; anything else (a database that
+        // does not answer, is read-only, is failing over, ran out of connections) is waited out.
+        if (!refusesData(err) || !(await this.answers())) {
           await this.waitForDb(err, attempt, closeTries);
           continue;
         }
@@ -311,6 +314,19 @@ export class StoreWriter {
     const failed = this.notStored - before;
     if (failed) throw new Error(`store writer closed with ${failed} items not stored; they were not acknowledged and will be delivered again`);
   }
+}
+
+/**
+ * Is this the database (or the driver) refusing the data itself? Postgres's data exceptions
+ * (class 22: a number out of range, invalid JSON text, a date out of range), integrity
+ * violations (23) and program limits (54: nesting past the stack), and the errors JavaScript
+ * throws on a value (a RangeError from a date that does not exist). The same item fails the
+ * same way every time; any other error may pass once the database is back.
+ */
+export function refusesData(err: unknown): boolean {
+  const e = err as { code?: unknown; name?: unknown } | undefined;
+  if (typeof e?.code === 'string' && /^(22|23|54)[0-9A-Z]{3}$/.test(e.code)) return true;
+  return err instanceof RangeError || err instanceof TypeError || err instanceof SyntaxError;
 }
 
 function errorText(err: unknown): string {

@@ -115,6 +115,8 @@ describe('review service: acknowledging only what is stored', () => {
     const review = await startReview({ bus, db });
     expect(Object.fromEntries(bus.groups)).toEqual({
       [EVENTS_TOPIC.name]: REVIEW_GROUPS.events, [FINDINGS_TOPIC.name]: REVIEW_GROUPS.findings, [DELIVERIES_TOPIC.name]: REVIEW_GROUPS.deliveries,
+      // what the buses set aside, stored in dead_letters
+      'neatroots.dead-letters': REVIEW_GROUPS.deadLetters,
     });
     await review.close();
   });
