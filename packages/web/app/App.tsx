@@ -1,0 +1,107 @@
+import { useEffect, useState } from 'react';
+import { Checks } from './pages/Checks';
+import { Home } from './pages/Home';
+import { Models } from './pages/Models';
+import { RunPage } from './pages/RunPage';
+import { Runs } from './pages/Runs';
+import { SignIn } from './pages/SignIn';
+import { Link, navigate, useWhere } from './router';
+import { clearSession, loadSession, type Session } from './session';
+import { ThemeToggle } from './theme';
+
+/**
+ * Pages live under /p/{project}/...: a shared link names its project, and opening it asks for
+ * that project's key first, then shows the same view.
+ */
+export function App() {
+  const where = useWhere();
+  const [session, setSession] = useState<Session | null>(loadSession);
+  const [note, setNote] = useState<string | undefined>();
+
+  useEffect(() => {
+    const expired = () => {
+      clearSession();
+      setSession(null);
+      setNote('Your API key was refused; sign in again.');
+    };
+    window.addEventListener('neatroots:unauthorized', expired);
+    return () => window.removeEventListener('neatroots:unauthorized', expired);
+  }, []);
+
+  const m = /^\/p\/([^/]+)(\/.*)?$/.exec(where.path);
+  const project = m ? decodeURIComponent(m[1]) : undefined;
+  const rest = (m?.[2] ?? '/').replace(/\/+$/, '') || '/';
+
+  useEffect(() => {
+    if (!m && session) navigate(`/p/${encodeURIComponent(session.project)}/`, { replace: true });
+  }, [m, session]);
+
+  if (!session || (project !== undefined && session.project !== project)) {
+    return (
+      <SignIn
+        key={project ?? ''}
+        project={project}
+        note={note ?? (project && session ? `Sign in to project ${project}.` : undefined)}
+        onSignedIn={(s) => {
+          setNote(undefined);
+          setSession(s);
+          // A shared link for this project opens as it was; otherwise the project's home.
+          if (project !== s.project) navigate(`/p/${encodeURIComponent(s.project)}/`, { replace: true });
+        }}
+      />
+    );
+  }
+  if (!m) return null;
+
+  const base = `/p/${encodeURIComponent(session.project)}`;
+  const signOut = () => {
+    clearSession();
+    setSession(null);
+    navigate('/');
+  };
+  const run = /^\/runs\/([^/]+)$/.exec(rest);
+  const page =
+    rest === '/' ? <Home session={session} base={base} />
+    : rest === '/runs' ? <Runs key={where.query.toString()} session={session} base={base} where={where} />
+    : run ? <RunPage session={session} base={base} runId={decodeURIComponent(run[1])} where={where} />
+    : rest === '/checks' ? <Checks session={session} />
+    : rest === '/settings/models' ? <Models session={session} />
+    : (
+      <main id="main">
+        <h1>No such page</h1>
+        <p>
+          <Link to={`${base}/`}>Home</Link>
+        </p>
+      </main>
+    );
+  const tab = (to: string, label: string, on: boolean) => (
+    <Link to={`${base}${to}`} aria-current={on ? 'page' : undefined}>
+      {label}
+    </Link>
+  );
+
+  return (
+    <>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <header className="top">
+        <span className="brand">neatroots</span>
+        <nav aria-label="Pages">
+          {tab('/', 'Home', rest === '/')}
+          {tab('/runs', 'Runs', rest.startsWith('/runs'))}
+          {tab('/checks', 'Checks', rest === '/checks')}
+          {tab('/settings/models', 'Settings → Models', rest === '/settings/models')}
+        </nav>
+        <span className="project" title="Signed in to this project">
+          {session.project}
+        </span>
+        <ThemeToggle />
+        <button type="button" onClick={signOut}>
+          Sign out
+        </button>
+      </header>
+      {page}
+    </>
+  );
+}

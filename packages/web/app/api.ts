@@ -1,0 +1,58 @@
+import type { Session } from './session';
+import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
+
+/** An answer of the API that is not a success, with the API's own code and message. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+type Params = Record<string, string | number | boolean | undefined | null>;
+
+/** Calls /v1/projects/{project}/{path} with the session's key. */
+export async function call<T>(s: Session, path: string, opts: { params?: Params; method?: 'GET' | 'POST'; body?: unknown } = {}): Promise<T> {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(opts.params ?? {})) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  const url = `/v1/projects/${encodeURIComponent(s.project)}/${path}${q.size ? `?${q}` : ''}`;
+  const headers: Record<string, string> = { 'x-api-key': s.key, accept: 'application/json' };
+  if (opts.body !== undefined) headers['content-type'] = 'application/json';
+  let res: Response;
+  try {
+    res = await fetch(url, { method: opts.method ?? 'GET', headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
+  } catch (err) {
+    throw new ApiFailure(0, 'network', `neatroots could not be reached (${(err as Error).message})`);
+  }
+  const text = await res.text();
+  let body: unknown = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    // Not JSON: a proxy's page, say. Its status tells enough.
+  }
+  if (!res.ok) {
+    // A key taken away while signed in: the app asks to sign in again.
+    if (res.status === 401) window.dispatchEvent(new Event('neatroots:unauthorized'));
+    const e = (body as { error?: { code?: string; message?: string } } | null)?.error;
+    throw new ApiFailure(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `${res.status} ${res.statusText}`);
+  }
+  return body as T;
+}
+
+/** The endpoints the app uses (docs/api.md), typed. */
+export const api = {
+  runs: (s: Session, p: Params) => call<{ runs: Run[] } & Page>(s, 'runs', { params: p }),
+  run: (s: Session, runId: string) => call<RunDetail>(s, `runs/${encodeURIComponent(runId)}`),
+  spans: (s: Session, runId: string, cursor: string) =>
+    call<{ spans: Span[] } & Page>(s, `runs/${encodeURIComponent(runId)}/spans`, { params: { cursor, limit: 2000 } }),
+  findings: (s: Session, p: Params) => call<{ findings: Problem[] } & Page>(s, 'findings', { params: p }),
+  dismiss: (s: Session, id: string) => call<{ finding: Finding }>(s, `findings/${encodeURIComponent(id)}/dismiss`, { method: 'POST', body: {} }),
+  reopen: (s: Session, id: string) => call<{ finding: Finding }>(s, `findings/${encodeURIComponent(id)}/reopen`, { method: 'POST' }),
+  checkStats: (s: Session) => call<{ checks: CheckStat[] }>(s, 'checks/stats'),
+  disabledChecks: (s: Session) => call<{ checks: DisabledCheck[] }>(s, 'checks/disabled'),
+  agreement: (s: Session) => call<{ questions: AgreementRow[] }>(s, 'models/agreement'),
+};

@@ -1,0 +1,51 @@
+import { api } from '../api';
+import { percent } from '../format';
+import { useLoad } from '../load';
+import type { Session } from '../session';
+
+/**
+ * Settings → Models: per question of the project's checks, how often the fast classifier
+ * agreed with the LLM, and whether the question now goes to the classifier first.
+ */
+export function Models({ session }: { session: Session }) {
+  const data = useLoad(() => api.agreement(session), [session]);
+  return (
+    <main id="main">
+      <h1>Settings → Models</h1>
+      <p className="meta">
+        Every LLM answer is also put to the fast classifier. Once it agrees on at least 90% of 30 answers for a question, that question goes to the
+        classifier first.
+      </p>
+      {data.error && <p role="alert" className="error">{data.error}</p>}
+      {data.data && data.data.questions.length === 0 && <p className="empty">No question has been answered by an LLM yet.</p>}
+      {data.data && data.data.questions.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Check</th>
+              <th scope="col">Question</th>
+              <th scope="col" className="num">LLM answers</th>
+              <th scope="col" className="num">Agreed</th>
+              <th scope="col" className="num">Agreement</th>
+              <th scope="col">Answered first by</th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.data.questions.map((q) => (
+              <tr key={q.question_key}>
+                <td>
+                  <code>{q.check_id}</code>
+                </td>
+                <td className="meta">{q.question_key}</td>
+                <td className="num">{q.answers}</td>
+                <td className="num">{q.agreed}</td>
+                <td className="num">{percent(q.answers ? q.rate : null)}</td>
+                <td>{q.classifier_first ? <span className="badge ok">Fast classifier</span> : 'LLM'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </main>
+  );
+}

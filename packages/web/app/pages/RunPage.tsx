@@ -1,0 +1,214 @@
+import { useEffect, useMemo, useState } from 'react';
+import { api } from '../api';
+import { FindingCard, StateBadge } from '../components/FindingCard';
+import { Highlight } from '../components/Highlight';
+import { VirtualList } from '../components/VirtualList';
+import { asText, duration, when } from '../format';
+import { failure } from '../load';
+import { href, Link, navigate, type Where } from '../router';
+import type { Session } from '../session';
+import { timelineRows, timeRange } from '../spans';
+import type { Finding, RunDetail, Span } from '../types';
+
+const ROW = 30;
+
+/**
+ * The run page: its spans as a timeline (nested by parent, duration bars, errors marked), the
+ * selected span's inputs and outputs, and its findings beside the spans they cite. The span
+ * (or finding) shown is in the URL.
+ */
+export function RunPage({ session, base, runId, where }: { session: Session; base: string; runId: string; where: Where }) {
+  const [detail, setDetail] = useState<RunDetail | null>(null);
+  const [spans, setSpans] = useState<Span[]>([]);
+  const [more, setMore] = useState(false);
+  const [findings, setFindings] = useState<Finding[]>([]);
+  const [error, setError] = useState<string | null>(null);
+
+  useEffect(() => {
+    let live = true;
+    setDetail(null);
+    setError(null);
+    (async () => {
+      const d = await api.run(session, runId);
+      if (!live) return;
+      setDetail(d);
+      setFindings(d.findings);
+      setSpans(d.spans);
+      // The rest of a long run, page by page: the first page shows while the others come.
+      let cursor = d.spans_next_cursor;
+      let all = d.spans;
+      setMore(!!cursor);
+      while (cursor && live) {
+        const page = await api.spans(session, runId, cursor);
+        all = all.concat(page.spans);
+        if (live) setSpans(all);
+        cursor = page.next_cursor;
+      }
+      if (live) setMore(false);
+    })().catch((err) => live && setError(failure(err)));
+    return () => {
+      live = false;
+    };
+  }, [session, runId]);
+
+  const rows = useMemo(() => timelineRows(spans), [spans]);
+  const range = useMemo(() => timeRange(spans), [spans]);
+  const byId = useMemo(() => new Map(spans.map((s) => [s.span_id, s])), [spans]);
+  const citing = useMemo(() => {
+    const m = new Map<string, Finding[]>();
+    for (const f of findings) for (const id of f.span_ids) m.set(id, [...(m.get(id) ?? []), f]);
+    return m;
+  }, [findings]);
+
+  // Which span is shown: ?span=, else the first span ?finding= cites.
+  const wantedFinding = where.query.get('finding');
+  const wantedSpan = where.query.get('span') ?? findings.find((f) => f.id === wantedFinding)?.span_ids[0] ?? null;
+  const selected = wantedSpan ? rows.findIndex((r) => r.span.span_id === wantedSpan) : -1;
+  const show = (spanId: string) => navigate(href(where.path, { span: spanId, finding: wantedFinding }), { replace: true });
+
+  if (error) return <main id="main"><h1>Run {runId}</h1><p role="alert" className="error">{error}</p></main>;
+  if (!detail) return <main id="main"><h1>Run {runId}</h1><p aria-busy="true">Loading…</p></main>;
+  const { run } = detail;
+  const span = selected >= 0 ? rows[selected].span : null;
+
+  return (
+    <main id="main" className="run-page">
+      <header className="run-head">
+        <h1>
+          Run <code>{run.run_id}</code>
+        </h1>
+        <p className="meta">
+          {run.workflow ?? 'no workflow'}
+          {run.session_id && <> · session {run.session_id}</>} · started {when(run.started_at)} ·{' '}
+          {run.end_status ? <span className={`badge end-${run.end_status}`}>{run.end_status}</span> : 'running'} · {run.span_count} spans
+          {run.error_count > 0 && <span className="error"> · {run.error_count} errors</span>} · {run.total_tokens} tokens ·{' '}
+          <Link to={`${base}/runs`}>all runs</Link>
+        </p>
+      </header>
+      <div className="run-grid">
+        <section className="timeline" aria-label="Spans">
+          <h2>
+            Spans <span className="meta">({spans.length}{more ? ' so far' : ''}; ↑ ↓ to move)</span>
+          </h2>
+          <VirtualList
+            id="spans"
+            label="Spans in order"
+            count={rows.length}
+            rowHeight={ROW}
+            selected={selected}
+            onSelect={(i) => show(rows[i].span.span_id)}
+            rowLabel={(i) => spanLabel(rows[i].span, citing.get(rows[i].span.span_id))}
+            renderRow={(i) => <SpanRow span={rows[i].span} depth={rows[i].depth} range={range} cited={citing.get(rows[i].span.span_id)} />}
+          />
+        </section>
+        <aside className="side">
+          <section aria-label="Selected span" className="span-detail">
+            {span ? <SpanDetail span={span} findings={citing.get(span.span_id) ?? []} allFindings={findings} /> : <p className="meta">Select a span to see its input and output.</p>}
+          </section>
+          <section aria-labelledby="findings-h">
+            <h2 id="findings-h">Findings ({findings.length})</h2>
+            {findings.length === 0 && <p className="empty">No check raised anything on this run.</p>}
+            {findings.map((f) => (
+              <FindingCard
+                key={f.id}
+                session={session}
+                finding={f}
+                spanName={(id) => byId.get(id)?.name ?? null}
+                onShowSpan={show}
+                onChange={(nf) => setFindings((fs) => fs.map((x) => (x.id === nf.id ? nf : x)))}
+              />
+            ))}
+          </section>
+          {run.final_output !== undefined && run.final_output !== null && (
+            <section aria-labelledby="final-h">
+              <h2 id="final-h">Final output</h2>
+              <pre className="text">
+                <Highlight text={asText(run.final_output)} quote={findings.find((f) => f.quote && asText(run.final_output).includes(f.quote))?.quote} />
+              </pre>
+            </section>
+          )}
+        </aside>
+      </div>
+    </main>
+  );
+}
+
+function spanLabel(s: Span, cited?: Finding[]): string {
+  const parts = [s.name, s.type, s.status === 'error' ? 'error' : '', duration(spanMs(s))];
+  if (cited?.length) parts.push(`${cited.length} finding${cited.length > 1 ? 's' : ''}: ${cited.map((f) => f.title).join('; ')}`);
+  return parts.filter(Boolean).join(', ');
+}
+
+function spanMs(s: Span): number | undefined {
+  return s.start_ms !== undefined && s.end_ms !== undefined ? s.end_ms - s.start_ms : undefined;
+}
+
+function SpanRow({ span, depth, range, cited }: { span: Span; depth: number; range: { start: number; end: number } | null; cited?: Finding[] }) {
+  const ms = spanMs(span);
+  const total = range ? range.end - range.start : 0;
+  const left = range && span.start_ms !== undefined ? ((span.start_ms - range.start) / total) * 100 : 0;
+  const width = range && ms !== undefined ? Math.max(0.4, (ms / total) * 100) : 0;
+  return (
+    <div className={`span-row${span.status === 'error' ? ' is-error' : ''}`}>
+      <span className="span-name" style={{ paddingLeft: 4 + Math.min(depth, 12) * 14 }}>
+        {span.status === 'error' && (
+          <span className="err-mark" aria-hidden="true" title="error">
+            ✕
+          </span>
+        )}
+        <span className="type">{span.type}</span> {span.name}
+      </span>
+      <span className="bar-track" aria-hidden="true">
+        {width > 0 && <span className="bar" style={{ left: `${left}%`, width: `${Math.min(width, 100 - left)}%` }} />}
+      </span>
+      <span className="dur">{duration(ms)}</span>
+      <span className="cited">
+        {cited?.map((f) => (
+          <span key={f.id} className={`marker state-${f.state}`} title={f.title} data-finding-marker={f.id}>
+            ⚑
+          </span>
+        ))}
+      </span>
+    </div>
+  );
+}
+
+function SpanDetail({ span, findings, allFindings }: { span: Span; findings: Finding[]; allFindings: Finding[] }) {
+  const fields: [string, unknown][] = [
+    ['Input', span.input],
+    ['Output', span.output],
+    ['Error', span.error],
+  ];
+  // The quote of a finding on this span, or of any question finding whose words are in it.
+  const texts = fields.map(([, v]) => asText(v));
+  const quote = [...findings, ...allFindings].find((f) => f.quote && texts.some((t) => t.includes(f.quote!)))?.quote ?? null;
+  return (
+    <>
+      <h2>
+        {span.status === 'error' && <span className="error">✕ </span>}
+        {span.name}
+      </h2>
+      <p className="meta">
+        {span.type}
+        {span.tool && <> · tool {span.tool}</>}
+        {span.model && <> · model {span.model}</>} · {span.status} · {duration(spanMs(span))} · <code>{span.span_id}</code>
+      </p>
+      {findings.map((f) => (
+        <p key={f.id} className="cited-by">
+          ⚑ {f.title} <StateBadge state={f.state} />
+          {f.confidence && <> · {f.confidence}</>}
+        </p>
+      ))}
+      {fields.map(([label, v], i) =>
+        v === undefined || v === null || v === '' ? null : (
+          <details key={label} open={label !== 'Input' || texts[i].length < 2000}>
+            <summary>{label}</summary>
+            <pre className="text">
+              <Highlight text={texts[i]} quote={quote} />
+            </pre>
+          </details>
+        ),
+      )}
+    </>
+  );
+}

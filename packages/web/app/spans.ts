@@ -1,0 +1,55 @@
+import type { Span } from './types';
+
+/** A span in the timeline: where it sits under its parent. */
+export interface Row {
+  span: Span;
+  depth: number;
+}
+
+/**
+ * The spans as a tree in the order they happened: each span under its parent, children in
+ * the API's order (by start). A span whose parent is not in the run is a root; a cycle in
+ * parent ids (a bad exporter) cannot loop, as every span is placed once.
+ */
+export function timelineRows(spans: Span[]): Row[] {
+  const ids = new Set(spans.map((s) => s.span_id));
+  const children = new Map<string, Span[]>();
+  const roots: Span[] = [];
+  for (const s of spans) {
+    if (s.parent_id && s.parent_id !== s.span_id && ids.has(s.parent_id)) children.set(s.parent_id, [...(children.get(s.parent_id) ?? []), s]);
+    else roots.push(s);
+  }
+  const out: Row[] = [];
+  const placed = new Set<string>();
+  const stack: Row[] = roots.map((span) => ({ span, depth: 0 })).reverse();
+  const visit = () => {
+    while (stack.length) {
+      const row = stack.pop()!;
+      if (placed.has(row.span.span_id)) continue;
+      placed.add(row.span.span_id);
+      out.push(row);
+      const kids = children.get(row.span.span_id) ?? [];
+      for (let i = kids.length - 1; i >= 0; i--) stack.push({ span: kids[i], depth: row.depth + 1 });
+    }
+  };
+  visit();
+  // Spans only reachable through a cycle: shown at the top level rather than lost.
+  for (const s of spans) {
+    if (placed.has(s.span_id)) continue;
+    stack.push({ span: s, depth: 0 });
+    visit();
+  }
+  return out;
+}
+
+/** The run's time range in ms, for the duration bars. */
+export function timeRange(spans: Span[]): { start: number; end: number } | null {
+  let start = Infinity;
+  let end = -Infinity;
+  for (const s of spans) {
+    if (s.start_ms !== undefined) start = Math.min(start, s.start_ms);
+    const e = s.end_ms ?? s.start_ms;
+    if (e !== undefined) end = Math.max(end, e);
+  }
+  return Number.isFinite(start) ? { start, end: Math.max(end, start + 1) } : null;
+}
