@@ -76,6 +76,8 @@ interface QuestionJob {
   key: string;
   item: BatchItem | LookItem | DecisionItem;
   chars: number;
+  /** Text the request writes once however many of its questions share it (a decision's subject). */
+  shared?: string;
   priority: Priority;
   at: number;
   /** Asked again alone after a batch reply left it out: never more than once. */
@@ -145,10 +147,10 @@ export class ModelQueue {
 
   /** The answer object for one decision written by the caller (sopops' checker). */
   decide(key: string, item: DecisionItem, opts: EnqueueOptions = {}): Promise<unknown> {
-    return this.enqueueItem('decide', key, item, decisionChars(item), opts);
+    return this.enqueueItem('decide', key, item, decisionChars(item), opts, item.subject);
   }
 
-  private async enqueueItem(sort: QuestionJob['sort'], key: string, item: QuestionJob['item'], chars: number, opts: EnqueueOptions): Promise<unknown> {
+  private async enqueueItem(sort: QuestionJob['sort'], key: string, item: QuestionJob['item'], chars: number, opts: EnqueueOptions, shared?: string): Promise<unknown> {
     if (this.o.dedup) {
       const same = this.inflight.get(key);
       if (same) {
@@ -161,7 +163,7 @@ export class ModelQueue {
       () =>
         new Promise<unknown>((resolve, reject) => {
           const group = sort === 'decide' ? `decide\u0000${(item as DecisionItem).instructions}` : sort;
-          this.enqueue({ kind: 'question', sort, group, key, item, chars, priority: opts.priority ?? 'normal', at: Date.now(), alone: false, resolve, reject });
+          this.enqueue({ kind: 'question', sort, group, key, item, chars, shared, priority: opts.priority ?? 'normal', at: Date.now(), alone: false, resolve, reject });
         }),
     );
     if (this.o.dedup) {
@@ -250,7 +252,10 @@ export class ModelQueue {
   /** The next questions of one group, urgent first, within the size limits. A question asked alone goes alone. */
   private takeBatch(group: string): QuestionJob[] {
     const out: QuestionJob[] = [];
+    const written = new Set<string>();
     let chars = 0;
+    // A shared text counts once per request: the prompt writes it once.
+    const cost = (j: QuestionJob) => (j.shared !== undefined && written.has(j.shared) ? j.chars - j.shared.length : j.chars);
     for (const queue of [this.high, this.normal]) {
       for (let i = 0; i < queue.length && out.length < this.o.maxBatch; ) {
         const j = queue[i];
@@ -266,10 +271,12 @@ export class ModelQueue {
           i++;
           continue;
         }
-        if (out.length > 0 && chars + j.chars > this.o.maxBatchChars) return out;
+        const c = cost(j);
+        if (out.length > 0 && chars + c > this.o.maxBatchChars) return out;
         queue.splice(i, 1);
         out.push(j);
-        chars += j.chars;
+        chars += c;
+        if (j.shared !== undefined) written.add(j.shared);
       }
     }
     return out;

@@ -135,6 +135,17 @@ describe('sopops checks through the question service', () => {
     expect(reasoning.calls).toHaveLength(0);
   });
 
+  it("a long session's decisions share one request: its transcript is written once and counted once", async () => {
+    const long = session('long');
+    for (let i = 0; i < 40; i++) long.turns.push({ role: 'user', text: `Still there? ${'I am calling about my usual order from last week. '.repeat(10)}` }); // ~20,000 characters
+    decision.script = answering([[GREET, { p: 0.95 }], [READ_BACK, { p: 0.95 }], [GOAL, { p: 0.9 }]]);
+    await check(loadSopSettings({ SOPOPS_CHECK_REVIEW: 'off' }), long);
+    expect(decisionsOf(decision)).toBe(7);
+    expect(decision.calls).toHaveLength(1);
+    const user = decision.calls[0].body.messages.find((m) => m.role === 'user')!.content;
+    expect(user.split('Still there?').length - 1).toBe(40);
+  });
+
   it('bands: a sure no, an unsure answer decided by `decide`, a sure yes (SOPOPS_CHECK_REVIEW=off)', async () => {
     const settings = loadSopSettings({ SOPOPS_CHECK_REVIEW: 'off', SOPOPS_DECISIONS: '{"step": [0.2, 0.8, 0.5]}' });
     const statusAt = async (p: number) => {
