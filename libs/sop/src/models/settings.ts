@@ -16,7 +16,9 @@ import type { RuleStatus } from '../body';
  * A band reads the decision's probability of yes (p):
  *   p <= no             a sure no
  *   p >= yes            a sure yes
- *   in between          unsure: answered p >= decide, and the reasoning model looks again
+ *   in between          unsure: answered p >= decide; the reasoning model looks again at an
+ *                       unsure step, never or responded decision (the checker reviews rules'
+ *                       own decisions; route, condition and warning stand as answered)
  * The goal has no review: in between its two bounds, whether it was reached is unclear (null).
  */
 export type BandKind = 'route' | 'responded' | 'condition' | 'step' | 'never' | 'warning';
