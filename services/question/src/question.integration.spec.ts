@@ -523,7 +523,7 @@ describe('the Question gRPC service', () => {
     expect(many.answers.map((a) => a.flagged)).toEqual([false, true]);
     const done = await call<v1.CompleteRequest, v1.CompleteResponse>(cl.complete.bind(cl), { messages: [{ role: 'user', content: 'why?' }], priority: '', json: false });
     expect(done).toEqual({ text: 'a reasoned reply', answered_by: 'local' });
-    const agreement = await call<v1.AgreementRequest, v1.AgreementResponse>(cl.agreement.bind(cl), { check_id: '' });
+    const agreement = await call<v1.AgreementRequest, v1.AgreementResponse>(cl.agreement.bind(cl), { check_id: '', project: '' });
     expect(Array.isArray(agreement.questions)).toBe(true);
     const bad = call(cl.ask.bind(cl), { question: { ...spec, kind: 'maybe' }, evidence_text: 'x', evidence_json: '', context_text: '', priority: '', no_second_look: false });
     await expect(bad).rejects.toMatchObject({ code: Status.INVALID_ARGUMENT });

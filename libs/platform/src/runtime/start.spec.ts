@@ -11,6 +11,9 @@ function recordingPlatform(events: string[]): Platform {
     bus: () => ({}) as Bus,
     windows: async <W>() => ({}) as WindowStore<W>,
     db: async () => ({}) as Db,
+    jobs: async () => {
+      throw new Error('no jobs here');
+    },
     ready: async () => true,
     drain: async () => void events.push('drain'),
     close: async () => void events.push('platform closed'),
