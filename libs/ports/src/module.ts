@@ -1,5 +1,6 @@
 import type { Bus } from './bus';
 import type { Db } from './db';
+import type { Jobs } from './jobs';
 import type { WindowStore } from './windows';
 
 /**
@@ -27,6 +28,8 @@ export interface Platform {
   windows<W>(name: string): Promise<WindowStore<W>>;
   /** The database (opened on first use). Only the review service asks for it. */
   db(): Promise<Db>;
+  /** Background jobs (opened on first use): BullMQ on Redis distributed, in this process embedded. */
+  jobs(): Promise<Jobs>;
   /** Its drivers answer (readiness). */
   ready(): Promise<boolean>;
   /**

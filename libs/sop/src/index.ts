@@ -29,3 +29,4 @@ export { loadSopSettings, inBand, SopSettingsError, DEFAULT_DECISIONS, DEFAULT_S
 export { modelDecider, modelReviewer, reasoningDecider } from './models/deciders';
 export { readModelAnswer, MalformedAnswer, type ModelAnswer } from './models/parse';
 export { DECIDE_VERSION, CHECK_VERSION, DECIDE_INSTRUCTIONS, CHECK_INSTRUCTIONS, renderSubject, askText, reviewAskText } from './models/prompt';
+export { sessionFromRun, runExternalId, type RunLike, type RunSpanLike } from './from-run';

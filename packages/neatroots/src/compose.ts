@@ -1,11 +1,11 @@
 import { credentials, Metadata } from '@grpc/grpc-js';
-import { ReviewGrpcClient, apiModule } from '@neatroots/api';
+import { ReviewGrpcClient, SopGrpcClient, apiModule } from '@neatroots/api';
 import type { ProjectEntry } from '@neatroots/checks';
 import { ingestModule } from '@neatroots/ingest';
 import { createMetrics, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
 import type { Logger, Platform, ServiceModule } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
-import { questionModule } from '@neatroots/question';
+import { QuestionDecisionsClient, questionModule, type QuestionLink } from '@neatroots/question';
 import { ReviewDataClient, reviewModule, type ReviewLink } from '@neatroots/review';
 import { ruleEngineModule } from '@neatroots/rule-engine';
 import { QuietChecks } from '@neatroots/store';
@@ -85,7 +85,7 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
       const review = await link<ReviewLink>('review');
       return steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, database: (p) => review.data.steering(p) });
     },
-    models: () => ({ localLlmStandsIn: localLlmStandsIn(opts.models), question: questionServiceConfig(opts.models) }),
+    models: () => ({ localLlmStandsIn: localLlmStandsIn(opts.models), question: questionServiceConfig(opts.models), sop: opts.models.sop }),
   };
   if (opts.platform.kind === 'distributed') {
     links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose);
@@ -98,16 +98,21 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
 function reviewRemote(address: string, onClose: (step: () => unknown) => void): ReviewLink {
   const queries = new ReviewGrpcClient(address);
   const data = new ReviewDataClient(address);
+  const sop = new SopGrpcClient(address);
   onClose(() => queries.close());
   onClose(() => data.close());
-  return { queries, resolveKey: (key) => queries.resolveKey(key), isQuiet: new QuietChecks((p) => data.quietChecks(p)).lookup, data };
+  onClose(() => sop.close());
+  return { queries, resolveKey: (key) => queries.resolveKey(key), isQuiet: new QuietChecks((p) => data.quietChecks(p)).lookup, data, sop };
 }
 
 /** The question service in another process: what the api asks of it. */
-function questionRemote(address: string, onClose: (step: () => unknown) => void): { modelStats(project: string, checkId?: string): Promise<unknown[]> } {
+function questionRemote(address: string, onClose: (step: () => unknown) => void): Pick<QuestionLink, 'modelStats' | 'decisions'> {
   const client = new v1.QuestionClient(address, credentials.createInsecure());
+  const decisions = new QuestionDecisionsClient(address);
   onClose(() => client.close());
+  onClose(() => decisions.close());
   return {
+    decisions,
     modelStats: (project, checkId) =>
       new Promise((resolve, reject) =>
         client.agreement({ check_id: checkId ?? '', project }, new Metadata(), { deadline: new Date(Date.now() + 10_000) }, (err, res) =>

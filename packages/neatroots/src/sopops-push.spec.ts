@@ -64,7 +64,7 @@ describe('sopops push and publish against a running server', () => {
       expect(r.code).toBe(1);
       expect(r.err[0]).toMatch(/^procedures\/a\.md:4: /);
       expect(r.err[r.err.length - 1]).toContain('nothing was sent');
-      const head = await (await fetch(`${url}/v1/workspaces/luigis/head`, { headers: { 'x-api-key': KEY } })).json();
+      const head = JSON.parse(await (await fetch(`${url}/v1/workspaces/luigis/head`, { headers: { 'x-api-key': KEY } })).text());
       expect(head.files.map((f: { path: string }) => f.path)).toContain('procedures/take-order.md');
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

@@ -4,3 +4,4 @@ export { apiKeyOf, ApiKeyGuard } from './auth.guard';
 export { REVIEW_QUERIES, RESOLVE_KEY, MODEL_STATS, type ResolveKey, type ModelStats } from './tokens';
 export { ReviewGrpcClient } from './review-client';
 export { apiModule, type ApiConfig } from './module';
+export { SopGrpcClient } from './sop-client';

@@ -4,7 +4,6 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { v1 } from '@neatroots/proto';
 import { createReviewQueries, sopGrpcService, startSop } from '@neatroots/review';
 import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
 import { ProjectsRepo, type SopQueries } from '@neatroots/store';
@@ -37,7 +36,8 @@ beforeAll(async () => {
   inProcess = sop.queries;
   // The distributed path: the same queries served as neatroots.v1.Sop, the api on its gRPC client.
   grpc = new Server();
-  grpc.addService(v1.SopService, sopGrpcService(sop.queries));
+  const svc = sopGrpcService(sop.queries);
+  grpc.addService(svc.service, svc.implementation);
   const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
   client = new SopGrpcClient(`127.0.0.1:${port}`);
 }, 60_000);

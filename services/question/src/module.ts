@@ -8,6 +8,7 @@ import type {
   ResultSink,
 } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/spans';
+import { answererDecisions, type DecisionsGateway } from './decisions';
 import { agreementStats, questionGrpcService } from './grpc';
 import { startQuestionService, type QuestionService, type QuestionServiceOptions } from './service';
 
@@ -38,6 +39,8 @@ export interface QuestionLink {
   service: QuestionService;
   /** Agreement per question of the checks that apply in a project (the api's models/agreement). */
   modelStats(project: string, checkId?: string): ReturnType<typeof agreementStats>;
+  /** The gateway sopops' checker asks its decisions through (the same queues as the questions). */
+  decisions: DecisionsGateway;
 }
 
 export const QUESTION_LINK = 'question';
@@ -71,7 +74,11 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     });
     const questions = () => checks.questions().questions;
     ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));
-    const provided: QuestionLink = { service, modelStats: (project, checkId) => agreementStats(service.answerer, { project, checkId, checks: questions }) };
+    const provided: QuestionLink = {
+      service,
+      modelStats: (project, checkId) => agreementStats(service.answerer, { project, checkId, checks: questions }),
+      decisions: answererDecisions(service.answerer),
+    };
     return { provides: { [QUESTION_LINK]: provided }, stop: () => service.close() };
   },
 };

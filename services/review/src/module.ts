@@ -1,10 +1,13 @@
 import { deadLetterTopic, type Queryable, type ServiceModule } from '@neatroots/ports';
+import { createCheckSession, DEFAULT_SOP_SETTINGS, type DecisionGateway, type SopModelSettings } from '@neatroots/sop';
 import { makeTopics } from '@neatroots/spans';
-import { ProjectsRepo, type IsQuiet, type ReviewQueries } from '@neatroots/store';
+import { ProjectsRepo, type IsQuiet, type ReviewQueries, type SopQueries } from '@neatroots/store';
 import { createReviewData, type ReviewData } from './data';
 import { reviewDataGrpcService } from './data-grpc';
 import { reviewGrpcService } from './grpc';
 import { startReview } from './review';
+import { sopGrpcService } from './sop/grpc';
+import { startSop } from './sop/service';
 
 /** What the review service offers the others: in-process, or its gRPC clients elsewhere. */
 export interface ReviewLink {
@@ -14,6 +17,8 @@ export interface ReviewLink {
   /** Whether a check is quiet in a project (cached, stale while revalidating). */
   isQuiet: IsQuiet;
   data: ReviewData;
+  /** The SOP side: procedures at head, releases, sessions and their checks. */
+  sop: SopQueries;
 }
 
 export const REVIEW_LINK = 'review';
@@ -39,6 +44,26 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
     // Migrated by the platform.
     const db = await ctx.platform.db();
     await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS, ctx.config.NEATROOTS_STEERING);
+    // sopops: sessions checked by the sopops_check job, its models asked through the question
+    // service. That service needs this one's stores, so it starts after: the checker finds it
+    // at its first check (in this process, or over gRPC), or checks without a model if there
+    // is none.
+    const models = await ctx.link<{ sop?: SopModelSettings }>('models').catch(() => ({}) as { sop?: SopModelSettings });
+    const sop = await startSop({
+      db,
+      jobs: await ctx.platform.jobs(),
+      checkSession: createCheckSession({
+        settings: models.sop ?? DEFAULT_SOP_SETTINGS,
+        gateway: async () => {
+          try {
+            return (await ctx.link<{ decisions?: DecisionGateway }>('question')).decisions ?? null;
+          } catch (err) {
+            if (/no service of this process provides it/.test((err as Error).message)) return null;
+            throw err; // not started yet: the job is tried again
+          }
+        },
+      }),
+    });
     const review = await startReview({
       bus: ctx.platform.bus(),
       db,
@@ -46,6 +71,8 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       log: (m, err) => ctx.log.error(m, err),
       // every dead letter ends up here (the buses send theirs on the dead-letter topic)
       onSetAside: (letter) => ctx.metrics.deadLetters.inc({ source: letter.source }),
+      // a run of an agent of the live release becomes a SOP session when it ends
+      onRunsEnded: (ended) => sop.runsEnded(ended),
     });
     const projects = new ProjectsRepo(db);
     const link: ReviewLink = {
@@ -53,9 +80,11 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       resolveKey: (key) => projects.resolveApiKey(key),
       isQuiet: review.isQuiet,
       data: createReviewData(db),
+      sop: sop.queries,
     };
     ctx.serveGrpc('neatroots.v1.Review', reviewGrpcService(link.queries, link.resolveKey));
     ctx.serveGrpc('neatroots.v1.ReviewData', reviewDataGrpcService(link.data));
+    ctx.serveGrpc('neatroots.v1.Sop', sopGrpcService(link.sop));
     return { provides: { [REVIEW_LINK]: link }, stop: () => review.close() };
   },
 };

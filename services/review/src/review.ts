@@ -40,6 +40,11 @@ export interface ReviewOptions {
   log?: (msg: string, err?: unknown) => void;
   /** Told of every item set aside in dead_letters, by the writer or from the bus (metrics). */
   onSetAside?: (letter: DeadLetter) => void;
+  /**
+   * Runs that ended in a batch of events, once the batch is stored (so a run's spans are
+   * there to read). A rejection fails the batch, which the bus delivers again.
+   */
+  onRunsEnded?: (ended: { project: string; run_id: string }[]) => Promise<void>;
 }
 
 export interface Review {
@@ -98,8 +103,13 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
   const subs: Subscription[] = [];
   const sub = { fromBeginning: opts.fromBeginning };
   try {
-    subs.push(await opts.bus.subscribe(topics.events, { group: REVIEW_GROUPS.events, ...sub }, (batch) =>
-      stored(batch, writer.writeEvents(batch.records.map((r) => r.value)))));
+    subs.push(await opts.bus.subscribe(topics.events, { group: REVIEW_GROUPS.events, ...sub }, async (batch) => {
+      const events = batch.records.map((r) => r.value);
+      await stored(batch, writer.writeEvents(events));
+      if (!opts.onRunsEnded) return;
+      const ended = events.flatMap((e) => (e.item.kind === 'run_end' ? [{ project: e.project, run_id: e.item.run.run_id }] : []));
+      if (ended.length) await opts.onRunsEnded(ended);
+    }));
     subs.push(await opts.bus.subscribe(topics.findings, { group: REVIEW_GROUPS.findings, ...sub }, (batch) =>
       stored(batch, writer.writeFindings(batch.records.map((r) => r.value)))));
     subs.push(await opts.bus.subscribe(topics.deliveries, { group: REVIEW_GROUPS.deliveries, ...sub }, (batch) =>

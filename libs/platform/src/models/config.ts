@@ -1,4 +1,5 @@
 import type { ChatModel } from '@neatroots/ports';
+import { DEFAULT_SOP_SETTINGS, loadSopSettings, SopSettingsError, type SopModelSettings } from '@neatroots/sop';
 import { z } from 'zod';
 import { ConfigError } from '../config';
 import { openAiChatModel } from './openai';
@@ -88,13 +89,25 @@ export interface ModelConfig {
   batch: { maxBatch: number; maxWaitMs: number; maxQueue: number; retries: number };
   cacheTtlMs: number;
   grpcPort: number;
+  /** How sopops' checker uses the models (SOPOPS_DECISIONS, SOPOPS_CHECK_MODE, SOPOPS_CHECK_REVIEW). */
+  sop: SopModelSettings;
 }
 
 export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConfig {
   const parsed = schema.safeParse(env);
-  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`));
+  const issues = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.') || 'environment'}: ${i.message}`);
+  let sop = DEFAULT_SOP_SETTINGS;
+  try {
+    sop = loadSopSettings(env);
+  } catch (err) {
+    if (!(err instanceof SopSettingsError)) throw err;
+    issues.push(...err.problems);
+  }
+  // Every problem at once, the model variables' and the sopops ones'.
+  if (!parsed.success || issues.length) throw new ConfigError(issues);
   const c = parsed.data;
   const out: ModelConfig = {
+    sop,
     backend: c.NEATROOTS_CLASSIFIER_BACKEND,
     batch: { maxBatch: c.NEATROOTS_QUESTION_BATCH, maxWaitMs: c.NEATROOTS_QUESTION_BATCH_WAIT_MS, maxQueue: c.NEATROOTS_QUESTION_MAX_QUEUE, retries: c.NEATROOTS_QUESTION_RETRIES },
     cacheTtlMs: c.NEATROOTS_QUESTION_CACHE_TTL_MS,

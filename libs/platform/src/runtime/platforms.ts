@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Bus, Db, WindowStore } from '@neatroots/ports';
+import type { Bus, Db, Jobs, WindowStore } from '@neatroots/ports';
+import { BullJobs } from '../jobs/bullmq';
+import { InlineJobs } from '../jobs/inline';
 import { KafkaBus } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
@@ -78,6 +80,14 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     windows: async <W>(name: string) =>
       new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(config.dataDir, 'windows', `${name || 'runs'}.spill`) }) as WindowStore<W>,
     db,
+    // Inline: a job queued and not yet run when the process stops is re-derived at start
+    // (the SOP sessions still queued are queued again).
+    jobs: () =>
+      drivers.get<Jobs>(
+        'jobs',
+        async () => new InlineJobs({ onFailed: (f) => log.error(`job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`) }),
+        (j) => j.close(),
+      ),
     ready: async () => true,
     drain: async () => {
       if (bus) await drainEmbeddedBus(bus, config, opts.drainTopic, log);
@@ -176,6 +186,23 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
           return pg;
         },
         (d) => d.close(),
+      );
+    },
+    jobs: () => {
+      needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
+      return drivers.get<Jobs>(
+        'jobs',
+        async () =>
+          new BullJobs({
+            url: config.NEATROOTS_REDIS_URL!,
+            // Beside the windows on the same Redis, named apart by the deployment's prefix.
+            prefix: `${config.NEATROOTS_TOPIC_PREFIX}jobs`,
+            onFailed: (f) => {
+              metrics.dependencyErrors.inc({ dependency: 'jobs' });
+              log.error(`job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`);
+            },
+          }),
+        (j) => j.close(),
       );
     },
     ready: async () => (await Promise.all(checks.map((c) => c()))).every(Boolean),

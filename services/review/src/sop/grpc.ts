@@ -1,4 +1,5 @@
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
 import { SopError, type ListSessionsQuery, type SopQueries } from '@neatroots/store';
 
 /** Trailing metadata of a refusal: the error's code and, for does_not_compile, sopc's issues as JSON. */
@@ -34,8 +35,8 @@ function unary<Req>(fn: Handler<Req>) {
 }
 
 /** neatroots.v1.Sop over the SOP queries of this process. */
-export function sopGrpcService(q: SopQueries): UntypedServiceImplementation {
-  return {
+export function sopGrpcService(q: SopQueries): { service: typeof v1.SopService; implementation: UntypedServiceImplementation } {
+  const implementation: UntypedServiceImplementation = {
     saveHeadFile: unary<{ workspace: string; path: string; text: string }>((r) => q.saveHeadFile(r.workspace, r.path, r.text)),
     deleteHeadFile: unary<{ workspace: string; path: string }>(async (r) => {
       await q.deleteHeadFile(r.workspace, r.path);
@@ -58,4 +59,5 @@ export function sopGrpcService(q: SopQueries): UntypedServiceImplementation {
     getSession: unary<{ workspace: string; id: string }>((r) => q.getSession(r.workspace, r.id)),
     listSessions: unary<{ workspace: string; query_json: string }>((r) => q.listSessions(r.workspace, (r.query_json ? JSON.parse(r.query_json) : {}) as ListSessionsQuery)),
   };
+  return { service: v1.SopService, implementation };
 }

@@ -1,5 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import type { SopQueries } from '@neatroots/store';
+import { RunSessions, type RunEnded } from './from-runs';
 import { SopSessions, type CheckSession } from './sessions';
 import { SopWorkspaces, type OnPublished } from './workspaces';
 
@@ -17,6 +18,8 @@ export interface Sop {
   queries: SopQueries;
   workspaces: SopWorkspaces;
   sessions: SopSessions;
+  /** Runs that ended: those of an agent of the live release become sessions. */
+  runsEnded(runs: readonly RunEnded[]): Promise<void>;
 }
 
 /**
@@ -28,6 +31,8 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished);
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
   await sessions.start({ concurrency: opts.concurrency });
+  const fromRuns = new RunSessions(opts.db, workspaces, sessions, opts.jobs);
+  await fromRuns.start();
   const queries: SopQueries = {
     saveHeadFile: (ws, path, text) => workspaces.saveFile(ws, path, text),
     deleteHeadFile: (ws, path) => workspaces.deleteFile(ws, path),
@@ -40,5 +45,5 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     getSession: (ws, id) => sessions.get(ws, id),
     listSessions: (ws, q) => sessions.list(ws, q),
   };
-  return { queries, workspaces, sessions };
+  return { queries, workspaces, sessions, runsEnded: (runs) => fromRuns.ended(runs) };
 }

@@ -134,6 +134,10 @@ describe('SopSessions', () => {
     const noAgent = await sessions.receive('luigis', { external_id: 'x', turns: [] }).catch((e: unknown) => e);
     expect((noAgent as SopError).message).toContain('agent: required');
 
+    const stranger = await sessions.receive('luigis', { ...fixtureSession('payment-followed'), external_id: 'stranger', agent: 'night-bot' });
+    const failed = await checked(sessions, 'luigis', stranger.id);
+    expect(failed).toMatchObject({ status: 'failed', error: expect.stringContaining('agent "night-bot" is not in the procedures folder') });
+
     const other = new SopSessions(db, new SopWorkspaces(db), jobs, checker);
     const sent = await other.receive('empty-ws', { ...fixtureSession('payment-followed') });
     const got = await checked(other, 'empty-ws', sent.id);

@@ -1,5 +1,5 @@
 import type { Db, Jobs } from '@neatroots/ports';
-import { parseSession, SessionError, type Lock, type ProcedureCheck, type Session, type SessionBody } from '@neatroots/sop';
+import { parseSession, SessionError, UnknownAgentError, type Lock, type ProcedureCheck, type Session, type SessionBody } from '@neatroots/sop';
 import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
@@ -104,7 +104,16 @@ export class SopSessions {
       await this.repo.markFailed(session.id, session.content_hash, why);
       return;
     }
-    const body = await this.checkSession({ lock: release.lock, releaseId: release.id, session: parseSession(session.body) });
+    let body: SessionBody;
+    try {
+      body = await this.checkSession({ lock: release.lock, releaseId: release.id, session: parseSession(session.body) });
+    } catch (err) {
+      // Trying again cannot help: the release has no such agent. Anything else (a model
+      // service away) fails the attempt and the job is tried again.
+      if (!(err instanceof UnknownAgentError)) throw err;
+      await this.repo.markFailed(session.id, session.content_hash, `release ${release.number}: ${err.message}`);
+      return;
+    }
     const findings: StoredFinding[] = [];
     for (const check of body.checks) {
       for (const rule of check.rules) {
