@@ -1,7 +1,7 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood,sop]
+//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood,sop,limits]
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 const { benchEngine } = require('./engine');
 const { benchE2e } = require('./e2e');
@@ -9,6 +9,7 @@ const { benchDistributed } = require('./distributed');
 const { benchQuestions } = require('./questions');
 const { benchFlood } = require('./flood');
 const { benchSop } = require('./sop');
+const { benchLimits } = require('./limits');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -17,7 +18,7 @@ function arg(name, def) {
 
 async function main() {
   const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions,flood,sop')).split(','));
+  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions,flood,sop,limits')).split(','));
   const out = {};
   if (only.has('engine')) {
     out.engine = await benchEngine({ spans });
@@ -38,6 +39,10 @@ async function main() {
   if (only.has('flood')) {
     out.flood = await benchFlood();
     console.log('flood, embedded:', JSON.stringify(out.flood));
+  }
+  if (only.has('limits')) {
+    out.limits = benchLimits();
+    console.log('ingest limits:', JSON.stringify(out.limits));
   }
   if (only.has('sop')) {
     out.sop = await benchSop();
@@ -64,6 +69,9 @@ async function main() {
     const f = out.flood;
     rows.push([`flood: ${f.flood.seconds} s at ${f.flood.exports_in_flight} exports in flight`, `accepted ${f.flood.accepted_spans_per_s} spans/s, refused ${f.flood.refused_spans_per_s} spans/s; export p99 ${f.flood.accepted_export_p99_ms} ms`, `unloaded: ${f.baseline_unloaded.accepted_spans_per_s} spans/s, p99 ${f.baseline_unloaded.export_p99_ms} ms`]);
     rows.push(['flood: server memory', `peak ${f.memory.rss_peak_during_flood_mb} MB (ceiling ${f.memory.ceiling_mb} MB)`, `idle ${f.memory.rss_idle_mb} MB`]);
+  }
+  if (out.limits) {
+    rows.push(['ingest: items normalised and held to the limits (NEATROOTS_MAX_*)', `${out.limits.items_per_s} items/s (+${out.limits.extra_us_per_item} µs/item)`, `without the limits: ${out.limits.baseline_no_limits_items_per_s} items/s`]);
   }
   if (out.sop) {
     rows.push(['sopops checks, tool-only procedures, no model: the checker alone', `${out.sop.tool_only.sessions_per_s} sessions/s`, '']);

@@ -62,22 +62,33 @@ interface Measure {
  * overflow on the values this exists to refuse. Stops as soon as either bound is passed.
  */
 export function measureJson(value: unknown, maxDepth: number, maxChars: number): Measure {
+  // The hot path of ingest (every span's input, output and attributes): a scalar needs no
+  // stack, and the stack is two flat arrays rather than a tuple per node.
+  if (typeof value === 'string') return { chars: value.length + 2, tooDeep: false };
+  if (value === null || typeof value !== 'object') return { chars: 8, tooDeep: false };
   let chars = 0;
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length) {
-    const [v, depth] = stack.pop() as [unknown, number];
+  const values: unknown[] = [value];
+  const depths: number[] = [0];
+  while (values.length) {
+    const v = values.pop();
+    const depth = depths.pop() as number;
     if (typeof v === 'string') chars += v.length + 2;
     else if (v === null || typeof v !== 'object') chars += 8;
     else {
-      if (depth + 1 > maxDepth) return { chars, tooDeep: true };
+      if (depth >= maxDepth) return { chars, tooDeep: true };
       if (Array.isArray(v)) {
         chars += 2 + v.length;
-        for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], depth + 1]);
+        for (let i = v.length - 1; i >= 0; i--) {
+          values.push(v[i]);
+          depths.push(depth + 1);
+        }
       } else {
         chars += 2;
-        for (const k of Object.keys(v)) {
+        const o = v as Record<string, unknown>;
+        for (const k of Object.keys(o)) {
           chars += k.length + 4;
-          stack.push([(v as Record<string, unknown>)[k], depth + 1]);
+          values.push(o[k]);
+          depths.push(depth + 1);
         }
       }
     }
