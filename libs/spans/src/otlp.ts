@@ -349,7 +349,6 @@ function otlpField(field: string, sources: Record<string, string>): string {
   if (OTLP_TIME_FIELDS[field]) return OTLP_TIME_FIELDS[field];
   if (field === 'user_message' && sources.input) return sources.input;
   if (field === 'final_output' && sources.output) return sources.output;
-  if (field === 'ts_ms') return 'start_time_unix_nano';
   return field;
 }
 
