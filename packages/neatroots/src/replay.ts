@@ -24,7 +24,7 @@ import {
   type QuestionFindingsWindow,
   type SchedulerWindow,
 } from '@neatroots/questions';
-import { parseJsonlLine, type Envelope, type StreamItem } from '@neatroots/spans';
+import { DEFAULT_SPAN_LIMITS, parseJsonlLine, type Envelope, type LimitCheck, type StreamItem } from '@neatroots/spans';
 
 /** The finding event of CONTRACTS.md section 3, fields in the contract's order. */
 export function findingLine(f: FindingEvent): Record<string, unknown> {
@@ -227,6 +227,13 @@ async function held<T>(p: Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * What a replayed line may hold: ingest's limits on nesting and sizes (JSON nested thousands
+ * deep would overflow the engine's stack instead of being reported with its line), but any
+ * time: a recorded file is not checked against this machine's clock.
+ */
+const REPLAY_LIMITS: LimitCheck = { limits: { ...DEFAULT_SPAN_LIMITS, maxFutureMs: Number.POSITIVE_INFINITY }, now: 0 };
+
 /** Reads JSON Lines files in order, a line at a time (large files are streamed). */
 export async function* readItems(files: readonly string[]): AsyncGenerator<StreamItem> {
   for (const file of files) {
@@ -234,7 +241,7 @@ export async function* readItems(files: readonly string[]): AsyncGenerator<Strea
     let n = 0;
     for await (const line of rl) {
       n++;
-      const item = parseJsonlLine(line, file, n);
+      const item = parseJsonlLine(line, file, n, REPLAY_LIMITS);
       if (item) yield item;
     }
   }
