@@ -90,6 +90,6 @@ describe('ReviewReadRepo', () => {
       ['2026-11-09', false, 1],
       ['2026-11-16', false, 1],
     ]);
-    expect((await read.examples(['pat_a'], 2)).map((e) => e.session_id)).toEqual([c.id, b.id].sort((x, y) => (x === c.id ? -1 : y === c.id ? 1 : 0)));
+    expect((await read.examples([{ id: 'pat_a', kind: 'rule' }], 2)).map((e) => e.session_id)).toEqual([c.id, b.id].sort((x, y) => (x === c.id ? -1 : y === c.id ? 1 : 0)));
   });
 });

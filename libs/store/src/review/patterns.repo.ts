@@ -83,7 +83,7 @@ export interface RollupCheck {
 
 const PATTERN_COLUMNS =
   'id, workspace, procedure_id, procedure_name, lineage_id, kind, parent_id, name, named_by, description, rule_id, rule_kind, rule_index, rule_text, rule_ran_at, reworded_at, materially_reclustered_at, theme_id, created_at, clustered_at, retired_at';
-const FINDING_REF = `f.id, f.session_id, f.procedure_id, f.rule_id, f.kind, f.index, f.text, f.pattern_id, f.rule_pattern_id, f.suppressed, COALESCE(f.started_at, f.created_at) AS at`;
+const FINDING_REF = `f.id, f.session_id, f.procedure_id, f.rule_id, f.kind, f.index, f.text, f.pattern_id, f.rule_pattern_id, f.suppressed, f.at`;
 
 /**
  * Patterns, verdicts, overrides and the finding columns they set (pattern_id, suppressed).
@@ -118,7 +118,7 @@ export class PatternsRepo {
   async sessionRules(q: Queryable, sessionIds: readonly string[]): Promise<{ session_id: string; at: string; procedure_id: string; procedure_name: string; rules: { rule_id: string; kind: FindingKind; index: number; text: string }[] }[]> {
     if (!sessionIds.length) return [];
     const res = await q.query<{ session_id: string; at: unknown; procedure_id: string; procedure_name: string | null; rules: unknown }>(
-      `SELECT c.session_id, COALESCE(s.started_at, s.received_at) AS at, c.procedure_id, c.body->>'procedure_name' AS procedure_name,
+      `SELECT c.session_id, s.at, c.procedure_id, c.body->>'procedure_name' AS procedure_name,
               (SELECT COALESCE(jsonb_agg(jsonb_build_object('rule_id', r->'rule_id', 'kind', r->'kind', 'index', r->'index', 'text', r->'text')), '[]'::jsonb)
                  FROM jsonb_array_elements(c.body->'rules') r) AS rules
          FROM sop_checks c JOIN sop_sessions s ON s.id = c.session_id

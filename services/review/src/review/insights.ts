@@ -70,7 +70,10 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
   let findings = 0;
   let suppressed = 0;
   for (const f of findingRows) {
-    const b = row(f.procedure_id);
+    const p = f.rule_pattern_id ? byPattern.get(f.rule_pattern_id) : undefined;
+    const procedureId = p?.procedure_id ?? f.procedure_id;
+    if (procedureId === null) continue; // a pattern deleted since (never: patterns are kept)
+    const b = row(procedureId);
     if (f.suppressed) {
       suppressed += f.n;
       b.suppressed += f.n;
@@ -78,7 +81,6 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
       findings += f.n;
       b.findings += f.n;
     }
-    const p = f.rule_pattern_id ? byPattern.get(f.rule_pattern_id) : undefined;
     if (!p) continue; // not assigned to a pattern yet: counted above, on no rung
     const rung =
       ladder.get(p.id) ??

@@ -103,15 +103,15 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
   const inWindow = countsByPattern(await read.findingCounts(workspace, window, { procedure: p.procedure_id }));
   const allTime = countsByPattern(await read.findingCounts(workspace, null, { procedure: p.procedure_id }));
   const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0);
-  const sessions = await read.sessionsOf(p.id, window, SESSIONS_SHOWN);
+  const sessions = await read.sessionsOf(p, window, SESSIONS_SHOWN);
   return {
     ...head,
     session_count: sessionCount,
     verdict_history: ctx.get(p.id)!.history.map((v) => verdictView({ ...v, inherited: false })!),
     suppressed_count: allTime.get(p.id)?.suppressed ?? 0,
     failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), onWording.get(p.id) ?? 0)),
-    wordings: await read.wordings(p.id),
-    example_phrasings: await read.phrasings(p.id, PHRASINGS),
+    wordings: await read.wordings(p),
+    example_phrasings: await read.phrasings(p, PHRASINGS),
     sessions: sessions.map((s) => ({
       session_id: s.session_id,
       external_id: s.external_id,
@@ -130,7 +130,7 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
 export async function regression(db: Db, writes: ReviewWrites, workspace: string, id: string): Promise<RegressionLine[]> {
   const p = await writes.repo.pattern(db, workspace, id);
   if (!p) throw new SopError(404, 'not_found', `no pattern ${id} in workspace ${workspace}`);
-  const rows = await new ReviewReadRepo(db).regressionRows(p.id);
+  const rows = await new ReviewReadRepo(db).regressionRows(p);
   const patterns = new Set(rows.map((r) => r.pattern_id));
   patterns.add(p.id);
   const ctx = await writes.contexts(db, await writes.repo.patternsByIds(db, [...patterns]));

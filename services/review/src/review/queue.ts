@@ -62,7 +62,7 @@ export async function reviewQueue(db: Db, writes: ReviewWrites, workspace: strin
   const wanted = rows.filter((r) => (states as readonly string[]).includes(r.state.review_state)).sort((a, b) => b.sessions - a.sessions || (a.p.id < b.p.id ? -1 : 1));
   const page = wanted.slice(0, limit);
   const examples = new Map<string, ExampleFinding[]>();
-  for (const e of await read.examples(page.map((r) => r.p.id), EXAMPLES)) (examples.get(e.pattern_id) ?? examples.set(e.pattern_id, []).get(e.pattern_id)!).push(exampleOf(e));
+  for (const e of await read.examples(page.map((r) => r.p), EXAMPLES)) (examples.get(e.pattern_id) ?? examples.set(e.pattern_id, []).get(e.pattern_id)!).push(exampleOf(e));
 
   const items: QueueItem[] = page.map(({ p, c, state, n, sessions }) => ({
     pattern_id: p.id,
