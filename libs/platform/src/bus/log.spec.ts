@@ -21,6 +21,8 @@ afterAll(() => {
 
 busContract('LogBus', { open: async () => new LogBus({ dir: tmp(), retryDelayMs: 50, onError }) });
 // The same with every value read back from disk (no cache) and segments of a few records.
+// Topics that do not wait for a sync (the pipeline's own): the same guarantees in the process.
+busContract('LogBus, no topic waiting for its sync', { open: async () => new LogBus({ dir: tmp(), retryDelayMs: 50, onError, syncTopics: () => false }) });
 busContract('LogBus, read from disk', { open: async () => new LogBus({ dir: tmp(), retryDelayMs: 50, onError, cacheBytes: 0, segmentBytes: 2048 }) });
 
 const recs = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ key: `k${(from + i) % 7}`, value: { k: `k${(from + i) % 7}`, i: from + i } }));
@@ -60,6 +62,24 @@ describe('LogBus durability', () => {
     expect(bus.recovery.pending).toBe(50);
     const second = await readAll(bus, 't', 'g', 50);
     expect(second).toEqual(range(50, 100)); // the processed 100 are not delivered again
+    await bus.close();
+  });
+
+  it('keeps records of topics that do not wait for a sync across a restart (positions are saved after a sync)', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('pipeline');
+    let bus = open(dir, { syncTopics: (t) => t === 'events' });
+    await bus.publish(topic, recs(30));
+    const seen: number[] = [];
+    const sub = await bus.subscribe(topic, { group: 'g' }, async (b) => {
+      for (const r of b.records) seen.push(r.value.i);
+    });
+    await waitUntil(() => seen.length === 30, 10_000, () => `${seen.length} of 30`);
+    await sub.close();
+    await bus.publish(topic, recs(10, 30));
+    await bus.close();
+    bus = open(dir);
+    expect(await readAll(bus, 'pipeline', 'g', 10)).toEqual(range(10, 30));
     await bus.close();
   });
 

@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
 import { encodeFrame, decodeFrame } from './log/frame';
 import { readOffsets, takeLock, writeOffsets, type OffsetsFile } from './log/offsets';
@@ -16,6 +17,11 @@ import { guardHandler, type DeadLetterBusOptions } from './set-aside';
  *   gathered while the previous sync is in flight and synced together (group commit: one
  *   fsync per group of appends, not per record), so a busy bus pays one sync for thousands
  *   of records. Consumers see a record only once it is durable.
+ * - Except on the topics `syncTopics` leaves out: the pipeline's own (findings a rule engine
+ *   raised while processing events, say) are written and visible at once, without waiting
+ *   for a sync. They need no sync of their own: a group's position is saved only after a sync
+ *   that covers everything written so far, so a power cut loses at most records whose
+ *   sources are then processed again, and raise them again.
  * - Each group's position is saved (offsets.json, replaced atomically) after its batches were
  *   handled, at most every `commitIntervalMs`. On start the log is read back and every group
  *   continues from its saved position: what was acknowledged and not yet processed is
@@ -43,6 +49,11 @@ export interface LogBusOptions extends DeadLetterBusOptions {
   segmentBytes?: number;
   /** Record values kept in memory for the consumers. Default 64 MiB. */
   cacheBytes?: number;
+  /**
+   * Topics whose publish waits for the sync (what is acknowledged to the outside world: ingest's
+   * events). Default: every topic.
+   */
+  syncTopics?: (topic: string) => boolean;
   /** How often the groups' positions are saved (and consumed segments deleted). Default 100 ms. */
   commitIntervalMs?: number;
   /** A topic no group reads keeps this many records indexed, for a group that joins later. */
@@ -105,6 +116,9 @@ export interface LogBusStats {
   published: number;
   /** Group commits (one fsync round each). */
   syncs: number;
+  /** Time spent writing and syncing, over all group commits, and the longest one (ms). */
+  syncMs: number;
+  syncMaxMs: number;
   bytesWritten: number;
   consumed: number;
   /** Records read back from disk (not in the cache). */
@@ -119,7 +133,7 @@ const partKey = (topic: string, p: number) => `${topic}\0${p}`;
 
 export class LogBus implements Bus {
   readonly recovery: LogRecovery;
-  readonly stats: LogBusStats = { published: 0, syncs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0 };
+  readonly stats: LogBusStats = { published: 0, syncs: 0, syncMs: 0, syncMaxMs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0 };
 
   private readonly dir: string;
   private readonly partitions: number;
@@ -137,9 +151,9 @@ export class LogBus implements Bus {
   private segments: Segment[] = [];
   private cached = 0;
 
-  private waiting: { resolve(): void; reject(err: unknown): void }[] = [];
-  private dirty = new Set<Part>();
-  private flushing: Promise<void> | undefined;
+  private waiting: { resolve(): void; reject(err: unknown): void; targets: (readonly [Part, number])[] }[] = [];
+  private syncing: Promise<void> | undefined;
+  private readonly syncTopics: (topic: string) => boolean;
   private failed: Error | undefined;
 
   private commitTimer: NodeJS.Timeout | undefined;
@@ -161,6 +175,7 @@ export class LogBus implements Bus {
     this.commitIntervalMs = opts.commitIntervalMs ?? 100;
     this.maxUnread = opts.maxUnread ?? 100_000;
     this.retryDelayMs = opts.retryDelayMs ?? 200;
+    this.syncTopics = opts.syncTopics ?? (() => true);
     this.onError = opts.onError ?? ((err, topic, group) => console.error(`bus: ${topic}/${group}: batch failed, retrying:`, err));
     fs.mkdirSync(this.dir, { recursive: true });
     this.unlock = takeLock(this.dir);
@@ -266,70 +281,98 @@ export class LogBus implements Bus {
     // Encoded first: a value that cannot be encoded is the caller's error, and nothing is appended.
     const values = records.map((r) => topic.encode(r.value));
     const t = this.topic(topic.name);
+    const touched = new Set<Part>();
+    // Frames are gathered per segment and written with one call each.
+    let seg = this.segments[this.segments.length - 1];
+    let frames: Buffer[] = [];
+    let bytes = 0;
+    const write = () => {
+      if (!frames.length) return;
+      try {
+        seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
+      } catch (err) {
+        this.failed ??= err as Error;
+        throw new Error(`the bus log cannot be written (${(err as Error).message})`);
+      }
+      this.stats.bytesWritten += bytes;
+      frames = [];
+      bytes = 0;
+    };
     for (let i = 0; i < records.length; i++) {
       const { key, value } = records[i];
       const p = partitionFor(key, this.partitions);
       const part = t.parts[p];
       const offset = part.base + part.entries.length;
       const frame = encodeFrame(topic.name, p, offset, key, values[i]);
-      const seg = this.active(frame.length);
-      const pos = seg.append(frame);
+      if (seg.size + bytes > 0 && seg.size + bytes + frame.length > this.segmentBytes) {
+        write();
+        seg = Segment.create(this.dir, seg.seq + 1);
+        this.segments.push(seg);
+      }
+      const pos = seg.size + bytes;
+      frames.push(frame);
+      bytes += frame.length;
       seg.last.set(partKey(topic.name, p), offset);
       const cached = this.cached + frame.length <= this.cacheBytes;
       if (cached) this.cached += frame.length;
       part.entries.push({ seg, pos, len: frame.length, key, value: cached ? value : undefined, cached });
-      this.dirty.add(part);
+      touched.add(part);
     }
+    write();
     this.stats.published += records.length;
-    await new Promise<void>((resolve, reject) => {
-      this.waiting.push({ resolve, reject });
-      this.kickFlush();
-    });
-  }
-
-  /** The segment being written, a new one once it is full. */
-  private active(len: number): Segment {
-    let seg = this.segments[this.segments.length - 1];
-    if (seg.size > 0 && seg.size + len > this.segmentBytes) {
-      seg = Segment.create(this.dir, seg.seq + 1);
-      this.segments.push(seg);
+    if (!this.syncTopics(topic.name)) {
+      // Visible now; the next sync (before any position is saved) makes it durable.
+      for (const part of touched) part.durable = part.base + part.entries.length;
+      this.pumpAll();
+      return;
     }
-    return seg;
+    const targets = [...touched].map((part) => [part, part.base + part.entries.length] as const);
+    await this.sync(targets);
   }
 
-  private kickFlush(): void {
-    if (this.flushing) return;
-    this.flushing = this.flushLoop().finally(() => {
-      this.flushing = undefined;
-      if (this.waiting.length) this.kickFlush();
+  /** Resolves once everything written so far is synced (and `targets` are visible). */
+  private sync(targets: (readonly [Part, number])[] = []): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.waiting.push({ resolve, reject, targets });
+      this.kickSync();
     });
   }
 
-  /** Group commit: everything appended while the last sync ran is written and synced at once. */
-  private async flushLoop(): Promise<void> {
+  private kickSync(): void {
+    if (this.syncing) return;
+    this.syncing = this.syncLoop().finally(() => {
+      this.syncing = undefined;
+      if (this.waiting.length) this.kickSync();
+    });
+  }
+
+  /** Group commit: everything written while the last sync ran is synced at once. */
+  private async syncLoop(): Promise<void> {
     while (this.waiting.length) {
       const waiters = this.waiting;
       this.waiting = [];
-      const targets = [...this.dirty].map((part) => [part, part.base + part.entries.length] as const);
-      this.dirty = new Set();
-      const segs = this.segments.filter((s) => s.pending.length);
+      const segs = this.segments.filter((s) => s.size > s.synced);
+      const started = performance.now();
       try {
         if (this.failed) throw this.failed;
-        for (const s of segs) {
-          const before = s.written;
-          await s.flush();
-          this.stats.bytesWritten += s.written - before;
-        }
+        await Promise.all(segs.map((s) => s.sync()));
       } catch (err) {
         this.failed ??= err as Error;
-        for (const w of waiters) w.reject(new Error(`the bus log cannot be written (${(err as Error).message})`));
+        for (const w of waiters) w.reject(new Error(`the bus log cannot be synced (${(err as Error).message})`));
         continue;
       }
       this.stats.syncs++;
-      for (const [part, end] of targets) part.durable = Math.max(part.durable, end);
+      const ms = performance.now() - started;
+      this.stats.syncMs += ms;
+      if (ms > this.stats.syncMaxMs) this.stats.syncMaxMs = ms;
+      for (const w of waiters) for (const [part, end] of w.targets) part.durable = Math.max(part.durable, end);
       for (const w of waiters) w.resolve();
-      for (const [name, t] of this.topics) for (const g of t.groups.values()) this.pump(name, t, g);
+      this.pumpAll();
     }
+  }
+
+  private pumpAll(): void {
+    for (const [name, t] of this.topics) for (const g of t.groups.values()) this.pump(name, t, g);
   }
 
   // ---- consuming ------------------------------------------------------------------------
@@ -516,6 +559,9 @@ export class LogBus implements Bus {
               if (g.durable) (saved.groups[name] ??= {})[g.name] = g.offsets.slice();
             }
           }
+          // Everything the groups' handlers wrote (what processing raised) is on disk before the
+          // positions that say it was processed.
+          await this.sync();
           await writeOffsets(this.dir, saved);
           await this.deleteConsumed(saved);
         }
@@ -536,7 +582,7 @@ export class LogBus implements Bus {
     const last = this.segments.length - 1;
     for (let i = 0; i < this.segments.length; i++) {
       const seg = this.segments[i];
-      let consumed = i < last && !seg.pending.length;
+      let consumed = i < last;
       if (consumed) {
         for (const [key, lastOffset] of seg.last) {
           const [topic, p] = key.split('\0');
@@ -599,7 +645,7 @@ export class LogBus implements Bus {
   async idle(): Promise<void> {
     for (;;) {
       let pending = false;
-      if (this.flushing || this.waiting.length) pending = true;
+      if (this.syncing || this.waiting.length) pending = true;
       for (const [name, t] of this.topics) {
         for (const g of t.groups.values()) {
           if (g.members.some((m) => m.busy.size)) pending = true;
@@ -627,10 +673,7 @@ export class LogBus implements Bus {
     for (const t of this.topics.values()) {
       for (const g of t.groups.values()) await Promise.all(g.members.flatMap((m) => [...m.busy.values()]));
     }
-    while (this.flushing || this.waiting.length) {
-      this.kickFlush();
-      await this.flushing;
-    }
+    await this.sync().catch((err) => this.onError(err, '(log)', '(close)'));
     this.closed = true;
     this.offsetsDirty = true;
     await this.committing;

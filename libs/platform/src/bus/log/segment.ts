@@ -3,22 +3,20 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { decodeFrame, type Frame } from './frame';
 
-const write = promisify(fs.write);
 const read = promisify(fs.read);
 const fdatasync = promisify(fs.fdatasync);
 const close = promisify(fs.close);
 
 /**
- * One file of the durable log: frames appended in order, never rewritten. Positions are given
- * out when a frame is appended (before it is written) because writes happen in that order;
- * `written` is how far the file is known to be on disk (written and fdatasync'ed).
+ * One file of the durable log: frames appended in order, never rewritten. An append is written
+ * at once (into the page cache: it survives the process dying, not the machine); `synced` is how
+ * far the file is known to be on disk (fdatasync'ed), which is what survives a power cut.
  */
 export class Segment {
-  /** Bytes given out (written or waiting to be). */
+  /** Bytes written. */
   size: number;
   /** Bytes written and synced. */
-  written: number;
-  pending: Buffer[] = [];
+  synced: number;
   /** Highest offset this segment holds per `topic\0partition`: when every group is past them, it can go. */
   readonly last = new Map<string, number>();
   private fd: number | undefined;
@@ -31,7 +29,7 @@ export class Segment {
   ) {
     this.fd = fd;
     this.size = size;
-    this.written = size;
+    this.synced = size;
   }
 
   static fileName(dir: string, seq: number): string {
@@ -75,30 +73,26 @@ export class Segment {
     if (damage && truncate) {
       fs.ftruncateSync(fd, at);
       fs.fdatasyncSync(fd);
-      seg.size = seg.written = at;
+      seg.size = seg.synced = at;
     }
     return { segment: seg, damage };
   }
 
-  append(frame: Buffer): number {
+  /** Writes `buf` (whole frames) at the end; returns where it starts. Synchronous: a page-cache write. */
+  append(buf: Buffer): number {
     const pos = this.size;
-    this.pending.push(frame);
-    this.size += frame.length;
+    let done = 0;
+    while (done < buf.length) done += fs.writeSync(this.handle(), buf, done, buf.length - done, pos + done);
+    this.size += buf.length;
     return pos;
   }
 
-  /** Writes what is pending and syncs it. Resolves when it is on disk. */
-  async flush(): Promise<void> {
-    if (!this.pending.length) return;
-    const buf = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending);
-    this.pending = [];
-    let done = 0;
-    while (done < buf.length) {
-      const { bytesWritten } = await write(this.handle(), buf, done, buf.length - done, this.written + done);
-      done += bytesWritten;
-    }
+  /** Syncs what was written so far. Resolves when it is on disk. */
+  async sync(): Promise<void> {
+    const upTo = this.size;
+    if (upTo <= this.synced) return;
     await fdatasync(this.handle());
-    this.written += buf.length;
+    if (upTo > this.synced) this.synced = upTo;
   }
 
   /** The bytes [from, to) of the file (already written). */
