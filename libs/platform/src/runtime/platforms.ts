@@ -78,7 +78,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     bus: () => (bus ??= openEmbeddedBus(config, log)),
     // At most NEATROOTS_MAX_WINDOWS in memory; the least recently used wait in a file of the data folder.
     windows: async <W>(name: string) =>
-      new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(config.dataDir, 'windows', `${name || 'runs'}.spill`) }) as WindowStore<W>,
+      new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(config.dataDir, 'windows', `${name.replace(/[^\w-]/g, '') || 'runs'}.spill`) }) as WindowStore<W>,
     db,
     // Inline: a job queued and not yet run when the process stops is re-derived at start
     // (the SOP sessions still queued are queued again).
