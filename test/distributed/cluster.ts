@@ -53,6 +53,7 @@ export class Cluster {
       NEATROOTS_TOPIC_PREFIX: this.prefix,
       NEATROOTS_PARTITIONS: '4',
       NEATROOTS_OTLP_PORT: String(this.ports.otlp),
+      NEATROOTS_OTLP_HTTP_PORT: '0',
       NEATROOTS_GRPC_PORT: String(this.ports.grpc),
       NEATROOTS_HTTP_PORT: String(this.ports.http),
       NEATROOTS_REVIEW_ADDR: `127.0.0.1:${this.ports.review}`,
@@ -66,7 +67,9 @@ export class Cluster {
   async start(target: string, env: Record<string, string | undefined> = {}): Promise<ServiceProc> {
     const adminPort = await freePort();
     // review and question bind the ports the others reach them on; `all` serves both on review's.
-    const servicePort = target === 'review' || target === 'all' ? this.ports.review : target === 'question' ? this.ports.question : await freePort();
+    // A second replica of review or question is given its own port in env.
+    const own = target === 'review' ? env.NEATROOTS_REVIEW_PORT : target === 'question' ? env.NEATROOTS_QUESTION_PORT : undefined;
+    const servicePort = own ? Number(own) : target === 'review' || target === 'all' ? this.ports.review : target === 'question' ? this.ports.question : await freePort();
     const all: NodeJS.ProcessEnv = {
       ...this.env,
       NEATROOTS_ADMIN_PORT: String(adminPort),

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import * as os from 'node:os';
 import { DelayedError, Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type WorkOptions } from '@neatroots/ports';
@@ -60,7 +61,8 @@ export class BullJobs implements Jobs {
           await this.lockClient().eval(RELEASE, 1, lockKey, holder);
         }
       },
-      { connection: this.connection, prefix: this.prefix, concurrency: Math.max(1, opts.concurrency ?? 1), autorun: true },
+      // name: each job's processedBy says which process ran it (host:pid), for whoever looks into Redis.
+      { connection: this.connection, prefix: this.prefix, concurrency: Math.max(1, opts.concurrency ?? 1), autorun: true, name: `${os.hostname()}:${process.pid}` },
     );
     worker.on('failed', (job, err) => {
       if (!job || err instanceof DelayedError || err?.name === 'DelayedError') return;
