@@ -30,6 +30,7 @@ import {
 import { apiKeyFrom, type ResolveKey } from './auth';
 import { inc, newMetrics, type IngestMetrics } from './metrics';
 import { NoteHub, type NoteHubOptions } from './notes';
+import { startOtlpHttp, type OtlpHttpHandle, type OtlpOutcome } from './otlp-http';
 import { Pressure, type PressureOptions } from './pressure';
 
 /**
@@ -54,6 +55,13 @@ export interface IngestOptions {
    * When it equals otlpPort both services share one server.
    */
   grpcPort?: number;
+  /**
+   * OTLP/HTTP port (`POST /v1/traces`, protobuf and JSON). The configuration's default is
+   * 4318, the OTLP standard; here undefined starts no HTTP receiver; 0 picks a free port.
+   */
+  otlpHttpPort?: number;
+  /** Origins browser agents may export from over OTLP/HTTP (`*` for any). Default none. */
+  otlpHttpCorsOrigins?: string[];
   /** Interface to listen on. Default 127.0.0.1 (as NEATROOTS_HOST); 0.0.0.0 in a container. */
   host?: string;
   /** Largest request accepted, bytes (grpc.max_receive_message_length). Default 8 MiB. */
@@ -76,6 +84,8 @@ export interface IngestOptions {
 export interface IngestHandle {
   otlpPort: number;
   grpcPort: number;
+  /** The OTLP/HTTP port, when one was asked for. */
+  otlpHttpPort?: number;
   metrics: IngestMetrics;
   /** Stops accepting calls, ends Subscribe streams, lets in-flight exports finish, leaves the notes group. */
   close(): Promise<void>;
@@ -242,37 +252,52 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     bus.publish(topics.deliveries, records).catch((e: Error) => log.warn(`ingest: recording note delivery failed: ${e.message}`));
   }
 
-  // ---- OTLP TraceService/Export ----
+  // ---- OTLP TraceService/Export (gRPC and HTTP: one path once the body is decoded) ----
+
+  async function acceptOtlp(md: Metadata, decoded: Decoded<otlp.ExportTraceServiceRequest>): Promise<otlp.ExportTraceServiceResponse> {
+    metrics.exports.otlp++;
+    notClosing();
+    const project = await authenticate(md);
+    const req = body(decoded);
+    admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
+    const res = mapOtlpExport(req, { project, limits: limitCheck() });
+    metrics.items_received += res.spans;
+    countRejected(res.rejected);
+    if (res.spans > 0 && res.accepted === 0) {
+      throw new CallError(Status.INVALID_ARGUMENT, `no span was acceptable (${res.spans} rejected): ${summarize(res.rejected)}`);
+    }
+    await publish(project, res.items);
+    metrics.items_accepted += res.accepted;
+    const response: otlp.ExportTraceServiceResponse = {};
+    // OTLP: partial_success is set, with the count and the reasons, only when something was rejected.
+    if (res.rejected.length) {
+      response.partial_success = {
+        rejected_spans: String(res.rejected.length),
+        error_message: `${res.rejected.length} of ${res.spans} spans rejected: ${summarize(res.rejected)}`,
+      };
+    }
+    return response;
+  }
 
   async function otlpExport(
     call: ServerUnaryCall<Decoded<otlp.ExportTraceServiceRequest>, otlp.ExportTraceServiceResponse>,
     cb: sendUnaryData<otlp.ExportTraceServiceResponse>,
   ): Promise<void> {
-    metrics.exports.otlp++;
     try {
-      notClosing();
-      const project = await authenticate(call.metadata);
-      const req = body(call.request);
-      admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
-      const res = mapOtlpExport(req, { project, limits: limitCheck() });
-      metrics.items_received += res.spans;
-      countRejected(res.rejected);
-      if (res.spans > 0 && res.accepted === 0) {
-        throw new CallError(Status.INVALID_ARGUMENT, `no span was acceptable (${res.spans} rejected): ${summarize(res.rejected)}`);
-      }
-      await publish(project, res.items);
-      metrics.items_accepted += res.accepted;
-      const response: otlp.ExportTraceServiceResponse = {};
-      // OTLP: partial_success is set, with the count and the reasons, only when something was rejected.
-      if (res.rejected.length) {
-        response.partial_success = {
-          rejected_spans: String(res.rejected.length),
-          error_message: `${res.rejected.length} of ${res.spans} spans rejected: ${summarize(res.rejected)}`,
-        };
-      }
-      cb(null, response);
+      cb(null, await acceptOtlp(call.metadata, call.request));
     } catch (e) {
       fail(cb, e);
+    }
+  }
+
+  /** The HTTP receiver's view of acceptOtlp: the refusal as a status code and message, counted as the gRPC ones are. */
+  async function otlpHttpExport(md: Metadata, decoded: Decoded<otlp.ExportTraceServiceRequest>): Promise<OtlpOutcome> {
+    try {
+      return { ok: true, response: await acceptOtlp(md, decoded) };
+    } catch (e) {
+      if (!(e instanceof CallError)) throw e;
+      inc(metrics.calls_failed, Status[e.code]);
+      return { ok: false, code: e.code, message: e.message };
     }
   }
 
@@ -396,6 +421,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   const servers: Server[] = [];
   let otlpPort: number;
   let grpcPort: number;
+  let otlpHttp: OtlpHttpHandle | undefined;
   try {
     if (otlpPortWanted === grpcPortWanted && otlpPortWanted !== 0) {
       const server = new Server(serverOptions);
@@ -413,6 +439,17 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       servers.push(ingestServer);
       grpcPort = await bindGrpc(ingestServer, host, grpcPortWanted);
     }
+    if (opts.otlpHttpPort !== undefined) {
+      otlpHttp = await startOtlpHttp({
+        host,
+        port: opts.otlpHttpPort,
+        maxBodyBytes: maxBytes,
+        corsOrigins: opts.otlpHttpCorsOrigins,
+        retryAfterMs: opts.pressure?.retryAfterMs ?? 1000,
+        exportTraces: otlpHttpExport,
+        logger: log,
+      });
+    }
   } catch (e) {
     for (const s of servers) s.forceShutdown();
     clearInterval(sweeper);
@@ -424,6 +461,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   return {
     otlpPort,
     grpcPort,
+    otlpHttpPort: otlpHttp?.port,
     metrics,
     close() {
       closed ??= (async () => {
@@ -435,7 +473,10 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         for (const call of streamCalls) call.end();
         streamCalls.clear();
         metrics.subscribers = 0;
-        await Promise.all(servers.map((s) => closeGrpcServer(s, opts.shutdownGraceMs ?? 5000)));
+        await Promise.all([
+          ...servers.map((s) => closeGrpcServer(s, opts.shutdownGraceMs ?? 5000)),
+          otlpHttp?.close(opts.shutdownGraceMs ?? 5000),
+        ]);
         await notesSub.close();
       })();
       return closed;

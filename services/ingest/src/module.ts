@@ -66,7 +66,7 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       sync.unref();
       return {
         provides: { ingest },
-        ports: { otlp: ingest.otlpPort, grpc: ingest.grpcPort },
+        ports: { otlp: ingest.otlpPort, grpc: ingest.grpcPort, ...(ingest.otlpHttpPort !== undefined ? { otlpHttp: ingest.otlpHttpPort } : {}) },
         stop: async () => {
           clearInterval(sync);
           await ingest.close();

@@ -1,0 +1,260 @@
+import { gzipSync } from 'node:zlib';
+import { Metadata } from '@grpc/grpc-js';
+import { context, trace, SpanStatusCode } from '@opentelemetry/api';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { MemoryBus } from '@neatroots/platform';
+import { otlp } from '@neatroots/proto';
+import { EVENTS_TOPIC, type Envelope, type StreamItem } from '@neatroots/spans';
+import { startIngest, type IngestHandle } from './ingest';
+import { decodeOtlpJson } from './otlp-json';
+
+/**
+ * OTLP/HTTP against the real ingest service: the OpenTelemetry JS SDK's own HTTP exporters
+ * (JSON and protobuf, gzip or not) beside its gRPC exporter, sending the same spans.
+ */
+
+const KEY = 'key-shop';
+let bus: MemoryBus;
+let ingest: IngestHandle;
+let backlog = 0;
+const events: Envelope[] = [];
+let url: string;
+
+beforeAll(async () => {
+  bus = new MemoryBus();
+  await bus.subscribe(EVENTS_TOPIC, { group: 'test' }, async (b) => {
+    for (const r of b.records) events.push(EVENTS_TOPIC.decode(EVENTS_TOPIC.encode(r.value)));
+  });
+  ingest = await startIngest({
+    bus,
+    resolveKey: async (k) => (k === KEY ? 'shop' : undefined),
+    otlpPort: 0,
+    grpcPort: 0,
+    otlpHttpPort: 0,
+    otlpHttpCorsOrigins: ['https://agent.example'],
+    maxReceiveMessageBytes: 256 * 1024,
+    pressure: { backlog: () => backlog, maxBacklog: 1000, retryAfterMs: 1000 },
+    logger: { warn: () => undefined, error: () => undefined },
+  });
+  url = `http://127.0.0.1:${ingest.otlpHttpPort}/v1/traces`;
+});
+
+afterAll(async () => {
+  await ingest.close();
+  await bus.close();
+});
+
+beforeEach(async () => {
+  await bus.idle();
+  events.length = 0;
+  backlog = 0;
+});
+
+/** One agent run as an instrumented app records it: an agent span with a model call and a failing tool call. */
+function agentRun(): ReadableSpan[] {
+  const memory = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'weather-svc' }),
+    spanProcessors: [new SimpleSpanProcessor(memory)],
+  });
+  const tracer = provider.getTracer('test');
+  const root = tracer.startSpan('invoke_agent weather-agent', {
+    attributes: {
+      'gen_ai.operation.name': 'invoke_agent',
+      'gen_ai.agent.name': 'weather-agent',
+      'gen_ai.conversation.id': 'conv-7',
+      'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'Weather in Oslo?' }] }]),
+    },
+  });
+  const ctx = trace.setSpan(context.active(), root);
+  tracer.startSpan('chat gpt-4o', {
+    attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 100, 'gen_ai.usage.output_tokens': 20, 'x.ratio': 0.5, 'x.flags': [true, false] },
+  }, ctx).end();
+  const tool = tracer.startSpan('execute_tool get_weather', {
+    attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'get_weather', 'gen_ai.tool.call.arguments': '{"city":"Oslo"}' },
+  }, ctx);
+  tool.addEvent('retry', { attempt: 2 });
+  tool.setStatus({ code: SpanStatusCode.ERROR, message: 'weather API down' });
+  tool.end();
+  root.setAttribute('gen_ai.output.messages', JSON.stringify([{ role: 'assistant', parts: [{ type: 'text', content: 'Sorry, no data.' }] }]));
+  root.end();
+  return memory.getFinishedSpans();
+}
+
+function send(exporter: SpanExporter, spans: ReadableSpan[]): Promise<ExportResult> {
+  return new Promise((resolve) => exporter.export(spans, resolve));
+}
+
+/** What arrived on the bus for one trace, in order, with the receive time left out. */
+async function itemsOf(traceId: string): Promise<StreamItem[]> {
+  await bus.idle();
+  return events
+    .filter((e) => (e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id) === traceId)
+    .map((e) => e.item);
+}
+
+const headers = { 'x-api-key': KEY };
+
+describe('OTLP/HTTP with the OpenTelemetry JS exporters', () => {
+  it('stores the same items from the JSON and protobuf HTTP exporters (gzip or not) as from the gRPC exporter', async () => {
+    const grpcMd = new Metadata();
+    grpcMd.set('x-api-key', KEY);
+    const exporters: Record<string, SpanExporter> = {
+      grpc: new GrpcExporter({ url: `http://127.0.0.1:${ingest.otlpPort}`, metadata: grpcMd }),
+      json: new JsonExporter({ url, headers }),
+      'json+gzip': new JsonExporter({ url, headers, compression: 'gzip' as never }),
+      protobuf: new ProtoExporter({ url, headers }),
+      'protobuf+gzip': new ProtoExporter({ url, headers, compression: 'gzip' as never }),
+    };
+    const got: Record<string, StreamItem[]> = {};
+    const spans = agentRun();
+    const traceId = spans[0].spanContext().traceId;
+    for (const [name, exporter] of Object.entries(exporters)) {
+      const result = await send(exporter, spans);
+      expect({ name, code: result.code, error: result.error?.message }).toEqual({ name, code: ExportResultCode.SUCCESS, error: undefined });
+      got[name] = await itemsOf(traceId);
+      events.length = 0;
+      await exporter.shutdown();
+    }
+    expect(got.grpc.map((i) => i.kind)).toEqual(['run_start', 'span', 'span', 'span', 'run_end']);
+    expect(got.grpc[2]).toMatchObject({ span: { type: 'tool', tool: 'get_weather', input: { city: 'Oslo' }, status: 'error', error: 'weather API down' } });
+    for (const name of ['json', 'json+gzip', 'protobuf', 'protobuf+gzip']) expect({ name, items: got[name] }).toEqual({ name, items: got.grpc });
+  });
+
+  it('decodes the JSON exporter’s body to the same request as its protobuf body', () => {
+    const spans = agentRun();
+    const json = Buffer.from(JsonTraceSerializer.serializeRequest(spans)!).toString('utf8');
+    // The OTLP/JSON rules the decoder must follow, as the exporter really writes them:
+    expect(json).toMatch(/"traceId":"[0-9a-f]{32}"/);
+    expect(json).toMatch(/"kind":\d/);
+    // Through the codec both ways, so empty and absent fields compare alike.
+    const fromJson = otlp.ExportTraceServiceRequest.decode(otlp.ExportTraceServiceRequest.encode(decodeOtlpJson(json)).finish());
+    const fromProto = otlp.ExportTraceServiceRequest.decode(ProtobufTraceSerializer.serializeRequest(spans)!);
+    expect(fromJson).toEqual(fromProto);
+  });
+
+  it('answers 429 with Retry-After under back-pressure, and the exporter retries after it', async () => {
+    backlog = 5000;
+    const spans = agentRun();
+    const raw = await fetch(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JsonTraceSerializer.serializeRequest(spans) });
+    expect(raw.status).toBe(429);
+    expect(raw.headers.get('retry-after')).toBe('1');
+    expect(await raw.json()).toEqual({ code: 8, message: expect.stringContaining('ingest is behind: 5000 records wait') });
+    expect(await itemsOf(spans[0].spanContext().traceId)).toEqual([]);
+
+    const exporter = new ProtoExporter({ url, headers });
+    const started = Date.now();
+    setTimeout(() => (backlog = 0), 300);
+    const result = await send(exporter, spans);
+    await exporter.shutdown();
+    expect(result.code).toBe(ExportResultCode.SUCCESS);
+    // It waited for Retry-After (1 s) rather than its own sub-second backoff.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(await itemsOf(spans[0].spanContext().traceId)).toHaveLength(5);
+  });
+});
+
+/** An OTLP/JSON answer: partialSuccess on a 200, google.rpc.Status's code and message otherwise. */
+interface JsonAnswer {
+  partialSuccess?: { rejectedSpans: string; errorMessage: string };
+  code?: number;
+  message?: string;
+}
+const answerOf = async (res: Response): Promise<JsonAnswer> => (await res.json()) as JsonAnswer;
+
+function post(body: string | Buffer, type = 'application/json', extra: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, { method: 'POST', headers: { ...headers, 'content-type': type, ...extra }, body });
+}
+
+const T = '5b8efff798038103d269b633813fc60c';
+function jsonSpan(over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    traceId: T, spanId: '0000000000000001', name: 'execute_tool lookup', kind: 1,
+    startTimeUnixNano: '1700000000000000000', endTimeUnixNano: 1700000000500000000,
+    attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'execute_tool' } }, { key: 'gen_ai.tool.name', value: { stringValue: 'lookup' } }],
+    status: { code: 2, message: 'boom' },
+    ...over,
+  };
+}
+const body = (spans: unknown[]) => JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ scope: { name: 'curl' }, spans }] }] });
+
+describe('OTLP/HTTP by hand (what curl sends)', () => {
+  it('takes hand-written OTLP/JSON and answers {} when all was accepted', async () => {
+    const res = await post(body([jsonSpan()]));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(await res.json()).toEqual({});
+    const [span] = (await itemsOf(T)).flatMap((i) => (i.kind === 'span' ? [i.span] : []));
+    expect(span).toMatchObject({ span_id: '0000000000000001', type: 'tool', tool: 'lookup', status: 'error', error: 'boom', start_ms: 1700000000000, end_ms: 1700000000500 });
+  });
+
+  it('answers partialSuccess with the reasons when some spans are rejected', async () => {
+    const res = await post(body([jsonSpan({ spanId: '0000000000000002' }), jsonSpan({ spanId: '' })]));
+    expect(res.status).toBe(200);
+    const answer = await answerOf(res);
+    expect(answer.partialSuccess?.rejectedSpans).toBe('1');
+    expect(answer.partialSuccess?.errorMessage).toContain('#1 run 5b8efff798038103d269b633813fc60c: span_id: is required');
+    expect((await itemsOf(T)).length).toBe(1);
+  });
+
+  it('answers 400 with the reason and its path to a malformed body, in the request’s encoding', async () => {
+    const badId = await post(body([jsonSpan({ traceId: 'W47/95gDgQPSabYzgT/GDA==' })]));
+    expect(badId.status).toBe(400);
+    expect(await badId.json()).toEqual({
+      code: 3,
+      message: expect.stringContaining('body.resourceSpans[0].scopeSpans[0].spans[0].traceId: expected 32 hex digits (OTLP/JSON ids are hex, not base64)'),
+    });
+    const notJson = await post('{"resourceSpans": [');
+    expect(notJson.status).toBe(400);
+    expect((await answerOf(notJson)).message).toContain('malformed OTLP/JSON request: body: not JSON');
+    const notProto = await post(Buffer.from([0x0a, 0xff, 0xff, 0xff]), 'application/x-protobuf');
+    expect(notProto.status).toBe(400);
+    expect(notProto.headers.get('content-type')).toBe('application/x-protobuf');
+    // google.rpc.Status: code 3 (field 1), then the message (field 2)
+    const status = Buffer.from(await notProto.arrayBuffer());
+    expect(status.subarray(0, 2)).toEqual(Buffer.from([0x08, 3]));
+    expect(status.toString('latin1')).toContain('malformed protobuf request');
+    const gzipBroken = await post('not gzip', 'application/json', { 'content-encoding': 'gzip' });
+    expect(gzipBroken.status).toBe(400);
+    expect((await answerOf(gzipBroken)).message).toContain('gzip body does not decompress');
+    expect(events).toEqual([]);
+  });
+
+  it('takes a gzip body, and refuses one over the size bound, packed or unpacked, with 413', async () => {
+    expect((await post(gzipSync(body([jsonSpan()])), 'application/json', { 'content-encoding': 'gzip' })).status).toBe(200);
+    const huge = body([jsonSpan({ name: 'x'.repeat(300 * 1024) })]);
+    const tooBig = await post(huge);
+    expect(tooBig.status).toBe(413);
+    const bomb = await post(gzipSync(huge), 'application/json', { 'content-encoding': 'gzip' });
+    expect(bomb.status).toBe(413);
+    expect((await answerOf(bomb)).message).toContain('gzip body unpacks to more than the bound of 262144 bytes');
+  });
+
+  it('answers 401 without a key or with an unknown one, 415 to another content type, 404 elsewhere', async () => {
+    const none = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body([jsonSpan()]) });
+    expect(none.status).toBe(401);
+    expect((await answerOf(none)).message).toContain('missing API key');
+    expect((await post(body([jsonSpan()]), 'application/json', { 'x-api-key': 'nope' })).status).toBe(401);
+    const bearer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` }, body: body([jsonSpan()]) });
+    expect(bearer.status).toBe(200);
+    expect((await post('x', 'text/plain')).status).toBe(415);
+    expect((await fetch(url.replace('traces', 'metrics'), { method: 'POST', body: '{}' })).status).toBe(404);
+  });
+
+  it('lets a configured browser origin export (CORS), and no other', async () => {
+    const pre = await fetch(url, { method: 'OPTIONS', headers: { origin: 'https://agent.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-api-key' } });
+    expect(pre.status).toBe(204);
+    expect(pre.headers.get('access-control-allow-origin')).toBe('https://agent.example');
+    expect(pre.headers.get('access-control-allow-headers')).toContain('x-api-key');
+    const res = await post(body([jsonSpan()]), 'application/json', { origin: 'https://agent.example' });
+    expect(res.headers.get('access-control-allow-origin')).toBe('https://agent.example');
+    const other = await post(body([jsonSpan()]), 'application/json', { origin: 'https://evil.example' });
+    expect(other.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});

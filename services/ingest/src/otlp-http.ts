@@ -1,0 +1,229 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gunzip } from 'node:zlib';
+import { promisify } from 'node:util';
+import { Metadata, status as Status } from '@grpc/grpc-js';
+import { otlp } from '@neatroots/proto';
+import { decodeOtlpJson, encodeOtlpJsonResponse, OtlpJsonError } from './otlp-json';
+import { retryStatus } from './pressure';
+
+const gunzipAsync = promisify(gunzip);
+
+/**
+ * OTLP/HTTP trace export (`POST /v1/traces`), as the OpenTelemetry protocol specification
+ * defines it: binary protobuf (`application/x-protobuf`) or OTLP/JSON (`application/json`),
+ * optionally gzip-compressed; the answer in the request's encoding. The receiver only speaks
+ * HTTP: once a body is decoded to the generated OTLP types it goes to `exportTraces`, the
+ * same function the gRPC receiver calls, so keys, mapping, limits and back-pressure are one
+ * code path whatever the transport.
+ *
+ * Status codes (the spec's, and what its exporters do with them):
+ * 200 accepted (with partialSuccess when some spans were rejected); 400 a malformed body or
+ * nothing acceptable (not retried, the reason in the body); 401 a missing or unknown key;
+ * 413 a body over the size bound; 415 another content type or encoding; 429 back-pressure and
+ * 503 unavailable, both with `Retry-After` (seconds), which exporters honour.
+ */
+export type OtlpOutcome =
+  | { ok: true; response: otlp.ExportTraceServiceResponse }
+  | { ok: false; code: Status; message: string };
+
+/** A request body that did or did not decode (the gRPC receiver's shape). */
+export type DecodedRequest = { ok: true; value: otlp.ExportTraceServiceRequest } | { ok: false; error: string };
+
+export interface OtlpHttpOptions {
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  /** Largest body accepted, compressed or not, in bytes. */
+  maxBodyBytes: number;
+  /** Origins a browser may export from (`*` for any); none: no CORS headers, so browsers refuse. */
+  corsOrigins?: string[];
+  /** What Retry-After asks on 429 and 503. */
+  retryAfterMs: number;
+  exportTraces(md: Metadata, req: DecodedRequest): Promise<OtlpOutcome>;
+  logger: Pick<Console, 'error'>;
+}
+
+export interface OtlpHttpHandle {
+  port: number;
+  /** Stops accepting, lets requests in flight finish for up to graceMs, then cuts them. */
+  close(graceMs: number): Promise<void>;
+}
+
+export const TRACES_PATH = '/v1/traces';
+type Encoding = 'protobuf' | 'json';
+
+const HTTP_STATUS: Partial<Record<Status, number>> = {
+  [Status.INVALID_ARGUMENT]: 400,
+  [Status.UNAUTHENTICATED]: 401,
+  [Status.PERMISSION_DENIED]: 403,
+  [Status.RESOURCE_EXHAUSTED]: 429,
+  [Status.UNAVAILABLE]: 503,
+};
+
+class HttpError extends Error {
+  constructor(
+    readonly httpStatus: number,
+    readonly code: Status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function contentTypeOf(req: IncomingMessage): Encoding {
+  const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  if (type === 'application/x-protobuf' || type === 'application/protobuf') return 'protobuf';
+  if (type === 'application/json') return 'json';
+  throw new HttpError(415, Status.INVALID_ARGUMENT, `content-type must be application/x-protobuf or application/json, got ${JSON.stringify(type || '(none)')}`);
+}
+
+async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (declared > max) throw new HttpError(413, Status.INVALID_ARGUMENT, `body of ${declared} bytes is over the bound of ${max} bytes`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > max) throw new HttpError(413, Status.INVALID_ARGUMENT, `body is over the bound of ${max} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+async function inflate(req: IncomingMessage, raw: Buffer, max: number): Promise<Buffer> {
+  const enc = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (enc === 'identity' || enc === '') return raw;
+  if (enc !== 'gzip') throw new HttpError(415, Status.INVALID_ARGUMENT, `content-encoding must be gzip or none, got ${JSON.stringify(enc)}`);
+  try {
+    // maxOutputLength: a small gzip body must not unpack into gigabytes
+    return await gunzipAsync(raw, { maxOutputLength: max });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+      throw new HttpError(413, Status.INVALID_ARGUMENT, `gzip body unpacks to more than the bound of ${max} bytes`);
+    }
+    throw new HttpError(400, Status.INVALID_ARGUMENT, `gzip body does not decompress: ${(e as Error).message}`);
+  }
+}
+
+function decode(body: Buffer, enc: Encoding): DecodedRequest {
+  try {
+    return { ok: true, value: enc === 'json' ? decodeOtlpJson(body.toString('utf8')) : otlp.ExportTraceServiceRequest.decode(body) };
+  } catch (e) {
+    if (enc === 'json' && !(e instanceof OtlpJsonError)) throw e;
+    return { ok: false, error: (e as Error).message };
+  }
+}
+
+/** The headers that carry the API key, as the gRPC receiver reads them. */
+function metadataOf(req: IncomingMessage): Metadata {
+  const md = new Metadata();
+  for (const name of ['x-api-key', 'authorization']) {
+    const v = req.headers[name];
+    if (typeof v === 'string') md.set(name, v);
+  }
+  return md;
+}
+
+/** google.rpc.Status {code = 1, message = 2}: the body of an OTLP/HTTP error. */
+function statusProto(code: number, message: string): Buffer {
+  const varint = (n: number) => {
+    const out: number[] = [];
+    for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
+    out.push(n);
+    return out;
+  };
+  const msg = Buffer.from(message);
+  return Buffer.from([0x08, ...varint(code), 0x12, ...varint(msg.length), ...msg]);
+}
+
+export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHandle> {
+  const cors = opts.corsOrigins ?? [];
+  const retryAfterSeconds = Math.max(1, Math.ceil(opts.retryAfterMs / 1000));
+
+  function allowOrigin(req: IncomingMessage, res: ServerResponse): void {
+    const origin = req.headers.origin;
+    if (!origin || !(cors.includes('*') || cors.includes(origin))) return;
+    res.setHeader('Access-Control-Allow-Origin', cors.includes('*') ? '*' : origin);
+    res.setHeader('Vary', 'Origin');
+    res.setHeader('Access-Control-Expose-Headers', 'Retry-After');
+  }
+
+  function send(res: ServerResponse, httpStatus: number, enc: Encoding, body: Buffer | string): void {
+    res.writeHead(httpStatus, { 'Content-Type': enc === 'json' ? 'application/json' : 'application/x-protobuf' });
+    res.end(body);
+  }
+
+  function sendError(res: ServerResponse, enc: Encoding, httpStatus: number, code: Status, message: string): void {
+    const retry = httpStatus === 429 || httpStatus === 503;
+    if (retry) res.setHeader('Retry-After', String(retryAfterSeconds));
+    if (enc === 'json') send(res, httpStatus, enc, JSON.stringify({ code, message }));
+    else send(res, httpStatus, enc, retry ? retryStatus(code, message, opts.retryAfterMs) : statusProto(code, message));
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    allowOrigin(req, res);
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'OPTIONS') {
+      // CORS preflight: what a browser exporter sends before its POST
+      res.setHeader('Access-Control-Allow-Methods', 'POST');
+      res.setHeader('Access-Control-Allow-Headers', 'content-type, content-encoding, x-api-key, authorization');
+      res.setHeader('Access-Control-Max-Age', '600');
+      res.writeHead(204).end();
+      return;
+    }
+    let enc: Encoding = 'json';
+    try {
+      if (path !== TRACES_PATH) throw new HttpError(404, Status.NOT_FOUND, `no such endpoint ${JSON.stringify(path)}: trace export is POST ${TRACES_PATH}`);
+      if (req.method !== 'POST') {
+        res.setHeader('Allow', 'POST');
+        throw new HttpError(405, Status.INVALID_ARGUMENT, `${TRACES_PATH} takes POST, not ${req.method}`);
+      }
+      enc = contentTypeOf(req);
+      const body = await inflate(req, await readBody(req, opts.maxBodyBytes), opts.maxBodyBytes);
+      const decoded = decode(body, enc);
+      if (!decoded.ok) decoded.error = `malformed ${enc === 'json' ? 'OTLP/JSON' : 'protobuf'} request: ${decoded.error}`;
+      const outcome = await opts.exportTraces(metadataOf(req), decoded);
+      if (outcome.ok) {
+        send(res, 200, enc, enc === 'json' ? encodeOtlpJsonResponse(outcome.response) : Buffer.from(otlp.ExportTraceServiceResponse.encode(outcome.response).finish()));
+      } else {
+        sendError(res, enc, HTTP_STATUS[outcome.code] ?? 500, outcome.code, outcome.message);
+      }
+    } catch (e) {
+      if (e instanceof HttpError) {
+        // The rest of a refused body is not read: close the connection rather than drain it.
+        if (!req.complete) res.setHeader('Connection', 'close');
+        sendError(res, enc, e.httpStatus, e.code, e.message);
+        return;
+      }
+      opts.logger.error('ingest: OTLP/HTTP: unexpected error', e);
+      sendError(res, enc, 500, Status.INTERNAL, (e as Error)?.message ?? String(e));
+    }
+  }
+
+  const server: Server = createServer((req, res) => void handle(req, res));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+
+  let closed: Promise<void> | undefined;
+  return {
+    port: (server.address() as AddressInfo).port,
+    close(graceMs) {
+      closed ??= new Promise<void>((resolve) => {
+        const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+        cut.unref();
+        server.close(() => {
+          clearTimeout(cut);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      return closed;
+    },
+  };
+}

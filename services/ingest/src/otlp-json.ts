@@ -1,0 +1,242 @@
+import { otlp } from '@neatroots/proto';
+
+/**
+ * OTLP/JSON → the generated OTLP message types, so a JSON export takes the same path as a
+ * protobuf one from there on (mapOtlpExport, limits, back-pressure).
+ *
+ * The OTLP JSON encoding is protobuf's JSON mapping with OTLP's own rules, and each of them
+ * differs from what a generic JSON decoder does (which is why none is used):
+ * - trace_id, span_id, parent_span_id (spans and links) are hex strings, not base64; other
+ *   bytes (an AnyValue's bytesValue) stay base64;
+ * - field names are lowerCamelCase (the proto names are accepted too, as protobuf's mapping asks);
+ * - enums are numbers (their names are accepted too);
+ * - 64-bit integers arrive as decimal strings or as numbers.
+ * Unknown fields are ignored (a newer exporter's additions must not break an older receiver).
+ * A value of the wrong type is an error naming its path, e.g. `resourceSpans[0].scopeSpans[1].spans[3].traceId`.
+ */
+export class OtlpJsonError extends Error {
+  constructor(
+    readonly path: string,
+    readonly reason: string,
+  ) {
+    super(`${path}: ${reason}`);
+  }
+}
+
+type Obj = Record<string, unknown>;
+
+function snake(camel: string): string {
+  return camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+/** The value of a field under its JSON name or its proto name; null counts as absent. */
+function get(o: Obj, camel: string): unknown {
+  const v = o[camel] ?? o[snake(camel)];
+  return v === null ? undefined : v;
+}
+
+function obj(v: unknown, path: string): Obj {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new OtlpJsonError(path, `expected an object, got ${kind(v)}`);
+  return v as Obj;
+}
+
+function kind(v: unknown): string {
+  return v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `${typeof v} ${JSON.stringify(v)?.slice(0, 40)}`;
+}
+
+function list<T>(o: Obj, camel: string, path: string, each: (v: unknown, p: string) => T): T[] {
+  const v = get(o, camel);
+  if (v === undefined) return [];
+  const p = `${path}.${camel}`;
+  if (!Array.isArray(v)) throw new OtlpJsonError(p, `expected an array, got ${kind(v)}`);
+  return v.map((x, i) => each(x, `${p}[${i}]`));
+}
+
+function str(o: Obj, camel: string, path: string): string {
+  const v = get(o, camel);
+  if (v === undefined) return '';
+  if (typeof v !== 'string') throw new OtlpJsonError(`${path}.${camel}`, `expected a string, got ${kind(v)}`);
+  return v;
+}
+
+function bool(v: unknown, path: string): boolean {
+  if (typeof v !== 'boolean') throw new OtlpJsonError(path, `expected true or false, got ${kind(v)}`);
+  return v;
+}
+
+/** A 32-bit unsigned integer: a number, or (as protobuf's mapping allows) a decimal string. */
+function uint32(o: Obj, camel: string, path: string): number {
+  const v = get(o, camel);
+  if (v === undefined) return 0;
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 0xffffffff) {
+    throw new OtlpJsonError(`${path}.${camel}`, `expected an unsigned 32-bit integer, got ${kind(v)}`);
+  }
+  return n;
+}
+
+/** A 64-bit integer as the generated types hold it (a decimal string); JSON gives a string or a number. */
+function int64(v: unknown, path: string, signed: boolean): string {
+  if (typeof v === 'number' && Number.isInteger(v) && (signed || v >= 0)) return BigInt(v).toString();
+  if (typeof v === 'string' && (signed ? /^-?\d+$/ : /^\d+$/).test(v)) {
+    const n = BigInt(v);
+    const [lo, hi] = signed ? [-(2n ** 63n), 2n ** 63n - 1n] : [0n, 2n ** 64n - 1n];
+    if (n >= lo && n <= hi) return n.toString();
+  }
+  throw new OtlpJsonError(path, `expected ${signed ? 'a' : 'an unsigned'} 64-bit integer (a number or a decimal string), got ${kind(v)}`);
+}
+
+function fixed64(o: Obj, camel: string, path: string): string {
+  const v = get(o, camel);
+  return v === undefined ? '0' : int64(v, `${path}.${camel}`, false);
+}
+
+/** OTLP ids are hex in JSON (not base64): 32 hex digits for a trace, 16 for a span; empty for none. */
+function hexId(o: Obj, camel: string, path: string, bytes: number): Buffer {
+  const v = get(o, camel);
+  if (v === undefined || v === '') return Buffer.alloc(0);
+  const p = `${path}.${camel}`;
+  if (typeof v !== 'string') throw new OtlpJsonError(p, `expected a hex string, got ${kind(v)}`);
+  if (v.length !== bytes * 2 || !/^[0-9a-fA-F]+$/.test(v)) {
+    throw new OtlpJsonError(p, `expected ${bytes * 2} hex digits (OTLP/JSON ids are hex, not base64), got ${JSON.stringify(v.slice(0, 48))}`);
+  }
+  return Buffer.from(v, 'hex');
+}
+
+function enumOf(o: Obj, camel: string, path: string, names: Record<string, string | number>): number {
+  const v = get(o, camel);
+  if (v === undefined) return 0;
+  if (typeof v === 'number' && Number.isInteger(v)) return v;
+  if (typeof v === 'string' && typeof names[v] === 'number') return names[v] as number;
+  throw new OtlpJsonError(`${path}.${camel}`, `expected an enum number, got ${kind(v)}`);
+}
+
+function anyValue(v: unknown, path: string): otlp.AnyValue {
+  const o = obj(v, path);
+  const set = (['stringValue', 'boolValue', 'intValue', 'doubleValue', 'arrayValue', 'kvlistValue', 'bytesValue'] as const).filter(
+    (k) => get(o, k) !== undefined,
+  );
+  if (set.length > 1) throw new OtlpJsonError(path, `holds ${set.join(' and ')}; an AnyValue holds one value`);
+  const [which] = set;
+  const x = which && get(o, which);
+  const p = `${path}.${which}`;
+  switch (which) {
+    case undefined:
+      return { value: undefined };
+    case 'stringValue':
+      if (typeof x !== 'string') throw new OtlpJsonError(p, `expected a string, got ${kind(x)}`);
+      return { value: { $case: 'string_value', value: x } };
+    case 'boolValue':
+      return { value: { $case: 'bool_value', value: bool(x, p) } };
+    case 'intValue':
+      return { value: { $case: 'int_value', value: int64(x, p, true) } };
+    case 'doubleValue': {
+      // protobuf's mapping writes NaN and the infinities as strings
+      const d = typeof x === 'string' && ['NaN', 'Infinity', '-Infinity'].includes(x) ? Number(x) : x;
+      if (typeof d !== 'number') throw new OtlpJsonError(p, `expected a number, got ${kind(x)}`);
+      return { value: { $case: 'double_value', value: d } };
+    }
+    case 'arrayValue':
+      return { value: { $case: 'array_value', value: { values: list(obj(x, p), 'values', p, anyValue) } } };
+    case 'kvlistValue':
+      return { value: { $case: 'kvlist_value', value: { values: list(obj(x, p), 'values', p, keyValue) } } };
+    case 'bytesValue':
+      if (typeof x !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(x)) throw new OtlpJsonError(p, `expected base64, got ${kind(x)}`);
+      return { value: { $case: 'bytes_value', value: Buffer.from(x, 'base64') } };
+  }
+}
+
+function keyValue(v: unknown, path: string): otlp.KeyValue {
+  const o = obj(v, path);
+  const value = get(o, 'value');
+  return { key: str(o, 'key', path), value: value === undefined ? undefined : anyValue(value, `${path}.value`) };
+}
+
+function attributes(o: Obj, path: string): otlp.KeyValue[] {
+  return list(o, 'attributes', path, keyValue);
+}
+
+function span(v: unknown, path: string): otlp.Span {
+  const o = obj(v, path);
+  const status = get(o, 'status');
+  const so = status === undefined ? undefined : obj(status, `${path}.status`);
+  return {
+    trace_id: hexId(o, 'traceId', path, 16),
+    span_id: hexId(o, 'spanId', path, 8),
+    trace_state: str(o, 'traceState', path),
+    parent_span_id: hexId(o, 'parentSpanId', path, 8),
+    flags: uint32(o, 'flags', path),
+    name: str(o, 'name', path),
+    kind: enumOf(o, 'kind', path, otlp.Span_SpanKind),
+    start_time_unix_nano: fixed64(o, 'startTimeUnixNano', path),
+    end_time_unix_nano: fixed64(o, 'endTimeUnixNano', path),
+    attributes: attributes(o, path),
+    dropped_attributes_count: uint32(o, 'droppedAttributesCount', path),
+    events: list(o, 'events', path, (e, p) => {
+      const eo = obj(e, p);
+      return {
+        time_unix_nano: fixed64(eo, 'timeUnixNano', p),
+        name: str(eo, 'name', p),
+        attributes: attributes(eo, p),
+        dropped_attributes_count: uint32(eo, 'droppedAttributesCount', p),
+      };
+    }),
+    dropped_events_count: uint32(o, 'droppedEventsCount', path),
+    links: list(o, 'links', path, (l, p) => {
+      const lo = obj(l, p);
+      return {
+        trace_id: hexId(lo, 'traceId', p, 16),
+        span_id: hexId(lo, 'spanId', p, 8),
+        trace_state: str(lo, 'traceState', p),
+        attributes: attributes(lo, p),
+        dropped_attributes_count: uint32(lo, 'droppedAttributesCount', p),
+        flags: uint32(lo, 'flags', p),
+      };
+    }),
+    dropped_links_count: uint32(o, 'droppedLinksCount', path),
+    status: so && { message: str(so, 'message', `${path}.status`), code: enumOf(so, 'code', `${path}.status`, otlp.Status_StatusCode) },
+  };
+}
+
+/** Decodes an OTLP/JSON ExportTraceServiceRequest; throws OtlpJsonError (with the path) on a malformed one. */
+export function decodeOtlpJson(text: string): otlp.ExportTraceServiceRequest {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    throw new OtlpJsonError('body', `not JSON (${(e as Error).message})`);
+  }
+  const root = obj(doc, 'body');
+  return {
+    resource_spans: list(root, 'resourceSpans', 'body', (rs, p) => {
+      const o = obj(rs, p);
+      const resource = get(o, 'resource');
+      const ro = resource === undefined ? undefined : obj(resource, `${p}.resource`);
+      return {
+        resource: ro && { attributes: attributes(ro, `${p}.resource`), dropped_attributes_count: uint32(ro, 'droppedAttributesCount', `${p}.resource`) },
+        schema_url: str(o, 'schemaUrl', p),
+        scope_spans: list(o, 'scopeSpans', p, (ss, q) => {
+          const so = obj(ss, q);
+          const scope = get(so, 'scope');
+          const sco = scope === undefined ? undefined : obj(scope, `${q}.scope`);
+          return {
+            scope: sco && {
+              name: str(sco, 'name', `${q}.scope`),
+              version: str(sco, 'version', `${q}.scope`),
+              attributes: attributes(sco, `${q}.scope`),
+              dropped_attributes_count: uint32(sco, 'droppedAttributesCount', `${q}.scope`),
+            },
+            schema_url: str(so, 'schemaUrl', q),
+            spans: list(so, 'spans', q, span),
+          };
+        }),
+      };
+    }),
+  };
+}
+
+/** ExportTraceServiceResponse in OTLP/JSON (lowerCamelCase, int64 as a string). */
+export function encodeOtlpJsonResponse(res: otlp.ExportTraceServiceResponse): string {
+  const p = res.partial_success;
+  return JSON.stringify(p ? { partialSuccess: { rejectedSpans: p.rejected_spans, errorMessage: p.error_message } } : {});
+}
