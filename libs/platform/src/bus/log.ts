@@ -16,7 +16,8 @@ import { guardHandler, type DeadLetterBusOptions } from './set-aside';
  * - publish() resolves only once its records are written AND fdatasync'ed. Appends are
  *   gathered while the previous sync is in flight and synced together (group commit: one
  *   fsync per group of appends, not per record), so a busy bus pays one sync for thousands
- *   of records. Consumers see a record only once it is durable.
+ *   of records. Consumers see a record as soon as it is written (they do not wait for the
+ *   disk); a record processed and then lost to a power cut was never acknowledged.
  * - Except on the topics `syncTopics` leaves out: the pipeline's own (findings a rule engine
  *   raised while processing events, say) are written and visible at once, without waiting
  *   for a sync. They need no sync of their own: a group's position is saved only after a sync
@@ -77,7 +78,7 @@ interface Part {
   entries: (Entry | null)[];
   /** Offset of entries[0]. */
   base: number;
-  /** Records below this offset are durable (visible to consumers). */
+  /** Records below this offset are written (visible to consumers). */
   durable: number;
 }
 
@@ -151,7 +152,7 @@ export class LogBus implements Bus {
   private segments: Segment[] = [];
   private cached = 0;
 
-  private waiting: { resolve(): void; reject(err: unknown): void; targets: (readonly [Part, number])[] }[] = [];
+  private waiting: { resolve(): void; reject(err: unknown): void }[] = [];
   private syncing: Promise<void> | undefined;
   private readonly syncTopics: (topic: string) => boolean;
   private failed: Error | undefined;
@@ -320,20 +321,18 @@ export class LogBus implements Bus {
     }
     write();
     this.stats.published += records.length;
-    if (!this.syncTopics(topic.name)) {
-      // Visible now; the next sync (before any position is saved) makes it durable.
-      for (const part of touched) part.durable = part.base + part.entries.length;
-      this.pumpAll();
-      return;
-    }
-    const targets = [...touched].map((part) => [part, part.base + part.entries.length] as const);
-    await this.sync(targets);
+    // Visible to the consumers at once, while the sync runs: processing a record whose sync
+    // then fails does no harm (it was not acknowledged: the client sends it again, and the same
+    // findings come out), and the consumers no longer wait for the disk.
+    for (const part of touched) part.durable = part.base + part.entries.length;
+    this.pumpAll();
+    if (this.syncTopics(topic.name)) await this.sync();
   }
 
-  /** Resolves once everything written so far is synced (and `targets` are visible). */
-  private sync(targets: (readonly [Part, number])[] = []): Promise<void> {
+  /** Resolves once everything written so far is synced. */
+  private sync(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ resolve, reject, targets });
+      this.waiting.push({ resolve, reject });
       this.kickSync();
     });
   }
@@ -365,7 +364,6 @@ export class LogBus implements Bus {
       const ms = performance.now() - started;
       this.stats.syncMs += ms;
       if (ms > this.stats.syncMaxMs) this.stats.syncMaxMs = ms;
-      for (const w of waiters) for (const [part, end] of w.targets) part.durable = Math.max(part.durable, end);
       for (const w of waiters) w.resolve();
       this.pumpAll();
     }
