@@ -48,12 +48,18 @@ export function text(v: string | null | undefined): string | null {
 /** JSON text for a jsonb parameter (`$n::jsonb`); SQL NULL for undefined. */
 export function json(v: unknown): string | null {
   if (v === undefined) return null;
-  const s = JSON.stringify(v);
+  let s = JSON.stringify(v);
   if (s === undefined) return null;
   // Postgres's jsonb refuses \u0000. Rewriting the escapes in the output (only those preceded by
   // an even number of backslashes: real escapes, not a user's literal "\\u0000") is much
   // cheaper than a replacer function called on every value of every span.
-  return s.includes('\\u0000') ? s.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\ufffd') : s;
+  if (s.includes('\\u0000')) s = s.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\ufffd');
+  // jsonb refuses half of a surrogate pair too (text cut in the middle of an emoji, from an
+  // agent's own truncation). JSON.stringify writes a whole pair as the character itself and
+  // only a half as a \udXXX escape, so every such escape is a half: it becomes U+FFFD, as the
+  // gRPC path's UTF-8 decoding already makes it.
+  if (s.includes('\\ud')) s = s.replace(/(?<!\\)((?:\\\\)*)\\ud[89a-f][0-9a-f]{2}/g, '$1\\ufffd');
+  return s;
 }
 
 /** Epoch milliseconds as an ISO-8601 string for a `$n::timestamptz` parameter. */
