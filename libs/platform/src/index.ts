@@ -9,6 +9,7 @@ export * from './db';
 export * from './bus/kafka';
 export * from './windows/redis';
 export * from './testing/services';
+export * from './testing/python';
 export * from './models/openai';
 export * from './models/config';
 export * from './ops';

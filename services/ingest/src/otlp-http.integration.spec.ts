@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { Metadata } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode } from '@opentelemetry/api';
@@ -8,7 +11,7 @@ import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trac
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { MemoryBus } from '@neatroots/platform';
+import { MemoryBus, pythonOrSkip } from '@neatroots/platform';
 import { otlp } from '@neatroots/proto';
 import { EVENTS_TOPIC, type Envelope, type StreamItem } from '@neatroots/spans';
 import { startIngest, type IngestHandle } from './ingest';
@@ -157,6 +160,35 @@ describe('OTLP/HTTP with the OpenTelemetry JS exporters', () => {
     // It waited for Retry-After (1 s) rather than its own sub-second backoff.
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
     expect(await itemsOf(spans[0].spanContext().traceId)).toHaveLength(5);
+  });
+});
+
+/** What a user sees of a stored item: everything but ids and times, which differ from run to run. */
+function shape(items: StreamItem[]): unknown[] {
+  return items.map((i) => {
+    if (i.kind !== 'span') return { kind: i.kind, ...i.run, run_id: undefined, ts_ms: undefined };
+    const { run_id: _r, span_id: _s, parent_id: _p, start_ms: _a, end_ms: _b, ...rest } = i.span;
+    return { kind: i.kind, ...rest };
+  });
+}
+
+const python = pythonOrSkip('the OpenTelemetry Python SDK over OTLP/HTTP', ['opentelemetry.exporter.otlp.proto.http.trace_exporter']);
+
+(python ? describe : describe.skip)('OTLP/HTTP with the OpenTelemetry Python SDK', () => {
+  it('stores the same items from the Python protobuf exporter (gzip or not) as from the JS gRPC exporter', async () => {
+    const grpcMd = new Metadata();
+    grpcMd.set('x-api-key', KEY);
+    const grpc = new GrpcExporter({ url: `http://127.0.0.1:${ingest.otlpPort}`, metadata: grpcMd });
+    const spans = agentRun();
+    expect((await send(grpc, spans)).code).toBe(ExportResultCode.SUCCESS);
+    await grpc.shutdown();
+    const expected = shape(await itemsOf(spans[0].spanContext().traceId));
+    expect(expected.map((i) => (i as { kind: string }).kind)).toEqual(['run_start', 'span', 'span', 'span', 'run_end']);
+    for (const compression of ['none', 'gzip']) {
+      const { stdout } = await promisify(execFile)(python!, [join(__dirname, 'fixtures', 'otel_python_agent.py'), url, KEY, compression], { timeout: 60_000 });
+      const { trace_id } = JSON.parse(stdout) as { trace_id: string };
+      expect({ compression, items: shape(await itemsOf(trace_id)) }).toEqual({ compression, items: expected });
+    }
   });
 });
 
