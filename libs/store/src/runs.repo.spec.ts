@@ -115,6 +115,19 @@ describe('RunsRepo.list', () => {
     expect([...first.items, ...second.items].map((r) => r.run_id)).toEqual(['c', 'b', 'a']);
   });
 
+  it('pages through runs whose starts differ by less than a millisecond (the cursor keeps the exact start)', async () => {
+    // Spans give starts to the fraction of a millisecond; the API shows milliseconds.
+    await runs.writeEnvelopes(['a', 'b', 'c', 'd'].map((id, i) => startEnv('p3', { run_id: id, ts_ms: T0 + 0.2 * (i + 1) })));
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await runs.list('p3', { limit: 1, cursor });
+      seen.push(...page.items.map((r) => r.run_id));
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor && seen.length < 10);
+    expect(seen).toEqual(['d', 'c', 'b', 'a']);
+  });
+
   it('filters by workflow', async () => {
     const page = await runs.list('p1', { workflow: 'support-agent' });
     expect(page.items.map((r) => r.run_id)).toEqual(['r3', 'r1']);

@@ -32,6 +32,9 @@ interface SpanRow {
   received_ms: number;
 }
 
+/** A run's start as ISO-8601 text to the microsecond (a page's cursor). */
+const EXACT_START = `to_char(r.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
 const RUN_COLUMNS = `r.project, r.run_id, r.workflow, r.session_id, r.started_at, r.ended_at, r.end_status,
   r.span_count, r.error_count, r.total_tokens, r.last_seen_at`;
 
@@ -221,7 +224,11 @@ export class RunsRepo {
     }
   }
 
-  /** Newest first (by started_at, then run_id). */
+  /**
+   * Newest first (by started_at, then run_id). The cursor keeps the start to the microsecond
+   * the database holds: `started_at` in the answer is to the millisecond, and a cursor made from
+   * it would skip runs that started later within that millisecond.
+   */
   async list(project: string, q: ListRunsQuery = {}): Promise<Page<RunRecord>> {
     const limit = pageLimit(q.limit);
     const params: unknown[] = [project];
@@ -238,15 +245,15 @@ export class RunsRepo {
     }
     params.push(limit + 1);
     const res = await this.db.query(
-      `SELECT ${RUN_COLUMNS}, ${OPEN_PROBLEMS} AS open_findings, ${ALL_PROBLEMS} AS finding_count FROM runs r
+      `SELECT ${RUN_COLUMNS}, ${OPEN_PROBLEMS} AS open_findings, ${ALL_PROBLEMS} AS finding_count, ${EXACT_START} AS cursor_at FROM runs r
        WHERE ${where.join(' AND ')}
        ORDER BY r.started_at DESC, r.run_id DESC
        LIMIT $${params.length}`,
       params,
     );
     const items = res.rows.slice(0, limit).map(toRun);
-    const last = items[items.length - 1];
-    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(last.started_at, last.run_id) : null };
+    const last = res.rows[limit - 1];
+    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(String(last.cursor_at), String(last.run_id)) : null };
   }
 
   async get(project: string, runId: string): Promise<RunRecord | null> {

@@ -1,0 +1,362 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { NeatrootsClient } from '@neatroots/sdk';
+import { startEmbedded, type EmbeddedApp } from 'neatroots';
+import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
+
+/**
+ * The web app in a real browser, against the embedded neatroots booted here: real spans sent
+ * through ingest with the agent SDK, findings raised by the shipped checks, a question answered
+ * by a scripted OpenAI-compatible model, and the pages read and clicked as a user would.
+ */
+const PROJECT = 'shop';
+const KEY = 'app-test-key';
+const QUOTE = 'refund declined: order 7 belongs to another customer';
+const BIG = 5000;
+
+const exe = chromiumOrSkip('the web app in a browser');
+
+(exe ? describe : describe.skip)('the web app in a browser', () => {
+  let home: string;
+  let fake: FakeOpenAI;
+  let app: EmbeddedApp;
+  let client: NeatrootsClient;
+  let browser: Browser;
+  let url: string;
+
+  /** The API as the app calls it, to check what a click changed. */
+  async function apiGet<T>(p: string): Promise<T> {
+    const res = await fetch(`${url}/v1/projects/${PROJECT}/${p}`, { headers: { 'x-api-key': KEY } });
+    if (!res.ok) throw new Error(`${p}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as T;
+  }
+
+  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 45_000): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await fn();
+      if (v) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  const t0 = Date.now() - 60_000;
+
+  beforeAll(async () => {
+    requireBuiltApp();
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-'));
+    fs.mkdirSync(path.join(home, 'checks'));
+    fs.writeFileSync(
+      path.join(home, 'checks', 'shop.yaml'),
+      `id: refund-without-lookup
+kind: rule
+title: Refund without an order lookup
+rule:
+  type: requires_before
+  call: { tool: issue_refund }
+  requires: { tool: lookup_order }
+guidance: Stop. Call {requires} before {tool}.
+action: halt
+---
+id: refund-claimed-after-decline
+kind: yes_no
+scope: trace
+ask: Did the agent tell the customer a refund went through after the refund tool declined it?
+evidence:
+  spans: { type: tool }
+  fields: [input, output, status]
+  final_output: true
+when: end
+flag_at: 0.8
+guidance: Only confirm refunds the refund tool confirmed.
+`,
+    );
+    fake = await startFakeOpenAI((call) =>
+      call.kind === 'judge' ? judgeReply(call, (q) => (q.ask.includes('refund went through') ? { p: 0.97, quote: QUOTE } : { p: 0.02 }))
+      : call.kind === 'second_look' ? { json: { holds: true, quote: QUOTE } }
+      : call.kind === 'note' ? { content: 'Check the order before refunding.' }
+      : { json: {} },
+    );
+    const config = loadConfig({
+      NEATROOTS_HOME: home,
+      NEATROOTS_OTLP_PORT: '0',
+      NEATROOTS_OTLP_HTTP_PORT: '0',
+      NEATROOTS_GRPC_PORT: '0',
+      NEATROOTS_HTTP_PORT: '0',
+      NEATROOTS_ADMIN_PORT: '0',
+      NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
+      NEATROOTS_STEERING: PROJECT,
+    });
+    app = await startEmbedded({
+      config,
+      models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test' }),
+      inMemoryDb: true,
+      watch: false,
+      log: createLogger({ level: 'error' }),
+    });
+    url = `http://127.0.0.1:${app.httpPort}`;
+    client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+    await seed();
+    browser = await launch(exe!);
+  }, 240_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await client?.close();
+    await app?.close();
+    await fake?.close();
+    if (home) fs.rmSync(home, { recursive: true, force: true });
+  });
+
+  /** The runs the pages show, sent as an agent sends them. */
+  async function seed(): Promise<void> {
+    // A looping run: three identical failing calls, under one agent span (one problem, group loop).
+    const loop = client.startRun({ run_id: 'run-loop', workflow: 'support', session_id: 'sess-1' });
+    const root = loop.span({ type: 'agent', name: 'support agent', span_id: 'root', start_ms: t0, end_ms: t0 + 4000 });
+    loop.span({ type: 'llm', name: 'plan', span_id: 'plan', parent_id: root, start_ms: t0 + 10, end_ms: t0 + 400, model: 'm' });
+    for (let i = 0; i < 3; i++) {
+      loop.span({
+        type: 'tool', name: 'search', tool: 'search', span_id: `search-${i}`, parent_id: root,
+        input: { q: 'order 7' }, error: 'upstream timeout', status: 'error', start_ms: t0 + 500 + i * 1000, end_ms: t0 + 1400 + i * 1000,
+      });
+    }
+    await loop.end({ status: 'error' });
+    // The question's run: the tool declined, the answer says otherwise.
+    const q = client.startRun({ run_id: 'run-refund', workflow: 'refunds', session_id: 'sess-2', tools: [{ name: 'lookup_order' }, { name: 'issue_refund' }] });
+    q.span({ type: 'tool', name: 'lookup_order', tool: 'lookup_order', span_id: 'lookup', input: { order: 7 }, output: { ok: true }, start_ms: t0 + 100, end_ms: t0 + 200 });
+    q.span({ type: 'tool', name: 'issue_refund', tool: 'issue_refund', span_id: 'refund', input: { order: 7 }, output: QUOTE, start_ms: t0 + 300, end_ms: t0 + 500 });
+    await q.end({ status: 'ok', final_output: 'Your refund for order 7 went through.' });
+    // A halted run: a refund with no lookup (the user's own halt rule, steering on).
+    const h = client.startRun({ run_id: 'run-halt', workflow: 'refunds' });
+    h.span({ type: 'tool', name: 'issue_refund', tool: 'issue_refund', span_id: 'h1', input: { order: 9 }, output: 'done', start_ms: t0 + 100, end_ms: t0 + 150 });
+    await h.flush();
+    // A run of 5,000 spans.
+    const big = client.startRun({ run_id: 'run-big', workflow: 'batch' });
+    for (let i = 0; i < BIG; i++) big.span({ type: 'llm', name: `step ${i}`, span_id: `b${i}`, start_ms: t0 + i, end_ms: t0 + i + 1 });
+    await big.end({ status: 'ok' });
+
+    await until('the loop problem', async () => (await apiGet<{ findings: unknown[] }>('findings?run_id=run-loop')).findings.length > 0);
+    await until('the question finding', async () =>
+      (await apiGet<{ findings: { check_id: string }[] }>('findings?run_id=run-refund')).findings.some((f) => f.check_id === 'refund-claimed-after-decline'),
+    );
+    await until('the halt', async () => (await apiGet<{ findings: unknown[] }>('findings?run_id=run-halt')).findings.length > 0);
+    await until('5,000 spans stored', async () => (await apiGet<{ run: { span_count: number } }>('runs/run-big')).run.span_count === BIG, 120_000);
+  }
+
+  async function signedIn(ctx?: BrowserContext): Promise<Page> {
+    const page = await (ctx ?? (await browser.newContext({ viewport: { width: 1440, height: 900 } }))).newPage();
+    await page.goto(`${url}/`);
+    await page.getByLabel('Project').fill(PROJECT);
+    await page.getByLabel('API key').fill(KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    return page;
+  }
+
+  it('signs in with a project key, refuses a wrong one, and signs out', async () => {
+    const page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
+    await page.goto(`${url}/`);
+    await page.getByLabel('Project').fill(PROJECT);
+    await page.getByLabel('API key').fill('not-the-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByRole('alert').textContent()).resolves.toBe('That API key is not valid.');
+    await shot(page, 'sign-in-refused');
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+
+    await page.getByLabel('API key').fill(KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/p/${PROJECT}/`);
+    expect(await page.evaluate(() => sessionStorage.getItem('neatroots.session'))).toContain(KEY);
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in to neatroots' }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem('neatroots.session'))).toBeNull();
+    await page.context().close();
+  });
+
+  it('Home shows the problems by group, headed by the most specific, the run halted today, in light and dark', async () => {
+    const page = await signedIn();
+    const loop = page.getByRole('region', { name: 'Group loop' });
+    await loop.getByText('Same tool called repeatedly with identical arguments').waitFor();
+    // The error streak is the same incident: under the head, not a problem of its own.
+    await expect(loop.locator('.related').first().textContent()).resolves.toContain('Tool calls keep failing');
+    expect(await loop.locator('li.problem').count()).toBe(1);
+    const halted = page.getByRole('region', { name: 'Runs halted today' });
+    await halted.getByRole('link', { name: 'run-halt' }).waitFor();
+    await shot(page, 'home-light');
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+    expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe('dark');
+    const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    expect(bg).not.toBe('rgb(255, 255, 255)');
+    await shot(page, 'home-dark');
+    await page.context().close();
+  });
+
+  it('pages through the runs with the cursor, and filters by workflow', async () => {
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs?limit=2`);
+    const seen: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      await page.locator('table.runs tbody tr').first().waitFor();
+      const ids = await page.locator('table.runs tbody tr td:first-child').allTextContents();
+      expect(ids.length).toBeLessThanOrEqual(2);
+      seen.push(...ids);
+      if (i === 0) await shot(page, 'runs-page-1');
+      const next = page.getByRole('link', { name: 'Next page' });
+      if (!(await next.count())) break;
+      const before = page.url();
+      await next.click();
+      await page.waitForURL((u) => u.toString() !== before);
+      await page.locator('table.runs tbody tr td:first-child').first().filter({ hasNotText: ids[0] }).waitFor({ timeout: 10_000 });
+    }
+    const all = (await apiGet<{ runs: { run_id: string }[] }>('runs')).runs.map((r) => r.run_id);
+    expect(seen).toEqual(all);
+    expect(new Set(seen)).toEqual(new Set(['run-loop', 'run-refund', 'run-halt', 'run-big']));
+
+    await page.getByLabel('Workflow').fill('refunds');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/workflow=refunds/);
+    await page.locator('table.runs tbody tr').first().waitFor();
+    expect((await page.locator('table.runs tbody tr td:first-child').allTextContents()).sort()).toEqual(['run-halt', 'run-refund']);
+    await page.context().close();
+  });
+
+  it('the run page lists the spans in order under their parent, with the finding beside the spans it cites', async () => {
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs/run-loop`);
+    const rows = page.getByRole('listbox', { name: 'Spans in order' }).getByRole('option');
+    await rows.first().waitFor();
+    const labels = await rows.evaluateAll((els) => els.map((e) => e.getAttribute('aria-label') ?? ''));
+    expect(labels.map((l) => l.split(',')[0])).toEqual(['support agent', 'plan', 'search', 'search', 'search']);
+    // Nested: the children sit deeper than the agent span.
+    const pads = await page.locator('.span-name').evaluateAll((els) => els.map((e) => parseFloat((e as HTMLElement).style.paddingLeft)));
+    expect(pads[1]).toBeGreaterThan(pads[0]);
+    // Errors marked.
+    expect(await page.locator('.vrow .is-error').count()).toBe(3);
+
+    const { findings } = await apiGet<{ findings: { id: string; check_id: string; span_ids: string[] }[] }>('runs/run-loop');
+    const repeat = findings.find((f) => f.check_id === 'repeated-tool-call')!;
+    expect(repeat.span_ids.length).toBeGreaterThan(0);
+    for (const id of repeat.span_ids) {
+      const i = ['root', 'plan', 'search-0', 'search-1', 'search-2'].indexOf(id);
+      await expect(rows.nth(i).locator(`[data-finding-marker="${repeat.id}"]`).count()).resolves.toBe(1);
+    }
+    expect(await rows.nth(1).locator('[data-finding-marker]').count()).toBe(0);
+    // Following the finding's cited span selects it and shows its error.
+    await page.getByRole('article', { name: 'Finding: Same tool called repeatedly with identical arguments' }).getByRole('button', { name: 'search' }).first().click();
+    await page.waitForURL(/span=search-/);
+    await expect(page.getByRole('region', { name: 'Selected span' }).textContent()).resolves.toContain('upstream timeout');
+    await shot(page, 'run-loop-light');
+    await page.context().close();
+  });
+
+  it("shows a question finding's quote marked in the span, with its label", async () => {
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs/run-refund`);
+    const card = page.getByRole('article', { name: /^Finding: Did the agent tell the customer/ });
+    await card.waitFor();
+    await expect(card.locator('.confidence strong').textContent()).resolves.toBe('Very likely (LLM judgment)');
+    await page.getByRole('option', { name: /^issue_refund,/ }).click();
+    const mark = page.getByRole('region', { name: 'Selected span' }).locator('mark.quote');
+    await expect(mark.textContent()).resolves.toBe(QUOTE);
+    await shot(page, 'run-quote-light');
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+    await shot(page, 'run-quote-dark');
+    await page.context().close();
+  });
+
+  it('dismisses a finding and reopens it, through the API', async () => {
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs/run-refund`);
+    const card = page.getByRole('article', { name: /^Finding: Did the agent tell the customer/ });
+    const id = await card.getAttribute('data-finding-id');
+    const state = async () => (await apiGet<{ findings: { id: string; state: string }[] }>('runs/run-refund')).findings.find((f) => f.id === id)!.state;
+    expect(await state()).not.toBe('dismissed');
+    await card.getByRole('button', { name: 'Dismiss' }).click();
+    await card.getByText('Dismissed', { exact: true }).waitFor();
+    expect(await state()).toBe('dismissed');
+    await shot(page, 'run-dismissed');
+    await card.getByRole('button', { name: 'Reopen' }).click();
+    await card.getByRole('button', { name: 'Dismiss' }).waitFor();
+    expect(await state()).not.toBe('dismissed');
+    await page.context().close();
+  });
+
+  it('a shared link opens the same view after sign-in', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    const page = await ctx.newPage();
+    await page.goto(`${url}/p/${PROJECT}/runs/run-loop?span=search-1`);
+    await expect(page.getByLabel('Project').inputValue()).resolves.toBe(PROJECT);
+    await page.getByLabel('API key').fill(KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Run run-loop' }).waitFor();
+    expect(page.url()).toBe(`${url}/p/${PROJECT}/runs/run-loop?span=search-1`);
+    const selected = page.getByRole('option', { selected: true });
+    await expect(selected.getAttribute('id')).resolves.toBe('spans-row-3');
+    await ctx.close();
+  });
+
+  it('reaches the main controls with the keyboard', async () => {
+    const page = await signedIn();
+    const reached: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Tab');
+      reached.push(await page.evaluate(() => (document.activeElement as HTMLElement | null)?.textContent?.trim() ?? ''));
+    }
+    expect(reached).toEqual(expect.arrayContaining(['Skip to content', 'Home', 'Runs', 'Checks', 'Settings → Models', 'Dark theme', 'Sign out']));
+    // Runs from the keyboard; then the spans list is one stop, moved with the arrow keys.
+    await page.getByRole('link', { name: 'Runs', exact: true }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Runs', level: 1 }).waitFor();
+    await page.goto(`${url}/p/${PROJECT}/runs/run-loop`);
+    await page.getByRole('listbox', { name: 'Spans in order' }).focus();
+    await page.keyboard.press('Home');
+    await page.keyboard.press('ArrowDown');
+    await page.waitForURL(/span=plan/);
+    await page.keyboard.press('End');
+    await page.waitForURL(/span=search-2/);
+    await page.context().close();
+  });
+
+  it('a 5,000-span run renders only a window of rows, and End reaches the last span', async () => {
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs/run-big`);
+    await page.getByRole('heading', { name: `Spans (${BIG}; ↑ ↓ to move)` }).waitFor({ timeout: 30_000 });
+    const rows = page.getByRole('listbox', { name: 'Spans in order' }).getByRole('option');
+    const n = await rows.count();
+    expect(n).toBeGreaterThan(10);
+    expect(n).toBeLessThan(100);
+    await page.getByRole('listbox', { name: 'Spans in order' }).focus();
+    await page.keyboard.press('End');
+    await page.waitForURL(new RegExp(`span=b${BIG - 1}$`));
+    await page.getByRole('option', { name: new RegExp(`^step ${BIG - 1},`) }).waitFor();
+    expect(await rows.count()).toBeLessThan(100);
+    await shot(page, 'run-5000-spans');
+    await page.context().close();
+  });
+
+  it('Checks and Settings → Models show what the API says', async () => {
+    const page = await signedIn();
+    await page.getByRole('link', { name: 'Checks' }).click();
+    await page.getByRole('heading', { name: 'Checks', level: 1 }).waitFor();
+    const stats = (await apiGet<{ checks: { check_id: string }[] }>('checks/stats')).checks.map((c) => c.check_id).sort();
+    await page.locator('tbody tr').first().waitFor();
+    expect((await page.locator('tbody tr td:first-child').allTextContents()).sort()).toEqual(stats);
+    await shot(page, 'checks');
+    await page.getByRole('link', { name: 'Settings → Models' }).click();
+    await page.getByRole('heading', { name: 'Settings → Models' }).waitFor();
+    const questions = (await apiGet<{ questions: { check_id: string }[] }>('models/agreement')).questions;
+    // The LLM answered the questions that run on every agent with tools: each is a row.
+    expect(questions.length).toBeGreaterThan(0);
+    await page.locator('tbody tr').first().waitFor();
+    expect(await page.locator('tbody tr').count()).toBe(questions.length);
+    await shot(page, 'models');
+    await page.context().close();
+  });
+});
