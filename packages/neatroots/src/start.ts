@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig, loadModelConfig } from '@neatroots/platform';
 import type { Io } from './cli';
 import { runDemoFleet } from './demo';
+import { demoSopSummary, loadDemoWorkspace, type DemoWorkspace } from './demo-sop';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
 import { cliLogger, untilSignal } from './runtime';
 
@@ -50,6 +51,14 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   io.out(`  checks         ${app.checks().checks.length} in effect (neatroots checks list)`);
 
   if (opts.demo && app.demoKey) {
+    // The demo project is also a SOP workspace: its procedures published before the fleet runs, so its runs become sessions.
+    let workspace: DemoWorkspace | undefined;
+    try {
+      workspace = await loadDemoWorkspace(app.review.sop);
+    } catch (err) {
+      io.err(`neatroots start: the demo's SOP workspace could not be loaded: ${(err as Error).message}`);
+    }
+    const runsSince = new Date().toISOString();
     io.out(`\nReplaying the sample fleet as project "${DEMO_PROJECT}" (API key: ${app.demoKey})`);
     const result = await runDemoFleet({
       address: `${host}:${app.ingest.grpcPort}`,
@@ -61,7 +70,13 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     });
     io.out(`  ${result.runs} runs, ${result.spans} spans sent; ${result.notes} notes received; halted: ${result.halted.join(', ') || 'none'}`);
     await summarise(app, io);
+    if (workspace) {
+      const modelConfigured = !!(models.decision || models.local);
+      io.out('');
+      for (const line of await demoSopSummary(app.review.sop, { demo: workspace, runsSince, runs: result.runs, modelConfigured })) io.out(line);
+    }
     io.out(`\nTry: curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/projects/${DEMO_PROJECT}/findings`);
+    if (workspace) io.out(`     curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/workspaces/${DEMO_PROJECT}/sessions`);
   }
   io.out('\nServing; Ctrl-C to stop.');
   await untilSignal();

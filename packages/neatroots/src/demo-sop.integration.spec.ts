@@ -1,0 +1,85 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createLogger, loadConfig } from '@neatroots/platform';
+import { runDemoFleet } from './demo';
+import { demoSopSummary, loadDemoWorkspace } from './demo-sop';
+import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
+
+/**
+ * What `neatroots start` shows of SOP checks: the demo folder's procedures published as the
+ * demo workspace's release, sample sessions covering each status and result checked with no
+ * model (tool steps decided, the rest not checked, said plainly), the fleet's runs becoming
+ * sessions of its support agent, and a restart publishing nothing new.
+ */
+const boot = (home: string) =>
+  startEmbedded({
+    config: loadConfig({
+      NEATROOTS_HOME: home,
+      NEATROOTS_OTLP_PORT: '0',
+      NEATROOTS_OTLP_HTTP_PORT: '0',
+      NEATROOTS_GRPC_PORT: '0',
+      NEATROOTS_HTTP_PORT: '0',
+      NEATROOTS_ADMIN_PORT: '0',
+    }),
+    demo: true,
+    watch: false,
+    log: createLogger({ level: 'error' }),
+  });
+
+describe('the demo workspace at start', () => {
+  let home: string;
+  let app: EmbeddedApp | undefined;
+
+  beforeAll(() => {
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-demo-sop-'));
+  });
+  afterAll(async () => {
+    await app?.close();
+    fs.rmSync(home, { recursive: true, force: true });
+  });
+
+  it('publishes the demo procedures, checks the samples and the fleet runs with no model, and says what was not checked', async () => {
+    app = await boot(home);
+    const ws = await loadDemoWorkspace(app.review.sop);
+    expect(ws).toMatchObject({ release: 1, published: true, procedures: ['customer-care', 'refund-order'] });
+    const since = new Date().toISOString();
+    const fleet = await runDemoFleet({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: app.demoKey!, onEvent: () => undefined, stepMs: 5 });
+    const lines = await demoSopSummary(app.review.sop, { demo: ws, runsSince: since, runs: fleet.runs, modelConfigured: false });
+    const row = (name: string) => lines.find((l) => l.trimStart().startsWith(name))?.replace(/\s+/g, ' ').trim();
+
+    expect(lines[0]).toBe('SOP checks of workspace "demo": release 1 published now, procedures customer-care, refund-order');
+    // each step status and each result, decided from the tool calls alone
+    expect(row('sample-refund-followed')).toBe('sample-refund-followed followed refund-order: 1 done, 2 done; customer-care: not checked');
+    expect(row('sample-refund-out-of-order')).toBe('sample-refund-out-of-order partial refund-order: 1 out_of_order, 2 done; customer-care: not checked');
+    expect(row('sample-refund-skipped')).toBe('sample-refund-skipped deviated refund-order: 1 skipped, 2 done; customer-care: not checked');
+    expect(row('sample-refund-not-reached')).toBe('sample-refund-not-reached partial refund-order: 1 not_reached, 2 not_checked; customer-care: not checked');
+    // no tool calls: even the tool steps need a model, so nothing is measured
+    expect(row('sample-no-tool-calls')).toBe('sample-no-tool-calls not_measurable refund-order: not checked; customer-care: not checked');
+
+    // every run of the fleet's support agent became a session of this start, and was checked
+    const runRows = lines.filter((l) => l.trimStart().startsWith('run:'));
+    expect(runRows).toHaveLength(fleet.runs);
+    expect(runRows.find((l) => l.includes('run:run-refund-ok-'))).toMatch(/ followed +refund-order: 1 done, 2 done;/);
+    // halted before it said anything: the skipped lookup is shown, but nothing is measured
+    expect(runRows.find((l) => l.includes('run:run-refund-bad-'))).toMatch(/ not_measurable +refund-order: 1 skipped, 2 done; .*\(the agent never spoke\)$/);
+
+    const notChecked = lines.filter((l) => l.includes('Not checked') || l.includes('NEATROOTS_LLM_URL'));
+    expect(notChecked).toEqual([
+      '  Not checked, because no model is configured: customer-care step 1, step 2, never 1, warning 1; refund-order step 1, step 2; and whether each goal was reached.',
+      '  Only tool steps are decided, from the tool calls. To check the rest, set NEATROOTS_LLM_URL (a local OpenAI-compatible server) or NEATROOTS_DECISION_MODEL_URL and start again.',
+    ]);
+  }, 120_000);
+
+  it('a restart publishes nothing new while head is unchanged, and the samples are unchanged', async () => {
+    await app!.close();
+    app = await boot(home);
+    const ws = await loadDemoWorkspace(app.review.sop);
+    expect(ws).toMatchObject({ release: 1, published: false });
+    expect((await app.review.sop.releases(DEMO_PROJECT)).map((r) => r.number)).toEqual([1]);
+    const again = await app.review.sop.receiveSession(DEMO_PROJECT, JSON.parse(fs.readFileSync(path.join(__dirname, '../demo/sessions.json'), 'utf8'))[0]);
+    expect(again).toMatchObject({ id: ws.samples[0], status: 'unchanged' });
+    const lines = await demoSopSummary(app.review.sop, { demo: ws, runsSince: new Date().toISOString(), runs: 0, modelConfigured: false });
+    expect(lines[0]).toBe('SOP checks of workspace "demo": release 1 stays live (head unchanged), procedures customer-care, refund-order');
+  }, 120_000);
+});
