@@ -166,17 +166,17 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.getByRole('button', { name: 'Sign in' }).click();
     await expect(page.getByRole('alert').textContent()).resolves.toBe('That API key is not valid.');
     await shot(page, 'sign-in-refused');
-    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    expect(await page.evaluate<number>('sessionStorage.length')).toBe(0);
 
     await page.getByLabel('API key').fill(KEY);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
     expect(new URL(page.url()).pathname).toBe(`/p/${PROJECT}/`);
-    expect(await page.evaluate(() => sessionStorage.getItem('neatroots.session'))).toContain(KEY);
+    expect(await page.evaluate<string | null>("sessionStorage.getItem('neatroots.session')")).toContain(KEY);
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in to neatroots' }).waitFor();
-    expect(await page.evaluate(() => sessionStorage.getItem('neatroots.session'))).toBeNull();
+    expect(await page.evaluate<string | null>("sessionStorage.getItem('neatroots.session')")).toBeNull();
     await page.context().close();
   });
 
@@ -191,8 +191,8 @@ guidance: Only confirm refunds the refund tool confirmed.
     await halted.getByRole('link', { name: 'run-halt' }).waitFor();
     await shot(page, 'home-light');
     await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
-    expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe('dark');
-    const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    expect(await page.evaluate<string>('document.documentElement.dataset.theme')).toBe('dark');
+    const bg = await page.evaluate<string>('getComputedStyle(document.body).backgroundColor');
     expect(bg).not.toBe('rgb(255, 255, 255)');
     await shot(page, 'home-dark');
     await page.context().close();
@@ -235,7 +235,7 @@ guidance: Only confirm refunds the refund tool confirmed.
     const labels = await rows.evaluateAll((els) => els.map((e) => e.getAttribute('aria-label') ?? ''));
     expect(labels.map((l) => l.split(',')[0])).toEqual(['support agent', 'plan', 'search', 'search', 'search']);
     // Nested: the children sit deeper than the agent span.
-    const pads = await page.locator('.span-name').evaluateAll((els) => els.map((e) => parseFloat((e as HTMLElement).style.paddingLeft)));
+    const pads = await page.locator('.span-name').evaluateAll((els) => els.map((e) => parseFloat((e as unknown as { style: { paddingLeft: string } }).style.paddingLeft)));
     expect(pads[1]).toBeGreaterThan(pads[0]);
     // Errors marked.
     expect(await page.locator('.vrow .is-error').count()).toBe(3);
@@ -307,7 +307,7 @@ guidance: Only confirm refunds the refund tool confirmed.
     const reached: string[] = [];
     for (let i = 0; i < 12; i++) {
       await page.keyboard.press('Tab');
-      reached.push(await page.evaluate(() => (document.activeElement as HTMLElement | null)?.textContent?.trim() ?? ''));
+      reached.push(await page.evaluate<string>("document.activeElement?.textContent?.trim() ?? ''"));
     }
     expect(reached).toEqual(expect.arrayContaining(['Skip to content', 'Home', 'Runs', 'Checks', 'Settings → Models', 'Dark theme', 'Sign out']));
     // Runs from the keyboard; then the spans list is one stop, moved with the arrow keys.
