@@ -46,7 +46,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   const reviewPort = await freePort();
   const env = {
     ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
-    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(await freePort()),
+    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(await freePort()), NEATROOTS_OTLP_HTTP_PORT: '0',
     NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, KAFKAJS_NO_PARTITIONER_WARNING: '1',
   };
   const procs = [];

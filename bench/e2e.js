@@ -97,7 +97,7 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log') {
   fs.mkdirSync(path.join(home, 'checks'));
   fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
   const config = loadConfig({
-    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
+    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_BUS: bus,
     // Throughput is measured here, not back-pressure (bench/flood.js): nothing is refused.
     NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',

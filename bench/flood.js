@@ -52,6 +52,7 @@ async function startServer(env) {
       PATH: process.env.PATH,
       NEATROOTS_HOME: home,
       NEATROOTS_OTLP_PORT: String(ports.otlp),
+      NEATROOTS_OTLP_HTTP_PORT: '0',
       NEATROOTS_GRPC_PORT: String(ports.grpc),
       NEATROOTS_HTTP_PORT: String(ports.http),
       NEATROOTS_API_KEYS: `flood=${KEY}`,

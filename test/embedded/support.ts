@@ -33,6 +33,7 @@ export class EmbeddedProc {
         PATH: process.env.PATH,
         NEATROOTS_HOME: this.home,
         NEATROOTS_OTLP_PORT: String(this.ports.otlp),
+        NEATROOTS_OTLP_HTTP_PORT: '0',
         NEATROOTS_GRPC_PORT: String(this.ports.grpc),
         NEATROOTS_HTTP_PORT: String(this.ports.http),
         NEATROOTS_ADMIN_PORT: String(this.ports.admin),

@@ -127,6 +127,7 @@ describe('the CLI tarball', () => {
         NEATROOTS_DATA_DIR: path.join(tmp, 'data'),
         NEATROOTS_API_KEYS: `shop=${key}`,
         NEATROOTS_OTLP_PORT: '0',
+        NEATROOTS_OTLP_HTTP_PORT: '0',
         NEATROOTS_GRPC_PORT: '0',
         NEATROOTS_HTTP_PORT: '0',
         NEATROOTS_ADMIN_PORT: '0',

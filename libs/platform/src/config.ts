@@ -20,6 +20,10 @@ const schema = z.object({
   NEATROOTS_HOST: z.string().min(1).default('127.0.0.1'),
   NEATROOTS_OTLP_PORT: port(4317),
   NEATROOTS_GRPC_PORT: port(50051),
+  /** OTLP/HTTP (POST /v1/traces, protobuf and JSON): 4318, the OTLP standard. */
+  NEATROOTS_OTLP_HTTP_PORT: port(4318),
+  /** Origins browser agents may export from over OTLP/HTTP (CORS), comma separated; `*` for any. Default none. */
+  NEATROOTS_OTLP_HTTP_CORS_ORIGINS: list,
   NEATROOTS_HTTP_PORT: port(8080),
   /** project=key pairs, comma separated; keys are stored hashed. */
   NEATROOTS_API_KEYS: z

@@ -52,6 +52,7 @@ action: halt
     const config = loadConfig({
       NEATROOTS_HOME: home,
       NEATROOTS_OTLP_PORT: '0',
+      NEATROOTS_OTLP_HTTP_PORT: '0',
       NEATROOTS_GRPC_PORT: '0',
       NEATROOTS_HTTP_PORT: '0',
       NEATROOTS_ADMIN_PORT: '0',

@@ -35,7 +35,7 @@ export interface EmbeddedApp {
   db: Db;
   bus: EmbeddedBus;
   topics: Topics;
-  ingest: Pick<IngestHandle, 'otlpPort' | 'grpcPort' | 'metrics'>;
+  ingest: Pick<IngestHandle, 'otlpPort' | 'grpcPort' | 'otlpHttpPort' | 'metrics'>;
   review: ReviewLink;
   ruleEngine: RuleEngineService;
   questions: QuestionLink['service'];

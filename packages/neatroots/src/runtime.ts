@@ -158,11 +158,21 @@ export function steeringLookup(opts: {
 }
 
 /** Where ingest listens and how large an export it takes, from the configuration. */
-export function ingestListen(config: Config): { host: string; otlpPort: number; grpcPort: number; maxReceiveMessageBytes: number; limits: SpanLimits } {
+export function ingestListen(config: Config): {
+  host: string;
+  otlpPort: number;
+  grpcPort: number;
+  otlpHttpPort: number;
+  otlpHttpCorsOrigins: string[];
+  maxReceiveMessageBytes: number;
+  limits: SpanLimits;
+} {
   return {
     host: config.NEATROOTS_HOST,
     otlpPort: config.NEATROOTS_OTLP_PORT,
     grpcPort: config.NEATROOTS_GRPC_PORT,
+    otlpHttpPort: config.NEATROOTS_OTLP_HTTP_PORT,
+    otlpHttpCorsOrigins: config.NEATROOTS_OTLP_HTTP_CORS_ORIGINS,
     maxReceiveMessageBytes: config.NEATROOTS_MAX_MESSAGE_BYTES,
     limits: spanLimitsOf(config),
   };

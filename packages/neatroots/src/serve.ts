@@ -22,7 +22,7 @@ export interface Served {
   adminPort: number;
   servicePort: number;
   /** Set for targets that run them. */
-  ingestPorts?: { otlp: number; grpc: number };
+  ingestPorts?: { otlp: number; grpc: number; otlpHttp?: number };
   httpPort?: number;
   metrics: Metrics;
   close(): Promise<void>;
@@ -50,12 +50,12 @@ export async function serve(target: Target, config: Config, models: ModelConfig,
   const metrics = createMetrics(target);
   const platform = distributedPlatform({ config, log, metrics, name: target });
   const running = await startNeatroots({ platform, services, config, models, log, metrics, grpcPort: servicePortOf(target, config) });
-  const { otlp, grpc, http } = running.ports;
+  const { otlp, grpc, http, otlpHttp } = running.ports;
   return {
     target,
     adminPort: running.adminPort,
     servicePort: running.servicePort!,
-    ...(otlp !== undefined ? { ingestPorts: { otlp, grpc } } : {}),
+    ...(otlp !== undefined ? { ingestPorts: { otlp, grpc, otlpHttp } } : {}),
     ...(http !== undefined ? { httpPort: http } : {}),
     metrics,
     close: running.close,
@@ -96,7 +96,7 @@ export async function runServe(target: Target, io: Io): Promise<number> {
   }
   log.info(
     `serving (health: gRPC :${served.servicePort}, admin http :${served.adminPort})` +
-      (served.ingestPorts ? `; OTLP :${served.ingestPorts.otlp}, neatroots gRPC :${served.ingestPorts.grpc}` : '') +
+      (served.ingestPorts ? `; OTLP :${served.ingestPorts.otlp}, OTLP/HTTP :${served.ingestPorts.otlpHttp}, neatroots gRPC :${served.ingestPorts.grpc}` : '') +
       (served.httpPort ? `; HTTP API :${served.httpPort}` : ''),
     { service: target },
   );

@@ -39,6 +39,7 @@ beforeAll(async () => {
   const config = loadConfig({
     NEATROOTS_HOME: home,
     NEATROOTS_OTLP_PORT: '0',
+    NEATROOTS_OTLP_HTTP_PORT: '0',
     NEATROOTS_GRPC_PORT: '0',
     NEATROOTS_HTTP_PORT: '0',
     NEATROOTS_ADMIN_PORT: '0',

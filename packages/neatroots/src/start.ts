@@ -35,7 +35,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') {
       io.err(
-        `neatroots start: a port is already in use (${(e as Error).message}); set NEATROOTS_OTLP_PORT, NEATROOTS_GRPC_PORT, NEATROOTS_HTTP_PORT or NEATROOTS_ADMIN_PORT`,
+        `neatroots start: a port is already in use (${(e as Error).message}); set NEATROOTS_OTLP_PORT, NEATROOTS_OTLP_HTTP_PORT, NEATROOTS_GRPC_PORT, NEATROOTS_HTTP_PORT or NEATROOTS_ADMIN_PORT`,
       );
       return 2;
     }
@@ -45,6 +45,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   const bus = config.NEATROOTS_BUS === 'log' ? 'the bus log' : 'the in-memory bus';
   io.out(`neatroots is running (embedded: ${bus}, in-memory windows, PGlite in ${config.dataDir})`);
   io.out(`  OTLP/gRPC      ${host}:${app.ingest.otlpPort}`);
+  io.out(`  OTLP/HTTP      http://${host}:${app.ingest.otlpHttpPort}/v1/traces`);
   io.out(`  neatroots gRPC ${host}:${app.ingest.grpcPort}`);
   io.out(`  HTTP API       http://${host}:${app.httpPort}/v1/projects/{project}/runs`);
   io.out(`  admin          http://${host}:${app.adminPort}/metrics (/healthz, /readyz)`);
