@@ -348,6 +348,11 @@ guidance: Only confirm refunds the refund tool confirmed.
     const stats = (await apiGet<{ checks: { check_id: string }[] }>('checks/stats')).checks.map((c) => c.check_id).sort();
     await page.locator('tbody tr').first().waitFor();
     expect((await page.locator('tbody tr td:first-child').allTextContents()).sort()).toEqual(stats);
+    // Source and action, beside precision: the user's halt rule, a library check that flags.
+    const row = (id: string) => page.locator('tbody tr', { has: page.locator('td:first-child', { hasText: new RegExp(`^${id}$`) }) });
+    await expect(row('refund-without-lookup').locator('td').allTextContents()).resolves.toEqual(['refund-without-lookup', 'user', 'halt', '1', '0', '100%', 'Running']);
+    await expect(row('repeated-tool-call').locator('td').nth(1).textContent()).resolves.toBe('library');
+    await expect(row('repeated-tool-call').locator('td').nth(2).textContent()).resolves.toBe('flag');
     await shot(page, 'checks');
     await page.getByRole('link', { name: 'Settings → Models' }).click();
     await page.getByRole('heading', { name: 'Settings → Models' }).waitFor();
