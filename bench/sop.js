@@ -1,18 +1,21 @@
 'use strict';
 // sopops' checker, the function the review service runs per session (createCheckSession):
 //   1. tool-only procedures (every step [tool: x, required], sessions with their tool calls), no
-//      model: sessions checked per second, by the checker alone and through the embedded
-//      review service (sessions received, stored in PGlite on its own thread, checked by the
-//      sopops_check job, 4 at a time, results and findings stored);
+//      model: sessions checked per second, by the checker alone and through the review
+//      service (sessions received, stored, checked by the sopops_check job at its default
+//      concurrency, results and findings stored) on the embedded default (PGlite on its own
+//      thread) and on a Postgres server (NEATROOTS_PG_URL; skipped without it), with the
+//      statements each session cost and the database's floor in the same run (one trivial
+//      statement's round trip: what no session can cost less than);
 //   2. procedures a model decides, through the question service, against a fake
 //      OpenAI-compatible model with a fixed latency (real HTTP, the real `openai` client):
 //      sessions per second and model HTTP requests per rule decision, batched (the default
 //      queue) beside one request per decision (maxBatch 1) in the same run, at the review
-//      service's default of 4 sessions at once and under load (64 at once).
+//      service's default of 16 sessions at once and under load (64 at once).
 // Build first: npx tsc -b libs/sop libs/questions services/question services/review libs/platform
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
-const { InlineJobs, migrate, openAiChatModel, openPgliteWorker } = require('@neatroots/platform');
+const { InlineJobs, migrate, openAiChatModel, openPgliteWorker, openPostgres } = require('@neatroots/platform');
 const { QuestionAnswerer } = require('@neatroots/questions');
 const { answererDecisions } = require('@neatroots/question');
 const { compileFiles, createCheckSession, loadSopSettings, toLock } = require('@neatroots/sop');
@@ -136,22 +139,64 @@ async function benchToolOnly(n) {
   return { sessions: n, sessions_per_s: Math.round(n / seconds) };
 }
 
-/** Through the review service as the embedded deployment runs it: receive, store, check, store. */
-async function benchEmbedded(n) {
+/**
+ * Counts what the review service asks of the database: statements (BEGIN and COMMIT count: on
+ * PGlite each is a trip to the database thread, on Postgres a network round trip) and
+ * transactions.
+ */
+function counting(db) {
+  const n = { statements: 0, transactions: 0 };
+  const wrapped = {
+    kind: db.kind,
+    query: (sql, params) => (n.statements++, db.query(sql, params)),
+    exec: (sql) => (n.statements++, db.exec(sql)),
+    transaction: (fn) => {
+      n.transactions++;
+      n.statements += 2;
+      return db.transaction((tx) => fn({ query: (sql, params) => (n.statements++, tx.query(sql, params)) }));
+    },
+    close: () => db.close(),
+  };
+  return { db: wrapped, counts: n };
+}
+
+/** The floor under any session's cost: one trivial statement after another, and 16 at once. */
+async function roundTrips(db, n = 2000) {
+  let t0 = performance.now();
+  for (let i = 0; i < n; i++) await db.query('SELECT 1');
+  const serial = (performance.now() - t0) / n;
+  t0 = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next++ < n) await db.query('SELECT 1');
+    }),
+  );
+  return { round_trip_ms: Math.round(serial * 1000) / 1000, statements_per_s_16_at_once: Math.round(n / ((performance.now() - t0) / 1000)) };
+}
+
+/**
+ * Through the review service as the embedded deployment runs it (PGlite on its own thread),
+ * or on a Postgres server: sessions received, stored, checked by the sopops_check job
+ * (inline, 4 at a time), results stored.
+ */
+async function benchStored(rawDb, n) {
   const { SopSessions } = require('@neatroots/review/dist/sop/sessions');
   const { SopWorkspaces } = require('@neatroots/review/dist/sop/workspaces');
-  const db = await openPgliteWorker({});
   const jobs = new InlineJobs();
   try {
-    await migrate(db);
+    await migrate(rawDb);
+    const floor = await roundTrips(rawDb);
+    const { db, counts } = counting(rawDb);
     const workspaces = new SopWorkspaces(db);
     const files = Object.entries(TOOL_FILES).map(([path, text]) => ({ path, text }));
     await workspaces.push('bench', files);
     await workspaces.publish('bench');
     const sessions = new SopSessions(db, workspaces, jobs, createCheckSession({}));
-    await sessions.start({ concurrency: 4 });
+    await sessions.start(); // the review service's default concurrency
     const tools = ['lookup_account', 'menu', 'place_order', 'send_receipt', 'verify_card', 'charge'];
-    const done = async () => Number((await db.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status <> 'queued'")).rows[0].n);
+    const done = async () => Number((await rawDb.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status <> 'queued'")).rows[0].n);
+    counts.statements = counts.transactions = 0;
     const t0 = performance.now();
     // Sent as a fleet sends them: many at once (the api takes each POST on its own).
     let next = 0;
@@ -163,12 +208,47 @@ async function benchEmbedded(n) {
     const received = (performance.now() - t0) / 1000;
     while ((await done()) < n) await new Promise((r) => setTimeout(r, 20));
     const seconds = (performance.now() - t0) / 1000;
-    const checked = Number((await db.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status = 'checked' AND result = 'followed'")).rows[0].n);
+    const checked = Number((await rawDb.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status = 'checked' AND result = 'followed'")).rows[0].n);
     if (checked !== n) throw new Error(`${n - checked} sessions were not checked as followed`);
-    return { sessions: n, sessions_per_s: Math.round(n / seconds), received_per_s: Math.round(n / received) };
+    return {
+      db: rawDb.kind,
+      sessions: n,
+      sessions_per_s: Math.round(n / seconds),
+      received_per_s: Math.round(n / received),
+      statements_per_session: Math.round((counts.statements / n) * 100) / 100,
+      transactions_per_session: Math.round((counts.transactions / n) * 100) / 100,
+      ...floor,
+    };
   } finally {
-    jobs.close();
+    await jobs.close();
+  }
+}
+
+async function benchEmbedded(n) {
+  const db = await openPgliteWorker({});
+  try {
+    return await benchStored(db, n);
+  } finally {
     await db.close();
+  }
+}
+
+/** The same on a Postgres server (NEATROOTS_PG_URL), in a database of its own, dropped after. */
+async function benchPostgres(n) {
+  const url = process.env.NEATROOTS_PG_URL;
+  if (!url) return { skipped: 'set NEATROOTS_PG_URL (deploy/local/services env)' };
+  const admin = await openPostgres({ url, max: 1 });
+  const name = `neatroots_bench_sop_${process.pid}`;
+  await admin.exec(`CREATE DATABASE ${name}`);
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  const db = await openPostgres({ url: u.toString(), max: 10 });
+  try {
+    return await benchStored(db, n);
+  } finally {
+    await db.close();
+    await admin.exec(`DROP DATABASE IF EXISTS ${name}`);
+    await admin.close();
   }
 }
 
@@ -198,16 +278,22 @@ async function benchModel(fake, { maxBatch, sessions, concurrency }) {
 }
 
 async function benchSop({ toolSessions = 20_000, embeddedSessions = 2_000, modelSessions = 400 } = {}) {
-  const out = { tool_only: await benchToolOnly(toolSessions), tool_only_embedded: null, model_latency_ms: LATENCY_MS, model: [] };
+  const out = { tool_only: await benchToolOnly(toolSessions), tool_only_embedded: null, tool_only_postgres: null, model_latency_ms: LATENCY_MS, model: [] };
   try {
     out.tool_only_embedded = await benchEmbedded(embeddedSessions);
   } catch (e) {
     out.tool_only_embedded = { skipped: `the review service's SOP side could not run: ${e.message}` };
   }
+  try {
+    out.tool_only_postgres = await benchPostgres(embeddedSessions);
+  } catch (e) {
+    out.tool_only_postgres = { skipped: `could not run on Postgres: ${e.message}` };
+  }
+  const { SOP_CHECK_CONCURRENCY } = require('@neatroots/review/dist/sop/sessions');
   const fake = await fakeModel();
   try {
-    for (const concurrency of [4, 64]) {
-      const n = concurrency === 4 ? Math.min(modelSessions, 80) : modelSessions;
+    for (const concurrency of [SOP_CHECK_CONCURRENCY, 64]) {
+      const n = concurrency === SOP_CHECK_CONCURRENCY ? Math.min(modelSessions, 80) : modelSessions;
       out.model.push(await benchModel(fake, { maxBatch: 8, sessions: n, concurrency }));
       out.model.push(await benchModel(fake, { maxBatch: 1, sessions: Math.min(n, 160), concurrency }));
     }
@@ -217,7 +303,7 @@ async function benchSop({ toolSessions = 20_000, embeddedSessions = 2_000, model
   return out;
 }
 
-module.exports = { benchSop };
+module.exports = { benchSop, benchEmbedded, benchPostgres };
 
 if (require.main === module) {
   benchSop().then(

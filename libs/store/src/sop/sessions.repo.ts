@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
+import { Coalescer, coalescedInFlight } from '../coalesce';
 import { decodeCursor, encodeCursor, iso, isoNonNull, json, pageLimit, text } from '../sql';
 
 export type SopResult = 'deviated' | 'partial' | 'followed' | 'not_measurable';
@@ -94,32 +95,47 @@ export function sessionContentHash(s: SessionInput): string {
 
 /** Sessions and their SOP check results. I/O only: statuses and results come from @neatroots/sop. */
 export class SopSessionsRepo {
-  constructor(private readonly db: Db) {}
+  // What many callers do at once, coalesced into multi-row statements (see Coalescer).
+  private readonly inserts: Coalescer<NewSession, boolean>;
+  private readonly reads: Coalescer<{ workspace: string; id: string }, CheckRead | null>;
+  private readonly firstSaves: Coalescer<{ id: string; content_hash: string; outcome: CheckOutcome }, boolean>;
+
+  constructor(private readonly db: Db) {
+    const opts = { maxBatch: 64, maxInFlight: coalescedInFlight(db.kind) };
+    this.inserts = new Coalescer((items) => this.insertNew(items), opts);
+    this.reads = new Coalescer((keys) => this.readForCheck(keys), opts);
+    this.firstSaves = new Coalescer((items) => this.saveFirst(items), opts);
+  }
 
   /**
    * Records a session as sent. Re-sent content for its external_id writes nothing
    * (`unchanged`); new content replaces the session and clears its results until its check is
-   * done (`queued`).
+   * done (`queued`). A session never seen (the usual case) costs one statement, no
+   * transaction: on PGlite every statement is a trip to the database thread.
    */
   async receive(workspace: string, s: SessionInput, opts: { runId?: string } = {}): Promise<{ id: string; status: 'queued' | 'unchanged'; content_hash: string }> {
     const id = sessionId(workspace, s.external_id);
     const hash = sessionContentHash(s);
+    const row: NewSession = { id, workspace: text(workspace)!, external_id: text(s.external_id)!, agent: text(s.agent)!, release_asked: text(s.release_id), started_at: s.started_at, transcript_ref: text(s.transcript_ref), content_hash: hash, body: s, run_id: text(opts.runId ?? null) };
+    if (await this.inserts.call(row)) return { id, status: 'queued', content_hash: hash };
+    // Seen before. Re-sent content is the common case of what is left: a plain read answers it
+    // (as of the last commit, as the locked read would once a concurrent writer finished).
+    const seen = await this.db.query<{ content_hash: string }>('SELECT content_hash FROM sop_sessions WHERE id = $1', [id]);
+    if (seen.rows[0]?.content_hash === hash) return { id, status: 'unchanged', content_hash: hash };
     return this.db.transaction(async (tx) => {
-      await tx.query('INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [text(workspace)]);
       const existing = await tx.query<{ content_hash: string }>('SELECT content_hash FROM sop_sessions WHERE id = $1 FOR UPDATE', [id]);
       if (existing.rows[0]?.content_hash === hash) return { id, status: 'unchanged' as const, content_hash: hash };
-      if (existing.rows[0]) {
-        await tx.query('DELETE FROM sop_findings WHERE session_id = $1', [id]);
-        await tx.query('DELETE FROM sop_checks WHERE session_id = $1', [id]);
-      }
+      // Under the row lock every check saved before is visible here, and none can be saved after.
+      if (existing.rows[0]) await clearResults(tx, id);
       await tx.query(
-        `INSERT INTO sop_sessions (id, workspace, external_id, agent, release_asked, started_at, transcript_ref, content_hash, body, status, run_id, received_at)
+        `WITH p AS (INSERT INTO projects (name) VALUES ($2) ON CONFLICT (name) DO NOTHING)
+         INSERT INTO sop_sessions (id, workspace, external_id, agent, release_asked, started_at, transcript_ref, content_hash, body, status, run_id, received_at)
          VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $7, $8, $9::jsonb, 'queued', $10, date_trunc('milliseconds', now()))
          ON CONFLICT (id) DO UPDATE SET agent = EXCLUDED.agent, release_asked = EXCLUDED.release_asked, release_id = NULL,
            started_at = EXCLUDED.started_at, transcript_ref = EXCLUDED.transcript_ref, content_hash = EXCLUDED.content_hash,
            body = EXCLUDED.body, status = 'queued', error = NULL, result = NULL, checked_result = NULL,
            run_id = COALESCE(EXCLUDED.run_id, sop_sessions.run_id), received_at = EXCLUDED.received_at, checked_at = NULL`,
-        [id, workspace, text(s.external_id), text(s.agent), text(s.release_id), s.started_at, text(s.transcript_ref), hash, json(s), text(opts.runId ?? null)],
+        [id, row.workspace, row.external_id, row.agent, row.release_asked, row.started_at, row.transcript_ref, hash, json(s), row.run_id],
       );
       return { id, status: 'queued' as const, content_hash: hash };
     });
@@ -129,35 +145,28 @@ export class SopSessionsRepo {
    * Saves a check's outcome, replacing the session's results, unless the session's content
    * changed since the check started (`contentHash` no longer current: the newer content's own
    * check will write). Returns whether it wrote.
+   *
+   * A queued session has no results (receive cleared them when its content changed, under the
+   * same row lock), so its first check is one statement: the session marked checked, its checks
+   * and findings inserted, all or nothing. Anything else (checked again: a job run twice;
+   * failed; content replaced; a queued session that has rows after all) takes the
+   * transaction that locks, compares and replaces.
    */
   async saveOutcome(sessionId: string, contentHash: string, outcome: CheckOutcome): Promise<boolean> {
+    try {
+      if (await this.firstSaves.call({ id: sessionId, content_hash: contentHash, outcome })) return true;
+    } catch (err) {
+      // Rows a queued session should not have (left by hand, or by an older version): replace them.
+      if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err;
+    }
     return this.db.transaction(async (tx) => {
-      const cur = await tx.query<{ workspace: string; content_hash: string; started_at: unknown }>(
-        'SELECT workspace, content_hash, started_at FROM sop_sessions WHERE id = $1 FOR UPDATE',
-        [sessionId],
+      const cur = await tx.query<{ id: string; workspace: string; started_at: unknown }>(
+        'SELECT id, workspace, started_at FROM sop_sessions WHERE id = $1 AND content_hash = $2 FOR UPDATE',
+        [sessionId, contentHash],
       );
-      const row = cur.rows[0];
-      if (!row || row.content_hash !== contentHash) return false;
-      await tx.query('DELETE FROM sop_findings WHERE session_id = $1', [sessionId]);
-      await tx.query('DELETE FROM sop_checks WHERE session_id = $1', [sessionId]);
-      let position = 0;
-      for (const c of outcome.checks) {
-        await tx.query(
-          'INSERT INTO sop_checks (session_id, procedure_id, position, result, checked_result, body) VALUES ($1, $2, $3, $4, $5, $6::jsonb)',
-          [sessionId, c.procedure_id, position++, c.result, c.checked_result, json(c.body)],
-        );
-      }
-      for (const f of outcome.findings) {
-        await tx.query(
-          `INSERT INTO sop_findings (id, workspace, session_id, procedure_id, release_id, rule_id, kind, index, text, status, evidence, reason, started_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12, $13::timestamptz)`,
-          [f.id, row.workspace, sessionId, f.procedure_id, outcome.release_id, f.rule_id, f.kind, f.index, text(f.text), f.status, json(f.evidence), text(f.reason), iso(row.started_at)],
-        );
-      }
-      await tx.query(
-        `UPDATE sop_sessions SET status = 'checked', error = NULL, release_id = $2, result = $3, checked_result = $4, checked_at = now() WHERE id = $1`,
-        [sessionId, outcome.release_id, outcome.result, outcome.checked_result],
-      );
+      if (!cur.rows[0]) return false;
+      await clearResults(tx, sessionId);
+      await tx.query(`WITH ${SAVE_CHECKED}`, saveParams([{ id: sessionId, content_hash: contentHash, outcome }]));
       return true;
     });
   }
@@ -178,6 +187,61 @@ export class SopSessionsRepo {
       session: toSession(res.rows[0]),
       checks: checks.rows.map((c) => ({ procedure_id: c.procedure_id, result: c.result, checked_result: c.checked_result, body: parseJson(c.body) as Record<string, unknown> })),
     };
+  }
+
+  /**
+   * A session as its check job reads it: without its checks (a queued session has none), with
+   * the id of the workspace's live release as of now (null: none), in one statement.
+   */
+  forCheck(workspace: string, id: string): Promise<CheckRead | null> {
+    return this.reads.call({ workspace, id });
+  }
+
+  private async readForCheck(keys: { workspace: string; id: string }[]): Promise<(CheckRead | null)[]> {
+    const res = await this.db.query<RawSession & { live_release_id: string | null }>(
+      // The body as text: parsed here, not by PGlite and then copied across threads as objects.
+      `SELECT ${SESSION_COLUMNS.split(', ').map((c) => (c === 'body' ? 's.body::text AS body' : `s.${c}`)).join(', ')},
+         (SELECT r.id FROM sop_releases r WHERE r.workspace = s.workspace AND r.live) AS live_release_id
+       FROM sop_sessions s JOIN jsonb_to_recordset($1::jsonb) AS k(workspace text, id text) ON s.workspace = k.workspace AND s.id = k.id`,
+      [json(keys)],
+    );
+    const found = new Map(res.rows.map((r) => [`${r.workspace}\0${r.id}`, r]));
+    return keys.map((k) => {
+      const row = found.get(`${k.workspace}\0${k.id}`);
+      return row ? { session: toSession(row), live_release_id: row.live_release_id } : null;
+    });
+  }
+
+  /** Sessions never seen, in one statement: whether each was inserted (false: its id exists). */
+  private async insertNew(rows: NewSession[]): Promise<boolean[]> {
+    // An id twice in one batch (the same session sent twice at once): the first goes in, the
+    // later ones take receive's path for a session seen before, after this statement.
+    const first = new Set<string>();
+    const sent = rows.filter((r) => !first.has(r.id) && first.add(r.id));
+    // The project rows in the same statement: foreign keys are checked at its end.
+    const res = await this.db.query<{ id: string }>(
+      `WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id text, workspace text, external_id text, agent text, release_asked text,
+                    started_at timestamptz, transcript_ref text, content_hash text, body jsonb, run_id text)),
+       p AS (INSERT INTO projects (name) SELECT DISTINCT workspace FROM v ON CONFLICT (name) DO NOTHING)
+       INSERT INTO sop_sessions (id, workspace, external_id, agent, release_asked, started_at, transcript_ref, content_hash, body, status, run_id, received_at)
+       SELECT id, workspace, external_id, agent, release_asked, started_at, transcript_ref, content_hash, body, 'queued', run_id, date_trunc('milliseconds', now()) FROM v
+       ON CONFLICT (id) DO NOTHING RETURNING id`,
+      [json(sent)],
+    );
+    const inserted = new Set(res.rows.map((r) => r.id));
+    const answered = new Set<string>();
+    return rows.map((r) => inserted.has(r.id) && !answered.has(r.id) && !!answered.add(r.id));
+  }
+
+  /** Queued sessions' first checks, in one statement: whether each was saved. */
+  private async saveFirst(items: { id: string; content_hash: string; outcome: CheckOutcome }[]): Promise<boolean[]> {
+    // A session twice in one batch (a job run twice at once): the later ones take the locked path.
+    const first = new Set<string>();
+    const sent = items.filter((i) => !first.has(i.id) && first.add(i.id));
+    const res = await this.db.query<{ id: string }>(`WITH ${SAVE_QUEUED}`, saveParams(sent));
+    const saved = new Set(res.rows.map((r) => r.id));
+    const answered = new Set<string>();
+    return items.map((i) => saved.has(i.id) && !answered.has(i.id) && !!answered.add(i.id));
   }
 
   /** Sessions still waiting for their check (the embedded default queues them again at start). */
@@ -220,6 +284,66 @@ export class SopSessionsRepo {
     const last = items[items.length - 1];
     return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(last.received_at, last.id) : null };
   }
+}
+
+const UNIQUE_VIOLATION = '23505';
+
+/** A session never seen, as receive's multi-row insert takes it. */
+interface NewSession {
+  id: string;
+  workspace: string;
+  external_id: string;
+  agent: string;
+  release_asked: string | null;
+  started_at: string | null;
+  transcript_ref: string | null;
+  content_hash: string;
+  body: SessionInput;
+  run_id: string | null;
+}
+
+export interface CheckRead {
+  session: SessionRecord;
+  /** The workspace's live release when the session was read (null: none). */
+  live_release_id: string | null;
+}
+
+// Checks saved, any number of sessions in one statement: the outcomes ($1), their checks ($2)
+// and findings ($3) as one JSON parameter each (no statement nears the 65535-parameter
+// limit). `s` is what the UPDATE marked checked; checks and findings are inserted only for
+// those, so a session that changed meanwhile gets nothing. SAVE_QUEUED takes only queued
+// sessions (they have no results to replace); SAVE_CHECKED, under the caller's row lock, any.
+const SAVE_TEMPLATE = `k AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS k(id text, content_hash text, release_id text, result text, checked_result text)),
+  s AS (
+    UPDATE sop_sessions x SET status = 'checked', error = NULL, release_id = k.release_id, result = k.result, checked_result = k.checked_result, checked_at = now()
+    FROM k WHERE x.id = k.id AND x.content_hash = k.content_hash CONDITION
+    RETURNING x.id, x.workspace, x.started_at, k.release_id),
+  c AS (
+    INSERT INTO sop_checks (session_id, procedure_id, position, result, checked_result, body)
+    SELECT s.id, v.procedure_id, v.position, v.result, v.checked_result, v.body
+    FROM s JOIN jsonb_to_recordset($2::jsonb) AS v(session_id text, procedure_id text, position integer, result text, checked_result text, body jsonb) ON v.session_id = s.id),
+  f AS (
+    INSERT INTO sop_findings (id, workspace, session_id, procedure_id, release_id, rule_id, kind, index, text, status, evidence, reason, started_at)
+    SELECT v.id, s.workspace, s.id, v.procedure_id, s.release_id, v.rule_id, v.kind, v.index, v.text, v.status, COALESCE(v.evidence, '[]'::jsonb), v.reason, s.started_at
+    FROM s JOIN jsonb_to_recordset($3::jsonb) AS v(session_id text, id text, procedure_id text, rule_id text, kind text, index integer, text text, status text, evidence jsonb, reason text) ON v.session_id = s.id)
+  SELECT id FROM s`;
+const SAVE_QUEUED = SAVE_TEMPLATE.replace('CONDITION', "AND x.status = 'queued'");
+const SAVE_CHECKED = SAVE_TEMPLATE.replace('CONDITION', '');
+
+function saveParams(items: { id: string; content_hash: string; outcome: CheckOutcome }[]): (string | null)[] {
+  const outcomes = items.map(({ id, content_hash, outcome: o }) => ({ id, content_hash, release_id: o.release_id, result: o.result, checked_result: o.checked_result }));
+  const checks = items.flatMap(({ id, outcome: o }) =>
+    o.checks.map((c, position) => ({ session_id: id, procedure_id: c.procedure_id, position, result: c.result, checked_result: c.checked_result, body: c.body })),
+  );
+  const findings = items.flatMap(({ id, outcome: o }) =>
+    o.findings.map((f) => ({ session_id: id, id: f.id, procedure_id: f.procedure_id, rule_id: f.rule_id, kind: f.kind, index: f.index, text: f.text, status: f.status, evidence: f.evidence, reason: f.reason })),
+  );
+  return [json(outcomes), json(checks), json(findings)];
+}
+
+/** Deletes a session's checks and findings (the caller holds the session's row lock). */
+async function clearResults(tx: Queryable, sessionId: string): Promise<void> {
+  await tx.query('WITH f AS (DELETE FROM sop_findings WHERE session_id = $1) DELETE FROM sop_checks WHERE session_id = $1', [sessionId]);
 }
 
 const SESSION_COLUMNS =

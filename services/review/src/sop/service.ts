@@ -10,7 +10,7 @@ export interface SopOptions {
   /** The checker with its models (or none: tool steps decided, the rest not checked). */
   checkSession: CheckSession;
   onPublished?: OnPublished;
-  /** How many sessions one process checks at once (default 4). */
+  /** How many sessions one process checks at once (default 16). */
   concurrency?: number;
 }
 

@@ -5,6 +5,8 @@ import type { SopWorkspaces } from './workspaces';
 
 /** The BullMQ queue (the seed's Hatchet workflow) that checks one session. */
 export const SOP_CHECK_QUEUE = 'sopops_check';
+/** Sessions one process checks at once unless told otherwise. */
+export const SOP_CHECK_CONCURRENCY = 16;
 
 /** Checks a session against a release's procedures (the checker of @neatroots/sop, with its models). */
 export type CheckSession = (args: { lock: Lock; releaseId: string; session: Session }) => Promise<SessionBody>;
@@ -43,9 +45,14 @@ export class SopSessions {
     this.repo = new SopSessionsRepo(db);
   }
 
-  /** Registers the check job's handler and queues again what a stop left queued. */
+  /**
+   * Registers the check job's handler and queues again what a stop left queued. Sixteen at
+   * once by default: the jobs that run together share their reads and writes (the repository
+   * coalesces them into multi-row statements), and a check waiting on a model holds no
+   * connection.
+   */
   async start(opts: { concurrency?: number } = {}): Promise<void> {
-    await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job) => this.runCheck(job), { concurrency: opts.concurrency ?? 4 });
+    await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job) => this.runCheck(job), { concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY });
     for (const s of await this.repo.queued()) await this.enqueue({ workspace: s.workspace, session_id: s.id, content_hash: s.content_hash });
   }
 
@@ -93,12 +100,13 @@ export class SopSessions {
 
   /** The job: check the session's current content on its release, then store the outcome. */
   async runCheck(job: SopCheckJob): Promise<void> {
-    const got = await this.repo.get(job.workspace, job.session_id);
+    // One read: the session without its checks, with the live release's id as of now.
+    const got = await this.repo.forCheck(job.workspace, job.session_id);
     // Gone, re-sent with other content (its own job checks that), or already checked.
     if (!got || got.session.content_hash !== job.content_hash || got.session.status === 'checked') return;
     const session = got.session;
     const ref = session.release_asked ?? 'live';
-    const release = await this.workspaces.releaseRecord(job.workspace, ref);
+    const release = await this.workspaces.releaseForCheck(job.workspace, ref === 'live' ? got.live_release_id : ref);
     if (!release) {
       const why = ref === 'live' ? `workspace ${job.workspace} has no live release yet: publish one, then send the session again` : `release ${ref} does not exist in workspace ${job.workspace}`;
       await this.repo.markFailed(session.id, session.content_hash, why);

@@ -18,6 +18,9 @@ export type OnPublished = (workspace: string, release: ReleaseRecord<Lock>, prev
  */
 export class SopWorkspaces {
   private readonly repo: WorkspaceRepo;
+  /** Releases read for checks, by id, least recently used first. */
+  private readonly published = new Map<string, CheckedRelease>();
+  private readonly reading = new Map<string, Promise<ReleaseRecord<Lock> | null>>();
 
   constructor(db: Db, private readonly onPublished?: OnPublished) {
     this.repo = new WorkspaceRepo(db);
@@ -104,7 +107,44 @@ export class SopWorkspaces {
   releaseRecord(workspace: string, ref: string): Promise<ReleaseRecord<Lock> | null> {
     return this.repo.release<Lock>(workspace, ref);
   }
+
+  /**
+   * The release a session is checked on, by id or number (null: none, or none live when the
+   * caller resolved "live" to null). Kept by id once read: a published release's number and
+   * lock never change, so no cache here can go stale, in this process or any other; "live" is
+   * never kept (the caller reads the live id fresh for every session). Its `live` flag is left
+   * out, being the one thing that changes.
+   */
+  async releaseForCheck(workspace: string, ref: string | null): Promise<CheckedRelease | null> {
+    if (ref === null) return null;
+    const kept = ref === 'live' ? undefined : this.published.get(ref);
+    if (kept && kept.workspace === workspace) {
+      // Most recently used last, so the oldest is the one dropped.
+      this.published.delete(ref);
+      this.published.set(ref, kept);
+      return kept;
+    }
+    // Jobs starting together on a release not yet kept share one read.
+    const key = `${workspace}\0${ref}`;
+    let reading = this.reading.get(key);
+    if (!reading) {
+      reading = this.repo.release<Lock>(workspace, ref).finally(() => this.reading.delete(key));
+      this.reading.set(key, reading);
+    }
+    const r = await reading;
+    if (!r) return null;
+    const release: CheckedRelease = { id: r.id, workspace: r.workspace, number: r.number, lock: r.lock };
+    this.published.set(r.id, release);
+    while (this.published.size > KEPT_RELEASES) this.published.delete(this.published.keys().next().value as string);
+    return release;
+  }
 }
+
+/** A release as a check needs it: what never changes once it is published. */
+export type CheckedRelease = Pick<ReleaseRecord<Lock>, 'id' | 'workspace' | 'number' | 'lock'>;
+
+/** Release locks kept in memory by id (a lock is the release's compiled procedures: kilobytes). */
+const KEPT_RELEASES = 64;
 
 function releaseView(r: ReleaseRecord<Lock>): ReleaseView {
   return { id: r.id, number: r.number, live: r.live, created_at: r.created_at, procedures: r.lock.procedures, agents: r.lock.agents };
