@@ -9,7 +9,7 @@ beforeAll(async () => {
   db = await openTestDb();
 }, 60_000);
 afterAll(() => db.close());
-beforeEach(() => db.exec('TRUNCATE sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE'));
+beforeEach(() => db.exec('TRUNCATE sop_finding_days, sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE'));
 
 const repo = new PatternsRepo();
 const session = (external_id: string, started_at: string): SessionInput => ({ external_id, agent: 'a', release_id: null, started_at, transcript_ref: null, turns: [{ role: 'agent', text: 'hi' }], tool_calls: [] });
@@ -90,6 +90,15 @@ describe('ReviewReadRepo', () => {
       ['2026-11-09', false, 1],
       ['2026-11-16', false, 1],
     ]);
-    expect((await read.examples([{ id: 'pat_a', kind: 'rule' }], 2)).map((e) => e.session_id)).toEqual([c.id, b.id].sort((x, y) => (x === c.id ? -1 : y === c.id ? 1 : 0)));
+    // the partial days at a window's ends are counted from the findings, the whole days from sop_finding_days
+    const edges = await read.findingsByWeek('w1', { from: '2026-11-01T00:00:00.001Z', to: '2026-11-20T00:00:00.001Z' }, {});
+    expect(edges.map((w) => [w.week, w.suppressed, w.n]).sort()).toEqual([
+      ['2026-11-09', false, 1],
+      ['2026-11-16', false, 1],
+    ]);
+    // a re-check clearing the session's findings takes them out of the days too
+    await db.query('DELETE FROM sop_findings WHERE session_id = $1', [b.id]);
+    expect((await read.findingsByWeek('w1', { from: '2026-10-01T00:00:00Z', to: '2026-12-01T00:00:00Z' }, {})).map((w) => w.week).sort()).toEqual(['2026-10-26', '2026-11-16']);
+    expect((await read.examples([{ id: 'pat_a', kind: 'rule' }], 2)).map((e) => e.session_id)).toEqual([c.id, a.id]);
   });
 });

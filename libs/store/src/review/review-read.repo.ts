@@ -40,7 +40,21 @@ export interface PatternRef {
 }
 const column = (p: Pick<PatternRef, 'kind'>) => (p.kind === 'rule' ? 'f.rule_pattern_id' : 'f.pattern_id');
 const SESSION_AT = 's.at';
-const WEEK_MS = 7 * 86_400_000;
+const DAY_MS = 86_400_000;
+const WEEK_MS = 7 * DAY_MS;
+
+export interface WeekCount {
+  procedure_id: string | null;
+  rule_pattern_id: string | null;
+  /** Monday of the week (UTC, YYYY-MM-DD). */
+  week: string;
+  suppressed: boolean;
+  n: number;
+}
+
+function weekRow(r: { procedure_id: string | null; rule_pattern_id: string | null; week: unknown; suppressed: boolean; n: unknown }): WeekCount {
+  return { procedure_id: r.procedure_id, rule_pattern_id: r.rule_pattern_id, suppressed: r.suppressed, week: new Date(Number(r.week) * WEEK_MS - 3 * DAY_MS).toISOString().slice(0, 10), n: num(r.n) };
+}
 
 /**
  * The read side of patterns: counts, examples and the Insights aggregates, in SQL over the
@@ -65,7 +79,7 @@ export class ReviewReadRepo {
   }
 
   /** Per (rule pattern, most specific pattern): findings and suppressed ones, in the window (null: all time). */
-  async findingCounts(workspace: string, window: ReviewWindow | null, filter: { procedure?: string; lineage?: string } = {}): Promise<FindingCounts[]> {
+  async findingCounts(workspace: string, window: ReviewWindow | null, filter: { procedure?: string; lineage?: string; rulePattern?: string } = {}): Promise<FindingCounts[]> {
     const params: unknown[] = [workspace];
     const where = ['f.workspace = $1', 'f.pattern_id IS NOT NULL'];
     if (window) {
@@ -79,6 +93,10 @@ export class ReviewReadRepo {
     if (filter.lineage !== undefined) {
       params.push(filter.lineage);
       where.push(`(f.rule_id = $${params.length} OR f.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length}))`);
+    }
+    if (filter.rulePattern !== undefined) {
+      params.push(filter.rulePattern);
+      where.push(`f.rule_pattern_id = $${params.length}`);
     }
     const res = await this.aggregate<{ rule_pattern_id: string; pattern_id: string; findings: unknown; suppressed: unknown; new_findings: unknown; first_seen: unknown; last_seen: unknown }>(
       `WITH v AS (SELECT pattern_id, max(created_at) AS at FROM sop_verdicts WHERE workspace = $1 GROUP BY pattern_id)
@@ -212,11 +230,37 @@ export class ReviewReadRepo {
 
   /**
    * Findings in the window per rule pattern, week (Monday, UTC) and suppression; findings not
-   * yet in a pattern per procedure (rule_pattern_id null). The procedure of the others is their
-   * pattern's: grouping by fewer columns is what keeps this to one pass over a narrow index.
+   * yet in a pattern per procedure (rule_pattern_id null). The whole days of the window are read
+   * from sop_finding_days (kept by triggers), the partial days at its ends from the findings.
    */
-  async findingsByWeek(workspace: string, window: ReviewWindow, filter: { procedure?: string; lineage?: string }): Promise<{ procedure_id: string | null; rule_pattern_id: string | null; week: string; suppressed: boolean; n: number }[]> {
-    const params: unknown[] = [workspace, window.from, window.to];
+  async findingsByWeek(workspace: string, window: ReviewWindow, filter: { procedure?: string; lineage?: string }): Promise<WeekCount[]> {
+    const from = Date.parse(window.from);
+    const to = Date.parse(window.to);
+    const firstDay = Math.ceil(from / DAY_MS) * DAY_MS;
+    const lastDay = Math.floor(to / DAY_MS) * DAY_MS;
+    const parts =
+      firstDay >= lastDay
+        ? [this.weeksFromFindings(workspace, window.from, window.to, filter)]
+        : [
+            this.weeksFromFindings(workspace, window.from, new Date(firstDay).toISOString(), filter),
+            this.weeksFromDays(workspace, new Date(firstDay).toISOString().slice(0, 10), new Date(lastDay).toISOString().slice(0, 10), filter),
+            this.weeksFromFindings(workspace, new Date(lastDay).toISOString(), window.to, filter),
+          ];
+    const merged = new Map<string, WeekCount>();
+    for (const rows of await Promise.all(parts)) {
+      for (const r of rows) {
+        const key = `${r.rule_pattern_id}\0${r.procedure_id}\0${r.week}\0${r.suppressed}`;
+        const cur = merged.get(key);
+        if (cur) cur.n += r.n;
+        else merged.set(key, { ...r });
+      }
+    }
+    return [...merged.values()].filter((r) => r.n !== 0);
+  }
+
+  private async weeksFromFindings(workspace: string, from: string, to: string, filter: { procedure?: string; lineage?: string }): Promise<WeekCount[]> {
+    if (from >= to) return [];
+    const params: unknown[] = [workspace, from, to];
     const where = ['f.workspace = $1', `${AT} >= $2::timestamptz`, `${AT} < $3::timestamptz`];
     if (filter.procedure !== undefined) {
       params.push(filter.procedure);
@@ -233,7 +277,27 @@ export class ReviewReadRepo {
          FROM sop_findings f WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`,
       params,
     );
-    return res.rows.map((r) => ({ ...r, week: new Date(Number(r.week) * WEEK_MS - 3 * 86_400_000).toISOString().slice(0, 10), n: num(r.n) }));
+    return res.rows.map(weekRow);
+  }
+
+  private async weeksFromDays(workspace: string, fromDay: string, toDay: string, filter: { procedure?: string; lineage?: string }): Promise<WeekCount[]> {
+    const params: unknown[] = [workspace, fromDay, toDay];
+    const where = ['d.workspace = $1', 'd.day >= $2::date', 'd.day < $3::date'];
+    if (filter.procedure !== undefined) {
+      params.push(filter.procedure);
+      where.push(`d.procedure_id = $${params.length}`);
+    }
+    if (filter.lineage !== undefined) {
+      params.push(filter.lineage);
+      where.push(`d.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length})`);
+    }
+    const res = await this.db.query<{ procedure_id: string | null; rule_pattern_id: string | null; week: unknown; suppressed: boolean; n: unknown }>(
+      `SELECT NULLIF(d.rule_pattern_id, '') AS rule_pattern_id, CASE WHEN d.rule_pattern_id = '' THEN d.procedure_id END AS procedure_id,
+              ((d.day - date '1970-01-01') + 3) / 7 AS week, d.suppressed, sum(d.n) AS n
+         FROM sop_finding_days d WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`,
+      params,
+    );
+    return res.rows.map(weekRow);
   }
 
   /** The procedures a rule (lineage) has findings or a pattern in. */

@@ -100,8 +100,9 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
   const children = p.kind === 'rule' ? await writes.repo.children(db, p.id) : [];
   const ctx = await writes.contexts(db, [p, ...children]);
   const onWording = await wordingCounts(read, ctx);
-  const inWindow = countsByPattern(await read.findingCounts(workspace, window, { procedure: p.procedure_id }));
-  const allTime = countsByPattern(await read.findingCounts(workspace, null, { procedure: p.procedure_id }));
+  const rulePattern = p.parent_id ?? p.id;
+  const inWindow = countsByPattern(await read.findingCounts(workspace, window, { rulePattern }));
+  const allTime = countsByPattern(await read.findingCounts(workspace, null, { rulePattern }));
   const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0);
   const sessions = await read.sessionsOf(p, window, SESSIONS_SHOWN);
   return {

@@ -40,7 +40,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => db.close());
 beforeEach(async () => {
-  await db.exec('TRUNCATE sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE');
+  await db.exec('TRUNCATE sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE');
   jobs = new InlineJobs();
   const workspaces = new SopWorkspaces(db);
   await workspaces.push(WS, [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
