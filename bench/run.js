@@ -1,7 +1,8 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood,sop,limits]
+//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood,sop,limits,review]
+// (review, minutes at 100,000 sessions, runs only when asked: --only review)
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 const { benchEngine } = require('./engine');
 const { benchE2e } = require('./e2e');
@@ -9,6 +10,7 @@ const { benchDistributed } = require('./distributed');
 const { benchQuestions } = require('./questions');
 const { benchFlood } = require('./flood');
 const { benchSop } = require('./sop');
+const { benchReview } = require('./review');
 const { benchLimits } = require('./limits');
 
 function arg(name, def) {
@@ -48,6 +50,11 @@ async function main() {
     out.sop = await benchSop();
     console.log('sop checks:', JSON.stringify(out.sop));
   }
+  if (only.has('review')) {
+    // 100,000 sessions and 300,000 findings, on PGlite and (with NEATROOTS_PG_URL) Postgres: minutes
+    out.review = await benchReview();
+    for (const r of out.review) console.log('review:', JSON.stringify(r));
+  }
   const rows = [];
   if (out.engine) {
     rows.push(['rule engine alone, library + 20 rule checks (2 match)', `${out.engine.spans_per_s} spans/s`, `no checks: ${out.engine.baseline_spans_per_s} spans/s (x${out.engine.ratio_to_baseline} slower)`]);
@@ -86,6 +93,15 @@ async function main() {
         base ? `one request per rule: ${base.sessions_per_s} sessions/s, ${base.requests_per_decision} requests per decision` : '',
       ]);
     }
+  }
+  for (const r of out.review ?? []) {
+    if (r.skipped) {
+      rows.push([`review on ${r.db}`, 'skipped', r.skipped]);
+      continue;
+    }
+    const base = `count(*) of the findings: ${r.baseline_count_findings_ms} ms, of the sessions: ${r.baseline_count_sessions_ms} ms`;
+    rows.push([`review on ${r.db}, ${r.sessions} sessions, ${r.findings} findings: review queue / patterns / Insights`, `${r.review_queue_ms} / ${r.patterns_ms} / ${r.insights_ms} ms`, base]);
+    rows.push([`review on ${r.db}: assigning findings to patterns`, `${r.assign_findings_per_s} findings/s (backfill); one session ${r.assign_one_session_ms} ms`, '']);
   }
   console.log('\n| what | measured | baseline in the same run |\n| --- | --- | --- |');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
