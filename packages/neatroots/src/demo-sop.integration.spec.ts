@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -62,7 +63,7 @@ describe('the demo workspace at start', () => {
     expect(runRows).toHaveLength(fleet.runs);
     expect(runRows.find((l) => l.includes('run:run-refund-ok-'))).toMatch(/ followed +refund-order: 1 done, 2 done;/);
     // halted before it said anything: the skipped lookup is shown, but nothing is measured
-    expect(runRows.find((l) => l.includes('run:run-refund-bad-'))).toMatch(/ not_measurable +refund-order: 1 skipped, 2 done; .*\(the agent never spoke\)$/);
+    expect(runRows.find((l) => l.includes('run:run-refund-bad-'))).toMatch(/ not_measurable +refund-order: 1 skipped, 2 done; .*\(not measured: the agent never spoke\)$/);
 
     const notChecked = lines.filter((l) => l.includes('Not checked') || l.includes('NEATROOTS_LLM_URL'));
     expect(notChecked).toEqual([
@@ -81,5 +82,38 @@ describe('the demo workspace at start', () => {
     expect(again).toMatchObject({ id: ws.samples[0], status: 'unchanged' });
     const lines = await demoSopSummary(app.review.sop, { demo: ws, runsSince: new Date().toISOString(), runs: 0, modelConfigured: false });
     expect(lines[0]).toBe('SOP checks of workspace "demo": release 1 stays live (head unchanged), procedures customer-care, refund-order');
+  }, 120_000);
+});
+
+describe('neatroots start (the built CLI)', () => {
+  it('prints the SOP results after the live checks, then serves', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-start-sop-'));
+    const ports = { NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0' };
+    const proc = spawn(process.execPath, [path.resolve(__dirname, '../bin/neatroots.js'), 'start'], {
+      env: { PATH: process.env.PATH, NEATROOTS_HOME: home, ...ports },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    proc.stderr!.on('data', () => undefined);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no "Serving" in 90 s:\n${out}`)), 90_000);
+        proc.stdout!.on('data', () => out.includes('Serving; Ctrl-C to stop.') && (clearTimeout(t), resolve()));
+        proc.once('exit', (code) => reject(new Error(`start exited ${code}:\n${out}`)));
+      });
+      const findings = out.indexOf('Findings stored');
+      const sop = out.indexOf('SOP checks of workspace "demo": release 1 published now');
+      expect(findings).toBeGreaterThan(0);
+      expect(sop).toBeGreaterThan(findings);
+      expect(out).toMatch(/sample-refund-skipped +deviated +refund-order: 1 skipped, 2 done/);
+      expect(out).toMatch(/run:run-refund-ok-\w+ +followed +refund-order: 1 done, 2 done/);
+      expect(out).toContain('Not checked, because no model is configured:');
+      expect(out).toContain('/v1/workspaces/demo/sessions');
+    } finally {
+      proc.kill('SIGINT');
+      await new Promise((r) => (proc.exitCode !== null ? r(null) : proc.once('exit', r)));
+      fs.rmSync(home, { recursive: true, force: true });
+    }
   }, 120_000);
 });

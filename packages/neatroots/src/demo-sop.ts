@@ -89,7 +89,7 @@ function sessionLine(s: SessionView): string {
   if (s.status === 'queued') return `    ${name} still queued`;
   if (s.status === 'failed') return `    ${name} failed: ${s.error ?? 'no reason given'}`;
   // The checker's own words: a session where the agent never spoke is not measured, whatever its steps.
-  const silent = s.checks.some((c) => c.goal_reason?.includes('The agent never spoke')) ? ' (the agent never spoke)' : '';
+  const silent = s.checks.some((c) => c.goal_reason?.includes('The agent never spoke')) ? ' (not measured: the agent never spoke)' : '';
   return `    ${name} ${(s.result ?? '-').padEnd(15)} ${s.checks.map(checkText).join('; ')}${silent}`;
 }
 
