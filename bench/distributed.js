@@ -10,7 +10,7 @@ const path = require('node:path');
 const net = require('node:net');
 const { performance } = require('node:perf_hooks');
 const { KafkaBus } = require('@neatroots/platform');
-const { makeTopics } = require('@neatroots/spans');
+const { makeTopics } = require('@neatroots/messages');
 const { extraChecksYaml, percentile } = require('./checks');
 const { buildBatches, send, paced } = require('./e2e');
 

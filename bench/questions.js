@@ -9,7 +9,7 @@ const { loadChecks, parseCheck } = require('@neatroots/checks');
 const { MemoryBus, MemoryWindowStore, openAiChatModel } = require('@neatroots/platform');
 const { FastClassifier, QuestionScheduler, questionSet } = require('@neatroots/questions');
 const { startQuestionService } = require('@neatroots/question');
-const { QUESTIONS_TOPIC } = require('@neatroots/spans');
+const { QUESTIONS_TOPIC } = require('@neatroots/messages');
 
 const LATENCY_MS = Number(process.env.BENCH_MODEL_LATENCY_MS ?? 200);
 

@@ -1,4 +1,4 @@
-import type { FindingMessage, RunEndStatus, SpanType } from '@neatroots/spans';
+import type { RunEndStatus, SpanType } from '@neatroots/spans';
 
 /**
  * Checks after validation (CONTRACTS.md section 2 and the neatroots seed). The YAML files are
@@ -148,12 +148,37 @@ export function checkFailure(problems: readonly CheckError[]): CheckError {
 
 /**
  * What the engine emits when a check's state changes (CONTRACTS.md section 3): the findings
- * topic's message (@neatroots/spans), with the check's rank and source always known here.
+ * topic's message (FindingMessage in @neatroots/messages is this, read back from the bus), with
+ * the check's rank and source always known here.
  * Its id is deterministic: the same spans give the same id, so a redelivered batch writes
  * nothing new.
  */
-export interface FindingEvent extends FindingMessage {
+export interface FindingEvent {
+  id: string;
+  check_id: string;
+  run_id: string;
+  project: string;
+  workflow?: string;
+  status: 'raised' | 'updated' | 'resolved';
+  span_ids: string[];
+  count: number;
+  action: 'flag' | 'halt';
+  halt_suppressed?: boolean;
+  title: string;
+  guidance: string;
+  at_ms: number;
+  group?: string;
   /** Higher heads its group (the most specific check). */
   priority: number;
+  kind: string;
   source: CheckSource;
+  received_ms?: number;
+  /** Question findings: the words of the run that show the problem. */
+  quote?: string;
+  /** Question findings: the probability of a problem (an LLM's is capped at 0.9). */
+  probability?: number;
+  /** Question findings: how it is shown, "Very likely (LLM judgment)" or a percentage. */
+  confidence?: string;
+  /** Question findings: decision, local or classifier. */
+  answered_by?: string;
 }

@@ -1,6 +1,6 @@
-import { QUESTION_KINDS, type FindingEvent, type NoteOut, type QuestionCheck } from '@neatroots/checks';
+import type { FindingEvent, NoteOut } from '@neatroots/checks';
 import type { WindowStore } from '@neatroots/ports';
-import type { QuestionTaskMessage } from '@neatroots/spans';
+import type { QuestionTaskMessage } from '@neatroots/messages';
 import type { QuestionAnswerer } from './answerer';
 import { QuestionFindings, type QuestionFindingsWindow } from './findings';
 import { needsPlan, Planner, type PlanStore } from './planner';
@@ -47,25 +47,6 @@ export interface ProcessorOutput {
   commit(): Promise<void>;
 }
 
-export class InvalidTaskError extends Error {}
-
-/** Validates a task from the bus: a poison message is reported and skipped, never retried forever. */
-export function toTask(m: QuestionTaskMessage): QuestionTask | PlanTask {
-  if (m.type === 'plan') {
-    const p = m.plan as PlanTask['plan'] | undefined;
-    if (!p || typeof p !== 'object' || typeof p.workflow !== 'string' || !Array.isArray(p.tools)) throw new InvalidTaskError(`plan task ${m.id}: no plan request`);
-    return { ...m, type: 'plan', workflow: p.workflow, plan: p };
-  }
-  const c = m.check as QuestionCheck | undefined;
-  if (!c || typeof c !== 'object' || typeof c.id !== 'string' || typeof c.ask !== 'string' || !(QUESTION_KINDS as readonly string[]).includes(c.kind)) {
-    throw new InvalidTaskError(`question task ${m.id}: no valid question check`);
-  }
-  const ev = m.evidence as QuestionTask['evidence'] | undefined;
-  if (!ev || typeof ev !== 'object' || !Array.isArray(ev.spans)) throw new InvalidTaskError(`question task ${m.id}: no evidence`);
-  const scope = (m.scope ?? c.scope) as QuestionTask['scope'];
-  return { ...m, type: 'question', check: c, scope, anchor: m.anchor ?? 'run', evidence: ev, context: m.context as QuestionTask['context'] };
-}
-
 export class QuestionProcessor {
   readonly findings: QuestionFindings;
   private readonly planning = new Map<string, Promise<void>>();
@@ -79,14 +60,8 @@ export class QuestionProcessor {
   async process(messages: readonly QuestionTaskMessage[]): Promise<ProcessorOutput> {
     const questions: QuestionTask[] = [];
     const plans: Promise<void>[] = [];
-    for (const m of messages) {
-      let t: QuestionTask | PlanTask;
-      try {
-        t = toTask(m);
-      } catch (e) {
-        this.log((e as Error).message);
-        continue;
-      }
+    // The bus's decoder checked each task's shape (@neatroots/messages): taken as it comes.
+    for (const t of messages) {
       if (t.type === 'plan') plans.push(this.plan(t));
       else questions.push(t);
     }

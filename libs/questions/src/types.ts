@@ -1,61 +1,12 @@
-import type { QuestionCheck } from '@neatroots/checks';
-import type { QuestionTaskMessage, ToolInfo } from '@neatroots/spans';
+// The tasks and what they carry are the bus contract's (@neatroots/messages); named here too,
+// where questions have always been read from.
+export type { ContextDoc, EvidenceDoc, PlanRequest, PlanTask, QuestionTask, RunSummary, SpanSummary } from '@neatroots/messages';
 
 /**
  * What a question sees and what it answers. Everything here is plain JSON: evidence travels
  * from the scheduler (in the rule-engine service) to the question service on the bus, and
  * the scheduler's per-run state lives in the window store.
  */
-
-/** One span as questions see it: its fields as text, each cut to a bounded length. */
-export interface SpanSummary {
-  id: string;
-  type: string;
-  name: string;
-  tool?: string;
-  status: 'ok' | 'error';
-  input?: string;
-  output?: string;
-  error?: string;
-  start?: number;
-}
-
-/** An earlier run of the same session (session scope). */
-export interface RunSummary {
-  run_id: string;
-  status?: string;
-  user_message?: string;
-  final_output?: string;
-  spans: SpanSummary[];
-}
-
-/** The evidence of one question: what the model (or the classifier) is shown. */
-export interface EvidenceDoc {
-  /** Span scope: the id of the span being judged (the last of `spans`). */
-  focus?: string;
-  /** In run order. For span scope: the earlier tool calls, then the span judged. */
-  spans: SpanSummary[];
-  /** Matching spans left out by `last` or by the window's bound. */
-  omitted?: number;
-  final_output?: string;
-  run_status?: string;
-  user_message?: string;
-  system_prompt?: string;
-  tools?: ToolInfo[];
-  /** Session scope: the session's earlier runs, oldest first. */
-  runs?: RunSummary[];
-  /** Evidence given as plain text (the gRPC Ask API). */
-  text?: string;
-}
-
-/** What the run did before the evidence: the second look judges the problem against it. */
-export interface ContextDoc {
-  spans: SpanSummary[];
-  omitted?: number;
-  user_message?: string;
-  /** Context given as plain text (the gRPC Ask API). */
-  text?: string;
-}
 
 export type AnsweredBy = 'decision' | 'local' | 'classifier';
 
@@ -80,31 +31,6 @@ export interface Answer {
   /** The model claimed a problem it could not show in the run: not raised, but not a pass either. */
   unsupported?: boolean;
   cached?: boolean;
-}
-
-/** A question task on the bus, validated (see QuestionTaskMessage in @neatroots/spans). */
-export interface QuestionTask extends QuestionTaskMessage {
-  type: 'question';
-  check: QuestionCheck;
-  scope: QuestionCheck['scope'];
-  anchor: string;
-  evidence: EvidenceDoc;
-  context?: ContextDoc;
-}
-
-/** What the planner reads on a workflow's first run. */
-export interface PlanRequest {
-  project: string;
-  workflow: string;
-  system_prompt?: string;
-  user_message?: string;
-  tools: ToolInfo[];
-}
-
-export interface PlanTask extends QuestionTaskMessage {
-  type: 'plan';
-  workflow: string;
-  plan: PlanRequest;
 }
 
 /** A library question the planner picked for a workflow, with its parameters filled. */

@@ -6,3 +6,4 @@ export * from './jsonl';
 export * from './text';
 export * from './wire';
 export * from './otlp';
+export * from './mapping';

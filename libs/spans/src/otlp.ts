@@ -1,6 +1,7 @@
 import { otlp } from '@neatroots/proto';
 import { SpanValidationError } from './errors';
-import { checkItemLimits, type LimitCheck } from './limits';
+import { checkItemLimits } from './limits';
+import { rejectionOf, type MapOptions, type MapResult, type Rejection } from './mapping';
 import { normalizeItem, normalizeSpan } from './normalize';
 import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
 
@@ -38,35 +39,15 @@ type Obj = Record<string, unknown>;
 type AnyValue = otlp.AnyValue;
 type KeyValue = otlp.KeyValue;
 
-/** A span that could not be accepted, with where it was and why. */
-export interface OtlpRejection {
-  /** Position of the span in the request, counting across resource_spans and scope_spans. */
-  index: number;
-  run_id?: string;
-  span_id?: string;
-  field: string;
-  reason: string;
-}
+/** A rejected span: the one rejection shape of ingest (see mapping.ts). */
+export type OtlpRejection = Rejection;
 
-export interface OtlpMapResult {
-  /** Accepted spans and the run events derived from them, in order. */
-  items: StreamItem[];
-  /** Spans in the request. */
+export interface OtlpMapResult extends MapResult {
+  /** Spans in the request (the same as `received`). */
   spans: number;
-  /** Spans accepted (run events not counted). */
-  accepted: number;
-  rejected: OtlpRejection[];
 }
 
-export interface OtlpMapOptions {
-  /**
-   * The project the export is authenticated for: a span naming another project is rejected,
-   * and every accepted item is stamped with this one.
-   */
-  project?: string;
-  /** Hold every item to these limits (ingest); a span past them is rejected. */
-  limits?: LimitCheck;
-}
+export type OtlpMapOptions = MapOptions;
 
 // ---- Values ----------------------------------------------------------------------------
 
@@ -522,10 +503,7 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
           mapped.push(mapSpan(s, res, opts));
         } catch (e) {
           if (!(e instanceof SpanValidationError)) throw e;
-          const r: OtlpRejection = { index: i, field: e.field, reason: e.reason };
-          if (e.run_id) r.run_id = e.run_id;
-          if (e.span_id) r.span_id = e.span_id;
-          rejected.push(r);
+          rejected.push(rejectionOf(e, i));
         }
       }
     }
@@ -556,5 +534,5 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
     items.push({ kind: 'span', span: m.span });
     if (m.runEnd) items.push({ kind: 'run_end', run: m.runEnd });
   }
-  return { items, spans: index, accepted: mapped.length, rejected };
+  return { items, received: index, spans: index, accepted: mapped.length, rejected };
 }

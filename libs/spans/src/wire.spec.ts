@@ -1,19 +1,7 @@
 import { v1 } from '@neatroots/proto';
 import { SpanValidationError } from './errors';
-import type { Envelope, Span, StreamItem } from './types';
-import {
-  DELIVERIES_TOPIC,
-  EVENTS_TOPIC,
-  FINDINGS_TOPIC,
-  NOTES_TOPIC,
-  eventToItem,
-  itemToEvent,
-  makeTopics,
-  spanFromProto,
-  spanToProto,
-  type FindingMessage,
-  type Note,
-} from './wire';
+import type { Span, StreamItem } from './types';
+import { eventToItem, itemToEvent, readEvent, spanFromProto, spanToProto } from './wire';
 
 const fullSpan: Span = {
   run_id: 'r1',
@@ -119,47 +107,25 @@ describe('run events', () => {
   });
 });
 
-describe('bus topics', () => {
-  it('are named by prefix', () => {
-    expect([EVENTS_TOPIC.name, FINDINGS_TOPIC.name, NOTES_TOPIC.name, DELIVERIES_TOPIC.name]).toEqual([
-      'neatroots.events', 'neatroots.findings', 'neatroots.notes', 'neatroots.deliveries',
-    ]);
-    expect(makeTopics('staging.nr').events.name).toBe('staging.nr.events');
+describe('readEvent (the events topic)', () => {
+  it('reads back exactly what a validated item was', () => {
+    const items: StreamItem[] = [
+      { kind: 'span', span: fullSpan },
+      { kind: 'span', span: { run_id: 'r', span_id: 's', type: 'tool', name: 'x', tool: 'x', status: 'ok', error: '' } },
+      { kind: 'run_start', run: { event: 'run_start', run_id: 'r', project: 'p', tools: [{ name: 'a' }, { name: 'b', description: 'd' }], ts_ms: 3 } },
+      { kind: 'run_end', run: { event: 'run_end', run_id: 'r', status: 'no_output', final_output: 0, ts_ms: 4 } },
+    ];
+    for (const item of items) expect(readEvent(protoRoundTrip(itemToEvent(item)))).toEqual(item);
   });
 
-  it('encode and decode an envelope', () => {
-    const env: Envelope = { project: 'p', received_ms: 1700000000001.5, item: { kind: 'span', span: fullSpan } };
-    expect(EVENTS_TOPIC.decode(EVENTS_TOPIC.encode(env))).toEqual(env);
+  it('does not validate again: a span ingest would refuse is read as written', () => {
+    const ev: v1.Event = { kind: { $case: 'span', value: v1.Span.fromPartial({ run_id: 'r', span_id: 's', type: 'llm', status: 'maybe' }) } };
+    expect(() => eventToItem(ev)).toThrow(SpanValidationError);
+    expect(readEvent(ev)).toEqual({ kind: 'span', span: { run_id: 'r', span_id: 's', type: 'llm', status: 'maybe' } });
   });
 
-  it('refuse to decode an envelope whose item is invalid', () => {
-    const bytes = v1.Envelope.encode({
-      project: 'p', received_ms: 1, event: { kind: { $case: 'span', value: v1.Span.fromPartial({ span_id: 's', type: 'llm' }) } },
-    }).finish();
-    expect(() => EVENTS_TOPIC.decode(bytes)).toThrow(SpanValidationError);
-  });
-
-  it('encode and decode a finding, a note and a delivery', () => {
-    const finding: FindingMessage = {
-      id: 'f1', check_id: 'repeated-tool-call', run_id: 'r1', project: 'p', workflow: 'w', status: 'raised',
-      span_ids: ['s3', 's4', 's5'], count: 3, action: 'halt', halt_suppressed: true, title: 't', guidance: 'g',
-      at_ms: 1700000000123, group: 'loop', kind: 'rule', source: 'library', received_ms: 1700000000100,
-    };
-    expect(FINDINGS_TOPIC.decode(FINDINGS_TOPIC.encode(finding))).toEqual(finding);
-    // priority travels too: the most specific check of a group heads its problem.
-    const withPriority = { ...finding, priority: 5 };
-    expect(FINDINGS_TOPIC.decode(FINDINGS_TOPIC.encode(withPriority))).toEqual(withPriority);
-
-    const note: Note = {
-      id: 'n1', project: 'p', run_id: 'r1', check_id: 'c', finding_id: 'f1', kind: 'halt', title: 't', text: 'stop', at_ms: 5,
-    };
-    expect(NOTES_TOPIC.decode(NOTES_TOPIC.encode(note))).toEqual(note);
-    const delivered = { note_id: 'n1', finding_id: 'f1', project: 'p', at_ms: 7 };
-    expect(DELIVERIES_TOPIC.decode(DELIVERIES_TOPIC.encode(delivered))).toEqual(delivered);
-  });
-
-  it('reads an unknown note kind as a plain note, never as a halt', () => {
-    const bytes = v1.NoteEnvelope.encode({ note: v1.Note.fromPartial({ id: 'n', kind: 'shout' }) }).finish();
-    expect(NOTES_TOPIC.decode(bytes).kind).toBe('note');
+  it('still refuses JSON text that does not parse, naming the field', () => {
+    const ev: v1.Event = { kind: { $case: 'span', value: v1.Span.fromPartial({ run_id: 'r', span_id: 's', type: 'llm', input_json: '{' }) } };
+    expect(() => readEvent(ev)).toThrow(expect.objectContaining({ field: 'input_json' }));
   });
 });

@@ -1,5 +1,5 @@
 import { systemClock, type Clock, type Queryable } from '@neatroots/ports';
-import type { FindingMessage, NoteDelivered } from '@neatroots/spans';
+import type { FindingMessage, NoteDelivered } from '@neatroots/messages';
 import { checkStat, findingState, isQuiet, problemKey, QUIET_AFTER_DISMISSALS } from './life';
 import type { CheckStat, DismissInput, FindingRecord, FindingStateFilter, ListFindingsQuery, Page, Problem } from './records';
 import { FINDING_STATE_FILTERS } from './records';

@@ -1,5 +1,6 @@
 /** Builders for the store's specs. A helper (*.test.ts), not a suite. */
-import type { Envelope, FindingMessage, RunEnd, RunStart, Span } from '@neatroots/spans';
+import type { FindingMessage } from '@neatroots/messages';
+import type { Envelope, RunEnd, RunStart, Span } from '@neatroots/spans';
 
 export const T0 = Date.parse('2025-01-01T00:00:00.000Z');
 

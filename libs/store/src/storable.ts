@@ -1,4 +1,5 @@
-import { measureJson, type Envelope, type FindingMessage } from '@neatroots/spans';
+import { type FindingMessage } from '@neatroots/messages';
+import { measureJson, type Envelope } from '@neatroots/spans';
 import type { DeliveryInput } from './findings.repo';
 
 /** One item of a store write. */

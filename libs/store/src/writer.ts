@@ -1,5 +1,6 @@
 import type { Db, DeadLetter, Queryable } from '@neatroots/ports';
-import type { Envelope, FindingMessage } from '@neatroots/spans';
+import type { FindingMessage } from '@neatroots/messages';
+import type { Envelope } from '@neatroots/spans';
 import { DeadLettersRepo } from './dead-letters.repo';
 import { FindingsRepo, type DeliveryInput } from './findings.repo';
 import { ProjectsRepo } from './projects.repo';

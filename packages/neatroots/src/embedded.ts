@@ -7,7 +7,7 @@ import type { Db, Logger } from '@neatroots/ports';
 import type { QuestionLink } from '@neatroots/question';
 import type { ReviewLink } from '@neatroots/review';
 import type { RuleEngineService } from '@neatroots/rule-engine';
-import { makeTopics, type Topics } from '@neatroots/spans';
+import { makeTopics, type Topics } from '@neatroots/messages';
 import { ProjectsRepo } from '@neatroots/store';
 import { SERVICES, startNeatroots } from './compose';
 import type { CheckSet } from './runtime';

@@ -1,7 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
 import { createReviewQueries } from '@neatroots/review';
-import type { Envelope, FindingMessage } from '@neatroots/spans';
+import type { FindingMessage } from '@neatroots/messages';
+import type { Envelope } from '@neatroots/spans';
 import { FindingsRepo, ProjectsRepo, RunsRepo } from '@neatroots/store';
 import { migrate, openPglite } from '@neatroots/platform';
 import { apiUrl, createApi } from './api';

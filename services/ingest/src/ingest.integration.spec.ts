@@ -7,18 +7,8 @@ import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trac
 import { MemoryBus } from '@neatroots/platform';
 import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
 import { otlp, v1 } from '@neatroots/proto';
-import {
-  DELIVERIES_TOPIC,
-  EVENTS_TOPIC,
-  NOTES_TOPIC,
-  itemToEvent,
-  type Envelope,
-  type Note,
-  type NoteDelivered,
-  type RunEnd,
-  type RunStart,
-  type Span,
-} from '@neatroots/spans';
+import { DELIVERIES_TOPIC, EVENTS_TOPIC, NOTES_TOPIC, type Note, type NoteDelivered } from '@neatroots/messages';
+import { itemToEvent, type Envelope, type RunEnd, type RunStart, type Span } from '@neatroots/spans';
 import { startIngest, type IngestHandle } from './ingest';
 
 // ---- harness ---------------------------------------------------------------------------

@@ -12,20 +12,19 @@ import {
 } from '@grpc/grpc-js';
 import type { Bus, Subscription } from '@neatroots/ports';
 import { bindGrpc, closeGrpcServer, otlp, v1 } from '@neatroots/proto';
+import { makeTopics, type Note, type Topics } from '@neatroots/messages';
 import {
   DEFAULT_SPAN_LIMITS,
   MAX_ID_LENGTH,
-  SpanValidationError,
-  eventToItem,
   itemRunId,
-  makeTopics,
+  mapEvents,
   mapOtlpExport,
   type Envelope,
   type LimitCheck,
-  type Note,
+  type MapResult,
+  type Rejection,
   type SpanLimits,
   type StreamItem,
-  type Topics,
 } from '@neatroots/spans';
 import { apiKeyFrom, type ResolveKey } from './auth';
 import { inc, newMetrics, type IngestMetrics } from './metrics';
@@ -143,14 +142,6 @@ class CallError extends Error {
   }
 }
 
-interface Rejection {
-  index: number;
-  run_id?: string;
-  span_id?: string;
-  field: string;
-  reason: string;
-}
-
 function describe(r: Rejection): string {
   const where = [`#${r.index}`, r.run_id && `run ${r.run_id}`, r.span_id && `span ${r.span_id}`].filter(Boolean).join(' ');
   return `${where}: ${r.field}: ${r.reason}`;
@@ -252,6 +243,20 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     bus.publish(topics.deliveries, records).catch((e: Error) => log.warn(`ingest: recording note delivery failed: ${e.message}`));
   }
 
+  /**
+   * An export after the mapping, whichever API it came by: counted, refused when nothing of it
+   * was acceptable, else its accepted items published.
+   */
+  async function accept(project: string, res: MapResult, what: 'span' | 'item'): Promise<void> {
+    metrics.items_received += res.received;
+    countRejected(res.rejected);
+    if (res.received > 0 && res.accepted === 0) {
+      throw new CallError(Status.INVALID_ARGUMENT, `no ${what} was acceptable (${res.received} rejected): ${summarize(res.rejected)}`);
+    }
+    await publish(project, res.items);
+    metrics.items_accepted += res.accepted;
+  }
+
   // ---- OTLP TraceService/Export (gRPC and HTTP: one path once the body is decoded) ----
 
   async function acceptOtlp(md: Metadata, decoded: Decoded<otlp.ExportTraceServiceRequest>): Promise<otlp.ExportTraceServiceResponse> {
@@ -261,13 +266,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     const req = body(decoded);
     admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
     const res = mapOtlpExport(req, { project, limits: limitCheck() });
-    metrics.items_received += res.spans;
-    countRejected(res.rejected);
-    if (res.spans > 0 && res.accepted === 0) {
-      throw new CallError(Status.INVALID_ARGUMENT, `no span was acceptable (${res.spans} rejected): ${summarize(res.rejected)}`);
-    }
-    await publish(project, res.items);
-    metrics.items_accepted += res.accepted;
+    await accept(project, res, 'span');
     const response: otlp.ExportTraceServiceResponse = {};
     // OTLP: partial_success is set, with the count and the reasons, only when something was rejected.
     if (res.rejected.length) {
@@ -313,41 +312,12 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       const project = await authenticate(call.metadata);
       const req = body(call.request);
       admit(req.events.length);
-      const items: StreamItem[] = [];
-      const rejected: v1.Rejected[] = [];
-      const check = limitCheck();
-      req.events.forEach((ev, index) => {
-        try {
-          const item = eventToItem(ev, check);
-          const named = item.kind === 'span' ? item.span.project : item.kind === 'run_start' ? item.run.project : undefined;
-          if (named !== undefined && named !== project) {
-            const runId = itemRunId(item);
-            throw new SpanValidationError(
-              'project',
-              `names project "${named}", but the API key is for "${project}"`,
-              runId,
-              item.kind === 'span' ? item.span.span_id : undefined,
-            );
-          }
-          if (item.kind === 'span') item.span.project = project;
-          else if (item.kind === 'run_start') item.run.project = project;
-          items.push(item);
-        } catch (e) {
-          if (!(e instanceof SpanValidationError)) throw e;
-          rejected.push({ index, run_id: e.run_id ?? '', span_id: e.span_id ?? '', field: e.field, reason: e.reason });
-        }
-      });
-      metrics.items_received += req.events.length;
-      const asRejections: Rejection[] = rejected.map((r) => ({ ...r, run_id: r.run_id || undefined, span_id: r.span_id || undefined }));
-      countRejected(asRejections);
-      if (req.events.length > 0 && items.length === 0) {
-        throw new CallError(Status.INVALID_ARGUMENT, `no item was acceptable (${rejected.length} rejected): ${summarize(asRejections)}`);
-      }
-      await publish(project, items);
-      metrics.items_accepted += items.length;
-      const noteRuns = req.note_runs.length ? req.note_runs : items.map(itemRunId);
+      const res = mapEvents(req.events, { project, limits: limitCheck() });
+      await accept(project, res, 'item');
+      const noteRuns = req.note_runs.length ? req.note_runs : res.items.map(itemRunId);
       const notes = hub.take(project, noteRuns);
-      cb(null, { accepted: items.length, rejected, notes });
+      const rejected: v1.Rejected[] = res.rejected.map((r) => ({ index: r.index, run_id: r.run_id ?? '', span_id: r.span_id ?? '', field: r.field, reason: r.reason }));
+      cb(null, { accepted: res.accepted, rejected, notes });
       delivered(notes, 'piggyback');
     } catch (e) {
       fail(cb, e);

@@ -1,5 +1,5 @@
 import type { ServiceModule } from '@neatroots/ports';
-import { makeTopics } from '@neatroots/spans';
+import { makeTopics } from '@neatroots/messages';
 import { startIngest, type IngestOptions } from './ingest';
 
 /** The configuration ingest reads besides where it listens. */

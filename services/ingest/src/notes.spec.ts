@@ -1,4 +1,4 @@
-import type { Note } from '@neatroots/spans';
+import type { Note } from '@neatroots/messages';
 import { NoteHub, type NoteStream } from './notes';
 
 function note(id: string, run_id: string, project = 'shop', at_ms = 1): Note {

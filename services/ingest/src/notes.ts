@@ -1,4 +1,4 @@
-import type { Note } from '@neatroots/spans';
+import type { Note } from '@neatroots/messages';
 
 /**
  * Where notes and halts go once a replica of ingest has them: to the open Subscribe streams of

@@ -13,7 +13,8 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { MemoryBus, pythonOrSkip } from '@neatroots/platform';
 import { otlp } from '@neatroots/proto';
-import { EVENTS_TOPIC, type Envelope, type StreamItem } from '@neatroots/spans';
+import { EVENTS_TOPIC } from '@neatroots/messages';
+import { type Envelope, type StreamItem } from '@neatroots/spans';
 import { startIngest, type IngestHandle } from './ingest';
 import { decodeOtlpJson } from './otlp-json';
 

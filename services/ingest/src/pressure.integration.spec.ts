@@ -4,7 +4,8 @@ import * as path from 'node:path';
 import { Metadata, credentials, status, type ServiceError } from '@grpc/grpc-js';
 import { LogBus } from '@neatroots/platform';
 import { v1 } from '@neatroots/proto';
-import { EVENTS_TOPIC, itemToEvent, type Envelope } from '@neatroots/spans';
+import { EVENTS_TOPIC } from '@neatroots/messages';
+import { itemToEvent, type Envelope } from '@neatroots/spans';
 import { startIngest, type IngestHandle } from './ingest';
 import { Pressure } from './pressure';
 

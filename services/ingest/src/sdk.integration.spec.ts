@@ -1,5 +1,6 @@
 import { MemoryBus } from '@neatroots/platform';
-import { NOTES_TOPIC, EVENTS_TOPIC, DELIVERIES_TOPIC, type Envelope, type NoteDelivered } from '@neatroots/spans';
+import { NOTES_TOPIC, EVENTS_TOPIC, DELIVERIES_TOPIC, type NoteDelivered } from '@neatroots/messages';
+import { type Envelope } from '@neatroots/spans';
 import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
 import { startIngest, type IngestHandle } from './ingest';
 

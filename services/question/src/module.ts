@@ -7,7 +7,7 @@ import type {
   QuestionSet,
   ResultSink,
 } from '@neatroots/questions';
-import { makeTopics } from '@neatroots/spans';
+import { makeTopics } from '@neatroots/messages';
 import { answererDecisions, type DecisionsGateway } from './decisions';
 import { agreementStats, questionGrpcService } from './grpc';
 import { startQuestionService, type QuestionService, type QuestionServiceOptions } from './service';

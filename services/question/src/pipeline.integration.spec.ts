@@ -7,7 +7,8 @@ import { compileRuleSet, parseCheck, type QuestionCheck, type RunWindow } from '
 import { MemoryBus, MemoryWindowStore, openAiChatModel } from '@neatroots/platform';
 import { LOCAL_LLM_POLICY, QuestionScheduler, questionSet, type QuestionFindingsWindow, type SchedulerWindow } from '@neatroots/questions';
 import { startRuleEngine } from '@neatroots/rule-engine';
-import { makeTopics, type Envelope, type FindingMessage, type Note } from '@neatroots/spans';
+import { makeTopics, type FindingMessage, type Note } from '@neatroots/messages';
+import { type Envelope } from '@neatroots/spans';
 import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { startQuestionService } from './service';
 

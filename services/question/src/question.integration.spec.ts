@@ -22,7 +22,8 @@ import {
   type SchedulerWindow,
   type SpanPolicy,
 } from '@neatroots/questions';
-import { FINDINGS_TOPIC, NOTES_TOPIC, QUESTIONS_TOPIC, type Envelope, type FindingMessage, type Note, type Span } from '@neatroots/spans';
+import { FINDINGS_TOPIC, NOTES_TOPIC, QUESTIONS_TOPIC, type FindingMessage, type Note } from '@neatroots/messages';
+import { type Envelope, type Span } from '@neatroots/spans';
 import { judgeReply, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply, type PromptQuestion } from '../../../libs/platform/src/models/fake-openai.test';
 import { startQuestionService, type QuestionService, type QuestionServiceOptions } from './service';
 

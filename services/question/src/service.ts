@@ -17,7 +17,14 @@ import {
   type QuestionFindingsWindow,
   type ResultSink,
 } from '@neatroots/questions';
-import { FINDINGS_TOPIC, NOTES_TOPIC, QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/spans';
+import {
+  FINDINGS_TOPIC,
+  NOTES_TOPIC,
+  QUESTIONS_TOPIC,
+  type FindingMessage,
+  type Note,
+  type QuestionTaskMessage,
+} from '@neatroots/messages';
 import { ChecksRepo, QuestionsRepo } from '@neatroots/store';
 import { startQuestionGrpc, type QuestionGrpc } from './grpc';
 

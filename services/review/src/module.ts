@@ -1,6 +1,6 @@
 import { deadLetterTopic, type Queryable, type ServiceModule } from '@neatroots/ports';
 import { createCheckSession, DEFAULT_SOP_SETTINGS, type DecisionGateway, type SopModelSettings } from '@neatroots/sop';
-import { makeTopics } from '@neatroots/spans';
+import { makeTopics } from '@neatroots/messages';
 import { ProjectsRepo, type IsQuiet, type ReviewQueries, type SopQueries } from '@neatroots/store';
 import { createReviewData, type ReviewData } from './data';
 import { reviewDataGrpcService } from './data-grpc';

@@ -1,6 +1,7 @@
 import type { Bus, BusBatch, Db, Queryable, Subscription, Topic } from '@neatroots/ports';
 import { MemoryBus, migrate, openPglite } from '@neatroots/platform';
-import { DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type Envelope, type FindingMessage } from '@neatroots/spans';
+import { DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type FindingMessage } from '@neatroots/messages';
+import { type Envelope } from '@neatroots/spans';
 import { REVIEW_GROUPS, startReview, type Review } from './review';
 
 const T0 = Date.parse('2025-01-01T00:00:00.000Z');

@@ -2,9 +2,8 @@ import { deadLetterTopic, type Bus, type BusBatch, type DeadLetter, type Db, typ
 import {
   DeadLettersRepo, QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
 } from '@neatroots/store';
-import {
-  DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type Envelope, type FindingMessage, type NoteDelivered,
-} from '@neatroots/spans';
+import { DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type FindingMessage, type NoteDelivered } from '@neatroots/messages';
+import { type Envelope } from '@neatroots/spans';
 import { createReviewQueries } from './queries';
 
 export interface ReviewTopics {

@@ -1,7 +1,7 @@
 import { disabledChecks, type DisabledCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
 import { LOCAL_LLM_POLICY, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
-import { makeTopics } from '@neatroots/spans';
+import { makeTopics } from '@neatroots/messages';
 import { startRuleEngine } from './service';
 
 /** The configuration the rule engine reads. */

@@ -1,7 +1,8 @@
 import { RuleEngine, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
 import { WindowConflictError, type Bus, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
-import { QUESTIONS_TOPIC, type Envelope, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/spans';
+import { QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
+import { type Envelope } from '@neatroots/spans';
 
 export interface RuleEngineTopics {
   events: Topic<Envelope>;

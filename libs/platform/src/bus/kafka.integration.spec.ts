@@ -1,5 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
-import { makeTopics, normalizeItem, type Envelope } from '@neatroots/spans';
+import { makeTopics } from '@neatroots/messages';
+import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { deadLetterTopic, type BusRecord, type DeadLetter, type Subscription } from '@neatroots/ports';
 import { serviceOrSkip, uniqueName } from '../testing/services';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';

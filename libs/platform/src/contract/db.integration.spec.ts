@@ -1,6 +1,7 @@
 import type { Db } from '@neatroots/ports';
 import { DeadLettersRepo, FindingsRepo, RunsRepo, StoreWriter } from '@neatroots/store';
-import type { Envelope, FindingMessage } from '@neatroots/spans';
+import type { FindingMessage } from '@neatroots/messages';
+import type { Envelope } from '@neatroots/spans';
 import { migrate } from '../db/migrate';
 import { openPglite } from '../db/pglite';
 import { openPostgres } from '../db/postgres';

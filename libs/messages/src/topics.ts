@@ -1,0 +1,74 @@
+import type { Topic } from '@neatroots/ports';
+import { v1 } from '@neatroots/proto';
+import type { Envelope } from '@neatroots/spans';
+import { envelopeFromProto, envelopeToProto } from './envelope';
+import { findingFromProto, findingToProto, type FindingMessage } from './findings';
+import { noteFromProto, type Note, type NoteDelivered } from './notes';
+import { questionTaskFromProto, questionTaskToProto, type QuestionTaskMessage } from './questions';
+
+/** The bus topics: each a name and its codec, passed straight to the bus port. */
+export interface Topics {
+  /** Accepted spans and run events (Envelope), key run_id. */
+  events: Topic<Envelope>;
+  /** Finding events from the rule engine, key run_id. */
+  findings: Topic<FindingMessage>;
+  /** Notes and halts for agents, key run_id. */
+  notes: Topic<Note>;
+  /** Notes that reached an agent, key finding_id. */
+  deliveries: Topic<NoteDelivered>;
+  /** Question checks that are due, from the rule engine to the question service, key run_id. */
+  questions: Topic<QuestionTaskMessage>;
+}
+
+export const DEFAULT_TOPIC_PREFIX = 'neatroots';
+
+function topic<T>(name: string, encode: (v: T) => Uint8Array, decode: (b: Uint8Array) => T): Topic<T> {
+  return { name, encode, decode };
+}
+
+/**
+ * The bus topics, named `<prefix>.events`, `<prefix>.findings`, `<prefix>.notes`,
+ * `<prefix>.deliveries` and `<prefix>.questions` (several deployments can share one Kafka
+ * cluster under different prefixes).
+ */
+export function makeTopics(prefix: string = DEFAULT_TOPIC_PREFIX): Topics {
+  return {
+    events: topic<Envelope>(
+      `${prefix}.events`,
+      (env) => v1.Envelope.encode(envelopeToProto(env)).finish(),
+      (bytes) => envelopeFromProto(v1.Envelope.decode(bytes)),
+    ),
+    findings: topic<FindingMessage>(
+      `${prefix}.findings`,
+      (f) => v1.FindingEvent.encode(findingToProto(f)).finish(),
+      (bytes) => findingFromProto(v1.FindingEvent.decode(bytes)),
+    ),
+    notes: topic<Note>(
+      `${prefix}.notes`,
+      // Wrapped in NoteEnvelope so routing fields can be added beside the note later.
+      (n) => v1.NoteEnvelope.encode({ note: n }).finish(),
+      (bytes) => {
+        const env = v1.NoteEnvelope.decode(bytes);
+        if (!env.note) throw new Error('note envelope without a note');
+        return noteFromProto(env.note);
+      },
+    ),
+    deliveries: topic<NoteDelivered>(
+      `${prefix}.deliveries`,
+      (d) => v1.NoteDelivered.encode(d).finish(),
+      (bytes) => v1.NoteDelivered.decode(bytes),
+    ),
+    questions: topic<QuestionTaskMessage>(
+      `${prefix}.questions`,
+      (t) => v1.QuestionTask.encode(questionTaskToProto(t)).finish(),
+      (bytes) => questionTaskFromProto(v1.QuestionTask.decode(bytes)),
+    ),
+  };
+}
+
+const DEFAULT_TOPICS = makeTopics();
+export const EVENTS_TOPIC: Topic<Envelope> = DEFAULT_TOPICS.events;
+export const FINDINGS_TOPIC: Topic<FindingMessage> = DEFAULT_TOPICS.findings;
+export const NOTES_TOPIC: Topic<Note> = DEFAULT_TOPICS.notes;
+export const DELIVERIES_TOPIC: Topic<NoteDelivered> = DEFAULT_TOPICS.deliveries;
+export const QUESTIONS_TOPIC: Topic<QuestionTaskMessage> = DEFAULT_TOPICS.questions;

@@ -1,0 +1,37 @@
+import { v1 } from '@neatroots/proto';
+import { DEFAULT_SPAN_LIMITS } from './limits';
+import { mapEvents } from './mapping';
+import { mapOtlpExport } from './otlp';
+import { itemToEvent } from './wire';
+
+const span = (o: Partial<v1.Span>): v1.Event => ({ kind: { $case: 'span', value: v1.Span.fromPartial({ run_id: 'r1', type: 'tool', name: 'x', ...o }) } });
+
+describe('mapEvents (neatroots.v1 exports)', () => {
+  it('accepts or rejects each event on its own, the rejected ones by position, run, span, field and reason', () => {
+    const res = mapEvents([span({ span_id: 'a' }), span({ span_id: 'b', type: 'robot' }), span({ span_id: 'c', input_json: '{' })], { project: 'p' });
+    expect(res.received).toBe(3);
+    expect(res.accepted).toBe(1);
+    expect(res.items.map((i) => (i.kind === 'span' ? i.span.span_id : ''))).toEqual(['a']);
+    expect(res.rejected).toEqual([
+      { index: 1, run_id: 'r1', span_id: 'b', field: 'type', reason: expect.stringContaining('must be one of') },
+      { index: 2, run_id: 'r1', span_id: 'c', field: 'input_json', reason: expect.stringContaining('is not valid JSON') },
+    ]);
+  });
+
+  it('stamps the API key\'s project and rejects an item naming another', () => {
+    const res = mapEvents(
+      [span({ span_id: 'a' }), span({ span_id: 'b', project: 'other' }), itemToEvent({ kind: 'run_start', run: { event: 'run_start', run_id: 'r1' } })],
+      { project: 'p' },
+    );
+    expect(res.items.map((i) => (i.kind === 'run_end' ? undefined : i.kind === 'span' ? i.span.project : i.run.project))).toEqual(['p', 'p']);
+    expect(res.rejected).toEqual([{ index: 1, run_id: 'r1', span_id: 'b', field: 'project', reason: 'names project "other", but the API key is for "p"' }]);
+  });
+
+  it('names the message\'s field when a limit is passed, as ingest\'s OTLP path does in the same shape', () => {
+    const limits = { limits: { ...DEFAULT_SPAN_LIMITS, maxJsonDepth: 2 }, now: Date.now() };
+    const res = mapEvents([span({ span_id: 'a', input_json: '[[[1]]]' })], { limits });
+    expect(res.rejected).toEqual([{ index: 0, run_id: 'r1', span_id: 'a', field: 'input_json', reason: expect.any(String) }]);
+    const otlp = mapOtlpExport({ resource_spans: [] });
+    expect(otlp).toEqual({ items: [], received: 0, spans: 0, accepted: 0, rejected: [] });
+  });
+});
