@@ -66,7 +66,7 @@ if (!cli) {
         expect(s.environment?.NEATROOTS_LLM_URL).toBeNull(); // unset, not empty
         for (const dep of Object.values(s.depends_on ?? {})) expect(dep.condition).toBe('service_healthy');
       }
-      expect(resolved.services.ingest.ports?.map((p) => [p.target, p.published])).toEqual([[4317, '4317'], [50051, '50051']]);
+      expect(resolved.services.ingest.ports?.map((p) => [p.target, p.published])).toEqual([[4317, '4317'], [4318, '4318'], [50051, '50051']]);
       expect(resolved.services.api.ports?.map((p) => [p.target, p.published])).toEqual([[8080, '8080']]);
       expect(Object.keys(resolved.volumes).sort()).toEqual(['kafka-data', 'postgres-data', 'redis-data']);
     });

@@ -96,8 +96,8 @@ describe('docker-compose.yml', () => {
     expect(svc(name).command).toEqual(['serve', '--target', name]);
   });
 
-  it('publishes OTLP 4317 and gRPC 50051 on ingest, 8080 on api, and no other neatroots port', () => {
-    expect(svc('ingest').ports?.map(String)).toEqual(['4317:4317', '50051:50051']);
+  it('publishes OTLP 4317 (gRPC) and 4318 (HTTP) and gRPC 50051 on ingest, 8080 on api, and no other neatroots port', () => {
+    expect(svc('ingest').ports?.map(String)).toEqual(['4317:4317', '4318:4318', '50051:50051']);
     expect(svc('api').ports?.map(String)).toEqual(['8080:8080']);
     for (const name of ['rule-engine', 'question', 'review']) expect(svc(name).ports).toBeUndefined();
   });
@@ -227,6 +227,7 @@ describe('docker-compose.yml', () => {
     }
     // published container ports are the ones the services are told to listen on
     expect(containerEnv(svc('ingest')).NEATROOTS_OTLP_PORT).toBe('4317');
+    expect(containerEnv(svc('ingest')).NEATROOTS_OTLP_HTTP_PORT).toBe('4318');
     expect(containerEnv(svc('ingest')).NEATROOTS_GRPC_PORT).toBe('50051');
     expect(containerEnv(svc('api')).NEATROOTS_HTTP_PORT).toBe('8080');
   });

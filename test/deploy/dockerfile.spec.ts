@@ -139,7 +139,7 @@ describe('deploy/docker/Dockerfile', () => {
     const hc = final.body.find((i) => i.op === 'HEALTHCHECK')!;
     expect(hc.args).toMatch(/CMD \["node", "\/app\/deploy\/docker\/healthcheck\.js", "\/readyz"\]$/);
     const exposed = final.body.filter((i) => i.op === 'EXPOSE').flatMap((i) => i.args.split(/\s+/)).map(Number).sort((a, b) => a - b);
-    expect(exposed).toEqual([4317, 8080, 9464, 50051, 50052, 50053]);
+    expect(exposed).toEqual([4317, 4318, 8080, 9464, 50051, 50052, 50053]);
   });
 });
 

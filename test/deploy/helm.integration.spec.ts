@@ -251,7 +251,7 @@ if (!helm) {
         const names = new Set(d.spec!.template.spec!.containers[0].ports?.map((p) => p.name));
         for (const p of s.spec?.ports ?? []) expect(names.has(String(p.targetPort))).toBe(true);
         const expected: Record<Component, number[]> = {
-          ingest: [4317, 50051, 9464], 'rule-engine': [9464], question: [50052, 9464], review: [50053, 9464], api: [8080, 9464],
+          ingest: [4317, 4318, 50051, 9464], 'rule-engine': [9464], question: [50052, 9464], review: [50053, 9464], api: [8080, 9464],
         };
         expect(s.spec?.ports?.map((p) => p.port)).toEqual(expected[c]);
       });

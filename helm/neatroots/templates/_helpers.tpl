@@ -82,6 +82,7 @@ ingest:
   values: ingest
   ports:
     - {name: otlp, port: {{ .Values.ports.otlp }}, appProtocol: grpc}
+    - {name: otlp-http, port: {{ .Values.ports.otlpHttp }}, appProtocol: http}
     - {name: grpc, port: {{ .Values.ports.grpc }}, appProtocol: grpc}
 rule-engine:
   values: ruleEngine
