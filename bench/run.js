@@ -1,7 +1,7 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,e2e,distributed,questions,flood,sop,limits,review]
+//   node bench/run.js [--spans N] [--only engine,e2e,otlp,distributed,questions,flood,sop,limits,review]
 // (review, minutes at 100,000 sessions, runs only when asked: --only review)
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 const { benchEngine } = require('./engine');
@@ -12,6 +12,7 @@ const { benchFlood } = require('./flood');
 const { benchSop } = require('./sop');
 const { benchReview } = require('./review');
 const { benchLimits } = require('./limits');
+const { benchOtlp } = require('./otlp');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -20,7 +21,7 @@ function arg(name, def) {
 
 async function main() {
   const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,e2e,distributed,questions,flood,sop,limits')).split(','));
+  const only = new Set(String(arg('only', 'engine,e2e,otlp,distributed,questions,flood,sop,limits')).split(','));
   const out = {};
   if (only.has('engine')) {
     out.engine = await benchEngine({ spans });
@@ -29,6 +30,10 @@ async function main() {
   if (only.has('e2e')) {
     out.embedded = await benchE2e({ spans: Math.min(spans, 200_000) });
     console.log('embedded, gRPC ingest to findings:', JSON.stringify(out.embedded));
+  }
+  if (only.has('otlp')) {
+    out.otlp = await benchOtlp({ spans: Math.min(spans, 100_000) });
+    console.log('ingest, OTLP/HTTP beside OTLP/gRPC:', JSON.stringify(out.otlp));
   }
   if (only.has('distributed')) {
     out.distributed = await benchDistributed({ spans: Math.min(spans, 200_000) });
@@ -63,6 +68,12 @@ async function main() {
   if (out.embedded) {
     rows.push(['embedded: gRPC ingest to findings (durable log bus)', `${out.embedded.spans_per_s} spans/s`, `ingest only: ${out.embedded.baseline_ingest_only_spans_per_s} spans/s; in-memory bus: ${out.embedded.memory_bus_spans_per_s} spans/s`]);
     rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
+  }
+  if (out.otlp) {
+    const o = out.otlp;
+    rows.push(['ingest: OTel JS SDK spans over OTLP/gRPC', `${o.otlp_grpc_spans_per_s} spans/s`, '']);
+    rows.push(['ingest: the same over OTLP/HTTP protobuf / JSON', `${o.otlp_http_protobuf_spans_per_s} / ${o.otlp_http_json_spans_per_s} spans/s`, `OTLP/gRPC: ${o.otlp_grpc_spans_per_s} spans/s (x${o.otlp_http_protobuf_over_grpc} / x${o.otlp_http_json_over_grpc})`]);
+    rows.push(['ingest: the same over OTLP/HTTP gzip, protobuf / JSON', `${o.otlp_http_protobuf_gzip_spans_per_s} / ${o.otlp_http_json_gzip_spans_per_s} spans/s`, `OTLP/gRPC: ${o.otlp_grpc_spans_per_s} spans/s; bytes sent ${o.otlp_http_protobuf_gzip_mb_sent} / ${o.otlp_http_json_gzip_mb_sent} MB against ${o.otlp_grpc_mb_sent} MB`]);
   }
   if (out.distributed && !out.distributed.skipped) {
     rows.push(['distributed: gRPC ingest to findings', `${out.distributed.spans_per_s} spans/s`, `ingest to Kafka (every export acknowledged): ${out.distributed.baseline_ingest_to_kafka_spans_per_s} spans/s`]);
