@@ -120,9 +120,19 @@ export interface RunDetail {
 
 export interface ListRunsQuery extends PageQuery {
   workflow?: string;
+  session_id?: string;
+  /** How the run ended (run_end), or `running`: no run_end yet. */
+  end_status?: RunEndStatus | 'running';
   /** true: only runs with an open problem; false: only runs without. */
   has_open_findings?: boolean;
+  /** Runs that started at or after this ISO-8601 time. */
+  from?: string;
+  /** Runs that started before this ISO-8601 time. */
+  to?: string;
 }
+
+/** What `end_status` takes: how a run ended, or `running`. */
+export const RUN_END_FILTERS = ['ok', 'error', 'no_output', 'interrupted', 'running'] as const;
 
 export interface ListFindingsQuery {
   /**

@@ -155,6 +155,28 @@ describe('RunsRepo.list', () => {
     expect(clean.items.map((r) => r.run_id)).toEqual(['r4', 'r3', 'r1', 'r0']);
   });
 
+  it('filters by session, end status (running: not ended) and start time, and pages within the filter', async () => {
+    await runs.writeEnvelopes([
+      startEnv('p4', { run_id: 'a', session_id: 's1', ts_ms: T0 }),
+      endEnv('p4', { run_id: 'a', status: 'error', ts_ms: T0 + 10 }),
+      startEnv('p4', { run_id: 'b', session_id: 's1', ts_ms: T0 + 1000 }),
+      endEnv('p4', { run_id: 'b', status: 'ok', ts_ms: T0 + 1010 }),
+      startEnv('p4', { run_id: 'c', session_id: 's2', ts_ms: T0 + 2000 }),
+      startEnv('p4', { run_id: 'd', session_id: 's1', ts_ms: T0 + 3000 }),
+    ]);
+    const ids = async (q: Parameters<RunsRepo['list']>[1]) => (await runs.list('p4', q)).items.map((r) => r.run_id);
+    expect(await ids({ session_id: 's1' })).toEqual(['d', 'b', 'a']);
+    expect(await ids({ end_status: 'error' })).toEqual(['a']);
+    expect(await ids({ end_status: 'running' })).toEqual(['d', 'c']);
+    const iso = (ms: number) => new Date(ms).toISOString();
+    expect(await ids({ from: iso(T0 + 1000), to: iso(T0 + 3000) })).toEqual(['c', 'b']);
+    expect(await ids({ session_id: 's1', end_status: 'running', from: iso(T0) })).toEqual(['d']);
+    const first = await runs.list('p4', { session_id: 's1', limit: 2 });
+    expect(await ids({ session_id: 's1', limit: 2, cursor: first.next_cursor! })).toEqual(['a']);
+    await expect(runs.list('p4', { from: 'yesterday' })).rejects.toBeInstanceOf(StoreInputError);
+    await expect(runs.list('p4', { end_status: 'finished' as 'ok' })).rejects.toBeInstanceOf(StoreInputError);
+  });
+
   it('rejects a cursor it did not make, and a bad limit', async () => {
     await expect(runs.list('p1', { cursor: 'nonsense' })).rejects.toBeInstanceOf(StoreInputError);
     await expect(runs.list('p1', { cursor: Buffer.from('["x","y"]').toString('base64url') })).rejects.toBeInstanceOf(StoreInputError);

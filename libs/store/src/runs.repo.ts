@@ -2,10 +2,10 @@ import type { Queryable } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { groupProblems } from './life';
-import type { ListRunsQuery, Page, PageQuery, RunDetail, RunRecord } from './records';
+import { RUN_END_FILTERS, type ListRunsQuery, type Page, type PageQuery, type RunDetail, type RunRecord } from './records';
 import {
   chunks, decodeCursor, decodeSpanCursor, DEFAULT_SPAN_PAGE, encodeCursor, encodeSpanCursor, filterText, iso, isoNonNull, json,
-  MAX_SPAN_PAGE, num, pageLimit, text, tsParam, valuesList,
+  MAX_SPAN_PAGE, num, pageLimit, StoreInputError, text, tsParam, valuesList,
 } from './sql';
 
 /** At most this many rows per INSERT: 500 spans x 8 parameters stays far from the 65535 limit. */
@@ -30,6 +30,13 @@ interface SpanRow {
   run_id: string;
   span: Span;
   received_ms: number;
+}
+
+/** A time filter as the database reads it; one that is no time is the caller's error, not a 500. */
+function timeFilter(name: string, v: string): string {
+  const ms = Date.parse(v);
+  if (Number.isNaN(ms)) throw new StoreInputError('invalid_argument', `${name} must be an ISO-8601 time`);
+  return new Date(ms).toISOString();
 }
 
 /** A run's start as ISO-8601 text to the microsecond (a page's cursor). */
@@ -237,7 +244,27 @@ export class RunsRepo {
       params.push(filterText('workflow', q.workflow));
       where.push(`r.workflow = $${params.length}`);
     }
+    if (q.session_id !== undefined) {
+      params.push(filterText('session_id', q.session_id));
+      where.push(`r.session_id = $${params.length}`);
+    }
+    if (q.end_status === 'running') where.push('r.end_status IS NULL');
+    else if (q.end_status !== undefined) {
+      if (!(RUN_END_FILTERS as readonly string[]).includes(q.end_status)) {
+        throw new StoreInputError('invalid_argument', `end_status must be one of ${RUN_END_FILTERS.join(', ')}`);
+      }
+      params.push(q.end_status);
+      where.push(`r.end_status = $${params.length}`);
+    }
     if (q.has_open_findings !== undefined) where.push(q.has_open_findings ? HAS_OPEN : `NOT ${HAS_OPEN}`);
+    if (q.from !== undefined) {
+      params.push(timeFilter('from', q.from));
+      where.push(`r.started_at >= $${params.length}::timestamptz`);
+    }
+    if (q.to !== undefined) {
+      params.push(timeFilter('to', q.to));
+      where.push(`r.started_at < $${params.length}::timestamptz`);
+    }
     if (q.cursor !== undefined) {
       const c = decodeCursor(q.cursor);
       params.push(c.at, c.id);

@@ -198,7 +198,7 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.context().close();
   });
 
-  it('pages through the runs with the cursor, and filters by workflow', async () => {
+  it('pages through the runs with the cursor, and filters by workflow, end status and session', async () => {
     const page = await signedIn();
     await page.goto(`${url}/p/${PROJECT}/runs?limit=2`);
     const seen: string[] = [];
@@ -224,6 +224,17 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.waitForURL(/workflow=refunds/);
     await page.locator('table.runs tbody tr').first().waitFor();
     expect((await page.locator('table.runs tbody tr td:first-child').allTextContents()).sort()).toEqual(['run-halt', 'run-refund']);
+    // The halted run never ended: End "running" within the workflow; then a session alone.
+    await page.getByLabel('End').selectOption('running');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/end_status=running/);
+    await page.locator('table.runs tbody tr td:first-child', { hasText: /^run-halt$/ }).waitFor();
+    expect(await page.locator('table.runs tbody tr td:first-child').allTextContents()).toEqual(['run-halt']);
+    await page.goto(`${url}/p/${PROJECT}/runs?session_id=sess-1`);
+    await page.locator('table.runs tbody tr').first().waitFor();
+    expect(await page.locator('table.runs tbody tr td:first-child').allTextContents()).toEqual(['run-loop']);
+    await expect(page.getByLabel('Session').inputValue()).resolves.toBe('sess-1');
+    await shot(page, 'runs-filtered');
     await page.context().close();
   });
 

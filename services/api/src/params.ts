@@ -1,4 +1,4 @@
-import { FINDING_STATE_FILTERS, MAX_PAGE, MAX_SPAN_PAGE, type FindingStateFilter, type ListFindingsQuery, type ListRunsQuery, type PageQuery } from '@neatroots/store';
+import { FINDING_STATE_FILTERS, MAX_PAGE, MAX_SPAN_PAGE, RUN_END_FILTERS, type FindingStateFilter, type ListFindingsQuery, type ListRunsQuery, type PageQuery } from '@neatroots/store';
 import { ApiError } from './errors';
 
 /**
@@ -83,10 +83,27 @@ export function oneOf<T extends string>(values: readonly T[]): ParamParser<T> {
   };
 }
 
+/** An ISO-8601 time (from, to), answered as UTC ISO-8601. */
+export const timeParam: ParamParser<string> = (v, name) => {
+  if (!/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
+    throw ApiError.badRequest('invalid_query', `${name} must be an ISO-8601 time, e.g. 2026-11-30T10:00:00Z`);
+  }
+  return new Date(v).toISOString();
+};
+
 // ---- the endpoints' queries ----
 
 export function runsQuery(q: QueryParams): ListRunsQuery {
-  return parseQuery(q, { workflow: textParam, has_open_findings: boolParam, limit: limitParam(MAX_PAGE), cursor: cursorParam });
+  return parseQuery(q, {
+    workflow: textParam,
+    session_id: textParam,
+    end_status: oneOf(RUN_END_FILTERS),
+    has_open_findings: boolParam,
+    from: timeParam,
+    to: timeParam,
+    limit: limitParam(MAX_PAGE),
+    cursor: cursorParam,
+  });
 }
 
 export function findingsQuery(q: QueryParams): ListFindingsQuery {

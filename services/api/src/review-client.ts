@@ -43,7 +43,11 @@ export class ReviewGrpcClient implements ReviewQueries {
       this.call<v1.ListRunsRequest, v1.JsonReply>(this.client.listRuns as never, {
         project,
         workflow: q.workflow ?? '',
+        session_id: q.session_id ?? '',
+        end_status: q.end_status ?? '',
         has_open_findings: q.has_open_findings,
+        from: q.from ?? '',
+        to: q.to ?? '',
         limit: q.limit ?? 0,
         cursor: q.cursor ?? '',
       }),

@@ -2,7 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Quer
 import { MAX_PAGE, type SopQueries, type SopResult } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { cursorParam, limitParam, noQuery, oneOf, parseQuery, pathId, textParam, type ParamParser, type QueryParams } from './params';
+import { cursorParam, limitParam, noQuery, oneOf, parseQuery, pathId, textParam, timeParam, type QueryParams } from './params';
 import { SOP_QUERIES } from './tokens';
 
 /**
@@ -12,14 +12,6 @@ import { SOP_QUERIES } from './tokens';
  */
 
 const RESULTS: readonly SopResult[] = ['deviated', 'partial', 'followed', 'not_measurable'];
-
-/** An ISO-8601 time (from, to). */
-const timeParam: ParamParser<string> = (v, name) => {
-  if (!/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
-    throw ApiError.badRequest('invalid_query', `${name} must be an ISO-8601 time, e.g. 2026-11-30T10:00:00Z`);
-  }
-  return new Date(v).toISOString();
-};
 
 /** A path under head: a file of the procedures folder, given as one or several segments. */
 function headPath(p: string | string[]): string {

@@ -1,6 +1,6 @@
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { StoreInputError, type FindingStateFilter, type ReviewQueries } from '@neatroots/store';
+import { StoreInputError, type FindingStateFilter, type ListRunsQuery, type ReviewQueries } from '@neatroots/store';
 
 /** Trailing metadata of an INVALID_ARGUMENT reply: the store's error code (invalid_cursor, ...). */
 export const INPUT_ERROR_CODE = 'neatroots-error-code';
@@ -35,7 +35,11 @@ export function reviewGrpcService(
       reply(
         await queries.listRuns(r.project, {
           ...(r.workflow ? { workflow: r.workflow } : {}),
+          ...(r.session_id ? { session_id: r.session_id } : {}),
+          ...(r.end_status ? { end_status: r.end_status as ListRunsQuery['end_status'] } : {}),
           ...(r.has_open_findings !== undefined ? { has_open_findings: r.has_open_findings } : {}),
+          ...(r.from ? { from: r.from } : {}),
+          ...(r.to ? { to: r.to } : {}),
           ...(r.limit ? { limit: r.limit } : {}),
           ...(r.cursor ? { cursor: r.cursor } : {}),
         }),

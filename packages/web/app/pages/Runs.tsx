@@ -5,25 +5,37 @@ import { useLoad } from '../load';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
 
+/** The list's filters and paging, as they stand in the URL (times as the form gives them, local). */
+const FILTERS = ['workflow', 'session_id', 'end_status', 'has_open_findings', 'from', 'to', 'limit', 'cursor'] as const;
+type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
+
+/** A local date-time from the form (2026-11-30T10:00) as the API's ISO-8601 time. */
+function toIso(v: string | undefined): string | undefined {
+  if (!v) return undefined;
+  const ms = Date.parse(v);
+  return Number.isNaN(ms) ? v : new Date(ms).toISOString();
+}
+
 /**
- * Runs, newest first, with the filters the API takes (workflow, open problems) and cursor
- * paging; every filter and page is in the URL, so a link opens the same list.
+ * Runs, newest first, with the API's filters (workflow, session, end status, open problems,
+ * start time) and cursor paging; every filter and page is in the URL, so a link opens the same
+ * list.
  */
 export function Runs({ session, base, where }: { session: Session; base: string; where: Where }) {
   const q = where.query;
-  const params = {
-    workflow: q.get('workflow') ?? undefined,
-    has_open_findings: q.get('has_open_findings') ?? undefined,
-    limit: q.get('limit') ?? undefined,
-    cursor: q.get('cursor') ?? undefined,
-  };
-  const runs = useLoad(() => api.runs(session, params), [session, where.query.toString()]);
-  const [workflow, setWorkflow] = useState(params.workflow ?? '');
-  const [open, setOpen] = useState(params.has_open_findings ?? '');
+  const params: Filters = Object.fromEntries(FILTERS.map((f) => [f, q.get(f) ?? undefined])) as Filters;
+  const runs = useLoad(() => api.runs(session, { ...params, from: toIso(params.from), to: toIso(params.to) }), [session, where.query.toString()]);
+  const [form, setForm] = useState<Filters>(params);
+  const field = (name: keyof Filters) => ({
+    name,
+    value: form[name] ?? '',
+    onChange: (e: { target: { value: string } }) => setForm((f) => ({ ...f, [name]: e.target.value })),
+  });
 
   const filter = (e: FormEvent) => {
     e.preventDefault();
-    navigate(href(`${base}/runs`, { workflow: workflow.trim(), has_open_findings: open, limit: params.limit }));
+    const trimmed = Object.fromEntries(Object.entries(form).map(([k, v]) => [k, v?.trim()]));
+    navigate(href(`${base}/runs`, { ...trimmed, cursor: undefined, limit: params.limit }));
   };
   const next = runs.data?.next_cursor;
 
@@ -33,15 +45,38 @@ export function Runs({ session, base, where }: { session: Session; base: string;
       <form className="filters" onSubmit={filter} aria-label="Filter runs">
         <label>
           Workflow
-          <input name="workflow" value={workflow} onChange={(e) => setWorkflow(e.target.value)} placeholder="any" />
+          <input {...field('workflow')} placeholder="any" />
+        </label>
+        <label>
+          Session
+          <input {...field('session_id')} placeholder="any" />
+        </label>
+        <label>
+          End
+          <select {...field('end_status')}>
+            <option value="">any</option>
+            <option value="running">running (not ended)</option>
+            <option value="ok">ok</option>
+            <option value="error">error</option>
+            <option value="no_output">no output</option>
+            <option value="interrupted">interrupted</option>
+          </select>
         </label>
         <label>
           Open problems
-          <select name="has_open_findings" value={open} onChange={(e) => setOpen(e.target.value)}>
+          <select {...field('has_open_findings')}>
             <option value="">any</option>
             <option value="true">with open problems</option>
             <option value="false">without</option>
           </select>
+        </label>
+        <label>
+          Started from
+          <input type="datetime-local" {...field('from')} />
+        </label>
+        <label>
+          until
+          <input type="datetime-local" {...field('to')} />
         </label>
         <button type="submit">Filter</button>
       </form>
