@@ -249,13 +249,14 @@ maybe(SUITE, () => {
       NEATROOTS_KAFKA_CONTROLLER_PORT: String(await freePort()),
       NEATROOTS_PG_PORT: String(await freePort()),
     };
+    // Output to a file, not a pipe: the daemon the script starts would hold a pipe open.
     const run = (cmd: string) =>
-      new Promise<string>((resolve, reject) => {
-        const p = spawn(SERVICES, [cmd, name], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-        p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-        p.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`services ${cmd} ${name} exited ${code}:\n${out}`))));
+      new Promise<void>((resolve, reject) => {
+        const log = path.join(dir, `${cmd}.log`);
+        const fd = fs.openSync(log, 'a');
+        const p = spawn(SERVICES, [cmd, name], { env, stdio: ['ignore', fd, fd] });
+        fs.closeSync(fd);
+        p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`services ${cmd} ${name} exited ${code}:\n${fs.readFileSync(log, 'utf8').slice(-3000)}`))));
       });
     await run('up');
     const vars = await new Promise<string>((resolve) => {

@@ -159,6 +159,25 @@ describe('LogBus durability', () => {
     await bus.close();
   });
 
+  it('forgets a saved group that has had no consumer for staleGroupMs, and counts only groups reading in the backlog', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    const bus = open(dir, { staleGroupMs: 200 });
+    const old = await bus.subscribe(topic, { group: 'renamed-away' }, async () => undefined);
+    await old.close();
+    await bus.publish(topic, recs(20));
+    expect(bus.backlog('t')).toBe(0); // nobody reads as 'renamed-away' any more: it does not hold ingest back
+    await new Promise((r) => setTimeout(r, 300));
+    const seen: number[] = [];
+    const sub = await bus.subscribe(topic, { group: 'current' }, async (b) => {
+      for (const r of b.records) seen.push(r.value.i);
+    });
+    await waitUntil(() => seen.length === 20, 10_000, () => `${seen.length} of 20`);
+    await waitUntil(() => !fs.readFileSync(path.join(dir, 'offsets.json'), 'utf8').includes('renamed-away'), 5_000, () => 'the stale group is still saved');
+    await sub.close();
+    await bus.close();
+  });
+
   it('refuses a log folder made with another partition count, saying why', async () => {
     const dir = tmp();
     const bus = open(dir, { partitions: 4 });

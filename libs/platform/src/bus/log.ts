@@ -57,6 +57,11 @@ export interface LogBusOptions extends DeadLetterBusOptions {
   syncTopics?: (topic: string) => boolean;
   /** How often the groups' positions are saved (and consumed segments deleted). Default 100 ms. */
   commitIntervalMs?: number;
+  /**
+   * A saved group with no member for this long is dropped (its position forgotten, its records
+   * no longer held): a consumer group that was renamed or removed. Default 1 hour.
+   */
+  staleGroupMs?: number;
   /** A topic no group reads keeps this many records indexed, for a group that joins later. */
   maxUnread?: number;
   retryDelayMs?: number;
@@ -96,6 +101,8 @@ interface Group {
   durable: boolean;
   offsets: number[];
   members: Member[];
+  /** When it last had a member (or was read back from disk): a group gone for good is dropped. */
+  seenAt: number;
 }
 
 interface TopicState {
@@ -143,6 +150,7 @@ export class LogBus implements Bus {
   private readonly cacheBytes: number;
   private readonly commitIntervalMs: number;
   private readonly maxUnread: number;
+  private readonly staleGroupMs: number;
   private readonly retryDelayMs: number;
   private readonly onError: (err: unknown, topic: string, group: string) => void;
   private readonly unlock: () => void;
@@ -175,6 +183,7 @@ export class LogBus implements Bus {
     this.cacheBytes = opts.cacheBytes ?? 64 * 1024 * 1024;
     this.commitIntervalMs = opts.commitIntervalMs ?? 100;
     this.maxUnread = opts.maxUnread ?? 100_000;
+    this.staleGroupMs = opts.staleGroupMs ?? 3_600_000;
     this.retryDelayMs = opts.retryDelayMs ?? 200;
     this.syncTopics = opts.syncTopics ?? (() => true);
     this.onError = opts.onError ?? ((err, topic, group) => console.error(`bus: ${topic}/${group}: batch failed, retrying:`, err));
@@ -196,7 +205,7 @@ export class LogBus implements Bus {
     for (const [topic, groups] of Object.entries(saved.groups)) {
       const t = this.topic(topic);
       for (const [name, offsets] of Object.entries(groups)) {
-        t.groups.set(name, { name, durable: true, offsets: offsets.slice(), members: [] });
+        t.groups.set(name, { name, durable: true, offsets: offsets.slice(), members: [], seenAt: Date.now() });
       }
     }
     const files = fs
@@ -385,6 +394,7 @@ export class LogBus implements Bus {
       g = {
         name: opts.group,
         durable: fromBeginning,
+        seenAt: Date.now(),
         offsets: t.parts.map((part) => (fromBeginning ? part.base : part.base + part.entries.length)),
         members: [],
       };
@@ -407,6 +417,7 @@ export class LogBus implements Bus {
         member.closed = true;
         await Promise.all(member.busy.values());
         group.members = group.members.filter((m) => m !== member);
+        group.seenAt = Date.now();
         if (!group.durable && !group.members.length) t.groups.delete(group.name);
         this.assign(group);
         this.pump(topic.name, t, group);
@@ -553,7 +564,12 @@ export class LogBus implements Bus {
           this.offsetsDirty = false;
           const saved: OffsetsFile = { version: 1, partitions: this.partitions, groups: {} };
           for (const [name, t] of this.topics) {
-            for (const g of t.groups.values()) {
+            for (const g of [...t.groups.values()]) {
+              if (!g.members.length && Date.now() - g.seenAt > this.staleGroupMs) {
+                t.groups.delete(g.name);
+                this.onError(new Error(`group ${g.name} had no consumer for ${Math.round(this.staleGroupMs / 60_000)} min: its position is dropped`), name, g.name);
+                continue;
+              }
               if (g.durable) (saved.groups[name] ??= {})[g.name] = g.offsets.slice();
             }
           }
@@ -626,7 +642,9 @@ export class LogBus implements Bus {
     if (!t) return 0;
     let max = 0;
     for (const g of t.groups.values()) {
-      if (!g.durable && !g.members.length) continue;
+      // Only groups reading now: one without members (stopped, or renamed by an upgrade) must
+      // not make ingest refuse everything.
+      if (!g.members.length) continue;
       let lag = 0;
       for (let p = 0; p < this.partitions; p++) lag += t.parts[p].base + t.parts[p].entries.length - g.offsets[p];
       if (lag > max) max = lag;
