@@ -85,13 +85,16 @@ function resolvedFrom(dir: string, name: string, from?: string): string {
 }
 
 describe('the agent SDK tarball', () => {
-  it('carries its workspace dependency and resolves everything inside the install folder', () => {
+  it('carries its workspace dependencies and resolves everything inside the install folder', () => {
     const manifest = tarballManifest(sdkTarball);
-    expect(manifest.bundleDependencies).toEqual(['@neatroots/proto']);
+    // proto for the wire, spans for the one mapping of a span to it (the one ingest reads back)
+    expect(manifest.bundleDependencies).toEqual(['@neatroots/proto', '@neatroots/spans']);
     expect(resolvedFrom(sdkDir, '@neatroots/sdk').startsWith(sdkDir)).toBe(true);
-    expect(resolvedFrom(sdkDir, '@neatroots/proto', '@neatroots/sdk')).toBe(
-      path.join(sdkDir, 'node_modules', '@neatroots', 'sdk', 'node_modules', '@neatroots', 'proto', 'dist', 'index.js'),
-    );
+    for (const dep of ['proto', 'spans']) {
+      expect(resolvedFrom(sdkDir, `@neatroots/${dep}`, '@neatroots/sdk')).toBe(
+        path.join(sdkDir, 'node_modules', '@neatroots', 'sdk', 'node_modules', '@neatroots', dep, 'dist', 'index.js'),
+      );
+    }
     expect(resolvedFrom(sdkDir, '@grpc/grpc-js', '@neatroots/sdk').startsWith(sdkDir)).toBe(true);
   });
 });

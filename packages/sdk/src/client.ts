@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { credentials as grpcCredentials, Metadata, status as Status, type ChannelCredentials, type ClientOptions, type ServiceError } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
+import { runEndToProto, runStartToProto, spanToProto, type RunEndStatus, type SpanType, type Usage } from '@neatroots/spans';
 
 /**
  * The neatroots agent SDK: records a run's spans and run events, exports them in batches to
@@ -13,16 +14,8 @@ import { v1 } from '@neatroots/proto';
  *   await run.end({ final_output: answer });
  */
 
-export type SpanType = 'llm' | 'tool' | 'mcp_tool' | 'agent' | 'retrieval' | 'other';
-export type RunEndStatus = 'ok' | 'error' | 'no_output' | 'interrupted';
+export type { RunEndStatus, SpanType, Usage };
 export type Note = v1.Note;
-
-export interface Usage {
-  input_tokens?: number;
-  output_tokens?: number;
-  total_tokens?: number;
-  cost?: number;
-}
 
 /** A span as the contract defines it (CONTRACTS.md section 1), minus what the run fills in. */
 export interface SpanInit {
@@ -106,17 +99,6 @@ export class ExportRejectedError extends Error {
 /** Retried: nothing of the batch was acknowledged (RESOURCE_EXHAUSTED: ingest is behind, back-pressure). */
 const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED, Status.RESOURCE_EXHAUSTED]);
 
-function jsonText(v: unknown): string | undefined {
-  if (v === undefined) return undefined;
-  try {
-    const s = JSON.stringify(v);
-    if (s !== undefined) return s;
-  } catch {
-    // circular or BigInt: sent as its string form below
-  }
-  return JSON.stringify(String(v));
-}
-
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
@@ -164,16 +146,8 @@ export class NeatrootsClient {
     this.enqueue({
       kind: {
         $case: 'run_start',
-        value: {
-          run_id: runId,
-          project: '',
-          workflow: opts.workflow ?? '',
-          session_id: opts.session_id ?? '',
-          system_prompt: opts.system_prompt ?? '',
-          user_message: opts.user_message ?? '',
-          tools: (opts.tools ?? []).map((t) => ({ name: t.name, description: t.description ?? '' })),
-          ts_ms: Date.now(),
-        },
+        // The one neatroots.v1 mapping (@neatroots/spans), the one ingest reads back.
+        value: runStartToProto({ ...opts, run_id: runId, ts_ms: Date.now() }),
       },
     });
     if (this.subscribeEnabled) run.subscribe();
@@ -336,9 +310,8 @@ export class Run {
   /** Sends run_end, flushes, and closes the run's notes stream. Idempotent. */
   end(opts: EndRunOptions = {}): Promise<void> {
     this.ended ??= (async () => {
-      const final = opts.final_output === undefined ? undefined : jsonText(opts.final_output);
-      const runEnd: v1.RunEnd = { run_id: this.id, status: opts.status ?? (this.isHalted ? 'interrupted' : 'ok'), ts_ms: Date.now() };
-      if (final !== undefined) runEnd.final_output_json = final;
+      const status = opts.status ?? (this.isHalted ? 'interrupted' : 'ok');
+      const runEnd = runEndToProto({ run_id: this.id, status, final_output: opts.final_output, ts_ms: Date.now() });
       this.client.enqueue({ kind: { $case: 'run_end', value: runEnd } });
       await this.client.flush();
       this.unsubscribe();
@@ -363,28 +336,8 @@ export class Run {
   private record(init: SpanInit): string {
     const span_id = init.span_id ?? newSpanId();
     const now = Date.now();
-    const msg: v1.Span = {
-      run_id: this.id,
-      span_id,
-      parent_id: init.parent_id ?? '',
-      type: init.type,
-      name: init.name ?? '',
-      tool: init.tool ?? '',
-      status: init.status ?? '',
-      model: init.model ?? '',
-      project: '',
-      workflow: '',
-      session_id: '',
-      start_ms: init.start_ms ?? now,
-      end_ms: init.end_ms ?? init.start_ms ?? now,
-    };
-    const input = jsonText(init.input);
-    if (input !== undefined) msg.input_json = input;
-    const output = jsonText(init.output);
-    if (output !== undefined) msg.output_json = output;
-    if (typeof init.error === 'string') msg.error = init.error;
-    if (init.usage) msg.usage = { ...init.usage };
-    if (init.attributes) msg.attributes_json = jsonText(init.attributes);
+    // The one neatroots.v1 mapping (@neatroots/spans); ingest fills in what is left out (name, status).
+    const msg = spanToProto({ ...init, run_id: this.id, span_id, start_ms: init.start_ms ?? now, end_ms: init.end_ms ?? init.start_ms ?? now });
     this.client.enqueue({ kind: { $case: 'span', value: msg } });
     return span_id;
   }
