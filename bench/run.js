@@ -94,8 +94,22 @@ async function main() {
   if (out.sop) {
     rows.push(['sopops checks, tool-only procedures, no model: the checker alone', `${out.sop.tool_only.sessions_per_s} sessions/s`, '']);
     const e = out.sop.tool_only_embedded;
-    if (e && !e.skipped) rows.push(['sopops checks, tool-only, through the embedded review service', `${e.sessions_per_s} sessions/s`, `receiving alone: ${e.received_per_s} sessions/s`]);
-    else if (e) rows.push(['sopops checks through the embedded review service', 'skipped', e.skipped]);
+    if (e && !e.skipped) {
+      const b = e.baseline_one_check_at_a_time;
+      rows.push([
+        `sopops checks, tool-only, through the embedded review service (PGlite), ${e.check_concurrency} checks at once`,
+        `${e.sessions_per_s} sessions/s, ${e.statements_per_session} statements a session`,
+        `one check at a time: ${b.sessions_per_s} sessions/s, ${b.statements_per_session} statements a session; receiving alone: ${e.received_per_s} sessions/s; one statement's round trip: ${e.round_trip_ms} ms`,
+      ]);
+    } else if (e) rows.push(['sopops checks through the embedded review service', 'skipped', e.skipped]);
+    const p = out.sop.tool_only_postgres;
+    if (p && !p.skipped) {
+      rows.push([
+        `sopops checks, tool-only, through the review service on Postgres, ${p.check_concurrency} checks at once`,
+        `${p.sessions_per_s} sessions/s, ${p.statements_per_session} statements a session`,
+        `receiving alone: ${p.received_per_s} sessions/s; one statement's round trip: ${p.round_trip_ms} ms`,
+      ]);
+    } else if (p) rows.push(['sopops checks on Postgres', 'skipped', p.skipped]);
     for (const m of out.sop.model.filter((m) => m.max_batch > 1)) {
       const base = out.sop.model.find((b) => b.max_batch === 1 && b.concurrency === m.concurrency);
       rows.push([

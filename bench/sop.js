@@ -180,7 +180,7 @@ async function roundTrips(db, n = 2000) {
  * or on a Postgres server: sessions received, stored, checked by the sopops_check job
  * (inline, 4 at a time), results stored.
  */
-async function benchStored(rawDb, n) {
+async function benchStored(rawDb, n, { concurrency } = {}) {
   const { SopSessions } = require('@neatroots/review/dist/sop/sessions');
   const { SopWorkspaces } = require('@neatroots/review/dist/sop/workspaces');
   const jobs = new InlineJobs();
@@ -193,7 +193,7 @@ async function benchStored(rawDb, n) {
     await workspaces.push('bench', files);
     await workspaces.publish('bench');
     const sessions = new SopSessions(db, workspaces, jobs, createCheckSession({}));
-    await sessions.start(); // the review service's default concurrency
+    await sessions.start({ concurrency }); // unset: the review service's default
     const tools = ['lookup_account', 'menu', 'place_order', 'send_receipt', 'verify_card', 'charge'];
     const done = async () => Number((await rawDb.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status <> 'queued'")).rows[0].n);
     counts.statements = counts.transactions = 0;
@@ -206,12 +206,14 @@ async function benchStored(rawDb, n) {
       }),
     );
     const received = (performance.now() - t0) / 1000;
-    while ((await done()) < n) await new Promise((r) => setTimeout(r, 20));
+    // Polled every 100 ms: a count scans the table, on the one thread the service needs.
+    while ((await done()) < n) await new Promise((r) => setTimeout(r, 100));
     const seconds = (performance.now() - t0) / 1000;
     const checked = Number((await rawDb.query("SELECT count(*)::int AS n FROM sop_sessions WHERE status = 'checked' AND result = 'followed'")).rows[0].n);
     if (checked !== n) throw new Error(`${n - checked} sessions were not checked as followed`);
     return {
       db: rawDb.kind,
+      check_concurrency: concurrency ?? require('@neatroots/review/dist/sop/sessions').SOP_CHECK_CONCURRENCY,
       sessions: n,
       sessions_per_s: Math.round(n / seconds),
       received_per_s: Math.round(n / received),
@@ -224,13 +226,22 @@ async function benchStored(rawDb, n) {
   }
 }
 
+/**
+ * The embedded default, beside its baseline in the same run: the same with one check at a
+ * time, where nothing is coalesced (each session's read and save are statements of their own).
+ */
 async function benchEmbedded(n) {
-  const db = await openPgliteWorker({});
-  try {
-    return await benchStored(db, n);
-  } finally {
-    await db.close();
-  }
+  const on = async (sessions, opts) => {
+    const db = await openPgliteWorker({});
+    try {
+      return await benchStored(db, sessions, opts);
+    } finally {
+      await db.close();
+    }
+  };
+  const out = await on(n);
+  out.baseline_one_check_at_a_time = await on(Math.min(n, 500), { concurrency: 1 });
+  return out;
 }
 
 /** The same on a Postgres server (NEATROOTS_PG_URL), in a database of its own, dropped after. */
