@@ -233,6 +233,15 @@ if (!helm) {
         const cmRef = ct.envFrom?.find((e) => e.configMapRef)?.configMapRef?.name;
         expect(r.named<IConfigMap>('ConfigMap', cmRef ?? '')).toBeDefined();
         expect(ct.envFrom?.find((e) => e.secretRef)?.secretRef?.name).toBeTruthy();
+        // the database's URL and password reach the review service alone (the only one using Postgres)
+        // (its own Secret, or the existing one named for it, as its second secretRef)
+        const secretRefs = (ct.envFrom ?? []).flatMap((e) => (e.secretRef?.name ? [e.secretRef.name] : []));
+        expect(secretRefs).toHaveLength(c === 'review' ? 2 : 1);
+        const secretKeys = secretRefs.flatMap((name) => {
+          const s = r.named<ISecret>('Secret', name);
+          return s ? Object.keys(decode(s)) : [];
+        });
+        if (r.of('Secret').length) expect(secretKeys.includes('NEATROOTS_PG_URL')).toBe(c === 'review');
         // every mount has a volume; configMap volumes name rendered ConfigMaps
         const volumes = new Map((pod.volumes ?? []).map((v) => [v.name, v]));
         for (const m of ct.volumeMounts ?? []) expect(volumes.has(m.name)).toBe(true);
@@ -322,7 +331,7 @@ if (!helm) {
         expect(r.of('Ingress')).toEqual([]);
         expect(r.deployment('rule-engine').spec!.template.spec!.terminationGracePeriodSeconds).toBe(60);
         expect(r.deployment('ingest').spec!.template.spec!.containers[0].image).toBe('neatroots:0.1.0');
-        expect(Object.keys(decode(r.of<ISecret>('Secret')[0])).sort()).toEqual(['NEATROOTS_PG_URL', 'NEATROOTS_REDIS_URL']);
+        expect(r.of<ISecret>('Secret').map((x) => Object.keys(decode(x)).sort())).toEqual([['NEATROOTS_REDIS_URL'], ['NEATROOTS_PG_URL']]);
       });
 
       it('ci/scaled-values.yaml: more replicas, HPA on ingest, keys and checks in place, no Ingress', () => {
@@ -371,7 +380,8 @@ if (!helm) {
         for (const c of COMPONENTS) {
           const pod = r.deployment(c).spec!.template.spec!;
           expect(pod.serviceAccountName).toBe('neatroots-runner');
-          expect(pod.containers[0].envFrom?.find((e) => e.secretRef)?.secretRef?.name).toBe('neatroots-secrets');
+          expect(pod.containers[0].envFrom?.filter((e) => e.secretRef).map((e) => e.secretRef?.name))
+            .toEqual(c === 'review' ? ['neatroots-secrets', 'neatroots-postgres'] : ['neatroots-secrets']);
           expect(pod.containers[0].image).toBe('registry.example.com/neatroots:0.1.0-rc1');
           expect(pod.imagePullSecrets).toEqual([{ name: 'regcred' }]);
           expect(r.deployment(c).metadata?.name).toBe(`nr-${c}`);

@@ -73,6 +73,19 @@ app.kubernetes.io/component: {{ .name }}
 {{- end }}
 
 {{/*
+The Secret holding NEATROOTS_PG_URL, read by the review service alone (the only one that
+uses Postgres): the chart's own "<fullname>-postgres", or secrets.existingPostgresSecret.
+Empty when an existing Secret is used without one.
+*/}}
+{{- define "neatroots.postgresSecretName" -}}
+{{- if .Values.secrets.existingSecret }}
+{{- .Values.secrets.existingPostgresSecret }}
+{{- else }}
+{{- printf "%s-postgres" (include "neatroots.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
 The services: name (the --target and the objects' suffix), the values key, and the ports each
 listens on besides the admin port. One place, so that the ConfigMap's addresses and the
 Services agree.
@@ -111,7 +124,7 @@ api:
 {{- fail "redis.url: give the Redis URL (redis://host:6379), or secrets.existingSecret holding NEATROOTS_REDIS_URL" }}
 {{- end }}
 {{- if not .Values.postgres.url }}
-{{- fail "postgres.url: give the PostgreSQL URL (postgres://user:password@host:5432/db), or secrets.existingSecret holding NEATROOTS_PG_URL" }}
+{{- fail "postgres.url: give the PostgreSQL URL (postgres://user:password@host:5432/db), or secrets.existingSecret (and secrets.existingPostgresSecret holding NEATROOTS_PG_URL)" }}
 {{- end }}
 {{- end }}
 {{- range $project, $key := .Values.apiKeys }}
@@ -192,6 +205,12 @@ spec:
                 name: {{ include "neatroots.configMapName" $root }}
             - secretRef:
                 name: {{ include "neatroots.secretName" $root }}
+            {{- /* Postgres is the review service's alone: no other pod gets its URL and password. */}}
+            {{- $pg := include "neatroots.postgresSecretName" $root }}
+            {{- if and (eq $name "review") $pg }}
+            - secretRef:
+                name: {{ $pg }}
+            {{- end }}
           {{- with $v.env }}
           env:
             {{- range $k, $val := . }}
