@@ -1,4 +1,4 @@
-import type { Session } from './session';
+import { loadSession, type Session } from './session';
 import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
 
 /** An answer of the API that is not a success, with the API's own code and message. */
@@ -35,8 +35,8 @@ export async function call<T>(s: Session, path: string, opts: { params?: Params;
     // Not JSON: a proxy's page, say. Its status tells enough.
   }
   if (!res.ok) {
-    // A key taken away while signed in: the app asks to sign in again.
-    if (res.status === 401) window.dispatchEvent(new Event('neatroots:unauthorized'));
+    // The signed-in key taken away: the app asks to sign in again (a key being tried is not).
+    if (res.status === 401 && loadSession()?.key === s.key) window.dispatchEvent(new Event('neatroots:unauthorized'));
     const e = (body as { error?: { code?: string; message?: string } } | null)?.error;
     throw new ApiFailure(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `${res.status} ${res.statusText}`);
   }

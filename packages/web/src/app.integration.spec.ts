@@ -165,6 +165,8 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.getByLabel('API key').fill('not-the-key');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await expect(page.getByRole('alert').textContent()).resolves.toBe('That API key is not valid.');
+    // Trying a key is not being signed out: no "sign in again" note.
+    expect(await page.getByText('sign in again').count()).toBe(0);
     await shot(page, 'sign-in-refused');
     expect(await page.evaluate<number>('sessionStorage.length')).toBe(0);
 
