@@ -1,0 +1,61 @@
+"""The Python client against a running neatroots (the embedded deployment, booted by
+test/clients/python.integration.spec.ts), whose checks note a repeated tool call and halt a
+refund made without a lookup first.
+
+    NEATROOTS_ADDRESS=127.0.0.1:50051 NEATROOTS_API_KEY=... python -m unittest discover -s tests
+"""
+import os
+import time
+import unittest
+
+from neatroots import NeatrootsClient, RunHaltedError
+
+ADDRESS = os.environ["NEATROOTS_ADDRESS"]
+API_KEY = os.environ["NEATROOTS_API_KEY"]
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.errors = []
+        self.client = NeatrootsClient(ADDRESS, API_KEY, flush_interval_s=0.02, on_error=self.errors.append)
+
+    def tearDown(self):
+        self.client.close()
+
+    def test_a_note_reaches_the_run(self):
+        run = self.client.start_run(workflow="support-agent", user_message="reset my password")
+        self.assertTrue(run.wait_subscribed(10), "the notes stream did not open")
+        notes = []
+        run.on_note(notes.append)
+        for _ in range(3):
+            run.tool_call("search_kb", {"query": "reset password"}, lambda args: {"results": []})
+        run.flush()
+        deadline = time.time() + 10
+        while not any(n.check_id == "repeated-tool-call" for n in notes) and time.time() < deadline:
+            time.sleep(0.02)
+        note = next((n for n in notes if n.check_id == "repeated-tool-call"), None)
+        self.assertIsNotNone(note, f"no repeated-tool-call note; got {[n.check_id for n in notes]}")
+        self.assertEqual(note.kind, "note")
+        self.assertIn("search_kb", note.text)
+        self.assertFalse(run.halted)
+        run.end(final_output="sent the reset link")
+        self.assertEqual(self.errors, [])
+
+    def test_a_halt_stops_the_next_tool_call(self):
+        run = self.client.start_run(workflow="support-agent")
+        self.assertTrue(run.wait_subscribed(10), "the notes stream did not open")
+        run.tool_call("issue_refund", {"order_id": "A1", "amount": 80}, lambda args: {"ok": True})
+        run.flush()
+        self.assertTrue(run.wait_halted(10), "no halt arrived")
+        self.assertEqual(run.halt_note.check_id, "refund-without-lookup")
+        self.assertEqual(run.halt_note.text, "Stop. Call lookup_order before issue_refund.")
+        called = []
+        with self.assertRaises(RunHaltedError):
+            run.tool_call("issue_refund", {"order_id": "A2"}, lambda args: called.append(args))
+        self.assertEqual(called, [], "the tool ran after the halt")
+        run.end()
+        self.assertEqual(self.errors, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
