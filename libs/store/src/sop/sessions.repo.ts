@@ -217,7 +217,8 @@ export class SopSessionsRepo {
     // An id twice in one batch (the same session sent twice at once): the first goes in, the
     // later ones take receive's path for a session seen before, after this statement.
     const first = new Set<string>();
-    const sent = rows.filter((r) => !first.has(r.id) && first.add(r.id));
+    // In id order: concurrent batches on Postgres then take their rows' locks in one order.
+    const sent = rows.filter((r) => !first.has(r.id) && first.add(r.id)).sort(byId);
     // The project rows in the same statement: foreign keys are checked at its end.
     const res = await this.db.query<{ id: string }>(
       `WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id text, workspace text, external_id text, agent text, release_asked text,
@@ -237,7 +238,7 @@ export class SopSessionsRepo {
   private async saveFirst(items: { id: string; content_hash: string; outcome: CheckOutcome }[]): Promise<boolean[]> {
     // A session twice in one batch (a job run twice at once): the later ones take the locked path.
     const first = new Set<string>();
-    const sent = items.filter((i) => !first.has(i.id) && first.add(i.id));
+    const sent = items.filter((i) => !first.has(i.id) && first.add(i.id)).sort(byId);
     const res = await this.db.query<{ id: string }>(`WITH ${SAVE_QUEUED}`, saveParams(sent));
     const saved = new Set(res.rows.map((r) => r.id));
     const answered = new Set<string>();
@@ -287,6 +288,8 @@ export class SopSessionsRepo {
 }
 
 const UNIQUE_VIOLATION = '23505';
+
+const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /** A session never seen, as receive's multi-row insert takes it. */
 interface NewSession {
