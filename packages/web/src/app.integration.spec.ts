@@ -197,6 +197,12 @@ guidance: Only confirm refunds the refund tool confirmed.
     const bg = await page.evaluate<string>('getComputedStyle(document.body).backgroundColor');
     expect(bg).not.toBe('rgb(255, 255, 255)');
     await shot(page, 'home-dark');
+    // The halted run's page says what reached the agent: the note and the halt.
+    await halted.getByRole('link', { name: 'run-halt' }).click();
+    const card = page.getByRole('article', { name: 'Finding: Refund without an order lookup' });
+    await card.getByText('Halt sent: the run was stopped').waitFor();
+    await expect(card.locator('.sent').textContent()).resolves.toMatch(/^Note sent to the agent /);
+    await shot(page, 'run-halted-dark');
     await page.context().close();
   });
 
