@@ -60,6 +60,12 @@ class PostgresDb implements Db {
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken = false;
+    // A checked-out client has no listener of the pool's: a server restart (57P01) would emit
+    // an unhandled 'error' and end the process. The query in progress fails on its own.
+    const onError = () => {
+      broken = true;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const result = await fn(wrapClient(client));
@@ -74,6 +80,7 @@ class PostgresDb implements Db {
       }
       throw err;
     } finally {
+      client.removeListener('error', onError);
       client.release(broken);
     }
   }
