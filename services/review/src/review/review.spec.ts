@@ -116,6 +116,29 @@ describe('rule patterns', () => {
     expect(one).toMatchObject({ failure_modes: [], suggestions: [], verdict_history: [], suppressed_count: 0 });
   });
 
+  it('shows the rule as the most recent session ran it', async () => {
+    const first = await send('payment-skipped', 5);
+    const patternId = findingRules(first)[0].pattern_id!;
+    expect((await review.queries.pattern(WS, patternId, {})).rule).toMatchObject({ label: 'Step 1', text: 'Find the order.' });
+    // release 2: the procedure renamed and a step put before it (its wording, so its id, unchanged)
+    const workspaces = new SopWorkspaces(db);
+    const file = readFileSync(path.join(FIXTURES, 'luigis', 'procedures', 'card-payment.md'), 'utf8')
+      .replace('# Take a card payment', '# Take a card payment by phone')
+      .replace('3. Email', '4. Email')
+      .replace('2. Charge', '3. Charge')
+      .replace('1. Find the order.', '1. Greet the caller. [tool: greet]\n2. Find the order.');
+    await workspaces.saveFile(WS, 'procedures/card-payment.md', file);
+    await workspaces.publish(WS);
+    const later = await send('payment-skipped', 2);
+    expect(findingRules(later).find((r) => r.text === 'Find the order.')?.pattern_id).toBe(patternId);
+    let p = await review.queries.pattern(WS, patternId, {});
+    expect(p).toMatchObject({ procedure_name: 'Take a card payment by phone', rule: { label: 'Step 2', index: 2, text: 'Find the order.' }, session_count: 2 });
+    // an older session on release 1 does not take the wording back
+    await send('payment-skipped', 9, { release_id: '1' });
+    p = await review.queries.pattern(WS, patternId, {});
+    expect(p).toMatchObject({ procedure_name: 'Take a card payment by phone', rule: { label: 'Step 2' }, session_count: 3 });
+  });
+
   it('assignment is idempotent and a re-check of the same content keeps one pattern per rule', async () => {
     const a = await send('phone-never-violated', 1);
     const before = await db.query('SELECT id, pattern_id, suppressed FROM sop_findings ORDER BY id');
