@@ -5,7 +5,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { MemoryBus } from '@neatroots/platform';
-import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
+import type { Bus, BusBatch, BusRecord, LogFields, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
 import { otlp, v1 } from '@neatroots/proto';
 import { DELIVERIES_TOPIC, EVENTS_TOPIC, NOTES_TOPIC, type Note, type NoteDelivered } from '@neatroots/messages';
 import { itemToEvent, type Envelope, type RunEnd, type RunStart, type Span } from '@neatroots/spans';
@@ -37,6 +37,8 @@ interface Harness {
   ingest: IngestHandle;
   events: Envelope[];
   deliveries: NoteDelivered[];
+  /** What ingest logged: the message and the fields. */
+  logged: { msg: string; fields?: LogFields }[];
   neatroots: v1.IngestClient;
   otlpClient: otlp.TraceServiceClient;
   close(): Promise<void>;
@@ -47,6 +49,7 @@ async function harness(maxReceiveMessageBytes?: number): Promise<Harness> {
   const bus = new FlakyBus(memory);
   const events: Envelope[] = [];
   const deliveries: NoteDelivered[] = [];
+  const logged: Harness['logged'] = [];
   // Every record goes through its topic's codec, as it would through Kafka.
   const subs = [
     await bus.subscribe(EVENTS_TOPIC, { group: 'test-events' }, async (b) => {
@@ -62,12 +65,15 @@ async function harness(maxReceiveMessageBytes?: number): Promise<Harness> {
     otlpPort: 0,
     grpcPort: 0,
     maxReceiveMessageBytes,
-    logger: { warn: () => undefined, error: () => undefined },
+    logger: {
+      warn: (msg, fields) => logged.push({ msg, fields }),
+      error: (msg, _err, fields) => logged.push({ msg, fields }),
+    },
   });
   const neatroots = new v1.IngestClient(`127.0.0.1:${ingest.grpcPort}`, credentials.createInsecure());
   const otlpClient = new otlp.TraceServiceClient(`127.0.0.1:${ingest.otlpPort}`, credentials.createInsecure());
   return {
-    bus, memory, ingest, events, deliveries, neatroots, otlpClient,
+    bus, memory, ingest, events, deliveries, logged, neatroots, otlpClient,
     async close() {
       neatroots.close();
       otlpClient.close();
@@ -221,6 +227,8 @@ describe('ingest over gRPC', () => {
       const err = await exportV1(h, { events: [spanEvent({})] }).catch((e: ServiceError) => e);
       expect(err).toMatchObject({ code: status.UNAVAILABLE });
       expect((err as ServiceError).details).toContain('nothing was accepted, retry');
+      // the operator's line names the project and the run, for a log pipeline to filter on
+      expect(h.logged).toContainEqual({ msg: 'ingest: publishing 1 items failed', fields: { project: 'shop', run_id: 'r1' } });
       h.bus.failEvents = false;
       await h.memory.idle();
       expect(h.events).toEqual([]);

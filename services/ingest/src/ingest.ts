@@ -10,7 +10,7 @@ import {
   type ServiceDefinition,
   type sendUnaryData,
 } from '@grpc/grpc-js';
-import type { Bus, Subscription } from '@neatroots/ports';
+import type { Bus, LogFields, Logger, Subscription } from '@neatroots/ports';
 import { bindGrpc, closeGrpcServer, otlp, v1 } from '@neatroots/proto';
 import { makeTopics, type Note, type Topics } from '@neatroots/messages';
 import {
@@ -77,7 +77,8 @@ export interface IngestOptions {
   /** How long close() waits for in-flight calls before cutting them. Default 5 s. */
   shutdownGraceMs?: number;
   now?: () => number;
-  logger?: Pick<Console, 'warn' | 'error'>;
+  /** Lines about a run carry its `project` and `run_id`. Default console. */
+  logger?: Pick<Logger, 'warn' | 'error'>;
 }
 
 export interface IngestHandle {
@@ -157,7 +158,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   const bus = opts.bus;
   const topics = opts.topics ?? makeTopics();
   const now = opts.now ?? Date.now;
-  const log = opts.logger ?? console;
+  const log: Pick<Logger, 'warn' | 'error'> = opts.logger ?? console;
   const host = opts.host ?? '127.0.0.1';
   const maxBytes = opts.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
   const replicaId = opts.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -194,9 +195,15 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     try {
       await bus.publish(topics.events, records);
     } catch (e) {
-      log.error(`ingest: publishing ${records.length} items failed: ${(e as Error).message}`);
+      log.error(`ingest: publishing ${records.length} items failed`, e, runFields(project, records.map((r) => r.key)));
       throw new CallError(Status.UNAVAILABLE, `the bus is unavailable (${(e as Error).message}); nothing was accepted, retry`);
     }
+  }
+
+  /** A log line's project and run: the run when the items are all of one, else how many runs. */
+  function runFields(project: string, runIds: readonly string[]): LogFields {
+    const runs = new Set(runIds);
+    return runs.size === 1 ? { project, run_id: runIds[0] } : { project, runs: runs.size };
   }
 
   function countRejected(rejected: Rejection[]): void {
@@ -240,7 +247,9 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       value: { note_id: n.id, finding_id: n.finding_id, project: n.project, at_ms },
     }));
     // Best effort: the note did reach the agent; a lost delivery record only delays "active".
-    bus.publish(topics.deliveries, records).catch((e: Error) => log.warn(`ingest: recording note delivery failed: ${e.message}`));
+    bus.publish(topics.deliveries, records).catch((e: Error) => {
+      log.warn(`ingest: recording note delivery failed: ${e.message}`, runFields(notes[0].project, notes.map((n) => n.run_id)));
+    });
   }
 
   /**
@@ -327,10 +336,12 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   // ---- neatroots.v1 Ingest/Subscribe ----
 
   async function subscribe(call: ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>): Promise<void> {
+    let fields: LogFields = {};
     try {
       notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
+      fields = { project, run_id: req.run_id };
       if (req.run_id.length > MAX_ID_LENGTH) {
         throw new CallError(Status.INVALID_ARGUMENT, `run_id: is longer than ${MAX_ID_LENGTH} characters`);
       }
@@ -359,7 +370,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       delivered(kept, 'stream');
     } catch (e) {
       const err = e instanceof CallError ? e : new CallError(Status.INTERNAL, (e as Error)?.message ?? String(e));
-      if (!(e instanceof CallError)) log.error('ingest: unexpected error in Subscribe', e);
+      if (!(e instanceof CallError)) log.error('ingest: unexpected error in Subscribe', e, fields);
       inc(metrics.calls_failed, Status[err.code]);
       // grpc-js turns an 'error' event on a server stream into the call's status.
       call.emit('error', Object.assign(new Error(err.message), { code: err.code, details: err.message }));

@@ -36,6 +36,7 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
         bus,
         resolveKey: cachedKeyLookup((key) => review.resolveKey(key)),
         topics,
+        logger: ctx.log,
         // Back-pressure: refuse exports while the pipeline is behind or memory is short.
         pressure: { backlog, maxBacklog: ctx.config.NEATROOTS_MAX_BACKLOG, memoryCeilingBytes: ctx.config.NEATROOTS_MEMORY_CEILING_MB * 1048576 },
         ...listen(ctx.config),

@@ -68,7 +68,7 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       bus: ctx.platform.bus(),
       db,
       topics: { ...makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX), deadLetters: deadLetterTopic(ctx.config.NEATROOTS_TOPIC_PREFIX) },
-      log: (m, err) => ctx.log.error(m, err),
+      log: (m, err, fields) => ctx.log.error(m, err, fields),
       // every dead letter ends up here (the buses send theirs on the dead-letter topic)
       onSetAside: (letter) => ctx.metrics.deadLetters.inc({ source: letter.source }),
       // a run of an agent of the live release becomes a SOP session when it ends

@@ -1,4 +1,4 @@
-import type { Bus, BusBatch, Db, Queryable, Subscription, Topic } from '@neatroots/ports';
+import type { Bus, BusBatch, Db, LogFields, Queryable, Subscription, Topic } from '@neatroots/ports';
 import { MemoryBus, migrate, openPglite } from '@neatroots/platform';
 import { DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type FindingMessage } from '@neatroots/messages';
 import { type Envelope } from '@neatroots/spans';
@@ -109,6 +109,25 @@ class HandBus implements Bus {
   }
   async close(): Promise<void> {}
 }
+
+describe('review service: what it sets aside', () => {
+  it('logs the item with its project and run, for a log pipeline to filter on', async () => {
+    const bus = new MemoryBus({ partitions: 1, retryDelayMs: 5 });
+    const logged: { msg: string; fields?: LogFields }[] = [];
+    const review = await startReview({ bus, db, writer: { flushMs: 5 }, log: (msg, _err, fields) => logged.push({ msg, fields }) });
+    // Each span alone fits a bigint; the run's total of both does not: the database refuses the
+    // second (SQLSTATE class 22), so it is set aside.
+    const huge = (id: string, at: number) => span('r9', id, at, { usage: { total_tokens: 5e18 } });
+    await bus.publish(EVENTS_TOPIC, [{ key: 'r9', value: huge('s1', T0) }, { key: 'r9', value: huge('s2', T0 + 1) }]);
+    await bus.idle();
+    await review.close();
+    await bus.close();
+    expect(logged).toContainEqual({
+      msg: expect.stringMatching(/^set aside span s2 of project "p1"/),
+      fields: { project: 'p1', run_id: 'r9', kind: 'span', source: 'store.events' },
+    });
+  });
+});
 
 describe('review service: acknowledging only what is stored', () => {
   it('subscribes with its consumer groups', async () => {

@@ -1,4 +1,4 @@
-import { deadLetterTopic, type Bus, type BusBatch, type DeadLetter, type Db, type Subscription, type Topic } from '@neatroots/ports';
+import { deadLetterTopic, type Bus, type BusBatch, type DeadLetter, type Db, type LogFields, type Subscription, type Topic } from '@neatroots/ports';
 import {
   DeadLettersRepo, QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
 } from '@neatroots/store';
@@ -36,7 +36,8 @@ export interface ReviewOptions {
   closeGraceMs?: number;
   /** Heartbeat interval while a batch waits for its flush (a slow or retrying database). */
   heartbeatMs?: number;
-  log?: (msg: string, err?: unknown) => void;
+  /** Lines about a run carry its `project` and `run_id` in `fields`. */
+  log?: (msg: string, err?: unknown, fields?: LogFields) => void;
   /** Told of every item set aside in dead_letters, by the writer or from the bus (metrics). */
   onSetAside?: (letter: DeadLetter) => void;
   /**
@@ -64,7 +65,7 @@ export interface Review {
  * idempotent). Writes from all three consumers share the StoreWriter's batches.
  */
 export async function startReview(opts: ReviewOptions): Promise<Review> {
-  const log = opts.log ?? ((msg, err) => console.error(`review: ${msg}`, err ?? ''));
+  const log = opts.log ?? ((msg, err, fields) => console.error(`review: ${msg}`, err ?? '', fields ?? ''));
   const topics: ReviewTopics = {
     events: opts.topics?.events ?? EVENTS_TOPIC,
     findings: opts.topics?.findings ?? FINDINGS_TOPIC,
@@ -73,7 +74,8 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
   };
   const told = (letters: readonly DeadLetter[]): void => {
     for (const l of letters) {
-      log(`set aside ${l.kind} ${l.item_id ?? ''} of project "${l.project}" (${l.source}): ${l.reason}`);
+      const fields: LogFields = { project: l.project, ...(l.run_id ? { run_id: l.run_id } : {}), kind: l.kind, source: l.source };
+      log(`set aside ${l.kind} ${l.item_id ?? ''} of project "${l.project}" (${l.source}): ${l.reason}`, undefined, fields);
       opts.onSetAside?.(l);
     }
   };

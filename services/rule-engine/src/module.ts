@@ -53,7 +53,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       quiet: review.isQuiet,
       windowTtlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
       windowTtlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
-      log: (m, err) => ctx.log.error(m, err),
+      log: (m, err, fields) => ctx.log.error(m, err, fields),
     });
     // The engine's finding count, as the Prometheus counter.
     let last = 0;

@@ -1,8 +1,8 @@
-import { RuleEngine, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
-import { WindowConflictError, type Bus, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
+import { RuleEngine, windowKey, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
+import { WindowConflictError, type Bus, type LogFields, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
 import { QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
-import { type Envelope } from '@neatroots/spans';
+import { itemRunId, type Envelope } from '@neatroots/spans';
 
 export interface RuleEngineTopics {
   events: Topic<Envelope>;
@@ -31,7 +31,8 @@ export interface RuleEngineServiceOptions {
    * service evaluates rules only.
    */
   questions?: { scheduler: QuestionScheduler; topic?: Topic<QuestionTaskMessage> };
-  log?: (msg: string, err?: unknown) => void;
+  /** Lines about runs carry their `project` and `run_id` in `fields`. */
+  log?: (msg: string, err?: unknown, fields?: LogFields) => void;
 }
 
 export interface RuleEngineMetrics {
@@ -57,7 +58,7 @@ export interface RuleEngineService {
  * batch against the windows as they were, producing the same findings (same ids).
  */
 export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<RuleEngineService> {
-  const log = opts.log ?? ((msg, err) => console.error(`rule-engine: ${msg}`, err ?? ''));
+  const log = opts.log ?? ((msg, err, fields) => console.error(`rule-engine: ${msg}`, err ?? '', fields ?? ''));
   const engine = new RuleEngine({
     windows: opts.windows,
     rules: opts.rules,
@@ -95,8 +96,14 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, (batch) =>
     lock.shared(async () => {
       const envs = batch.records.map((r) => r.value);
-      const out = await engine.process(envs);
-      await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
+      try {
+        const out = await engine.process(envs);
+        await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
+      } catch (err) {
+        // Said here with the runs it held; the bus delivers the batch again.
+        log(`a batch of ${envs.length} events failed`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
+        throw err;
+      }
       metrics.consumed += envs.length;
       metrics.batches++;
     }),
@@ -109,14 +116,15 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     // Taking the due wakes needs no lock (it is one atomic step in the store); only a tick that
     // has something to fire holds the batches back.
     const now = Date.now();
+    let due: string[] = [];
     opts.windows
       .takeDue(now, 10_000, WAKE_LEASE_MS)
-      .then((keys) => (keys.length ? lock.exclusive(async () => emit(await engine.tick(now, { keys }))) : undefined))
+      .then((keys) => (due = keys).length ? lock.exclusive(async () => emit(await engine.tick(now, { keys }))) : undefined)
       .catch((err) => {
         // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
         if (err instanceof WindowConflictError) return;
         metrics.errors++;
-        log('tick failed (will retry)', err);
+        log('tick failed (will retry)', err, runFields(due.map(runOfWindowKey)));
       })
       .finally(() => (ticking = false));
   }, opts.tickMs ?? 50);
@@ -130,6 +138,20 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       await sub.close();
     },
   };
+}
+
+/** A log line's project and run: the run when there is one, else how many. */
+function runFields(runs: readonly (readonly [string, string])[]): LogFields {
+  const distinct = new Set(runs.map(([p, r]) => windowKey(p, r)));
+  if (distinct.size === 1) return { project: runs[0][0], run_id: runs[0][1] };
+  const projects = new Set(runs.map(([p]) => p));
+  return projects.size === 1 ? { project: runs[0][0], runs: distinct.size } : { runs: distinct.size };
+}
+
+/** A run window's key (windowKey: project and run id joined by NUL) as its project and run. */
+function runOfWindowKey(key: string): [string, string] {
+  const i = key.indexOf('\u0000');
+  return i < 0 ? ['', key] : [key.slice(0, i), key.slice(i + 1)];
 }
 
 /** How long a taken wake waits before it is offered again if its tick never saved. */
