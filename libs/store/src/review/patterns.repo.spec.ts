@@ -9,7 +9,7 @@ beforeAll(async () => {
   db = await openTestDb();
 }, 60_000);
 afterAll(() => db.close());
-beforeEach(() => db.exec('TRUNCATE sop_finding_days, sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE'));
+beforeEach(() => db.exec('TRUNCATE sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE'));
 
 const repo = new PatternsRepo();
 const session = (external_id: string, started_at: string): SessionInput => ({ external_id, agent: 'a', release_id: null, started_at, transcript_ref: null, turns: [{ role: 'agent', text: 'hi' }], tool_calls: [] });
@@ -100,5 +100,8 @@ describe('ReviewReadRepo', () => {
     await db.query('DELETE FROM sop_findings WHERE session_id = $1', [b.id]);
     expect((await read.findingsByWeek('w1', { from: '2026-10-01T00:00:00Z', to: '2026-12-01T00:00:00Z' }, {})).map((w) => w.week).sort()).toEqual(['2026-10-26', '2026-11-16']);
     expect((await read.examples([{ id: 'pat_a', kind: 'rule' }], 2)).map((e) => e.session_id)).toEqual([c.id, a.id]);
+    // emptied by a cascade (as the specs do between tests): the day counts go too
+    await db.exec('TRUNCATE projects CASCADE');
+    expect(await read.findingsByWeek('w1', { from: '2026-10-01T00:00:00Z', to: '2026-12-01T00:00:00Z' }, {})).toEqual([]);
   });
 });
