@@ -1,0 +1,122 @@
+package neatroots_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	neatroots "github.com/neatroots/neatroots/clients/go"
+)
+
+// Against a running neatroots (the embedded deployment, booted by
+// test/clients/go.integration.spec.ts), whose checks note a repeated tool call and halt a
+// refund made without a lookup first:
+//
+//	NEATROOTS_ADDRESS=127.0.0.1:50051 NEATROOTS_API_KEY=... go test ./...
+func client(t *testing.T) (*neatroots.Client, *[]error) {
+	t.Helper()
+	addr, key := os.Getenv("NEATROOTS_ADDRESS"), os.Getenv("NEATROOTS_API_KEY")
+	if addr == "" || key == "" {
+		t.Skip("NEATROOTS_ADDRESS and NEATROOTS_API_KEY name a running neatroots")
+	}
+	var mu sync.Mutex
+	errs := []error{}
+	c, err := neatroots.New(neatroots.Options{Address: addr, APIKey: key, FlushInterval: 20 * time.Millisecond, OnError: func(e error) {
+		mu.Lock()
+		errs = append(errs, e)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, &errs
+}
+
+func subscribed(t *testing.T, run *neatroots.Run) {
+	t.Helper()
+	select {
+	case <-run.Subscribed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the notes stream did not open")
+	}
+}
+
+func TestANoteReachesTheRun(t *testing.T) {
+	c, errs := client(t)
+	run := c.StartRun(neatroots.RunOptions{Workflow: "support-agent", UserMessage: "reset my password"})
+	subscribed(t, run)
+	notes := make(chan *neatroots.Note, 16)
+	run.OnNote(func(n *neatroots.Note) { notes <- n })
+	for i := 0; i < 3; i++ {
+		if _, err := run.ToolCall("search_kb", map[string]any{"query": "reset password"}, func(context.Context) (any, error) {
+			return map[string]any{"results": []any{}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run.Flush()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-notes:
+			if n.CheckId != "repeated-tool-call" {
+				continue
+			}
+			if n.Kind != "note" || !strings.Contains(n.Text, "search_kb") {
+				t.Fatalf("unexpected note %+v", n)
+			}
+			if run.Halted() {
+				t.Fatal("a note halted the run")
+			}
+			run.End(neatroots.EndOptions{FinalOutput: "sent the reset link"})
+			if len(*errs) > 0 {
+				t.Fatalf("errors: %v", *errs)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no repeated-tool-call note")
+		}
+	}
+}
+
+func TestAHaltStopsTheNextToolCall(t *testing.T) {
+	c, errs := client(t)
+	run := c.StartRun(neatroots.RunOptions{Workflow: "support-agent"})
+	subscribed(t, run)
+	if _, err := run.ToolCall("issue_refund", map[string]any{"order_id": "A1", "amount": 80}, func(context.Context) (any, error) {
+		return map[string]any{"ok": true}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run.Flush()
+	select {
+	case <-run.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no halt arrived")
+	}
+	halt := run.HaltNote()
+	if halt == nil || halt.CheckId != "refund-without-lookup" || halt.Text != "Stop. Call lookup_order before issue_refund." {
+		t.Fatalf("unexpected halt %+v", halt)
+	}
+	var cause *neatroots.RunHaltedError
+	if !errors.As(context.Cause(run.Context()), &cause) {
+		t.Fatalf("the run's context was not cancelled by the halt: %v", context.Cause(run.Context()))
+	}
+	called := false
+	_, err := run.ToolCall("issue_refund", map[string]any{"order_id": "A2"}, func(context.Context) (any, error) {
+		called = true
+		return nil, nil
+	})
+	if !errors.As(err, &cause) || called {
+		t.Fatalf("the tool call after the halt: err %v, called %v", err, called)
+	}
+	run.End(neatroots.EndOptions{})
+	if len(*errs) > 0 {
+		t.Fatalf("errors: %v", *errs)
+	}
+}
