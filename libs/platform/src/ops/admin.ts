@@ -23,8 +23,6 @@ export interface Metrics {
   busBacklog: Gauge<'topic'>;
   deadLetters: Counter<'source'>;
   checksDisabled: Gauge<'check_id' | 'source'>;
-  /** Run windows held in memory and spilled to disk (embedded). */
-  windows: Gauge<'where'>;
 }
 
 export function createMetrics(service: string): Metrics {
@@ -51,7 +49,6 @@ export function createMetrics(service: string): Metrics {
       labelNames: ['check_id', 'source'],
       ...reg,
     }),
-    windows: new Gauge({ name: 'neatroots_windows', help: 'Run windows in memory and spilled to disk', labelNames: ['where'], ...reg }),
   };
 }
 
