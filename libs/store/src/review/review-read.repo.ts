@@ -121,6 +121,30 @@ export class ReviewReadRepo {
     }));
   }
 
+  /**
+   * All-time counts per most specific pattern, from sop_finding_days (a few rows a day), and
+   * for the patterns with a verdict the findings stored since it (not suppressed), from the
+   * index on (pattern_id, created_at): the review queue without reading every finding.
+   */
+  async leafCounts(workspace: string): Promise<Map<string, { findings: number; suppressed: number; new_since_verdict: number | null }>> {
+    const [days, fresh] = await Promise.all([
+      this.db.query<{ pattern_id: string; findings: unknown; suppressed: unknown }>(
+        `SELECT pattern_id, sum(n) FILTER (WHERE NOT suppressed) AS findings, sum(n) FILTER (WHERE suppressed) AS suppressed
+           FROM sop_finding_days WHERE workspace = $1 AND pattern_id <> '' GROUP BY pattern_id`,
+        [workspace],
+      ),
+      this.db.query<{ pattern_id: string; n: unknown }>(
+        `SELECT v.pattern_id, count(f.id) AS n
+           FROM (SELECT pattern_id, max(created_at) AS at FROM sop_verdicts WHERE workspace = $1 GROUP BY pattern_id) v
+           LEFT JOIN sop_findings f ON f.pattern_id = v.pattern_id AND f.created_at > v.at AND NOT f.suppressed
+          GROUP BY v.pattern_id`,
+        [workspace],
+      ),
+    ]);
+    const since = new Map(fresh.rows.map((r) => [r.pattern_id, num(r.n)]));
+    return new Map(days.rows.map((r) => [r.pattern_id, { findings: num(r.findings), suppressed: num(r.suppressed), new_since_verdict: since.get(r.pattern_id) ?? null }]));
+  }
+
   /** Findings on a rule pattern's current wording (the reworded review state), per pattern. */
   async onWording(patterns: readonly { id: string; rule_id: string }[]): Promise<Map<string, number>> {
     if (!patterns.length) return new Map();

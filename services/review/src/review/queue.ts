@@ -43,9 +43,9 @@ export async function reviewQueue(db: Db, writes: ReviewWrites, workspace: strin
 
   const leaves = activeLeaves(await writes.repo.patternsOf(db, workspace));
   const counts = new Map<string, { findings: number; suppressed: number; new_findings: number }>();
-  for (const c of await read.findingCounts(workspace, null)) {
-    const cur = counts.get(c.pattern_id) ?? { findings: 0, suppressed: 0, new_findings: 0 };
-    counts.set(c.pattern_id, { findings: cur.findings + c.findings, suppressed: cur.suppressed + c.suppressed, new_findings: cur.new_findings + c.new_findings });
+  for (const [id, c] of await read.leafCounts(workspace)) {
+    // without a verdict every finding is new
+    counts.set(id, { findings: c.findings, suppressed: c.suppressed, new_findings: c.new_since_verdict ?? c.findings });
   }
   const withFindings = leaves.filter((p) => (counts.get(p.id)?.findings ?? 0) + (counts.get(p.id)?.suppressed ?? 0) > 0);
   const ctx = await writes.contexts(db, withFindings);
