@@ -173,7 +173,8 @@ export class SopSessionsRepo {
 
   /** Marks a session whose check job gave up, with the reason (shown on the session). */
   async markFailed(sessionId: string, contentHash: string, reason: string): Promise<void> {
-    await this.db.query(`UPDATE sop_sessions SET status = 'failed', error = $3 WHERE id = $1 AND content_hash = $2`, [sessionId, contentHash, text(reason)]);
+    // Only a session still waiting for this content: a check that got through meanwhile stands.
+    await this.db.query(`UPDATE sop_sessions SET status = 'failed', error = $3 WHERE id = $1 AND content_hash = $2 AND status = 'queued'`, [sessionId, contentHash, text(reason)]);
   }
 
   async get(workspace: string, id: string, q: Queryable = this.db): Promise<{ session: SessionRecord; checks: StoredCheck[] } | null> {

@@ -145,6 +145,28 @@ describe('SopSessions', () => {
     expect(got.error).toContain('no live release');
   });
 
+  it('marks a session failed with the reason when every try to check it failed (a model service away)', async () => {
+    const workspaces = new SopWorkspaces(db);
+    const files = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
+    await workspaces.push('luigis', files);
+    await workspaces.publish('luigis');
+    let tries = 0;
+    const away: CheckSession = async () => {
+      tries++;
+      throw new Error('question service: No connection established (ECONNREFUSED)');
+    };
+    const sessions = new SopSessions(db, workspaces, jobs, away, { attempts: 3, backoffMs: 5 });
+    await sessions.start();
+    const sent = await sessions.receive('luigis', fixtureSession('payment-followed'));
+    const got = await checked(sessions, 'luigis', sent.id);
+    expect(tries).toBe(3);
+    expect(got).toMatchObject({ status: 'failed', error: expect.stringContaining('not checked after 3 tries: question service: No connection') });
+    // sent again, it is queued again
+    const again = fixtureSession('payment-followed');
+    again.turns[0].text += ' (again)';
+    expect((await sessions.receive('luigis', again)).status).toBe('queued');
+  });
+
   it('lists sessions newest first with filters', async () => {
     const { sessions } = await setUp();
     const a = await sessions.receive('luigis', fixtureSession('payment-skipped'));

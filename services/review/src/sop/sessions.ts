@@ -3,6 +3,9 @@ import { parseSession, SessionError, UnknownAgentError, type Lock, type Procedur
 import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
+/** A check's tries: 2 s, 4 s, ... 32 s apart (about a minute in all) before the session is marked failed. */
+export const CHECK_RETRY = { attempts: 6, backoffMs: 2000 };
+
 /** The BullMQ queue (the seed's Hatchet workflow) that checks one session. */
 export const SOP_CHECK_QUEUE = 'sopops_check';
 /** Sessions one process checks at once unless told otherwise. */
@@ -41,6 +44,7 @@ export class SopSessions {
     private readonly workspaces: SopWorkspaces,
     private readonly jobs: Jobs,
     private readonly checkSession: CheckSession,
+    private readonly retry: { attempts: number; backoffMs: number } = CHECK_RETRY,
   ) {
     this.repo = new SopSessionsRepo(db);
   }
@@ -52,7 +56,20 @@ export class SopSessions {
    * connection.
    */
   async start(opts: { concurrency?: number } = {}): Promise<void> {
-    await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job) => this.runCheck(job), { concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY });
+    await this.jobs.work<SopCheckJob>(
+      SOP_CHECK_QUEUE,
+      async (job, info) => {
+        try {
+          await this.runCheck(job);
+        } catch (err) {
+          // The last try: say why on the session rather than leave it queued for good (a
+          // model service away for minutes). Sending it again queues it again.
+          if (info.attempt >= this.retry.attempts) await this.repo.markFailed(job.session_id, job.content_hash, `not checked after ${info.attempt} tries: ${(err as Error).message}`);
+          throw err;
+        }
+      },
+      { concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY },
+    );
     for (const s of await this.repo.queued()) await this.enqueue({ workspace: s.workspace, session_id: s.id, content_hash: s.content_hash });
   }
 
@@ -157,7 +174,7 @@ export class SopSessions {
     // again must be checked a third time, and a driver remembers finished ids. Running twice
     // is harmless (runCheck writes nothing for checked or replaced content).
     const jobId = `${job.session_id}.${job.content_hash.slice(0, 16)}.${Date.now().toString(36)}`;
-    await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId, attempts: 3, backoffMs: 2000 });
+    await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId, attempts: this.retry.attempts, backoffMs: this.retry.backoffMs });
   }
 
 }
