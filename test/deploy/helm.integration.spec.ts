@@ -17,8 +17,10 @@ import * as YAML from 'yaml';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler, type IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { Ingress, type IIngress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget, type IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap, type IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Pod } from 'kubernetes-models/v1/Pod';
 import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
 import { Service, type IService } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
@@ -44,6 +46,9 @@ const MODELS: Record<string, ModelClass> = {
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'networking.k8s.io/v1/Ingress': Ingress,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  // the `helm test` Pods (templates/tests/health.yaml)
+  'v1/Pod': Pod,
 };
 
 interface K8sObject {
@@ -144,6 +149,7 @@ const SCENARIOS: Scenario[] = [
   { name: 'default values', files: [] },
   { name: 'ci/scaled-values.yaml (replicas, autoscaling, keys, no ingress)', files: [path.join(chart, 'ci/scaled-values.yaml')] },
   { name: 'ci/ingress-values.yaml (ingress, existing Secret, LoadBalancer)', files: [path.join(chart, 'ci/ingress-values.yaml')] },
+  { name: 'ci/optional-values.yaml (NetworkPolicies, the OTLP/HTTP Ingress, helm test Pods)', files: [path.join(chart, 'ci/optional-values.yaml')] },
 ];
 
 const helm = findHelm();

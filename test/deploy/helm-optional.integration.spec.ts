@@ -1,0 +1,149 @@
+/**
+ * The chart's optional objects, each on and off, and how they wire to the rest: the
+ * ServiceMonitor (a Prometheus Operator CRD, so checked here field by field rather than by a
+ * Kubernetes schema), the NetworkPolicies, the OTLP/HTTP Ingress and the `helm test` Pods;
+ * and values.schema.json refusing misspelt values. The objects' Kubernetes schemas are checked
+ * by helm.integration.spec.ts (ci/optional-values.yaml). Skips without helm (one line), fails
+ * in CI.
+ */
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+import * as YAML from 'yaml';
+import { findHelm, repoRoot, skipLine, toolsRequired } from './support';
+
+const chart = path.join(repoRoot, 'helm/neatroots');
+const COMPONENTS = ['ingest', 'rule-engine', 'question', 'review', 'api'];
+
+interface Obj {
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  spec?: any;
+}
+
+function helmRun(helm: string, args: string[]): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(helm, args, { encoding: 'utf8', cwd: repoRoot });
+}
+
+function render(helm: string, sets: string[] = []): Obj[] {
+  const r = helmRun(helm, ['template', 'nr', chart, '--namespace', 'neatroots', ...sets.flatMap((s) => ['--set', s])]);
+  if (r.status !== 0) throw new Error(`helm template failed: ${r.stderr}`);
+  return YAML.parseAllDocuments(r.stdout)
+    .map((d) => d.toJSON() as Obj | null)
+    .filter((o): o is Obj => Boolean(o));
+}
+
+const of = (objs: Obj[], kind: string) => objs.filter((o) => o.kind === kind);
+const named = (objs: Obj[], kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name);
+const selects = (sel: Record<string, string> = {}, labels: Record<string, string> = {}) => Object.entries(sel).every(([k, v]) => labels[k] === v);
+
+const helm = findHelm();
+if (!helm) {
+  if (toolsRequired()) throw new Error('helm is needed for the chart checks and NEATROOTS_REQUIRE_SERVICES=1 forbids skipping (run scripts/helm.sh)');
+  skipLine('the chart\'s optional objects', 'no helm (run scripts/helm.sh, or set NEATROOTS_HELM)');
+}
+
+(helm ? describe : describe.skip)('the chart\'s optional objects', () => {
+  const off = helm ? render(helm) : [];
+  const on = helm
+    ? render(helm, [
+      'metrics.serviceMonitor.enabled=true',
+      'metrics.serviceMonitor.labels.release=prometheus',
+      'networkPolicy.enabled=true',
+      'networkPolicy.agentsFrom[0].namespaceSelector.matchLabels.team=agents',
+      'networkPolicy.egress[0].to[0].ipBlock.cidr=10.30.0.0/16',
+      'ingest.ingress.enabled=true',
+    ])
+    : [];
+
+  it('renders none of them but the test Pods by default', () => {
+    expect(of(off, 'ServiceMonitor')).toEqual([]);
+    expect(of(off, 'NetworkPolicy')).toEqual([]);
+    expect(of(off, 'Ingress')).toEqual([]);
+    expect(of(off, 'Pod')).toHaveLength(COMPONENTS.length);
+    expect(of(render(helm!, ['tests.enabled=false']), 'Pod')).toEqual([]);
+  });
+
+  it('ServiceMonitor: selects every Service of the release and scrapes its admin port', () => {
+    const [sm] = of(on, 'ServiceMonitor');
+    expect(sm).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', metadata: { labels: { release: 'prometheus' } } });
+    expect(sm.spec.namespaceSelector).toEqual({ matchNames: ['neatroots'] });
+    expect(sm.spec.endpoints).toEqual([{ port: 'admin', path: '/metrics', scheme: 'http', interval: '30s', scrapeTimeout: '10s' }]);
+    const services = of(on, 'Service');
+    expect(services.filter((s) => selects(sm.spec.selector.matchLabels, s.metadata.labels)).map((s) => s.metadata.name).sort()).toEqual(
+      COMPONENTS.map((c) => `nr-neatroots-${c}`).sort(),
+    );
+    for (const s of services) expect(s.spec.ports.map((p: { name: string }) => p.name)).toContain('admin');
+  });
+
+  it('NetworkPolicies: each service takes only the ports it serves, from whom it serves', () => {
+    const pods = (c: string) => named(on, 'Deployment', `nr-neatroots-${c}`)!.spec.template;
+    for (const c of COMPONENTS) {
+      const np = named(on, 'NetworkPolicy', `nr-neatroots-${c}`)!;
+      const tpl = pods(c);
+      // selects its own pods and no other service's
+      expect(selects(np.spec.podSelector.matchLabels, tpl.metadata.labels)).toBe(true);
+      for (const other of COMPONENTS.filter((o) => o !== c)) expect(selects(np.spec.podSelector.matchLabels, pods(other).metadata.labels)).toBe(false);
+      expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+      // every port it lets in is a port the container names, and every port the container names is let in
+      const allowed = np.spec.ingress.flatMap((r: { ports: { port: string }[] }) => r.ports.map((p) => p.port)).sort();
+      const named_ = tpl.spec.containers[0].ports.map((p: { name: string }) => p.name).sort();
+      expect({ c, allowed }).toEqual({ c, allowed: named_ });
+      const fromOf = (port: string) => np.spec.ingress.find((r: { ports: { port: string }[] }) => r.ports.some((p) => p.port === port)).from;
+      if (c === 'review' || c === 'question') {
+        // internal gRPC: this release's pods alone
+        expect(fromOf('grpc')).toEqual([{ podSelector: { matchLabels: { 'app.kubernetes.io/instance': 'nr', 'app.kubernetes.io/part-of': 'neatroots' } } }]);
+        for (const caller of COMPONENTS) expect(selects(fromOf('grpc')[0].podSelector.matchLabels, pods(caller).metadata.labels)).toBe(true);
+      }
+      if (c === 'ingest') for (const p of ['otlp', 'otlp-http', 'grpc']) expect(fromOf(p)).toEqual([{ namespaceSelector: { matchLabels: { team: 'agents' } } }]);
+      if (c === 'api') expect(fromOf('http')).toBeUndefined(); // apiFrom empty: anyone
+      expect(np.spec.egress).toContainEqual({ to: [{ ipBlock: { cidr: '10.30.0.0/16' } }] });
+    }
+    // without egress rules, outgoing traffic is left alone
+    const ingressOnly = named(render(helm!, ['networkPolicy.enabled=true']), 'NetworkPolicy', 'nr-neatroots-ingest')!;
+    expect(ingressOnly.spec.policyTypes).toEqual(['Ingress']);
+    expect(ingressOnly.spec.egress).toBeUndefined();
+  });
+
+  it('Ingress for OTLP/HTTP: /v1/traces to ingest\'s otlp-http port', () => {
+    const ing = named(on, 'Ingress', 'nr-neatroots-ingest')!;
+    expect(ing.spec.rules).toEqual([{
+      host: 'otlp.neatroots.example.com',
+      http: { paths: [{ path: '/v1/traces', pathType: 'Prefix', backend: { service: { name: 'nr-neatroots-ingest', port: { name: 'otlp-http' } } } }] },
+    }]);
+    const svc = named(on, 'Service', 'nr-neatroots-ingest')!;
+    expect(svc.spec.ports).toContainEqual(expect.objectContaining({ name: 'otlp-http', port: 4318, targetPort: 'otlp-http' }));
+    expect(named(on, 'Ingress', 'nr-neatroots-api')).toBeUndefined();
+  });
+
+  it('helm test Pods: one per service, asking its /readyz through its Service', () => {
+    const tests = of(off, 'Pod');
+    for (const c of COMPONENTS) {
+      const pod = named(tests, 'Pod', `nr-neatroots-${c}-test`)!;
+      expect(pod.metadata.annotations?.['helm.sh/hook']).toBe('test');
+      expect(pod.spec.restartPolicy).toBe('Never');
+      expect(pod.spec.containers[0].env).toEqual([{ name: 'URL', value: `http://nr-neatroots-${c}:9464/readyz` }]);
+      const svc = named(off, 'Service', `nr-neatroots-${c}`)!;
+      expect(svc.spec.ports).toContainEqual(expect.objectContaining({ name: 'admin', port: 9464 }));
+      // not selected by its service's Deployment or Service
+      expect(selects(svc.spec.selector, pod.metadata.labels)).toBe(false);
+    }
+  });
+
+  it('passes helm lint --strict with all of them on', () => {
+    const r = helmRun(helm!, ['lint', '--strict', chart, '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'networkPolicy.enabled=true', '--set', 'ingest.ingress.enabled=true']);
+    expect(r.stdout + r.stderr).toContain('0 chart(s) failed');
+  });
+
+  it.each([
+    ['ingest.replicaCont=3', "additional properties 'replicaCont' not allowed"],
+    ['networkPolicy.enabeld=true', "additional properties 'enabeld' not allowed"],
+    ['metrics.serviceMonitor.interval=soon', 'metrics/serviceMonitor/interval'],
+    ['ports.otlpHttp=70000', 'ports/otlpHttp'],
+    ['ingest.ingress.hosts[0].paths[0].path=v1/traces', 'ingest/ingress/hosts/0/paths/0/path'],
+  ])('refuses %s, naming it', (set, message) => {
+    const r = helmRun(helm!, ['template', 'nr', chart, '--set', set]);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain(message);
+  });
+});
