@@ -1,20 +1,25 @@
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { promisify } from 'node:util';
 import { Metadata } from '@grpc/grpc-js';
 import { context, trace, type Span as OtelSpan, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BasicTracerProvider, SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger, loadConfig, pythonOrSkip } from '@neatroots/platform';
 import { startEmbedded, type EmbeddedApp } from './embedded';
 
 /**
  * OTLP/HTTP in the embedded deployment, from the configuration on: the same agent run sent
- * by the OpenTelemetry JS SDK over gRPC, over HTTP as JSON and over HTTP as protobuf is
- * stored alike and raises the same findings, served by the HTTP API.
+ * by the OpenTelemetry JS SDK over gRPC, over HTTP as JSON and over HTTP as protobuf, and by
+ * the OpenTelemetry Python SDK over HTTP, is stored alike and raises the same findings, served
+ * by the HTTP API.
  */
+const python = pythonOrSkip('the OpenTelemetry Python SDK into the embedded deployment', ['opentelemetry.exporter.otlp.proto.http.trace_exporter']);
+const pythonAgent = path.resolve(__dirname, '../../../services/ingest/src/fixtures/otel_python_agent.py');
 const KEY = 'otlp-http-key';
 const PROJECT = 'shop';
 
@@ -99,5 +104,15 @@ describe('embedded: OTLP/HTTP beside OTLP/gRPC', () => {
     expect(grpc.findings).toContain('repeated-tool-call:flag');
     expect(what(await stored(await agentRun(new JsonExporter({ url, headers }))))).toEqual(grpc);
     expect(what(await stored(await agentRun(new ProtoExporter({ url, headers, compression: 'gzip' as never }))))).toEqual(grpc);
+  });
+
+  (python ? it : it.skip)('stores the same run and raises the same findings from the OpenTelemetry Python SDK over OTLP/HTTP', async () => {
+    const metadata = new Metadata();
+    metadata.set('x-api-key', KEY);
+    const grpc = what(await stored(await agentRun(new GrpcExporter({ url: `http://127.0.0.1:${app.ingest.otlpPort}`, metadata }))));
+    const url = `http://127.0.0.1:${app.ingest.otlpHttpPort}/v1/traces`;
+    const { stdout } = await promisify(execFile)(python!, [pythonAgent, url, KEY, 'gzip', 'support'], { timeout: 60_000 });
+    const { trace_id } = JSON.parse(stdout) as { trace_id: string };
+    expect(what(await stored(trace_id))).toEqual(grpc);
   });
 });
