@@ -88,6 +88,12 @@ const schema = z.object({
   NEATROOTS_DRAIN_MS: z.coerce.number().int().min(0).default(10_000),
   /** How long the window of a run that went quiet without a run_end is kept. */
   NEATROOTS_WINDOW_IDLE_MS: z.coerce.number().int().min(1000).default(6 * 3_600_000),
+  /**
+   * The embedded deployment's run windows: `journal` (every save synced to a journal in the data
+   * folder before the bus position moves: after a crash, runs in progress go on where they were)
+   * or `memory` (lost with the process; comparisons).
+   */
+  NEATROOTS_WINDOWS: z.enum(['journal', 'memory']).default('journal'),
   /** Run windows the embedded deployment keeps in memory; past it the least recently used are spilled to the data folder. */
   NEATROOTS_MAX_WINDOWS: z.coerce.number().int().min(100).default(50_000),
   /**

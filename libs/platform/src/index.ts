@@ -3,6 +3,7 @@ export * from './bus/log';
 export * from './bus/embedded';
 export * from './bus/partition';
 export * from './bus/set-aside';
+export * from './windows/journal';
 export * from './windows/memory';
 export * from './config';
 export * from './db';

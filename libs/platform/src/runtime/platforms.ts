@@ -8,6 +8,7 @@ import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embe
 import type { Config } from '../config';
 import { migrate, openPgliteWorker, openPostgres } from '../db';
 import type { Metrics } from '../ops';
+import { JournalWindowStore } from '../windows/journal';
 import { MemoryWindowStore } from '../windows/memory';
 import { openRedisWindowStore } from '../windows/redis';
 import type { Logger } from '@neatroots/ports';
@@ -76,9 +77,15 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     kind: 'embedded',
     // The durable log in the data folder, or the in-memory bus (NEATROOTS_BUS).
     bus: () => (bus ??= openEmbeddedBus(config, log)),
-    // At most NEATROOTS_MAX_WINDOWS in memory; the least recently used wait in a file of the data folder.
-    windows: async <W>(name: string) =>
-      new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(config.dataDir, 'windows', `${name.replace(/[^\w-]/g, '') || 'runs'}.spill`) }) as WindowStore<W>,
+    // At most NEATROOTS_MAX_WINDOWS in memory; the least recently used wait in a file of the data
+    // folder. Journaled (NEATROOTS_WINDOWS): every save synced before the bus position moves. With
+    // the database in memory nothing else survives the process, so neither do the windows.
+    windows: async <W>(name: string) => {
+      const dir = path.join(config.dataDir, 'windows');
+      const file = name.replace(/[^\w-]/g, '') || 'runs';
+      if (config.NEATROOTS_WINDOWS === 'journal' && !opts.inMemoryDb) return JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS });
+      return new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(dir, `${file}.spill`) }) as WindowStore<W>;
+    },
     db,
     // Inline: a job queued and not yet run when the process stops is re-derived at start
     // (the SOP sessions still queued are queued again).

@@ -69,6 +69,14 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   }
 
   async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
+    this.saveNow(entries);
+  }
+
+  /**
+   * save, done before it returns (or throwing WindowConflictError): JournalWindowStore writes
+   * its journal record in the same turn, so records stay in the order the changes were made.
+   */
+  saveNow(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): void {
     const now = this.now();
     const conflicts = entries.filter((e) => e.expectRev !== undefined && this.rev(e.key, now) !== e.expectRev).map((e) => e.key);
     if (conflicts.length) throw new WindowConflictError(conflicts);
@@ -115,6 +123,10 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   }
 
   async delete(keys: readonly string[]): Promise<void> {
+    this.deleteNow(keys);
+  }
+
+  deleteNow(keys: readonly string[]): void {
     for (const k of keys) {
       this.windows.delete(k);
       this.wakes.delete(k);
@@ -124,6 +136,10 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   }
 
   async wakeAt(entries: readonly { key: string; atMs: number }[]): Promise<void> {
+    this.wakeAtNow(entries);
+  }
+
+  wakeAtNow(entries: readonly { key: string; atMs: number }[]): void {
     for (const e of entries) {
       const cur = this.wakes.get(e.key);
       if (cur === undefined || e.atMs < cur) this.wakes.set(e.key, e.atMs);
@@ -131,6 +147,10 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   }
 
   async setWakes(entries: readonly { key: string; atMs: number | null }[]): Promise<void> {
+    this.setWakesNow(entries);
+  }
+
+  setWakesNow(entries: readonly { key: string; atMs: number | null }[]): void {
     for (const e of entries) {
       if (e.atMs === null) this.wakes.delete(e.key);
       else this.wakes.set(e.key, e.atMs);
@@ -138,6 +158,10 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   }
 
   async takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]> {
+    return this.takeDueNow(nowMs, limit, leaseMs);
+  }
+
+  takeDueNow(nowMs: number, limit: number, leaseMs?: number): string[] {
     const out: string[] = [];
     for (const [k, at] of this.wakes) {
       if (at <= nowMs) {
@@ -150,6 +174,43 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
       else this.wakes.set(k, nowMs + leaseMs);
     }
     return out;
+  }
+
+  /** A stored window's expiry and revision, wherever it is (undefined: none). */
+  stateOf(key: string): { expiresAt: number; rev: number } | undefined {
+    const e = this.windows.get(key);
+    if (e) return { expiresAt: e.expiresAt, rev: this.revs.get(key) ?? 0 };
+    return this.spill?.meta(key);
+  }
+
+  /** A key's wake time, if it has one. */
+  wakeOf(key: string): number | undefined {
+    return this.wakes.get(key);
+  }
+
+  /**
+   * Puts a window back as it was stored (read from a journal at start): its absolute expiry
+   * and revision kept. An expired one is left out.
+   */
+  restore(key: string, window: W, expiresAt: number, rev: number): void {
+    this.spill?.drop(key);
+    this.windows.delete(key);
+    this.revs.delete(key);
+    if (expiresAt <= this.now()) return;
+    this.windows.set(key, { window, expiresAt });
+    this.revs.set(key, rev);
+    this.evict();
+  }
+
+  /** Every live window, in memory or spilled (read without bringing it back), and every wake. */
+  *live(): Generator<{ key: string; window: W; expiresAt: number; rev: number }> {
+    const now = this.now();
+    for (const [key, e] of this.windows) if (e.expiresAt > now) yield { key, window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(key) ?? 0 };
+    if (this.spill) for (const [key, s] of this.spill.entries()) if (s.expiresAt > now) yield { key, ...s };
+  }
+
+  wakeList(): { key: string; atMs: number }[] {
+    return [...this.wakes].map(([key, atMs]) => ({ key, atMs }));
   }
 
   /** Windows in memory. */

@@ -51,20 +51,38 @@ export class SpillFile<W> {
     this.size += buf.length;
   }
 
+  /** Every spilled window, read without removing it (a journal snapshot). */
+  *entries(): Generator<[string, Spilled<W>]> {
+    for (const [key, w] of this.index) yield [key, this.read(w)];
+  }
+
+  private read(w: Where): Spilled<W> {
+    const buf = Buffer.allocUnsafe(w.len);
+    fs.readSync(this.fd, buf, 0, w.len, w.pos);
+    const s = JSON.parse(buf.toString('utf8')) as Spilled<W>;
+    // JSON has no Infinity: a window saved without a ttl comes back as null.
+    if (s.expiresAt === null) s.expiresAt = Infinity;
+    return s;
+  }
+
   /** The window, removed from the file (it goes back to memory). */
   take(key: string): Spilled<W> | undefined {
     const w = this.index.get(key);
     if (!w) return undefined;
-    const buf = Buffer.allocUnsafe(w.len);
-    fs.readSync(this.fd, buf, 0, w.len, w.pos);
+    const s = this.read(w);
     this.drop(key);
-    return JSON.parse(buf.toString('utf8')) as Spilled<W>;
+    return s;
   }
 
   /** The revision of a spilled window (without reading it back). */
   peekRev(key: string, now: number): number | undefined {
     const w = this.index.get(key);
     return w && w.expiresAt > now ? w.rev : undefined;
+  }
+
+  meta(key: string): { expiresAt: number; rev: number } | undefined {
+    const w = this.index.get(key);
+    return w && { expiresAt: w.expiresAt, rev: w.rev };
   }
 
   drop(key: string): void {

@@ -1,0 +1,190 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { decodeFrame, encodeFrame } from '../bus/log/frame';
+
+/**
+ * The files behind JournalWindowStore: `<name>.snapshot` (the live windows when the journal was
+ * last compacted) and `<name>.journal` (every change since), both made of the durable log's
+ * CRC frames, one frame per change (one save call, whole: a crash never keeps half of one).
+ *
+ * Each change carries the resulting state (a window with its absolute expiry and revision, a
+ * key deleted, a wake time), never a delta: replaying a journal over a snapshot that already
+ * holds its changes ends in the same state, which is what makes compaction safe to cut short
+ * anywhere (snapshot written, fsynced, renamed into place; only then the journal emptied).
+ */
+export interface Change<W> {
+  /** x: absolute expiry in ms (null: none), r: revision. */
+  put?: { k: string; w: W; x: number | null; r: number }[];
+  del?: string[];
+  /** at null: no wake. */
+  wake?: { k: string; at: number | null }[];
+}
+
+const TOPIC = 'windows';
+const write = promisify(fs.write);
+const fdatasync = promisify(fs.fdatasync);
+
+export interface JournalFileOptions<W> {
+  dir: string;
+  name: string;
+  /** Compact once the journal passes this many bytes (and outweighs the snapshot). */
+  compactBytes: number;
+  /** The live state, as changes, written as the new snapshot. */
+  snapshot: () => Iterable<Change<W>>;
+}
+
+interface Waiter {
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+export class JournalFile<W> {
+  private readonly snapshotPath: string;
+  private readonly journalPath: string;
+  private fd = -1;
+  private bytes = 0;
+  private snapshotBytes = 0;
+  private seq = 0;
+  private pending: Buffer[] = [];
+  private waiters: Waiter[] = [];
+  private flushing: Promise<void> | undefined;
+  /** Syncs to disk and compactions: one sync covers every change queued while the last ran. */
+  readonly counts = { syncs: 0, compactions: 0, tornBytes: 0 };
+
+  constructor(private readonly opts: JournalFileOptions<W>) {
+    fs.mkdirSync(opts.dir, { recursive: true });
+    this.snapshotPath = path.join(opts.dir, `${opts.name}.snapshot`);
+    this.journalPath = path.join(opts.dir, `${opts.name}.journal`);
+  }
+
+  /**
+   * Every change stored, snapshot first. A damaged journal tail (a change whose save never
+   * returned: it waited for the sync the crash cut) is cut off; damage in the snapshot, which
+   * was synced before it was renamed into place, is corruption and stops the start.
+   */
+  *open(): Generator<Change<W>> {
+    fs.rmSync(`${this.snapshotPath}.tmp`, { force: true });
+    if (fs.existsSync(this.snapshotPath)) {
+      const buf = fs.readFileSync(this.snapshotPath);
+      this.snapshotBytes = buf.length;
+      const at = yield* this.frames(buf);
+      if (at.damaged) throw new Error(`window snapshot ${this.snapshotPath} is damaged at byte ${at.pos} (${at.damaged}); move it aside to start without the windows it holds`);
+    }
+    const buf = fs.existsSync(this.journalPath) ? fs.readFileSync(this.journalPath) : Buffer.alloc(0);
+    const at = yield* this.frames(buf);
+    this.fd = fs.openSync(this.journalPath, 'a');
+    if (at.damaged) {
+      this.counts.tornBytes = buf.length - at.pos;
+      fs.ftruncateSync(this.fd, at.pos);
+      fs.fsyncSync(this.fd);
+    }
+    this.bytes = at.pos;
+  }
+
+  private *frames(buf: Buffer): Generator<Change<W>, { pos: number; damaged?: string }> {
+    let pos = 0;
+    for (;;) {
+      const r = decodeFrame(buf, pos);
+      if ('end' in r) return { pos };
+      if ('damaged' in r) return { pos, damaged: r.damaged };
+      this.seq = Math.max(this.seq, r.frame.offset + 1);
+      pos += r.size;
+      yield JSON.parse(Buffer.from(r.frame.value).toString('utf8')) as Change<W>;
+    }
+  }
+
+  private encode(change: Change<W>): Buffer {
+    return encodeFrame(TOPIC, 0, this.seq++, '', Buffer.from(JSON.stringify(change)));
+  }
+
+  /**
+   * Queues a change; resolves once it is on disk. Changes queued while a sync runs share the
+   * next one (the rule engine's saves, wakes and the question service's, all in one sync).
+   */
+  append(change: Change<W>): Promise<void> {
+    this.pending.push(this.encode(change));
+    return new Promise<void>((resolve, reject) => {
+      this.waiters.push({ resolve, reject });
+      this.flushing ??= this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    while (this.pending.length) {
+      const buf = Buffer.concat(this.pending);
+      const waiters = this.waiters;
+      this.pending = [];
+      this.waiters = [];
+      try {
+        if (this.fd < 0) throw new Error(`window journal ${this.journalPath} is closed`);
+        let done = 0;
+        while (done < buf.length) done += (await write(this.fd, buf, done, buf.length - done)).bytesWritten;
+        await fdatasync(this.fd);
+        this.bytes += buf.length;
+        this.counts.syncs++;
+        if (this.bytes > this.opts.compactBytes && this.bytes > this.snapshotBytes) this.compact();
+        for (const w of waiters) w.resolve();
+      } catch (e) {
+        for (const w of waiters) w.reject(e);
+      }
+    }
+    this.flushing = undefined;
+  }
+
+  /** Writes the live state as the new snapshot, then starts an empty journal. */
+  compact(): void {
+    const tmp = `${this.snapshotPath}.tmp`;
+    const fd = fs.openSync(tmp, 'w');
+    let size = 0;
+    try {
+      let chunk: Buffer[] = [];
+      let chunkBytes = 0;
+      const out = () => {
+        const b = Buffer.concat(chunk);
+        fs.writeSync(fd, b, 0, b.length, size);
+        size += b.length;
+        chunk = [];
+        chunkBytes = 0;
+      };
+      for (const change of this.opts.snapshot()) {
+        const f = this.encode(change);
+        chunk.push(f);
+        chunkBytes += f.length;
+        if (chunkBytes > 1 << 20) out();
+      }
+      out();
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, this.snapshotPath);
+    syncDir(this.opts.dir);
+    // A crash before this line replays the old journal over the new snapshot: the same state.
+    fs.ftruncateSync(this.fd, 0);
+    fs.fsyncSync(this.fd);
+    this.bytes = 0;
+    this.snapshotBytes = size;
+    this.counts.compactions++;
+  }
+
+  get journalBytes(): number {
+    return this.bytes;
+  }
+
+  /** Waits for queued changes, then closes the journal (its contents stay: the next open reads them). */
+  async close(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.fd >= 0) fs.closeSync(this.fd);
+    this.fd = -1;
+  }
+}
+
+function syncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}

@@ -1,0 +1,164 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
+import { JournalWindowStore, type JournalWindowStoreOptions } from './journal';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-journal-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+// Another client of a namespace is the store opened again on the same folder, the previous one
+// abandoned without close() (a crash): every client then uses the reopened store. Two windows
+// in memory, the rest spilled: the cap holds with the journal too.
+const current = new Map<string, JournalWindowStore<TestWindow>>();
+windowsContract('JournalWindowStore, reopened from its files for every other client', {
+  open: async (ns) => {
+    current.set(ns, JournalWindowStore.open<TestWindow>({ dir: path.join(dir, 'contract'), name: ns, maxWindows: 2 }));
+    const store = () => current.get(ns)!;
+    const shared: WindowStore<TestWindow> = {
+      load: (k) => store().load(k),
+      save: (e) => store().save(e),
+      delete: (k) => store().delete(k),
+      wakeAt: (e) => store().wakeAt(e),
+      setWakes: (e) => store().setWakes(e),
+      takeDue: (n, l, lease) => store().takeDue(n, l, lease),
+      close: async () => undefined,
+    };
+    return shared;
+  },
+});
+
+interface W {
+  run: string;
+  n: number;
+  list: string[];
+}
+const w = (run: string, n: number): W => ({ run, n, list: ['a', `é${n}`, '"q"\n'] });
+
+let seq = 0;
+function opener(extra: Partial<JournalWindowStoreOptions> = {}) {
+  const o: JournalWindowStoreOptions = { dir: path.join(dir, `t${seq++}`), name: 'runs', ...extra };
+  return { open: () => JournalWindowStore.open<W>(o), journal: path.join(o.dir, 'runs.journal'), snapshot: path.join(o.dir, 'runs.snapshot') };
+}
+
+async function contents(s: JournalWindowStore<W>, keys: string[]) {
+  return Object.fromEntries([...(await s.load(keys))].sort(([a], [b]) => a.localeCompare(b)));
+}
+
+describe('JournalWindowStore after a crash', () => {
+  it('reopened without close(), has exactly the saved windows, revisions, expiries and wakes', async () => {
+    let now = 1_000_000;
+    const f = opener({ now: () => now });
+    const a = f.open();
+    await a.save([{ key: 'r1', window: w('r1', 1), ttlMs: 5_000, expectRev: 0 }, { key: 'r2', window: w('r2', 1) }]);
+    await a.save([{ key: 'r1', window: w('r1', 2), ttlMs: 5_000, expectRev: 1 }]);
+    await a.save([{ key: 'gone', window: w('gone', 1) }]);
+    await a.delete(['gone']);
+    await a.wakeAt([{ key: 'r1', atMs: 3_000 }]);
+    await a.wakeAt([{ key: 'r1', atMs: 2_000 }]);
+    await a.setWakes([{ key: 'r2', atMs: 4_000 }]);
+    await a.wakeAt([{ key: 'r3', atMs: 1_500 }]);
+    expect(await a.takeDue(1_500, 10, 60_000)).toEqual(['r3']); // leased to 61,500
+    // changed in memory after the save: not what was saved, and not what comes back
+    (await a.load(['r2'])).get('r2')!.n = 99;
+
+    now += 1_000;
+    const b = f.open(); // a is abandoned: no close, as after SIGKILL
+    expect(await contents(b, ['r1', 'r2', 'gone'])).toEqual({ r1: w('r1', 2), r2: w('r2', 1) });
+    // the revision came back: a stale writer is still refused, the next one goes on from 2
+    await expect(b.save([{ key: 'r1', window: w('r1', 9), expectRev: 1 }])).rejects.toBeInstanceOf(WindowConflictError);
+    await b.save([{ key: 'r2', window: w('r2', 2), expectRev: 1 }]);
+    // the earliest wake kept, the lease kept
+    expect(await b.takeDue(61_499, 10)).toEqual(['r1', 'r2']);
+    expect(await b.takeDue(61_500, 10)).toEqual(['r3']);
+
+    // the ttl runs from the save, not from the reopen: r1 expires at 1,005,000
+    now = 1_004_999;
+    expect(Object.keys(await contents(f.open(), ['r1', 'r2']))).toEqual(['r1', 'r2']);
+    now = 1_005_000;
+    const c = f.open();
+    expect(Object.keys(await contents(c, ['r1', 'r2']))).toEqual(['r2']);
+    await c.save([{ key: 'r1', window: w('r1', 1), expectRev: 0 }]); // expired: revision 0
+    await c.close();
+  });
+
+  it('cuts a torn last record and keeps every change before it', async () => {
+    const f = opener();
+    const a = f.open();
+    for (let i = 0; i < 20; i++) await a.save([{ key: `r${i % 5}`, window: w(`r${i % 5}`, i) }]);
+    const whole = fs.statSync(f.journal).size;
+    // the next save's record, cut short by the crash (it never returned)
+    await a.save([{ key: 'r0', window: w('r0', 1000) }, { key: 'late', window: w('late', 1) }]);
+    const full = fs.readFileSync(f.journal);
+    fs.writeFileSync(f.journal, full.subarray(0, full.length - 7));
+
+    const b = f.open();
+    expect(b.stats.tornBytes).toBe(full.length - 7 - whole);
+    expect(fs.statSync(f.journal).size).toBe(whole);
+    expect(await contents(b, ['r0', 'r1', 'r2', 'r3', 'r4', 'late'])).toEqual({ r0: w('r0', 15), r1: w('r1', 16), r2: w('r2', 17), r3: w('r3', 18), r4: w('r4', 19) });
+    // what is written after the cut is read back after the next crash
+    await b.save([{ key: 'late', window: w('late', 2) }]);
+    expect(await contents(f.open(), ['late', 'r4'])).toEqual({ late: w('late', 2), r4: w('r4', 19) });
+  });
+
+  it('refuses to start on a damaged snapshot, naming it', async () => {
+    const f = opener();
+    const a = f.open();
+    await a.save([{ key: 'r', window: w('r', 1) }]);
+    a.compact();
+    const snap = fs.readFileSync(f.snapshot);
+    snap[snap.length - 2] ^= 0xff;
+    fs.writeFileSync(f.snapshot, snap);
+    expect(() => f.open()).toThrow(/window snapshot .*runs\.snapshot is damaged at byte 0 \(checksum mismatch\)/);
+  });
+
+  it('compacts past its size bound into a snapshot, contents kept, even if cut before the journal was emptied', async () => {
+    const f = opener({ compactBytes: 20_000, maxWindows: 50 });
+    const a = f.open();
+    const want: Record<string, W> = {};
+    for (let i = 0; i < 2_000; i++) {
+      const key = `r${i % 300}`;
+      want[key] = w(key, i);
+      await a.save([{ key, window: want[key], ttlMs: 3_600_000 }]);
+      if (i % 7 === 0) await a.delete([`r${(i * 13) % 300}`]).then(() => delete want[`r${(i * 13) % 300}`]);
+    }
+    await a.setWakes([{ key: 'r1', atMs: 5 }]);
+    expect(a.stats.compactions).toBeGreaterThan(3);
+    expect(a.stats.inMemory).toBe(50);
+    expect(fs.statSync(f.journal).size).toBeLessThan(20_000 + 2_000);
+    const keys = Array.from({ length: 300 }, (_, i) => `r${i}`);
+    expect(await contents(f.open(), keys)).toEqual(want);
+
+    // a crash between the snapshot's rename and the journal's truncation: the old journal is
+    // replayed over the new snapshot, which already holds it
+    const b = f.open();
+    const old = fs.readFileSync(f.journal);
+    b.compact();
+    fs.writeFileSync(f.journal, old);
+    const c = f.open();
+    expect(await contents(c, keys)).toEqual(want);
+    expect(await c.takeDue(10, 10)).toEqual(['r1']);
+  });
+
+  it('syncs saves made together once, each returning only after its record is on disk', async () => {
+    const f = opener();
+    const a = f.open();
+    await Promise.all(Array.from({ length: 50 }, (_, i) => a.save([{ key: `r${i}`, window: w(`r${i}`, i) }])));
+    expect(a.stats.syncs).toBeLessThanOrEqual(2);
+    const keys = Array.from({ length: 50 }, (_, i) => `r${i}`);
+    expect(Object.keys(await contents(f.open(), keys))).toHaveLength(50);
+  });
+
+  it('close() keeps the files: the next open reads them', async () => {
+    const f = opener({ maxWindows: 10 });
+    const a = f.open();
+    for (let i = 0; i < 100; i++) await a.save([{ key: `r${i}`, window: w(`r${i}`, i) }]);
+    await a.close();
+    const b = f.open();
+    expect(b.stats.inMemory).toBe(10);
+    const keys = Array.from({ length: 100 }, (_, i) => `r${i}`);
+    expect(Object.keys(await contents(b, keys))).toHaveLength(100);
+    await b.close();
+  });
+});
