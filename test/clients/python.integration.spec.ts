@@ -24,7 +24,7 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
     site = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-py-'));
     // As a user installs it; its dependencies (grpcio, protobuf) are in the test venv already.
     await run(python!, ['-m', 'pip', 'install', '-q', '--no-deps', '--no-build-isolation', '--target', site, pkg], { timeout: 120_000 });
-  });
+  }, 180_000);
 
   afterAll(async () => {
     await server?.close();
@@ -44,7 +44,7 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
     expect(res.stderr).toMatch(/Ran 2 tests[\s\S]*OK/);
     const where = await run(python!, ['-c', 'import neatroots, sys; print(neatroots.__file__)'], { cwd: site, env: { ...process.env, PYTHONPATH: site } });
     expect(where.stdout.trim().startsWith(site)).toBe(true);
-  });
+  }, 180_000);
 
   it('has generated code in step with proto/ (scripts/gen-python.sh)', async () => {
     const out = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-pygen-'));
@@ -59,5 +59,5 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
     } finally {
       fs.rmSync(out, { recursive: true, force: true });
     }
-  });
+  }, 180_000);
 });
