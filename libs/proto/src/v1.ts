@@ -69,6 +69,7 @@ export {
   ReceiveSessionRequest,
   SessionRequest,
   ListSessionsRequest,
+  ReviewCall,
   SopService,
   SopClient,
 } from './gen/neatroots/v1/sop';

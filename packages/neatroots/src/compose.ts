@@ -102,7 +102,7 @@ function reviewRemote(address: string, onClose: (step: () => unknown) => void): 
   onClose(() => queries.close());
   onClose(() => data.close());
   onClose(() => sop.close());
-  return { queries, resolveKey: (key) => queries.resolveKey(key), isQuiet: new QuietChecks((p) => data.quietChecks(p)).lookup, data, sop };
+  return { queries, resolveKey: (key) => queries.resolveKey(key), isQuiet: new QuietChecks((p) => data.quietChecks(p)).lookup, data, sop, reviewSop: sop };
 }
 
 /** The question service in another process: what the api asks of it. */

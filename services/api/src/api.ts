@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Module, type DynamicModule, type INestApplication, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import type { ReviewQueries, SopQueries } from '@neatroots/store';
+import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import type { AddressInfo } from 'node:net';
 import { defaultAppDir, serveApp } from './app-files';
 import { ApiKeyGuard } from './auth.guard';
@@ -11,7 +11,8 @@ import { FindingsController, HealthController, ModelsController, RunsController 
 import { DeadLettersController } from './dead-letters.controller';
 import { DisabledChecksController } from './disabled-checks.controller';
 import { ErrorsFilter } from './errors';
-import { DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
+import { ReviewController } from './review.controller';
+import { DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
 import { WorkspacesController } from './workspaces.controller';
 
 export interface ApiOptions {
@@ -29,6 +30,8 @@ export interface ApiOptions {
   disabledChecks?: DisabledChecksLookup;
   /** The SOP side of the review service (procedures, releases, sessions); absent: its endpoints answer 503. */
   sop?: SopQueries;
+  /** sopops review (patterns, verdicts, the queue, Insights); absent: its endpoints answer 503. */
+  review?: ReviewSopQueries;
   /** Nest's log levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
   /** The web app's build served at `/` (default: @neatroots/web's dist/); null serves none (a 503 saying so). */
@@ -37,14 +40,15 @@ export interface ApiOptions {
 
 @Module({})
 export class ApiModule {
-  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop'>): DynamicModule {
+  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },
         { provide: SOP_QUERIES, useValue: opts.sop ?? null },
+        { provide: REVIEW_SOP_QUERIES, useValue: opts.review ?? null },
         { provide: DISABLED_CHECKS, useValue: opts.disabledChecks ?? null },
         { provide: RESOLVE_KEY, useValue: opts.resolveKey },
         ApiKeyGuard,

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { disabledChecksFor } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
-import type { ReviewQueries, SopQueries } from '@neatroots/store';
+import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import { createApi } from './api';
 import type { ModelStats, ResolveKey } from './tokens';
 
@@ -14,7 +14,7 @@ export interface ApiConfig {
 }
 
 interface Links {
-  review: { queries: ReviewQueries; resolveKey: ResolveKey; sop?: SopQueries };
+  review: { queries: ReviewQueries; resolveKey: ResolveKey; sop?: SopQueries; reviewSop?: ReviewSopQueries };
   question: { modelStats: ModelStats };
 }
 
@@ -34,6 +34,7 @@ export const apiModule: ServiceModule<ApiConfig> = {
       resolveKey: review.resolveKey,
       modelStats: question.modelStats,
       sop: review.sop,
+      review: review.reviewSop,
       disabledChecks: (project) => disabledChecksFor(ctx.config.NEATROOTS_HOME, project),
       port: ctx.config.NEATROOTS_HTTP_PORT,
       host: ctx.config.NEATROOTS_HOST,

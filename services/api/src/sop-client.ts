@@ -1,6 +1,6 @@
 import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { SopError, type SopIssue, type SopQueries } from '@neatroots/store';
+import { SopError, type ReviewSopQueries, type SopIssue, type SopQueries } from '@neatroots/store';
 
 /** Where the review service puts a refusal's code and sopc's issues (services/review sop/grpc.ts). */
 const ERROR_CODE = 'neatroots-error-code';
@@ -17,7 +17,7 @@ const FROM_GRPC: Partial<Record<status, SopError['status']>> = {
  * deployment. A refusal comes back as the same SopError the in-process call throws, so the
  * REST answer (status, code, message, issues) is the same in both deployments.
  */
-export class SopGrpcClient implements SopQueries {
+export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   private readonly client: v1.SopClient;
 
   constructor(address: string, private readonly timeoutMs = 30_000) {
@@ -57,6 +57,18 @@ export class SopGrpcClient implements SopQueries {
   receiveSession: SopQueries['receiveSession'] = (workspace, session) => this.call(this.client.receiveSession, { workspace, session_json: JSON.stringify(session) });
   getSession: SopQueries['getSession'] = (workspace, id) => this.call(this.client.getSession, { workspace, id });
   listSessions: SopQueries['listSessions'] = (workspace, q) => this.call(this.client.listSessions, { workspace, query_json: JSON.stringify(q) });
+
+  private review<T>(method: unknown, workspace: string, id: string, query: unknown, body?: unknown): Promise<T> {
+    return this.call(method, { workspace, id, query_json: JSON.stringify(query ?? {}), body_json: body === undefined ? '' : JSON.stringify(body) });
+  }
+
+  reviewQueue: ReviewSopQueries['reviewQueue'] = (ws, q) => this.review(this.client.reviewQueue, ws, '', q);
+  patterns: ReviewSopQueries['patterns'] = (ws, q) => this.review(this.client.listPatterns, ws, '', q);
+  pattern: ReviewSopQueries['pattern'] = (ws, id, q) => this.review(this.client.getPattern, ws, id, q);
+  giveVerdict: ReviewSopQueries['giveVerdict'] = (ws, id, input) => this.review(this.client.giveVerdict, ws, id, {}, input);
+  overrideFinding: ReviewSopQueries['overrideFinding'] = (ws, id, input) => this.review(this.client.overrideFinding, ws, id, {}, input);
+  regression: ReviewSopQueries['regression'] = (ws, id) => this.review(this.client.regression, ws, id, {});
+  insights: ReviewSopQueries['insights'] = (ws, q) => this.review(this.client.insights, ws, '', q);
 
   close(): void {
     this.client.close();

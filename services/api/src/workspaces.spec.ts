@@ -6,7 +6,7 @@ import type { Db } from '@neatroots/ports';
 import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
 import { createReviewQueries, sopGrpcService, startSop } from '@neatroots/review';
 import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
-import { ProjectsRepo, type SopQueries } from '@neatroots/store';
+import { ProjectsRepo, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
 import { apiUrl, createApi } from './api';
 import { SopGrpcClient } from './sop-client';
 
@@ -21,6 +21,7 @@ let jobs: InlineJobs;
 let grpc: Server;
 let client: SopGrpcClient;
 let inProcess: SopQueries;
+let inProcessReview: ReviewSopQueries;
 
 beforeAll(async () => {
   db = await openPglite();
@@ -34,9 +35,10 @@ beforeAll(async () => {
     checkSession: ({ lock, releaseId, session: s }) => checkSession(lock, s, { decider: noModelDecider('no model is configured'), releaseId }),
   });
   inProcess = sop.queries;
+  inProcessReview = sop.review;
   // The distributed path: the same queries served as neatroots.v1.Sop, the api on its gRPC client.
   grpc = new Server();
-  const svc = sopGrpcService(sop.queries);
+  const svc = sopGrpcService(sop.queries, sop.review);
   grpc.addService(svc.service, svc.implementation);
   const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
   client = new SopGrpcClient(`127.0.0.1:${port}`);
@@ -49,15 +51,15 @@ afterAll(async () => {
 });
 
 describe.each([
-  ['in-process', () => inProcess],
-  ['over gRPC', () => client as SopQueries],
-])('the workspace endpoints (%s)', (_name, sopOf) => {
+  ['in-process', () => inProcess, () => inProcessReview],
+  ['over gRPC', () => client as SopQueries, () => client as ReviewSopQueries],
+])('the workspace endpoints (%s)', (_name, sopOf, reviewOf) => {
   let app: INestApplication;
   let base: string;
   const ws = `luigis`;
   beforeAll(async () => {
-    await db.exec('TRUNCATE sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
-    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sopOf(), port: 0, host: '127.0.0.1' });
+    await db.exec('TRUNCATE sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
+    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sopOf(), review: reviewOf(), port: 0, host: '127.0.0.1' });
     base = `${apiUrl(app)}/v1/workspaces/${ws}`;
   });
   afterAll(() => app.close());
@@ -124,6 +126,23 @@ describe.each([
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toContain('turns');
     expect((await call('GET', '/sessions/ses_nope')).status).toBe(404);
+  });
+
+  it('groups the findings into patterns, takes a verdict, and refuses a bad one the same way', async () => {
+    let queue = await call('GET', '/review');
+    for (let i = 0; queue.body.items.length === 0 && i < 200; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      queue = await call('GET', '/review');
+    }
+    expect(queue.status).toBe(200);
+    const item = queue.body.items[0];
+    expect(item).toMatchObject({ review_state: 'needs_review', review_reason: 'no_verdict', verdict: null });
+    const given = await call('POST', `/patterns/${item.pattern_id ?? item.id}/verdict`, { verdict: 'real', note: 'looked at it', reviewer: 'ana' });
+    expect(given.status).toBe(201);
+    expect((await call('GET', '/review?state=open')).body.items.map((x: { id?: string; pattern_id?: string }) => x.pattern_id ?? x.id)).toContain(item.pattern_id ?? item.id);
+    const bad = await call('POST', `/patterns/${item.pattern_id ?? item.id}/verdict`, { verdict: 'maybe' });
+    expect(bad.status).toBe(400);
+    expect((await call('GET', '/insights')).status).toBe(200);
   });
 
   it('opens a workspace only with its own key', async () => {

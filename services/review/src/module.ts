@@ -1,7 +1,7 @@
 import { deadLetterTopic, type Queryable, type ServiceModule } from '@neatroots/ports';
 import { createCheckSession, DEFAULT_SOP_SETTINGS, type DecisionGateway, type SopModelSettings } from '@neatroots/sop';
 import { makeTopics } from '@neatroots/messages';
-import { ProjectsRepo, type IsQuiet, type ReviewQueries, type SopQueries } from '@neatroots/store';
+import { ProjectsRepo, type IsQuiet, type ReviewQueries, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
 import { createReviewData, type ReviewData } from './data';
 import { reviewDataGrpcService } from './data-grpc';
 import { reviewGrpcService } from './grpc';
@@ -19,6 +19,8 @@ export interface ReviewLink {
   data: ReviewData;
   /** The SOP side: procedures at head, releases, sessions and their checks. */
   sop: SopQueries;
+  /** sopops review: patterns, verdicts, overrides, the queue, regression sets, Insights. */
+  reviewSop: ReviewSopQueries;
 }
 
 export const REVIEW_LINK = 'review';
@@ -81,10 +83,11 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       isQuiet: review.isQuiet,
       data: createReviewData(db),
       sop: sop.queries,
+      reviewSop: sop.review,
     };
     ctx.serveGrpc('neatroots.v1.Review', reviewGrpcService(link.queries, link.resolveKey));
     ctx.serveGrpc('neatroots.v1.ReviewData', reviewDataGrpcService(link.data));
-    ctx.serveGrpc('neatroots.v1.Sop', sopGrpcService(link.sop));
+    ctx.serveGrpc('neatroots.v1.Sop', sopGrpcService(link.sop, link.reviewSop));
     return { provides: { [REVIEW_LINK]: link }, stop: () => review.close() };
   },
 };

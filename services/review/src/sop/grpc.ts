@@ -1,6 +1,6 @@
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { SopError, type ListSessionsQuery, type SopQueries } from '@neatroots/store';
+import { SopError, type ListSessionsQuery, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
 
 /** Trailing metadata of a refusal: the error's code and, for does_not_compile, sopc's issues as JSON. */
 export const SOP_ERROR_CODE = 'neatroots-error-code';
@@ -34,8 +34,15 @@ function unary<Req>(fn: Handler<Req>) {
   };
 }
 
-/** neatroots.v1.Sop over the SOP queries of this process. */
-export function sopGrpcService(q: SopQueries): { service: typeof v1.SopService; implementation: UntypedServiceImplementation } {
+type ReviewCall = { workspace: string; id: string; query_json: string; body_json: string };
+const parsed = (text: string): Record<string, unknown> => (text ? (JSON.parse(text) as Record<string, unknown>) : {});
+
+/** neatroots.v1.Sop over the SOP queries (and the review side's) of this process. */
+export function sopGrpcService(q: SopQueries, r?: ReviewSopQueries): { service: typeof v1.SopService; implementation: UntypedServiceImplementation } {
+  const review = (): ReviewSopQueries => {
+    if (!r) throw new SopError(404, 'not_found', 'the review side is not served by this process');
+    return r;
+  };
   const implementation: UntypedServiceImplementation = {
     saveHeadFile: unary<{ workspace: string; path: string; text: string }>((r) => q.saveHeadFile(r.workspace, r.path, r.text)),
     deleteHeadFile: unary<{ workspace: string; path: string }>(async (r) => {
@@ -59,5 +66,15 @@ export function sopGrpcService(q: SopQueries): { service: typeof v1.SopService; 
     getSession: unary<{ workspace: string; id: string }>((r) => q.getSession(r.workspace, r.id)),
     listSessions: unary<{ workspace: string; query_json: string }>((r) => q.listSessions(r.workspace, (r.query_json ? JSON.parse(r.query_json) : {}) as ListSessionsQuery)),
   };
+  // The api validated the query and body; the service validates bodies again (both transports refuse the same things).
+  Object.assign(implementation, {
+    reviewQueue: unary<ReviewCall>((c) => review().reviewQueue(c.workspace, parsed(c.query_json))),
+    listPatterns: unary<ReviewCall>((c) => review().patterns(c.workspace, parsed(c.query_json))),
+    getPattern: unary<ReviewCall>((c) => review().pattern(c.workspace, c.id, parsed(c.query_json))),
+    giveVerdict: unary<ReviewCall>((c) => review().giveVerdict(c.workspace, c.id, parsed(c.body_json) as never)),
+    overrideFinding: unary<ReviewCall>((c) => review().overrideFinding(c.workspace, c.id, parsed(c.body_json) as never)),
+    regression: unary<ReviewCall>((c) => review().regression(c.workspace, c.id)),
+    insights: unary<ReviewCall>((c) => review().insights(c.workspace, parsed(c.query_json))),
+  });
   return { service: v1.SopService, implementation };
 }

@@ -1,5 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
-import type { SopQueries } from '@neatroots/store';
+import type { ReviewSopQueries, SopQueries } from '@neatroots/store';
+import { ReviewSop } from '../review/service';
 import { RunSessions, type RunEnded } from './from-runs';
 import { SopSessions, type CheckSession } from './sessions';
 import { SopWorkspaces, type OnPublished } from './workspaces';
@@ -18,6 +19,8 @@ export interface Sop {
   queries: SopQueries;
   workspaces: SopWorkspaces;
   sessions: SopSessions;
+  /** Patterns, verdicts, overrides, the review queue, regression sets, Insights. */
+  review: ReviewSopQueries;
   /** Runs that ended: those of an agent of the live release become sessions. */
   runsEnded(runs: readonly RunEnded[]): Promise<void>;
 }
@@ -30,6 +33,9 @@ export interface Sop {
 export async function startSop(opts: SopOptions): Promise<Sop> {
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished);
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
+  // Patterns follow the sessions: plugged in before the first check runs.
+  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions });
+  await review.start();
   await sessions.start({ concurrency: opts.concurrency });
   const fromRuns = new RunSessions(opts.db, workspaces, sessions, opts.jobs);
   await fromRuns.start();
@@ -45,5 +51,5 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     getSession: (ws, id) => sessions.get(ws, id),
     listSessions: (ws, q) => sessions.list(ws, q),
   };
-  return { queries, workspaces, sessions, runsEnded: (runs) => fromRuns.ended(runs) };
+  return { queries, workspaces, sessions, review: review.queries, runsEnded: (runs) => fromRuns.ended(runs) };
 }
