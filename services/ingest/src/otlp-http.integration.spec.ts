@@ -280,6 +280,28 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
     expect((await fetch(url.replace('traces', 'metrics'), { method: 'POST', body: '{}' })).status).toBe(404);
   });
 
+  it('answers 503 with Retry-After, taking nothing, when the bus is down; and stops listening on close', async () => {
+    const down = new MemoryBus();
+    const failing = Object.assign(Object.create(down) as MemoryBus, {
+      publish: () => Promise.reject(new Error('broker down')),
+    });
+    const other = await startIngest({
+      bus: failing, resolveKey: async () => 'shop', otlpPort: 0, grpcPort: 0, otlpHttpPort: 0,
+      logger: { warn: () => undefined, error: () => undefined },
+    });
+    const otherUrl = `http://127.0.0.1:${other.otlpHttpPort}/v1/traces`;
+    try {
+      const res = await fetch(otherUrl, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: body([jsonSpan()]) });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect((await answerOf(res)).message).toContain('the bus is unavailable (broker down); nothing was accepted, retry');
+    } finally {
+      await other.close();
+      await down.close();
+    }
+    await expect(fetch(otherUrl, { method: 'POST', body: '{}' })).rejects.toThrow();
+  });
+
   it('lets a configured browser origin export (CORS), and no other', async () => {
     const pre = await fetch(url, { method: 'OPTIONS', headers: { origin: 'https://agent.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-api-key' } });
     expect(pre.status).toBe(204);
