@@ -98,6 +98,31 @@ export class EmbeddedProc {
     }
   }
 
+  /**
+   * The rule findings stored for the project, id -> status (the process must be stopped). The
+   * question service's findings are left out: they depend on a model's answers, not on replay.
+   */
+  async storedFindings(): Promise<Map<string, string>> {
+    const db = await openPglite({ dataDir: path.join(this.home, 'data', 'pg') });
+    try {
+      const r = await db.query<{ id: string; status: string }>("SELECT id, status FROM findings WHERE project = $1 AND kind = 'rule'", [this.project]);
+      return new Map(r.rows.map((x) => [x.id, x.status]));
+    } finally {
+      await db.close();
+    }
+  }
+
+  /** check_id/run_id (kind) of these findings, for a failure message. */
+  async describeFindings(ids: string[]): Promise<string[]> {
+    const db = await openPglite({ dataDir: path.join(this.home, 'data', 'pg') });
+    try {
+      const r = await db.query<{ check_id: string; run_id: string; kind: string }>('SELECT check_id, run_id, kind FROM findings WHERE id = ANY($1)', [ids]);
+      return r.rows.map((x) => `${x.check_id}/${x.run_id} (${x.kind})`);
+    } finally {
+      await db.close();
+    }
+  }
+
   remove(): void {
     if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
     fs.rmSync(this.home, { recursive: true, force: true });

@@ -52,7 +52,7 @@ export interface EmbeddedApp {
 
 /**
  * Everything in one process (the embedded default): every service module on the embedded
- * platform (the in-process bus, in-memory windows, PGlite). `neatroots start` and the
+ * platform (the in-process bus, journaled windows, PGlite). `neatroots start` and the
  * end-to-end tests boot it the same way; `serve --target all` is the same modules on Kafka,
  * Redis and Postgres.
  */

@@ -43,7 +43,8 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   }
   const host = config.NEATROOTS_HOST;
   const bus = config.NEATROOTS_BUS === 'log' ? 'the bus log' : 'the in-memory bus';
-  io.out(`neatroots is running (embedded: ${bus}, in-memory windows, PGlite in ${config.dataDir})`);
+  const windows = config.NEATROOTS_WINDOWS === 'journal' ? 'journaled windows' : 'in-memory windows';
+  io.out(`neatroots is running (embedded: ${bus}, ${windows}, PGlite in ${config.dataDir})`);
   io.out(`  OTLP/gRPC      ${host}:${app.ingest.otlpPort}`);
   io.out(`  OTLP/HTTP      http://${host}:${app.ingest.otlpHttpPort}/v1/traces`);
   io.out(`  neatroots gRPC ${host}:${app.ingest.grpcPort}`);

@@ -51,7 +51,7 @@ export interface EmbeddedPlatformOptions {
 
 /**
  * Everything in this process, nothing to install: the in-process bus (a durable log) in place of Kafka,
- * in-memory windows in place of Redis, PGlite (the same migrations, on its own thread so
+ * windows in memory with a journal in the data folder in place of Redis, PGlite (the same migrations, on its own thread so
  * storing spans never slows checking them) in place of a Postgres server.
  */
 export interface EmbeddedPlatform extends Platform {
