@@ -4,7 +4,7 @@ import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { ReviewSop, startSop, type Sop } from '@neatroots/review';
+import { startSop, type Sop } from '@neatroots/review';
 import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
 import { ProjectsRepo } from '@neatroots/store';
 import { apiUrl } from './api';
@@ -15,7 +15,7 @@ import { RESOLVE_KEY, REVIEW_SOP_QUERIES } from './tokens';
 
 /**
  * The review endpoints over real HTTP: ReviewController with the api's guard and error filter,
- * on the review service's ReviewSop (PGlite, inline jobs) with fixture sessions checked by
+ * on the review service's ReviewSop, as startSop runs it (PGlite, inline jobs) with fixture sessions checked by
  * tool calls alone.
  */
 const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
@@ -35,14 +35,12 @@ beforeAll(async () => {
   await new ProjectsRepo(db).addApiKey('other', 'key-for-other');
   jobs = new InlineJobs();
   sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session: s }) => checkSession(lock, s, { decider: noModelDecider('no model is configured'), releaseId }) });
-  const review = new ReviewSop({ db, jobs, sessions: sop.sessions });
-  await review.start();
   await sop.queries.pushHead('luigis', [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
   await sop.queries.publish('luigis');
 
   @Module({
     controllers: [ReviewController],
-    providers: [{ provide: REVIEW_SOP_QUERIES, useValue: review.queries }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
+    providers: [{ provide: REVIEW_SOP_QUERIES, useValue: sop.review }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
   })
   class TestModule {}
   app = await NestFactory.create(TestModule, { logger: false });
