@@ -5,7 +5,8 @@
 // finding it caused, beside a baseline measured in the same run: the same exports into an
 // ingest whose bus nobody reads (transport and validation only). The embedded default's bus
 // is the durable log (an export acknowledged once on disk); the same run also measures the
-// in-memory bus (NEATROOTS_BUS=memory, nothing survives a crash), so the cost of durability shows.
+// in-memory bus (NEATROOTS_BUS=memory, nothing survives a crash), so the cost of durability shows,
+// and the run windows kept in memory only (NEATROOTS_WINDOWS=memory) beside the journaled default.
 const os = require('node:os');
 const path = require('node:path');
 const fs = require('node:fs');
@@ -91,14 +92,14 @@ async function paced(port, batches, spansPerBatch, perSecond, key = KEY) {
   client.close();
 }
 
-async function full(batches, spans, latencyBatches, latencyRate, bus = 'log') {
+async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', windows = 'journal') {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
   // The shipped library plus the benchmark's 20 rule checks, as a user's own checks.
   fs.mkdirSync(path.join(home, 'checks'));
   fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
   const config = loadConfig({
     NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_BUS: bus,
+    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_BUS: bus, NEATROOTS_WINDOWS: windows,
     // Throughput is measured here, not back-pressure (bench/flood.js): nothing is refused.
     NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
   });
@@ -144,6 +145,8 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
   // A different fleet (other run ids) for the latency phase, sent 50 spans at a time.
   const lat = buildBatches({ spans: latencyRate * 4, perRun, batch: 50, prefix: 'lat' });
   const base = await baseline(built.batches, built.spans);
+  // The windows in memory only, then the default (journaled windows, durable log), then the in-memory bus.
+  const w = await full(built.batches, built.spans, { batches: lat.batches, perBatch: 50 }, latencyRate, 'log', 'memory');
   const f = await full(built.batches, built.spans, { batches: lat.batches, perBatch: 50 }, latencyRate, 'log');
   const m = await full(built.batches, built.spans, { batches: lat.batches, perBatch: 50 }, latencyRate, 'memory');
   return {
@@ -162,6 +165,10 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
     memory_bus_receipt_to_finding_p50_ms: m.p50_ms,
     memory_bus_receipt_to_finding_p99_ms: m.p99_ms,
     memory_bus_over_log_throughput: +(m.spans_per_s / f.spans_per_s).toFixed(2),
+    memory_windows_spans_per_s: w.spans_per_s,
+    memory_windows_receipt_to_finding_p50_ms: w.p50_ms,
+    memory_windows_receipt_to_finding_p99_ms: w.p99_ms,
+    memory_windows_over_journal_throughput: +(w.spans_per_s / f.spans_per_s).toFixed(2),
   };
 }
 

@@ -78,12 +78,17 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     // The durable log in the data folder, or the in-memory bus (NEATROOTS_BUS).
     bus: () => (bus ??= openEmbeddedBus(config, log)),
     // At most NEATROOTS_MAX_WINDOWS in memory; the least recently used wait in a file of the data
-    // folder. Journaled (NEATROOTS_WINDOWS): every save synced before the bus position moves. With
-    // the database in memory nothing else survives the process, so neither do the windows.
+    // folder. Journaled (NEATROOTS_WINDOWS): every save synced before the bus position moves.
     windows: async <W>(name: string) => {
       const dir = path.join(config.dataDir, 'windows');
       const file = name.replace(/[^\w-]/g, '') || 'runs';
-      if (config.NEATROOTS_WINDOWS === 'journal' && !opts.inMemoryDb) return JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS });
+      // One store per journal file in the process (two would write over each other), closed with the platform.
+      if (config.NEATROOTS_WINDOWS === 'journal')
+        return drivers.get<WindowStore<W>>(
+          `windows:${file}`,
+          async () => JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS }),
+          (w) => w.close(),
+        );
       return new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(dir, `${file}.spill`) }) as WindowStore<W>;
     },
     db,

@@ -125,7 +125,12 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     this.file.compact();
   }
 
+  private closed = false;
+
+  /** Waits for the journal's last sync; closing twice is harmless (the module and the platform both may). */
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     await this.file.close();
     await this.mem.close();
   }
