@@ -70,10 +70,11 @@ describe('embedded: every acknowledged span is stored after a crash or a stop', 
       const items = fleet(app.project, 160, 25);
       const want = await expected(items, app.home);
       expect(want.size).toBeGreaterThan(50);
-      let killed = false;
+      // three crashes: about 40 runs in progress at each
+      const crashes = [0.3, 0.5, 0.7];
       await send(app.ports.grpc, app.key, items, async (frac) => {
-        if (frac < 0.5 || killed) return;
-        killed = true;
+        if (!crashes.length || frac < crashes[0]) return;
+        crashes.shift();
         expect((await app.stop('SIGKILL')).signal).toBe('SIGKILL');
         await app.start();
       });
