@@ -123,14 +123,41 @@ export class JournalFile<W> {
         await fdatasync(this.fd);
         this.bytes += buf.length;
         this.counts.syncs++;
-        if (this.bytes > this.opts.compactBytes && this.bytes > this.snapshotBytes) this.compact();
         for (const w of waiters) w.resolve();
+        if (this.bytes > this.opts.compactBytes && this.bytes > this.snapshotBytes) this.compactOrWait();
       } catch (e) {
+        // A write cut short (a full disk) must not stay in the middle of the journal: the next
+        // start would stop reading there and drop the changes synced after it.
+        try {
+          if (this.fd >= 0) fs.ftruncateSync(this.fd, this.bytes);
+        } catch {
+          // the next write fails too, and says why
+        }
         for (const w of waiters) w.reject(e);
       }
     }
     this.flushing = undefined;
   }
+
+  /**
+   * A compaction that fails (a full disk) changes nothing the next start reads: the journal
+   * keeps growing, the error is kept (`compactionError`), and the next sync tries again.
+   */
+  private compactOrWait(): void {
+    try {
+      this.compact();
+      this.compactionError = undefined;
+    } catch (e) {
+      this.compactionError = e as Error;
+      try {
+        fs.rmSync(`${this.snapshotPath}.tmp`, { force: true });
+      } catch {
+        // left for the next try, which removes it at open
+      }
+    }
+  }
+
+  compactionError: Error | undefined;
 
   /** Writes the live state as the new snapshot, then starts an empty journal. */
   compact(): void {

@@ -141,6 +141,21 @@ describe('JournalWindowStore after a crash', () => {
     expect(await c.takeDue(10, 10)).toEqual(['r1']);
   });
 
+  it('a compaction that fails leaves every save durable and is tried again', async () => {
+    const f = opener({ compactBytes: 2_000 });
+    const a = f.open();
+    fs.mkdirSync(`${f.snapshot}.tmp`); // the snapshot cannot be written
+    for (let i = 0; i < 40; i++) await a.save([{ key: `r${i % 10}`, window: w(`r${i % 10}`, i) }]);
+    expect(a.stats.compactions).toBe(0);
+    expect(a.stats.compactionError?.message).toMatch(/EISDIR/);
+    fs.rmdirSync(`${f.snapshot}.tmp`);
+    await a.save([{ key: 'r0', window: w('r0', 100) }]);
+    expect(a.stats).toMatchObject({ compactions: 1, compactionError: undefined });
+    const keys = Array.from({ length: 10 }, (_, i) => `r${i}`);
+    const want = Object.fromEntries(keys.map((k, i) => [k, w(k, i === 0 ? 100 : 30 + i)]));
+    expect(await contents(f.open(), keys)).toEqual(want);
+  });
+
   it('syncs saves made together once, each returning only after its record is on disk', async () => {
     const f = opener();
     const a = f.open();

@@ -117,7 +117,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   /** Windows in memory, windows spilled, journal syncs, compactions, bytes cut from a torn tail. */
   get stats() {
-    return { inMemory: this.mem.size, spilled: this.mem.spilled, journalBytes: this.file.journalBytes, ...this.file.counts };
+    return { inMemory: this.mem.size, spilled: this.mem.spilled, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts };
   }
 
   /** Forces a compaction (tests, and a clean stop could use it). */
