@@ -16,3 +16,4 @@ export * from './models/config';
 export * from './ops';
 export * from './jobs';
 export * from './runtime';
+export * from './github/github';

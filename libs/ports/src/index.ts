@@ -6,3 +6,4 @@ export * from './models';
 export * from './jobs';
 export * from './dead-letters';
 export * from './module';
+export * from './code-host';

@@ -1,0 +1,203 @@
+/**
+ * A local HTTP server implementing the few GitHub REST endpoints the GitHub adapter uses
+ * (git refs, contents, pulls) with GitHub's JSON shapes and status codes, repositories held
+ * in memory, so the real adapter is tested over real HTTP. It can refuse a token, answer a
+ * rate limit once, and merge or close a pull on command. Named *.test.ts: a helper, neither
+ * run by jest nor built.
+ */
+import { createHash } from 'node:crypto';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+interface FakeRepo {
+  /** branch -> commit sha */
+  refs: Map<string, string>;
+  /** commit sha -> files (path -> content) */
+  commits: Map<string, Map<string, string>>;
+  pulls: { number: number; head: string; base: string; title: string; body: string; state: 'open' | 'closed'; merged: boolean; merge_commit_sha: string | null }[];
+}
+
+export interface FakeGitHubRequest {
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a test server reading what clients send
+  body: any;
+}
+
+export interface FakeGitHub {
+  /** The API base URL to give the adapter. */
+  url: string;
+  token: string;
+  requests: FakeGitHubRequest[];
+  /** A repository with one branch holding `files`. */
+  addRepo(owner: string, repo: string, branch: string, files: Record<string, string>): void;
+  fileAt(owner: string, repo: string, branch: string, path: string): string | undefined;
+  merge(owner: string, repo: string, number: number): void;
+  close(owner: string, repo: string, number: number): void;
+  /** The next request is answered with a rate limit: `primary` (403, x-ratelimit-remaining 0) or `secondary` (429, retry-after). */
+  rateLimitOnce(kind: 'primary' | 'secondary', seconds: number): void;
+  /** The next `n` requests get 502. */
+  failNext(n: number): void;
+  stop(): Promise<void>;
+}
+
+const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
+
+export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Promise<FakeGitHub> {
+  const repos = new Map<string, FakeRepo>();
+  const requests: FakeGitHubRequest[] = [];
+  let limit: { kind: 'primary' | 'secondary'; seconds: number } | null = null;
+  let fail = 0;
+  let url = '';
+
+  const send = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
+    res.end(JSON.stringify(body));
+  };
+  const notFound = (res: http.ServerResponse) => send(res, 404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+  const blobSha = (content: string) => sha1(`blob ${Buffer.byteLength(content)}\0${content}`);
+  const newCommit = (r: FakeRepo, files: Map<string, string>) => {
+    const sha = sha1(`${Math.random()}${Date.now()}`);
+    r.commits.set(sha, files);
+    return sha;
+  };
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  const handle = (req: http.IncomingMessage, res: http.ServerResponse, body: any) => {
+    const u = new URL(req.url ?? '/', 'http://x');
+    requests.push({ method: req.method ?? '', path: u.pathname + u.search, headers: req.headers, body });
+    if (limit) {
+      const l = limit;
+      limit = null;
+      if (l.kind === 'primary') {
+        return send(res, 403, { message: 'API rate limit exceeded' }, {
+          'x-ratelimit-remaining': '0',
+          'x-ratelimit-reset': String(Math.ceil(Date.now() / 1000) + l.seconds),
+        });
+      }
+      return send(res, 429, { message: 'You have exceeded a secondary rate limit' }, { 'retry-after': String(l.seconds) });
+    }
+    if (fail > 0) {
+      fail--;
+      return send(res, 502, { message: 'Server Error' });
+    }
+    if (req.headers.authorization !== `Bearer ${token}`) return send(res, 401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' });
+    const m = /^\/api\/v3\/repos\/([^/]+)\/([^/]+)\/(.*)$/.exec(u.pathname); // GitHub Enterprise's prefix: the base URL is honoured
+    const r = m ? repos.get(`${decodeURIComponent(m[1])}/${decodeURIComponent(m[2])}`) : undefined;
+    if (!m || !r) return notFound(res);
+    const [owner, name, rest] = [m[1], m[2], decodeURIComponent(m[3])];
+    const method = req.method;
+
+    let g: RegExpExecArray | null;
+    if (method === 'GET' && (g = /^git\/ref\/heads\/(.+)$/.exec(rest))) {
+      const sha = r.refs.get(g[1]);
+      if (!sha) return notFound(res);
+      return send(res, 200, { ref: `refs/heads/${g[1]}`, object: { sha, type: 'commit' } });
+    }
+    if (method === 'POST' && rest === 'git/refs') {
+      const ref = String(body?.ref ?? '');
+      if (!ref.startsWith('refs/heads/') || !r.commits.has(body?.sha)) return send(res, 422, { message: 'Invalid request' });
+      const branch = ref.slice('refs/heads/'.length);
+      if (r.refs.has(branch)) return send(res, 422, { message: 'Reference already exists' });
+      r.refs.set(branch, body.sha);
+      return send(res, 201, { ref, object: { sha: body.sha, type: 'commit' } });
+    }
+    if ((g = /^contents\/(.+)$/.exec(rest))) {
+      const path = g[1];
+      if (method === 'GET') {
+        const ref = u.searchParams.get('ref') ?? [...r.refs.keys()][0];
+        const commit = r.commits.get(r.refs.get(ref) ?? ref);
+        const content = commit?.get(path);
+        if (content === undefined) return notFound(res);
+        return send(res, 200, { type: 'file', path, sha: blobSha(content), encoding: 'base64', content: Buffer.from(content).toString('base64') });
+      }
+      if (method === 'PUT') {
+        const head = r.refs.get(body?.branch);
+        if (!head) return send(res, 422, { message: `Branch ${body?.branch} not found` });
+        const files = new Map(r.commits.get(head));
+        const old = files.get(path);
+        if (old !== undefined && body.sha !== blobSha(old)) return send(res, 409, { message: `${path} does not match ${body.sha}` });
+        if (old === undefined && body.sha) return send(res, 422, { message: 'sha given for a new file' });
+        files.set(path, Buffer.from(String(body.content), 'base64').toString('utf8'));
+        const commit = newCommit(r, files);
+        r.refs.set(body.branch, commit);
+        return send(res, old === undefined ? 201 : 200, { content: { path, sha: blobSha(files.get(path)!) }, commit: { sha: commit, message: body.message } });
+      }
+    }
+    if (method === 'POST' && rest === 'pulls') {
+      if (!r.refs.has(body?.head) || !r.refs.has(body?.base)) return send(res, 422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', field: 'head', code: 'invalid' }] });
+      const number = r.pulls.length + 1;
+      r.pulls.push({ number, head: body.head, base: body.base, title: body.title, body: body.body, state: 'open', merged: false, merge_commit_sha: null });
+      return send(res, 201, pullJson(owner, name, r.pulls[number - 1]));
+    }
+    if (method === 'GET' && (g = /^pulls\/(\d+)$/.exec(rest))) {
+      const p = r.pulls[Number(g[1]) - 1];
+      return p ? send(res, 200, pullJson(owner, name, p)) : notFound(res);
+    }
+    return notFound(res);
+  };
+
+  const pullJson = (owner: string, name: string, p: FakeRepo['pulls'][number]) => ({
+    number: p.number,
+    state: p.state,
+    merged: p.merged,
+    merge_commit_sha: p.merge_commit_sha,
+    title: p.title,
+    body: p.body,
+    head: { ref: p.head },
+    base: { ref: p.base },
+    html_url: `${url.replace(/\/api\/v3$/, '')}/${owner}/${name}/pull/${p.number}`,
+  });
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      handle(req, res, text ? JSON.parse(text) : undefined);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v3`;
+
+  const pull = (owner: string, repo: string, n: number) => {
+    const p = repos.get(`${owner}/${repo}`)?.pulls[n - 1];
+    if (!p) throw new Error(`no pull ${owner}/${repo}#${n}`);
+    return p;
+  };
+
+  return {
+    url,
+    token,
+    requests,
+    addRepo(owner, repo, branch, files) {
+      const r: FakeRepo = { refs: new Map(), commits: new Map(), pulls: [] };
+      r.refs.set(branch, newCommit(r, new Map(Object.entries(files))));
+      repos.set(`${owner}/${repo}`, r);
+    },
+    fileAt(owner, repo, branch, path) {
+      const r = repos.get(`${owner}/${repo}`);
+      return r?.commits.get(r.refs.get(branch) ?? '')?.get(path);
+    },
+    merge(owner, repo, n) {
+      const p = pull(owner, repo, n);
+      const r = repos.get(`${owner}/${repo}`)!;
+      const files = new Map(r.commits.get(r.refs.get(p.base)!));
+      for (const [k, v] of r.commits.get(r.refs.get(p.head)!)!) files.set(k, v);
+      const sha = newCommit(r, files);
+      r.refs.set(p.base, sha);
+      Object.assign(p, { state: 'closed', merged: true, merge_commit_sha: sha });
+    },
+    close(owner, repo, n) {
+      pull(owner, repo, n).state = 'closed';
+    },
+    rateLimitOnce(kind, seconds) {
+      limit = { kind, seconds };
+    },
+    failNext(n) {
+      fail = n;
+    },
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

@@ -1,0 +1,122 @@
+import { CodeHostAuthError, CodeHostNotFoundError } from '@neatroots/ports';
+import { GitHubCodeHost, rateLimitWaitMs } from './github';
+import { startFakeGitHub, type FakeGitHub } from './fake-github.test';
+
+const repo = { owner: 'acme', repo: 'ops' };
+const req = {
+  repo,
+  base: 'main',
+  branch: 'neatroots/suggestion-1',
+  path: 'procedures/refunds.md',
+  content: '# Refunds\n\n1. Check the order.\n2. Ask for approval over 100 €.\n',
+  message: 'Refunds: ask for approval over 100 €',
+  title: 'Refunds: ask for approval',
+  body: 'Suggested by neatroots from 12 sessions.',
+};
+
+describe('GitHubCodeHost against a local GitHub', () => {
+  let gh: FakeGitHub;
+  let host: GitHubCodeHost;
+  beforeEach(async () => {
+    gh = await startFakeGitHub();
+    gh.addRepo('acme', 'ops', 'main', { 'procedures/refunds.md': '# Refunds\n\n1. Check the order.\n' });
+    host = new GitHubCodeHost({ token: gh.token, baseUrl: gh.url, backoffMs: 10 });
+  });
+  afterEach(() => gh.stop());
+
+  it('opens a pull request: a branch from main, the file committed on it, the pull, its url', async () => {
+    const pr = await host.openPullRequest(req);
+    expect(pr).toEqual({ number: 1, url: expect.stringMatching(/\/acme\/ops\/pull\/1$/), branch: 'neatroots/suggestion-1' });
+    expect(gh.fileAt('acme', 'ops', 'neatroots/suggestion-1', req.path)).toBe(req.content);
+    expect(gh.fileAt('acme', 'ops', 'main', req.path)).toBe('# Refunds\n\n1. Check the order.\n'); // main untouched until merged
+    expect(await host.readFile(repo, 'neatroots/suggestion-1', req.path)).toBe(req.content);
+    const h = gh.requests[0].headers;
+    expect(h.authorization).toBe(`Bearer ${gh.token}`);
+    expect(h.accept).toBe('application/vnd.github+json');
+    expect(h['x-github-api-version']).toBe('2022-11-28');
+    expect(await host.pullRequestState(repo, pr.number)).toEqual({ state: 'open' });
+  });
+
+  it('creates a file that does not exist yet', async () => {
+    await host.openPullRequest({ ...req, path: 'procedures/new one.md' });
+    expect(gh.fileAt('acme', 'ops', req.branch, 'procedures/new one.md')).toBe(req.content);
+    expect(await host.readFile(repo, 'main', 'procedures/new one.md')).toBeNull();
+  });
+
+  it('takes the next free branch name when the branch exists (a second apply)', async () => {
+    await host.openPullRequest(req);
+    const second = await host.openPullRequest(req);
+    expect(second).toMatchObject({ number: 2, branch: 'neatroots/suggestion-1-2' });
+  });
+
+  it('reads merged (with the merge commit) and closed without merging', async () => {
+    const a = await host.openPullRequest(req);
+    const b = await host.openPullRequest({ ...req, branch: 'other' });
+    gh.merge('acme', 'ops', a.number);
+    gh.close('acme', 'ops', b.number);
+    const merged = await host.pullRequestState(repo, a.number);
+    expect(merged).toEqual({ state: 'merged', mergeCommitSha: expect.stringMatching(/^[0-9a-f]{40}$/) });
+    expect(await host.pullRequestState(repo, b.number)).toEqual({ state: 'closed' });
+    expect(await host.readFile(repo, 'main', req.path)).toBe(req.content);
+  });
+
+  it('a refused token is a typed error naming the repository, not retried', async () => {
+    const bad = new GitHubCodeHost({ token: 'ghp_wrong', baseUrl: gh.url, backoffMs: 10 });
+    const err = await bad.openPullRequest(req).catch((e) => e);
+    expect(err).toBeInstanceOf(CodeHostAuthError);
+    expect(err.message).toContain('acme/ops');
+    expect(err.message).toContain('Bad credentials');
+    expect(gh.requests).toHaveLength(1);
+  });
+
+  it('a missing repository or branch names what is missing', async () => {
+    const noRepo = await host.openPullRequest({ ...req, repo: { owner: 'acme', repo: 'nope' } }).catch((e) => e);
+    expect(noRepo).toBeInstanceOf(CodeHostNotFoundError);
+    expect(noRepo.message).toContain('acme/nope');
+    const noBranch = await host.openPullRequest({ ...req, base: 'release' }).catch((e) => e);
+    expect(noBranch).toBeInstanceOf(CodeHostNotFoundError);
+    expect(noBranch.message).toContain('branch release');
+  });
+
+  it('waits out a primary rate limit (403, x-ratelimit-reset) and retries', async () => {
+    gh.rateLimitOnce('primary', 1);
+    const t0 = Date.now();
+    const pr = await host.openPullRequest(req);
+    expect(pr.number).toBe(1);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(250); // it waited for the reset, not hammered
+    expect(gh.requests[0].path).toBe(gh.requests[1].path); // the same request again
+  });
+
+  it('waits out a secondary rate limit (429, retry-after) and retries', async () => {
+    const pr = await host.openPullRequest(req);
+    gh.merge('acme', 'ops', pr.number);
+    gh.rateLimitOnce('secondary', 1);
+    const t0 = Date.now();
+    expect((await host.pullRequestState(repo, pr.number)).state).toBe('merged');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+  });
+
+  it('a rate limit longer than it may wait fails clearly instead of blocking', async () => {
+    const impatient = new GitHubCodeHost({ token: gh.token, baseUrl: gh.url, maxWaitMs: 500 });
+    gh.rateLimitOnce('secondary', 30);
+    await expect(impatient.pullRequestState(repo, 1)).rejects.toThrow(/acme\/ops.*rate limited for 30 s/);
+  });
+
+  it('retries 5xx a bounded number of times', async () => {
+    gh.failNext(2);
+    expect((await host.openPullRequest(req)).number).toBe(1);
+    gh.failNext(10);
+    await expect(host.pullRequestState(repo, 1)).rejects.toThrow(/gave up after 4 tries: HTTP 502/);
+  });
+});
+
+describe('rateLimitWaitMs', () => {
+  const res = (status: number, h: Record<string, string>) => ({ status, headers: { get: (n: string) => h[n] ?? null } });
+  it('reads retry-after, then x-ratelimit-reset; a plain 403 is no rate limit', () => {
+    expect(rateLimitWaitMs(res(429, { 'retry-after': '7' }))).toBe(7000);
+    expect(rateLimitWaitMs(res(403, { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '1010' }), 1_000_000)).toBe(10_250);
+    expect(rateLimitWaitMs(res(403, { 'x-ratelimit-remaining': '12', 'x-ratelimit-reset': '1010' }))).toBeNull();
+    expect(rateLimitWaitMs(res(403, {}))).toBeNull();
+    expect(rateLimitWaitMs(res(500, { 'retry-after': '1' }))).toBeNull();
+  });
+});

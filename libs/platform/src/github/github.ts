@@ -1,0 +1,189 @@
+import {
+  CodeHostAuthError,
+  CodeHostError,
+  CodeHostNotFoundError,
+  type CodeHost,
+  type OpenPullRequest,
+  type PullRequestRef,
+  type PullRequestStatus,
+  type RepoRef,
+} from '@neatroots/ports';
+
+/** GitHub.com's REST API; GitHub Enterprise is `https://HOST/api/v3`. */
+export const GITHUB_API_DEFAULT = 'https://api.github.com';
+const API_VERSION = '2022-11-28';
+
+export interface GitHubOptions {
+  token: string;
+  /** Default GITHUB_API_DEFAULT. */
+  baseUrl?: string;
+  /** Tries of one request in all, for 5xx and rate limits (default 4). */
+  attempts?: number;
+  /** A rate limit asking for a longer wait than this fails instead of blocking the caller (default 60 s). */
+  maxWaitMs?: number;
+  /** Before the second try after a 5xx, doubled after each (default 500 ms). */
+  backoffMs?: number;
+}
+
+interface Answer {
+  status: number;
+  json: unknown;
+}
+
+/** The fields read from GitHub's answers. */
+interface GhRef { object: { sha: string } }
+interface GhContent { sha: string; content?: string }
+interface GhPull { number: number; html_url: string; state: string; merged?: boolean; merge_commit_sha?: string | null }
+interface GhError { message?: unknown }
+
+/**
+ * The GitHub REST adapter of the CodeHost port, plain fetch: a branch from base's head
+ * (git refs), the file committed on it (contents), the pull (pulls), and the pull's state.
+ * Rate limits are waited out and 5xx retried, both bounded; a refused token is not retried.
+ */
+export class GitHubCodeHost implements CodeHost {
+  private readonly base: string;
+  private readonly attempts: number;
+  private readonly maxWaitMs: number;
+  private readonly backoffMs: number;
+
+  constructor(private readonly opts: GitHubOptions) {
+    this.base = (opts.baseUrl ?? GITHUB_API_DEFAULT).replace(/\/+$/, '');
+    this.attempts = opts.attempts ?? 4;
+    this.maxWaitMs = opts.maxWaitMs ?? 60_000;
+    this.backoffMs = opts.backoffMs ?? 500;
+  }
+
+  async openPullRequest(req: OpenPullRequest): Promise<PullRequestRef> {
+    const r = req.repo;
+    const head = await this.call(r, 'GET', `/git/ref/heads/${encodePath(req.base)}`, undefined, `branch ${req.base}`);
+    const sha = (head.json as GhRef).object.sha;
+    const branch = await this.createBranch(r, req.branch, sha);
+    const existing = await this.contents(r, branch, req.path);
+    await this.call(r, 'PUT', `/contents/${encodePath(req.path)}`, {
+      message: req.message,
+      content: Buffer.from(req.content, 'utf8').toString('base64'),
+      branch,
+      ...(existing ? { sha: existing.sha } : {}),
+    });
+    const pull = await this.call(r, 'POST', '/pulls', { title: req.title, body: req.body, head: branch, base: req.base });
+    const p = pull.json as GhPull;
+    return { number: p.number, url: p.html_url, branch };
+  }
+
+  async pullRequestState(repo: RepoRef, number: number): Promise<PullRequestStatus> {
+    const a = await this.call(repo, 'GET', `/pulls/${number}`, undefined, `pull request #${number}`);
+    const p = a.json as GhPull;
+    if (p.merged === true) return { state: 'merged', mergeCommitSha: p.merge_commit_sha ?? null };
+    return p.state === 'closed' ? { state: 'closed' } : { state: 'open' };
+  }
+
+  async readFile(repo: RepoRef, ref: string, path: string): Promise<string | null> {
+    const c = await this.contents(repo, ref, path);
+    return c ? Buffer.from(c.content, 'base64').toString('utf8') : null;
+  }
+
+  /** A 422 on create means the ref exists (an earlier apply, or a retry after a lost answer): take the next free name. */
+  private async createBranch(r: RepoRef, wanted: string, sha: string): Promise<string> {
+    for (let n = 1; n <= 20; n++) {
+      const name = n === 1 ? wanted : `${wanted}-${n}`;
+      const a = await this.call(r, 'POST', '/git/refs', { ref: `refs/heads/${name}`, sha }, undefined, [422]);
+      if (a.status !== 422) return name;
+    }
+    throw new CodeHostError(slug(r), 422, `branches ${wanted} to ${wanted}-20 all exist`);
+  }
+
+  private async contents(r: RepoRef, ref: string, path: string): Promise<{ sha: string; content: string } | null> {
+    const a = await this.call(r, 'GET', `/contents/${encodePath(path)}?ref=${encodeURIComponent(ref)}`, undefined, undefined, [404]);
+    if (a.status === 404) return null;
+    if (Array.isArray(a.json)) throw new CodeHostError(slug(r), 200, `${path} is a folder, not a file`);
+    const c = a.json as GhContent;
+    return { sha: c.sha, content: c.content ?? '' };
+  }
+
+  /**
+   * One REST call with the retries. `what` names the missing thing on a 404 (else the
+   * repository); statuses in `pass` are returned to the caller instead of thrown.
+   */
+  private async call(r: RepoRef, method: string, path: string, body?: unknown, what?: string, pass: number[] = []): Promise<Answer> {
+    const repo = slug(r);
+    const url = `${this.base}/repos/${encodeURIComponent(r.owner)}/${encodeURIComponent(r.repo)}${path}`;
+    let last = '';
+    for (let attempt = 1; attempt <= this.attempts; attempt++) {
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method,
+          headers: {
+            Authorization: `Bearer ${this.opts.token}`,
+            Accept: 'application/vnd.github+json',
+            'X-GitHub-Api-Version': API_VERSION,
+            'User-Agent': 'neatroots',
+            ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+          },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+      } catch (err) {
+        // The host unreachable: as a 5xx, bounded.
+        last = `${method} ${url}: ${(err as Error).message}`;
+        if (attempt < this.attempts) await sleep(this.backoffMs * 2 ** (attempt - 1));
+        continue;
+      }
+      const text = await res.text();
+      const json = text ? safeJson(text) : null;
+      if (res.ok || pass.includes(res.status)) return { status: res.status, json };
+      const m = (json as GhError | null)?.message;
+      const message = typeof m === 'string' ? m : text.slice(0, 200);
+      const wait = rateLimitWaitMs(res);
+      if (wait !== null) {
+        if (wait > this.maxWaitMs) throw new CodeHostError(repo, res.status, `rate limited for ${Math.ceil(wait / 1000)} s more (over the ${this.maxWaitMs / 1000} s this waits): ${message}`);
+        last = `rate limited: ${message}`;
+        if (attempt < this.attempts) await sleep(wait);
+        continue;
+      }
+      if (res.status === 401 || res.status === 403) throw new CodeHostAuthError(repo, res.status, message);
+      if (res.status === 404) throw new CodeHostNotFoundError(repo, what ?? `repository ${repo}`);
+      if (res.status >= 500) {
+        last = `HTTP ${res.status}: ${message}`;
+        if (attempt < this.attempts) await sleep(this.backoffMs * 2 ** (attempt - 1));
+        continue;
+      }
+      throw new CodeHostError(repo, res.status, `${method} ${path}: ${message}`);
+    }
+    throw new CodeHostError(repo, 0, `gave up after ${this.attempts} tries: ${last}`);
+  }
+}
+
+/**
+ * How long GitHub asks to wait, or null when the answer is no rate limit: 429, or 403 with
+ * retry-after or x-ratelimit-remaining 0 (a 403 without them is a refused token).
+ */
+export function rateLimitWaitMs(res: { status: number; headers: { get(name: string): string | null } }, nowMs = Date.now()): number | null {
+  if (res.status !== 403 && res.status !== 429) return null;
+  const after = res.headers.get('retry-after');
+  if (after !== null && /^\d+$/.test(after.trim())) return Number(after) * 1000;
+  const reset = res.headers.get('x-ratelimit-reset');
+  if (res.headers.get('x-ratelimit-remaining') === '0' && reset !== null && /^\d+$/.test(reset.trim())) {
+    return Math.max(0, Number(reset) * 1000 - nowMs) + 250; // reset is whole seconds: a little past it
+  }
+  // A 429 with no hint: a minute, GitHub's documented default for secondary limits.
+  return res.status === 429 ? 60_000 : null;
+}
+
+function slug(r: RepoRef): string {
+  return `${r.owner}/${r.repo}`;
+}
+
+function encodePath(p: string): string {
+  return p.split('/').map(encodeURIComponent).join('/');
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -1,0 +1,70 @@
+/**
+ * The code host port: where a workspace's procedure files live (GitHub, GitHub Enterprise),
+ * so an applied suggestion becomes a pull request a person merges, and the pull request's
+ * fate (merged, closed) comes back to the suggestion. The GitHub REST adapter is in
+ * @neatroots/platform (github/); domain code sees only this.
+ */
+export interface RepoRef {
+  owner: string;
+  repo: string;
+}
+
+export interface OpenPullRequest {
+  repo: RepoRef;
+  /** The branch the pull request merges into (the connection's branch). */
+  base: string;
+  /** The new branch to create from base's head; a free name is chosen if it exists already. */
+  branch: string;
+  /** The file's path in the repository, e.g. procedures/refunds.md. */
+  path: string;
+  /** The file's full new content (UTF-8). */
+  content: string;
+  /** The commit message. */
+  message: string;
+  title: string;
+  body: string;
+}
+
+export interface PullRequestRef {
+  number: number;
+  /** The pull request's page (html_url), recorded as the suggestion's pr_url. */
+  url: string;
+  /** The branch actually used (branch, or branch-2, ... when it existed). */
+  branch: string;
+}
+
+export type PullRequestStatus =
+  | { state: 'open' }
+  | { state: 'merged'; mergeCommitSha: string | null }
+  | { state: 'closed' };
+
+export interface CodeHost {
+  openPullRequest(req: OpenPullRequest): Promise<PullRequestRef>;
+  pullRequestState(repo: RepoRef, number: number): Promise<PullRequestStatus>;
+  /** The file's content at `ref` (a branch or a sha), or null when there is no such file. */
+  readFile(repo: RepoRef, ref: string, path: string): Promise<string | null>;
+}
+
+/** The code host refused the token (401, or 403 without a rate limit): not retried. */
+export class CodeHostAuthError extends Error {
+  constructor(readonly repo: string, status: number, detail: string) {
+    super(`the code host refused the token for ${repo} (HTTP ${status}): ${detail}`);
+    this.name = 'CodeHostAuthError';
+  }
+}
+
+/** A repository, branch or pull request does not exist (or the token cannot see it). */
+export class CodeHostNotFoundError extends Error {
+  constructor(readonly repo: string, readonly missing: string) {
+    super(`not found on the code host: ${missing} (repository ${repo})`);
+    this.name = 'CodeHostNotFoundError';
+  }
+}
+
+/** Anything else the code host answered that is not retried, or retries used up. */
+export class CodeHostError extends Error {
+  constructor(readonly repo: string, readonly status: number, detail: string) {
+    super(`code host error for ${repo} (HTTP ${status}): ${detail}`);
+    this.name = 'CodeHostError';
+  }
+}
