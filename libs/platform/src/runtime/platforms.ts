@@ -86,7 +86,12 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
       if (config.NEATROOTS_WINDOWS === 'journal')
         return drivers.get<WindowStore<W>>(
           `windows:${file}`,
-          async () => JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS }),
+          async () => {
+            const w = JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS });
+            const torn = w.stats.tornBytes;
+            if (torn) log.warn(`window journal: ${torn} bytes at the end of ${path.join(dir, `${file}.journal`)} cut off (a save the crash interrupted: it never returned)`);
+            return w;
+          },
           (w) => w.close(),
         );
       return new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(dir, `${file}.spill`) }) as WindowStore<W>;
