@@ -28,6 +28,11 @@ const common = {
 module.exports = {
   // PGlite takes seconds to start under jest; real services take longer to join a group.
   testTimeout: 60_000,
+  // A worker that grew past this between two test files is replaced. Test files that boot the
+  // embedded app (PGlite, the durable log, gRPC servers) leave a worker large, and ingest's
+  // memory ceiling (NEATROOTS_MEMORY_CEILING_MB) reads the process's RSS: in a grown worker the
+  // next file's exports would be refused for memory another file left behind.
+  workerIdleMemoryLimit: '600MB',
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/{libs,services,packages}/*/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
       testPathIgnorePatterns: [...common.testPathIgnorePatterns, '\\.integration\\.spec\\.ts$'] },
