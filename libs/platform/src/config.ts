@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { nextCronTime } from './jobs/common';
 import { LOG_FORMATS, LOG_LEVELS } from './runtime/log';
 
 /**
@@ -110,6 +111,34 @@ const schema = z.object({
   NEATROOTS_MAX_FUTURE_MS: z.coerce.number().int().min(0).max(10 * 365 * 24 * 3_600_000).default(24 * 3_600_000),
   /** Tries of a bus message (or batch) that throws, before it is set aside as a dead letter. */
   NEATROOTS_BUS_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
+  /**
+   * The key secrets are encrypted with at rest (a workspace's GitHub token): 32 bytes as 64 hex
+   * digits or base64. Unset: the embedded default makes one, kept 0600 in the data folder
+   * (secretKeyOf); the distributed services need it set, the same on every replica.
+   */
+  NEATROOTS_SECRET_KEY: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (s === undefined || s.trim() === '') return undefined;
+      const key = parseSecretKey(s.trim());
+      if (!key) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'expected 32 bytes as 64 hex digits or base64 (e.g. openssl rand -hex 32)' });
+        return z.NEVER;
+      }
+      return key;
+    }),
+  /** When open pull requests of suggestions are looked at on GitHub (UTC cron, five fields). */
+  SOPOPS_PR_STATUS_CRON: z
+    .string()
+    .default('*/15 * * * *')
+    .superRefine((s, ctx) => {
+      try {
+        nextCronTime(s, Date.now());
+      } catch (err) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
+      }
+    }),
   /** The least severe log lines written. */
   NEATROOTS_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   /** json (one object a line, for log collectors) or pretty (readable); default: pretty on a terminal. */
@@ -117,6 +146,16 @@ const schema = z.object({
 });
 
 export type Config = z.infer<typeof schema> & { dataDir: string };
+
+/** 32 bytes from 64 hex digits or base64, or null. */
+export function parseSecretKey(s: string): Buffer | null {
+  if (/^[0-9a-fA-F]{64}$/.test(s)) return Buffer.from(s, 'hex');
+  if (/^[A-Za-z0-9+/]{43}=?$/.test(s)) {
+    const b = Buffer.from(s, 'base64');
+    return b.length === 32 ? b : null;
+  }
+  return null;
+}
 
 /** The NEATROOTS_MAX_* limits in the shape of @neatroots/spans's SpanLimits (ingest's `limits`). */
 export function spanLimitsOf(c: Config): {

@@ -17,3 +17,4 @@ export * from './ops';
 export * from './jobs';
 export * from './runtime';
 export * from './github/github';
+export * from './github/secret-key';

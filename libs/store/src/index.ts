@@ -17,3 +17,4 @@ export { STORE_MAX_JSON_DEPTH } from './storable';
 export { QuestionsRepo, type QuestionResultRecord } from './questions.repo';
 export * from './sop';
 export * from './review';
+export * from './github';
