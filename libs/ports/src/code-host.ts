@@ -4,6 +4,9 @@
  * fate (merged, closed) comes back to the suggestion. The GitHub REST adapter is in
  * @neatroots/platform (github/); domain code sees only this.
  */
+/** GitHub.com's REST API, when a connection names none; GitHub Enterprise is `https://HOST/api/v3`. */
+export const GITHUB_API_DEFAULT = 'https://api.github.com';
+
 export interface RepoRef {
   owner: string;
   repo: string;

@@ -2,6 +2,7 @@ import {
   CodeHostAuthError,
   CodeHostError,
   CodeHostNotFoundError,
+  GITHUB_API_DEFAULT,
   type CodeHost,
   type OpenPullRequest,
   type PullRequestRef,
@@ -9,8 +10,6 @@ import {
   type RepoRef,
 } from '@neatroots/ports';
 
-/** GitHub.com's REST API; GitHub Enterprise is `https://HOST/api/v3`. */
-export const GITHUB_API_DEFAULT = 'https://api.github.com';
 const API_VERSION = '2022-11-28';
 
 export interface GitHubOptions {

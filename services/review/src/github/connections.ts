@@ -1,0 +1,106 @@
+import { GITHUB_API_DEFAULT, type CodeHost, type Db, type RepoRef } from '@neatroots/ports';
+import { RepoConnectionInputError, RepoConnectionsRepo, SopError, type RepoConnection, type RepoConnectionInput } from '@neatroots/store';
+
+/** A workspace's GitHub connection as the API answers it: never the token, only whether one is kept and its last four characters. */
+export interface GitHubConnectionView {
+  repository: string;
+  branch: string;
+  /** The procedures folder in the repository ('' for its root). */
+  path: string;
+  api_url: string;
+  has_token: boolean;
+  token_hint: string;
+  updated_at: string;
+}
+
+const FIELDS = ['repository', 'branch', 'path', 'api_url', 'token'];
+const REPOSITORY = /^([A-Za-z0-9][A-Za-z0-9-]{0,38})\/([A-Za-z0-9._-]{1,100})$/;
+
+const bad = (message: string) => new SopError(400, 'invalid_body', message);
+
+/**
+ * Workspaces' GitHub connections (PUT/GET/DELETE /v1/workspaces/{ws}/github): where an applied
+ * suggestion opens its pull request. Checks bodies field by field, so every transport refuses
+ * the same things; gives the code host of a workspace to the apply and the PR follow-up.
+ */
+export class GitHubConnections {
+  private readonly repo: RepoConnectionsRepo;
+
+  constructor(
+    db: Db,
+    secretKey: Buffer,
+    /** The adapter for a connection: `new GitHubCodeHost({ token, baseUrl: api_url })` from @neatroots/platform. */
+    private readonly hostFor: (c: { token: string; api_url: string }) => CodeHost,
+  ) {
+    this.repo = new RepoConnectionsRepo(db, secretKey);
+  }
+
+  async put(workspace: string, body: unknown): Promise<GitHubConnectionView> {
+    try {
+      return view(await this.repo.put(workspace, parseBody(body)));
+    } catch (err) {
+      if (err instanceof RepoConnectionInputError) throw bad(err.message);
+      throw err;
+    }
+  }
+
+  async get(workspace: string): Promise<GitHubConnectionView> {
+    const c = await this.repo.get(workspace);
+    if (!c) throw new SopError(404, 'not_found', `workspace ${workspace} has no GitHub connection`);
+    return view(c);
+  }
+
+  async delete(workspace: string): Promise<{ deleted: true }> {
+    if (!(await this.repo.delete(workspace))) throw new SopError(404, 'not_found', `workspace ${workspace} has no GitHub connection`);
+    return { deleted: true };
+  }
+
+  /** The workspace's code host, repository, base branch and folder; null without a connection. */
+  async codeHost(workspace: string): Promise<{ host: CodeHost; repo: RepoRef; branch: string; folder: string } | null> {
+    const c = await this.repo.withToken(workspace);
+    if (!c) return null;
+    return { host: this.hostFor(c), repo: { owner: c.owner, repo: c.repo }, branch: c.branch, folder: c.folder };
+  }
+}
+
+function view(c: RepoConnection): GitHubConnectionView {
+  return {
+    repository: `${c.owner}/${c.repo}`,
+    branch: c.branch,
+    path: c.folder,
+    api_url: c.api_url,
+    has_token: c.has_token,
+    token_hint: c.token_hint,
+    updated_at: c.updated_at,
+  };
+}
+
+function parseBody(body: unknown): RepoConnectionInput {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) {
+    throw bad('the body must be {"repository": "owner/repo", "branch": "main", "path": "procedures", "token": "...", "api_url": "..."}');
+  }
+  const b = body as Record<string, unknown>;
+  const unknown = Object.keys(b).filter((k) => !FIELDS.includes(k));
+  if (unknown.length) throw bad(`unknown field ${unknown.join(', ')} in the body; it takes ${FIELDS.join(', ')}`);
+  for (const k of FIELDS) if (b[k] !== undefined && typeof b[k] !== 'string') throw bad(`${k} must be text`);
+  const s = b as Partial<Record<string, string>>;
+
+  const m = REPOSITORY.exec(s.repository ?? '');
+  if (!m) throw bad(`repository must be "owner/repo", got ${JSON.stringify(s.repository ?? null)}`);
+  const branch = s.branch ?? 'main';
+  if (!branch || branch.length > 255 || /\s|\.\.|^\/|\/$|[~^:?*[\\]/.test(branch)) throw bad(`branch ${JSON.stringify(branch)} is not a valid branch name`);
+  const folder = (s.path ?? 'procedures').replace(/\/+$/, '');
+  if (folder.startsWith('/') || folder.split('/').some((seg) => seg === '..' || seg === '.') || folder.length > 500) {
+    throw bad(`path ${JSON.stringify(s.path)} must be a folder inside the repository (relative, no "..")`);
+  }
+  const apiUrl = (s.api_url ?? GITHUB_API_DEFAULT).replace(/\/+$/, '');
+  let u: URL | null = null;
+  try {
+    u = new URL(apiUrl);
+  } catch {
+    u = null;
+  }
+  if (!u || (u.protocol !== 'https:' && u.protocol !== 'http:')) throw bad(`api_url must be an http(s) URL, e.g. https://github.example.com/api/v3; got ${JSON.stringify(s.api_url)}`);
+  if (s.token !== undefined && (s.token.length === 0 || s.token.length > 1000 || /\s/.test(s.token))) throw bad('token must be a GitHub token (no spaces, at most 1000 characters)');
+  return { owner: m[1], repo: m[2], branch, folder, api_url: apiUrl, ...(s.token === undefined ? {} : { token: s.token }) };
+}
