@@ -17,3 +17,21 @@ export {
 export { regressionExpect, passingStatus, type RegressionExpect } from './regression';
 export { excerpt, EXCERPT_MAX_CHARS } from './excerpt';
 export { rollUpCheck, rollUpSession } from './rollup';
+export {
+  reclusterDue,
+  planRecluster,
+  jaccard,
+  SPLIT_AT_FINDINGS,
+  RECLUSTER_AFTER_NEW,
+  OTHER_SHARE_MAX,
+  OTHER_MIN_NEW,
+  MATCH_MIN_JACCARD,
+  MAX_FAILURE_MODES,
+  type RuleClusterFacts,
+  type ReclusterWhy,
+  type OldCluster,
+  type NewCluster,
+  type ClusterOutcome,
+  type RetiredOutcome,
+  type ReclusterPlan,
+} from './recluster';
