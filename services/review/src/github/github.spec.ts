@@ -117,7 +117,9 @@ describe('pull request follow-up', () => {
       expect(PR_STATUS_QUEUE).toBe('sopops_pr_status');
       await jobs.run(PR_STATUS_QUEUE, {});
       expect(prs.settled).toEqual([['S', { to: 'dismissed', note: 'PR closed' }]]);
-      await expect(schedulePrStatus(new InlineJobs(), 'every 15 minutes', { prs, codeHostOf: async () => null })).rejects.toThrow(/five fields/);
+      const other = new InlineJobs();
+      await expect(schedulePrStatus(other, 'every 15 minutes', { prs, codeHostOf: async () => null })).rejects.toThrow(/five fields/);
+      await other.close();
     } finally {
       await jobs.close();
     }

@@ -62,8 +62,11 @@ export async function followPullRequests(deps: PrStatusDeps): Promise<PrStatusRe
   return report;
 }
 
-/** Registers the job's handler and its schedule (once, however many replicas call this). */
+/**
+ * Registers the schedule (once, however many replicas call this), then the job's handler: a
+ * bad pattern is refused before anything is registered.
+ */
 export async function schedulePrStatus(jobs: Jobs, cron: string, deps: PrStatusDeps): Promise<void> {
-  await jobs.work(PR_STATUS_QUEUE, () => followPullRequests(deps));
   await jobs.schedule(PR_STATUS_QUEUE, PR_STATUS_SCHEDULE, cron, {});
+  await jobs.work(PR_STATUS_QUEUE, () => followPullRequests(deps));
 }
