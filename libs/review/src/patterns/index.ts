@@ -35,3 +35,4 @@ export {
   type RetiredOutcome,
   type ReclusterPlan,
 } from './recluster';
+export { NAME_VERSION, NAME_MAX_WORDS, NAME_INSTRUCTIONS, nameSubject, nameAsk, readPatternName, MalformedName, type NameSubject } from './name-prompt';
