@@ -2,8 +2,11 @@ import { useEffect, useState } from 'react';
 import { Checks } from './pages/Checks';
 import { Home } from './pages/Home';
 import { Models } from './pages/Models';
+import { Procedures } from './pages/Procedures';
 import { RunPage } from './pages/RunPage';
 import { Runs } from './pages/Runs';
+import { Sessions } from './pages/Sessions';
+import { SopSessionPage } from './pages/SopSessionPage';
 import { SignIn } from './pages/SignIn';
 import { Link, navigate, useWhere } from './router';
 import { clearSession, loadSession, type Session } from './session';
@@ -60,11 +63,15 @@ export function App() {
     navigate('/');
   };
   const run = /^\/runs\/([^/]+)$/.exec(rest);
+  const sopSession = /^\/sessions\/([^/]+)$/.exec(rest);
   const page =
     rest === '/' ? <Home session={session} base={base} />
     : rest === '/runs' ? <Runs key={where.query.toString()} session={session} base={base} where={where} />
     : run ? <RunPage session={session} base={base} runId={decodeURIComponent(run[1])} where={where} />
     : rest === '/checks' ? <Checks session={session} />
+    : rest === '/sessions' ? <Sessions key={where.query.toString()} session={session} base={base} where={where} />
+    : sopSession ? <SopSessionPage session={session} base={base} id={decodeURIComponent(sopSession[1])} />
+    : rest === '/procedures' ? <Procedures session={session} />
     : rest === '/settings/models' ? <Models session={session} />
     : (
       <main id="main">
@@ -91,6 +98,8 @@ export function App() {
           {tab('/', 'Home', rest === '/')}
           {tab('/runs', 'Runs', rest.startsWith('/runs'))}
           {tab('/checks', 'Checks', rest === '/checks')}
+          {tab('/sessions', 'Sessions', rest.startsWith('/sessions'))}
+          {tab('/procedures', 'Procedures', rest === '/procedures')}
           {tab('/settings/models', 'Settings → Models', rest === '/settings/models')}
         </nav>
         <span className="project" title="Signed in to this project">

@@ -1,4 +1,5 @@
 import { loadSession, type Session } from './session';
+import type { Head, Release, SopSession, SopSessionRow } from './sop-types';
 import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
 
 /** An answer of the API that is not a success, with the API's own code and message. */
@@ -14,11 +15,18 @@ export class ApiFailure extends Error {
 
 type Params = Record<string, string | number | boolean | undefined | null>;
 
-/** Calls /v1/projects/{project}/{path} with the session's key. */
-export async function call<T>(s: Session, path: string, opts: { params?: Params; method?: 'GET' | 'POST'; body?: unknown } = {}): Promise<T> {
+/**
+ * Calls /v1/projects/{project}/{path} with the session's key (`root: 'workspaces'`: the sopops
+ * API, where the workspace is the project under the same key).
+ */
+export async function call<T>(
+  s: Session,
+  path: string,
+  opts: { params?: Params; method?: 'GET' | 'POST'; body?: unknown; root?: 'projects' | 'workspaces' } = {},
+): Promise<T> {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(opts.params ?? {})) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
-  const url = `/v1/projects/${encodeURIComponent(s.project)}/${path}${q.size ? `?${q}` : ''}`;
+  const url = `/v1/${opts.root ?? 'projects'}/${encodeURIComponent(s.project)}/${path}${q.size ? `?${q}` : ''}`;
   const headers: Record<string, string> = { 'x-api-key': s.key, accept: 'application/json' };
   if (opts.body !== undefined) headers['content-type'] = 'application/json';
   let res: Response;
@@ -55,4 +63,9 @@ export const api = {
   checkStats: (s: Session) => call<{ checks: CheckStat[] }>(s, 'checks/stats'),
   disabledChecks: (s: Session) => call<{ checks: DisabledCheck[] }>(s, 'checks/disabled'),
   agreement: (s: Session) => call<{ questions: AgreementRow[] }>(s, 'models/agreement'),
+  // sopops (docs/api.md#workspaces-sopops)
+  sopSessions: (s: Session, p: Params) => call<{ items: SopSessionRow[]; next_cursor: string | null }>(s, 'sessions', { params: p, root: 'workspaces' }),
+  sopSession: (s: Session, id: string) => call<SopSession>(s, `sessions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
+  releases: (s: Session) => call<{ items: Release[] }>(s, 'releases', { root: 'workspaces' }),
+  head: (s: Session) => call<Head>(s, 'head', { root: 'workspaces' }),
 };

@@ -1,0 +1,152 @@
+import { api } from '../api';
+import { when } from '../format';
+import { useLoad } from '../load';
+import type { Session } from '../session';
+import { inReadingOrder, type Release } from '../sop-types';
+
+const KIND_LABEL = { step: 'Step', never: 'Never', warning: 'Warning sign' } as const;
+
+/**
+ * Procedures: the live release (its procedures with their rules, its agents), the releases
+ * before it, and what is saved at head but not yet published, as a unified diff.
+ */
+export function Procedures({ session }: { session: Session }) {
+  const data = useLoad(async () => {
+    const [releases, head] = await Promise.all([api.releases(session), api.head(session)]);
+    return { releases: releases.items, head };
+  }, [session]);
+  const live = data.data?.releases.find((r) => r.live);
+  const others = data.data?.releases.filter((r) => !r.live) ?? [];
+  const head = data.data?.head;
+  return (
+    <main id="main">
+      <h1>Procedures</h1>
+      {data.error && <p role="alert" className="error">{data.error}</p>}
+      {data.data && !live && <p className="empty">Nothing published yet (sopops publish makes head the first release).</p>}
+      {live && <LiveRelease release={live} />}
+      {head && (
+        <section aria-labelledby="unpublished">
+          <h2 id="unpublished">Unpublished changes at head</h2>
+          {head.changed.length === 0 ? (
+            <p className="empty">Head is the same as the live release.</p>
+          ) : (
+            <>
+              <ul className="plain changed">
+                {head.changed.map((c) => (
+                  <li key={c.path}>
+                    <span className={`badge change-${c.change}`}>{c.change}</span> <code>{c.path}</code>
+                  </li>
+                ))}
+              </ul>
+              <Diff text={head.diff} />
+            </>
+          )}
+        </section>
+      )}
+      {others.length > 0 && (
+        <section aria-labelledby="earlier">
+          <h2 id="earlier">Earlier releases</h2>
+          <table>
+            <thead>
+              <tr>
+                <th scope="col" className="num">Release</th>
+                <th scope="col">Published</th>
+                <th scope="col">Procedures</th>
+                <th scope="col">Id</th>
+              </tr>
+            </thead>
+            <tbody>
+              {others.map((r) => (
+                <tr key={r.id}>
+                  <td className="num">{r.number}</td>
+                  <td>{when(r.created_at)}</td>
+                  <td>{r.procedures.map((p) => `${p.name} v${p.version}`).join(', ') || '—'}</td>
+                  <td>
+                    <code>{r.id}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+      )}
+    </main>
+  );
+}
+
+function LiveRelease({ release: r }: { release: Release }) {
+  return (
+    <section aria-labelledby="live">
+      <h2 id="live">
+        Live release {r.number} <span className="meta">published {when(r.created_at)} · <code>{r.id}</code></span>
+      </h2>
+      {r.procedures.map((p) => (
+        <details key={p.procedure_id} className="procedure" open>
+          <summary>
+            <strong>{p.name}</strong> <span className="meta">v{p.version} · {p.procedure_id}</span>
+          </summary>
+          {p.goal && <p>Goal: {p.goal}</p>}
+          {p.applies_when && <p className="meta">Applies when: {p.applies_when}</p>}
+          <ol className="plain lock-rules">
+            {inReadingOrder(p.rules).map((rule) => (
+              <li key={rule.rule_id}>
+                <span className="meta">
+                  {KIND_LABEL[rule.kind]} {rule.index}
+                </span>{' '}
+                {rule.text}
+                {rule.required && <span className="badge halt">required</span>}
+                {rule.tool && <span className="badge">tool: {rule.tool}</span>}
+                {rule.when && <span className="badge">when: {rule.when}</span>}
+                {rule.action && <span className="meta"> → {rule.action}</span>}
+              </li>
+            ))}
+          </ol>
+        </details>
+      ))}
+      <h3>Agents</h3>
+      {r.agents.length === 0 ? (
+        <p className="empty">No agents in this release.</p>
+      ) : (
+        <table className="agents">
+          <thead>
+            <tr>
+              <th scope="col">Agent</th>
+              <th scope="col">Procedures</th>
+            </tr>
+          </thead>
+          <tbody>
+            {r.agents.map((a) => (
+              <tr key={a.agent}>
+                <td>{a.agent}</td>
+                <td>{a.procedures.join(', ') || '—'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+/** A unified diff, each line coloured by what it does (and marked with its +/- for those who cannot see colour). */
+function Diff({ text }: { text: string }) {
+  const lines = text.replace(/\n$/, '').split('\n');
+  return (
+    <pre className="diff" aria-label="Unified diff of head against the live release">
+      {lines.map((l, i) => {
+        const cls =
+          l.startsWith('+++') || l.startsWith('---') || l.startsWith('diff ') ? 'd-file'
+          : l.startsWith('@@') ? 'd-hunk'
+          : l.startsWith('+') ? 'd-add'
+          : l.startsWith('-') ? 'd-del'
+          : 'd-ctx';
+        return (
+          <span key={i} className={cls}>
+            {l}
+            {'\n'}
+          </span>
+        );
+      })}
+    </pre>
+  );
+}

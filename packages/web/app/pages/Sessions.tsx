@@ -1,0 +1,124 @@
+import { useState, type FormEvent } from 'react';
+import { api } from '../api';
+import { when } from '../format';
+import { useLoad } from '../load';
+import { href, Link, navigate, type Where } from '../router';
+import type { Session } from '../session';
+import { ResultBadge } from '../components/SopBadges';
+
+/** The list's filters and paging, as they stand in the URL (the API's own names). */
+const FILTERS = ['agent', 'procedure', 'result', 'release', 'rule', 'from', 'to', 'limit', 'cursor'] as const;
+type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
+
+/** A local date-time from the form (2026-11-30T10:00) as the API's ISO-8601 time. */
+function toIso(v: string | undefined): string | undefined {
+  if (!v) return undefined;
+  const ms = Date.parse(v);
+  return Number.isNaN(ms) ? v : new Date(ms).toISOString();
+}
+
+/**
+ * Sessions checked against the procedures, newest first, with the API's filters and cursor
+ * paging; every filter and page is in the URL, so a link opens the same list.
+ */
+export function Sessions({ session, base, where }: { session: Session; base: string; where: Where }) {
+  const q = where.query;
+  const params: Filters = Object.fromEntries(FILTERS.map((f) => [f, q.get(f) ?? undefined])) as Filters;
+  const list = useLoad(() => api.sopSessions(session, { ...params, from: toIso(params.from), to: toIso(params.to) }), [session, q.toString()]);
+  const [form, setForm] = useState<Filters>(params);
+  const field = (name: keyof Filters) => ({
+    name,
+    value: form[name] ?? '',
+    onChange: (e: { target: { value: string } }) => setForm((f) => ({ ...f, [name]: e.target.value })),
+  });
+  const filter = (e: FormEvent) => {
+    e.preventDefault();
+    const trimmed = Object.fromEntries(Object.entries(form).map(([k, v]) => [k, v?.trim()]));
+    navigate(href(`${base}/sessions`, { ...trimmed, cursor: undefined, limit: params.limit }));
+  };
+  const next = list.data?.next_cursor;
+
+  return (
+    <main id="main">
+      <h1>Sessions</h1>
+      <form className="filters" onSubmit={filter} aria-label="Filter sessions">
+        <label>
+          Agent
+          <input {...field('agent')} placeholder="any" />
+        </label>
+        <label>
+          Procedure
+          <input {...field('procedure')} placeholder="any (id)" />
+        </label>
+        <label>
+          Result
+          <select {...field('result')}>
+            <option value="">any</option>
+            <option value="deviated">deviated</option>
+            <option value="partial">partial</option>
+            <option value="followed">followed</option>
+            <option value="not_measurable">not measurable</option>
+          </select>
+        </label>
+        <label>
+          Release
+          <input {...field('release')} placeholder="any (id)" size={10} />
+        </label>
+        <label>
+          Rule
+          <input {...field('rule')} placeholder="any (rule id)" size={12} />
+        </label>
+        <label>
+          Received from
+          <input type="datetime-local" {...field('from')} />
+        </label>
+        <label>
+          until
+          <input type="datetime-local" {...field('to')} />
+        </label>
+        <button type="submit">Filter</button>
+      </form>
+      {list.error && <p role="alert" className="error">{list.error}</p>}
+      {list.data && list.data.items.length === 0 && <p className="empty">No sessions{params.cursor ? ' on this page' : ''}.</p>}
+      {list.data && list.data.items.length > 0 && (
+        <table className="sessions">
+          <thead>
+            <tr>
+              <th scope="col">Session</th>
+              <th scope="col">Agent</th>
+              <th scope="col">Received</th>
+              <th scope="col">Status</th>
+              <th scope="col">Result</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.data.items.map((s) => (
+              <tr key={s.id}>
+                <td>
+                  <Link to={`${base}/sessions/${encodeURIComponent(s.id)}`}>{s.external_id ?? s.id}</Link>
+                </td>
+                <td>{s.agent ?? '—'}</td>
+                <td>{when(s.received_at)}</td>
+                <td>
+                  <span className={`badge status-${s.status}`}>{s.status}</span>
+                  {s.status === 'failed' && s.error && <div className="error">{s.error}</div>}
+                </td>
+                <td>
+                  <ResultBadge result={s.result} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <nav className="pager" aria-label="Pages of sessions">
+        {params.cursor && <Link to={href(`${base}/sessions`, { ...params, cursor: undefined })}>First page</Link>}
+        {next && (
+          <Link to={href(`${base}/sessions`, { ...params, cursor: next })} rel="next">
+            Next page
+          </Link>
+        )}
+      </nav>
+    </main>
+  );
+}

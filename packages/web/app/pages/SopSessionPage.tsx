@@ -1,0 +1,150 @@
+import { api } from '../api';
+import { when } from '../format';
+import { useLoad } from '../load';
+import { href, Link } from '../router';
+import type { Session } from '../session';
+import { inReadingOrder, type Evidence, type ProcedureCheck } from '../sop-types';
+import { ResultBadge, RuleStatusBadge } from '../components/SopBadges';
+
+const KIND_LABEL = { step: 'Step', never: 'Never', warning: 'Warning sign' } as const;
+
+/**
+ * One session: its result, a panel per procedure the router considered (its rules in reading
+ * order with status, reason and evidence), and the evidence by turn. The API does not return
+ * the session's turns, so the transcript is shown as the quoted turns only.
+ */
+export function SopSessionPage({ session, base, id }: { session: Session; base: string; id: string }) {
+  const s = useLoad(() => api.sopSession(session, id), [session, id]);
+  if (s.error) {
+    return (
+      <main id="main">
+        <h1>Session</h1>
+        <p role="alert" className="error">{s.error}</p>
+        <Link to={`${base}/sessions`}>All sessions</Link>
+      </main>
+    );
+  }
+  if (!s.data) return <main id="main" aria-busy="true"><p className="meta">Loading…</p></main>;
+  const d = s.data;
+  const quoted = evidenceByTurn(d.checks);
+  return (
+    <main id="main">
+      <p className="meta">
+        <Link to={`${base}/sessions`}>Sessions</Link> ›
+      </p>
+      <h1>
+        Session {d.external_id ?? d.id} <ResultBadge result={d.result} />
+      </h1>
+      <p className="meta">
+        agent {d.agent ?? '—'} · received {when(d.received_at)} · <span className={`badge status-${d.status}`}>{d.status}</span>
+        {d.checked_at && <> · checked {when(d.checked_at)}</>}
+        {d.checked_result && d.checked_result !== d.result && <> · checker said <ResultBadge result={d.checked_result} /> before reviewers' verdicts</>}
+      </p>
+      {d.status === 'failed' && d.error && <p role="alert" className="error">Check failed: {d.error}</p>}
+      {d.status === 'queued' && <p className="meta">Waiting to be checked; reload in a moment.</p>}
+      {d.checks.length === 0 && d.status === 'checked' && <p className="empty">No procedure was considered for this session.</p>}
+      {d.checks.map((c) => (
+        <CheckPanel key={c.procedure_id} check={c} base={base} />
+      ))}
+      <section aria-labelledby="transcript">
+        <h2 id="transcript">Transcript</h2>
+        <p className="meta">The API does not return a session's turns yet: these are the turns the evidence quotes{d.transcript_ref ? <> (the full transcript: <code>{d.transcript_ref}</code>)</> : null}.</p>
+        {quoted.length === 0 && <p className="empty">No evidence was quoted.</p>}
+        <ol className="turns">
+          {quoted.map(([turn, quotes]) => (
+            <li key={turn} id={`turn-${turn}`} className="turn evidence-turn">
+              <span className="turn-no">turn {turn}</span>
+              {quotes.map((e, i) => (
+                <blockquote key={i} className="quote-block">
+                  {e.quote ? <mark className="quote">{e.quote}</mark> : <span className="meta">(no words quoted)</span>} <span className="meta">· {e.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>
+                </blockquote>
+              ))}
+            </li>
+          ))}
+        </ol>
+      </section>
+    </main>
+  );
+}
+
+function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string }) {
+  const rules = inReadingOrder(c.rules);
+  return (
+    <section className="sop-check" aria-labelledby={`proc-${c.procedure_id}`}>
+      <header>
+        <h2 id={`proc-${c.procedure_id}`}>
+          {c.procedure_name} <span className="meta">v{c.procedure_version}</span> <ResultBadge result={c.result} />
+        </h2>
+        <p className="meta">
+          {c.applicable === false ? 'Not applicable' : c.applicable ? 'Applicable' : 'Applicability not decided'}: {c.route_reason}
+          {c.excluded_reason && <> · excluded: {c.excluded_reason}</>}
+          {c.release_id && (
+            <>
+              {' '}· release <Link to={href(`${base}/procedures`)}>{c.release_id}</Link>
+            </>
+          )}
+        </p>
+        {c.checked_result && c.checked_result !== c.result && (
+          <p className="meta">
+            Checker's result <ResultBadge result={c.checked_result} />, now <ResultBadge result={c.result} /> after reviewers' verdicts.
+          </p>
+        )}
+        <p>
+          Goal: {c.goal_reached === null ? <span className="meta">not decided</span> : c.goal_reached ? <span className="badge ok">reached</span> : <span className="badge warn">not reached</span>}
+          {c.goal_reason && <span className="meta"> — {c.goal_reason}</span>}
+        </p>
+        <p className="meta">
+          Steps done {c.steps_done} of {c.steps_applicable} applicable · never rules violated {c.nevers_violated} · model {c.model ?? '—'} · prompt {c.prompt_version ?? '—'}
+        </p>
+      </header>
+      {rules.length > 0 && (
+        <table className="rules">
+          <thead>
+            <tr>
+              <th scope="col">Rule</th>
+              <th scope="col">Status</th>
+              <th scope="col">Reason and evidence</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rules.map((r) => (
+              <tr key={r.rule_id} className={r.finding ? 'is-finding' : undefined}>
+                <td>
+                  <span className="meta">
+                    {KIND_LABEL[r.kind]} {r.index}
+                  </span>
+                  <div>{r.text}</div>
+                </td>
+                <td>
+                  <RuleStatusBadge rule={r} />
+                </td>
+                <td>
+                  <div>{r.reason}</div>
+                  {r.evidence.map((e, i) => (
+                    <div key={i} className="quote-block">
+                      <a href={`#turn-${e.turn}`}>turn {e.turn}</a>
+                      {e.quote && <>: “{e.quote}”</>}
+                    </div>
+                  ))}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+/** Each quoted turn once, in order, with what was quoted from it (the same quote once). */
+function evidenceByTurn(checks: ProcedureCheck[]): [number, Evidence[]][] {
+  const by = new Map<number, Evidence[]>();
+  for (const c of checks)
+    for (const r of c.rules)
+      for (const e of r.evidence) {
+        const list = by.get(e.turn) ?? [];
+        if (!list.some((x) => x.quote === e.quote && x.source === e.source)) list.push(e);
+        by.set(e.turn, list);
+      }
+  return [...by.entries()].sort((a, b) => a[0] - b[0]);
+}
