@@ -110,6 +110,8 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
         const commit = r.commits.get(r.refs.get(ref) ?? ref);
         const content = commit?.get(path);
         if (content === undefined) return notFound(res);
+        // As GitHub: over 1 MB, the sha without the content.
+        if (Buffer.byteLength(content) > 1024 * 1024) return send(res, 200, { type: 'file', path, sha: blobSha(content), encoding: 'none', content: '' });
         return send(res, 200, { type: 'file', path, sha: blobSha(content), encoding: 'base64', content: Buffer.from(content).toString('base64') });
       }
       if (method === 'PUT') {

@@ -43,6 +43,14 @@ describe('GitHubCodeHost against a local GitHub', () => {
     expect(await host.readFile(repo, 'main', 'procedures/new one.md')).toBeNull();
   });
 
+  it('a file over 1 MB is an error when read, not an empty file; it can still be replaced', async () => {
+    gh.addRepo('acme', 'big', 'main', { 'procedures/huge.md': 'x'.repeat(1024 * 1024 + 1) });
+    const big = { owner: 'acme', repo: 'big' };
+    await expect(host.readFile(big, 'main', 'procedures/huge.md')).rejects.toThrow(/acme\/big.*procedures\/huge.md at main is over 1 MB/);
+    await host.openPullRequest({ ...req, repo: big, path: 'procedures/huge.md', content: 'short\n' });
+    expect(gh.fileAt('acme', 'big', req.branch, 'procedures/huge.md')).toBe('short\n');
+  });
+
   it('takes the next free branch name when the branch exists (a second apply)', async () => {
     await host.openPullRequest(req);
     const second = await host.openPullRequest(req);

@@ -31,7 +31,7 @@ interface Answer {
 
 /** The fields read from GitHub's answers. */
 interface GhRef { object: { sha: string } }
-interface GhContent { sha: string; content?: string }
+interface GhContent { sha: string; content?: string; encoding?: string }
 interface GhPull { number: number; html_url: string; state: string; merged?: boolean; merge_commit_sha?: string | null }
 interface GhError { message?: unknown }
 
@@ -79,7 +79,10 @@ export class GitHubCodeHost implements CodeHost {
 
   async readFile(repo: RepoRef, ref: string, path: string): Promise<string | null> {
     const c = await this.contents(repo, ref, path);
-    return c ? Buffer.from(c.content, 'base64').toString('utf8') : null;
+    if (!c) return null;
+    // Over 1 MB GitHub sends the sha but not the content ("encoding": "none"): not an empty file.
+    if (c.encoding === 'none') throw new CodeHostError(slug(repo), 200, `${path} at ${ref} is over 1 MB: GitHub does not return its content`);
+    return Buffer.from(c.content, 'base64').toString('utf8');
   }
 
   /** A 422 on create means the ref exists (an earlier apply, or a retry after a lost answer): take the next free name. */
@@ -92,12 +95,12 @@ export class GitHubCodeHost implements CodeHost {
     throw new CodeHostError(slug(r), 422, `branches ${wanted} to ${wanted}-20 all exist`);
   }
 
-  private async contents(r: RepoRef, ref: string, path: string): Promise<{ sha: string; content: string } | null> {
+  private async contents(r: RepoRef, ref: string, path: string): Promise<{ sha: string; content: string; encoding?: string } | null> {
     const a = await this.call(r, 'GET', `/contents/${encodePath(path)}?ref=${encodeURIComponent(ref)}`, undefined, undefined, [404]);
     if (a.status === 404) return null;
     if (Array.isArray(a.json)) throw new CodeHostError(slug(r), 200, `${path} is a folder, not a file`);
     const c = a.json as GhContent;
-    return { sha: c.sha, content: c.content ?? '' };
+    return { sha: c.sha, content: c.content ?? '', encoding: c.encoding };
   }
 
   /**
