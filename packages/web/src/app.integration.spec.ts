@@ -383,4 +383,100 @@ guidance: Only confirm refunds the refund tool confirmed.
     await shot(page, 'models');
     await page.context().close();
   });
+
+  describe('sopops pages', () => {
+    const FIXTURES = path.resolve(__dirname, '..', '..', '..', 'libs', 'sop', 'fixtures');
+    const CARD = fs.readFileSync(path.join(FIXTURES, 'luigis', 'procedures', 'card-payment.md'), 'utf8');
+    const ids: Record<string, string> = {};
+
+    /** The sopops API as `sopops push`/`publish` and an agent's integration call it. */
+    async function ws(method: string, p: string, body?: unknown, type = 'application/json'): Promise<{ status: number; body: { id?: string; status?: string } | null }> {
+      const res = await fetch(`${url}/v1/workspaces/${PROJECT}${p}`, {
+        method,
+        headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': type } : {}) },
+        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      const text = await res.text();
+      if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+      return { status: res.status, body: text ? JSON.parse(text) : null };
+    }
+
+    beforeAll(async () => {
+      await ws('PUT', '/head', {
+        files: [
+          { path: 'procedures/card-payment.md', text: CARD },
+          { path: 'agents/payments-bot.yaml', text: fs.readFileSync(path.join(FIXTURES, 'luigis', 'agents', 'payments-bot.yaml'), 'utf8') },
+        ],
+      });
+      await ws('POST', '/releases');
+      // Oldest first, so the skipped one is the newest.
+      for (const name of ['payment-followed', 'payment-skipped']) {
+        const session = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
+        ids[name] = (await ws('POST', '/sessions', session)).body!.id!;
+        await until(`${name} checked`, async () => (await ws('GET', `/sessions/${ids[name]}`)).body!.status !== 'queued');
+      }
+    }, 60_000);
+
+    it('Sessions lists them newest first and filters by result, in the URL', async () => {
+      const page = await signedIn();
+      await page.getByRole('link', { name: 'Sessions', exact: true }).click();
+      await page.getByRole('heading', { name: 'Sessions', level: 1 }).waitFor();
+      await page.locator('table.sessions tbody tr').first().waitFor();
+      const cells = async () => (await page.locator('table.sessions tbody tr').allTextContents());
+      const rows = await cells();
+      expect(rows).toHaveLength(2);
+      expect(rows[0]).toMatch(/^pay-3payments-bot.*checkeddeviated$/);
+      expect(rows[1]).toMatch(/^pay-1payments-bot.*checkedfollowed$/);
+      await shot(page, 'sop-sessions');
+      await page.getByLabel('Result').selectOption('deviated');
+      await page.getByRole('button', { name: 'Filter' }).click();
+      await page.waitForURL(/result=deviated/);
+      await page.locator('table.sessions tbody tr').nth(1).waitFor({ state: 'detached' });
+      expect((await cells()).map((r) => r.slice(0, 5))).toEqual(['pay-3']);
+      await shot(page, 'sop-sessions-deviated');
+      await page.context().close();
+    });
+
+    it('the session page shows a skipped required step as a finding, with its reason and evidence turns', async () => {
+      const page = await signedIn();
+      await page.goto(`${url}/p/${PROJECT}/sessions/${ids['payment-skipped']}`);
+      await page.getByRole('heading', { name: /^Session pay-3/, level: 1 }).waitFor();
+      const panel = page.getByRole('region', { name: /^Take a card payment/ });
+      await expect(panel.getByRole('heading', { level: 2 }).textContent()).resolves.toMatch(/deviated$/);
+      const step1 = panel.locator('tbody tr').first();
+      await expect(step1.locator('td').first().textContent()).resolves.toBe('Step 1Find the order.');
+      await expect(step1.locator('td').nth(1).textContent()).resolves.toBe('skippedfinding');
+      await expect(step1.locator('td').nth(2).textContent()).resolves.toContain('lookup_order was never called');
+      // The charge's evidence links to its turn, which the transcript section highlights.
+      await panel.locator('tbody tr').nth(1).getByRole('link', { name: 'turn 1' }).click();
+      const turn = page.locator('#turn-1');
+      await expect(turn.locator('mark.quote').textContent()).resolves.toBe('charge_card {"amount":18}');
+      await shot(page, 'sop-session-light');
+      await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+      await shot(page, 'sop-session-dark');
+      await page.context().close();
+    });
+
+    it('Procedures shows the live release and, after a file is saved at head, its diff', async () => {
+      const page = await signedIn();
+      await page.getByRole('link', { name: 'Procedures', exact: true }).click();
+      await page.getByRole('heading', { name: /^Live release 1/ }).waitFor();
+      await page.getByText('Head is the same as the live release.').waitFor();
+      await expect(page.locator('.lock-rules li').allTextContents()).resolves.toEqual([
+        'Step 1 Find the order.requiredtool: lookup_order',
+        'Step 2 Charge the card on file.requiredtool: charge_card',
+        'Step 3 Email the receipt.requiredtool: send_receipt',
+      ]);
+      await ws('PUT', '/head/procedures/card-payment.md', CARD.replace('Email the receipt.', 'Text the receipt.'), 'text/markdown');
+      await page.reload();
+      const diff = page.getByLabel('Unified diff of head against the live release');
+      await diff.waitFor();
+      await expect(diff.locator('.d-del').allTextContents()).resolves.toEqual(expect.arrayContaining([expect.stringContaining('-3. Email the receipt.')]));
+      await expect(diff.locator('.d-add').allTextContents()).resolves.toEqual(expect.arrayContaining([expect.stringContaining('+3. Text the receipt.')]));
+      await shot(page, 'sop-procedures-diff');
+      await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+      await shot(page, 'sop-procedures-diff-dark');
+      await page.context().close();
+    });
+  });
 });
