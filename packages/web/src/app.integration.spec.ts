@@ -328,7 +328,7 @@ guidance: Only confirm refunds the refund tool confirmed.
       await page.keyboard.press('Tab');
       reached.push(await page.evaluate<string>("document.activeElement?.textContent?.trim() ?? ''"));
     }
-    expect(reached).toEqual(expect.arrayContaining(['Skip to content', 'Home', 'Runs', 'Checks', 'Settings → Models', 'Dark theme', 'Sign out']));
+    expect(reached).toEqual(expect.arrayContaining(['Skip to content', 'Home', 'Runs', 'Checks', 'Sessions', 'Procedures', 'Settings → Models', 'Dark theme', 'Sign out']));
     // Runs from the keyboard; then the spans list is one stop, moved with the arrow keys.
     await page.getByRole('link', { name: 'Runs', exact: true }).focus();
     await page.keyboard.press('Enter');
