@@ -51,20 +51,20 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
     // at its first check (in this process, or over gRPC), or checks without a model if there
     // is none.
     const models = await ctx.link<{ sop?: SopModelSettings }>('models').catch(() => ({}) as { sop?: SopModelSettings });
+    const gateway = async () => {
+      try {
+        return (await ctx.link<{ decisions?: DecisionGateway }>('question')).decisions ?? null;
+      } catch (err) {
+        if (/no service of this process provides it/.test((err as Error).message)) return null;
+        throw err; // not started yet: the job is tried again
+      }
+    };
     const sop = await startSop({
       db,
       jobs: await ctx.platform.jobs(),
-      checkSession: createCheckSession({
-        settings: models.sop ?? DEFAULT_SOP_SETTINGS,
-        gateway: async () => {
-          try {
-            return (await ctx.link<{ decisions?: DecisionGateway }>('question')).decisions ?? null;
-          } catch (err) {
-            if (/no service of this process provides it/.test((err as Error).message)) return null;
-            throw err; // not started yet: the job is tried again
-          }
-        },
-      }),
+      checkSession: createCheckSession({ settings: models.sop ?? DEFAULT_SOP_SETTINGS, gateway }),
+      // rule patterns are named by the reasoning model through the same gateway
+      gateway,
     });
     const review = await startReview({
       bus: ctx.platform.bus(),

@@ -3,7 +3,7 @@ import { NAME_MAX_CHARS } from './names';
 /**
  * NameRulePattern: the reasoning model names a rule pattern once, when it is created (or on
  * `sopops patterns rename`): what the agent did wrong, in a few plain words. name-1 is the
- * prompt version; the answer is `{"name": "..."}`, read leniently (a bare string, quotes and a
+ * prompt version; each answer is `{"id", "name"}`, read leniently (a bare string, quotes and a
  * trailing period stripped) and refused when it is not a short phrase, so a bad answer keeps
  * the rule-text name rather than showing reviewers a paragraph.
  */
@@ -14,7 +14,8 @@ export const NAME_MAX_WORDS = 8;
 
 export const NAME_INSTRUCTIONS = `You name patterns of mistakes that AI agents make against their standard operating procedures. Each pattern gathers the findings on one rule of a procedure.
 Name what the agent did wrong, in a few plain words (at most ${NAME_MAX_WORDS}), the way a support lead would say it: "Quoted prices unprompted", "Skipped the address check". Not the rule itself, no quotes, no final period.
-Reply with one JSON object, {"name": "<the name>"}, and nothing else.`;
+For each question return an object with "id" (the question's id) and "name" (the name).
+Reply with one JSON object, {"answers": [...]}, and nothing else.`;
 
 export interface NameSubject {
   procedure_name: string;

@@ -173,6 +173,21 @@ export class PatternsRepo {
     return res.rows.map(toPattern);
   }
 
+  /** Active rule patterns to name with the model: those still named from their rule's text, or every one (`all`). */
+  async toName(q: Queryable, workspace: string, opts: { all?: boolean; ids?: readonly string[] } = {}): Promise<PatternRecord[]> {
+    const res = await q.query<RawPattern>(
+      `SELECT ${PATTERN_COLUMNS} FROM sop_patterns WHERE workspace = $1 AND kind = 'rule' AND retired_at IS NULL
+          AND ($2 OR named_by = 'rule_text') AND ($3::text[] IS NULL OR id = ANY($3::text[])) ORDER BY created_at, id`,
+      [workspace, opts.all === true, opts.ids ? [...opts.ids] : null],
+    );
+    return res.rows.map(toPattern);
+  }
+
+  /** A name the reasoning model gave (named_by model). */
+  async setModelName(q: Queryable, id: string, name: string): Promise<void> {
+    await q.query(`UPDATE sop_patterns SET name = $2, named_by = 'model' WHERE id = $1`, [id, text(name)]);
+  }
+
   /** A failure mode's children (a rule pattern's failure modes). */
   async children(q: Queryable, id: string): Promise<PatternRecord[]> {
     const res = await q.query<RawPattern>(`SELECT ${PATTERN_COLUMNS} FROM sop_patterns WHERE parent_id = $1 ORDER BY created_at, id`, [id]);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
 import { lineageIdOf, nameFromRuleText } from '@neatroots/review-domain';
 import type { FindingRef, PatternRecord, Wording } from '@neatroots/store';
+import type { PatternNamer } from './namer';
 import { findingKey, ReviewWrites } from './writes';
 
 /** The BullMQ queue (the seed's Hatchet sopops_patterns workflow): one run at a time per workspace. */
@@ -25,7 +26,9 @@ const BATCH = 1000;
  * rule pattern keyed by (procedure, lineage id), created with the rule's first finding and
  * named then from the rule's text (named_by rule_text; a model names it later). The pattern
  * shows the rule as the most recent session ran it. Each finding's suppression follows from
- * its pattern's verdict and its override, and its session is rolled up again.
+ * its pattern's verdict and its override, and its session is rolled up again. With a namer,
+ * the patterns it created are then named by the reasoning model, once, after the transaction
+ * (a failure keeps the rule-text name for `sopops patterns rename`).
  *
  * A rule pattern split into failure modes would send a new finding to one of them by a
  * decision (the fast model); clustering is not built, so findings go to the rule pattern.
@@ -34,16 +37,23 @@ export class PatternAssigner {
   constructor(
     private readonly db: Db,
     private readonly writes: ReviewWrites = new ReviewWrites(),
+    private readonly namer?: PatternNamer,
   ) {}
 
   /** Returns how many findings it assigned. Idempotent: a second run finds nothing to do. */
   async assign(workspace: string): Promise<number> {
     let total = 0;
+    const created: string[] = [];
     for (;;) {
-      const n = await this.db.transaction((tx) => this.assignBatch(tx, workspace));
+      const n = await this.db.transaction((tx) => this.assignBatch(tx, workspace, created));
       total += n;
-      if (n < BATCH) return total;
+      if (n < BATCH) break;
     }
+    if (created.length && this.namer) {
+      // Naming is best effort: the findings are assigned whatever the model does.
+      await this.namer.rename(workspace, { ids: created }).catch(() => undefined);
+    }
+    return total;
   }
 
   /** Workspaces with findings waiting for a pattern. */
@@ -51,7 +61,7 @@ export class PatternAssigner {
     return this.writes.repo.workspacesWithUnassigned(this.db);
   }
 
-  private async assignBatch(tx: Queryable, workspace: string): Promise<number> {
+  private async assignBatch(tx: Queryable, workspace: string, createdIds: string[]): Promise<number> {
     const repo = this.writes.repo;
     await repo.lockWorkspace(tx, workspace);
     const found = await repo.unassigned(tx, workspace, BATCH);
@@ -99,7 +109,7 @@ export class PatternAssigner {
       const [procedureId, lineageId] = key.split('\0');
       const w = latest.get(key)!;
       const id = rulePatternId(workspace, procedureId, lineageId);
-      await repo.insertRulePattern(tx, { id, workspace, procedure_id: procedureId, procedure_name: w.procedure_name, lineage_id: lineageId, name: nameFromRuleText(w.rule_text), rule_id: w.rule_id, rule_kind: w.rule_kind, rule_index: w.rule_index, rule_text: w.rule_text, rule_ran_at: w.rule_ran_at });
+      if (await repo.insertRulePattern(tx, { id, workspace, procedure_id: procedureId, procedure_name: w.procedure_name, lineage_id: lineageId, name: nameFromRuleText(w.rule_text), rule_id: w.rule_id, rule_kind: w.rule_kind, rule_index: w.rule_index, rule_text: w.rule_text, rule_ran_at: w.rule_ran_at })) createdIds.push(id);
       created.push(key);
     }
     if (created.length) {

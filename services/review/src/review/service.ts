@@ -4,6 +4,7 @@ import type { ReviewSopQueries, SessionView } from '@neatroots/store';
 import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
 import { PATTERNS_QUEUE, PatternAssigner, type PatternsJob } from './assign';
 import { insights } from './insights';
+import { PatternNamer, type GatewayOf } from './namer';
 import { getPattern, listPatterns, regression } from './patterns';
 import { reviewQueue } from './queue';
 import { Verdicts } from './verdicts';
@@ -14,6 +15,8 @@ export interface ReviewSopOptions {
   jobs: Jobs;
   /** The sessions to follow: told when a check is saved, and what their GET shows is filled in. */
   sessions?: SopSessions;
+  /** The question service's decisions, for naming patterns with the reasoning model (none: rule-text names). */
+  gateway?: GatewayOf;
 }
 
 /**
@@ -25,12 +28,14 @@ export interface ReviewSopOptions {
 export class ReviewSop implements SessionReviewHooks {
   readonly queries: ReviewSopQueries;
   readonly assigner: PatternAssigner;
+  readonly namer: PatternNamer;
   private readonly writes = new ReviewWrites();
   private readonly verdicts: Verdicts;
 
   constructor(private readonly opts: ReviewSopOptions) {
     const { db } = opts;
-    this.assigner = new PatternAssigner(db, this.writes);
+    this.namer = new PatternNamer(db, opts.gateway ?? (async () => null), this.writes.repo);
+    this.assigner = new PatternAssigner(db, this.writes, this.namer);
     this.verdicts = new Verdicts(db, this.writes);
     const w = this.writes;
     this.queries = {

@@ -1,5 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import type { ReviewSopQueries, SopQueries } from '@neatroots/store';
+import type { GatewayOf } from '../review/namer';
 import { ReviewSop } from '../review/service';
 import { RunSessions, type RunEnded } from './from-runs';
 import { SopSessions, type CheckSession } from './sessions';
@@ -13,6 +14,8 @@ export interface SopOptions {
   onPublished?: OnPublished;
   /** How many sessions one process checks at once (default 16). */
   concurrency?: number;
+  /** The question service's decisions: patterns are named by the reasoning model through it. */
+  gateway?: GatewayOf;
 }
 
 export interface Sop {
@@ -34,7 +37,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished);
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
   // Patterns follow the sessions: plugged in before the first check runs.
-  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions });
+  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway });
   await review.start();
   await sessions.start({ concurrency: opts.concurrency });
   const fromRuns = new RunSessions(opts.db, workspaces, sessions, opts.jobs);
