@@ -1,5 +1,5 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
-import type { OverrideInput, ReviewSopQueries, ReviewStateName, VerdictInput, WindowQuery } from '@neatroots/store';
+import type { OverrideInput, RenameInput, ReviewSopQueries, ReviewStateName, VerdictInput, WindowQuery } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
 import { limitParam, noQuery, oneOf, parseQuery, pathId, textParam, type QueryParams } from './params';
@@ -64,6 +64,14 @@ export class ReviewController {
   @Get('patterns')
   async patterns(@Param('ws') ws: string, @Query() query: QueryParams) {
     return this.q().patterns(ws, windowQuery(query));
+  }
+
+  /** {all?}: names rule patterns with the reasoning model; answers {renamed, failed, reason}. */
+  @Post('patterns/rename')
+  @HttpCode(200)
+  async rename(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    return this.q().renamePatterns(ws, (body === undefined || body === null || body === '' ? {} : objectBody(body, '{"all": true}')) as RenameInput);
   }
 
   @Get('patterns/:id')

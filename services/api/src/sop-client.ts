@@ -69,6 +69,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   overrideFinding: ReviewSopQueries['overrideFinding'] = (ws, id, input) => this.review(this.client.overrideFinding, ws, id, {}, input);
   regression: ReviewSopQueries['regression'] = (ws, id) => this.review(this.client.regression, ws, id, {});
   insights: ReviewSopQueries['insights'] = (ws, q) => this.review(this.client.insights, ws, '', q);
+  renamePatterns: ReviewSopQueries['renamePatterns'] = (ws, input) => this.review(this.client.renamePatterns, ws, '', {}, input);
 
   close(): void {
     this.client.close();

@@ -143,6 +143,11 @@ describe.each([
     const bad = await call('POST', `/patterns/${item.pattern_id ?? item.id}/verdict`, { verdict: 'maybe' });
     expect(bad.status).toBe(400);
     expect((await call('GET', '/insights')).status).toBe(200);
+    // No model here: rename names nothing and says why; a wrong body is refused by name.
+    const renamed = await call('POST', '/patterns/rename', { all: true });
+    expect(renamed).toMatchObject({ status: 200, body: { renamed: 0, reason: expect.stringMatching(/no reasoning model is configured/) } });
+    expect(renamed.body.failed).toBeGreaterThan(0);
+    expect(await call('POST', '/patterns/rename', { all: 'yes' })).toMatchObject({ status: 400, body: { error: { message: expect.stringMatching(/"all" must be true or false/) } } });
   });
 
   it('opens a workspace only with its own key', async () => {

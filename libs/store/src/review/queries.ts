@@ -21,6 +21,21 @@ export interface ReviewSopQueries {
   regression(workspace: string, id: string): Promise<RegressionLine[]>;
   /** GET /v1/workspaces/{ws}/insights */
   insights(workspace: string, q: WindowQuery): Promise<InsightsView>;
+  /** POST /v1/workspaces/{ws}/patterns/rename {all?}: names rule patterns with the reasoning model. */
+  renamePatterns(workspace: string, input: RenameInput): Promise<RenamedView>;
+}
+
+export interface RenameInput {
+  /** Every active rule pattern, not only those still named from their rule's text. */
+  all?: boolean;
+}
+
+export interface RenamedView {
+  renamed: number;
+  /** Patterns asked about and not named (they keep their name). */
+  failed: number;
+  /** Why some or all were not named (no reasoning model, a model error, an unusable answer), or null. */
+  reason: string | null;
 }
 
 export type VerdictName = 'real' | 'acceptable' | 'sop_wrong' | 'checker_wrong';

@@ -1,6 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import type { RuleResult } from '@neatroots/sop';
-import type { ReviewSopQueries, SessionView } from '@neatroots/store';
+import { SopError, type ReviewSopQueries, type SessionView } from '@neatroots/store';
 import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
 import { PATTERNS_QUEUE, PatternAssigner, type PatternsJob } from './assign';
 import { insights } from './insights';
@@ -46,6 +46,7 @@ export class ReviewSop implements SessionReviewHooks {
       overrideFinding: (ws, id, input) => this.verdicts.override(ws, id, input),
       regression: (ws, id) => regression(db, w, ws, id),
       insights: (ws, q) => insights(db, w, ws, q),
+      renamePatterns: async (ws, input) => this.namer.rename(ws, renameInput(input)),
     };
   }
 
@@ -90,4 +91,14 @@ export class ReviewSop implements SessionReviewHooks {
     // is never mistaken for one already done; a run that finds nothing to assign is cheap.
     await this.opts.jobs.add<PatternsJob>(PATTERNS_QUEUE, { workspace }, { attempts: 5, backoffMs: 1000 });
   }
+}
+
+/** The rename body, {all?}: anything else is refused by name. */
+function renameInput(input: unknown): { all: boolean } {
+  const o = (input ?? {}) as Record<string, unknown>;
+  if (typeof o !== 'object' || Array.isArray(o)) throw new SopError(400, 'invalid_body', 'the body must be a JSON object: {"all": true}');
+  const extra = Object.keys(o).filter((k) => k !== 'all');
+  if (extra.length) throw new SopError(400, 'invalid_body', `unknown field ${JSON.stringify(extra[0])}: the body is {"all"?: boolean}`);
+  if (o.all !== undefined && typeof o.all !== 'boolean') throw new SopError(400, 'invalid_body', `"all" must be true or false, got ${JSON.stringify(o.all)}`);
+  return { all: o.all === true };
 }
