@@ -1,4 +1,5 @@
 import type { Bus } from './bus';
+import type { Clock } from './clock';
 import type { Db } from './db';
 import type { Jobs } from './jobs';
 import type { WindowStore } from './windows';
@@ -21,7 +22,13 @@ export type Driver = 'bus' | 'windows' | 'db';
 export type Need = Driver | (string & {});
 
 export interface Platform {
-  readonly kind: 'embedded' | 'distributed';
+  readonly kind: 'embedded' | 'distributed' | 'replay';
+  /**
+   * Whose time the pipeline runs on. Absent: the wall clock, and pending waits fire on a
+   * timer. Present (replay): the recording's time, moved by the source; the rule engine
+   * fires what is due before each batch instead.
+   */
+  readonly clock?: Clock;
   /** The one bus of this process (created on first use; every module shares it). */
   bus(): Bus;
   /** A window store; `name` keeps different kinds of windows apart ('' for the rule engine's). */

@@ -14,10 +14,9 @@ import {
   type LoadResult,
   type ProjectEntry,
 } from '@neatroots/checks';
-import { ConfigError, loadModelConfig } from '@neatroots/platform';
+import { ConfigError, loadModelConfig, type ModelConfig } from '@neatroots/platform';
 import { JsonlError } from '@neatroots/spans';
 import { parseArgs, strings, UsageError, type FlagSpec } from './args';
-import { questionServiceConfig } from './questions';
 import { findingLine, readItems, Replayer, Summary } from './replay';
 
 interface Command {
@@ -82,9 +81,9 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
       });
       for (const w of loaded.warnings) io.err(`warning: ${w}`);
       // The same models, routing and queues as the question service.
-      let questions: ReturnType<typeof questionServiceConfig>;
+      let models: ModelConfig;
       try {
-        questions = questionServiceConfig(loadModelConfig(io.env));
+        models = loadModelConfig(io.env);
       } catch (e) {
         if (!(e instanceof ConfigError)) throw e;
         io.err(`neatroots replay: ${e.message}`);
@@ -95,11 +94,15 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
         checks: loaded.checks,
         onFinding: (f) => (summary ? summary.add(f) : io.out(JSON.stringify(findingLine(f)))),
         log: (m) => io.err(`warning: ${m}`),
-        questions,
+        models,
         onNotChecked: (r) => io.err(`not checked: ${r.check_id} in run ${r.run_id} (${r.answer.reason || 'no answer'})`),
       });
-      for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)))) await replayer.push(item);
-      await replayer.end();
+      try {
+        for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)))) await replayer.push(item);
+        await replayer.end();
+      } finally {
+        await replayer.close();
+      }
       if (summary) for (const line of summary.lines()) io.out(JSON.stringify(line));
       return 0;
     },

@@ -94,7 +94,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     ruleEngine,
     questions: question.service,
     httpPort: services.ports.http,
-    adminPort: services.adminPort,
+    adminPort: services.adminPort!,
     demoKey,
     checks: checks.loaded,
     reloadChecks: checks.reload,

@@ -1,30 +1,15 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
-import {
-  compileRuleSet,
-  RuleEngine,
-  SafeMatching,
-  windowKey,
-  type Check,
-  type EngineOutput,
-  type FindingEvent,
-  type RunWindow,
-} from '@neatroots/checks';
-import { MemoryWindowStore } from '@neatroots/platform';
-import type { QuestionServiceOptions } from '@neatroots/question';
-import {
-  LOCAL_LLM_POLICY,
-  MemoryPlanStore,
-  Planner,
-  QuestionAnswerer,
-  QuestionProcessor,
-  QuestionScheduler,
-  questionSet,
-  type QuestionResult,
-  type QuestionFindingsWindow,
-  type SchedulerWindow,
-} from '@neatroots/questions';
-import { DEFAULT_SPAN_LIMITS, parseJsonlLine, type Envelope, type LimitCheck, type StreamItem } from '@neatroots/spans';
+import { compileRuleSet, SafeMatching, type Check, type FindingEvent } from '@neatroots/checks';
+import { makeTopics } from '@neatroots/messages';
+import { createMetrics, loadConfig, replayPlatform, startServices, type ModelConfig, type Services } from '@neatroots/platform';
+import type { Logger } from '@neatroots/ports';
+import type { QuestionLink } from '@neatroots/question';
+import { MemoryPlanStore, questionSet, type QuestionResult } from '@neatroots/questions';
+import type { RuleEngineService } from '@neatroots/rule-engine';
+import { DEFAULT_SPAN_LIMITS, itemRunId, parseJsonlLine, type Envelope, type LimitCheck, type StreamItem } from '@neatroots/spans';
+import { modulesOf } from './compose';
+import { localLlmStandsIn, questionServiceConfig } from './questions';
 
 /** The finding event of CONTRACTS.md section 3, fields in the contract's order. */
 export function findingLine(f: FindingEvent): Record<string, unknown> {
@@ -88,11 +73,11 @@ export interface ReplayOptions {
   /** Whether halts act (replay shows what steering would do: on by default). */
   steering?: boolean;
   /**
-   * Question checks are answered by the models given, with the queue settings the question
-   * service uses (questionServiceConfig), else by the built-in fast classifier; false leaves
+   * Question checks are answered by the models configured (loadModelConfig), with the queue
+   * settings the question service uses, else by the built-in fast classifier; false leaves
    * them out.
    */
-  questions?: Partial<Pick<QuestionServiceOptions, 'models' | 'backend' | 'queue' | 'decisionQueue' | 'localQueue' | 'cache'>> | false;
+  models?: ModelConfig | false;
   /** A question that could not be answered (a model error or timeout): not checked, never a pass. */
   onNotChecked?(r: QuestionResult): void;
 }
@@ -113,118 +98,118 @@ function itemProject(item: StreamItem, projects: Map<string, string>): string {
 }
 
 /**
- * Runs the real rule engine over recorded items, and the question checks beside it. The clock
- * is the recording's: each item arrives at its own time (end_ms, else start_ms, else ts_ms;
- * never earlier than the item before), so requires_before's 250 ms wait behaves as it did
- * live, and with the fast classifier the output is the same on every run.
+ * Replays recorded items through the same services as `neatroots start` (startServices with
+ * the rule-engine and question modules) on the replay platform: its bus has one partition and
+ * its clock is the recording's. Each item is published at its own time (end_ms, else
+ * start_ms, else ts_ms; never earlier than the item before) and the bus left to go idle
+ * before the next, so requires_before's 250 ms wait behaves as it did live, findings come in
+ * the recording's order, and with the fast classifier the output is the same on every run.
  */
 export class Replayer {
-  private readonly engine: RuleEngine;
-  private readonly questions?: { scheduler: QuestionScheduler; processor: QuestionProcessor; answerer: QuestionAnswerer };
-  private readonly windows = new MemoryWindowStore<RunWindow>(() => 0);
+  private readonly platform = replayPlatform({ onError: (err, topic) => this.log(`${topic}: ${(err as Error)?.message ?? err}`) });
+  // Replay's own settings, not the environment's: plans are read straight from memory, and a
+  // batch waits for the plans it started (the same output every time).
+  private readonly config = { ...loadConfig({}), planCacheMs: 0, awaitPlans: true };
+  private readonly topics = makeTopics(this.config.NEATROOTS_TOPIC_PREFIX);
   private readonly projects = new Map<string, string>();
-  private readonly keys = new Set<string>();
-  private clock = 0;
-  private readonly matching: SafeMatching;
+  private readonly log: (msg: string) => void;
+  private readonly started: Promise<{ services: Services; matching: SafeMatching }>;
+  // The model queues' batching timers do not hold Node open (a service must be able to
+  // stop): without this a command whose last work is a question would exit before its answer.
+  private readonly keepAlive = setInterval(() => undefined, 60_000);
+  private closing?: Promise<void>;
 
   constructor(private readonly opts: ReplayOptions) {
-    const log = opts.log ?? ((m: string) => process.stderr.write(`${m}\n`));
-    this.matching = new SafeMatching({ warn: log });
-    const set = compileRuleSet(opts.checks, this.matching.matcher);
-    this.engine = new RuleEngine({ windows: this.windows, rules: () => set, steering: () => opts.steering ?? true });
-    const asked = questionSet(opts.checks);
-    if (opts.questions !== false && asked.questions.length) {
-      const q = opts.questions || {};
-      const answerer = new QuestionAnswerer({
-        ...q.models,
-        backend: q.backend,
-        queue: q.queue,
-        decisionQueue: q.decisionQueue,
-        localQueue: q.localQueue,
-        cache: q.cache,
-        onError: (m, err) => log(`${m}: ${(err as Error)?.message ?? err}`),
-      });
-      const library = asked.questions.filter((c) => c.source === 'library');
-      // Without the library (--no-library) there is nothing to plan from.
-      const plans = library.length ? new MemoryPlanStore() : undefined;
-      const planner = new Planner({
-        library,
-        chat: answerer.llm() ? (messages) => answerer.chat({ messages, json: true, maxTokens: 1500 }, { wait: true }) : undefined,
-        now: () => this.clock,
-        onError: (m) => log(m),
-      });
-      this.questions = {
-        answerer,
-        // Plans are read straight from memory: a plan made on a run's run_start is used for the rest of it.
-        scheduler: new QuestionScheduler({
-          windows: new MemoryWindowStore<SchedulerWindow>(() => 0),
-          questions: () => asked,
-          plans,
-          policy: answerer.localStandsIn() ? LOCAL_LLM_POLICY : undefined,
-          planCacheMs: 0,
-          now: () => this.clock,
-        }),
-        processor: new QuestionProcessor({
-          answerer,
-          windows: new MemoryWindowStore<QuestionFindingsWindow>(() => 0),
-          plans,
-          planner,
-          awaitPlans: true,
-          log: (m) => log(m),
-        }),
-      };
-    }
+    this.log = opts.log ?? ((m: string) => process.stderr.write(`${m}\n`));
+    this.started = this.start();
+    // Said at the first push or end, not as an unhandled rejection.
+    this.started.catch(() => undefined);
   }
 
-  private async emit(out: EngineOutput): Promise<void> {
-    for (const f of out.findings) this.opts.onFinding(f);
-    await out.commit();
+  private async start(): Promise<{ services: Services; matching: SafeMatching }> {
+    const { opts } = this;
+    const matching = new SafeMatching({ warn: this.log });
+    const rules = compileRuleSet(opts.checks, matching.matcher);
+    const asked = questionSet(opts.models === false ? [] : opts.checks);
+    // Without the library (--no-library) there is nothing to plan from.
+    const plans = asked.questions.some((c) => c.source === 'library') ? new MemoryPlanStore() : undefined;
+    const onNotChecked = opts.onNotChecked;
+    const review = {
+      isQuiet: async () => false,
+      data: {
+        plans,
+        // Nothing is kept: the classifier and agreement learn in memory for this replay only.
+        classifier: undefined,
+        agreement: undefined,
+        results: { record: async (rs: readonly QuestionResult[]) => rs.forEach((r) => r.answer.status === 'not_checked' && onNotChecked?.(r)) },
+        putCheck: async () => undefined,
+      },
+    };
+    const models = opts.models || undefined;
+    await this.platform.bus().subscribe(this.topics.findings, { group: 'replay' }, async (batch) => {
+      // The in-process bus passes the services' own FindingEvents (by reference, not encoded).
+      for (const r of batch.records) opts.onFinding(r.value as FindingEvent);
+    });
+    const services = await startServices({
+      platform: this.platform,
+      modules: modulesOf(asked.questions.length ? ['rule-engine', 'question'] : ['rule-engine']),
+      config: this.config,
+      log: lineLogger(this.log),
+      metrics: createMetrics('replay'),
+      links: {
+        review: () => review,
+        checks: () => ({ rules: () => rules, questions: () => asked, reload: async () => undefined }),
+        steering: () => async () => opts.steering ?? true,
+        models: () => ({ localLlmStandsIn: models ? localLlmStandsIn(models) : false, question: models ? questionServiceConfig(models) : {} }),
+      },
+    });
+    return { services, matching };
   }
 
   async push(item: StreamItem): Promise<void> {
-    const t = itemTime(item);
-    if (t !== undefined && t > this.clock) this.clock = t;
+    await this.started;
+    const clock = this.platform.clock;
+    clock.advance(itemTime(item));
     const project = itemProject(item, this.projects);
-    const env: Envelope = { project, received_ms: this.clock, item };
-    this.keys.add(windowKey(project, item.kind === 'span' ? item.span.run_id : item.run.run_id));
-    await this.emit(await this.engine.tick(this.clock));
-    await this.emit(await this.engine.process([env]));
-    if (this.questions) {
-      const due = await this.questions.scheduler.process([env]);
-      if (due.tasks.length) {
-        const out = await held(this.questions.processor.process(due.tasks));
-        for (const f of out.findings) this.opts.onFinding(f);
-        for (const r of out.results) if (r.answer.status === 'not_checked') this.opts.onNotChecked?.(r);
-        await out.commit();
-      }
-      await due.commit();
-    }
+    const env: Envelope = { project, received_ms: clock.now(), item };
+    await this.platform.bus().publish(this.topics.events, [{ key: itemRunId(item), value: env }]);
+    await this.platform.bus().idle();
   }
 
   /** The end of the recording: no late span can come, so every wait still pending fires. */
   async end(): Promise<void> {
-    await this.emit(await this.engine.tick(this.clock, { keys: [...this.keys], all: true }));
-    await this.matching.close();
-    if (this.questions) {
-      await held(this.questions.processor.idle());
-      await held(this.questions.answerer.idle());
-      this.questions.answerer.close();
+    try {
+      const { services } = await this.started;
+      await (await services.link<RuleEngineService>('rule-engine')).end();
+      await this.platform.bus().idle();
+      if (services.running.has('question')) await (await services.link<QuestionLink>('question')).service.idle();
+      await this.platform.bus().idle();
+    } finally {
+      await this.close();
     }
+  }
+
+  /** Stops the services (after end(), or when reading the recording failed part way). */
+  close(): Promise<void> {
+    return (this.closing ??= (async () => {
+      clearInterval(this.keepAlive);
+      const started = await this.started.catch(() => undefined);
+      await started?.services.close();
+      await started?.matching.close();
+    })());
   }
 }
 
-/**
- * Keeps the process up while `p` waits: the model queues' batching timers do not hold Node
- * open (a service must be able to stop), so a command whose last work is a question would
- * otherwise exit before its answer, printing nothing.
- */
-async function held<T>(p: Promise<T>): Promise<T> {
-  const keep = setInterval(() => undefined, 60_000);
-  try {
-    return await p;
-  } finally {
-    clearInterval(keep);
-  }
+/** The services' log lines as replay's warnings. */
+function lineLogger(log: (msg: string) => void): Logger {
+  const logger: Logger = {
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (msg) => log(msg),
+    error: (msg, err) => log(err === undefined ? msg : `${msg}: ${(err as Error)?.message ?? err}`),
+    child: () => logger,
+  };
+  return logger;
 }
 
 /**

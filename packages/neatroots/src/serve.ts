@@ -53,7 +53,7 @@ export async function serve(target: Target, config: Config, models: ModelConfig,
   const { otlp, grpc, http, otlpHttp } = running.ports;
   return {
     target,
-    adminPort: running.adminPort,
+    adminPort: running.adminPort!,
     servicePort: running.servicePort!,
     ...(otlp !== undefined ? { ingestPorts: { otlp, grpc, otlpHttp } } : {}),
     ...(http !== undefined ? { httpPort: http } : {}),

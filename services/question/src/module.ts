@@ -15,6 +15,8 @@ import { startQuestionService, type QuestionService, type QuestionServiceOptions
 /** The configuration the question service reads (the model endpoints come as the models link). */
 export interface QuestionConfig {
   NEATROOTS_TOPIC_PREFIX: string;
+  /** A batch waits for the plans it started (replay: the same output every time). */
+  awaitPlans?: boolean;
 }
 
 interface Links {
@@ -70,6 +72,8 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       plans: review.data.plans,
       results: review.data.results,
       checks: { put: (c) => review.data.putCheck(c) },
+      awaitPlans: ctx.config.awaitPlans,
+      now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
       log: (m, err) => ctx.log.error(m, err),
     });
     const questions = () => checks.questions().questions;

@@ -82,6 +82,10 @@ export interface QuestionServiceOptions {
   /** How often what the classifier learnt is written to the database. */
   flushMs?: number;
   heartbeatMs?: number;
+  /** A batch waits for the plans it started (replay: the same output every time). */
+  awaitPlans?: boolean;
+  /** The clock plans are dated by (replay: the recording's). */
+  now?: () => number;
   log?: (msg: string, err?: unknown) => void;
 }
 
@@ -135,6 +139,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
       return library();
     },
     chat: answerer.llm() ? (messages) => answerer.chat({ messages, json: true, maxTokens: 1500 }, { wait: true }) : undefined,
+    now: opts.now,
     onError: (msg, err) => log(msg, err),
   });
   const processor = new QuestionProcessor({
@@ -146,6 +151,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
     checks: opts.checks ?? checksRepo,
     onPlan: opts.onPlan,
     results: opts.results ?? repo,
+    awaitPlans: opts.awaitPlans,
     wait: true,
     log,
   });

@@ -9,6 +9,12 @@ export interface RuleEngineConfig {
   NEATROOTS_TOPIC_PREFIX: string;
   NEATROOTS_WINDOW_TTL_MS: number;
   NEATROOTS_WINDOW_IDLE_MS: number;
+  /**
+   * How long the question scheduler keeps a run's plan before reading it again (its default
+   * when absent). Replay sets 0: its plans are in memory, and one made on a run's run_start
+   * must be used for the rest of the run.
+   */
+  planCacheMs?: number;
 }
 
 /** What it asks of the other links (each provider gives at least this). */
@@ -46,11 +52,14 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
           questions: checks.questions,
           plans: review.data.plans,
           policy: models.localLlmStandsIn ? LOCAL_LLM_POLICY : undefined,
+          planCacheMs: ctx.config.planCacheMs,
+          now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
         }),
         topic: topics.questions,
       },
       steering,
       quiet: review.isQuiet,
+      recorded: ctx.platform.clock,
       windowTtlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
       windowTtlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
       log: (m, err, fields) => ctx.log.error(m, err, fields),

@@ -1,5 +1,5 @@
 import { RuleEngine, windowKey, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
-import { WindowConflictError, type Bus, type LogFields, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type Bus, type Clock, type LogFields, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
 import { QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
 import { itemRunId, type Envelope } from '@neatroots/spans';
@@ -26,6 +26,11 @@ export interface RuleEngineServiceOptions {
   /** How often pending requires_before waits are checked. */
   tickMs?: number;
   /**
+   * The recording's time (replay): no timer; what is due by `clock` fires before each batch,
+   * and end() fires every wait still pending. Absent: the wall clock and the timer.
+   */
+  recorded?: Clock;
+  /**
    * Question checks: the scheduler runs beside the rule engine on the same batches and hands
    * the questions that are due to the question service (the questions topic). Without it the
    * service evaluates rules only.
@@ -48,6 +53,8 @@ export interface RuleEngineMetrics {
 export interface RuleEngineService {
   engine: RuleEngine;
   metrics: RuleEngineMetrics;
+  /** The end of a recording (with `recorded`): no late span can come, so every pending wait fires. */
+  end(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -92,11 +99,17 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   // loaded a window while another was still saving it would be refused by the
   // compare-and-set and read again, but only after a delay).
   const lock = new StepLock();
+  // The runs a recording held, for its end.
+  const seen = new Set<string>();
 
   const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, (batch) =>
     lock.shared(async () => {
       const envs = batch.records.map((r) => r.value);
       try {
+        if (opts.recorded) {
+          for (const e of envs) seen.add(windowKey(e.project, itemRunId(e.item)));
+          await emit(await engine.tick(opts.recorded.now()));
+        }
         const out = await engine.process(envs);
         await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
       } catch (err) {
@@ -110,7 +123,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   );
 
   let ticking = false;
-  const timer = setInterval(() => {
+  const timer = opts.recorded ? undefined : setInterval(() => {
     if (ticking) return;
     ticking = true;
     // Taking the due wakes needs no lock (it is one atomic step in the store); only a tick that
@@ -128,11 +141,12 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       })
       .finally(() => (ticking = false));
   }, opts.tickMs ?? 50);
-  timer.unref();
+  timer?.unref();
 
   return {
     engine,
     metrics,
+    end: () => lock.exclusive(async () => emit(await engine.tick(opts.recorded?.now() ?? Date.now(), { keys: [...seen], all: true }))),
     close: async () => {
       clearInterval(timer);
       await sub.close();

@@ -193,6 +193,7 @@ export class MemoryBus implements Bus {
   async idle(): Promise<void> {
     for (;;) {
       let pending = false;
+      const busy: Promise<void>[] = [];
       for (const [name, t] of this.topics) {
         for (const g of t.groups.values()) {
           if (g.members.some((m) => m.busy)) pending = true;
@@ -200,10 +201,13 @@ export class MemoryBus implements Bus {
             pending = true;
             this.pump(name, t, g);
           }
+          for (const m of g.members) if (m.busy) busy.push(m.busy);
         }
       }
       if (!pending) return;
-      await new Promise((r) => setTimeout(r, 1));
+      // Waiting on the consumers themselves, not a timer: replay waits after every record.
+      if (busy.length) await Promise.all(busy.map((b) => b.catch(() => undefined)));
+      else await new Promise((r) => setTimeout(r, 1));
     }
   }
 

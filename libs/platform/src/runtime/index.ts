@@ -1,3 +1,4 @@
 export * from './log';
 export * from './platforms';
 export * from './start';
+export * from './replay-platform';

@@ -20,8 +20,8 @@ export interface StartServicesOptions {
   links?: Record<string, LinkFactory>;
   /** Where the modules' gRPC services (and grpc.health.v1) are served; absent: not at all. */
   grpc?: { host: string; port: number };
-  /** /healthz, /readyz and /metrics. */
-  admin: { host: string; port: number };
+  /** /healthz, /readyz and /metrics; absent: not served (replay, a command that listens on nothing). */
+  admin?: { host: string; port: number };
 }
 
 export interface Services {
@@ -29,7 +29,8 @@ export interface Services {
   running: ReadonlyMap<string, Running>;
   /** Every module's ports, merged. */
   ports: Record<string, number>;
-  adminPort: number;
+  /** The admin port, when served. */
+  adminPort?: number;
   /** The gRPC service port, when served. */
   servicePort?: number;
   health: HealthService;
@@ -138,7 +139,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       }
     }
     if (grpcServer) servicePort = await bindGrpc(grpcServer, opts.grpc!.host, opts.grpc!.port);
-    admin = await startAdmin({
+    if (opts.admin) admin = await startAdmin({
       host: opts.admin.host,
       port: opts.admin.port,
       metrics,
@@ -156,7 +157,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   return {
     running,
     ports: Object.assign({}, ...[...running.values()].map((r) => r.ports ?? {})),
-    adminPort: admin.port,
+    adminPort: admin?.port,
     servicePort,
     health,
     link,
