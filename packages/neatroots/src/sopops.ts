@@ -2,6 +2,7 @@ import type { Io } from './cli';
 import { checkCommand, type CheckDeps } from './sopops-check';
 import { lineageCommand } from './sopops-lineage';
 import { mergeCommand } from './sopops-merge';
+import { patternsCommand } from './sopops-patterns';
 import { publishCommand, pushCommand } from './sopops-push';
 import { processIo, runProgram, type Program } from './subcommands';
 
@@ -19,6 +20,7 @@ export function sopops(deps: CheckDeps = {}): Program {
       lineage: lineageCommand,
       push: pushCommand,
       publish: publishCommand,
+      patterns: patternsCommand,
     },
   };
 }
