@@ -36,3 +36,4 @@ export {
   type ReclusterPlan,
 } from './recluster';
 export { NAME_VERSION, NAME_MAX_WORDS, NAME_INSTRUCTIONS, nameSubject, nameAsk, readPatternName, MalformedName, type NameSubject } from './name-prompt';
+export { SPLIT_VERSION, SPLIT_INSTRUCTIONS, SPLIT_ASK, splitSubject, readSplit, MalformedSplit, type SplitFinding, type SplitResult } from './split-prompt';
