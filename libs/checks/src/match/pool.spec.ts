@@ -34,9 +34,10 @@ describe('MatchWorker', () => {
       { pattern: 'needle', text: small },
     ]);
     expect(out[0]).toEqual({ hit: true });
-    // Over the limit, and still running at twice the limit: slow, not a pause.
+    // Over the limit: slow, not a pause. Confirmed either by still running at twice the limit or,
+    // when the machine stalled the first timing, by a second run over the limit.
     expect(out[1]).toEqual({ slow: expect.any(Number) });
-    expect((out[1] as { slow: number }).slow).toBeGreaterThanOrEqual(100);
+    expect((out[1] as { slow: number }).slow).toBeGreaterThanOrEqual(50);
     expect(out[2]).toEqual({ hit: false });
     // The same pattern is not run again in the batch.
     expect(out[3]).toEqual({ skipped: true });

@@ -15,6 +15,8 @@ describe('isInfrastructureError: a dependency down is never blamed on a message'
     ['Kafka', Object.assign(new Error('broker not available'), { name: 'KafkaJSConnectionError' })],
     ['a wrapped cause', new Error('storing failed', { cause: Object.assign(new Error('x'), { code: 'ETIMEDOUT' }) })],
     ['the handler saying so', new RetryLaterError('windows unavailable')],
+    // what the window store's ioredis throws while Redis restarts (a fault test set spans aside on it)
+    ['Redis away (offline queue off)', new Error("Stream isn't writeable and enableOfflineQueue options is false")],
   ])('%s', (_name, err) => expect(isInfrastructureError(err)).toBe(true));
 
   it.each([

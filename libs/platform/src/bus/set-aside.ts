@@ -54,7 +54,8 @@ export function isInfrastructureError(err: unknown): boolean {
     const name = typeof e.name === 'string' ? e.name : '';
     if (/^KafkaJS|^MaxRetriesPerRequestError$|Connection|Timeout|StoreWriterClosedError/.test(name)) return true;
     const msg = typeof e.message === 'string' ? e.message : '';
-    if (/connection (is )?(closed|refused|terminated|reset)|Connection terminated|is closed$|ECONNREFUSED|timed? ?out/i.test(msg)) return true;
+    // ioredis with its offline queue off (the window store) says "Stream isn't writeable ..." while Redis is away.
+    if (/connection (is )?(closed|refused|terminated|reset)|Connection terminated|is closed$|ECONNREFUSED|timed? ?out|Stream isn't writeable|enableOfflineQueue/i.test(msg)) return true;
   }
   return false;
 }
