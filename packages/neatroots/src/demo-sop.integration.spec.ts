@@ -48,7 +48,8 @@ describe('the demo workspace at start', () => {
     expect(ws).toMatchObject({ release: 1, published: true, procedures: ['customer-care', 'refund-order'] });
     const since = new Date().toISOString();
     const fleet = await runDemoFleet({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: app.demoKey!, onEvent: () => undefined, stepMs: 5 });
-    const lines = await demoSopSummary(app.review.sop, { demo: ws, runsSince: since, runs: fleet.runs, modelConfigured: false });
+    // A loaded machine (CI) takes longer than start's 10 s to check every run: the test waits up to a minute.
+    const lines = await demoSopSummary(app.review.sop, { demo: ws, runsSince: since, runs: fleet.runs, modelConfigured: false, timeoutMs: 60_000 });
     const row = (name: string) => lines.find((l) => l.trimStart().startsWith(name))?.replace(/\s+/g, ' ').trim();
 
     expect(lines[0]).toBe('SOP checks of workspace "demo": release 1 published now, procedures customer-care, refund-order');

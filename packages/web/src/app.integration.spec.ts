@@ -433,7 +433,9 @@ guidance: Only confirm refunds the refund tool confirmed.
       await page.getByLabel('Result').selectOption('deviated');
       await page.getByRole('button', { name: 'Filter' }).click();
       await page.waitForURL(/result=deviated/);
+      // The filtered list replaces the rows: wait for its answer (one row, pay-3), not for the old rows to go.
       await page.locator('table.sessions tbody tr').nth(1).waitFor({ state: 'detached' });
+      await page.locator('table.sessions tbody tr', { hasText: 'pay-3' }).first().waitFor();
       expect((await cells()).map((r) => r.slice(0, 5))).toEqual(['pay-3']);
       await shot(page, 'sop-sessions-deviated');
       await page.context().close();
