@@ -42,7 +42,10 @@ describe('MatchWorker', () => {
     // The same pattern is not run again in the batch.
     expect(out[3]).toEqual({ skipped: true });
     expect(out[4]).toEqual({ hit: true });
-    expect(events).toEqual(['terminated']);
+    // One thread stopped, or two when the machine stalled the first timing and the job was tried again.
+    expect(events.length).toBeGreaterThanOrEqual(1);
+    expect(events.length).toBeLessThanOrEqual(2);
+    expect(new Set(events)).toEqual(new Set(['terminated']));
     // The replacement thread takes the next batch.
     expect(await worker.run([{ pattern: 'needle', text: small }])).toEqual([{ hit: true }]);
   }, 30_000);
