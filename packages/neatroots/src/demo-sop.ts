@@ -1,8 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { ProcedureCheck } from '@neatroots/sop';
-import { readFolder } from '@neatroots/sop';
-import type { SessionView, SopQueries } from '@neatroots/store';
+import { readFolder, runExternalId } from '@neatroots/sop';
+import { sessionId, type SessionView, type SopQueries } from '@neatroots/store';
 import { DEMO_DIR, DEMO_PROJECT } from './embedded';
 
 /**
@@ -40,10 +40,8 @@ export async function loadDemoWorkspace(sop: SopQueries, opts: { workspace?: str
 export interface SummaryOptions {
   workspace?: string;
   demo: DemoWorkspace;
-  /** The fleet's runs received from this time on are this start's (ISO). */
-  runsSince: string;
-  /** How many fleet runs to wait for (they become sessions as they end). */
-  runs: number;
+  /** The ids of the fleet's runs this start sent (each becomes the session run:<id> when it ends). */
+  runIds: readonly string[];
   /** Whether a decision model or a local LLM is configured. */
   modelConfigured: boolean;
   timeoutMs?: number;
@@ -57,10 +55,10 @@ export async function demoSopSummary(sop: SopQueries, opts: SummaryOptions): Pro
   let runs: SessionView[] = [];
   for (;;) {
     samples = await Promise.all(opts.demo.samples.map((id) => sop.getSession(ws, id)));
-    const listed = await sop.listSessions(ws, { limit: 100 });
-    const ids = listed.items.filter((s) => (s.external_id ?? '').startsWith('run:') && Date.parse(s.received_at) >= Date.parse(opts.runsSince)).map((s) => s.id);
-    runs = await Promise.all(ids.map((id) => sop.getSession(ws, id)));
-    const done = [...samples, ...runs].every((s) => s.status !== 'queued') && runs.length >= opts.runs;
+    // By id (a session's id follows from its external id): a run not yet a session is simply not there.
+    const found = await Promise.all(opts.runIds.map((id) => sop.getSession(ws, sessionId(ws, runExternalId(id))).catch(notFound)));
+    runs = found.filter((s): s is SessionView => s !== null);
+    const done = [...samples, ...runs].every((s) => s.status !== 'queued') && runs.length >= opts.runIds.length;
     if (done || Date.now() > end) break;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -72,7 +70,11 @@ export async function demoSopSummary(sop: SopQueries, opts: SummaryOptions): Pro
     `  the fleet's runs, each a session of its agent when it ended:`,
     ...runs.map(sessionLine),
   ];
-  if (runs.length < opts.runs) lines.push(`    (${opts.runs - runs.length} more still being checked)`);
+  if (runs.length < opts.runIds.length) {
+    const seen = new Set(runs.map((s) => s.external_id));
+    const missing = opts.runIds.map(runExternalId).filter((e) => !seen.has(e));
+    lines.push(`    (${missing.length} more not sessions yet: ${missing.join(', ')})`);
+  }
   const notChecked = notCheckedRules([...samples, ...runs]);
   if (notChecked) {
     if (opts.modelConfigured) lines.push(`  Not checked: ${notChecked} (GET a session for each rule's reason).`);
@@ -82,6 +84,12 @@ export async function demoSopSummary(sop: SopQueries, opts: SummaryOptions): Pro
     }
   }
   return lines;
+}
+
+/** A session that is not there (yet) is null; any other failure is thrown. */
+function notFound(err: unknown): null {
+  if ((err as { status?: number }).status === 404) return null;
+  throw err;
 }
 
 function sessionLine(s: SessionView): string {

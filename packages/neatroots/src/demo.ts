@@ -29,7 +29,7 @@ export async function runDemoFleet(opts: {
   onEvent: (e: DemoEvent) => void;
   stepMs?: number;
   file?: string;
-}): Promise<{ runs: number; spans: number; notes: number; halted: string[] }> {
+}): Promise<{ runs: number; runIds: string[]; spans: number; notes: number; halted: string[] }> {
   const items = parseJsonl(fs.readFileSync(opts.file ?? DEMO_FLEET, 'utf8'), opts.file ?? DEMO_FLEET);
   const runs = new Map<string, RecordedRun>();
   for (const item of items) {
@@ -46,6 +46,8 @@ export async function runDemoFleet(opts: {
   let spans = 0;
   let notes = 0;
   const halted: string[] = [];
+  // The ids the runs are sent under (the recorded ones with this replay's suffix).
+  const runIds = [...runs.keys()].map((id) => `${id}-${suffix}`);
   try {
     await Promise.all(
       [...runs.entries()].map(async ([id, rec], i) => {
@@ -101,7 +103,7 @@ export async function runDemoFleet(opts: {
   } finally {
     await client.close();
   }
-  return { runs: runs.size, spans, notes, halted };
+  return { runs: runs.size, runIds, spans, notes, halted };
 }
 
 function sleep(ms: number): Promise<void> {

@@ -60,7 +60,6 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     } catch (err) {
       io.err(`neatroots start: the demo's SOP workspace could not be loaded: ${(err as Error).message}`);
     }
-    const runsSince = new Date().toISOString();
     io.out(`\nReplaying the sample fleet as project "${DEMO_PROJECT}" (API key: ${app.demoKey})`);
     const result = await runDemoFleet({
       address: `${host}:${app.ingest.grpcPort}`,
@@ -75,7 +74,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     if (workspace) {
       const modelConfigured = !!(models.decision || models.local);
       io.out('');
-      for (const line of await demoSopSummary(app.review.sop, { demo: workspace, runsSince, runs: result.runs, modelConfigured })) io.out(line);
+      for (const line of await demoSopSummary(app.review.sop, { demo: workspace, runIds: result.runIds, modelConfigured })) io.out(line);
     }
     io.out(`\nTry: curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/projects/${DEMO_PROJECT}/findings`);
     if (workspace) io.out(`     curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/workspaces/${DEMO_PROJECT}/sessions`);
