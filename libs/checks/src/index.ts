@@ -3,6 +3,7 @@ export * from './guidance';
 export * from './regex';
 export * from './match';
 export * from './schema';
+export * from './field-line';
 export * from './sources';
 export * from './watch';
 export * from './engine';

@@ -35,6 +35,14 @@ export interface ParsedChecks {
   warnings: string[];
 }
 
+export interface ParseOptions {
+  /**
+   * Whether a rule may say action: halt. By default your own files may and the library and
+   * database checks may not; a database check a person saved (the app, the CLI) may.
+   */
+  mayHalt?: boolean;
+}
+
 type Obj = Record<string, unknown>;
 
 const COMMON_KEYS = ['id', 'kind', 'title', 'description', 'guidance', 'action', 'group', 'priority', 'applies_to'] as const;
@@ -87,6 +95,7 @@ class Ctx {
     readonly source: CheckSource,
     public id: string | undefined,
     readonly warnings: string[],
+    readonly mayHalt: boolean = source !== 'library' && source !== 'database',
   ) {}
 
   error(field: string | undefined, reason: string): CheckError {
@@ -129,7 +138,7 @@ class Ctx {
  * several; YAML syntax stops at the first); warnings are things that work but are probably
  * not what was meant.
  */
-export function parseCheckFile(text: string, file: string, source: CheckSource): ParsedChecks {
+export function parseCheckFile(text: string, file: string, source: CheckSource, opts: ParseOptions = {}): ParsedChecks {
   const warnings: string[] = [];
   const raws: unknown[] = [];
   for (const doc of parseAllDocuments(text)) {
@@ -161,7 +170,7 @@ export function parseCheckFile(text: string, file: string, source: CheckSource):
   raws.forEach((raw, i) => {
     // A broken check does not hide the next one's problems.
     try {
-      const check = parseCheck(raw, file, source, warnings, raws.length > 1 ? i + 1 : undefined);
+      const check = parseCheck(raw, file, source, warnings, raws.length > 1 ? i + 1 : undefined, opts);
       if (seen.has(check.id)) throw new CheckError(file, check.id, 'id', 'is used by two checks in this file');
       seen.add(check.id);
       checks.push(check);
@@ -180,8 +189,8 @@ export function parseCheckFile(text: string, file: string, source: CheckSource):
  * when it has no usable id. Warnings are appended to `warnings`. Throws a CheckError naming
  * every problem (a CheckProblems when there are several).
  */
-export function parseCheck(raw: unknown, file: string, source: CheckSource, warnings: string[] = [], index?: number): Check {
-  const ctx = new Ctx(file, source, index !== undefined ? `#${index}` : undefined, warnings);
+export function parseCheck(raw: unknown, file: string, source: CheckSource, warnings: string[] = [], index?: number, opts: ParseOptions = {}): Check {
+  const ctx = new Ctx(file, source, index !== undefined ? `#${index}` : undefined, warnings, opts.mayHalt);
   if (!isObj(raw)) throw ctx.error(undefined, `a check must be a mapping of fields, got ${describe(raw)}`);
   const id = raw.id;
   if (id === undefined || id === null) ctx.report('id', 'is required');
@@ -228,7 +237,7 @@ function parseCommon(ctx: Ctx, raw: Obj) {
 function parseRuleCheck(ctx: Ctx, raw: Obj): RuleCheck {
   checkKeys(ctx, raw, RULE_KEYS, '', 'a rule check');
   const common = parseCommon(ctx, raw);
-  if (common.action === 'halt' && (ctx.source === 'library' || ctx.source === 'database')) {
+  if (common.action === 'halt' && !ctx.mayHalt) {
     // Seed: a coding agent "can't create one, turn a check into one, or change yours".
     ctx.report('action', 'a library or agent-written check cannot halt; set action: halt in your own checks');
   }

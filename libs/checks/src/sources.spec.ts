@@ -126,6 +126,16 @@ describe('loadChecks', () => {
     expect(() => loadChecks({ library: false, home: false, database: [{ id: 'x', yaml: 'kind: rule\n' }] })).toThrow('database: check x: id: is required');
   });
 
+  it('lets a database check halt only when a person saved it (app, cli), never an agent or the planner', () => {
+    const halt = countRule('x', 1, 'action: halt\n');
+    for (const origin of ['app', 'cli']) {
+      expect(loadChecks({ library: false, home: false, database: [{ id: 'x', yaml: halt, origin }] }).checks[0]).toMatchObject({ id: 'x', action: 'halt' });
+    }
+    for (const origin of ['agent', 'planner', undefined]) {
+      expect(() => loadChecks({ library: false, home: false, database: [{ id: 'x', yaml: halt, origin }] })).toThrow('database: check x: action: a library or agent-written check cannot halt');
+    }
+  });
+
   it('never lets a database check replace one of your halt rules', () => {
     const home = path.join(tmp, 'home');
     const mine = write(path.join(home, 'checks', 'stop.yaml'), countRule('stop-loop', 5, 'action: halt\n'));

@@ -25,7 +25,15 @@ export interface ProjectEntry {
 export interface DatabaseCheck {
   id: string;
   yaml: string;
+  /** Who wrote it: planner, agent (a coding agent over MCP), app or cli (a person). */
+  origin?: string;
 }
+
+/**
+ * The database checks that may halt: those a person saved in the app or the CLI. The seed: a
+ * coding agent "can't create one, turn a check into one, or change yours", nor can the planner.
+ */
+export const ORIGINS_THAT_MAY_HALT: readonly string[] = ['app', 'cli'];
 
 export interface LoadChecksOptions {
   /** The shipped library folder; defaults to defaultLibraryDir(); false leaves it out (`--no-library`). */
@@ -271,7 +279,7 @@ export function loadChecks(opts: LoadChecksOptions = {}): LoadResult {
 export function parseDatabaseCheck(db: DatabaseCheck, warnings: string[] = []): Check {
   let parsed: ReturnType<typeof parseCheckFile>;
   try {
-    parsed = parseCheckFile(db.yaml, DATABASE_FILE, 'database');
+    parsed = parseCheckFile(db.yaml, DATABASE_FILE, 'database', { mayHalt: db.origin !== undefined && ORIGINS_THAT_MAY_HALT.includes(db.origin) });
   } catch (e) {
     // Name the stored check even when its YAML is too broken to say which it is.
     if (e instanceof CheckError && !e.checkId) throw new CheckError(DATABASE_FILE, db.id, e.field, e.reason);

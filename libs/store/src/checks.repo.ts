@@ -56,11 +56,14 @@ const COLUMNS = 'id, yaml, source, origin, project, workflow, saved, created_at,
 export class ChecksRepo {
   constructor(private readonly db: Queryable) {}
 
-  /** Creates or replaces a check by id (created_at is kept). */
+  /**
+   * Creates or replaces a check by project and id (created_at is kept; origin becomes the
+   * writer of this version). A project's checks never touch another project's of the same id.
+   */
   async put(c: DbCheckInput): Promise<DbCheckRecord> {
     const res = await this.db.query(
       `INSERT INTO db_checks (id, yaml, origin, project, workflow, saved) VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (id) DO UPDATE SET yaml = EXCLUDED.yaml, origin = EXCLUDED.origin, project = EXCLUDED.project,
+       ON CONFLICT ((coalesce(project, '')), id) DO UPDATE SET yaml = EXCLUDED.yaml, origin = EXCLUDED.origin,
          workflow = EXCLUDED.workflow, saved = EXCLUDED.saved, updated_at = now()
        RETURNING ${COLUMNS}`,
       [text(c.id), text(c.yaml), c.origin, text(c.project ?? null), text(c.workflow ?? null), c.saved ?? false],
@@ -68,8 +71,9 @@ export class ChecksRepo {
     return toCheck(res.rows[0] as Row);
   }
 
-  async get(id: string): Promise<DbCheckRecord | null> {
-    const res = await this.db.query(`SELECT ${COLUMNS} FROM db_checks WHERE id = $1`, [id]);
+  /** A project's check (project null: one of no project). */
+  async get(project: string | null, id: string): Promise<DbCheckRecord | null> {
+    const res = await this.db.query(`SELECT ${COLUMNS} FROM db_checks WHERE coalesce(project, '') = $1 AND id = $2`, [project ?? '', id]);
     return res.rows[0] ? toCheck(res.rows[0]) : null;
   }
 
@@ -96,17 +100,18 @@ export class ChecksRepo {
     return res.rows.map(toCheck);
   }
 
-  /** Marks a check saved; false when there is no such check. */
-  async markSaved(id: string, saved = true): Promise<boolean> {
+  /** Marks a project's check saved; false when there is no such check. */
+  async markSaved(project: string | null, id: string, saved = true): Promise<boolean> {
     const res = await this.db.query<{ id: string }>(
-      'UPDATE db_checks SET saved = $2, updated_at = now() WHERE id = $1 RETURNING id',
-      [id, saved],
+      `UPDATE db_checks SET saved = $3, updated_at = now() WHERE coalesce(project, '') = $1 AND id = $2 RETURNING id`,
+      [project ?? '', id, saved],
     );
     return res.rows.length > 0;
   }
 
-  async delete(id: string): Promise<boolean> {
-    const res = await this.db.query<{ id: string }>('DELETE FROM db_checks WHERE id = $1 RETURNING id', [id]);
+  /** Deletes a project's check; false when there is no such check. */
+  async delete(project: string | null, id: string): Promise<boolean> {
+    const res = await this.db.query<{ id: string }>(`DELETE FROM db_checks WHERE coalesce(project, '') = $1 AND id = $2 RETURNING id`, [project ?? '', id]);
     return res.rows.length > 0;
   }
 }

@@ -52,12 +52,24 @@ describe('ChecksRepo', () => {
     expect((await checks.list({ project: 'p1' })).map((x) => x.id)).toEqual(['refund-without-ownership', 'global']);
     expect((await checks.list({ project: 'p2' })).map((x) => x.id)).toEqual(['global']);
     expect((await checks.list({ origin: 'agent' })).map((x) => x.id)).toEqual(['global']);
-    expect(await checks.markSaved('global')).toBe(true);
-    expect(await checks.markSaved('nope')).toBe(false);
+    expect(await checks.markSaved(null, 'global')).toBe(true);
+    expect(await checks.markSaved(null, 'nope')).toBe(false);
     expect((await checks.list({ saved: true })).map((x) => x.id)).toEqual(['global']);
     const replaced = await checks.put({ id: 'global', yaml: 'id: global\ntitle: new\n', origin: 'app' });
-    expect(replaced).toMatchObject({ yaml: 'id: global\ntitle: new\n', origin: 'app', saved: false, created_at: (await checks.get('global'))!.created_at });
-    expect(await checks.delete('global')).toBe(true);
-    expect(await checks.get('global')).toBeNull();
+    expect(replaced).toMatchObject({ yaml: 'id: global\ntitle: new\n', origin: 'app', saved: false, created_at: (await checks.get(null, 'global'))!.created_at });
+    expect(await checks.delete(null, 'global')).toBe(true);
+    expect(await checks.get(null, 'global')).toBeNull();
+  });
+
+  it("keeps each project's checks apart: the same id in two projects, neither replaced nor deleted by the other", async () => {
+    const checks = new ChecksRepo(db);
+    await checks.put({ id: 'same', yaml: 'id: same\ntitle: a\n', origin: 'app', project: 'pa' });
+    await checks.put({ id: 'same', yaml: 'id: same\ntitle: b\n', origin: 'agent', project: 'pb' });
+    expect((await checks.get('pa', 'same'))?.yaml).toBe('id: same\ntitle: a\n');
+    expect((await checks.get('pb', 'same'))?.origin).toBe('agent');
+    expect(await checks.delete('pb', 'same')).toBe(true);
+    expect(await checks.get('pb', 'same')).toBeNull();
+    expect((await checks.get('pa', 'same'))?.yaml).toBe('id: same\ntitle: a\n');
+    expect(await checks.get(null, 'same')).toBeNull();
   });
 });
