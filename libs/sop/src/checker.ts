@@ -30,6 +30,21 @@ export interface CheckOptions {
   releaseId?: string | null;
   /** Decided statuses the reviewer looks at even when the decision was sure (default: every finding). */
   reviewStatuses?: readonly RuleStatus[];
+  /** Told of each rule question's decision (what calibration later fits thresholds to). */
+  onDecision?: (d: DecisionRecord) => void;
+}
+
+/**
+ * One rule question's decision as it was answered, before any review: kept with the check so
+ * calibration can fit the question's band to reviewers' labels later, from the database alone.
+ */
+export interface DecisionRecord {
+  procedure_id: string;
+  rule_id: string;
+  field: Exclude<QuestionKind, 'route' | 'goal'>;
+  /** P(yes). */
+  p: number;
+  sure: boolean;
 }
 
 export class UnknownAgentError extends Error {
@@ -76,6 +91,7 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
     const q: Question = { kind, procedure: p, rule, session };
     const a = await opts.decider.decide(q);
     if (a.decided) decided++;
+    if (a.decided && rule && kind !== 'route' && kind !== 'goal') opts.onDecision?.({ procedure_id: p.procedure_id, rule_id: rule.rule_id, field: kind, p: a.probability, sure: a.sure });
     return { q, a: a.decided ? { ...a, evidence: inRange(a.evidence, session) } : a };
   };
   const modelFields = () => ({

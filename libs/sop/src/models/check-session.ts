@@ -1,8 +1,9 @@
 import type { SessionBody } from '../body';
-import { checkSession } from '../checker';
+import { checkSession, type DecisionRecord } from '../checker';
 import { noModelDecider, type Decider, type Reviewer } from '../decider';
 import type { Lock } from '../lock';
 import type { Session } from '../session';
+import { NO_FITTED_BANDS, type QuestionBands } from './bands';
 import { modelDecider, modelReviewer, reasoningDecider } from './deciders';
 import type { DecisionGateway } from './gateway';
 import { DEFAULT_SOP_SETTINGS, type SopModelSettings } from './settings';
@@ -20,7 +21,17 @@ import { DEFAULT_SOP_SETTINGS, type SopModelSettings } from './settings';
  * With no model for the mode, noModelDecider: steps the tool calls decide are decided, the
  * rest are "not checked", and each reason says so.
  */
-export type CheckSessionFn = (args: { lock: Lock; releaseId: string; session: Session }) => Promise<SessionBody>;
+export type CheckSessionFn = (args: CheckSessionArgs) => Promise<SessionBody>;
+
+export interface CheckSessionArgs {
+  lock: Lock;
+  releaseId: string;
+  session: Session;
+  /** The workspace's bands fitted by calibration (sopops calibrate); the rest use SOPOPS_DECISIONS. */
+  bands?: QuestionBands;
+  /** Told of each rule question's decision, to be stored with the check (calibration's labels need it). */
+  onDecision?: (d: DecisionRecord) => void;
+}
 
 export interface CheckSessionOptions {
   /**
@@ -47,10 +58,10 @@ export function createCheckSession(opts: CheckSessionOptions = {}): CheckSession
     });
     return resolved;
   };
-  return async ({ lock, releaseId, session }) => {
+  return async ({ lock, releaseId, session, bands, onDecision }) => {
     const { gateway, models: m } = await resolveOnce();
-    const { decider, reviewer } = modelsFor(gateway, m, settings);
-    return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses });
+    const { decider, reviewer } = modelsFor(gateway, m, settings, bands ?? NO_FITTED_BANDS);
+    return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses, onDecision });
   };
 }
 
@@ -58,13 +69,14 @@ function modelsFor(
   gateway: DecisionGateway | null,
   m: { decision: string | null; reasoning: string | null },
   s: SopModelSettings,
+  bands: QuestionBands,
 ): { decider: Decider; reviewer?: Reviewer } {
   if (!gateway) return { decider: noModelDecider() };
   if (s.mode === 'review') {
     if (!m.reasoning) return { decider: noModelDecider('SOPOPS_CHECK_MODE=review needs a reasoning model (NEATROOTS_REASONING_MODEL_URL) or a local LLM (NEATROOTS_LLM_URL)') };
-    return { decider: reasoningDecider(gateway, m.reasoning, s.decisions) };
+    return { decider: reasoningDecider(gateway, m.reasoning, s.decisions, bands) };
   }
   if (!m.decision) return { decider: noModelDecider('no decision model (NEATROOTS_DECISION_MODEL_URL) or local LLM (NEATROOTS_LLM_URL) is configured') };
-  const decider = modelDecider(gateway, m.decision, s.decisions);
-  return s.review && m.reasoning ? { decider, reviewer: modelReviewer(gateway, m.reasoning, s.decisions) } : { decider };
+  const decider = modelDecider(gateway, m.decision, s.decisions, bands);
+  return s.review && m.reasoning ? { decider, reviewer: modelReviewer(gateway, m.reasoning, s.decisions, bands) } : { decider };
 }

@@ -3,13 +3,15 @@ import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer, Undec
 import type { DecisionEndpoint, DecisionGateway, DecisionItem } from './gateway';
 import { MalformedAnswer, readModelAnswer, type ModelAnswer } from './parse';
 import { askText, CHECK_INSTRUCTIONS, CHECK_VERSION, DECIDE_INSTRUCTIONS, DECIDE_VERSION, renderSubject, reviewAskText } from './prompt';
+import { NO_FITTED_BANDS, type QuestionBands } from './bands';
 import { inBand, type DecisionSettings } from './settings';
 
 /**
  * The checker's models behind its Decider and Reviewer ports, asked through the question
  * service (DecisionGateway):
- *   modelDecider       decide-1 on the decision endpoint; the bands of SOPOPS_DECISIONS say
- *                      whether an answer is sure or goes to review
+ *   modelDecider       decide-1 on the decision endpoint; the bands of SOPOPS_DECISIONS (or a
+ *                      question's band fitted by calibration) say whether an answer is sure
+ *                      or goes to review
  *   modelReviewer      check-5 on the reasoning endpoint, shown the decision it reviews
  *   reasoningDecider   check-5 on the reasoning endpoint for every question (SOPOPS_CHECK_MODE=review)
  * A model error, a timeout or a malformed answer is Undecided with a plain reason: the rule is
@@ -51,7 +53,7 @@ function fallbackReason(answer: boolean): string {
   return answer ? 'Yes.' : 'No.';
 }
 
-export function modelDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings): Decider {
+export function modelDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS): Decider {
   const who = `the decision model (${model})`;
   return {
     model,
@@ -60,13 +62,13 @@ export function modelDecider(gateway: DecisionGateway, model: string, settings: 
       const a = await ask(gateway, 'decision', { instructions: DECIDE_INSTRUCTIONS, subject: renderSubject(q.session), ask: askText(q) }, q, who);
       if ('decided' in a) return a;
       if (q.kind === 'goal') return goalAnswer(a, settings.goal, false);
-      const { answer, sure } = inBand(a.p, settings.bands[q.kind]);
+      const { answer, sure } = inBand(a.p, bands.bandFor(q, settings));
       return { decided: true, answer, probability: a.p, sure, evidence: a.evidence, reason: a.reason || fallbackReason(answer) };
     },
   };
 }
 
-export function modelReviewer(gateway: DecisionGateway, model: string, settings: DecisionSettings): Reviewer {
+export function modelReviewer(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS): Reviewer {
   const who = `the reasoning model (${model})`;
   return {
     model,
@@ -74,14 +76,14 @@ export function modelReviewer(gateway: DecisionGateway, model: string, settings:
     async review(q: Question, draft: Decision, status: RuleStatus) {
       const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session), ask: reviewAskText(q, draft, status) }, q, who);
       if ('decided' in a) return a;
-      const answer = a.p >= (q.kind === 'goal' ? 0.5 : settings.bands[q.kind][2]);
+      const answer = a.p >= (q.kind === 'goal' ? 0.5 : bands.bandFor(q, settings)[2]);
       return { decided: true, answer, probability: a.p, sure: true, evidence: a.evidence, reason: a.reason || fallbackReason(answer) };
     },
   };
 }
 
 /** SOPOPS_CHECK_MODE=review: the reasoning model judges every question; its reasons are its own, not "Decided:". */
-export function reasoningDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings): Decider {
+export function reasoningDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS): Decider {
   const who = `the reasoning model (${model})`;
   return {
     model,
@@ -90,7 +92,7 @@ export function reasoningDecider(gateway: DecisionGateway, model: string, settin
       const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session), ask: askText(q) }, q, who);
       if ('decided' in a) return a;
       if (q.kind === 'goal') return goalAnswer(a, settings.goal, true);
-      const answer = a.p >= settings.bands[q.kind][2];
+      const answer = a.p >= bands.bandFor(q, settings)[2];
       return { decided: true, answer, probability: a.p, sure: true, evidence: a.evidence, reason: a.reason || fallbackReason(answer), reviewed: true };
     },
   };
