@@ -1,8 +1,8 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
+import { testConfig, tempHome, REFUND_HALT_CHECK } from '../../packages/neatroots/src/test-app.test';
 
 /**
  * A running neatroots for the clients' own tests (Python, Go): the embedded deployment on free
@@ -21,30 +21,8 @@ export interface Server {
 }
 
 export async function startServer(): Promise<Server> {
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-clients-'));
-  fs.mkdirSync(path.join(home, 'checks'));
-  fs.writeFileSync(
-    path.join(home, 'checks', 'refunds.yaml'),
-    `id: refund-without-lookup
-kind: rule
-title: Refund without an order lookup
-rule:
-  type: requires_before
-  call: { tool: issue_refund }
-  requires: { tool: lookup_order }
-guidance: Stop. Call {requires} before {tool}.
-action: halt
-`,
-  );
-  const config = loadConfig({
-    NEATROOTS_HOME: home,
-    NEATROOTS_OTLP_PORT: '0',
-    NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_GRPC_PORT: '0',
-    NEATROOTS_HTTP_PORT: '0',
-    // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-    NEATROOTS_MEMORY_CEILING_MB: '0',
-    NEATROOTS_ADMIN_PORT: '0',
+  const home = tempHome('neatroots-clients', { 'refunds.yaml': REFUND_HALT_CHECK });
+  const config = testConfig(home, {
     NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
     NEATROOTS_STEERING: PROJECT,
   });

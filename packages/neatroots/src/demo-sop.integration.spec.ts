@@ -2,10 +2,11 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { runDemoFleet } from './demo';
 import { demoSopSummary, loadDemoWorkspace } from './demo-sop';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
+import { testConfig } from './test-app.test';
 
 /**
  * What `neatroots start` shows of SOP checks: the demo folder's procedures published as the
@@ -15,16 +16,7 @@ import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
  */
 const boot = (home: string) =>
   startEmbedded({
-    config: loadConfig({
-      NEATROOTS_HOME: home,
-      NEATROOTS_OTLP_PORT: '0',
-      NEATROOTS_OTLP_HTTP_PORT: '0',
-      NEATROOTS_GRPC_PORT: '0',
-      NEATROOTS_HTTP_PORT: '0',
-      // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-      NEATROOTS_MEMORY_CEILING_MB: '0',
-      NEATROOTS_ADMIN_PORT: '0',
-    }),
+    config: testConfig(home),
     demo: true,
     watch: false,
     log: createLogger({ level: 'error' }),

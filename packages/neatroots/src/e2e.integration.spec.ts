@@ -1,13 +1,13 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { Metadata } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode, type Span as OtelSpan, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { NeatrootsClient, RunHaltedError, type Note } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { testConfig, tempHome, REFUND_HALT_CHECK } from './test-app.test';
 
 /**
  * End to end, in the embedded deployment: an agent instrumented with the OpenTelemetry JS SDK
@@ -34,30 +34,8 @@ describe('embedded end to end: OpenTelemetry in, notes and halts out', () => {
   let client: NeatrootsClient;
 
   beforeAll(async () => {
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-e2e-'));
-    fs.mkdirSync(path.join(home, 'checks'));
-    fs.writeFileSync(
-      path.join(home, 'checks', 'refunds.yaml'),
-      `id: refund-without-lookup
-kind: rule
-title: Refund without an order lookup
-rule:
-  type: requires_before
-  call: { tool: issue_refund }
-  requires: { tool: lookup_order }
-guidance: Stop. Call {requires} before {tool}.
-action: halt
-`,
-    );
-    const config = loadConfig({
-      NEATROOTS_HOME: home,
-      NEATROOTS_OTLP_PORT: '0',
-      NEATROOTS_OTLP_HTTP_PORT: '0',
-      NEATROOTS_GRPC_PORT: '0',
-      NEATROOTS_HTTP_PORT: '0',
-      // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-      NEATROOTS_MEMORY_CEILING_MB: '0',
-      NEATROOTS_ADMIN_PORT: '0',
+    home = tempHome('neatroots-e2e', { 'refunds.yaml': REFUND_HALT_CHECK });
+    const config = testConfig(home, {
       NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
       NEATROOTS_STEERING: PROJECT,
     });

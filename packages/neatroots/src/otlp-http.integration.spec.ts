@@ -9,8 +9,9 @@ import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BasicTracerProvider, SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { createLogger, loadConfig, pythonOrSkip } from '@neatroots/platform';
+import { createLogger, pythonOrSkip } from '@neatroots/platform';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { testConfig } from './test-app.test';
 
 /**
  * OTLP/HTTP in the embedded deployment, from the configuration on: the same agent run sent
@@ -35,15 +36,7 @@ describe('embedded: OTLP/HTTP beside OTLP/gRPC', () => {
 
   beforeAll(async () => {
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-otlp-http-'));
-    const config = loadConfig({
-      NEATROOTS_HOME: home,
-      NEATROOTS_OTLP_PORT: '0',
-      NEATROOTS_OTLP_HTTP_PORT: '0',
-      NEATROOTS_GRPC_PORT: '0',
-      NEATROOTS_HTTP_PORT: '0',
-      // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-      NEATROOTS_MEMORY_CEILING_MB: '0',
-      NEATROOTS_ADMIN_PORT: '0',
+    const config = testConfig(home, {
       NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
     });
     app = await startEmbedded({ config, inMemoryDb: true, log: createLogger({ level: 'error' }) });

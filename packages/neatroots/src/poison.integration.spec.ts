@@ -1,12 +1,11 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { Metadata, credentials, status, type ServiceError } from '@grpc/grpc-js';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { otlp, v1 } from '@neatroots/proto';
 import { itemToEvent, type Span } from '@neatroots/spans';
 import { DeadLettersRepo, RunsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { testConfig, tempHome } from './test-app.test';
 
 /**
  * The fault suite of "no single input can stop the pipeline": each poison input is sent
@@ -28,17 +27,9 @@ let otlpClient: otlp.TraceServiceClient;
 /** Boots the embedded app (each describe its own) and the raw gRPC clients. */
 function bootApp(env: Record<string, string>): void {
   beforeAll(async () => {
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-poison-'));
-    const config = loadConfig({
-      NEATROOTS_HOME: home,
-      NEATROOTS_OTLP_PORT: '0',
-      NEATROOTS_OTLP_HTTP_PORT: '0',
-      NEATROOTS_GRPC_PORT: '0',
-      NEATROOTS_HTTP_PORT: '0',
-      NEATROOTS_ADMIN_PORT: '0',
+    home = tempHome('neatroots-poison');
+    const config = testConfig(home, {
       NEATROOTS_API_KEYS: (Object.keys(KEYS) as Who[]).map((w) => `${PROJECT[w]}=${KEYS[w]}`).join(','),
-      // jest's worker holds more than one app's memory: back-pressure is not what is tested here
-      NEATROOTS_MEMORY_CEILING_MB: '0',
       ...env,
     });
     app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: process.env.POISON_LOG ? 'debug' : 'silent' }) });

@@ -3,11 +3,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Metadata, credentials } from '@grpc/grpc-js';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { v1 } from '@neatroots/proto';
 import { itemToEvent } from '@neatroots/spans';
 import { main, type Io } from './cli';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { testConfig } from './test-app.test';
 
 /**
  * A slow pattern in the running app. `\p{L}{1,30}z` passes validation (about 1,950
@@ -36,15 +37,7 @@ beforeAll(async () => {
       `id: needle\nkind: rule\ntitle: a needle\nrule:\n  type: match\n  span: {}\n  pattern: 'needle'\n  in: [output]\naction: flag\n`,
     ].join('---\n'),
   );
-  const config = loadConfig({
-    NEATROOTS_HOME: home,
-    NEATROOTS_OTLP_PORT: '0',
-    NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_GRPC_PORT: '0',
-    NEATROOTS_HTTP_PORT: '0',
-    // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-    NEATROOTS_MEMORY_CEILING_MB: '0',
-    NEATROOTS_ADMIN_PORT: '0',
+  const config = testConfig(home, {
     NEATROOTS_API_KEYS: `project-a=${KEYS.a},project-b=${KEYS.b}`,
   });
   app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'silent' }) });

@@ -1,9 +1,10 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { testConfig } from './test-app.test';
 
 /**
  * SOP checks in the embedded default, end to end: a workspace's procedures pushed and
@@ -53,15 +54,7 @@ describe('SOP checks in the embedded default', () => {
 
   beforeAll(async () => {
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-sop-e2e-'));
-    const config = loadConfig({
-      NEATROOTS_HOME: home,
-      NEATROOTS_OTLP_PORT: '0',
-      NEATROOTS_OTLP_HTTP_PORT: '0',
-      NEATROOTS_GRPC_PORT: '0',
-      NEATROOTS_HTTP_PORT: '0',
-      // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-      NEATROOTS_MEMORY_CEILING_MB: '0',
-      NEATROOTS_ADMIN_PORT: '0',
+    const config = testConfig(home, {
       NEATROOTS_API_KEYS: `${WS}=${KEY}`,
     });
     app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
