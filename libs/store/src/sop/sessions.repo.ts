@@ -247,10 +247,11 @@ export class SopSessionsRepo {
   }
 
   /** Sessions still waiting for their check (the embedded default queues them again at start). */
-  async queued(limit = 1000): Promise<{ workspace: string; id: string; content_hash: string }[]> {
+  async queued(limit = 1000, after?: string): Promise<{ workspace: string; id: string; content_hash: string }[]> {
+    // By id, after the last one read: every queued session is reached whatever their number.
     const res = await this.db.query<{ workspace: string; id: string; content_hash: string }>(
-      `SELECT workspace, id, content_hash FROM sop_sessions WHERE status = 'queued' ORDER BY received_at LIMIT $1`,
-      [limit],
+      `SELECT workspace, id, content_hash FROM sop_sessions WHERE status = 'queued' AND ($2::text IS NULL OR id > $2) ORDER BY id LIMIT $1`,
+      [limit, after ?? null],
     );
     return res.rows;
   }

@@ -167,6 +167,35 @@ describe('SopSessions', () => {
     expect((await sessions.receive('luigis', again)).status).toBe('queued');
   });
 
+  it('a start checks every session a stop left queued, a page at a time, and two starts queue each once', async () => {
+    const workspaces = new SopWorkspaces(db);
+    const files = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
+    await workspaces.push('luigis', files);
+    await workspaces.publish('luigis');
+    // Received while no job ran them (the process stopped before their jobs did).
+    const stopped = new InlineJobs();
+    const before = new SopSessions(db, workspaces, stopped, checker);
+    const ids: string[] = [];
+    for (let i = 0; i < 7; i++) ids.push((await before.receive('luigis', { ...fixtureSession('payment-followed'), external_id: `left-${i}` })).id);
+    await stopped.close();
+
+    const added: string[] = [];
+    const counting = Object.assign(Object.create(jobs) as InlineJobs, {
+      add: (queue: string, data: unknown, opts?: { jobId?: string }) => {
+        added.push(opts?.jobId ?? '');
+        return jobs.add(queue, data, opts);
+      },
+    });
+    const after = new SopSessions(db, workspaces, counting, checker);
+    // Two replicas starting together, each reading the queued sessions in pages of 3.
+    expect(await after.requeue(3)).toBe(7);
+    expect(await after.requeue(3)).toBeGreaterThanOrEqual(0);
+    await after.start();
+    for (const id of ids) expect((await checked(after, 'luigis', id)).status).toBe('checked');
+    // the same job id for a session and its content, whoever queued it
+    expect(new Set(added).size).toBe(7);
+  });
+
   it('lists sessions newest first with filters', async () => {
     const { sessions } = await setUp();
     const a = await sessions.receive('luigis', fixtureSession('payment-skipped'));

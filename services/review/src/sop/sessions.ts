@@ -70,7 +70,26 @@ export class SopSessions {
       },
       { concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY },
     );
-    for (const s of await this.repo.queued()) await this.enqueue({ workspace: s.workspace, session_id: s.id, content_hash: s.content_hash });
+    await this.requeue();
+  }
+
+  /**
+   * Queues again every session a stop left queued, a page at a time. The job's id follows from
+   * the session and its content, so replicas starting together queue each one once (a driver
+   * keeps one job per id), and a restart does not pile up a copy per start.
+   */
+  async requeue(pageSize = 1000): Promise<number> {
+    let n = 0;
+    for (let after: string | undefined; ; ) {
+      const page = await this.repo.queued(pageSize, after);
+      for (const s of page) {
+        const job = { workspace: s.workspace, session_id: s.id, content_hash: s.content_hash };
+        await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId: `${s.id}.${s.content_hash.slice(0, 16)}.requeued`, attempts: this.retry.attempts, backoffMs: this.retry.backoffMs });
+      }
+      n += page.length;
+      if (page.length < pageSize) return n;
+      after = page[page.length - 1].id;
+    }
   }
 
   /** POST /v1/workspaces/{ws}/sessions: 202 {id, external_id, status}. */
