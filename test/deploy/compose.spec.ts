@@ -201,6 +201,11 @@ describe('docker-compose.yml', () => {
     expect(Object.values(env)).not.toContain('');
   });
 
+  it('gives the database address and password to review alone, the one service that uses Postgres', () => {
+    const having = Object.entries(compose.services).filter(([, s]) => containerEnv(s).NEATROOTS_PG_URL !== undefined).map(([name]) => name);
+    expect(having).toEqual(['review']);
+  });
+
   it('wires every address to a service of this file, on the port that service listens on', () => {
     const env = containerEnv(svc('ingest'));
     const kafka = containerEnv(svc('kafka'));
@@ -209,13 +214,13 @@ describe('docker-compose.yml', () => {
     }
     const redis = new URL(env.NEATROOTS_REDIS_URL);
     expect([redis.protocol, redis.hostname, redis.port]).toEqual(['redis:', 'redis', '6379']);
-    const pg = new URL(env.NEATROOTS_PG_URL);
+    const pg = new URL(containerEnv(svc('review')).NEATROOTS_PG_URL);
     const pgEnv = containerEnv(svc('postgres'));
     expect([pg.protocol, pg.hostname, pg.port]).toEqual(['postgres:', 'postgres', '5432']);
     expect([decodeURIComponent(pg.username), decodeURIComponent(pg.password), pg.pathname])
       .toEqual([pgEnv.POSTGRES_USER, pgEnv.POSTGRES_PASSWORD, `/${pgEnv.POSTGRES_DB}`]);
     // one password setting feeds both sides
-    const pgShell = new URL(containerEnv(svc('ingest'), { NEATROOTS_PG_PASSWORD: 'p' }).NEATROOTS_PG_URL);
+    const pgShell = new URL(containerEnv(svc('review'), { NEATROOTS_PG_PASSWORD: 'p' }).NEATROOTS_PG_URL);
     expect([pgShell.password, containerEnv(svc('postgres'), { NEATROOTS_PG_PASSWORD: 'p' }).POSTGRES_PASSWORD]).toEqual(['p', 'p']);
     for (const [addr, port, target] of [
       ['NEATROOTS_QUESTION_ADDR', 'NEATROOTS_QUESTION_PORT', 'question'],
