@@ -58,6 +58,8 @@ describe('fitted question bands', () => {
     const procedure = lockWith([]).procedures[0];
     const d = settings.decisions;
     expect(bands.bandFor({ kind: 'responded', procedure, rule: sign }, d)).toEqual([0.05, 0.8, 0.5]);
+    // SOPOPS_DECISIONS widened since the fit: the wider end wins, so a fit never narrows a band
+    expect(bands.bandFor({ kind: 'responded', procedure, rule: sign }, { ...d, bands: { ...d.bands, responded: [0.1, 0.95, 0.6] } })).toEqual([0.05, 0.95, 0.6]);
     // the sign's "-> ..." action changed: its rule id is the same, its question is not
     expect(bands.bandFor({ kind: 'responded', procedure, rule: { ...sign, action: 'Hand over to a manager.' } }, d)).toEqual(d.bands.responded);
     expect(bands.bandFor({ kind: 'step', procedure, rule: step }, d)).toEqual(d.bands.step);

@@ -37,13 +37,18 @@ export class QuestionBands {
     return this.rows.size;
   }
 
-  /** The band `q` is read with: its fitted one while its wording is unchanged, else the settings'. */
+  /**
+   * The band `q` is read with: while its wording is unchanged, its fitted band joined with the
+   * settings' (the wider of the two at each end, the settings' decide), so a fit never
+   * narrows a band, even after SOPOPS_DECISIONS is widened; else the settings' band.
+   */
   bandFor(q: Pick<Question, 'kind' | 'procedure' | 'rule'>, settings: DecisionSettings): Band {
     const field = q.kind as Exclude<QuestionKind, 'goal'>;
-    const fallback = settings.bands[field];
-    if (!q.rule) return fallback;
+    const s = settings.bands[field];
+    if (!q.rule) return s;
     const fitted = this.rows.get(key(q.procedure.procedure_id, q.rule.rule_id, field));
-    return fitted && fitted.wording === questionWording(field, q.rule) ? fitted.band : fallback;
+    if (!fitted || fitted.wording !== questionWording(field, q.rule)) return s;
+    return [Math.min(fitted.band[0], s[0]), Math.max(fitted.band[1], s[1]), s[2]];
   }
 }
 
