@@ -1,8 +1,11 @@
 import { useEffect, useState } from 'react';
 import { Checks } from './pages/Checks';
 import { Home } from './pages/Home';
+import { Insights } from './pages/Insights';
 import { Models } from './pages/Models';
+import { PatternPage } from './pages/PatternPage';
 import { Procedures } from './pages/Procedures';
+import { Review } from './pages/Review';
 import { RunPage } from './pages/RunPage';
 import { Runs } from './pages/Runs';
 import { Sessions } from './pages/Sessions';
@@ -64,6 +67,7 @@ export function App() {
   };
   const run = /^\/runs\/([^/]+)$/.exec(rest);
   const sopSession = /^\/sessions\/([^/]+)$/.exec(rest);
+  const pattern = /^\/patterns\/([^/]+)$/.exec(rest);
   const page =
     rest === '/' ? <Home session={session} base={base} />
     : rest === '/runs' ? <Runs key={where.query.toString()} session={session} base={base} where={where} />
@@ -72,6 +76,9 @@ export function App() {
     : rest === '/sessions' ? <Sessions key={where.query.toString()} session={session} base={base} where={where} />
     : sopSession ? <SopSessionPage session={session} base={base} id={decodeURIComponent(sopSession[1])} />
     : rest === '/procedures' ? <Procedures session={session} />
+    : rest === '/review' ? <Review session={session} base={base} where={where} />
+    : pattern ? <PatternPage key={pattern[1]} session={session} base={base} id={decodeURIComponent(pattern[1])} />
+    : rest === '/insights' ? <Insights session={session} base={base} where={where} />
     : rest === '/settings/models' ? <Models session={session} />
     : (
       <main id="main">
@@ -100,6 +107,8 @@ export function App() {
           {tab('/checks', 'Checks', rest === '/checks')}
           {tab('/sessions', 'Sessions', rest.startsWith('/sessions'))}
           {tab('/procedures', 'Procedures', rest === '/procedures')}
+          {tab('/review', 'Review', rest === '/review' || rest.startsWith('/patterns/'))}
+          {tab('/insights', 'Insights', rest === '/insights')}
           {tab('/settings/models', 'Settings → Models', rest === '/settings/models')}
         </nav>
         <span className="project" title="Signed in to this project">

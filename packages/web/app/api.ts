@@ -1,4 +1,5 @@
 import { loadSession, type Session } from './session';
+import type { Insights, OverrideGiven, Pattern, ReviewQueue, ReviewState, VerdictGiven, VerdictName } from './review-types';
 import type { Head, Release, SopSession, SopSessionRow } from './sop-types';
 import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
 
@@ -13,7 +14,8 @@ export class ApiFailure extends Error {
   }
 }
 
-type Params = Record<string, string | number | boolean | undefined | null>;
+/** Query parameters; an array is the parameter repeated (?state=open&state=closed). */
+type Params = Record<string, string | number | boolean | undefined | null | readonly string[]>;
 
 /**
  * Calls /v1/projects/{project}/{path} with the session's key (`root: 'workspaces'`: the sopops
@@ -22,10 +24,13 @@ type Params = Record<string, string | number | boolean | undefined | null>;
 export async function call<T>(
   s: Session,
   path: string,
-  opts: { params?: Params; method?: 'GET' | 'POST'; body?: unknown; root?: 'projects' | 'workspaces' } = {},
+  opts: { params?: Params; method?: 'GET' | 'POST'; body?: unknown; root?: 'projects' | 'workspaces'; text?: boolean } = {},
 ): Promise<T> {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(opts.params ?? {})) if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  for (const [k, v] of Object.entries(opts.params ?? {})) {
+    if (Array.isArray(v)) for (const one of v) q.append(k, one);
+    else if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  }
   const url = `/v1/${opts.root ?? 'projects'}/${encodeURIComponent(s.project)}/${path}${q.size ? `?${q}` : ''}`;
   const headers: Record<string, string> = { 'x-api-key': s.key, accept: 'application/json' };
   if (opts.body !== undefined) headers['content-type'] = 'application/json';
@@ -48,7 +53,8 @@ export async function call<T>(
     const e = (body as { error?: { code?: string; message?: string } } | null)?.error;
     throw new ApiFailure(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `${res.status} ${res.statusText}`);
   }
-  return body as T;
+  // A JSON Lines answer (a regression set) is handed over as its text.
+  return (opts.text ? text : body) as T;
 }
 
 /** The endpoints the app uses (docs/api.md), typed. */
@@ -68,4 +74,14 @@ export const api = {
   sopSession: (s: Session, id: string) => call<SopSession>(s, `sessions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
   releases: (s: Session) => call<{ items: Release[] }>(s, 'releases', { root: 'workspaces' }),
   head: (s: Session) => call<Head>(s, 'head', { root: 'workspaces' }),
+  // review (docs/review.md)
+  reviewQueue: (s: Session, state: readonly ReviewState[], limit?: number) =>
+    call<ReviewQueue>(s, 'review', { params: { state, limit }, root: 'workspaces' }),
+  pattern: (s: Session, id: string) => call<Pattern>(s, `patterns/${encodeURIComponent(id)}`, { root: 'workspaces' }),
+  giveVerdict: (s: Session, id: string, body: { verdict: VerdictName; note?: string; reviewer?: string }) =>
+    call<VerdictGiven>(s, `patterns/${encodeURIComponent(id)}/verdict`, { method: 'POST', body, root: 'workspaces' }),
+  override: (s: Session, findingId: string, body: { correct: boolean; note?: string; reviewer?: string }) =>
+    call<OverrideGiven>(s, `findings/${encodeURIComponent(findingId)}/override`, { method: 'POST', body, root: 'workspaces' }),
+  regression: (s: Session, id: string) => call<string>(s, `patterns/${encodeURIComponent(id)}/regression`, { root: 'workspaces', text: true }),
+  insights: (s: Session, p: Params) => call<Insights>(s, 'insights', { params: p, root: 'workspaces' }),
 };

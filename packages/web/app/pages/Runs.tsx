@@ -1,20 +1,12 @@
-import { useState, type FormEvent } from 'react';
 import { api } from '../api';
 import { when } from '../format';
 import { useLoad } from '../load';
-import { href, Link, navigate, type Where } from '../router';
+import { Link, type Where } from '../router';
+import { apiFilters, Pager, useUrlFilters } from '../url-filters';
 import type { Session } from '../session';
 
 /** The list's filters and paging, as they stand in the URL (times as the form gives them, local). */
 const FILTERS = ['workflow', 'session_id', 'end_status', 'has_open_findings', 'from', 'to', 'limit', 'cursor'] as const;
-type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
-
-/** A local date-time from the form (2026-11-30T10:00) as the API's ISO-8601 time. */
-function toIso(v: string | undefined): string | undefined {
-  if (!v) return undefined;
-  const ms = Date.parse(v);
-  return Number.isNaN(ms) ? v : new Date(ms).toISOString();
-}
 
 /**
  * Runs, newest first, with the API's filters (workflow, session, end status, open problems,
@@ -22,27 +14,15 @@ function toIso(v: string | undefined): string | undefined {
  * list.
  */
 export function Runs({ session, base, where }: { session: Session; base: string; where: Where }) {
-  const q = where.query;
-  const params: Filters = Object.fromEntries(FILTERS.map((f) => [f, q.get(f) ?? undefined])) as Filters;
-  const runs = useLoad(() => api.runs(session, { ...params, from: toIso(params.from), to: toIso(params.to) }), [session, where.query.toString()]);
-  const [form, setForm] = useState<Filters>(params);
-  const field = (name: keyof Filters) => ({
-    name,
-    value: form[name] ?? '',
-    onChange: (e: { target: { value: string } }) => setForm((f) => ({ ...f, [name]: e.target.value })),
-  });
+  const { params, field, submit } = useUrlFilters(FILTERS, where, `${base}/runs`);
+  const runs = useLoad(() => api.runs(session, apiFilters(params)), [session, where.query.toString()]);
 
-  const filter = (e: FormEvent) => {
-    e.preventDefault();
-    const trimmed = Object.fromEntries(Object.entries(form).map(([k, v]) => [k, v?.trim()]));
-    navigate(href(`${base}/runs`, { ...trimmed, cursor: undefined, limit: params.limit }));
-  };
   const next = runs.data?.next_cursor;
 
   return (
     <main id="main">
       <h1>Runs</h1>
-      <form className="filters" onSubmit={filter} aria-label="Filter runs">
+      <form className="filters" onSubmit={submit} aria-label="Filter runs">
         <label>
           Workflow
           <input {...field('workflow')} placeholder="any" />
@@ -114,14 +94,7 @@ export function Runs({ session, base, where }: { session: Session; base: string;
           </tbody>
         </table>
       )}
-      <nav className="pager" aria-label="Pages of runs">
-        {params.cursor && <Link to={href(`${base}/runs`, { ...params, cursor: undefined })}>First page</Link>}
-        {next && (
-          <Link to={href(`${base}/runs`, { ...params, cursor: next })} rel="next">
-            Next page
-          </Link>
-        )}
-      </nav>
+      <Pager path={`${base}/runs`} params={params} next={next} label="Pages of runs" />
     </main>
   );
 }

@@ -1,47 +1,27 @@
-import { useState, type FormEvent } from 'react';
 import { api } from '../api';
 import { when } from '../format';
 import { useLoad } from '../load';
-import { href, Link, navigate, type Where } from '../router';
+import { Link, type Where } from '../router';
+import { apiFilters, Pager, useUrlFilters } from '../url-filters';
 import type { Session } from '../session';
 import { ResultBadge } from '../components/SopBadges';
 
 /** The list's filters and paging, as they stand in the URL (the API's own names). */
 const FILTERS = ['agent', 'procedure', 'result', 'release', 'rule', 'from', 'to', 'limit', 'cursor'] as const;
-type Filters = Partial<Record<(typeof FILTERS)[number], string>>;
-
-/** A local date-time from the form (2026-11-30T10:00) as the API's ISO-8601 time. */
-function toIso(v: string | undefined): string | undefined {
-  if (!v) return undefined;
-  const ms = Date.parse(v);
-  return Number.isNaN(ms) ? v : new Date(ms).toISOString();
-}
 
 /**
  * Sessions checked against the procedures, newest first, with the API's filters and cursor
  * paging; every filter and page is in the URL, so a link opens the same list.
  */
 export function Sessions({ session, base, where }: { session: Session; base: string; where: Where }) {
-  const q = where.query;
-  const params: Filters = Object.fromEntries(FILTERS.map((f) => [f, q.get(f) ?? undefined])) as Filters;
-  const list = useLoad(() => api.sopSessions(session, { ...params, from: toIso(params.from), to: toIso(params.to) }), [session, q.toString()]);
-  const [form, setForm] = useState<Filters>(params);
-  const field = (name: keyof Filters) => ({
-    name,
-    value: form[name] ?? '',
-    onChange: (e: { target: { value: string } }) => setForm((f) => ({ ...f, [name]: e.target.value })),
-  });
-  const filter = (e: FormEvent) => {
-    e.preventDefault();
-    const trimmed = Object.fromEntries(Object.entries(form).map(([k, v]) => [k, v?.trim()]));
-    navigate(href(`${base}/sessions`, { ...trimmed, cursor: undefined, limit: params.limit }));
-  };
+  const { params, field, submit } = useUrlFilters(FILTERS, where, `${base}/sessions`);
+  const list = useLoad(() => api.sopSessions(session, apiFilters(params)), [session, where.query.toString()]);
   const next = list.data?.next_cursor;
 
   return (
     <main id="main">
       <h1>Sessions</h1>
-      <form className="filters" onSubmit={filter} aria-label="Filter sessions">
+      <form className="filters" onSubmit={submit} aria-label="Filter sessions">
         <label>
           Agent
           <input {...field('agent')} placeholder="any" />
@@ -111,14 +91,7 @@ export function Sessions({ session, base, where }: { session: Session; base: str
           </tbody>
         </table>
       )}
-      <nav className="pager" aria-label="Pages of sessions">
-        {params.cursor && <Link to={href(`${base}/sessions`, { ...params, cursor: undefined })}>First page</Link>}
-        {next && (
-          <Link to={href(`${base}/sessions`, { ...params, cursor: next })} rel="next">
-            Next page
-          </Link>
-        )}
-      </nav>
+      <Pager path={`${base}/sessions`} params={params} next={next} label="Pages of sessions" />
     </main>
   );
 }

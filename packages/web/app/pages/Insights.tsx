@@ -1,0 +1,246 @@
+import type { KeyboardEvent } from 'react';
+import { api } from '../api';
+import { percent } from '../format';
+import { useLoad } from '../load';
+import type { Insights as InsightsView } from '../review-types';
+import { href, Link, navigate, type Where } from '../router';
+import type { Session } from '../session';
+import { LineChart, Sparkline, StackedBar } from '../components/Charts';
+import { VirtualList } from '../components/VirtualList';
+
+const WINDOWS = [7, 30, 90, 365] as const;
+/** Weeks drawn in the follow-rate chart: one Insights call each. */
+const TREND_WEEKS = 12;
+const WEEK_MS = 7 * 24 * 3600 * 1000;
+const LADDER_ROW = 46;
+
+/**
+ * Insights: how well procedures are followed in a window (tiles, a row per procedure, the follow
+ * rate per procedure week by week) and which rules are broken most (the ladder, with each rule's
+ * weekly trend). Suppressed findings are in no count or rate: they are shown apart. The window,
+ * the procedure and the selected ladder row are in the URL.
+ */
+export function Insights({ session, base, where }: { session: Session; base: string; where: Where }) {
+  const days = where.query.get('days') ?? '90';
+  const procedure = where.query.get('procedure') ?? '';
+  const path = `${base}/insights`;
+  const data = useLoad(() => api.insights(session, { days, procedure }), [session, days, procedure]);
+  // The procedures to pick from: the window's, whatever procedure is picked now.
+  const all = useLoad(() => (procedure ? api.insights(session, { days }) : Promise.resolve(null)), [session, days, procedure]);
+  const trend = useLoad(() => (data.data ? weeklyFollowRates(session, data.data, procedure) : Promise.resolve(null)), [data.data]);
+  const choices = (procedure ? all.data : data.data)?.scoreboard ?? [];
+  const go = (q: { days?: string; procedure?: string; row?: string }) => navigate(href(path, { days, procedure, ...q }), { replace: q.row !== undefined });
+
+  return (
+    <main id="main" className="insights-page">
+      <h1>Insights</h1>
+      <form className="filters" onSubmit={(e) => e.preventDefault()} aria-label="Window and procedure">
+        <label>
+          Window
+          <select value={days} onChange={(e) => go({ days: e.target.value, row: undefined })}>
+            {WINDOWS.map((w) => (
+              <option key={w} value={String(w)}>
+                last {w} days
+              </option>
+            ))}
+            {!WINDOWS.map(String).includes(days) && <option value={days}>last {days} days</option>}
+          </select>
+        </label>
+        <label>
+          Procedure
+          <select value={procedure} onChange={(e) => go({ procedure: e.target.value })}>
+            <option value="">all procedures</option>
+            {choices.map((p) => (
+              <option key={p.procedure_id} value={p.procedure_id}>
+                {p.procedure_name}
+              </option>
+            ))}
+            {procedure && !choices.some((c) => c.procedure_id === procedure) && <option value={procedure}>{procedure}</option>}
+          </select>
+        </label>
+      </form>
+      {data.error && <p role="alert" className="error">{data.error}</p>}
+      {data.data && <Body d={data.data} trend={trend.data} trendError={trend.error} base={base} where={where} go={go} />}
+    </main>
+  );
+}
+
+function Body(props: {
+  d: InsightsView;
+  trend: WeeklyRates | null;
+  trendError: string | null;
+  base: string;
+  where: Where;
+  go(q: { row?: string }): void;
+}) {
+  const { d, trend, base } = props;
+  const t = d.tiles;
+  const rowId = props.where.query.get('row');
+  const found = d.ladder.findIndex((l) => l.pattern_id === rowId);
+  const selected = found >= 0 ? found : d.ladder.length ? 0 : -1;
+  const patternLink = (id: string) => `${base}/patterns/${encodeURIComponent(id)}`;
+  const open = (e: KeyboardEvent) => {
+    if (e.key === 'Enter' && selected >= 0) navigate(patternLink(d.ladder[selected].pattern_id));
+  };
+  return (
+    <>
+      <p className="meta">
+        Sessions from {new Date(d.window.from).toLocaleDateString()} to {new Date(d.window.to).toLocaleDateString()}. Suppressed findings
+        (judged acceptable or the checker's mistake) are in no count or rate: they are shown apart.
+      </p>
+      <section className="tiles" aria-label="Totals">
+        <Tile label="Sessions checked" value={String(t.sessions)} />
+        <Tile label="Follow rate" value={percent(t.follow_rate)} hint="followed / (followed + partial + deviated)" />
+        <Tile label="Findings" value={String(t.findings)} />
+        <Tile label="Suppressed (apart)" value={String(t.suppressed)} quiet />
+      </section>
+      <StackedBar
+        label={`Sessions by result: ${t.results.followed} followed, ${t.results.partial} partial, ${t.results.deviated} deviated, ${t.results.not_measurable} not measurable`}
+        parts={[
+          { name: 'followed', value: t.results.followed, className: 'fill-followed' },
+          { name: 'partial', value: t.results.partial, className: 'fill-partial' },
+          { name: 'deviated', value: t.results.deviated, className: 'fill-deviated' },
+          { name: 'not measurable', value: t.results.not_measurable, className: 'fill-not_measurable' },
+        ]}
+      />
+
+      <section aria-labelledby="trend-h">
+        <h2 id="trend-h">Follow rate per procedure, by week</h2>
+        {props.trendError && <p role="alert" className="error">{props.trendError}</p>}
+        {!trend && !props.trendError && <p className="meta">Loading…</p>}
+        {trend && trend.series.length === 0 && <p className="empty">No sessions checked in these weeks.</p>}
+        {trend && trend.series.length > 0 && (
+          <LineChart title="Follow rate per procedure, by week" xLabels={trend.weeks} series={trend.series} max={1} format={(v) => percent(v)} />
+        )}
+      </section>
+
+      <section aria-labelledby="score-h">
+        <h2 id="score-h">Procedures</h2>
+        {d.scoreboard.length === 0 && <p className="empty">No sessions checked in the window.</p>}
+        {d.scoreboard.length > 0 && (
+          <div className="scroll-x">
+            <table className="scoreboard">
+              <thead>
+                <tr>
+                  <th scope="col">Procedure</th>
+                  <th scope="col" className="num">Sessions</th>
+                  <th scope="col" className="num">Followed</th>
+                  <th scope="col" className="num">Partial</th>
+                  <th scope="col" className="num">Deviated</th>
+                  <th scope="col" className="num">Not measurable</th>
+                  <th scope="col" className="num">Follow rate</th>
+                  <th scope="col" className="num">Findings</th>
+                  <th scope="col" className="num">Suppressed</th>
+                </tr>
+              </thead>
+              <tbody>
+                {d.scoreboard.map((p) => (
+                  <tr key={p.procedure_id}>
+                    <th scope="row">
+                      <Link to={href(`${base}/insights`, { days: props.where.query.get('days') ?? undefined, procedure: p.procedure_id })}>{p.procedure_name}</Link>
+                    </th>
+                    <td className="num">{p.sessions}</td>
+                    <td className="num">{p.results.followed}</td>
+                    <td className="num">{p.results.partial}</td>
+                    <td className="num">{p.results.deviated}</td>
+                    <td className="num">{p.results.not_measurable}</td>
+                    <td className="num">{percent(p.follow_rate)}</td>
+                    <td className="num">{p.findings}</td>
+                    <td className="num meta">{p.suppressed}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </section>
+
+      <section aria-labelledby="ladder-h" onKeyDown={open}>
+        <h2 id="ladder-h">Top patterns{d.ladder.length > 0 ? ` (${d.ladder.length}; ↑ ↓ to move, Enter to open)` : ''}</h2>
+        {d.ladder.length === 0 && <p className="empty">No findings in the window.</p>}
+        {d.ladder.length > 0 && (
+          <>
+            <div className="ladder-head meta" aria-hidden="true">
+              <span>Rule</span>
+              <span>Findings</span>
+              <span className="num">Per session</span>
+              <span>Weekly</span>
+              <span className="num">Suppressed</span>
+            </div>
+            <VirtualList
+              id="ladder"
+              label="Top patterns"
+              count={d.ladder.length}
+              rowHeight={LADDER_ROW}
+              selected={selected}
+              onSelect={(i) => props.go({ row: d.ladder[i].pattern_id })}
+              rowLabel={(i) => {
+                const l = d.ladder[i];
+                return `${l.name}, ${l.label}, ${l.findings} findings, ${percent(l.rate)} of sessions, ${l.suppressed} suppressed`;
+              }}
+              renderRow={(i) => {
+                const l = d.ladder[i];
+                const top = Math.max(1, d.ladder[0].findings);
+                return (
+                  <div className="ladder-row">
+                    <span className="ellipsis">
+                      <Link to={patternLink(l.pattern_id)} tabIndex={-1}>
+                        {l.name}
+                      </Link>{' '}
+                      <span className="meta">{l.label}</span>
+                    </span>
+                    <span className="hbar" title={`${l.findings} findings`}>
+                      <span style={{ width: `${(l.findings / top) * 100}%` }} />
+                      <b>{l.findings}</b>
+                    </span>
+                    <span className="num">{percent(l.rate)}</span>
+                    <Sparkline values={l.trend} label={`${l.name}: findings per week, ${l.trend.join(', ')}`} />
+                    <span className="num meta">{l.suppressed}</span>
+                  </div>
+                );
+              }}
+            />
+          </>
+        )}
+      </section>
+    </>
+  );
+}
+
+function Tile({ label, value, hint, quiet }: { label: string; value: string; hint?: string; quiet?: boolean }) {
+  return (
+    <div className={quiet ? 'tile quiet' : 'tile'} title={hint}>
+      <div className="tile-value">{value}</div>
+      <div className="tile-label">{label}</div>
+    </div>
+  );
+}
+
+interface WeeklyRates {
+  weeks: string[];
+  series: { name: string; values: (number | null)[] }[];
+}
+
+/**
+ * The follow rate of each procedure week by week: Insights answers one window at a time, so
+ * the last weeks of the window are asked for one each (in parallel), and each week's
+ * scoreboard gives every procedure's rate that week (none: a gap in its line).
+ */
+async function weeklyFollowRates(session: Session, d: InsightsView, procedure: string): Promise<WeeklyRates> {
+  const weeks = d.weeks.slice(-TREND_WEEKS);
+  const answers = await Promise.all(
+    weeks.map((w) => {
+      const from = new Date(`${w}T00:00:00Z`);
+      const to = new Date(Math.min(from.getTime() + WEEK_MS, Date.parse(d.window.to)));
+      return api.insights(session, { from: from.toISOString(), to: to.toISOString(), procedure });
+    }),
+  );
+  const names = new Map<string, string>();
+  // A procedure whose sessions were never measurable has no rate to draw: it gets no line.
+  for (const a of answers) for (const p of a.scoreboard) if (p.follow_rate !== null) names.set(p.procedure_id, p.procedure_name);
+  const series = [...names].map(([id, name]) => ({
+    name,
+    values: answers.map((a) => a.scoreboard.find((p) => p.procedure_id === id)?.follow_rate ?? null),
+  }));
+  return { weeks, series };
+}

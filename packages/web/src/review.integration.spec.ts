@@ -1,0 +1,249 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { createLogger, loadConfig } from '@neatroots/platform';
+import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
+import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
+import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './browser.test';
+
+/**
+ * The reviewer's path in a real browser, on the embedded default with the demo data and no
+ * model: the demo workspace's procedures published and its sample sessions checked (a skipped
+ * and an out-of-order lookup are findings on one rule), then the review queue, the pattern
+ * page, a verdict and an override given by clicking, the state change seen in the queue, and
+ * Insights against what the API answers. No page may log a console error.
+ */
+const exe = chromiumOrSkip('the review pages in a browser');
+
+interface QueueAnswer {
+  items: { pattern_id: string; name: string; rule_text: string; review_state: string; sessions: number; examples: { external_id: string; excerpt: string }[] }[];
+  counts: Record<string, number>;
+  total: number;
+}
+
+(exe ? describe : describe.skip)('the review pages in a browser', () => {
+  let home: string;
+  let app: EmbeddedApp;
+  let browser: Browser;
+  let url: string;
+  let key: string;
+  const errors: string[] = [];
+
+  async function wsGet<T>(p: string): Promise<T> {
+    const res = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/${p}`, { headers: { 'x-api-key': key } });
+    if (!res.ok) throw new Error(`${p}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as T;
+  }
+
+  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 45_000): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await fn();
+      if (v) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  beforeAll(async () => {
+    requireBuiltApp();
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-review-'));
+    app = await startEmbedded({
+      config: loadConfig({
+        NEATROOTS_HOME: home,
+        NEATROOTS_OTLP_PORT: '0',
+        NEATROOTS_OTLP_HTTP_PORT: '0',
+        NEATROOTS_GRPC_PORT: '0',
+        NEATROOTS_HTTP_PORT: '0',
+        // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
+        NEATROOTS_MEMORY_CEILING_MB: '0',
+        NEATROOTS_ADMIN_PORT: '0',
+      }),
+      demo: true,
+      inMemoryDb: true,
+      watch: false,
+      log: createLogger({ level: 'error' }),
+    });
+    url = `http://127.0.0.1:${app.httpPort}`;
+    key = app.demoKey!;
+    const demo = await loadDemoWorkspace(app.review.sop);
+    for (const id of demo.samples) await until(`sample ${id} checked`, async () => (await app.review.sop.getSession(DEMO_PROJECT, id)).status !== 'queued');
+    // Findings are put in patterns right after each check: wait for the queue to show them.
+    await until('the demo findings in the review queue', async () => (await wsGet<QueueAnswer>('review')).items.length > 0);
+    browser = await launch(exe!);
+  }, 240_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    if (home) fs.rmSync(home, { recursive: true, force: true });
+    process.stdout.write(`review pages: screenshots in ${SCREENSHOTS}\n`);
+  });
+
+  afterEach(() => {
+    // Every page the test opened, with no console error and no uncaught exception.
+    expect(errors).toEqual([]);
+    errors.length = 0;
+  });
+
+  async function signedIn(): Promise<Page> {
+    const page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
+    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
+    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
+    await page.goto(`${url}/`);
+    await page.getByLabel('Project').fill(DEMO_PROJECT);
+    await page.getByLabel('API key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    return page;
+  }
+
+  it('the queue lists the demo pattern with its rule, examples and counts per state; Enter opens it', async () => {
+    const queue = await wsGet<QueueAnswer>('review');
+    const item = queue.items[0];
+    expect(item.review_state).toBe('needs_review');
+    const page = await signedIn();
+    await page.getByRole('link', { name: 'Review', exact: true }).click();
+    await page.getByRole('heading', { name: 'Review queue', level: 1 }).waitFor();
+    const list = page.getByRole('listbox', { name: 'Review queue' });
+    await list.getByRole('option').first().waitFor();
+    expect(await list.getByRole('option').count()).toBe(queue.items.length);
+    await expect(list.getByRole('option').first().getAttribute('aria-label')).resolves.toMatch(new RegExp(`^${escape(item.name)}, `));
+    // The selected item beside the list: the rule's text and the example findings' excerpts.
+    const detail = page.getByRole('region', { name: 'Selected pattern' });
+    await expect(detail.locator('blockquote.rule-text').textContent()).resolves.toBe(item.rule_text);
+    for (const e of item.examples) await detail.getByText(e.excerpt).first().waitFor();
+    await expect(detail.locator('.example').count()).resolves.toBe(item.examples.length);
+    // Counts per state, as the API gives them.
+    const needs = page.getByRole('group', { name: 'Review states shown' }).locator('label', { hasText: 'needs review' });
+    await expect(needs.locator('.count').textContent()).resolves.toBe(String(queue.counts.needs_review));
+    await expect(needs.getByRole('checkbox').isChecked()).resolves.toBe(true);
+    await shot(page, 'review-queue-light');
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+    await shot(page, 'review-queue-dark');
+    // From the keyboard: the list is one stop, Enter opens the selected pattern.
+    await list.focus();
+    await page.keyboard.press('Home');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(new RegExp(`/patterns/${item.pattern_id}$`));
+    await page.getByRole('heading', { name: new RegExp(`^${escape(item.name)}`), level: 1 }).waitFor();
+    await page.context().close();
+  });
+
+  it('a verdict with a note changes the state on the pattern page and in the queue; an override suppresses one finding', async () => {
+    const item = (await wsGet<QueueAnswer>('review')).items[0];
+    const page = await signedIn();
+    // A shared link to the pattern opens it.
+    await page.goto(`${url}/p/${DEMO_PROJECT}/patterns/${item.pattern_id}`);
+    await page.getByRole('heading', { name: new RegExp(`^${escape(item.name)}`), level: 1 }).waitFor();
+    const review = page.getByRole('region', { name: 'Review' });
+    await expect(review.locator('.review-state .badge').first().textContent()).resolves.toBe('needs review');
+    // The API returns no suggestions for it: the page shows no suggestions area.
+    const before = await wsGet<{ suggestions: unknown[]; sessions: { finding_id: string; external_id: string; suppressed: boolean }[] }>(`patterns/${item.pattern_id}`);
+    expect(before.suggestions).toEqual([]);
+    expect(await page.locator('.suggestions').count()).toBe(0);
+    expect(await page.locator('table.pattern-sessions tbody tr').count()).toBe(before.sessions.length);
+    await shot(page, 'pattern-light');
+
+    await review.getByLabel('Note (optional)').fill('Refunds this small skip the lookup on purpose.');
+    await review.getByLabel('Reviewer').fill('ana');
+    await review.getByRole('button', { name: 'Acceptable' }).click();
+    await page.getByRole('status').filter({ hasText: /^Verdict acceptable saved: the pattern is closed, \d+ findings suppressed\.$/ }).waitFor();
+    await review.locator('.review-state .badge', { hasText: 'closed' }).waitFor();
+    await review.locator('ol.history li', { hasText: 'Refunds this small skip the lookup on purpose.' }).waitFor();
+    const closed = await wsGet<{ review_state: string; suppressed_count: number; verdict: { verdict: string; note: string; reviewer: string } }>(`patterns/${item.pattern_id}`);
+    expect(closed).toMatchObject({ review_state: 'closed', verdict: { verdict: 'acceptable', note: 'Refunds this small skip the lookup on purpose.', reviewer: 'ana' } });
+    expect(closed.suppressed_count).toBe(before.sessions.length);
+    await expect(review.textContent()).resolves.toContain(`${closed.suppressed_count} suppressed (all time)`);
+
+    // A second verdict: real. Its findings count again; the history keeps both, newest first.
+    await review.getByRole('button', { name: 'Real mistake' }).click();
+    await review.locator('.review-state .badge', { hasText: 'open' }).waitFor();
+    await expect(review.locator('ol.history li').allTextContents()).resolves.toEqual([
+      expect.stringMatching(/^real.*ana.*\(current\)$/),
+      expect.stringMatching(/^acceptable.*ana.*Refunds this small skip the lookup on purpose\.$/),
+    ]);
+    // The checker was wrong about one finding: that one alone is suppressed.
+    const one = before.sessions[0];
+    await page.getByRole('button', { name: `Checker wrong about ${one.external_id}` }).click();
+    await page.getByRole('status').filter({ hasText: new RegExp(`^Finding on ${escape(one.external_id)} marked wrong: suppressed`) }).waitFor();
+    const after = await wsGet<{ review_state: string; sessions: { finding_id: string; suppressed: boolean }[] }>(`patterns/${item.pattern_id}`);
+    expect(after.review_state).toBe('open');
+    expect(after.sessions.filter((s) => s.suppressed).map((s) => s.finding_id)).toEqual([one.finding_id]);
+    await page.locator('table.pattern-sessions tbody tr', { hasText: one.external_id }).getByText('checker wrong (ana)').waitFor();
+    await shot(page, 'pattern-verdicts-light');
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+    await shot(page, 'pattern-verdicts-dark');
+
+    // The queue: gone from needs review, listed under open.
+    await page.getByRole('link', { name: 'Review', exact: true }).click();
+    await page.getByRole('heading', { name: 'Review queue', level: 1 }).waitFor();
+    const states = page.getByRole('group', { name: 'Review states shown' });
+    await states.locator('label', { hasText: 'open' }).locator('.count', { hasText: /^1$/ }).waitFor();
+    expect(await page.getByRole('listbox', { name: 'Review queue' }).getByRole('option', { name: new RegExp(`^${escape(item.name)},`) }).count()).toBe(0);
+    await states.locator('label', { hasText: 'open' }).getByRole('checkbox').check();
+    await page.waitForURL(/state=open/);
+    await page.getByRole('listbox', { name: 'Review queue' }).getByRole('option', { name: new RegExp(`^${escape(item.name)},.*, open,`) }).waitFor();
+    await shot(page, 'review-queue-open-dark');
+    await page.context().close();
+  });
+
+  it('Insights shows the tiles, the procedures, the follow rate by week and the top patterns as the API says', async () => {
+    const api = await wsGet<{
+      tiles: { sessions: number; follow_rate: number | null; findings: number; suppressed: number };
+      scoreboard: { procedure_id: string; procedure_name: string; sessions: number; follow_rate: number | null }[];
+      ladder: { pattern_id: string; procedure_id: string; name: string; findings: number }[];
+    }>('insights?days=90');
+    expect(api.tiles.sessions).toBeGreaterThan(0);
+    const page = await signedIn();
+    await page.getByRole('link', { name: 'Insights', exact: true }).click();
+    await page.getByRole('heading', { name: 'Insights', level: 1 }).waitFor();
+    const tiles = page.getByRole('region', { name: 'Totals' });
+    await tiles.locator('.tile', { hasText: 'Sessions checked' }).locator('.tile-value', { hasText: String(api.tiles.sessions) }).waitFor();
+    await expect(tiles.locator('.tile', { hasText: 'Suppressed (apart)' }).locator('.tile-value').textContent()).resolves.toBe(String(api.tiles.suppressed));
+    await expect(tiles.locator('.tile', { hasText: 'Findings' }).locator('.tile-value').textContent()).resolves.toBe(String(api.tiles.findings));
+    const rows = page.locator('table.scoreboard tbody tr');
+    await rows.first().waitFor();
+    expect(await rows.locator('th').allTextContents()).toEqual(api.scoreboard.map((s) => s.procedure_name));
+    // The follow-rate chart: a line per procedure with a rate (the demo's sessions are all this week).
+    const chart = page.getByRole('img', { name: 'Follow rate per procedure, by week' });
+    await chart.waitFor();
+    expect(await chart.locator('.series').count()).toBe(api.scoreboard.filter((s) => s.follow_rate !== null).length);
+    // The ladder: the demo rule's pattern, its findings.
+    const ladder = page.getByRole('listbox', { name: 'Top patterns' });
+    await expect(ladder.getByRole('option').count()).resolves.toBe(api.ladder.length);
+    await expect(ladder.getByRole('option').first().getAttribute('aria-label')).resolves.toMatch(new RegExp(`^${escape(api.ladder[0].name)}, .*, ${api.ladder[0].findings} findings`));
+    await shot(page, 'insights-light');
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+    await shot(page, 'insights-dark');
+    // The top pattern's procedure alone: its row's link is the filter.
+    const theirs = api.scoreboard.find((p) => p.procedure_id === api.ladder[0].procedure_id)!;
+    await rows.locator('th a', { hasText: theirs.procedure_name }).click();
+    await page.waitForURL(/procedure=/);
+    // The narrowed answer replaces the table: one procedure's row.
+    await page.locator('table.scoreboard tbody tr').nth(1).waitFor({ state: 'detached' });
+    await expect(page.locator('table.scoreboard tbody tr th').allTextContents()).resolves.toEqual([theirs.procedure_name]);
+    // Enter on the ladder opens the pattern (ladder rows: the listbox is one stop).
+    await ladder.focus();
+    await page.keyboard.press('Home');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(new RegExp(`/patterns/${api.ladder[0].pattern_id}$`));
+    await page.context().close();
+  });
+
+  it('reaches Review and Insights from the keyboard', async () => {
+    const page = await signedIn();
+    const reached: string[] = [];
+    for (let i = 0; i < 14; i++) {
+      await page.keyboard.press('Tab');
+      reached.push(await page.evaluate<string>("document.activeElement?.textContent?.trim() ?? ''"));
+    }
+    expect(reached).toEqual(expect.arrayContaining(['Review', 'Insights']));
+    await page.context().close();
+  });
+});
+
+function escape(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
