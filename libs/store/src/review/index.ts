@@ -1,4 +1,6 @@
 export * from './queries';
 export * from './patterns.repo';
 export * from './review-read.repo';
+export * from './suggestions.repo';
+export * from './suggestions';
 export * from './clusters.repo';

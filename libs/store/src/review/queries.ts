@@ -1,4 +1,5 @@
 import type { SopResult } from '../sop/sessions.repo';
+import type { SuggestionQueries, SuggestionSummary, SuggestionView } from './suggestions';
 
 /**
  * The review side of sopops as the api calls it (patterns, verdicts, overrides, the review
@@ -6,7 +7,7 @@ import type { SopResult } from '../sop/sessions.repo';
  * a REST body of docs/review.md; refusals are SopError (400, 404, 409), with the same status
  * in both deployments.
  */
-export interface ReviewSopQueries {
+export interface ReviewSopQueries extends SuggestionQueries {
   /** GET /v1/workspaces/{ws}/review */
   reviewQueue(workspace: string, q: ReviewQueueQuery): Promise<ReviewQueueView>;
   /** GET /v1/workspaces/{ws}/patterns */
@@ -91,7 +92,7 @@ export interface ReviewFields {
   review_state: ReviewStateName;
   review_reason: ReviewReasonName | null;
   review_note: string;
-  /** Null until suggestions are applied (not built yet). */
+  /** The release with the applied suggestion's edit, once there is one (fixing, fixed, regressed); else null. */
   fix_release: { id: string; number: number } | null;
   fix_sessions: number | null;
   fix_sessions_needed: number | null;
@@ -175,7 +176,8 @@ export interface PatternView extends Omit<PatternSummary, 'sessions'> {
     suppressed: boolean;
     override: { correct: boolean; note: string | null; reviewer: string | null } | null;
   }[];
-  suggestions: unknown[];
+  /** Its suggestions, newest first (proposed ones with their freshness). */
+  suggestions: SuggestionSummary[];
   window: WindowView;
 }
 
@@ -186,9 +188,9 @@ export interface VerdictGivenView extends VerdictView {
   review_state: ReviewStateName;
   review_reason: ReviewReasonName | null;
   review_note: string;
-  /** Suggestions are not generated yet: always null. */
-  suggestion: null;
-  /** Present when `suggest` was asked: says that no suggestion was queued, and why. */
+  /** The suggestion queued (suggest: true and a real, acceptable or sop_wrong verdict), generating; else null. */
+  suggestion: SuggestionView | null;
+  /** Present when `suggest` was asked and no suggestion was queued: why. */
   suggestion_note?: string;
 }
 
@@ -237,7 +239,8 @@ export interface QueueItem extends ReviewFields {
   /** Findings since the latest verdict (all of them without one), suppressed ones left out. */
   new_findings: number;
   suppressed_count: number;
-  suggestion: null;
+  /** Its latest suggestion (proposed ones with their freshness), or null. */
+  suggestion: SuggestionSummary | null;
 }
 
 export interface ReviewQueueView {
