@@ -4,6 +4,7 @@ export * from './regex';
 export * from './match';
 export * from './schema';
 export * from './field-line';
+export * from './edit';
 export * from './sources';
 export * from './watch';
 export * from './engine';

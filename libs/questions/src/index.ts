@@ -14,6 +14,7 @@ export * from './classifier/classifier';
 export * from './answerer';
 export * from './library';
 export * from './planner';
+export * from './draft';
 export * from './findings';
 export * from './scheduler';
 export * from './processor';

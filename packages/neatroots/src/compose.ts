@@ -2,13 +2,14 @@ import { credentials, Metadata } from '@grpc/grpc-js';
 import { ReviewGrpcClient, SopGrpcClient, apiModule } from '@neatroots/api';
 import type { ProjectEntry } from '@neatroots/checks';
 import { ingestModule } from '@neatroots/ingest';
-import { createMetrics, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
+import { createMetrics, GitHubCodeHost, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
 import type { Logger, Platform, ServiceModule } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import { QuestionDecisionsClient, questionModule, type QuestionLink } from '@neatroots/question';
 import { ReviewDataClient, reviewModule, type ReviewLink } from '@neatroots/review';
 import { ruleEngineModule } from '@neatroots/rule-engine';
 import { QuietChecks } from '@neatroots/store';
+import { createAuthoring } from './authoring';
 import { localLlmStandsIn, questionServiceConfig } from './questions';
 import { ingestListen, readProjectsSafe, startCheckSet, steeringLookup, type CheckSet } from './runtime';
 
@@ -85,7 +86,19 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
       const review = await link<ReviewLink>('review');
       return steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, database: (p) => review.data.steering(p) });
     },
+    // GitHub connections: the key their tokens are sealed with, and the adapter for one.
+    github: () => ({ secretKey: () => secretKeyOf(config), hostFor: (c: { token: string; api_url: string }) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url }) }),
     models: () => ({ localLlmStandsIn: localLlmStandsIn(opts.models), question: questionServiceConfig(opts.models), sop: opts.models.sop }),
+    // Checks written by people and coding agents (the api's checks endpoints and MCP tools).
+    authoring: async ({ link }) => {
+      const [review, question, checks, steering] = await Promise.all([
+        link<ReviewLink>('review'),
+        link<Partial<QuestionLink>>('question'),
+        link<CheckSet>('checks'),
+        link<(project: string) => Promise<boolean>>('steering'),
+      ]);
+      return createAuthoring({ data: review.data, queries: review.queries, checks, draft: question.draft, models: opts.models, steering });
+    },
   };
   if (opts.platform.kind === 'distributed') {
     links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose);

@@ -80,7 +80,12 @@ export interface ReplayOptions {
   models?: ModelConfig | false;
   /** A question that could not be answered (a model error or timeout): not checked, never a pass. */
   onNotChecked?(r: QuestionResult): void;
+  /** Wraps the configured models (a preview counts and bounds its model calls). */
+  wrapModels?(models: QuestionModels): QuestionModels;
 }
+
+/** The model clients the question service is given. */
+type QuestionModels = NonNullable<ReturnType<typeof questionServiceConfig>['models']>;
 
 function itemTime(item: StreamItem): number | undefined {
   if (item.kind === 'span') return item.span.end_ms ?? item.span.start_ms;
@@ -160,7 +165,7 @@ export class Replayer {
         review: () => review,
         checks: () => ({ rules: () => rules, questions: () => asked, reload: async () => undefined }),
         steering: () => async () => opts.steering ?? true,
-        models: () => ({ localLlmStandsIn: models ? localLlmStandsIn(models) : false, question: models ? questionServiceConfig(models) : {} }),
+        models: () => ({ localLlmStandsIn: models ? localLlmStandsIn(models) : false, question: models ? wrapped(questionServiceConfig(models), opts.wrapModels) : {} }),
       },
     });
     return { services, matching };
@@ -198,6 +203,10 @@ export class Replayer {
       await started?.matching.close();
     })());
   }
+}
+
+function wrapped(q: ReturnType<typeof questionServiceConfig>, wrap?: (m: QuestionModels) => QuestionModels): ReturnType<typeof questionServiceConfig> {
+  return wrap && q.models ? { ...q, models: wrap(q.models) } : q;
 }
 
 /** The services' log lines as replay's warnings. */

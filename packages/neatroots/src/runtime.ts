@@ -66,14 +66,22 @@ export async function startCheckSet(opts: {
   database?: () => Promise<DatabaseCheck[]>;
   log: Logger;
   watch?: boolean;
+  /**
+   * How often the database checks are read again (default 5 s): a check saved through the
+   * api of another process (the distributed deployment) takes effect here within this.
+   */
+  databasePollMs?: number;
 }): Promise<CheckSet> {
   const { log } = opts;
   // The review service may still be starting (another process): its checks come at the next reload.
   let databaseRead = true;
+  // The database checks the set was last loaded with: a poll that reads others reloads.
+  let databaseSeen = '';
   const database = async (): Promise<DatabaseCheck[]> => {
     try {
       const out = opts.database ? await opts.database() : [];
       databaseRead = true;
+      databaseSeen = JSON.stringify(out);
       return out;
     } catch (err) {
       if (databaseRead) log.error('database checks unreadable (review service); retrying', err);
@@ -99,9 +107,18 @@ export async function startCheckSet(opts: {
     rules = compile(loaded);
     log.info(`checks reloaded: ${loaded.checks.length} in effect`);
   };
+  const poll = async () => {
+    if (!databaseRead) return reload();
+    if (!opts.database) return;
+    // Files are watched; database checks are written by other processes (the api, the
+    // planner), so they are read again, and a change reloads the set.
+    const before = databaseSeen;
+    await database();
+    if (databaseRead && databaseSeen !== before) await reload();
+  };
   const retry = setInterval(() => {
-    if (!databaseRead) reload().catch((err) => log.error('checks reload failed', err));
-  }, 5_000);
+    poll().catch((err) => log.error('checks reload failed', err));
+  }, opts.databasePollMs ?? 5_000);
   retry.unref();
   let stop = () => undefined as void;
   if (opts.watch ?? true) {

@@ -6,13 +6,18 @@ import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/sto
 import type { AddressInfo } from 'node:net';
 import { defaultAppDir, serveApp } from './app-files';
 import { ApiKeyGuard } from './auth.guard';
+import type { Authoring } from './authoring';
 import { bodyParserErrors, parseBody, requireJsonBody } from './body';
+import { ChecksController } from './checks.controller';
 import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
 import { DeadLettersController } from './dead-letters.controller';
 import { DisabledChecksController } from './disabled-checks.controller';
 import { ErrorsFilter } from './errors';
+import { LineageController } from './lineage.controller';
+import { GITHUB_CONNECTIONS, GitHubController } from './github.controller';
 import { ReviewController } from './review.controller';
-import { DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
+import { SuggestionsController } from './suggestions.controller';
+import { AUTHORING, DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
 import { WorkspacesController } from './workspaces.controller';
 
 export interface ApiOptions {
@@ -32,6 +37,8 @@ export interface ApiOptions {
   sop?: SopQueries;
   /** sopops review (patterns, verdicts, the queue, Insights); absent: its endpoints answer 503. */
   review?: ReviewSopQueries;
+  /** Checks written by people (draft, preview, save, halt); absent: its endpoints answer 503. */
+  authoring?: Authoring;
   /** Nest's log levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
   /** The web app's build served at `/` (default: @neatroots/web's dist/); null serves none (a 503 saying so). */
@@ -40,16 +47,19 @@ export interface ApiOptions {
 
 @Module({})
 export class ApiModule {
-  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review'>): DynamicModule {
+  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review' | 'authoring'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, SuggestionsController, GitHubController, LineageController, ChecksController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },
         { provide: SOP_QUERIES, useValue: opts.sop ?? null },
         { provide: REVIEW_SOP_QUERIES, useValue: opts.review ?? null },
+        // The GitHub connection is the review service's (in-process, or over gRPC with the rest).
+        { provide: GITHUB_CONNECTIONS, useValue: githubOf(opts.review) },
         { provide: DISABLED_CHECKS, useValue: opts.disabledChecks ?? null },
+        { provide: AUTHORING, useValue: opts.authoring ?? null },
         { provide: RESOLVE_KEY, useValue: opts.resolveKey },
         ApiKeyGuard,
       ],
@@ -81,4 +91,9 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
 export function apiUrl(app: INestApplication): string {
   const addr = app.getHttpServer().address() as AddressInfo;
   return `http://127.0.0.1:${addr.port}`;
+}
+
+function githubOf(review: ReviewSopQueries | undefined) {
+  if (!review) return null;
+  return { put: (ws: string, body: unknown) => review.putRepoConnection(ws, body), get: (ws: string) => review.getRepoConnection(ws), delete: (ws: string) => review.deleteRepoConnection(ws) };
 }

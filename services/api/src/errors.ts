@@ -1,5 +1,6 @@
 import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
 import { SopError, StoreInputError, type SopIssue } from '@neatroots/store';
+import { AuthoringError, type CheckProblem } from './authoring';
 
 /** What the filter uses of an express response (@types/express is not installed). */
 interface JsonResponse {
@@ -12,11 +13,11 @@ interface JsonResponse {
  * with sopc's `issues` when a procedures folder would not compile (422).
  */
 export interface ErrorBody {
-  error: { code: string; message: string; issues?: SopIssue[] };
+  error: { code: string; message: string; issues?: SopIssue[]; problems?: CheckProblem[] };
 }
 
-export function errorBody(code: string, message: string, issues?: SopIssue[]): ErrorBody {
-  return { error: issues ? { code, message, issues } : { code, message } };
+export function errorBody(code: string, message: string, issues?: SopIssue[], problems?: CheckProblem[]): ErrorBody {
+  return { error: { code, message, ...(issues ? { issues } : {}), ...(problems ? { problems } : {}) } };
 }
 
 /** An error the API answers with its own code: `{ "error": { "code", "message" } }`. */
@@ -74,6 +75,7 @@ export class ErrorsFilter implements ExceptionFilter {
     let code: string;
     let message: string;
     let issues: SopIssue[] | undefined;
+    let problems: CheckProblem[] | undefined;
     if (err instanceof ApiError) {
       status = err.getStatus();
       code = err.code;
@@ -83,6 +85,12 @@ export class ErrorsFilter implements ExceptionFilter {
       code = err.code;
       message = err.message;
       issues = err.issues;
+    } else if (err instanceof AuthoringError) {
+      // A check that does not validate names each field (and its YAML line); a refusal says why.
+      status = err.status;
+      code = err.code;
+      message = err.message;
+      problems = err.problems;
     } else if (err instanceof StoreInputError) {
       status = HttpStatus.BAD_REQUEST;
       code = err.code;
@@ -98,6 +106,6 @@ export class ErrorsFilter implements ExceptionFilter {
       this.log.error(err instanceof Error ? err.stack ?? err.message : String(err));
     }
     if (res.headersSent) return;
-    res.status(status).json(errorBody(code, message, issues));
+    res.status(status).json(errorBody(code, message, issues, problems));
   }
 }

@@ -5,3 +5,5 @@ export { REVIEW_QUERIES, RESOLVE_KEY, MODEL_STATS, type ResolveKey, type ModelSt
 export { ReviewGrpcClient } from './review-client';
 export { apiModule, type ApiConfig } from './module';
 export { SopGrpcClient } from './sop-client';
+export { AuthoringError, type Author, type Authoring, type CheckSubmission, type CheckProblem, type ListedCheck, type SavedCheck, type DraftResult, type PreviewOptions, type PreviewResult, type PreviewRun } from './authoring';
+export { MAX_PREVIEW_RUNS, MAX_PREVIEW_MODEL_CALLS } from './checks.controller';

@@ -3,6 +3,7 @@ import { disabledChecksFor } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
 import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import { createApi } from './api';
+import type { Authoring } from './authoring';
 import type { ModelStats, ResolveKey } from './tokens';
 
 /** The configuration the api reads. */
@@ -29,12 +30,18 @@ export const apiModule: ServiceModule<ApiConfig> = {
   async start(ctx) {
     const review = await ctx.link<Links['review']>('review');
     const question = await ctx.link<Links['question']>('question');
+    // Supplied by the composition root; a process without one answers the checks endpoints 503.
+    const authoring = await ctx.link<Authoring>('authoring').catch((err: Error) => {
+      if (/no service of this process provides it/.test(err.message)) return undefined;
+      throw err;
+    });
     const api = await createApi({
       queries: review.queries,
       resolveKey: review.resolveKey,
       modelStats: question.modelStats,
       sop: review.sop,
       review: review.reviewSop,
+      authoring,
       disabledChecks: (project) => disabledChecksFor(ctx.config.NEATROOTS_HOME, project),
       port: ctx.config.NEATROOTS_HTTP_PORT,
       host: ctx.config.NEATROOTS_HOST,

@@ -27,3 +27,6 @@ export const SOP_QUERIES = Symbol('SopQueries');
 
 /** The review side of sopops (patterns, verdicts, overrides, the review queue, insights): in-process or over gRPC. */
 export const REVIEW_SOP_QUERIES = Symbol('ReviewSopQueries');
+
+/** The authoring side (draft, preview, save, halt: issue 14), supplied by the composition root. */
+export const AUTHORING = Symbol('Authoring');

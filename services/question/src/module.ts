@@ -1,11 +1,14 @@
 import type { ServiceModule } from '@neatroots/ports';
-import type {
-  AgreementStore,
-  ClassifierStore,
-  PlanStore,
-  QuestionFindingsWindow,
-  QuestionSet,
-  ResultSink,
+import {
+  draftCheck,
+  type AgreementStore,
+  type ClassifierStore,
+  type Draft,
+  type DraftRequest,
+  type PlanStore,
+  type QuestionFindingsWindow,
+  type QuestionSet,
+  type ResultSink,
 } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
 import { answererDecisions, type DecisionsGateway } from './decisions';
@@ -43,6 +46,11 @@ export interface QuestionLink {
   modelStats(project: string, checkId?: string): ReturnType<typeof agreementStats>;
   /** The gateway sopops' checker asks its decisions through (the same queues as the questions). */
   decisions: DecisionsGateway;
+  /**
+   * A check drafted from a plain-language concern by the LLM, through the same queues (the
+   * authoring API's checks/draft); NoModelError when no LLM is configured.
+   */
+  draft?(req: DraftRequest): Promise<Draft>;
 }
 
 export const QUESTION_LINK = 'question';
@@ -82,6 +90,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       service,
       modelStats: (project, checkId) => agreementStats(service.answerer, { project, checkId, checks: questions }),
       decisions: answererDecisions(service.answerer),
+      draft: (req) => draftCheck(req, (messages) => service.answerer.chat({ messages, json: true, maxTokens: 800 }, { wait: true })),
     };
     return { provides: { [QUESTION_LINK]: provided }, stop: () => service.close() };
   },

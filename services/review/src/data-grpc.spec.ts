@@ -48,7 +48,15 @@ describe('ReviewData over gRPC', () => {
     expect((await client.agreement.list()).map((a) => a.key)).toEqual(['q1']);
 
     await client.putCheck({ id: 'planned-1', yaml: 'id: planned-1\n', origin: 'planner', project: 'shop', workflow: 'refunds' });
-    expect(await client.checks()).toEqual([{ id: 'planned-1', yaml: 'id: planned-1\n' }]);
+    expect(await client.checks()).toEqual([{ id: 'planned-1', yaml: 'id: planned-1\n', origin: 'planner' }]);
+    // A project's own records (the authoring API's), and deleting one of them only.
+    await client.putCheck({ id: 'mine', yaml: 'id: mine\n', origin: 'cli', project: 'shop', saved: true });
+    await client.putCheck({ id: 'mine', yaml: 'id: mine\n', origin: 'agent', project: 'other' });
+    expect((await client.checkRecords('shop')).map((c) => [c.id, c.origin, c.saved])).toEqual([['planned-1', 'planner', false], ['mine', 'cli', true]]);
+    expect(await client.deleteCheck('shop', 'mine')).toBe(true);
+    expect(await client.deleteCheck('shop', 'mine')).toBe(false);
+    expect((await client.checkRecords('other')).map((c) => c.id)).toEqual(['mine']);
+    await client.deleteCheck('other', 'mine');
 
     await client.results.record([
       { task_id: 't1', project: 'shop', run_id: 'r1', check_id: 'c1', anchor: 'run', span_ids: ['s1'], answer: { status: 'not_checked', flagged: false, reason: 'timeout' }, at_ms: 1_700_000_000_000 },

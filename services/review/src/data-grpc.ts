@@ -1,7 +1,7 @@
 import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import type { AgreementRecord, Plan, QuestionResult, SavedModel } from '@neatroots/questions';
-import { StoreInputError, type DbCheckInput } from '@neatroots/store';
+import { StoreInputError, type DbCheckInput, type DbCheckRecord } from '@neatroots/store';
 import type { ReviewData } from './data';
 
 /**
@@ -35,8 +35,15 @@ export function reviewDataGrpcService(data: ReviewData): { service: typeof v1.Re
   const implementation: v1.ReviewDataServer = {
     quietChecks: unary(async (r: v1.ProjectRequest) => ({ check_ids: await data.quietChecks(r.project) })),
     steering: unary(async (r: v1.ProjectRequest) => ({ on: await data.steering(r.project) })),
-    listChecks: unary(async () => ok(await data.checks())),
+    listChecks: unary(async (r: v1.JsonRequest) => {
+      const q = r.json ? parse<{ project?: string }>(r.json, 'query') : {};
+      return ok(typeof q.project === 'string' ? await data.checkRecords(q.project) : await data.checks());
+    }),
     putCheck: unary(async (r: v1.JsonRequest) => ok(await data.putCheck(parse<DbCheckInput>(r.json, 'check')))),
+    deleteCheck: unary(async (r: v1.JsonRequest) => {
+      const q = parse<{ project: string; id: string }>(r.json, 'check');
+      return (await data.deleteCheck(String(q.project), String(q.id))) ? ok(true) : ok();
+    }),
     getPlan: unary(async (r: v1.PlanRequest) => ok(await data.plans.get(r.project, r.workflow))),
     putPlan: unary(async (r: v1.JsonRequest) => ok(await data.plans.put(parse<Plan>(r.json, 'plan')))),
     loadClassifierModels: unary(async (r: v1.KeysRequest) => ok([...(await data.classifier.load(r.keys))])),
@@ -83,12 +90,20 @@ export class ReviewDataClient implements ReviewData {
     return (await this.call<v1.ProjectRequest, v1.SteeringReply>('steering', { project })).on;
   }
 
-  async checks(): Promise<{ id: string; yaml: string }[]> {
-    return (await this.json<{ id: string; yaml: string }[]>('listChecks', { json: '' })) ?? [];
+  async checks(): Promise<{ id: string; yaml: string; origin: string }[]> {
+    return (await this.json<{ id: string; yaml: string; origin: string }[]>('listChecks', { json: '' })) ?? [];
+  }
+
+  async checkRecords(project: string): Promise<DbCheckRecord[]> {
+    return (await this.json<DbCheckRecord[]>('listChecks', { json: JSON.stringify({ project }) })) ?? [];
   }
 
   putCheck(c: DbCheckInput): Promise<void> {
     return this.send('putCheck', c);
+  }
+
+  async deleteCheck(project: string, id: string): Promise<boolean> {
+    return (await this.json<boolean>('deleteCheck', { json: JSON.stringify({ project, id }) })) === true;
   }
 
   readonly plans: ReviewData['plans'] = {

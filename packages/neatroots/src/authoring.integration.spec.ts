@@ -1,0 +1,277 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { NeatrootsClient } from '@neatroots/sdk';
+import { judgeReply, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
+import { main, type Io } from './cli';
+import { startEmbedded, type EmbeddedApp } from './embedded';
+
+/**
+ * Checks written by people (issue 14), against a real embedded neatroots whose question
+ * service asks the scripted OpenAI-compatible server: draft from a concern, preview on the
+ * project's stored runs (the same findings `neatroots replay` gives on those runs), save,
+ * list, update, delete, and switching a rule to halt; a saved check takes effect in the
+ * running rule engine.
+ */
+const KEY = 'authoring-key';
+const OTHER_KEY = 'authoring-other-key';
+const PROJECT = 'shop';
+const CLAIM = 'Your refund for order 7 went through.';
+
+const RULE = `# refunds need the order looked up first
+id: refund-needs-lookup
+kind: rule
+title: Refund without an order lookup
+rule:
+  type: requires_before
+  call: { tool: [issue_refund] }
+  requires: { tool: [lookup_order] }
+guidance: Look the order up before refunding it.
+`;
+
+const QUESTION = `id: false-refund-claim
+kind: yes_no
+scope: trace
+ask: Does the final response claim a refund went through that the tools do not show?
+evidence: { final_output: true }
+when: end
+`;
+
+function script(call: FakeCall): FakeReply {
+  if (call.kind === 'draft') {
+    const concern = call.body.messages[1].content.split('\n')[0];
+    if (/looking up/.test(concern)) {
+      return { json: { check: 'rule', id: 'refund-before-lookup', title: 'Refund before lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } } };
+    }
+    return { json: { check: 'question', id: 'false-refund', kind: 'yes_no', scope: 'span', ask: 'Does the agent claim a refund went through that the tools do not show?' } };
+  }
+  // The claim is in the run's final answer only in the bad run.
+  if (call.kind === 'judge') return judgeReply(call, (q) => (q.evidence.includes(CLAIM) ? { p: 0.97, quote: CLAIM } : { p: 0.02 }));
+  if (call.kind === 'second_look') return { json: { holds: true, quote: CLAIM } };
+  return { json: {} };
+}
+
+let fake: FakeOpenAI;
+let home: string;
+let app: EmbeddedApp;
+let base: string;
+let agent: NeatrootsClient;
+
+async function api<T = Record<string, unknown>>(method: string, p: string, body?: unknown, key = KEY): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${base}${p}`, {
+    method,
+    headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+  });
+  return { status: res.status, body: (await res.json()) as T };
+}
+
+/** A refund run: with or without the lookup first, and the answer it gave. */
+async function refundRun(runId: string, lookup: boolean, answer: string): Promise<void> {
+  const run = agent.startRun({ run_id: runId, workflow: 'refunds', tools: [{ name: 'lookup_order' }, { name: 'issue_refund' }] });
+  const t = Date.now();
+  if (lookup) run.span({ type: 'tool', tool: 'lookup_order', input: { order: 7 }, output: 'order 7: refund declined', start_ms: t, end_ms: t + 5 });
+  run.span({ type: 'tool', tool: 'issue_refund', input: { order: 7 }, output: lookup ? 'declined' : 'refund queued', start_ms: t + 10, end_ms: t + 15 });
+  await run.end({ final_output: answer });
+  await agent.flush();
+}
+
+async function until<T>(what: string, get: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await get();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function storedRun(runId: string): Promise<void> {
+  await until(`run ${runId}`, async () => {
+    const r = await api<{ run?: { end_status: string | null } }>('GET', `/v1/projects/${PROJECT}/runs/${runId}`);
+    return r.status === 200 && r.body.run?.end_status ? true : undefined;
+  });
+}
+
+beforeAll(async () => {
+  fake = await startFakeOpenAI(script);
+  home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-authoring-'));
+  const config = loadConfig({
+    NEATROOTS_HOME: home,
+    NEATROOTS_OTLP_PORT: '0',
+    NEATROOTS_OTLP_HTTP_PORT: '0',
+    NEATROOTS_GRPC_PORT: '0',
+    NEATROOTS_HTTP_PORT: '0',
+    NEATROOTS_ADMIN_PORT: '0',
+    NEATROOTS_MEMORY_CEILING_MB: '0',
+    NEATROOTS_API_KEYS: `${PROJECT}=${KEY},other=${OTHER_KEY}`,
+  });
+  app = await startEmbedded({
+    config,
+    inMemoryDb: true,
+    watch: false,
+    models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_BATCH_WAIT_MS: '5' }),
+    log: createLogger({ level: 'error' }),
+  });
+  base = `http://127.0.0.1:${app.httpPort}`;
+  agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+  await refundRun('run-good', true, 'Sorry, the refund for order 7 was declined.');
+  // Runs are listed newest first by their start: the bad one starts later.
+  await new Promise((r) => setTimeout(r, 30));
+  await refundRun('run-bad', false, CLAIM);
+  await storedRun('run-good');
+  await storedRun('run-bad');
+}, 120_000);
+
+afterAll(async () => {
+  await agent?.close();
+  await app?.close();
+  await fake?.close();
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+/** The findings `neatroots replay` prints for `checkYaml` over the runs as the API serves them. */
+async function replayFindings(checkYaml: string, runIds: string[], env: NodeJS.ProcessEnv = {}): Promise<{ check_id: string; run_id: string }[]> {
+  const dir = fs.mkdtempSync(path.join(home, 'replay-'));
+  fs.mkdirSync(path.join(dir, 'checks'));
+  fs.writeFileSync(path.join(dir, 'checks', 'c.yaml'), checkYaml);
+  const lines: unknown[] = [];
+  for (const id of runIds) {
+    const { body } = await api<{ run: { workflow: string; final_output: unknown; end_status: string; run_start: Record<string, unknown> }; spans: Record<string, unknown>[] }>('GET', `/v1/projects/${PROJECT}/runs/${id}`);
+    lines.push({ ...body.run.run_start, event: 'run_start', run_id: id, project: PROJECT });
+    for (const s of body.spans) lines.push({ ...s, project: PROJECT });
+    lines.push({ event: 'run_end', run_id: id, status: body.run.end_status, final_output: body.run.final_output });
+  }
+  fs.writeFileSync(path.join(dir, 'runs.jsonl'), lines.map((l) => JSON.stringify(l)).join('\n'));
+  const out: string[] = [];
+  const io: Io = { out: (l) => out.push(l), err: () => undefined, env: { NEATROOTS_HOME: path.join(dir, 'home'), ...env }, cwd: dir };
+  expect(await main(['replay', '--no-library', '--checks', 'checks', 'runs.jsonl'], io)).toBe(0);
+  return out.map((l) => JSON.parse(l) as { check_id: string; run_id: string; status: string }).filter((f) => f.status !== 'resolved').map((f) => ({ check_id: f.check_id, run_id: f.run_id }));
+}
+
+describe('checks authoring API', () => {
+  it('drafts a rule for an order of calls, naming the tools the project uses', async () => {
+    const r = await api<{ kind: string; check: { id: string; rule: { type: string }; applies_to: unknown }; yaml: string }>('POST', `/v1/projects/${PROJECT}/checks/draft`, {
+      concern: 'refunds issued without looking up the order first',
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ kind: 'rule', check: { id: 'refund-before-lookup', rule: { type: 'requires_before' }, applies_to: { project: [PROJECT] } } });
+    const asked = fake.calls.filter((c) => c.kind === 'draft').pop()!;
+    expect(asked.body.messages[1].content).toMatch(/The agent's tools: .*lookup_order.*issue_refund|issue_refund.*lookup_order/);
+  });
+
+  it('drafts a question otherwise, given the answer to see, with the seed\'s warning', async () => {
+    const r = await api<{ kind: string; check: { scope: string; evidence: unknown }; warnings: string[] }>('POST', `/v1/projects/${PROJECT}/checks/draft`, {
+      concern: 'the bot says refunds went through when they did not',
+    });
+    expect(r.body).toMatchObject({ kind: 'question', check: { scope: 'trace', evidence: { final_output: true } } });
+    expect(r.body.warnings.join('\n')).toMatch(/asks about the agent's answer/);
+    const bad = await api('POST', `/v1/projects/${PROJECT}/checks/draft`, { concern: '' });
+    expect(bad).toMatchObject({ status: 400, body: { error: { code: 'invalid_body' } } });
+  });
+
+  it('previews a rule on the recent runs: the runs replay flags, by the real engine', async () => {
+    const r = await api<{ flagged: { run_id: string; findings: { check_id: string }[] }[]; runs: Record<string, unknown>; bounds: string }>('POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: RULE, runs: 10 });
+    expect(r.status).toBe(200);
+    expect(r.body.runs).toEqual({ checked: 2, limit: 10, flagged: 1, more: false });
+    expect(r.body.flagged.map((f) => f.run_id)).toEqual(['run-bad']);
+    const previewed = r.body.flagged.flatMap((f) => f.findings.map((x) => ({ check_id: x.check_id, run_id: f.run_id })));
+    expect(previewed).toEqual(await replayFindings(RULE, ['run-good', 'run-bad']));
+    expect(r.body.bounds).toMatch(/the 2 most recent runs of project shop/);
+    // Bounded in runs, and saying there were more.
+    const one = await api<{ runs: Record<string, unknown> }>('POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: RULE, runs: 1 });
+    expect(one.body.runs).toEqual({ checked: 1, limit: 1, flagged: 1, more: true });
+  });
+
+  it('previews a question through the real question path, counting and bounding its model calls', async () => {
+    await app.questions.idle();
+    const before = fake.calls.length;
+    const r = await api<{ flagged: { run_id: string; findings: { quote?: string }[] }[]; model_calls: { used: number; limit: number; exhausted: boolean } }>(
+      'POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: QUESTION, model_calls: 10 });
+    expect(r.status).toBe(200);
+    expect(r.body.flagged.map((f) => f.run_id)).toEqual(['run-bad']);
+    expect(r.body.flagged[0].findings[0].quote).toBe(CLAIM);
+    expect(r.body.model_calls).toEqual({ used: fake.calls.length - before, limit: 10, exhausted: false });
+    expect(r.body.model_calls.used).toBeGreaterThan(0);
+    expect(await replayFindings(QUESTION, ['run-good', 'run-bad'], { NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test' })).toEqual([
+      { check_id: 'false-refund-claim', run_id: 'run-bad' },
+    ]);
+
+    const start = fake.calls.length;
+    const bounded = await api<{ flagged: unknown[]; model_calls: { used: number; exhausted: boolean }; not_checked: { run_id: string }[]; bounds: string }>(
+      'POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: QUESTION.replace('false-refund-claim', 'false-refund-claim-2'), model_calls: 1 });
+    expect(bounded.body.model_calls).toMatchObject({ used: 1, exhausted: true });
+    expect(fake.calls.length - start).toBe(1);
+    expect(bounded.body.flagged).toEqual([]);
+    expect(bounded.body.not_checked.length).toBeGreaterThan(0);
+    expect(bounded.body.bounds).toMatch(/not checked/);
+  });
+
+  it('refuses an invalid check naming the field and its line', async () => {
+    const r = await api<{ error: { code: string; problems: { field: string; line: number; reason: string }[] } }>('POST', `/v1/projects/${PROJECT}/checks`, {
+      yaml: RULE.replace('type: requires_before', 'type: requires_befor'),
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('invalid_check');
+    expect(r.body.error.problems).toEqual([expect.objectContaining({ field: 'rule.type', line: 6 })]);
+    const scoped = await api<{ error: { problems: { field: string }[] } }>('POST', `/v1/projects/${PROJECT}/checks`, { check: { id: 'x', kind: 'rule', rule: { type: 'count', at_least: 2 }, applies_to: { project: ['other'] } } });
+    expect(scoped.status).toBe(400);
+    expect(scoped.body.error.problems[0].field).toBe('applies_to.project');
+  });
+
+  it('saves a check that takes effect in the running rule engine, lists, updates and deletes it', async () => {
+    const saved = await api<{ created: boolean; check: Record<string, unknown> }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE, by: 'cli' });
+    expect(saved.status).toBe(200);
+    expect(saved.body).toMatchObject({ created: true, check: { id: 'refund-needs-lookup', source: 'database', origin: 'cli', action: 'flag', in_effect: true } });
+    // The YAML is kept as written (its comment), made the project's own.
+    expect((saved.body.check.yaml as string).startsWith('# refunds need the order looked up first')).toBe(true);
+
+    await refundRun('run-after-save', false, 'Done.');
+    await until('the saved check to flag a new run', async () => {
+      const f = await api<{ findings: { check_id: string }[] }>('GET', `/v1/projects/${PROJECT}/findings?run_id=run-after-save`);
+      return f.body.findings.some((x) => x.check_id === 'refund-needs-lookup') ? true : undefined;
+    });
+
+    const list = await api<{ checks: { id: string; source: string }[] }>('GET', `/v1/projects/${PROJECT}/checks`);
+    expect(list.body.checks).toEqual(expect.arrayContaining([expect.objectContaining({ id: 'refund-needs-lookup', source: 'database' }), expect.objectContaining({ id: 'repeated-tool-call', source: 'library' })]));
+    // Another project's key sees none of it, and cannot reach it.
+    const other = await api<{ checks: { id: string }[] }>('GET', '/v1/projects/other/checks', undefined, OTHER_KEY);
+    expect(other.body.checks.map((c) => c.id)).not.toContain('refund-needs-lookup');
+    expect((await api('GET', `/v1/projects/${PROJECT}/checks/refund-needs-lookup`, undefined, OTHER_KEY)).status).toBe(403);
+
+    const wrongId = await api<{ error: { problems: { field: string }[] } }>('PUT', `/v1/projects/${PROJECT}/checks/another-id`, { yaml: RULE });
+    expect(wrongId.status).toBe(400);
+    expect(wrongId.body.error.problems[0].field).toBe('id');
+    const updated = await api<{ created: boolean; check: { title: string } }>('PUT', `/v1/projects/${PROJECT}/checks/refund-needs-lookup`, { yaml: RULE.replace('title: Refund without an order lookup', 'title: Refund, no lookup') });
+    expect(updated.body).toMatchObject({ created: false, check: { title: 'Refund, no lookup' } });
+
+    expect((await api('DELETE', `/v1/projects/${PROJECT}/checks/refund-needs-lookup`)).status).toBe(200);
+    expect((await api('GET', `/v1/projects/${PROJECT}/checks/refund-needs-lookup`)).status).toBe(404);
+    expect(app.checks().checks.map((c) => c.id)).not.toContain('refund-needs-lookup');
+    expect((await api('DELETE', `/v1/projects/${PROJECT}/checks/repeated-tool-call`)).status).toBe(409);
+  });
+
+  it('switches a person\'s rule to halt, refusing library checks, questions and checks an agent wrote', async () => {
+    await api('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE.replace('refund-needs-lookup', 'refund-halt'), by: 'cli' });
+    const halted = await api<{ check: { action: string; yaml: string; in_effect: boolean }; steering: boolean }>('POST', `/v1/projects/${PROJECT}/checks/refund-halt/halt`, { by: 'cli' });
+    expect(halted.status).toBe(200);
+    expect(halted.body).toMatchObject({ check: { action: 'halt', in_effect: true }, steering: false });
+    expect(halted.body.check.yaml).toMatch(/^action: halt$/m);
+    expect(app.checks().checks.find((c) => c.id === 'refund-halt')).toMatchObject({ action: 'halt', source: 'database' });
+
+    const library = await api<{ error: { code: string; message: string } }>('POST', `/v1/projects/${PROJECT}/checks/repeated-tool-call/halt`);
+    expect(library.status).toBe(409);
+    expect(library.body.error.message).toMatch(/library check/);
+
+    await api('POST', `/v1/projects/${PROJECT}/checks`, { yaml: QUESTION });
+    expect((await api<{ error: { message: string } }>('POST', `/v1/projects/${PROJECT}/checks/false-refund-claim/halt`)).body.error.message).toMatch(/only rules can halt/);
+
+    // A check a coding agent wrote (as the MCP tools store it).
+    await app.review.data.putCheck({ id: 'agent-rule', yaml: RULE.replace('refund-needs-lookup', 'agent-rule'), origin: 'agent', project: PROJECT, saved: true });
+    const byAgent = await api<{ error: { message: string } }>('POST', `/v1/projects/${PROJECT}/checks/agent-rule/halt`);
+    expect(byAgent.status).toBe(409);
+    expect(byAgent.body.error.message).toMatch(/written by a coding agent/);
+    expect((await api('POST', `/v1/projects/${PROJECT}/checks/nope/halt`)).status).toBe(404);
+  });
+});

@@ -1,0 +1,203 @@
+import { AuthoringError, type Author, type Authoring, type CheckSubmission, type ListedCheck, type SavedCheck } from '@neatroots/api';
+import { CheckError, isRuleCheck, parseDatabaseCheck, type Check, type LoadResult } from '@neatroots/checks';
+import type { ModelConfig } from '@neatroots/platform';
+import { NoModelError, type Draft, type DraftRequest } from '@neatroots/questions';
+import type { DbCheckInput, DbCheckRecord, ReviewQueries } from '@neatroots/store';
+import { DEFAULT_PREVIEW_MODEL_CALLS, DEFAULT_PREVIEW_RUNS, previewCheck } from './preview';
+import { invalid, parseSubmission, withAction } from './submission';
+
+/**
+ * The authoring side the api serves (issue 14), over the services of this process: review
+ * keeps the database checks, the question service drafts, replay previews, and the check set
+ * is reloaded after each change so a saved check takes effect in the rule engine as a file
+ * does (other processes read the database checks again within seconds: runtime.ts).
+ */
+export interface AuthoringDeps {
+  /** The project's database checks as review stores them. */
+  data: {
+    checkRecords(project: string): Promise<DbCheckRecord[]>;
+    putCheck(c: DbCheckInput): Promise<void>;
+    deleteCheck(project: string, id: string): Promise<boolean>;
+  };
+  queries: ReviewQueries;
+  /** The checks in effect in this process, and reading them again. */
+  checks: { loaded(): LoadResult; reload(): Promise<void> };
+  /** The question service's drafter; absent: not reachable from this process. */
+  draft?: (req: DraftRequest) => Promise<Draft>;
+  models?: ModelConfig;
+  steering?: (project: string) => Promise<boolean>;
+}
+
+/** Whether a loaded check is in effect in a project. */
+export function appliesIn(c: Check, project: string): boolean {
+  const at = c.applies_to;
+  if (at?.project?.length && !at.project.includes(project)) return false;
+  return !at?.not_project?.includes(project);
+}
+
+function listed(c: Check, rec?: DbCheckRecord): ListedCheck {
+  return {
+    id: c.id,
+    kind: c.kind,
+    action: c.action,
+    title: c.title,
+    source: c.source,
+    ...(c.file ? { file: c.file } : {}),
+    ...(rec ? { origin: rec.origin, saved: rec.saved, yaml: rec.yaml, updated_at: rec.updated_at } : {}),
+    in_effect: true,
+  };
+}
+
+/** A stored check that is not in effect: it does not load, or one of your halt rules wins. */
+function notInEffect(rec: DbCheckRecord): ListedCheck {
+  let error: string | undefined;
+  let check: Check | undefined;
+  try {
+    check = parseDatabaseCheck({ id: rec.id, yaml: rec.yaml, origin: rec.origin });
+  } catch (e) {
+    error = e instanceof CheckError ? e.message : String(e);
+  }
+  return {
+    id: rec.id,
+    ...(check ? { kind: check.kind, action: check.action, title: check.title } : {}),
+    source: 'database',
+    origin: rec.origin,
+    saved: rec.saved,
+    yaml: rec.yaml,
+    updated_at: rec.updated_at,
+    in_effect: false,
+    error: error ?? 'a halt rule of yours with the same id is in effect instead',
+  };
+}
+
+const WHO: Record<string, string> = { agent: 'a coding agent', planner: 'the planner', app: 'a person (the app)', cli: 'a person (the CLI)' };
+
+export function createAuthoring(deps: AuthoringDeps): Authoring {
+  const inEffect = (project: string) => deps.checks.loaded().checks.filter((c) => appliesIn(c, project));
+
+  const list = async (project: string): Promise<ListedCheck[]> => {
+    const records = await deps.data.checkRecords(project);
+    const recs = new Map(records.map((r) => [r.id, r]));
+    const effective = inEffect(project);
+    const out = effective.map((c) => listed(c, c.source === 'database' ? recs.get(c.id) : undefined));
+    const shown = new Set(effective.filter((c) => c.source === 'database').map((c) => c.id));
+    for (const r of records) if (!shown.has(r.id)) out.push(notInEffect(r));
+    return out;
+  };
+
+  const get = async (project: string, id: string) => (await list(project)).find((c) => c.id === id && (c.source === 'database' || c.in_effect)) ?? null;
+
+  const store = async (project: string, rec: DbCheckInput, by: Author, warnings: string[], created: boolean): Promise<SavedCheck> => {
+    await deps.data.putCheck(rec);
+    // In effect in this process now (the rule engine of the embedded default shares it).
+    await deps.checks.reload();
+    const check = await get(project, rec.id);
+    const halts = /^action:\s*halt\s*$/m.test(rec.yaml);
+    return {
+      check: check ?? { id: rec.id, source: 'database', origin: by, in_effect: false },
+      created,
+      warnings,
+      ...(halts && deps.steering ? { steering: await deps.steering(project) } : {}),
+    };
+  };
+
+  return {
+    list,
+    get,
+
+    async draft(project, concern, opts = {}) {
+      if (!deps.draft) throw new AuthoringError(503, 'unavailable', 'drafting needs the question service in this process');
+      let d: Draft;
+      try {
+        d = await deps.draft({ concern, project, workflow: opts.workflow, tools: await recentTools(deps.queries, project) });
+      } catch (e) {
+        if (e instanceof NoModelError) {
+          throw new AuthoringError(503, 'no_model', 'drafting needs an LLM: configure the local LLM (NEATROOTS_LLM_URL, NEATROOTS_LLM_MODEL) or the decision model; or write the check yourself (docs/checks.md)');
+        }
+        if (e instanceof CheckError) throw new AuthoringError(502, 'unusable_draft', `the model's draft is unusable: ${e.message}; try again or phrase the concern differently`);
+        throw e;
+      }
+      const { source: _source, file: _file, ...check } = d.check as Check & { file?: string };
+      return { check, yaml: d.yaml, kind: d.check.kind === 'rule' ? 'rule' : 'question', warnings: d.warnings };
+    },
+
+    async preview(project, sub, opts) {
+      const s = parseSubmission(project, sub, opts.by);
+      return previewCheck({
+        project,
+        check: s.check,
+        warnings: s.warnings,
+        runs: opts.runs ?? DEFAULT_PREVIEW_RUNS,
+        modelCalls: opts.model_calls ?? DEFAULT_PREVIEW_MODEL_CALLS,
+        queries: deps.queries,
+        models: deps.models,
+      });
+    },
+
+    async save(project, sub: CheckSubmission, opts) {
+      const s = parseSubmission(project, sub, opts.by);
+      if (opts.id !== undefined && s.check.id !== opts.id) {
+        throw invalid(new CheckError('check', s.check.id, 'id', `is ${JSON.stringify(s.check.id)} but the address names ${JSON.stringify(opts.id)}`), sub.yaml);
+      }
+      const existing = (await deps.data.checkRecords(project)).find((r) => r.id === s.check.id);
+      if (opts.id !== undefined && !existing) throw new AuthoringError(404, 'not_found', `no database check ${opts.id} in project ${project} (POST .../checks creates one)`);
+      if (opts.by === 'agent' && existing && existing.origin !== 'agent') {
+        throw new AuthoringError(403, 'forbidden', `check ${s.check.id} was written by ${WHO[existing.origin] ?? existing.origin}; a coding agent cannot change it`);
+      }
+      // Seed: a database check never replaces one of your halt rules (the loader would ignore it).
+      const halt = inEffect(project).find((c) => c.id === s.check.id && c.source !== 'database' && isRuleCheck(c) && c.action === 'halt');
+      if (halt) throw new AuthoringError(409, 'conflict', `check ${s.check.id} is your halt rule in ${halt.file ?? halt.source}; change it there`);
+      return store(project, { id: s.check.id, yaml: s.yaml, origin: opts.by, project, saved: true }, opts.by, s.warnings, !existing);
+    },
+
+    async remove(project, id, by) {
+      const existing = (await deps.data.checkRecords(project)).find((r) => r.id === id);
+      if (!existing) {
+        const file = inEffect(project).find((c) => c.id === id);
+        if (file) throw new AuthoringError(409, 'conflict', `check ${id} is a ${file.source} check${file.file ? ` in ${file.file}` : ''}, not a database check: remove it there`);
+        throw new AuthoringError(404, 'not_found', `no database check ${id} in project ${project}`);
+      }
+      if (by === 'agent' && existing.origin !== 'agent') throw new AuthoringError(403, 'forbidden', `check ${id} was written by ${WHO[existing.origin] ?? existing.origin}; a coding agent cannot delete it`);
+      await deps.data.deleteCheck(project, id);
+      await deps.checks.reload();
+    },
+
+    async halt(project, id, by) {
+      if (by === 'agent') throw new AuthoringError(403, 'forbidden', 'a coding agent cannot switch a rule to halt; a person does that (neatroots checks halt ID, or the app)');
+      const existing = (await deps.data.checkRecords(project)).find((r) => r.id === id);
+      if (!existing) {
+        const c = inEffect(project).find((x) => x.id === id);
+        if (!c) throw new AuthoringError(404, 'not_found', `no check ${id} in project ${project}`);
+        if (c.source === 'library') {
+          throw new AuthoringError(409, 'refused', `check ${id} is a library check: it cannot halt. Save your own version of it (neatroots checks save FILE) and switch that to halt`);
+        }
+        throw new AuthoringError(409, 'refused', `check ${id} is in ${c.file ?? c.source}: set action: halt in that file`);
+      }
+      if (existing.origin !== 'app' && existing.origin !== 'cli') {
+        throw new AuthoringError(409, 'refused', `check ${id} was written by ${WHO[existing.origin] ?? existing.origin}: it cannot be switched to halt. Save it as your own first (neatroots checks save FILE), then halt it`);
+      }
+      let check: Check;
+      try {
+        check = parseDatabaseCheck({ id, yaml: existing.yaml, origin: existing.origin });
+      } catch (e) {
+        if (e instanceof CheckError) throw invalid(e, existing.yaml);
+        throw e;
+      }
+      if (!isRuleCheck(check)) throw new AuthoringError(409, 'refused', `check ${id} is a ${check.kind} question: only rules can halt`);
+      const yaml = withAction(existing.yaml, 'halt');
+      return store(project, { id, yaml, origin: by, project, saved: true }, by, [], false);
+    },
+  };
+}
+
+/** The tools the project's agents called lately, so a drafted rule names real ones. */
+async function recentTools(queries: ReviewQueries, project: string): Promise<string[]> {
+  const tools = new Set<string>();
+  const runs = await queries.listRuns(project, { limit: 5 });
+  for (const r of runs.items) {
+    const d = await queries.getRun(project, r.run_id);
+    for (const t of d?.run.run_start?.tools ?? []) tools.add(t.name);
+    for (const s of d?.spans ?? []) if (s.tool) tools.add(s.tool);
+  }
+  return [...tools].slice(0, 50);
+}
