@@ -15,6 +15,7 @@ import { DisabledChecksController } from './disabled-checks.controller';
 import { ErrorsFilter } from './errors';
 import { LineageController } from './lineage.controller';
 import { GITHUB_CONNECTIONS, GitHubController } from './github.controller';
+import { LineageController } from './lineage.controller';
 import { ReviewController } from './review.controller';
 import { SuggestionsController } from './suggestions.controller';
 import { AUTHORING, DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
@@ -50,7 +51,7 @@ export class ApiModule {
   static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review' | 'authoring'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, SuggestionsController, GitHubController, LineageController, ChecksController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, LineageController, SuggestionsController, GitHubController, LineageController, ChecksController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },

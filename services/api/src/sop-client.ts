@@ -71,6 +71,11 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   insights: ReviewSopQueries['insights'] = (ws, q) => this.review(this.client.insights, ws, '', q);
   renamePatterns: ReviewSopQueries['renamePatterns'] = (ws, input) => this.review(this.client.renamePatterns, ws, '', {}, input);
 
+  ruleLineage: ReviewSopQueries['ruleLineage'] = (ws, id, q) => this.review(this.client.getRuleLineage, ws, id, q);
+  linkRule: ReviewSopQueries['linkRule'] = (ws, id, input) => this.review(this.client.linkRuleLineage, ws, id, {}, input);
+  unlinkRule: ReviewSopQueries['unlinkRule'] = (ws, id, q) => this.review(this.client.unlinkRuleLineage, ws, id, q);
+  rebuildLineage: ReviewSopQueries['rebuildLineage'] = (ws) => this.review(this.client.rebuildLineage, ws, '', {});
+
   close(): void {
     this.client.close();
   }

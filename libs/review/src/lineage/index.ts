@@ -12,3 +12,4 @@ export {
 } from './match';
 export { Lineage, LineageCycleError, linksFromChanges, type LineageLink, type LinkHow } from './links';
 export { rebuildLineage, type ReleaseRules } from './rebuild';
+export { planRealign, type FindingGroup, type RealignPlan, type RulePatternKey } from './realign';

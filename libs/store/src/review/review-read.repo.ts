@@ -1,5 +1,6 @@
 import type { Db } from '@neatroots/ports';
 import { iso, num } from '../sql';
+import { onRuleLineage, patternOfRuleLineage } from '../sop/lineage.repo';
 import { jsonColumn } from './patterns.repo';
 
 /** [from, to) by when each session happened (started_at, else when it was received or its finding stored). */
@@ -92,7 +93,7 @@ export class ReviewReadRepo {
     }
     if (filter.lineage !== undefined) {
       params.push(filter.lineage);
-      where.push(`(f.rule_id = $${params.length} OR f.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length}))`);
+      where.push(`(${onRuleLineage('f', '$1', `$${params.length}`)} OR f.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length}))`);
     }
     if (filter.rulePattern !== undefined) {
       params.push(filter.rulePattern);
@@ -292,7 +293,7 @@ export class ReviewReadRepo {
     }
     if (filter.lineage !== undefined) {
       params.push(filter.lineage);
-      where.push(`(f.rule_id = $${params.length} OR f.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length}))`);
+      where.push(`(${onRuleLineage('f', '$1', `$${params.length}`)} OR f.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length}))`);
     }
     const res = await this.aggregate<{ procedure_id: string | null; rule_pattern_id: string | null; week: unknown; suppressed: boolean; n: unknown }>(
       // weeks as whole numbers (Monday-aligned: 1970-01-01 was a Thursday), cheaper to group than dates
@@ -313,7 +314,7 @@ export class ReviewReadRepo {
     }
     if (filter.lineage !== undefined) {
       params.push(filter.lineage);
-      where.push(`d.rule_pattern_id IN (SELECT id FROM sop_patterns WHERE workspace = $1 AND lineage_id = $${params.length})`);
+      where.push(`d.rule_pattern_id IN (SELECT p.id FROM sop_patterns p WHERE p.workspace = $1 AND ${patternOfRuleLineage('p', '$1', `$${params.length}`)})`);
     }
     const res = await this.db.query<{ procedure_id: string | null; rule_pattern_id: string | null; week: unknown; suppressed: boolean; n: unknown }>(
       `SELECT NULLIF(d.rule_pattern_id, '') AS rule_pattern_id, CASE WHEN d.rule_pattern_id = '' THEN d.procedure_id END AS procedure_id,
@@ -328,7 +329,8 @@ export class ReviewReadRepo {
   async proceduresOfRule(workspace: string, lineage: string): Promise<string[]> {
     const res = await this.db.query<{ procedure_id: string }>(
       `SELECT procedure_id FROM sop_patterns WHERE workspace = $1 AND kind = 'rule' AND (lineage_id = $2 OR rule_id = $2)
-       UNION SELECT DISTINCT procedure_id FROM sop_findings WHERE workspace = $1 AND rule_id = $2`,
+       UNION SELECT DISTINCT procedure_id FROM sop_findings WHERE workspace = $1 AND rule_id = $2
+       UNION SELECT procedure_id FROM rule_lineage_members($1, $2)`,
       [workspace, lineage],
     );
     return res.rows.map((r) => r.procedure_id);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
 import { Coalescer, coalescedInFlight } from '../coalesce';
 import { decodeCursor, encodeCursor, iso, isoNonNull, json, pageLimit, text } from '../sql';
+import { onRuleLineage } from './lineage.repo';
 
 export type SopResult = 'deviated' | 'partial' | 'followed' | 'not_measurable';
 
@@ -69,7 +70,7 @@ export interface ListSessionsQuery {
   procedure?: string;
   result?: SopResult;
   release?: string;
-  /** Sessions with a finding on this rule id. */
+  /** Sessions with a finding on this rule id, or on any other wording of its lineage. */
   rule?: string;
   from?: string;
   to?: string;
@@ -269,7 +270,8 @@ export class SopSessionsRepo {
     if (q.result !== undefined) add('s.result = ?', q.result);
     if (q.release !== undefined) add('(s.release_id = ? OR s.release_id IN (SELECT id FROM sop_releases r WHERE r.workspace = s.workspace AND r.number::text = ?))', q.release);
     if (q.procedure !== undefined) add('EXISTS (SELECT 1 FROM sop_checks c WHERE c.session_id = s.id AND c.procedure_id = ?)', q.procedure);
-    if (q.rule !== undefined) add('EXISTS (SELECT 1 FROM sop_findings f WHERE f.session_id = s.id AND f.rule_id = ?)', q.rule);
+    // Any wording of the rule: its lineage (rule_lineage_members).
+    if (q.rule !== undefined) add(`EXISTS (SELECT 1 FROM sop_findings f WHERE f.session_id = s.id AND ${onRuleLineage('f', 's.workspace', '?')})`, q.rule);
     if (q.from !== undefined) add('s.received_at >= ?::timestamptz', q.from);
     if (q.to !== undefined) add('s.received_at < ?::timestamptz', q.to);
     if (q.cursor !== undefined) {

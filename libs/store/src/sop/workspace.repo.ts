@@ -76,9 +76,15 @@ export class WorkspaceRepo {
   /**
    * Publishes: the next number, live, the previous live release no longer live, the files kept
    * as they are. `make` builds the lock from head's files inside the transaction (so head
-   * cannot change between the compile and the insert) and may throw to refuse.
+   * cannot change between the compile and the insert) and may throw to refuse. `inTx` runs in
+   * the same transaction once the release is written (rule lineage: links stored with the
+   * release, or neither); it reads and writes through the `tx` it is given only.
    */
-  async publish<Lock>(workspace: string, make: (head: SopFile[], previous: ReleaseRecord<Lock> | null) => Lock | Promise<Lock>): Promise<ReleaseRecord<Lock>> {
+  async publish<Lock>(
+    workspace: string,
+    make: (head: SopFile[], previous: ReleaseRecord<Lock> | null) => Lock | Promise<Lock>,
+    inTx?: (tx: Queryable, release: ReleaseRecord<Lock>, previous: ReleaseRecord<Lock> | null) => Promise<void>,
+  ): Promise<ReleaseRecord<Lock>> {
     return this.db.transaction(async (tx) => {
       await tx.query('INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [text(workspace)]);
       await tx.query('SELECT name FROM projects WHERE name = $1 FOR UPDATE', [workspace]);
@@ -95,6 +101,7 @@ export class WorkspaceRepo {
       }
       const rel = await this.release<Lock>(workspace, id, tx);
       if (!rel) throw new Error(`release ${id} vanished while being published`);
+      await inTx?.(tx, rel, previous);
       return rel;
     });
   }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
-import { lineageIdOf, nameFromRuleText } from '@neatroots/review-domain';
-import type { FindingRef, PatternRecord, Wording } from '@neatroots/store';
+import { Lineage, lineageIdOf, nameFromRuleText } from '@neatroots/review-domain';
+import { LineageRepo, wordingSince, type FindingRef, type NewRulePattern, type PatternRecord, type PatternsRepo, type Wording } from '@neatroots/store';
 import type { PatternNamer } from './namer';
 import { findingKey, ReviewWrites } from './writes';
 
@@ -15,6 +15,23 @@ export interface PatternsJob {
 /** A rule pattern's id: stable for its key, so two writers racing create one pattern. */
 export function rulePatternId(workspace: string, procedureId: string, lineageId: string): string {
   return `pat_${createHash('sha256').update(`${workspace}\0${procedureId}\0${lineageId}\0rule`).digest('base64url').slice(0, 22)}`;
+}
+
+/**
+ * Creates a rule pattern under its key. Its id is derived from the key (so two writers racing
+ * create one), unless a pattern that has since moved to another key (rule lineage) holds that
+ * id: then the next derived one. Returns the id of the pattern holding the key afterwards, and
+ * whether this call created it.
+ */
+export async function insertRulePattern(q: Queryable, repo: PatternsRepo, p: Omit<NewRulePattern, 'id'>): Promise<{ id: string; created: boolean }> {
+  const base = rulePatternId(p.workspace, p.procedure_id, p.lineage_id);
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const id = attempt === 0 ? base : `pat_${createHash('sha256').update(`${base}\0${attempt}`).digest('base64url').slice(0, 22)}`;
+    if (await repo.insertRulePattern(q, { ...p, id })) return { id, created: true };
+    const held = await repo.rulePatterns(q, p.workspace, [{ procedure_id: p.procedure_id, lineage_id: p.lineage_id }]);
+    if (held[0]) return { id: held[0].id, created: false };
+  }
+  throw new Error(`no free id for the rule pattern of ${p.procedure_id}/${p.lineage_id}`);
 }
 
 /** How many findings one transaction assigns. */
@@ -67,11 +84,15 @@ export class PatternAssigner {
     const found = await repo.unassigned(tx, workspace, BATCH);
     if (!found.length) return 0;
     const sessionIds = [...new Set(found.map((f) => f.session_id))];
+    // Rule patterns are keyed by lineage id: the stored rule_lineage rows say each rule's.
+    const lineageRows = await new LineageRepo().rows(tx, workspace);
+    const lineage = new Lineage(lineageRows.map((r) => ({ procedure_id: r.procedure_id, rule_id: r.rule_id, previous_rule_id: r.previous_rule_id, how: r.how, similarity: r.similarity })));
+    const since = wordingSince(lineageRows);
 
     // The wording each rule pattern shows: the rule as the most recent of these sessions ran it.
     const latest = new Map<string, Wording>();
     const consider = (procedureId: string, w: Omit<Wording, 'reworded_at'>) => {
-      const key = `${procedureId}\0${lineageIdOf(procedureId, w.rule_id)}`;
+      const key = `${procedureId}\0${lineageIdOf(procedureId, w.rule_id, lineage)}`;
       const cur = latest.get(key);
       if (!cur || w.rule_ran_at > cur.rule_ran_at) latest.set(key, { ...w, reworded_at: null });
     };
@@ -80,7 +101,7 @@ export class PatternAssigner {
     }
     // A finding whose check body lacks the rule (never expected) still gets its own wording.
     for (const f of found) {
-      const key = `${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id)}`;
+      const key = `${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id, lineage)}`;
       if (!latest.has(key)) consider(f.procedure_id, { procedure_name: f.procedure_id, rule_id: f.rule_id, rule_kind: f.kind, rule_index: f.index, rule_text: f.text, rule_ran_at: f.at });
     }
 
@@ -97,19 +118,19 @@ export class PatternAssigner {
         if (w.rule_ran_at < p.rule_ran_at) continue;
         const same = p.rule_id === w.rule_id && p.rule_text === w.rule_text && p.rule_index === w.rule_index && p.procedure_name === w.procedure_name;
         if (same) continue;
-        const next: Wording = { ...w, reworded_at: p.rule_id === w.rule_id ? p.reworded_at : w.rule_ran_at };
+        const next: Wording = { ...w, reworded_at: p.rule_id === w.rule_id ? p.reworded_at : (since(p.procedure_id, w.rule_id) ?? w.rule_ran_at) };
         await repo.updateWording(tx, p.id, next);
         patterns.set(key, { ...p, ...next });
       }
     }
-    const needed = new Set(found.map((f) => `${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id)}`));
+    const needed = new Set(found.map((f) => `${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id, lineage)}`));
     const created: string[] = [];
     for (const key of needed) {
       if (patterns.has(key)) continue;
       const [procedureId, lineageId] = key.split('\0');
       const w = latest.get(key)!;
-      const id = rulePatternId(workspace, procedureId, lineageId);
-      if (await repo.insertRulePattern(tx, { id, workspace, procedure_id: procedureId, procedure_name: w.procedure_name, lineage_id: lineageId, name: nameFromRuleText(w.rule_text), rule_id: w.rule_id, rule_kind: w.rule_kind, rule_index: w.rule_index, rule_text: w.rule_text, rule_ran_at: w.rule_ran_at })) createdIds.push(id);
+      const made = await insertRulePattern(tx, repo, { workspace, procedure_id: procedureId, procedure_name: w.procedure_name, lineage_id: lineageId, name: nameFromRuleText(w.rule_text), rule_id: w.rule_id, rule_kind: w.rule_kind, rule_index: w.rule_index, rule_text: w.rule_text, rule_ran_at: w.rule_ran_at });
+      if (made.created) createdIds.push(made.id);
       created.push(key);
     }
     if (created.length) {
@@ -121,7 +142,7 @@ export class PatternAssigner {
     const ctx = await this.writes.contexts(tx, [...patterns.values()]);
     const overrides = await this.writes.overridesOf(tx, found);
     const rows = found.map((f: FindingRef) => {
-      const p = patterns.get(`${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id)}`)!;
+      const p = patterns.get(`${f.procedure_id}\0${lineageIdOf(f.procedure_id, f.rule_id, lineage)}`)!;
       const o = overrides.get(findingKey(f.session_id, f.procedure_id, f.rule_id));
       return { id: f.id, pattern_id: p.id, rule_pattern_id: p.id, suppressed: this.writes.suppressed(f, ctx.get(p.id), o) };
     });

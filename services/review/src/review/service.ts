@@ -1,6 +1,7 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import type { RuleResult } from '@neatroots/sop';
-import { SopError, type ReviewSopQueries, type SessionView } from '@neatroots/store';
+import { SopError, type ReviewSopQueries, type RuleLineageQueries, type SessionView } from '@neatroots/store';
+import { RuleLineage } from '../lineage/service';
 import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
 import { PATTERNS_QUEUE, PatternAssigner, type PatternsJob } from './assign';
 import { insights } from './insights';
@@ -17,6 +18,8 @@ export interface ReviewSopOptions {
   sessions?: SopSessions;
   /** The question service's decisions, for naming patterns with the reasoning model (none: rule-text names). */
   gateway?: GatewayOf;
+  /** The rule lineage endpoints (services/review/src/lineage), served with the rest. */
+  lineage?: RuleLineageQueries;
 }
 
 /**
@@ -47,6 +50,7 @@ export class ReviewSop implements SessionReviewHooks {
       regression: (ws, id) => regression(db, w, ws, id),
       insights: (ws, q) => insights(db, w, ws, q),
       renamePatterns: async (ws, input) => this.namer.rename(ws, renameInput(input)),
+      ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),
     };
   }
 

@@ -1,5 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import type { ReviewSopQueries, SopQueries } from '@neatroots/store';
+import { RuleLineage, type RuleLineageOptions } from '../lineage/service';
 import type { GatewayOf } from '../review/namer';
 import { ReviewSop } from '../review/service';
 import { RunSessions, type RunEnded } from './from-runs';
@@ -16,6 +17,8 @@ export interface SopOptions {
   concurrency?: number;
   /** The question service's decisions: patterns are named by the reasoning model through it. */
   gateway?: GatewayOf;
+  /** Rule lineage's hooks: the suggestions applied in a release, and what moves when two rule patterns merge. */
+  lineage?: RuleLineageOptions;
 }
 
 export interface Sop {
@@ -34,10 +37,13 @@ export interface Sop {
  * left queued.
  */
 export async function startSop(opts: SopOptions): Promise<Sop> {
-  const workspaces = new SopWorkspaces(opts.db, opts.onPublished);
+  // Rule lineage stores its links in the publish's transaction, and patterns follow them.
+  const lineage = new RuleLineage(opts.db, undefined, opts.lineage);
+  const workspaces = new SopWorkspaces(opts.db, opts.onPublished, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
   // Patterns follow the sessions: plugged in before the first check runs.
-  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway });
+  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, lineage: lineage.queries });
+  await lineage.start();
   await review.start();
   await sessions.start({ concurrency: opts.concurrency });
   const fromRuns = new RunSessions(opts.db, workspaces, sessions, opts.jobs);

@@ -1,7 +1,7 @@
 import { compileFiles, contentVersion, toLock, type Lock } from '@neatroots/sop';
 import { unifiedDiffFiles } from '@neatroots/review-domain';
 import { doesNotCompile, SopError, WorkspaceRepo, type HeadView, type ReleaseRecord, type ReleaseView, type SopFile } from '@neatroots/store';
-import type { Db } from '@neatroots/ports';
+import type { Db, Queryable } from '@neatroots/ports';
 
 /** Where a file of the procedures folder may live: the folder decides how it is read. */
 const HEAD_PATH = /^(procedures\/[a-z0-9][a-z0-9-]*\.md|agents\/[a-z0-9][a-z0-9-]*\.yaml|groups\/[a-z0-9][a-z0-9-]*\.yaml)$/;
@@ -9,8 +9,10 @@ const HEAD_PATH = /^(procedures\/[a-z0-9][a-z0-9-]*\.md|agents\/[a-z0-9][a-z0-9-
 export const MAX_HEAD_FILE_BYTES = 256 * 1024;
 export const MAX_HEAD_FILES = 2000;
 
-/** Called after a release is published (rule lineage hooks in here). */
+/** Called after a release is published. */
 export type OnPublished = (workspace: string, release: ReleaseRecord<Lock>, previous: ReleaseRecord<Lock> | null) => Promise<void>;
+/** Called inside the publish's transaction, through its `tx` only (rule lineage stores its links there). */
+export type AtPublish = (tx: Queryable, workspace: string, release: ReleaseRecord<Lock>, previous: ReleaseRecord<Lock> | null) => Promise<void>;
 
 /**
  * A workspace's head and releases: files saved only when head still compiles with sopc,
@@ -22,7 +24,11 @@ export class SopWorkspaces {
   private readonly published = new Map<string, CheckedRelease>();
   private readonly reading = new Map<string, Promise<ReleaseRecord<Lock> | null>>();
 
-  constructor(db: Db, private readonly onPublished?: OnPublished) {
+  constructor(
+    db: Db,
+    private readonly onPublished?: OnPublished,
+    private readonly atPublish?: AtPublish,
+  ) {
     this.repo = new WorkspaceRepo(db);
   }
 
@@ -87,7 +93,7 @@ export class SopWorkspaces {
       const compiled = compileFiles(new Map(head.map((f) => [f.path, f.text])));
       if (compiled.errors.length) throw doesNotCompile('head', compiled.errors);
       return toLock(compiled);
-    });
+    }, this.atPublish && ((tx, rel, prev) => this.atPublish!(tx, workspace, rel, prev)));
     await this.onPublished?.(workspace, release, previous);
     return releaseView(release);
   }
