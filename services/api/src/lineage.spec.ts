@@ -1,0 +1,137 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { INestApplication } from '@nestjs/common';
+import type { Db } from '@neatroots/ports';
+import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
+import { createReviewQueries, sopGrpcService, startSop } from '@neatroots/review';
+import { checkSession, noModelDecider } from '@neatroots/sop';
+import { ProjectsRepo, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
+import { refundFolder, refundSession } from '../../review/src/lineage/refunds.test';
+import { apiUrl, createApi } from './api';
+import { SopGrpcClient } from './sop-client';
+
+/**
+ * The rule lineage endpoints over real HTTP, in both deployments: the api on the review
+ * service's queries in-process, and on its gRPC client (neatroots.v1.Sop) distributed.
+ */
+const KEY = 'key-for-shop';
+
+let db: Db;
+let jobs: InlineJobs;
+let grpc: Server;
+let client: SopGrpcClient;
+let inProcess: SopQueries;
+let inProcessReview: ReviewSopQueries;
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+  await new ProjectsRepo(db).addApiKey('shop', KEY);
+  jobs = new InlineJobs();
+  const sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider('no model is configured'), releaseId }) });
+  inProcess = sop.queries;
+  inProcessReview = sop.review;
+  grpc = new Server();
+  const svc = sopGrpcService(sop.queries, sop.review);
+  grpc.addService(svc.service, svc.implementation);
+  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  client = new SopGrpcClient(`127.0.0.1:${port}`);
+}, 60_000);
+afterAll(async () => {
+  client.close();
+  grpc.forceShutdown();
+  await jobs.close();
+  await db.close();
+});
+
+describe.each([
+  ['in-process', () => inProcess, () => inProcessReview],
+  ['over gRPC', () => client as SopQueries, () => client as unknown as ReviewSopQueries],
+])('the rule lineage endpoints (%s)', (_name, sopOf, reviewOf) => {
+  let app: INestApplication;
+  let base: string;
+  const ids: Record<string, string> = {};
+  beforeAll(async () => {
+    await db.exec('TRUNCATE rule_lineage, sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
+    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sopOf(), review: reviewOf(), port: 0, host: '127.0.0.1' });
+    base = `${apiUrl(app)}/v1/workspaces/shop`;
+  });
+  afterAll(() => app.close());
+
+  const call = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(`${base}${p}`, { method, headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : null };
+  };
+  const publish = async (n: number) => {
+    expect((await call('PUT', '/head', { files: refundFolder(n) })).status).toBe(200);
+    const r = await call('POST', '/releases');
+    expect(r.body.number).toBe(n);
+    return (text: string) => r.body.procedures[0].rules.find((x: { text: string }) => x.text === text).rule_id as string;
+  };
+  const checked = async (externalId: string, skip: string, minute: number) => {
+    const sent = await call('POST', '/sessions', refundSession(externalId, skip, new Date(Date.UTC(2026, 10, 20, 9, minute)).toISOString()));
+    for (let i = 0; i < 500; i++) {
+      const s = await call('GET', `/sessions/${sent.body.id}`);
+      if (s.body.checks?.[0]?.rules.some((r: { pattern_id?: string | null }) => r.pattern_id)) return sent.body.id as string;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`${externalId} never got a pattern`);
+  };
+
+  it('links a reworded rule at publish; its findings stay in one pattern, and the sessions filter takes any wording', async () => {
+    const r1 = await publish(1);
+    ids.look1 = r1('Look up the order of the caller.');
+    const a = await checked('api-a', 'lookup_order', 1);
+    const r2 = await publish(2);
+    ids.look2 = r2("Look up the caller's order by order number.");
+    ids.check2 = r2('Check that the payment is less than 30 days old.');
+    const b = await checked('api-b', 'lookup_order', 2);
+
+    const got = await call('GET', `/rules/${ids.look2}/lineage`);
+    expect(got.status).toBe(200);
+    expect(got.body).toMatchObject({ procedure_id: 'refund', rule_id: ids.look2, lineage_id: ids.look1, previous_rule_id: ids.look1, how: 'matched' });
+    expect(got.body.rules.map((r: { rule_id: string; from_release: number; similarity: number | null }) => [r.rule_id, r.from_release, r.similarity])).toEqual([[ids.look1, 1, null], [ids.look2, 2, 0.8]]);
+    expect((await call('GET', `/rules/${ids.look1}/lineage?procedure=refund`)).body.rules).toHaveLength(2);
+
+    const patterns = await call('GET', '/patterns?days=3650');
+    expect(patterns.body.items.map((p: { rule: { rule_id: string; current_rule_id: string } }) => p.rule)).toEqual([expect.objectContaining({ rule_id: ids.look1, current_rule_id: ids.look2 })]);
+    for (const id of [ids.look1, ids.look2]) {
+      expect((await call('GET', `/sessions?rule=${id}`)).body.items.map((s: { id: string }) => s.id).sort()).toEqual([a, b].sort());
+    }
+  });
+
+  it('links by hand (409 for a cycle), unlinks, and rebuilds idempotently', async () => {
+    const r3 = await publish(3);
+    ids.sure = r3('Make sure the charge happened this month.');
+    const linked = await call('POST', `/rules/${ids.sure}/lineage`, { previous_rule_id: ids.check2 });
+    expect(linked.status).toBe(200);
+    expect(linked.body).toMatchObject({ rule_id: ids.sure, previous_rule_id: ids.check2, how: 'manual', rules: [{}, { rule_id: ids.check2 }, { rule_id: ids.sure, how: 'manual', from_release: 3 }] });
+
+    const cycle = await call('POST', `/rules/${ids.check2}/lineage`, { previous_rule_id: ids.sure });
+    expect(cycle.status).toBe(409);
+    expect(cycle.body.error).toMatchObject({ code: 'lineage_cycle', message: expect.stringContaining('cycle') });
+
+    const unlinked = await call('DELETE', `/rules/${ids.sure}/lineage`);
+    expect(unlinked.status).toBe(200);
+    expect(unlinked.body).toMatchObject({ rule_id: ids.sure, lineage_id: ids.sure, previous_rule_id: null, how: 'manual' });
+
+    const first = await call('POST', '/rules/lineage/rebuild');
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ workspace: 'shop', procedures: 1, links: expect.any(Number) });
+    const rows = await db.query('SELECT procedure_id, rule_id, previous_rule_id, how, similarity, release_id FROM rule_lineage ORDER BY rule_id');
+    expect((await call('POST', '/rules/lineage/rebuild')).body).toEqual(first.body);
+    expect((await db.query('SELECT procedure_id, rule_id, previous_rule_id, how, similarity, release_id FROM rule_lineage ORDER BY rule_id')).rows).toEqual(rows.rows);
+    // The manual row survives the rebuild.
+    expect((await call('GET', `/rules/${ids.sure}/lineage`)).body).toMatchObject({ how: 'manual', previous_rule_id: null });
+  });
+
+  it('refuses what it does not take, naming it', async () => {
+    expect((await call('GET', '/rules/nope/lineage')).status).toBe(404);
+    expect((await call('GET', `/rules/${ids.look2}/lineage?procedure=other`)).status).toBe(404);
+    expect((await call('GET', `/rules/${ids.look2}/lineage?proc=refund`)).body.error.code).toBe('unknown_parameter');
+    const noPrevious = await call('POST', `/rules/${ids.look2}/lineage`, { previous: ids.look1 });
+    expect(noPrevious.status).toBe(400);
+    expect(noPrevious.body.error.message).toContain('previous');
+    expect((await call('POST', `/rules/${ids.look2}/lineage`, { previous_rule_id: 'nope' })).status).toBe(404);
+  });
+});
