@@ -76,6 +76,16 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   unlinkRule: ReviewSopQueries['unlinkRule'] = (ws, id, q) => this.review(this.client.unlinkRuleLineage, ws, id, q);
   rebuildLineage: ReviewSopQueries['rebuildLineage'] = (ws) => this.review(this.client.rebuildLineage, ws, '', {});
 
+  suggest: ReviewSopQueries['suggest'] = (ws, id, input) => this.review(this.client.suggest, ws, id, {}, input ?? {});
+  listSuggestions: ReviewSopQueries['listSuggestions'] = (ws, q) => this.review(this.client.listSuggestions, ws, '', q);
+  getSuggestion: ReviewSopQueries['getSuggestion'] = (ws, id) => this.review(this.client.getSuggestion, ws, id, {});
+  applySuggestion: ReviewSopQueries['applySuggestion'] = (ws, id, input) => this.review(this.client.applySuggestion, ws, id, {}, input ?? {});
+  rewriteSuggestion: ReviewSopQueries['rewriteSuggestion'] = (ws, id, input) => this.review(this.client.rewriteSuggestion, ws, id, {}, input ?? {});
+  dismissSuggestion: ReviewSopQueries['dismissSuggestion'] = (ws, id, input) => this.review(this.client.dismissSuggestion, ws, id, {}, input ?? {});
+  getRepoConnection: ReviewSopQueries['getRepoConnection'] = (ws) => this.review(this.client.getRepoConnection, ws, '', {});
+  putRepoConnection: ReviewSopQueries['putRepoConnection'] = (ws, body) => this.review(this.client.putRepoConnection, ws, '', {}, body ?? null);
+  deleteRepoConnection: ReviewSopQueries['deleteRepoConnection'] = (ws) => this.review(this.client.deleteRepoConnection, ws, '', {});
+
   close(): void {
     this.client.close();
   }

@@ -1,4 +1,4 @@
-import { deadLetterTopic, type Queryable, type ServiceModule } from '@neatroots/ports';
+import { deadLetterTopic, type CodeHost, type Db, type Queryable, type ServiceModule } from '@neatroots/ports';
 import { createCheckSession, DEFAULT_SOP_SETTINGS, type DecisionGateway, type SopModelSettings } from '@neatroots/sop';
 import { makeTopics } from '@neatroots/messages';
 import { ProjectsRepo, type IsQuiet, type ReviewQueries, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
@@ -7,6 +7,7 @@ import { reviewDataGrpcService } from './data-grpc';
 import { reviewGrpcService } from './grpc';
 import { startReview } from './review';
 import { sopGrpcService } from './sop/grpc';
+import { GitHubConnections } from './github/connections';
 import { startSop } from './sop/service';
 
 /** What the review service offers the others: in-process, or its gRPC clients elsewhere. */
@@ -36,6 +37,15 @@ export interface ReviewConfig {
   NEATROOTS_TOPIC_PREFIX: string;
   NEATROOTS_API_KEYS: { project: string; key: string }[];
   NEATROOTS_STEERING: string[];
+  /** When open pull requests of suggestions are looked at (default every 15 minutes). */
+  SOPOPS_PR_STATUS_CRON?: string;
+}
+
+/** What the composition root supplies for GitHub connections (the adapter lives in the platform). */
+export interface GitHubLink {
+  /** NEATROOTS_SECRET_KEY, or the embedded default's key file; throws when there is none to use. */
+  secretKey(): Buffer;
+  hostFor(c: { token: string; api_url: string }): CodeHost;
 }
 
 export const reviewModule: ServiceModule<ReviewConfig> = {
@@ -65,6 +75,8 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       checkSession: createCheckSession({ settings: models.sop ?? DEFAULT_SOP_SETTINGS, gateway }),
       // rule patterns are named by the reasoning model through the same gateway
       gateway,
+      github: await githubConnections(db, () => ctx.link<GitHubLink>('github'), (m, err) => ctx.log.error(m, err)),
+      prStatusCron: ctx.config.SOPOPS_PR_STATUS_CRON ?? '*/15 * * * *',
     });
     const review = await startReview({
       bus: ctx.platform.bus(),
@@ -91,6 +103,22 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
     return { provides: { [REVIEW_LINK]: link }, stop: () => review.close() };
   },
 };
+
+/** Workspaces' GitHub connections, or null (drafts only) when no key or adapter is supplied. */
+async function githubConnections(db: Db, link: () => Promise<GitHubLink>, logError: (m: string, err: unknown) => void): Promise<GitHubConnections | null> {
+  let gh: GitHubLink;
+  try {
+    gh = await link();
+  } catch {
+    return null; // no composition root supplies one (tests of the module alone)
+  }
+  try {
+    return new GitHubConnections(db, gh.secretKey(), (c) => gh.hostFor(c));
+  } catch (err) {
+    logError('GitHub connections are off: no secret key to seal tokens with (set NEATROOTS_SECRET_KEY)', err);
+    return null;
+  }
+}
 
 /** API keys from NEATROOTS_API_KEYS into the database (stored hashed), and steering; idempotent. */
 export async function seedApiKeys(db: Queryable, keys: { project: string; key: string }[], steering: string[]): Promise<void> {

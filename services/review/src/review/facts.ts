@@ -1,15 +1,16 @@
-import { reviewState, ruleLabel, type ReviewStateView } from '@neatroots/review-domain';
+import { FIX_SESSIONS_NEEDED, reviewState, ruleLabel, type ReviewStateView } from '@neatroots/review-domain';
 import type { PatternRecord, RuleView, VerdictRecord, VerdictView } from '@neatroots/store';
+import type { FixInfo } from '../suggestions/fix';
 import type { VerdictContext } from './writes';
 
-/** A pattern's review state from its verdict context (fix facts come with suggestions: none yet). */
-export function stateOf(ctx: VerdictContext, findingsOnCurrentWording: number): ReviewStateView {
+/** A pattern's review state from its verdict context and, once a suggestion was applied for its verdict, its fix facts (suggestions/fix.ts). */
+export function stateOf(ctx: VerdictContext, findingsOnCurrentWording: number, fix: FixInfo | null = null): ReviewStateView {
   return reviewState({
     verdict: ctx.verdict,
     materially_reclustered_at: ctx.pattern.materially_reclustered_at,
     reworded_at: ctx.wording.since,
     findings_on_current_wording: findingsOnCurrentWording,
-    fix: null,
+    fix,
   });
 }
 
@@ -22,5 +23,11 @@ export function ruleView(p: PatternRecord): RuleView {
   return { rule_id: p.lineage_id, current_rule_id: p.rule_id, kind: p.rule_kind, index: p.rule_index, text: p.rule_text, label: ruleLabel(p.rule_kind, p.rule_index) };
 }
 
-/** Suggestions are not built: no fix is applied, so these are null (the seed fills them once a fix release is live). */
+/** No suggestion applied for the verdict: no fix facts. */
 export const NO_FIX = { fix_release: null, fix_sessions: null, fix_sessions_needed: null } as const;
+
+/** fix_release, fix_sessions, fix_sessions_needed: null until the release with the edit exists. */
+export function fixFields(fix: FixInfo | null | undefined): { fix_release: { id: string; number: number } | null; fix_sessions: number | null; fix_sessions_needed: number | null } {
+  if (!fix?.release) return NO_FIX;
+  return { fix_release: fix.release, fix_sessions: fix.sessions, fix_sessions_needed: FIX_SESSIONS_NEEDED };
+}

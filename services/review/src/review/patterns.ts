@@ -11,7 +11,8 @@ import {
   type RegressionLine,
   type WindowQuery,
 } from '@neatroots/store';
-import { NO_FIX, ruleView, stateOf, verdictView } from './facts';
+import { fixFactsOf, type FixInfo } from '../suggestions/fix';
+import { fixFields, ruleView, stateOf, verdictView } from './facts';
 import { resolveWindow } from './window';
 import { findingKey, type ReviewWrites, type VerdictContext } from './writes';
 
@@ -43,7 +44,7 @@ function countsByPattern(rows: readonly FindingCounts[]): Map<string, Counted> {
   return out;
 }
 
-function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undefined, onWording: number): PatternSummary {
+function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undefined, onWording: number, fix: FixInfo | null = null): PatternSummary {
   const c = counted ?? { findings: 0, suppressed: 0, first_seen: null, last_seen: null };
   return {
     id: p.id,
@@ -65,8 +66,8 @@ function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undef
     clustered_at: p.clustered_at,
     retired_at: p.retired_at,
     verdict: verdictView(ctx.verdict),
-    ...stateOf(ctx, onWording),
-    ...NO_FIX,
+    ...stateOf(ctx, onWording, fix),
+    ...fixFields(fix),
   };
 }
 
@@ -83,7 +84,8 @@ export async function listPatterns(db: Db, writes: ReviewWrites, workspace: stri
   const all = (await writes.repo.patternsOf(db, workspace)).filter((p) => counted.has(p.id));
   const ctx = await writes.contexts(db, all);
   const onWording = await wordingCounts(read, ctx);
-  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0);
+  const fixes = await fixFactsOf(db, ctx.values());
+  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, fixes.get(p.id));
   const items = all
     .filter((p) => p.kind === 'rule')
     .map((p) => ({ ...sum(p), sub_patterns: all.filter((c) => c.parent_id === p.id).map(sum) }))
@@ -103,14 +105,15 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
   const rulePattern = p.parent_id ?? p.id;
   const inWindow = countsByPattern(await read.findingCounts(workspace, window, { rulePattern }));
   const allTime = countsByPattern(await read.findingCounts(workspace, null, { rulePattern }));
-  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0);
+  const fixes = await fixFactsOf(db, ctx.values());
+  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, fixes.get(p.id));
   const sessions = await read.sessionsOf(p, window, SESSIONS_SHOWN);
   return {
     ...head,
     session_count: sessionCount,
     verdict_history: ctx.get(p.id)!.history.map((v) => verdictView({ ...v, inherited: false })!),
     suppressed_count: allTime.get(p.id)?.suppressed ?? 0,
-    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), onWording.get(p.id) ?? 0)),
+    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), onWording.get(p.id) ?? 0, fixes.get(c.id))),
     wordings: await read.wordings(p),
     example_phrasings: await read.phrasings(p, PHRASINGS),
     sessions: sessions.map((s) => ({

@@ -1,7 +1,8 @@
 import type { Db } from '@neatroots/ports';
 import { DEFAULT_QUEUE_STATES, excerpt, REVIEW_STATES, ruleLabel, type ReviewState } from '@neatroots/review-domain';
 import { ReviewReadRepo, SopError, type ExampleFinding, type ExampleRow, type PatternRecord, type QueueItem, type ReviewQueueQuery, type ReviewQueueView } from '@neatroots/store';
-import { NO_FIX, stateOf, verdictView } from './facts';
+import { fixFactsOf } from '../suggestions/fix';
+import { fixFields, stateOf, verdictView } from './facts';
 import type { ReviewWrites } from './writes';
 
 export const DEFAULT_QUEUE_LIMIT = 50;
@@ -51,10 +52,12 @@ export async function reviewQueue(db: Db, writes: ReviewWrites, workspace: strin
   const ctx = await writes.contexts(db, withFindings);
   const onWording = await read.onWording(withFindings.filter((p) => ctx.get(p.id)!.wording.since !== null).map((p) => ({ id: p.parent_id ?? p.id, rule_id: ctx.get(p.id)!.wording.rule_id })));
 
+  const fixes = await fixFactsOf(db, ctx.values());
+
   const byState = Object.fromEntries(REVIEW_STATES.map((s) => [s, 0])) as Record<ReviewState, number>;
   const rows = withFindings.map((p) => {
     const c = ctx.get(p.id)!;
-    const state = stateOf(c, onWording.get(p.parent_id ?? p.id) ?? 0);
+    const state = stateOf(c, onWording.get(p.parent_id ?? p.id) ?? 0, fixes.get(p.id) ?? null);
     byState[state.review_state]++;
     const n = counts.get(p.id)!;
     return { p, c, state, n, sessions: n.findings + n.suppressed };
@@ -78,7 +81,7 @@ export async function reviewQueue(db: Db, writes: ReviewWrites, workspace: strin
     examples: examples.get(p.id) ?? [],
     verdict: verdictView(c.verdict),
     ...state,
-    ...NO_FIX,
+    ...fixFields(fixes.get(p.id)),
     new_findings: n.new_findings,
     suppressed_count: n.suppressed,
     suggestion: null,

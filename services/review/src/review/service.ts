@@ -2,7 +2,10 @@ import type { Db, Jobs } from '@neatroots/ports';
 import type { RuleResult } from '@neatroots/sop';
 import { SopError, type ReviewSopQueries, type RuleLineageQueries, type SessionView } from '@neatroots/store';
 import { RuleLineage } from '../lineage/service';
+import type { GitHubConnections } from '../github/connections';
 import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
+import { SopWorkspaces } from '../sop/workspaces';
+import { SuggestionService } from '../suggestions/service';
 import { PATTERNS_QUEUE, PatternAssigner, type PatternsJob } from './assign';
 import { insights } from './insights';
 import { PatternNamer, type GatewayOf } from './namer';
@@ -20,6 +23,12 @@ export interface ReviewSopOptions {
   gateway?: GatewayOf;
   /** The rule lineage endpoints (services/review/src/lineage), served with the rest. */
   lineage?: RuleLineageQueries;
+  /** Where an applied suggestion's draft is saved (default: this database's head). */
+  workspaces?: SopWorkspaces;
+  /** Workspaces' GitHub connections: applied suggestions open pull requests (none: drafts only). */
+  github?: GitHubConnections | null;
+  /** SOPOPS_PR_STATUS_CRON: when open pull requests are looked at (null: not scheduled). */
+  prStatusCron?: string | null;
 }
 
 /**
@@ -32,6 +41,7 @@ export class ReviewSop implements SessionReviewHooks {
   readonly queries: ReviewSopQueries;
   readonly assigner: PatternAssigner;
   readonly namer: PatternNamer;
+  readonly suggestions: SuggestionService;
   private readonly writes = new ReviewWrites();
   private readonly verdicts: Verdicts;
 
@@ -41,7 +51,11 @@ export class ReviewSop implements SessionReviewHooks {
     this.assigner = new PatternAssigner(db, this.writes, this.namer);
     this.verdicts = new Verdicts(db, this.writes);
     const w = this.writes;
-    this.queries = {
+    this.suggestions = new SuggestionService(
+      { db, jobs: opts.jobs, gateway: opts.gateway, workspaces: opts.workspaces ?? new SopWorkspaces(db), github: opts.github, prStatusCron: opts.prStatusCron },
+      this.writes,
+    );
+    this.queries = this.suggestions.around({
       reviewQueue: (ws, q) => reviewQueue(db, w, ws, q),
       patterns: (ws, q) => listPatterns(db, w, ws, q),
       pattern: (ws, id, q) => getPattern(db, w, ws, id, q),
@@ -51,11 +65,12 @@ export class ReviewSop implements SessionReviewHooks {
       insights: (ws, q) => insights(db, w, ws, q),
       renamePatterns: async (ws, input) => this.namer.rename(ws, renameInput(input)),
       ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),
-    };
+    });
   }
 
   /** Registers the sopops_patterns handler, plugs into the sessions, and queues what a stop left unassigned. */
   async start(): Promise<void> {
+    await this.suggestions.start();
     await this.opts.jobs.work<PatternsJob>(PATTERNS_QUEUE, (job) => this.assigner.assign(job.workspace), { serializeBy: (job) => job.workspace });
     this.opts.sessions?.useReview(this);
     for (const ws of await this.assigner.pending()) await this.enqueue(ws);

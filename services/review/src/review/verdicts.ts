@@ -40,9 +40,7 @@ export class Verdicts {
         ...state,
         suggestion: null,
       };
-      if (input.suggest) {
-        view.suggestion_note = 'suggest: suggested edits are not built yet, so no suggestion was queued; the verdict is saved.';
-      }
+      // suggest: true queues a suggestion once this transaction is committed (ReviewSop.giveVerdict).
       return view;
     });
   }

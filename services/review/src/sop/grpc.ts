@@ -81,5 +81,17 @@ export function sopGrpcService(q: SopQueries, r?: ReviewSopQueries): { service: 
     unlinkRuleLineage: unary<ReviewCall>((c) => review().unlinkRule(c.workspace, c.id, parsed(c.query_json))),
     rebuildLineage: unary<ReviewCall>((c) => review().rebuildLineage(c.workspace)),
   });
+  // Suggestions and the GitHub repo connection (id: the pattern for suggest, else the suggestion).
+  Object.assign(implementation, {
+    suggest: unary<ReviewCall>((c) => review().suggest(c.workspace, c.id, parsed(c.body_json))),
+    listSuggestions: unary<ReviewCall>((c) => review().listSuggestions(c.workspace, parsed(c.query_json))),
+    getSuggestion: unary<ReviewCall>((c) => review().getSuggestion(c.workspace, c.id)),
+    applySuggestion: unary<ReviewCall>((c) => review().applySuggestion(c.workspace, c.id, parsed(c.body_json))),
+    rewriteSuggestion: unary<ReviewCall>((c) => review().rewriteSuggestion(c.workspace, c.id, parsed(c.body_json))),
+    dismissSuggestion: unary<ReviewCall>((c) => review().dismissSuggestion(c.workspace, c.id, parsed(c.body_json))),
+    getRepoConnection: unary<ReviewCall>((c) => review().getRepoConnection(c.workspace)),
+    putRepoConnection: unary<ReviewCall>((c) => review().putRepoConnection(c.workspace, c.body_json ? JSON.parse(c.body_json) : undefined)),
+    deleteRepoConnection: unary<ReviewCall>((c) => review().deleteRepoConnection(c.workspace)),
+  });
   return { service: v1.SopService, implementation };
 }

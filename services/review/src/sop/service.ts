@@ -3,6 +3,8 @@ import type { ReviewSopQueries, SopQueries } from '@neatroots/store';
 import { RuleLineage, type RuleLineageOptions } from '../lineage/service';
 import type { GatewayOf } from '../review/namer';
 import { ReviewSop } from '../review/service';
+import type { GitHubConnections } from '../github/connections';
+import { moveSuggestions, suggestionEditsOf } from '../suggestions/lineage-hooks';
 import { RunSessions, type RunEnded } from './from-runs';
 import { SopSessions, type CheckSession } from './sessions';
 import { SopWorkspaces, type OnPublished } from './workspaces';
@@ -19,6 +21,10 @@ export interface SopOptions {
   gateway?: GatewayOf;
   /** Rule lineage's hooks: the suggestions applied in a release, and what moves when two rule patterns merge. */
   lineage?: RuleLineageOptions;
+  /** Workspaces' GitHub connections: applied suggestions open pull requests (none: drafts at head). */
+  github?: GitHubConnections | null;
+  /** SOPOPS_PR_STATUS_CRON: when open pull requests are looked at (null: not scheduled). */
+  prStatusCron?: string | null;
 }
 
 export interface Sop {
@@ -38,11 +44,11 @@ export interface Sop {
  */
 export async function startSop(opts: SopOptions): Promise<Sop> {
   // Rule lineage stores its links in the publish's transaction, and patterns follow them.
-  const lineage = new RuleLineage(opts.db, undefined, opts.lineage);
+  const lineage = new RuleLineage(opts.db, undefined, { suggestionEdits: suggestionEditsOf, onMerged: moveSuggestions, ...opts.lineage });
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
   // Patterns follow the sessions: plugged in before the first check runs.
-  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, lineage: lineage.queries });
+  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, lineage: lineage.queries, workspaces, github: opts.github, prStatusCron: opts.prStatusCron });
   await lineage.start();
   await review.start();
   await sessions.start({ concurrency: opts.concurrency });

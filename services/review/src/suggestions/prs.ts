@@ -1,0 +1,23 @@
+import type { Db, Jobs } from '@neatroots/ports';
+import { followPullRequests, schedulePrStatus, type CodeHostOf, type PrStatusReport, type PullRequestsToFollow } from '../github/pr-status';
+import type { Suggestions } from './suggestions';
+
+/** The suggestions with an open pull request, and what a merged or closed one becomes. */
+export function pullRequestsOf(db: Db, suggestions: Suggestions): PullRequestsToFollow {
+  return {
+    open: async function* () {
+      for (const s of await suggestions.repo.openPullRequests(db)) yield { workspace: s.workspace, suggestionId: s.id, number: s.pr_number! };
+    },
+    settle: (pr, t) => suggestions.settle(pr.suggestionId, t),
+  };
+}
+
+/** sopops_pr_status on SOPOPS_PR_STATUS_CRON (every 15 minutes by default). */
+export function followPullRequestsEvery(jobs: Jobs, cron: string, db: Db, suggestions: Suggestions, codeHostOf: CodeHostOf): Promise<void> {
+  return schedulePrStatus(jobs, cron, { prs: pullRequestsOf(db, suggestions), codeHostOf });
+}
+
+/** One pass now (`sopops pr-status` reaches it through reads; tests call it directly). */
+export function followPullRequestsNow(db: Db, suggestions: Suggestions, codeHostOf: CodeHostOf): Promise<PrStatusReport> {
+  return followPullRequests({ prs: pullRequestsOf(db, suggestions), codeHostOf });
+}

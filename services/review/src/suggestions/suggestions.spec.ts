@@ -1,0 +1,326 @@
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { Db } from '@neatroots/ports';
+import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { QuestionAnswerer } from '@neatroots/questions';
+import { compileFiles, readFolder, type DecisionGateway } from '@neatroots/sop';
+import { SopSessionsRepo, sopFindingId, type ReviewSopQueries, type SuggestionView } from '@neatroots/store';
+import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
+import { startFakeGitHub, type FakeGitHub } from '../../../../libs/platform/src/github/fake-github.test';
+import { GitHubConnections } from '../github/connections';
+import { ReviewSop } from '../review/service';
+import { SopWorkspaces } from '../sop/workspaces';
+import { followPullRequestsNow } from './prs';
+
+/**
+ * Suggestions end to end in the review service: SuggestEdit asked of the reasoning model through
+ * the question service (its QuestionAnswerer in-process, the real `openai` client over HTTP to
+ * the local scripted OpenAI-compatible server), applied as a draft or as a pull request through
+ * the real GitHub adapter against the local fake GitHub, freshness against head, and the fix
+ * tracking review states that follow.
+ */
+const WS = 'luigis';
+const FIXTURE = path.resolve(__dirname, '../../../../libs/sop/fixtures/luigis');
+const files = [...readFolder(FIXTURE)].map(([p, text]) => ({ path: p, text }));
+const takeOrder = compileFiles(readFolder(FIXTURE)).procedures.find((p) => p.procedure_id === 'take-order')!;
+const NEVER = takeOrder.rules.find((r) => r.kind === 'never')!;
+const FILE = files.find((f) => f.path === 'procedures/take-order.md')!.text;
+
+const ALLERGY = '- The caller mentions a food allergy. -> Note the allergy on the order.';
+const ADD_SIGN = { rationale: 'Callers who ask for prices get them from the menu; the agent is told what to say.', edits: [{ find: ALLERGY, replace: `${ALLERGY}\n- The caller asks what a dish costs. -> Say the menu has the prices and go on with the order.` }] };
+const BREAKS = { rationale: 'Renamed the section.', edits: [{ find: '## Never', replace: '## Nevers' }] };
+const STEP1 = '1. Ask what the caller would like to order.';
+const REWORD_STEP1 = { rationale: 'Step 1 says to wait.', edits: [{ find: STEP1, replace: '1. Ask what the caller would like to order, then wait for the answer.' }] };
+
+let db: Db;
+let reasoning: FakeOpenAI;
+let answerer: QuestionAnswerer;
+let jobs: InlineJobs;
+let review: ReviewSop;
+let q: ReviewSopQueries;
+let workspaces: SopWorkspaces;
+let gh: FakeGitHub;
+let github: GitHubConnections;
+/** What the model answers to each SuggestEdit call, in order (then ADD_SIGN). */
+let script: unknown[];
+const suggestCalls: FakeCall[] = [];
+
+function model(call: FakeCall): FakeReply {
+  const system = call.body.messages.find((m) => m.role === 'system')?.content ?? '';
+  const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+  const ids = [...user.matchAll(/^(q\d+) \(about subject/gm)].map((m) => m[1]);
+  if (system.startsWith('You edit standard operating procedures')) {
+    suggestCalls.push(call);
+    const next = script.length ? script.shift() : ADD_SIGN;
+    return { json: { answers: ids.map((id) => ({ id, ...(next as object) })) } };
+  }
+  return { json: { answers: ids.map((id) => ({ id, name: 'Quoted prices' })) } };
+}
+
+const gatewayOf = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) => a.decide(e, i, { wait: true }), decisionModels: () => a.decisionModels() });
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+  reasoning = await startFakeOpenAI(model);
+}, 60_000);
+afterAll(async () => {
+  await reasoning.close();
+  await db.close();
+});
+beforeEach(async () => {
+  await db.exec('TRUNCATE sop_suggestions, sop_repo_connections, sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
+  script = [];
+  suggestCalls.length = 0;
+  answerer = new QuestionAnswerer({
+    reasoning: openAiChatModel({ role: 'reasoning', baseURL: reasoning.url, model: 'reasoner-test', timeoutMs: 2_000 }),
+    queue: { maxWaitMs: 5, retries: 0 },
+    onError: () => undefined,
+  });
+  gh = await startFakeGitHub();
+  gh.addRepo('luigis', 'ops', 'main', { 'sop/take-order.md': FILE });
+  github = new GitHubConnections(db, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10 }));
+  jobs = new InlineJobs();
+  workspaces = new SopWorkspaces(db);
+  review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer), workspaces, github, prStatusCron: null });
+  await review.start();
+  q = review.queries;
+  await workspaces.push(WS, files);
+  await workspaces.publish(WS);
+});
+afterEach(async () => {
+  await jobs.close();
+  answerer.close();
+  await gh.stop();
+});
+
+const sessions = () => new SopSessionsRepo(db);
+let n = 0;
+/** A session checked on the live release: the never rule violated (a finding) or not. */
+async function checked(violated: boolean): Promise<void> {
+  const live = (await workspaces.releaseRecord(WS, 'live'))!;
+  const quote = 'The margherita is 9 euros.';
+  const r = await sessions().receive(WS, { external_id: `call-${++n}`, agent: 'phone-agent', release_id: null, started_at: new Date().toISOString(), transcript_ref: null, turns: [{ role: 'agent', text: violated ? quote : 'Hello' }], tool_calls: [] });
+  const result = violated ? ('deviated' as const) : ('followed' as const);
+  const findings = violated
+    ? [{ id: sopFindingId(r.id, 'take-order', NEVER.rule_id), procedure_id: 'take-order', rule_id: NEVER.rule_id, kind: 'never' as const, index: 1, text: NEVER.text, status: 'violated' as const, evidence: [{ turn: 0, quote, source: 'transcript' }], reason: 'Quoted a price.' }]
+    : [];
+  await sessions().saveOutcome(r.id, r.content_hash, { release_id: live.id, result, checked_result: result, checks: [{ procedure_id: 'take-order', result, checked_result: result, body: {} }], findings });
+  await review.assigner.assign(WS);
+}
+
+async function patternWithVerdict(verdict: 'real' | 'acceptable' | 'sop_wrong' | 'checker_wrong', suggest = false) {
+  for (let i = 0; i < 3; i++) await checked(true);
+  const pattern = (await q.patterns(WS, {})).items[0];
+  const given = await q.giveVerdict(WS, pattern.id, { verdict, note: 'Prices come from the menu.', reviewer: 'ana', suggest });
+  return { pattern, given };
+}
+
+async function settled(id: string): Promise<SuggestionView> {
+  for (let i = 0; i < 200; i++) {
+    const s = await q.getSuggestion(WS, id);
+    if (s.status !== 'generating') return s;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`suggestion ${id} still generating`);
+}
+
+async function proposed(verdict: 'real' | 'sop_wrong' = 'real'): Promise<{ patternId: string; s: SuggestionView }> {
+  const { pattern } = await patternWithVerdict(verdict);
+  const queued = await q.suggest(WS, pattern.id, { reviewer: 'ana' });
+  expect(queued.status).toBe('generating');
+  return { patternId: pattern.id, s: await settled(queued.id) };
+}
+
+describe('SuggestEdit', () => {
+  it('proposes an edit that compiles, from the file at head, the rule, the verdict and note, and the findings; plan.agents has each changed agent', async () => {
+    const { s } = await proposed();
+    expect(s).toMatchObject({ status: 'proposed', prompt_version: 'suggest-1', model: 'reasoner-test', verdict: 'real', verdict_note: 'Prices come from the menu.', rule_id: NEVER.rule_id, error: null, freshness: 'current' });
+    expect(s.old_text).toBe(FILE);
+    expect(s.new_text).toContain('- The caller asks what a dish costs. -> Say the menu has the prices');
+    expect(s.rationale).toBe(ADD_SIGN.rationale);
+    // take-order is in the ordering group of phone-agent only
+    expect(s.plan!.agents).toEqual([{ agent: 'phone-agent', added: 1, removed: 0, diff: expect.stringContaining('+- The caller asks what a dish costs.') }]);
+    expect(s.since_written).toMatchObject({ state: 'current', changes: '', merged_text: null, conflicts: [] });
+    const user = suggestCalls[0].body.messages.find((m) => m.role === 'user')!.content;
+    expect(user).toContain(STEP1);
+    expect(user).toContain(`Never rule 1: "${NEVER.text}"`);
+    expect(user).toContain('The verdict: real, with the reviewer\'s note: "Prices come from the menu."');
+    expect(user).toContain('The margherita is 9 euros.');
+    expect((await q.listSuggestions(WS, { status: ['proposed'] })).items.map((x) => x.id)).toEqual([s.id]);
+  });
+
+  it('sends a proposal that does not compile back once with sopc\'s issues; a second one that fails too is failed', async () => {
+    script = [BREAKS, ADD_SIGN];
+    const { s } = await proposed();
+    expect(s.status).toBe('proposed');
+    expect(suggestCalls).toHaveLength(2);
+    const retry = suggestCalls[1].body.messages.find((m) => m.role === 'user')!.content;
+    expect(retry).toMatch(/Your previous edit could not be used: sopc: procedures\/take-order\.md:\d+: unknown section "## Nevers"/);
+
+    script = [BREAKS, BREAKS];
+    const again = await settled((await q.suggest(WS, s.pattern_id, {})).id);
+    expect(again.status).toBe('failed');
+    expect(again.error).toMatch(/sent back once and still could not be used: sopc: .*unknown section/);
+    expect(again.new_text).toBeNull();
+  });
+
+  it('an edit whose lines are not in the file goes back to the model too', async () => {
+    script = [{ rationale: 'x', edits: [{ find: '1. Greet the caller warmly.', replace: '1. Greet.' }] }, REWORD_STEP1];
+    const { s } = await proposed();
+    expect(s.status).toBe('proposed');
+    expect(suggestCalls[1].body.messages.find((m) => m.role === 'user')!.content).toContain('are not in the file');
+  });
+
+  it('409 unless the verdict is real, acceptable or sop_wrong; the verdict with suggest: true queues one', async () => {
+    const { pattern } = await patternWithVerdict('checker_wrong');
+    await expect(q.suggest(WS, pattern.id, {})).rejects.toMatchObject({ status: 409, code: 'no_suggestion_for_verdict' });
+    await expect(q.suggest(WS, 'pat_nope', {})).rejects.toMatchObject({ status: 404 });
+    const given = await q.giveVerdict(WS, pattern.id, { verdict: 'acceptable', suggest: true });
+    expect(given.suggestion).toMatchObject({ status: 'generating', verdict: 'acceptable', pattern_id: pattern.id });
+    expect((await settled(given.suggestion!.id)).status).toBe('proposed');
+  });
+});
+
+describe('freshness and apply without a repo connection', () => {
+  it('current: apply saves new_text at head as a draft (applied), shown in unpublished changes', async () => {
+    const { s } = await proposed();
+    const applied = await q.applySuggestion(WS, s.id, { reviewer: 'bo' });
+    expect(applied).toMatchObject({ status: 'applied', reviewer: 'bo', merged_into_version: null, applied_at: expect.any(String), freshness: null, since_written: null });
+    const head = await workspaces.head(WS);
+    expect(head.changed).toEqual([{ path: 'procedures/take-order.md', change: 'changed' }]);
+    expect(head.diff).toContain('+- The caller asks what a dish costs.');
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'not_proposed' });
+  });
+
+  it('merges: the file changed elsewhere; apply writes the merged file and records merged_into_version', async () => {
+    script = [REWORD_STEP1];
+    const { s } = await proposed();
+    const edited = FILE.replace('4. Read the order back to the caller. [required]', '4. Read the order back to the caller, item by item. [required]');
+    const saved = await workspaces.saveFile(WS, 'procedures/take-order.md', edited);
+    const got = await q.getSuggestion(WS, s.id);
+    expect(got.freshness).toBe('merges');
+    expect(got.since_written).toMatchObject({ state: 'merges', head_version: saved.version, conflicts: [], issues: [] });
+    expect(got.since_written!.changes).toContain('+4. Read the order back to the caller, item by item. [required]');
+    expect(got.since_written!.merged_text).toContain('then wait for the answer.');
+    expect(got.since_written!.merged_text).toContain('item by item');
+    const applied = await q.applySuggestion(WS, s.id, {});
+    expect(applied).toMatchObject({ status: 'applied', merged_into_version: saved.version });
+    const head = (await db.query<{ text: string }>("SELECT text FROM sop_head_files WHERE workspace = $1 AND path = 'procedures/take-order.md'", [WS])).rows[0].text;
+    expect(head).toBe(got.since_written!.merged_text);
+  });
+
+  it('conflict: the same line changed; apply is refused saying why, and rewrite makes suggest-2 with the changes since', async () => {
+    script = [REWORD_STEP1, { rationale: 'Kept the new wording.', edits: [{ find: '1. Ask what the caller wants.', replace: '1. Ask what the caller wants, and wait.' }] }];
+    const { s } = await proposed();
+    await workspaces.saveFile(WS, 'procedures/take-order.md', FILE.replace(STEP1, '1. Ask what the caller wants.'));
+    const got = await q.getSuggestion(WS, s.id);
+    expect(got.since_written).toMatchObject({ state: 'conflict', conflicts: [{ line: 6, base: [STEP1], current: ['1. Ask what the caller wants.'], suggested: ['1. Ask what the caller would like to order, then wait for the answer.'] }] });
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'conflict', message: expect.stringMatching(/same lines .* changed since it was written .*rewrite it/) });
+
+    const fresh = await q.rewriteSuggestion(WS, s.id, { reviewer: 'bo' });
+    expect(fresh).toMatchObject({ status: 'generating', prompt_version: 'suggest-2', rewrite_of: s.id });
+    expect(fresh.changes_since).toContain('+1. Ask what the caller wants.');
+    const old = await q.getSuggestion(WS, s.id);
+    expect(old).toMatchObject({ status: 'dismissed', note: 'Rewritten against the current text.', rewritten_as: fresh.id });
+    const done = await settled(fresh.id);
+    expect(done).toMatchObject({ status: 'proposed', freshness: 'current' });
+    expect(done.old_text).toContain('1. Ask what the caller wants.');
+    expect(suggestCalls[1].body.messages.find((m) => m.role === 'user')!.content).toContain('keep these edits and build on them');
+    await expect(q.rewriteSuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409 });
+  });
+
+  it('conflict when the merged file would not compile', async () => {
+    script = [{ rationale: 'Adds a never rule.', edits: [{ find: `- ${NEVER.text}`, replace: `- ${NEVER.text}\n- Promise a delivery time.` }] }];
+    const { s } = await proposed();
+    // the same rule added by hand elsewhere in the section: merged, it is a duplicate
+    await workspaces.saveFile(WS, 'procedures/take-order.md', FILE.replace('## Never\n', '## Never\n- Promise a delivery time.\n'));
+    const got = await q.getSuggestion(WS, s.id);
+    expect(got.since_written).toMatchObject({ state: 'conflict', issues: [expect.objectContaining({ message: expect.stringContaining('duplicate') })] });
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, message: expect.stringContaining('would not compile') });
+  });
+
+  it('dismiss: {note, reviewer}; only before it is applied', async () => {
+    const { s } = await proposed();
+    expect(await q.dismissSuggestion(WS, s.id, { note: 'Not now.', reviewer: 'ana' })).toMatchObject({ status: 'dismissed', note: 'Not now.', reviewer: 'ana', dismissed_at: expect.any(String) });
+    await expect(q.dismissSuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409 });
+    await expect(q.dismissSuggestion(WS, s.id, { nope: 1 })).rejects.toMatchObject({ status: 400, message: expect.stringContaining('unknown field nope') });
+  });
+});
+
+describe('pull requests (the real adapter against the local GitHub)', () => {
+  const connect = (token = gh.token) => github.put(WS, { repository: 'luigis/ops', branch: 'main', path: 'sop', api_url: gh.url, token });
+
+  it('apply opens a pull request with the file; merged on GitHub makes it merged (the job, and a read once a minute)', async () => {
+    await connect();
+    const { s } = await proposed();
+    const applied = await q.applySuggestion(WS, s.id, {});
+    expect(applied).toMatchObject({ status: 'pr_open', pr_url: expect.stringMatching(/\/luigis\/ops\/pull\/1$/), pr_opened_at: expect.any(String) });
+    const branch = (await review.suggestions.suggestions.repo.get(db, WS, s.id))!.pr_branch!;
+    expect(gh.fileAt('luigis', 'ops', branch, 'sop/take-order.md')).toBe(s.new_text);
+    // head is untouched: the edit reaches head by a pull of the merge, then a push
+    expect((await workspaces.head(WS)).changed).toEqual([]);
+
+    gh.merge('luigis', 'ops', 1);
+    // read within the minute: not looked at again
+    expect((await q.getSuggestion(WS, s.id)).status).toBe('pr_open');
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'merged', merged_at: expect.any(String) });
+  });
+
+  it('the sopops_pr_status pass: closed without merging makes it dismissed "PR closed"', async () => {
+    await connect();
+    const { s } = await proposed();
+    await q.applySuggestion(WS, s.id, {});
+    gh.close('luigis', 'ops', 1);
+    const report = await followPullRequestsNow(db, review.suggestions.suggestions, (ws) => github.codeHost(ws));
+    expect(report).toMatchObject({ checked: 1, settled: 1, failed: [] });
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'dismissed', note: 'PR closed' });
+  });
+
+  it('a refused token: apply answers 409 saying so and the suggestion stays proposed', async () => {
+    await connect('ghp_revoked');
+    const { s } = await proposed();
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed', message: expect.stringContaining('refused the token') });
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', error: expect.stringContaining('refused the token') });
+  });
+
+  it('a rate limit is waited out and the pull request opened', async () => {
+    await connect();
+    const { s } = await proposed();
+    gh.rateLimitOnce('secondary', 1);
+    expect(await q.applySuggestion(WS, s.id, {})).toMatchObject({ status: 'pr_open' });
+  });
+});
+
+describe('fix tracking', () => {
+  it('fixing until the release with the edit is live, then fix_sessions of 10; fixed; a finding after it regressed, in the review queue', async () => {
+    const { patternId, s } = await proposed();
+    expect(await q.pattern(WS, patternId, {})).toMatchObject({ review_state: 'open', fix_release: null });
+    await q.applySuggestion(WS, s.id, {});
+    let p = await q.pattern(WS, patternId, {});
+    expect(p).toMatchObject({ review_state: 'fixing', fix_release: null, fix_sessions: null, fix_sessions_needed: null, review_note: expect.stringContaining('waiting for the release') });
+    expect(p.suggestions.map((x) => x.id)).toEqual([s.id]);
+
+    const rel = await workspaces.publish(WS);
+    p = await q.pattern(WS, patternId, {});
+    expect(p).toMatchObject({ review_state: 'fixing', fix_release: { id: rel.id, number: 2 }, fix_sessions: 0, fix_sessions_needed: 10 });
+    expect((await q.listSuggestions(WS, {})).items[0]).toMatchObject({ id: s.id, released_in: { id: rel.id, number: 2 }, released_at: expect.any(String) });
+
+    for (let i = 0; i < 9; i++) await checked(false);
+    expect(await q.pattern(WS, patternId, {})).toMatchObject({ review_state: 'fixing', fix_sessions: 9 });
+    await checked(false);
+    expect(await q.pattern(WS, patternId, {})).toMatchObject({ review_state: 'fixed', fix_sessions: 10, fix_sessions_needed: 10 });
+    expect((await q.reviewQueue(WS, {})).items).toEqual([]);
+
+    await checked(true);
+    p = await q.pattern(WS, patternId, {});
+    expect(p).toMatchObject({ review_state: 'regressed', review_reason: 'came_back', review_note: 'Came back after release 2', fix_sessions: 11 });
+    const queue = await q.reviewQueue(WS, {});
+    expect(queue.items).toEqual([expect.objectContaining({ pattern_id: patternId, review_state: 'regressed', fix_release: { id: rel.id, number: 2 }, suggestion: expect.objectContaining({ id: s.id, status: 'applied' }) })]);
+
+    // a new verdict starts over
+    await q.giveVerdict(WS, patternId, { verdict: 'real' });
+    expect(await q.pattern(WS, patternId, {})).toMatchObject({ review_state: 'open', fix_release: null });
+  });
+});

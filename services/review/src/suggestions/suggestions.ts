@@ -1,0 +1,290 @@
+import type { CodeHost, Db, Jobs, RepoRef } from '@neatroots/ports';
+import { freshness, REWRITE_VERSION, SUGGEST_VERSION, transitionForPullRequest, unifiedDiff, type SuggestionTransition } from '@neatroots/review-domain';
+import {
+  PatternsRepo,
+  SopError,
+  SUGGESTION_STATUSES,
+  SuggestionsRepo,
+  WorkspaceRepo,
+  type ListSuggestionsQuery,
+  type PatternRecord,
+  type SinceWritten,
+  type SopFile,
+  type SuggestionRecord,
+  type SuggestionStatus,
+  type SuggestionSummary,
+  type SuggestionView,
+} from '@neatroots/store';
+import type { SopWorkspaces } from '../sop/workspaces';
+import { ReviewWrites } from '../review/writes';
+import { releasedIn } from './fix';
+import { SUGGEST_QUEUE, type SuggestJob } from './generate';
+import { fileAt, headProcedure, issuesWith, procedurePath } from './head';
+import { textFields } from './input';
+
+/** A workspace's code host (its GitHub connection), or null without one. */
+export type CodeHostOfWorkspace = (workspace: string) => Promise<{ host: CodeHost; repo: RepoRef; branch: string; folder: string } | null>;
+
+/** A pull request is looked at on read at most this often. */
+export const PR_READ_INTERVAL_MS = 60_000;
+const REWRITTEN_NOTE = 'Rewritten against the current text.';
+const SUGGESTS: readonly string[] = ['real', 'acceptable', 'sop_wrong'];
+const DISMISSABLE: readonly SuggestionStatus[] = ['generating', 'proposed', 'failed'];
+
+/**
+ * Suggestions: made from a pattern's verdict (queued as sopops_suggest), read with their
+ * freshness computed against head now, applied as a pull request (with a GitHub connection) or
+ * a draft at head, rewritten against the file as it is now, dismissed. A pull request is
+ * followed on read (at most once a minute) and by the sopops_pr_status job.
+ */
+export class Suggestions {
+  readonly repo = new SuggestionsRepo();
+  private readonly patterns = new PatternsRepo();
+  private readonly head: WorkspaceRepo;
+
+  constructor(
+    private readonly db: Db,
+    private readonly jobs: Jobs,
+    private readonly workspaces: Pick<SopWorkspaces, 'saveFile'>,
+    private readonly codeHostOf: CodeHostOfWorkspace,
+    private readonly writes: ReviewWrites = new ReviewWrites(),
+    private readonly now: () => number = Date.now,
+  ) {
+    this.head = new WorkspaceRepo(db);
+  }
+
+  /** POST /patterns/{id}/suggest: a suggestion for the pattern's verdict, generating (409 unless real, acceptable or sop_wrong). */
+  async suggest(workspace: string, patternId: string, raw: unknown): Promise<SuggestionView> {
+    const input = textFields(raw, ['reviewer']);
+    const pattern = await this.patterns.pattern(this.db, workspace, patternId);
+    if (!pattern) throw new SopError(404, 'not_found', `no pattern ${patternId} in workspace ${workspace}`);
+    const verdict = (await this.writes.contexts(this.db, [pattern])).get(pattern.id)?.verdict ?? null;
+    if (!verdict || !SUGGESTS.includes(verdict.verdict)) {
+      throw new SopError(409, 'no_suggestion_for_verdict', `pattern ${patternId} ${verdict ? `has the verdict ${verdict.verdict}` : 'has no verdict'}: suggestions answer a real, acceptable or sop_wrong verdict`);
+    }
+    const s = await this.create(workspace, pattern, { verdict: verdict.verdict as SuggestionRecord['verdict'], note: verdict.note, created_at: verdict.created_at }, { reviewer: input.reviewer ?? null });
+    return this.view(s);
+  }
+
+  /** After a verdict with suggest: true (the verdict is saved first; this only queues). */
+  async suggestForVerdict(workspace: string, patternId: string, reviewer: string | null): Promise<SuggestionView> {
+    return this.suggest(workspace, patternId, reviewer ? { reviewer } : {});
+  }
+
+  async list(workspace: string, q: ListSuggestionsQuery): Promise<{ items: SuggestionSummary[] }> {
+    for (const s of q.status ?? []) if (!(SUGGESTION_STATUSES as readonly string[]).includes(s)) throw new SopError(400, 'invalid_query', `status must be one of ${SUGGESTION_STATUSES.join(', ')}`);
+    const rows = await this.repo.list(this.db, workspace, { status: q.status, limit: q.limit });
+    const head = await this.head.headFiles(workspace);
+    const items = await Promise.all(rows.filter((r) => !q.pattern || r.pattern_id === q.pattern).map((r) => this.summary(r, head)));
+    return { items };
+  }
+
+  /** The latest suggestion of each pattern (the review queue's item.suggestion). */
+  async latestOf(workspace: string, patternIds: readonly string[]): Promise<Map<string, SuggestionSummary>> {
+    const out = new Map<string, SuggestionSummary>();
+    if (!patternIds.length) return out;
+    const head = await this.head.headFiles(workspace);
+    for (const r of await this.repo.ofPatterns(this.db, patternIds)) if (!out.has(r.pattern_id)) out.set(r.pattern_id, await this.summary(r, head));
+    return out;
+  }
+
+  /** A pattern's suggestions, newest first (the pattern page). */
+  async ofPattern(workspace: string, patternId: string): Promise<SuggestionSummary[]> {
+    const head = await this.head.headFiles(workspace);
+    return Promise.all((await this.repo.ofPatterns(this.db, [patternId])).map((r) => this.summary(r, head)));
+  }
+
+  async get(workspace: string, id: string): Promise<SuggestionView> {
+    let s = await this.must(workspace, id);
+    if (s.status === 'pr_open' && (!s.pr_checked_at || this.now() - Date.parse(s.pr_checked_at) >= PR_READ_INTERVAL_MS)) {
+      await this.followOne(s).catch(() => undefined); // GitHub away: the reader sees the last known state
+      s = await this.must(workspace, id);
+    }
+    return this.view(s);
+  }
+
+  /** POST .../apply: a pull request with a repo connection, else a draft at head; the merged file when head changed since. */
+  async apply(workspace: string, id: string, raw: unknown): Promise<SuggestionView> {
+    const input = textFields(raw, ['reviewer']);
+    const s = await this.must(workspace, id);
+    if (s.status !== 'proposed') throw new SopError(409, 'not_proposed', `suggestion ${id} is ${s.status}: only a proposed suggestion can be applied`);
+    const head = await this.head.headFiles(workspace);
+    const since = this.sinceWritten(s, head);
+    if (since.state === 'conflict') throw new SopError(409, 'conflict', `suggestion ${id} conflicts with the file as it is now: ${since.reason}`, since.issues.length ? since.issues : undefined);
+    const text = since.state === 'merges' ? since.merged_text! : s.new_text!;
+    const mergedInto = since.state === 'merges' ? since.head_version : null;
+    const reviewer = input.reviewer ?? s.reviewer;
+    const c = await this.codeHostOf(workspace);
+    if (c) {
+      let pr: { number: number; url: string; branch: string };
+      try {
+        pr = await c.host.openPullRequest({
+          repo: c.repo,
+          base: c.branch,
+          branch: `neatroots/suggestion-${s.id.replace(/^sug_/, '').toLowerCase().replace(/[^a-z0-9-]/g, '-')}`,
+          path: c.folder ? `${c.folder}/${s.procedure_id}.md` : `${s.procedure_id}.md`,
+          content: text,
+          message: `sopops: ${s.verdict} verdict on "${s.rule_text}"`,
+          title: `sopops suggestion: ${s.procedure_id}`,
+          body: `${s.rationale ?? ''}\n\nSuggested by sopops (suggestion ${s.id}) for a ${s.verdict} verdict${s.verdict_note ? `: ${s.verdict_note}` : ''}.`,
+        });
+      } catch (err) {
+        await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${(err as Error).message}` }, ['proposed']);
+        throw new SopError(409, 'pull_request_failed', `suggestion ${id} stays proposed: the pull request could not be opened: ${(err as Error).message}`);
+      }
+      await this.repo.set(this.db, s.id, { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: text, merged_into_version: mergedInto, reviewer, error: null }, ['proposed']);
+    } else {
+      await this.workspaces.saveFile(workspace, s.path, text);
+      if (!(await this.repo.set(this.db, s.id, { status: 'applied', applied_at: 'now', applied_text: text, merged_into_version: mergedInto, reviewer, error: null }, ['proposed']))) {
+        throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied`);
+      }
+    }
+    return this.view(await this.must(workspace, id));
+  }
+
+  /** POST .../rewrite: a new suggestion against the file as it is now (suggest-2); the old one dismissed. */
+  async rewrite(workspace: string, id: string, raw: unknown): Promise<SuggestionView> {
+    const input = textFields(raw, ['reviewer']);
+    const old = await this.must(workspace, id);
+    if (old.status !== 'proposed') throw new SopError(409, 'not_proposed', `suggestion ${id} is ${old.status}: only a proposed suggestion can be rewritten`);
+    const pattern = await this.patterns.pattern(this.db, workspace, old.pattern_id);
+    if (!pattern) throw new SopError(404, 'not_found', `the pattern of suggestion ${id} is gone`);
+    const now = fileAt(await this.head.headFiles(workspace), old.path);
+    if (!now) throw new SopError(409, 'not_at_head', `${old.path} is no longer at head: there is nothing to rewrite against`);
+    const changes = unifiedDiff(old.old_text, now.text, { from: `a/${old.path}`, to: `b/${old.path}` });
+    const fresh = await this.create(
+      workspace,
+      pattern,
+      { verdict: old.verdict, note: old.verdict_note, created_at: old.verdict_at },
+      { reviewer: input.reviewer ?? old.reviewer, rewrite_of: old.id, changes_since: changes, prompt_version: REWRITE_VERSION },
+    );
+    const dismissed = await this.repo.set(this.db, old.id, { status: 'dismissed', note: REWRITTEN_NOTE, rewritten_as: fresh.id, dismissed_at: 'now' }, ['proposed']);
+    if (!dismissed) {
+      await this.repo.set(this.db, fresh.id, { status: 'dismissed', note: `suggestion ${id} changed while it was rewritten`, dismissed_at: 'now' });
+      throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was rewritten`);
+    }
+    return this.view(await this.must(workspace, fresh.id));
+  }
+
+  async dismiss(workspace: string, id: string, raw: unknown): Promise<SuggestionView> {
+    const input = textFields(raw, ['note', 'reviewer']);
+    const s = await this.must(workspace, id);
+    if (!DISMISSABLE.includes(s.status)) throw new SopError(409, 'not_dismissable', `suggestion ${id} is ${s.status}: only a generating, proposed or failed suggestion can be dismissed`);
+    const ok = await this.repo.set(this.db, s.id, { status: 'dismissed', note: input.note ?? null, reviewer: input.reviewer ?? s.reviewer, dismissed_at: 'now' }, DISMISSABLE);
+    if (!ok) throw new SopError(409, 'not_dismissable', `suggestion ${id} changed while it was dismissed`);
+    return this.view(await this.must(workspace, id));
+  }
+
+  /** Settles a pull request that was merged or closed (idempotent: only an open one moves). */
+  async settle(id: string, t: NonNullable<SuggestionTransition>): Promise<void> {
+    if (t.to === 'merged') await this.repo.set(this.db, id, { status: 'merged', merged_at: 'now', merge_commit_sha: t.mergeCommitSha, pr_checked_at: 'now' }, ['pr_open']);
+    else await this.repo.set(this.db, id, { status: 'dismissed', note: t.note, dismissed_at: 'now', pr_checked_at: 'now' }, ['pr_open']);
+  }
+
+  /** Looks at one suggestion's pull request now. */
+  async followOne(s: SuggestionRecord): Promise<void> {
+    const c = await this.codeHostOf(s.workspace);
+    if (!c || s.pr_number === null) return;
+    const t = transitionForPullRequest(await c.host.pullRequestState(c.repo, s.pr_number));
+    if (t) await this.settle(s.id, t);
+    else await this.repo.set(this.db, s.id, { pr_checked_at: 'now' }, ['pr_open']);
+  }
+
+  private async create(
+    workspace: string,
+    pattern: PatternRecord,
+    verdict: { verdict: SuggestionRecord['verdict']; note: string | null; created_at: string },
+    more: { reviewer: string | null; rewrite_of?: string; changes_since?: string; prompt_version?: string },
+  ): Promise<SuggestionRecord> {
+    const path = procedurePath(pattern.procedure_id);
+    const head = await this.head.headFiles(workspace);
+    const file = fileAt(head, path);
+    if (!file) throw new SopError(409, 'not_at_head', `${path} is not at head: a suggestion edits the procedure's file at head (push the procedures first)`);
+    const rule = this.ruleAtHead(head, pattern);
+    const s = await this.repo.insert(this.db, {
+      workspace,
+      pattern_id: pattern.id,
+      procedure_id: pattern.procedure_id,
+      path,
+      rule_id: rule.rule_id,
+      rule_text: rule.text,
+      verdict: verdict.verdict,
+      verdict_note: verdict.note,
+      verdict_at: verdict.created_at,
+      prompt_version: more.prompt_version ?? SUGGEST_VERSION,
+      base_version: file.version,
+      old_text: file.text,
+      changes_since: more.changes_since ?? null,
+      rewrite_of: more.rewrite_of,
+      reviewer: more.reviewer,
+    });
+    await this.jobs.add<SuggestJob>(SUGGEST_QUEUE, { workspace, id: s.id }, { jobId: `suggest-${s.id}`, attempts: 3, backoffMs: 2000 });
+    return s;
+  }
+
+  /** The rule as it reads at head: the pattern's wording when it is there, else the rule at its kind and position. */
+  private ruleAtHead(head: readonly SopFile[], p: PatternRecord): { rule_id: string; text: string } {
+    const proc = headProcedure(head, p.procedure_id);
+    const rule = proc?.rules.find((r) => r.rule_id === p.rule_id) ?? proc?.rules.find((r) => r.kind === p.rule_kind && r.index === p.rule_index);
+    return rule ? { rule_id: rule.rule_id, text: rule.text } : { rule_id: p.rule_id, text: p.rule_text };
+  }
+
+  private sinceWritten(s: SuggestionRecord, head: readonly SopFile[]): SinceWritten {
+    const now = fileAt(head, s.path);
+    const f = freshness({ path: s.path, old_text: s.old_text, new_text: s.new_text ?? s.old_text }, now?.text ?? null, (merged) => issuesWith(head, s.path, merged, s.procedure_id));
+    return { state: f.state, head_version: now ? now.version : null, changes: f.changes, merged_text: f.merged_text, conflicts: f.conflicts, issues: f.issues, reason: f.reason };
+  }
+
+  private async summary(s: SuggestionRecord, head: readonly SopFile[]): Promise<SuggestionSummary> {
+    const released = await releasedIn(this.db, s);
+    return {
+      id: s.id,
+      pattern_id: s.pattern_id,
+      procedure_id: s.procedure_id,
+      path: s.path,
+      rule_id: s.rule_id,
+      verdict: s.verdict,
+      status: s.status,
+      prompt_version: s.prompt_version,
+      model: s.model,
+      rationale: s.rationale,
+      pr_url: s.pr_url,
+      error: s.error,
+      note: s.note,
+      reviewer: s.reviewer,
+      rewrite_of: s.rewrite_of,
+      rewritten_as: s.rewritten_as,
+      created_at: s.created_at,
+      applied_at: s.applied_at,
+      pr_opened_at: s.pr_opened_at,
+      merged_at: s.merged_at,
+      dismissed_at: s.dismissed_at,
+      released_in: released ? { id: released.id, number: released.number } : null,
+      released_at: released?.created_at ?? null,
+      freshness: s.status === 'proposed' ? this.sinceWritten(s, head).state : null,
+    };
+  }
+
+  private async view(s: SuggestionRecord): Promise<SuggestionView> {
+    const head = await this.head.headFiles(s.workspace);
+    const p = await this.patterns.pattern(this.db, s.workspace, s.pattern_id);
+    return {
+      ...(await this.summary(s, head)),
+      pattern: p ? { id: p.id, name: p.name, kind: p.kind, procedure_name: p.procedure_name, rule_text: p.rule_text } : null,
+      verdict_note: s.verdict_note,
+      base_version: s.base_version,
+      old_text: s.old_text,
+      new_text: s.new_text,
+      plan: s.plan,
+      changes_since: s.changes_since,
+      merged_into_version: s.merged_into_version,
+      since_written: s.status === 'proposed' ? this.sinceWritten(s, head) : null,
+    };
+  }
+
+  private async must(workspace: string, id: string): Promise<SuggestionRecord> {
+    const s = await this.repo.get(this.db, workspace, id);
+    if (!s) throw new SopError(404, 'not_found', `no suggestion ${id} in workspace ${workspace}`);
+    return s;
+  }
+}
