@@ -1,5 +1,6 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
 import type { OverrideInput, RenameInput, ReviewSopQueries, ReviewStateName, VerdictInput, WindowQuery } from '@neatroots/store';
+import type { CalibrateInput } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
 import { limitParam, noQuery, oneOf, parseQuery, pathId, textParam, type QueryParams } from './params';
@@ -72,6 +73,14 @@ export class ReviewController {
   async rename(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
     return this.q().renamePatterns(ws, (body === undefined || body === null || body === '' ? {} : objectBody(body, '{"all": true}')) as RenameInput);
+  }
+
+  /** {procedure?, dry_run?}: fits the check thresholds to the labels (the sopops_calibrate job, waited for). */
+  @Post('calibrate')
+  @HttpCode(200)
+  async calibrate(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    return this.q().calibrate(ws, (body === undefined || body === null || body === '' ? {} : objectBody(body, '{"procedure"?: "take-order", "dry_run"?: true}')) as CalibrateInput);
   }
 
   @Get('patterns/:id')

@@ -70,6 +70,8 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   regression: ReviewSopQueries['regression'] = (ws, id) => this.review(this.client.regression, ws, id, {});
   insights: ReviewSopQueries['insights'] = (ws, q) => this.review(this.client.insights, ws, '', q);
   renamePatterns: ReviewSopQueries['renamePatterns'] = (ws, input) => this.review(this.client.renamePatterns, ws, '', {}, input);
+  /** The review service waits up to 25 s for the sopops_calibrate job, inside this call's deadline. */
+  calibrate: ReviewSopQueries['calibrate'] = (ws, input) => this.review(this.client.calibrate, ws, '', {}, input);
 
   ruleLineage: ReviewSopQueries['ruleLineage'] = (ws, id, q) => this.review(this.client.getRuleLineage, ws, id, q);
   linkRule: ReviewSopQueries['linkRule'] = (ws, id, input) => this.review(this.client.linkRuleLineage, ws, id, {}, input);

@@ -73,6 +73,8 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       db,
       jobs: await ctx.platform.jobs(),
       checkSession: createCheckSession({ settings: models.sop ?? DEFAULT_SOP_SETTINGS, gateway }),
+      // calibration widens these bands per question (sopops calibrate)
+      decisions: (models.sop ?? DEFAULT_SOP_SETTINGS).decisions,
       // rule patterns are named by the reasoning model through the same gateway
       gateway,
       github: await githubConnections(db, () => ctx.link<GitHubLink>('github'), (m, err) => ctx.log.error(m, err)),

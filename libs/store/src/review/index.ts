@@ -4,3 +4,5 @@ export * from './review-read.repo';
 export * from './suggestions.repo';
 export * from './suggestions';
 export * from './clusters.repo';
+export * from './calibration';
+export * from './calibration.repo';

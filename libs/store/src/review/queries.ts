@@ -1,5 +1,6 @@
 import type { RuleLineageQueries } from '../sop/lineage.queries';
 import type { SopResult } from '../sop/sessions.repo';
+import type { CalibrationQueries } from './calibration';
 import type { SuggestionQueries, SuggestionSummary, SuggestionView } from './suggestions';
 
 /**
@@ -8,7 +9,7 @@ import type { SuggestionQueries, SuggestionSummary, SuggestionView } from './sug
  * a REST body of docs/review.md; refusals are SopError (400, 404, 409), with the same status
  * in both deployments.
  */
-export interface ReviewSopQueries extends RuleLineageQueries, SuggestionQueries {
+export interface ReviewSopQueries extends RuleLineageQueries, SuggestionQueries, CalibrationQueries {
   /** GET /v1/workspaces/{ws}/review */
   reviewQueue(workspace: string, q: ReviewQueueQuery): Promise<ReviewQueueView>;
   /** GET /v1/workspaces/{ws}/patterns */

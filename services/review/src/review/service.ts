@@ -1,8 +1,9 @@
 import type { Db, Jobs } from '@neatroots/ports';
-import type { RuleResult } from '@neatroots/sop';
+import type { DecisionSettings, RuleResult } from '@neatroots/sop';
 import { SopError, type ReviewSopQueries, type RuleLineageQueries, type SessionView } from '@neatroots/store';
 import { RuleLineage } from '../lineage/service';
 import type { GitHubConnections } from '../github/connections';
+import { Calibration } from '../calibration/service';
 import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
 import { SopWorkspaces } from '../sop/workspaces';
 import { SuggestionService } from '../suggestions/service';
@@ -21,6 +22,8 @@ export interface ReviewSopOptions {
   sessions?: SopSessions;
   /** The question service's decisions, for naming patterns with the reasoning model (none: rule-text names). */
   gateway?: GatewayOf;
+  /** SOPOPS_DECISIONS: the bands calibration widens (default DEFAULT_DECISIONS). */
+  decisions?: DecisionSettings;
   /** The rule lineage endpoints (services/review/src/lineage), served with the rest. */
   lineage?: RuleLineageQueries;
   /** Where an applied suggestion's draft is saved (default: this database's head). */
@@ -41,6 +44,7 @@ export class ReviewSop implements SessionReviewHooks {
   readonly queries: ReviewSopQueries;
   readonly assigner: PatternAssigner;
   readonly namer: PatternNamer;
+  readonly calibration: Calibration;
   readonly suggestions: SuggestionService;
   private readonly writes = new ReviewWrites();
   private readonly verdicts: Verdicts;
@@ -50,6 +54,7 @@ export class ReviewSop implements SessionReviewHooks {
     this.namer = new PatternNamer(db, opts.gateway ?? (async () => null), this.writes.repo);
     this.assigner = new PatternAssigner(db, this.writes, this.namer);
     this.verdicts = new Verdicts(db, this.writes);
+    this.calibration = new Calibration({ db, jobs: opts.jobs, decisions: opts.decisions });
     const w = this.writes;
     this.suggestions = new SuggestionService(
       { db, jobs: opts.jobs, gateway: opts.gateway, workspaces: opts.workspaces ?? new SopWorkspaces(db), github: opts.github, prStatusCron: opts.prStatusCron },
@@ -64,6 +69,7 @@ export class ReviewSop implements SessionReviewHooks {
       regression: (ws, id) => regression(db, w, ws, id),
       insights: (ws, q) => insights(db, w, ws, q),
       renamePatterns: async (ws, input) => this.namer.rename(ws, renameInput(input)),
+      calibrate: (ws, input) => this.calibration.calibrate(ws, input),
       ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),
     });
   }
@@ -73,6 +79,8 @@ export class ReviewSop implements SessionReviewHooks {
     await this.suggestions.start();
     await this.opts.jobs.work<PatternsJob>(PATTERNS_QUEUE, (job) => this.assigner.assign(job.workspace), { serializeBy: (job) => job.workspace });
     this.opts.sessions?.useReview(this);
+    await this.calibration.start();
+    this.opts.sessions?.useCalibration(this.calibration);
     for (const ws of await this.assigner.pending()) await this.enqueue(ws);
   }
 

@@ -1,4 +1,5 @@
 import type { Db, Jobs } from '@neatroots/ports';
+import type { DecisionSettings } from '@neatroots/sop';
 import type { ReviewSopQueries, SopQueries } from '@neatroots/store';
 import { RuleLineage, type RuleLineageOptions } from '../lineage/service';
 import type { GatewayOf } from '../review/namer';
@@ -19,6 +20,8 @@ export interface SopOptions {
   concurrency?: number;
   /** The question service's decisions: patterns are named by the reasoning model through it. */
   gateway?: GatewayOf;
+  /** SOPOPS_DECISIONS: the bands calibration widens per question (default DEFAULT_DECISIONS). */
+  decisions?: DecisionSettings;
   /** Rule lineage's hooks: the suggestions applied in a release, and what moves when two rule patterns merge. */
   lineage?: RuleLineageOptions;
   /** Workspaces' GitHub connections: applied suggestions open pull requests (none: drafts at head). */
@@ -48,7 +51,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
   // Patterns follow the sessions: plugged in before the first check runs.
-  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, lineage: lineage.queries, workspaces, github: opts.github, prStatusCron: opts.prStatusCron });
+  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, decisions: opts.decisions, lineage: lineage.queries, workspaces, github: opts.github, prStatusCron: opts.prStatusCron });
   await lineage.start();
   await review.start();
   await sessions.start({ concurrency: opts.concurrency });

@@ -1,5 +1,5 @@
 import type { Db, Jobs } from '@neatroots/ports';
-import { parseSession, SessionError, UnknownAgentError, type Lock, type ProcedureCheck, type Session, type SessionBody } from '@neatroots/sop';
+import { parseSession, SessionError, UnknownAgentError, type DecisionRecord, type Lock, type ProcedureCheck, type QuestionBands, type Session, type SessionBody } from '@neatroots/sop';
 import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
@@ -12,7 +12,20 @@ export const SOP_CHECK_QUEUE = 'sopops_check';
 export const SOP_CHECK_CONCURRENCY = 16;
 
 /** Checks a session against a release's procedures (the checker of @neatroots/sop, with its models). */
-export type CheckSession = (args: { lock: Lock; releaseId: string; session: Session }) => Promise<SessionBody>;
+export type CheckSession = (args: {
+  lock: Lock;
+  releaseId: string;
+  session: Session;
+  /** The workspace's bands fitted by calibration. */
+  bands?: QuestionBands;
+  /** Each rule question's decision: kept in the check's stored body (`decisions`), where calibration reads it. */
+  onDecision?: (d: DecisionRecord) => void;
+}) => Promise<SessionBody>;
+
+/** Where a check finds the workspace's bands fitted by calibration (services/review/src/calibration). */
+export interface FittedBands {
+  bandsOf(workspace: string): Promise<QuestionBands>;
+}
 
 export interface SopCheckJob {
   workspace: string;
@@ -38,6 +51,7 @@ export interface SessionReviewHooks {
 export class SopSessions {
   private readonly repo: SopSessionsRepo;
   private review: SessionReviewHooks | null = null;
+  private bands: FittedBands | null = null;
 
   constructor(
     db: Db,
@@ -114,12 +128,17 @@ export class SopSessions {
     // The stored columns hold the results rolled up after verdicts and overrides; the body, the checker's.
     const view: SessionView = {
       ...summary(got.session),
-      checks: got.checks.map((c) => ({ ...(c.body as unknown as ProcedureCheck), result: c.result, checked_result: c.checked_result })),
+      // The decisions kept for calibration are not part of the check as the API shows it.
+      checks: got.checks.map(({ body: { decisions: _kept, ...check }, ...c }) => ({ ...(check as unknown as ProcedureCheck), result: c.result, checked_result: c.checked_result })),
     };
     return this.review ? this.review.overlay(workspace, view) : view;
   }
 
   /** Plugs in the review side (patterns, suppression); see SessionReviewHooks. */
+  useCalibration(bands: FittedBands): void {
+    this.bands = bands;
+  }
+
   useReview(hooks: SessionReviewHooks): void {
     this.review = hooks;
   }
@@ -149,8 +168,10 @@ export class SopSessions {
       return;
     }
     let body: SessionBody;
+    const decisions: DecisionRecord[] = [];
     try {
-      body = await this.checkSession({ lock: release.lock, releaseId: release.id, session: parseSession(session.body) });
+      const bands = this.bands ? await this.bands.bandsOf(job.workspace) : undefined;
+      body = await this.checkSession({ lock: release.lock, releaseId: release.id, session: parseSession(session.body), bands, onDecision: (d) => decisions.push(d) });
     } catch (err) {
       // Trying again cannot help: the release has no such agent. Anything else (a model
       // service away) fails the attempt and the job is tried again.
@@ -181,7 +202,7 @@ export class SopSessions {
       release_id: release.id,
       result: body.result,
       checked_result: body.result,
-      checks: body.checks.map((c) => ({ procedure_id: c.procedure_id, result: c.result, checked_result: c.checked_result, body: c as unknown as Record<string, unknown> })),
+      checks: body.checks.map((c) => ({ procedure_id: c.procedure_id, result: c.result, checked_result: c.checked_result, body: withDecisions(c, decisions) })),
       findings,
     });
     // Its findings go into patterns next (the sopops_patterns job), then suppression and the roll-up.
@@ -196,6 +217,12 @@ export class SopSessions {
     await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId, attempts: this.retry.attempts, backoffMs: this.retry.backoffMs });
   }
 
+}
+
+/** The check as stored: the checker's body, with its rule questions' decisions when a model made any. */
+function withDecisions(c: ProcedureCheck, all: readonly DecisionRecord[]): Record<string, unknown> {
+  const mine = all.filter((d) => d.procedure_id === c.procedure_id).map(({ rule_id, field, p, sure }) => ({ rule_id, field, p, sure }));
+  return mine.length ? { ...c, decisions: mine } : (c as unknown as Record<string, unknown>);
 }
 
 function errorText(e: unknown): string | null {

@@ -1,0 +1,2 @@
+export { Calibration, CALIBRATE_QUEUE, labelsOf, type CalibrateJob, type CalibrationOptions } from './service';
+export { calibrateInput } from './input';
