@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { NestExpressApplication } from '@nestjs/platform-express';
+import { serveOpenApi } from './openapi/serve';
 
 /**
  * The web app (packages/web, built by `npm install`/`npm run build` into its dist/) served at
@@ -9,8 +10,8 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
  * never reach the app: an unknown /v1 route stays a JSON 404.
  */
 
-/** Paths the app never answers (the API, and the admin port's endpoints should one share a port). */
-const RESERVED = /^\/(v1|healthz|readyz|metrics)(\/|$)/;
+/** Paths the app never answers (the API, its OpenAPI document, and the admin port's endpoints should one share a port). */
+const RESERVED = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/;
 
 const MISSING =
   'The neatroots web app is not built here. Run `npm run build` (or `npm install`) in the neatroots ' +
@@ -45,6 +46,8 @@ export function defaultAppDir(): string | null {
  * the app, instead of a bare 404 (or a crash at boot): the API keeps working.
  */
 export function serveApp(app: NestExpressApplication, dir: string | null): void {
+  // The API's own static document first: the app's files never shadow it.
+  serveOpenApi(app);
   const index = dir ? path.join(dir, 'index.html') : null;
   if (dir) {
     // Its files first (express.static, falling through when there is none): hashed assets kept for good.
