@@ -23,11 +23,24 @@ export interface ApiTarget {
   workspace: string;
 }
 
+/** A check problem as the checks endpoints give it (`error.problems`). */
+export interface ApiCheckProblem {
+  check_id?: string;
+  field?: string;
+  reason: string;
+  line?: number;
+  message: string;
+}
+
 export class ApiCallError extends Error {
   constructor(
     message: string,
     readonly status: number,
     readonly lines: string[] = [],
+    /** A check that did not validate: each problem, with its field and YAML line. */
+    readonly problems: ApiCheckProblem[] = [],
+    /** The API's error code (`invalid_check`, `refused`...). */
+    readonly code?: string,
   ) {
     super(message);
     this.name = 'ApiCallError';
@@ -50,8 +63,13 @@ export function apiTarget(p: Parsed, io: Io): ApiTarget {
 }
 
 /** One call to the workspace's API; resolves with the JSON answer, or throws ApiCallError. */
-export async function workspaceCall<T>(t: ApiTarget, method: string, path: string, body?: { json: unknown } | { text: string }): Promise<T> {
-  const url = `${t.url}/v1/workspaces/${encodeURIComponent(t.workspace)}${path}`;
+export function workspaceCall<T>(t: ApiTarget, method: string, path: string, body?: { json: unknown } | { text: string }): Promise<T> {
+  return apiCall<T>(t, method, `/v1/workspaces/${encodeURIComponent(t.workspace)}${path}`, body);
+}
+
+/** One call to the API at `path` (from /v1 on); resolves with the JSON answer, or throws ApiCallError. */
+export async function apiCall<T>(t: { url: string; key: string }, method: string, path: string, body?: { json: unknown } | { text: string }): Promise<T> {
+  const url = `${t.url}${path}`;
   let res: Response;
   try {
     res = await fetch(url, {
@@ -74,9 +92,15 @@ export async function workspaceCall<T>(t: ApiTarget, method: string, path: strin
     parsed = null;
   }
   if (res.ok) return parsed as T;
-  const error = (parsed as { error?: { code?: string; message?: string; issues?: { file: string; line: number; message: string }[] } } | null)?.error;
+  const error = (parsed as { error?: { code?: string; message?: string; issues?: { file: string; line: number; message: string }[]; problems?: ApiCheckProblem[] } } | null)?.error;
   const lines = (error?.issues ?? []).map((i) => `${i.file}:${i.line}: ${i.message}`);
-  throw new ApiCallError(`${method} ${url}: ${res.status} ${error?.code ?? ''}${error?.message ? `: ${error.message}` : text ? `: ${text.slice(0, 200)}` : ''}`, res.status, lines);
+  throw new ApiCallError(
+    `${method} ${url}: ${res.status} ${error?.code ?? ''}${error?.message ? `: ${error.message}` : text ? `: ${text.slice(0, 200)}` : ''}`,
+    res.status,
+    lines,
+    error?.problems ?? [],
+    error?.code,
+  );
 }
 
 /** Prints an ApiCallError as the command's failure (exit 1); anything else is rethrown. */

@@ -275,3 +275,57 @@ describe('checks authoring API', () => {
     expect((await api('POST', `/v1/projects/${PROJECT}/checks/nope/halt`)).status).toBe(404);
   });
 });
+
+describe('neatroots checks draft | preview | save | halt against the running server', () => {
+  function cli(): Io & { lines: string[]; errors: string[] } {
+    const lines: string[] = [];
+    const errors: string[] = [];
+    return { out: (l) => lines.push(l), err: (l) => errors.push(l), env: { NEATROOTS_URL: base, NEATROOTS_API_KEY: KEY, NEATROOTS_PROJECT: PROJECT }, cwd: home, lines, errors };
+  }
+
+  it('has --help for each, and says what is missing', async () => {
+    for (const sub of ['draft', 'preview', 'save', 'halt']) {
+      const o = cli();
+      expect(await main(['checks', sub, '--help'], o)).toBe(0);
+      expect(o.lines[0]).toMatch(new RegExp(`^Usage: neatroots checks ${sub} `));
+    }
+    const o = cli();
+    o.env = { NEATROOTS_URL: base, NEATROOTS_API_KEY: KEY };
+    expect(await main(['checks', 'halt', 'x'], o)).toBe(2);
+    expect(o.errors.join('\n')).toMatch(/which project: --project P or NEATROOTS_PROJECT/);
+  });
+
+  it('drafts to standard output, previews, saves and halts a rule', async () => {
+    const draft = cli();
+    expect(await main(['checks', 'draft', 'refunds issued without looking up the order first'], draft)).toBe(0);
+    expect(draft.lines.join('\n')).toMatch(/type: requires_before/);
+    const file = path.join(home, 'cli-rule.yaml');
+    fs.writeFileSync(file, RULE.replace('refund-needs-lookup', 'cli-rule'));
+
+    const preview = cli();
+    expect(await main(['checks', 'preview', 'cli-rule.yaml', '--runs', '50'], preview)).toBe(0);
+    expect(preview.lines[0]).toMatch(/^cli-rule would flag 2 of 3 runs$/);
+    expect(preview.lines.join('\n')).toMatch(/run-bad \(refunds\)/);
+    expect(preview.lines.at(-1)).toMatch(/^Previewed on the 3 most recent runs of project shop/);
+
+    const save = cli();
+    expect(await main(['checks', 'save', 'cli-rule.yaml'], save)).toBe(0);
+    expect(save.lines).toEqual(['saved check cli-rule in project shop (in effect)']);
+    expect(app.checks().checks.find((c) => c.id === 'cli-rule')).toMatchObject({ source: 'database', action: 'flag' });
+
+    const halt = cli();
+    expect(await main(['checks', 'halt', 'cli-rule'], halt)).toBe(0);
+    expect(halt.lines).toEqual(['check cli-rule now halts in project shop', expect.stringMatching(/^steering is off in project shop/)]);
+    expect(app.checks().checks.find((c) => c.id === 'cli-rule')).toMatchObject({ action: 'halt' });
+  });
+
+  it('prints each problem of an invalid check as FILE:LINE and exits 1; a refused halt exits 1 with the reason', async () => {
+    fs.writeFileSync(path.join(home, 'bad.yaml'), RULE.replace('requires: { tool: [lookup_order] }', 'requires: { tool: [lookup_order] }\n  at_least: 2'));
+    const save = cli();
+    expect(await main(['checks', 'save', 'bad.yaml'], save)).toBe(1);
+    expect(save.errors).toContain('bad.yaml:9: check refund-needs-lookup: rule.at_least: unknown key for a requires_before rule; expected one of type, call, requires');
+    const halt = cli();
+    expect(await main(['checks', 'halt', 'repeated-tool-call'], halt)).toBe(1);
+    expect(halt.errors.join('\n')).toMatch(/409 refused: check repeated-tool-call is a library check/);
+  });
+});

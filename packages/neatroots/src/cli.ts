@@ -17,6 +17,7 @@ import {
 import { ConfigError, loadModelConfig, type ModelConfig } from '@neatroots/platform';
 import { JsonlError } from '@neatroots/spans';
 import { parseArgs, strings, UsageError, type FlagSpec } from './args';
+import { CHECKS_AUTHORING } from './checks-authoring';
 import { findingLine, readItems, Replayer, Summary } from './replay';
 
 interface Command {
@@ -150,8 +151,8 @@ Options:
   },
 
   checks: {
-    usage: 'neatroots checks validate [PATH...] | neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...',
-    summary: 'validate check files, or list the checks in effect and where they came from',
+    usage: 'neatroots checks validate [PATH...] | list [--json] [--no-library] [--no-demo] [--checks DIR]... | draft | preview | save | halt',
+    summary: 'validate check files, list the checks in effect; draft, preview, save and halt checks on a server',
     help: `neatroots checks validate [PATH...]
   Validates check files (YAML) and prints every problem, each with its file, check id and
   field (all of a check's problems, not just the first). With no PATH: every source neatroots
@@ -164,7 +165,12 @@ neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
   which "neatroots start" runs (leave them out with --no-demo, as "start --no-demo" does).
   A match check that a running neatroots disabled for a slow pattern says so, with the
   reason ("disabled" in --json), until that neatroots restarts.
-  --json prints one JSON document: { "checks": [...], "projects": [...] }.`,
+  --json prints one JSON document: { "checks": [...], "projects": [...] }.
+
+Against a running server (docs/authoring.md); "neatroots checks SUBCOMMAND --help" for each:
+${Object.entries(CHECKS_AUTHORING)
+  .map(([k, c]) => `  ${k.padEnd(8)} ${c.summary}`)
+  .join('\n')}`,
     flags: { json: {}, 'no-library': {}, 'no-demo': {}, checks: { value: true, repeat: true } },
     async run(p, io) {
       const [sub, ...rest] = p.positional;
@@ -241,7 +247,7 @@ neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
         if (projects.length) io.out(`projects: ${projects.map((x) => `${x.name} (steering ${x.steering ? 'on' : 'off'})`).join(', ')}`);
         return 0;
       }
-      throw new UsageError(sub ? `unknown checks command "${sub}"` : 'checks needs a command: validate or list');
+      throw new UsageError(sub ? `unknown checks command "${sub}"` : `checks needs a command: validate, list, ${Object.keys(CHECKS_AUTHORING).join(', ')}`);
     },
   },
 };
@@ -333,17 +339,20 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
     io.out(topHelp());
     return name ? 0 : 2;
   }
-  const cmd = commands[name];
+  // `checks draft|preview|save|halt` are commands of their own (their flags, their --help).
+  const authoring = name === 'checks' && Object.prototype.hasOwnProperty.call(CHECKS_AUTHORING, rest[0] ?? '') ? CHECKS_AUTHORING[rest[0]] : undefined;
+  const cmd = authoring ?? commands[name];
+  const args = authoring ? rest.slice(1) : rest;
   if (!cmd) {
     io.err(`neatroots: unknown command "${name}"\n\n${topHelp()}`);
     return 2;
   }
-  if (rest.includes('--help') || rest.includes('-h')) {
+  if (args.includes('--help') || args.includes('-h')) {
     io.out(`Usage: ${cmd.usage}\n\n${cmd.help}`);
     return 0;
   }
   try {
-    return await cmd.run(parseArgs(rest, cmd.flags), io);
+    return await cmd.run(parseArgs(args, cmd.flags), io);
   } catch (e) {
     if (e instanceof UsageError) {
       io.err(`neatroots ${name}: ${e.message}\nUsage: ${cmd.usage}`);
