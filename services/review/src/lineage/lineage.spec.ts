@@ -3,6 +3,8 @@ import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
 import { checkSession, noModelDecider, type LockRule } from '@neatroots/sop';
 import { LineageRepo, SopError } from '@neatroots/store';
 import { startSop, type Sop } from '../sop/service';
+import { SopWorkspaces } from '../sop/workspaces';
+import { RuleLineage } from './service';
 import { refundFolder, refundSession } from './refunds.test';
 
 /**
@@ -196,5 +198,35 @@ describe('rule lineage in the review service', () => {
     expect(await sop.review.rebuildLineage(WS)).toEqual(rebuilt);
     expect(strip(await repo.rows(db, WS))).toEqual(strip(before));
     expect((await sop.review.patterns(WS, { days: 3650 })).items.map((p) => [p.id, p.findings + p.suppressed])).toEqual(patternsBefore);
+  });
+});
+
+describe('suggestion links at publish', () => {
+  it('links the rule an applied suggestion edited to the new rule at its position as a suggestion link, the hook reading through the publish\'s transaction', async () => {
+    const seen: (number | null)[] = [];
+    let check1 = '';
+    const lineage = new RuleLineage(db, undefined, {
+      // What the suggestions service answers: the rule (of the release before) each applied suggestion in this release edited.
+      suggestionEdits: async (q, _ws, release) => {
+        // The release is visible through the publish's transaction, not yet committed.
+        const row = await q.query<{ number: number }>('SELECT number FROM sop_releases WHERE id = $1', [release.id]);
+        seen.push(row.rows[0] ? Number(row.rows[0].number) : null);
+        return release.number === 2 ? [{ procedure_id: 'refund', rule_id: check1 }] : [];
+      },
+    });
+    const workspaces = new SopWorkspaces(db, undefined, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
+    for (const n of [1, 2]) {
+      await workspaces.push('suggested', refundFolder(n));
+      const r = await workspaces.publish('suggested');
+      if (n === 1) check1 = r.procedures[0].rules.find((x) => x.text === 'Check that the payment is within the refund window of 30 days.')!.rule_id;
+    }
+    expect(seen).toEqual([1, 2]);
+    const rows = await repo.rows(db, 'suggested');
+    const r2 = (await workspaces.release('suggested', '2')).procedures[0].rules;
+    const check2 = r2.find((x) => x.text === 'Check that the payment is less than 30 days old.')!.rule_id;
+    const look2 = r2.find((x) => x.text === "Look up the caller's order by order number.")!.rule_id;
+    expect(rows.find((r) => r.rule_id === check2)).toMatchObject({ previous_rule_id: check1, how: 'suggestion', similarity: 0.4, release_number: 2 });
+    // A rule no suggestion edited is matched as before.
+    expect(rows.find((r) => r.rule_id === look2)).toMatchObject({ how: 'matched' });
   });
 });
