@@ -25,6 +25,8 @@ const schema = z.object({
   NEATROOTS_OTLP_HTTP_PORT: port(4318),
   /** Origins browser agents may export from over OTLP/HTTP (CORS), comma separated; `*` for any. Default none. */
   NEATROOTS_OTLP_HTTP_CORS_ORIGINS: list,
+  /** Origins whose pages may call the REST API from a browser (CORS), comma separated; `*` for any. Default none. */
+  NEATROOTS_API_CORS_ORIGINS: list,
   NEATROOTS_HTTP_PORT: port(8080),
   /** project=key pairs, comma separated; keys are stored hashed. */
   NEATROOTS_API_KEYS: z
@@ -132,6 +134,17 @@ const schema = z.object({
   SOPOPS_PR_STATUS_CRON: z
     .string()
     .default('*/15 * * * *')
+    .superRefine((s, ctx) => {
+      try {
+        nextCronTime(s, Date.now());
+      } catch (err) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
+      }
+    }),
+  /** When every workspace's failure modes and themes are made again (sopops_recluster_daily; UTC cron, five fields). */
+  SOPOPS_RECLUSTER_CRON: z
+    .string()
+    .default('0 6 * * *')
     .superRefine((s, ctx) => {
       try {
         nextCronTime(s, Date.now());

@@ -4,6 +4,7 @@ import { lineageCommand } from './sopops-lineage';
 import { mergeCommand } from './sopops-merge';
 import { patternsCommand } from './sopops-patterns';
 import { publishCommand, pushCommand } from './sopops-push';
+import { reclusterCommand } from './sopops-recluster';
 import { processIo, runProgram, type Program } from './subcommands';
 
 /**
@@ -21,6 +22,7 @@ export function sopops(deps: CheckDeps = {}): Program {
       push: pushCommand,
       publish: publishCommand,
       patterns: patternsCommand,
+      recluster: reclusterCommand,
     },
   };
 }

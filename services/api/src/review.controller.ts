@@ -1,5 +1,5 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
-import type { OverrideInput, RenameInput, ReviewSopQueries, ReviewStateName, VerdictInput, WindowQuery } from '@neatroots/store';
+import type { OverrideInput, ReclusterInput, RenameInput, ReviewSopQueries, ReviewStateName, VerdictInput, WindowQuery } from '@neatroots/store';
 import type { CalibrateInput } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
@@ -73,6 +73,14 @@ export class ReviewController {
   async rename(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
     return this.q().renamePatterns(ws, (body === undefined || body === null || body === '' ? {} : objectBody(body, '{"all": true}')) as RenameInput);
+  }
+
+  /** {procedure?, rule?, force?}: assigns, reclusters what is due, regroups themes (calls the models); answers {assigned, reclustered, themed, reason}. */
+  @Post('patterns/recluster')
+  @HttpCode(200)
+  async recluster(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    return this.q().recluster(ws, (body === undefined || body === null || body === '' ? {} : objectBody(body, '{"procedure"?: "...", "rule"?: "...", "force"?: true}')) as ReclusterInput);
   }
 
   /** {procedure?, dry_run?}: fits the check thresholds to the labels (the sopops_calibrate job, waited for). */

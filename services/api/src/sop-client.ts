@@ -5,6 +5,8 @@ import { SopError, type ReviewSopQueries, type SopIssue, type SopQueries } from 
 /** Where the review service puts a refusal's code and sopc's issues (services/review sop/grpc.ts). */
 const ERROR_CODE = 'neatroots-error-code';
 const ERROR_ISSUES = 'neatroots-error-issues';
+/** How long a recluster may take (the review service's job waits 10 minutes for it). */
+const RECLUSTER_TIMEOUT_MS = 11 * 60_000;
 const FROM_GRPC: Partial<Record<status, SopError['status']>> = {
   [status.INVALID_ARGUMENT]: 400,
   [status.NOT_FOUND]: 404,
@@ -24,13 +26,13 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
     this.client = new v1.SopClient(address, credentials.createInsecure());
   }
 
-  private async call<Req, T>(method: unknown, req: Req): Promise<T> {
+  private async call<Req, T>(method: unknown, req: Req, timeoutMs = this.timeoutMs): Promise<T> {
     const reply = await new Promise<v1.JsonReply>((resolve, reject) => {
       (method as (r: Req, md: Metadata, o: { deadline: Date }, cb: (e: ServiceError | null, r: v1.JsonReply) => void) => unknown).call(
         this.client,
         req,
         new Metadata(),
-        { deadline: new Date(Date.now() + this.timeoutMs) },
+        { deadline: new Date(Date.now() + timeoutMs) },
         (err, res) => {
           if (!err) return resolve(res);
           const mapped = FROM_GRPC[err.code as status];
@@ -58,8 +60,8 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   getSession: SopQueries['getSession'] = (workspace, id) => this.call(this.client.getSession, { workspace, id });
   listSessions: SopQueries['listSessions'] = (workspace, q) => this.call(this.client.listSessions, { workspace, query_json: JSON.stringify(q) });
 
-  private review<T>(method: unknown, workspace: string, id: string, query: unknown, body?: unknown): Promise<T> {
-    return this.call(method, { workspace, id, query_json: JSON.stringify(query ?? {}), body_json: body === undefined ? '' : JSON.stringify(body) });
+  private review<T>(method: unknown, workspace: string, id: string, query: unknown, body?: unknown, timeoutMs?: number): Promise<T> {
+    return this.call(method, { workspace, id, query_json: JSON.stringify(query ?? {}), body_json: body === undefined ? '' : JSON.stringify(body) }, timeoutMs);
   }
 
   reviewQueue: ReviewSopQueries['reviewQueue'] = (ws, q) => this.review(this.client.reviewQueue, ws, '', q);
@@ -72,6 +74,8 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   renamePatterns: ReviewSopQueries['renamePatterns'] = (ws, input) => this.review(this.client.renamePatterns, ws, '', {}, input);
   /** The review service waits up to 25 s for the sopops_calibrate job, inside this call's deadline. */
   calibrate: ReviewSopQueries['calibrate'] = (ws, input) => this.review(this.client.calibrate, ws, '', {}, input);
+  /** Calls the models synchronously: waits as long as the review service's job may take. */
+  recluster: ReviewSopQueries['recluster'] = (ws, input) => this.review(this.client.recluster, ws, '', {}, input, RECLUSTER_TIMEOUT_MS);
 
   ruleLineage: ReviewSopQueries['ruleLineage'] = (ws, id, q) => this.review(this.client.getRuleLineage, ws, id, q);
   linkRule: ReviewSopQueries['linkRule'] = (ws, id, input) => this.review(this.client.linkRuleLineage, ws, id, {}, input);

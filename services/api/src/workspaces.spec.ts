@@ -148,6 +148,13 @@ describe.each([
     expect(renamed).toMatchObject({ status: 200, body: { renamed: 0, reason: expect.stringMatching(/no reasoning model is configured/) } });
     expect(renamed.body.failed).toBeGreaterThan(0);
     expect(await call('POST', '/patterns/rename', { all: 'yes' })).toMatchObject({ status: 400, body: { error: { message: expect.stringMatching(/"all" must be true or false/) } } });
+    // No model: recluster splits and groups nothing and says so; a wrong body or a query is refused by name.
+    const reclustered = await call('POST', '/patterns/recluster', { force: true });
+    expect(reclustered).toEqual({ status: 200, body: { assigned: 0, reclustered: 0, themed: 0, reason: 'no reasoning model is configured: themes were not grouped' } });
+    expect((await call('POST', '/patterns/recluster')).status).toBe(200);
+    expect(await call('POST', '/patterns/recluster', { force: 'yes' })).toMatchObject({ status: 400, body: { error: { message: expect.stringMatching(/"force" must be true or false/) } } });
+    expect(await call('POST', '/patterns/recluster', { rules: 'x' })).toMatchObject({ status: 400, body: { error: { message: expect.stringMatching(/unknown field "rules"/) } } });
+    expect((await call('POST', '/patterns/recluster?force=true', {})).status).toBe(400);
   });
 
   it('opens a workspace only with its own key', async () => {

@@ -37,6 +37,8 @@ export interface ReviewConfig {
   NEATROOTS_TOPIC_PREFIX: string;
   NEATROOTS_API_KEYS: { project: string; key: string }[];
   NEATROOTS_STEERING: string[];
+  /** The daily sopops_recluster_daily job's cron (default 0 6 * * *). */
+  SOPOPS_RECLUSTER_CRON?: string;
   /** When open pull requests of suggestions are looked at (default every 15 minutes). */
   SOPOPS_PR_STATUS_CRON?: string;
 }
@@ -77,6 +79,7 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       decisions: (models.sop ?? DEFAULT_SOP_SETTINGS).decisions,
       // rule patterns are named by the reasoning model through the same gateway
       gateway,
+      reclusterCron: ctx.config.SOPOPS_RECLUSTER_CRON,
       github: await githubConnections(db, () => ctx.link<GitHubLink>('github'), (m, err) => ctx.log.error(m, err)),
       prStatusCron: ctx.config.SOPOPS_PR_STATUS_CRON ?? '*/15 * * * *',
     });

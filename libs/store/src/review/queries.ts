@@ -26,6 +26,27 @@ export interface ReviewSopQueries extends RuleLineageQueries, SuggestionQueries,
   insights(workspace: string, q: WindowQuery): Promise<InsightsView>;
   /** POST /v1/workspaces/{ws}/patterns/rename {all?}: names rule patterns with the reasoning model. */
   renamePatterns(workspace: string, input: RenameInput): Promise<RenamedView>;
+  /** POST /v1/workspaces/{ws}/patterns/recluster {procedure?, rule?, force?}: failure modes and themes made again. */
+  recluster(workspace: string, input: ReclusterInput): Promise<ReclusteredView>;
+}
+
+export interface ReclusterInput {
+  procedure?: string;
+  /** A rule id: its lineage. */
+  rule?: string;
+  /** Every rule with 8 or more findings, due or not. */
+  force?: boolean;
+}
+
+export interface ReclusteredView {
+  /** Findings put in a pattern or a failure mode. */
+  assigned: number;
+  /** Rules split into failure modes (again). */
+  reclustered: number;
+  /** Procedures whose rule patterns were grouped into themes. */
+  themed: number;
+  /** What could not be done and why (no reasoning model, a model error), or null. */
+  reason: string | null;
 }
 
 export interface RenameInput {

@@ -13,6 +13,7 @@ import {
 } from '@neatroots/store';
 import { fixFactsOf, type FixInfo } from '../suggestions/fix';
 import { fixFields, ruleView, stateOf, verdictView } from './facts';
+import { clusteringView, type ThemeOf } from './theme-view';
 import { resolveWindow } from './window';
 import { findingKey, type ReviewWrites, type VerdictContext } from './writes';
 
@@ -44,7 +45,7 @@ function countsByPattern(rows: readonly FindingCounts[]): Map<string, Counted> {
   return out;
 }
 
-function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undefined, onWording: number, fix: FixInfo | null = null): PatternSummary {
+function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undefined, onWording: number, themeOf: ThemeOf, fix: FixInfo | null = null): PatternSummary {
   const c = counted ?? { findings: 0, suppressed: 0, first_seen: null, last_seen: null };
   return {
     id: p.id,
@@ -56,7 +57,7 @@ function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undef
     procedure_id: p.procedure_id,
     procedure_name: p.procedure_name,
     rule: ruleView(p),
-    theme: null,
+    theme: themeOf(p),
     findings: c.findings,
     // one finding per session and rule: a pattern's sessions are its findings, suppressed or not
     sessions: c.findings + c.suppressed,
@@ -84,13 +85,14 @@ export async function listPatterns(db: Db, writes: ReviewWrites, workspace: stri
   const all = (await writes.repo.patternsOf(db, workspace)).filter((p) => counted.has(p.id));
   const ctx = await writes.contexts(db, all);
   const onWording = await wordingCounts(read, ctx);
+  const clustering = await clusteringView(db, workspace);
   const fixes = await fixFactsOf(db, ctx.values());
-  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, fixes.get(p.id));
+  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, clustering.themeOf, fixes.get(p.id));
   const items = all
     .filter((p) => p.kind === 'rule')
     .map((p) => ({ ...sum(p), sub_patterns: all.filter((c) => c.parent_id === p.id).map(sum) }))
     .sort((a, b) => b.findings - a.findings || b.suppressed - a.suppressed || (a.id < b.id ? -1 : 1));
-  return { items, clustered_at: null, window };
+  return { items, clustered_at: clustering.clustered_at, window };
 }
 
 /** GET /patterns/{id}: the rule, its failure modes, example phrasings, its sessions in the window, verdicts and review state. */
@@ -105,15 +107,16 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
   const rulePattern = p.parent_id ?? p.id;
   const inWindow = countsByPattern(await read.findingCounts(workspace, window, { rulePattern }));
   const allTime = countsByPattern(await read.findingCounts(workspace, null, { rulePattern }));
+  const { themeOf } = await clusteringView(db, workspace);
   const fixes = await fixFactsOf(db, ctx.values());
-  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, fixes.get(p.id));
+  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, themeOf, fixes.get(p.id));
   const sessions = await read.sessionsOf(p, window, SESSIONS_SHOWN);
   return {
     ...head,
     session_count: sessionCount,
     verdict_history: ctx.get(p.id)!.history.map((v) => verdictView({ ...v, inherited: false })!),
     suppressed_count: allTime.get(p.id)?.suppressed ?? 0,
-    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), onWording.get(p.id) ?? 0, fixes.get(c.id))),
+    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), onWording.get(p.id) ?? 0, themeOf, fixes.get(c.id))),
     wordings: await read.wordings(p),
     example_phrasings: await read.phrasings(p, PHRASINGS),
     sessions: sessions.map((s) => ({

@@ -3,6 +3,7 @@ import { DEFAULT_QUEUE_STATES, excerpt, REVIEW_STATES, ruleLabel, type ReviewSta
 import { ReviewReadRepo, SopError, type ExampleFinding, type ExampleRow, type PatternRecord, type QueueItem, type ReviewQueueQuery, type ReviewQueueView } from '@neatroots/store';
 import { fixFactsOf } from '../suggestions/fix';
 import { fixFields, stateOf, verdictView } from './facts';
+import { clusteringView } from './theme-view';
 import type { ReviewWrites } from './writes';
 
 export const DEFAULT_QUEUE_LIMIT = 50;
@@ -67,12 +68,13 @@ export async function reviewQueue(db: Db, writes: ReviewWrites, workspace: strin
   const examples = new Map<string, ExampleFinding[]>();
   for (const e of await read.examples(page.map((r) => r.p), EXAMPLES)) (examples.get(e.pattern_id) ?? examples.set(e.pattern_id, []).get(e.pattern_id)!).push(exampleOf(e));
 
+  const clustering = await clusteringView(db, workspace);
   const items: QueueItem[] = page.map(({ p, c, state, n, sessions }) => ({
     pattern_id: p.id,
     kind: p.kind,
     name: p.name,
     label: ruleLabel(p.rule_kind, p.rule_index),
-    theme: null,
+    theme: clustering.themeOf(p),
     procedure_id: p.procedure_id,
     procedure_name: p.procedure_name,
     rule_id: p.lineage_id,
@@ -86,5 +88,5 @@ export async function reviewQueue(db: Db, writes: ReviewWrites, workspace: strin
     suppressed_count: n.suppressed,
     suggestion: null,
   }));
-  return { items, total: wanted.length, counts: byState, clustered_at: null };
+  return { items, total: wanted.length, counts: byState, clustered_at: clustering.clustered_at };
 }

@@ -3,15 +3,16 @@ import type { DecisionSettings, RuleResult } from '@neatroots/sop';
 import { SopError, type ReviewSopQueries, type RuleLineageQueries, type SessionView } from '@neatroots/store';
 import { RuleLineage } from '../lineage/service';
 import type { GitHubConnections } from '../github/connections';
+import { SuggestionService } from '../suggestions/service';
+import { SopWorkspaces } from '../sop/workspaces';
 import { Calibration } from '../calibration/service';
 import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
-import { SopWorkspaces } from '../sop/workspaces';
-import { SuggestionService } from '../suggestions/service';
 import { PATTERNS_QUEUE, PatternAssigner, type PatternsJob } from './assign';
 import { insights } from './insights';
 import { PatternNamer, type GatewayOf } from './namer';
 import { getPattern, listPatterns, regression } from './patterns';
 import { reviewQueue } from './queue';
+import { RECLUSTER_QUEUE, RECLUSTER_WAIT_MS, Reclusterer, reclusterInput, type ReclusterJob, type ReclusterResult } from './recluster';
 import { Verdicts } from './verdicts';
 import { findingKey, ReviewWrites } from './writes';
 
@@ -26,6 +27,8 @@ export interface ReviewSopOptions {
   decisions?: DecisionSettings;
   /** The rule lineage endpoints (services/review/src/lineage), served with the rest. */
   lineage?: RuleLineageQueries;
+  /** When the daily sopops_recluster_daily job runs (SOPOPS_RECLUSTER_CRON, default 0 6 * * *). */
+  reclusterCron?: string;
   /** Where an applied suggestion's draft is saved (default: this database's head). */
   workspaces?: SopWorkspaces;
   /** Workspaces' GitHub connections: applied suggestions open pull requests (none: drafts only). */
@@ -45,6 +48,7 @@ export class ReviewSop implements SessionReviewHooks {
   readonly assigner: PatternAssigner;
   readonly namer: PatternNamer;
   readonly calibration: Calibration;
+  readonly reclusterer: Reclusterer;
   readonly suggestions: SuggestionService;
   private readonly writes = new ReviewWrites();
   private readonly verdicts: Verdicts;
@@ -55,6 +59,7 @@ export class ReviewSop implements SessionReviewHooks {
     this.assigner = new PatternAssigner(db, this.writes, this.namer);
     this.verdicts = new Verdicts(db, this.writes);
     this.calibration = new Calibration({ db, jobs: opts.jobs, decisions: opts.decisions });
+    this.reclusterer = new Reclusterer(db, this.writes, opts.gateway ?? (async () => null), this.assigner, this.namer);
     const w = this.writes;
     this.suggestions = new SuggestionService(
       { db, jobs: opts.jobs, gateway: opts.gateway, workspaces: opts.workspaces ?? new SopWorkspaces(db), github: opts.github, prStatusCron: opts.prStatusCron },
@@ -71,13 +76,17 @@ export class ReviewSop implements SessionReviewHooks {
       renamePatterns: async (ws, input) => this.namer.rename(ws, renameInput(input)),
       calibrate: (ws, input) => this.calibration.calibrate(ws, input),
       ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),
+      // Through the job, so it is one run at a time per workspace however many replicas serve.
+      recluster: async (ws, input) =>
+        opts.jobs.run<ReclusterJob, ReclusterResult>(RECLUSTER_QUEUE, { workspace: ws, ...reclusterInput(input), by: 'request' }, { attempts: 1, timeoutMs: RECLUSTER_WAIT_MS }),
     });
   }
 
   /** Registers the sopops_patterns handler, plugs into the sessions, and queues what a stop left unassigned. */
   async start(): Promise<void> {
+    await this.reclusterer.start(this.opts.jobs, this.opts.reclusterCron);
     await this.suggestions.start();
-    await this.opts.jobs.work<PatternsJob>(PATTERNS_QUEUE, (job) => this.assigner.assign(job.workspace), { serializeBy: (job) => job.workspace });
+    await this.opts.jobs.work<PatternsJob>(PATTERNS_QUEUE, (job) => this.assignFindings(job.workspace), { serializeBy: (job) => job.workspace });
     this.opts.sessions?.useReview(this);
     await this.calibration.start();
     this.opts.sessions?.useCalibration(this.calibration);
@@ -111,6 +120,18 @@ export class ReviewSop implements SessionReviewHooks {
         }),
       })),
     };
+  }
+
+  /** The sopops_patterns job: findings into rule patterns, then into failure modes; a due recluster queued after. */
+  private async assignFindings(workspace: string): Promise<number> {
+    const n = (await this.assigner.assign(workspace)) + (await this.reclusterer.modes.assign(workspace));
+    const gateway = await (this.opts.gateway?.() ?? null);
+    const models = gateway ? await gateway.decisionModels() : null;
+    // Without a reasoning model there is nothing to split or group: nothing is queued.
+    if (models?.reasoning && (await this.reclusterer.wanted(workspace))) {
+      await this.opts.jobs.add<ReclusterJob>(RECLUSTER_QUEUE, { workspace, by: 'due' }, { attempts: 3, backoffMs: 5000 });
+    }
+    return n;
   }
 
   private async enqueue(workspace: string): Promise<void> {

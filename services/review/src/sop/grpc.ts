@@ -81,6 +81,7 @@ export function sopGrpcService(q: SopQueries, r?: ReviewSopQueries): { service: 
     linkRuleLineage: unary<ReviewCall>((c) => review().linkRule(c.workspace, c.id, parsed(c.body_json) as never)),
     unlinkRuleLineage: unary<ReviewCall>((c) => review().unlinkRule(c.workspace, c.id, parsed(c.query_json))),
     rebuildLineage: unary<ReviewCall>((c) => review().rebuildLineage(c.workspace)),
+    recluster: unary<ReviewCall>((c) => review().recluster(c.workspace, parsed(c.body_json) as never)),
   });
   // Suggestions and the GitHub repo connection (id: the pattern for suggest, else the suggestion).
   Object.assign(implementation, {

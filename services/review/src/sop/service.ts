@@ -24,6 +24,8 @@ export interface SopOptions {
   decisions?: DecisionSettings;
   /** Rule lineage's hooks: the suggestions applied in a release, and what moves when two rule patterns merge. */
   lineage?: RuleLineageOptions;
+  /** When the daily sopops_recluster_daily job runs (SOPOPS_RECLUSTER_CRON). */
+  reclusterCron?: string;
   /** Workspaces' GitHub connections: applied suggestions open pull requests (none: drafts at head). */
   github?: GitHubConnections | null;
   /** SOPOPS_PR_STATUS_CRON: when open pull requests are looked at (null: not scheduled). */
@@ -51,7 +53,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
   // Patterns follow the sessions: plugged in before the first check runs.
-  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, decisions: opts.decisions, lineage: lineage.queries, workspaces, github: opts.github, prStatusCron: opts.prStatusCron });
+  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, decisions: opts.decisions, lineage: lineage.queries, reclusterCron: opts.reclusterCron, workspaces, github: opts.github, prStatusCron: opts.prStatusCron });
   await lineage.start();
   await review.start();
   await sessions.start({ concurrency: opts.concurrency });

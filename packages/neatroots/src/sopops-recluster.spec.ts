@@ -1,0 +1,113 @@
+import type { INestApplication } from '@nestjs/common';
+import { apiUrl, createApi } from '@neatroots/api';
+import type { Db } from '@neatroots/ports';
+import { InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { QuestionAnswerer } from '@neatroots/questions';
+import { createReviewQueries, startSop } from '@neatroots/review';
+import { checkSession, noModelDecider, type DecisionGateway } from '@neatroots/sop';
+import { PatternsRepo, ProjectsRepo, SopSessionsRepo, sopFindingId } from '@neatroots/store';
+import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { main } from './sopops';
+
+/**
+ * `sopops recluster` against a running server whose question service asks a local
+ * OpenAI-compatible server (or, switched off, no model at all).
+ */
+const KEY = 'luigis-key';
+let db: Db;
+let jobs: InlineJobs;
+let app: INestApplication;
+let url: string;
+let model: FakeOpenAI;
+let answerer: QuestionAnswerer;
+let modelOn = false;
+const repo = new PatternsRepo();
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+  await new ProjectsRepo(db).addApiKey('luigis', KEY);
+  jobs = new InlineJobs();
+  // Splits by the first word of each finding's quote; one theme for every pattern; names them.
+  model = await startFakeOpenAI((call) => {
+    const sys = call.body.messages[0].content;
+    const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+    const ids = [...user.matchAll(/^(q\d+) /gm)].map((m) => m[1]);
+    if (sys.startsWith('You group the findings of one rule')) {
+      const of = (w: string) => [...user.matchAll(new RegExp(`^- (\\S+): ${w}`, 'gm'))].map((m) => m[1]);
+      return { json: { answers: ids.map((id) => ({ id, failure_modes: [{ name: 'Quoted a price', findings: of('price') }, { name: 'Described a dish', findings: of('dish') }] })) } };
+    }
+    if (sys.startsWith('You group the mistakes')) return { json: { answers: ids.map((id) => ({ id, themes: [{ name: 'Taking the order', patterns: [...user.matchAll(/^- (pat_\S+):/gm)].map((m) => m[1]) }] })) } };
+    return { json: { answers: ids.map((id) => ({ id, name: 'Talked about prices' })) } };
+  });
+  answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: model.url, model: 'reasoner-test', timeoutMs: 2_000 }), queue: { maxWaitMs: 10, retries: 0 }, onError: () => undefined });
+  const gateway: DecisionGateway = { decide: (e, i) => answerer.decide(e, i, { wait: true }), decisionModels: () => answerer.decisionModels() };
+  const sop = await startSop({
+    db,
+    jobs,
+    checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider(), releaseId }),
+    gateway: async () => (modelOn ? gateway : null),
+  });
+  app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: sop.review, port: 0, host: '127.0.0.1' });
+  url = apiUrl(app);
+  // 9 checked sessions, each with a finding on one never rule (stored directly: no check needed).
+  const sessions = new SopSessionsRepo(db);
+  for (let i = 1; i <= 9; i++) {
+    const words = i <= 5 ? `price ${i}` : `dish ${i}`;
+    const r = await sessions.receive('luigis', { external_id: `call-${i}`, agent: 'a', release_id: null, started_at: null, transcript_ref: null, turns: [{ role: 'agent', text: words }], tool_calls: [] });
+    await sessions.saveOutcome(r.id, r.content_hash, {
+      release_id: null,
+      result: 'deviated',
+      checked_result: 'deviated',
+      checks: [{ procedure_id: 'take-order', result: 'deviated', checked_result: 'deviated', body: {} }],
+      findings: [{ id: sopFindingId(r.id, 'take-order', 'never-price'), procedure_id: 'take-order', rule_id: 'never-price', kind: 'never', index: 1, text: 'Volunteer a price.', status: 'violated', evidence: [{ turn: 0, quote: words, source: 'transcript' }], reason: null }],
+    });
+  }
+}, 60_000);
+afterAll(async () => {
+  await app.close();
+  answerer.close();
+  await model.close();
+  await jobs.close();
+  await db.close();
+});
+
+async function sopops(args: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l), env: { NEATROOTS_API_KEY: KEY }, cwd: process.cwd() });
+  return { code, out, err };
+}
+
+describe('sopops recluster', () => {
+  it('without a model assigns what waits, says the rule stays whole, and exits 1', async () => {
+    const r = await sopops(['recluster', '--workspace', 'luigis', '--url', url]);
+    expect(r).toEqual({
+      code: 1,
+      out: ['luigis: assigned 9 findings, split 0 rules into failure modes, grouped the themes of 0 procedures'],
+      err: ['sopops recluster: no reasoning model is configured: 1 rule due for a split stays whole, and themes were not grouped'],
+    });
+    expect((await repo.patternsOf(db, 'luigis')).map((p) => p.kind)).toEqual(['rule']);
+  });
+
+  it('with the reasoning model splits the rule and groups its procedure, then exits 0', async () => {
+    modelOn = true;
+    const r = await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--procedure', 'take-order', '--rule', 'never-price', '--force']);
+    expect(r).toEqual({ code: 0, out: ['luigis: assigned 0 findings, split 1 rule into failure modes, grouped the themes of 1 procedure'], err: [] });
+    const patterns = await repo.patternsOf(db, 'luigis');
+    expect(patterns.filter((p) => p.kind !== 'rule').map((p) => [p.kind, p.name]).sort()).toEqual([
+      ['other', 'Other'],
+      ['sub', 'Described a dish'],
+      ['sub', 'Quoted a price'],
+    ]);
+    expect(new Set(patterns.map((p) => p.theme_id)).size).toBe(1);
+    expect(patterns[0].theme_id).not.toBeNull();
+  });
+
+  it('refuses wrong options (exit 2) and an unknown procedure filter does nothing', async () => {
+    expect((await sopops(['recluster', 'now', '--workspace', 'luigis', '--url', url])).code).toBe(2);
+    expect((await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--force=yes'])).code).toBe(2);
+    expect((await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--rule'])).code).toBe(2);
+    expect(await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--procedure', 'nope'])).toMatchObject({ code: 0, out: ['luigis: assigned 0 findings, split 0 rules into failure modes, grouped the themes of 0 procedures'] });
+  });
+});

@@ -1,0 +1,260 @@
+import type { Db } from '@neatroots/ports';
+import { InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { QuestionAnswerer } from '@neatroots/questions';
+import type { DecisionGateway } from '@neatroots/sop';
+import { PatternsRepo, SopSessionsRepo, sopFindingId, type PatternsListView } from '@neatroots/store';
+import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
+import { RECLUSTER_QUEUE } from './recluster';
+import { ReviewSop } from './service';
+
+/**
+ * Failure modes and themes through the question service (its QuestionAnswerer in-process, the
+ * real `openai` client over HTTP to a local OpenAI-compatible server answering from a script):
+ * the first split at 8 findings (queued by the sopops_patterns job as sopops_recluster), new
+ * findings sent to a failure mode by a decision, a forced recluster that keeps a matched mode's
+ * id and name, retires the other and carries its verdict over, themes whose ids are kept, and
+ * the same without a model.
+ */
+const WS = 'luigis';
+const PROC = 'take-order';
+let db: Db;
+let model: FakeOpenAI;
+let answerer: QuestionAnswerer;
+let jobs: InlineJobs;
+let review: ReviewSop;
+const repo = new PatternsRepo();
+
+const PRICE = { id: 'never-price', kind: 'never' as const, index: 1, text: 'Volunteer a price or a description of a dish: the menu does that.' };
+const READ_BACK = { id: 'step-read-back', kind: 'step' as const, index: 3, text: 'Read the order back to the caller before saying goodbye, item by item.' };
+
+/** How the scripted model splits: each finding by the first word of its quote. */
+let splitBy: Record<string, string> = { price: 'Quoted a price', dish: 'Described a dish' };
+let themeNames: { step: string; never: string } = { step: 'Closing the order', never: 'Taking the order' };
+
+type Q = { id: string; subject: string; ask: string };
+function questions(call: FakeCall): Q[] {
+  const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+  const [head, qs] = user.split('\n\n### Questions\n');
+  const subjects = new Map([...`\n\n${head}`.split(/\n\n### Subject /).slice(1)].map((b) => [b.slice(0, b.indexOf('\n')), b.slice(b.indexOf('\n') + 1)]));
+  return [...qs.matchAll(/^(q\d+) \(about subject (S\d+)\) (.*)$/gm)].map((m) => ({ id: m[1], subject: subjects.get(m[2]) ?? '', ask: m[3] }));
+}
+
+function script(call: FakeCall): FakeReply {
+  const sys = call.body.messages[0].content;
+  const answers = questions(call).map((q) => {
+    if (sys.startsWith('You name patterns')) return { id: q.id, name: q.subject.includes('price') ? 'Talked about prices' : 'Skipped the read-back' };
+    if (sys.startsWith('You group the findings of one rule')) {
+      const modes = new Map<string, string[]>();
+      for (const m of q.subject.matchAll(/^- (\S+): (\w+)/gm)) {
+        const name = splitBy[m[2]];
+        if (name) modes.set(name, [...(modes.get(name) ?? []), m[1]]);
+      }
+      return { id: q.id, failure_modes: [...modes].map(([name, findings]) => ({ name, findings })) };
+    }
+    if (sys.startsWith('You sort findings')) {
+      const word = /Finding: (\w+)/.exec(q.ask)?.[1] ?? '';
+      const n = [...q.subject.matchAll(/^(\d+)\. (.*)$/gm)].find((m) => m[2] === splitBy[word])?.[1];
+      return { id: q.id, mode: n ? Number(n) : 0 };
+    }
+    if (sys.startsWith('You group the mistakes')) {
+      const pats = [...q.subject.matchAll(/^- (\S+): (Step|Never)/gm)];
+      const of = (k: string) => pats.filter((p) => p[2] === k).map((p) => p[1]);
+      return { id: q.id, themes: [{ name: themeNames.never, patterns: of('Never') }, { name: themeNames.step, patterns: of('Step') }] };
+    }
+    return { id: q.id };
+  });
+  return { json: { answers } };
+}
+const asked = (prefix: string) => model.calls.filter((c) => c.body.messages[0].content.startsWith(prefix)).length;
+
+const gatewayOf = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) => a.decide(e, i, { wait: true }), decisionModels: () => a.decisionModels() });
+
+let n = 0;
+/** A checked session with a finding on each rule, quoting `words` as the agent's. */
+async function checked(words: string, rules: { id: string; kind: 'step' | 'never'; index: number; text: string }[] = [PRICE]): Promise<void> {
+  const sessions = new SopSessionsRepo(db);
+  const r = await sessions.receive(WS, { external_id: `call-${++n}`, agent: 'a', release_id: null, started_at: new Date().toISOString(), transcript_ref: null, turns: [{ role: 'agent', text: words }], tool_calls: [] });
+  const findings = rules.map((rule) => ({
+    id: sopFindingId(r.id, PROC, rule.id),
+    procedure_id: PROC,
+    rule_id: rule.id,
+    kind: rule.kind,
+    index: rule.index,
+    text: rule.text,
+    status: rule.kind === 'never' ? ('violated' as const) : ('skipped' as const),
+    evidence: [{ turn: 0, quote: words, source: 'transcript' }],
+    reason: null,
+  }));
+  await sessions.saveOutcome(r.id, r.content_hash, { release_id: null, result: 'deviated', checked_result: 'deviated', checks: [{ procedure_id: PROC, result: 'deviated', checked_result: 'deviated', body: {} }], findings });
+  await review.onChecked(WS);
+}
+
+/** Waits for the workspace's jobs to settle: no finding waiting and `until` true. */
+async function settle(until: () => Promise<boolean> = async () => true): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const waiting = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM sop_findings f WHERE f.pattern_id IS NULL OR (f.pattern_id = f.rule_pattern_id AND EXISTS (SELECT 1 FROM sop_patterns c WHERE c.parent_id = f.rule_pattern_id AND c.retired_at IS NULL))`);
+    if (Number(waiting.rows[0].n) === 0 && (await until())) return;
+    if (Date.now() > deadline) throw new Error('the jobs did not settle');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const priceRule = async () => (await repo.patternsOf(db, WS)).find((p) => p.kind === 'rule' && p.rule_id === PRICE.id)!;
+const list = () => review.queries.patterns(WS, {}) as Promise<PatternsListView>;
+const modesOf = async () => {
+  const item = (await list()).items.find((i) => i.rule.rule_id === PRICE.id)!;
+  return Object.fromEntries(item.sub_patterns.map((s) => [s.name, s]));
+};
+async function members(): Promise<Record<string, string[]>> {
+  const res = await db.query<{ name: string; quote: string }>(
+    `SELECT p.name, f.evidence->0->>'quote' AS quote FROM sop_findings f JOIN sop_patterns p ON p.id = f.pattern_id WHERE f.rule_id = $1 ORDER BY quote`,
+    [PRICE.id],
+  );
+  const out: Record<string, string[]> = {};
+  for (const r of res.rows) (out[r.name] ??= []).push(r.quote);
+  return out;
+}
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+}, 60_000);
+afterAll(() => db.close());
+beforeEach(async () => {
+  await db.exec('TRUNCATE sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_themes, sop_checks, sop_sessions CASCADE');
+  splitBy = { price: 'Quoted a price', dish: 'Described a dish' };
+  themeNames = { step: 'Closing the order', never: 'Taking the order' };
+  model = await startFakeOpenAI(script);
+  const m = (role: string) => openAiChatModel({ role, baseURL: model.url, model: `${role}-test`, timeoutMs: 2_000 });
+  answerer = new QuestionAnswerer({ decision: m('decision'), reasoning: m('reasoning'), queue: { maxWaitMs: 10, retries: 0 }, cache: false, onError: () => undefined });
+  jobs = new InlineJobs();
+});
+afterEach(async () => {
+  await jobs.close();
+  answerer.close();
+  await model.close();
+});
+
+describe('failure modes and themes with a model', () => {
+  it('splits at 8 findings, assigns new ones by a decision, and a recluster keeps, retires and carries over', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+
+    for (const w of ['price 1', 'price 2', 'price 3', 'price 4', 'dish 1', 'dish 2']) await checked(w);
+    await checked('dish 3', [PRICE, READ_BACK]);
+    await settle(async () => (await repo.patternsOf(db, WS)).every((p) => p.theme_id !== null));
+    // 7 findings: not split yet (themes are grouped for the new rule patterns).
+    expect(asked('You group the findings of one rule')).toBe(0);
+    expect((await priceRule()).clustered_at).toBeNull();
+
+    await checked('kitchen closed');
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    expect(asked('You group the findings of one rule')).toBe(1);
+    expect(await members()).toEqual({ 'Quoted a price': ['price 1', 'price 2', 'price 3', 'price 4'], 'Described a dish': ['dish 1', 'dish 2', 'dish 3'], Other: ['kitchen closed'] });
+    const first = await modesOf();
+    expect(Object.values(first).map((m) => [m.kind, m.findings])).toEqual(
+      expect.arrayContaining([
+        ['sub', 4],
+        ['sub', 3],
+        ['other', 1],
+      ]),
+    );
+    // The queue's leaves are the failure modes now, each with its rule's theme.
+    const queue = await review.queries.reviewQueue(WS, {});
+    expect(queue.items.map((i) => i.name).sort()).toEqual(['Described a dish', 'Other', 'Quoted a price', 'Skipped the read-back']);
+    expect(queue.items.find((i) => i.name === 'Quoted a price')!.theme).toMatchObject({ name: 'Taking the order' });
+    expect(queue.clustered_at).not.toBeNull();
+    const themesBefore = (await list()).items.map((i) => [i.name, i.theme]);
+
+    await review.queries.giveVerdict(WS, first['Described a dish'].id, { verdict: 'acceptable', reviewer: 'ana' });
+
+    // New findings on a split rule: one decision each, to its failure mode or to other.
+    await checked('price 5');
+    await checked('kitchen again');
+    await settle();
+    expect(asked('You sort findings')).toBeGreaterThan(0);
+    expect(await members()).toMatchObject({ 'Quoted a price': ['price 1', 'price 2', 'price 3', 'price 4', 'price 5'], Other: ['kitchen again', 'kitchen closed'] });
+    // 2 new since the split, other at 20%: not due, nothing split again.
+    expect(asked('You group the findings of one rule')).toBe(1);
+
+    // Forced: the model now puts prices and dishes together and the kitchen apart.
+    splitBy = { price: 'Talked about the food', dish: 'Talked about the food', kitchen: 'Said the kitchen was closed' };
+    themeNames = { step: 'Closing the order', never: 'Taking the order' };
+    const r = await review.queries.recluster(WS, { force: true });
+    expect(r).toEqual({ assigned: 0, reclustered: 1, themed: 1, reason: null });
+
+    const after = await modesOf();
+    // 5 of the 8 were "Quoted a price" (Jaccard 5/8): it keeps its id and name, and takes the dishes.
+    expect(after['Quoted a price'].id).toBe(first['Quoted a price'].id);
+    expect(after['Quoted a price'].findings + after['Quoted a price'].suppressed).toBe(8);
+    // "Described a dish" matched nothing: retired, not deleted; its acceptable verdict went to
+    // the cluster that took its findings (3/8), marked carried over until confirmed.
+    const dish = await review.queries.pattern(WS, first['Described a dish'].id, {});
+    expect(dish.retired_at).not.toBeNull();
+    expect(dish.verdict).toMatchObject({ verdict: 'acceptable', carried_over: false });
+    expect(after['Quoted a price']).toMatchObject({ verdict: { verdict: 'acceptable', carried_over: true }, review_state: 'needs_review', review_reason: 'carried_over' });
+    expect(after['Quoted a price'].suppressed).toBe(8);
+    expect(after['Said the kitchen was closed']).toMatchObject({ kind: 'sub', findings: 2 });
+    // Other is kept (empty, so not listed), and the retired one has no finding left to list.
+    expect(after.Other).toBeUndefined();
+    expect((await repo.pattern(db, WS, first.Other.id))!.retired_at).toBeNull();
+    expect(after['Described a dish']).toBeUndefined();
+    expect((await review.queries.reviewQueue(WS, {})).items.map((i) => i.name)).not.toContain('Described a dish');
+    // Themes regrouped with the same names: the same ids.
+    expect((await list()).items.map((i) => [i.name, i.theme])).toEqual(themesBefore);
+    // A recluster through the job queue, as the endpoint asks for it.
+    expect(await jobs.run(RECLUSTER_QUEUE, { workspace: WS, by: 'request' })).toMatchObject({ reclustered: 0, reason: null });
+  }, 30_000);
+
+  it('a renamed theme that still holds the same rule patterns keeps its id', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    await checked('price 1', [PRICE, READ_BACK]);
+    await settle(async () => (await repo.patternsOf(db, WS)).every((p) => p.theme_id !== null));
+    const before = Object.fromEntries((await list()).items.map((i) => [i.rule.rule_id, i.theme!]));
+    themeNames = { step: 'Saying goodbye', never: 'Taking the order' };
+    expect(await review.queries.recluster(WS, {})).toMatchObject({ themed: 1, reason: null });
+    const after = Object.fromEntries((await list()).items.map((i) => [i.rule.rule_id, i.theme!]));
+    expect(after[READ_BACK.id]).toEqual({ id: before[READ_BACK.id].id, name: 'Saying goodbye' });
+    expect(after[PRICE.id]).toEqual(before[PRICE.id]);
+  }, 30_000);
+
+  it('a failing model splits nothing and says why; the rule pattern stays whole', async () => {
+    model.script = () => ({ status: 500 });
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (let i = 1; i <= 8; i++) await checked(`price ${i}`);
+    await settle();
+    const r = await review.queries.recluster(WS, { procedure: PROC });
+    expect(r.reclustered).toBe(0);
+    expect(r.reason).toMatch(/take-order never-price was not split: the model failed/);
+    expect(Object.keys(await modesOf())).toEqual([]);
+  }, 30_000);
+});
+
+describe('failure modes without a model', () => {
+  it('no split at 8 findings: the rule pattern stays whole, and recluster says what it could not do', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => null });
+    await review.start();
+    for (let i = 1; i <= 9; i++) await checked(`price ${i}`);
+    await settle();
+    expect(await members()).toEqual({ 'Volunteer a price or a description of a dish': [1, 2, 3, 4, 5, 6, 7, 8, 9].map((i) => `price ${i}`) });
+    expect(await review.queries.recluster(WS, {})).toEqual({
+      assigned: 0,
+      reclustered: 0,
+      themed: 0,
+      reason: 'no reasoning model is configured: 1 rule due for a split stays whole, and themes were not grouped',
+    });
+    expect((await priceRule()).clustered_at).toBeNull();
+    expect(model.calls).toHaveLength(0);
+  });
+
+  it('refuses a bad body by name', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => null });
+    await review.start();
+    await expect(review.queries.recluster(WS, { everything: true } as never)).rejects.toThrow(/unknown field "everything"/);
+    await expect(review.queries.recluster(WS, { force: 'yes' } as never)).rejects.toThrow(/"force" must be true or false/);
+    await expect(review.queries.recluster(WS, { rule: '' } as never)).rejects.toThrow(/"rule" must be a non-empty string/);
+  });
+});
