@@ -1,0 +1,121 @@
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { INestApplication } from '@nestjs/common';
+import type { Db } from '@neatroots/ports';
+import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
+import { createReviewQueries, sopGrpcService, startSop, type Sop } from '@neatroots/review';
+import { checkSession, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
+import { ProjectsRepo, type ReviewSopQueries } from '@neatroots/store';
+import { apiUrl, createApi } from './api';
+import { SopGrpcClient } from './sop-client';
+
+/**
+ * POST /v1/workspaces/{ws}/calibrate over real HTTP, in both deployments: the api on the
+ * review side in its process, and on its gRPC client (neatroots.v1.Sop Calibrate). Five
+ * fixture sessions broke the never rule with probabilities 0.91 to 0.99; a reviewer judged
+ * the three least sure of them wrong.
+ */
+const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
+const KEY = 'key-for-luigis';
+const fixture = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'session.json'), 'utf8'));
+const recorded: Recorded = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'decisions.json'), 'utf8'));
+const P = [0.91, 0.92, 0.93, 0.98, 0.99];
+
+let db: Db;
+let jobs: InlineJobs;
+let sop: Sop;
+let grpc: Server;
+let client: SopGrpcClient;
+
+beforeAll(async () => {
+  db = await openPglite();
+  await migrate(db);
+  await new ProjectsRepo(db).addApiKey('luigis', KEY);
+  jobs = new InlineJobs();
+  sop = await startSop({
+    db,
+    jobs,
+    checkSession: ({ lock, releaseId, session, onDecision }) => {
+      const p = Number((session.external_id ?? '').split('@')[1]);
+      const base = recordedDecider(recorded);
+      return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
+    },
+  });
+  await sop.queries.pushHead('luigis', [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
+  await sop.queries.publish('luigis');
+  const ids: string[] = [];
+  for (const [i, p] of P.entries()) ids.push((await sop.queries.receiveSession('luigis', { ...fixture, external_id: `call-8#${i}@${p}` })).id);
+  for (let i = 0; i < 500; i++) {
+    const waiting = await db.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`);
+    if (Number(waiting.rows[0].n) === 0) break;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const views = await Promise.all(ids.map((id) => sop.queries.getSession('luigis', id)));
+  const findings = views.map((v) => v.checks.flatMap((c) => c.rules).find((r) => r.finding)!);
+  await sop.review.giveVerdict('luigis', findings[0].pattern_id!, { verdict: 'real' });
+  for (const f of findings.slice(0, 3)) await sop.review.overrideFinding('luigis', f.finding_id!, { correct: false });
+
+  grpc = new Server();
+  const svc = sopGrpcService(sop.queries, sop.review);
+  grpc.addService(svc.service, svc.implementation);
+  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  client = new SopGrpcClient(`127.0.0.1:${port}`);
+}, 60_000);
+afterAll(async () => {
+  client.close();
+  grpc.forceShutdown();
+  await jobs.close();
+  await db.close();
+});
+
+describe.each([
+  ['in-process', () => sop.review],
+  ['over gRPC', () => client as ReviewSopQueries],
+])('POST /calibrate (%s)', (_name, reviewOf) => {
+  let app: INestApplication;
+  let base: string;
+  beforeAll(async () => {
+    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: reviewOf(), port: 0, host: '127.0.0.1' });
+    base = `${apiUrl(app)}/v1/workspaces/luigis`;
+  });
+  afterAll(() => app.close());
+
+  const post = async (p: string, body?: unknown, key = KEY) => {
+    const res = await fetch(`${base}${p}`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.status, body: await res.json() };
+  };
+
+  it('answers each procedure with its labels, scores and every rule question before and after; a dry run saves nothing', async () => {
+    const r = await post('/calibrate', { procedure: 'take-order', dry_run: true });
+    expect(r.status).toBe(200);
+    expect(Object.keys(r.body)).toEqual(['workspace', 'dry_run', 'procedures']);
+    expect(r.body).toMatchObject({ workspace: 'luigis', dry_run: true });
+    const [take] = r.body.procedures;
+    expect(Object.keys(take)).toEqual(['procedure_id', 'labels', 'negative_labels', 'saved', 'skipped', 'score_before', 'score', 'rules']);
+    expect(take).toMatchObject({ procedure_id: 'take-order', labels: 5, negative_labels: 3, saved: false, skipped: null, score_before: 0.4, score: 1 });
+    const never = take.rules.find((x: { kind: string }) => x.kind === 'never');
+    expect(Object.keys(never)).toEqual(['rule_id', 'lineage_id', 'kind', 'index', 'text', 'field', 'before', 'after', 'skipped']);
+    expect(never).toMatchObject({ field: 'never', index: 1, before: [0.1, 0.9, 0.5], after: [0.1, 0.955, 0.5], skipped: null });
+    expect(take.rules.find((x: { kind: string; index: number }) => x.kind === 'step' && x.index === 1).skipped).toEqual({ code: 'too_few_failures', message: 'its rule has 0 labeled failures; a question is fitted from 3', have: 0, need: 3 });
+    expect((await db.query('SELECT 1 FROM sop_calibration_bands')).rows).toHaveLength(0);
+  });
+
+  it('without a body fits every procedure of the live release; refusals say which procedure and why', async () => {
+    const r = await post('/calibrate');
+    expect(r.status).toBe(200);
+    expect(r.body.procedures.map((p: { procedure_id: string }) => p.procedure_id)).toEqual(['answer-call', 'card-payment', 'take-order']);
+    expect(r.body.procedures[1]).toMatchObject({ saved: false, skipped: { code: 'too_few_labeled_sessions', have: 0, need: 5 } });
+    expect(r.body.procedures[2]).toMatchObject({ saved: true, skipped: null });
+    expect((await db.query('SELECT band_yes FROM sop_calibration_bands')).rows).toEqual([{ band_yes: 0.955 }]);
+    await db.exec('DELETE FROM sop_calibration_bands');
+  });
+
+  it('refuses a wrong body and query with 400, naming what is wrong', async () => {
+    expect(await post('/calibrate', { dry_run: 'yes' })).toEqual({ status: 400, body: { error: { code: 'invalid_body', message: '"dry_run" must be true or false, got "yes"' } } });
+    expect((await post('/calibrate', { rule: 'x' })).body.error.message).toBe('unknown field "rule": the body is {"procedure"?: string, "dry_run"?: boolean}');
+    expect((await post('/calibrate', [1])).status).toBe(400);
+    expect((await post('/calibrate?dry_run=true', {})).status).toBe(400);
+    expect((await post('/calibrate', {}, 'wrong-key')).status).toBe(401);
+  });
+});
