@@ -1,4 +1,5 @@
 import type { Queryable } from '@neatroots/ports';
+import { patternOfRuleLineage } from '../sop/lineage.repo';
 import { iso, isoNonNull, text } from '../sql';
 import { jsonColumn } from './patterns.repo';
 
@@ -44,16 +45,24 @@ const CLUSTER_FINDING = 'f.id, f.session_id, f.procedure_id, f.rule_id, f.patter
  * transaction (holding the workspace's lock) per change.
  */
 export class ClustersRepo {
-  /** Every active rule pattern with findings, with what decides whether it is due (filtered by procedure and lineage). */
+  /** Every active rule pattern with findings, with what decides whether it is due (filtered by procedure, and by a rule id: any wording of its lineage). */
   async ruleFacts(q: Queryable, workspace: string, filter: { procedure?: string; lineage?: string } = {}): Promise<RuleClusterRow[]> {
+    // Totals from the day counts (a few rows per rule pattern, kept exact by triggers) rather
+    // than every finding: this runs after each session's assignment. Findings new since a
+    // clustering are counted on the (rule_pattern_id, created_at) index, for clustered rules only.
     const res = await q.query<{ id: string; procedure_id: string; lineage_id: string; clustered_at: unknown; findings: unknown; new_since: unknown; in_other: unknown }>(
-      `SELECT p.id, p.procedure_id, p.lineage_id, p.clustered_at, count(*) AS findings,
-              count(*) FILTER (WHERE p.clustered_at IS NOT NULL AND f.created_at > p.clustered_at) AS new_since,
-              count(*) FILTER (WHERE o.kind = 'other') AS in_other
-         FROM sop_patterns p JOIN sop_findings f ON f.rule_pattern_id = p.id LEFT JOIN sop_patterns o ON o.id = f.pattern_id
+      `WITH totals AS (
+         SELECT d.rule_pattern_id AS id, sum(d.n) AS findings, COALESCE(sum(d.n) FILTER (WHERE o.kind = 'other'), 0) AS in_other
+           FROM sop_finding_days d LEFT JOIN sop_patterns o ON o.id = d.pattern_id
+          WHERE d.workspace = $1 AND d.rule_pattern_id <> ''
+          GROUP BY d.rule_pattern_id HAVING sum(d.n) > 0)
+       SELECT p.id, p.procedure_id, p.lineage_id, p.clustered_at, t.findings, t.in_other,
+              CASE WHEN p.clustered_at IS NULL THEN 0
+                   ELSE (SELECT count(*) FROM sop_findings f WHERE f.rule_pattern_id = p.id AND f.created_at > p.clustered_at) END AS new_since
+         FROM sop_patterns p JOIN totals t ON t.id = p.id
         WHERE p.workspace = $1 AND p.kind = 'rule' AND p.retired_at IS NULL
-          AND ($2::text IS NULL OR p.procedure_id = $2) AND ($3::text IS NULL OR p.lineage_id = $3)
-        GROUP BY p.id ORDER BY p.created_at, p.id`,
+          AND ($2::text IS NULL OR p.procedure_id = $2) AND ($3::text IS NULL OR ${patternOfRuleLineage('p', '$1', '$3::text')})
+        ORDER BY p.created_at, p.id`,
       [workspace, filter.procedure ?? null, filter.lineage ?? null],
     );
     return res.rows.map((r) => ({
