@@ -161,12 +161,23 @@ describe('rule lineage in the review service', () => {
     expect(s.d.rule).toBe(ids.sure);
     expect(s.d.pattern).not.toBe(s.c.pattern);
     await sop.review.giveVerdict(WS, s.d.pattern, { verdict: 'real', reviewer: 'bo' });
+    // The older pattern is split (its other failure mode), and the newer one has a failure mode of its own.
+    const child = (id: string, parent: string, kind: 'sub' | 'other') =>
+      db.query(
+        `INSERT INTO sop_patterns (id, workspace, procedure_id, lineage_id, kind, parent_id, name, named_by, procedure_name, rule_id, rule_kind, rule_index, rule_text, rule_ran_at)
+         SELECT $1, workspace, procedure_id, lineage_id, $3, id, $1, 'model', procedure_name, rule_id, rule_kind, rule_index, rule_text, rule_ran_at FROM sop_patterns WHERE id = $2`,
+        [id, parent, kind],
+      );
+    await child('pat_other_of_c', s.c.pattern, 'other');
+    await child('pat_mode_of_d', s.d.pattern, 'sub');
 
     const linked = await sop.review.linkRule(WS, ids.sure, { previous_rule_id: ids.check2 });
     expect(linked).toMatchObject({ rule_id: ids.sure, lineage_id: ids.check1, previous_rule_id: ids.check2, how: 'manual' });
     expect(linked.rules.map((r) => r.rule_id)).toEqual([ids.check1, ids.check2, ids.sure]);
-    const d = await sop.queries.getSession(WS, s.d.id);
-    expect(d.checks[0].rules.find((r) => r.finding)?.pattern_id).toBe(s.c.pattern);
+    // The moved finding waits in the older pattern's other failure mode for the next recluster; the failure mode moved over.
+    const moved = await db.query<{ pattern_id: string; rule_pattern_id: string }>('SELECT pattern_id, rule_pattern_id FROM sop_findings WHERE session_id = $1', [s.d.id]);
+    expect(moved.rows).toEqual([{ pattern_id: 'pat_other_of_c', rule_pattern_id: s.c.pattern }]);
+    expect((await db.query('SELECT parent_id FROM sop_patterns WHERE id = $1', ['pat_mode_of_d'])).rows).toEqual([{ parent_id: s.c.pattern }]);
     const merged = await sop.review.pattern(WS, s.c.pattern, { days: 3650 });
     expect(merged).toMatchObject({ session_count: 2, rule: { rule_id: ids.check1, current_rule_id: ids.sure }, verdict: { verdict: 'real', reviewer: 'bo' } });
     expect(merged.verdict_history.map((v) => v.verdict)).toEqual(['sop_wrong']);
