@@ -3,6 +3,7 @@ import { checkCommand, type CheckDeps } from './sopops-check';
 import { lineageCommand } from './sopops-lineage';
 import { mergeCommand } from './sopops-merge';
 import { patternsCommand } from './sopops-patterns';
+import { prStatusCommand } from './sopops-pr-status';
 import { publishCommand, pushCommand } from './sopops-push';
 import { reclusterCommand } from './sopops-recluster';
 import { processIo, runProgram, type Program } from './subcommands';
@@ -22,6 +23,7 @@ export function sopops(deps: CheckDeps = {}): Program {
       push: pushCommand,
       publish: publishCommand,
       patterns: patternsCommand,
+      'pr-status': prStatusCommand,
       recluster: reclusterCommand,
     },
   };

@@ -97,7 +97,8 @@ export class Suggestions {
   async get(workspace: string, id: string): Promise<SuggestionView> {
     let s = await this.must(workspace, id);
     if (s.status === 'pr_open' && (!s.pr_checked_at || this.now() - Date.parse(s.pr_checked_at) >= PR_READ_INTERVAL_MS)) {
-      await this.followOne(s).catch(() => undefined); // GitHub away: the reader sees the last known state
+      // GitHub away or the token refused: the reader sees the last known state and why it is not newer.
+      await this.followOne(s).catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}` }, ['pr_open']));
       s = await this.must(workspace, id);
     }
     return this.view(s);
@@ -177,17 +178,18 @@ export class Suggestions {
 
   /** Settles a pull request that was merged or closed (idempotent: only an open one moves). */
   async settle(id: string, t: NonNullable<SuggestionTransition>): Promise<void> {
-    if (t.to === 'merged') await this.repo.set(this.db, id, { status: 'merged', merged_at: 'now', merge_commit_sha: t.mergeCommitSha, pr_checked_at: 'now' }, ['pr_open']);
-    else await this.repo.set(this.db, id, { status: 'dismissed', note: t.note, dismissed_at: 'now', pr_checked_at: 'now' }, ['pr_open']);
+    if (t.to === 'merged') await this.repo.set(this.db, id, { status: 'merged', merged_at: 'now', merge_commit_sha: t.mergeCommitSha, pr_checked_at: 'now', error: null }, ['pr_open']);
+    else await this.repo.set(this.db, id, { status: 'dismissed', note: t.note, dismissed_at: 'now', pr_checked_at: 'now', error: null }, ['pr_open']);
   }
 
   /** Looks at one suggestion's pull request now. */
   async followOne(s: SuggestionRecord): Promise<void> {
     const c = await this.codeHostOf(s.workspace);
-    if (!c || s.pr_number === null) return;
+    if (s.pr_number === null) return;
+    if (!c) throw new Error(`workspace ${s.workspace} has no GitHub connection now: its pull request cannot be followed`);
     const t = transitionForPullRequest(await c.host.pullRequestState(c.repo, s.pr_number));
     if (t) await this.settle(s.id, t);
-    else await this.repo.set(this.db, s.id, { pr_checked_at: 'now' }, ['pr_open']);
+    else await this.repo.set(this.db, s.id, { pr_checked_at: 'now', error: null }, ['pr_open']);
   }
 
   private async create(
