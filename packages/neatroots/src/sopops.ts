@@ -1,4 +1,5 @@
 import type { Io } from './cli';
+import { calibrateCommand } from './sopops-calibrate';
 import { checkCommand, type CheckDeps } from './sopops-check';
 import { lineageCommand } from './sopops-lineage';
 import { mergeCommand } from './sopops-merge';
@@ -23,6 +24,7 @@ export function sopops(deps: CheckDeps = {}): Program {
       push: pushCommand,
       publish: publishCommand,
       patterns: patternsCommand,
+      calibrate: calibrateCommand,
       'pr-status': prStatusCommand,
       recluster: reclusterCommand,
     },
