@@ -92,7 +92,7 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
         </ol>
       </section>
 
-      {d.suggestions && d.suggestions.length > 0 && <SuggestionsSummary items={d.suggestions} detail />}
+      {d.suggestions && d.suggestions.length > 0 && <SuggestionsSummary items={d.suggestions} session={session} />}
 
       {d.failure_modes.length > 0 && (
         <section aria-labelledby="modes-h">

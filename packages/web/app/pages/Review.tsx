@@ -5,6 +5,7 @@ import { useLoad } from '../load';
 import { REVIEW_STATES, words, type ExampleFinding, type QueueItem, type ReviewState } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
+import type { Evidence } from '../sop-types';
 import { ReviewStateLine, StateBadge, VerdictLine } from '../components/ReviewBadges';
 import { SuggestionsSummary } from '../components/Suggestions';
 import { VirtualList } from '../components/VirtualList';
@@ -144,6 +145,8 @@ function ItemDetail({ item: i, base, to }: { item: QueueItem; base: string; to: 
 }
 
 export function Example({ e, base }: { e: ExampleFinding; base: string }) {
+  // The finding's evidence as the checker stored it: turn quotes (docs/procedures.md).
+  const evidence = e.evidence as Evidence[];
   return (
     <li className="example">
       <div>
@@ -152,9 +155,9 @@ export function Example({ e, base }: { e: ExampleFinding; base: string }) {
         {e.suppressed && <span className="badge quiet">suppressed</span>}
       </div>
       <p className="excerpt">{e.excerpt}</p>
-      {e.evidence.length > 0 && (
+      {evidence.length > 0 && (
         <ul className="evidence">
-          {e.evidence.map((ev, k) => (
+          {evidence.map((ev, k) => (
             <li key={k}>
               <span className="meta">turn {ev.turn} · {ev.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>{' '}
               {ev.quote ? <mark className="quote">{ev.quote}</mark> : <span className="meta">(no words quoted)</span>}
