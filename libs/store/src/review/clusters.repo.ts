@@ -179,6 +179,21 @@ export class ClustersRepo {
     );
   }
 
+  /**
+   * Procedures with an active rule pattern in no theme that was created since their themes were
+   * last grouped (one the model left out of every theme is not asked about again until then).
+   */
+  async ungroupedProcedures(q: Queryable, workspace: string): Promise<string[]> {
+    const res = await q.query<{ procedure_id: string }>(
+      `SELECT DISTINCT p.procedure_id FROM sop_patterns p
+        WHERE p.workspace = $1 AND p.kind = 'rule' AND p.retired_at IS NULL AND p.theme_id IS NULL
+          AND p.created_at > COALESCE((SELECT max(t.grouped_at) FROM sop_themes t WHERE t.workspace = $1 AND t.procedure_id = p.procedure_id), '-infinity'::timestamptz)
+        ORDER BY 1`,
+      [workspace],
+    );
+    return res.rows.map((r) => r.procedure_id);
+  }
+
   /** The workspace's last clustering (a split or a regrouping of themes), or null. */
   async lastClustering(q: Queryable, workspace: string): Promise<string | null> {
     const res = await q.query<{ at: unknown }>(

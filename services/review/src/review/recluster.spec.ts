@@ -207,6 +207,28 @@ describe('failure modes and themes with a model', () => {
     expect(await jobs.run(RECLUSTER_QUEUE, { workspace: WS, by: 'request' })).toMatchObject({ reclustered: 0, reason: null });
   }, 30_000);
 
+  it('reclusters when other holds over 25% with 5 new findings, once', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (const w of ['price 1', 'price 2', 'price 3', 'price 4', 'dish 1', 'dish 2', 'dish 3', 'dish 4']) await checked(w);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    const firstAt = (await priceRule()).clustered_at!;
+    // 4 of 12 in other (33%) but only 4 new: not due.
+    for (let i = 1; i <= 4; i++) await checked(`kitchen ${i}`);
+    await settle();
+    expect(asked('You group the findings of one rule')).toBe(1);
+    // The 5th new one: due again (other_share), split once more.
+    await checked('kitchen 5');
+    await settle(async () => (await priceRule()).clustered_at !== firstAt);
+    expect(asked('You group the findings of one rule')).toBe(2);
+    expect((await members()).Other).toHaveLength(5);
+    // Clustered just now: the next finding makes nothing due.
+    await checked('kitchen 6');
+    await settle();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(asked('You group the findings of one rule')).toBe(2);
+  }, 30_000);
+
   it('a renamed theme that still holds the same rule patterns keeps its id', async () => {
     review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
     await review.start();

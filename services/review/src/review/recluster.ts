@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Db, Jobs } from '@neatroots/ports';
 import { reclusterDue, SPLIT_AT_FINDINGS } from '@neatroots/review-domain';
 import { ClustersRepo, SopError, type PatternRecord, type RuleClusterRow } from '@neatroots/store';
@@ -94,11 +95,17 @@ export class Reclusterer {
     });
   }
 
-  /** Whether a `due` run would do something: a rule due for a split, or a rule pattern in no theme. */
-  async wanted(workspace: string): Promise<boolean> {
-    const facts = await this.clusters.ruleFacts(this.db, workspace);
-    if (facts.some((f) => this.due(f, false, 'due'))) return true;
-    return (await this.writes.repo.patternsOf(this.db, workspace)).some((p) => p.kind === 'rule' && p.retired_at === null && p.theme_id === null);
+  /**
+   * What a `due` run would do (rules due for a split, procedures to group), as a job id, or null
+   * when nothing: the checks of a busy workspace queue one run per state, not one per check, and
+   * a run that failed (a model error) is tried again once the state changes (a new finding).
+   */
+  async dueJobId(workspace: string): Promise<string | null> {
+    const due = (await this.clusters.ruleFacts(this.db, workspace)).filter((f) => this.due(f, false, 'due'));
+    const ungrouped = await this.clusters.ungroupedProcedures(this.db, workspace);
+    if (!due.length && !ungrouped.length) return null;
+    const state = JSON.stringify([workspace, due.map((f) => [f.id, f.findings, f.new_since_clustering, f.in_other]), ungrouped]);
+    return `recluster-${createHash('sha256').update(state).digest('base64url').slice(0, 32)}`;
   }
 
   async run(job: ReclusterJob): Promise<ReclusterResult> {
@@ -110,7 +117,7 @@ export class Reclusterer {
     const facts = await this.clusters.ruleFacts(this.db, workspace, { procedure: job.procedure, lineage: job.rule });
     const due = facts.filter((f) => this.due(f, job.force === true, by));
     const patterns = await this.writes.repo.patternsOf(this.db, workspace);
-    const procedures = this.themesToGroup(patterns, facts, job, by);
+    const procedures = this.themesToGroup(patterns, facts, by === 'due' ? await this.clusters.ungroupedProcedures(this.db, workspace) : [], job, by);
 
     const gateway = await this.gateway();
     const models = gateway ? await gateway.decisionModels() : null;
@@ -150,9 +157,9 @@ export class Reclusterer {
   }
 
   /** The procedures whose themes this run groups (see ReclusterJob.by). */
-  private themesToGroup(patterns: readonly PatternRecord[], facts: readonly RuleClusterRow[], job: ReclusterJob, by: NonNullable<ReclusterJob['by']>): string[] {
+  private themesToGroup(patterns: readonly PatternRecord[], facts: readonly RuleClusterRow[], ungrouped: string[], job: ReclusterJob, by: NonNullable<ReclusterJob['by']>): string[] {
     const active = patterns.filter((p) => p.kind === 'rule' && p.retired_at === null && (!job.procedure || p.procedure_id === job.procedure));
-    if (by === 'due') return [...new Set(active.filter((p) => p.theme_id === null).map((p) => p.procedure_id))];
+    if (by === 'due') return ungrouped;
     const touched = job.rule ? new Set(facts.map((f) => f.procedure_id)) : null;
     return [...new Set(active.map((p) => p.procedure_id))].filter((p) => !touched || touched.has(p));
   }

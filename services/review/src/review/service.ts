@@ -128,9 +128,8 @@ export class ReviewSop implements SessionReviewHooks {
     const gateway = await (this.opts.gateway?.() ?? null);
     const models = gateway ? await gateway.decisionModels() : null;
     // Without a reasoning model there is nothing to split or group: nothing is queued.
-    if (models?.reasoning && (await this.reclusterer.wanted(workspace))) {
-      await this.opts.jobs.add<ReclusterJob>(RECLUSTER_QUEUE, { workspace, by: 'due' }, { attempts: 3, backoffMs: 5000 });
-    }
+    const jobId = models?.reasoning ? await this.reclusterer.dueJobId(workspace) : null;
+    if (jobId) await this.opts.jobs.add<ReclusterJob>(RECLUSTER_QUEUE, { workspace, by: 'due' }, { jobId, attempts: 3, backoffMs: 5000 });
     return n;
   }
 
