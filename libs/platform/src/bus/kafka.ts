@@ -1,4 +1,5 @@
 import {
+  CompressionTypes,
   Kafka,
   Partitioners,
   logLevel as KafkaLogLevel,
@@ -9,6 +10,7 @@ import {
   type Producer,
 } from 'kafkajs';
 import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
+import { PACK_HEADER, PACK_VERSION, packValues, planPacks, unpackValues } from './pack';
 import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './set-aside';
 
 /**
@@ -25,6 +27,12 @@ import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './se
  *   idempotent producer), so records reach the log in the order publish() was called. Each
  *   caller's promise resolves when all of ITS records are acknowledged by the broker (acks=-1)
  *   and rejects when their send fails, so ingest can answer UNAVAILABLE and the agent retries.
+ * - Packs (./pack.ts): the records of one key in one publish() travel as one Kafka record
+ *   (header `neatroots-pack`), within `maxBatchBytes`, so kafkajs encodes a record per run
+ *   and export instead of per span. Consumers unpack it into the same records, in order, in
+ *   the same handler batch: the offset moves only after all of them were handled, and a pack
+ *   read again is handed over whole again. Records without the header (written before packs,
+ *   or with `pack: false`) are read as single records.
  * - Consuming: a consumer group with eachBatch, auto-commit off. For each partition batch the
  *   records are decoded, the handler runs, and only after it resolved (its effects are stored)
  *   is the batch's offset resolved and committed. A handler that throws is reported, and after
@@ -44,8 +52,17 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   partitions?: number;
   /** Replication factor of created topics; -1 uses the broker's default.replication.factor. Default -1. */
   replicationFactor?: number;
+  /** Records of one key in one publish() go as one Kafka record (a pack). Default true. */
+  pack?: boolean;
   /**
-   * A send goes out when this many records wait. Default 5000: kafkajs's idempotent producer
+   * Compression of the record batches sent: 'gzip' (kafkajs's own codec) or 'none'. Default
+   * 'none': measured on this project's machine (docs/performance.md), gzip cut the bytes to
+   * about a fifth but cost ingest more CPU than it saved with the broker on loopback; worth it
+   * when the network, not the CPU, is the bound.
+   */
+  compression?: 'none' | 'gzip';
+  /**
+   * A send goes out when this many Kafka records (packs count one) wait. Default 5000: kafkajs's idempotent producer
    * sends one request per broker at a time (it holds a broker lock across the request), so
    * throughput comes from the size of each request, not from overlapping them. On this
    * project's 2-core test machine (broker on the same cores) 2000 gave ~12k records/s
@@ -103,6 +120,8 @@ export interface KafkaBatchInfo {
 export interface KafkaBusStats {
   /** Records acknowledged by the broker. */
   published: number;
+  /** Kafka records they travelled in (a pack is one). */
+  messages: number;
   /** sendBatch calls that succeeded. */
   sends: number;
   /** Records handed to handlers whose batch was then committed. */
@@ -111,7 +130,7 @@ export interface KafkaBusStats {
   handlerErrors: number;
   /** Records whose handler kept failing, set aside on the dead-letter topic. */
   setAside: number;
-  /** Records that could not be decoded (skipped). */
+  /** Records (or packs whose framing is damaged) that could not be decoded (set aside). */
   decodeErrors: number;
 }
 
@@ -125,6 +144,8 @@ interface Owner {
 interface Chunk {
   topic: string;
   messages: Message[];
+  /** The publish()'s records these messages carry (a pack carries several). */
+  records: number;
   bytes: number;
   owner: Owner;
   /** When it was queued: the linger counts from the oldest waiting chunk. */
@@ -178,7 +199,7 @@ function logCreator(configured: KafkaLogLevel, sink: KafkaLogSink = consoleSink)
 }
 
 export class KafkaBus implements Bus {
-  readonly stats: KafkaBusStats = { published: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0 };
+  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0 };
 
   private readonly kafka: Kafka;
   private readonly partitions: number;
@@ -187,6 +208,8 @@ export class KafkaBus implements Bus {
   private readonly maxBatchBytes: number;
   private readonly lingerMs: number;
   private readonly retryDelayMs: number;
+  private readonly pack: boolean;
+  private readonly compression: CompressionTypes;
   private readonly onError: NonNullable<KafkaBusOptions['onError']>;
 
   private producerP: Promise<Producer> | undefined;
@@ -195,7 +218,9 @@ export class KafkaBus implements Bus {
   private readonly subscriptions = new Set<Subscription>();
 
   private queue: Chunk[] = [];
+  /** Records (what backlog() tells) and Kafka messages (what a send's size counts) waiting. */
   private queuedRecords = 0;
+  private queuedMessages = 0;
   private queuedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private sending: Promise<void> | undefined;
@@ -209,6 +234,8 @@ export class KafkaBus implements Bus {
     this.maxBatchBytes = Math.max(1024, opts.maxBatchBytes ?? 768 * 1024);
     this.lingerMs = Math.max(0, opts.lingerMs ?? 5);
     this.retryDelayMs = opts.retryDelayMs ?? 500;
+    this.pack = opts.pack ?? true;
+    this.compression = opts.compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
     this.onError =
       opts.onError ??
       ((err, w) =>
@@ -285,14 +312,12 @@ export class KafkaBus implements Bus {
     if (this.closed) throw new Error('bus is closed');
     if (!records.length) return;
     // Encode before waiting: a value that cannot be encoded is the caller's error, now.
-    const messages: Message[] = new Array(records.length);
-    const sizes: number[] = new Array(records.length);
+    const values: Buffer[] = new Array(records.length);
     for (let i = 0; i < records.length; i++) {
       const bytes = topic.encode(records[i].value);
-      const value = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      messages[i] = { key: records[i].key, value };
-      sizes[i] = value.byteLength + Buffer.byteLength(records[i].key) + 16;
+      values[i] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     }
+    const { messages, counts, sizes } = this.toMessages(records, values);
     await this.ensureTopic(topic.name);
     if (this.closed) throw new Error('bus is closed');
     return new Promise<void>((resolve, reject) => {
@@ -302,28 +327,69 @@ export class KafkaBus implements Bus {
       while (start < messages.length) {
         let end = start;
         let bytes = 0;
+        let carried = 0;
         while (end < messages.length && end - start < this.maxBatchRecords && (end === start || bytes + sizes[end] <= this.maxBatchBytes)) {
           bytes += sizes[end];
+          carried += counts[end];
           end++;
         }
         owner.left++;
-        this.enqueue({ topic: topic.name, messages: messages.slice(start, end), bytes, owner, at: Date.now() });
+        this.enqueue({ topic: topic.name, messages: messages.slice(start, end), records: carried, bytes, owner, at: Date.now() });
         start = end;
       }
       this.kick();
     });
   }
 
+  /**
+   * The Kafka messages of one publish(): a pack per key (records of a key in publish order,
+   * each pack within maxBatchBytes), or one message per record with packing off. A key with a
+   * single record goes as a plain record (no pack header to read).
+   */
+  private toMessages<T>(records: BusRecord<T>[], values: Buffer[]): { messages: Message[]; counts: number[]; sizes: number[] } {
+    const messages: Message[] = [];
+    const counts: number[] = [];
+    const sizes: number[] = [];
+    if (!this.pack) {
+      for (let i = 0; i < records.length; i++) {
+        messages.push({ key: records[i].key, value: values[i] });
+        counts.push(1);
+        sizes.push(values[i].byteLength + Buffer.byteLength(records[i].key) + 16);
+      }
+      return { messages, counts, sizes };
+    }
+    const keys = records.map((r) => r.key);
+    // Room for the key, the header and the record's own framing inside a send's bytes.
+    let keyMax = 0;
+    for (const k of keys) keyMax = Math.max(keyMax, Buffer.byteLength(k));
+    const plan = planPacks(keys, values.map((v) => v.byteLength), this.maxBatchBytes - keyMax - PACK_HEADER.length - 64);
+    for (const { key, indexes } of plan) {
+      const keyBytes = Buffer.byteLength(key);
+      if (indexes.length === 1) {
+        const value = values[indexes[0]];
+        messages.push({ key, value });
+        sizes.push(value.byteLength + keyBytes + 16);
+      } else {
+        const value = packValues(indexes.map((i) => values[i]));
+        messages.push({ key, value, headers: { [PACK_HEADER]: PACK_VERSION } });
+        sizes.push(value.byteLength + keyBytes + PACK_HEADER.length + 32);
+      }
+      counts.push(indexes.length);
+    }
+    return { messages, counts, sizes };
+  }
+
   private enqueue(c: Chunk): void {
     this.queue.push(c);
-    this.queuedRecords += c.messages.length;
+    this.queuedRecords += c.records;
+    this.queuedMessages += c.messages.length;
     this.queuedBytes += c.bytes;
   }
 
   /** Sends now if a batch is full or the oldest record has lingered long enough; else arms the timer. */
   private kick(now = false): void {
     if (this.sending || !this.queue.length) return;
-    const full = this.queuedRecords >= this.maxBatchRecords || this.queuedBytes >= this.maxBatchBytes;
+    const full = this.queuedMessages >= this.maxBatchRecords || this.queuedBytes >= this.maxBatchBytes;
     const waited = Date.now() - this.queue[0].at;
     if (full || waited >= this.lingerMs || this.closed || now) {
       if (this.timer) {
@@ -345,17 +411,20 @@ export class KafkaBus implements Bus {
   private async sendOne(): Promise<void> {
     const take: Chunk[] = [];
     let records = 0;
+    let messages = 0;
     let bytes = 0;
     while (this.queue.length) {
       const c = this.queue[0];
-      if (take.length && (records + c.messages.length > this.maxBatchRecords || bytes + c.bytes > this.maxBatchBytes)) break;
+      if (take.length && (messages + c.messages.length > this.maxBatchRecords || bytes + c.bytes > this.maxBatchBytes)) break;
       this.queue.shift();
-      this.queuedRecords -= c.messages.length;
+      this.queuedRecords -= c.records;
+      this.queuedMessages -= c.messages.length;
       this.queuedBytes -= c.bytes;
       // The rest of a failed publish is not sent: its caller retries the whole of it.
       if (c.owner.failed) continue;
       take.push(c);
-      records += c.messages.length;
+      records += c.records;
+      messages += c.messages.length;
       bytes += c.bytes;
     }
     if (!take.length) return;
@@ -367,7 +436,7 @@ export class KafkaBus implements Bus {
     }
     try {
       const producer = await this.producer();
-      await producer.sendBatch({ acks: -1, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+      await producer.sendBatch({ acks: -1, compression: this.compression, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
     } catch (err) {
       for (const c of take) {
         if (!c.owner.failed) {
@@ -379,6 +448,7 @@ export class KafkaBus implements Bus {
     }
     this.stats.sends++;
     this.stats.published += records;
+    this.stats.messages += messages;
     for (const c of take) {
       if (--c.owner.left === 0 && !c.owner.failed) c.owner.resolve();
     }
@@ -494,24 +564,47 @@ export class KafkaBus implements Bus {
     const where = { topic: topic.name, group, partition: batch.partition };
     const records: BusRecord<T>[] = [];
     const undecodable: DeadLetter[] = [];
+    // A record no reader of this version understands would block the partition forever: it
+    // is set aside as a dead letter (its bytes in base64) and skipped. In a pack only that
+    // value is (the rest of the pack is handled); a pack whose framing is damaged goes whole.
+    const setAside = (m: KafkaMessage, bytes: Buffer, err: unknown, item?: number) => {
+      const at = item === undefined ? `offset ${m.offset}` : `offset ${m.offset} value ${item}`;
+      this.stats.decodeErrors++;
+      this.onError(new Error(`${at}: cannot decode, set aside: ${(err as Error).message}`, { cause: err }), where);
+      undecodable.push({
+        project: '',
+        source: `bus:${topic.name}/${group}`,
+        kind: 'undecodable',
+        ...(m.key ? { run_id: m.key.toString('utf8') } : {}),
+        item_id: at,
+        reason: `cannot decode: ${(err as Error).message}`,
+        payload: { partition: batch.partition, offset: m.offset, ...(item === undefined ? {} : { item }), base64: bytes.toString('base64') },
+      });
+    };
     for (const m of batch.messages) {
       if (!m.value) continue;
+      const key = m.key ? m.key.toString('utf8') : '';
+      if (isPack(m)) {
+        let values: Uint8Array[];
+        try {
+          values = unpackValues(m.value);
+        } catch (err) {
+          setAside(m, m.value, err);
+          continue;
+        }
+        for (let i = 0; i < values.length; i++) {
+          try {
+            records.push({ key, value: topic.decode(values[i]) });
+          } catch (err) {
+            setAside(m, Buffer.from(values[i]), err, i);
+          }
+        }
+        continue;
+      }
       try {
-        records.push({ key: m.key ? m.key.toString('utf8') : '', value: topic.decode(m.value) });
+        records.push({ key, value: topic.decode(m.value) });
       } catch (err) {
-        // A record no reader of this version understands would block the partition forever:
-        // it is set aside as a dead letter (its bytes in base64) and skipped.
-        this.stats.decodeErrors++;
-        this.onError(new Error(`offset ${m.offset}: cannot decode, set aside: ${(err as Error).message}`, { cause: err }), where);
-        undecodable.push({
-          project: '',
-          source: `bus:${topic.name}/${group}`,
-          kind: 'undecodable',
-          ...(m.key ? { run_id: m.key.toString('utf8') } : {}),
-          item_id: `offset ${m.offset}`,
-          reason: `cannot decode: ${(err as Error).message}`,
-          payload: { partition: batch.partition, offset: m.offset, base64: m.value.toString('base64') },
-        });
+        setAside(m, m.value, err);
       }
     }
 
@@ -602,6 +695,15 @@ export class KafkaBus implements Bus {
     const admin = this.adminP && (await this.adminP.catch(() => undefined));
     await Promise.all([producer?.disconnect(), admin?.disconnect()]);
   }
+}
+
+type KafkaMessage = EachBatchPayload['batch']['messages'][number];
+
+/** Does this record carry a pack (./pack.ts)? Records written before packs have no such header. */
+function isPack(m: KafkaMessage): boolean {
+  const h = m.headers?.[PACK_HEADER];
+  const v = Array.isArray(h) ? h[0] : h;
+  return v !== undefined && v.toString() === PACK_VERSION;
 }
 
 interface ConsumerState {

@@ -1,11 +1,12 @@
 import * as fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import type { Bus, BusBatch, BusRecord, SubscribeOptions, Subscription, Topic } from '@neatroots/ports';
+import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
 import { encodeFrame, decodeFrame } from './log/frame';
 import { readOffsets, takeLock, writeOffsets, type OffsetsFile } from './log/offsets';
 import { Segment } from './log/segment';
+import { packCount, packValues, planPacks, unpackValues } from './pack';
 import { partitionFor } from './partition';
-import { guardHandler, type DeadLetterBusOptions } from './set-aside';
+import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './set-aside';
 
 /**
  * The durable bus of the embedded deployment: an append-only log on local disk, with
@@ -32,6 +33,10 @@ import { guardHandler, type DeadLetterBusOptions } from './set-aside';
  *   Groups that start at new records only (fromBeginning: false, e.g. ingest's notes
  *   listener) are not saved and hold nothing back once they left; a topic no group reads
  *   does not keep its segments either (as Kafka's retention would drop them).
+ * - Packs (./pack.ts): the records of one key in one publish() are written as one frame (one
+ *   header, one CRC, one write), still one offset per record: positions, batches and the
+ *   backlog count records as before, and a batch may end inside a pack (the rest of it comes
+ *   next). Frames written before packs are read as they were.
  * - Memory: record values are kept for the consumers up to `cacheBytes`; past that they are
  *   read back from disk. The index holds one small entry per unconsumed record: bounded by
  *   the backlog, which ingest refuses to let grow past its bound (`backlog()`).
@@ -46,6 +51,10 @@ export interface LogBusOptions extends DeadLetterBusOptions {
   dir: string;
   partitions?: number;
   maxBatch?: number;
+  /** Records of one key in one publish() are written as one frame (a pack). Default true. */
+  pack?: boolean;
+  /** A pack's value stays within this many bytes (more records of the key: another pack). Default 1 MiB. */
+  packBytes?: number;
   /** A segment is closed and a new one begun past this size. Default 64 MiB. */
   segmentBytes?: number;
   /** Record values kept in memory for the consumers. Default 64 MiB. */
@@ -71,8 +80,13 @@ export interface LogBusOptions extends DeadLetterBusOptions {
 /** Where a record is, and its value while it is cached. */
 interface Entry {
   seg: Segment;
+  /** Where its frame is, and the frame's length (a pack's records share one frame). */
   pos: number;
   len: number;
+  /** Its place in a pack's values; -1: the frame is this record alone. */
+  sub: number;
+  /** Bytes it counts against cacheBytes while cached. */
+  cost: number;
   key: string;
   value: unknown;
   cached: boolean;
@@ -134,6 +148,8 @@ export interface LogBusStats {
   segmentsDeleted: number;
   handlerErrors: number;
   decodeErrors: number;
+  /** Frames written (a pack is one): against `published` records. */
+  frames: number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -141,11 +157,13 @@ const partKey = (topic: string, p: number) => `${topic}\0${p}`;
 
 export class LogBus implements Bus {
   readonly recovery: LogRecovery;
-  readonly stats: LogBusStats = { published: 0, syncs: 0, syncMs: 0, syncMaxMs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0 };
+  readonly stats: LogBusStats = { published: 0, syncs: 0, syncMs: 0, syncMaxMs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0, frames: 0 };
 
   private readonly dir: string;
   private readonly partitions: number;
   private readonly maxBatch: number;
+  private readonly pack: boolean;
+  private readonly packBytes: number;
   private readonly segmentBytes: number;
   private readonly cacheBytes: number;
   private readonly commitIntervalMs: number;
@@ -179,6 +197,8 @@ export class LogBus implements Bus {
     this.dir = opts.dir;
     this.partitions = opts.partitions ?? 4;
     this.maxBatch = opts.maxBatch ?? 2000;
+    this.pack = opts.pack ?? true;
+    this.packBytes = Math.max(1024, opts.packBytes ?? 1024 * 1024);
     this.segmentBytes = opts.segmentBytes ?? 64 * 1024 * 1024;
     this.cacheBytes = opts.cacheBytes ?? 64 * 1024 * 1024;
     this.commitIntervalMs = opts.commitIntervalMs ?? 100;
@@ -226,18 +246,24 @@ export class LogBus implements Bus {
           }
           const t = this.topic(frame.topic);
           const part = t.parts[frame.partition];
-          seg.last.set(partKey(frame.topic, frame.partition), frame.offset);
-          next.set(part, frame.offset + 1);
+          // A pack holds `count` records, at consecutive offsets (its CRC held: its count is as written).
+          const count = frame.packed ? packCount(frame.value) : 1;
+          const lastOffset = frame.offset + count - 1;
+          seg.last.set(partKey(frame.topic, frame.partition), lastOffset);
+          next.set(part, lastOffset + 1);
           const floor = this.floor(t, frame.partition);
-          if (floor !== Infinity && frame.offset < floor) {
-            part.base = frame.offset + 1; // processed by every group: not indexed
-            return;
-          }
-          if (!part.entries.length) part.base = frame.offset;
-          // A gap (a damaged segment before this one): placeholders, reported when reached.
-          while (part.base + part.entries.length < frame.offset) part.entries.push(null);
-          if (part.base + part.entries.length === frame.offset) {
-            part.entries.push({ seg, pos, len: size, key: frame.key, value: undefined, cached: false });
+          for (let i = 0; i < count; i++) {
+            const offset = frame.offset + i;
+            if (floor !== Infinity && offset < floor) {
+              part.base = offset + 1; // processed by every group: not indexed
+              continue;
+            }
+            if (!part.entries.length) part.base = offset;
+            // A gap (a damaged segment before this one): placeholders, reported when reached.
+            while (part.base + part.entries.length < offset) part.entries.push(null);
+            if (part.base + part.entries.length === offset) {
+              part.entries.push({ seg, pos, len: size, sub: frame.packed ? i : -1, cost: size, key: frame.key, value: undefined, cached: false });
+            }
           }
         },
         i === files.length - 1,
@@ -308,12 +334,17 @@ export class LogBus implements Bus {
       frames = [];
       bytes = 0;
     };
-    for (let i = 0; i < records.length; i++) {
-      const { key, value } = records[i];
+    const plan = this.pack
+      ? planPacks(records.map((r) => r.key), values.map((v) => v.byteLength), this.packBytes)
+      : records.map((r, i) => ({ key: r.key, indexes: [i] }));
+    for (const { key, indexes } of plan) {
       const p = partitionFor(key, this.partitions);
       const part = t.parts[p];
       const offset = part.base + part.entries.length;
-      const frame = encodeFrame(topic.name, p, offset, key, values[i]);
+      const packed = indexes.length > 1;
+      const frame = packed
+        ? encodeFrame(topic.name, p, offset, key, packValues(indexes.map((i) => values[i])), true)
+        : encodeFrame(topic.name, p, offset, key, values[indexes[0]]);
       if (seg.size + bytes > 0 && seg.size + bytes + frame.length > this.segmentBytes) {
         write();
         seg = Segment.create(this.dir, seg.seq + 1);
@@ -322,10 +353,14 @@ export class LogBus implements Bus {
       const pos = seg.size + bytes;
       frames.push(frame);
       bytes += frame.length;
-      seg.last.set(partKey(topic.name, p), offset);
-      const cached = this.cached + frame.length <= this.cacheBytes;
-      if (cached) this.cached += frame.length;
-      part.entries.push({ seg, pos, len: frame.length, key, value: cached ? value : undefined, cached });
+      this.stats.frames++;
+      seg.last.set(partKey(topic.name, p), offset + indexes.length - 1);
+      for (let j = 0; j < indexes.length; j++) {
+        const cost = packed ? values[indexes[j]].byteLength + 16 : frame.length;
+        const cached = this.cached + cost <= this.cacheBytes;
+        if (cached) this.cached += cost;
+        part.entries.push({ seg, pos, len: frame.length, sub: packed ? j : -1, cost, key, value: cached ? records[indexes[j]].value : undefined, cached });
+      }
       touched.add(part);
     }
     write();
@@ -459,9 +494,16 @@ export class LogBus implements Bus {
       if (from >= to) return;
       let records: BusRecord<unknown>[];
       try {
-        records = await this.read(t, part, from, to, g.name);
+        const read = await this.read(t, part, from, to, g.name);
+        records = read.records;
         const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined };
         if (records.length) await m.handler(batch);
+        // Kept before the position moves past them (if this fails, the batch is read again).
+        const dl = deadLetterTopic(this.opts.deadLetterPrefix);
+        if (read.undecodable.length && name !== dl.name) {
+          await busDeadLetterSink(this, dl).setAside(read.undecodable);
+          this.setAsideCount += read.undecodable.length;
+        }
       } catch (err) {
         this.stats.handlerErrors++;
         this.onError(err, name, g.name);
@@ -476,9 +518,15 @@ export class LogBus implements Bus {
     }
   }
 
-  /** Records [from, to) of a partition: from the cache, or read back from their segments. */
-  private async read(t: TopicState, part: Part, from: number, to: number, group: string): Promise<BusRecord<unknown>[]> {
+  /**
+   * Records [from, to) of a partition: from the cache, or read back from their segments. A
+   * value no reader of this version understands would block the partition forever: it is
+   * returned as a dead letter (its bytes in base64) instead, on its own (the rest of its pack
+   * is read).
+   */
+  private async read(t: TopicState, part: Part, from: number, to: number, group: string): Promise<{ records: BusRecord<unknown>[]; undecodable: DeadLetter[] }> {
     const out: (BusRecord<unknown> | undefined)[] = new Array(to - from);
+    const undecodable: DeadLetter[] = [];
     const fromDisk: { i: number; e: Entry }[] = [];
     for (let o = from; o < to; o++) {
       const e = part.entries[o - part.base];
@@ -500,23 +548,57 @@ export class LogBus implements Bus {
         while (j < fromDisk.length && fromDisk[j].e.seg === seg && fromDisk[j].e.pos + fromDisk[j].e.len - fromDisk[i].e.pos <= 8 * 1024 * 1024) j++;
         const start = fromDisk[i].e.pos;
         const buf = await seg.read(start, fromDisk[j - 1].e.pos + fromDisk[j - 1].e.len);
+        // A pack's records share its frame: decoded and unpacked once.
+        let framePos = -1;
+        let frame: { key: string; value: Uint8Array } | undefined;
+        let items: Uint8Array[] | undefined;
         for (let k = i; k < j; k++) {
           const { i: at, e } = fromDisk[k];
-          const r = decodeFrame(buf, e.pos - start);
-          if (!('frame' in r)) throw new Error(`${seg.file} at byte ${e.pos}: ${'damaged' in r ? r.damaged : 'no frame'}`);
+          if (e.pos !== framePos) {
+            const r = decodeFrame(buf, e.pos - start);
+            if (!('frame' in r)) throw new Error(`${seg.file} at byte ${e.pos}: ${'damaged' in r ? r.damaged : 'no frame'}`);
+            framePos = e.pos;
+            frame = r.frame;
+            items = undefined;
+            if (r.frame.packed) {
+              try {
+                items = unpackValues(r.frame.value);
+              } catch (err) {
+                items = [];
+                this.onError(new Error(`${seg.file} at byte ${e.pos}: damaged pack: ${(err as Error).message}`), t.name, group);
+              }
+            }
+          }
+          const bytes = e.sub < 0 ? frame!.value : items![e.sub];
+          if (!bytes) {
+            undecodable.push(this.letter(t.name, group, e.key, from + at, frame!.value, new Error('damaged pack')));
+            continue;
+          }
           try {
-            out[at] = { key: r.frame.key, value: codec.decode(r.frame.value) };
+            out[at] = { key: e.key, value: codec.decode(bytes) };
           } catch (err) {
-            // A record no reader of this version understands would block the partition forever.
             this.stats.decodeErrors++;
-            this.onError(new Error(`offset ${from + at}: cannot decode, skipped: ${(err as Error).message}`), t.name, group);
+            this.onError(new Error(`offset ${from + at}: cannot decode, set aside: ${(err as Error).message}`), t.name, group);
+            undecodable.push(this.letter(t.name, group, e.key, from + at, bytes, err));
           }
         }
         this.stats.readFromDisk += j - i;
         i = j;
       }
     }
-    return out.filter((r): r is BusRecord<unknown> => r !== undefined);
+    return { records: out.filter((r): r is BusRecord<unknown> => r !== undefined), undecodable };
+  }
+
+  private letter(topic: string, group: string, key: string, offset: number, bytes: Uint8Array, err: unknown): DeadLetter {
+    return {
+      project: '',
+      source: `bus:${topic}/${group}`,
+      kind: 'undecodable',
+      ...(key ? { run_id: key } : {}),
+      item_id: `offset ${offset}`,
+      reason: `cannot decode: ${(err as Error).message}`,
+      payload: { offset, base64: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64') },
+    };
   }
 
   /** Drops index entries every holding group is past (and, for a topic nobody holds, beyond maxUnread). */
@@ -528,14 +610,14 @@ export class LogBus implements Bus {
     if (drop <= 0) return;
     if (drop > 1024 || drop === part.entries.length) {
       const gone = part.entries.splice(0, drop);
-      for (const e of gone) if (e?.cached) this.cached -= e.len;
+      for (const e of gone) if (e?.cached) this.cached -= e.cost;
       part.base += drop;
     } else {
       // Small drops: only the cache is released now; the entries go with the next large drop.
       for (let i = 0; i < drop; i++) {
         const e = part.entries[i];
         if (e?.cached) {
-          this.cached -= e.len;
+          this.cached -= e.cost;
           e.cached = false;
           e.value = undefined;
         }
@@ -624,7 +706,7 @@ export class LogBus implements Bus {
         if (!part) continue;
         const drop = Math.min(lastOffset + 1 - part.base, part.entries.length);
         if (drop > 0) {
-          for (const e of part.entries.splice(0, drop)) if (e?.cached) this.cached -= e.len;
+          for (const e of part.entries.splice(0, drop)) if (e?.cached) this.cached -= e.cost;
           part.base += drop;
         }
       }

@@ -6,12 +6,17 @@ import { crc32 } from 'node:zlib';
  *   u32 body length | u32 CRC-32 of the body | body
  *   body = u16 topic length, topic (UTF-8) | u16 partition | f64 offset | u32 key length, key | value
  *
+ * The partition's top bit marks a pack (../pack.ts): the value holds the encoded values of
+ * several records of one key, at offsets offset, offset + 1, ... Frames written before packs
+ * existed never have it set (partitions are far fewer than 32,768).
+ *
  * The CRC is what recovery trusts: a frame cut short or torn by a crash (its group was never
  * acknowledged: acknowledgement waits for the fsync) fails it, and the log is truncated there.
  * The offset is stored in the frame because segments are deleted once consumed: counting
  * frames from the start of what is left would not give the offsets back.
  */
 export const FRAME_HEADER = 8;
+const PACKED = 0x8000;
 
 export interface Frame {
   topic: string;
@@ -19,9 +24,12 @@ export interface Frame {
   offset: number;
   key: string;
   value: Uint8Array;
+  /** The value is a pack of several records (offsets offset .. offset + count - 1). */
+  packed: boolean;
 }
 
-export function encodeFrame(topic: string, partition: number, offset: number, key: string, value: Uint8Array): Buffer {
+export function encodeFrame(topic: string, partition: number, offset: number, key: string, value: Uint8Array, packed = false): Buffer {
+  if (partition >= PACKED) throw new Error(`partition ${partition}: at most ${PACKED} partitions`);
   const topicBytes = Buffer.byteLength(topic);
   const keyBytes = Buffer.byteLength(key);
   const bodyLen = 2 + topicBytes + 2 + 8 + 4 + keyBytes + value.byteLength;
@@ -31,7 +39,7 @@ export function encodeFrame(topic: string, partition: number, offset: number, ke
   buf.writeUInt16LE(topicBytes, at);
   at += 2;
   at += buf.write(topic, at, 'utf8');
-  buf.writeUInt16LE(partition, at);
+  buf.writeUInt16LE(packed ? partition | PACKED : partition, at);
   at += 2;
   buf.writeDoubleLE(offset, at);
   at += 8;
@@ -59,7 +67,9 @@ export function decodeFrame(buf: Buffer, at: number): FrameRead {
   p += 2;
   const topic = body.toString('utf8', p, p + topicLen);
   p += topicLen;
-  const partition = body.readUInt16LE(p);
+  const word = body.readUInt16LE(p);
+  const partition = word & ~PACKED;
+  const packed = (word & PACKED) !== 0;
   p += 2;
   const offset = body.readDoubleLE(p);
   p += 8;
@@ -69,5 +79,5 @@ export function decodeFrame(buf: Buffer, at: number): FrameRead {
   p += keyLen;
   // A copy: the caller may keep the value after the read buffer is reused.
   const value = Uint8Array.prototype.slice.call(body, p);
-  return { frame: { topic, partition, offset, key, value }, size: FRAME_HEADER + bodyLen };
+  return { frame: { topic, partition, offset, key, value, packed }, size: FRAME_HEADER + bodyLen };
 }
