@@ -8,6 +8,7 @@ import { defaultAppDir, serveApp } from './app-files';
 import { ApiKeyGuard } from './auth.guard';
 import type { Authoring } from './authoring';
 import { bodyParserErrors, parseBody, requireJsonBody } from './body';
+import { allowCors } from './cors';
 import { ChecksController } from './checks.controller';
 import { FindingsController, HealthController, ModelsController, RunsController } from './controllers';
 import { DeadLettersController } from './dead-letters.controller';
@@ -44,6 +45,8 @@ export interface ApiOptions {
   logger?: LogLevel[] | false;
   /** The web app's build served at `/` (default: @neatroots/web's dist/); null serves none (a 503 saying so). */
   appDir?: string | null;
+  /** Origins whose pages may call the API from a browser (CORS; `*` for any); default none: no CORS headers. */
+  corsOrigins?: readonly string[];
 }
 
 @Module({})
@@ -76,6 +79,7 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
     // Our own parser, JSON only and with our limit; Nest's default also reads forms.
     bodyParser: false,
   });
+  allowCors(app, opts.corsOrigins ?? []);
   app.use(requireJsonBody);
   app.use(parseBody);
   app.use(bodyParserErrors);

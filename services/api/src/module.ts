@@ -12,6 +12,8 @@ export interface ApiConfig {
   NEATROOTS_HTTP_PORT: number;
   /** Where a rule engine on this machine lists the checks it disabled (see checks/disabled). */
   NEATROOTS_HOME: string;
+  /** Origins whose pages may call the API from a browser (CORS); none by default. */
+  NEATROOTS_API_CORS_ORIGINS: string[];
 }
 
 interface Links {
@@ -45,6 +47,7 @@ export const apiModule: ServiceModule<ApiConfig> = {
       disabledChecks: (project) => disabledChecksFor(ctx.config.NEATROOTS_HOME, project),
       port: ctx.config.NEATROOTS_HTTP_PORT,
       host: ctx.config.NEATROOTS_HOST,
+      corsOrigins: ctx.config.NEATROOTS_API_CORS_ORIGINS,
     });
     return { ports: { http: (api.getHttpServer().address() as AddressInfo).port }, stop: () => api.close() };
   },
