@@ -229,6 +229,28 @@ describe('failure modes and themes with a model', () => {
     expect(asked('You group the findings of one rule')).toBe(2);
   }, 30_000);
 
+  it('a failure mode that keeps less than half of its findings needs its verdict confirmed (reclustered)', async () => {
+    splitBy = { early: 'Quoted a price', price: 'Quoted a price', dish: 'Described a dish' };
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (const w of ['early 1', 'early 2', 'price 1', 'price 2', 'price 3', 'dish 1', 'dish 2', 'dish 3']) await checked(w);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    const before = await modesOf();
+    await review.queries.giveVerdict(WS, before['Quoted a price'].id, { verdict: 'real' });
+    expect((await modesOf())['Quoted a price']).toMatchObject({ review_state: 'open' });
+
+    // Now only the early ones are a failure mode: 2 of its 5 (Jaccard 0.4) keep its id and name.
+    splitBy = { early: 'Quoted early', dish: 'Described a dish' };
+    expect(await review.queries.recluster(WS, { force: true })).toMatchObject({ reclustered: 1, reason: null });
+    const after = await modesOf();
+    expect(after['Quoted a price']).toMatchObject({ id: before['Quoted a price'].id, findings: 2, verdict: { verdict: 'real', carried_over: false }, review_state: 'needs_review', review_reason: 'reclustered' });
+    expect(after['Described a dish']).toMatchObject({ id: before['Described a dish'].id, findings: 3, review_reason: 'no_verdict' });
+    expect(after.Other).toMatchObject({ findings: 3 });
+    // A new verdict confirms it.
+    await review.queries.giveVerdict(WS, before['Quoted a price'].id, { verdict: 'real' });
+    expect((await modesOf())['Quoted a price']).toMatchObject({ review_state: 'open', review_reason: null });
+  }, 30_000);
+
   it('a renamed theme that still holds the same rule patterns keeps its id', async () => {
     review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
     await review.start();
