@@ -47,8 +47,8 @@ const BATCH = 1000;
  * the patterns it created are then named by the reasoning model, once, after the transaction
  * (a failure keeps the rule-text name for `sopops patterns rename`).
  *
- * A rule pattern split into failure modes would send a new finding to one of them by a
- * decision (the fast model); clustering is not built, so findings go to the rule pattern.
+ * Findings go to their rule pattern here; on a rule split into failure modes, the
+ * FailureModeAssigner (modes.ts) then sends each to one of them, or to `other`, by a decision.
  */
 export class PatternAssigner {
   constructor(
