@@ -1,0 +1,245 @@
+import type { Db, Jobs } from '@neatroots/ports';
+import { checkSession, noModelDecider, type LockRule } from '@neatroots/sop';
+import { LineageRepo, SopError } from '@neatroots/store';
+import { startSop, type Sop } from '../sop/service';
+import { SopWorkspaces } from '../sop/workspaces';
+import { RuleLineage } from './service';
+import { refundFolder, refundSession } from './refunds.test';
+
+/**
+ * Rule lineage in the review service as it runs (startSop, inline jobs, sessions checked by
+ * their tool calls): links stored at publish, patterns following them, the manual link and
+ * unlink, the rebuild. Run on PGlite (lineage.spec.ts) and on a Postgres server
+ * (lineage.integration.spec.ts): `open` gives a migrated database and inline jobs; each
+ * workspace is named with `suffix`.
+ */
+export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix = ''): void {
+  const WS = `shop${suffix}`;
+  const SUGGESTED = `suggested${suffix}`;
+  let db: Db;
+  let jobs: Jobs;
+  let sop: Sop;
+  const repo = new LineageRepo();
+
+  beforeAll(async () => {
+    ({ db, jobs } = await open());
+    sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider('no model is configured'), releaseId }) });
+  }, 60_000);
+  afterAll(async () => {
+    await jobs.close();
+    await db.close();
+  });
+
+  async function publish(n: number): Promise<LockRule[]> {
+    await sop.queries.pushHead(WS, refundFolder(n));
+    const r = await sop.queries.publish(WS);
+    expect(r.number).toBe(n);
+    return r.procedures[0].rules;
+  }
+  const ruleId = (rules: LockRule[], text: string) => {
+    const r = rules.find((x) => x.text === text);
+    if (!r) throw new Error(`no rule "${text}"`);
+    return r.rule_id;
+  };
+
+  let minute = 0;
+  /** Sends a session and waits until it is checked and its finding is in a pattern; returns the session and that pattern. */
+  async function sessionWithFinding(externalId: string, skip: string): Promise<{ id: string; pattern: string; rule: string }> {
+    const at = new Date(Date.UTC(2026, 10, 20, 9, minute++)).toISOString();
+    const sent = await sop.queries.receiveSession(WS, refundSession(externalId, skip, at));
+    for (let i = 0; i < 500; i++) {
+      const s = await sop.queries.getSession(WS, sent.id);
+      const rule = s.checks.flatMap((c) => c.rules).find((r) => r.finding);
+      if (rule?.pattern_id) return { id: sent.id, pattern: rule.pattern_id, rule: rule.rule_id };
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`${externalId} never got a pattern`);
+  }
+  const result = async (id: string) => (await sop.queries.getSession(WS, id)).result;
+  const suppressed = async (id: string) => (await sop.queries.getSession(WS, id)).checks.flatMap((c) => c.rules).find((r) => r.finding)?.suppressed;
+
+  async function refusal(p: Promise<unknown>): Promise<SopError> {
+    const err = await p.then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SopError);
+    return err as SopError;
+  }
+
+  describe('rule lineage in the review service', () => {
+    const ids: Record<string, string> = {};
+    const s: Record<string, { id: string; pattern: string; rule: string }> = {};
+
+    it('stores a publish\'s links: rewordings at their position, every rule of the first release new', async () => {
+      const r1 = await publish(1);
+      ids.look1 = ruleId(r1, 'Look up the order of the caller.');
+      ids.check1 = ruleId(r1, 'Check that the payment is within the refund window of 30 days.');
+      ids.email1 = ruleId(r1, 'Email the refund receipt to the caller.');
+      ids.never1 = ruleId(r1, 'Promise a refund before the payment is checked.');
+      expect((await repo.rows(db, WS)).map((r) => [r.how, r.previous_rule_id, r.release_number])).toEqual(r1.map(() => ['new', null, 1]));
+
+      // A verdict on the first wording, before the reword.
+      s.a = await sessionWithFinding('refund-a', 'lookup_order');
+      expect(s.a.rule).toBe(ids.look1);
+      const verdict = await sop.review.giveVerdict(WS, s.a.pattern, { verdict: 'acceptable', note: 'the caller gave the order number', reviewer: 'ana' });
+      expect(verdict).toMatchObject({ suppressed_count: 1, review_state: 'closed' });
+      expect(await suppressed(s.a.id)).toBe(true);
+      expect(await result(s.a.id)).not.toBe('deviated');
+
+      const r2 = await publish(2);
+      ids.look2 = ruleId(r2, "Look up the caller's order by order number.");
+      ids.check2 = ruleId(r2, 'Check that the payment is less than 30 days old.');
+      const look = await sop.review.ruleLineage(WS, ids.look2, {});
+      expect(look).toMatchObject({ procedure_id: 'refund', rule_id: ids.look2, lineage_id: ids.look1, previous_rule_id: ids.look1, how: 'matched' });
+      expect(look.rules).toEqual([
+        { rule_id: ids.look1, previous_rule_id: null, how: 'new', similarity: null, release_id: expect.stringMatching(/^rel_/), text: 'Look up the order of the caller.', from_release: 1 },
+        { rule_id: ids.look2, previous_rule_id: ids.look1, how: 'matched', similarity: 0.8, release_id: expect.stringMatching(/^rel_/), text: "Look up the caller's order by order number.", from_release: 2 },
+      ]);
+      // 0.4 keeps a rule only in its place (the bar anywhere else is 0.5).
+      expect(await sop.review.ruleLineage(WS, ids.check2, {})).toMatchObject({ lineage_id: ids.check1, how: 'matched', rules: [{ rule_id: ids.check1 }, { rule_id: ids.check2, similarity: 0.4 }] });
+    });
+
+    it('keeps a verdict and its suppression through a reword; the new wording needs review until a verdict confirms it', async () => {
+      s.b = await sessionWithFinding('refund-b', 'lookup_order');
+      expect(s.b.rule).toBe(ids.look2);
+      expect(s.b.pattern).toBe(s.a.pattern);
+      // The old wording's finding stays suppressed; the new one is not: the verdict judged the old wording.
+      expect(await suppressed(s.a.id)).toBe(true);
+      expect(await result(s.a.id)).not.toBe('deviated');
+      expect(await suppressed(s.b.id)).toBe(false);
+      expect(await result(s.b.id)).toBe('deviated');
+      const p = await sop.review.pattern(WS, s.a.pattern, { days: 3650 });
+      expect(p).toMatchObject({
+        rule: { rule_id: ids.look1, current_rule_id: ids.look2, text: "Look up the caller's order by order number." },
+        verdict: { verdict: 'acceptable' },
+        review_state: 'needs_review',
+        review_reason: 'reworded',
+      });
+      expect(p.wordings.map((w) => w.rule_id).sort()).toEqual([ids.look1, ids.look2].sort());
+
+      const confirmed = await sop.review.giveVerdict(WS, s.a.pattern, { verdict: 'acceptable' });
+      expect(confirmed).toMatchObject({ suppressed_count: 2, review_state: 'closed' });
+      expect(await suppressed(s.b.id)).toBe(true);
+      expect(await result(s.b.id)).not.toBe('deviated');
+    });
+
+    it('follows the lineage in Insights and the sessions filter, by any wording', async () => {
+      s.c = await sessionWithFinding('refund-c', 'check_payment');
+      for (const id of [ids.look1, ids.look2]) {
+        const ins = await sop.review.insights(WS, { rule: id, days: 3650 });
+        expect(ins.ladder.map((r) => [r.pattern_id, r.rule_id, r.suppressed])).toEqual([[s.a.pattern, ids.look1, 2]]);
+        const listed = await sop.queries.listSessions(WS, { rule: id });
+        expect(listed.items.map((x) => x.id).sort()).toEqual([s.a.id, s.b.id].sort());
+      }
+      expect((await sop.queries.listSessions(WS, { rule: ids.check1 })).items.map((x) => x.id)).toEqual([s.c.id]);
+    });
+
+    it('matches a moved rule anywhere; a rewrite below the bar is new and removed; kinds never cross', async () => {
+      const r3 = await publish(3);
+      ids.confirm = ruleId(r3, 'Confirm who the caller is.');
+      ids.sure = ruleId(r3, 'Make sure the charge happened this month.');
+      ids.email3 = ruleId(r3, 'Email the caller the receipt of the refund.');
+      ids.warning3 = ruleId(r3, 'The agent promises a refund before the payment is checked.');
+      const rows = new Map((await repo.rows(db, WS)).map((r) => [r.rule_id, r]));
+      expect(rows.get(ids.email3)).toMatchObject({ previous_rule_id: ids.email1, how: 'matched', similarity: 1, release_number: 3 });
+      expect(rows.get(ids.sure)).toMatchObject({ previous_rule_id: null, how: 'new' });
+      expect(rows.get(ids.confirm)).toMatchObject({ previous_rule_id: null, how: 'new' });
+      // The warning sign shares 4 of 7 words with the dropped never rule: another kind, so new.
+      expect(rows.get(ids.warning3)).toMatchObject({ previous_rule_id: null, how: 'new' });
+      expect([...rows.values()].some((r) => r.previous_rule_id === ids.never1 || r.previous_rule_id === ids.check2)).toBe(false);
+    });
+
+    it('keeps a revert in its own lineage: a row is never overwritten by a later publish', async () => {
+      await publish(4);
+      const back = await sop.review.ruleLineage(WS, ids.email1, {});
+      expect(back).toMatchObject({ rule_id: ids.email1, lineage_id: ids.email1, previous_rule_id: null, how: 'new' });
+      expect(back.rules.map((r) => [r.rule_id, r.from_release])).toEqual([[ids.email1, 1], [ids.email3, 3]]);
+      expect((await sop.review.ruleLineage(WS, ids.email3, {})).previous_rule_id).toBe(ids.email1);
+    });
+
+    it('links a rule by hand, merging the two patterns into the older one with their verdicts; refuses a cycle with 409; unlinks', async () => {
+      // The payment check's old wording has a pattern (session c, release 2); the rewrite gets its own.
+      await sop.review.giveVerdict(WS, s.c.pattern, { verdict: 'sop_wrong', note: '30 days is too strict' });
+      s.d = await sessionWithFinding('refund-d', 'check_payment');
+      expect(s.d.rule).toBe(ids.sure);
+      expect(s.d.pattern).not.toBe(s.c.pattern);
+      await sop.review.giveVerdict(WS, s.d.pattern, { verdict: 'real', reviewer: 'bo' });
+      // The older pattern is split (its other failure mode), and the newer one has a failure mode of its own.
+      const child = (id: string, parent: string, kind: 'sub' | 'other') =>
+        db.query(
+          `INSERT INTO sop_patterns (id, workspace, procedure_id, lineage_id, kind, parent_id, name, named_by, procedure_name, rule_id, rule_kind, rule_index, rule_text, rule_ran_at)
+           SELECT $1, workspace, procedure_id, lineage_id, $3, id, $1, 'model', procedure_name, rule_id, rule_kind, rule_index, rule_text, rule_ran_at FROM sop_patterns WHERE id = $2`,
+          [id, parent, kind],
+        );
+      await child(`pat_other_of_c${suffix}`, s.c.pattern, 'other');
+      await child(`pat_mode_of_d${suffix}`, s.d.pattern, 'sub');
+
+      const linked = await sop.review.linkRule(WS, ids.sure, { previous_rule_id: ids.check2 });
+      expect(linked).toMatchObject({ rule_id: ids.sure, lineage_id: ids.check1, previous_rule_id: ids.check2, how: 'manual' });
+      expect(linked.rules.map((r) => r.rule_id)).toEqual([ids.check1, ids.check2, ids.sure]);
+      // The moved finding waits in the older pattern's other failure mode for the next recluster; the failure mode moved over.
+      const moved = await db.query<{ pattern_id: string; rule_pattern_id: string }>('SELECT pattern_id, rule_pattern_id FROM sop_findings WHERE session_id = $1', [s.d.id]);
+      expect(moved.rows).toEqual([{ pattern_id: `pat_other_of_c${suffix}`, rule_pattern_id: s.c.pattern }]);
+      expect((await db.query('SELECT parent_id FROM sop_patterns WHERE id = $1', [`pat_mode_of_d${suffix}`])).rows).toEqual([{ parent_id: s.c.pattern }]);
+      const merged = await sop.review.pattern(WS, s.c.pattern, { days: 3650 });
+      expect(merged).toMatchObject({ session_count: 2, rule: { rule_id: ids.check1, current_rule_id: ids.sure }, verdict: { verdict: 'real', reviewer: 'bo' } });
+      expect(merged.verdict_history.map((v) => v.verdict)).toEqual(['sop_wrong']);
+      expect((await refusal(sop.review.pattern(WS, s.d.pattern, {}))).status).toBe(404);
+
+      const cycle = await refusal(sop.review.linkRule(WS, ids.check1, { previous_rule_id: ids.sure }));
+      expect(cycle).toMatchObject({ status: 409, code: 'lineage_cycle' });
+      expect((await refusal(sop.review.linkRule(WS, ids.sure, { previous_rule_id: ids.sure }))).status).toBe(409);
+      expect((await refusal(sop.review.linkRule(WS, ids.sure, { previous_rule_id: 'nope' }))).status).toBe(404);
+      expect((await refusal(sop.review.linkRule(WS, ids.sure, {} as never))).message).toContain('previous_rule_id');
+
+      const unlinked = await sop.review.unlinkRule(WS, ids.sure, {});
+      expect(unlinked).toMatchObject({ rule_id: ids.sure, lineage_id: ids.sure, previous_rule_id: null, how: 'manual' });
+      const after = await sop.queries.getSession(WS, s.d.id);
+      const own = after.checks[0].rules.find((r) => r.finding)!.pattern_id!;
+      expect(own).not.toBe(s.c.pattern);
+      expect(await sop.review.pattern(WS, own, { days: 3650 })).toMatchObject({ verdict: null, review_reason: 'no_verdict', rule: { rule_id: ids.sure } });
+      expect(await sop.review.pattern(WS, s.c.pattern, { days: 3650 })).toMatchObject({ session_count: 1, rule: { current_rule_id: ids.check2 } });
+    });
+
+    it('rebuilds the same rows from the releases, keeping the manual ones; twice changes nothing', async () => {
+      const before = await repo.rows(db, WS);
+      const patternsBefore = (await sop.review.patterns(WS, { days: 3650 })).items.map((p) => [p.id, p.findings + p.suppressed]);
+      await db.query(`DELETE FROM rule_lineage WHERE workspace = $1 AND how <> 'manual'`, [WS]);
+      const rebuilt = await sop.review.rebuildLineage(WS);
+      expect(rebuilt).toEqual({ workspace: WS, links: before.length, procedures: 1 });
+      const strip = (rows: typeof before) => rows.map(({ procedure_id, rule_id, previous_rule_id, how, similarity, release_id }) => ({ procedure_id, rule_id, previous_rule_id, how, similarity, release_id }));
+      expect(strip(await repo.rows(db, WS))).toEqual(strip(before));
+      expect(await sop.review.rebuildLineage(WS)).toEqual(rebuilt);
+      expect(strip(await repo.rows(db, WS))).toEqual(strip(before));
+      expect((await sop.review.patterns(WS, { days: 3650 })).items.map((p) => [p.id, p.findings + p.suppressed])).toEqual(patternsBefore);
+    });
+  });
+
+  describe('suggestion links at publish', () => {
+    it('links the rule an applied suggestion edited to the new rule at its position as a suggestion link, the hook reading through the publish\'s transaction', async () => {
+      const seen: (number | null)[] = [];
+      let check1 = '';
+      const lineage = new RuleLineage(db, undefined, {
+        // What the suggestions service answers: the rule (of the release before) each applied suggestion in this release edited.
+        suggestionEdits: async (q, _ws, release) => {
+          // The release is visible through the publish's transaction, not yet committed.
+          const row = await q.query<{ number: number }>('SELECT number FROM sop_releases WHERE id = $1', [release.id]);
+          seen.push(row.rows[0] ? Number(row.rows[0].number) : null);
+          return release.number === 2 ? [{ procedure_id: 'refund', rule_id: check1 }] : [];
+        },
+      });
+      const workspaces = new SopWorkspaces(db, undefined, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
+      for (const n of [1, 2]) {
+        await workspaces.push(SUGGESTED, refundFolder(n));
+        const r = await workspaces.publish(SUGGESTED);
+        if (n === 1) check1 = r.procedures[0].rules.find((x) => x.text === 'Check that the payment is within the refund window of 30 days.')!.rule_id;
+      }
+      expect(seen).toEqual([1, 2]);
+      const rows = await repo.rows(db, SUGGESTED);
+      const r2 = (await workspaces.release(SUGGESTED, '2')).procedures[0].rules;
+      const check2 = r2.find((x) => x.text === 'Check that the payment is less than 30 days old.')!.rule_id;
+      const look2 = r2.find((x) => x.text === "Look up the caller's order by order number.")!.rule_id;
+      expect(rows.find((r) => r.rule_id === check2)).toMatchObject({ previous_rule_id: check1, how: 'suggestion', similarity: 0.4, release_number: 2 });
+      // A rule no suggestion edited is matched as before.
+      expect(rows.find((r) => r.rule_id === look2)).toMatchObject({ how: 'matched' });
+    });
+  });
+}
