@@ -131,6 +131,28 @@ describe('calibrate', () => {
     expect(r.procedures[0].rules.find((x) => x.kind === 'never')!.after).toEqual([0.1, 0.965, 0.5]);
   });
 
+  it('labels on an earlier wording of a rule count for the rule as the live release words it', async () => {
+    const wrong = [await send(1, 0.93), await send(2, 0.94), await send(3, 0.95)];
+    const right = [await send(4, 0.97), await send(5, 0.98)];
+    const old = finding(right[0]);
+    await review.queries.giveVerdict(WS, old.pattern_id!, { verdict: 'real' });
+    for (const x of wrong) await review.queries.overrideFinding(WS, finding(x).finding_id!, { correct: false });
+    // the never rule reworded and published: a new rule id, linked to the old one
+    const workspaces = new SopWorkspaces(db);
+    const file = readFileSync(path.join(FIXTURES, 'luigis', 'procedures', 'take-order.md'), 'utf8').replace('Volunteer a price or a description of a dish.', 'Volunteer a price or a description of any dish.');
+    await workspaces.saveFile(WS, 'procedures/take-order.md', file);
+    await workspaces.publish(WS);
+    await review.queries.rebuildLineage(WS); // what publish does when the service runs it (startSop)
+
+    const r = await review.queries.calibrate(WS, { procedure: 'take-order' });
+    const never = r.procedures[0].rules.find((x) => x.kind === 'never')!;
+    expect(never).toMatchObject({ lineage_id: old.rule_id, text: 'Volunteer a price or a description of any dish.', after: [0.1, 0.96, 0.5], skipped: null });
+    expect(never.rule_id).not.toBe(old.rule_id);
+    expect(r.procedures[0]).toMatchObject({ labels: 5, negative_labels: 3, saved: true });
+    // stored for the live wording: the question the checker asks now
+    expect((await db.query('SELECT rule_id, lineage_id FROM sop_calibration_bands')).rows).toEqual([{ rule_id: never.rule_id, lineage_id: old.rule_id }]);
+  });
+
   it('refuses too few labeled sessions, a procedure not in the live release, and a wrong body', async () => {
     const s = [await send(1, 0.93), await send(2, 0.99)];
     await review.queries.giveVerdict(WS, finding(s[0]).pattern_id!, { verdict: 'checker_wrong' });

@@ -14,6 +14,7 @@ import {
 import { DEFAULT_DECISIONS, questionWording, QuestionBands, type BandKind, type DecisionSettings, type Lock, type LockProcedure } from '@neatroots/sop';
 import {
   CalibrationRepo,
+  LineageRepo,
   WorkspaceRepo,
   type CalibrateInput,
   type CalibratedProcedureView,
@@ -38,8 +39,6 @@ export interface CalibrationOptions {
   jobs: Jobs;
   /** SOPOPS_DECISIONS: the bands a question is read with when nothing was fitted for it. */
   decisions?: DecisionSettings;
-  /** The workspace's rule lineage (which rule each reworded rule replaced); none: each rule is its own lineage. */
-  lineage?: (workspace: string) => Promise<Lineage>;
   /** How long the request waits for the job (default 25 s, inside the api's gRPC deadline of 30 s). */
   timeoutMs?: number;
   /** How long a process reuses a workspace's fitted bands for its checks (default 5 s). */
@@ -56,6 +55,7 @@ export interface CalibrationOptions {
  */
 export class Calibration implements CalibrationQueries {
   private readonly repo = new CalibrationRepo();
+  private readonly lineage = new LineageRepo();
   private readonly decisions: DecisionSettings;
   private readonly cache = new Map<string, { at: number; bands: Promise<QuestionBands> }>();
 
@@ -92,7 +92,8 @@ export class Calibration implements CalibrationQueries {
       new WorkspaceRepo(db).release<Lock>(job.workspace, 'live'),
       this.repo.labeledFindings(db, job.workspace, job.procedure),
       this.repo.bands(db, job.workspace),
-      this.opts.lineage ? this.opts.lineage(job.workspace) : Promise.resolve(new Lineage()),
+      // which rule each reworded rule replaced: labels on every wording count for the live one
+      this.lineage.rows(db, job.workspace).then((rows) => new Lineage(rows)),
     ]);
     const bands = new QuestionBands(stored.map((r) => ({ ...r, field: r.field as BandKind })));
     const inRelease = new Map((live?.lock.procedures ?? []).map((p) => [p.procedure_id, p]));
