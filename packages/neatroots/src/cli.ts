@@ -18,6 +18,7 @@ import { ConfigError, loadModelConfig, type ModelConfig } from '@neatroots/platf
 import { JsonlError } from '@neatroots/spans';
 import { parseArgs, strings, UsageError, type FlagSpec } from './args';
 import { CHECKS_AUTHORING } from './checks-authoring';
+import { mcpCommand } from './mcp';
 import { findingLine, readItems, Replayer, Summary } from './replay';
 
 interface Command {
@@ -295,6 +296,8 @@ gracefully. Configuration is validated at start-up.`,
     return runServe(target as (typeof TARGETS)[number], io);
   },
 };
+
+commands.mcp = mcpCommand;
 
 const EXAMPLE_CHECK = `# A rule check (see docs/checks.md). Edit or replace it; neatroots reloads on save.
 id: example-repeated-search

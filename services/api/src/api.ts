@@ -14,6 +14,7 @@ import { FindingsController, HealthController, ModelsController, RunsController 
 import { DeadLettersController } from './dead-letters.controller';
 import { DisabledChecksController } from './disabled-checks.controller';
 import { ErrorsFilter } from './errors';
+import { McpController } from './mcp/mcp.controller';
 import { LineageController } from './lineage.controller';
 import { GITHUB_CONNECTIONS, GitHubController } from './github.controller';
 import { LineageController } from './lineage.controller';
@@ -54,7 +55,7 @@ export class ApiModule {
   static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review' | 'authoring'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, LineageController, SuggestionsController, GitHubController, LineageController, ChecksController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, LineageController, SuggestionsController, GitHubController, LineageController, ChecksController, McpController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },

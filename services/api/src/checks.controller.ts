@@ -2,6 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Quer
 import { ApiKeyGuard } from './auth.guard';
 import type { Author, Authoring, CheckSubmission } from './authoring';
 import { ApiError } from './errors';
+import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS } from './limits';
 import { noQuery, pathId, type QueryParams } from './params';
 import { AUTHORING } from './tokens';
 
@@ -53,9 +54,6 @@ function count(b: Obj, name: string, max: number): number | undefined {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) throw ApiError.badRequest('invalid_body', `${name} must be an integer from 1 to ${max}`);
   return v;
 }
-
-export const MAX_PREVIEW_RUNS = 100;
-export const MAX_PREVIEW_MODEL_CALLS = 200;
 
 @Controller('v1/projects/:project')
 @UseGuards(ApiKeyGuard)

@@ -6,4 +6,6 @@ export { ReviewGrpcClient } from './review-client';
 export { apiModule, type ApiConfig } from './module';
 export { SopGrpcClient } from './sop-client';
 export { AuthoringError, type Author, type Authoring, type CheckSubmission, type CheckProblem, type ListedCheck, type SavedCheck, type DraftResult, type PreviewOptions, type PreviewResult, type PreviewRun } from './authoring';
-export { MAX_PREVIEW_RUNS, MAX_PREVIEW_MODEL_CALLS } from './checks.controller';
+export { MAX_PREVIEW_RUNS, MAX_PREVIEW_MODEL_CALLS } from './limits';
+export { createMcpServer, MCP_TOOLS, type McpScope } from './mcp/tools';
+export { relayStdioToHttp, MCP_PATH } from './mcp/relay';

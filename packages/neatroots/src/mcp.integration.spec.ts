@@ -1,0 +1,172 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createLogger, loadConfig } from '@neatroots/platform';
+import { NeatrootsClient } from '@neatroots/sdk';
+import { startEmbedded, type EmbeddedApp } from './embedded';
+
+/**
+ * The MCP tools coding agents write checks with, through the MCP SDK's own client over both
+ * transports: streamable HTTP on the api (POST /v1/mcp) and stdio (`neatroots mcp`, started
+ * as a command the way an agent starts it), against a real embedded neatroots. The API key
+ * scopes every tool to its project; an agent's halt rule is refused.
+ */
+const KEY = 'mcp-key';
+const OTHER_KEY = 'mcp-other-key';
+const PROJECT = 'shop';
+const RULE = `id: agent-refund-rule
+kind: rule
+title: Refund without an order lookup
+rule:
+  type: requires_before
+  call: { tool: [issue_refund] }
+  requires: { tool: [lookup_order] }
+`;
+
+let home: string;
+let app: EmbeddedApp;
+let base: string;
+
+interface ToolText {
+  isError?: boolean;
+  content: { type: string; text: string }[];
+}
+
+async function httpClient(key: string): Promise<Client> {
+  const client = new Client({ name: 'mcp-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`), { requestInit: { headers: { 'x-api-key': key } } }));
+  return client;
+}
+
+async function tool(client: Client, name: string, args: Record<string, unknown> = {}): Promise<{ error?: string; value?: Record<string, unknown> }> {
+  const r = (await client.callTool({ name, arguments: args })) as ToolText;
+  const text = r.content.map((c) => c.text).join('\n');
+  return r.isError ? { error: text } : { value: JSON.parse(text) as Record<string, unknown> };
+}
+
+beforeAll(async () => {
+  home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-mcp-'));
+  const config = loadConfig({
+    NEATROOTS_HOME: home,
+    NEATROOTS_OTLP_PORT: '0',
+    NEATROOTS_OTLP_HTTP_PORT: '0',
+    NEATROOTS_GRPC_PORT: '0',
+    NEATROOTS_HTTP_PORT: '0',
+    NEATROOTS_ADMIN_PORT: '0',
+    NEATROOTS_MEMORY_CEILING_MB: '0',
+    NEATROOTS_API_KEYS: `${PROJECT}=${KEY},other=${OTHER_KEY}`,
+  });
+  app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+  base = `http://127.0.0.1:${app.httpPort}`;
+  const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+  const run = agent.startRun({ run_id: 'mcp-run', workflow: 'refunds' });
+  run.span({ type: 'tool', tool: 'issue_refund', input: { order: 7 }, output: 'queued' });
+  await run.end({ final_output: 'done' });
+  await agent.flush();
+  await agent.close();
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const res = await fetch(`${base}/v1/projects/${PROJECT}/runs/mcp-run`, { headers: { 'x-api-key': KEY } });
+    if (res.ok && ((await res.json()) as { run: { end_status: string | null } }).run.end_status) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}, 120_000);
+
+afterAll(async () => {
+  await app?.close();
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+describe('MCP tools over streamable HTTP', () => {
+  it('lists the five tools with their input schemas', async () => {
+    const client = await httpClient(KEY);
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(['create_check', 'get_run', 'list_checks', 'list_findings', 'preview_check']);
+    expect(tools.find((t) => t.name === 'get_run')!.inputSchema).toMatchObject({ type: 'object', required: ['run_id'] });
+    await client.close();
+  });
+
+  it('previews and creates a flag rule as the agent, in effect at once in its project only', async () => {
+    const client = await httpClient(KEY);
+    const preview = await tool(client, 'preview_check', { yaml: RULE, runs: 5 });
+    expect(preview.value).toMatchObject({ runs: { checked: 1, flagged: 1 }, flagged: [{ run_id: 'mcp-run' }] });
+    const created = await tool(client, 'create_check', { yaml: RULE });
+    expect(created.value).toMatchObject({ created: true, check: { id: 'agent-refund-rule', origin: 'agent', action: 'flag', in_effect: true } });
+    expect(app.checks().checks.find((c) => c.id === 'agent-refund-rule')).toMatchObject({ source: 'database', applies_to: { project: [PROJECT] } });
+    const listed = await tool(client, 'list_checks');
+    expect(listed.value!.checks).toEqual(expect.arrayContaining([expect.objectContaining({ id: 'agent-refund-rule', origin: 'agent' })]));
+    await client.close();
+
+    const other = await httpClient(OTHER_KEY);
+    expect(((await tool(other, 'list_checks')).value!.checks as { id: string }[]).map((c) => c.id)).not.toContain('agent-refund-rule');
+    expect((await tool(other, 'get_run', { run_id: 'mcp-run' })).error).toBe('no run mcp-run in project other');
+    await other.close();
+  });
+
+  it('refuses an agent a halt rule, a person\'s check, and bad arguments, as tool errors saying why', async () => {
+    const client = await httpClient(KEY);
+    const halt = await tool(client, 'create_check', { yaml: RULE.replace('agent-refund-rule', 'agent-halt') + 'action: halt\n' });
+    expect(halt.error).toMatch(/^invalid_check: line 8: check: check agent-halt: action: a library or agent-written check cannot halt/);
+    expect(app.checks().checks.map((c) => c.id)).not.toContain('agent-halt');
+
+    // A person's check (saved through the REST API by the CLI) is not the agent's to change.
+    await fetch(`${base}/v1/projects/${PROJECT}/checks`, {
+      method: 'POST',
+      headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ yaml: RULE.replace('agent-refund-rule', 'persons-rule'), by: 'cli' }),
+    });
+    const change = await tool(client, 'create_check', { yaml: RULE.replace('agent-refund-rule', 'persons-rule').replace('title: Refund', 'title: Changed') });
+    expect(change.error).toBe('forbidden: check persons-rule was written by a person (the CLI); a coding agent cannot change it');
+
+    expect((await tool(client, 'create_check', {})).error).toMatch(/the check is missing/);
+    expect((await tool(client, 'preview_check', { yaml: RULE, runs: 0 })).error).toBe('runs must be an integer from 1 to 100');
+    expect((await tool(client, 'list_findings', { state: 'bogus' })).error).toMatch(/^state must be one of open, /);
+    await client.close();
+  });
+
+  it('serves findings and runs of the project', async () => {
+    const client = await httpClient(KEY);
+    const run = await tool(client, 'get_run', { run_id: 'mcp-run' });
+    expect(run.value).toMatchObject({ run: { run_id: 'mcp-run', workflow: 'refunds' } });
+    const findings = await tool(client, 'list_findings', { run_id: 'mcp-run' });
+    expect(Array.isArray(findings.value!.findings)).toBe(true);
+    await client.close();
+  });
+
+  it('answers 401 without a key and 405 to GET', async () => {
+    const client = new Client({ name: 'no-key', version: '1.0.0' });
+    await expect(client.connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`)))).rejects.toThrow(/an API key is required/);
+    const res = await fetch(`${base}/v1/mcp`, { headers: { 'x-api-key': KEY } });
+    expect(res.status).toBe(405);
+  });
+});
+
+describe('MCP tools over stdio (neatroots mcp)', () => {
+  it('relays the tools to the server, scoped by the key, refusing an agent\'s halt rule', async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [path.join(__dirname, 'cli-from-source.test.js'), 'mcp'],
+      env: { PATH: process.env.PATH ?? '', NEATROOTS_URL: base, NEATROOTS_API_KEY: KEY },
+      stderr: 'pipe',
+    });
+    let stderr = '';
+    transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+    const client = new Client({ name: 'stdio-test', version: '1.0.0' });
+    await client.connect(transport);
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('create_check');
+      const created = await tool(client, 'create_check', { yaml: RULE.replace('agent-refund-rule', 'stdio-rule') });
+      expect(created.value).toMatchObject({ check: { id: 'stdio-rule', origin: 'agent' } });
+      expect(app.checks().checks.find((c) => c.id === 'stdio-rule')).toMatchObject({ applies_to: { project: [PROJECT] } });
+      const halt = await tool(client, 'create_check', { yaml: RULE.replace('agent-refund-rule', 'stdio-halt') + 'action: halt\n' });
+      expect(halt.error).toMatch(/cannot halt/);
+      expect((await tool(client, 'get_run', { run_id: 'mcp-run' })).value).toMatchObject({ run: { run_id: 'mcp-run' } });
+    } finally {
+      await client.close();
+    }
+    expect(stderr).toBe('');
+  }, 60_000);
+});
