@@ -53,9 +53,12 @@ export class FailureModeAssigner {
       );
       const moved = await this.db.transaction(async (tx) => {
         await this.writes.repo.lockWorkspace(tx, workspace);
-        const ctx = await this.writes.contexts(tx, await this.writes.repo.patternsByIds(tx, [...new Set(targets.values())]));
+        const targeted = await this.writes.repo.patternsByIds(tx, [...new Set(targets.values())]);
+        const ctx = await this.writes.contexts(tx, targeted);
+        // A recluster may have retired a failure mode meanwhile: its findings wait for the next round.
+        const retired = new Set(targeted.filter((p) => p.retired_at !== null).map((p) => p.id));
         const overrides = await this.writes.overridesOf(tx, waiting);
-        const rows = waiting.map((f) => {
+        const rows = waiting.filter((f) => !retired.has(targets.get(f.id)!)).map((f) => {
           const to = targets.get(f.id)!;
           return { id: f.id, from: f.rule_pattern_id, pattern_id: to, suppressed: this.writes.suppressed(f, ctx.get(to), overrides.get(findingKey(f.session_id, f.procedure_id, f.rule_id))), was: f.suppressed, session_id: f.session_id };
         });
