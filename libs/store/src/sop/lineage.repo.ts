@@ -116,6 +116,16 @@ export class LineageRepo {
     return res.rows;
   }
 
+  /** Whether any of these rules of the workspace has a finding. */
+  async anyFindings(q: Queryable, workspace: string, rules: readonly { procedure_id: string; rule_id: string }[]): Promise<boolean> {
+    if (!rules.length) return false;
+    const res = await q.query(
+      `SELECT 1 FROM sop_findings WHERE workspace = $1 AND (procedure_id, rule_id) IN (SELECT * FROM unnest($2::text[], $3::text[])) LIMIT 1`,
+      [workspace, rules.map((r) => r.procedure_id), rules.map((r) => r.rule_id)],
+    );
+    return res.rows.length > 0;
+  }
+
   /** The newest finding of these rules of a procedure, as the wording of a pattern made for them. */
   async latestFinding(q: Queryable, workspace: string, procedureId: string, ruleIds: readonly string[]): Promise<{ rule_id: string; kind: 'step' | 'never' | 'warning'; index: number; text: string; at: string } | null> {
     const res = await q.query<{ rule_id: string; kind: 'step' | 'never' | 'warning'; index: unknown; text: string; at: unknown }>(

@@ -91,7 +91,12 @@ export class RuleLineage {
     const proposed = linksFromChanges(compareReleases(previous?.lock.procedures ?? [], release.lock.procedures, edits));
     const { lineage, added } = new Lineage(rows.map(toLink)).withPublished(proposed);
     await this.repo.write(tx, workspace, added.map((l) => ({ ...l, release_id: release.id })), 'published');
-    if (added.some((l) => l.previous_rule_id !== null)) {
+    // A rule new to the release has no findings yet, so nothing moves, unless the wording ran
+    // before (it was in an earlier release) or later wordings already point at it: only then
+    // is the workspace's findings' placement worth reading.
+    const linked = added.filter((l) => l.previous_rule_id !== null);
+    const pointedAt = new Set(rows.map((r) => `${r.procedure_id}\0${r.previous_rule_id}`));
+    if (linked.some((l) => pointedAt.has(`${l.procedure_id}\0${l.rule_id}`)) || (await this.repo.anyFindings(tx, workspace, linked))) {
       await realign(tx, workspace, lineage, await this.repo.rows(tx, workspace), { wholeMoves: true }, this.deps());
     }
   }
