@@ -128,6 +128,12 @@ interface QueueAnswer {
     await page.keyboard.press('Enter');
     await page.waitForURL(new RegExp(`/patterns/${item.pattern_id}$`));
     await page.getByRole('heading', { name: new RegExp(`^${escape(item.name)}`), level: 1 }).waitFor();
+    // A finding's session, and from its rule back to the pattern.
+    const example = item.examples[0].external_id;
+    await page.locator('table.pattern-sessions').getByRole('link', { name: example, exact: true }).click();
+    await page.getByRole('heading', { name: new RegExp(`^Session ${escape(example)}`), level: 1 }).waitFor();
+    await page.getByRole('link', { name: 'Its pattern' }).first().click();
+    await page.waitForURL(new RegExp(`/patterns/${item.pattern_id}$`));
     await page.context().close();
   });
 

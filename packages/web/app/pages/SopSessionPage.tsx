@@ -120,6 +120,12 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
                 </td>
                 <td>
                   <div>{r.reason}</div>
+                  {r.finding && r.pattern_id && (
+                    <div className="meta">
+                      <Link to={`${base}/patterns/${encodeURIComponent(r.pattern_id)}`}>Its pattern</Link>
+                      {r.override && <> · a reviewer said the checker was {r.override.correct ? 'right' : 'wrong'}</>}
+                    </div>
+                  )}
                   {r.evidence.map((e, i) => (
                     <div key={i} className="quote-block">
                       <a href={`#turn-${e.turn}`}>turn {e.turn}</a>
