@@ -83,6 +83,14 @@ const schema = z.object({
    * `memory` (nothing survives the process; tests and comparisons).
    */
   NEATROOTS_BUS: z.enum(['log', 'memory']).default('log'),
+  /**
+   * The records of one run in one export travel as one record of the Kafka topic or the durable
+   * log (a pack; consumers still see one record per span). `off` writes one record per span, as
+   * before packs (comparisons); either way both are read.
+   */
+  NEATROOTS_BUS_PACK: z.enum(['on', 'off']).default('on'),
+  /** Compression of what the Kafka bus sends: `gzip` pays when the network, not the CPU, is the bound. */
+  NEATROOTS_KAFKA_COMPRESSION: z.enum(['none', 'gzip']).default('none'),
   /** Records accepted but not yet processed past which ingest answers RESOURCE_EXHAUSTED. */
   NEATROOTS_MAX_BACKLOG: z.coerce.number().int().min(100).default(100_000),
   /** Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. */

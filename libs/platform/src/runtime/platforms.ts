@@ -143,6 +143,8 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       partitions: config.NEATROOTS_PARTITIONS,
       sessionTimeout: config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS,
       lingerMs: config.NEATROOTS_KAFKA_LINGER_MS,
+      pack: config.NEATROOTS_BUS_PACK === 'on',
+      compression: config.NEATROOTS_KAFKA_COMPRESSION,
       partitionsConsumedConcurrently: config.NEATROOTS_KAFKA_CONCURRENT_PARTITIONS,
       minBytes: config.NEATROOTS_KAFKA_FETCH_MIN_BYTES,
       maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
