@@ -271,7 +271,7 @@ export class SopSessionsRepo {
     if (q.release !== undefined) add('(s.release_id = ? OR s.release_id IN (SELECT id FROM sop_releases r WHERE r.workspace = s.workspace AND r.number::text = ?))', q.release);
     if (q.procedure !== undefined) add('EXISTS (SELECT 1 FROM sop_checks c WHERE c.session_id = s.id AND c.procedure_id = ?)', q.procedure);
     // Any wording of the rule: its lineage (rule_lineage_members).
-    if (q.rule !== undefined) add(`EXISTS (SELECT 1 FROM sop_findings f WHERE f.session_id = s.id AND ${onRuleLineage('f', 's.workspace', '?')})`, q.rule);
+    if (q.rule !== undefined) add(`EXISTS (SELECT 1 FROM sop_findings f WHERE f.session_id = s.id AND ${onRuleLineage('f', '$1', '?')})`, q.rule);
     if (q.from !== undefined) add('s.received_at >= ?::timestamptz', q.from);
     if (q.to !== undefined) add('s.received_at < ?::timestamptz', q.to);
     if (q.cursor !== undefined) {
