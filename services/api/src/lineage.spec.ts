@@ -134,4 +134,16 @@ describe.each([
     expect(noPrevious.body.error.message).toContain('previous');
     expect((await call('POST', `/rules/${ids.look2}/lineage`, { previous_rule_id: 'nope' })).status).toBe(404);
   });
+
+  it('asks which procedure when a rule id is in two (the same kind and wording)', async () => {
+    const exchange = '# Exchange an item\n\n## Steps\n1. Refund the payment to the card. [tool: refund_payment, required]\n2. Send the new item.\n';
+    expect((await call('PUT', '/head', { files: [...refundFolder(3), { path: 'procedures/exchange.md', text: exchange }] })).status).toBe(200);
+    const r = await call('POST', '/releases');
+    const refundId = r.body.procedures.find((p: { procedure_id: string }) => p.procedure_id === 'refund').rules.find((x: { text: string }) => x.text === 'Refund the payment to the card.').rule_id;
+    const ambiguous = await call('GET', `/rules/${refundId}/lineage`);
+    expect(ambiguous.status).toBe(400);
+    expect(ambiguous.body.error).toMatchObject({ code: 'ambiguous_rule', message: expect.stringContaining('exchange, refund') });
+    expect((await call('GET', `/rules/${refundId}/lineage?procedure=exchange`)).body).toMatchObject({ procedure_id: 'exchange', lineage_id: refundId, rules: [{ rule_id: refundId, how: 'new', from_release: 4 }] });
+    expect((await call('GET', `/rules/${refundId}/lineage?procedure=refund`)).body.rules).toEqual([expect.objectContaining({ rule_id: refundId, from_release: 1 })]);
+  });
 });
