@@ -104,11 +104,11 @@ export class SuggestionsRepo {
   }
 
   /** Newest first. */
-  async list(q: Queryable, workspace: string, opts: { status?: readonly SuggestionStatus[]; limit?: number } = {}): Promise<SuggestionRecord[]> {
+  async list(q: Queryable, workspace: string, opts: { status?: readonly SuggestionStatus[]; pattern?: string; limit?: number } = {}): Promise<SuggestionRecord[]> {
     const res = await q.query<Raw>(
-      `SELECT * FROM sop_suggestions WHERE workspace = $1 AND ($2::text[] IS NULL OR status = ANY($2::text[]))
-       ORDER BY created_at DESC, id DESC LIMIT $3`,
-      [workspace, opts.status?.length ? [...opts.status] : null, opts.limit ?? 500],
+      `SELECT * FROM sop_suggestions WHERE workspace = $1 AND ($2::text[] IS NULL OR status = ANY($2::text[])) AND ($3::text IS NULL OR pattern_id = $3)
+       ORDER BY created_at DESC, id DESC LIMIT $4`,
+      [workspace, opts.status?.length ? [...opts.status] : null, opts.pattern ?? null, opts.limit ?? 500],
     );
     return res.rows.map(toRecord);
   }
