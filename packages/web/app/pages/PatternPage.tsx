@@ -1,6 +1,6 @@
 import { useState } from 'react';
 import { api } from '../api';
-import { when } from '../format';
+import { count, when } from '../format';
 import { failure, useLoad } from '../load';
 import { VERDICTS, words, type PatternSession, type VerdictName } from '../review-types';
 import { Link } from '../router';
@@ -59,7 +59,7 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
       <p className="meta">
         {d.procedure_name}
         {d.theme && <> · theme {d.theme.name}</>} · {d.kind === 'rule' ? 'rule pattern' : d.kind === 'sub' ? 'failure mode' : 'other findings'} ·{' '}
-        {d.findings} findings and {d.suppressed} suppressed in {d.session_count} sessions from {when(d.window.from)} · first {when(d.first_seen)} · last{' '}
+        {count(d.findings, 'finding')} and {d.suppressed} suppressed in {count(d.session_count, 'session')} since {when(d.window.from)} · first {when(d.first_seen)} · last{' '}
         {when(d.last_seen)} · clustered {d.clustered_at ? when(d.clustered_at) : 'never'}
         {d.retired_at && <> · retired {when(d.retired_at)}</>}
       </p>

@@ -1,6 +1,6 @@
 import type { KeyboardEvent } from 'react';
 import { api } from '../api';
-import { when } from '../format';
+import { count, when } from '../format';
 import { useLoad } from '../load';
 import { REVIEW_STATES, words, type ExampleFinding, type QueueItem, type ReviewState } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
@@ -128,7 +128,7 @@ function ItemDetail({ item: i, base, to }: { item: QueueItem; base: string; to: 
       <ReviewStateLine r={i} />
       <p>Verdict: {i.verdict ? <VerdictLine v={i.verdict} /> : <span className="meta">none yet</span>}</p>
       <p className="meta">
-        {i.sessions} sessions · {i.new_findings} new findings · {i.suppressed_count} suppressed
+        {count(i.sessions, 'session')} · {count(i.new_findings, 'new finding')} · {i.suppressed_count} suppressed
       </p>
       {i.suggestion && <SuggestionsSummary items={[i.suggestion]} />}
       <h3>Example findings</h3>
