@@ -111,6 +111,13 @@ export function isRuleCheck(c: Check): c is RuleCheck {
   return c.kind === 'rule';
 }
 
+/** Whether a loaded check is in effect in a project (applies_to.project, and not_project from loading). */
+export function appliesInProject(c: Pick<CheckBase, 'applies_to'>, project: string): boolean {
+  const only = c.applies_to?.project;
+  if (only?.length && !only.includes(project)) return false;
+  return !c.applies_to?.not_project?.includes(project);
+}
+
 /** A check definition problem: names the file, the check id and the field. */
 export class CheckError extends Error {
   constructor(

@@ -1,11 +1,12 @@
-import { credentials, Metadata } from '@grpc/grpc-js';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { ReviewGrpcClient, SopGrpcClient, apiModule } from '@neatroots/api';
 import type { ProjectEntry } from '@neatroots/checks';
 import { ingestModule } from '@neatroots/ingest';
 import { createMetrics, GitHubCodeHost, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
-import type { Logger, Platform, ServiceModule } from '@neatroots/ports';
+import type { ChatMessage, Logger, Platform, ServiceModule } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import { QuestionDecisionsClient, questionModule, type QuestionLink } from '@neatroots/question';
+import { draftCheck, NoModelError, type AnsweredBy } from '@neatroots/questions';
 import { ReviewDataClient, reviewModule, type ReviewLink } from '@neatroots/review';
 import { ruleEngineModule } from '@neatroots/rule-engine';
 import { QuietChecks } from '@neatroots/store';
@@ -119,12 +120,23 @@ function reviewRemote(address: string, onClose: (step: () => unknown) => void): 
 }
 
 /** The question service in another process: what the api asks of it. */
-function questionRemote(address: string, onClose: (step: () => unknown) => void): Pick<QuestionLink, 'modelStats' | 'decisions'> {
+export function questionRemote(address: string, onClose: (step: () => unknown) => void): Pick<QuestionLink, 'modelStats' | 'decisions' | 'draft'> {
   const client = new v1.QuestionClient(address, credentials.createInsecure());
   const decisions = new QuestionDecisionsClient(address);
   onClose(() => client.close());
   onClose(() => decisions.close());
+  // A draft's model call goes through the question service's gateway (Complete), its queue
+  // and back-pressure; the draft is read and validated here.
+  const chat = (messages: ChatMessage[]) =>
+    new Promise<{ text: string; answered_by: AnsweredBy }>((resolve, reject) =>
+      client.complete({ messages, priority: '', json: true, max_tokens: 800 }, new Metadata(), { deadline: new Date(Date.now() + 180_000) }, (err, res) =>
+        err
+          ? reject(err.code === status.FAILED_PRECONDITION ? new NoModelError() : new Error(`question service: ${err.details || err.message}`))
+          : resolve({ text: res.text, answered_by: res.answered_by as AnsweredBy }),
+      ),
+    );
   return {
+    draft: (req) => draftCheck(req, chat),
     decisions,
     modelStats: (project, checkId) =>
       new Promise((resolve, reject) =>

@@ -1,5 +1,5 @@
 import { Server, status as Status, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
-import { CheckError, parseCheck, type QuestionCheck } from '@neatroots/checks';
+import { appliesInProject, CheckError, parseCheck, type QuestionCheck } from '@neatroots/checks';
 import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
 import { NoModelError, QueueFullError, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
 
@@ -87,14 +87,8 @@ export async function agreementStats(
 ): Promise<(AgreementStat & { trained: number })[]> {
   const stats = await answerer.agreement.stats(opts.checkId);
   const { project, checks } = opts;
-  const visible = project && checks ? new Set(checks().filter((c) => appliesIn(c, project)).map((c) => c.id)) : undefined;
+  const visible = project && checks ? new Set(checks().filter((c) => appliesInProject(c, project)).map((c) => c.id)) : undefined;
   return stats.filter((s) => !visible || visible.has(s.check_id)).map((s) => ({ ...s, trained: answerer.classifier.trainedByKey(s.question_key) }));
-}
-
-function appliesIn(c: QuestionCheck, project: string): boolean {
-  const only = c.applies_to?.project;
-  if (only?.length && !only.includes(project)) return false;
-  return !c.applies_to?.not_project?.includes(project);
 }
 
 export interface QuestionGrpc {

@@ -1,5 +1,5 @@
 import { AuthoringError, type Author, type Authoring, type CheckSubmission, type ListedCheck, type SavedCheck } from '@neatroots/api';
-import { CheckError, isRuleCheck, parseDatabaseCheck, type Check, type LoadResult } from '@neatroots/checks';
+import { appliesInProject, CheckError, isRuleCheck, parseDatabaseCheck, type Check, type LoadResult } from '@neatroots/checks';
 import type { ModelConfig } from '@neatroots/platform';
 import { NoModelError, type Draft, type DraftRequest } from '@neatroots/questions';
 import type { DbCheckInput, DbCheckRecord, ReviewQueries } from '@neatroots/store';
@@ -26,13 +26,6 @@ export interface AuthoringDeps {
   draft?: (req: DraftRequest) => Promise<Draft>;
   models?: ModelConfig;
   steering?: (project: string) => Promise<boolean>;
-}
-
-/** Whether a loaded check is in effect in a project. */
-export function appliesIn(c: Check, project: string): boolean {
-  const at = c.applies_to;
-  if (at?.project?.length && !at.project.includes(project)) return false;
-  return !at?.not_project?.includes(project);
 }
 
 function listed(c: Check, rec?: DbCheckRecord): ListedCheck {
@@ -73,7 +66,7 @@ function notInEffect(rec: DbCheckRecord): ListedCheck {
 const WHO: Record<string, string> = { agent: 'a coding agent', planner: 'the planner', app: 'a person (the app)', cli: 'a person (the CLI)' };
 
 export function createAuthoring(deps: AuthoringDeps): Authoring {
-  const inEffect = (project: string) => deps.checks.loaded().checks.filter((c) => appliesIn(c, project));
+  const inEffect = (project: string) => deps.checks.loaded().checks.filter((c) => appliesInProject(c, project));
 
   const list = async (project: string): Promise<ListedCheck[]> => {
     const records = await deps.data.checkRecords(project);
