@@ -225,12 +225,16 @@ export class ReviewReadRepo {
     return res.rows;
   }
 
-  /** Checked sessions in the window by result (a procedure's check result when one is given). */
+  /**
+   * Checked sessions in the window by result (a procedure's check result when one is given).
+   * Checks carry their session's workspace and time (0017_check_windows.sql) and exist only
+   * for checked sessions, so they are counted from their own covering index, without a join.
+   */
   async sessionResults(workspace: string, window: ReviewWindow, procedures?: readonly string[]): Promise<{ result: string | null; n: number }[]> {
     const res = procedures
       ? await this.aggregate<{ result: string | null; n: unknown }>(
-          `SELECT c.result, count(*) AS n FROM sop_sessions s JOIN sop_checks c ON c.session_id = s.id
-            WHERE s.workspace = $1 AND s.status = 'checked' AND ${SESSION_AT} >= $2::timestamptz AND ${SESSION_AT} < $3::timestamptz
+          `SELECT c.result, count(*) AS n FROM sop_checks c
+            WHERE c.workspace = $1 AND c.at >= $2::timestamptz AND c.at < $3::timestamptz
               AND c.procedure_id = ANY($4::text[]) AND c.checked_result IS NOT NULL GROUP BY c.result`,
           [workspace, window.from, window.to, procedures],
         )
@@ -242,11 +246,11 @@ export class ReviewReadRepo {
     return res.rows.map((r) => ({ result: r.result, n: num(r.n) }));
   }
 
-  /** Checks of sessions in the window, per procedure and result (checks that were checked only). */
+  /** Checks of sessions in the window, per procedure and result (checks that were checked only), from their covering index. */
   async checkResults(workspace: string, window: ReviewWindow): Promise<{ procedure_id: string; result: string | null; n: number }[]> {
     const res = await this.aggregate<{ procedure_id: string; result: string | null; n: unknown }>(
-      `SELECT c.procedure_id, c.result, count(*) AS n FROM sop_sessions s JOIN sop_checks c ON c.session_id = s.id
-        WHERE s.workspace = $1 AND s.status = 'checked' AND ${SESSION_AT} >= $2::timestamptz AND ${SESSION_AT} < $3::timestamptz
+      `SELECT c.procedure_id, c.result, count(*) AS n FROM sop_checks c
+        WHERE c.workspace = $1 AND c.at >= $2::timestamptz AND c.at < $3::timestamptz
           AND c.checked_result IS NOT NULL GROUP BY c.procedure_id, c.result`,
       [workspace, window.from, window.to],
     );
