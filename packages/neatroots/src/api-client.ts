@@ -1,5 +1,6 @@
 import { strings, UsageError, type FlagSpec, type Parsed } from './args';
 import type { Io } from './cli';
+import { send, SendTimeout, type Sent } from './http-send';
 
 /**
  * The CLI's client of a running server's REST API (sopops push, publish, and the commands
@@ -62,36 +63,46 @@ export function apiTarget(p: Parsed, io: Io): ApiTarget {
   return { url, key, workspace };
 }
 
+/**
+ * How long a call waits for its answer. Most answer at once; recluster and calibrate run a job
+ * that calls the models, and the API answers when it is done: the review service lets a
+ * recluster run 10 minutes and the api waits 11 for it, so these wait 12.
+ */
+export const CALL_WAIT_MS = 5 * 60_000;
+export const LONG_CALL_WAIT_MS = 12 * 60_000;
+
 /** One call to the workspace's API; resolves with the JSON answer, or throws ApiCallError. */
-export function workspaceCall<T>(t: ApiTarget, method: string, path: string, body?: { json: unknown } | { text: string }): Promise<T> {
-  return apiCall<T>(t, method, `/v1/workspaces/${encodeURIComponent(t.workspace)}${path}`, body);
+export function workspaceCall<T>(t: ApiTarget, method: string, path: string, body?: { json: unknown } | { text: string }, opts?: { waitMs?: number }): Promise<T> {
+  return apiCall<T>(t, method, `/v1/workspaces/${encodeURIComponent(t.workspace)}${path}`, body, opts);
 }
 
 /** One call to the API at `path` (from /v1 on); resolves with the JSON answer, or throws ApiCallError. */
-export async function apiCall<T>(t: { url: string; key: string }, method: string, path: string, body?: { json: unknown } | { text: string }): Promise<T> {
+export async function apiCall<T>(t: { url: string; key: string }, method: string, path: string, body?: { json: unknown } | { text: string }, opts?: { waitMs?: number }): Promise<T> {
   const url = `${t.url}${path}`;
-  let res: Response;
+  let res: Sent;
   try {
-    res = await fetch(url, {
+    res = await send(url, {
       method,
       headers: {
         'x-api-key': t.key,
         ...(body ? { 'content-type': 'json' in body ? 'application/json' : 'text/plain; charset=utf-8' } : {}),
       },
       body: body ? ('json' in body ? JSON.stringify(body.json) : body.text) : undefined,
+      waitMs: opts?.waitMs ?? CALL_WAIT_MS,
     });
   } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new ApiCallError(`cannot reach the neatroots API at ${t.url} (${cause?.code ?? cause?.message ?? (err as Error).message}): is the server running (neatroots start) and --url right?`, 0);
+    if (err instanceof SendTimeout) throw new ApiCallError(`${method} ${url}: ${err.message}: the server may still be working on it`, 0);
+    const e = err as { code?: string; message?: string };
+    throw new ApiCallError(`cannot reach the neatroots API at ${t.url} (${e.code ?? e.message}): is the server running (neatroots start) and --url right?`, 0);
   }
-  const text = await res.text();
+  const text = res.text;
   let parsed: unknown = null;
   try {
     parsed = text ? JSON.parse(text) : null;
   } catch {
     parsed = null;
   }
-  if (res.ok) return parsed as T;
+  if (res.status >= 200 && res.status < 300) return parsed as T;
   const error = (parsed as { error?: { code?: string; message?: string; issues?: { file: string; line: number; message: string }[]; problems?: ApiCheckProblem[] } } | null)?.error;
   const lines = (error?.issues ?? []).map((i) => `${i.file}:${i.line}: ${i.message}`);
   throw new ApiCallError(

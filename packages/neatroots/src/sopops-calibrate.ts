@@ -1,5 +1,5 @@
 import { strings, UsageError } from './args';
-import { API_FLAGS, API_HELP, apiTarget, reportApiError, workspaceCall } from './api-client';
+import { API_FLAGS, API_HELP, apiTarget, LONG_CALL_WAIT_MS, reportApiError, workspaceCall } from './api-client';
 import type { Command } from './cli';
 
 /**
@@ -76,7 +76,7 @@ labeled sessions or failures, not in the live release: said on stdout) or the se
     const procedure = strings(p, 'procedure').at(-1);
     const body = { ...(procedure ? { procedure } : {}), ...(p.flags['dry-run'] === true ? { dry_run: true } : {}) };
     try {
-      const r = await workspaceCall<Calibrated>(target, 'POST', '/calibrate', { json: body });
+      const r = await workspaceCall<Calibrated>(target, 'POST', '/calibrate', { json: body }, { waitMs: LONG_CALL_WAIT_MS });
       if (p.flags.json === true) io.out(JSON.stringify(r));
       else for (const line of calibrationLines(r)) io.out(line);
       return r.procedures.some((x) => !x.skipped) ? 0 : 1;

@@ -1,5 +1,5 @@
 import { strings, UsageError } from './args';
-import { API_FLAGS, API_HELP, apiTarget, reportApiError, workspaceCall } from './api-client';
+import { API_FLAGS, API_HELP, apiTarget, LONG_CALL_WAIT_MS, reportApiError, workspaceCall } from './api-client';
 import type { Command } from './cli';
 
 /**
@@ -15,7 +15,8 @@ export const reclusterCommand: Command = {
 that is due (8 findings for the first split; 25 new since the last, or "other" over 25% with 5
 new) into failure modes with the reasoning model, and regroups each procedure's rule patterns
 into themes. --procedure and --rule (a rule id: its lineage) narrow it; --force splits every rule
-with 8 or more findings, due or not. It waits for the models.
+with 8 or more findings, due or not. It waits for the models, up to 12 minutes (the server
+gives a recluster 10).
 
 ${API_HELP}
 
@@ -32,7 +33,7 @@ on stderr) or the server refused; 2 for wrong options.`,
     }
     if (p.flags.force === true) body.force = true;
     try {
-      const r = await workspaceCall<{ assigned: number; reclustered: number; themed: number; reason: string | null }>(target, 'POST', '/patterns/recluster', { json: body });
+      const r = await workspaceCall<{ assigned: number; reclustered: number; themed: number; reason: string | null }>(target, 'POST', '/patterns/recluster', { json: body }, { waitMs: LONG_CALL_WAIT_MS });
       const n = (k: number, what: string) => `${k} ${what}${k === 1 ? '' : 's'}`;
       io.out(`${target.workspace}: assigned ${n(r.assigned, 'finding')}, split ${n(r.reclustered, 'rule')} into failure modes, grouped the themes of ${n(r.themed, 'procedure')}`);
       if (!r.reason) return 0;
