@@ -1,6 +1,6 @@
 import { parseDatabaseCheck } from '@neatroots/checks';
 import { question } from './fixtures.test';
-import { draftQuestion, needsPlan, Planner, plannedId, type PlannerChat } from './planner';
+import { needsPlan, Planner, plannedId, type PlannerChat } from './planner';
 import type { Plan, PlanRequest } from './types';
 
 const library = [
@@ -72,15 +72,5 @@ describe('the planner', () => {
     const again = await new Planner({ library }).plan({ ...req, workflow: 'w', tools: [{ name: 'c' }] }, before);
     expect(again.tools).toEqual(['a', 'b', 'c']);
     expect(again.written.map((w) => w.id)).toEqual(['plan-w-x']);
-  });
-
-  it('drafts a question from a plain-language concern, giving it the answer when it asks about it', async () => {
-    const { check, yaml } = await draftQuestion(
-      'I worry the bot tells customers their refund went through when it did not',
-      chat({ id: 'false-refund', title: 'False refund claim', kind: 'yes_no', scope: 'span', ask: 'Does the agent claim a refund was issued that the tools do not show?' }),
-      { workflow: 'refunds' },
-    );
-    expect(check).toMatchObject({ id: 'false-refund', scope: 'trace', evidence: { final_output: true }, source: 'database' });
-    expect(yaml).toContain('final_output: true');
   });
 });

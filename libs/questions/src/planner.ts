@@ -243,29 +243,3 @@ export function planMessages(req: PlanRequest, library: readonly QuestionCheck[]
     },
   ];
 }
-
-export const DRAFT_SYSTEM = `You turn a concern about an AI agent, written in plain language, into one check question for neatroots. Phrase it so that "yes" means a problem. Reply with one JSON object and nothing else: {"id": "<short-slug>", "title": "...", "kind": "yes_no", "scope": "trace" or "span", "ask": "...", "final_output": true if it is about what the agent told the user, "guidance": "what the agent should do instead, in the second person"}`;
-
-/**
- * A question drafted from a plain-language concern (the app's Checks → New check). A draft
- * that asks about the agent's answer is given scope trace and evidence.final_output (the seed).
- * Returns the validated check and its YAML; throws CheckError when the draft is unusable.
- */
-export async function draftQuestion(
-  concern: string,
-  chat: PlannerChat,
-  where: { workflow?: string; project?: string } = {},
-): Promise<{ check: QuestionCheck; yaml: string }> {
-  const res = await chat([
-    { role: 'system', content: DRAFT_SYSTEM },
-    { role: 'user', content: concern },
-  ]);
-  const json = extractJson(res.text);
-  if (!json || typeof json !== 'object' || Array.isArray(json)) throw new CheckError('draft', undefined, undefined, 'the draft is not a JSON object');
-  const n = json as Record<string, unknown>;
-  if (typeof n.ask !== 'string' || !n.ask.trim()) throw new CheckError('draft', undefined, 'ask', 'the draft has no question');
-  const id = slug(typeof n.id === 'string' ? n.id : n.ask, 60);
-  const yaml = stringify(draftToCheck(n, id, where));
-  const check = parseDatabaseCheck({ id, yaml });
-  return { check: check as QuestionCheck, yaml };
-}

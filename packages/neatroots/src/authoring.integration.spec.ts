@@ -215,6 +215,19 @@ describe('checks authoring API', () => {
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('invalid_check');
     expect(r.body.error.problems).toEqual([expect.objectContaining({ field: 'rule.type', line: 6 })]);
+    // The body, field by field.
+    for (const [body, message] of [
+      [{ yaml: RULE, check: { id: 'x' } }, /not both/],
+      [{}, /the check is missing/],
+      [{ yaml: RULE, by: 'agent' }, /by must be app or cli/],
+      [{ yaml: RULE, colour: 'red' }, /unknown field colour/],
+    ] as const) {
+      const bad = await api<{ error: { code: string; message: string } }>('POST', `/v1/projects/${PROJECT}/checks`, body);
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.message).toMatch(message);
+    }
+    const runs = await api<{ error: { message: string } }>('POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: RULE, runs: 101 });
+    expect(runs.body.error.message).toBe('runs must be an integer from 1 to 100');
     const scoped = await api<{ error: { problems: { field: string }[] } }>('POST', `/v1/projects/${PROJECT}/checks`, { check: { id: 'x', kind: 'rule', rule: { type: 'count', at_least: 2 }, applies_to: { project: ['other'] } } });
     expect(scoped.status).toBe(400);
     expect(scoped.body.error.problems[0].field).toBe('applies_to.project');
