@@ -12,6 +12,7 @@ import { ProjectsRepo, type ReviewSopQueries } from '@neatroots/store';
 import { startFakeGitHub, type FakeGitHub } from '../../../libs/platform/src/github/fake-github.test';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
 import { apiUrl, createApi } from './api';
+import { conforms } from './openapi/conforms.test';
 import { SopGrpcClient } from './sop-client';
 
 /**
@@ -117,6 +118,12 @@ describe.each([
     throw new Error(`${id} still generating`);
   }
 
+  /** Problems of an answer against the OpenAPI document's Suggestion schema (none: it is described as it is). */
+  async function undescribed(answers: unknown[]): Promise<string[]> {
+    const doc = (await (await fetch(`${base.replace(/\/v1\/.*$/, '')}/openapi.json`)).json()) as { components: { schemas: Record<string, Record<string, unknown>> } };
+    return answers.flatMap((a) => conforms(a, { $ref: '#/components/schemas/Suggestion' }, doc.components.schemas));
+  }
+
   it('suggest (409 without a verdict that has one), the verdict with suggest: true, list, get, dismiss, rewrite; refusals name the field', async () => {
     const id = await patternId();
     const refused = await call('POST', `/patterns/${id}/suggest`, {});
@@ -143,7 +150,8 @@ describe.each([
     expect(rewritten).toMatchObject({ status: 202, body: { status: 'generating', prompt_version: 'suggest-2', rewrite_of: second.body.id } });
     expect((await call('GET', `/suggestions/${second.body.id}`)).body).toMatchObject({ status: 'dismissed', note: 'Rewritten against the current text.', rewritten_as: rewritten.body.id });
     expect((await call('GET', '/suggestions/sug_nope')).status).toBe(404);
-    await settled(rewritten.body.id);
+    const done = await settled(rewritten.body.id);
+    expect(await undescribed([first.body, done.body, rewritten.body, ...(await call('GET', '/suggestions')).body.items])).toEqual([]);
   });
 
   it('the GitHub connection (token never answered) and apply as a pull request; the pattern shows fixing', async () => {

@@ -58,7 +58,25 @@ const schemas: Record<string, Schema> = {
     finding_id: str, session_id: str, external_id: str, started_at: nullable(time), status: str, excerpt: str, evidence: arr(any), suppressed: bool,
   }, { closed: true }),
   /** Suggestions are served as they land: their shape is described on their own pages. */
-  Suggestion: object({ id: str, status: str }),
+  // A suggestion (docs/contracts.md section 11): lists and the review queue give the summary; one suggestion adds the rest.
+  Suggestion: object(
+    {
+      id: str, pattern_id: str, procedure_id: str, path: str, rule_id: str, verdict: oneOf(['real', 'acceptable', 'sop_wrong']),
+      status: oneOf(['generating', 'proposed', 'failed', 'applied', 'pr_open', 'merged', 'dismissed']), prompt_version: str, model: nullable(str),
+      rationale: nullable(str), pr_url: nullable(str), error: nullable(str), note: nullable(str), reviewer: nullable(str),
+      rewrite_of: nullable(str), rewritten_as: nullable(str), created_at: time, applied_at: nullable(time), pr_opened_at: nullable(time),
+      merged_at: nullable(time), dismissed_at: nullable(time), released_in: nullable(object({ id: str, number: int })), released_at: nullable(time),
+      freshness: nullable(oneOf(['current', 'merges', 'conflict'])),
+      pattern: nullable(object({ id: str, name: str, kind: str, procedure_name: str, rule_text: str })), verdict_note: nullable(str), base_version: str,
+      old_text: str, new_text: nullable(str), plan: nullable(object({ agents: arr(object({ agent: str, added: int, removed: int, diff: str })) })),
+      changes_since: nullable(str), merged_into_version: nullable(str),
+      since_written: nullable(object({
+        state: oneOf(['current', 'merges', 'conflict']), head_version: nullable(str), changes: str, merged_text: nullable(str),
+        conflicts: arr(object({ line: int, base: arr(str), current: arr(str), suggested: arr(str) })), issues: arr(object({ file: str, line: int, message: str })), reason: nullable(str),
+      })),
+    },
+    { optional: ['pattern', 'verdict_note', 'base_version', 'old_text', 'new_text', 'plan', 'changes_since', 'merged_into_version', 'since_written'], closed: true },
+  ),
   PatternSummary: object({
     id: str, kind: oneOf(PATTERN_KINDS), parent_id: nullable(str), name: str, named_by: oneOf(['rule_text', 'model']), description: nullable(str),
     procedure_id: str, procedure_name: str, rule: ref('Rule'), theme: ref('Theme'), findings: int, suppressed: int, sessions: int,
