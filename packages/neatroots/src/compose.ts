@@ -87,8 +87,10 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
       const review = await link<ReviewLink>('review');
       return steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, database: (p) => review.data.steering(p) });
     },
-    // GitHub connections: the key their tokens are sealed with, and the adapter for one.
-    github: () => ({ secretKey: () => secretKeyOf(config), hostFor: (c: { token: string; api_url: string }) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url }) }),
+    // GitHub connections: the key their tokens are sealed with (distributed: NEATROOTS_SECRET_KEY,
+    // the same on every replica; a key file per replica would leave tokens unreadable elsewhere),
+    // and the adapter for one.
+    github: () => ({ secretKey: () => secretKeyFor(opts.platform.kind, config), hostFor: (c: { token: string; api_url: string }) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url }) }),
     models: () => ({ localLlmStandsIn: localLlmStandsIn(opts.models), question: questionServiceConfig(opts.models), sop: opts.models.sop }),
     // Checks written by people and coding agents (the api's checks endpoints and MCP tools).
     authoring: async ({ link }) => {
@@ -106,6 +108,12 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
     links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose);
   }
   return links;
+}
+
+function secretKeyFor(kind: Platform['kind'], config: Config): Buffer {
+  if (kind !== 'distributed') return secretKeyOf(config);
+  if (!config.NEATROOTS_SECRET_KEY) throw new Error('NEATROOTS_SECRET_KEY is not set (32 bytes as 64 hex digits, the same on every replica)');
+  return config.NEATROOTS_SECRET_KEY;
 }
 
 /** The review service in another process, over gRPC; quiet checks cached as in-process. */
