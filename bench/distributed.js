@@ -33,7 +33,8 @@ async function metric(port, name, labels) {
   return sum;
 }
 
-async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000 } = {}) {
+/** `env`: settings of the services for this run (NEATROOTS_BUS_PACK=off: one Kafka record per span, the baseline). */
+async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, env: extra = {} } = {}) {
   const env0 = process.env;
   if (!env0.NEATROOTS_KAFKA_BROKERS || !env0.NEATROOTS_REDIS_URL || !env0.NEATROOTS_PG_URL) {
     return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
@@ -47,7 +48,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   const env = {
     ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(await freePort()), NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, KAFKAJS_NO_PARTITIONER_WARNING: '1',
+    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
   };
   const procs = [];
   const start = async (target, servicePort) => {
@@ -68,7 +69,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     }
   };
   try {
-    await start('review', reviewPort);
+    const reviewAdmin = await start('review', reviewPort);
     await start('ingest');
     const engineAdmin = await start('rule-engine');
     const built = buildBatches({ spans, perRun, batch });
@@ -95,6 +96,10 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const consumed = () => metric(engineAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
     while ((await consumed()) < total) await new Promise((r) => setTimeout(r, 100));
     const ms = performance.now() - t0;
+    // Everything stored too: review has consumed (stored) every item of the events topic.
+    const stored = () => metric(reviewAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
+    while ((await stored()) < total) await new Promise((r) => setTimeout(r, 100));
+    const storedMs = performance.now() - t0;
     // Latency: a steady stream at a rate the deployment sustains.
     const lat = buildBatches({ spans: latencyRate * 5, perRun, batch: 50, prefix: 'lat' });
     latencies = [];
@@ -113,6 +118,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       spans: built.spans,
       baseline_ingest_to_kafka_spans_per_s: Math.round(built.spans / (ingestMs / 1000)),
       spans_per_s: Math.round(built.spans / (ms / 1000)),
+      stored_spans_per_s: Math.round(built.spans / (storedMs / 1000)),
       latency_at_spans_per_s: latencyRate,
       receipt_to_finding_p50_ms: percentile(latencies, 50),
       receipt_to_finding_p99_ms: percentile(latencies, 99),

@@ -111,7 +111,7 @@ async function benchOtlp({ spans = 100_000, perRun = 50, batch = 500, inflight =
   return out;
 }
 
-module.exports = { benchOtlp };
+module.exports = { benchOtlp, agentSpans, pump, grpcCaller };
 
 if (require.main === module) {
   benchOtlp({ spans: Number(process.argv[2] ?? 100_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {

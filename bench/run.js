@@ -3,6 +3,9 @@
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
 //   node bench/run.js [--spans N] [--only engine,e2e,otlp,distributed,questions,flood,sop,limits,review]
 // (review, minutes at 100,000 sessions, runs only when asked: --only review)
+// Every end-to-end row is also printed as a share of the receive ceiling measured in the same
+// run (bench/ceiling.js: a null OTLP/gRPC receiver that decodes and counts, nothing more);
+// --only bus: the bus alone, packs against one record per span (bench/bus.js).
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 const { benchEngine } = require('./engine');
 const { benchE2e } = require('./e2e');
@@ -13,6 +16,8 @@ const { benchSop } = require('./sop');
 const { benchReview } = require('./review');
 const { benchLimits } = require('./limits');
 const { benchOtlp } = require('./otlp');
+const { benchCeiling } = require('./ceiling');
+const { benchBus } = require('./bus');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -23,6 +28,10 @@ async function main() {
   const spans = Number(arg('spans', 1_000_000));
   const only = new Set(String(arg('only', 'engine,e2e,otlp,distributed,questions,flood,sop,limits')).split(','));
   const out = {};
+  if (only.has('e2e') || only.has('distributed') || only.has('ceiling')) {
+    out.ceiling = await benchCeiling({ spans: Math.min(spans, 100_000) });
+    console.log('the ceiling, a null OTLP/gRPC receiver:', JSON.stringify(out.ceiling));
+  }
   if (only.has('engine')) {
     out.engine = await benchEngine({ spans });
     console.log('rule engine alone:', JSON.stringify(out.engine));
@@ -38,6 +47,15 @@ async function main() {
   if (only.has('distributed')) {
     out.distributed = await benchDistributed({ spans: Math.min(spans, 200_000) });
     console.log('distributed, real Kafka/Redis/Postgres:', JSON.stringify(out.distributed));
+    if (!out.distributed.skipped) {
+      // the baseline: the same deployment writing one Kafka record per span (before packs)
+      out.distributedUnpacked = await benchDistributed({ spans: Math.min(spans, 200_000), env: { NEATROOTS_BUS_PACK: 'off' } });
+      console.log('distributed, one Kafka record per span:', JSON.stringify(out.distributedUnpacked));
+    }
+  }
+  if (only.has('bus')) {
+    out.bus = await benchBus({ spans: Math.min(spans, 200_000) });
+    console.log('the bus alone, packs against one record per span:', JSON.stringify(out.bus));
   }
   if (only.has('questions')) {
     out.questions = await benchQuestions();
@@ -61,12 +79,18 @@ async function main() {
     for (const r of out.review) console.log('review:', JSON.stringify(r));
   }
   const rows = [];
+  const ceiling = out.ceiling?.spans_per_s;
+  /** spans/s, and its share of the ceiling measured in the same run. */
+  const share = (n) => (ceiling ? `${n} spans/s (${(n / ceiling).toFixed(3)} of the ceiling)` : `${n} spans/s`);
+  if (out.ceiling) rows.push(['the ceiling: a null OTLP/gRPC receiver (decodes and counts; 500 spans a request, 8 in flight)', `${ceiling} spans/s (1)`, '']);
   if (out.engine) {
     rows.push(['rule engine alone, library + 20 rule checks (2 match)', `${out.engine.spans_per_s} spans/s`, `no checks: ${out.engine.baseline_spans_per_s} spans/s (x${out.engine.ratio_to_baseline} slower)`]);
     rows.push(['rule engine, runs split over 2 engines on 2 threads', `${out.engine.two_engines_two_threads_spans_per_s} spans/s`, '']);
   }
   if (out.embedded) {
-    rows.push(['embedded: gRPC ingest to findings (durable log bus)', `${out.embedded.spans_per_s} spans/s`, `ingest only: ${out.embedded.baseline_ingest_only_spans_per_s} spans/s; in-memory bus: ${out.embedded.memory_bus_spans_per_s} spans/s`]);
+    const e = out.embedded;
+    rows.push(['embedded: gRPC ingest to findings (durable log bus)', share(e.spans_per_s), `ingest only: ${share(e.baseline_ingest_only_spans_per_s)}; in-memory bus: ${share(e.memory_bus_spans_per_s)}`]);
+    rows.push(['embedded: gRPC ingest until everything is stored (runs, spans, findings in PGlite)', share(e.stored_spans_per_s), `in-memory bus: ${share(e.memory_bus_stored_spans_per_s)}; windows in memory: ${share(e.memory_windows_stored_spans_per_s)}`]);
     rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
   }
   if (out.otlp) {
@@ -76,9 +100,22 @@ async function main() {
     rows.push(['ingest: the same over OTLP/HTTP gzip, protobuf / JSON', `${o.otlp_http_protobuf_gzip_spans_per_s} / ${o.otlp_http_json_gzip_spans_per_s} spans/s`, `OTLP/gRPC: ${o.otlp_grpc_spans_per_s} spans/s; bytes sent ${o.otlp_http_protobuf_gzip_mb_sent} / ${o.otlp_http_json_gzip_mb_sent} MB against ${o.otlp_grpc_mb_sent} MB`]);
   }
   if (out.distributed && !out.distributed.skipped) {
-    rows.push(['distributed: gRPC ingest to findings', `${out.distributed.spans_per_s} spans/s`, `ingest to Kafka (every export acknowledged): ${out.distributed.baseline_ingest_to_kafka_spans_per_s} spans/s`]);
+    const d = out.distributed;
+    const u = out.distributedUnpacked;
+    rows.push(['distributed: gRPC ingest to findings', share(d.spans_per_s), `ingest to Kafka (every export acknowledged): ${share(d.baseline_ingest_to_kafka_spans_per_s)}`]);
+    rows.push(['distributed: gRPC ingest until everything is stored (Postgres)', share(d.stored_spans_per_s), '']);
+    if (u && !u.skipped) {
+      rows.push(['distributed, one Kafka record per span (NEATROOTS_BUS_PACK=off): to findings / stored', `${share(u.spans_per_s)} / ${share(u.stored_spans_per_s)}`, `ingest to Kafka: ${share(u.baseline_ingest_to_kafka_spans_per_s)}`]);
+    }
     rows.push([`distributed: receipt to finding at ${out.distributed.latency_at_spans_per_s} spans/s`, `p50 ${out.distributed.receipt_to_finding_p50_ms} ms, p99 ${out.distributed.receipt_to_finding_p99_ms} ms`, '']);
   } else if (out.distributed) rows.push(['distributed', 'skipped', out.distributed.skipped]);
+  if (out.bus) {
+    const b = out.bus;
+    rows.push(['the bus alone, durable log: publish / consume, packs', `${b.log_packed.publish_records_per_s} / ${b.log_packed.consume_records_per_s} records/s, ${b.log_packed.frames} frames`, `one record per span: ${b.log_one_record_per_span.publish_records_per_s} / ${b.log_one_record_per_span.consume_records_per_s} records/s, ${b.log_one_record_per_span.frames} frames`]);
+    if (b.kafka_packed) {
+      rows.push(['the bus alone, Kafka: publish / consume, packs', `${b.kafka_packed.publish_records_per_s} / ${b.kafka_packed.consume_records_per_s} records/s, ${b.kafka_packed.kafka_records} Kafka records`, `one record per span: ${b.kafka_one_record_per_span.publish_records_per_s} / ${b.kafka_one_record_per_span.consume_records_per_s} records/s; packs and gzip: ${b.kafka_packed_gzip.publish_records_per_s} / ${b.kafka_packed_gzip.consume_records_per_s}`]);
+    }
+  }
   if (out.questions) {
     for (const m of out.questions.modes) rows.push([`questions, ${m.mode}`, `${m.questions_per_s} questions/s, ${m.model_requests} model requests`, `x${m.fewer_requests_than_off} fewer requests than off`]);
     rows.push(['fast classifier (trained model)', `${out.questions.classifier.trained_model.answers_per_s} answers/s`, `heuristics: ${out.questions.classifier.library_heuristic.answers_per_s} answers/s`]);
