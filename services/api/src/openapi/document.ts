@@ -199,6 +199,8 @@ const W = '/v1/workspaces/{ws}';
 const paths: Record<string, Record<string, unknown>> = {
   '/healthz': { get: op('health', { summary: 'Liveness', ok: { schema: object({ status: oneOf(['ok']) }) } }) },
   '/openapi.json': { get: op('meta', { summary: 'This document', ok: { schema: { type: 'object' } } }) },
+  // MCP's streamable HTTP transport (JSON-RPC messages; GET and DELETE answer 405: stateless).
+  '/v1/mcp': { post: op('mcp', { summary: 'The MCP tools for coding agents (create_check, preview_check, list_checks, list_findings, get_run), in the key\'s project', body: { type: 'object', description: 'A JSON-RPC message' }, ok: { schema: { type: 'object' } } }) },
 
   [`${P}/runs`]: {
     get: op('runs', {
