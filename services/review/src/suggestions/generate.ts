@@ -1,4 +1,4 @@
-import type { Db } from '@neatroots/ports';
+import type { Db, JobInfo } from '@neatroots/ports';
 import {
   applyEdits,
   excerpt,
@@ -23,6 +23,8 @@ export interface SuggestJob {
   workspace: string;
   id: string;
 }
+/** Tries of the job; after the last one fails the suggestion is failed, never left generating. */
+export const SUGGEST_ATTEMPTS = 3;
 
 type Attempt = { ok: true; text: string; rationale: string } | { ok: false; problems: string[] };
 
@@ -44,6 +46,16 @@ export class SuggestionGenerator {
     private readonly gateway: GatewayOf,
   ) {
     this.workspaces = new WorkspaceRepo(db);
+  }
+
+  /** The job's body: an error is retried, and the last try's error fails the suggestion. */
+  async run(job: SuggestJob, info: JobInfo): Promise<void> {
+    try {
+      await this.generate(job);
+    } catch (err) {
+      if (info.attempt >= SUGGEST_ATTEMPTS) await this.repo.set(this.db, job.id, { status: 'failed', error: `it could not be generated: ${(err as Error).message}` }, ['generating']);
+      throw err;
+    }
   }
 
   async generate(job: SuggestJob): Promise<void> {

@@ -4,7 +4,7 @@ import type { GitHubConnections } from '../github/connections';
 import type { GatewayOf } from '../review/namer';
 import type { ReviewWrites } from '../review/writes';
 import type { SopWorkspaces } from '../sop/workspaces';
-import { SuggestionGenerator, SUGGEST_QUEUE, type SuggestJob } from './generate';
+import { SuggestionGenerator, SUGGEST_ATTEMPTS, SUGGEST_QUEUE, type SuggestJob } from './generate';
 import { followPullRequestsEvery } from './prs';
 import { Suggestions } from './suggestions';
 
@@ -43,12 +43,12 @@ export class SuggestionService {
 
   /** The job's handler, the PR schedule, and suggestions a stop left generating queued again. */
   async start(): Promise<void> {
-    await this.opts.jobs.work<SuggestJob>(SUGGEST_QUEUE, (job) => this.generator.generate(job));
+    await this.opts.jobs.work<SuggestJob>(SUGGEST_QUEUE, (job, info) => this.generator.run(job, info));
     if (this.opts.github && this.opts.prStatusCron) {
       const github = this.opts.github;
       await followPullRequestsEvery(this.opts.jobs, this.opts.prStatusCron, this.opts.db, this.suggestions, (ws) => github.codeHost(ws));
     }
-    for (const s of await this.suggestions.repo.generating(this.opts.db)) await this.opts.jobs.add<SuggestJob>(SUGGEST_QUEUE, s, { jobId: `suggest-${s.id}`, attempts: 3, backoffMs: 2000 });
+    for (const s of await this.suggestions.repo.generating(this.opts.db)) await this.opts.jobs.add<SuggestJob>(SUGGEST_QUEUE, s, { jobId: `suggest-${s.id}`, attempts: SUGGEST_ATTEMPTS, backoffMs: 2000 });
   }
 
   /** The review side's queries with suggestions in. */

@@ -4,12 +4,13 @@ import type { Db } from '@neatroots/ports';
 import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
 import { compileFiles, readFolder, type DecisionGateway } from '@neatroots/sop';
-import { SopSessionsRepo, sopFindingId, type ReviewSopQueries, type SuggestionView } from '@neatroots/store';
+import { SopSessionsRepo, sopFindingId, SuggestionsRepo, type ReviewSopQueries, type SuggestionView } from '@neatroots/store';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
 import { startFakeGitHub, type FakeGitHub } from '../../../../libs/platform/src/github/fake-github.test';
 import { GitHubConnections } from '../github/connections';
 import { ReviewSop } from '../review/service';
 import { SopWorkspaces } from '../sop/workspaces';
+import { SuggestionGenerator } from './generate';
 import { followPullRequestsNow } from './prs';
 
 /**
@@ -179,6 +180,21 @@ describe('SuggestEdit', () => {
     const given = await q.giveVerdict(WS, pattern.id, { verdict: 'acceptable', suggest: true });
     expect(given.suggestion).toMatchObject({ status: 'generating', verdict: 'acceptable', pattern_id: pattern.id });
     expect((await settled(given.suggestion!.id)).status).toBe('proposed');
+  });
+});
+
+describe('the sopops_suggest job', () => {
+  it('an error on the last try fails the suggestion, saying why, rather than leave it generating', async () => {
+    const { pattern } = await patternWithVerdict('real');
+    const repo = new SuggestionsRepo();
+    const s = await repo.insert(db, { workspace: WS, pattern_id: pattern.id, procedure_id: 'take-order', path: 'procedures/take-order.md', rule_id: NEVER.rule_id, rule_text: NEVER.text, verdict: 'real', verdict_note: null, verdict_at: new Date().toISOString(), prompt_version: 'suggest-1', base_version: 'v', old_text: FILE });
+    const away = new SuggestionGenerator(db, async () => {
+      throw new Error('the question service is not reachable');
+    });
+    await expect(away.run({ workspace: WS, id: s.id }, { id: 'j', attempt: 1 })).rejects.toThrow(/not reachable/);
+    expect((await repo.get(db, WS, s.id))!.status).toBe('generating');
+    await expect(away.run({ workspace: WS, id: s.id }, { id: 'j', attempt: 3 })).rejects.toThrow(/not reachable/);
+    expect(await repo.get(db, WS, s.id)).toMatchObject({ status: 'failed', error: 'it could not be generated: the question service is not reachable' });
   });
 });
 

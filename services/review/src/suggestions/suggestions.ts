@@ -18,7 +18,7 @@ import {
 import type { SopWorkspaces } from '../sop/workspaces';
 import { ReviewWrites } from '../review/writes';
 import { releasedIn } from './fix';
-import { SUGGEST_QUEUE, type SuggestJob } from './generate';
+import { SUGGEST_ATTEMPTS, SUGGEST_QUEUE, type SuggestJob } from './generate';
 import { fileAt, headProcedure, issuesWith, procedurePath } from './head';
 import { textFields } from './input';
 
@@ -220,7 +220,7 @@ export class Suggestions {
       rewrite_of: more.rewrite_of,
       reviewer: more.reviewer,
     });
-    await this.jobs.add<SuggestJob>(SUGGEST_QUEUE, { workspace, id: s.id }, { jobId: `suggest-${s.id}`, attempts: 3, backoffMs: 2000 });
+    await this.jobs.add<SuggestJob>(SUGGEST_QUEUE, { workspace, id: s.id }, { jobId: `suggest-${s.id}`, attempts: SUGGEST_ATTEMPTS, backoffMs: 2000 });
     return s;
   }
 
