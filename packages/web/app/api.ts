@@ -79,11 +79,14 @@ export const api = {
   reviewQueue: (s: Session, state: readonly ReviewState[], limit?: number) =>
     call<ReviewQueue>(s, 'review', { params: { state, limit }, root: 'workspaces' }),
   pattern: (s: Session, id: string) => call<Pattern>(s, `patterns/${encodeURIComponent(id)}`, { root: 'workspaces' }),
-  giveVerdict: (s: Session, id: string, body: { verdict: VerdictName; note?: string; reviewer?: string }) =>
+  giveVerdict: (s: Session, id: string, body: { verdict: VerdictName; note?: string; reviewer?: string; suggest?: boolean }) =>
     call<VerdictGiven>(s, `patterns/${encodeURIComponent(id)}/verdict`, { method: 'POST', body, root: 'workspaces' }),
   override: (s: Session, findingId: string, body: { correct: boolean; note?: string; reviewer?: string }) =>
     call<OverrideGiven>(s, `findings/${encodeURIComponent(findingId)}/override`, { method: 'POST', body, root: 'workspaces' }),
   regression: (s: Session, id: string) => call<string>(s, `patterns/${encodeURIComponent(id)}/regression`, { root: 'workspaces', text: true }),
   insights: (s: Session, p: Params) => call<Insights>(s, 'insights', { params: p, root: 'workspaces' }),
   suggestion: (s: Session, id: string) => call<SuggestionView>(s, `suggestions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
+  /** apply, rewrite or dismiss a proposed suggestion (docs/suggestions.md). */
+  actOnSuggestion: (s: Session, id: string, action: 'apply' | 'rewrite' | 'dismiss', body: { reviewer?: string; note?: string }) =>
+    call<SuggestionView>(s, `suggestions/${encodeURIComponent(id)}/${action}`, { method: 'POST', body, root: 'workspaces' }),
 };

@@ -2,18 +2,23 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
+import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './browser.test';
 
 /**
- * The reviewer's path in a real browser, on the embedded default with the demo data and no
- * model: the demo workspace's procedures published and its sample sessions checked (a skipped
- * and an out-of-order lookup are findings on one rule), then the review queue, the pattern
- * page, a verdict and an override given by clicking, the state change seen in the queue, and
- * Insights against what the API answers. No page may log a console error.
+ * The reviewer's path in a real browser, on the embedded default with the demo data: the demo
+ * workspace's procedures published and its sample sessions checked from their tool calls (a
+ * skipped and an out-of-order lookup are findings on one rule), then the review queue, the
+ * pattern page, a verdict and an override given by clicking, the state change seen in the
+ * queue, a suggested edit written by the reasoning model (a scripted OpenAI-compatible server)
+ * and applied as a draft, and Insights against what the API answers. No page may log a console
+ * error.
  */
+const STEP1 = '1. Look up the order. [tool: lookup_order, required]';
+const REWORDED = '1. Look up the order by its number before refunding. [tool: lookup_order, required]';
 const exe = chromiumOrSkip('the review pages in a browser');
 
 interface QueueAnswer {
@@ -24,6 +29,7 @@ interface QueueAnswer {
 
 (exe ? describe : describe.skip)('the review pages in a browser', () => {
   let home: string;
+  let reasoning: FakeOpenAI;
   let app: EmbeddedApp;
   let browser: Browser;
   let url: string;
@@ -49,6 +55,14 @@ interface QueueAnswer {
   beforeAll(async () => {
     requireBuiltApp();
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-review-'));
+    // The reasoning model names patterns and writes suggested edits (find and replace whole lines).
+    reasoning = await startFakeOpenAI((call) => {
+      const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+      const ids = [...user.matchAll(/^(q\d+) \(about subject/gm)].map((m) => m[1]);
+      const suggest = (call.body.messages[0]?.content ?? '').startsWith('You edit standard operating procedures');
+      const answer = suggest ? { rationale: 'Look the order up by its number first.', edits: [{ find: STEP1, replace: REWORDED }] } : { name: 'Skipped the order lookup' };
+      return { json: { answers: ids.map((id) => ({ id, ...answer })) } };
+    });
     app = await startEmbedded({
       config: loadConfig({
         NEATROOTS_HOME: home,
@@ -60,6 +74,7 @@ interface QueueAnswer {
         NEATROOTS_MEMORY_CEILING_MB: '0',
         NEATROOTS_ADMIN_PORT: '0',
       }),
+      models: loadModelConfig({ NEATROOTS_REASONING_MODEL_URL: reasoning.url, NEATROOTS_REASONING_MODEL_NAME: 'reasoner-test' }),
       demo: true,
       inMemoryDb: true,
       watch: false,
@@ -77,6 +92,7 @@ interface QueueAnswer {
   afterAll(async () => {
     await browser?.close();
     await app?.close();
+    await reasoning?.close();
     if (home) fs.rmSync(home, { recursive: true, force: true });
     process.stdout.write(`review pages: screenshots in ${SCREENSHOTS}\n`);
   });
@@ -155,7 +171,7 @@ interface QueueAnswer {
     await review.getByLabel('Note (optional)').fill('Refunds this small skip the lookup on purpose.');
     await review.getByLabel('Reviewer').fill('ana');
     await review.getByRole('button', { name: 'Acceptable' }).click();
-    await page.getByRole('status').filter({ hasText: /^Verdict acceptable saved: the pattern is closed, \d+ findings suppressed\.$/ }).waitFor();
+    await page.getByRole('status').filter({ hasText: /^Verdict acceptable saved: the pattern is closed, \d+ findings? suppressed\.$/ }).waitFor();
     await review.locator('.review-state .badge', { hasText: 'closed' }).waitFor();
     await review.locator('ol.history li', { hasText: 'Refunds this small skip the lookup on purpose.' }).waitFor();
     const closed = await wsGet<{ review_state: string; suppressed_count: number; verdict: { verdict: string; note: string; reviewer: string } }>(`patterns/${item.pattern_id}`);
@@ -192,6 +208,42 @@ interface QueueAnswer {
     await page.waitForURL(/state=open/);
     await page.getByRole('listbox', { name: 'Review queue' }).getByRole('option', { name: new RegExp(`^${escape(item.name)},.*, open,`) }).waitFor();
     await shot(page, 'review-queue-open-dark');
+    await page.context().close();
+  });
+
+  it('a verdict asking for a suggestion: the edit proposed, shown side by side, applied as a draft at head; the pattern is fixing', async () => {
+    const item = (await wsGet<QueueAnswer>('review?state=open')).items[0];
+    const page = await signedIn();
+    await page.goto(`${url}/p/${DEMO_PROJECT}/patterns/${item.pattern_id}`);
+    const review = page.getByRole('region', { name: 'Review' });
+    await review.locator('.review-state .badge', { hasText: 'open' }).waitFor();
+    await review.getByRole('checkbox', { name: /Suggest an edit to the procedure/ }).check();
+    await review.getByRole('button', { name: 'Real mistake' }).click();
+    await page.getByRole('status').filter({ hasText: 'A suggested edit is being written.' }).waitFor();
+    // The page reads the pattern again until the model's proposal is in.
+    const suggestion = page.getByRole('region', { name: 'Suggestion' });
+    await suggestion.locator('.badge', { hasText: 'proposed' }).waitFor({ timeout: 20_000 });
+    await suggestion.locator('.badge', { hasText: 'current' }).waitFor();
+    await suggestion.getByText('Look the order up by its number first.').waitFor();
+    await suggestion.getByRole('button', { name: 'Show the edit' }).click();
+    const edit = page.getByLabel('The procedure before and after the suggested edit');
+    await expect(edit.locator('.d-del').allTextContents()).resolves.toEqual([`-${STEP1}`]);
+    await expect(edit.locator('.d-add').allTextContents()).resolves.toEqual([`+${REWORDED}`]);
+    await shot(page, 'pattern-suggestion-light');
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+    await shot(page, 'pattern-suggestion-dark');
+
+    await suggestion.getByRole('button', { name: 'Apply' }).click();
+    await page.getByRole('status').filter({ hasText: /^Suggestion applied: saved as a draft at head, it goes out with the next publish\.$/ }).waitFor();
+    await suggestion.locator('.badge', { hasText: 'applied' }).waitFor();
+    await review.locator('.review-state .badge', { hasText: 'fixing' }).waitFor();
+    // A draft at head: the unpublished changes carry the reworded step.
+    const head = await wsGet<{ diff: string }>('head');
+    expect(head.diff).toContain(`+${REWORDED}`);
+    const pattern = await wsGet<{ review_state: string; suggestions: { status: string }[] }>(`patterns/${item.pattern_id}`);
+    expect(pattern.review_state).toBe('fixing');
+    expect(pattern.suggestions[0].status).toBe('applied');
+    await shot(page, 'pattern-applied-dark');
     await page.context().close();
   });
 

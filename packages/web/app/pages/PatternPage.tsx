@@ -1,8 +1,9 @@
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import { api } from '../api';
 import { count, when } from '../format';
 import { failure, useLoad } from '../load';
 import { VERDICTS, words, type PatternSession, type VerdictName } from '../review-types';
+import { byReviewer, rememberReviewer, reviewer } from '../reviewer';
 import { Link } from '../router';
 import type { Session } from '../session';
 import { ReviewStateLine, StateBadge, VerdictBadge, VerdictLine } from '../components/ReviewBadges';
@@ -16,8 +17,6 @@ const VERDICT_HELP: Record<VerdictName, { label: string; means: string }> = {
   checker_wrong: { label: 'Checker wrong', means: 'sopops misjudged: its findings are suppressed.' },
 };
 
-const REVIEWER = 'neatroots.reviewer';
-
 /**
  * One pattern (a rule pattern or a failure mode): the rule it is about, its review state and
  * why, the verdict buttons with a note, the verdict history, its failure modes, the phrasings
@@ -27,6 +26,14 @@ const REVIEWER = 'neatroots.reviewer';
 export function PatternPage({ session, base, id }: { session: Session; base: string; id: string }) {
   const p = useLoad(() => api.pattern(session, id), [session, id]);
   const [said, setSaid] = useState<{ ok: boolean; text: string } | null>(null);
+  // A suggestion being written: read the pattern again until it is done.
+  const generating = p.data?.suggestions?.some((x) => x.status === 'generating') ?? false;
+  const { reload } = p;
+  useEffect(() => {
+    if (!generating) return;
+    const t = setTimeout(reload, 1000);
+    return () => clearTimeout(t);
+  }, [generating, p.data, reload]);
   if (p.error && !p.data) {
     return (
       <main id="main">
@@ -92,7 +99,7 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
         </ol>
       </section>
 
-      {d.suggestions && d.suggestions.length > 0 && <SuggestionsSummary items={d.suggestions} session={session} />}
+      {d.suggestions && d.suggestions.length > 0 && <SuggestionsSummary items={d.suggestions} act={{ session, onDone: done }} />}
 
       {d.failure_modes.length > 0 && (
         <section aria-labelledby="modes-h">
@@ -179,22 +186,20 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
   );
 }
 
-function reviewer(): string {
-  return sessionStorage.getItem(REVIEWER) ?? '';
-}
-
 /** The four verdicts as buttons, with an optional note and the reviewer's name (kept for this tab). */
 function VerdictForm({ session, id, onDone }: { session: Session; id: string; onDone(ok: boolean, text: string): void }) {
   const [note, setNote] = useState('');
   const [who, setWho] = useState(reviewer);
+  const [suggest, setSuggest] = useState(false);
   const [busy, setBusy] = useState(false);
   const give = async (verdict: VerdictName) => {
     setBusy(true);
     try {
-      if (who.trim()) sessionStorage.setItem(REVIEWER, who.trim());
-      const v = await api.giveVerdict(session, id, { verdict, ...(note.trim() ? { note: note.trim() } : {}), ...(who.trim() ? { reviewer: who.trim() } : {}) });
+      rememberReviewer(who);
+      const v = await api.giveVerdict(session, id, { verdict, ...(note.trim() ? { note: note.trim() } : {}), ...byReviewer(), ...(suggest ? { suggest: true } : {}) });
       setNote('');
-      onDone(true, `Verdict ${words(v.verdict)} saved: the pattern is ${words(v.review_state)}, ${v.suppressed_count} findings suppressed.`);
+      const queued = v.suggestion ? ' A suggested edit is being written.' : v.suggestion_note ? ` No suggestion: ${v.suggestion_note}` : '';
+      onDone(true, `Verdict ${words(v.verdict)} saved: the pattern is ${words(v.review_state)}, ${count(v.suppressed_count, 'finding')} suppressed.${queued}`);
     } catch (err) {
       onDone(false, `The verdict was not saved: ${failure(err)}`);
     } finally {
@@ -210,6 +215,9 @@ function VerdictForm({ session, id, onDone }: { session: Session; id: string; on
       <label>
         Reviewer
         <input value={who} onChange={(e) => setWho(e.target.value)} placeholder="your name" />
+      </label>
+      <label className="check">
+        <input type="checkbox" checked={suggest} onChange={(e) => setSuggest(e.target.checked)} /> Suggest an edit to the procedure (real, acceptable, SOP wrong)
       </label>
       <div className="verdict-buttons" role="group" aria-label="Verdicts">
         {VERDICTS.map((v) => (
@@ -228,7 +236,7 @@ function SessionRow({ s, base, session, onDone }: { s: PatternSession; base: str
   const override = async (correct: boolean) => {
     setBusy(true);
     try {
-      const o = await api.override(session, s.finding_id, { correct, ...(reviewer() ? { reviewer: reviewer() } : {}) });
+      const o = await api.override(session, s.finding_id, { correct, ...byReviewer() });
       onDone(true, `Finding on ${s.external_id} marked ${correct ? 'right' : 'wrong'}: ${o.suppressed ? 'suppressed' : 'counted'}; the session is now ${o.session_result ? words(o.session_result) : 'unmeasured'}.`);
     } catch (err) {
       onDone(false, `The override was not saved: ${failure(err)}`);
