@@ -10,6 +10,10 @@
 //     median of 5 after a warm-up;
 //   - a verdict (acceptable) on the biggest pattern: its findings suppressed, its sessions
 //     rolled up again.
+// Beside each read's wall time, its statements' own times: every statement the read ran is
+// run again under EXPLAIN (ANALYZE, FORMAT JSON) in a transaction like the one it ran in (its
+// SET LOCAL too), and the planning and execution times the plans report are summed
+// (plan_ms, with the statement count and the slowest one); the same for the plain counts.
 // On PGlite (in this process), and on Postgres when NEATROOTS_PG_URL is set (a scratch
 // database created and dropped on that server).
 // Build first: npx tsc -b services/review libs/platform
@@ -113,6 +117,64 @@ async function median(fn, n = 5) {
   return Math.round(ms[Math.floor(n / 2)] * 10) / 10;
 }
 
+/**
+ * The statements `fn` runs on `db`, grouped by the transaction they ran in (null: on their own).
+ * Reads only: they are run again under EXPLAIN ANALYZE.
+ */
+async function traced(db, fn) {
+  const statements = [];
+  let tx = 0;
+  const spy = {
+    kind: db.kind,
+    query: (sql, params) => {
+      statements.push({ sql, params, tx: null });
+      return db.query(sql, params);
+    },
+    exec: (sql) => db.exec(sql),
+    transaction: (body) => {
+      const id = ++tx;
+      return db.transaction((t) => body({ query: (sql, params) => (statements.push({ sql, params, tx: id }), t.query(sql, params)) }));
+    },
+    close: () => undefined,
+  };
+  await fn(spy);
+  return statements;
+}
+
+/** EXPLAIN ANALYZE of each statement, in a transaction per group as it ran; summed planning + execution ms. */
+async function planTimes(db, statements) {
+  const groups = new Map();
+  for (const s of statements) {
+    const key = s.tx === null ? `solo${groups.size}` : `tx${s.tx}`;
+    (groups.get(key) ?? groups.set(key, []).get(key)).push(s);
+  }
+  const times = [];
+  for (const group of groups.values()) {
+    await db.transaction(async (t) => {
+      for (const s of group) {
+        if (!/^\s*(SELECT|WITH)\b/i.test(s.sql)) {
+          await t.query(s.sql, s.params);
+          continue;
+        }
+        const res = await t.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.sql}`, s.params);
+        const raw = Object.values(res.rows[0])[0];
+        const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw)[0];
+        times.push({ ms: plan['Planning Time'] + plan['Execution Time'], sql: s.sql.replace(/\s+/g, ' ').trim().slice(0, 70) });
+      }
+    });
+  }
+  const total = times.reduce((a, t) => a + t.ms, 0);
+  const slowest = times.reduce((a, t) => (t.ms > a.ms ? t : a), { ms: 0, sql: '' });
+  return { plan_ms: Math.round(total * 10) / 10, statements: times.length, slowest_ms: Math.round(slowest.ms * 10) / 10, slowest: slowest.sql };
+}
+
+/** A read's wall time (median of 5) and its statements' plan times. */
+async function measured(db, read) {
+  const ms = await median(() => read(db));
+  const plans = await planTimes(db, await traced(db, read));
+  return { ms, ...plans };
+}
+
 async function benchOn(kind, db, sessions) {
   await migrate(db);
   const t0 = performance.now();
@@ -136,6 +198,13 @@ async function benchOn(kind, db, sessions) {
   );
   const assignOne = await time(() => review.assigner.assign(WS));
 
+  // the same reads on a given database (the traced one for the plans)
+  const reads = {
+    baseline_count_findings: (d) => d.query('SELECT count(*) FROM sop_findings WHERE workspace = $1', [WS]),
+    baseline_count_sessions: (d) => d.query('SELECT count(*) FROM sop_sessions WHERE workspace = $1', [WS]),
+    review_queue: (d) => new ReviewSop({ db: d, jobs }).queries.reviewQueue(WS, {}),
+    insights: (d) => new ReviewSop({ db: d, jobs }).queries.insights(WS, {}),
+  };
   const out = {
     db: kind,
     sessions,
@@ -150,6 +219,9 @@ async function benchOn(kind, db, sessions) {
     patterns_ms: await median(() => q.patterns(WS, {})),
     insights_ms: await median(() => q.insights(WS, {})),
   };
+  // wall time beside the statements' own (EXPLAIN ANALYZE) times, for the reads with a target
+  out.plans = {};
+  for (const [name, read] of Object.entries(reads)) out.plans[name] = await measured(db, read);
   const biggest = (await q.patterns(WS, {})).items[0];
   out.pattern_ms = await median(() => q.pattern(WS, biggest.id, {}));
   const verdict = await time(() => q.giveVerdict(WS, biggest.id, { verdict: 'acceptable' }));
