@@ -1,93 +1,128 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { startSop, type Sop } from '@neatroots/review';
+import { sopGrpcService, startSop, type Sop } from '@neatroots/review';
 import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
-import { ProjectsRepo } from '@neatroots/store';
+import { ProjectsRepo, type ReviewSopQueries } from '@neatroots/store';
 import { apiUrl } from './api';
 import { ApiKeyGuard } from './auth.guard';
 import { ErrorsFilter } from './errors';
 import { ReviewController } from './review.controller';
+import { SopGrpcClient } from './sop-client';
 import { RESOLVE_KEY, REVIEW_SOP_QUERIES } from './tokens';
 
 /**
  * The review endpoints over real HTTP: ReviewController with the api's guard and error filter,
- * on the review service's ReviewSop, as startSop runs it (PGlite, inline jobs) with fixture sessions checked by
- * tool calls alone.
+ * on the review service's ReviewSop, as startSop runs it (PGlite, inline jobs) with fixture
+ * sessions checked by tool calls alone; in both deployments: in-process (embedded), and over
+ * gRPC (neatroots.v1.Sop, the api on its client: distributed), each on its own workspace.
  */
 const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
-const KEY = 'key-for-luigis';
 const session = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
+const DAY = 86_400_000;
 
 let db: Db;
 let jobs: InlineJobs;
 let sop: Sop;
-let app: INestApplication;
-let base: string;
+let grpc: Server;
+let client: SopGrpcClient;
 
 beforeAll(async () => {
   db = await openPglite();
   await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
+  await new ProjectsRepo(db).addApiKey('luigis', 'key-for-luigis');
+  await new ProjectsRepo(db).addApiKey('marios', 'key-for-marios');
   await new ProjectsRepo(db).addApiKey('other', 'key-for-other');
   jobs = new InlineJobs();
   sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session: s }) => checkSession(lock, s, { decider: noModelDecider('no model is configured'), releaseId }) });
-  await sop.queries.pushHead('luigis', [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
-  await sop.queries.publish('luigis');
-
-  @Module({
-    controllers: [ReviewController],
-    providers: [{ provide: REVIEW_SOP_QUERIES, useValue: sop.review }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
-  })
-  class TestModule {}
-  app = await NestFactory.create(TestModule, { logger: false });
-  app.useGlobalFilters(new ErrorsFilter());
-  await app.listen(0, '127.0.0.1');
-  base = `${apiUrl(app)}/v1/workspaces/luigis`;
+  for (const ws of ['luigis', 'marios']) {
+    await sop.queries.pushHead(ws, [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
+    await sop.queries.publish(ws);
+  }
+  grpc = new Server();
+  const svc = sopGrpcService(sop.queries, sop.review);
+  grpc.addService(svc.service, svc.implementation);
+  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  client = new SopGrpcClient(`127.0.0.1:${port}`);
 }, 60_000);
 afterAll(async () => {
-  await app.close();
+  client.close();
+  grpc.forceShutdown();
   await jobs.close();
   await db.close();
 });
 
-async function call(method: string, p: string, body?: unknown, key = KEY) {
-  const res = await fetch(`${base}${p}`, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, type: res.headers.get('content-type') ?? '', text, body: res.headers.get('content-type')?.includes('application/json') && text ? JSON.parse(text) : null };
-}
+describe.each([
+  ['in-process', 'luigis', () => sop.review],
+  ['over gRPC', 'marios', () => client as ReviewSopQueries],
+])('the review endpoints (%s)', (_name, ws, reviewOf) => {
+  const KEY = `key-for-${ws}`;
+  let app: INestApplication;
+  let base: string;
 
-async function checkedWithPattern(name: string, externalId: string): Promise<string> {
-  const sent = await sop.queries.receiveSession('luigis', { ...session(name), external_id: externalId, started_at: new Date(Date.now() - 86_400_000).toISOString() });
-  for (let i = 0; i < 400; i++) {
-    const s = await sop.queries.getSession('luigis', sent.id);
-    const rule = s.checks.flatMap((c) => c.rules).find((r) => r.finding);
-    if (rule?.pattern_id) return sent.id;
-    await new Promise((r) => setTimeout(r, 10));
+  beforeAll(async () => {
+    @Module({
+      controllers: [ReviewController],
+      providers: [{ provide: REVIEW_SOP_QUERIES, useValue: reviewOf() }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
+    })
+    class TestModule {}
+    app = await NestFactory.create(TestModule, { logger: false });
+    app.useGlobalFilters(new ErrorsFilter());
+    await app.listen(0, '127.0.0.1');
+    base = `${apiUrl(app)}/v1/workspaces/${ws}`;
+  });
+  afterAll(() => app.close());
+
+  async function call(method: string, p: string, body?: unknown, key = KEY) {
+    const res = await fetch(`${base}${p}`, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    return { status: res.status, type: res.headers.get('content-type') ?? '', text, body: res.headers.get('content-type')?.includes('application/json') && text ? JSON.parse(text) : null };
   }
-  throw new Error(`${externalId} never got a pattern`);
-}
 
-describe('the review endpoints', () => {
+  async function checkedWithPattern(name: string, externalId: string, startedAt = new Date(Date.now() - DAY).toISOString()): Promise<string> {
+    const sent = await sop.queries.receiveSession(ws, { ...session(name), external_id: externalId, started_at: startedAt });
+    for (let i = 0; i < 400; i++) {
+      const s = await sop.queries.getSession(ws, sent.id);
+      const rule = s.checks.flatMap((c) => c.rules).find((r) => r.finding);
+      if (rule?.pattern_id) return sent.id;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`${externalId} never got a pattern`);
+  }
+
   it('serve the queue, patterns, a verdict, an override, the regression set and insights', async () => {
     const a = await checkedWithPattern('payment-skipped', 'pay-a');
     await checkedWithPattern('payment-skipped', 'pay-b');
+    await checkedWithPattern('payment-out-of-order', 'pay-c');
+    // Outside the default window (365 days): in no list nor count unless asked.
+    await checkedWithPattern('payment-skipped', 'pay-old', new Date(Date.now() - 400 * DAY).toISOString());
 
     const queue = await call('GET', '/review');
     expect(queue.status).toBe(200);
-    expect(queue.body).toMatchObject({ total: 1, counts: { needs_review: 1 }, clustered_at: null });
+    expect(queue.body).toMatchObject({ total: 2, counts: { needs_review: 2, open: 0, fixing: 0, fixed: 0, regressed: 0, closed: 0 }, clustered_at: null });
     const item = queue.body.items[0];
-    expect(item).toMatchObject({ label: 'Step 1', procedure_id: 'card-payment', sessions: 2, review_state: 'needs_review', review_reason: 'no_verdict' });
-    expect(item.examples).toHaveLength(2);
-    expect((await call('GET', '/review?state=open&state=closed')).body.total).toBe(0);
+    // Every field of an item, and of an example finding.
+    expect(Object.keys(item).sort()).toEqual(
+      ['pattern_id', 'kind', 'name', 'label', 'theme', 'procedure_id', 'procedure_name', 'rule_id', 'rule_text', 'sessions', 'examples', 'verdict', 'review_state', 'review_reason', 'review_note', 'fix_release', 'fix_sessions', 'fix_sessions_needed', 'new_findings', 'suppressed_count', 'suggestion'].sort(),
+    );
+    // the queue counts all time: the old session is one of the three
+    expect(item).toMatchObject({ kind: 'rule', label: 'Step 1', procedure_id: 'card-payment', procedure_name: expect.any(String), rule_text: expect.any(String), sessions: 3, theme: null, verdict: null, review_state: 'needs_review', review_reason: 'no_verdict', review_note: expect.any(String), new_findings: 3, suppressed_count: 0, suggestion: null, fix_release: null });
+    expect(item.examples).toHaveLength(3);
+    expect(Object.keys(item.examples[0]).sort()).toEqual(['finding_id', 'session_id', 'external_id', 'started_at', 'status', 'excerpt', 'evidence', 'suppressed'].sort());
+    expect((await call('GET', '/review?state=open&state=closed')).body).toMatchObject({ total: 0, items: [] });
+    expect((await call('GET', '/review?limit=1')).body).toMatchObject({ total: 2, items: [{ pattern_id: item.pattern_id }] });
 
-    const list = await call('GET', '/patterns?days=30&procedure=card-payment');
-    expect(list.body.items.map((p: { id: string }) => p.id)).toEqual([item.pattern_id]);
+    const list = await call('GET', '/patterns?procedure=card-payment');
+    expect(Object.keys(list.body).sort()).toEqual(['clustered_at', 'items', 'window']);
+    expect(Date.parse(list.body.window.to) - Date.parse(list.body.window.from)).toBe(365 * DAY);
+    expect(list.body.items.map((p: { id: string; findings: number }) => [p.id, p.findings])).toEqual([[item.pattern_id, 2], [queue.body.items[1].pattern_id, 1]]);
+    expect((await call('GET', `/patterns?rule=${item.rule_id}&days=3650`)).body.items.map((p: { findings: number }) => p.findings)).toEqual([3]);
     const one = await call('GET', `/patterns/${item.pattern_id}`);
-    expect(one.body).toMatchObject({ id: item.pattern_id, session_count: 2, suggestions: [] });
+    expect(one.body).toMatchObject({ id: item.pattern_id, session_count: 2, suggestions: [], verdict: null, verdict_history: [], suppressed_count: 0, review_state: 'needs_review' });
 
     const noVerdict = await call('GET', `/patterns/${item.pattern_id}/regression`);
     expect(noVerdict.status).toBe(409);
@@ -96,6 +131,10 @@ describe('the review endpoints', () => {
     const verdict = await call('POST', `/patterns/${item.pattern_id}/verdict`, { verdict: 'real', reviewer: 'ana' });
     expect(verdict.status).toBe(201);
     expect(verdict.body).toMatchObject({ verdict: 'real', reviewer: 'ana', suppressed_count: 0, review_state: 'open' });
+    // state is repeatable: each state asked for, and only those
+    expect((await call('GET', '/review')).body.items.map((i: { pattern_id: string }) => i.pattern_id)).toEqual([queue.body.items[1].pattern_id]);
+    expect((await call('GET', '/review?state=open')).body.items.map((i: { pattern_id: string }) => i.pattern_id)).toEqual([item.pattern_id]);
+    expect((await call('GET', '/review?state=open&state=needs_review')).body).toMatchObject({ total: 2, counts: { open: 1, needs_review: 1 } });
 
     const findingId = item.examples.find((e: { session_id: string }) => e.session_id === a).finding_id;
     const override = await call('POST', `/findings/${findingId}/override`, { correct: false, note: 'it was found' });
@@ -105,10 +144,20 @@ describe('the review endpoints', () => {
     expect(lines.status).toBe(200);
     expect(lines.type).toContain('application/x-ndjson');
     const parsed = lines.text.trim().split('\n').map((l) => JSON.parse(l));
-    expect(parsed.map((l) => [l.session_id === a, l.expect]).sort()).toEqual([[false, 'agent'], [true, 'checker']]);
+    // one line per finding, all time, suppressed ones included
+    expect(parsed).toHaveLength(3);
+    for (const l of parsed) {
+      expect(Object.keys(l).sort()).toEqual(['session_id', 'external_id', 'transcript_ref', 'procedure_id', 'rule_id', 'rule_kind', 'rule_text', 'verdict', 'observed_status', 'expected_status', 'expect'].sort());
+      expect(l).toMatchObject({ procedure_id: 'card-payment', rule_kind: 'step', verdict: 'real', observed_status: 'skipped', expected_status: 'done' });
+    }
+    expect(parsed.map((l) => [l.session_id === a, l.expect]).sort()).toEqual([[false, 'agent'], [false, 'agent'], [true, 'checker']]);
 
+    // Insights: 365 days by default; the overridden finding is apart, and its session followed.
     const ins = await call('GET', '/insights?procedure=card-payment');
-    expect(ins.body.tiles).toMatchObject({ sessions: 2, findings: 1, suppressed: 1 });
+    expect(Date.parse(ins.body.window.to) - Date.parse(ins.body.window.from)).toBe(365 * DAY);
+    expect(ins.body.tiles).toMatchObject({ sessions: 3, findings: 2, suppressed: 1 });
+    expect(ins.body.scoreboard).toEqual([expect.objectContaining({ procedure_id: 'card-payment', sessions: 3, findings: 2, suppressed: 1 })]);
+    expect((await call('GET', '/insights?procedure=card-payment&days=3650')).body.tiles).toMatchObject({ sessions: 4, findings: 3, suppressed: 1 });
   });
 
   it('refuses what it does not take, naming it, and keys of other workspaces', async () => {

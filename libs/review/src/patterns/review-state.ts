@@ -17,7 +17,8 @@ import { suppresses, type VerdictKind } from './verdicts';
  *   closed        acceptable or checker_wrong
  *
  * A new verdict starts over: every fact below is about the latest verdict. The fix facts come
- * from applied suggestions (not built yet: callers pass none, and real/sop_wrong stay open).
+ * from the suggestion applied for that verdict (services/review suggestions/fix.ts); without
+ * one, real and sop_wrong stay open.
  */
 export const REVIEW_STATES = ['needs_review', 'open', 'fixing', 'fixed', 'regressed', 'closed'] as const;
 export type ReviewState = (typeof REVIEW_STATES)[number];
@@ -36,7 +37,7 @@ export interface PatternFacts {
   reworded_at?: string | null;
   /** Findings on the rule's current wording (suppressed or not). */
   findings_on_current_wording?: number;
-  /** The suggestion applied for this verdict, once suggestions exist. */
+  /** The suggestion applied for this verdict, if any. */
   fix?: FixFacts | null;
 }
 

@@ -309,4 +309,26 @@ describe('insights', () => {
     const oneDay = await review.queries.insights(WS, { days: 2 });
     expect(oneDay.tiles.sessions).toBe(1);
   });
+
+  it('look back 365 days unless asked, like the patterns list; suppressed findings are in no count or rate there either', async () => {
+    const inside = await send('phone-never-violated', 1, { started_at: daysAgo(364) });
+    await send('phone-never-violated', 2, { started_at: daysAgo(366) });
+    await send('phone-followed-pickup', 3, { started_at: daysAgo(10) });
+    const ins = await review.queries.insights(WS, {});
+    expect(Date.parse(ins.window.to) - Date.parse(ins.window.from)).toBe(365 * DAY);
+    expect(ins.tiles).toMatchObject({ sessions: 2, findings: 1, suppressed: 0, follow_rate: 0.5 });
+    expect(ins.ladder).toEqual([expect.objectContaining({ findings: 1, sessions: 2, rate: 0.5 })]);
+    const pats = await review.queries.patterns(WS, {});
+    expect(pats.items.map((p) => [p.findings, p.suppressed, p.sessions])).toEqual([[1, 0, 1]]);
+    expect((await review.queries.insights(WS, { days: 3650 })).tiles).toMatchObject({ sessions: 3, findings: 2 });
+
+    // The one finding in the window judged wrong: shown apart, the session followed, every rate 0.
+    await review.queries.overrideFinding(WS, findingRules(inside)[0].finding_id!, { correct: false });
+    const after = await review.queries.insights(WS, {});
+    expect(after.tiles).toMatchObject({ sessions: 2, findings: 0, suppressed: 1, follow_rate: 1 });
+    expect(after.scoreboard.find((r) => r.procedure_id === 'take-order')).toMatchObject({ findings: 0, suppressed: 1, follow_rate: 1 });
+    expect(after.ladder).toEqual([expect.objectContaining({ findings: 0, suppressed: 1, rate: 0 })]);
+    expect(after.ladder[0].trend.reduce((a, b) => a + b, 0)).toBe(0);
+    expect((await review.queries.patterns(WS, {})).items.map((p) => [p.findings, p.suppressed])).toEqual([[0, 1]]);
+  });
 });
