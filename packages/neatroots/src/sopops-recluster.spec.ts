@@ -87,7 +87,7 @@ describe('sopops recluster', () => {
       out: ['luigis: assigned 9 findings, split 0 rules into failure modes, grouped the themes of 0 procedures'],
       err: ['sopops recluster: no reasoning model is configured: 1 rule due for a split stays whole, and themes were not grouped'],
     });
-    expect((await repo.patternsOf(db, 'luigis')).map((p) => p.kind)).toEqual(['rule']);
+    expect((await repo.patternsOf(db, 'luigis')).map((p) => [p.kind, p.name, p.named_by])).toEqual([['rule', 'Volunteer a price', 'rule_text']]);
   });
 
   it('with the reasoning model splits the rule and groups its procedure, then exits 0', async () => {
@@ -102,6 +102,8 @@ describe('sopops recluster', () => {
     ]);
     expect(new Set(patterns.map((p) => p.theme_id)).size).toBe(1);
     expect(patterns[0].theme_id).not.toBeNull();
+    // The rule pattern was named from its rule's text without a model: this recluster named it.
+    expect(patterns.find((p) => p.kind === 'rule')).toMatchObject({ name: 'Talked about prices', named_by: 'model' });
   });
 
   it('refuses wrong options (exit 2) and an unknown procedure filter does nothing', async () => {
