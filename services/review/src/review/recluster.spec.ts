@@ -251,6 +251,25 @@ describe('failure modes and themes with a model', () => {
     expect((await modesOf())['Quoted a price']).toMatchObject({ review_state: 'open', review_reason: null });
   }, 30_000);
 
+  it("a failure mode without a verdict of its own has its rule pattern's (inherited), suppressing like its own", async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (const w of ['price 1', 'price 2', 'price 3', 'price 4', 'dish 1', 'dish 2', 'dish 3', 'dish 4']) await checked(w);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    await review.queries.giveVerdict(WS, (await priceRule()).id, { verdict: 'acceptable', reviewer: 'ana' });
+    const inherited = await modesOf();
+    for (const name of ['Quoted a price', 'Described a dish']) {
+      expect(inherited[name]).toMatchObject({ verdict: { verdict: 'acceptable', reviewer: 'ana', inherited: true }, review_state: 'closed', findings: 0, suppressed: 4 });
+    }
+    // Its own verdict wins over the rule pattern's: counted again, open.
+    await review.queries.giveVerdict(WS, inherited['Quoted a price'].id, { verdict: 'real' });
+    const own = await modesOf();
+    expect(own['Quoted a price']).toMatchObject({ verdict: { verdict: 'real', inherited: false }, review_state: 'open', findings: 4, suppressed: 0 });
+    expect(own['Described a dish']).toMatchObject({ verdict: { verdict: 'acceptable', inherited: true }, suppressed: 4 });
+    const closed = await review.queries.reviewQueue(WS, { state: ['closed'] });
+    expect(closed.items.map((i) => [i.name, i.verdict?.inherited])).toEqual([['Described a dish', true]]);
+  }, 30_000);
+
   it('a renamed theme that still holds the same rule patterns keeps its id', async () => {
     review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
     await review.start();
