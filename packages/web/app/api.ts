@@ -1,5 +1,5 @@
 import { loadSession, type Session } from './session';
-import type { SuggestionView } from '@neatroots/store';
+import type { RuleLineageView, SuggestionView } from '@neatroots/store';
 import type { Insights, OverrideGiven, Pattern, ReviewQueue, ReviewState, VerdictGiven, VerdictName } from './review-types';
 import type { Head, Release, SopSession, SopSessionRow } from './sop-types';
 import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
@@ -85,6 +85,8 @@ export const api = {
     call<OverrideGiven>(s, `findings/${encodeURIComponent(findingId)}/override`, { method: 'POST', body, root: 'workspaces' }),
   regression: (s: Session, id: string) => call<string>(s, `patterns/${encodeURIComponent(id)}/regression`, { root: 'workspaces', text: true }),
   insights: (s: Session, p: Params) => call<Insights>(s, 'insights', { params: p, root: 'workspaces' }),
+  ruleLineage: (s: Session, ruleId: string, procedure: string) =>
+    call<RuleLineageView>(s, `rules/${encodeURIComponent(ruleId)}/lineage`, { params: { procedure }, root: 'workspaces' }),
   suggestion: (s: Session, id: string) => call<SuggestionView>(s, `suggestions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
   /** apply, rewrite or dismiss a proposed suggestion (docs/suggestions.md). */
   actOnSuggestion: (s: Session, id: string, action: 'apply' | 'rewrite' | 'dismiss', body: { reviewer?: string; note?: string }) =>

@@ -244,6 +244,17 @@ interface QueueAnswer {
     expect(pattern.review_state).toBe('fixing');
     expect(pattern.suggestions[0].status).toBe('applied');
     await shot(page, 'pattern-applied-dark');
+    // Published: the reworded step continues the rule's lineage, linked by the applied suggestion.
+    const published = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/releases`, { method: 'POST', headers: { 'x-api-key': key } });
+    expect(published.status).toBe(201);
+    await page.reload();
+    const lineage = page.getByRole('region', { name: 'Lineage of the rule' }).locator('ol.lineage li');
+    await lineage.nth(1).waitFor();
+    await expect(lineage.allTextContents()).resolves.toEqual([
+      expect.stringMatching(/^release 1 Look up the order\. · first wording/),
+      expect.stringMatching(/^release 2 Look up the order by its number before refunding\. · an applied suggestion/),
+    ]);
+    await shot(page, 'pattern-lineage-dark');
     await page.context().close();
   });
 

@@ -23,13 +23,8 @@ export function ReviewStateLine({ r }: { r: ReviewFields }) {
     <p className="review-state">
       <StateBadge state={r.review_state} />
       {r.review_reason && <span className="meta"> ({words(r.review_reason)})</span>} {r.review_note}
-      {r.fix_release && (
-        <span className="meta">
-          {' '}
-          · fix in release {r.fix_release.number}
-          {r.fix_sessions !== null && r.fix_sessions_needed !== null && <>: {r.fix_sessions} of {r.fix_sessions_needed} sessions checked since</>}
-        </span>
-      )}
+      {/* The note already counts the fix's sessions (fix_sessions of fix_sessions_needed). */}
+      {r.fix_release && <span className="meta"> · the fix is in release {r.fix_release.number}</span>}
     </p>
   );
 }

@@ -41,7 +41,7 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
               </>
             )}
             {s.status === 'generating' && <p className="meta">The reasoning model is writing it; this page reloads until it is done.</p>}
-            {s.status === 'applied' && <p className="meta">Saved as a draft at head: it goes out with the next publish (Procedures → unpublished changes).</p>}
+            {s.status === 'applied' && !s.released_in && <p className="meta">Saved as a draft at head: it goes out with the next publish (Procedures → unpublished changes).</p>}
             {s.rationale && <p>{s.rationale}</p>}
             {s.error && <p className="error">{s.error}</p>}
             {s.note && <p className="meta">{s.note}</p>}

@@ -7,6 +7,7 @@ import { byReviewer, rememberReviewer, reviewer } from '../reviewer';
 import { Link } from '../router';
 import type { Session } from '../session';
 import { ReviewStateLine, StateBadge, VerdictBadge, VerdictLine } from '../components/ReviewBadges';
+import { RuleLineage } from '../components/RuleLineage';
 import { SuggestionsSummary } from '../components/Suggestions';
 
 /** What each verdict means for the pattern's findings (docs/review.md). */
@@ -135,6 +136,8 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
           </table>
         </section>
       )}
+
+      <RuleLineage session={session} ruleId={d.rule.current_rule_id} procedure={d.procedure_id} />
 
       {d.wordings.length > 1 && (
         <section aria-labelledby="wordings-h">

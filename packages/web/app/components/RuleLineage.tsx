@@ -1,0 +1,39 @@
+import { api } from '../api';
+import { percent } from '../format';
+import { useLoad } from '../load';
+import type { Session } from '../session';
+
+const HOW: Record<string, string> = {
+  suggestion: 'an applied suggestion',
+  matched: 'matched to the earlier wording',
+  manual: 'linked by hand',
+  new: 'a new rule',
+};
+
+/**
+ * A rule's lineage (GET rules/{rule_id}/lineage): every wording it has had, oldest first, the
+ * release each first appeared in and how it was linked to the one before. Findings on all of
+ * them count in the same pattern.
+ */
+export function RuleLineage({ session, ruleId, procedure }: { session: Session; ruleId: string; procedure: string }) {
+  const lineage = useLoad(() => api.ruleLineage(session, ruleId, procedure), [session, ruleId, procedure]);
+  return (
+    <section aria-labelledby="lineage-h">
+      <h2 id="lineage-h">Lineage of the rule</h2>
+      {lineage.error && <p className="error">{lineage.error}</p>}
+      {lineage.data && (
+        <ol className="lineage">
+          {lineage.data.rules.map((r) => (
+            <li key={r.rule_id}>
+              <span className="meta">{r.from_release !== null ? `release ${r.from_release}` : 'not released'}</span> {r.text ?? <code>{r.rule_id}</code>}{' '}
+              <span className="meta">
+                {r.how && r.previous_rule_id ? `· ${HOW[r.how] ?? r.how}` : '· first wording'}
+                {r.similarity !== null && r.previous_rule_id ? ` (${percent(r.similarity)} alike)` : ''}
+              </span>
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}
