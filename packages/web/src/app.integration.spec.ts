@@ -150,8 +150,17 @@ guidance: Only confirm refunds the refund tool confirmed.
     await until('5,000 spans stored', async () => (await apiGet<{ run: { span_count: number } }>('runs/run-big')).run.span_count === BIG, 120_000);
   }
 
+  /** Console errors and uncaught exceptions of the pages opened signed in: none allowed. */
+  const errors: string[] = [];
+  afterEach(() => {
+    expect(errors).toEqual([]);
+    errors.length = 0;
+  });
+
   async function signedIn(ctx?: BrowserContext): Promise<Page> {
     const page = await (ctx ?? (await browser.newContext({ viewport: { width: 1440, height: 900 } }))).newPage();
+    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
+    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
     await page.goto(`${url}/`);
     await page.getByLabel('Project').fill(PROJECT);
     await page.getByLabel('API key').fill(KEY);
