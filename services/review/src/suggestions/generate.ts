@@ -15,7 +15,7 @@ import {
 } from '@neatroots/review-domain';
 import { PatternsRepo, ReviewReadRepo, SuggestionsRepo, WorkspaceRepo, type PatternRecord, type SuggestionRecord } from '@neatroots/store';
 import type { GatewayOf } from '../review/namer';
-import { issuesWith } from './head';
+import { headProcedure, issuesWith } from './head';
 
 /** The job that generates a suggestion: inline in the embedded default, BullMQ distributed. */
 export const SUGGEST_QUEUE = 'sopops_suggest';
@@ -71,7 +71,7 @@ export class SuggestionGenerator {
       path: s.path,
       procedure_name: pattern.procedure_name,
       file: s.old_text,
-      rule_label: ruleLabel(pattern.rule_kind, pattern.rule_index),
+      rule_label: await this.labelOf(s, pattern),
       rule_text: s.rule_text,
       pattern_name: pattern.name,
       sessions: await this.sessionsOf(pattern),
@@ -122,6 +122,13 @@ export class SuggestionGenerator {
     const issues = issuesWith(await this.workspaces.headFiles(s.workspace), s.path, text, s.procedure_id);
     if (issues.length) return { ok: false, problems: issues.map((i) => `sopc: ${i.file}:${i.line}: ${i.message}`) };
     return { ok: true, text, rationale: answer.rationale };
+  }
+
+  /** The rule's label in the file it edits (its wording at head may sit elsewhere than where the pattern's sessions ran it). */
+  private async labelOf(s: SuggestionRecord, p: PatternRecord): Promise<string> {
+    const head = (await this.workspaces.headFiles(s.workspace)).map((f) => (f.path === s.path ? { ...f, text: s.old_text } : f));
+    const rule = headProcedure(head, s.procedure_id)?.rules.find((r) => r.rule_id === s.rule_id);
+    return rule ? ruleLabel(rule.kind, rule.index) : ruleLabel(p.rule_kind, p.rule_index);
   }
 
   private async findingsOf(p: PatternRecord) {

@@ -8,6 +8,7 @@ import { SopSessionsRepo, sopFindingId, SuggestionsRepo, type ReviewSopQueries, 
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
 import { startFakeGitHub, type FakeGitHub } from '../../../../libs/platform/src/github/fake-github.test';
 import { GitHubConnections } from '../github/connections';
+import { RuleLineage } from '../lineage/service';
 import { ReviewSop } from '../review/service';
 import { SopWorkspaces } from '../sop/workspaces';
 import { SuggestionGenerator } from './generate';
@@ -180,6 +181,29 @@ describe('SuggestEdit', () => {
     const given = await q.giveVerdict(WS, pattern.id, { verdict: 'acceptable', suggest: true });
     expect(given.suggestion).toMatchObject({ status: 'generating', verdict: 'acceptable', pattern_id: pattern.id });
     expect((await settled(given.suggestion!.id)).status).toBe('proposed');
+  });
+  it('is made for the rule as it reads at head: a rewording at head not yet published, then the published one its lineage links', async () => {
+    const { pattern } = await patternWithVerdict('real');
+    // The never rule reworded and moved below a new one: its kind and position now hold another rule.
+    const REWORDED = '- Volunteer the price or a description of any dish on the menu.';
+    const edited = FILE.replace(`- ${NEVER.text}`, `- Promise a delivery time.\n${REWORDED}`);
+    await workspaces.saveFile(WS, 'procedures/take-order.md', edited);
+    const atHead = compileFiles(new Map([...files.map((f): [string, string] => [f.path, f.text]), ['procedures/take-order.md', edited]])).procedures.find((p) => p.procedure_id === 'take-order')!;
+    const reworded = atHead.rules.find((r) => r.text === REWORDED.slice(2))!;
+    const asked = async () => {
+      const made = await settled((await q.suggest(WS, pattern.id, {})).id);
+      expect(made).toMatchObject({ status: 'proposed', rule_id: reworded.rule_id });
+      return suggestCalls[suggestCalls.length - 1].body.messages.find((m) => m.role === 'user')!.content;
+    };
+    // Not published: matched as the next publish would (moved and reworded).
+    expect(await asked()).toContain(`Never rule 2: "${reworded.text}"`);
+
+    // Published, with lineage at publish: the new wording is in the pattern's lineage.
+    const lineage = new RuleLineage(db);
+    const publishing = new SopWorkspaces(db, undefined, (tx, ws, rel, prev) => lineage.atPublish(tx, ws, rel, prev));
+    await publishing.publish(WS);
+    expect(await lineage.queries.ruleLineage(WS, reworded.rule_id, {})).toMatchObject({ lineage_id: NEVER.rule_id, how: 'matched' });
+    expect(await asked()).toContain(`Never rule 2: "${reworded.text}"`);
   });
 });
 

@@ -1,6 +1,7 @@
 import type { CodeHost, Db, Jobs, RepoRef } from '@neatroots/ports';
 import { freshness, REWRITE_VERSION, SUGGEST_VERSION, transitionForPullRequest, unifiedDiff, type SuggestionTransition } from '@neatroots/review-domain';
 import {
+  LineageRepo,
   PatternsRepo,
   SopError,
   SUGGESTION_STATUSES,
@@ -15,11 +16,12 @@ import {
   type SuggestionSummary,
   type SuggestionView,
 } from '@neatroots/store';
+import type { Lock } from '@neatroots/sop';
 import type { SopWorkspaces } from '../sop/workspaces';
 import { ReviewWrites } from '../review/writes';
 import { releasedIn } from './fix';
 import { SUGGEST_ATTEMPTS, SUGGEST_QUEUE, type SuggestJob } from './generate';
-import { fileAt, headProcedure, issuesWith, procedurePath } from './head';
+import { fileAt, issuesWith, procedurePath, ruleAtHead } from './head';
 import { textFields } from './input';
 
 /** A workspace's code host (its GitHub connection), or null without one. */
@@ -40,6 +42,7 @@ const DISMISSABLE: readonly SuggestionStatus[] = ['generating', 'proposed', 'fai
 export class Suggestions {
   readonly repo = new SuggestionsRepo();
   private readonly patterns = new PatternsRepo();
+  private readonly lineage = new LineageRepo();
   private readonly head: WorkspaceRepo;
 
   constructor(
@@ -202,7 +205,7 @@ export class Suggestions {
     const head = await this.head.headFiles(workspace);
     const file = fileAt(head, path);
     if (!file) throw new SopError(409, 'not_at_head', `${path} is not at head: a suggestion edits the procedure's file at head (push the procedures first)`);
-    const rule = this.ruleAtHead(head, pattern);
+    const rule = await this.ruleAtHead(head, pattern);
     const s = await this.repo.insert(this.db, {
       workspace,
       pattern_id: pattern.id,
@@ -224,11 +227,13 @@ export class Suggestions {
     return s;
   }
 
-  /** The rule as it reads at head: the pattern's wording when it is there, else the rule at its kind and position. */
-  private ruleAtHead(head: readonly SopFile[], p: PatternRecord): { rule_id: string; text: string } {
-    const proc = headProcedure(head, p.procedure_id);
-    const rule = proc?.rules.find((r) => r.rule_id === p.rule_id) ?? proc?.rules.find((r) => r.kind === p.rule_kind && r.index === p.rule_index);
-    return rule ? { rule_id: rule.rule_id, text: rule.text } : { rule_id: p.rule_id, text: p.rule_text };
+  /** The rule as it reads at head, following its lineage (head.ts ruleAtHead). */
+  private async ruleAtHead(head: readonly SopFile[], p: PatternRecord): Promise<{ rule_id: string; text: string }> {
+    const links = (await this.lineage.rows(this.db, p.workspace)).filter((r) => r.procedure_id === p.procedure_id);
+    const live = await this.head.release<Lock>(p.workspace, 'live');
+    const rules = live?.lock.procedures?.find((x) => x.procedure_id === p.procedure_id)?.rules ?? null;
+    const rule = ruleAtHead(head, p, links, rules);
+    return { rule_id: rule.rule_id, text: rule.text };
   }
 
   private sinceWritten(s: SuggestionRecord, head: readonly SopFile[]): SinceWritten {
