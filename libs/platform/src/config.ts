@@ -46,6 +46,10 @@ const schema = z.object({
     }),
   /** Projects where halts act. */
   NEATROOTS_STEERING: list,
+  /** Projects whose pre-call checks fail closed: a call whose check does not answer in time is not run. */
+  NEATROOTS_PRECHECK_FAIL_CLOSED: list,
+  /** How long an SDK waits for a pre-call check's answer. */
+  NEATROOTS_PRECHECK_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(50),
   NEATROOTS_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(8 * 1024 * 1024),
   NEATROOTS_KAFKA_BROKERS: list,
   NEATROOTS_REDIS_URL: z.string().url().optional(),

@@ -10,6 +10,10 @@ export {
   ExportResponse,
   SubscribeRequest,
   Note,
+  PreCheckRequest,
+  PreCheckResponse,
+  PreCheckPolicyRequest,
+  PreCheckPolicyResponse,
   IngestService,
   IngestClient,
 } from './gen/neatroots/v1/ingest';

@@ -44,7 +44,16 @@ export interface StartRunOptions {
   system_prompt?: string;
   user_message?: string;
   tools?: { name: string; description?: string }[];
+  /** Pre-call checks for this run's tool calls (default auto). */
+  precheck?: PrecheckMode;
 }
+
+/**
+ * Pre-call checks (halt before the harm): before a tool call runs, ask whether it would halt
+ * the run. auto (the default): for the tools a halting rule of the project names; on: every
+ * tool call; off: never.
+ */
+export type PrecheckMode = 'auto' | 'on' | 'off';
 
 export interface EndRunOptions {
   /** Default: `interrupted` when the run was halted, else `ok`. */
@@ -88,6 +97,27 @@ export class RunHaltedError extends Error {
   }
 }
 
+/**
+ * Thrown by `toolCall` when its pre-call check gave no answer in time and the project fails
+ * closed: the tool was not run.
+ */
+export class PrecheckUnansweredError extends Error {
+  constructor(
+    readonly tool: string,
+    readonly reason: string,
+  ) {
+    super(`${tool} was not run: its pre-call check gave no answer (${reason}) and the project fails closed`);
+    this.name = 'PrecheckUnansweredError';
+  }
+}
+
+/** Which tool calls are checked before they run, and what happens without an answer. */
+interface PrecheckPolicy {
+  tools: string[];
+  failClosed: boolean;
+  timeoutMs: number;
+}
+
 /** Items ingest refused (the rest of the batch was accepted). */
 export class ExportRejectedError extends Error {
   constructor(readonly rejected: v1.Rejected[]) {
@@ -117,6 +147,7 @@ export class NeatrootsClient {
   private queue: v1.Event[] = [];
   private chain: Promise<void> = Promise.resolve();
   private readonly runs = new Map<string, Run>();
+  private readonly policies = new Map<string, { at: number; policy: Promise<PrecheckPolicy | undefined>; known?: PrecheckPolicy | null }>();
   private closed = false;
   /** @internal */
   readonly subscribeEnabled: boolean;
@@ -141,7 +172,7 @@ export class NeatrootsClient {
   startRun(opts: StartRunOptions = {}): Run {
     if (this.closed) throw new Error('NeatrootsClient is closed');
     const runId = opts.run_id ?? randomUUID();
-    const run = new Run(this, runId);
+    const run = new Run(this, runId, opts.workflow, opts.precheck ?? 'auto');
     this.runs.set(runId, run);
     this.enqueue({
       kind: {
@@ -151,6 +182,8 @@ export class NeatrootsClient {
       },
     });
     if (this.subscribeEnabled) run.subscribe();
+    // Asked now, so the run's first tool call seldom waits for it.
+    if (run.precheckMode !== 'off') void this.precheckPolicy(opts.workflow);
     return run;
   }
 
@@ -180,6 +213,44 @@ export class NeatrootsClient {
   /** @internal */
   forget(runId: string): void {
     this.runs.delete(runId);
+  }
+
+  /**
+   * @internal The project's pre-call policy for a workflow, asked once (a failure again after
+   * 30 s): undefined when the server has none to give (then nothing is checked).
+   */
+  precheckPolicy(workflow: string | undefined): Promise<PrecheckPolicy | undefined> {
+    const key = workflow ?? '';
+    const hit = this.policies.get(key);
+    if (hit && Date.now() - hit.at < 30_000) return hit.policy;
+    const entry: { at: number; policy: Promise<PrecheckPolicy | undefined>; known?: PrecheckPolicy | null } = { at: Date.now(), policy: Promise.resolve(undefined) };
+    entry.policy = new Promise<PrecheckPolicy | undefined>((resolve) => {
+      this.grpc.preCheckPolicy({ workflow: key }, this.metadata, { deadline: Date.now() + this.exportTimeoutMs }, (err, res) => {
+        // No policy (an older server, or none reachable): nothing is checked; asked again in 30 s.
+        const p = err || !res ? undefined : { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 };
+        entry.at = p ? Number.POSITIVE_INFINITY : Date.now();
+        entry.known = p ?? null;
+        resolve(p);
+      });
+    });
+    this.policies.set(key, entry);
+    return entry.policy;
+  }
+
+  /** @internal The policy when it is already known (null: known to be none), else undefined. */
+  knownPolicy(workflow: string | undefined): PrecheckPolicy | null | undefined {
+    const entry = this.policies.get(workflow ?? '');
+    // A failure is known for 30 s, then asked again.
+    return entry && Date.now() - entry.at < 30_000 ? entry.known : undefined;
+  }
+
+  /** @internal One pre-call check: the answer, or the gRPC error (a timeout, an unavailable engine). */
+  precheck(span: v1.Span, knownSpans: number, timeoutMs: number): Promise<v1.PreCheckResponse> {
+    return new Promise((resolve, reject) => {
+      this.grpc.preCheck({ span, known_spans: knownSpans, timeout_ms: timeoutMs }, this.metadata, { deadline: Date.now() + timeoutMs }, (err, res) =>
+        err ? reject(err) : resolve(res),
+      );
+    });
   }
 
   /** @internal */
@@ -244,11 +315,16 @@ export class Run {
   private stopped = false;
   private haltedBy: Note | undefined;
   private isHalted = false;
+  /** Spans recorded so far: a pre-call check waits until the engine saw them. */
+  private recorded = 0;
 
   /** @internal */
   constructor(
     private readonly client: NeatrootsClient,
     readonly id: string,
+    private readonly workflow?: string,
+    /** @internal */
+    readonly precheckMode: PrecheckMode = 'auto',
   ) {
     this.subscribedPromise = new Promise((r) => (this.subscribedResolve = r));
   }
@@ -268,9 +344,12 @@ export class Run {
     return this.controller.signal;
   }
 
-  /** Resolves once the notes stream is open (halts can reach the run from then on). */
+  /**
+   * Resolves once the notes stream is open and the pre-call policy is known: halts reach the
+   * run from then on, and a tool call no halting rule names starts at once.
+   */
   whenSubscribed(): Promise<void> {
-    return this.subscribedPromise;
+    return Promise.all([this.subscribedPromise, this.precheckMode === 'off' ? undefined : this.client.precheckPolicy(this.workflow)]).then(() => undefined);
   }
 
   /** Called for every note and halt of the run (each once, whichever way it came). Returns an unsubscribe. */
@@ -290,7 +369,8 @@ export class Run {
 
   /**
    * Runs a tool and records it as a `tool` span (input, output or error, timing). Throws
-   * RunHaltedError without calling `fn` once the run is halted.
+   * RunHaltedError without calling `fn` once the run is halted, or when its pre-call check
+   * says the call would halt the run (then `fn` never runs; the call is recorded as refused).
    */
   toolCall<I, T>(
     name: string,
@@ -299,7 +379,59 @@ export class Run {
     opts: { type?: 'tool' | 'mcp_tool'; parent_id?: string } = {},
   ): Promise<T> {
     if (this.isHalted) return Promise.reject(new RunHaltedError(this.haltedBy));
-    return this.timed({ type: opts.type ?? 'tool', name, tool: name, input, parent_id: opts.parent_id }, () => fn(input, this.signal));
+    const init: SpanInit = { type: opts.type ?? 'tool', name, tool: name, input, parent_id: opts.parent_id, span_id: newSpanId() };
+    // A call no halting rule names starts at once, as it did before pre-call checks.
+    if (!this.mayNeedCheck(name)) return this.timed(init, () => fn(input, this.signal));
+    return this.checkBefore(init).then(() => {
+      // A halt may have come while the check was asked.
+      if (this.isHalted) throw new RunHaltedError(this.haltedBy);
+      return this.timed(init, () => fn(input, this.signal));
+    });
+  }
+
+  /** False when it is known that this tool call is not checked. */
+  private mayNeedCheck(tool: string): boolean {
+    if (this.precheckMode === 'off') return false;
+    const known = this.client.knownPolicy(this.workflow);
+    if (known === undefined) return true; // not known yet: ask
+    if (known === null) return false;
+    return this.precheckMode === 'on' || known.tools.includes('*') || known.tools.includes(tool);
+  }
+
+  /** The pre-call check of a tool call: returns to run it, throws not to. */
+  private async checkBefore(init: SpanInit): Promise<void> {
+    const policy = await this.client.precheckPolicy(this.workflow);
+    if (!policy) return;
+    const tool = init.tool!;
+    if (this.precheckMode === 'auto' && !policy.tools.includes('*') && !policy.tools.includes(tool)) return;
+    // What ran before must reach the engine first: a lookup still in the queue would be missed.
+    await this.client.flush();
+    const now = Date.now();
+    const span = spanToProto({ ...init, run_id: this.id, span_id: init.span_id!, start_ms: now, end_ms: now, ...(this.workflow ? { workflow: this.workflow } : {}) });
+    let answer: v1.PreCheckResponse;
+    try {
+      answer = await this.client.precheck(span, this.recorded, policy.timeoutMs);
+    } catch (e) {
+      const reason = (e as ServiceError).details || (e as Error).message;
+      if (policy.failClosed) throw new PrecheckUnansweredError(tool, reason);
+      return;
+    }
+    if (answer.decision !== 'halt') return;
+    const note: Note = {
+      id: `precheck-${answer.finding_id || init.span_id}`,
+      project: '',
+      run_id: this.id,
+      check_id: answer.check_id,
+      finding_id: answer.finding_id,
+      kind: 'halt',
+      title: answer.title,
+      text: answer.text,
+      at_ms: now,
+    };
+    // The refused call is recorded (never run), so the run's findings show the halt.
+    this.record({ ...init, status: 'error', error: `not run: halted before it ran by ${answer.check_id}`, start_ms: now, end_ms: now });
+    this.receive(note);
+    throw new RunHaltedError(note);
   }
 
   /** Exports this run's spans queued so far (and everything else queued on the client). */
@@ -339,6 +471,7 @@ export class Run {
     // The one neatroots.v1 mapping (@neatroots/spans); ingest fills in what is left out (name, status).
     const msg = spanToProto({ ...init, run_id: this.id, span_id, start_ms: init.start_ms ?? now, end_ms: init.end_ms ?? init.start_ms ?? now });
     this.client.enqueue({ kind: { $case: 'span', value: msg } });
+    this.recorded++;
     return span_id;
   }
 

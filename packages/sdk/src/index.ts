@@ -3,6 +3,7 @@ export {
   Run,
   RunHaltedError,
   ExportRejectedError,
+  PrecheckUnansweredError,
 } from './client';
 export type {
   NeatrootsClientOptions,
@@ -14,4 +15,5 @@ export type {
   RunEndStatus,
   Usage,
   Note,
+  PrecheckMode,
 } from './client';

@@ -1,5 +1,5 @@
 export { startIngest, DEFAULT_GRPC_PORT, DEFAULT_MAX_RECEIVE_BYTES, DEFAULT_OTLP_PORT } from './ingest';
-export type { IngestHandle, IngestOptions } from './ingest';
+export type { IngestHandle, IngestOptions, PrecheckPort } from './ingest';
 export { apiKeyFrom } from './auth';
 export type { ResolveKey } from './auth';
 export type { IngestMetrics } from './metrics';

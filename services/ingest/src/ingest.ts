@@ -23,6 +23,7 @@ import {
   type LimitCheck,
   type MapResult,
   type Rejection,
+  type Span,
   type SpanLimits,
   type StreamItem,
 } from '@neatroots/spans';
@@ -79,6 +80,22 @@ export interface IngestOptions {
   now?: () => number;
   /** Lines about a run carry its `project` and `run_id`. Default console. */
   logger?: Pick<Logger, 'warn' | 'error'>;
+  /**
+   * Pre-call checks (PreCheck, PreCheckPolicy): the rule engine of this process, and each
+   * project's fail mode. Absent: they answer UNAVAILABLE, and the SDK follows its fail mode.
+   */
+  precheck?: PrecheckPort;
+}
+
+/** What ingest asks of the rule engine for a pre-call check. */
+export interface PrecheckPort {
+  precheck(req: { project: string; span: Span; knownSpans?: number; timeoutMs?: number }): Promise<{ decision: 'allow' | 'halt'; check_id?: string; finding_id?: string; title?: string; text?: string }>;
+  haltingTools(project: string, workflow?: string): string[];
+  /** The project's fail mode: true for fail-closed. */
+  failClosed(project: string): boolean;
+  timeoutMs: number;
+  /** The engine's "did not see the exported spans in time". */
+  isTimeout(err: unknown): boolean;
 }
 
 export interface IngestHandle {
@@ -132,6 +149,8 @@ const OTLP_SERVICE: ServiceDefinition = {
 const INGEST_SERVICE: ServiceDefinition = {
   export: withSafeDecoder(v1.IngestService.export),
   subscribe: withSafeDecoder(v1.IngestService.subscribe),
+  preCheck: withSafeDecoder(v1.IngestService.preCheck),
+  preCheckPolicy: withSafeDecoder(v1.IngestService.preCheckPolicy),
 };
 
 class CallError extends Error {
@@ -333,6 +352,43 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     }
   }
 
+  // ---- neatroots.v1 Ingest/PreCheck and PreCheckPolicy ----
+
+  async function preCheck(call: ServerUnaryCall<Decoded<v1.PreCheckRequest>, v1.PreCheckResponse>, cb: sendUnaryData<v1.PreCheckResponse>): Promise<void> {
+    try {
+      notClosing();
+      const project = await authenticate(call.metadata);
+      const req = body(call.request);
+      if (!opts.precheck) throw new CallError(Status.UNAVAILABLE, 'no rule engine answers pre-call checks here (the embedded default does; a distributed ingest does not yet)');
+      if (!req.span) throw new CallError(Status.INVALID_ARGUMENT, 'span: is required (the call about to run)');
+      const mapped = mapEvents([{ kind: { $case: 'span', value: req.span } }], { project, limits: limitCheck() });
+      const item = mapped.items[0];
+      if (!item || item.kind !== 'span') {
+        const r = mapped.rejected[0];
+        throw new CallError(Status.INVALID_ARGUMENT, `span.${r?.field ?? 'span'}: ${r?.reason ?? 'not a span'}`);
+      }
+      const timeoutMs = req.timeout_ms > 0 ? req.timeout_ms : opts.precheck.timeoutMs;
+      const a = await opts.precheck.precheck({ project, span: item.span, knownSpans: req.known_spans, timeoutMs }).catch((e: unknown) => {
+        throw opts.precheck!.isTimeout(e) ? new CallError(Status.DEADLINE_EXCEEDED, (e as Error).message) : e;
+      });
+      cb(null, { decision: a.decision, check_id: a.check_id ?? '', finding_id: a.finding_id ?? '', title: a.title ?? '', text: a.text ?? '' });
+    } catch (e) {
+      fail(cb, e);
+    }
+  }
+
+  async function preCheckPolicy(call: ServerUnaryCall<Decoded<v1.PreCheckPolicyRequest>, v1.PreCheckPolicyResponse>, cb: sendUnaryData<v1.PreCheckPolicyResponse>): Promise<void> {
+    try {
+      notClosing();
+      const project = await authenticate(call.metadata);
+      const req = body(call.request);
+      const p = opts.precheck;
+      cb(null, p ? { tools: p.haltingTools(project, req.workflow || undefined), fail_closed: p.failClosed(project), timeout_ms: p.timeoutMs } : { tools: [], fail_closed: false, timeout_ms: 0 });
+    } catch (e) {
+      fail(cb, e);
+    }
+  }
+
   // ---- neatroots.v1 Ingest/Subscribe ----
 
   async function subscribe(call: ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>): Promise<void> {
@@ -396,7 +452,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   const serverOptions = { 'grpc.max_receive_message_length': maxBytes };
   const otlpImpl = { export: otlpExport };
-  const ingestImpl = { export: ingestExport, subscribe };
+  const ingestImpl = { export: ingestExport, subscribe, preCheck, preCheckPolicy };
   const otlpPortWanted = opts.otlpPort ?? DEFAULT_OTLP_PORT;
   const grpcPortWanted = opts.grpcPort ?? DEFAULT_GRPC_PORT;
   const servers: Server[] = [];

@@ -1,10 +1,12 @@
 import type { ServiceModule } from '@neatroots/ports';
 import { makeTopics } from '@neatroots/messages';
-import { startIngest, type IngestOptions } from './ingest';
+import { startIngest, type IngestOptions, type PrecheckPort } from './ingest';
 
 /** The configuration ingest reads besides where it listens. */
 export interface IngestConfig {
   NEATROOTS_TOPIC_PREFIX: string;
+  NEATROOTS_PRECHECK_FAIL_CLOSED?: string[];
+  NEATROOTS_PRECHECK_TIMEOUT_MS?: number;
   NEATROOTS_MAX_BACKLOG: number;
   NEATROOTS_MEMORY_CEILING_MB: number;
 }
@@ -15,6 +17,8 @@ export type IngestListen = Omit<IngestOptions, 'bus' | 'resolveKey' | 'topics'>;
 interface Links {
   /** The review service answers which project an API key opens. */
   review: { resolveKey(key: string): Promise<string | null> };
+  /** The rule engine of this process answers pre-call checks (the embedded default). */
+  'rule-engine': Pick<PrecheckPort, 'precheck' | 'haltingTools'>;
 }
 
 /**
@@ -29,6 +33,12 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
     edge: true,
     async start(ctx) {
       const review = await ctx.link<Links['review']>('review');
+      // Pre-call checks need the rule engine in this process; elsewhere they answer UNAVAILABLE.
+      const engine = await ctx.link<Links['rule-engine']>('rule-engine').catch((err: Error) => {
+        if (/no service of this process provides it/.test(err.message)) return undefined;
+        throw err;
+      });
+      const failClosed = new Set(ctx.config.NEATROOTS_PRECHECK_FAIL_CLOSED ?? []);
       const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
       const bus = ctx.platform.bus();
       const backlog = bus.backlog ? () => bus.backlog!(topics.events.name) : undefined;
@@ -40,6 +50,17 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
         // Back-pressure: refuse exports while the pipeline is behind or memory is short.
         pressure: { backlog, maxBacklog: ctx.config.NEATROOTS_MAX_BACKLOG, memoryCeilingBytes: ctx.config.NEATROOTS_MEMORY_CEILING_MB * 1048576 },
         ...listen(ctx.config),
+        ...(engine
+          ? {
+              precheck: {
+                precheck: (req) => engine.precheck(req),
+                haltingTools: (project, workflow) => engine.haltingTools(project, workflow),
+                failClosed: (project) => failClosed.has(project),
+                timeoutMs: ctx.config.NEATROOTS_PRECHECK_TIMEOUT_MS ?? 50,
+                isTimeout: (err) => (err as Error)?.name === 'PrecheckTimeoutError',
+              },
+            }
+          : {}),
       });
       ctx.setHealth('neatroots.v1.Ingest', true);
       ctx.setHealth('opentelemetry.proto.collector.trace.v1.TraceService', true);

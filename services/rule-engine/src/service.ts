@@ -3,6 +3,7 @@ import { WindowConflictError, type Bus, type Clock, type LogFields, type Subscri
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
 import { QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
 import { itemRunId, type Envelope } from '@neatroots/spans';
+import { haltingTools, Prechecker, type PrecheckAnswer, type PrecheckRequest } from './precheck';
 
 export interface RuleEngineTopics {
   events: Topic<Envelope>;
@@ -53,6 +54,10 @@ export interface RuleEngineMetrics {
 export interface RuleEngineService {
   engine: RuleEngine;
   metrics: RuleEngineMetrics;
+  /** Would this call, about to run, halt its run? (the SDK's pre-call check, answered through ingest) */
+  precheck(req: PrecheckRequest): Promise<PrecheckAnswer>;
+  /** The tools a halting rule names in a project and workflow ('*': any tool call). */
+  haltingTools(project: string, workflow?: string): string[];
   /** The end of a recording (with `recorded`): no late span can come, so every pending wait fires. */
   end(): Promise<void>;
   close(): Promise<void>;
@@ -143,9 +148,12 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   }, opts.tickMs ?? 50);
   timer?.unref();
 
+  const prechecker = new Prechecker({ windows: opts.windows, rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
   return {
     engine,
     metrics,
+    precheck: (req) => prechecker.precheck(req),
+    haltingTools: (project, workflow) => haltingTools(opts.rules(), project, workflow),
     end: () => lock.exclusive(async () => emit(await engine.tick(opts.recorded?.now() ?? Date.now(), { keys: [...seen], all: true }))),
     close: async () => {
       clearInterval(timer);

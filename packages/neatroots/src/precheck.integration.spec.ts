@@ -1,0 +1,87 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { registerProject } from '@neatroots/checks';
+import { createLogger, loadConfig } from '@neatroots/platform';
+import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
+import { startEmbedded, type EmbeddedApp } from './embedded';
+
+/**
+ * Halt before the harm, end to end on the embedded default: an agent on the SDK asks before
+ * each call a halting rule names; the rule engine answers from the run's window with the
+ * rules in effect; a refund without an order lookup is never executed, one after a lookup is.
+ */
+const KEY = 'precheck-key';
+const RULE = `id: refund-without-lookup
+kind: rule
+title: Refund issued without an order lookup
+rule:
+  type: requires_before
+  call: { tool: [issue_refund] }
+  requires: { tool: [lookup_order] }
+guidance: Look the order up before refunding it.
+action: halt
+`;
+
+let home: string;
+let app: EmbeddedApp;
+let client: NeatrootsClient;
+
+beforeAll(async () => {
+  home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-precheck-'));
+  const project = path.join(home, 'shop');
+  fs.mkdirSync(path.join(project, '.neatroots', 'checks'), { recursive: true });
+  fs.writeFileSync(path.join(project, '.neatroots', 'checks', 'refund.yaml'), RULE);
+  registerProject(home, { name: 'shop', path: project, steering: true });
+  const config = loadConfig({
+    NEATROOTS_HOME: home,
+    NEATROOTS_OTLP_PORT: '0',
+    NEATROOTS_OTLP_HTTP_PORT: '0',
+    NEATROOTS_GRPC_PORT: '0',
+    NEATROOTS_HTTP_PORT: '0',
+    NEATROOTS_ADMIN_PORT: '0',
+    NEATROOTS_MEMORY_CEILING_MB: '0',
+    NEATROOTS_API_KEYS: `shop=${KEY}`,
+    // A loaded test machine: the answer's bound here is not the benchmark's.
+    NEATROOTS_PRECHECK_TIMEOUT_MS: '2000',
+  });
+  app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+  client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, onError: () => undefined });
+}, 120_000);
+
+afterAll(async () => {
+  await client?.close();
+  await app?.close();
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+describe('pre-call checks on the embedded default', () => {
+  it('never executes a refund without a lookup, and records the refusal as a halt', async () => {
+    const run = client.startRun({ workflow: 'refunds' });
+    await run.toolCall('search_kb', { q: 'refund policy' }, () => 'refunds within 30 days');
+    const refunded: number[] = [];
+    await expect(run.toolCall('issue_refund', { order: 7 }, () => refunded.push(7))).rejects.toBeInstanceOf(RunHaltedError);
+    expect(refunded).toEqual([]);
+    expect(run.haltNote).toMatchObject({ check_id: 'refund-without-lookup', text: 'Look the order up before refunding it.' });
+    await run.end();
+    // The refused call reaches the live engine like any span: the halt is on the run's record.
+    const deadline = Date.now() + 20_000;
+    let findings: { check_id: string; action: string }[] = [];
+    while (Date.now() < deadline && !findings.some((f) => f.check_id === 'refund-without-lookup')) {
+      const res = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/shop/findings?run_id=${run.id}`, { headers: { 'x-api-key': KEY } });
+      findings = ((await res.json()) as { findings: { check_id: string; action: string }[] }).findings;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(findings).toEqual(expect.arrayContaining([expect.objectContaining({ check_id: 'refund-without-lookup', action: 'halt' })]));
+  });
+
+  it('executes a refund after a lookup in the same run', async () => {
+    const run = client.startRun({ workflow: 'refunds' });
+    await run.toolCall('lookup_order', { order: 7 }, () => ({ owner: 'c1' }));
+    const refunded: number[] = [];
+    await run.toolCall('issue_refund', { order: 7 }, () => refunded.push(7));
+    expect(refunded).toEqual([7]);
+    expect(run.halted).toBe(false);
+    await run.end();
+  });
+});

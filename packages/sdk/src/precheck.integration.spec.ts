@@ -1,0 +1,125 @@
+import { Metadata, Server, ServerCredentials, status, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData } from '@grpc/grpc-js';
+import { v1 } from '@neatroots/proto';
+import { NeatrootsClient, PrecheckUnansweredError, RunHaltedError } from './index';
+
+/**
+ * The SDK's side of the pre-call check, against a stand-in ingest whose engine answers as
+ * scripted, hangs (a slow engine) or is absent: a halted call never runs, and without an
+ * answer in time the project's fail mode decides.
+ */
+class FakeIngest {
+  readonly server = new Server();
+  port = 0;
+  events: v1.Event[] = [];
+  prechecks: v1.PreCheckRequest[] = [];
+  policy: v1.PreCheckPolicyResponse = { tools: ['issue_refund'], fail_closed: false, timeout_ms: 50 };
+  /** undefined: never answer (the engine is slow). */
+  answer: v1.PreCheckResponse | undefined = { decision: 'allow', check_id: '', finding_id: '', title: '', text: '' };
+
+  async start(): Promise<void> {
+    this.server.addService(v1.IngestService, {
+      export: (call: ServerUnaryCall<v1.ExportRequest, v1.ExportResponse>, cb: sendUnaryData<v1.ExportResponse>) => {
+        this.events.push(...call.request.events);
+        cb(null, { accepted: call.request.events.length, rejected: [], notes: [] });
+      },
+      subscribe: (call: ServerWritableStream<v1.SubscribeRequest, v1.Note>) => call.sendMetadata(new Metadata()),
+      preCheck: (call: ServerUnaryCall<v1.PreCheckRequest, v1.PreCheckResponse>, cb: sendUnaryData<v1.PreCheckResponse>) => {
+        this.prechecks.push(call.request);
+        if (this.answer) cb(null, this.answer);
+      },
+      preCheckPolicy: (_call: ServerUnaryCall<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>, cb: sendUnaryData<v1.PreCheckPolicyResponse>) => cb(null, this.policy),
+    });
+    this.port = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
+    );
+  }
+
+  spans(): v1.Span[] {
+    return this.events.flatMap((e) => (e.kind?.$case === 'span' ? [e.kind.value] : []));
+  }
+}
+
+describe('pre-call checks in the SDK', () => {
+  let fake: FakeIngest;
+  let client: NeatrootsClient;
+  beforeEach(async () => {
+    fake = new FakeIngest();
+    await fake.start();
+    client = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'k', subscribe: false, flushIntervalMs: 10_000, onError: () => undefined });
+  });
+  afterEach(async () => {
+    await client.close();
+    fake.server.forceShutdown();
+  });
+
+  it('asks before a tool a halting rule names, after exporting what ran before, and runs it when allowed', async () => {
+    const run = client.startRun({ workflow: 'refunds' });
+    await run.toolCall('lookup_order', { id: 7 }, () => 'order 7');
+    expect(fake.prechecks).toHaveLength(0);
+    let ran = false;
+    await run.toolCall('issue_refund', { id: 7 }, () => (ran = true));
+    expect(ran).toBe(true);
+    expect(fake.prechecks).toHaveLength(1);
+    expect(fake.prechecks[0]).toMatchObject({ known_spans: 1, timeout_ms: 50, span: { tool: 'issue_refund', run_id: run.id } });
+    // The lookup was exported before the question.
+    expect(fake.spans().map((s) => s.tool)).toEqual(['lookup_order']);
+    await run.end();
+    // The checked call is exported with the span id it was asked about.
+    expect(fake.spans().find((s) => s.tool === 'issue_refund')?.span_id).toBe(fake.prechecks[0].span!.span_id);
+  });
+
+  it('never runs a call the check halts: RunHaltedError, the run halted, the refusal recorded', async () => {
+    fake.answer = { decision: 'halt', check_id: 'refund-without-lookup', finding_id: 'f1', title: 'Refund without lookup', text: 'Look the order up first.' };
+    const run = client.startRun({ workflow: 'refunds' });
+    let ran = false;
+    await expect(run.toolCall('issue_refund', { id: 7 }, () => (ran = true))).rejects.toBeInstanceOf(RunHaltedError);
+    expect(ran).toBe(false);
+    expect(run.halted).toBe(true);
+    expect(run.haltNote).toMatchObject({ check_id: 'refund-without-lookup', text: 'Look the order up first.' });
+    expect(run.signal.aborted).toBe(true);
+    await run.end();
+    expect(fake.spans()).toEqual([expect.objectContaining({ tool: 'issue_refund', status: 'error' })]);
+  });
+
+  it('a slow engine: fail-open runs the call, fail-closed does not', async () => {
+    fake.answer = undefined;
+    const open = client.startRun({ workflow: 'refunds' });
+    let ran = 0;
+    await open.toolCall('issue_refund', {}, () => ran++);
+    expect(ran).toBe(1);
+
+    fake.policy = { ...fake.policy, fail_closed: true };
+    const closedClient = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'k', subscribe: false, onError: () => undefined });
+    const closed = closedClient.startRun({ workflow: 'refunds' });
+    await expect(closed.toolCall('issue_refund', {}, () => ran++)).rejects.toBeInstanceOf(PrecheckUnansweredError);
+    expect(ran).toBe(1);
+    await closedClient.close();
+  });
+
+  it('asks for no other tool, and for none with precheck off or no policy served', async () => {
+    const run = client.startRun({ workflow: 'refunds', precheck: 'off' });
+    await run.toolCall('issue_refund', {}, () => 1);
+    await client.startRun({ workflow: 'refunds' }).toolCall('search', {}, () => 1);
+    expect(fake.prechecks).toHaveLength(0);
+    await client.startRun({ workflow: 'refunds', precheck: 'on' }).toolCall('search', {}, () => 1);
+    expect(fake.prechecks).toHaveLength(1);
+  });
+});
+
+/** An ingest with no pre-call RPCs at all (an older server): tool calls run unchecked. */
+describe('pre-call checks against a server without them', () => {
+  it('runs the call', async () => {
+    const server = new Server();
+    server.addService(v1.IngestService, {
+      export: (_c: unknown, cb: sendUnaryData<v1.ExportResponse>) => cb(null, { accepted: 0, rejected: [], notes: [] }),
+      subscribe: () => undefined,
+      preCheck: (_c: unknown, cb: sendUnaryData<v1.PreCheckResponse>) => cb({ code: status.UNIMPLEMENTED }),
+      preCheckPolicy: (_c: unknown, cb: sendUnaryData<v1.PreCheckPolicyResponse>) => cb({ code: status.UNIMPLEMENTED }),
+    });
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    const client = new NeatrootsClient({ address: `127.0.0.1:${port}`, apiKey: 'k', subscribe: false, onError: () => undefined });
+    expect(await client.startRun().toolCall('issue_refund', {}, () => 'ran')).toBe('ran');
+    await client.close();
+    server.forceShutdown();
+  });
+});

@@ -1,0 +1,57 @@
+import { compileRuleSet, parseCheck, RuleEngine, windowKey, type RunWindow } from '@neatroots/checks';
+import { MemoryWindowStore } from '@neatroots/platform';
+import type { Envelope, Span } from '@neatroots/spans';
+import { haltingTools, Prechecker, PrecheckTimeoutError } from './precheck';
+
+/** The pre-call check against the live engine's own windows and rules. */
+const REFUND = parseCheck(
+  { id: 'refund-without-lookup', kind: 'rule', title: 'Refund without lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } }, guidance: 'Look the order up first.', action: 'halt' },
+  'mine.yaml',
+  'user',
+);
+const rules = compileRuleSet([REFUND], () => ({ test: () => false }));
+
+const span = (id: string, tool: string, at: number): Span => ({ run_id: 'r1', span_id: id, type: 'tool', name: tool, tool, status: 'ok', start_ms: at, end_ms: at + 1 });
+const env = (s: Span): Envelope => ({ project: 'shop', received_ms: s.end_ms!, item: { kind: 'span', span: s } });
+
+describe('Prechecker', () => {
+  let windows: MemoryWindowStore<RunWindow>;
+  let live: RuleEngine;
+  beforeEach(() => {
+    windows = new MemoryWindowStore<RunWindow>();
+    live = new RuleEngine({ windows, rules: () => rules, steering: () => true });
+  });
+  const pre = (steering = true) => new Prechecker({ windows, rules: () => rules, steering: () => steering });
+
+  it('halts a refund with no lookup in the run, and saves nothing', async () => {
+    await (await live.process([env(span('s1', 'search', 1000))])).commit();
+    const before = structuredClone((await windows.load([windowKey('shop', 'r1')])).get(windowKey('shop', 'r1')));
+    const answer = await pre().precheck({ project: 'shop', span: span('s2', 'issue_refund', Date.now()), knownSpans: 1 });
+    expect(answer).toMatchObject({ decision: 'halt', check_id: 'refund-without-lookup', text: 'Look the order up first.' });
+    expect((await windows.load([windowKey('shop', 'r1')])).get(windowKey('shop', 'r1'))).toEqual(before);
+  });
+
+  it('allows it once the lookup is in the window, and allows anything else', async () => {
+    await (await live.process([env(span('s1', 'lookup_order', 1000))])).commit();
+    expect(await pre().precheck({ project: 'shop', span: span('s2', 'issue_refund', Date.now()), knownSpans: 1 })).toEqual({ decision: 'allow' });
+    expect(await pre().precheck({ project: 'shop', span: { ...span('s3', 'search', Date.now()), run_id: 'r2' } })).toEqual({ decision: 'allow' });
+  });
+
+  it('only flags where steering is off: the call is allowed', async () => {
+    expect(await pre(false).precheck({ project: 'shop', span: span('s2', 'issue_refund', Date.now()) })).toEqual({ decision: 'allow' });
+  });
+
+  it('waits for the spans exported before it, and says so when they do not come in time', async () => {
+    const asked = pre().precheck({ project: 'shop', span: span('s2', 'issue_refund', Date.now()), knownSpans: 1, timeoutMs: 1_000 });
+    await new Promise((r) => setTimeout(r, 20));
+    await (await live.process([env(span('s1', 'lookup_order', 1000))])).commit();
+    expect(await asked).toEqual({ decision: 'allow' });
+    await expect(pre().precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 30 })).rejects.toBeInstanceOf(PrecheckTimeoutError);
+  });
+
+  it('names the tools a halting rule acts on, per project', () => {
+    expect(haltingTools(rules, 'shop', 'refunds')).toEqual(['issue_refund']);
+    const scoped = compileRuleSet([{ ...REFUND, applies_to: { project: ['other'] } }], () => ({ test: () => false }));
+    expect(haltingTools(scoped, 'shop', undefined)).toEqual([]);
+  });
+});

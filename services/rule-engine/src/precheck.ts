@@ -1,0 +1,113 @@
+import { isRuleCheck, RuleEngine, windowKey, type FindingEvent, type NoteOut, type RuleSet, type RunWindow } from '@neatroots/checks';
+import type { WindowStore } from '@neatroots/ports';
+import type { Span } from '@neatroots/spans';
+
+/**
+ * Halt before the harm (issue 14): before an agent runs a tool call, the SDK asks whether the
+ * call would halt the run. The answer comes from the same rules and the run's own window as
+ * the live engine, evaluated by the same RuleEngine code on a copy of the window: the
+ * intended call is applied as if it had just run, waits such as requires_before's 250 ms are
+ * ended at once (the call has not happened: no late span can excuse it), and what would halt
+ * is the answer. Nothing is saved and nothing is published; the call, once run, arrives as a
+ * span like any other.
+ */
+
+export interface PrecheckAnswer {
+  decision: 'allow' | 'halt';
+  /** The rule that would halt, and what the agent is told. */
+  check_id?: string;
+  finding_id?: string;
+  title?: string;
+  text?: string;
+}
+
+/** The window did not see the spans the SDK exported before asking, in time. */
+export class PrecheckTimeoutError extends Error {
+  constructor(ms: number, seen: number, known: number) {
+    super(`the run's window saw ${seen} of its ${known} exported spans within ${ms} ms`);
+    this.name = 'PrecheckTimeoutError';
+  }
+}
+
+export interface PrecheckOptions {
+  windows: WindowStore<RunWindow>;
+  rules: () => RuleSet;
+  steering?: (project: string) => boolean | Promise<boolean>;
+  quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
+}
+
+export interface PrecheckRequest {
+  project: string;
+  /** The call about to run (type, tool, input; its span_id is the one it will be exported with). */
+  span: Span;
+  /** Spans of the run the SDK exported before asking: the answer waits until the window saw them. */
+  knownSpans?: number;
+  timeoutMs?: number;
+}
+
+/** A window store that reads the live windows and keeps what a precheck writes to itself. */
+function overlay(live: WindowStore<RunWindow>): WindowStore<RunWindow> {
+  const mine = new Map<string, RunWindow>();
+  return {
+    load: async (keys) => {
+      const out = new Map<string, RunWindow>();
+      const missing = keys.filter((k) => !mine.has(k));
+      const read = missing.length ? await live.load(missing) : new Map<string, RunWindow>();
+      for (const k of keys) {
+        const w = mine.get(k) ?? read.get(k);
+        if (w) out.set(k, structuredClone(w));
+      }
+      return out;
+    },
+    save: async (entries) => entries.forEach((e) => mine.set(e.key, structuredClone(e.window))),
+    delete: async (keys) => keys.forEach((k) => mine.delete(k)),
+    wakeAt: async () => undefined,
+    setWakes: async () => undefined,
+    takeDue: async () => [],
+    close: async () => undefined,
+  };
+}
+
+/** The tools a halting rule names for a project and workflow ('*' when one acts on any tool call). */
+export function haltingTools(set: RuleSet, project: string, workflow: string | undefined): string[] {
+  const tools = new Set<string>();
+  for (const r of set.rules) {
+    const c = r.check;
+    if (!isRuleCheck(c) || c.action !== 'halt' || !r.canHalt || !r.appliesTo(project, workflow)) continue;
+    const filter = c.rule.type === 'requires_before' ? c.rule.call : 'span' in c.rule ? c.rule.span : undefined;
+    if (!filter?.tool?.length) tools.add('*');
+    else filter.tool.forEach((t) => tools.add(t));
+  }
+  return [...tools].sort();
+}
+
+export class Prechecker {
+  constructor(private readonly opts: PrecheckOptions) {}
+
+  async precheck(req: PrecheckRequest): Promise<PrecheckAnswer> {
+    const { project, span } = req;
+    const key = windowKey(project, span.run_id);
+    const timeoutMs = req.timeoutMs ?? 1_000;
+    const started = Date.now();
+    // The spans exported before the question must be in the window, or a lookup that did
+    // happen would be missed and the refund halted for nothing.
+    for (let seen = 0; req.knownSpans && (seen = await this.seen(key)) < req.knownSpans; ) {
+      if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, seen, req.knownSpans);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    // An engine of its own over a copy of the window: the live one's steps are not held up.
+    const engine = new RuleEngine({ windows: overlay(this.opts.windows), rules: this.opts.rules, steering: this.opts.steering, quiet: this.opts.quiet });
+    const now = Date.now();
+    const applied = await engine.process([{ project, received_ms: now, item: { kind: 'span', span: { ...span, status: 'ok', start_ms: span.start_ms ?? now } } }]);
+    await applied.commit();
+    const waited = await engine.tick(now, { keys: [key], all: true });
+    const findings = new Map<string, FindingEvent>([...applied.findings, ...waited.findings].map((f) => [f.id, f]));
+    const halt = [...applied.notes, ...waited.notes].find((n: NoteOut) => n.kind === 'halt' && findings.get(n.finding_id)?.span_ids.includes(span.span_id));
+    return halt ? { decision: 'halt', check_id: halt.check_id, finding_id: halt.finding_id, title: halt.title, text: halt.text } : { decision: 'allow' };
+  }
+
+  private async seen(key: string): Promise<number> {
+    const w = (await this.opts.windows.load([key])).get(key);
+    return w ? Object.keys(w.seen).length : 0;
+  }
+}
