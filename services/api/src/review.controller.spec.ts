@@ -5,7 +5,7 @@ import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { sopGrpcService, startSop, type Sop } from '@neatroots/review';
+import { ReviewSop, sopGrpcService, startSop, type Sop } from '@neatroots/review';
 import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
 import { ProjectsRepo, type ReviewSopQueries } from '@neatroots/store';
 import { apiUrl } from './api';
@@ -171,5 +171,52 @@ describe.each([
     expect((await call('POST', '/patterns/pat_nope/verdict', ['real'])).body.error.code).toBe('invalid_body');
     expect((await call('POST', '/findings/sf_nope/override', { correct: 'no' })).body.error.message).toContain('correct must be');
     expect((await call('GET', '/review', undefined, 'key-for-other')).status).toBe(403);
+  });
+});
+
+describe('a recluster that outlives its wait', () => {
+  let slowJobs: InlineJobs;
+  let slow: ReviewSop;
+  let release: () => void;
+  let slowGrpc: Server;
+  let slowClient: SopGrpcClient;
+  beforeAll(async () => {
+    const gate = new Promise<void>((r) => (release = r));
+    slowJobs = new InlineJobs();
+    // A question service that answers only once released: the recluster job outlives its 200 ms.
+    slow = new ReviewSop({ db, jobs: slowJobs, gateway: async () => (await gate, null), reclusterWaitMs: 200 });
+    await slow.start();
+    slowGrpc = new Server();
+    const svc = sopGrpcService(sop.queries, slow.queries);
+    slowGrpc.addService(svc.service, svc.implementation);
+    const port = await new Promise<number>((resolve, reject) => slowGrpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    slowClient = new SopGrpcClient(`127.0.0.1:${port}`);
+  });
+  afterAll(async () => {
+    release();
+    slowClient.close();
+    slowGrpc.forceShutdown();
+    await slowJobs.close();
+  });
+
+  it.each([
+    ['in-process', () => slow.queries],
+    ['over gRPC', () => slowClient as ReviewSopQueries],
+  ])('answers 504 still_running, saying the run goes on (%s)', async (_name, reviewOf) => {
+    @Module({
+      controllers: [ReviewController],
+      providers: [{ provide: REVIEW_SOP_QUERIES, useValue: reviewOf() }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
+    })
+    class SlowModule {}
+    const app = await NestFactory.create(SlowModule, { logger: false });
+    app.useGlobalFilters(new ErrorsFilter());
+    await app.listen(0, '127.0.0.1');
+    try {
+      const res = await fetch(`${apiUrl(app)}/v1/workspaces/luigis/patterns/recluster`, { method: 'POST', headers: { 'x-api-key': 'key-for-luigis', 'content-type': 'application/json' }, body: '{}' });
+      expect(res.status).toBe(504);
+      expect(((await res.json()) as { error: unknown }).error).toEqual({ code: 'still_running', message: expect.stringMatching(/^the recluster of luigis is still running after 200 ms .*it goes on/) });
+    } finally {
+      await app.close();
+    }
   });
 });

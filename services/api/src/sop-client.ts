@@ -12,6 +12,8 @@ const FROM_GRPC: Partial<Record<status, SopError['status']>> = {
   [status.NOT_FOUND]: 404,
   [status.ABORTED]: 409,
   [status.FAILED_PRECONDITION]: 422,
+  // the review service's job outlived its wait (with its code), or this call's own deadline passed
+  [status.DEADLINE_EXCEEDED]: 504,
 };
 
 /**

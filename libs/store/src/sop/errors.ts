@@ -10,8 +10,8 @@ export type SopIssue = Issue;
  */
 export class SopError extends Error {
   constructor(
-    /** 400 bad input, 404 not found, 409 conflict, 422 does not compile. */
-    readonly status: 400 | 404 | 409 | 422,
+    /** 400 bad input, 404 not found, 409 conflict, 422 does not compile, 504 still running (a job the request waited for goes on). */
+    readonly status: 400 | 404 | 409 | 422 | 504,
     readonly code: string,
     message: string,
     /** sopc's errors, for 422 does_not_compile. */

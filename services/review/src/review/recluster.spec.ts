@@ -313,6 +313,18 @@ describe('failure modes without a model', () => {
     expect(model.calls).toHaveLength(0);
   });
 
+  it('a recluster that outlives its wait answers 504 still_running, and the run goes on', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    review = new ReviewSop({ db, jobs, gateway: async () => (await gate, null), reclusterWaitMs: 200 });
+    await review.start();
+    const err = await review.queries.recluster(WS, {}).catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 504, code: 'still_running', message: expect.stringContaining('the recluster of luigis is still running after 200 ms') });
+    release();
+    // One run at a time per workspace: the next one waits for it, so it answers once that one is done.
+    expect(await review.queries.recluster(WS, {})).toMatchObject({ assigned: 0, reclustered: 0 });
+  });
+
   it('refuses a bad body by name', async () => {
     review = new ReviewSop({ db, jobs, gateway: async () => null });
     await review.start();

@@ -1,4 +1,4 @@
-import type { Db, Jobs } from '@neatroots/ports';
+import { JobTimeoutError, type Db, type Jobs } from '@neatroots/ports';
 import type { DecisionSettings, RuleResult } from '@neatroots/sop';
 import { SopError, type ReviewSopQueries, type RuleLineageQueries, type SessionView } from '@neatroots/store';
 import { RuleLineage } from '../lineage/service';
@@ -35,6 +35,8 @@ export interface ReviewSopOptions {
   github?: GitHubConnections | null;
   /** SOPOPS_PR_STATUS_CRON: when open pull requests are looked at (null: not scheduled). */
   prStatusCron?: string | null;
+  /** How long POST /patterns/recluster waits for its job (default RECLUSTER_WAIT_MS, 10 minutes). */
+  reclusterWaitMs?: number;
 }
 
 /**
@@ -77,8 +79,16 @@ export class ReviewSop implements SessionReviewHooks {
       calibrate: (ws, input) => this.calibration.calibrate(ws, input),
       ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),
       // Through the job, so it is one run at a time per workspace however many replicas serve.
-      recluster: async (ws, input) =>
-        opts.jobs.run<ReclusterJob, ReclusterResult>(RECLUSTER_QUEUE, { workspace: ws, ...reclusterInput(input), by: 'request' }, { attempts: 1, timeoutMs: RECLUSTER_WAIT_MS }),
+      recluster: async (ws, input) => {
+        const waitMs = opts.reclusterWaitMs ?? RECLUSTER_WAIT_MS;
+        try {
+          return await opts.jobs.run<ReclusterJob, ReclusterResult>(RECLUSTER_QUEUE, { workspace: ws, ...reclusterInput(input), by: 'request' }, { attempts: 1, timeoutMs: waitMs });
+        } catch (err) {
+          // The run goes on: say so, rather than a bare internal error.
+          if (err instanceof JobTimeoutError) throw new SopError(504, 'still_running', `the recluster of ${ws} is still running after ${waitMs >= 60_000 ? `${Math.round(waitMs / 60_000)} minutes` : `${waitMs} ms`} (the models are slow): it goes on; clustered_at on GET /patterns says when it is done`);
+          throw err;
+        }
+      },
     });
   }
 

@@ -12,6 +12,7 @@ export const SOP_STATUS_TO_GRPC: Record<SopError['status'], status> = {
   404: status.NOT_FOUND,
   409: status.ABORTED,
   422: status.FAILED_PRECONDITION,
+  504: status.DEADLINE_EXCEEDED,
 };
 
 type Handler<Req> = (req: Req) => Promise<unknown>;
