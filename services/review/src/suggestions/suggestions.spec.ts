@@ -231,15 +231,24 @@ describe('freshness and apply without a repo connection', () => {
     expect(head.changed).toEqual([{ path: 'procedures/take-order.md', change: 'changed' }]);
     expect(head.diff).toContain('+- The caller asks what a dish costs.');
     await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'not_proposed' });
+    // the draft goes out with the next publish: released in it, nothing left unpublished
+    const rel = await workspaces.publish(WS);
+    expect((await workspaces.head(WS)).changed).toEqual([]);
+    expect(rel.procedures.find((p) => p.procedure_id === 'take-order')!.rules.map((r) => r.text)).toContain('The caller asks what a dish costs.');
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ released_in: { id: rel.id, number: 2 }, released_at: expect.any(String) });
   });
 
   it('merges: the file changed elsewhere; apply writes the merged file and records merged_into_version', async () => {
     script = [REWORD_STEP1];
-    const { s } = await proposed();
+    const { patternId, s } = await proposed();
     const edited = FILE.replace('4. Read the order back to the caller. [required]', '4. Read the order back to the caller, item by item. [required]');
     const saved = await workspaces.saveFile(WS, 'procedures/take-order.md', edited);
     const got = await q.getSuggestion(WS, s.id);
     expect(got.freshness).toBe('merges');
+    // computed when read wherever it is shown: the list, the review queue and the pattern page
+    expect((await q.listSuggestions(WS, {})).items.map((x) => [x.id, x.freshness])).toEqual([[s.id, 'merges']]);
+    expect((await q.reviewQueue(WS, { state: ['open'] })).items.map((i) => [i.pattern_id, i.suggestion?.freshness])).toEqual([[patternId, 'merges']]);
+    expect((await q.pattern(WS, patternId, {})).suggestions.map((x) => x.freshness)).toEqual(['merges']);
     expect(got.since_written).toMatchObject({ state: 'merges', head_version: saved.version, conflicts: [], issues: [] });
     expect(got.since_written!.changes).toContain('+4. Read the order back to the caller, item by item. [required]');
     expect(got.since_written!.merged_text).toContain('then wait for the answer.');
@@ -254,6 +263,7 @@ describe('freshness and apply without a repo connection', () => {
     script = [REWORD_STEP1, { rationale: 'Kept the new wording.', edits: [{ find: '1. Ask what the caller wants.', replace: '1. Ask what the caller wants, and wait.' }] }];
     const { s } = await proposed();
     await workspaces.saveFile(WS, 'procedures/take-order.md', FILE.replace(STEP1, '1. Ask what the caller wants.'));
+    expect((await q.pattern(WS, s.pattern_id, {})).suggestions.map((x) => x.freshness)).toEqual(['conflict']);
     const got = await q.getSuggestion(WS, s.id);
     expect(got.since_written).toMatchObject({ state: 'conflict', conflicts: [{ line: 6, base: [STEP1], current: ['1. Ask what the caller wants.'], suggested: ['1. Ask what the caller would like to order, then wait for the answer.'] }] });
     await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'conflict', message: expect.stringMatching(/same lines .* changed since it was written .*rewrite it/) });
