@@ -1,6 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import { checkSession, noModelDecider, type LockRule } from '@neatroots/sop';
-import { LineageRepo, SopError } from '@neatroots/store';
+import { LineageRepo, SopError, SuggestionsRepo } from '@neatroots/store';
 import { startSop, type Sop } from '../sop/service';
 import { SopWorkspaces } from '../sop/workspaces';
 import { RuleLineage } from './service';
@@ -155,7 +155,7 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
       expect((await sop.review.ruleLineage(WS, ids.email3, {})).previous_rule_id).toBe(ids.email1);
     });
 
-    it('links a rule by hand, merging the two patterns into the older one with their verdicts; refuses a cycle with 409; unlinks', async () => {
+    it('links a rule by hand, merging the two patterns into the older one with their verdicts and suggestions; refuses a cycle with 409; unlinks', async () => {
       // The payment check's old wording has a pattern (session c, release 2); the rewrite gets its own.
       await sop.review.giveVerdict(WS, s.c.pattern, { verdict: 'sop_wrong', note: '30 days is too strict' });
       s.d = await sessionWithFinding('refund-d', 'check_payment');
@@ -172,6 +172,9 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
       await child(`pat_other_of_c${suffix}`, s.c.pattern, 'other');
       await child(`pat_mode_of_d${suffix}`, s.d.pattern, 'sub');
 
+      // A suggestion for the newer pattern's verdict goes with it.
+      const sug = await new SuggestionsRepo().insert(db, { workspace: WS, pattern_id: s.d.pattern, procedure_id: 'refund', path: 'procedures/refund.md', rule_id: ids.sure, rule_text: 'Make sure the charge happened this month.', verdict: 'real', verdict_note: null, verdict_at: new Date().toISOString(), prompt_version: 'suggest-1', base_version: 'v', old_text: '# Refund\n' });
+
       const linked = await sop.review.linkRule(WS, ids.sure, { previous_rule_id: ids.check2 });
       expect(linked).toMatchObject({ rule_id: ids.sure, lineage_id: ids.check1, previous_rule_id: ids.check2, how: 'manual' });
       expect(linked.rules.map((r) => r.rule_id)).toEqual([ids.check1, ids.check2, ids.sure]);
@@ -182,6 +185,7 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
       const merged = await sop.review.pattern(WS, s.c.pattern, { days: 3650 });
       expect(merged).toMatchObject({ session_count: 2, rule: { rule_id: ids.check1, current_rule_id: ids.sure }, verdict: { verdict: 'real', reviewer: 'bo' } });
       expect(merged.verdict_history.map((v) => v.verdict)).toEqual(['sop_wrong']);
+      expect(merged.suggestions.map((x) => [x.id, x.pattern_id])).toEqual([[sug.id, s.c.pattern]]);
       expect((await refusal(sop.review.pattern(WS, s.d.pattern, {}))).status).toBe(404);
 
       const cycle = await refusal(sop.review.linkRule(WS, ids.check1, { previous_rule_id: ids.sure }));
