@@ -23,6 +23,7 @@ import {
   type LabeledFindingRow,
   type StoredBand,
 } from '@neatroots/store';
+import { waitedFor } from '../review/still-running';
 import { calibrateInput } from './input';
 
 /** The BullMQ queue (the seed's Hatchet workflow) that fits a workspace's bands; the api waits for it. */
@@ -72,7 +73,9 @@ export class Calibration implements CalibrationQueries {
   async calibrate(workspace: string, input: CalibrateInput): Promise<CalibrationView> {
     const job: CalibrateJob = { workspace, ...calibrateInput(input) };
     // One attempt: a fit that failed is answered as failed, not run again behind the caller's back.
-    return this.opts.jobs.run<CalibrateJob, CalibrationView>(CALIBRATE_QUEUE, job, { attempts: 1, timeoutMs: this.opts.timeoutMs ?? 25_000 });
+    return waitedFor(`the calibration of ${workspace}`, this.opts.timeoutMs ?? 25_000, job.dry_run ? 'it is a dry run: nothing is stored' : 'its bands are stored when it is done', (timeoutMs) =>
+      this.opts.jobs.run<CalibrateJob, CalibrationView>(CALIBRATE_QUEUE, job, { attempts: 1, timeoutMs }),
+    );
   }
 
   /** The workspace's fitted bands, for the checker. */

@@ -1,4 +1,4 @@
-import { JobTimeoutError, type Db, type Jobs } from '@neatroots/ports';
+import type { Db, Jobs } from '@neatroots/ports';
 import type { DecisionSettings, RuleResult } from '@neatroots/sop';
 import { SopError, type ReviewSopQueries, type RuleLineageQueries, type SessionView } from '@neatroots/store';
 import { RuleLineage } from '../lineage/service';
@@ -13,6 +13,7 @@ import { PatternNamer, type GatewayOf } from './namer';
 import { getPattern, listPatterns, regression } from './patterns';
 import { reviewQueue } from './queue';
 import { RECLUSTER_QUEUE, RECLUSTER_WAIT_MS, Reclusterer, reclusterInput, type ReclusterJob, type ReclusterResult } from './recluster';
+import { waitedFor } from './still-running';
 import { Verdicts } from './verdicts';
 import { findingKey, ReviewWrites } from './writes';
 
@@ -80,14 +81,10 @@ export class ReviewSop implements SessionReviewHooks {
       ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),
       // Through the job, so it is one run at a time per workspace however many replicas serve.
       recluster: async (ws, input) => {
-        const waitMs = opts.reclusterWaitMs ?? RECLUSTER_WAIT_MS;
-        try {
-          return await opts.jobs.run<ReclusterJob, ReclusterResult>(RECLUSTER_QUEUE, { workspace: ws, ...reclusterInput(input), by: 'request' }, { attempts: 1, timeoutMs: waitMs });
-        } catch (err) {
-          // The run goes on: say so, rather than a bare internal error.
-          if (err instanceof JobTimeoutError) throw new SopError(504, 'still_running', `the recluster of ${ws} is still running after ${waitMs >= 60_000 ? `${Math.round(waitMs / 60_000)} minutes` : `${waitMs} ms`} (the models are slow): it goes on; clustered_at on GET /patterns says when it is done`);
-          throw err;
-        }
+        const job: ReclusterJob = { workspace: ws, ...reclusterInput(input), by: 'request' };
+        return waitedFor(`the recluster of ${ws}`, opts.reclusterWaitMs ?? RECLUSTER_WAIT_MS, 'clustered_at on GET /patterns says when it is done', (timeoutMs) =>
+          opts.jobs.run<ReclusterJob, ReclusterResult>(RECLUSTER_QUEUE, job, { attempts: 1, timeoutMs }),
+        );
       },
     });
   }
