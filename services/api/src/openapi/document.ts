@@ -299,7 +299,8 @@ const paths: Record<string, Record<string, unknown>> = {
       summary: 'Assign waiting findings, split due rules into failure modes, regroup themes (waits for the models)',
       params: [ws],
       body: object({ procedure: str, rule: str, force: bool }, { optional: ['procedure', 'rule', 'force'], closed: true }),
-      ok: { schema: object({ assigned: int, reclustered: int, themed: int }) },
+      ok: { schema: object({ assigned: int, reclustered: int, themed: int, reason: nullable(str) }) },
+      extra: { '504': json(ref('Error'), 'Still running after 10 minutes (still_running): the run goes on') },
     }),
   },
 
@@ -309,6 +310,7 @@ const paths: Record<string, Record<string, unknown>> = {
       params: [ws],
       body: object({ procedure: str, dry_run: bool }, { optional: ['procedure', 'dry_run'], closed: true }),
       ok: { schema: object({ workspace: str, dry_run: bool, procedures: arr(object({ procedure_id: str })) }) },
+      extra: { '504': json(ref('Error'), 'Still running after 25 seconds, or no process took the job (still_running): the fit goes on') },
     }),
   },
 
