@@ -127,4 +127,10 @@ it('verdict, suggestion, pull request, merge, publish, lineage, fixed, then regr
   const after = await sop.review.pattern(WS, item.pattern_id, {});
   expect(after).toMatchObject({ review_state: 'regressed', review_reason: 'came_back', review_note: 'Came back after release 2', rule: { rule_id: proposal.rule_id, current_rule_id: step1.rule_id } });
   expect((await sop.review.reviewQueue(WS, {})).items.map((i) => [i.pattern_id, i.review_state])).toEqual([[item.pattern_id, 'regressed']]);
+  // Insights follows the lineage too: one row for both wordings, named by either, its trend counting all 4 findings.
+  for (const rule of [proposal.rule_id, step1.rule_id]) {
+    const rows = (await sop.review.insights(WS, { rule, days: 30 })).ladder;
+    expect(rows.map((r) => [r.pattern_id, r.rule_id, r.text, r.findings])).toEqual([[item.pattern_id, proposal.rule_id, REWORDED.replace(/^1\. | \[.*$/g, ''), 4]]);
+    expect(rows[0].trend.reduce((a, b) => a + b, 0)).toBe(4);
+  }
 });
