@@ -45,21 +45,21 @@ export interface PrecheckRequest {
   timeoutMs?: number;
 }
 
-/** A window store that reads the live windows and keeps what a precheck writes to itself. */
-function overlay(live: WindowStore<RunWindow>): WindowStore<RunWindow> {
-  const mine = new Map<string, RunWindow>();
+/** A window store that reads the live windows and keeps what a precheck writes to itself (`mine`, emptied per check). */
+function overlay(live: WindowStore<RunWindow>, mine: Map<string, RunWindow>): WindowStore<RunWindow> {
   return {
     load: async (keys) => {
       const out = new Map<string, RunWindow>();
       const missing = keys.filter((k) => !mine.has(k));
       const read = missing.length ? await live.load(missing) : new Map<string, RunWindow>();
+      // The live windows are copied once; the copies are this check's to change.
       for (const k of keys) {
-        const w = mine.get(k) ?? read.get(k);
-        if (w) out.set(k, structuredClone(w));
+        const w = mine.get(k) ?? (read.has(k) ? structuredClone(read.get(k)!) : undefined);
+        if (w) out.set(k, w);
       }
       return out;
     },
-    save: async (entries) => entries.forEach((e) => mine.set(e.key, structuredClone(e.window))),
+    save: async (entries) => entries.forEach((e) => mine.set(e.key, e.window)),
     delete: async (keys) => keys.forEach((k) => mine.delete(k)),
     wakeAt: async () => undefined,
     setWakes: async () => undefined,
@@ -82,7 +82,18 @@ export function haltingTools(set: RuleSet, project: string, workflow: string | u
 }
 
 export class Prechecker {
-  constructor(private readonly opts: PrecheckOptions) {}
+  /** What the current check wrote: its copy of the window. */
+  private readonly mine = new Map<string, RunWindow>();
+  /**
+   * An engine of its own over copies of the windows, so the live engine's steps are not held
+   * up; one for every check (its per-rule-set caches stay warm), the checks one at a time.
+   */
+  private readonly engine: RuleEngine;
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly opts: PrecheckOptions) {
+    this.engine = new RuleEngine({ windows: overlay(opts.windows, this.mine), rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
+  }
 
   async precheck(req: PrecheckRequest): Promise<PrecheckAnswer> {
     const { project, span } = req;
@@ -91,12 +102,22 @@ export class Prechecker {
     const started = Date.now();
     // The spans exported before the question must be in the window, or a lookup that did
     // happen would be missed and the refund halted for nothing.
-    for (let seen = 0; req.knownSpans && (seen = await this.seen(key)) < req.knownSpans; ) {
-      if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, seen, req.knownSpans);
+    let live = (await this.opts.windows.load([key])).get(key);
+    while (req.knownSpans && (live ? Object.keys(live.seen).length : 0) < req.knownSpans) {
+      if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, live ? Object.keys(live.seen).length : 0, req.knownSpans);
       await new Promise((r) => setTimeout(r, 1));
+      live = (await this.opts.windows.load([key])).get(key);
     }
-    // An engine of its own over a copy of the window: the live one's steps are not held up.
-    const engine = new RuleEngine({ windows: overlay(this.opts.windows), rules: this.opts.rules, steering: this.opts.steering, quiet: this.opts.quiet });
+    const run = this.chain.then(() => this.evaluate(project, span, key, live));
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async evaluate(project: string, span: Span, key: string, live: RunWindow | undefined): Promise<PrecheckAnswer> {
+    this.mine.clear();
+    // The window as read above (it holds the spans asked for), copied: read once per check.
+    if (live) this.mine.set(key, structuredClone(live));
+    const engine = this.engine;
     const now = Date.now();
     const applied = await engine.process([{ project, received_ms: now, item: { kind: 'span', span: { ...span, status: 'ok', start_ms: span.start_ms ?? now } } }]);
     await applied.commit();
@@ -106,8 +127,4 @@ export class Prechecker {
     return halt ? { decision: 'halt', check_id: halt.check_id, finding_id: halt.finding_id, title: halt.title, text: halt.text } : { decision: 'allow' };
   }
 
-  private async seen(key: string): Promise<number> {
-    const w = (await this.opts.windows.load([key])).get(key);
-    return w ? Object.keys(w.seen).length : 0;
-  }
 }

@@ -1,0 +1,146 @@
+'use strict';
+// Halt before the harm: the pre-call check's latency on the embedded default (`neatroots
+// start`'s wiring, in this process), at a steady 1,000 checks/s, beside the export round trip
+// measured in the same run at the same rate (one span per Export: what an agent already pays
+// for every call it records). The issue's bar is 10 ms p99 for the check.
+//   node bench/precheck.js [--seconds 5] [--rate 1000]
+// From a checkout without a build: node -r ./packages/neatroots/src/ts-register.test.js bench/precheck.js
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { performance } = require('node:perf_hooks');
+const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
+const grpc = require('@grpc/grpc-js');
+const { v1 } = require('@neatroots/proto');
+const { registerProject } = require('@neatroots/checks');
+const { createLogger, loadConfig } = require('@neatroots/platform');
+const { spanToProto, runStartToProto } = require('@neatroots/spans');
+const { startEmbedded } = require('neatroots');
+const { percentile } = require('./checks');
+
+const KEY = 'bench-precheck';
+const RULE = `id: refund-without-lookup
+kind: rule
+title: Refund without lookup
+rule: { type: requires_before, call: { tool: [issue_refund] }, requires: { tool: [lookup_order] } }
+action: halt
+`;
+
+function arg(name, def) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : def;
+}
+
+function unary(client, method, req) {
+  return new Promise((resolve, reject) => client[method](req, md(), { deadline: Date.now() + 60_000 }, (err, res) => (err ? reject(err) : resolve(res))));
+}
+
+function md() {
+  const m = new grpc.Metadata();
+  m.set('x-api-key', KEY);
+  return m;
+}
+
+/** Fires `call(i)` at a steady `rate` per second for `seconds` (open loop) and returns the latencies, sorted. */
+async function paced(rate, seconds, call) {
+  const n = Math.round(rate * seconds);
+  const lat = [];
+  const start = performance.now();
+  const pending = [];
+  for (let i = 0; i < n; i++) {
+    const due = start + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const t0 = performance.now();
+    pending.push(call(i).then(() => lat.push(performance.now() - t0)));
+  }
+  await Promise.all(pending);
+  const took = (performance.now() - start) / 1000;
+  return { sorted: lat.sort((a, b) => a - b), achieved: Math.round(n / took) };
+}
+
+const stats = (r) => ({ p50_ms: +percentile(r.sorted, 50).toFixed(2), p99_ms: +percentile(r.sorted, 99).toFixed(2), calls: r.sorted.length, per_s: r.achieved });
+
+async function benchPrecheck({ seconds = 5, rate = 1000 } = {}) {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-bench-precheck-'));
+  const project = path.join(home, 'shop');
+  fs.mkdirSync(path.join(project, '.neatroots', 'checks'), { recursive: true });
+  fs.writeFileSync(path.join(project, '.neatroots', 'checks', 'refund.yaml'), RULE);
+  registerProject(home, { name: 'shop', path: project, steering: true });
+  const config = loadConfig({
+    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0',
+    NEATROOTS_ADMIN_PORT: '0', NEATROOTS_MEMORY_CEILING_MB: '0', NEATROOTS_API_KEYS: `shop=${KEY}`,
+  });
+  const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+  const client = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, grpc.credentials.createInsecure());
+  try {
+    // 100 runs, each with a search and (every other one) a lookup, in the engine's windows.
+    const runs = 100;
+    const now = Date.now();
+    const events = [];
+    for (let r = 0; r < runs; r++) {
+      events.push({ kind: { $case: 'run_start', value: runStartToProto({ run_id: `run-${r}`, workflow: 'refunds', ts_ms: now }) } });
+      events.push({ kind: { $case: 'span', value: spanToProto({ run_id: `run-${r}`, span_id: `s${r}a`, type: 'tool', name: 'search', tool: 'search', status: 'ok', start_ms: now, end_ms: now }) } });
+      if (r % 2) events.push({ kind: { $case: 'span', value: spanToProto({ run_id: `run-${r}`, span_id: `s${r}b`, type: 'tool', name: 'lookup_order', tool: 'lookup_order', status: 'ok', start_ms: now, end_ms: now }) } });
+    }
+    await unary(client, 'export', { events, note_runs: [] });
+    // The calls are made from a thread of their own, so the client does not share the
+    // server's event loop (an agent is another process).
+    const load = (kind, secs) =>
+      new Promise((resolve, reject) => {
+        const w = new Worker(__filename, { workerData: { port: app.ingest.grpcPort, kind, rate, seconds: secs, runs } });
+        w.once('message', resolve);
+        w.once('error', reject);
+      });
+    await load('precheck', 1); // warm-up
+    const precheck = stats(await load('precheck', seconds));
+    const exportRt = stats(await load('export', seconds));
+    return { rate, seconds, precheck, export_round_trip: exportRt, p99_vs_export: +(precheck.p99_ms / exportRt.p99_ms).toFixed(2), bar_p99_ms: 10 };
+  } finally {
+    client.close();
+    await app.close();
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** In the worker: the paced calls of one kind, their latencies back to the main thread. */
+async function workerLoad({ port, kind, rate, seconds, runs }) {
+  const client = new v1.IngestClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  try {
+    const check = (i) => {
+      const r = i % runs;
+      const t = Date.now();
+      return unary(client, 'preCheck', {
+        span: spanToProto({ run_id: `run-${r}`, span_id: `pc${i}`, type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: 'ok', start_ms: t, end_ms: t }),
+        known_spans: r % 2 ? 2 : 1,
+        timeout_ms: 1_000,
+      }).then((a) => {
+        if (a.decision !== (r % 2 ? 'allow' : 'halt')) throw new Error(`run-${r}: ${a.decision}`);
+      });
+    };
+    const exportOne = (i) => {
+      const t = Date.now();
+      return unary(client, 'export', { events: [{ kind: { $case: 'span', value: spanToProto({ run_id: `exp-${i % runs}`, span_id: `e${i}`, type: 'tool', name: 'search', tool: 'search', status: 'ok', start_ms: t, end_ms: t }) } }], note_runs: [] });
+    };
+    const r = await paced(rate, seconds, kind === 'precheck' ? check : exportOne);
+    parentPort.postMessage(r);
+  } finally {
+    client.close();
+  }
+}
+
+module.exports = { benchPrecheck };
+
+if (!isMainThread) {
+  workerLoad(workerData).catch((err) => {
+    throw err;
+  });
+} else if (require.main === module) {
+  benchPrecheck({ seconds: arg('seconds', 5), rate: arg('rate', 1000) }).then(
+    (r) => console.log('pre-call check beside the export round trip:', JSON.stringify(r)),
+    (err) => {
+      console.error(err);
+      process.exitCode = 1;
+    },
+  );
+}
