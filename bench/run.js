@@ -1,13 +1,14 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,e2e,otlp,distributed,questions,flood,sop,limits,review]
+//   node bench/run.js [--spans N] [--only engine,replay,e2e,otlp,distributed,questions,flood,sop,limits,review]
 // (review, minutes at 100,000 sessions, runs only when asked: --only review)
 // Every end-to-end row is also printed as a share of the receive ceiling measured in the same
 // run (bench/ceiling.js: a null OTLP/gRPC receiver that decodes and counts, nothing more);
 // --only bus: the bus alone, packs against one record per span (bench/bus.js).
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 const { benchEngine } = require('./engine');
+const { benchReplay } = require('./replay');
 const { benchE2e } = require('./e2e');
 const { benchDistributed } = require('./distributed');
 const { benchQuestions } = require('./questions');
@@ -26,7 +27,7 @@ function arg(name, def) {
 
 async function main() {
   const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,e2e,otlp,distributed,questions,flood,sop,limits')).split(','));
+  const only = new Set(String(arg('only', 'engine,replay,e2e,otlp,distributed,questions,flood,sop,limits')).split(','));
   const out = {};
   if (only.has('e2e') || only.has('distributed') || only.has('ceiling')) {
     out.ceiling = await benchCeiling({ spans: Math.min(spans, 100_000) });
@@ -35,6 +36,10 @@ async function main() {
   if (only.has('engine')) {
     out.engine = await benchEngine({ spans });
     console.log('rule engine alone:', JSON.stringify(out.engine));
+  }
+  if (only.has('replay')) {
+    out.replay = await benchReplay({ spans: Math.min(spans, 100_000) });
+    console.log('neatroots replay:', JSON.stringify(out.replay));
   }
   if (only.has('e2e')) {
     out.embedded = await benchE2e({ spans: Math.min(spans, 200_000) });
@@ -86,6 +91,11 @@ async function main() {
   if (out.engine) {
     rows.push(['rule engine alone, library + 20 rule checks (2 match)', `${out.engine.spans_per_s} spans/s`, `no checks: ${out.engine.baseline_spans_per_s} spans/s (x${out.engine.ratio_to_baseline} slower)`]);
     rows.push(['rule engine, runs split over 2 engines on 2 threads', `${out.engine.two_engines_two_threads_spans_per_s} spans/s`, '']);
+  }
+  if (out.replay) {
+    const r = out.replay;
+    rows.push([`neatroots replay, ${r.spans} spans, the library's ${r.rule_checks} rule checks`, `${r.replay_rule_checks_spans_per_s} spans/s`, `the rule engine alone, item by item: ${r.baseline_engine_spans_per_s} spans/s (x${r.ratio_to_baseline})`]);
+    rows.push([`neatroots replay, the whole library (question checks by the fast classifier)`, `${r.replay_spans_per_s} spans/s (${r.replay_seconds} s)`, '']);
   }
   if (out.embedded) {
     const e = out.embedded;

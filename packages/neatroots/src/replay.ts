@@ -4,11 +4,10 @@ import { compileRuleSet, SafeMatching, type Check, type FindingEvent } from '@ne
 import { makeTopics } from '@neatroots/messages';
 import { createMetrics, loadConfig, replayPlatform, startServices, type ModelConfig, type Services } from '@neatroots/platform';
 import type { Logger } from '@neatroots/ports';
-import type { QuestionLink } from '@neatroots/question';
+import { questionModule, type QuestionLink } from '@neatroots/question';
 import { MemoryPlanStore, questionSet, type QuestionResult } from '@neatroots/questions';
-import type { RuleEngineService } from '@neatroots/rule-engine';
+import { ruleEngineModule, type RuleEngineService } from '@neatroots/rule-engine';
 import { DEFAULT_SPAN_LIMITS, itemRunId, parseJsonlLine, type Envelope, type LimitCheck, type StreamItem } from '@neatroots/spans';
-import { modulesOf } from './compose';
 import { localLlmStandsIn, questionServiceConfig } from './questions';
 
 /** The finding event of CONTRACTS.md section 3, fields in the contract's order. */
@@ -157,7 +156,9 @@ export class Replayer {
     });
     const services = await startServices({
       platform: this.platform,
-      modules: modulesOf(asked.questions.length ? ['rule-engine', 'question'] : ['rule-engine']),
+      // The two modules themselves, not compose.ts's table of all five: a command that runs no
+      // server does not load the api's and review's (NestJS, the drivers: half a second of start).
+      modules: asked.questions.length ? [ruleEngineModule, questionModule] : [ruleEngineModule],
       config: this.config,
       log: lineLogger(this.log),
       metrics: createMetrics('replay'),

@@ -18,6 +18,13 @@ export interface MemoryBusOptions extends DeadLetterBusOptions {
   maxBatch?: number;
   maxLag?: number;
   retryDelayMs?: number;
+  /**
+   * Wait for the end of the event loop's turn before reading a batch (default true), so that
+   * publishes made in separate callbacks of one turn go out together. False for a publisher
+   * that waits for each record to be consumed (replay): there is nothing to gather, and a turn
+   * of the loop per record costs more than the record.
+   */
+  gatherTurn?: boolean;
   onError?: (err: unknown, topic: string, group: string) => void;
 }
 
@@ -52,6 +59,7 @@ export class MemoryBus implements Bus {
   private readonly maxBatch: number;
   private readonly maxLag: number;
   private readonly retryDelayMs: number;
+  private readonly gatherTurn: boolean;
   private readonly onError: (err: unknown, topic: string, group: string) => void;
   private closed = false;
   /** Records set aside as dead letters. */
@@ -62,6 +70,7 @@ export class MemoryBus implements Bus {
     this.maxBatch = opts.maxBatch ?? 2000;
     this.maxLag = opts.maxLag ?? 200_000;
     this.retryDelayMs = opts.retryDelayMs ?? 200;
+    this.gatherTurn = opts.gatherTurn ?? true;
     this.onError = opts.onError ?? ((err, topic, group) => console.error(`bus: ${topic}/${group}: batch failed, retrying:`, err));
   }
 
@@ -140,13 +149,24 @@ export class MemoryBus implements Bus {
 
   private pump(name: string, t: TopicState, g: Group): void {
     for (const m of g.members) {
-      if (!m.busy && !m.closed) m.busy = this.drain(name, t, g, m).finally(() => (m.busy = undefined));
+      // Only a member with records waiting on its partitions: a group has more members than
+      // partitions (the question service's four consumers on replay's one partition), and
+      // each drain started costs a turn of the event loop.
+      if (!m.busy && !m.closed && this.waiting(t, g, m)) m.busy = this.drain(name, t, g, m).finally(() => (m.busy = undefined));
     }
   }
 
+  private waiting(t: TopicState, g: Group, m: Member): boolean {
+    for (const p of m.partitions) if (t.logs[p].base + t.logs[p].records.length > g.offsets[p]) return true;
+    return false;
+  }
+
   private async drain(name: string, t: TopicState, g: Group, m: Member): Promise<void> {
-    // Yield once so a publisher's burst is delivered as one batch.
-    await new Promise<void>((r) => setImmediate(r));
+    // Yield once so a publisher's burst is delivered as one batch: to the end of this turn of
+    // the event loop (concurrent exports arrive in separate callbacks of one turn), or, where
+    // the publisher waits for each record anyway (replay), only past its own synchronous code.
+    if (this.gatherTurn) await new Promise<void>((r) => setImmediate(r));
+    else await undefined;
     for (;;) {
       let delivered = false;
       for (const p of m.partitions) {

@@ -29,7 +29,7 @@ export interface ReplayPlatform extends Platform {
  * database (replay keeps nothing).
  */
 export function replayPlatform(opts: { onError?: (err: unknown, topic: string, group: string) => void } = {}): ReplayPlatform {
-  const bus = new MemoryBus({ partitions: 1, onError: opts.onError });
+  const bus = new MemoryBus({ partitions: 1, gatherTurn: false, onError: opts.onError });
   const clock = new RecordedClock();
   let jobs: InlineJobs | undefined;
   return {
