@@ -56,9 +56,10 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   pack?: boolean;
   /**
    * Compression of the record batches sent: 'gzip' (kafkajs's own codec) or 'none'. Default
-   * 'none': measured on this project's machine (docs/performance.md), gzip cut the bytes to
-   * about a fifth but cost ingest more CPU than it saved with the broker on loopback; worth it
-   * when the network, not the CPU, is the bound.
+   * 'none': measured on this project's machine (docs/performance.md), gzip cut the benchmark's
+   * bytes to under a tenth, but its gain was inside the noise: publishing 1-53% faster,
+   * consuming 24% slower to 10% faster (bench/bus.js, five runs), end to end one round
+   * better and one worse. Worth it when the network, not the CPU, is the bound.
    */
   compression?: 'none' | 'gzip';
   /**
