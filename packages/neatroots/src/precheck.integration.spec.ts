@@ -1,7 +1,9 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { registerProject } from '@neatroots/checks';
+import { v1 } from '@neatroots/proto';
 import { createLogger, loadConfig } from '@neatroots/platform';
 import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from './embedded';
@@ -44,6 +46,7 @@ beforeAll(async () => {
     NEATROOTS_API_KEYS: `shop=${KEY}`,
     // A loaded test machine: the answer's bound here is not the benchmark's.
     NEATROOTS_PRECHECK_TIMEOUT_MS: '2000',
+    NEATROOTS_PRECHECK_FAIL_CLOSED: 'shop',
   });
   app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
   client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, onError: () => undefined });
@@ -73,6 +76,25 @@ describe('pre-call checks on the embedded default', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(findings).toEqual(expect.arrayContaining([expect.objectContaining({ check_id: 'refund-without-lookup', action: 'halt' })]));
+  });
+
+  it('serves the policy (the tools a halting rule names, the fail mode) and refuses bad questions', async () => {
+    const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('x-api-key', KEY);
+    const call = <Req, Res>(method: 'preCheck' | 'preCheckPolicy', req: Req, meta = md) =>
+      new Promise<{ err?: { code: number; details: string }; res?: Res }>((resolve) =>
+        (raw[method] as unknown as (r: Req, m: Metadata, cb: (e: { code: number; details: string } | null, r: Res) => void) => void).call(raw, req, meta, (e, r) =>
+          resolve(e ? { err: e } : { res: r }),
+        ),
+      );
+    expect((await call<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: 'refunds' })).res).toEqual({ tools: ['issue_refund'], fail_closed: true, timeout_ms: 2000 });
+    const noSpan = await call<v1.PreCheckRequest, v1.PreCheckResponse>('preCheck', { known_spans: 0, timeout_ms: 100 });
+    expect(noSpan.err).toMatchObject({ code: status.INVALID_ARGUMENT, details: 'span: is required (the call about to run)' });
+    const stranger = new Metadata();
+    stranger.set('x-api-key', 'nope');
+    expect((await call<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: '' }, stranger)).err?.code).toBe(status.UNAUTHENTICATED);
+    raw.close();
   });
 
   it('executes a refund after a lookup in the same run', async () => {
