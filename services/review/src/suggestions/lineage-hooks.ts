@@ -1,22 +1,54 @@
 import type { Queryable } from '@neatroots/ports';
-import { hasEdit, type SuggestionEdit } from '@neatroots/review-domain';
-import { SuggestionsRepo } from '@neatroots/store';
+import { Lineage, LineageCycleError, type SuggestionEdit } from '@neatroots/review-domain';
+import { LineageRepo, PatternsRepo, SuggestionsRepo, type LineageRow } from '@neatroots/store';
+import { releasedIn } from './fix';
 
 const repo = new SuggestionsRepo();
+const patterns = new PatternsRepo();
+const lineageRepo = new LineageRepo();
 
 /**
  * Rule lineage's `suggestion` links: the applied suggestions (a draft, or a pull request open
  * or merged) whose edit is in the release's copy of their file, alone or merged with other
- * edits, each with the rule it edited. Read through `q`: it runs in the publish's transaction.
+ * edits, for the first time (the release with the edit), each with the rule it edited. Read through `q`: it runs in the publish's transaction.
+ *
+ * A suggestion is made for the rule as it reads at head, which may be a wording no release has
+ * yet (head reworded it by hand before the suggestion was asked for). The matching only knows
+ * the rules of the release before, so the other wordings of the pattern's lineage follow the
+ * suggestion's own rule: whichever of them that release has is the rule the edit replaced.
  */
 export async function suggestionEditsOf(q: Queryable, workspace: string, release: { id: string; number: number }): Promise<SuggestionEdit[]> {
   const out: SuggestionEdit[] = [];
+  let rows: LineageRow[] | null = null;
   for (const s of await repo.applied(q, workspace)) {
-    if (!s.new_text) continue;
-    const file = await repo.releaseFile(q, release.id, s.path);
-    if (file !== null && hasEdit(s.old_text, s.new_text, file)) out.push({ procedure_id: s.procedure_id, rule_id: s.rule_id });
+    // Only the first release with the edit: a later one still has it, but what it rewords is someone else's edit.
+    if ((await releasedIn(q, s))?.id !== release.id) continue;
+    out.push({ procedure_id: s.procedure_id, rule_id: s.rule_id });
+    const pattern = await patterns.pattern(q, workspace, s.pattern_id);
+    if (!pattern) continue;
+    rows ??= await lineageRepo.rows(q, workspace);
+    for (const id of wordingsOf(rows, s.procedure_id, pattern.lineage_id)) if (id !== s.rule_id) out.push({ procedure_id: s.procedure_id, rule_id: id });
   }
   return out;
+}
+
+/** Every wording of a lineage the rows know, newest row first, its first wording last. */
+function wordingsOf(rows: readonly LineageRow[], procedureId: string, lineageId: string): string[] {
+  const own = rows.filter((r) => r.procedure_id === procedureId);
+  const lineage = new Lineage(own.map((r) => ({ procedure_id: r.procedure_id, rule_id: r.rule_id, previous_rule_id: r.previous_rule_id, how: r.how, similarity: r.similarity })));
+  const ofLineage = (id: string) => {
+    try {
+      return lineage.lineageId(procedureId, id) === lineageId;
+    } catch (err) {
+      if (err instanceof LineageCycleError) return false;
+      throw err;
+    }
+  };
+  const ids = own
+    .filter((r) => r.rule_id !== lineageId && ofLineage(r.rule_id))
+    .sort((a, b) => (b.release_number ?? 0) - (a.release_number ?? 0))
+    .map((r) => r.rule_id);
+  return [...ids, lineageId];
 }
 
 /** When rule lineage merges two rule patterns, the suggestions go with their findings. */

@@ -12,6 +12,7 @@ import { RuleLineage } from '../lineage/service';
 import { ReviewSop } from '../review/service';
 import { SopWorkspaces } from '../sop/workspaces';
 import { SuggestionGenerator } from './generate';
+import { suggestionEditsOf } from './lineage-hooks';
 import { followPullRequestsNow } from './prs';
 
 /**
@@ -204,6 +205,22 @@ describe('SuggestEdit', () => {
     await publishing.publish(WS);
     expect(await lineage.queries.ruleLineage(WS, reworded.rule_id, {})).toMatchObject({ lineage_id: NEVER.rule_id, how: 'matched' });
     expect(await asked()).toContain(`Never rule 2: "${reworded.text}"`);
+  });
+  it('an edit of a wording only head has is still a suggestion link at the publish: the live wording it replaced is in the pattern\'s lineage', async () => {
+    const { pattern } = await patternWithVerdict('real');
+    const BY_HAND = '- Volunteer the price or a description of any dish on the menu.';
+    const SUGGESTED = '- Quote what food costs unless the caller asks.';
+    await workspaces.saveFile(WS, 'procedures/take-order.md', FILE.replace(`- ${NEVER.text}`, BY_HAND));
+    script = [{ rationale: 'Say when prices may be given.', edits: [{ find: BY_HAND, replace: SUGGESTED }] }];
+    const made = await settled((await q.suggest(WS, pattern.id, {})).id);
+    await q.applySuggestion(WS, made.id, {});
+
+    const lineage = new RuleLineage(db, undefined, { suggestionEdits: suggestionEditsOf });
+    const rel = await new SopWorkspaces(db, undefined, (tx, ws, r, prev) => lineage.atPublish(tx, ws, r, prev)).publish(WS);
+    const now = rel.procedures.find((p) => p.procedure_id === 'take-order')!.rules.find((r) => r.kind === 'never')!;
+    expect(now.text).toBe(SUGGESTED.slice(2));
+    // Shares no word with the live wording: only the suggestion links them.
+    expect(await lineage.queries.ruleLineage(WS, now.rule_id, {})).toMatchObject({ how: 'suggestion', previous_rule_id: NEVER.rule_id, lineage_id: NEVER.rule_id });
   });
 });
 
