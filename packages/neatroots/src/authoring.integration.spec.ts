@@ -231,6 +231,10 @@ describe('checks authoring API', () => {
     const scoped = await api<{ error: { problems: { field: string }[] } }>('POST', `/v1/projects/${PROJECT}/checks`, { check: { id: 'x', kind: 'rule', rule: { type: 'count', at_least: 2 }, applies_to: { project: ['other'] } } });
     expect(scoped.status).toBe(400);
     expect(scoped.body.error.problems[0].field).toBe('applies_to.project');
+    // An id that is a page of the API (GET checks/stats) could never be read back.
+    const reserved = await api<{ error: { problems: { field: string; reason: string }[] } }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE.replace('id: refund-needs-lookup', 'id: stats') });
+    expect(reserved.status).toBe(400);
+    expect(reserved.body.error.problems).toEqual([expect.objectContaining({ field: 'id', reason: expect.stringContaining('names a page of the API') })]);
   });
 
   it('saves a check that takes effect in the running rule engine, lists, updates and deletes it', async () => {

@@ -68,8 +68,20 @@ export function parseSubmission(project: string, sub: CheckSubmission, by: Autho
     if (e instanceof CheckError) throw invalid(e, sub.yaml !== undefined ? text : undefined);
     throw e;
   }
+  if (RESERVED_IDS.has(check.id)) {
+    const problem: CheckProblem = {
+      check_id: check.id,
+      field: 'id',
+      reason: `"${check.id}" names a page of the API (checks/${check.id}); choose another id`,
+      message: `${WHERE}: id: "${check.id}" names a page of the API (checks/${check.id}); choose another id`,
+    };
+    throw new AuthoringError(400, 'invalid_check', problem.message, [problem]);
+  }
   return { check, yaml: withProject(text, project), warnings };
 }
+
+/** Ids a saved check cannot take: GET checks/{id} could never answer it (these paths are other pages). */
+const RESERVED_IDS = new Set(['stats', 'disabled', 'draft', 'preview']);
 
 /** applies_to.project: absent becomes this project; naming any other is refused. */
 function scopeTo(project: string, raw: Record<string, unknown>): void {
