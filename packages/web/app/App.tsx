@@ -72,7 +72,7 @@ export function App() {
     rest === '/' ? <Home session={session} base={base} />
     : rest === '/runs' ? <Runs key={where.query.toString()} session={session} base={base} where={where} />
     : run ? <RunPage session={session} base={base} runId={decodeURIComponent(run[1])} where={where} />
-    : rest === '/checks' ? <Checks session={session} />
+    : rest === '/checks' ? <Checks session={session} base={base} />
     : rest === '/sessions' ? <Sessions key={where.query.toString()} session={session} base={base} where={where} />
     : sopSession ? <SopSessionPage session={session} base={base} id={decodeURIComponent(sopSession[1])} />
     : rest === '/procedures' ? <Procedures session={session} />

@@ -1,7 +1,8 @@
 import { loadSession, type Session } from './session';
 import type { RuleLineageView, SuggestionView } from '@neatroots/store';
 import type { Insights, OverrideGiven, Pattern, ReviewQueue, ReviewState, VerdictGiven, VerdictName } from './review-types';
-import type { Head, Release, SopSession, SopSessionRow } from './sop-types';
+import type { Head, Release, SopIssue, SopSession, SopSessionRow } from './sop-types';
+import type { CheckDraft, CheckPreview, CheckProblem, ListedCheck, SavedCheck } from './authoring-types';
 import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
 
 /** An answer of the API that is not a success, with the API's own code and message. */
@@ -10,6 +11,10 @@ export class ApiFailure extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** A check that does not validate: each problem with its field and line (`checks validate`'s). */
+    readonly problems: CheckProblem[] = [],
+    /** Procedures that would not compile: sopc's errors with their file and line. */
+    readonly issues: SopIssue[] = [],
   ) {
     super(message);
   }
@@ -25,7 +30,15 @@ type Params = Record<string, string | number | boolean | undefined | null | read
 export async function call<T>(
   s: Session,
   path: string,
-  opts: { params?: Params; method?: 'GET' | 'POST'; body?: unknown; root?: 'projects' | 'workspaces'; text?: boolean } = {},
+  opts: {
+    params?: Params;
+    method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
+    body?: unknown;
+    /** The body is sent as this text with this content type (a file saved at head), not as JSON. */
+    raw?: { text: string; type: string };
+    root?: 'projects' | 'workspaces';
+    text?: boolean;
+  } = {},
 ): Promise<T> {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(opts.params ?? {})) {
@@ -35,9 +48,11 @@ export async function call<T>(
   const url = `/v1/${opts.root ?? 'projects'}/${encodeURIComponent(s.project)}/${path}${q.size ? `?${q}` : ''}`;
   const headers: Record<string, string> = { 'x-api-key': s.key, accept: 'application/json' };
   if (opts.body !== undefined) headers['content-type'] = 'application/json';
+  if (opts.raw) headers['content-type'] = opts.raw.type;
+  const body0 = opts.raw ? opts.raw.text : opts.body === undefined ? undefined : JSON.stringify(opts.body);
   let res: Response;
   try {
-    res = await fetch(url, { method: opts.method ?? 'GET', headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
+    res = await fetch(url, { method: opts.method ?? 'GET', headers, body: body0 });
   } catch (err) {
     throw new ApiFailure(0, 'network', `neatroots could not be reached (${(err as Error).message})`);
   }
@@ -51,8 +66,8 @@ export async function call<T>(
   if (!res.ok) {
     // The signed-in key taken away: the app asks to sign in again (a key being tried is not).
     if (res.status === 401 && loadSession()?.key === s.key) window.dispatchEvent(new Event('neatroots:unauthorized'));
-    const e = (body as { error?: { code?: string; message?: string } } | null)?.error;
-    throw new ApiFailure(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `${res.status} ${res.statusText}`);
+    const e = (body as { error?: { code?: string; message?: string; problems?: CheckProblem[]; issues?: SopIssue[] } } | null)?.error;
+    throw new ApiFailure(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `${res.status} ${res.statusText}`, e?.problems ?? [], e?.issues ?? []);
   }
   // A JSON Lines answer (a regression set) is handed over as its text.
   return (opts.text ? text : body) as T;
@@ -69,12 +84,23 @@ export const api = {
   reopen: (s: Session, id: string) => call<{ finding: Finding }>(s, `findings/${encodeURIComponent(id)}/reopen`, { method: 'POST' }),
   checkStats: (s: Session) => call<{ checks: CheckStat[] }>(s, 'checks/stats'),
   disabledChecks: (s: Session) => call<{ checks: DisabledCheck[] }>(s, 'checks/disabled'),
+  // writing checks (docs/authoring.md)
+  checks: (s: Session) => call<{ checks: ListedCheck[] }>(s, 'checks'),
+  draftCheck: (s: Session, concern: string) => call<CheckDraft>(s, 'checks/draft', { method: 'POST', body: { concern } }),
+  previewCheck: (s: Session, yaml: string, runs: number, modelCalls?: number) =>
+    call<CheckPreview>(s, 'checks/preview', { method: 'POST', body: { yaml, runs, ...(modelCalls ? { model_calls: modelCalls } : {}) } }),
+  saveCheck: (s: Session, yaml: string) => call<SavedCheck>(s, 'checks', { method: 'POST', body: { yaml } }),
+  haltCheck: (s: Session, id: string) => call<SavedCheck>(s, `checks/${encodeURIComponent(id)}/halt`, { method: 'POST', body: {} }),
   agreement: (s: Session) => call<{ questions: AgreementRow[] }>(s, 'models/agreement'),
   // sopops (docs/api.md#workspaces-sopops)
   sopSessions: (s: Session, p: Params) => call<{ items: SopSessionRow[]; next_cursor: string | null }>(s, 'sessions', { params: p, root: 'workspaces' }),
   sopSession: (s: Session, id: string) => call<SopSession>(s, `sessions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
   releases: (s: Session) => call<{ items: Release[] }>(s, 'releases', { root: 'workspaces' }),
   head: (s: Session) => call<Head>(s, 'head', { root: 'workspaces' }),
+  /** One file saved at head (422 with sopc's issues when head would not compile). */
+  saveHeadFile: (s: Session, path: string, text: string) =>
+    call<unknown>(s, `head/${path.split('/').map(encodeURIComponent).join('/')}`, { method: 'PUT', raw: { text, type: path.endsWith('.md') ? 'text/markdown' : path.endsWith('.yaml') || path.endsWith('.yml') ? 'text/yaml' : 'text/plain' }, root: 'workspaces' }),
+  publish: (s: Session) => call<{ id: string; number: number }>(s, 'releases', { method: 'POST', root: 'workspaces' }),
   // review (docs/review.md)
   reviewQueue: (s: Session, state: readonly ReviewState[], limit?: number) =>
     call<ReviewQueue>(s, 'review', { params: { state, limit }, root: 'workspaces' }),

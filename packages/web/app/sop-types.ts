@@ -5,7 +5,7 @@
 import type { SessionsListView } from '@neatroots/store';
 import type { RuleKind } from '@neatroots/sop';
 
-export type { Evidence, LockRule, ProcedureCheck, RuleKind, RuleResult } from '@neatroots/sop';
+export type { Evidence, Issue as SopIssue, LockRule, ProcedureCheck, RuleKind, RuleResult } from '@neatroots/sop';
 export type { HeadView as Head, ReleaseView as Release, SessionView as SopSession, SopResult } from '@neatroots/store';
 
 /** A session as the sessions list shows it (no checks). */

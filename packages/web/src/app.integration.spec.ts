@@ -17,6 +17,22 @@ const PROJECT = 'shop';
 const KEY = 'app-test-key';
 const QUOTE = 'refund declined: order 7 belongs to another customer';
 const BIG = 5000;
+/** The model's draft for "refunds issued without looking up the order first". */
+const DRAFT = {
+  check: 'rule',
+  id: 'refund-before-lookup',
+  title: 'Refund before lookup',
+  rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } },
+};
+/** A check with a mistake on line 5 (rule.type), as a person might type it. */
+const MISTAKE = `id: refund-needs-lookup
+kind: rule
+title: Refund without an order lookup
+rule:
+  type: requires_befor
+  call: { tool: [issue_refund] }
+  requires: { tool: [lookup_order] }
+`;
 
 const exe = chromiumOrSkip('the web app in a browser');
 
@@ -80,6 +96,8 @@ guidance: Only confirm refunds the refund tool confirmed.
       call.kind === 'judge' ? judgeReply(call, (q) => (q.ask.includes('refund went through') ? { p: 0.97, quote: QUOTE } : { p: 0.02 }))
       : call.kind === 'second_look' ? { json: { holds: true, quote: QUOTE } }
       : call.kind === 'note' ? { content: 'Check the order before refunding.' }
+      // Checks → New check: a concern about an order of calls is drafted as a rule.
+      : call.kind === 'draft' ? { json: DRAFT }
       : { json: {} },
     );
     const config = loadConfig({
@@ -152,14 +170,27 @@ guidance: Only confirm refunds the refund tool confirmed.
 
   /** Console errors and uncaught exceptions of the pages opened signed in: none allowed. */
   const errors: string[] = [];
+  /**
+   * The API's refusals a test provokes on purpose (a check with a mistake: 400, a file that does
+   * not compile: 422): the browser logs each as "Failed to load resource", and only those, at
+   * that path with that status, are not errors of the page.
+   */
+  const refusals: { path: string; status: number }[] = [];
+  const expectRefusal = (path: string, status: number) => refusals.push({ path, status });
   afterEach(() => {
-    expect(errors).toEqual([]);
-    errors.length = 0;
+    const seen = errors.splice(0);
+    refusals.length = 0;
+    expect(seen).toEqual([]);
   });
 
   async function signedIn(ctx?: BrowserContext): Promise<Page> {
     const page = await (ctx ?? (await browser.newContext({ viewport: { width: 1440, height: 900 } }))).newPage();
-    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
+    page.on('console', (m) => {
+      if (m.type() !== 'error') return;
+      const at = m.location().url;
+      const refused = refusals.some((r) => at && new URL(at).pathname.endsWith(r.path) && m.text().includes(`status of ${r.status} `));
+      if (!refused) errors.push(`${page.url()}: ${m.text()} (${at})`);
+    });
     page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
     await page.goto(`${url}/`);
     await page.getByLabel('Project').fill(PROJECT);
@@ -376,13 +407,20 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.getByRole('link', { name: 'Checks' }).click();
     await page.getByRole('heading', { name: 'Checks', level: 1 }).waitFor();
     const stats = (await apiGet<{ checks: { check_id: string }[] }>('checks/stats')).checks.map((c) => c.check_id).sort();
+    const listed = (await apiGet<{ checks: { id: string; in_effect: boolean }[] }>('checks')).checks;
     await page.locator('tbody tr').first().waitFor();
-    expect((await page.locator('tbody tr td:first-child').allTextContents()).sort()).toEqual(stats);
-    // Source and action, beside precision: the user's halt rule, a library check that flags.
-    const row = (id: string) => page.locator('tbody tr', { has: page.locator('td:first-child', { hasText: new RegExp(`^${id}$`) }) });
-    await expect(row('refund-without-lookup').locator('td').allTextContents()).resolves.toEqual(['refund-without-lookup', 'user', 'halt', '1', '0', '100%', 'Running']);
-    await expect(row('repeated-tool-call').locator('td').nth(1).textContent()).resolves.toBe('library');
-    await expect(row('repeated-tool-call').locator('td').nth(2).textContent()).resolves.toBe('flag');
+    // Every check in effect (library, the user's file), those with findings among them.
+    const shown = (await page.locator('.checks-list tbody tr td:first-child').allTextContents()).sort();
+    expect(shown).toEqual(listed.map((c) => c.id).sort());
+    expect(shown).toEqual(expect.arrayContaining(stats));
+    expect(shown.length).toBeGreaterThan(stats.length);
+    // Kind, source and action, beside precision: the user's halt rule, a library check that flags.
+    const row = (id: string) => page.locator('.checks-list tbody tr', { has: page.locator('td:first-child', { hasText: new RegExp(`^${id}$`) }) });
+    await expect(row('refund-without-lookup').locator('td').allTextContents()).resolves.toEqual(['refund-without-lookup', 'rule', 'user', 'halt', '1', '0', '100%', 'Running', '']);
+    await expect(row('repeated-tool-call').locator('td').nth(2).textContent()).resolves.toBe('library');
+    await expect(row('repeated-tool-call').locator('td').nth(3).textContent()).resolves.toBe('flag');
+    // Only a rule a person saved can be switched to halt here: not a library check, not a file's.
+    expect(await page.getByRole('button', { name: /^Switch .* to halt$/ }).count()).toBe(0);
     await shot(page, 'checks');
     await page.getByRole('link', { name: 'Settings → Models' }).click();
     await page.getByRole('heading', { name: 'Settings → Models' }).waitFor();
@@ -392,6 +430,96 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.locator('tbody tr').first().waitFor();
     expect(await page.locator('tbody tr').count()).toBe(questions.length);
     await shot(page, 'models');
+    await page.context().close();
+  });
+
+  /** What the API itself answers for a check given in YAML (the page must show the same). */
+  interface PreviewAnswer {
+    error: { problems: { field: string; line: number; reason: string }[] };
+    flagged: { run_id: string }[];
+    runs: { flagged: number; checked: number };
+    bounds: string;
+  }
+  async function apiPreview(yaml: string, runs = 20): Promise<{ status: number; body: PreviewAnswer }> {
+    const res = await fetch(`${url}/v1/projects/${PROJECT}/checks/preview`, {
+      method: 'POST',
+      headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ yaml, runs }),
+    });
+    return { status: res.status, body: (await res.json()) as PreviewAnswer };
+  }
+
+  it('writes a check with a mistake and sees the error at its line, previews it on recent runs, saves it and switches it to halt', async () => {
+    expectRefusal(`/v1/projects/${PROJECT}/checks/preview`, 400);
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/checks`);
+    const editor = page.getByLabel('Check YAML');
+    await editor.fill(MISTAKE);
+    // The API's own validation, as `checks validate` says it: the field and its line.
+    const refused = await apiPreview(MISTAKE);
+    expect(refused.status).toBe(400);
+    const problem = refused.body.error.problems[0];
+    expect(problem).toMatchObject({ field: 'rule.type', line: 5 });
+    const problems = page.getByRole('list', { name: 'Problems' });
+    await problems.waitFor();
+    await expect(problems.locator('li').allTextContents()).resolves.toEqual([`line 5: check refund-needs-lookup: rule.type: ${problem.reason}`]);
+    await expect(page.locator('.gutter .bad-line').allTextContents()).resolves.toEqual(['✕ 5\n']);
+    expect(await page.getByRole('button', { name: 'Save' }).isDisabled()).toBe(true);
+    await problems.scrollIntoViewIfNeeded();
+    await shot(page, 'checks-mistake-at-line');
+    // The problem's line button puts the cursor on that line.
+    await problems.getByRole('button', { name: 'line 5' }).click();
+    expect(await editor.evaluate((el) => { const t = el as unknown as { value: string; selectionStart: number; selectionEnd: number }; return t.value.slice(t.selectionStart, t.selectionEnd); })).toBe('  type: requires_befor');
+
+    const fixed = MISTAKE.replace('requires_befor\n', 'requires_before\n');
+    await editor.fill(fixed);
+    await page.getByText('Valid.').waitFor();
+    expect(await page.getByRole('list', { name: 'Problems' }).count()).toBe(0);
+
+    // Preview on recent runs: the runs the API's preview flags, and nothing saved.
+    const expected = (await apiPreview(fixed)).body;
+    expect(expected.flagged.map((r) => r.run_id)).toEqual(['run-halt']);
+    await page.getByRole('button', { name: 'Preview on recent runs' }).click();
+    const preview = page.getByRole('region', { name: 'Preview' });
+    await preview.getByText(`would flag ${expected.runs.flagged} of ${expected.runs.checked} runs`).waitFor();
+    await expect(preview.locator('.flagged-runs > li > a').allTextContents()).resolves.toEqual(['run-halt']);
+    await preview.getByText(expected.bounds).waitFor();
+    expect((await apiGet<{ checks: { id: string }[] }>('checks')).checks.map((c) => c.id)).not.toContain('refund-needs-lookup');
+    await preview.scrollIntoViewIfNeeded();
+    await shot(page, 'checks-preview');
+
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Saved refund-needs-lookup: in effect now.').waitFor();
+    const saved = (await apiGet<{ check: { source: string; action: string; origin: string } }>('checks/refund-needs-lookup')).check;
+    expect(saved).toMatchObject({ source: 'database', action: 'flag', origin: 'app' });
+    const row = page.locator('.checks-list tbody tr', { has: page.locator('td:first-child', { hasText: /^refund-needs-lookup$/ }) });
+    await row.locator('td', { hasText: /^database$/ }).waitFor();
+    // A rule this person saved can halt: the switch calls the API, and the list says halt.
+    await page.getByRole('button', { name: 'Switch refund-needs-lookup to halt' }).click();
+    await page.getByText(/^refund-needs-lookup now halts/).waitFor();
+    expect((await apiGet<{ check: { action: string } }>('checks/refund-needs-lookup')).check.action).toBe('halt');
+    await row.locator('td .badge.halt').waitFor();
+    expect(await page.getByRole('button', { name: 'Switch refund-needs-lookup to halt' }).count()).toBe(0);
+    await shot(page, 'checks-saved-halt');
+    await page.context().close();
+  });
+
+  it('drafts a new check from a plain-language concern and shows it before anything is saved', async () => {
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/checks`);
+    await page.getByLabel('New check from a concern').fill('refunds issued without looking up the order first');
+    await page.getByRole('button', { name: 'Draft' }).click();
+    await page.getByText('Drafted a rule (not saved): read it, preview it, then save it.').waitFor();
+    const text = await page.getByLabel('Check YAML').inputValue();
+    expect(text).toMatch(/^id: refund-before-lookup$/m);
+    expect(text).toMatch(/type: requires_before/);
+    await page.getByText('Valid.').waitFor();
+    // Shown, not saved.
+    expect((await apiGet<{ checks: { id: string }[] }>('checks')).checks.map((c) => c.id)).not.toContain('refund-before-lookup');
+    await page.getByLabel('Check YAML').scrollIntoViewIfNeeded();
+    await shot(page, 'checks-draft');
+    await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+    await shot(page, 'checks-draft-dark');
     await page.context().close();
   });
 
@@ -470,7 +598,7 @@ guidance: Only confirm refunds the refund tool confirmed.
       await page.context().close();
     });
 
-    it('Procedures shows the live release and, after a file is saved at head, its diff', async () => {
+    it('Procedures shows the live release, a file with a mistake refused at its line, a file saved at head as a diff, and publishes it', async () => {
       const page = await signedIn();
       await page.getByRole('link', { name: 'Procedures', exact: true }).click();
       await page.getByRole('heading', { name: /^Live release 1/ }).waitFor();
@@ -480,8 +608,29 @@ guidance: Only confirm refunds the refund tool confirmed.
         'Step 2 Charge the card on file.requiredtool: charge_card',
         'Step 3 Email the receipt.requiredtool: send_receipt',
       ]);
-      await ws('PUT', '/head/procedures/card-payment.md', CARD.replace('Email the receipt.', 'Text the receipt.'), 'text/markdown');
-      await page.reload();
+      // A mistake: sopc's error shown at its line, as the API answers it, and nothing saved.
+      expectRefusal(`/v1/workspaces/${PROJECT}/head/agents/payments-bot.yaml`, 422);
+      const BAD = '# the payments bot\nprocedures: [card-payment, nope]\n';
+      const refused = await fetch(`${url}/v1/workspaces/${PROJECT}/head/agents/payments-bot.yaml`, {
+        method: 'PUT', headers: { 'x-api-key': KEY, 'content-type': 'text/yaml' }, body: BAD,
+      });
+      expect(refused.status).toBe(422);
+      const issue = ((await refused.json()) as { error: { issues: { file: string; line: number; message: string }[] } }).error.issues[0];
+      expect(issue.file).toBe('agents/payments-bot.yaml');
+      await page.getByLabel('Path').fill('agents/payments-bot.yaml');
+      await page.getByLabel('File text').fill(BAD);
+      await page.getByRole('button', { name: 'Save at head' }).click();
+      await page.getByText('Not saved: head would not compile with agents/payments-bot.yaml.').waitFor();
+      await expect(page.getByRole('list', { name: 'Problems' }).locator('li').allTextContents()).resolves.toEqual([`line ${issue.line}: ${issue.message}`]);
+      await expect(page.locator('.gutter .bad-line').allTextContents()).resolves.toEqual([`✕ ${issue.line}\n`]);
+      await page.getByText('Head is the same as the live release.').waitFor();
+      await page.getByRole('list', { name: 'Problems' }).scrollIntoViewIfNeeded();
+      await shot(page, 'sop-procedures-mistake');
+      // A file saved at head through the editor: the unpublished diff.
+      await page.getByLabel('Path').fill('procedures/card-payment.md');
+      await page.getByLabel('File text').fill(CARD.replace('Email the receipt.', 'Text the receipt.'));
+      await page.getByRole('button', { name: 'Save at head' }).click();
+      await page.getByText('Saved procedures/card-payment.md at head. Publish to make it live.').waitFor();
       const diff = page.getByLabel('Unified diff of head against the live release');
       await diff.waitFor();
       await expect(diff.locator('.d-del').allTextContents()).resolves.toEqual(expect.arrayContaining([expect.stringContaining('-3. Email the receipt.')]));
@@ -489,6 +638,14 @@ guidance: Only confirm refunds the refund tool confirmed.
       await shot(page, 'sop-procedures-diff');
       await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
       await shot(page, 'sop-procedures-diff-dark');
+      // Publish: head becomes release 2, live, with the reworded step; nothing is left unpublished.
+      await page.getByRole('button', { name: 'Publish head as release 2' }).click();
+      await page.getByText('Published release 2: it is live.').waitFor();
+      await page.getByRole('heading', { name: /^Live release 2/ }).waitFor();
+      await page.getByText('Head is the same as the live release.').waitFor();
+      await page.locator('.lock-rules li', { hasText: 'Step 3 Text the receipt.' }).waitFor();
+      const live = (await ws('GET', '/releases/live')).body as unknown as { number: number };
+      expect(live.number).toBe(2);
       await page.context().close();
     });
   });

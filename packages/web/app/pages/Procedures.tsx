@@ -1,6 +1,8 @@
+import { useState } from 'react';
 import { api } from '../api';
+import { HeadEditor } from '../components/HeadEditor';
 import { when } from '../format';
-import { useLoad } from '../load';
+import { failure, useLoad } from '../load';
 import type { Session } from '../session';
 import { inReadingOrder, type Release } from '../sop-types';
 
@@ -18,6 +20,17 @@ export function Procedures({ session }: { session: Session }) {
   const live = data.data?.releases.find((r) => r.live);
   const others = data.data?.releases.filter((r) => !r.live) ?? [];
   const head = data.data?.head;
+  const [published, setPublished] = useState<{ ok: boolean; text: string } | null>(null);
+  const publish = async () => {
+    setPublished(null);
+    try {
+      const r = await api.publish(session);
+      setPublished({ ok: true, text: `Published release ${r.number}: it is live.` });
+      data.reload();
+    } catch (err) {
+      setPublished({ ok: false, text: `Not published: ${failure(err)}` });
+    }
+  };
   return (
     <main id="main">
       <h1>Procedures</h1>
@@ -39,10 +52,21 @@ export function Procedures({ session }: { session: Session }) {
                 ))}
               </ul>
               <Diff text={head.diff} />
+              <p>
+                <button type="button" onClick={() => void publish()}>
+                  Publish head as release {(head.live_release?.number ?? 0) + 1}
+                </button>
+              </p>
             </>
+          )}
+          {published && (
+            <p role={published.ok ? 'status' : 'alert'} className={published.ok ? 'ok' : 'error'}>
+              {published.text}
+            </p>
           )}
         </section>
       )}
+      {head && <HeadEditor session={session} head={head} onSaved={data.reload} />}
       {others.length > 0 && (
         <section aria-labelledby="earlier">
           <h2 id="earlier">Earlier releases</h2>
