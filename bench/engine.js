@@ -120,6 +120,24 @@ if (!isMainThread && workerData) {
 
 module.exports = { benchEngine };
 
+/**
+ * `--quick`: the one-thread figure and its no-checks baseline only, three times: to compare two
+ * builds of the engine (run it in each checkout, alternating) on a machine too busy for the rest.
+ */
+async function benchEngineQuick({ spans, perRun = 100, batch = 1000 }) {
+  const checks = benchChecks();
+  const envs = items({ spans, perRun });
+  const spanCount = envs.filter((e) => e.item.kind === 'span').length;
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    const base = await runEngine([], envs, batch);
+    const full = await runEngine(checks, envs, batch);
+    runs.push({ spans_per_s: Math.round(spanCount / (full.ms / 1000)), baseline_spans_per_s: Math.round(spanCount / (base.ms / 1000)), findings: full.findings });
+  }
+  return { spans: spanCount, rule_checks: checks.length, runs };
+}
+
 if (isMainThread && require.main === module) {
-  benchEngine({ spans: Number(process.argv[2] ?? 1_000_000) }).then((r) => console.log(JSON.stringify(r, null, 2)));
+  const spans = Number(process.argv[2] ?? 1_000_000);
+  (process.argv.includes('--quick') ? benchEngineQuick({ spans }) : benchEngine({ spans })).then((r) => console.log(JSON.stringify(r, null, 2)));
 }

@@ -8,6 +8,27 @@ import { RULE_KINDS, type RuleKind, type RuleOf } from './rules';
  */
 export interface TextMatcher {
   test(text: string | Buffer): boolean | Promise<boolean>;
+  /**
+   * Present when the pattern may be tested in one pass with the span's other `match` patterns
+   * over the same text (an RE2.Set, see joint.ts); absent: it is always tested alone.
+   */
+  readonly joint?: JointPattern;
+}
+
+/** What testing a pattern together with others needs to know of it. */
+export interface JointPattern {
+  /** The pattern as compiled (RE2 syntax). */
+  readonly source: string;
+  /** Its estimated program size (instructions). */
+  readonly size: number;
+  /**
+   * The most a pass over a text may cost inline, in text bytes times the program size of every
+   * pattern in the pass (Infinity: any text, the library's reviewed patterns). Past it, each
+   * pattern is tested alone, as its matcher decides (off the event loop for the user's).
+   */
+  readonly budget: number;
+  /** False while the pattern is switched off (disabled for being slow): it is then left out. */
+  live(): boolean;
 }
 
 /** The most specific check heads its group; by default a narrower rule type is more specific. */

@@ -5,6 +5,8 @@ import type { FindingEvent } from '../types';
 import type { CompiledRule } from './compile';
 import { findingId } from './ids';
 import type { RuleRef, RuleStep } from './rules';
+import type { JointMatch } from './joint';
+import { spanPlan, type SpanPlan } from './plan';
 import { RunEndView, SpanView } from './span-view';
 import { newWindow, windowKey, type OpenFinding, type RunWindow } from './window';
 
@@ -56,6 +58,12 @@ export interface RuleEngineOptions {
   wakeLeaseMs?: number;
 }
 
+/** The rules of one project, workflow, span type and tool; the span plans by status (0 ok, 1 error, 2 any other). */
+interface Applicable {
+  rules: CompiledRule[];
+  plans: SpanPlan[];
+}
+
 interface Step {
   out: { findings: FindingEvent[]; notes: NoteOut[] };
   windows: Map<string, RunWindow>;
@@ -81,9 +89,13 @@ export class RuleEngine {
   private readonly ttlIdle: number;
   private readonly maxSpans: number;
   private readonly wakeLeaseMs: number;
-  /** Rules in effect per project, workflow and span type; rebuilt when the checks change. */
-  private readonly applicable = new Map<string, Map<string, Map<string, Map<string, CompiledRule[]>>>>();
+  /** Rules in effect per project, workflow, span type and tool; rebuilt when the checks change. */
+  private readonly applicable = new Map<string, Map<string, Map<string, Map<string, Applicable>>>>();
   private applicableVersion = -1;
+  /** The joint `match` passes of the rule set in effect (see plan.ts). */
+  private readonly joints = new Map<string, JointMatch>();
+  /** One view, reset for each span (steps are serial). */
+  private readonly view = new SpanView();
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: RuleEngineOptions) {
@@ -220,9 +232,21 @@ export class RuleEngine {
   }
 
   private rulesFor(project: string, workflow: string | undefined, spanType = '*', tool?: string): CompiledRule[] {
+    return this.applicableTo(project, workflow, spanType, tool).rules;
+  }
+
+  /** The plan for a span: its kind's rules, filters decided as far as the kind decides them. */
+  private planFor(project: string, workflow: string | undefined, span: Span): SpanPlan {
+    const a = this.applicableTo(project, workflow, span.type, span.tool);
+    const i = span.status === 'ok' ? 0 : span.status === 'error' ? 1 : 2;
+    return (a.plans[i] ??= spanPlan(a.rules, this.opts.rules().rules, span, this.joints));
+  }
+
+  private applicableTo(project: string, workflow: string | undefined, spanType: string, tool: string | undefined): Applicable {
     const set = this.opts.rules();
     if (set.version !== this.applicableVersion) {
       this.applicable.clear();
+      this.joints.clear();
       this.applicableVersion = set.version;
     }
     // Nested maps, not concatenated keys: this runs for every span, and a fresh key string
@@ -246,9 +270,9 @@ export class RuleEngine {
       byType.set(spanType, byTool);
     }
     const tk = tool ?? '';
-    let rules = byTool.get(tk);
-    if (!rules) {
-      rules = set.rules.filter(
+    let a = byTool.get(tk);
+    if (!a) {
+      const rules = set.rules.filter(
         (r) =>
           r.appliesTo(project, workflow) &&
           (spanType === '*' ||
@@ -256,9 +280,10 @@ export class RuleEngine {
             ((!r.spanTypes || r.spanTypes.has(spanType)) && (!r.spanTools || (tool !== undefined && r.spanTools.has(tool))))),
       );
       if (byTool.size > 1000) byTool.clear();
-      byTool.set(tk, rules);
+      a = { rules, plans: [] };
+      byTool.set(tk, a);
     }
-    return rules;
+    return a;
   }
 
   private apply(step: Step, env: Envelope, key: string): void {
@@ -284,10 +309,15 @@ export class RuleEngine {
     w.seen[span.span_id] = 1;
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     this.addMetrics(w, span);
-    const view = new SpanView(span);
-    // Each rule type's behaviour is in its own module (rules/<type>.ts).
-    for (const r of this.rulesFor(w.project, w.workflow, span.type, span.tool)) {
-      if (r.kind.onSpan && r.span(span)) r.kind.onSpan(step.rules, w, r, span, view, env.received_ms);
+    const plan = this.planFor(w.project, w.workflow, span);
+    const view = this.view.reset(span, plan.match);
+    // Each rule type's behaviour is in its own module (rules/<type>.ts). The plan's rules are
+    // those whose filters this kind of span passes, but for the names a few filters ask for.
+    const { rules, names } = plan;
+    for (let i = 0; i < rules.length; i++) {
+      const only = names[i];
+      if (only && !only.has(span.name)) continue;
+      rules[i].kind.onSpan!(step.rules, w, rules[i], span, view, env.received_ms);
     }
   }
 

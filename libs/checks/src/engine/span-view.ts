@@ -1,26 +1,64 @@
 import { canonicalJson, valueText, MAX_TEXT_CHARS, type Span } from '@neatroots/spans';
 import type { MatchField } from '../types';
+import type { TextMatcher } from './compile';
+import type { JointMatch } from './joint';
+
+/** How a `match` rule reads a span in one plan: its text's key, and the pass it joins. */
+export interface MatchPlan {
+  /** The `in` fields joined: rules with the same key read the same text. */
+  key: string;
+  joint?: JointMatch;
+  /** Its place in the joint's members. */
+  member: number;
+}
 
 /**
  * What the rules read of one span, computed at most once however many rules read it:
- * the JSON of its arguments and result, the values `repeat` compares, the text `match` reads.
+ * the JSON of its arguments and result, the values `repeat` compares, the text `match` reads
+ * (only once a `match` rule's filter passed) and the answers of a joint pass over that text.
+ * The engine keeps one and resets it for each span: nothing is allocated for a span that no
+ * rule reads.
  */
 export class SpanView {
+  span!: Span;
   private inputText?: string;
   private outputText?: string;
   private inputCanon?: string;
   private outputCanon?: string;
-  private texts?: Map<string, Buffer>;
-  private sames?: Map<readonly string[], string>;
+  // Small lists, searched in order (a span has a few texts and compared values at most),
+  // reused from span to span.
+  private readonly textKeys: string[] = [];
+  private readonly textBufs: Buffer[] = [];
+  private texts = 0;
+  private readonly sameKeys: (readonly string[])[] = [];
+  private readonly sameVals: string[] = [];
+  private sames = 0;
+  private readonly passed: JointMatch[] = [];
+  private readonly passOk: boolean[] = [];
+  private passes = 0;
+  private plans?: ReadonlyMap<object, MatchPlan>;
 
-  constructor(readonly span: Span) {}
+  constructor(span?: Span) {
+    if (span) this.reset(span);
+  }
+
+  /**
+   * The next span: what was read of the previous one is forgotten. `plans`: how the `match`
+   * rules that apply to it read it (by rule), from the engine's plan for spans like it.
+   */
+  reset(span: Span, plans?: ReadonlyMap<object, MatchPlan>): this {
+    this.span = span;
+    this.plans = plans;
+    this.inputText = this.outputText = this.inputCanon = this.outputCanon = undefined;
+    this.texts = this.sames = this.passes = 0;
+    return this;
+  }
 
   same(fields: readonly string[]): string {
-    let v = this.sames?.get(fields);
-    if (v === undefined) {
-      v = fields.length === 1 ? this.sameValue(fields[0]) : fields.map((f) => this.sameValue(f)).join('\u0001');
-      (this.sames ??= new Map()).set(fields, v);
-    }
+    for (let i = 0; i < this.sames; i++) if (this.sameKeys[i] === fields) return this.sameVals[i];
+    const v = fields.length === 1 ? this.sameValue(fields[0]) : fields.map((f) => this.sameValue(f)).join('\u0001');
+    this.sameKeys[this.sames] = fields;
+    this.sameVals[this.sames++] = v;
     return v;
   }
 
@@ -53,10 +91,8 @@ export class SpanView {
    * The text `match` reads: the fields asked for, the first 200,000 characters in all,
    * converted to UTF-8 once (RE2 would convert a string again on every test).
    */
-  text(fields: readonly MatchField[]): Buffer {
-    const key = fields.join(',');
-    let buf = this.texts?.get(key);
-    if (buf !== undefined) return buf;
+  text(fields: readonly MatchField[], key = fields.join(',')): Buffer {
+    for (let i = 0; i < this.texts; i++) if (this.textKeys[i] === key) return this.textBufs[i];
     let out = '';
     for (const f of fields) {
       if (out.length >= MAX_TEXT_CHARS) break;
@@ -64,9 +100,30 @@ export class SpanView {
       if (!part) continue;
       out += out ? `\n${part}` : part;
     }
-    buf = Buffer.from(out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out, 'utf8');
-    (this.texts ??= new Map()).set(key, buf);
+    const buf = Buffer.from(out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out, 'utf8');
+    this.textKeys[this.texts] = key;
+    this.textBufs[this.texts++] = buf;
     return buf;
+  }
+
+  /**
+   * Whether `rule`'s pattern (`matcher`) matches the text of `fields`: from the span's one pass
+   * over that text with the other patterns of its plan's joint when it has one, else alone.
+   */
+  match(rule: object, matcher: TextMatcher, fields: readonly MatchField[]): boolean | Promise<boolean> {
+    const plan = this.plans?.get(rule);
+    const text = this.text(fields, plan?.key);
+    const joint = plan?.joint;
+    if (!joint) return matcher.test(text);
+    // The pass runs once per span, for the first of its rules whose filter passed.
+    let ok: boolean | undefined;
+    for (let i = 0; i < this.passes; i++) if (this.passed[i] === joint) ok = this.passOk[i];
+    if (ok === undefined) {
+      ok = joint.run(text);
+      this.passed[this.passes] = joint;
+      this.passOk[this.passes++] = ok;
+    }
+    return ok && joint.covers(plan!.member) ? joint.hits[plan.member] === 1 : matcher.test(text);
   }
 }
 

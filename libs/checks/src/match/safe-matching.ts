@@ -1,5 +1,5 @@
 import type RE2 from 're2';
-import type { TextMatcher } from '../engine/compile';
+import type { JointPattern, TextMatcher } from '../engine/compile';
 import { checkPatternBounds, compileSafe, DEFAULT_PATTERN_BOUNDS, type PatternBounds } from '../regex';
 import type { CheckSource } from '../types';
 import { disabledChecks as processDisabled, type DisabledChecks } from './disabled';
@@ -79,8 +79,10 @@ export class SafeMatching {
   /** The matcher factory compileRuleSet takes. */
   readonly matcher = (check: MatchedCheck, pattern: string): TextMatcher => {
     const re = compileSafe(pattern, this.bounds);
-    if (check.source === 'library') return { test: (text) => re.test(text) };
-    return new PatternMatcher(this, check, pattern, re, checkPatternBounds(pattern, this.bounds).size);
+    const size = checkPatternBounds(pattern, this.bounds).size;
+    // Ours: inline on any text, alone or in a joint pass (engine/joint.ts).
+    if (check.source === 'library') return { test: (text) => re.test(text), joint: { source: pattern, size, budget: Infinity, live: () => true } };
+    return new PatternMatcher(this, check, pattern, re, size);
   };
 
   /** Stops the matcher thread; queued calls still pending are rejected. */
@@ -157,15 +159,23 @@ class PatternMatcher implements TextMatcher {
     this.checkId = check.id;
     this.seen = owner.disabled.version;
     this.off = owner.disabled.has(check.id, pattern);
+    this.joint = { source: pattern, size, budget: owner.fast, live: () => !this.isOff() };
   }
 
-  test(text: string | Buffer): boolean | Promise<boolean> {
+  /** In a joint pass only while the pass stays as cheap as this pattern alone inline, and never once disabled. */
+  readonly joint: JointPattern;
+
+  private isOff(): boolean {
     const d = this.owner.disabled;
     if (d.version !== this.seen) {
       this.seen = d.version;
       this.off = d.has(this.checkId, this.pattern);
     }
-    if (this.off) return false;
+    return this.off;
+  }
+
+  test(text: string | Buffer): boolean | Promise<boolean> {
+    if (this.isOff()) return false;
     const bytes = typeof text === 'string' ? 3 * text.length : text.length;
     if (bytes * this.size <= this.owner.fast) return this.re.test(text);
     return this.owner.enqueue(this, typeof text === 'string' ? Buffer.from(text, 'utf8') : text);

@@ -7,13 +7,12 @@ export const errors: RuleKind<'errors'> = {
   priority: 70,
   onSpan(x, w, r, span, _view, received) {
     const st = state(w, r, newStreak);
-    const vars = { tool: span.tool, name: span.name, args: span.input };
     if (span.status === 'ok') {
-      endStreak(x, w, r, st, received, vars);
+      endStreak(x, w, r, st, received, span);
       return;
     }
     st.n++;
     pushCapped(st.spans, span.span_id, x.maxSpanIds);
-    streakFires(x, w, r, st, r.rule.at_least, received, vars);
+    streakFires(x, w, r, st, r.rule.at_least, received, span);
   },
 };

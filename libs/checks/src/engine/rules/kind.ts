@@ -95,3 +95,5 @@ export interface CountState {
   n: number;
   fired?: 1;
 }
+
+export const newCount = (): CountState => ({ t: 'count', n: 0 });

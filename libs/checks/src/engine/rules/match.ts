@@ -20,7 +20,7 @@ export const match: RuleKind<'match', TextMatcher> = {
   priority: 90,
   compile: (rule, check, deps) => deps.matcher(check, rule.pattern),
   onSpan(x, w, r, span, view, received) {
-    const hit = r.data.test(view.text(r.rule.in));
+    const hit = view.match(r, r.data, r.rule.in);
     if (hit === true) found(x, w, r, span, received);
     else if (hit !== false) x.defer(hit, (yes) => yes && found(x, w, r, span, received));
   },

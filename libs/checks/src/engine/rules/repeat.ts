@@ -12,17 +12,16 @@ export const repeat: RuleKind<'repeat'> = {
     const st = state(w, r, newStreak);
     // Short values are kept as they are; long ones (large arguments) as a fingerprint.
     const key = values.length <= 96 ? values : fingerprint(values);
-    const vars = { tool: span.tool, name: span.name, args: span.input };
     if (st.key === key) {
       st.n++;
       pushCapped(st.spans, span.span_id, x.maxSpanIds);
     } else {
       // A differing call ends the streak, and resolves its finding.
-      endStreak(x, w, r, st, received, vars);
+      endStreak(x, w, r, st, received, span);
       st.key = key;
       st.n = 1;
-      st.spans = [span.span_id];
+      st.spans.push(span.span_id);
     }
-    streakFires(x, w, r, st, rule.at_least, received, vars);
+    streakFires(x, w, r, st, rule.at_least, received, span);
   },
 };

@@ -1,3 +1,4 @@
+import type { Span } from '@neatroots/spans';
 import { findingId } from '../ids';
 import type { OpenFinding, RunWindow } from '../window';
 import type { RuleRef, RuleStep } from './kind';
@@ -14,11 +15,16 @@ export interface StreakState {
 
 export const newStreak = (): StreakState => ({ t: 'streak', n: 0, spans: [] });
 
+/** What a streak's guidance can name of the call: built only for a finding, not for every span. */
+export function callVars(span: Span): Record<string, unknown> {
+  return { tool: span.tool, name: span.name, args: span.input };
+}
+
 /** Ends the streak, resolving its finding if it had one. */
-export function endStreak(x: RuleStep, w: RunWindow, r: RuleRef, st: StreakState, received: number, vars: Record<string, unknown>): void {
-  if (st.open) x.emit(w, r, 'resolved', st.open, received, received, vars);
+export function endStreak(x: RuleStep, w: RunWindow, r: RuleRef, st: StreakState, received: number, span: Span): void {
+  if (st.open) x.emit(w, r, 'resolved', st.open, received, received, callVars(span));
   st.n = 0;
-  st.spans = [];
+  st.spans.length = 0; // emptied in place: findings keep copies
   st.open = undefined;
 }
 
@@ -30,16 +36,16 @@ export function streakFires(
   st: StreakState,
   atLeast: number,
   received: number,
-  vars: Record<string, unknown>,
+  span: Span,
 ): void {
   if (st.n < atLeast) return;
   if (!st.open) {
     // Anchored at the streak's first span: the same streak redelivered gets the same id.
     st.open = { id: findingId(w.project, w.run_id, r.check.id, `streak:${st.spans[0]}`), count: st.n, spans: [...st.spans] };
-    x.emit(w, r, 'raised', st.open, received, received, vars);
+    x.emit(w, r, 'raised', st.open, received, received, callVars(span));
   } else {
     st.open.count = st.n;
     st.open.spans = [...st.spans];
-    x.emit(w, r, 'updated', st.open, received, received, vars);
+    x.emit(w, r, 'updated', st.open, received, received, callVars(span));
   }
 }

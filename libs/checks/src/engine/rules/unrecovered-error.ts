@@ -12,6 +12,8 @@ interface ToolsState {
   last: Record<string, { start: number; ok: boolean; span: string }>;
 }
 
+const newTools = (): ToolsState => ({ t: 'tools', last: {} });
+
 /**
  * `unrecovered_error`: at the run's end, a tool whose latest call failed while the final
  * answer says nothing of a failure (none of `words`). A hint, not proof.
@@ -22,10 +24,16 @@ export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
   compile: (rule) => (rule.words?.length ? rule.words : DEFAULT_FAILURE_WORDS).map((w) => w.toLowerCase()),
   onSpan(_x, w, r, span, _view, received) {
     if (!span.tool) return;
-    const st = state<ToolsState>(w, r, () => ({ t: 'tools', last: {} }));
+    const st = state<ToolsState>(w, r, newTools);
     const start = span.start_ms ?? span.end_ms ?? received;
     const cur = st.last[span.tool];
-    if (!cur || start >= cur.start) st.last[span.tool] = { start, ok: span.status === 'ok', span: span.span_id };
+    if (!cur) st.last[span.tool] = { start, ok: span.status === 'ok', span: span.span_id };
+    else if (start >= cur.start) {
+      // Updated in place: a tool's entry is written on every call of it.
+      cur.start = start;
+      cur.ok = span.status === 'ok';
+      cur.span = span.span_id;
+    }
   },
   onRunEnd(x, w, r, _run, view, received) {
     const st = existing<ToolsState>(w, r, 'tools');
