@@ -112,7 +112,20 @@ export class RuleEngine {
     return this.serial(async () => {
       const keyOf = new Array<string>(envs.length);
       const keys = new Set<string>();
-      for (let i = 0; i < envs.length; i++) keys.add((keyOf[i] = windowKey(envs[i].project, itemRunId(envs[i].item))));
+      // A batch holds many spans of a few runs: each run's key is built once, not per span.
+      const byRun = new Map<string, Map<string, string>>();
+      for (let i = 0; i < envs.length; i++) {
+        const { project, item } = envs[i];
+        const run = itemRunId(item);
+        let runs = byRun.get(project);
+        if (!runs) byRun.set(project, (runs = new Map()));
+        let key = runs.get(run);
+        if (key === undefined) {
+          runs.set(run, (key = windowKey(project, run)));
+          keys.add(key);
+        }
+        keyOf[i] = key;
+      }
       const step = await this.begin([...keys]);
       for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keyOf[i]);
       if (step.deferred.length) await this.applyDeferred(step);
