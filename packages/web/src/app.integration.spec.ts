@@ -501,6 +501,11 @@ guidance: Only confirm refunds the refund tool confirmed.
     await row.locator('td .badge.halt').waitFor();
     expect(await page.getByRole('button', { name: 'Switch refund-needs-lookup to halt' }).count()).toBe(0);
     await shot(page, 'checks-saved-halt');
+    // Edit: the check as stored (the project set, now halting) back in the editor.
+    await page.getByRole('button', { name: 'Edit refund-needs-lookup' }).click();
+    const stored = (await apiGet<{ check: { yaml: string } }>('checks/refund-needs-lookup')).check.yaml;
+    expect(stored).toMatch(/^action: halt$/m);
+    await expect(editor.inputValue()).resolves.toBe(stored);
     await page.context().close();
   });
 
