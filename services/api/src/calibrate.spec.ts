@@ -1,14 +1,9 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { createReviewQueries, sopGrpcService, startSop, type Sop } from '@neatroots/review';
-import { checkSession, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
-import { ProjectsRepo, type ReviewSopQueries } from '@neatroots/store';
-import { apiUrl, createApi } from './api';
-import { SopGrpcClient } from './sop-client';
+import { checkSession, recordedDecider, type Recorded } from '@neatroots/sop';
+import { deployments, eventually, FIXTURES, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
  * POST /v1/workspaces/{ws}/calibrate over real HTTP, in both deployments: the api on the
@@ -16,75 +11,55 @@ import { SopGrpcClient } from './sop-client';
  * fixture sessions broke the never rule with probabilities 0.91 to 0.99; a reviewer judged
  * the three least sure of them wrong.
  */
-const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
 const KEY = 'key-for-luigis';
-const fixture = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'session.json'), 'utf8'));
+const fixture = fixtureSession('phone-never-violated');
 const recorded: Recorded = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'decisions.json'), 'utf8'));
 const P = [0.91, 0.92, 0.93, 0.98, 0.99];
 
+let h: SopHarness;
 let db: Db;
-let jobs: InlineJobs;
-let sop: Sop;
-let grpc: Server;
-let client: SopGrpcClient;
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
-  jobs = new InlineJobs();
-  sop = await startSop({
-    db,
-    jobs,
-    checkSession: ({ lock, releaseId, session, onDecision }) => {
-      const p = Number((session.external_id ?? '').split('@')[1]);
-      const base = recordedDecider(recorded);
-      return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
+  h = await startSopHarness(
+    { luigis: KEY },
+    {
+      checkSession: ({ lock, releaseId, session, onDecision }) => {
+        const p = Number((session.external_id ?? '').split('@')[1]);
+        const base = recordedDecider(recorded);
+        return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
+      },
     },
-  });
-  await sop.queries.pushHead('luigis', [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
+  );
+  db = h.db;
+  const { sop } = h;
+  await sop.queries.pushHead('luigis', fixtureFolder());
   await sop.queries.publish('luigis');
   const ids: string[] = [];
   for (const [i, p] of P.entries()) ids.push((await sop.queries.receiveSession('luigis', { ...fixture, external_id: `call-8#${i}@${p}` })).id);
-  for (let i = 0; i < 500; i++) {
-    const waiting = await db.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`);
-    if (Number(waiting.rows[0].n) === 0) break;
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await eventually(
+    () => db.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`),
+    (waiting) => Number(waiting.rows[0].n) === 0,
+    'sessions still queued',
+    500,
+  );
   const views = await Promise.all(ids.map((id) => sop.queries.getSession('luigis', id)));
   const findings = views.map((v) => v.checks.flatMap((c) => c.rules).find((r) => r.finding)!);
   await sop.review.giveVerdict('luigis', findings[0].pattern_id!, { verdict: 'real' });
   for (const f of findings.slice(0, 3)) await sop.review.overrideFinding('luigis', f.finding_id!, { correct: false });
-
-  grpc = new Server();
-  const svc = sopGrpcService(sop.queries, sop.review);
-  grpc.addService(svc.service, svc.implementation);
-  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-  client = new SopGrpcClient(`127.0.0.1:${port}`);
 }, 60_000);
-afterAll(async () => {
-  client.close();
-  grpc.forceShutdown();
-  await jobs.close();
-  await db.close();
-});
+afterAll(() => h.close());
 
-describe.each([
-  ['in-process', () => sop.review],
-  ['over gRPC', () => client as ReviewSopQueries],
-])('POST /calibrate (%s)', (_name, reviewOf) => {
+describe.each(deployments(() => h))('POST /calibrate (%s)', (_name, _sopOf, reviewOf) => {
   let app: INestApplication;
   let base: string;
   beforeAll(async () => {
-    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: reviewOf(), port: 0, host: '127.0.0.1' });
-    base = `${apiUrl(app)}/v1/workspaces/luigis`;
+    ({ app, base } = await startApiOn(db, 'luigis', h.sop.queries, reviewOf()));
   });
   afterAll(() => app.close());
 
   const post = async (p: string, body?: unknown, key = KEY) => {
-    const res = await fetch(`${base}${p}`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    return { status: res.status, body: (await res.json()) as any };
+    const { status, body: answer } = await send(`${base}${p}`, 'POST', key, body);
+    return { status, body: answer };
   };
 
   it('answers each procedure with its labels, scores and every rule question before and after; a dry run saves nothing', async () => {

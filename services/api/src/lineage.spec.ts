@@ -1,13 +1,7 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { createReviewQueries, sopGrpcService, startSop } from '@neatroots/review';
-import { checkSession, noModelDecider } from '@neatroots/sop';
-import { ProjectsRepo, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
 import { refundFolder, refundSession } from '../../review/src/lineage/refunds.test';
-import { apiUrl, createApi } from './api';
-import { SopGrpcClient } from './sop-client';
+import { deployments, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
  * The rule lineage endpoints over real HTTP, in both deployments: the api on the review
@@ -15,52 +9,28 @@ import { SopGrpcClient } from './sop-client';
  */
 const KEY = 'key-for-shop';
 
+let h: SopHarness;
 let db: Db;
-let jobs: InlineJobs;
-let grpc: Server;
-let client: SopGrpcClient;
-let inProcess: SopQueries;
-let inProcessReview: ReviewSopQueries;
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('shop', KEY);
-  jobs = new InlineJobs();
-  const sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider('no model is configured'), releaseId }) });
-  inProcess = sop.queries;
-  inProcessReview = sop.review;
-  grpc = new Server();
-  const svc = sopGrpcService(sop.queries, sop.review);
-  grpc.addService(svc.service, svc.implementation);
-  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-  client = new SopGrpcClient(`127.0.0.1:${port}`);
+  h = await startSopHarness({ shop: KEY });
+  db = h.db;
 }, 60_000);
-afterAll(async () => {
-  client.close();
-  grpc.forceShutdown();
-  await jobs.close();
-  await db.close();
-});
+afterAll(() => h.close());
 
-describe.each([
-  ['in-process', () => inProcess, () => inProcessReview],
-  ['over gRPC', () => client as SopQueries, () => client as unknown as ReviewSopQueries],
-])('the rule lineage endpoints (%s)', (_name, sopOf, reviewOf) => {
+describe.each(deployments(() => h))('the rule lineage endpoints (%s)', (_name, sopOf, reviewOf) => {
   let app: INestApplication;
   let base: string;
   const ids: Record<string, string> = {};
   beforeAll(async () => {
     await db.exec('TRUNCATE rule_lineage, sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
-    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sopOf(), review: reviewOf(), port: 0, host: '127.0.0.1' });
-    base = `${apiUrl(app)}/v1/workspaces/shop`;
+    ({ app, base } = await startApiOn(db, 'shop', sopOf(), reviewOf()));
   });
   afterAll(() => app.close());
 
   const call = async (method: string, p: string, body?: unknown) => {
-    const res = await fetch(`${base}${p}`, { method, headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : null };
+    const { status, body: answer } = await send(`${base}${p}`, method, KEY, body);
+    return { status, body: answer };
   };
   const publish = async (n: number) => {
     expect((await call('PUT', '/head', { files: refundFolder(n) })).status).toBe(200);

@@ -1,18 +1,15 @@
-import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { ReviewSop, sopGrpcService, startSop, type Sop } from '@neatroots/review';
-import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
+import { InlineJobs } from '@neatroots/platform';
+import { ReviewSop, type Sop } from '@neatroots/review';
 import { ProjectsRepo, type ReviewSopQueries } from '@neatroots/store';
 import { apiUrl } from './api';
 import { ApiKeyGuard } from './auth.guard';
 import { ErrorsFilter } from './errors';
 import { ReviewController } from './review.controller';
-import { SopGrpcClient } from './sop-client';
+import { deployments, fixtureFolder, fixtureSession, send, servedOverGrpc, startSopHarness, type SopHarness } from './sop-harness.test';
+import type { SopGrpcClient } from './sop-client';
 import { RESOLVE_KEY, REVIEW_SOP_QUERIES } from './tokens';
 
 /**
@@ -21,67 +18,49 @@ import { RESOLVE_KEY, REVIEW_SOP_QUERIES } from './tokens';
  * sessions checked by tool calls alone; in both deployments: in-process (embedded), and over
  * gRPC (neatroots.v1.Sop, the api on its client: distributed), each on its own workspace.
  */
-const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
-const session = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
+const session = fixtureSession;
 const DAY = 86_400_000;
 
+let h: SopHarness;
 let db: Db;
-let jobs: InlineJobs;
 let sop: Sop;
-let grpc: Server;
-let client: SopGrpcClient;
+
+/** ReviewController alone, with the api's guard and error filter, on these queries, on a free loopback port. */
+async function reviewApp(review: ReviewSopQueries): Promise<INestApplication> {
+  @Module({
+    controllers: [ReviewController],
+    providers: [{ provide: REVIEW_SOP_QUERIES, useValue: review }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
+  })
+  class TestModule {}
+  const app = await NestFactory.create(TestModule, { logger: false });
+  app.useGlobalFilters(new ErrorsFilter());
+  await app.listen(0, '127.0.0.1');
+  return app;
+}
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', 'key-for-luigis');
-  await new ProjectsRepo(db).addApiKey('marios', 'key-for-marios');
-  await new ProjectsRepo(db).addApiKey('other', 'key-for-other');
-  jobs = new InlineJobs();
-  sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session: s }) => checkSession(lock, s, { decider: noModelDecider('no model is configured'), releaseId }) });
+  h = await startSopHarness({ luigis: 'key-for-luigis', marios: 'key-for-marios', other: 'key-for-other' });
+  ({ db, sop } = h);
   for (const ws of ['luigis', 'marios']) {
-    await sop.queries.pushHead(ws, [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
+    await sop.queries.pushHead(ws, fixtureFolder());
     await sop.queries.publish(ws);
   }
-  grpc = new Server();
-  const svc = sopGrpcService(sop.queries, sop.review);
-  grpc.addService(svc.service, svc.implementation);
-  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-  client = new SopGrpcClient(`127.0.0.1:${port}`);
 }, 60_000);
-afterAll(async () => {
-  client.close();
-  grpc.forceShutdown();
-  await jobs.close();
-  await db.close();
-});
+afterAll(() => h.close());
 
-describe.each([
-  ['in-process', 'luigis', () => sop.review],
-  ['over gRPC', 'marios', () => client as ReviewSopQueries],
-])('the review endpoints (%s)', (_name, ws, reviewOf) => {
+// Each deployment on its own workspace: in-process on luigis, over gRPC on marios.
+describe.each(deployments(() => h).map(([name, , reviewOf], i) => [name, ['luigis', 'marios'][i], reviewOf] as const))('the review endpoints (%s)', (_name, ws, reviewOf) => {
   const KEY = `key-for-${ws}`;
   let app: INestApplication;
   let base: string;
 
   beforeAll(async () => {
-    @Module({
-      controllers: [ReviewController],
-      providers: [{ provide: REVIEW_SOP_QUERIES, useValue: reviewOf() }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
-    })
-    class TestModule {}
-    app = await NestFactory.create(TestModule, { logger: false });
-    app.useGlobalFilters(new ErrorsFilter());
-    await app.listen(0, '127.0.0.1');
+    app = await reviewApp(reviewOf());
     base = `${apiUrl(app)}/v1/workspaces/${ws}`;
   });
   afterAll(() => app.close());
 
-  async function call(method: string, p: string, body?: unknown, key = KEY) {
-    const res = await fetch(`${base}${p}`, { method, headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await res.text();
-    return { status: res.status, type: res.headers.get('content-type') ?? '', text, body: res.headers.get('content-type')?.includes('application/json') && text ? JSON.parse(text) : null };
-  }
+  const call = (method: string, p: string, body?: unknown, key = KEY) => send(`${base}${p}`, method, key, body);
 
   async function checkedWithPattern(name: string, externalId: string, startedAt = new Date(Date.now() - DAY).toISOString()): Promise<string> {
     const sent = await sop.queries.receiveSession(ws, { ...session(name), external_id: externalId, started_at: startedAt });
@@ -178,7 +157,7 @@ describe('a recluster that outlives its wait', () => {
   let slowJobs: InlineJobs;
   let slow: ReviewSop;
   let release: () => void;
-  let slowGrpc: Server;
+  let slowServed: { client: SopGrpcClient; close(): void };
   let slowClient: SopGrpcClient;
   beforeAll(async () => {
     const gate = new Promise<void>((r) => (release = r));
@@ -186,16 +165,12 @@ describe('a recluster that outlives its wait', () => {
     // A question service that answers only once released: the recluster job outlives its 200 ms.
     slow = new ReviewSop({ db, jobs: slowJobs, gateway: async () => (await gate, null), reclusterWaitMs: 200 });
     await slow.start();
-    slowGrpc = new Server();
-    const svc = sopGrpcService(sop.queries, slow.queries);
-    slowGrpc.addService(svc.service, svc.implementation);
-    const port = await new Promise<number>((resolve, reject) => slowGrpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-    slowClient = new SopGrpcClient(`127.0.0.1:${port}`);
+    slowServed = await servedOverGrpc(sop.queries, slow.queries);
+    slowClient = slowServed.client;
   });
   afterAll(async () => {
     release();
-    slowClient.close();
-    slowGrpc.forceShutdown();
+    slowServed.close();
     await slowJobs.close();
   });
 
@@ -203,14 +178,7 @@ describe('a recluster that outlives its wait', () => {
     ['in-process', () => slow.queries],
     ['over gRPC', () => slowClient as ReviewSopQueries],
   ])('answers 504 still_running, saying the run goes on (%s)', async (_name, reviewOf) => {
-    @Module({
-      controllers: [ReviewController],
-      providers: [{ provide: REVIEW_SOP_QUERIES, useValue: reviewOf() }, { provide: RESOLVE_KEY, useValue: (k: string) => new ProjectsRepo(db).resolveApiKey(k) }, ApiKeyGuard],
-    })
-    class SlowModule {}
-    const app = await NestFactory.create(SlowModule, { logger: false });
-    app.useGlobalFilters(new ErrorsFilter());
-    await app.listen(0, '127.0.0.1');
+    const app = await reviewApp(reviewOf());
     try {
       const res = await fetch(`${apiUrl(app)}/v1/workspaces/luigis/patterns/recluster`, { method: 'POST', headers: { 'x-api-key': 'key-for-luigis', 'content-type': 'application/json' }, body: '{}' });
       expect(res.status).toBe(504);

@@ -1,19 +1,14 @@
-import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import * as path from 'node:path';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
-import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { GitHubCodeHost, openAiChatModel } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
-import { createReviewQueries, GitHubConnections, sopGrpcService, startSop, type Sop } from '@neatroots/review';
-import { checkSession, noModelDecider, readFolder, type DecisionGateway } from '@neatroots/sop';
-import { ProjectsRepo, type ReviewSopQueries } from '@neatroots/store';
+import { GitHubConnections, type Sop } from '@neatroots/review';
+import type { DecisionGateway } from '@neatroots/sop';
 import { startFakeGitHub, type FakeGitHub } from '../../../libs/platform/src/github/fake-github.test';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
-import { apiUrl, createApi } from './api';
 import { conforms } from './openapi/conforms.test';
-import { SopGrpcClient } from './sop-client';
+import { deployments, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
  * The suggestion endpoints and the GitHub connection over real HTTP, through the api's module
@@ -21,21 +16,18 @@ import { SopGrpcClient } from './sop-client';
  * over gRPC (neatroots.v1.Sop). The model is the local OpenAI-compatible server through the
  * question service's answerer; pull requests go to the local fake GitHub.
  */
-const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
 const KEY = 'key-for-luigis';
-const session = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
-const folder = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
+const session = fixtureSession;
+const folder = fixtureFolder();
 const RECEIPT = '3. Email the receipt. [tool: send_receipt, required]';
 const EDIT = { rationale: 'Say why the receipt matters.', edits: [{ find: RECEIPT, replace: '3. Email the receipt, even when the caller says they do not need one. [tool: send_receipt, required]' }] };
 
+let h: SopHarness;
 let db: Db;
-let jobs: InlineJobs;
 let sop: Sop;
 let reasoning: FakeOpenAI;
 let answerer: QuestionAnswerer;
 let gh: FakeGitHub;
-let grpc: Server;
-let client: SopGrpcClient;
 
 function model(call: FakeCall): FakeReply {
   const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
@@ -45,58 +37,39 @@ function model(call: FakeCall): FakeReply {
 }
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
   reasoning = await startFakeOpenAI(model);
   answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: reasoning.url, model: 'reasoner-test', timeoutMs: 2_000 }), queue: { maxWaitMs: 5, retries: 0 }, onError: () => undefined });
   const gateway: DecisionGateway = { decide: (e, i) => answerer.decide(e, i, { wait: true }), decisionModels: () => answerer.decisionModels() };
   gh = await startFakeGitHub();
   gh.addRepo('luigis', 'ops', 'main', { 'procedures/card-payment.md': folder.find((f) => f.path === 'procedures/card-payment.md')!.text });
-  jobs = new InlineJobs();
-  sop = await startSop({
-    db,
-    jobs,
-    checkSession: ({ lock, releaseId, session: s }) => checkSession(lock, s, { decider: noModelDecider('no model is configured'), releaseId }),
+  h = await startSopHarness({ luigis: KEY }, (d) => ({
     gateway: async () => gateway,
-    github: new GitHubConnections(db, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10 })),
+    github: new GitHubConnections(d, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10 })),
     prStatusCron: null,
-  });
-  grpc = new Server();
-  const svc = sopGrpcService(sop.queries, sop.review);
-  grpc.addService(svc.service, svc.implementation);
-  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-  client = new SopGrpcClient(`127.0.0.1:${port}`);
+  }));
+  ({ db, sop } = h);
 }, 60_000);
 afterAll(async () => {
-  client.close();
-  grpc.forceShutdown();
-  await jobs.close();
+  await h.close();
   answerer.close();
   await reasoning.close();
   await gh.stop();
-  await db.close();
 });
 
-describe.each([
-  ['in-process', () => sop.review],
-  ['over gRPC', () => client as ReviewSopQueries],
-])('suggestions over HTTP (%s)', (_name, reviewOf) => {
+describe.each(deployments(() => h))('suggestions over HTTP (%s)', (_name, _sopOf, reviewOf) => {
   let app: INestApplication;
   let base: string;
   beforeAll(async () => {
     await db.exec('TRUNCATE sop_suggestions, sop_repo_connections, sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
     await sop.queries.pushHead('luigis', folder);
     await sop.queries.publish('luigis');
-    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: reviewOf(), port: 0, host: '127.0.0.1', logger: false, appDir: null });
-    base = `${apiUrl(app)}/v1/workspaces/luigis`;
+    ({ app, base } = await startApiOn(db, 'luigis', sop.queries, reviewOf(), { logger: false, appDir: null }));
   });
   afterAll(() => app.close());
 
   const call = async (method: string, p: string, body?: unknown) => {
-    const res = await fetch(`${base}${p}`, { method, headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await res.text();
-    return { status: res.status, text, body: text ? JSON.parse(text) : null };
+    const { status, text, body: answer } = await send(`${base}${p}`, method, KEY, body);
+    return { status, text, body: answer };
   };
 
   async function patternId(): Promise<string> {

@@ -1,77 +1,33 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import * as path from 'node:path';
-import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { INestApplication } from '@nestjs/common';
-import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { createReviewQueries, sopGrpcService, startSop } from '@neatroots/review';
-import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
-import { ProjectsRepo, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
-import { apiUrl, createApi } from './api';
-import { SopGrpcClient } from './sop-client';
+import { deployments, FIXTURES, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
-const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
 const KEY = 'key-for-luigis';
 const OTHER = 'key-for-other';
-const folder = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
-const session = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
+const folder = fixtureFolder();
+const session = fixtureSession;
 
-let db: Db;
-let jobs: InlineJobs;
-let grpc: Server;
-let client: SopGrpcClient;
-let inProcess: SopQueries;
-let inProcessReview: ReviewSopQueries;
+let h: SopHarness;
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
-  await new ProjectsRepo(db).addApiKey('other', OTHER);
-  jobs = new InlineJobs();
-  const sop = await startSop({
-    db,
-    jobs,
-    checkSession: ({ lock, releaseId, session: s }) => checkSession(lock, s, { decider: noModelDecider('no model is configured'), releaseId }),
-  });
-  inProcess = sop.queries;
-  inProcessReview = sop.review;
-  // The distributed path: the same queries served as neatroots.v1.Sop, the api on its gRPC client.
-  grpc = new Server();
-  const svc = sopGrpcService(sop.queries, sop.review);
-  grpc.addService(svc.service, svc.implementation);
-  const port = await new Promise<number>((resolve, reject) => grpc.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-  client = new SopGrpcClient(`127.0.0.1:${port}`);
+  h = await startSopHarness({ luigis: KEY, other: OTHER });
 }, 60_000);
-afterAll(async () => {
-  client.close();
-  grpc.forceShutdown();
-  await jobs.close();
-  await db.close();
-});
+afterAll(() => h.close());
 
-describe.each([
-  ['in-process', () => inProcess, () => inProcessReview],
-  ['over gRPC', () => client as SopQueries, () => client as ReviewSopQueries],
-])('the workspace endpoints (%s)', (_name, sopOf, reviewOf) => {
+describe.each(deployments(() => h))('the workspace endpoints (%s)', (_name, sopOf, reviewOf) => {
   let app: INestApplication;
   let base: string;
   const ws = `luigis`;
   beforeAll(async () => {
-    await db.exec('TRUNCATE sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
-    app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sopOf(), review: reviewOf(), port: 0, host: '127.0.0.1' });
-    base = `${apiUrl(app)}/v1/workspaces/${ws}`;
+    await h.db.exec('TRUNCATE sop_overrides, sop_verdicts, sop_patterns, sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files CASCADE');
+    ({ app, base } = await startApiOn(h.db, ws, sopOf(), reviewOf()));
   });
   afterAll(() => app.close());
 
   const call = async (method: string, p: string, body?: unknown, type = 'application/json', key = KEY) => {
-    const res = await fetch(`${base}${p}`, {
-      method,
-      headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': type } : {}) },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : null };
+    const { status, body: answer } = await send(`${base}${p}`, method, key, body, type);
+    return { status, body: answer };
   };
 
   it('saves procedure files at head as text, and answers 422 with sopc errors when head would not compile', async () => {
