@@ -89,6 +89,8 @@ export const api = {
   draftCheck: (s: Session, concern: string) => call<CheckDraft>(s, 'checks/draft', { method: 'POST', body: { concern } }),
   previewCheck: (s: Session, yaml: string, runs: number, modelCalls?: number) =>
     call<CheckPreview>(s, 'checks/preview', { method: 'POST', body: { yaml, runs, ...(modelCalls ? { model_calls: modelCalls } : {}) } }),
+  /** What save would refuse (the same errors), nothing saved and nothing run: the editor's live validation. */
+  validateCheck: (s: Session, yaml: string) => call<{ check_id: string; warnings: string[] }>(s, 'checks/validate', { method: 'POST', body: { yaml } }),
   saveCheck: (s: Session, yaml: string) => call<SavedCheck>(s, 'checks', { method: 'POST', body: { yaml } }),
   haltCheck: (s: Session, id: string) => call<SavedCheck>(s, `checks/${encodeURIComponent(id)}/halt`, { method: 'POST', body: {} }),
   agreement: (s: Session) => call<{ questions: AgreementRow[] }>(s, 'models/agreement'),

@@ -450,8 +450,11 @@ guidance: Only confirm refunds the refund tool confirmed.
   }
 
   it('writes a check with a mistake and sees the error at its line, previews it on recent runs, saves it and switches it to halt', async () => {
-    expectRefusal(`/v1/projects/${PROJECT}/checks/preview`, 400);
+    expectRefusal(`/v1/projects/${PROJECT}/checks/validate`, 400);
     const page = await signedIn();
+    // Live validation asks checks/validate (nothing run); preview is asked for only on the button.
+    const asked: string[] = [];
+    page.on('request', (r) => { const m = /\/checks\/(validate|preview)$/.exec(new URL(r.url()).pathname); if (m) asked.push(m[1]); });
     await page.goto(`${url}/p/${PROJECT}/checks`);
     const editor = page.getByLabel('Check YAML');
     await editor.fill(MISTAKE);
@@ -475,6 +478,8 @@ guidance: Only confirm refunds the refund tool confirmed.
     await editor.fill(fixed);
     await page.getByText('Valid.').waitFor();
     expect(await page.getByRole('list', { name: 'Problems' }).count()).toBe(0);
+    expect(asked.length).toBeGreaterThan(0);
+    expect(asked.filter((a) => a !== 'validate')).toEqual([]);
 
     // Preview on recent runs: the runs the API's preview flags, and nothing saved.
     const expected = (await apiPreview(fixed)).body;

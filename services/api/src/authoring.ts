@@ -1,6 +1,6 @@
 /**
  * Checks written by people and coding agents (issue 14): what the api asks of the authoring
- * side of neatroots (draft, preview, save, list, update, delete, halt). The api stays thin:
+ * side of neatroots (draft, validate, preview, save, list, update, delete, halt). The api stays thin:
  * the composition root supplies an implementation (packages/neatroots: the question service
  * drafts, replay previews, review stores); the REST controller and the MCP tools both call it,
  * so people and agents meet the same rules, refused the same way.
@@ -60,6 +60,12 @@ export interface DraftResult {
   warnings: string[];
 }
 
+/** A check that save would accept, checked without saving or running anything. */
+export interface ValidatedCheck {
+  check_id: string;
+  warnings: string[];
+}
+
 export interface PreviewOptions {
   /** The most recent runs to check (default 20, at most 100). */
   runs?: number;
@@ -93,6 +99,8 @@ export interface Authoring {
   get(project: string, id: string): Promise<ListedCheck | null>;
   draft(project: string, concern: string, opts?: { workflow?: string }): Promise<DraftResult>;
   preview(project: string, submission: CheckSubmission, opts: PreviewOptions): Promise<PreviewResult>;
+  /** Refuses exactly what save would (same errors), without saving or running anything. */
+  validate(project: string, submission: CheckSubmission, opts: { by: Author }): Promise<ValidatedCheck>;
   /** Creates or replaces a database check; `id` (PUT) must be the check's own. */
   save(project: string, submission: CheckSubmission, opts: { by: Author; id?: string }): Promise<SavedCheck>;
   remove(project: string, id: string, by: Author): Promise<void>;

@@ -8,7 +8,7 @@ import { AUTHORING } from './tokens';
 
 /**
  * Checks written by people (issue 14; the MCP tools call the same Authoring): draft from a
- * concern, preview on recent runs, save, list, update, delete, switch a rule to halt. Thin:
+ * concern, validate, preview on recent runs, save, list, update, delete, switch a rule to halt. Thin:
  * parse the body, ask the authoring side, shape the JSON. GET checks/stats and
  * checks/disabled are served by their own controllers, registered before this one.
  */
@@ -92,6 +92,16 @@ export class ChecksController {
     const b = objectBody(body, '{"yaml": "id: ...", "runs": 20}');
     onlyFields(b, ['yaml', 'check', 'runs', 'model_calls', 'by']);
     return this.a().preview(project, submission(b), { runs: count(b, 'runs', MAX_PREVIEW_RUNS), model_calls: count(b, 'model_calls', MAX_PREVIEW_MODEL_CALLS), by: author(b) });
+  }
+
+  /** {yaml | check, by?}: refuses exactly what POST checks would, without saving or running anything (the app's live validation). */
+  @Post('checks/validate')
+  @HttpCode(200)
+  async validate(@Param('project') project: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    const b = objectBody(body, '{"yaml": "id: ..."}');
+    onlyFields(b, ['yaml', 'check', 'by']);
+    return this.a().validate(project, submission(b), { by: author(b) });
   }
 
   /** {yaml | check, by?}: saves a database check of the project (created or replaced). */

@@ -5,7 +5,7 @@ export { REVIEW_QUERIES, RESOLVE_KEY, MODEL_STATS, type ResolveKey, type ModelSt
 export { ReviewGrpcClient } from './review-client';
 export { apiModule, type ApiConfig } from './module';
 export { SopGrpcClient } from './sop-client';
-export { AuthoringError, type Author, type Authoring, type CheckSubmission, type CheckProblem, type ListedCheck, type SavedCheck, type DraftResult, type PreviewOptions, type PreviewResult, type PreviewRun } from './authoring';
+export { AuthoringError, type Author, type Authoring, type CheckSubmission, type CheckProblem, type ListedCheck, type SavedCheck, type DraftResult, type PreviewOptions, type PreviewResult, type PreviewRun, type ValidatedCheck } from './authoring';
 export { MAX_PREVIEW_RUNS, MAX_PREVIEW_MODEL_CALLS } from './limits';
 export { createMcpServer, MCP_TOOLS, type McpScope } from './mcp/tools';
 export { relayStdioToHttp, MCP_PATH } from './mcp/relay';

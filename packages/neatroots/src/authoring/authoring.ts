@@ -4,7 +4,7 @@ import type { ModelConfig } from '@neatroots/platform';
 import { NoModelError, type Draft, type DraftRequest } from '@neatroots/questions';
 import type { DbCheckInput, DbCheckRecord, ReviewQueries } from '@neatroots/store';
 import { DEFAULT_PREVIEW_MODEL_CALLS, DEFAULT_PREVIEW_RUNS, previewCheck } from './preview';
-import { invalid, parseSubmission, withAction } from './submission';
+import { invalid, parseSubmission, withAction, type Submitted } from './submission';
 
 /**
  * The authoring side the api serves (issue 14), over the services of this process: review
@@ -94,6 +94,23 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
     };
   };
 
+  /** Everything save refuses, in one place: validate answers exactly what save would. */
+  const savable = async (project: string, sub: CheckSubmission, opts: { by: Author; id?: string }): Promise<{ s: Submitted; existing?: DbCheckRecord }> => {
+    const s = parseSubmission(project, sub, opts.by);
+    if (opts.id !== undefined && s.check.id !== opts.id) {
+      throw invalid(new CheckError('check', s.check.id, 'id', `is ${JSON.stringify(s.check.id)} but the address names ${JSON.stringify(opts.id)}`), sub.yaml);
+    }
+    const existing = (await deps.data.checkRecords(project)).find((r) => r.id === s.check.id);
+    if (opts.id !== undefined && !existing) throw new AuthoringError(404, 'not_found', `no database check ${opts.id} in project ${project} (POST .../checks creates one)`);
+    if (opts.by === 'agent' && existing && existing.origin !== 'agent') {
+      throw new AuthoringError(403, 'forbidden', `check ${s.check.id} was written by ${WHO[existing.origin] ?? existing.origin}; a coding agent cannot change it`);
+    }
+    // Seed: a database check never replaces one of your halt rules (the loader would ignore it).
+    const halt = inEffect(project).find((c) => c.id === s.check.id && c.source !== 'database' && isRuleCheck(c) && c.action === 'halt');
+    if (halt) throw new AuthoringError(409, 'conflict', `check ${s.check.id} is your halt rule in ${halt.file ?? halt.source}; change it there`);
+    return { s, existing };
+  };
+
   return {
     list,
     get,
@@ -127,19 +144,13 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
       });
     },
 
+    async validate(project, sub, opts) {
+      const { s } = await savable(project, sub, opts);
+      return { check_id: s.check.id, warnings: s.warnings };
+    },
+
     async save(project, sub: CheckSubmission, opts) {
-      const s = parseSubmission(project, sub, opts.by);
-      if (opts.id !== undefined && s.check.id !== opts.id) {
-        throw invalid(new CheckError('check', s.check.id, 'id', `is ${JSON.stringify(s.check.id)} but the address names ${JSON.stringify(opts.id)}`), sub.yaml);
-      }
-      const existing = (await deps.data.checkRecords(project)).find((r) => r.id === s.check.id);
-      if (opts.id !== undefined && !existing) throw new AuthoringError(404, 'not_found', `no database check ${opts.id} in project ${project} (POST .../checks creates one)`);
-      if (opts.by === 'agent' && existing && existing.origin !== 'agent') {
-        throw new AuthoringError(403, 'forbidden', `check ${s.check.id} was written by ${WHO[existing.origin] ?? existing.origin}; a coding agent cannot change it`);
-      }
-      // Seed: a database check never replaces one of your halt rules (the loader would ignore it).
-      const halt = inEffect(project).find((c) => c.id === s.check.id && c.source !== 'database' && isRuleCheck(c) && c.action === 'halt');
-      if (halt) throw new AuthoringError(409, 'conflict', `check ${s.check.id} is your halt rule in ${halt.file ?? halt.source}; change it there`);
+      const { s, existing } = await savable(project, sub, opts);
       return store(project, { id: s.check.id, yaml: s.yaml, origin: opts.by, project, saved: true }, opts.by, s.warnings, !existing);
     },
 

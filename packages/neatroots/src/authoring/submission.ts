@@ -81,7 +81,7 @@ export function parseSubmission(project: string, sub: CheckSubmission, by: Autho
 }
 
 /** Ids a saved check cannot take: GET checks/{id} could never answer it (these paths are other pages). */
-const RESERVED_IDS = new Set(['stats', 'disabled', 'draft', 'preview']);
+const RESERVED_IDS = new Set(['stats', 'disabled', 'draft', 'preview', 'validate']);
 
 /** applies_to.project: absent becomes this project; naming any other is refused. */
 function scopeTo(project: string, raw: Record<string, unknown>): void {

@@ -31,13 +31,19 @@ function problemsOf(err: unknown): LineProblem[] | null {
   return err.problems.length ? err.problems.map(asLineProblem) : [{ text: err.message }];
 }
 
+/** Live validation: besides invalid checks, save's other refusals (your halt rule in a file: 409) are problems too. */
+function refusalOf(err: unknown): LineProblem[] | null {
+  if (err instanceof ApiFailure && (err.status === 403 || err.status === 409)) return [{ text: err.message }];
+  return problemsOf(err);
+}
+
 /**
  * Writing a check: a concern drafted by the model (shown, not saved), the YAML edited with
  * live validation by the API (the same problems as `checks validate`, at their line), a
  * preview on the project's recent runs, and save.
  *
- * The API has no validate-only endpoint: the live validation is a preview on the most recent
- * run alone (at most one model call for a question), whose refusal carries the problems.
+ * The live validation asks checks/validate: exactly what save would refuse, with no run read
+ * and no model called, so typing costs nothing.
  */
 export function CheckAuthoring({ session, base, editing, onSaved }: { session: Session; base: string; editing?: { yaml: string; n: number }; onSaved(id: string): void }) {
   const [yaml, setYaml] = useState(EXAMPLE);
@@ -63,11 +69,11 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
     }
     setValidation({ state: 'checking' });
     const t = setTimeout(() => {
-      api.previewCheck(session, yaml, 1, 1).then(
+      api.validateCheck(session, yaml).then(
         (r) => n === seq.current && setValidation({ state: 'ok', warnings: r.warnings }),
         (err: unknown) => {
           if (n !== seq.current) return;
-          const problems = problemsOf(err);
+          const problems = refusalOf(err);
           setValidation(problems ? { state: 'bad', problems } : { state: 'failed', error: failure(err) });
         },
       );

@@ -229,6 +229,7 @@ const paths: Record<string, Record<string, unknown>> = {
   },
   [`${P}/checks/draft`]: { post: op('checks', { summary: 'Draft a check from a plain-language concern (not saved)', params: [project], body: object({ concern: str, workflow: str }, { optional: ['workflow'] }), ok: { schema: object({ kind: str, check: any, yaml: str, warnings: arr(any) }) } }) },
   [`${P}/checks/preview`]: { post: op('checks', { summary: "What a check would flag on the project's recent runs (nothing saved)", params: [project], body: { ...checkBody, properties: { ...(checkBody.properties as object), runs: int, model_calls: int } }, ok: { schema: object({ check: any, runs: any, model_calls: any, flagged: arr(any), not_checked: arr(any) }) } }) },
+  [`${P}/checks/validate`]: { post: op('checks', { summary: 'Validate a check as save would (400 invalid_check with problems; nothing saved or run)', params: [project], body: checkBody, ok: { schema: object({ check_id: str, warnings: arr(str) }) } }) },
   [`${P}/checks/{id}`]: {
     get: op('checks', { summary: 'One database check', params: [project, id('A check id')], ok: { schema: object({ check: any }) } }),
     put: op('checks', { summary: "Replace the project's database check", params: [project, id('A check id')], body: checkBody, ok: { schema: object({ check: any }) } }),
