@@ -1,68 +1,51 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import type { INestApplication } from '@nestjs/common';
-import { apiUrl, createApi } from '@neatroots/api';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { createReviewQueries, startSop } from '@neatroots/review';
-import { checkSession, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
-import { ProjectsRepo } from '@neatroots/store';
-import { main } from './sopops';
+import { checkSession, recordedDecider, type Recorded } from '@neatroots/sop';
+import { eventually, FIXTURES, fixtureFolder, fixtureSession } from '../../../services/api/src/sop-harness.test';
+import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server.test';
 
 /**
  * `sopops calibrate` against a running server: five fixture sessions broke the never rule with
  * probabilities 0.91 to 0.99, and a reviewer judged the three least sure of them wrong.
  */
-const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
 const KEY = 'luigis-key';
-const fixture = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'session.json'), 'utf8'));
+const fixture = fixtureSession('phone-never-violated');
 const recorded: Recorded = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'decisions.json'), 'utf8'));
 let db: Db;
-let jobs: InlineJobs;
-let app: INestApplication;
+let server: SopopsServer;
 let url: string;
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
-  jobs = new InlineJobs();
-  const sop = await startSop({
-    db,
-    jobs,
-    checkSession: ({ lock, releaseId, session, onDecision }) => {
-      const p = Number((session.external_id ?? '').split('@')[1]);
-      const base = recordedDecider(recorded);
-      return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
+  server = await startSopopsServer('luigis', KEY, {
+    sop: {
+      checkSession: ({ lock, releaseId, session, onDecision }) => {
+        const p = Number((session.external_id ?? '').split('@')[1]);
+        const base = recordedDecider(recorded);
+        return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
+      },
+    },
+    prepare: async (sop, d) => {
+      await sop.queries.pushHead('luigis', fixtureFolder());
+      await sop.queries.publish('luigis');
+      const ids: string[] = [];
+      for (const [i, p] of [0.91, 0.92, 0.93, 0.98, 0.99].entries()) ids.push((await sop.queries.receiveSession('luigis', { ...fixture, external_id: `call-8#${i}@${p}` })).id);
+      await eventually(
+        () => d.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`),
+        (waiting) => Number(waiting.rows[0].n) === 0,
+        'sessions still queued',
+        500,
+      );
+      const findings = (await Promise.all(ids.map((id) => sop.queries.getSession('luigis', id)))).map((v) => v.checks.flatMap((c) => c.rules).find((r) => r.finding)!);
+      await sop.review.giveVerdict('luigis', findings[0].pattern_id!, { verdict: 'real' });
+      for (const f of findings.slice(0, 3)) await sop.review.overrideFinding('luigis', f.finding_id!, { correct: false });
     },
   });
-  await sop.queries.pushHead('luigis', [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([f, text]) => ({ path: f, text })));
-  await sop.queries.publish('luigis');
-  const ids: string[] = [];
-  for (const [i, p] of [0.91, 0.92, 0.93, 0.98, 0.99].entries()) ids.push((await sop.queries.receiveSession('luigis', { ...fixture, external_id: `call-8#${i}@${p}` })).id);
-  for (let i = 0; i < 500; i++) {
-    const waiting = await db.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`);
-    if (Number(waiting.rows[0].n) === 0) break;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  const findings = (await Promise.all(ids.map((id) => sop.queries.getSession('luigis', id)))).map((v) => v.checks.flatMap((c) => c.rules).find((r) => r.finding)!);
-  await sop.review.giveVerdict('luigis', findings[0].pattern_id!, { verdict: 'real' });
-  for (const f of findings.slice(0, 3)) await sop.review.overrideFinding('luigis', f.finding_id!, { correct: false });
-  app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: sop.review, port: 0, host: '127.0.0.1' });
-  url = apiUrl(app);
+  ({ db, url } = server);
 }, 60_000);
-afterAll(async () => {
-  await app.close();
-  await jobs.close();
-  await db.close();
-});
+afterAll(() => server.close());
 
-async function sopops(args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l), env: { NEATROOTS_API_KEY: KEY, NEATROOTS_URL: url }, cwd: process.cwd() });
-  return { code, out, err };
-}
+const sopops = (args: string[]) => runSopops(args, { NEATROOTS_API_KEY: KEY, NEATROOTS_URL: url });
 
 describe('sopops calibrate', () => {
   it('--dry-run prints the fit and stores nothing; without it the band is saved', async () => {

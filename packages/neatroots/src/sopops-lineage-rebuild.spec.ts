@@ -1,45 +1,28 @@
-import type { INestApplication } from '@nestjs/common';
-import { apiUrl, createApi } from '@neatroots/api';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { createReviewQueries, startSop } from '@neatroots/review';
-import { checkSession, noModelDecider } from '@neatroots/sop';
-import { LineageRepo, ProjectsRepo } from '@neatroots/store';
+import { LineageRepo } from '@neatroots/store';
 import { refundFolder } from '../../../services/review/src/lineage/refunds.test';
-import { main } from './sopops';
+import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server.test';
 
 /** `sopops lineage rebuild` against a running server (the api on the review service, PGlite). */
 const KEY = 'shop-key';
 let db: Db;
-let jobs: InlineJobs;
-let app: INestApplication;
+let server: SopopsServer;
 let url: string;
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('shop', KEY);
-  jobs = new InlineJobs();
-  const sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider(), releaseId }) });
-  for (const n of [1, 2]) {
-    await sop.queries.pushHead('shop', refundFolder(n));
-    await sop.queries.publish('shop');
-  }
-  app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: sop.review, port: 0, host: '127.0.0.1' });
-  url = apiUrl(app);
+  server = await startSopopsServer('shop', KEY, {
+    prepare: async (sop) => {
+      for (const n of [1, 2]) {
+        await sop.queries.pushHead('shop', refundFolder(n));
+        await sop.queries.publish('shop');
+      }
+    },
+  });
+  ({ db, url } = server);
 }, 60_000);
-afterAll(async () => {
-  await app.close();
-  await jobs.close();
-  await db.close();
-});
+afterAll(() => server.close());
 
-async function sopops(args: string[], key = KEY) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l), env: { NEATROOTS_API_KEY: key }, cwd: process.cwd() });
-  return { code, out, err };
-}
+const sopops = (args: string[], key = KEY) => runSopops(args, { NEATROOTS_API_KEY: key });
 
 const links = async () => (await new LineageRepo().rows(db, 'shop')).map((r) => [r.rule_id, r.previous_rule_id, r.how]);
 

@@ -1,13 +1,7 @@
-import type { INestApplication } from '@nestjs/common';
-import { apiUrl, createApi } from '@neatroots/api';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
-import { QuestionAnswerer } from '@neatroots/questions';
-import { createReviewQueries, startSop } from '@neatroots/review';
-import { checkSession, noModelDecider, type DecisionGateway } from '@neatroots/sop';
-import { PatternsRepo, ProjectsRepo } from '@neatroots/store';
-import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
-import { main } from './sopops';
+import { PatternsRepo } from '@neatroots/store';
+import { fakeReasoning } from '../../../services/api/src/sop-harness.test';
+import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server.test';
 
 /**
  * `sopops patterns rename` against a running server whose question service asks a local
@@ -15,49 +9,30 @@ import { main } from './sopops';
  */
 const KEY = 'luigis-key';
 let db: Db;
-let jobs: InlineJobs;
-let app: INestApplication;
+let server: SopopsServer;
 let url: string;
-let reasoning: FakeOpenAI;
-let answerer: QuestionAnswerer;
+let reasoning: Awaited<ReturnType<typeof fakeReasoning>>;
 let modelOn = true;
 const repo = new PatternsRepo();
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
-  jobs = new InlineJobs();
   // Every name question answered "Quoted prices unprompted".
-  reasoning = await startFakeOpenAI((call) => {
-    const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
-    return { json: { answers: [...user.matchAll(/^(q\d+) /gm)].map((m) => ({ id: m[1], name: 'Quoted prices unprompted' })) } };
-  });
-  answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: reasoning.url, model: 'reasoner-test', timeoutMs: 1_000 }), queue: { maxWaitMs: 20, retries: 0 }, onError: () => undefined });
-  const gateway: DecisionGateway = { decide: (e, i) => answerer.decide(e, i, { wait: true }), decisionModels: () => answerer.decisionModels() };
-  const sop = await startSop({
-    db,
-    jobs,
-    checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider(), releaseId }),
-    gateway: async () => (modelOn ? gateway : null),
-  });
-  app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: sop.review, port: 0, host: '127.0.0.1' });
-  url = apiUrl(app);
+  reasoning = await fakeReasoning(
+    (call) => {
+      const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+      return { json: { answers: [...user.matchAll(/^(q\d+) /gm)].map((m) => ({ id: m[1], name: 'Quoted prices unprompted' })) } };
+    },
+    { timeoutMs: 1_000, maxWaitMs: 20 },
+  );
+  server = await startSopopsServer('luigis', KEY, { sop: { gateway: async () => (modelOn ? reasoning.gateway : null) } });
+  ({ db, url } = server);
 }, 60_000);
 afterAll(async () => {
-  await app.close();
-  answerer.close();
+  await server.close();
   await reasoning.close();
-  await jobs.close();
-  await db.close();
 });
 
-async function sopops(args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l), env: { NEATROOTS_API_KEY: KEY }, cwd: process.cwd() });
-  return { code, out, err };
-}
+const sopops = (args: string[]) => runSopops(args, { NEATROOTS_API_KEY: KEY });
 
 const rulePattern = (id: string, rule: string) =>
   repo.insertRulePattern(db, { id, workspace: 'luigis', procedure_id: 'take-order', procedure_name: 'Take an order', lineage_id: rule, name: 'Volunteer a price', rule_id: rule, rule_kind: 'never', rule_index: 1, rule_text: `Volunteer a price (${rule}).`, rule_ran_at: '2026-11-01T00:00:00.000Z' });

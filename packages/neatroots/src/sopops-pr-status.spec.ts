@@ -1,81 +1,60 @@
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
-import type { INestApplication } from '@nestjs/common';
-import { apiUrl, createApi } from '@neatroots/api';
 import type { Db } from '@neatroots/ports';
-import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
-import { QuestionAnswerer } from '@neatroots/questions';
-import { createReviewQueries, GitHubConnections, startSop, type Sop } from '@neatroots/review';
-import { checkSession, noModelDecider, readFolder, type DecisionGateway } from '@neatroots/sop';
-import { ProjectsRepo } from '@neatroots/store';
+import { GitHubCodeHost } from '@neatroots/platform';
+import { GitHubConnections, type Sop } from '@neatroots/review';
 import { startFakeGitHub, type FakeGitHub } from '../../../libs/platform/src/github/fake-github.test';
-import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
-import { main } from './sopops';
+import { fakeReasoning, FIXTURES, fixtureFolder } from '../../../services/api/src/sop-harness.test';
+import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server.test';
 
 /**
  * `sopops pr-status` against a running server whose applied suggestions opened pull requests on
  * the local fake GitHub: merged ones become merged, closed ones dismissed "PR closed", and a
  * pull request that cannot be read (a refused token) is reported with exit status 1.
  */
-const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
 const KEY = 'luigis-key';
 const RECEIPT = '3. Email the receipt. [tool: send_receipt, required]';
-const folder = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
+const folder = fixtureFolder();
 
 let db: Db;
-let jobs: InlineJobs;
 let sop: Sop;
-let app: INestApplication;
+let server: SopopsServer;
 let url: string;
-let reasoning: FakeOpenAI;
-let answerer: QuestionAnswerer;
+let reasoning: Awaited<ReturnType<typeof fakeReasoning>>;
 let gh: FakeGitHub;
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
-  jobs = new InlineJobs();
   let n = 0;
-  reasoning = await startFakeOpenAI((call) => {
+  reasoning = await fakeReasoning((call) => {
     const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
     const ids = [...user.matchAll(/^(q\d+) \(about subject/gm)].map((m) => m[1]);
     const edit = { rationale: 'r', edits: [{ find: RECEIPT, replace: `3. Email the receipt (${++n}). [tool: send_receipt, required]` }] };
     return { json: { answers: ids.map((id) => ({ id, name: 'Skipped the receipt', ...edit })) } };
   });
-  answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: reasoning.url, model: 'reasoner-test', timeoutMs: 2_000 }), queue: { maxWaitMs: 5, retries: 0 }, onError: () => undefined });
-  const gateway: DecisionGateway = { decide: (e, i) => answerer.decide(e, i, { wait: true }), decisionModels: () => answerer.decisionModels() };
   gh = await startFakeGitHub();
   gh.addRepo('luigis', 'ops', 'main', { 'procedures/card-payment.md': folder.find((f) => f.path === 'procedures/card-payment.md')!.text });
-  sop = await startSop({
-    db,
-    jobs,
-    checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider(), releaseId }),
-    gateway: async () => gateway,
-    github: new GitHubConnections(db, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10 })),
-    prStatusCron: null,
+  server = await startSopopsServer('luigis', KEY, {
+    sop: (d) => ({
+      gateway: async () => reasoning.gateway,
+      github: new GitHubConnections(d, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10 })),
+      prStatusCron: null,
+    }),
+    prepare: async (s) => {
+      await s.queries.pushHead('luigis', folder);
+      await s.queries.publish('luigis');
+    },
+    api: { logger: false, appDir: null },
   });
-  await sop.queries.pushHead('luigis', folder);
-  await sop.queries.publish('luigis');
-  app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: sop.review, port: 0, host: '127.0.0.1', logger: false, appDir: null });
-  url = apiUrl(app);
+  ({ db, sop, url } = server);
 }, 60_000);
 afterAll(async () => {
-  await app.close();
-  answerer.close();
+  await server.close();
   await reasoning.close();
   await gh.stop();
-  await jobs.close();
-  await db.close();
 });
 
-async function sopops(args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l), env: { NEATROOTS_API_KEY: KEY }, cwd: process.cwd() });
-  return { code, out, err };
-}
+const sopops = (args: string[]) => runSopops(args, { NEATROOTS_API_KEY: KEY });
 
 /** A proposed suggestion applied as a pull request; its id and number. */
 async function openPullRequest(patternId: string): Promise<{ id: string; number: number }> {

@@ -1,44 +1,21 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { INestApplication } from '@nestjs/common';
-import { apiUrl, createApi } from '@neatroots/api';
-import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { createReviewQueries, startSop } from '@neatroots/review';
-import { checkSession, noModelDecider } from '@neatroots/sop';
-import { ProjectsRepo } from '@neatroots/store';
-import { main } from './sopops';
+import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server.test';
 
 const LUIGIS = path.resolve(__dirname, '../../../libs/sop/fixtures/luigis');
 const KEY = 'luigis-key';
 
-let db: Db;
-let jobs: InlineJobs;
-let app: INestApplication;
+let server: SopopsServer;
 let url: string;
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
-  jobs = new InlineJobs();
-  const sop = await startSop({ db, jobs, checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider(), releaseId }) });
-  app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, port: 0, host: '127.0.0.1' });
-  url = apiUrl(app);
+  server = await startSopopsServer('luigis', KEY);
+  ({ url } = server);
 }, 60_000);
-afterAll(async () => {
-  await app.close();
-  await jobs.close();
-  await db.close();
-});
+afterAll(() => server.close());
 
-async function sopops(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l), env, cwd: process.cwd() });
-  return { code, out, err };
-}
+const sopops = runSopops;
 
 describe('sopops push and publish against a running server', () => {
   it('pushes a folder as head, says what is unpublished, then publishes it as release 1', async () => {

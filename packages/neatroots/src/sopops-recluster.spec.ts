@@ -1,13 +1,7 @@
-import type { INestApplication } from '@nestjs/common';
-import { apiUrl, createApi } from '@neatroots/api';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
-import { QuestionAnswerer } from '@neatroots/questions';
-import { createReviewQueries, startSop } from '@neatroots/review';
-import { checkSession, noModelDecider, type DecisionGateway } from '@neatroots/sop';
-import { PatternsRepo, ProjectsRepo, SopSessionsRepo, sopFindingId } from '@neatroots/store';
-import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
-import { main } from './sopops';
+import { PatternsRepo, SopSessionsRepo, sopFindingId } from '@neatroots/store';
+import { fakeReasoning } from '../../../services/api/src/sop-harness.test';
+import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server.test';
 
 /**
  * `sopops recluster` against a running server whose question service asks a local
@@ -15,41 +9,30 @@ import { main } from './sopops';
  */
 const KEY = 'luigis-key';
 let db: Db;
-let jobs: InlineJobs;
-let app: INestApplication;
+let server: SopopsServer;
 let url: string;
-let model: FakeOpenAI;
-let answerer: QuestionAnswerer;
+let model: Awaited<ReturnType<typeof fakeReasoning>>;
 let modelOn = false;
 const repo = new PatternsRepo();
 
 beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-  await new ProjectsRepo(db).addApiKey('luigis', KEY);
-  jobs = new InlineJobs();
   // Splits by the first word of each finding's quote; one theme for every pattern; names them.
-  model = await startFakeOpenAI((call) => {
-    const sys = call.body.messages[0].content;
-    const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
-    const ids = [...user.matchAll(/^(q\d+) /gm)].map((m) => m[1]);
-    if (sys.startsWith('You group the findings of one rule')) {
-      const of = (w: string) => [...user.matchAll(new RegExp(`^- (\\S+): ${w}`, 'gm'))].map((m) => m[1]);
-      return { json: { answers: ids.map((id) => ({ id, failure_modes: [{ name: 'Quoted a price', findings: of('price') }, { name: 'Described a dish', findings: of('dish') }] })) } };
-    }
-    if (sys.startsWith('You group the mistakes')) return { json: { answers: ids.map((id) => ({ id, themes: [{ name: 'Taking the order', patterns: [...user.matchAll(/^- (pat_\S+):/gm)].map((m) => m[1]) }] })) } };
-    return { json: { answers: ids.map((id) => ({ id, name: 'Talked about prices' })) } };
-  });
-  answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: model.url, model: 'reasoner-test', timeoutMs: 2_000 }), queue: { maxWaitMs: 10, retries: 0 }, onError: () => undefined });
-  const gateway: DecisionGateway = { decide: (e, i) => answerer.decide(e, i, { wait: true }), decisionModels: () => answerer.decisionModels() };
-  const sop = await startSop({
-    db,
-    jobs,
-    checkSession: ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider(), releaseId }),
-    gateway: async () => (modelOn ? gateway : null),
-  });
-  app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop: sop.queries, review: sop.review, port: 0, host: '127.0.0.1' });
-  url = apiUrl(app);
+  model = await fakeReasoning(
+    (call) => {
+      const sys = call.body.messages[0].content;
+      const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+      const ids = [...user.matchAll(/^(q\d+) /gm)].map((m) => m[1]);
+      if (sys.startsWith('You group the findings of one rule')) {
+        const of = (w: string) => [...user.matchAll(new RegExp(`^- (\\S+): ${w}`, 'gm'))].map((m) => m[1]);
+        return { json: { answers: ids.map((id) => ({ id, failure_modes: [{ name: 'Quoted a price', findings: of('price') }, { name: 'Described a dish', findings: of('dish') }] })) } };
+      }
+      if (sys.startsWith('You group the mistakes')) return { json: { answers: ids.map((id) => ({ id, themes: [{ name: 'Taking the order', patterns: [...user.matchAll(/^- (pat_\S+):/gm)].map((m) => m[1]) }] })) } };
+      return { json: { answers: ids.map((id) => ({ id, name: 'Talked about prices' })) } };
+    },
+    { maxWaitMs: 10 },
+  );
+  server = await startSopopsServer('luigis', KEY, { sop: { gateway: async () => (modelOn ? model.gateway : null) } });
+  ({ db, url } = server);
   // 9 checked sessions, each with a finding on one never rule (stored directly: no check needed).
   const sessions = new SopSessionsRepo(db);
   for (let i = 1; i <= 9; i++) {
@@ -65,19 +48,11 @@ beforeAll(async () => {
   }
 }, 60_000);
 afterAll(async () => {
-  await app.close();
-  answerer.close();
+  await server.close();
   await model.close();
-  await jobs.close();
-  await db.close();
 });
 
-async function sopops(args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l), env: { NEATROOTS_API_KEY: KEY }, cwd: process.cwd() });
-  return { code, out, err };
-}
+const sopops = (args: string[]) => runSopops(args, { NEATROOTS_API_KEY: KEY });
 
 describe('sopops recluster', () => {
   it('without a model assigns what waits, says the rule stays whole, and exits 1', async () => {

@@ -5,11 +5,15 @@ import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
 // The api's tests run it on the real review service and adapters; outside its tests it may not import them.
 // eslint-disable-next-line @nx/enforce-module-boundaries
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
+import { InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { QuestionAnswerer } from '@neatroots/questions';
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { createReviewQueries, sopGrpcService, startSop, type Sop, type SopOptions } from '@neatroots/review';
-import { checkSession, noModelDecider, readFolder } from '@neatroots/sop';
+import { checkSession, noModelDecider, readFolder, type DecisionGateway } from '@neatroots/sop';
 import { ProjectsRepo, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
+// The local OpenAI-compatible server is a test helper: the platform package does not export it.
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startFakeOpenAI, type FakeOpenAI, type FakeScript } from '../../../libs/platform/src/models/fake-openai.test';
 import { apiUrl, createApi, type ApiOptions } from './api';
 import { SopGrpcClient } from './sop-client';
 
@@ -65,21 +69,50 @@ export interface SopHarness {
 
 type MoreOptions = Partial<Omit<SopOptions, 'db' | 'jobs'>>;
 
-/** The SOP side on a fresh database with these keys, in-process and over gRPC (options may need the database). */
-export async function startSopHarness(keys: Record<string, string>, opts: MoreOptions | ((db: Db) => MoreOptions) = {}): Promise<SopHarness> {
+/** The SOP side as startSop runs it (inline jobs, tool calls alone unless told) on a fresh database with these keys; options may need the database. */
+export async function startSopOn(keys: Record<string, string>, opts: MoreOptions | ((db: Db) => MoreOptions) = {}): Promise<Omit<SopHarness, 'client'>> {
   const db = await keyedDb(keys);
   const jobs = new InlineJobs();
   const sop = await startSop({ db, jobs, checkSession: toolsOnly, ...(typeof opts === 'function' ? opts(db) : opts) });
-  const served = await servedOverGrpc(sop.queries, sop.review);
   return {
     db,
     jobs,
     sop,
+    close: async () => {
+      await jobs.close();
+      await db.close();
+    },
+  };
+}
+
+/** The SOP side on a fresh database with these keys, in-process and over gRPC. */
+export async function startSopHarness(keys: Record<string, string>, opts: MoreOptions | ((db: Db) => MoreOptions) = {}): Promise<SopHarness> {
+  const started = await startSopOn(keys, opts);
+  const served = await servedOverGrpc(started.sop.queries, started.sop.review);
+  return {
+    ...started,
     client: served.client,
     close: async () => {
       served.close();
-      await jobs.close();
-      await db.close();
+      await started.close();
+    },
+  };
+}
+
+/**
+ * The question service's answerer on the local OpenAI-compatible server answering with `reply`,
+ * as the decision gateway review names patterns and writes suggestions through.
+ */
+export async function fakeReasoning(reply: FakeScript, opts: { timeoutMs?: number; maxWaitMs?: number } = {}): Promise<{ model: FakeOpenAI; gateway: DecisionGateway; close(): Promise<void> }> {
+  const model = await startFakeOpenAI(reply);
+  const answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: model.url, model: 'reasoner-test', timeoutMs: opts.timeoutMs ?? 2_000 }), queue: { maxWaitMs: opts.maxWaitMs ?? 5, retries: 0 }, onError: () => undefined });
+  const gateway: DecisionGateway = { decide: (e, i) => answerer.decide(e, i, { wait: true }), decisionModels: () => answerer.decisionModels() };
+  return {
+    model,
+    gateway,
+    close: async () => {
+      answerer.close();
+      await model.close();
     },
   };
 }
@@ -93,9 +126,9 @@ export function deployments(h: () => SopHarness): [string, () => SopQueries, () 
 }
 
 /** The whole api on a free loopback port over this database and these SOP queries; its workspace URL. */
-export async function startApiOn(db: Db, ws: string, sop: SopQueries, review: ReviewSopQueries, more: Partial<ApiOptions> = {}): Promise<{ app: INestApplication; base: string }> {
+export async function startApiOn(db: Db, ws: string, sop: SopQueries, review: ReviewSopQueries, more: Partial<ApiOptions> = {}): Promise<{ app: INestApplication; url: string; base: string }> {
   const app = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => new ProjectsRepo(db).resolveApiKey(k), sop, review, port: 0, host: '127.0.0.1', ...more });
-  return { app, base: `${apiUrl(app)}/v1/workspaces/${ws}` };
+  return { app, url: apiUrl(app), base: `${apiUrl(app)}/v1/workspaces/${ws}` };
 }
 
 /** One HTTP call with this key: a string body is sent as is (with this type), anything else as JSON. */

@@ -1,14 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
-import { GitHubCodeHost, openAiChatModel } from '@neatroots/platform';
-import { QuestionAnswerer } from '@neatroots/questions';
+import { GitHubCodeHost } from '@neatroots/platform';
 import { GitHubConnections, type Sop } from '@neatroots/review';
-import type { DecisionGateway } from '@neatroots/sop';
 import { startFakeGitHub, type FakeGitHub } from '../../../libs/platform/src/github/fake-github.test';
-import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
+import type { FakeCall, FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
 import { conforms } from './openapi/conforms.test';
-import { deployments, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
+import { deployments, fakeReasoning, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
  * The suggestion endpoints and the GitHub connection over real HTTP, through the api's module
@@ -25,8 +23,7 @@ const EDIT = { rationale: 'Say why the receipt matters.', edits: [{ find: RECEIP
 let h: SopHarness;
 let db: Db;
 let sop: Sop;
-let reasoning: FakeOpenAI;
-let answerer: QuestionAnswerer;
+let reasoning: Awaited<ReturnType<typeof fakeReasoning>>;
 let gh: FakeGitHub;
 
 function model(call: FakeCall): FakeReply {
@@ -37,9 +34,8 @@ function model(call: FakeCall): FakeReply {
 }
 
 beforeAll(async () => {
-  reasoning = await startFakeOpenAI(model);
-  answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: reasoning.url, model: 'reasoner-test', timeoutMs: 2_000 }), queue: { maxWaitMs: 5, retries: 0 }, onError: () => undefined });
-  const gateway: DecisionGateway = { decide: (e, i) => answerer.decide(e, i, { wait: true }), decisionModels: () => answerer.decisionModels() };
+  reasoning = await fakeReasoning(model);
+  const { gateway } = reasoning;
   gh = await startFakeGitHub();
   gh.addRepo('luigis', 'ops', 'main', { 'procedures/card-payment.md': folder.find((f) => f.path === 'procedures/card-payment.md')!.text });
   h = await startSopHarness({ luigis: KEY }, (d) => ({
@@ -51,7 +47,6 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await h.close();
-  answerer.close();
   await reasoning.close();
   await gh.stop();
 });
