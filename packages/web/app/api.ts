@@ -99,6 +99,8 @@ export const api = {
   sopSession: (s: Session, id: string) => call<SopSession>(s, `sessions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
   releases: (s: Session) => call<{ items: Release[] }>(s, 'releases', { root: 'workspaces' }),
   head: (s: Session) => call<Head>(s, 'head', { root: 'workspaces' }),
+  /** One file at head with its text, to edit it (404 when head has no such file). */
+  headFile: (s: Session, path: string) => call<{ path: string; text: string; version: string; updated_at: string }>(s, `head/${path.split('/').map(encodeURIComponent).join('/')}`, { root: 'workspaces' }),
   /** One file saved at head (422 with sopc's issues when head would not compile). */
   saveHeadFile: (s: Session, path: string, text: string) =>
     call<unknown>(s, `head/${path.split('/').map(encodeURIComponent).join('/')}`, { method: 'PUT', raw: { text, type: path.endsWith('.md') ? 'text/markdown' : path.endsWith('.yaml') || path.endsWith('.yml') ? 'text/yaml' : 'text/plain' }, root: 'workspaces' }),

@@ -637,8 +637,13 @@ guidance: Only confirm refunds the refund tool confirmed.
       await page.getByRole('list', { name: 'Problems' }).scrollIntoViewIfNeeded();
       await shot(page, 'sop-procedures-mistake');
       // A file saved at head through the editor: the unpublished diff.
+      // A file saved at head, opened from head (GET head/{path}), edited in place.
       await page.getByLabel('Path').fill('procedures/card-payment.md');
-      await page.getByLabel('File text').fill(CARD.replace('Email the receipt.', 'Text the receipt.'));
+      await page.getByRole('button', { name: 'Open procedures/card-payment.md' }).click();
+      await page.getByText(/^Opened procedures\/card-payment.md as saved at head/).waitFor();
+      const fileText = page.getByLabel('File text');
+      await expect(fileText.inputValue()).resolves.toBe(CARD);
+      await fileText.fill((await fileText.inputValue()).replace('Email the receipt.', 'Text the receipt.'));
       await page.getByRole('button', { name: 'Save at head' }).click();
       await page.getByText('Saved procedures/card-payment.md at head. Publish to make it live.').waitFor();
       const diff = page.getByLabel('Unified diff of head against the live release');

@@ -55,6 +55,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   };
   pushHead: SopQueries['pushHead'] = (workspace, files) => this.call(this.client.pushHead, { workspace, files });
   head: SopQueries['head'] = (workspace) => this.call(this.client.getHead, { workspace });
+  headFile: SopQueries['headFile'] = (workspace, path) => this.call(this.client.getHeadFile, { workspace, path, text: '' });
   publish: SopQueries['publish'] = (workspace) => this.call(this.client.publish, { workspace });
   releases: SopQueries['releases'] = (workspace) => this.call(this.client.listReleases, { workspace });
   release: SopQueries['release'] = (workspace, ref) => this.call(this.client.getRelease, { workspace, ref });

@@ -58,6 +58,13 @@ export class WorkspacesController {
     return this.q().pushHead(ws, filesBody(body));
   }
 
+  /** One file at head: its text and version, to edit it (404 when head has no such file). */
+  @Get('head/*path')
+  async file(@Param('ws') ws: string, @Param('path') path: string | string[], @Query() query: QueryParams) {
+    noQuery(query);
+    return this.q().headFile(ws, headPath(path));
+  }
+
   /** One file saved at head; the body is its text. 422 with sopc's errors when head would not compile. */
   @Put('head/*path')
   async saveFile(@Param('ws') ws: string, @Param('path') path: string | string[], @Query() query: QueryParams, @Body() body: unknown) {

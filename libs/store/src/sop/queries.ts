@@ -11,6 +11,8 @@ export interface SopQueries {
   deleteHeadFile(workspace: string, path: string): Promise<void>;
   pushHead(workspace: string, files: { path: string; text: string }[]): Promise<{ files: { path: string; version: string }[] }>;
   head(workspace: string): Promise<HeadView>;
+  /** One file at head with its text (SopError 404 when head has no such file). */
+  headFile(workspace: string, path: string): Promise<HeadFileView>;
   publish(workspace: string): Promise<ReleaseView>;
   releases(workspace: string): Promise<ReleaseView[]>;
   /** `ref`: the id, the number, or "live". */
@@ -29,6 +31,13 @@ export interface HeadView {
   changed: { path: string; change: 'added' | 'changed' | 'removed' }[];
   /** A unified diff of head against the live release ('' when nothing is unpublished). */
   diff: string;
+}
+
+export interface HeadFileView {
+  path: string;
+  text: string;
+  version: string;
+  updated_at: string;
 }
 
 export interface ReleaseView {

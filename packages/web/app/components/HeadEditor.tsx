@@ -8,8 +8,8 @@ import { CodeEditor, type LineProblem } from './CodeEditor';
 /**
  * A file of head written and saved (PUT head/{path}): sopc compiles head with it, and when it
  * would not compile the API's 422 issues are shown at their line (those of other files with
- * their file's name). The API does not return a file's text at head, so a file is written
- * whole: a new one, or the full text of one it replaces.
+ * their file's name). A file already at head is opened (GET head/{path}) and edited in
+ * place; a new one is written whole.
  */
 export function HeadEditor({ session, head, onSaved }: { session: Session; head: Head; onSaved(): void }) {
   const [path, setPath] = useState('procedures/');
@@ -18,6 +18,21 @@ export function HeadEditor({ session, head, onSaved }: { session: Session; head:
   const [result, setResult] = useState<{ ok: boolean; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
   const exists = head.files.some((f) => f.path === path);
+
+  const open = async () => {
+    setBusy(true);
+    setResult(null);
+    try {
+      const file = await api.headFile(session, path);
+      setText(file.text);
+      setProblems([]);
+      setResult({ ok: true, text: `Opened ${file.path} as saved at head (version ${file.version}).` });
+    } catch (err) {
+      setResult({ ok: false, text: `Not opened: ${failure(err)}` });
+    } finally {
+      setBusy(false);
+    }
+  };
 
   const save = async () => {
     setBusy(true);
@@ -44,7 +59,7 @@ export function HeadEditor({ session, head, onSaved }: { session: Session; head:
     <section aria-labelledby="edit-head">
       <h2 id="edit-head">Write a file at head</h2>
       <p className="meta">
-        The file is compiled with the rest of head by sopc before it is saved. The API does not return a file's text, so write the whole file{exists ? ` (it replaces ${path})` : ''}.
+        The file is compiled with the rest of head by sopc before it is saved. Pick a file of head and open it to edit it, or name a new one{exists ? ` (saving replaces ${path})` : ''}.
       </p>
       <div className="row">
         <label htmlFor="head-path">Path</label>{' '}
@@ -53,7 +68,10 @@ export function HeadEditor({ session, head, onSaved }: { session: Session; head:
           {head.files.map((f) => (
             <option key={f.path} value={f.path} />
           ))}
-        </datalist>
+        </datalist>{' '}
+        <button type="button" onClick={() => void open()} disabled={busy || !exists} aria-label={`Open ${path}`}>
+          Open
+        </button>
       </div>
       <CodeEditor label="File text" value={text} onChange={setText} problems={problems} minRows={10} />
       <p>

@@ -243,6 +243,7 @@ const paths: Record<string, Record<string, unknown>> = {
     put: op('procedures', { summary: 'Replace head with a whole procedures folder (422 with sopc issues)', params: [ws], body: object({ files: arr(object({ path: str, text: str })) }, { closed: true }), ok: { schema: object({ files: arr(object({ path: str, version: str })) }) } }),
   },
   [`${W}/head/{path}`]: {
+    get: op('procedures', { summary: 'One file at head: its text and version (404 when head has no such file)', params: [ws, p('path', 'path')], ok: { schema: object({ path: str, text: str, version: str, updated_at: time }) } }),
     put: op('procedures', { summary: 'Save one file at head (the body is the file)', params: [ws, p('path', 'path')], ok: { schema: object({ path: str, version: str }) } }),
     delete: op('procedures', { summary: 'Remove one file from head', params: [ws, p('path', 'path')], ok: { status: '204', description: 'Removed' } }),
   },

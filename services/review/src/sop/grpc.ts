@@ -52,6 +52,7 @@ export function sopGrpcService(q: SopQueries, r?: ReviewSopQueries): { service: 
     }),
     pushHead: unary<{ workspace: string; files: { path: string; text: string }[] }>((r) => q.pushHead(r.workspace, r.files ?? [])),
     getHead: unary<{ workspace: string }>((r) => q.head(r.workspace)),
+    getHeadFile: unary<{ workspace: string; path: string }>((r) => q.headFile(r.workspace, r.path)),
     publish: unary<{ workspace: string }>((r) => q.publish(r.workspace)),
     listReleases: unary<{ workspace: string }>((r) => q.releases(r.workspace)),
     getRelease: unary<{ workspace: string; ref: string }>((r) => q.release(r.workspace, r.ref)),

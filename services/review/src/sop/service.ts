@@ -64,6 +64,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     deleteHeadFile: (ws, path) => workspaces.deleteFile(ws, path),
     pushHead: (ws, files) => workspaces.push(ws, files),
     head: (ws) => workspaces.head(ws),
+    headFile: (ws, path) => workspaces.file(ws, path),
     publish: (ws) => workspaces.publish(ws),
     releases: (ws) => workspaces.releases(ws),
     release: (ws, ref) => workspaces.release(ws, ref),

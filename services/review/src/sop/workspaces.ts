@@ -1,6 +1,6 @@
 import { compileFiles, contentVersion, toLock, type Lock } from '@neatroots/sop';
 import { unifiedDiffFiles } from '@neatroots/review-domain';
-import { doesNotCompile, SopError, WorkspaceRepo, type HeadView, type ReleaseRecord, type ReleaseView, type SopFile } from '@neatroots/store';
+import { doesNotCompile, SopError, WorkspaceRepo, type HeadFileView, type HeadView, type ReleaseRecord, type ReleaseView, type SopFile } from '@neatroots/store';
 import type { Db, Queryable } from '@neatroots/ports';
 
 /** Where a file of the procedures folder may live: the folder decides how it is read. */
@@ -45,6 +45,13 @@ export class SopWorkspaces {
     const head = await this.repo.headFiles(workspace);
     if (!head.some((f) => f.path === path)) throw new SopError(404, 'not_found', `${path} is not in head`);
     await this.repo.updateHead(workspace, { remove: [path] }, (next) => compiles(next, `head without ${path}`));
+  }
+
+  async file(workspace: string, path: string): Promise<HeadFileView> {
+    checkPath(path);
+    const found = (await this.repo.headFiles(workspace)).find((f) => f.path === path);
+    if (!found) throw new SopError(404, 'not_found', `${path} is not in head`);
+    return { path: found.path, text: found.text, version: found.version, updated_at: found.updated_at };
   }
 
   /** sopops push: the folder becomes head as a whole (files not in it are removed). */
