@@ -1,8 +1,5 @@
-import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
-import { checkSession, recordedDecider, type Recorded } from '@neatroots/sop';
-import { eventually, FIXTURES, fixtureFolder, fixtureSession } from '../../../services/api/src/sop-harness.test';
+import { calibrationChecker, labelForCalibration } from '../../../services/review/src/calibration/labels.test';
 import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server.test';
 
 /**
@@ -10,37 +7,12 @@ import { runSopops, startSopopsServer, type SopopsServer } from './sopops-server
  * probabilities 0.91 to 0.99, and a reviewer judged the three least sure of them wrong.
  */
 const KEY = 'luigis-key';
-const fixture = fixtureSession('phone-never-violated');
-const recorded: Recorded = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'decisions.json'), 'utf8'));
 let db: Db;
 let server: SopopsServer;
 let url: string;
 
 beforeAll(async () => {
-  server = await startSopopsServer('luigis', KEY, {
-    sop: {
-      checkSession: ({ lock, releaseId, session, onDecision }) => {
-        const p = Number((session.external_id ?? '').split('@')[1]);
-        const base = recordedDecider(recorded);
-        return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
-      },
-    },
-    prepare: async (sop, d) => {
-      await sop.queries.pushHead('luigis', fixtureFolder());
-      await sop.queries.publish('luigis');
-      const ids: string[] = [];
-      for (const [i, p] of [0.91, 0.92, 0.93, 0.98, 0.99].entries()) ids.push((await sop.queries.receiveSession('luigis', { ...fixture, external_id: `call-8#${i}@${p}` })).id);
-      await eventually(
-        () => d.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`),
-        (waiting) => Number(waiting.rows[0].n) === 0,
-        'sessions still queued',
-        500,
-      );
-      const findings = (await Promise.all(ids.map((id) => sop.queries.getSession('luigis', id)))).map((v) => v.checks.flatMap((c) => c.rules).find((r) => r.finding)!);
-      await sop.review.giveVerdict('luigis', findings[0].pattern_id!, { verdict: 'real' });
-      for (const f of findings.slice(0, 3)) await sop.review.overrideFinding('luigis', f.finding_id!, { correct: false });
-    },
-  });
+  server = await startSopopsServer('luigis', KEY, { sop: { checkSession: calibrationChecker }, prepare: labelForCalibration });
   ({ db, url } = server);
 }, 60_000);
 afterAll(() => server.close());

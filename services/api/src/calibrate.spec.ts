@@ -1,9 +1,7 @@
-import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
-import { checkSession, recordedDecider, type Recorded } from '@neatroots/sop';
-import { deployments, eventually, FIXTURES, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
+import { calibrationChecker, labelForCalibration } from '../../review/src/calibration/labels.test';
+import { deployments, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
  * POST /v1/workspaces/{ws}/calibrate over real HTTP, in both deployments: the api on the
@@ -12,40 +10,14 @@ import { deployments, eventually, FIXTURES, fixtureFolder, fixtureSession, send,
  * the three least sure of them wrong.
  */
 const KEY = 'key-for-luigis';
-const fixture = fixtureSession('phone-never-violated');
-const recorded: Recorded = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'decisions.json'), 'utf8'));
-const P = [0.91, 0.92, 0.93, 0.98, 0.99];
 
 let h: SopHarness;
 let db: Db;
 
 beforeAll(async () => {
-  h = await startSopHarness(
-    { luigis: KEY },
-    {
-      checkSession: ({ lock, releaseId, session, onDecision }) => {
-        const p = Number((session.external_id ?? '').split('@')[1]);
-        const base = recordedDecider(recorded);
-        return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
-      },
-    },
-  );
+  h = await startSopHarness({ luigis: KEY }, { checkSession: calibrationChecker });
   db = h.db;
-  const { sop } = h;
-  await sop.queries.pushHead('luigis', fixtureFolder());
-  await sop.queries.publish('luigis');
-  const ids: string[] = [];
-  for (const [i, p] of P.entries()) ids.push((await sop.queries.receiveSession('luigis', { ...fixture, external_id: `call-8#${i}@${p}` })).id);
-  await eventually(
-    () => db.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`),
-    (waiting) => Number(waiting.rows[0].n) === 0,
-    'sessions still queued',
-    500,
-  );
-  const views = await Promise.all(ids.map((id) => sop.queries.getSession('luigis', id)));
-  const findings = views.map((v) => v.checks.flatMap((c) => c.rules).find((r) => r.finding)!);
-  await sop.review.giveVerdict('luigis', findings[0].pattern_id!, { verdict: 'real' });
-  for (const f of findings.slice(0, 3)) await sop.review.overrideFinding('luigis', f.finding_id!, { correct: false });
+  await labelForCalibration(h.sop, db);
 }, 60_000);
 afterAll(() => h.close());
 

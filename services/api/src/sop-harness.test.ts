@@ -143,13 +143,3 @@ export async function send(url: string, method: string, key: string, body?: unkn
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   return { status: res.status, type: contentType, text, body: (text && contentType.includes('application/json') ? JSON.parse(text) : null) as any };
 }
-
-/** Polls until `ready` holds (every `ms`, at most `tries` times); throws `what` otherwise. */
-export async function eventually<T>(get: () => Promise<T>, ready: (v: T) => boolean, what: string, tries = 400, ms = 10): Promise<T> {
-  for (let i = 0; i < tries; i++) {
-    const v = await get();
-    if (ready(v)) return v;
-    await new Promise((r) => setTimeout(r, ms));
-  }
-  throw new Error(what);
-}

@@ -1,11 +1,9 @@
-import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Db } from '@neatroots/ports';
-import { BullJobs, InlineJobs, migrate, openPglite, serviceOrSkip } from '@neatroots/platform';
-import { checkSession, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
+import { InlineJobs, migrate, openPglite, serviceOrSkip } from '@neatroots/platform';
+import { bullReplicas } from '../bull-replicas.test';
 import { startSop } from '../sop/service';
+import { calibrationChecker, labelForCalibration } from './labels.test';
 import { Calibration, CALIBRATE_QUEUE } from './service';
 
 /**
@@ -14,59 +12,25 @@ import { Calibration, CALIBRATE_QUEUE } from './service';
  * and stores. The labels are fixture sessions checked in-process, judged by a reviewer.
  */
 const redis = serviceOrSkip('redis', 'sopops_calibrate on BullMQ');
-const FIXTURES = path.resolve(__dirname, '../../../../libs/sop/fixtures');
-const fixture = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'session.json'), 'utf8'));
-const recorded: Recorded = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'decisions.json'), 'utf8'));
 const prefix = `nr-calibrate-${process.pid}`;
 
 (redis ? describe : describe.skip)('sopops_calibrate on BullMQ', () => {
   let db: Db;
   let inline: InlineJobs;
-  const opened: BullJobs[] = [];
-  const bull = () => {
-    const j = new BullJobs({ url: redis!.url, prefix, closeGraceMs: 2_000 });
-    opened.push(j);
-    return j;
-  };
+  const { replica: bull, close: closeReplicas } = bullReplicas(redis?.url ?? '', prefix, 2_000);
 
   beforeAll(async () => {
     db = await openPglite();
     await migrate(db);
     inline = new InlineJobs();
-    const sop = await startSop({
-      db,
-      jobs: inline,
-      checkSession: ({ lock, releaseId, session, onDecision }) => {
-        const p = Number((session.external_id ?? '').split('@')[1]);
-        const base = recordedDecider(recorded);
-        return checkSession(lock, session, { releaseId, onDecision, decider: { ...base, decide: async (q) => ((a) => (a.decided && q.kind === 'never' ? { ...a, probability: p } : a))(await base.decide(q)) } });
-      },
-    });
-    await sop.queries.pushHead('luigis', [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([f, text]) => ({ path: f, text })));
-    await sop.queries.publish('luigis');
-    const ids: string[] = [];
-    for (const [i, p] of [0.91, 0.92, 0.93, 0.98, 0.99].entries()) ids.push((await sop.queries.receiveSession('luigis', { ...fixture, external_id: `call-8#${i}@${p}` })).id);
-    for (let i = 0; i < 500; i++) {
-      const waiting = await db.query<{ n: number }>(`SELECT (SELECT count(*) FROM sop_sessions WHERE status = 'queued') + (SELECT count(*) FROM sop_findings WHERE pattern_id IS NULL) AS n`);
-      if (Number(waiting.rows[0].n) === 0) break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    const findings = (await Promise.all(ids.map((id) => sop.queries.getSession('luigis', id)))).map((v) => v.checks.flatMap((c) => c.rules).find((r) => r.finding)!);
-    await sop.review.giveVerdict('luigis', findings[0].pattern_id!, { verdict: 'real' });
-    for (const f of findings.slice(0, 3)) await sop.review.overrideFinding('luigis', f.finding_id!, { correct: false });
+    const sop = await startSop({ db, jobs: inline, checkSession: calibrationChecker });
+    await labelForCalibration(sop, db);
   }, 60_000);
 
   afterAll(async () => {
-    await Promise.allSettled(opened.map((j) => j.close()));
+    await closeReplicas();
     await inline.close();
     await db.close();
-    const r = new Redis(redis!.url);
-    try {
-      const keys = await r.keys(`${prefix}:*`);
-      if (keys.length) await r.del(...keys);
-    } finally {
-      r.disconnect();
-    }
   });
 
   it('the api replica waits while the worker replica fits and stores; the answer is the job result', async () => {

@@ -1,8 +1,8 @@
 import type { Db } from '@neatroots/ports';
-import { BullJobs, migrate, openPglite, serviceOrSkip } from '@neatroots/platform';
+import { migrate, openPglite, serviceOrSkip } from '@neatroots/platform';
 import { SopSessionsRepo, sopFindingId } from '@neatroots/store';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { bullReplicas } from '../bull-replicas.test';
 import { RECLUSTER_DAILY_QUEUE, RECLUSTER_QUEUE, type ReclusterResult } from './recluster';
 import { ReviewSop } from './service';
 
@@ -26,27 +26,15 @@ async function schedulers(): Promise<{ key: string; pattern?: string | null }[]>
 
 (redis ? describe : describe.skip)('recluster jobs on BullMQ', () => {
   let db: Db;
-  const replicas: BullJobs[] = [];
-  const replica = () => {
-    const jobs = new BullJobs({ url: redis!.url, prefix, closeGraceMs: 5_000 });
-    replicas.push(jobs);
-    return jobs;
-  };
+  const { replica, replicas, close: closeReplicas } = bullReplicas(redis?.url ?? '', prefix);
 
   beforeAll(async () => {
     db = await openPglite();
     await migrate(db);
   }, 60_000);
   afterAll(async () => {
-    for (const j of replicas) await j.close();
+    await closeReplicas();
     await db.close();
-    const r = new Redis(redis!.url);
-    try {
-      const keys = await r.keys(`${prefix}:*`);
-      if (keys.length) await r.del(...keys);
-    } finally {
-      r.disconnect();
-    }
   });
 
   it('registers the daily job once however many replicas start, on SOPOPS_RECLUSTER_CRON', async () => {

@@ -1,13 +1,13 @@
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Db } from '@neatroots/ports';
-import { BullJobs, GitHubCodeHost, migrate, openAiChatModel, openPglite, serviceOrSkip } from '@neatroots/platform';
+import { GitHubCodeHost, migrate, openAiChatModel, openPglite, serviceOrSkip } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
 import { compileFiles, readFolder, type DecisionGateway } from '@neatroots/sop';
 import { SopSessionsRepo, sopFindingId } from '@neatroots/store';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { startFakeOpenAI, type FakeOpenAI } from '../../../../libs/platform/src/models/fake-openai.test';
+import { bullReplicas } from '../bull-replicas.test';
 import { GitHubConnections } from '../github/connections';
 import { PR_STATUS_QUEUE } from '../github/pr-status';
 import { ReviewSop } from '../review/service';
@@ -27,12 +27,7 @@ const ALLERGY = '- The caller mentions a food allergy. -> Note the allergy on th
   let db: Db;
   let llm: FakeOpenAI;
   let answerer: QuestionAnswerer;
-  const replicas: BullJobs[] = [];
-  const replica = () => {
-    const jobs = new BullJobs({ url: redis!.url, prefix, closeGraceMs: 5_000 });
-    replicas.push(jobs);
-    return jobs;
-  };
+  const { replica, close: closeReplicas } = bullReplicas(redis?.url ?? '', prefix);
 
   beforeAll(async () => {
     db = await openPglite();
@@ -46,17 +41,10 @@ const ALLERGY = '- The caller mentions a food allergy. -> Note the allergy on th
     answerer = new QuestionAnswerer({ reasoning: openAiChatModel({ role: 'reasoning', baseURL: llm.url, model: 'reasoner-test', timeoutMs: 2_000 }), queue: { maxWaitMs: 5, retries: 0 }, onError: () => undefined });
   }, 60_000);
   afterAll(async () => {
-    for (const j of replicas) await j.close();
+    await closeReplicas();
     answerer.close();
     await llm.close();
     await db.close();
-    const r = new Redis(redis!.url);
-    try {
-      const keys = await r.keys(`${prefix}:*`);
-      if (keys.length) await r.del(...keys);
-    } finally {
-      r.disconnect();
-    }
   });
 
   it('sopops_pr_status is registered once on SOPOPS_PR_STATUS_CRON; sopops_suggest generates what another replica queued', async () => {
