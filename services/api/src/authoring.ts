@@ -38,6 +38,11 @@ export interface ListedCheck {
   saved?: boolean;
   /** Database checks: the YAML as stored. */
   yaml?: string;
+  /**
+   * Checks in effect: the checks with the same id this one replaced (wholly or in this
+   * project), earliest first, as `neatroots checks list` shows them.
+   */
+  overrides?: { source: string; file?: string }[];
   /** false for a database check that does not load (its `error` says why) or that a halt rule of yours overrides. */
   in_effect: boolean;
   error?: string;

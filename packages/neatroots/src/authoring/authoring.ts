@@ -1,5 +1,5 @@
 import { AuthoringError, type Author, type Authoring, type CheckSubmission, type ListedCheck, type SavedCheck } from '@neatroots/api';
-import { appliesInProject, CheckError, isRuleCheck, parseDatabaseCheck, type Check, type LoadResult } from '@neatroots/checks';
+import { appliesInProject, CheckError, isRuleCheck, parseDatabaseCheck, type Check, type CheckEntry, type LoadResult } from '@neatroots/checks';
 import type { ModelConfig } from '@neatroots/platform';
 import { NoModelError, type Draft, type DraftRequest } from '@neatroots/questions';
 import type { DbCheckInput, DbCheckRecord, ReviewQueries } from '@neatroots/store';
@@ -28,7 +28,7 @@ export interface AuthoringDeps {
   steering?: (project: string) => Promise<boolean>;
 }
 
-function listed(c: Check, rec?: DbCheckRecord): ListedCheck {
+function listed(c: Check, overrides: CheckEntry['overrides'], rec?: DbCheckRecord): ListedCheck {
   return {
     id: c.id,
     kind: c.kind,
@@ -37,6 +37,7 @@ function listed(c: Check, rec?: DbCheckRecord): ListedCheck {
     source: c.source,
     ...(c.file ? { file: c.file } : {}),
     ...(rec ? { origin: rec.origin, saved: rec.saved, yaml: rec.yaml, updated_at: rec.updated_at } : {}),
+    overrides,
     in_effect: true,
   };
 }
@@ -63,6 +64,11 @@ function notInEffect(rec: DbCheckRecord): ListedCheck {
   };
 }
 
+/** The loader's entries follow its checks one for one (libs/checks sources.ts resolve). */
+function overridesOf(r: LoadResult): Map<Check, CheckEntry['overrides']> {
+  return new Map(r.checks.map((c, i) => [c, r.entries[i]?.overrides ?? []]));
+}
+
 const WHO: Record<string, string> = { agent: 'a coding agent', planner: 'the planner', app: 'a person (the app)', cli: 'a person (the CLI)' };
 
 export function createAuthoring(deps: AuthoringDeps): Authoring {
@@ -72,7 +78,9 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
     const records = await deps.data.checkRecords(project);
     const recs = new Map(records.map((r) => [r.id, r]));
     const effective = inEffect(project);
-    const out = effective.map((c) => listed(c, c.source === 'database' ? recs.get(c.id) : undefined));
+    // What each check replaced, as the loader resolved it (`neatroots checks list` prints the same entries).
+    const overrides = overridesOf(deps.checks.loaded());
+    const out = effective.map((c) => listed(c, overrides.get(c) ?? [], c.source === 'database' ? recs.get(c.id) : undefined));
     const shown = new Set(effective.filter((c) => c.source === 'database').map((c) => c.id));
     for (const r of records) if (!shown.has(r.id)) out.push(notInEffect(r));
     return out;

@@ -224,7 +224,7 @@ const paths: Record<string, Record<string, unknown>> = {
   [`${P}/checks/disabled`]: { get: op('checks', { summary: 'Checks disabled for a slow pattern', params: [project], ok: { schema: object({ checks: arr(object({ check_id: str })) }) } }) },
   [`${P}/models/agreement`]: { get: op('models', { summary: "Per question: LLM answers and the fast classifier's agreement", params: [project, p('check_id', 'query')], ok: { schema: object({ questions: arr(object({ check_id: str })) }) } }) },
   [`${P}/checks`]: {
-    get: op('checks', { summary: 'Every check in effect in the project, and database checks that are not', params: [project], ok: { schema: object({ checks: arr(object({ id: str, kind: str, source: str })) }) } }),
+    get: op('checks', { summary: 'Every check in effect in the project, and database checks that are not', params: [project], ok: { schema: object({ checks: arr(object({ id: str, kind: str, source: str, overrides: arr(object({ source: str, file: str }, { optional: ['file'] })) }, { optional: ['overrides'] })) }) } }),
     post: op('checks', { summary: 'Save a database check (created or replaced); 400 invalid_check with each problem', params: [project], body: checkBody, ok: { schema: object({ check: any, created: bool, warnings: arr(any) }) } }),
   },
   [`${P}/checks/draft`]: { post: op('checks', { summary: 'Draft a check from a plain-language concern (not saved)', params: [project], body: object({ concern: str, workflow: str }, { optional: ['workflow'] }), ok: { schema: object({ kind: str, check: any, yaml: str, warnings: arr(any) }) } }) },
