@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { checkSession, DEFAULT_DECISIONS, inBand, readFolder, recordedDecider, type Decider, type Recorded } from '@neatroots/sop';
+import { InlineJobs } from '@neatroots/platform';
+import { checkSession, DEFAULT_DECISIONS, inBand, recordedDecider, type Decider, type Recorded } from '@neatroots/sop';
 import { SopError, type SessionView } from '@neatroots/store';
 import { ReviewSop } from '../review/service';
-import { SopSessions, type CheckSession } from '../sop/sessions';
+import type { CheckSession, SopSessions } from '../sop/sessions';
 import { SopWorkspaces } from '../sop/workspaces';
+import { FIXTURES, fixtureSession, startLuigis, useMigratedDb } from '../sop-fixtures.test';
 
 /**
  * Calibration from the database alone: fixture sessions (the restaurant's procedures) checked
@@ -14,8 +15,7 @@ import { SopWorkspaces } from '../sop/workspaces';
  * sets, their findings judged by verdicts and overrides, then POST /calibrate's query run as
  * the sopops_calibrate job (inline), and the fitted band read by the next checks.
  */
-const FIXTURES = path.resolve(__dirname, '../../../../libs/sop/fixtures');
-const fixture = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'session.json'), 'utf8'));
+const fixture = fixtureSession('phone-never-violated');
 const recorded: Recorded = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'phone-never-violated', 'decisions.json'), 'utf8'));
 
 /**
@@ -44,19 +44,10 @@ let sessions: SopSessions;
 let review: ReviewSop;
 const WS = 'luigis';
 
-beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-}, 60_000);
-afterAll(() => db.close());
+useMigratedDb((d) => (db = d), 'sop_calibration_bands, sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects');
 beforeEach(async () => {
-  await db.exec('TRUNCATE sop_calibration_bands, sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE');
   jobs = new InlineJobs();
-  const workspaces = new SopWorkspaces(db);
-  await workspaces.push(WS, [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
-  await workspaces.publish(WS);
-  sessions = new SopSessions(db, workspaces, jobs, checker);
-  await sessions.start();
+  ({ sessions } = await startLuigis(db, jobs, checker, WS));
   review = new ReviewSop({ db, jobs, sessions });
   await review.start();
 });

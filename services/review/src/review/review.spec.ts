@@ -1,11 +1,12 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { checkSession, noModelDecider, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
+import { InlineJobs } from '@neatroots/platform';
+import { checkSession, noModelDecider, recordedDecider } from '@neatroots/sop';
 import { SopError, type SessionView } from '@neatroots/store';
-import { SopSessions, type CheckSession } from '../sop/sessions';
+import type { CheckSession, SopSessions } from '../sop/sessions';
 import { SopWorkspaces } from '../sop/workspaces';
+import { FIXTURES, fixtureSession, recordedDecisions, startLuigis, useMigratedDb } from '../sop-fixtures.test';
 import { ReviewSop } from './service';
 
 /**
@@ -13,13 +14,8 @@ import { ReviewSop } from './service';
  * restaurant's procedures) sent, checked by the sopops_check job, their findings assigned by
  * the sopops_patterns job, then verdicts, overrides, the queue, patterns and insights.
  */
-const FIXTURES = path.resolve(__dirname, '../../../../libs/sop/fixtures');
-const fixture = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
-const recorded = new Map<string, Recorded>();
-for (const name of readdirSync(path.join(FIXTURES, 'sessions'))) {
-  const file = path.join(FIXTURES, 'sessions', name, 'decisions.json');
-  if (existsSync(file)) recorded.set(fixture(name).external_id, JSON.parse(readFileSync(file, 'utf8')));
-}
+const fixture = fixtureSession;
+const recorded = recordedDecisions();
 // Copies of a fixture are sent as "<its external id>#<n>": the same model answers replayed.
 const checker: CheckSession = async ({ lock, releaseId, session }) => {
   const rec = recorded.get((session.external_id ?? '').split('#')[0]);
@@ -34,19 +30,10 @@ let sessions: SopSessions;
 let review: ReviewSop;
 const WS = 'luigis';
 
-beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-}, 60_000);
-afterAll(() => db.close());
+useMigratedDb((d) => (db = d), 'sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects');
 beforeEach(async () => {
-  await db.exec('TRUNCATE sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE');
   jobs = new InlineJobs();
-  const workspaces = new SopWorkspaces(db);
-  await workspaces.push(WS, [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text })));
-  await workspaces.publish(WS);
-  sessions = new SopSessions(db, workspaces, jobs, checker);
-  await sessions.start();
+  ({ sessions } = await startLuigis(db, jobs, checker, WS));
   review = new ReviewSop({ db, jobs, sessions });
   await review.start();
 });

@@ -1,22 +1,17 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { checkSession, noModelDecider, readFolder, recordedDecider, type Recorded } from '@neatroots/sop';
+import { InlineJobs } from '@neatroots/platform';
+import { checkSession, noModelDecider, readFolder, recordedDecider } from '@neatroots/sop';
 import { SopError } from '@neatroots/store';
 import { SopSessions, type CheckSession } from './sessions';
+import { FIXTURES, fixtureSession, recordedDecisions, startLuigis, useMigratedDb } from '../sop-fixtures.test';
 import { SopWorkspaces } from './workspaces';
 
-const FIXTURES = path.resolve(__dirname, '../../../../libs/sop/fixtures');
-const fixtureSession = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'session.json'), 'utf8'));
 const fixtureExpected = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'expected.json'), 'utf8'));
 
 // The fixtures whose rules a model decided keep its answers (decisions.json): replayed here.
-const recorded = new Map<string, Recorded>();
-for (const name of readdirSync(path.join(FIXTURES, 'sessions'))) {
-  const file = path.join(FIXTURES, 'sessions', name, 'decisions.json');
-  if (existsSync(file)) recorded.set(fixtureSession(name).external_id, JSON.parse(readFileSync(file, 'utf8')));
-}
+const recorded = recordedDecisions();
 
 let db: Db;
 let jobs: InlineJobs;
@@ -27,25 +22,15 @@ const checker: CheckSession = async ({ lock, releaseId, session }) => {
   return checkSession(lock, session, { decider: rec ? recordedDecider(rec) : noModelDecider('no model is configured for sopops check'), releaseId });
 };
 
-beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-}, 60_000);
-afterAll(() => db.close());
+useMigratedDb((d) => (db = d), 'sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects');
 beforeEach(async () => {
-  await db.exec('TRUNCATE sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects CASCADE');
   jobs = new InlineJobs();
   checks = 0;
 });
 afterEach(() => jobs.close());
 
 async function setUp(): Promise<{ sessions: SopSessions; workspaces: SopWorkspaces }> {
-  const workspaces = new SopWorkspaces(db);
-  const files = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
-  await workspaces.push('luigis', files);
-  await workspaces.publish('luigis');
-  const sessions = new SopSessions(db, workspaces, jobs, checker);
-  await sessions.start();
+  const { sessions, workspaces } = await startLuigis(db, jobs, checker);
   return { sessions, workspaces };
 }
 
