@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '@neatroots/ports';
-import { GitHubCodeHost, InlineJobs, migrate, openPglite } from '@neatroots/platform';
+import { GitHubCodeHost, InlineJobs } from '@neatroots/platform';
 import { SopError } from '@neatroots/store';
 import { transitionForPullRequest, type SuggestionTransition } from '@neatroots/review-domain';
 import { startFakeGitHub, type FakeGitHub } from '../../../../libs/platform/src/github/fake-github.test';
+import { useMigratedDb } from '../sop-fixtures.test';
 import { GitHubConnections } from './connections';
 import { followPullRequests, PR_STATUS_QUEUE, PR_STATUS_SCHEDULE, schedulePrStatus, type FollowedPullRequest, type PullRequestsToFollow } from './pr-status';
 
@@ -11,13 +12,8 @@ let db: Db;
 let gh: FakeGitHub;
 let connections: GitHubConnections;
 
-beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-}, 60_000);
-afterAll(() => db.close());
+useMigratedDb((d) => (db = d), 'sop_repo_connections');
 beforeEach(async () => {
-  await db.exec('TRUNCATE sop_repo_connections');
   gh = await startFakeGitHub();
   gh.addRepo('acme', 'ops', 'main', { 'procedures/refunds.md': '# Refunds\n' });
   connections = new GitHubConnections(db, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10 }));

@@ -1,9 +1,10 @@
 import type { Db } from '@neatroots/ports';
-import { migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { openAiChatModel } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
 import type { DecisionGateway } from '@neatroots/sop';
 import { PatternsRepo, SopSessionsRepo, sopFindingId } from '@neatroots/store';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
+import { useMigratedDb } from '../sop-fixtures.test';
 import { PatternAssigner } from './assign';
 import { PatternNamer } from './namer';
 import { ReviewWrites } from './writes';
@@ -60,13 +61,8 @@ async function checkedSession(external: string, rules: { id: string; kind: 'step
 const PRICE = { id: 'never-price', kind: 'never' as const, text: 'Volunteer a price or a description of a dish: the menu does that.' };
 const READ_BACK = { id: 'step-read-back', kind: 'step' as const, text: 'Read the order back to the caller before saying goodbye, item by item.' };
 
-beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-}, 60_000);
-afterAll(() => db.close());
+useMigratedDb((d) => (db = d), 'sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions');
 beforeEach(async () => {
-  await db.exec('TRUNCATE sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions CASCADE');
   reasoning = await startFakeOpenAI(naming({}));
   answerer = new QuestionAnswerer({
     reasoning: openAiChatModel({ role: 'reasoning', baseURL: reasoning.url, model: 'reasoner-test', timeoutMs: 1_000 }),

@@ -1,10 +1,11 @@
 import type { Db } from '@neatroots/ports';
-import { InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { InlineJobs, openAiChatModel } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
 import type { DecisionGateway } from '@neatroots/sop';
 import { PatternsRepo, SopSessionsRepo, sopFindingId, type PatternsListView } from '@neatroots/store';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
 import { RECLUSTER_QUEUE } from './recluster';
+import { useMigratedDb } from '../sop-fixtures.test';
 import { ReviewSop } from './service';
 
 /**
@@ -116,13 +117,8 @@ async function members(): Promise<Record<string, string[]>> {
   return out;
 }
 
-beforeAll(async () => {
-  db = await openPglite();
-  await migrate(db);
-}, 60_000);
-afterAll(() => db.close());
+useMigratedDb((d) => (db = d), 'sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_themes, sop_checks, sop_sessions');
 beforeEach(async () => {
-  await db.exec('TRUNCATE sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_themes, sop_checks, sop_sessions CASCADE');
   splitBy = { price: 'Quoted a price', dish: 'Described a dish' };
   themeNames = { step: 'Closing the order', never: 'Taking the order' };
   model = await startFakeOpenAI(script);
