@@ -510,6 +510,8 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.getByRole('button', { name: 'Edit refund-needs-lookup' }).click();
     const stored = (await apiGet<{ check: { yaml: string } }>('checks/refund-needs-lookup')).check.yaml;
     expect(stored).toMatch(/^action: halt$/m);
+    // The editor takes the text on React's next effect, after the click returns: wait for it (once seen read too early).
+    for (let i = 0; i < 100 && (await editor.inputValue()) !== stored; i++) await page.waitForTimeout(20);
     await expect(editor.inputValue()).resolves.toBe(stored);
     await page.context().close();
   });
