@@ -17,7 +17,6 @@ import { ErrorsFilter } from './errors';
 import { McpController } from './mcp/mcp.controller';
 import { LineageController } from './lineage.controller';
 import { GITHUB_CONNECTIONS, GitHubController } from './github.controller';
-import { LineageController } from './lineage.controller';
 import { ReviewController } from './review.controller';
 import { SuggestionsController } from './suggestions.controller';
 import { AUTHORING, DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
@@ -55,7 +54,7 @@ export class ApiModule {
   static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review' | 'authoring'>): DynamicModule {
     return {
       module: ApiModule,
-      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, LineageController, SuggestionsController, GitHubController, LineageController, ChecksController, McpController, HealthController],
+      controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, SuggestionsController, GitHubController, LineageController, ChecksController, McpController, HealthController],
       providers: [
         { provide: REVIEW_QUERIES, useValue: opts.queries },
         { provide: MODEL_STATS, useValue: opts.modelStats ?? null },
