@@ -25,23 +25,31 @@ _sym_db = _symbol_database.Default()
 from neatroots.v1 import spans_pb2 as neatroots_dot_v1_dot_spans__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19neatroots/v1/ingest.proto\x12\x0cneatroots.v1\x1a\x18neatroots/v1/spans.proto\"G\n\rExportRequest\x12#\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x13.neatroots.v1.Event\x12\x11\n\tnote_runs\x18\x02 \x03(\t\"Y\n\x08Rejected\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07span_id\x18\x03 \x01(\t\x12\r\n\x05\x66ield\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"o\n\x0e\x45xportResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05\x12(\n\x08rejected\x18\x02 \x03(\x0b\x32\x16.neatroots.v1.Rejected\x12!\n\x05notes\x18\x03 \x03(\x0b\x32\x12.neatroots.v1.Note\"\"\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x93\x01\n\x04Note\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x10\n\x08\x63heck_id\x18\x04 \x01(\t\x12\x12\n\nfinding_id\x18\x05 \x01(\t\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\r\n\x05title\x18\x07 \x01(\t\x12\x0c\n\x04text\x18\x08 \x01(\t\x12\r\n\x05\x61t_ms\x18\t \x01(\x01\x32\x90\x01\n\x06Ingest\x12\x43\n\x06\x45xport\x12\x1b.neatroots.v1.ExportRequest\x1a\x1c.neatroots.v1.ExportResponse\x12\x41\n\tSubscribe\x12\x1e.neatroots.v1.SubscribeRequest\x1a\x12.neatroots.v1.Note0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19neatroots/v1/ingest.proto\x12\x0cneatroots.v1\x1a\x18neatroots/v1/spans.proto\"\\\n\x0fPreCheckRequest\x12 \n\x04span\x18\x01 \x01(\x0b\x32\x12.neatroots.v1.Span\x12\x13\n\x0bknown_spans\x18\x02 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\"g\n\x10PreCheckResponse\x12\x10\n\x08\x64\x65\x63ision\x18\x01 \x01(\t\x12\x10\n\x08\x63heck_id\x18\x02 \x01(\t\x12\x12\n\nfinding_id\x18\x03 \x01(\t\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04text\x18\x05 \x01(\t\")\n\x15PreCheckPolicyRequest\x12\x10\n\x08workflow\x18\x01 \x01(\t\"P\n\x16PreCheckPolicyResponse\x12\r\n\x05tools\x18\x01 \x03(\t\x12\x13\n\x0b\x66\x61il_closed\x18\x02 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\"G\n\rExportRequest\x12#\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x13.neatroots.v1.Event\x12\x11\n\tnote_runs\x18\x02 \x03(\t\"Y\n\x08Rejected\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07span_id\x18\x03 \x01(\t\x12\r\n\x05\x66ield\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"o\n\x0e\x45xportResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05\x12(\n\x08rejected\x18\x02 \x03(\x0b\x32\x16.neatroots.v1.Rejected\x12!\n\x05notes\x18\x03 \x03(\x0b\x32\x12.neatroots.v1.Note\"\"\n\x10SubscribeRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x93\x01\n\x04Note\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x10\n\x08\x63heck_id\x18\x04 \x01(\t\x12\x12\n\nfinding_id\x18\x05 \x01(\t\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\r\n\x05title\x18\x07 \x01(\t\x12\x0c\n\x04text\x18\x08 \x01(\t\x12\r\n\x05\x61t_ms\x18\t \x01(\x01\x32\xb8\x02\n\x06Ingest\x12\x43\n\x06\x45xport\x12\x1b.neatroots.v1.ExportRequest\x1a\x1c.neatroots.v1.ExportResponse\x12\x41\n\tSubscribe\x12\x1e.neatroots.v1.SubscribeRequest\x1a\x12.neatroots.v1.Note0\x01\x12I\n\x08PreCheck\x12\x1d.neatroots.v1.PreCheckRequest\x1a\x1e.neatroots.v1.PreCheckResponse\x12[\n\x0ePreCheckPolicy\x12#.neatroots.v1.PreCheckPolicyRequest\x1a$.neatroots.v1.PreCheckPolicyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'neatroots.v1.ingest_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXPORTREQUEST']._serialized_start=69
-  _globals['_EXPORTREQUEST']._serialized_end=140
-  _globals['_REJECTED']._serialized_start=142
-  _globals['_REJECTED']._serialized_end=231
-  _globals['_EXPORTRESPONSE']._serialized_start=233
-  _globals['_EXPORTRESPONSE']._serialized_end=344
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=346
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=380
-  _globals['_NOTE']._serialized_start=383
-  _globals['_NOTE']._serialized_end=530
-  _globals['_INGEST']._serialized_start=533
-  _globals['_INGEST']._serialized_end=677
+  _globals['_PRECHECKREQUEST']._serialized_start=69
+  _globals['_PRECHECKREQUEST']._serialized_end=161
+  _globals['_PRECHECKRESPONSE']._serialized_start=163
+  _globals['_PRECHECKRESPONSE']._serialized_end=266
+  _globals['_PRECHECKPOLICYREQUEST']._serialized_start=268
+  _globals['_PRECHECKPOLICYREQUEST']._serialized_end=309
+  _globals['_PRECHECKPOLICYRESPONSE']._serialized_start=311
+  _globals['_PRECHECKPOLICYRESPONSE']._serialized_end=391
+  _globals['_EXPORTREQUEST']._serialized_start=393
+  _globals['_EXPORTREQUEST']._serialized_end=464
+  _globals['_REJECTED']._serialized_start=466
+  _globals['_REJECTED']._serialized_end=555
+  _globals['_EXPORTRESPONSE']._serialized_start=557
+  _globals['_EXPORTRESPONSE']._serialized_end=668
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=670
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=704
+  _globals['_NOTE']._serialized_start=707
+  _globals['_NOTE']._serialized_end=854
+  _globals['_INGEST']._serialized_start=857
+  _globals['_INGEST']._serialized_end=1169
 # @@protoc_insertion_point(module_scope)

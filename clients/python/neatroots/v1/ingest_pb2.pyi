@@ -7,6 +7,46 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PreCheckRequest(_message.Message):
+    __slots__ = ("span", "known_spans", "timeout_ms")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_SPANS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    span: _spans_pb2.Span
+    known_spans: int
+    timeout_ms: int
+    def __init__(self, span: _Optional[_Union[_spans_pb2.Span, _Mapping]] = ..., known_spans: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class PreCheckResponse(_message.Message):
+    __slots__ = ("decision", "check_id", "finding_id", "title", "text")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    CHECK_ID_FIELD_NUMBER: _ClassVar[int]
+    FINDING_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    decision: str
+    check_id: str
+    finding_id: str
+    title: str
+    text: str
+    def __init__(self, decision: _Optional[str] = ..., check_id: _Optional[str] = ..., finding_id: _Optional[str] = ..., title: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class PreCheckPolicyRequest(_message.Message):
+    __slots__ = ("workflow",)
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    def __init__(self, workflow: _Optional[str] = ...) -> None: ...
+
+class PreCheckPolicyResponse(_message.Message):
+    __slots__ = ("tools", "fail_closed", "timeout_ms")
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    FAIL_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    fail_closed: bool
+    timeout_ms: int
+    def __init__(self, tools: _Optional[_Iterable[str]] = ..., fail_closed: bool = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
 class ExportRequest(_message.Message):
     __slots__ = ("events", "note_runs")
     EVENTS_FIELD_NUMBER: _ClassVar[int]

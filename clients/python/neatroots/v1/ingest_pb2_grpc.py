@@ -44,6 +44,16 @@ class IngestStub(object):
                 request_serializer=neatroots_dot_v1_dot_ingest__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=neatroots_dot_v1_dot_ingest__pb2.Note.FromString,
                 _registered_method=True)
+        self.PreCheck = channel.unary_unary(
+                '/neatroots.v1.Ingest/PreCheck',
+                request_serializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckRequest.SerializeToString,
+                response_deserializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckResponse.FromString,
+                _registered_method=True)
+        self.PreCheckPolicy = channel.unary_unary(
+                '/neatroots.v1.Ingest/PreCheckPolicy',
+                request_serializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckPolicyRequest.SerializeToString,
+                response_deserializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckPolicyResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServicer(object):
@@ -64,6 +74,24 @@ class IngestServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PreCheck(self, request, context):
+        """Halt before the harm: would this tool call, about to run, halt its run? Answered by the
+        rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
+        where no rule engine answers (this process has none); DEADLINE_EXCEEDED when the run's
+        window did not see the spans exported before the question in time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PreCheckPolicy(self, request, context):
+        """Which tool calls of a workflow are worth a PreCheck (a halting rule names them), and what
+        the caller does when no answer comes in time (the project's fail-open or fail-closed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +104,16 @@ def add_IngestServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=neatroots_dot_v1_dot_ingest__pb2.SubscribeRequest.FromString,
                     response_serializer=neatroots_dot_v1_dot_ingest__pb2.Note.SerializeToString,
+            ),
+            'PreCheck': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreCheck,
+                    request_deserializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckRequest.FromString,
+                    response_serializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckResponse.SerializeToString,
+            ),
+            'PreCheckPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreCheckPolicy,
+                    request_deserializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckPolicyRequest.FromString,
+                    response_serializer=neatroots_dot_v1_dot_ingest__pb2.PreCheckPolicyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +170,60 @@ class Ingest(object):
             '/neatroots.v1.Ingest/Subscribe',
             neatroots_dot_v1_dot_ingest__pb2.SubscribeRequest.SerializeToString,
             neatroots_dot_v1_dot_ingest__pb2.Note.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreCheck(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/neatroots.v1.Ingest/PreCheck',
+            neatroots_dot_v1_dot_ingest__pb2.PreCheckRequest.SerializeToString,
+            neatroots_dot_v1_dot_ingest__pb2.PreCheckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreCheckPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/neatroots.v1.Ingest/PreCheckPolicy',
+            neatroots_dot_v1_dot_ingest__pb2.PreCheckPolicyRequest.SerializeToString,
+            neatroots_dot_v1_dot_ingest__pb2.PreCheckPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

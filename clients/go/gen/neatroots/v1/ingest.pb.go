@@ -24,6 +24,254 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type PreCheckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call about to run, with the span_id it will be exported with.
+	Span *Span `protobuf:"bytes,1,opt,name=span,proto3" json:"span,omitempty"`
+	// Spans of the run exported before asking: the answer waits until the window saw them.
+	KnownSpans int32 `protobuf:"varint,2,opt,name=known_spans,json=knownSpans,proto3" json:"known_spans,omitempty"`
+	// How long the caller waits (the answer gives up a little before).
+	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreCheckRequest) Reset() {
+	*x = PreCheckRequest{}
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreCheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreCheckRequest) ProtoMessage() {}
+
+func (x *PreCheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreCheckRequest.ProtoReflect.Descriptor instead.
+func (*PreCheckRequest) Descriptor() ([]byte, []int) {
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PreCheckRequest) GetSpan() *Span {
+	if x != nil {
+		return x.Span
+	}
+	return nil
+}
+
+func (x *PreCheckRequest) GetKnownSpans() int32 {
+	if x != nil {
+		return x.KnownSpans
+	}
+	return 0
+}
+
+func (x *PreCheckRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type PreCheckResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// allow or halt
+	Decision  string `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	CheckId   string `protobuf:"bytes,2,opt,name=check_id,json=checkId,proto3" json:"check_id,omitempty"`
+	FindingId string `protobuf:"bytes,3,opt,name=finding_id,json=findingId,proto3" json:"finding_id,omitempty"`
+	Title     string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// What the agent is told (the rule's guidance).
+	Text          string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreCheckResponse) Reset() {
+	*x = PreCheckResponse{}
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreCheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreCheckResponse) ProtoMessage() {}
+
+func (x *PreCheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreCheckResponse.ProtoReflect.Descriptor instead.
+func (*PreCheckResponse) Descriptor() ([]byte, []int) {
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PreCheckResponse) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *PreCheckResponse) GetCheckId() string {
+	if x != nil {
+		return x.CheckId
+	}
+	return ""
+}
+
+func (x *PreCheckResponse) GetFindingId() string {
+	if x != nil {
+		return x.FindingId
+	}
+	return ""
+}
+
+func (x *PreCheckResponse) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PreCheckResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type PreCheckPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workflow      string                 `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreCheckPolicyRequest) Reset() {
+	*x = PreCheckPolicyRequest{}
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreCheckPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreCheckPolicyRequest) ProtoMessage() {}
+
+func (x *PreCheckPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreCheckPolicyRequest.ProtoReflect.Descriptor instead.
+func (*PreCheckPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PreCheckPolicyRequest) GetWorkflow() string {
+	if x != nil {
+		return x.Workflow
+	}
+	return ""
+}
+
+type PreCheckPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tools a halting rule names; "*" when one acts on any tool call.
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// true: a call whose check does not answer in time is not run (fail-closed).
+	FailClosed bool `protobuf:"varint,2,opt,name=fail_closed,json=failClosed,proto3" json:"fail_closed,omitempty"`
+	// How long to wait for an answer.
+	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreCheckPolicyResponse) Reset() {
+	*x = PreCheckPolicyResponse{}
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreCheckPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreCheckPolicyResponse) ProtoMessage() {}
+
+func (x *PreCheckPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreCheckPolicyResponse.ProtoReflect.Descriptor instead.
+func (*PreCheckPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PreCheckPolicyResponse) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *PreCheckPolicyResponse) GetFailClosed() bool {
+	if x != nil {
+		return x.FailClosed
+	}
+	return false
+}
+
+func (x *PreCheckPolicyResponse) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
 type ExportRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
@@ -35,7 +283,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[0]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +295,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[0]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +308,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{0}
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExportRequest) GetEvents() []*Event {
@@ -92,7 +340,7 @@ type Rejected struct {
 
 func (x *Rejected) Reset() {
 	*x = Rejected{}
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[1]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +352,7 @@ func (x *Rejected) String() string {
 func (*Rejected) ProtoMessage() {}
 
 func (x *Rejected) ProtoReflect() protoreflect.Message {
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[1]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +365,7 @@ func (x *Rejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejected.ProtoReflect.Descriptor instead.
 func (*Rejected) Descriptor() ([]byte, []int) {
-	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{1}
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Rejected) GetIndex() int32 {
@@ -167,7 +415,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[2]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +427,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[2]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +440,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{2}
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExportResponse) GetAccepted() int32 {
@@ -225,7 +473,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[3]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +485,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[3]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +498,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{3}
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubscribeRequest) GetRunId() string {
@@ -278,7 +526,7 @@ type Note struct {
 
 func (x *Note) Reset() {
 	*x = Note{}
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[4]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +538,7 @@ func (x *Note) String() string {
 func (*Note) ProtoMessage() {}
 
 func (x *Note) ProtoReflect() protoreflect.Message {
-	mi := &file_neatroots_v1_ingest_proto_msgTypes[4]
+	mi := &file_neatroots_v1_ingest_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +551,7 @@ func (x *Note) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Note.ProtoReflect.Descriptor instead.
 func (*Note) Descriptor() ([]byte, []int) {
-	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{4}
+	return file_neatroots_v1_ingest_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Note) GetId() string {
@@ -373,7 +621,28 @@ var File_neatroots_v1_ingest_proto protoreflect.FileDescriptor
 
 const file_neatroots_v1_ingest_proto_rawDesc = "" +
 	"\n" +
-	"\x19neatroots/v1/ingest.proto\x12\fneatroots.v1\x1a\x18neatroots/v1/spans.proto\"Y\n" +
+	"\x19neatroots/v1/ingest.proto\x12\fneatroots.v1\x1a\x18neatroots/v1/spans.proto\"y\n" +
+	"\x0fPreCheckRequest\x12&\n" +
+	"\x04span\x18\x01 \x01(\v2\x12.neatroots.v1.SpanR\x04span\x12\x1f\n" +
+	"\vknown_spans\x18\x02 \x01(\x05R\n" +
+	"knownSpans\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"\x92\x01\n" +
+	"\x10PreCheckResponse\x12\x1a\n" +
+	"\bdecision\x18\x01 \x01(\tR\bdecision\x12\x19\n" +
+	"\bcheck_id\x18\x02 \x01(\tR\acheckId\x12\x1d\n" +
+	"\n" +
+	"finding_id\x18\x03 \x01(\tR\tfindingId\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\"3\n" +
+	"\x15PreCheckPolicyRequest\x12\x1a\n" +
+	"\bworkflow\x18\x01 \x01(\tR\bworkflow\"n\n" +
+	"\x16PreCheckPolicyResponse\x12\x14\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x12\x1f\n" +
+	"\vfail_closed\x18\x02 \x01(\bR\n" +
+	"failClosed\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"Y\n" +
 	"\rExportRequest\x12+\n" +
 	"\x06events\x18\x01 \x03(\v2\x13.neatroots.v1.EventR\x06events\x12\x1b\n" +
 	"\tnote_runs\x18\x02 \x03(\tR\bnoteRuns\"~\n" +
@@ -399,10 +668,12 @@ const file_neatroots_v1_ingest_proto_rawDesc = "" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05title\x18\a \x01(\tR\x05title\x12\x12\n" +
 	"\x04text\x18\b \x01(\tR\x04text\x12\x13\n" +
-	"\x05at_ms\x18\t \x01(\x01R\x04atMs2\x90\x01\n" +
+	"\x05at_ms\x18\t \x01(\x01R\x04atMs2\xb8\x02\n" +
 	"\x06Ingest\x12C\n" +
 	"\x06Export\x12\x1b.neatroots.v1.ExportRequest\x1a\x1c.neatroots.v1.ExportResponse\x12A\n" +
-	"\tSubscribe\x12\x1e.neatroots.v1.SubscribeRequest\x1a\x12.neatroots.v1.Note0\x01B\xb8\x01\n" +
+	"\tSubscribe\x12\x1e.neatroots.v1.SubscribeRequest\x1a\x12.neatroots.v1.Note0\x01\x12I\n" +
+	"\bPreCheck\x12\x1d.neatroots.v1.PreCheckRequest\x1a\x1e.neatroots.v1.PreCheckResponse\x12[\n" +
+	"\x0ePreCheckPolicy\x12#.neatroots.v1.PreCheckPolicyRequest\x1a$.neatroots.v1.PreCheckPolicyResponseB\xb8\x01\n" +
 	"\x10com.neatroots.v1B\vIngestProtoP\x01ZFgithub.com/neatroots/neatroots/clients/go/gen/neatroots/v1;neatrootsv1\xa2\x02\x03NXX\xaa\x02\fNeatroots.V1\xca\x02\fNeatroots\\V1\xe2\x02\x18Neatroots\\V1\\GPBMetadata\xea\x02\rNeatroots::V1b\x06proto3"
 
 var (
@@ -417,28 +688,38 @@ func file_neatroots_v1_ingest_proto_rawDescGZIP() []byte {
 	return file_neatroots_v1_ingest_proto_rawDescData
 }
 
-var file_neatroots_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_neatroots_v1_ingest_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_neatroots_v1_ingest_proto_goTypes = []any{
-	(*ExportRequest)(nil),    // 0: neatroots.v1.ExportRequest
-	(*Rejected)(nil),         // 1: neatroots.v1.Rejected
-	(*ExportResponse)(nil),   // 2: neatroots.v1.ExportResponse
-	(*SubscribeRequest)(nil), // 3: neatroots.v1.SubscribeRequest
-	(*Note)(nil),             // 4: neatroots.v1.Note
-	(*Event)(nil),            // 5: neatroots.v1.Event
+	(*PreCheckRequest)(nil),        // 0: neatroots.v1.PreCheckRequest
+	(*PreCheckResponse)(nil),       // 1: neatroots.v1.PreCheckResponse
+	(*PreCheckPolicyRequest)(nil),  // 2: neatroots.v1.PreCheckPolicyRequest
+	(*PreCheckPolicyResponse)(nil), // 3: neatroots.v1.PreCheckPolicyResponse
+	(*ExportRequest)(nil),          // 4: neatroots.v1.ExportRequest
+	(*Rejected)(nil),               // 5: neatroots.v1.Rejected
+	(*ExportResponse)(nil),         // 6: neatroots.v1.ExportResponse
+	(*SubscribeRequest)(nil),       // 7: neatroots.v1.SubscribeRequest
+	(*Note)(nil),                   // 8: neatroots.v1.Note
+	(*Span)(nil),                   // 9: neatroots.v1.Span
+	(*Event)(nil),                  // 10: neatroots.v1.Event
 }
 var file_neatroots_v1_ingest_proto_depIdxs = []int32{
-	5, // 0: neatroots.v1.ExportRequest.events:type_name -> neatroots.v1.Event
-	1, // 1: neatroots.v1.ExportResponse.rejected:type_name -> neatroots.v1.Rejected
-	4, // 2: neatroots.v1.ExportResponse.notes:type_name -> neatroots.v1.Note
-	0, // 3: neatroots.v1.Ingest.Export:input_type -> neatroots.v1.ExportRequest
-	3, // 4: neatroots.v1.Ingest.Subscribe:input_type -> neatroots.v1.SubscribeRequest
-	2, // 5: neatroots.v1.Ingest.Export:output_type -> neatroots.v1.ExportResponse
-	4, // 6: neatroots.v1.Ingest.Subscribe:output_type -> neatroots.v1.Note
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	9,  // 0: neatroots.v1.PreCheckRequest.span:type_name -> neatroots.v1.Span
+	10, // 1: neatroots.v1.ExportRequest.events:type_name -> neatroots.v1.Event
+	5,  // 2: neatroots.v1.ExportResponse.rejected:type_name -> neatroots.v1.Rejected
+	8,  // 3: neatroots.v1.ExportResponse.notes:type_name -> neatroots.v1.Note
+	4,  // 4: neatroots.v1.Ingest.Export:input_type -> neatroots.v1.ExportRequest
+	7,  // 5: neatroots.v1.Ingest.Subscribe:input_type -> neatroots.v1.SubscribeRequest
+	0,  // 6: neatroots.v1.Ingest.PreCheck:input_type -> neatroots.v1.PreCheckRequest
+	2,  // 7: neatroots.v1.Ingest.PreCheckPolicy:input_type -> neatroots.v1.PreCheckPolicyRequest
+	6,  // 8: neatroots.v1.Ingest.Export:output_type -> neatroots.v1.ExportResponse
+	8,  // 9: neatroots.v1.Ingest.Subscribe:output_type -> neatroots.v1.Note
+	1,  // 10: neatroots.v1.Ingest.PreCheck:output_type -> neatroots.v1.PreCheckResponse
+	3,  // 11: neatroots.v1.Ingest.PreCheckPolicy:output_type -> neatroots.v1.PreCheckPolicyResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_neatroots_v1_ingest_proto_init() }
@@ -453,7 +734,7 @@ func file_neatroots_v1_ingest_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_neatroots_v1_ingest_proto_rawDesc), len(file_neatroots_v1_ingest_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

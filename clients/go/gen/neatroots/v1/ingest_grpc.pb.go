@@ -22,8 +22,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Ingest_Export_FullMethodName    = "/neatroots.v1.Ingest/Export"
-	Ingest_Subscribe_FullMethodName = "/neatroots.v1.Ingest/Subscribe"
+	Ingest_Export_FullMethodName         = "/neatroots.v1.Ingest/Export"
+	Ingest_Subscribe_FullMethodName      = "/neatroots.v1.Ingest/Subscribe"
+	Ingest_PreCheck_FullMethodName       = "/neatroots.v1.Ingest/PreCheck"
+	Ingest_PreCheckPolicy_FullMethodName = "/neatroots.v1.Ingest/PreCheckPolicy"
 )
 
 // IngestClient is the client API for Ingest service.
@@ -35,6 +37,14 @@ type IngestClient interface {
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (*ExportResponse, error)
 	// Notes and halts for one run (run_id set) or for every run of the key's project.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Note], error)
+	// Halt before the harm: would this tool call, about to run, halt its run? Answered by the
+	// rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
+	// where no rule engine answers (this process has none); DEADLINE_EXCEEDED when the run's
+	// window did not see the spans exported before the question in time.
+	PreCheck(ctx context.Context, in *PreCheckRequest, opts ...grpc.CallOption) (*PreCheckResponse, error)
+	// Which tool calls of a workflow are worth a PreCheck (a halting rule names them), and what
+	// the caller does when no answer comes in time (the project's fail-open or fail-closed).
+	PreCheckPolicy(ctx context.Context, in *PreCheckPolicyRequest, opts ...grpc.CallOption) (*PreCheckPolicyResponse, error)
 }
 
 type ingestClient struct {
@@ -74,6 +84,26 @@ func (c *ingestClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Ingest_SubscribeClient = grpc.ServerStreamingClient[Note]
 
+func (c *ingestClient) PreCheck(ctx context.Context, in *PreCheckRequest, opts ...grpc.CallOption) (*PreCheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PreCheckResponse)
+	err := c.cc.Invoke(ctx, Ingest_PreCheck_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ingestClient) PreCheckPolicy(ctx context.Context, in *PreCheckPolicyRequest, opts ...grpc.CallOption) (*PreCheckPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PreCheckPolicyResponse)
+	err := c.cc.Invoke(ctx, Ingest_PreCheckPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IngestServer is the server API for Ingest service.
 // All implementations must embed UnimplementedIngestServer
 // for forward compatibility.
@@ -83,6 +113,14 @@ type IngestServer interface {
 	Export(context.Context, *ExportRequest) (*ExportResponse, error)
 	// Notes and halts for one run (run_id set) or for every run of the key's project.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[Note]) error
+	// Halt before the harm: would this tool call, about to run, halt its run? Answered by the
+	// rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
+	// where no rule engine answers (this process has none); DEADLINE_EXCEEDED when the run's
+	// window did not see the spans exported before the question in time.
+	PreCheck(context.Context, *PreCheckRequest) (*PreCheckResponse, error)
+	// Which tool calls of a workflow are worth a PreCheck (a halting rule names them), and what
+	// the caller does when no answer comes in time (the project's fail-open or fail-closed).
+	PreCheckPolicy(context.Context, *PreCheckPolicyRequest) (*PreCheckPolicyResponse, error)
 	mustEmbedUnimplementedIngestServer()
 }
 
@@ -98,6 +136,12 @@ func (UnimplementedIngestServer) Export(context.Context, *ExportRequest) (*Expor
 }
 func (UnimplementedIngestServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[Note]) error {
 	return status.Errorf(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedIngestServer) PreCheck(context.Context, *PreCheckRequest) (*PreCheckResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PreCheck not implemented")
+}
+func (UnimplementedIngestServer) PreCheckPolicy(context.Context, *PreCheckPolicyRequest) (*PreCheckPolicyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PreCheckPolicy not implemented")
 }
 func (UnimplementedIngestServer) mustEmbedUnimplementedIngestServer() {}
 func (UnimplementedIngestServer) testEmbeddedByValue()                {}
@@ -149,6 +193,42 @@ func _Ingest_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Ingest_SubscribeServer = grpc.ServerStreamingServer[Note]
 
+func _Ingest_PreCheck_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PreCheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IngestServer).PreCheck(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ingest_PreCheck_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IngestServer).PreCheck(ctx, req.(*PreCheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Ingest_PreCheckPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PreCheckPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IngestServer).PreCheckPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ingest_PreCheckPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IngestServer).PreCheckPolicy(ctx, req.(*PreCheckPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Ingest_ServiceDesc is the grpc.ServiceDesc for Ingest service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -159,6 +239,14 @@ var Ingest_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Export",
 			Handler:    _Ingest_Export_Handler,
+		},
+		{
+			MethodName: "PreCheck",
+			Handler:    _Ingest_PreCheck_Handler,
+		},
+		{
+			MethodName: "PreCheckPolicy",
+			Handler:    _Ingest_PreCheckPolicy_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
