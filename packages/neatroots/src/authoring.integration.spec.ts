@@ -1,11 +1,11 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { judgeReply, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
 import { main, type Io } from './cli';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { tempHome, testConfig } from './test-app.test';
 
 /**
  * Checks written by people (issue 14), against a real embedded neatroots whose question
@@ -96,15 +96,8 @@ async function storedRun(runId: string): Promise<void> {
 
 beforeAll(async () => {
   fake = await startFakeOpenAI(script);
-  home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-authoring-'));
-  const config = loadConfig({
-    NEATROOTS_HOME: home,
-    NEATROOTS_OTLP_PORT: '0',
-    NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_GRPC_PORT: '0',
-    NEATROOTS_HTTP_PORT: '0',
-    NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_MEMORY_CEILING_MB: '0',
+  home = tempHome('neatroots-authoring');
+  const config = testConfig(home, {
     NEATROOTS_API_KEYS: `${PROJECT}=${KEY},other=${OTHER_KEY}`,
   });
   app = await startEmbedded({

@@ -1,12 +1,12 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { tempHome, testConfig } from './test-app.test';
 
 /**
  * The MCP tools coding agents write checks with, through the MCP SDK's own client over both
@@ -48,15 +48,8 @@ async function tool(client: Client, name: string, args: Record<string, unknown> 
 }
 
 beforeAll(async () => {
-  home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-mcp-'));
-  const config = loadConfig({
-    NEATROOTS_HOME: home,
-    NEATROOTS_OTLP_PORT: '0',
-    NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_GRPC_PORT: '0',
-    NEATROOTS_HTTP_PORT: '0',
-    NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_MEMORY_CEILING_MB: '0',
+  home = tempHome('neatroots-mcp');
+  const config = testConfig(home, {
     NEATROOTS_API_KEYS: `${PROJECT}=${KEY},other=${OTHER_KEY}`,
   });
   app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });

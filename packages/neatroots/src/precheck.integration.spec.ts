@@ -1,12 +1,12 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { registerProject } from '@neatroots/checks';
 import { v1 } from '@neatroots/proto';
-import { createLogger, loadConfig } from '@neatroots/platform';
+import { createLogger } from '@neatroots/platform';
 import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { tempHome, testConfig } from './test-app.test';
 
 /**
  * Halt before the harm, end to end on the embedded default: an agent on the SDK asks before
@@ -30,19 +30,12 @@ let app: EmbeddedApp;
 let client: NeatrootsClient;
 
 beforeAll(async () => {
-  home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-precheck-'));
+  home = tempHome('neatroots-precheck');
   const project = path.join(home, 'shop');
   fs.mkdirSync(path.join(project, '.neatroots', 'checks'), { recursive: true });
   fs.writeFileSync(path.join(project, '.neatroots', 'checks', 'refund.yaml'), RULE);
   registerProject(home, { name: 'shop', path: project, steering: true });
-  const config = loadConfig({
-    NEATROOTS_HOME: home,
-    NEATROOTS_OTLP_PORT: '0',
-    NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_GRPC_PORT: '0',
-    NEATROOTS_HTTP_PORT: '0',
-    NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_MEMORY_CEILING_MB: '0',
+  const config = testConfig(home, {
     NEATROOTS_API_KEYS: `shop=${KEY}`,
     // A loaded test machine: the answer's bound here is not the benchmark's.
     NEATROOTS_PRECHECK_TIMEOUT_MS: '2000',
