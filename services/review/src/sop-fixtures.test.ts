@@ -3,8 +3,9 @@ import * as path from 'node:path';
 import type { Db, Jobs } from '@neatroots/ports';
 // The review specs run on a real database; outside its tests the service may not import the adapter.
 // eslint-disable-next-line @nx/enforce-module-boundaries
-import { migrate, openPglite } from '@neatroots/platform';
+import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
 import { readFolder, type Recorded } from '@neatroots/sop';
+import { ReviewSop } from './review/service';
 import { SopSessions, type CheckSession } from './sop/sessions';
 import { SopWorkspaces } from './sop/workspaces';
 
@@ -52,4 +53,23 @@ export async function startLuigis(db: Db, jobs: Jobs, checker: CheckSession, ws 
   const sessions = new SopSessions(db, workspaces, jobs, checker);
   await sessions.start();
   return { workspaces, sessions };
+}
+
+/**
+ * Per test, on the file's migrated PGlite (these tables emptied): luigis published on fresh
+ * inline jobs, its sessions checked by `checker` and their findings grouped by a started
+ * ReviewSop, handed to `set`.
+ */
+export function useLuigisReview(tables: string, checker: CheckSession, set: (s: { db: Db; sessions: SopSessions; review: ReviewSop }) => void, ws = 'luigis'): void {
+  let db: Db;
+  let jobs: InlineJobs;
+  useMigratedDb((d) => (db = d), tables);
+  beforeEach(async () => {
+    jobs = new InlineJobs();
+    const { sessions } = await startLuigis(db, jobs, checker, ws);
+    const review = new ReviewSop({ db, jobs, sessions });
+    await review.start();
+    set({ db, sessions, review });
+  });
+  afterEach(() => jobs.close());
 }

@@ -1,13 +1,12 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs } from '@neatroots/platform';
 import { checkSession, DEFAULT_DECISIONS, inBand, recordedDecider, type Decider, type Recorded } from '@neatroots/sop';
 import { SopError, type SessionView } from '@neatroots/store';
 import { ReviewSop } from '../review/service';
 import type { CheckSession, SopSessions } from '../sop/sessions';
 import { SopWorkspaces } from '../sop/workspaces';
-import { FIXTURES, fixtureSession, startLuigis, useMigratedDb } from '../sop-fixtures.test';
+import { FIXTURES, fixtureSession, useLuigisReview } from '../sop-fixtures.test';
 
 /**
  * Calibration from the database alone: fixture sessions (the restaurant's procedures) checked
@@ -39,19 +38,11 @@ const checker: CheckSession = async ({ lock, releaseId, session, bands, onDecisi
 };
 
 let db: Db;
-let jobs: InlineJobs;
 let sessions: SopSessions;
 let review: ReviewSop;
 const WS = 'luigis';
 
-useMigratedDb((d) => (db = d), 'sop_calibration_bands, sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects');
-beforeEach(async () => {
-  jobs = new InlineJobs();
-  ({ sessions } = await startLuigis(db, jobs, checker, WS));
-  review = new ReviewSop({ db, jobs, sessions });
-  await review.start();
-});
-afterEach(() => jobs.close());
+useLuigisReview('sop_calibration_bands, sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects', checker, (s) => ({ db, sessions, review } = s), WS);
 
 /** A copy of the fixture whose never rule was decided with probability p; waits until its finding is in a pattern. */
 async function send(n: number, p: number): Promise<SessionView> {

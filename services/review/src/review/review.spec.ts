@@ -1,12 +1,11 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
-import { InlineJobs } from '@neatroots/platform';
 import { checkSession, noModelDecider, recordedDecider } from '@neatroots/sop';
 import { SopError, type SessionView } from '@neatroots/store';
 import type { CheckSession, SopSessions } from '../sop/sessions';
 import { SopWorkspaces } from '../sop/workspaces';
-import { FIXTURES, fixtureSession, recordedDecisions, startLuigis, useMigratedDb } from '../sop-fixtures.test';
+import { FIXTURES, fixtureSession, recordedDecisions, useLuigisReview } from '../sop-fixtures.test';
 import { ReviewSop } from './service';
 
 /**
@@ -25,19 +24,11 @@ const DAY = 86_400_000;
 const daysAgo = (n: number) => new Date(Date.now() - n * DAY).toISOString();
 
 let db: Db;
-let jobs: InlineJobs;
 let sessions: SopSessions;
 let review: ReviewSop;
 const WS = 'luigis';
 
-useMigratedDb((d) => (db = d), 'sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects');
-beforeEach(async () => {
-  jobs = new InlineJobs();
-  ({ sessions } = await startLuigis(db, jobs, checker, WS));
-  review = new ReviewSop({ db, jobs, sessions });
-  await review.start();
-});
-afterEach(() => jobs.close());
+useLuigisReview('sop_finding_days, sop_overrides, sop_verdicts, sop_findings, sop_patterns, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects', checker, (s) => ({ db, sessions, review } = s), WS);
 
 /** Sends a copy of a fixture session and waits until it is checked and its findings are in patterns. */
 async function send(name: string, n: number, over: Record<string, unknown> = {}): Promise<SessionView> {
