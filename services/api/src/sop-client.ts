@@ -61,6 +61,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   release: SopQueries['release'] = (workspace, ref) => this.call(this.client.getRelease, { workspace, ref });
   receiveSession: SopQueries['receiveSession'] = (workspace, session) => this.call(this.client.receiveSession, { workspace, session_json: JSON.stringify(session) });
   getSession: SopQueries['getSession'] = (workspace, id) => this.call(this.client.getSession, { workspace, id });
+  getSessionTranscript: SopQueries['getSessionTranscript'] = (workspace, id) => this.call(this.client.getSessionTranscript, { workspace, id });
   listSessions: SopQueries['listSessions'] = (workspace, q) => this.call(this.client.listSessions, { workspace, query_json: JSON.stringify(q) });
 
   private review<T>(method: unknown, workspace: string, id: string, query: unknown, body?: unknown, timeoutMs?: number): Promise<T> {

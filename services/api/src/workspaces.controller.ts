@@ -132,4 +132,11 @@ export class WorkspacesController {
     noQuery(query);
     return this.q().getSession(ws, pathId('id', id));
   }
+
+  /** The session as received: its turns (numbered from 0) and tool calls, for showing the transcript. */
+  @Get('sessions/:id/transcript')
+  async transcript(@Param('ws') ws: string, @Param('id') id: string, @Query() query: QueryParams) {
+    noQuery(query);
+    return this.q().getSessionTranscript(ws, pathId('id', id));
+  }
 }

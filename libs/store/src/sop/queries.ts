@@ -1,5 +1,5 @@
 import type { Lock, ProcedureCheck, SessionBody } from '@neatroots/sop';
-import type { ListSessionsQuery, SessionRecord } from './sessions.repo';
+import type { ListSessionsQuery, SessionInput, SessionRecord } from './sessions.repo';
 
 /**
  * The SOP side of the review service as the api calls it: in-process in the embedded default,
@@ -19,6 +19,8 @@ export interface SopQueries {
   release(workspace: string, ref: string): Promise<ReleaseView>;
   receiveSession(workspace: string, session: unknown): Promise<{ id: string; external_id: string; status: 'queued' | 'unchanged' }>;
   getSession(workspace: string, id: string): Promise<SessionView>;
+  /** A session's turns and tool calls as received (SopError 404 when there is no such session). */
+  getSessionTranscript(workspace: string, id: string): Promise<SessionTranscriptView>;
   listSessions(workspace: string, q: ListSessionsQuery): Promise<SessionsListView>;
 }
 
@@ -62,6 +64,17 @@ export interface SessionView extends Omit<SessionBody, 'status' | 'checks'> {
   /** Why the check failed (status failed). */
   error: string | null;
   checks: ProcedureCheck[];
+}
+
+/**
+ * A session's transcript: its turns numbered from 0 in the order sent (the `turn` of a tool
+ * call and of a rule's evidence), each with every field it was sent with, and its tool calls as sent.
+ */
+export interface SessionTranscriptView {
+  id: string;
+  external_id: string;
+  turns: ({ index: number } & SessionInput['turns'][number])[];
+  tool_calls: SessionInput['tool_calls'];
 }
 
 export interface SessionsListView {

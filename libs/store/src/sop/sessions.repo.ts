@@ -191,6 +191,13 @@ export class SopSessionsRepo {
     };
   }
 
+  /** A session's body as it was received (its turns and tool calls), without its checks: the transcript's read. */
+  async body(workspace: string, id: string): Promise<{ external_id: string; body: SessionInput } | null> {
+    const res = await this.db.query<{ external_id: string; body: unknown }>('SELECT external_id, body FROM sop_sessions WHERE workspace = $1 AND id = $2', [workspace, id]);
+    const row = res.rows[0];
+    return row ? { external_id: row.external_id, body: parseJson(row.body) as SessionInput } : null;
+  }
+
   /**
    * A session as its check job reads it: without its checks (a queued session has none), with
    * the id of the workspace's live release as of now (null: none), in one statement.

@@ -47,6 +47,11 @@ const schemas: Record<string, Schema> = {
     checked_result: nullable(oneOf(RESULTS)), started_at: nullable(time), transcript_ref: nullable(str), received_at: time, checked_at: nullable(time), error: nullable(str),
   }),
   Session: { allOf: [ref('SessionRow'), object({ checks: arr(object({ procedure_id: str, procedure_name: str, result: nullable(oneOf(RESULTS)), rules: arr(any) })) })] },
+  /** A session as received: turns keep every field they were sent with, tool calls too. */
+  SessionTranscript: object({
+    id: str, external_id: str, turns: arr(object({ index: int, role: oneOf(['user', 'agent']), text: str })),
+    tool_calls: arr(object({ turn: int, tool: str, input: any, output: any, error: nullable(str) }, { optional: ['input', 'output', 'error'] })),
+  }),
 
   // --- review (docs/review.md): strict, every field named
   Verdict: object({ verdict: oneOf(VERDICTS), note: nullable(str), reviewer: nullable(str), created_at: time, inherited: bool, carried_over: bool }, { closed: true }),
@@ -261,6 +266,9 @@ const paths: Record<string, Record<string, unknown>> = {
     }),
   },
   [`${W}/sessions/{id}`]: { get: op('sessions', { summary: 'A session with its checks', params: [ws, id('A session id')], ok: { schema: ref('Session') } }) },
+  [`${W}/sessions/{id}/transcript`]: {
+    get: op('sessions', { summary: 'A session as received: its turns (numbered from 0) and tool calls', params: [ws, id('A session id')], ok: { schema: ref('SessionTranscript') } }),
+  },
 
   [`${W}/review`]: {
     get: op('review', {

@@ -161,6 +161,7 @@ describe('GET /openapi.json', () => {
     const pattern = queue.items[0].pattern_id;
     await documented('GET', '/v1/workspaces/luigis/sessions');
     await documented('GET', `/v1/workspaces/luigis/sessions/${sent.body.id}`);
+    await documented('GET', `/v1/workspaces/luigis/sessions/${sent.body.id}/transcript`);
     await documented('GET', '/v1/workspaces/luigis/patterns');
     await documented('GET', `/v1/workspaces/luigis/patterns/${pattern}`);
     expect((await documented('GET', `/v1/workspaces/luigis/patterns/${pattern}/regression`)).status).toBe(409);

@@ -70,6 +70,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     release: (ws, ref) => workspaces.release(ws, ref),
     receiveSession: (ws, body) => sessions.receive(ws, body),
     getSession: (ws, id) => sessions.get(ws, id),
+    getSessionTranscript: (ws, id) => sessions.transcript(ws, id),
     listSessions: (ws, q) => sessions.list(ws, q),
   };
   return { queries, workspaces, sessions, review: review.queries, runsEnded: (runs) => fromRuns.ended(runs) };

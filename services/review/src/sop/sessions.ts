@@ -1,6 +1,6 @@
 import type { Db, Jobs } from '@neatroots/ports';
 import { parseSession, SessionError, UnknownAgentError, type DecisionRecord, type Lock, type ProcedureCheck, type QuestionBands, type Session, type SessionBody } from '@neatroots/sop';
-import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionView, type StoredFinding } from '@neatroots/store';
+import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionTranscriptView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
 /** A check's tries: 2 s, 4 s, ... 32 s apart (about a minute in all) before the session is marked failed. */
@@ -132,6 +132,13 @@ export class SopSessions {
       checks: got.checks.map(({ body: { decisions: _kept, ...check }, ...c }) => ({ ...(check as unknown as ProcedureCheck), result: c.result, checked_result: c.checked_result })),
     };
     return this.review ? this.review.overlay(workspace, view) : view;
+  }
+
+  /** The session as received: its turns (numbered, as evidence's `turn` counts them) and tool calls. */
+  async transcript(workspace: string, id: string): Promise<SessionTranscriptView> {
+    const got = await this.repo.body(workspace, id);
+    if (!got) throw new SopError(404, 'not_found', `no session ${id} in workspace ${workspace}`);
+    return { id, external_id: got.external_id, turns: (got.body.turns ?? []).map((t, index) => ({ index, ...t })), tool_calls: got.body.tool_calls ?? [] };
   }
 
   /** Plugs in the review side (patterns, suppression); see SessionReviewHooks. */
