@@ -1,7 +1,7 @@
 import { loadSession, type Session } from './session';
 import type { RuleLineageView, SuggestionView } from '@neatroots/store';
 import type { Insights, OverrideGiven, Pattern, ReviewQueue, ReviewState, VerdictGiven, VerdictName } from './review-types';
-import type { Head, Release, SopIssue, SopSession, SopSessionRow } from './sop-types';
+import type { Head, Release, SopIssue, SopSession, SopSessionRow, SopTranscript } from './sop-types';
 import type { CheckDraft, CheckPreview, CheckProblem, ListedCheck, SavedCheck } from './authoring-types';
 import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
 
@@ -97,6 +97,8 @@ export const api = {
   // sopops (docs/api.md#workspaces-sopops)
   sopSessions: (s: Session, p: Params) => call<{ items: SopSessionRow[]; next_cursor: string | null }>(s, 'sessions', { params: p, root: 'workspaces' }),
   sopSession: (s: Session, id: string) => call<SopSession>(s, `sessions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
+  /** The session as received: its turns (numbered as evidence counts them) and tool calls. */
+  sopTranscript: (s: Session, id: string) => call<SopTranscript>(s, `sessions/${encodeURIComponent(id)}/transcript`, { root: 'workspaces' }),
   releases: (s: Session) => call<{ items: Release[] }>(s, 'releases', { root: 'workspaces' }),
   head: (s: Session) => call<Head>(s, 'head', { root: 'workspaces' }),
   /** One file at head with its text, to edit it (404 when head has no such file). */

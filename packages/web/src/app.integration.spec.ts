@@ -590,7 +590,7 @@ guidance: Only confirm refunds the refund tool confirmed.
       await page.context().close();
     });
 
-    it('the session page shows a skipped required step as a finding, with its reason and evidence turns', async () => {
+    it('the session page shows a skipped required step as a finding, with its reason, and the whole transcript with the evidence marked in its turn', async () => {
       const page = await signedIn();
       await page.goto(`${url}/p/${PROJECT}/sessions/${ids['payment-skipped']}`);
       await page.getByRole('heading', { name: /^Session pay-3/, level: 1 }).waitFor();
@@ -600,10 +600,19 @@ guidance: Only confirm refunds the refund tool confirmed.
       await expect(step1.locator('td').first().textContent()).resolves.toBe('Step 1Find the order.');
       await expect(step1.locator('td').nth(1).textContent()).resolves.toBe('skippedfinding');
       await expect(step1.locator('td').nth(2).textContent()).resolves.toContain('lookup_order was never called');
-      // The charge's evidence links to its turn, which the transcript section highlights.
+      // The whole transcript, every turn in order, each turn's tool calls after it (GET .../transcript).
+      const turns = page.getByRole('region', { name: 'Transcript' }).locator('ol.turns > li');
+      await turns.nth(3).waitFor();
+      await expect(turns.locator('.turn-text').allTextContents()).resolves.toEqual(['Charge my card for the pizza, please.', 'Charged your card on file.', 'Receipt?', 'Emailed it to you.']);
+      await expect(turns.nth(3).locator('.tool-call code').textContent()).resolves.toBe('send_receipt {"email":"on file"}');
+      // The charge's evidence links to its turn, where the quote is marked in the turn's tool call.
       await panel.locator('tbody tr').nth(1).getByRole('link', { name: 'turn 1' }).click();
+      await page.waitForURL(/#turn-1$/);
       const turn = page.locator('#turn-1');
-      await expect(turn.locator('mark.quote').textContent()).resolves.toBe('charge_card {"amount":18}');
+      await expect(turn.locator('.turn-text').textContent()).resolves.toBe('Charged your card on file.');
+      await expect(turn.locator('.tool-call mark.quote').allTextContents()).resolves.toEqual(['charge_card {"amount":18}']);
+      // A turn nothing quoted has nothing marked.
+      expect(await page.locator('#turn-0 mark').count()).toBe(0);
       await shot(page, 'sop-session-light');
       await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
       await shot(page, 'sop-session-dark');

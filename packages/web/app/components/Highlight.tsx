@@ -1,14 +1,31 @@
-/** Text with every occurrence of `quote` marked (a question finding's words in the span). */
-export function Highlight({ text, quote }: { text: string; quote?: string | null }) {
-  if (!quote || !text.includes(quote)) return <>{text}</>;
-  const parts = text.split(quote);
+import { Fragment, type ReactNode } from 'react';
+
+/**
+ * Text with every occurrence of `quote` (and of each of `quotes`) marked: a question finding's
+ * words in the span, a rule's evidence in a session's turn. Where two quotes start at the same
+ * place the longer is marked; marks never overlap.
+ */
+export function Highlight({ text, quote, quotes }: { text: string; quote?: string | null; quotes?: readonly (string | null | undefined)[] }) {
+  const wanted = [...new Set([quote, ...(quotes ?? [])])].filter((q): q is string => !!q && text.includes(q)).sort((a, b) => b.length - a.length);
+  if (!wanted.length) return <>{text}</>;
+  const parts: ReactNode[] = [];
+  let plainFrom = 0;
+  for (let i = 0; i < text.length; ) {
+    const q = wanted.find((w) => text.startsWith(w, i));
+    if (!q) {
+      i++;
+      continue;
+    }
+    if (i > plainFrom) parts.push(text.slice(plainFrom, i));
+    parts.push(<mark className="quote">{q}</mark>);
+    i += q.length;
+    plainFrom = i;
+  }
+  if (plainFrom < text.length) parts.push(text.slice(plainFrom));
   return (
     <>
       {parts.map((p, i) => (
-        <span key={i}>
-          {p}
-          {i < parts.length - 1 && <mark className="quote">{quote}</mark>}
-        </span>
+        <Fragment key={i}>{p}</Fragment>
       ))}
     </>
   );

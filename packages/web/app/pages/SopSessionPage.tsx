@@ -3,18 +3,20 @@ import { when } from '../format';
 import { useLoad } from '../load';
 import { href, Link } from '../router';
 import type { Session } from '../session';
-import { inReadingOrder, type Evidence, type ProcedureCheck } from '../sop-types';
+import { inReadingOrder, type ProcedureCheck } from '../sop-types';
+import { SessionTranscript } from '../components/SessionTranscript';
 import { ResultBadge, RuleStatusBadge } from '../components/SopBadges';
 
 const KIND_LABEL = { step: 'Step', never: 'Never', warning: 'Warning sign' } as const;
 
 /**
  * One session: its result, a panel per procedure the router considered (its rules in reading
- * order with status, reason and evidence), and the evidence by turn. The API does not return
- * the session's turns, so the transcript is shown as the quoted turns only.
+ * order with status, reason and evidence, each linking to its turn), and the whole transcript
+ * (GET .../sessions/{id}/transcript) with the evidence marked in it.
  */
 export function SopSessionPage({ session, base, id }: { session: Session; base: string; id: string }) {
   const s = useLoad(() => api.sopSession(session, id), [session, id]);
+  const t = useLoad(() => api.sopTranscript(session, id), [session, id]);
   if (s.error) {
     return (
       <main id="main">
@@ -26,7 +28,6 @@ export function SopSessionPage({ session, base, id }: { session: Session; base: 
   }
   if (!s.data) return <main id="main" aria-busy="true"><p className="meta">Loading…</p></main>;
   const d = s.data;
-  const quoted = evidenceByTurn(d.checks);
   return (
     <main id="main">
       <p className="meta">
@@ -46,23 +47,7 @@ export function SopSessionPage({ session, base, id }: { session: Session; base: 
       {d.checks.map((c) => (
         <CheckPanel key={c.procedure_id} check={c} base={base} />
       ))}
-      <section aria-labelledby="transcript">
-        <h2 id="transcript">Transcript</h2>
-        <p className="meta">The API does not return a session's turns yet: these are the turns the evidence quotes{d.transcript_ref ? <> (the full transcript: <code>{d.transcript_ref}</code>)</> : null}.</p>
-        {quoted.length === 0 && <p className="empty">No evidence was quoted.</p>}
-        <ol className="turns">
-          {quoted.map(([turn, quotes]) => (
-            <li key={turn} id={`turn-${turn}`} className="turn evidence-turn">
-              <span className="turn-no">turn {turn}</span>
-              {quotes.map((e, i) => (
-                <blockquote key={i} className="quote-block">
-                  {e.quote ? <mark className="quote">{e.quote}</mark> : <span className="meta">(no words quoted)</span>} <span className="meta">· {e.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>
-                </blockquote>
-              ))}
-            </li>
-          ))}
-        </ol>
-      </section>
+      <SessionTranscript checks={d.checks} transcript={t.data} error={t.error} transcriptRef={d.transcript_ref} />
     </main>
   );
 }
@@ -140,17 +125,4 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
       )}
     </section>
   );
-}
-
-/** Each quoted turn once, in order, with what was quoted from it (the same quote once). */
-function evidenceByTurn(checks: ProcedureCheck[]): [number, Evidence[]][] {
-  const by = new Map<number, Evidence[]>();
-  for (const c of checks)
-    for (const r of c.rules)
-      for (const e of r.evidence) {
-        const list = by.get(e.turn) ?? [];
-        if (!list.some((x) => x.quote === e.quote && x.source === e.source)) list.push(e);
-        by.set(e.turn, list);
-      }
-  return [...by.entries()].sort((a, b) => a[0] - b[0]);
 }
