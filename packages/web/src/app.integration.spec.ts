@@ -79,6 +79,17 @@ rule:
 guidance: Stop. Call {requires} before {tool}.
 action: halt
 ---
+# the library's run-failed, as a user's own copy: it overrides the library's
+id: run-failed
+kind: rule
+title: Run ended with an error or was interrupted
+rule:
+  type: run_end
+  ends: [error, interrupted]
+guidance: Check what was already done before you continue.
+action: flag
+group: ending
+---
 id: refund-claimed-after-decline
 kind: yes_no
 scope: trace
@@ -419,6 +430,11 @@ guidance: Only confirm refunds the refund tool confirmed.
     await expect(row('refund-without-lookup').locator('td').allTextContents()).resolves.toEqual(['refund-without-lookup', 'rule', 'user', 'halt', '1', '0', '100%', 'Running', '']);
     await expect(row('repeated-tool-call').locator('td').nth(2).textContent()).resolves.toBe('library');
     await expect(row('repeated-tool-call').locator('td').nth(3).textContent()).resolves.toBe('flag');
+    // What a check overrides, as the API lists it: the user's run-failed over the library's.
+    const overriding = listed.filter((c) => (c as { overrides?: unknown[] }).overrides?.length).map((c) => c.id);
+    expect(overriding).toEqual(['run-failed']);
+    await expect(row('run-failed').locator('td').nth(2).textContent()).resolves.toBe('useroverrides library (ending.yaml)');
+    await expect(row('refund-without-lookup').locator('[data-overrides]').count()).resolves.toBe(0);
     // Only a rule a person saved can be switched to halt here: not a library check, not a file's.
     expect(await page.getByRole('button', { name: /^Switch .* to halt$/ }).count()).toBe(0);
     await shot(page, 'checks');

@@ -76,7 +76,14 @@ export function Checks({ session, base }: { session: Session; base: string }) {
                     <code title={listed?.title}>{id}</code>
                   </td>
                   <td>{listed?.kind ?? '—'}</td>
-                  <td title={listed?.file ?? (listed?.origin ? `written by ${listed.origin}` : undefined)}>{source ?? '—'}</td>
+                  <td title={listed?.file ?? (listed?.origin ? `written by ${listed.origin}` : undefined)}>
+                    {source ?? '—'}
+                    {!!listed?.overrides?.length && (
+                      <div className="muted" data-overrides title={listed.overrides.map((o) => o.file ?? o.source).join('\n')}>
+                        overrides {listed.overrides.map((o) => (o.file ? `${o.source} (${o.file.split(/[\\/]/).pop()})` : o.source)).join(', ')}
+                      </div>
+                    )}
+                  </td>
                   <td>{action ? <span className={action === 'halt' ? 'badge halt' : 'badge'}>{action}</span> : '—'}</td>
                   <td className="num">{stat?.findings ?? 0}</td>
                   <td className="num">{stat?.dismissals ?? 0}</td>
