@@ -11,14 +11,25 @@ import * as path from 'node:path';
  */
 export const CLI = path.resolve(__dirname, '../../packages/neatroots/bin/neatroots.js');
 
+/**
+ * A port free now, for a process started later. Taken below the kernel's ephemeral range
+ * (32768 and up here): a port the OS handed out as free is also what it hands out as the
+ * source port of the next outgoing connection (to Kafka, Redis, Postgres), so between the pick
+ * and the child's bind another process could take it (seen in CI: EADDRINUSE).
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  for (let i = 0; i < 50; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canBind(port)) return port;
+  }
+  throw new Error('no free port between 20000 and 32000 after 50 tries');
+}
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
 }
 
