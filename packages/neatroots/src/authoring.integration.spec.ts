@@ -5,7 +5,7 @@ import { NeatrootsClient } from '@neatroots/sdk';
 import { judgeReply, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
 import { main, type Io } from './cli';
 import { startEmbedded, type EmbeddedApp } from './embedded';
-import { tempHome, testConfig } from './test-app.test';
+import { jsonApi, REFUND_LOOKUP_RULE, tempHome, testConfig } from './test-app.test';
 
 /**
  * Checks written by people (issue 14), against a real embedded neatroots whose question
@@ -19,16 +19,7 @@ const OTHER_KEY = 'authoring-other-key';
 const PROJECT = 'shop';
 const CLAIM = 'Your refund for order 7 went through.';
 
-const RULE = `# refunds need the order looked up first
-id: refund-needs-lookup
-kind: rule
-title: Refund without an order lookup
-rule:
-  type: requires_before
-  call: { tool: [issue_refund] }
-  requires: { tool: [lookup_order] }
-guidance: Look the order up before refunding it.
-`;
+const RULE = REFUND_LOOKUP_RULE;
 
 const QUESTION = `id: false-refund-claim
 kind: yes_no
@@ -58,14 +49,7 @@ let app: EmbeddedApp;
 let base: string;
 let agent: NeatrootsClient;
 
-async function api<T = Record<string, unknown>>(method: string, p: string, body?: unknown, key = KEY): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${base}${p}`, {
-    method,
-    headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body !== undefined ? JSON.stringify(body) : undefined,
-  });
-  return { status: res.status, body: (await res.json()) as T };
-}
+const api = jsonApi(() => base, KEY);
 
 /** A refund run: with or without the lookup first, and the answer it gave. */
 async function refundRun(runId: string, lookup: boolean, answer: string): Promise<void> {

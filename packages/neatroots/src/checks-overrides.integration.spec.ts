@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createLogger } from '@neatroots/platform';
 import { startEmbedded, type EmbeddedApp } from './embedded';
-import { tempHome, testConfig } from './test-app.test';
+import { jsonApi, tempHome, testConfig } from './test-app.test';
 
 /**
  * GET checks says what each check in effect replaced (the checks with the same id it
@@ -41,14 +41,8 @@ let home: string;
 let app: EmbeddedApp;
 let base: string;
 
-async function api(method: string, p: string, body?: unknown): Promise<{ status: number; body: { checks?: Listed[] } & Record<string, unknown> }> {
-  const res = await fetch(`${base}/v1/projects/${PROJECT}${p}`, {
-    method,
-    headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body !== undefined ? JSON.stringify(body) : undefined,
-  });
-  return { status: res.status, body: (await res.json()) as { checks?: Listed[] } };
-}
+const call = jsonApi(() => base, KEY);
+const api = (method: string, p: string, body?: unknown) => call<{ checks?: Listed[] } & Record<string, unknown>>(method, `/v1/projects/${PROJECT}${p}`, body);
 
 const listed = async (id: string): Promise<Listed[]> => ((await api('GET', '/checks')).body.checks ?? []).filter((c) => c.id === id);
 

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { createLogger } from '@neatroots/platform';
 import { startEmbedded, type EmbeddedApp } from './embedded';
-import { REFUND_HALT_CHECK, tempHome, testConfig } from './test-app.test';
+import { jsonApi, REFUND_HALT_CHECK, REFUND_LOOKUP_RULE, tempHome, testConfig } from './test-app.test';
 
 /**
  * POST checks/validate, against a real embedded neatroots (in-memory database): it answers
@@ -11,16 +11,7 @@ import { REFUND_HALT_CHECK, tempHome, testConfig } from './test-app.test';
 const KEY = 'validate-key';
 const PROJECT = 'shop';
 
-const RULE = `# refunds need the order looked up first
-id: refund-needs-lookup
-kind: rule
-title: Refund without an order lookup
-rule:
-  type: requires_before
-  call: { tool: [issue_refund] }
-  requires: { tool: [lookup_order] }
-guidance: Look the order up before refunding it.
-`;
+const RULE = REFUND_LOOKUP_RULE;
 
 let home: string;
 let app: EmbeddedApp;
@@ -31,14 +22,8 @@ interface Answer {
   body: { check_id?: string; warnings?: string[]; error?: { code: string; message: string; problems?: { field: string; line?: number; reason: string }[] }; checks?: { id: string }[] };
 }
 
-async function api(method: string, p: string, body?: unknown): Promise<Answer> {
-  const res = await fetch(`${base}/v1/projects/${PROJECT}${p}`, {
-    method,
-    headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body !== undefined ? JSON.stringify(body) : undefined,
-  });
-  return { status: res.status, body: (await res.json()) as Answer['body'] };
-}
+const call = jsonApi(() => base, KEY);
+const api = (method: string, p: string, body?: unknown): Promise<Answer> => call<Answer['body']>(method, `/v1/projects/${PROJECT}${p}`, body);
 
 /** validate and save answer the same refusal for the same body. */
 async function bothRefuse(body: Record<string, unknown>): Promise<Answer> {

@@ -40,3 +40,27 @@ rule:
 guidance: Stop. Call {requires} before {tool}.
 action: halt
 `;
+
+/** A check a person might save: no refund before the order is looked up (flags). */
+export const REFUND_LOOKUP_RULE = `# refunds need the order looked up first
+id: refund-needs-lookup
+kind: rule
+title: Refund without an order lookup
+rule:
+  type: requires_before
+  call: { tool: [issue_refund] }
+  requires: { tool: [lookup_order] }
+guidance: Look the order up before refunding it.
+`;
+
+/** Calls a running app's HTTP API with a key, a JSON body when given, and reads the JSON answer. */
+export function jsonApi(base: () => string, defaultKey: string) {
+  return async <T = Record<string, unknown>>(method: string, p: string, body?: unknown, key = defaultKey): Promise<{ status: number; body: T }> => {
+    const res = await fetch(`${base()}${p}`, {
+      method,
+      headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body !== undefined ? JSON.stringify(body) : undefined,
+    });
+    return { status: res.status, body: (await res.json()) as T };
+  };
+}
