@@ -49,3 +49,30 @@ export function Pager({ path, params, next, label }: { path: string; params: Rec
     </nav>
   );
 }
+
+/** What `field` gives an input: its name, value and change handler. */
+type InputProps = { name: string; value: string; onChange: (e: { target: { value: string } }) => void };
+
+/** The end of a list's filter form: the from/until times and the submit button. */
+export function TimeRangeAndSubmit({ fromLabel, field }: { fromLabel: string; field: (name: 'from' | 'to') => InputProps }) {
+  return (
+    <>
+      <label>
+        {fromLabel}
+        <input type="datetime-local" {...field('from')} />
+      </label>
+      <label>
+        until
+        <input type="datetime-local" {...field('to')} />
+      </label>
+      <button type="submit">Filter</button>
+    </>
+  );
+}
+
+/** What a list says when its answer is an error, or an empty page. */
+export function ListState({ error, empty, noun, paged }: { error?: string | null; empty: boolean; noun: string; paged: boolean }) {
+  if (error) return <p role="alert" className="error">{error}</p>;
+  if (empty) return <p className="empty">No {noun}{paged ? ' on this page' : ''}.</p>;
+  return null;
+}

@@ -2,7 +2,7 @@ import { api } from '../api';
 import { when } from '../format';
 import { useLoad } from '../load';
 import { Link, type Where } from '../router';
-import { apiFilters, Pager, useUrlFilters } from '../url-filters';
+import { apiFilters, ListState, Pager, TimeRangeAndSubmit, useUrlFilters } from '../url-filters';
 import type { Session } from '../session';
 
 /** The list's filters and paging, as they stand in the URL (times as the form gives them, local). */
@@ -50,18 +50,9 @@ export function Runs({ session, base, where }: { session: Session; base: string;
             <option value="false">without</option>
           </select>
         </label>
-        <label>
-          Started from
-          <input type="datetime-local" {...field('from')} />
-        </label>
-        <label>
-          until
-          <input type="datetime-local" {...field('to')} />
-        </label>
-        <button type="submit">Filter</button>
+        <TimeRangeAndSubmit fromLabel="Started from" field={field} />
       </form>
-      {runs.error && <p role="alert" className="error">{runs.error}</p>}
-      {runs.data && runs.data.runs.length === 0 && <p className="empty">No runs{params.cursor ? ' on this page' : ''}.</p>}
+      <ListState error={runs.error} empty={!!runs.data && runs.data.runs.length === 0} noun="runs" paged={!!params.cursor} />
       {runs.data && runs.data.runs.length > 0 && (
         <table className="runs">
           <thead>

@@ -2,7 +2,7 @@ import { api } from '../api';
 import { when } from '../format';
 import { useLoad } from '../load';
 import { Link, type Where } from '../router';
-import { apiFilters, Pager, useUrlFilters } from '../url-filters';
+import { apiFilters, ListState, Pager, TimeRangeAndSubmit, useUrlFilters } from '../url-filters';
 import type { Session } from '../session';
 import { ResultBadge } from '../components/SopBadges';
 
@@ -48,18 +48,9 @@ export function Sessions({ session, base, where }: { session: Session; base: str
           Rule
           <input {...field('rule')} placeholder="any (rule id)" size={12} />
         </label>
-        <label>
-          Received from
-          <input type="datetime-local" {...field('from')} />
-        </label>
-        <label>
-          until
-          <input type="datetime-local" {...field('to')} />
-        </label>
-        <button type="submit">Filter</button>
+        <TimeRangeAndSubmit fromLabel="Received from" field={field} />
       </form>
-      {list.error && <p role="alert" className="error">{list.error}</p>}
-      {list.data && list.data.items.length === 0 && <p className="empty">No sessions{params.cursor ? ' on this page' : ''}.</p>}
+      <ListState error={list.error} empty={!!list.data && list.data.items.length === 0} noun="sessions" paged={!!params.cursor} />
       {list.data && list.data.items.length > 0 && (
         <table className="sessions">
           <thead>
