@@ -276,12 +276,17 @@ export class KafkaBus implements Bus {
 
   private async createTopic(name: string): Promise<void> {
     const admin = await this.admin();
-    const created = await admin.createTopics({
-      topics: [{ topic: name, numPartitions: this.partitions, replicationFactor: this.replicationFactor }],
-      waitForLeaders: true,
-    });
+    // kafkajs waits for the new topic's leaders but gives up on a broker that does not serve its
+    // metadata yet (UNKNOWN_TOPIC_OR_PARTITION, seen on a broker just started): asked again,
+    // the topic exists, and its metadata is read the same way.
+    const created = await whileRetriable(() =>
+      admin.createTopics({
+        topics: [{ topic: name, numPartitions: this.partitions, replicationFactor: this.replicationFactor }],
+        waitForLeaders: true,
+      }),
+    );
     if (!created) {
-      const md = await admin.fetchTopicMetadata({ topics: [name] });
+      const md = await whileRetriable(() => admin.fetchTopicMetadata({ topics: [name] }));
       const n = md.topics[0]?.partitions.length;
       // Not changed here: adding partitions moves keys to other partitions mid-run.
       if (n !== undefined && n !== this.partitions) {
@@ -516,7 +521,9 @@ export class KafkaBus implements Bus {
 
     await consumer.connect();
     try {
-      await consumer.subscribe({ topics: [topic.name], fromBeginning: opts.fromBeginning ?? true });
+      // Just after a topic is created, a KRaft broker may not yet serve its metadata ("does not
+      // host this topic-partition"): kafkajs marks that retriable, and so it is retried here.
+      await whileRetriable(() => consumer.subscribe({ topics: [topic.name], fromBeginning: opts.fromBeginning ?? true }));
       await consumer.run({
         autoCommit: false,
         eachBatchAutoResolve: false,
@@ -710,4 +717,16 @@ function isPack(m: KafkaMessage): boolean {
 interface ConsumerState {
   stopping: boolean;
   wake: (() => void) | undefined;
+}
+
+/** Runs `fn` again (up to 10 times, 100 ms more each time) while it fails with an error kafkajs marks retriable. */
+async function whileRetriable<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= 10 || (err as { retriable?: boolean }).retriable !== true) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
+  }
 }
