@@ -227,6 +227,8 @@ interface QueueAnswer {
     await suggestion.getByText('Look the order up by its number first.').waitFor();
     await suggestion.getByRole('button', { name: 'Show the edit' }).click();
     const edit = page.getByLabel('The procedure before and after the suggested edit');
+    // The diff is drawn once the suggestion's texts are read: wait for it before reading it.
+    await edit.locator('.d-del').first().waitFor();
     await expect(edit.locator('.d-del').allTextContents()).resolves.toEqual([`-${STEP1}`]);
     await expect(edit.locator('.d-add').allTextContents()).resolves.toEqual([`+${REWORDED}`]);
     await shot(page, 'pattern-suggestion-light');
