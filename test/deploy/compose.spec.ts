@@ -225,6 +225,8 @@ describe('docker-compose.yml', () => {
     for (const [addr, port, target] of [
       ['NEATROOTS_QUESTION_ADDR', 'NEATROOTS_QUESTION_PORT', 'question'],
       ['NEATROOTS_REVIEW_ADDR', 'NEATROOTS_REVIEW_PORT', 'review'],
+      // ingest forwards pre-call checks to the rule engine's service port
+      ['NEATROOTS_RULE_ENGINE_ADDR', 'NEATROOTS_SERVICE_PORT', 'rule-engine'],
     ] as const) {
       const a = hostPort(env[addr]);
       expect(a.host).toBe(target);

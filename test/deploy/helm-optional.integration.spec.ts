@@ -90,7 +90,7 @@ if (!helm) {
       const named_ = tpl.spec.containers[0].ports.map((p: { name: string }) => p.name).sort();
       expect({ c, allowed }).toEqual({ c, allowed: named_ });
       const fromOf = (port: string) => np.spec.ingress.find((r: { ports: { port: string }[] }) => r.ports.some((p) => p.port === port)).from;
-      if (c === 'review' || c === 'question') {
+      if (c === 'review' || c === 'question' || c === 'rule-engine') {
         // internal gRPC: this release's pods alone
         expect(fromOf('grpc')).toEqual([{ podSelector: { matchLabels: { 'app.kubernetes.io/instance': 'nr', 'app.kubernetes.io/part-of': 'neatroots' } } }]);
         for (const caller of COMPONENTS) expect(selects(fromOf('grpc')[0].podSelector.matchLabels, pods(caller).metadata.labels)).toBe(true);

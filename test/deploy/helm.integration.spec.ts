@@ -266,7 +266,7 @@ if (!helm) {
         const names = new Set(d.spec!.template.spec!.containers[0].ports?.map((p) => p.name));
         for (const p of s.spec?.ports ?? []) expect(names.has(String(p.targetPort))).toBe(true);
         const expected: Record<Component, number[]> = {
-          ingest: [4317, 4318, 50051, 9464], 'rule-engine': [9464], question: [50052, 9464], review: [50053, 9464], api: [8080, 9464],
+          ingest: [4317, 4318, 50051, 9464], 'rule-engine': [50054, 9464], question: [50052, 9464], review: [50053, 9464], api: [8080, 9464],
         };
         expect(s.spec?.ports?.map((p) => p.port)).toEqual(expected[c]);
       });
@@ -279,7 +279,7 @@ if (!helm) {
         const config = loadConfig(env);
         expect(config.NEATROOTS_HOST).toBe('0.0.0.0');
         expect(config.NEATROOTS_KAFKA_BROKERS.length).toBeGreaterThan(0);
-        for (const [addr, target] of [['NEATROOTS_QUESTION_ADDR', 'question'], ['NEATROOTS_REVIEW_ADDR', 'review']] as const) {
+        for (const [addr, target] of [['NEATROOTS_QUESTION_ADDR', 'question'], ['NEATROOTS_REVIEW_ADDR', 'review'], ['NEATROOTS_RULE_ENGINE_ADDR', 'rule-engine']] as const) {
           const [host, port] = String(env[addr]).split(':');
           const s = r.service(target);
           expect(host).toBe(s.metadata?.name);

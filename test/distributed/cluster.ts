@@ -46,7 +46,7 @@ export class Cluster {
   readonly home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-cluster-'));
   readonly procs: ServiceProc[] = [];
   env: NodeJS.ProcessEnv = {};
-  ports = { otlp: 0, grpc: 0, http: 0, review: 0, question: 0 };
+  ports = { otlp: 0, grpc: 0, http: 0, review: 0, question: 0, ruleEngine: 0 };
 
   constructor(
     private readonly services: { kafka: string[]; redis: string; pg: string },
@@ -54,7 +54,7 @@ export class Cluster {
   ) {}
 
   async init(): Promise<void> {
-    this.ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort(), review: await freePort(), question: await freePort() };
+    this.ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort(), review: await freePort(), question: await freePort(), ruleEngine: await freePort() };
     this.env = {
       PATH: process.env.PATH,
       NEATROOTS_HOME: this.home,
@@ -69,6 +69,7 @@ export class Cluster {
       NEATROOTS_HTTP_PORT: String(this.ports.http),
       NEATROOTS_REVIEW_ADDR: `127.0.0.1:${this.ports.review}`,
       NEATROOTS_QUESTION_ADDR: `127.0.0.1:${this.ports.question}`,
+      NEATROOTS_RULE_ENGINE_ADDR: `127.0.0.1:${this.ports.ruleEngine}`,
       KAFKAJS_NO_PARTITIONER_WARNING: '1',
       ...this.extraEnv,
     };
@@ -78,9 +79,17 @@ export class Cluster {
   async start(target: string, env: Record<string, string | undefined> = {}): Promise<ServiceProc> {
     const adminPort = await freePort();
     // review and question bind the ports the others reach them on; `all` serves both on review's.
-    // A second replica of review or question is given its own port in env.
+    // A second replica of review or question is given its own port in env. The first rule
+    // engine running binds the port ingest forwards pre-call checks to; others take their own.
     const own = target === 'review' ? env.NEATROOTS_REVIEW_PORT : target === 'question' ? env.NEATROOTS_QUESTION_PORT : undefined;
-    const servicePort = own ? Number(own) : target === 'review' || target === 'all' ? this.ports.review : target === 'question' ? this.ports.question : await freePort();
+    const ruleEnginePort = target === 'rule-engine' && !this.procs.some((p) => p.servicePort === this.ports.ruleEngine) ? this.ports.ruleEngine : undefined;
+    const servicePort = own
+      ? Number(own)
+      : target === 'review' || target === 'all'
+        ? this.ports.review
+        : target === 'question'
+          ? this.ports.question
+          : (ruleEnginePort ?? (await freePort()));
     const all: NodeJS.ProcessEnv = {
       ...this.env,
       NEATROOTS_ADMIN_PORT: String(adminPort),

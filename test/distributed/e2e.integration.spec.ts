@@ -1,18 +1,19 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { credentials, Metadata } from '@grpc/grpc-js';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { openPostgres, requireService } from '@neatroots/platform';
-import { health } from '@neatroots/proto';
-import { NeatrootsClient, type Note } from '@neatroots/sdk';
-import { Cluster } from './cluster';
+import { health, v1 } from '@neatroots/proto';
+import { NeatrootsClient, PrecheckUnansweredError, RunHaltedError, type Note } from '@neatroots/sdk';
+import { Cluster, type ServiceProc } from './cluster';
 
 /**
  * The distributed deployment end to end, each service its own process on the real Kafka,
  * Redis and Postgres: OTLP spans in, findings stored in Postgres, a note and a halt back to
- * the agent, the REST API answering through the review service over gRPC.
+ * the agent, the REST API answering through the review service over gRPC, and pre-call checks
+ * answered by the rule engine's process through ingest (stopped last, for the fail modes).
  */
 const SUITE = 'distributed end to end';
 const kafka = requireService('kafka', SUITE);
@@ -22,6 +23,9 @@ const maybe = kafka && redis && pg ? describe : describe.skip;
 
 const PROJECT = `shop-${Date.now().toString(36)}`;
 const KEY = `key-${PROJECT}`;
+/** A project whose pre-call checks fail closed (PROJECT's fail open). */
+const CLOSED = `vault-${Date.now().toString(36)}`;
+const CLOSED_KEY = `key-${CLOSED}`;
 
 async function until<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 30_000): Promise<T> {
   const end = Date.now() + ms;
@@ -38,9 +42,19 @@ maybe(SUITE, () => {
   let provider: BasicTracerProvider;
   let tracer: Tracer;
   let client: NeatrootsClient;
+  let engine: ServiceProc;
 
   beforeAll(async () => {
-    cluster = new Cluster({ kafka: kafka!, redis: redis!, pg: pg! }, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`, NEATROOTS_STEERING: PROJECT });
+    cluster = new Cluster(
+      { kafka: kafka!, redis: redis!, pg: pg! },
+      {
+        NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${CLOSED}=${CLOSED_KEY}`,
+        NEATROOTS_STEERING: `${PROJECT},${CLOSED}`,
+        NEATROOTS_PRECHECK_FAIL_CLOSED: CLOSED,
+        // A loaded test machine: the answer's bound here is not the benchmark's.
+        NEATROOTS_PRECHECK_TIMEOUT_MS: '5000',
+      },
+    );
     await cluster.init();
     fs.mkdirSync(path.join(cluster.home, 'checks'));
     fs.writeFileSync(
@@ -49,7 +63,7 @@ maybe(SUITE, () => {
     );
     // review first: it migrates the database and answers the others' key lookups
     await cluster.start('review');
-    await Promise.all([cluster.start('rule-engine'), cluster.start('ingest'), cluster.start('api')]);
+    [engine] = await Promise.all([cluster.start('rule-engine'), cluster.start('ingest'), cluster.start('api')]);
     const md = new Metadata();
     md.set('x-api-key', KEY);
     provider = new BasicTracerProvider({
@@ -122,5 +136,99 @@ maybe(SUITE, () => {
     const body = (await res.json()) as { run: { run_id: string }; spans: unknown[] };
     expect(body.run.run_id).toBe(runId);
     expect(body.spans.length).toBeGreaterThanOrEqual(4);
+  });
+
+  /** Ingest's PreCheck or PreCheckPolicy, asked as the SDK asks it: the answer or the gRPC error. */
+  function askIngest<Req, Res>(method: 'preCheck' | 'preCheckPolicy', req: Req, key = KEY, timeoutMs = 10_000): Promise<{ err?: { code: number; details: string }; res?: Res }> {
+    const raw = new v1.IngestClient(`127.0.0.1:${cluster.ports.grpc}`, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('x-api-key', key);
+    return new Promise((resolve) =>
+      (raw[method] as unknown as (r: Req, m: Metadata, o: { deadline: number }, cb: (e: { code: number; details: string } | null, r: Res) => void) => void).call(
+        raw, req, md, { deadline: Date.now() + timeoutMs }, (e, r) => {
+          raw.close();
+          resolve(e ? { err: e } : { res: r });
+        },
+      ),
+    );
+  }
+
+  describe('pre-call checks, answered by the rule engine process', () => {
+    let closedClient: NeatrootsClient;
+
+    afterAll(async () => {
+      await closedClient?.close();
+    });
+
+    it('serves each project its policy from the rule engine: the tools its halting rules name, its fail mode', async () => {
+      // Ingest has no checks of its own: the tools come from the rule engine over gRPC.
+      expect((await askIngest<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: 'refunds' })).res)
+        .toEqual({ tools: ['issue_refund'], fail_closed: false, timeout_ms: 5000 });
+      expect((await askIngest<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: 'refunds' }, CLOSED_KEY)).res)
+        .toEqual({ tools: ['issue_refund'], fail_closed: true, timeout_ms: 5000 });
+    });
+
+    it('never executes a refund without a lookup, and executes one after an exported lookup', async () => {
+      const halted = client.startRun({ workflow: 'refunds' });
+      await halted.toolCall('search_kb', { q: 'refund policy' }, () => 'refunds within 30 days');
+      const refunded: string[] = [];
+      await expect(halted.toolCall('issue_refund', { order: 7 }, () => refunded.push(halted.id))).rejects.toBeInstanceOf(RunHaltedError);
+      expect(halted.haltNote).toMatchObject({ check_id: 'refund-without-lookup', text: 'Call lookup_order first.' });
+      await halted.end();
+      // The lookup goes through Kafka to the rule engine, which writes the window to Redis; the
+      // check waits for the window to have seen it (known_spans), or it would halt the refund.
+      for (let i = 0; i < 3; i++) {
+        const allowed = client.startRun({ workflow: 'refunds' });
+        await allowed.toolCall('lookup_order', { order: i }, () => ({ owner: 'c1' }));
+        await allowed.toolCall('issue_refund', { order: i }, () => refunded.push(allowed.id));
+        expect(allowed.halted).toBe(false);
+        await allowed.end();
+      }
+      expect(refunded).toHaveLength(3);
+      expect(refunded).not.toContain(halted.id);
+    });
+
+    it('answers DEADLINE_EXCEEDED when the window does not see the exported spans in time', async () => {
+      const span = v1.Span.fromPartial({ run_id: `never-${Date.now()}`, span_id: 'r1', type: 'tool', tool: 'issue_refund', name: 'issue_refund' });
+      const started = Date.now();
+      const r = await askIngest<v1.PreCheckRequest, v1.PreCheckResponse>('preCheck', { span, known_spans: 3, timeout_ms: 200 });
+      expect(r.err?.code).toBe(status.DEADLINE_EXCEEDED);
+      expect(r.err?.details).toContain('saw 0 of its 3 exported spans within 200 ms');
+      expect(Date.now() - started).toBeLessThan(5_000);
+    });
+
+    it('with the rule engine stopped, answers UNAVAILABLE and the SDK follows the fail mode: open runs the call, closed does not', async () => {
+      // A client of the fail-closed project that learnt its policy while the engine ran.
+      closedClient = new NeatrootsClient({ address: `127.0.0.1:${cluster.ports.grpc}`, apiKey: CLOSED_KEY, flushIntervalMs: 20, onError: () => undefined });
+      const before = closedClient.startRun({ workflow: 'refunds' });
+      await before.whenSubscribed();
+      await cluster.stop(engine);
+
+      const span = v1.Span.fromPartial({ run_id: before.id, span_id: 'r1', type: 'tool', tool: 'issue_refund', name: 'issue_refund' });
+      const raw = await askIngest<v1.PreCheckRequest, v1.PreCheckResponse>('preCheck', { span, known_spans: 0, timeout_ms: 1000 });
+      expect(raw.err?.code).toBe(status.UNAVAILABLE);
+      expect(raw.err?.details).toContain(`127.0.0.1:${cluster.ports.ruleEngine}`);
+
+      const ran: string[] = [];
+      // Fail-open: the refund runs unchecked (the check of a call a halting rule names gets no answer).
+      const open = client.startRun({ workflow: 'refunds' });
+      await open.toolCall('issue_refund', { order: 9 }, () => ran.push('open refund'));
+      await open.end();
+      // Fail-closed: the refund is not run; a call no halting rule names still is.
+      await expect(before.toolCall('issue_refund', { order: 9 }, () => ran.push('closed refund'))).rejects.toBeInstanceOf(PrecheckUnansweredError);
+      await before.toolCall('lookup_order', { order: 9 }, () => ran.push('closed lookup'));
+      await before.end();
+      // A fail-closed client that asks its policy now: with no engine to name the tools, every
+      // call is checked, and none runs.
+      const fresh = new NeatrootsClient({ address: `127.0.0.1:${cluster.ports.grpc}`, apiKey: CLOSED_KEY, onError: () => undefined });
+      try {
+        const run = fresh.startRun({ workflow: 'refunds' });
+        await expect(run.toolCall('lookup_order', { order: 10 }, () => ran.push('fresh lookup'))).rejects.toBeInstanceOf(PrecheckUnansweredError);
+        await run.end();
+      } finally {
+        await fresh.close();
+      }
+      expect(ran).toEqual(['open refund', 'closed lookup']);
+    });
   });
 });

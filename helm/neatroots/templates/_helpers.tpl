@@ -99,7 +99,8 @@ ingest:
     - {name: grpc, port: {{ .Values.ports.grpc }}, appProtocol: grpc}
 rule-engine:
   values: ruleEngine
-  ports: []
+  ports:
+    - {name: grpc, port: {{ .Values.ports.ruleEngine }}, appProtocol: grpc}
 question:
   values: question
   ports:

@@ -79,6 +79,11 @@ const schema = z.object({
   /** Where the other services reach review and question. */
   NEATROOTS_REVIEW_ADDR: z.string().min(1).default('127.0.0.1:50053'),
   NEATROOTS_QUESTION_ADDR: z.string().min(1).default('127.0.0.1:50052'),
+  /**
+   * Where ingest reaches the rule engine for pre-call checks (its service port,
+   * NEATROOTS_SERVICE_PORT; a Service in front of every replica: any of them answers).
+   */
+  NEATROOTS_RULE_ENGINE_ADDR: z.string().min(1).default('127.0.0.1:50054'),
   /** How long a run's window is kept after its run_end, for late spans. */
   NEATROOTS_WINDOW_TTL_MS: z.coerce.number().int().min(1000).default(10 * 60_000),
   /**

@@ -19,6 +19,8 @@ export {
 } from './gen/neatroots/v1/ingest';
 export type { IngestServer } from './gen/neatroots/v1/ingest';
 export { Envelope, FindingEvent, NoteDelivered, NoteEnvelope } from './gen/neatroots/v1/bus';
+export { EnginePreCheckRequest, HaltingToolsRequest, HaltingToolsResponse, RuleEngineService, RuleEngineClient } from './gen/neatroots/v1/rule_engine';
+export type { RuleEngineServer } from './gen/neatroots/v1/rule_engine';
 export {
   QuestionSpec,
   AskRequest,

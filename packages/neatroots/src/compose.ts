@@ -8,7 +8,7 @@ import { v1 } from '@neatroots/proto';
 import { QuestionDecisionsClient, questionModule, type QuestionLink } from '@neatroots/question';
 import { draftCheck, NoModelError, type AnsweredBy } from '@neatroots/questions';
 import { ReviewDataClient, reviewModule, type ReviewLink } from '@neatroots/review';
-import { ruleEngineModule } from '@neatroots/rule-engine';
+import { RuleEngineClient, ruleEngineModule } from '@neatroots/rule-engine';
 import { QuietChecks } from '@neatroots/store';
 import { createAuthoring } from './authoring';
 import { localLlmStandsIn, questionServiceConfig } from './questions';
@@ -106,6 +106,12 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
   if (opts.platform.kind === 'distributed') {
     links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose);
     links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose);
+    // Ingest forwards the SDK's pre-call checks to the rule engine's process.
+    links['rule-engine'] = ({ onClose }) => {
+      const client = new RuleEngineClient(config.NEATROOTS_RULE_ENGINE_ADDR);
+      onClose(() => client.close());
+      return client;
+    };
   }
   return links;
 }

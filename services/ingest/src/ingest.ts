@@ -81,21 +81,25 @@ export interface IngestOptions {
   /** Lines about a run carry its `project` and `run_id`. Default console. */
   logger?: Pick<Logger, 'warn' | 'error'>;
   /**
-   * Pre-call checks (PreCheck, PreCheckPolicy): the rule engine of this process, and each
-   * project's fail mode. Absent: they answer UNAVAILABLE, and the SDK follows its fail mode.
+   * Pre-call checks (PreCheck, PreCheckPolicy): the rule engine (of this process, or over gRPC
+   * in the distributed deployment), and each project's fail mode. Absent: they answer
+   * UNAVAILABLE, and the SDK follows its fail mode.
    */
   precheck?: PrecheckPort;
 }
 
 /** What ingest asks of the rule engine for a pre-call check. */
 export interface PrecheckPort {
-  precheck(req: { project: string; span: Span; knownSpans?: number; timeoutMs?: number }): Promise<{ decision: 'allow' | 'halt'; check_id?: string; finding_id?: string; title?: string; text?: string }>;
-  haltingTools(project: string, workflow?: string): string[];
+  /** `deadline` (epoch ms): when the caller stops waiting. */
+  precheck(req: { project: string; span: Span; knownSpans?: number; timeoutMs?: number; deadline?: number }): Promise<{ decision: 'allow' | 'halt'; check_id?: string; finding_id?: string; title?: string; text?: string }>;
+  haltingTools(project: string, workflow?: string): string[] | Promise<string[]>;
   /** The project's fail mode: true for fail-closed. */
   failClosed(project: string): boolean;
   timeoutMs: number;
   /** The engine's "did not see the exported spans in time". */
   isTimeout(err: unknown): boolean;
+  /** The engine could not be reached (a rule engine in another process). */
+  isUnavailable?(err: unknown): boolean;
 }
 
 export interface IngestHandle {
@@ -359,7 +363,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
-      if (!opts.precheck) throw new CallError(Status.UNAVAILABLE, 'no rule engine answers pre-call checks here (the embedded default does; a distributed ingest does not yet)');
+      if (!opts.precheck) throw new CallError(Status.UNAVAILABLE, 'no rule engine answers pre-call checks here (a distributed ingest asks the one at NEATROOTS_RULE_ENGINE_ADDR)');
       if (!req.span) throw new CallError(Status.INVALID_ARGUMENT, 'span: is required (the call about to run)');
       const mapped = mapEvents([{ kind: { $case: 'span', value: req.span } }], { project, limits: limitCheck() });
       const item = mapped.items[0];
@@ -368,8 +372,12 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         throw new CallError(Status.INVALID_ARGUMENT, `span.${r?.field ?? 'span'}: ${r?.reason ?? 'not a span'}`);
       }
       const timeoutMs = req.timeout_ms > 0 ? req.timeout_ms : opts.precheck.timeoutMs;
-      const a = await opts.precheck.precheck({ project, span: item.span, knownSpans: req.known_spans, timeoutMs }).catch((e: unknown) => {
-        throw opts.precheck!.isTimeout(e) ? new CallError(Status.DEADLINE_EXCEEDED, (e as Error).message) : e;
+      const d = call.getDeadline();
+      const deadline = d instanceof Date ? d.getTime() : Number.isFinite(d) ? d : undefined;
+      const p = opts.precheck;
+      const a = await p.precheck({ project, span: item.span, knownSpans: req.known_spans, timeoutMs, deadline }).catch((e: unknown) => {
+        if (p.isTimeout(e)) throw new CallError(Status.DEADLINE_EXCEEDED, (e as Error).message);
+        throw p.isUnavailable?.(e) ? new CallError(Status.UNAVAILABLE, (e as Error).message) : e;
       });
       cb(null, { decision: a.decision, check_id: a.check_id ?? '', finding_id: a.finding_id ?? '', title: a.title ?? '', text: a.text ?? '' });
     } catch (e) {
@@ -383,7 +391,20 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       const project = await authenticate(call.metadata);
       const req = body(call.request);
       const p = opts.precheck;
-      cb(null, p ? { tools: p.haltingTools(project, req.workflow || undefined), fail_closed: p.failClosed(project), timeout_ms: p.timeoutMs } : { tools: [], fail_closed: false, timeout_ms: 0 });
+      if (!p) {
+        cb(null, { tools: [], fail_closed: false, timeout_ms: 0 });
+        return;
+      }
+      const failClosed = p.failClosed(project);
+      const tools = await Promise.resolve()
+        .then(() => p.haltingTools(project, req.workflow || undefined))
+        .catch((e: unknown) => {
+        // No engine to say which tools: a fail-closed project has every call checked (each
+        // check then fails closed); a fail-open one gets no policy, asked again later.
+        if (failClosed) return ['*'];
+        throw new CallError(Status.UNAVAILABLE, (e as Error).message);
+      });
+      cb(null, { tools, fail_closed: failClosed, timeout_ms: p.timeoutMs });
     } catch (e) {
       fail(cb, e);
     }

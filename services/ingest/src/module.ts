@@ -17,7 +17,10 @@ export type IngestListen = Omit<IngestOptions, 'bus' | 'resolveKey' | 'topics'>;
 interface Links {
   /** The review service answers which project an API key opens. */
   review: { resolveKey(key: string): Promise<string | null> };
-  /** The rule engine of this process answers pre-call checks (the embedded default). */
+  /**
+   * The rule engine answers pre-call checks: the one of this process (the embedded default),
+   * or over gRPC at NEATROOTS_RULE_ENGINE_ADDR (the distributed deployment's root links it).
+   */
   'rule-engine': Pick<PrecheckPort, 'precheck' | 'haltingTools'>;
 }
 
@@ -33,7 +36,7 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
     edge: true,
     async start(ctx) {
       const review = await ctx.link<Links['review']>('review');
-      // Pre-call checks need the rule engine in this process; elsewhere they answer UNAVAILABLE.
+      // Pre-call checks need a rule engine, here or linked; without one they answer UNAVAILABLE.
       const engine = await ctx.link<Links['rule-engine']>('rule-engine').catch((err: Error) => {
         if (/no service of this process provides it/.test(err.message)) return undefined;
         throw err;
@@ -58,6 +61,7 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
                 failClosed: (project) => failClosed.has(project),
                 timeoutMs: ctx.config.NEATROOTS_PRECHECK_TIMEOUT_MS ?? 50,
                 isTimeout: (err) => (err as Error)?.name === 'PrecheckTimeoutError',
+                isUnavailable: (err) => (err as Error)?.name === 'RuleEngineUnavailableError',
               },
             }
           : {}),

@@ -2,6 +2,7 @@ import { disabledChecks, type DisabledCheck, type RuleSet, type RunWindow } from
 import type { ServiceModule } from '@neatroots/ports';
 import { LOCAL_LLM_POLICY, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
+import { ruleEngineGrpcService } from './grpc';
 import { startRuleEngine } from './service';
 
 /** The configuration the rule engine reads. */
@@ -63,7 +64,11 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       windowTtlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
       windowTtlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
       log: (m, err, fields) => ctx.log.error(m, err, fields),
+      // Distributed: the windows are in Redis, shared; a wait for exported spans polls it less often.
+      ...(ctx.platform.kind === 'distributed' ? { precheckPollMs: 2 } : {}),
     });
+    // Pre-call checks for the ingest processes (the distributed deployment; not served in-process).
+    ctx.serveGrpc('neatroots.v1.RuleEngine', ruleEngineGrpcService(engine));
     // The engine's finding count, as the Prometheus counter.
     let last = 0;
     const sync = setInterval(() => {

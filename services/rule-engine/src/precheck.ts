@@ -34,6 +34,12 @@ export interface PrecheckOptions {
   rules: () => RuleSet;
   steering?: (project: string) => boolean | Promise<boolean>;
   quiet?: (project: string, checkId: string) => boolean | Promise<boolean>;
+  /**
+   * How often the run's window is read again while the check waits for the spans exported
+   * before it (default 1 ms: an in-memory read). Over Redis, shared by every replica, 2 ms
+   * keeps the wait short without a read loop hammering it.
+   */
+  pollMs?: number;
 }
 
 export interface PrecheckRequest {
@@ -105,7 +111,7 @@ export class Prechecker {
     let live = (await this.opts.windows.load([key])).get(key);
     while (req.knownSpans && (live ? Object.keys(live.seen).length : 0) < req.knownSpans) {
       if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, live ? Object.keys(live.seen).length : 0, req.knownSpans);
-      await new Promise((r) => setTimeout(r, 1));
+      await new Promise((r) => setTimeout(r, this.opts.pollMs ?? 1));
       live = (await this.opts.windows.load([key])).get(key);
     }
     const run = this.chain.then(() => this.evaluate(project, span, key, live));

@@ -39,6 +39,8 @@ export interface RuleEngineServiceOptions {
   questions?: { scheduler: QuestionScheduler; topic?: Topic<QuestionTaskMessage> };
   /** Lines about runs carry their `project` and `run_id` in `fields`. */
   log?: (msg: string, err?: unknown, fields?: LogFields) => void;
+  /** How often a pre-call check reads the run's window while it waits for the exported spans (Prechecker's default when absent). */
+  precheckPollMs?: number;
 }
 
 export interface RuleEngineMetrics {
@@ -148,7 +150,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   }, opts.tickMs ?? 50);
   timer?.unref();
 
-  const prechecker = new Prechecker({ windows: opts.windows, rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
+  const prechecker = new Prechecker({ windows: opts.windows, rules: opts.rules, steering: opts.steering, quiet: opts.quiet, pollMs: opts.precheckPollMs });
   return {
     engine,
     metrics,

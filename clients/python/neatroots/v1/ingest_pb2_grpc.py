@@ -77,8 +77,8 @@ class IngestServicer(object):
     def PreCheck(self, request, context):
         """Halt before the harm: would this tool call, about to run, halt its run? Answered by the
         rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
-        where no rule engine answers (this process has none); DEADLINE_EXCEEDED when the run's
-        window did not see the spans exported before the question in time.
+        when no rule engine can be reached; DEADLINE_EXCEEDED when the run's window did not see
+        the spans exported before the question in time.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

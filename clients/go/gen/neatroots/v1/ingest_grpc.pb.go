@@ -39,8 +39,8 @@ type IngestClient interface {
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Note], error)
 	// Halt before the harm: would this tool call, about to run, halt its run? Answered by the
 	// rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
-	// where no rule engine answers (this process has none); DEADLINE_EXCEEDED when the run's
-	// window did not see the spans exported before the question in time.
+	// when no rule engine can be reached; DEADLINE_EXCEEDED when the run's window did not see
+	// the spans exported before the question in time.
 	PreCheck(ctx context.Context, in *PreCheckRequest, opts ...grpc.CallOption) (*PreCheckResponse, error)
 	// Which tool calls of a workflow are worth a PreCheck (a halting rule names them), and what
 	// the caller does when no answer comes in time (the project's fail-open or fail-closed).
@@ -115,8 +115,8 @@ type IngestServer interface {
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[Note]) error
 	// Halt before the harm: would this tool call, about to run, halt its run? Answered by the
 	// rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
-	// where no rule engine answers (this process has none); DEADLINE_EXCEEDED when the run's
-	// window did not see the spans exported before the question in time.
+	// when no rule engine can be reached; DEADLINE_EXCEEDED when the run's window did not see
+	// the spans exported before the question in time.
 	PreCheck(context.Context, *PreCheckRequest) (*PreCheckResponse, error)
 	// Which tool calls of a workflow are worth a PreCheck (a halting rule names them), and what
 	// the caller does when no answer comes in time (the project's fail-open or fail-closed).
