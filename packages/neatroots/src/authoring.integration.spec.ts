@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
-import { judgeReply, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
+import { judgeReply, parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
 import { main, type Io } from './cli';
 import { startEmbedded, type EmbeddedApp } from './embedded';
 import { jsonApi, REFUND_LOOKUP_RULE, tempHome, testConfig } from './test-app.test';
@@ -29,7 +29,19 @@ evidence: { final_output: true }
 when: end
 `;
 
-function script(call: FakeCall): FakeReply {
+/** A question whose model calls wait while `hold` is set: previews that stay running. */
+const SLOW = `id: callback-promise
+kind: yes_no
+scope: trace
+ask: Does the final response promise a callback?
+evidence: { final_output: true }
+when: end
+`;
+const isSlow = (call: FakeCall) => call.kind === 'judge' && parseJudgePrompt(call).some((q) => q.ask.includes('promise a callback'));
+let hold: Promise<void> | undefined;
+
+function script(call: FakeCall): FakeReply | Promise<FakeReply> {
+  if (hold && isSlow(call)) return hold.then(() => script(call));
   if (call.kind === 'draft') {
     const concern = call.body.messages[1].content.split('\n')[0];
     if (/looking up/.test(concern)) {
@@ -183,6 +195,30 @@ describe('checks authoring API', () => {
     expect(bounded.body.flagged).toEqual([]);
     expect(bounded.body.not_checked.length).toBeGreaterThan(0);
     expect(bounded.body.bounds).toMatch(/not checked/);
+  });
+
+  it('runs at most two previews at once: a third is refused with 429 until one has finished', async () => {
+    await app.questions.idle();
+    let release!: () => void;
+    hold = new Promise<void>((r) => (release = r));
+    const before = fake.calls.length;
+    const slow = [1, 2].map((i) => api<{ flagged: unknown[] }>('POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: SLOW.replace('callback-promise', `callback-promise-${i}`).replace('a callback?', `a callback (${i})?`) }));
+    try {
+      // Both are running: each has asked the model (its own question) and waits for the answer.
+      const asked = () => new Set(fake.calls.slice(before).filter(isSlow).flatMap((c) => parseJudgePrompt(c).map((q) => q.ask)));
+      await until('both previews at the model', async () => (asked().size >= 2 ? true : undefined));
+      const third = await api<{ error: { code: string; message: string } }>('POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: RULE });
+      expect(third.status).toBe(429);
+      expect(third.body.error).toEqual({
+        code: 'too_many_previews',
+        message: '2 previews are running on this server, the most at once (each may make model calls); retry when one has finished',
+      });
+    } finally {
+      hold = undefined;
+      release();
+    }
+    expect((await Promise.all(slow)).map((r) => r.status)).toEqual([200, 200]);
+    expect((await api('POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: RULE })).status).toBe(200);
   });
 
   it('refuses an invalid check naming the field and its line', async () => {

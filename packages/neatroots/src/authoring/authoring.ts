@@ -26,7 +26,17 @@ export interface AuthoringDeps {
   draft?: (req: DraftRequest) => Promise<Draft>;
   models?: ModelConfig;
   steering?: (project: string) => Promise<boolean>;
+  /** Previews running at once in this process (default MAX_PREVIEWS_AT_ONCE). */
+  previewsAtOnce?: number;
 }
+
+/**
+ * Previews running at once in a process, the REST endpoint and the MCP tool together: each
+ * replays runs and may make up to 200 model calls, so a burst of them could take every model
+ * call the process has from the live question checks. One past the bound is refused (429
+ * too_many_previews), not queued: a person retries in a moment, an agent's tool call says why.
+ */
+export const MAX_PREVIEWS_AT_ONCE = 2;
 
 function listed(c: Check, overrides: CheckEntry['overrides'], rec?: DbCheckRecord): ListedCheck {
   return {
@@ -72,6 +82,8 @@ function overridesOf(r: LoadResult): Map<Check, CheckEntry['overrides']> {
 const WHO: Record<string, string> = { agent: 'a coding agent', planner: 'the planner', app: 'a person (the app)', cli: 'a person (the CLI)' };
 
 export function createAuthoring(deps: AuthoringDeps): Authoring {
+  const previewsAtOnce = deps.previewsAtOnce ?? MAX_PREVIEWS_AT_ONCE;
+  let previewing = 0;
   const inEffect = (project: string) => deps.checks.loaded().checks.filter((c) => appliesInProject(c, project));
 
   const list = async (project: string): Promise<ListedCheck[]> => {
@@ -141,15 +153,23 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
 
     async preview(project, sub, opts) {
       const s = parseSubmission(project, sub, opts.by);
-      return previewCheck({
-        project,
-        check: s.check,
-        warnings: s.warnings,
-        runs: opts.runs ?? DEFAULT_PREVIEW_RUNS,
-        modelCalls: opts.model_calls ?? DEFAULT_PREVIEW_MODEL_CALLS,
-        queries: deps.queries,
-        models: deps.models,
-      });
+      if (previewing >= previewsAtOnce) {
+        throw new AuthoringError(429, 'too_many_previews', `${previewing} previews are running on this server, the most at once (each may make model calls); retry when one has finished`);
+      }
+      previewing++;
+      try {
+        return await previewCheck({
+          project,
+          check: s.check,
+          warnings: s.warnings,
+          runs: opts.runs ?? DEFAULT_PREVIEW_RUNS,
+          modelCalls: opts.model_calls ?? DEFAULT_PREVIEW_MODEL_CALLS,
+          queries: deps.queries,
+          models: deps.models,
+        });
+      } finally {
+        previewing--;
+      }
     },
 
     async validate(project, sub, opts) {
