@@ -52,6 +52,10 @@ describe('RuleEngine over gRPC', () => {
   it('names a wait that ran out as the engine does (ingest answers DEADLINE_EXCEEDED)', async () => {
     const err = await client.precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 4, timeoutMs: 30 }).catch((e: Error) => e);
     expect(err).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining('saw 0 of its 4 exported spans within 30 ms') });
+    // The caller's deadline comes first: the engine gives up just before it, with its reason.
+    const early = await client.precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 4, timeoutMs: 5_000, deadline: Date.now() + 100 }).catch((e: Error) => e);
+    expect(early).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining('saw 0 of its 4 exported spans within') });
+    expect(Number(/within (\d+) ms/.exec((early as Error).message)?.[1])).toBeLessThan(100);
   });
 
   it('says the engine is unreachable when nothing listens (ingest answers UNAVAILABLE)', async () => {

@@ -53,6 +53,9 @@ export function ruleEngineGrpcService(engine: PrecheckAnswerer): { service: type
   return { service: v1.RuleEngineService, implementation };
 }
 
+/** What a forwarded check leaves of the caller's deadline for the way back. */
+const DEADLINE_MARGIN_MS = 5;
+
 /** The rule engine could not be reached (gRPC UNAVAILABLE: not running, not listening, shutting down). */
 export class RuleEngineUnavailableError extends Error {
   constructor(message: string) {
@@ -73,9 +76,14 @@ export class RuleEngineClient {
     this.client = new v1.RuleEngineClient(address, credentials.createInsecure());
   }
 
-  /** `deadline` (epoch ms): the caller's own, so the answer is not waited for after it gave up. */
+  /**
+   * `deadline` (epoch ms): the caller's own, so the answer is not waited for after it gave up;
+   * the engine is told to give up a little before it, so its own reason (how many of the
+   * exported spans the window saw) comes back rather than a bare deadline.
+   */
   precheck(req: PrecheckRequest & { deadline?: number }): Promise<PrecheckAnswer> {
-    const timeoutMs = req.timeoutMs ?? 1_000;
+    const asked = req.timeoutMs ?? 1_000;
+    const timeoutMs = req.deadline === undefined ? asked : Math.max(1, Math.min(asked, req.deadline - Date.now() - DEADLINE_MARGIN_MS));
     const call: v1.EnginePreCheckRequest = {
       call: envelopeToProto({ project: req.project, received_ms: Date.now(), item: { kind: 'span', span: req.span } }),
       known_spans: req.knownSpans ?? 0,
