@@ -109,7 +109,7 @@ export class Prechecker {
     // The spans exported before the question must be in the window, or a lookup that did
     // happen would be missed and the refund halted for nothing.
     let live = (await this.opts.windows.load([key])).get(key);
-    while (req.knownSpans && (live ? Object.keys(live.seen).length : 0) < req.knownSpans) {
+    while (req.knownSpans && Prechecker.seen(live, req.knownSpans) < req.knownSpans) {
       if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, live ? Object.keys(live.seen).length : 0, req.knownSpans);
       await new Promise((r) => setTimeout(r, this.opts.pollMs ?? 1));
       live = (await this.opts.windows.load([key])).get(key);
@@ -117,6 +117,17 @@ export class Prechecker {
     const run = this.chain.then(() => this.evaluate(project, span, key, live));
     this.chain = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * How many spans the window saw, counted no further than `enough`: a long run's window holds
+   * thousands of ids, and listing them all (Object.keys) for every check made garbage in
+   * proportion to the run's length on the thread that answers.
+   */
+  private static seen(w: RunWindow | undefined, enough: number): number {
+    let n = 0;
+    if (w) for (const id in w.seen) if (Object.prototype.hasOwnProperty.call(w.seen, id) && ++n >= enough) break;
+    return n;
   }
 
   private async evaluate(project: string, span: Span, key: string, live: RunWindow | undefined): Promise<PrecheckAnswer> {
