@@ -1,4 +1,4 @@
-import { compileRuleSet, type RunWindow } from '@neatroots/checks';
+import { compileRuleSet, parseCheck, windowKey, type RunWindow } from '@neatroots/checks';
 import { makeTopics } from '@neatroots/messages';
 import { MemoryBus, MemoryWindowStore } from '@neatroots/platform';
 import type { LogFields } from '@neatroots/ports';
@@ -34,5 +34,51 @@ describe('rule-engine service logs', () => {
     await bus.close();
     expect(logged[0]).toEqual({ msg: 'a batch of 2 events failed', err: expect.objectContaining({ message: 'window store down' }), fields: { project: 'p', run_id: 'r1' } });
     expect(engine.metrics.consumed).toBe(2);
+  });
+});
+
+/** The run windows; a save of `key` waits for `release` while armed (a slow sync). */
+class HeldWindows extends MemoryWindowStore<RunWindow> {
+  hold?: { key: string; reached: () => void; release: Promise<void> };
+  override async save(entries: readonly { key: string; window: RunWindow; ttlMs?: number; expectRev?: number }[]): Promise<void> {
+    const h = this.hold;
+    if (h && entries.some((e) => e.key === h.key)) {
+      h.reached();
+      await h.release;
+    }
+    return super.save(entries);
+  }
+}
+
+describe('rule-engine service steps', () => {
+  it("a tick still saving one run's windows does not hold back the findings of another run", async () => {
+    const bus = new MemoryBus({ partitions: 1 });
+    const windows = new HeldWindows();
+    const topics = makeTopics('t');
+    const checks = [
+      parseCheck({ id: 'refund-without-lookup', kind: 'rule', title: 'Refund without lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } }, 'mine.yaml', 'user'),
+      parseCheck({ id: 'dropped-table', kind: 'rule', title: 'Dropped a table', rule: { type: 'count', span: { tool: ['drop_table'] }, at_least: 1 } }, 'mine.yaml', 'user'),
+    ];
+    const rules = compileRuleSet(checks, () => ({ test: () => false }));
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => rules, tickMs: 5 });
+    const found: string[] = [];
+    await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) found.push(`${r.value.run_id} ${r.value.check_id}`);
+    });
+    const tool = (run: string, id: string, name: string): Envelope => ({ project: 'p', received_ms: Date.now(), item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name, tool: name, status: 'ok', start_ms: Date.now(), end_ms: Date.now() } } });
+    // The refund's wait (250 ms) fires from a tick, whose save of run `slow` is held.
+    await bus.publish(topics.events, [{ key: 'slow', value: tool('slow', 's1', 'issue_refund') }]);
+    await bus.idle();
+    let release = () => undefined as void;
+    const reached = new Promise<void>((resolve) => (windows.hold = { key: windowKey('p', 'slow'), reached: resolve, release: new Promise<void>((r) => (release = r)) }));
+    await reached;
+    await bus.publish(topics.events, [{ key: 'fast', value: tool('fast', 'f1', 'drop_table') }]);
+    for (let i = 0; i < 200 && !found.includes('fast dropped-table'); i++) await new Promise((r) => setTimeout(r, 5));
+    const whileHeld = [...found];
+    release();
+    await bus.idle();
+    await engine.close();
+    await bus.close();
+    expect(whileHeld).toEqual(['slow refund-without-lookup', 'fast dropped-table']);
   });
 });

@@ -96,16 +96,19 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     metrics.notes += out.notes.length;
     metrics.questions += asked?.tasks.length ?? 0;
     // Windows are saved only once everything they led to is on the bus (the same order for both).
-    await out.commit();
-    await asked?.commit();
+    // The two stores are saved side by side: each is its own journal (its own fsync on the
+    // embedded default), and the batch's next step, so the findings of the records that came
+    // meanwhile, waited for the two syncs one after the other. Each store is replayed alone
+    // after a crash (a span seen is skipped), so which of the two was saved first does not matter.
+    await allSaved([out.commit(), ...(asked ? [asked.commit()] : [])]);
   };
 
   // Batches of different partitions hold different runs (a run is keyed to one partition), so
-  // their steps may overlap: one publishes and saves while the next is evaluated. A tick can
-  // touch any run, so it waits for the batches in hand and they wait for it (a step that
-  // loaded a window while another was still saving it would be refused by the
-  // compare-and-set and read again, but only after a delay).
-  const lock = new StepLock();
+  // their steps may overlap: one publishes and saves while the next is evaluated. A tick
+  // touches the runs whose waits are due: it waits for the batches holding those runs and the
+  // batches with those runs wait for it (a step that loaded a window while another was still
+  // saving it would be refused by the compare-and-set and read again, but only after a delay).
+  const lock = new RunLock();
   // The runs a recording held, for its end.
   const seen = new Set<string>();
 
@@ -126,7 +129,8 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       }
       metrics.consumed += envs.length;
       metrics.batches++;
-    }),
+      // A recording's step fires whatever is due, in any run: it holds them all.
+    }, opts.recorded ? undefined : batchRuns(batch.records)),
   );
 
   let ticking = false;
@@ -134,12 +138,12 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     if (ticking) return;
     ticking = true;
     // Taking the due wakes needs no lock (it is one atomic step in the store); only a tick that
-    // has something to fire holds the batches back.
+    // has something to fire holds batches back, and only those with its runs.
     const now = Date.now();
     let due: string[] = [];
     opts.windows
       .takeDue(now, 10_000, WAKE_LEASE_MS)
-      .then((keys) => (due = keys).length ? lock.exclusive(async () => emit(await engine.tick(now, { keys }))) : undefined)
+      .then((keys) => (due = keys).length ? lock.exclusive(async () => emit(await engine.tick(now, { keys })), keys) : undefined)
       .catch((err) => {
         // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
         if (err instanceof WindowConflictError) return;
@@ -178,14 +182,35 @@ function runOfWindowKey(key: string): [string, string] {
   return i < 0 ? ['', key] : [key.slice(0, i), key.slice(i + 1)];
 }
 
+/** Waits for every save, then throws the first failure (none is left running behind a retry). */
+async function allSaved(saves: Promise<void>[]): Promise<void> {
+  const failed = (await Promise.allSettled(saves)).find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
 /** How long a taken wake waits before it is offered again if its tick never saved. */
 const WAKE_LEASE_MS = 5_000;
 
-/** Shared for batch steps, exclusive for ticks; a waiting tick goes before new batches. */
-class StepLock {
-  private active = 0;
-  private writing = false;
-  private writersWaiting = 0;
+/** The runs a batch carries (window keys). */
+function batchRuns(records: readonly { value: Envelope }[]): string[] {
+  const keys = new Set<string>();
+  for (const r of records) keys.add(windowKey(r.value.project, itemRunId(r.value.item)));
+  return [...keys];
+}
+
+/**
+ * Shared for batch steps, exclusive for ticks, per run: steps on other runs go on side by side
+ * (a tick no longer waits for every batch in hand and their syncs, nor holds every batch back
+ * while it publishes and syncs: findings of other runs were held behind it). On the same run a
+ * waiting tick goes before new batches. No runs given: every run (a recording's steps, its end).
+ */
+class RunLock {
+  private readonly held = new Map<string, number>();
+  private readonly sole = new Set<string>();
+  private readonly wanted = new Map<string, number>();
+  private heldAll = 0;
+  private soleAll = false;
+  private wantedAll = 0;
   private waiters: (() => void)[] = [];
 
   private wait(): Promise<void> {
@@ -196,27 +221,51 @@ class StepLock {
     for (const w of this.waiters.splice(0)) w();
   }
 
-  async shared<T>(fn: () => Promise<T>): Promise<T> {
-    while (this.writing || this.writersWaiting > 0) await this.wait();
-    this.active++;
+  private canShare(runs: readonly string[] | undefined): boolean {
+    if (this.soleAll || this.wantedAll > 0) return false;
+    if (!runs) return this.sole.size === 0 && this.wanted.size === 0;
+    return !runs.some((k) => this.sole.has(k) || this.wanted.has(k));
+  }
+
+  private canHoldAlone(runs: readonly string[] | undefined): boolean {
+    if (this.soleAll || this.heldAll > 0) return false;
+    if (!runs) return this.held.size === 0 && this.sole.size === 0;
+    return !runs.some((k) => this.held.has(k) || this.sole.has(k));
+  }
+
+  async shared<T>(fn: () => Promise<T>, runs?: readonly string[]): Promise<T> {
+    while (!this.canShare(runs)) await this.wait();
+    if (runs) for (const k of runs) this.held.set(k, (this.held.get(k) ?? 0) + 1);
+    else this.heldAll++;
     try {
       return await fn();
     } finally {
-      this.active--;
+      if (runs) for (const k of runs) count(this.held, k, -1);
+      else this.heldAll--;
       this.wake();
     }
   }
 
-  async exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    this.writersWaiting++;
-    while (this.writing || this.active > 0) await this.wait();
-    this.writersWaiting--;
-    this.writing = true;
+  async exclusive<T>(fn: () => Promise<T>, runs?: readonly string[]): Promise<T> {
+    if (runs) for (const k of runs) count(this.wanted, k, 1);
+    else this.wantedAll++;
+    while (!this.canHoldAlone(runs)) await this.wait();
+    if (runs) for (const k of runs) count(this.wanted, k, -1);
+    else this.wantedAll--;
+    if (runs) for (const k of runs) this.sole.add(k);
+    else this.soleAll = true;
     try {
       return await fn();
     } finally {
-      this.writing = false;
+      if (runs) for (const k of runs) this.sole.delete(k);
+      else this.soleAll = false;
       this.wake();
     }
   }
+}
+
+function count(m: Map<string, number>, k: string, by: number): void {
+  const n = (m.get(k) ?? 0) + by;
+  if (n > 0) m.set(k, n);
+  else m.delete(k);
 }
