@@ -57,6 +57,29 @@ describe('RunsRepo.writeEnvelopes', () => {
     expect(d!.spans.find((s) => s.span_id === 's1')).toMatchObject({ status: 'ok', output: 'fine' });
   });
 
+  it('counts a span once when its batch is redelivered, whole or with new spans beside it', async () => {
+    const first = [
+      startEnv('p1', { run_id: 'r1', workflow: 'wf', ts_ms: T0 }),
+      spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0 + 1, status: 'error', error: 'x', usage: { total_tokens: 10 } }),
+      spanEnv('p1', { run_id: 'r1', span_id: 's2', start_ms: T0 + 2, usage: { total_tokens: 5 } }),
+      spanEnv('p1', { run_id: 'r2', span_id: 's1', start_ms: T0 + 3, usage: { total_tokens: 1 } }),
+    ];
+    // the consumer crashed before committing: the batch again, then a later one that carries
+    // one of its spans again beside new ones, itself delivered twice
+    const later = [first[2], spanEnv('p1', { run_id: 'r1', span_id: 's3', start_ms: T0 + 4, status: 'error', usage: { total_tokens: 7 } })];
+    for (const batch of [first, first, later, later]) await runs.writeEnvelopes(batch);
+    const counters = async (run: string) => {
+      const r = await runs.get('p1', run);
+      return { span_count: r!.span_count, error_count: r!.error_count, total_tokens: r!.total_tokens };
+    };
+    expect(await counters('r1')).toEqual({ span_count: 3, error_count: 2, total_tokens: 22 });
+    expect(await counters('r2')).toEqual({ span_count: 1, error_count: 0, total_tokens: 1 });
+    // and they agree with the spans stored
+    const stored = await db.query<{ n: unknown }>(`SELECT count(*) AS n FROM spans WHERE project = 'p1' AND run_id = 'r1'`);
+    expect(Number(stored.rows[0].n)).toBe(3);
+    expect((await runs.spans('p1', 'r1'))!.items.map((s) => s.span_id)).toEqual(['s1', 's2', 's3']);
+  });
+
   it('keeps run_start as the authority on workflow once it arrived, and the earliest start', async () => {
     await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0 + 100, workflow: 'from-span' }, T0 + 200)]);
     expect((await runs.get('p1', 'r1'))!.workflow).toBe('from-span');

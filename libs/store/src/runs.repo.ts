@@ -62,6 +62,68 @@ const SPAN_START = `COALESCE(start_exact, 'Infinity'::double precision)`;
 const HAS_OPEN = `EXISTS (SELECT 1 FROM findings f
   WHERE f.project = r.project AND f.run_id = r.run_id AND f.status = 'open' AND f.dismissed_at IS NULL AND NOT f.quiet)`;
 
+/** A span row as the span statements unpack it from their JSON parameter. */
+function spanRecord(r: SpanRow): Record<string, unknown> {
+  return {
+    project: text(r.project),
+    run_id: text(r.run_id),
+    span_id: text(r.span.span_id),
+    payload: r.span,
+    start_ms: r.span.start_ms ?? null,
+    is_error: r.span.status === 'error',
+    total_tokens: spanTokens(r.span),
+    received_ms: r.received_ms,
+  };
+}
+
+/** The batch's rows (parameter $1), numbered in the batch's order. */
+const SPAN_ROWS = `SELECT x.ord, x.project, x.run_id, x.span_id, x.payload, round(x.start_ms)::bigint AS start_ms, x.start_ms AS start_exact,
+         x.is_error, round(x.total_tokens)::bigint AS total_tokens, to_timestamp(x.received_ms / 1000.0) AS received_at
+  FROM ROWS FROM (json_to_recordset($1::json) AS (project text, run_id text, span_id text, payload json, start_ms float8,
+                                                   is_error boolean, total_tokens float8, received_ms float8))
+       WITH ORDINALITY AS x(project, run_id, span_id, payload, start_ms, is_error, total_tokens, received_ms, ord)`;
+
+/**
+ * Inserts the spans not stored yet and adds them to their runs' counters; answers how many it
+ * inserted. Rows go in in the batch's order (ORDER BY ord), so the arrival sequence (the
+ * column's default) numbers them as they arrived.
+ */
+const INSERT_NEW_SPANS = `WITH x AS (${SPAN_ROWS}),
+  ins AS (
+    INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at)
+    SELECT project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at FROM x ORDER BY ord
+    ON CONFLICT (project, run_id, span_id) DO NOTHING
+    RETURNING project, run_id, is_error, total_tokens
+  ),
+  d AS (
+    SELECT project, run_id, count(*) AS n, count(*) FILTER (WHERE is_error) AS e, sum(total_tokens) AS t
+    FROM ins GROUP BY project, run_id
+  ),
+  counted AS (
+    UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t
+    FROM d WHERE r.project = d.project AND r.run_id = d.run_id
+  )
+  SELECT count(*) AS inserted FROM ins`;
+
+/**
+ * Replaces stored copies that differ from the batch's (a re-exported span; a redelivered batch
+ * differs in nothing and writes nothing), and moves the runs' error and token counters by the
+ * difference. A replaced span keeps its first arrival: its place among spans that started at
+ * the same time does not move. The rows the insert before it just stored are equal: untouched.
+ */
+const REPLACE_CHANGED_SPANS = `WITH x AS (${SPAN_ROWS}),
+  up AS (
+    UPDATE spans s SET payload = x.payload, start_ms = x.start_ms, start_exact = x.start_exact, is_error = x.is_error,
+                       total_tokens = x.total_tokens, received_at = x.received_at
+    FROM x JOIN spans o ON o.project = x.project AND o.run_id = x.run_id AND o.span_id = x.span_id
+    WHERE s.project = x.project AND s.run_id = x.run_id AND s.span_id = x.span_id
+      AND (o.payload::text <> x.payload::text OR o.received_at <> x.received_at)
+    RETURNING s.project, s.run_id, x.is_error::int - o.is_error::int AS de, x.total_tokens - o.total_tokens AS dt
+  ),
+  d AS (SELECT project, run_id, sum(de) AS de, sum(dt) AS dt FROM up GROUP BY project, run_id)
+  UPDATE runs r SET error_count = r.error_count + d.de, total_tokens = r.total_tokens + d.dt
+  FROM d WHERE r.project = d.project AND r.run_id = d.run_id`;
+
 type Row = Record<string, unknown>;
 
 function toRun(row: Row): RunRecord {
@@ -95,8 +157,8 @@ export class RunsRepo {
 
   /**
    * Stores a batch of bus envelopes: each run touched is created or updated (run_start,
-   * run_end, what its spans say), spans are upserted (a re-exported span replaces the earlier
-   * copy), then each touched run's counters are recomputed from its spans, so a replaced span
+   * run_end, what its spans say), then spans are upserted (a re-exported span replaces the
+   * earlier copy) and the runs' counters moved by what the batch changed, so a replaced span
    * or a redelivered batch never counts twice. Idempotent.
    */
   async writeEnvelopes(envelopes: readonly Envelope[]): Promise<void> {
@@ -142,9 +204,9 @@ export class RunsRepo {
         p.final_output = r.final_output;
       }
     }
-    await this.upsertRuns([...patches.values()]);
+    // in one order on every writer, so two transactions taking the same runs' locks cannot deadlock
+    await this.upsertRuns([...patches.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p));
     await this.upsertSpans([...spans.values()]);
-    await this.recount([...patches.values()]);
   }
 
   private async upsertRuns(patches: RunPatch[]): Promise<void> {
@@ -178,56 +240,24 @@ export class RunsRepo {
   }
 
   /**
-   * One parameter per statement: the batch as a JSON array, unpacked by Postgres
-   * (jsonb_to_recordset). Serialising once and parsing inside the database costs far less
-   * than thousands of bound parameters, and it is the hot write of the pipeline.
+   * The spans and the counters they add to their runs, one JSON parameter per statement (the
+   * batch as an array unpacked by json_to_recordset: serialising once and parsing inside the
+   * database costs far less than thousands of bound parameters on this, the pipeline's hot
+   * write). Spans seen for the first time are inserted and counted by the same statement,
+   * from the rows the insert returns: a span already stored (a redelivered batch, a
+   * re-exported span) is not returned, so it is never counted twice, and no statement reads
+   * a run's other spans. Only when some were stored before does a second statement replace
+   * the copies that differ, moving the counters by the difference.
+   *
+   * Concurrent writers of one run (two replicas during a rebalance) are serialised by the
+   * row lock the runs upsert took earlier in the same transaction; under read committed the
+   * statements here then see what the other committed.
    */
   private async upsertSpans(rows: SpanRow[]): Promise<void> {
     for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
-      const batch = part.map((r) => ({
-        project: text(r.project),
-        run_id: text(r.run_id),
-        span_id: text(r.span.span_id),
-        payload: r.span,
-        start_ms: r.span.start_ms ?? null,
-        is_error: r.span.status === 'error',
-        total_tokens: spanTokens(r.span),
-        received_ms: r.received_ms,
-      }));
-      // Rows go in in the batch's order (WITH ORDINALITY, ORDER BY), so the arrival sequence
-      // (the column's default) numbers them as they arrived. A re-exported span keeps its
-      // first arrival: its place among spans that started at the same time does not move.
-      await this.db.query(
-        `INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at)
-         SELECT x.project, x.run_id, x.span_id, x.payload, round(x.start_ms)::bigint, x.start_ms, x.is_error,
-                round(x.total_tokens)::bigint, to_timestamp(x.received_ms / 1000.0)
-         FROM ROWS FROM (json_to_recordset($1::json) AS (project text, run_id text, span_id text, payload json, start_ms float8,
-                                                          is_error boolean, total_tokens float8, received_ms float8))
-              WITH ORDINALITY AS x(project, run_id, span_id, payload, start_ms, is_error, total_tokens, received_ms, ord)
-         ORDER BY x.ord
-         ON CONFLICT (project, run_id, span_id) DO UPDATE SET
-           payload = EXCLUDED.payload, start_ms = EXCLUDED.start_ms, start_exact = EXCLUDED.start_exact, is_error = EXCLUDED.is_error,
-           total_tokens = EXCLUDED.total_tokens, received_at = EXCLUDED.received_at`,
-        [json(batch)],
-      );
-    }
-  }
-
-  /** The counters of these runs, from their stored spans. */
-  private async recount(runs: RunPatch[]): Promise<void> {
-    for (const part of chunks(runs, ROWS_PER_STATEMENT)) {
-      await this.db.query(
-        `UPDATE runs r SET span_count = s.n, error_count = s.e, total_tokens = s.t
-         FROM (
-           SELECT sp.project, sp.run_id, count(*) AS n, count(*) FILTER (WHERE sp.is_error) AS e,
-                  COALESCE(sum(sp.total_tokens), 0) AS t
-           FROM spans sp
-           JOIN unnest($1::text[], $2::text[]) AS k(project, run_id) ON sp.project = k.project AND sp.run_id = k.run_id
-           GROUP BY sp.project, sp.run_id
-         ) s
-         WHERE r.project = s.project AND r.run_id = s.run_id`,
-        [part.map((p) => text(p.project)), part.map((p) => text(p.run_id))],
-      );
+      const batch = json(part.map(spanRecord));
+      const res = await this.db.query<{ inserted: unknown }>(INSERT_NEW_SPANS, [batch]);
+      if (num(res.rows[0]?.inserted) < part.length) await this.db.query(REPLACE_CHANGED_SPANS, [batch]);
     }
   }
 

@@ -97,6 +97,20 @@ function storeRedelivery(name: string, open: () => Promise<Db>): void {
       }
       expect(await snapshot()).toEqual(once);
     });
+
+    it('counts a span once when two consumers write the same batch at the same time (a rebalance)', async () => {
+      const envs = [span('r3', 's1', 40), span('r3', 's2', 50), span('r4', 's1', 60), span('r3', 's3', 70)];
+      // the runs in the other order too: the two transactions lock them in the same order anyway
+      const reversed = [...envs].reverse();
+      await Promise.all([
+        db.transaction((tx) => new RunsRepo(tx).writeEnvelopes(envs)),
+        db.transaction((tx) => new RunsRepo(tx).writeEnvelopes(reversed)),
+        db.transaction((tx) => new RunsRepo(tx).writeEnvelopes(envs)),
+      ]);
+      const runs = new RunsRepo(db);
+      expect((await runs.get('p1', 'r3'))?.span_count).toBe(3);
+      expect((await runs.get('p1', 'r4'))?.span_count).toBe(1);
+    });
   });
 }
 
