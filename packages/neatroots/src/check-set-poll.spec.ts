@@ -57,3 +57,26 @@ describe('the check set and database checks written elsewhere', () => {
     await until(() => !ids().includes('saved-elsewhere'));
   });
 });
+
+describe('the check set refreshed after a plan', () => {
+  let home: string;
+  let set: CheckSet | undefined;
+  afterEach(() => {
+    set?.close();
+    fs.rmSync(home, { recursive: true, force: true });
+  });
+
+  it('reloads only when the database checks changed', async () => {
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-refresh-'));
+    const stored: { id: string; yaml: string; origin: string }[] = [];
+    set = await startCheckSet({ home, projects: () => [], database: async () => [...stored], log: createLogger({ level: 'error' }), watch: false, databasePollMs: 60_000 });
+    const first = set.loaded();
+    await set.refresh();
+    // Nothing new: the set as it was, not parsed again.
+    expect(set.loaded()).toBe(first);
+    stored.push({ id: 'planned', yaml: rule('planned'), origin: 'planner' });
+    await set.refresh();
+    expect(set.loaded().checks.map((c) => c.id)).toContain('planned');
+    expect(set.rules().rules.map((r) => r.check.id)).toContain('planned');
+  });
+});

@@ -39,6 +39,12 @@ export interface CheckSet {
   questions(): QuestionSet;
   /** Reads every source again (what the watcher does on a change). */
   reload(): Promise<void>;
+  /**
+   * Reads the database checks again and reloads only if they changed (after a plan is stored:
+   * most write nothing new, and a reload parses every check file on the event loop that
+   * answers pre-call checks and raises findings, 20-240 ms here).
+   */
+  refresh(): Promise<void>;
   /** `match` checks switched off in this process for a slow pattern (until it restarts). */
   disabled(): DisabledCheck[];
   close(): void;
@@ -132,6 +138,7 @@ export async function startCheckSet(opts: {
     loaded: () => loaded,
     questions: questionsOf(() => loaded),
     reload,
+    refresh: poll,
     disabled: () => matching.disabled.list(),
     close: () => {
       clearInterval(retry);

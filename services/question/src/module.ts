@@ -34,7 +34,7 @@ interface Links {
       putCheck(c: { id: string; yaml: string; origin: 'planner'; project: string | null; workflow: string | null }): Promise<void>;
     };
   };
-  checks: { questions(): QuestionSet; reload(): Promise<void> };
+  checks: { questions(): QuestionSet; reload(): Promise<void>; refresh?(): Promise<void> };
   /** Models, routing, queues and cache, from the validated configuration. */
   models: { question: Pick<QuestionServiceOptions, 'models' | 'backend' | 'queue' | 'decisionQueue' | 'localQueue' | 'cache'> };
 }
@@ -72,8 +72,8 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       windows: await ctx.platform.windows<QuestionFindingsWindow>(':q'),
       ...models.question,
       questions: () => checks.questions().questions,
-      // A plan's new questions are database checks: read them in.
-      onPlan: () => void checks.reload().catch((err) => ctx.log.error('checks reload after a plan failed', err)),
+      // A plan's new questions are database checks: read them in (the set is reloaded only if they changed).
+      onPlan: () => void (checks.refresh ? checks.refresh() : checks.reload()).catch((err) => ctx.log.error('checks reload after a plan failed', err)),
       quiet: review.isQuiet,
       classifierStore: review.data.classifier,
       agreementStore: review.data.agreement,
