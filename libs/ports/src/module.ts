@@ -1,5 +1,5 @@
 import type { Bus } from './bus';
-import type { Clock } from './clock';
+import type { RecordedClock } from './clock';
 import type { Db } from './db';
 import type { Jobs } from './jobs';
 import type { WindowStore } from './windows';
@@ -25,10 +25,10 @@ export interface Platform {
   readonly kind: 'embedded' | 'distributed' | 'replay';
   /**
    * Whose time the pipeline runs on. Absent: the wall clock, and pending waits fire on a
-   * timer. Present (replay): the recording's time, moved by the source; the rule engine
-   * fires what is due before each batch instead.
+   * timer. Present (replay): the recording's time, moved by the rule engine to each item's
+   * time as it reaches it; it fires what is due before each item instead.
    */
-  readonly clock?: Clock;
+  readonly clock?: RecordedClock;
   /** The one bus of this process (created on first use; every module shares it). */
   bus(): Bus;
   /** A window store; `name` keeps different kinds of windows apart ('' for the rule engine's). */

@@ -158,9 +158,18 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
   const metrics: QuestionServiceMetrics = { batches: 0, tasks: 0, findings: 0, notes: 0, errors: 0 };
   const heartbeatMs = opts.heartbeatMs ?? 3_000;
 
+  // Answers can take a while (a local LLM, a retry): the batches in hand say they are alive,
+  // from one timer for the service rather than one per batch (a timer set and cleared for
+  // every batch cost replay, whose batches are an item's few questions, more than the batch).
+  // It holds the process open only while a batch is in hand, as the timer per batch did.
+  const inHand = new Set<BusBatch<QuestionTaskMessage>>();
+  const beat = setInterval(() => {
+    for (const batch of inHand) batch.heartbeat().catch((err) => log('heartbeat failed', err));
+  }, heartbeatMs);
+  beat.unref();
+
   const handle = async (batch: BusBatch<QuestionTaskMessage>) => {
-    // Answers can take a while (a local LLM, a retry): keep the group from thinking we died.
-    const beat = setInterval(() => batch.heartbeat().catch((err) => log('heartbeat failed', err)), heartbeatMs);
+    if (inHand.add(batch).size === 1) beat.ref();
     try {
       const out = await processor.process(batch.records.map((r) => r.value));
       if (out.findings.length) {
@@ -178,7 +187,8 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
       metrics.errors++;
       throw err;
     } finally {
-      clearInterval(beat);
+      inHand.delete(batch);
+      if (!inHand.size) beat.unref();
     }
   };
 
@@ -190,6 +200,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
     }
     if (opts.grpc) grpc = await startQuestionGrpc(answerer, { ...opts.grpc, log });
   } catch (e) {
+    clearInterval(beat);
     await Promise.all(subs.map((s) => s.close()));
     answerer.close();
     throw e;
@@ -214,6 +225,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
     close: () =>
       (closed ??= (async () => {
         clearInterval(flusher);
+        clearInterval(beat);
         await grpc?.close();
         await Promise.all(subs.map((s) => s.close()));
         await processor.idle();

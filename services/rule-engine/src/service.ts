@@ -1,5 +1,5 @@
 import { RuleEngine, windowKey, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
-import { WindowConflictError, type Bus, type Clock, type LogFields, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type Bus, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
 import { QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
 import { itemRunId, type Envelope } from '@neatroots/spans';
@@ -27,10 +27,11 @@ export interface RuleEngineServiceOptions {
   /** How often pending requires_before waits are checked. */
   tickMs?: number;
   /**
-   * The recording's time (replay): no timer; what is due by `clock` fires before each batch,
-   * and end() fires every wait still pending. Absent: the wall clock and the timer.
+   * The recording's time (replay): no timer; a batch's items are taken one at a time, each at
+   * its own time (what is due by then fires first), and end() fires every wait still pending.
+   * Absent: the wall clock and the timer.
    */
-  recorded?: Clock;
+  recorded?: RecordedClock;
   /**
    * Question checks: the scheduler runs beside the rule engine on the same batches and hands
    * the questions that are due to the question service (the questions topic). Without it the
@@ -91,7 +92,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     if (out.findings.length) sends.push(opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f }))));
     if (out.notes.length) sends.push(opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n }))));
     if (asked?.tasks.length) sends.push(opts.bus.publish(questionsTopic, asked.tasks.map((t) => ({ key: t.run_id, value: t }))));
-    await Promise.all(sends);
+    if (sends.length) await Promise.all(sends);
     metrics.findings += out.findings.length;
     metrics.notes += out.notes.length;
     metrics.questions += asked?.tasks.length ?? 0;
@@ -109,19 +110,47 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   // batches with those runs wait for it (a step that loaded a window while another was still
   // saving it would be refused by the compare-and-set and read again, but only after a delay).
   const lock = new RunLock();
-  // The runs a recording held, for its end.
-  const seen = new Set<string>();
+  // The runs a recording held, in the order first seen, for its end (a key is built only for
+  // a run not seen before: by project, the run ids seen).
+  const seen = new Map<string, Set<string>>();
+  const seenKeys: string[] = [];
 
-  const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group: opts.group ?? 'rule-engine' }, (batch) =>
+  const group = opts.group ?? 'rule-engine';
+  // A recording comes many items a batch (a batch step per item cost replay more than the
+  // engine), but each item is taken as if it had come alone at its own time: what is due by
+  // then fires first, and the questions it led to are answered before the next item, so the
+  // findings and their order do not depend on how the recording was cut into batches.
+  const recordedStep = async (clock: RecordedClock, envs: readonly Envelope[]) => {
+    for (const e of envs) {
+      let runs = seen.get(e.project);
+      if (!runs) seen.set(e.project, (runs = new Set()));
+      const run = itemRunId(e.item);
+      if (!runs.has(run)) {
+        runs.add(run);
+        seenKeys.push(windowKey(e.project, run));
+      }
+      clock.advance(e.received_ms);
+      const due = await engine.tick(clock.now());
+      // Mostly nothing is due: its windows (if any) are saved without an emit step.
+      if (due.findings.length || due.notes.length) await emit(due);
+      else await due.commit();
+      const one = [e];
+      const out = await engine.process(one);
+      const asked = opts.questions ? await opts.questions.scheduler.process(one) : undefined;
+      await emit(out, asked);
+      if (asked?.tasks.length) await clock.settle(group);
+    }
+  };
+
+  const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group }, (batch) =>
     lock.shared(async () => {
       const envs = batch.records.map((r) => r.value);
       try {
-        if (opts.recorded) {
-          for (const e of envs) seen.add(windowKey(e.project, itemRunId(e.item)));
-          await emit(await engine.tick(opts.recorded.now()));
+        if (opts.recorded) await recordedStep(opts.recorded, envs);
+        else {
+          const out = await engine.process(envs);
+          await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
         }
-        const out = await engine.process(envs);
-        await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
       } catch (err) {
         // Said here with the runs it held; the bus delivers the batch again.
         log(`a batch of ${envs.length} events failed`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
@@ -160,7 +189,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     metrics,
     precheck: (req) => prechecker.precheck(req),
     haltingTools: (project, workflow) => haltingTools(opts.rules(), project, workflow),
-    end: () => lock.exclusive(async () => emit(await engine.tick(opts.recorded?.now() ?? Date.now(), { keys: [...seen], all: true }))),
+    end: () => lock.exclusive(async () => emit(await engine.tick(opts.recorded?.now() ?? Date.now(), { keys: [...seenKeys], all: true }))),
     close: async () => {
       clearInterval(timer);
       await sub.close();

@@ -1,25 +1,30 @@
-import type { Clock, Db, Jobs, Platform, WindowStore } from '@neatroots/ports';
+import type { Db, Jobs, Platform, RecordedClock, WindowStore } from '@neatroots/ports';
 import { MemoryBus } from '../bus/memory';
 import { InlineJobs } from '../jobs/inline';
 import { MemoryWindowStore } from '../windows/memory';
 
-/** The recording's time: the source moves it forward as items arrive, never back. */
-export class RecordedClock implements Clock {
+/** The recording's time on the in-process bus: moved forward item by item, never back. */
+export class BusRecordedClock implements RecordedClock {
   private t = 0;
+
+  constructor(private readonly bus: MemoryBus) {}
 
   now(): number {
     return this.t;
   }
 
-  /** Moves to `t` when later than now (an item stamped earlier than the one before waits for nothing). */
   advance(t: number | undefined): void {
     if (t !== undefined && t > this.t) this.t = t;
+  }
+
+  settle(group: string): Promise<void> {
+    return this.bus.idle({ except: group });
   }
 }
 
 export interface ReplayPlatform extends Platform {
   bus(): MemoryBus;
-  readonly clock: RecordedClock;
+  readonly clock: BusRecordedClock;
 }
 
 /**
@@ -30,7 +35,7 @@ export interface ReplayPlatform extends Platform {
  */
 export function replayPlatform(opts: { onError?: (err: unknown, topic: string, group: string) => void } = {}): ReplayPlatform {
   const bus = new MemoryBus({ partitions: 1, gatherTurn: false, onError: opts.onError });
-  const clock = new RecordedClock();
+  const clock = new BusRecordedClock(bus);
   let jobs: InlineJobs | undefined;
   return {
     kind: 'replay',
