@@ -105,10 +105,10 @@ describe('RunsRepo.writeEnvelopes', () => {
   });
 
   it('writes large batches in several statements', async () => {
-    const envs = Array.from({ length: 1203 }, (_, i) => spanEnv('p1', { run_id: `r${i % 7}`, span_id: `s${i}`, start_ms: T0 + i }));
+    const envs = Array.from({ length: 4203 }, (_, i) => spanEnv('p1', { run_id: `r${i % 7}`, span_id: `s${i}`, start_ms: T0 + i }));
     await runs.writeEnvelopes(envs);
     const page = await runs.list('p1', { limit: 10 });
-    expect(page.items.reduce((n, r) => n + r.span_count, 0)).toBe(1203);
+    expect(page.items.reduce((n, r) => n + r.span_count, 0)).toBe(4203);
   });
 });
 
