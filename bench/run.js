@@ -38,7 +38,7 @@ async function main() {
     console.log('rule engine alone:', JSON.stringify(out.engine));
   }
   if (only.has('replay')) {
-    out.replay = await benchReplay({ spans: Math.min(spans, 100_000) });
+    out.replay = await benchReplay({ spans: Math.min(spans, 100_000), log: (m) => console.log(`neatroots replay, ${m}`) });
     console.log('neatroots replay:', JSON.stringify(out.replay));
   }
   if (only.has('e2e')) {
@@ -95,7 +95,11 @@ async function main() {
   if (out.replay) {
     const r = out.replay;
     rows.push([`neatroots replay, ${r.spans} spans, the library's ${r.rule_checks} rule checks`, `${r.replay_rule_checks_spans_per_s} spans/s`, `the rule engine alone, item by item: ${r.baseline_engine_spans_per_s} spans/s (x${r.ratio_to_baseline})`]);
-    rows.push([`neatroots replay, the whole library (question checks by the fast classifier)`, `${r.replay_spans_per_s} spans/s (${r.replay_seconds} s)`, '']);
+    rows.push([
+      `neatroots replay, the whole library (question checks by the fast classifier), ${r.pairs} alternated pairs at load ${r.load_average}`,
+      `${r.replay_spans_per_s} spans/s (${r.replay_seconds} s), ${r.replay_cpu_s} CPU s`,
+      `the hand-wired replay before the composition root: ${r.hand_wired_spans_per_s} spans/s, ${r.hand_wired_cpu_s} CPU s (replay's CPU x${r.cpu_ratio_to_hand_wired}; same findings: ${r.findings_same_as_hand_wired})`,
+    ]);
   }
   if (out.embedded) {
     const e = out.embedded;
