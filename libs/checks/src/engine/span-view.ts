@@ -1,7 +1,34 @@
 import { canonicalJson, valueText, MAX_TEXT_CHARS, type Span } from '@neatroots/spans';
 import type { MatchField } from '../types';
-import type { TextMatcher } from './compile';
+import RE2 from 're2';
+import type { JointPattern, TextMatcher } from './compile';
+import { fingerprint } from './ids';
 import type { JointMatch } from './joint';
+
+/** A streak keeps the values it compares as they are up to this length, else their fingerprint. */
+const MAX_SAME_CHARS = 96;
+
+/** The text of a span with nothing to read: one buffer for all of them. */
+const EMPTY = Buffer.alloc(0);
+
+/** Each pattern's answer on an empty text (by its JointPattern: the pattern as compiled). */
+const emptyAnswers = new WeakMap<JointPattern, boolean>();
+
+function onEmpty(j: JointPattern): boolean {
+  let hit = emptyAnswers.get(j);
+  if (hit === undefined) {
+    hit = new RE2(j.source).test(EMPTY);
+    emptyAnswers.set(j, hit);
+  }
+  return hit;
+}
+
+function sameFields(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
 
 /** How a `match` rule reads a span in one plan: its text's key, and the pass it joins. */
 export interface MatchPlan {
@@ -54,12 +81,19 @@ export class SpanView {
     return this;
   }
 
-  same(fields: readonly string[]): string {
-    for (let i = 0; i < this.sames; i++) if (this.sameKeys[i] === fields) return this.sameVals[i];
-    const v = fields.length === 1 ? this.sameValue(fields[0]) : fields.map((f) => this.sameValue(f)).join('\u0001');
+  /**
+   * What `repeat` compares for `fields`, as its streak keeps it: the values as they are when
+   * short, else their fingerprint. Once per span for every rule comparing the same fields
+   * (the rules' lists are told apart by content: each rule has its own array).
+   */
+  sameKey(fields: readonly string[]): string {
+    for (let i = 0; i < this.sames; i++) if (sameFields(this.sameKeys[i], fields)) return this.sameVals[i];
+    let v = this.sameValue(fields[0]);
+    for (let i = 1; i < fields.length; i++) v += `\u0001${this.sameValue(fields[i])}`;
+    const key = v.length <= MAX_SAME_CHARS ? v : fingerprint(v);
     this.sameKeys[this.sames] = fields;
-    this.sameVals[this.sames++] = v;
-    return v;
+    this.sameVals[this.sames++] = key;
+    return key;
   }
 
   private sameValue(field: string): string {
@@ -100,7 +134,7 @@ export class SpanView {
       if (!part) continue;
       out += out ? `\n${part}` : part;
     }
-    const buf = Buffer.from(out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out, 'utf8');
+    const buf = !out ? EMPTY : Buffer.from(out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out, 'utf8');
     this.textKeys[this.texts] = key;
     this.textBufs[this.texts++] = buf;
     return buf;
@@ -113,6 +147,9 @@ export class SpanView {
   match(rule: object, matcher: TextMatcher, fields: readonly MatchField[]): boolean | Promise<boolean> {
     const plan = this.plans?.get(rule);
     const text = this.text(fields, plan?.key);
+    // Nothing to read (an LLM call whose prompt was not recorded, a tool with no result): the
+    // pattern's answer on no text, found once per pattern, instead of a call into RE2 per span.
+    if (text.length === 0 && matcher.joint?.live()) return onEmpty(matcher.joint);
     const joint = plan?.joint;
     if (!joint) return matcher.test(text);
     // The pass runs once per span, for the first of its rules whose filter passed.

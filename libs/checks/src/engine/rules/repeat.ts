@@ -1,4 +1,3 @@
-import { fingerprint } from '../ids';
 import { pushCapped, state, type RuleKind } from './kind';
 import { endStreak, newStreak, streakFires } from './streak';
 
@@ -8,10 +7,9 @@ export const repeat: RuleKind<'repeat'> = {
   priority: 80,
   onSpan(x, w, r, span, view, received) {
     const rule = r.rule;
-    const values = view.same(rule.same);
-    const st = state(w, r, newStreak);
     // Short values are kept as they are; long ones (large arguments) as a fingerprint.
-    const key = values.length <= 96 ? values : fingerprint(values);
+    const key = view.sameKey(rule.same);
+    const st = state(w, r, newStreak);
     if (st.key === key) {
       st.n++;
       pushCapped(st.spans, span.span_id, x.maxSpanIds);
