@@ -1,7 +1,7 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,replay,e2e,otlp,distributed,questions,flood,sop,limits,review]
+//   node bench/run.js [--spans N] [--only engine,replay,e2e,otlp,distributed,questions,flood,sop,limits,store,review]
 // (review, minutes at 100,000 sessions, runs only when asked: --only review)
 // Every end-to-end row is also printed as a share of the receive ceiling measured in the same
 // run (bench/ceiling.js: a null OTLP/gRPC receiver that decodes and counts, nothing more);
@@ -19,6 +19,7 @@ const { benchLimits } = require('./limits');
 const { benchOtlp } = require('./otlp');
 const { benchCeiling } = require('./ceiling');
 const { benchBus } = require('./bus');
+const { benchStore } = require('./store');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -27,7 +28,7 @@ function arg(name, def) {
 
 async function main() {
   const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,replay,e2e,otlp,distributed,questions,flood,sop,limits')).split(','));
+  const only = new Set(String(arg('only', 'engine,replay,e2e,otlp,distributed,questions,flood,sop,limits,store')).split(','));
   const out = {};
   if (only.has('e2e') || only.has('distributed') || only.has('ceiling')) {
     out.ceiling = await benchCeiling({ spans: Math.min(spans, 100_000) });
@@ -77,6 +78,12 @@ async function main() {
   if (only.has('sop')) {
     out.sop = await benchSop();
     console.log('sop checks:', JSON.stringify(out.sop));
+  }
+  if (only.has('store')) {
+    // the review service's storage write alone, the write before counters were kept beside it;
+    // short runs, then long ones (the old write re-read every stored span of a touched run)
+    out.store = [await benchStore({ spans: 20_000, rounds: 4, perRun: 100 }), await benchStore({ spans: 64_000, rounds: 3, perRun: 1000 })];
+    for (const r of out.store) console.log('storage write alone:', JSON.stringify(r));
   }
   if (only.has('review')) {
     // 100,000 sessions and 300,000 findings, on PGlite and (with NEATROOTS_PG_URL) Postgres: minutes
@@ -168,6 +175,13 @@ async function main() {
         `${m.sessions_per_s} sessions/s, ${m.requests_per_decision} model requests per rule decision`,
         base ? `one request per rule: ${base.sessions_per_s} sessions/s, ${base.requests_per_decision} requests per decision` : '',
       ]);
+    }
+  }
+  for (const r of out.store ?? []) {
+    for (const db of ['pglite', 'postgres']) {
+      const x = r[db];
+      if (x.skipped) rows.push([`storage write alone on ${db}`, 'skipped', x.skipped]);
+      else rows.push([`storage write alone on ${db}, runs of ${r.spans_a_run} spans, batches of ${r.batch} (load ${r.load_before})`, `${x.new_spans_per_s} spans/s`, `the write before (counters recounted from the run's stored spans): ${x.old_spans_per_s} spans/s (x${x.ratio})`]);
     }
   }
   for (const r of out.review ?? []) {
