@@ -178,10 +178,53 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
   };
 }
 
-module.exports = { benchE2e, buildBatches, send, paced };
+/**
+ * Receipt to finding alone, on the embedded default as `neatroots start` runs it (the durable
+ * log, journaled windows): a second of warm-up, then `seconds` at `rate` spans/s, 50 spans an
+ * export. Prints the load average beside it and the bus's group commits (fsync) in the same run.
+ *   node bench/e2e.js --latency [--rate 5000] [--seconds 6]
+ */
+async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
+  fs.mkdirSync(path.join(home, 'checks'));
+  fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
+  const config = loadConfig({
+    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
+    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
+  });
+  const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+  const latencies = [];
+  await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
+    const now = Date.now();
+    for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
+  });
+  try {
+    const warm = buildBatches({ spans: rate, perRun: 100, batch: 50, prefix: 'warm' });
+    await paced(app.ingest.grpcPort, warm.batches, 50, rate);
+    await app.bus.idle();
+    latencies.length = 0;
+    const load0 = os.loadavg()[0];
+    const lat = buildBatches({ spans: rate * seconds, perRun: 100, batch: 50, prefix: 'lat' });
+    await paced(app.ingest.grpcPort, lat.batches, 50, rate);
+    await app.bus.idle();
+    latencies.sort((a, b) => a - b);
+    const st = app.bus.stats ?? { syncs: 0, syncMs: 0, syncMaxMs: 0 };
+    return {
+      rate, seconds, p50_ms: percentile(latencies, 50), p90_ms: percentile(latencies, 90), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1], samples: latencies.length,
+      bus_fsync_avg_ms: st.syncs ? +(st.syncMs / st.syncs).toFixed(1) : 0, bus_fsync_max_ms: Math.round(st.syncMaxMs), load_average: +((load0 + os.loadavg()[0]) / 2).toFixed(2),
+    };
+  } finally {
+    await app.close();
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+}
+
+module.exports = { benchE2e, buildBatches, send, paced, latencyOnly };
 
 if (require.main === module) {
-  benchE2e({ spans: Number(process.argv[2] ?? 200_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
+  const arg = (name, def) => (process.argv.includes(`--${name}`) ? Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) : def);
+  const run = process.argv.includes('--latency') ? latencyOnly({ rate: arg('rate', 5000), seconds: arg('seconds', 6) }) : benchE2e({ spans: Number(process.argv[2] ?? 200_000) });
+  run.then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
     console.error(e);
     process.exit(1);
   });
