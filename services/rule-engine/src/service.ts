@@ -130,10 +130,11 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
         seenKeys.push(windowKey(e.project, run));
       }
       clock.advance(e.received_ms);
-      const due = await engine.tick(clock.now());
-      // Mostly nothing is due: its windows (if any) are saved without an emit step.
-      if (due.findings.length || due.notes.length) await emit(due);
-      else await due.commit();
+      // As the timer does live: the due wakes first, a tick only when there are some (mostly
+      // there are none, and a tick's step costs replay as much as the item).
+      const now = clock.now();
+      const due = await opts.windows.takeDue(now, 10_000, WAKE_LEASE_MS);
+      if (due.length) await emit(await engine.tick(now, { keys: due }));
       const one = [e];
       const out = await engine.process(one);
       const asked = opts.questions ? await opts.questions.scheduler.process(one) : undefined;
