@@ -21,6 +21,14 @@ export interface BusBatch<T> {
   records: BusRecord<T>[];
   /** Call during a long batch so the group does not think this consumer died. */
   heartbeat(): Promise<void>;
+  /**
+   * Offered only by buses that can let a partition's next batch come before this one's effects
+   * are stored (the embedded durable log). The handler hands it the promise of its last effects
+   * (window saves still syncing) and may return without waiting for it: the batch's position,
+   * and that of every later batch of the partition, moves only once it resolves; if it rejects,
+   * the partition is delivered again from this batch. Absent: the handler waits for its effects.
+   */
+  defer?(stored: Promise<void>): void;
 }
 
 export interface SubscribeOptions {

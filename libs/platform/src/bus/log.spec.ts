@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { deadLetterTopic, type DeadLetter, type Topic } from '@neatroots/ports';
 import { busContract, jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { LogBus, type LogBusOptions } from './log';
+import { readOffsets } from './log/offsets';
 import { RetryLaterError } from './set-aside';
 
 /** The contract's own failing handler says "(test)"; anything else is shown. */
@@ -186,6 +187,62 @@ describe('LogBus durability', () => {
     await bus.subscribe(jsonTopic<Rec>('t'), { group: 'g' }, async () => undefined).then((s) => s.close());
     await bus.close();
     expect(() => open(dir, { partitions: 6 })).toThrow(/has 4 partitions, configured 6/);
+  });
+
+  it('delivers the next batch while a batch defers its effects, and saves a position only once its effects and all before it resolved', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    const bus = open(dir, { partitions: 1, maxBatch: 5, commitIntervalMs: 5 });
+    await bus.publish(topic, recs(15));
+    const held: { first: number; resolve(): void; reject(err: Error): void }[] = [];
+    const sub = await bus.subscribe(topic, { group: 'g' }, async (b) => {
+      b.defer!(new Promise<void>((resolve, reject) => held.push({ first: b.records[0].value.i, resolve, reject })));
+    });
+    const saved = () => readOffsets(dir, 1).groups.t?.g?.[0] ?? 0;
+    const settle = () => new Promise((r) => setTimeout(r, 60));
+    // All three batches come while none of their effects is stored.
+    await waitUntil(() => held.length === 3, 5_000, () => `${held.length} batches of 3`);
+    await settle();
+    expect(saved()).toBe(0);
+    expect(bus.backlog('t')).toBe(15);
+    // The second batch's effects alone do not move it: the first's are not stored.
+    held[1].resolve();
+    await settle();
+    expect(saved()).toBe(0);
+    held[0].resolve();
+    await waitUntil(() => saved() === 10, 5_000, () => `saved ${saved()}`);
+    // The third's fail: the partition goes back to it, and it moves once the new try's are stored.
+    held[2].reject(new Error('(test) sync failed'));
+    await waitUntil(() => held.length === 4, 5_000, () => `${held.length} deliveries`);
+    expect(held[3].first).toBe(held[2].first);
+    await settle();
+    expect(saved()).toBe(10);
+    held[3].resolve();
+    await waitUntil(() => saved() === 15, 5_000, () => `saved ${saved()}`);
+    expect(bus.stats.handlerErrors).toBe(1);
+    await sub.close();
+    await bus.close();
+  });
+
+  it('closes a subscription only once the deferred effects in hand are stored, and saves their position', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    let bus = open(dir, { partitions: 1, maxBatch: 5 });
+    await bus.publish(topic, recs(10));
+    let stored = 0;
+    let delivered = 0;
+    const sub = await bus.subscribe(topic, { group: 'g' }, async (b) => {
+      delivered += b.records.length;
+      b.defer!(new Promise<void>((r) => setTimeout(() => r(void (stored += b.records.length)), 100)));
+    });
+    await waitUntil(() => delivered === 10, 5_000, () => `${delivered} of 10 delivered`);
+    expect(stored).toBe(0);
+    await sub.close();
+    expect(stored).toBe(10);
+    await bus.close();
+    bus = open(dir, { partitions: 1 });
+    expect(bus.recovery.pending).toBe(0);
+    await bus.close();
   });
 });
 

@@ -107,6 +107,8 @@ interface Member {
   closed: boolean;
   /** The delivery loop of each partition in hand (partitions are delivered side by side). */
   busy: Map<number, Promise<void>>;
+  /** Wakes a partition's loop that waits for deferred effects when new records come. */
+  poke: Map<number, () => void>;
 }
 
 interface Group {
@@ -153,6 +155,8 @@ export interface LogBusStats {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Batches of a partition whose deferred effects may be in flight at once. */
+const MAX_DEFERRED = 64;
 const partKey = (topic: string, p: number) => `${topic}\0${p}`;
 
 export class LogBus implements Bus {
@@ -436,7 +440,7 @@ export class LogBus implements Bus {
       t.groups.set(opts.group, g);
       if (g.durable) this.scheduleCommit();
     }
-    const member: Member = { handler: async () => undefined, partitions: [], closed: false, busy: new Map() };
+    const member: Member = { handler: async () => undefined, partitions: [], closed: false, busy: new Map(), poke: new Map() };
     member.handler = guardHandler(
       this,
       handler as Member['handler'],
@@ -474,6 +478,7 @@ export class LogBus implements Bus {
       if (m.closed) continue;
       for (const p of m.partitions) {
         if (!m.busy.has(p)) m.busy.set(p, this.drain(name, t, g, m, p).finally(() => m.busy.delete(p)));
+        else m.poke.get(p)?.();
       }
     }
   }
@@ -482,21 +487,55 @@ export class LogBus implements Bus {
    * One partition's delivery loop. Each partition has its own, so a batch waiting on its
    * handler (a rule-engine step waiting for its findings to be synced) does not hold up the
    * other partitions; their appends share the next group commit.
+   *
+   * A handler may defer its last effects (BusBatch.defer: window saves still syncing): the next
+   * batch is delivered at once, and the group's position (what is saved, trimmed, counted as
+   * the backlog) moves past a batch only once its deferred effects and those of every batch
+   * before it resolved. One that rejects sends the partition back to the saved position once
+   * everything in flight settled: those batches are delivered again (handlers are idempotent).
    */
   private async drain(name: string, t: TopicState, g: Group, m: Member, p: number): Promise<void> {
     // Yield once so a publisher's burst is delivered as one batch.
     await new Promise<void>((r) => setImmediate(r));
+    // Where the next batch starts: ahead of g.offsets[p] while deferred effects are in flight.
+    let next = g.offsets[p];
+    // The deferred effects in flight, in order (each settles after the one before it).
+    let tail: Promise<void> | undefined;
+    let inFlight = 0;
+    let failed: { err: unknown } | undefined;
+    const settle = async () => {
+      while (tail) await tail;
+    };
     for (;;) {
-      if (m.closed || this.closing || !m.partitions.includes(p)) return;
+      if (failed) {
+        await settle();
+        this.stats.handlerErrors++;
+        this.onError(failed.err, name, g.name);
+        failed = undefined;
+        next = g.offsets[p];
+        await sleep(this.retryDelayMs);
+        continue;
+      }
+      if (m.closed || this.closing || !m.partitions.includes(p)) return settle();
       const part = t.parts[p];
-      const from = Math.max(g.offsets[p], part.base);
+      const from = Math.max(next, g.offsets[p], part.base);
       const to = Math.min(part.durable, from + this.maxBatch);
-      if (from >= to) return;
+      if (from >= to || inFlight >= MAX_DEFERRED) {
+        if (!tail) return;
+        // Nothing to read yet (or enough in flight): wait for the effects or for new records.
+        await new Promise<void>((r) => {
+          m.poke.set(p, r);
+          void tail!.then(r);
+        });
+        m.poke.delete(p);
+        continue;
+      }
       let records: BusRecord<unknown>[];
+      const deferred: Promise<void>[] = [];
       try {
         const read = await this.read(t, part, from, to, g.name);
         records = read.records;
-        const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined };
+        const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined, defer: (stored) => void deferred.push(stored) };
         if (records.length) await m.handler(batch);
         // Kept before the position moves past them (if this fails, the batch is read again).
         const dl = deadLetterTopic(this.opts.deadLetterPrefix);
@@ -505,16 +544,47 @@ export class LogBus implements Bus {
           this.setAsideCount += read.undecodable.length;
         }
       } catch (err) {
+        // Deferred effects of a try that failed are let go (the batch is read again).
+        for (const d of deferred) d.catch(() => undefined);
+        if (tail) {
+          // Batches before it are in flight: the partition goes back once they settled.
+          failed = { err };
+          continue;
+        }
         this.stats.handlerErrors++;
         this.onError(err, name, g.name);
         await sleep(this.retryDelayMs);
         continue;
       }
-      if (!m.partitions.includes(p)) return; // reassigned meanwhile: the new owner re-reads
-      g.offsets[p] = to;
-      this.stats.consumed += records.length;
-      this.trim(t, p);
-      if (g.durable) this.scheduleCommit();
+      next = to;
+      const advance = () => {
+        if (!m.partitions.includes(p)) return; // reassigned meanwhile: the new owner re-reads
+        g.offsets[p] = to;
+        this.stats.consumed += records.length;
+        this.trim(t, p);
+        if (g.durable) this.scheduleCommit();
+      };
+      if (!deferred.length && !tail) {
+        advance();
+        continue;
+      }
+      inFlight++;
+      const before = tail ?? Promise.resolve();
+      const mine: Promise<void> = before
+        .then(() => Promise.all(deferred))
+        .then(
+          () => {
+            if (!failed) advance();
+          },
+          (err) => {
+            failed ??= { err };
+          },
+        )
+        .finally(() => {
+          inFlight--;
+          if (tail === mine) tail = undefined;
+        });
+      tail = mine;
     }
   }
 
