@@ -28,6 +28,15 @@ export interface WindowStore<W> {
    */
   takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]>;
   close(): Promise<void>;
+  /**
+   * True when every change is applied as the call is made (a load, save or takeDue made after
+   * it sees it, even before its promise resolves) and becomes durable in the order the calls
+   * were made; the promise says it is durable (the embedded stores: memory, and the journal
+   * whose fsync the promise waits for). A caller may then start its next step on the same
+   * windows while the last save is still syncing. Absent (Redis): a change is seen only once
+   * its promise resolved, and a compare-and-set save must be waited for before the next load.
+   */
+  readonly appliedAtCall?: boolean;
 }
 
 /** Another writer saved one of these windows after they were loaded. */

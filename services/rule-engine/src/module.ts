@@ -42,6 +42,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);
     const [review, checks, steering, models] = await Promise.all([link('review'), link('checks'), link('steering'), link('models')]);
     const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
+    const schedulerWindows = await ctx.platform.windows<SchedulerWindow>(':qs');
     const engine = await startRuleEngine({
       bus: ctx.platform.bus(),
       windows: await ctx.platform.windows<RunWindow>(''),
@@ -49,7 +50,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       topics,
       questions: {
         scheduler: new QuestionScheduler({
-          windows: await ctx.platform.windows<SchedulerWindow>(':qs'),
+          windows: schedulerWindows,
           questions: checks.questions,
           plans: review.data.plans,
           policy: models.localLlmStandsIn ? LOCAL_LLM_POLICY : undefined,
@@ -57,6 +58,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
           now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
         }),
         topic: topics.questions,
+        windows: schedulerWindows,
       },
       steering,
       quiet: review.isQuiet,

@@ -39,6 +39,8 @@ describe('rule-engine service logs', () => {
 
 /** The run windows; a save of `key` waits for `release` while armed (a slow sync). */
 class HeldWindows extends MemoryWindowStore<RunWindow> {
+  // A held save is made only once released (as Redis's would be seen only once it returned).
+  override readonly appliedAtCall = false;
   hold?: { key: string; reached: () => void; release: Promise<void> };
   override async save(entries: readonly { key: string; window: RunWindow; ttlMs?: number; expectRev?: number }[]): Promise<void> {
     const h = this.hold;

@@ -37,7 +37,12 @@ export interface RuleEngineServiceOptions {
    * the questions that are due to the question service (the questions topic). Without it the
    * service evaluates rules only.
    */
-  questions?: { scheduler: QuestionScheduler; topic?: Topic<QuestionTaskMessage> };
+  questions?: {
+    scheduler: QuestionScheduler;
+    topic?: Topic<QuestionTaskMessage>;
+    /** The scheduler's window store, when it is not `windows` (its batches may go on while it syncs only if it applies at call too). */
+    windows?: Pick<WindowStore<unknown>, 'appliedAtCall'>;
+  };
   /** Lines about runs carry their `project` and `run_id` in `fields`. */
   log?: (msg: string, err?: unknown, fields?: LogFields) => void;
   /** How often a pre-call check reads the run's window while it waits for the exported spans (Prechecker's default when absent). */
@@ -69,8 +74,9 @@ export interface RuleEngineService {
 /**
  * The rule-engine service: a consumer group on the events topic. For each batch it
  * evaluates the rule checks, publishes findings and notes, and only then saves the run
- * windows; the bus moves its offset after that. A crash anywhere in between replays the
- * batch against the windows as they were, producing the same findings (same ids).
+ * windows; the bus moves its offset after that (on the embedded default the next batch is
+ * evaluated meanwhile: see `pipelined`). A crash anywhere in between replays the batch against
+ * the windows as they were, producing the same findings (same ids).
  */
 export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<RuleEngineService> {
   const log = opts.log ?? ((msg, err, fields) => console.error(`rule-engine: ${msg}`, err ?? '', fields ?? ''));
@@ -85,7 +91,9 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
   const questionsTopic = opts.questions?.topic ?? QUESTIONS_TOPIC;
 
-  const emit = async (out: EngineOutput, asked?: SchedulerOutput) => {
+  // Publishes what a step raised and calls its saves: returns their promise (the saves are
+  // under way; a store that applies at call has already made them, see `pipelined`).
+  const publish = async (out: EngineOutput, asked?: SchedulerOutput): Promise<{ saved: Promise<void> }> => {
     // Published together: the Kafka bus gathers concurrent publishes into one send, so the
     // step waits for one acknowledgement instead of one per topic.
     const sends: Promise<void>[] = [];
@@ -101,8 +109,22 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     // embedded default), and the batch's next step, so the findings of the records that came
     // meanwhile, waited for the two syncs one after the other. Each store is replayed alone
     // after a crash (a span seen is skipped), so which of the two was saved first does not matter.
-    await allSaved([out.commit(), ...(asked ? [asked.commit()] : [])]);
+    return { saved: allSaved([out.commit(), ...(asked ? [asked.commit()] : [])]) };
   };
+  const emit = async (out: EngineOutput, asked?: SchedulerOutput) => {
+    await (await publish(out, asked)).saved;
+  };
+
+  // A batch's next batch need not wait for its window saves to sync when both stores apply a
+  // save as it is called (the embedded memory and journal stores: the next step loads what was
+  // saved, wakes included) and the bus can hold the position until they are synced
+  // (BusBatch.defer, the embedded log): its findings are published as soon as they are
+  // evaluated, and the position still moves only past batches whose saves, and those of every
+  // batch before them on the partition, are on disk. A crash in between replays the batches
+  // after the position against the windows that were synced: a span already applied is
+  // skipped, the others raise the same findings (same ids). Redis (compare-and-set: a save is
+  // seen only once it returned) and Kafka keep the step waiting for its saves.
+  const pipelined = opts.windows.appliedAtCall === true && (!opts.questions || (opts.questions.windows ?? opts.windows).appliedAtCall === true);
 
   // Batches of different partitions hold different runs (a run is keyed to one partition), so
   // their steps may overlap: one publishes and saves while the next is evaluated. A tick
@@ -150,7 +172,15 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
         if (opts.recorded) await recordedStep(opts.recorded, envs);
         else {
           const out = await engine.process(envs);
-          await emit(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
+          const { saved } = await publish(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
+          if (pipelined && batch.defer) {
+            batch.defer(
+              saved.catch((err) => {
+                log(`the window saves of a batch of ${envs.length} events failed (the bus delivers it again)`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
+                throw err;
+              }),
+            );
+          } else await saved;
         }
       } catch (err) {
         // Said here with the runs it held; the bus delivers the batch again.

@@ -234,12 +234,20 @@ export class RuleEngine {
         // Compare-and-set: if another replica saved one of these runs since they were loaded
         // (a rebalance, a tick elsewhere), this throws and the step is done again from a
         // fresh load; its findings have the same ids, so publishing them twice is harmless.
-        await this.windows.save(entries);
+        // The wakes are set once the save went through.
+        // A store that applies each change as it is called (the embedded ones; one process owns
+        // it and steps on a run never overlap, so its compare-and-set does not fail): the wakes
+        // are set in the same turn as the save, so a step that starts while this one's save is
+        // still syncing sees both, and the wakes of a run's steps are set in the steps' order (a
+        // wake set after the sync could undo a later step's).
+        const atOnce = this.windows.appliedAtCall === true;
+        const saved = this.windows.save(entries);
+        await (atOnce ? Promise.all([saved, this.windows.setWakes(wakes)]) : saved);
         for (const e of entries) {
           const live = step.windows.get(e.key);
           if (live) live.rev = e.expectRev + 1;
         }
-        await this.windows.setWakes(wakes);
+        if (!atOnce) await this.windows.setWakes(wakes);
       },
     };
   }

@@ -29,6 +29,12 @@ const stored = (x: number) => (x === Infinity ? null : x);
 export class JournalWindowStore<W> implements WindowStore<W> {
   private readonly mem: MemoryWindowStore<W>;
   private readonly file: JournalFile<W>;
+  /**
+   * Each change is made in memory and its record queued in the call's turn; records are
+   * synced in that order (the port's appliedAtCall): the rule engine's next batch goes on
+   * while the last one's save is syncing, and the bus keeps its position until it is synced.
+   */
+  readonly appliedAtCall = true;
 
   private constructor(opts: JournalWindowStoreOptions) {
     this.mem = new MemoryWindowStore<W>({

@@ -32,6 +32,8 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   private lastSweep = 0;
   /** Windows moved to the spill file, read back from it, and dropped for want of room. */
   readonly counts = { spilled: 0, restored: 0, dropped: 0 };
+  /** Every change is made in the call's turn (the port's appliedAtCall). */
+  readonly appliedAtCall: boolean = true;
 
   constructor(opts: (() => number) | MemoryWindowStoreOptions = {}) {
     const o = typeof opts === 'function' ? { now: opts } : opts;
