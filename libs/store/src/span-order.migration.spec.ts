@@ -51,3 +51,53 @@ it('gives spans stored before 0004 their exact start and their arrival order', a
   const page = await runs.spans('p1', 'r1');
   expect(page!.items.map((s) => s.span_id)).toEqual(['a', 'b', 'z', 'y', 'x', 'n']);
 });
+
+/** Every page of a run, `limit` spans a page, as the run page reads them: ids and cursors. */
+async function allPages(runs: RunsRepo, runId: string, limit: number): Promise<{ ids: string[]; cursors: (string | null)[] }> {
+  const ids: string[] = [];
+  const cursors: (string | null)[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await runs.spans('p1', runId, { limit, ...(cursor === undefined ? {} : { cursor }) });
+    ids.push(...page!.items.map((s) => s.span_id));
+    cursors.push(page!.next_cursor);
+    cursor = page!.next_cursor ?? undefined;
+  } while (cursor !== undefined);
+  return { ids, cursors };
+}
+
+it('keeps an upgraded install reading its spans in the same order, cursors included, once 0018 drops spans_order', async () => {
+  const upTo17 = await mkdtemp(path.join(tmpdir(), 'neatroots-migrations-'));
+  const fresh = await openPglite();
+  try {
+    for (const f of await readdir(MIGRATIONS_DIR)) if (f < '0018') await copyFile(path.join(MIGRATIONS_DIR, f), path.join(upTo17, f));
+    await migrate(fresh, { dir: upTo17 });
+    const index = () => fresh.query(`SELECT 1 FROM pg_indexes WHERE tablename = 'spans' AND indexname = 'spans_order'`);
+    expect((await index()).rows).toHaveLength(1);
+    const runs = new RunsRepo(fresh);
+    // ties on the exact start broken by arrival, starts apart by a fraction of a millisecond,
+    // spans without a start, arriving over three batches; then one re-exported (keeps its place)
+    const starts = [5, 1, 1, 3.25, 3.5, null, 1, 3.25, 0.5, null, 2, 5];
+    for (let b = 0; b < 3; b++) {
+      await runs.writeEnvelopes(starts.slice(b * 4, b * 4 + 4).map((start, i) => {
+        const id = `s${b * 4 + i}`;
+        return spanEnv('p1', { run_id: 'r1', span_id: id, ...(start === null ? {} : { start_ms: T0 + start }) }, T0 + b);
+      }));
+    }
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 's2', start_ms: T0 + 1, status: 'error' }, T0 + 9)]);
+    const before = await allPages(runs, 'r1', 5);
+    expect(before.ids).toEqual(['s8', 's1', 's2', 's6', 's10', 's3', 's7', 's4', 's0', 's11', 's5', 's9']);
+
+    expect((await migrate(fresh)).applied).toContain('0018_spans_order_dropped.sql');
+    expect((await index()).rows).toHaveLength(0);
+    expect(await allPages(runs, 'r1', 5)).toEqual(before);
+    // a span stored after the upgrade takes its place by start, after the spans that started with it
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r1', span_id: 'new', start_ms: T0 + 1 }, T0 + 10)]);
+    expect((await allPages(runs, 'r1', 5)).ids).toEqual(['s8', 's1', 's2', 's6', 'new', 's10', 's3', 's7', 's4', 's0', 's11', 's5', 's9']);
+    const run = await runs.get('p1', 'r1');
+    expect([run!.span_count, run!.error_count]).toEqual([13, 1]);
+  } finally {
+    await fresh.close();
+    await rm(upTo17, { recursive: true, force: true });
+  }
+}, 60_000);
