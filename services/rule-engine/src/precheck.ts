@@ -51,10 +51,11 @@ export interface PrecheckRequest {
   timeoutMs?: number;
 }
 
-/** A window store that reads the live windows and keeps what a precheck writes to itself (`mine`, emptied per check). */
-function overlay(live: WindowStore<RunWindow>, mine: Map<string, RunWindow>): WindowStore<RunWindow> {
+/** A window store that reads the live windows and keeps what a precheck writes to itself (`mine()`, a new map per check). */
+function overlay(live: WindowStore<RunWindow>, current: () => Map<string, RunWindow>): WindowStore<RunWindow> {
   return {
     load: async (keys) => {
+      const mine = current();
       const out = new Map<string, RunWindow>();
       const missing = keys.filter((k) => !mine.has(k));
       const read = missing.length ? await live.load(missing) : new Map<string, RunWindow>();
@@ -65,8 +66,8 @@ function overlay(live: WindowStore<RunWindow>, mine: Map<string, RunWindow>): Wi
       }
       return out;
     },
-    save: async (entries) => entries.forEach((e) => mine.set(e.key, e.window)),
-    delete: async (keys) => keys.forEach((k) => mine.delete(k)),
+    save: async (entries) => entries.forEach((e) => current().set(e.key, e.window)),
+    delete: async (keys) => keys.forEach((k) => current().delete(k)),
     wakeAt: async () => undefined,
     setWakes: async () => undefined,
     takeDue: async () => [],
@@ -88,8 +89,14 @@ export function haltingTools(set: RuleSet, project: string, workflow: string | u
 }
 
 export class Prechecker {
-  /** What the current check wrote: its copy of the window. */
-  private readonly mine = new Map<string, RunWindow>();
+  /**
+   * What the current check wrote: its copy of the window. A new map for every check, not one
+   * map cleared: a cleared map's old table keeps its entries and a pointer to the new table,
+   * so once one table had lived long enough to be tenured, every later table and window copy
+   * was kept alive by the one before it until a full collection (about 2 MB tenured per young
+   * collection at 1,000 checks/s, each collection 4-6 ms of the answering thread).
+   */
+  private mine = new Map<string, RunWindow>();
   /**
    * An engine of its own over copies of the windows, so the live engine's steps are not held
    * up; one for every check (its per-rule-set caches stay warm), the checks one at a time.
@@ -98,7 +105,7 @@ export class Prechecker {
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: PrecheckOptions) {
-    this.engine = new RuleEngine({ windows: overlay(opts.windows, this.mine), rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
+    this.engine = new RuleEngine({ windows: overlay(opts.windows, () => this.mine), rules: opts.rules, steering: opts.steering, quiet: opts.quiet });
   }
 
   async precheck(req: PrecheckRequest): Promise<PrecheckAnswer> {
@@ -131,7 +138,7 @@ export class Prechecker {
   }
 
   private async evaluate(project: string, span: Span, key: string, live: RunWindow | undefined): Promise<PrecheckAnswer> {
-    this.mine.clear();
+    this.mine = new Map();
     // The window as read above (it holds the spans asked for), copied: read once per check.
     if (live) this.mine.set(key, structuredClone(live));
     const engine = this.engine;
