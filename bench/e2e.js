@@ -205,13 +205,17 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     latencies.length = 0;
     const load0 = os.loadavg()[0];
     const lat = buildBatches({ spans: rate * seconds, perRun: 100, batch: 50, prefix: 'lat' });
+    const cpu0 = process.cpuUsage();
     await paced(app.ingest.grpcPort, lat.batches, 50, rate);
     await app.bus.idle();
+    const cpu = process.cpuUsage(cpu0);
     latencies.sort((a, b) => a - b);
     const st = app.bus.stats ?? { syncs: 0, syncMs: 0, syncMaxMs: 0 };
     return {
       rate, seconds, p50_ms: percentile(latencies, 50), p90_ms: percentile(latencies, 90), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1], samples: latencies.length,
       bus_fsync_avg_ms: st.syncs ? +(st.syncMs / st.syncs).toFixed(1) : 0, bus_fsync_max_ms: Math.round(st.syncMaxMs), load_average: +((load0 + os.loadavg()[0]) / 2).toFixed(2),
+      // The process's CPU over the measured seconds (others' jobs move wall time, far less this).
+      cpu_s: +((cpu.user + cpu.system) / 1e6).toFixed(2),
     };
   } finally {
     await app.close();
