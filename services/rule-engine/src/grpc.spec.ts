@@ -4,7 +4,7 @@ import { MemoryWindowStore } from '@neatroots/platform';
 import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
 import type { Span } from '@neatroots/spans';
 import { RuleEngineClient, RuleEngineUnavailableError, ruleEngineGrpcService } from './grpc';
-import { haltingTools, Prechecker } from './precheck';
+import { haltingTools, Prechecker, PrecheckTimeoutError, type PrecheckAnswer, type PrecheckRequest } from './precheck';
 
 /** The pre-call check over gRPC (the distributed deployment): ingest's client, the rule engine's server. */
 const REFUND = parseCheck(
@@ -19,11 +19,14 @@ describe('RuleEngine over gRPC', () => {
   let windows: MemoryWindowStore<RunWindow>;
   let server: Server;
   let client: RuleEngineClient;
+  /** What the server answers with: the Prechecker, or in a test an answer held or given at will. */
+  let answer: (req: PrecheckRequest) => Promise<PrecheckAnswer>;
 
   beforeEach(async () => {
     windows = new MemoryWindowStore<RunWindow>();
     const prechecker = new Prechecker({ windows, rules: () => rules, steering: () => true });
-    const svc = ruleEngineGrpcService({ precheck: (r) => prechecker.precheck(r), haltingTools: (p, w) => haltingTools(rules, p, w) });
+    answer = (r) => prechecker.precheck(r);
+    const svc = ruleEngineGrpcService({ precheck: (r) => answer(r), haltingTools: (p, w) => haltingTools(rules, p, w) });
     server = new Server();
     server.addService(svc.service, svc.implementation);
     const port = await bindGrpc(server, '127.0.0.1', 0);
@@ -52,10 +55,41 @@ describe('RuleEngine over gRPC', () => {
   it('names a wait that ran out as the engine does (ingest answers DEADLINE_EXCEEDED)', async () => {
     const err = await client.precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 4, timeoutMs: 30 }).catch((e: Error) => e);
     expect(err).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining('saw 0 of its 4 exported spans within 30 ms') });
-    // The caller's deadline comes first: the engine gives up just before it, with its reason.
-    const early = await client.precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 4, timeoutMs: 5_000, deadline: Date.now() + 100 }).catch((e: Error) => e);
-    expect(early).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining('saw 0 of its 4 exported spans within') });
-    expect(Number(/within (\d+) ms/.exec((early as Error).message)?.[1])).toBeLessThan(100);
+  });
+
+  it("tells the engine to give up before the caller's deadline, and does not keep the caller past it", async () => {
+    // The engine answers at once with its own reason: the wait it was given, shorter than
+    // what is left of the caller's deadline (so that reason, not a bare deadline, comes back).
+    const asked: PrecheckRequest[] = [];
+    answer = async (req) => {
+      asked.push(req);
+      throw new PrecheckTimeoutError(req.timeoutMs!, 1, req.knownSpans!);
+    };
+    const sent = Date.now();
+    const deadline = sent + 10_000;
+    const early = await client.precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 4, timeoutMs: 60_000, deadline }).catch((e: Error) => e);
+    expect(early).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining('saw 1 of its 4 exported spans within') });
+    const told = Number(/within (\d+) ms/.exec((early as Error).message)?.[1]);
+    expect(told).toBe(asked[0].timeoutMs);
+    expect(told).toBeGreaterThan(0);
+    // A few milliseconds are left for the way back.
+    expect(told).toBeLessThanOrEqual(deadline - sent - 5);
+
+    // The engine holds its answer past the caller's deadline: the caller gets a timeout at
+    // its deadline all the same (ingest answers DEADLINE_EXCEEDED), naming where it waited.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    answer = async (req) => {
+      asked.push(req);
+      await held;
+      return { decision: 'allow' };
+    };
+    const late = Date.now() + 100;
+    const err = await client.precheck({ project: 'shop', span: span('s10', 'issue_refund', Date.now()), knownSpans: 4, timeoutMs: 60_000, deadline: late }).catch((e: Error) => e);
+    release();
+    expect(Date.now()).toBeGreaterThanOrEqual(late);
+    expect(err).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining(`rule engine at ${client.address}: PreCheck`) });
+    expect(asked[1].timeoutMs).toBeLessThan(100);
   });
 
   it('says the engine is unreachable when nothing listens (ingest answers UNAVAILABLE)', async () => {
