@@ -191,6 +191,8 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
   const config = loadConfig({
     NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
+    // The default unless set (NEATROOTS_WINDOWS=memory: the run windows not journaled, for comparison).
+    NEATROOTS_WINDOWS: process.env.NEATROOTS_WINDOWS ?? 'journal',
   });
   const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
   const latencies = [];
@@ -212,7 +214,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     latencies.sort((a, b) => a - b);
     const st = app.bus.stats ?? { syncs: 0, syncMs: 0, syncMaxMs: 0 };
     return {
-      rate, seconds, p50_ms: percentile(latencies, 50), p90_ms: percentile(latencies, 90), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1], samples: latencies.length,
+      windows: config.NEATROOTS_WINDOWS, rate, seconds, p50_ms: percentile(latencies, 50), p90_ms: percentile(latencies, 90), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1], samples: latencies.length,
       bus_fsync_avg_ms: st.syncs ? +(st.syncMs / st.syncs).toFixed(1) : 0, bus_fsync_max_ms: Math.round(st.syncMaxMs), load_average: +((load0 + os.loadavg()[0]) / 2).toFixed(2),
       // The process's CPU over the measured seconds (others' jobs move wall time, far less this).
       cpu_s: +((cpu.user + cpu.system) / 1e6).toFixed(2),
