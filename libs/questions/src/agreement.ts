@@ -1,3 +1,5 @@
+import { LoadOnce } from './load-once';
+
 /**
  * Agreement between the fast classifier and the LLM, per question (the seed: "Once Laya agrees
  * on at least 90% of 30 answers for a question, that question goes to Laya first"). Judged on
@@ -52,7 +54,7 @@ export const MIN_AGREEMENT_RATE = 0.9;
 
 export class AgreementTracker {
   private readonly records = new Map<string, AgreementRecord>();
-  private readonly loaded = new Set<string>();
+  private readonly loaded = new LoadOnce();
   private readonly dirty = new Set<string>();
   private readonly minAnswers: number;
   private readonly minRate: number;
@@ -65,15 +67,15 @@ export class AgreementTracker {
   }
 
   async ready(keys: readonly string[]): Promise<void> {
-    if (!this.opts.store) return;
-    const todo = [...new Set(keys)].filter((k) => !this.loaded.has(k));
-    if (!todo.length) return;
-    const got = await this.opts.store.load(todo);
-    for (const k of todo) {
-      this.loaded.add(k);
-      const r = got.get(k);
-      if (r && !this.records.has(k)) this.records.set(k, r);
-    }
+    const store = this.opts.store;
+    if (!store) return;
+    await this.loaded.ready(keys, async (todo) => {
+      const got = await store.load(todo);
+      for (const k of todo) {
+        const r = got.get(k);
+        if (r && !this.records.has(k)) this.records.set(k, r);
+      }
+    });
   }
 
   record(key: string, checkId: string, agreed: boolean, llmFlagged = false): void {

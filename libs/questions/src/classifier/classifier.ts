@@ -1,3 +1,4 @@
+import { LoadOnce } from '../load-once';
 import { judge, notChecked, questionKey, rawFromClasses, targetOf, toAnswer, type QuestionDef, type RawAnswer } from '../judge';
 import type { Answer, EvidenceDoc } from '../types';
 import { Featurizer, Section, type SparseVector } from './features';
@@ -37,7 +38,7 @@ interface Entry {
 
 export class FastClassifier {
   private readonly models = new Map<string, Entry>();
-  private readonly loaded = new Set<string>();
+  private readonly loaded = new LoadOnce();
   private readonly featurizer = new Featurizer();
   private readonly minTrained: number;
   private readonly minPerClass: number;
@@ -49,15 +50,15 @@ export class FastClassifier {
 
   /** Loads the persisted models of these questions (once each); call before answering them. */
   async ready(questions: readonly QuestionDef[]): Promise<void> {
-    if (!this.opts.store) return;
-    const keys = [...new Set(questions.map(questionKey))].filter((k) => !this.loaded.has(k));
-    if (!keys.length) return;
-    const saved = await this.opts.store.load(keys);
-    for (const k of keys) {
-      this.loaded.add(k);
-      const s = saved.get(k);
-      if (s && !this.models.has(k)) this.models.set(k, { model: LogisticModel.load(s), check_id: k.split('@')[0], dirty: false });
-    }
+    const store = this.opts.store;
+    if (!store) return;
+    await this.loaded.ready(questions.map(questionKey), async (keys) => {
+      const saved = await store.load(keys);
+      for (const k of keys) {
+        const s = saved.get(k);
+        if (s && !this.models.has(k)) this.models.set(k, { model: LogisticModel.load(s), check_id: k.split('@')[0], dirty: false });
+      }
+    });
   }
 
   vector(doc: EvidenceDoc): SparseVector {

@@ -1,0 +1,69 @@
+import { AgreementTracker, type AgreementRecord } from './agreement';
+import { FastClassifier, type ClassifierStore } from './classifier/classifier';
+import type { SavedModel } from './classifier/model';
+import { question } from './fixtures.test';
+import { questionKey } from './judge';
+import { LoadOnce } from './load-once';
+
+/** A store whose loads wait until released, as the database does while a span write holds it. */
+function slowStore<V>(values: Map<string, V>) {
+  const loads: string[][] = [];
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  return {
+    loads,
+    release: () => release(),
+    load: async (keys: readonly string[]) => {
+      loads.push([...keys]);
+      await gate;
+      return new Map(keys.filter((k) => values.has(k)).map((k) => [k, values.get(k)!]));
+    },
+  };
+}
+
+it('loads each key once when many ask while the first load still waits', async () => {
+  const once = new LoadOnce();
+  const store = slowStore(new Map([['a', 1], ['b', 2]]));
+  const asked = [once.ready(['a'], (k) => store.load(k).then(() => undefined)), once.ready(['a', 'b'], (k) => store.load(k).then(() => undefined)),
+    once.ready(['b', 'a'], (k) => store.load(k).then(() => undefined))];
+  store.release();
+  await Promise.all(asked);
+  expect(store.loads).toEqual([['a'], ['b']]);
+  await once.ready(['a', 'b'], (k) => store.load(k).then(() => undefined));
+  expect(store.loads).toHaveLength(2);
+});
+
+it('tries a failed load again on the next call, and tells every caller that waited on it', async () => {
+  const once = new LoadOnce();
+  let calls = 0;
+  const failing = async () => {
+    calls++;
+    throw new Error('database down');
+  };
+  await expect(Promise.all([once.ready(['a'], failing), once.ready(['a'], failing)])).rejects.toThrow('database down');
+  expect(calls).toBe(1);
+  await once.ready(['a'], async () => void calls++);
+  expect(calls).toBe(2);
+});
+
+it('gives the classifier and the agreement tracker one load per question, however many batches ask at once', async () => {
+  const tone = question({ id: 'tone', ask: 'Was the agent rude?' });
+  const other = question({ id: 'other', ask: 'Did the agent push an upgrade?' });
+  let model: SavedModel | undefined;
+  const learnt = new FastClassifier({ store: { load: async () => new Map(), save: async (ms) => void (model = ms[0]!.model) }, minTrained: 1 });
+  await learnt.ready([tone]);
+  learnt.learn(tone, { spans: [], final_output: 'you again?' }, { p: 1 });
+  await learnt.flush();
+  const models = slowStore(new Map([[questionKey(tone), model!]]));
+  const classifier = new FastClassifier({ store: { load: models.load, save: async () => undefined } satisfies ClassifierStore, minTrained: 1 });
+  const record: AgreementRecord = { key: questionKey(tone), check_id: 'tone', answers: 40, agreed: 39, recent: 'a'.repeat(40) };
+  const agreement = slowStore(new Map([[record.key, record]]));
+  const tracker = new AgreementTracker({ store: { load: agreement.load, save: async () => undefined } });
+  const batches = Array.from({ length: 20 }, () => Promise.all([classifier.ready([tone, other]), tracker.ready([record.key])]));
+  models.release();
+  agreement.release();
+  await Promise.all(batches);
+  expect(models.loads).toEqual([[questionKey(tone), questionKey(other)]]);
+  expect(agreement.loads).toEqual([[record.key]]);
+  expect(classifier.trained(tone)).toBe(1);
+});
