@@ -48,6 +48,25 @@ describe('MemoryWindowStore cap', () => {
     await store.close();
   });
 
+  it('spills the window used least recently: a load or a save is a use', async () => {
+    const store = new MemoryWindowStore<W>({ maxWindows: 3 });
+    const save = (k: string, n = 1) => store.save([{ key: k, window: { run: k, n, list: [] } }]);
+    await save('a');
+    await save('b');
+    await save('c');
+    await store.load(['a']); // b is now the least recent
+    await save('d');
+    expect([...(await store.load(['a', 'b', 'c', 'd'])).keys()]).toEqual(['a', 'c', 'd']);
+    await save('c', 2); // a is now the least recent (the load above used a, c and d in that order)
+    await save('e');
+    expect([...(await store.load(['a', 'c', 'd', 'e'])).keys()]).toEqual(['c', 'd', 'e']);
+    expect((await store.load(['c'])).get('c')?.n).toBe(2);
+    expect(store.counts.dropped).toBe(2);
+    // What a journal's snapshot reads: least recently used first.
+    expect([...store.live()].map((e) => e.key)).toEqual(['d', 'e', 'c']);
+    await store.close();
+  });
+
   it('keeps the revision of a spilled window, so a stale compare-and-set is still refused', async () => {
     const store = new MemoryWindowStore<W>({ maxWindows: 1, spillFile: path.join(dir, 'rev.spill') });
     await store.save([{ key: 'a', window: { run: 'a', n: 1, list: [] }, expectRev: 0 }]);

@@ -17,13 +17,27 @@ export interface MemoryWindowStoreOptions {
 }
 
 interface Held<W> {
+  key: string;
   window: W;
   expiresAt: number;
+  /** Neighbours in least-recently-used order (older, newer). */
+  older?: Held<W>;
+  newer?: Held<W>;
 }
 
 export class MemoryWindowStore<W> implements WindowStore<W> {
-  /** In least-recently-used order (a Map keeps insertion order; a use moves a key to the end). */
+  /**
+   * The windows by key, each entry added once and kept while the window is in memory: a save
+   * changes the entry in place and a use moves it in a list of its own (`oldest`..`newest`).
+   * Moving the key to the end of the map instead (delete and set on every load and save) made
+   * the map's table be rebuilt every few hundred uses, and an old table keeps what it held and
+   * a pointer to the next: once one was tenured, every later table and every replaced window
+   * in them survived the young collections of the thread that answers pre-call checks, until
+   * a full collection.
+   */
   private readonly windows = new Map<string, Held<W>>();
+  private oldest: Held<W> | undefined;
+  private newest: Held<W> | undefined;
   private readonly wakes = new Map<string, number>();
   private readonly revs = new Map<string, number>();
   private readonly now: () => number;
@@ -55,19 +69,57 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
 
   /** The window in memory (brought back from the spill file if it is there), marked as just used. */
   private held(k: string, now: number): Held<W> | undefined {
-    let e = this.windows.get(k);
+    const e = this.windows.get(k);
     if (e) {
-      this.windows.delete(k);
-    } else if (this.spill?.has(k)) {
-      const s = this.spill.take(k)!;
-      if (s.expiresAt <= now) return undefined;
-      e = { window: s.window, expiresAt: s.expiresAt };
-      this.revs.set(k, s.rev);
-      this.counts.restored++;
+      if (e.expiresAt <= now) return undefined;
+      this.used(e);
+      return e;
     }
-    if (!e || e.expiresAt <= now) return undefined;
-    this.windows.set(k, e);
+    if (!this.spill?.has(k)) return undefined;
+    const s = this.spill.take(k)!;
+    if (s.expiresAt <= now) return undefined;
+    this.revs.set(k, s.rev);
+    this.counts.restored++;
+    return this.add(k, s.window, s.expiresAt);
+  }
+
+  /** A window not in memory, added as the most recently used. */
+  private add(key: string, window: W, expiresAt: number): Held<W> {
+    const e: Held<W> = { key, window, expiresAt };
+    this.windows.set(key, e);
+    this.append(e);
     return e;
+  }
+
+  /** Takes a window out of memory (its neighbours forgotten, so nothing is kept through it). */
+  private remove(key: string): Held<W> | undefined {
+    const e = this.windows.get(key);
+    if (!e) return undefined;
+    this.windows.delete(key);
+    this.unlink(e);
+    return e;
+  }
+
+  private used(e: Held<W>): void {
+    if (this.newest === e) return;
+    this.unlink(e);
+    this.append(e);
+  }
+
+  private append(e: Held<W>): void {
+    e.older = this.newest;
+    e.newer = undefined;
+    if (this.newest) this.newest.newer = e;
+    else this.oldest = e;
+    this.newest = e;
+  }
+
+  private unlink(e: Held<W>): void {
+    if (e.older) e.older.newer = e.newer;
+    else this.oldest = e.newer;
+    if (e.newer) e.newer.older = e.older;
+    else this.newest = e.older;
+    e.older = e.newer = undefined;
   }
 
   async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
@@ -85,8 +137,13 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     for (const e of entries) {
       const rev = (e.expectRev ?? this.rev(e.key, now)) + 1;
       this.spill?.drop(e.key);
-      this.windows.delete(e.key);
-      this.windows.set(e.key, { window: e.window, expiresAt: e.ttlMs === undefined ? Infinity : now + e.ttlMs });
+      const expiresAt = e.ttlMs === undefined ? Infinity : now + e.ttlMs;
+      const held = this.windows.get(e.key);
+      if (held) {
+        held.window = e.window;
+        held.expiresAt = expiresAt;
+        this.used(held);
+      } else this.add(e.key, e.window, expiresAt);
       this.revs.set(e.key, rev);
     }
     this.evict();
@@ -94,9 +151,9 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   }
 
   private evict(): void {
-    while (this.windows.size > this.max) {
-      const [k, e] = this.windows.entries().next().value as [string, Held<W>];
-      this.windows.delete(k);
+    while (this.windows.size > this.max && this.oldest) {
+      const k = this.oldest.key;
+      const e = this.remove(k)!;
       if (this.spill) {
         this.spill.put(k, { window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(k) ?? 0 });
         this.counts.spilled++;
@@ -117,7 +174,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     this.lastSweep = now;
     for (const [k, e] of this.windows) {
       if (e.expiresAt <= now) {
-        this.windows.delete(k);
+        this.remove(k);
         this.revs.delete(k);
       }
     }
@@ -130,7 +187,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
 
   deleteNow(keys: readonly string[]): void {
     for (const k of keys) {
-      this.windows.delete(k);
+      this.remove(k);
       this.wakes.delete(k);
       this.revs.delete(k);
       this.spill?.drop(k);
@@ -196,10 +253,10 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
    */
   restore(key: string, window: W, expiresAt: number, rev: number): void {
     this.spill?.drop(key);
-    this.windows.delete(key);
+    this.remove(key);
     this.revs.delete(key);
     if (expiresAt <= this.now()) return;
-    this.windows.set(key, { window, expiresAt });
+    this.add(key, window, expiresAt);
     this.revs.set(key, rev);
     this.evict();
   }
@@ -207,7 +264,8 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   /** Every live window, in memory or spilled (read without bringing it back), and every wake. */
   *live(): Generator<{ key: string; window: W; expiresAt: number; rev: number }> {
     const now = this.now();
-    for (const [key, e] of this.windows) if (e.expiresAt > now) yield { key, window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(key) ?? 0 };
+    // Least recently used first, as they were added: a journal's snapshot read back keeps the order.
+    for (let e = this.oldest; e; e = e.newer) if (e.expiresAt > now) yield { key: e.key, window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(e.key) ?? 0 };
     if (this.spill) for (const [key, s] of this.spill.entries()) if (s.expiresAt > now) yield { key, ...s };
   }
 
@@ -227,6 +285,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
 
   async close(): Promise<void> {
     this.windows.clear();
+    this.oldest = this.newest = undefined;
     this.wakes.clear();
     this.revs.clear();
     this.spill?.close();
