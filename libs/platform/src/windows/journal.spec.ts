@@ -124,6 +124,7 @@ describe('JournalWindowStore after a crash', () => {
       if (i % 7 === 0) await a.delete([`r${(i * 13) % 300}`]).then(() => delete want[`r${(i * 13) % 300}`]);
     }
     await a.setWakes([{ key: 'r1', atMs: 5 }]);
+    await a.compacted();
     expect(a.stats.compactions).toBeGreaterThan(3);
     expect(a.stats.inMemory).toBe(50);
     expect(fs.statSync(f.journal).size).toBeLessThan(20_000 + 2_000);
@@ -146,14 +147,69 @@ describe('JournalWindowStore after a crash', () => {
     const a = f.open();
     fs.mkdirSync(`${f.snapshot}.tmp`); // the snapshot cannot be written
     for (let i = 0; i < 40; i++) await a.save([{ key: `r${i % 10}`, window: w(`r${i % 10}`, i) }]);
+    await a.compacted();
     expect(a.stats.compactions).toBe(0);
     expect(a.stats.compactionError?.message).toMatch(/EISDIR/);
     fs.rmdirSync(`${f.snapshot}.tmp`);
+    // Both journals (the one begun for the compaction holds the later saves) are read back.
+    expect(fs.existsSync(`${f.journal}.next`)).toBe(true);
+    expect(await contents(f.open(), ['r3', 'r9'])).toEqual({ r3: w('r3', 33), r9: w('r9', 39) });
     await a.save([{ key: 'r0', window: w('r0', 100) }]);
+    await a.compacted();
     expect(a.stats).toMatchObject({ compactions: 1, compactionError: undefined });
     const keys = Array.from({ length: 10 }, (_, i) => `r${i}`);
     const want = Object.fromEntries(keys.map((k, i) => [k, w(k, i === 0 ? 100 : 30 + i)]));
     expect(await contents(f.open(), keys)).toEqual(want);
+  });
+
+  it('compacts beside the saves: a crash at any moment of it leaves each window as last saved or later, none lost', async () => {
+    const f = opener({ compactBytes: 200_000 });
+    const a = f.open();
+    const keys = Array.from({ length: 2_000 }, (_, i) => `r${i}`);
+    // Saved values of each key, in order, and how many of them had returned (were durable).
+    const saved = new Map<string, number[]>();
+    const durable = new Map<string, number>();
+    const save = async (key: string, n: number) => {
+      saved.set(key, [...(saved.get(key) ?? []), n]);
+      const i = saved.get(key)!.length;
+      await a.save([{ key, window: w(key, n) }]);
+      durable.set(key, Math.max(durable.get(key) ?? 0, i));
+    };
+    const crashes: { dir: string; durable: Map<string, number> }[] = [];
+    const crash = () => {
+      const to = `${path.dirname(f.journal)}-crash${crashes.length}`;
+      crashes.push({ dir: to, durable: new Map(durable) });
+      fs.cpSync(path.dirname(f.journal), to, { recursive: true });
+    };
+    let n = 0;
+    for (const k of keys) await save(k, n++);
+    // Saves keep coming while compactions write their snapshots; the folder is copied as it is
+    // on disk now and then (what a crash would leave).
+    for (let round = 0; round < 6; round++) {
+      await Promise.all(keys.filter((_, i) => i % 3 === round % 3).map((k) => save(k, n++)));
+      crash();
+      await new Promise((r) => setImmediate(r));
+      crash();
+    }
+    await a.compacted();
+    expect(a.stats.compactions).toBeGreaterThan(0);
+    crash();
+    // Some copies were taken while a snapshot was being written (both journals on disk).
+    expect(crashes.filter((c) => fs.existsSync(path.join(c.dir, 'runs.journal.next'))).length).toBeGreaterThan(0);
+    for (const c of crashes) {
+      const b = JournalWindowStore.open<W>({ dir: c.dir, name: 'runs' });
+      const got = await b.load(keys);
+      for (const k of keys) {
+        const history = saved.get(k)!;
+        const at = history.indexOf(got.get(k)?.n ?? -1) + 1;
+        // At or after the last save that had returned, never before it.
+        if (at < (c.durable.get(k) ?? 0)) throw new Error(`${c.dir}: ${k} came back as save ${at} of ${history.length}, ${c.durable.get(k)} had returned`);
+      }
+      await b.close();
+    }
+    // Everything saved, reopened at the end.
+    const last = await f.open().load(keys);
+    expect(keys.filter((k) => last.get(k)?.n !== saved.get(k)!.at(-1))).toEqual([]);
   });
 
   it('syncs saves made together once, each returning only after its record is on disk', async () => {

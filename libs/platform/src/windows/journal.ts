@@ -58,11 +58,19 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     if (c.wake) this.mem.setWakesNow(c.wake.map((w) => ({ key: w.k, atMs: w.at })));
   }
 
+  /**
+   * The live state as changes, read while the store goes on changing (compaction writes it a
+   * slice at a time): the keys are taken at once, each window read as it is when its turn
+   * comes (a change made meanwhile is in the journal begun with the compaction, replayed after
+   * the snapshot), a few windows a record so each slice stays short.
+   */
   private *snapshot(): Generator<Change<W>> {
     let put: NonNullable<Change<W>['put']> = [];
-    for (const e of this.mem.live()) {
-      put.push({ k: e.key, w: e.window, x: stored(e.expiresAt), r: e.rev });
-      if (put.length >= 256) {
+    for (const key of this.mem.liveKeys()) {
+      const e = this.mem.peek(key);
+      if (!e) continue;
+      put.push({ k: key, w: e.window, x: stored(e.expiresAt), r: e.rev });
+      if (put.length >= 32) {
         yield { put };
         put = [];
       }
@@ -129,6 +137,11 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   /** Forces a compaction (tests, and a clean stop could use it). */
   compact(): void {
     this.file.compact();
+  }
+
+  /** Resolves once no compaction runs in the background (tests). */
+  compacted(): Promise<void> {
+    return this.file.compacted();
   }
 
   private closed = false;

@@ -261,6 +261,23 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     this.evict();
   }
 
+  /** The keys of the windows in memory (least recently used first), then of those spilled. */
+  liveKeys(): string[] {
+    const keys: string[] = [];
+    for (let e = this.oldest; e; e = e.newer) keys.push(e.key);
+    if (this.spill) for (const k of this.spill.keys()) keys.push(k);
+    return keys;
+  }
+
+  /** A live window as stored, wherever it is, without marking it used (a journal snapshot). */
+  peek(key: string): { window: W; expiresAt: number; rev: number } | undefined {
+    const now = this.now();
+    const e = this.windows.get(key);
+    if (e) return e.expiresAt > now ? { window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(key) ?? 0 } : undefined;
+    const s = this.spill?.peek(key);
+    return s && s.expiresAt > now ? s : undefined;
+  }
+
   /** Every live window, in memory or spilled (read without bringing it back), and every wake. */
   *live(): Generator<{ key: string; window: W; expiresAt: number; rev: number }> {
     const now = this.now();

@@ -56,6 +56,16 @@ export class SpillFile<W> {
     for (const [key, w] of this.index) yield [key, this.read(w)];
   }
 
+  keys(): IterableIterator<string> {
+    return this.index.keys();
+  }
+
+  /** A spilled window, read without removing it. */
+  peek(key: string): Spilled<W> | undefined {
+    const w = this.index.get(key);
+    return w && this.read(w);
+  }
+
   private read(w: Where): Spilled<W> {
     const buf = Buffer.allocUnsafe(w.len);
     fs.readSync(this.fd, buf, 0, w.len, w.pos);
