@@ -53,6 +53,10 @@ interface TopicState {
   waiters: (() => void)[];
 }
 
+const DONE: Promise<void> = Promise.resolve();
+const noHeartbeat = (): Promise<void> => DONE;
+const isBusy = (m: Member): boolean => m.busy !== undefined;
+
 export class MemoryBus implements Bus {
   private readonly topics = new Map<string, TopicState>();
   private readonly partitions: number;
@@ -83,17 +87,30 @@ export class MemoryBus implements Bus {
     return t;
   }
 
-  async publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
-    if (this.closed) throw new Error('bus is closed');
+  publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('bus is closed'));
     const t = this.topic(topic.name);
+    if (this.lag(t) > this.maxLag) return this.publishWhenRoom(topic.name, t, records);
+    // No room to wait for (nearly always): appended in this call, and no promise of its own.
+    // Replay publishes every item's question tasks and findings, and an async publish cost
+    // it a promise and a turn of the microtask queue each.
+    this.append(topic.name, t, records);
+    return DONE;
+  }
+
+  private async publishWhenRoom(name: string, t: TopicState, records: BusRecord<unknown>[]): Promise<void> {
     while (this.lag(t) > this.maxLag) {
       await new Promise<void>((resolve) => t.waiters.push(resolve));
       if (this.closed) throw new Error('bus is closed');
     }
-    for (const r of records) {
-      t.logs[partitionFor(r.key, this.partitions)].records.push(r);
-    }
-    for (const g of t.groups.values()) this.pump(topic.name, t, g);
+    this.append(name, t, records);
+  }
+
+  private append(name: string, t: TopicState, records: BusRecord<unknown>[]): void {
+    // One partition (replay's bus): no key to hash.
+    if (this.partitions === 1) for (const r of records) t.logs[0].records.push(r);
+    else for (const r of records) t.logs[partitionFor(r.key, this.partitions)].records.push(r);
+    for (const g of t.groups.values()) this.pump(name, t, g);
   }
 
   private lag(t: TopicState): number {
@@ -152,7 +169,8 @@ export class MemoryBus implements Bus {
       // Only a member with records waiting on its partitions: a group has more members than
       // partitions (the question service's four consumers on replay's one partition), and
       // each drain started costs a turn of the event loop.
-      if (!m.busy && !m.closed && this.waiting(t, g, m)) m.busy = this.drain(name, t, g, m).finally(() => (m.busy = undefined));
+      // drain() clears `busy` itself when it ends (it always yields first, so after this assignment).
+      if (!m.busy && !m.closed && this.waiting(t, g, m)) m.busy = this.drain(name, t, g, m);
     }
   }
 
@@ -161,35 +179,46 @@ export class MemoryBus implements Bus {
     return false;
   }
 
+  /**
+   * Delivers the member's waiting records until there are none, then clears `busy`; never
+   * rejects (a failed batch is retried here), so idle() awaits it as it is.
+   */
   private async drain(name: string, t: TopicState, g: Group, m: Member): Promise<void> {
-    // Yield once so a publisher's burst is delivered as one batch: to the end of this turn of
-    // the event loop (concurrent exports arrive in separate callbacks of one turn), or, where
-    // the publisher waits for each record anyway (replay), only past its own synchronous code.
-    if (this.gatherTurn) await new Promise<void>((r) => setImmediate(r));
-    else await undefined;
-    for (;;) {
-      let delivered = false;
-      for (const p of m.partitions) {
-        if (m.closed || this.closed) return;
-        const log = t.logs[p];
-        const start = g.offsets[p] - log.base;
-        if (start >= log.records.length) continue;
-        const records = log.records.slice(start, start + this.maxBatch);
-        const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: async () => undefined };
-        try {
-          await m.handler(batch);
-        } catch (err) {
-          this.onError(err, name, g.name);
-          await new Promise((r) => setTimeout(r, this.retryDelayMs));
+    try {
+      // Yield once so a publisher's burst is delivered as one batch: to the end of this turn of
+      // the event loop (concurrent exports arrive in separate callbacks of one turn), or, where
+      // the publisher waits for each record anyway (replay), only past its own synchronous code.
+      if (this.gatherTurn) await new Promise<void>((r) => setImmediate(r));
+      else await undefined;
+      for (;;) {
+        let delivered = false;
+        for (const p of m.partitions) {
+          if (m.closed || this.closed) return;
+          const log = t.logs[p];
+          const start = g.offsets[p] - log.base;
+          if (start >= log.records.length) continue;
+          const records = log.records.slice(start, start + this.maxBatch);
+          const batch: BusBatch<unknown> = { topic: name, partition: p, records, heartbeat: noHeartbeat };
+          try {
+            await m.handler(batch);
+          } catch (err) {
+            this.onError(err, name, g.name);
+            await new Promise((r) => setTimeout(r, this.retryDelayMs));
+            delivered = true;
+            continue;
+          }
+          if (!m.partitions.includes(p)) continue; // reassigned meanwhile: the new owner re-reads
+          g.offsets[p] += records.length;
           delivered = true;
-          continue;
+          this.trim(t, p);
         }
-        if (!m.partitions.includes(p)) continue; // reassigned meanwhile: the new owner re-reads
-        g.offsets[p] += records.length;
-        delivered = true;
-        this.trim(t, p);
+        if (!delivered) return;
       }
-      if (!delivered) return;
+    } catch (err) {
+      // Not expected (a handler's failure is caught per batch above): said; the records stay for the next pump.
+      this.onError(err, name, g.name);
+    } finally {
+      m.busy = undefined;
     }
   }
 
@@ -217,21 +246,29 @@ export class MemoryBus implements Bus {
   async idle(opts: { except?: string } = {}): Promise<void> {
     for (;;) {
       let pending = false;
-      const busy: Promise<void>[] = [];
+      // Replay settles after every item that asked a question: one consumer busy is the
+      // usual case, awaited as it is (a drain never rejects), without an array or Promise.all.
+      let one: Promise<void> | undefined;
+      let busy: Promise<void>[] | undefined;
       for (const [name, t] of this.topics) {
         for (const g of t.groups.values()) {
           if (g.name === opts.except) continue;
-          if (g.members.some((m) => m.busy)) pending = true;
+          if (g.members.some(isBusy)) pending = true;
           else if (g.members.length && this.lagOf(t, g) > 0) {
             pending = true;
             this.pump(name, t, g);
           }
-          for (const m of g.members) if (m.busy) busy.push(m.busy);
+          for (const m of g.members) {
+            if (!m.busy) continue;
+            if (!one) one = m.busy;
+            else (busy ??= [one]).push(m.busy);
+          }
         }
       }
       if (!pending) return;
       // Waiting on the consumers themselves, not a timer: replay waits after every record.
-      if (busy.length) await Promise.all(busy.map((b) => b.catch(() => undefined)));
+      if (busy) await Promise.all(busy);
+      else if (one) await one;
       else await new Promise((r) => setTimeout(r, 1));
     }
   }

@@ -107,18 +107,22 @@ export function withSetAside<T>(
     while (!ctx.stopping() && Date.now() < end) await new Promise((r) => setTimeout(r, Math.min(50, end - Date.now())));
   };
 
-  /** Tries `batch` up to `attempts` times; returns the last error, or undefined once it worked. */
-  const tryAll = async (batch: BusBatch<T>): Promise<unknown> => {
-    let last: unknown;
-    for (let a = 1; a <= attempts; a++) {
+  /** A failed try: told, rethrown when not the message's fault, else a pause before the next (if any). */
+  const failed = async (err: unknown, a: number): Promise<void> => {
+    ctx.onError(err);
+    if (isInfrastructureError(err) || ctx.stopping()) throw err;
+    if (a < attempts) await pause();
+  };
+
+  /** Tries `batch` from try `from` up to `attempts`; returns the last error, or undefined once it worked. */
+  const tryAll = async (batch: BusBatch<T>, from = 1, last?: unknown): Promise<unknown> => {
+    for (let a = from; a <= attempts; a++) {
       try {
         await handler(batch);
         return undefined;
       } catch (err) {
         last = err;
-        ctx.onError(err);
-        if (isInfrastructureError(err) || ctx.stopping()) throw err;
-        if (a < attempts) await pause();
+        await failed(err, a);
       }
     }
     return last ?? new Error('handler failed');
@@ -130,14 +134,28 @@ export function withSetAside<T>(
     opts.onSetAside?.(letter);
   };
 
-  return async (batch) => {
-    const err = await tryAll(batch);
+  /** After the batch's first try failed: the other tries, then its records alone. */
+  const retried = async (batch: BusBatch<T>, first: unknown): Promise<void> => {
+    await failed(first, 1);
+    const err = await tryAll(batch, 2, first);
     if (err === undefined) return;
     if (batch.records.length === 1) return setAside(batch.records[0], err);
     for (const record of batch.records) {
       const one = await tryAll({ ...batch, records: [record] });
       if (one !== undefined) await setAside(record, one);
     }
+  };
+
+  // The first try is the handler's own promise (nearly every batch works at once): the retry
+  // machinery's frames cost every delivery two promises, and replay delivers one a question.
+  return (batch) => {
+    let first: Promise<void>;
+    try {
+      first = handler(batch);
+    } catch (err) {
+      return retried(batch, err);
+    }
+    return first.then(undefined, (err: unknown) => retried(batch, err));
   };
 }
 
