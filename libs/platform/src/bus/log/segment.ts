@@ -5,6 +5,8 @@ import { decodeFrame, type Frame } from './frame';
 
 const read = promisify(fs.read);
 const fdatasync = promisify(fs.fdatasync);
+const fsync = promisify(fs.fsync);
+const open = promisify(fs.open);
 const close = promisify(fs.close);
 
 /**
@@ -20,6 +22,12 @@ export class Segment {
   /** Highest offset this segment holds per `topic\0partition`: when every group is past them, it can go. */
   readonly last = new Map<string, number>();
   private fd: number | undefined;
+  /**
+   * A new segment's folder, synced before its first sync counts (the file's entry survives a
+   * power cut); until then, the sync under way.
+   */
+  private folder: string | undefined;
+  private folderSync: Promise<void> | undefined;
 
   private constructor(
     readonly seq: number,
@@ -36,12 +44,25 @@ export class Segment {
     return path.join(dir, `${String(seq).padStart(12, '0')}.seg`);
   }
 
-  /** A new, empty segment; the folder is synced so the file itself survives a power cut. */
+  /**
+   * A new, empty segment. Its folder is synced so the file itself survives a power cut: by its
+   * first sync, which every durable append waits for, not here (this runs on the event loop
+   * when a publish fills the last segment, and a folder's fsync on a busy disk took that turn).
+   */
   static create(dir: string, seq: number): Segment {
     const file = Segment.fileName(dir, seq);
     const fd = fs.openSync(file, 'wx+');
-    syncDir(dir);
-    return new Segment(seq, file, fd, 0);
+    const seg = new Segment(seq, file, fd, 0);
+    seg.folder = dir;
+    seg.folderSync = syncDirAsync(dir).then(
+      () => {
+        seg.folder = undefined;
+      },
+      () => {
+        seg.folderSync = undefined; // tried again by the first sync, which then fails with its error
+      },
+    );
+    return seg;
   }
 
   /**
@@ -91,6 +112,13 @@ export class Segment {
   async sync(): Promise<void> {
     const upTo = this.size;
     if (upTo <= this.synced) return;
+    if (this.folder !== undefined) {
+      await this.folderSync;
+      if (this.folder !== undefined) {
+        await syncDirAsync(this.folder);
+        this.folder = undefined;
+      }
+    }
     await fdatasync(this.handle());
     if (upTo > this.synced) this.synced = upTo;
   }
@@ -121,6 +149,15 @@ export class Segment {
   async remove(): Promise<void> {
     await this.close();
     await fs.promises.rm(this.file, { force: true });
+  }
+}
+
+async function syncDirAsync(dir: string): Promise<void> {
+  const fd = await open(dir, 'r');
+  try {
+    await fsync(fd);
+  } finally {
+    await close(fd);
   }
 }
 
