@@ -4,9 +4,12 @@
 // measured in the same run at the same rate (one span per Export: what an agent already pays
 // for every call it records). The issue's bar is 10 ms p99 for the check.
 //   node bench/precheck.js [--seconds 5] [--rate 1000]
+// --rate 0: one call at a time, each as soon as the last is answered (nothing queues, so what
+// survives the server thread's young collections is the code's, whatever else runs on the machine).
 // From a checkout without a build: node -r ./packages/neatroots/src/ts-register.test.js bench/precheck.js
 const fs = require('node:fs');
 const os = require('node:os');
+const v8 = require('node:v8');
 const path = require('node:path');
 const { monitorEventLoopDelay, performance, PerformanceObserver } = require('node:perf_hooks');
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
@@ -47,6 +50,16 @@ function md() {
 
 /** Fires `call(i)` at a steady `rate` per second for `seconds` (open loop) and returns the latencies, sorted. */
 async function paced(rate, seconds, call) {
+  if (!rate) {
+    const lat = [];
+    const start = performance.now();
+    for (let i = 0; performance.now() - start < seconds * 1000; i++) {
+      const t0 = performance.now();
+      await call(i);
+      lat.push(performance.now() - t0);
+    }
+    return { sorted: lat.sort((a, b) => a - b), achieved: Math.round(lat.length / seconds) };
+  }
   const n = Math.round(rate * seconds);
   const lat = [];
   const start = performance.now();
@@ -130,18 +143,25 @@ async function benchPrecheck({ seconds = 5, rate = 1000 } = {}) {
 
 /**
  * Where a tail comes from: the server thread's event-loop delay and its collector's pauses
- * while the checks are measured (a check that arrives during either waits for it).
+ * while the checks are measured (a check that arrives during either waits for it). A young
+ * collection's pause grows with what survives it; what it moved to the old space (KB a young
+ * collection, mean) depends on the code, not on other jobs on the machine, unlike the pauses.
  */
 function serverThread() {
   const delay = monitorEventLoopDelay({ resolution: 1 });
   const pauses = [];
   const gc = new PerformanceObserver((list) => list.getEntries().forEach((e) => pauses.push(e.duration)));
+  const profiler = new v8.GCProfiler();
   delay.enable();
   gc.observe({ entryTypes: ['gc'] });
+  profiler.start();
   return {
     stop() {
       delay.disable();
       gc.disconnect();
+      const old = (h) => h.heapSpaceStatistics.find((sp) => sp.spaceName === 'old_space').spaceUsedSize;
+      const young = profiler.stop().statistics.filter((e) => e.gcType === 'Scavenge');
+      const promoted = young.reduce((a, e) => a + Math.max(0, old(e.afterGC) - old(e.beforeGC)), 0);
       const ms = (ns) => +(ns / 1e6).toFixed(2);
       return {
         loop_delay_p99_ms: ms(delay.percentile(99)),
@@ -149,6 +169,8 @@ function serverThread() {
         gc_pauses: pauses.length,
         gc_ms: +pauses.reduce((a, b) => a + b, 0).toFixed(1),
         gc_max_ms: +Math.max(0, ...pauses).toFixed(2),
+        young_gcs: young.length,
+        promoted_kb_per_young_gc: young.length ? Math.round(promoted / young.length / 1024) : 0,
       };
     },
   };
