@@ -122,4 +122,36 @@ describe('rule-engine on the embedded log and journal: the next batch goes on wh
     await bus2.close();
     await windows2.close();
   });
+  it("lets a batch of a run go on while the tick that fired the run's wait is still saving", async () => {
+    const bus = new LogBus({ dir: tmp(), partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const windows = new HeldJournal(JournalWindowStore.open<RunWindow>({ dir: tmp(), name: 'runs' }));
+    const withWait = compileRuleSet(
+      [
+        parseCheck({ id: 'refund-without-lookup', kind: 'rule', title: 'Refund without lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } }, 'mine.yaml', 'user'),
+        parseCheck({ id: 'dropped-table', kind: 'rule', title: 'Dropped a table', rule: { type: 'count', span: { tool: ['drop_table'] }, at_least: 1 } }, 'mine.yaml', 'user'),
+      ],
+      () => ({ test: () => false }),
+    );
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => withWait, tickMs: 5 });
+    const found: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) found.push(r.value.check_id);
+    });
+    const tool = (id: string, name: string): { key: string; value: Envelope } => ({
+      key: 'r1',
+      value: { project: 'p', received_ms: Date.now(), item: { kind: 'span', span: { run_id: 'r1', span_id: id, type: 'tool', name, tool: name, status: 'ok', start_ms: Date.now(), end_ms: Date.now() } } },
+    });
+    // The refund's save lands; the tick that fires its wait 250 ms later saves r1 again: held.
+    await bus.publish(topics.events, [tool('s1', 'issue_refund')]);
+    await waitFor(() => found.includes('refund-without-lookup'), () => `found ${found.join(', ')}`);
+    await waitFor(() => windows.saves === 2, () => `${windows.saves} saves`);
+    // A batch of the same run: its finding comes while the tick's save is held.
+    await bus.publish(topics.events, [tool('s2', 'drop_table')]);
+    await waitFor(() => found.includes('dropped-table'), () => `found ${found.join(', ')}: the batch waited for the tick's save`);
+    windows.open();
+    await engine.close();
+    await sub.close();
+    await bus.close();
+    await windows.disk.close();
+  });
 });

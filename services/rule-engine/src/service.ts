@@ -75,7 +75,7 @@ export interface RuleEngineService {
  * The rule-engine service: a consumer group on the events topic. For each batch it
  * evaluates the rule checks, publishes findings and notes, and only then saves the run
  * windows; the bus moves its offset after that (on the embedded default the next batch is
- * evaluated meanwhile: see `pipelined`). A crash anywhere in between replays the batch against
+ * evaluated meanwhile: see `atCall`). A crash anywhere in between replays the batch against
  * the windows as they were, producing the same findings (same ids).
  */
 export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<RuleEngineService> {
@@ -109,7 +109,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   };
 
   // Publishes what a step raised and calls its saves: returns their promise (the saves are
-  // under way; a store that applies at call has already made them, see `pipelined`).
+  // under way; a store that applies at call has already made them, see `atCall`).
   const publish = async (out: EngineOutput, asked?: SchedulerOutput): Promise<{ saved: Promise<void> }> => {
     const sent = send(out, asked);
     if (sent) await sent;
@@ -132,8 +132,9 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   // batch before them on the partition, are on disk. A crash in between replays the batches
   // after the position against the windows that were synced: a span already applied is
   // skipped, the others raise the same findings (same ids). Redis (compare-and-set: a save is
-  // seen only once it returned) and Kafka keep the step waiting for its saves.
-  const pipelined = opts.windows.appliedAtCall === true && (!opts.questions || (opts.questions.windows ?? opts.windows).appliedAtCall === true);
+  // seen only once it returned) and Kafka keep the step waiting for its saves. A tick (no bus
+  // position) on such stores lets the batches of its runs go on once its saves are made.
+  const atCall = opts.windows.appliedAtCall === true && (!opts.questions || (opts.questions.windows ?? opts.windows).appliedAtCall === true);
 
   // Batches of different partitions hold different runs (a run is keyed to one partition), so
   // their steps may overlap: one publishes and saves while the next is evaluated. A tick
@@ -188,7 +189,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
         else {
           const out = await engine.process(envs);
           const { saved } = await publish(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
-          if (pipelined && batch.defer) {
+          if (atCall && batch.defer) {
             batch.defer(
               saved.catch((err) => {
                 log(`the window saves of a batch of ${envs.length} events failed (the bus delivers it again)`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
@@ -218,7 +219,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     let due: string[] = [];
     opts.windows
       .takeDue(now, 10_000, WAKE_LEASE_MS)
-      .then((keys) => (due = keys).length ? lock.exclusive(async () => emit(await engine.tick(now, { keys })), keys) : undefined)
+      .then((keys) => (due = keys).length ? lock.exclusive(async () => publish(await engine.tick(now, { keys })).then((p) => (atCall ? p : p.saved.then(() => p))), keys).then((p) => p.saved) : undefined)
       .catch((err) => {
         // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
         if (err instanceof WindowConflictError) return;
