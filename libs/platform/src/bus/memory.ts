@@ -48,8 +48,14 @@ interface Group {
 }
 
 interface TopicState {
+  name: string;
   logs: Log[];
   groups: Map<string, Group>;
+  /**
+   * The same groups as a list (a group is never removed): publish, trim and idle() walk them
+   * for every record replay publishes, and a Map's iterator is an allocation each time.
+   */
+  groupList: Group[];
   waiters: (() => void)[];
 }
 
@@ -59,6 +65,8 @@ const isBusy = (m: Member): boolean => m.busy !== undefined;
 
 export class MemoryBus implements Bus {
   private readonly topics = new Map<string, TopicState>();
+  /** The same topics as a list (idle() walks them after every replayed item that asked a question). */
+  private readonly topicList: TopicState[] = [];
   private readonly partitions: number;
   private readonly maxBatch: number;
   private readonly maxLag: number;
@@ -81,8 +89,9 @@ export class MemoryBus implements Bus {
   private topic(name: string): TopicState {
     let t = this.topics.get(name);
     if (!t) {
-      t = { logs: Array.from({ length: this.partitions }, () => ({ records: [], base: 0 })), groups: new Map(), waiters: [] };
+      t = { name, logs: Array.from({ length: this.partitions }, () => ({ records: [], base: 0 })), groups: new Map(), groupList: [], waiters: [] };
       this.topics.set(name, t);
+      this.topicList.push(t);
     }
     return t;
   }
@@ -110,12 +119,12 @@ export class MemoryBus implements Bus {
     // One partition (replay's bus): no key to hash.
     if (this.partitions === 1) for (const r of records) t.logs[0].records.push(r);
     else for (const r of records) t.logs[partitionFor(r.key, this.partitions)].records.push(r);
-    for (const g of t.groups.values()) this.pump(name, t, g);
+    for (const g of t.groupList) this.pump(name, t, g);
   }
 
   private lag(t: TopicState): number {
     let max = 0;
-    for (const g of t.groups.values()) {
+    for (const g of t.groupList) {
       let lag = 0;
       for (let p = 0; p < t.logs.length; p++) lag += t.logs[p].base + t.logs[p].records.length - g.offsets[p];
       if (lag > max) max = lag;
@@ -134,6 +143,7 @@ export class MemoryBus implements Bus {
         members: [],
       };
       t.groups.set(opts.group, g);
+      t.groupList.push(g);
     }
     const member: Member = { handler: async () => undefined, partitions: [], closed: false, busy: undefined };
     member.handler = guardHandler(this, handler as Member['handler'], {
@@ -225,7 +235,7 @@ export class MemoryBus implements Bus {
   /** Drops records every group has consumed, and wakes publishers held back by lag. */
   private trim(t: TopicState, p: number): void {
     let min = Infinity;
-    for (const g of t.groups.values()) min = Math.min(min, g.offsets[p]);
+    for (const g of t.groupList) min = Math.min(min, g.offsets[p]);
     const log = t.logs[p];
     const drop = min - log.base;
     if (drop > 4096 || drop === log.records.length) {
@@ -243,20 +253,21 @@ export class MemoryBus implements Bus {
    * shutdown). `except` leaves one group out: a handler of that group waiting, inside its own
    * batch, for what it published to be consumed by the others (replay's rule engine).
    */
-  async idle(opts: { except?: string } = {}): Promise<void> {
+  async idle(opts?: { except?: string }): Promise<void> {
+    const except = opts?.except;
     for (;;) {
       let pending = false;
       // Replay settles after every item that asked a question: one consumer busy is the
       // usual case, awaited as it is (a drain never rejects), without an array or Promise.all.
       let one: Promise<void> | undefined;
       let busy: Promise<void>[] | undefined;
-      for (const [name, t] of this.topics) {
-        for (const g of t.groups.values()) {
-          if (g.name === opts.except) continue;
+      for (const t of this.topicList) {
+        for (const g of t.groupList) {
+          if (g.name === except) continue;
           if (g.members.some(isBusy)) pending = true;
           else if (g.members.length && this.lagOf(t, g) > 0) {
             pending = true;
-            this.pump(name, t, g);
+            this.pump(t.name, t, g);
           }
           for (const m of g.members) {
             if (!m.busy) continue;
