@@ -51,6 +51,18 @@ export interface PrecheckRequest {
   timeoutMs?: number;
 }
 
+/**
+ * The check's copy of a window: all of it cloned but the ids of the spans seen, which the engine
+ * only looks up and adds to. The copy's own ids sit over the live ones (its prototype): a long
+ * run's thousands of ids were copied for every check, on the thread that answers.
+ */
+function copyWindow(w: RunWindow): RunWindow {
+  const { seen, ...rest } = w;
+  const copy = structuredClone(rest) as RunWindow;
+  copy.seen = Object.create(seen) as Record<string, 1>;
+  return copy;
+}
+
 /** A window store that reads the live windows and keeps what a precheck writes to itself (`mine()`, a new map per check). */
 function overlay(live: WindowStore<RunWindow>, current: () => Map<string, RunWindow>): WindowStore<RunWindow> {
   return {
@@ -61,7 +73,7 @@ function overlay(live: WindowStore<RunWindow>, current: () => Map<string, RunWin
       const read = missing.length ? await live.load(missing) : new Map<string, RunWindow>();
       // The live windows are copied once; the copies are this check's to change.
       for (const k of keys) {
-        const w = mine.get(k) ?? (read.has(k) ? structuredClone(read.get(k)!) : undefined);
+        const w = mine.get(k) ?? (read.has(k) ? copyWindow(read.get(k)!) : undefined);
         if (w) out.set(k, w);
       }
       return out;
@@ -140,7 +152,7 @@ export class Prechecker {
   private async evaluate(project: string, span: Span, key: string, live: RunWindow | undefined): Promise<PrecheckAnswer> {
     this.mine = new Map();
     // The window as read above (it holds the spans asked for), copied: read once per check.
-    if (live) this.mine.set(key, structuredClone(live));
+    if (live) this.mine.set(key, copyWindow(live));
     const engine = this.engine;
     const now = Date.now();
     const applied = await engine.process([{ project, received_ms: now, item: { kind: 'span', span: { ...span, status: 'ok', start_ms: span.start_ms ?? now } } }]);
