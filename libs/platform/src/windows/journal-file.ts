@@ -182,20 +182,24 @@ export class JournalFile<W> {
    * (`compactionError`), and a later sync tries again.
    */
   private async startCompaction(): Promise<void> {
-    try {
-      if (!this.split) {
-        const fd = await openFile(this.nextPath, 'a');
+    if (!this.split) {
+      let fd: number | undefined;
+      try {
+        fd = await openFile(this.nextPath, 'a');
         await syncDirAsync(this.opts.dir);
-        const first = this.fd;
-        this.fd = fd;
-        this.split = true;
-        this.firstBytes = this.bytes;
-        this.bytes = 0;
-        await closeFile(first);
+      } catch (e) {
+        // Not begun: no second journal may be left for the next start to take as one.
+        if (fd !== undefined) await closeFile(fd).catch(() => undefined);
+        await fs.promises.rm(this.nextPath, { force: true }).catch(() => undefined);
+        this.compactionError = e as Error;
+        return;
       }
-    } catch (e) {
-      this.compactionError = e as Error;
-      return;
+      const first = this.fd;
+      this.fd = fd;
+      this.split = true;
+      this.firstBytes = this.bytes;
+      this.bytes = 0;
+      await closeFile(first).catch(() => undefined);
     }
     this.compacting = this.writeSnapshot()
       .then(
