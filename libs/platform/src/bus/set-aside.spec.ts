@@ -56,6 +56,19 @@ describe('withSetAside', () => {
     await expect(closing(batch([1]))).rejects.toThrow('bad');
   });
 
+  it('retries and sets aside a handler that throws before returning a promise, as one that rejects', async () => {
+    const letters: DeadLetter[] = [];
+    let calls = 0;
+    const sync = ((): Promise<void> => {
+      calls++;
+      throw new TypeError('thrown at once');
+    }) as (b: BusBatch<unknown>) => Promise<void>;
+    const guarded = withSetAside(sync, ctx({ sink: { setAside: async (l) => void letters.push(...l) } }), { attempts: 3, retryDelayMs: 1 });
+    await guarded(batch([{ n: 1, run_id: 'r1' }]));
+    expect(calls).toBe(3);
+    expect(letters.map((l) => [l.run_id, l.reason])).toEqual([['r1', 'thrown at once']]);
+  });
+
   it('fails the batch when the dead letter cannot be kept (it is read again, nothing is lost)', async () => {
     const guarded = withSetAside(async () => { throw new TypeError('bad'); }, ctx({ sink: { setAside: async () => { throw new Error('bus is closed'); } } }), { attempts: 1 });
     await expect(guarded(batch([1]))).rejects.toThrow('bus is closed');
