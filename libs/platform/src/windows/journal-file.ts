@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { decodeFrame, encodeFrame } from '../bus/log/frame';
+import { syncDir, syncDirAsync } from '../sync-dir';
 
 /**
  * The files behind JournalWindowStore: `<name>.snapshot` (the live windows when the journal was
@@ -318,20 +319,4 @@ export class JournalFile<W> {
   }
 }
 
-async function syncDirAsync(dir: string): Promise<void> {
-  const fd = await openFile(dir, 'r');
-  try {
-    await fsync(fd);
-  } finally {
-    await closeFile(fd);
-  }
-}
 
-function syncDir(dir: string): void {
-  const fd = fs.openSync(dir, 'r');
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}

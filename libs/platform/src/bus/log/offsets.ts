@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { syncDir } from './segment';
+import { syncDir } from '../../sync-dir';
 
 /**
  * The consumer groups' positions, one small JSON file written whole: a temporary file,

@@ -2,11 +2,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { decodeFrame, type Frame } from './frame';
+import { syncDirAsync } from '../../sync-dir';
 
 const read = promisify(fs.read);
 const fdatasync = promisify(fs.fdatasync);
-const fsync = promisify(fs.fsync);
-const open = promisify(fs.open);
 const close = promisify(fs.close);
 
 /**
@@ -152,20 +151,4 @@ export class Segment {
   }
 }
 
-async function syncDirAsync(dir: string): Promise<void> {
-  const fd = await open(dir, 'r');
-  try {
-    await fsync(fd);
-  } finally {
-    await close(fd);
-  }
-}
 
-export function syncDir(dir: string): void {
-  const fd = fs.openSync(dir, 'r');
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
