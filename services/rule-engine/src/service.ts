@@ -219,7 +219,19 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     let due: string[] = [];
     opts.windows
       .takeDue(now, 10_000, WAKE_LEASE_MS)
-      .then((keys) => (due = keys).length ? lock.exclusive(async () => publish(await engine.tick(now, { keys })).then((p) => (atCall ? p : p.saved.then(() => p))), keys).then((p) => p.saved) : undefined)
+      .then(async (keys) => {
+        due = keys;
+        if (!keys.length) return;
+        // The tick holds its runs until it has published and made its saves; on stores that
+        // apply at call the batches of those runs go on while the saves sync, elsewhere the
+        // runs stay held until the saves are done. Either way the tick ends with its saves.
+        const { saved } = await lock.exclusive(async () => {
+          const step = await publish(await engine.tick(now, { keys }));
+          if (!atCall) await step.saved;
+          return step;
+        }, keys);
+        await saved;
+      })
       .catch((err) => {
         // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
         if (err instanceof WindowConflictError) return;
