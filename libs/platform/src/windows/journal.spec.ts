@@ -179,7 +179,18 @@ describe('JournalWindowStore after a crash', () => {
     const crash = () => {
       const to = `${path.dirname(f.journal)}-crash${crashes.length}`;
       crashes.push({ dir: to, durable: new Map(durable) });
-      fs.cpSync(path.dirname(f.journal), to, { recursive: true });
+      // The copy is not one instant: a rename of the compaction's snapshot on the thread pool can
+      // land between the listing and the copy of a file. Such a copy is not what a crash leaves;
+      // it is taken again.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          fs.cpSync(path.dirname(f.journal), to, { recursive: true });
+          break;
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || attempt > 20) throw e;
+          fs.rmSync(to, { recursive: true, force: true });
+        }
+      }
     };
     let n = 0;
     for (const k of keys) await save(k, n++);
