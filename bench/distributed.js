@@ -10,6 +10,7 @@ const path = require('node:path');
 const net = require('node:net');
 const { performance } = require('node:perf_hooks');
 const { KafkaBus } = require('@neatroots/platform');
+const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
 const { extraChecksYaml, percentile } = require('./checks');
 const { buildBatches, send, paced } = require('./e2e');
@@ -55,7 +56,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const admin = await freePort();
     // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
     const prof = process.env.BENCH_PROFILE === target ? ['--cpu-prof', '--cpu-prof-dir=/tmp/neatroots-bench-prof'] : [];
-    const p = spawn(process.execPath, [...prof, CLI, 'serve', '--target', target], {
+    const p = spawn(process.execPath, [...prof, ...serverNodeFlags(), CLI, 'serve', '--target', target], {
       env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(servicePort ?? (await freePort())), NEATROOTS_REVIEW_PORT: String(reviewPort) },
       stdio: ['ignore', 'ignore', 'inherit'],
     });

@@ -18,6 +18,7 @@ const { performance } = require('node:perf_hooks');
 const grpc = require('@grpc/grpc-js');
 const { buildBatches } = require('./e2e');
 const { percentile } = require('./checks');
+const { serverNodeFlags } = require('neatroots/dist/relaunch');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'flood-key';
@@ -47,7 +48,8 @@ function rssOf(pid) {
 async function startServer(env) {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-flood-'));
   const ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort() };
-  const proc = spawn(process.execPath, [CLI, 'start', '--no-demo'], {
+  // The servers' node flags given here: the CLI serves in this process (no relaunch), whose memory is read.
+  const proc = spawn(process.execPath, [...serverNodeFlags(), CLI, 'start', '--no-demo'], {
     env: {
       PATH: process.env.PATH,
       NEATROOTS_HOME: home,

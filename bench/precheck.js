@@ -13,7 +13,8 @@ const v8 = require('node:v8');
 const path = require('node:path');
 const { monitorEventLoopDelay, performance, PerformanceObserver } = require('node:perf_hooks');
 const { fork } = require('node:child_process');
-// The calls come from a process of their own, as an agent's would (NEATROOTS_BENCH_LOAD set).
+// The calls come from a process of their own, as an agent's would (NEATROOTS_BENCH_LOAD set),
+// with node's default flags whatever this process was started with.
 const child = process.env.NEATROOTS_BENCH_LOAD ? JSON.parse(process.env.NEATROOTS_BENCH_LOAD) : null;
 const isMainThread = !child;
 const grpc = require('@grpc/grpc-js');
@@ -127,7 +128,7 @@ async function benchPrecheck({ seconds = 5, rate = 1000 } = {}) {
     // server's event loop (an agent is another process).
     const load = (kind, secs) =>
       new Promise((resolve, reject) => {
-        const w = fork(__filename, [], { env: { ...process.env, NEATROOTS_BENCH_LOAD: JSON.stringify({ port: app.ingest.grpcPort, kind, rate, seconds: secs, runs }) } });
+        const w = fork(__filename, [], { execArgv: [], env: { ...process.env, NEATROOTS_BENCH_LOAD: JSON.stringify({ port: app.ingest.grpcPort, kind, rate, seconds: secs, runs }) } });
         w.once('message', resolve);
         w.once('error', reject);
         w.once('exit', (code) => code && reject(new Error(`the load process exited with ${code}`)));
@@ -223,7 +224,7 @@ if (child) {
       process.exit(1);
     },
   );
-} else if (require.main === module) {
+} else if (require.main === module && require('./server-flags').asServer()) {
   benchPrecheck({ seconds: arg('seconds', 5), rate: arg('rate', 1000) }).then(
     (r) => console.log('pre-call check beside the export round trip:', JSON.stringify(r)),
     (err) => {

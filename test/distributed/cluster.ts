@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { serverNodeFlags } from '../../packages/neatroots/src/relaunch';
 
 /**
  * A distributed deployment on this machine for tests: each service its own process
@@ -99,7 +100,9 @@ export class Cluster {
       ...env,
     };
     for (const [k, v] of Object.entries(all)) if (v === undefined) delete all[k];
-    const proc = spawn(process.execPath, [CLI, 'serve', '--target', target], {
+    // With the servers' node flags given here, the CLI serves in this very process (no relaunch):
+    // a SIGKILL of `proc` is the crash of the service, as the fault tests mean it.
+    const proc = spawn(process.execPath, [...serverNodeFlags(), CLI, 'serve', '--target', target], {
       env: all,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

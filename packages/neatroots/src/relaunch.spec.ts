@@ -1,0 +1,110 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { semiSpaceMb, serverNodeFlags } from './relaunch';
+
+const BIN = path.resolve(__dirname, '../bin/neatroots.js');
+const PORTS = { NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0' };
+
+/** `neatroots start --no-demo` from the built CLI, resolved once it serves. */
+async function start(env: Record<string, string> = {}): Promise<{ proc: ChildProcess; home: string; out: () => string }> {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-relaunch-'));
+  const proc = spawn(process.execPath, [BIN, 'start', '--no-demo'], { env: { PATH: process.env.PATH, NEATROOTS_HOME: home, ...PORTS, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`no "Serving" in 60 s:\n${out}`)), 60_000);
+    proc.stdout!.on('data', () => out.includes('Serving; Ctrl-C to stop.') && (clearTimeout(t), resolve()));
+    proc.once('exit', (code) => (clearTimeout(t), reject(new Error(`start exited ${code}:\n${out}`))));
+  });
+  return { proc, home, out: () => out };
+}
+
+/** The processes whose parent is `pid`, with their command lines. */
+function children(pid: number): { pid: number; cmdline: string[] }[] {
+  const out: { pid: number; cmdline: string[] }[] = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push({ pid: Number(d), cmdline: fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').filter(Boolean) });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const exited = (proc: ChildProcess) => new Promise<number | null>((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', (code) => r(code))));
+
+describe('the server flags (NEATROOTS_SEMI_SPACE_MB)', () => {
+  it('are 64 MB semi-spaces by default, none at 0, and a bad value is named', () => {
+    expect(serverNodeFlags({})).toEqual(['--min-semi-space-size=64', '--max-semi-space-size=64']);
+    expect(serverNodeFlags({ NEATROOTS_SEMI_SPACE_MB: '16' })).toEqual(['--min-semi-space-size=16', '--max-semi-space-size=16']);
+    expect(serverNodeFlags({ NEATROOTS_SEMI_SPACE_MB: '0' })).toEqual([]);
+    expect(() => semiSpaceMb({ NEATROOTS_SEMI_SPACE_MB: '64MB' })).toThrow('NEATROOTS_SEMI_SPACE_MB: expected a whole number of MB from 0');
+    expect(() => semiSpaceMb({ NEATROOTS_SEMI_SPACE_MB: '5000' })).toThrow('got "5000"');
+  });
+});
+
+describe('neatroots start runs its server in a process with the flags', () => {
+  it('the server process has them; SIGTERM to the command stops it and the command exits 0', async () => {
+    const { proc, home } = await start();
+    try {
+      const kids = children(proc.pid!);
+      expect(kids).toHaveLength(1);
+      expect(kids[0].cmdline).toEqual(expect.arrayContaining(['--min-semi-space-size=64', '--max-semi-space-size=64', BIN, 'start', '--no-demo']));
+      proc.kill('SIGTERM');
+      expect(await exited(proc)).toBe(0);
+      await until(() => !alive(kids[0].pid), 10_000, 'the server process ended');
+    } finally {
+      proc.kill('SIGKILL');
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it('a command killed outright (SIGKILL) leaves no server running', async () => {
+    const { proc, home } = await start();
+    try {
+      const [server] = children(proc.pid!);
+      expect(server).toBeDefined();
+      proc.kill('SIGKILL');
+      await exited(proc);
+      await until(() => !alive(server.pid), 15_000, 'the orphaned server stopped');
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it('with NEATROOTS_SEMI_SPACE_MB=0 the command is the server itself', async () => {
+    const { proc, home } = await start({ NEATROOTS_SEMI_SPACE_MB: '0' });
+    try {
+      expect(children(proc.pid!).filter((c) => c.cmdline.includes(BIN))).toEqual([]);
+      proc.kill('SIGINT');
+      expect(await exited(proc)).toBe(0);
+    } finally {
+      proc.kill('SIGKILL');
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  }, 90_000);
+});

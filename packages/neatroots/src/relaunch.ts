@@ -1,0 +1,93 @@
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+
+/**
+ * The servers (`neatroots start`, `neatroots serve`) run with a larger young generation than
+ * node's default. A server allocates for every span and every pre-call check and keeps little
+ * of it: with node's 16 MB semi-spaces the thread that answers pre-call checks stopped for a
+ * young collection about four times a second at 1,000 checks/s, and a check that arrived during
+ * one waited for it (the tail of its latency); with 64 MB, once a second or less, each pause
+ * about as long (it is set by what survives, not by the space). V8 reads the size when the
+ * process starts, not later (v8.setFlagsFromString has no effect on it, and
+ * --min-semi-space-size is refused in NODE_OPTIONS), so the command runs again in a child
+ * process started with the flags.
+ */
+
+/** Commands that run servers. */
+export const SERVER_COMMANDS: ReadonlySet<string> = new Set(['start', 'serve']);
+
+/** Set in the relaunched process: it never relaunches again. */
+export const RELAUNCHED_ENV = 'NEATROOTS_RELAUNCHED';
+
+const SEMI_SPACE_ENV = 'NEATROOTS_SEMI_SPACE_MB';
+const DEFAULT_SEMI_SPACE_MB = 64;
+
+/** The semi-space size in MB (NEATROOTS_SEMI_SPACE_MB, default 64; 0 keeps node's own and does not relaunch). */
+export function semiSpaceMb(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env[SEMI_SPACE_ENV];
+  if (raw === undefined || raw.trim() === '') return DEFAULT_SEMI_SPACE_MB;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 1024) {
+    throw new Error(`${SEMI_SPACE_ENV}: expected a whole number of MB from 0 (node's default young generation) to 1024, got "${raw}"`);
+  }
+  return n;
+}
+
+/** The node flags a server runs with (none when NEATROOTS_SEMI_SPACE_MB is 0). */
+export function serverNodeFlags(env: NodeJS.ProcessEnv = process.env): string[] {
+  const mb = semiSpaceMb(env);
+  return mb ? [`--min-semi-space-size=${mb}`, `--max-semi-space-size=${mb}`] : [];
+}
+
+/** Whether this process already runs with a semi-space size given on node's command line. */
+function sizedAlready(execArgv: readonly string[]): boolean {
+  return execArgv.some((a) => /^--(min|max)[-_]semi[-_]space[-_]size/.test(a));
+}
+
+/**
+ * Runs a server command again in a child process with serverNodeFlags(), and resolves with
+ * its exit code; null when this process should run the command itself (not a server command,
+ * already relaunched, flags given by hand, or NEATROOTS_SEMI_SPACE_MB=0).
+ *
+ * The child is the server; this process only waits for it:
+ * - it is in a process group of its own, so a terminal's Ctrl-C reaches it once, forwarded
+ *   from here (a second SIGINT during its graceful stop would end it at once);
+ * - SIGINT, SIGTERM and SIGHUP sent here are passed on (a container's stop reaches this process);
+ * - if this process dies without passing anything on (SIGKILL), the child sees its channel to
+ *   this process close and stops as on SIGTERM (see watchParent): no server is left running;
+ * - a child killed by a signal makes this process exit with 128 + the signal's number.
+ */
+export function relaunch(args: readonly string[], script: string): Promise<number> | null {
+  if (!SERVER_COMMANDS.has(args[0] ?? '') || process.env[RELAUNCHED_ENV]) return null;
+  const flags = serverNodeFlags();
+  if (!flags.length || sizedAlready(process.execArgv)) return null;
+  const child = spawn(process.execPath, [...process.execArgv, ...flags, script, ...args], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, [RELAUNCHED_ENV]: '1' },
+    detached: true,
+  });
+  const forward = (signal: NodeJS.Signals) => () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  const handlers = signals.map((s) => [s, forward(s)] as const);
+  for (const [s, h] of handlers) process.on(s, h);
+  return new Promise<number>((resolve, reject) => {
+    child.once('error', (err) => reject(new Error(`could not start the server process (${process.execPath}): ${err.message}`)));
+    child.once('exit', (code, signal) => {
+      for (const [s, h] of handlers) process.off(s, h);
+      resolve(code ?? 128 + (signal ? constants.signals[signal] ?? 0 : 0));
+    });
+  });
+}
+
+/**
+ * In a relaunched server: stop (as on SIGTERM) when the process that started it is gone. The
+ * channel to it does not keep this process running.
+ */
+export function watchParent(): void {
+  if (!process.env[RELAUNCHED_ENV] || !process.send || !process.channel) return;
+  process.channel.unref();
+  // Before the server listens for SIGTERM, its default (ending the process) is what is wanted.
+  process.once('disconnect', () => (process.listenerCount('SIGTERM') ? process.emit('SIGTERM', 'SIGTERM') : process.kill(process.pid, 'SIGTERM')));
+}
