@@ -100,6 +100,8 @@ export function haltingTools(set: RuleSet, project: string, workflow: string | u
   return [...tools].sort();
 }
 
+const NO_OUTPUT = { findings: [] as FindingEvent[], notes: [] as NoteOut[] };
+
 export class Prechecker {
   /**
    * What the current check wrote: its copy of the window. A new map for every check, not one
@@ -157,7 +159,9 @@ export class Prechecker {
     const now = Date.now();
     const applied = await engine.process([{ project, received_ms: now, item: { kind: 'span', span: { ...span, status: 'ok', start_ms: span.start_ms ?? now } } }]);
     await applied.commit();
-    const waited = await engine.tick(now, { keys: [key], all: true });
+    // Only a window left with a wait pending (wake_at) has anything for the tick to fire: most
+    // allowed calls end here, without a second engine step's garbage on the answering thread.
+    const waited = this.mine.get(key)?.wake_at !== undefined ? await engine.tick(now, { keys: [key], all: true }) : NO_OUTPUT;
     const findings = new Map<string, FindingEvent>([...applied.findings, ...waited.findings].map((f) => [f.id, f]));
     const halt = [...applied.notes, ...waited.notes].find((n: NoteOut) => n.kind === 'halt' && findings.get(n.finding_id)?.span_ids.includes(span.span_id));
     return halt ? { decision: 'halt', check_id: halt.check_id, finding_id: halt.finding_id, title: halt.title, text: halt.text } : { decision: 'allow' };
