@@ -1,7 +1,7 @@
 'use strict';
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
-//   node bench/run.js [--spans N] [--only engine,replay,e2e,otlp,distributed,questions,flood,sop,limits,store,review]
+//   node bench/run.js [--spans N] [--only engine,replay,e2e,precheck,otlp,distributed,questions,flood,sop,limits,store,review]
 // (review, minutes at 100,000 sessions, runs only when asked: --only review)
 // Every end-to-end row is also printed as a share of the receive ceiling measured in the same
 // run (bench/ceiling.js: a null OTLP/gRPC receiver that decodes and counts, nothing more);
@@ -20,6 +20,7 @@ const { benchOtlp } = require('./otlp');
 const { benchCeiling } = require('./ceiling');
 const { benchBus } = require('./bus');
 const { benchStore } = require('./store');
+const { benchPrecheck } = require('./precheck');
 
 function arg(name, def) {
   const i = process.argv.indexOf(`--${name}`);
@@ -28,7 +29,7 @@ function arg(name, def) {
 
 async function main() {
   const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,replay,e2e,otlp,distributed,questions,flood,sop,limits,store')).split(','));
+  const only = new Set(String(arg('only', 'engine,replay,e2e,precheck,otlp,distributed,questions,flood,sop,limits,store')).split(','));
   const out = {};
   if (only.has('e2e') || only.has('distributed') || only.has('ceiling')) {
     out.ceiling = await benchCeiling({ spans: Math.min(spans, 100_000) });
@@ -45,6 +46,10 @@ async function main() {
   if (only.has('e2e')) {
     out.embedded = await benchE2e({ spans: Math.min(spans, 200_000) });
     console.log('embedded, gRPC ingest to findings:', JSON.stringify(out.embedded));
+  }
+  if (only.has('precheck')) {
+    out.precheck = await benchPrecheck();
+    console.log('pre-call check beside the export round trip:', JSON.stringify(out.precheck));
   }
   if (only.has('otlp')) {
     out.otlp = await benchOtlp({ spans: Math.min(spans, 100_000) });
@@ -113,6 +118,10 @@ async function main() {
     rows.push(['embedded: gRPC ingest to findings (durable log bus)', share(e.spans_per_s), `ingest only: ${share(e.baseline_ingest_only_spans_per_s)}; in-memory bus: ${share(e.memory_bus_spans_per_s)}`]);
     rows.push(['embedded: gRPC ingest until everything is stored (runs, spans, findings in PGlite)', share(e.stored_spans_per_s), `in-memory bus: ${share(e.memory_bus_stored_spans_per_s)}; windows in memory: ${share(e.memory_windows_stored_spans_per_s)}`]);
     rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
+  }
+  if (out.precheck) {
+    const p = out.precheck;
+    rows.push([`embedded: pre-call check at ${p.rate} checks/s (bar: p99 < ${p.bar_p99_ms} ms)`, `p50 ${p.precheck.p50_ms} ms, p99 ${p.precheck.p99_ms} ms`, `the export round trip at the same rate: p50 ${p.export_round_trip.p50_ms} ms, p99 ${p.export_round_trip.p99_ms} ms; the engine's part alone ${p.engine_alone.per_check_ms} ms a check`]);
   }
   if (out.otlp) {
     const o = out.otlp;
