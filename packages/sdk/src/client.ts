@@ -87,6 +87,12 @@ export interface NeatrootsClientOptions {
   subscribe?: boolean;
   /** Exports that failed for good, items ingest rejected, broken subscriptions. Default: console.warn. */
   onError?: (err: Error) => void;
+  /**
+   * How long the project's pre-call policy (which tools a halting rule names, fail-open or
+   * closed) is used before it is asked again. Default 30 s: a rule switched to halt reaches
+   * running agents within it. A policy gone stale is still used while it is asked again.
+   */
+  precheckPolicyTtlMs?: number;
 }
 
 /** Thrown by `toolCall` once the run was halted; `run.signal` aborts with it. */
@@ -118,6 +124,14 @@ interface PrecheckPolicy {
   timeoutMs: number;
 }
 
+/** A workflow's pre-call policy as last asked: `known` null when the asking failed. */
+interface PolicyEntry {
+  at: number;
+  policy: Promise<PrecheckPolicy | undefined>;
+  known?: PrecheckPolicy | null;
+  asking?: boolean;
+}
+
 /** Items ingest refused (the rest of the batch was accepted). */
 export class ExportRejectedError extends Error {
   constructor(readonly rejected: v1.Rejected[]) {
@@ -147,7 +161,8 @@ export class NeatrootsClient {
   private queue: v1.Event[] = [];
   private chain: Promise<void> = Promise.resolve();
   private readonly runs = new Map<string, Run>();
-  private readonly policies = new Map<string, { at: number; policy: Promise<PrecheckPolicy | undefined>; known?: PrecheckPolicy | null }>();
+  private readonly policies = new Map<string, PolicyEntry>();
+  private readonly policyTtlMs: number;
   private closed = false;
   /** @internal */
   readonly subscribeEnabled: boolean;
@@ -160,6 +175,7 @@ export class NeatrootsClient {
     this.metadata.set('x-api-key', opts.apiKey);
     this.maxBatch = opts.maxBatch ?? 100;
     this.exportTimeoutMs = opts.exportTimeoutMs ?? 10_000;
+    this.policyTtlMs = opts.precheckPolicyTtlMs ?? 30_000;
     this.retry = { maxAttempts: 6, initialDelayMs: 200, maxDelayMs: 5000, ...opts.retry };
     this.subscribeEnabled = opts.subscribe ?? true;
     this.onError = opts.onError ?? ((err) => console.warn(`[neatroots] ${err.message}`));
@@ -216,32 +232,60 @@ export class NeatrootsClient {
   }
 
   /**
-   * @internal The project's pre-call policy for a workflow, asked once (a failure again after
-   * 30 s): undefined when the server has none to give (then nothing is checked).
+   * @internal The project's pre-call policy for a workflow: undefined when the server has none
+   * to give (then nothing is checked). Asked again once it is older than precheckPolicyTtlMs;
+   * a known policy is used meanwhile (no tool call waits for the asking), and kept when the
+   * asking fails (a fail-closed project stays checked while its server is unreachable).
    */
   precheckPolicy(workflow: string | undefined): Promise<PrecheckPolicy | undefined> {
     const key = workflow ?? '';
     const hit = this.policies.get(key);
-    if (hit && Date.now() - hit.at < 30_000) return hit.policy;
-    const entry: { at: number; policy: Promise<PrecheckPolicy | undefined>; known?: PrecheckPolicy | null } = { at: Date.now(), policy: Promise.resolve(undefined) };
-    entry.policy = new Promise<PrecheckPolicy | undefined>((resolve) => {
-      this.grpc.preCheckPolicy({ workflow: key }, this.metadata, { deadline: Date.now() + this.exportTimeoutMs }, (err, res) => {
-        // No policy (an older server, or none reachable): nothing is checked; asked again in 30 s.
-        const p = err || !res ? undefined : { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 };
-        entry.at = p ? Number.POSITIVE_INFINITY : Date.now();
-        entry.known = p ?? null;
-        resolve(p);
-      });
+    if (hit && Date.now() - hit.at < this.policyTtlMs) return hit.policy;
+    if (hit?.known) {
+      if (!hit.asking) {
+        hit.asking = true;
+        void this.askPolicy(key).then((p) => {
+          hit.asking = false;
+          hit.at = Date.now();
+          if (p) {
+            hit.known = p;
+            hit.policy = Promise.resolve(p);
+          }
+        });
+      }
+      return hit.policy;
+    }
+    const entry: PolicyEntry = { at: Date.now(), policy: Promise.resolve(undefined) };
+    entry.policy = this.askPolicy(key).then((p) => {
+      // No policy (an older server, or none reachable): nothing is checked; asked again later.
+      entry.at = Date.now();
+      entry.known = p ?? null;
+      return p;
     });
     this.policies.set(key, entry);
     return entry.policy;
   }
 
+  private askPolicy(workflow: string): Promise<PrecheckPolicy | undefined> {
+    return new Promise((resolve) =>
+      this.grpc.preCheckPolicy({ workflow }, this.metadata, { deadline: Date.now() + this.exportTimeoutMs }, (err, res) =>
+        resolve(err || !res ? undefined : { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 }),
+      ),
+    );
+  }
+
   /** @internal The policy when it is already known (null: known to be none), else undefined. */
   knownPolicy(workflow: string | undefined): PrecheckPolicy | null | undefined {
     const entry = this.policies.get(workflow ?? '');
-    // A failure is known for 30 s, then asked again.
-    return entry && Date.now() - entry.at < 30_000 ? entry.known : undefined;
+    if (!entry) return undefined;
+    // A policy is used until the next one is known (asked now if it is stale: a tool it does
+    // not name is never checked, so nothing else would ask); a failure is known until it is
+    // asked again.
+    if (entry.known) {
+      if (Date.now() - entry.at >= this.policyTtlMs) void this.precheckPolicy(workflow);
+      return entry.known;
+    }
+    return Date.now() - entry.at < this.policyTtlMs ? entry.known : undefined;
   }
 
   /** @internal One pre-call check: the answer, or the gRPC error (a timeout, an unavailable engine). */

@@ -13,6 +13,9 @@ class FakeIngest {
   events: v1.Event[] = [];
   prechecks: v1.PreCheckRequest[] = [];
   policy: v1.PreCheckPolicyResponse = { tools: ['issue_refund'], fail_closed: false, timeout_ms: 50 };
+  policyCalls = 0;
+  policyFails = false;
+  policyFailures = 0;
   /** undefined: never answer (the engine is slow). */
   answer: v1.PreCheckResponse | undefined = { decision: 'allow', check_id: '', finding_id: '', title: '', text: '' };
 
@@ -27,7 +30,12 @@ class FakeIngest {
         this.prechecks.push(call.request);
         if (this.answer) cb(null, this.answer);
       },
-      preCheckPolicy: (_call: ServerUnaryCall<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>, cb: sendUnaryData<v1.PreCheckPolicyResponse>) => cb(null, this.policy),
+      preCheckPolicy: (_call: ServerUnaryCall<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>, cb: sendUnaryData<v1.PreCheckPolicyResponse>) => {
+        this.policyCalls++;
+        if (!this.policyFails) return cb(null, this.policy);
+        this.policyFailures++;
+        cb({ code: status.UNAVAILABLE, details: 'rule engine unreachable' });
+      },
     });
     this.port = await new Promise<number>((resolve, reject) =>
       this.server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
@@ -104,7 +112,47 @@ describe('pre-call checks in the SDK', () => {
     await client.startRun({ workflow: 'refunds', precheck: 'on' }).toolCall('search', {}, () => 1);
     expect(fake.prechecks).toHaveLength(1);
   });
+
+  it('a tool a rule starts halting is checked in a running run once the policy is asked again; a failed asking keeps the last policy', async () => {
+    const fast = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'k', subscribe: false, precheckPolicyTtlMs: 100, onError: () => undefined });
+    const policyCalls = () => fake.policyCalls;
+    try {
+      const run = fast.startRun({ workflow: 'refunds' });
+      await run.toolCall('cancel_order', {}, () => 1);
+      expect(fake.prechecks).toHaveLength(0);
+      // `neatroots checks halt` on a rule about cancel_order.
+      fake.policy = { ...fake.policy, tools: ['issue_refund', 'cancel_order'], fail_closed: true };
+      await new Promise((r) => setTimeout(r, 150));
+      const before = policyCalls();
+      // The stale policy is used for this call (nothing waits) and asked again meanwhile.
+      await run.toolCall('cancel_order', {}, () => 1);
+      await until(() => policyCalls() > before && fast.knownPolicy('refunds')?.tools.includes('cancel_order') === true);
+      await run.toolCall('cancel_order', {}, () => 1);
+      expect(fake.prechecks.map((p) => p.span?.tool)).toEqual(['cancel_order']);
+      // The server stops answering policies: the last one (fail closed) still holds.
+      fake.policyFails = true;
+      fake.answer = undefined;
+      await new Promise((r) => setTimeout(r, 150));
+      await expect(run.toolCall('cancel_order', {}, () => 1)).rejects.toBeInstanceOf(PrecheckUnansweredError);
+      // Asked again only once the failed asking was handled: two failures, the first one handled.
+      await until(() => {
+        fast.knownPolicy('refunds');
+        return fake.policyFailures >= 2;
+      });
+      await expect(run.toolCall('cancel_order', {}, () => 1)).rejects.toBeInstanceOf(PrecheckUnansweredError);
+    } finally {
+      await fast.close();
+    }
+  });
 });
+
+async function until(cond: () => boolean, ms = 5_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
 
 /** An ingest with no pre-call RPCs at all (an older server): tool calls run unchecked. */
 describe('pre-call checks against a server without them', () => {
