@@ -12,9 +12,22 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+/** One parameterised statement of a batch. */
+export interface Statement {
+  sql: string;
+  params?: readonly unknown[];
+}
+
 export interface Db extends Queryable {
   /** Runs `fn` in one transaction; it commits when `fn` resolves, rolls back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Runs the statements in order in one transaction (all or none) and answers each one's
+   * result. The adapters give it: PGlite on its thread takes the whole batch in one message,
+   * where `transaction()` costs a turn of the caller's event loop per statement (BEGIN and
+   * COMMIT included). A Db without it (a test's wrapper) is used through `transaction()`.
+   */
+  batch?(statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]>;
   /** Runs several statements separated by semicolons, with no parameters (migrations). */
   exec(sql: string): Promise<void>;
   close(): Promise<void>;

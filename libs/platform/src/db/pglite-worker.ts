@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { Db, QueryResult, Queryable } from '@neatroots/ports';
+import type { Db, QueryResult, Queryable, Statement } from '@neatroots/ports';
 
 /**
  * PGlite on its own thread. PGlite is Postgres compiled to WASM and runs on the thread that
@@ -20,6 +20,8 @@ interface Reply {
   ok: boolean;
   rows?: unknown[];
   affectedRows?: number;
+  /** A batch's results, one a statement. */
+  results?: { rows: Record<string, unknown>[]; affectedRows?: number }[];
   error?: { message: string; code?: string; detail?: string; hint?: string };
 }
 
@@ -36,6 +38,17 @@ parentPort.on('message', async (m) => {
     if (m.op === 'query') {
       const r = await pg.query(m.sql, m.params);
       parentPort.postMessage({ id: m.id, ok: true, rows: r.rows, affectedRows: r.affectedRows });
+    } else if (m.op === 'batch') {
+      // one transaction, one message each way: PGlite's transaction() rolls back on an error
+      const results = await pg.transaction(async (tx) => {
+        const out = [];
+        for (const st of m.statements) {
+          const r = await tx.query(st.sql, st.params);
+          out.push({ rows: r.rows, affectedRows: r.affectedRows });
+        }
+        return out;
+      });
+      parentPort.postMessage({ id: m.id, ok: true, results });
     } else if (m.op === 'exec') {
       await pg.exec(m.sql);
       parentPort.postMessage({ id: m.id, ok: true });
@@ -99,12 +112,12 @@ class PgliteWorkerDb implements Db {
     });
   }
 
-  private send(op: 'query' | 'exec' | 'close', sql?: string, params?: readonly unknown[]): Promise<Reply> {
+  private send(op: 'query' | 'exec' | 'close' | 'batch', sql?: string, params?: readonly unknown[], statements?: readonly Statement[]): Promise<Reply> {
     if (this.failed) return Promise.reject(this.failed);
     const id = this.nextId++;
     return new Promise<Reply>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, op, sql, params: params ? [...params] : undefined });
+      this.worker.postMessage({ id, op, sql, params: params ? [...params] : undefined, statements });
     }).then((r) => {
       if (!r.ok) throw new DbError(r.error?.message ?? 'database error', r.error?.code, r.error?.detail);
       return r;
@@ -134,6 +147,16 @@ class PgliteWorkerDb implements Db {
     return this.exclusive(async () => {
       await this.send('exec', sql);
     });
+  }
+
+  /**
+   * The statements in one transaction run by the database's thread: one message there and one
+   * back, where `transaction()` waits for this thread between statements (BEGIN and COMMIT
+   * included), and this thread is busy with ingest and the rule engine in the embedded default.
+   */
+  batch(statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
+    const plain = statements.map((s) => ({ sql: s.sql, params: s.params ? [...s.params] : undefined }));
+    return this.exclusive(async () => (await this.send('batch', undefined, undefined, plain)).results ?? []);
   }
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {

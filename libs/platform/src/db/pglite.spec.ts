@@ -4,8 +4,11 @@ import * as path from 'node:path';
 import { dbContract } from './contract.test';
 import { loadMigrations, migrate } from './migrate';
 import { openPglite } from './pglite';
+import { openPgliteWorker } from './pglite-worker';
 
 dbContract('PGlite in memory', () => openPglite());
+// the embedded default: PGlite on its own thread, queries and batches posted to it
+dbContract('PGlite on its own thread', () => openPgliteWorker());
 
 describe('openPglite', () => {
   it('keeps data in a folder across openings', async () => {

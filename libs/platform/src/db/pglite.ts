@@ -1,6 +1,6 @@
 import { PGlite, type Transaction } from '@electric-sql/pglite';
-import type { Db, QueryResult, Queryable } from '@neatroots/ports';
-import type { DbTx } from './tx';
+import type { Db, QueryResult, Queryable, Statement } from '@neatroots/ports';
+import { runEach, type DbTx } from './tx';
 
 export interface PgliteOptions {
   /** A folder to keep the database in; in memory when absent. */
@@ -42,6 +42,10 @@ class PgliteDb implements Db {
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     return this.pg.transaction((t) => fn(wrapTx(t)));
+  }
+
+  batch(statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
+    return this.transaction((tx) => runEach(tx, statements));
   }
 
   async exec(sql: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { Pool, types as pgTypes, type PoolClient } from 'pg';
-import type { Db, QueryResult, Queryable } from '@neatroots/ports';
-import type { DbTx } from './tx';
+import type { Db, QueryResult, Queryable, Statement } from '@neatroots/ports';
+import { runEach, type DbTx } from './tx';
 
 export interface PostgresOptions {
   /** A `postgres://` connection string. */
@@ -83,6 +83,10 @@ class PostgresDb implements Db {
       client.removeListener('error', onError);
       client.release(broken);
     }
+  }
+
+  batch(statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
+    return this.transaction((tx) => runEach(tx, statements));
   }
 
   async exec(sql: string): Promise<void> {

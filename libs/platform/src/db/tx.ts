@@ -1,4 +1,4 @@
-import type { Queryable } from '@neatroots/ports';
+import type { QueryResult, Queryable, Statement } from '@neatroots/ports';
 
 /**
  * What both adapters hand to a `transaction()` callback. The port promises only `Queryable`;
@@ -11,4 +11,11 @@ export interface DbTx extends Queryable {
 
 export function isDbTx(q: Queryable): q is DbTx {
   return typeof (q as Partial<DbTx>).exec === 'function';
+}
+
+/** The statements one after the other on `q` (a transaction's connection), each one's result. */
+export async function runEach(q: Queryable, statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
+  const out: QueryResult<Record<string, unknown>>[] = [];
+  for (const s of statements) out.push(await q.query(s.sql, s.params));
+  return out;
 }
