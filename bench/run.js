@@ -85,7 +85,7 @@ async function main() {
     console.log('sop checks:', JSON.stringify(out.sop));
   }
   if (only.has('store')) {
-    // the review service's storage write alone, beside the write before spans_order was dropped;
+    // the review service's storage write alone, beside the write before it went as one batch (a statement at a time);
     // short runs, then long ones
     out.store = [await benchStore({ spans: 20_000, rounds: 4, perRun: 100 }), await benchStore({ spans: 64_000, rounds: 3, perRun: 1000 })];
     for (const r of out.store) console.log('storage write alone:', JSON.stringify(r));
@@ -190,7 +190,7 @@ async function main() {
     for (const db of ['pglite', 'postgres']) {
       const x = r[db];
       if (x.skipped) rows.push([`storage write alone on ${db}`, 'skipped', x.skipped]);
-      else rows.push([`storage write alone on ${db}, runs of ${r.spans_a_run} spans, batches of ${r.batch} (load ${r.load_before})`, `${x.new_spans_per_s} spans/s`, `the write before (spans_order index, long JSON keys): ${x.old_spans_per_s} spans/s (x${x.ratio}); per CPU second x${x.cpu_ratio}`]);
+      else rows.push([`storage write alone on ${db}, runs of ${r.spans_a_run} spans, batches of ${r.batch} (load ${r.load_before})`, `${x.new_spans_per_s} spans/s`, `the write before (a statement at a time in a transaction): ${x.old_spans_per_s} spans/s (x${x.ratio}); per CPU second x${x.cpu_ratio}`]);
     }
   }
   for (const r of out.review ?? []) {

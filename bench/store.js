@@ -5,35 +5,37 @@
 //
 // Two shapes side by side, interleaved round by round in one process so the machine's load
 // falls on both alike, each round into a project of its own (the tables grow for both), each
-// shape in a database of its own (the old one keeps an index the new one dropped):
-// - new: RunsRepo.writeEnvelopes as it is (spans_order dropped by migration 0018: a run's page
-//   reads the primary key's prefix and sorts; one-letter keys in the batch's JSON parameter);
-// - old: the write before that (the baseline): the same statements with the columns' names as
-//   the JSON parameter's keys, into a table that still has the spans_order index.
-// Both insert new spans and count them by one statement (ON CONFLICT DO NOTHING RETURNING).
+// shape in a database of its own:
+// - new: the statements of envelopeStatements as the writer sends them, in one db.batch (on
+//   PGlite's thread: one message each way for the whole transaction), the spans and their
+//   counters, replaced copies included, in one statement;
+// - old: the write before that (the baseline): the same runs upsert and span insert sent one at
+//   a time in db.transaction (BEGIN, runs, spans, COMMIT: a message each way apiece on PGlite),
+//   the replacing of re-exported spans a second statement sent only when some were there before.
+// The rounds write new spans only (the second statement of the old shape never runs).
 //
-// node bench/store.js [spans a round, default 20000] [rounds, default 4] [spans a run, default 100]
+// node bench/store.js [spans a round, default 20000] [rounds, default 4] [spans a run, default 100] [--busy]
+// --busy keeps this thread about 80% busy meanwhile (a timer spinning 4 ms of each 5), as ingest
+// and the rule engine keep it in the embedded default: every reply from PGlite's thread then
+// waits for a turn of the event loop, which is what the one-message batch saves.
 // Prints spans/s (wall) and spans per CPU second (others' jobs move wall time far more): this
-// process's CPU (PGlite runs on a worker thread of it), plus, for Postgres, its server process
-// serving the connection when /proc shows it (a server on this machine), with the load average.
+// process's CPU (PGlite runs on a worker thread of it; with --busy, the spinning is counted
+// too), plus, for Postgres, its server process serving the connection when /proc shows it (a
+// server on this machine), with the load average.
 const fs = require('node:fs');
 const os = require('node:os');
 const { performance } = require('node:perf_hooks');
 const { migrate, openPgliteWorker, openPostgres } = require('@neatroots/platform');
-const { RunsRepo } = require('@neatroots/store');
+const { envelopeStatements } = require('@neatroots/store');
 const { fleet } = require('./checks');
 
 const BATCH = 2_000;
 
-/** The index migration 0018 dropped, as migration 0004 made it: the old shape's database has it. */
-const SPANS_ORDER = `CREATE INDEX IF NOT EXISTS spans_order ON spans (project, run_id, (COALESCE(start_exact, 'Infinity'::double precision)), arrival)`;
-
-const OLD_INSERT = `WITH x AS (
-    SELECT x.ord, x.project, x.run_id, x.span_id, x.payload, round(x.start_ms)::bigint AS start_ms, x.start_ms AS start_exact,
-           x.is_error, round(x.total_tokens)::bigint AS total_tokens, to_timestamp(x.received_ms / 1000.0) AS received_at
-    FROM ROWS FROM (json_to_recordset($1::json) AS (project text, run_id text, span_id text, payload json, start_ms float8,
-                                                     is_error boolean, total_tokens float8, received_ms float8))
-         WITH ORDINALITY AS x(project, run_id, span_id, payload, start_ms, is_error, total_tokens, received_ms, ord)),
+/** The span insert before the change, with its counters (the replace went in a second statement). */
+const OLD_INSERT = `WITH x AS (SELECT x.ord, x.p AS project, x.r AS run_id, x.s AS span_id, x.j AS payload, round(x.t)::bigint AS start_ms, x.t AS start_exact,
+         x.e AS is_error, round(x.k)::bigint AS total_tokens, to_timestamp(x.m / 1000.0) AS received_at
+  FROM ROWS FROM (json_to_recordset($1::json) AS (p text, r text, s text, j json, t float8, e boolean, k float8, m float8))
+       WITH ORDINALITY AS x(p, r, s, j, t, e, k, m, ord)),
   ins AS (
     INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at)
     SELECT project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at FROM x ORDER BY ord
@@ -50,31 +52,26 @@ const OLD_INSERT = `WITH x AS (
   )
   SELECT count(*) AS inserted FROM ins`;
 
-/**
- * The baseline: the same repository with its span write as it was before (a benchmark only:
- * it overrides RunsRepo's private method by name). The rounds write new spans only, so the
- * second statement (replacing re-exported spans) never runs in either shape.
- */
-class OldRunsRepo extends RunsRepo {
-  async upsertSpans(rows) {
-    for (let i = 0; i < rows.length; i += BATCH) {
-      const batch = rows.slice(i, i + BATCH).map((r) => ({
-        project: r.project, run_id: r.run_id, span_id: r.span.span_id, payload: r.span, start_ms: r.span.start_ms ?? null,
-        is_error: r.span.status === 'error', total_tokens: tokens(r.span), received_ms: r.received_ms,
-      }));
-      const res = await this.db.query(OLD_INSERT, [JSON.stringify(batch)]);
-      if (Number(res.rows[0].inserted) !== batch.length) throw new Error('the benchmark writes new spans only');
+/** The write before: a statement at a time in a transaction, the old span statement. */
+async function oldWrite(db, envs) {
+  await db.transaction(async (tx) => {
+    for (const st of envelopeStatements(envs)) {
+      if (!st.sql.includes('INSERT INTO spans')) {
+        await tx.query(st.sql, st.params);
+        continue;
+      }
+      const res = await tx.query(OLD_INSERT, st.params);
+      if (Number(res.rows[0].inserted) !== JSON.parse(st.params[0]).length) throw new Error('the benchmark writes new spans only');
     }
-  }
+  });
 }
 
-function tokens(s) {
-  const u = s.usage;
-  if (!u) return 0;
-  return typeof u.total_tokens === 'number' ? u.total_tokens : (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
+/** The write as the StoreWriter sends it. */
+async function newWrite(db, envs) {
+  await db.batch(envelopeStatements(envs));
 }
 
-const SHAPES = { old: OldRunsRepo, new: RunsRepo };
+const SHAPES = { old: oldWrite, new: newWrite };
 
 /**
  * CPU seconds the Postgres backend serving `db` (one connection) has used, from /proc; null
@@ -93,14 +90,14 @@ async function serverCpu(db) {
 }
 
 /** One round of one shape: `spans` spans (`perRun` each, 64 runs at once) in batches of 2,000. */
-async function round(db, Repo, project, spans, perRun, server) {
+async function round(db, write, project, spans, perRun, server) {
   const now = Date.now();
   const envs = [];
   for (const item of fleet({ runs: Math.ceil(spans / perRun), perRun, project, startMs: now })) envs.push({ project, received_ms: now, item });
   const c0 = process.cpuUsage();
   const s0 = server ? server() : 0;
   const t0 = performance.now();
-  for (let i = 0; i < envs.length; i += BATCH) await db.transaction((tx) => new Repo(tx).writeEnvelopes(envs.slice(i, i + BATCH)));
+  for (let i = 0; i < envs.length; i += BATCH) await write(db, envs.slice(i, i + BATCH));
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
   const cpuS = (c.user + c.system) / 1e6 + (server ? server() - s0 : 0);
@@ -116,7 +113,6 @@ async function round(db, Repo, project, spans, perRun, server) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** dbs.old has the spans_order index back, dbs.new is migrated as shipped. */
 async function compare(dbs, spans, rounds, perRun, servers = {}) {
   const out = { old: [], new: [] };
   for (let r = 0; r < rounds; r++) {
@@ -133,17 +129,35 @@ async function compare(dbs, spans, rounds, perRun, servers = {}) {
   };
 }
 
-async function prepare(db, shape) {
-  await migrate(db);
-  if (shape === 'old') await db.exec(SPANS_ORDER);
+/** Keeps this thread about 80% busy (4 ms spinning in each 5) until the returned function is called. */
+function keepBusy() {
+  let on = true;
+  const spin = () => {
+    if (!on) return;
+    const end = performance.now() + 4;
+    while (performance.now() < end);
+    setTimeout(spin, 1);
+  };
+  spin();
+  return () => (on = false);
 }
 
-async function benchStore({ spans = 20_000, rounds = 4, perRun = 100 } = {}) {
+async function benchStore({ spans = 20_000, rounds = 4, perRun = 100, busy = false } = {}) {
   const load = () => os.loadavg().map((x) => x.toFixed(1)).join(' ');
-  const result = { spans_a_round: spans, spans_a_run: perRun, batch: BATCH, load_before: load() };
+  const result = { spans_a_round: spans, spans_a_run: perRun, batch: BATCH, busy_thread: busy, load_before: load() };
+  const stopBusy = busy ? keepBusy() : () => undefined;
+  try {
+    return await benchBoth(result, spans, rounds, perRun);
+  } finally {
+    stopBusy();
+  }
+}
+
+async function benchBoth(result, spans, rounds, perRun) {
+  const load = () => os.loadavg().map((x) => x.toFixed(1)).join(' ');
   const lite = { old: await openPgliteWorker(), new: await openPgliteWorker() };
   try {
-    for (const shape of ['old', 'new']) await prepare(lite[shape], shape);
+    for (const shape of ['old', 'new']) await migrate(lite[shape]);
     result.pglite = await compare(lite, spans, rounds, perRun);
   } finally {
     await Promise.all([lite.old.close(), lite.new.close()]);
@@ -162,7 +176,7 @@ async function benchStore({ spans = 20_000, rounds = 4, perRun = 100 } = {}) {
         u.pathname = `/${names[shape]}`;
         // one connection: the writes are one transaction at a time, and its backend's CPU is read
         dbs[shape] = await openPostgres({ url: u.toString(), max: 1 });
-        await prepare(dbs[shape], shape);
+        await migrate(dbs[shape]);
         servers[shape] = await serverCpu(dbs[shape]);
       }
       result.postgres = await compare(dbs, spans, rounds, perRun, servers);
@@ -181,7 +195,8 @@ async function benchStore({ spans = 20_000, rounds = 4, perRun = 100 } = {}) {
 
 module.exports = { benchStore };
 if (require.main === module) {
-  benchStore({ spans: Number(process.argv[2] ?? 20_000), rounds: Number(process.argv[3] ?? 4), perRun: Number(process.argv[4] ?? 100) })
+  const nums = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+  benchStore({ spans: Number(nums[0] ?? 20_000), rounds: Number(nums[1] ?? 4), perRun: Number(nums[2] ?? 100), busy: process.argv.includes('--busy') })
     .then((r) => console.log(JSON.stringify(r, null, 2)))
     .catch((err) => {
       console.error(err);

@@ -1,4 +1,4 @@
-import { systemClock, type Clock, type Queryable } from '@neatroots/ports';
+import { systemClock, type Clock, type Queryable, type Statement } from '@neatroots/ports';
 import type { FindingMessage, NoteDelivered } from '@neatroots/messages';
 import { checkStat, findingState, isQuiet, problemKey, QUIET_AFTER_DISMISSALS } from './life';
 import type { CheckStat, DismissInput, FindingRecord, FindingStateFilter, ListFindingsQuery, Page, Problem } from './records';
@@ -78,6 +78,119 @@ function stateWhere(state: FindingStateFilter): string {
 }
 
 /**
+ * The statements that apply finding events, to run in order in one transaction (FindingsRepo.apply;
+ * the StoreWriter sends them with the batch's runs and spans). Events of one finding in one
+ * batch are folded first: one row, one statement a chunk. The check_stats counts move only by
+ * the rows the insert created (xmax = 0), so a redelivered event never counts twice.
+ */
+export function findingStatements(events: readonly FindingMessage[]): Statement[] {
+  const folded = new Map<string, Folded>();
+  for (const ev of events) {
+    const f = folded.get(ev.id);
+    if (!f) {
+      folded.set(ev.id, {
+        ev, count: ev.count, span_ids: ev.span_ids, guidance: ev.guidance,
+        status: ev.status === 'resolved' ? 'resolved' : 'open',
+        raised_ms: ev.at_ms, updated_ms: ev.at_ms, resolved_ms: ev.status === 'resolved' ? ev.at_ms : null,
+      });
+      continue;
+    }
+    if (ev.status === 'raised') f.raised_ms = Math.min(f.raised_ms, ev.at_ms);
+    if (ev.count > f.count) {
+      f.count = ev.count;
+      f.span_ids = ev.span_ids;
+      f.guidance = ev.guidance;
+      f.updated_ms = Math.max(f.updated_ms, ev.at_ms);
+    }
+    if (ev.status === 'resolved' && f.status === 'open') {
+      f.status = 'resolved';
+      f.resolved_ms = ev.at_ms;
+      f.updated_ms = Math.max(f.updated_ms, ev.at_ms);
+    }
+  }
+  return chunks([...folded.values()], ROWS_PER_STATEMENT).map(upsertFindingsStatement);
+}
+
+function upsertFindingsStatement(part: Folded[]): Statement {
+  const params: unknown[] = [];
+  for (const f of part) {
+    const e = f.ev;
+    params.push(
+      text(e.id), text(e.project), text(e.run_id), text(e.workflow), text(e.check_id), text(e.source), text(e.kind),
+      text(e.title), text(f.guidance), text(e.action), e.halt_suppressed === true, text(e.group || null), e.priority ?? 0,
+      json(f.span_ids), f.count, f.status, tsParam(f.raised_ms), tsParam(f.updated_ms), tsParam(f.resolved_ms),
+      text(e.quote ?? null), e.probability ?? null, text(e.confidence ?? null), text(e.answered_by ?? null),
+    );
+  }
+  const values = valuesList(part.length, [
+    'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'boolean', 'text', 'float8',
+    'jsonb', 'int4', 'text', 'timestamptz', 'timestamptz', 'timestamptz', 'text', 'float8', 'text', 'text',
+  ]);
+  return {
+    sql: `WITH v (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action, halt_suppressed,
+             group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
+             quote, probability, confidence, answered_by) AS (VALUES ${values}),
+     ins AS (
+       INSERT INTO findings AS f (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action,
+         halt_suppressed, group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
+         quote, probability, confidence, answered_by, quiet, active_at)
+       SELECT v.*, COALESCE(cs.dismissals >= ${QUIET_AFTER_DISMISSALS}, FALSE), d.delivered_at
+       FROM v
+       LEFT JOIN check_stats cs ON cs.project = v.project AND cs.check_id = v.check_id
+       LEFT JOIN note_deliveries d ON d.finding_id = v.id
+       ON CONFLICT (id) DO UPDATE SET
+         count = GREATEST(f.count, EXCLUDED.count),
+         span_ids = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.span_ids ELSE f.span_ids END,
+         guidance = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.guidance ELSE f.guidance END,
+         status = CASE WHEN EXCLUDED.status = 'resolved' THEN 'resolved' ELSE f.status END,
+         -- the quote that raised it stays (a redelivery or a resolution carries none, or the same)
+         quote = COALESCE(f.quote, EXCLUDED.quote),
+         probability = COALESCE(f.probability, EXCLUDED.probability),
+         confidence = COALESCE(f.confidence, EXCLUDED.confidence),
+         answered_by = COALESCE(f.answered_by, EXCLUDED.answered_by),
+         resolved_at = CASE WHEN f.resolved_at IS NULL AND EXCLUDED.status = 'resolved' THEN EXCLUDED.resolved_at ELSE f.resolved_at END,
+         updated_at = CASE WHEN EXCLUDED.count > f.count OR (EXCLUDED.status = 'resolved' AND f.status = 'open')
+                           THEN GREATEST(f.updated_at, EXCLUDED.updated_at) ELSE f.updated_at END
+       -- xmax = 0 only on a freshly inserted row: count each finding once, never on redelivery
+       RETURNING f.project, f.check_id, f.quiet, (f.xmax = 0) AS inserted
+     )
+     INSERT INTO check_stats AS cs (project, check_id, findings)
+     SELECT project, check_id, count(*) FROM ins WHERE inserted AND NOT quiet GROUP BY project, check_id
+     ON CONFLICT (project, check_id) DO UPDATE SET findings = cs.findings + EXCLUDED.findings, updated_at = now()`,
+    params,
+  };
+}
+
+/**
+ * The statements that record deliveries and make their findings active (FindingsRepo.markActive),
+ * to run in order in one transaction.
+ */
+export function deliveryStatements(deliveries: readonly DeliveryInput[]): Statement[] {
+  const seen = new Map<string, DeliveryInput>();
+  for (const d of deliveries) {
+    const prev = seen.get(d.finding_id);
+    if (!prev || d.at_ms < prev.at_ms) seen.set(d.finding_id, d);
+  }
+  const out: Statement[] = [];
+  for (const part of chunks([...seen.values()], ROWS_PER_STATEMENT)) {
+    const params: unknown[] = [];
+    for (const d of part) params.push(text(d.finding_id), text(d.project), text(d.note_id ?? null), tsParam(d.at_ms));
+    out.push({
+      sql: `INSERT INTO note_deliveries (finding_id, project, note_id, delivered_at)
+            VALUES ${valuesList(part.length, ['text', 'text', 'text', 'timestamptz'])}
+            ON CONFLICT (finding_id) DO UPDATE SET delivered_at = LEAST(note_deliveries.delivered_at, EXCLUDED.delivered_at)`,
+      params,
+    });
+    out.push({
+      sql: `UPDATE findings f SET active_at = LEAST(COALESCE(f.active_at, d.delivered_at), d.delivered_at)
+            FROM note_deliveries d WHERE d.finding_id = f.id AND f.id = ANY($1::text[])`,
+      params: [part.map((d) => text(d.finding_id))],
+    });
+  }
+  return out;
+}
+
+/**
  * Findings and their life: raised -> active (a note reached the agent) -> resolved, and
  * dismissed by a person (the seed, Findings). Also keeps check_stats, the per-project
  * dismissal counts that make a check quiet and give its precision.
@@ -92,85 +205,10 @@ export class FindingsRepo {
    * Applies finding events in order, idempotently: `raised` inserts (a redelivered one finds
    * its row and changes nothing), `updated` takes the new count and spans only if the count
    * grew, `resolved` sets status and resolved_at once. A finding raised while its check is
-   * quiet in the project is stored with quiet = true and does not count.
-   * Events of one finding in one batch are folded first: one row, one statement.
+   * quiet in the project is stored with quiet = true and does not count (findingStatements).
    */
   async apply(events: readonly FindingMessage[]): Promise<void> {
-    const folded = new Map<string, Folded>();
-    for (const ev of events) {
-      const f = folded.get(ev.id);
-      if (!f) {
-        folded.set(ev.id, {
-          ev, count: ev.count, span_ids: ev.span_ids, guidance: ev.guidance,
-          status: ev.status === 'resolved' ? 'resolved' : 'open',
-          raised_ms: ev.at_ms, updated_ms: ev.at_ms, resolved_ms: ev.status === 'resolved' ? ev.at_ms : null,
-        });
-        continue;
-      }
-      if (ev.status === 'raised') f.raised_ms = Math.min(f.raised_ms, ev.at_ms);
-      if (ev.count > f.count) {
-        f.count = ev.count;
-        f.span_ids = ev.span_ids;
-        f.guidance = ev.guidance;
-        f.updated_ms = Math.max(f.updated_ms, ev.at_ms);
-      }
-      if (ev.status === 'resolved' && f.status === 'open') {
-        f.status = 'resolved';
-        f.resolved_ms = ev.at_ms;
-        f.updated_ms = Math.max(f.updated_ms, ev.at_ms);
-      }
-    }
-    for (const part of chunks([...folded.values()], ROWS_PER_STATEMENT)) await this.upsert(part);
-  }
-
-  private async upsert(part: Folded[]): Promise<void> {
-    const params: unknown[] = [];
-    for (const f of part) {
-      const e = f.ev;
-      params.push(
-        text(e.id), text(e.project), text(e.run_id), text(e.workflow), text(e.check_id), text(e.source), text(e.kind),
-        text(e.title), text(f.guidance), text(e.action), e.halt_suppressed === true, text(e.group || null), e.priority ?? 0,
-        json(f.span_ids), f.count, f.status, tsParam(f.raised_ms), tsParam(f.updated_ms), tsParam(f.resolved_ms),
-        text(e.quote ?? null), e.probability ?? null, text(e.confidence ?? null), text(e.answered_by ?? null),
-      );
-    }
-    const values = valuesList(part.length, [
-      'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'boolean', 'text', 'float8',
-      'jsonb', 'int4', 'text', 'timestamptz', 'timestamptz', 'timestamptz', 'text', 'float8', 'text', 'text',
-    ]);
-    await this.db.query(
-      `WITH v (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action, halt_suppressed,
-               group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
-               quote, probability, confidence, answered_by) AS (VALUES ${values}),
-       ins AS (
-         INSERT INTO findings AS f (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action,
-           halt_suppressed, group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
-           quote, probability, confidence, answered_by, quiet, active_at)
-         SELECT v.*, COALESCE(cs.dismissals >= ${QUIET_AFTER_DISMISSALS}, FALSE), d.delivered_at
-         FROM v
-         LEFT JOIN check_stats cs ON cs.project = v.project AND cs.check_id = v.check_id
-         LEFT JOIN note_deliveries d ON d.finding_id = v.id
-         ON CONFLICT (id) DO UPDATE SET
-           count = GREATEST(f.count, EXCLUDED.count),
-           span_ids = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.span_ids ELSE f.span_ids END,
-           guidance = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.guidance ELSE f.guidance END,
-           status = CASE WHEN EXCLUDED.status = 'resolved' THEN 'resolved' ELSE f.status END,
-           -- the quote that raised it stays (a redelivery or a resolution carries none, or the same)
-           quote = COALESCE(f.quote, EXCLUDED.quote),
-           probability = COALESCE(f.probability, EXCLUDED.probability),
-           confidence = COALESCE(f.confidence, EXCLUDED.confidence),
-           answered_by = COALESCE(f.answered_by, EXCLUDED.answered_by),
-           resolved_at = CASE WHEN f.resolved_at IS NULL AND EXCLUDED.status = 'resolved' THEN EXCLUDED.resolved_at ELSE f.resolved_at END,
-           updated_at = CASE WHEN EXCLUDED.count > f.count OR (EXCLUDED.status = 'resolved' AND f.status = 'open')
-                             THEN GREATEST(f.updated_at, EXCLUDED.updated_at) ELSE f.updated_at END
-         -- xmax = 0 only on a freshly inserted row: count each finding once, never on redelivery
-         RETURNING f.project, f.check_id, f.quiet, (f.xmax = 0) AS inserted
-       )
-       INSERT INTO check_stats AS cs (project, check_id, findings)
-       SELECT project, check_id, count(*) FROM ins WHERE inserted AND NOT quiet GROUP BY project, check_id
-       ON CONFLICT (project, check_id) DO UPDATE SET findings = cs.findings + EXCLUDED.findings, updated_at = now()`,
-      params,
-    );
+    for (const st of findingStatements(events)) await this.db.query(st.sql, st.params);
   }
 
   /**
@@ -179,26 +217,7 @@ export class FindingsRepo {
    * (the two topics are read by separate consumers) is inserted active.
    */
   async markActive(deliveries: readonly DeliveryInput[]): Promise<void> {
-    const seen = new Map<string, DeliveryInput>();
-    for (const d of deliveries) {
-      const prev = seen.get(d.finding_id);
-      if (!prev || d.at_ms < prev.at_ms) seen.set(d.finding_id, d);
-    }
-    for (const part of chunks([...seen.values()], ROWS_PER_STATEMENT)) {
-      const params: unknown[] = [];
-      for (const d of part) params.push(text(d.finding_id), text(d.project), text(d.note_id ?? null), tsParam(d.at_ms));
-      await this.db.query(
-        `INSERT INTO note_deliveries (finding_id, project, note_id, delivered_at)
-         VALUES ${valuesList(part.length, ['text', 'text', 'text', 'timestamptz'])}
-         ON CONFLICT (finding_id) DO UPDATE SET delivered_at = LEAST(note_deliveries.delivered_at, EXCLUDED.delivered_at)`,
-        params,
-      );
-      await this.db.query(
-        `UPDATE findings f SET active_at = LEAST(COALESCE(f.active_at, d.delivered_at), d.delivered_at)
-         FROM note_deliveries d WHERE d.finding_id = f.id AND f.id = ANY($1::text[])`,
-        [part.map((d) => text(d.finding_id))],
-      );
-    }
+    for (const st of deliveryStatements(deliveries)) await this.db.query(st.sql, st.params);
   }
 
   async get(project: string, id: string): Promise<FindingRecord | null> {

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Queryable } from '@neatroots/ports';
+import type { Queryable, Statement } from '@neatroots/ports';
 import { isoNonNull, text } from './sql';
 
 export interface ProjectRecord {
@@ -21,6 +21,14 @@ export function hashApiKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
+/** The statement that creates the projects of the list not there yet (the writer sends it with each batch). */
+export function ensureProjectsStatements(names: readonly string[]): Statement[] {
+  if (!names.length) return [];
+  // in name order, as every writer takes them, so two writers' inserts cannot wait on each other in a circle
+  const sorted = [...new Set(names.map((n) => text(n) as string))].sort();
+  return [{ sql: 'INSERT INTO projects (name) SELECT unnest($1::text[]) ON CONFLICT (name) DO NOTHING', params: [sorted] }];
+}
+
 export class ProjectsRepo {
   constructor(private readonly db: Queryable) {}
 
@@ -32,13 +40,9 @@ export class ProjectsRepo {
     return p;
   }
 
-  /** Creates every project of the list that does not exist yet (the writer calls it per batch). */
+  /** Creates every project of the list that does not exist yet. */
   async ensureMany(names: readonly string[]): Promise<void> {
-    if (!names.length) return;
-    await this.db.query(
-      'INSERT INTO projects (name) SELECT DISTINCT unnest($1::text[]) ON CONFLICT (name) DO NOTHING',
-      [names.map((n) => text(n))],
-    );
+    for (const st of ensureProjectsStatements(names)) await this.db.query(st.sql, st.params);
   }
 
   async get(name: string): Promise<ProjectRecord | null> {

@@ -1,4 +1,4 @@
-import type { Queryable } from '@neatroots/ports';
+import type { Queryable, Statement } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { groupProblems } from './life';
@@ -92,44 +92,45 @@ const SPAN_ROWS = `SELECT x.ord, x.p AS project, x.r AS run_id, x.s AS span_id, 
        WITH ORDINALITY AS x(p, r, s, j, t, e, k, m, ord)`;
 
 /**
- * Inserts the spans not stored yet and adds them to their runs' counters; answers how many it
- * inserted. Rows go in in the batch's order (ORDER BY ord), so the arrival sequence (the
- * column's default) numbers them as they arrived.
+ * The batch's spans and the counters they move, in one statement. Spans not stored yet are
+ * inserted (in the batch's order, so the arrival sequence, the column's default, numbers them
+ * as they arrived) and counted from the rows the insert returns: a span stored before (a
+ * redelivered batch, a re-exported span) is not returned, so it is never counted twice. Those
+ * the insert skipped are compared with the stored copy, read as it was when the statement
+ * began (the statement's snapshot: not the rows its own insert added), and replaced only when
+ * they differ, the error and token counters moved by the difference; a redelivered batch
+ * differs in nothing and writes nothing. A replaced span keeps its first arrival: its place
+ * among spans that started at the same time does not move. When every span is new, the
+ * comparison reads nothing ($2, the batch's number of spans, against the rows inserted).
  */
-const INSERT_NEW_SPANS = `WITH x AS (${SPAN_ROWS}),
+const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
   ins AS (
     INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at)
     SELECT project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at FROM x ORDER BY ord
     ON CONFLICT (project, run_id, span_id) DO NOTHING
-    RETURNING project, run_id, is_error, total_tokens
+    RETURNING project, run_id, span_id, is_error, total_tokens
   ),
-  d AS (
-    SELECT project, run_id, count(*) AS n, count(*) FILTER (WHERE is_error) AS e, sum(total_tokens) AS t
-    FROM ins GROUP BY project, run_id
+  skipped AS (
+    -- the count first: when the insert took every span (the usual batch), nothing is looked up
+    SELECT x.* FROM x WHERE (SELECT count(*) FROM ins) < $2::int AND NOT EXISTS (
+      SELECT 1 FROM ins WHERE ins.project = x.project AND ins.run_id = x.run_id AND ins.span_id = x.span_id)
   ),
-  counted AS (
-    UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t
-    FROM d WHERE r.project = d.project AND r.run_id = d.run_id
-  )
-  SELECT count(*) AS inserted FROM ins`;
-
-/**
- * Replaces stored copies that differ from the batch's (a re-exported span; a redelivered batch
- * differs in nothing and writes nothing), and moves the runs' error and token counters by the
- * difference. A replaced span keeps its first arrival: its place among spans that started at
- * the same time does not move. The rows the insert before it just stored are equal: untouched.
- */
-const REPLACE_CHANGED_SPANS = `WITH x AS (${SPAN_ROWS}),
   up AS (
     UPDATE spans s SET payload = x.payload, start_ms = x.start_ms, start_exact = x.start_exact, is_error = x.is_error,
                        total_tokens = x.total_tokens, received_at = x.received_at
-    FROM x JOIN spans o ON o.project = x.project AND o.run_id = x.run_id AND o.span_id = x.span_id
+    FROM skipped x JOIN spans o ON o.project = x.project AND o.run_id = x.run_id AND o.span_id = x.span_id
     WHERE s.project = x.project AND s.run_id = x.run_id AND s.span_id = x.span_id
       AND (o.payload::text <> x.payload::text OR o.received_at <> x.received_at)
     RETURNING s.project, s.run_id, x.is_error::int - o.is_error::int AS de, x.total_tokens - o.total_tokens AS dt
   ),
-  d AS (SELECT project, run_id, sum(de) AS de, sum(dt) AS dt FROM up GROUP BY project, run_id)
-  UPDATE runs r SET error_count = r.error_count + d.de, total_tokens = r.total_tokens + d.dt
+  d AS (
+    SELECT project, run_id, sum(n) AS n, sum(e) AS e, sum(t) AS t FROM (
+      SELECT project, run_id, 1 AS n, is_error::int AS e, total_tokens AS t FROM ins
+      UNION ALL
+      SELECT project, run_id, 0, de, dt FROM up
+    ) c GROUP BY project, run_id
+  )
+  UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t
   FROM d WHERE r.project = d.project AND r.run_id = d.run_id`;
 
 type Row = Record<string, unknown>;
@@ -159,76 +160,76 @@ function spanTokens(s: Span): number {
   return (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
 }
 
-/** Runs and their spans. Plain class over a Queryable: pass a transaction to write atomically. */
-export class RunsRepo {
-  constructor(private readonly db: Queryable) {}
-
-  /**
-   * Stores a batch of bus envelopes: each run touched is created or updated (run_start,
-   * run_end, what its spans say), then spans are upserted (a re-exported span replaces the
-   * earlier copy) and the runs' counters moved by what the batch changed, so a replaced span
-   * or a redelivered batch never counts twice. Idempotent.
-   */
-  async writeEnvelopes(envelopes: readonly Envelope[]): Promise<void> {
-    if (!envelopes.length) return;
-    const patches = new Map<string, RunPatch>();
-    const spans = new Map<string, SpanRow>();
-    for (const env of envelopes) {
-      const item = env.item;
-      const runId = item.kind === 'span' ? item.span.run_id : item.run.run_id;
-      const key = `${env.project}\u001f${runId}`;
-      let p = patches.get(key);
-      if (!p) {
-        p = {
-          project: env.project, run_id: runId, workflow: null, session_id: null,
-          started_ms: Infinity, ended_ms: null, end_status: null, final_output: undefined,
-          run_start: null, last_seen_ms: env.received_ms,
-        };
-        patches.set(key, p);
-      }
-      p.last_seen_ms = Math.max(p.last_seen_ms, env.received_ms);
-      if (item.kind === 'span') {
-        const s = item.span;
-        // the item's own time when it has one (the agent's clock), else when it was received
-        p.started_ms = Math.min(p.started_ms, s.start_ms ?? env.received_ms);
-        // run_start's workflow and session win over what spans say
-        if (!p.run_start) {
-          p.workflow ??= s.workflow ?? null;
-          p.session_id ??= s.session_id ?? null;
-        }
-        // later copy wins within the batch too (one row per key: ON CONFLICT cannot touch a row twice)
-        spans.set(`${key}\u001f${s.span_id}`, { project: env.project, run_id: runId, span: s, received_ms: env.received_ms });
-      } else if (item.kind === 'run_start') {
-        const r = item.run;
-        p.run_start = r;
-        if (r.workflow) p.workflow = r.workflow;
-        if (r.session_id) p.session_id = r.session_id;
-        p.started_ms = Math.min(p.started_ms, r.ts_ms ?? env.received_ms);
-      } else {
-        const r = item.run;
-        p.ended_ms = r.ts_ms ?? env.received_ms;
-        p.started_ms = Math.min(p.started_ms, p.ended_ms);
-        p.end_status = r.status;
-        p.final_output = r.final_output;
-      }
+/**
+ * The statements that store a batch of bus envelopes, to run in order in one transaction (the
+ * StoreWriter sends them with the batch's findings as one): the runs touched, created or
+ * updated (run_start, run_end, what its spans say), then the spans with the counters they move
+ * (WRITE_SPANS). A whole bus batch (up to 2,000 items) a statement.
+ *
+ * Concurrent writers of one run (two replicas during a rebalance) are serialised by the row
+ * lock the runs upsert takes first, in key order on every writer; the span statement that
+ * follows in the same transaction then sees, under read committed, what the other committed.
+ */
+export function envelopeStatements(envelopes: readonly Envelope[]): Statement[] {
+  if (!envelopes.length) return [];
+  const patches = new Map<string, RunPatch>();
+  const spans = new Map<string, SpanRow>();
+  for (const env of envelopes) {
+    const item = env.item;
+    const runId = item.kind === 'span' ? item.span.run_id : item.run.run_id;
+    const key = `${env.project}\u001f${runId}`;
+    let p = patches.get(key);
+    if (!p) {
+      p = {
+        project: env.project, run_id: runId, workflow: null, session_id: null,
+        started_ms: Infinity, ended_ms: null, end_status: null, final_output: undefined,
+        run_start: null, last_seen_ms: env.received_ms,
+      };
+      patches.set(key, p);
     }
-    // in one order on every writer, so two transactions taking the same runs' locks cannot deadlock
-    await this.upsertRuns([...patches.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p));
-    await this.upsertSpans([...spans.values()]);
-  }
-
-  private async upsertRuns(patches: RunPatch[]): Promise<void> {
-    for (const part of chunks(patches, ROWS_PER_STATEMENT)) {
-      const params: unknown[] = [];
-      for (const p of part) {
-        params.push(
-          text(p.project), text(p.run_id), text(p.workflow), text(p.session_id), tsParam(p.started_ms), tsParam(p.ended_ms),
-          p.end_status, json(p.final_output), json(p.run_start ?? undefined), tsParam(p.last_seen_ms),
-        );
+    p.last_seen_ms = Math.max(p.last_seen_ms, env.received_ms);
+    if (item.kind === 'span') {
+      const s = item.span;
+      // the item's own time when it has one (the agent's clock), else when it was received
+      p.started_ms = Math.min(p.started_ms, s.start_ms ?? env.received_ms);
+      // run_start's workflow and session win over what spans say
+      if (!p.run_start) {
+        p.workflow ??= s.workflow ?? null;
+        p.session_id ??= s.session_id ?? null;
       }
-      const values = valuesList(part.length, ['text', 'text', 'text', 'text', 'timestamptz', 'timestamptz', 'text', 'jsonb', 'jsonb', 'timestamptz']);
-      await this.db.query(
-        `INSERT INTO runs AS r (project, run_id, workflow, session_id, started_at, ended_at, end_status, final_output, run_start, last_seen_at)
+      // later copy wins within the batch too (one row per key: ON CONFLICT cannot touch a row twice)
+      spans.set(`${key}\u001f${s.span_id}`, { project: env.project, run_id: runId, span: s, received_ms: env.received_ms });
+    } else if (item.kind === 'run_start') {
+      const r = item.run;
+      p.run_start = r;
+      if (r.workflow) p.workflow = r.workflow;
+      if (r.session_id) p.session_id = r.session_id;
+      p.started_ms = Math.min(p.started_ms, r.ts_ms ?? env.received_ms);
+    } else {
+      const r = item.run;
+      p.ended_ms = r.ts_ms ?? env.received_ms;
+      p.started_ms = Math.min(p.started_ms, p.ended_ms);
+      p.end_status = r.status;
+      p.final_output = r.final_output;
+    }
+  }
+  // in one order on every writer, so two transactions taking the same runs' locks cannot deadlock
+  const runs = [...patches.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p);
+  return [...chunks(runs, ROWS_PER_STATEMENT).map(upsertRunsStatement), ...chunks([...spans.values()], ROWS_PER_STATEMENT).map(writeSpansStatement)];
+}
+
+/** Creates or updates these runs (one row each) with what the batch says about them. */
+function upsertRunsStatement(part: RunPatch[]): Statement {
+  const params: unknown[] = [];
+  for (const p of part) {
+    params.push(
+      text(p.project), text(p.run_id), text(p.workflow), text(p.session_id), tsParam(p.started_ms), tsParam(p.ended_ms),
+      p.end_status, json(p.final_output), json(p.run_start ?? undefined), tsParam(p.last_seen_ms),
+    );
+  }
+  const values = valuesList(part.length, ['text', 'text', 'text', 'text', 'timestamptz', 'timestamptz', 'text', 'jsonb', 'jsonb', 'timestamptz']);
+  return {
+    sql: `INSERT INTO runs AS r (project, run_id, workflow, session_id, started_at, ended_at, end_status, final_output, run_start, last_seen_at)
          VALUES ${values}
          ON CONFLICT (project, run_id) DO UPDATE SET
            -- once run_start was stored, spans no longer change the run's workflow or session
@@ -242,31 +243,32 @@ export class RunsRepo {
            final_output = CASE WHEN EXCLUDED.end_status IS NOT NULL THEN EXCLUDED.final_output ELSE r.final_output END,
            run_start = COALESCE(EXCLUDED.run_start, r.run_start),
            last_seen_at = GREATEST(r.last_seen_at, EXCLUDED.last_seen_at)`,
-        params,
-      );
-    }
-  }
+    params,
+  };
+}
+
+/**
+ * The spans and the counters they move, one JSON parameter a statement (the batch as an array
+ * unpacked by json_to_recordset: serialising once and parsing inside the database costs far
+ * less than thousands of bound parameters on this, the pipeline's hot write).
+ */
+function writeSpansStatement(part: SpanRow[]): Statement {
+  return { sql: WRITE_SPANS, params: [json(part.map(spanRecord)), part.length] };
+}
+
+/** Runs and their spans. Plain class over a Queryable: pass a transaction to write atomically. */
+export class RunsRepo {
+  constructor(private readonly db: Queryable) {}
 
   /**
-   * The spans and the counters they add to their runs, one JSON parameter per statement (the
-   * batch as an array unpacked by json_to_recordset: serialising once and parsing inside the
-   * database costs far less than thousands of bound parameters on this, the pipeline's hot
-   * write). Spans seen for the first time are inserted and counted by the same statement,
-   * from the rows the insert returns: a span already stored (a redelivered batch, a
-   * re-exported span) is not returned, so it is never counted twice, and no statement reads
-   * a run's other spans. Only when some were stored before does a second statement replace
-   * the copies that differ, moving the counters by the difference.
-   *
-   * Concurrent writers of one run (two replicas during a rebalance) are serialised by the
-   * row lock the runs upsert took earlier in the same transaction; under read committed the
-   * statements here then see what the other committed.
+   * Stores a batch of bus envelopes: each run touched is created or updated (run_start,
+   * run_end, what its spans say), then spans are upserted (a re-exported span replaces the
+   * earlier copy) and the runs' counters moved by what the batch changed, so a replaced span
+   * or a redelivered batch never counts twice. Idempotent. Pass a transaction: the statements
+   * (envelopeStatements) belong together.
    */
-  private async upsertSpans(rows: SpanRow[]): Promise<void> {
-    for (const part of chunks(rows, ROWS_PER_STATEMENT)) {
-      const batch = json(part.map(spanRecord));
-      const res = await this.db.query<{ inserted: unknown }>(INSERT_NEW_SPANS, [batch]);
-      if (num(res.rows[0]?.inserted) < part.length) await this.db.query(REPLACE_CHANGED_SPANS, [batch]);
-    }
+  async writeEnvelopes(envelopes: readonly Envelope[]): Promise<void> {
+    for (const st of envelopeStatements(envelopes)) await this.db.query(st.sql, st.params);
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Db, Queryable } from '@neatroots/ports';
+import type { Db, Queryable, Statement } from '@neatroots/ports';
 import { finding, spanEnv } from './fixtures.test';
 import { DeadLettersRepo } from './dead-letters.repo';
 import { FindingsRepo } from './findings.repo';
@@ -15,8 +15,8 @@ afterAll(() => real.close());
 beforeEach(() => resetDb(real));
 
 /**
- * The real Db, counting transactions, down for the next `failures` calls (transactions and
- * queries alike: a database that is down answers nothing).
+ * The real Db, counting transactions (a batch is one), down for the next `failures` calls
+ * (transactions, batches and queries alike: a database that is down answers nothing).
  */
 function spy(failures = 0): Db & { transactions: number; failures: number } {
   const s = {
@@ -39,6 +39,14 @@ function spy(failures = 0): Db & { transactions: number; failures: number } {
         throw new Error('connection refused');
       }
       return real.transaction(fn);
+    },
+    async batch(statements: readonly Statement[]) {
+      s.transactions++;
+      if (s.failures > 0) {
+        s.failures--;
+        throw new Error('connection refused');
+      }
+      return real.batch!(statements);
     },
   };
   return s;
@@ -77,6 +85,34 @@ describe('StoreWriter', () => {
     expect(w.pending).toBe(0);
     expect(await spanCount('ra')).toBe(1);
     expect(await spanCount('rb')).toBe(1);
+    await w.close();
+  });
+
+  it('takes the writes waiting behind a flush together, whole, up to maxFlush items', async () => {
+    const db = spy();
+    const flushed: number[] = [];
+    const w = new StoreWriter(db, { maxBatch: 2, maxFlush: 5, flushMs: 60_000, onFlush: (f) => flushed.push(f.items) });
+    await Promise.all([
+      w.writeEvents(spans(2, 'ra')), w.writeEvents(spans(2, 'rb')), w.writeEvents(spans(2, 'rc')), w.writeEvents(spans(3, 'rd')),
+      w.writeFindings([finding({ id: 'f1' }), finding({ id: 'f2' }), finding({ id: 'f3' }), finding({ id: 'f4' }), finding({ id: 'f5' }), finding({ id: 'f6' })]),
+    ]);
+    // 2+2 (a third write of 2 would pass 5), 2+3, then the write of 6 alone: larger than a flush, not split
+    expect(flushed).toEqual([4, 5, 6]);
+    expect(db.transactions).toBe(3);
+    expect(await spanCount('rd')).toBe(3);
+    await w.close();
+  });
+
+  it('writes through transaction() a Db that takes no batch (a wrapper), all or nothing the same', async () => {
+    const { batch: _batch, ...rest } = spy();
+    let transactions = 0;
+    const db: Db = { ...rest, transaction: (fn) => (transactions++, real.transaction(fn)) };
+    const w = new StoreWriter(db, { flushMs: 1 });
+    await w.writeEvents(spans(3));
+    await w.writeFindings([finding({ id: 'f1' })]);
+    expect(transactions).toBe(2);
+    expect(await spanCount()).toBe(3);
+    expect(await new FindingsRepo(real).get('p1', 'f1')).not.toBeNull();
     await w.close();
   });
 
@@ -197,6 +233,10 @@ describe('StoreWriter', () => {
         transaction: (fn) => {
           if (readOnly-- > 0) return Promise.reject(Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' }));
           return real.transaction(fn);
+        },
+        batch: (statements) => {
+          if (readOnly-- > 0) return Promise.reject(Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' }));
+          return real.batch!(statements);
         },
       };
       const w = new StoreWriter(db, { flushMs: 1, retryBaseMs: 1, itemAttempts: 1, onError: () => undefined });

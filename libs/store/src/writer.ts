@@ -1,15 +1,23 @@
-import type { Db, DeadLetter, Queryable } from '@neatroots/ports';
+import type { Db, DeadLetter, Queryable, Statement } from '@neatroots/ports';
 import type { FindingMessage } from '@neatroots/messages';
 import type { Envelope } from '@neatroots/spans';
 import { DeadLettersRepo } from './dead-letters.repo';
-import { FindingsRepo, type DeliveryInput } from './findings.repo';
-import { ProjectsRepo } from './projects.repo';
-import { RunsRepo } from './runs.repo';
+import { deliveryStatements, findingStatements, type DeliveryInput } from './findings.repo';
+import { ensureProjectsStatements } from './projects.repo';
+import { envelopeStatements } from './runs.repo';
 import { unstorable, type StoreItem } from './storable';
 
 export interface StoreWriterOptions {
   /** Flush once this many items wait (spans, run events, finding events, deliveries). */
   maxBatch?: number;
+  /**
+   * At most this many items a flush takes (whole writes; a single larger write goes alone).
+   * A flush takes everything waiting up to this bound, so when the database falls behind, the
+   * queue deepens and flushes grow: the fixed cost of each (the wait for PGlite's one
+   * connection, a message to its thread and back, the transaction) is paid less often.
+   * Default 8,000 (four bus batches).
+   */
+  maxFlush?: number;
   /** Flush this long after the first item of a batch arrived. */
   flushMs?: number;
   /** Backoff between attempts of a failing flush: doubles from retryBaseMs up to retryMaxMs. */
@@ -69,6 +77,7 @@ export class StoreWriterClosedError extends Error {
  */
 export class StoreWriter {
   private readonly maxBatch: number;
+  private readonly maxFlush: number;
   private readonly flushMs: number;
   private readonly retryBaseMs: number;
   private readonly retryMaxMs: number;
@@ -93,6 +102,7 @@ export class StoreWriter {
     opts: StoreWriterOptions = {},
   ) {
     this.maxBatch = opts.maxBatch ?? 500;
+    this.maxFlush = Math.max(this.maxBatch, opts.maxFlush ?? 8_000);
     this.flushMs = opts.flushMs ?? 50;
     this.retryBaseMs = opts.retryBaseMs ?? 100;
     this.retryMaxMs = opts.retryMaxMs ?? 5_000;
@@ -161,8 +171,8 @@ export class StoreWriter {
       while (this.queue.length) {
         const batch: Write[] = [];
         let size = 0;
-        // whole writes only, so each write is committed in one transaction
-        while (this.queue.length && (batch.length === 0 || size + this.queue[0].size <= this.maxBatch)) {
+        // whole writes only, so each write is committed in one transaction; all that waits, up to maxFlush
+        while (this.queue.length && (batch.length === 0 || size + this.queue[0].size <= this.maxFlush)) {
           const w = this.queue.shift() as Write;
           batch.push(w);
           size += w.size;
@@ -204,26 +214,29 @@ export class StoreWriter {
     for (const w of batch) w.resolve();
   }
 
-  /** One transaction for these items, in order (events, then findings, then deliveries). */
+  /**
+   * One transaction for these items, in order (events, then findings, then deliveries), sent
+   * as one batch of statements: on PGlite's thread that is one message each way for the whole
+   * flush, where a statement at a time waited for this (busy) thread between statements.
+   */
   private async write(items: readonly StoreItem[]): Promise<void> {
-    await this.db.transaction(async (tx) => {
-      const events: Envelope[] = [];
-      const findings: FindingMessage[] = [];
-      const deliveries: DeliveryInput[] = [];
-      for (const it of items) {
-        if (it.kind === 'event') events.push(it.value);
-        else if (it.kind === 'finding') findings.push(it.value);
-        else deliveries.push(it.value);
-      }
-      const projects = new Set<string>();
-      for (const e of events) projects.add(e.project);
-      for (const f of findings) projects.add(f.project);
-      await new ProjectsRepo(tx).ensureMany([...projects]);
-      await new RunsRepo(tx).writeEnvelopes(events);
-      const repo = new FindingsRepo(tx);
-      await repo.apply(findings);
-      await repo.markActive(deliveries);
-    });
+    const events: Envelope[] = [];
+    const findings: FindingMessage[] = [];
+    const deliveries: DeliveryInput[] = [];
+    for (const it of items) {
+      if (it.kind === 'event') events.push(it.value);
+      else if (it.kind === 'finding') findings.push(it.value);
+      else deliveries.push(it.value);
+    }
+    const projects = new Set<string>();
+    for (const e of events) projects.add(e.project);
+    for (const f of findings) projects.add(f.project);
+    await inOneTransaction(this.db, [
+      ...ensureProjectsStatements([...projects]),
+      ...envelopeStatements(events),
+      ...findingStatements(findings),
+      ...deliveryStatements(deliveries),
+    ]);
   }
 
   /** Does the database answer at all? Tells a refused item from a database that is down. */
@@ -315,6 +328,18 @@ export class StoreWriter {
     const failed = this.notStored - before;
     if (failed) throw new Error(`store writer closed with ${failed} items not stored; they were not acknowledged and will be delivered again`);
   }
+}
+
+/** The statements in one transaction: as one batch where the Db takes one, else one at a time. */
+async function inOneTransaction(db: Db, statements: readonly Statement[]): Promise<void> {
+  if (!statements.length) return;
+  if (db.batch) {
+    await db.batch(statements);
+    return;
+  }
+  await db.transaction(async (tx) => {
+    for (const st of statements) await tx.query(st.sql, st.params);
+  });
 }
 
 /**
