@@ -111,25 +111,30 @@ export function findingStatements(events: readonly FindingMessage[]): Statement[
   return chunks([...folded.values()], ROWS_PER_STATEMENT).map(upsertFindingsStatement);
 }
 
+/**
+ * One statement for a chunk of folded findings, the rows as one JSON parameter unpacked by
+ * json_to_recordset (as the spans are): bound one parameter a column, a chunk was thousands of
+ * parameters, and PGlite spent several times a span's cost on each finding binding them.
+ */
 function upsertFindingsStatement(part: Folded[]): Statement {
-  const params: unknown[] = [];
-  for (const f of part) {
+  const rows = part.map((f) => {
     const e = f.ev;
-    params.push(
-      text(e.id), text(e.project), text(e.run_id), text(e.workflow), text(e.check_id), text(e.source), text(e.kind),
-      text(e.title), text(f.guidance), text(e.action), e.halt_suppressed === true, text(e.group || null), e.priority ?? 0,
-      json(f.span_ids), f.count, f.status, tsParam(f.raised_ms), tsParam(f.updated_ms), tsParam(f.resolved_ms),
-      text(e.quote ?? null), e.probability ?? null, text(e.confidence ?? null), text(e.answered_by ?? null),
-    );
-  }
-  const values = valuesList(part.length, [
-    'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'text', 'boolean', 'text', 'float8',
-    'jsonb', 'int4', 'text', 'timestamptz', 'timestamptz', 'timestamptz', 'text', 'float8', 'text', 'text',
-  ]);
+    return {
+      id: text(e.id), project: text(e.project), run_id: text(e.run_id), workflow: text(e.workflow), check_id: text(e.check_id),
+      check_source: text(e.source), kind: text(e.kind), title: text(e.title), guidance: text(f.guidance), action: text(e.action),
+      halt_suppressed: e.halt_suppressed === true, group_name: text(e.group || null), priority: e.priority ?? 0,
+      span_ids: f.span_ids, count: f.count, status: f.status, raised_at: tsParam(f.raised_ms), updated_at: tsParam(f.updated_ms),
+      resolved_at: tsParam(f.resolved_ms), quote: text(e.quote ?? null), probability: e.probability ?? null,
+      confidence: text(e.confidence ?? null), answered_by: text(e.answered_by ?? null),
+    };
+  });
   return {
-    sql: `WITH v (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action, halt_suppressed,
-             group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
-             quote, probability, confidence, answered_by) AS (VALUES ${values}),
+    sql: `WITH v AS (
+       SELECT * FROM json_to_recordset($1::json) AS v (id text, project text, run_id text, workflow text, check_id text,
+         check_source text, kind text, title text, guidance text, action text, halt_suppressed boolean, group_name text,
+         priority float8, span_ids jsonb, count int4, status text, raised_at timestamptz, updated_at timestamptz,
+         resolved_at timestamptz, quote text, probability float8, confidence text, answered_by text)
+     ),
      ins AS (
        INSERT INTO findings AS f (id, project, run_id, workflow, check_id, check_source, kind, title, guidance, action,
          halt_suppressed, group_name, priority, span_ids, count, status, raised_at, updated_at, resolved_at,
@@ -157,7 +162,7 @@ function upsertFindingsStatement(part: Folded[]): Statement {
      INSERT INTO check_stats AS cs (project, check_id, findings)
      SELECT project, check_id, count(*) FROM ins WHERE inserted AND NOT quiet GROUP BY project, check_id
      ON CONFLICT (project, check_id) DO UPDATE SET findings = cs.findings + EXCLUDED.findings, updated_at = now()`,
-    params,
+    params: [json(rows)],
   };
 }
 
