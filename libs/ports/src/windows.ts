@@ -37,6 +37,35 @@ export interface WindowStore<W> {
    * its promise resolved, and a compare-and-set save must be waited for before the next load.
    */
   readonly appliedAtCall?: boolean;
+  /**
+   * True when load hands out the windows the store holds, not copies (the embedded stores).
+   * A caller must then change a copy, so that a step never saved leaves the store as it was
+   * (Redis's load parses a new copy each time). Such a store takes a saved window's field that
+   * is a layer (`windowLayer`: a record of entries added over the loaded window's field, so a
+   * large record is not copied for every step) as that field with the layer's entries added,
+   * merged once the save is decided.
+   */
+  readonly loadsStored?: boolean;
+}
+
+const LAYER_OF = Symbol.for('neatroots.windowLayerOf');
+
+/**
+ * An empty record standing for `base` with whatever is set in it added (see
+ * WindowStore.loadsStored). Reads of what it does not hold go to `base` (layerBase): not its
+ * prototype, as an object used as a prototype is slow to add to and to read by key.
+ */
+export function windowLayer<T extends object>(base: T): T {
+  // A hash table from the start (no prototype: V8 makes it a dictionary): a step's layer gets
+  // keys no other object has (span ids), and a plain object would make a new shape for each.
+  const layer = Object.create(null) as T;
+  Object.defineProperty(layer, LAYER_OF, { value: base });
+  return layer;
+}
+
+/** The record a layer stands over (undefined: not a layer). */
+export function layerBase<T extends object>(v: T): T | undefined {
+  return (v as { [LAYER_OF]?: T })[LAYER_OF];
 }
 
 /** Another writer saved one of these windows after they were loaded. */

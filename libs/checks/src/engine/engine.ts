@@ -8,7 +8,7 @@ import type { RuleRef, RuleStep } from './rules';
 import type { JointMatch } from './joint';
 import { spanPlan, type SpanPlan } from './plan';
 import { RunEndView, SpanView } from './span-view';
-import { newWindow, windowKey, type OpenFinding, type RunWindow } from './window';
+import { newWindow, seenBefore, stepCopy, windowKey, type OpenFinding, type RunWindow } from './window';
 
 /** A note or halt for the agent, raised with a finding. */
 export interface NoteOut {
@@ -29,7 +29,10 @@ export interface EngineOutput {
   /**
    * Saves the windows this step changed. Call it after the findings and notes are stored
    * or published: a crash in between re-runs the step from the previous windows and emits
-   * the same findings with the same ids, instead of losing them.
+   * the same findings with the same ids, instead of losing them. Until it is called nothing the
+   * step changed is seen by a later step, on any store (over the embedded ones, which hand out
+   * the windows they hold, the step changes copies: stepCopy); a step never committed is simply
+   * done again.
    */
   commit(): Promise<void>;
 }
@@ -159,6 +162,10 @@ export class RuleEngine {
 
   private async begin(keys: string[]): Promise<Step> {
     const windows = await this.windows.load(keys);
+    // A store that hands out the windows it holds (the embedded ones): the step changes copies,
+    // or a step whose commit never came (its findings' publish failed) would stay in the store,
+    // and the step done again would skip its spans as seen: its findings lost.
+    if (this.windows.loadsStored === true) for (const [k, w] of windows) windows.set(k, stepCopy(w));
     const step: Step = { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [], rules: undefined as unknown as RuleStep, deferred: [] };
     step.rules = {
       maxSpanIds: this.maxSpans,
@@ -326,7 +333,8 @@ export class RuleEngine {
       return;
     }
     const span = item.span;
-    if (w.seen[span.span_id]) return; // the same span exported twice counts once
+    // The same span exported twice counts once (a step's copy holds only its own ids: see stepCopy).
+    if (w.seen[span.span_id] || seenBefore(w, span.span_id)) return;
     w.seen[span.span_id] = 1;
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     this.addMetrics(w, span);

@@ -1,3 +1,4 @@
+import { layerBase, windowLayer } from '@neatroots/ports';
 import type { RunEndStatus } from '@neatroots/spans';
 
 /**
@@ -64,6 +65,46 @@ export function newWindow(run_id: string, project: string): RunWindow {
     metrics: { spans: 0, llm_calls: 0, tool_calls: 0, errors: 0, total_tokens: 0, input_tokens: 0, output_tokens: 0, cost: 0 },
     checks: {},
   };
+}
+
+/**
+ * The window a step changes, over one a store holds (WindowStore.loadsStored): the small parts
+ * copied; the span ids seen and the check states as layers over the stored ones (windowLayer),
+ * so a long run's thousands of ids are not copied for every batch. The step adds ids to its
+ * layer (`seenBefore` reads the stored ones), and a check state is copied into its layer when
+ * the step first uses it (`ownState`). Nothing reaches the stored window until the step's commit
+ * saves this one (the store merges the layers): a step whose findings were never published is
+ * done again from the window as it was.
+ */
+export function stepCopy(w: RunWindow): RunWindow {
+  const c: RunWindow = { ...w, seen: windowLayer(w.seen), metrics: { ...w.metrics }, checks: windowLayer(w.checks) };
+  if (w.ended) c.ended = { ...w.ended };
+  if (w.noted_groups) c.noted_groups = { ...w.noted_groups };
+  return c;
+}
+
+/** Whether the window a step copied had seen this span (the step's own ids are in `w.seen`). */
+export function seenBefore(w: RunWindow, spanId: string): boolean {
+  const base = layerBase(w.seen);
+  return base !== undefined && base[spanId] === 1;
+}
+
+/**
+ * A check's state in this step's window: one in the stored window is copied in first (see
+ * stepCopy), by the rule's own `copy` (it knows its shape: a generic deep copy cost a step as
+ * much as the rules it ran).
+ */
+export function ownState<S extends CheckState>(w: RunWindow, checkId: string, copy: (s: S) => S): S | undefined {
+  const checks = w.checks;
+  const st = checks[checkId] as S | undefined;
+  if (st !== undefined) return st;
+  const stored = layerBase(checks)?.[checkId] as S | undefined;
+  return stored === undefined ? undefined : ((checks[checkId] = copy(stored)) as S);
+}
+
+/** A copy of an open finding that its rule may go on changing (count, span ids). */
+export function copyOpen(f: OpenFinding): OpenFinding {
+  return { ...f, spans: f.spans.slice() };
 }
 
 /** The window-store key of a run: runs are unique within a project. */

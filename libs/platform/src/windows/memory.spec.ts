@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { layerBase, WindowConflictError, windowLayer, type WindowStore } from '@neatroots/ports';
 import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
 import { MemoryWindowStore } from './memory';
 
@@ -95,6 +95,53 @@ describe('MemoryWindowStore cap', () => {
     expect(store.size).toBe(10);
     expect(store.counts.dropped).toBe(15);
     expect((await store.load(['r0'])).size).toBe(0);
+    await store.close();
+  });
+});
+
+interface Seen {
+  run: string;
+  seen: Record<string, 1>;
+}
+
+describe('MemoryWindowStore: a window saved with a layer (windowLayer) over what it loaded', () => {
+  const step = (w: Seen, ids: string[]): Seen => {
+    const seen = windowLayer(w.seen);
+    for (const id of ids) seen[id] = 1;
+    return { ...w, seen };
+  };
+
+  it('stores the record with the layer\'s entries added; the loaded window is unchanged until the save', async () => {
+    const store = new MemoryWindowStore<Seen>();
+    await store.save([{ key: 'a', window: { run: 'a', seen: { s1: 1 } }, expectRev: 0 }]);
+    const loaded = (await store.load(['a'])).get('a')!;
+    const next = step(loaded, ['s2', 's3']);
+    expect({ ...(await store.load(['a'])).get('a')!.seen }).toEqual({ s1: 1 });
+    await store.save([{ key: 'a', window: next, expectRev: 1 }]);
+    const got = (await store.load(['a'])).get('a')!;
+    expect({ ...got.seen }).toEqual({ s1: 1, s2: 1, s3: 1 });
+    expect(layerBase(got.seen)).toBeUndefined();
+    await store.close();
+  });
+
+  it('leaves the stored window as it was when the save is refused (compare-and-set)', async () => {
+    const store = new MemoryWindowStore<Seen>();
+    await store.save([{ key: 'a', window: { run: 'a', seen: { s1: 1 } }, expectRev: 0 }]);
+    const stale = step((await store.load(['a'])).get('a')!, ['s9']);
+    await store.save([{ key: 'a', window: step((await store.load(['a'])).get('a')!, ['s2']), expectRev: 1 }]);
+    await expect(store.save([{ key: 'a', window: stale, expectRev: 1 }])).rejects.toThrow(WindowConflictError);
+    expect({ ...(await store.load(['a'])).get('a')!.seen }).toEqual({ s1: 1, s2: 1 });
+    await store.close();
+  });
+
+  it('writes the whole record to the spill file when the window it lay over was spilled meanwhile', async () => {
+    const store = new MemoryWindowStore<Seen>({ maxWindows: 1, spillFile: path.join(dir, 'layer.spill') });
+    await store.save([{ key: 'a', window: { run: 'a', seen: { s1: 1 } }, expectRev: 0 }]);
+    const next = step((await store.load(['a'])).get('a')!, ['s2']);
+    await store.save([{ key: 'b', window: { run: 'b', seen: {} }, expectRev: 0 }]); // a is spilled
+    await store.save([{ key: 'a', window: next, expectRev: 1 }]);
+    await store.save([{ key: 'c', window: { run: 'c', seen: {} }, expectRev: 0 }]); // a is spilled again, as JSON
+    expect({ ...(await store.load(['a'])).get('a')!.seen }).toEqual({ s1: 1, s2: 1 });
     await store.close();
   });
 });

@@ -1,9 +1,12 @@
 import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { settleLayers } from './layers';
 import { SpillFile } from './spill';
 
 /**
  * Run windows in this process's memory (the embedded deployment). Returns the stored
- * objects themselves: the rule engine is their only writer and saves what it loaded.
+ * objects themselves (loadsStored): a caller changes a copy and saves it, so a step that is
+ * never saved (its findings' publish failed) leaves the window as it was for the step done
+ * again. A saved window's layers are merged as it is stored (layers.ts).
  *
  * Bounded: past `maxWindows` the least recently used windows (runs that went quiet: a run that
  * never ends would otherwise stay for the whole idle TTL) are written to `spillFile` and read
@@ -48,6 +51,8 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
   readonly counts = { spilled: 0, restored: 0, dropped: 0 };
   /** Every change is made in the call's turn (the port's appliedAtCall). */
   readonly appliedAtCall: boolean = true;
+  /** load hands out the windows held, not copies (the port's loadsStored). */
+  readonly loadsStored = true;
 
   constructor(opts: (() => number) | MemoryWindowStoreOptions = {}) {
     const o = typeof opts === 'function' ? { now: opts } : opts;
@@ -139,6 +144,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
       this.spill?.drop(e.key);
       const expiresAt = e.ttlMs === undefined ? Infinity : now + e.ttlMs;
       const held = this.windows.get(e.key);
+      settleLayers(e.window, held?.window);
       if (held) {
         held.window = e.window;
         held.expiresAt = expiresAt;

@@ -2,7 +2,7 @@ import type { RunEnd, Span } from '@neatroots/spans';
 import type { FindingEvent, RuleCheck, RuleSpec, RuleType } from '../../types';
 import type { CompiledRule, TextMatcher } from '../compile';
 import type { RunEndView, SpanView } from '../span-view';
-import type { OpenFinding, RunWindow } from '../window';
+import { ownState, type OpenFinding, type RunWindow } from '../window';
 
 /** The spec of one rule type, as schema.ts validated it. */
 export type RuleOf<T extends RuleType> = Extract<RuleSpec, { type: T }>;
@@ -69,8 +69,8 @@ export interface RuleKind<T extends RuleType = RuleType, D = unknown> {
 }
 
 /** The rule's state in this run, created on first use. `t` tells the shapes apart in a stored window. */
-export function state<S extends { t: string }>(w: RunWindow, r: RuleRef, init: () => S): S {
-  let st = w.checks[r.check.id] as S | undefined;
+export function state<S extends { t: string }>(w: RunWindow, r: RuleRef, init: () => S, copy: (s: S) => S): S {
+  let st = ownState(w, r.check.id, copy);
   if (!st) {
     st = init();
     w.checks[r.check.id] = st;
@@ -79,8 +79,8 @@ export function state<S extends { t: string }>(w: RunWindow, r: RuleRef, init: (
 }
 
 /** The rule's state in this run if it has one of shape `t`. */
-export function existing<S extends { t: string }>(w: RunWindow, r: RuleRef, t: S['t']): S | undefined {
-  const st = w.checks[r.check.id];
+export function existing<S extends { t: string }>(w: RunWindow, r: RuleRef, t: S['t'], copy: (s: S) => S): S | undefined {
+  const st = ownState(w, r.check.id, copy);
   return st && st.t === t ? (st as S) : undefined;
 }
 
@@ -97,3 +97,4 @@ export interface CountState {
 }
 
 export const newCount = (): CountState => ({ t: 'count', n: 0 });
+export const copyCount = (s: CountState): CountState => ({ ...s });

@@ -13,6 +13,12 @@ interface ToolsState {
 }
 
 const newTools = (): ToolsState => ({ t: 'tools', last: {} });
+/** A tool's entry is changed in place (below): each is copied. */
+function copyTools(s: ToolsState): ToolsState {
+  const last: ToolsState['last'] = {};
+  for (const tool in s.last) last[tool] = { ...s.last[tool] };
+  return { t: s.t, last };
+}
 
 /**
  * `unrecovered_error`: at the run's end, a tool whose latest call failed while the final
@@ -24,7 +30,7 @@ export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
   compile: (rule) => (rule.words?.length ? rule.words : DEFAULT_FAILURE_WORDS).map((w) => w.toLowerCase()),
   onSpan(_x, w, r, span, _view, received) {
     if (!span.tool) return;
-    const st = state<ToolsState>(w, r, newTools);
+    const st = state<ToolsState>(w, r, newTools, copyTools);
     const start = span.start_ms ?? span.end_ms ?? received;
     const cur = st.last[span.tool];
     if (!cur) st.last[span.tool] = { start, ok: span.status === 'ok', span: span.span_id };
@@ -36,7 +42,7 @@ export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
     }
   },
   onRunEnd(x, w, r, _run, view, received) {
-    const st = existing<ToolsState>(w, r, 'tools');
+    const st = existing<ToolsState>(w, r, 'tools', copyTools);
     if (!st) return;
     const failed = Object.entries(st.last).filter(([, v]) => !v.ok);
     if (!failed.length) return;
