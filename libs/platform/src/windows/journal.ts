@@ -35,6 +35,8 @@ export class JournalWindowStore<W> implements WindowStore<W> {
    * while the last one's save is syncing, and the bus keeps its position until it is synced.
    */
   readonly appliedAtCall = true;
+  /** load hands out the windows in memory (the port's loadsStored); a save's layers are merged before its record is written. */
+  readonly loadsStored = true;
 
   private constructor(opts: JournalWindowStoreOptions) {
     this.mem = new MemoryWindowStore<W>({
