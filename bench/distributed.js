@@ -27,6 +27,53 @@ function freePort() {
   });
 }
 
+/** CPU seconds (user + system) a process has used so far (Linux /proc; undefined elsewhere). */
+function cpuSeconds(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ 100)
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The local backing services (deploy/local/services: their pid files) and, for Postgres, its
+ * connection processes: their CPU is on the same two cores. Empty when they run elsewhere.
+ */
+function servicePids() {
+  const dir = process.env.NEATROOTS_SERVICES_DIR ?? path.join(os.homedir(), '.cache/neatroots-services');
+  const read = (f) => {
+    try {
+      return Number(fs.readFileSync(f, 'utf8').split('\n')[0].trim()) || undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  let pg;
+  try {
+    for (const v of fs.readdirSync(path.join(dir, 'postgres'))) pg ??= read(path.join(dir, 'postgres', v, 'data', 'postmaster.pid'));
+  } catch {}
+  const out = { kafka: read(path.join(dir, 'kafka', 'kafka.pid')), redis: read(path.join(dir, 'redis', 'redis.pid')), postgres: pg };
+  return Object.fromEntries(Object.entries(out).filter(([, v]) => v));
+}
+
+/** CPU seconds of a process and its children (Postgres: one process per connection). */
+function treeCpuSeconds(pid) {
+  let sum = cpuSeconds(pid) ?? 0;
+  try {
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+        if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) sum += cpuSeconds(Number(d)) ?? 0;
+      } catch {}
+    }
+  } catch {}
+  return sum;
+}
+
 async function metric(port, name, labels) {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   let sum = 0;
@@ -52,6 +99,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
   };
   const procs = [];
+  const byTarget = {};
   const start = async (target, servicePort) => {
     const admin = await freePort();
     // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
@@ -61,6 +109,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     procs.push(p);
+    byTarget[target] = p;
     for (;;) {
       if (p.exitCode !== null) throw new Error(`${target} exited`);
       try {
@@ -90,6 +139,13 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       if (measureHop1) for (const r of b.records) hop1.push(now - r.value.received_ms);
     }) : undefined;
     // Throughput: everything at once, done when the rule engine consumed every item.
+    const infra = servicePids();
+    const cpu = () => ({
+      ...Object.fromEntries(Object.entries(byTarget).map(([t, p]) => [t, cpuSeconds(p.pid)])),
+      ...Object.fromEntries(Object.entries(infra).map(([t, pid]) => [t, treeCpuSeconds(pid)])),
+      bench: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage()),
+    });
+    const cpu0 = cpu();
     const t0 = performance.now();
     await send(grpcPort, built.batches, { key: KEY, conns: 4, inflight: Number(process.env.BENCH_INFLIGHT ?? 8) });
     // Baseline in the same run: every export acknowledged, so every span published to Kafka.
@@ -101,6 +157,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const stored = () => metric(reviewAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
     while ((await stored()) < total) await new Promise((r) => setTimeout(r, 100));
     const storedMs = performance.now() - t0;
+    // Each service's CPU seconds from the first export until everything was stored.
+    const cpu1 = cpu();
+    const cpuS = Object.fromEntries(Object.keys(cpu1).map((t) => [t, cpu1[t] === undefined ? undefined : Number((cpu1[t] - cpu0[t]).toFixed(2))]));
     // Latency: a steady stream at a rate the deployment sustains.
     const lat = buildBatches({ spans: latencyRate * 5, perRun, batch: 50, prefix: 'lat' });
     latencies = [];
@@ -120,6 +179,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       baseline_ingest_to_kafka_spans_per_s: Math.round(built.spans / (ingestMs / 1000)),
       spans_per_s: Math.round(built.spans / (ms / 1000)),
       stored_spans_per_s: Math.round(built.spans / (storedMs / 1000)),
+      stored_wall_s: Number((storedMs / 1000).toFixed(2)),
+      cpu_seconds: cpuS,
+      load_average: os.loadavg().map((l) => Number(l.toFixed(1))),
       latency_at_spans_per_s: latencyRate,
       receipt_to_finding_p50_ms: percentile(latencies, 50),
       receipt_to_finding_p99_ms: percentile(latencies, 99),
