@@ -41,6 +41,15 @@ describe('bus topics', () => {
     expect(() => EVENTS_TOPIC.decode(bytes)).toThrow(SpanValidationError);
   });
 
+  it('decode events without validating them again (ingest did), but refuse JSON text that does not parse', () => {
+    // A span ingest would refuse (status "maybe"): on the topic it can only have been written
+    // by something else; the reader decodes it as written instead of normalising it again.
+    const written = (span: Partial<v1.Span>) =>
+      v1.Envelope.encode({ project: 'p', received_ms: 1, event: { kind: { $case: 'span', value: v1.Span.fromPartial({ run_id: 'r', span_id: 's', type: 'llm', ...span }) } } }).finish();
+    expect(EVENTS_TOPIC.decode(written({ status: 'maybe' }))).toEqual({ project: 'p', received_ms: 1, item: { kind: 'span', span: { run_id: 'r', span_id: 's', type: 'llm', status: 'maybe' } } });
+    expect(() => EVENTS_TOPIC.decode(written({ input_json: '{' }))).toThrow(expect.objectContaining({ field: 'input_json' }));
+  });
+
   it('write the bytes the earlier codec wrote (a topic written before still reads)', () => {
     // The neatroots.v1 messages built by hand, field by field, as the codec in @neatroots/spans built them.
     const env: Envelope = { project: 'p', received_ms: 2, item: { kind: 'span', span: { run_id: 'r', span_id: 's', type: 'tool', name: 'x', tool: 'x', status: 'ok', input: { a: 1 } } } };

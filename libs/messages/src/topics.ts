@@ -1,7 +1,7 @@
 import type { Topic } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import type { Envelope } from '@neatroots/spans';
-import { envelopeFromProto, envelopeToProto } from './envelope';
+import { envelopeFromBus, envelopeToProto } from './envelope';
 import { findingFromProto, findingToProto, type FindingMessage } from './findings';
 import { noteFromProto, type Note, type NoteDelivered } from './notes';
 import { questionTaskFromProto, questionTaskToProto, type QuestionTaskMessage } from './questions';
@@ -36,7 +36,7 @@ export function makeTopics(prefix: string = DEFAULT_TOPIC_PREFIX): Topics {
     events: topic<Envelope>(
       `${prefix}.events`,
       (env) => v1.Envelope.encode(envelopeToProto(env)).finish(),
-      (bytes) => envelopeFromProto(v1.Envelope.decode(bytes)),
+      (bytes) => envelopeFromBus(v1.Envelope.decode(bytes)),
     ),
     findings: topic<FindingMessage>(
       `${prefix}.findings`,
