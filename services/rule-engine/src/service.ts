@@ -187,8 +187,11 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       try {
         if (opts.recorded) await recordedStep(opts.recorded, envs);
         else {
-          const out = await engine.process(envs);
-          const { saved } = await publish(out, opts.questions ? await opts.questions.scheduler.process(envs) : undefined);
+          // The engine and the question scheduler each load their windows (on Redis, a round
+          // trip each): side by side, not one after the other. Both are settled before either
+          // fails the batch, so no step is left running behind its retry.
+          const [out, asked] = await both(engine.process(envs), opts.questions?.scheduler.process(envs));
+          const { saved } = await publish(out, asked);
           if (atCall && batch.defer) {
             batch.defer(
               saved.catch((err) => {
@@ -268,6 +271,15 @@ function runFields(runs: readonly (readonly [string, string])[]): LogFields {
 function runOfWindowKey(key: string): [string, string] {
   const i = key.indexOf('\u0000');
   return i < 0 ? ['', key] : [key.slice(0, i), key.slice(i + 1)];
+}
+
+/** Both results, once both are settled; the first failure is thrown. */
+async function both<A, B>(a: Promise<A>, b: Promise<B> | undefined): Promise<[A, B | undefined]> {
+  if (!b) return [await a, undefined];
+  const [ra, rb] = await Promise.allSettled([a, b]);
+  if (ra.status === 'rejected') throw ra.reason;
+  if (rb.status === 'rejected') throw rb.reason;
+  return [ra.value, rb.value];
 }
 
 /** Waits for every save, then throws the first failure (none is left running behind a retry). */
