@@ -3,16 +3,21 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { decodeFrame, encodeFrame } from '../bus/log/frame';
 import { syncDir, syncDirAsync } from '../sync-dir';
+import type { Edit } from './patch';
 
 /**
  * The files behind JournalWindowStore: `<name>.snapshot` (the live windows when the journal was
  * last compacted) and `<name>.journal` (every change since), both made of the durable log's
  * CRC frames, one frame per change (one save call, whole: a crash never keeps half of one).
  *
- * Each change carries the resulting state (a window with its absolute expiry and revision, a
- * key deleted, a wake time), never a delta: replaying a journal over a snapshot that already
- * holds its changes ends in the same state, which is what makes compaction safe to cut short
- * anywhere (snapshot written, fsynced, renamed into place; only then the journal emptied).
+ * A change carries a window whole (`put`) or the edits one save made to it (`patch`, see
+ * patch.ts), a key deleted, a wake time. Every frame has a sequence number, increasing across
+ * the snapshot and both journals; the snapshot stores beside each window the last sequence
+ * number it holds (`q`), so replaying a journal over a snapshot that already holds some of its
+ * changes skips those (an edit applied twice would not be the same window), which is what makes
+ * compaction safe to cut short anywhere (snapshot written, fsynced, renamed into place; only
+ * then the journal emptied). Journals written before edits existed hold only whole windows and
+ * wakes, which read the same way.
  *
  * Compaction runs beside the saves, off the event loop's critical path: it starts a second
  * journal, `<name>.journal.next`, that takes every change from then on, and writes the snapshot
@@ -23,11 +28,19 @@ import { syncDir, syncDirAsync } from '../sync-dir';
  * snapshot is in place, the first journal is removed and the second renamed to its name.
  */
 export interface Change<W> {
-  /** x: absolute expiry in ms (null: none), r: revision. */
-  put?: { k: string; w: W; x: number | null; r: number }[];
+  /** x: absolute expiry in ms (null: none), r: revision; q (snapshot only): the last sequence number the window holds. */
+  put?: { k: string; w: W; x: number | null; r: number; q?: number }[];
+  /** A window's edits since its previous record in the same journal (d), its expiry and revision after them. */
+  patch?: { k: string; d: Edit[]; x: number | null; r: number }[];
   del?: string[];
   /** at null: no wake. */
   wake?: { k: string; at: number | null }[];
+}
+
+/** A change as read back, with its frame's sequence number. */
+export interface Stored<W> {
+  change: Change<W>;
+  seq: number;
 }
 
 const TOPIC = 'windows';
@@ -86,7 +99,7 @@ export class JournalFile<W> {
    * returned: it waited for the sync the crash cut) is cut off; damage in the snapshot, which
    * was synced before it was renamed into place, is corruption and stops the start.
    */
-  *open(): Generator<Change<W>> {
+  *open(): Generator<Stored<W>> {
     fs.rmSync(`${this.snapshotPath}.tmp`, { force: true });
     if (fs.existsSync(this.snapshotPath)) {
       const buf = fs.readFileSync(this.snapshotPath);
@@ -115,7 +128,7 @@ export class JournalFile<W> {
     this.bytes = at.pos;
   }
 
-  private *frames(buf: Buffer): Generator<Change<W>, { pos: number; damaged?: string }> {
+  private *frames(buf: Buffer): Generator<Stored<W>, { pos: number; damaged?: string }> {
     let pos = 0;
     for (;;) {
       const r = decodeFrame(buf, pos);
@@ -123,7 +136,7 @@ export class JournalFile<W> {
       if ('damaged' in r) return { pos, damaged: r.damaged };
       this.seq = Math.max(this.seq, r.frame.offset + 1);
       pos += r.size;
-      yield JSON.parse(Buffer.from(r.frame.value).toString('utf8')) as Change<W>;
+      yield { change: JSON.parse(Buffer.from(r.frame.value).toString('utf8')) as Change<W>, seq: r.frame.offset };
     }
   }
 
@@ -305,6 +318,11 @@ export class JournalFile<W> {
     this.bytes = 0;
     this.snapshotBytes = size;
     this.counts.compactions++;
+  }
+
+  /** The sequence number of the next change appended (every change before it has a lower one). */
+  get nextSeq(): number {
+    return this.seq;
   }
 
   get journalBytes(): number {

@@ -3,6 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { WindowConflictError, type WindowStore } from '@neatroots/ports';
 import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
+import { encodeFrame } from '../bus/log/frame';
 import { JournalWindowStore, type JournalWindowStoreOptions } from './journal';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-journal-'));
@@ -140,6 +141,19 @@ describe('JournalWindowStore after a crash', () => {
     const c = f.open();
     expect(await contents(c, keys)).toEqual(want);
     expect(await c.takeDue(10, 10)).toEqual(['r1']);
+
+    // The same with edits relative to the save before (a ring shifted): those the snapshot holds are not applied again.
+    const d = f.open();
+    for (let i = 0; i < 30; i++) {
+      const key = `r${i % 3}`;
+      want[key] = { run: key, n: i, list: [...(want[key]?.list ?? []), `${i}`].slice(-4) };
+      await d.save([{ key, window: want[key] }]);
+    }
+    expect(d.stats.edited).toBeGreaterThan(20);
+    const older = fs.readFileSync(f.journal);
+    d.compact();
+    fs.writeFileSync(f.journal, older);
+    expect(await contents(f.open(), keys)).toEqual(want);
   });
 
   it('a compaction that fails leaves every save durable and is tried again', async () => {
@@ -169,10 +183,13 @@ describe('JournalWindowStore after a crash', () => {
     // Saved values of each key, in order, and how many of them had returned (were durable).
     const saved = new Map<string, number[]>();
     const durable = new Map<string, number>();
+    // Each window's list is its last four saves: a ring, journaled as a shift and an item (an
+    // edit relative to the save before, which a replay must not apply twice).
+    const ring = (key: string, history: number[]): W => ({ run: key, n: history.at(-1)!, list: history.slice(-4).map(String) });
     const save = async (key: string, n: number) => {
       saved.set(key, [...(saved.get(key) ?? []), n]);
       const i = saved.get(key)!.length;
-      await a.save([{ key, window: w(key, n) }]);
+      await a.save([{ key, window: ring(key, saved.get(key)!) }]);
       durable.set(key, Math.max(durable.get(key) ?? 0, i));
     };
     const crashes: { dir: string; durable: Map<string, number> }[] = [];
@@ -215,6 +232,8 @@ describe('JournalWindowStore after a crash', () => {
         const at = history.indexOf(got.get(k)?.n ?? -1) + 1;
         // At or after the last save that had returned, never before it.
         if (at < (c.durable.get(k) ?? 0)) throw new Error(`${c.dir}: ${k} came back as save ${at} of ${history.length}, ${c.durable.get(k)} had returned`);
+        // And exactly as that save left it.
+        if (at) expect(got.get(k)).toEqual(ring(k, history.slice(0, at)));
       }
       await b.close();
     }
@@ -230,6 +249,86 @@ describe('JournalWindowStore after a crash', () => {
     expect(a.stats.syncs).toBeLessThanOrEqual(2);
     const keys = Array.from({ length: 50 }, (_, i) => `r${i}`);
     expect(Object.keys(await contents(f.open(), keys))).toHaveLength(50);
+  });
+
+  it('journals a save as what it changed, and reads a chain of such records back exactly, up to a torn last one', async () => {
+    interface Run {
+      ring: { id: string; text: string }[];
+      seen: Record<string, 1>;
+      checks: Record<string, { n: number; open?: { spans: string[] } }>;
+    }
+    const o = { dir: path.join(dir, `t${seq++}`), name: 'runs' };
+    const a = JournalWindowStore.open<Run>(o);
+    const run: Run = { ring: [], seen: {}, checks: {} };
+    const versions: Run[] = [];
+    for (let i = 0; i < 200; i++) {
+      run.ring.push({ id: `s${i}`, text: `the output of span ${i} `.repeat(10) });
+      if (run.ring.length > 40) run.ring.splice(0, run.ring.length - 40);
+      run.seen[`s${i}`] = 1;
+      // a check's state changes, opens a finding and, every 7 spans, closes it (a key removed)
+      const c = (run.checks[`c${i % 5}`] ??= { n: 0 });
+      c.n++;
+      if (i % 7 === 0) delete c.open;
+      else (c.open ??= { spans: [] }).spans = [...c.open.spans, `s${i}`].slice(-3);
+      // a span id may be any string
+      if (i === 100) run.seen['__proto__'] = 1;
+      versions.push(JSON.parse(JSON.stringify(run)) as Run);
+      // the store keeps the object it was given: each save hands over a copy, as the engine does
+      await a.save([{ key: 'run', window: JSON.parse(JSON.stringify(run)) as Run, ttlMs: 3_600_000 }]);
+    }
+    // one whole record, the rest edits: a small part of the whole windows' size
+    expect(a.stats).toMatchObject({ whole: 1, edited: 199 });
+    const whole = versions.reduce((n, v) => n + JSON.stringify(v).length, 0);
+    expect(fs.statSync(path.join(o.dir, 'runs.journal')).size).toBeLessThan(whole / 10);
+    expect((await JournalWindowStore.open<Run>(o).load(['run'])).get('run')).toEqual(versions[199]);
+
+    // A crash in the middle of the chain: the last record torn, the window is as the save before left it.
+    const full = fs.readFileSync(path.join(o.dir, 'runs.journal'));
+    const crashed = { dir: `${o.dir}-crash`, name: 'runs' };
+    fs.mkdirSync(crashed.dir);
+    fs.writeFileSync(path.join(crashed.dir, 'runs.journal'), full.subarray(0, full.length - 5));
+    const b = JournalWindowStore.open<Run>(crashed);
+    expect(b.stats.tornBytes).toBeGreaterThan(0);
+    expect((await b.load(['run'])).get('run')).toEqual(versions[198]);
+    // the chain goes on from there (whole first, then edits), and reads back after the next crash
+    const next = { ...versions[198], seen: { ...versions[198].seen, late: 1 as const } };
+    await b.save([{ key: 'run', window: JSON.parse(JSON.stringify(next)) as Run }]);
+    next.checks.c0.n = 1000;
+    await b.save([{ key: 'run', window: JSON.parse(JSON.stringify(next)) as Run }]);
+    expect((await JournalWindowStore.open<Run>(crashed).load(['run'])).get('run')).toEqual(next);
+  });
+
+  it('opens a journal and snapshot written before edits existed (whole windows only): an upgrade keeps its windows', async () => {
+    const o = { dir: path.join(dir, `t${seq++}`), name: 'runs' };
+    fs.mkdirSync(o.dir);
+    // The frames the store wrote before: a change per frame, windows whole, no sequence numbers in the snapshot.
+    let offset = 0;
+    const frames = (...changes: object[]) => Buffer.concat(changes.map((c) => encodeFrame('windows', 0, offset++, '', Buffer.from(JSON.stringify(c)))));
+    fs.writeFileSync(path.join(o.dir, 'runs.snapshot'), frames({ put: [{ k: 'r1', w: w('r1', 1), x: null, r: 3 }, { k: 'r2', w: w('r2', 1), x: null, r: 1 }] }, { wake: [{ k: 'r2', at: 50 }] }));
+    fs.writeFileSync(path.join(o.dir, 'runs.journal'), frames({ put: [{ k: 'r1', w: w('r1', 2), x: null, r: 4 }] }, { del: ['r2'] }, { put: [{ k: 'r3', w: w('r3', 7), x: null, r: 1 }] }, { wake: [{ k: 'r3', at: 60 }] }));
+    const a = JournalWindowStore.open<W>(o);
+    expect(await contents(a, ['r1', 'r2', 'r3'])).toEqual({ r1: w('r1', 2), r3: w('r3', 7) });
+    expect(await a.takeDue(100, 10)).toEqual(['r3']);
+    // saved on: the revision goes on, the next saves are edits, all read back
+    await expect(a.save([{ key: 'r1', window: w('r1', 9), expectRev: 3 }])).rejects.toBeInstanceOf(WindowConflictError);
+    await a.save([{ key: 'r1', window: w('r1', 5), expectRev: 4 }]);
+    await a.save([{ key: 'r1', window: w('r1', 6), expectRev: 5 }]);
+    expect(a.stats).toMatchObject({ whole: 1, edited: 1 });
+    expect(await contents(JournalWindowStore.open<W>(o), ['r1', 'r2', 'r3'])).toEqual({ r1: w('r1', 6), r3: w('r3', 7) });
+  });
+
+  it('keeps a window an edit renewed after its earlier record expired', async () => {
+    let now = 1_000_000;
+    const f = opener({ now: () => now });
+    const a = f.open();
+    await a.save([{ key: 'r', window: w('r', 1), ttlMs: 1_000 }]);
+    now += 900;
+    await a.save([{ key: 'r', window: w('r', 2), ttlMs: 1_000 }]);
+    expect(a.stats.edited).toBe(1);
+    now += 500; // past the first record's expiry, before the second's
+    expect(await contents(f.open(), ['r'])).toEqual({ r: w('r', 2) });
+    now += 600;
+    expect(await contents(f.open(), ['r'])).toEqual({});
   });
 
   it('close() keeps the files: the next open reads them', async () => {

@@ -1,7 +1,8 @@
 import * as path from 'node:path';
 import type { WindowStore } from '@neatroots/ports';
-import { type Change, JournalFile } from './journal-file';
+import { type Change, JournalFile, type Stored } from './journal-file';
 import { MemoryWindowStore } from './memory';
+import { applyEdits, copyJson, diffInto, type Edit, isJsonObject } from './patch';
 
 /**
  * Run windows that survive a crash of the embedded deployment: MemoryWindowStore (its cap and
@@ -12,6 +13,10 @@ import { MemoryWindowStore } from './memory';
  *
  * The journal is read at open (a torn last record cut off) and compacted into a snapshot once it
  * passes `compactBytes`.
+ *
+ * A window saved again is journaled as the edits the save made to it (patch.ts), against a copy
+ * of the window as last journaled that the store keeps for the `editedWindows` most recently
+ * written windows; any other save writes the window whole and starts its chain again.
  */
 export interface JournalWindowStoreOptions {
   /** The folder of the journal and snapshot (the data folder's windows/). */
@@ -21,6 +26,8 @@ export interface JournalWindowStoreOptions {
   maxWindows?: number;
   compactBytes?: number;
   now?: () => number;
+  /** Windows whose last journaled copy is kept to journal their next save as edits (default: 10,000, at most maxWindows). */
+  editedWindows?: number;
 }
 
 const expiry = (x: number | null) => (x === null ? Infinity : x);
@@ -29,6 +36,17 @@ const stored = (x: number) => (x === Infinity ? null : x);
 export class JournalWindowStore<W> implements WindowStore<W> {
   private readonly mem: MemoryWindowStore<W>;
   private readonly file: JournalFile<W>;
+  /**
+   * The window as last journaled (a private copy: the engine changes the windows it loads), by
+   * key, with its revision: the next save of that revision is journaled as edits to it. Oldest
+   * written first; past `maxEdited` the oldest is forgotten and its next save written whole.
+   */
+  private readonly journaled = new Map<string, { w: Record<string, unknown>; r: number }>();
+  private readonly maxEdited: number;
+  /** While the journal is read back: no window counts as expired (an edit may renew one, see open). */
+  private opening = false;
+  /** Saves journaled as edits and whole. */
+  private readonly records = { edited: 0, whole: 0 };
   /**
    * Each change is made in memory and its record queued in the call's turn; records are
    * synced in that order (the port's appliedAtCall): the rule engine's next batch goes on
@@ -39,8 +57,10 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   readonly loadsStored = true;
 
   private constructor(opts: JournalWindowStoreOptions) {
+    const now = opts.now ?? Date.now;
+    this.maxEdited = Math.min(opts.editedWindows ?? 10_000, opts.maxWindows ?? Infinity);
     this.mem = new MemoryWindowStore<W>({
-      now: opts.now,
+      now: () => (this.opening ? -Infinity : now()),
       maxWindows: opts.maxWindows ?? Infinity,
       spillFile: path.join(opts.dir, `${opts.name}.spill`),
     });
@@ -50,13 +70,60 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   /** Opens the store, reading back what the journal holds. */
   static open<W>(opts: JournalWindowStoreOptions): JournalWindowStore<W> {
     const s = new JournalWindowStore<W>(opts);
-    for (const c of s.file.open()) s.apply(c);
+    s.readBack(opts);
     return s;
   }
 
-  private apply(c: Change<W>): void {
-    for (const p of c.put ?? []) this.mem.restore(p.k, p.w, expiry(p.x), p.r);
-    if (c.del) this.mem.deleteNow(c.del);
+  /**
+   * Replays the snapshot and the journals. A window expired by now is still kept while they are
+   * read: a later record may be edits that renewed it. A change a window already holds (a
+   * snapshot written while the journal went on, see journal-file.ts) is skipped by its sequence
+   * number: `held` is the last one applied to each window.
+   */
+  private readBack(opts: JournalWindowStoreOptions): void {
+    const held = new Map<string, number>();
+    /** Edits read for a window not there (it expired or was deleted before the snapshot was written). */
+    const orphans = new Map<string, { x: number | null; seq: number }>();
+    this.opening = true;
+    try {
+      for (const c of this.file.open()) this.apply(c, held, orphans);
+    } finally {
+      this.opening = false;
+    }
+    const now = (opts.now ?? Date.now)();
+    for (const [k, o] of orphans) {
+      if (expiry(o.x) > now) throw new Error(`window journal ${path.join(opts.dir, opts.name)}.journal: record ${o.seq} edits window ${JSON.stringify(k)}, which no earlier record holds; move the folder's ${opts.name}.* files aside to start without the windows they hold`);
+    }
+    // What expired while the process was down is gone, as if it had been swept.
+    for (const k of this.mem.liveKeys()) if ((this.mem.stateOf(k)?.expiresAt ?? -Infinity) <= now) this.mem.restore(k, undefined as W, -Infinity, 0);
+  }
+
+  private apply({ change: c, seq }: Stored<W>, held: Map<string, number>, orphans: Map<string, { x: number | null; seq: number }>): void {
+    const fresh = (k: string, at: number) => {
+      if ((held.get(k) ?? -1) >= at) return false;
+      held.set(k, at);
+      return true;
+    };
+    for (const p of c.put ?? []) {
+      if (!fresh(p.k, p.q ?? seq)) continue;
+      orphans.delete(p.k);
+      this.mem.restore(p.k, p.w, expiry(p.x), p.r);
+    }
+    for (const p of c.patch ?? []) {
+      if (!fresh(p.k, seq)) continue;
+      const base = this.mem.peek(p.k);
+      if (!base || orphans.has(p.k) || !isJsonObject(base.window)) {
+        orphans.set(p.k, { x: p.x, seq });
+        continue;
+      }
+      applyEdits(base.window as Record<string, unknown>, p.d);
+      this.mem.restore(p.k, base.window, expiry(p.x), p.r);
+    }
+    if (c.del) {
+      const del = c.del.filter((k) => fresh(k, seq));
+      for (const k of del) orphans.delete(k);
+      this.mem.deleteNow(del);
+    }
     if (c.wake) this.mem.setWakesNow(c.wake.map((w) => ({ key: w.k, atMs: w.at })));
   }
 
@@ -71,7 +138,8 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     for (const key of this.mem.liveKeys()) {
       const e = this.mem.peek(key);
       if (!e) continue;
-      put.push({ k: key, w: e.window, x: stored(e.expiresAt), r: e.rev });
+      // Every change made to it so far has a lower sequence number than the next (see journal-file.ts).
+      put.push({ k: key, w: e.window, x: stored(e.expiresAt), r: e.rev, q: this.file.nextSeq - 1 });
       if (put.length >= 32) {
         yield { put };
         put = [];
@@ -94,17 +162,40 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     this.mem.saveNow(entries);
     // The last entry of a key wins, as in memory.
     const last = new Map(entries.map((e) => [e.key, e.window]));
-    await this.file.append({
-      put: [...last].map(([k, w]) => {
-        const st = this.mem.stateOf(k)!;
-        return { k, w, x: stored(st.expiresAt), r: st.rev };
-      }),
-    });
+    const change: Change<W> = {};
+    for (const [k, w] of last) {
+      const st = this.mem.stateOf(k)!;
+      const x = stored(st.expiresAt);
+      const prev = this.journaled.get(k);
+      // Edits only on the revision journaled just before: a window that expired, was deleted or
+      // was saved twice in one call starts again from a whole record.
+      if (prev && prev.r + 1 === st.rev && isJsonObject(w)) {
+        const d: Edit[] = [];
+        diffInto(prev.w, w, d);
+        prev.r = st.rev;
+        (change.patch ??= []).push({ k, d, x, r: st.rev });
+        this.records.edited++;
+      } else {
+        // The copy is written (a window a step layered over the stored one, see copyJson, whole).
+        const copy = copyJson(w);
+        if (isJsonObject(copy)) this.remember(k, copy, st.rev);
+        (change.put ??= []).push({ k, w: copy, x, r: st.rev });
+        this.records.whole++;
+      }
+    }
+    await this.file.append(change);
+  }
+
+  private remember(k: string, w: Record<string, unknown>, r: number): void {
+    this.journaled.delete(k);
+    this.journaled.set(k, { w, r });
+    if (this.journaled.size > this.maxEdited) this.journaled.delete(this.journaled.keys().next().value as string);
   }
 
   async delete(keys: readonly string[]): Promise<void> {
     if (!keys.length) return;
     this.mem.deleteNow(keys);
+    for (const k of keys) this.journaled.delete(k);
     await this.file.append({ del: [...keys] });
   }
 
@@ -133,7 +224,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   /** Windows in memory, windows spilled, journal syncs, compactions, bytes cut from a torn tail. */
   get stats() {
-    return { inMemory: this.mem.size, spilled: this.mem.spilled, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts };
+    return { inMemory: this.mem.size, spilled: this.mem.spilled, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts, ...this.records };
   }
 
   /** Forces a compaction (tests, and a clean stop could use it). */

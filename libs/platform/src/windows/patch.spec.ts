@@ -1,0 +1,63 @@
+import fc from 'fast-check';
+import { applyEdits, copyJson, diffInto, type Edit } from './patch';
+
+type Obj = Record<string, unknown>;
+
+/** What the journal would read back: the edits through JSON, applied to the window as last journaled. */
+function replayed(before: Obj, edits: Edit[]): Obj {
+  const w = JSON.parse(JSON.stringify(before)) as Obj;
+  applyEdits(w, JSON.parse(JSON.stringify(edits)) as Edit[]);
+  return w;
+}
+
+const json = (v: unknown) => JSON.parse(JSON.stringify(v)) as unknown;
+
+describe('window edits', () => {
+  it('turn any JSON window into the next one, save after save, through JSON', () => {
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.integer(), fc.string(), fc.boolean(), fc.constant(null), tie('arr'), tie('obj')),
+      arr: fc.array(tie('v'), { maxLength: 5 }),
+      obj: fc.dictionary(fc.oneof(fc.string({ maxLength: 3 }), fc.constantFrom('__proto__', 'constructor', 'toString')), tie('v'), { maxKeys: 5 }),
+    }));
+    fc.assert(
+      fc.property(fc.array(value.obj as fc.Arbitrary<Obj>, { minLength: 2, maxLength: 6 }), (versions) => {
+        const journaled = copyJson(versions[0]);
+        let onDisk = json(versions[0]) as Obj;
+        for (const next of versions.slice(1)) {
+          const edits: Edit[] = [];
+          diffInto(journaled, next, edits);
+          onDisk = replayed(onDisk, edits);
+          expect(onDisk).toEqual(json(next));
+          expect(json(journaled)).toEqual(json(next));
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('write a ring that moved as its new items only, and a set of ids that grew as the new ids', () => {
+    const ring = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => ({ id: `s${from + i}`, text: 'x'.repeat(200) }));
+    const seen = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`span-${i}`, 1]));
+    const journaled = copyJson({ ring: ring(0, 40), seen: seen(500), n: 1 });
+    const edits: Edit[] = [];
+    diffInto(journaled, { ring: ring(2, 42), seen: seen(501), n: 2 }, edits);
+    expect(edits).toEqual([{ p: ['ring'], s: 2, a: ring(40, 42) }, { p: ['seen', 'span-500'], v: 1 }, { p: ['n'], v: 2 }]);
+    // an item changed inside the ring: the ring is written whole
+    const changed = ring(2, 42);
+    changed[5].text = 'changed';
+    const again: Edit[] = [];
+    diffInto(journaled, { ring: changed, seen: seen(501), n: 2 }, again);
+    expect(again).toEqual([{ p: ['ring'], v: changed }]);
+  });
+
+  it('read keys a step layered over the stored object (Object.create), which JSON.stringify would drop', () => {
+    const stored = { seen: { a: 1 } as Obj };
+    const journaled = copyJson(stored);
+    const step = { seen: Object.create(stored.seen) as Obj };
+    step.seen.b = 1;
+    const edits: Edit[] = [];
+    diffInto(journaled, step, edits);
+    expect(edits).toEqual([{ p: ['seen', 'b'], v: 1 }]);
+    expect(copyJson(step)).toEqual({ seen: { a: 1, b: 1 } });
+  });
+});
