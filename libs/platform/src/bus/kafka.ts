@@ -58,11 +58,12 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   /** Records of one key in one publish() go as one Kafka record (a pack). Default true. */
   pack?: boolean;
   /**
-   * Compression of the record batches sent: 'gzip' (kafkajs's own codec) or 'none'. Default
-   * 'none': measured on this project's machine (docs/performance.md), gzip cut the benchmark's
-   * bytes to under a tenth, but its gain was inside the noise: publishing 1-53% faster,
-   * consuming 24% slower to 10% faster (bench/bus.js, five runs), end to end one round
-   * better and one worse. Worth it when the network, not the CPU, is the bound.
+   * Compression of the record batches sent: 'gzip' (at GZIP_LEVEL) or 'none'. Default 'gzip':
+   * measured on this project's 2-core machine with the broker on it (docs/performance.md,
+   * bench/distributed.js, six alternated pairs), the broker's CPU about halved, the receipt to
+   * finding p99 lower in every pair and the CPU of all processes together within the noise
+   * (-1.8 to +1.2 s of 13-16 s). The rule engine's question tasks (about 20 KB each, the
+   * run's spans as evidence) are most of the bytes on the bus, and compress 13 times.
    */
   compression?: 'none' | 'gzip';
   /**
@@ -256,7 +257,7 @@ export class KafkaBus implements Bus {
     this.lingerMs = Math.max(0, opts.lingerMs ?? 5);
     this.retryDelayMs = opts.retryDelayMs ?? 500;
     this.pack = opts.pack ?? true;
-    this.compression = opts.compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
+    this.compression = opts.compression === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
     this.onError =
       opts.onError ??
       ((err, w) =>
