@@ -60,7 +60,7 @@ async function oldWrite(db, envs) {
         await tx.query(st.sql, st.params);
         continue;
       }
-      const res = await tx.query(OLD_INSERT, st.params);
+      const res = await tx.query(OLD_INSERT, [st.params[0]]);
       if (Number(res.rows[0].inserted) !== JSON.parse(st.params[0]).length) throw new Error('the benchmark writes new spans only');
     }
   });
