@@ -73,6 +73,27 @@ describe('span-scope questions', () => {
   });
 });
 
+describe('a step never committed (its tasks were not published)', () => {
+  it('is done again from the windows as they were: the same tasks, over the embedded window stores', async () => {
+    const s = scheduler([perCall, answer]);
+    expect(await run(s, [span('r1', 's0')])).toHaveLength(1);
+    const batch = [span('r1', 's1'), span('r1', 's2')];
+    const lost = await s.process(batch); // the publish failed: commit is never called
+    expect(lost.tasks.map((t) => (t as QuestionTask).anchor)).toEqual(['s1', 's2']);
+    const again = await run(s, batch);
+    expect(again.map((t) => t.id)).toEqual(lost.tasks.map((t) => t.id));
+    // The run's end: its end question, seeing the run's spans.
+    const endLost = await s.process([runEnd('r1', 'ok')]);
+    expect(endLost.tasks.map((t) => (t as QuestionTask).check.id)).toEqual(['false-claim']);
+    const endAgain = await run(s, [runEnd('r1', 'ok')]);
+    expect(endAgain.map((t) => t.id)).toEqual(endLost.tasks.map((t) => t.id));
+    expect(endAgain[0].evidence.spans.map((x) => x.id)).toEqual(['s0', 's1', 's2']);
+    // Committed, a redelivery asks nothing twice.
+    expect(await run(s, batch)).toEqual([]);
+    expect(await run(s, [runEnd('r1', 'ok')])).toEqual([]);
+  });
+});
+
 describe('trace-scope questions and when', () => {
   it('live: asked as spans arrive and again at run end; end: only at run end, with the answer', async () => {
     const s = scheduler([trace, answer]);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { parseDatabaseCheck, type QuestionCheck } from '@neatroots/checks';
-import type { WindowStore } from '@neatroots/ports';
+import { layerBase, windowLayer, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
 import {
   DEFAULT_FIELD_CHARS,
@@ -121,6 +121,32 @@ interface Step {
   planCandidates: { w: QuestionWindow; env: Envelope; hash: string; tools: ToolInfo[] }[];
 }
 
+/**
+ * The window a step changes, over one the store holds (WindowStore.loadsStored: the embedded
+ * stores hand out what they hold). The ring (at most ringSize summaries) and the per-question
+ * states (a few, each with at most MAX_WAITING ids) are copied; the span ids seen, thousands in
+ * a long run, are a layer over the stored ones (windowLayer; the store merges it on save).
+ * Nothing reaches the stored window until the step's commit: a step whose tasks were never
+ * published is done again from the window as it was, and asks the same questions.
+ */
+function stepCopy(w: QuestionWindow): QuestionWindow {
+  const checks: Record<string, QuestionState> = {};
+  for (const id in w.checks) {
+    const st = w.checks[id];
+    checks[id] = st.waiting ? { ...st, waiting: st.waiting.slice() } : { ...st };
+  }
+  return { ...w, ring: w.ring.slice(), seen: windowLayer(w.seen), checks };
+}
+
+function sessionCopy(s: QuestionSessionWindow): QuestionSessionWindow {
+  return { ...s, runs: s.runs.slice() };
+}
+
+/** Whether the run's window has this span: in the step's own ids, or in the stored ones under them. */
+function hasSeen(w: QuestionWindow, spanId: string): boolean {
+  return w.seen[spanId] === 1 || layerBase(w.seen)?.[spanId] === 1;
+}
+
 export function questionWindowKey(project: string, runId: string): string {
   return `q\u0000${project}\u0000${runId}`;
 }
@@ -171,8 +197,10 @@ export class QuestionScheduler {
       const set = this.opts.questions();
       if (!set.questions.length && !this.opts.plans) return { tasks: [], commit: async () => undefined };
       const keys = [...new Set(envs.map((e) => questionWindowKey(e.project, itemRunId(e.item))))];
+      const windows = (await this.opts.windows.load(keys)) as Map<string, QuestionWindow>;
+      if (this.opts.windows.loadsStored === true) for (const [k, w] of windows) windows.set(k, stepCopy(w));
       const step: Step = {
-        windows: (await this.opts.windows.load(keys)) as Map<string, QuestionWindow>,
+        windows,
         sessions: new Map(),
         touched: new Set(),
         sessionsTouched: new Set(),
@@ -230,7 +258,7 @@ export class QuestionScheduler {
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     if (!w.session_id && span.session_id) w.session_id = span.session_id;
     const summary = summarizeSpan(span, this.fieldChars);
-    if (w.seen[span.span_id]) {
+    if (hasSeen(w, span.span_id)) {
       // A re-exported span replaces the earlier copy and asks nothing new.
       const i = w.ring.findIndex((s) => s.id === span.span_id);
       if (i >= 0) w.ring[i] = summary;
@@ -360,9 +388,11 @@ export class QuestionScheduler {
     }
     if (!keys.size) return;
     const got = (await this.opts.windows.load([...keys])) as Map<string, QuestionSessionWindow>;
+    const copies = this.opts.windows.loadsStored === true;
     for (const k of keys) {
       const [, project, session_id] = k.split('\u0000');
-      step.sessions.set(k, got.get(k) ?? { v: 1, project, session_id, runs: [] });
+      const s = got.get(k);
+      step.sessions.set(k, s ? (copies ? sessionCopy(s) : s) : { v: 1, project, session_id, runs: [] });
     }
   }
 
