@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { WindowConflictError, windowLayer, type WindowStore } from '@neatroots/ports';
 import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
 import { encodeFrame } from '../bus/log/frame';
 import { JournalWindowStore, type JournalWindowStoreOptions } from './journal';
@@ -315,6 +315,39 @@ describe('JournalWindowStore after a crash', () => {
     await a.save([{ key: 'r1', window: w('r1', 6), expectRev: 5 }]);
     expect(a.stats).toMatchObject({ whole: 1, edited: 1 });
     expect(await contents(JournalWindowStore.open<W>(o), ['r1', 'r2', 'r3'])).toEqual({ r1: w('r1', 6), r3: w('r3', 7) });
+  });
+
+  it('journals the entries of a field a step layered over the stored one (loadsStored), and reads them back exactly', async () => {
+    interface Run {
+      n: number;
+      seen: Record<string, 1>;
+      checks: Record<string, { count: number; spans?: string[] } | undefined>;
+    }
+    const o = { dir: path.join(dir, `t${seq++}`), name: 'runs' };
+    const a = JournalWindowStore.open<Run>(o);
+    await a.save([{ key: 'run', window: { n: 0, seen: { s0: 1 }, checks: { c1: { count: 1, spans: ['s0'] }, c2: { count: 5 } } } }]);
+    const expected: Run = { n: 0, seen: { s0: 1 }, checks: { c1: { count: 1, spans: ['s0'] }, c2: { count: 5 } } };
+    for (let i = 1; i <= 300; i++) {
+      // as the rule engine steps: the stored window loaded, a copy with layers over its records
+      const stored = (await a.load(['run'])).get('run')!;
+      const step: Run = { ...stored, n: i, seen: windowLayer(stored.seen), checks: windowLayer(stored.checks) };
+      step.seen[`s${i}`] = 1;
+      const c1 = { ...stored.checks.c1!, count: i + 1, spans: [...stored.checks.c1!.spans!, `s${i}`].slice(-3) };
+      step.checks.c1 = c1;
+      expected.n = i;
+      expected.seen[`s${i}`] = 1;
+      expected.checks.c1 = JSON.parse(JSON.stringify(c1)) as Run['checks'][string];
+      if (i === 150) {
+        step.checks.c2 = undefined; // a state removed over the stored one
+        delete expected.checks.c2;
+      }
+      await a.save([{ key: 'run', window: step }]);
+    }
+    expect(a.stats).toMatchObject({ whole: 1, edited: 300 });
+    // each record holds the step's entries, not the ids seen before it (300 ids of ~4 bytes: a whole window is over 2 kB)
+    expect(fs.statSync(path.join(o.dir, 'runs.journal')).size / 300).toBeLessThan(400);
+    expect(JSON.parse(JSON.stringify((await a.load(['run'])).get('run')))).toEqual(expected);
+    expect((await JournalWindowStore.open<Run>(o).load(['run'])).get('run')).toEqual(expected);
   });
 
   it('keeps a window an edit renewed after its earlier record expired', async () => {

@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import type { WindowStore } from '@neatroots/ports';
+import { layerBase, type WindowStore } from '@neatroots/ports';
 import { type Change, JournalFile, type Stored } from './journal-file';
 import { MemoryWindowStore } from './memory';
 import { applyEdits, copyJson, diffInto, type Edit, isJsonObject } from './patch';
@@ -159,6 +159,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
     if (!entries.length) return;
+    const layers = this.layersOf(entries);
     this.mem.saveNow(entries);
     // The last entry of a key wins, as in memory.
     const last = new Map(entries.map((e) => [e.key, e.window]));
@@ -171,7 +172,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       // was saved twice in one call starts again from a whole record.
       if (prev && prev.r + 1 === st.rev && isJsonObject(w)) {
         const d: Edit[] = [];
-        diffInto(prev.w, w, d);
+        diffInto(prev.w, w, d, [], layers?.get(k));
         prev.r = st.rev;
         (change.patch ??= []).push({ k, d, x, r: st.rev });
         this.records.edited++;
@@ -184,6 +185,34 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       }
     }
     await this.file.append(change);
+  }
+
+  /**
+   * The fields a step changed as layers over the stored window's own (the port's loadsStored:
+   * the rule engine's span ids and check states), read before the save merges them into the
+   * stored window (memory.ts): their edits are their entries, not a comparison of the whole
+   * field with the journal's copy. A caller keeps to loadsStored (it never changes what load
+   * handed out), so the stored field is still what the journal last wrote.
+   */
+  private layersOf(entries: readonly { key: string; window: W }[]): Map<string, Map<string, Record<string, unknown>>> | undefined {
+    let out: Map<string, Map<string, Record<string, unknown>>> | undefined;
+    for (const e of entries) {
+      const w = e.window;
+      if (!this.journaled.has(e.key) || !isJsonObject(w)) continue;
+      const held = this.mem.peek(e.key)?.window;
+      if (!isJsonObject(held)) continue;
+      for (const f in w) {
+        const v = w[f];
+        if (typeof v !== 'object' || v === null) continue;
+        const base = layerBase(v);
+        if (base === undefined || base !== held[f]) continue;
+        out ??= new Map();
+        let m = out.get(e.key);
+        if (!m) out.set(e.key, (m = new Map()));
+        m.set(f, v as Record<string, unknown>);
+      }
+    }
+    return out;
   }
 
   private remember(k: string, w: Record<string, unknown>, r: number): void {

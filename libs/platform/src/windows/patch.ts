@@ -29,12 +29,13 @@ function setKey(o: Obj, k: string, v: unknown): void {
  * `toString`: names a span id may have) is not a key it holds.
  */
 function get(o: Obj, k: string): unknown {
+  const v = o[k];
+  if (v === undefined || (typeof v !== 'function' && k !== '__proto__')) return v;
   if (k === '__proto__') {
     for (let l: Obj | null = o; l !== null && l !== Object.prototype; l = Object.getPrototypeOf(l) as Obj | null) if (Object.prototype.hasOwnProperty.call(l, k)) return l[k];
     return undefined;
   }
-  const v = o[k];
-  return typeof v === 'function' ? undefined : v;
+  return undefined;
 }
 
 /**
@@ -61,6 +62,24 @@ function same(a: unknown, b: unknown): boolean {
     return true;
   }
   if (Array.isArray(b)) return false;
+  // The common case first, without allocating: keys holding JSON values (the journal's copy never
+  // holds undefined, so its keys are counted as they are).
+  let plain = true;
+  let count = 0;
+  for (const k in b as Obj) {
+    const y = (b as Obj)[k];
+    if (y === undefined || typeof y === 'function' || k === '__proto__') {
+      plain = false;
+      break;
+    }
+    const x = (a as Obj)[k];
+    if (x !== y && (typeof y !== 'object' || !same(x, y))) return false;
+    count++;
+  }
+  if (plain) {
+    for (const k in a as Obj) if (k === '__proto__' || count-- === 0) return false;
+    return count === 0;
+  }
   let n = 0;
   for (const k in b as Obj) {
     const y = get(b as Obj, k);
@@ -86,7 +105,7 @@ type Counted = Obj & { [SIZE]?: number };
  * step layered over another object (Object.create) are read level by level (for..in over a
  * prototype chain is several times slower than each level's own keys).
  */
-export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = []): void {
+export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = [], over?: ReadonlyMap<string, Obj>): void {
   let keys = 0;
   let kept = 0;
   for (let level: Obj | null = next; level !== null && level !== Object.prototype; level = Object.getPrototypeOf(level) as Obj | null) {
@@ -98,27 +117,12 @@ export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = 
       keys++;
       const o = get(old, k);
       if (o !== undefined) kept++;
-      if (o === n && (typeof n !== 'object' || n === null)) continue;
-      if (isObj(n) && isObj(o)) {
+      const layer = over?.get(k);
+      if (layer !== undefined && isObj(o)) {
         path.push(k);
-        diffInto(o, n, out, path);
+        layerInto(o, layer, out, path);
         path.pop();
-        continue;
-      }
-      if (Array.isArray(n) && Array.isArray(o)) {
-        const shift = shiftOf(o, n);
-        if (shift === 0 && o.length === n.length) continue;
-        if (shift >= 0) {
-          const a = copyJson(n.slice(o.length - shift));
-          out.push({ p: [...path, k], s: shift, a });
-          o.splice(0, shift);
-          for (const x of a) o.push(x);
-          continue;
-        }
-      }
-      const v = copyJson(n);
-      out.push({ p: [...path, k], v });
-      setKey(old, k, v);
+      } else diffKey(old, k, o, n, out, path);
     }
   }
   // Every key of `old` is still in `next` when as many were found there as `old` had.
@@ -132,6 +136,55 @@ export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = 
     keys = Object.keys(old).length;
   }
   old[SIZE] = keys;
+}
+
+/**
+ * The edits of a field the caller changed as a layer (WindowStore.loadsStored, windowLayer):
+ * only the layer's own entries were added or changed over the stored field, which the journal's
+ * copy mirrors, so only they are compared (a run's span ids are not scanned on every save).
+ */
+function layerInto(old: Counted, layer: Obj, out: Edit[], path: string[]): void {
+  let added = 0;
+  for (const k of Object.keys(layer)) {
+    const n = get(layer, k);
+    const o = get(old, k);
+    if (n === undefined) {
+      // an entry set to undefined over the stored one: gone, as JSON has it
+      if (o !== undefined) {
+        out.push({ p: [...path, k] });
+        delete old[k];
+        added--;
+      }
+      continue;
+    }
+    if (o === undefined) added++;
+    diffKey(old, k, o, n, out, path);
+  }
+  if (old[SIZE] !== undefined) old[SIZE] += added;
+}
+
+function diffKey(old: Counted, k: string, o: unknown, n: unknown, out: Edit[], path: string[]): void {
+  if (o === n && (typeof n !== 'object' || n === null)) return;
+  if (isObj(n) && isObj(o)) {
+    path.push(k);
+    diffInto(o, n, out, path);
+    path.pop();
+    return;
+  }
+  if (Array.isArray(n) && Array.isArray(o)) {
+    const shift = shiftOf(o, n);
+    if (shift === 0 && o.length === n.length) return;
+    if (shift >= 0) {
+      const a = copyJson(n.slice(o.length - shift));
+      out.push({ p: [...path, k], s: shift, a });
+      o.splice(0, shift);
+      for (const x of a) o.push(x);
+      return;
+    }
+  }
+  const v = copyJson(n);
+  out.push({ p: [...path, k], v });
+  setKey(old, k, v);
 }
 
 /** Whether `k` is an own key of a level of `from`'s chain above `level`. */
