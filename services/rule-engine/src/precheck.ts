@@ -1,5 +1,5 @@
 import { isRuleCheck, RuleEngine, windowKey, type FindingEvent, type NoteOut, type RuleSet, type RunWindow } from '@neatroots/checks';
-import type { WindowStore } from '@neatroots/ports';
+import { windowLayer, type WindowStore } from '@neatroots/ports';
 import type { Span } from '@neatroots/spans';
 
 /**
@@ -53,13 +53,15 @@ export interface PrecheckRequest {
 
 /**
  * The check's copy of a window: all of it cloned but the ids of the spans seen, which the engine
- * only looks up and adds to. The copy's own ids sit over the live ones (its prototype): a long
- * run's thousands of ids were copied for every check, on the thread that answers.
+ * only looks up and adds to. The copy's own ids are a layer over the live ones (windowLayer; the
+ * engine reads through it): a long run's thousands of ids were copied for every check, on the
+ * thread that answers. Not the live record as a prototype: V8 turns an object used as one into a
+ * prototype, slow to add to, and the live engine adds every new span id of the run to it.
  */
 function copyWindow(w: RunWindow): RunWindow {
   const { seen, ...rest } = w;
   const copy = structuredClone(rest) as RunWindow;
-  copy.seen = Object.create(seen) as Record<string, 1>;
+  copy.seen = windowLayer(seen);
   return copy;
 }
 
