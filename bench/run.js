@@ -7,6 +7,7 @@
 // run (bench/ceiling.js: a null OTLP/gRPC receiver that decodes and counts, nothing more);
 // --only bus: the bus alone, packs against one record per span (bench/bus.js).
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
+// It runs with the servers' node flags (bench/server-flags.js), as `neatroots start` does.
 const { benchEngine } = require('./engine');
 const { benchReplay } = require('./replay');
 const { benchE2e } = require('./e2e');
@@ -206,7 +207,10 @@ async function main() {
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+// The embedded app runs in this process: with the node flags `neatroots start` runs it with.
+if (require('./server-flags').asServer()) {
+  main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}
