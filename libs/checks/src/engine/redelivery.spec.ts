@@ -36,13 +36,19 @@ const rules = compileRuleSet(
   [
     rule('dropped-table', { type: 'count', span: { tool: ['drop_table'] }, at_least: 2 }),
     rule('refund-without-lookup', { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } }),
+    rule('tool-failed-quietly', { type: 'unrecovered_error', span: { type: ['tool'] } }),
   ],
   () => ({ test: () => false }),
 );
-const call = (id: string, tool: string, at = 1_000): Envelope => ({
+const call = (id: string, tool: string, at = 1_000, status: 'ok' | 'error' = 'ok'): Envelope => ({
   project: 'p',
   received_ms: at,
-  item: { kind: 'span', span: { run_id: 'r1', span_id: id, type: 'tool', name: tool, tool, status: 'ok', start_ms: at, end_ms: at } },
+  item: { kind: 'span', span: { run_id: 'r1', span_id: id, type: 'tool', name: tool, tool, status, start_ms: at, end_ms: at } },
+});
+const end = (at: number): Envelope => ({
+  project: 'p',
+  received_ms: at,
+  item: { kind: 'run_end', run: { event: 'run_end', run_id: 'r1', status: 'ok', final_output: 'Here is your report.', ts_ms: at } },
 });
 
 describe.each(stores)('a step never committed, over %s', (_name, open) => {
@@ -74,6 +80,15 @@ describe.each(stores)('a step never committed, over %s', (_name, open) => {
     await (await engine.process([call('s3', 'lookup_order')])).commit();
     const again = await engine.process([call('s2', 'drop_table')]);
     expect(again.findings.map((f) => f.id)).toEqual(failed.findings.map((f) => f.id));
+  });
+
+  it("leaves a check state's entries as they were: a tool's latest call is the committed one", async () => {
+    await (await engine.process([call('s1', 'search', 1_000, 'error')])).commit();
+    // a later call of the tool succeeds, in a step never committed
+    await engine.process([call('s2', 'search', 2_000)]);
+    // the run ends in another step: as far as the windows know, the tool's latest call failed
+    const ended = await engine.process([end(3_000)]);
+    expect(ended.findings.map((f) => [f.check_id, f.span_ids])).toEqual([['tool-failed-quietly', ['s1']]]);
   });
 
   it('fires a requires_before wait again, same finding id, when the tick that fired it was never committed', async () => {
