@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { parseDatabaseCheck, type QuestionCheck } from '@neatroots/checks';
+import { parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
 import { layerBase, windowLayer, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
 import {
@@ -264,7 +264,7 @@ export class QuestionScheduler {
       if (i >= 0) w.ring[i] = summary;
       return;
     }
-    w.seen[span.span_id] = 1;
+    setOwnValue(w.seen, span.span_id, 1);
     w.ring.push(summary);
     if (w.ring.length > this.ringSize) {
       w.dropped += w.ring.length - this.ringSize;

@@ -259,6 +259,20 @@ describe('unrecovered_error and run_end', () => {
     expect(h.findings).toHaveLength(0);
   });
 
+  it('a tool or span named like an Object property (constructor, toString, __proto__) is a tool or span like any other', async () => {
+    const h = new Harness([unrec]);
+    await h.send([
+      tool('r', 'constructor', 'constructor', 1, { start_ms: 1, error: 'boom' }),
+      tool('r', 'toString', 'toString', 1, { start_ms: 2, error: 'boom' }),
+      tool('r', '__proto__', '__proto__', 1, { start_ms: 3, error: 'boom' }),
+      tool('r', 'ok', 'hasOwnProperty', 1, { start_ms: 4 }),
+      { event: 'run_end', run_id: 'r', status: 'ok', final_output: 'All done.' },
+    ]);
+    expect(h.findings).toHaveLength(1);
+    expect(h.findings[0].span_ids.slice().sort()).toEqual(['__proto__', 'constructor', 'toString']);
+    expect(h.findings[0].guidance).toBe('constructor, toString, __proto__ failed');
+  });
+
   it('run_end fires for the listed endings only, once even if run_end is sent twice', async () => {
     const h = new Harness([rule('end', { type: 'run_end', ends: ['error', 'interrupted'] })]);
     await h.send([{ event: 'run_end', run_id: 'a', status: 'ok' }, { event: 'run_end', run_id: 'b', status: 'error' }]);

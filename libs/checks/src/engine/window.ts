@@ -83,6 +83,20 @@ export function stepCopy(w: RunWindow): RunWindow {
   return c;
 }
 
+/**
+ * A record keyed by what an agent sends (span ids, tool names): its own entry only, never
+ * Object's (`constructor`, `toString`, `__proto__` are names like any other).
+ */
+export function ownValue<T>(rec: Record<string, T>, key: string): T | undefined {
+  return Object.prototype.hasOwnProperty.call(rec, key) ? rec[key] : undefined;
+}
+
+/** Sets an entry of such a record; `__proto__` as a key, not the record's prototype. */
+export function setOwnValue<T>(rec: Record<string, T>, key: string, value: T): void {
+  if (key === '__proto__') Object.defineProperty(rec, key, { value, writable: true, enumerable: true, configurable: true });
+  else rec[key] = value;
+}
+
 /** Whether the window a step copied had seen this span (the step's own ids are in `w.seen`). */
 export function seenBefore(w: RunWindow, spanId: string): boolean {
   const base = layerBase(w.seen);

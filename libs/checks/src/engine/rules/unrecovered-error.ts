@@ -1,3 +1,4 @@
+import { ownValue, setOwnValue } from '../window';
 import { existing, state, type RuleKind } from './kind';
 
 /** Words that mean the final answer admits something failed (unrecovered_error's hint). */
@@ -16,7 +17,7 @@ const newTools = (): ToolsState => ({ t: 'tools', last: {} });
 /** A tool's entry is changed in place (below): each is copied. */
 function copyTools(s: ToolsState): ToolsState {
   const last: ToolsState['last'] = {};
-  for (const tool in s.last) last[tool] = { ...s.last[tool] };
+  for (const tool of Object.keys(s.last)) setOwnValue(last, tool, { ...s.last[tool] });
   return { t: s.t, last };
 }
 
@@ -32,8 +33,9 @@ export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
     if (!span.tool) return;
     const st = state<ToolsState>(w, r, newTools, copyTools);
     const start = span.start_ms ?? span.end_ms ?? received;
-    const cur = st.last[span.tool];
-    if (!cur) st.last[span.tool] = { start, ok: span.status === 'ok', span: span.span_id };
+    // A tool's name is the agent's: `constructor` is a tool, not Object's property.
+    const cur = ownValue(st.last, span.tool);
+    if (!cur) setOwnValue(st.last, span.tool, { start, ok: span.status === 'ok', span: span.span_id });
     else if (start >= cur.start) {
       // Updated in place: a tool's entry is written on every call of it.
       cur.start = start;
