@@ -227,7 +227,8 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
 
 module.exports = { benchE2e, buildBatches, send, paced, latencyOnly };
 
-if (require.main === module) {
+// The embedded app runs in this process: with the node flags `neatroots start` runs it with.
+if (require.main === module && require('./server-flags').asServer()) {
   const arg = (name, def) => (process.argv.includes(`--${name}`) ? Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) : def);
   const run = process.argv.includes('--latency') ? latencyOnly({ rate: arg('rate', 5000), seconds: arg('seconds', 6) }) : benchE2e({ spans: Number(process.argv[2] ?? 200_000) });
   run.then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
