@@ -1,6 +1,6 @@
 'use strict';
 // A bench that runs the embedded app in its own process runs it as `neatroots start` does: with
-// the servers' node flags (packages/neatroots/src/relaunch.ts: a larger young generation, which
+// the servers' node flags (packages/neatroots/src/relaunch.ts: the young generation's size, which
 // V8 only takes on the command line). Called first thing when run as a script: without the
 // flags, the script runs again in a child process with them and this one exits with its code.
 const { spawnSync } = require('node:child_process');

@@ -58,8 +58,8 @@ async function until(cond: () => boolean, ms: number, what: string): Promise<voi
 const exited = (proc: ChildProcess) => new Promise<number | null>((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', (code) => r(code))));
 
 describe('the server flags (NEATROOTS_SEMI_SPACE_MB)', () => {
-  it('are 64 MB semi-spaces by default, none at 0, and a bad value is named', () => {
-    expect(serverNodeFlags({})).toEqual(['--min-semi-space-size=64', '--max-semi-space-size=64']);
+  it('are 32 MB semi-spaces by default, none at 0, and a bad value is named', () => {
+    expect(serverNodeFlags({})).toEqual(['--min-semi-space-size=32', '--max-semi-space-size=32']);
     expect(serverNodeFlags({ NEATROOTS_SEMI_SPACE_MB: '16' })).toEqual(['--min-semi-space-size=16', '--max-semi-space-size=16']);
     expect(serverNodeFlags({ NEATROOTS_SEMI_SPACE_MB: '0' })).toEqual([]);
     expect(() => semiSpaceMb({ NEATROOTS_SEMI_SPACE_MB: '64MB' })).toThrow('NEATROOTS_SEMI_SPACE_MB: expected a whole number of MB from 0');
@@ -73,7 +73,7 @@ describe('neatroots start runs its server in a process with the flags', () => {
     try {
       const kids = children(proc.pid!);
       expect(kids).toHaveLength(1);
-      expect(kids[0].cmdline).toEqual(expect.arrayContaining(['--min-semi-space-size=64', '--max-semi-space-size=64', BIN, 'start', '--no-demo']));
+      expect(kids[0].cmdline).toEqual(expect.arrayContaining(['--min-semi-space-size=32', '--max-semi-space-size=32', BIN, 'start', '--no-demo']));
       proc.kill('SIGTERM');
       expect(await exited(proc)).toBe(0);
       await until(() => !alive(kids[0].pid), 10_000, 'the server process ended');

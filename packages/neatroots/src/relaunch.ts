@@ -2,15 +2,16 @@ import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 
 /**
- * The servers (`neatroots start`, `neatroots serve`) run with a larger young generation than
- * node's default. A server allocates for every span and every pre-call check and keeps little
- * of it: with node's 16 MB semi-spaces the thread that answers pre-call checks stopped for a
- * young collection about four times a second at 1,000 checks/s, and a check that arrived during
- * one waited for it (the tail of its latency); with 64 MB, once a second or less, each pause
- * about as long (it is set by what survives, not by the space). V8 reads the size when the
- * process starts, not later (v8.setFlagsFromString has no effect on it, and
- * --min-semi-space-size is refused in NODE_OPTIONS), so the command runs again in a child
- * process started with the flags.
+ * The servers (`neatroots start`, `neatroots serve`) run with a young generation of their own
+ * size, 32 MB semi-spaces. Measured on the embedded default (bench/precheck.js and bench/run.js
+ * --only e2e, alternated, 2026-12-01): node's own (16 MB at most, grown on demand) gave the
+ * pre-call check a p99 of 6.2-10.8 ms, its collections pausing up to 7-24 ms; 64 MB halved the
+ * collections' count but each paused longer (up to 20 ms), p99 6.7-16.7 ms; 8 MB paused 3-4 ms
+ * at most, p99 7.3-8.8 ms, but the pipeline found 15% fewer spans/s than at 64. At 32 MB: p99
+ * 7.5-9.8 ms in six runs, pauses up to 7-9 ms, and 14,000 spans/s found against 14,400 at 64
+ * and 12,200 at 8. V8 reads the size when the process starts, not later (v8.setFlagsFromString
+ * has no effect on it, and --min-semi-space-size is refused in NODE_OPTIONS), so the command
+ * runs again in a child process started with the flags.
  */
 
 /** Commands that run servers. */
@@ -20,9 +21,9 @@ export const SERVER_COMMANDS: ReadonlySet<string> = new Set(['start', 'serve']);
 export const RELAUNCHED_ENV = 'NEATROOTS_RELAUNCHED';
 
 const SEMI_SPACE_ENV = 'NEATROOTS_SEMI_SPACE_MB';
-const DEFAULT_SEMI_SPACE_MB = 64;
+const DEFAULT_SEMI_SPACE_MB = 32;
 
-/** The semi-space size in MB (NEATROOTS_SEMI_SPACE_MB, default 64; 0 keeps node's own and does not relaunch). */
+/** The semi-space size in MB (NEATROOTS_SEMI_SPACE_MB, default 32; 0 keeps node's own and does not relaunch). */
 export function semiSpaceMb(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env[SEMI_SPACE_ENV];
   if (raw === undefined || raw.trim() === '') return DEFAULT_SEMI_SPACE_MB;
