@@ -69,13 +69,13 @@ describe('the server flags (NEATROOTS_SEMI_SPACE_MB)', () => {
 
 describe('neatroots start runs its server in a process with the flags', () => {
   it('the server process has them; SIGTERM to the command stops it and the command exits 0', async () => {
-    const { proc, home } = await start();
+    const { proc, home, out } = await start();
     try {
       const kids = children(proc.pid!);
       expect(kids).toHaveLength(1);
       expect(kids[0].cmdline).toEqual(expect.arrayContaining(['--min-semi-space-size=32', '--max-semi-space-size=32', BIN, 'start', '--no-demo']));
       proc.kill('SIGTERM');
-      expect(await exited(proc)).toBe(0);
+      expect({ code: await exited(proc), out: out() }).toEqual({ code: 0, out: expect.any(String) });
       await until(() => !alive(kids[0].pid), 10_000, 'the server process ended');
     } finally {
       proc.kill('SIGKILL');
@@ -97,11 +97,11 @@ describe('neatroots start runs its server in a process with the flags', () => {
   }, 90_000);
 
   it('with NEATROOTS_SEMI_SPACE_MB=0 the command is the server itself', async () => {
-    const { proc, home } = await start({ NEATROOTS_SEMI_SPACE_MB: '0' });
+    const { proc, home, out } = await start({ NEATROOTS_SEMI_SPACE_MB: '0' });
     try {
       expect(children(proc.pid!).filter((c) => c.cmdline.includes(BIN))).toEqual([]);
       proc.kill('SIGINT');
-      expect(await exited(proc)).toBe(0);
+      expect({ code: await exited(proc), out: out() }).toEqual({ code: 0, out: expect.any(String) });
     } finally {
       proc.kill('SIGKILL');
       fs.rmSync(home, { recursive: true, force: true });
