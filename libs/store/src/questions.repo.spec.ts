@@ -51,15 +51,15 @@ describe('the question tables', () => {
     const answered = (i: number): QuestionResult => ({
       task_id: `t-batch-${i}`, project: 'p', run_id: 'r2', check_id: 'leaks-data', anchor: `s${i}`, span_ids: [`s${i}`, 'x"y'], at_ms: 1_700_000_000_000 + i,
       finding_id: i % 2 ? `f${i}` : undefined,
-      answer: { status: 'checked', flagged: i % 2 === 1, probability: i / 1000, value: i % 3 ? 2.5 : undefined, label: 'leak', quote: `said "card 4111"\u0000 ${i}`, answered_by: 'decision_model', confidence: 'High', reason: 'line\nbreak' },
+      answer: { status: 'answered', flagged: i % 2 === 1, probability: i / 1000, value: i % 3 ? 2.5 : undefined, label: 'leak', quote: `said "card 4111"\u0000 ${i}`, answered_by: 'decision', confidence: 'High', reason: 'line\nbreak' },
     });
     const batch = Array.from({ length: 600 }, (_, i) => answered(i));
     await repo.record([...batch, answered(7)]);
     const rows = await repo.results('p', 'r2');
     expect(rows).toHaveLength(600);
     expect(rows[7]).toEqual({
-      task_id: 't-batch-7', project: 'p', run_id: 'r2', check_id: 'leaks-data', anchor: 's7', span_ids: ['s7', 'x"y'], status: 'checked', flagged: true,
-      probability: 0.007, value: 2.5, label: 'leak', quote: 'said "card 4111"\ufffd 7', answered_by: 'decision_model', confidence: 'High', reason: 'line\nbreak',
+      task_id: 't-batch-7', project: 'p', run_id: 'r2', check_id: 'leaks-data', anchor: 's7', span_ids: ['s7', 'x"y'], status: 'answered', flagged: true,
+      probability: 0.007, value: 2.5, label: 'leak', quote: 'said "card 4111"\ufffd 7', answered_by: 'decision', confidence: 'High', reason: 'line\nbreak',
       finding_id: 'f7', at: new Date(1_700_000_000_007).toISOString(),
     });
     expect(rows[0]).toMatchObject({ value: null, finding_id: null, flagged: false, probability: 0 });
