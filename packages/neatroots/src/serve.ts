@@ -94,13 +94,15 @@ export async function runServe(target: Target, io: Io): Promise<number> {
     }
     throw e;
   }
+  // Listened for before it says so (see start.ts).
+  const stop = untilSignal();
   log.info(
     `serving (health: gRPC :${served.servicePort}, admin http :${served.adminPort})` +
       (served.ingestPorts ? `; OTLP :${served.ingestPorts.otlp}, OTLP/HTTP :${served.ingestPorts.otlpHttp}, neatroots gRPC :${served.ingestPorts.grpc}` : '') +
       (served.httpPort ? `; HTTP API :${served.httpPort}` : ''),
     { service: target },
   );
-  await untilSignal();
+  await stop;
   log.info('stopping', { service: target });
   await served.close();
   return 0;

@@ -79,8 +79,11 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     io.out(`\nTry: curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/projects/${DEMO_PROJECT}/findings`);
     if (workspace) io.out(`     curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/workspaces/${DEMO_PROJECT}/sessions`);
   }
+  // Listened for before it says so: a signal sent on reading "Serving" stops it in order
+  // instead of ending the process (node's default) before the listener is there.
+  const stop = untilSignal();
   io.out('\nServing; Ctrl-C to stop.');
-  await untilSignal();
+  await stop;
   io.out('stopping...');
   await app.close();
   return 0;
