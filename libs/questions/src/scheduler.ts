@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
-import { layerBase, windowLayer, type WindowStore } from '@neatroots/ports';
+import { hasSeen, parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
+import { windowLayer, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
 import {
   DEFAULT_FIELD_CHARS,
@@ -142,11 +142,6 @@ function sessionCopy(s: QuestionSessionWindow): QuestionSessionWindow {
   return { ...s, runs: s.runs.slice() };
 }
 
-/** Whether the run's window has this span: in the step's own ids, or in the stored ones under them. */
-function hasSeen(w: QuestionWindow, spanId: string): boolean {
-  return w.seen[spanId] === 1 || layerBase(w.seen)?.[spanId] === 1;
-}
-
 export function questionWindowKey(project: string, runId: string): string {
   return `q\u0000${project}\u0000${runId}`;
 }
@@ -258,7 +253,7 @@ export class QuestionScheduler {
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     if (!w.session_id && span.session_id) w.session_id = span.session_id;
     const summary = summarizeSpan(span, this.fieldChars);
-    if (hasSeen(w, span.span_id)) {
+    if (hasSeen(w.seen, span.span_id)) {
       // A re-exported span replaces the earlier copy and asks nothing new.
       const i = w.ring.findIndex((s) => s.id === span.span_id);
       if (i >= 0) w.ring[i] = summary;

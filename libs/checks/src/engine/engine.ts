@@ -8,7 +8,7 @@ import type { RuleRef, RuleStep } from './rules';
 import type { JointMatch } from './joint';
 import { spanPlan, type SpanPlan } from './plan';
 import { RunEndView, SpanView } from './span-view';
-import { newWindow, seenBefore, setOwnValue, stepCopy, windowKey, type OpenFinding, type RunWindow } from './window';
+import { hasSeen, newWindow, setOwnValue, stepCopy, windowKey, type OpenFinding, type RunWindow } from './window';
 
 /** A note or halt for the agent, raised with a finding. */
 export interface NoteOut {
@@ -334,8 +334,7 @@ export class RuleEngine {
     }
     const span = item.span;
     // The same span exported twice counts once (a step's copy holds only its own ids: see stepCopy).
-    // `=== 1`: an id such as `constructor` is not Object's property of that name.
-    if (w.seen[span.span_id] === 1 || seenBefore(w, span.span_id)) return;
+    if (hasSeen(w.seen, span.span_id)) return;
     setOwnValue(w.seen, span.span_id, 1);
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     this.addMetrics(w, span);

@@ -71,7 +71,7 @@ export function newWindow(run_id: string, project: string): RunWindow {
  * The window a step changes, over one a store holds (WindowStore.loadsStored): the small parts
  * copied; the span ids seen and the check states as layers over the stored ones (windowLayer),
  * so a long run's thousands of ids are not copied for every batch. The step adds ids to its
- * layer (`seenBefore` reads the stored ones), and a check state is copied into its layer when
+ * layer (`hasSeen` reads the stored ones too), and a check state is copied into its layer when
  * the step first uses it (`ownState`). Nothing reaches the stored window until the step's commit
  * saves this one (the store merges the layers): a step whose findings were never published is
  * done again from the window as it was.
@@ -97,10 +97,13 @@ export function setOwnValue<T>(rec: Record<string, T>, key: string, value: T): v
   else rec[key] = value;
 }
 
-/** Whether the window a step copied had seen this span (the step's own ids are in `w.seen`). */
-export function seenBefore(w: RunWindow, spanId: string): boolean {
-  const base = layerBase(w.seen);
-  return base !== undefined && base[spanId] === 1;
+/**
+ * Whether a window's span ids hold this one: the step's own (`seen`), or, when `seen` is a step's
+ * layer, the stored ones under it. `=== 1`: an id such as `constructor` is not Object's property.
+ * The rule engine's windows and the question scheduler's alike.
+ */
+export function hasSeen(seen: Record<string, 1>, spanId: string): boolean {
+  return seen[spanId] === 1 || layerBase(seen)?.[spanId] === 1;
 }
 
 /**
