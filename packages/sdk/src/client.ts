@@ -239,38 +239,23 @@ export class NeatrootsClient {
    */
   precheckPolicy(workflow: string | undefined): Promise<PrecheckPolicy | undefined> {
     const key = workflow ?? '';
-    const hit = this.policies.get(key);
-    if (hit && Date.now() - hit.at < this.policyTtlMs) return hit.policy;
-    if (hit?.known) {
-      if (!hit.asking) {
-        hit.asking = true;
-        void this.askPolicy(key).then((p) => {
-          hit.asking = false;
-          hit.at = Date.now();
-          if (p) {
-            hit.known = p;
-            hit.policy = Promise.resolve(p);
-          }
-        });
-      }
-      return hit.policy;
-    }
-    const entry: PolicyEntry = { at: Date.now(), policy: Promise.resolve(undefined) };
-    entry.policy = this.askPolicy(key).then((p) => {
-      // No policy (an older server, or none reachable): nothing is checked; asked again later.
-      entry.at = Date.now();
-      entry.known = p ?? null;
-      return p;
-    });
-    this.policies.set(key, entry);
-    return entry.policy;
+    let entry = this.policies.get(key);
+    if (!entry) this.policies.set(key, (entry = { at: 0, policy: Promise.resolve(undefined) }));
+    if (!entry.asking && Date.now() - entry.at >= this.policyTtlMs) this.askPolicy(entry, key);
+    return entry.known ? Promise.resolve(entry.known) : entry.policy;
   }
 
-  private askPolicy(workflow: string): Promise<PrecheckPolicy | undefined> {
-    return new Promise((resolve) =>
-      this.grpc.preCheckPolicy({ workflow }, this.metadata, { deadline: Date.now() + this.exportTimeoutMs }, (err, res) =>
-        resolve(err || !res ? undefined : { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 }),
-      ),
+  /** Asks the server for a workflow's policy; a failure (an older server, none reachable) keeps the last one known. */
+  private askPolicy(entry: PolicyEntry, workflow: string): void {
+    entry.asking = true;
+    entry.policy = new Promise<PrecheckPolicy | undefined>((resolve) =>
+      this.grpc.preCheckPolicy({ workflow }, this.metadata, { deadline: Date.now() + this.exportTimeoutMs }, (err, res) => {
+        entry.asking = false;
+        entry.at = Date.now();
+        if (!err && res) entry.known = { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 };
+        else entry.known ??= null;
+        resolve(entry.known ?? undefined);
+      }),
     );
   }
 
@@ -285,7 +270,7 @@ export class NeatrootsClient {
       if (Date.now() - entry.at >= this.policyTtlMs) void this.precheckPolicy(workflow);
       return entry.known;
     }
-    return Date.now() - entry.at < this.policyTtlMs ? entry.known : undefined;
+    return entry.asking || Date.now() - entry.at >= this.policyTtlMs ? undefined : entry.known;
   }
 
   /** @internal One pre-call check: the answer, or the gRPC error (a timeout, an unavailable engine). */
