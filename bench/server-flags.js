@@ -4,12 +4,12 @@
 // V8 only takes on the command line). Called first thing when run as a script: without the
 // flags, the script runs again in a child process with them and this one exits with its code.
 const { spawnSync } = require('node:child_process');
-const { serverNodeFlags } = require('neatroots/dist/relaunch');
+const { serverNodeFlags, sizedAlready } = require('neatroots/dist/relaunch');
 
 /** True when this process is the one to run the bench; otherwise it ran in a child and this process exits. */
 function asServer() {
   const flags = serverNodeFlags();
-  if (!flags.length || process.execArgv.some((a) => /semi[-_]space/.test(a))) return true;
+  if (!flags.length || sizedAlready()) return true;
   const r = spawnSync(process.execPath, [...process.execArgv, ...flags, process.argv[1], ...process.argv.slice(2)], { stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }

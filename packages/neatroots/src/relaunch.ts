@@ -41,7 +41,7 @@ export function serverNodeFlags(env: NodeJS.ProcessEnv = process.env): string[] 
 }
 
 /** Whether this process already runs with a semi-space size given on node's command line. */
-function sizedAlready(execArgv: readonly string[]): boolean {
+export function sizedAlready(execArgv: readonly string[] = process.execArgv): boolean {
   return execArgv.some((a) => /^--(min|max)[-_]semi[-_]space[-_]size/.test(a));
 }
 
