@@ -4,11 +4,20 @@
 // V8 only takes on the command line). Called first thing when run as a script: without the
 // flags, the script runs again in a child process with them and this one exits with its code.
 const { spawnSync } = require('node:child_process');
-const { serverNodeFlags, sizedAlready } = require('neatroots/dist/relaunch');
+const path = require('node:path');
+const { SemiSpaceError, serverNodeFlags, sizedAlready } = require('neatroots/dist/relaunch');
 
 /** True when this process is the one to run the bench; otherwise it ran in a child and this process exits. */
 function asServer() {
-  const flags = serverNodeFlags();
+  let flags;
+  try {
+    flags = serverNodeFlags();
+  } catch (e) {
+    if (!(e instanceof SemiSpaceError)) throw e;
+    // As `neatroots start` reports it: the setting and what is wrong, no stack trace.
+    process.stderr.write(`${path.basename(process.argv[1])}: invalid configuration:\n  ${e.message}\n`);
+    process.exit(2);
+  }
   if (!flags.length || sizedAlready()) return true;
   const r = spawnSync(process.execPath, [...process.execArgv, ...flags, process.argv[1], ...process.argv.slice(2)], { stdio: 'inherit' });
   process.exit(r.status ?? 1);

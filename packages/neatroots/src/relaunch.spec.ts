@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -65,6 +65,37 @@ describe('the server flags (NEATROOTS_SEMI_SPACE_MB)', () => {
     expect(() => semiSpaceMb({ NEATROOTS_SEMI_SPACE_MB: '64MB' })).toThrow('NEATROOTS_SEMI_SPACE_MB: expected a whole number of MB from 0');
     expect(() => semiSpaceMb({ NEATROOTS_SEMI_SPACE_MB: '5000' })).toThrow('got "5000"');
   });
+});
+
+describe('an invalid NEATROOTS_SEMI_SPACE_MB', () => {
+  it.each([
+    ['start', 'abc'],
+    ['start', '-1'],
+    ['serve', '2000'],
+  ])('makes `neatroots %s` exit 2 naming it (%s), with no stack trace', (command, value) => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-relaunch-'));
+    try {
+      const args = command === 'serve' ? ['serve', '--target', 'api'] : ['start', '--no-demo'];
+      const r = spawnSync(process.execPath, [BIN, ...args], {
+        env: { PATH: process.env.PATH, NEATROOTS_HOME: home, ...PORTS, NEATROOTS_SEMI_SPACE_MB: value },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      expect({ status: r.status, stderr: r.stderr, stdout: r.stdout }).toEqual({
+        status: 2,
+        stderr: `neatroots ${command}: invalid configuration:\n  NEATROOTS_SEMI_SPACE_MB: expected a whole number of MB from 0 (node's default young generation) to 1024, got "${value}"\n`,
+        stdout: '',
+      });
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  }, 40_000);
+
+  it('leaves `neatroots start --help` working', () => {
+    const r = spawnSync(process.execPath, [BIN, 'start', '--help'], { env: { PATH: process.env.PATH, NEATROOTS_SEMI_SPACE_MB: 'abc' }, encoding: 'utf8', timeout: 30_000 });
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(r.stdout).toMatch(/^Usage: neatroots start/);
+  }, 40_000);
 });
 
 describe('neatroots start runs its server in a process with the flags', () => {

@@ -23,13 +23,22 @@ export const RELAUNCHED_ENV = 'NEATROOTS_RELAUNCHED';
 const SEMI_SPACE_ENV = 'NEATROOTS_SEMI_SPACE_MB';
 const DEFAULT_SEMI_SPACE_MB = 32;
 
+/**
+ * An invalid NEATROOTS_SEMI_SPACE_MB; its message names the setting and what is wrong. Its own
+ * class (not the platform's ConfigError) so that this file, loaded before anything else by the
+ * bin and by bench/server-flags.js, stays free of the platform's dependencies.
+ */
+export class SemiSpaceError extends Error {
+  override name = 'SemiSpaceError';
+}
+
 /** The semi-space size in MB (NEATROOTS_SEMI_SPACE_MB, default 32; 0 keeps node's own and does not relaunch). */
 export function semiSpaceMb(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env[SEMI_SPACE_ENV];
   if (raw === undefined || raw.trim() === '') return DEFAULT_SEMI_SPACE_MB;
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0 || n > 1024) {
-    throw new Error(`${SEMI_SPACE_ENV}: expected a whole number of MB from 0 (node's default young generation) to 1024, got "${raw}"`);
+    throw new SemiSpaceError(`${SEMI_SPACE_ENV}: expected a whole number of MB from 0 (node's default young generation) to 1024, got "${raw}"`);
   }
   return n;
 }
@@ -48,7 +57,9 @@ export function sizedAlready(execArgv: readonly string[] = process.execArgv): bo
 /**
  * Runs a server command again in a child process with serverNodeFlags(), and resolves with
  * its exit code; null when this process should run the command itself (not a server command,
- * already relaunched, flags given by hand, or NEATROOTS_SEMI_SPACE_MB=0).
+ * already relaunched, flags given by hand, --help, or NEATROOTS_SEMI_SPACE_MB=0). An invalid
+ * NEATROOTS_SEMI_SPACE_MB is reported on `err` the way the commands report their other invalid
+ * settings, and resolves with 2.
  *
  * The child is the server; this process only waits for it:
  * - it is in a process group of its own, so a terminal's Ctrl-C reaches it once, forwarded
@@ -58,9 +69,22 @@ export function sizedAlready(execArgv: readonly string[] = process.execArgv): bo
  *   this process close and stops as on SIGTERM (see watchParent): no server is left running;
  * - a child killed by a signal makes this process exit with 128 + the signal's number.
  */
-export function relaunch(args: readonly string[], script: string): Promise<number> | null {
+export function relaunch(
+  args: readonly string[],
+  script: string,
+  err: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+): Promise<number> | null {
   if (!SERVER_COMMANDS.has(args[0] ?? '') || process.env[RELAUNCHED_ENV]) return null;
-  const flags = serverNodeFlags();
+  if (args.includes('--help') || args.includes('-h')) return null;
+  let flags: string[];
+  try {
+    flags = serverNodeFlags();
+  } catch (e) {
+    if (!(e instanceof SemiSpaceError)) throw e;
+    // As start.ts and serve.ts print a ConfigError.
+    err(`neatroots ${args[0]}: invalid configuration:\n  ${e.message}`);
+    return Promise.resolve(2);
+  }
   if (!flags.length || sizedAlready(process.execArgv)) return null;
   const child = spawn(process.execPath, [...process.execArgv, ...flags, script, ...args], {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
