@@ -16,13 +16,14 @@ const { fork } = require('node:child_process');
 // The calls come from a process of their own, as an agent's would (NEATROOTS_BENCH_LOAD set),
 // with node's default flags whatever this process was started with.
 const child = process.env.NEATROOTS_BENCH_LOAD ? JSON.parse(process.env.NEATROOTS_BENCH_LOAD) : null;
-const isMainThread = !child;
+// The parent process: it runs the embedded app and measures; the forked child only makes the calls.
+const inParent = !child;
 const grpc = require('@grpc/grpc-js');
 const { v1 } = require('@neatroots/proto');
 const { spanToProto, runStartToProto } = require('@neatroots/spans');
-// The calling thread loads the client only, as an agent's SDK would: with the whole app in its
+// The calling process loads the client only, as an agent's SDK would: with the whole app in its
 // heap (about 40 MB) its own collector paused 6-15 ms at a time, inside the measured calls.
-const main = (load) => (isMainThread ? load() : {});
+const main = (load) => (inParent ? load() : {});
 const { compileRuleSet, parseCheckFile, registerProject, RuleEngine } = main(() => require('@neatroots/checks'));
 const { createLogger, loadConfig, MemoryWindowStore } = main(() => require('@neatroots/platform'));
 const { Prechecker } = main(() => require('@neatroots/rule-engine'));
