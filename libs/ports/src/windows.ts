@@ -38,14 +38,39 @@ export interface WindowStore<W> {
    */
   readonly appliedAtCall?: boolean;
   /**
-   * True when load hands out the windows the store holds, not copies (the embedded stores).
-   * A caller must then change a copy, so that a step never saved leaves the store as it was
-   * (Redis's load parses a new copy each time). Such a store takes a saved window's field that
-   * is a layer (`windowLayer`: a record of entries added over the loaded window's field, so a
-   * large record is not copied for every step) as that field with the layer's entries added,
-   * merged once the save is decided.
+   * True when load hands out the windows the store holds, not copies (the embedded stores;
+   * Redis's load parses a new copy each time). What a caller changes in a loaded window is
+   * then in the store at once, saved or not: a caller whose step may never be saved (its
+   * findings' publish failed) either changes a copy, or keeps what the step led to until a
+   * later step on the same windows is saved (the rule engine: engine.ts, `unsaved`).
+   *
+   * A store that journals each save as its edits (JournalWindowStore) compares the saved window
+   * with its own copy of the last one. Two ways spare it comparing a large record (a long run's
+   * thousands of span ids) key by key on every save:
+   * - a field that is a layer (`windowLayer`: a record of entries added over the loaded window's
+   *   field) is taken as that field with the layer's entries added, merged once the save is
+   *   decided;
+   * - a field changed in place whose added keys the saved window names (`addedKeys`) is compared
+   *   at those keys only.
    */
   readonly loadsStored?: boolean;
+}
+
+const ADDED = Symbol.for('neatroots.windowAddedKeys');
+
+/**
+ * Names the keys a caller added in place to a record field of the window it saves (see
+ * WindowStore.loadsStored), since the window was last saved. Not enumerable: JSON, spreads and
+ * copies never see it; it goes with this object only (the one handed to save).
+ */
+export function markAdded<W extends object>(window: W, added: Readonly<Record<string, readonly string[]>>): W {
+  Object.defineProperty(window, ADDED, { value: added, enumerable: false, configurable: true });
+  return window;
+}
+
+/** The keys a saved window says were added in place to its record fields (markAdded), if it says. */
+export function addedKeys(window: object): Readonly<Record<string, readonly string[]>> | undefined {
+  return (window as { [ADDED]?: Record<string, readonly string[]> })[ADDED];
 }
 
 const LAYER_OF = Symbol.for('neatroots.windowLayerOf');

@@ -1,4 +1,4 @@
-import type { WindowStore } from '@neatroots/ports';
+import { markAdded, type WindowStore } from '@neatroots/ports';
 import { itemRunId, type Envelope, type RunEnd, type Span } from '@neatroots/spans';
 import { fillGuidance } from '../guidance';
 import type { FindingEvent } from '../types';
@@ -8,7 +8,7 @@ import type { RuleRef, RuleStep } from './rules';
 import type { JointMatch } from './joint';
 import { spanPlan, type SpanPlan } from './plan';
 import { RunEndView, SpanView } from './span-view';
-import { hasSeen, newWindow, setOwnValue, stepCopy, windowKey, type OpenFinding, type RunWindow } from './window';
+import { hasSeen, newWindow, setOwnValue, windowKey, type OpenFinding, type RunWindow } from './window';
 
 /** A note or halt for the agent, raised with a finding. */
 export interface NoteOut {
@@ -29,10 +29,11 @@ export interface EngineOutput {
   /**
    * Saves the windows this step changed. Call it after the findings and notes are stored
    * or published: a crash in between re-runs the step from the previous windows and emits
-   * the same findings with the same ids, instead of losing them. Until it is called nothing the
-   * step changed is seen by a later step, on any store (over the embedded ones, which hand out
-   * the windows they hold, the step changes copies: stepCopy); a step never committed is simply
-   * done again.
+   * the same findings with the same ids, instead of losing them. A step never committed is
+   * done again from the windows as saved (Redis: what a step changed is in its own copies), or,
+   * over the embedded stores, which hand out the windows they hold and so keep what the step
+   * changed, its findings and notes come again with the next step on any of its runs (the batch
+   * delivered again, a tick): see RuleEngine's `unsaved`. Either way they have the same ids.
    */
   commit(): Promise<void>;
 }
@@ -67,12 +68,32 @@ interface Applicable {
   plans: SpanPlan[];
 }
 
+/** A finding raised in a step, finished (action, note) once the step's spans are applied. */
+interface Emitted {
+  ev: FindingEvent;
+  w: RunWindow;
+  r: RuleRef;
+}
+
+/** What a step left in a window the store holds, until a step on the window is saved (RuleEngine.unsaved). */
+interface Unsaved {
+  emitted: Emitted[];
+  /** Span ids added to the window's `seen` in place since its last save. */
+  added?: string[];
+}
+
+/** A window in a step. */
+interface Slot {
+  w: RunWindow;
+  /** Over a store changed in place (loadsStored): the span ids added to `w.seen` since its last save. */
+  added?: string[];
+}
+
 interface Step {
   out: { findings: FindingEvent[]; notes: NoteOut[] };
-  windows: Map<string, RunWindow>;
+  windows: Map<string, Slot>;
   touched: Set<string>;
-  /** Findings of this step, finished (action, notes) once the step's spans are applied. */
-  emitted: { ev: FindingEvent; w: RunWindow; r: RuleRef }[];
+  emitted: Emitted[];
   /** What the rule modules may do in this step. */
   rules: RuleStep;
   /** Answers that come later (see RuleStep.defer). */
@@ -100,6 +121,20 @@ export class RuleEngine {
   /** One view, reset for each span (steps are serial). */
   private readonly view = new SpanView();
   private chain: Promise<unknown> = Promise.resolve();
+  /**
+   * The store hands out the windows it holds (the embedded ones, WindowStore.loadsStored): a
+   * step changes them in place, and what it changed stays there whether or not it is saved.
+   */
+  private readonly inPlace: boolean;
+  /**
+   * Over such a store, what the steps not saved yet raised, by window: a step whose commit never
+   * came (its findings' publish failed, or it threw) has already marked its spans seen, so the
+   * batch delivered again would raise nothing. Its findings and notes come instead with the next
+   * step on the window (that batch, a tick), settled again, with the same ids, and are forgotten
+   * once a step that carried them is saved. Copying every window a step used, so a step never
+   * saved would leave none changed, cost the engine a quarter of its rate.
+   */
+  private readonly unsaved = new Map<string, Unsaved>();
 
   constructor(private readonly opts: RuleEngineOptions) {
     this.windows = opts.windows;
@@ -108,6 +143,7 @@ export class RuleEngine {
     this.ttlIdle = opts.ttlIdleMs ?? 6 * 60 * 60_000;
     this.maxSpans = opts.maxSpanIds ?? 50;
     this.wakeLeaseMs = opts.wakeLeaseMs ?? 5_000;
+    this.inPlace = opts.windows.loadsStored === true;
   }
 
   /** Applies a batch of accepted items, in order. */
@@ -130,9 +166,11 @@ export class RuleEngine {
         keyOf[i] = key;
       }
       const step = await this.begin([...keys]);
-      for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keyOf[i]);
-      if (step.deferred.length) await this.applyDeferred(step);
-      return this.finish(step);
+      return this.guarded(step, async () => {
+        for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keyOf[i]);
+        if (step.deferred.length) await this.applyDeferred(step);
+        return this.finish(step);
+      });
     });
   }
 
@@ -146,11 +184,13 @@ export class RuleEngine {
       const keys = opts.keys ?? (await this.windows.takeDue(now, 10_000, this.wakeLeaseMs));
       if (!keys.length) return { findings: [], notes: [], commit: async () => undefined };
       const step = await this.begin(keys);
-      for (const key of keys) {
-        const w = step.windows.get(key);
-        if (w) this.fireWaits(step, w, opts.all ? Infinity : now);
-      }
-      return this.finish(step);
+      return this.guarded(step, async () => {
+        for (const key of keys) {
+          const slot = step.windows.get(key);
+          if (slot) this.fireWaits(step, slot.w, opts.all ? Infinity : now);
+        }
+        return this.finish(step);
+      });
     });
   }
 
@@ -161,12 +201,10 @@ export class RuleEngine {
   }
 
   private async begin(keys: string[]): Promise<Step> {
-    const windows = await this.windows.load(keys);
-    // A store that hands out the windows it holds (the embedded ones): the step changes copies,
-    // or a step whose commit never came (its findings' publish failed) would stay in the store,
-    // and the step done again would skip its spans as seen: its findings lost.
-    if (this.windows.loadsStored === true) for (const [k, w] of windows) windows.set(k, stepCopy(w));
+    const windows = new Map<string, Slot>();
+    for (const [key, w] of await this.windows.load(keys)) windows.set(key, { w });
     const step: Step = { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [], rules: undefined as unknown as RuleStep, deferred: [] };
+    if (this.unsaved.size) this.carry(step, keys);
     step.rules = {
       maxSpanIds: this.maxSpans,
       requiresWaitMs: this.waitMs,
@@ -175,6 +213,58 @@ export class RuleEngine {
       defer: (answer, then) => step.deferred.push({ answer, then: then as (value: unknown) => void }),
     };
     return step;
+  }
+
+  /**
+   * Takes over what unsaved steps left in this step's windows: their findings come first in this
+   * step's (settled again: a quiet check or steering may have changed meanwhile), the windows
+   * are saved with this step, and their added span ids go with its save.
+   */
+  private carry(step: Step, keys: readonly string[]): void {
+    for (const key of keys) {
+      const u = this.unsaved.get(key);
+      if (!u) continue;
+      this.unsaved.delete(key);
+      // A window never saved is not in the store: the step done again raises its findings anew.
+      const slot = step.windows.get(key);
+      if (!slot) continue;
+      // The window as held now (a save since may have replaced the object the finding was raised on).
+      for (const e of u.emitted) step.emitted.push({ ...e, w: slot.w });
+      slot.added = u.added;
+      step.touched.add(key);
+    }
+  }
+
+  /**
+   * Runs the rest of a step; over a store changed in place, a step that throws leaves what it
+   * raised so far for the next step on its windows (see `unsaved`).
+   */
+  private async guarded(step: Step, rest: () => Promise<EngineOutput>): Promise<EngineOutput> {
+    try {
+      return await rest();
+    } catch (err) {
+      if (this.inPlace) this.keepUnsaved(step);
+      throw err;
+    }
+  }
+
+  /** Records what the step left in the windows, until its commit (see `unsaved`); returns what it recorded. */
+  private keepUnsaved(step: Step): Map<string, Unsaved> {
+    const kept = new Map<string, Unsaved>();
+    for (const [key, slot] of step.windows) if (slot.added) kept.set(key, { emitted: [], added: slot.added });
+    for (const e of step.emitted) {
+      const key = windowKey(e.w.project, e.w.run_id);
+      let u = kept.get(key);
+      if (!u) kept.set(key, (u = { emitted: [] }));
+      u.emitted.push(e);
+    }
+    for (const [key, u] of kept) this.unsaved.set(key, u);
+    return kept;
+  }
+
+  /** A step was committed: what it recorded is forgotten (not what a later step recorded since). */
+  private forget(kept: Map<string, Unsaved>): void {
+    for (const [key, u] of kept) if (this.unsaved.get(key) === u) this.unsaved.delete(key);
   }
 
   /** Waits for the step's deferred answers (all at once: one batch off the event loop), then applies them in order. */
@@ -207,7 +297,8 @@ export class RuleEngine {
       // Checks in one group are one problem per run: one note, unless this one halts.
       if (ev.group && !halts) {
         const noted = (w.noted_groups ??= {});
-        if (noted[ev.group]) continue;
+        // The group's note is this finding's when a step not saved settled it before (`unsaved`).
+        if (noted[ev.group] && noted[ev.group] !== ev.id) continue;
         noted[ev.group] = ev.id;
       }
       step.out.notes.push({
@@ -229,14 +320,19 @@ export class RuleEngine {
     const entries: { key: string; window: RunWindow; ttlMs: number; expectRev: number }[] = [];
     const wakes: { key: string; atMs: number | null }[] = [];
     for (const key of step.touched) {
-      const w = step.windows.get(key)!;
+      const { w, added } = step.windows.get(key)!;
       const expectRev = w.rev ?? 0;
-      entries.push({ key, window: { ...w, rev: expectRev + 1 }, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, expectRev });
+      const saved = { ...w, rev: expectRev + 1 };
+      // Span ids added in place: a store that journals edits compares the window's `seen` at those only.
+      entries.push({ key, window: added ? markAdded(saved, { seen: added }) : saved, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, expectRev });
       wakes.push({ key, atMs: w.wake_at ?? null });
     }
+    const kept = this.inPlace ? this.keepUnsaved(step) : undefined;
     return {
       ...step.out,
       commit: async () => {
+        // Called once what the step raised is published: nothing of it is to come again.
+        if (kept) this.forget(kept);
         if (!entries.length) return;
         // Compare-and-set: if another replica saved one of these runs since they were loaded
         // (a rebalance, a tick elsewhere), this throws and the step is done again from a
@@ -251,7 +347,7 @@ export class RuleEngine {
         const saved = this.windows.save(entries);
         await (atOnce ? Promise.all([saved, this.windows.setWakes(wakes)]) : saved);
         for (const e of entries) {
-          const live = step.windows.get(e.key);
+          const live = step.windows.get(e.key)?.w;
           if (live) live.rev = e.expectRev + 1;
         }
         if (!atOnce) await this.windows.setWakes(wakes);
@@ -317,11 +413,12 @@ export class RuleEngine {
   private apply(step: Step, env: Envelope, key: string): void {
     const item = env.item;
     const run_id = itemRunId(item);
-    let w = step.windows.get(key);
-    if (!w) {
-      w = newWindow(run_id, env.project);
-      step.windows.set(key, w);
+    let slot = step.windows.get(key);
+    if (!slot) {
+      slot = { w: newWindow(run_id, env.project) };
+      step.windows.set(key, slot);
     }
+    const w = slot.w;
     step.touched.add(key);
     if (item.kind === 'run_start') {
       if (item.run.workflow) w.workflow = item.run.workflow;
@@ -333,9 +430,10 @@ export class RuleEngine {
       return;
     }
     const span = item.span;
-    // The same span exported twice counts once (a step's copy holds only its own ids: see stepCopy).
+    // The same span exported twice counts once.
     if (hasSeen(w.seen, span.span_id)) return;
     setOwnValue(w.seen, span.span_id, 1);
+    if (this.inPlace) (slot.added ??= []).push(span.span_id);
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     this.addMetrics(w, span);
     const plan = this.planFor(w.project, w.workflow, span);

@@ -10,10 +10,10 @@ import { compileRuleSet } from './ruleset';
 import { windowKey, type RunWindow } from './window';
 
 /**
- * A step whose findings were never published (its commit() never called) is done again when the
- * bus delivers its batch again, or when its wake comes round: it must raise the same findings,
- * with the same ids, from the windows as they were before it. The embedded stores hand out the
- * windows they hold, so nothing a step changes may reach them before its commit.
+ * A step whose findings were never published (its commit() never called) must not lose them when
+ * the bus delivers its batch again, or when its wake comes round: the same findings, with the same
+ * ids. The embedded stores hand out the windows they hold, and a step changes them in place: the
+ * spans it applied are seen already, so its findings come with the next step on its runs.
  */
 
 const dirs: string[] = [];
@@ -72,23 +72,49 @@ describe.each(stores)('a step never committed, over %s', (_name, open) => {
     expect((await engine.process([call('s2', 'drop_table')])).findings).toEqual([]);
   });
 
-  it("is not saved by a later step's commit of the same run", async () => {
+  it('comes with the next step on the run, same id, until a step that carried it is committed', async () => {
     await (await engine.process([call('s1', 'drop_table')])).commit();
     const failed = await engine.process([call('s2', 'drop_table')]);
     expect(failed.findings).toHaveLength(1);
-    // a later step on the run (another batch) commits; the abandoned one's span is not in it
-    await (await engine.process([call('s3', 'lookup_order')])).commit();
-    const again = await engine.process([call('s2', 'drop_table')]);
-    expect(again.findings.map((f) => f.id)).toEqual(failed.findings.map((f) => f.id));
+    // a later step on the run (a tick, another batch) carries it, first; that one fails too
+    const next = await engine.process([call('s3', 'lookup_order')]);
+    expect(next.findings.map((f) => [f.id, f.status])).toEqual(failed.findings.map((f) => [f.id, f.status]));
+    const after = await engine.process([call('s4', 'drop_table')]);
+    expect(after.findings.map((f) => [f.id, f.status, f.count])).toEqual([[failed.findings[0].id, 'raised', 2]]);
+    await after.commit();
+    // published once a step carrying it is committed: neither comes again
+    expect((await engine.process([call('s2', 'drop_table')])).findings).toEqual([]);
+    expect((await engine.process([call('s5', 'lookup_order')])).findings).toEqual([]);
   });
 
-  it("leaves a check state's entries as they were: a tool's latest call is the committed one", async () => {
+  it('keeps what the step applied: a later step sees the call it made, and its batch delivered again is a duplicate', async () => {
     await (await engine.process([call('s1', 'search', 1_000, 'error')])).commit();
     // a later call of the tool succeeds, in a step never committed
     await engine.process([call('s2', 'search', 2_000)]);
-    // the run ends in another step: as far as the windows know, the tool's latest call failed
+    // the run ends in another step: the tool's latest call succeeded, nothing went unrecovered
     const ended = await engine.process([end(3_000)]);
-    expect(ended.findings.map((f) => [f.check_id, f.span_ids])).toEqual([['tool-failed-quietly', ['s1']]]);
+    expect(ended.findings).toEqual([]);
+    await ended.commit();
+    expect((await engine.process([call('s2', 'search', 2_000)])).findings).toEqual([]);
+  });
+
+  it('raises the findings of a step that threw before it was done, with the batch delivered again', async () => {
+    let broken = true;
+    const halting = compileRuleSet([{ ...rule('no-drops', { type: 'count', span: { tool: ['drop_table'] }, at_least: 1 }), action: 'halt' }], () => ({ test: () => false }));
+    const e = new RuleEngine({
+      windows,
+      rules: () => halting,
+      steering: () => {
+        if (broken) throw new Error('settings unavailable');
+        return true;
+      },
+    });
+    await (await e.process([call('s1', 'lookup_order')])).commit();
+    await expect(e.process([call('s2', 'drop_table')])).rejects.toThrow('settings unavailable');
+    broken = false;
+    const again = await e.process([call('s2', 'drop_table')]);
+    expect(again.findings.map((f) => [f.check_id, f.status, f.action, f.span_ids])).toEqual([['no-drops', 'raised', 'halt', ['s2']]]);
+    expect(again.notes.map((n) => n.kind)).toEqual(['halt']);
   });
 
   it('fires a requires_before wait again, same finding id, when the tick that fired it was never committed', async () => {
@@ -103,5 +129,27 @@ describe.each(stores)('a step never committed, over %s', (_name, open) => {
     expect(again.findings.map((f) => [f.id, f.status])).toEqual(failed.findings.map((f) => [f.id, f.status]));
     await again.commit();
     expect(await windows.takeDue(10_000, 10)).not.toContain(key);
+  });
+});
+
+describe('a step never committed, over the window journal, reopened', () => {
+  it('journals the span ids it applied with the step that carried its findings: none is counted twice after a restart', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-redelivery-'));
+    dirs.push(dir);
+    const open = () => JournalWindowStore.open<RunWindow>({ dir, name: 'runs', now: () => 1_000 });
+    const a = open();
+    const e = new RuleEngine({ windows: a, rules: () => rules });
+    await (await e.process([call('s1', 'drop_table')])).commit();
+    await (await e.process([call('s2', 'lookup_order')])).commit();
+    await e.process([call('s3', 'drop_table')]); // never committed
+    await (await e.process([call('s4', 'lookup_order')])).commit();
+    await a.close();
+    const b = open();
+    const w = (await b.load([windowKey('p', 'r1')])).get(windowKey('p', 'r1'))!;
+    expect(Object.keys(w.seen).sort()).toEqual(['s1', 's2', 's3', 's4']);
+    // s3 exported again after the restart: a duplicate, not a second drop
+    const after = new RuleEngine({ windows: b, rules: () => rules });
+    expect((await after.process([call('s3', 'drop_table')])).findings).toEqual([]);
+    await b.close();
   });
 });

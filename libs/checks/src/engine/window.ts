@@ -1,4 +1,4 @@
-import { layerBase, windowLayer } from '@neatroots/ports';
+import { layerBase } from '@neatroots/ports';
 import type { RunEndStatus } from '@neatroots/spans';
 
 /**
@@ -68,22 +68,6 @@ export function newWindow(run_id: string, project: string): RunWindow {
 }
 
 /**
- * The window a step changes, over one a store holds (WindowStore.loadsStored): the small parts
- * copied; the span ids seen and the check states as layers over the stored ones (windowLayer),
- * so a long run's thousands of ids are not copied for every batch. The step adds ids to its
- * layer (`hasSeen` reads the stored ones too), and a check state is copied into its layer when
- * the step first uses it (`ownState`). Nothing reaches the stored window until the step's commit
- * saves this one (the store merges the layers): a step whose findings were never published is
- * done again from the window as it was.
- */
-export function stepCopy(w: RunWindow): RunWindow {
-  const c: RunWindow = { ...w, seen: windowLayer(w.seen), metrics: { ...w.metrics }, checks: windowLayer(w.checks) };
-  if (w.ended) c.ended = { ...w.ended };
-  if (w.noted_groups) c.noted_groups = { ...w.noted_groups };
-  return c;
-}
-
-/**
  * A record keyed by what an agent sends (span ids, tool names): its own entry only, never
  * Object's (`constructor`, `toString`, `__proto__` are names like any other).
  */
@@ -98,18 +82,19 @@ export function setOwnValue<T>(rec: Record<string, T>, key: string, value: T): v
 }
 
 /**
- * Whether a window's span ids hold this one: the step's own (`seen`), or, when `seen` is a step's
- * layer, the stored ones under it. `=== 1`: an id such as `constructor` is not Object's property.
- * The rule engine's windows and the question scheduler's alike.
+ * Whether a window's span ids hold this one: its own (`seen`), or, when `seen` is a layer (a
+ * pre-call check's copy, the question scheduler's step), the stored ones under it. `=== 1`: an
+ * id such as `constructor` is not Object's property. The rule engine's windows and the question
+ * scheduler's alike.
  */
 export function hasSeen(seen: Record<string, 1>, spanId: string): boolean {
   return seen[spanId] === 1 || layerBase(seen)?.[spanId] === 1;
 }
 
 /**
- * A check's state in this step's window: one in the stored window is copied in first (see
- * stepCopy), by the rule's own `copy` (it knows its shape: a generic deep copy cost a step as
- * much as the rules it ran).
+ * A check's state in this step's window. When the window's `checks` is a layer over a stored
+ * window's (windowLayer), a state only in the stored one is copied in first, by the rule's own
+ * `copy` (it knows its shape: a generic deep copy cost a step as much as the rules it ran).
  */
 export function ownState<S extends CheckState>(w: RunWindow, checkId: string, copy: (s: S) => S): S | undefined {
   const checks = w.checks;

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { WindowConflictError, windowLayer, type WindowStore } from '@neatroots/ports';
+import { markAdded, WindowConflictError, windowLayer, type WindowStore } from '@neatroots/ports';
 import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
 import { encodeFrame } from '../bus/log/frame';
 import { JournalWindowStore, type JournalWindowStoreOptions } from './journal';
@@ -348,6 +348,45 @@ describe('JournalWindowStore after a crash', () => {
     expect(fs.statSync(path.join(o.dir, 'runs.journal')).size / 300).toBeLessThan(400);
     expect(JSON.parse(JSON.stringify((await a.load(['run'])).get('run')))).toEqual(expected);
     expect((await JournalWindowStore.open<Run>(o).load(['run'])).get('run')).toEqual(expected);
+  });
+
+  it('journals the keys a caller added in place and names (markAdded), and reads them back exactly', async () => {
+    interface Run {
+      n: number;
+      seen: Record<string, 1>;
+      checks: Record<string, { count: number }>;
+    }
+    const o = { dir: path.join(dir, `t${seq++}`), name: 'runs' };
+    const a = JournalWindowStore.open<Run>(o);
+    await a.save([{ key: 'run', window: { n: 0, seen: { s0: 1 }, checks: { c1: { count: 0 } } }, expectRev: 0 }]);
+    for (let i = 1; i <= 300; i++) {
+      // as the rule engine steps over a store that hands out what it holds: the window changed in
+      // place, two span ids a step (one named `__proto__` once: an id like any other), saved as a
+      // new top-level object naming the ids it added
+      const stored = (await a.load(['run'])).get('run')!;
+      const ids = i === 77 ? ['__proto__', `t${i}`] : [`s${i}`, `t${i}`];
+      for (const id of ids) Object.defineProperty(stored.seen, id, { value: 1, writable: true, enumerable: true, configurable: true });
+      stored.checks.c1.count = i;
+      await a.save([{ key: 'run', window: markAdded({ ...stored, n: i }, { seen: ids }), expectRev: i }]);
+    }
+    expect(a.stats).toMatchObject({ whole: 1, edited: 300 });
+    // each record holds the step's ids, not the 600 seen before it
+    expect(fs.statSync(path.join(o.dir, 'runs.journal')).size / 300).toBeLessThan(300);
+    const back = (await JournalWindowStore.open<Run>(o).load(['run'])).get('run')!;
+    expect(Object.keys(back.seen)).toHaveLength(601);
+    expect(Object.prototype.hasOwnProperty.call(back.seen, '__proto__')).toBe(true);
+    expect(back.seen.s300).toBe(1);
+    expect(back).toMatchObject({ n: 300, checks: { c1: { count: 300 } } });
+  });
+
+  it('compares a field changed in place key by key when the window does not name what was added', async () => {
+    const o = { dir: path.join(dir, `t${seq++}`), name: 'runs' };
+    const a = JournalWindowStore.open<{ seen: Record<string, 1> }>(o);
+    await a.save([{ key: 'run', window: { seen: { s0: 1 } }, expectRev: 0 }]);
+    const stored = (await a.load(['run'])).get('run')!;
+    stored.seen.s1 = 1;
+    await a.save([{ key: 'run', window: { ...stored }, expectRev: 1 }]);
+    expect((await JournalWindowStore.open<{ seen: Record<string, 1> }>(o).load(['run'])).get('run')).toEqual({ seen: { s0: 1, s1: 1 } });
   });
 
   it('keeps a window an edit renewed after its earlier record expired', async () => {

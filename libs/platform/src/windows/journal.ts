@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { layerBase, type WindowStore } from '@neatroots/ports';
+import { addedKeys, layerBase, type WindowStore } from '@neatroots/ports';
 import { type Change, JournalFile, type Stored } from './journal-file';
 import { MemoryWindowStore } from './memory';
 import { applyEdits, copyJson, diffInto, type Edit, isJsonObject } from './patch';
@@ -189,10 +189,12 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   /**
    * The fields a step changed as layers over the stored window's own (the port's loadsStored:
-   * the rule engine's span ids and check states), read before the save merges them into the
-   * stored window (memory.ts): their edits are their entries, not a comparison of the whole
-   * field with the journal's copy. A caller keeps to loadsStored (it never changes what load
-   * handed out), so the stored field is still what the journal last wrote.
+   * the question scheduler's span ids), read before the save merges them into the stored
+   * window (memory.ts), and the fields changed in place whose added keys the window names
+   * (markAdded: the rule engine's span ids): their edits are those entries, not a comparison of
+   * the whole field with the journal's copy. The rest of the stored field is what the journal
+   * last wrote: a layer lies over it unchanged, and a caller that changes a field in place names
+   * every key it added since the window's last save.
    */
   private layersOf(entries: readonly { key: string; window: W }[]): Map<string, Map<string, Record<string, unknown>>> | undefined {
     let out: Map<string, Map<string, Record<string, unknown>>> | undefined;
@@ -201,15 +203,19 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       if (!this.journaled.has(e.key) || !isJsonObject(w)) continue;
       const held = this.mem.peek(e.key)?.window;
       if (!isJsonObject(held)) continue;
+      const added = addedKeys(w);
       for (const f in w) {
         const v = w[f];
         if (typeof v !== 'object' || v === null) continue;
         const base = layerBase(v);
-        if (base === undefined || base !== held[f]) continue;
+        let layer: Record<string, unknown>;
+        if (base !== undefined && base === held[f]) layer = v as Record<string, unknown>;
+        else if (added?.[f] && v === held[f]) layer = entriesAt(v as Record<string, unknown>, added[f]);
+        else continue;
         out ??= new Map();
         let m = out.get(e.key);
         if (!m) out.set(e.key, (m = new Map()));
-        m.set(f, v as Record<string, unknown>);
+        m.set(f, layer);
       }
     }
     return out;
@@ -275,4 +281,14 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     await this.file.close();
     await this.mem.close();
   }
+}
+
+/** A record's entries at `keys`, as a layer would hold them (an own `__proto__` too: no prototype). */
+function entriesAt(rec: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  const out = Object.create(null) as Record<string, unknown>;
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i];
+    if (Object.prototype.hasOwnProperty.call(rec, k)) out[k] = rec[k];
+  }
+  return out;
 }

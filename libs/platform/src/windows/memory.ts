@@ -4,9 +4,10 @@ import { SpillFile } from './spill';
 
 /**
  * Run windows in this process's memory (the embedded deployment). Returns the stored
- * objects themselves (loadsStored): a caller changes a copy and saves it, so a step that is
- * never saved (its findings' publish failed) leaves the window as it was for the step done
- * again. A saved window's layers are merged as it is stored (layers.ts).
+ * objects themselves (loadsStored): what a caller changes in them is in the store at once, so a
+ * caller whose step may never be saved changes a copy, or keeps what the step led to for the
+ * next step (the rule engine's `unsaved`). A saved window's layers are merged as it is stored
+ * (layers.ts).
  *
  * Bounded: past `maxWindows` the least recently used windows (runs that went quiet: a run that
  * never ends would otherwise stay for the whole idle TTL) are written to `spillFile` and read
