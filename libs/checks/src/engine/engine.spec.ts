@@ -273,6 +273,21 @@ describe('unrecovered_error and run_end', () => {
     expect(h.findings[0].guidance).toBe('constructor, toString, __proto__ failed');
   });
 
+  it('a check whose id is an Object property name (constructor) keeps its own state, over a window read back from JSON too', async () => {
+    const h = new Harness([rule('constructor', { type: 'count', span: { type: ['tool'] }, at_least: 2 })]);
+    await h.send([tool('r', 's1', 'search', 1)]);
+    // the window as a store that parses JSON hands it out (Redis, the journal read back)
+    const key = 'p\u0000r';
+    const w = (await h.windows.load([key])).get(key)!;
+    const parsed = JSON.parse(JSON.stringify(w)) as RunWindow;
+    parsed.rev = (w.rev ?? 0) + 1;
+    await h.windows.save([{ key, window: parsed, expectRev: w.rev ?? 0 }]);
+    await h.send([tool('r', 's2', 'search', 1)]);
+    expect(h.statuses('constructor')).toEqual(['raised:r:2']);
+    expect(typeof Object.prototype.constructor).toBe('function');
+    expect((Object as unknown as { n?: number }).n).toBeUndefined();
+  });
+
   it('run_end fires for the listed endings only, once even if run_end is sent twice', async () => {
     const h = new Harness([rule('end', { type: 'run_end', ends: ['error', 'interrupted'] })]);
     await h.send([{ event: 'run_end', run_id: 'a', status: 'ok' }, { event: 'run_end', run_id: 'b', status: 'error' }]);

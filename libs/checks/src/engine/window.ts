@@ -91,24 +91,6 @@ export function hasSeen(seen: Record<string, 1>, spanId: string): boolean {
   return seen[spanId] === 1 || layerBase(seen)?.[spanId] === 1;
 }
 
-/**
- * A check's state in this step's window. When the window's `checks` is a layer over a stored
- * window's (windowLayer), a state only in the stored one is copied in first, by the rule's own
- * `copy` (it knows its shape: a generic deep copy cost a step as much as the rules it ran).
- */
-export function ownState<S extends CheckState>(w: RunWindow, checkId: string, copy: (s: S) => S): S | undefined {
-  const checks = w.checks;
-  const st = checks[checkId] as S | undefined;
-  if (st !== undefined) return st;
-  const stored = layerBase(checks)?.[checkId] as S | undefined;
-  return stored === undefined ? undefined : ((checks[checkId] = copy(stored)) as S);
-}
-
-/** A copy of an open finding that its rule may go on changing (count, span ids). */
-export function copyOpen(f: OpenFinding): OpenFinding {
-  return { ...f, spans: f.spans.slice() };
-}
-
 /** The window-store key of a run: runs are unique within a project. */
 export function windowKey(project: string, run_id: string): string {
   return `${project}\u0000${run_id}`;

@@ -1,11 +1,11 @@
-import { copyCount, newCount, state, type CountState, type RuleKind } from './kind';
+import { newCount, state, type CountState, type RuleKind } from './kind';
 
 /** `count`: at_least filtered spans in a run; fires once per run. */
 export const count: RuleKind<'count'> = {
   type: 'count',
   priority: 30,
   onSpan(x, w, r, span, _view, received) {
-    const st = state<CountState>(w, r, newCount, copyCount);
+    const st = state<CountState>(w, r, newCount);
     st.n++;
     if (st.n >= r.rule.at_least && !st.fired) {
       st.fired = 1;

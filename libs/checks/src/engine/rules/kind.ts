@@ -2,7 +2,7 @@ import type { RunEnd, Span } from '@neatroots/spans';
 import type { FindingEvent, RuleCheck, RuleSpec, RuleType } from '../../types';
 import type { CompiledRule, TextMatcher } from '../compile';
 import type { RunEndView, SpanView } from '../span-view';
-import { ownState, type OpenFinding, type RunWindow } from '../window';
+import type { CheckState, OpenFinding, RunWindow } from '../window';
 
 /** The spec of one rule type, as schema.ts validated it. */
 export type RuleOf<T extends RuleType> = Extract<RuleSpec, { type: T }>;
@@ -68,9 +68,19 @@ export interface RuleKind<T extends RuleType = RuleType, D = unknown> {
   onWake?(x: RuleStep, w: RunWindow, r: CompiledRule<T, D>, now: number): number | undefined;
 }
 
+/**
+ * A check's state in the window. A check id may be `constructor` (ids are lower-case words): a
+ * window parsed from JSON reads that through Object's prototype until the check has a state of
+ * its own, and a state is always an object.
+ */
+function stateOf(w: RunWindow, checkId: string): CheckState | undefined {
+  const st = w.checks[checkId];
+  return typeof st === 'object' ? st : undefined;
+}
+
 /** The rule's state in this run, created on first use. `t` tells the shapes apart in a stored window. */
-export function state<S extends { t: string }>(w: RunWindow, r: RuleRef, init: () => S, copy: (s: S) => S): S {
-  let st = ownState(w, r.check.id, copy);
+export function state<S extends { t: string }>(w: RunWindow, r: RuleRef, init: () => S): S {
+  let st = stateOf(w, r.check.id) as S | undefined;
   if (!st) {
     st = init();
     w.checks[r.check.id] = st;
@@ -79,8 +89,8 @@ export function state<S extends { t: string }>(w: RunWindow, r: RuleRef, init: (
 }
 
 /** The rule's state in this run if it has one of shape `t`. */
-export function existing<S extends { t: string }>(w: RunWindow, r: RuleRef, t: S['t'], copy: (s: S) => S): S | undefined {
-  const st = ownState(w, r.check.id, copy);
+export function existing<S extends { t: string }>(w: RunWindow, r: RuleRef, t: S['t']): S | undefined {
+  const st = stateOf(w, r.check.id);
   return st && st.t === t ? (st as S) : undefined;
 }
 
@@ -97,4 +107,3 @@ export interface CountState {
 }
 
 export const newCount = (): CountState => ({ t: 'count', n: 0 });
-export const copyCount = (s: CountState): CountState => ({ ...s });

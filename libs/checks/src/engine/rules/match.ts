@@ -1,5 +1,5 @@
 import type { Span } from '@neatroots/spans';
-import { copyOpen, type OpenFinding, type RunWindow } from '../window';
+import type { OpenFinding, RunWindow } from '../window';
 import type { CompiledRule, TextMatcher } from '../compile';
 import { findingId } from '../ids';
 import { pushCapped, state, type RuleKind, type RuleStep } from './kind';
@@ -9,7 +9,6 @@ interface MatchState {
   open?: OpenFinding;
 }
 
-const copyMatch = (s: MatchState): MatchState => ({ ...s, open: s.open && copyOpen(s.open) });
 
 /**
  * `match`: a regex over the span fields named by `in`. One finding per run; later matching
@@ -30,7 +29,7 @@ export const match: RuleKind<'match', TextMatcher> = {
 
 function found(x: RuleStep, w: RunWindow, r: CompiledRule<'match', TextMatcher>, span: Span, received: number): void {
   const rule = r.rule;
-  const st = state<MatchState>(w, r, () => ({ t: 'match' }), copyMatch);
+  const st = state<MatchState>(w, r, () => ({ t: 'match' }));
   const vars = { tool: span.tool, name: span.name, pattern: rule.pattern };
   if (!st.open) {
     st.open = { id: findingId(w.project, w.run_id, r.check.id, 'run'), count: 1, spans: [span.span_id] };

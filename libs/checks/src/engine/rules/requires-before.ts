@@ -13,7 +13,6 @@ interface RequiresState {
 }
 
 /** The lists' entries are never changed in place (pushed, filtered): the lists are copied. */
-const copyRequires = (s: RequiresState): RequiresState => ({ ...s, pending: s.pending.slice(), raised: s.raised.slice() });
 
 interface Compiled {
   call: SpanPredicate;
@@ -40,7 +39,7 @@ export const requiresBefore: RuleKind<'requires_before', Compiled> = {
     const isReq = r.data.requires(span) && span.status === 'ok';
     const isCall = r.data.call(span);
     if (!isReq && !isCall) return;
-    const st = state<RequiresState>(w, r, () => ({ t: 'requires', pending: [], raised: [] }), copyRequires);
+    const st = state<RequiresState>(w, r, () => ({ t: 'requires', pending: [], raised: [] }));
     const start = span.start_ms ?? span.end_ms ?? received;
     if (isReq && (st.ok_at === undefined || start < st.ok_at)) {
       st.ok_at = start;
@@ -63,7 +62,7 @@ export const requiresBefore: RuleKind<'requires_before', Compiled> = {
     }
   },
   onWake(x, w, r, now) {
-    const st = existing<RequiresState>(w, r, 'requires', copyRequires);
+    const st = existing<RequiresState>(w, r, 'requires');
     if (!st) return undefined;
     let next: number | undefined;
     const keep: typeof st.pending = [];

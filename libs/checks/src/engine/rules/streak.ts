@@ -1,6 +1,6 @@
 import type { Span } from '@neatroots/spans';
 import { findingId } from '../ids';
-import { copyOpen, type OpenFinding, type RunWindow } from '../window';
+import type { OpenFinding, RunWindow } from '../window';
 import type { RuleRef, RuleStep } from './kind';
 
 /** Consecutive spans that count towards one finding (repeat, errors). */
@@ -14,7 +14,6 @@ export interface StreakState {
 }
 
 export const newStreak = (): StreakState => ({ t: 'streak', n: 0, spans: [] });
-export const copyStreak = (s: StreakState): StreakState => ({ ...s, spans: s.spans.slice(), open: s.open && copyOpen(s.open) });
 
 /** What a streak's guidance can name of the call: built only for a finding, not for every span. */
 export function callVars(span: Span): Record<string, unknown> {

@@ -14,12 +14,6 @@ interface ToolsState {
 }
 
 const newTools = (): ToolsState => ({ t: 'tools', last: {} });
-/** A tool's entry is changed in place (below): each is copied. */
-function copyTools(s: ToolsState): ToolsState {
-  const last: ToolsState['last'] = {};
-  for (const tool of Object.keys(s.last)) setOwnValue(last, tool, { ...s.last[tool] });
-  return { t: s.t, last };
-}
 
 /**
  * `unrecovered_error`: at the run's end, a tool whose latest call failed while the final
@@ -31,7 +25,7 @@ export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
   compile: (rule) => (rule.words?.length ? rule.words : DEFAULT_FAILURE_WORDS).map((w) => w.toLowerCase()),
   onSpan(_x, w, r, span, _view, received) {
     if (!span.tool) return;
-    const st = state<ToolsState>(w, r, newTools, copyTools);
+    const st = state<ToolsState>(w, r, newTools);
     const start = span.start_ms ?? span.end_ms ?? received;
     // A tool's name is the agent's: `constructor` is a tool, not Object's property.
     const cur = ownValue(st.last, span.tool);
@@ -44,7 +38,7 @@ export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
     }
   },
   onRunEnd(x, w, r, _run, view, received) {
-    const st = existing<ToolsState>(w, r, 'tools', copyTools);
+    const st = existing<ToolsState>(w, r, 'tools');
     if (!st) return;
     const failed = Object.entries(st.last).filter(([, v]) => !v.ok);
     if (!failed.length) return;
