@@ -1,14 +1,16 @@
 'use strict';
 // A bench that runs the embedded app in its own process runs it as `neatroots start` does: with
 // the servers' node flags (packages/neatroots/src/relaunch.ts: the young generation's size, which
-// V8 only takes on the command line). Called first thing when run as a script: without the
+// V8 only takes on the command line) and thread pool (UV_THREADPOOL_SIZE, read once). Called first thing when run as a script: without the
 // flags, the script runs again in a child process with them and this one exits with its code.
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { SemiSpaceError, serverNodeFlags, sizedAlready } = require('neatroots/dist/relaunch');
+const { SemiSpaceError, serverNodeFlags, sizeThreadpool, sizedAlready } = require('neatroots/dist/relaunch');
 
 /** True when this process is the one to run the bench; otherwise it ran in a child and this process exits. */
 function asServer() {
+  // Before the pool is first used; a child started below inherits it.
+  sizeThreadpool(['start']);
   let flags;
   try {
     flags = serverNodeFlags();

@@ -5,7 +5,8 @@ const fail = (err) => { console.error(`neatroots: ${err && err.stack ? err.stack
 let run;
 try {
   // The servers run again in a child process with their node flags (see src/relaunch.ts).
-  const { relaunch, watchParent } = require('../dist/relaunch.js');
+  const { relaunch, sizeThreadpool, watchParent } = require('../dist/relaunch.js');
+  sizeThreadpool(args);
   run = relaunch(args, __filename);
   if (!run) {
     watchParent();

@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { semiSpaceMb, serverNodeFlags } from './relaunch';
+import { semiSpaceMb, serverNodeFlags, sizeThreadpool } from './relaunch';
 
 const BIN = path.resolve(__dirname, '../bin/neatroots.js');
 const PORTS = { NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0' };
@@ -58,6 +58,18 @@ async function until(cond: () => boolean, ms: number, what: string): Promise<voi
 const exited = (proc: ChildProcess) => new Promise<number | null>((r) => (proc.exitCode !== null ? r(proc.exitCode) : proc.once('exit', (code) => r(code))));
 
 describe('the server flags (NEATROOTS_SEMI_SPACE_MB)', () => {
+  it('a server command gets a pool of 16 threads unless UV_THREADPOOL_SIZE is set; other commands keep node\'s', () => {
+    const env: NodeJS.ProcessEnv = {};
+    sizeThreadpool(['serve', '--target', 'all'], env);
+    expect(env.UV_THREADPOOL_SIZE).toBe('16');
+    const mine: NodeJS.ProcessEnv = { UV_THREADPOOL_SIZE: '64' };
+    sizeThreadpool(['start'], mine);
+    expect(mine.UV_THREADPOOL_SIZE).toBe('64');
+    const other: NodeJS.ProcessEnv = {};
+    sizeThreadpool(['replay', 'runs.jsonl'], other);
+    expect(other.UV_THREADPOOL_SIZE).toBeUndefined();
+  });
+
   it('are 32 MB semi-spaces by default, none at 0, and a bad value is named', () => {
     expect(serverNodeFlags({})).toEqual(['--min-semi-space-size=32', '--max-semi-space-size=32']);
     expect(serverNodeFlags({ NEATROOTS_SEMI_SPACE_MB: '16' })).toEqual(['--min-semi-space-size=16', '--max-semi-space-size=16']);
@@ -105,6 +117,8 @@ describe('neatroots start runs its server in a process with the flags', () => {
       const kids = children(proc.pid!);
       expect(kids).toHaveLength(1);
       expect(kids[0].cmdline).toEqual(expect.arrayContaining(['--min-semi-space-size=32', '--max-semi-space-size=32', BIN, 'start', '--no-demo']));
+      // and libuv's pool of 16 threads (read from the environment it started with)
+      expect(fs.readFileSync(`/proc/${kids[0].pid}/environ`, 'utf8').split('\0')).toContain('UV_THREADPOOL_SIZE=16');
       proc.kill('SIGTERM');
       expect({ code: await exited(proc), out: out() }).toEqual({ code: 0, out: expect.any(String) });
       await until(() => !alive(kids[0].pid), 10_000, 'the server process ended');

@@ -49,6 +49,27 @@ export function serverNodeFlags(env: NodeJS.ProcessEnv = process.env): string[] 
   return mb ? [`--min-semi-space-size=${mb}`, `--max-semi-space-size=${mb}`] : [];
 }
 
+/** node's (libuv's) thread pool size; a server's default is SERVER_THREADPOOL unless it is set. */
+export const THREADPOOL_ENV = 'UV_THREADPOOL_SIZE';
+
+/**
+ * libuv's thread pool for a server, in place of node's 4. Every fsync of the embedded default
+ * (the bus's group commits, the three window journals') holds a pool thread while the disk
+ * flushes, 5-160 ms on the machine measured, and the journals' writes wait for a free one: at 4
+ * threads a span's receipt-to-finding p99 at 5,000 spans/s was 64-402 ms, at 16 49-98 ms in
+ * the same sitting (bench/e2e.js --latency, 2026-12-01). The threads mostly sleep in the kernel.
+ */
+const SERVER_THREADPOOL = 16;
+
+/**
+ * Sets the thread pool's size for a server command, unless it is set already. Called before the
+ * process uses the pool (libuv reads the variable once, when the pool starts) and before the
+ * server process is started, which inherits it.
+ */
+export function sizeThreadpool(args: readonly string[], env: NodeJS.ProcessEnv = process.env): void {
+  if (SERVER_COMMANDS.has(args[0] ?? '') && !env[THREADPOOL_ENV]) env[THREADPOOL_ENV] = String(SERVER_THREADPOOL);
+}
+
 /** Whether this process already runs with a semi-space size given on node's command line. */
 export function sizedAlready(execArgv: readonly string[] = process.execArgv): boolean {
   return execArgv.some((a) => /^--(min|max)[-_]semi[-_]space[-_]size/.test(a));
