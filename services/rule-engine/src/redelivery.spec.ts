@@ -61,11 +61,11 @@ const tool = (id: string, name: string): BusRecord<Envelope> => ({
   value: { project: 'p', received_ms: Date.now(), item: { kind: 'span', span: { run_id: 'r1', span_id: id, type: 'tool', name, tool: name, status: 'ok', start_ms: Date.now(), end_ms: Date.now() } } },
 });
 
-async function embedded() {
-  const bus = new FlakyLogBus({ dir: tmp(), partitions: 1, commitIntervalMs: 5, retryDelayMs: 5, onError: () => undefined });
+async function embedded(opts: { attempts?: number; unsavedAfterMs?: number } = {}) {
+  const bus = new FlakyLogBus({ dir: tmp(), partitions: 1, commitIntervalMs: 5, retryDelayMs: 5, setAside: { attempts: opts.attempts }, onError: () => undefined });
   const windows = JournalWindowStore.open<RunWindow>({ dir: tmp(), name: 'runs' });
   const logged: string[] = [];
-  const engine = await startRuleEngine({ bus, windows, topics, rules: () => rules, tickMs: 5, log: (m) => logged.push(m) });
+  const engine = await startRuleEngine({ bus, windows, topics, rules: () => rules, tickMs: 5, unsavedAfterMs: opts.unsavedAfterMs, log: (m) => logged.push(m) });
   const found: string[] = [];
   const sub = await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
     for (const r of b.records) found.push(said(r.value));
@@ -96,6 +96,29 @@ describe('rule-engine on the embedded default: a finding whose publish failed', 
       // the next span of the run is a new one; the one published is not raised again
       await e.bus.publish(topics.events, [tool('s3', 'lookup_order')]);
       await e.bus.idle();
+      expect(e.found).toHaveLength(1);
+    } finally {
+      await e.stop();
+    }
+  });
+
+  it('is published, same id, by the timer when its batch is set aside and the run says nothing more', async () => {
+    const e = await embedded({ attempts: 1, unsavedAfterMs: 200 });
+    try {
+      await e.bus.publish(topics.events, [tool('s1', 'drop_table')]);
+      await e.bus.idle();
+      // every try of the batch, then of its record alone, fails to publish the finding: the record is set aside
+      e.bus.failing = Number.MAX_SAFE_INTEGER;
+      await e.bus.publish(topics.events, [tool('s2', 'drop_table')]);
+      await waitFor(() => e.bus.setAsideCount > 0, () => `the record set aside (logged: ${e.logged.join('; ')})`, 5_000);
+      e.bus.failing = 0;
+      expect(e.found).toEqual([]);
+      await waitFor(() => e.found.length > 0, () => `no finding from the timer (logged: ${e.logged.join('; ')})`, 5_000);
+      expect(e.bus.refused.length).toBeGreaterThanOrEqual(1);
+      expect(new Set(e.bus.refused)).toEqual(new Set([expect.stringMatching(/^dropped-table raised [0-9a-f]+$/)]));
+      expect(e.found).toEqual([e.bus.refused[0]]);
+      // published once: the next ticks find nothing left
+      await new Promise((r) => setTimeout(r, 300));
       expect(e.found).toHaveLength(1);
     } finally {
       await e.stop();

@@ -27,6 +27,12 @@ export interface RuleEngineServiceOptions {
   /** How often pending requires_before waits are checked. */
   tickMs?: number;
   /**
+   * A step not committed (its findings' publish failed) over the embedded stores leaves its
+   * findings for the next step on its runs; if none came within this long (its batch set aside,
+   * the run silent), the timer's tick takes them (default 5 s).
+   */
+  unsavedAfterMs?: number;
+  /**
    * The recording's time (replay): no timer; a batch's items are taken one at a time, each at
    * its own time (what is due by then fires first), and end() fires every wait still pending.
    * Absent: the wall clock and the timer.
@@ -222,7 +228,10 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     let due: string[] = [];
     opts.windows
       .takeDue(now, 10_000, WAKE_LEASE_MS)
-      .then(async (keys) => {
+      .then(async (taken) => {
+        // With the runs an unsaved step left changed a while ago (RuleEngine.unsavedKeys).
+        const stale = engine.unsavedKeys(now - (opts.unsavedAfterMs ?? 5_000));
+        const keys = stale.length ? [...new Set([...taken, ...stale])] : taken;
         due = keys;
         if (!keys.length) return;
         // The tick holds its runs until it has published and made its saves; on stores that

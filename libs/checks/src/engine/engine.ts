@@ -77,6 +77,8 @@ interface Emitted {
 
 /** What a step left in a window the store holds, until a step on the window is saved (RuleEngine.unsaved). */
 interface Unsaved {
+  /** When the step recorded it (Date.now()). */
+  at: number;
   emitted: Emitted[];
   /** Span ids added to the window's `seen` in place since its last save. */
   added?: string[];
@@ -251,15 +253,29 @@ export class RuleEngine {
   /** Records what the step left in the windows, until its commit (see `unsaved`); returns what it recorded. */
   private keepUnsaved(step: Step): Map<string, Unsaved> {
     const kept = new Map<string, Unsaved>();
-    for (const [key, slot] of step.windows) if (slot.added) kept.set(key, { emitted: [], added: slot.added });
+    const at = Date.now();
+    for (const [key, slot] of step.windows) if (slot.added) kept.set(key, { at, emitted: [], added: slot.added });
     for (const e of step.emitted) {
       const key = windowKey(e.w.project, e.w.run_id);
       let u = kept.get(key);
-      if (!u) kept.set(key, (u = { emitted: [] }));
+      if (!u) kept.set(key, (u = { at, emitted: [] }));
       u.emitted.push(e);
     }
     for (const [key, u] of kept) this.unsaved.set(key, u);
     return kept;
+  }
+
+  /**
+   * The windows an unsaved step left changed since before `before` (Date.now() ms): a step on
+   * them (a tick with these keys) publishes what it raised and saves them. For a batch that is
+   * never delivered again (set aside after its tries): without it, its findings would wait for
+   * the run's next item. A step still publishing holds its runs (the service's lock), and its
+   * commit forgets them before a tick on them begins.
+   */
+  unsavedKeys(before: number): string[] {
+    const keys: string[] = [];
+    for (const [key, u] of this.unsaved) if (u.at < before) keys.push(key);
+    return keys;
   }
 
   /** A step was committed: what it recorded is forgotten (not what a later step recorded since). */
