@@ -193,6 +193,8 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
     // The default unless set (NEATROOTS_WINDOWS=memory: the run windows not journaled, for comparison).
     NEATROOTS_WINDOWS: process.env.NEATROOTS_WINDOWS ?? 'journal',
+    // The default unless set (NEATROOTS_LOG_COMPRESSION=deflate: the log's frames deflated, for comparison).
+    ...(process.env.NEATROOTS_LOG_COMPRESSION ? { NEATROOTS_LOG_COMPRESSION: process.env.NEATROOTS_LOG_COMPRESSION } : {}),
   });
   const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
   const latencies = [];
@@ -218,6 +220,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
       bus_fsync_avg_ms: st.syncs ? +(st.syncMs / st.syncs).toFixed(1) : 0, bus_fsync_max_ms: Math.round(st.syncMaxMs), load_average: +((load0 + os.loadavg()[0]) / 2).toFixed(2),
       // The process's CPU over the measured seconds (others' jobs move wall time, far less this).
       cpu_s: +((cpu.user + cpu.system) / 1e6).toFixed(2),
+      bus_mb_written: app.bus.stats ? +(app.bus.stats.bytesWritten / 1e6).toFixed(1) : 0,
     };
   } finally {
     await app.close();

@@ -100,6 +100,8 @@ const schema = z.object({
   NEATROOTS_BUS_PACK: z.enum(['on', 'off']).default('on'),
   /** Compression of what the Kafka bus sends (gzip at a fast level): a tenth of the bytes for the broker and the consumers (docs/performance.md). */
   NEATROOTS_KAFKA_COMPRESSION: z.enum(['none', 'gzip']).default('gzip'),
+  /** Compression of the embedded durable log's frames of 1 KB or more (deflate at its fastest level). */
+  NEATROOTS_LOG_COMPRESSION: z.enum(['none', 'deflate']).default('none'),
   /** Records accepted but not yet processed past which ingest answers RESOURCE_EXHAUSTED. */
   NEATROOTS_MAX_BACKLOG: z.coerce.number().int().min(100).default(100_000),
   /** Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. */

@@ -30,7 +30,10 @@ export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBu
   // Only what ingest acknowledges waits for the sync; what the pipeline raises from it is made
   // durable by the sync before each saved position (see LogBus).
   const events = `${config.NEATROOTS_TOPIC_PREFIX}.events`;
-  const bus = new LogBus({ dir: logDir(config), ...common, pack: config.NEATROOTS_BUS_PACK === 'on', syncTopics: (topic) => topic === events });
+  const deflate = config.NEATROOTS_LOG_COMPRESSION === 'deflate';
+  const bus = new LogBus({
+    dir: logDir(config), ...common, pack: config.NEATROOTS_BUS_PACK === 'on', syncTopics: (topic) => topic === events, compress: () => deflate,
+  });
   const r = bus.recovery;
   for (const d of r.damage) log.warn(`bus log: ${d} (cut off: it was never acknowledged)`);
   if (r.pending) log.info(`bus log: ${r.pending} records accepted before the last stop were not processed yet; processing them now`);

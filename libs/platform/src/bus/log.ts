@@ -4,6 +4,7 @@ import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLett
 import { encodeFrame, decodeFrame } from './log/frame';
 import { readOffsets, takeLock, writeOffsets, type OffsetsFile } from './log/offsets';
 import { Segment } from './log/segment';
+import { compressValue, expandValue } from './log/compress';
 import { packCount, packValues, planPacks, unpackValues } from './pack';
 import { partitionFor } from './partition';
 import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './set-aside';
@@ -59,6 +60,15 @@ export interface LogBusOptions extends DeadLetterBusOptions {
   segmentBytes?: number;
   /** Record values kept in memory for the consumers. Default 64 MiB. */
   cacheBytes?: number;
+  /**
+   * Topics whose frames are deflated when their value (a record, or a pack) is `compressBytes`
+   * or more (./log/compress.ts). Fewer bytes written and synced for a little CPU on the
+   * publishing thread; the consumers take the values from the cache, and only a record read back
+   * from disk is inflated. Default: none.
+   */
+  compress?: (topic: string) => boolean;
+  /** Default 1 KiB. */
+  compressBytes?: number;
   /**
    * Topics whose publish waits for the sync (what is acknowledged to the outside world: ingest's
    * events). Default: every topic.
@@ -152,6 +162,8 @@ export interface LogBusStats {
   decodeErrors: number;
   /** Frames written (a pack is one): against `published` records. */
   frames: number;
+  /** Bytes deflating saved (compress). */
+  bytesDeflated: number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -161,7 +173,7 @@ const partKey = (topic: string, p: number) => `${topic}\0${p}`;
 
 export class LogBus implements Bus {
   readonly recovery: LogRecovery;
-  readonly stats: LogBusStats = { published: 0, syncs: 0, syncMs: 0, syncMaxMs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0, frames: 0 };
+  readonly stats: LogBusStats = { published: 0, syncs: 0, syncMs: 0, syncMaxMs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0, frames: 0, bytesDeflated: 0 };
 
   private readonly dir: string;
   private readonly partitions: number;
@@ -185,6 +197,8 @@ export class LogBus implements Bus {
   private waiting: { resolve(): void; reject(err: unknown): void }[] = [];
   private syncing: Promise<void> | undefined;
   private readonly syncTopics: (topic: string) => boolean;
+  private readonly compress: (topic: string) => boolean;
+  private readonly compressBytes: number;
   private failed: Error | undefined;
 
   private commitTimer: NodeJS.Timeout | undefined;
@@ -210,6 +224,8 @@ export class LogBus implements Bus {
     this.staleGroupMs = opts.staleGroupMs ?? 3_600_000;
     this.retryDelayMs = opts.retryDelayMs ?? 200;
     this.syncTopics = opts.syncTopics ?? (() => true);
+    this.compress = opts.compress ?? (() => false);
+    this.compressBytes = opts.compressBytes ?? 1024;
     this.onError = opts.onError ?? ((err, topic, group) => console.error(`bus: ${topic}/${group}: batch failed, retrying:`, err));
     fs.mkdirSync(this.dir, { recursive: true });
     this.unlock = takeLock(this.dir);
@@ -322,6 +338,7 @@ export class LogBus implements Bus {
     const values = records.map((r) => topic.encode(r.value));
     const t = this.topic(topic.name);
     const touched = new Set<Part>();
+    const compress = this.compress(topic.name);
     // Frames are gathered per segment and written with one call each.
     let seg = this.segments[this.segments.length - 1];
     let frames: Buffer[] = [];
@@ -346,9 +363,10 @@ export class LogBus implements Bus {
       const part = t.parts[p];
       const offset = part.base + part.entries.length;
       const packed = indexes.length > 1;
-      const frame = packed
-        ? encodeFrame(topic.name, p, offset, key, packValues(indexes.map((i) => values[i])), true)
-        : encodeFrame(topic.name, p, offset, key, values[indexes[0]]);
+      const value = packed ? packValues(indexes.map((i) => values[i])) : values[indexes[0]];
+      const deflated = compress && value.byteLength >= this.compressBytes ? compressValue(value, packed) : undefined;
+      const frame = encodeFrame(topic.name, p, offset, key, deflated ?? value, packed, deflated !== undefined);
+      if (deflated) this.stats.bytesDeflated += value.byteLength - deflated.byteLength;
       if (seg.size + bytes > 0 && seg.size + bytes + frame.length > this.segmentBytes) {
         write();
         seg = Segment.create(this.dir, seg.seq + 1);
@@ -622,6 +640,8 @@ export class LogBus implements Bus {
         let framePos = -1;
         let frame: { key: string; value: Uint8Array } | undefined;
         let items: Uint8Array[] | undefined;
+        // A value that does not inflate (its CRC held: written so by a bug, not the disk).
+        let damaged: string | undefined;
         for (let k = i; k < j; k++) {
           const { i: at, e } = fromDisk[k];
           if (e.pos !== framePos) {
@@ -630,18 +650,27 @@ export class LogBus implements Bus {
             framePos = e.pos;
             frame = r.frame;
             items = undefined;
-            if (r.frame.packed) {
+            damaged = undefined;
+            if (r.frame.compressed) {
               try {
-                items = unpackValues(r.frame.value);
+                frame = { key: r.frame.key, value: expandValue(r.frame.value, r.frame.packed) };
               } catch (err) {
-                items = [];
+                damaged = `damaged compressed value: ${(err as Error).message}`;
+                this.onError(new Error(`${seg.file} at byte ${e.pos}: ${damaged}`), t.name, group);
+              }
+            }
+            if (r.frame.packed && !damaged) {
+              try {
+                items = unpackValues(frame.value);
+              } catch (err) {
+                damaged = 'damaged pack';
                 this.onError(new Error(`${seg.file} at byte ${e.pos}: damaged pack: ${(err as Error).message}`), t.name, group);
               }
             }
           }
-          const bytes = e.sub < 0 ? frame!.value : items![e.sub];
+          const bytes = damaged ? undefined : e.sub < 0 ? frame!.value : items![e.sub];
           if (!bytes) {
-            undecodable.push(this.letter(t.name, group, e.key, from + at, frame!.value, new Error('damaged pack')));
+            undecodable.push(this.letter(t.name, group, e.key, from + at, frame!.value, new Error(damaged ?? 'damaged pack')));
             continue;
           }
           try {

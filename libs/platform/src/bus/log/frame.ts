@@ -7,8 +7,9 @@ import { crc32 } from 'node:zlib';
  *   body = u16 topic length, topic (UTF-8) | u16 partition | f64 offset | u32 key length, key | value
  *
  * The partition's top bit marks a pack (../pack.ts): the value holds the encoded values of
- * several records of one key, at offsets offset, offset + 1, ... Frames written before packs
- * existed never have it set (partitions are far fewer than 32,768).
+ * several records of one key, at offsets offset, offset + 1, ... The next bit marks a value
+ * deflated (./compress.ts). Frames written before either existed have neither set (partitions
+ * are far fewer than 16,384).
  *
  * The CRC is what recovery trusts: a frame cut short or torn by a crash (its group was never
  * acknowledged: acknowledgement waits for the fsync) fails it, and the log is truncated there.
@@ -17,6 +18,7 @@ import { crc32 } from 'node:zlib';
  */
 export const FRAME_HEADER = 8;
 const PACKED = 0x8000;
+const COMPRESSED = 0x4000;
 
 export interface Frame {
   topic: string;
@@ -26,10 +28,12 @@ export interface Frame {
   value: Uint8Array;
   /** The value is a pack of several records (offsets offset .. offset + count - 1). */
   packed: boolean;
+  /** The value is deflated (./compress.ts: expandValue gives it back). */
+  compressed: boolean;
 }
 
-export function encodeFrame(topic: string, partition: number, offset: number, key: string, value: Uint8Array, packed = false): Buffer {
-  if (partition >= PACKED) throw new Error(`partition ${partition}: at most ${PACKED} partitions`);
+export function encodeFrame(topic: string, partition: number, offset: number, key: string, value: Uint8Array, packed = false, compressed = false): Buffer {
+  if (partition >= COMPRESSED) throw new Error(`partition ${partition}: at most ${COMPRESSED} partitions`);
   const topicBytes = Buffer.byteLength(topic);
   const keyBytes = Buffer.byteLength(key);
   const bodyLen = 2 + topicBytes + 2 + 8 + 4 + keyBytes + value.byteLength;
@@ -39,7 +43,7 @@ export function encodeFrame(topic: string, partition: number, offset: number, ke
   buf.writeUInt16LE(topicBytes, at);
   at += 2;
   at += buf.write(topic, at, 'utf8');
-  buf.writeUInt16LE(packed ? partition | PACKED : partition, at);
+  buf.writeUInt16LE(partition | (packed ? PACKED : 0) | (compressed ? COMPRESSED : 0), at);
   at += 2;
   buf.writeDoubleLE(offset, at);
   at += 8;
@@ -68,8 +72,9 @@ export function decodeFrame(buf: Buffer, at: number): FrameRead {
   const topic = body.toString('utf8', p, p + topicLen);
   p += topicLen;
   const word = body.readUInt16LE(p);
-  const partition = word & ~PACKED;
+  const partition = word & ~(PACKED | COMPRESSED);
   const packed = (word & PACKED) !== 0;
+  const compressed = (word & COMPRESSED) !== 0;
   p += 2;
   const offset = body.readDoubleLE(p);
   p += 8;
@@ -79,5 +84,5 @@ export function decodeFrame(buf: Buffer, at: number): FrameRead {
   p += keyLen;
   // A copy: the caller may keep the value after the read buffer is reused.
   const value = Uint8Array.prototype.slice.call(body, p);
-  return { frame: { topic, partition, offset, key, value, packed }, size: FRAME_HEADER + bodyLen };
+  return { frame: { topic, partition, offset, key, value, packed, compressed }, size: FRAME_HEADER + bodyLen };
 }
