@@ -194,7 +194,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     // The default unless set (NEATROOTS_WINDOWS=memory: the run windows not journaled, for comparison).
     NEATROOTS_WINDOWS: process.env.NEATROOTS_WINDOWS ?? 'journal',
     // The default unless set (NEATROOTS_LOG_COMPRESSION=deflate: the log's frames deflated, for comparison).
-    ...(process.env.NEATROOTS_LOG_COMPRESSION ? { NEATROOTS_LOG_COMPRESSION: process.env.NEATROOTS_LOG_COMPRESSION } : {}),
+    NEATROOTS_LOG_COMPRESSION: process.env.NEATROOTS_LOG_COMPRESSION ?? 'none',
   });
   const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
   const latencies = [];

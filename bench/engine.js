@@ -126,8 +126,8 @@ module.exports = { benchEngine };
 
 /**
  * `--quick`: the one-thread figure and its no-checks baseline only, three times after a round of
- * warm-up: to compare two
- * builds of the engine (run it in each checkout, alternating) on a machine too busy for the rest.
+ * warm-up: to compare two builds of the engine (run it in each checkout, alternating) on a
+ * machine too busy for the rest.
  * Each run also says its spans per CPU second (the process's CPU time): what the engine costs
  * when others' jobs take the cores from it part of the time.
  */

@@ -32,6 +32,11 @@ export class SemiSpaceError extends Error {
   override name = 'SemiSpaceError';
 }
 
+/** How a command says its configuration is invalid, as start.ts and serve.ts print a ConfigError. */
+export function invalidConfiguration(command: string, e: Error): string {
+  return `${command}: invalid configuration:\n  ${e.message}`;
+}
+
 /** The semi-space size in MB (NEATROOTS_SEMI_SPACE_MB, default 32; 0 keeps node's own and does not relaunch). */
 export function semiSpaceMb(env: NodeJS.ProcessEnv = process.env): number {
   const raw = env[SEMI_SPACE_ENV];
@@ -55,9 +60,10 @@ export const THREADPOOL_ENV = 'UV_THREADPOOL_SIZE';
 /**
  * libuv's thread pool for a server, in place of node's 4. Every fsync of the embedded default
  * (the bus's group commits, the three window journals') holds a pool thread while the disk
- * flushes, 5-160 ms on the machine measured, and the journals' writes wait for a free one: at 4
- * threads a span's receipt-to-finding p99 at 5,000 spans/s was 64-402 ms, at 16 49-98 ms in
- * the same sitting (bench/e2e.js --latency, 2026-12-01). The threads mostly sleep in the kernel.
+ * flushes, 5-160 ms on the machine measured, and the journals' writes wait for a free one.
+ * bench/e2e.js --latency, ten pairs alternated (2026-12-01): a span's receipt-to-finding p99 at
+ * 5,000 spans/s went over 150 ms in 1 run of 10 at 16 threads, 4 of 10 at 4 (median 81 against
+ * 127 ms). The threads mostly sleep in the kernel.
  */
 const SERVER_THREADPOOL = 16;
 
@@ -102,8 +108,7 @@ export function relaunch(
     flags = serverNodeFlags();
   } catch (e) {
     if (!(e instanceof SemiSpaceError)) throw e;
-    // As start.ts and serve.ts print a ConfigError.
-    err(`neatroots ${args[0]}: invalid configuration:\n  ${e.message}`);
+    err(invalidConfiguration(`neatroots ${args[0]}`, e));
     return Promise.resolve(2);
   }
   if (!flags.length || sizedAlready(process.execArgv)) return null;
