@@ -12,7 +12,7 @@ const { performance } = require('node:perf_hooks');
 const { KafkaBus, LogBus } = require('@neatroots/platform');
 const { makeTopics } = require('@neatroots/messages');
 const { itemRunId } = require('@neatroots/spans');
-const { fleet } = require('./checks');
+const { fleet, deleteKafkaTopics } = require('./checks');
 
 function exportsOf({ spans, perRun = 100, batch = 500 }) {
   const out = [];
@@ -66,6 +66,7 @@ async function kafkaVariant(name, exports, total, opts) {
   const messages = bus.stats.messages;
   await reader.close();
   await bus.close();
+  await deleteKafkaTopics(process.env.NEATROOTS_KAFKA_BROKERS.split(','), prefix);
   return { publish_records_per_s: rate(total, pubMs), consume_records_per_s: rate(total, conMs), kafka_records: messages };
 }
 

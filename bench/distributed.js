@@ -12,7 +12,7 @@ const { performance } = require('node:perf_hooks');
 const { KafkaBus } = require('@neatroots/platform');
 const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
-const { extraChecksYaml, percentile } = require('./checks');
+const { extraChecksYaml, percentile, deleteKafkaTopics } = require('./checks');
 const { buildBatches, send, paced } = require('./e2e');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
@@ -191,6 +191,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     for (const p of procs.reverse()) p.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 1000));
     fs.rmSync(home, { recursive: true, force: true });
+    await deleteKafkaTopics(env0.NEATROOTS_KAFKA_BROKERS.split(','), prefix);
   }
 }
 
