@@ -179,6 +179,33 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
 }
 
 /**
+ * The garbage collector's pauses from now until stop(): how many, the longest, their total, and
+ * the major ones (mark-compact) apart, whose pauses grow with what the old generation holds.
+ */
+function gcPauses() {
+  const { PerformanceObserver, constants } = require('node:perf_hooks');
+  const all = [];
+  const major = [];
+  const obs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      all.push(e.duration);
+      if (e.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) major.push(e.duration);
+    }
+  });
+  obs.observe({ entryTypes: ['gc'] });
+  const ms = (x) => +x.toFixed(1);
+  return {
+    stop: () => {
+      obs.disconnect();
+      return {
+        gc_pauses: all.length, gc_max_ms: ms(Math.max(0, ...all)), gc_total_ms: ms(all.reduce((a, b) => a + b, 0)),
+        gc_major_pauses: major.length, gc_major_max_ms: ms(Math.max(0, ...major)),
+      };
+    },
+  };
+}
+
+/**
  * Receipt to finding alone, on the embedded default as `neatroots start` runs it (the durable
  * log, journaled windows): a second of warm-up, then `seconds` at `rate` spans/s, 50 spans an
  * export. Prints the load average beside it and the bus's group commits (fsync) in the same run.
@@ -210,17 +237,27 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     const load0 = os.loadavg()[0];
     const lat = buildBatches({ spans: rate * seconds, perRun: 100, batch: 50, prefix: 'lat' });
     const cpu0 = process.cpuUsage();
+    const gc = gcPauses();
+    // How late the main thread's event loop ran (every stage but PGlite's is on it).
+    const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 5 });
+    loop.enable();
     await paced(app.ingest.grpcPort, lat.batches, 50, rate);
     await app.bus.idle();
     const cpu = process.cpuUsage(cpu0);
+    const pauses = gc.stop();
+    loop.disable();
     latencies.sort((a, b) => a - b);
     const st = app.bus.stats ?? { syncs: 0, syncMs: 0, syncMaxMs: 0 };
     return {
       windows: config.NEATROOTS_WINDOWS, rate, seconds, p50_ms: percentile(latencies, 50), p90_ms: percentile(latencies, 90), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1], samples: latencies.length,
-      bus_fsync_avg_ms: st.syncs ? +(st.syncMs / st.syncs).toFixed(1) : 0, bus_fsync_max_ms: Math.round(st.syncMaxMs), load_average: +((load0 + os.loadavg()[0]) / 2).toFixed(2),
+      bus_fsync_avg_ms: st.syncs ? +(st.syncMs / st.syncs).toFixed(1) : 0, bus_fsync_max_ms: Math.round(st.syncMaxMs),
+      bus_write_max_ms: +(st.writeMaxMs ?? 0).toFixed(1), load_average: +((load0 + os.loadavg()[0]) / 2).toFixed(2),
       // The process's CPU over the measured seconds (others' jobs move wall time, far less this).
       cpu_s: +((cpu.user + cpu.system) / 1e6).toFixed(2),
       bus_mb_written: app.bus.stats ? +(app.bus.stats.bytesWritten / 1e6).toFixed(1) : 0,
+      // The collector's pauses of the process over the measured seconds: what a finding may wait behind.
+      ...pauses,
+      loop_delay_p99_ms: +(loop.percentile(99) / 1e6).toFixed(1), loop_delay_max_ms: +(loop.max / 1e6).toFixed(1),
     };
   } finally {
     await app.close();

@@ -133,6 +133,28 @@ describe.each(stores)('a step never committed, over %s', (_name, open) => {
 });
 
 describe('a step never committed, over the window journal, reopened', () => {
+  it('journals the state of every check a step changed, a step not committed included: the window read back is the live one', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-redelivery-'));
+    dirs.push(dir);
+    const open = () => JournalWindowStore.open<RunWindow>({ dir, name: 'runs', now: () => 1_000 });
+    const a = open();
+    const e = new RuleEngine({ windows: a, rules: () => rules, wakeLeaseMs: 100 });
+    const key = windowKey('p', 'r1');
+    await (await e.process([call('s1', 'drop_table')])).commit();
+    await (await e.process([call('s2', 'issue_refund', 1_010)])).commit();
+    await (await e.tick(5_000, { keys: [key] })).commit();
+    await (await e.process([call('s3', 'search', 6_000, 'error')])).commit();
+    await e.process([call('s4', 'drop_table', 6_010)]); // never committed: its count goes with the next step's save
+    await (await e.process([call('s5', 'lookup_order', 6_020)])).commit();
+    const live = structuredClone((await a.load([key])).get(key)!);
+    // Each rule's state changed along the way (the journal must have each change).
+    expect(Object.keys(live.checks).sort()).toEqual(['dropped-table', 'refund-without-lookup', 'tool-failed-quietly']);
+    await a.close();
+    const b = open();
+    expect((await b.load([key])).get(key)).toEqual(live);
+    await b.close();
+  });
+
   it('journals the span ids it applied with the step that carried its findings: none is counted twice after a restart', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-redelivery-'));
     dirs.push(dir);

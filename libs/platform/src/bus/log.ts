@@ -154,6 +154,13 @@ export interface LogBusStats {
   syncMs: number;
   syncMaxMs: number;
   bytesWritten: number;
+  /**
+   * The appends (a write on the publishing thread, into the page cache): their count, time and
+   * the longest (ms). A long one held the thread, and every stage of the pipeline on it.
+   */
+  writes: number;
+  writeMs: number;
+  writeMaxMs: number;
   consumed: number;
   /** Records read back from disk (not in the cache). */
   readFromDisk: number;
@@ -173,7 +180,7 @@ const partKey = (topic: string, p: number) => `${topic}\0${p}`;
 
 export class LogBus implements Bus {
   readonly recovery: LogRecovery;
-  readonly stats: LogBusStats = { published: 0, syncs: 0, syncMs: 0, syncMaxMs: 0, bytesWritten: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0, frames: 0, bytesDeflated: 0 };
+  readonly stats: LogBusStats = { published: 0, syncs: 0, syncMs: 0, syncMaxMs: 0, bytesWritten: 0, writes: 0, writeMs: 0, writeMaxMs: 0, consumed: 0, readFromDisk: 0, segmentsDeleted: 0, handlerErrors: 0, decodeErrors: 0, frames: 0, bytesDeflated: 0 };
 
   private readonly dir: string;
   private readonly partitions: number;
@@ -345,12 +352,17 @@ export class LogBus implements Bus {
     let bytes = 0;
     const write = () => {
       if (!frames.length) return;
+      const started = performance.now();
       try {
         seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
       } catch (err) {
         this.failed ??= err as Error;
         throw new Error(`the bus log cannot be written (${(err as Error).message})`);
       }
+      const ms = performance.now() - started;
+      this.stats.writes++;
+      this.stats.writeMs += ms;
+      if (ms > this.stats.writeMaxMs) this.stats.writeMaxMs = ms;
       this.stats.bytesWritten += bytes;
       frames = [];
       bytes = 0;
