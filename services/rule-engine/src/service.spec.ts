@@ -83,4 +83,31 @@ describe('rule-engine service steps', () => {
     await bus.close();
     expect(whileHeld).toEqual(['slow refund-without-lookup', 'fast dropped-table']);
   });
+
+  it('a stop waits for the tick under way: its saves are made before it returns (the bus closes after)', async () => {
+    const bus = new MemoryBus({ partitions: 1 });
+    const windows = new HeldWindows();
+    const topics = makeTopics('t');
+    const checks = [parseCheck({ id: 'refund-without-lookup', kind: 'rule', title: 'Refund without lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } }, 'mine.yaml', 'user')];
+    const rules = compileRuleSet(checks, () => ({ test: () => false }));
+    const logged: string[] = [];
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => rules, tickMs: 5, log: (msg) => logged.push(msg) });
+    const now = Date.now();
+    await bus.publish(topics.events, [{ key: 'slow', value: { project: 'p', received_ms: now, item: { kind: 'span', span: { run_id: 'slow', span_id: 's1', type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: 'ok', start_ms: now, end_ms: now } } } }]);
+    await bus.idle();
+    // The refund's wait fires from a tick, whose save is held: the stop comes meanwhile.
+    let release = () => undefined as void;
+    const reached = new Promise<void>((resolve) => (windows.hold = { key: windowKey('p', 'slow'), reached: resolve, release: new Promise<void>((r) => (release = r)) }));
+    await reached;
+    let stopped = false;
+    const stopping = engine.close().then(() => (stopped = true));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(stopped).toBe(false);
+    release();
+    await stopping;
+    // The tick's save was made (the span's step saved revision 1, the tick 2) and nothing failed.
+    expect((await windows.load([windowKey('p', 'slow')])).get(windowKey('p', 'slow'))?.rev).toBe(2);
+    await bus.close();
+    expect(logged).toEqual([]);
+  });
 });

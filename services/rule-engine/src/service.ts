@@ -218,15 +218,15 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     }, opts.recorded ? undefined : batchRuns(batch.records)),
   );
 
-  let ticking = false;
+  // The tick under way, if any: a stop waits for it (it publishes and saves; the bus closes after).
+  let ticking: Promise<void> | undefined;
   const timer = opts.recorded ? undefined : setInterval(() => {
     if (ticking) return;
-    ticking = true;
     // Taking the due wakes needs no lock (it is one atomic step in the store); only a tick that
     // has something to fire holds batches back, and only those with its runs.
     const now = Date.now();
     let due: string[] = [];
-    opts.windows
+    ticking = opts.windows
       .takeDue(now, 10_000, WAKE_LEASE_MS)
       .then(async (taken) => {
         // With the runs an unsaved step left changed a while ago (RuleEngine.unsavedKeys).
@@ -250,7 +250,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
         metrics.errors++;
         log('tick failed (will retry)', err, runFields(due.map(runOfWindowKey)));
       })
-      .finally(() => (ticking = false));
+      .finally(() => (ticking = undefined));
   }, opts.tickMs ?? 50);
   timer?.unref();
 
@@ -263,6 +263,8 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     end: () => lock.exclusive(async () => emit(await engine.tick(opts.recorded?.now() ?? Date.now(), { keys: [...seenKeys], all: true }))),
     close: async () => {
       clearInterval(timer);
+      // A tick begun before the timer stopped publishes and saves: done before the bus closes.
+      await ticking;
       await sub.close();
     },
   };
