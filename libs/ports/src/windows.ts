@@ -51,7 +51,9 @@ export interface WindowStore<W> {
    *   field) is taken as that field with the layer's entries added, merged once the save is
    *   decided;
    * - a field changed in place whose added keys the saved window names (`addedKeys`) is compared
-   *   at those keys only.
+   *   at those keys only;
+   * - an array field the saved window says was only shifted (`shiftedArrays`: items dropped from
+   *   its start, appended at its end) is journaled as that shift, its items not compared.
    */
   readonly loadsStored?: boolean;
 }
@@ -71,6 +73,32 @@ export function markAdded<W extends object>(window: W, added: Readonly<Record<st
 /** The keys a saved window says were added in place to its record fields (markAdded), if it says. */
 export function addedKeys(window: object): Readonly<Record<string, readonly string[]>> | undefined {
   return (window as { [ADDED]?: Record<string, readonly string[]> })[ADDED];
+}
+
+const SHIFTED = Symbol.for('neatroots.windowShiftedArrays');
+
+/** How an array field changed since the window was last saved (markShifted). */
+export interface ArrayShift {
+  /** Items removed from its start (those of the array as last saved, then appended ones). */
+  dropped: number;
+  /** Items added at its end. */
+  appended: number;
+}
+
+/**
+ * Says how a caller changed array fields of the window it saves (see WindowStore.loadsStored),
+ * since the window was last saved: items removed from the start and appended at the end, none
+ * changed or replaced in place (a ring of the latest items). A store that journals edits then
+ * writes that shift without comparing the items. Not enumerable, as markAdded.
+ */
+export function markShifted<W extends object>(window: W, shifted: Readonly<Record<string, ArrayShift>>): W {
+  Object.defineProperty(window, SHIFTED, { value: shifted, enumerable: false, configurable: true });
+  return window;
+}
+
+/** The array fields a saved window says were only shifted (markShifted), if it says. */
+export function shiftedArrays(window: object): Readonly<Record<string, ArrayShift>> | undefined {
+  return (window as { [SHIFTED]?: Record<string, ArrayShift> })[SHIFTED];
 }
 
 const LAYER_OF = Symbol.for('neatroots.windowLayerOf');

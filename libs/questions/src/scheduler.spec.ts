@@ -1,8 +1,11 @@
-import { MemoryWindowStore } from '@neatroots/platform';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { JournalWindowStore, MemoryWindowStore } from '@neatroots/platform';
 import { runEnd, runStart, span, question, T0 } from './fixtures.test';
 import { questionSet } from './library';
 import { MemoryPlanStore } from './planner';
-import { QuestionScheduler, type SchedulerWindow, type SpanPolicy } from './scheduler';
+import { QuestionScheduler, questionWindowKey, type QuestionWindow, type SchedulerWindow, type SpanPolicy } from './scheduler';
 import type { Plan, PlanTask, QuestionTask } from './types';
 
 const perCall = question({ id: 'negative-amount', scope: 'span', ask: 'Did this call pass a negative amount?' });
@@ -185,5 +188,42 @@ describe('session-scope questions', () => {
     const [t] = await run(s, [runStart('r2', { session_id: 'S' }), runEnd('r2', 'The price is 12.')]);
     expect(t.evidence.runs?.map((r) => [r.run_id, r.final_output])).toEqual([['r1', 'The price is 10.']]);
     expect(t.evidence.final_output).toBe('The price is 12.');
+  });
+});
+
+describe('over the window journal (the embedded default)', () => {
+  it('journals how each step moved the ring, re-exported spans and a step never committed included: the windows read back are the live ones', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-scheduler-'));
+    try {
+      const open = () => JournalWindowStore.open<SchedulerWindow>({ dir, name: 'questions', now: () => T0 });
+      const a = open();
+      const set = questionSet([perCall, trace]);
+      const s = new QuestionScheduler({ windows: a, questions: () => set, ringSize: 4 });
+      const step = async (envs: Parameters<QuestionScheduler['process']>[0], commit = true) => {
+        const out = await s.process(envs);
+        if (commit) await out.commit();
+      };
+      await step([runStart('r1'), span('r1', 's1'), span('r1', 's2')]);
+      await step([span('r1', 's3'), span('r1', 's4'), span('r1', 's5')]); // the ring full: s1 dropped
+      await step([span('r1', 's6'), span('r1', 's7'), span('r1', 's8'), span('r1', 's9'), span('r1', 's10')]); // more than it holds in one step
+      await step([span('r1', 's9', { output: 'sent again, changed' })]); // a re-exported span replaces its summary
+      await step([span('r1', 's11')], false); // never committed: the next step starts from the stored window
+      await step([span('r1', 's11'), span('r1', 's12'), span('r2', 'x1')]);
+      await step([runEnd('r1')]);
+      const keys = [questionWindowKey('p', 'r1'), questionWindowKey('p', 'r2')];
+      // As JSON: the stores' records of span ids have no prototype.
+      const json = (m: Map<string, SchedulerWindow>) => JSON.parse(JSON.stringify([...m])) as [string, SchedulerWindow][];
+      const live = new Map(json(await a.load(keys)));
+      expect(live.size).toBe(2);
+      const r1 = live.get(keys[0]) as QuestionWindow;
+      expect(r1.ring.map((x) => x.id)).toEqual(['s9', 's10', 's11', 's12']);
+      expect(r1.ring[0].output).toContain('sent again, changed');
+      await a.close();
+      const b = open();
+      expect(json(await b.load(keys))).toEqual([...live]);
+      await b.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

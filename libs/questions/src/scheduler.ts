@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hasSeen, parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
-import { windowLayer, type WindowStore } from '@neatroots/ports';
+import { windowLayer, type ArrayShift, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
 import {
   DEFAULT_FIELD_CHARS,
@@ -119,6 +119,12 @@ interface Step {
   tasks: (QuestionTask | PlanTask)[];
   /** Workflows that may need a plan, decided once the step's plans are read. */
   planCandidates: { w: QuestionWindow; env: Envelope; hash: string; tools: ToolInfo[] }[];
+  /**
+   * How each run's ring changed since it was loaded: summaries dropped from its start and
+   * appended (the window journal writes that, not a comparison of the ring); null once a
+   * re-exported span replaced one in place.
+   */
+  rings: Map<string, ArrayShift | null>;
 }
 
 /**
@@ -137,6 +143,9 @@ function stepCopy(w: QuestionWindow): QuestionWindow {
   }
   return { ...w, ring: w.ring.slice(), seen: windowLayer(w.seen), checks };
 }
+
+/** A ring nothing was added to or dropped from in a step. */
+const NO_SHIFT = { ring: { dropped: 0, appended: 0 } };
 
 function sessionCopy(s: QuestionSessionWindow): QuestionSessionWindow {
   return { ...s, runs: s.runs.slice() };
@@ -203,6 +212,7 @@ export class QuestionScheduler {
         ending: new Set(),
         tasks: [],
         planCandidates: [],
+        rings: new Map(),
       };
       for (const e of envs) this.apply(step, e);
       await this.loadPlans(step);
@@ -256,14 +266,22 @@ export class QuestionScheduler {
     if (hasSeen(w.seen, span.span_id)) {
       // A re-exported span replaces the earlier copy and asks nothing new.
       const i = w.ring.findIndex((s) => s.id === span.span_id);
-      if (i >= 0) w.ring[i] = summary;
+      if (i >= 0) {
+        w.ring[i] = summary;
+        step.rings.set(key, null);
+      }
       return;
     }
     setOwnValue(w.seen, span.span_id, 1);
     w.ring.push(summary);
+    let shift = step.rings.get(key);
+    if (shift === undefined) step.rings.set(key, (shift = { dropped: 0, appended: 0 }));
+    if (shift) shift.appended++;
     if (w.ring.length > this.ringSize) {
-      w.dropped += w.ring.length - this.ringSize;
-      w.ring.splice(0, w.ring.length - this.ringSize);
+      const drop = w.ring.length - this.ringSize;
+      w.dropped += drop;
+      w.ring.splice(0, drop);
+      if (shift) shift.dropped += drop;
     }
     if (isToolSpan(summary)) w.uses_tools = 1;
     const plan = this.plan(w);
@@ -554,10 +572,11 @@ export class QuestionScheduler {
 
   private finish(step: Step): SchedulerOutput {
     this.emitPlans(step);
-    const windows: { key: string; window: SchedulerWindow; ttlMs: number }[] = [];
+    const windows: { key: string; window: SchedulerWindow; ttlMs: number; shifted?: Readonly<Record<string, ArrayShift>> }[] = [];
     for (const key of step.touched) {
       const w = step.windows.get(key)!;
-      windows.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle });
+      const ring = step.rings.get(key);
+      windows.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, shifted: ring ? { ring } : ring === undefined ? NO_SHIFT : undefined });
     }
     for (const key of step.sessionsTouched) windows.push({ key, window: step.sessions.get(key)!, ttlMs: this.ttlIdle * 4 });
     return {

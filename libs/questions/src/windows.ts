@@ -1,11 +1,18 @@
-import type { WindowStore } from '@neatroots/ports';
+import { markShifted, type ArrayShift, type WindowStore } from '@neatroots/ports';
 
-/** Saves windows with compare-and-set on the revision they were loaded with. */
-export async function saveWindows<W extends { rev?: number }>(store: WindowStore<W>, windows: { key: string; window: W; ttlMs: number }[]): Promise<void> {
+/**
+ * Saves windows with compare-and-set on the revision they were loaded with. `shifted`: the
+ * array fields a step only shifted since the load (markShifted), for a store that journals edits.
+ */
+export async function saveWindows<W extends { rev?: number }>(
+  store: WindowStore<W>,
+  windows: { key: string; window: W; ttlMs: number; shifted?: Readonly<Record<string, ArrayShift>> }[],
+): Promise<void> {
   if (!windows.length) return;
-  const entries = windows.map(({ key, window, ttlMs }) => {
+  const entries = windows.map(({ key, window, ttlMs, shifted }) => {
     const expectRev = window.rev ?? 0;
-    return { key, window: { ...window, rev: expectRev + 1 }, ttlMs, expectRev };
+    const saved = { ...window, rev: expectRev + 1 };
+    return { key, window: shifted ? markShifted(saved, shifted) : saved, ttlMs, expectRev };
   });
   await store.save(entries);
   windows.forEach((w, i) => (w.window.rev = entries[i].expectRev + 1));

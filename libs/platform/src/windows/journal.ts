@@ -1,8 +1,8 @@
 import * as path from 'node:path';
-import { addedKeys, layerBase, type WindowStore } from '@neatroots/ports';
+import { addedKeys, layerBase, shiftedArrays, type WindowStore } from '@neatroots/ports';
 import { type Change, JournalFile, type Stored } from './journal-file';
 import { MemoryWindowStore } from './memory';
-import { applyEdits, copyJson, diffInto, type Edit, isJsonObject } from './patch';
+import { applyEdits, copyJson, diffInto, type Edit, isJsonObject, JOURNALED, shiftInto } from './patch';
 
 /**
  * Run windows that survive a crash of the embedded deployment: MemoryWindowStore (its cap and
@@ -172,7 +172,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       // was saved twice in one call starts again from a whole record.
       if (prev && prev.r + 1 === st.rev && isJsonObject(w)) {
         const d: Edit[] = [];
-        diffInto(prev.w, w, d, [], layers?.get(k));
+        diffInto(prev.w, w, d, [], this.shifts(prev.w, w, d, layers?.get(k)));
         prev.r = st.rev;
         (change.patch ??= []).push({ k, d, x, r: st.rev });
         this.records.edited++;
@@ -219,6 +219,29 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       }
     }
     return out;
+  }
+
+  /**
+   * The shifts of the array fields the saved window says were only shifted (markShifted),
+   * written into `d` and made to the journal's copy; returns the layers with those fields
+   * marked as journaled for diffInto to pass over.
+   */
+  private shifts(
+    copy: Record<string, unknown>,
+    w: Record<string, unknown>,
+    d: Edit[],
+    layers: Map<string, Record<string, unknown>> | undefined,
+  ): ReadonlyMap<string, Record<string, unknown> | typeof JOURNALED> | undefined {
+    const shifted = shiftedArrays(w);
+    if (!shifted) return layers;
+    let over: Map<string, Record<string, unknown> | typeof JOURNALED> | undefined = layers;
+    for (const f of Object.keys(shifted)) {
+      const { dropped, appended } = shifted[f];
+      if (!shiftInto(copy, f, w[f], dropped, appended, d)) continue;
+      over = new Map(over ?? []);
+      over.set(f, JOURNALED);
+    }
+    return over;
   }
 
   private remember(k: string, w: Record<string, unknown>, r: number): void {

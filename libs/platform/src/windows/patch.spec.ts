@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { applyEdits, copyJson, diffInto, type Edit } from './patch';
+import { applyEdits, copyJson, diffInto, type Edit, JOURNALED, shiftInto } from './patch';
 
 type Obj = Record<string, unknown>;
 
@@ -48,6 +48,30 @@ describe('window edits', () => {
     const again: Edit[] = [];
     diffInto(journaled, { ring: changed, seen: seen(501), n: 2 }, again);
     expect(again).toEqual([{ p: ['ring'], v: changed }]);
+  });
+
+  it('write a ring its caller says was only shifted as that shift, without comparing its items, and keep the copy in step', () => {
+    const ring = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => ({ id: `s${from + i}` }));
+    const journaled = copyJson({ ring: ring(0, 4), n: 1 });
+    const before = json(journaled) as Obj;
+    const edits: Edit[] = [];
+    expect(shiftInto(journaled, 'ring', ring(1, 6), 1, 2, edits)).toBe(true);
+    expect(edits).toEqual([{ p: ['ring'], s: 1, a: ring(4, 6) }]);
+    expect(journaled.ring).toEqual(ring(1, 6));
+    // the rest compared as before, the ring passed over
+    diffInto(journaled, { ring: ring(1, 6), n: 2 }, edits, [], new Map([['ring', JOURNALED]]));
+    expect(edits.slice(1)).toEqual([{ p: ['n'], v: 2 }]);
+    expect(replayed(before, edits)).toEqual({ ring: ring(1, 6), n: 2 });
+    // every item the copy held dropped (more appended in a step than the ring holds): written whole
+    const whole: Edit[] = [];
+    expect(shiftInto(journaled, 'ring', ring(10, 13), 10, 8, whole)).toBe(true);
+    expect(whole).toEqual([{ p: ['ring'], v: ring(10, 13) }]);
+    expect(journaled.ring).toEqual(ring(10, 13));
+    // counts that do not fit the lengths: nothing written, the caller compares
+    const none: Edit[] = [];
+    expect(shiftInto(journaled, 'ring', ring(11, 14), 0, 1, none)).toBe(false);
+    expect(shiftInto(journaled, 'n', [1], 0, 1, none)).toBe(false);
+    expect(none).toEqual([]);
   });
 
   it('read keys a step layered over the stored object (Object.create), which JSON.stringify would drop', () => {

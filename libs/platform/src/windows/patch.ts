@@ -105,7 +105,7 @@ type Counted = Obj & { [SIZE]?: number };
  * step layered over another object (Object.create) are read level by level (for..in over a
  * prototype chain is several times slower than each level's own keys).
  */
-export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = [], over?: ReadonlyMap<string, Obj>): void {
+export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = [], over?: ReadonlyMap<string, Obj | typeof JOURNALED>): void {
   let keys = 0;
   let kept = 0;
   for (let level: Obj | null = next; level !== null && level !== Object.prototype; level = Object.getPrototypeOf(level) as Obj | null) {
@@ -118,6 +118,7 @@ export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = 
       const o = get(old, k);
       if (o !== undefined) kept++;
       const layer = over?.get(k);
+      if (layer === JOURNALED) continue;
       if (layer !== undefined && isObj(o)) {
         path.push(k);
         layerInto(o, layer, out, path);
@@ -136,6 +137,33 @@ export function diffInto(old: Counted, next: Obj, out: Edit[], path: string[] = 
     keys = Object.keys(old).length;
   }
   old[SIZE] = keys;
+}
+
+/** In diffInto's `over`: a field whose edits are written already (shiftInto). */
+export const JOURNALED = Symbol('journaled');
+
+/**
+ * The edit of a top-level array field its caller says was only shifted (`dropped` items removed
+ * from its start, `appended` added at its end: markShifted in @neatroots/ports), appended to
+ * `out` and made to `old`, the journal's copy, without comparing the items; a shift that
+ * dropped every item the copy held is the array written whole. False, and nothing written,
+ * when the counts do not fit the two arrays' lengths (the caller then gets compared).
+ */
+export function shiftInto(old: Obj, k: string, next: unknown, dropped: number, appended: number, out: Edit[]): boolean {
+  const o = get(old, k);
+  if (!Array.isArray(o) || !Array.isArray(next) || !(dropped >= 0) || !(appended >= 0) || o.length - dropped + appended !== next.length) return false;
+  if (dropped >= o.length && next.length > 0) {
+    const v = copyJson(next);
+    out.push({ p: [k], v });
+    setKey(old, k, v);
+    return true;
+  }
+  if (dropped === 0 && appended === 0) return true;
+  const a = copyJson(next.slice(next.length - appended));
+  out.push({ p: [k], s: dropped, a });
+  o.splice(0, dropped);
+  for (const x of a) o.push(x);
+  return true;
 }
 
 /**
