@@ -9,10 +9,10 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { performance } = require('node:perf_hooks');
-const { KafkaBus, LogBus } = require('@neatroots/platform');
+const { KafkaBus, LogBus, deleteKafkaTopics } = require('@neatroots/platform');
 const { makeTopics } = require('@neatroots/messages');
 const { itemRunId } = require('@neatroots/spans');
-const { fleet, deleteKafkaTopics } = require('./checks');
+const { fleet } = require('./checks');
 
 function exportsOf({ spans, perRun = 100, batch = 500 }) {
   const out = [];

@@ -64,20 +64,4 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-/** Deletes the Kafka topics named `${prefix}.*` a bench run made: partitions left on the broker
- * make each later start of it slower. A failure is printed, not thrown. */
-async function deleteKafkaTopics(brokers, prefix) {
-  const { Kafka, logLevel } = require('kafkajs');
-  const admin = new Kafka({ clientId: 'neatroots-bench-cleanup', brokers, logLevel: logLevel.NOTHING }).admin();
-  try {
-    await admin.connect();
-    const topics = (await admin.listTopics()).filter((t) => t.startsWith(`${prefix}.`));
-    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 });
-  } catch (e) {
-    console.error(`could not delete the topics ${prefix}.*: ${e.message}`);
-  } finally {
-    await admin.disconnect().catch(() => undefined);
-  }
-}
-
-module.exports = { deleteKafkaTopics, extraChecksYaml, fleet, percentile, TOOLS };
+module.exports = { extraChecksYaml, fleet, percentile, TOOLS };

@@ -9,10 +9,10 @@ const os = require('node:os');
 const path = require('node:path');
 const net = require('node:net');
 const { performance } = require('node:perf_hooks');
-const { KafkaBus } = require('@neatroots/platform');
+const { KafkaBus, deleteKafkaTopics } = require('@neatroots/platform');
 const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
-const { extraChecksYaml, percentile, deleteKafkaTopics } = require('./checks');
+const { extraChecksYaml, percentile } = require('./checks');
 const { buildBatches, send, paced } = require('./e2e');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');

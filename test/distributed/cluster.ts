@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
+import { deleteKafkaTopics } from '@neatroots/platform';
 import { serverNodeFlags } from '../../packages/neatroots/src/relaunch';
 
 /**
@@ -145,20 +145,7 @@ export class Cluster {
   async close(): Promise<void> {
     for (const sp of [...this.procs].reverse()) await this.stop(sp);
     fs.rmSync(this.home, { recursive: true, force: true });
-    await deleteTopics(this.services.kafka, this.prefix);
+    await deleteKafkaTopics(this.services.kafka, this.prefix);
   }
 }
 
-/** Deletes the topics named `${prefix}.*`; a failure is reported, not thrown (the test is over). */
-export async function deleteTopics(brokers: string[], prefix: string): Promise<void> {
-  const admin = new Kafka({ clientId: 'neatroots-test-cleanup', brokers, logLevel: logLevel.NOTHING }).admin();
-  try {
-    await admin.connect();
-    const topics = (await admin.listTopics()).filter((t) => t.startsWith(`${prefix}.`));
-    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 });
-  } catch (e) {
-    process.stderr.write(`could not delete the topics ${prefix}.*: ${(e as Error).message}\n`);
-  } finally {
-    await admin.disconnect().catch(() => undefined);
-  }
-}

@@ -11,6 +11,7 @@ export * from './bus/kafka';
 export * from './windows/redis';
 export * from './testing/services';
 export * from './testing/python';
+export * from './testing/kafka-topics';
 export * from './models/openai';
 export * from './models/config';
 export * from './ops';
