@@ -45,8 +45,8 @@ export interface WindowStore<W> {
    * later step on the same windows is saved (the rule engine: engine.ts, `unsaved`).
    *
    * A store that journals each save as its edits (JournalWindowStore) compares the saved window
-   * with its own copy of the last one. Two ways spare it comparing a large record (a long run's
-   * thousands of span ids) key by key on every save:
+   * with its own copy of the last one. Three ways spare it comparing a large field (a long run's
+   * thousands of span ids, a ring of span summaries) on every save:
    * - a field that is a layer (`windowLayer`: a record of entries added over the loaded window's
    *   field) is taken as that field with the layer's entries added, merged once the save is
    *   decided;

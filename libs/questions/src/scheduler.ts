@@ -145,7 +145,7 @@ function stepCopy(w: QuestionWindow): QuestionWindow {
 }
 
 /** A ring nothing was added to or dropped from in a step. */
-const NO_SHIFT = { ring: { dropped: 0, appended: 0 } };
+const UNMOVED: ArrayShift = { dropped: 0, appended: 0 };
 
 function sessionCopy(s: QuestionSessionWindow): QuestionSessionWindow {
   return { ...s, runs: s.runs.slice() };
@@ -575,8 +575,9 @@ export class QuestionScheduler {
     const windows: { key: string; window: SchedulerWindow; ttlMs: number; shifted?: Readonly<Record<string, ArrayShift>> }[] = [];
     for (const key of step.touched) {
       const w = step.windows.get(key)!;
+      // A ring with a summary replaced in place (null) is compared whole by a journaling store.
       const ring = step.rings.get(key);
-      windows.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, shifted: ring ? { ring } : ring === undefined ? NO_SHIFT : undefined });
+      windows.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, shifted: ring === null ? undefined : { ring: ring ?? UNMOVED } });
     }
     for (const key of step.sessionsTouched) windows.push({ key, window: step.sessions.get(key)!, ttlMs: this.ttlIdle * 4 });
     return {

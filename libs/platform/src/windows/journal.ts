@@ -234,12 +234,10 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   ): ReadonlyMap<string, Record<string, unknown> | typeof JOURNALED> | undefined {
     const shifted = shiftedArrays(w);
     if (!shifted) return layers;
-    let over: Map<string, Record<string, unknown> | typeof JOURNALED> | undefined = layers;
+    const over = new Map<string, Record<string, unknown> | typeof JOURNALED>(layers ?? []);
     for (const f of Object.keys(shifted)) {
       const { dropped, appended } = shifted[f];
-      if (!shiftInto(copy, f, w[f], dropped, appended, d)) continue;
-      over = new Map(over ?? []);
-      over.set(f, JOURNALED);
+      if (shiftInto(copy, f, w[f], dropped, appended, d)) over.set(f, JOURNALED);
     }
     return over;
   }

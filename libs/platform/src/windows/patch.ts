@@ -152,18 +152,24 @@ export const JOURNALED = Symbol('journaled');
 export function shiftInto(old: Obj, k: string, next: unknown, dropped: number, appended: number, out: Edit[]): boolean {
   const o = get(old, k);
   if (!Array.isArray(o) || !Array.isArray(next) || !(dropped >= 0) || !(appended >= 0) || o.length - dropped + appended !== next.length) return false;
-  if (dropped >= o.length && next.length > 0) {
-    const v = copyJson(next);
-    out.push({ p: [k], v });
-    setKey(old, k, v);
-    return true;
-  }
-  if (dropped === 0 && appended === 0) return true;
-  const a = copyJson(next.slice(next.length - appended));
-  out.push({ p: [k], s: dropped, a });
-  o.splice(0, dropped);
-  for (const x of a) o.push(x);
+  if (dropped >= o.length && next.length > 0) writeWhole(old, k, next, out, []);
+  else if (dropped > 0 || appended > 0) writeShift(o, k, next, dropped, out, []);
   return true;
+}
+
+/** The value at `k` written whole: the edit, and the journal's copy brought along. */
+function writeWhole(old: Obj, k: string, n: unknown, out: Edit[], path: string[]): void {
+  const v = copyJson(n);
+  out.push({ p: [...path, k], v });
+  setKey(old, k, v);
+}
+
+/** The array at `k` (the copy `o`) shifted by `s`, then the rest of `n` appended: the edit, and the copy brought along. */
+function writeShift(o: unknown[], k: string, n: unknown[], s: number, out: Edit[], path: string[]): void {
+  const a = copyJson(n.slice(o.length - s));
+  out.push({ p: [...path, k], s, a });
+  o.splice(0, s);
+  for (const x of a) o.push(x);
 }
 
 /**
@@ -203,16 +209,11 @@ function diffKey(old: Counted, k: string, o: unknown, n: unknown, out: Edit[], p
     const shift = shiftOf(o, n);
     if (shift === 0 && o.length === n.length) return;
     if (shift >= 0) {
-      const a = copyJson(n.slice(o.length - shift));
-      out.push({ p: [...path, k], s: shift, a });
-      o.splice(0, shift);
-      for (const x of a) o.push(x);
+      writeShift(o, k, n, shift, out, path);
       return;
     }
   }
-  const v = copyJson(n);
-  out.push({ p: [...path, k], v });
-  setKey(old, k, v);
+  writeWhole(old, k, n, out, path);
 }
 
 /** Whether `k` is an own key of a level of `from`'s chain above `level`. */
