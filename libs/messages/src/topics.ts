@@ -1,5 +1,5 @@
 import type { Topic } from '@neatroots/ports';
-import { v1 } from '@neatroots/proto';
+import { encodeMessage, v1 } from '@neatroots/proto';
 import type { Envelope } from '@neatroots/spans';
 import { envelopeFromBus, envelopeToProto } from './envelope';
 import { findingFromProto, findingToProto, type FindingMessage } from './findings';
@@ -35,18 +35,18 @@ export function makeTopics(prefix: string = DEFAULT_TOPIC_PREFIX): Topics {
   return {
     events: topic<Envelope>(
       `${prefix}.events`,
-      (env) => v1.Envelope.encode(envelopeToProto(env)).finish(),
+      (env) => encodeMessage(v1.Envelope, envelopeToProto(env)),
       (bytes) => envelopeFromBus(v1.Envelope.decode(bytes)),
     ),
     findings: topic<FindingMessage>(
       `${prefix}.findings`,
-      (f) => v1.FindingEvent.encode(findingToProto(f)).finish(),
+      (f) => encodeMessage(v1.FindingEvent, findingToProto(f)),
       (bytes) => findingFromProto(v1.FindingEvent.decode(bytes)),
     ),
     notes: topic<Note>(
       `${prefix}.notes`,
       // Wrapped in NoteEnvelope so routing fields can be added beside the note later.
-      (n) => v1.NoteEnvelope.encode({ note: n }).finish(),
+      (n) => encodeMessage(v1.NoteEnvelope, { note: n }),
       (bytes) => {
         const env = v1.NoteEnvelope.decode(bytes);
         if (!env.note) throw new Error('note envelope without a note');
@@ -55,12 +55,12 @@ export function makeTopics(prefix: string = DEFAULT_TOPIC_PREFIX): Topics {
     ),
     deliveries: topic<NoteDelivered>(
       `${prefix}.deliveries`,
-      (d) => v1.NoteDelivered.encode(d).finish(),
+      (d) => encodeMessage(v1.NoteDelivered, d),
       (bytes) => v1.NoteDelivered.decode(bytes),
     ),
     questions: topic<QuestionTaskMessage>(
       `${prefix}.questions`,
-      (t) => v1.QuestionTask.encode(questionTaskToProto(t)).finish(),
+      (t) => encodeMessage(v1.QuestionTask, questionTaskToProto(t)),
       (bytes) => questionTaskFromProto(v1.QuestionTask.decode(bytes)),
     ),
   };
