@@ -142,16 +142,24 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
 
 let totalItems = 0;
 
-async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 5000 } = {}) {
+async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 5000, variant } = {}) {
   const built = buildBatches({ spans, perRun, batch });
   totalItems = built.spans + 2 * Math.ceil(spans / perRun);
   // A different fleet (other run ids) for the latency phase, sent 50 spans at a time.
   const lat = buildBatches({ spans: latencyRate * 4, perRun, batch: 50, prefix: 'lat' });
   const base = await baseline(built.batches, built.spans);
   // The windows in memory only, then the default (journaled windows, durable log), then the in-memory bus.
-  const w = await full(built.batches, built.spans, { batches: lat.batches, perBatch: 50 }, latencyRate, 'log', 'memory');
-  const f = await full(built.batches, built.spans, { batches: lat.batches, perBatch: 50 }, latencyRate, 'log');
-  const m = await full(built.batches, built.spans, { batches: lat.batches, perBatch: 50 }, latencyRate, 'memory');
+  const latency = { batches: lat.batches, perBatch: 50 };
+  // `variant` runs one of the three alone (for a profile): 'default', 'memory-windows' or 'memory-bus'.
+  if (variant) {
+    const [bus, windows] = { default: ['log', 'journal'], 'memory-windows': ['log', 'memory'], 'memory-bus': ['memory', 'journal'] }[variant] ?? [];
+    if (!bus) throw new Error(`--variant: one of default, memory-windows, memory-bus, not '${variant}'`);
+    const r = await full(built.batches, built.spans, latency, latencyRate, bus, windows);
+    return { variant, spans: built.spans, baseline_ingest_only_spans_per_s: base.spans_per_s, ...r };
+  }
+  const w = await full(built.batches, built.spans, latency, latencyRate, 'log', 'memory');
+  const f = await full(built.batches, built.spans, latency, latencyRate, 'log');
+  const m = await full(built.batches, built.spans, latency, latencyRate, 'memory');
   return {
     spans: built.spans,
     batch,
@@ -270,7 +278,7 @@ module.exports = { benchE2e, buildBatches, send, paced, latencyOnly };
 // The embedded app runs in this process: with the node flags `neatroots start` runs it with.
 if (require.main === module && require('./server-flags').asServer()) {
   const arg = (name, def) => (process.argv.includes(`--${name}`) ? Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) : def);
-  const run = process.argv.includes('--latency') ? latencyOnly({ rate: arg('rate', 5000), seconds: arg('seconds', 6) }) : benchE2e({ spans: Number(process.argv[2] ?? 200_000) });
+  const run = process.argv.includes('--latency') ? latencyOnly({ rate: arg('rate', 5000), seconds: arg('seconds', 6) }) : benchE2e({ spans: Number(process.argv[2] ?? 200_000), variant: process.argv.includes('--variant') ? process.argv[process.argv.indexOf('--variant') + 1] : undefined });
   run.then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
     console.error(e);
     process.exit(1);
