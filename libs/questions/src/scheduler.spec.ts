@@ -113,6 +113,23 @@ describe('trace-scope questions and when', () => {
     expect(claim.scope).toBe('trace');
   });
 
+  it('live: asks a trace question again at most once a gap while the run goes on; what came meanwhile goes with the next ask, and the end always asks', async () => {
+    const s = scheduler([trace], undefined, { liveTraceGapMs: 1_000 });
+    const asked = async (envs: Parameters<typeof run>[1]) => (await run(s, envs)).map((t) => t.evidence.spans.map((x) => x.id));
+    expect(await asked([span('r1', 's1', {}, T0)])).toEqual([['s1']]);
+    // Exports within the second after it: not asked again yet.
+    expect(await asked([span('r1', 's2', {}, T0 + 300)])).toEqual([]);
+    expect(await asked([span('r1', 's3', {}, T0 + 900)])).toEqual([]);
+    // The next export past the gap: asked with everything so far.
+    expect(await asked([span('r1', 's4', {}, T0 + 1_000)])).toEqual([['s1', 's2', 's3', 's4']]);
+    expect(await asked([span('r1', 's5', {}, T0 + 1_200)])).toEqual([]);
+    // The run's end asks once more, within the gap or not.
+    const end = await run(s, [runEnd('r1', 'ok', T0 + 1_300)]);
+    expect(end.map((t) => [t.final, t.evidence.spans.map((x) => x.id)])).toEqual([[true, ['s1', 's2', 's3', 's4', 's5']]]);
+    // Another run keeps its own gap.
+    expect(await asked([span('r2', 'a', {}, T0 + 1_250)])).toEqual([['a']]);
+  });
+
   it('keeps the evidence it was asked for: span filter, fields, last', async () => {
     const q = question({ id: 'q', scope: 'trace', when: 'end', evidence: { spans: { tool: ['pay'] }, fields: ['input'], last: 2 } });
     const s = scheduler([q]);

@@ -96,6 +96,14 @@ export interface QuestionSchedulerOptions {
   /** Cost control when the local LLM stands in; undefined asks about every span. */
   policy?: SpanPolicy | (() => SpanPolicy | undefined);
   ringSize?: number;
+  /**
+   * A live trace question is asked again at most this often per run while the run goes on
+   * (by ingest's receipt times; the local LLM's policy waits its own gap). The spans that
+   * arrive meanwhile are judged with the next ask, and every live question is asked once more
+   * at run end. Default 1,000 ms: asked after every batch, a question re-judged the run's whole
+   * evidence once per export, most of the bus's bytes at high rates.
+   */
+  liveTraceGapMs?: number;
   fieldChars?: number;
   /** Earlier runs a session-scope question sees. */
   sessionRuns?: number;
@@ -173,6 +181,7 @@ export class QuestionScheduler {
   private readonly ttlIdle: number;
   private readonly planCacheMs: number;
   private readonly planRetryMs: number;
+  private readonly liveTraceGapMs: number;
   private readonly now: () => number;
   private readonly plans = new Map<string, { plan?: Plan; at: number }>();
   private readonly planRequested = new Map<string, { hash: string; at: number }>();
@@ -181,6 +190,7 @@ export class QuestionScheduler {
 
   constructor(private readonly opts: QuestionSchedulerOptions) {
     this.ringSize = opts.ringSize ?? 40;
+    this.liveTraceGapMs = opts.liveTraceGapMs ?? 1_000;
     this.fieldChars = opts.fieldChars ?? DEFAULT_FIELD_CHARS;
     this.sessionRuns = opts.sessionRuns ?? 10;
     this.ttlAfterEnd = opts.ttlAfterEndMs ?? 10 * 60_000;
@@ -444,8 +454,10 @@ export class QuestionScheduler {
           const sees = q.evidence?.final_output === true;
           if (st.dirty || st.asked === 0 || sees) this.ask(step, w, q, st, 'run', now, true);
         } else if (q.when === 'live' && st.dirty && !w.ended && q.evidence?.final_output !== true) {
-          // A live trace question is asked as its evidence grows; one that reads the answer waits for it.
-          if (policy && (st.asked >= policy.perRunCap || (st.last_asked_ms !== undefined && now.at - st.last_asked_ms < policy.gapMs))) continue;
+          // A live trace question is asked as its evidence grows, at most once a gap (it stays
+          // dirty until then); one that reads the answer waits for it.
+          if (policy && st.asked >= policy.perRunCap) continue;
+          if (st.last_asked_ms !== undefined && now.at - st.last_asked_ms < (policy?.gapMs ?? this.liveTraceGapMs)) continue;
           this.ask(step, w, q, st, 'run', now, false);
         }
       } else if (ending && !st.final_done) {
