@@ -108,6 +108,12 @@ const schema = z.object({
   NEATROOTS_MEMORY_CEILING_MB: z.coerce.number().int().min(0).default(1024),
   /** How long a stop waits for what was accepted to be processed; the rest stays in the log for the next start. */
   NEATROOTS_DRAIN_MS: z.coerce.number().int().min(0).default(10_000),
+  /**
+   * A live trace question is asked again at most this often per run while the run goes on (the
+   * spans that come meanwhile go with the next ask; the run's end always asks). 0: after every
+   * batch that brought the run new spans.
+   */
+  NEATROOTS_LIVE_TRACE_GAP_MS: z.coerce.number().int().min(0).max(600_000).default(1_000),
   /** How long the window of a run that went quiet without a run_end is kept. */
   NEATROOTS_WINDOW_IDLE_MS: z.coerce.number().int().min(1000).default(6 * 3_600_000),
   /**

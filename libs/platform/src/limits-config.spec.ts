@@ -39,3 +39,14 @@ describe('NEATROOTS_MAX_* and NEATROOTS_BUS_ATTEMPTS', () => {
     }
   });
 });
+
+describe('NEATROOTS_LIVE_TRACE_GAP_MS', () => {
+  it('defaults to a second, takes 0 (every batch) up to ten minutes, and refuses anything else naming the variable', () => {
+    expect(loadConfig({}).NEATROOTS_LIVE_TRACE_GAP_MS).toBe(1_000);
+    expect(loadConfig({ NEATROOTS_LIVE_TRACE_GAP_MS: '0' }).NEATROOTS_LIVE_TRACE_GAP_MS).toBe(0);
+    expect(loadConfig({ NEATROOTS_LIVE_TRACE_GAP_MS: '250' }).NEATROOTS_LIVE_TRACE_GAP_MS).toBe(250);
+    for (const value of ['-1', 'soon', '1.5', String(3_600_000)]) {
+      expect(() => loadConfig({ NEATROOTS_LIVE_TRACE_GAP_MS: value })).toThrow(/NEATROOTS_LIVE_TRACE_GAP_MS/);
+    }
+  });
+});

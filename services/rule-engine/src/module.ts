@@ -10,6 +10,8 @@ export interface RuleEngineConfig {
   NEATROOTS_TOPIC_PREFIX: string;
   NEATROOTS_WINDOW_TTL_MS: number;
   NEATROOTS_WINDOW_IDLE_MS: number;
+  /** How often a live trace question may be asked again per run (QuestionScheduler's liveTraceGapMs). */
+  NEATROOTS_LIVE_TRACE_GAP_MS: number;
   /**
    * How long the question scheduler keeps a run's plan before reading it again (its default
    * when absent). Replay sets 0: its plans are in memory, and one made on a run's run_start
@@ -54,6 +56,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
           questions: checks.questions,
           plans: review.data.plans,
           policy: models.localLlmStandsIn ? LOCAL_LLM_POLICY : undefined,
+          liveTraceGapMs: ctx.config.NEATROOTS_LIVE_TRACE_GAP_MS,
           planCacheMs: ctx.config.planCacheMs,
           now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
         }),
