@@ -46,6 +46,16 @@ async function storedFindings(project: string, want: number, url = pg!): Promise
   }
 }
 
+/** The bus lines of a process's /metrics (consumed, published, lag, backlog), or why they could not be read. */
+async function busMetrics(adminPort: number): Promise<string> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    return text.split('\n').filter((l) => /^neatroots_(bus_|consumer_lag)/.test(l)).join('\n');
+  } catch (e) {
+    return `metrics unreadable: ${(e as Error).message}`;
+  }
+}
+
 maybe(SUITE, () => {
   const runs = 160;
   const perRun = 25;
@@ -72,6 +82,8 @@ maybe(SUITE, () => {
         // What went wrong, for whoever reads the failure: which checks and runs, and the engines' logs.
         console.error(`${name}: missing ${diff.missing.slice(0, 20).map((k) => checkOf.get(k)).join(' ')}`);
         for (const p of cluster.procs) console.error(`--- ${p.target}\n${p.output.join('').slice(-3000)}`);
+        // Which consumer stopped short: each process's bus counters and lag, now.
+        for (const p of cluster.procs) console.error(`--- ${p.target} bus metrics\n${await busMetrics(p.adminPort)}`);
       }
       expect({ name, ...diff, stored: got.size }).toEqual({ name, missing: [], extra: [], wrongState: [], stored: want.size });
     } finally {
