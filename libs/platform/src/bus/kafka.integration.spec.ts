@@ -197,35 +197,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     for (const e of ends) expect({ partition: e.partition, offset: byPartition.get(e.partition) }).toEqual({ partition: e.partition, offset: e.high });
   }, 90_000);
 
-  it('commits beside the fetch loop, many partition batches to a commit, and every handled offset by close', async () => {
-    const t = jsonTopic<Rec>(topicName('commits'));
-    const g = group('commits');
-    const producer = newBus({ lingerMs: 0, partitions: 6 });
-    await producer.ensureTopic(t.name);
-    const consumer = newBus();
-    let handled = 0;
-    const sub = await consumer.subscribe(t, { group: g }, async (b) => {
-      handled += b.records.length;
-    });
-    // Small publishes over many keys: each fetch brings batches of several partitions.
-    for (let round = 0; round < 60; round++) {
-      await producer.publish(t, recs(12, 1, round));
-      await sleep(5);
-    }
-    await waitUntil(() => handled >= 60 * 12, 30_000, () => `${handled} of ${60 * 12}`);
-    await sub.close();
-    // One commit at a time, each carrying what was handled meanwhile: fewer commits than batches.
-    expect(consumer.stats.batches).toBeGreaterThan(20);
-    expect(consumer.stats.commits).toBeGreaterThan(0);
-    expect(consumer.stats.commits).toBeLessThan(consumer.stats.batches);
-    expect(consumer.stats.commitFailures).toBe(0);
-    const committed = await admin.fetchOffsets({ groupId: g, topics: [t.name] });
-    const byPartition = new Map(committed[0].partitions.map((p) => [p.partition, p.offset]));
-    for (const e of await admin.fetchTopicOffsets(t.name)) {
-      if (e.high !== '0') expect({ partition: e.partition, offset: byPartition.get(e.partition) }).toEqual({ partition: e.partition, offset: e.high });
-    }
-  }, 60_000);
-
   it('sets aside a record it cannot decode (its bytes kept) and hands on the others', async () => {
     const prefix = uniqueName('it_dl');
     topics.push(`${prefix}.dead-letters`);

@@ -13,7 +13,6 @@ import {
   type Producer,
 } from 'kafkajs';
 import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
-import { CommitQueue } from './commits';
 import { PACK_HEADER, PACK_VERSION, packValues, planPacks, unpackValues } from './pack';
 import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './set-aside';
 
@@ -39,14 +38,12 @@ import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './se
  *   or with `pack: false`) are read as single records.
  * - Consuming: a consumer group with eachBatch, auto-commit off. For each partition batch the
  *   records are decoded, the handler runs, and only after it resolved (its effects are stored)
- *   is the batch's offset resolved and recorded for commit. The commits go one at a time beside
- *   the fetch loop, each carrying every partition handled since the last (./commits.ts): a crash
- *   re-reads what was handled since the last commit. A handler that throws is reported, and after
+ *   is the batch's offset resolved and committed. A handler that throws is reported, and after
  *   `retryDelayMs` the batch is read again from the same offset: nothing is skipped.
  *   Heartbeats are sent automatically while a handler runs (and BusBatch.heartbeat() is there
  *   for handlers that want to), so a long batch does not get the member evicted.
- * - close() of a subscription commits what was handled, stops fetching, lets the batch in hand
- *   finish and commit, leaves the group: nothing is skipped, nothing handled is read again.
+ * - close() of a subscription stops fetching, lets the batch in hand finish and commit, leaves
+ *   the group: nothing is skipped, nothing committed is read again.
  * - Rebalances: only processed offsets are ever committed. A batch whose partition moved while
  *   it was processed may fail to commit; the new owner then reads it again (at-least-once:
  *   consumers are idempotent, e.g. findings have deterministic ids).
@@ -140,11 +137,6 @@ export interface KafkaBusStats {
   setAside: number;
   /** Records (or packs whose framing is damaged) that could not be decoded (set aside). */
   decodeErrors: number;
-  /** Partition batches handled (their offsets recorded for commit). */
-  batches: number;
-  /** Offset commits sent (each carries every partition handled since the last) and those that failed. */
-  commits: number;
-  commitFailures: number;
 }
 
 interface Owner {
@@ -229,7 +221,7 @@ function logCreator(configured: KafkaLogLevel, sink: KafkaLogSink = consoleSink)
 }
 
 export class KafkaBus implements Bus {
-  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0, batches: 0, commits: 0, commitFailures: 0 };
+  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0 };
 
   private readonly kafka: Kafka;
   private readonly partitions: number;
@@ -522,18 +514,7 @@ export class KafkaBus implements Bus {
       maxBytesPerPartition: this.opts.maxBytesPerPartition,
       allowAutoTopicCreation: false,
     });
-    const commits = new CommitQueue(
-      // The batch payload's commit (consumer.commitOffsets does nothing once the consumer is
-      // stopping, when the batch in hand must still commit); the latest batch's, so a consumer
-      // kafkajs restarted after a crash commits through its new group membership.
-      (offsets) => state.commit!({ topics: [{ topic: topic.name, partitions: offsets }] }),
-      (err) => {
-        // A rebalance under way: the partitions' next owner reads from the last commit (at least once).
-        if (!REBALANCE_RESPONSE.test((err as Error)?.message ?? '')) this.onError(new Error(`offset commit failed (the batches handled since the last commit are read again after a restart): ${(err as Error)?.message ?? err}`, { cause: err }), where);
-      },
-      (failed) => (failed ? this.stats.commitFailures++ : this.stats.commits++),
-    );
-    const state: ConsumerState = { stopping: false, wake: undefined, commits, commit: undefined };
+    const state: ConsumerState = { stopping: false, wake: undefined };
     const where = { topic: topic.name, group: opts.group };
     // Bounded retries, then the records that fail alone are set aside (./set-aside.ts).
     const guarded = guardHandler(this, handler, {
@@ -586,10 +567,8 @@ export class KafkaBus implements Bus {
         closing ??= (async () => {
           state.stopping = true;
           state.wake?.();
-          // The offsets of batches already handled; stop() (inside disconnect) then stops
-          // fetching, waits for the batch in hand (which commits as it ends, see onBatch), and
-          // leaves the group.
-          await commits.flush();
+          // stop() (inside disconnect) stops fetching, waits for the batch in hand (which
+          // commits as it ends), then leaves the group.
           await consumer.disconnect();
           this.subscriptions.delete(sub);
         })();
@@ -689,11 +668,9 @@ export class KafkaBus implements Bus {
     // The handler's effects are stored: only now does the offset move.
     const last = batch.lastOffset();
     resolveOffset(last);
-    // Committed off the fetch loop (./commits.ts); a consumer stopping commits before it leaves its group.
-    this.stats.batches++;
-    state.commit = commitOffsetsIfNecessary;
-    state.commits.record(batch.partition, (BigInt(last) + 1n).toString());
-    if (state.stopping) await state.commits.flush();
+    await commitOffsetsIfNecessary({
+      topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(last) + 1n).toString() }] }],
+    });
     this.stats.consumed += records.length;
     this.opts.onBatch?.({
       topic: topic.name,
@@ -761,9 +738,6 @@ function isPack(m: KafkaMessage): boolean {
 interface ConsumerState {
   stopping: boolean;
   wake: (() => void) | undefined;
-  commits: CommitQueue;
-  /** The last batch's commit (kafkajs's, with explicit offsets: sent whatever the auto-commit settings). */
-  commit: EachBatchPayload['commitOffsetsIfNecessary'] | undefined;
 }
 
 /** Runs `fn` again (up to 10 times, 100 ms more each time) while it fails with an error kafkajs marks retriable. */
