@@ -67,6 +67,11 @@ const schema = z.object({
   NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(1).max(5000).default(500),
   /** Partitions whose batches a consumer handles at once (their runs differ, so their steps overlap). */
   NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: z.coerce.number().int().min(1).max(64).default(4),
+  /**
+   * A consumer commits the offsets it has handled at most this often (at the end of a batch, and
+   * always when it closes); 0 commits after every batch. A crash re-reads what was handled since.
+   */
+  NEATROOTS_KAFKA_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).max(60_000).default(500),
   /** How long Kafka waits for a consumer's heartbeat before giving its partitions to another. */
   NEATROOTS_KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
   /** Each process's /healthz, /readyz and /metrics. */

@@ -197,6 +197,55 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     for (const e of ends) expect({ partition: e.partition, offset: byPartition.get(e.partition) }).toEqual({ partition: e.partition, offset: e.high });
   }, 90_000);
 
+  it('commits what it handled once commitIntervalMs has passed (at the end of a later batch), and all of it when it closes', async () => {
+    const t = jsonTopic<Rec>(topicName('commit-interval'));
+    const g = group('commit-interval');
+    const producer = newBus({ lingerMs: 1 });
+    await producer.ensureTopic(t.name);
+    const offsets = async () => {
+      const [c] = await admin.fetchOffsets({ groupId: g, topics: [t.name] });
+      const ends = await admin.fetchTopicOffsets(t.name);
+      const at = new Map(c.partitions.map((p) => [p.partition, Math.max(0, Number(p.offset))])); // -1: none
+      return {
+        committed: ends.reduce((n, e) => n + (at.get(e.partition) ?? 0), 0),
+        written: ends.reduce((n, e) => n + Number(e.high), 0),
+      };
+    };
+    let got = 0;
+    const sub = await newBus({ commitIntervalMs: 2_000 }).subscribe(t, { group: g }, async (b) => {
+      got += b.records.length;
+    });
+    const started = Date.now();
+    await producer.publish(t, recs(4, 5)); // four keys: a pack each, on up to four partitions
+    await waitUntil(() => got >= 20, 20_000, () => `${got} of 20`);
+    // Handled, and within the interval (timed from the consumer's start): nothing committed yet.
+    const early = await offsets();
+    if (Date.now() - started < 1_800) expect(early.committed).toBe(0);
+    expect(early.written).toBe(4);
+    await sleep(Math.max(0, started + 2_200 - Date.now()));
+    // A batch after the interval commits every partition handled since, not only its own.
+    await producer.publish(t, recs(1, 1, 5));
+    await waitUntil(() => got >= 21, 20_000, () => `${got} of 21`);
+    let now = await offsets();
+    for (const end = Date.now() + 5_000; now.committed < now.written && Date.now() < end; now = await offsets()) await sleep(50);
+    expect(now).toEqual({ committed: 5, written: 5 });
+    // Handled just after a commit, then the subscription closes: close commits it.
+    await producer.publish(t, recs(3, 1, 6));
+    await waitUntil(() => got >= 24, 20_000, () => `${got} of 24`);
+    await sub.close();
+    expect(await offsets()).toEqual({ committed: 8, written: 8 });
+    // So a consumer of the group that comes next reads none of it again.
+    let again = 0;
+    const next = await newBus().subscribe(t, { group: g }, async (b) => {
+      again += b.records.length;
+    });
+    await producer.publish(t, recs(1, 1, 9));
+    await waitUntil(() => again >= 1, 20_000, () => 'the next record not handled');
+    await sleep(300);
+    await next.close();
+    expect(again).toBe(1);
+  }, 60_000);
+
   it('sets aside a record it cannot decode (its bytes kept) and hands on the others', async () => {
     const prefix = uniqueName('it_dl');
     topics.push(`${prefix}.dead-letters`);

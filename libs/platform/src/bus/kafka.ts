@@ -38,8 +38,13 @@ import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './se
  *   or with `pack: false`) are read as single records.
  * - Consuming: a consumer group with eachBatch, auto-commit off. For each partition batch the
  *   records are decoded, the handler runs, and only after it resolved (its effects are stored)
- *   is the batch's offset resolved and committed. A handler that throws is reported, and after
- *   `retryDelayMs` the batch is read again from the same offset: nothing is skipped.
+ *   is the batch's offset resolved. Resolved offsets are committed at the end of a batch once
+ *   `commitIntervalMs` has passed since the last commit (every partition resolved since goes in
+ *   that one commit), and always when the subscription closes. Commits are sent only from
+ *   within a batch kafkajs handed over, or at close: never beside its fetch loop, so none goes
+ *   through a consumer kafkajs is restarting. A crash re-reads at most what was handled within
+ *   the interval (at-least-once, as a rebalance does). A handler that throws is reported, and
+ *   after `retryDelayMs` the batch is read again from the same offset: nothing is skipped.
  *   Heartbeats are sent automatically while a handler runs (and BusBatch.heartbeat() is there
  *   for handlers that want to), so a long batch does not get the member evicted.
  * - close() of a subscription stops fetching, lets the batch in hand finish and commit, leaves
@@ -101,6 +106,12 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   partitionsConsumedConcurrently?: number;
   /** Wait after a failed batch before it is read again. Default 500. */
   retryDelayMs?: number;
+  /**
+   * Handled offsets are committed at the end of a batch once this long has passed since the
+   * last commit; 0 commits after every batch. Each commit is a round trip the next fetch waits
+   * for, so committing every batch holds the consumer's whole fetch behind it. Default 500.
+   */
+  commitIntervalMs?: number;
   /** kafkajs's own log lines at or above this level. Default 'warn'. */
   logLevel?: 'nothing' | 'error' | 'warn' | 'info' | 'debug';
   /** Where kafkajs's lines go (the process's logger). Default: the console. */
@@ -229,6 +240,7 @@ export class KafkaBus implements Bus {
   private readonly maxBatchRecords: number;
   private readonly maxBatchBytes: number;
   private readonly lingerMs: number;
+  private readonly commitIntervalMs: number;
   private readonly retryDelayMs: number;
   private readonly pack: boolean;
   private readonly compression: CompressionTypes;
@@ -255,6 +267,7 @@ export class KafkaBus implements Bus {
     this.maxBatchRecords = Math.max(1, opts.maxBatchRecords ?? 5000);
     this.maxBatchBytes = Math.max(1024, opts.maxBatchBytes ?? 768 * 1024);
     this.lingerMs = Math.max(0, opts.lingerMs ?? 5);
+    this.commitIntervalMs = Math.max(0, opts.commitIntervalMs ?? 500);
     this.retryDelayMs = opts.retryDelayMs ?? 500;
     this.pack = opts.pack ?? true;
     this.compression = opts.compression === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
@@ -514,7 +527,7 @@ export class KafkaBus implements Bus {
       maxBytesPerPartition: this.opts.maxBytesPerPartition,
       allowAutoTopicCreation: false,
     });
-    const state: ConsumerState = { stopping: false, wake: undefined };
+    const state: ConsumerState = { stopping: false, wake: undefined, commits: undefined, inHand: 0 };
     const where = { topic: topic.name, group: opts.group };
     // Bounded retries, then the records that fail alone are set aside (./set-aside.ts).
     const guarded = guardHandler(this, handler, {
@@ -528,6 +541,9 @@ export class KafkaBus implements Bus {
     consumer.on(consumer.events.CRASH, (e) => {
       if (state.stopping) return;
       const { error, restart } = e.payload;
+      // The offsets it had resolved go with that consumer group: kafkajs starts another, which
+      // reads them again from the last commit. Nothing is committed through the old one.
+      state.commits = undefined;
       this.onError(new Error(`consumer ${restart ? 'crashed, restarting' : 'crashed and stopped'}: ${error.message}`, { cause: error }), where);
     });
 
@@ -547,6 +563,9 @@ export class KafkaBus implements Bus {
       await whileRetriable(() => consumer.subscribe({ topics: [topic.name], fromBeginning: opts.fromBeginning ?? true }));
       await consumer.run({
         autoCommit: false,
+        // With autoCommit off kafkajs commits nothing itself; this is the interval its
+        // commitOffsetsIfNecessary() (called at the end of each batch) keeps to.
+        autoCommitInterval: this.commitIntervalMs,
         eachBatchAutoResolve: false,
         partitionsConsumedConcurrently: this.opts.partitionsConsumedConcurrently ?? 2,
         eachBatch: (payload) => this.onBatch(topic, opts.group, payload, guarded, state),
@@ -567,6 +586,9 @@ export class KafkaBus implements Bus {
         closing ??= (async () => {
           state.stopping = true;
           state.wake?.();
+          // What was handled and not yet committed, with no batch in hand to commit it at its
+          // end (a batch in hand commits everything resolved as it ends, seeing `stopping`).
+          if (state.inHand === 0) await state.commits?.flush().catch(() => undefined);
           // stop() (inside disconnect) stops fetching, waits for the batch in hand (which
           // commits as it ends), then leaves the group.
           await consumer.disconnect();
@@ -582,13 +604,31 @@ export class KafkaBus implements Bus {
   private async onBatch<T>(
     topic: Topic<T>,
     group: string,
-    { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }: EachBatchPayload,
+    payload: EachBatchPayload,
     handler: (batch: BusBatch<T>) => Promise<void>,
     state: ConsumerState,
   ): Promise<void> {
     // Not started once the consumer is stopping or the batch was superseded: not resolved, so
     // whoever owns the partition next reads it again from the committed offset.
-    if (state.stopping || !isRunning() || isStale()) return;
+    if (state.stopping || !payload.isRunning() || payload.isStale()) return;
+    state.inHand++;
+    try {
+      await this.handleBatch(topic, group, payload, handler, state);
+    } finally {
+      state.inHand--;
+    }
+  }
+
+  private async handleBatch<T>(
+    topic: Topic<T>,
+    group: string,
+    { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets }: EachBatchPayload,
+    handler: (batch: BusBatch<T>) => Promise<void>,
+    state: ConsumerState,
+  ): Promise<void> {
+    // This batch's consumer group is the live one: close() commits through it.
+    const commits = { flush: () => commitOffsetsIfNecessary(uncommittedOffsets()) };
+    state.commits = commits;
     const started = Date.now();
     const where = { topic: topic.name, group, partition: batch.partition };
     const records: BusRecord<T>[] = [];
@@ -652,6 +692,8 @@ export class KafkaBus implements Bus {
         clearInterval(hb);
         // Not resolved: the next fetch starts again at this batch's first offset.
         await this.pause(this.retryDelayMs, state, beat);
+        // Closing: what the other batches handled is committed, this one's is not.
+        if (state.stopping && this.commitIntervalMs > 0) await commits.flush().catch(() => undefined);
         return;
       } finally {
         clearInterval(hb);
@@ -668,9 +710,16 @@ export class KafkaBus implements Bus {
     // The handler's effects are stored: only now does the offset move.
     const last = batch.lastOffset();
     resolveOffset(last);
-    await commitOffsetsIfNecessary({
-      topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(last) + 1n).toString() }] }],
-    });
+    if (this.commitIntervalMs === 0) {
+      await commitOffsetsIfNecessary({
+        topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(last) + 1n).toString() }] }],
+      });
+    } else {
+      if (!state.stopping) await commitOffsetsIfNecessary(); // every resolved offset, once commitIntervalMs has passed
+      // Closing (seen after the await too, so a close() that came meanwhile is not missed):
+      // everything resolved, this batch's included. From here to the end nothing is awaited.
+      if (state.stopping) await commits.flush();
+    }
     this.stats.consumed += records.length;
     this.opts.onBatch?.({
       topic: topic.name,
@@ -738,6 +787,10 @@ function isPack(m: KafkaMessage): boolean {
 interface ConsumerState {
   stopping: boolean;
   wake: (() => void) | undefined;
+  /** Commits what was resolved, through the consumer group of the last batch handed over. */
+  commits: { flush: () => Promise<void> } | undefined;
+  /** Batches being handled now. */
+  inHand: number;
 }
 
 /** Runs `fn` again (up to 10 times, 100 ms more each time) while it fails with an error kafkajs marks retriable. */

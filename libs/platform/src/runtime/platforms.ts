@@ -148,6 +148,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       partitionsConsumedConcurrently: config.NEATROOTS_KAFKA_CONCURRENT_PARTITIONS,
       minBytes: config.NEATROOTS_KAFKA_FETCH_MIN_BYTES,
       maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
+      commitIntervalMs: config.NEATROOTS_KAFKA_COMMIT_INTERVAL_MS,
       heartbeatInterval: Math.max(500, Math.floor(config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS / 10)),
       rebalanceTimeout: Math.max(10_000, config.NEATROOTS_KAFKA_SESSION_TIMEOUT_MS),
       log: log.child({ service: 'kafka' }),
