@@ -50,6 +50,21 @@ describe('window edits', () => {
     expect(again).toEqual([{ p: ['ring'], v: changed }]);
   });
 
+  it('write nothing for a list still empty, and the list whole once it empties or fills', () => {
+    const journaled = copyJson({ checks: { streak: { n: 0, spans: [] as string[] }, pending: [] as string[] } });
+    const none: Edit[] = [];
+    // new empty arrays, as a step makes them: not a change
+    diffInto(journaled, { checks: { streak: { n: 0, spans: [] }, pending: [] } }, none);
+    expect(none).toEqual([]);
+    const filled: Edit[] = [];
+    diffInto(journaled, { checks: { streak: { n: 1, spans: ['s1'] }, pending: [] } }, filled);
+    expect(filled).toEqual([{ p: ['checks', 'streak', 'n'], v: 1 }, { p: ['checks', 'streak', 'spans'], s: 0, a: ['s1'] }]);
+    const emptied: Edit[] = [];
+    diffInto(journaled, { checks: { streak: { n: 0, spans: [] }, pending: [] } }, emptied);
+    expect(emptied).toEqual([{ p: ['checks', 'streak', 'n'], v: 0 }, { p: ['checks', 'streak', 'spans'], v: [] }]);
+    expect(replayed({ checks: { streak: { n: 1, spans: ['s1'] }, pending: [] } }, emptied)).toEqual({ checks: { streak: { n: 0, spans: [] }, pending: [] } });
+  });
+
   it('write a ring its caller says was only shifted as that shift, without comparing its items, and keep the copy in step', () => {
     const ring = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => ({ id: `s${from + i}` }));
     const journaled = copyJson({ ring: ring(0, 4), n: 1 });

@@ -206,6 +206,9 @@ function diffKey(old: Counted, k: string, o: unknown, n: unknown, out: Edit[], p
     return;
   }
   if (Array.isArray(n) && Array.isArray(o)) {
+    // Still empty: the checks' lists are mostly so (a streak not started, nothing pending), and
+    // each one was written whole on every save.
+    if (n.length === 0 && o.length === 0) return;
     const shift = shiftOf(o, n);
     if (shift === 0 && o.length === n.length) return;
     if (shift >= 0) {
