@@ -50,3 +50,14 @@ describe('NEATROOTS_LIVE_TRACE_GAP_MS', () => {
     }
   });
 });
+
+describe('NEATROOTS_KAFKA_COMMIT_INTERVAL_MS', () => {
+  it('defaults to half a second, takes 0 (every batch) up to a minute, and refuses anything else naming the variable', () => {
+    expect(loadConfig({}).NEATROOTS_KAFKA_COMMIT_INTERVAL_MS).toBe(500);
+    expect(loadConfig({ NEATROOTS_KAFKA_COMMIT_INTERVAL_MS: '0' }).NEATROOTS_KAFKA_COMMIT_INTERVAL_MS).toBe(0);
+    expect(loadConfig({ NEATROOTS_KAFKA_COMMIT_INTERVAL_MS: '2000' }).NEATROOTS_KAFKA_COMMIT_INTERVAL_MS).toBe(2_000);
+    for (const value of ['-1', 'often', '0.5', '60001']) {
+      expect(() => loadConfig({ NEATROOTS_KAFKA_COMMIT_INTERVAL_MS: value })).toThrow(/NEATROOTS_KAFKA_COMMIT_INTERVAL_MS/);
+    }
+  });
+});
