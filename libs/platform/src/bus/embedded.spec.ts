@@ -45,21 +45,27 @@ describe('the embedded bus at a stop', () => {
     expect(m![2]).toBe(logDir(config));
     const left = Number(m![1]);
     expect(left).toBeGreaterThan(0);
-    expect(left).toBeLessThanOrEqual(all.length - before.size);
-    await bus.close(); // the batch in hand ends first
+    // The batch in hand ended before the line, and none was handed out after it: the services
+    // still stopping (review storing, say) do not go on taking what the line said is left.
+    const handled = before.size;
+    expect(left).toBe(all.length - handled);
+    await bus.publish(events, [{ key: 'run-2', value: { k: 'run-2', i: all.length } }]); // a stopping service may still publish
+    await sleep(600);
+    expect(before.size).toBe(handled);
+    await bus.close();
 
     said.length = 0;
     bus = openEmbeddedBus(config, log);
     const pending = /^bus log: (\d+) records accepted before the last stop were not processed yet; processing them now$/.exec(said.join('\n'));
-    expect(Number(pending?.[1])).toBe(all.length - before.size);
+    expect(Number(pending?.[1])).toBe(left + 1);
     const after = new Set<number>();
     await bus.subscribe(events, { group: 'rule-engine' }, async (b) => {
       for (const r of b.records) after.add(r.value.i);
     });
-    await waitUntil(() => before.size + after.size >= all.length, 20_000, () => `${before.size} + ${after.size} of ${all.length}`);
+    await waitUntil(() => before.size + after.size >= all.length + 1, 20_000, () => `${before.size} + ${after.size} of ${all.length + 1}`);
     await bus.close();
     // Every record handled once: before the stop, or after the next start.
     expect([...before].filter((i) => after.has(i))).toEqual([]);
-    expect(new Set([...before, ...after]).size).toBe(all.length);
+    expect(new Set([...before, ...after]).size).toBe(all.length + 1);
   }, 60_000);
 });

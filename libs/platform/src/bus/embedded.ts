@@ -57,7 +57,11 @@ export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: 
   ]);
   clearTimeout(timer);
   if (done) return;
+  // The batches in hand end and no others start, so the count said is what the next start takes
+  // up (the services still stopping would otherwise go on consuming it).
+  if (bus instanceof LogBus) await bus.stopDelivering();
   const left = bus.backlog(topic);
+  if (left === 0) return; // the batches in hand were the last
   if (bus instanceof LogBus) {
     log.warn(`stop: drained for ${ms} ms (NEATROOTS_DRAIN_MS); ${left} accepted records not processed yet stay durable in ${logDir(config)} and are processed at the next start`);
   } else {

@@ -214,6 +214,8 @@ export class LogBus implements Bus {
 
   /** No new deliveries (close() in progress); publishing still works for batches in hand. */
   private closing = false;
+  /** No batch is handed out any more (stopDelivering): a stop's drain time is over. */
+  private delivering = true;
   private closed = false;
   /** Records set aside as dead letters. */
   setAsideCount = 0;
@@ -503,7 +505,7 @@ export class LogBus implements Bus {
   }
 
   private pump(name: string, t: TopicState, g: Group): void {
-    if (this.closing) return;
+    if (this.closing || !this.delivering) return;
     for (const m of g.members) {
       if (m.closed) continue;
       for (const p of m.partitions) {
@@ -546,7 +548,7 @@ export class LogBus implements Bus {
         await sleep(this.retryDelayMs);
         continue;
       }
-      if (m.closed || this.closing || !m.partitions.includes(p)) return settle();
+      if (m.closed || this.closing || !this.delivering || !m.partitions.includes(p)) return settle();
       const part = t.parts[p];
       const from = Math.max(next, g.offsets[p], part.base);
       const to = Math.min(part.durable, from + this.maxBatch);
@@ -850,9 +852,10 @@ export class LogBus implements Bus {
     return this.cached;
   }
 
-  /** Resolves when every group with members has consumed everything published so far. */
+  /** Resolves when every group with members has consumed everything published so far, or once deliveries stop. */
   async idle(): Promise<void> {
     for (;;) {
+      if (!this.delivering || this.closed) return;
       let pending = false;
       if (this.syncing || this.waiting.length) pending = true;
       for (const [name, t] of this.topics) {
@@ -866,6 +869,18 @@ export class LogBus implements Bus {
       }
       if (!pending) return;
       await sleep(1);
+    }
+  }
+
+  /**
+   * Hands out no more batches and waits for those in hand (a stop whose drain time is over):
+   * what is left stays in the log for the next start, and backlog() says how much. Publishing
+   * goes on (the stopping services may still publish; that is kept for the next start too).
+   */
+  async stopDelivering(): Promise<void> {
+    this.delivering = false;
+    for (const t of this.topics.values()) {
+      for (const g of t.groups.values()) await Promise.all(g.members.flatMap((m) => [...m.busy.values()]));
     }
   }
 
