@@ -159,9 +159,11 @@ export function normalizeRunStart(raw: Obj): RunStart {
     const v = id(raw, k, false, run_id);
     if (v) run[k] = v;
   }
+  // An empty prompt or message says nothing, and the bus's protobuf cannot tell it from none
+  // (an OTLP agent span whose input is an empty value made one): left out, as on the wire.
   for (const k of ['system_prompt', 'user_message'] as const) {
     const v = optString(raw, k, run_id);
-    if (v !== undefined) run[k] = v;
+    if (v) run[k] = v;
   }
   const t = tools(raw.tools, run_id);
   if (t) run.tools = t;

@@ -1,6 +1,8 @@
-import { v1 } from '@neatroots/proto';
+import { otlp, v1 } from '@neatroots/proto';
 import { SpanValidationError } from './errors';
 import type { Span, StreamItem } from './types';
+import { normalizeItem } from './normalize';
+import { mapOtlpExport } from './otlp';
 import { eventToItem, itemToEvent, readEvent, spanFromProto, spanToProto } from './wire';
 
 const fullSpan: Span = {
@@ -93,6 +95,30 @@ describe('run events', () => {
       { kind: 'run_end', run: { event: 'run_end', run_id: 'r', status: 'ok', final_output: { answer: 42 } } },
     ];
     for (const item of items) expect(eventToItem(protoRoundTrip(itemToEvent(item)))).toEqual(item);
+  });
+
+  it('reads an empty system prompt or user message as none, as the bus carries it (found by the OTLP property test)', () => {
+    const item = normalizeItem({ event: 'run_start', run_id: 'r', system_prompt: '', user_message: '' });
+    expect(item).toEqual({ kind: 'run_start', run: { event: 'run_start', run_id: 'r' } });
+    expect(eventToItem(protoRoundTrip(itemToEvent(item)))).toEqual(item);
+    // an OTLP agent span whose input is an empty value
+    const mapped = mapOtlpExport(otlp.ExportTraceServiceRequest.fromPartial({
+      resource_spans: [{
+        scope_spans: [{
+          spans: [{
+            trace_id: Buffer.from([...Array(15).fill(0), 1]), span_id: Buffer.from([0, 0, 0, 0, 0, 0, 0, 1]),
+            attributes: [
+              { key: 'gen_ai.input.messages', value: { value: { $case: 'bytes_value', value: Buffer.from([]) } } },
+              { key: 'gen_ai.operation.name', value: { value: { $case: 'string_value', value: 'invoke_agent' } } },
+            ],
+          }],
+        }],
+      }],
+    }));
+    const start = mapped.items.find((i) => i.kind === 'run_start');
+    expect(start).toBeDefined();
+    expect(start).not.toHaveProperty('run.user_message');
+    expect(eventToItem(protoRoundTrip(itemToEvent(start!)))).toEqual(start);
   });
 
   it('defaults an empty run_end status to ok and rejects unknown ones', () => {
