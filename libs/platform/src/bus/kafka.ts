@@ -144,6 +144,8 @@ export interface KafkaBusStats {
   consumed: number;
   /** Handler failures (each one is retried). */
   handlerErrors: number;
+  /** Producers dropped because the broker had lost their state (a new one took over). */
+  producerResets: number;
   /** Records whose handler kept failing, set aside on the dead-letter topic. */
   setAside: number;
   /** Records (or packs whose framing is damaged) that could not be decoded (set aside). */
@@ -232,7 +234,7 @@ function logCreator(configured: KafkaLogLevel, sink: KafkaLogSink = consoleSink)
 }
 
 export class KafkaBus implements Bus {
-  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0 };
+  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0, producerResets: 0 };
 
   private readonly kafka: Kafka;
   private readonly partitions: number;
@@ -346,6 +348,14 @@ export class KafkaBus implements Bus {
       this.producerP.catch(() => (this.producerP = undefined));
     }
     return this.producerP;
+  }
+
+  /** Drops the producer (disconnected in the background); the next send starts another. */
+  private resetProducer(): void {
+    const old = this.producerP;
+    this.producerP = undefined;
+    this.stats.producerResets++;
+    void old?.then((p) => p.disconnect()).catch(() => undefined);
   }
 
   async publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
@@ -478,6 +488,10 @@ export class KafkaBus implements Bus {
       const producer = await this.producer();
       await producer.sendBatch({ acks: -1, compression: this.compression, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
     } catch (err) {
+      // The broker no longer knows this producer's sequence (its state was lost in a restart):
+      // every later send of this producer would fail the same way, forever. The next publish
+      // (the caller's retry) gets a new producer id from a new producer.
+      if (producerStateLost(err)) this.resetProducer();
       for (const c of take) {
         if (!c.owner.failed) {
           c.owner.failed = true;
@@ -776,6 +790,18 @@ export class KafkaBus implements Bus {
 }
 
 type KafkaMessage = EachBatchPayload['batch']['messages'][number];
+
+/**
+ * Errors after which an idempotent producer cannot send again (Kafka's UNKNOWN_PRODUCER_ID,
+ * OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), looked for through kafkajs's causes
+ * (a retries-exceeded error carries the broker's as its cause).
+ */
+export function producerStateLost(err: unknown): boolean {
+  for (let e = err as { type?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e.type === 'OUT_OF_ORDER_SEQUENCE_NUMBER' || e.type === 'UNKNOWN_PRODUCER_ID' || e.type === 'INVALID_PRODUCER_EPOCH') return true;
+  }
+  return false;
+}
 
 /** Does this record carry a pack (./pack.ts)? Records written before packs have no such header. */
 function isPack(m: KafkaMessage): boolean {
