@@ -214,7 +214,7 @@ export class LogBus implements Bus {
 
   /** No new deliveries (close() in progress); publishing still works for batches in hand. */
   private closing = false;
-  /** No batch is handed out any more (stopDelivering): a stop's drain time is over. */
+  /** Batches are handed out; false once a stop's drain time is over (stopDelivering) or close() began. */
   private delivering = true;
   private closed = false;
   /** Records set aside as dead letters. */
@@ -476,7 +476,7 @@ export class LogBus implements Bus {
     member.handler = guardHandler(
       this,
       handler as Member['handler'],
-      { topic: topic.name, group: opts.group, stopping: () => member.closed || this.closing, onError: (err) => this.onError(err, topic.name, opts.group) },
+      { topic: topic.name, group: opts.group, stopping: () => member.closed || !this.delivering, onError: (err) => this.onError(err, topic.name, opts.group) },
       { ...this.opts, counted: () => this.setAsideCount++ },
     );
     g.members.push(member);
@@ -505,7 +505,7 @@ export class LogBus implements Bus {
   }
 
   private pump(name: string, t: TopicState, g: Group): void {
-    if (this.closing || !this.delivering) return;
+    if (!this.delivering) return;
     for (const m of g.members) {
       if (m.closed) continue;
       for (const p of m.partitions) {
@@ -548,7 +548,7 @@ export class LogBus implements Bus {
         await sleep(this.retryDelayMs);
         continue;
       }
-      if (m.closed || this.closing || !this.delivering || !m.partitions.includes(p)) return settle();
+      if (m.closed || !this.delivering || !m.partitions.includes(p)) return settle();
       const part = t.parts[p];
       const from = Math.max(next, g.offsets[p], part.base);
       const to = Math.min(part.durable, from + this.maxBatch);
@@ -855,7 +855,7 @@ export class LogBus implements Bus {
   /** Resolves when every group with members has consumed everything published so far, or once deliveries stop. */
   async idle(): Promise<void> {
     for (;;) {
-      if (!this.delivering || this.closed) return;
+      if (!this.delivering) return;
       let pending = false;
       if (this.syncing || this.waiting.length) pending = true;
       for (const [name, t] of this.topics) {
@@ -894,9 +894,7 @@ export class LogBus implements Bus {
     this.closing = true;
     if (this.commitTimer) clearTimeout(this.commitTimer);
     this.commitTimer = undefined;
-    for (const t of this.topics.values()) {
-      for (const g of t.groups.values()) await Promise.all(g.members.flatMap((m) => [...m.busy.values()]));
-    }
+    await this.stopDelivering();
     await this.sync().catch((err) => this.onError(err, '(log)', '(close)'));
     this.closed = true;
     this.offsetsDirty = true;
