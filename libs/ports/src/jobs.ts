@@ -50,6 +50,18 @@ export interface FailedJob {
   reason: string;
 }
 
+/** A try that failed with tries left: the job runs again after `retry_in_ms`, reported to the driver's onRetry. */
+export interface RetriedJob {
+  queue: string;
+  id: string;
+  /** The try that failed (1 for the first). */
+  attempt: number;
+  /** Tries the job has in all. */
+  attempts: number;
+  reason: string;
+  retry_in_ms: number;
+}
+
 export interface Jobs {
   /** Registers the one handler of `queue` in this process; jobs already waiting start running. */
   work<T, R = unknown>(queue: string, handler: JobHandler<T, R>, opts?: WorkOptions<T>): Promise<void>;

@@ -2,8 +2,14 @@
  * The jobs port's contract, passed by InlineJobs and BullJobs alike (run by
  * contract/jobs.integration.spec.ts). A helper (*.test.ts), not a suite, not built.
  */
-import { JobFailedError, type FailedJob, type Jobs } from '@neatroots/ports';
+import { JobFailedError, type FailedJob, type Jobs, type RetriedJob } from '@neatroots/ports';
 import { uniqueName } from '../testing/services';
+
+/** What a driver reports: a job that used up its tries, and a try that failed with tries left. */
+export interface JobListeners {
+  onFailed: (job: FailedJob) => void;
+  onRetry: (job: RetriedJob) => void;
+}
 
 export interface JobsContractTarget {
   /**
@@ -11,7 +17,7 @@ export interface JobsContractTarget {
    * replicas sharing the queues (for the in-process driver, one instance may be returned
    * twice). The suite closes every client it opens.
    */
-  open(namespace: string, onFailed: (job: FailedJob) => void): Promise<Jobs>;
+  open(namespace: string, listeners: JobListeners): Promise<Jobs>;
   /** The schedules registered under `namespace` for `queue`, by name (what a replica sees). */
   schedules(namespace: string, queue: string, client: Jobs): Promise<string[]>;
   /** Whether two open() calls with one namespace are separate replicas (each runs its own workers). */
@@ -32,8 +38,9 @@ export function jobsContract(name: string, target: JobsContractTarget): void {
   describe(`Jobs contract: ${name}`, () => {
     const clients: Jobs[] = [];
     const failed: FailedJob[] = [];
+    const retried: RetriedJob[] = [];
     const open = async (ns = uniqueName('contract_jobs')) => {
-      const c = await target.open(ns, (f) => failed.push(f));
+      const c = await target.open(ns, { onFailed: (f) => failed.push(f), onRetry: (r) => retried.push(r) });
       if (!clients.includes(c)) clients.push(c);
       return { jobs: c, ns };
     };
@@ -78,8 +85,14 @@ export function jobsContract(name: string, target: JobsContractTarget): void {
         if (job.attempt < 3) throw new Error(`flaky ${job.attempt}`);
         return d.x * 2;
       });
-      await expect(jobs.run<{ x: number }, number>('q', { x: 21 }, { attempts: 3, backoffMs: 20 })).resolves.toBe(42);
+      const id = uniqueName('flaky');
+      await expect(jobs.run<{ x: number }, number>('q', { x: 21 }, { attempts: 3, backoffMs: 20, jobId: id })).resolves.toBe(42);
       expect(attempts).toEqual([1, 2, 3]);
+      // each failed try is reported as it happens, with the delay before the next (doubling)
+      expect(retried.filter((r) => r.id === id)).toEqual([
+        { queue: 'q', id, attempt: 1, attempts: 3, reason: 'flaky 1', retry_in_ms: 20 },
+        { queue: 'q', id, attempt: 2, attempts: 3, reason: 'flaky 2', retry_in_ms: 40 },
+      ]);
     });
 
     it('sets a job aside after its attempts, with the reason, and never runs it again', async () => {
@@ -94,6 +107,8 @@ export function jobsContract(name: string, target: JobsContractTarget): void {
       await expect(ran).rejects.toThrow('session body is not valid');
       await until(() => failed.some((f) => f.queue === 'poison'));
       expect(failed.find((f) => f.queue === 'poison')).toMatchObject({ attempts: 2, reason: 'session body is not valid' });
+      // the first try was a retry; the last is reported as failed, not as a retry
+      expect(retried.filter((r) => r.queue === 'poison').map((r) => r.attempt)).toEqual([1]);
       await sleep(200);
       expect(runs).toBe(2);
     });

@@ -1,4 +1,3 @@
-import type { FailedJob } from '@neatroots/ports';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { BullJobs } from '../jobs/bullmq';
@@ -10,9 +9,9 @@ import { jobsContract } from './jobs.contract.test';
 const inline = new Map<string, InlineJobs>();
 jobsContract('InlineJobs', {
   replicas: false,
-  open: async (ns, onFailed: (job: FailedJob) => void) => {
+  open: async (ns, listeners) => {
     let jobs = inline.get(ns);
-    if (!jobs) inline.set(ns, (jobs = new InlineJobs({ onFailed })));
+    if (!jobs) inline.set(ns, (jobs = new InlineJobs(listeners)));
     return jobs;
   },
   schedules: async (_ns, queue, client) => (client as InlineJobs).schedulesOf(queue),
@@ -23,9 +22,9 @@ if (redis) {
   const prefixes: string[] = [];
   jobsContract('BullJobs (BullMQ on Redis)', {
     replicas: true,
-    open: async (ns, onFailed) => {
+    open: async (ns, listeners) => {
       prefixes.push(ns);
-      return new BullJobs({ url: redis.url, prefix: ns, onFailed, closeGraceMs: 5_000 });
+      return new BullJobs({ url: redis.url, prefix: ns, ...listeners, closeGraceMs: 5_000 });
     },
     schedules: async (ns, queue) => {
       const q = new Queue(queue, { connection: { url: redis.url }, prefix: ns });

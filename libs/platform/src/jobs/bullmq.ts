@@ -2,14 +2,16 @@ import { randomUUID } from 'node:crypto';
 import * as os from 'node:os';
 import { DelayedError, Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type WorkOptions } from '@neatroots/ports';
-import { checkJobId, JOB_DEFAULTS, nextCronTime } from './common';
+import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
+import { checkJobId, JOB_DEFAULTS, nextCronTime, retryDelayMs } from './common';
 
 export interface BullJobsOptions {
   url: string;
   /** Key prefix of every queue (tests and several installations on one Redis). Default "neatroots". */
   prefix?: string;
   onFailed?: (job: FailedJob) => void;
+  /** A try that failed with tries left (logged by the caller). */
+  onRetry?: (job: RetriedJob) => void;
   /** How long close() waits for running jobs (default 10 s). */
   closeGraceMs?: number;
   /** How long a serialize key stays held if its holder dies without releasing it (default 10 min). */
@@ -68,6 +70,11 @@ export class BullJobs implements Jobs {
       if (!job || err instanceof DelayedError || err?.name === 'DelayedError') return;
       const attempts = job.opts.attempts ?? 1;
       if (job.attemptsMade >= attempts) this.opts.onFailed?.({ queue, id: job.id!, attempts: job.attemptsMade, reason: err.message });
+      else {
+        const backoff = job.opts.backoff;
+        const delay = typeof backoff === 'number' ? backoff : (backoff?.delay ?? 0);
+        this.opts.onRetry?.({ queue, id: job.id!, attempt: job.attemptsMade, attempts, reason: err.message, retry_in_ms: retryDelayMs(delay, job.attemptsMade) });
+      }
     });
     // A worker's connection errors are retried by ioredis; keep them from becoming unhandled.
     worker.on('error', () => undefined);

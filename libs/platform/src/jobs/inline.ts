@@ -1,4 +1,4 @@
-import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type WorkOptions } from '@neatroots/ports';
+import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
 import { checkJobId, nextCronTime, retryDelayMs, JOB_DEFAULTS } from './common';
 
 interface Pending {
@@ -23,6 +23,8 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: Error };
 export interface InlineJobsOptions {
   /** A job whose attempts are used up (logged and counted by the caller). */
   onFailed?: (job: FailedJob) => void;
+  /** A try that failed with tries left (logged by the caller: a job that keeps failing is seen before its last try). */
+  onRetry?: (job: RetriedJob) => void;
   /** How many finished job ids are remembered for deduplication (default 1000 per queue, as BullMQ keeps). */
   keepFinished?: number;
 }
@@ -175,7 +177,9 @@ export class InlineJobs implements Jobs {
       const error = err instanceof Error ? err : new Error(String(err));
       if (job.attempt < job.attempts && !this.closed) {
         const next = { ...job, attempt: job.attempt + 1 };
-        this.later(retryDelayMs(job.backoffMs, job.attempt), () => this.enqueue(queue, next));
+        const delay = retryDelayMs(job.backoffMs, job.attempt);
+        this.opts.onRetry?.({ queue, id: job.id, attempt: job.attempt, attempts: job.attempts, reason: error.message, retry_in_ms: delay });
+        this.later(delay, () => this.enqueue(queue, next));
         return;
       }
       this.opts.onFailed?.({ queue, id: job.id, attempts: job.attempt, reason: error.message });

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Bus, Db, Jobs, WindowStore } from '@neatroots/ports';
+import type { Bus, Db, Jobs, Logger, Platform, RetriedJob, WindowStore } from '@neatroots/ports';
 import { BullJobs } from '../jobs/bullmq';
 import { InlineJobs } from '../jobs/inline';
 import { KafkaBus } from '../bus/kafka';
@@ -11,8 +11,6 @@ import type { Metrics } from '../ops';
 import { JournalWindowStore } from '../windows/journal';
 import { MemoryWindowStore } from '../windows/memory';
 import { openRedisWindowStore } from '../windows/redis';
-import type { Logger } from '@neatroots/ports';
-import type { Platform } from '@neatroots/ports';
 
 /** Opens each driver once, on first use, and closes what was opened in reverse order. */
 class Drivers {
@@ -102,7 +100,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     jobs: () =>
       drivers.get<Jobs>(
         'jobs',
-        async () => new InlineJobs({ onFailed: (f) => log.error(`job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`) }),
+        async () => new InlineJobs({ onFailed: (f) => log.error(`job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`), onRetry: (r) => log.warn(retryLine(r)) }),
         (j) => j.close(),
       ),
     ready: async () => true,
@@ -221,6 +219,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
               metrics.dependencyErrors.inc({ dependency: 'jobs' });
               log.error(`job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`);
             },
+            onRetry: (r) => log.warn(retryLine(r)),
           }),
         (j) => j.close(),
       );
@@ -264,4 +263,9 @@ function scopedGroups(bus: Bus, prefix: string): Bus {
     backlog: bus.backlog ? (topic) => bus.backlog!(topic) : undefined,
     close: () => bus.close(),
   };
+}
+
+/** The log line of a job's failed try with tries left: which job, why, and when it runs again. */
+export function retryLine(r: RetriedJob): string {
+  return `job ${r.queue}/${r.id}: try ${r.attempt} of ${r.attempts} failed, tried again in ${r.retry_in_ms} ms: ${r.reason}`;
 }
