@@ -178,12 +178,16 @@ maybe(SUITE, () => {
     expect(ids.size).toBe(n);
     for (const id of ids) await checked(id);
     const jobs = (await completed()).filter((j) => ids.has(j.session));
-    // one job per session, each started once, none failed
+    // one job per session, none failed
     expect(jobs).toHaveLength(n);
     expect(new Set(jobs.map((j) => j.session)).size).toBe(n);
-    // A job tried twice shows why: its failed tries' stacks, and the replicas' lines about it.
+    // Each started once, unless a try failed and the job was tried again (BullMQ keeps the
+    // failed tries' stacks): a start with no failed try before it would be a job two replicas
+    // took. A try that failed is shown with its replica's log lines, as a warning.
     const lines = [...review.output, ...replica.output].join('').split('\n');
-    expect(jobs.filter((j) => j.started !== 1).map((j) => ({ ...j, log: lines.filter((l) => l.includes(j.id)) }))).toEqual([]);
+    const again = jobs.filter((j) => j.started !== 1).map((j) => ({ ...j, failed: JSON.parse(j.failed ?? '[]') as string[], log: lines.filter((l) => l.includes(j.id)) }));
+    if (again.length) console.warn(`sopops_check jobs tried more than once:\n${JSON.stringify(again, null, 2)}`);
+    expect(again.filter((j) => j.failed.length !== j.started - 1)).toEqual([]);
     expect(await redis.zcard(`${queueKey()}:failed`)).toBe(0);
     // and both replicas took part (a job's processedBy is its worker's host:pid)
     const by = new Set(jobs.map((j) => j.by.split(':').pop()));
