@@ -100,18 +100,20 @@ describe('watchChecks', () => {
   it('debounces a burst of writes into one reload, and stops when closed', async () => {
     const file = path.join(home, 'checks', 'a.yaml');
     write(file, countRule('a', 1));
-    const w = watch({ debounceMs: 300 });
+    // 1 s: a loaded machine that stalls the writes' 10 ms sleeps for a few hundred ms still
+    // writes the whole burst within the debounce
+    const w = watch({ debounceMs: 1_000 });
     const done = w.next((r) => r.checks.some((c) => c.kind === 'rule' && c.rule.type === 'count' && c.rule.at_least === 5));
     for (let n = 2; n <= 5; n++) {
       fs.writeFileSync(file, countRule('a', n));
       await sleep(10);
     }
     await done;
-    await sleep(400);
+    await sleep(1_500);
     expect(w.results).toHaveLength(1);
     stop?.();
     fs.writeFileSync(file, countRule('a', 6));
-    await sleep(400);
+    await sleep(1_500);
     expect(w.results).toHaveLength(1);
   });
 });

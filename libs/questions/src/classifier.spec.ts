@@ -93,10 +93,15 @@ describe('the fast classifier', () => {
     };
     for (let i = 0; i < 30; i++) c.learn(custom, d, { p: i % 2 });
     for (let i = 0; i < 500; i++) c.answer(custom, d);
-    const n = 2_000;
-    const t0 = performance.now();
-    for (let i = 0; i < n; i++) c.answer(custom, d);
-    const per = (performance.now() - t0) / n;
+    // The best of five rounds: a loaded machine that takes the core away for a moment slows
+    // one round, not all five.
+    const n = 400;
+    let per = Infinity;
+    for (let round = 0; round < 5; round++) {
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) c.answer(custom, d);
+      per = Math.min(per, (performance.now() - t0) / n);
+    }
     expect(per).toBeLessThan(0.2);
   });
 });

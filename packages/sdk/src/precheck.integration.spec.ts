@@ -12,7 +12,8 @@ class FakeIngest {
   port = 0;
   events: v1.Event[] = [];
   prechecks: v1.PreCheckRequest[] = [];
-  policy: v1.PreCheckPolicyResponse = { tools: ['issue_refund'], fail_closed: false, timeout_ms: 50 };
+  // 5 s: an answer is never late on a loaded machine; the slow-engine tests set their own.
+  policy: v1.PreCheckPolicyResponse = { tools: ['issue_refund'], fail_closed: false, timeout_ms: 5_000 };
   policyCalls = 0;
   policyFails = false;
   policyFailures = 0;
@@ -68,7 +69,7 @@ describe('pre-call checks in the SDK', () => {
     await run.toolCall('issue_refund', { id: 7 }, () => (ran = true));
     expect(ran).toBe(true);
     expect(fake.prechecks).toHaveLength(1);
-    expect(fake.prechecks[0]).toMatchObject({ known_spans: 1, timeout_ms: 50, span: { tool: 'issue_refund', run_id: run.id } });
+    expect(fake.prechecks[0]).toMatchObject({ known_spans: 1, timeout_ms: 5_000, span: { tool: 'issue_refund', run_id: run.id } });
     // The lookup was exported before the question.
     expect(fake.spans().map((s) => s.tool)).toEqual(['lookup_order']);
     await run.end();
@@ -91,6 +92,7 @@ describe('pre-call checks in the SDK', () => {
 
   it('a slow engine: fail-open runs the call, fail-closed does not', async () => {
     fake.answer = undefined;
+    fake.policy = { ...fake.policy, timeout_ms: 50 };
     const open = client.startRun({ workflow: 'refunds' });
     let ran = 0;
     await open.toolCall('issue_refund', {}, () => ran++);
@@ -121,7 +123,8 @@ describe('pre-call checks in the SDK', () => {
       await run.toolCall('cancel_order', {}, () => 1);
       expect(fake.prechecks).toHaveLength(0);
       // `neatroots checks halt` on a rule about cancel_order.
-      fake.policy = { ...fake.policy, tools: ['issue_refund', 'cancel_order'], fail_closed: true };
+      // (2 s to answer: the allowed call below is answered in time on a loaded machine; the unanswered one waits that long)
+      fake.policy = { ...fake.policy, tools: ['issue_refund', 'cancel_order'], fail_closed: true, timeout_ms: 2_000 };
       await new Promise((r) => setTimeout(r, 150));
       const before = policyCalls();
       // The stale policy is used for this call (nothing waits) and asked again meanwhile.

@@ -27,6 +27,8 @@ const KEY = 'key-shop';
 let bus: MemoryBus;
 let ingest: IngestHandle;
 let backlog = 0;
+/** Exports still to refuse as behind (5,000 records wait), whatever `backlog` says. */
+let refuse = 0;
 const events: Envelope[] = [];
 let url: string;
 
@@ -43,7 +45,7 @@ beforeAll(async () => {
     otlpHttpPort: 0,
     otlpHttpCorsOrigins: ['https://agent.example'],
     maxReceiveMessageBytes: 256 * 1024,
-    pressure: { backlog: () => backlog, maxBacklog: 1000, retryAfterMs: 1000 },
+    pressure: { backlog: () => (refuse > 0 ? (refuse--, 5000) : backlog), maxBacklog: 1000, retryAfterMs: 1000 },
     logger: { warn: () => undefined, error: () => undefined },
   });
   url = `http://127.0.0.1:${ingest.otlpHttpPort}/v1/traces`;
@@ -58,6 +60,7 @@ beforeEach(async () => {
   await bus.idle();
   events.length = 0;
   backlog = 0;
+  refuse = 0;
 });
 
 /** One agent run as an instrumented app records it: an agent span with a model call and a failing tool call. */
@@ -153,8 +156,11 @@ describe('OTLP/HTTP with the OpenTelemetry JS exporters', () => {
     expect(await itemsOf(spans[0].spanContext().traceId)).toEqual([]);
 
     const exporter = new ProtoExporter({ url, headers });
+    // The exporter's first try is refused, the next taken (not a timer: a loaded machine may
+    // send the first try late).
+    backlog = 0;
+    refuse = 1;
     const started = Date.now();
-    setTimeout(() => (backlog = 0), 300);
     const result = await send(exporter, spans);
     await exporter.shutdown();
     expect(result.code).toBe(ExportResultCode.SUCCESS);

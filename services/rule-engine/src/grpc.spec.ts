@@ -84,12 +84,12 @@ describe('RuleEngine over gRPC', () => {
       await held;
       return { decision: 'allow' };
     };
-    const late = Date.now() + 100;
+    const late = Date.now() + 1_000; // room for a loaded machine to hand the call to the engine first
     const err = await client.precheck({ project: 'shop', span: span('s10', 'issue_refund', Date.now()), knownSpans: 4, timeoutMs: 60_000, deadline: late }).catch((e: Error) => e);
     release();
     expect(Date.now()).toBeGreaterThanOrEqual(late);
     expect(err).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining(`rule engine at ${client.address}: PreCheck`) });
-    expect(asked[1].timeoutMs).toBeLessThan(100);
+    expect(asked[1].timeoutMs).toBeLessThan(1_000);
   });
 
   it('says the engine is unreachable when nothing listens (ingest answers UNAVAILABLE)', async () => {

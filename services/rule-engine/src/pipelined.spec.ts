@@ -113,7 +113,8 @@ describe('rule-engine on the embedded log and journal: the next batch goes on wh
     const windows2 = JournalWindowStore.open<RunWindow>({ dir: winAfter, name: 'runs' });
     const engine2 = await startRuleEngine({ bus: bus2, windows: windows2, topics, rules: () => rules, tickMs: 60_000 });
     await bus2.idle();
-    await new Promise((r) => setTimeout(r, 50));
+    // the position saved (a timer, then a synced file) and the findings delivered: a loaded disk may take a while
+    await waitFor(() => savedPosition(busAfter) === 5 && replayed.length >= before.length, () => `position ${savedPosition(busAfter)}, ${replayed.length} of ${before.length} findings`);
     // Batches 2 and 3 again against batch 1's windows: the same findings, each once.
     expect(replayed.sort()).toEqual(before.sort());
     expect(savedPosition(busAfter)).toBe(5);

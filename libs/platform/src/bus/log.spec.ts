@@ -344,7 +344,15 @@ describe('LogBus packs (the records of one key in one publish as one frame)', ()
       first.push(...b.records.map((r) => r.value.i));
     });
     await waitUntil(() => first.length >= 4, 5_000, () => `${first.length} of 4`);
-    await new Promise((r) => setTimeout(r, 100));
+    // the first batch's position is saved (a timer, then a synced file: give a loaded disk time)
+    const positions = (): number => {
+      try {
+        return (JSON.parse(fs.readFileSync(path.join(dir, 'offsets.json'), 'utf8')).groups.t.g as number[]).reduce((a, b) => a + b, 0);
+      } catch {
+        return -1; // not written yet
+      }
+    };
+    await waitUntil(() => positions() === 4, 5_000, () => `the positions file says ${positions()}`);
     void sub;
     // a crash: the positions file says 4 (the first batch), the handler of the second never returned
     const saved = JSON.parse(fs.readFileSync(path.join(dir, 'offsets.json'), 'utf8'));
