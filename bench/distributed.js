@@ -14,6 +14,7 @@ const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
 const { extraChecksYaml, percentile } = require('./checks');
 const { buildBatches, send, paced } = require('./e2e');
+const { Client } = require('pg');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'bench-key';
@@ -25,6 +26,27 @@ function freePort() {
       s.close(() => resolve(p));
     });
   });
+}
+
+/**
+ * A database of the bench's own on the given server (dropped after): the shared one holds what
+ * tests and earlier runs left (a suggestion still generating, whose job the review service picks
+ * up at start; tables that only grow), which the figures should not depend on.
+ */
+async function benchDatabase(url, name) {
+  const admin = async (sql) => {
+    const c = new Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`CREATE DATABASE ${name}`);
+  const own = new URL(url);
+  own.pathname = `/${name}`;
+  return { url: own.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
 }
 
 /** CPU seconds (user + system) a process has used so far (Linux /proc; undefined elsewhere). */
@@ -88,6 +110,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
   }
   const prefix = `bench${Date.now().toString(36)}`;
+  const db = await benchDatabase(env0.NEATROOTS_PG_URL, prefix);
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
   fs.mkdirSync(path.join(home, 'checks'));
   fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
@@ -96,7 +119,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   const env = {
     ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(await freePort()), NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
+    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, NEATROOTS_PG_URL: db.url, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
   };
   const procs = [];
   const byTarget = {};
@@ -192,6 +215,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     await new Promise((r) => setTimeout(r, 1000));
     fs.rmSync(home, { recursive: true, force: true });
     await deleteKafkaTopics(env0.NEATROOTS_KAFKA_BROKERS.split(','), prefix);
+    await db.drop();
   }
 }
 
