@@ -13,18 +13,30 @@ import { serverNodeFlags } from '../../packages/neatroots/src/relaunch';
  */
 export const CLI = path.resolve(__dirname, '../../packages/neatroots/bin/neatroots.js');
 
+/** Ports each jest worker hands out: workers take disjoint slices of 20000-32000. */
+const SLICE = 1_500;
+/** Where this process's walk through its slice is (a random start, so a worker started again does not retrace its predecessor). */
+let cursor = Math.floor(Math.random() * SLICE);
+
 /**
  * A port free now, for a process started later. Taken below the kernel's ephemeral range
  * (32768 and up here): a port the OS handed out as free is also what it hands out as the
  * source port of the next outgoing connection (to Kafka, Redis, Postgres), so between the pick
  * and the child's bind another process could take it (seen in CI: EADDRINUSE).
+ *
+ * Handed out in turn from a slice of the range that is this jest worker's alone, never twice
+ * before the walk comes round again: a port picked at random could be one handed out a moment
+ * before and not bound yet, by this cluster (a service's admin port landing on the question
+ * service's port, seen in a CI run) or by a cluster in another worker.
  */
 export async function freePort(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
+  const worker = Math.max(1, Number(process.env.JEST_WORKER_ID ?? '1') || 1);
+  const base = 20_000 + ((worker - 1) % 8) * SLICE;
+  for (let i = 0; i < SLICE; i++) {
+    const port = base + (cursor++ % SLICE);
     if (await canBind(port)) return port;
   }
-  throw new Error('no free port between 20000 and 32000 after 50 tries');
+  throw new Error(`no free port between ${base} and ${base + SLICE - 1}`);
 }
 
 function canBind(port: number): Promise<boolean> {
