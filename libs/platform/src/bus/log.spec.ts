@@ -346,13 +346,7 @@ describe('LogBus packs (the records of one key in one publish as one frame)', ()
     });
     await waitUntil(() => first.length >= 4, 5_000, () => `${first.length} of 4`);
     // the first batch's position is saved (a timer, then a synced file: give a loaded disk time)
-    const positions = (): number => {
-      try {
-        return (JSON.parse(fs.readFileSync(path.join(dir, 'offsets.json'), 'utf8')).groups.t.g as number[]).reduce((a, b) => a + b, 0);
-      } catch {
-        return -1; // not written yet
-      }
-    };
+    const positions = () => (readOffsets(dir, 4).groups.t?.g ?? []).reduce((a, b) => a + b, 0); // 4: the log's default partitions
     await waitUntil(() => positions() === 4, 5_000, () => `the positions file says ${positions()}`);
     void sub;
     // a crash: the positions file says 4 (the first batch), the handler of the second never returned

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Bus, Db, Jobs, Logger, Platform, RetriedJob, WindowStore } from '@neatroots/ports';
+import type { Bus, Db, FailedJob, Jobs, Logger, Platform, RetriedJob, WindowStore } from '@neatroots/ports';
 import { BullJobs } from '../jobs/bullmq';
 import { InlineJobs } from '../jobs/inline';
 import { KafkaBus } from '../bus/kafka';
@@ -100,7 +100,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     jobs: () =>
       drivers.get<Jobs>(
         'jobs',
-        async () => new InlineJobs({ onFailed: (f) => log.error(`job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`), onRetry: (r) => log.warn(retryLine(r)) }),
+        async () => new InlineJobs({ onFailed: (f) => log.error(failedLine(f)), onRetry: (r) => log.warn(retryLine(r)) }),
         (j) => j.close(),
       ),
     ready: async () => true,
@@ -217,7 +217,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
             prefix: `${config.NEATROOTS_TOPIC_PREFIX}jobs`,
             onFailed: (f) => {
               metrics.dependencyErrors.inc({ dependency: 'jobs' });
-              log.error(`job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`);
+              log.error(failedLine(f));
             },
             onRetry: (r) => log.warn(retryLine(r)),
           }),
@@ -265,7 +265,12 @@ function scopedGroups(bus: Bus, prefix: string): Bus {
   };
 }
 
+/** The log line of a job whose tries are used up. */
+function failedLine(f: FailedJob): string {
+  return `job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`;
+}
+
 /** The log line of a job's failed try with tries left: which job, why, and when it runs again. */
-export function retryLine(r: RetriedJob): string {
+function retryLine(r: RetriedJob): string {
   return `job ${r.queue}/${r.id}: try ${r.attempt} of ${r.attempts} failed, tried again in ${r.retry_in_ms} ms: ${r.reason}`;
 }
