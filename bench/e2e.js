@@ -21,6 +21,12 @@ const { extraChecksYaml, fleet, percentile } = require('./checks');
 
 const KEY = 'bench-key';
 
+/** The default unless set (NEATROOTS_WINDOW_CHECKPOINT_MS=0: every window save journaled on its own, for comparison). */
+function windowCheckpoint() {
+  const v = process.env.NEATROOTS_WINDOW_CHECKPOINT_MS;
+  return v === undefined ? {} : { NEATROOTS_WINDOW_CHECKPOINT_MS: v };
+}
+
 function buildBatches({ spans, perRun, batch, prefix = 'run' }) {
   const runs = Math.ceil(spans / perRun);
   const batches = [];
@@ -102,6 +108,7 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_BUS: bus, NEATROOTS_WINDOWS: windows,
     // Throughput is measured here, not back-pressure (bench/flood.js): nothing is refused.
     NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
+    ...windowCheckpoint(),
   });
   const quiet = createLogger({ level: 'error' });
   const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: quiet });
@@ -230,6 +237,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     NEATROOTS_WINDOWS: process.env.NEATROOTS_WINDOWS ?? 'journal',
     // The default unless set (NEATROOTS_LOG_COMPRESSION=deflate: the log's frames deflated, for comparison).
     NEATROOTS_LOG_COMPRESSION: process.env.NEATROOTS_LOG_COMPRESSION ?? 'none',
+    ...windowCheckpoint(),
   });
   const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
   const latencies = [];

@@ -119,6 +119,11 @@ const schema = z.object({
    * batch that brought the run new spans.
    */
   NEATROOTS_LIVE_TRACE_GAP_MS: z.coerce.number().int().min(0).max(600_000).default(1_000),
+  /**
+   * The embedded journal writes the rule engine's windows saved since its last checkpoint this
+   * often (0: every save on its own); the bus position moves at the checkpoints.
+   */
+  NEATROOTS_WINDOW_CHECKPOINT_MS: z.coerce.number().int().min(0).max(10_000).default(200),
   /** How long the window of a run that went quiet without a run_end is kept. */
   NEATROOTS_WINDOW_IDLE_MS: z.coerce.number().int().min(1000).default(6 * 3_600_000),
   /**

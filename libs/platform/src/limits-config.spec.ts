@@ -51,6 +51,17 @@ describe('NEATROOTS_LIVE_TRACE_GAP_MS', () => {
   });
 });
 
+describe('NEATROOTS_WINDOW_CHECKPOINT_MS', () => {
+  it('defaults to 200 ms, takes 0 (every save journaled on its own) up to ten seconds, and refuses anything else naming the variable', () => {
+    expect(loadConfig({}).NEATROOTS_WINDOW_CHECKPOINT_MS).toBe(200);
+    expect(loadConfig({ NEATROOTS_WINDOW_CHECKPOINT_MS: '0' }).NEATROOTS_WINDOW_CHECKPOINT_MS).toBe(0);
+    expect(loadConfig({ NEATROOTS_WINDOW_CHECKPOINT_MS: '1000' }).NEATROOTS_WINDOW_CHECKPOINT_MS).toBe(1_000);
+    for (const value of ['-1', 'often', '2.5', '10001']) {
+      expect(() => loadConfig({ NEATROOTS_WINDOW_CHECKPOINT_MS: value })).toThrow(/NEATROOTS_WINDOW_CHECKPOINT_MS/);
+    }
+  });
+});
+
 describe('NEATROOTS_KAFKA_COMMIT_INTERVAL_MS', () => {
   it('defaults to half a second, takes 0 (every batch) up to a minute, and refuses anything else naming the variable', () => {
     expect(loadConfig({}).NEATROOTS_KAFKA_COMMIT_INTERVAL_MS).toBe(500);

@@ -56,6 +56,15 @@ export interface WindowStore<W> {
    *   its start, appended at its end) is journaled as that shift, its items not compared.
    */
   readonly loadsStored?: boolean;
+  /**
+   * Coalesced saves (the journaled embedded store): from this call on, a save is applied at
+   * once and made durable at the next checkpoint (every `everyMs`), one record per window
+   * however often it was saved since; its promise resolves then. A checkpoint writes only the
+   * windows no caller is changing: a caller that changes loaded windows in place passes `busy`
+   * (true while a step has changed a window it has not saved yet); such a window is written at
+   * its next save. Absent: every save is durable on its own.
+   */
+  coalesce?(opts: { everyMs: number; busy?: (key: string) => boolean }): void;
 }
 
 const ADDED = Symbol.for('neatroots.windowAddedKeys');

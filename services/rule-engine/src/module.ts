@@ -12,6 +12,8 @@ export interface RuleEngineConfig {
   NEATROOTS_WINDOW_IDLE_MS: number;
   /** How often a live trace question may be asked again per run (QuestionScheduler's liveTraceGapMs). */
   NEATROOTS_LIVE_TRACE_GAP_MS: number;
+  /** How often the embedded journal writes the run windows saved since (startRuleEngine's windowCheckpointMs). */
+  NEATROOTS_WINDOW_CHECKPOINT_MS?: number;
   /**
    * How long the question scheduler keeps a run's plan before reading it again (its default
    * when absent). Replay sets 0: its plans are in memory, and one made on a run's run_start
@@ -68,6 +70,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       recorded: ctx.platform.clock,
       windowTtlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
       windowTtlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
+      windowCheckpointMs: ctx.config.NEATROOTS_WINDOW_CHECKPOINT_MS,
       log: (m, err, fields) => ctx.log.error(m, err, fields),
       // Distributed: the windows are in Redis, shared; a wait for exported spans polls it less often.
       ...(ctx.platform.kind === 'distributed' ? { precheckPollMs: 2 } : {}),

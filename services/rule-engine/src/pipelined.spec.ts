@@ -123,6 +123,52 @@ describe('rule-engine on the embedded log and journal: the next batch goes on wh
     await bus2.close();
     await windows2.close();
   });
+  it('with checkpoints (windowCheckpointMs), publishes findings at once, moves the position only at a checkpoint, and a crash before it raises the same findings again', async () => {
+    const busDir = tmp();
+    const winDir = tmp();
+    const bus = new LogBus({ dir: busDir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const windows = JournalWindowStore.open<RunWindow>({ dir: winDir, name: 'runs' });
+    // An interval no test waits for: the checkpoint is the test's call.
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => rules, tickMs: 60_000, windowCheckpointMs: 3_600_000 });
+    const found: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) found.push(r.value.id);
+    });
+    await bus.publish(topics.events, [drop('r1', 'a1'), drop('r2', 'b1')]);
+    await bus.publish(topics.events, [drop('r1', 'a2')]);
+    await waitFor(() => found.length === 1, () => `${found.length} findings: the finding waited for a checkpoint`);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(savedPosition(busDir)).toBe(0);
+    expect(windows.stats.checkpoints.written).toBe(0);
+
+    // A crash now: the batches are delivered again against no windows, the same finding once.
+    const busAfter = tmp();
+    const winAfter = tmp();
+    fs.cpSync(busDir, busAfter, { recursive: true });
+    fs.cpSync(winDir, winAfter, { recursive: true });
+    const bus2 = new LogBus({ dir: busAfter, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const replayed: string[] = [];
+    const sub2 = await bus2.subscribe(topics.findings, { group: 'after-restart', fromBeginning: false }, async (b) => {
+      for (const r of b.records) replayed.push(r.value.id);
+    });
+    const windows2 = JournalWindowStore.open<RunWindow>({ dir: winAfter, name: 'runs' });
+    const engine2 = await startRuleEngine({ bus: bus2, windows: windows2, topics, rules: () => rules, tickMs: 60_000, windowCheckpointMs: 5 });
+    await waitFor(() => savedPosition(busAfter) === 3 && replayed.length >= 1, () => `position ${savedPosition(busAfter)}, ${replayed.length} findings`);
+    expect(replayed).toEqual(found);
+    await engine2.close();
+    await sub2.close();
+    await bus2.close();
+    await windows2.close();
+
+    // The checkpoint: both runs' windows written once, and the position moves past both batches.
+    windows.checkpoint();
+    await waitFor(() => savedPosition(busDir) === 3, () => `position ${savedPosition(busDir)}, want 3`);
+    expect(windows.stats.checkpoints).toMatchObject({ written: 1, windows: 2, busy: 0 });
+    await engine.close();
+    await sub.close();
+    await bus.close();
+    await windows.close();
+  });
   it("lets a batch of a run go on while the tick that fired the run's wait is still saving", async () => {
     const bus = new LogBus({ dir: tmp(), partitions: 1, commitIntervalMs: 5, onError: () => undefined });
     const windows = new HeldJournal(JournalWindowStore.open<RunWindow>({ dir: tmp(), name: 'runs' }));

@@ -47,12 +47,18 @@ export interface RuleEngineServiceOptions {
     scheduler: QuestionScheduler;
     topic?: Topic<QuestionTaskMessage>;
     /** The scheduler's window store, when it is not `windows` (its batches may go on while it syncs only if it applies at call too). */
-    windows?: Pick<WindowStore<unknown>, 'appliedAtCall'>;
+    windows?: Pick<WindowStore<unknown>, 'appliedAtCall' | 'coalesce'>;
   };
   /** Lines about runs carry their `project` and `run_id` in `fields`. */
   log?: (msg: string, err?: unknown, fields?: LogFields) => void;
   /** How often a pre-call check reads the run's window while it waits for the exported spans (Prechecker's default when absent). */
   precheckPollMs?: number;
+  /**
+   * Stores that coalesce saves (WindowStore.coalesce: the embedded journal) write the windows
+   * saved since their last checkpoint this often; the bus position moves at the checkpoints.
+   * 0 or absent: every save is written on its own. Not with `recorded`.
+   */
+  windowCheckpointMs?: number;
 }
 
 export interface RuleEngineMetrics {
@@ -95,6 +101,13 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     ...(opts.windowTtlIdleMs !== undefined ? { ttlIdleMs: opts.windowTtlIdleMs } : {}),
   });
   const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
+  if (opts.windowCheckpointMs && !opts.recorded) {
+    // The engine changes the windows it loads in place: a checkpoint leaves those it is changing.
+    // The question scheduler changes copies, so its windows are never mid-step.
+    opts.windows.coalesce?.({ everyMs: opts.windowCheckpointMs, busy: (key) => engine.isChanging(key) });
+    const qs = opts.questions?.windows;
+    if (qs && qs !== opts.windows) qs.coalesce?.({ everyMs: opts.windowCheckpointMs });
+  }
   const questionsTopic = opts.questions?.topic ?? QUESTIONS_TOPIC;
 
   // Sends what a step raised (findings, notes, question tasks) and counts it once sent;

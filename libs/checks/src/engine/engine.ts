@@ -137,6 +137,8 @@ export class RuleEngine {
    * saved would leave none changed, cost the engine a quarter of its rate.
    */
   private readonly unsaved = new Map<string, Unsaved>();
+  /** The windows of the step under way, from their load to its end (steps are serial): being changed in place. */
+  private changing: ReadonlyMap<string, Slot> | undefined;
 
   constructor(private readonly opts: RuleEngineOptions) {
     this.windows = opts.windows;
@@ -205,6 +207,7 @@ export class RuleEngine {
   private async begin(keys: string[]): Promise<Step> {
     const windows = new Map<string, Slot>();
     for (const [key, w] of await this.windows.load(keys)) windows.set(key, { w });
+    this.changing = windows;
     const step: Step = { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [], rules: undefined as unknown as RuleStep, deferred: [] };
     if (this.unsaved.size) this.carry(step, keys);
     step.rules = {
@@ -247,7 +250,18 @@ export class RuleEngine {
     } catch (err) {
       if (this.inPlace) this.keepUnsaved(step);
       throw err;
+    } finally {
+      if (this.changing === step.windows) this.changing = undefined;
     }
+  }
+
+  /**
+   * Whether a window holds changes no commit has saved yet: the step under way uses it, or a
+   * step whose commit has not come (or never will: `unsaved`) changed it. A store that writes
+   * saved windows later (WindowStore.coalesce) leaves such a window for its next save.
+   */
+  isChanging(key: string): boolean {
+    return this.changing?.has(key) === true || this.unsaved.has(key);
   }
 
   /** Records what the step left in the windows, until its commit (see `unsaved`); returns what it recorded. */
@@ -255,6 +269,9 @@ export class RuleEngine {
     const kept = new Map<string, Unsaved>();
     const at = Date.now();
     for (const [key, slot] of step.windows) if (slot.added) kept.set(key, { at, emitted: [], added: slot.added });
+    // Every window the step changed, even with no span added and nothing raised (a run_end, a
+    // check's state): until its commit it holds what no save has (see isChanging).
+    for (const key of step.touched) if (!kept.has(key)) kept.set(key, { at, emitted: [] });
     for (const e of step.emitted) {
       const key = windowKey(e.w.project, e.w.run_id);
       let u = kept.get(key);

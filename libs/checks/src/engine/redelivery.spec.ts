@@ -60,6 +60,36 @@ describe.each(stores)('a step never committed, over %s', (_name, open) => {
   });
   afterEach(() => windows.close());
 
+  it('says which windows hold changes no commit saved (isChanging): during a step, until its commit, and after a step never committed until a later one is', async () => {
+    const key = windowKey('p', 'r1');
+    let during: boolean | undefined;
+    const watched: RuleEngine = new RuleEngine({
+      windows,
+      rules: () => rules,
+      quiet: async (): Promise<boolean> => {
+        during = watched.isChanging(key);
+        return false;
+      },
+    });
+    expect(watched.isChanging(key)).toBe(false);
+    await (await watched.process([call('s1', 'drop_table')])).commit();
+    expect(watched.isChanging(key)).toBe(false);
+    const step = await watched.process([call('s2', 'drop_table')]);
+    // settled (quiet asked) while the step ran: its window was being changed
+    expect(during).toBe(true);
+    expect(watched.isChanging(key)).toBe(true);
+    await step.commit();
+    expect(watched.isChanging(key)).toBe(false);
+    // a run_end adds no span and raises nothing here, but changes the window all the same
+    const ended = await watched.process([end(2_000)]);
+    expect(ended.findings).toEqual([]);
+    expect(watched.isChanging(key)).toBe(true);
+    expect(watched.isChanging(windowKey('p', 'other'))).toBe(false);
+    // never committed (its publish failed): still holding changes until a later step on the run is committed
+    await (await watched.process([call('s3', 'lookup_order', 2_100)])).commit();
+    expect(watched.isChanging(key)).toBe(false);
+  });
+
   it('raises its finding again, same id, when its batch is delivered again', async () => {
     await (await engine.process([call('s1', 'drop_table')])).commit();
     const failed = await engine.process([call('s2', 'drop_table')]);

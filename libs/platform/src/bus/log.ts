@@ -174,8 +174,11 @@ export interface LogBusStats {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Batches of a partition whose deferred effects may be in flight at once. */
-const MAX_DEFERRED = 64;
+/**
+ * Batches of a partition whose deferred effects may be in flight at once (the rule engine's
+ * window saves, made durable at the journal's next checkpoint: up to its interval's worth).
+ */
+const MAX_DEFERRED = 1024;
 const partKey = (topic: string, p: number) => `${topic}\0${p}`;
 
 export class LogBus implements Bus {

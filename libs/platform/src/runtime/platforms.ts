@@ -76,7 +76,8 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     // The durable log in the data folder, or the in-memory bus (NEATROOTS_BUS).
     bus: () => (bus ??= openEmbeddedBus(config, log)),
     // At most NEATROOTS_MAX_WINDOWS in memory; the least recently used wait in a file of the data
-    // folder. Journaled (NEATROOTS_WINDOWS): every save synced before the bus position moves.
+    // folder. Journaled (NEATROOTS_WINDOWS): saves synced before the bus position moves (the rule
+    // engine's at its checkpoints: WindowStore.coalesce, NEATROOTS_WINDOW_CHECKPOINT_MS).
     windows: async <W>(name: string) => {
       const dir = path.join(config.dataDir, 'windows');
       const file = name.replace(/[^\w-]/g, '') || 'runs';

@@ -221,7 +221,8 @@ export class JournalFile<W> {
           this.compactionError = undefined;
         },
         async (e: unknown) => {
-          this.compactionError = e as Error;
+          // Put off (a window mid-step, see JournalWindowStore): not an error; a later sync tries again.
+          if (!(e as { postponed?: boolean }).postponed) this.compactionError = e as Error;
           await fs.promises.rm(`${this.snapshotPath}.tmp`, { force: true }).catch(() => undefined);
         },
       )

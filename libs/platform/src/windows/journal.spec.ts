@@ -415,3 +415,145 @@ describe('JournalWindowStore after a crash', () => {
     await b.close();
   });
 });
+
+describe('JournalWindowStore with coalesced saves (the rule engine\'s checkpoints)', () => {
+  /** A store whose checkpoints run only when the test calls them, and whose busy windows the test names. */
+  function coalesced(extra: Partial<JournalWindowStoreOptions> = {}) {
+    const f = opener(extra);
+    const busy = new Set<string>();
+    const open = () => {
+      const s = f.open();
+      s.coalesce({ everyMs: 3_600_000, busy: (k) => busy.has(k) });
+      return s;
+    };
+    return { ...f, busy, open };
+  }
+  /** Whether a promise settled by now (after the microtasks and one turn). */
+  async function settled(p: Promise<unknown>): Promise<boolean> {
+    let done = false;
+    p.then(() => (done = true), () => (done = true));
+    await new Promise((r) => setImmediate(r));
+    return done;
+  }
+
+  it('a save resolves only once a checkpoint synced it, and the window saved often is written once, as last saved', async () => {
+    const f = coalesced();
+    const a = f.open();
+    const saves: Promise<void>[] = [];
+    for (let i = 1; i <= 5; i++) saves.push(a.save([{ key: 'r', window: w('r', i), ttlMs: 60_000, expectRev: i - 1 }]));
+    saves.push(a.save([{ key: 'q', window: w('q', 1) }]));
+    expect(await settled(Promise.race(saves))).toBe(false);
+    // what a crash now leaves: nothing of those saves (their batches are delivered again)
+    expect(await contents(f.open(), ['r', 'q'])).toEqual({});
+    expect(await a.load(['r'])).toEqual(new Map([['r', w('r', 5)]]));
+
+    a.checkpoint();
+    await Promise.all(saves);
+    expect(a.stats.checkpoints).toMatchObject({ written: 1, windows: 2 });
+    expect(a.stats.whole + a.stats.edited).toBe(2);
+    const b = f.open();
+    expect(await contents(b, ['r', 'q'])).toEqual({ q: w('q', 1), r: w('r', 5) });
+    // the revision kept: the next save's compare-and-set goes on from it
+    await expect(b.save([{ key: 'r', window: w('r', 6), expectRev: 4 }])).rejects.toBeInstanceOf(WindowConflictError);
+  });
+
+  it('leaves a window a step is changing for its next save, so what the step changed unsaved never reaches the disk', async () => {
+    const f = coalesced();
+    const a = f.open();
+    await Promise.all([a.save([{ key: 'r', window: w('r', 1) }]), Promise.resolve(a.checkpoint())]);
+    const saved = a.save([{ key: 'r', window: w('r', 2) }]);
+    // a step loads it and changes it in place; its findings are not published yet
+    const live = (await a.load(['r'])).get('r')!;
+    f.busy.add('r');
+    live.n = 99;
+    live.list.push('unsaved');
+    a.checkpoint();
+    expect(await settled(saved)).toBe(false);
+    expect(a.stats.checkpoints.busy).toBe(1);
+    // a crash now: the window as last journaled, not the step's changes
+    expect(await contents(f.open(), ['r'])).toEqual({ r: w('r', 1) });
+
+    // the step's commit saves it: written in the save's turn, both saves done with that record
+    f.busy.delete('r');
+    const next = { ...live, n: 100 };
+    const commit = a.save([{ key: 'r', window: next }]);
+    await Promise.all([saved, commit]);
+    expect(await contents(f.open(), ['r'])).toEqual({ r: next });
+  });
+
+  it('a window busy at one checkpoint is written at the next once no step changes it', async () => {
+    const f = coalesced();
+    const a = f.open();
+    const saved = a.save([{ key: 'r', window: w('r', 1) }]);
+    f.busy.add('r');
+    a.checkpoint();
+    expect(await settled(saved)).toBe(false);
+    f.busy.delete('r');
+    a.checkpoint();
+    await saved;
+    expect(await contents(f.open(), ['r'])).toEqual({ r: w('r', 1) });
+  });
+
+  it('compacts with windows saved since their record and windows mid-step as last journaled, and puts off a compaction that meets a mid-step window it holds no copy of', async () => {
+    const f = coalesced();
+    const a = f.open();
+    const first = [a.save([{ key: 'dirty', window: w('dirty', 1) }]), a.save([{ key: 'busy', window: w('busy', 1) }])];
+    a.checkpoint();
+    await Promise.all(first);
+    const dirty = a.save([{ key: 'dirty', window: { run: 'dirty', n: 2, list: ['x'] } }]);
+    const live = (await a.load(['busy'])).get('busy')!;
+    f.busy.add('busy');
+    live.n = 99;
+    a.compact();
+    // a crash right after: each window as journaled, the step's change left out
+    expect(await contents(f.open(), ['dirty', 'busy'])).toEqual({ dirty: w('dirty', 1), busy: w('busy', 1) });
+    // the records that follow apply over the snapshot: the dirty window's edits, the busy one's at its save
+    a.checkpoint();
+    await dirty;
+    f.busy.delete('busy');
+    const commit = a.save([{ key: 'busy', window: { ...live, n: 100 } }]);
+    a.checkpoint();
+    await commit;
+    expect(await contents(f.open(), ['dirty', 'busy'])).toEqual({ dirty: { run: 'dirty', n: 2, list: ['x'] }, busy: { ...w('busy', 1), n: 100 } });
+
+    // a window mid-step that the store keeps no journaled copy of (more windows than editedWindows): the compaction waits
+    const g = coalesced({ editedWindows: 1 });
+    const c = g.open();
+    const both = [c.save([{ key: 'old', window: w('old', 1) }]), c.save([{ key: 'new', window: w('new', 1) }])];
+    c.checkpoint();
+    await Promise.all(both);
+    (await c.load(['old'])).get('old')!.n = 99;
+    g.busy.add('old');
+    expect(() => c.compact()).toThrow(/put off: a step is changing window "old"/);
+    expect(c.stats.checkpoints.postponedCompactions).toBe(1);
+    expect(await contents(g.open(), ['old', 'new'])).toEqual({ old: w('old', 1), new: w('new', 1) });
+  });
+
+  it('a delete settles the saves of the window not journaled yet; close() writes what no step is changing and fails the saves of a window still mid-step', async () => {
+    const f = coalesced();
+    const a = f.open();
+    const gone = a.save([{ key: 'gone', window: w('gone', 1) }]);
+    await a.delete(['gone']);
+    await gone;
+    const kept = a.save([{ key: 'kept', window: w('kept', 1) }]);
+    const stuck = a.save([{ key: 'stuck', window: w('stuck', 1) }]);
+    f.busy.add('stuck');
+    const refused = expect(stuck).rejects.toThrow(/closed before the window was journaled/);
+    await a.close();
+    await kept;
+    await refused;
+    expect(await contents(f.open(), ['gone', 'kept', 'stuck'])).toEqual({ kept: w('kept', 1) });
+  });
+
+  it('checkpoints on its own at its interval', async () => {
+    const f = opener();
+    const a = f.open();
+    a.coalesce({ everyMs: 20 });
+    const t = Date.now();
+    await a.save([{ key: 'r', window: w('r', 1) }]);
+    expect(Date.now() - t).toBeLessThan(5_000);
+    expect(a.stats.checkpoints.written).toBeGreaterThanOrEqual(1);
+    expect(await contents(f.open(), ['r'])).toEqual({ r: w('r', 1) });
+    await a.close();
+  });
+});

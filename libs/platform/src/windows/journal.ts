@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { addedKeys, layerBase, shiftedArrays, type WindowStore } from '@neatroots/ports';
 import { type Change, JournalFile, type Stored } from './journal-file';
 import { MemoryWindowStore } from './memory';
@@ -7,7 +8,7 @@ import { applyEdits, copyJson, diffInto, type Edit, isJsonObject, JOURNALED, shi
 /**
  * Run windows that survive a crash of the embedded deployment: MemoryWindowStore (its cap and
  * spill file kept), with every change appended to a journal in the data folder and synced
- * before the call returns. The rule engine saves a batch's windows before it lets the bus
+ * before the call returns (saves: at the next checkpoint, when coalesced; below). The rule engine saves a batch's windows before it lets the bus
  * position move, so after a crash the windows are those saved with the last position kept, and
  * the batches after it are replayed against them: the same findings, the same ids, none twice.
  *
@@ -17,6 +18,16 @@ import { applyEdits, copyJson, diffInto, type Edit, isJsonObject, JOURNALED, shi
  * A window saved again is journaled as the edits the save made to it (patch.ts), against a copy
  * of the window as last journaled that the store keeps for the `editedWindows` most recently
  * written windows; any other save writes the window whole and starts its chain again.
+ *
+ * Coalesced saves (`coalesce`, the rule engine's stores): a save is made in memory at once, and
+ * its record is written at the next checkpoint (every `everyMs`, or sooner once 32 saves wait),
+ * one record per window however often it was saved since; the save's promise resolves once that
+ * record is synced, so the bus position still moves only past batches whose windows are on
+ * disk. A fleet's batches touch a run's window on nearly every span: journaled per save, the
+ * comparison and encoding of every save were a fifth of the embedded default's main thread.
+ * Windows are changed in place by the caller (loadsStored), so a checkpoint writes only windows
+ * no step is changing (`busy`): a busy one waits for its next save, where it is written in the
+ * save's turn.
  */
 export interface JournalWindowStoreOptions {
   /** The folder of the journal and snapshot (the data folder's windows/). */
@@ -47,6 +58,22 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   private opening = false;
   /** Saves journaled as edits and whole. */
   private readonly records = { edited: 0, whole: 0 };
+  /** Coalesced saves (coalesce): how often a checkpoint runs, and the callers' busy windows. */
+  private coalesced: { everyMs: number; busy: ((key: string) => boolean)[]; timer: NodeJS.Timeout } | undefined;
+  /**
+   * Windows saved and not journaled since (coalesced saves): the saves waiting for their record,
+   * and whether each save's revision followed the one before from the journaled copy's (edits
+   * are written only then, as for a save journaled alone).
+   */
+  private readonly dirty = new Map<string, { waiting: SaveWaiter[]; chain: boolean; rev: number }>();
+  /** Dirty windows a checkpoint found busy: written at their next save, in its turn, or by a checkpoint that finds them idle. */
+  private readonly overdue = new Set<string>();
+  /** Saves since the last checkpoint, whether one is queued for the next turn, and whether one is being written. */
+  private savesSince = 0;
+  private soon = false;
+  private checkpointing = false;
+  /** Checkpoints written, windows they held, and windows they found busy. */
+  readonly checkpoints = { written: 0, windows: 0, busy: 0, postponedCompactions: 0 };
   /**
    * Each change is made in memory and its record queued in the call's turn; records are
    * synced in that order (the port's appliedAtCall): the rule engine's next batch goes on
@@ -139,7 +166,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       const e = this.mem.peek(key);
       if (!e) continue;
       // Every change made to it so far has a lower sequence number than the next (see journal-file.ts).
-      put.push({ k: key, w: e.window, x: stored(e.expiresAt), r: e.rev, q: this.file.nextSeq - 1 });
+      put.push({ k: key, ...this.asJournaled(key, e), x: stored(e.expiresAt), q: this.file.nextSeq - 1 });
       if (put.length >= 32) {
         yield { put };
         put = [];
@@ -148,6 +175,24 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     if (put.length) yield { put };
     const wakes = this.mem.wakeList();
     if (wakes.length) yield { wake: wakes.map((w) => ({ k: w.key, at: w.atMs })) };
+  }
+
+  /**
+   * A window as the journal holds it, for a snapshot: a window saved since its last record (its
+   * record still to come, coalesced saves) or one a step is changing is taken as last journaled.
+   * A busy window with no journaled copy has no state on hand that is not mid-step: the
+   * compaction is put off (it is tried again after a later sync).
+   */
+  private asJournaled(key: string, e: { window: W; rev: number }): { w: W; r: number } {
+    if (!this.coalesced || (!this.dirty.has(key) && !this.isBusy(key))) return { w: e.window, r: e.rev };
+    const j = this.journaled.get(key);
+    if (j) return { w: j.w as W, r: j.r };
+    if (this.isBusy(key)) {
+      this.checkpoints.postponedCompactions++;
+      throw new CompactionPostponed(key);
+    }
+    // Dirty and not busy: as saved; its record, whole (there is no copy to edit), follows.
+    return { w: e.window, r: e.rev };
   }
 
   async load(keys: readonly string[]): Promise<Map<string, W>> {
@@ -159,6 +204,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
     if (!entries.length) return;
+    if (this.coalesced) return this.saveCoalesced(entries);
     const layers = this.layersOf(entries);
     this.mem.saveNow(entries);
     // The last entry of a key wins, as in memory.
@@ -166,25 +212,159 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     const change: Change<W> = {};
     for (const [k, w] of last) {
       const st = this.mem.stateOf(k)!;
-      const x = stored(st.expiresAt);
-      const prev = this.journaled.get(k);
       // Edits only on the revision journaled just before: a window that expired, was deleted or
       // was saved twice in one call starts again from a whole record.
-      if (prev && prev.r + 1 === st.rev && isJsonObject(w)) {
-        const d: Edit[] = [];
-        diffInto(prev.w, w, d, [], this.shifts(prev.w, w, d, layers?.get(k)));
-        prev.r = st.rev;
-        (change.patch ??= []).push({ k, d, x, r: st.rev });
-        this.records.edited++;
-      } else {
-        // The copy is written (a window a step layered over the stored one, see copyJson, whole).
-        const copy = copyJson(w);
-        if (isJsonObject(copy)) this.remember(k, copy, st.rev);
-        (change.put ??= []).push({ k, w: copy, x, r: st.rev });
-        this.records.whole++;
-      }
+      this.record(change, k, w, stored(st.expiresAt), st.rev, this.journaled.get(k)?.r === st.rev - 1, layers?.get(k));
     }
     await this.file.append(change);
+  }
+
+  /** A window's record, added to `change`: its edits against the journaled copy when `chain`, else whole. */
+  private record(change: Change<W>, k: string, w: W, x: number | null, r: number, chain: boolean, layers?: Map<string, Record<string, unknown>>): void {
+    const prev = this.journaled.get(k);
+    if (prev && chain && isJsonObject(w)) {
+      const d: Edit[] = [];
+      diffInto(prev.w, w, d, [], this.shifts(prev.w, w, d, layers));
+      prev.r = r;
+      (change.patch ??= []).push({ k, d, x, r });
+      this.records.edited++;
+    } else {
+      // The copy is written (a window a step layered over the stored one, see copyJson, whole).
+      const copy = copyJson(w);
+      if (isJsonObject(copy)) this.remember(k, copy, r);
+      (change.put ??= []).push({ k, w: copy, x, r });
+      this.records.whole++;
+    }
+  }
+
+  /**
+   * Saves coalesced from now on (see the class comment): a checkpoint every `everyMs` writes the
+   * windows saved since, except those `busy` says a step is changing. Callers that change the
+   * windows they load in place must say which they are changing; several callers may share the
+   * store (their busy windows add up, the shortest interval counts).
+   */
+  coalesce(opts: { everyMs: number; busy?: (key: string) => boolean }): void {
+    if (!(opts.everyMs > 0)) return;
+    if (this.coalesced) {
+      if (opts.busy) this.coalesced.busy.push(opts.busy);
+      if (opts.everyMs >= this.coalesced.everyMs) return;
+      clearInterval(this.coalesced.timer);
+    }
+    const busy = this.coalesced?.busy ?? (opts.busy ? [opts.busy] : []);
+    const timer = setInterval(() => this.checkpoint(), opts.everyMs);
+    timer.unref();
+    this.coalesced = { everyMs: opts.everyMs, busy, timer };
+  }
+
+  private isBusy(k: string): boolean {
+    const busy = this.coalesced?.busy;
+    if (!busy) return false;
+    for (let i = 0; i < busy.length; i++) if (busy[i](k)) return true;
+    return false;
+  }
+
+  private saveCoalesced(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
+    this.mem.saveNow(entries);
+    return new Promise<void>((resolve, reject) => {
+      const waiter: SaveWaiter = { left: 0, resolve, reject };
+      let now: string[] | undefined;
+      for (const e of entries) {
+        const st = this.mem.stateOf(e.key)!;
+        let d = this.dirty.get(e.key);
+        if (!d) this.dirty.set(e.key, (d = { waiting: [], chain: this.journaled.get(e.key)?.r === st.rev - 1, rev: st.rev }));
+        else {
+          // A revision that did not follow (the window expired and began again, saved twice in one call): whole.
+          d.chain &&= st.rev === d.rev + 1;
+          d.rev = st.rev;
+        }
+        if (!d.waiting.includes(waiter)) {
+          d.waiting.push(waiter);
+          waiter.left++;
+        }
+        if (this.overdue.has(e.key)) (now ??= []).push(e.key);
+      }
+      // A window a checkpoint found busy is written now, while its caller is done with it.
+      if (now) this.journalKeys(now);
+      if (++this.savesSince >= SAVES_PER_CHECKPOINT && !this.soon) {
+        // Enough saves wait (the bus holds a partition's batches in flight to a bound): a checkpoint next turn.
+        this.soon = true;
+        setImmediate(() => this.checkpoint());
+      }
+    });
+  }
+
+  /**
+   * Writes every dirty window no caller is changing (coalesced saves); the busy ones at their
+   * next save. A few milliseconds at a time (a checkpoint of thousands of windows in one turn
+   * held every export and finding behind it), one record a slice; each window is looked at and
+   * written in one turn, so a step that begins between slices finds it written or still dirty.
+   * `all`: in one go (close).
+   */
+  checkpoint(all = false): void {
+    this.soon = false;
+    this.savesSince = 0;
+    if (this.checkpointing || !this.dirty.size || this.closed) return;
+    const keys = [...this.dirty.keys()];
+    this.checkpointing = true;
+    this.checkpoints.written++;
+    const slice = (from: number) => {
+      const started = performance.now();
+      const batch = this.newBatch();
+      let i = from;
+      while (i < keys.length) {
+        const k = keys[i++];
+        if (!this.dirty.has(k)) continue;
+        if (this.isBusy(k)) {
+          if (!this.overdue.has(k)) this.checkpoints.busy++;
+          this.overdue.add(k);
+          continue;
+        }
+        this.addToBatch(batch, k);
+        if (!all && (i & 15) === 0 && performance.now() - started > CHECKPOINT_SLICE_MS) break;
+      }
+      this.writeBatch(batch);
+      if (i < keys.length && !this.closed) setImmediate(() => slice(i));
+      else this.checkpointing = false;
+    };
+    slice(0);
+  }
+
+  /** One record for these dirty windows, as each is now (a window a checkpoint found busy, at its save). */
+  private journalKeys(keys: readonly string[]): void {
+    const batch = this.newBatch();
+    for (const k of keys) this.addToBatch(batch, k);
+    this.writeBatch(batch);
+  }
+
+  private newBatch(): { change: Change<W>; waiting: SaveWaiter[] } {
+    return { change: {}, waiting: [] };
+  }
+
+  /** A dirty window's record added to the batch, as the window is now; its saves wait for the batch. */
+  private addToBatch(batch: { change: Change<W>; waiting: SaveWaiter[] }, k: string): void {
+    const d = this.dirty.get(k);
+    if (!d) return;
+    this.dirty.delete(k);
+    this.overdue.delete(k);
+    for (const w of d.waiting) batch.waiting.push(w);
+    this.checkpoints.windows++;
+    // Gone since it was saved (expired: its records expire with it at the next start).
+    const e = this.mem.peek(k);
+    if (e) this.record(batch.change, k, e.window, stored(e.expiresAt), e.rev, d.chain);
+  }
+
+  /** Appends the batch's record; its saves resolve once it is synced. */
+  private writeBatch({ change, waiting }: { change: Change<W>; waiting: SaveWaiter[] }): void {
+    if (!waiting.length) return;
+    const done = change.put || change.patch ? this.file.append(change) : Promise.resolve();
+    done.then(
+      () => {
+        for (const w of waiting) if (--w.left === 0) w.resolve();
+      },
+      (err: unknown) => {
+        for (const w of waiting) w.reject(err);
+      },
+    );
   }
 
   /**
@@ -251,8 +431,28 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   async delete(keys: readonly string[]): Promise<void> {
     if (!keys.length) return;
     this.mem.deleteNow(keys);
-    for (const k of keys) this.journaled.delete(k);
-    await this.file.append({ del: [...keys] });
+    // Saves not journaled yet of a deleted window are done with the delete's record.
+    const waiting: SaveWaiter[] = [];
+    for (const k of keys) {
+      this.journaled.delete(k);
+      const d = this.dirty.get(k);
+      if (!d) continue;
+      this.dirty.delete(k);
+      this.overdue.delete(k);
+      waiting.push(...d.waiting);
+    }
+    const done = this.file.append({ del: [...keys] });
+    if (waiting.length) {
+      done.then(
+        () => {
+          for (const w of waiting) if (--w.left === 0) w.resolve();
+        },
+        (err: unknown) => {
+          for (const w of waiting) w.reject(err);
+        },
+      );
+    }
+    await done;
   }
 
   async wakeAt(entries: readonly { key: string; atMs: number }[]): Promise<void> {
@@ -280,7 +480,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   /** Windows in memory, windows spilled, journal syncs, compactions, bytes cut from a torn tail. */
   get stats() {
-    return { inMemory: this.mem.size, spilled: this.mem.spilled, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts, ...this.records };
+    return { inMemory: this.mem.size, spilled: this.mem.spilled, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts, ...this.records, checkpoints: { ...this.checkpoints } };
   }
 
   /** Forces a compaction (tests, and a clean stop could use it). */
@@ -298,9 +498,44 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   /** Waits for the journal's last sync; closing twice is harmless (the module and the platform both may). */
   async close(): Promise<void> {
     if (this.closed) return;
+    if (this.coalesced) {
+      clearInterval(this.coalesced.timer);
+      // What no step is changing is written; a window still busy (a step that never finished)
+      // is not: its saves fail, and the bus delivers their batches again at the next start.
+      this.checkpointing = false;
+      this.checkpoint(true);
+      const left = [...this.dirty.values()].flatMap((d) => d.waiting);
+      this.dirty.clear();
+      for (const w of left) w.reject(new Error('window store closed before the window was journaled (a step was still changing it)'));
+    }
     this.closed = true;
     await this.file.close();
     await this.mem.close();
+  }
+}
+
+/** A coalesced save waiting for the records of its windows (`left` of them still to sync). */
+interface SaveWaiter {
+  left: number;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+/**
+ * Saves that make a checkpoint come at the next turn instead of at its interval: the bus log
+ * holds at most MAX_DEFERRED batches of a partition whose saves are not durable yet.
+ */
+const SAVES_PER_CHECKPOINT = 256;
+
+/** How long a checkpoint writes before it lets the event loop go (ms). */
+const CHECKPOINT_SLICE_MS = 4;
+
+/** A snapshot met a window a step is changing and holds no journaled copy of: tried again later. */
+export class CompactionPostponed extends Error {
+  /** Read by the journal file: not a failure to keep (compactionError). */
+  readonly postponed = true;
+  constructor(readonly key: string) {
+    super(`window compaction put off: a step is changing window ${JSON.stringify(key)}`);
   }
 }
 
