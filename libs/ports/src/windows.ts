@@ -65,6 +65,8 @@ export interface WindowStore<W> {
    * its next save. Absent: every save is durable on its own.
    */
   coalesce?(opts: { everyMs: number; busy?: (key: string) => boolean }): void;
+  /** With coalesced saves: a checkpoint now, for a caller that must wait for its saves (a bus that cannot hold its position for them). */
+  checkpoint?(): void;
 }
 
 const ADDED = Symbol.for('neatroots.windowAddedKeys');

@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { compileRuleSet, parseCheck, type RunWindow } from '@neatroots/checks';
 import { makeTopics } from '@neatroots/messages';
-import { JournalWindowStore, LogBus, MemoryWindowStore } from '@neatroots/platform';
+import { JournalWindowStore, LogBus, MemoryBus, MemoryWindowStore } from '@neatroots/platform';
 import type { Envelope } from '@neatroots/spans';
 import { startRuleEngine } from './service';
 
@@ -164,6 +164,53 @@ describe('rule-engine on the embedded log and journal: the next batch goes on wh
     windows.checkpoint();
     await waitFor(() => savedPosition(busDir) === 3, () => `position ${savedPosition(busDir)}, want 3`);
     expect(windows.stats.checkpoints).toMatchObject({ written: 1, windows: 2, busy: 0 });
+    await engine.close();
+    await sub.close();
+    await bus.close();
+    await windows.close();
+  });
+  it('with checkpoints, on a bus that cannot hold its position for the saves (in memory), a batch has its saves written at once', async () => {
+    const bus = new MemoryBus();
+    const windows = JournalWindowStore.open<RunWindow>({ dir: tmp(), name: 'runs' });
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => rules, tickMs: 60_000, windowCheckpointMs: 3_600_000 });
+    const found: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) found.push(r.value.id);
+    });
+    // a batch waits for its saves before the next is delivered: an hour, were they left for the interval
+    await bus.publish(topics.events, [drop('r1', 'a1')]);
+    await waitFor(() => engine.metrics.batches === 1, () => `${engine.metrics.batches} batches done: the batch waited for the checkpoint's interval`);
+    await bus.publish(topics.events, [drop('r1', 'a2')]);
+    await waitFor(() => found.length === 1 && engine.metrics.batches === 2, () => `${found.length} findings, ${engine.metrics.batches} batches done`);
+    expect(windows.stats.checkpoints.written).toBe(2);
+    await engine.close();
+    await sub.close();
+    await bus.close();
+    await windows.close();
+  });
+  it("with checkpoints, a tick does not hold the next one (other runs' waits) while its saves wait for the checkpoint", async () => {
+    const bus = new LogBus({ dir: tmp(), partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const windows = JournalWindowStore.open<RunWindow>({ dir: tmp(), name: 'runs' });
+    const waits = compileRuleSet(
+      [parseCheck({ id: 'refund-without-lookup', kind: 'rule', title: 'Refund without lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } }, 'mine.yaml', 'user')],
+      () => ({ test: () => false }),
+    );
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => waits, tickMs: 5, windowCheckpointMs: 3_600_000 });
+    const found: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) found.push(r.value.run_id);
+    });
+    const refund = (run: string): { key: string; value: Envelope } => ({
+      key: run,
+      value: { project: 'p', received_ms: Date.now(), item: { kind: 'span', span: { run_id: run, span_id: `${run}-s1`, type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: 'ok', start_ms: Date.now(), end_ms: Date.now() } } },
+    });
+    await bus.publish(topics.events, [refund('r1')]);
+    await waitFor(() => found.includes('r1'), () => `found ${found.join(', ')}`);
+    // r1's tick saved its window, not journaled until the checkpoint; r2's wait fires in the next tick
+    await bus.publish(topics.events, [refund('r2')]);
+    await waitFor(() => found.includes('r2'), () => `found ${found.join(', ')}: the tick waited for the last one's saves`);
+    // the saves in flight written, so the bus's close need not wait for the interval
+    windows.checkpoint();
     await engine.close();
     await sub.close();
     await bus.close();

@@ -47,7 +47,7 @@ export interface RuleEngineServiceOptions {
     scheduler: QuestionScheduler;
     topic?: Topic<QuestionTaskMessage>;
     /** The scheduler's window store, when it is not `windows` (its batches may go on while it syncs only if it applies at call too). */
-    windows?: Pick<WindowStore<unknown>, 'appliedAtCall' | 'coalesce'>;
+    windows?: Pick<WindowStore<unknown>, 'appliedAtCall' | 'coalesce' | 'checkpoint'>;
   };
   /** Lines about runs carry their `project` and `run_id` in `fields`. */
   log?: (msg: string, err?: unknown, fields?: LogFields) => void;
@@ -101,13 +101,22 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     ...(opts.windowTtlIdleMs !== undefined ? { ttlIdleMs: opts.windowTtlIdleMs } : {}),
   });
   const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
+  // Stores whose saves wait for a checkpoint (coalesced): a step that must wait for its saves
+  // asks for the checkpoint at once instead of waiting for its interval.
+  const coalesced: Pick<WindowStore<unknown>, 'coalesce' | 'checkpoint'>[] = [];
   if (opts.windowCheckpointMs && !opts.recorded) {
     // The engine changes the windows it loads in place: a checkpoint leaves those it is changing.
     // The question scheduler changes copies, so its windows are never mid-step.
-    opts.windows.coalesce?.({ everyMs: opts.windowCheckpointMs, busy: (key) => engine.isChanging(key) });
-    const qs = opts.questions?.windows;
-    if (qs && qs !== opts.windows) qs.coalesce?.({ everyMs: opts.windowCheckpointMs });
+    for (const [store, busy] of [
+      [opts.windows, (key: string) => engine.isChanging(key)],
+      [opts.questions?.windows, undefined],
+    ] as const) {
+      if (!store?.coalesce || coalesced.includes(store)) continue;
+      store.coalesce({ everyMs: opts.windowCheckpointMs, ...(busy ? { busy } : {}) });
+      coalesced.push(store);
+    }
   }
+  const checkpointNow = () => coalesced.forEach((s) => s.checkpoint?.());
   const questionsTopic = opts.questions?.topic ?? QUESTIONS_TOPIC;
 
   // Sends what a step raised (findings, notes, question tasks) and counts it once sent;
@@ -218,7 +227,11 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
                 throw err;
               }),
             );
-          } else await saved;
+          } else {
+            // This bus cannot hold its position for the saves: they are written now.
+            checkpointNow();
+            await saved;
+          }
         }
       } catch (err) {
         // Said here with the runs it held; the bus delivers the batch again.
@@ -255,7 +268,13 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
           if (!atCall) await step.saved;
           return step;
         }, keys);
-        await saved;
+        // With checkpoints the saves are made and wait for the next one: the next tick (other
+        // runs' waits) does not wait with them. A failed save leaves the wakes leased: they come round.
+        if (coalesced.length) saved.catch((err: unknown) => {
+          metrics.errors++;
+          log('the window saves of a tick failed (its wakes come round again)', err, runFields(keys.map(runOfWindowKey)));
+        });
+        else await saved;
       })
       .catch((err) => {
         // Another replica saved the run meanwhile: its wake is leased, so it comes round again.
