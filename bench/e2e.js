@@ -27,6 +27,23 @@ function windowCheckpoint() {
   return v === undefined ? {} : { NEATROOTS_WINDOW_CHECKPOINT_MS: v };
 }
 
+/**
+ * The rule engine's window journals (its checks' and its question scheduler's): windows written
+ * and syncs over the app's life (a checkpoint writes each window saved since once; with
+ * NEATROOTS_WINDOW_CHECKPOINT_MS=0, each save). Nothing with the windows in memory.
+ */
+async function journalRecords(app) {
+  let windows = 0;
+  let syncs = 0;
+  for (const name of ['', ':qs']) {
+    const st = (await app.windows(name)).stats;
+    if (!st || st.edited === undefined) return {};
+    windows += st.edited + st.whole;
+    syncs += st.syncs;
+  }
+  return { journal_windows_written: windows, journal_syncs: syncs };
+}
+
 function buildBatches({ spans, perRun, batch, prefix = 'run' }) {
   const runs = Math.ceil(spans / perRun);
   const batches = [];
@@ -133,6 +150,7 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   await paced(app.ingest.grpcPort, latencyBatches.batches, latencyBatches.perBatch, latencyRate);
   await app.bus.idle();
   const findings = app.ruleEngine.metrics.findings;
+  const journal = await journalRecords(app);
   await app.close();
   fs.rmSync(home, { recursive: true, force: true });
   latencies.sort((a, b) => a - b);
@@ -142,6 +160,7 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
     findings,
     p50_ms: percentile(latencies, 50),
     p99_ms: percentile(latencies, 99),
+    ...journal,
     latency_samples: latencies.length,
     store_drain_ms: Math.round(storeMs),
   };
@@ -271,6 +290,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
       // The process's CPU over the measured seconds (others' jobs move wall time, far less this).
       cpu_s: +((cpu.user + cpu.system) / 1e6).toFixed(2),
       bus_mb_written: app.bus.stats ? +(app.bus.stats.bytesWritten / 1e6).toFixed(1) : 0,
+      ...(await journalRecords(app)),
       // The collector's pauses of the process over the measured seconds: what a finding may wait behind.
       ...pauses,
       loop_delay_p99_ms: +(loop.percentile(99) / 1e6).toFixed(1), loop_delay_max_ms: +(loop.max / 1e6).toFixed(1),

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import type { LoadResult } from '@neatroots/checks';
 import type { IngestHandle } from '@neatroots/ingest';
 import { createLogger, embeddedPlatform, loadConfig, loadModelConfig, type Config, type EmbeddedBus, type ModelConfig } from '@neatroots/platform';
-import type { Db, Logger } from '@neatroots/ports';
+import type { Db, Logger, WindowStore } from '@neatroots/ports';
 import type { QuestionLink } from '@neatroots/question';
 import type { ReviewLink } from '@neatroots/review';
 import type { RuleEngineService } from '@neatroots/rule-engine';
@@ -34,6 +34,8 @@ export interface EmbeddedApp {
   config: Config;
   db: Db;
   bus: EmbeddedBus;
+  /** A run-window store of the app by name ('' the rule engine's, ':qs' its question scheduler's): the one its services use. */
+  windows<W>(name: string): Promise<WindowStore<W>>;
   topics: Topics;
   ingest: Pick<IngestHandle, 'otlpPort' | 'grpcPort' | 'otlpHttpPort' | 'metrics'>;
   review: ReviewLink;
@@ -88,6 +90,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     config,
     db: await platform.db(),
     bus: platform.bus(),
+    windows: <W>(name: string) => platform.windows<W>(name),
     topics,
     ingest,
     review,
