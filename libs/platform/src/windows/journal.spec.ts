@@ -545,6 +545,24 @@ describe('JournalWindowStore with coalesced saves (the rule engine\'s checkpoint
     expect(await contents(f.open(), ['gone', 'kept', 'stuck'])).toEqual({ kept: w('kept', 1) });
   });
 
+  it('writes wake times set with the saves at the checkpoint too, as they are then', async () => {
+    const f = coalesced();
+    const a = f.open();
+    const saved = a.save([{ key: 'r', window: w('r', 1) }]);
+    const woken = a.setWakes([{ key: 'r', atMs: 500 }]);
+    const earlier = a.wakeAt([{ key: 'r', atMs: 300 }]);
+    expect(await settled(Promise.race([woken, earlier]))).toBe(false);
+    expect(await f.open().takeDue(1_000, 10)).toEqual([]);
+    const syncs = a.stats.syncs;
+    a.checkpoint();
+    await Promise.all([saved, woken, earlier]);
+    // one record, one sync, for the window and its wake
+    expect(a.stats.syncs).toBe(syncs + 1);
+    const b = f.open();
+    expect(await b.takeDue(299, 10)).toEqual([]);
+    expect(await b.takeDue(300, 10)).toEqual(['r']);
+  });
+
   it('checkpoints on its own at its interval', async () => {
     const f = opener();
     const a = f.open();

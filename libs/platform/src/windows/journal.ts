@@ -66,6 +66,9 @@ export class JournalWindowStore<W> implements WindowStore<W> {
    * are written only then, as for a save journaled alone).
    */
   private readonly dirty = new Map<string, { waiting: SaveWaiter[]; chain: boolean; rev: number }>();
+  /** Keys whose wake times changed since the last checkpoint (coalesced saves), and the calls waiting for their record. */
+  private readonly wakesDirty = new Set<string>();
+  private wakesWaiting: SaveWaiter[] = [];
   /** Dirty windows a checkpoint found busy: written at their next save, in its turn, or by a checkpoint that finds them idle. */
   private readonly overdue = new Set<string>();
   /** Saves since the last checkpoint, whether one is queued for the next turn, and whether one is being written. */
@@ -303,13 +306,19 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   checkpoint(all = false): void {
     this.soon = false;
     this.savesSince = 0;
-    if (this.checkpointing || !this.dirty.size || this.closed) return;
+    if (this.checkpointing || (!this.dirty.size && !this.wakesDirty.size) || this.closed) return;
     const keys = [...this.dirty.keys()];
     this.checkpointing = true;
     this.checkpoints.written++;
     const slice = (from: number) => {
       const started = performance.now();
       const batch = this.newBatch();
+      if (from === 0 && this.wakesDirty.size) {
+        batch.change.wake = this.wakes([...this.wakesDirty]);
+        batch.waiting.push(...this.wakesWaiting);
+        this.wakesDirty.clear();
+        this.wakesWaiting = [];
+      }
       let i = from;
       while (i < keys.length) {
         const k = keys[i++];
@@ -356,7 +365,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   /** Appends the batch's record; its saves resolve once it is synced. */
   private writeBatch({ change, waiting }: { change: Change<W>; waiting: SaveWaiter[] }): void {
     if (!waiting.length) return;
-    const done = change.put || change.patch ? this.file.append(change) : Promise.resolve();
+    const done = change.put || change.patch || change.wake ? this.file.append(change) : Promise.resolve();
     done.then(
       () => {
         for (const w of waiting) if (--w.left === 0) w.resolve();
@@ -458,13 +467,25 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   async wakeAt(entries: readonly { key: string; atMs: number }[]): Promise<void> {
     if (!entries.length) return;
     this.mem.wakeAtNow(entries);
+    if (this.coalesced) return this.wakeLater(entries);
     await this.file.append({ wake: this.wakes(entries.map((e) => e.key)) });
   }
 
   async setWakes(entries: readonly { key: string; atMs: number | null }[]): Promise<void> {
     if (!entries.length) return;
     this.mem.setWakesNow(entries);
+    if (this.coalesced) return this.wakeLater(entries);
     await this.file.append({ wake: entries.map((e) => ({ k: e.key, at: e.atMs })) });
+  }
+
+  /**
+   * Coalesced saves: wake times set with a step's save go with the next checkpoint too (each one
+   * its own sync cost as much as the saves), written as the keys' wake times then: a record of
+   * state, so the order of such records against the immediate ones (takeDue) does not matter.
+   */
+  private wakeLater(entries: readonly { key: string }[]): Promise<void> {
+    for (const e of entries) this.wakesDirty.add(e.key);
+    return new Promise<void>((resolve, reject) => this.wakesWaiting.push({ left: 1, resolve, reject }));
   }
 
   /** Taken keys are journaled too (removed or leased): a crash would otherwise wake them again. */
