@@ -58,9 +58,18 @@ export interface JournalFileOptions<W> {
   name: string;
   /** Compact once the journal passes this many bytes (and outweighs the snapshot). */
   compactBytes: number;
-  /** The live state, as changes, written as the new snapshot. */
-  snapshot: () => Iterable<Change<W>>;
+  /**
+   * The live state, as changes, written as the new snapshot. SNAPSHOT_WAIT: a window is not
+   * ready to be read (a step is changing it): asked again a moment later.
+   */
+  snapshot: () => Iterable<Change<W> | typeof SNAPSHOT_WAIT>;
 }
+
+/** From the snapshot's changes: ask again in a moment (see JournalFileOptions.snapshot). */
+export const SNAPSHOT_WAIT: unique symbol = Symbol('snapshot wait');
+
+/** How long a background snapshot waits for a window a step is changing before it is put off. */
+const SNAPSHOT_WAIT_MS = 10_000;
 
 interface Waiter {
   resolve: () => void;
@@ -85,7 +94,7 @@ export class JournalFile<W> {
   private waiters: Waiter[] = [];
   private flushing: Promise<void> | undefined;
   /** Syncs to disk and compactions: one sync covers every change queued while the last ran. */
-  readonly counts = { syncs: 0, compactions: 0, tornBytes: 0 };
+  readonly counts = { syncs: 0, compactions: 0, tornBytes: 0, postponed: 0 };
 
   constructor(private readonly opts: JournalFileOptions<W>) {
     fs.mkdirSync(opts.dir, { recursive: true });
@@ -222,7 +231,8 @@ export class JournalFile<W> {
         },
         async (e: unknown) => {
           // Put off (a window mid-step, see JournalWindowStore): not an error; a later sync tries again.
-          if (!(e as { postponed?: boolean }).postponed) this.compactionError = e as Error;
+          if ((e as { postponed?: boolean }).postponed) this.counts.postponed++;
+          else this.compactionError = e as Error;
           await fs.promises.rm(`${this.snapshotPath}.tmp`, { force: true }).catch(() => undefined);
         },
       )
@@ -248,7 +258,15 @@ export class JournalFile<W> {
         slice = performance.now();
       };
       // The keys are taken at once; each window is read as it is when its turn comes.
+      let waited = 0;
       for (const change of this.opts.snapshot()) {
+        if (change === SNAPSHOT_WAIT) {
+          // A window a step is changing: its step is done within milliseconds, or the compaction is put off.
+          if ((waited += 2) > SNAPSHOT_WAIT_MS) throw Object.assign(new Error('window compaction put off: a window stayed mid-step'), { postponed: true });
+          await out();
+          await new Promise((r) => setTimeout(r, 2));
+          continue;
+        }
         chunk.push(this.encode(change));
         if (performance.now() - slice > SLICE_MS) await out();
       }
@@ -294,6 +312,7 @@ export class JournalFile<W> {
         chunkBytes = 0;
       };
       for (const change of this.opts.snapshot()) {
+        if (change === SNAPSHOT_WAIT) throw Object.assign(new Error('window compaction put off: a window is mid-step'), { postponed: true });
         const f = this.encode(change);
         chunk.push(f);
         chunkBytes += f.length;

@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { addedKeys, layerBase, shiftedArrays, type WindowStore } from '@neatroots/ports';
-import { type Change, JournalFile, type Stored } from './journal-file';
+import { type Change, JournalFile, SNAPSHOT_WAIT, type Stored } from './journal-file';
 import { MemoryWindowStore } from './memory';
 import { applyEdits, copyJson, diffInto, type Edit, isJsonObject, JOURNALED, shiftInto } from './patch';
 
@@ -76,7 +76,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   private soon = false;
   private checkpointing = false;
   /** Checkpoints written, windows they held, and windows they found busy. */
-  readonly checkpoints = { written: 0, windows: 0, busy: 0, postponedCompactions: 0 };
+  readonly checkpoints = { written: 0, windows: 0, busy: 0 };
   /**
    * Each change is made in memory and its record queued in the call's turn; records are
    * synced in that order (the port's appliedAtCall): the rule engine's next batch goes on
@@ -163,10 +163,18 @@ export class JournalWindowStore<W> implements WindowStore<W> {
    * comes (a change made meanwhile is in the journal begun with the compaction, replayed after
    * the snapshot), a few windows a record so each slice stays short.
    */
-  private *snapshot(): Generator<Change<W>> {
+  private *snapshot(): Generator<Change<W> | typeof SNAPSHOT_WAIT> {
     let put: NonNullable<Change<W>['put']> = [];
     for (const key of this.mem.liveKeys()) {
-      const e = this.mem.peek(key);
+      let e = this.mem.peek(key);
+      // A window a step is changing, with no journaled copy: read once the step is done (what is
+      // read so far goes first: each window is written in the turn it is read).
+      while (e && this.coalesced && !this.journaled.has(key) && this.isBusy(key)) {
+        if (put.length) yield { put };
+        put = [];
+        yield SNAPSHOT_WAIT;
+        e = this.mem.peek(key);
+      }
       if (!e) continue;
       // Every change made to it so far has a lower sequence number than the next (see journal-file.ts).
       put.push({ k: key, ...this.asJournaled(key, e), x: stored(e.expiresAt), q: this.file.nextSeq - 1 });
@@ -183,19 +191,13 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   /**
    * A window as the journal holds it, for a snapshot: a window saved since its last record (its
    * record still to come, coalesced saves) or one a step is changing is taken as last journaled.
-   * A busy window with no journaled copy has no state on hand that is not mid-step: the
-   * compaction is put off (it is tried again after a later sync).
+   * One dirty with no journaled copy is taken as saved: its record, whole (there is no copy to
+   * edit), follows. (The snapshot waits for a busy one with no copy: see snapshot.)
    */
   private asJournaled(key: string, e: { window: W; rev: number }): { w: W; r: number } {
     if (!this.coalesced || (!this.dirty.has(key) && !this.isBusy(key))) return { w: e.window, r: e.rev };
     const j = this.journaled.get(key);
-    if (j) return { w: j.w as W, r: j.r };
-    if (this.isBusy(key)) {
-      this.checkpoints.postponedCompactions++;
-      throw new CompactionPostponed(key);
-    }
-    // Dirty and not busy: as saved; its record, whole (there is no copy to edit), follows.
-    return { w: e.window, r: e.rev };
+    return j ? { w: j.w as W, r: j.r } : { w: e.window, r: e.rev };
   }
 
   async load(keys: readonly string[]): Promise<Map<string, W>> {
@@ -551,14 +553,6 @@ const SAVES_PER_CHECKPOINT = 256;
 /** How long a checkpoint writes before it lets the event loop go (ms). */
 const CHECKPOINT_SLICE_MS = 4;
 
-/** A snapshot met a window a step is changing and holds no journaled copy of: tried again later. */
-export class CompactionPostponed extends Error {
-  /** Read by the journal file: not a failure to keep (compactionError). */
-  readonly postponed = true;
-  constructor(readonly key: string) {
-    super(`window compaction put off: a step is changing window ${JSON.stringify(key)}`);
-  }
-}
 
 /** A record's entries at `keys`, as a layer would hold them (an own `__proto__` too: no prototype). */
 function entriesAt(rec: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
