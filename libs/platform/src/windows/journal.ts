@@ -367,15 +367,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   /** Appends the batch's record; its saves resolve once it is synced. */
   private writeBatch({ change, waiting }: { change: Change<W>; waiting: SaveWaiter[] }): void {
     if (!waiting.length) return;
-    const done = change.put || change.patch || change.wake ? this.file.append(change) : Promise.resolve();
-    done.then(
-      () => {
-        for (const w of waiting) if (--w.left === 0) w.resolve();
-      },
-      (err: unknown) => {
-        for (const w of waiting) w.reject(err);
-      },
-    );
+    settleWith(change.put || change.patch || change.wake ? this.file.append(change) : Promise.resolve(), waiting);
   }
 
   /**
@@ -453,16 +445,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       waiting.push(...d.waiting);
     }
     const done = this.file.append({ del: [...keys] });
-    if (waiting.length) {
-      done.then(
-        () => {
-          for (const w of waiting) if (--w.left === 0) w.resolve();
-        },
-        (err: unknown) => {
-          for (const w of waiting) w.reject(err);
-        },
-      );
-    }
+    settleWith(done, waiting);
     await done;
   }
 
@@ -542,6 +525,19 @@ interface SaveWaiter {
   left: number;
   resolve: () => void;
   reject: (e: unknown) => void;
+}
+
+/** The saves waiting for a record: each resolved once every record it waits for is synced, all failed with it. */
+function settleWith(done: Promise<void>, waiting: readonly SaveWaiter[]): void {
+  if (!waiting.length) return;
+  done.then(
+    () => {
+      for (const w of waiting) if (--w.left === 0) w.resolve();
+    },
+    (err: unknown) => {
+      for (const w of waiting) w.reject(err);
+    },
+  );
 }
 
 /**
