@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { markAdded, WindowConflictError, windowLayer, type WindowStore } from '@neatroots/ports';
+import { markAdded, markShifted, WindowConflictError, windowLayer, type WindowStore } from '@neatroots/ports';
 import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
 import { encodeFrame } from '../bus/log/frame';
 import { JournalWindowStore, type JournalWindowStoreOptions } from './journal';
@@ -579,6 +579,30 @@ describe('JournalWindowStore with coalesced saves (the rule engine\'s checkpoint
     const b = f.open();
     expect(await b.takeDue(299, 10)).toEqual([]);
     expect(await b.takeDue(300, 10)).toEqual(['r']);
+  });
+
+  it('reads back a ring shifted by several saves between two checkpoints exactly (each save says only its own shift)', async () => {
+    const f = coalesced();
+    const a = f.open();
+    let list = ['a', 'b', 'c', 'd'];
+    const first = a.save([{ key: 'r', window: { run: 'r', n: 0, list } }]);
+    a.checkpoint();
+    await first;
+    const saves: Promise<void>[] = [];
+    for (let i = 1; i <= 3; i++) {
+      // the ring keeps four: one dropped from its start, one appended, as the question scheduler marks it
+      list = [...list.slice(1), `new${i}`];
+      saves.push(a.save([{ key: 'r', window: markShifted({ run: 'r', n: i, list }, { list: { dropped: 1, appended: 1 } }) }]));
+    }
+    a.checkpoint();
+    await Promise.all(saves);
+    expect(await contents(f.open(), ['r'])).toEqual({ r: { run: 'r', n: 3, list: ['d', 'new1', 'new2', 'new3'] } });
+    // one save since the last checkpoint: its shift is the window's, and is journaled as one
+    list = [...list.slice(1), 'new4'];
+    const one = a.save([{ key: 'r', window: markShifted({ run: 'r', n: 4, list }, { list: { dropped: 1, appended: 1 } }) }]);
+    a.checkpoint();
+    await one;
+    expect(await contents(f.open(), ['r'])).toEqual({ r: { run: 'r', n: 4, list: ['new1', 'new2', 'new3', 'new4'] } });
   });
 
   it('checkpoints on its own at its interval', async () => {

@@ -65,7 +65,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
    * and whether each save's revision followed the one before from the journaled copy's (edits
    * are written only then, as for a save journaled alone).
    */
-  private readonly dirty = new Map<string, { waiting: SaveWaiter[]; chain: boolean; rev: number }>();
+  private readonly dirty = new Map<string, { waiting: SaveWaiter[]; chain: boolean; rev: number; saves: number }>();
   /** Keys whose wake times changed since the last checkpoint (coalesced saves), and the calls waiting for their record. */
   private readonly wakesDirty = new Set<string>();
   private wakesWaiting: SaveWaiter[] = [];
@@ -225,11 +225,11 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   }
 
   /** A window's record, added to `change`: its edits against the journaled copy when `chain`, else whole. */
-  private record(change: Change<W>, k: string, w: W, x: number | null, r: number, chain: boolean, layers?: Map<string, Record<string, unknown>>): void {
+  private record(change: Change<W>, k: string, w: W, x: number | null, r: number, chain: boolean, layers?: Map<string, Record<string, unknown>>, marks = true): void {
     const prev = this.journaled.get(k);
     if (prev && chain && isJsonObject(w)) {
       const d: Edit[] = [];
-      diffInto(prev.w, w, d, [], this.shifts(prev.w, w, d, layers));
+      diffInto(prev.w, w, d, [], marks ? this.shifts(prev.w, w, d, layers) : layers);
       prev.r = r;
       (change.patch ??= []).push({ k, d, x, r });
       this.records.edited++;
@@ -276,11 +276,12 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       for (const e of entries) {
         const st = this.mem.stateOf(e.key)!;
         let d = this.dirty.get(e.key);
-        if (!d) this.dirty.set(e.key, (d = { waiting: [], chain: this.journaled.get(e.key)?.r === st.rev - 1, rev: st.rev }));
+        if (!d) this.dirty.set(e.key, (d = { waiting: [], chain: this.journaled.get(e.key)?.r === st.rev - 1, rev: st.rev, saves: 1 }));
         else {
           // A revision that did not follow (the window expired and began again, saved twice in one call): whole.
           d.chain &&= st.rev === d.rev + 1;
           d.rev = st.rev;
+          d.saves++;
         }
         if (!d.waiting.includes(waiter)) {
           d.waiting.push(waiter);
@@ -361,7 +362,9 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     this.checkpoints.windows++;
     // Gone since it was saved (expired: its records expire with it at the next start).
     const e = this.mem.peek(k);
-    if (e) this.record(batch.change, k, e.window, stored(e.expiresAt), e.rev, d.chain);
+    // What the last save says it shifted (markShifted) is the change since the record before only
+    // when it is the one save since: after several, the arrays are compared.
+    if (e) this.record(batch.change, k, e.window, stored(e.expiresAt), e.rev, d.chain, undefined, d.saves === 1);
   }
 
   /** Appends the batch's record; its saves resolve once it is synced. */
