@@ -104,16 +104,18 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   // Stores whose saves wait for a checkpoint (coalesced): a step that must wait for its saves
   // asks for the checkpoint at once instead of waiting for its interval.
   const coalesced: Pick<WindowStore<unknown>, 'coalesce' | 'checkpoint'>[] = [];
-  if (opts.windowCheckpointMs && !opts.recorded) {
+  const everyMs = opts.recorded ? 0 : (opts.windowCheckpointMs ?? 0);
+  if (everyMs > 0) {
     // The engine changes the windows it loads in place: a checkpoint leaves those it is changing.
+    if (opts.windows.coalesce) {
+      opts.windows.coalesce({ everyMs, busy: (key) => engine.isChanging(key) });
+      coalesced.push(opts.windows);
+    }
     // The question scheduler changes copies, so its windows are never mid-step.
-    for (const [store, busy] of [
-      [opts.windows, (key: string) => engine.isChanging(key)],
-      [opts.questions?.windows, undefined],
-    ] as const) {
-      if (!store?.coalesce || coalesced.includes(store)) continue;
-      store.coalesce({ everyMs: opts.windowCheckpointMs, ...(busy ? { busy } : {}) });
-      coalesced.push(store);
+    const qs = opts.questions?.windows;
+    if (qs?.coalesce && qs !== opts.windows) {
+      qs.coalesce({ everyMs });
+      coalesced.push(qs);
     }
   }
   const checkpointNow = () => coalesced.forEach((s) => s.checkpoint?.());

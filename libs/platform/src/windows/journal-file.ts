@@ -71,6 +71,11 @@ export const SNAPSHOT_WAIT: unique symbol = Symbol('snapshot wait');
 /** How long a background snapshot waits for a window a step is changing before it is put off. */
 const SNAPSHOT_WAIT_MS = 10_000;
 
+/** A compaction put off (not a failure to keep as compactionError): a later sync tries again. */
+function postponed(why: string): Error {
+  return Object.assign(new Error(`window compaction put off: ${why}`), { postponed: true });
+}
+
 interface Waiter {
   resolve: () => void;
   reject: (e: unknown) => void;
@@ -262,7 +267,7 @@ export class JournalFile<W> {
       for (const change of this.opts.snapshot()) {
         if (change === SNAPSHOT_WAIT) {
           // A window a step is changing: its step is done within milliseconds, or the compaction is put off.
-          if ((waited += 2) > SNAPSHOT_WAIT_MS) throw Object.assign(new Error('window compaction put off: a window stayed mid-step'), { postponed: true });
+          if ((waited += 2) > SNAPSHOT_WAIT_MS) throw postponed('a window stayed mid-step');
           await out();
           await new Promise((r) => setTimeout(r, 2));
           continue;
@@ -312,7 +317,7 @@ export class JournalFile<W> {
         chunkBytes = 0;
       };
       for (const change of this.opts.snapshot()) {
-        if (change === SNAPSHOT_WAIT) throw Object.assign(new Error('window compaction put off: a window is mid-step'), { postponed: true });
+        if (change === SNAPSHOT_WAIT) throw postponed('a window is mid-step');
         const f = this.encode(change);
         chunk.push(f);
         chunkBytes += f.length;

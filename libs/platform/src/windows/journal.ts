@@ -8,8 +8,9 @@ import { applyEdits, copyJson, diffInto, type Edit, isJsonObject, JOURNALED, shi
 /**
  * Run windows that survive a crash of the embedded deployment: MemoryWindowStore (its cap and
  * spill file kept), with every change appended to a journal in the data folder and synced
- * before the call returns (saves: at the next checkpoint, when coalesced; below). The rule engine saves a batch's windows before it lets the bus
- * position move, so after a crash the windows are those saved with the last position kept, and
+ * before the call returns (saves: at the next checkpoint, when coalesced; below). The rule
+ * engine saves a batch's windows before it lets the bus position move, so after a crash the
+ * windows are those saved with the last position kept, and
  * the batches after it are replayed against them: the same findings, the same ids, none twice.
  *
  * The journal is read at open (a torn last record cut off) and compacted into a snapshot once it
@@ -20,7 +21,7 @@ import { applyEdits, copyJson, diffInto, type Edit, isJsonObject, JOURNALED, shi
  * written windows; any other save writes the window whole and starts its chain again.
  *
  * Coalesced saves (`coalesce`, the rule engine's stores): a save is made in memory at once, and
- * its record is written at the next checkpoint (every `everyMs`, or sooner once 32 saves wait),
+ * its record is written at the next checkpoint (every `everyMs`, or sooner once 256 saves wait),
  * one record per window however often it was saved since; the save's promise resolves once that
  * record is synced, so the bus position still moves only past batches whose windows are on
  * disk. A fleet's batches touch a run's window on nearly every span: journaled per save, the
@@ -315,7 +316,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     this.checkpoints.written++;
     const slice = (from: number) => {
       const started = performance.now();
-      const batch = this.newBatch();
+      const batch: Batch<W> = { change: {}, waiting: [] };
       if (from === 0 && this.wakesDirty.size) {
         batch.change.wake = this.wakes([...this.wakesDirty]);
         batch.waiting.push(...this.wakesWaiting);
@@ -343,17 +344,13 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   /** One record for these dirty windows, as each is now (a window a checkpoint found busy, at its save). */
   private journalKeys(keys: readonly string[]): void {
-    const batch = this.newBatch();
+    const batch: Batch<W> = { change: {}, waiting: [] };
     for (const k of keys) this.addToBatch(batch, k);
     this.writeBatch(batch);
   }
 
-  private newBatch(): { change: Change<W>; waiting: SaveWaiter[] } {
-    return { change: {}, waiting: [] };
-  }
-
   /** A dirty window's record added to the batch, as the window is now; its saves wait for the batch. */
-  private addToBatch(batch: { change: Change<W>; waiting: SaveWaiter[] }, k: string): void {
+  private addToBatch(batch: Batch<W>, k: string): void {
     const d = this.dirty.get(k);
     if (!d) return;
     this.dirty.delete(k);
@@ -368,7 +365,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   }
 
   /** Appends the batch's record; its saves resolve once it is synced. */
-  private writeBatch({ change, waiting }: { change: Change<W>; waiting: SaveWaiter[] }): void {
+  private writeBatch({ change, waiting }: Batch<W>): void {
     if (!waiting.length) return;
     settleWith(change.put || change.patch || change.wake ? this.file.append(change) : Promise.resolve(), waiting);
   }
@@ -530,6 +527,12 @@ interface SaveWaiter {
   reject: (e: unknown) => void;
 }
 
+/** One record of coalesced saves being built, and the saves that wait for it. */
+interface Batch<W> {
+  change: Change<W>;
+  waiting: SaveWaiter[];
+}
+
 /** The saves waiting for a record: each resolved once every record it waits for is synced, all failed with it. */
 function settleWith(done: Promise<void>, waiting: readonly SaveWaiter[]): void {
   if (!waiting.length) return;
@@ -551,7 +554,6 @@ const SAVES_PER_CHECKPOINT = 256;
 
 /** How long a checkpoint writes before it lets the event loop go (ms). */
 const CHECKPOINT_SLICE_MS = 4;
-
 
 /** A record's entries at `keys`, as a layer would hold them (an own `__proto__` too: no prototype). */
 function entriesAt(rec: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
