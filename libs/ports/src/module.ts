@@ -2,7 +2,7 @@ import type { Bus } from './bus';
 import type { RecordedClock } from './clock';
 import type { Db } from './db';
 import type { Jobs } from './jobs';
-import type { WindowStore } from './windows';
+import type { WindowStore, WindowStoreOptions } from './windows';
 
 /**
  * The one composition root's vocabulary. Each service exports one ServiceModule: its name,
@@ -31,8 +31,11 @@ export interface Platform {
   readonly clock?: RecordedClock;
   /** The one bus of this process (created on first use; every module shares it). */
   bus(): Bus;
-  /** A window store; `name` keeps different kinds of windows apart ('' for the rule engine's). */
-  windows<W>(name: string): Promise<WindowStore<W>>;
+  /**
+   * A window store; `name` keeps different kinds of windows apart ('' for the rule engine's).
+   * The first call for a name opens it with `opts`; later calls get the same store.
+   */
+  windows<W>(name: string, opts?: WindowStoreOptions): Promise<WindowStore<W>>;
   /** The database (opened on first use). Only the review service asks for it. */
   db(): Promise<Db>;
   /** Background jobs (opened on first use): BullMQ on Redis distributed, in this process embedded. */

@@ -5,8 +5,14 @@
  * Values are plain JSON-serialisable objects owned by the rule engine.
  */
 export interface WindowStore<W> {
-  /** The windows of these runs (missing ones absent from the map). */
-  load(keys: readonly string[]): Promise<Map<string, W>>;
+  /**
+   * The windows of these runs (missing ones absent from the map). `members`: for a key, the
+   * entries of its record fields the caller will read (the rule engine: the batch's span ids in
+   * `seen`). A store that keeps such fields apart (WindowStoreOptions.memberFields: Redis) loads
+   * only those entries, so a field holds the asked ones it has and nothing else; what the caller
+   * adds to it is saved as additions. Other stores load whole windows and ignore it.
+   */
+  load(keys: readonly string[], members?: ReadonlyMap<string, Readonly<Record<string, readonly string[]>>>): Promise<Map<string, W>>;
   /**
    * Writes each window; `ttlMs` makes it expire that long after this write. With
    * `expectRev` on an entry, the write is a compare-and-set: the store keeps a revision per
@@ -67,6 +73,18 @@ export interface WindowStore<W> {
   coalesce?(opts: { everyMs: number; busy?: (key: string) => boolean }): void;
   /** With coalesced saves: a checkpoint now, for a caller that must wait for its saves (a bus that cannot hold its position for them). */
   checkpoint?(): void;
+}
+
+/** How a caller opens a window store (Platform.windows). */
+export interface WindowStoreOptions {
+  /**
+   * Record fields only ever added to, one entry at a time (the rule engine's `seen`: a run's span
+   * ids, thousands in a long run), that a store may keep apart from the rest of the window: Redis
+   * keeps them in a hash beside it, loads only the entries `load` is asked for, and saves only
+   * what a window's field holds (what was loaded and added), never the whole of it again.
+   * Entries are never removed but with the window. The embedded stores ignore it.
+   */
+  memberFields?: readonly string[];
 }
 
 const ADDED = Symbol.for('neatroots.windowAddedKeys');

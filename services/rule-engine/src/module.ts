@@ -1,4 +1,4 @@
-import { disabledChecks, type DisabledCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
+import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
 import { LOCAL_LLM_POLICY, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
@@ -49,7 +49,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     const schedulerWindows = await ctx.platform.windows<SchedulerWindow>(':qs');
     const engine = await startRuleEngine({
       bus: ctx.platform.bus(),
-      windows: await ctx.platform.windows<RunWindow>(''),
+      windows: await ctx.platform.windows<RunWindow>('', { memberFields: RUN_WINDOW_MEMBER_FIELDS }),
       rules: checks.rules,
       topics,
       questions: {

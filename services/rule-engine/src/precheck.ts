@@ -68,11 +68,11 @@ function copyWindow(w: RunWindow): RunWindow {
 /** A window store that reads the live windows and keeps what a precheck writes to itself (`mine()`, a new map per check). */
 function overlay(live: WindowStore<RunWindow>, current: () => Map<string, RunWindow>): WindowStore<RunWindow> {
   return {
-    load: async (keys) => {
+    load: async (keys, members) => {
       const mine = current();
       const out = new Map<string, RunWindow>();
       const missing = keys.filter((k) => !mine.has(k));
-      const read = missing.length ? await live.load(missing) : new Map<string, RunWindow>();
+      const read = missing.length ? await live.load(missing, members) : new Map<string, RunWindow>();
       // The live windows are copied once; the copies are this check's to change.
       for (const k of keys) {
         const w = mine.get(k) ?? (read.has(k) ? copyWindow(read.get(k)!) : undefined);
@@ -131,11 +131,13 @@ export class Prechecker {
     const started = Date.now();
     // The spans exported before the question must be in the window, or a lookup that did
     // happen would be missed and the refund halted for nothing.
-    let live = (await this.opts.windows.load([key])).get(key);
-    while (req.knownSpans && Prechecker.seen(live, req.knownSpans) < req.knownSpans) {
-      if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, live ? Object.keys(live.seen).length : 0, req.knownSpans);
+    // The call's own span id: whether it was seen (a store that keeps `seen` apart loads only that).
+    const members = new Map([[key, { seen: [span.span_id] }]]);
+    let live = (await this.opts.windows.load([key], members)).get(key);
+    while (req.knownSpans && Prechecker.seen(live) < req.knownSpans) {
+      if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, Prechecker.seen(live), req.knownSpans);
       await new Promise((r) => setTimeout(r, this.opts.pollMs ?? 1));
-      live = (await this.opts.windows.load([key])).get(key);
+      live = (await this.opts.windows.load([key], members)).get(key);
     }
     const run = this.chain.then(() => this.evaluate(project, span, key, live));
     this.chain = run.catch(() => undefined);
@@ -143,14 +145,12 @@ export class Prechecker {
   }
 
   /**
-   * How many spans the window saw, counted no further than `enough`: a long run's window holds
-   * thousands of ids, and listing them all (Object.keys) for every check made garbage in
-   * proportion to the run's length on the thread that answers.
+   * How many spans the window saw: its span count, which moves with each id added to `seen`
+   * (counting the ids made garbage in proportion to a long run's length on the answering
+   * thread, and a store that keeps `seen` apart loads only the ids asked about).
    */
-  private static seen(w: RunWindow | undefined, enough: number): number {
-    let n = 0;
-    if (w) for (const id in w.seen) if (Object.prototype.hasOwnProperty.call(w.seen, id) && ++n >= enough) break;
-    return n;
+  private static seen(w: RunWindow | undefined): number {
+    return w?.metrics.spans ?? 0;
   }
 
   private async evaluate(project: string, span: Span, key: string, live: RunWindow | undefined): Promise<PrecheckAnswer> {

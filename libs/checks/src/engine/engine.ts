@@ -154,7 +154,8 @@ export class RuleEngine {
   process(envs: readonly Envelope[]): Promise<EngineOutput> {
     return this.serial(async () => {
       const keyOf = new Array<string>(envs.length);
-      const keys = new Set<string>();
+      // The span ids each run's window is asked about (a store that keeps `seen` apart loads those only).
+      const ids = new Map<string, string[]>();
       // A batch holds many spans of a few runs: each run's key is built once, not per span.
       const byRun = new Map<string, Map<string, string>>();
       for (let i = 0; i < envs.length; i++) {
@@ -165,11 +166,14 @@ export class RuleEngine {
         let key = runs.get(run);
         if (key === undefined) {
           runs.set(run, (key = windowKey(project, run)));
-          keys.add(key);
+          ids.set(key, []);
         }
         keyOf[i] = key;
+        if (item.kind === 'span') ids.get(key)!.push(item.span.span_id);
       }
-      const step = await this.begin([...keys]);
+      const members = new Map<string, { seen: string[] }>();
+      for (const [key, seen] of ids) members.set(key, { seen });
+      const step = await this.begin([...ids.keys()], members);
       return this.guarded(step, async () => {
         for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keyOf[i]);
         if (step.deferred.length) await this.applyDeferred(step);
@@ -204,9 +208,9 @@ export class RuleEngine {
     return p;
   }
 
-  private async begin(keys: string[]): Promise<Step> {
+  private async begin(keys: string[], members?: ReadonlyMap<string, { seen: string[] }>): Promise<Step> {
     const windows = new Map<string, Slot>();
-    for (const [key, w] of await this.windows.load(keys)) windows.set(key, { w });
+    for (const [key, w] of await this.windows.load(keys, members)) windows.set(key, { w });
     this.changing = windows;
     const step: Step = { out: { findings: [], notes: [] }, windows, touched: new Set(), emitted: [], rules: undefined as unknown as RuleStep, deferred: [] };
     if (this.unsaved.size) this.carry(step, keys);

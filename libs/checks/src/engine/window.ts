@@ -13,7 +13,11 @@ export interface RunWindow {
   run_id: string;
   project: string;
   workflow?: string;
-  /** Span ids seen: a re-exported span (same run_id and span_id) is counted once. */
+  /**
+   * Span ids seen: a re-exported span (same run_id and span_id) is counted once. Only added to,
+   * and read one id at a time (hasSeen): a store that keeps it apart (RUN_WINDOW_MEMBER_FIELDS)
+   * loads only the ids of the spans in the batch.
+   */
   seen: Record<string, 1>;
   metrics: RunMetrics;
   /** Set by run_end. */
@@ -25,6 +29,9 @@ export interface RunWindow {
   /** Earliest pending requires_before deadline. */
   wake_at?: number;
 }
+
+/** The run window's fields a window store may keep apart (WindowStoreOptions.memberFields). */
+export const RUN_WINDOW_MEMBER_FIELDS: readonly string[] = ['seen'];
 
 export interface RunMetrics {
   spans: number;

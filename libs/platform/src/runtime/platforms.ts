@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Bus, Db, FailedJob, Jobs, Logger, Platform, RetriedJob, WindowStore } from '@neatroots/ports';
+import type { Bus, Db, FailedJob, Jobs, Logger, Platform, RetriedJob, WindowStore, WindowStoreOptions } from '@neatroots/ports';
 import { BullJobs } from '../jobs/bullmq';
 import { InlineJobs } from '../jobs/inline';
 import { KafkaBus } from '../bus/kafka';
@@ -169,7 +169,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
   return {
     kind: 'distributed',
     bus: () => (bus ??= makeBus()),
-    windows: <W>(name: string) => {
+    windows: <W>(name: string, wopts?: WindowStoreOptions) => {
       needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
       return drivers.get<WindowStore<W>>(
         `windows:${name}`,
@@ -177,6 +177,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
           openRedisWindowStore<W>({
             url: config.NEATROOTS_REDIS_URL!,
             prefix: `${config.NEATROOTS_TOPIC_PREFIX}${name}`,
+            memberFields: wopts?.memberFields,
             onError: (err) => {
               metrics.dependencyErrors.inc({ dependency: 'redis' });
               log.error('redis', err);

@@ -2,12 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
-import { compileRuleSet, RuleEngine, type FindingEvent, type RuleCheck, type RunWindow } from '@neatroots/checks';
+import { compileRuleSet, RUN_WINDOW_MEMBER_FIELDS, RuleEngine, type FindingEvent, type RuleCheck, type RunWindow } from '@neatroots/checks';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
-import type { WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type WindowStore } from '@neatroots/ports';
 import { serviceOrSkip, servicesRequired, uniqueName } from '../testing/services';
 import { MemoryWindowStore } from './memory';
-import { openRedisWindowStore, RedisWindowStore } from './redis';
+import { INLINE_MEMBERS, openRedisWindowStore, RedisWindowStore } from './redis';
 
 const redis = serviceOrSkip('redis', 'RedisWindowStore');
 
@@ -147,6 +147,159 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
     }, 30_000);
   });
 
+  describe('member fields (memberFields: a run window\'s span ids, kept in a hash beside it once many)', () => {
+    type Win = { n: number; seen: Record<string, 1>; rev?: number };
+    const open = (p: string) => openRedisWindowStore<Win>({ url, prefix: p, memberFields: ['seen'] });
+    const ask = (key: string, ...ids: string[]) => new Map([[key, { seen: ids }]]);
+    const ids = (n: number, from = 0) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`s${from + i}`, 1 as const]));
+    const json = async (p: string) => JSON.parse((await raw.get(`${p}:w:k`))!);
+
+    it('keeps a short run\'s ids in its JSON, one string as before; past INLINE_MEMBERS they move to the hash', async () => {
+      const p = prefix();
+      const store = await open(p);
+      try {
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(INLINE_MEMBERS) }, expectRev: 0 }]);
+        expect(Object.keys((await json(p)).seen)).toHaveLength(INLINE_MEMBERS);
+        expect(await raw.exists(`${p}:w:k:m`)).toBe(0);
+        // loaded whole, whatever is asked
+        const w = (await store.load(['k'], ask('k', 's1')))!.get('k')!;
+        expect(Object.keys(w.seen)).toHaveLength(INLINE_MEMBERS);
+        w.seen.more = 1;
+        await store.save([{ key: 'k', window: w, expectRev: 1 }]);
+        expect((await json(p)).seen).toBe('#hash');
+        expect(await raw.hlen(`${p}:w:k:m`)).toBe(INLINE_MEMBERS + 1);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('loads only the entries asked about, and a save adds what the field holds, never the whole field again', async () => {
+      const p = prefix();
+      const store = await open(p);
+      try {
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(2000) }, expectRev: 0, ttlMs: 60_000 }]);
+        expect(await json(p)).toEqual({ n: 1, seen: '#hash' });
+        expect(await raw.hlen(`${p}:w:k:m`)).toBe(2000);
+        const w = (await store.load(['k'], ask('k', 's5', 's1999', 'new')))!.get('k')!;
+        expect(w).toEqual({ n: 1, seen: { s5: 1, s1999: 1 } });
+        expect((await store.load(['k'])).get('k')).toEqual({ n: 1, seen: {} });
+        // the batch's new id added to what was loaded: saved as that, the rest kept
+        w.seen.new = 1;
+        w.n = 2;
+        await store.save([{ key: 'k', window: w, expectRev: 1, ttlMs: 60_000 }]);
+        expect(await raw.hlen(`${p}:w:k:m`)).toBe(2001);
+        expect((await store.load(['k'], ask('k', 's0', 'new', 'other'))).get('k')).toEqual({ n: 2, seen: { s0: 1, new: 1 } });
+        // the hash expires with the window
+        const ttl = await raw.pttl(`${p}:w:k:m`);
+        expect(ttl).toBeGreaterThan(50_000);
+        expect(ttl).toBeLessThanOrEqual(60_000);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('reads the ids of a window another replica moved to the hash (a second round trip)', async () => {
+      const p = prefix();
+      const a = await open(p);
+      const b = await open(p);
+      try {
+        await a.save([{ key: 'k', window: { n: 1, seen: ids(10) }, expectRev: 0 }]);
+        // a loads it inline, so a does not know when b moves it
+        expect(Object.keys((await a.load(['k'], ask('k', 's1'))).get('k')!.seen)).toHaveLength(10);
+        const wb = (await b.load(['k'], ask('k'))).get('k')!;
+        Object.assign(wb.seen, ids(300, 10));
+        await b.save([{ key: 'k', window: wb, expectRev: 1 }]);
+        expect((await a.load(['k'], ask('k', 's1', 's300', 'none'))).get('k')!.seen).toEqual({ s1: 1, s300: 1 });
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it('saves a window loaded from the hash back to the hash, as a copy and whatever the store remembers', async () => {
+      const p = prefix();
+      const store = await open(p);
+      try {
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(300) }, expectRev: 0 }]);
+        const w = (await store.load(['k'], ask('k', 'new'))).get('k')!;
+        // the store's memory of windows in the hash is bounded: here it has forgotten this one
+        (store as unknown as { hashed: Set<string> }).hashed.clear();
+        // as the rule engine saves it: a copy of the loaded window, its field added to in place
+        w.seen.new = 1;
+        await store.save([{ key: 'k', window: { ...w, n: 2 }, expectRev: 1 }]);
+        expect((await json(p)).seen).toBe('#hash');
+        expect((await store.load(['k'], ask('k', 's7', 'new'))).get('k')).toEqual({ n: 2, seen: { s7: 1, new: 1 } });
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('starts a window saved anew without the ids of the one deleted or expired before it', async () => {
+      const p = prefix();
+      const store = await open(p);
+      try {
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(300) }, expectRev: 0 }]);
+        await store.delete(['k']);
+        expect(await raw.exists(`${p}:w:k:m`)).toBe(0);
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(300, 1000) }, expectRev: 0, ttlMs: 80 }]);
+        expect((await store.load(['k'], ask('k', 's1', 's1001'))).get('k')!.seen).toEqual({ s1001: 1 });
+        await new Promise((r) => setTimeout(r, 150));
+        expect(await raw.exists(`${p}:w:k:m`)).toBe(0);
+        // expired: a new window of the same run, whose store still takes it as one in the hash
+        await store.save([{ key: 'k', window: { n: 9, seen: { y: 1 } }, expectRev: 0 }]);
+        expect((await store.load(['k'], ask('k', 's1001', 'y'))).get('k')!.seen).toEqual({ y: 1 });
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('writes nothing of a save whose revision is stale, its ids included', async () => {
+      const p = prefix();
+      const store = await open(p);
+      try {
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(300) }, expectRev: 0 }]);
+        await store.save([{ key: 'k', window: { n: 2, seen: { b: 1 } }, expectRev: 1 }]);
+        await expect(store.save([{ key: 'k', window: { n: 3, seen: { c: 1 } }, expectRev: 1 }])).rejects.toBeInstanceOf(WindowConflictError);
+        expect((await store.load(['k'], ask('k', 's0', 'b', 'c'))).get('k')).toEqual({ n: 2, seen: { s0: 1, b: 1 } });
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('reads a window stored whole before (its ids in the JSON) as it was, and moves a large one to the hash at its next save', async () => {
+      const p = prefix();
+      const before = await openRedisWindowStore<Win>({ url, prefix: p });
+      const store = await open(p);
+      try {
+        await before.save([{ key: 'k', window: { n: 1, seen: ids(500) }, expectRev: 0 }]);
+        const w = (await store.load(['k'], ask('k', 'c'))).get('k')!;
+        expect(Object.keys(w.seen)).toHaveLength(500);
+        w.seen.c = 1;
+        await store.save([{ key: 'k', window: w, expectRev: 1 }]);
+        expect((await json(p)).seen).toBe('#hash');
+        expect((await store.load(['k'], ask('k', 's1', 'c', 'z'))).get('k')!.seen).toEqual({ s1: 1, c: 1 });
+      } finally {
+        await before.close();
+        await store.close();
+      }
+    });
+
+    it('keeps an id named __proto__ as an entry of its own', async () => {
+      const p = prefix();
+      const store = await open(p);
+      try {
+        const seen = ids(300);
+        Object.defineProperty(seen, '__proto__', { value: 1, enumerable: true, writable: true, configurable: true });
+        await store.save([{ key: 'k', window: { n: 1, seen }, expectRev: 0 }]);
+        const got = (await store.load(['k'], ask('k', '__proto__', 'constructor'))).get('k')!.seen;
+        expect(Object.keys(got)).toEqual(['__proto__']);
+        expect(Object.getPrototypeOf(got)).toBe(Object.prototype);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   describe('a rule engine replica that takes over a run', () => {
     const checks: RuleCheck[] = [
       { id: 'rep', kind: 'rule', title: 'rep', action: 'flag', source: 'user', rule: { type: 'repeat', span: { type: ['tool'] }, same: ['tool', 'input'], at_least: 3 } },
@@ -166,7 +319,8 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
       steps.push(async () => e.process([env(tool('s1', 'issue_refund', { id: 7 }, 0), 0), env(tool('s2', 'search', { q: 'a' }, 10), 10)]));
       steps.push(async () => e.process([env(tool('s3', 'search', { q: 'a' }, 20), 20)]));
       // -- the first replica is gone here; the second goes on from Redis --
-      steps.push(async () => e.process([env(tool('s4', 'search', { q: 'a' }, 30), 30)]));
+      // s2 exported again beside s4: counted once, by the second replica that never loaded it whole
+      steps.push(async () => e.process([env(tool('s2', 'search', { q: 'a' }, 10), 30), env(tool('s4', 'search', { q: 'a' }, 30), 30)]));
       steps.push(async () => e.tick(T + 1000));
       for (let i = 0; i < steps.length; i++) {
         e = await engineFor(i);
@@ -176,6 +330,32 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
       }
       return out;
     }
+
+    it('counts a long run\'s span exported again once, over replicas that load only each batch\'s ids', async () => {
+      const p = prefix();
+      const stores: RedisWindowStore<RunWindow>[] = [];
+      try {
+        let engine: RuleEngine | undefined;
+        const batches = Array.from({ length: 6 }, (_, b) => Array.from({ length: 100 }, (_, i) => env(tool(`s${b * 100 + i}`, 'search', { q: `${i}` }, b * 100 + i), b * 100 + i)));
+        // the last batch: a span of the first exported again, beside a new one
+        batches.push([env(tool('s5', 'search', { q: '5' }, 5), 700), env(tool('s600', 'search', { q: 'x' }, 600), 700)]);
+        for (let b = 0; b < batches.length; b++) {
+          if (b % 3 === 0) {
+            const store = await openRedisWindowStore<RunWindow>({ url, prefix: p, memberFields: RUN_WINDOW_MEMBER_FIELDS });
+            stores.push(store);
+            engine = new RuleEngine({ windows: store, rules: () => set });
+          }
+          await (await engine!.process(batches[b])).commit();
+        }
+        const key = 'p\u0000r1';
+        expect(JSON.parse((await raw.get(`${p}:w:${key}`))!).seen).toBe('#hash');
+        expect(await raw.hlen(`${p}:w:${key}:m`)).toBe(601);
+        const w = (await stores[0].load([key])).get(key)!;
+        expect(w.metrics.spans).toBe(601);
+      } finally {
+        await Promise.all(stores.map((s) => s.close()));
+      }
+    });
 
     it('continues the streak and fires the pending requires_before wait where the first one stopped', async () => {
       const memory = new MemoryWindowStore<RunWindow>();
@@ -191,7 +371,7 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
           if (step === 0 || step === 2) {
             // a new process: its own connection, an engine with nothing in memory
             if (stores.length) await stores[stores.length - 1].close();
-            const store: RedisWindowStore<RunWindow> = await openRedisWindowStore<RunWindow>({ url, prefix: p });
+            const store: RedisWindowStore<RunWindow> = await openRedisWindowStore<RunWindow>({ url, prefix: p, memberFields: RUN_WINDOW_MEMBER_FIELDS });
             stores.push(store);
             current = new RuleEngine({ windows: store, rules: () => set });
           }

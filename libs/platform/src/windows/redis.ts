@@ -1,5 +1,5 @@
-import { Redis } from 'ioredis';
-import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { Redis, type ChainableCommander } from 'ioredis';
+import { layerBase, WindowConflictError, type WindowStore } from '@neatroots/ports';
 
 /**
  * Run windows in Redis (ioredis), for the distributed deployment: a rule engine that restarts,
@@ -7,12 +7,24 @@ import { WindowConflictError, type WindowStore } from '@neatroots/ports';
  * committed batch left it.
  *
  * Layout (standalone Redis or Sentinel; not Redis Cluster: MGET and MULTI span many keys):
- *   <prefix>:w:<key>   the window as a JSON string, with PEXPIRE when saved with a ttl
- *   <prefix>:wake      sorted set, member <key>, score = wake time (epoch ms)
+ *   <prefix>:w:<key>       the window as a JSON string, with PEXPIRE when saved with a ttl
+ *   <prefix>:w:<key>:rev   its revision (compare-and-set saves), with the same expiry
+ *   <prefix>:w:<key>:m     its member fields (memberFields: the rule engine's `seen`) once they
+ *                          hold more than INLINE_MEMBERS entries, a hash of "<field> NUL <entry>"
+ *                          to the entry's JSON, with the same expiry; the window's JSON then holds
+ *                          "#hash" for those fields (before that, they are in the JSON)
+ *   <prefix>:wake          sorted set, member <key>, score = wake time (epoch ms)
  *
- * - load: one MGET per 1000 keys, all in one pipeline (one round trip).
- * - save: SET ... PX per window (value and expiry in one command, so atomic per key), all of
- *   a save's windows in one MULTI: a batch's windows move together or not at all.
+ * - load: one MGET per 1000 keys, and for each window known to keep its members in the hash one
+ *   HMGET of the entries asked about, all in one pipeline (one round trip; a second one for
+ *   windows another replica moved to the hash). A long run's window is not read whole on every
+ *   batch: its thousands of span ids stay in Redis, and the batch's own ids are looked up.
+ * - save: one script per 500 windows, all-or-nothing (compare-and-set on the revisions): each
+ *   window's JSON and revision set with their expiry, and, for a window whose members are in the
+ *   hash, the entries its fields hold (what was loaded and added: a batch's worth, not the run's)
+ *   added to it, with the same expiry. A window saved anew (none stored, or expired) starts its
+ *   hash afresh. A window stored before with its members in the JSON (a short run, or stored
+ *   before member fields) is read whole and moved to the hash at the save that makes it large.
  * - wakeAt: ZADD LT, which keeps the earliest time (Redis >= 6.2, checked on connect).
  * - takeDue: a Lua script that ranges and removes in one step, so two replicas never both
  *   take the same key.
@@ -37,6 +49,8 @@ export interface RedisWindowStoreOptions {
   commandTimeoutMs?: number;
   /** Connection errors, once per outage. Default: console.error. */
   onError?: (err: unknown) => void;
+  /** Record fields kept in a hash beside the window (WindowStoreOptions.memberFields). */
+  memberFields?: readonly string[];
 }
 
 // Due members are removed, or with a lease (ARGV[3] > 0) moved to now + lease, in one step:
@@ -55,30 +69,51 @@ end
 return due
 `;
 
-// Compare-and-set of a step's windows: KEYS are (window, revision) pairs; ARGV[1] is the
-// entry count, then per entry: expected revision ('-' for none), JSON, TTL ms ('-' for none).
-// Nothing is written unless every expectation holds; returns the 1-based conflicting entries.
+// Compare-and-set of a step's windows: KEYS are (window, revision, members) triples; ARGV[1] is
+// the entry count, then per entry: expected revision ('-' for none), JSON, TTL ms ('-' for none),
+// the number of member entries m, then m (name, value) pairs for the members hash. Nothing is
+// written unless every expectation holds; returns the 1-based conflicting entries.
 const SAVE = `
 local n = tonumber(ARGV[1])
 local conflicts = {}
 local revs = {}
+local fresh = {}
+local at = {}
+local a = 2
 for i = 1, n do
-  local expect = ARGV[2 + (i - 1) * 3]
-  local cur = tonumber(redis.call('GET', KEYS[i * 2]) or '0')
-  if redis.call('EXISTS', KEYS[i * 2 - 1]) == 0 then cur = 0 end
+  local expect = ARGV[a]
+  local cur = tonumber(redis.call('GET', KEYS[i * 3 - 1]) or '0')
+  if redis.call('EXISTS', KEYS[i * 3 - 2]) == 0 then cur = 0 end
   if expect ~= '-' and tonumber(expect) ~= cur then conflicts[#conflicts + 1] = i end
   if expect ~= '-' then revs[i] = tonumber(expect) + 1 else revs[i] = cur + 1 end
+  fresh[i] = cur == 0
+  at[i] = a
+  a = a + 4 + 2 * tonumber(ARGV[a + 3])
 end
 if #conflicts > 0 then return conflicts end
 for i = 1, n do
-  local json = ARGV[3 + (i - 1) * 3]
-  local ttl = ARGV[4 + (i - 1) * 3]
+  local b = at[i]
+  local json = ARGV[b + 1]
+  local ttl = ARGV[b + 2]
+  local m = tonumber(ARGV[b + 3])
   if ttl == '-' then
-    redis.call('SET', KEYS[i * 2 - 1], json)
-    redis.call('SET', KEYS[i * 2], revs[i])
+    redis.call('SET', KEYS[i * 3 - 2], json)
+    redis.call('SET', KEYS[i * 3 - 1], revs[i])
   else
-    redis.call('SET', KEYS[i * 2 - 1], json, 'PX', ttl)
-    redis.call('SET', KEYS[i * 2], revs[i], 'PX', ttl)
+    redis.call('SET', KEYS[i * 3 - 2], json, 'PX', ttl)
+    redis.call('SET', KEYS[i * 3 - 1], revs[i], 'PX', ttl)
+  end
+  -- a window saved anew (none stored, or expired) holds all its members: none left from before
+  if fresh[i] then redis.call('DEL', KEYS[i * 3]) end
+  local first = b + 4
+  local last = b + 3 + 2 * m
+  while first <= last do
+    local upto = math.min(first + 999, last)
+    redis.call('HSET', KEYS[i * 3], unpack(ARGV, first, upto))
+    first = upto + 1
+  end
+  if m > 0 or not fresh[i] then
+    if ttl == '-' then redis.call('PERSIST', KEYS[i * 3]) else redis.call('PEXPIRE', KEYS[i * 3], ttl) end
   end
 end
 return conflicts
@@ -91,10 +126,36 @@ interface ScriptedRedis extends Redis {
 
 const CHUNK = 1000;
 
+/** A window's member fields stay in its JSON up to this many entries (a short run's window: one string). */
+export const INLINE_MEMBERS = 256;
+/** What a window's JSON holds for a member field kept in its hash. */
+const IN_HASH = '#hash';
+/**
+ * Set (not enumerable) on a loaded window's member field whose entries are in its hash: a copy of
+ * the window a caller saves (`{ ...window }`) holds the same field, and so says it too.
+ */
+const IN_HASH_MARK = Symbol('neatroots.windowMembersInHash');
+/** Windows remembered as keeping their members in the hash (to ask for their entries in the load's first round trip). */
+const MAX_REMEMBERED = 100_000;
+
 function chunks<T>(items: readonly T[], size = CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
+}
+
+/** A record's own entries, counted up to `enough`. */
+function count(rec: Record<string, unknown>, enough: number): number {
+  let n = 0;
+  if (enough <= 0) return 0;
+  for (const k in rec) if (Object.prototype.hasOwnProperty.call(rec, k) && ++n >= enough) break;
+  return n;
+}
+
+/** Sets a record's entry; `__proto__` as an own entry, not the record's prototype. */
+function setEntry(rec: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(rec, key, { value, writable: true, enumerable: true, configurable: true });
+  else rec[key] = value;
 }
 
 /** Throws the first error of a pipeline or MULTI result. */
@@ -112,6 +173,9 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private readonly windowPrefix: string;
   private readonly wakeKey: string;
   private readonly defaultTtlMs: number | undefined;
+  private readonly memberFields: readonly string[];
+  /** Windows whose member fields were in their hash when last loaded or saved here: where a load asks at once. */
+  private readonly hashed = new Set<string>();
   /** Not reported before the first connection: open() throws that failure itself. */
   private down = true;
   private closed = false;
@@ -121,6 +185,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.windowPrefix = `${prefix}:w:`;
     this.wakeKey = `${prefix}:wake`;
     this.defaultTtlMs = opts.defaultTtlMs;
+    this.memberFields = opts.memberFields ?? [];
     const onError = opts.onError ?? ((err) => console.error('windows: redis:', (err as Error)?.message ?? err));
     this.redis = new Redis(opts.url, {
       lazyConnect: true,
@@ -172,21 +237,87 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     return `${this.windowPrefix}${key}:rev`;
   }
 
-  async load(keys: readonly string[]): Promise<Map<string, W>> {
+  /** A window's member fields, beside it (same TTL). */
+  private mkey(key: string): string {
+    return `${this.windowPrefix}${key}:m`;
+  }
+
+  async load(keys: readonly string[], members?: ReadonlyMap<string, Readonly<Record<string, readonly string[]>>>): Promise<Map<string, W>> {
     const out = new Map<string, W>();
     if (!keys.length) return out;
     const unique = [...new Set(keys)];
     const parts = chunks(unique);
     const pipe = this.redis.pipeline();
     for (const part of parts) pipe.mget(part.map((k) => this.wkey(k)));
-    const results = check(await pipe.exec()) as (string | null)[][];
-    results.forEach((values, i) => {
-      const part = parts[i];
-      values.forEach((v, j) => {
-        if (v !== null) out.set(part[j], JSON.parse(v) as W);
+    // The entries asked about of the windows known to keep their members in the hash, in the same round trip.
+    const asked = members && this.hashed.size ? unique.filter((k) => this.hashed.has(k)).map((key) => this.ask(pipe, key, members)).filter((a) => a !== undefined) : [];
+    const results = check(await pipe.exec());
+    const inHash: string[] = [];
+    parts.forEach((part, i) => {
+      (results[i] as (string | null)[]).forEach((v, j) => {
+        const key = part[j];
+        if (v === null) {
+          this.hashed.delete(key);
+          return;
+        }
+        const { window, hashed } = this.parse(v);
+        out.set(key, window);
+        if (!hashed) this.hashed.delete(key);
+        else if (!this.hashed.has(key)) inHash.push(key);
       });
     });
+    asked.forEach((a, i) => this.fill(out.get(a.key), a.names, results[parts.length + i] as (string | null)[]));
+    // Windows whose members another replica (or an earlier life of this one) moved to the hash: a second round trip.
+    if (members && inHash.length) {
+      const more = this.redis.pipeline();
+      const again = inHash.map((key) => this.ask(more, key, members)).filter((a) => a !== undefined);
+      const got = check(await more.exec());
+      again.forEach((a, i) => this.fill(out.get(a.key), a.names, got[i] as (string | null)[]));
+    }
+    for (const key of inHash) this.remember(key);
     return out;
+  }
+
+  /** Queues the HMGET of the entries asked about of `key`'s window; undefined when none are asked. */
+  private ask(pipe: ChainableCommander, key: string, members: ReadonlyMap<string, Readonly<Record<string, readonly string[]>>>): { key: string; names: string[] } | undefined {
+    const m = members.get(key);
+    if (!m) return undefined;
+    const names: string[] = [];
+    for (const f of this.memberFields) for (const e of m[f] ?? []) names.push(`${f}\u0000${e}`);
+    if (!names.length) return undefined;
+    pipe.hmget(this.mkey(key), ...names);
+    return { key, names };
+  }
+
+  /** Adds the entries found in the hash to the window's member fields. */
+  private fill(window: W | undefined, names: string[], values: (string | null)[]): void {
+    if (!window) return;
+    const w = window as Record<string, Record<string, unknown>>;
+    values.forEach((v, j) => {
+      if (v === null) return;
+      const cut = names[j].indexOf('\u0000');
+      setEntry((w[names[j].slice(0, cut)] ??= {}), names[j].slice(cut + 1), JSON.parse(v));
+    });
+  }
+
+  /** A window known to keep its members in the hash (a bounded set: forgetting one costs a second round trip, no more). */
+  private remember(key: string): void {
+    if (this.hashed.size >= MAX_REMEMBERED) this.hashed.clear();
+    this.hashed.add(key);
+  }
+
+  /** A stored window, and whether its member fields are in its hash (they are then empty here, to be filled). */
+  private parse(v: string): { window: W; hashed: boolean } {
+    const w = JSON.parse(v) as Record<string, unknown>;
+    let hashed = false;
+    for (const f of this.memberFields) {
+      if (w[f] === IN_HASH) {
+        hashed = true;
+        // On the field itself, so its save keeps the members in the hash whatever this store remembers.
+        w[f] = Object.defineProperty({}, IN_HASH_MARK, { value: true });
+      } else if (typeof w[f] !== 'object' || w[f] === null) w[f] = {};
+    }
+    return { window: w as W, hashed };
   }
 
   async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
@@ -197,22 +328,59 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     for (const part of chunks(entries, 500)) {
       const keys: string[] = [];
       const args: string[] = [String(part.length)];
+      const moved: string[] = [];
       for (const e of part) {
-        keys.push(this.wkey(e.key), this.rkey(e.key));
+        keys.push(this.wkey(e.key), this.rkey(e.key), this.mkey(e.key));
         const ttl = e.ttlMs ?? this.defaultTtlMs;
-        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), JSON.stringify(e.window), ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))));
+        const { json, entries: m } = this.split(e.key, e.window);
+        if (m.length) moved.push(e.key);
+        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), String(m.length / 2), ...m);
       }
       const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
       for (const i of bad) conflicts.push(part[i - 1].key);
+      if (!bad.length) for (const key of moved) this.remember(key);
     }
     if (conflicts.length) throw new WindowConflictError(conflicts);
+  }
+
+  /**
+   * A window's JSON and the entries to add to its hash, as (name, value JSON) pairs. Its member
+   * fields stay in the JSON while they are small (up to INLINE_MEMBERS entries: a short run's
+   * window is one string, as without member fields); once larger, or once in the hash, the JSON
+   * says so and the entries the fields hold (what was loaded of them and what the caller added)
+   * go to the hash.
+   */
+  private split(key: string, window: W): { json: string; entries: string[] } {
+    if (!this.memberFields.length) return { json: JSON.stringify(window), entries: [] };
+    const w = window as Record<string, unknown>;
+    const fields: [string, Record<string, unknown>, Record<string, unknown> | undefined][] = [];
+    let n = 0;
+    for (const f of this.memberFields) {
+      const rec = w[f] as Record<string, unknown> | undefined;
+      if (!rec || typeof rec !== 'object') continue;
+      // own entries and, over a layer (windowLayer), the ones beneath it
+      const base = layerBase(rec) as Record<string, unknown> | undefined;
+      // counted no further than needed: a short run's window is saved as one string, with nothing listed
+      n += count(rec, INLINE_MEMBERS + 1 - n) + (base ? count(base, INLINE_MEMBERS + 1 - n) : 0);
+      fields.push([f, rec, base]);
+    }
+    if (n <= INLINE_MEMBERS && !fields.some(([, rec]) => (rec as { [IN_HASH_MARK]?: true })[IN_HASH_MARK])) return { json: JSON.stringify(window), entries: [] };
+    const rest: Record<string, unknown> = { ...w };
+    const entries: string[] = [];
+    for (const [f, rec, base] of fields) {
+      rest[f] = IN_HASH;
+      if (base) for (const k of Object.keys(base)) if (!Object.prototype.hasOwnProperty.call(rec, k)) entries.push(`${f}\u0000${k}`, JSON.stringify(base[k]));
+      for (const k of Object.keys(rec)) entries.push(`${f}\u0000${k}`, JSON.stringify(rec[k]));
+    }
+    return { json: JSON.stringify(rest), entries };
   }
 
   async delete(keys: readonly string[]): Promise<void> {
     if (!keys.length) return;
     const tx = this.redis.multi();
     for (const part of chunks(keys)) {
-      tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k)]));
+      tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k)]));
+      for (const k of part) this.hashed.delete(k);
       tx.zrem(this.wakeKey, ...part);
     }
     check(await tx.exec());
