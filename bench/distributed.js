@@ -168,6 +168,15 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       ...Object.fromEntries(Object.entries(infra).map(([t, pid]) => [t, treeCpuSeconds(pid)])),
       bench: ((u) => (u.user + u.system) / 1e6)(process.cpuUsage()),
     });
+    // Redis's own byte counts: what the rule engine's windows cost the network each batch.
+    const { Redis } = require('ioredis');
+    const redis = new Redis(env.NEATROOTS_REDIS_URL);
+    const redisBytes = async () => {
+      const info = await redis.info('stats');
+      const get = (k) => Number(new RegExp(`${k}:(\\d+)`).exec(info)?.[1] ?? NaN);
+      return { in: get('total_net_input_bytes'), out: get('total_net_output_bytes') };
+    };
+    const bytes0 = await redisBytes();
     const cpu0 = cpu();
     const t0 = performance.now();
     await send(grpcPort, built.batches, { key: KEY, conns: 4, inflight: Number(process.env.BENCH_INFLIGHT ?? 8) });
@@ -182,6 +191,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const storedMs = performance.now() - t0;
     // Each service's CPU seconds from the first export until everything was stored.
     const cpu1 = cpu();
+    const bytes1 = await redisBytes();
+    redis.disconnect();
     const cpuS = Object.fromEntries(Object.keys(cpu1).map((t) => [t, cpu1[t] === undefined ? undefined : Number((cpu1[t] - cpu0[t]).toFixed(2))]));
     // Latency: a steady stream at a rate the deployment sustains.
     const lat = buildBatches({ spans: latencyRate * 5, perRun, batch: 50, prefix: 'lat' });
@@ -203,7 +214,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       spans_per_s: Math.round(built.spans / (ms / 1000)),
       stored_spans_per_s: Math.round(built.spans / (storedMs / 1000)),
       stored_wall_s: Number((storedMs / 1000).toFixed(2)),
+      per_run: perRun,
       cpu_seconds: cpuS,
+      redis_mb_in_out: [bytes1.in - bytes0.in, bytes1.out - bytes0.out].map((b) => Number((b / 1e6).toFixed(1))),
       load_average: os.loadavg().map((l) => Number(l.toFixed(1))),
       latency_at_spans_per_s: latencyRate,
       receipt_to_finding_p50_ms: percentile(latencies, 50),
@@ -220,4 +233,6 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
 }
 
 module.exports = { benchDistributed };
-if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
+/** `--per-run N`: spans a run (default 100); long runs show what a window's size costs each batch. */
+const perRunArg = process.argv.includes('--per-run') ? Number(process.argv[process.argv.indexOf('--per-run') + 1]) : undefined;
+if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), ...(perRunArg ? { perRun: perRunArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
