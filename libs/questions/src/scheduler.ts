@@ -54,11 +54,15 @@ export interface QuestionWindow {
   ring: SpanSummary[];
   /** Spans that fell out of the ring. */
   dropped: number;
+  /** Span ids seen (a re-exported span asks nothing new); only added to (QUESTION_WINDOW_MEMBER_FIELDS). */
   seen: Record<string, 1>;
   uses_tools?: 1;
   ended?: { status: string; final_output?: string; at_ms: number };
   checks: Record<string, QuestionState>;
 }
+
+/** The question window's fields a window store may keep apart (WindowStoreOptions.memberFields). */
+export const QUESTION_WINDOW_MEMBER_FIELDS: readonly string[] = ['seen'];
 
 export interface QuestionState {
   asked: number;
@@ -210,8 +214,15 @@ export class QuestionScheduler {
     const run = async (): Promise<SchedulerOutput> => {
       const set = this.opts.questions();
       if (!set.questions.length && !this.opts.plans) return { tasks: [], commit: async () => undefined };
-      const keys = [...new Set(envs.map((e) => questionWindowKey(e.project, itemRunId(e.item))))];
-      const windows = (await this.opts.windows.load(keys)) as Map<string, QuestionWindow>;
+      // Each run's key, with the span ids its window is asked about (a store that keeps `seen` apart loads those only).
+      const members = new Map<string, { seen: string[] }>();
+      for (const e of envs) {
+        const key = questionWindowKey(e.project, itemRunId(e.item));
+        let m = members.get(key);
+        if (!m) members.set(key, (m = { seen: [] }));
+        if (e.item.kind === 'span') m.seen.push(e.item.span.span_id);
+      }
+      const windows = (await this.opts.windows.load([...members.keys()], members)) as Map<string, QuestionWindow>;
       if (this.opts.windows.loadsStored === true) for (const [k, w] of windows) windows.set(k, stepCopy(w));
       const step: Step = {
         windows,

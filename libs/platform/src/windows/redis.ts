@@ -306,16 +306,18 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.hashed.add(key);
   }
 
-  /** A stored window, and whether its member fields are in its hash (they are then empty here, to be filled). */
+  /**
+   * A stored window, and whether its member fields are in its hash (they are then empty here, to
+   * be filled). A window without such a field (another kind of window in the same store) is left so.
+   */
   private parse(v: string): { window: W; hashed: boolean } {
     const w = JSON.parse(v) as Record<string, unknown>;
     let hashed = false;
     for (const f of this.memberFields) {
-      if (w[f] === IN_HASH) {
-        hashed = true;
-        // On the field itself, so its save keeps the members in the hash whatever this store remembers.
-        w[f] = Object.defineProperty({}, IN_HASH_MARK, { value: true });
-      } else if (typeof w[f] !== 'object' || w[f] === null) w[f] = {};
+      if (w[f] !== IN_HASH) continue;
+      hashed = true;
+      // On the field itself, so its save keeps the members in the hash whatever this store remembers.
+      w[f] = Object.defineProperty({}, IN_HASH_MARK, { value: true });
     }
     return { window: w as W, hashed };
   }
