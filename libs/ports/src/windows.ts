@@ -8,9 +8,10 @@ export interface WindowStore<W> {
   /**
    * The windows of these runs (missing ones absent from the map). `members`: for a key, the
    * entries of its record fields the caller will read (the rule engine: the batch's span ids in
-   * `seen`). A store that keeps such fields apart (WindowStoreOptions.memberFields: Redis) loads
-   * only those entries, so a field holds the asked ones it has and nothing else; what the caller
-   * adds to it is saved as additions. Other stores load whole windows and ignore it.
+   * `seen`). A store that keeps such fields apart (WindowStoreOptions.memberFields: Redis, once a
+   * field is large) may load only those entries: the field then holds the asked ones it has, so
+   * a caller reads it one entry at a time and never lists it. What the caller adds is saved as
+   * additions. Other stores load whole windows and ignore it.
    */
   load(keys: readonly string[], members?: ReadonlyMap<string, Readonly<Record<string, readonly string[]>>>): Promise<Map<string, W>>;
   /**
@@ -78,11 +79,12 @@ export interface WindowStore<W> {
 /** How a caller opens a window store (Platform.windows). */
 export interface WindowStoreOptions {
   /**
-   * Record fields only ever added to, one entry at a time (the rule engine's `seen`: a run's span
-   * ids, thousands in a long run), that a store may keep apart from the rest of the window: Redis
-   * keeps them in a hash beside it, loads only the entries `load` is asked for, and saves only
-   * what a window's field holds (what was loaded and added), never the whole of it again.
-   * Entries are never removed but with the window. The embedded stores ignore it.
+   * Record fields only ever added to, read one entry at a time (the rule engine's and the question
+   * scheduler's `seen`: a run's span ids, thousands in a long run), that a store may keep apart
+   * from the rest of the window: Redis keeps them in a hash beside it once they are large, loads
+   * only the entries `load` is asked for, and saves only what a window's field holds (what was
+   * loaded and added), never the whole of it again. Entries are never removed but with the
+   * window. The embedded stores ignore it.
    */
   memberFields?: readonly string[];
 }
