@@ -87,14 +87,6 @@ export interface WindowStoreOptions {
    * window. The embedded stores ignore it.
    */
   memberFields?: readonly string[];
-  /**
-   * Array fields a caller only appends to and drops from the start of (the question scheduler's
-   * ring of a run's latest spans), saying so with markShifted, that a store may keep apart: Redis
-   * keeps each in a list beside the window, and a save appends the new items and cuts the list
-   * instead of writing the window's largest field again. A list changed any other way (an item
-   * replaced) is written anew. The embedded stores ignore it.
-   */
-  listFields?: readonly string[];
 }
 
 const ADDED = Symbol.for('neatroots.windowAddedKeys');

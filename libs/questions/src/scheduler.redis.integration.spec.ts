@@ -1,19 +1,18 @@
 /**
  * The question scheduler's windows in Redis, as the distributed rule engine keeps them: a long
  * run's span ids in the hash beside its window (QUESTION_WINDOW_MEMBER_FIELDS), each batch loading
- * only its own spans' ids, and its ring in a list (QUESTION_WINDOW_LIST_FIELDS), over replicas
- * that each start with nothing in memory.
+ * only its own spans' ids, over replicas that each start with nothing in memory.
  */
 import { Redis } from 'ioredis';
 import { openRedisWindowStore, serviceOrSkip, uniqueName, type RedisWindowStore } from '@neatroots/platform';
 import { span, question, T0 } from './fixtures.test';
 import { questionSet } from './library';
-import { QUESTION_WINDOW_LIST_FIELDS, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionWindowKey, type QuestionWindow, type SchedulerWindow } from './scheduler';
+import { QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionWindowKey, type QuestionWindow, type SchedulerWindow } from './scheduler';
 import type { QuestionTask } from './types';
 
 const redis = serviceOrSkip('redis', 'the question scheduler on Redis');
 
-(redis ? describe : describe.skip)('QuestionScheduler on Redis, member and list fields', () => {
+(redis ? describe : describe.skip)('QuestionScheduler on Redis, member fields', () => {
   const perCall = question({ id: 'negative-amount', scope: 'span', ask: 'Did this call pass a negative amount?' });
   const set = questionSet([perCall]);
   const p = uniqueName('it_qs');
@@ -39,7 +38,7 @@ const redis = serviceOrSkip('redis', 'the question scheduler on Redis');
       batches.push([span('r1', 's399', { output: 'the second copy' }, T0 + 500), span('r1', 's5', {}, T0 + 500), span('r1', 's400', {}, T0 + 501)]);
       for (let b = 0; b < batches.length; b++) {
         if (b % 2 === 0) {
-          const store = await openRedisWindowStore<SchedulerWindow>({ url: redis!.url, prefix: p, memberFields: QUESTION_WINDOW_MEMBER_FIELDS, listFields: QUESTION_WINDOW_LIST_FIELDS });
+          const store = await openRedisWindowStore<SchedulerWindow>({ url: redis!.url, prefix: p, memberFields: QUESTION_WINDOW_MEMBER_FIELDS });
           stores.push(store);
           s = new QuestionScheduler({ windows: store, questions: () => set, ringSize: 8 });
         }
@@ -50,10 +49,7 @@ const redis = serviceOrSkip('redis', 'the question scheduler on Redis');
       }
       const key = questionWindowKey('p', 'r1');
       // the span ids moved to the hash beside the window; each asked about once
-      const stored = JSON.parse((await raw.get(`${p}:w:${key}`))!);
-      expect(stored.seen).toBe('#hash');
-      expect(stored.ring).toBe('#list');
-      expect((await raw.lrange(`${p}:w:${key}:l:ring`, 0, -1)).map((x) => JSON.parse(x).id)).toEqual(['s393', 's394', 's395', 's396', 's397', 's398', 's399', 's400']);
+      expect(JSON.parse((await raw.get(`${p}:w:${key}`))!).seen).toBe('#hash');
       expect(await raw.hlen(`${p}:w:${key}:m`)).toBe(401);
       // the last batch asks about its new span only; no span is asked about twice
       expect(last).toEqual(['s400']);

@@ -50,7 +50,7 @@ export interface QuestionWindow {
   workflow?: string;
   session_id?: string;
   start?: RunStartInfo;
-  /** The run's latest spans, oldest first; appended to and dropped from the start (QUESTION_WINDOW_LIST_FIELDS), or an item replaced. */
+  /** The run's latest spans, oldest first. */
   ring: SpanSummary[];
   /** Spans that fell out of the ring. */
   dropped: number;
@@ -63,8 +63,6 @@ export interface QuestionWindow {
 
 /** The question window's fields a window store may keep apart (WindowStoreOptions.memberFields). */
 export const QUESTION_WINDOW_MEMBER_FIELDS: readonly string[] = ['seen'];
-/** The question window's array fields a window store may keep apart (WindowStoreOptions.listFields). */
-export const QUESTION_WINDOW_LIST_FIELDS: readonly string[] = ['ring'];
 
 export interface QuestionState {
   asked: number;

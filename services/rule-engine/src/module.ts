@@ -1,6 +1,6 @@
 import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
-import { LOCAL_LLM_POLICY, QUESTION_WINDOW_LIST_FIELDS, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
+import { LOCAL_LLM_POLICY, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
 import { ruleEngineGrpcService } from './grpc';
 import { startRuleEngine } from './service';
@@ -46,7 +46,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);
     const [review, checks, steering, models] = await Promise.all([link('review'), link('checks'), link('steering'), link('models')]);
     const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
-    const schedulerWindows = await ctx.platform.windows<SchedulerWindow>(':qs', { memberFields: QUESTION_WINDOW_MEMBER_FIELDS, listFields: QUESTION_WINDOW_LIST_FIELDS });
+    const schedulerWindows = await ctx.platform.windows<SchedulerWindow>(':qs', { memberFields: QUESTION_WINDOW_MEMBER_FIELDS });
     const engine = await startRuleEngine({
       bus: ctx.platform.bus(),
       windows: await ctx.platform.windows<RunWindow>('', { memberFields: RUN_WINDOW_MEMBER_FIELDS }),

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { compileRuleSet, RUN_WINDOW_MEMBER_FIELDS, RuleEngine, type FindingEvent, type RuleCheck, type RunWindow } from '@neatroots/checks';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
-import { markShifted, WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type WindowStore } from '@neatroots/ports';
 import { serviceOrSkip, servicesRequired, uniqueName } from '../testing/services';
 import { MemoryWindowStore } from './memory';
 import { INLINE_MEMBERS, openRedisWindowStore, RedisWindowStore } from './redis';
@@ -294,86 +294,6 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
         const got = (await store.load(['k'], ask('k', '__proto__', 'constructor'))).get('k')!.seen;
         expect(Object.keys(got)).toEqual(['__proto__']);
         expect(Object.getPrototypeOf(got)).toBe(Object.prototype);
-      } finally {
-        await store.close();
-      }
-    });
-  });
-
-  describe('list fields (listFields: the question scheduler\'s ring, kept in a list beside the window)', () => {
-    type Item = { id: string };
-    type Win = { n: number; ring: Item[]; rev?: number };
-    const open = (p: string) => openRedisWindowStore<Win>({ url, prefix: p, listFields: ['ring'] });
-    const items = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ id: `i${from + i}` }));
-    const list = async (p: string) => (await raw.lrange(`${p}:w:k:l:ring`, 0, -1)).map((x) => JSON.parse(x).id);
-
-    it('writes the ring to its list, and a shifted ring appends its new items and cuts the list, never writing the rest again', async () => {
-      const p = prefix();
-      const store = await open(p);
-      try {
-        await store.save([{ key: 'k', window: { n: 1, ring: items(0, 4) }, expectRev: 0, ttlMs: 60_000 }]);
-        expect(JSON.parse((await raw.get(`${p}:w:k`))!)).toEqual({ n: 1, ring: '#list' });
-        expect(await list(p)).toEqual(['i0', 'i1', 'i2', 'i3']);
-        const w = (await store.load(['k'])).get('k')!;
-        expect(w).toEqual({ n: 1, ring: items(0, 4) });
-        // a mark in the stored list that a rewrite would lose
-        await raw.lset(`${p}:w:k:l:ring`, 3, JSON.stringify({ id: 'kept' }));
-        w.ring.push(...items(4, 2));
-        w.ring.splice(0, 2);
-        await store.save([{ key: 'k', window: markShifted({ ...w, n: 2 }, { ring: { dropped: 2, appended: 2 } }), expectRev: 1, ttlMs: 60_000 }]);
-        expect(await list(p)).toEqual(['i2', 'kept', 'i4', 'i5']);
-        expect(JSON.parse((await raw.get(`${p}:w:k`))!)).toEqual({ n: 2, ring: '#list' });
-        const ttl = await raw.pttl(`${p}:w:k:l:ring`);
-        expect(ttl).toBeGreaterThan(50_000);
-        // more appended than the ring holds: only its last items stay
-        const w2 = (await store.load(['k'])).get('k')!;
-        w2.ring.push(...items(10, 6));
-        w2.ring.splice(0, 6);
-        await store.save([{ key: 'k', window: markShifted({ ...w2 }, { ring: { dropped: 6, appended: 6 } }), expectRev: 2 }]);
-        expect(await list(p)).toEqual(['i12', 'i13', 'i14', 'i15']);
-        expect((await store.load(['k'])).get('k')!.ring.map((x) => x.id)).toEqual(['i12', 'i13', 'i14', 'i15']);
-      } finally {
-        await store.close();
-      }
-    });
-
-    it('writes a ring anew when an item was replaced (no shift said), or when it was stored in the JSON before', async () => {
-      const p = prefix();
-      const before = await openRedisWindowStore<Win>({ url, prefix: p });
-      const store = await open(p);
-      try {
-        await before.save([{ key: 'k', window: { n: 1, ring: items(0, 3) }, expectRev: 0 }]);
-        const w = (await store.load(['k'])).get('k')!;
-        expect(w.ring).toEqual(items(0, 3));
-        await store.save([{ key: 'k', window: markShifted({ ...w }, { ring: { dropped: 0, appended: 0 } }), expectRev: 1 }]);
-        expect(await list(p)).toEqual(['i0', 'i1', 'i2']);
-        const w2 = (await store.load(['k'])).get('k')!;
-        w2.ring[1] = { id: 'replaced' };
-        await store.save([{ key: 'k', window: { ...w2 }, expectRev: 2 }]);
-        expect(await list(p)).toEqual(['i0', 'replaced', 'i2']);
-      } finally {
-        await before.close();
-        await store.close();
-      }
-    });
-
-    it('writes nothing to the list of a save whose revision is stale; delete and expiry take the list with the window', async () => {
-      const p = prefix();
-      const store = await open(p);
-      try {
-        await store.save([{ key: 'k', window: { n: 1, ring: items(0, 2) }, expectRev: 0 }]);
-        const w = (await store.load(['k'])).get('k')!;
-        await store.save([{ key: 'k', window: { n: 2, ring: items(5, 1) }, expectRev: 1 }]);
-        w.ring.push({ id: 'late' });
-        await expect(store.save([{ key: 'k', window: markShifted({ ...w }, { ring: { dropped: 0, appended: 1 } }), expectRev: 1 }])).rejects.toBeInstanceOf(WindowConflictError);
-        expect(await list(p)).toEqual(['i5']);
-        await store.delete(['k']);
-        expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
-        await store.save([{ key: 'k', window: { n: 1, ring: items(0, 2) }, expectRev: 0, ttlMs: 80 }]);
-        await new Promise((r) => setTimeout(r, 150));
-        expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
-        await store.save([{ key: 'k', window: { n: 3, ring: [] }, expectRev: 0 }]);
-        expect((await store.load(['k'])).get('k')).toEqual({ n: 3, ring: [] });
       } finally {
         await store.close();
       }

@@ -1,5 +1,5 @@
 import { Redis, type ChainableCommander } from 'ioredis';
-import { layerBase, shiftedArrays, WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { layerBase, WindowConflictError, type WindowStore } from '@neatroots/ports';
 
 /**
  * Run windows in Redis (ioredis), for the distributed deployment: a rule engine that restarts,
@@ -51,8 +51,6 @@ export interface RedisWindowStoreOptions {
   onError?: (err: unknown) => void;
   /** Record fields kept in a hash beside the window (WindowStoreOptions.memberFields). */
   memberFields?: readonly string[];
-  /** Array fields kept in a list beside the window (WindowStoreOptions.listFields). */
-  listFields?: readonly string[];
 }
 
 // Due members are removed, or with a lease (ARGV[3] > 0) moved to now + lease, in one step:
@@ -71,75 +69,51 @@ end
 return due
 `;
 
-// Compare-and-set of a step's windows. KEYS per entry: window, revision, members hash, then one
-// list per list field. ARGV[1]: the entry count; ARGV[2]: the list fields per entry; then per
-// entry: expected revision ('-' for none), JSON, TTL ms ('-' for none), the number of member
-// entries m and m (name, value) pairs for the members hash, then per list field: its mode ('-'
-// unchanged, 'a' items appended and the list cut to its last `keep`, 'r' written anew), keep,
-// the number of items k and the k items. Nothing is written unless every expectation holds;
-// returns the 1-based conflicting entries.
+// Compare-and-set of a step's windows: KEYS are (window, revision, members) triples; ARGV[1] is
+// the entry count, then per entry: expected revision ('-' for none), JSON, TTL ms ('-' for none),
+// the number of member entries m, then m (name, value) pairs for the members hash. Nothing is
+// written unless every expectation holds; returns the 1-based conflicting entries.
 const SAVE = `
 local n = tonumber(ARGV[1])
-local nl = tonumber(ARGV[2])
-local per = 3 + nl
 local conflicts = {}
 local revs = {}
 local fresh = {}
 local at = {}
-local a = 3
+local a = 2
 for i = 1, n do
-  local base = (i - 1) * per
   local expect = ARGV[a]
-  local cur = tonumber(redis.call('GET', KEYS[base + 2]) or '0')
-  if redis.call('EXISTS', KEYS[base + 1]) == 0 then cur = 0 end
+  local cur = tonumber(redis.call('GET', KEYS[i * 3 - 1]) or '0')
+  if redis.call('EXISTS', KEYS[i * 3 - 2]) == 0 then cur = 0 end
   if expect ~= '-' and tonumber(expect) ~= cur then conflicts[#conflicts + 1] = i end
   if expect ~= '-' then revs[i] = tonumber(expect) + 1 else revs[i] = cur + 1 end
   fresh[i] = cur == 0
   at[i] = a
   a = a + 4 + 2 * tonumber(ARGV[a + 3])
-  for l = 1, nl do a = a + 3 + tonumber(ARGV[a + 2]) end
 end
 if #conflicts > 0 then return conflicts end
-local function expire(key, ttl)
-  if ttl == '-' then redis.call('PERSIST', key) else redis.call('PEXPIRE', key, ttl) end
-end
-local function each(cmd, key, first, last, step)
-  while first <= last do
-    local upto = math.min(first + step - 1, last)
-    redis.call(cmd, key, unpack(ARGV, first, upto))
-    first = upto + 1
-  end
-end
 for i = 1, n do
-  local base = (i - 1) * per
   local b = at[i]
   local json = ARGV[b + 1]
   local ttl = ARGV[b + 2]
   local m = tonumber(ARGV[b + 3])
   if ttl == '-' then
-    redis.call('SET', KEYS[base + 1], json)
-    redis.call('SET', KEYS[base + 2], revs[i])
+    redis.call('SET', KEYS[i * 3 - 2], json)
+    redis.call('SET', KEYS[i * 3 - 1], revs[i])
   else
-    redis.call('SET', KEYS[base + 1], json, 'PX', ttl)
-    redis.call('SET', KEYS[base + 2], revs[i], 'PX', ttl)
+    redis.call('SET', KEYS[i * 3 - 2], json, 'PX', ttl)
+    redis.call('SET', KEYS[i * 3 - 1], revs[i], 'PX', ttl)
   end
-  -- a window saved anew (none stored, or expired) holds all its members and items: none left from before
-  if fresh[i] then redis.call('DEL', KEYS[base + 3]) end
-  each('HSET', KEYS[base + 3], b + 4, b + 3 + 2 * m, 1000)
-  if m > 0 or not fresh[i] then expire(KEYS[base + 3], ttl) end
-  local c = b + 4 + 2 * m
-  for l = 1, nl do
-    local key = KEYS[base + 3 + l]
-    local mode = ARGV[c]
-    local keep = tonumber(ARGV[c + 1])
-    local k = tonumber(ARGV[c + 2])
-    if fresh[i] or mode == 'r' then redis.call('DEL', key) end
-    each('RPUSH', key, c + 3, c + 2 + k, 1000)
-    if mode == 'a' then
-      if keep == 0 then redis.call('DEL', key) else redis.call('LTRIM', key, -keep, -1) end
-    end
-    if mode ~= '-' or not fresh[i] then expire(key, ttl) end
-    c = c + 3 + k
+  -- a window saved anew (none stored, or expired) holds all its members: none left from before
+  if fresh[i] then redis.call('DEL', KEYS[i * 3]) end
+  local first = b + 4
+  local last = b + 3 + 2 * m
+  while first <= last do
+    local upto = math.min(first + 999, last)
+    redis.call('HSET', KEYS[i * 3], unpack(ARGV, first, upto))
+    first = upto + 1
+  end
+  if m > 0 or not fresh[i] then
+    if ttl == '-' then redis.call('PERSIST', KEYS[i * 3]) else redis.call('PEXPIRE', KEYS[i * 3], ttl) end
   end
 end
 return conflicts
@@ -156,10 +130,6 @@ const CHUNK = 1000;
 export const INLINE_MEMBERS = 256;
 /** What a window's JSON holds for a member field kept in its hash. */
 const IN_HASH = '#hash';
-/** What a window's JSON holds for a list field kept in its list. */
-const IN_LIST = '#list';
-/** Set (not enumerable) on a list field loaded from its list: a save may append to it. */
-const IN_LIST_MARK = Symbol('neatroots.windowItemsInList');
 /**
  * Set (not enumerable) on a loaded window's member field whose entries are in its hash: a copy of
  * the window a caller saves (`{ ...window }`) holds the same field, and so says it too.
@@ -204,7 +174,6 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private readonly wakeKey: string;
   private readonly defaultTtlMs: number | undefined;
   private readonly memberFields: readonly string[];
-  private readonly listFields: readonly string[];
   /** Windows whose member fields were in their hash when last loaded or saved here: where a load asks at once. */
   private readonly hashed = new Set<string>();
   /** Not reported before the first connection: open() throws that failure itself. */
@@ -217,7 +186,6 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.wakeKey = `${prefix}:wake`;
     this.defaultTtlMs = opts.defaultTtlMs;
     this.memberFields = opts.memberFields ?? [];
-    this.listFields = opts.listFields ?? [];
     const onError = opts.onError ?? ((err) => console.error('windows: redis:', (err as Error)?.message ?? err));
     this.redis = new Redis(opts.url, {
       lazyConnect: true,
@@ -269,11 +237,6 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     return `${this.windowPrefix}${key}:rev`;
   }
 
-  /** A window's list field `f`, beside it (same TTL). */
-  private lkey(key: string, f: string): string {
-    return `${this.windowPrefix}${key}:l:${f}`;
-  }
-
   /** A window's member fields, beside it (same TTL). */
   private mkey(key: string): string {
     return `${this.windowPrefix}${key}:m`;
@@ -288,21 +251,16 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     for (const part of parts) pipe.mget(part.map((k) => this.wkey(k)));
     // The entries asked about of the windows known to keep their members in the hash, in the same round trip.
     const asked = members && this.hashed.size ? unique.filter((k) => this.hashed.has(k)).map((key) => this.ask(pipe, key, members)).filter((a) => a !== undefined) : [];
-    // Every window's list fields, in the same round trip (empty for a window that keeps them in its JSON).
-    for (const key of unique) for (const f of this.listFields) pipe.lrange(this.lkey(key, f), 0, -1);
     const results = check(await pipe.exec());
-    const lists = parts.length + asked.length;
     const inHash: string[] = [];
-    let u = 0;
     parts.forEach((part, i) => {
       (results[i] as (string | null)[]).forEach((v, j) => {
         const key = part[j];
-        const at = lists + u++ * this.listFields.length;
         if (v === null) {
           this.hashed.delete(key);
           return;
         }
-        const { window, hashed } = this.parse(v, (l) => results[at + l] as string[]);
+        const { window, hashed } = this.parse(v);
         out.set(key, window);
         if (!hashed) this.hashed.delete(key);
         else if (!this.hashed.has(key)) inHash.push(key);
@@ -352,13 +310,8 @@ export class RedisWindowStore<W> implements WindowStore<W> {
    * A stored window, and whether its member fields are in its hash (they are then empty here, to
    * be filled). A window without such a field (another kind of window in the same store) is left so.
    */
-  private parse(v: string, items: (field: number) => string[]): { window: W; hashed: boolean } {
+  private parse(v: string): { window: W; hashed: boolean } {
     const w = JSON.parse(v) as Record<string, unknown>;
-    this.listFields.forEach((f, l) => {
-      if (w[f] !== IN_LIST) return;
-      // the list's items, marked: its next save appends to the list instead of writing it anew
-      w[f] = Object.defineProperty(items(l).map((x) => JSON.parse(x) as unknown), IN_LIST_MARK, { value: true });
-    });
     let hashed = false;
     for (const f of this.memberFields) {
       if (w[f] !== IN_HASH) continue;
@@ -376,16 +329,14 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     const conflicts: string[] = [];
     for (const part of chunks(entries, 500)) {
       const keys: string[] = [];
-      const args: string[] = [String(part.length), String(this.listFields.length)];
+      const args: string[] = [String(part.length)];
       const moved: string[] = [];
       for (const e of part) {
         keys.push(this.wkey(e.key), this.rkey(e.key), this.mkey(e.key));
         const ttl = e.ttlMs ?? this.defaultTtlMs;
-        for (const f of this.listFields) keys.push(this.lkey(e.key, f));
-        const { json, entries: m, lists } = this.split(e.key, e.window);
+        const { json, entries: m } = this.split(e.key, e.window);
         if (m.length) moved.push(e.key);
         args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), String(m.length / 2), ...m);
-        for (const l of lists) args.push(...l);
       }
       const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
       for (const i of bad) conflicts.push(part[i - 1].key);
@@ -395,39 +346,15 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   }
 
   /**
-   * A window's JSON, the entries to add to its hash, and what to do to each of its lists.
-   *
-   * Member fields stay in the JSON while they are small (up to INLINE_MEMBERS entries: a short
-   * run's window is one string, as without member fields); once larger, or once in the hash, the
-   * JSON says so and the entries the fields hold (what was loaded of them and what the caller
-   * added) go to the hash, as (name, value JSON) pairs.
-   *
-   * List fields are always in their list: the JSON says so. A list loaded from its list and only
-   * shifted since (markShifted: items dropped from its start, appended at its end) has its new
-   * items appended and is cut to its length; any other is written anew.
+   * A window's JSON and the entries to add to its hash, as (name, value JSON) pairs. Its member
+   * fields stay in the JSON while they are small (up to INLINE_MEMBERS entries: a short run's
+   * window is one string, as without member fields); once larger, or once in the hash, the JSON
+   * says so and the entries the fields hold (what was loaded of them and what the caller added)
+   * go to the hash.
    */
-  private split(key: string, window: W): { json: string; entries: string[]; lists: string[][] } {
-    if (!this.memberFields.length && !this.listFields.length) return { json: JSON.stringify(window), entries: [], lists: [] };
+  private split(key: string, window: W): { json: string; entries: string[] } {
+    if (!this.memberFields.length) return { json: JSON.stringify(window), entries: [] };
     const w = window as Record<string, unknown>;
-    const rest: Record<string, unknown> = { ...w };
-    const lists: string[][] = [];
-    const shifted = this.listFields.length ? shiftedArrays(w) : undefined;
-    for (const f of this.listFields) {
-      const arr = w[f];
-      if (!Array.isArray(arr)) {
-        lists.push(['-', '0', '0']);
-        continue;
-      }
-      rest[f] = IN_LIST;
-      const shift = shifted?.[f];
-      if (shift && (arr as { [IN_LIST_MARK]?: true })[IN_LIST_MARK]) {
-        const add = Math.min(shift.appended, arr.length);
-        if (!add && !shift.dropped) lists.push(['-', '0', '0']);
-        else lists.push(['a', String(arr.length), String(add), ...arr.slice(arr.length - add).map((x) => JSON.stringify(x))]);
-      } else {
-        lists.push(['r', String(arr.length), String(arr.length), ...arr.map((x) => JSON.stringify(x))]);
-      }
-    }
     const fields: [string, Record<string, unknown>, Record<string, unknown> | undefined][] = [];
     let n = 0;
     for (const f of this.memberFields) {
@@ -439,22 +366,22 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       n += count(rec, INLINE_MEMBERS + 1 - n) + (base ? count(base, INLINE_MEMBERS + 1 - n) : 0);
       fields.push([f, rec, base]);
     }
+    if (n <= INLINE_MEMBERS && !fields.some(([, rec]) => (rec as { [IN_HASH_MARK]?: true })[IN_HASH_MARK])) return { json: JSON.stringify(window), entries: [] };
+    const rest: Record<string, unknown> = { ...w };
     const entries: string[] = [];
-    if (n > INLINE_MEMBERS || fields.some(([, rec]) => (rec as { [IN_HASH_MARK]?: true })[IN_HASH_MARK])) {
-      for (const [f, rec, base] of fields) {
-        rest[f] = IN_HASH;
-        if (base) for (const k of Object.keys(base)) if (!Object.prototype.hasOwnProperty.call(rec, k)) entries.push(`${f}\u0000${k}`, JSON.stringify(base[k]));
-        for (const k of Object.keys(rec)) entries.push(`${f}\u0000${k}`, JSON.stringify(rec[k]));
-      }
+    for (const [f, rec, base] of fields) {
+      rest[f] = IN_HASH;
+      if (base) for (const k of Object.keys(base)) if (!Object.prototype.hasOwnProperty.call(rec, k)) entries.push(`${f}\u0000${k}`, JSON.stringify(base[k]));
+      for (const k of Object.keys(rec)) entries.push(`${f}\u0000${k}`, JSON.stringify(rec[k]));
     }
-    return { json: JSON.stringify(rest), entries, lists };
+    return { json: JSON.stringify(rest), entries };
   }
 
   async delete(keys: readonly string[]): Promise<void> {
     if (!keys.length) return;
     const tx = this.redis.multi();
     for (const part of chunks(keys)) {
-      tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k), ...this.listFields.map((f) => this.lkey(k, f))]));
+      tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k)]));
       for (const k of part) this.hashed.delete(k);
       tx.zrem(this.wakeKey, ...part);
     }
