@@ -20,9 +20,10 @@ export interface WindowStore<W> {
    * key (0 for a key never saved, or expired), and if any entry's revision is not the one
    * expected nothing is written and WindowConflictError is thrown (another replica saved
    * the run meanwhile: the caller starts its step again from a fresh load). A successful
-   * write sets the revision to expectRev + 1.
+   * write sets the revision to expectRev + 1. With `wakeAtMs` on an entry, a store that
+   * `savesWakes` sets the key's wake time as setWakes would (null: none), in the same write.
    */
-  save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void>;
+  save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number; wakeAtMs?: number | null }[]): Promise<void>;
   delete(keys: readonly string[]): Promise<void>;
   /** Asks to be woken for `key` at `atMs` (a requires_before wait). Later calls for the same key keep the earliest time. */
   wakeAt(entries: readonly { key: string; atMs: number }[]): Promise<void>;
@@ -44,6 +45,12 @@ export interface WindowStore<W> {
    * its promise resolved, and a compare-and-set save must be waited for before the next load.
    */
   readonly appliedAtCall?: boolean;
+  /**
+   * True when save sets the entries' wake times (`wakeAtMs`) in the same all-or-nothing write as
+   * the windows (Redis: one script, so a step's save and wakes cost one round trip and are never
+   * half done). Absent: the caller sets them with setWakes once the save went through.
+   */
+  readonly savesWakes?: boolean;
   /**
    * True when load hands out the windows the store holds, not copies (the embedded stores;
    * Redis's load parses a new copy each time). What a caller changes in a loaded window is

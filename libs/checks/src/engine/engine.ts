@@ -354,15 +354,19 @@ export class RuleEngine {
 
   private async finish(step: Step): Promise<EngineOutput> {
     await this.settle(step);
-    const entries: { key: string; window: RunWindow; ttlMs: number; expectRev: number }[] = [];
+    const entries: { key: string; window: RunWindow; ttlMs: number; expectRev: number; wakeAtMs?: number | null }[] = [];
     const wakes: { key: string; atMs: number | null }[] = [];
+    // A store that sets the wakes with the save (Redis: one round trip, never half done).
+    const withSave = this.windows.savesWakes === true;
     for (const key of step.touched) {
       const { w, added } = step.windows.get(key)!;
       const expectRev = w.rev ?? 0;
       const saved = { ...w, rev: expectRev + 1 };
+      const window = added ? markAdded(saved, { seen: added }) : saved;
+      const ttlMs = w.ended ? this.ttlAfterEnd : this.ttlIdle;
       // Span ids added in place: a store that journals edits compares the window's `seen` at those only.
-      entries.push({ key, window: added ? markAdded(saved, { seen: added }) : saved, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, expectRev });
-      wakes.push({ key, atMs: w.wake_at ?? null });
+      entries.push(withSave ? { key, window, ttlMs, expectRev, wakeAtMs: w.wake_at ?? null } : { key, window, ttlMs, expectRev });
+      if (!withSave) wakes.push({ key, atMs: w.wake_at ?? null });
     }
     const kept = this.inPlace ? this.keepUnsaved(step) : undefined;
     return {
@@ -374,7 +378,7 @@ export class RuleEngine {
         // Compare-and-set: if another replica saved one of these runs since they were loaded
         // (a rebalance, a tick elsewhere), this throws and the step is done again from a
         // fresh load; its findings have the same ids, so publishing them twice is harmless.
-        // The wakes are set once the save went through.
+        // The wakes are set once the save went through (by a store that savesWakes, with it).
         // A store that applies each change as it is called (the embedded ones; one process owns
         // it and steps on a run never overlap, so its compare-and-set does not fail): the wakes
         // are set in the same turn as the save, so a step that starts while this one's save is
@@ -387,7 +391,7 @@ export class RuleEngine {
           const live = step.windows.get(e.key)?.w;
           if (live) live.rev = e.expectRev + 1;
         }
-        if (!atOnce) await this.windows.setWakes(wakes);
+        if (!atOnce && wakes.length) await this.windows.setWakes(wakes);
       },
     };
   }

@@ -49,6 +49,31 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
     }
   });
 
+  it('sets the wake times given with a save in the same script, and none of a save whose revision is stale', async () => {
+    const p = prefix();
+    const store = await openRedisWindowStore<{ n: number }>({ url, prefix: p });
+    try {
+      expect(store.savesWakes).toBe(true);
+      await store.wakeAt([{ key: 'b', atMs: 50 }]);
+      await store.save([
+        { key: 'a', window: { n: 1 }, expectRev: 0, wakeAtMs: 1000 },
+        { key: 'b', window: { n: 1 }, expectRev: 0, wakeAtMs: null },
+        { key: 'c', window: { n: 1 }, expectRev: 0 },
+      ]);
+      expect(await raw.zrange(`${p}:wake`, 0, -1, 'WITHSCORES')).toEqual(['a', '1000']);
+      await expect(store.save([{ key: 'c', window: { n: 2 }, expectRev: 1, wakeAtMs: 5 }, { key: 'a', window: { n: 2 }, expectRev: 7, wakeAtMs: null }])).rejects.toBeInstanceOf(
+        WindowConflictError,
+      );
+      expect(await raw.zrange(`${p}:wake`, 0, -1, 'WITHSCORES')).toEqual(['a', '1000']);
+      // exact, as setWakes: a later time replaces an earlier one
+      await store.save([{ key: 'a', window: { n: 3 }, expectRev: 1, wakeAtMs: 2000 }]);
+      expect(await store.takeDue(1500, 10)).toEqual([]);
+      expect(await store.takeDue(2000, 10)).toEqual(['a']);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('applies defaultTtlMs to windows saved without a ttl', async () => {
     const p = prefix();
     const store = await openRedisWindowStore<{ n: number }>({ url, prefix: p, defaultTtlMs: 30_000 });

@@ -20,7 +20,8 @@ import { layerBase, WindowConflictError, type WindowStore } from '@neatroots/por
  *   windows another replica moved to the hash). A long run's window is not read whole on every
  *   batch: its thousands of span ids stay in Redis, and the batch's own ids are looked up.
  * - save: one script per 500 windows, all-or-nothing (compare-and-set on the revisions): each
- *   window's JSON and revision set with their expiry, and, for a window whose members are in the
+ *   window's JSON and revision set with their expiry, its wake time (savesWakes: a step's save
+ *   and wakes in one round trip, never half done), and, for a window whose members are in the
  *   hash, the entries its fields hold (what was loaded and added: a batch's worth, not the run's)
  *   added to it, with the same expiry. A window saved anew (none stored, or expired) starts its
  *   hash afresh. A window stored before with its members in the JSON (a short run, or stored
@@ -69,10 +70,11 @@ end
 return due
 `;
 
-// Compare-and-set of a step's windows: KEYS are (window, revision, members) triples; ARGV[1] is
-// the entry count, then per entry: expected revision ('-' for none), JSON, TTL ms ('-' for none),
-// the number of member entries m, then m (name, value) pairs for the members hash. Nothing is
-// written unless every expectation holds; returns the 1-based conflicting entries.
+// Compare-and-set of a step's windows: KEYS are (window, revision, members) triples, then the
+// wake schedule; ARGV[1] is the entry count, then per entry: expected revision ('-' for none),
+// JSON, TTL ms ('-' for none), wake ('-' unchanged, 'x' none, else its time), the key as the
+// schedule's member, the number of member entries m, then m (name, value) pairs for the members
+// hash. Nothing is written unless every expectation holds; returns the 1-based conflicting entries.
 const SAVE = `
 local n = tonumber(ARGV[1])
 local conflicts = {}
@@ -88,14 +90,15 @@ for i = 1, n do
   if expect ~= '-' then revs[i] = tonumber(expect) + 1 else revs[i] = cur + 1 end
   fresh[i] = cur == 0
   at[i] = a
-  a = a + 4 + 2 * tonumber(ARGV[a + 3])
+  a = a + 6 + 2 * tonumber(ARGV[a + 5])
 end
 if #conflicts > 0 then return conflicts end
 for i = 1, n do
   local b = at[i]
   local json = ARGV[b + 1]
   local ttl = ARGV[b + 2]
-  local m = tonumber(ARGV[b + 3])
+  local wake = ARGV[b + 3]
+  local m = tonumber(ARGV[b + 5])
   if ttl == '-' then
     redis.call('SET', KEYS[i * 3 - 2], json)
     redis.call('SET', KEYS[i * 3 - 1], revs[i])
@@ -105,8 +108,10 @@ for i = 1, n do
   end
   -- a window saved anew (none stored, or expired) holds all its members: none left from before
   if fresh[i] then redis.call('DEL', KEYS[i * 3]) end
-  local first = b + 4
-  local last = b + 3 + 2 * m
+  if wake == 'x' then redis.call('ZREM', KEYS[n * 3 + 1], ARGV[b + 4])
+  elseif wake ~= '-' then redis.call('ZADD', KEYS[n * 3 + 1], wake, ARGV[b + 4]) end
+  local first = b + 6
+  local last = b + 5 + 2 * m
   while first <= last do
     local upto = math.min(first + 999, last)
     redis.call('HSET', KEYS[i * 3], unpack(ARGV, first, upto))
@@ -322,7 +327,10 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     return { window: w as W, hashed };
   }
 
-  async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
+  /** Wake times are set in the save's own script (WindowStore.savesWakes). */
+  readonly savesWakes = true;
+
+  async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number; wakeAtMs?: number | null }[]): Promise<void> {
     if (!entries.length) return;
     // One script call per chunk: atomic per chunk, which is all-or-nothing for the rule
     // engine's steps (a batch touches far fewer runs than a chunk holds).
@@ -336,8 +344,10 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         const ttl = e.ttlMs ?? this.defaultTtlMs;
         const { json, entries: m } = this.split(e.key, e.window);
         if (m.length) moved.push(e.key);
-        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), String(m.length / 2), ...m);
+        const wake = e.wakeAtMs === undefined ? '-' : e.wakeAtMs === null ? 'x' : String(e.wakeAtMs);
+        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), wake, e.key, String(m.length / 2), ...m);
       }
+      keys.push(this.wakeKey);
       const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
       for (const i of bad) conflicts.push(part[i - 1].key);
       if (!bad.length) for (const key of moved) this.remember(key);
