@@ -342,7 +342,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       for (const e of part) {
         keys.push(this.wkey(e.key), this.rkey(e.key), this.mkey(e.key));
         const ttl = e.ttlMs ?? this.defaultTtlMs;
-        const { json, entries: m } = this.split(e.key, e.window);
+        const { json, entries: m } = this.split(e.window);
         if (m.length) moved.push(e.key);
         const wake = e.wakeAtMs === undefined ? '-' : e.wakeAtMs === null ? 'x' : String(e.wakeAtMs);
         args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), wake, e.key, String(m.length / 2), ...m);
@@ -362,7 +362,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
    * says so and the entries the fields hold (what was loaded of them and what the caller added)
    * go to the hash.
    */
-  private split(key: string, window: W): { json: string; entries: string[] } {
+  private split(window: W): { json: string; entries: string[] } {
     if (!this.memberFields.length) return { json: JSON.stringify(window), entries: [] };
     const w = window as Record<string, unknown>;
     const fields: [string, Record<string, unknown>, Record<string, unknown> | undefined][] = [];
