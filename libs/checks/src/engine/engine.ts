@@ -154,8 +154,8 @@ export class RuleEngine {
   process(envs: readonly Envelope[]): Promise<EngineOutput> {
     return this.serial(async () => {
       const keyOf = new Array<string>(envs.length);
-      // The span ids each run's window is asked about (a store that keeps `seen` apart loads those only).
-      const ids = new Map<string, string[]>();
+      // Each run's key, with the span ids its window is asked about (a store that keeps `seen` apart loads those only).
+      const members = new Map<string, { seen: string[] }>();
       // A batch holds many spans of a few runs: each run's key is built once, not per span.
       const byRun = new Map<string, Map<string, string>>();
       for (let i = 0; i < envs.length; i++) {
@@ -166,14 +166,12 @@ export class RuleEngine {
         let key = runs.get(run);
         if (key === undefined) {
           runs.set(run, (key = windowKey(project, run)));
-          ids.set(key, []);
+          members.set(key, { seen: [] });
         }
         keyOf[i] = key;
-        if (item.kind === 'span') ids.get(key)!.push(item.span.span_id);
+        if (item.kind === 'span') members.get(key)!.seen.push(item.span.span_id);
       }
-      const members = new Map<string, { seen: string[] }>();
-      for (const [key, seen] of ids) members.set(key, { seen });
-      const step = await this.begin([...ids.keys()], members);
+      const step = await this.begin([...members.keys()], members);
       return this.guarded(step, async () => {
         for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keyOf[i]);
         if (step.deferred.length) await this.applyDeferred(step);
@@ -354,7 +352,7 @@ export class RuleEngine {
 
   private async finish(step: Step): Promise<EngineOutput> {
     await this.settle(step);
-    const entries: { key: string; window: RunWindow; ttlMs: number; expectRev: number; wakeAtMs?: number | null }[] = [];
+    const entries: { key: string; window: RunWindow; ttlMs: number; expectRev: number; wakeAtMs: number | null }[] = [];
     const wakes: { key: string; atMs: number | null }[] = [];
     // A store that sets the wakes with the save (Redis: one round trip, never half done).
     const withSave = this.windows.savesWakes === true;
@@ -365,7 +363,7 @@ export class RuleEngine {
       const window = added ? markAdded(saved, { seen: added }) : saved;
       const ttlMs = w.ended ? this.ttlAfterEnd : this.ttlIdle;
       // Span ids added in place: a store that journals edits compares the window's `seen` at those only.
-      entries.push(withSave ? { key, window, ttlMs, expectRev, wakeAtMs: w.wake_at ?? null } : { key, window, ttlMs, expectRev });
+      entries.push({ key, window, ttlMs, expectRev, wakeAtMs: w.wake_at ?? null });
       if (!withSave) wakes.push({ key, atMs: w.wake_at ?? null });
     }
     const kept = this.inPlace ? this.keepUnsaved(step) : undefined;

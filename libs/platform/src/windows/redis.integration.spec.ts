@@ -178,11 +178,19 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
     const ask = (key: string, ...ids: string[]) => new Map([[key, { seen: ids }]]);
     const ids = (n: number, from = 0) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`s${from + i}`, 1 as const]));
     const json = async (p: string) => JSON.parse((await raw.get(`${p}:w:k`))!);
-
-    it('keeps a short run\'s ids in its JSON, one string as before; past INLINE_MEMBERS they move to the hash', async () => {
+    /** A store on a prefix of its own, closed after `fn`. */
+    const withOpen = async (fn: (store: RedisWindowStore<Win>, p: string) => Promise<void>) => {
       const p = prefix();
       const store = await open(p);
       try {
+        await fn(store, p);
+      } finally {
+        await store.close();
+      }
+    };
+
+    it('keeps a short run\'s ids in its JSON, one string as before; past INLINE_MEMBERS they move to the hash', async () => {
+      await withOpen(async (store, p) => {
         await store.save([{ key: 'k', window: { n: 1, seen: ids(INLINE_MEMBERS) }, expectRev: 0 }]);
         expect(Object.keys((await json(p)).seen)).toHaveLength(INLINE_MEMBERS);
         expect(await raw.exists(`${p}:w:k:m`)).toBe(0);
@@ -193,15 +201,11 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
         await store.save([{ key: 'k', window: w, expectRev: 1 }]);
         expect((await json(p)).seen).toBe('#hash');
         expect(await raw.hlen(`${p}:w:k:m`)).toBe(INLINE_MEMBERS + 1);
-      } finally {
-        await store.close();
-      }
+      });
     });
 
     it('loads only the entries asked about, and a save adds what the field holds, never the whole field again', async () => {
-      const p = prefix();
-      const store = await open(p);
-      try {
+      await withOpen(async (store, p) => {
         await store.save([{ key: 'k', window: { n: 1, seen: ids(2000) }, expectRev: 0, ttlMs: 60_000 }]);
         expect(await json(p)).toEqual({ n: 1, seen: '#hash' });
         expect(await raw.hlen(`${p}:w:k:m`)).toBe(2000);
@@ -218,9 +222,7 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
         const ttl = await raw.pttl(`${p}:w:k:m`);
         expect(ttl).toBeGreaterThan(50_000);
         expect(ttl).toBeLessThanOrEqual(60_000);
-      } finally {
-        await store.close();
-      }
+      });
     });
 
     it('reads the ids of a window another replica moved to the hash (a second round trip)', async () => {
@@ -242,9 +244,7 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
     });
 
     it('saves a window loaded from the hash back to the hash, as a copy and whatever the store remembers', async () => {
-      const p = prefix();
-      const store = await open(p);
-      try {
+      await withOpen(async (store, p) => {
         await store.save([{ key: 'k', window: { n: 1, seen: ids(300) }, expectRev: 0 }]);
         const w = (await store.load(['k'], ask('k', 'new'))).get('k')!;
         // the store's memory of windows in the hash is bounded: here it has forgotten this one
@@ -254,15 +254,11 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
         await store.save([{ key: 'k', window: { ...w, n: 2 }, expectRev: 1 }]);
         expect((await json(p)).seen).toBe('#hash');
         expect((await store.load(['k'], ask('k', 's7', 'new'))).get('k')).toEqual({ n: 2, seen: { s7: 1, new: 1 } });
-      } finally {
-        await store.close();
-      }
+      });
     });
 
     it('starts a window saved anew without the ids of the one deleted or expired before it', async () => {
-      const p = prefix();
-      const store = await open(p);
-      try {
+      await withOpen(async (store, p) => {
         await store.save([{ key: 'k', window: { n: 1, seen: ids(300) }, expectRev: 0 }]);
         await store.delete(['k']);
         expect(await raw.exists(`${p}:w:k:m`)).toBe(0);
@@ -273,22 +269,16 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
         // expired: a new window of the same run, whose store still takes it as one in the hash
         await store.save([{ key: 'k', window: { n: 9, seen: { y: 1 } }, expectRev: 0 }]);
         expect((await store.load(['k'], ask('k', 's1001', 'y'))).get('k')!.seen).toEqual({ y: 1 });
-      } finally {
-        await store.close();
-      }
+      });
     });
 
     it('writes nothing of a save whose revision is stale, its ids included', async () => {
-      const p = prefix();
-      const store = await open(p);
-      try {
+      await withOpen(async (store) => {
         await store.save([{ key: 'k', window: { n: 1, seen: ids(300) }, expectRev: 0 }]);
         await store.save([{ key: 'k', window: { n: 2, seen: { b: 1 } }, expectRev: 1 }]);
         await expect(store.save([{ key: 'k', window: { n: 3, seen: { c: 1 } }, expectRev: 1 }])).rejects.toBeInstanceOf(WindowConflictError);
         expect((await store.load(['k'], ask('k', 's0', 'b', 'c'))).get('k')).toEqual({ n: 2, seen: { s0: 1, b: 1 } });
-      } finally {
-        await store.close();
-      }
+      });
     });
 
     it('reads a window stored whole before (its ids in the JSON) as it was, and moves a large one to the hash at its next save', async () => {
@@ -310,18 +300,14 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
     });
 
     it('keeps an id named __proto__ as an entry of its own', async () => {
-      const p = prefix();
-      const store = await open(p);
-      try {
+      await withOpen(async (store) => {
         const seen = ids(300);
         Object.defineProperty(seen, '__proto__', { value: 1, enumerable: true, writable: true, configurable: true });
         await store.save([{ key: 'k', window: { n: 1, seen }, expectRev: 0 }]);
         const got = (await store.load(['k'], ask('k', '__proto__', 'constructor'))).get('k')!.seen;
         expect(Object.keys(got)).toEqual(['__proto__']);
         expect(Object.getPrototypeOf(got)).toBe(Object.prototype);
-      } finally {
-        await store.close();
-      }
+      });
     });
   });
 
