@@ -8,7 +8,8 @@ function reordered(v: unknown, seed: number): unknown {
   const keys = Object.keys(v);
   const order = keys.map((k, i) => ({ k, r: Math.sin(seed * 31 + i) })).sort((a, b) => a.r - b.r);
   const out: Record<string, unknown> = {};
-  for (const { k } of order) out[k] = reordered((v as Record<string, unknown>)[k], seed + 7);
+  // defineProperty: a key named __proto__ stays an own key (assigning it would set the prototype)
+  for (const { k } of order) Object.defineProperty(out, k, { value: reordered((v as Record<string, unknown>)[k], seed + 7), enumerable: true, writable: true, configurable: true });
   return out;
 }
 
@@ -41,6 +42,12 @@ describe('canonicalJson', () => {
       }),
       { numRuns: 500 },
     );
+  });
+
+  it('keeps a key named __proto__ whatever order it came in (the counterexample fast-check found)', () => {
+    const v = JSON.parse('{"__proto__":false}');
+    expect(canonicalJson(reordered(v, 0))).toBe(canonicalJson(v));
+    expect(canonicalJson(v)).toBe('{"__proto__":false}');
   });
 
   it('sorts keys that arrive out of order, at any depth, and numbers-as-keys as strings', () => {
