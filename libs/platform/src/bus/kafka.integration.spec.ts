@@ -1,5 +1,5 @@
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { CompressionCodecs, CompressionTypes, Kafka, logLevel } from 'kafkajs';
+import { AssignerProtocol, CompressionCodecs, CompressionTypes, Kafka, logLevel } from 'kafkajs';
 import { makeTopics } from '@neatroots/messages';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { deadLetterTopic, type BusRecord, type DeadLetter, type Subscription } from '@neatroots/ports';
@@ -200,6 +200,57 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     for (const e of ends) expect({ partition: e.partition, offset: byPartition.get(e.partition) }).toEqual({ partition: e.partition, offset: e.high });
   }, 90_000);
 
+
+  it('starts again a consumer kafkajs stopped for good (an error it does not retry), and then reads what was published', async () => {
+    // A member of the group that speaks another partition-assignment protocol: the broker
+    // refuses the bus's consumer with INCONSISTENT_GROUP_PROTOCOL, an error kafkajs does not
+    // retry, so kafkajs stops that consumer for good (as it does for "failed to find group
+    // coordinator" while a restarted broker loads its groups). Once the other member leaves,
+    // the bus must be reading again.
+    const t = jsonTopic<Rec>(topicName('restart'));
+    const g = group('restart');
+    const bus = newBus({ retryDelayMs: 200 });
+    await bus.ensureTopic(t.name);
+    const other = new Kafka({ brokers, clientId: 'it-other', logLevel: logLevel.NOTHING }).consumer({
+      groupId: g,
+      sessionTimeout: 6_000,
+      heartbeatInterval: 300,
+      partitionAssigners: [
+        () => ({
+          name: 'OtherProtocol',
+          version: 0,
+          // Whatever it assigns is its own business: nothing here reads the topic.
+          assign: async ({ members }) =>
+            members.map((m) => ({ memberId: m.memberId, memberAssignment: AssignerProtocol.MemberAssignment.encode({ version: 0, assignment: {}, userData: Buffer.alloc(0) }) })),
+          protocol: ({ topics: ts }) => ({ name: 'OtherProtocol', metadata: AssignerProtocol.MemberMetadata.encode({ version: 0, topics: ts, userData: Buffer.alloc(0) }) }),
+        }),
+      ],
+    });
+    await other.connect();
+    await other.subscribe({ topics: [t.name] });
+    let otherJoined = false;
+    other.on(other.events.GROUP_JOIN, () => (otherJoined = true));
+    await other.run({ eachBatch: async () => undefined });
+    await waitUntil(() => otherJoined, 20_000, () => 'the other member did not join');
+
+    const errors: string[] = [];
+    const logged = newBus({ retryDelayMs: 200, onError: (e) => errors.push((e as Error).message) });
+    const got: number[] = [];
+    const sub = await logged.subscribe(t, { group: g }, async (b) => {
+      for (const r of b.records) got.push(r.value.i);
+    });
+    try {
+      await waitUntil(() => errors.some((m) => m.includes('stopped by kafkajs')), 20_000, () => `no crash seen: ${JSON.stringify(errors)}`);
+      await bus.publish(t, recs(1, 3));
+      await other.disconnect();
+      await waitUntil(() => got.length >= 3, 40_000, () => `read ${JSON.stringify(got)} after the other member left; errors: ${JSON.stringify(errors.slice(-3))}`);
+      expect(got).toEqual([0, 1, 2]);
+      expect(logged.stats.consumerRestarts).toBeGreaterThanOrEqual(1);
+    } finally {
+      await sub.close();
+      await other.disconnect().catch(() => undefined);
+    }
+  }, 90_000);
   it('commits what it handled once commitIntervalMs has passed (at the end of a later batch), and all of it when it closes', async () => {
     const t = jsonTopic<Rec>(topicName('commit-interval'));
     const g = group('commit-interval');

@@ -7,6 +7,7 @@ import {
   Partitioners,
   logLevel as KafkaLogLevel,
   type Admin,
+  type ConsumerRunConfig,
   type EachBatchPayload,
   type LogEntry,
   type Message,
@@ -150,6 +151,8 @@ export interface KafkaBusStats {
   setAside: number;
   /** Records (or packs whose framing is damaged) that could not be decoded (set aside). */
   decodeErrors: number;
+  /** Consumers kafkajs had stopped for good (an error it does not retry) started again by the bus. */
+  consumerRestarts: number;
 }
 
 interface Owner {
@@ -234,7 +237,7 @@ function logCreator(configured: KafkaLogLevel, sink: KafkaLogSink = consoleSink)
 }
 
 export class KafkaBus implements Bus {
-  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0, producerResets: 0 };
+  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0, producerResets: 0, consumerRestarts: 0 };
 
   private readonly kafka: Kafka;
   private readonly partitions: number;
@@ -552,14 +555,50 @@ export class KafkaBus implements Bus {
         this.onError(new Error(`batch failed: ${(err as Error)?.message ?? err}`, { cause: err }), where);
       },
     }, { ...this.opts, counted: () => this.stats.setAside++ });
+    const runOptions: ConsumerRunConfig = {
+      autoCommit: false,
+      // With autoCommit off kafkajs commits nothing itself; this is the interval its
+      // commitOffsetsIfNecessary() (called at the end of each batch) keeps to.
+      autoCommitInterval: this.commitIntervalMs,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.opts.partitionsConsumedConcurrently ?? 2,
+      eachBatch: (payload) => this.onBatch(topic, opts.group, payload, guarded, state),
+    };
+    // kafkajs restarts a crashed consumer only when the error is one it retries. Others stop it
+    // for good, and some of those come and go with a broker restart ("failed to find group
+    // coordinator" while the broker loads its groups): the subscription would then read nothing
+    // again, silently. The bus starts such a consumer again itself, waiting longer each time
+    // (retryDelayMs doubled, up to 30 s), until it runs or the subscription is closed.
+    let restarts = 0;
+    const restartLater = () => {
+      const delay = Math.min(30_000, Math.max(100, this.retryDelayMs) * 2 ** Math.min(restarts++, 8));
+      state.restartTimer = setTimeout(() => {
+        state.restartTimer = undefined;
+        if (state.stopping || this.closed) return;
+        this.stats.consumerRestarts++;
+        // A crash inside run() comes back through the CRASH event (and so here); connect()
+        // failing does not, so it is retried from here.
+        consumer
+          .connect()
+          // Closed while connecting: close() has disconnected already, so this connection is let go here.
+          .then(() => (state.stopping || this.closed ? consumer.disconnect() : consumer.run(runOptions)))
+          .catch((err) => {
+            this.onError(new Error(`consumer restart failed: ${(err as Error).message}`, { cause: err }), where);
+            if (!state.stopping && !this.closed) restartLater();
+          });
+      }, delay);
+    };
     consumer.on(consumer.events.CRASH, (e) => {
       if (state.stopping) return;
       const { error, restart } = e.payload;
       // The offsets it had resolved go with that consumer group: kafkajs starts another, which
       // reads them again from the last commit. Nothing is committed through the old one.
       state.commits = undefined;
-      this.onError(new Error(`consumer ${restart ? 'crashed, restarting' : 'crashed and stopped'}: ${error.message}`, { cause: error }), where);
+      this.onError(new Error(`consumer ${restart ? 'crashed, restarting' : 'crashed and stopped by kafkajs, the bus starts it again'}: ${error.message}`, { cause: error }), where);
+      if (!restart) restartLater();
     });
+    // A consumer that got through a group join counts as running again.
+    consumer.on(consumer.events.GROUP_JOIN, () => (restarts = 0));
 
     // kafkajs resolves a new group's "latest" position at its first fetch after joining: wait
     // for that fetch, so that what is published after subscribe() resolves is seen.
@@ -575,15 +614,7 @@ export class KafkaBus implements Bus {
       // Just after a topic is created, a KRaft broker may not yet serve its metadata ("does not
       // host this topic-partition"): kafkajs marks that retriable, and so it is retried here.
       await whileRetriable(() => consumer.subscribe({ topics: [topic.name], fromBeginning: opts.fromBeginning ?? true }));
-      await consumer.run({
-        autoCommit: false,
-        // With autoCommit off kafkajs commits nothing itself; this is the interval its
-        // commitOffsetsIfNecessary() (called at the end of each batch) keeps to.
-        autoCommitInterval: this.commitIntervalMs,
-        eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: this.opts.partitionsConsumedConcurrently ?? 2,
-        eachBatch: (payload) => this.onBatch(topic, opts.group, payload, guarded, state),
-      });
+      await consumer.run(runOptions);
       if (opts.fromBeginning === false) {
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([firstFetch, new Promise<void>((r) => (timer = setTimeout(r, this.opts.sessionTimeout ?? 30_000)))]);
@@ -600,6 +631,7 @@ export class KafkaBus implements Bus {
         closing ??= (async () => {
           state.stopping = true;
           state.wake?.();
+          clearTimeout(state.restartTimer);
           // What was handled and not yet committed, with no batch in hand to commit it at its
           // end (a batch in hand commits everything resolved as it ends, seeing `stopping`).
           if (state.inHand === 0) await state.commits?.flush().catch(() => undefined);
@@ -817,6 +849,8 @@ interface ConsumerState {
   commits: { flush: () => Promise<void> } | undefined;
   /** Batches being handled now. */
   inHand: number;
+  /** A consumer kafkajs stopped for good, waiting to be started again by the bus. */
+  restartTimer?: NodeJS.Timeout;
 }
 
 /** Runs `fn` again (up to 10 times, 100 ms more each time) while it fails with an error kafkajs marks retriable. */
