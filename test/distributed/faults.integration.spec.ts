@@ -80,10 +80,14 @@ maybe(SUITE, () => {
       const diff = compare(got, want);
       if (diff.missing.length || diff.extra.length) {
         // What went wrong, for whoever reads the failure: which checks and runs, and the engines' logs.
-        console.error(`${name}: missing ${diff.missing.slice(0, 20).map((k) => checkOf.get(k)).join(' ')}`);
+        // First what fits in a short CI excerpt: which consumer stopped short (each process's bus
+        // counters and lag, now) and the last consumer crash each one logged; then the logs.
+        const crashes = (p: ServiceProc) => p.output.join('').split('\n').filter((l) => /crash/i.test(l));
+        const summary = await Promise.all(
+          cluster.procs.map(async (p) => `--- ${p.target}: ${crashes(p).length} crash lines, last: ${crashes(p).slice(-1)[0]?.slice(0, 400) ?? 'none'}\n${await busMetrics(p.adminPort)}`),
+        );
+        console.error(`${name}: ${diff.missing.length} missing (${diff.missing.slice(0, 20).map((k) => checkOf.get(k)).join(' ')})\n${summary.join('\n')}`);
         for (const p of cluster.procs) console.error(`--- ${p.target}\n${p.output.join('').slice(-3000)}`);
-        // Which consumer stopped short: each process's bus counters and lag, now.
-        for (const p of cluster.procs) console.error(`--- ${p.target} bus metrics\n${await busMetrics(p.adminPort)}`);
       }
       expect({ name, ...diff, stored: got.size }).toEqual({ name, missing: [], extra: [], wrongState: [], stored: want.size });
     } finally {
