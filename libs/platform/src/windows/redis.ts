@@ -15,13 +15,7 @@ import { layerBase, WindowConflictError, type WindowStore } from '@neatroots/por
  *                          "#hash" for those fields (before that, they are in the JSON)
  *   <prefix>:wake          sorted set, member <key>, score = wake time (epoch ms)
  *
- * - load: a window this store saved itself (and was not loaded since) is kept by revision
- *   (cacheWindows): its revision is read instead of its JSON, and when it is still the one saved
- *   here (no other replica saved the run since) the saved window is handed out as it is, without
- *   a parse. A window is handed out once: the caller changes it in place, and a step that is not
- *   saved must not leave its changes where the next load finds them. Windows whose members are in
- *   the hash are not kept. Otherwise:
- *   one MGET per 1000 keys, and for each window known to keep its members in the hash one
+ * - load: one MGET per 1000 keys, and for each window known to keep its members in the hash one
  *   HMGET of the entries asked about, all in one pipeline (one round trip; a second one for
  *   windows another replica moved to the hash). A long run's window is not read whole on every
  *   batch: its thousands of span ids stay in Redis, and the batch's own ids are looked up.
@@ -58,11 +52,6 @@ export interface RedisWindowStoreOptions {
   onError?: (err: unknown) => void;
   /** Record fields kept in a hash beside the window (WindowStoreOptions.memberFields). */
   memberFields?: readonly string[];
-  /**
-   * How many windows this store saved it keeps, by revision, to hand out again instead of
-   * reading and parsing them (0: none). Default 4096. See `RedisWindowStore.load`.
-   */
-  cacheWindows?: number;
 }
 
 // Due members are removed, or with a lease (ARGV[3] > 0) moved to now + lease, in one step:
@@ -192,11 +181,6 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private readonly memberFields: readonly string[];
   /** Windows whose member fields were in their hash when last loaded or saved here: where a load asks at once. */
   private readonly hashed = new Set<string>();
-  /** Windows saved here, by key: the revision saved, the window, and when it expires (see load). */
-  private readonly cache = new Map<string, { rev: string; window: W; untilMs: number }>();
-  private readonly cacheWindows: number;
-  /** Loads answered from the cache, and loads of cached windows another writer had saved since (tests, benches). */
-  readonly cacheStats = { hits: 0, stale: 0 };
   /** Not reported before the first connection: open() throws that failure itself. */
   private down = true;
   private closed = false;
@@ -207,7 +191,6 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.wakeKey = `${prefix}:wake`;
     this.defaultTtlMs = opts.defaultTtlMs;
     this.memberFields = opts.memberFields ?? [];
-    this.cacheWindows = Math.max(0, Math.floor(opts.cacheWindows ?? 4096));
     const onError = opts.onError ?? ((err) => console.error('windows: redis:', (err as Error)?.message ?? err));
     this.redis = new Redis(opts.url, {
       lazyConnect: true,
@@ -267,13 +250,10 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   async load(keys: readonly string[], members?: ReadonlyMap<string, Readonly<Record<string, readonly string[]>>>): Promise<Map<string, W>> {
     const out = new Map<string, W>();
     if (!keys.length) return out;
-    const { kept, rest: unique } = this.takeKept([...new Set(keys)]);
+    const unique = [...new Set(keys)];
     const parts = chunks(unique);
-    const keptParts = chunks(kept);
     const pipe = this.redis.pipeline();
     for (const part of parts) pipe.mget(part.map((k) => this.wkey(k)));
-    // The windows kept here: their revisions in the same round trip (a short string each, no parse).
-    for (const part of keptParts) pipe.mget(part.map((k) => this.rkey(k.key)));
     // The entries asked about of the windows known to keep their members in the hash, in the same round trip.
     const asked = members && this.hashed.size ? unique.filter((k) => this.hashed.has(k)).map((key) => this.ask(pipe, key, members)).filter((a) => a !== undefined) : [];
     const results = check(await pipe.exec());
@@ -291,22 +271,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         else if (!this.hashed.has(key)) inHash.push(key);
       });
     });
-    const stale: string[] = [];
-    keptParts.forEach((part, i) => {
-      (results[parts.length + i] as (string | null)[]).forEach((rev, j) => {
-        const k = part[j];
-        if (rev === k.rev) {
-          this.cacheStats.hits++;
-          out.set(k.key, k.window);
-        } else if (rev !== null) {
-          // Another writer saved it since: read again (no longer kept).
-          this.cacheStats.stale++;
-          stale.push(k.key);
-        }
-        // null: expired, or deleted elsewhere: no window.
-      });
-    });
-    asked.forEach((a, i) => this.fill(out.get(a.key), a.names, results[parts.length + keptParts.length + i] as (string | null)[]));
+    asked.forEach((a, i) => this.fill(out.get(a.key), a.names, results[parts.length + i] as (string | null)[]));
     // Windows whose members another replica (or an earlier life of this one) moved to the hash: a second round trip.
     if (members && inHash.length) {
       const more = this.redis.pipeline();
@@ -315,26 +280,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       again.forEach((a, i) => this.fill(out.get(a.key), a.names, got[i] as (string | null)[]));
     }
     for (const key of inHash) this.remember(key);
-    if (stale.length) for (const [key, w] of await this.load(stale, members)) out.set(key, w);
     return out;
-  }
-
-  /**
-   * Takes the windows of `keys` kept here out of the cache: each is handed out once (see the
-   * header), and only before its expiry (its key's in Redis comes later). The rest are read.
-   */
-  private takeKept(keys: string[]): { kept: { key: string; rev: string; window: W }[]; rest: string[] } {
-    if (!this.cache.size) return { kept: [], rest: keys };
-    const now = Date.now();
-    const kept: { key: string; rev: string; window: W }[] = [];
-    const rest: string[] = [];
-    for (const key of keys) {
-      const c = this.cache.get(key);
-      if (c) this.cache.delete(key);
-      if (c && c.untilMs > now) kept.push({ key, rev: c.rev, window: c.window });
-      else rest.push(key);
-    }
-    return { kept, rest };
   }
 
   /** Queues the HMGET of the entries asked about of `key`'s window; undefined when none are asked. */
@@ -389,8 +335,6 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     // One script call per chunk: atomic per chunk, which is all-or-nothing for the rule
     // engine's steps (a batch touches far fewer runs than a chunk holds).
     const conflicts: string[] = [];
-    // Before the script runs: the Redis keys' expiry starts later, so a kept window expires first.
-    const savedAt = Date.now();
     for (const part of chunks(entries, 500)) {
       const keys: string[] = [];
       const args: string[] = [String(part.length)];
@@ -406,27 +350,9 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       keys.push(this.wakeKey);
       const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
       for (const i of bad) conflicts.push(part[i - 1].key);
-      if (!bad.length) {
-        for (const key of moved) this.remember(key);
-        this.keep(part, savedAt);
-      }
+      if (!bad.length) for (const key of moved) this.remember(key);
     }
     if (conflicts.length) throw new WindowConflictError(conflicts);
-  }
-
-  /**
-   * Keeps the windows of a save that went through, by the revision it set (see load): not those
-   * saved without compare-and-set (their revision is Redis's to choose) nor those whose members
-   * are in the hash (a load asks the hash for the batch's entries).
-   */
-  private keep(part: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[], savedAt: number): void {
-    for (const e of part) {
-      this.cache.delete(e.key);
-      if (!this.cacheWindows || e.expectRev === undefined || this.hashed.has(e.key)) continue;
-      const ttl = e.ttlMs ?? this.defaultTtlMs;
-      if (this.cache.size >= this.cacheWindows) this.cache.delete(this.cache.keys().next().value as string);
-      this.cache.set(e.key, { rev: String(e.expectRev + 1), window: e.window, untilMs: ttl === undefined ? Infinity : savedAt + ttl });
-    }
   }
 
   /**
@@ -466,10 +392,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     const tx = this.redis.multi();
     for (const part of chunks(keys)) {
       tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k)]));
-      for (const k of part) {
-        this.hashed.delete(k);
-        this.cache.delete(k);
-      }
+      for (const k of part) this.hashed.delete(k);
       tx.zrem(this.wakeKey, ...part);
     }
     check(await tx.exec());
