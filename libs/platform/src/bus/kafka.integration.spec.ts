@@ -234,7 +234,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     await waitUntil(() => otherJoined, 20_000, () => 'the other member did not join');
 
     const errors: string[] = [];
-    const logged = newBus({ retryDelayMs: 200, onError: (e) => errors.push((e as Error).message) });
+    const restarted: { topic: string; group: string }[] = [];
+    const logged = newBus({ retryDelayMs: 200, onError: (e) => errors.push((e as Error).message), onConsumerRestart: (w) => restarted.push(w) });
     const got: number[] = [];
     const sub = await logged.subscribe(t, { group: g }, async (b) => {
       for (const r of b.records) got.push(r.value.i);
@@ -246,6 +247,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
       await waitUntil(() => got.length >= 3, 40_000, () => `read ${JSON.stringify(got)} after the other member left; errors: ${JSON.stringify(errors.slice(-3))}`);
       expect(got).toEqual([0, 1, 2]);
       expect(logged.stats.consumerRestarts).toBeGreaterThanOrEqual(1);
+      expect(restarted).toHaveLength(logged.stats.consumerRestarts);
+      expect(restarted[0]).toEqual({ topic: t.name, group: g });
     } finally {
       await sub.close();
       await other.disconnect().catch(() => undefined);

@@ -121,6 +121,8 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   onError?: (err: unknown, where: { topic: string; group?: string; partition?: number }) => void;
   /** Called after each committed batch: for metrics (consumed, consumer lag). */
   onBatch?: (info: KafkaBatchInfo) => void;
+  /** Called when the bus starts again a consumer kafkajs had stopped for good: for metrics. */
+  onConsumerRestart?: (where: { topic: string; group: string }) => void;
 }
 
 export interface KafkaBatchInfo {
@@ -576,6 +578,7 @@ export class KafkaBus implements Bus {
         state.restartTimer = undefined;
         if (state.stopping || this.closed) return;
         this.stats.consumerRestarts++;
+        this.opts.onConsumerRestart?.(where);
         // A crash inside run() comes back through the CRASH event (and so here); connect()
         // failing does not, so it is retried from here.
         consumer

@@ -15,6 +15,7 @@ export interface Metrics {
   published: Counter<'topic'>;
   consumed: Counter<'topic' | 'group'>;
   findings: Counter<'status'>;
+  consumerRestarts: Counter<'topic' | 'group'>;
   consumerLag: Gauge<'topic' | 'group'>;
   dependencyErrors: Counter<'dependency'>;
   /** Spans of exports refused by back-pressure (RESOURCE_EXHAUSTED), by reason: backlog, memory. */
@@ -38,6 +39,7 @@ export function createMetrics(service: string): Metrics {
     published: new Counter({ name: 'neatroots_bus_published_total', help: 'Records published to the bus', labelNames: ['topic'], ...reg }),
     consumed: new Counter({ name: 'neatroots_bus_consumed_total', help: 'Records consumed from the bus', labelNames: ['topic', 'group'], ...reg }),
     findings: new Counter({ name: 'neatroots_findings_total', help: 'Finding events, by status', labelNames: ['status'], ...reg }),
+    consumerRestarts: new Counter({ name: 'neatroots_bus_consumer_restarts_total', help: 'Kafka consumers kafkajs stopped for good (an error it does not retry) and the bus started again', labelNames: ['topic', 'group'], ...reg }),
     consumerLag: new Gauge({ name: 'neatroots_consumer_lag', help: 'Records not yet consumed by the group', labelNames: ['topic', 'group'], ...reg }),
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
     spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),

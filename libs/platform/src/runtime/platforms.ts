@@ -157,6 +157,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         metrics.dependencyErrors.inc({ dependency: 'kafka' });
         log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}`, err);
       },
+      onConsumerRestart: (where) => metrics.consumerRestarts.inc(where),
       onBatch: (b) => {
         metrics.consumed.inc({ topic: b.topic, group: b.group }, b.records);
         metrics.consumerLag.set({ topic: b.topic, group: b.group }, b.lag);
