@@ -14,7 +14,7 @@ const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
 const { extraChecksYaml, percentile } = require('./checks');
 const { buildBatches, send, paced } = require('./e2e');
-const { Client } = require('pg');
+const { scratchDatabase } = require('./scratch-db');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'bench-key';
@@ -33,22 +33,6 @@ function freePort() {
  * tests and earlier runs left (a suggestion still generating, whose job the review service picks
  * up at start; tables that only grow), which the figures should not depend on.
  */
-async function benchDatabase(url, name) {
-  const admin = async (sql) => {
-    const c = new Client({ connectionString: url });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
-  await admin(`CREATE DATABASE ${name}`);
-  const own = new URL(url);
-  own.pathname = `/${name}`;
-  return { url: own.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
-}
-
 /** CPU seconds (user + system) a process has used so far (Linux /proc; undefined elsewhere). */
 function cpuSeconds(pid) {
   try {
@@ -110,7 +94,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
   }
   const prefix = `bench${Date.now().toString(36)}`;
-  const db = await benchDatabase(env0.NEATROOTS_PG_URL, prefix);
+  const db = await scratchDatabase(env0.NEATROOTS_PG_URL, prefix);
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
   fs.mkdirSync(path.join(home, 'checks'));
   fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());

@@ -20,6 +20,7 @@
 //   node bench/review.js [--sessions 100000] [--only pglite,postgres]
 const { performance } = require('node:perf_hooks');
 const { migrate, openPglite, openPostgres } = require('@neatroots/platform');
+const { scratchDatabase } = require('./scratch-db');
 const { ReviewSop } = require('@neatroots/review');
 
 const WS = 'bench';
@@ -243,18 +244,13 @@ async function benchReview({ sessions = 100_000, only = ['pglite', 'postgres'] }
   }
   const url = process.env.NEATROOTS_PG_URL;
   if (only.includes('postgres') && url) {
-    const admin = await openPostgres({ url, max: 1 });
-    const name = `neatroots_bench_review_${process.pid}`;
-    await admin.exec(`CREATE DATABASE ${name}`);
-    const u = new URL(url);
-    u.pathname = `/${name}`;
-    const db = await openPostgres({ url: u.toString(), max: 4 });
+    const scratch = await scratchDatabase(url, `neatroots_bench_review_${process.pid}`);
+    const db = await openPostgres({ url: scratch.url, max: 4 });
     try {
       rows.push(await benchOn('postgres', db, sessions));
     } finally {
       await db.close();
-      await admin.exec(`DROP DATABASE IF EXISTS ${name}`);
-      await admin.close();
+      await scratch.drop();
     }
   } else if (only.includes('postgres')) rows.push({ db: 'postgres', skipped: 'set NEATROOTS_PG_URL (deploy/local/services env)' });
   return rows;

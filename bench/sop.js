@@ -16,6 +16,7 @@
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { InlineJobs, migrate, openAiChatModel, openPgliteWorker, openPostgres } = require('@neatroots/platform');
+const { scratchDatabase } = require('./scratch-db');
 const { QuestionAnswerer } = require('@neatroots/questions');
 const { answererDecisions } = require('@neatroots/question');
 const { compileFiles, createCheckSession, loadSopSettings, toLock } = require('@neatroots/sop');
@@ -248,18 +249,13 @@ async function benchEmbedded(n) {
 async function benchPostgres(n) {
   const url = process.env.NEATROOTS_PG_URL;
   if (!url) return { skipped: 'set NEATROOTS_PG_URL (deploy/local/services env)' };
-  const admin = await openPostgres({ url, max: 1 });
-  const name = `neatroots_bench_sop_${process.pid}`;
-  await admin.exec(`CREATE DATABASE ${name}`);
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  const db = await openPostgres({ url: u.toString(), max: 10 });
+  const scratch = await scratchDatabase(url, `neatroots_bench_sop_${process.pid}`);
+  const db = await openPostgres({ url: scratch.url, max: 10 });
   try {
     return await benchStored(db, n);
   } finally {
     await db.close();
-    await admin.exec(`DROP DATABASE IF EXISTS ${name}`);
-    await admin.close();
+    await scratch.drop();
   }
 }
 

@@ -13,6 +13,7 @@
 // --postgres: on NEATROOTS_PG_URL, in a scratch database dropped after; else PGlite on its thread.
 const { performance } = require('node:perf_hooks');
 const { migrate, openPgliteWorker, openPostgres } = require('@neatroots/platform');
+const { scratchDatabase } = require('./scratch-db');
 const { envelopeStatements } = require('@neatroots/store');
 const { fleet } = require('./checks');
 
@@ -31,13 +32,9 @@ async function open(postgres) {
   }
   const url = process.env.NEATROOTS_PG_URL;
   if (!url) throw new Error('--postgres: set NEATROOTS_PG_URL (eval "$(deploy/local/services env)")');
-  const admin = await openPostgres({ url, max: 1 });
-  const name = `bench_shapes_${Date.now().toString(36)}`;
-  await admin.exec(`CREATE DATABASE ${name}`);
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  const db = await openPostgres({ url: u.toString(), max: 1 });
-  return { db, done: async () => (await db.close(), await admin.exec(`DROP DATABASE ${name}`), await admin.close()) };
+  const scratch = await scratchDatabase(url, `bench_shapes_${Date.now().toString(36)}`);
+  const db = await openPostgres({ url: scratch.url, max: 1 });
+  return { db, done: async () => (await db.close(), await scratch.drop()) };
 }
 
 /** The chunk shape's statements for one batch: the runs as the writer upserts them, then one row per run. */

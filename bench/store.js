@@ -28,6 +28,7 @@ const { performance } = require('node:perf_hooks');
 const { migrate, openPgliteWorker, openPostgres } = require('@neatroots/platform');
 const { envelopeStatements } = require('@neatroots/store');
 const { fleet } = require('./checks');
+const { scratchDatabase } = require('./scratch-db');
 
 const BATCH = 2_000;
 
@@ -165,17 +166,14 @@ async function benchBoth(result, spans, rounds, perRun) {
   const url = process.env.NEATROOTS_PG_URL;
   if (!url) result.postgres = { skipped: 'set NEATROOTS_PG_URL (deploy/local/services env)' };
   else {
-    const admin = await openPostgres({ url, max: 1 });
     const dbs = {};
+    const scratch = {};
     const servers = {};
-    const names = { old: `neatroots_bench_store_old_${process.pid}`, new: `neatroots_bench_store_new_${process.pid}` };
     try {
       for (const shape of ['old', 'new']) {
-        await admin.exec(`CREATE DATABASE ${names[shape]}`);
-        const u = new URL(url);
-        u.pathname = `/${names[shape]}`;
+        scratch[shape] = await scratchDatabase(url, `neatroots_bench_store_${shape}_${process.pid}`);
         // one connection: the writes are one transaction at a time, and its backend's CPU is read
-        dbs[shape] = await openPostgres({ url: u.toString(), max: 1 });
+        dbs[shape] = await openPostgres({ url: scratch[shape].url, max: 1 });
         await migrate(dbs[shape]);
         servers[shape] = await serverCpu(dbs[shape]);
       }
@@ -184,9 +182,8 @@ async function benchBoth(result, spans, rounds, perRun) {
     } finally {
       for (const shape of ['old', 'new']) {
         await dbs[shape]?.close();
-        await admin.exec(`DROP DATABASE IF EXISTS ${names[shape]}`);
+        await scratch[shape]?.drop();
       }
-      await admin.close();
     }
   }
   result.load_after = load();

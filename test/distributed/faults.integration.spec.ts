@@ -82,9 +82,11 @@ maybe(SUITE, () => {
         // What went wrong, for whoever reads the failure: which checks and runs, and the engines' logs.
         // First what fits in a short CI excerpt: which consumer stopped short (each process's bus
         // counters and lag, now) and the last consumer crash each one logged; then the logs.
-        const crashes = (p: ServiceProc) => p.output.join('').split('\n').filter((l) => /crash/i.test(l));
         const summary = await Promise.all(
-          cluster.procs.map(async (p) => `--- ${p.target}: ${crashes(p).length} crash lines, last: ${crashes(p).slice(-1)[0]?.slice(0, 400) ?? 'none'}\n${await busMetrics(p.adminPort)}`),
+          cluster.procs.map(async (p) => {
+            const crashes = p.output.join('').split('\n').filter((l) => /crash/i.test(l));
+            return `--- ${p.target}: ${crashes.length} crash lines, last: ${crashes.at(-1)?.slice(0, 400) ?? 'none'}\n${await busMetrics(p.adminPort)}`;
+          }),
         );
         console.error(`${name}: ${diff.missing.length} missing (${diff.missing.slice(0, 20).map((k) => checkOf.get(k)).join(' ')})\n${summary.join('\n')}`);
         for (const p of cluster.procs) console.error(`--- ${p.target}\n${p.output.join('').slice(-3000)}`);

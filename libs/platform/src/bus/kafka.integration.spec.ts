@@ -200,7 +200,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     for (const e of ends) expect({ partition: e.partition, offset: byPartition.get(e.partition) }).toEqual({ partition: e.partition, offset: e.high });
   }, 90_000);
 
-
   it('starts again a consumer kafkajs stopped for good (an error it does not retry), and then reads what was published', async () => {
     // A member of the group that speaks another partition-assignment protocol: the broker
     // refuses the bus's consumer with INCONSISTENT_GROUP_PROTOCOL, an error kafkajs does not
@@ -254,6 +253,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
       await other.disconnect().catch(() => undefined);
     }
   }, 90_000);
+
   it('commits what it handled once commitIntervalMs has passed (at the end of a later batch), and all of it when it closes', async () => {
     const t = jsonTopic<Rec>(topicName('commit-interval'));
     const g = group('commit-interval');
