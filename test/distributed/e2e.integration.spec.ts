@@ -136,6 +136,9 @@ maybe(SUITE, () => {
     const body = (await res.json()) as { run: { run_id: string }; spans: unknown[] };
     expect(body.run.run_id).toBe(runId);
     expect(body.spans.length).toBeGreaterThanOrEqual(4);
+    // The rule engine's process counts each finding's receipt-to-publish delay (a histogram on /metrics).
+    const metrics = await (await fetch(`http://127.0.0.1:${engine.adminPort}/metrics`)).text();
+    expect(metrics).toMatch(/neatroots_finding_delay_seconds_count\{service="rule-engine",kind="rule",action="halt"\} [1-9]/);
   });
 
   /** Ingest's PreCheck or PreCheckPolicy, asked as the SDK asks it: the answer or the gRPC error. */

@@ -80,6 +80,10 @@ export interface GaugePort {
   set(labels: Labels, value: number): void;
 }
 
+export interface HistogramPort {
+  observe(labels: Labels, value: number): void;
+}
+
 /** The process's metrics (/metrics on the admin port). */
 export interface ServiceMetrics {
   spansReceived: CounterPort;
@@ -88,6 +92,8 @@ export interface ServiceMetrics {
   published: CounterPort;
   consumed: CounterPort;
   findings: CounterPort;
+  /** Seconds from a span's receipt at ingest to the finding raised on it published, by the check's kind and action. */
+  findingDelay: HistogramPort;
   consumerLag: GaugePort;
   dependencyErrors: CounterPort;
   /** Spans of exports refused by back-pressure, by reason. */
@@ -97,6 +103,22 @@ export interface ServiceMetrics {
   deadLetters: CounterPort;
   /** `match` checks disabled until restart for a slow pattern: 1 per check (check_id, source). */
   checksDisabled: GaugePort;
+}
+
+/**
+ * Observes the delay of each finding raised (ServiceMetrics.findingDelay), at the moment its
+ * publish was acknowledged. Updates and resolutions are left out, and so are findings without
+ * a receipt time. A replay's receipt times are the recording's: replay observes none.
+ */
+export function observeFindingDelays(
+  histogram: HistogramPort,
+  findings: readonly { status: string; kind: string; action: string; received_ms?: number }[],
+  now = Date.now(),
+): void {
+  for (const f of findings) {
+    if (f.status !== 'raised' || f.received_ms === undefined) continue;
+    histogram.observe({ kind: f.kind, action: f.action }, Math.max(0, now - f.received_ms) / 1000);
+  }
 }
 
 /** A gRPC service definition and implementation (@grpc/grpc-js's, kept opaque here). */

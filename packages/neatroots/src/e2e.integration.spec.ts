@@ -137,6 +137,9 @@ describe('embedded end to end: OpenTelemetry in, notes and halts out', () => {
     }
     expect(text).toMatch(/neatroots_spans_accepted_total\{[^}]*service="all"[^}]*\} [1-9]/);
     expect(text).toMatch(/neatroots_findings_total\{[^}]*\} [1-9]/);
+    // Receipt to finding: the halt and the flag of the test above, each counted once published.
+    expect(text).toMatch(/neatroots_finding_delay_seconds_count\{[^}]*kind="rule"[^}]*action="halt"[^}]*\} [1-9]/);
+    expect(text).toMatch(/neatroots_finding_delay_seconds_count\{[^}]*kind="rule"[^}]*action="flag"[^}]*\} [1-9]/);
   });
 
   it('reloads checks without a restart when a file changes, and keeps the last good version of a broken one', async () => {

@@ -36,7 +36,12 @@ it('runs question checks beside the rules, through the question service, with th
   const set = questionSet([q, rule]);
   const rules = compileRuleSet([q, rule], () => ({ test: () => false }));
   const model = openAiChatModel({ role: 'local', baseURL: fake.url, model: 'llama-test' });
-  const service = await startQuestionService({ bus, windows: new MemoryWindowStore<QuestionFindingsWindow>(), models: { local: model }, topics });
+  // What the question service reports as published (the module times it: neatroots_finding_delay_seconds).
+  const reported: FindingMessage[] = [];
+  const service = await startQuestionService({
+    bus, windows: new MemoryWindowStore<QuestionFindingsWindow>(), models: { local: model }, topics,
+    onFindingsPublished: (f) => void reported.push(...f),
+  });
   const engine = await startRuleEngine({
     bus,
     windows: new MemoryWindowStore<RunWindow>(),
@@ -68,6 +73,8 @@ it('runs question checks beside the rules, through the question service, with th
   ]);
   const qf = findings.find((f) => f.check_id === 'negative-amount')!;
   expect(qf).toMatchObject({ quote: '"amount":-40', confidence: 'Very likely (LLM judgment)', answered_by: 'local', span_ids: ['s3'] });
+  // The question finding, with the receipt time of what it was asked at (the run's end).
+  expect(reported.map((f) => [f.check_id, f.status, f.kind, f.received_ms])).toEqual([['negative-amount', 'raised', 'yes_no', t + 10]]);
   // No guidance on the check: the LLM wrote the note.
   expect(notes.find((n) => n.check_id === 'negative-amount')?.text).toBe('You sent a negative amount; refunds take positive amounts.');
   expect(engine.metrics.questions).toBe(2);

@@ -1,4 +1,4 @@
-import type { QuestionCheck } from '@neatroots/checks';
+import type { FindingEvent, QuestionCheck } from '@neatroots/checks';
 import type { Bus, BusBatch, ChatModel, Db, Subscription, Topic, WindowStore } from '@neatroots/ports';
 import {
   AgreementTracker,
@@ -87,6 +87,8 @@ export interface QuestionServiceOptions {
   /** The clock plans are dated by (replay: the recording's). */
   now?: () => number;
   log?: (msg: string, err?: unknown) => void;
+  /** The findings of a batch once their publish was acknowledged (metrics: neatroots_finding_delay_seconds). */
+  onFindingsPublished?: (findings: readonly FindingEvent[]) => void;
 }
 
 export interface QuestionServiceMetrics {
@@ -174,6 +176,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
       const out = await processor.process(batch.records.map((r) => r.value));
       if (out.findings.length) {
         await opts.bus.publish(topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f })));
+        opts.onFindingsPublished?.(out.findings);
         metrics.findings += out.findings.length;
       }
       if (out.notes.length) {

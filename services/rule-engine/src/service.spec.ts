@@ -1,7 +1,7 @@
-import { compileRuleSet, parseCheck, windowKey, type RunWindow } from '@neatroots/checks';
+import { compileRuleSet, parseCheck, windowKey, type FindingEvent, type RunWindow } from '@neatroots/checks';
 import { makeTopics } from '@neatroots/messages';
 import { MemoryBus, MemoryWindowStore } from '@neatroots/platform';
-import type { LogFields } from '@neatroots/ports';
+import { observeFindingDelays, type BusRecord, type LogFields, type Topic } from '@neatroots/ports';
 import type { Envelope } from '@neatroots/spans';
 import { startRuleEngine } from './service';
 
@@ -109,5 +109,53 @@ describe('rule-engine service steps', () => {
     expect((await windows.load([windowKey('p', 'slow')])).get(windowKey('p', 'slow'))?.rev).toBe(2);
     await bus.close();
     expect(logged).toEqual([]);
+  });
+});
+
+/** A bus whose publishes to one topic fail while `failing` is set (a broker that does not acknowledge). */
+class RefusingBus extends MemoryBus {
+  failing = true;
+  refusals = 0;
+  constructor(private readonly refused: string) {
+    super({ partitions: 1, retryDelayMs: 5, onError: () => undefined });
+  }
+  override async publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
+    if (this.failing && topic.name === this.refused) {
+      this.refusals++;
+      throw new Error('not acknowledged');
+    }
+    return super.publish(topic, records);
+  }
+}
+
+describe('rule-engine service: receipt to finding', () => {
+  it('reports a finding once its publish was acknowledged, with its receipt time; a publish that failed reports nothing', async () => {
+    const topics = makeTopics('t');
+    const bus = new RefusingBus(topics.findings.name);
+    const check = parseCheck({ id: 'dropped-table', kind: 'rule', title: 'Dropped a table', rule: { type: 'count', span: { tool: ['drop_table'] }, at_least: 1 }, action: 'halt' }, 'mine.yaml', 'user');
+    const rules = compileRuleSet([check], () => ({ test: () => false }));
+    const published: { at: number; findings: readonly FindingEvent[] }[] = [];
+    const engine = await startRuleEngine({
+      bus, windows: new MemoryWindowStore(), topics, rules: () => rules, steering: () => true,
+      log: () => undefined,
+      onFindingsPublished: (findings) => published.push({ at: Date.now(), findings }),
+    });
+    const received = Date.now() - 40;
+    await bus.publish(topics.events, [{ key: 'r1', value: { project: 'p', received_ms: received, item: { kind: 'span', span: { run_id: 'r1', span_id: 's1', type: 'tool', name: 'drop_table', tool: 'drop_table', status: 'ok' } } } }]);
+    for (let i = 0; i < 200 && bus.refusals < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    const whileRefused = published.length;
+    bus.failing = false;
+    await bus.idle();
+    await engine.close();
+    await bus.close();
+    expect(bus.refusals).toBeGreaterThanOrEqual(2);
+    expect(whileRefused).toBe(0);
+    // Delivered again after the failures, the batch raises the same finding (same id) once acknowledged.
+    expect(published.map((p) => p.findings.map((f) => [f.check_id, f.status, f.action, f.received_ms]))).toEqual([[['dropped-table', 'raised', 'halt', received]]]);
+    // What the module observes: seconds from the receipt to the acknowledgement.
+    const observed: { labels: Record<string, string>; value: number }[] = [];
+    observeFindingDelays({ observe: (labels, value) => observed.push({ labels: labels as Record<string, string>, value }) }, published[0].findings, published[0].at);
+    expect(observed).toEqual([{ labels: { kind: 'rule', action: 'halt' }, value: (published[0].at - received) / 1000 }]);
+    expect(observed[0].value).toBeGreaterThanOrEqual(0.04);
   });
 });

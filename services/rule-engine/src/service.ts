@@ -1,4 +1,4 @@
-import { RuleEngine, windowKey, type EngineOutput, type RuleSet, type RunWindow } from '@neatroots/checks';
+import { RuleEngine, windowKey, type EngineOutput, type FindingEvent, type RuleSet, type RunWindow } from '@neatroots/checks';
 import { WindowConflictError, type Bus, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
 import { QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
@@ -49,6 +49,8 @@ export interface RuleEngineServiceOptions {
     /** The scheduler's window store, when it is not `windows` (its batches may go on while it syncs only if it applies at call too). */
     windows?: Pick<WindowStore<unknown>, 'appliedAtCall' | 'coalesce' | 'checkpoint'>;
   };
+  /** The findings of a step once their publish was acknowledged (metrics: neatroots_finding_delay_seconds). */
+  onFindingsPublished?: (findings: readonly FindingEvent[]) => void;
   /** Lines about runs carry their `project` and `run_id` in `fields`. */
   log?: (msg: string, err?: unknown, fields?: LogFields) => void;
   /** How often a pre-call check reads the run's window while it waits for the exported spans (Prechecker's default when absent). */
@@ -132,6 +134,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     if (asked?.tasks.length) sends.push(opts.bus.publish(questionsTopic, asked.tasks.map((t) => ({ key: t.run_id, value: t }))));
     if (!sends.length) return undefined;
     return (sends.length === 1 ? sends[0] : Promise.all(sends)).then(() => {
+      if (out.findings.length) opts.onFindingsPublished?.(out.findings);
       metrics.findings += out.findings.length;
       metrics.notes += out.notes.length;
       metrics.questions += asked?.tasks.length ?? 0;

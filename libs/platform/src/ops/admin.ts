@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
  * Each process's admin port: /healthz (alive), /readyz (ready to serve: its dependencies
@@ -15,6 +15,14 @@ export interface Metrics {
   published: Counter<'topic'>;
   consumed: Counter<'topic' | 'group'>;
   findings: Counter<'status'>;
+  /**
+   * Seconds from the receipt at ingest of the span (or run event) a finding was raised on to the
+   * finding's publish being acknowledged, by the check's kind (rule; a question's yes_no, choice
+   * or score) and action (flag, halt). A requires_before finding includes its wait for a late
+   * span (250 ms); a question finding, the model's answer. Across processes it reads two clocks
+   * (ingest's and this one's).
+   */
+  findingDelay: Histogram<'kind' | 'action'>;
   consumerRestarts: Counter<'topic' | 'group'>;
   consumerLag: Gauge<'topic' | 'group'>;
   dependencyErrors: Counter<'dependency'>;
@@ -39,6 +47,13 @@ export function createMetrics(service: string): Metrics {
     published: new Counter({ name: 'neatroots_bus_published_total', help: 'Records published to the bus', labelNames: ['topic'], ...reg }),
     consumed: new Counter({ name: 'neatroots_bus_consumed_total', help: 'Records consumed from the bus', labelNames: ['topic', 'group'], ...reg }),
     findings: new Counter({ name: 'neatroots_findings_total', help: 'Finding events, by status', labelNames: ['status'], ...reg }),
+    findingDelay: new Histogram({
+      name: 'neatroots_finding_delay_seconds',
+      help: "From the receipt at ingest of the span a finding was raised on to the finding published, by the check's kind and action",
+      labelNames: ['kind', 'action'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      ...reg,
+    }),
     consumerRestarts: new Counter({ name: 'neatroots_bus_consumer_restarts_total', help: 'Kafka consumers kafkajs stopped for good (an error it does not retry) and the bus started again', labelNames: ['topic', 'group'], ...reg }),
     consumerLag: new Gauge({ name: 'neatroots_consumer_lag', help: 'Records not yet consumed by the group', labelNames: ['topic', 'group'], ...reg }),
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
@@ -98,3 +113,4 @@ export async function startAdmin(opts: {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
