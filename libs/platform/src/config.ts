@@ -105,6 +105,8 @@ const schema = z.object({
   NEATROOTS_BUS_PACK: z.enum(['on', 'off']).default('on'),
   /** Compression of what the Kafka bus sends (gzip at a fast level): a tenth of the bytes for the broker and the consumers (docs/performance.md). */
   NEATROOTS_KAFKA_COMPRESSION: z.enum(['none', 'gzip']).default('gzip'),
+  /** A Kafka send smaller than this (bytes before compression) goes uncompressed: a light load's publishes are not held up by it. 0: every send compressed. */
+  NEATROOTS_KAFKA_COMPRESS_MIN_BYTES: z.coerce.number().int().min(0).default(65_536),
   /** Compression of the embedded durable log's frames of 1 KB or more (deflate at its fastest level). */
   NEATROOTS_LOG_COMPRESSION: z.enum(['none', 'deflate']).default('none'),
   /** Records accepted but not yet processed past which ingest answers RESOURCE_EXHAUSTED. */

@@ -69,9 +69,18 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
    * bench/distributed.js, six alternated pairs), the broker's CPU about halved, the receipt to
    * finding p99 lower in every pair and the CPU of all processes together within the noise
    * (-1.8 to +1.2 s of 13-16 s). The rule engine's question tasks (about 20 KB each, the
-   * run's spans as evidence) are most of the bytes on the bus, and compress 13 times.
+   * run's spans as evidence) are most of the bytes on the bus, and compress 13 times. Sends
+   * smaller than `compressMinBytes` go uncompressed all the same.
    */
   compression?: 'none' | 'gzip';
+  /**
+   * A send smaller than this (keys and values, before compression) goes uncompressed whatever
+   * `compression` says. A small send is a light load's, where each publish waits for its
+   * compression on the thread pool and every consumer for its decompression, and the bytes saved
+   * are few; the large sends of a heavy load are compressed. Default 64 KiB; 0 compresses every
+   * send.
+   */
+  compressMinBytes?: number;
   /**
    * A send goes out when this many Kafka records (packs count one) wait. Default 5000: kafkajs's idempotent producer
    * sends one request per broker at a time (it holds a broker lock across the request), so
@@ -143,6 +152,8 @@ export interface KafkaBusStats {
   messages: number;
   /** sendBatch calls that succeeded. */
   sends: number;
+  /** ...of which compressed (at least compressMinBytes). */
+  compressedSends: number;
   /** Records handed to handlers whose batch was then committed. */
   consumed: number;
   /** Handler failures (each one is retried). */
@@ -239,7 +250,7 @@ function logCreator(configured: KafkaLogLevel, sink: KafkaLogSink = consoleSink)
 }
 
 export class KafkaBus implements Bus {
-  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0, producerResets: 0, consumerRestarts: 0 };
+  readonly stats: KafkaBusStats = { published: 0, messages: 0, sends: 0, compressedSends: 0, consumed: 0, handlerErrors: 0, decodeErrors: 0, setAside: 0, producerResets: 0, consumerRestarts: 0 };
 
   private readonly kafka: Kafka;
   private readonly partitions: number;
@@ -251,6 +262,7 @@ export class KafkaBus implements Bus {
   private readonly retryDelayMs: number;
   private readonly pack: boolean;
   private readonly compression: CompressionTypes;
+  private readonly compressMinBytes: number;
   private readonly onError: NonNullable<KafkaBusOptions['onError']>;
 
   private producerP: Promise<Producer> | undefined;
@@ -278,6 +290,7 @@ export class KafkaBus implements Bus {
     this.retryDelayMs = opts.retryDelayMs ?? 500;
     this.pack = opts.pack ?? true;
     this.compression = opts.compression === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
+    this.compressMinBytes = Math.max(0, opts.compressMinBytes ?? 64 * 1024);
     this.onError =
       opts.onError ??
       ((err, w) =>
@@ -489,9 +502,10 @@ export class KafkaBus implements Bus {
       if (list) for (const m of c.messages) list.push(m);
       else byTopic.set(c.topic, c.messages.slice());
     }
+    const compression = bytes >= this.compressMinBytes ? this.compression : CompressionTypes.None;
     try {
       const producer = await this.producer();
-      await producer.sendBatch({ acks: -1, compression: this.compression, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
+      await producer.sendBatch({ acks: -1, compression, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
     } catch (err) {
       // The broker no longer knows this producer's sequence (its state was lost in a restart):
       // every later send of this producer would fail the same way, forever. The next publish
@@ -506,6 +520,7 @@ export class KafkaBus implements Bus {
       return;
     }
     this.stats.sends++;
+    if (compression !== CompressionTypes.None) this.stats.compressedSends++;
     this.stats.published += records;
     this.stats.messages += messages;
     for (const c of take) {

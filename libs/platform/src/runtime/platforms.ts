@@ -144,6 +144,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       lingerMs: config.NEATROOTS_KAFKA_LINGER_MS,
       pack: config.NEATROOTS_BUS_PACK === 'on',
       compression: config.NEATROOTS_KAFKA_COMPRESSION,
+      compressMinBytes: config.NEATROOTS_KAFKA_COMPRESS_MIN_BYTES,
       partitionsConsumedConcurrently: config.NEATROOTS_KAFKA_CONCURRENT_PARTITIONS,
       minBytes: config.NEATROOTS_KAFKA_FETCH_MIN_BYTES,
       maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
