@@ -1,14 +1,17 @@
 /**
  * The chart's optional objects, each on and off, and how they wire to the rest: the
- * ServiceMonitor (a Prometheus Operator CRD, so checked here field by field rather than by a
- * Kubernetes schema), the NetworkPolicies, the OTLP/HTTP Ingress and the `helm test` Pods;
+ * ServiceMonitor and the PrometheusRule (Prometheus Operator CRDs, so checked here field by
+ * field rather than by a Kubernetes schema; the rules' PromQL by Prometheus's own grammar, the
+ * one its web UI uses), the NetworkPolicies, the OTLP/HTTP Ingress and the `helm test` Pods;
  * and values.schema.json refusing misspelt values. The objects' Kubernetes schemas are checked
  * by helm.integration.spec.ts (ci/optional-values.yaml). Skips without helm (one line), fails
  * in CI.
  */
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
+import { parser as promql } from '@prometheus-io/lezer-promql';
 import * as YAML from 'yaml';
+import { createMetrics } from '@neatroots/platform';
 import { findHelm, repoRoot, skipLine, toolsRequired } from './support';
 
 const chart = path.join(repoRoot, 'helm/neatroots');
@@ -49,6 +52,9 @@ if (!helm) {
     ? render(helm, [
       'metrics.serviceMonitor.enabled=true',
       'metrics.serviceMonitor.labels.release=prometheus',
+      'metrics.prometheusRule.enabled=true',
+      'metrics.prometheusRule.labels.release=prometheus',
+      'metrics.prometheusRule.findingDelaySeconds=1.5',
       'networkPolicy.enabled=true',
       'networkPolicy.agentsFrom[0].namespaceSelector.matchLabels.team=agents',
       'networkPolicy.egress[0].to[0].ipBlock.cidr=10.30.0.0/16',
@@ -58,6 +64,7 @@ if (!helm) {
 
   it('renders none of them but the test Pods by default', () => {
     expect(of(off, 'ServiceMonitor')).toEqual([]);
+    expect(of(off, 'PrometheusRule')).toEqual([]);
     expect(of(off, 'NetworkPolicy')).toEqual([]);
     expect(of(off, 'Ingress')).toEqual([]);
     expect(of(off, 'Pod')).toHaveLength(COMPONENTS.length);
@@ -68,12 +75,59 @@ if (!helm) {
     const [sm] = of(on, 'ServiceMonitor');
     expect(sm).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', metadata: { labels: { release: 'prometheus' } } });
     expect(sm.spec.namespaceSelector).toEqual({ matchNames: ['neatroots'] });
-    expect(sm.spec.endpoints).toEqual([{ port: 'admin', path: '/metrics', scheme: 'http', interval: '30s', scrapeTimeout: '10s' }]);
+    // honorLabels: the metrics' `service` label (the alerts group by it) is not renamed exported_service
+    expect(sm.spec.endpoints).toEqual([{ port: 'admin', path: '/metrics', scheme: 'http', interval: '30s', scrapeTimeout: '10s', honorLabels: true }]);
     const services = of(on, 'Service');
     expect(services.filter((s) => selects(sm.spec.selector.matchLabels, s.metadata.labels)).map((s) => s.metadata.name).sort()).toEqual(
       COMPONENTS.map((c) => `nr-neatroots-${c}`).sort(),
     );
     for (const s of services) expect(s.spec.ports.map((p: { name: string }) => p.name)).toContain('admin');
+  });
+
+  it('PrometheusRule: alerts in valid PromQL on metrics the processes register, scoped to the release\'s namespace', async () => {
+    const [rule] = of(on, 'PrometheusRule');
+    expect(rule).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', metadata: { name: 'nr-neatroots', labels: { release: 'prometheus' } } });
+    const rules: { alert: string; expr: string; for?: string; labels: { severity: string }; annotations: { summary: string; description: string } }[] =
+      rule.spec.groups.flatMap((g: { rules: unknown[] }) => g.rules);
+    expect(rules.map((r) => r.alert)).toEqual([
+      'NeatrootsFindingsSlow', 'NeatrootsConsumerBehind', 'NeatrootsConsumerRestarting', 'NeatrootsSpansRefused',
+      'NeatrootsDependencyErrors', 'NeatrootsDeadLetters', 'NeatrootsCheckDisabled',
+    ]);
+    // Every metric the processes serve on /metrics (a histogram as its _bucket, _sum and _count series).
+    const registered = new Set<string>();
+    for (const m of await createMetrics('t').registry.getMetricsAsJSON()) {
+      registered.add(m.name);
+      if (String(m.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) registered.add(m.name + suffix);
+    }
+    for (const r of rules) {
+      // Parsed by Prometheus's grammar: no error node anywhere in the tree.
+      const errors: string[] = [];
+      promql.parse(r.expr).iterate({ enter: (n) => void (n.type.isError && errors.push(`${n.from}: ${r.expr.slice(n.from, n.from + 20)}`)) });
+      expect({ alert: r.alert, errors }).toEqual({ alert: r.alert, errors: [] });
+      const used = r.expr.match(/\bneatroots_[a-z_]+/g) ?? [];
+      expect(used.length).toBeGreaterThan(0);
+      for (const name of used) expect({ alert: r.alert, name, registered: registered.has(name) }).toEqual({ alert: r.alert, name, registered: true });
+      // Each series selected is this release's: its namespace.
+      const selectors = r.expr.match(/\bneatroots_[a-z_]+\{[^}]*\}/g) ?? [];
+      expect(selectors).toHaveLength(used.length);
+      for (const sel of selectors) expect(sel).toContain('namespace="neatroots"');
+      expect(['warning', 'critical']).toContain(r.labels.severity);
+      expect(r.annotations.summary.length).toBeGreaterThan(0);
+      expect(r.annotations.description.length).toBeGreaterThan(0);
+    }
+    // The thresholds and the wait come from the values.
+    const byName = Object.fromEntries(rules.map((r) => [r.alert, r]));
+    expect(byName.NeatrootsFindingsSlow.expr).toMatch(/kind="rule"\}\[5m\]\)\)\) > 1\.5$/);
+    expect(byName.NeatrootsConsumerBehind.expr).toMatch(/ > 100000$/);
+    expect(byName.NeatrootsConsumerRestarting.expr).toMatch(/\[15m\]\)\) > 2$/);
+    expect(byName.NeatrootsFindingsSlow.for).toBe('10m');
+    const tuned = of(render(helm!, ['metrics.prometheusRule.enabled=true', 'metrics.prometheusRule.for=3m', 'metrics.prometheusRule.consumerLag=5000']), 'PrometheusRule')[0];
+    const tunedRules: { alert: string; expr: string; for?: string }[] = tuned.spec.groups.flatMap((g: { rules: unknown[] }) => g.rules);
+    expect(tunedRules.find((r) => r.alert === 'NeatrootsConsumerBehind')).toMatchObject({ for: '3m', expr: expect.stringMatching(/ > 5000$/) });
+    // A broken expression is seen as one: the check above can fail.
+    const broken: string[] = [];
+    promql.parse('sum by (le (rate(neatroots_consumer_lag[5m])) >').iterate({ enter: (n) => void (n.type.isError && broken.push(n.name)) });
+    expect(broken.length).toBeGreaterThan(0);
   });
 
   it('NetworkPolicies: each service takes only the ports it serves, from whom it serves', () => {
@@ -131,7 +185,7 @@ if (!helm) {
   });
 
   it('passes helm lint --strict with all of them on', () => {
-    const r = helmRun(helm!, ['lint', '--strict', chart, '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'networkPolicy.enabled=true', '--set', 'ingest.ingress.enabled=true']);
+    const r = helmRun(helm!, ['lint', '--strict', chart, '--set', 'metrics.serviceMonitor.enabled=true', '--set', 'metrics.prometheusRule.enabled=true', '--set', 'networkPolicy.enabled=true', '--set', 'ingest.ingress.enabled=true']);
     expect(r.stdout + r.stderr).toContain('0 chart(s) failed');
   });
 
@@ -139,6 +193,9 @@ if (!helm) {
     ['ingest.replicaCont=3', "additional properties 'replicaCont' not allowed"],
     ['networkPolicy.enabeld=true', "additional properties 'enabeld' not allowed"],
     ['metrics.serviceMonitor.interval=soon', 'metrics/serviceMonitor/interval'],
+    ['metrics.prometheusRule.for=soon', 'metrics/prometheusRule/for'],
+    ['metrics.prometheusRule.consumerLag=0', 'metrics/prometheusRule/consumerLag'],
+    ['metrics.prometheusRule.findingDelaySeconds=soon', 'metrics/prometheusRule/findingDelaySeconds'],
     ['ports.otlpHttp=70000', 'ports/otlpHttp'],
     ['ingest.ingress.hosts[0].paths[0].path=v1/traces', 'ingest/ingress/hosts/0/paths/0/path'],
   ])('refuses %s, naming it', (set, message) => {
