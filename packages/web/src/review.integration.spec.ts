@@ -263,11 +263,14 @@ interface QueueAnswer {
   it('Insights shows the tiles, the procedures, the follow rate by week and the top patterns as the API says', async () => {
     const api = await wsGet<{
       tiles: { sessions: number; follow_rate: number | null; findings: number; suppressed: number };
-      scoreboard: { procedure_id: string; procedure_name: string; sessions: number; follow_rate: number | null }[];
+      scoreboard: { procedure_id: string; procedure_name: string; sessions: number; follow_rate: number | null; weekly_follow_rate: (number | null)[] }[];
       ladder: { pattern_id: string; procedure_id: string; name: string; findings: number }[];
     }>('insights?days=90');
     expect(api.tiles.sessions).toBeGreaterThan(0);
     const page = await signedIn();
+    // What the page asks the API for Insights (it used to ask once more per week of its chart).
+    const asked: string[] = [];
+    page.on('request', (r) => void (/\/insights\?/.test(r.url()) && asked.push(r.url())));
     await page.getByRole('link', { name: 'Insights', exact: true }).click();
     await page.getByRole('heading', { name: 'Insights', level: 1 }).waitFor();
     const tiles = page.getByRole('region', { name: 'Totals' });
@@ -277,10 +280,15 @@ interface QueueAnswer {
     const rows = page.locator('table.scoreboard tbody tr');
     await rows.first().waitFor();
     expect(await rows.locator('th').allTextContents()).toEqual(api.scoreboard.map((s) => s.procedure_name));
-    // The follow-rate chart: a line per procedure with a rate (the demo's sessions are all this week).
+    // The follow-rate chart: a line per procedure with a rate in the last 12 weeks, from the
+    // scoreboard's weekly rates (the demo's sessions are all this week), and one call for all of it.
     const chart = page.getByRole('img', { name: 'Follow rate per procedure, by week' });
     await chart.waitFor();
-    expect(await chart.locator('.series').count()).toBe(api.scoreboard.filter((s) => s.follow_rate !== null).length);
+    const drawn = api.scoreboard.filter((s) => s.weekly_follow_rate.slice(-12).some((r) => r !== null));
+    expect(drawn.length).toBeGreaterThan(0);
+    expect(drawn.length).toBe(api.scoreboard.filter((s) => s.follow_rate !== null).length);
+    expect(await chart.locator('.series').count()).toBe(drawn.length);
+    expect(asked).toHaveLength(1);
     // The ladder: the demo rule's pattern, its findings.
     const ladder = page.getByRole('listbox', { name: 'Top patterns' });
     await expect(ladder.getByRole('option').count()).resolves.toBe(api.ladder.length);

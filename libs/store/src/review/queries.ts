@@ -294,10 +294,12 @@ export interface InsightsView {
     sessions: number;
     results: ResultCounts;
     follow_rate: number | null;
+    /** The follow rate of each week of `weeks` (its checks in the window that week); null in a week without a judged session. */
+    weekly_follow_rate: (number | null)[];
     findings: number;
     suppressed: number;
   }[];
-  /** Monday of each week in the window (UTC, YYYY-MM-DD), oldest first: the ladder's trend axis. */
+  /** Monday of each week in the window (UTC, YYYY-MM-DD), oldest first: the axis of the weekly rates and of the ladder's trend. */
   weeks: string[];
   ladder: {
     pattern_id: string;

@@ -53,8 +53,13 @@ export interface WeekCount {
   n: number;
 }
 
+/** A week counted as a whole number (Monday-aligned, from the epoch) as its Monday, YYYY-MM-DD (UTC). */
+function weekLabel(week: unknown): string {
+  return new Date(Number(week) * WEEK_MS - 3 * DAY_MS).toISOString().slice(0, 10);
+}
+
 function weekRow(r: { procedure_id: string | null; rule_pattern_id: string | null; week: unknown; suppressed: boolean; n: unknown }): WeekCount {
-  return { procedure_id: r.procedure_id, rule_pattern_id: r.rule_pattern_id, suppressed: r.suppressed, week: new Date(Number(r.week) * WEEK_MS - 3 * DAY_MS).toISOString().slice(0, 10), n: num(r.n) };
+  return { procedure_id: r.procedure_id, rule_pattern_id: r.rule_pattern_id, suppressed: r.suppressed, week: weekLabel(r.week), n: num(r.n) };
 }
 
 /**
@@ -246,15 +251,20 @@ export class ReviewReadRepo {
     return res.rows.map((r) => ({ result: r.result, n: num(r.n) }));
   }
 
-  /** Checks of sessions in the window, per procedure and result (checks that were checked only), from their covering index. */
-  async checkResults(workspace: string, window: ReviewWindow): Promise<{ procedure_id: string; result: string | null; n: number }[]> {
-    const res = await this.aggregate<{ procedure_id: string; result: string | null; n: unknown }>(
-      `SELECT c.procedure_id, c.result, count(*) AS n FROM sop_checks c
+  /**
+   * Checks of sessions in the window, per procedure, week (Monday, UTC) and result (checks that
+   * were checked only), from their covering index: the scoreboard sums the weeks, and each
+   * procedure's follow rate week by week is read from the same rows.
+   */
+  async checkResults(workspace: string, window: ReviewWindow): Promise<{ procedure_id: string; week: string; result: string | null; n: number }[]> {
+    const res = await this.aggregate<{ procedure_id: string; week: unknown; result: string | null; n: unknown }>(
+      // weeks as whole numbers, as weeksFromFindings counts them
+      `SELECT c.procedure_id, (extract(epoch FROM c.at)::bigint + ${3 * 86400}) / ${7 * 86400} AS week, c.result, count(*) AS n FROM sop_checks c
         WHERE c.workspace = $1 AND c.at >= $2::timestamptz AND c.at < $3::timestamptz
-          AND c.checked_result IS NOT NULL GROUP BY c.procedure_id, c.result`,
+          AND c.checked_result IS NOT NULL GROUP BY 1, 2, 3`,
       [workspace, window.from, window.to],
     );
-    return res.rows.map((r) => ({ procedure_id: r.procedure_id, result: r.result, n: num(r.n) }));
+    return res.rows.map((r) => ({ procedure_id: r.procedure_id, week: weekLabel(r.week), result: r.result, n: num(r.n) }));
   }
 
   /**

@@ -9,9 +9,8 @@ import { LineChart, Sparkline, StackedBar } from '../components/Charts';
 import { VirtualList } from '../components/VirtualList';
 
 const WINDOWS = [7, 30, 90, 365] as const;
-/** Weeks drawn in the follow-rate chart: one Insights call each. */
+/** Weeks drawn in the follow-rate chart (the last of the window). */
 const TREND_WEEKS = 12;
-const WEEK_MS = 7 * 24 * 3600 * 1000;
 const LADDER_ROW = 46;
 
 /**
@@ -27,7 +26,6 @@ export function Insights({ session, base, where }: { session: Session; base: str
   const data = useLoad(() => api.insights(session, { days, procedure }), [session, days, procedure]);
   // The procedures to pick from: the window's, whatever procedure is picked now.
   const all = useLoad(() => (procedure ? api.insights(session, { days }) : Promise.resolve(null)), [session, days, procedure]);
-  const trend = useLoad(() => (data.data ? weeklyFollowRates(session, data.data, procedure) : Promise.resolve(null)), [data.data]);
   const choices = (procedure ? all.data : data.data)?.scoreboard ?? [];
   const go = (q: { days?: string; procedure?: string; row?: string }) => navigate(href(path, { days, procedure, ...q }), { replace: q.row !== undefined });
 
@@ -60,20 +58,19 @@ export function Insights({ session, base, where }: { session: Session; base: str
         </label>
       </form>
       {data.error && <p role="alert" className="error">{data.error}</p>}
-      {data.data && <Body d={data.data} trend={trend.data} trendError={trend.error} base={base} where={where} go={go} />}
+      {data.data && <Body d={data.data} base={base} where={where} go={go} />}
     </main>
   );
 }
 
 function Body(props: {
   d: InsightsView;
-  trend: WeeklyRates | null;
-  trendError: string | null;
   base: string;
   where: Where;
   go(q: { row?: string }): void;
 }) {
-  const { d, trend, base } = props;
+  const { d, base } = props;
+  const trend = weeklyFollowRates(d);
   const t = d.tiles;
   const rowId = props.where.query.get('row');
   const found = d.ladder.findIndex((l) => l.pattern_id === rowId);
@@ -106,10 +103,8 @@ function Body(props: {
 
       <section aria-labelledby="trend-h">
         <h2 id="trend-h">Follow rate per procedure, by week</h2>
-        {props.trendError && <p role="alert" className="error">{props.trendError}</p>}
-        {!trend && !props.trendError && <p className="meta">Loading…</p>}
-        {trend && trend.series.length === 0 && <p className="empty">No sessions checked in these weeks.</p>}
-        {trend && trend.series.length > 0 && (
+        {trend.series.length === 0 && <p className="empty">No sessions checked in these weeks.</p>}
+        {trend.series.length > 0 && (
           <LineChart title="Follow rate per procedure, by week" xLabels={trend.weeks} series={trend.series} max={1} format={(v) => percent(v)} />
         )}
       </section>
@@ -222,25 +217,15 @@ interface WeeklyRates {
 }
 
 /**
- * The follow rate of each procedure week by week: Insights answers one window at a time, so
- * the last weeks of the window are asked for one each (in parallel), and each week's
- * scoreboard gives every procedure's rate that week (none: a gap in its line).
+ * The follow rate of each procedure in the window's last weeks, from the scoreboard's weekly
+ * rates (one answer of the API). A procedure with no judged session in those weeks has no rate
+ * to draw: it gets no line.
  */
-async function weeklyFollowRates(session: Session, d: InsightsView, procedure: string): Promise<WeeklyRates> {
-  const weeks = d.weeks.slice(-TREND_WEEKS);
-  const answers = await Promise.all(
-    weeks.map((w) => {
-      const from = new Date(`${w}T00:00:00Z`);
-      const to = new Date(Math.min(from.getTime() + WEEK_MS, Date.parse(d.window.to)));
-      return api.insights(session, { from: from.toISOString(), to: to.toISOString(), procedure });
-    }),
-  );
-  const names = new Map<string, string>();
-  // A procedure whose sessions were never measurable has no rate to draw: it gets no line.
-  for (const a of answers) for (const p of a.scoreboard) if (p.follow_rate !== null) names.set(p.procedure_id, p.procedure_name);
-  const series = [...names].map(([id, name]) => ({
-    name,
-    values: answers.map((a) => a.scoreboard.find((p) => p.procedure_id === id)?.follow_rate ?? null),
-  }));
+function weeklyFollowRates(d: InsightsView): WeeklyRates {
+  const n = Math.min(TREND_WEEKS, d.weeks.length);
+  const weeks = d.weeks.slice(d.weeks.length - n);
+  const series = d.scoreboard
+    .map((p) => ({ name: p.procedure_name, values: p.weekly_follow_rate.slice(p.weekly_follow_rate.length - n) }))
+    .filter((line) => line.values.some((v) => v !== null));
   return { weeks, series };
 }

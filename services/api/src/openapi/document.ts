@@ -131,7 +131,7 @@ schemas.Insights = object({
   window: ref('Window'),
   filters: object({ procedure: nullable(str), rule: nullable(str) }, { closed: true }),
   tiles: object({ sessions: int, results: resultCounts, follow_rate: nullable(num), findings: int, suppressed: int }, { closed: true }),
-  scoreboard: arr(object({ procedure_id: str, procedure_name: str, sessions: int, results: resultCounts, follow_rate: nullable(num), findings: int, suppressed: int }, { closed: true })),
+  scoreboard: arr(object({ procedure_id: str, procedure_name: str, sessions: int, results: resultCounts, follow_rate: nullable(num), weekly_follow_rate: arr(nullable(num)), findings: int, suppressed: int }, { closed: true })),
   weeks: arr({ type: 'string', format: 'date' }),
   ladder: arr(object({
     pattern_id: str, procedure_id: str, rule_id: str, label: str, name: str, text: str, findings: int, suppressed: int, sessions: int, rate: nullable(num), trend: arr(int),

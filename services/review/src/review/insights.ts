@@ -54,17 +54,19 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
     addResult(results, r.result, r.n);
   }
 
-  const board = new Map<string, { sessions: number; results: ResultCounts; findings: number; suppressed: number }>();
-  const row = (id: string) => board.get(id) ?? board.set(id, { sessions: 0, results: zero(), findings: 0, suppressed: 0 }).get(id)!;
+  const weeks = weeksOf(window);
+  const weekIndex = new Map(weeks.map((w, i) => [w, i]));
+  const board = new Map<string, { sessions: number; results: ResultCounts; weekly: ResultCounts[]; findings: number; suppressed: number }>();
+  const row = (id: string) => board.get(id) ?? board.set(id, { sessions: 0, results: zero(), weekly: weeks.map(zero), findings: 0, suppressed: 0 }).get(id)!;
   for (const c of checkRows) {
     if (procedures && !procedures.includes(c.procedure_id)) continue;
     const b = row(c.procedure_id);
     b.sessions += c.n;
     addResult(b.results, c.result, c.n);
+    const i = weekIndex.get(c.week);
+    if (i !== undefined) addResult(b.weekly[i], c.result, c.n);
   }
 
-  const weeks = weeksOf(window);
-  const weekIndex = new Map(weeks.map((w, i) => [w, i]));
   const byPattern = new Map(patterns.map((p) => [p.id, p]));
   const ladder = new Map<string, InsightsView['ladder'][number]>();
   let findings = 0;
@@ -104,8 +106,16 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
     filters: { procedure: q.procedure ?? null, rule: q.rule ?? null },
     tiles: { sessions, results, follow_rate: followRate(results), findings, suppressed },
     scoreboard: [...board]
-      .map(([id, b]) => ({ procedure_id: id, procedure_name: names.get(id) ?? id, ...b, follow_rate: followRate(b.results) }))
-      .map(({ procedure_id, procedure_name, sessions: s, results: r, follow_rate, findings: fi, suppressed: su }) => ({ procedure_id, procedure_name, sessions: s, results: r, follow_rate, findings: fi, suppressed: su }))
+      .map(([id, b]) => ({
+        procedure_id: id,
+        procedure_name: names.get(id) ?? id,
+        sessions: b.sessions,
+        results: b.results,
+        follow_rate: followRate(b.results),
+        weekly_follow_rate: b.weekly.map(followRate),
+        findings: b.findings,
+        suppressed: b.suppressed,
+      }))
       .sort((a, b) => b.sessions - a.sessions || (a.procedure_id < b.procedure_id ? -1 : 1)),
     weeks,
     ladder: [...ladder.values()].sort((a, b) => b.findings - a.findings || b.suppressed - a.suppressed || (a.pattern_id < b.pattern_id ? -1 : 1)),

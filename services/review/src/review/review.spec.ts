@@ -254,9 +254,11 @@ describe('the review queue', () => {
 
 describe('insights', () => {
   it('tiles, a scoreboard row per procedure and a ladder row per rule with a weekly trend; suppressed findings apart', async () => {
-    await send('phone-never-violated', 1);
-    await send('phone-never-violated', 8);
-    await send('phone-followed-pickup', 2);
+    const takeOrder = [
+      [await send('phone-never-violated', 1), 'deviated'],
+      [await send('phone-never-violated', 8), 'deviated'],
+      [await send('phone-followed-pickup', 2), 'followed'],
+    ] as const;
     await send('payment-skipped', 3);
     await send('payment-followed', 4);
     const ins = await review.queries.insights(WS, {});
@@ -267,6 +269,18 @@ describe('insights', () => {
     expect(take).toMatchObject({ procedure_name: 'Take an order', sessions: 3, findings: 2, suppressed: 0 });
     expect(take.results).toMatchObject({ deviated: 2, followed: 1 });
     expect(ins.weeks.length).toBeGreaterThanOrEqual(52);
+    // Its follow rate week by week (the weeks' Mondays, UTC): a rate where it had judged sessions, else null.
+    const mondayOf = (iso: string) => {
+      const d = new Date(iso);
+      return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate()) - ((d.getUTCDay() + 6) % 7) * DAY).toISOString().slice(0, 10);
+    };
+    const expected = ins.weeks.map((w) => {
+      const those = takeOrder.filter(([s]) => mondayOf(s.started_at!) === w);
+      return those.length ? those.filter(([, r]) => r === 'followed').length / those.length : null;
+    });
+    expect(expected.filter((r) => r !== null).length).toBeGreaterThanOrEqual(2); // one and eight days ago: two weeks
+    expect(take.weekly_follow_rate).toEqual(expected);
+    for (const row of ins.scoreboard) expect(row.weekly_follow_rate).toHaveLength(ins.weeks.length);
     const rung = ins.ladder[0];
     expect(rung).toMatchObject({ procedure_id: 'take-order', label: 'Never rule 1', findings: 2, sessions: 3 });
     expect(rung.rate).toBeCloseTo(2 / 3);
@@ -279,6 +293,8 @@ describe('insights', () => {
     expect(after.tiles).toMatchObject({ findings: 1, suppressed: 2 });
     expect(after.tiles.results).toEqual({ deviated: 1, partial: 0, followed: 4, not_measurable: 0 });
     expect(after.scoreboard.find((r) => r.procedure_id === 'take-order')).toMatchObject({ findings: 0, suppressed: 2, follow_rate: 1 });
+    // Suppressed findings read as passed week by week too.
+    expect(after.scoreboard.find((r) => r.procedure_id === 'take-order')!.weekly_follow_rate).toEqual(expected.map((r) => (r === null ? null : 1)));
     expect(after.ladder.find((r) => r.pattern_id === rung.pattern_id)).toMatchObject({ findings: 0, suppressed: 2, rate: 0 });
 
     const onlyPayment = await review.queries.insights(WS, { procedure: 'card-payment' });
