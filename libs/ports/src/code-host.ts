@@ -22,6 +22,13 @@ export interface OpenPullRequest {
   path: string;
   /** The file's full new content (UTF-8). */
   content: string;
+  /**
+   * The file's content at base that `content` was made from (null: no such file). Given, the
+   * branch is made from the commit whose file was compared with it, and nothing is opened when
+   * the file there differs (CodeHostChangedError): the pull request then changes exactly what
+   * was made, and undoes no edit made at base meanwhile.
+   */
+  baseContent?: string | null;
   /** The commit message. */
   message: string;
   title: string;
@@ -69,5 +76,13 @@ export class CodeHostError extends Error {
   constructor(readonly repo: string, readonly status: number, detail: string) {
     super(`code host error for ${repo} (HTTP ${status}): ${detail}`);
     this.name = 'CodeHostError';
+  }
+}
+
+/** The file at base is not the content a change was made from: it changed meanwhile (read it again). */
+export class CodeHostChangedError extends Error {
+  constructor(readonly repo: string, readonly path: string, readonly ref: string) {
+    super(`${path} changed on ${ref} of ${repo} while the pull request was being opened: apply again`);
+    this.name = 'CodeHostChangedError';
   }
 }

@@ -33,6 +33,8 @@ export interface FakeGitHub {
   /** A repository with one branch holding `files`. */
   addRepo(owner: string, repo: string, branch: string, files: Record<string, string>): void;
   fileAt(owner: string, repo: string, branch: string, path: string): string | undefined;
+  /** A commit on `branch` setting one file (someone editing it on GitHub). */
+  commitFile(owner: string, repo: string, branch: string, path: string, content: string): void;
   merge(owner: string, repo: string, number: number): void;
   close(owner: string, repo: string, number: number): void;
   /** The next request is answered with a rate limit: `primary` (403, x-ratelimit-remaining 0) or `secondary` (429, retry-after). */
@@ -181,6 +183,12 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
     fileAt(owner, repo, branch, path) {
       const r = repos.get(`${owner}/${repo}`);
       return r?.commits.get(r.refs.get(branch) ?? '')?.get(path);
+    },
+    commitFile(owner, repo, branch, path, content) {
+      const r = repos.get(`${owner}/${repo}`)!;
+      const files = new Map(r.commits.get(r.refs.get(branch)!));
+      files.set(path, content);
+      r.refs.set(branch, newCommit(r, files));
     },
     merge(owner, repo, n) {
       const p = pull(owner, repo, n);

@@ -1,4 +1,4 @@
-import { CodeHostAuthError, CodeHostNotFoundError } from '@neatroots/ports';
+import { CodeHostAuthError, CodeHostChangedError, CodeHostNotFoundError } from '@neatroots/ports';
 import { GitHubCodeHost, rateLimitWaitMs } from './github';
 import { startFakeGitHub, type FakeGitHub } from './fake-github.test';
 
@@ -49,6 +49,26 @@ describe('GitHubCodeHost against a local GitHub', () => {
     await expect(host.readFile(big, 'main', 'procedures/huge.md')).rejects.toThrow(/acme\/big.*procedures\/huge.md at main is over 1 MB/);
     await host.openPullRequest({ ...req, repo: big, path: 'procedures/huge.md', content: 'short\n' });
     expect(gh.fileAt('acme', 'big', req.branch, 'procedures/huge.md')).toBe('short\n');
+  });
+
+  it('with baseContent, branches from the commit whose file it matches; a file changed at base opens nothing', async () => {
+    const base = '# Refunds\n\n1. Check the order.\n';
+    const pr = await host.openPullRequest({ ...req, baseContent: base });
+    expect(gh.fileAt('acme', 'ops', pr.branch, req.path)).toBe(req.content);
+    // A file that is not there yet is compared as null.
+    await host.openPullRequest({ ...req, branch: 'neatroots/new', path: 'procedures/new.md', baseContent: null });
+    expect(gh.fileAt('acme', 'ops', 'neatroots/new', 'procedures/new.md')).toBe(req.content);
+
+    // Someone edits the file on main after the content was made from it.
+    gh.commitFile('acme', 'ops', 'main', req.path, `${base}2. Refund within 14 days.\n`);
+    const before = gh.requests.length;
+    const err = await host.openPullRequest({ ...req, branch: 'neatroots/suggestion-2', baseContent: base }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CodeHostChangedError);
+    expect((err as Error).message).toBe('procedures/refunds.md changed on main of acme/ops while the pull request was being opened: apply again');
+    // No branch, no commit, no pull: only reads were made.
+    expect(gh.requests.slice(before).map((r) => r.method)).toEqual(['GET', 'GET']);
+    expect(gh.fileAt('acme', 'ops', 'neatroots/suggestion-2', req.path)).toBeUndefined();
+    await expect(host.openPullRequest({ ...req, branch: 'neatroots/new-2', path: 'procedures/new.md', baseContent: 'a file that is not there' })).rejects.toBeInstanceOf(CodeHostChangedError);
   });
 
   it('takes the next free branch name when the branch exists (a second apply)', async () => {

@@ -335,6 +335,38 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'merged', merged_at: expect.any(String) });
   });
 
+  it('the pull request carries the suggestion\'s edit onto the file as GitHub has it: an edit made there since is kept, the workspace\'s own unpushed edit is not brought in', async () => {
+    await connect();
+    script = [REWORD_STEP1];
+    const { s } = await proposed();
+    const line4 = '4. Read the order back to the caller. [required]';
+    expect(FILE).toContain(line4);
+    // Someone edits step 4 on GitHub; the workspace edits the allergy sign and has not pushed it.
+    const onGitHub = FILE.replace(line4, '4. Read the order back to the caller, item by item. [required]');
+    gh.commitFile('luigis', 'ops', 'main', 'sop/take-order.md', onGitHub);
+    await workspaces.saveFile(WS, 'procedures/take-order.md', FILE.replace(ALLERGY, `${ALLERGY} Ask which one.`));
+    const applied = await q.applySuggestion(WS, s.id, {});
+    expect(applied).toMatchObject({ status: 'pr_open' });
+    const rec = (await review.suggestions.suggestions.repo.get(db, WS, s.id))!;
+    const inPr = gh.fileAt('luigis', 'ops', rec.pr_branch!, 'sop/take-order.md')!;
+    expect(inPr).toBe(onGitHub.replace(STEP1, '1. Ask what the caller would like to order, then wait for the answer.'));
+    expect(inPr).not.toContain('Ask which one.');
+    expect(rec.applied_text).toBe(inPr);
+  });
+
+  it('the same lines edited on GitHub: apply answers 409 conflict naming the file and branch, opens nothing, and the suggestion stays proposed', async () => {
+    await connect();
+    script = [REWORD_STEP1];
+    const { s } = await proposed();
+    gh.commitFile('luigis', 'ops', 'main', 'sop/take-order.md', FILE.replace(STEP1, '1. Ask what the caller wants.'));
+    const pulls = gh.requests.filter((r) => r.method === 'POST').length;
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({
+      status: 409, code: 'conflict', message: expect.stringContaining('conflicts with sop/take-order.md on main of luigis/ops: the same lines'),
+    });
+    expect(gh.requests.filter((r) => r.method === 'POST').length).toBe(pulls);
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed' });
+  });
+
   it('the sopops_pr_status pass: closed without merging makes it dismissed "PR closed"', async () => {
     await connect();
     const { s } = await proposed();

@@ -1,4 +1,4 @@
-import type { CodeHost, Db, Jobs, RepoRef } from '@neatroots/ports';
+import { CodeHostChangedError, type CodeHost, type Db, type Jobs, type RepoRef } from '@neatroots/ports';
 import { freshness, REWRITE_VERSION, SUGGEST_VERSION, transitionForPullRequest, unifiedDiff, type SuggestionTransition } from '@neatroots/review-domain';
 import {
   LineageRepo,
@@ -120,23 +120,48 @@ export class Suggestions {
     const reviewer = input.reviewer ?? s.reviewer;
     const c = await this.codeHostOf(workspace);
     if (c) {
+      const path = c.folder ? `${c.folder}/${s.procedure_id}.md` : `${s.procedure_id}.md`;
+      const where = `${path} on ${c.branch} of ${c.repo.owner}/${c.repo.repo}`;
+      const refused = async (err: Error): Promise<SopError> => {
+        await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${err.message}` }, ['proposed']);
+        return err instanceof CodeHostChangedError
+          ? new SopError(409, 'changed_on_code_host', `suggestion ${id} stays proposed: ${err.message}`)
+          : new SopError(409, 'pull_request_failed', `suggestion ${id} stays proposed: the pull request could not be opened: ${err.message}`);
+      };
+      // The pull request carries the suggestion's own edit onto the file as the branch has it:
+      // edits made there since the workspace last had it are not undone, and the workspace's
+      // edits not there yet are not brought in with it.
+      let base: string | null;
+      try {
+        base = await c.host.readFile(c.repo, c.branch, path);
+      } catch (err) {
+        throw await refused(err as Error);
+      }
+      let content = text;
+      if (base !== null) {
+        const onBase = freshness({ path, old_text: s.old_text, new_text: s.new_text ?? s.old_text }, base, (merged) => issuesWith(head, s.path, merged, s.procedure_id));
+        if (onBase.state === 'conflict') {
+          throw new SopError(409, 'conflict', `suggestion ${id} conflicts with ${where}: ${onBase.reason} (pull the repository into the workspace first)`, onBase.issues.length ? onBase.issues : undefined);
+        }
+        content = onBase.state === 'merges' ? onBase.merged_text! : (s.new_text ?? s.old_text);
+      }
       let pr: { number: number; url: string; branch: string };
       try {
         pr = await c.host.openPullRequest({
           repo: c.repo,
           base: c.branch,
           branch: `neatroots/suggestion-${s.id.replace(/^sug_/, '').toLowerCase().replace(/[^a-z0-9-]/g, '-')}`,
-          path: c.folder ? `${c.folder}/${s.procedure_id}.md` : `${s.procedure_id}.md`,
-          content: text,
+          path,
+          content,
+          baseContent: base,
           message: `sopops: ${s.verdict} verdict on "${s.rule_text}"`,
           title: `sopops suggestion: ${s.procedure_id}`,
           body: `${s.rationale ?? ''}\n\nSuggested by sopops (suggestion ${s.id}) for a ${s.verdict} verdict${s.verdict_note ? `: ${s.verdict_note}` : ''}.`,
         });
       } catch (err) {
-        await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${(err as Error).message}` }, ['proposed']);
-        throw new SopError(409, 'pull_request_failed', `suggestion ${id} stays proposed: the pull request could not be opened: ${(err as Error).message}`);
+        throw await refused(err as Error);
       }
-      await this.repo.set(this.db, s.id, { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: text, merged_into_version: mergedInto, reviewer, error: null }, ['proposed']);
+      await this.repo.set(this.db, s.id, { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: mergedInto, reviewer, error: null }, ['proposed']);
     } else {
       await this.workspaces.saveFile(workspace, s.path, text);
       if (!(await this.repo.set(this.db, s.id, { status: 'applied', applied_at: 'now', applied_text: text, merged_into_version: mergedInto, reviewer, error: null }, ['proposed']))) {
