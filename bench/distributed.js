@@ -9,12 +9,11 @@ const os = require('node:os');
 const path = require('node:path');
 const net = require('node:net');
 const { performance } = require('node:perf_hooks');
-const { KafkaBus, deleteKafkaTopics } = require('@neatroots/platform');
+const { KafkaBus, deleteKafkaTopics, scratchDatabase } = require('@neatroots/platform');
 const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
 const { extraChecksYaml, percentile } = require('./checks');
 const { buildBatches, send, paced } = require('./e2e');
-const { scratchDatabase } = require('./scratch-db');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'bench-key';

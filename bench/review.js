@@ -19,8 +19,7 @@
 // Build first: npx tsc -b services/review libs/platform
 //   node bench/review.js [--sessions 100000] [--only pglite,postgres]
 const { performance } = require('node:perf_hooks');
-const { migrate, openPglite, openPostgres } = require('@neatroots/platform');
-const { scratchDatabase } = require('./scratch-db');
+const { migrate, openPglite, openPostgres, scratchDatabase } = require('@neatroots/platform');
 const { ReviewSop } = require('@neatroots/review');
 
 const WS = 'bench';

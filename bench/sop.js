@@ -15,8 +15,7 @@
 // Build first: npx tsc -b libs/sop libs/questions services/question services/review libs/platform
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
-const { InlineJobs, migrate, openAiChatModel, openPgliteWorker, openPostgres } = require('@neatroots/platform');
-const { scratchDatabase } = require('./scratch-db');
+const { InlineJobs, migrate, openAiChatModel, openPgliteWorker, openPostgres, scratchDatabase } = require('@neatroots/platform');
 const { QuestionAnswerer } = require('@neatroots/questions');
 const { answererDecisions } = require('@neatroots/question');
 const { compileFiles, createCheckSession, loadSopSettings, toLock } = require('@neatroots/sop');

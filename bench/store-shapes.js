@@ -12,8 +12,7 @@
 // node bench/store-shapes.js [--postgres] [--keys] [rounds, default 4]
 // --postgres: on NEATROOTS_PG_URL, in a scratch database dropped after; else PGlite on its thread.
 const { performance } = require('node:perf_hooks');
-const { migrate, openPgliteWorker, openPostgres } = require('@neatroots/platform');
-const { scratchDatabase } = require('./scratch-db');
+const { migrate, openPgliteWorker, openPostgres, scratchDatabase } = require('@neatroots/platform');
 const { envelopeStatements } = require('@neatroots/store');
 const { fleet } = require('./checks');
 

@@ -25,10 +25,9 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const { performance } = require('node:perf_hooks');
-const { migrate, openPgliteWorker, openPostgres } = require('@neatroots/platform');
+const { migrate, openPgliteWorker, openPostgres, scratchDatabase } = require('@neatroots/platform');
 const { envelopeStatements } = require('@neatroots/store');
 const { fleet } = require('./checks');
-const { scratchDatabase } = require('./scratch-db');
 
 const BATCH = 2_000;
 

@@ -3,13 +3,14 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { deleteKafkaTopics } from '@neatroots/platform';
+import { deleteKafkaTopics, scratchDatabase, type ScratchDatabase } from '@neatroots/platform';
 import { serverNodeFlags } from '../../packages/neatroots/src/relaunch';
 
 /**
  * A distributed deployment on this machine for tests: each service its own process
  * (`neatroots serve --target ...`, the built CLI), on the real Kafka, Redis and Postgres
- * named by the environment, isolated from other runs by a topic prefix of its own.
+ * named by the environment, isolated from other runs by a topic prefix of its own and a
+ * Postgres database of its own on that server (dropped at close).
  */
 export const CLI = path.resolve(__dirname, '../../packages/neatroots/bin/neatroots.js');
 
@@ -61,6 +62,13 @@ export class Cluster {
   readonly procs: ServiceProc[] = [];
   env: NodeJS.ProcessEnv = {};
   ports = { otlp: 0, grpc: 0, http: 0, review: 0, question: 0, ruleEngine: 0 };
+  /**
+   * The database the services use: one of the cluster's own (named by its prefix), unless the
+   * extra environment names one. Review re-queues every suggestion left generating in its
+   * database when it starts: in a database shared with other runs, theirs too.
+   */
+  pgUrl = '';
+  private db: ScratchDatabase | undefined;
 
   constructor(
     private readonly services: { kafka: string[]; redis: string; pg: string },
@@ -68,13 +76,15 @@ export class Cluster {
   ) {}
 
   async init(): Promise<void> {
+    if (this.extraEnv.NEATROOTS_PG_URL === undefined) this.db = await scratchDatabase(this.services.pg, this.prefix);
+    this.pgUrl = this.extraEnv.NEATROOTS_PG_URL ?? this.db!.url;
     this.ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort(), review: await freePort(), question: await freePort(), ruleEngine: await freePort() };
     this.env = {
       PATH: process.env.PATH,
       NEATROOTS_HOME: this.home,
       NEATROOTS_KAFKA_BROKERS: this.services.kafka.join(','),
       NEATROOTS_REDIS_URL: this.services.redis,
-      NEATROOTS_PG_URL: this.services.pg,
+      NEATROOTS_PG_URL: this.pgUrl,
       NEATROOTS_TOPIC_PREFIX: this.prefix,
       NEATROOTS_PARTITIONS: '4',
       NEATROOTS_OTLP_PORT: String(this.ports.otlp),
@@ -158,6 +168,7 @@ export class Cluster {
     for (const sp of [...this.procs].reverse()) await this.stop(sp);
     fs.rmSync(this.home, { recursive: true, force: true });
     await deleteKafkaTopics(this.services.kafka, this.prefix);
+    await this.db?.drop();
   }
 }
 

@@ -1,4 +1,4 @@
-import { requireService } from '@neatroots/platform';
+import { openPostgres, requireService } from '@neatroots/platform';
 import { Cluster } from './cluster';
 
 /**
@@ -20,12 +20,22 @@ maybe(SUITE, () => {
   it('serve --target all answers GET /v1/projects/{p}/models/agreement from its own question service', async () => {
     const cluster = new Cluster({ kafka: kafka!, redis: redis!, pg: pg! }, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` });
     await cluster.init();
+    // The test cluster's database is its own on the server (migrated by review), dropped with it.
+    const server = await openPostgres({ url: pg!, max: 1 });
+    const named = async () => (await server.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname = $1', [cluster.prefix])).rows.length;
     try {
+      expect(new URL(cluster.pgUrl).pathname).toBe(`/${cluster.prefix}`);
       await cluster.start('all');
       const res = await fetch(`http://127.0.0.1:${cluster.ports.http}/v1/projects/${PROJECT}/models/agreement`, { headers: { 'x-api-key': KEY } });
       expect([res.status, await res.json()]).toEqual([200, { questions: [] }]);
+      expect(await named()).toBe(1);
     } finally {
       await cluster.close();
+    }
+    try {
+      expect(await named()).toBe(0);
+    } finally {
+      await server.close();
     }
   }, 120_000);
 

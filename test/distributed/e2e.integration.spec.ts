@@ -115,7 +115,7 @@ maybe(SUITE, () => {
     root.end();
     await run.end();
 
-    const db = await openPostgres({ url: pg! });
+    const db = await openPostgres({ url: cluster.pgUrl });
     try {
       const rows = await until(async () => {
         const r = await db.query<{ check_id: string; action: string; active_at: unknown }>(

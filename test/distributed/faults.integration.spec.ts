@@ -25,7 +25,7 @@ const pg = requireService('postgres', SUITE);
 const maybe = kafka && redis && pg ? describe : describe.skip;
 
 /** Findings of the project once the engine and the store have caught up (stable for a while). */
-async function storedFindings(project: string, want: number, url = pg!): Promise<Map<string, string>> {
+async function storedFindings(project: string, want: number, url: string): Promise<Map<string, string>> {
   const db = await openPostgres({ url });
   try {
     let last = -1;
@@ -76,7 +76,7 @@ maybe(SUITE, () => {
       const want = await expected(items, cluster.home);
       expect(want.size).toBeGreaterThan(50);
       await send(cluster.ports.grpc, key, items, (frac) => fault(cluster, engine, frac));
-      const got = await storedFindings(project, want.size, extraEnv.NEATROOTS_PG_URL);
+      const got = await storedFindings(project, want.size, cluster.pgUrl);
       const diff = compare(got, want);
       if (diff.missing.length || diff.extra.length) {
         // What went wrong, for whoever reads the failure: which checks and runs, and the engines' logs.

@@ -156,7 +156,7 @@ maybe(SUITE, () => {
     const second = await checked(sent.body.id, first.checked_at);
     expect(statuses(second)).toEqual(['step 1 skipped', 'step 2 done', 'step 3 not_checked']);
     expect(second.result).toBe('deviated');
-    const db = await openPostgres({ url: pg! });
+    const db = await openPostgres({ url: cluster.pgUrl });
     try {
       const checks = await db.query<{ n: string }>('SELECT count(*) AS n FROM sop_checks WHERE session_id = $1', [sent.body.id]);
       expect(Number(checks.rows[0].n)).toBe(1);

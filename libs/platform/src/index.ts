@@ -12,6 +12,7 @@ export * from './windows/redis';
 export * from './testing/services';
 export * from './testing/python';
 export * from './testing/kafka-topics';
+export * from './testing/scratch-db';
 export * from './models/openai';
 export * from './models/config';
 export * from './ops';
