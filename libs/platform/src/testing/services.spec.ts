@@ -35,6 +35,16 @@ describe('service selection for integration tests', () => {
     await r.stop();
   });
 
+  it('with a Docker engine named, loads testcontainers on this Node.js and tries it (a broken install or release would say it did not load)', async () => {
+    // Nothing listens on port 1: testcontainers loads, then finds no container runtime.
+    const env: NodeJS.ProcessEnv = { DOCKER_HOST: 'tcp://127.0.0.1:1', NEATROOTS_KAFKA_BROKERS: 'k:9092', NEATROOTS_PG_URL: 'postgres://u@h/db' };
+    const r = await startContainers(env);
+    expect(r.started).toEqual({});
+    expect(env.NEATROOTS_TESTCONTAINERS_REDIS).toMatch(/^a Docker engine is reachable, but testcontainers could not start redis:7-alpine: /);
+    expect(env.NEATROOTS_TESTCONTAINERS_REDIS).not.toContain('did not load');
+    await r.stop();
+  }, 60_000);
+
   it('starts nothing when switched off', async () => {
     const env: NodeJS.ProcessEnv = { NEATROOTS_TESTCONTAINERS: '0', DOCKER_HOST: 'tcp://127.0.0.1:1' };
     expect((await startContainers(env)).started).toEqual({});
