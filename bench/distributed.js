@@ -1,6 +1,7 @@
 'use strict';
 // The distributed deployment on this machine's real Kafka, Redis and Postgres: ingest,
-// rule-engine and review each their own process (neatroots serve --target ...). Prints
+// rule-engine, review and question each their own process (neatroots serve --target ...;
+// the question service answers with the fast classifier, no model configured). Prints
 // spans/s from the first export until the rule engine consumed everything, and p50/p99
 // latency from a span's receipt at ingest to its finding on the findings topic.
 const { spawn } = require('node:child_process');
@@ -87,7 +88,7 @@ async function metric(port, name, labels) {
 }
 
 /** `env`: settings of the services for this run (NEATROOTS_BUS_PACK=off: one Kafka record per span, the baseline). */
-async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, env: extra = {} } = {}) {
+async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, question = true, env: extra = {} } = {}) {
   const env0 = process.env;
   if (!env0.NEATROOTS_KAFKA_BROKERS || !env0.NEATROOTS_REDIS_URL || !env0.NEATROOTS_PG_URL) {
     return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
@@ -99,10 +100,11 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
   const grpcPort = await freePort();
   const reviewPort = await freePort();
+  const questionPort = await freePort();
   const env = {
     ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(await freePort()), NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, NEATROOTS_PG_URL: db.url, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
+    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, NEATROOTS_QUESTION_ADDR: `127.0.0.1:${questionPort}`, NEATROOTS_PG_URL: db.url, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
   };
   const procs = [];
   const byTarget = {};
@@ -111,7 +113,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
     const prof = process.env.BENCH_PROFILE === target ? ['--cpu-prof', '--cpu-prof-dir=/tmp/neatroots-bench-prof'] : [];
     const p = spawn(process.execPath, [...prof, ...serverNodeFlags(), CLI, 'serve', '--target', target], {
-      env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(servicePort ?? (await freePort())), NEATROOTS_REVIEW_PORT: String(reviewPort) },
+      env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(servicePort ?? (await freePort())), NEATROOTS_REVIEW_PORT: String(reviewPort), NEATROOTS_QUESTION_PORT: String(questionPort) },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     procs.push(p);
@@ -126,6 +128,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   };
   try {
     const reviewAdmin = await start('review', reviewPort);
+    // The question service answers the tasks the rule engine's scheduler publishes (no model
+    // configured: the fast classifier, as on a fresh install); --no-question leaves it out.
+    const questionAdmin = question ? await start('question', questionPort) : undefined;
     await start('ingest');
     const engineAdmin = await start('rule-engine');
     const built = buildBatches({ spans, perRun, batch });
@@ -172,6 +177,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const stored = () => metric(reviewAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
     while ((await stored()) < total) await new Promise((r) => setTimeout(r, 100));
     const storedMs = performance.now() - t0;
+    // The question tasks the question service had taken by then (it may still be answering: its CPU seconds are counted to here).
+    const tasksTaken = questionAdmin ? await metric(questionAdmin, 'neatroots_bus_consumed_total', [`${prefix}.questions`]) : null;
     // Each service's CPU seconds from the first export until everything was stored.
     const cpu1 = cpu();
     const bytes1 = await redisBytes();
@@ -198,6 +205,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       stored_spans_per_s: Math.round(built.spans / (storedMs / 1000)),
       stored_wall_s: Number((storedMs / 1000).toFixed(2)),
       per_run: perRun,
+      question_service: question,
+      question_tasks_taken_when_stored: tasksTaken,
       cpu_seconds: cpuS,
       redis_mb_in_out: [bytes1.in - bytes0.in, bytes1.out - bytes0.out].map((b) => Number((b / 1e6).toFixed(1))),
       load_average: os.loadavg().map((l) => Number(l.toFixed(1))),
@@ -216,6 +225,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
 }
 
 module.exports = { benchDistributed };
-/** `--per-run N`: spans a run (default 100); long runs show what a window's size costs each batch. */
+/** `--per-run N`: spans a run (default 100); long runs show what a window's size costs each batch. `--no-question`: no question service (as before 2026-12-02). */
 const perRunArg = process.argv.includes('--per-run') ? Number(process.argv[process.argv.indexOf('--per-run') + 1]) : undefined;
-if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), ...(perRunArg ? { perRun: perRunArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
+const question = !process.argv.includes('--no-question');
+if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), question, ...(perRunArg ? { perRun: perRunArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
