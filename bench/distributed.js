@@ -28,11 +28,6 @@ function freePort() {
   });
 }
 
-/**
- * A database of the bench's own on the given server (dropped after): the shared one holds what
- * tests and earlier runs left (a suggestion still generating, whose job the review service picks
- * up at start; tables that only grow), which the figures should not depend on.
- */
 /** CPU seconds (user + system) a process has used so far (Linux /proc; undefined elsewhere). */
 function cpuSeconds(pid) {
   try {
@@ -94,6 +89,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
   }
   const prefix = `bench${Date.now().toString(36)}`;
+  // A database of the bench's own (dropped after): the shared one holds what tests and earlier
+  // runs left, which the figures should not depend on.
   const db = await scratchDatabase(env0.NEATROOTS_PG_URL, prefix);
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
   fs.mkdirSync(path.join(home, 'checks'));

@@ -1,4 +1,4 @@
-import { observeFindingDelays } from './module';
+import { findingDelayHook, observeFindingDelays, type ServiceContext } from './module';
 
 describe('observeFindingDelays', () => {
   it('observes raised findings only, in seconds from their receipt, by kind and action', () => {
@@ -18,5 +18,17 @@ describe('observeFindingDelays', () => {
       [{ kind: 'question', action: 'halt' }, 1.5],
       [{ kind: 'rule', action: 'halt' }, 0],
     ]);
+  });
+});
+
+describe('findingDelayHook', () => {
+  it('observes through the process metrics, and not at all in replay (a recording\'s clock)', () => {
+    const seen: number[] = [];
+    const metrics = { findingDelay: { observe: (_l: unknown, v: number) => void seen.push(v) } } as unknown as ServiceContext['metrics'];
+    const live = findingDelayHook({ metrics, platform: {} as ServiceContext['platform'] });
+    live!([{ status: 'raised', kind: 'rule', action: 'halt', received_ms: Date.now() - 2_000 }]);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toBeGreaterThanOrEqual(2);
+    expect(findingDelayHook({ metrics, platform: { clock: {} } as unknown as ServiceContext['platform'] })).toBeUndefined();
   });
 });

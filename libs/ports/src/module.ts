@@ -105,20 +105,28 @@ export interface ServiceMetrics {
   checksDisabled: GaugePort;
 }
 
+/** What a finding delay is read from (a FindingEvent has it). */
+type TimedFinding = { status: string; kind: string; action: string; received_ms?: number };
+
 /**
  * Observes the delay of each finding raised (ServiceMetrics.findingDelay), at the moment its
  * publish was acknowledged. Updates and resolutions are left out, and so are findings without
- * a receipt time. A replay's receipt times are the recording's: replay observes none.
+ * a receipt time.
  */
-export function observeFindingDelays(
-  histogram: HistogramPort,
-  findings: readonly { status: string; kind: string; action: string; received_ms?: number }[],
-  now = Date.now(),
-): void {
+export function observeFindingDelays(histogram: HistogramPort, findings: readonly TimedFinding[], now = Date.now()): void {
   for (const f of findings) {
     if (f.status !== 'raised' || f.received_ms === undefined) continue;
     histogram.observe({ kind: f.kind, action: f.action }, Math.max(0, now - f.received_ms) / 1000);
   }
+}
+
+/**
+ * A module's hook for its findings once published (the rule engine's and the question
+ * service's onFindingsPublished): their delays on /metrics. None in replay, whose receipt times
+ * are the recording's.
+ */
+export function findingDelayHook(ctx: Pick<ServiceContext, 'metrics' | 'platform'>): ((findings: readonly TimedFinding[]) => void) | undefined {
+  return ctx.platform.clock ? undefined : (findings) => observeFindingDelays(ctx.metrics.findingDelay, findings);
 }
 
 /** A gRPC service definition and implementation (@grpc/grpc-js's, kept opaque here). */

@@ -1,5 +1,4 @@
-import { observeFindingDelays, type ServiceModule } from '@neatroots/ports';
-import type { FindingEvent } from '@neatroots/checks';
+import { findingDelayHook, type ServiceModule } from '@neatroots/ports';
 import {
   draftCheck,
   type AgreementStore,
@@ -84,8 +83,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       awaitPlans: ctx.config.awaitPlans,
       now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
       log: (m, err) => ctx.log.error(m, err),
-      // Receipt to finding, on /metrics (not in replay: its receipt times are the recording's).
-      ...(ctx.platform.clock ? {} : { onFindingsPublished: (f: readonly FindingEvent[]) => observeFindingDelays(ctx.metrics.findingDelay, f) }),
+      onFindingsPublished: findingDelayHook(ctx),
     });
     const questions = () => checks.questions().questions;
     ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));

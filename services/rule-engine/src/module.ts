@@ -1,5 +1,5 @@
-import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type FindingEvent, type RuleSet, type RunWindow } from '@neatroots/checks';
-import { observeFindingDelays, type ServiceModule } from '@neatroots/ports';
+import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
+import { findingDelayHook, type ServiceModule } from '@neatroots/ports';
 import { LOCAL_LLM_POLICY, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
 import { ruleEngineGrpcService } from './grpc';
@@ -72,8 +72,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       windowTtlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
       windowCheckpointMs: ctx.config.NEATROOTS_WINDOW_CHECKPOINT_MS,
       log: (m, err, fields) => ctx.log.error(m, err, fields),
-      // Receipt to finding, on /metrics (not in replay: its receipt times are the recording's).
-      ...(ctx.platform.clock ? {} : { onFindingsPublished: (f: readonly FindingEvent[]) => observeFindingDelays(ctx.metrics.findingDelay, f) }),
+      onFindingsPublished: findingDelayHook(ctx),
       // Distributed: the windows are in Redis, shared; a wait for exported spans polls it less often.
       ...(ctx.platform.kind === 'distributed' ? { precheckPollMs: 2 } : {}),
     });

@@ -58,13 +58,8 @@ export class GitHubCodeHost implements CodeHost {
     const r = req.repo;
     const head = await this.call(r, 'GET', `/git/ref/heads/${encodePath(req.base)}`, undefined, `branch ${req.base}`);
     const sha = (head.json as GhRef).object.sha;
-    if (req.baseContent !== undefined) {
-      // The file in the commit the branch is made from: what the content was made from, or nothing is opened.
-      const atBase = await this.contents(r, sha, req.path);
-      if (atBase?.encoding === 'none') throw new CodeHostError(slug(r), 200, `${req.path} at ${req.base} is over 1 MB: GitHub does not return its content`);
-      const text = atBase ? Buffer.from(atBase.content, 'base64').toString('utf8') : null;
-      if (text !== req.baseContent) throw new CodeHostChangedError(slug(r), req.path, req.base);
-    }
+    // The file in the commit the branch is made from must be what the content was made from, or nothing is opened.
+    if (req.baseContent !== undefined && (await this.readFile(r, sha, req.path)) !== req.baseContent) throw new CodeHostChangedError(slug(r), req.path, req.base);
     const branch = await this.createBranch(r, req.branch, sha);
     const existing = await this.contents(r, branch, req.path);
     await this.call(r, 'PUT', `/contents/${encodePath(req.path)}`, {

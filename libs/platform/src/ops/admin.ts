@@ -113,4 +113,3 @@ export async function startAdmin(opts: {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
-
