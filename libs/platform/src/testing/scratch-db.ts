@@ -28,7 +28,19 @@ export async function scratchDatabase(url: string, name: string): Promise<Scratc
     url: own.toString(),
     drop: async () => {
       try {
-        await admin.exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        // FORCE ends the connections left to it, but not, for a role without pg_signal_backend,
+        // an autovacuum worker busy on it after a run's writes (42501): that one ends soon, so
+        // the drop is tried again for a while.
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await admin.exec(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+            return;
+          } catch (err) {
+            const code = (err as { code?: string }).code;
+            if (attempt >= 40 || (code !== '42501' && code !== '55006')) throw err;
+            await new Promise((r) => setTimeout(r, 250));
+          }
+        }
       } finally {
         await admin.close();
       }
