@@ -1,10 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { compileRuleSet, RUN_WINDOW_MEMBER_FIELDS, RuleEngine, type FindingEvent, type RuleCheck, type RunWindow } from '@neatroots/checks';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { PrivateRedis, redisServerBinary } from '../testing/private-redis';
 import { serviceOrSkip, servicesRequired, uniqueName } from '../testing/services';
 import { MemoryWindowStore } from './memory';
 import { INLINE_MEMBERS, openRedisWindowStore, RedisWindowStore } from './redis';
@@ -92,56 +90,21 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
   });
 
   describe('with a Redis of its own that is stopped and started again', () => {
-    const binary = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((b) => existsSync(b));
+    const binary = redisServerBinary();
     if (!binary) {
       if (servicesRequired()) throw new Error('redis-server is needed for the restart test (deploy/local/services installs it)');
       process.stderr.write('skipping RedisWindowStore restart test: no redis-server binary\n');
     }
     const maybe = binary ? it : it.skip;
-    let server: ChildProcess | undefined;
-    let port = 0;
-
-    const freePort = () =>
-      new Promise<number>((resolve, reject) => {
-        const s = createServer();
-        s.listen(0, '127.0.0.1', () => {
-          const a = s.address();
-          s.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
-        });
-      });
-    const start = async () => {
-      server = spawn(binary!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-      const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null });
-      try {
-        for (let i = 0; ; i++) {
-          try {
-            await probe.connect().catch(() => undefined);
-            if ((await probe.ping()) === 'PONG') return;
-          } catch {
-            if (i > 100) throw new Error('private redis-server did not start');
-            await new Promise((r) => setTimeout(r, 50));
-          }
-        }
-      } finally {
-        probe.disconnect();
-      }
-    };
-    const stop = async () => {
-      const s = server;
-      server = undefined;
-      if (!s || s.exitCode !== null) return;
-      await new Promise<void>((resolve) => {
-        s.once('exit', () => resolve());
-        s.kill('SIGKILL');
-      });
-    };
+    const own = new PrivateRedis(binary ?? '');
+    const start = () => own.start();
+    const stop = () => own.stop();
     afterAll(stop);
 
     maybe('fails commands fast while Redis is down, then works again without being reopened', async () => {
-      port = await freePort();
       await start();
       const errors: unknown[] = [];
-      const store = await openRedisWindowStore<{ n: number }>({ url: `redis://127.0.0.1:${port}`, prefix: 'w', onError: (e) => errors.push(e) });
+      const store = await openRedisWindowStore<{ n: number }>({ url: own.url, prefix: 'w', onError: (e) => errors.push(e) });
       try {
         await store.save([{ key: 'r', window: { n: 1 } }]);
         await stop();

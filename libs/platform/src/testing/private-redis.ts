@@ -1,0 +1,65 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { Redis } from 'ioredis';
+
+/** The redis-server binary deploy/local/services installs, if it is here. */
+export function redisServerBinary(): string | undefined {
+  return ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((b) => existsSync(b));
+}
+
+/**
+ * A Redis of a test's own on a free loopback port, without persistence, to stop (SIGKILL) and
+ * start again: outages without disturbing the shared server other tests use.
+ */
+export class PrivateRedis {
+  private server: ChildProcess | undefined;
+  port = 0;
+
+  constructor(private readonly binary: string) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts it (on the same port as before, after a stop) and waits for PONG. */
+  async start(): Promise<void> {
+    if (!this.port) this.port = await freeLoopbackPort();
+    this.server = spawn(this.binary, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const probe = new Redis({ port: this.port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null });
+    try {
+      for (let i = 0; ; i++) {
+        try {
+          await probe.connect().catch(() => undefined);
+          if ((await probe.ping()) === 'PONG') return;
+        } catch {
+          if (i > 100) throw new Error('private redis-server did not start');
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    } finally {
+      probe.disconnect();
+    }
+  }
+
+  /** Kills it (its data is gone: no persistence). */
+  async stop(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    if (!s || s.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      s.once('exit', () => resolve());
+      s.kill('SIGKILL');
+    });
+  }
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
+    });
+  });
+}
