@@ -7,3 +7,4 @@ export * from './jobs';
 export * from './dead-letters';
 export * from './module';
 export * from './code-host';
+export * from './shared-cache';

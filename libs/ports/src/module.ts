@@ -2,6 +2,7 @@ import type { Bus } from './bus';
 import type { RecordedClock } from './clock';
 import type { Db } from './db';
 import type { Jobs } from './jobs';
+import type { SharedCache } from './shared-cache';
 import type { WindowStore, WindowStoreOptions } from './windows';
 
 /**
@@ -40,6 +41,12 @@ export interface Platform {
   db(): Promise<Db>;
   /** Background jobs (opened on first use): BullMQ on Redis distributed, in this process embedded. */
   jobs(): Promise<Jobs>;
+  /**
+   * A cache the deployment's processes share, its keys kept apart from other names' (Redis
+   * distributed). Absent where there is one process (embedded, replay): a module keeps what it
+   * caches in memory there.
+   */
+  sharedCache?(name: string): Promise<SharedCache>;
   /** Its drivers answer (readiness). */
   ready(): Promise<boolean>;
   /**
@@ -103,6 +110,8 @@ export interface ServiceMetrics {
   deadLetters: CounterPort;
   /** `match` checks disabled until restart for a slow pattern: 1 per check (check_id, source). */
   checksDisabled: GaugePort;
+  /** The question service's cache lookups, by what asked (question, second_look, decision) and where the answer came from (memory, shared, miss). */
+  questionCache: CounterPort;
 }
 
 /** What a finding delay is read from (a FindingEvent has it). */

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { ChatModel, ChatRequest, ChatResponse } from '@neatroots/ports';
+import type { ChatModel, ChatRequest, ChatResponse, SharedCache } from '@neatroots/ports';
 import { AgreementTracker } from './agreement';
 import { ModelQueue, QueueFullError, type ModelQueueOptions, type Priority } from './batcher';
-import { AnswerCache } from './cache';
+import { AnswerCache, DEFAULT_CACHE_TTL_MS, TieredCache, type CacheResult } from './cache';
 import { FastClassifier } from './classifier/classifier';
 import type { SparseVector } from './classifier/features';
 import type { DecisionEndpoint, DecisionItem, DecisionReply } from './decisions';
@@ -41,8 +41,13 @@ export interface AnswererOptions {
   decisionQueue?: ModelQueueOptions;
   localQueue?: ModelQueueOptions;
   reasoningQueue?: ModelQueueOptions;
-  /** Cache of identical questions; false turns it off. */
-  cache?: { max?: number; ttlMs?: number } | false;
+  /**
+   * Cache of identical questions; false turns it off. `shared`: the deployment's cache (Redis,
+   * distributed) behind this process's, so replicas and a restarted service share answers.
+   */
+  cache?: { max?: number; ttlMs?: number; shared?: SharedCache } | false;
+  /** Each cache lookup before a model is asked, by what asked and where the answer came from (metrics). */
+  onCacheLookup?: (kind: 'question' | 'second_look' | 'decision', result: CacheResult) => void;
   evidenceChars?: number;
   /** Of the answers the classifier gives first, the share still put to the LLM in the background. */
   auditRate?: number;
@@ -81,6 +86,16 @@ function sha(s: string): string {
   return createHash('sha1').update(s).digest('hex');
 }
 
+/** A JSON object (a decision's answer), else undefined. */
+function jsonObject(v: unknown): object | undefined {
+  return v && typeof v === 'object' && !Array.isArray(v) ? v : undefined;
+}
+
+/** `shared` with every key prefixed. */
+function prefixed(shared: SharedCache, prefix: string): SharedCache {
+  return { get: (k) => shared.get(prefix + k), set: (k, v, ttlMs) => shared.set(prefix + k, v, ttlMs) };
+}
+
 function describeError(e: unknown): string {
   const err = e as { name?: string; message?: string; kind?: string };
   const kind = err?.kind === 'timeout' ? 'timed out' : err?.kind ? `${err.kind}` : 'failed';
@@ -95,9 +110,9 @@ export class QuestionAnswerer {
   /** The reasoning model's own queue, when it is a separate endpoint. */
   readonly reasoning?: { role: 'reasoning'; model: ChatModel; queue: ModelQueue };
   private readonly backend: Backend;
-  private readonly decisionCache?: AnswerCache<unknown>;
-  private readonly cache?: AnswerCache<RawAnswer>;
-  private readonly lookCache?: AnswerCache<SecondLookReply>;
+  private readonly decisionCache?: TieredCache<object>;
+  private readonly cache?: TieredCache<RawAnswer>;
+  private readonly lookCache?: TieredCache<SecondLookReply>;
   private readonly evidenceChars: number;
   private readonly auditRate: number;
   private readonly random: () => number;
@@ -115,9 +130,13 @@ export class QuestionAnswerer {
     if (this.backend === 'decision' && !this.decision) throw new Error('backend decision needs a decision model');
     if (this.backend === 'local' && !this.local) throw new Error('backend local needs a local LLM');
     if (opts.cache !== false) {
-      this.cache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
-      this.lookCache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
-      this.decisionCache = new AnswerCache(opts.cache?.max, opts.cache?.ttlMs);
+      const { max, ttlMs = DEFAULT_CACHE_TTL_MS, shared } = opts.cache ?? {};
+      // One shared cache, each kind's keys apart in it.
+      const tier = <V>(kind: 'question' | 'second_look' | 'decision', read: (v: unknown) => V | undefined) =>
+        new TieredCache<V>(new AnswerCache<V>(max, ttlMs), shared && prefixed(shared, `${kind}\u0000`), ttlMs, read, opts.onCacheLookup && ((r) => opts.onCacheLookup!(kind, r)));
+      this.cache = tier('question', readRawAnswer);
+      this.lookCache = tier('second_look', readSecondLook);
+      this.decisionCache = tier('decision', jsonObject);
     }
     this.evidenceChars = opts.evidenceChars ?? DEFAULT_EVIDENCE_CHARS;
     this.auditRate = opts.auditRate ?? 0.05;
@@ -192,7 +211,7 @@ export class QuestionAnswerer {
     const rendered = renderEvidence(evidence, this.evidenceChars);
     const itemKey = sha(JSON.stringify([q.kind, q.ask, q.options ?? null, q.levels ?? null, rendered]));
     const cacheKey = `${llm.model.id}\u0000${itemKey}`;
-    let raw = this.cache?.get(cacheKey);
+    let raw = await this.cache?.get(cacheKey);
     const cached = raw !== undefined;
     if (cached) this.stats.cache_hits++;
     else {
@@ -213,7 +232,8 @@ export class QuestionAnswerer {
       return notChecked(`the model gave a malformed answer: ${(e as Error).message}`, llm.role);
     }
     if (!cached) {
-      this.cache?.set(cacheKey, raw!);
+      // In the shared cache before the finding is published: a crash after the publish is answered from it.
+      await this.cache?.set(cacheKey, raw!);
       const r = raw!;
       // Compared before it learns, so agreement measures predictions, not memory.
       this.track(
@@ -248,7 +268,7 @@ export class QuestionAnswerer {
     this.stats.second_looks++;
     const context = renderContext(input.context);
     const key = `${llm.model.id}\u0000${sha(JSON.stringify([input.q.ask, rendered, context, firstQuote ?? '']))}`;
-    let reply = this.lookCache?.get(key);
+    let reply = await this.lookCache?.get(key);
     if (!reply) {
       try {
         // Second looks are batched like questions (one sort per request).
@@ -258,7 +278,7 @@ export class QuestionAnswerer {
         if (e instanceof QueueFullError) throw e;
         return notChecked(`second look: ${describeError(e)}`, llm.role);
       }
-      this.lookCache?.set(key, reply);
+      await this.lookCache?.set(key, reply);
     }
     const quote = reply.quote ?? firstQuote;
     if (!reply.holds) {
@@ -322,7 +342,7 @@ export class QuestionAnswerer {
     if (!e) return { ok: false, reason: `no ${which === 'reasoning' ? 'reasoning model or local LLM' : 'decision model or local LLM'} is configured` };
     const model = e.model.name ?? e.model.id;
     const key = `${e.model.id}\u0000${sha(JSON.stringify([item.instructions, item.subject, item.ask]))}`;
-    const hit = this.decisionCache?.get(key);
+    const hit = await this.decisionCache?.get(key);
     if (hit !== undefined) return { ok: true, answer: hit, model, cached: true };
     let answer: unknown;
     try {
@@ -332,8 +352,9 @@ export class QuestionAnswerer {
       if (err instanceof MalformedAnswerError) return { ok: false, reason: `the model gave a malformed answer (${err.message})` };
       return { ok: false, reason: describeError(err) };
     }
-    if (!answer || typeof answer !== 'object' || Array.isArray(answer)) return { ok: false, reason: 'the model gave a malformed answer (not a JSON object)' };
-    this.decisionCache?.set(key, answer);
+    const obj = jsonObject(answer);
+    if (!obj) return { ok: false, reason: 'the model gave a malformed answer (not a JSON object)' };
+    await this.decisionCache?.set(key, obj);
     return { ok: true, answer, model, cached: false };
   }
 

@@ -1,3 +1,8 @@
+import type { SharedCache } from '@neatroots/ports';
+
+/** How long an answer is used for an identical question (NEATROOTS_QUESTION_CACHE_TTL_MS). */
+export const DEFAULT_CACHE_TTL_MS = 15 * 60_000;
+
 /**
  * Answers to identical questions (the seed's cost control: "identical questions are answered
  * from a cache"): the same question about the same evidence, asked of the same model. Bounded
@@ -10,7 +15,7 @@ export class AnswerCache<V> {
 
   constructor(
     private readonly max = 10_000,
-    private readonly ttlMs = 15 * 60_000,
+    private readonly ttlMs = DEFAULT_CACHE_TTL_MS,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -37,5 +42,56 @@ export class AnswerCache<V> {
 
   get size(): number {
     return this.map.size;
+  }
+}
+
+/** Where a cached answer came from: this process's memory, the deployment's shared cache, or nowhere (the model is asked). */
+export type CacheResult = 'memory' | 'shared' | 'miss';
+
+/**
+ * An AnswerCache in this process in front of the deployment's shared cache (Redis, distributed):
+ * a miss here is looked up there, and what a model answers is kept in both. So a replica, or
+ * this service started again after a crash (its questions since the last commit delivered
+ * again), is answered without asking the model a second time. What comes back from the shared
+ * cache is read with `read` (another version may have written it): anything it refuses is a miss.
+ */
+export class TieredCache<V> {
+  constructor(
+    private readonly local: AnswerCache<V>,
+    private readonly shared: SharedCache | undefined,
+    private readonly ttlMs: number,
+    private readonly read: (v: unknown) => V | undefined,
+    private readonly onLookup?: (result: CacheResult) => void,
+  ) {}
+
+  async get(key: string): Promise<V | undefined> {
+    const hit = this.local.get(key);
+    if (hit !== undefined) return this.found('memory', hit);
+    const text = this.shared ? await this.shared.get(key) : undefined;
+    if (text !== undefined) {
+      let v: V | undefined;
+      try {
+        v = this.read(JSON.parse(text));
+      } catch {
+        v = undefined;
+      }
+      if (v !== undefined) {
+        this.local.set(key, v);
+        return this.found('shared', v);
+      }
+    }
+    this.onLookup?.('miss');
+    return undefined;
+  }
+
+  private found(result: CacheResult, v: V): V {
+    this.onLookup?.(result);
+    return v;
+  }
+
+  /** Kept here at once; resolves once the shared cache has it too (or gave the write up). */
+  async set(key: string, v: V): Promise<void> {
+    this.local.set(key, v);
+    if (this.shared) await this.shared.set(key, JSON.stringify(v), this.ttlMs);
   }
 }

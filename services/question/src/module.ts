@@ -66,11 +66,17 @@ export const questionModule: ServiceModule<QuestionConfig> = {
   async start(ctx) {
     const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);
     const [review, checks, models] = await Promise.all([link('review'), link('checks'), link('models')]);
+    const { cache } = models.question;
+    // The deployment's shared cache behind this process's (Redis, distributed): a replica, or this
+    // service after a crash, is answered without asking the model again.
+    const shared = cache !== false && ctx.platform.sharedCache ? await ctx.platform.sharedCache('answers') : undefined;
     const service = await startQuestionService({
       bus: ctx.platform.bus(),
       topics: makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX),
       windows: await ctx.platform.windows<QuestionFindingsWindow>(':q'),
       ...models.question,
+      cache: cache === false ? false : { ...cache, shared },
+      onCacheLookup: (kind, result) => ctx.metrics.questionCache.inc({ kind, result }),
       questions: () => checks.questions().questions,
       // A plan's new questions are database checks: read them in (the set is reloaded only if they changed).
       onPlan: () => void (checks.refresh ? checks.refresh() : checks.reload()).catch((err) => ctx.log.error('checks reload after a plan failed', err)),

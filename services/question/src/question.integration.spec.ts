@@ -6,7 +6,8 @@
  */
 import { credentials, status as Status, type ServiceError } from '@grpc/grpc-js';
 import { parseCheck, type QuestionCheck } from '@neatroots/checks';
-import { MemoryBus, MemoryWindowStore, openAiChatModel } from '@neatroots/platform';
+import { Redis } from 'ioredis';
+import { MemoryBus, MemoryWindowStore, openAiChatModel, RedisSharedCache, serviceOrSkip, uniqueName } from '@neatroots/platform';
 import type { ChatModel } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import {
@@ -331,6 +332,84 @@ describe('cost control', () => {
     await answerer.ask({ q: { ...CLAIM, id: 'other', ask: 'Did it pay too much?' }, evidence });
     expect(fake.calls).toHaveLength(2);
     answerer.close();
+  });
+
+  describe('answers shared through Redis (replicas, and a service started again after a crash)', () => {
+    const redis = serviceOrSkip('redis', 'the question service\'s shared answers');
+    const maybe = redis ? it : it.skip;
+    const caches: RedisSharedCache[] = [];
+    afterAll(() => Promise.all(caches.map((c) => c.close())));
+    /** A question service's answerer, as a replica of the deployment `prefix` makes it. */
+    const replica = async (prefix: string, lookups: string[] = []) => {
+      const c = new RedisSharedCache({ url: redis!.url, prefix });
+      caches.push(c);
+      await c.connect();
+      return new QuestionAnswerer({ local: local(), queue: { maxWaitMs: 0 }, cache: { shared: c.named('answers') }, onCacheLookup: (kind, r) => lookups.push(`${kind}:${r}`) });
+    };
+    const paid: EvidenceDoc = { spans: [], text: 'The agent wrote: your refund of $40 went through.' };
+
+    maybe('answers a question another replica was answered, second look included, without asking the model again', async () => {
+      fake.script = script({ judge: () => ({ p: 0.9, quote: 'your refund of $40 went through' }) });
+      const prefix = uniqueName('it_answers');
+      const [one, two] = [await replica(prefix), await replica(prefix, [])];
+      const lookups: string[] = [];
+      const three = await replica(prefix, lookups);
+      const a = await one.ask({ q: CLAIM, evidence: paid });
+      expect(a).toMatchObject({ status: 'answered', flagged: true, quote: 'your refund of $40 went through' });
+      expect(fake.calls.map((c) => c.kind)).toEqual(['judge', 'second_look']);
+      const b = await two.ask({ q: CLAIM, evidence: JSON.parse(JSON.stringify(paid)) });
+      expect(b).toMatchObject({ status: 'answered', flagged: true, cached: true, quote: a.quote, probability: a.probability });
+      expect(fake.calls).toHaveLength(2);
+      await three.ask({ q: CLAIM, evidence: paid });
+      await three.ask({ q: CLAIM, evidence: paid });
+      expect(lookups).toEqual(['question:shared', 'second_look:shared', 'question:memory', 'second_look:memory']);
+      // Another deployment (prefix) shares nothing with this one.
+      await (await replica(uniqueName('it_answers'))).ask({ q: CLAIM, evidence: paid });
+      expect(fake.calls).toHaveLength(4);
+      for (const x of [one, two, three]) x.close();
+    });
+
+    maybe('shares decisions too, and asks the model when what is stored is not an answer', async () => {
+      fake.script = (call) => ({ json: { answers: [...call.body.messages[1].content.matchAll(/^(q\d+) \(about/gm)].map((m) => ({ id: m[1], p: 0.2, reason: 'Scripted.' })) } });
+      const prefix = uniqueName('it_answers');
+      const [one, two] = [await replica(prefix), await replica(prefix)];
+      const item = { instructions: 'Answer as JSON.', subject: 'The agent greeted the caller.', ask: 'Did the agent greet the caller?' };
+      expect(await one.decide('decision', item)).toMatchObject({ ok: true, cached: false, answer: { p: 0.2 } });
+      expect(await two.decide('decision', item)).toMatchObject({ ok: true, cached: true, answer: { p: 0.2 } });
+      expect(fake.calls).toHaveLength(1);
+      // A value in the shared cache that is no answer (another version wrote it, or it was cut) is a miss.
+      const raw = new Redis(redis!.url);
+      try {
+        const keys = await raw.keys(`${prefix}:cache:answers:*`);
+        expect(keys).toHaveLength(1);
+        await raw.set(keys[0], '"not an object"', 'PX', 60_000);
+      } finally {
+        raw.disconnect();
+      }
+      const lookups: string[] = [];
+      const three = await replica(prefix, lookups);
+      expect(await three.decide('decision', item)).toMatchObject({ ok: true, cached: false, answer: { p: 0.2 } });
+      expect(lookups).toEqual(['decision:miss']);
+      expect(fake.calls).toHaveLength(2);
+      for (const x of [one, two, three]) x.close();
+    });
+
+    maybe('asks the model as before when Redis is unreachable', async () => {
+      fake.script = script({ judge: () => ({ p: 0.1 }) });
+      const errors: unknown[] = [];
+      const dead = new RedisSharedCache({ url: 'redis://127.0.0.1:1', prefix: 'x', onError: (e) => errors.push(e) });
+      caches.push(dead);
+      await dead.connect();
+      const lookups: string[] = [];
+      const answerer = new QuestionAnswerer({ local: local(), queue: { maxWaitMs: 0 }, cache: { shared: dead.named('answers') }, onCacheLookup: (kind, r) => lookups.push(`${kind}:${r}`) });
+      const evidence: EvidenceDoc = { spans: [], text: 'fine run' };
+      expect(await answerer.ask({ q: CLAIM, evidence })).toMatchObject({ status: 'answered', probability: 0.1 });
+      expect(await answerer.ask({ q: CLAIM, evidence })).toMatchObject({ status: 'answered', cached: true });
+      expect(fake.calls).toHaveLength(1);
+      expect(lookups).toEqual(['question:miss', 'question:memory']);
+      expect(errors).toHaveLength(1);
+      answerer.close();
+    });
   });
 
   it('lets note-writing jump the queue', async () => {

@@ -76,6 +76,8 @@ export interface QuestionServiceOptions {
   localQueue?: ModelQueueOptions;
   reasoningQueue?: ModelQueueOptions;
   cache?: AnswererOptions['cache'];
+  /** Each cache lookup before a model is asked (metrics: neatroots_question_cache_lookups_total). */
+  onCacheLookup?: AnswererOptions['onCacheLookup'];
   /** When a question goes to the fast classifier first (default: 90% agreement over at least 30 answers). */
   routing?: { minAnswers?: number; minRate?: number };
   auditRate?: number;
@@ -132,6 +134,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
     localQueue: opts.localQueue,
     reasoningQueue: opts.reasoningQueue,
     cache: opts.cache,
+    onCacheLookup: opts.onCacheLookup,
     auditRate: opts.auditRate,
     onError: (msg, err) => log(msg, err),
   });

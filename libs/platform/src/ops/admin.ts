@@ -32,6 +32,12 @@ export interface Metrics {
   busBacklog: Gauge<'topic'>;
   deadLetters: Counter<'source'>;
   checksDisabled: Gauge<'check_id' | 'source'>;
+  /**
+   * The question service's cache lookups before a model is asked, by what asked (question,
+   * second_look, decision) and where the answer came from: memory (this process's), shared
+   * (another replica's, or this service's before a restart: Redis) or miss (the model was asked).
+   */
+  questionCache: Counter<'kind' | 'result'>;
 }
 
 export function createMetrics(service: string): Metrics {
@@ -64,6 +70,12 @@ export function createMetrics(service: string): Metrics {
       name: 'neatroots_checks_disabled',
       help: 'match checks disabled until restart because a pattern went over its time limit on a span (1 per check)',
       labelNames: ['check_id', 'source'],
+      ...reg,
+    }),
+    questionCache: new Counter({
+      name: 'neatroots_question_cache_lookups_total',
+      help: 'Question service cache lookups before a model is asked, by kind (question, second_look, decision) and result (memory, shared, miss)',
+      labelNames: ['kind', 'result'],
       ...reg,
     }),
   };

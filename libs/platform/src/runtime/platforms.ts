@@ -11,6 +11,7 @@ import type { Metrics } from '../ops';
 import { JournalWindowStore } from '../windows/journal';
 import { MemoryWindowStore } from '../windows/memory';
 import { openRedisWindowStore } from '../windows/redis';
+import { RedisSharedCache } from '../cache/redis';
 
 /** Opens each driver once, on first use, and closes what was opened in reverse order. */
 class Drivers {
@@ -227,6 +228,27 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
           }),
         (j) => j.close(),
       );
+    },
+    // One Redis connection for every name; a cache's outage is reported, never thrown.
+    sharedCache: async (name: string) => {
+      needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
+      const cache = await drivers.get<RedisSharedCache>(
+        'cache',
+        async () => {
+          const c = new RedisSharedCache({
+            url: config.NEATROOTS_REDIS_URL!,
+            prefix: config.NEATROOTS_TOPIC_PREFIX,
+            onError: (err) => {
+              metrics.dependencyErrors.inc({ dependency: 'redis' });
+              log.error('redis (shared cache; lookups miss and answers are not shared until it is back)', err);
+            },
+          });
+          await c.connect();
+          return c;
+        },
+        (c) => c.close(),
+      );
+      return cache.named(name);
     },
     ready: async () => (await Promise.all(checks.map((c) => c()))).every(Boolean),
     // Kafka keeps what was accepted: the next consumer takes it from the committed offset.

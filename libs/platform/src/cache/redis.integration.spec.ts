@@ -1,0 +1,115 @@
+import { Redis } from 'ioredis';
+import { PrivateRedis, redisServerBinary } from '../testing/private-redis';
+import { serviceOrSkip, servicesRequired, uniqueName } from '../testing/services';
+import { RedisSharedCache } from './redis';
+
+const redis = serviceOrSkip('redis', 'RedisSharedCache');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+(redis ? describe : describe.skip)('RedisSharedCache (the question service\'s answers shared across replicas and restarts)', () => {
+  const url = redis?.url ?? '';
+  const prefixes: string[] = [];
+  const open = async (prefix = uniqueName('it_cache'), onError?: (e: unknown) => void) => {
+    prefixes.push(prefix);
+    const c = new RedisSharedCache({ url, prefix, onError });
+    await c.connect();
+    return c;
+  };
+  let raw: Redis;
+  beforeAll(() => {
+    raw = new Redis(url);
+  });
+  afterAll(async () => {
+    for (const p of prefixes) {
+      const keys = await raw.keys(`${p}:*`);
+      if (keys.length) await raw.del(...keys);
+    }
+    raw.disconnect();
+  });
+
+  it('hands one process what another stored, under its name, until the ttl runs out', async () => {
+    const prefix = uniqueName('it_cache');
+    const [a, b] = [await open(prefix), await open(prefix)];
+    try {
+      await a.named('answers').set('model\u0000q1', '{"p":0.9}', 60_000);
+      await a.named('answers').set('model\u0000q2', '{"p":0.1}', 300);
+      expect(await b.named('answers').get('model\u0000q1')).toBe('{"p":0.9}');
+      expect(await b.named('answers').get('model\u0000q2')).toBe('{"p":0.1}');
+      // another name, and another deployment's prefix, do not see it
+      expect(await b.named('other').get('model\u0000q1')).toBeUndefined();
+      const c = await open();
+      expect(await c.named('answers').get('model\u0000q1')).toBeUndefined();
+      await c.close();
+      // Redis expires it itself: nothing grows without bound
+      const [key] = await raw.keys(`${prefix}:cache:answers:*`);
+      expect(key).toMatch(/:cache:answers:[0-9a-f]{40}$/);
+      const ttls = await Promise.all((await raw.keys(`${prefix}:cache:answers:*`)).map((k) => raw.pttl(k)));
+      expect(Math.min(...ttls)).toBeGreaterThan(0);
+      expect(Math.max(...ttls)).toBeLessThanOrEqual(60_000);
+      await sleep(400);
+      expect(await b.named('answers').get('model\u0000q2')).toBeUndefined();
+      expect(await b.named('answers').get('model\u0000q1')).toBe('{"p":0.9}');
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('reads as a miss and drops writes at once when Redis is unreachable, and says so once', async () => {
+    const errors: unknown[] = [];
+    const c = new RedisSharedCache({ url: 'redis://127.0.0.1:1', prefix: 'x', onError: (e) => errors.push(e) });
+    const t0 = Date.now();
+    await c.connect();
+    try {
+      const cache = c.named('answers');
+      for (let i = 0; i < 5; i++) {
+        expect(await cache.get('k')).toBeUndefined();
+        await cache.set('k', 'v', 60_000);
+      }
+      expect(Date.now() - t0).toBeLessThan(2_000);
+      expect(errors).toHaveLength(1);
+      expect(c.stats.errors).toBe(10);
+    } finally {
+      await c.close();
+    }
+  });
+
+  describe('with a Redis of its own that is stopped and started again', () => {
+    const binary = redisServerBinary();
+    if (!binary) {
+      if (servicesRequired()) throw new Error('redis-server is needed for the restart test (deploy/local/services installs it)');
+      process.stderr.write('skipping RedisSharedCache restart test: no redis-server binary\n');
+    }
+    const own = new PrivateRedis(binary ?? '');
+    afterAll(() => own.stop());
+
+    (binary ? it : it.skip)('misses while Redis is down and shares again once it is back, without being reopened', async () => {
+      await own.start();
+      const errors: unknown[] = [];
+      const c = new RedisSharedCache({ url: own.url, prefix: 'p', onError: (e) => errors.push(e) });
+      await c.connect();
+      const cache = c.named('answers');
+      try {
+        await cache.set('k', 'v1', 60_000);
+        expect(await cache.get('k')).toBe('v1');
+        await own.stop();
+        await sleep(100);
+        const t0 = Date.now();
+        expect(await cache.get('k')).toBeUndefined();
+        await cache.set('k', 'v2', 60_000);
+        expect(Date.now() - t0).toBeLessThan(1_000);
+        expect(errors).toHaveLength(1);
+        await own.start(); // empty: no persistence
+        const end = Date.now() + 10_000;
+        while (Date.now() < end) {
+          await cache.set('k', 'v3', 60_000);
+          if ((await cache.get('k')) === 'v3') break;
+          await sleep(100);
+        }
+        expect(await cache.get('k')).toBe('v3');
+      } finally {
+        await c.close();
+      }
+    }, 30_000);
+  });
+});

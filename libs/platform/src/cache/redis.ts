@@ -1,0 +1,101 @@
+import { createHash } from 'node:crypto';
+import Redis from 'ioredis';
+import type { SharedCache } from '@neatroots/ports';
+
+export interface RedisSharedCacheOptions {
+  url: string;
+  /** Keys are `<prefix>:cache:<name>:<sha1 of the key>` (the deployment's topic prefix keeps deployments apart). */
+  prefix: string;
+  /**
+   * How long a read or a write may take before it counts as a miss or is given up: a cache must
+   * cost less than what it saves. Default 500 ms.
+   */
+  commandTimeoutMs?: number;
+  /** Once per outage (not on every failed command). Default: console.error. */
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * The deployment's shared cache on Redis (SharedCache): plain strings under `SET key value PX
+ * ttl`, so Redis expires them itself and nothing grows without bound. While Redis is down a
+ * read is a miss and a write is dropped at once (no queue of commands waits for it), and the
+ * client reconnects in the background.
+ */
+export class RedisSharedCache {
+  private readonly redis: Redis;
+  private down = false;
+  private closed = false;
+  private lastReported = 0;
+  private readonly onError: (err: unknown) => void;
+  readonly stats = { errors: 0 };
+
+  constructor(private readonly opts: RedisSharedCacheOptions) {
+    this.onError = opts.onError ?? ((err) => console.error('shared cache: redis:', (err as Error)?.message ?? err));
+    this.redis = new Redis(opts.url, {
+      lazyConnect: true,
+      connectTimeout: 5000,
+      commandTimeout: opts.commandTimeoutMs ?? 500,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      disconnectTimeout: 200,
+      retryStrategy: (times) => (this.closed ? null : Math.min(times * 100, 2000)),
+    });
+    this.redis.on('error', (err) => this.outage(err));
+    this.redis.on('close', () => this.outage(new Error('connection to Redis lost; reconnecting')));
+    this.redis.on('ready', () => (this.down = false));
+  }
+
+  private outage(err: unknown): void {
+    if (this.down || this.closed) return;
+    this.down = true;
+    this.onError(err);
+  }
+
+  /** Connects; an unreachable Redis is reported and retried in the background, not thrown: the cache only saves work. */
+  async connect(): Promise<void> {
+    await this.redis.connect().catch((err: unknown) => this.outage(err));
+  }
+
+  /** A view of the cache whose keys are kept apart under `name`. */
+  named(name: string): SharedCache {
+    const base = `${this.opts.prefix}:cache:${name}:`;
+    const key = (k: string) => base + createHash('sha1').update(k).digest('hex');
+    return {
+      get: async (k) => {
+        try {
+          const v = await this.redis.get(key(k));
+          return v ?? undefined;
+        } catch (err) {
+          this.failed(err);
+          return undefined;
+        }
+      },
+      set: async (k, value, ttlMs) => {
+        if (!(ttlMs > 0)) return;
+        try {
+          await this.redis.set(key(k), value, 'PX', Math.ceil(ttlMs));
+        } catch (err) {
+          this.failed(err);
+        }
+      },
+    };
+  }
+
+  /**
+   * A command that failed while connected (a timeout, an error reply such as OOM) is reported
+   * too, at most once a minute; one refused while disconnected is the outage already reported.
+   */
+  private failed(err: unknown): void {
+    this.stats.errors++;
+    if (this.closed || this.redis.status !== 'ready' || Date.now() - this.lastReported < 60_000) return;
+    this.lastReported = Date.now();
+    this.onError(err);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.redis.status === 'ready') await this.redis.quit().catch(() => this.redis.disconnect());
+    else this.redis.disconnect();
+  }
+}

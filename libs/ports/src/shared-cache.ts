@@ -1,0 +1,15 @@
+/**
+ * Values the processes of a deployment share for a while: the question service's answers, so
+ * that a replica, or the same service after a crash, does not ask a model again what another
+ * one has just been answered. Redis in the distributed deployment; the embedded one has a single
+ * process and keeps its answers in memory only.
+ *
+ * A cache never fails its caller: an unreachable store reads as a miss and drops a write (the
+ * driver reports the outage on its own).
+ */
+export interface SharedCache {
+  /** The value stored under `key` and not expired, else undefined. */
+  get(key: string): Promise<string | undefined>;
+  /** Stores `value` under `key` for `ttlMs`; resolves once stored, or once the write was given up. */
+  set(key: string, value: string, ttlMs: number): Promise<void>;
+}
