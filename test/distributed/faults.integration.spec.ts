@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { openPostgres, requireService } from '@neatroots/platform';
+import { openPostgres, PrivateRedis, redisServerBinary, requireService } from '@neatroots/platform';
 import { Cluster, freePort, type ServiceProc } from './cluster';
 import { checkOf, compare, expected, fleet, send } from './fleet';
 
@@ -124,36 +123,21 @@ maybe(SUITE, () => {
   it('waits out a Redis restart and loses nothing acknowledged', async () => {
     // A private Redis with an append-only file, so a restart keeps the windows (as a
     // production Redis for the rule engine should be configured).
-    const port = await freePort();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-redis-'));
-    const bin = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => fs.existsSync(p)) ?? 'redis-server';
-    const startRedis = async (): Promise<ChildProcess> => {
-      const p = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' });
-      const end = Date.now() + 10_000;
-      while (Date.now() < end) {
-        const up = await new Promise<boolean>((resolve) => {
-          const s = net.connect(port, '127.0.0.1', () => (s.end(), resolve(true)));
-          s.on('error', () => resolve(false));
-        });
-        if (up) return p;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      throw new Error('private redis did not start');
-    };
-    let r = await startRedis();
+    const own = new PrivateRedis(redisServerBinary() ?? 'redis-server', { port: await freePort(), args: ['--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always'] });
+    await own.start();
     let restarted = false;
     try {
-      await scenario('redis', { NEATROOTS_REDIS_URL: `redis://127.0.0.1:${port}` }, async (_c, _engine, frac) => {
+      await scenario('redis', { NEATROOTS_REDIS_URL: own.url }, async (_c, _engine, frac) => {
         if (frac >= 0.4 && !restarted) {
           restarted = true;
-          r.kill('SIGKILL');
-          await new Promise((res) => r.once('exit', res));
+          await own.stop();
           await new Promise((res) => setTimeout(res, 1500));
-          r = await startRedis();
+          await own.start();
         }
       });
     } finally {
-      r.kill('SIGKILL');
+      await own.stop();
       fs.rmSync(dir, { recursive: true, force: true });
     }
   }, 300_000);

@@ -9,14 +9,22 @@ export function redisServerBinary(): string | undefined {
 }
 
 /**
- * A Redis of a test's own on a free loopback port, without persistence, to stop (SIGKILL) and
- * start again: outages without disturbing the shared server other tests use.
+ * A Redis of a test's own on a loopback port, to stop (SIGKILL) and start again: outages
+ * without disturbing the shared server other tests use. Without persistence unless `args` say
+ * otherwise (an append-only file in a folder of the test's: a restart keeps what was written).
  */
 export class PrivateRedis {
   private server: ChildProcess | undefined;
-  port = 0;
+  port: number;
+  private readonly args: string[];
 
-  constructor(private readonly binary: string) {}
+  constructor(
+    private readonly binary: string,
+    opts: { port?: number; args?: string[] } = {},
+  ) {
+    this.port = opts.port ?? 0;
+    this.args = opts.args ?? ['--appendonly', 'no'];
+  }
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
@@ -25,7 +33,7 @@ export class PrivateRedis {
   /** Starts it (on the same port as before, after a stop) and waits for PONG. */
   async start(): Promise<void> {
     if (!this.port) this.port = await freeLoopbackPort();
-    this.server = spawn(this.binary, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    this.server = spawn(this.binary, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...this.args], { stdio: 'ignore' });
     const probe = new Redis({ port: this.port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null });
     try {
       for (let i = 0; ; i++) {
@@ -42,7 +50,7 @@ export class PrivateRedis {
     }
   }
 
-  /** Kills it (its data is gone: no persistence). */
+  /** Kills it (without persistence, its data is gone). */
   async stop(): Promise<void> {
     const s = this.server;
     this.server = undefined;
