@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import Redis from 'ioredis';
 import type { SharedCache } from '@neatroots/ports';
+import { FailFastRedis } from '../redis-client';
 
 export interface RedisSharedCacheOptions {
   url: string;
@@ -22,49 +22,30 @@ export interface RedisSharedCacheOptions {
  * client reconnects in the background.
  */
 export class RedisSharedCache {
-  private readonly redis: Redis;
-  private down = false;
-  private closed = false;
+  private readonly client: FailFastRedis;
   private lastReported = 0;
   private readonly onError: (err: unknown) => void;
   readonly stats = { errors: 0 };
 
   constructor(private readonly opts: RedisSharedCacheOptions) {
     this.onError = opts.onError ?? ((err) => console.error('shared cache: redis:', (err as Error)?.message ?? err));
-    this.redis = new Redis(opts.url, {
-      lazyConnect: true,
-      connectTimeout: 5000,
-      commandTimeout: opts.commandTimeoutMs ?? 500,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      autoResendUnfulfilledCommands: false,
-      disconnectTimeout: 200,
-      retryStrategy: (times) => (this.closed ? null : Math.min(times * 100, 2000)),
-    });
-    this.redis.on('error', (err) => this.outage(err));
-    this.redis.on('close', () => this.outage(new Error('connection to Redis lost; reconnecting')));
-    this.redis.on('ready', () => (this.down = false));
-  }
-
-  private outage(err: unknown): void {
-    if (this.down || this.closed) return;
-    this.down = true;
-    this.onError(err);
+    this.client = new FailFastRedis({ url: opts.url, commandTimeoutMs: opts.commandTimeoutMs ?? 500, onOutage: this.onError });
   }
 
   /** Connects; an unreachable Redis is reported and retried in the background, not thrown: the cache only saves work. */
   async connect(): Promise<void> {
-    await this.redis.connect().catch((err: unknown) => this.outage(err));
+    await this.client.redis.connect().catch((err: unknown) => this.onError(err));
   }
 
   /** A view of the cache whose keys are kept apart under `name`. */
   named(name: string): SharedCache {
     const base = `${this.opts.prefix}:cache:${name}:`;
     const key = (k: string) => base + createHash('sha1').update(k).digest('hex');
+    const redis = this.client.redis;
     return {
       get: async (k) => {
         try {
-          const v = await this.redis.get(key(k));
+          const v = await redis.get(key(k));
           return v ?? undefined;
         } catch (err) {
           this.failed(err);
@@ -74,7 +55,7 @@ export class RedisSharedCache {
       set: async (k, value, ttlMs) => {
         if (!(ttlMs > 0)) return;
         try {
-          await this.redis.set(key(k), value, 'PX', Math.ceil(ttlMs));
+          await redis.set(key(k), value, 'PX', Math.ceil(ttlMs));
         } catch (err) {
           this.failed(err);
         }
@@ -88,14 +69,12 @@ export class RedisSharedCache {
    */
   private failed(err: unknown): void {
     this.stats.errors++;
-    if (this.closed || this.redis.status !== 'ready' || Date.now() - this.lastReported < 60_000) return;
+    if (this.client.isClosed || this.client.redis.status !== 'ready' || Date.now() - this.lastReported < 60_000) return;
     this.lastReported = Date.now();
     this.onError(err);
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    if (this.redis.status === 'ready') await this.redis.quit().catch(() => this.redis.disconnect());
-    else this.redis.disconnect();
+  close(): Promise<void> {
+    return this.client.close();
   }
 }

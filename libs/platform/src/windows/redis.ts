@@ -1,5 +1,6 @@
-import { Redis, type ChainableCommander } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 import { layerBase, WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { FailFastRedis } from '../redis-client';
 
 /**
  * Run windows in Redis (ioredis), for the distributed deployment: a rule engine that restarts,
@@ -181,9 +182,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private readonly memberFields: readonly string[];
   /** Windows whose member fields were in their hash when last loaded or saved here: where a load asks at once. */
   private readonly hashed = new Set<string>();
-  /** Not reported before the first connection: open() throws that failure itself. */
-  private down = true;
-  private closed = false;
+  private readonly client: FailFastRedis;
 
   constructor(opts: RedisWindowStoreOptions) {
     const prefix = opts.prefix ?? 'neatroots';
@@ -192,34 +191,12 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.defaultTtlMs = opts.defaultTtlMs;
     this.memberFields = opts.memberFields ?? [];
     const onError = opts.onError ?? ((err) => console.error('windows: redis:', (err as Error)?.message ?? err));
-    this.redis = new Redis(opts.url, {
-      lazyConnect: true,
-      connectTimeout: opts.connectTimeoutMs ?? 5000,
-      commandTimeout: opts.commandTimeoutMs ?? 5000,
-      // Fail fast while disconnected: the caller's batch fails and is retried by the bus,
-      // instead of piling up behind an outage or hanging.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      autoResendUnfulfilledCommands: false,
-      // close() after a failed connection: ioredis waits this long for a socket that is
-      // already gone (2 s by default), keeping the process alive for nothing.
-      disconnectTimeout: 200,
-      // Keep reconnecting in the background, backing off to 2 s; not once closed (a
-      // reconnection already scheduled when close() runs would otherwise keep the process up).
-      retryStrategy: (times) => (this.closed ? null : Math.min(times * 100, 2000)),
-    });
+    // Not reported before the first connection: open() throws that failure itself.
+    this.client = new FailFastRedis({ url: opts.url, connectTimeoutMs: opts.connectTimeoutMs, commandTimeoutMs: opts.commandTimeoutMs, onOutage: onError });
+    this.redis = this.client.redis;
     this.redis.defineCommand('neatrootsTakeDue', { numberOfKeys: 1, lua: TAKE_DUE });
     this.redis.defineCommand('neatrootsSave', { lua: SAVE });
     this.scripted = this.redis as ScriptedRedis;
-    // Once per outage: ioredis emits an error on every failed reconnection attempt.
-    const outage = (err: unknown) => {
-      if (this.down || this.closed) return;
-      this.down = true;
-      onError(err);
-    };
-    this.redis.on('error', outage);
-    this.redis.on('close', () => outage(new Error('connection to Redis lost; reconnecting')));
-    this.redis.on('ready', () => (this.down = false));
   }
 
   /** Connects, and refuses a Redis too old for ZADD LT. */
@@ -434,14 +411,8 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     }
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    if (this.redis.status === 'ready') {
-      await this.redis.quit().catch(() => this.redis.disconnect());
-    } else {
-      this.redis.disconnect();
-    }
+  close(): Promise<void> {
+    return this.client.close();
   }
 }
 
