@@ -1,6 +1,3 @@
 #!/usr/bin/env node
 'use strict';
-require('../dist/sopc.js').main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
-  (err) => { console.error(`sopc: ${err && err.stack ? err.stack : err}`); process.exitCode = 1; },
-);
+require('./failure.js').runCli('sopc', () => require('../dist/sopc.js').main(process.argv.slice(2)));
