@@ -34,4 +34,6 @@ export interface AgreementRow {
   rate: number;
   classifier_first: boolean;
   trained: number;
+  /** The question's text; empty for an earlier wording of the check's question. */
+  ask: string;
 }

@@ -440,11 +440,15 @@ guidance: Only confirm refunds the refund tool confirmed.
     await shot(page, 'checks');
     await page.getByRole('link', { name: 'Settings → Models' }).click();
     await page.getByRole('heading', { name: 'Settings → Models' }).waitFor();
-    const questions = (await apiGet<{ questions: { check_id: string }[] }>('models/agreement')).questions;
-    // The LLM answered the questions that run on every agent with tools: each is a row.
+    const questions = (await apiGet<{ questions: { check_id: string; question_key: string; ask: string }[] }>('models/agreement')).questions;
+    // The LLM answered the questions that run on every agent with tools: each is a row, with the
+    // question's text as its check asks it now.
     expect(questions.length).toBeGreaterThan(0);
+    expect(questions.every((q) => q.ask.length > 20)).toBe(true);
     await page.locator('tbody tr').first().waitFor();
     expect(await page.locator('tbody tr').count()).toBe(questions.length);
+    const asked = await page.locator('tbody tr td:nth-child(2)').allTextContents();
+    expect(asked).toEqual(questions.map((q) => `${q.ask}${q.question_key}`));
     await shot(page, 'models');
     await page.context().close();
   });

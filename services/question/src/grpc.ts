@@ -1,7 +1,7 @@
 import { Server, status as Status, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { appliesInProject, CheckError, parseCheck, type QuestionCheck } from '@neatroots/checks';
 import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
-import { NoModelError, QueueFullError, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
+import { NoModelError, QueueFullError, questionKey, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
 
 /**
  * neatroots.v1.Question over gRPC: what other services (review's decisions) call. A full model
@@ -84,11 +84,16 @@ function fail(cb: sendUnaryData<never>, e: unknown, log: (m: string, e?: unknown
 export async function agreementStats(
   answerer: QuestionAnswerer,
   opts: { checkId?: string; project?: string; checks?: () => readonly QuestionCheck[] } = {},
-): Promise<(AgreementStat & { trained: number })[]> {
+): Promise<(AgreementStat & { trained: number; ask: string })[]> {
   const stats = await answerer.agreement.stats(opts.checkId);
   const { project, checks } = opts;
-  const visible = project && checks ? new Set(checks().filter((c) => appliesInProject(c, project)).map((c) => c.id)) : undefined;
-  return stats.filter((s) => !visible || visible.has(s.check_id)).map((s) => ({ ...s, trained: answerer.classifier.trainedByKey(s.question_key) }));
+  const inEffect = checks?.() ?? [];
+  const visible = project && checks ? new Set(inEffect.filter((c) => appliesInProject(c, project)).map((c) => c.id)) : undefined;
+  // A question's text by its key: a key no check in effect has is an earlier wording's (its text is not kept).
+  const asks = new Map(inEffect.map((c) => [questionKey(c), c.ask]));
+  return stats
+    .filter((s) => !visible || visible.has(s.check_id))
+    .map((s) => ({ ...s, ask: asks.get(s.question_key) ?? '', trained: answerer.classifier.trainedByKey(s.question_key) }));
 }
 
 export interface QuestionGrpc {

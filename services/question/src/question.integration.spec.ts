@@ -15,6 +15,7 @@ import {
   MemoryPlanStore,
   QuestionAnswerer,
   QuestionScheduler,
+  questionKey,
   questionSet,
   type AnswererOptions,
   type EvidenceDoc,
@@ -26,6 +27,7 @@ import {
 import { FINDINGS_TOPIC, NOTES_TOPIC, QUESTIONS_TOPIC, type FindingMessage, type Note } from '@neatroots/messages';
 import { type Envelope, type Span } from '@neatroots/spans';
 import { judgeReply, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply, type PromptQuestion } from '../../../libs/platform/src/models/fake-openai.test';
+import { agreementStats } from './grpc';
 import { startQuestionService, type QuestionService, type QuestionServiceOptions } from './service';
 
 const T0 = 1_700_000_000_000;
@@ -450,6 +452,11 @@ describe('which model answers', () => {
     const flagged = await answerer.ask({ q: pii, evidence: doc(32, 'Ask Dana at dana@example.com.') });
     expect(flagged).toMatchObject({ flagged: true, answered_by: 'local', quote: 'dana@example.com' });
     expect(fake.calls.map((c) => c.kind).slice(30)).toEqual(['judge', 'second_look']);
+    // Settings -> Models lists it with its text while the check words it so; a reworded check
+    // asks a new question (a new key, counted from nothing), and the old key's text is not kept.
+    expect(await agreementStats(answerer, { checks: () => [pii] })).toEqual([expect.objectContaining({ question_key: questionKey(pii), check_id: pii.id, ask: pii.ask })]);
+    const reworded = { ...pii, ask: 'Does the final answer show an email address or phone number of someone else?' };
+    expect(await agreementStats(answerer, { checks: () => [reworded] })).toEqual([expect.objectContaining({ question_key: questionKey(pii), ask: '' })]);
     answerer.close();
   });
 

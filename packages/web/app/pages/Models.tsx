@@ -36,7 +36,10 @@ export function Models({ session }: { session: Session }) {
                 <td>
                   <code>{q.check_id}</code>
                 </td>
-                <td className="meta">{q.question_key}</td>
+                <td>
+                  {q.ask || <span className="meta">an earlier wording</span>}
+                  <div className="meta">{q.question_key}</div>
+                </td>
                 <td className="num">{q.answers}</td>
                 <td className="num">{q.agreed}</td>
                 <td className="num">{percent(q.answers ? q.rate : null)}</td>

@@ -227,7 +227,7 @@ const paths: Record<string, Record<string, unknown>> = {
   [`${P}/findings/{id}/reopen`]: { post: op('findings', { summary: 'Reopen a dismissed finding', params: [project, id('A finding id')], ok: { schema: object({ finding: ref('Finding') }) } }) },
   [`${P}/checks/stats`]: { get: op('checks', { summary: 'Per check: findings, dismissals, precision', params: [project], ok: { schema: object({ checks: arr(object({ check_id: str })) }) } }) },
   [`${P}/checks/disabled`]: { get: op('checks', { summary: 'Checks disabled for a slow pattern', params: [project], ok: { schema: object({ checks: arr(object({ check_id: str })) }) } }) },
-  [`${P}/models/agreement`]: { get: op('models', { summary: "Per question: LLM answers and the fast classifier's agreement", params: [project, p('check_id', 'query')], ok: { schema: object({ questions: arr(object({ check_id: str })) }) } }) },
+  [`${P}/models/agreement`]: { get: op('models', { summary: "Per question: LLM answers and the fast classifier's agreement", params: [project, p('check_id', 'query')], ok: { schema: object({ questions: arr(object({ check_id: str, question_key: str, ask: str })) }) } }) },
   [`${P}/checks`]: {
     get: op('checks', { summary: 'Every check in effect in the project, and database checks that are not', params: [project], ok: { schema: object({ checks: arr(object({ id: str, kind: str, source: str, overrides: arr(object({ source: str, file: str }, { optional: ['file'] })) }, { optional: ['overrides'] })) }) } }),
     post: op('checks', { summary: 'Save a database check (created or replaced); 400 invalid_check with each problem', params: [project], body: checkBody, ok: { schema: object({ check: any, created: bool, warnings: arr(any) }) } }),

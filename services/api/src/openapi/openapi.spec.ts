@@ -37,7 +37,7 @@ beforeAll(async () => {
   app = await createApi({
     queries: createReviewQueries(db),
     resolveKey: (k) => projects.resolveApiKey(k),
-    modelStats: async () => [{ check_id: 'tone', answers: 3 }] as never,
+    modelStats: async () => [{ check_id: 'tone', question_key: 'tone@0123456789', ask: 'Was the agent rude?', answers: 3 }] as never,
     sop: sop.queries,
     review: sop.review,
     port: 0,
