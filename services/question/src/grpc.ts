@@ -174,9 +174,9 @@ export function questionGrpcService(
 /** The Question service on a gRPC server of its own. */
 export async function startQuestionGrpc(
   answerer: QuestionAnswerer,
-  opts: { port: number; host?: string; log: (m: string, e?: unknown) => void },
+  opts: { port: number; host?: string; log: (m: string, e?: unknown) => void; checks?: () => readonly QuestionCheck[] },
 ): Promise<QuestionGrpc> {
-  const svc = questionGrpcService(answerer, opts.log);
+  const svc = questionGrpcService(answerer, opts.log, opts.checks);
   const server = new Server();
   server.addService(svc.service, svc.implementation);
   const port = await bindGrpc(server, opts.host ?? '127.0.0.1', opts.port);

@@ -599,7 +599,9 @@ describe('the Question gRPC service', () => {
 
   it('answers Ask, AskBatch, Complete and Agreement', async () => {
     fake.script = async (c) => (c.kind === 'other' ? { content: 'a reasoned reply' } : script({ judge: (x) => ({ p: x.evidence.includes('refund') ? 0.8 : 0.1, quote: 'refund' }) })(c));
-    const h = await harness([], { grpc: { port: 0 } });
+    // The question is also a check in effect, so Agreement names it by its text.
+    const check = q({ id: 'api-q', ask: 'Was a refund mentioned?' });
+    const h = await harness([check], { grpc: { port: 0 } });
     const cl = client(h.service.grpcPort!);
     const spec = { id: 'api-q', kind: 'yes_no', ask: 'Was a refund mentioned?', options: {}, flag_on: [], levels: [] };
     const one = await call<v1.AskRequest, v1.AskResponse>(cl.ask.bind(cl), { question: spec, evidence_text: 'we issued a refund', evidence_json: '', context_text: '', priority: '', no_second_look: false });
@@ -610,8 +612,10 @@ describe('the Question gRPC service', () => {
     expect(many.answers.map((a) => a.flagged)).toEqual([false, true]);
     const done = await call<v1.CompleteRequest, v1.CompleteResponse>(cl.complete.bind(cl), { messages: [{ role: 'user', content: 'why?' }], priority: '', json: false });
     expect(done).toEqual({ text: 'a reasoned reply', answered_by: 'local' });
+    // One comparison with the LLM on record (an untrained classifier compares none of its own here).
+    h.service.answerer.agreement.record(questionKey(check), check.id, true, true);
     const agreement = await call<v1.AgreementRequest, v1.AgreementResponse>(cl.agreement.bind(cl), { check_id: '', project: '' });
-    expect(Array.isArray(agreement.questions)).toBe(true);
+    expect(agreement.questions).toEqual([expect.objectContaining({ question_key: questionKey(check), check_id: 'api-q', ask: 'Was a refund mentioned?', answers: 1, agreed: 1, recall: 1 })]);
     const bad = call(cl.ask.bind(cl), { question: { ...spec, kind: 'maybe' }, evidence_text: 'x', evidence_json: '', context_text: '', priority: '', no_second_look: false });
     await expect(bad).rejects.toMatchObject({ code: Status.INVALID_ARGUMENT });
     cl.close();

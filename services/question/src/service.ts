@@ -204,7 +204,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
     for (let i = 0; i < Math.max(1, opts.consumers ?? 4); i++) {
       subs.push(await opts.bus.subscribe(topics.questions, { group: opts.group ?? 'question' }, handle));
     }
-    if (opts.grpc) grpc = await startQuestionGrpc(answerer, { ...opts.grpc, log });
+    if (opts.grpc) grpc = await startQuestionGrpc(answerer, { ...opts.grpc, log, checks: opts.questions });
   } catch (e) {
     clearInterval(beat);
     await Promise.all(subs.map((s) => s.close()));
