@@ -1,6 +1,5 @@
-import { Redis } from 'ioredis';
-import { PrivateRedis, redisServerBinary } from '../testing/private-redis';
-import { serviceOrSkip, servicesRequired, uniqueName } from '../testing/services';
+import { PrivateRedis, RedisScratch, redisServerBinary } from '../testing/private-redis';
+import { serviceOrSkip, servicesRequired } from '../testing/services';
 import { RedisSharedCache } from './redis';
 
 const redis = serviceOrSkip('redis', 'RedisSharedCache');
@@ -8,27 +7,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 (redis ? describe : describe.skip)('RedisSharedCache (the question service\'s answers shared across replicas and restarts)', () => {
   const url = redis?.url ?? '';
-  const prefixes: string[] = [];
-  const open = async (prefix = uniqueName('it_cache'), onError?: (e: unknown) => void) => {
-    prefixes.push(prefix);
-    const c = new RedisSharedCache({ url, prefix, onError });
+  const scratch = new RedisScratch(url, 'it_cache');
+  const raw = scratch.raw;
+  afterAll(() => scratch.cleanup());
+  const open = async (prefix = scratch.next()) => {
+    const c = new RedisSharedCache({ url, prefix });
     await c.connect();
     return c;
   };
-  let raw: Redis;
-  beforeAll(() => {
-    raw = new Redis(url);
-  });
-  afterAll(async () => {
-    for (const p of prefixes) {
-      const keys = await raw.keys(`${p}:*`);
-      if (keys.length) await raw.del(...keys);
-    }
-    raw.disconnect();
-  });
 
   it('hands one process what another stored, under its name, until the ttl runs out', async () => {
-    const prefix = uniqueName('it_cache');
+    const prefix = scratch.next();
     const [a, b] = [await open(prefix), await open(prefix)];
     try {
       await a.named('answers').set('model\u0000q1', '{"p":0.9}', 60_000);

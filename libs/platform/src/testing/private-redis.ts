@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
+import { uniqueName } from './services';
 
 /** The redis-server binary deploy/local/services installs, if it is here. */
 export function redisServerBinary(): string | undefined {
@@ -70,4 +71,36 @@ function freeLoopbackPort(): Promise<number> {
       s.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
     });
   });
+}
+
+/**
+ * Key prefixes of a test's own on the shared Redis, and a plain client to look at what was
+ * written under them: `next()` hands out a new prefix, `cleanup()` deletes every key under the
+ * prefixes handed out and disconnects (a suite's afterAll).
+ */
+export class RedisScratch {
+  readonly raw: Redis;
+  private readonly prefixes: string[] = [];
+
+  constructor(
+    url: string,
+    private readonly base: string,
+  ) {
+    // Connected by its first command: a suite skipped for want of Redis never connects.
+    this.raw = new Redis(url, { lazyConnect: true });
+  }
+
+  next(): string {
+    const p = uniqueName(this.base);
+    this.prefixes.push(p);
+    return p;
+  }
+
+  async cleanup(): Promise<void> {
+    for (const p of this.prefixes) {
+      const keys = await this.raw.keys(`${p}:*`);
+      if (keys.length) await this.raw.del(...keys);
+    }
+    this.raw.disconnect();
+  }
 }

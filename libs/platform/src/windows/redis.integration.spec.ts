@@ -1,9 +1,8 @@
-import { Redis } from 'ioredis';
 import { compileRuleSet, RUN_WINDOW_MEMBER_FIELDS, RuleEngine, type FindingEvent, type RuleCheck, type RunWindow } from '@neatroots/checks';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { WindowConflictError, type WindowStore } from '@neatroots/ports';
-import { PrivateRedis, redisServerBinary } from '../testing/private-redis';
-import { serviceOrSkip, servicesRequired, uniqueName } from '../testing/services';
+import { PrivateRedis, RedisScratch, redisServerBinary } from '../testing/private-redis';
+import { serviceOrSkip, servicesRequired } from '../testing/services';
 import { MemoryWindowStore } from './memory';
 import { INLINE_MEMBERS, openRedisWindowStore, RedisWindowStore } from './redis';
 
@@ -11,24 +10,10 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
 
 (redis ? describe : describe.skip)('RedisWindowStore', () => {
   const url = redis?.url ?? '';
-  const prefixes: string[] = [];
-  const prefix = () => {
-    const p = uniqueName('it_windows');
-    prefixes.push(p);
-    return p;
-  };
-  let raw: Redis;
-
-  beforeAll(() => {
-    raw = new Redis(url);
-  });
-  afterAll(async () => {
-    for (const p of prefixes) {
-      const keys = await raw.keys(`${p}:*`);
-      if (keys.length) await raw.del(...keys);
-    }
-    raw.disconnect();
-  });
+  const scratch = new RedisScratch(url, 'it_windows');
+  const prefix = () => scratch.next();
+  const raw = scratch.raw;
+  afterAll(() => scratch.cleanup());
 
   it('keeps a window as JSON under <prefix>:w:<key> with its ttl, and wake-ups in <prefix>:wake', async () => {
     const p = prefix();
