@@ -44,11 +44,6 @@ export class FailFastRedis {
     this.redis.on('ready', () => (this.down = false));
   }
 
-  /** Whether it is closed (by close()). */
-  get isClosed(): boolean {
-    return this.closed;
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -232,7 +232,7 @@ export class QuestionAnswerer {
       return notChecked(`the model gave a malformed answer: ${(e as Error).message}`, llm.role);
     }
     if (!cached) {
-      // In the shared cache before the finding is published: a crash after the publish is answered from it.
+      // In the shared cache before the answer goes back to its batch: a crash before that batch is marked done reads it from there.
       await this.cache?.set(cacheKey, raw!);
       const r = raw!;
       // Compared before it learns, so agreement measures predictions, not memory.

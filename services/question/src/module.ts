@@ -67,6 +67,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);
     const [review, checks, models] = await Promise.all([link('review'), link('checks'), link('models')]);
     const { cache } = models.question;
+    const questions = () => checks.questions().questions;
     // The deployment's shared cache behind this process's (Redis, distributed): a replica, or this
     // service after a crash, is answered without asking the model again.
     const shared = cache !== false && ctx.platform.sharedCache ? await ctx.platform.sharedCache('answers') : undefined;
@@ -77,7 +78,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       ...models.question,
       cache: cache === false ? false : { ...cache, shared },
       onCacheLookup: (kind, result) => ctx.metrics.questionCache.inc({ kind, result }),
-      questions: () => checks.questions().questions,
+      questions,
       // A plan's new questions are database checks: read them in (the set is reloaded only if they changed).
       onPlan: () => void (checks.refresh ? checks.refresh() : checks.reload()).catch((err) => ctx.log.error('checks reload after a plan failed', err)),
       quiet: review.isQuiet,
@@ -91,7 +92,6 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       log: (m, err) => ctx.log.error(m, err),
       onFindingsPublished: findingDelayHook(ctx),
     });
-    const questions = () => checks.questions().questions;
     ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));
     const provided: QuestionLink = {
       service,

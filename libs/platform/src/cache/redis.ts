@@ -65,11 +65,11 @@ export class RedisSharedCache {
 
   /**
    * A command that failed while connected (a timeout, an error reply such as OOM) is reported
-   * too, at most once a minute; one refused while disconnected is the outage already reported.
+   * too, at most once a minute; one refused while disconnected (or closed) is the outage already reported.
    */
   private failed(err: unknown): void {
     this.stats.errors++;
-    if (this.client.isClosed || this.client.redis.status !== 'ready' || Date.now() - this.lastReported < 60_000) return;
+    if (this.client.redis.status !== 'ready' || Date.now() - this.lastReported < 60_000) return;
     this.lastReported = Date.now();
     this.onError(err);
   }

@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { CONTAINER_NOTE_ENV, SERVICE_ENV, type ServiceName } from './services';
+import { CONTAINER_NOTE_ENV, freePort, SERVICE_ENV, type ServiceName } from './services';
 
 /**
  * The second way integration tests get their services (see ./services.ts): where no address
@@ -26,17 +25,6 @@ const IMAGES: Record<ServiceName, string> = {
   redis: 'redis:7-alpine',
   kafka: 'apache/kafka:3.8.1',
 };
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 /**
  * Starts a container for each service whose address is missing from `env`, and sets the

@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
-import { uniqueName } from './services';
+import { freePort, uniqueName } from './services';
 
 /** The redis-server binary deploy/local/services installs, if it is here. */
 export function redisServerBinary(): string | undefined {
@@ -33,7 +32,7 @@ export class PrivateRedis {
 
   /** Starts it (on the same port as before, after a stop) and waits for PONG. */
   async start(): Promise<void> {
-    if (!this.port) this.port = await freeLoopbackPort();
+    if (!this.port) this.port = await freePort();
     this.server = spawn(this.binary, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...this.args], { stdio: 'ignore' });
     const probe = new Redis({ port: this.port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: null });
     try {
@@ -63,15 +62,6 @@ export class PrivateRedis {
   }
 }
 
-function freeLoopbackPort(): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 /**
  * Key prefixes of a test's own on the shared Redis, and a plain client to look at what was

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 
 /**
  * Which real services the integration tests use (issue 3, "tests choose their services"):
@@ -96,4 +97,16 @@ export function requireService(name: ServiceName, suite: string): string[] | str
 /** A name no earlier test run used: topics, groups, key prefixes, schemas. */
 export function uniqueName(base: string): string {
   return `${base}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** A loopback port free now (the OS's pick), for a server a test starts next. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
 }
