@@ -6,6 +6,7 @@ import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js'
 import { openPglite } from '@neatroots/platform';
 import { v1 } from '@neatroots/proto';
 import { itemToEvent, type StreamItem } from '@neatroots/spans';
+import { serverNodeFlags } from '../../packages/neatroots/src/relaunch';
 import { CLI, freePort } from '../distributed/cluster';
 
 /**
@@ -28,7 +29,10 @@ export class EmbeddedProc {
   async start(env: Record<string, string> = {}): Promise<void> {
     if (!this.ports.grpc) this.ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort(), admin: await freePort() };
     this.output = [];
-    const proc = spawn(process.execPath, [CLI, 'start', '--no-demo'], {
+    // With the servers' node flags given here, the CLI serves in this very process (no relaunch
+    // into a child): a SIGKILL of `proc` is the crash of the server, not a signal to a parent
+    // whose child then stops gracefully.
+    const proc = spawn(process.execPath, [...serverNodeFlags(), CLI, 'start', '--no-demo'], {
       env: {
         PATH: process.env.PATH,
         NEATROOTS_HOME: this.home,
