@@ -4,7 +4,7 @@ import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { openPostgres, requireService } from '@neatroots/platform';
+import { openPostgres, requireService, until } from '@neatroots/platform';
 import { health, v1 } from '@neatroots/proto';
 import { NeatrootsClient, PrecheckUnansweredError, RunHaltedError, type Note } from '@neatroots/sdk';
 import { Cluster, type ServiceProc } from './cluster';
@@ -26,16 +26,6 @@ const KEY = `key-${PROJECT}`;
 /** A project whose pre-call checks fail closed (PROJECT's fail open). */
 const CLOSED = `vault-${Date.now().toString(36)}`;
 const CLOSED_KEY = `key-${CLOSED}`;
-
-async function until<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v as T;
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 maybe(SUITE, () => {
   let cluster: Cluster;
@@ -108,16 +98,16 @@ maybe(SUITE, () => {
       s.end();
     };
     for (let i = 0; i < 3; i++) tool('search_kb', { q: 'same' });
-    await until(() => notes.some((n) => n.check_id === 'repeated-tool-call'));
+    await until('the repeated-call note', () => notes.some((n) => n.check_id === 'repeated-tool-call'), 30_000, 50);
     tool('issue_refund', { order: 1 });
-    await until(() => run.halted, 30_000);
+    await until('the halt', () => run.halted, 30_000, 50);
     expect(run.haltNote?.check_id).toBe('refund-without-lookup');
     root.end();
     await run.end();
 
     const db = await openPostgres({ url: cluster.pgUrl });
     try {
-      const rows = await until(async () => {
+      const rows = await until('both findings stored and active', async () => {
         const r = await db.query<{ check_id: string; action: string; active_at: unknown }>(
           'SELECT check_id, action, active_at FROM findings WHERE project = $1 AND run_id = $2 ORDER BY check_id',
           [PROJECT, runId],

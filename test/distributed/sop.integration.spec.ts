@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { openPostgres, requireService } from '@neatroots/platform';
+import { openPostgres, requireService, until } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { Cluster, freePort, type ServiceProc } from './cluster';
 
@@ -49,16 +49,6 @@ function refundSession(externalId: string, tools: string[]) {
   };
 }
 
-async function until<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v as T;
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 maybe(SUITE, () => {
   let cluster: Cluster;
   let review: ServiceProc;
@@ -78,7 +68,7 @@ maybe(SUITE, () => {
     return { status: res.status, body: JSON.parse(await res.text()) };
   };
   const checked = (id: string, after?: string) =>
-    until(async () => {
+    until(`session ${id} checked`, async () => {
       const s = (await api('GET', `/sessions/${id}`)).body as Checked;
       return s.status === 'checked' && s.checked_at !== after ? s : undefined;
     });
@@ -207,7 +197,7 @@ maybe(SUITE, () => {
     } finally {
       await client.close();
     }
-    const listed = await until(async () => {
+    const listed = await until('the run listed as a session', async () => {
       const items = (await api('GET', '/sessions?agent=refund-agent&limit=100')).body.items as { id: string; external_id: string }[];
       return items.find((s) => s.external_id === `run:${runId}`);
     });
