@@ -68,8 +68,8 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     const [review, checks, models] = await Promise.all([link('review'), link('checks'), link('models')]);
     const { cache } = models.question;
     const questions = () => checks.questions().questions;
-    // The deployment's shared cache behind this process's (Redis, distributed): a replica, or this
-    // service after a crash, is answered without asking the model again.
+    // The deployment's shared cache behind this process's (Redis distributed, the database
+    // embedded): a replica, or this service after a crash, is answered without asking the model again.
     const shared = cache !== false && ctx.platform.sharedCache ? await ctx.platform.sharedCache('answers') : undefined;
     const service = await startQuestionService({
       bus: ctx.platform.bus(),

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { SharedCache } from '@neatroots/ports';
 import { FailFastRedis } from '../redis-client';
+import { cacheDigest } from './digest';
 
 export interface RedisSharedCacheOptions {
   url: string;
@@ -40,7 +40,7 @@ export class RedisSharedCache {
   /** A view of the cache whose keys are kept apart under `name`. */
   named(name: string): SharedCache {
     const base = `${this.opts.prefix}:cache:${name}:`;
-    const key = (k: string) => base + createHash('sha1').update(k).digest('hex');
+    const key = (k: string) => base + cacheDigest(k);
     const redis = this.client.redis;
     return {
       get: async (k) => {

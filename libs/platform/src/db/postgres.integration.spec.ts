@@ -33,9 +33,12 @@ if (!url) {
       dbs.push(a, b);
       const [ra, rb] = await Promise.all([migrate(a), migrate(b)]);
       const files = (await loadMigrations()).map((m) => m.name);
-      // either the schema was already there (both apply nothing) or exactly one applied it
-      const applied = [...ra.applied, ...rb.applied].sort();
-      expect([[], [...files].sort()]).toContainEqual(applied);
+      // One of the two applied what the server lacked (everything on a new server, the newer
+      // files on one an older version migrated, nothing when up to date); the other waited and
+      // found nothing to do.
+      expect([ra.applied, rb.applied].filter((x) => x.length).length).toBeLessThanOrEqual(1);
+      const applied = [...ra.applied, ...rb.applied];
+      expect(files.slice(files.length - applied.length)).toEqual(applied);
       const rows = await a.query<{ name: string }>('SELECT name FROM schema_migrations WHERE name = ANY($1::text[]) ORDER BY version', [files]);
       expect(rows.rows.map((r) => r.name)).toEqual(files);
       expect((await migrate(a)).applied).toEqual([]);

@@ -12,6 +12,7 @@ import { JournalWindowStore } from '../windows/journal';
 import { MemoryWindowStore } from '../windows/memory';
 import { openRedisWindowStore } from '../windows/redis';
 import { RedisSharedCache } from '../cache/redis';
+import { DbSharedCache } from '../cache/db';
 
 /** Opens each driver once, on first use, and closes what was opened in reverse order. */
 class Drivers {
@@ -105,6 +106,20 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
         async () => new InlineJobs({ onFailed: (f) => log.error(failedLine(f)), onRetry: (r) => log.warn(retryLine(r)) }),
         (j) => j.close(),
       ),
+    // In the database (the shared_cache table): the model's answers outlive the process, so the
+    // batch a crash interrupted, read again at the next start, is answered from here.
+    sharedCache: async (name: string) => {
+      const cache = await drivers.get<DbSharedCache>(
+        'cache',
+        async () =>
+          new DbSharedCache({
+            db: await db(),
+            onError: (err) => log.error('shared cache (database; lookups miss and answers are kept in memory only until it answers)', err),
+          }),
+        async () => undefined,
+      );
+      return cache.named(name);
+    },
     ready: async () => true,
     drain: async () => {
       if (bus) await drainEmbeddedBus(bus, config, opts.drainTopic, log);
