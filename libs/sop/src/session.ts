@@ -71,11 +71,29 @@ export function parseSession(value: unknown): Session {
     external_id: optString('external_id'),
     agent: optString('agent'),
     release_id: optString('release_id'),
-    started_at: optString('started_at'),
+    started_at: timestamp(optString('started_at'), 'started_at'),
     transcript_ref: optString('transcript_ref'),
     turns,
     tool_calls,
   };
+}
+
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/i;
+
+/**
+ * An ISO 8601 date and time with its offset (`2026-11-30T10:00:00Z`, `...+02:00`): what the
+ * store keeps as a point in time. Anything else, a date that does not exist (February 30)
+ * included, is refused here rather than by the database.
+ */
+function timestamp(v: string | null, field: string): string | null {
+  if (v === null) return null;
+  const m = ISO_TIME.exec(v);
+  const bad = () => new SessionError(`${field}: expected an ISO 8601 date and time with its offset, such as "2026-11-30T10:00:00Z", got ${JSON.stringify(v)}`);
+  if (!m) throw bad();
+  const [year, month, day, hour, minute, second = 0, offHour = 0, offMinute = 0] = m.slice(1).map((x) => (x === undefined ? undefined : Number(x)));
+  const days = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+  if (month! < 1 || month! > 12 || day! < 1 || day! > days || hour! > 23 || minute! > 59 || second! > 59 || offHour! > 23 || offMinute! > 59) throw bad();
+  return v;
 }
 
 function obj(v: unknown, what: string): Record<string, unknown> {
