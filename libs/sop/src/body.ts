@@ -1,6 +1,8 @@
+import type { Session } from './session';
+
 /**
  * The body of GET /v1/workspaces/{ws}/sessions/{id}: a session's result and one check per
- * procedure the router considered. `sopops check` prints exactly this, one line per session.
+ * procedure the router considered; `sessionAsStored` adds what a stored session has beside it.
  */
 import type { RuleKind } from './types';
 
@@ -71,4 +73,23 @@ export interface SessionBody {
   status: 'queued' | 'checked';
   result: ProcedureResult | null;
   checks: ProcedureCheck[];
+}
+
+/**
+ * A session checked offline as `sopops check` prints it: the body GET
+ * /v1/workspaces/{ws}/sessions/{id} answers, field for field and in its order. What only a stored session has is null: its id, when it was received and
+ * checked, a failure's error; `checked_result` is `result` (no finding is suppressed offline).
+ */
+export function sessionAsStored(body: SessionBody, session: Pick<Session, 'started_at' | 'transcript_ref'>): Record<string, unknown> {
+  const { checks, ...head } = body;
+  return {
+    ...head,
+    checked_result: body.result,
+    started_at: session.started_at,
+    transcript_ref: session.transcript_ref,
+    received_at: null,
+    checked_at: null,
+    error: null,
+    checks,
+  };
 }

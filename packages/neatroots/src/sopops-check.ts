@@ -9,6 +9,7 @@ import {
   UnknownAgentError,
   type Decider,
   type Reviewer,
+  sessionAsStored,
   type Session,
 } from '@neatroots/sop';
 import { UsageError } from './args';
@@ -84,7 +85,7 @@ a folder that does not compile (the reason on standard error).`,
       const decider = deps.decider ?? noModelDecider('no model is configured for sopops check');
       for (const { file, session } of sessions) {
         try {
-          io.out(JSON.stringify(await checkSession(folder, session, { decider, reviewer: deps.reviewer, agent, releaseId: null })));
+          io.out(JSON.stringify(sessionAsStored(await checkSession(folder, session, { decider, reviewer: deps.reviewer, agent, releaseId: null }), session)));
         } catch (e) {
           if (!(e instanceof UnknownAgentError)) throw e;
           io.err(`sopops check: ${file}: ${e.message}`);

@@ -1,4 +1,5 @@
 import type { INestApplication } from '@nestjs/common';
+import { sessionAsStored } from '@neatroots/sop';
 import { deployments, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
@@ -46,6 +47,10 @@ describe.each(deployments(() => h))('GET sessions/{id}/transcript (%s)', (name, 
     const checked = await send(`${base}/sessions/${sent.body.id}`, 'GET', KEY);
     expect(checked.body.status).toBe('checked');
     expect(checked.body).not.toHaveProperty('turns');
+    // Field for field, in order, what `sopops check` prints for a session.
+    const offline = sessionAsStored({ id: null, external_id: null, agent: null, release_id: null, status: 'checked', result: null, checks: [] }, session);
+    expect(Object.keys(checked.body)).toEqual(Object.keys(offline));
+    expect(checked.body.started_at).toBe(new Date(session.started_at).toISOString());
     const evidence = checked.body.checks.flatMap((c: { rules: { evidence?: { turn: number; quote: string }[] }[] }) => c.rules.flatMap((r) => r.evidence ?? []));
     expect(evidence.length).toBeGreaterThan(0);
     for (const e of evidence) expect(got.body.turns[e.turn]).toBeDefined();
