@@ -250,7 +250,7 @@ const paths: Record<string, Record<string, unknown>> = {
   [`${W}/head/{path}`]: {
     get: op('procedures', { summary: 'One file at head: its text and version (404 when head has no such file)', params: [ws, p('path', 'path')], ok: { schema: object({ path: str, text: str, version: str, updated_at: time }) } }),
     put: op('procedures', { summary: 'Save one file at head (the body is the file)', params: [ws, p('path', 'path')], ok: { schema: object({ path: str, version: str }) } }),
-    delete: op('procedures', { summary: 'Remove one file from head', params: [ws, p('path', 'path')], ok: { status: '204', description: 'Removed' } }),
+    delete: op('procedures', { summary: 'Remove one file from head', params: [ws, p('path', 'path')], ok: { schema: object({ path: str, deleted: bool }) } }),
   },
   [`${W}/releases`]: {
     post: op('procedures', { summary: 'Publish head as a release', params: [ws], ok: { status: '201', schema: ref('Release') } }),

@@ -80,6 +80,8 @@ function templateOf(real: string): string {
   const parts = real.split('?')[0].split('/');
   const match = Object.keys(doc.paths).find((t) => {
     const tp = t.split('/');
+    // {path} (a head file's) is the rest of the path, slashes included.
+    if (tp[tp.length - 1] === '{path}') return parts.length >= tp.length && tp.slice(0, -1).every((seg, i) => seg.startsWith('{') || seg === parts[i]);
     return tp.length === parts.length && tp.every((seg, i) => seg.startsWith('{') || seg === parts[i]);
   });
   if (!match) throw new Error(`${real} is not in the document`);
@@ -150,6 +152,9 @@ describe('GET /openapi.json', () => {
     await documented('POST', '/v1/workspaces/luigis/releases');
     await documented('GET', '/v1/workspaces/luigis/releases');
     await documented('GET', '/v1/workspaces/luigis/releases/live');
+    expect((await documented('PUT', '/v1/workspaces/luigis/head/procedures/spare.md', '# Spare\n\n## Steps\n1. Say hello.\n', 'text/markdown')).status).toBe(200);
+    expect((await documented('GET', '/v1/workspaces/luigis/head/procedures/spare.md')).status).toBe(200);
+    expect((await documented('DELETE', '/v1/workspaces/luigis/head/procedures/spare.md')).body).toEqual({ path: 'procedures/spare.md', deleted: true });
     const session = JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', 'payment-skipped', 'session.json'), 'utf8'));
     const sent = await documented('POST', '/v1/workspaces/luigis/sessions', { ...session, started_at: new Date(Date.now() - 3_600_000).toISOString() });
     let queue: { items: { pattern_id: string; examples: { finding_id: string }[] }[] } = { items: [] };
