@@ -82,6 +82,8 @@ describe('neatroots CLI', () => {
       const broken = write('broken.jsonl', '{not json\n');
       expect((await run(['replay', broken], env, dir)).err).toMatch(/broken\.jsonl:1: invalid JSON/);
       expect((await run(['replay', 'missing.jsonl'], env, dir)).code).toBe(2);
+      fs.mkdirSync(path.join(dir, 'spans-folder'));
+      expect(await run(['replay', 'spans-folder'], env, dir)).toMatchObject({ code: 2, err: expect.stringContaining('spans-folder: a folder, not a file of spans') });
     });
 
     it('exits 2 for invalid checks: invalid YAML with its position, an unknown rule type', async () => {

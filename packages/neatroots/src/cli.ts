@@ -71,8 +71,13 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
     async run(p, io) {
       if (!p.positional.length) throw new UsageError('no span file given');
       for (const f of p.positional) {
-        if (!fs.existsSync(path.resolve(io.cwd, f))) {
+        const abs = path.resolve(io.cwd, f);
+        if (!fs.existsSync(abs)) {
           io.err(`neatroots replay: ${f}: no such file`);
+          return 2;
+        }
+        if (fs.statSync(abs).isDirectory()) {
+          io.err(`neatroots replay: ${f}: a folder, not a file of spans`);
           return 2;
         }
       }
