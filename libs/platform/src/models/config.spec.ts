@@ -22,6 +22,14 @@ describe('model configuration', () => {
     expect(c.local).toMatchObject({ url: 'http://127.0.0.1:11434/v1', model: 'llama3.1:8b', timeoutMs: 5000, jsonMode: true });
   });
 
+  it('takes TYPESAFE_API_KEY (the seed\'s name) as the decision model\'s key, NEATROOTS_DECISION_MODEL_KEY first', () => {
+    const on = { NEATROOTS_DECISION_MODEL_URL: 'https://api.example.com/v1', NEATROOTS_DECISION_MODEL_NAME: 'judge-1', TYPESAFE_API_KEY: 'ts-key' };
+    expect(loadModelConfig(on).decision).toMatchObject({ key: 'ts-key' });
+    expect(loadModelConfig({ ...on, NEATROOTS_DECISION_MODEL_KEY: 'own' }).decision).toMatchObject({ key: 'own' });
+    // Turned off, the key alone asks for nothing.
+    expect(loadModelConfig({ TYPESAFE_API_KEY: 'ts-key', NEATROOTS_DECISION_MODEL: 'off' }).decision).toBeUndefined();
+  });
+
   it('keeps a decision model that is turned off out of the way', () => {
     const c = loadModelConfig({ NEATROOTS_DECISION_MODEL_URL: 'https://x.test/v1', NEATROOTS_DECISION_MODEL_NAME: 'm', NEATROOTS_DECISION_MODEL: 'off' });
     expect(c.decision).toBeUndefined();
@@ -42,6 +50,7 @@ describe('model configuration', () => {
     [{ NEATROOTS_LLM_TIMEOUT_MS: 'soon' }, 'NEATROOTS_LLM_TIMEOUT_MS'],
     [{ NEATROOTS_CLASSIFIER_BACKEND: 'local' }, 'NEATROOTS_CLASSIFIER_BACKEND'],
     [{ NEATROOTS_DECISION_MODEL: 'maybe' }, 'NEATROOTS_DECISION_MODEL'],
+    [{ TYPESAFE_API_KEY: 'ts-key' }, 'TYPESAFE_API_KEY: is the decision model\'s key, but NEATROOTS_DECISION_MODEL_URL'],
   ])('fails at start-up naming the variable: %j', (env, name) => {
     expect(() => loadModelConfig(env)).toThrow(ConfigError);
     expect(() => loadModelConfig(env)).toThrow(name);

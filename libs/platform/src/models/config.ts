@@ -10,7 +10,8 @@ import { openAiChatModel } from './openai';
  * nothing set, the built-in fast classifier answers every question.
  *
  *   the hosted decision model (the seed's Jev): NEATROOTS_DECISION_MODEL_URL, _NAME, _KEY,
- *     NEATROOTS_DECISION_MODEL=off to keep it configured but unused
+ *     NEATROOTS_DECISION_MODEL=off to keep it configured but unused; TYPESAFE_API_KEY, the
+ *     seed's name for its key, stands for _KEY when that is not set
  *   the local LLM: NEATROOTS_LLM_URL, NEATROOTS_LLM_MODEL, NEATROOTS_LLM_KEY
  *   the reasoning model (reviews sopops' decisions): NEATROOTS_REASONING_MODEL_URL, _NAME,
  *     _KEY; the local LLM reviews when it is not set
@@ -34,6 +35,8 @@ const schema = z
     NEATROOTS_DECISION_MODEL_URL: url,
     NEATROOTS_DECISION_MODEL_NAME: z.string().min(1).optional(),
     NEATROOTS_DECISION_MODEL_KEY: z.string().optional(),
+    /** The seed's name for the decision model's key ("Jev answers them when it's on (TYPESAFE_API_KEY, ...)"). */
+    TYPESAFE_API_KEY: z.string().optional(),
     NEATROOTS_DECISION_MODEL: bool,
     NEATROOTS_DECISION_MODEL_TIMEOUT_MS: ms(30_000),
     NEATROOTS_DECISION_MODEL_CONCURRENCY: count(8, 256),
@@ -67,6 +70,15 @@ const schema = z
     }
     if (c.NEATROOTS_REASONING_MODEL_URL && !c.NEATROOTS_REASONING_MODEL_NAME) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_REASONING_MODEL_NAME'], message: 'is required with NEATROOTS_REASONING_MODEL_URL (the model to ask)' });
+    }
+    // The key turns the decision model on, but says nothing of where it answers: a key with no
+    // endpoint would be silently unused.
+    if (c.TYPESAFE_API_KEY && !c.NEATROOTS_DECISION_MODEL_URL && c.NEATROOTS_DECISION_MODEL !== false) {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['TYPESAFE_API_KEY'],
+        message: 'is the decision model\'s key, but NEATROOTS_DECISION_MODEL_URL and NEATROOTS_DECISION_MODEL_NAME (where to send it) are not set; set them, or NEATROOTS_DECISION_MODEL=off',
+      });
     }
     if (c.NEATROOTS_DECISION_MODEL === true && !c.NEATROOTS_DECISION_MODEL_URL) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_DECISION_MODEL'], message: 'is on but NEATROOTS_DECISION_MODEL_URL is not set' });
@@ -118,7 +130,7 @@ export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConf
     out.decision = {
       url: c.NEATROOTS_DECISION_MODEL_URL,
       model: c.NEATROOTS_DECISION_MODEL_NAME!,
-      key: c.NEATROOTS_DECISION_MODEL_KEY,
+      key: c.NEATROOTS_DECISION_MODEL_KEY || c.TYPESAFE_API_KEY,
       timeoutMs: c.NEATROOTS_DECISION_MODEL_TIMEOUT_MS,
       concurrency: c.NEATROOTS_DECISION_MODEL_CONCURRENCY,
     };

@@ -18,6 +18,8 @@ export interface FakeCall {
   };
   at: number;
   kind: PromptKind;
+  /** The request's Authorization header (`Bearer <key>`). */
+  authorization?: string;
 }
 
 export interface FakeReply {
@@ -79,7 +81,7 @@ export async function startFakeOpenAI(script: FakeScript): Promise<FakeOpenAI> {
       const done = () => fake.open--;
       try {
         const body = JSON.parse(data) as FakeCall['body'];
-        const call: FakeCall = { n: fake.calls.length + 1, path: req.url ?? '', body, at: Date.now(), kind: promptKind(body.messages ?? []) };
+        const call: FakeCall = { n: fake.calls.length + 1, path: req.url ?? '', body, at: Date.now(), kind: promptKind(body.messages ?? []), authorization: req.headers.authorization };
         fake.calls.push(call);
         const reply = await fake.script(call);
         if (reply.hang) {

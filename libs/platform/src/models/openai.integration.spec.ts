@@ -1,5 +1,6 @@
 import { ModelError } from '@neatroots/ports';
 import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.test';
+import { loadModelConfig, modelsFromConfig } from './config';
 import { openAiChatModel } from './openai';
 
 /** The adapter against a real HTTP server speaking the chat-completions API, through the real `openai` client. */
@@ -35,6 +36,13 @@ describe('the OpenAI-compatible model adapter', () => {
     expect(fake.calls).toHaveLength(1);
     expect(fake.calls[0].path).toBe('/v1/chat/completions');
     expect(fake.calls[0].body).toMatchObject({ model: 'llama-test', messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_object' }, max_tokens: 50, temperature: 0 });
+  });
+
+  it('the decision model configured with TYPESAFE_API_KEY sends it as its bearer token', async () => {
+    fake.script = () => ({ json: { ok: true } });
+    const { decision } = modelsFromConfig(loadModelConfig({ NEATROOTS_DECISION_MODEL_URL: fake.url, NEATROOTS_DECISION_MODEL_NAME: 'jev-test', TYPESAFE_API_KEY: 'ts-secret' }));
+    await decision!.complete({ messages: [{ role: 'user', content: 'hi' }], json: true });
+    expect(fake.calls.at(-1)).toMatchObject({ authorization: 'Bearer ts-secret', body: { model: 'jev-test' } });
   });
 
   it('leaves response_format out when JSON mode is off (servers that reject it)', async () => {
