@@ -120,7 +120,10 @@ export const api = {
   ruleLineage: (s: Session, ruleId: string, procedure: string) =>
     call<RuleLineageView>(s, `rules/${encodeURIComponent(ruleId)}/lineage`, { params: { procedure }, root: 'workspaces' }),
   suggestion: (s: Session, id: string) => call<SuggestionView>(s, `suggestions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
-  /** apply, rewrite or dismiss a proposed suggestion (docs/suggestions.md). */
+  /** A new suggestion for the pattern's verdict, generating (docs/suggestions.md). */
+  suggest: (s: Session, patternId: string, body: { reviewer?: string }) =>
+    call<SuggestionView>(s, `patterns/${encodeURIComponent(patternId)}/suggest`, { method: 'POST', body, root: 'workspaces' }),
+  /** apply, rewrite or dismiss a suggestion (docs/suggestions.md). */
   actOnSuggestion: (s: Session, id: string, action: 'apply' | 'rewrite' | 'dismiss', body: { reviewer?: string; note?: string }) =>
     call<SuggestionView>(s, `suggestions/${encodeURIComponent(id)}/${action}`, { method: 'POST', body, root: 'workspaces' }),
 };

@@ -15,6 +15,7 @@ export type {
   ReviewQueueView as ReviewQueue,
   ReviewStateName as ReviewState,
   SuggestionSummary as Suggestion,
+  SuggestionView,
   VerdictGivenView as VerdictGiven,
   VerdictName,
   VerdictView as Verdict,
@@ -26,6 +27,8 @@ export type PatternSession = PatternView['sessions'][number];
 /** The states in the order the queue's filter shows them: what needs a reviewer first. */
 export const REVIEW_STATES: readonly ReviewStateName[] = ['needs_review', 'regressed', 'open', 'fixing', 'fixed', 'closed'];
 export const VERDICTS: readonly VerdictName[] = ['real', 'acceptable', 'sop_wrong', 'checker_wrong'];
+/** The verdicts a suggested edit answers (checker_wrong is the checker's mistake, not the procedure's). */
+export const SUGGESTING_VERDICTS: readonly VerdictName[] = ['real', 'acceptable', 'sop_wrong'];
 
 /** How a state or a verdict reads on the page. */
 export function words(v: string): string {

@@ -19,6 +19,8 @@ import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './br
  */
 const STEP1 = '1. Look up the order. [tool: lookup_order, required]';
 const REWORDED = '1. Look up the order by its number before refunding. [tool: lookup_order, required]';
+const THIRD = '1. Look up the order by its number, then refund. [tool: lookup_order, required]';
+const MEANWHILE = '1. Look up the order before anything else. [tool: lookup_order, required]';
 const exe = chromiumOrSkip('the review pages in a browser');
 
 interface QueueAnswer {
@@ -35,6 +37,8 @@ interface QueueAnswer {
   let url: string;
   let key: string;
   const errors: string[] = [];
+  /** The edit the reasoning model suggests: this line replaced with that one. */
+  let edit = { find: STEP1, replace: REWORDED };
 
   async function wsGet<T>(p: string): Promise<T> {
     const res = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/${p}`, { headers: { 'x-api-key': key } });
@@ -60,7 +64,7 @@ interface QueueAnswer {
       const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
       const ids = [...user.matchAll(/^(q\d+) \(about subject/gm)].map((m) => m[1]);
       const suggest = (call.body.messages[0]?.content ?? '').startsWith('You edit standard operating procedures');
-      const answer = suggest ? { rationale: 'Look the order up by its number first.', edits: [{ find: STEP1, replace: REWORDED }] } : { name: 'Skipped the order lookup' };
+      const answer = suggest ? { rationale: 'Look the order up by its number first.', edits: [edit] } : { name: 'Skipped the order lookup' };
       return { json: { answers: ids.map((id) => ({ id, ...answer })) } };
     });
     app = await startEmbedded({
@@ -257,6 +261,64 @@ interface QueueAnswer {
       expect.stringMatching(/^release 2 Look up the order by its number before refunding\. · an applied suggestion/),
     ]);
     await shot(page, 'pattern-lineage-dark');
+    await page.context().close();
+  });
+
+  it('a suggestion asked for again: a failed one dismissed with a note; a proposed one that conflicts with head says why, with its lines and the agents it changes', async () => {
+    const item = (await wsGet<QueueAnswer>('review?state=fixing')).items[0];
+    const page = await signedIn();
+    await page.goto(`${url}/p/${DEMO_PROJECT}/patterns/${item.pattern_id}`);
+    const suggestions = page.getByRole('region', { name: /^Suggestion/ });
+    // The verdict (real) asks for an edit and none is waiting: another can be asked for. The
+    // model's edit looks for the step's first wording, which the release replaced: it fails.
+    await suggestions.getByRole('button', { name: 'Suggest another edit' }).click();
+    await page.getByRole('status').filter({ hasText: 'A suggested edit is being written.' }).waitFor();
+    const failed = suggestions.locator('li.suggestion', { has: page.locator('.badge', { hasText: 'failed' }) });
+    await failed.waitFor({ timeout: 20_000 });
+    await failed.locator('.error').first().waitFor();
+    await expect(failed.getByRole('button', { name: 'Write it again' }).isEnabled()).resolves.toBe(true);
+    await failed.getByLabel('Why dismiss (optional)').fill('The step was reworded already.');
+    await failed.getByRole('button', { name: 'Dismiss' }).click();
+    await page.getByRole('status').filter({ hasText: /^Suggestion dismissed\.$/ }).waitFor();
+    const dismissed = suggestions.locator('li.suggestion', { has: page.locator('.badge', { hasText: 'dismissed' }) });
+    await dismissed.getByText('The step was reworded already.').waitFor();
+    const listed = await wsGet<{ items: { id: string; status: string; note: string | null; path: string }[] }>(`suggestions?pattern=${item.pattern_id}`);
+    expect(listed.items.find((s) => s.status === 'dismissed')).toMatchObject({ note: 'The step was reworded already.' });
+
+    // The model now edits the current wording: proposed. Then the same line changes at head.
+    edit = { find: REWORDED, replace: THIRD };
+    await suggestions.getByRole('button', { name: 'Suggest another edit' }).click();
+    const proposed = suggestions.locator('li.suggestion', { has: page.locator('.badge', { hasText: 'proposed' }) });
+    await proposed.locator('.badge', { hasText: 'current' }).waitFor({ timeout: 20_000 });
+    expect(await suggestions.getByRole('button', { name: /^Suggest (another|an) edit$/ }).count()).toBe(0);
+    const file = listed.items[0].path;
+    const at = await wsGet<{ text: string }>(`head/${file}`);
+    expect(at.text).toContain(REWORDED);
+    const saved = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/head/${file}`, {
+      method: 'PUT',
+      headers: { 'x-api-key': key, 'content-type': 'text/markdown' },
+      body: at.text.replace(REWORDED, MEANWHILE),
+    });
+    expect(saved.status).toBe(200);
+    await page.reload();
+    await proposed.locator('.badge', { hasText: 'conflict' }).waitFor();
+    await proposed.locator('.conflict-why').waitFor();
+    await expect(proposed.getByRole('button', { name: 'Apply' }).isDisabled()).resolves.toBe(true);
+    await proposed.getByRole('button', { name: 'Show the edit' }).click();
+    const since = proposed.getByLabel('Changes since it was written');
+    await since.locator('table.conflicts tbody tr').first().waitFor();
+    const view = await wsGet<{ since_written: { reason: string; conflicts: { line: number }[] }; plan: { agents: { agent: string }[] } }>(
+      `suggestions/${(await wsGet<{ items: { id: string; status: string }[] }>(`suggestions?pattern=${item.pattern_id}&status=proposed`)).items[0].id}`,
+    );
+    await expect(since.locator('p.error').textContent()).resolves.toBe(view.since_written.reason);
+    await expect(since.locator('table.conflicts tbody tr td').allTextContents()).resolves.toEqual([String(view.since_written.conflicts[0].line), REWORDED, MEANWHILE, THIRD]);
+    // Each agent whose compiled instructions change, with its diff.
+    expect(view.plan.agents.length).toBeGreaterThan(0);
+    const plan = proposed.getByLabel('Agents whose instructions change');
+    await expect(plan.locator('details summary').allTextContents()).resolves.toEqual(view.plan.agents.map((a) => expect.stringContaining(a.agent)));
+    await plan.locator('details summary').first().click();
+    await plan.locator('pre.diff .d-add', { hasText: THIRD.replace(/ \[tool:.*$/, '') }).first().waitFor();
+    await shot(page, 'pattern-suggestion-conflict-light');
     await page.context().close();
   });
 

@@ -3,24 +3,38 @@ import { api } from '../api';
 import { when } from '../format';
 import { failure } from '../load';
 import { byReviewer } from '../reviewer';
-import { words, type Suggestion } from '../review-types';
+import { words, type Suggestion, type SuggestionView } from '../review-types';
 import type { Session } from '../session';
 
 type Done = (ok: boolean, text: string) => void;
 
+/** The pattern page's part: where a new suggestion is asked for, when its verdict allows one. */
+export interface SuggestAct {
+  session: Session;
+  onDone: Done;
+  /** The pattern, and whether its verdict asks for an edit (real, acceptable, sop_wrong). */
+  patternId: string;
+  verdictSuggests: boolean;
+}
+
 /**
- * Suggested edits for a pattern, shown only when the API returns some: their status and
- * freshness, the verdict they answer, the model's rationale, a pull request's link and the
- * release the edit went out in. On the pattern page (`act`) each can show its edit (GET
- * suggestions/{id}: the procedure's text it was written against and as suggested, side by
- * side), and a proposed one can be applied (a pull request with a GitHub connection, else a
- * draft at head), rewritten against the file as it is now, or dismissed.
+ * Suggested edits for a pattern, shown when the API returns some: their status and freshness,
+ * the verdict they answer, the model's rationale, a pull request's link and the release the
+ * edit went out in. On the pattern page (`act`) each can show its edit (GET suggestions/{id}:
+ * the procedure's text it was written against and as suggested, side by side, the agents whose
+ * instructions change, and what changed in the file since), and a proposed one can be applied
+ * (a pull request with a GitHub connection, else a draft at head), rewritten against the file
+ * as it is now, or dismissed with a note; a failed one written again or dismissed. When the
+ * verdict asks for an edit and none is being written or waiting, one can be asked for.
  */
-export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: { session: Session; onDone: Done } }) {
-  if (items.length === 0) return null;
+export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: SuggestAct }) {
+  const waiting = items.some((s) => s.status === 'generating' || s.status === 'proposed');
+  const canAsk = !!act?.verdictSuggests && !waiting;
+  if (items.length === 0 && !canAsk) return null;
   return (
     <section className="suggestions" aria-labelledby="suggestions-h">
-      <h3 id="suggestions-h">{items.length === 1 ? 'Suggestion' : `Suggestions (${items.length})`}</h3>
+      <h3 id="suggestions-h">{items.length === 1 ? 'Suggestion' : items.length ? `Suggestions (${items.length})` : 'Suggestions'}</h3>
+      {act && canAsk && <AskForOne act={act} again={items.length > 0} />}
       <ul className="plain">
         {items.map((s) => (
           <li key={s.id} className="suggestion" aria-label={`Suggestion ${s.id}`}>
@@ -45,7 +59,13 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
             {s.rationale && <p>{s.rationale}</p>}
             {s.error && <p className="error">{s.error}</p>}
             {s.note && <p className="meta">{s.note}</p>}
-            {act && s.status === 'proposed' && <Actions id={s.id} conflict={s.freshness === 'conflict'} {...act} />}
+            {s.status === 'proposed' && s.freshness === 'conflict' && (
+              <p className="error conflict-why">
+                The procedure changed on the same lines since this was written, so it cannot be applied as it is: rewrite it against the current text (the
+                edit shows the lines).
+              </p>
+            )}
+            {act && (s.status === 'proposed' || s.status === 'failed') && <Actions suggestion={s} {...act} />}
             {act && s.status !== 'generating' && s.status !== 'failed' && <Edit session={act.session} id={s.id} />}
           </li>
         ))}
@@ -54,12 +74,19 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
   );
 }
 
-function Actions({ id, conflict, session, onDone }: { id: string; conflict: boolean; session: Session; onDone: Done }) {
+function Actions({ suggestion, session, onDone, patternId }: { suggestion: Suggestion } & SuggestAct) {
   const [busy, setBusy] = useState(false);
-  const run = async (action: 'apply' | 'rewrite' | 'dismiss') => {
+  const [note, setNote] = useState('');
+  const conflict = suggestion.freshness === 'conflict';
+  const run = async (action: 'apply' | 'rewrite' | 'dismiss' | 'again') => {
     setBusy(true);
     try {
-      const s = await api.actOnSuggestion(session, id, action, byReviewer());
+      if (action === 'again') {
+        await api.suggest(session, patternId, byReviewer());
+        onDone(true, 'A new suggestion is being written.');
+        return;
+      }
+      const s = await api.actOnSuggestion(session, suggestion.id, action, action === 'dismiss' && note.trim() ? { ...byReviewer(), note: note.trim() } : byReviewer());
       const said = {
         apply: s.pr_url ? `Suggestion applied: a pull request is open, ${s.pr_url}.` : 'Suggestion applied: saved as a draft at head, it goes out with the next publish.',
         rewrite: 'Suggestion rewritten: a new one is being written against the current text.',
@@ -67,19 +94,34 @@ function Actions({ id, conflict, session, onDone }: { id: string; conflict: bool
       }[action];
       onDone(true, said);
     } catch (err) {
-      onDone(false, `The suggestion was not ${action === 'apply' ? 'applied' : action === 'rewrite' ? 'rewritten' : 'dismissed'}: ${failure(err)}`);
+      const what = { apply: 'applied', rewrite: 'rewritten', dismiss: 'dismissed', again: 'asked for again' }[action];
+      onDone(false, `The suggestion was not ${what}: ${failure(err)}`);
     } finally {
       setBusy(false);
     }
   };
+  const proposed = suggestion.status === 'proposed';
   return (
     <div className="actions">
-      <button type="button" disabled={busy || conflict} onClick={() => run('apply')} title={conflict ? 'The file changed on the same lines: rewrite it instead' : undefined}>
-        Apply
-      </button>
-      <button type="button" disabled={busy} onClick={() => run('rewrite')}>
-        Rewrite against the current text
-      </button>
+      {proposed && (
+        <>
+          <button type="button" disabled={busy || conflict} onClick={() => run('apply')} title={conflict ? 'The file changed on the same lines: rewrite it instead' : undefined}>
+            Apply
+          </button>
+          <button type="button" disabled={busy} onClick={() => run('rewrite')}>
+            Rewrite against the current text
+          </button>
+        </>
+      )}
+      {!proposed && (
+        <button type="button" disabled={busy} onClick={() => run('again')}>
+          Write it again
+        </button>
+      )}
+      <label className="inline-field">
+        <span>Why dismiss (optional)</span>
+        <input type="text" value={note} onChange={(e) => setNote(e.target.value)} placeholder="kept with the suggestion" />
+      </label>
       <button type="button" disabled={busy} onClick={() => run('dismiss')}>
         Dismiss
       </button>
@@ -87,9 +129,33 @@ function Actions({ id, conflict, session, onDone }: { id: string; conflict: bool
   );
 }
 
+/** Asks the reasoning model for an edit answering the pattern's verdict (POST patterns/{id}/suggest). */
+function AskForOne({ act, again }: { act: SuggestAct; again: boolean }) {
+  const [busy, setBusy] = useState(false);
+  const ask = async () => {
+    setBusy(true);
+    try {
+      await api.suggest(act.session, act.patternId, byReviewer());
+      act.onDone(true, 'A suggested edit is being written.');
+    } catch (err) {
+      act.onDone(false, `No suggestion was asked for: ${failure(err)}`);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <p>
+      <button type="button" disabled={busy} onClick={() => void ask()}>
+        {again ? 'Suggest another edit' : 'Suggest an edit'}
+      </button>{' '}
+      <span className="meta">the reasoning model rewrites the rule for the current verdict</span>
+    </p>
+  );
+}
+
 /** The suggestion's edit, read when asked for: the file it was written against and the suggested one. */
 function Edit({ session, id }: { session: Session; id: string }) {
-  const [edit, setEdit] = useState<{ old_text: string; new_text: string | null } | null>(null);
+  const [edit, setEdit] = useState<Pick<SuggestionView, 'old_text' | 'new_text' | 'plan' | 'since_written'> | null>(null);
   const [error, setError] = useState<string | null>(null);
   if (!edit) {
     return (
@@ -104,16 +170,94 @@ function Edit({ session, id }: { session: Session; id: string }) {
   const before = edit.old_text.split('\n');
   const after = edit.new_text === null ? null : edit.new_text.split('\n');
   return (
-    <div className="side-by-side" aria-label="The procedure before and after the suggested edit">
-      <div>
-        <h4>Written against</h4>
-        <Lines lines={before} others={after ?? before} mark="d-del" sign="-" />
+    <>
+      <div className="side-by-side" aria-label="The procedure before and after the suggested edit">
+        <div>
+          <h4>Written against</h4>
+          <Lines lines={before} others={after ?? before} mark="d-del" sign="-" />
+        </div>
+        <div>
+          <h4>Suggested</h4>
+          {after ? <Lines lines={after} others={before} mark="d-add" sign="+" /> : <p className="meta">(not generated)</p>}
+        </div>
       </div>
-      <div>
-        <h4>Suggested</h4>
-        {after ? <Lines lines={after} others={before} mark="d-add" sign="+" /> : <p className="meta">(not generated)</p>}
+      {edit.since_written && <SinceWritten since={edit.since_written} />}
+      {edit.plan && edit.plan.agents.length > 0 && (
+        <div className="plan" aria-label="Agents whose instructions change">
+          <h4>Agents whose instructions change</h4>
+          {edit.plan.agents.map((a) => (
+            <details key={a.agent}>
+              <summary>
+                {a.agent} <span className="meta">+{a.added} −{a.removed} lines</span>
+              </summary>
+              <UnifiedDiff text={a.diff} />
+            </details>
+          ))}
+        </div>
+      )}
+    </>
+  );
+}
+
+/** What happened to the file since the suggestion was written: nothing, edits it merges with, or a conflict and its lines. */
+function SinceWritten({ since }: { since: NonNullable<SuggestionView['since_written']> }) {
+  if (since.state === 'current') return null;
+  if (since.state === 'merges') {
+    return (
+      <div className="since-written" aria-label="Changes since it was written">
+        <p className="meta">The file changed since this was written, on other lines: Apply merges the edit into it.</p>
+        <UnifiedDiff text={since.changes} />
       </div>
+    );
+  }
+  return (
+    <div className="since-written" aria-label="Changes since it was written">
+      <p className="error">{since.reason ?? 'The file changed on the same lines since this was written.'}</p>
+      {since.conflicts.length > 0 && (
+        <table className="conflicts">
+          <thead>
+            <tr>
+              <th scope="col">line</th>
+              <th scope="col">written against</th>
+              <th scope="col">now</th>
+              <th scope="col">suggested</th>
+            </tr>
+          </thead>
+          <tbody>
+            {since.conflicts.map((c) => (
+              <tr key={c.line}>
+                <td>{c.line}</td>
+                <td><pre>{c.base.join('\n')}</pre></td>
+                <td><pre>{c.current.join('\n')}</pre></td>
+                <td><pre>{c.suggested.join('\n')}</pre></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {since.issues.length > 0 && (
+        <ul className="issues">
+          {since.issues.map((i) => (
+            <li key={`${i.file}:${i.line}:${i.message}`}>
+              {i.file}:{i.line}: {i.message}
+            </li>
+          ))}
+        </ul>
+      )}
     </div>
+  );
+}
+
+/** A unified diff, its added and removed lines marked. */
+function UnifiedDiff({ text }: { text: string }) {
+  return (
+    <pre className="diff">
+      {text.split('\n').map((l, i) => (
+        <span key={i} className={l.startsWith('+') && !l.startsWith('+++') ? 'd-add' : l.startsWith('-') && !l.startsWith('---') ? 'd-del' : undefined}>
+          {l}
+        </span>
+      ))}
+    </pre>
   );
 }
 

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'react';
 import { api } from '../api';
 import { count, when } from '../format';
 import { failure, useLoad } from '../load';
-import { VERDICTS, words, type PatternSession, type VerdictName } from '../review-types';
+import { SUGGESTING_VERDICTS, VERDICTS, words, type PatternSession, type VerdictName } from '../review-types';
 import { byReviewer, rememberReviewer, reviewer } from '../reviewer';
 import { Link } from '../router';
 import type { Session } from '../session';
@@ -100,7 +100,10 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
         </ol>
       </section>
 
-      {d.suggestions && d.suggestions.length > 0 && <SuggestionsSummary items={d.suggestions} act={{ session, onDone: done }} />}
+      <SuggestionsSummary
+        items={d.suggestions ?? []}
+        act={{ session, onDone: done, patternId: d.id, verdictSuggests: !!d.verdict && SUGGESTING_VERDICTS.includes(d.verdict.verdict) }}
+      />
 
       {d.failure_modes.length > 0 && (
         <section aria-labelledby="modes-h">
