@@ -1,6 +1,6 @@
 import { loadSession, type Session } from './session';
 import type { RuleLineageView, SuggestionView } from '@neatroots/store';
-import type { Insights, OverrideGiven, Pattern, ReviewQueue, ReviewState, VerdictGiven, VerdictName } from './review-types';
+import type { Insights, OverrideGiven, Pattern, ReleaseCompare, ReviewQueue, ReviewState, VerdictGiven, VerdictName } from './review-types';
 import type { Head, Release, SopIssue, SopSession, SopSessionRow, SopTranscript } from './sop-types';
 import type { CheckDraft, CheckPreview, CheckProblem, ListedCheck, SavedCheck } from './authoring-types';
 import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
@@ -117,6 +117,7 @@ export const api = {
     call<OverrideGiven>(s, `findings/${encodeURIComponent(findingId)}/override`, { method: 'POST', body, root: 'workspaces' }),
   regression: (s: Session, id: string) => call<string>(s, `patterns/${encodeURIComponent(id)}/regression`, { root: 'workspaces', text: true }),
   insights: (s: Session, p: Params) => call<Insights>(s, 'insights', { params: p, root: 'workspaces' }),
+  compareReleases: (s: Session, p: { from?: string; to?: string; procedure?: string }) => call<ReleaseCompare>(s, 'insights/compare', { params: p, root: 'workspaces' }),
   ruleLineage: (s: Session, ruleId: string, procedure: string) =>
     call<RuleLineageView>(s, `rules/${encodeURIComponent(ruleId)}/lineage`, { params: { procedure }, root: 'workspaces' }),
   suggestion: (s: Session, id: string) => call<SuggestionView>(s, `suggestions/${encodeURIComponent(id)}`, { root: 'workspaces' }),

@@ -11,6 +11,7 @@ export type {
   PatternSummary,
   PatternView as Pattern,
   QueueItem,
+  ReleaseCompareView as ReleaseCompare,
   ReviewFields,
   ReviewQueueView as ReviewQueue,
   ReviewStateName as ReviewState,

@@ -373,6 +373,34 @@ interface QueueAnswer {
     await page.context().close();
   });
 
+  it('Insights compares two releases as the API says: sessions, follow rate and each rule pattern per session', async () => {
+    const api = await wsGet<{
+      from: { number: number };
+      to: { number: number };
+      procedures: { procedure_name: string; from: { sessions: number }; to: { sessions: number }; rules: { name: string; from: { findings: number }; to: { findings: number } }[] }[];
+    }>('insights/compare');
+    // The demo's sessions ran on release 1; release 2 was published by the suggestion's test.
+    expect([api.from.number, api.to.number]).toEqual([1, 2]);
+    const page = await signedIn();
+    await page.getByRole('link', { name: 'Insights', exact: true }).click();
+    const table = page.getByRole('table', { name: 'Release 1 against release 2' });
+    await table.waitFor();
+    const procRows = table.locator('tr.procedure-row');
+    await expect(procRows.locator('th').allTextContents()).resolves.toEqual(api.procedures.map((p) => expect.stringContaining(p.procedure_name)));
+    await expect(procRows.locator('td:nth-of-type(1)').allTextContents()).resolves.toEqual(api.procedures.map((p) => `${p.from.sessions} → ${p.to.sessions}`));
+    const rules = api.procedures.flatMap((p) => p.rules);
+    expect(rules.length).toBeGreaterThan(0);
+    await expect(table.locator('tr.rule-row td:nth-of-type(1)').allTextContents()).resolves.toEqual(rules.map((r) => `${r.from.findings} → ${r.to.findings} findings`));
+    await table.scrollIntoViewIfNeeded();
+    await shot(page, 'insights-compare-light');
+    // The releases compared: the live one against the one before it, and never one against itself.
+    const picked = page.getByRole('form', { name: 'Releases compared' });
+    await expect(picked.getByLabel('From').inputValue()).resolves.toBe('1');
+    await expect(picked.getByLabel('To').inputValue()).resolves.toBe('2');
+    await expect(picked.getByLabel('To').locator('option[value="1"]').isDisabled()).resolves.toBe(true);
+    await page.context().close();
+  });
+
   it('reaches Review and Insights from the keyboard', async () => {
     const page = await signedIn();
     const reached: string[] = [];

@@ -137,6 +137,17 @@ describe.each(deployments(() => h).map(([name, , reviewOf], i) => [name, ['luigi
     expect(ins.body.tiles).toMatchObject({ sessions: 3, findings: 2, suppressed: 1 });
     expect(ins.body.scoreboard).toEqual([expect.objectContaining({ procedure_id: 'card-payment', sessions: 3, findings: 2, suppressed: 1 })]);
     expect((await call('GET', '/insights?procedure=card-payment&days=3650')).body.tiles).toMatchObject({ sessions: 4, findings: 3, suppressed: 1 });
+
+    // Release compare: the sessions above ran on release 1; one more on a release 2.
+    expect((await call('GET', '/insights/compare')).body.error).toMatchObject({ code: 'no_earlier_release' });
+    const second = await sop.queries.publish(ws);
+    await checkedWithPattern('payment-skipped', 'pay-after');
+    const cmp = await call('GET', `/insights/compare?to=${second.id}&procedure=card-payment`);
+    expect(cmp.status).toBe(200);
+    expect(cmp.body).toMatchObject({ from: { number: 1 }, to: { number: 2, id: second.id }, filters: { procedure: 'card-payment' } });
+    expect(cmp.body.procedures).toEqual([expect.objectContaining({ procedure_id: 'card-payment', from: expect.objectContaining({ sessions: 4, findings: 3, suppressed: 1 }), to: expect.objectContaining({ sessions: 1, findings: 1 }) })]);
+    expect((await call('GET', '/insights/compare?from=7')).status).toBe(404);
+    expect((await call('GET', '/insights/compare?since=1')).body.error.code).toBe('unknown_parameter');
   });
 
   it('refuses what it does not take, naming it, and keys of other workspaces', async () => {

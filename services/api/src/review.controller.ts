@@ -126,4 +126,10 @@ export class ReviewController {
   async insights(@Param('ws') ws: string, @Query() query: QueryParams) {
     return this.q().insights(ws, windowQuery(query));
   }
+
+  /** Two releases side by side (from, to: a release's id, number or live; procedure). */
+  @Get('insights/compare')
+  async compare(@Param('ws') ws: string, @Query() query: QueryParams) {
+    return this.q().compareReleases(ws, parseQuery(query, { from: textParam, to: textParam, procedure: textParam }));
+  }
 }

@@ -75,6 +75,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   overrideFinding: ReviewSopQueries['overrideFinding'] = (ws, id, input) => this.review(this.client.overrideFinding, ws, id, {}, input);
   regression: ReviewSopQueries['regression'] = (ws, id) => this.review(this.client.regression, ws, id, {});
   insights: ReviewSopQueries['insights'] = (ws, q) => this.review(this.client.insights, ws, '', q);
+  compareReleases: ReviewSopQueries['compareReleases'] = (ws, q) => this.review(this.client.compareReleases, ws, '', q);
   renamePatterns: ReviewSopQueries['renamePatterns'] = (ws, input) => this.review(this.client.renamePatterns, ws, '', {}, input);
   /** The review service waits up to 25 s for the sopops_calibrate job, inside this call's deadline. */
   calibrate: ReviewSopQueries['calibrate'] = (ws, input) => this.review(this.client.calibrate, ws, '', {}, input);

@@ -24,6 +24,8 @@ export interface ReviewSopQueries extends RuleLineageQueries, SuggestionQueries,
   regression(workspace: string, id: string): Promise<RegressionLine[]>;
   /** GET /v1/workspaces/{ws}/insights */
   insights(workspace: string, q: WindowQuery): Promise<InsightsView>;
+  /** GET /v1/workspaces/{ws}/insights/compare: two releases side by side. */
+  compareReleases(workspace: string, q: CompareQuery): Promise<ReleaseCompareView>;
   /** POST /v1/workspaces/{ws}/patterns/rename {all?}: names rule patterns with the reasoning model. */
   renamePatterns(workspace: string, input: RenameInput): Promise<RenamedView>;
   /** POST /v1/workspaces/{ws}/patterns/recluster {procedure?, rule?, force?}: failure modes and themes made again. */
@@ -316,5 +318,53 @@ export interface InsightsView {
     rate: number | null;
     /** Findings (not suppressed) per week of `weeks`. */
     trend: number[];
+  }[];
+}
+
+/** GET /insights/compare: `from` and `to` are a release's id, number or `live`. */
+export interface CompareQuery {
+  /** Default: the release numbered just before `to`. */
+  from?: string;
+  /** Default: the live release. */
+  to?: string;
+  procedure?: string;
+}
+
+/** What the sessions checked on one release came to, for a procedure or a rule. */
+export interface CompareSide {
+  /** Sessions checked on the release (for a rule: on its procedure). */
+  sessions: number;
+  results: ResultCounts;
+  follow_rate: number | null;
+  findings: number;
+  suppressed: number;
+}
+
+/**
+ * Two releases side by side: for each procedure, the sessions checked on each and their follow
+ * rate; for each rule pattern (a rule through its lineage, so a reworded rule is one row), its
+ * findings and their rate on each. Suppressed findings are counted apart, as in Insights.
+ */
+export interface ReleaseCompareView {
+  from: { id: string; number: number; created_at: string };
+  to: { id: string; number: number; created_at: string };
+  filters: { procedure: string | null };
+  procedures: {
+    procedure_id: string;
+    procedure_name: string;
+    /** In that release's procedures (false: added or removed between the two). */
+    in_from: boolean;
+    in_to: boolean;
+    from: CompareSide;
+    to: CompareSide;
+    rules: {
+      pattern_id: string;
+      rule_id: string;
+      label: string;
+      name: string;
+      text: string;
+      from: { findings: number; suppressed: number; rate: number | null };
+      to: { findings: number; suppressed: number; rate: number | null };
+    }[];
   }[];
 }

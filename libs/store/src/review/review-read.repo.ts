@@ -252,6 +252,29 @@ export class ReviewReadRepo {
   }
 
   /**
+   * Checks of the sessions checked on these releases, per release, procedure and result (checks
+   * that were checked only): a release compare's follow rates.
+   */
+  async checksByRelease(workspace: string, releaseIds: readonly string[]): Promise<{ release_id: string; procedure_id: string; result: string | null; n: number }[]> {
+    const res = await this.db.query<{ release_id: string; procedure_id: string; result: string | null; n: unknown }>(
+      `SELECT s.release_id, c.procedure_id, c.result, count(*) AS n FROM sop_sessions s JOIN sop_checks c ON c.session_id = s.id
+        WHERE s.workspace = $1 AND s.release_id = ANY($2::text[]) AND s.status = 'checked' AND c.checked_result IS NOT NULL GROUP BY 1, 2, 3`,
+      [workspace, releaseIds],
+    );
+    return res.rows.map((r) => ({ release_id: r.release_id, procedure_id: r.procedure_id, result: r.result, n: num(r.n) }));
+  }
+
+  /** Findings of the sessions checked on these releases, per release, rule pattern (null: not in one yet), procedure and suppression. */
+  async findingsByRelease(workspace: string, releaseIds: readonly string[]): Promise<{ release_id: string; rule_pattern_id: string | null; procedure_id: string; suppressed: boolean; n: number }[]> {
+    const res = await this.db.query<{ release_id: string; rule_pattern_id: string | null; procedure_id: string; suppressed: boolean; n: unknown }>(
+      `SELECT f.release_id, f.rule_pattern_id, f.procedure_id, f.suppressed, count(*) AS n FROM sop_findings f
+        WHERE f.workspace = $1 AND f.release_id = ANY($2::text[]) GROUP BY 1, 2, 3, 4`,
+      [workspace, releaseIds],
+    );
+    return res.rows.map((r) => ({ ...r, n: num(r.n) }));
+  }
+
+  /**
    * Checks of sessions in the window, per procedure, week (Monday, UTC) and result (checks that
    * were checked only), from their covering index: the scoreboard sums the weeks, and each
    * procedure's follow rate week by week is read from the same rows.

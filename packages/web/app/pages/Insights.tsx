@@ -6,6 +6,7 @@ import type { Insights as InsightsView } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
 import { LineChart, Sparkline, StackedBar } from '../components/Charts';
+import { ReleaseCompare } from '../components/ReleaseCompare';
 import { VirtualList } from '../components/VirtualList';
 
 const WINDOWS = [7, 30, 90, 365] as const;
@@ -59,6 +60,7 @@ export function Insights({ session, base, where }: { session: Session; base: str
       </form>
       {data.error && <p role="alert" className="error">{data.error}</p>}
       {data.data && <Body d={data.data} base={base} where={where} go={go} />}
+      <ReleaseCompare session={session} base={base} where={where} />
     </main>
   );
 }

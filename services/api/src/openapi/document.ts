@@ -137,6 +137,18 @@ schemas.Insights = object({
     pattern_id: str, procedure_id: str, rule_id: str, label: str, name: str, text: str, findings: int, suppressed: int, sessions: int, rate: nullable(num), trend: arr(int),
   }, { closed: true })),
 }, { closed: true });
+const compareSide = object({ sessions: int, results: resultCounts, follow_rate: nullable(num), findings: int, suppressed: int }, { closed: true });
+const compareRule = object({ findings: int, suppressed: int, rate: nullable(num) }, { closed: true });
+const releaseBrief = object({ id: str, number: int, created_at: time }, { closed: true });
+schemas.ReleaseCompare = object({
+  from: releaseBrief,
+  to: releaseBrief,
+  filters: object({ procedure: nullable(str) }, { closed: true }),
+  procedures: arr(object({
+    procedure_id: str, procedure_name: str, in_from: bool, in_to: bool, from: compareSide, to: compareSide,
+    rules: arr(object({ pattern_id: str, rule_id: str, label: str, name: str, text: str, from: compareRule, to: compareRule }, { closed: true })),
+  }, { closed: true })),
+}, { closed: true });
 schemas.Renamed = object({ renamed: int, failed: int, reason: nullable(str) }, { closed: true });
 schemas.RegressionLine = object({
   session_id: str, external_id: str, transcript_ref: nullable(str), procedure_id: str, rule_id: str, rule_kind: oneOf(RULE_KINDS), rule_text: str,
@@ -352,6 +364,14 @@ const paths: Record<string, Record<string, unknown>> = {
   [`${W}/rules/lineage/rebuild`]: { post: op('lineage', { summary: "Recompute every release's matched and suggestion links (manual rows stay)", params: [ws], ok: { schema: object({ workspace: str, links: int, procedures: int }) } }) },
 
   [`${W}/insights`]: { get: op('review', { summary: 'How well procedures are followed in the window', params: [ws, ...window], ok: { schema: ref('Insights') } }) },
+  [`${W}/insights/compare`]: {
+    get: op('review', {
+      summary: 'Two releases side by side: each procedure\'s sessions and follow rate, each rule pattern\'s findings and their rate (409 no_earlier_release without from on the first release)',
+      params: [ws, p('from', 'query', str, 'A release id, number or live; default: the release before `to`'), p('to', 'query', str, 'A release id, number or live; default: live'), p('procedure', 'query')],
+      ok: { schema: ref('ReleaseCompare') },
+      extra: { '409': json(ref('Error'), 'Without from, `to` is the first release (no_earlier_release)') },
+    }),
+  },
 };
 
 export type OpenApiDocument = ReturnType<typeof openApiDocument>;

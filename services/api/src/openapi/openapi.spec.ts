@@ -176,6 +176,12 @@ describe('GET /openapi.json', () => {
     await documented('GET', '/v1/workspaces/luigis/review?state=open&state=closed');
     await documented('GET', `/v1/workspaces/luigis/patterns/${pattern}/regression`);
     await documented('POST', '/v1/workspaces/luigis/patterns/rename', {});
+    expect((await documented('GET', '/v1/workspaces/luigis/insights/compare')).status).toBe(409);
+    expect((await documented('GET', '/v1/workspaces/luigis/insights/compare?from=1&to=live')).status).toBe(400);
+    expect((await documented('POST', '/v1/workspaces/luigis/releases')).status).toBe(201);
+    const cmp = await documented('GET', '/v1/workspaces/luigis/insights/compare');
+    expect(cmp.status).toBe(200);
+    expect(cmp.body.procedures.find((p: { from: { sessions: number } }) => p.from.sessions === 1)).toBeDefined();
     const ins = await documented('GET', '/v1/workspaces/luigis/insights?days=30');
     expect(ins.body.tiles.sessions).toBe(1);
     await documented('GET', '/v1/workspaces/luigis/review?state=later');

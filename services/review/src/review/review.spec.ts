@@ -5,6 +5,7 @@ import { checkSession, noModelDecider, recordedDecider } from '@neatroots/sop';
 import { SopError, type SessionView } from '@neatroots/store';
 import type { CheckSession, SopSessions } from '../sop/sessions';
 import { SopWorkspaces } from '../sop/workspaces';
+import { RuleLineage } from '../lineage/service';
 import { FIXTURES, fixtureSession, recordedDecisions, useLuigisReview } from '../sop-fixtures.test';
 import { ReviewSop } from './service';
 
@@ -47,6 +48,8 @@ async function settled(id: string): Promise<SessionView> {
   }
   throw new Error(`session ${id} never settled`);
 }
+
+const err = (x: Promise<unknown>) => x.then(() => null, (e: unknown) => e as SopError);
 
 const findingRules = (s: SessionView) => s.checks.flatMap((c) => c.rules.filter((r) => r.finding).map((r) => ({ ...r, procedure_id: c.procedure_id })));
 
@@ -210,7 +213,6 @@ describe('verdicts, suppression and the roll-up', () => {
   it('refuses bad verdicts and overrides, naming the field, and unknown ids', async () => {
     const a = await send('phone-never-violated', 1);
     const p = findingRules(a)[0].pattern_id!;
-    const err = (x: Promise<unknown>) => x.then(() => null, (e: unknown) => e as SopError);
     expect(await err(review.queries.giveVerdict(WS, p, { verdict: 'fine' } as never))).toMatchObject({ status: 400, message: expect.stringContaining('verdict must be one of real, acceptable, sop_wrong, checker_wrong') });
     expect(await err(review.queries.giveVerdict(WS, p, { verdict: 'real', extra: 1 } as never))).toMatchObject({ status: 400, message: expect.stringContaining('unknown field extra') });
     expect(await err(review.queries.giveVerdict(WS, 'pat_nope', { verdict: 'real' }))).toMatchObject({ status: 404 });
@@ -249,6 +251,56 @@ describe('the review queue', () => {
     // a finding after the verdict is new
     await send('phone-never-violated', 20);
     expect((await review.queries.reviewQueue(WS, { state: ['open'] })).items[0].new_findings).toBe(1);
+  });
+});
+
+describe('release compare', () => {
+  it('each procedure and rule on two releases side by side; a reworded rule is one row through its lineage', async () => {
+    await send('phone-never-violated', 1);
+    await send('phone-never-violated', 2);
+    await send('phone-followed-pickup', 3);
+    await send('payment-skipped', 4);
+    // Only one release yet: nothing to compare it with.
+    expect(await err(review.queries.compareReleases(WS, {}))).toMatchObject({ status: 409, code: 'no_earlier_release' });
+
+    // The never rule reworded and published: its findings on the new wording join the same pattern.
+    const lineage = new RuleLineage(db);
+    const workspaces = new SopWorkspaces(db, undefined, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
+    const file = await workspaces.file(WS, 'procedures/take-order.md');
+    await workspaces.saveFile(WS, 'procedures/take-order.md', file.text.replace('Volunteer a price or a description of a dish.', 'Volunteer a price or a description of any dish.'));
+    const second = await workspaces.publish(WS);
+    await send('phone-never-violated', 5);
+    await send('phone-followed-pickup', 6);
+    await send('phone-followed-pickup', 7);
+
+    const cmp = await review.queries.compareReleases(WS, {});
+    expect([cmp.from.number, cmp.to.number, cmp.to.id]).toEqual([1, 2, second.id]);
+    const take = cmp.procedures.find((p) => p.procedure_id === 'take-order')!;
+    expect(take).toMatchObject({ procedure_name: 'Take an order', in_from: true, in_to: true });
+    expect(take.from).toMatchObject({ sessions: 3, findings: 2, suppressed: 0, results: { deviated: 2, followed: 1 } });
+    expect(take.to).toMatchObject({ sessions: 3, findings: 1, suppressed: 0, results: { deviated: 1, followed: 2 } });
+    expect(take.from.follow_rate).toBeCloseTo(1 / 3);
+    expect(take.to.follow_rate).toBeCloseTo(2 / 3);
+    expect(take.rules).toHaveLength(1);
+    const [rule] = take.rules;
+    expect(rule).toMatchObject({ label: 'Never rule 1', from: { findings: 2 }, to: { findings: 1 } });
+    expect(rule.from.rate).toBeCloseTo(2 / 3);
+    expect(rule.to.rate).toBeCloseTo(1 / 3);
+    // A procedure with sessions on one release only: the other side is empty, not missing.
+    const pay = cmp.procedures.find((p) => p.procedure_id === 'card-payment')!;
+    expect(pay.from).toMatchObject({ sessions: 1, findings: 1 });
+    expect(pay.to).toMatchObject({ sessions: 0, findings: 0, follow_rate: null });
+
+    // A verdict suppresses the pattern's findings: counted apart on both sides.
+    await review.queries.giveVerdict(WS, rule.pattern_id, { verdict: 'acceptable' });
+    const after = (await review.queries.compareReleases(WS, { from: '1', to: 'live' })).procedures.find((p) => p.procedure_id === 'take-order')!;
+    expect(after.rules[0]).toMatchObject({ from: { findings: 0, suppressed: 2, rate: 0 }, to: { findings: 0, suppressed: 1, rate: 0 } });
+    expect(after.to.follow_rate).toBe(1);
+
+    const narrowed = await review.queries.compareReleases(WS, { procedure: 'card-payment' });
+    expect(narrowed.procedures.map((p) => p.procedure_id)).toEqual(['card-payment']);
+    expect(await err(review.queries.compareReleases(WS, { from: '2', to: second.id }))).toMatchObject({ status: 400, code: 'invalid_query' });
+    expect(await err(review.queries.compareReleases(WS, { from: '9' }))).toMatchObject({ status: 404, message: expect.stringContaining('from: no release 9') });
   });
 });
 

@@ -8,6 +8,7 @@ import { SopWorkspaces } from '../sop/workspaces';
 import { Calibration } from '../calibration/service';
 import type { SessionReviewHooks, SopSessions } from '../sop/sessions';
 import { PATTERNS_QUEUE, PatternAssigner, type PatternsJob } from './assign';
+import { compareReleases } from './compare';
 import { insights } from './insights';
 import { PatternNamer, type GatewayOf } from './namer';
 import { getPattern, listPatterns, regression } from './patterns';
@@ -76,6 +77,7 @@ export class ReviewSop implements SessionReviewHooks {
       overrideFinding: (ws, id, input) => this.verdicts.override(ws, id, input),
       regression: (ws, id) => regression(db, w, ws, id),
       insights: (ws, q) => insights(db, w, ws, q),
+      compareReleases: (ws, q) => compareReleases(db, w, ws, q),
       renamePatterns: async (ws, input) => this.namer.rename(ws, renameInput(input)),
       calibrate: (ws, input) => this.calibration.calibrate(ws, input),
       ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),

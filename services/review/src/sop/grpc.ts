@@ -78,6 +78,7 @@ export function sopGrpcService(q: SopQueries, r?: ReviewSopQueries): { service: 
     overrideFinding: unary<ReviewCall>((c) => review().overrideFinding(c.workspace, c.id, parsed(c.body_json) as never)),
     regression: unary<ReviewCall>((c) => review().regression(c.workspace, c.id)),
     insights: unary<ReviewCall>((c) => review().insights(c.workspace, parsed(c.query_json))),
+    compareReleases: unary<ReviewCall>((c) => review().compareReleases(c.workspace, parsed(c.query_json))),
     renamePatterns: unary<ReviewCall>((c) => review().renamePatterns(c.workspace, parsed(c.body_json) as never)),
     calibrate: unary<ReviewCall>((c) => review().calibrate(c.workspace, parsed(c.body_json) as never)),
     getRuleLineage: unary<ReviewCall>((c) => review().ruleLineage(c.workspace, c.id, parsed(c.query_json))),

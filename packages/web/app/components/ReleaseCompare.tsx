@@ -1,0 +1,141 @@
+import { api } from '../api';
+import { percent } from '../format';
+import { useLoad } from '../load';
+import type { ReleaseCompare as CompareView } from '../review-types';
+import { href, Link, navigate, type Where } from '../router';
+import type { Session } from '../session';
+
+/**
+ * Two releases side by side (GET insights/compare): per procedure, the sessions checked on each
+ * and their follow rate; per rule pattern, its findings per session on each. A rule reworded
+ * between them is one row (its lineage). The releases picked are in the URL (`from`, `to`);
+ * by default the live one against the one before it.
+ */
+export function ReleaseCompare({ session, base, where }: { session: Session; base: string; where: Where }) {
+  const from = where.query.get('from') ?? '';
+  const to = where.query.get('to') ?? '';
+  const procedure = where.query.get('procedure') ?? '';
+  const releases = useLoad(() => api.releases(session), [session]);
+  const items = releases.data?.items ?? [];
+  const cmp = useLoad(
+    () => (items.length < 2 ? Promise.resolve(null) : api.compareReleases(session, { from: from || undefined, to: to || undefined, procedure: procedure || undefined })),
+    [session, from, to, procedure, items.length],
+  );
+  const d = cmp.data;
+  const shownFrom = from || (d ? String(d.from.number) : '');
+  const shownTo = to || (d ? String(d.to.number) : '');
+  // Both sides go in the URL once one is picked: the other's default depends on it.
+  const go = (q: { from: string; to: string }) => {
+    const query: Record<string, string | undefined> = {};
+    for (const [k, v] of where.query) query[k] = v;
+    navigate(href(`${base}/insights`, { ...query, ...q }), { replace: true });
+  };
+  return (
+    <section aria-labelledby="compare-h" className="release-compare">
+      <h2 id="compare-h">Compare releases</h2>
+      {releases.error && <p role="alert" className="error">{releases.error}</p>}
+      {releases.data && items.length < 2 && <p className="empty">One release so far: publish another to compare the sessions checked on each.</p>}
+      {items.length >= 2 && (
+        <form className="filters" onSubmit={(e) => e.preventDefault()} aria-label="Releases compared">
+          <label>
+            From
+            <select value={shownFrom} onChange={(e) => go({ from: e.target.value, to: shownTo })}>
+              {items.map((r) => (
+                <option key={r.id} value={String(r.number)} disabled={String(r.number) === shownTo}>
+                  release {r.number}
+                  {r.live ? ' (live)' : ''}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            To
+            <select value={shownTo} onChange={(e) => go({ from: shownFrom, to: e.target.value })}>
+              {items.map((r) => (
+                <option key={r.id} value={String(r.number)} disabled={String(r.number) === shownFrom}>
+                  release {r.number}
+                  {r.live ? ' (live)' : ''}
+                </option>
+              ))}
+            </select>
+          </label>
+        </form>
+      )}
+      {cmp.error && <p role="alert" className="error">{cmp.error}</p>}
+      {d && <CompareTable d={d} base={base} />}
+    </section>
+  );
+}
+
+function CompareTable({ d, base }: { d: CompareView; base: string }) {
+  if (d.procedures.length === 0) return <p className="empty">No procedure in either release.</p>;
+  const f = `release ${d.from.number}`;
+  const t = `release ${d.to.number}`;
+  return (
+    <div className="scroll-x">
+      <table className="compare" aria-label={`Release ${d.from.number} against release ${d.to.number}`}>
+        <thead>
+          <tr>
+            <th scope="col">Procedure, rule</th>
+            <th scope="col" className="num">Sessions ({f} → {t})</th>
+            <th scope="col" className="num">Follow rate</th>
+            <th scope="col" className="num">Findings per session</th>
+            <th scope="col" className="num">Suppressed</th>
+          </tr>
+        </thead>
+        {d.procedures.map((p) => (
+          <tbody key={p.procedure_id} aria-label={p.procedure_name}>
+            <tr className="procedure-row">
+              <th scope="row">
+                {p.procedure_name}
+                {!p.in_from && <span className="meta"> (new in {t})</span>}
+                {!p.in_to && <span className="meta"> (not in {t})</span>}
+              </th>
+              <td className="num">
+                {p.from.sessions} → {p.to.sessions}
+              </td>
+              <td className="num">
+                <Change a={p.from.follow_rate} b={p.to.follow_rate} better="up" />
+              </td>
+              <td className="num">
+                <Change a={p.from.sessions ? p.from.findings / p.from.sessions : null} b={p.to.sessions ? p.to.findings / p.to.sessions : null} better="down" />
+              </td>
+              <td className="num meta">
+                {p.from.suppressed} → {p.to.suppressed}
+              </td>
+            </tr>
+            {p.rules.map((r) => (
+              <tr key={r.pattern_id} className="rule-row">
+                <th scope="row">
+                  <Link to={`${base}/patterns/${encodeURIComponent(r.pattern_id)}`}>{r.name}</Link> <span className="meta">{r.label}</span>
+                </th>
+                <td className="num meta">
+                  {r.from.findings} → {r.to.findings} findings
+                </td>
+                <td />
+                <td className="num">
+                  <Change a={r.from.rate} b={r.to.rate} better="down" />
+                </td>
+                <td className="num meta">
+                  {r.from.suppressed} → {r.to.suppressed}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        ))}
+      </table>
+    </div>
+  );
+}
+
+/** Two rates, and which way they moved (by its sign and, for colour, whether that is better). */
+function Change({ a, b, better }: { a: number | null; b: number | null; better: 'up' | 'down' }) {
+  const delta = a !== null && b !== null ? Math.round((b - a) * 100) : null;
+  const good = delta === null || delta === 0 ? '' : (delta > 0) === (better === 'up') ? 'better' : 'worse';
+  return (
+    <span className={`change ${good}`}>
+      {percent(a)} → {percent(b)}
+      {delta !== null && delta !== 0 && <span className="delta"> ({delta > 0 ? '+' : '−'}{Math.abs(delta)} pts)</span>}
+    </span>
+  );
+}
