@@ -134,6 +134,13 @@ describe.each(deployments(() => h))('suggestions over HTTP (%s)', (_name, _sopOf
     expect(applied).toMatchObject({ status: 200, body: { status: 'pr_open', pr_url: expect.stringContaining('/luigis/ops/pull/') } });
     expect((await call('GET', `/patterns/${id}`)).body).toMatchObject({ review_state: 'fixing', suggestions: expect.arrayContaining([expect.objectContaining({ id: s.id, status: 'pr_open' })]) });
     expect(await call('POST', `/suggestions/${s.id}/apply`, {})).toMatchObject({ status: 409, body: { error: { code: 'not_proposed' } } });
+
+    // Merged on GitHub: the pattern page, read once the last look is a minute old, sees it.
+    gh.merge('luigis', 'ops', Number(applied.body.pr_url.split('/').pop()));
+    expect((await call('GET', `/patterns/${id}`)).body.suggestions.find((x: { id: string }) => x.id === s.id).status).toBe('pr_open');
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    const after = await call('GET', `/patterns/${id}`);
+    expect(after.body.suggestions.find((x: { id: string }) => x.id === s.id)).toMatchObject({ status: 'merged', merged_at: expect.any(String) });
     expect((await call('DELETE', '/github')).body).toEqual({ deleted: true });
   });
 });

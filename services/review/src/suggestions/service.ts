@@ -65,7 +65,11 @@ export class SuggestionService {
         const latest = await s.latestOf(ws, view.items.map((i) => i.pattern_id));
         return { ...view, items: view.items.map((i) => ({ ...i, suggestion: latest.get(i.pattern_id) ?? null })) };
       },
-      pattern: async (ws, id, query) => ({ ...(await q.pattern(ws, id, query)), suggestions: await s.ofPattern(ws, id) }),
+      // Its open pull requests looked at first: a merge seen now moves the review state in this answer.
+      pattern: async (ws, id, query) => {
+        await s.followPatternPullRequests(ws, id);
+        return { ...(await q.pattern(ws, id, query)), suggestions: await s.ofPattern(ws, id) };
+      },
       giveVerdict: async (ws, id, input) => {
         const view = await q.giveVerdict(ws, id, input);
         if (!(input as VerdictInput | undefined)?.suggest) return view;

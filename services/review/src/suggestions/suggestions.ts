@@ -98,13 +98,26 @@ export class Suggestions {
   }
 
   async get(workspace: string, id: string): Promise<SuggestionView> {
-    let s = await this.must(workspace, id);
-    if (s.status === 'pr_open' && (!s.pr_checked_at || this.now() - Date.parse(s.pr_checked_at) >= PR_READ_INTERVAL_MS)) {
-      // GitHub away or the token refused: the reader sees the last known state and why it is not newer.
-      await this.followOne(s).catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}` }, ['pr_open']));
-      s = await this.must(workspace, id);
-    }
+    const s = await this.must(workspace, id);
+    if (await this.followIfStale(s)) return this.view(await this.must(workspace, id));
     return this.view(s);
+  }
+
+  /**
+   * The pattern's open pull requests looked at, each at most once a PR_READ_INTERVAL_MS (the
+   * pattern page reads them: its review state follows a merge at once, not at the next cron).
+   */
+  async followPatternPullRequests(workspace: string, patternId: string): Promise<void> {
+    const open = (await this.repo.ofPatterns(this.db, [patternId])).filter((r) => r.workspace === workspace && r.status === 'pr_open');
+    await Promise.all(open.map((r) => this.followIfStale(r)));
+  }
+
+  /** Follows an open pull request not looked at for a while; true when it looked. */
+  private async followIfStale(s: SuggestionRecord): Promise<boolean> {
+    if (s.status !== 'pr_open' || (s.pr_checked_at && this.now() - Date.parse(s.pr_checked_at) < PR_READ_INTERVAL_MS)) return false;
+    // GitHub away or the token refused: the reader sees the last known state and why it is not newer.
+    await this.followOne(s).catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}` }, ['pr_open']));
+    return true;
   }
 
   /** POST .../apply: a pull request with a repo connection, else a draft at head; the merged file when head changed since. */
