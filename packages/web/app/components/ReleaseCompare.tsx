@@ -4,6 +4,7 @@ import { useLoad } from '../load';
 import type { ReleaseCompare as CompareView } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
+import type { Release } from '../sop-types';
 
 /**
  * Two releases side by side (GET insights/compare): per procedure, the sessions checked on each
@@ -37,33 +38,30 @@ export function ReleaseCompare({ session, base, where }: { session: Session; bas
       {releases.data && items.length < 2 && <p className="empty">One release so far: publish another to compare the sessions checked on each.</p>}
       {items.length >= 2 && (
         <form className="filters" onSubmit={(e) => e.preventDefault()} aria-label="Releases compared">
-          <label>
-            From
-            <select value={shownFrom} onChange={(e) => go({ from: e.target.value, to: shownTo })}>
-              {items.map((r) => (
-                <option key={r.id} value={String(r.number)} disabled={String(r.number) === shownTo}>
-                  release {r.number}
-                  {r.live ? ' (live)' : ''}
-                </option>
-              ))}
-            </select>
-          </label>
-          <label>
-            To
-            <select value={shownTo} onChange={(e) => go({ from: shownFrom, to: e.target.value })}>
-              {items.map((r) => (
-                <option key={r.id} value={String(r.number)} disabled={String(r.number) === shownFrom}>
-                  release {r.number}
-                  {r.live ? ' (live)' : ''}
-                </option>
-              ))}
-            </select>
-          </label>
+          <ReleasePick label="From" items={items} value={shownFrom} other={shownTo} onPick={(v) => go({ from: v, to: shownTo })} />
+          <ReleasePick label="To" items={items} value={shownTo} other={shownFrom} onPick={(v) => go({ from: shownFrom, to: v })} />
         </form>
       )}
       {cmp.error && <p role="alert" className="error">{cmp.error}</p>}
       {d && <CompareTable d={d} base={base} />}
     </section>
+  );
+}
+
+/** One side's release; the other side's is not offered (a release is never compared with itself). */
+function ReleasePick(p: { label: string; items: readonly Release[]; value: string; other: string; onPick(v: string): void }) {
+  return (
+    <label>
+      {p.label}
+      <select value={p.value} onChange={(e) => p.onPick(e.target.value)}>
+        {p.items.map((r) => (
+          <option key={r.id} value={String(r.number)} disabled={String(r.number) === p.other}>
+            release {r.number}
+            {r.live ? ' (live)' : ''}
+          </option>
+        ))}
+      </select>
+    </label>
   );
 }
 

@@ -3,6 +3,7 @@ import { api } from '../api';
 import { when } from '../format';
 import { failure } from '../load';
 import { byReviewer } from '../reviewer';
+import { UnifiedDiff } from './UnifiedDiff';
 import { words, type Suggestion, type SuggestionView } from '../review-types';
 import type { Session } from '../session';
 
@@ -248,18 +249,6 @@ function SinceWritten({ since }: { since: NonNullable<SuggestionView['since_writ
   );
 }
 
-/** A unified diff, its added and removed lines marked. */
-function UnifiedDiff({ text }: { text: string }) {
-  return (
-    <pre className="diff">
-      {text.split('\n').map((l, i) => (
-        <span key={i} className={l.startsWith('+') && !l.startsWith('+++') ? 'd-add' : l.startsWith('-') && !l.startsWith('---') ? 'd-del' : undefined}>
-          {l}
-        </span>
-      ))}
-    </pre>
-  );
-}
 
 /** A file's lines, those the other side does not have marked (by colour and by their sign). */
 function Lines({ lines, others, mark, sign }: { lines: string[]; others: string[]; mark: string; sign: string }) {

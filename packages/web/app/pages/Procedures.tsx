@@ -5,6 +5,7 @@ import { when } from '../format';
 import { failure, useLoad } from '../load';
 import type { Session } from '../session';
 import { inReadingOrder, type Release } from '../sop-types';
+import { UnifiedDiff } from '../components/UnifiedDiff';
 
 const KIND_LABEL = { step: 'Step', never: 'Never', warning: 'Warning sign' } as const;
 
@@ -51,7 +52,7 @@ export function Procedures({ session }: { session: Session }) {
                   </li>
                 ))}
               </ul>
-              <Diff text={head.diff} />
+              <UnifiedDiff label="Unified diff of head against the live release" text={head.diff} />
               <p>
                 <button type="button" onClick={() => void publish()}>
                   Publish head as release {(head.live_release?.number ?? 0) + 1}
@@ -152,25 +153,3 @@ function LiveRelease({ release: r }: { release: Release }) {
   );
 }
 
-/** A unified diff, each line coloured by what it does (and marked with its +/- for those who cannot see colour). */
-function Diff({ text }: { text: string }) {
-  const lines = text.replace(/\n$/, '').split('\n');
-  return (
-    <pre className="diff" aria-label="Unified diff of head against the live release">
-      {lines.map((l, i) => {
-        const cls =
-          l.startsWith('+++') || l.startsWith('---') || l.startsWith('diff ') ? 'd-file'
-          : l.startsWith('@@') ? 'd-hunk'
-          : l.startsWith('+') ? 'd-add'
-          : l.startsWith('-') ? 'd-del'
-          : 'd-ctx';
-        return (
-          <span key={i} className={cls}>
-            {l}
-            {'\n'}
-          </span>
-        );
-      })}
-    </pre>
-  );
-}
