@@ -282,7 +282,7 @@ describe('checks authoring API', () => {
     expect((await api('DELETE', `/v1/projects/${PROJECT}/checks/repeated-tool-call`)).status).toBe(409);
   });
 
-  it('switches a person\'s rule to halt, refusing library checks, questions and checks an agent wrote', async () => {
+  it('switches a person\'s rule, or one a coding agent saved, to halt, refusing library checks and questions', async () => {
     await api('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE.replace('refund-needs-lookup', 'refund-halt'), by: 'cli' });
     const halted = await api<{ check: { action: string; yaml: string; in_effect: boolean }; steering: boolean }>('POST', `/v1/projects/${PROJECT}/checks/refund-halt/halt`, { by: 'cli' });
     expect(halted.status).toBe(200);
@@ -297,11 +297,14 @@ describe('checks authoring API', () => {
     await api('POST', `/v1/projects/${PROJECT}/checks`, { yaml: QUESTION });
     expect((await api<{ error: { message: string } }>('POST', `/v1/projects/${PROJECT}/checks/false-refund-claim/halt`)).body.error.message).toMatch(/only rules can halt/);
 
-    // A check a coding agent wrote (as the MCP tools store it).
+    // A flag rule a coding agent saved (as the MCP tools store it): the person switches it, and it is theirs from then on.
     await app.review.data.putCheck({ id: 'agent-rule', yaml: RULE.replace('refund-needs-lookup', 'agent-rule'), origin: 'agent', project: PROJECT, saved: true });
-    const byAgent = await api<{ error: { message: string } }>('POST', `/v1/projects/${PROJECT}/checks/agent-rule/halt`);
-    expect(byAgent.status).toBe(409);
-    expect(byAgent.body.error.message).toMatch(/written by a coding agent/);
+    const byAgent = await api<{ check: { action: string } }>('POST', `/v1/projects/${PROJECT}/checks/agent-rule/halt`, { by: 'app' });
+    expect(byAgent).toMatchObject({ status: 200, body: { check: { action: 'halt' } } });
+    expect((await app.review.data.checkRecords(PROJECT)).find((r) => r.id === 'agent-rule')).toMatchObject({ origin: 'app' });
+    // A coding agent cannot switch one itself.
+    const itself = await api<{ error: { code: string } }>('POST', `/v1/projects/${PROJECT}/checks/agent-rule/halt`, { by: 'agent' });
+    expect(itself.status).toBeGreaterThanOrEqual(400);
     expect((await api('POST', `/v1/projects/${PROJECT}/checks/nope/halt`)).status).toBe(404);
   });
 });

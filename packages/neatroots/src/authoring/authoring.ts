@@ -205,7 +205,9 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
         }
         throw new AuthoringError(409, 'refused', `check ${id} is in ${c.file ?? c.source}: set action: halt in that file`);
       }
-      if (existing.origin !== 'app' && existing.origin !== 'cli') {
+      // A rule a coding agent saved is switched by the person (the seed: "switch a rule to action:
+      // halt yourself"); stored as theirs, so no agent can change it afterwards.
+      if (existing.origin !== 'app' && existing.origin !== 'cli' && existing.origin !== 'agent') {
         throw new AuthoringError(409, 'refused', `check ${id} was written by ${WHO[existing.origin] ?? existing.origin}: it cannot be switched to halt. Save it as your own first (neatroots checks save FILE), then halt it`);
       }
       let check: Check;

@@ -11,7 +11,7 @@ import type { CheckStat, DisabledCheck, Finding } from '../types';
 const FINDING_PAGES = 4;
 
 /** Who may switch a database rule to halt: the person who wrote it (not a coding agent or the planner). */
-const HALT_BY = new Set(['app', 'cli']);
+const HALT_BY = new Set(['app', 'cli', 'agent']);
 
 /**
  * Checks: every check in effect in the project (its source, action, findings, precision,
