@@ -116,6 +116,21 @@ export interface RunDetail {
   findings: FindingRecord[];
   /** The run's findings as problems (quiet ones left out), oldest first. */
   problems: Problem[];
+  /**
+   * Questions the run was asked that no model could answer (an error, a timeout, a question the
+   * fast classifier has not learnt): never a pass, so the page says so. Each one not answered
+   * since, oldest first.
+   */
+  not_checked: NotChecked[];
+}
+
+export interface NotChecked {
+  check_id: string;
+  /** The span judged (span scope), or 'run'. */
+  anchor: string;
+  span_ids: string[];
+  reason: string | null;
+  at: string;
 }
 
 export interface ListRunsQuery extends PageQuery {

@@ -1,6 +1,7 @@
 import type { Db } from '@neatroots/ports';
 import { endEnv, finding, spanEnv, startEnv, T0 } from './fixtures.test';
 import { FindingsRepo } from './findings.repo';
+import { QuestionsRepo } from './questions.repo';
 import { RunsRepo } from './runs.repo';
 import { StoreInputError } from './sql';
 import { openTestDb, resetDb } from './test-db.test';
@@ -36,6 +37,23 @@ describe('RunsRepo.writeEnvelopes', () => {
     // by start_ms, the span without one last
     expect(d!.spans.map((s) => s.span_id)).toEqual(['s1', 's2', 's3']);
     expect(d!.spans[0]).toMatchObject({ status: 'error', error: 'timeout' });
+  });
+
+  it('lists the questions no model answered on the run, less those answered since', async () => {
+    await runs.writeEnvelopes([startEnv('p1', { run_id: 'r1', ts_ms: T0 }), spanEnv('p1', { run_id: 'r1', span_id: 's1', start_ms: T0 })]);
+    const notChecked = (reason: string) => ({ status: 'not_checked' as const, flagged: false, reason });
+    const answered = { status: 'answered' as const, flagged: false, probability: 0.1, answered_by: 'local' };
+    await new QuestionsRepo(db).record([
+      // asked about s1, timed out, asked again and answered: not listed
+      { task_id: 't1', project: 'p1', run_id: 'r1', check_id: 'q-span', anchor: 's1', span_ids: ['s1'], answer: notChecked('timeout'), at_ms: T0 + 10 },
+      { task_id: 't2', project: 'p1', run_id: 'r1', check_id: 'q-span', anchor: 's1', span_ids: ['s1'], answer: answered, at_ms: T0 + 20 },
+      // the run's question, never answered
+      { task_id: 't3', project: 'p1', run_id: 'r1', check_id: 'q-run', anchor: 'run', span_ids: [], answer: notChecked('the model gave a malformed answer'), at_ms: T0 + 30 },
+      // another run's
+      { task_id: 't4', project: 'p1', run_id: 'r2', check_id: 'q-run', anchor: 'run', span_ids: [], answer: notChecked('timeout'), at_ms: T0 + 30 },
+    ] as never);
+    const d = await runs.detail('p1', 'r1');
+    expect(d!.not_checked).toEqual([{ check_id: 'q-run', anchor: 'run', span_ids: [], reason: 'the model gave a malformed answer', at: new Date(T0 + 30).toISOString() }]);
   });
 
   it('replaces a re-exported span and never counts it twice', async () => {

@@ -2,7 +2,7 @@ import type { Queryable, Statement } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { groupProblems } from './life';
-import { RUN_END_FILTERS, type ListRunsQuery, type Page, type PageQuery, type RunDetail, type RunRecord } from './records';
+import { RUN_END_FILTERS, type ListRunsQuery, type NotChecked, type Page, type PageQuery, type RunDetail, type RunRecord } from './records';
 import {
   chunks, decodeCursor, decodeSpanCursor, DEFAULT_SPAN_PAGE, encodeCursor, encodeSpanCursor, filterText, iso, isoNonNull, json,
   MAX_SPAN_PAGE, num, pageLimit, StoreInputError, text, tsParam, valuesList,
@@ -378,6 +378,20 @@ export class RunsRepo {
     if (!run) return null;
     const page = (await this.spans(project, runId)) ?? { items: [], next_cursor: null };
     const findings = await new FindingsRepo(this.db).forRun(project, runId);
-    return { run, spans: page.items, spans_next_cursor: page.next_cursor, findings, problems: groupProblems(findings.filter((f) => !f.quiet)) };
+    const notChecked = await this.notChecked(project, runId);
+    return { run, spans: page.items, spans_next_cursor: page.next_cursor, findings, problems: groupProblems(findings.filter((f) => !f.quiet)), not_checked: notChecked };
+  }
+
+  /** The run's questions left not checked, less those answered later (the same check about the same span, or the run, asked again). */
+  private async notChecked(project: string, runId: string): Promise<NotChecked[]> {
+    const res = await this.db.query<{ check_id: string; anchor: string; span_ids: string[] | null; reason: string | null; at: unknown }>(
+      `SELECT r.check_id, r.anchor, r.span_ids, r.reason, r.at FROM question_results r
+        WHERE r.project = $1 AND r.run_id = $2 AND r.status = 'not_checked'
+          AND NOT EXISTS (SELECT 1 FROM question_results a WHERE a.project = r.project AND a.run_id = r.run_id
+                            AND a.check_id = r.check_id AND a.anchor = r.anchor AND a.status = 'answered' AND a.at >= r.at)
+        ORDER BY r.at, r.task_id`,
+      [project, runId],
+    );
+    return res.rows.map((r) => ({ check_id: r.check_id, anchor: r.anchor, span_ids: r.span_ids ?? [], reason: r.reason, at: iso(r.at)! }));
   }
 }

@@ -20,5 +20,5 @@ export async function openTestDb(): Promise<Db> {
 /** Empties every table (faster than a new PGlite, which takes seconds to start). */
 export async function resetDb(db: Db): Promise<void> {
   // CASCADE: later tables (the SOP ones) reference projects.
-  await db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, db_checks, dead_letters, api_keys, projects CASCADE');
+  await db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, db_checks, dead_letters, api_keys, question_results, projects CASCADE');
 }

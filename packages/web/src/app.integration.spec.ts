@@ -5,7 +5,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
-import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
 
 /**
@@ -101,10 +101,23 @@ evidence:
 when: end
 flag_at: 0.8
 guidance: Only confirm refunds the refund tool confirmed.
+---
+# the model never gives this one a usable answer: it is not checked, and the run page says so
+id: rude-to-customer
+kind: yes_no
+scope: trace
+ask: Was the agent rude to the customer?
+evidence:
+  final_output: true
+when: end
+guidance: Be polite.
 `,
     );
+    const rude = (q: { ask: string }) => q.ask.startsWith('Was the agent rude');
     fake = await startFakeOpenAI((call) =>
-      call.kind === 'judge' ? judgeReply(call, (q) => (q.ask.includes('refund went through') ? { p: 0.97, quote: QUOTE } : { p: 0.02 }))
+      // The rude question is left out of every batch's answers; asked again alone, the reply is not JSON.
+      call.kind === 'judge' && parseJudgePrompt(call).every(rude) ? { content: 'I would rather not say.' }
+      : call.kind === 'judge' ? { json: { answers: parseJudgePrompt(call).filter((q) => !rude(q)).map((q) => ({ id: q.id, ...(q.ask.includes('refund went through') ? { p: 0.97, quote: QUOTE } : { p: 0.02 }) })) } }
       : call.kind === 'second_look' ? { json: { holds: true, quote: QUOTE } }
       : call.kind === 'note' ? { content: 'Check the order before refunding.' }
       // Checks → New check: a concern about an order of calls is drafted as a rule.
@@ -176,6 +189,9 @@ guidance: Only confirm refunds the refund tool confirmed.
       (await apiGet<{ findings: { check_id: string }[] }>('findings?run_id=run-refund')).findings.some((f) => f.check_id === 'refund-claimed-after-decline'),
     );
     await until('the halt', async () => (await apiGet<{ findings: unknown[] }>('findings?run_id=run-halt')).findings.length > 0);
+    await until('the question no model answered', async () =>
+      (await apiGet<{ not_checked: { check_id: string }[] }>('runs/run-refund')).not_checked.some((n) => n.check_id === 'rude-to-customer'),
+    );
     await until('5,000 spans stored', async () => (await apiGet<{ run: { span_count: number } }>('runs/run-big')).run.span_count === BIG, 120_000);
   }
 
@@ -337,6 +353,11 @@ guidance: Only confirm refunds the refund tool confirmed.
     await page.getByRole('option', { name: /^issue_refund,/ }).click();
     const mark = page.getByRole('region', { name: 'Selected span' }).locator('mark.quote');
     await expect(mark.textContent()).resolves.toBe(QUOTE);
+    // The question no model could answer: listed as not checked, with why (never shown as a pass).
+    const notChecked = page.getByRole('region', { name: /^Not checked/ });
+    const detail = await apiGet<{ not_checked: { check_id: string; reason: string }[] }>('runs/run-refund');
+    await expect(notChecked.locator('li').allTextContents()).resolves.toEqual(detail.not_checked.map((n) => expect.stringContaining(n.check_id)));
+    await notChecked.getByText(detail.not_checked.find((n) => n.check_id === 'rude-to-customer')!.reason).waitFor();
     await shot(page, 'run-quote-light');
     await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
     await shot(page, 'run-quote-dark');

@@ -119,6 +119,28 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
               />
             ))}
           </section>
+          {detail.not_checked.length > 0 && (
+            <section aria-labelledby="not-checked-h" className="not-checked">
+              <h2 id="not-checked-h">Not checked ({detail.not_checked.length})</h2>
+              <p className="meta">Questions no model could answer on this run. They are not a pass: nobody knows yet.</p>
+              <ul className="plain">
+                {detail.not_checked.map((n) => (
+                  <li key={`${n.check_id}:${n.anchor}:${n.at}`}>
+                    <code>{n.check_id}</code>{' '}
+                    {n.anchor === 'run' ? (
+                      <span className="meta">about the run</span>
+                    ) : (
+                      <button type="button" className="link" onClick={() => show(n.anchor)}>
+                        {byId.get(n.anchor)?.name ?? n.anchor}
+                      </button>
+                    )}{' '}
+                    <span className="meta">· {when(n.at)}</span>
+                    {n.reason && <div className="meta">{n.reason}</div>}
+                  </li>
+                ))}
+              </ul>
+            </section>
+          )}
           {run.final_output !== undefined && run.final_output !== null && (
             <section aria-labelledby="final-h">
               <h2 id="final-h">Final output</h2>

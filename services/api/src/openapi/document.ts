@@ -34,7 +34,10 @@ const schemas: Record<string, Schema> = {
     quote: nullable(str), probability: nullable(num), confidence: nullable(str), answered_by: nullable(str),
   }),
   Problem: { allOf: [ref('Finding'), object({ related: arr(ref('Finding')) })] },
-  RunDetail: object({ run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), findings: arr(ref('Finding')), problems: arr(ref('Problem')) }),
+  RunDetail: object({
+    run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), findings: arr(ref('Finding')), problems: arr(ref('Problem')),
+    not_checked: arr(object({ check_id: str, anchor: str, span_ids: arr(str), reason: nullable(str), at: time }, { closed: true })),
+  }),
 
   // --- sopops: procedures, releases, sessions (docs/procedures.md)
   Head: object({
