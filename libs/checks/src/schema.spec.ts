@@ -221,6 +221,7 @@ group: refunds
     ['kind: yes_no\nscope: span\nask: Bad?\nrule: { type: run_end }', 'rule: unknown key for a question check; expected one of id, kind, title, description, guidance, action, group, priority, applies_to, scope, ask, evidence, when, flag_at, options, flag_on, levels, flag_at_level'],
     ['kind: yes_no\nscope: span\nask: Bad?\noptions: { a: A, b: B }', 'options: is only for choice questions'],
     ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { last: 0 }', 'evidence.last: must be an integer >= 1, got 0'],
+    ['kind: yes_no\nscope: trace\nask: Bad?\nevidence: { last: 201 }', 'evidence.last: must be at most 200 (the spans of a run a question can be shown), got 201'],
     ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { final_output: "yes" }', 'evidence.final_output: must be true or false, got "yes"'],
     ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { fields: [prompt] }', 'evidence.fields: "prompt" is not one of input, output, error, status, name, tool'],
     ['kind: yes_no\nscope: span\nask: Bad?\nevidence: { span: {} }', 'evidence.span: unknown key for evidence; expected one of spans, fields, last, final_output, user_message, system_prompt (did you mean "spans"?)'],

@@ -433,7 +433,7 @@ function parseEvidence(ctx: Ctx, raw: unknown): Evidence | undefined {
   return compact({
     spans: raw.spans === undefined ? undefined : ctx.field(() => filter(ctx, raw.spans, 'evidence.spans')),
     fields: raw.fields === undefined ? undefined : ctx.field(() => enumList(ctx, raw.fields, 'evidence.fields', EVIDENCE_FIELDS)),
-    last: raw.last === undefined ? undefined : ctx.field(() => countAtLeast(ctx, raw.last, 'evidence.last')),
+    last: raw.last === undefined ? undefined : ctx.field(() => evidenceLast(ctx, raw.last)),
     final_output: final_output as boolean | undefined,
     user_message: raw.user_message as boolean | undefined,
     system_prompt: raw.system_prompt as boolean | undefined,
@@ -511,6 +511,15 @@ function enumList<T extends string>(ctx: Ctx, v: unknown, field: string, allowed
     }
   }
   return list as T[];
+}
+
+/** The most spans a question is shown of a run: the question scheduler keeps that many of each run. */
+export const MAX_EVIDENCE_LAST = 200;
+
+function evidenceLast(ctx: Ctx, v: unknown): number {
+  const n = countAtLeast(ctx, v, 'evidence.last');
+  if (n > MAX_EVIDENCE_LAST) throw ctx.error('evidence.last', `must be at most ${MAX_EVIDENCE_LAST} (the spans of a run a question can be shown), got ${n}`);
+  return n;
 }
 
 function countAtLeast(ctx: Ctx, v: unknown, field: string): number {

@@ -143,6 +143,19 @@ describe('trace-scope questions and when', () => {
     expect(t.context?.spans.map((x) => x.id)).toEqual(['a', 'b']);
   });
 
+  it('keeps as many of a run\'s spans as a question asks to be shown (evidence.last over the 40 kept otherwise)', async () => {
+    const many = question({ id: 'many', scope: 'trace', when: 'end', evidence: { spans: { type: 'tool' }, last: 100 } });
+    const envs = [...Array.from({ length: 60 }, (_, i) => span('r1', `t${i}`, {}, T0 + i)), runEnd('r1')];
+    const [t] = await run(scheduler([many]), envs);
+    expect(t.evidence.spans).toHaveLength(60);
+    expect(t.evidence.spans[0].id).toBe('t0');
+    expect(t.evidence.omitted ?? 0).toBe(0);
+    // Without such a question the run keeps its last 40.
+    const [d] = await run(scheduler([question({ id: 'few', scope: 'trace', when: 'end', evidence: { spans: { type: 'tool' } } })]), envs);
+    expect(d.evidence.spans[0].id).toBe('t30');
+    expect(d.evidence.omitted).toBe(30);
+  });
+
   it('cuts long fields, keeping their head and tail', async () => {
     const s = scheduler([question({ id: 'q', scope: 'trace', when: 'end' })], undefined, { fieldChars: 200 });
     const [t] = await run(s, [span('r1', 'a', { output: `HEAD${'x'.repeat(5000)}TAIL` }), runEnd('r1')]);

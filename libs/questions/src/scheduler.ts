@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { hasSeen, parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
+import { hasSeen, MAX_EVIDENCE_LAST, parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
 import { windowLayer, type ArrayShift, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
 import {
@@ -177,8 +177,12 @@ function taskId(...parts: (string | number)[]): string {
 
 const MAX_WAITING = 200;
 
+/** Spans of a run kept for its questions, unless a question in effect asks to see more (`evidence.last`, at most MAX_EVIDENCE_LAST). */
+export const DEFAULT_RING_SIZE = 40;
+
 export class QuestionScheduler {
-  private readonly ringSize: number;
+  /** The ring's size for the set of questions in effect, by the set's version (a reload makes a new one). */
+  private ringSized: { version: number; size: number } | undefined;
   private readonly fieldChars: number;
   private readonly sessionRuns: number;
   private readonly ttlAfterEnd: number;
@@ -193,7 +197,6 @@ export class QuestionScheduler {
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: QuestionSchedulerOptions) {
-    this.ringSize = opts.ringSize ?? 40;
     this.liveTraceGapMs = opts.liveTraceGapMs ?? 1_000;
     this.fieldChars = opts.fieldChars ?? DEFAULT_FIELD_CHARS;
     this.sessionRuns = opts.sessionRuns ?? 10;
@@ -298,8 +301,9 @@ export class QuestionScheduler {
     let shift = step.rings.get(key);
     if (shift === undefined) step.rings.set(key, (shift = { dropped: 0, appended: 0 }));
     if (shift) shift.appended++;
-    if (w.ring.length > this.ringSize) {
-      const drop = w.ring.length - this.ringSize;
+    const ringSize = this.ringSize(this.opts.questions());
+    if (w.ring.length > ringSize) {
+      const drop = w.ring.length - ringSize;
       w.dropped += drop;
       w.ring.splice(0, drop);
       if (shift) shift.dropped += drop;
@@ -532,6 +536,24 @@ export class QuestionScheduler {
     st.last_asked_ms = now.at;
     delete st.dirty;
     step.tasks.push(task);
+  }
+
+  /**
+   * How many of a run's spans its window keeps: 40, or as many as a question in effect asks to
+   * be shown (`evidence.last`; a span question's earlier tool calls and the span itself), so a
+   * question is never shown fewer than it asks for while the run has them.
+   */
+  private ringSize(set: QuestionSet): number {
+    if (this.opts.ringSize !== undefined) return this.opts.ringSize;
+    if (this.ringSized?.version !== set.version) {
+      let n = DEFAULT_RING_SIZE;
+      for (const q of set.questions) {
+        const last = q.evidence?.last;
+        if (last !== undefined) n = Math.max(n, Math.min(MAX_EVIDENCE_LAST, last) + (q.scope === 'span' ? 1 : 0));
+      }
+      this.ringSized = { version: set.version, size: n };
+    }
+    return this.ringSized.size;
   }
 
   /** What the question sees: the seed's evidence (spans, fields, last, final_output) and scope. */
