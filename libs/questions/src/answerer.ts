@@ -43,7 +43,8 @@ export interface AnswererOptions {
   reasoningQueue?: ModelQueueOptions;
   /**
    * Cache of identical questions; false turns it off. `shared`: the deployment's cache (Redis
-   * distributed, the database embedded) behind this process's, so replicas and a restarted service share answers.
+   * distributed, the database embedded) behind this process's, so replicas and a restarted
+   * service share answers.
    */
   cache?: { max?: number; ttlMs?: number; shared?: SharedCache } | false;
   /** Each cache lookup before a model is asked, by what asked and where the answer came from (metrics). */

@@ -51,10 +51,10 @@ export type CacheResult = 'memory' | 'shared' | 'miss';
 /**
  * An AnswerCache in this process in front of the deployment's shared cache (Redis distributed,
  * the database embedded): a miss here is looked up there, and what a model answers is kept in
- * both. So a replica, or
- * this service started again after a crash (the batch it had in hand, never marked done,
- * delivered again), is answered without asking the model a second time. What comes back from the shared
- * cache is read with `read` (another version may have written it): anything it refuses is a miss.
+ * both. So a replica, or this service started again after a crash (the batch it had in hand,
+ * never marked done, delivered again), is answered without asking the model a second time.
+ * What comes back from the shared cache is read with `read` (another version may have written
+ * it): anything it refuses is a miss.
  */
 export class TieredCache<V> {
   constructor(

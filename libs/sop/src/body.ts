@@ -77,8 +77,9 @@ export interface SessionBody {
 
 /**
  * A session checked offline as `sopops check` prints it: the body GET
- * /v1/workspaces/{ws}/sessions/{id} answers, field for field and in its order. What only a stored session has is null: its id, when it was received and
- * checked, a failure's error; `checked_result` is `result` (no finding is suppressed offline).
+ * /v1/workspaces/{ws}/sessions/{id} answers, field for field and in its order. What only a
+ * stored session has is null: its id, when it was received and checked, a failure's error;
+ * `checked_result` is `result` (no finding is suppressed offline).
  */
 export function sessionAsStored(body: SessionBody, session: Pick<Session, 'started_at' | 'transcript_ref'>): Record<string, unknown> {
   const { checks, ...head } = body;

@@ -35,7 +35,6 @@ export class DbSharedCache {
   private lastPruned: number;
   private readonly reads = new Map<string, Pending<(v: string | undefined) => void>>();
   private readonly writes = new Map<string, Pending<{ value: string; expires: number; done: () => void }>>();
-  readonly stats = { errors: 0, reads: 0, writes: 0 };
 
   constructor(private readonly opts: DbSharedCacheOptions) {
     this.now = opts.now ?? Date.now;
@@ -88,7 +87,6 @@ export class DbSharedCache {
         [name, [...waiting.keys()], this.now()],
       );
       found = new Map(r.rows.map((row) => [row.key, row.value]));
-      this.stats.reads++;
     } catch (err) {
       this.failed(err);
     }
@@ -113,7 +111,6 @@ export class DbSharedCache {
          ON CONFLICT (name, key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at`,
         [name, keys, values, expires],
       );
-      this.stats.writes++;
     } catch (err) {
       this.failed(err);
     }
@@ -126,7 +123,6 @@ export class DbSharedCache {
   }
 
   private failed(err: unknown): void {
-    this.stats.errors++;
     if (Date.now() - this.lastReported < 60_000) return;
     this.lastReported = Date.now();
     this.onError(err);

@@ -75,18 +75,29 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
   );
 }
 
-function Actions({ suggestion, session, onDone, patternId }: { suggestion: Suggestion } & SuggestAct) {
+/** Asks the reasoning model for an edit answering the pattern's verdict (POST patterns/{id}/suggest), and says how it went. */
+async function askForSuggestion(act: SuggestAct, said: string, refused: string): Promise<void> {
+  try {
+    await api.suggest(act.session, act.patternId, byReviewer());
+    act.onDone(true, said);
+  } catch (err) {
+    act.onDone(false, `${refused}: ${failure(err)}`);
+  }
+}
+
+function Actions({ suggestion, ...act }: { suggestion: Suggestion } & SuggestAct) {
+  const { session, onDone } = act;
   const [busy, setBusy] = useState(false);
   const [note, setNote] = useState('');
   const conflict = suggestion.freshness === 'conflict';
-  const run = async (action: 'apply' | 'rewrite' | 'dismiss' | 'again') => {
+  const again = async () => {
+    setBusy(true);
+    await askForSuggestion(act, 'A new suggestion is being written.', 'The suggestion was not asked for again');
+    setBusy(false);
+  };
+  const run = async (action: 'apply' | 'rewrite' | 'dismiss') => {
     setBusy(true);
     try {
-      if (action === 'again') {
-        await api.suggest(session, patternId, byReviewer());
-        onDone(true, 'A new suggestion is being written.');
-        return;
-      }
       const s = await api.actOnSuggestion(session, suggestion.id, action, action === 'dismiss' && note.trim() ? { ...byReviewer(), note: note.trim() } : byReviewer());
       const said = {
         apply: s.pr_url ? `Suggestion applied: a pull request is open, ${s.pr_url}.` : 'Suggestion applied: saved as a draft at head, it goes out with the next publish.',
@@ -95,7 +106,7 @@ function Actions({ suggestion, session, onDone, patternId }: { suggestion: Sugge
       }[action];
       onDone(true, said);
     } catch (err) {
-      const what = { apply: 'applied', rewrite: 'rewritten', dismiss: 'dismissed', again: 'asked for again' }[action];
+      const what = { apply: 'applied', rewrite: 'rewritten', dismiss: 'dismissed' }[action];
       onDone(false, `The suggestion was not ${what}: ${failure(err)}`);
     } finally {
       setBusy(false);
@@ -115,7 +126,7 @@ function Actions({ suggestion, session, onDone, patternId }: { suggestion: Sugge
         </>
       )}
       {!proposed && (
-        <button type="button" disabled={busy} onClick={() => run('again')}>
+        <button type="button" disabled={busy} onClick={() => void again()}>
           Write it again
         </button>
       )}
@@ -130,19 +141,13 @@ function Actions({ suggestion, session, onDone, patternId }: { suggestion: Sugge
   );
 }
 
-/** Asks the reasoning model for an edit answering the pattern's verdict (POST patterns/{id}/suggest). */
+/** The button that asks for a suggestion when none is being written or waiting. */
 function AskForOne({ act, again }: { act: SuggestAct; again: boolean }) {
   const [busy, setBusy] = useState(false);
   const ask = async () => {
     setBusy(true);
-    try {
-      await api.suggest(act.session, act.patternId, byReviewer());
-      act.onDone(true, 'A suggested edit is being written.');
-    } catch (err) {
-      act.onDone(false, `No suggestion was asked for: ${failure(err)}`);
-    } finally {
-      setBusy(false);
-    }
+    await askForSuggestion(act, 'A suggested edit is being written.', 'No suggestion was asked for');
+    setBusy(false);
   };
   return (
     <p>

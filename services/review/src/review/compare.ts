@@ -1,12 +1,11 @@
 import type { Db } from '@neatroots/ports';
 import { ruleLabel } from '@neatroots/review-domain';
 import type { Lock } from '@neatroots/sop';
-import { ReviewReadRepo, SopError, WorkspaceRepo, type CompareQuery, type CompareSide, type ReleaseCompareView, type ReleaseRecord, type ResultCounts } from '@neatroots/store';
-import { followRate } from './insights';
+import { ReviewReadRepo, SopError, WorkspaceRepo, type CompareQuery, type CompareSide, type ReleaseCompareView, type ReleaseRecord } from '@neatroots/store';
+import { addResult, followRate, zeroResults } from './insights';
 import type { ReviewWrites } from './writes';
 
-const zero = (): ResultCounts => ({ deviated: 0, partial: 0, followed: 0, not_measurable: 0 });
-const side = (): CompareSide => ({ sessions: 0, results: zero(), follow_rate: null, findings: 0, suppressed: 0 });
+const side = (): CompareSide => ({ sessions: 0, results: zeroResults(), follow_rate: null, findings: 0, suppressed: 0 });
 
 /**
  * GET /insights/compare: two releases side by side, over the sessions checked on each (a
@@ -43,7 +42,7 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
     if (q.procedure !== undefined && c.procedure_id !== q.procedure) continue;
     const s = sideOf(row(c.procedure_id), c.release_id);
     s.sessions += c.n;
-    if (c.result !== null && c.result in s.results) s.results[c.result as keyof ResultCounts] += c.n;
+    addResult(s.results, c.result, c.n);
   }
   const byPattern = new Map(patterns.map((p) => [p.id, p]));
   const rules = new Map<string, Row['rules'][number]>();

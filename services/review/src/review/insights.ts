@@ -5,7 +5,8 @@ import { ReviewReadRepo, WorkspaceRepo, type InsightsView, type ResultCounts, ty
 import type { ReviewWrites } from './writes';
 import { resolveWindow, weeksOf } from './window';
 
-const zero = (): ResultCounts => ({ deviated: 0, partial: 0, followed: 0, not_measurable: 0 });
+/** Results counted from none. */
+export const zeroResults = (): ResultCounts => ({ deviated: 0, partial: 0, followed: 0, not_measurable: 0 });
 
 /** followed / (followed + partial + deviated): not_measurable is left out of rates. */
 export function followRate(r: ResultCounts): number | null {
@@ -13,7 +14,8 @@ export function followRate(r: ResultCounts): number | null {
   return judged === 0 ? null : r.followed / judged;
 }
 
-function addResult(into: ResultCounts, result: string | null, n: number): void {
+/** Adds `n` sessions of `result` (a check not checked, null, counts nowhere). */
+export function addResult(into: ResultCounts, result: string | null, n: number): void {
   if (result !== null && result in into) into[result as keyof ResultCounts] += n;
 }
 
@@ -47,7 +49,7 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
   for (const p of patterns) if (!names.has(p.procedure_id)) names.set(p.procedure_id, p.procedure_name);
   for (const p of live?.lock.procedures ?? []) names.set(p.procedure_id, p.name);
 
-  const results = zero();
+  const results = zeroResults();
   let sessions = 0;
   for (const r of sessionRows) {
     sessions += r.n;
@@ -57,7 +59,7 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
   const weeks = weeksOf(window);
   const weekIndex = new Map(weeks.map((w, i) => [w, i]));
   const board = new Map<string, { sessions: number; results: ResultCounts; weekly: ResultCounts[]; findings: number; suppressed: number }>();
-  const row = (id: string) => board.get(id) ?? board.set(id, { sessions: 0, results: zero(), weekly: weeks.map(zero), findings: 0, suppressed: 0 }).get(id)!;
+  const row = (id: string) => board.get(id) ?? board.set(id, { sessions: 0, results: zeroResults(), weekly: weeks.map(zeroResults), findings: 0, suppressed: 0 }).get(id)!;
   for (const c of checkRows) {
     if (procedures && !procedures.includes(c.procedure_id)) continue;
     const b = row(c.procedure_id);
