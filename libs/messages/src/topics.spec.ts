@@ -36,6 +36,14 @@ describe('bus topics', () => {
     expect(EVENTS_TOPIC.decode(EVENTS_TOPIC.encode(env))).toEqual(env);
   });
 
+  it('carry the group of a note beside it, never inside the note an agent is sent', () => {
+    const note: Note = { id: 'n1', project: 'p', run_id: 'r1', check_id: 'c', finding_id: 'f', kind: 'note', title: 't', text: 'x', at_ms: 5 };
+    const decoded = NOTES_TOPIC.decode(NOTES_TOPIC.encode({ ...note, group: 'tool-result' }));
+    expect(decoded).toEqual({ ...note, group: 'tool-result' });
+    expect(NOTES_TOPIC.decode(NOTES_TOPIC.encode(note))).toEqual(note);
+    expect(v1.NoteEnvelope.decode(NOTES_TOPIC.encode({ ...note, group: 'g' })).note).toEqual(note);
+  });
+
   it('refuse to decode an envelope without its event', () => {
     const bytes = v1.Envelope.encode({ project: 'p', received_ms: 1 }).finish();
     expect(() => EVENTS_TOPIC.decode(bytes)).toThrow(SpanValidationError);
@@ -81,7 +89,7 @@ describe('bus topics', () => {
   });
 
   it('reads an unknown note kind as a plain note, never as a halt', () => {
-    const bytes = v1.NoteEnvelope.encode({ note: v1.Note.fromPartial({ id: 'n', kind: 'shout' }) }).finish();
+    const bytes = v1.NoteEnvelope.encode(v1.NoteEnvelope.fromPartial({ note: { id: 'n', kind: 'shout' } })).finish();
     expect(NOTES_TOPIC.decode(bytes).kind).toBe('note');
   });
 });

@@ -45,12 +45,13 @@ export function makeTopics(prefix: string = DEFAULT_TOPIC_PREFIX): Topics {
     ),
     notes: topic<Note>(
       `${prefix}.notes`,
-      // Wrapped in NoteEnvelope so routing fields can be added beside the note later.
-      (n) => encodeMessage(v1.NoteEnvelope, { note: n }),
+      // Wrapped in NoteEnvelope: routing fields (the check's group) travel beside the note.
+      (n) => encodeMessage(v1.NoteEnvelope, { note: n, group: n.group ?? '' }),
       (bytes) => {
         const env = v1.NoteEnvelope.decode(bytes);
         if (!env.note) throw new Error('note envelope without a note');
-        return noteFromProto(env.note);
+        const note = noteFromProto(env.note);
+        return env.group ? { ...note, group: env.group } : note;
       },
     ),
     deliveries: topic<NoteDelivered>(

@@ -193,6 +193,7 @@ export class QuestionFindings {
         title: ev.title,
         text: ev.guidance,
         at_ms: ev.at_ms,
+        ...(ev.group ? { group: ev.group } : {}),
       });
     }
     const windows = [...step.touched].map((key) => ({ key, window: step.windows.get(key)!, ttlMs: this.ttl }));

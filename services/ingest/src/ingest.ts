@@ -187,7 +187,12 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   const replicaId = opts.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const metrics = newMetrics();
   const pressure = new Pressure(opts.pressure ?? {});
-  const hub = new NoteHub({ ...opts.notes, now, onDropped: (n) => (metrics.notes_dropped += n) });
+  const hub = new NoteHub({
+    ...opts.notes,
+    now,
+    onDropped: (n) => (metrics.notes_dropped += n),
+    onGrouped: () => metrics.notes_grouped++,
+  });
   const streamCalls = new Set<ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>>();
   let closing = false;
 

@@ -18,6 +18,8 @@ export interface IngestMetrics {
   notes_delivered: { stream: number; piggyback: number };
   /** Notes kept for piggybacking that expired or were pushed out by the bounds. */
   notes_dropped: number;
+  /** Notes held back because their group already sent one in the run. */
+  notes_grouped: number;
   /** Open Subscribe streams (a gauge). */
   subscribers: number;
 }
@@ -33,6 +35,7 @@ export function newMetrics(): IngestMetrics {
     notes_received: 0,
     notes_delivered: { stream: 0, piggyback: 0 },
     notes_dropped: 0,
+    notes_grouped: 0,
     subscribers: 0,
   };
 }

@@ -69,7 +69,7 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       ctx.setHealth('neatroots.v1.Ingest', true);
       ctx.setHealth('opentelemetry.proto.collector.trace.v1.TraceService', true);
       // Ingest's counters, as Prometheus metrics.
-      const last = { received: 0, accepted: 0, rejected: {} as Record<string, number>, refused: {} as Record<string, number> };
+      const last = { received: 0, accepted: 0, rejected: {} as Record<string, number>, refused: {} as Record<string, number>, notes: {} as Record<string, number> };
       const sync = setInterval(() => {
         const m = ingest.metrics;
         ctx.metrics.spansReceived.inc({ source: 'all' }, m.items_received - last.received);
@@ -87,6 +87,15 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
           if (d > 0) ctx.metrics.spansRefused.inc({ reason }, d);
         }
         last.refused = { ...m.items_refused };
+        const notes: Record<string, number> = {
+          received: m.notes_received, stream: m.notes_delivered.stream, piggyback: m.notes_delivered.piggyback,
+          dropped: m.notes_dropped, grouped: m.notes_grouped,
+        };
+        for (const [outcome, n] of Object.entries(notes)) {
+          const d = n - (last.notes[outcome] ?? 0);
+          if (d > 0) ctx.metrics.notes.inc({ outcome }, d);
+        }
+        last.notes = notes;
         if (backlog) ctx.metrics.busBacklog.set({ topic: topics.events.name }, backlog());
       }, 1000);
       sync.unref();

@@ -56,6 +56,61 @@ describe('NoteHub', () => {
     expect(hub.take('shop', ['r3'])).toEqual([]);
   });
 
+  describe('one note per group per run', () => {
+    const grouped = (id: string, run: string, group: string, kind: Note['kind'] = 'note'): Note => ({ ...note(id, run), kind, group });
+
+    it('hands out the first note of a group in a run and holds back the others, telling onGrouped', () => {
+      const held: string[] = [];
+      const hub = new NoteHub({ onGrouped: (n) => held.push(n.id) });
+      const s = stream('shop', '');
+      hub.addStream(s);
+      hub.route(grouped('rule', 'r1', 'tool-result'));
+      hub.route(grouped('question', 'r1', 'tool-result')); // the same problem, from the question service
+      hub.route(grouped('other-run', 'r2', 'tool-result'));
+      hub.route(grouped('loop', 'r1', 'loop'));
+      hub.route(note('no-group', 'r1'));
+      expect(s.got).toEqual(['rule', 'other-run', 'loop', 'no-group']);
+      expect(held).toEqual(['question']);
+    });
+
+    it('lets the group note itself through again (a redelivery), and halts always, without taking the group', () => {
+      const hub = new NoteHub();
+      const s = stream('shop', 'r1');
+      hub.addStream(s);
+      hub.route(grouped('h', 'r1', 'loop', 'halt'));
+      hub.route(grouped('a', 'r1', 'loop'));
+      hub.route(grouped('a', 'r1', 'loop'));
+      hub.route(grouped('h2', 'r1', 'loop', 'halt'));
+      hub.route(grouped('b', 'r1', 'loop'));
+      expect(s.got).toEqual(['h', 'a', 'a', 'h2']);
+    });
+
+    it('holds back a grouped note kept for piggybacking too, and never hands the group to the agent', () => {
+      const hub = new NoteHub();
+      hub.route(grouped('a', 'r1', 'ending'));
+      hub.route(grouped('b', 'r1', 'ending'));
+      const taken = hub.take('shop', ['r1']);
+      expect(taken.map((n) => n.id)).toEqual(['a']);
+      expect(taken[0]).not.toHaveProperty('group');
+    });
+
+    it('forgets the groups of a run after groupTtlMs or past maxGroupedRuns', () => {
+      let now = 0;
+      const hub = new NoteHub({ groupTtlMs: 100, maxGroupedRuns: 2, now: () => now });
+      const s = stream('shop', '');
+      hub.addStream(s);
+      hub.route(grouped('a1', 'r1', 'g'));
+      now = 150;
+      hub.sweep();
+      hub.route(grouped('a2', 'r1', 'g')); // r1's group expired: goes
+      hub.route(grouped('b1', 'r2', 'g'));
+      hub.route(grouped('c1', 'r3', 'g')); // r1 is the least recently noted: forgotten
+      hub.route(grouped('a3', 'r1', 'g'));
+      hub.route(grouped('c2', 'r3', 'g')); // r3 still remembered: held
+      expect(s.got).toEqual(['a1', 'a2', 'b1', 'c1', 'a3']);
+    });
+  });
+
   it('stops routing to a removed stream', () => {
     const hub = new NoteHub();
     const s = stream('shop', 'r1');

@@ -9,6 +9,15 @@ import type { Note } from '@neatroots/messages';
  * note can be handed out by more than one of them; notes carry an id and the SDK ignores the
  * ones it has seen. The mailboxes are bounded (runs and notes per run, oldest out first) and
  * expire, so an agent that never comes back costs a bounded amount of memory.
+ *
+ * One note per group per run: checks in one group are one problem (docs/checks.md), and the
+ * rule engine and the question service each keep that within their own findings only, so a
+ * rule and a question of one group (the library's `tool-result`, `loop`, `ending`) would each
+ * send theirs. The first note of a group in a run goes out; a later one of the same group with
+ * another id is held back (`onGrouped`). Halts always go. Notes of a run arrive in one order
+ * at every replica (the notes topic is keyed by run), so replicas agree on which went. What
+ * the hub remembers is bounded (`maxGroupedRuns`, least recently noted out first) and kept
+ * `groupTtlMs` after a run's last grouped note: past either, a later note of the group goes.
  */
 export interface NoteHubOptions {
   /** Notes kept per run (oldest dropped first). Default 32. */
@@ -20,6 +29,12 @@ export interface NoteHubOptions {
   now?: () => number;
   /** Told how many kept notes were dropped (expiry or bounds). */
   onDropped?: (n: number) => void;
+  /** Runs whose noted groups are remembered (least recently noted dropped first). Default 50,000. */
+  maxGroupedRuns?: number;
+  /** How long a run's noted groups are remembered after its last grouped note. Default 6 hours. */
+  groupTtlMs?: number;
+  /** Told of a note held back because its group already sent one in the run. */
+  onGrouped?: (note: Note) => void;
 }
 
 export interface NoteStream {
@@ -31,6 +46,12 @@ export interface NoteStream {
 
 interface Mailbox {
   notes: { note: Note; expires: number }[];
+}
+
+/** A run's groups that sent a note: group -> the note's id. */
+interface Noted {
+  groups: Map<string, string>;
+  expires: number;
 }
 
 function key(project: string, runId: string): string {
@@ -45,6 +66,10 @@ export class NoteHub {
   private readonly ttlMs: number;
   private readonly now: () => number;
   private readonly onDropped: (n: number) => void;
+  private readonly noted = new Map<string, Noted>();
+  private readonly maxGroupedRuns: number;
+  private readonly groupTtlMs: number;
+  private readonly onGrouped: (note: Note) => void;
 
   constructor(opts: NoteHubOptions = {}) {
     this.maxPerRun = opts.maxPerRun ?? 32;
@@ -52,6 +77,9 @@ export class NoteHub {
     this.ttlMs = opts.ttlMs ?? 10 * 60_000;
     this.now = opts.now ?? Date.now;
     this.onDropped = opts.onDropped ?? (() => undefined);
+    this.maxGroupedRuns = opts.maxGroupedRuns ?? 50_000;
+    this.groupTtlMs = opts.groupTtlMs ?? 6 * 60 * 60_000;
+    this.onGrouped = opts.onGrouped ?? (() => undefined);
   }
 
   get streamCount(): number {
@@ -81,7 +109,12 @@ export class NoteHub {
    * Hands a note to the open streams it belongs to; keeps it for piggybacking when there is
    * none. Returns the number of streams that took it.
    */
-  route(note: Note): number {
+  route(routed: Note): number {
+    const { group, ...note } = routed;
+    if (group && note.kind !== 'halt' && !this.firstOfGroup(note, group)) {
+      this.onGrouped(note);
+      return 0;
+    }
     let delivered = 0;
     for (const s of this.targets(note)) {
       try {
@@ -93,6 +126,27 @@ export class NoteHub {
     }
     if (!delivered) this.keep(note);
     return delivered;
+  }
+
+  /**
+   * Whether this note is its group's in the run: the first of the group seen, or the same note
+   * again (a redelivery: the agent's SDK ignores ids it has seen).
+   */
+  private firstOfGroup(note: Note, group: string): boolean {
+    const k = key(note.project, note.run_id);
+    const now = this.now();
+    let run = this.noted.get(k);
+    if (run) this.noted.delete(k); // re-insert: Map order is the recency order
+    if (!run || run.expires <= now) run = { groups: new Map(), expires: 0 };
+    run.expires = now + this.groupTtlMs;
+    this.noted.set(k, run);
+    const first = run.groups.get(group);
+    if (first === undefined) {
+      run.groups.set(group, note.id);
+      while (this.noted.size > this.maxGroupedRuns) this.noted.delete(this.noted.keys().next().value as string);
+      return true;
+    }
+    return first === note.id;
   }
 
   private keep(note: Note): void {
@@ -144,6 +198,7 @@ export class NoteHub {
   /** Drops expired notes (called from a timer so idle runs do not hold memory until the bound). */
   sweep(): void {
     const now = this.now();
+    for (const [k, run] of this.noted) if (run.expires <= now) this.noted.delete(k);
     for (const [k, box] of this.mailboxes) {
       const before = box.notes.length;
       box.notes = box.notes.filter((n) => n.expires > now);

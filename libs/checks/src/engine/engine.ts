@@ -21,6 +21,12 @@ export interface NoteOut {
   title: string;
   text: string;
   at_ms: number;
+  /**
+   * The group of the finding's check (not for halts). Routing only, never sent to agents: the
+   * rule engine and the question service each send one note per group per run, and ingest
+   * keeps it one across the two.
+   */
+  group?: string;
 }
 
 export interface EngineOutput {
@@ -346,6 +352,7 @@ export class RuleEngine {
         title: ev.title,
         text: ev.guidance,
         at_ms: ev.at_ms,
+        ...(ev.group && !halts ? { group: ev.group } : {}),
       });
     }
   }

@@ -38,6 +38,12 @@ export interface Metrics {
    * (another replica's, or this service's before a restart: Redis) or miss (the model was asked).
    */
   questionCache: Counter<'kind' | 'result'>;
+  /**
+   * Notes and halts at ingest, by outcome: received (from the bus), stream or piggyback (handed
+   * to an agent that way), dropped (kept for an agent that never came back, expired or pushed
+   * out), grouped (held back: its group already sent one in the run).
+   */
+  notes: Counter<'outcome'>;
 }
 
 export function createMetrics(service: string): Metrics {
@@ -76,6 +82,12 @@ export function createMetrics(service: string): Metrics {
       name: 'neatroots_question_cache_lookups_total',
       help: 'Question service cache lookups before a model is asked, by kind (question, second_look, decision) and result (memory, shared, miss)',
       labelNames: ['kind', 'result'],
+      ...reg,
+    }),
+    notes: new Counter({
+      name: 'neatroots_notes_total',
+      help: 'Notes and halts at ingest, by outcome: received, stream, piggyback (handed to an agent), dropped (never taken), grouped (held back: its group already sent one in the run)',
+      labelNames: ['outcome'],
       ...reg,
     }),
   };
