@@ -72,5 +72,11 @@ describe('the planner', () => {
     const again = await new Planner({ library }).plan({ ...req, workflow: 'w', tools: [{ name: 'c' }] }, before);
     expect(again.tools).toEqual(['a', 'b', 'c']);
     expect(again.written.map((w) => w.id)).toEqual(['plan-w-x']);
+    // Planned for every tool known, not only the new one (a tool span asks with the one it showed).
+    expect(again.picks.find((p) => p.id === 'wrong-tool-or-arguments')?.params).toEqual({ tools: 'c, a, b' });
+    let prompt = '';
+    const llm = new Planner({ library, chat: async (messages) => ((prompt = messages.map((m) => m.content).join('\n')), { text: JSON.stringify({ pick: [] }), answered_by: 'local' }) });
+    await llm.plan({ project: 'p', workflow: 'w', tools: [{ name: 'c' }] }, before);
+    expect(prompt).toMatch(/### Tools\n- c\n- a\n- b\n/);
   });
 });

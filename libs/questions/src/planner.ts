@@ -92,9 +92,11 @@ export class Planner {
     return this.opts.library.map((q) => q.id);
   }
 
-  async plan(req: PlanRequest, previous?: Plan): Promise<Plan> {
-    // Tools planned for before stay planned for: a new tool adds to the workflow's set.
-    const tools = [...new Set([...(previous?.tools ?? []), ...req.tools.map((t) => t.name)])];
+  async plan(asked: PlanRequest, previous?: Plan): Promise<Plan> {
+    // Tools planned for before stay planned for: a new tool adds to the workflow's set, and the
+    // plan is made for them all (a tool span asks with the one tool it showed).
+    const tools = [...new Set([...(previous?.tools ?? []), ...asked.tools.map((t) => t.name)])];
+    const req: PlanRequest = { ...asked, tools: [...asked.tools, ...tools.filter((n) => !asked.tools.some((t) => t.name === n)).map((name) => ({ name }))] };
     let plan: Plan | undefined;
     if (this.opts.chat) {
       try {

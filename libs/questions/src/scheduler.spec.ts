@@ -203,6 +203,38 @@ describe('the library and the planner', () => {
     expect(newTool.tasks.filter((t) => t.type === 'plan')).toHaveLength(1);
   });
 
+  it('plans from the tools spans show when runs have no run_start, and again when a span shows a tool the plan does not know', async () => {
+    const plans = new MemoryPlanStore();
+    const s = scheduler([always, picked], undefined, { plans, planCacheMs: 0 });
+    // As OpenTelemetry sends a run without content capture: spans only, the workflow on them.
+    const otel = (run: string, id: string, tool: string) => span(run, id, { tool, name: tool, workflow: 'support' });
+    const first = await s.process([otel('r1', 's1', 'search'), otel('r1', 's2', 'search'), otel('r1', 's3', 'lookup_order')]);
+    await first.commit();
+    const planTasks = first.tasks.filter((t): t is PlanTask => t.type === 'plan');
+    expect(planTasks).toHaveLength(1);
+    expect(planTasks[0].plan).toEqual({ project: 'p', workflow: 'support', tools: [{ name: 'search' }, { name: 'lookup_order' }] });
+    expect((await s.process([otel('r2', 's1', 'search')])).tasks.filter((t) => t.type === 'plan')).toHaveLength(0);
+
+    await plans.put({ project: 'p', workflow: 'support', tools: ['search', 'lookup_order'], picks: [{ id: 'unfinished-task' }], written: [], planned_by: 'local', at_ms: T0 });
+    const known = await s.process([otel('r3', 's1', 'lookup_order')]);
+    expect(known.tasks.filter((t) => t.type === 'plan')).toHaveLength(0);
+    // A tool the plan has not seen: planned again.
+    const newTool = await s.process([otel('r4', 's1', 'issue_refund')]);
+    expect(newTool.tasks.filter((t): t is PlanTask => t.type === 'plan').map((t) => t.plan.tools)).toEqual([[{ name: 'issue_refund' }]]);
+  });
+
+  it('asks one plan a step for a workflow, with the run_start tools and those spans show together', async () => {
+    const plans = new MemoryPlanStore();
+    const s = scheduler([always], undefined, { plans, planCacheMs: 0 });
+    const out = await s.process([
+      runStart('r1', { workflow: 'refunds', tools: [{ name: 'search', description: 'finds orders' }] }),
+      span('r1', 's1', { tool: 'search', name: 'search' }),
+      span('r1', 's2', { tool: 'issue_refund', name: 'issue_refund' }),
+    ]);
+    const planTasks = out.tasks.filter((t): t is PlanTask => t.type === 'plan');
+    expect(planTasks.map((t) => t.plan.tools)).toEqual([[{ name: 'search', description: 'finds orders' }, { name: 'issue_refund' }]]);
+  });
+
   it('fills parameters from the run when there is no plan', async () => {
     const s = scheduler([question({ id: 'u', scope: 'trace', when: 'end', ask: 'Did it leave {task} unfinished?' })]);
     const [t] = await run(s, [runStart('r1', { user_message: 'book a flight to Oslo' }), runEnd('r1')]);

@@ -131,6 +131,8 @@ interface Step {
   tasks: (QuestionTask | PlanTask)[];
   /** Workflows that may need a plan, decided once the step's plans are read. */
   planCandidates: { w: QuestionWindow; env: Envelope; hash: string; tools: ToolInfo[] }[];
+  /** Workflow and tool pairs a tool span asked a plan for in this step (asked once a step). */
+  toolPlans: Set<string>;
   /**
    * How each run's ring changed since it was loaded: summaries dropped from its start and
    * appended (the window journal writes that, not a comparison of the ring); null once a
@@ -180,6 +182,36 @@ const MAX_WAITING = 200;
 /** Spans of a run kept for its questions, unless a question in effect asks to see more (`evidence.last`, at most MAX_EVIDENCE_LAST). */
 export const DEFAULT_RING_SIZE = 40;
 
+type PlanCandidate = Step['planCandidates'][number];
+
+function coveredBy(tools: readonly ToolInfo[], asked: readonly string[]): boolean {
+  return tools.every((t) => asked.includes(t.name));
+}
+
+/**
+ * One plan task per workflow a step: the tools of its candidates together (a run_start's, with
+ * their descriptions, and those tool spans showed), the first candidate's run for the rest.
+ */
+function mergedCandidates(candidates: readonly PlanCandidate[], keyOf: (w: QuestionWindow) => string): PlanCandidate[] {
+  if (candidates.length < 2) return [...candidates];
+  const byKey = new Map<string, PlanCandidate>();
+  for (const c of candidates) {
+    const k = keyOf(c.w);
+    const had = byKey.get(k);
+    if (!had) {
+      byKey.set(k, { ...c, tools: [...c.tools] });
+      continue;
+    }
+    for (const t of c.tools) {
+      const i = had.tools.findIndex((x) => x.name === t.name);
+      if (i < 0) had.tools.push(t);
+      else if (t.description && !had.tools[i].description) had.tools[i] = t;
+    }
+    had.hash = toolsHash(had.tools);
+  }
+  return [...byKey.values()];
+}
+
 export class QuestionScheduler {
   /** The ring's size for the set of questions in effect, by the set's version (a reload makes a new one). */
   private ringSized: { version: number; size: number } | undefined;
@@ -192,7 +224,8 @@ export class QuestionScheduler {
   private readonly liveTraceGapMs: number;
   private readonly now: () => number;
   private readonly plans = new Map<string, { plan?: Plan; at: number }>();
-  private readonly planRequested = new Map<string, { hash: string; at: number }>();
+  /** The plan asked last per workflow, with its tools: one that asked for these tools already is not asked again within planRetryMs. */
+  private readonly planRequested = new Map<string, { tools: readonly string[]; at: number }>();
   private readonly written = new Map<string, QuestionCheck[]>();
   private chain: Promise<unknown> = Promise.resolve();
 
@@ -236,6 +269,7 @@ export class QuestionScheduler {
         ending: new Set(),
         tasks: [],
         planCandidates: [],
+        toolPlans: new Set(),
         rings: new Map(),
       };
       for (const e of envs) this.apply(step, e);
@@ -308,7 +342,10 @@ export class QuestionScheduler {
       w.ring.splice(0, drop);
       if (shift) shift.dropped += drop;
     }
-    if (isToolSpan(summary)) w.uses_tools = 1;
+    if (isToolSpan(summary)) {
+      w.uses_tools = 1;
+      if (summary.tool) this.maybePlanTool(step, w, env, summary.tool);
+    }
     const plan = this.plan(w);
     for (const q of this.opts.questions().questions) {
       // A library question the plan has not picked keeps no state (the window stays small).
@@ -374,25 +411,46 @@ export class QuestionScheduler {
   /** On run_start: a plan task when the workflow has no plan yet, or new tools appeared. */
   private maybePlan(step: Step, w: QuestionWindow, env: Envelope): void {
     if (!this.opts.plans || !w.workflow) return;
-    const tools = w.start?.tools ?? [];
+    this.planCandidate(step, w, env, w.start?.tools ?? []);
+  }
+
+  /**
+   * On a tool span: a plan task when the workflow's plan does not know the tool. The seed's
+   * "redone when new tools appear" for tools a run_start did not list, and the only way an agent
+   * whose runs have no run_start (OpenTelemetry without content capture sends none) is planned:
+   * from the tools its spans show. The cost on the hot path is a lookup in the plans held.
+   */
+  private maybePlanTool(step: Step, w: QuestionWindow, env: Envelope, tool: string): void {
+    if (!this.opts.plans || !w.workflow) return;
     const k = this.planKey(w.project, w.workflow);
+    if (this.plans.get(k)?.plan?.tools.includes(tool)) return;
+    const start = w.start?.tools ?? [];
+    if (start.some((t) => t.name === tool)) return; // its run_start asked already
+    const once = `${k}\u0000${tool}`;
+    if (step.toolPlans.has(once)) return;
+    step.toolPlans.add(once);
+    this.planCandidate(step, w, env, [...start, { name: tool }]);
+  }
+
+  private planCandidate(step: Step, w: QuestionWindow, env: Envelope, tools: ToolInfo[]): void {
+    const k = this.planKey(w.project, w.workflow!);
     const known = this.plans.get(k);
     if (known && !needsPlan(known.plan, tools)) return;
     const hash = toolsHash(tools);
     const asked = this.planRequested.get(k);
     const now = this.now();
-    if (asked && asked.hash === hash && now - asked.at < this.planRetryMs) return;
+    if (asked && now - asked.at < this.planRetryMs && coveredBy(tools, asked.tools)) return;
     step.planCandidates.push({ w, env, hash, tools });
   }
 
   private emitPlans(step: Step): void {
-    for (const { w, env, hash, tools } of step.planCandidates) {
+    for (const { w, env, hash, tools } of mergedCandidates(step.planCandidates, (w) => this.planKey(w.project, w.workflow!))) {
       const k = this.planKey(w.project, w.workflow!);
       // Read now that the step's plans are loaded: the store may hold one made elsewhere.
       if (!needsPlan(this.plans.get(k)?.plan, tools)) continue;
       const asked = this.planRequested.get(k);
-      if (asked && asked.hash === hash && this.now() - asked.at < this.planRetryMs) continue;
-      this.planRequested.set(k, { hash, at: this.now() });
+      if (asked && this.now() - asked.at < this.planRetryMs && coveredBy(tools, asked.tools)) continue;
+      this.planRequested.set(k, { tools: tools.map((t) => t.name), at: this.now() });
       if (this.planRequested.size > 10_000) this.planRequested.clear();
       const task: PlanTask = {
         id: taskId('plan', w.project, w.workflow!, hash),
