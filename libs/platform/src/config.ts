@@ -178,6 +178,22 @@ const schema = z.object({
         ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
       }
     }),
+  /**
+   * Days a run's spans are kept after it started and was last seen: older spans are deleted by
+   * an hourly job (the runs, their counters and findings stay). 0 keeps every span.
+   */
+  NEATROOTS_SPAN_RETENTION_DAYS: z.coerce.number().min(0).max(36_500).default(30),
+  /** When the span retention job runs (UTC cron, five fields). */
+  NEATROOTS_RETENTION_CRON: z
+    .string()
+    .default('23 * * * *')
+    .superRefine((s, ctx) => {
+      try {
+        nextCronTime(s, Date.now());
+      } catch (err) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
+      }
+    }),
   /** When every workspace's failure modes and themes are made again (sopops_recluster_daily; UTC cron, five fields). */
   SOPOPS_RECLUSTER_CRON: z
     .string()

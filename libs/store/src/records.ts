@@ -19,6 +19,11 @@ export interface RunRecord {
   error_count: number;
   total_tokens: number;
   last_seen_at: string;
+  /**
+   * When retention deleted the run's spans (NEATROOTS_SPAN_RETENTION_DAYS), else null: its
+   * counters, findings and problems stay. Spans that arrive later are kept.
+   */
+  spans_expired_at: string | null;
   /** Open problems of the run: a group counts once, quiet and dismissed findings not at all. */
   open_findings: number;
   /**

@@ -130,6 +130,48 @@ describe('RunsRepo.writeEnvelopes', () => {
   });
 });
 
+describe('RunsRepo.expireSpans (retention)', () => {
+  const DAY = 24 * 60 * 60_000;
+  async function fleet(): Promise<void> {
+    // r-old: started and last seen 41 days before T0; r-long: started 40 days before, still seen 1 day before; r-new: 1 day before.
+    await runs.writeEnvelopes([
+      startEnv('p1', { run_id: 'r-old', ts_ms: T0 - 41 * DAY }, T0 - 41 * DAY),
+      spanEnv('p1', { run_id: 'r-old', span_id: 's1', start_ms: T0 - 41 * DAY, status: 'error', error: 'x' }, T0 - 41 * DAY),
+      spanEnv('p1', { run_id: 'r-old', span_id: 's2', start_ms: T0 - 41 * DAY }, T0 - 41 * DAY),
+      startEnv('p1', { run_id: 'r-long', ts_ms: T0 - 40 * DAY }, T0 - 40 * DAY),
+      spanEnv('p1', { run_id: 'r-long', span_id: 's1', start_ms: T0 - DAY }, T0 - DAY),
+      startEnv('p2', { run_id: 'r-new', ts_ms: T0 - DAY }, T0 - DAY),
+      spanEnv('p2', { run_id: 'r-new', span_id: 's1', start_ms: T0 - DAY }, T0 - DAY),
+    ]);
+    await new FindingsRepo(db).apply([finding({ id: 'f-old', run_id: 'r-old', span_ids: ['s1'] })]);
+  }
+
+  it('deletes the spans of runs started and last seen before the cutoff, keeping the run, its counters and findings', async () => {
+    await fleet();
+    expect(await runs.expireSpans(T0 - 30 * DAY)).toEqual({ runs: 1, spans: 2 });
+    const old = await runs.detail('p1', 'r-old');
+    expect(old!.spans).toEqual([]);
+    expect(old!.run).toMatchObject({ span_count: 2, error_count: 1, finding_count: 1 });
+    expect(Date.parse(old!.run.spans_expired_at!)).toBeGreaterThan(Date.now() - 60_000);
+    expect(old!.findings.map((f) => f.id)).toEqual(['f-old']);
+    // A run that started before the cutoff but is still active keeps its spans, as does a recent one.
+    expect((await runs.detail('p1', 'r-long'))!.spans).toHaveLength(1);
+    expect((await runs.detail('p1', 'r-long'))!.run.spans_expired_at).toBeNull();
+    expect((await runs.detail('p2', 'r-new'))!.spans).toHaveLength(1);
+    // Done once: the next pass finds nothing, and lists still show the run.
+    expect(await runs.expireSpans(T0 - 30 * DAY)).toEqual({ runs: 0, spans: 0 });
+    expect((await runs.list('p1')).items.map((r) => [r.run_id, r.spans_expired_at !== null])).toEqual([['r-long', false], ['r-old', true]]);
+  });
+
+  it('takes at most the runs asked for a statement, oldest first', async () => {
+    await fleet();
+    expect(await runs.expireSpans(T0, 1)).toEqual({ runs: 1, spans: 2 });
+    expect((await runs.detail('p1', 'r-old'))!.spans).toEqual([]);
+    expect((await runs.detail('p2', 'r-new'))!.spans).toHaveLength(1);
+    expect(await runs.expireSpans(T0, 5)).toEqual({ runs: 2, spans: 2 });
+  });
+});
+
 describe('RunsRepo.list', () => {
   beforeEach(async () => {
     // r0 oldest ... r4 newest; r1 and r3 are support-agent runs

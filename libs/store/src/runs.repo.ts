@@ -47,7 +47,7 @@ function timeFilter(name: string, v: string): string {
 const EXACT_START = `to_char(r.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 const RUN_COLUMNS = `r.project, r.run_id, r.workflow, r.session_id, r.started_at, r.ended_at, r.end_status,
-  r.span_count, r.error_count, r.total_tokens, r.last_seen_at`;
+  r.span_count, r.error_count, r.total_tokens, r.last_seen_at, r.spans_expired_at`;
 
 /** Open problems of run r: a group counts once; quiet and dismissed findings do not count. */
 const OPEN_PROBLEMS = `(SELECT count(DISTINCT COALESCE('g' || f.group_name, 'f' || f.id)) FROM findings f
@@ -148,6 +148,7 @@ function toRun(row: Row): RunRecord {
     error_count: num(row.error_count),
     total_tokens: num(row.total_tokens),
     last_seen_at: isoNonNull(row.last_seen_at),
+    spans_expired_at: iso(row.spans_expired_at),
     open_findings: num(row.open_findings),
     finding_count: num(row.finding_count),
   };
@@ -365,6 +366,27 @@ export class RunsRepo {
           ? encodeSpanCursor({ start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) })
           : null,
     };
+  }
+
+  /**
+   * Retention: deletes the spans of up to `runs` runs that started and were last seen before
+   * `before` (ms), oldest first, and marks them (`spans_expired_at`); one transaction. The run
+   * rows, their counters and findings stay. Call again while it returns `runs` runs.
+   */
+  async expireSpans(before: number, runs = 200): Promise<{ runs: number; spans: number }> {
+    const res = await this.db.query<{ runs: unknown; spans: unknown }>(
+      `WITH r AS (
+         SELECT project, run_id FROM runs
+         WHERE spans_expired_at IS NULL AND started_at < $1::timestamptz AND last_seen_at < $1::timestamptz
+         ORDER BY started_at, project, run_id LIMIT $2
+       ),
+       d AS (DELETE FROM spans s USING r WHERE s.project = r.project AND s.run_id = r.run_id RETURNING 1),
+       u AS (UPDATE runs x SET spans_expired_at = now() FROM r WHERE x.project = r.project AND x.run_id = r.run_id RETURNING 1)
+       SELECT (SELECT count(*) FROM u)::int AS runs, (SELECT count(*) FROM d)::int AS spans`,
+      [new Date(before).toISOString(), runs],
+    );
+    const row = res.rows[0];
+    return { runs: num(row?.runs), spans: num(row?.spans) };
   }
 
   private async exists(project: string, runId: string): Promise<boolean> {

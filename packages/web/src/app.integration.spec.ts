@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
+import { RunsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
 import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
@@ -573,6 +574,28 @@ guidance: Be polite.
     await shot(page, 'checks-draft');
     await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
     await shot(page, 'checks-draft-dark');
+    await page.context().close();
+  });
+
+  it('a run whose spans retention deleted says so, with its counts and findings kept', async () => {
+    const old = client.startRun({ run_id: 'run-old', workflow: 'support' });
+    for (let i = 0; i < 3; i++) old.span({ type: 'tool', name: 'search', tool: 'search', span_id: `o${i}`, input: { q: 'same' }, start_ms: t0 + i, end_ms: t0 + i + 1 });
+    await old.end({ status: 'ok', final_output: 'done' });
+    await until('the old run stored', async () => (await apiGet<{ run: { span_count: number }; findings: unknown[] }>('runs/run-old').catch(() => null))?.findings.length);
+    // Forty days old, as if it had run then; then the retention pass of a 30-day retention.
+    await app.db.query(`UPDATE runs SET started_at = started_at - interval '40 days', last_seen_at = last_seen_at - interval '40 days' WHERE run_id = 'run-old'`);
+    expect(await new RunsRepo(app.db).expireSpans(Date.now() - 30 * 24 * 60 * 60_000)).toEqual({ runs: 1, spans: 3 });
+
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs/run-old`);
+    const note = page.getByRole('note').filter({ hasText: 'deleted by retention' });
+    await note.waitFor();
+    const detail = await apiGet<{ run: { span_count: number; spans_expired_at: string }; spans: unknown[]; findings: { title: string }[] }>('runs/run-old');
+    expect(detail.spans).toEqual([]);
+    expect(detail.run.spans_expired_at).not.toBeNull();
+    await page.getByText(`${detail.run.span_count} spans`, { exact: false }).first().waitFor();
+    await page.locator('[aria-labelledby="findings-h"]').getByText(detail.findings[0].title).first().waitFor();
+    await shot(page, 'run-expired-light');
     await page.context().close();
   });
 

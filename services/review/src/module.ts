@@ -9,6 +9,7 @@ import { startReview } from './review';
 import { sopGrpcService } from './sop/grpc';
 import { GitHubConnections } from './github/connections';
 import { startSop } from './sop/service';
+import { DEFAULT_RETENTION_CRON, DEFAULT_SPAN_RETENTION_DAYS, scheduleRetention } from './retention';
 
 /** What the review service offers the others: in-process, or its gRPC clients elsewhere. */
 export interface ReviewLink {
@@ -41,6 +42,9 @@ export interface ReviewConfig {
   SOPOPS_RECLUSTER_CRON?: string;
   /** When open pull requests of suggestions are looked at (default every 15 minutes). */
   SOPOPS_PR_STATUS_CRON?: string;
+  /** Days spans are kept (default 30; 0 keeps them), and when the retention job runs (default hourly). */
+  NEATROOTS_SPAN_RETENTION_DAYS?: number;
+  NEATROOTS_RETENTION_CRON?: string;
 }
 
 /** What the composition root supplies for GitHub connections (the adapter lives in the platform). */
@@ -92,6 +96,11 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       onSetAside: (letter) => ctx.metrics.deadLetters.inc({ source: letter.source }),
       // a run of an agent of the live release becomes a SOP session when it ends
       onRunsEnded: (ended) => sop.runsEnded(ended),
+    });
+    await scheduleRetention(await ctx.platform.jobs(), ctx.config.NEATROOTS_RETENTION_CRON ?? DEFAULT_RETENTION_CRON, {
+      db,
+      days: ctx.config.NEATROOTS_SPAN_RETENTION_DAYS ?? DEFAULT_SPAN_RETENTION_DAYS,
+      log: (m) => ctx.log.info(m),
     });
     const projects = new ProjectsRepo(db);
     const link: ReviewLink = {

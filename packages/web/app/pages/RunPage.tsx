@@ -90,16 +90,23 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
           <h2>
             Spans <span className="meta">({spans.length}{more ? ' so far' : ''}; ↑ ↓ to move)</span>
           </h2>
-          <VirtualList
-            id="spans"
-            label="Spans in order"
-            count={rows.length}
-            rowHeight={ROW}
-            selected={selected}
-            onSelect={(i) => show(rows[i].span.span_id)}
-            rowLabel={(i) => spanLabel(rows[i].span, citing.get(rows[i].span.span_id))}
-            renderRow={(i) => <SpanRow span={rows[i].span} depth={rows[i].depth} range={range} cited={citing.get(rows[i].span.span_id)} />}
-          />
+          {run.spans_expired_at && (
+            <p className="meta" role="note">
+              The spans of this run were deleted by retention on {when(run.spans_expired_at)}. Its counts and findings are kept.
+            </p>
+          )}
+          {!(run.spans_expired_at && spans.length === 0) && (
+            <VirtualList
+              id="spans"
+              label="Spans in order"
+              count={rows.length}
+              rowHeight={ROW}
+              selected={selected}
+              onSelect={(i) => show(rows[i].span.span_id)}
+              rowLabel={(i) => spanLabel(rows[i].span, citing.get(rows[i].span.span_id))}
+              renderRow={(i) => <SpanRow span={rows[i].span} depth={rows[i].depth} range={range} cited={citing.get(rows[i].span.span_id)} />}
+            />
+          )}
         </section>
         <aside className="side">
           <section aria-label="Selected span" className="span-detail">

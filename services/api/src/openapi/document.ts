@@ -23,7 +23,7 @@ const schemas: Record<string, Schema> = {
   Run: object({
     project: str, run_id: str, workflow: nullable(str), session_id: nullable(str), started_at: time, ended_at: nullable(time),
     end_status: nullable(oneOf(['ok', 'error', 'no_output', 'interrupted'])), span_count: int, error_count: int, total_tokens: int,
-    last_seen_at: time, open_findings: int, finding_count: int, final_output: any, run_start: any,
+    last_seen_at: time, spans_expired_at: nullable(time), open_findings: int, finding_count: int, final_output: any, run_start: any,
   }, { optional: ['final_output', 'run_start'] }),
   Span: object({ run_id: str, span_id: str, type: str, name: str, status: oneOf(['ok', 'error']) }),
   Finding: object({

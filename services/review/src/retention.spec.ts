@@ -1,0 +1,77 @@
+import type { Db } from '@neatroots/ports';
+import { InlineJobs } from '@neatroots/platform';
+import { RunsRepo } from '@neatroots/store';
+import type { Envelope } from '@neatroots/spans';
+import { useMigratedDb } from './sop-fixtures.test';
+import { expireSpans, RETENTION_QUEUE, RETENTION_SCHEDULE, scheduleRetention } from './retention';
+
+const DAY = 24 * 60 * 60_000;
+const NOW = Date.parse('2026-06-01T12:00:00Z');
+
+let db: Db;
+useMigratedDb((d) => (db = d), 'runs, spans, findings');
+
+/** `n` runs of project p, each of 3 spans, started and last seen `daysAgo` days before NOW. */
+async function runs(prefix: string, n: number, daysAgo: number): Promise<void> {
+  const at = NOW - daysAgo * DAY;
+  const envs: Envelope[] = [];
+  for (let i = 0; i < n; i++) {
+    const run_id = `${prefix}-${i}`;
+    envs.push({ project: 'p', received_ms: at, item: { kind: 'run_start', run: { event: 'run_start', run_id, ts_ms: at } } });
+    for (let s = 0; s < 3; s++) envs.push({ project: 'p', received_ms: at, item: { kind: 'span', span: { run_id, span_id: `s${s}`, type: 'tool', name: 'search', tool: 'search', status: 'ok', start_ms: at + s } } });
+  }
+  await new RunsRepo(db).writeEnvelopes(envs);
+}
+
+async function spansLeft(): Promise<Record<string, number>> {
+  const res = await db.query<{ prefix: string; n: number }>(`SELECT split_part(run_id, '-', 1) AS prefix, count(*)::int AS n FROM spans GROUP BY 1 ORDER BY 1`);
+  return Object.fromEntries(res.rows.map((r) => [r.prefix, r.n]));
+}
+
+describe('span retention', () => {
+  it('deletes the spans of runs older than the retention, a bounded number of runs a statement, until none is left', async () => {
+    await runs('old', 7, 31);
+    await runs('new', 2, 29);
+    const report = await expireSpans({ db, days: 30, runsPerStatement: 3, now: () => NOW });
+    expect(report).toEqual({ runs: 7, spans: 21, more: false });
+    expect(await spansLeft()).toEqual({ new: 6 });
+  });
+
+  it('keeps every span with 0 days', async () => {
+    await runs('old', 2, 400);
+    expect(await expireSpans({ db, days: 0, now: () => NOW })).toEqual({ runs: 0, spans: 0, more: false });
+    expect(await spansLeft()).toEqual({ old: 6 });
+  });
+
+  it('stops a pass that runs out of time and leaves the rest to the next', async () => {
+    await runs('old', 5, 60);
+    let t = NOW;
+    // Each statement "takes" a minute of a one-minute pass.
+    const now = () => (t += 60_000);
+    expect(await expireSpans({ db, days: 30, runsPerStatement: 2, maxPassMs: 60_000, now })).toEqual({ runs: 2, spans: 6, more: true });
+    expect(await expireSpans({ db, days: 30, runsPerStatement: 2, now: () => NOW })).toEqual({ runs: 3, spans: 9, more: false });
+  });
+
+  it('runs on its schedule as a repeatable job, and refuses a bad cron pattern', async () => {
+    await runs('old', 2, 45);
+    const jobs = new InlineJobs();
+    const scheduled: [string, string, string][] = [];
+    const schedule = jobs.schedule.bind(jobs);
+    jobs.schedule = async (q, name, cron, data) => {
+      scheduled.push([q, name, cron]);
+      return schedule(q, name, cron, data);
+    };
+    const logged: string[] = [];
+    try {
+      await scheduleRetention(jobs, '23 * * * *', { db, days: 30, log: (m) => logged.push(m) });
+      expect(scheduled).toEqual([[RETENTION_QUEUE, RETENTION_SCHEDULE, '23 * * * *']]);
+      expect(await jobs.run(RETENTION_QUEUE, {})).toEqual({ runs: 2, spans: 6, more: false });
+      expect(logged).toEqual(['retention: deleted 6 spans of 2 runs older than 30 days']);
+      const other = new InlineJobs();
+      await expect(scheduleRetention(other, 'hourly', { db, days: 30 })).rejects.toThrow(/five fields/);
+      await other.close();
+    } finally {
+      await jobs.close();
+    }
+  });
+});
