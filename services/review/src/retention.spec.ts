@@ -37,6 +37,15 @@ describe('span retention', () => {
     expect(await spansLeft()).toEqual({ new: 6 });
   });
 
+  it('makes the space of the deleted spans reusable (PGlite has no autovacuum): new spans take it instead of growing the table', async () => {
+    const size = async () => Number((await db.query<{ n: unknown }>(`SELECT pg_relation_size('spans') AS n`)).rows[0].n);
+    await runs('old', 300, 40);
+    const full = await size();
+    expect(await expireSpans({ db, days: 30, now: () => NOW })).toMatchObject({ runs: 300, spans: 900 });
+    await runs('new', 300, 1);
+    expect(await size()).toBeLessThanOrEqual(full);
+  });
+
   it('keeps every span with 0 days', async () => {
     await runs('old', 2, 400);
     expect(await expireSpans({ db, days: 0, now: () => NOW })).toEqual({ runs: 0, spans: 0, more: false });

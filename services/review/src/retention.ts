@@ -27,6 +27,19 @@ export interface RetentionReport {
 }
 
 /**
+ * Embedded, the space of deleted rows is made reusable here: PGlite runs Postgres as a single
+ * user, with no autovacuum, so without a VACUUM the tables would grow as if nothing had been
+ * deleted. A Postgres server's autovacuum does it there. Each VACUUM alone: it cannot run in a
+ * transaction. Pages untouched since the last one are skipped (the visibility map), so after the
+ * first pass it reads what changed in the hour.
+ */
+async function reclaim(db: Db): Promise<void> {
+  if (db.kind !== 'pglite') return;
+  await db.exec('VACUUM spans');
+  await db.exec('VACUUM runs');
+}
+
+/**
  * One retention pass: the spans of every run that started and was last seen before the cutoff,
  * oldest first, a bounded number of runs a transaction, so the writer's transactions never wait
  * long behind it. Run rows, counters and findings stay (the run says `spans_expired_at`).
@@ -43,8 +56,10 @@ export async function expireSpans(opts: RetentionOptions): Promise<RetentionRepo
     const done = await runs.expireSpans(cutoff, per);
     report.runs += done.runs;
     report.spans += done.spans;
-    if (done.runs < per) return report;
-    if (now() >= until) return { ...report, more: true };
+    if (done.runs < per || now() >= until) {
+      if (report.runs) await reclaim(opts.db);
+      return done.runs < per ? report : { ...report, more: true };
+    }
   }
 }
 
