@@ -144,6 +144,10 @@ describe('RunsRepo.expireSpans (retention)', () => {
       spanEnv('p2', { run_id: 'r-new', span_id: 's1', start_ms: T0 - DAY }, T0 - DAY),
     ]);
     await new FindingsRepo(db).apply([finding({ id: 'f-old', run_id: 'r-old', span_ids: ['s1'] })]);
+    const questions = new QuestionsRepo(db);
+    for (const run_id of ['r-old', 'r-long']) {
+      await questions.record([{ task_id: `t-${run_id}`, project: 'p1', run_id, check_id: 'q', anchor: 'run', span_ids: [], answer: { status: 'not_checked', flagged: false, reason: 'timeout' }, at_ms: T0 - 35 * DAY }] as never);
+    }
   }
 
   it('deletes the spans of runs started and last seen before the cutoff, keeping the run, its counters and findings', async () => {
@@ -154,6 +158,9 @@ describe('RunsRepo.expireSpans (retention)', () => {
     expect(old!.run).toMatchObject({ span_count: 2, error_count: 1, finding_count: 1 });
     expect(Date.parse(old!.run.spans_expired_at!)).toBeGreaterThan(Date.now() - 60_000);
     expect(old!.findings.map((f) => f.id)).toEqual(['f-old']);
+    // Its question results went with its spans; the active run's stay.
+    expect(old!.not_checked).toEqual([]);
+    expect((await runs.detail('p1', 'r-long'))!.not_checked.map((n) => n.check_id)).toEqual(['q']);
     // A run that started before the cutoff but is still active keeps its spans, as does a recent one.
     expect((await runs.detail('p1', 'r-long'))!.spans).toHaveLength(1);
     expect((await runs.detail('p1', 'r-long'))!.run.spans_expired_at).toBeNull();

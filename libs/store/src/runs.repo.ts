@@ -370,8 +370,10 @@ export class RunsRepo {
 
   /**
    * Retention: deletes the spans of up to `runs` runs that started and were last seen before
-   * `before` (ms), oldest first, and marks them (`spans_expired_at`); one transaction. The run
-   * rows, their counters and findings stay. Call again while it returns `runs` runs.
+   * `before` (ms), oldest first, with their question results (one a question asked: as many as
+   * the spans where a span question runs), and marks them (`spans_expired_at`); one
+   * transaction. The run rows, their counters and findings stay. Call again while it returns
+   * `runs` runs.
    */
   async expireSpans(before: number, runs = 200): Promise<{ runs: number; spans: number }> {
     const res = await this.db.query<{ runs: unknown; spans: unknown }>(
@@ -381,6 +383,7 @@ export class RunsRepo {
          ORDER BY started_at, project, run_id LIMIT $2
        ),
        d AS (DELETE FROM spans s USING r WHERE s.project = r.project AND s.run_id = r.run_id RETURNING 1),
+       q AS (DELETE FROM question_results x USING r WHERE x.project = r.project AND x.run_id = r.run_id),
        u AS (UPDATE runs x SET spans_expired_at = now() FROM r WHERE x.project = r.project AND x.run_id = r.run_id RETURNING 1)
        SELECT (SELECT count(*) FROM u)::int AS runs, (SELECT count(*) FROM d)::int AS spans`,
       [new Date(before).toISOString(), runs],

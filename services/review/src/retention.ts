@@ -36,6 +36,7 @@ export interface RetentionReport {
 async function reclaim(db: Db): Promise<void> {
   if (db.kind !== 'pglite') return;
   await db.exec('VACUUM spans');
+  await db.exec('VACUUM question_results');
   await db.exec('VACUUM runs');
 }
 
