@@ -52,6 +52,65 @@ export interface AgreementOptions {
 export const MIN_AGREEMENT_ANSWERS = 30;
 export const MIN_AGREEMENT_RATE = 0.9;
 
+function recentRates(r: AgreementRecord): { rate: number; recall?: number } {
+  let agreed = 0;
+  let caught = 0;
+  let missed = 0;
+  for (const c of r.recent) {
+    if (c === 'a' || c === 'A') agreed++;
+    if (c === 'A') caught++;
+    else if (c === 'D') missed++;
+  }
+  return { rate: r.recent.length ? agreed / r.recent.length : 0, recall: caught + missed ? caught / (caught + missed) : undefined };
+}
+
+/** The switch: enough recent answers, agreement at the rate, and the problems caught at it too. */
+export function goesToClassifierFirst(r: AgreementRecord, minAnswers = MIN_AGREEMENT_ANSWERS, minRate = MIN_AGREEMENT_RATE): boolean {
+  if (r.recent.length < minAnswers) return false;
+  const { rate, recall } = recentRates(r);
+  return rate >= minRate && (recall === undefined || recall >= minRate);
+}
+
+/**
+ * Which questions go to the fast classifier first, as a process other than the question
+ * service sees it (the rule engine's scheduler, whose local-LLM cost control does not apply to
+ * them): read from the agreement store, refreshed in the background at most every `refreshMs`.
+ * Synchronous for the hot path: until the first read ends, no question is classifier-first.
+ */
+export class ClassifierFirstView {
+  private keys = new Set<string>();
+  private at = -Infinity;
+  private loading: Promise<void> | undefined;
+  private readonly refreshMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly list: () => Promise<AgreementRecord[]>,
+    private readonly opts: { refreshMs?: number; now?: () => number; onError?: (err: unknown) => void; minAnswers?: number; minRate?: number } = {},
+  ) {
+    this.refreshMs = opts.refreshMs ?? 30_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** What the last read said of this question key; starts a read when it is older than refreshMs. */
+  has(key: string): boolean {
+    if (!this.loading && this.now() - this.at >= this.refreshMs) void this.refresh();
+    return this.keys.has(key);
+  }
+
+  /** Reads the store now (a failed read keeps what the last one said, and is told to onError). */
+  refresh(): Promise<void> {
+    this.at = this.now();
+    this.loading ??= this.list()
+      .then((records) => {
+        this.keys = new Set(records.filter((r) => goesToClassifierFirst(r, this.opts.minAnswers, this.opts.minRate)).map((r) => r.key));
+      })
+      .catch((err) => this.opts.onError?.(err))
+      .finally(() => (this.loading = undefined));
+    return this.loading;
+  }
+}
+
 export class AgreementTracker {
   private readonly records = new Map<string, AgreementRecord>();
   private readonly loaded = new LoadOnce();
@@ -93,21 +152,11 @@ export class AgreementTracker {
   /** Whether the question goes to the fast classifier first. */
   classifierFirst(key: string): boolean {
     const r = this.records.get(key);
-    if (!r || r.recent.length < this.minAnswers) return false;
-    const { rate, recall } = this.recentRates(r);
-    return rate >= this.minRate && (recall === undefined || recall >= this.minRate);
+    return !!r && goesToClassifierFirst(r, this.minAnswers, this.minRate);
   }
 
   private recentRates(r: AgreementRecord): { rate: number; recall?: number } {
-    let agreed = 0;
-    let caught = 0;
-    let missed = 0;
-    for (const c of r.recent) {
-      if (c === 'a' || c === 'A') agreed++;
-      if (c === 'A') caught++;
-      else if (c === 'D') missed++;
-    }
-    return { rate: r.recent.length ? agreed / r.recent.length : 0, recall: caught + missed ? caught / (caught + missed) : undefined };
+    return recentRates(r);
   }
 
   get(key: string): AgreementRecord | undefined {

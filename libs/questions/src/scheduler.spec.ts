@@ -53,6 +53,15 @@ describe('span-scope questions', () => {
     expect((await run(s, [span('r2', 'x1')])).map((t) => t.anchor)).toEqual(['x1']);
   });
 
+  it('applies the local LLM policy per question: one the fast classifier answers first is asked about every span', async () => {
+    const other = question({ id: 'wrong-tool', scope: 'span', ask: 'Was this the wrong tool?' });
+    const s = scheduler([perCall, other], undefined, { policy: (q) => (q.id === 'wrong-tool' ? undefined : LOCAL) });
+    const batch = Array.from({ length: 6 }, (_, i) => span('r1', `s${i + 1}`, {}, T0 + i));
+    const tasks = await run(s, batch);
+    expect(tasks.filter((t) => t.check.id === 'negative-amount').map((t) => t.anchor)).toEqual(['s6']);
+    expect(tasks.filter((t) => t.check.id === 'wrong-tool').map((t) => t.anchor)).toEqual(['s1', 's2', 's3', 's4', 's5', 's6']);
+  });
+
   it('while the last ask is recent, spans wait and only the newest is asked, at the latest at run end', async () => {
     const s = scheduler([perCall], { newestOnly: true, perRunCap: 4, gapMs: 1_000 });
     expect((await run(s, [span('r1', 's1', {}, T0)])).map((t) => t.anchor)).toEqual(['s1']);

@@ -97,8 +97,12 @@ export interface QuestionSchedulerOptions {
   questions: () => QuestionSet;
   /** Plans per workflow; with it, a workflow without a plan (or with new tools) gets a plan task. */
   plans?: PlanStore;
-  /** Cost control when the local LLM stands in; undefined asks about every span. */
-  policy?: SpanPolicy | (() => SpanPolicy | undefined);
+  /**
+   * Cost control when the local LLM stands in; undefined asks about every span. A function is
+   * asked per question: one the fast classifier answers first has no cap (the seed: "With Laya
+   * or Jev every span is asked").
+   */
+  policy?: SpanPolicy | ((q: QuestionCheck) => SpanPolicy | undefined);
   ringSize?: number;
   /**
    * A live trace question is asked again at most this often per run while the run goes on
@@ -240,9 +244,9 @@ export class QuestionScheduler {
     this.now = opts.now ?? Date.now;
   }
 
-  private policy(): SpanPolicy | undefined {
+  private policy(q: QuestionCheck): SpanPolicy | undefined {
     const p = this.opts.policy;
-    return typeof p === 'function' ? p() : p;
+    return typeof p === 'function' ? p(q) : p;
   }
 
   /** Applies a batch of items, in order, and returns the questions that became due. */
@@ -512,10 +516,10 @@ export class QuestionScheduler {
     const key = questionWindowKey(w.project, w.run_id);
     const now = step.active.get(key)!;
     const ending = step.ending.has(key);
-    const policy = this.policy();
     const plan = this.plan(w);
     for (const base of this.questionsFor(w, set)) {
       const q = fillParams(base, plan?.picks.find((p) => p.id === base.id)?.params, w.start);
+      const policy = this.policy(q);
       const st = (w.checks[q.id] ??= { asked: 0 });
       if (q.scope === 'span') {
         if (q.when === 'end' && !ending) continue;

@@ -1,6 +1,9 @@
-import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
+import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type QuestionCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
 import { findingDelayHook, type ServiceModule } from '@neatroots/ports';
-import { LOCAL_LLM_POLICY, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, type PlanStore, type QuestionSet, type SchedulerWindow } from '@neatroots/questions';
+import {
+  ClassifierFirstView, LOCAL_LLM_POLICY, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionKey,
+  type AgreementRecord, type PlanStore, type QuestionSet, type SchedulerWindow, type SpanPolicy,
+} from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
 import { ruleEngineGrpcService } from './grpc';
 import { startRuleEngine } from './service';
@@ -25,7 +28,7 @@ export interface RuleEngineConfig {
 /** What it asks of the other links (each provider gives at least this). */
 interface Links {
   /** The review service: quiet checks, and the plans question checks are scheduled by. */
-  review: { isQuiet(project: string, checkId: string): Promise<boolean>; data: { plans: PlanStore } };
+  review: { isQuiet(project: string, checkId: string): Promise<boolean>; data: { plans: PlanStore; agreement?: { list(): Promise<AgreementRecord[]> } } };
   /** The checks in effect, reloaded without a restart. */
   checks: { rules(): RuleSet; questions(): QuestionSet };
   /** Whether halts act in a project. */
@@ -57,7 +60,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
           windows: schedulerWindows,
           questions: checks.questions,
           plans: review.data.plans,
-          policy: models.localLlmStandsIn ? LOCAL_LLM_POLICY : undefined,
+          policy: spanPolicy(models.localLlmStandsIn, review.data.agreement, (err) => ctx.log.warn(`rule engine: reading which questions the fast classifier answers first failed: ${(err as Error).message}`)),
           liveTraceGapMs: ctx.config.NEATROOTS_LIVE_TRACE_GAP_MS,
           planCacheMs: ctx.config.planCacheMs,
           now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
@@ -100,3 +103,20 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     };
   },
 };
+
+/**
+ * The question scheduler's cost control: when the local LLM stands in for the decision model,
+ * span questions are asked about the newest waiting span only, at most four a run; a question
+ * the fast classifier now answers first (it agreed with the LLM often enough, as the question
+ * service records it) is asked about every span, as with the decision model.
+ */
+export function spanPolicy(
+  localLlmStandsIn: boolean,
+  agreement: { list(): Promise<AgreementRecord[]> } | undefined,
+  onError: (err: unknown) => void,
+): SpanPolicy | ((q: QuestionCheck) => SpanPolicy | undefined) | undefined {
+  if (!localLlmStandsIn) return undefined;
+  if (!agreement) return LOCAL_LLM_POLICY;
+  const first = new ClassifierFirstView(() => agreement.list(), { onError });
+  return (q) => (first.has(questionKey(q)) ? undefined : LOCAL_LLM_POLICY);
+}
