@@ -15,6 +15,20 @@ const list = z
   .default('')
   .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
 
+/** A UTC cron pattern of five fields, refused at start-up with what is wrong with it. */
+function cronSetting(fallback: string) {
+  return z
+    .string()
+    .default(fallback)
+    .superRefine((s, ctx) => {
+      try {
+        nextCronTime(s, Date.now());
+      } catch (err) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
+      }
+    });
+}
+
 const schema = z.object({
   NEATROOTS_HOME: z.string().min(1).default(join(homedir(), '.neatroots')),
   NEATROOTS_DATA_DIR: z.string().min(1).optional(),
@@ -168,43 +182,16 @@ const schema = z.object({
       return key;
     }),
   /** When open pull requests of suggestions are looked at on GitHub (UTC cron, five fields). */
-  SOPOPS_PR_STATUS_CRON: z
-    .string()
-    .default('*/15 * * * *')
-    .superRefine((s, ctx) => {
-      try {
-        nextCronTime(s, Date.now());
-      } catch (err) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
-      }
-    }),
+  SOPOPS_PR_STATUS_CRON: cronSetting('*/15 * * * *'),
   /**
    * Days a run's spans are kept after it started and was last seen: older spans are deleted by
    * an hourly job (the runs, their counters and findings stay). 0 keeps every span.
    */
   NEATROOTS_SPAN_RETENTION_DAYS: z.coerce.number().min(0).max(36_500).default(30),
   /** When the span retention job runs (UTC cron, five fields). */
-  NEATROOTS_RETENTION_CRON: z
-    .string()
-    .default('23 * * * *')
-    .superRefine((s, ctx) => {
-      try {
-        nextCronTime(s, Date.now());
-      } catch (err) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
-      }
-    }),
+  NEATROOTS_RETENTION_CRON: cronSetting('23 * * * *'),
   /** When every workspace's failure modes and themes are made again (sopops_recluster_daily; UTC cron, five fields). */
-  SOPOPS_RECLUSTER_CRON: z
-    .string()
-    .default('0 6 * * *')
-    .superRefine((s, ctx) => {
-      try {
-        nextCronTime(s, Date.now());
-      } catch (err) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message });
-      }
-    }),
+  SOPOPS_RECLUSTER_CRON: cronSetting('0 6 * * *'),
   /** The least severe log lines written. */
   NEATROOTS_LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   /** json (one object a line, for log collectors) or pretty (readable); default: pretty on a terminal. */

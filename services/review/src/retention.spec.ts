@@ -2,7 +2,7 @@ import type { Db } from '@neatroots/ports';
 import { InlineJobs } from '@neatroots/platform';
 import { RunsRepo } from '@neatroots/store';
 import type { Envelope } from '@neatroots/spans';
-import { useMigratedDb } from './sop-fixtures.test';
+import { recordSchedules, useMigratedDb } from './sop-fixtures.test';
 import { expireSpans, RETENTION_QUEUE, RETENTION_SCHEDULE, scheduleRetention } from './retention';
 
 const DAY = 24 * 60 * 60_000;
@@ -64,12 +64,7 @@ describe('span retention', () => {
   it('runs on its schedule as a repeatable job, and refuses a bad cron pattern', async () => {
     await runs('old', 2, 45);
     const jobs = new InlineJobs();
-    const scheduled: [string, string, string][] = [];
-    const schedule = jobs.schedule.bind(jobs);
-    jobs.schedule = async (q, name, cron, data) => {
-      scheduled.push([q, name, cron]);
-      return schedule(q, name, cron, data);
-    };
+    const scheduled = recordSchedules(jobs);
     const logged: string[] = [];
     try {
       await scheduleRetention(jobs, '23 * * * *', { db, days: 30, log: (m) => logged.push(m) });

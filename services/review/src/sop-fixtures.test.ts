@@ -34,6 +34,17 @@ export function recordedDecisions(): Map<string, Recorded> {
 }
 
 /** One migrated PGlite for the file (handed to `set`), these tables emptied before each test. */
+/** The repeatable jobs registered on `jobs` from now on: [queue, name, cron] each (they still run). */
+export function recordSchedules(jobs: Jobs): [string, string, string][] {
+  const scheduled: [string, string, string][] = [];
+  const schedule = jobs.schedule.bind(jobs);
+  jobs.schedule = async (q, name, cron, data) => {
+    scheduled.push([q, name, cron]);
+    return schedule(q, name, cron, data);
+  };
+  return scheduled;
+}
+
 export function useMigratedDb(set: (db: Db) => void, tables: string): void {
   let db: Db;
   beforeAll(async () => {

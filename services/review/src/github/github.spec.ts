@@ -4,7 +4,7 @@ import { GitHubCodeHost, InlineJobs } from '@neatroots/platform';
 import { SopError } from '@neatroots/store';
 import { transitionForPullRequest, type SuggestionTransition } from '@neatroots/review-domain';
 import { startFakeGitHub, type FakeGitHub } from '../../../../libs/platform/src/github/fake-github.test';
-import { useMigratedDb } from '../sop-fixtures.test';
+import { recordSchedules, useMigratedDb } from '../sop-fixtures.test';
 import { GitHubConnections } from './connections';
 import { followPullRequests, PR_STATUS_QUEUE, PR_STATUS_SCHEDULE, schedulePrStatus, type FollowedPullRequest, type PullRequestsToFollow } from './pr-status';
 
@@ -96,12 +96,7 @@ describe('pull request follow-up', () => {
 
   it('registers sopops_pr_status on the cron given, and the job runs the pass', async () => {
     const jobs = new InlineJobs();
-    const scheduled: [string, string, string][] = [];
-    const schedule = jobs.schedule.bind(jobs);
-    jobs.schedule = async (q, name, cron, data) => {
-      scheduled.push([q, name, cron]);
-      return schedule(q, name, cron, data);
-    };
+    const scheduled = recordSchedules(jobs);
     try {
       await connect('acme');
       const c = (await connections.codeHost('acme'))!;
