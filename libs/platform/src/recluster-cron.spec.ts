@@ -8,3 +8,15 @@ describe('SOPOPS_RECLUSTER_CRON', () => {
     expect(() => loadConfig({ SOPOPS_RECLUSTER_CRON: '0 24 * * *' })).toThrow(/SOPOPS_RECLUSTER_CRON: cron pattern "0 24 \* \* \*"/);
   });
 });
+
+describe('span retention settings', () => {
+  it('keeps spans 30 days and runs hourly unless told otherwise; a bad value names the variable', () => {
+    const c = loadConfig({});
+    expect([c.NEATROOTS_SPAN_RETENTION_DAYS, c.NEATROOTS_RETENTION_CRON]).toEqual([30, '23 * * * *']);
+    expect(loadConfig({ NEATROOTS_SPAN_RETENTION_DAYS: '0' }).NEATROOTS_SPAN_RETENTION_DAYS).toBe(0);
+    expect(loadConfig({ NEATROOTS_SPAN_RETENTION_DAYS: '7.5' }).NEATROOTS_SPAN_RETENTION_DAYS).toBe(7.5);
+    expect(() => loadConfig({ NEATROOTS_SPAN_RETENTION_DAYS: '-1' })).toThrow(/NEATROOTS_SPAN_RETENTION_DAYS/);
+    expect(() => loadConfig({ NEATROOTS_SPAN_RETENTION_DAYS: 'forever' })).toThrow(/NEATROOTS_SPAN_RETENTION_DAYS/);
+    expect(() => loadConfig({ NEATROOTS_RETENTION_CRON: 'hourly' })).toThrow(/NEATROOTS_RETENTION_CRON: cron pattern "hourly" must have five fields/);
+  });
+});
