@@ -175,7 +175,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     while ((await stored()) < total) await new Promise((r) => setTimeout(r, 100));
     const storedMs = performance.now() - t0;
     // The question tasks the question service had taken by then (it may still be answering: its CPU seconds are counted to here).
-    const tasksTaken = questionAdmin ? await metric(questionAdmin, 'neatroots_bus_consumed_total', [`${prefix}.questions`]) : null;
+    const tasksTaken = questionAdmin ? await metric(questionAdmin, 'neatroots_question_tasks_total', []) : null;
     // Each service's CPU seconds from the first export until everything was stored.
     const cpu1 = cpu();
     const bytes1 = await redisBytes();

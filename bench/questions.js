@@ -9,7 +9,7 @@ const { loadChecks, parseCheck } = require('@neatroots/checks');
 const { MemoryBus, MemoryWindowStore, openAiChatModel } = require('@neatroots/platform');
 const { FastClassifier, QuestionScheduler, questionSet } = require('@neatroots/questions');
 const { startQuestionService } = require('@neatroots/question');
-const { QUESTIONS_TOPIC } = require('@neatroots/messages');
+const { QUESTIONS_TOPIC, questionTaskRecords } = require('@neatroots/messages');
 
 const LATENCY_MS = Number(process.env.BENCH_MODEL_LATENCY_MS ?? 200);
 
@@ -133,7 +133,7 @@ async function runMode(model, items, set, mode) {
     for (let i = 0; i < wave.length; i += 50) {
       const out = await scheduler.process(wave.slice(i, i + 50));
       tasks += out.tasks.length;
-      await bus.publish(QUESTIONS_TOPIC, out.tasks.map((t) => ({ key: t.run_id, value: t })));
+      await bus.publish(QUESTIONS_TOPIC, questionTaskRecords(out.tasks));
       await out.commit();
     }
     await bus.idle();

@@ -1,5 +1,5 @@
 import { v1 } from '@neatroots/proto';
-import { FINDINGS_TOPIC, QUESTIONS_TOPIC, makeTopics, type FindingMessage, type QuestionTask, type QuestionTaskMessage } from './index';
+import { FINDINGS_TOPIC, MAX_TASKS_A_RECORD, QUESTIONS_TOPIC, makeTopics, questionTaskRecords, questionTaskToProto, type FindingMessage, type QuestionTask, type QuestionTaskMessage } from './index';
 
 describe('the questions topic', () => {
   it('carries a question task, its JSON parts intact', () => {
@@ -19,25 +19,75 @@ describe('the questions topic', () => {
       at_ms: 1_700_000_000_000,
       received_ms: 1_700_000_000_001,
     };
-    expect(QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode(t))).toEqual(t);
+    expect(QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode([t]))).toEqual([t]);
     expect(makeTopics('x').questions.name).toBe('x.questions');
   });
 
   it('carries a plan task', () => {
     const t: QuestionTaskMessage = { id: 'p1', type: 'plan', project: 'p', run_id: 'r1', workflow: 'w', plan: { project: 'p', workflow: 'w', tools: [{ name: 'a' }] }, span_ids: [], final: false, at_ms: 1 };
-    expect(QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode(t))).toEqual(t);
+    expect(QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode([t]))).toEqual([t]);
   });
 
   it('refuses a task whose JSON parts are not the shape they must be, naming the field', () => {
-    const base = { id: 't2', project: 'p', run_id: 'r', workflow: '', session_id: '', scope: '', anchor: '', context_json: '', span_ids: [], final: false, at_ms: 1, received_ms: 0, plan_json: '' };
+    const base = { id: 't2', project: 'p', run_id: 'r', workflow: '', session_id: '', scope: '', anchor: '', context_json: '', span_ids: [], final: false, at_ms: 1, received_ms: 0, plan_json: '', check_ref: 0 };
     const check = JSON.stringify({ id: 'q', kind: 'yes_no', ask: 'a', scope: 'trace' });
     const decode = (t: Partial<v1.QuestionTask>) => QUESTIONS_TOPIC.decode(v1.QuestionTask.encode({ ...base, type: 'question', check_json: check, evidence_json: '{"spans":[]}', ...t }).finish());
-    expect(decode({}).type).toBe('question');
+    expect(decode({})[0].type).toBe('question');
     expect(() => decode({ check_json: '{"id":"q","kind":"rule","ask":"a"}' })).toThrow('question task t2: check_json must be a question check');
     expect(() => decode({ evidence_json: '{}' })).toThrow('question task t2: evidence_json must be evidence with its spans');
     expect(() => decode({ evidence_json: '{' })).toThrow('question task t2: evidence_json is not valid JSON');
     expect(() => decode({ type: 'plan', plan_json: '{"workflow":"w"}' })).toThrow('question task t2: plan_json must be a plan request');
     expect(() => decode({ type: 'other' })).toThrow('question task t2: type must be question or plan, got "other"');
+  });
+
+  // A run's tasks of one step show mostly the same earlier calls: each travels once a record.
+  describe('a record of one run\'s tasks', () => {
+    const check = { id: 'wrong-tool', kind: 'yes_no', ask: 'Wrong tool?', scope: 'span' } as QuestionTask['check'];
+    const ring = Array.from({ length: 12 }, (_, i) => ({ id: `s${i}`, type: 'tool', name: 'search', tool: 'search', status: 'ok' as const, input: `{"q":"query ${i}"}`, output: `result ${i} `.repeat(20) }));
+    /** A span question about ring[i]: the earlier calls as evidence, the same objects in every task. */
+    const ask = (i: number, run = 'r1'): QuestionTask => ({
+      id: `t${i}`, type: 'question', project: 'p', run_id: run, check, scope: 'span', anchor: `s${i}`,
+      evidence: { spans: ring.slice(Math.max(0, i - 5), i + 1), focus: `s${i}` },
+      context: { spans: ring.slice(0, Math.max(0, i - 5)) },
+      span_ids: [`s${i}`], final: false, at_ms: 1_000 + i,
+    });
+
+    it('writes a span summary and a check shared by its tasks once, and reads every task back whole', () => {
+      const tasks = [6, 7, 8, 9, 10, 11].map((i) => ask(i));
+      const bytes = QUESTIONS_TOPIC.encode(tasks);
+      const rec = v1.QuestionTasks.decode(bytes);
+      expect(JSON.parse(rec.spans_json)).toHaveLength(12);
+      expect(JSON.parse(rec.checks_json)).toEqual([check]);
+      expect(rec.tasks.map((t) => t.check_ref)).toEqual([1, 1, 1, 1, 1, 1]);
+      expect(QUESTIONS_TOPIC.decode(bytes)).toEqual(tasks);
+      // Each task on its own repeats the earlier calls: the record is a fraction of that.
+      const apart = tasks.reduce((n, t) => n + QUESTIONS_TOPIC.encode([t]).length, 0);
+      expect(bytes.length).toBeLessThan(apart / 2.5);
+    });
+
+    it('reads a record written as a lone QuestionTask, as the log may still hold from before', () => {
+      const t = ask(3);
+      expect(QUESTIONS_TOPIC.decode(v1.QuestionTask.encode(questionTaskToProto(t)).finish())).toEqual([t]);
+    });
+
+    it('refuses a task that refers to a span or a check its record does not hold, naming both', () => {
+      const rec = v1.QuestionTasks.decode(QUESTIONS_TOPIC.encode([ask(2)]));
+      const bad = (t: Partial<v1.QuestionTask>) => () => QUESTIONS_TOPIC.decode(v1.QuestionTasks.encode({ ...rec, tasks: [{ ...rec.tasks[0], ...t }] }).finish());
+      expect(bad({ evidence_json: '{"spans":[0,99]}' })).toThrow('question task t2: evidence_json refers to span 99, which its record does not hold');
+      expect(bad({ context_json: '{"spans":[-1]}' })).toThrow('question task t2: context_json refers to span -1');
+      expect(bad({ check_ref: 2 })).toThrow('question task t2: check_ref refers to check 2, which its record does not hold');
+      expect(() => QUESTIONS_TOPIC.decode(v1.QuestionTasks.encode({ ...rec, spans_json: '[1,2]' }).finish())).toThrow('question tasks of run r1: spans_json must be an array of objects');
+    });
+
+    it('puts each run\'s tasks in records of their own, in order, at most MAX_TASKS_A_RECORD a record', () => {
+      const tasks: QuestionTask[] = [];
+      for (let i = 0; i < MAX_TASKS_A_RECORD + 3; i++) tasks.push({ ...ask(i % 12), id: `a${i}` }, { ...ask(i % 12, 'r2'), id: `b${i}` });
+      const records = questionTaskRecords(tasks);
+      expect(records.map((r) => [r.key, r.value.length])).toEqual([['r1', MAX_TASKS_A_RECORD], ['r2', MAX_TASKS_A_RECORD], ['r1', 3], ['r2', 3]]);
+      expect(records.filter((r) => r.key === 'r1').flatMap((r) => r.value.map((t) => t.id))).toEqual(tasks.filter((t) => t.run_id === 'r1').map((t) => t.id));
+      const back = records.flatMap((r) => QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode(r.value)));
+      expect(back.filter((t) => t.run_id === 'r2')).toEqual(tasks.filter((t) => t.run_id === 'r2'));
+    });
   });
 
   it('carries a question finding\'s quote, probability and how it is shown', () => {

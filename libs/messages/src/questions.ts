@@ -1,5 +1,5 @@
 import { QUESTION_KINDS, type QuestionCheck } from '@neatroots/checks';
-import type { v1 } from '@neatroots/proto';
+import { v1 } from '@neatroots/proto';
 import type { ToolInfo } from '@neatroots/spans';
 
 /**
@@ -104,8 +104,59 @@ function jsonText(v: unknown): string {
   return v === undefined ? '' : JSON.stringify(v);
 }
 
-export function questionTaskToProto(t: QuestionTaskMessage): v1.QuestionTask {
+/** A record of the questions topic holds at most this many tasks (one run's, from one step). */
+export const MAX_TASKS_A_RECORD = 64;
+
+/** What the tasks of one record share, each written once (QuestionTasks.spans_json, checks_json). */
+interface Shared {
+  spans: SpanSummary[];
+  spanAt: Map<SpanSummary, number>;
+  checks: string[];
+  checkAt: Map<QuestionCheck, number>;
+}
+
+/**
+ * A check's JSON, kept while the check object lives: the scheduler hands the same object for a
+ * question as long as its wording is the same, so a check is written to text once, not per task.
+ */
+const checkTexts = new WeakMap<QuestionCheck, string>();
+
+function checkText(q: QuestionCheck): string {
+  let text = checkTexts.get(q);
+  if (text === undefined) checkTexts.set(q, (text = JSON.stringify(q)));
+  return text;
+}
+
+function spanRef(shared: Shared, s: SpanSummary): number {
+  let i = shared.spanAt.get(s);
+  if (i === undefined) {
+    i = shared.spans.length;
+    shared.spans.push(s);
+    shared.spanAt.set(s, i);
+  }
+  return i;
+}
+
+/** A document whose spans are written as indices into the record's shared spans. */
+function docText(doc: EvidenceDoc | ContextDoc | undefined, shared: Shared | undefined): string {
+  if (doc === undefined) return '';
+  if (!shared) return JSON.stringify(doc);
+  return JSON.stringify({ ...doc, spans: doc.spans.map((s) => spanRef(shared, s)) });
+}
+
+function toProto(t: QuestionTaskMessage, shared: Shared | undefined): v1.QuestionTask {
   const q = t.type === 'question' ? t : undefined;
+  let checkRef = 0;
+  let checkJson = '';
+  if (q && shared) {
+    let i = shared.checkAt.get(q.check);
+    if (i === undefined) {
+      i = shared.checks.length;
+      shared.checks.push(checkText(q.check));
+      shared.checkAt.set(q.check, i);
+    }
+    checkRef = i + 1;
+  } else if (q) checkJson = checkText(q.check);
   return {
     id: t.id,
     type: t.type,
@@ -113,17 +164,78 @@ export function questionTaskToProto(t: QuestionTaskMessage): v1.QuestionTask {
     run_id: t.run_id,
     workflow: t.workflow ?? '',
     session_id: t.session_id ?? '',
-    check_json: jsonText(q?.check),
+    check_json: checkJson,
     scope: q?.scope ?? '',
     anchor: q?.anchor ?? '',
-    evidence_json: jsonText(q?.evidence),
-    context_json: jsonText(q?.context),
+    evidence_json: docText(q?.evidence, shared),
+    context_json: docText(q?.context, shared),
     span_ids: [...t.span_ids],
     final: t.final,
     at_ms: t.at_ms,
     received_ms: t.received_ms ?? 0,
     plan_json: jsonText(t.type === 'plan' ? t.plan : undefined),
+    check_ref: checkRef,
   };
+}
+
+/** One task as its own message (the gRPC API, and records written before QuestionTasks). */
+export function questionTaskToProto(t: QuestionTaskMessage): v1.QuestionTask {
+  return toProto(t, undefined);
+}
+
+/**
+ * One record of the questions topic: tasks of one run, in order (at most MAX_TASKS_A_RECORD).
+ * The span summaries their evidence and context share (a run's tasks of one step show mostly
+ * the same earlier calls) and their checks are written once, found by identity: the scheduler
+ * hands the same summary and check objects to every task that shows them.
+ */
+export function questionTasksToProto(tasks: readonly QuestionTaskMessage[]): v1.QuestionTasks {
+  const shared: Shared = { spans: [], spanAt: new Map(), checks: [], checkAt: new Map() };
+  const out = tasks.map((t) => toProto(t, shared));
+  return {
+    tasks: out,
+    spans_json: shared.spans.length ? JSON.stringify(shared.spans) : '',
+    checks_json: shared.checks.length ? `[${shared.checks.join(',')}]` : '',
+  };
+}
+
+/**
+ * The records a step's tasks travel in: each run's tasks in their order, at most
+ * MAX_TASKS_A_RECORD a record, keyed by run_id.
+ */
+export function questionTaskRecords(tasks: readonly QuestionTaskMessage[]): { key: string; value: QuestionTaskMessage[] }[] {
+  const byRun = new Map<string, QuestionTaskMessage[][]>();
+  const records: { key: string; value: QuestionTaskMessage[] }[] = [];
+  for (const t of tasks) {
+    let chunks = byRun.get(t.run_id);
+    if (!chunks) byRun.set(t.run_id, (chunks = []));
+    let last = chunks[chunks.length - 1];
+    if (!last || last.length >= MAX_TASKS_A_RECORD) {
+      chunks.push((last = []));
+      records.push({ key: t.run_id, value: last });
+    }
+    last.push(t);
+  }
+  return records;
+}
+
+/** The tasks of a record; a record written as a lone QuestionTask is read as that task. */
+export function questionTasksFromBytes(bytes: Uint8Array): QuestionTaskMessage[] {
+  const rec = v1.QuestionTasks.decode(bytes);
+  if (!rec.tasks.length) return [questionTaskFromProto(v1.QuestionTask.decode(bytes))];
+  const array = (text: string, field: string): unknown[] => {
+    if (!text) return [];
+    let v: unknown;
+    try {
+      v = JSON.parse(text);
+    } catch (e) {
+      throw new Error(`question tasks of run ${rec.tasks[0].run_id}: ${field} is not valid JSON (${(e as Error).message})`);
+    }
+    if (!Array.isArray(v) || !v.every(isObject)) throw new Error(`question tasks of run ${rec.tasks[0].run_id}: ${field} must be an array of objects`);
+    return v;
+  };
+  const shared = { spans: array(rec.spans_json, 'spans_json'), checks: array(rec.checks_json, 'checks_json') };
+  return rec.tasks.map((t) => questionTaskFromProto(t, shared));
 }
 
 const SCOPES = new Set<string>(['span', 'trace', 'session']);
@@ -133,7 +245,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** Reads a task, checking the shape of its JSON parts; throws naming the task and the field. */
-export function questionTaskFromProto(msg: v1.QuestionTask): QuestionTaskMessage {
+export function questionTaskFromProto(msg: v1.QuestionTask, shared?: { spans: readonly unknown[]; checks: readonly unknown[] }): QuestionTaskMessage {
   const bad = (field: string, reason: string): Error => new Error(`question task ${msg.id}: ${field} ${reason}`);
   const json = (text: string, field: string): unknown => {
     if (!text) return undefined;
@@ -142,6 +254,18 @@ export function questionTaskFromProto(msg: v1.QuestionTask): QuestionTaskMessage
     } catch (e) {
       throw bad(field, `is not valid JSON (${(e as Error).message})`);
     }
+  };
+  // A document's spans given as indices into the record's shared spans.
+  const resolved = (doc: unknown, field: string): unknown => {
+    if (!isObject(doc) || !Array.isArray(doc.spans)) return doc;
+    const spans = doc.spans as unknown[];
+    for (let i = 0; i < spans.length; i++) {
+      const at = spans[i];
+      if (typeof at !== 'number') continue;
+      if (!shared || !Number.isInteger(at) || at < 0 || at >= shared.spans.length) throw bad(field, `refers to span ${at}, which its record does not hold`);
+      spans[i] = shared.spans[at];
+    }
+    return doc;
   };
   const base: TaskBase = {
     id: msg.id,
@@ -163,13 +287,17 @@ export function questionTaskFromProto(msg: v1.QuestionTask): QuestionTaskMessage
     return { ...base, type: 'plan', workflow: plan.workflow, plan: plan as unknown as PlanRequest };
   }
   if (msg.type !== 'question') throw bad('type', `must be question or plan, got ${JSON.stringify(msg.type)}`);
-  const check = json(msg.check_json, 'check_json');
+  let check: unknown;
+  if (msg.check_ref) {
+    check = shared?.checks[msg.check_ref - 1];
+    if (check === undefined) throw bad('check_ref', `refers to check ${msg.check_ref}, which its record does not hold`);
+  } else check = json(msg.check_json, 'check_json');
   if (!isObject(check) || typeof check.id !== 'string' || typeof check.ask !== 'string' || !(QUESTION_KINDS as readonly unknown[]).includes(check.kind)) {
     throw bad('check_json', `must be a question check (an id, a kind of ${QUESTION_KINDS.join(', ')}, and what it asks)`);
   }
-  const evidence = json(msg.evidence_json, 'evidence_json');
+  const evidence = resolved(json(msg.evidence_json, 'evidence_json'), 'evidence_json');
   if (!isObject(evidence) || !Array.isArray(evidence.spans)) throw bad('evidence_json', 'must be evidence with its spans');
-  const context = json(msg.context_json, 'context_json');
+  const context = resolved(json(msg.context_json, 'context_json'), 'context_json');
   if (context !== undefined && (!isObject(context) || !Array.isArray(context.spans))) throw bad('context_json', 'must be a context with its spans');
   const c = check as unknown as QuestionCheck;
   const scope = msg.scope || c.scope;

@@ -4,7 +4,7 @@ import type { Envelope } from '@neatroots/spans';
 import { envelopeFromBus, envelopeToProto } from './envelope';
 import { findingFromProto, findingToProto, type FindingMessage } from './findings';
 import { noteFromProto, type Note, type NoteDelivered } from './notes';
-import { questionTaskFromProto, questionTaskToProto, type QuestionTaskMessage } from './questions';
+import { questionTasksFromBytes, questionTasksToProto, type QuestionTaskMessage } from './questions';
 
 /** The bus topics: each a name and its codec, passed straight to the bus port. */
 export interface Topics {
@@ -16,8 +16,11 @@ export interface Topics {
   notes: Topic<Note>;
   /** Notes that reached an agent, key finding_id. */
   deliveries: Topic<NoteDelivered>;
-  /** Question checks that are due, from the rule engine to the question service, key run_id. */
-  questions: Topic<QuestionTaskMessage>;
+  /**
+   * Question checks that are due, from the rule engine to the question service, key run_id: a
+   * record is one run's tasks from one step (QuestionTasks; see questionTaskRecords).
+   */
+  questions: Topic<QuestionTaskMessage[]>;
 }
 
 export const DEFAULT_TOPIC_PREFIX = 'neatroots';
@@ -59,10 +62,10 @@ export function makeTopics(prefix: string = DEFAULT_TOPIC_PREFIX): Topics {
       (d) => encodeMessage(v1.NoteDelivered, d),
       (bytes) => v1.NoteDelivered.decode(bytes),
     ),
-    questions: topic<QuestionTaskMessage>(
+    questions: topic<QuestionTaskMessage[]>(
       `${prefix}.questions`,
-      (t) => encodeMessage(v1.QuestionTask, questionTaskToProto(t)),
-      (bytes) => questionTaskFromProto(v1.QuestionTask.decode(bytes)),
+      (tasks) => encodeMessage(v1.QuestionTasks, questionTasksToProto(tasks)),
+      questionTasksFromBytes,
     ),
   };
 }
@@ -72,4 +75,4 @@ export const EVENTS_TOPIC: Topic<Envelope> = DEFAULT_TOPICS.events;
 export const FINDINGS_TOPIC: Topic<FindingMessage> = DEFAULT_TOPICS.findings;
 export const NOTES_TOPIC: Topic<Note> = DEFAULT_TOPICS.notes;
 export const DELIVERIES_TOPIC: Topic<NoteDelivered> = DEFAULT_TOPICS.deliveries;
-export const QUESTIONS_TOPIC: Topic<QuestionTaskMessage> = DEFAULT_TOPICS.questions;
+export const QUESTIONS_TOPIC: Topic<QuestionTaskMessage[]> = DEFAULT_TOPICS.questions;

@@ -112,6 +112,8 @@ export interface ServiceMetrics {
   checksDisabled: GaugePort;
   /** The question service's cache lookups, by what asked (question, second_look, decision) and where the answer came from (memory, shared, miss). */
   questionCache: CounterPort;
+  /** Question tasks the question service answered. */
+  questionTasks: CounterPort;
   /** Notes and halts at ingest, by outcome (received, stream, piggyback, dropped, grouped). */
   notes: CounterPort;
 }

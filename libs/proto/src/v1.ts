@@ -39,6 +39,7 @@ export {
   DecisionModelsRequest,
   DecisionModelsResponse,
   QuestionTask,
+  QuestionTasks,
   QuestionService,
   QuestionClient,
 } from './gen/neatroots/v1/question';

@@ -65,6 +65,8 @@ export function isToolSpan(s: { type: string }): boolean {
 /** Keeps only the fields a question asked for (name, type and status always identify the span). */
 export function pickFields(s: SpanSummary, fields: Evidence['fields']): SpanSummary {
   if (!fields?.length) return s;
+  // Nothing to leave out: the summary itself (the tasks of a step share it, written once a record).
+  if ((s.input === undefined || fields.includes('input')) && (s.output === undefined || fields.includes('output')) && (s.error === undefined || fields.includes('error'))) return s;
   const out: SpanSummary = { id: s.id, type: s.type, name: s.name, status: s.status };
   if (s.tool) out.tool = s.tool;
   if (s.start !== undefined) out.start = s.start;
@@ -75,6 +77,8 @@ export function pickFields(s: SpanSummary, fields: Evidence['fields']): SpanSumm
 }
 
 function shorten(s: SpanSummary, max: number): SpanSummary {
+  // Nothing to cut: the summary itself (shared with the other tasks of its record).
+  if ((s.input?.length ?? 0) <= max && (s.output?.length ?? 0) <= max && (s.error?.length ?? 0) <= max) return s;
   const out = { ...s };
   if (out.input) out.input = cut(out.input, max);
   if (out.output) out.output = cut(out.output, max);

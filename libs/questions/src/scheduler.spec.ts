@@ -249,6 +249,26 @@ describe('the library and the planner', () => {
     const [t] = await run(s, [runStart('r1', { user_message: 'book a flight to Oslo' }), runEnd('r1')]);
     expect(t.check.ask).toBe('Did it leave book a flight to Oslo unfinished?');
   });
+
+  // The questions topic writes what a record's tasks share once, found by identity.
+  it('hands the same filled question and span summaries to every task that shows them', async () => {
+    const s = scheduler([question({ id: 'u', scope: 'span', ask: 'Was this call right for {task}?', evidence: { fields: ['input', 'output', 'error'] } })]);
+    const tasks = await run(s, [
+      runStart('r1', { user_message: 'refund order 7' }),
+      runStart('r2', { user_message: 'refund order 7' }),
+      runStart('r3', { user_message: 'cancel order 9' }),
+      span('r1', 's1'),
+      span('r1', 's2'),
+      span('r2', 's1'),
+      span('r3', 's1'),
+    ]);
+    expect(tasks.map((t) => `${t.run_id}/${t.anchor}`)).toEqual(['r1/s1', 'r1/s2', 'r2/s1', 'r3/s1']);
+    expect(tasks[1].check).toBe(tasks[0].check);
+    expect(tasks[2].check).toBe(tasks[0].check);
+    expect(tasks[3].check.ask).toBe('Was this call right for cancel order 9?');
+    // s1 as the first task judged it and as the second shows it, one object.
+    expect(tasks[1].evidence.spans[0]).toBe(tasks[0].evidence.spans[0]);
+  });
 });
 
 describe('session-scope questions', () => {

@@ -231,6 +231,7 @@ export class QuestionScheduler {
   /** The plan asked last per workflow, with its tools: one that asked for these tools already is not asked again within planRetryMs. */
   private readonly planRequested = new Map<string, { tools: readonly string[]; at: number }>();
   private readonly written = new Map<string, QuestionCheck[]>();
+  private readonly filledChecks = new WeakMap<QuestionCheck, Map<string, QuestionCheck>>();
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: QuestionSchedulerOptions) {
@@ -242,6 +243,22 @@ export class QuestionScheduler {
     this.planCacheMs = opts.planCacheMs ?? 5_000;
     this.planRetryMs = opts.planRetryMs ?? 10 * 60_000;
     this.now = opts.now ?? Date.now;
+  }
+
+  /**
+   * The question with its parameters filled, the same object while its wording is the same:
+   * the questions topic writes a check once a record, and its text once while the object lives.
+   */
+  private filled(base: QuestionCheck, params: Record<string, string> | undefined, start: RunStartInfo | undefined): QuestionCheck {
+    const q = fillParams(base, params, start);
+    if (q === base) return q;
+    let byAsk = this.filledChecks.get(base);
+    if (!byAsk) this.filledChecks.set(base, (byAsk = new Map()));
+    const had = byAsk.get(q.ask);
+    if (had) return had;
+    if (byAsk.size >= 1_000) byAsk.clear();
+    byAsk.set(q.ask, q);
+    return q;
   }
 
   private policy(q: QuestionCheck): SpanPolicy | undefined {
@@ -518,7 +535,7 @@ export class QuestionScheduler {
     const ending = step.ending.has(key);
     const plan = this.plan(w);
     for (const base of this.questionsFor(w, set)) {
-      const q = fillParams(base, plan?.picks.find((p) => p.id === base.id)?.params, w.start);
+      const q = this.filled(base, plan?.picks.find((p) => p.id === base.id)?.params, w.start);
       const policy = this.policy(q);
       const st = (w.checks[q.id] ??= { asked: 0 });
       if (q.scope === 'span') {

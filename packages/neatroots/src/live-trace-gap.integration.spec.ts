@@ -30,7 +30,7 @@ async function asks(env: Record<string, string>): Promise<string[][]> {
   try {
     const seen: string[][] = [];
     await app.bus.subscribe(app.topics.questions, { group: 'test-asks', fromBeginning: true }, async (b) => {
-      for (const r of b.records) if (r.value.type === 'question' && r.value.check.id === 'went-wrong') seen.push(r.value.evidence.spans.map((s) => s.id));
+      for (const r of b.records) for (const t of r.value) if (t.type === 'question' && t.check.id === 'went-wrong') seen.push(t.evidence.spans.map((s) => s.id));
     });
     for (const [id, after] of [['s1', 0], ['s2', 300], ['s3', 1_200]] as const) {
       await app.bus.publish(app.topics.events, [{ key: 'run-1', value: span(id, T0 + after) }]);

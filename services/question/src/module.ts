@@ -92,6 +92,14 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       log: (m, err) => ctx.log.error(m, err),
       onFindingsPublished: findingDelayHook(ctx),
     });
+    // The tasks answered, as the Prometheus counter (neatroots_bus_consumed_total counts records).
+    let taken = 0;
+    const sync = setInterval(() => {
+      const n = service.metrics.tasks;
+      if (n > taken) ctx.metrics.questionTasks.inc({}, n - taken);
+      taken = n;
+    }, 1000);
+    sync.unref();
     ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));
     const provided: QuestionLink = {
       service,
@@ -99,6 +107,12 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       decisions: answererDecisions(service.answerer),
       draft: (req) => draftCheck(req, (messages) => service.answerer.chat({ messages, json: true, maxTokens: 800 }, { wait: true })),
     };
-    return { provides: { [QUESTION_LINK]: provided }, stop: () => service.close() };
+    return {
+      provides: { [QUESTION_LINK]: provided },
+      stop: () => {
+        clearInterval(sync);
+        return service.close();
+      },
+    };
   },
 };

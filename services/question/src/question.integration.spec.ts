@@ -24,7 +24,7 @@ import {
   type SchedulerWindow,
   type SpanPolicy,
 } from '@neatroots/questions';
-import { FINDINGS_TOPIC, NOTES_TOPIC, QUESTIONS_TOPIC, type FindingMessage, type Note } from '@neatroots/messages';
+import { FINDINGS_TOPIC, NOTES_TOPIC, QUESTIONS_TOPIC, questionTaskRecords, type FindingMessage, type Note } from '@neatroots/messages';
 import { type Envelope, type Span } from '@neatroots/spans';
 import { judgeReply, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply, type PromptQuestion } from '../../../libs/platform/src/models/fake-openai.test';
 import { agreementStats } from './grpc';
@@ -146,7 +146,7 @@ async function harness(questions: QuestionCheck[], opts: Partial<QuestionService
     feed: async (envs) => {
       for (const e of envs) {
         const out = await scheduler.process([e]);
-        if (out.tasks.length) await bus.publish(QUESTIONS_TOPIC, out.tasks.map((t) => ({ key: t.run_id, value: t })));
+        if (out.tasks.length) await bus.publish(QUESTIONS_TOPIC, questionTaskRecords(out.tasks));
         await out.commit();
         await bus.idle();
         await service.idle();

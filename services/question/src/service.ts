@@ -37,7 +37,7 @@ import { startQuestionGrpc, type QuestionGrpc } from './grpc';
  * (neatroots.v1.Question). In the embedded deployment the same function runs in-process.
  */
 export interface QuestionTopics {
-  questions: Topic<QuestionTaskMessage>;
+  questions: Topic<QuestionTaskMessage[]>;
   findings: Topic<FindingMessage>;
   notes: Topic<Note>;
 }
@@ -167,16 +167,17 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
   // from one timer for the service rather than one per batch (a timer set and cleared for
   // every batch cost replay, whose batches are an item's few questions, more than the batch).
   // It holds the process open only while a batch is in hand, as the timer per batch did.
-  const inHand = new Set<BusBatch<QuestionTaskMessage>>();
+  const inHand = new Set<BusBatch<QuestionTaskMessage[]>>();
   const beat = setInterval(() => {
     for (const batch of inHand) batch.heartbeat().catch((err) => log('heartbeat failed', err));
   }, heartbeatMs);
   beat.unref();
 
-  const handle = async (batch: BusBatch<QuestionTaskMessage>) => {
+  const handle = async (batch: BusBatch<QuestionTaskMessage[]>) => {
     if (inHand.add(batch).size === 1) beat.ref();
     try {
-      const out = await processor.process(batch.records.map((r) => r.value));
+      const tasks = batch.records.length === 1 ? batch.records[0].value : batch.records.flatMap((r) => r.value);
+      const out = await processor.process(tasks);
       if (out.findings.length) {
         await opts.bus.publish(topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f })));
         opts.onFindingsPublished?.(out.findings);
@@ -188,7 +189,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
       }
       await out.commit();
       metrics.batches++;
-      metrics.tasks += batch.records.length;
+      metrics.tasks += tasks.length;
     } catch (err) {
       metrics.errors++;
       throw err;

@@ -1,7 +1,7 @@
 import { RuleEngine, windowKey, type EngineOutput, type FindingEvent, type RuleSet, type RunWindow } from '@neatroots/checks';
 import { WindowConflictError, type Bus, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
-import { QUESTIONS_TOPIC, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
+import { QUESTIONS_TOPIC, questionTaskRecords, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
 import { itemRunId, type Envelope } from '@neatroots/spans';
 import { haltingTools, Prechecker, type PrecheckAnswer, type PrecheckRequest } from './precheck';
 
@@ -45,7 +45,7 @@ export interface RuleEngineServiceOptions {
    */
   questions?: {
     scheduler: QuestionScheduler;
-    topic?: Topic<QuestionTaskMessage>;
+    topic?: Topic<QuestionTaskMessage[]>;
     /** The scheduler's window store, when it is not `windows` (its batches may go on while it syncs only if it applies at call too). */
     windows?: Pick<WindowStore<unknown>, 'appliedAtCall' | 'coalesce' | 'checkpoint'>;
   };
@@ -131,7 +131,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     const sends: Promise<void>[] = [];
     if (out.findings.length) sends.push(opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f }))));
     if (out.notes.length) sends.push(opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n }))));
-    if (asked?.tasks.length) sends.push(opts.bus.publish(questionsTopic, asked.tasks.map((t) => ({ key: t.run_id, value: t }))));
+    if (asked?.tasks.length) sends.push(opts.bus.publish(questionsTopic, questionTaskRecords(asked.tasks)));
     if (!sends.length) return undefined;
     return (sends.length === 1 ? sends[0] : Promise.all(sends)).then(() => {
       if (out.findings.length) opts.onFindingsPublished?.(out.findings);

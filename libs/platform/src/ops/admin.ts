@@ -38,6 +38,7 @@ export interface Metrics {
    * (another replica's, or this service's before a restart: Redis) or miss (the model was asked).
    */
   questionCache: Counter<'kind' | 'result'>;
+  questionTasks: Counter;
   /**
    * Notes and halts at ingest, by outcome: received (from the bus), stream or piggyback (handed
    * to an agent that way), dropped (kept for an agent that never came back, expired or pushed
@@ -82,6 +83,11 @@ export function createMetrics(service: string): Metrics {
       name: 'neatroots_question_cache_lookups_total',
       help: 'Question service cache lookups before a model is asked, by kind (question, second_look, decision) and result (memory, shared, miss)',
       labelNames: ['kind', 'result'],
+      ...reg,
+    }),
+    questionTasks: new Counter({
+      name: 'neatroots_question_tasks_total',
+      help: 'Question tasks the question service has answered (a record of the questions topic holds one run\'s tasks of one step)',
       ...reg,
     }),
     notes: new Counter({
