@@ -172,7 +172,9 @@ export class QuestionAnswerer {
     let x: SparseVector | undefined;
     const vec = () => (x ??= this.classifier.vector(evidence));
     const llm = this.llm();
-    if (!llm) return this.classifierOnly(input, vec(), opts);
+    // No vector here: the classifier makes one only for a question it has learnt (a heuristic
+    // or "not learnt yet" needs none, and with no model nothing learns from it).
+    if (!llm) return this.classifierOnly(input, opts);
 
     if (this.agreement.classifierFirst(key)) {
       const c = this.classifier.answer(q, evidence, vec());
@@ -248,8 +250,8 @@ export class QuestionAnswerer {
     return { verdict, raw: raw!, cached, rendered };
   }
 
-  private classifierOnly(input: AskInput, x: SparseVector, opts: AskOptions): Answer {
-    const a = this.classifier.answer(input.q, input.evidence, x);
+  private classifierOnly(input: AskInput, opts: AskOptions): Answer {
+    const a = this.classifier.answer(input.q, input.evidence);
     // No LLM to take a second look: the classifier's own quote must still be in the run.
     if (a.flagged && opts.secondLook !== false && !quoteFound(a.quote, runText(input.evidence, input.context))) {
       return { ...a, flagged: false, unsupported: true, reason: 'the quote is not in the run', quote: undefined };
