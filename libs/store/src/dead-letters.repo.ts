@@ -114,4 +114,19 @@ export class DeadLettersRepo implements DeadLetterSink {
     const last = items[items.length - 1];
     return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(last.created_at, last.id) : null };
   }
+
+  /**
+   * Deletes up to `limit` dead letters last set aside before `before` (epoch ms), oldest first;
+   * returns how many. Span retention calls it: a dead letter may hold a span's content.
+   */
+  async expire(before: number, limit = 1_000): Promise<number> {
+    const res = await this.db.query<{ n: unknown }>(
+      `WITH d AS (
+         DELETE FROM dead_letters WHERE id IN (SELECT id FROM dead_letters WHERE last_at < $1::timestamptz ORDER BY last_at LIMIT $2) RETURNING 1
+       )
+       SELECT count(*)::int AS n FROM d`,
+      [new Date(before).toISOString(), limit],
+    );
+    return num(res.rows[0]?.n);
+  }
 }

@@ -52,7 +52,7 @@ const DAY = 24 * 60 * 60_000;
       await q.close();
     }
     // The pass as the scheduler starts it, taken by whichever replica is free.
-    expect(await replicas[0].run(RETENTION_QUEUE, {}, { timeoutMs: 30_000 })).toEqual({ runs: 1, spans: 4, more: false });
+    expect(await replicas[0].run(RETENTION_QUEUE, {}, { timeoutMs: 30_000 })).toEqual({ runs: 1, spans: 4, dead_letters: 0, more: false });
     expect((await runs.detail('p', 'old'))!.spans).toEqual([]);
     expect((await runs.detail('p', 'old'))!.run).toMatchObject({ span_count: 4, spans_expired_at: expect.any(String) });
     expect((await runs.detail('p', 'recent'))!.spans).toHaveLength(4);

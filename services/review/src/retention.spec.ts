@@ -1,6 +1,6 @@
 import type { Db } from '@neatroots/ports';
 import { InlineJobs } from '@neatroots/platform';
-import { RunsRepo } from '@neatroots/store';
+import { DeadLettersRepo, RunsRepo } from '@neatroots/store';
 import type { Envelope } from '@neatroots/spans';
 import { recordSchedules, useMigratedDb } from './sop-fixtures.test';
 import { expireSpans, RETENTION_QUEUE, RETENTION_SCHEDULE, scheduleRetention } from './retention';
@@ -9,7 +9,7 @@ const DAY = 24 * 60 * 60_000;
 const NOW = Date.parse('2026-06-01T12:00:00Z');
 
 let db: Db;
-useMigratedDb((d) => (db = d), 'runs, spans, findings');
+useMigratedDb((d) => (db = d), 'runs, spans, findings, dead_letters');
 
 /** `n` runs of project p, each of 3 spans, started and last seen `daysAgo` days before NOW. */
 async function runs(prefix: string, n: number, daysAgo: number): Promise<void> {
@@ -33,7 +33,7 @@ describe('span retention', () => {
     await runs('old', 7, 31);
     await runs('new', 2, 29);
     const report = await expireSpans({ db, days: 30, runsPerStatement: 3, now: () => NOW });
-    expect(report).toEqual({ runs: 7, spans: 21, more: false });
+    expect(report).toEqual({ runs: 7, spans: 21, dead_letters: 0, more: false });
     expect(await spansLeft()).toEqual({ new: 6 });
   });
 
@@ -48,7 +48,7 @@ describe('span retention', () => {
 
   it('keeps every span with 0 days', async () => {
     await runs('old', 2, 400);
-    expect(await expireSpans({ db, days: 0, now: () => NOW })).toEqual({ runs: 0, spans: 0, more: false });
+    expect(await expireSpans({ db, days: 0, now: () => NOW })).toEqual({ runs: 0, spans: 0, dead_letters: 0, more: false });
     expect(await spansLeft()).toEqual({ old: 6 });
   });
 
@@ -57,8 +57,30 @@ describe('span retention', () => {
     let t = NOW;
     // Each statement "takes" a minute of a one-minute pass.
     const now = () => (t += 60_000);
-    expect(await expireSpans({ db, days: 30, runsPerStatement: 2, maxPassMs: 60_000, now })).toEqual({ runs: 2, spans: 6, more: true });
-    expect(await expireSpans({ db, days: 30, runsPerStatement: 2, now: () => NOW })).toEqual({ runs: 3, spans: 9, more: false });
+    expect(await expireSpans({ db, days: 30, runsPerStatement: 2, maxPassMs: 60_000, now })).toEqual({ runs: 2, spans: 6, dead_letters: 0, more: true });
+    expect(await expireSpans({ db, days: 30, runsPerStatement: 2, now: () => NOW })).toEqual({ runs: 3, spans: 9, dead_letters: 0, more: false });
+  });
+
+  it('deletes the dead letters last set aside before the cutoff: a refused span\'s content goes with the spans\' retention', async () => {
+    const letters = new DeadLettersRepo(db);
+    const aside = (item: string) => ({ source: 'store.events', project: 'p', kind: 'span', run_id: 'r', item_id: item, reason: 'refused', payload: { span_id: item, input: 'a secret' } });
+    await letters.setAside([aside('old-1'), aside('old-2'), aside('old-again'), aside('new')]);
+    const dated = (item: string, createdDaysAgo: number, lastDaysAgo: number) =>
+      db.query(`UPDATE dead_letters SET created_at = $2::timestamptz, last_at = $3::timestamptz WHERE item_id = $1`, [
+        item, new Date(NOW - createdDaysAgo * DAY).toISOString(), new Date(NOW - lastDaysAgo * DAY).toISOString(),
+      ]);
+    await dated('old-1', 40, 40);
+    await dated('old-2', 31, 31);
+    // First set aside long ago, set aside again yesterday (a redelivered batch): kept.
+    await dated('old-again', 90, 1);
+    await dated('new', 2, 2);
+    await runs('old', 1, 31);
+    expect(await expireSpans({ db, days: 30, deadLettersPerStatement: 1, now: () => NOW })).toEqual({ runs: 1, spans: 3, dead_letters: 2, more: false });
+    expect((await letters.list('p')).items.map((l) => l.item_id).sort()).toEqual(['new', 'old-again']);
+    // With 0 days nothing goes.
+    await dated('new', 400, 400);
+    expect(await expireSpans({ db, days: 0, now: () => NOW })).toMatchObject({ dead_letters: 0 });
+    expect((await letters.list('p')).items).toHaveLength(2);
   });
 
   it('runs on its schedule as a repeatable job, and refuses a bad cron pattern', async () => {
@@ -69,7 +91,7 @@ describe('span retention', () => {
     try {
       await scheduleRetention(jobs, '23 * * * *', { db, days: 30, log: (m) => logged.push(m) });
       expect(scheduled).toEqual([[RETENTION_QUEUE, RETENTION_SCHEDULE, '23 * * * *']]);
-      expect(await jobs.run(RETENTION_QUEUE, {})).toEqual({ runs: 2, spans: 6, more: false });
+      expect(await jobs.run(RETENTION_QUEUE, {})).toEqual({ runs: 2, spans: 6, dead_letters: 0, more: false });
       expect(logged).toEqual(['retention: deleted 6 spans of 2 runs older than 30 days']);
       const other = new InlineJobs();
       await expect(scheduleRetention(other, 'hourly', { db, days: 30 })).rejects.toThrow(/five fields/);

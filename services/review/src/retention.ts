@@ -1,5 +1,5 @@
 import type { Db, Jobs } from '@neatroots/ports';
-import { RunsRepo } from '@neatroots/store';
+import { DeadLettersRepo, RunsRepo } from '@neatroots/store';
 
 /** The repeatable job that deletes spans past their retention (NEATROOTS_RETENTION_CRON). */
 export const RETENTION_QUEUE = 'neatroots_span_retention';
@@ -14,6 +14,8 @@ export interface RetentionOptions {
   days: number;
   /** Runs a statement (one transaction) takes: a pass never holds many rows' locks at once. */
   runsPerStatement?: number;
+  /** Dead letters a statement deletes. */
+  deadLettersPerStatement?: number;
   /** A pass stops after this long, the rest left to the next. Default 5 minutes. */
   maxPassMs?: number;
   now?: () => number;
@@ -22,7 +24,9 @@ export interface RetentionOptions {
 export interface RetentionReport {
   runs: number;
   spans: number;
-  /** Runs past the cutoff still holding spans when the pass stopped for time. */
+  /** Dead letters last set aside before the cutoff, deleted (one may hold a span's content). */
+  dead_letters: number;
+  /** Runs or dead letters past the cutoff left when the pass stopped for time. */
   more: boolean;
 }
 
@@ -33,34 +37,49 @@ export interface RetentionReport {
  * transaction. Pages untouched since the last one are skipped (the visibility map), so after the
  * first pass it reads what changed in the hour.
  */
-async function reclaim(db: Db): Promise<void> {
+async function reclaim(db: Db, report: RetentionReport): Promise<void> {
   if (db.kind !== 'pglite') return;
-  await db.exec('VACUUM spans');
-  await db.exec('VACUUM question_results');
-  await db.exec('VACUUM runs');
+  if (report.runs) {
+    await db.exec('VACUUM spans');
+    await db.exec('VACUUM question_results');
+    await db.exec('VACUUM runs');
+  }
+  if (report.dead_letters) await db.exec('VACUUM dead_letters');
 }
 
 /**
  * One retention pass: the spans of every run that started and was last seen before the cutoff,
  * oldest first, a bounded number of runs a transaction, so the writer's transactions never wait
- * long behind it. Run rows, counters and findings stay (the run says `spans_expired_at`).
+ * long behind it. Run rows, counters and findings stay (the run says `spans_expired_at`). Then
+ * the dead letters last set aside before the cutoff: a refused span's content must not outlive
+ * the spans' retention there.
  */
 export async function expireSpans(opts: RetentionOptions): Promise<RetentionReport> {
-  const report: RetentionReport = { runs: 0, spans: 0, more: false };
+  const report: RetentionReport = { runs: 0, spans: 0, dead_letters: 0, more: false };
   if (!(opts.days > 0)) return report;
   const now = opts.now ?? Date.now;
   const per = opts.runsPerStatement ?? 200;
+  const perLetters = opts.deadLettersPerStatement ?? 1_000;
   const until = now() + (opts.maxPassMs ?? 5 * 60_000);
   const cutoff = now() - opts.days * DAY_MS;
   const runs = new RunsRepo(opts.db);
+  const letters = new DeadLettersRepo(opts.db);
+  const done = async (more: boolean) => {
+    await reclaim(opts.db, report);
+    return more ? { ...report, more } : report;
+  };
   for (;;) {
-    const done = await runs.expireSpans(cutoff, per);
-    report.runs += done.runs;
-    report.spans += done.spans;
-    if (done.runs < per || now() >= until) {
-      if (report.runs) await reclaim(opts.db);
-      return done.runs < per ? report : { ...report, more: true };
-    }
+    const step = await runs.expireSpans(cutoff, per);
+    report.runs += step.runs;
+    report.spans += step.spans;
+    if (step.runs < per) break;
+    if (now() >= until) return done(true);
+  }
+  for (;;) {
+    const n = await letters.expire(cutoff, perLetters);
+    report.dead_letters += n;
+    if (n < perLetters) return done(false);
+    if (now() >= until) return done(true);
   }
 }
 
@@ -73,7 +92,8 @@ export async function scheduleRetention(jobs: Jobs, cron: string, opts: Retentio
   await jobs.schedule(RETENTION_QUEUE, RETENTION_SCHEDULE, cron, {});
   await jobs.work(RETENTION_QUEUE, async () => {
     const report = await expireSpans(opts);
-    if (report.runs) opts.log?.(`retention: deleted ${report.spans} spans of ${report.runs} runs older than ${opts.days} days${report.more ? ' (more next pass)' : ''}`);
+    const what = [report.runs && `${report.spans} spans of ${report.runs} runs`, report.dead_letters && `${report.dead_letters} dead letters`].filter(Boolean);
+    if (what.length) opts.log?.(`retention: deleted ${what.join(' and ')} older than ${opts.days} days${report.more ? ' (more next pass)' : ''}`);
     return report;
   });
 }
