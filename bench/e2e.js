@@ -7,6 +7,8 @@
 // is the durable log (an export acknowledged once on disk); the same run also measures the
 // in-memory bus (NEATROOTS_BUS=memory, nothing survives a crash), so the cost of durability shows,
 // and the run windows kept in memory only (NEATROOTS_WINDOWS=memory) beside the journaled default.
+// The database is PGlite in the data folder, as `neatroots start` keeps it; `--memory-db` puts it
+// in memory instead (the whole run, for comparison), and the full run measures that too.
 const os = require('node:os');
 const path = require('node:path');
 const fs = require('node:fs');
@@ -20,6 +22,8 @@ const { startEmbedded } = require('neatroots');
 const { extraChecksYaml, fleet, percentile } = require('./checks');
 
 const KEY = 'bench-key';
+/** Where PGlite keeps the database: 'disk' (the embedded default) unless --memory-db. */
+const DB = process.argv.includes('--memory-db') ? 'memory' : 'disk';
 
 /** The default unless set (NEATROOTS_WINDOW_CHECKPOINT_MS=0: every window save journaled on its own, for comparison). */
 function windowCheckpoint() {
@@ -115,7 +119,8 @@ async function paced(port, batches, spansPerBatch, perSecond, key = KEY) {
   client.close();
 }
 
-async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', windows = 'journal') {
+/** `db`: 'disk' (the embedded default: PGlite in the data folder) or 'memory' (PGlite in memory, for comparison). */
+async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', windows = 'journal', db = DB) {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
   // The shipped library plus the benchmark's 20 rule checks, as a user's own checks.
   fs.mkdirSync(path.join(home, 'checks'));
@@ -128,7 +133,7 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
     ...windowCheckpoint(),
   });
   const quiet = createLogger({ level: 'error' });
-  const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: quiet });
+  const app = await startEmbedded({ config, inMemoryDb: db === 'memory', watch: false, log: quiet });
   let latencies = null;
   await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
     const now = Date.now();
@@ -176,17 +181,19 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
   const base = await baseline(built.batches, built.spans);
   // The windows in memory only, then the default (journaled windows, durable log), then the in-memory bus.
   const latency = { batches: lat.batches, perBatch: 50 };
-  // `variant` runs one of the three alone (for a profile): 'default', 'memory-windows' or 'memory-bus'.
+  // `variant` runs one alone (for a profile): 'default', 'memory-windows', 'memory-bus' or 'memory-db'.
   if (variant) {
-    const [bus, windows] = { default: ['log', 'journal'], 'memory-windows': ['log', 'memory'], 'memory-bus': ['memory', 'journal'] }[variant] ?? [];
-    if (!bus) throw new Error(`--variant: one of default, memory-windows, memory-bus, not '${variant}'`);
-    const r = await full(built.batches, built.spans, latency, latencyRate, bus, windows);
-    return { variant, spans: built.spans, baseline_ingest_only_spans_per_s: base.spans_per_s, ...r };
+    const [bus, windows, db] = { default: ['log', 'journal', DB], 'memory-windows': ['log', 'memory', DB], 'memory-bus': ['memory', 'journal', DB], 'memory-db': ['log', 'journal', 'memory'] }[variant] ?? [];
+    if (!bus) throw new Error(`--variant: one of default, memory-windows, memory-bus, memory-db, not '${variant}'`);
+    const r = await full(built.batches, built.spans, latency, latencyRate, bus, windows, db);
+    return { variant, database: db, spans: built.spans, baseline_ingest_only_spans_per_s: base.spans_per_s, ...r };
   }
   const w = await full(built.batches, built.spans, latency, latencyRate, 'log', 'memory');
   const f = await full(built.batches, built.spans, latency, latencyRate, 'log');
   const m = await full(built.batches, built.spans, latency, latencyRate, 'memory');
+  const d = DB === 'disk' ? await full(built.batches, built.spans, latency, latencyRate, 'log', 'journal', 'memory') : undefined;
   return {
+    database: DB,
     spans: built.spans,
     batch,
     baseline_ingest_only_spans_per_s: base.spans_per_s,
@@ -209,6 +216,7 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
     memory_windows_receipt_to_finding_p50_ms: w.p50_ms,
     memory_windows_receipt_to_finding_p99_ms: w.p99_ms,
     memory_windows_over_journal_throughput: +(w.spans_per_s / f.spans_per_s).toFixed(2),
+    ...(d ? { memory_db_stored_spans_per_s: d.stored_spans_per_s, memory_db_over_disk_stored: +(d.stored_spans_per_s / f.stored_spans_per_s).toFixed(2) } : {}),
   };
 }
 
@@ -258,7 +266,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     NEATROOTS_LOG_COMPRESSION: process.env.NEATROOTS_LOG_COMPRESSION ?? 'none',
     ...windowCheckpoint(),
   });
-  const app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+  const app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
   const latencies = [];
   await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
     const now = Date.now();
@@ -284,7 +292,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     latencies.sort((a, b) => a - b);
     const st = app.bus.stats ?? { syncs: 0, syncMs: 0, syncMaxMs: 0 };
     return {
-      windows: config.NEATROOTS_WINDOWS, rate, seconds, p50_ms: percentile(latencies, 50), p90_ms: percentile(latencies, 90), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1], samples: latencies.length,
+      windows: config.NEATROOTS_WINDOWS, database: DB, rate, seconds, p50_ms: percentile(latencies, 50), p90_ms: percentile(latencies, 90), p99_ms: percentile(latencies, 99), max_ms: latencies[latencies.length - 1], samples: latencies.length,
       bus_fsync_avg_ms: st.syncs ? +(st.syncMs / st.syncs).toFixed(1) : 0, bus_fsync_max_ms: Math.round(st.syncMaxMs),
       bus_write_max_ms: +(st.writeMaxMs ?? 0).toFixed(1), load_average: +((load0 + os.loadavg()[0]) / 2).toFixed(2),
       // The process's CPU over the measured seconds (others' jobs move wall time, far less this).

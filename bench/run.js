@@ -117,7 +117,7 @@ async function main() {
   if (out.embedded) {
     const e = out.embedded;
     rows.push(['embedded: gRPC ingest to findings (durable log bus)', share(e.spans_per_s), `ingest only: ${share(e.baseline_ingest_only_spans_per_s)}; in-memory bus: ${share(e.memory_bus_spans_per_s)}`]);
-    rows.push(['embedded: gRPC ingest until everything is stored (runs, spans, findings in PGlite)', share(e.stored_spans_per_s), `in-memory bus: ${share(e.memory_bus_stored_spans_per_s)}; windows in memory: ${share(e.memory_windows_stored_spans_per_s)}`]);
+    rows.push(['embedded: gRPC ingest until everything is stored (runs, spans, findings in PGlite in the data folder)', share(e.stored_spans_per_s), `in-memory bus: ${share(e.memory_bus_stored_spans_per_s)}; windows in memory: ${share(e.memory_windows_stored_spans_per_s)}${e.memory_db_stored_spans_per_s ? `; PGlite in memory: ${share(e.memory_db_stored_spans_per_s)}` : ''}`]);
     rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
   }
   if (out.precheck) {
