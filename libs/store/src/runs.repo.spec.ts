@@ -170,6 +170,23 @@ describe('RunsRepo.expireSpans (retention)', () => {
     expect((await runs.list('p1')).items.map((r) => [r.run_id, r.spans_expired_at !== null])).toEqual([['r-long', false], ['r-old', true]]);
   });
 
+  it('takes a run again when spans came after its spans went, once they too are past the cutoff', async () => {
+    await fleet();
+    expect(await runs.expireSpans(T0 - 30 * DAY)).toEqual({ runs: 1, spans: 2 });
+    // A late export of r-old, received after its spans went.
+    const late = Date.now() + 60_000;
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r-old', span_id: 's3', start_ms: T0 - 41 * DAY }, late)]);
+    // Kept while it is newer than the cutoff (the pass takes the fleet's two other runs)...
+    expect(await runs.expireSpans(late - DAY)).toEqual({ runs: 2, spans: 2 });
+    expect((await runs.detail('p1', 'r-old'))!.spans.map((x) => x.span_id)).toEqual(['s3']);
+    // ...and deleted once past it, the run marked again; later passes find nothing.
+    expect(await runs.expireSpans(late + DAY)).toEqual({ runs: 1, spans: 1 });
+    const old = await runs.detail('p1', 'r-old');
+    expect(old!.spans).toEqual([]);
+    expect(old!.run.span_count).toBe(3);
+    expect(await runs.expireSpans(late + DAY)).toEqual({ runs: 0, spans: 0 });
+  });
+
   it('takes at most the runs asked for a statement, oldest first', async () => {
     await fleet();
     expect(await runs.expireSpans(T0, 1)).toEqual({ runs: 1, spans: 2 });

@@ -373,18 +373,25 @@ export class RunsRepo {
    * `before` (ms), oldest first, with their question results (one a question asked: as many as
    * the spans where a span question runs), and marks them (`spans_expired_at`); one
    * transaction. The run rows, their counters and findings stay. Call again while it returns
-   * `runs` runs.
+   * `runs` runs. A run whose spans went and that received spans since (a late export: its
+   * `last_seen_at`, their receipt, is after `spans_expired_at`) is taken again once they too
+   * are older than `before`. The mark is never before the run's last receipt, so a receipt
+   * clock ahead of the database's does not take the run again and again.
    */
   async expireSpans(before: number, runs = 200): Promise<{ runs: number; spans: number }> {
     const res = await this.db.query<{ runs: unknown; spans: unknown }>(
       `WITH r AS (
-         SELECT project, run_id FROM runs
-         WHERE spans_expired_at IS NULL AND started_at < $1::timestamptz AND last_seen_at < $1::timestamptz
-         ORDER BY started_at, project, run_id LIMIT $2
+         (SELECT project, run_id FROM runs
+          WHERE spans_expired_at IS NULL AND started_at < $1::timestamptz AND last_seen_at < $1::timestamptz
+          ORDER BY started_at, project, run_id LIMIT $2)
+         UNION
+         (SELECT project, run_id FROM runs
+          WHERE spans_expired_at IS NOT NULL AND last_seen_at > spans_expired_at AND last_seen_at < $1::timestamptz
+          ORDER BY last_seen_at, project, run_id LIMIT $2)
        ),
        d AS (DELETE FROM spans s USING r WHERE s.project = r.project AND s.run_id = r.run_id RETURNING 1),
        q AS (DELETE FROM question_results x USING r WHERE x.project = r.project AND x.run_id = r.run_id),
-       u AS (UPDATE runs x SET spans_expired_at = now() FROM r WHERE x.project = r.project AND x.run_id = r.run_id RETURNING 1)
+       u AS (UPDATE runs x SET spans_expired_at = GREATEST(now(), x.last_seen_at) FROM r WHERE x.project = r.project AND x.run_id = r.run_id RETURNING 1)
        SELECT (SELECT count(*) FROM u)::int AS runs, (SELECT count(*) FROM d)::int AS spans`,
       [new Date(before).toISOString(), runs],
     );
