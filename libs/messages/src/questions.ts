@@ -204,14 +204,13 @@ export function questionTasksToProto(tasks: readonly QuestionTaskMessage[]): v1.
  * MAX_TASKS_A_RECORD a record, keyed by run_id.
  */
 export function questionTaskRecords(tasks: readonly QuestionTaskMessage[]): { key: string; value: QuestionTaskMessage[] }[] {
-  const byRun = new Map<string, QuestionTaskMessage[][]>();
+  // Each run's record being filled.
+  const filling = new Map<string, QuestionTaskMessage[]>();
   const records: { key: string; value: QuestionTaskMessage[] }[] = [];
   for (const t of tasks) {
-    let chunks = byRun.get(t.run_id);
-    if (!chunks) byRun.set(t.run_id, (chunks = []));
-    let last = chunks[chunks.length - 1];
+    let last = filling.get(t.run_id);
     if (!last || last.length >= MAX_TASKS_A_RECORD) {
-      chunks.push((last = []));
+      filling.set(t.run_id, (last = []));
       records.push({ key: t.run_id, value: last });
     }
     last.push(t);

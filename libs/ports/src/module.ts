@@ -193,3 +193,18 @@ export interface ServiceModule<C = unknown> {
   edge?: boolean;
   start: (ctx: ServiceContext<C>) => Promise<Running>;
 }
+
+/**
+ * Moves a Prometheus counter up to a count a service keeps itself (its metrics object), once a
+ * second; returns what stops it.
+ */
+export function syncCounter(counter: CounterPort, labels: Labels, read: () => number, everyMs = 1_000): () => void {
+  let last = 0;
+  const timer = setInterval(() => {
+    const n = read();
+    if (n > last) counter.inc(labels, n - last);
+    last = n;
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

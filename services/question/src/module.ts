@@ -1,4 +1,4 @@
-import { findingDelayHook, type ServiceModule } from '@neatroots/ports';
+import { findingDelayHook, syncCounter, type ServiceModule } from '@neatroots/ports';
 import {
   draftCheck,
   type AgreementStore,
@@ -93,13 +93,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       onFindingsPublished: findingDelayHook(ctx),
     });
     // The tasks answered, as the Prometheus counter (neatroots_bus_consumed_total counts records).
-    let taken = 0;
-    const sync = setInterval(() => {
-      const n = service.metrics.tasks;
-      if (n > taken) ctx.metrics.questionTasks.inc({}, n - taken);
-      taken = n;
-    }, 1000);
-    sync.unref();
+    const stopSync = syncCounter(ctx.metrics.questionTasks, {}, () => service.metrics.tasks);
     ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));
     const provided: QuestionLink = {
       service,
@@ -110,7 +104,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     return {
       provides: { [QUESTION_LINK]: provided },
       stop: () => {
-        clearInterval(sync);
+        stopSync();
         return service.close();
       },
     };

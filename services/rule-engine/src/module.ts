@@ -1,5 +1,5 @@
 import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type QuestionCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
-import { findingDelayHook, type ServiceModule } from '@neatroots/ports';
+import { findingDelayHook, syncCounter, type ServiceModule } from '@neatroots/ports';
 import {
   ClassifierFirstView, LOCAL_LLM_POLICY, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionKey,
   type AgreementRecord, type PlanStore, type QuestionSet, type SchedulerWindow, type SpanPolicy,
@@ -82,13 +82,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     // Pre-call checks for the ingest processes (the distributed deployment; not served in-process).
     ctx.serveGrpc('neatroots.v1.RuleEngine', ruleEngineGrpcService(engine));
     // The engine's finding count, as the Prometheus counter.
-    let last = 0;
-    const sync = setInterval(() => {
-      const n = engine.metrics.findings;
-      if (n > last) ctx.metrics.findings.inc({ status: 'any' }, n - last);
-      last = n;
-    }, 1000);
-    sync.unref();
+    const stopSync = syncCounter(ctx.metrics.findings, { status: 'any' }, () => engine.metrics.findings);
     // Checks disabled for a slow pattern (this process's matchers), as a gauge per check.
     const showDisabled = (all: DisabledCheck[]) => all.forEach((d) => ctx.metrics.checksDisabled.set({ check_id: d.check_id, source: d.source ?? '' }, 1));
     showDisabled(disabledChecks.list());
@@ -97,7 +91,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       provides: { 'rule-engine': engine },
       stop: async () => {
         unwatch();
-        clearInterval(sync);
+        stopSync();
         await engine.close();
       },
     };
