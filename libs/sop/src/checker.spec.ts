@@ -57,6 +57,7 @@ describe('checkSession without a model', () => {
     expect(statuses(notReached)[3]).toBe('step4:not_reached');
     expect(notReached.checks[0].rules[3].finding).toBe(false);
     expect(notReached.checks[0].result).toBe('partial');
+    expect(notReached.checks[0].excluded_reason).toBeNull();
   });
 
   it('without any tool calls, the transcript decides tool steps (so, offline, they are not checked)', async () => {
@@ -116,6 +117,28 @@ describe('checkSession with a decider', () => {
     expect(userWords.checks[0].rules[4]).toMatchObject({ status: 'ok', finding: false, evidence: [] });
     expect(userWords.checks[0].rules[4].reason).toMatch(/^Stored as ok: it was flagged as violated without quoting the agent's own words\./);
     expect(userWords.checks[0].result).toBe('followed');
+  });
+
+  it('a procedure the session ended before is excluded: applicable, no result, left out of the session\'s', async () => {
+    // the caller hangs up after the greeting: no step of take-order was done, no tool called
+    const ended = await checkSession(folder, session([], 2), {
+      decider: recordedDecider({ answers: all({ 'take-order/step/1': { answer: false }, 'take-order/step/2': { answer: false }, 'take-order/step/4': { answer: false }, 'take-order/goal': { answer: false } }) }),
+    });
+    expect(statuses(ended)).toEqual(['step1:not_reached', 'step2:not_reached', 'step3:not_applicable', 'step4:not_reached', 'never1:ok', 'warning1:absent']);
+    expect(ended.checks[0]).toMatchObject({
+      applicable: true,
+      excluded_reason: "The session ended before the procedure started: none of its 3 applicable steps was reached, so it isn't checked.",
+      result: null,
+      checked_result: null,
+    });
+    expect(ended.result).toBe('not_measurable');
+    // the same session, where the agent had volunteered a price: checked, and deviated
+    const violated = await checkSession(folder, session([], 2), {
+      decider: recordedDecider({
+        answers: all({ 'take-order/step/1': { answer: false }, 'take-order/step/2': { answer: false }, 'take-order/step/4': { answer: false }, 'take-order/never/1': { answer: true, evidence: [{ turn: 1, quote: 'That dish is $12', source: 'transcript' }] } }),
+      }),
+    });
+    expect(violated.checks[0]).toMatchObject({ excluded_reason: null, result: 'deviated' });
   });
 
   it('a warning sign that came up and was not handled is unheeded (a finding that leaves the result alone)', async () => {

@@ -1,7 +1,7 @@
 import type { Evidence, ProcedureCheck, RuleResult, RuleStatus, SessionBody } from './body';
 import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer } from './decider';
 import type { LockAgent, LockProcedure, LockRule } from './lock';
-import { counts, isFinding, procedureResult, resultWithSuppressed, sessionResult } from './result';
+import { counts, excludedReason, isFinding, procedureResult, resultWithSuppressed, sessionResult } from './result';
 import { agentSpoke, type Session } from './session';
 import { neverStatus } from './status/never';
 import type { NeverObservation, Observation, StepObservation, WarningObservation } from './status/observation';
@@ -160,13 +160,14 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
   }));
   const rolled = rules.map((r, i) => ({ kind: r.kind, status: r.status, required: entries[i].rule.required, suppressed: r.suppressed }));
   const spoke = agentSpoke(session);
+  const excluded_reason = excludedReason(rolled, spoke);
   return {
     ...head,
     applicable: true,
-    excluded_reason: null,
+    excluded_reason,
     route_reason,
-    result: resultWithSuppressed(rolled, goal_reached, spoke),
-    checked_result: procedureResult(rolled, goal_reached, spoke),
+    result: excluded_reason ? null : resultWithSuppressed(rolled, goal_reached, spoke),
+    checked_result: excluded_reason ? null : procedureResult(rolled, goal_reached, spoke),
     goal_reached,
     goal_reason: spoke ? goal_reason : join(goal_reason ?? '', 'The agent never spoke, so there is nothing to judge.'),
     ...counts(rolled),

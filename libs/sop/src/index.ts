@@ -19,7 +19,7 @@ export { outOfOrder, type Placed } from './status/out-of-order';
 export { neverStatus } from './status/never';
 export { warningStatus } from './status/warning';
 export { agentQuotes } from './status/quotes';
-export { procedureResult, resultWithSuppressed, sessionResult, isFinding, counts, type RolledRule, type Counts } from './result';
+export { procedureResult, resultWithSuppressed, excludedReason, sessionResult, isFinding, counts, type RolledRule, type Counts } from './result';
 export { fromToolCalls } from './tool-calls';
 export { checkSession, checkProcedure, UnknownAgentError, type CheckFolder, type CheckOptions, type DecisionRecord } from './checker';
 export { recordedDecider, questionKey, type Recorded, type RecordedAnswer } from './recorded-decider';

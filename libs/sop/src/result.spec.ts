@@ -1,5 +1,5 @@
 import type { ProcedureResult, RuleStatus } from './body';
-import { counts, isFinding, procedureResult, resultWithSuppressed, sessionResult, type RolledRule } from './result';
+import { counts, excludedReason, isFinding, procedureResult, resultWithSuppressed, sessionResult, type RolledRule } from './result';
 
 const step = (status: RuleStatus, required = false): RolledRule => ({ kind: 'step', status, required });
 const never = (status: RuleStatus): RolledRule => ({ kind: 'never', status, required: false });
@@ -39,6 +39,36 @@ describe('procedureResult', () => {
     expect(procedureResult(rules, null, true)).toBe('deviated');
     expect(resultWithSuppressed(rules, null, true)).toBe('followed');
     expect(resultWithSuppressed([step('done'), { ...never('violated'), suppressed: true }], null, true)).toBe('followed');
+  });
+});
+
+describe('excludedReason: the session ended before the procedure started', () => {
+  it('excludes a procedure none of whose applicable steps was reached, nothing else observed', () => {
+    expect(excludedReason([step('not_reached', true), step('not_applicable'), step('not_reached'), never('ok'), warning('absent')], true)).toBe(
+      "The session ended before the procedure started: none of its 2 applicable steps was reached, so it isn't checked.",
+    );
+    expect(excludedReason([step('not_reached')], true)).toBe(
+      "The session ended before the procedure started: its only applicable step was not reached, so it isn't checked.",
+    );
+  });
+
+  it.each<[string, RolledRule[]]>([
+    ['a step done: the procedure started, and ended in the middle (partial)', [step('done'), step('not_reached')]],
+    ['a step skipped', [step('skipped'), step('not_reached')]],
+    ['a step out of order', [step('out_of_order'), step('not_reached')]],
+    ['a step not decided: it may have been done', [step('not_checked'), step('not_reached')]],
+    ['a never rule violated: a finding is never hidden', [step('not_reached'), never('violated')]],
+    ['a never rule not decided', [step('not_reached'), never('not_checked')]],
+    ['a warning sign that came up and was handled', [step('not_reached'), warning('present')]],
+    ['a warning sign unheeded', [step('not_reached'), warning('unheeded')]],
+    ['no step applies', [step('not_applicable'), never('ok')]],
+    ['no steps at all', [never('ok')]],
+  ])('checks it when %s', (_what, rules) => {
+    expect(excludedReason(rules, true)).toBeNull();
+  });
+
+  it('leaves a session where the agent never spoke not_measurable, not excluded', () => {
+    expect(excludedReason([step('not_reached')], false)).toBeNull();
   });
 });
 

@@ -39,6 +39,25 @@ export function procedureResult(rules: readonly RolledRule[], goalReached: boole
   return 'followed';
 }
 
+/**
+ * Why a procedure that applied is not checked, or null: the session ended before the procedure
+ * started. Nothing of it was observed: every step known to apply is not_reached (no step done,
+ * skipped, out of order or left undecided), no never rule violated or undecided, and no warning
+ * sign came up. The check then has no result (it is left out of rates, like a procedure that did
+ * not apply). A procedure the session had started and ended in the middle of is checked: its
+ * steps after the last one done are not_reached and make it partial. A session where the agent
+ * never spoke stays not_measurable.
+ */
+export function excludedReason(rules: readonly RolledRule[], agentSpoke: boolean): string | null {
+  if (!agentSpoke) return null;
+  const steps = rules.filter((r) => r.kind === 'step');
+  const notReached = steps.filter((r) => r.status === 'not_reached').length;
+  if (!notReached || steps.some((r) => r.status !== 'not_reached' && r.status !== 'not_applicable')) return null;
+  if (rules.some((r) => (r.kind === 'never' && r.status !== 'ok') || (r.kind === 'warning' && (r.status === 'present' || r.status === 'unheeded')))) return null;
+  const what = notReached === 1 ? 'its only applicable step was not reached' : `none of its ${notReached} applicable steps was reached`;
+  return `The session ended before the procedure started: ${what}, so it isn't checked.`;
+}
+
 /** The result with suppressed findings read as passed: the check's `result` (checked_result is without this). */
 export function resultWithSuppressed(rules: readonly RolledRule[], goalReached: boolean | null, agentSpoke: boolean): ProcedureResult {
   return procedureResult(
