@@ -47,21 +47,47 @@ describe('the question tables', () => {
     expect(rows[0]).toMatchObject({ status: 'not_checked', flagged: false, reason: 'the model timed out', span_ids: ['s1'] });
   });
 
-  it('stores every field of a batch of results as given (NUL in text replaced), a task twice in one batch once', async () => {
-    const answered = (i: number): QuestionResult => ({
+  it('stores every field of a batch of not-checked results as given (NUL in text replaced), a task twice in one batch once', async () => {
+    const notChecked = (i: number): QuestionResult => ({
       task_id: `t-batch-${i}`, project: 'p', run_id: 'r2', check_id: 'leaks-data', anchor: `s${i}`, span_ids: [`s${i}`, 'x"y'], at_ms: 1_700_000_000_000 + i,
-      finding_id: i % 2 ? `f${i}` : undefined,
-      answer: { status: 'answered', flagged: i % 2 === 1, probability: i / 1000, value: i % 3 ? 2.5 : undefined, label: 'leak', quote: `said "card 4111"\u0000 ${i}`, answered_by: 'decision', confidence: 'High', reason: 'line\nbreak' },
+      answer: { status: 'not_checked', flagged: false, probability: i / 1000, value: i % 3 ? 2.5 : undefined, label: 'leak', quote: `said "card 4111"\u0000 ${i}`, answered_by: 'decision', confidence: 'Not checked', reason: 'line\nbreak' },
     });
-    const batch = Array.from({ length: 600 }, (_, i) => answered(i));
-    await repo.record([...batch, answered(7)]);
+    const batch = Array.from({ length: 600 }, (_, i) => notChecked(i));
+    await repo.record([...batch, notChecked(7)]);
     const rows = await repo.results('p', 'r2');
     expect(rows).toHaveLength(600);
     expect(rows[7]).toEqual({
-      task_id: 't-batch-7', project: 'p', run_id: 'r2', check_id: 'leaks-data', anchor: 's7', span_ids: ['s7', 'x"y'], status: 'answered', flagged: true,
-      probability: 0.007, value: 2.5, label: 'leak', quote: 'said "card 4111"\ufffd 7', answered_by: 'decision', confidence: 'High', reason: 'line\nbreak',
-      finding_id: 'f7', at: new Date(1_700_000_000_007).toISOString(),
+      task_id: 't-batch-7', project: 'p', run_id: 'r2', check_id: 'leaks-data', anchor: 's7', span_ids: ['s7', 'x"y'], status: 'not_checked', flagged: false,
+      probability: 0.007, value: 2.5, label: 'leak', quote: 'said "card 4111"\ufffd 7', answered_by: 'decision', confidence: 'Not checked', reason: 'line\nbreak',
+      finding_id: null, at: new Date(1_700_000_000_007).toISOString(),
     });
-    expect(rows[0]).toMatchObject({ value: null, finding_id: null, flagged: false, probability: 0 });
+    expect(rows[0]).toMatchObject({ value: null, probability: 0 });
+  });
+
+  it('keeps no row for an answer; an answer takes back the not-checked rows of its check and anchor from no later than it', async () => {
+    const T = 1_700_000_100_000;
+    const result = (task_id: string, check_id: string, anchor: string, at_ms: number, status: 'answered' | 'not_checked', flagged = false): QuestionResult => ({
+      task_id, project: 'p', run_id: 'r3', check_id, anchor, span_ids: [anchor], at_ms,
+      answer: status === 'answered' ? { status, flagged, answered_by: 'classifier', confidence: 'High' } : { status, flagged: false, reason: 'the model timed out' },
+    });
+    await repo.record([
+      result('a1', 'q1', 's1', T, 'not_checked'),
+      result('a2', 'q1', 's2', T, 'not_checked'),
+      result('a3', 'q2', 's1', T, 'not_checked'),
+      result('a4', 'q1', 's1', T + 50, 'not_checked'),
+    ]);
+    // q1 about s1 answered at T + 10 (with a flag: the finding holds it); q1 about s2 in the same call as a later not-checked
+    await repo.record([result('b1', 'q1', 's1', T + 10, 'answered', true), result('b2', 'q1', 's2', T + 5, 'answered'), result('b3', 'q1', 's2', T + 20, 'not_checked')]);
+    const rows = await repo.results('p', 'r3');
+    // kept: q2 about s1 (another check), q1 about s1 at T + 50 (after the answer), q1 about s2 asked again after its answer
+    expect(rows.map((r) => r.task_id).sort()).toEqual(['a3', 'a4', 'b3']);
+    // a redelivered not-checked task that a later answer took back is written again, and taken back again by the answer that follows it in the log
+    await repo.record([result('a1', 'q1', 's1', T, 'not_checked')]);
+    await repo.record([result('b1', 'q1', 's1', T + 10, 'answered', true)]);
+    expect((await repo.results('p', 'r3')).map((r) => r.task_id).sort()).toEqual(['a3', 'a4', 'b3']);
+    // a task that timed out and was answered when redelivered (the same task id) is taken back too
+    await repo.record([result('c1', 'q3', 'run', T, 'not_checked')]);
+    await repo.record([result('c1', 'q3', 'run', T, 'answered')]);
+    expect((await repo.results('p', 'r3')).map((r) => r.task_id)).not.toContain('c1');
   });
 });

@@ -116,13 +116,21 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
   // ---- results ----
 
   /**
-   * Results stored once each (a task answered again finds its row). The rows of a chunk are one
-   * JSON parameter unpacked by json_to_recordset, as the spans and findings are: bound one
-   * parameter a column (17 a result), a chunk of 200 was 3,400 parameters, and on the embedded
-   * default each such insert held PGlite's one connection for 22-53 ms.
+   * What the run page needs of the results: the questions left not checked (a model error or
+   * timeout: never a pass), each stored once (a redelivered task finds its row). An answered
+   * question is not kept as a row: a flagged answer is its finding, and an answer otherwise
+   * says only that nothing was found, which nothing reads. It takes back the not-checked rows it
+   * answers, those of the same check about the same span (or the run) from no later than it.
+   * Nearly every result is an answer, and storing each cost about what a span row does (a
+   * 30,000-span embedded run: 14,270 rows, 1.25 s of PGlite's thread).
+   *
+   * A run's tasks arrive in order (one bus key a run), so an answer always comes after the
+   * not-checked rows it takes back; within one call they are inserted first. Rows go as one
+   * JSON parameter unpacked by json_to_recordset, as the spans and findings do.
    */
   async record(results: readonly QuestionResult[]): Promise<void> {
-    for (const part of chunks(results, 500)) {
+    const notChecked = results.filter((r) => r.answer.status === 'not_checked');
+    for (const part of chunks(notChecked, 500)) {
       const rows = part.map((r) => {
         const a = r.answer;
         return {
@@ -142,9 +150,25 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
         [json(rows)],
       );
     }
+    // The latest answer per check and anchor: one row each to look up.
+    const answered = new Map<string, { p: string; r: string; c: string; a: string; m: number }>();
+    for (const r of results) {
+      if (r.answer.status !== 'answered') continue;
+      const key = `${r.project}\u0000${r.run_id}\u0000${r.check_id}\u0000${r.anchor}`;
+      const seen = answered.get(key);
+      if (!seen) answered.set(key, { p: text(r.project)!, r: text(r.run_id)!, c: text(r.check_id)!, a: text(r.anchor)!, m: r.at_ms });
+      else if (r.at_ms > seen.m) seen.m = r.at_ms;
+    }
+    for (const part of chunks([...answered.values()], 1_000)) {
+      await this.db.query(
+        `DELETE FROM question_results q USING json_to_recordset($1::json) AS x (p text, r text, c text, a text, at timestamptz)
+          WHERE q.project = x.p AND q.run_id = x.r AND q.check_id = x.c AND q.anchor = x.a AND q.status = 'not_checked' AND q.at <= x.at`,
+        [json(part.map(({ m, ...k }) => ({ ...k, at: tsParam(m) })))],
+      );
+    }
   }
 
-  /** A run's question results, oldest first: the run page's checked, flagged and "not checked". */
+  /** A run's stored question results, oldest first: its questions still not checked (answers are not kept, see record). */
   async results(project: string, runId: string): Promise<QuestionResultRecord[]> {
     const res = await this.db.query<Row>('SELECT * FROM question_results WHERE project = $1 AND run_id = $2 ORDER BY at, task_id', [project, runId]);
     return res.rows.map((r) => ({

@@ -414,7 +414,11 @@ export class RunsRepo {
     return { run, spans: page.items, spans_next_cursor: page.next_cursor, findings, problems: groupProblems(findings.filter((f) => !f.quiet)), not_checked: notChecked };
   }
 
-  /** The run's questions left not checked, less those answered later (the same check about the same span, or the run, asked again). */
+  /**
+   * The run's questions left not checked, less those answered later (the same check about the
+   * same span, or the run, asked again). An answer now takes its not-checked rows back when it is
+   * recorded (QuestionsRepo.record); the NOT EXISTS reads the answered rows stored before that.
+   */
   private async notChecked(project: string, runId: string): Promise<NotChecked[]> {
     const res = await this.db.query<{ check_id: string; anchor: string; span_ids: string[] | null; reason: string | null; at: unknown }>(
       `SELECT r.check_id, r.anchor, r.span_ids, r.reason, r.at FROM question_results r
