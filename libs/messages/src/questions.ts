@@ -127,6 +127,20 @@ function checkText(q: QuestionCheck): string {
   return text;
 }
 
+/**
+ * A span summary's JSON, kept while the summary lives. The scheduler keeps a run's summaries in
+ * its window and hands the same object to every task that shows it, never changing one (a span
+ * exported again gets a new summary): most records show the same earlier calls as the record
+ * before (a tool call's question shows up to 30 of them), so each is written to text once.
+ */
+const summaryTexts = new WeakMap<SpanSummary, string>();
+
+function summaryText(s: SpanSummary): string {
+  let text = summaryTexts.get(s);
+  if (text === undefined) summaryTexts.set(s, (text = JSON.stringify(s)));
+  return text;
+}
+
 function spanRef(shared: Shared, s: SpanSummary): number {
   let i = shared.spanAt.get(s);
   if (i === undefined) {
@@ -194,7 +208,7 @@ export function questionTasksToProto(tasks: readonly QuestionTaskMessage[]): v1.
   const out = tasks.map((t) => toProto(t, shared));
   return {
     tasks: out,
-    spans_json: shared.spans.length ? JSON.stringify(shared.spans) : '',
+    spans_json: shared.spans.length ? `[${shared.spans.map(summaryText).join(',')}]` : '',
     checks_json: shared.checks.length ? `[${shared.checks.join(',')}]` : '',
   };
 }

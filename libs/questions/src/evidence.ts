@@ -76,13 +76,22 @@ export function pickFields(s: SpanSummary, fields: Evidence['fields']): SpanSumm
   return out;
 }
 
+/**
+ * A summary cut to a length, kept while the summary lives: the run's later questions show it
+ * again as context, and the same object is written once (libs/messages).
+ */
+const shortened = new WeakMap<SpanSummary, { max: number; out: SpanSummary }>();
+
 function shorten(s: SpanSummary, max: number): SpanSummary {
   // Nothing to cut: the summary itself (shared with the other tasks of its record).
   if ((s.input?.length ?? 0) <= max && (s.output?.length ?? 0) <= max && (s.error?.length ?? 0) <= max) return s;
+  const kept = shortened.get(s);
+  if (kept?.max === max) return kept.out;
   const out = { ...s };
   if (out.input) out.input = cut(out.input, max);
   if (out.output) out.output = cut(out.output, max);
   if (out.error) out.error = cut(out.error, max);
+  shortened.set(s, { max, out });
   return out;
 }
 
