@@ -188,7 +188,13 @@ const schema = z.object({
    * an hourly job (the runs, their counters and findings stay). 0 keeps every span.
    */
   NEATROOTS_SPAN_RETENTION_DAYS: z.coerce.number().min(0).max(36_500).default(30),
-  /** When the span retention job runs (UTC cron, five fields). */
+  /**
+   * Days a SOP session's transcript (its turns and tool calls) is kept after it was received:
+   * the same hourly job then empties it (its checks, findings and quoted evidence stay). 0, the
+   * default, keeps every transcript.
+   */
+  NEATROOTS_TRANSCRIPT_RETENTION_DAYS: z.coerce.number().min(0).max(36_500).default(0),
+  /** When the retention job runs (UTC cron, five fields). */
   NEATROOTS_RETENTION_CRON: cronSetting('23 * * * *'),
   /** When every workspace's failure modes and themes are made again (sopops_recluster_daily; UTC cron, five fields). */
   SOPOPS_RECLUSTER_CRON: cronSetting('0 6 * * *'),

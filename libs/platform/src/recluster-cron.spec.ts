@@ -19,4 +19,10 @@ describe('span retention settings', () => {
     expect(() => loadConfig({ NEATROOTS_SPAN_RETENTION_DAYS: 'forever' })).toThrow(/NEATROOTS_SPAN_RETENTION_DAYS/);
     expect(() => loadConfig({ NEATROOTS_RETENTION_CRON: 'hourly' })).toThrow(/NEATROOTS_RETENTION_CRON: cron pattern "hourly" must have five fields/);
   });
+
+  it('keeps every SOP transcript unless told a number of days', () => {
+    expect(loadConfig({}).NEATROOTS_TRANSCRIPT_RETENTION_DAYS).toBe(0);
+    expect(loadConfig({ NEATROOTS_TRANSCRIPT_RETENTION_DAYS: '90' }).NEATROOTS_TRANSCRIPT_RETENTION_DAYS).toBe(90);
+    expect(() => loadConfig({ NEATROOTS_TRANSCRIPT_RETENTION_DAYS: '-3' })).toThrow(/NEATROOTS_TRANSCRIPT_RETENTION_DAYS/);
+  });
 });

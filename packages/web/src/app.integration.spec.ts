@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
-import { RunsRepo } from '@neatroots/store';
+import { RunsRepo, SopSessionsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
 import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
@@ -680,6 +680,26 @@ guidance: Be polite.
       await shot(page, 'sop-session-light');
       await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
       await shot(page, 'sop-session-dark');
+      await page.context().close();
+    });
+
+    it('a session whose transcript retention emptied says so and still shows the turns its checks quote', async () => {
+      const id = ids['payment-skipped'];
+      // Received 100 days ago, then the pass of a 90-day transcript retention; its receipt put back after, for the tests that list sessions.
+      await app.db.query(`UPDATE sop_sessions SET received_at = received_at - interval '100 days' WHERE id = $1`, [id]);
+      expect(await new SopSessionsRepo(app.db).expireTranscripts(Date.now() - 90 * 24 * 60 * 60_000)).toBe(1);
+      await app.db.query(`UPDATE sop_sessions SET received_at = received_at + interval '100 days' WHERE id = $1`, [id]);
+      const transcript = await ws('GET', `/sessions/${id}/transcript`);
+      expect(transcript.body).toMatchObject({ turns: [], tool_calls: [], transcript_expired_at: expect.any(String) });
+      const page = await signedIn();
+      await page.goto(`${url}/p/${PROJECT}/sessions/${id}`);
+      await page.getByRole('note').filter({ hasText: 'The transcript was deleted by retention' }).waitFor();
+      // the check and its evidence stay: the charge's quote, in its turn
+      const panel = page.getByRole('region', { name: /^Take a card payment/ });
+      await expect(panel.getByRole('heading', { level: 2 }).textContent()).resolves.toMatch(/deviated$/);
+      await expect(page.locator('#turn-1 mark.quote').allTextContents()).resolves.toEqual(['charge_card {"amount":18}']);
+      expect(await page.locator('.turn-text').count()).toBe(0);
+      await shot(page, 'sop-session-transcript-expired-light');
       await page.context().close();
     });
 

@@ -41,6 +41,7 @@ describe.each(deployments(() => h))('GET sessions/{id}/transcript (%s)', (name, 
       external_id: session.external_id,
       turns: session.turns.map((t: { role: string; text: string }, index: number) => ({ index, role: t.role, text: t.text })),
       tool_calls: session.tool_calls,
+      transcript_expired_at: null,
     });
 
     // The check's GET is unchanged (no turns), and each evidence turn is a turn of the transcript.

@@ -44,6 +44,7 @@ export interface ReviewConfig {
   SOPOPS_PR_STATUS_CRON?: string;
   /** Days spans are kept (default 30; 0 keeps them), and when the retention job runs (default hourly). */
   NEATROOTS_SPAN_RETENTION_DAYS?: number;
+  NEATROOTS_TRANSCRIPT_RETENTION_DAYS?: number;
   NEATROOTS_RETENTION_CRON?: string;
 }
 
@@ -100,6 +101,7 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
     await scheduleRetention(await ctx.platform.jobs(), ctx.config.NEATROOTS_RETENTION_CRON ?? DEFAULT_RETENTION_CRON, {
       db,
       days: ctx.config.NEATROOTS_SPAN_RETENTION_DAYS ?? DEFAULT_SPAN_RETENTION_DAYS,
+      transcriptDays: ctx.config.NEATROOTS_TRANSCRIPT_RETENTION_DAYS ?? 0,
       log: (m) => ctx.log.info(m),
     });
     const projects = new ProjectsRepo(db);

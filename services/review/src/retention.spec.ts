@@ -1,15 +1,15 @@
 import type { Db } from '@neatroots/ports';
 import { InlineJobs } from '@neatroots/platform';
-import { DeadLettersRepo, RunsRepo } from '@neatroots/store';
+import { DeadLettersRepo, RunsRepo, SopSessionsRepo } from '@neatroots/store';
 import type { Envelope } from '@neatroots/spans';
 import { recordSchedules, useMigratedDb } from './sop-fixtures.test';
-import { expireSpans, RETENTION_QUEUE, RETENTION_SCHEDULE, scheduleRetention } from './retention';
+import { expireSpans, expireTranscripts, RETENTION_QUEUE, RETENTION_SCHEDULE, scheduleRetention } from './retention';
 
 const DAY = 24 * 60 * 60_000;
 const NOW = Date.parse('2026-06-01T12:00:00Z');
 
 let db: Db;
-useMigratedDb((d) => (db = d), 'runs, spans, findings, dead_letters');
+useMigratedDb((d) => (db = d), 'runs, spans, findings, dead_letters, sop_sessions');
 
 /** `n` runs of project p, each of 3 spans, started and last seen `daysAgo` days before NOW. */
 async function runs(prefix: string, n: number, daysAgo: number): Promise<void> {
@@ -83,6 +83,24 @@ describe('span retention', () => {
     expect((await letters.list('p')).items).toHaveLength(2);
   });
 
+  it('empties the transcripts of SOP sessions older than their retention, and keeps them all with 0 days', async () => {
+    const sessions = new SopSessionsRepo(db);
+    const received = async (external_id: string, daysAgo: number) => {
+      const r = await sessions.receive('p', { external_id, agent: 'a', release_id: null, started_at: null, transcript_ref: null, turns: [{ role: 'agent', text: 'my card is 4111' }], tool_calls: [] });
+      await sessions.markFailed(r.id, r.content_hash, 'no procedures');
+      await db.query(`UPDATE sop_sessions SET received_at = $2::timestamptz WHERE id = $1`, [r.id, new Date(NOW - daysAgo * DAY).toISOString()]);
+      return r.id;
+    };
+    const ids = [await received('s-old-1', 100), await received('s-old-2', 91), await received('s-old-3', 120), await received('s-new', 80)];
+    const turns = async () => Promise.all(ids.map(async (id) => (await sessions.body('p', id))!.body.turns.length));
+    expect(await expireTranscripts({ db, days: 0, now: () => NOW })).toEqual({ sessions: 0, more: false });
+    expect(await turns()).toEqual([1, 1, 1, 1]);
+    let t = NOW;
+    expect(await expireTranscripts({ db, days: 90, perStatement: 2, maxPassMs: 1, now: () => (t += 1) })).toEqual({ sessions: 2, more: true });
+    expect(await expireTranscripts({ db, days: 90, perStatement: 2, now: () => NOW })).toEqual({ sessions: 1, more: false });
+    expect(await turns()).toEqual([0, 0, 0, 1]);
+  });
+
   it('runs on its schedule as a repeatable job, and refuses a bad cron pattern', async () => {
     await runs('old', 2, 45);
     const jobs = new InlineJobs();
@@ -93,6 +111,21 @@ describe('span retention', () => {
       expect(scheduled).toEqual([[RETENTION_QUEUE, RETENTION_SCHEDULE, '23 * * * *']]);
       expect(await jobs.run(RETENTION_QUEUE, {})).toEqual({ runs: 2, spans: 6, dead_letters: 0, more: false });
       expect(logged).toEqual(['retention: deleted 6 spans of 2 runs older than 30 days']);
+      // with a transcript retention, the same pass empties old transcripts and says so
+      const sessions = new SopSessionsRepo(db);
+      const r = await sessions.receive('p', { external_id: 'call-9', agent: 'a', release_id: null, started_at: null, transcript_ref: null, turns: [{ role: 'user', text: 'hi' }], tool_calls: [] });
+      await sessions.markFailed(r.id, r.content_hash, 'no procedures');
+      await db.query(`UPDATE sop_sessions SET received_at = now() - interval '8 days' WHERE id = $1`, [r.id]);
+      const withTranscripts = new InlineJobs();
+      recordSchedules(withTranscripts);
+      try {
+        await scheduleRetention(withTranscripts, '23 * * * *', { db, days: 30, transcriptDays: 7, log: (m) => logged.push(m) });
+        expect(await withTranscripts.run(RETENTION_QUEUE, {})).toEqual({ runs: 0, spans: 0, dead_letters: 0, transcripts: 1, more: false });
+        expect(logged[1]).toBe('retention: emptied the transcripts of 1 sessions received over 7 days ago');
+        expect((await sessions.body('p', r.id))!.body.turns).toEqual([]);
+      } finally {
+        await withTranscripts.close();
+      }
       const other = new InlineJobs();
       await expect(scheduleRetention(other, 'hourly', { db, days: 30 })).rejects.toThrow(/five fields/);
       await other.close();

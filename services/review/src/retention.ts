@@ -1,7 +1,7 @@
 import type { Db, Jobs } from '@neatroots/ports';
-import { DeadLettersRepo, RunsRepo } from '@neatroots/store';
+import { DeadLettersRepo, RunsRepo, SopSessionsRepo } from '@neatroots/store';
 
-/** The repeatable job that deletes spans past their retention (NEATROOTS_RETENTION_CRON). */
+/** The repeatable job that deletes spans, and empties SOP transcripts, past their retention (NEATROOTS_RETENTION_CRON). */
 export const RETENTION_QUEUE = 'neatroots_span_retention';
 export const RETENTION_SCHEDULE = 'neatroots_span_retention';
 export const DEFAULT_RETENTION_CRON = '23 * * * *';
@@ -83,17 +83,63 @@ export async function expireSpans(opts: RetentionOptions): Promise<RetentionRepo
   }
 }
 
+export interface TranscriptRetentionOptions {
+  db: Db;
+  /** SOP sessions received longer ago than this lose their turns and tool calls; 0 keeps them. */
+  days: number;
+  /** Sessions a statement (one transaction) takes. */
+  perStatement?: number;
+  /** A pass stops after this long, the rest left to the next. Default 5 minutes. */
+  maxPassMs?: number;
+  now?: () => number;
+}
+
 /**
- * Registers the hourly pass (once, however many replicas call this) and its handler. With
- * `days` 0 the pass deletes nothing: the schedule stays registered and idle, so setting a
- * retention later needs no other change.
+ * One transcript retention pass: the turns and tool calls of every checked SOP session
+ * received before the cutoff are emptied, oldest first, a bounded number a transaction
+ * (SopSessionsRepo.expireTranscripts). Embedded, sop_sessions is then vacuumed, as the spans are.
  */
-export async function scheduleRetention(jobs: Jobs, cron: string, opts: RetentionOptions & { log?: (msg: string) => void }): Promise<void> {
+export async function expireTranscripts(opts: TranscriptRetentionOptions): Promise<{ sessions: number; more: boolean }> {
+  const out = { sessions: 0, more: false };
+  if (!(opts.days > 0)) return out;
+  const now = opts.now ?? Date.now;
+  const per = opts.perStatement ?? 500;
+  const until = now() + (opts.maxPassMs ?? 5 * 60_000);
+  const cutoff = now() - opts.days * DAY_MS;
+  const sessions = new SopSessionsRepo(opts.db);
+  for (;;) {
+    const n = await sessions.expireTranscripts(cutoff, per);
+    out.sessions += n;
+    if (n < per) break;
+    if (now() >= until) {
+      out.more = true;
+      break;
+    }
+  }
+  if (out.sessions && opts.db.kind === 'pglite') await opts.db.exec('VACUUM sop_sessions');
+  return out;
+}
+
+/**
+ * Registers the hourly pass (once, however many replicas call this) and its handler: the
+ * spans' retention, then the transcripts'. With both retentions 0 the pass deletes nothing:
+ * the schedule stays registered and idle, so setting a retention later needs no other change.
+ */
+export async function scheduleRetention(
+  jobs: Jobs,
+  cron: string,
+  opts: RetentionOptions & { transcriptDays?: number; log?: (msg: string) => void },
+): Promise<void> {
   await jobs.schedule(RETENTION_QUEUE, RETENTION_SCHEDULE, cron, {});
   await jobs.work(RETENTION_QUEUE, async () => {
     const report = await expireSpans(opts);
     const what = [report.runs && `${report.spans} spans of ${report.runs} runs`, report.dead_letters && `${report.dead_letters} dead letters`].filter(Boolean);
     if (what.length) opts.log?.(`retention: deleted ${what.join(' and ')} older than ${opts.days} days${report.more ? ' (more next pass)' : ''}`);
-    return report;
+    const transcriptDays = opts.transcriptDays ?? 0;
+    const transcripts = await expireTranscripts({ db: opts.db, days: transcriptDays, maxPassMs: opts.maxPassMs, now: opts.now });
+    if (transcripts.sessions) {
+      opts.log?.(`retention: emptied the transcripts of ${transcripts.sessions} sessions received over ${transcriptDays} days ago${transcripts.more ? ' (more next pass)' : ''}`);
+    }
+    return transcriptDays > 0 ? { ...report, transcripts: transcripts.sessions, more: report.more || transcripts.more } : report;
   });
 }

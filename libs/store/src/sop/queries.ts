@@ -75,6 +75,8 @@ export interface SessionTranscriptView {
   external_id: string;
   turns: ({ index: number } & SessionInput['turns'][number])[];
   tool_calls: SessionInput['tool_calls'];
+  /** When transcript retention emptied its turns and tool calls (then both are empty), else null. */
+  transcript_expired_at: string | null;
 }
 
 export interface SessionsListView {

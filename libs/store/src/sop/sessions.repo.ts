@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
 import { Coalescer, coalescedInFlight } from '../coalesce';
-import { decodeCursor, encodeCursor, iso, isoNonNull, json, pageLimit, text } from '../sql';
+import { decodeCursor, encodeCursor, iso, isoNonNull, json, num, pageLimit, text } from '../sql';
 import { onRuleLineage } from './lineage.repo';
 
 export type SopResult = 'deviated' | 'partial' | 'followed' | 'not_measurable';
@@ -135,7 +135,8 @@ export class SopSessionsRepo {
          ON CONFLICT (id) DO UPDATE SET agent = EXCLUDED.agent, release_asked = EXCLUDED.release_asked, release_id = NULL,
            started_at = EXCLUDED.started_at, transcript_ref = EXCLUDED.transcript_ref, content_hash = EXCLUDED.content_hash,
            body = EXCLUDED.body, status = 'queued', error = NULL, result = NULL, checked_result = NULL,
-           run_id = COALESCE(EXCLUDED.run_id, sop_sessions.run_id), received_at = EXCLUDED.received_at, checked_at = NULL`,
+           run_id = COALESCE(EXCLUDED.run_id, sop_sessions.run_id), received_at = EXCLUDED.received_at, checked_at = NULL,
+           transcript_expired_at = NULL`,
         [id, row.workspace, row.external_id, row.agent, row.release_asked, row.started_at, row.transcript_ref, hash, json(s), row.run_id],
       );
       return { id, status: 'queued' as const, content_hash: hash };
@@ -191,11 +192,41 @@ export class SopSessionsRepo {
     };
   }
 
-  /** A session's body as it was received (its turns and tool calls), without its checks: the transcript's read. */
-  async body(workspace: string, id: string): Promise<{ external_id: string; body: SessionInput } | null> {
-    const res = await this.db.query<{ external_id: string; body: unknown }>('SELECT external_id, body FROM sop_sessions WHERE workspace = $1 AND id = $2', [workspace, id]);
+  /**
+   * A session's body as it was received (its turns and tool calls), without its checks: the
+   * transcript's read. `transcript_expired_at`: when retention emptied its turns and tool calls.
+   */
+  async body(workspace: string, id: string): Promise<{ external_id: string; body: SessionInput; transcript_expired_at: string | null } | null> {
+    const res = await this.db.query<{ external_id: string; body: unknown; transcript_expired_at: unknown }>(
+      'SELECT external_id, body, transcript_expired_at FROM sop_sessions WHERE workspace = $1 AND id = $2',
+      [workspace, id],
+    );
     const row = res.rows[0];
-    return row ? { external_id: row.external_id, body: parseJson(row.body) as SessionInput } : null;
+    return row ? { external_id: row.external_id, body: parseJson(row.body) as SessionInput, transcript_expired_at: iso(row.transcript_expired_at) } : null;
+  }
+
+  /**
+   * Transcript retention: empties the turns and tool calls of up to `limit` sessions received
+   * before `before` (epoch ms), oldest first, and marks them; returns how many. A session
+   * still waiting for its check keeps its transcript (the check reads it). The checks, their
+   * findings and the evidence they quote stay, and so does the content hash: the same content
+   * sent again is still "unchanged", while new content is received and checked as usual.
+   */
+  async expireTranscripts(before: number, limit = 500): Promise<number> {
+    const res = await this.db.query<{ n: unknown }>(
+      `WITH t AS (
+         SELECT id FROM sop_sessions
+          WHERE transcript_expired_at IS NULL AND received_at < $1::timestamptz AND status <> 'queued'
+          ORDER BY received_at LIMIT $2
+       ),
+       u AS (
+         UPDATE sop_sessions s SET body = s.body || '{"turns":[],"tool_calls":[]}'::jsonb, transcript_expired_at = now()
+           FROM t WHERE s.id = t.id AND s.status <> 'queued' RETURNING 1
+       )
+       SELECT count(*)::int AS n FROM u`,
+      [new Date(before).toISOString(), limit],
+    );
+    return num(res.rows[0]?.n);
   }
 
   /**

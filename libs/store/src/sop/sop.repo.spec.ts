@@ -87,6 +87,39 @@ describe('SopSessionsRepo', () => {
     expect(await repo.get('w2', a.id)).toBeNull();
   });
 
+  it('empties the transcripts of checked sessions received before the cutoff, oldest first, a bounded number a statement', async () => {
+    const repo = new SopSessionsRepo(db);
+    const outcome = { release_id: null, result: 'followed' as const, checked_result: 'followed' as const, checks: [{ procedure_id: 'p', result: 'followed' as const, checked_result: 'followed' as const, body: { quoted: 'kept' } }], findings: [] };
+    const at = async (external_id: string, daysAgo: number, checked = true) => {
+      const r = await repo.receive('w1', session({ external_id, tool_calls: [{ turn: 1, tool: 'lookup', input: { phone: '555' }, output: null, error: null }] }));
+      if (checked) await repo.saveOutcome(r.id, r.content_hash, outcome);
+      await db.query(`UPDATE sop_sessions SET received_at = now() - make_interval(days => $2) WHERE id = $1`, [r.id, daysAgo]);
+      return r;
+    };
+    const old1 = await at('old-1', 100);
+    const old2 = await at('old-2', 95);
+    const waiting = await at('old-queued', 99, false);
+    const recent = await at('recent', 10);
+    const cutoff = Date.now() - 90 * 24 * 60 * 60_000;
+    // one a statement: the oldest first
+    expect(await repo.expireTranscripts(cutoff, 1)).toBe(1);
+    expect((await repo.body('w1', old1.id))?.body).toMatchObject({ external_id: 'old-1', agent: 'phone-agent', turns: [], tool_calls: [] });
+    expect((await repo.body('w1', old2.id))?.body.turns).toHaveLength(2);
+    expect(await repo.expireTranscripts(cutoff, 10)).toBe(1);
+    expect(await repo.expireTranscripts(cutoff, 10)).toBe(0);
+    const gone = await repo.body('w1', old2.id);
+    expect(gone).toMatchObject({ body: { turns: [], tool_calls: [] } });
+    expect(Date.parse(gone!.transcript_expired_at!)).toBeGreaterThan(Date.now() - 60_000);
+    // its check and result stay; a session waiting for its check and a recent one keep theirs
+    expect(await repo.get('w1', old2.id)).toMatchObject({ session: { status: 'checked', result: 'followed' }, checks: [{ body: { quoted: 'kept' } }] });
+    expect((await repo.body('w1', waiting.id))?.body.turns).toHaveLength(2);
+    expect(await repo.body('w1', recent.id)).toMatchObject({ transcript_expired_at: null, body: { tool_calls: [{ tool: 'lookup' }] } });
+    // the same content sent again is still unchanged; new content is received whole and kept again
+    expect(await repo.receive('w1', session({ external_id: 'old-1', tool_calls: [{ turn: 1, tool: 'lookup', input: { phone: '555' }, output: null, error: null }] }))).toMatchObject({ status: 'unchanged' });
+    expect(await repo.receive('w1', session({ external_id: 'old-1', turns: [{ role: 'user', text: 'Again' }] }))).toMatchObject({ status: 'queued' });
+    expect(await repo.body('w1', old1.id)).toMatchObject({ transcript_expired_at: null, body: { turns: [{ text: 'Again' }] } });
+  });
+
   it('lists newest first with filters and cursor paging', async () => {
     const repo = new SopSessionsRepo(db);
     for (let i = 0; i < 5; i++) {

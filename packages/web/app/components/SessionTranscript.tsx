@@ -1,3 +1,4 @@
+import { when } from '../format';
 import { Highlight } from './Highlight';
 import type { Evidence, ProcedureCheck, SopTranscript } from '../sop-types';
 
@@ -6,7 +7,8 @@ type ToolCall = SopTranscript['tool_calls'][number];
 /**
  * A session's whole transcript: its turns in order, each turn's tool calls after it, and every
  * rule's evidence quote marked where it was said (`#turn-N` is where a rule's evidence links).
- * Until the transcript has loaded (or when it cannot be), the quoted turns alone are shown.
+ * Until the transcript has loaded (or when it cannot be, or retention deleted it), the quoted turns
+ * alone are shown.
  */
 export function SessionTranscript({ checks, transcript, error, transcriptRef }: { checks: ProcedureCheck[]; transcript: SopTranscript | null; error: string | null; transcriptRef: string | null }) {
   const quoted = evidenceByTurn(checks);
@@ -20,7 +22,12 @@ export function SessionTranscript({ checks, transcript, error, transcriptRef }: 
       )}
       {error && <p role="alert" className="error">The transcript could not be loaded: {error}. The quoted turns follow.</p>}
       {!transcript && !error && <p className="meta">Loading the transcript…</p>}
-      {transcript ? <AllTurns transcript={transcript} quoted={quoted} /> : <QuotedTurns quoted={quoted} />}
+      {transcript?.transcript_expired_at && (
+        <p className="meta" role="note">
+          The transcript was deleted by retention on {when(transcript.transcript_expired_at)}. The checks and the turns they quote are kept; the quoted turns follow.
+        </p>
+      )}
+      {transcript && !transcript.transcript_expired_at ? <AllTurns transcript={transcript} quoted={quoted} /> : <QuotedTurns quoted={quoted} />}
     </section>
   );
 }

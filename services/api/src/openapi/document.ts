@@ -54,6 +54,7 @@ const schemas: Record<string, Schema> = {
   SessionTranscript: object({
     id: str, external_id: str, turns: arr(object({ index: int, role: oneOf(['user', 'agent']), text: str })),
     tool_calls: arr(object({ turn: int, tool: str, input: any, output: any, error: nullable(str) }, { optional: ['input', 'output', 'error'] })),
+    transcript_expired_at: nullable(time),
   }),
 
   // --- review (docs/review.md): strict, every field named

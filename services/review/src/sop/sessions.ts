@@ -138,7 +138,13 @@ export class SopSessions {
   async transcript(workspace: string, id: string): Promise<SessionTranscriptView> {
     const got = await this.repo.body(workspace, id);
     if (!got) throw new SopError(404, 'not_found', `no session ${id} in workspace ${workspace}`);
-    return { id, external_id: got.external_id, turns: (got.body.turns ?? []).map((t, index) => ({ index, ...t })), tool_calls: got.body.tool_calls ?? [] };
+    return {
+      id,
+      external_id: got.external_id,
+      turns: (got.body.turns ?? []).map((t, index) => ({ index, ...t })),
+      tool_calls: got.body.tool_calls ?? [],
+      transcript_expired_at: got.transcript_expired_at,
+    };
   }
 
   /** Plugs in the review side (patterns, suppression); see SessionReviewHooks. */
