@@ -116,28 +116,17 @@ interface Shared {
 }
 
 /**
- * A check's JSON, kept while the check object lives: the scheduler hands the same object for a
- * question as long as its wording is the same, so a check is written to text once, not per task.
- */
-const checkTexts = new WeakMap<QuestionCheck, string>();
-
-function checkText(q: QuestionCheck): string {
-  let text = checkTexts.get(q);
-  if (text === undefined) checkTexts.set(q, (text = JSON.stringify(q)));
-  return text;
-}
-
-/**
- * A span summary's JSON, kept while the summary lives. The scheduler keeps a run's summaries in
- * its window and hands the same object to every task that shows it, never changing one (a span
- * exported again gets a new summary): most records show the same earlier calls as the record
+ * A check's or a span summary's JSON, kept while the object lives. The scheduler hands the same
+ * check object for a question as long as its wording is the same, and the same summary to every
+ * task that shows the span (it keeps a run's summaries in its window and never changes one: a
+ * span exported again gets a new summary). Most records show the same earlier calls as the record
  * before (a tool call's question shows up to 30 of them), so each is written to text once.
  */
-const summaryTexts = new WeakMap<SpanSummary, string>();
+const texts = new WeakMap<QuestionCheck | SpanSummary, string>();
 
-function summaryText(s: SpanSummary): string {
-  let text = summaryTexts.get(s);
-  if (text === undefined) summaryTexts.set(s, (text = JSON.stringify(s)));
+function jsonOnce(v: QuestionCheck | SpanSummary): string {
+  let text = texts.get(v);
+  if (text === undefined) texts.set(v, (text = JSON.stringify(v)));
   return text;
 }
 
@@ -166,11 +155,11 @@ function toProto(t: QuestionTaskMessage, shared: Shared | undefined): v1.Questio
     let i = shared.checkAt.get(q.check);
     if (i === undefined) {
       i = shared.checks.length;
-      shared.checks.push(checkText(q.check));
+      shared.checks.push(jsonOnce(q.check));
       shared.checkAt.set(q.check, i);
     }
     checkRef = i + 1;
-  } else if (q) checkJson = checkText(q.check);
+  } else if (q) checkJson = jsonOnce(q.check);
   return {
     id: t.id,
     type: t.type,
@@ -208,7 +197,7 @@ export function questionTasksToProto(tasks: readonly QuestionTaskMessage[]): v1.
   const out = tasks.map((t) => toProto(t, shared));
   return {
     tasks: out,
-    spans_json: shared.spans.length ? `[${shared.spans.map(summaryText).join(',')}]` : '',
+    spans_json: shared.spans.length ? `[${shared.spans.map(jsonOnce).join(',')}]` : '',
     checks_json: shared.checks.length ? `[${shared.checks.join(',')}]` : '',
   };
 }

@@ -38,13 +38,25 @@ export interface RetentionReport {
  * first pass it reads what changed in the hour.
  */
 async function reclaim(db: Db, report: RetentionReport): Promise<void> {
+  if (report.runs) await vacuum(db, 'spans', 'question_results', 'runs');
+  if (report.dead_letters) await vacuum(db, 'dead_letters');
+}
+
+/** VACUUMs the tables on PGlite (see reclaim); a Postgres server's autovacuum does it there. */
+async function vacuum(db: Db, ...tables: string[]): Promise<void> {
   if (db.kind !== 'pglite') return;
-  if (report.runs) {
-    await db.exec('VACUUM spans');
-    await db.exec('VACUUM question_results');
-    await db.exec('VACUUM runs');
+  for (const t of tables) await db.exec(`VACUUM ${t}`);
+}
+
+/**
+ * Takes bounded steps until one takes fewer than `per` (nothing left) or the pass's time is up;
+ * returns whether some is left for the next pass. `step` returns how many it took.
+ */
+async function drain(per: number, pass: { until: number; now: () => number }, step: () => Promise<number>): Promise<boolean> {
+  for (;;) {
+    if ((await step()) < per) return false;
+    if (pass.now() >= pass.until) return true;
   }
-  if (report.dead_letters) await db.exec('VACUUM dead_letters');
 }
 
 /**
@@ -64,23 +76,21 @@ export async function expireSpans(opts: RetentionOptions): Promise<RetentionRepo
   const cutoff = now() - opts.days * DAY_MS;
   const runs = new RunsRepo(opts.db);
   const letters = new DeadLettersRepo(opts.db);
-  const done = async (more: boolean) => {
-    await reclaim(opts.db, report);
-    return more ? { ...report, more } : report;
-  };
-  for (;;) {
-    const step = await runs.expireSpans(cutoff, per);
-    report.runs += step.runs;
-    report.spans += step.spans;
-    if (step.runs < per) break;
-    if (now() >= until) return done(true);
-  }
-  for (;;) {
-    const n = await letters.expire(cutoff, perLetters);
-    report.dead_letters += n;
-    if (n < perLetters) return done(false);
-    if (now() >= until) return done(true);
-  }
+  const pass = { until, now };
+  const more =
+    (await drain(per, pass, async () => {
+      const step = await runs.expireSpans(cutoff, per);
+      report.runs += step.runs;
+      report.spans += step.spans;
+      return step.runs;
+    })) ||
+    (await drain(perLetters, pass, async () => {
+      const n = await letters.expire(cutoff, perLetters);
+      report.dead_letters += n;
+      return n;
+    }));
+  await reclaim(opts.db, report);
+  return more ? { ...report, more } : report;
 }
 
 export interface TranscriptRetentionOptions {
@@ -107,16 +117,12 @@ export async function expireTranscripts(opts: TranscriptRetentionOptions): Promi
   const until = now() + (opts.maxPassMs ?? 5 * 60_000);
   const cutoff = now() - opts.days * DAY_MS;
   const sessions = new SopSessionsRepo(opts.db);
-  for (;;) {
+  out.more = await drain(per, { until, now }, async () => {
     const n = await sessions.expireTranscripts(cutoff, per);
     out.sessions += n;
-    if (n < per) break;
-    if (now() >= until) {
-      out.more = true;
-      break;
-    }
-  }
-  if (out.sessions && opts.db.kind === 'pglite') await opts.db.exec('VACUUM sop_sessions');
+    return n;
+  });
+  if (out.sessions) await vacuum(opts.db, 'sop_sessions');
   return out;
 }
 

@@ -220,6 +220,7 @@ export class SopSessionsRepo {
           ORDER BY received_at LIMIT $2
        ),
        u AS (
+         -- checked again on the row as it is now: a session queued since (new content) keeps its transcript
          UPDATE sop_sessions s SET body = s.body || '{"turns":[],"tool_calls":[]}'::jsonb, transcript_expired_at = now()
            FROM t WHERE s.id = t.id AND s.status <> 'queued' RETURNING 1
        )
