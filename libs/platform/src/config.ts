@@ -151,6 +151,11 @@ const schema = z.object({
   /** Run windows the embedded deployment keeps in memory; past it the least recently used are spilled to the data folder. */
   NEATROOTS_MAX_WINDOWS: z.coerce.number().int().min(100).default(50_000),
   /**
+   * Windows of ended runs (kept NEATROOTS_WINDOW_TTL_MS for late spans) the embedded deployment
+   * keeps in memory, per store; past it the longest ended wait in the spill file.
+   */
+  NEATROOTS_MAX_ENDED_WINDOWS: z.coerce.number().int().min(0).default(1_000),
+  /**
    * What ingest accepts (docs/operations.md, "Limits"): JSON nesting, attribute count and
    * size, item size, tokens of one span, and how far ahead of this clock a timestamp may be.
    * An item past them is rejected at ingest, naming the field.

@@ -1,3 +1,19 @@
+/** One window to save (WindowStore.save). */
+export interface WindowSave<W> {
+  key: string;
+  window: W;
+  ttlMs?: number;
+  expectRev?: number;
+  wakeAtMs?: number | null;
+  /**
+   * The run is over (it ended): the window stays for its TTL, for a late span or a redelivered
+   * batch, but nothing is expected to load it soon. The embedded stores keep only a bounded
+   * number of such windows in memory (the rest wait in the spill file, read back if their run
+   * speaks again) and write their next save whole rather than as edits; Redis ignores it.
+   */
+  rest?: boolean;
+}
+
 /**
  * The window-store port: each run's rule-engine state (counters, streaks, last calls,
  * pending requires_before waits), kept outside the process so any replica can continue
@@ -22,8 +38,11 @@ export interface WindowStore<W> {
    * the run meanwhile: the caller starts its step again from a fresh load). A successful
    * write sets the revision to expectRev + 1. With `wakeAtMs` on an entry, a store that
    * `savesWakes` sets the key's wake time as setWakes would (null: none), in the same write.
+   * With `rest`, the run is over: the window is kept (its TTL) for late records and
+   * redeliveries but is not expected back soon, so a store that holds windows in memory may
+   * move it out of memory (see WindowSave).
    */
-  save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number; wakeAtMs?: number | null }[]): Promise<void>;
+  save(entries: readonly WindowSave<W>[]): Promise<void>;
   delete(keys: readonly string[]): Promise<void>;
   /** Asks to be woken for `key` at `atMs` (a requires_before wait). Later calls for the same key keep the earliest time. */
   wakeAt(entries: readonly { key: string; atMs: number }[]): Promise<void>;

@@ -71,6 +71,20 @@ describe('span-scope questions', () => {
     expect(end.map((t) => t.anchor)).toEqual(['s3']);
   });
 
+  it('saves a run\'s window at rest once the run ended, so an embedded store may keep it out of memory', async () => {
+    const windows = new MemoryWindowStore<SchedulerWindow>();
+    const rests: (boolean | undefined)[] = [];
+    const save = windows.save.bind(windows);
+    windows.save = async (entries) => {
+      rests.push(...entries.filter((e) => e.key === questionWindowKey('p', 'r1')).map((e) => e.rest));
+      return save(entries);
+    };
+    const s = scheduler([perCall], undefined, { windows });
+    await run(s, [span('r1', 's1')]);
+    await run(s, [runEnd('r1')]);
+    expect(rests).toEqual([undefined, true]);
+  });
+
   it('counts a re-exported span once', async () => {
     const s = scheduler();
     expect(await run(s, [span('r1', 's1')])).toHaveLength(1);

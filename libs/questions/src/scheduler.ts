@@ -16,7 +16,7 @@ import {
 } from './evidence';
 import { appliesTo, fillParams, libraryGate, type QuestionSet, type RunStartInfo } from './library';
 import { needsPlan, toolsHash, type PlanStore } from './planner';
-import { saveWindows } from './windows';
+import { saveWindows, type WindowToSave } from './windows';
 import type { EvidenceDoc, Plan, PlanTask, QuestionTask, RunSummary, SpanSummary } from './types';
 
 /**
@@ -696,12 +696,12 @@ export class QuestionScheduler {
 
   private finish(step: Step): SchedulerOutput {
     this.emitPlans(step);
-    const windows: { key: string; window: SchedulerWindow; ttlMs: number; shifted?: Readonly<Record<string, ArrayShift>> }[] = [];
+    const windows: WindowToSave<SchedulerWindow>[] = [];
     for (const key of step.touched) {
       const w = step.windows.get(key)!;
       // A ring with a summary replaced in place (null) is compared whole by a journaling store.
       const ring = step.rings.get(key);
-      windows.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, shifted: ring === null ? undefined : { ring: ring ?? UNMOVED } });
+      windows.push({ key, window: w, ttlMs: w.ended ? this.ttlAfterEnd : this.ttlIdle, shifted: ring === null ? undefined : { ring: ring ?? UNMOVED }, rest: w.ended !== undefined });
     }
     for (const key of step.sessionsTouched) windows.push({ key, window: step.sessions.get(key)!, ttlMs: this.ttlIdle * 4 });
     return {

@@ -364,10 +364,10 @@ describe('applies_to and state outside the process', () => {
 describe('window expiry', () => {
   it('saves a run\'s window to expire the configured time after its run_end (late spans), and later while it runs', async () => {
     const windows = new MemoryWindowStore<RunWindow>();
-    const saved: { key: string; ttlMs?: number }[] = [];
+    const saved: { key: string; ttlMs?: number; rest?: boolean }[] = [];
     const save = windows.save.bind(windows);
     windows.save = async (entries) => {
-      saved.push(...entries.map((e) => ({ key: e.key, ttlMs: e.ttlMs })));
+      saved.push(...entries.map((e) => ({ key: e.key, ttlMs: e.ttlMs, rest: e.rest })));
       return save(entries);
     };
     const set = compileRuleSet([], regexMatcher);
@@ -376,5 +376,28 @@ describe('window expiry', () => {
     await (await engine.process([env(tool('r', 'a', 't', 1))])).commit();
     await (await engine.process([env({ event: 'run_end', run_id: 'r', status: 'ok' })])).commit();
     expect(saved.map((s) => s.ttlMs)).toEqual([99_999, 1234]);
+    // Saved at rest once ended: a store may keep it out of memory (WindowSave.rest).
+    expect(saved.map((s) => s.rest)).toEqual([undefined, true]);
+  });
+
+  it('saves an ended run\'s window at rest only once no requires_before wait is left in it', async () => {
+    const windows = new MemoryWindowStore<RunWindow>();
+    const rests: (boolean | undefined)[] = [];
+    const save = windows.save.bind(windows);
+    windows.save = async (entries) => {
+      rests.push(...entries.map((e) => e.rest));
+      return save(entries);
+    };
+    const set = compileRuleSet([rule('rb', { type: 'requires_before', call: { tool: ['refund'] }, requires: { tool: ['lookup'] } })], regexMatcher);
+    const engine = new RuleEngine({ windows, rules: () => set });
+    const env = (raw: Record<string, unknown>, at: number): Envelope => ({ project: 'p', received_ms: at, item: normalizeItem(raw) });
+    // The refund waits for its lookup (which may still arrive); the run ends meanwhile.
+    await (await engine.process([env(tool('r', 'a', 'refund', 1), 1_000), env({ event: 'run_end', run_id: 'r', status: 'ok' }, 1_010)])).commit();
+    const waiting = rests.length;
+    const fired = await engine.tick(Number.MAX_SAFE_INTEGER);
+    await fired.commit();
+    expect(fired.findings.map((f) => f.check_id)).toEqual(['rb']);
+    expect(rests.slice(0, waiting)).not.toContain(true);
+    expect(rests[rests.length - 1]).toBe(true);
   });
 });

@@ -1,4 +1,4 @@
-import { markAdded, type WindowStore } from '@neatroots/ports';
+import { markAdded, type WindowSave, type WindowStore } from '@neatroots/ports';
 import { itemRunId, type Envelope, type RunEnd, type Span } from '@neatroots/spans';
 import { fillGuidance } from '../guidance';
 import type { FindingEvent } from '../types';
@@ -359,7 +359,7 @@ export class RuleEngine {
 
   private async finish(step: Step): Promise<EngineOutput> {
     await this.settle(step);
-    const entries: { key: string; window: RunWindow; ttlMs: number; expectRev: number; wakeAtMs: number | null }[] = [];
+    const entries: WindowSave<RunWindow>[] = [];
     const wakes: { key: string; atMs: number | null }[] = [];
     // A store that sets the wakes with the save (Redis: one round trip, never half done).
     const withSave = this.windows.savesWakes === true;
@@ -370,7 +370,8 @@ export class RuleEngine {
       const window = added ? markAdded(saved, { seen: added }) : saved;
       const ttlMs = w.ended ? this.ttlAfterEnd : this.ttlIdle;
       // Span ids added in place: a store that journals edits compares the window's `seen` at those only.
-      entries.push({ key, window, ttlMs, expectRev, wakeAtMs: w.wake_at ?? null });
+      // An ended run's window with no wait left is at rest: kept for late spans, out of the way.
+      entries.push({ key, window, ttlMs, expectRev, wakeAtMs: w.wake_at ?? null, ...(w.ended && w.wake_at === undefined ? { rest: true } : {}) });
       if (!withSave) wakes.push({ key, atMs: w.wake_at ?? null });
     }
     const kept = this.inPlace ? this.keepUnsaved(step) : undefined;
@@ -394,7 +395,7 @@ export class RuleEngine {
         await (atOnce ? Promise.all([saved, this.windows.setWakes(wakes)]) : saved);
         for (const e of entries) {
           const live = step.windows.get(e.key)?.w;
-          if (live) live.rev = e.expectRev + 1;
+          if (live) live.rev = e.expectRev! + 1;
         }
         if (!atOnce && wakes.length) await this.windows.setWakes(wakes);
       },

@@ -77,8 +77,8 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     kind: 'embedded',
     // The durable log in the data folder, or the in-memory bus (NEATROOTS_BUS).
     bus: () => (bus ??= openEmbeddedBus(config, log)),
-    // At most NEATROOTS_MAX_WINDOWS in memory; the least recently used wait in a file of the data
-    // folder. Journaled (NEATROOTS_WINDOWS): saves synced before the bus position moves (the rule
+    // At most NEATROOTS_MAX_WINDOWS in memory, of them NEATROOTS_MAX_ENDED_WINDOWS of ended runs;
+    // the least recently used and the longest ended wait in a file of the data folder. Journaled (NEATROOTS_WINDOWS): saves synced before the bus position moves (the rule
     // engine's at its checkpoints: WindowStore.coalesce, NEATROOTS_WINDOW_CHECKPOINT_MS).
     windows: async <W>(name: string) => {
       const dir = path.join(config.dataDir, 'windows');
@@ -88,14 +88,14 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
         return drivers.get<WindowStore<W>>(
           `windows:${file}`,
           async () => {
-            const w = JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS });
+            const w = JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS, maxResting: config.NEATROOTS_MAX_ENDED_WINDOWS });
             const torn = w.stats.tornBytes;
             if (torn) log.warn(`window journal: ${torn} bytes at the end of ${path.join(dir, `${file}.journal`)} cut off (a save the crash interrupted: it never returned)`);
             return w;
           },
           (w) => w.close(),
         );
-      return new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, spillFile: path.join(dir, `${file}.spill`) }) as WindowStore<W>;
+      return new MemoryWindowStore<W>({ maxWindows: config.NEATROOTS_MAX_WINDOWS, maxResting: config.NEATROOTS_MAX_ENDED_WINDOWS, spillFile: path.join(dir, `${file}.spill`) }) as WindowStore<W>;
     },
     db,
     // Inline: a job queued and not yet run when the process stops is re-derived at start

@@ -403,6 +403,34 @@ describe('JournalWindowStore after a crash', () => {
     expect(await contents(f.open(), ['r'])).toEqual({});
   });
 
+  it('keeps no copy of an ended run\'s window and few of them in memory; a late save is written whole, and a crash reads every window back exactly', async () => {
+    const f = opener({ maxWindows: 50_000, maxResting: 3 });
+    const a = f.open();
+    const last = new Map<string, W>();
+    const save = async (k: string, n: number, rest?: boolean) => {
+      last.set(k, w(k, n));
+      await a.save([{ key: k, window: w(k, n), ttlMs: 3_600_000, ...(rest ? { rest } : {}) }]);
+    };
+    // 20 runs: each saved twice going on (whole, then edits), then once as it ends.
+    for (let i = 0; i < 20; i++) {
+      await save(`r${i}`, 1);
+      await save(`r${i}`, 2);
+    }
+    expect(a.stats).toMatchObject({ copies: 20, whole: 20, edited: 20 });
+    for (let i = 0; i < 15; i++) await save(`r${i}`, 3, true);
+    // The end is journaled as edits to the copy; then the copy goes, and all but 3 ended windows leave memory.
+    expect(a.stats).toMatchObject({ copies: 5, whole: 20, edited: 35, inMemory: 8, spilled: 12 });
+    // A late span of an ended run: loaded from the spill file, saved at rest again, written whole.
+    expect((await a.load(['r0'])).get('r0')).toEqual(w('r0', 3));
+    await save('r0', 4, true);
+    expect(a.stats).toMatchObject({ copies: 5, whole: 21 });
+    // A crash: every window is read back as last saved, at rest or not, in memory or spilled.
+    const keys = Array.from({ length: 20 }, (_, i) => `r${i}`);
+    const b = f.open();
+    expect(await contents(b, keys)).toEqual(Object.fromEntries([...last].sort(([x], [y]) => x.localeCompare(y))));
+    await b.close();
+  });
+
   it('close() keeps the files: the next open reads them', async () => {
     const f = opener({ maxWindows: 10 });
     const a = f.open();

@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { addedKeys, layerBase, shiftedArrays, type WindowStore } from '@neatroots/ports';
+import { addedKeys, layerBase, shiftedArrays, type WindowSave, type WindowStore } from '@neatroots/ports';
 import { type Change, JournalFile, SNAPSHOT_WAIT, type Stored } from './journal-file';
 import { MemoryWindowStore } from './memory';
 import { applyEdits, copyJson, diffInto, type Edit, isJsonObject, JOURNALED, shiftInto } from './patch';
@@ -40,6 +40,8 @@ export interface JournalWindowStoreOptions {
   now?: () => number;
   /** Windows whose last journaled copy is kept to journal their next save as edits (default: 10,000, at most maxWindows). */
   editedWindows?: number;
+  /** Windows at rest (their run ended, WindowSave.rest) kept in memory; the others wait in the spill file. Default: no bound of their own. */
+  maxResting?: number;
 }
 
 const expiry = (x: number | null) => (x === null ? Infinity : x);
@@ -55,6 +57,11 @@ export class JournalWindowStore<W> implements WindowStore<W> {
    */
   private readonly journaled = new Map<string, { w: Record<string, unknown>; r: number }>();
   private readonly maxEdited: number;
+  /**
+   * Windows whose last save was at rest and is not journaled yet: once it is, no copy is kept
+   * for them (a later save, for a late span, is written whole).
+   */
+  private readonly atRest = new Set<string>();
   /** While the journal is read back: no window counts as expired (an edit may renew one, see open). */
   private opening = false;
   /** Saves journaled as edits and whole. */
@@ -93,6 +100,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     this.mem = new MemoryWindowStore<W>({
       now: () => (this.opening ? -Infinity : now()),
       maxWindows: opts.maxWindows ?? Infinity,
+      maxResting: opts.maxResting,
       spillFile: path.join(opts.dir, `${opts.name}.spill`),
     });
     this.file = new JournalFile<W>({ dir: opts.dir, name: opts.name, compactBytes: opts.compactBytes ?? 64 * 1024 * 1024, snapshot: () => this.snapshot() });
@@ -208,11 +216,12 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   // Each change is made in memory and its record queued in the same turn (records in the order
   // of the changes); the call returns once the record is synced.
 
-  async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
+  async save(entries: readonly WindowSave<W>[]): Promise<void> {
     if (!entries.length) return;
     if (this.coalesced) return this.saveCoalesced(entries);
     const layers = this.layersOf(entries);
     this.mem.saveNow(entries);
+    this.noteRest(entries);
     // The last entry of a key wins, as in memory.
     const last = new Map(entries.map((e) => [e.key, e.window]));
     const change: Change<W> = {};
@@ -240,6 +249,16 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       if (isJsonObject(copy)) this.remember(k, copy, r);
       (change.put ??= []).push({ k, w: copy, x, r });
       this.records.whole++;
+    }
+    // At rest: the copy would be kept for a save that rarely comes.
+    if (this.atRest.delete(k)) this.journaled.delete(k);
+  }
+
+  /** Which of the saved windows are at rest (their copies are dropped once journaled). */
+  private noteRest(entries: readonly WindowSave<W>[]): void {
+    for (const e of entries) {
+      if (e.rest) this.atRest.add(e.key);
+      else this.atRest.delete(e.key);
     }
   }
 
@@ -269,8 +288,9 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     return false;
   }
 
-  private saveCoalesced(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
+  private saveCoalesced(entries: readonly WindowSave<W>[]): Promise<void> {
     this.mem.saveNow(entries);
+    this.noteRest(entries);
     return new Promise<void>((resolve, reject) => {
       const waiter: SaveWaiter = { left: 0, resolve, reject };
       let now: string[] | undefined;
@@ -362,6 +382,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     // What the last save says it shifted (markShifted) is the change since the record before only
     // when it is the one save since: after several, the arrays are compared.
     if (e) this.record(batch.change, k, e.window, stored(e.expiresAt), e.rev, d.chain, undefined, d.saves === 1);
+    else this.atRest.delete(k);
   }
 
   /** Appends the batch's record; its saves resolve once it is synced. */
@@ -438,6 +459,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     const waiting: SaveWaiter[] = [];
     for (const k of keys) {
       this.journaled.delete(k);
+      this.atRest.delete(k);
       const d = this.dirty.get(k);
       if (!d) continue;
       this.dirty.delete(k);
@@ -486,7 +508,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
 
   /** Windows in memory, windows spilled, journal syncs, compactions, bytes cut from a torn tail. */
   get stats() {
-    return { inMemory: this.mem.size, spilled: this.mem.spilled, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts, ...this.records, checkpoints: { ...this.checkpoints } };
+    return { inMemory: this.mem.size, spilled: this.mem.spilled, copies: this.journaled.size, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts, ...this.records, checkpoints: { ...this.checkpoints } };
   }
 
   /** Forces a compaction (tests, and a clean stop could use it). */

@@ -67,6 +67,48 @@ describe('MemoryWindowStore cap', () => {
     await store.close();
   });
 
+  it('keeps at most maxResting windows of ended runs in memory: the longest at rest spilled, read back unchanged when their run speaks again', async () => {
+    const store = new MemoryWindowStore<W>({ maxWindows: 50_000, maxResting: 10, spillFile: path.join(dir, 'rest.spill') });
+    // 100 runs going on, 40 ended: of the ended, the 10 that ended last stay in memory.
+    for (let i = 0; i < 100; i++) await store.save([{ key: `live${i}`, window: { run: `live${i}`, n: i, list: [] }, ttlMs: 60_000 }]);
+    for (let i = 0; i < 40; i++) await store.save([{ key: `end${i}`, window: { run: `end${i}`, n: i, list: ['é'] }, ttlMs: 60_000, rest: true }]);
+    expect(store.restingCount).toBe(10);
+    expect(store.size).toBe(110);
+    expect(store.spilled).toBe(30);
+    // A late span of an ended run: its window comes back as it was saved, revision and all.
+    const got = await store.load(['end0', 'live0']);
+    expect(got.get('end0')).toEqual({ run: 'end0', n: 0, list: ['é'] });
+    expect(got.get('live0')).toEqual({ run: 'live0', n: 0, list: [] });
+    // In use again, it is not at rest until its next save says so: ended runs saved meanwhile
+    // push the others out, not it.
+    for (let i = 40; i < 60; i++) await store.save([{ key: `end${i}`, window: { run: `end${i}`, n: i, list: [] }, ttlMs: 60_000, rest: true }]);
+    expect(store.peek('end0')).toBeDefined();
+    expect(store.spilled).toBe(49); // 30 - end0 + 20 more ended: ends 30..39 and 40..49 out
+    expect((await store.load(['end0'])).get('end0')?.n).toBe(0);
+    expect(store.restingCount).toBe(10);
+    // Saved at rest again, it is the newest at rest; saved not at rest (a run that came back), not at rest at all.
+    await store.save([{ key: 'end0', window: { run: 'end0', n: 1, list: [] }, ttlMs: 60_000, expectRev: 1, rest: true }]);
+    expect(store.restingCount).toBe(10);
+    expect(store.spilled).toBe(50); // end50, the longest at rest, made room for it
+    await store.save([{ key: 'end59', window: { run: 'end59', n: 2, list: [] }, ttlMs: 60_000, expectRev: 1 }]);
+    expect(store.restingCount).toBe(9);
+    // Every window there is, wherever it is: none lost.
+    const all = await store.load([...Array.from({ length: 100 }, (_, i) => `live${i}`), ...Array.from({ length: 60 }, (_, i) => `end${i}`)]);
+    expect(all.size).toBe(160);
+    expect(all.get('end0')?.n).toBe(1);
+    expect(all.get('end59')?.n).toBe(2);
+    expect(store.counts.dropped).toBe(0);
+    await store.close();
+  });
+
+  it('without a spill file keeps every window at rest (none is dropped for resting)', async () => {
+    const store = new MemoryWindowStore<W>({ maxResting: 2 });
+    for (let i = 0; i < 5; i++) await store.save([{ key: `e${i}`, window: { run: `e${i}`, n: i, list: [] }, rest: true }]);
+    expect(store.size).toBe(5);
+    expect(store.counts.dropped).toBe(0);
+    await store.close();
+  });
+
   it('keeps the revision of a spilled window, so a stale compare-and-set is still refused', async () => {
     const store = new MemoryWindowStore<W>({ maxWindows: 1, spillFile: path.join(dir, 'rev.spill') });
     await store.save([{ key: 'a', window: { run: 'a', n: 1, list: [] }, expectRev: 0 }]);

@@ -1,4 +1,4 @@
-import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { WindowConflictError, type WindowSave, type WindowStore } from '@neatroots/ports';
 import { settleLayers } from './layers';
 import { SpillFile } from './spill';
 
@@ -13,11 +13,18 @@ import { SpillFile } from './spill';
  * never ends would otherwise stay for the whole idle TTL) are written to `spillFile` and read
  * back, unchanged, when their run speaks again. Without a spill file they are dropped instead,
  * and counted (`dropped`): their run then starts from an empty window.
+ *
+ * Windows saved at rest (WindowSave.rest: their run ended) are kept for their TTL, but at most
+ * `maxResting` of them in memory: past it, the longest at rest go to the spill file. A fleet
+ * ends runs all the time and each ended window is kept a while for late spans, so without this
+ * the ended runs of the last TTL (ten minutes of a busy fleet: thousands) filled the memory.
  */
 export interface MemoryWindowStoreOptions {
   now?: () => number;
   maxWindows?: number;
   spillFile?: string;
+  /** Windows at rest kept in memory (needs a spill file; default: no bound of their own). */
+  maxResting?: number;
 }
 
 interface Held<W> {
@@ -40,6 +47,9 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
    * a full collection.
    */
   private readonly windows = new Map<string, Held<W>>();
+  /** The windows at rest in memory, longest at rest first. */
+  private readonly resting = new Map<string, Held<W>>();
+  private readonly maxResting: number;
   private oldest: Held<W> | undefined;
   private newest: Held<W> | undefined;
   private readonly wakes = new Map<string, number>();
@@ -59,7 +69,8 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     const o = typeof opts === 'function' ? { now: opts } : opts;
     this.now = o.now ?? Date.now;
     this.max = o.maxWindows ?? Infinity;
-    this.spill = o.spillFile && this.max !== Infinity ? new SpillFile<W>(o.spillFile) : undefined;
+    this.maxResting = o.maxResting ?? Infinity;
+    this.spill = o.spillFile && (this.max !== Infinity || this.maxResting !== Infinity) ? new SpillFile<W>(o.spillFile) : undefined;
   }
 
   async load(keys: readonly string[]): Promise<Map<string, W>> {
@@ -79,6 +90,8 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     if (e) {
       if (e.expiresAt <= now) return undefined;
       this.used(e);
+      // In use again (a late span): not spilled while its step changes it; its save says if it rests.
+      this.resting.delete(k);
       return e;
     }
     if (!this.spill?.has(k)) return undefined;
@@ -102,6 +115,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     const e = this.windows.get(key);
     if (!e) return undefined;
     this.windows.delete(key);
+    this.resting.delete(key);
     this.unlink(e);
     return e;
   }
@@ -128,7 +142,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     e.older = e.newer = undefined;
   }
 
-  async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): Promise<void> {
+  async save(entries: readonly WindowSave<W>[]): Promise<void> {
     this.saveNow(entries);
   }
 
@@ -136,7 +150,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
    * save, done before it returns (or throwing WindowConflictError): JournalWindowStore writes
    * its journal record in the same turn, so records stay in the order the changes were made.
    */
-  saveNow(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[]): void {
+  saveNow(entries: readonly WindowSave<W>[]): void {
     const now = this.now();
     const conflicts = entries.filter((e) => e.expectRev !== undefined && this.rev(e.key, now) !== e.expectRev).map((e) => e.key);
     if (conflicts.length) throw new WindowConflictError(conflicts);
@@ -146,29 +160,42 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
       const expiresAt = e.ttlMs === undefined ? Infinity : now + e.ttlMs;
       const held = this.windows.get(e.key);
       settleLayers(e.window, held?.window);
-      if (held) {
-        held.window = e.window;
-        held.expiresAt = expiresAt;
-        this.used(held);
-      } else this.add(e.key, e.window, expiresAt);
+      let h = held;
+      if (h) {
+        h.window = e.window;
+        h.expiresAt = expiresAt;
+        this.used(h);
+      } else h = this.add(e.key, e.window, expiresAt);
       this.revs.set(e.key, rev);
+      // Longest at rest first: a window put to rest again goes to the end.
+      this.resting.delete(e.key);
+      if (e.rest) this.resting.set(e.key, h);
     }
     this.evict();
     if (now - this.lastSweep > 10_000) this.sweep(now);
   }
 
   private evict(): void {
-    while (this.windows.size > this.max && this.oldest) {
-      const k = this.oldest.key;
-      const e = this.remove(k)!;
-      if (this.spill) {
-        this.spill.put(k, { window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(k) ?? 0 });
-        this.counts.spilled++;
-      } else {
-        this.counts.dropped++;
-      }
-      this.revs.delete(k);
+    while (this.windows.size > this.max && this.oldest) this.out(this.oldest.key);
+    if (!this.spill) return;
+    while (this.resting.size > this.maxResting) this.out(this.resting.keys().next().value as string);
+  }
+
+  /** Moves a window out of memory: to the spill file, or dropped without one. */
+  private out(k: string): void {
+    const e = this.remove(k)!;
+    if (this.spill) {
+      this.spill.put(k, { window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(k) ?? 0 });
+      this.counts.spilled++;
+    } else {
+      this.counts.dropped++;
     }
+    this.revs.delete(k);
+  }
+
+  /** Windows at rest in memory. */
+  get restingCount(): number {
+    return this.resting.size;
   }
 
   private rev(key: string, now: number): number {
@@ -309,6 +336,7 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
 
   async close(): Promise<void> {
     this.windows.clear();
+    this.resting.clear();
     this.oldest = this.newest = undefined;
     this.wakes.clear();
     this.revs.clear();

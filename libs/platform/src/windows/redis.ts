@@ -1,5 +1,5 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import { layerBase, WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { layerBase, WindowConflictError, type WindowSave, type WindowStore } from '@neatroots/ports';
 import { FailFastRedis } from '../redis-client';
 
 /**
@@ -307,7 +307,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   /** Wake times are set in the save's own script (WindowStore.savesWakes). */
   readonly savesWakes = true;
 
-  async save(entries: readonly { key: string; window: W; ttlMs?: number; expectRev?: number; wakeAtMs?: number | null }[]): Promise<void> {
+  async save(entries: readonly WindowSave<W>[]): Promise<void> {
     if (!entries.length) return;
     // One script call per chunk: atomic per chunk, which is all-or-nothing for the rule
     // engine's steps (a batch touches far fewer runs than a chunk holds).
