@@ -7,7 +7,7 @@ import { v1 } from '@neatroots/proto';
 import { EVENTS_TOPIC } from '@neatroots/messages';
 import { itemToEvent, type Envelope } from '@neatroots/spans';
 import { startIngest, type IngestHandle } from './ingest';
-import { Pressure } from './pressure';
+import { Pressure, v8Collect } from './pressure';
 
 /**
  * Back-pressure on a real ingest over the durable bus: while the events consumer is stalled
@@ -110,6 +110,63 @@ function fields(buf: Buffer): Map<number, (number | Buffer)[]> {
 }
 
 describe('Pressure', () => {
+  const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('past 80% of the ceiling has the garbage collected first, and refuses only for memory still in use after it', async () => {
+    let rss = 500 * 1048576;
+    let garbage = 0;
+    const collected: number[] = [];
+    const p = new Pressure({
+      memoryCeilingBytes: 1000 * 1048576,
+      rss: () => rss + garbage,
+      sampleMs: 5,
+      collectEveryMs: 200,
+      collect: async () => {
+        collected.push(garbage);
+        garbage = 0;
+      },
+    });
+    try {
+      // 450 MB of garbage: 950 MB resident, but a collection takes it back: nothing is refused.
+      garbage = 450 * 1048576;
+      await wait(40);
+      expect(collected).toEqual([450 * 1048576]);
+      expect(p.check()).toBeUndefined();
+      // 950 MB in use: the collection does not help, and exports are refused.
+      rss = 950 * 1048576;
+      await wait(250);
+      expect(collected.length).toBeGreaterThanOrEqual(2);
+      expect(p.check()).toMatchObject({ reason: 'memory' });
+      // At most one collection per collectEveryMs however long the memory stays high.
+      const n = collected.length;
+      await wait(100);
+      expect(collected.length - n).toBeLessThanOrEqual(1);
+      expect(p.collections).toBe(collected.length);
+    } finally {
+      p.close();
+    }
+  });
+
+  it('under 80% of the ceiling asks for no collection', async () => {
+    let n = 0;
+    const p = new Pressure({ memoryCeilingBytes: 1000 * 1048576, rss: () => 790 * 1048576, sampleMs: 5, collect: async () => void n++ });
+    await wait(40);
+    p.close();
+    expect(n).toBe(0);
+    expect(p.check()).toBeUndefined();
+  });
+
+  it('can ask V8 itself for a full collection', async () => {
+    const collect = v8Collect();
+    expect(collect).toBeDefined();
+    let junk: unknown[] | undefined = Array.from({ length: 300_000 }, (_, i) => ({ i, s: `garbage ${i}` }));
+    const before = process.memoryUsage().heapUsed;
+    junk = undefined;
+    await expect(collect!()).resolves.toBeUndefined();
+    expect(junk).toBeUndefined();
+    expect(process.memoryUsage().heapUsed).toBeLessThan(before - 10 * 1048576);
+  });
+
   it('refuses past 90% of the memory ceiling, naming the figures and the variable', () => {
     let rss = 500 * 1048576;
     const p = new Pressure({ memoryCeilingBytes: 1000 * 1048576, rss: () => rss, sampleMs: 5 });
