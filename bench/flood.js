@@ -74,19 +74,15 @@ async function startServer(env) {
   return { proc, home, ports, output };
 }
 
-/** Workers sending exports until `until`; each export's latency and outcome are recorded. */
-async function load({ port, batches, spansPerBatch, inflight, until, backoffMs }) {
-  const conns = Math.max(1, Math.min(4, inflight));
-  const clients = Array.from({ length: conns }, () =>
-    new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 64 << 20 }));
-  const md = new grpc.Metadata();
-  md.set('x-api-key', KEY);
-  const r = { accepted: 0, refused: 0, failed: 0, latOk: [], latAll: [], errors: {} };
+/**
+ * The next batch to send, round and round `batches` (built with run ids prefixed PREFIX): each
+ * pass after the first sends them as other runs, the run ids' prefix rewritten in place.
+ */
+function rotating(batches) {
   let next = 0;
   let cycle = 0;
-  const take = () => {
+  return () => {
     if (next === batches.length) {
-      // Another pass over the batches, as other runs: the run ids' prefix is rewritten in place.
       next = 0;
       cycle++;
       const from = Buffer.from(`${PREFIX}-`);
@@ -96,6 +92,17 @@ async function load({ port, batches, spansPerBatch, inflight, until, backoffMs }
     }
     return batches[next++];
   };
+}
+
+/** Workers sending exports until `until`; each export's latency and outcome are recorded. */
+async function load({ port, batches, spansPerBatch, inflight, until, backoffMs }) {
+  const conns = Math.max(1, Math.min(4, inflight));
+  const clients = Array.from({ length: conns }, () =>
+    new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 64 << 20 }));
+  const md = new grpc.Metadata();
+  md.set('x-api-key', KEY);
+  const r = { accepted: 0, refused: 0, failed: 0, latOk: [], latAll: [], errors: {} };
+  const take = rotating(batches);
   const worker = async (client) => {
     while (performance.now() < until) {
       const buf = take();
@@ -194,7 +201,7 @@ async function benchFlood({
   }
 }
 
-module.exports = { benchFlood };
+module.exports = { benchFlood, startServer, rotating, rssOf, freePort, KEY, PREFIX };
 
 if (require.main === module) {
   benchFlood().then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
