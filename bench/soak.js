@@ -91,7 +91,7 @@ async function benchSoak({
         samples.push({
           at_s: Math.round((performance.now() - t0) / 1000),
           accepted: Math.round(r.accepted),
-          refused: r.refused,
+          refused: Math.round(r.refused),
           backlog: m.neatroots_bus_backlog ?? NaN,
           rss_mb: Math.round(rssOf(pid) / 1048576),
           heap_used_mb: Math.round((m.neatroots_nodejs_heap_size_used_bytes ?? NaN) / 1048576),
@@ -110,7 +110,7 @@ async function benchSoak({
       minutes,
       rate_asked_spans_per_s: rate,
       accepted_spans_per_s: Math.round(r.accepted / seconds),
-      refused_spans: r.refused,
+      refused_spans: Math.round(r.refused),
       failed_spans: r.failed,
       runs: Math.round(r.accepted / 100),
       first_and_last_third_medians: { rss_mb: pair('rss_mb'), heap_used_mb: pair('heap_used_mb'), data_mb: pair('data_mb') },

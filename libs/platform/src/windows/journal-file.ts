@@ -28,10 +28,14 @@ import type { Edit } from './patch';
  * snapshot is in place, the first journal is removed and the second renamed to its name.
  */
 export interface Change<W> {
-  /** x: absolute expiry in ms (null: none), r: revision; q (snapshot only): the last sequence number the window holds. */
-  put?: { k: string; w: W; x: number | null; r: number; q?: number }[];
+  /**
+   * x: absolute expiry in ms (null: none), r: revision; q (snapshot only): the last sequence
+   * number the window holds; z: 1 when the window is at rest (WindowSave.rest: read back, it
+   * goes where the store keeps such windows; absent in journals written before it).
+   */
+  put?: { k: string; w: W; x: number | null; r: number; q?: number; z?: 1 }[];
   /** A window's edits since its previous record in the same journal (d), its expiry and revision after them. */
-  patch?: { k: string; d: Edit[]; x: number | null; r: number }[];
+  patch?: { k: string; d: Edit[]; x: number | null; r: number; z?: 1 }[];
   del?: string[];
   /** at null: no wake. */
   wake?: { k: string; at: number | null }[];

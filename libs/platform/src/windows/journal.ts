@@ -146,7 +146,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     for (const p of c.put ?? []) {
       if (!fresh(p.k, p.q ?? seq)) continue;
       orphans.delete(p.k);
-      this.mem.restore(p.k, p.w, expiry(p.x), p.r);
+      this.mem.restore(p.k, p.w, expiry(p.x), p.r, p.z === 1);
     }
     for (const p of c.patch ?? []) {
       if (!fresh(p.k, seq)) continue;
@@ -156,7 +156,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
         continue;
       }
       applyEdits(base.window as Record<string, unknown>, p.d);
-      this.mem.restore(p.k, base.window, expiry(p.x), p.r);
+      this.mem.restore(p.k, base.window, expiry(p.x), p.r, p.z === 1);
     }
     if (c.del) {
       const del = c.del.filter((k) => fresh(k, seq));
@@ -186,7 +186,7 @@ export class JournalWindowStore<W> implements WindowStore<W> {
       }
       if (!e) continue;
       // Every change made to it so far has a lower sequence number than the next (see journal-file.ts).
-      put.push({ k: key, ...this.asJournaled(key, e), x: stored(e.expiresAt), q: this.file.nextSeq - 1 });
+      put.push({ k: key, ...this.asJournaled(key, e), x: stored(e.expiresAt), q: this.file.nextSeq - 1, ...(this.mem.atRest(key) ? { z: 1 as const } : {}) });
       if (put.length >= 32) {
         yield { put };
         put = [];
@@ -237,21 +237,24 @@ export class JournalWindowStore<W> implements WindowStore<W> {
   /** A window's record, added to `change`: its edits against the journaled copy when `chain`, else whole. */
   private record(change: Change<W>, k: string, w: W, x: number | null, r: number, chain: boolean, layers?: Map<string, Record<string, unknown>>, marks = true): void {
     const prev = this.journaled.get(k);
+    // At rest: said in the record (read back, it goes where such windows are kept), and no copy
+    // is kept after it: the copy would wait for a save that rarely comes.
+    const rest = this.atRest.delete(k);
+    const z = rest ? { z: 1 as const } : {};
     if (prev && chain && isJsonObject(w)) {
       const d: Edit[] = [];
       diffInto(prev.w, w, d, [], marks ? this.shifts(prev.w, w, d, layers) : layers);
       prev.r = r;
-      (change.patch ??= []).push({ k, d, x, r });
+      (change.patch ??= []).push({ k, d, x, r, ...z });
       this.records.edited++;
     } else {
       // The copy is written (a window a step layered over the stored one, see copyJson, whole).
       const copy = copyJson(w);
       if (isJsonObject(copy)) this.remember(k, copy, r);
-      (change.put ??= []).push({ k, w: copy, x, r });
+      (change.put ??= []).push({ k, w: copy, x, r, ...z });
       this.records.whole++;
     }
-    // At rest: the copy would be kept for a save that rarely comes.
-    if (this.atRest.delete(k)) this.journaled.delete(k);
+    if (rest) this.journaled.delete(k);
   }
 
   /** Which of the saved windows are at rest (their copies are dropped once journaled). */

@@ -181,11 +181,12 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
     while (this.resting.size > this.maxResting) this.out(this.resting.keys().next().value as string);
   }
 
-  /** Moves a window out of memory: to the spill file, or dropped without one. */
+  /** Moves a window out of memory: to the spill file (saying whether it was at rest), or dropped without one. */
   private out(k: string): void {
+    const rest = this.resting.has(k);
     const e = this.remove(k)!;
     if (this.spill) {
-      this.spill.put(k, { window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(k) ?? 0 });
+      this.spill.put(k, { window: e.window, expiresAt: e.expiresAt, rev: this.revs.get(k) ?? 0 }, rest);
       this.counts.spilled++;
     } else {
       this.counts.dropped++;
@@ -283,16 +284,22 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
 
   /**
    * Puts a window back as it was stored (read from a journal at start): its absolute expiry
-   * and revision kept. An expired one is left out.
+   * and revision kept, at rest if it was saved so. An expired one is left out.
    */
-  restore(key: string, window: W, expiresAt: number, rev: number): void {
+  restore(key: string, window: W, expiresAt: number, rev: number, rest = false): void {
     this.spill?.drop(key);
     this.remove(key);
     this.revs.delete(key);
     if (expiresAt <= this.now()) return;
-    this.add(key, window, expiresAt);
+    const h = this.add(key, window, expiresAt);
+    if (rest) this.resting.set(key, h);
     this.revs.set(key, rev);
     this.evict();
+  }
+
+  /** Whether a window is at rest, in memory or spilled (a journal's snapshot says so of it). */
+  atRest(key: string): boolean {
+    return this.resting.has(key) || (!this.windows.has(key) && this.spill?.atRest(key) === true);
   }
 
   /** The keys of the windows in memory (least recently used first), then of those spilled. */

@@ -18,6 +18,8 @@ interface Where {
   len: number;
   expiresAt: number;
   rev: number;
+  /** Spilled because it was at rest (its run ended), not for want of room. */
+  rest: boolean;
 }
 
 export class SpillFile<W> {
@@ -43,11 +45,16 @@ export class SpillFile<W> {
     return this.index.has(key);
   }
 
-  put(key: string, entry: Spilled<W>): void {
+  /** Whether a window was spilled at rest. */
+  atRest(key: string): boolean {
+    return this.index.get(key)?.rest === true;
+  }
+
+  put(key: string, entry: Spilled<W>, rest = false): void {
     this.drop(key);
     const buf = Buffer.from(JSON.stringify(entry));
     fs.writeSync(this.fd, buf, 0, buf.length, this.size);
-    this.index.set(key, { pos: this.size, len: buf.length, expiresAt: entry.expiresAt, rev: entry.rev });
+    this.index.set(key, { pos: this.size, len: buf.length, expiresAt: entry.expiresAt, rev: entry.rev, rest });
     this.size += buf.length;
   }
 
