@@ -1,3 +1,6 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { MemoryWindowStore } from '@neatroots/platform';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import type { FindingEvent, RuleCheck, RuleSpec } from '../types';
@@ -378,6 +381,31 @@ describe('window expiry', () => {
     expect(saved.map((s) => s.ttlMs)).toEqual([99_999, 1234]);
     // Saved at rest once ended: a store may keep it out of memory (WindowSave.rest).
     expect(saved.map((s) => s.rest)).toEqual([undefined, true]);
+  });
+
+  it('goes on from an ended run\'s window its store moved out of memory: a late span counts, a redelivered one does not', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-rest-'));
+    try {
+      // No window at rest stays in memory: every ended run's goes to the spill file.
+      const windows = new MemoryWindowStore<RunWindow>({ maxResting: 0, spillFile: path.join(dir, 'runs.spill') });
+      const set = compileRuleSet([rule('rep', { type: 'repeat', span: { tool: ['search'] }, same: ['tool', 'input'], at_least: 3 })], regexMatcher);
+      const engine = new RuleEngine({ windows, rules: () => set });
+      const findings: FindingEvent[] = [];
+      const step = async (...raw: Record<string, unknown>[]) => {
+        const out = await engine.process(raw.map((r) => ({ project: 'p', received_ms: 1, item: normalizeItem(r) })));
+        findings.push(...out.findings);
+        await out.commit();
+      };
+      await step(tool('r', 's1', 'search', { q: 'a' }), tool('r', 's2', 'search', { q: 'a' }), { event: 'run_end', run_id: 'r', status: 'ok' });
+      expect(windows.size).toBe(0);
+      expect(windows.spilled).toBe(1);
+      await step(tool('r', 's2', 'search', { q: 'a' })); // the same span again: nothing
+      expect(findings).toEqual([]);
+      await step(tool('r', 's3', 'search', { q: 'a' })); // late, the third identical call
+      expect(findings.map((f) => `${f.status}:${f.count}`)).toEqual(['raised:3']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('saves an ended run\'s window at rest only once no requires_before wait is left in it', async () => {
