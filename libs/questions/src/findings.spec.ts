@@ -79,6 +79,20 @@ describe('question findings', () => {
     ]);
   });
 
+  it('saves a run\'s findings window at rest once its end was asked about, so an embedded store may keep it out of memory', async () => {
+    const windows = new MemoryWindowStore<QuestionFindingsWindow>();
+    const rests: (boolean | undefined)[] = [];
+    const save = windows.save.bind(windows);
+    windows.save = async (entries) => {
+      rests.push(...entries.map((e) => e.rest));
+      return save(entries);
+    };
+    const g = new QuestionFindings({ windows });
+    await step(g, [[task('t1'), passed]]);
+    await step(g, [[task('t2', { final: true }), flagged]]);
+    expect(rests).toEqual([undefined, true]);
+  });
+
   it('applies a redelivered task once, with the same finding id', async () => {
     const a = await step(f, [[task('t1'), flagged]]);
     const again = await step(f, [[task('t1'), flagged]]);

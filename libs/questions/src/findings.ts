@@ -36,6 +36,8 @@ const MAX_SPANS = 50;
 export interface FindingsStep {
   windows: Map<string, QuestionFindingsWindow>;
   touched: Set<string>;
+  /** Windows of runs whose end was asked about (a final task): saved at rest (WindowSave.rest). */
+  ended: Set<string>;
   emitted: { ev: FindingEvent; task: QuestionTask; answer: Answer; w: QuestionFindingsWindow }[];
 }
 
@@ -75,7 +77,7 @@ export class QuestionFindings {
   async begin(tasks: readonly QuestionTask[]): Promise<FindingsStep> {
     const keys = [...new Set(tasks.map((t) => findingsKey(t.project, t.run_id)))];
     const windows = await this.opts.windows.load(keys);
-    return { windows, touched: new Set(), emitted: [] };
+    return { windows, touched: new Set(), ended: new Set(), emitted: [] };
   }
 
   private window(step: FindingsStep, t: QuestionTask): QuestionFindingsWindow {
@@ -97,6 +99,8 @@ export class QuestionFindings {
     const w = this.window(step, t);
     const key = findingsKey(t.project, t.run_id);
     step.touched.add(key);
+    // The run's end was asked about: what comes for it later (a late span's question) is rare.
+    if (t.final) step.ended.add(key);
     if (w.done.includes(t.id)) return undefined;
     w.done.push(t.id);
     if (w.done.length > MAX_DONE) w.done.splice(0, w.done.length - MAX_DONE);
@@ -196,7 +200,7 @@ export class QuestionFindings {
         ...(ev.group ? { group: ev.group } : {}),
       });
     }
-    const windows = [...step.touched].map((key) => ({ key, window: step.windows.get(key)!, ttlMs: this.ttl }));
+    const windows = [...step.touched].map((key) => ({ key, window: step.windows.get(key)!, ttlMs: this.ttl, ...(step.ended.has(key) ? { rest: true } : {}) }));
     return {
       findings,
       notes,
