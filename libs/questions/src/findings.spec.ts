@@ -1,6 +1,6 @@
 import { MemoryWindowStore } from '@neatroots/platform';
 import { WindowConflictError } from '@neatroots/ports';
-import { question, T0 } from './fixtures.test';
+import { question, recordSaves, T0 } from './fixtures.test';
 import { QuestionFindings, type QuestionFindingsWindow } from './findings';
 import type { Answer, QuestionTask } from './types';
 
@@ -81,15 +81,11 @@ describe('question findings', () => {
 
   it('saves a run\'s findings window at rest once its end was asked about, so an embedded store may keep it out of memory', async () => {
     const windows = new MemoryWindowStore<QuestionFindingsWindow>();
-    const rests: (boolean | undefined)[] = [];
-    const save = windows.save.bind(windows);
-    windows.save = async (entries) => {
-      rests.push(...entries.map((e) => e.rest));
-      return save(entries);
-    };
+    const saved = recordSaves(windows);
     const g = new QuestionFindings({ windows });
     await step(g, [[task('t1'), passed]]);
     await step(g, [[task('t2', { final: true }), flagged]]);
+    const rests = saved.map((e) => e.rest);
     expect(rests).toEqual([undefined, true]);
   });
 

@@ -1,5 +1,6 @@
 /** Builders for the questions specs. Named *.test.ts: a helper, neither run by jest nor built. */
 import { parseCheck, type QuestionCheck } from '@neatroots/checks';
+import type { WindowSave, WindowStore } from '@neatroots/ports';
 import type { Envelope, Span, ToolInfo } from '@neatroots/spans';
 
 export const T0 = 1_700_000_000_000;
@@ -21,4 +22,15 @@ export function runStart(run: string, over: { workflow?: string; tools?: ToolInf
 
 export function runEnd(run: string, final_output: unknown = 'done', at = T0 + 10_000, status: 'ok' | 'error' | 'no_output' | 'interrupted' = 'ok'): Envelope {
   return { project: 'p', received_ms: at, item: { kind: 'run_end', run: { event: 'run_end', run_id: run, status, final_output, ts_ms: at } } };
+}
+
+/** Every entry saved to `windows` from now on, in order (the store still saves them). */
+export function recordSaves<W>(windows: WindowStore<W>): WindowSave<W>[] {
+  const saved: WindowSave<W>[] = [];
+  const save = windows.save.bind(windows);
+  windows.save = async (entries) => {
+    saved.push(...entries);
+    return save(entries);
+  };
+  return saved;
 }

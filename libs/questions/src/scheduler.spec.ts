@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { JournalWindowStore, MemoryWindowStore } from '@neatroots/platform';
-import { runEnd, runStart, span, question, T0 } from './fixtures.test';
+import { recordSaves, runEnd, runStart, span, question, T0 } from './fixtures.test';
 import { questionSet } from './library';
 import { MemoryPlanStore } from './planner';
 import { QuestionScheduler, questionWindowKey, type QuestionWindow, type SchedulerWindow, type SpanPolicy } from './scheduler';
@@ -73,15 +73,11 @@ describe('span-scope questions', () => {
 
   it('saves a run\'s window at rest once the run ended, so an embedded store may keep it out of memory', async () => {
     const windows = new MemoryWindowStore<SchedulerWindow>();
-    const rests: (boolean | undefined)[] = [];
-    const save = windows.save.bind(windows);
-    windows.save = async (entries) => {
-      rests.push(...entries.filter((e) => e.key === questionWindowKey('p', 'r1')).map((e) => e.rest));
-      return save(entries);
-    };
+    const saved = recordSaves(windows);
     const s = scheduler([perCall], undefined, { windows });
     await run(s, [span('r1', 's1')]);
     await run(s, [runEnd('r1')]);
+    const rests = saved.filter((e) => e.key === questionWindowKey('p', 'r1')).map((e) => e.rest);
     expect(rests).toEqual([undefined, true]);
   });
 

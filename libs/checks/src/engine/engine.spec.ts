@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { MemoryWindowStore } from '@neatroots/platform';
+import type { WindowSave } from '@neatroots/ports';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import type { FindingEvent, RuleCheck, RuleSpec } from '../types';
 import { RuleEngine, type NoteOut } from './engine';
@@ -364,15 +365,21 @@ describe('applies_to and state outside the process', () => {
   });
 });
 
+/** Every entry saved to `windows` from now on, in order (the store still saves them). */
+function recordSaves(windows: MemoryWindowStore<RunWindow>): WindowSave<RunWindow>[] {
+  const saved: WindowSave<RunWindow>[] = [];
+  const save = windows.save.bind(windows);
+  windows.save = async (entries) => {
+    saved.push(...entries);
+    return save(entries);
+  };
+  return saved;
+}
+
 describe('window expiry', () => {
   it('saves a run\'s window to expire the configured time after its run_end (late spans), and later while it runs', async () => {
     const windows = new MemoryWindowStore<RunWindow>();
-    const saved: { key: string; ttlMs?: number; rest?: boolean }[] = [];
-    const save = windows.save.bind(windows);
-    windows.save = async (entries) => {
-      saved.push(...entries.map((e) => ({ key: e.key, ttlMs: e.ttlMs, rest: e.rest })));
-      return save(entries);
-    };
+    const saved = recordSaves(windows);
     const set = compileRuleSet([], regexMatcher);
     const engine = new RuleEngine({ windows, rules: () => set, ttlAfterEndMs: 1234, ttlIdleMs: 99_999 });
     const env = (raw: Record<string, unknown>): Envelope => ({ project: 'p', received_ms: 1, item: normalizeItem(raw) });
@@ -410,21 +417,17 @@ describe('window expiry', () => {
 
   it('saves an ended run\'s window at rest only once no requires_before wait is left in it', async () => {
     const windows = new MemoryWindowStore<RunWindow>();
-    const rests: (boolean | undefined)[] = [];
-    const save = windows.save.bind(windows);
-    windows.save = async (entries) => {
-      rests.push(...entries.map((e) => e.rest));
-      return save(entries);
-    };
+    const saved = recordSaves(windows);
     const set = compileRuleSet([rule('rb', { type: 'requires_before', call: { tool: ['refund'] }, requires: { tool: ['lookup'] } })], regexMatcher);
     const engine = new RuleEngine({ windows, rules: () => set });
     const env = (raw: Record<string, unknown>, at: number): Envelope => ({ project: 'p', received_ms: at, item: normalizeItem(raw) });
     // The refund waits for its lookup (which may still arrive); the run ends meanwhile.
     await (await engine.process([env(tool('r', 'a', 'refund', 1), 1_000), env({ event: 'run_end', run_id: 'r', status: 'ok' }, 1_010)])).commit();
-    const waiting = rests.length;
+    const waiting = saved.length;
     const fired = await engine.tick(Number.MAX_SAFE_INTEGER);
     await fired.commit();
     expect(fired.findings.map((f) => f.check_id)).toEqual(['rb']);
+    const rests = saved.map((e) => e.rest);
     expect(rests.slice(0, waiting)).not.toContain(true);
     expect(rests[rests.length - 1]).toBe(true);
   });

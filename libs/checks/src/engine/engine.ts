@@ -359,7 +359,7 @@ export class RuleEngine {
 
   private async finish(step: Step): Promise<EngineOutput> {
     await this.settle(step);
-    const entries: WindowSave<RunWindow>[] = [];
+    const entries: (WindowSave<RunWindow> & { expectRev: number })[] = [];
     const wakes: { key: string; atMs: number | null }[] = [];
     // A store that sets the wakes with the save (Redis: one round trip, never half done).
     const withSave = this.windows.savesWakes === true;
@@ -395,7 +395,7 @@ export class RuleEngine {
         await (atOnce ? Promise.all([saved, this.windows.setWakes(wakes)]) : saved);
         for (const e of entries) {
           const live = step.windows.get(e.key)?.w;
-          if (live) live.rev = e.expectRev! + 1;
+          if (live) live.rev = e.expectRev + 1;
         }
         if (!atOnce && wakes.length) await this.windows.setWakes(wakes);
       },

@@ -160,12 +160,12 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
       const expiresAt = e.ttlMs === undefined ? Infinity : now + e.ttlMs;
       const held = this.windows.get(e.key);
       settleLayers(e.window, held?.window);
-      let h = held;
-      if (h) {
-        h.window = e.window;
-        h.expiresAt = expiresAt;
-        this.used(h);
-      } else h = this.add(e.key, e.window, expiresAt);
+      if (held) {
+        held.window = e.window;
+        held.expiresAt = expiresAt;
+        this.used(held);
+      }
+      const h = held ?? this.add(e.key, e.window, expiresAt);
       this.revs.set(e.key, rev);
       // Longest at rest first: a window put to rest again goes to the end.
       this.resting.delete(e.key);
