@@ -60,6 +60,32 @@ describe('checkSession without a model', () => {
     expect(notReached.checks[0].excluded_reason).toBeNull();
   });
 
+  it('a procedure none of whose tools was called is excluded, though a step\'s condition is undecided', async () => {
+    const refunds = compileFiles({
+      'procedures/refund-order.md': `# Refund an order
+Goal: The customer gets the refund they are owed.
+
+## Steps
+1. Look up the order. [tool: lookup_order, required]
+2. Issue the refund. [tool: issue_refund, required, when: the order is owed a refund]
+`,
+      'agents/support-agent.yaml': 'procedures: [refund-order]\n',
+    });
+    const asked = (tools: [number, string][]) => ({ ...session(tools), agent: 'support-agent' });
+    // the customer asked about shipping: neither tool called; whether a refund was owed, nobody could tell
+    const unrelated = await checkSession(refunds, asked([[1, 'track_parcel']]), { decider: offline });
+    expect(statuses(unrelated)).toEqual(['step1:not_reached', 'step2:not_checked']);
+    expect(unrelated.checks[0]).toMatchObject({
+      excluded_reason: "The session ended before the procedure started: its only applicable step was not reached, so it isn't checked.",
+      result: null,
+      checked_result: null,
+    });
+    // the refund issued without the lookup: the undecided step was done, so the procedure started
+    const unchecked = await checkSession(refunds, asked([[3, 'issue_refund']]), { decider: offline });
+    expect(statuses(unchecked)).toEqual(['step1:skipped', 'step2:done']);
+    expect(unchecked.checks[0]).toMatchObject({ excluded_reason: null, result: 'deviated' });
+  });
+
   it('without any tool calls, the transcript decides tool steps (so, offline, they are not checked)', async () => {
     const body = await checkSession(folder, session([]), { decider: offline });
     expect(statuses(body).slice(0, 4)).toEqual(['step1:not_checked', 'step2:not_checked', 'step3:not_checked', 'step4:not_checked']);

@@ -1,7 +1,7 @@
 import type { Evidence, ProcedureCheck, RuleResult, RuleStatus, SessionBody } from './body';
 import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer } from './decider';
 import type { LockAgent, LockProcedure, LockRule } from './lock';
-import { counts, excludedReason, isFinding, procedureResult, resultWithSuppressed, sessionResult } from './result';
+import { counts, excludedReason, isFinding, procedureResult, resultWithSuppressed, sessionResult, type RolledRule } from './result';
 import { agentSpoke, type Session } from './session';
 import { neverStatus } from './status/never';
 import type { NeverObservation, Observation, StepObservation, WarningObservation } from './status/observation';
@@ -158,7 +158,11 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
     suppressed: false,
     override: null,
   }));
-  const rolled = rules.map((r, i) => ({ kind: r.kind, status: r.status, required: entries[i].rule.required, suppressed: r.suppressed }));
+  const rolled = rules.map((r, i): RolledRule => {
+    const obs = entries[i].obs;
+    const seenNotDone = r.kind === 'step' && r.status === 'not_checked' && (obs as StepObservation).done === false;
+    return { kind: r.kind, status: r.status, required: entries[i].rule.required, suppressed: r.suppressed, ...(seenNotDone ? { seenNotDone } : {}) };
+  });
   const spoke = agentSpoke(session);
   const excluded_reason = excludedReason(rolled, spoke);
   return {

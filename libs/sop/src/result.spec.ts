@@ -52,11 +52,18 @@ describe('excludedReason: the session ended before the procedure started', () =>
     );
   });
 
+  it('excludes it too when a step is undecided only on its condition, seen not done either way', () => {
+    expect(excludedReason([step('not_reached', true), { ...step('not_checked', true), seenNotDone: true }], true)).toBe(
+      "The session ended before the procedure started: its only applicable step was not reached, so it isn't checked.",
+    );
+  });
+
   it.each<[string, RolledRule[]]>([
     ['a step done: the procedure started, and ended in the middle (partial)', [step('done'), step('not_reached')]],
     ['a step skipped', [step('skipped'), step('not_reached')]],
     ['a step out of order', [step('out_of_order'), step('not_reached')]],
     ['a step not decided: it may have been done', [step('not_checked'), step('not_reached')]],
+    ['only steps seen not done whose condition is undecided (none not reached)', [{ ...step('not_checked'), seenNotDone: true }]],
     ['a never rule violated: a finding is never hidden', [step('not_reached'), never('violated')]],
     ['a never rule not decided', [step('not_reached'), never('not_checked')]],
     ['a warning sign that came up and was handled', [step('not_reached'), warning('present')]],

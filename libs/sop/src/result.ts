@@ -23,6 +23,11 @@ export interface RolledRule {
   status: RuleStatus;
   required: boolean;
   suppressed?: boolean;
+  /**
+   * A step not_checked only because nobody could tell whether it applied: it was seen not done
+   * (its tool never called). Either way it was not reached, or did not apply.
+   */
+  seenNotDone?: boolean;
 }
 
 const APPLICABLE_STEP: readonly RuleStatus[] = ['done', 'out_of_order', 'skipped', 'not_reached'];
@@ -45,14 +50,16 @@ export function procedureResult(rules: readonly RolledRule[], goalReached: boole
  * skipped, out of order or left undecided), no never rule violated or undecided, and no warning
  * sign came up. The check then has no result (it is left out of rates, like a procedure that did
  * not apply). A procedure the session had started and ended in the middle of is checked: its
- * steps after the last one done are not_reached and make it partial. A session where the agent
- * never spoke stays not_measurable.
+ * steps after the last one done are not_reached and make it partial. A step left undecided only
+ * because its condition was (seenNotDone: not done either way) does not stop the exclusion; one
+ * that may have been done does. A session where the agent never spoke stays not_measurable.
  */
 export function excludedReason(rules: readonly RolledRule[], agentSpoke: boolean): string | null {
   if (!agentSpoke) return null;
   const steps = rules.filter((r) => r.kind === 'step');
   const notReached = steps.filter((r) => r.status === 'not_reached').length;
-  if (!notReached || steps.some((r) => r.status !== 'not_reached' && r.status !== 'not_applicable')) return null;
+  const unstarted = (r: RolledRule) => r.status === 'not_reached' || r.status === 'not_applicable' || (r.status === 'not_checked' && r.seenNotDone === true);
+  if (!notReached || !steps.every(unstarted)) return null;
   if (rules.some((r) => (r.kind === 'never' && r.status !== 'ok') || (r.kind === 'warning' && (r.status === 'present' || r.status === 'unheeded')))) return null;
   const what = notReached === 1 ? 'its only applicable step was not reached' : `none of its ${notReached} applicable steps was reached`;
   return `The session ended before the procedure started: ${what}, so it isn't checked.`;

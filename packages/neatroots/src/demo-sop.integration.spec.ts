@@ -55,7 +55,11 @@ describe('the demo workspace at start', () => {
     expect(row('sample-refund-followed')).toBe('sample-refund-followed followed refund-order: 1 done, 2 done; customer-care: not checked');
     expect(row('sample-refund-out-of-order')).toBe('sample-refund-out-of-order partial refund-order: 1 out_of_order, 2 done; customer-care: not checked');
     expect(row('sample-refund-skipped')).toBe('sample-refund-skipped deviated refund-order: 1 skipped, 2 done; customer-care: not checked');
-    expect(row('sample-refund-not-reached')).toBe('sample-refund-not-reached partial refund-order: 1 not_reached, 2 not_checked; customer-care: not checked');
+    // the customer changed their mind before the lookup: refund-order never started, so it is left out
+    // (step 2 is undecided only on its when:, and its tool was never called)
+    expect(row('sample-refund-not-reached')).toBe(
+      'sample-refund-not-reached not_measurable refund-order: not started (1 not_reached, 2 not_checked); customer-care: not checked',
+    );
     // no tool calls: even the tool steps need a model, so nothing is measured
     expect(row('sample-no-tool-calls')).toBe('sample-no-tool-calls not_measurable refund-order: not checked; customer-care: not checked');
 

@@ -101,13 +101,18 @@ function sessionLine(s: SessionView): string {
   return `    ${name} ${(s.result ?? '-').padEnd(15)} ${s.checks.map(checkText).join('; ')}${silent}`;
 }
 
-/** A check as "refund-order: 1 done, 2 skipped", or "customer-care: not checked" when no rule was. */
+/**
+ * A check as "refund-order: 1 done, 2 skipped", "refund-order: not started (1 not_reached, …)"
+ * when the session ended before it started, or "customer-care: not checked" when no rule was.
+ */
 function checkText(c: ProcedureCheck): string {
   if (c.applicable === null && !c.rules.length) return `${c.procedure_id}: not routed`;
   if (c.applicable === false) return `${c.procedure_id}: does not apply`;
   if (c.rules.every((r) => r.status === 'not_checked')) return `${c.procedure_id}: not checked`;
   const parts = c.rules.filter((r) => r.kind === 'step').map((r) => `${r.index} ${r.status}`);
   for (const r of c.rules) if (r.kind !== 'step' && r.finding) parts.push(`${r.kind} ${r.index} ${r.status}`);
+  // excluded_reason: the session ended before the procedure started; left out of the result
+  if (c.excluded_reason) return `${c.procedure_id}: not started (${parts.join(', ')})`;
   return `${c.procedure_id}: ${parts.join(', ')}`;
 }
 
