@@ -25,10 +25,14 @@ const KEY = 'bench-key';
 /** Where PGlite keeps the database: 'disk' (the embedded default) unless --memory-db. */
 const DB = process.argv.includes('--memory-db') ? 'memory' : 'disk';
 
-/** The default unless set (NEATROOTS_WINDOW_CHECKPOINT_MS=0: every window save journaled on its own, for comparison). */
+/**
+ * The defaults unless set, for comparisons: NEATROOTS_WINDOW_CHECKPOINT_MS=0 (every window save
+ * journaled on its own), NEATROOTS_DB_CHECKPOINT_MB=0 (PGlite's own checkpoints only).
+ */
 function windowCheckpoint() {
-  const v = process.env.NEATROOTS_WINDOW_CHECKPOINT_MS;
-  return v === undefined ? {} : { NEATROOTS_WINDOW_CHECKPOINT_MS: v };
+  const out = {};
+  for (const k of ['NEATROOTS_WINDOW_CHECKPOINT_MS', 'NEATROOTS_DB_CHECKPOINT_MB']) if (process.env[k] !== undefined) out[k] = process.env[k];
+  return out;
 }
 
 /**

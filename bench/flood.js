@@ -45,8 +45,8 @@ function rssOf(pid) {
   }
 }
 
-async function startServer(env) {
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-flood-'));
+/** `neatroots start` in a new data folder, or in `home` (a start after a stop or a kill). */
+async function startServer(env, home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-flood-'))) {
   const ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort() };
   // The servers' node flags given here: the CLI serves in this process (no relaunch), whose memory is read.
   const proc = spawn(process.execPath, [...serverNodeFlags(), CLI, 'start', '--no-demo'], {

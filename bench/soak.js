@@ -30,6 +30,17 @@ function du(dir) {
   return sum;
 }
 
+async function startAfterKill(server, env) {
+  server.proc.kill('SIGKILL');
+  await new Promise((res) => server.proc.once('exit', res));
+  const t0 = performance.now();
+  const again = await startServer({ ...env, NEATROOTS_ADMIN_PORT: '0' }, server.home);
+  const s = Math.round((performance.now() - t0) / 100) / 10;
+  again.proc.kill('SIGTERM');
+  await new Promise((res) => again.proc.once('exit', res));
+  return s;
+}
+
 async function metrics(port) {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const out = {};
@@ -56,7 +67,10 @@ async function benchSoak({
   const { batches, spans } = buildBatches({ spans: 200_000, perRun: 100, batch: spansPerBatch, prefix: PREFIX });
   const perBatch = spans / batches.length;
   const admin = await freePort();
-  const server = await startServer({ NEATROOTS_ADMIN_PORT: String(admin), ...(process.env.SOAK_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SOAK_NODE_OPTIONS } : {}) });
+  // Settings in this environment (NEATROOTS_*) go to the server: a comparison of one setting.
+  const settings = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('NEATROOTS_')));
+  const serverEnv = { ...settings, NEATROOTS_ADMIN_PORT: String(admin), ...(process.env.SOAK_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SOAK_NODE_OPTIONS } : {}) };
+  const server = await startServer(serverEnv);
   const pid = server.proc.pid;
   const client = new grpc.Client(`127.0.0.1:${server.ports.grpc}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 64 << 20 });
   const md = new grpc.Metadata();
@@ -96,6 +110,7 @@ async function benchSoak({
           rss_mb: Math.round(rssOf(pid) / 1048576),
           heap_used_mb: Math.round((m.neatroots_nodejs_heap_size_used_bytes ?? NaN) / 1048576),
           data_mb: Math.round(du(server.home) / 1048576),
+          wal_mb: Math.round(du(path.join(server.home, 'data', 'pg', 'pg_wal')) / 1048576),
         });
         console.error(JSON.stringify(samples[samples.length - 1]));
       }
@@ -113,13 +128,17 @@ async function benchSoak({
       refused_spans: Math.round(r.refused),
       failed_spans: r.failed,
       runs: Math.round(r.accepted / 100),
-      first_and_last_third_medians: { rss_mb: pair('rss_mb'), heap_used_mb: pair('heap_used_mb'), data_mb: pair('data_mb') },
+      first_and_last_third_medians: { rss_mb: pair('rss_mb'), heap_used_mb: pair('heap_used_mb'), data_mb: pair('data_mb'), wal_mb: pair('wal_mb') },
+      // Killed (SIGKILL) at the end, then started again on its data folder: what a crash costs at the next start.
+      start_after_kill_s: await startAfterKill(server, serverEnv),
       samples,
     };
   } finally {
     client.close();
-    server.proc.kill('SIGTERM');
-    await new Promise((res) => server.proc.once('exit', res));
+    if (server.proc.exitCode === null && server.proc.signalCode === null) {
+      server.proc.kill('SIGTERM');
+      await new Promise((res) => server.proc.once('exit', res));
+    }
     if (process.env.SOAK_KEEP) console.error(`data folder kept: ${server.home}\n${server.output.join('').split('\n').slice(-40).join('\n')}`);
     else fs.rmSync(server.home, { recursive: true, force: true });
   }

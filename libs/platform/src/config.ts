@@ -156,6 +156,12 @@ const schema = z.object({
    */
   NEATROOTS_MAX_ENDED_WINDOWS: z.coerce.number().int().min(0).default(1_000),
   /**
+   * The embedded database (PGlite in the data folder) takes a checkpoint once this many MB of
+   * WAL were written since the last one, which bounds its pg_wal folder and what a start after
+   * a crash replays. 0: only PGlite's own, at 1 GB.
+   */
+  NEATROOTS_DB_CHECKPOINT_MB: z.coerce.number().int().min(0).max(1024).default(64),
+  /**
    * What ingest accepts (docs/operations.md, "Limits"): JSON nesting, attribute count and
    * size, item size, tokens of one span, and how far ahead of this clock a timestamp may be.
    * An item past them is rejected at ingest, naming the field.

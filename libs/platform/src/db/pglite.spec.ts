@@ -4,7 +4,8 @@ import * as path from 'node:path';
 import { dbContract } from './contract.test';
 import { loadMigrations, migrate } from './migrate';
 import { openPglite } from './pglite';
-import { openPgliteWorker } from './pglite-worker';
+import type { Db } from '@neatroots/ports';
+import { openPgliteWorker, type WalCheckpoint } from './pglite-worker';
 
 dbContract('PGlite in memory', () => openPglite());
 // the embedded default: PGlite on its own thread, queries and batches posted to it
@@ -47,4 +48,55 @@ describe('migrate with the store migrations', () => {
     await writeFile(path.join(dir, 'init.sql'), 'SELECT 1');
     await expect(loadMigrations(dir)).rejects.toThrow(/NNNN_name\.sql/);
   });
+});
+
+describe('openPgliteWorker in a data folder: checkpoints by WAL written', () => {
+  const walSince = async (db: Db) =>
+    Number(
+      (await db.query<{ wal: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), redo_lsn)::bigint AS wal FROM pg_control_checkpoint()'))
+        .rows[0].wal,
+    );
+  const write = async (db: Db, mb: number) => {
+    // rows of about 1 KB, 1,000 a statement
+    await db.exec('CREATE TABLE IF NOT EXISTS w (i int PRIMARY KEY, p text)');
+    const start = Number((await db.query<{ n: number }>('SELECT count(*)::int AS n FROM w')).rows[0].n);
+    for (let i = start; i < start + mb * 1000; i += 1000) {
+      await db.query(`INSERT INTO w SELECT g, repeat(md5(g::text), 32) FROM generate_series($1::int, $2::int) g`, [i, i + 999]);
+    }
+  };
+
+  it('keeps the WAL since the last checkpoint near the bound, and the data through a crash', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-wal-'));
+    const taken: WalCheckpoint[] = [];
+    const db = await openPgliteWorker({ dataDir, checkpointWalBytes: 4 * 2 ** 20, checkpointPollMs: 20, onCheckpoint: (c) => taken.push(c) });
+    try {
+      for (let round = 0; round < 6; round++) {
+        await write(db, 4);
+        // the poll runs between the writes: every statement of this test waits its turn behind it
+        await new Promise((r) => setTimeout(r, 60));
+      }
+      expect(taken.length).toBeGreaterThanOrEqual(3);
+      for (const c of taken) expect(c.walBytes).toBeGreaterThanOrEqual(4 * 2 ** 20);
+      expect(await walSince(db)).toBeLessThan(12 * 2 ** 20);
+    } finally {
+      await (db as unknown as { worker: { terminate(): Promise<number> } }).worker.terminate(); // a crash: no close
+    }
+    const again = await openPgliteWorker({ dataDir });
+    expect((await again.query('SELECT count(*)::int AS n FROM w')).rows).toEqual([{ n: 24_000 }]);
+    await again.close();
+  }, 120_000);
+
+  it('with the bound at 0, takes none (PGlite on its own checkpoints at 1 GB)', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-wal-'));
+    const taken: WalCheckpoint[] = [];
+    const db = await openPgliteWorker({ dataDir, checkpointWalBytes: 0, checkpointPollMs: 20, onCheckpoint: (c) => taken.push(c) });
+    try {
+      await write(db, 8);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(taken).toEqual([]);
+      expect(await walSince(db)).toBeGreaterThan(8 * 2 ** 20);
+    } finally {
+      await db.close();
+    }
+  }, 120_000);
 });

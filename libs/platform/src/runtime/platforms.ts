@@ -67,7 +67,20 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
       'db',
       async () => {
         if (!opts.inMemoryDb) fs.mkdirSync(config.dataDir, { recursive: true });
-        const d = await openPgliteWorker(opts.inMemoryDb ? {} : { dataDir: path.join(config.dataDir, 'pg') });
+        const d = await openPgliteWorker(
+          opts.inMemoryDb
+            ? {}
+            : {
+                dataDir: path.join(config.dataDir, 'pg'),
+                checkpointWalBytes: config.NEATROOTS_DB_CHECKPOINT_MB * 1024 * 1024,
+                onCheckpoint: (c) => {
+                  const fields = { wal_mb: Math.round(c.walBytes / 2 ** 20), ms: Math.round(c.ms) };
+                  if (c.ms > 2_000) log.warn('database checkpoint held storage over 2 s', fields);
+                  else log.debug('database checkpoint', fields);
+                },
+                onCheckpointError: (err) => log.error('database checkpoint failed (tried again at the next look)', err),
+              },
+        );
         await migrated(d);
         return d;
       },
