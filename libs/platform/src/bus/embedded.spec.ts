@@ -74,4 +74,35 @@ describe('the embedded bus at a stop', () => {
     expect([...before].filter((i) => after.has(i))).toEqual([]);
     expect(new Set([...before, ...after]).size).toBe(all.length + 1);
   }, 60_000);
+
+  it('does not wait on a batch in hand that keeps retrying (a full disk under its store): past the drain time and 5 s more, it says so and goes on', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-drain-'));
+    homes.push(home);
+    const config = loadConfig({ NEATROOTS_HOME: home, NEATROOTS_DRAIN_MS: '300' });
+    const said: string[] = [];
+    const log = { info: (m: string) => said.push(m), warn: (m: string) => said.push(m), error: (m: string) => said.push(m) };
+    const events = jsonTopic<Rec>(`${config.NEATROOTS_TOPIC_PREFIX}.events`);
+    const bus = openEmbeddedBus(config, log);
+    // The handler waits on a store that never answers, until its service stops (the release below).
+    let release!: () => void;
+    const stopped = new Promise<void>((r) => (release = r));
+    let handled = 0;
+    await bus.subscribe(events, { group: 'review' }, async (b) => {
+      await stopped;
+      handled += b.records.length;
+    });
+    await bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 0 } }]);
+    const t0 = Date.now();
+    await drainEmbeddedBus(bus, config, events.name, log);
+    const took = Date.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(5_290);
+    expect(took).toBeLessThan(10_000);
+    expect(said).toContain(
+      `stop: batches in hand still retrying after 5000 ms more (a dependency keeps failing; see the errors above): they end as their services stop, and their records stay durable in ${logDir(config)} for the next start`,
+    );
+    expect(said.some((m) => m.startsWith('stop: drained for 300 ms (NEATROOTS_DRAIN_MS); 1 accepted records not processed yet stay durable'))).toBe(true);
+    expect(handled).toBe(0);
+    release(); // the service stops: its batch ends, and the bus closes
+    await bus.close();
+  }, 30_000);
 });

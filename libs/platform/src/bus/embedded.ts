@@ -45,6 +45,9 @@ export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBu
  * NEATROOTS_DRAIN_MS. Whatever is left stays in the log (durable) and is processed at the next
  * start; the line says how much, and where.
  */
+/** The least a stop waits for the batches in hand once the drain time is over. */
+const IN_HAND_MS = 5_000;
+
 export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: string, log: EmbeddedBusLog): Promise<void> {
   const ms = config.NEATROOTS_DRAIN_MS;
   let timer: NodeJS.Timeout | undefined;
@@ -58,8 +61,23 @@ export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: 
   clearTimeout(timer);
   if (done) return;
   // The batches in hand end and no others start, so the count said is what the next start takes
-  // up (the services still stopping would otherwise go on consuming it).
-  if (bus instanceof LogBus) await bus.stopDelivering();
+  // up (the services still stopping would otherwise go on consuming it). A batch whose handler
+  // waits on a dependency that keeps failing (a full disk under the database) may not end: it is
+  // waited for as long again (at least IN_HAND_MS), then the services' own stops (next) end its
+  // retries; what it held was not processed and stays in the log.
+  if (bus instanceof LogBus) {
+    const more = Math.max(ms, IN_HAND_MS);
+    let wait: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      bus.stopDelivering().then(() => true),
+      new Promise<boolean>((r) => {
+        wait = setTimeout(() => r(false), more);
+        wait.unref();
+      }),
+    ]);
+    clearTimeout(wait);
+    if (!ended) log.warn(`stop: batches in hand still retrying after ${more} ms more (a dependency keeps failing; see the errors above): they end as their services stop, and their records stay durable in ${logDir(config)} for the next start`);
+  }
   const left = bus.backlog(topic);
   if (left === 0) return; // the batches in hand were the last
   if (bus instanceof LogBus) {

@@ -343,7 +343,7 @@ export class LogBus implements Bus {
 
   async publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
-    if (this.failed) throw new Error(`the bus log cannot be written (${this.failed.message})`);
+    if (this.failed) throw new Error(`the bus log cannot be written (${this.failed.message})`, { cause: this.failed });
     if (!records.length) return;
     this.codecs.set(topic.name, topic as Topic<unknown>);
     // Encoded first: a value that cannot be encoded is the caller's error, and nothing is appended.
@@ -362,7 +362,7 @@ export class LogBus implements Bus {
         seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
       } catch (err) {
         this.failed ??= err as Error;
-        throw new Error(`the bus log cannot be written (${(err as Error).message})`);
+        throw new Error(`the bus log cannot be written (${(err as Error).message})`, { cause: err });
       }
       const ms = performance.now() - started;
       this.stats.writes++;
@@ -440,7 +440,7 @@ export class LogBus implements Bus {
         await Promise.all(segs.map((s) => s.sync()));
       } catch (err) {
         this.failed ??= err as Error;
-        for (const w of waiters) w.reject(new Error(`the bus log cannot be synced (${(err as Error).message})`));
+        for (const w of waiters) w.reject(new Error(`the bus log cannot be synced (${(err as Error).message})`, { cause: err }));
         continue;
       }
       this.stats.syncs++;

@@ -17,6 +17,10 @@ describe('isInfrastructureError: a dependency down is never blamed on a message'
     ['the handler saying so', new RetryLaterError('windows unavailable')],
     // what the window store's ioredis throws while Redis restarts (a fault test set spans aside on it)
     ['Redis away (offline queue off)', new Error("Stream isn't writeable and enableOfflineQueue options is false")],
+    // the embedded stores' disk: a window journal's write, the bus log's (which keeps the cause)
+    ['a full disk', Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' })],
+    ['a full disk under the bus log', new Error('the bus log cannot be written (ENOSPC: no space left on device, write)', { cause: Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' }) })],
+    ['a failing disk', Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })],
   ])('%s', (_name, err) => expect(isInfrastructureError(err)).toBe(true));
 
   it.each([

@@ -37,11 +37,13 @@ export class RetryLaterError extends Error {
 
 const NETWORK_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED',
+  // the disk under the data folder: full, over quota, read-only or failing (the embedded stores)
+  'ENOSPC', 'EDQUOT', 'EROFS', 'EIO',
 ]);
 
 /**
  * Does this error say a dependency is down rather than that the message is bad? Network
- * errors, the Postgres classes of a server that cannot work (08 connection, 53 resources,
+ * errors, a disk that is full or failing, the Postgres classes of a server that cannot work (08 connection, 53 resources,
  * 57 operator intervention, 58 system), an HTTP service that is overloaded or failing (429,
  * 5xx: a model endpoint), and the client libraries' own connection errors.
  */
