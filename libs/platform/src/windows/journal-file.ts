@@ -167,6 +167,7 @@ export class JournalFile<W> {
    * next one (the rule engine's saves, wakes and the question service's, all in one sync).
    */
   append(change: Change<W>): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
     this.pending.push(this.encode(change));
     return new Promise<void>((resolve, reject) => {
       this.waiters.push({ resolve, reject });
@@ -181,6 +182,11 @@ export class JournalFile<W> {
       this.pending = [];
       this.waiters = [];
       let ok = false;
+      if (this.failed) {
+        // Queued while the write that failed was under way: encoded against changes not on disk.
+        for (const w of waiters) w.reject(this.failed);
+        continue;
+      }
       try {
         if (this.fd < 0) throw new Error(`window journal ${this.journalPath} is closed`);
         let done = 0;
@@ -197,6 +203,14 @@ export class JournalFile<W> {
           if (this.fd >= 0) fs.ftruncateSync(this.fd, this.bytes);
         } catch {
           // the next write fails too, and says why
+        }
+        // And nothing more is written: a later change may be an edit of one that is not on disk
+        // (a window first written in the record that failed), which the next start could not
+        // read. Failed until the process starts again, as the bus log (a sync that failed may
+        // also have lost pages written before it). The saves fail; the bus delivers their
+        // batches again after the restart, from a journal that is a whole prefix.
+        if (this.fd >= 0) {
+          this.failed = new Error(`window journal ${this.journalPath} cannot be written (${(e as Error).message}); nothing more is written to it until neatroots starts again`, { cause: e });
         }
         for (const w of waiters) w.reject(e);
       }
@@ -298,6 +312,8 @@ export class JournalFile<W> {
   }
 
   compactionError: Error | undefined;
+  /** A write or sync failed: every later change is refused with this (see flush). */
+  failed: Error | undefined;
 
   /** Resolves once no compaction is running (tests; close). */
   async compacted(): Promise<void> {

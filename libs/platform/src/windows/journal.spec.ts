@@ -84,6 +84,25 @@ describe('JournalWindowStore after a crash', () => {
     await c.close();
   });
 
+  it('after a write the disk refused, writes nothing more: the next start reads every save that returned, and no edit of one that failed', async () => {
+    const f = opener();
+    const a = f.open();
+    await a.save([{ key: 'r1', window: w('r1', 1) }]);
+    await a.save([{ key: 'r1', window: w('r1', 2) }]); // journaled as an edit of the first
+    const file = (a as unknown as { file: { fd: number } }).file;
+    const real = file.fd;
+    file.fd = fs.openSync('/dev/full', 'w'); // the disk is full
+    await expect(a.save([{ key: 'r2', window: w('r2', 1) }])).rejects.toMatchObject({ code: 'ENOSPC' });
+    fs.closeSync(file.fd);
+    file.fd = real; // room again
+    // r2's next save would be written as an edit of the record that failed; r1's after a sync that failed
+    await expect(a.save([{ key: 'r2', window: w('r2', 2) }])).rejects.toThrow(/runs\.journal cannot be written \(ENOSPC.*nothing more is written to it until neatroots starts again/);
+    await expect(a.save([{ key: 'r1', window: w('r1', 3) }])).rejects.toThrow(/cannot be written/);
+    const b = f.open(); // the restart: the journal is a whole prefix
+    expect(await contents(b, ['r1', 'r2'])).toEqual({ r1: w('r1', 2) });
+    await b.close();
+  });
+
   it('cuts a torn last record and keeps every change before it', async () => {
     const f = opener();
     const a = f.open();
