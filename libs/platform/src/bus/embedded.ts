@@ -40,26 +40,31 @@ export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBu
   return bus;
 }
 
-/**
- * On a stop, once ingest stopped accepting: lets what was accepted be processed, for at most
- * NEATROOTS_DRAIN_MS. Whatever is left stays in the log (durable) and is processed at the next
- * start; the line says how much, and where.
- */
 /** The least a stop waits for the batches in hand once the drain time is over. */
 const IN_HAND_MS = 5_000;
 
-export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: string, log: EmbeddedBusLog): Promise<void> {
-  const ms = config.NEATROOTS_DRAIN_MS;
+/** Whether `p` settled within `ms` (the timer does not keep the process up). */
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  const done = await Promise.race([
-    bus.idle().then(() => true),
+  const settled = await Promise.race([
+    p.then(() => true),
     new Promise<boolean>((r) => {
       timer = setTimeout(() => r(false), ms);
       timer.unref();
     }),
   ]);
   clearTimeout(timer);
-  if (done) return;
+  return settled;
+}
+
+/**
+ * On a stop, once ingest stopped accepting: lets what was accepted be processed, for at most
+ * NEATROOTS_DRAIN_MS. Whatever is left stays in the log (durable) and is processed at the next
+ * start; the line says how much, and where.
+ */
+export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: string, log: EmbeddedBusLog): Promise<void> {
+  const ms = config.NEATROOTS_DRAIN_MS;
+  if (await settlesWithin(bus.idle(), ms)) return;
   // The batches in hand end and no others start, so the count said is what the next start takes
   // up (the services still stopping would otherwise go on consuming it). A batch whose handler
   // waits on a dependency that keeps failing (a full disk under the database) may not end: it is
@@ -67,16 +72,7 @@ export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: 
   // retries; what it held was not processed and stays in the log.
   if (bus instanceof LogBus) {
     const more = Math.max(ms, IN_HAND_MS);
-    let wait: NodeJS.Timeout | undefined;
-    const ended = await Promise.race([
-      bus.stopDelivering().then(() => true),
-      new Promise<boolean>((r) => {
-        wait = setTimeout(() => r(false), more);
-        wait.unref();
-      }),
-    ]);
-    clearTimeout(wait);
-    if (!ended) log.warn(`stop: batches in hand still retrying after ${more} ms more (a dependency keeps failing; see the errors above): they end as their services stop, and their records stay durable in ${logDir(config)} for the next start`);
+    if (!(await settlesWithin(bus.stopDelivering(), more))) log.warn(`stop: batches in hand still retrying after ${more} ms more (a dependency keeps failing; see the errors above): they end as their services stop, and their records stay durable in ${logDir(config)} for the next start`);
   }
   const left = bus.backlog(topic);
   if (left === 0) return; // the batches in hand were the last
