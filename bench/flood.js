@@ -68,7 +68,10 @@ async function startServer(env, home = fs.mkdtempSync(path.join(os.tmpdir(), 'ne
   const end = Date.now() + 120_000;
   while (!output.join('').includes('Serving')) {
     if (proc.exitCode !== null) throw new Error(`neatroots start exited ${proc.exitCode}:\n${output.join('')}`);
-    if (Date.now() > end) throw new Error(`neatroots start not serving after 120 s:\n${output.join('')}`);
+    if (Date.now() > end) {
+      proc.kill('SIGKILL'); // not left holding its data folder
+      throw new Error(`neatroots start not serving after 120 s:\n${output.join('')}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   return { proc, home, ports, output };

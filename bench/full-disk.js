@@ -2,9 +2,10 @@
 // The embedded default on a disk that fills up: `neatroots start` with its data folder on a small
 // tmpfs (FULL_DISK_MB, default 120; mounting it needs root), exports of 500 items one after the
 // other until 30 were refused; then a stop (SIGTERM) and a start on a copy of the data folder on
-// a disk with room, which processes what was left. Prints the refusals' codes and reasons, how
-// long the stop took, and the spans of the acknowledged exports against those stored and the
-// dead letters (none should be set aside for a full disk).
+// a disk with room, which processes what was left. Prints the refusals' codes and reasons, what
+// /healthz answered after them, the error lines logged in the next 10 s, how long the stop took,
+// what a start on the still full disk did, and the spans of the acknowledged exports against those
+// stored and the dead letters (none should be set aside for a full disk).
 //   node bench/full-disk.js
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -56,7 +57,8 @@ async function benchFullDisk({ mb = Number(process.env.FULL_DISK_MB ?? 120) } = 
     const home = path.join(mnt, 'home');
     fs.mkdirSync(home);
     const { batches } = buildBatches({ spans: 200_000, perRun: 100, batch: BATCH, prefix: PREFIX });
-    const server = await startServer({}, home);
+    const fullAdmin = await freePort();
+    const server = await startServer({ NEATROOTS_ADMIN_PORT: String(fullAdmin) }, home);
     const client = new grpc.Client(`127.0.0.1:${server.ports.grpc}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 64 << 20 });
     const md = new grpc.Metadata();
     md.set('x-api-key', KEY);
@@ -80,10 +82,25 @@ async function benchFullDisk({ mb = Number(process.env.FULL_DISK_MB ?? 120) } = 
       refusals[k] = (refusals[k] ?? 0) + 1;
     }
     client.close();
+    // What a supervisor sees, and what the log says while the consumers retry (10 s).
+    await new Promise((r) => setTimeout(r, 1_500));
+    const live = await fetch(`http://127.0.0.1:${fullAdmin}/healthz`).then(async (r) => ({ status: r.status, body: await r.json() }), (e) => ({ error: String(e) }));
+    const quiet = server.output.length;
+    await new Promise((r) => setTimeout(r, 10_000));
+    const errorLines = server.output.slice(quiet).join('').split('\n').filter((l) => /"level":(50|"error")|\bERROR\b/.test(l)).length;
     const mark = server.output.length;
     const stopped = await stop(server, Number(process.env.FULL_DISK_STOP_WAIT_MS ?? 120_000));
     // FULL_DISK_LOG=file: what the server said from the stop on
     if (process.env.FULL_DISK_LOG) fs.writeFileSync(process.env.FULL_DISK_LOG, server.output.slice(mark).join(''));
+    // A start on the disk still full (as a supervisor restarting it would): how it ends.
+    let fullStart;
+    try {
+      const s2 = await startServer({ NEATROOTS_ADMIN_PORT: String(await freePort()) }, home);
+      fullStart = 'serving';
+      await stop(s2, 60_000);
+    } catch (e) {
+      fullStart = String(e.message).split('\n').filter((l) => /ENOSPC|no space|error/i.test(l)).slice(0, 3).join(' | ').slice(0, 400) || String(e.message).slice(0, 200);
+    }
     // Room again: the data folder copied to a disk with space, and started there.
     execFileSync('cp', ['-a', home, copy]);
     const adminPort = await freePort();
@@ -110,7 +127,10 @@ async function benchFullDisk({ mb = Number(process.env.FULL_DISK_MB ?? 120) } = 
       exports_refused: refused,
       refusals,
       refused_ms_max: Math.max(...refusedMs),
+      healthz_after_refusals: live,
+      error_lines_in_10_s_after: errorLines,
       stop: { exited: stopped.exited, ms: stopped.ms },
+      start_on_the_full_disk: fullStart,
       spans_acknowledged: spans,
       spans_stored_after_a_start_with_room: stored,
       dead_letters: deadLetters,

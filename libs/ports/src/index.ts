@@ -8,3 +8,4 @@ export * from './dead-letters';
 export * from './module';
 export * from './code-host';
 export * from './shared-cache';
+export * from './repeats';

@@ -50,6 +50,12 @@ export interface Platform {
   /** Its drivers answer (readiness). */
   ready(): Promise<boolean>;
   /**
+   * Why this process cannot go on until it is started again, or undefined: a part that stops at
+   * a disk error so that what is on disk stays whole (the embedded bus log, a window journal).
+   * Liveness (/healthz) and gRPC health say so, so that a supervisor restarts the process.
+   */
+  failing?(): string | undefined;
+  /**
    * Once the edges stopped accepting: lets what they accepted be processed (the in-process
    * bus empties; Kafka keeps it anyway).
    */

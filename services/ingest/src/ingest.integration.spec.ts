@@ -226,7 +226,7 @@ describe('ingest over gRPC', () => {
       h.bus.failEvents = true;
       const err = await exportV1(h, { events: [spanEvent({})] }).catch((e: ServiceError) => e);
       expect(err).toMatchObject({ code: status.UNAVAILABLE });
-      expect((err as ServiceError).details).toContain('nothing was accepted, retry');
+      expect((err as ServiceError).details).toContain('not acknowledged, send it again (a span sent twice is stored once)');
       // the operator's line names the project and the run, for a log pipeline to filter on
       expect(h.logged).toContainEqual({ msg: 'ingest: publishing 1 items failed', fields: { project: 'shop', run_id: 'r1' } });
       h.bus.failEvents = false;

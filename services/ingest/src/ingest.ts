@@ -224,7 +224,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       await bus.publish(topics.events, records);
     } catch (e) {
       log.error(`ingest: publishing ${records.length} items failed`, e, runFields(project, records.map((r) => r.key)));
-      throw new CallError(Status.UNAVAILABLE, `the bus is unavailable (${(e as Error).message}); nothing was accepted, retry`);
+      throw new CallError(Status.UNAVAILABLE, `the bus is unavailable (${(e as Error).message}); not acknowledged, send it again (a span sent twice is stored once)`);
     }
   }
 

@@ -300,7 +300,7 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
       const res = await fetch(otherUrl, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: body([jsonSpan()]) });
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('1');
-      expect((await answerOf(res)).message).toContain('the bus is unavailable (broker down); nothing was accepted, retry');
+      expect((await answerOf(res)).message).toContain('the bus is unavailable (broker down); not acknowledged, send it again');
     } finally {
       await other.close();
       await down.close();

@@ -1,4 +1,4 @@
-import { deadLetterTopic, type Bus, type BusBatch, type DeadLetter, type Db, type LogFields, type Subscription, type Topic } from '@neatroots/ports';
+import { deadLetterTopic, RepeatedErrors, type Bus, type BusBatch, type DeadLetter, type Db, type LogFields, type Subscription, type Topic } from '@neatroots/ports';
 import {
   DeadLettersRepo, QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
 } from '@neatroots/store';
@@ -79,8 +79,13 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
       opts.onSetAside?.(l);
     }
   };
+  const repeats = new RepeatedErrors();
   const writer = new StoreWriter(opts.db, {
-    onError: (err, info) => log(`storing ${info.items} items failed (attempt ${info.attempt}); retrying`, err),
+    onError: (err, info) => {
+      // Retried while the database is down or its disk full: alike each try.
+      const quiet = repeats.pass((err as Error)?.message ?? String(err));
+      if (quiet !== undefined) log(`storing ${info.items} items failed (attempt ${info.attempt}); retrying${RepeatedErrors.suffix(quiet)}`, err);
+    },
     onSetAside: told,
     ...opts.writer,
   });

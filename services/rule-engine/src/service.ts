@@ -1,5 +1,5 @@
 import { RuleEngine, windowKey, type EngineOutput, type FindingEvent, type RuleSet, type RunWindow } from '@neatroots/checks';
-import { WindowConflictError, type Bus, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
+import { RepeatedErrors, WindowConflictError, type Bus, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
 import { QUESTIONS_TOPIC, questionTaskRecords, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
 import { itemRunId, type Envelope } from '@neatroots/spans';
@@ -94,6 +94,12 @@ export interface RuleEngineService {
  */
 export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<RuleEngineService> {
   const log = opts.log ?? ((msg, err, fields) => console.error(`rule-engine: ${msg}`, err ?? '', fields ?? ''));
+  // A batch retried while its windows cannot be saved (Redis down, a full disk) fails alike each try.
+  const repeats = new RepeatedErrors();
+  const logFailure = (msg: string, err: unknown, fields: LogFields) => {
+    const quiet = repeats.pass(`${msg.replace(/\d+/g, 'N')}: ${(err as Error)?.message ?? String(err)}`);
+    if (quiet !== undefined) log(`${msg}${RepeatedErrors.suffix(quiet)}`, err, fields);
+  };
   const engine = new RuleEngine({
     windows: opts.windows,
     rules: opts.rules,
@@ -228,7 +234,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
           if (atCall && batch.defer) {
             batch.defer(
               saved.catch((err) => {
-                log(`the window saves of a batch of ${envs.length} events failed (the bus delivers it again)`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
+                logFailure(`the window saves of a batch of ${envs.length} events failed (the bus delivers it again)`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
                 throw err;
               }),
             );
@@ -240,7 +246,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
         }
       } catch (err) {
         // Said here with the runs it held; the bus delivers the batch again.
-        log(`a batch of ${envs.length} events failed`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
+        logFailure(`a batch of ${envs.length} events failed`, err, runFields(envs.map((e) => [e.project, itemRunId(e.item)])));
         throw err;
       }
       metrics.consumed += envs.length;

@@ -105,4 +105,22 @@ describe('the embedded bus at a stop', () => {
     release(); // the service stops: its batch ends, and the bus closes
     await bus.close();
   }, 30_000);
+  it('logs a batch that keeps failing alike once, not at every retry (a store down, a full disk)', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-retries-'));
+    homes.push(home);
+    const config = loadConfig({ NEATROOTS_HOME: home });
+    const said: string[] = [];
+    const log = { info: () => {}, warn: () => {}, error: (m: string) => said.push(m) };
+    const events = jsonTopic<Rec>(`${config.NEATROOTS_TOPIC_PREFIX}.events`);
+    const bus = openEmbeddedBus(config, log);
+    let tries = 0;
+    await bus.subscribe(events, { group: 'review' }, async () => {
+      tries++;
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    });
+    await bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 0 } }]);
+    await waitUntil(() => tries >= 5, 10_000, () => `${tries} tries`);
+    await bus.close();
+    expect(said).toEqual([`bus ${events.name}/review: batch failed, retrying`]);
+  }, 30_000);
 });

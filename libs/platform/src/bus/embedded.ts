@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import type { Bus } from '@neatroots/ports';
+import { RepeatedErrors, type Bus } from '@neatroots/ports';
 import type { Config } from '../config';
 import { LogBus } from './log';
 import { MemoryBus } from './memory';
@@ -8,7 +8,13 @@ import { MemoryBus } from './memory';
  * The embedded deployment's bus, as configured: the durable log in the data folder
  * (NEATROOTS_BUS=log, the default) or the in-memory bus. Both have backlog() and idle().
  */
-export type EmbeddedBus = Bus & { backlog(topic: string): number; idle(): Promise<void>; close(): Promise<void> };
+export type EmbeddedBus = Bus & {
+  backlog(topic: string): number;
+  idle(): Promise<void>;
+  close(): Promise<void>;
+  /** Why the log cannot be written until the process starts again (a disk error), or undefined. */
+  failure?(): string | undefined;
+};
 
 export interface EmbeddedBusLog {
   info(msg: string): void;
@@ -21,8 +27,16 @@ export function logDir(config: Config): string {
 }
 
 export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBus {
+  // A batch retried while its store is down (or the disk full) fails alike every try.
+  const repeats = new RepeatedErrors();
   const common = {
-    onError: (err: unknown, topic: string, group: string) => log.error(`bus ${topic}/${group}: batch failed, retrying`, err),
+    onError: (err: unknown, topic: string, group: string) => {
+      const quiet = repeats.pass(`${topic}/${group}: ${(err as Error)?.message ?? String(err)}`);
+      if (quiet === undefined) return;
+      // The log's own bookkeeping (saving the groups' positions, the last sync at close) is no batch.
+      const what = topic === '(log)' ? `bus log (${group.replace(/[()]/g, '')})` : `bus ${topic}/${group}: batch failed, retrying`;
+      log.error(`${what}${RepeatedErrors.suffix(quiet)}`, err);
+    },
     setAside: { attempts: config.NEATROOTS_BUS_ATTEMPTS },
     deadLetterPrefix: config.NEATROOTS_TOPIC_PREFIX,
   };

@@ -339,11 +339,19 @@ export class LogBus implements Bus {
     return t;
   }
 
+  /**
+   * Why nothing more can be written (a write or sync that failed: a full or failing disk), until
+   * the process starts again and reads the log back; undefined while it can.
+   */
+  failure(): string | undefined {
+    return this.failed && `the bus log cannot be written (${this.failed.message})`;
+  }
+
   // ---- publishing -----------------------------------------------------------------------
 
   async publish<T>(topic: Topic<T>, records: BusRecord<T>[]): Promise<void> {
     if (this.closed) throw new Error('bus is closed');
-    if (this.failed) throw new Error(`the bus log cannot be written (${this.failed.message})`, { cause: this.failed });
+    if (this.failed) throw new Error(this.failure(), { cause: this.failed });
     if (!records.length) return;
     this.codecs.set(topic.name, topic as Topic<unknown>);
     // Encoded first: a value that cannot be encoded is the caller's error, and nothing is appended.
@@ -778,7 +786,7 @@ export class LogBus implements Bus {
           await this.deleteConsumed(saved);
         }
       } catch (err) {
-        this.onError(new Error(`saving consumer positions failed (retried): ${(err as Error).message}`), '(log)', '(offsets)');
+        this.onError(new Error(`saving consumer positions failed (retried): ${(err as Error).message}`, { cause: err }), '(log)', '(offsets)');
         this.offsetsDirty = true;
       } finally {
         this.committing = undefined;

@@ -1,3 +1,5 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { Db, QueryResult, Queryable, Statement } from '@neatroots/ports';
@@ -95,14 +97,32 @@ export class DbError extends Error {
   }
 }
 
+/** A full disk makes PGlite abort with no word of why: said when little room is left. */
+function diskHint(dir: string): string {
+  try {
+    const st = fs.statfsSync(fs.existsSync(dir) ? dir : path.dirname(dir));
+    const free = st.bavail * st.bsize;
+    return free < 64 * 2 ** 20 ? ` (the disk holding it has ${(free / 2 ** 20).toFixed(1)} MB free: make room, then start again)` : '';
+  } catch {
+    return '';
+  }
+}
+
 export async function openPgliteWorker(opts: PgliteWorkerOptions = {}): Promise<Db> {
   const worker = new Worker(THREAD, {
     eval: true,
     workerData: { dataDir: opts.dataDir, pglite: require.resolve('@electric-sql/pglite') },
   });
   const db = new PgliteWorkerDb(worker);
-  // Fails here (not on the first real query) when the database cannot open.
-  await db.query('SELECT 1');
+  // Fails here (not on the first real query) when the database cannot open; its thread must not
+  // outlive the failure (it would keep the process from exiting).
+  try {
+    await db.query('SELECT 1');
+  } catch (err) {
+    await worker.terminate().catch(() => undefined);
+    if (!opts.dataDir) throw err;
+    throw new DbError(`the embedded database in ${opts.dataDir} cannot be opened: ${(err as Error).message}${diskHint(opts.dataDir)}`, (err as DbError).code);
+  }
   const walBytes = opts.checkpointWalBytes ?? DEFAULT_CHECKPOINT_WAL_BYTES;
   if (opts.dataDir && walBytes > 0) db.checkpointEvery(walBytes, opts.checkpointPollMs ?? 5_000, opts);
   return db;

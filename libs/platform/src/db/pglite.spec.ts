@@ -100,3 +100,14 @@ describe('openPgliteWorker in a data folder: checkpoints by WAL written', () => 
     }
   }, 120_000);
 });
+
+describe('openPgliteWorker on a data folder it cannot open', () => {
+  it('rejects naming the folder, and its thread does not keep the process running (the CLI exits 1 instead of hanging)', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'neatroots-pgbad-'));
+    await writeFile(path.join(dir, 'PG_VERSION'), 'not a version\n'); // a folder PGlite takes for a damaged database
+    const ports = () => process.getActiveResourcesInfo().filter((r) => r === 'MessagePort').length;
+    const before = ports();
+    await expect(openPgliteWorker({ dataDir: dir })).rejects.toThrow(`the embedded database in ${dir} cannot be opened: `);
+    expect(ports()).toBe(before);
+  }, 60_000);
+});

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
- * Each process's admin port: /healthz (alive), /readyz (ready to serve: its dependencies
- * answered) and /metrics (Prometheus). Kept off the service ports so probes and scrapes
+ * Each process's admin port: /healthz (alive: 503 once it cannot go on until it is started
+ * again), /readyz (ready to serve: its dependencies answered) and /metrics (Prometheus). Kept off the service ports so probes and scrapes
  * never queue behind traffic.
  */
 export interface Metrics {
@@ -108,8 +108,13 @@ export async function startAdmin(opts: {
   host: string;
   port: number;
   metrics: Metrics;
-  /** Ready to take traffic (readiness probe); liveness only needs the process to answer. */
+  /** Ready to take traffic (readiness probe). */
   ready: () => boolean | Promise<boolean>;
+  /**
+   * Why the process cannot go on until it is started again (liveness fails with it), or
+   * undefined: alive as long as it answers.
+   */
+  failing?: () => string | undefined;
 }): Promise<AdminServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -117,8 +122,13 @@ export async function startAdmin(opts: {
       res.writeHead(code, { 'content-type': type });
       res.end(body);
     };
-    if (path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
+    const failing = opts.failing?.();
+    if (path === '/healthz') {
+      if (failing) return send(503, 'application/json', JSON.stringify({ status: 'failing', error: `${failing}; start the process again` }));
+      return send(200, 'application/json', '{"status":"ok"}');
+    }
     if (path === '/readyz') {
+      if (failing) return send(503, 'application/json', JSON.stringify({ status: 'not ready', error: failing }));
       Promise.resolve(opts.ready()).then(
         (ok) => send(ok ? 200 : 503, 'application/json', JSON.stringify({ status: ok ? 'ready' : 'not ready' })),
         (err: unknown) => send(503, 'application/json', JSON.stringify({ status: 'not ready', error: String(err) })),

@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from '../config';
-import { createLogger } from './log';
+import { createLogger, warnWhileSlow } from './log';
 
 describe('the logger', () => {
   it('writes JSON lines with level, service, project and run id, and the error with its stack', () => {
@@ -30,5 +30,23 @@ describe('the logger', () => {
     expect(loadConfig({ NEATROOTS_LOG_LEVEL: 'warn', NEATROOTS_LOG_FORMAT: 'json' })).toMatchObject({ NEATROOTS_LOG_LEVEL: 'warn', NEATROOTS_LOG_FORMAT: 'json' });
     expect(() => loadConfig({ NEATROOTS_LOG_LEVEL: 'loud' })).toThrow(ConfigError);
     expect(() => loadConfig({ NEATROOTS_LOG_LEVEL: 'loud' })).toThrow(/NEATROOTS_LOG_LEVEL/);
+  });
+});
+
+describe('warnWhileSlow', () => {
+  it('says what a step of a stop is still waiting on, while it waits, and nothing once it is done', async () => {
+    const said: string[] = [];
+    const log = { warn: (m: string) => void said.push(m) };
+    let done!: () => void;
+    const step = warnWhileSlow(log, 'shutdown: review', () => new Promise<void>((r) => (done = r)), 40);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(said.length).toBeGreaterThanOrEqual(2);
+    expect(said[0]).toMatch(/^shutdown: review: not done after \d+ s$/);
+    done();
+    await step;
+    const n = said.length;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(said.length).toBe(n);
+    await expect(warnWhileSlow(log, 'x', () => Promise.reject(new Error('boom')), 40)).rejects.toThrow('boom');
   });
 });

@@ -66,3 +66,18 @@ function errorFields(err: unknown): unknown {
 
 /** A logger that drops everything (tests, benchmarks). */
 export const silentLogger: Logger = createLogger({ level: 'silent', format: 'json', write: () => undefined });
+
+/**
+ * Runs `fn`, warning every `everyMs` while it is not done (a stop step waiting on something that
+ * does not end: which one it is, in the log, before a supervisor kills the process).
+ */
+export async function warnWhileSlow<T>(log: Pick<Logger, 'warn'>, what: string, fn: () => T | Promise<T>, everyMs = 15_000): Promise<T> {
+  const t0 = Date.now();
+  const timer = setInterval(() => log.warn(`${what}: not done after ${Math.round((Date.now() - t0) / 1000)} s`), everyMs);
+  timer.unref();
+  try {
+    return await fn();
+  } finally {
+    clearInterval(timer);
+  }
+}

@@ -1,13 +1,14 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Bus, Db, FailedJob, Jobs, Logger, Platform, RetriedJob, WindowStore, WindowStoreOptions } from '@neatroots/ports';
+import { RepeatedErrors, type Bus, type Db, type FailedJob, type Jobs, type Logger, type Platform, type RetriedJob, type WindowStore, type WindowStoreOptions } from '@neatroots/ports';
 import { BullJobs } from '../jobs/bullmq';
 import { InlineJobs } from '../jobs/inline';
 import { KafkaBus } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
 import { migrate, openPgliteWorker, openPostgres } from '../db';
-import type { Metrics } from '../ops';
+import { type Metrics } from '../ops';
+import { warnWhileSlow } from './log';
 import { JournalWindowStore } from '../windows/journal';
 import { MemoryWindowStore } from '../windows/memory';
 import { openRedisWindowStore } from '../windows/redis';
@@ -16,7 +17,7 @@ import { DbSharedCache } from '../cache/db';
 
 /** Opens each driver once, on first use, and closes what was opened in reverse order. */
 class Drivers {
-  private readonly closers: (() => Promise<void>)[] = [];
+  private readonly closers: { key: string; close: () => Promise<void> }[] = [];
   private readonly once = new Map<string, Promise<unknown>>();
 
   get<T>(key: string, open: () => Promise<T>, close: (v: T) => Promise<void>): Promise<T> {
@@ -24,7 +25,7 @@ class Drivers {
     if (!p) {
       p = open();
       this.once.set(key, p);
-      p.then((v) => this.closers.push(() => close(v)), () => this.once.delete(key));
+      p.then((v) => this.closers.push({ key, close: () => close(v) }), () => this.once.delete(key));
     }
     return p;
   }
@@ -32,9 +33,9 @@ class Drivers {
   async close(log: Logger): Promise<void> {
     for (const c of this.closers.splice(0).reverse()) {
       try {
-        await c();
+        await warnWhileSlow(log, `closing ${c.key}`, c.close);
       } catch (err) {
-        log.error('closing a driver failed', err);
+        log.error(`closing ${c.key} failed`, err);
       }
     }
   }
@@ -62,6 +63,8 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
   const { config, log } = opts;
   const drivers = new Drivers();
   let bus: EmbeddedBus | undefined;
+  /** The window journals opened: a disk error stops one until the next start (failing()). */
+  const journals: JournalWindowStore<unknown>[] = [];
   const db = () =>
     drivers.get<Db>(
       'db',
@@ -102,6 +105,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
           `windows:${file}`,
           async () => {
             const w = JournalWindowStore.open<W>({ dir, name: file, maxWindows: config.NEATROOTS_MAX_WINDOWS, maxResting: config.NEATROOTS_MAX_ENDED_WINDOWS });
+            journals.push(w as JournalWindowStore<unknown>);
             const torn = w.stats.tornBytes;
             if (torn) log.warn(`window journal: ${torn} bytes at the end of ${path.join(dir, `${file}.journal`)} cut off (a save the crash interrupted: it never returned)`);
             return w;
@@ -134,12 +138,14 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
       return cache.named(name);
     },
     ready: async () => true,
+    failing: () => bus?.failure?.() ?? journals.map((j) => j.failure()).find((why) => why !== undefined),
     drain: async () => {
       if (bus) await drainEmbeddedBus(bus, config, opts.drainTopic, log);
     },
     close: async () => {
       // The bus first: no handler runs while the database closes.
-      await bus?.close();
+      const b = bus;
+      if (b) await warnWhileSlow(log, 'closing the bus', () => b.close());
       await drivers.close(log);
     },
   };
@@ -163,6 +169,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
   let bus: Bus | undefined;
   let kafka: KafkaBus | undefined;
   const checks: (() => Promise<boolean>)[] = [];
+  const repeats = new RepeatedErrors();
   const makeBus = (): Bus => {
     needVar(DRIVER_VARIABLES.bus, config.NEATROOTS_KAFKA_BROKERS.length > 0);
     kafka = new KafkaBus({
@@ -185,7 +192,10 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       deadLetterPrefix: config.NEATROOTS_TOPIC_PREFIX,
       onError: (err, where) => {
         metrics.dependencyErrors.inc({ dependency: 'kafka' });
-        log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}`, err);
+        const at = `kafka ${where.topic}${where.group ? `/${where.group}` : ''}${where.partition !== undefined ? ` [${where.partition}]` : ''}`;
+        // A batch read again while a dependency is down fails alike each time (same offset).
+        const quiet = repeats.pass(`${at}: ${(err as Error)?.message ?? String(err)}`);
+        if (quiet !== undefined) log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}${RepeatedErrors.suffix(quiet)}`, err);
       },
       onConsumerRestart: (where) => metrics.consumerRestarts.inc(where),
       onBatch: (b) => {

@@ -3,6 +3,7 @@ import type { GrpcService, Logger, Platform, Running, ServiceContext, ServiceMod
 import type { Config } from '../config';
 import { HealthService, startAdmin, type Metrics } from '../ops';
 import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
+import { warnWhileSlow } from './log';
 
 /**
  * Supplies a link no module of this process provides. It may use other links; `onClose`
@@ -108,15 +109,27 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   let servicePort: number | undefined;
   let admin: { port: number; close(): Promise<void> } | undefined;
   let closing: Promise<void> | undefined;
+  // A part that stopped for good (a disk error, Platform.failing): said once in the log, and by
+  // gRPC health as well as /healthz, so that a supervisor starts the process again.
+  let failed = false;
+  const watch = setInterval(() => {
+    const why = platform.failing?.();
+    if (!why || failed || closing) return;
+    failed = true;
+    log.error(`${why}: this process cannot go on until it is started again; its health checks now fail`);
+    health.setAll('NOT_SERVING');
+  }, 1_000);
+  watch.unref();
   const step = async (what: string, fn: () => unknown) => {
     try {
-      await fn();
+      await warnWhileSlow(log, `shutdown: ${what}`, fn);
     } catch (err) {
       log.error(`shutdown: ${what} failed`, err);
     }
   };
   const close = () =>
     (closing ??= (async () => {
+      clearInterval(watch);
       health.setAll('NOT_SERVING');
       const started = order.filter((m) => running.has(m.name)).reverse();
       for (const m of started.filter((x) => x.edge)) await step(m.name, () => running.get(m.name)!.stop());
@@ -143,6 +156,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       host: opts.admin.host,
       port: opts.admin.port,
       metrics,
+      failing: () => platform.failing?.(),
       ready: async () =>
         health.get() === 'SERVING' &&
         (await platform.ready()) &&

@@ -91,8 +91,11 @@ describe('JournalWindowStore after a crash', () => {
     await a.save([{ key: 'r1', window: w('r1', 2) }]); // journaled as an edit of the first
     const file = (a as unknown as { file: { fd: number } }).file;
     const real = file.fd;
+    expect(a.failure()).toBeUndefined();
     file.fd = fs.openSync('/dev/full', 'w'); // the disk is full
     await expect(a.save([{ key: 'r2', window: w('r2', 1) }])).rejects.toMatchObject({ code: 'ENOSPC' });
+    // said to the platform, whose health checks fail with it
+    expect(a.failure()).toMatch(/runs\.journal cannot be written \(ENOSPC.*until neatroots starts again/);
     fs.closeSync(file.fd);
     file.fd = real; // room again
     // r2's next save would be written as an edit of the record that failed; r1's after a sync that failed

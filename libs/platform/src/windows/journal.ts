@@ -514,6 +514,11 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     return { inMemory: this.mem.size, spilled: this.mem.spilled, copies: this.journaled.size, journalBytes: this.file.journalBytes, compactionError: this.file.compactionError, ...this.file.counts, ...this.records, checkpoints: { ...this.checkpoints } };
   }
 
+  /** Why nothing more is written to the journal (a write or sync failed) until the next start, or undefined. */
+  failure(): string | undefined {
+    return this.file.failed?.message;
+  }
+
   /** Forces a compaction (tests, and a clean stop could use it). */
   compact(): void {
     this.file.compact();

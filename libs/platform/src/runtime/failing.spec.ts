@@ -1,0 +1,86 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Logger } from '@neatroots/ports';
+import { loadConfig } from '../config';
+import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
+import { createMetrics } from '../ops';
+import { embeddedPlatform } from './platforms';
+import { startServices } from './start';
+
+/** The file descriptor of what `o` writes to, swapped for /dev/full's until `room()`: a full disk. */
+function fillDisk(o: { fd: number }): { room(): void } {
+  const real = o.fd;
+  o.fd = fs.openSync('/dev/full', 'w');
+  return {
+    room: () => {
+      fs.closeSync(o.fd);
+      o.fd = real;
+    },
+  };
+}
+
+/**
+ * A part of the embedded default that stops at a disk error so that what is on disk stays whole
+ * (the bus log, a window journal) cannot go on until the process starts again: its liveness
+ * check and gRPC health say so, with the reason, so that a supervisor (Kubernetes, systemd)
+ * restarts it, and the log says it once.
+ */
+describe('the embedded default after a disk error', () => {
+  const homes: string[] = [];
+  afterAll(() => {
+    for (const h of homes) fs.rmSync(h, { recursive: true, force: true });
+  });
+
+  function setup() {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-failing-'));
+    homes.push(home);
+    const config = loadConfig({ NEATROOTS_HOME: home, NEATROOTS_ADMIN_PORT: '0', NEATROOTS_DRAIN_MS: '0' });
+    const errors: string[] = [];
+    const log: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: (m) => void errors.push(m), child: () => log };
+    const platform = embeddedPlatform({ config, log, inMemoryDb: true, drainTopic: `${config.NEATROOTS_TOPIC_PREFIX}.events` });
+    return { config, errors, log, platform };
+  }
+
+  it('the bus log: exports refused with the cause, then /healthz and /readyz answer 503 with it and gRPC health NOT_SERVING, logged once', async () => {
+    const { config, errors, log, platform } = setup();
+    const s = await startServices({ platform, modules: [], config, log, metrics: createMetrics('t'), admin: { host: '127.0.0.1', port: 0 } });
+    const admin = (p: string) => fetch(`http://127.0.0.1:${s.adminPort}${p}`);
+    const events = jsonTopic<Rec>(`${config.NEATROOTS_TOPIC_PREFIX}.events`);
+    const bus = platform.bus();
+    await bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 0 } }]);
+    expect((await admin('/healthz')).status).toBe(200);
+    expect(platform.failing?.()).toBeUndefined();
+
+    const segments = (bus as unknown as { segments: { fd: number }[] }).segments;
+    const disk = fillDisk(segments[segments.length - 1]);
+    await expect(bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 1 } }])).rejects.toThrow(/the bus log cannot be written \(ENOSPC/);
+    disk.room(); // room again: the log stays stopped until the next start reads it back
+    await expect(bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 2 } }])).rejects.toThrow(/the bus log cannot be written \(ENOSPC/);
+
+    const live = await admin('/healthz');
+    expect(live.status).toBe(503);
+    expect(await live.json()).toEqual({ status: 'failing', error: expect.stringMatching(/^the bus log cannot be written \(ENOSPC.*\); start the process again$/) });
+    const ready = await admin('/readyz');
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as { error: string }).error).toMatch(/^the bus log cannot be written \(ENOSPC/);
+    await waitUntil(() => s.health.get() === 'NOT_SERVING', 5_000, () => 'gRPC health still SERVING');
+    await new Promise((r) => setTimeout(r, 2_200)); // two more looks: said once
+    expect(errors.filter((m) => m.includes('cannot go on until it is started again'))).toEqual([
+      expect.stringMatching(/^the bus log cannot be written \(ENOSPC.*\): this process cannot go on until it is started again; its health checks now fail$/),
+    ]);
+    await s.close();
+  }, 30_000);
+
+  it('a window journal: the platform says which one failed and why', async () => {
+    const { platform } = setup();
+    const windows = await platform.windows<{ n: number }>('questions');
+    await windows.save([{ key: 'r1', window: { n: 1 }, expectRev: 0 }]);
+    expect(platform.failing?.()).toBeUndefined();
+    const disk = fillDisk((windows as unknown as { file: { fd: number } }).file);
+    await expect(windows.save([{ key: 'r2', window: { n: 1 }, expectRev: 0 }])).rejects.toMatchObject({ code: 'ENOSPC' });
+    disk.room();
+    expect(platform.failing?.()).toMatch(/window journal .*questions\.journal cannot be written \(ENOSPC.*until neatroots starts again/);
+    await platform.close();
+  });
+});
