@@ -76,8 +76,14 @@ async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> 
  * NEATROOTS_DRAIN_MS. Whatever is left stays in the log (durable) and is processed at the next
  * start; the line says how much, and where.
  */
-export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: string, log: EmbeddedBusLog): Promise<void> {
+export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: string, log: EmbeddedBusLog, failing?: string): Promise<void> {
   const ms = config.NEATROOTS_DRAIN_MS;
+  // A part that stopped at a disk error (Platform.failing): what the pipeline would do now cannot
+  // be saved, so the drain time would be waited out for nothing. The log keeps what is left.
+  if (failing && bus instanceof LogBus) {
+    log.warn(`stop: no drain (${failing}): the ${bus.backlog(topic)} accepted records not processed yet stay durable in ${logDir(config)} for the next start`);
+    return;
+  }
   if (await settlesWithin(bus.idle(), ms)) return;
   // The batches in hand end and no others start, so the count said is what the next start takes
   // up (the services still stopping would otherwise go on consuming it). A batch whose handler

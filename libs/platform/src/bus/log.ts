@@ -852,7 +852,8 @@ export class LogBus implements Bus {
       // not make ingest refuse everything.
       if (!g.members.length) continue;
       let lag = 0;
-      for (let p = 0; p < this.partitions; p++) lag += t.parts[p].base + t.parts[p].entries.length - g.offsets[p];
+      // Up to what was written: the entries of a publish whose write failed are not records.
+      for (let p = 0; p < this.partitions; p++) lag += t.parts[p].durable - g.offsets[p];
       if (lag > max) max = lag;
     }
     return max;

@@ -45,6 +45,8 @@ export interface Metrics {
    * out), grouped (held back: its group already sent one in the run).
    */
   notes: Counter<'outcome'>;
+  /** 1 once a part of the process stopped for good (Platform.failing: a disk error embedded), until it starts again. */
+  failing: Gauge;
 }
 
 export function createMetrics(service: string): Metrics {
@@ -72,6 +74,7 @@ export function createMetrics(service: string): Metrics {
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
     spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),
     busBacklog: new Gauge({ name: 'neatroots_bus_backlog', help: 'Records accepted and not processed yet', labelNames: ['topic'], ...reg }),
+    failing: new Gauge({ name: 'neatroots_failing', help: '1 once a part of this process stopped for good (embedded: the bus log or a window journal after a disk error) and it must be started again; /healthz says why', ...reg }),
     deadLetters: new Counter({ name: 'neatroots_dead_letters_total', help: 'Items set aside in dead_letters (the store refused them, or no handler could take them), by source', labelNames: ['source'], ...reg }),
     checksDisabled: new Gauge({
       name: 'neatroots_checks_disabled',

@@ -32,14 +32,15 @@ describe('the embedded default after a disk error', () => {
     for (const h of homes) fs.rmSync(h, { recursive: true, force: true });
   });
 
-  function setup() {
+  function setup(env: Record<string, string> = {}) {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-failing-'));
     homes.push(home);
-    const config = loadConfig({ NEATROOTS_HOME: home, NEATROOTS_ADMIN_PORT: '0', NEATROOTS_DRAIN_MS: '0' });
+    const config = loadConfig({ NEATROOTS_HOME: home, NEATROOTS_ADMIN_PORT: '0', NEATROOTS_DRAIN_MS: '0', ...env });
     const errors: string[] = [];
-    const log: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: (m) => void errors.push(m), child: () => log };
+    const warnings: string[] = [];
+    const log: Logger = { debug: () => {}, info: () => {}, warn: (m) => void warnings.push(m), error: (m) => void errors.push(m), child: () => log };
     const platform = embeddedPlatform({ config, log, inMemoryDb: true, drainTopic: `${config.NEATROOTS_TOPIC_PREFIX}.events` });
-    return { config, errors, log, platform };
+    return { config, errors, warnings, log, platform };
   }
 
   it('the bus log: exports refused with the cause, then /healthz and /readyz answer 503 with it and gRPC health NOT_SERVING, logged once', async () => {
@@ -51,6 +52,7 @@ describe('the embedded default after a disk error', () => {
     await bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 0 } }]);
     expect((await admin('/healthz')).status).toBe(200);
     expect(platform.failing?.()).toBeUndefined();
+    expect(await (await admin('/metrics')).text()).toMatch(/^neatroots_failing{service="t"} 0$/m);
 
     const segments = (bus as unknown as { segments: { fd: number }[] }).segments;
     const disk = fillDisk(segments[segments.length - 1]);
@@ -65,6 +67,7 @@ describe('the embedded default after a disk error', () => {
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as { error: string }).error).toMatch(/^the bus log cannot be written \(ENOSPC/);
     await waitUntil(() => s.health.get() === 'NOT_SERVING', 5_000, () => 'gRPC health still SERVING');
+    expect(await (await admin('/metrics')).text()).toMatch(/^neatroots_failing{service="t"} 1$/m); // for an alert
     await new Promise((r) => setTimeout(r, 2_200)); // two more looks: said once
     expect(errors.filter((m) => m.includes('cannot go on until it is started again'))).toEqual([
       expect.stringMatching(/^the bus log cannot be written \(ENOSPC.*\): this process cannot go on until it is started again; its health checks now fail$/),
@@ -83,4 +86,25 @@ describe('the embedded default after a disk error', () => {
     expect(platform.failing?.()).toMatch(/window journal .*questions\.journal cannot be written \(ENOSPC.*until neatroots starts again/);
     await platform.close();
   });
+  it('a stop after a disk error under the bus log does not wait out the drain time: what is left stays in the log', async () => {
+    const { config, warnings, log, platform } = setup({ NEATROOTS_DRAIN_MS: '30000' });
+    const s = await startServices({ platform, modules: [], config, log, metrics: createMetrics('t'), admin: { host: '127.0.0.1', port: 0 } });
+    const events = jsonTopic<Rec>(`${config.NEATROOTS_TOPIC_PREFIX}.events`);
+    const bus = platform.bus();
+    // the pipeline's store cannot write either: its batch is retried until the stop
+    await bus.subscribe(events, { group: 'review' }, async () => {
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    });
+    await bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 0 } }, { key: 'run-2', value: { k: 'run-2', i: 0 } }]);
+    const segments = (bus as unknown as { segments: { fd: number }[] }).segments;
+    const disk = fillDisk(segments[segments.length - 1]);
+    await expect(bus.publish(events, [{ key: 'run-1', value: { k: 'run-1', i: 1 } }])).rejects.toThrow(/ENOSPC/);
+    disk.room();
+    const t0 = Date.now();
+    await s.close();
+    expect(Date.now() - t0).toBeLessThan(10_000); // not the 30 s drain
+    expect(warnings).toContainEqual(
+      expect.stringMatching(/^stop: no drain \(the bus log cannot be written \(ENOSPC.*\)\): the 2 accepted records not processed yet stay durable in .*bus for the next start$/),
+    );
+  }, 60_000);
 });

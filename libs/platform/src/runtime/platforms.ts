@@ -65,6 +65,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
   let bus: EmbeddedBus | undefined;
   /** The window journals opened: a disk error stops one until the next start (failing()). */
   const journals: JournalWindowStore<unknown>[] = [];
+  const failing = () => bus?.failure?.() ?? journals.map((j) => j.failure()).find((why) => why !== undefined);
   const db = () =>
     drivers.get<Db>(
       'db',
@@ -138,9 +139,9 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
       return cache.named(name);
     },
     ready: async () => true,
-    failing: () => bus?.failure?.() ?? journals.map((j) => j.failure()).find((why) => why !== undefined),
+    failing,
     drain: async () => {
-      if (bus) await drainEmbeddedBus(bus, config, opts.drainTopic, log);
+      if (bus) await drainEmbeddedBus(bus, config, opts.drainTopic, log, failing());
     },
     close: async () => {
       // The bus first: no handler runs while the database closes.

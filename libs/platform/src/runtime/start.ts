@@ -116,6 +116,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
     const why = platform.failing?.();
     if (!why || failed || closing) return;
     failed = true;
+    metrics.failing.set(1);
     log.error(`${why}: this process cannot go on until it is started again; its health checks now fail`);
     health.setAll('NOT_SERVING');
   }, 1_000);
