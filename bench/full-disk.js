@@ -5,7 +5,8 @@
 // a disk with room, which processes what was left. Prints the refusals' codes and reasons, what
 // /healthz answered after them, the error lines logged in the next 10 s, how long the stop took,
 // what a start on the still full disk did, and the spans of the acknowledged exports against those
-// stored and the dead letters (none should be set aside for a full disk).
+// stored and the dead letters (none should be set aside for a full disk). FULL_DISK_ON_FAILING=exit:
+// the server runs with NEATROOTS_ON_FAILING=exit, and the bench says whether and when it exited by itself.
 //   node bench/full-disk.js
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -58,7 +59,10 @@ async function benchFullDisk({ mb = Number(process.env.FULL_DISK_MB ?? 120) } = 
     fs.mkdirSync(home);
     const { batches } = buildBatches({ spans: 200_000, perRun: 100, batch: BATCH, prefix: PREFIX });
     const fullAdmin = await freePort();
-    const server = await startServer({ NEATROOTS_ADMIN_PORT: String(fullAdmin) }, home);
+    // FULL_DISK_ON_FAILING=exit: the server stops by itself once its bus log failed (no SIGTERM).
+    const onFailing = process.env.FULL_DISK_ON_FAILING ?? 'stay';
+    const server = await startServer({ NEATROOTS_ADMIN_PORT: String(fullAdmin), NEATROOTS_ON_FAILING: onFailing }, home);
+    const exitedBy = new Promise((r) => server.proc.once('exit', (code) => r({ code, at: Date.now() })));
     const client = new grpc.Client(`127.0.0.1:${server.ports.grpc}`, grpc.credentials.createInsecure(), { 'grpc.max_send_message_length': 64 << 20 });
     const md = new grpc.Metadata();
     md.set('x-api-key', KEY);
@@ -66,6 +70,7 @@ async function benchFullDisk({ mb = Number(process.env.FULL_DISK_MB ?? 120) } = 
     const refusedMs = [];
     let acked = 0;
     let refused = 0;
+    let firstRefusal = 0;
     for (let i = 0; i < batches.length && refused < 30; i++) {
       const t = Date.now();
       const err = await new Promise((res) =>
@@ -76,12 +81,23 @@ async function benchFullDisk({ mb = Number(process.env.FULL_DISK_MB ?? 120) } = 
         acked++;
         continue;
       }
+      if (!refused) firstRefusal = Date.now();
       refused++;
       refusedMs.push(Date.now() - t);
       const k = `${grpc.status[err.code]}: ${err.details}`;
       refusals[k] = (refusals[k] ?? 0) + 1;
     }
     client.close();
+    if (onFailing === 'exit') {
+      const out = await Promise.race([exitedBy, new Promise((r) => setTimeout(() => r(undefined), 120_000))]);
+      if (!out) {
+        server.proc.kill('SIGKILL');
+        await exitedBy;
+      }
+      const lines = server.output.join('').split('\n');
+      const said = lines.find((l) => l.includes('NEATROOTS_ON_FAILING=exit')) ?? lines.filter((l) => !l.includes('"level":"error"')).slice(-5).join(' | ');
+      return { disk_mb: mb, on_failing: onFailing, exports_acknowledged: acked, exports_refused: refused, exited_by_itself: out ? { code: out.code, ms_after_the_first_refusal: out.at - firstRefusal } : 'no (killed after 120 s)', said };
+    }
     // What a supervisor sees, and what the log says while the consumers retry (10 s).
     await new Promise((r) => setTimeout(r, 1_500));
     const live = await fetch(`http://127.0.0.1:${fullAdmin}/healthz`).then(async (r) => ({ status: r.status, body: await r.json() }), (e) => ({ error: String(e) }));

@@ -130,6 +130,12 @@ const schema = z.object({
   /** How long a stop waits for what was accepted to be processed; the rest stays in the log for the next start. */
   NEATROOTS_DRAIN_MS: z.coerce.number().int().min(0).default(10_000),
   /**
+   * Once a part of the embedded default stopped for good (a disk error under the bus log or a
+   * window journal): `stay` up, health checks failing, reads still served; or stop and `exit` 1,
+   * for a restart policy (Docker's, systemd's) to start it again.
+   */
+  NEATROOTS_ON_FAILING: z.enum(['stay', 'exit']).default('stay'),
+  /**
    * A live trace question is asked again at most this often per run while the run goes on (the
    * spans that come meanwhile go with the next ask; the run's end always asks). 0: after every
    * batch that brought the run new spans.

@@ -49,6 +49,8 @@ export interface EmbeddedApp {
   checks(): LoadResult;
   /** Reads every check source again (what the watcher does on a change). */
   reloadChecks(): Promise<void>;
+  /** Resolves with the reason once a part of the app stopped for good (a disk error); never otherwise. */
+  failed: Promise<string>;
   close(): Promise<void>;
 }
 
@@ -101,6 +103,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     demoKey,
     checks: checks.loaded,
     reloadChecks: checks.reload,
+    failed: services.failed,
     close: services.close,
   };
 }

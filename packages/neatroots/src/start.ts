@@ -83,10 +83,21 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   // instead of ending the process (node's default) before the listener is there.
   const stop = untilSignal();
   io.out('\nServing; Ctrl-C to stop.');
-  await stop;
+  const code = await servedUntil(stop, app.failed, config.NEATROOTS_ON_FAILING, io);
   io.out('stopping...');
   await app.close();
-  return 0;
+  return code;
+}
+
+/**
+ * Until a signal (exit code 0), or, with NEATROOTS_ON_FAILING=exit, until a part of the app
+ * stopped for good (a disk error): then it stops as on a signal and exits 1, for a restart policy.
+ */
+export async function servedUntil(signal: Promise<void>, failed: Promise<string>, onFailing: 'stay' | 'exit', io: Pick<Io, 'err'>): Promise<number> {
+  const why = await Promise.race([signal.then(() => undefined), onFailing === 'exit' ? failed : new Promise<never>(() => undefined)]);
+  if (why === undefined) return 0;
+  io.err(`neatroots start: ${why}: stopping, to exit 1 (NEATROOTS_ON_FAILING=exit)`);
+  return 1;
 }
 
 /** The demo's findings as the API serves them, once the store has caught up. */

@@ -67,6 +67,7 @@ describe('the embedded default after a disk error', () => {
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as { error: string }).error).toMatch(/^the bus log cannot be written \(ENOSPC/);
     await waitUntil(() => s.health.get() === 'NOT_SERVING', 5_000, () => 'gRPC health still SERVING');
+    await expect(s.failed).resolves.toMatch(/^the bus log cannot be written \(ENOSPC/); // what NEATROOTS_ON_FAILING=exit waits for
     expect(await (await admin('/metrics')).text()).toMatch(/^neatroots_failing{service="t"} 1$/m); // for an alert
     await new Promise((r) => setTimeout(r, 2_200)); // two more looks: said once
     expect(errors.filter((m) => m.includes('cannot go on until it is started again'))).toEqual([

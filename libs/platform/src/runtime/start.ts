@@ -35,6 +35,8 @@ export interface Services {
   /** The gRPC service port, when served. */
   servicePort?: number;
   health: HealthService;
+  /** Resolves with the reason once a part of the process stopped for good (Platform.failing); never otherwise. */
+  failed: Promise<string>;
   link<T>(name: string): Promise<T>;
   /**
    * Ordered shutdown: the process stops accepting (edges, its gRPC server), the platform drains,
@@ -112,10 +114,13 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   // A part that stopped for good (a disk error, Platform.failing): said once in the log, and by
   // gRPC health as well as /healthz, so that a supervisor starts the process again.
   let failed = false;
+  let sayFailed!: (why: string) => void;
+  const failedOnce = new Promise<string>((r) => (sayFailed = r));
   const watch = setInterval(() => {
     const why = platform.failing?.();
     if (!why || failed || closing) return;
     failed = true;
+    sayFailed(why);
     metrics.failing.set(1);
     log.error(`${why}: this process cannot go on until it is started again; its health checks now fail`);
     health.setAll('NOT_SERVING');
@@ -175,6 +180,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
     adminPort: admin?.port,
     servicePort,
     health,
+    failed: failedOnce,
     link,
     close,
   };
