@@ -7,6 +7,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { loadConfig } from '@neatroots/platform';
 import { repoRoot } from './support';
 
 interface Instruction {
@@ -133,6 +134,13 @@ describe('deploy/docker/Dockerfile', () => {
     expect(JSON.parse(cmd[0].args)).toEqual(['start', '--no-demo']);
     expect(final.body.find((i) => i.op === 'WORKDIR')?.args).toBe('/app');
     expect(existsSync(path.join(repoRoot, 'packages/neatroots/bin/neatroots.js'))).toBe(true);
+  });
+
+  it('exits after a disk error under /data (NEATROOTS_ON_FAILING=exit, a value the configuration takes), for the restart policy', () => {
+    const env = final.body.filter((i) => i.op === 'ENV').map((i) => i.args).join(' ');
+    const value = /NEATROOTS_ON_FAILING=(\S+)/.exec(env)?.[1];
+    expect(value).toBe('exit');
+    expect(loadConfig({ NEATROOTS_ON_FAILING: value }).NEATROOTS_ON_FAILING).toBe('exit');
   });
 
   it('health-checks /readyz with the script it carries, and exposes the service ports', () => {
