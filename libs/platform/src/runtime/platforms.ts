@@ -7,7 +7,7 @@ import { KafkaBus } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
 import { migrate, openPgliteWorker, openPostgres } from '../db';
-import { type Metrics } from '../ops';
+import type { Metrics } from '../ops';
 import { warnWhileSlow } from './log';
 import { JournalWindowStore } from '../windows/journal';
 import { MemoryWindowStore } from '../windows/memory';
@@ -196,7 +196,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         const at = `kafka ${where.topic}${where.group ? `/${where.group}` : ''}${where.partition !== undefined ? ` [${where.partition}]` : ''}`;
         // A batch read again while a dependency is down fails alike each time (same offset).
         const quiet = repeats.pass(`${at}: ${(err as Error)?.message ?? String(err)}`);
-        if (quiet !== undefined) log.error(`kafka ${where.topic}${where.group ? `/${where.group}` : ''}${RepeatedErrors.suffix(quiet)}`, err);
+        if (quiet !== undefined) log.error(`${at}${RepeatedErrors.suffix(quiet)}`, err);
       },
       onConsumerRestart: (where) => metrics.consumerRestarts.inc(where),
       onBatch: (b) => {

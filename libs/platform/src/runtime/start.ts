@@ -168,8 +168,11 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
         (await platform.ready()) &&
         (await Promise.all([...running.values()].map((r) => (r.ready ? r.ready() : true)))).every(Boolean),
     });
-    for (const name of serviceNames) health.set(name, 'SERVING');
-    health.set('', 'SERVING');
+    // Not if a part already stopped for good while the others started (the watcher said so).
+    if (!failed) {
+      for (const name of serviceNames) health.set(name, 'SERVING');
+      health.set('', 'SERVING');
+    }
   } catch (err) {
     await close();
     throw err;
