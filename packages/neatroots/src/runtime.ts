@@ -24,6 +24,22 @@ export function cliLogger(config: Config, io: { err(line: string): void }): Logg
   return createLogger({ level: config.NEATROOTS_LOG_LEVEL, format: config.NEATROOTS_LOG_FORMAT, write: (line) => io.err(line) });
 }
 
+let crashLog: Logger | undefined;
+
+/**
+ * A crash (an exception or a rejection nothing handled) said in the process's own log format,
+ * with the error, before node ends the process as it would anyway (a JSON log otherwise gets
+ * node's plain-text lines only). One hook per process; the last server's logger says it.
+ */
+export function logCrashes(log: Logger): void {
+  if (!crashLog) {
+    process.on('uncaughtExceptionMonitor', (err, origin) =>
+      crashLog?.error(`crashed: ${origin === 'unhandledRejection' ? 'a promise rejected and nothing handled it' : 'an exception nothing caught'} (a bug: please report it with this line); the process ends`, err),
+    );
+  }
+  crashLog = log;
+}
+
 /** Resolves on the first SIGINT or SIGTERM. */
 export function untilSignal(): Promise<void> {
   return new Promise<void>((resolve) => {

@@ -12,7 +12,7 @@ import {
 import type { Logger } from '@neatroots/ports';
 import type { Io } from './cli';
 import { modulesOf, SERVICES, startNeatroots, type ServiceName } from './compose';
-import { cliLogger, untilSignal } from './runtime';
+import { cliLogger, logCrashes, untilSignal } from './runtime';
 
 export const TARGETS = [...SERVICES, 'all'] as const;
 export type Target = (typeof TARGETS)[number];
@@ -84,6 +84,7 @@ export async function runServe(target: Target, io: Io): Promise<number> {
     throw e;
   }
   const log = cliLogger(config, io);
+  logCrashes(log);
   let served: Served;
   try {
     served = await serve(target, config, models, log);

@@ -3,7 +3,7 @@ import type { Io } from './cli';
 import { runDemoFleet } from './demo';
 import { demoSopSummary, loadDemoWorkspace, type DemoWorkspace } from './demo-sop';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
-import { cliLogger, untilSignal } from './runtime';
+import { cliLogger, logCrashes, untilSignal } from './runtime';
 
 /**
  * `neatroots start`: every service on the embedded platform (what `serve --target all` runs on
@@ -24,12 +24,14 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     throw e;
   }
   let app: EmbeddedApp;
+  const log = cliLogger(config, io);
+  logCrashes(log);
   try {
     app = await startEmbedded({
       config,
       models,
       demo: opts.demo,
-      log: cliLogger(config, io),
+      log,
     });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
