@@ -116,7 +116,8 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
     ctx.serveGrpc('neatroots.v1.Review', reviewGrpcService(link.queries, link.resolveKey));
     ctx.serveGrpc('neatroots.v1.ReviewData', reviewDataGrpcService(link.data));
     ctx.serveGrpc('neatroots.v1.Sop', sopGrpcService(link.sop, link.reviewSop));
-    return { provides: { [REVIEW_LINK]: link }, stop: () => review.close() };
+    // A process that cannot go on (a disk error) saves nothing more: its batches in hand get no grace.
+    return { provides: { [REVIEW_LINK]: link }, stop: () => review.close(ctx.platform.failing?.() ? { graceMs: 0 } : undefined) };
   },
 };
 

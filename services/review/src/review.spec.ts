@@ -110,6 +110,24 @@ class HandBus implements Bus {
   async close(): Promise<void> {}
 }
 
+/** As the bus log's: a subscription's close waits for the batches in hand. */
+class WaitingBus extends HandBus {
+  private readonly inHand = new Set<Promise<void>>();
+  override deliver<T>(topic: Topic<T>, values: T[]): Promise<void> {
+    const p = super.deliver(topic, values);
+    this.inHand.add(p);
+    p.then(
+      () => this.inHand.delete(p),
+      () => this.inHand.delete(p),
+    );
+    return p;
+  }
+  override async subscribe<T>(topic: Topic<T>, opts: { group: string }, handler: (batch: BusBatch<T>) => Promise<void>): Promise<Subscription> {
+    await super.subscribe(topic, opts, handler);
+    return { close: async () => void (await Promise.allSettled([...this.inHand])) };
+  }
+}
+
 describe('review service: what it sets aside', () => {
   it('logs the item with its project and run, for a log pipeline to filter on', async () => {
     const bus = new MemoryBus({ partitions: 1, retryDelayMs: 5 });
@@ -172,6 +190,26 @@ describe('review service: acknowledging only what is stored', () => {
     expect(bus.heartbeats).toBeGreaterThan(0);
     expect((await review.queries.listRuns('p1')).items.map((r) => r.run_id)).toEqual(['r9']);
     await review.close();
+  });
+
+  it('closed with no grace (the process failing), does not wait for a batch whose store keeps failing: it is not acknowledged', async () => {
+    const down: Db = {
+      kind: db.kind,
+      query: db.query.bind(db),
+      exec: db.exec.bind(db),
+      close: async () => undefined,
+      transaction: () => Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })),
+    };
+    const bus = new WaitingBus();
+    const review = await startReview({ bus, db: down, log: () => undefined, writer: { flushMs: 1, retryBaseMs: 10 }, closeGraceMs: 30_000 });
+    let acked: boolean | undefined;
+    const handled = bus.deliver(EVENTS_TOPIC, [span('r8', 's1', T0)]).then(() => (acked = true), () => (acked = false));
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = Date.now();
+    await review.close({ graceMs: 0 }).catch(() => undefined);
+    expect(Date.now() - t0).toBeLessThan(5_000); // not the 30 s grace
+    await handled;
+    expect(acked).toBe(false);
   });
 
   it('flushes what it holds on close', async () => {

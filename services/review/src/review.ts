@@ -54,7 +54,12 @@ export interface Review {
   isQuiet: IsQuiet;
   writer: StoreWriter;
   /** Stops consuming (the batches in hand finish and are committed), flushes, returns. */
-  close(): Promise<void>;
+  /**
+   * Stops taking batches and flushes. `graceMs`: how long the batches in hand may wait for their
+   * flush before the writer is closed anyway (default closeGraceMs); 0 once nothing can be saved
+   * (the process is failing: a full disk).
+   */
+  close(opts?: { graceMs?: number }): Promise<void>;
 }
 
 /**
@@ -133,14 +138,14 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
   }
 
   let closing: Promise<void> | undefined;
-  const close = (): Promise<void> => {
+  const close = (how: { graceMs?: number } = {}): Promise<void> => {
     closing ??= (async () => {
       // Stop taking batches; the ones in hand wait for their flush. If the database is down
       // they would wait forever, so after the grace the writer is closed anyway: its last
       // attempts fail, those handlers reject, and their offsets stay where they were.
       const subsClosed = Promise.allSettled(subs.map((s) => s.close()));
       let grace: NodeJS.Timeout | undefined;
-      await Promise.race([subsClosed, new Promise<void>((r) => (grace = setTimeout(r, opts.closeGraceMs ?? 10_000)))]);
+      await Promise.race([subsClosed, new Promise<void>((r) => (grace = setTimeout(r, how.graceMs ?? opts.closeGraceMs ?? 10_000)))]);
       clearTimeout(grace);
       try {
         await writer.close();
