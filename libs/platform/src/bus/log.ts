@@ -363,14 +363,28 @@ export class LogBus implements Bus {
     let seg = this.segments[this.segments.length - 1];
     let frames: Buffer[] = [];
     let bytes = 0;
+    // Where each segment this publish writes to ended before it. A write that fails (a full disk)
+    // cuts each back to there, so the refused publish leaves no record for the next start to read
+    // (frames written to an earlier segment, or whole frames before the one cut short).
+    const starts = new Map<Segment, number>([[seg, seg.size]]);
+    const fail = (err: unknown): Error => {
+      this.failed ??= err as Error;
+      for (const [s, size] of starts) {
+        try {
+          s.truncate(size);
+        } catch {
+          // Left as it is: the next start cuts a torn frame and reads the whole ones.
+        }
+      }
+      return new Error(`the bus log cannot be written (${(err as Error).message})`, { cause: err });
+    };
     const write = () => {
       if (!frames.length) return;
       const started = performance.now();
       try {
         seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
       } catch (err) {
-        this.failed ??= err as Error;
-        throw new Error(`the bus log cannot be written (${(err as Error).message})`, { cause: err });
+        throw fail(err);
       }
       const ms = performance.now() - started;
       this.stats.writes++;
@@ -394,8 +408,13 @@ export class LogBus implements Bus {
       if (deflated) this.stats.bytesDeflated += value.byteLength - deflated.byteLength;
       if (seg.size + bytes > 0 && seg.size + bytes + frame.length > this.segmentBytes) {
         write();
-        seg = Segment.create(this.dir, seg.seq + 1);
+        try {
+          seg = Segment.create(this.dir, seg.seq + 1);
+        } catch (err) {
+          throw fail(err);
+        }
         this.segments.push(seg);
+        starts.set(seg, 0);
       }
       const pos = seg.size + bytes;
       frames.push(frame);

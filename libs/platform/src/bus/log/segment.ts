@@ -107,6 +107,14 @@ export class Segment {
     return pos;
   }
 
+  /** Cuts the file back to `size` bytes (what a publish that failed had written past it). */
+  truncate(size: number): void {
+    if (size >= this.size && fs.fstatSync(this.handle()).size <= size) return;
+    fs.ftruncateSync(this.handle(), size);
+    this.size = size;
+    if (this.synced > size) this.synced = size;
+  }
+
   /** Syncs what was written so far. Resolves when it is on disk. */
   async sync(): Promise<void> {
     const upTo = this.size;
