@@ -28,6 +28,15 @@ export class RepeatedErrors {
     return quiet;
   }
 
+  /**
+   * For `err` at `where` (a consumer, a step): undefined to keep quiet, else what to add to the
+   * line logged (pass and suffix in one; the error's message is part of the key).
+   */
+  quieted(where: string, err: unknown, now = Date.now()): string | undefined {
+    const quiet = this.pass(`${where}: ${(err as Error)?.message ?? String(err)}`, now);
+    return quiet === undefined ? undefined : RepeatedErrors.suffix(quiet);
+  }
+
   /** What to add to the line logged: how many alike were not. */
   static suffix(quiet: number): string {
     return quiet ? ` (${quiet} more alike since the last such line, not logged)` : '';

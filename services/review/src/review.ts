@@ -88,8 +88,8 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
   const writer = new StoreWriter(opts.db, {
     onError: (err, info) => {
       // Retried while the database is down or its disk full: alike each try.
-      const quiet = repeats.pass((err as Error)?.message ?? String(err));
-      if (quiet !== undefined) log(`storing ${info.items} items failed (attempt ${info.attempt}); retrying${RepeatedErrors.suffix(quiet)}`, err);
+      const more = repeats.quieted('store', err);
+      if (more !== undefined) log(`storing ${info.items} items failed (attempt ${info.attempt}); retrying${more}`, err);
     },
     onSetAside: told,
     ...opts.writer,

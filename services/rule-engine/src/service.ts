@@ -97,8 +97,8 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   // A batch retried while its windows cannot be saved (Redis down, a full disk) fails alike each try.
   const repeats = new RepeatedErrors();
   const logFailure = (msg: string, err: unknown, fields: LogFields) => {
-    const quiet = repeats.pass(`${msg.replace(/\d+/g, 'N')}: ${(err as Error)?.message ?? String(err)}`);
-    if (quiet !== undefined) log(`${msg}${RepeatedErrors.suffix(quiet)}`, err, fields);
+    const more = repeats.quieted(msg.replace(/\d+/g, 'N'), err);
+    if (more !== undefined) log(`${msg}${more}`, err, fields);
   };
   const engine = new RuleEngine({
     windows: opts.windows,

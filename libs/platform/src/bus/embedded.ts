@@ -31,11 +31,11 @@ export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBu
   const repeats = new RepeatedErrors();
   const common = {
     onError: (err: unknown, topic: string, group: string) => {
-      const quiet = repeats.pass(`${topic}/${group}: ${(err as Error)?.message ?? String(err)}`);
-      if (quiet === undefined) return;
+      const more = repeats.quieted(`${topic}/${group}`, err);
+      if (more === undefined) return;
       // The log's own bookkeeping (saving the groups' positions, the last sync at close) is no batch.
       const what = topic === '(log)' ? `bus log (${group.replace(/[()]/g, '')})` : `bus ${topic}/${group}: batch failed, retrying`;
-      log.error(`${what}${RepeatedErrors.suffix(quiet)}`, err);
+      log.error(`${what}${more}`, err);
     },
     setAside: { attempts: config.NEATROOTS_BUS_ATTEMPTS },
     deadLetterPrefix: config.NEATROOTS_TOPIC_PREFIX,

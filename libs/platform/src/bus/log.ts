@@ -376,7 +376,7 @@ export class LogBus implements Bus {
           // Left as it is: the next start cuts a torn frame and reads the whole ones.
         }
       }
-      return new Error(`the bus log cannot be written (${(err as Error).message})`, { cause: err });
+      return new Error(this.failure(), { cause: err });
     };
     const write = () => {
       if (!frames.length) return;

@@ -195,8 +195,8 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         metrics.dependencyErrors.inc({ dependency: 'kafka' });
         const at = `kafka ${where.topic}${where.group ? `/${where.group}` : ''}${where.partition !== undefined ? ` [${where.partition}]` : ''}`;
         // A batch read again while a dependency is down fails alike each time (same offset).
-        const quiet = repeats.pass(`${at}: ${(err as Error)?.message ?? String(err)}`);
-        if (quiet !== undefined) log.error(`${at}${RepeatedErrors.suffix(quiet)}`, err);
+        const more = repeats.quieted(at, err);
+        if (more !== undefined) log.error(`${at}${more}`, err);
       },
       onConsumerRestart: (where) => metrics.consumerRestarts.inc(where),
       onBatch: (b) => {
