@@ -82,6 +82,25 @@ async function metric(port, name, labels) {
   return sum;
 }
 
+/**
+ * Waits until the question service has stopped taking tasks (the throughput phase's answered)
+ * for a second, at most 60 s; without it, a second. Returns how long it waited.
+ */
+async function settle(questionAdmin) {
+  const t0 = performance.now();
+  if (questionAdmin) {
+    let last = -1;
+    let still = 0;
+    while (still < 2 && performance.now() - t0 < 60_000) {
+      const taken = await metric(questionAdmin, 'neatroots_question_tasks_total', []);
+      still = taken === last ? still + 1 : 0;
+      last = taken;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } else await new Promise((r) => setTimeout(r, 1000));
+  return Math.round(performance.now() - t0);
+}
+
 /** `env`: settings of the services for this run (NEATROOTS_BUS_PACK=off: one Kafka record per span, the baseline). */
 async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, question = true, env: extra = {} } = {}) {
   const env0 = process.env;
@@ -181,11 +200,22 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const bytes1 = await redisBytes();
     redis.disconnect();
     const cpuS = Object.fromEntries(Object.keys(cpu1).map((t) => [t, cpu1[t] === undefined ? undefined : Number((cpu1[t] - cpu0[t]).toFixed(2))]));
-    // Latency: a steady stream at a rate the deployment sustains.
+    // Latency: a steady stream at a rate the deployment sustains, once the throughput phase's
+    // work is done. Stored is not idle: the question service may still be answering that phase's
+    // tasks (and review storing the answers), and a latency phase begun then measured the
+    // backlog as much as the rate (p50 367 ms against 211 after it, in one pair).
+    const settled = await settle(questionAdmin);
     const lat = buildBatches({ spans: latencyRate * 5, perRun, batch: 50, prefix: 'lat' });
     latencies = [];
     measureHop1 = true;
+    const latCpu0 = cpu();
+    const latT0 = performance.now();
     await paced(grpcPort, lat.batches, 50, latencyRate, KEY);
+    // What each process spent at that rate, in cores: near 2 in all, the machine is saturated and
+    // the delay is queueing for CPU, not a wait in the pipeline.
+    const latCpu1 = cpu();
+    const latS = (performance.now() - latT0) / 1000;
+    const latCores = Object.fromEntries(Object.keys(latCpu1).map((t) => [t, latCpu1[t] === undefined ? undefined : Number(((latCpu1[t] - latCpu0[t]) / latS).toFixed(2))]));
     await new Promise((r) => setTimeout(r, 2000));
     await sub.close();
     if (sub1) {
@@ -211,6 +241,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       receipt_to_finding_p50_ms: percentile(latencies, 50),
       receipt_to_finding_p99_ms: percentile(latencies, 99),
       latency_samples: latencies.length,
+      latency_settled_ms: settled,
+      latency_phase_cpu_cores: latCores,
+      latency_phase_cpu_cores_total: Number(Object.values(latCores).reduce((a, b) => a + (b ?? 0), 0).toFixed(2)),
     };
   } finally {
     for (const p of procs.reverse()) p.kill('SIGTERM');
