@@ -146,6 +146,11 @@ const schema = z.object({
    * often (0: every save on its own); the bus position moves at the checkpoints.
    */
   NEATROOTS_WINDOW_CHECKPOINT_MS: z.coerce.number().int().min(0).max(10_000).default(200),
+  /**
+   * Redis run windows: how many windows each store keeps after saving them, to hand out again
+   * by revision instead of reading and parsing them (0: none).
+   */
+  NEATROOTS_REDIS_WINDOW_CACHE: z.coerce.number().int().min(0).max(1_000_000).default(4096),
   /** How long the window of a run that went quiet without a run_end is kept. */
   NEATROOTS_WINDOW_IDLE_MS: z.coerce.number().int().min(1000).default(6 * 3_600_000),
   /**

@@ -259,6 +259,119 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
     });
   });
 
+  describe('windows kept by revision (cacheWindows: a run\'s next batch takes the window it saved without reading it)', () => {
+    type Win = { n: number; rev?: number; seen?: Record<string, 1> };
+    /** Two stores on one prefix, as two replicas; closed after `fn`. */
+    const withStores = async (opts: { cacheWindows?: number; cacheBytes?: number; memberFields?: string[] }, fn: (a: RedisWindowStore<Win>, b: RedisWindowStore<Win>, p: string) => Promise<void>) => {
+      const p = prefix();
+      const a = await openRedisWindowStore<Win>({ url, prefix: p, ...opts });
+      const b = await openRedisWindowStore<Win>({ url, prefix: p, ...opts });
+      try {
+        await fn(a, b, p);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    };
+
+    it('hands the saved window out once, by its revision; the next load reads Redis again', async () => {
+      await withStores({}, async (a) => {
+        const saved = { n: 1, rev: 1 };
+        await a.save([{ key: 'k', window: saved, expectRev: 0 }]);
+        const first = (await a.load(['k', 'none'])).get('k');
+        expect(first).toBe(saved);
+        expect(a.cacheStats).toEqual({ hits: 1, stale: 0 });
+        // A step that changed it and was never saved: the next load does not see its change.
+        first!.n = 99;
+        const second = (await a.load(['k'])).get('k');
+        expect(second).not.toBe(saved);
+        expect(second).toEqual({ n: 1, rev: 1 });
+        expect(a.cacheStats.hits).toBe(1);
+      });
+    });
+
+    it('reads the window another replica saved since, not the one it kept', async () => {
+      await withStores({}, async (a, b) => {
+        await a.save([{ key: 'k', window: { n: 1, rev: 1 }, expectRev: 0 }, { key: 'j', window: { n: 7, rev: 1 }, expectRev: 0 }]);
+        const theirs = (await b.load(['k'])).get('k')!;
+        await b.save([{ key: 'k', window: { ...theirs, n: 2, rev: 2 }, expectRev: 1 }]);
+        const got = await a.load(['k', 'j']);
+        expect(got.get('k')).toEqual({ n: 2, rev: 2 });
+        expect(got.get('j')).toEqual({ n: 7, rev: 1 });
+        expect(a.cacheStats).toEqual({ hits: 1, stale: 1 });
+        // and its compare-and-set is against that revision
+        await a.save([{ key: 'k', window: { n: 3, rev: 3 }, expectRev: 2 }]);
+        await expect(b.save([{ key: 'k', window: { n: 4, rev: 3 }, expectRev: 2 }])).rejects.toBeInstanceOf(WindowConflictError);
+        expect((await b.load(['k'])).get('k')).toEqual({ n: 3, rev: 3 });
+      });
+    });
+
+    it('keeps nothing of a window deleted or expired in Redis, of a save refused, or past its ttl', async () => {
+      await withStores({}, async (a, b, p) => {
+        await a.save([{ key: 'gone', window: { n: 1, rev: 1 }, expectRev: 0 }]);
+        await raw.del(`${p}:w:gone`, `${p}:w:gone:rev`);
+        expect((await a.load(['gone'])).has('gone')).toBe(false);
+
+        await b.save([{ key: 'taken', window: { n: 1, rev: 1 }, expectRev: 0 }]);
+        await expect(a.save([{ key: 'taken', window: { n: 5, rev: 1 }, expectRev: 0 }])).rejects.toBeInstanceOf(WindowConflictError);
+        expect((await a.load(['taken'])).get('taken')).toEqual({ n: 1, rev: 1 });
+
+        await a.save([{ key: 'short', window: { n: 1, rev: 1 }, expectRev: 0, ttlMs: 50 }]);
+        await new Promise((r) => setTimeout(r, 120));
+        expect((await a.load(['short'])).has('short')).toBe(false);
+        expect(a.cacheStats).toEqual({ hits: 0, stale: 0 });
+      });
+    });
+
+    it('keeps at most cacheWindows windows (the oldest saved go first), none with 0, none saved without compare-and-set', async () => {
+      await withStores({ cacheWindows: 2 }, async (a) => {
+        const w = (n: number) => ({ n, rev: 1 });
+        const saved = [w(1), w(2), w(3)];
+        await a.save(saved.map((window, i) => ({ key: `k${i}`, window, expectRev: 0 })));
+        const free = { n: 4 };
+        await a.save([{ key: 'free', window: free }]);
+        const got = await a.load(['k0', 'k1', 'k2', 'free']);
+        expect(got.get('k0')).not.toBe(saved[0]);
+        expect(got.get('k1')).toBe(saved[1]);
+        expect(got.get('k2')).toBe(saved[2]);
+        expect(got.get('free')).not.toBe(free);
+        expect(got.get('free')).toEqual({ n: 4 });
+      });
+      await withStores({ cacheWindows: 0 }, async (a) => {
+        const saved = { n: 1, rev: 1 };
+        await a.save([{ key: 'k', window: saved, expectRev: 0 }]);
+        expect((await a.load(['k'])).get('k')).not.toBe(saved);
+      });
+    });
+
+    it('keeps at most cacheBytes of their JSON (the oldest saved go first), and no window larger than that', async () => {
+      // {"n":1,"rev":1} is 15 bytes: two fit in 30.
+      await withStores({ cacheBytes: 30 }, async (a) => {
+        const saved = [1, 2, 3].map((n) => ({ n, rev: 1 }));
+        await a.save(saved.map((window, i) => ({ key: `k${i}`, window, expectRev: 0 })));
+        const got = await a.load(['k0', 'k1', 'k2']);
+        expect(got.get('k0')).not.toBe(saved[0]);
+        expect(got.get('k0')).toEqual({ n: 1, rev: 1 });
+        expect(got.get('k1')).toBe(saved[1]);
+        expect(got.get('k2')).toBe(saved[2]);
+        const big = { n: 1, rev: 1, seen: { 'a-span-id-long-enough': 1 as const } };
+        await a.save([{ key: 'big', window: big, expectRev: 0 }]);
+        expect((await a.load(['big'])).get('big')).not.toBe(big);
+      });
+    });
+
+    it('does not keep a window whose span ids are in the hash: a load asks the hash for the batch\'s ids', async () => {
+      await withStores({ memberFields: ['seen'] }, async (a) => {
+        const seen = Object.fromEntries(Array.from({ length: INLINE_MEMBERS + 1 }, (_, i) => [`s${i}`, 1 as const]));
+        const saved = { n: 1, rev: 1, seen };
+        await a.save([{ key: 'k', window: saved, expectRev: 0 }]);
+        const got = (await a.load(['k'], new Map([['k', { seen: ['s3', 'new'] }]]))).get('k')!;
+        expect(got).not.toBe(saved);
+        expect(Object.keys(got.seen!)).toEqual(['s3']);
+      });
+    });
+  });
+
   describe('a rule engine replica that takes over a run', () => {
     const checks: RuleCheck[] = [
       { id: 'rep', kind: 'rule', title: 'rep', action: 'flag', source: 'user', rule: { type: 'repeat', span: { type: ['tool'] }, same: ['tool', 'input'], at_least: 3 } },

@@ -16,7 +16,13 @@ import { FailFastRedis } from '../redis-client';
  *                          "#hash" for those fields (before that, they are in the JSON)
  *   <prefix>:wake          sorted set, member <key>, score = wake time (epoch ms)
  *
- * - load: one MGET per 1000 keys, and for each window known to keep its members in the hash one
+ * - load: a window this store saved itself (and was not loaded since) is kept by revision
+ *   (cacheWindows): its revision is read instead of its JSON, and when it is still the one saved
+ *   here (no other replica saved the run since) the saved window is handed out as it is, without
+ *   a parse. A window is handed out once: the caller changes it in place, and a step that is not
+ *   saved must not leave its changes where the next load finds them. Windows whose members are in
+ *   the hash are not kept. Otherwise:
+ *   one MGET per 1000 keys, and for each window known to keep its members in the hash one
  *   HMGET of the entries asked about, all in one pipeline (one round trip; a second one for
  *   windows another replica moved to the hash). A long run's window is not read whole on every
  *   batch: its thousands of span ids stay in Redis, and the batch's own ids are looked up.
@@ -53,6 +59,47 @@ export interface RedisWindowStoreOptions {
   onError?: (err: unknown) => void;
   /** Record fields kept in a hash beside the window (WindowStoreOptions.memberFields). */
   memberFields?: readonly string[];
+  /**
+   * How many windows this store saved it keeps, by revision, to hand out again instead of
+   * reading and parsing them (0: none). Default 4096. See `RedisWindowStore.load`.
+   */
+  cacheWindows?: number;
+  /** ...and at most this many bytes of their JSON (as saved), the oldest saved going first. Default 32 MiB. */
+  cacheBytes?: number;
+}
+
+/** Windows a store saved, by key, bounded in count and in the bytes of their JSON (oldest saved out first). */
+class KeptWindows<W> {
+  private readonly map = new Map<string, { rev: string; window: W; untilMs: number; bytes: number }>();
+  private bytes = 0;
+  constructor(
+    private readonly maxWindows: number,
+    private readonly maxBytes: number,
+  ) {}
+  get size(): number {
+    return this.map.size;
+  }
+  /** Takes a window out: it is handed out once. */
+  take(key: string): { rev: string; window: W; untilMs: number } | undefined {
+    const c = this.map.get(key);
+    if (c) this.drop(key, c.bytes);
+    return c;
+  }
+  forget(key: string): void {
+    const c = this.map.get(key);
+    if (c) this.drop(key, c.bytes);
+  }
+  keep(key: string, entry: { rev: string; window: W; untilMs: number }, bytes: number): void {
+    this.forget(key);
+    if (!this.maxWindows || bytes > this.maxBytes) return;
+    while (this.map.size && (this.map.size >= this.maxWindows || this.bytes + bytes > this.maxBytes)) this.forget(this.map.keys().next().value as string);
+    this.map.set(key, { ...entry, bytes });
+    this.bytes += bytes;
+  }
+  private drop(key: string, bytes: number): void {
+    this.map.delete(key);
+    this.bytes -= bytes;
+  }
 }
 
 // Due members are removed, or with a lease (ARGV[3] > 0) moved to now + lease, in one step:
@@ -183,6 +230,10 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   /** Windows whose member fields were in their hash when last loaded or saved here: where a load asks at once. */
   private readonly hashed = new Set<string>();
   private readonly client: FailFastRedis;
+  /** Windows saved here, by key: the revision saved, the window, and when it expires (see load). */
+  private readonly cache: KeptWindows<W>;
+  /** Loads answered from the cache, and loads of cached windows another writer had saved since (tests, benches). */
+  readonly cacheStats = { hits: 0, stale: 0 };
 
   constructor(opts: RedisWindowStoreOptions) {
     const prefix = opts.prefix ?? 'neatroots';
@@ -190,6 +241,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.wakeKey = `${prefix}:wake`;
     this.defaultTtlMs = opts.defaultTtlMs;
     this.memberFields = opts.memberFields ?? [];
+    this.cache = new KeptWindows(Math.max(0, Math.floor(opts.cacheWindows ?? 4096)), Math.max(0, opts.cacheBytes ?? 32 * 1024 * 1024));
     const onError = opts.onError ?? ((err) => console.error('windows: redis:', (err as Error)?.message ?? err));
     // Not reported before the first connection: open() throws that failure itself.
     this.client = new FailFastRedis({ url: opts.url, connectTimeoutMs: opts.connectTimeoutMs, commandTimeoutMs: opts.commandTimeoutMs, onOutage: onError });
@@ -227,10 +279,13 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   async load(keys: readonly string[], members?: ReadonlyMap<string, Readonly<Record<string, readonly string[]>>>): Promise<Map<string, W>> {
     const out = new Map<string, W>();
     if (!keys.length) return out;
-    const unique = [...new Set(keys)];
+    const { kept, rest: unique } = this.takeKept([...new Set(keys)]);
     const parts = chunks(unique);
+    const keptParts = chunks(kept);
     const pipe = this.redis.pipeline();
     for (const part of parts) pipe.mget(part.map((k) => this.wkey(k)));
+    // The windows kept here: their revisions in the same round trip (a short string each, no parse).
+    for (const part of keptParts) pipe.mget(part.map((k) => this.rkey(k.key)));
     // The entries asked about of the windows known to keep their members in the hash, in the same round trip.
     const asked = members && this.hashed.size ? unique.filter((k) => this.hashed.has(k)).map((key) => this.ask(pipe, key, members)).filter((a) => a !== undefined) : [];
     const results = check(await pipe.exec());
@@ -248,7 +303,22 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         else if (!this.hashed.has(key)) inHash.push(key);
       });
     });
-    asked.forEach((a, i) => this.fill(out.get(a.key), a.names, results[parts.length + i] as (string | null)[]));
+    const stale: string[] = [];
+    keptParts.forEach((part, i) => {
+      (results[parts.length + i] as (string | null)[]).forEach((rev, j) => {
+        const k = part[j];
+        if (rev === k.rev) {
+          this.cacheStats.hits++;
+          out.set(k.key, k.window);
+        } else if (rev !== null) {
+          // Another writer saved it since: read again (no longer kept).
+          this.cacheStats.stale++;
+          stale.push(k.key);
+        }
+        // null: expired, or deleted elsewhere: no window.
+      });
+    });
+    asked.forEach((a, i) => this.fill(out.get(a.key), a.names, results[parts.length + keptParts.length + i] as (string | null)[]));
     // Windows whose members another replica (or an earlier life of this one) moved to the hash: a second round trip.
     if (members && inHash.length) {
       const more = this.redis.pipeline();
@@ -257,7 +327,25 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       again.forEach((a, i) => this.fill(out.get(a.key), a.names, got[i] as (string | null)[]));
     }
     for (const key of inHash) this.remember(key);
+    if (stale.length) for (const [key, w] of await this.load(stale, members)) out.set(key, w);
     return out;
+  }
+
+  /**
+   * Takes the windows of `keys` kept here out of the cache: each is handed out once (see the
+   * header), and only before its expiry (its key's in Redis comes later). The rest are read.
+   */
+  private takeKept(keys: string[]): { kept: { key: string; rev: string; window: W }[]; rest: string[] } {
+    if (!this.cache.size) return { kept: [], rest: keys };
+    const now = Date.now();
+    const kept: { key: string; rev: string; window: W }[] = [];
+    const rest: string[] = [];
+    for (const key of keys) {
+      const c = this.cache.take(key);
+      if (c && c.untilMs > now) kept.push({ key, rev: c.rev, window: c.window });
+      else rest.push(key);
+    }
+    return { kept, rest };
   }
 
   /** Queues the HMGET of the entries asked about of `key`'s window; undefined when none are asked. */
@@ -312,14 +400,18 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     // One script call per chunk: atomic per chunk, which is all-or-nothing for the rule
     // engine's steps (a batch touches far fewer runs than a chunk holds).
     const conflicts: string[] = [];
+    // Before the script runs: the Redis keys' expiry starts later, so a kept window expires first.
+    const savedAt = Date.now();
     for (const part of chunks(entries, 500)) {
       const keys: string[] = [];
       const args: string[] = [String(part.length)];
       const moved: string[] = [];
+      const sizes: number[] = [];
       for (const e of part) {
         keys.push(this.wkey(e.key), this.rkey(e.key), this.mkey(e.key));
         const ttl = e.ttlMs ?? this.defaultTtlMs;
         const { json, entries: m } = this.split(e.window);
+        sizes.push(json.length);
         if (m.length) moved.push(e.key);
         const wake = e.wakeAtMs === undefined ? '-' : e.wakeAtMs === null ? 'x' : String(e.wakeAtMs);
         args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), wake, e.key, String(m.length / 2), ...m);
@@ -327,10 +419,27 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       keys.push(this.wakeKey);
       const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
       for (const i of bad) conflicts.push(part[i - 1].key);
-      if (!bad.length) for (const key of moved) this.remember(key);
+      if (!bad.length) {
+        for (const key of moved) this.remember(key);
+        this.keep(part, sizes, savedAt);
+      }
     }
     if (conflicts.length) throw new WindowConflictError(conflicts);
   }
+
+  /**
+   * Keeps the windows of a save that went through, by the revision it set (see load): not those
+   * saved without compare-and-set (their revision is Redis's to choose) nor those whose members
+   * are in the hash (a load asks the hash for the batch's entries).
+   */
+  private keep(part: readonly { key: string; window: W; ttlMs?: number; expectRev?: number }[], sizes: readonly number[], savedAt: number): void {
+    part.forEach((e, i) => {
+      if (e.expectRev === undefined || this.hashed.has(e.key)) return this.cache.forget(e.key);
+      const ttl = e.ttlMs ?? this.defaultTtlMs;
+      this.cache.keep(e.key, { rev: String(e.expectRev + 1), window: e.window, untilMs: ttl === undefined ? Infinity : savedAt + ttl }, sizes[i]);
+    });
+  }
+
 
   /**
    * A window's JSON and the entries to add to its hash, as (name, value JSON) pairs. Its member
@@ -369,7 +478,10 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     const tx = this.redis.multi();
     for (const part of chunks(keys)) {
       tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k)]));
-      for (const k of part) this.hashed.delete(k);
+      for (const k of part) {
+        this.hashed.delete(k);
+        this.cache.forget(k);
+      }
       tx.zrem(this.wakeKey, ...part);
     }
     check(await tx.exec());
