@@ -9,3 +9,4 @@ export * from './module';
 export * from './code-host';
 export * from './shared-cache';
 export * from './repeats';
+export * from './merge-batches';

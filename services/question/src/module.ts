@@ -73,6 +73,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     const shared = cache !== false && ctx.platform.sharedCache ? await ctx.platform.sharedCache('answers') : undefined;
     const service = await startQuestionService({
       bus: ctx.platform.bus(),
+      mergeBatches: ctx.platform.kind === 'distributed',
       topics: makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX),
       windows: await ctx.platform.windows<QuestionFindingsWindow>(':q'),
       ...models.question,

@@ -1,5 +1,5 @@
 import type { FindingEvent, QuestionCheck } from '@neatroots/checks';
-import type { Bus, BusBatch, ChatModel, Db, Subscription, Topic, WindowStore } from '@neatroots/ports';
+import { mergingBatches, type Bus, type BusBatch, type ChatModel, type Db, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import {
   AgreementTracker,
   FastClassifier,
@@ -69,6 +69,12 @@ export interface QuestionServiceOptions {
   group?: string;
   /** Consumers in this process: more partitions answered at once, so more questions per model request. */
   consumers?: number;
+  /**
+   * The consumers' batches that come together are taken as one step (mergingBatches): one read
+   * and write of the findings windows and one publish for them all. For Redis and Kafka, where
+   * those are round trips (the distributed deployment).
+   */
+  mergeBatches?: boolean;
   /** neatroots.v1.Question over gRPC; off unless a port is given (0 picks a free one). */
   grpc?: { port: number; host?: string };
   queue?: ModelQueueOptions;
@@ -202,8 +208,9 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
   const subs: Subscription[] = [];
   let grpc: QuestionGrpc | undefined;
   try {
+    const merged = opts.mergeBatches ? mergingBatches(handle) : handle;
     for (let i = 0; i < Math.max(1, opts.consumers ?? 4); i++) {
-      subs.push(await opts.bus.subscribe(topics.questions, { group: opts.group ?? 'question' }, handle));
+      subs.push(await opts.bus.subscribe(topics.questions, { group: opts.group ?? 'question' }, merged));
     }
     if (opts.grpc) grpc = await startQuestionGrpc(answerer, { ...opts.grpc, log, checks: opts.questions });
   } catch (e) {

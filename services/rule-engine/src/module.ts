@@ -71,6 +71,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       steering,
       quiet: review.isQuiet,
       recorded: ctx.platform.clock,
+      mergeBatches: ctx.platform.kind === 'distributed',
       windowTtlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
       windowTtlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
       windowCheckpointMs: ctx.config.NEATROOTS_WINDOW_CHECKPOINT_MS,

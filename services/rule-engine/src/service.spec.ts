@@ -1,6 +1,9 @@
 import { compileRuleSet, parseCheck, windowKey, type FindingEvent, type RunWindow } from '@neatroots/checks';
 import { makeTopics } from '@neatroots/messages';
-import { MemoryBus, MemoryWindowStore } from '@neatroots/platform';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { LogBus, MemoryBus, MemoryWindowStore } from '@neatroots/platform';
 import { observeFindingDelays, type BusRecord, type LogFields, type Topic } from '@neatroots/ports';
 import type { Envelope } from '@neatroots/spans';
 import { startRuleEngine } from './service';
@@ -163,5 +166,49 @@ describe('rule-engine service: receipt to finding', () => {
     observeFindingDelays({ observe: (labels, value) => observed.push({ labels: labels as Record<string, string>, value }) }, published[0].findings, published[0].at);
     expect(observed).toEqual([{ labels: { kind: 'rule', action: 'halt' }, value: (published[0].at - received) / 1000 }]);
     expect(observed[0].value).toBeGreaterThanOrEqual(0.04);
+  });
+});
+
+/** The run windows, counting the loads (each one a round trip on Redis). */
+class CountedWindows extends MemoryWindowStore<RunWindow> {
+  override readonly appliedAtCall = false;
+  loads = 0;
+  override async load(keys: readonly string[]): Promise<Map<string, RunWindow>> {
+    this.loads++;
+    return super.load(keys);
+  }
+}
+
+describe('rule-engine service: batches that come together (mergeBatches, the distributed deployment)', () => {
+  const run = async (mergeBatches: boolean) => {
+    // The embedded log delivers a topic's partitions side by side, as Kafka does (the memory bus one after the other).
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'merge-'));
+    const bus = new LogBus({ dir, partitions: 4 });
+    const windows = new CountedWindows();
+    const topics = makeTopics('t');
+    const checks = [parseCheck({ id: 'dropped-table', kind: 'rule', title: 'Dropped a table', rule: { type: 'count', span: { tool: ['drop_table'] }, at_least: 1 } }, 'mine.yaml', 'user')];
+    const rules = compileRuleSet(checks, () => ({ test: () => false }));
+    const found: string[] = [];
+    await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) found.push(r.value.run_id);
+    });
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => rules, tickMs: 1000, mergeBatches });
+    const tool = (run: string): Envelope => ({ project: 'p', received_ms: Date.now(), item: { kind: 'span', span: { run_id: run, span_id: 's1', type: 'tool', name: 'drop_table', tool: 'drop_table', status: 'ok', start_ms: Date.now(), end_ms: Date.now() } } });
+    const runs = Array.from({ length: 12 }, (_, i) => `r${i}`);
+    await bus.publish(topics.events, runs.map((r) => ({ key: r, value: tool(r) })));
+    for (let i = 0; i < 400 && found.length < runs.length; i++) await new Promise((r) => setTimeout(r, 5));
+    await engine.close();
+    await bus.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    return { loads: windows.loads, found: found.sort(), runs: runs.sort() };
+  };
+
+  it('takes the partitions delivered side by side as one step: one windows read for all, the same findings', async () => {
+    const merged = await run(true);
+    const apart = await run(false);
+    expect(merged.found).toEqual(merged.runs);
+    expect(apart.found).toEqual(apart.runs);
+    expect(apart.loads).toBeGreaterThan(1); // one per partition that held records
+    expect(merged.loads).toBe(1);
   });
 });

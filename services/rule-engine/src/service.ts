@@ -1,5 +1,5 @@
 import { RuleEngine, windowKey, type EngineOutput, type FindingEvent, type RuleSet, type RunWindow } from '@neatroots/checks';
-import { RepeatedErrors, WindowConflictError, type Bus, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
+import { mergingBatches, RepeatedErrors, WindowConflictError, type Bus, type BusBatch, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
 import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
 import { QUESTIONS_TOPIC, questionTaskRecords, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
 import { itemRunId, type Envelope } from '@neatroots/spans';
@@ -61,6 +61,15 @@ export interface RuleEngineServiceOptions {
    * 0 or absent: every save is written on its own. Not with `recorded`.
    */
   windowCheckpointMs?: number;
+  /**
+   * The partitions' batches that come together are taken as one step (mergingBatches): on
+   * Redis and Kafka, where a step's window reads and writes and its publish are round trips that
+   * cost the same for a few spans as for many, and at a steady, modest rate each batch holds a
+   * few spans. Not on the embedded stores (a step's fixed cost is small there, and a merged step
+   * holds its first findings back while the others are evaluated) nor for a recording (taken
+   * item by item, in its order).
+   */
+  mergeBatches?: boolean;
 }
 
 export interface RuleEngineMetrics {
@@ -220,7 +229,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     }
   };
 
-  const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group }, (batch) =>
+  const step = (batch: BusBatch<Envelope>) =>
     lock.shared(async () => {
       const envs = batch.records.map((r) => r.value);
       try {
@@ -252,8 +261,8 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       metrics.consumed += envs.length;
       metrics.batches++;
       // A recording's step fires whatever is due, in any run: it holds them all.
-    }, opts.recorded ? undefined : batchRuns(batch.records)),
-  );
+    }, opts.recorded ? undefined : batchRuns(batch.records));
+  const sub: Subscription = await opts.bus.subscribe(opts.topics.events, { group }, opts.mergeBatches && !opts.recorded ? mergingBatches(step) : step);
 
   // The tick under way, if any: a stop waits for it (it publishes and saves; the bus closes after).
   let ticking: Promise<void> | undefined;
