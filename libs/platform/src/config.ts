@@ -142,6 +142,11 @@ const schema = z.object({
    */
   NEATROOTS_LIVE_TRACE_GAP_MS: z.coerce.number().int().min(0).max(600_000).default(1_000),
   /**
+   * The question service's consumers of the question tasks in one process. Unset: 1 distributed
+   * (a fetch's partitions come together and are answered as one step), 4 embedded.
+   */
+  NEATROOTS_QUESTION_CONSUMERS: z.coerce.number().int().min(1).max(64).optional(),
+  /**
    * The embedded journal writes the rule engine's windows saved since its last checkpoint this
    * often (0: every save on its own); the bus position moves at the checkpoints.
    */

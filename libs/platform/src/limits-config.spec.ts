@@ -51,6 +51,16 @@ describe('NEATROOTS_LIVE_TRACE_GAP_MS', () => {
   });
 });
 
+describe('NEATROOTS_QUESTION_CONSUMERS', () => {
+  it('is unset by default (the deployment chooses), takes 1 to 64, and refuses anything else naming the variable', () => {
+    expect(loadConfig({}).NEATROOTS_QUESTION_CONSUMERS).toBeUndefined();
+    expect(loadConfig({ NEATROOTS_QUESTION_CONSUMERS: '3' }).NEATROOTS_QUESTION_CONSUMERS).toBe(3);
+    for (const value of ['0', 'many', '1.5', '65']) {
+      expect(() => loadConfig({ NEATROOTS_QUESTION_CONSUMERS: value })).toThrow(/NEATROOTS_QUESTION_CONSUMERS/);
+    }
+  });
+});
+
 describe('NEATROOTS_WINDOW_CHECKPOINT_MS', () => {
   it('defaults to 200 ms, takes 0 (every save journaled on its own) up to ten seconds, and refuses anything else naming the variable', () => {
     expect(loadConfig({}).NEATROOTS_WINDOW_CHECKPOINT_MS).toBe(200);
