@@ -3,7 +3,9 @@
 // rule-engine, review and question each their own process (neatroots serve --target ...;
 // the question service answers with the fast classifier, no model configured). Prints
 // spans/s from the first export until the rule engine consumed everything, and p50/p99
-// latency from a span's receipt at ingest to its finding on the findings topic.
+// latency from a span's receipt at ingest to its finding on the findings topic, at a steady
+// 2,000 spans/s (`--latency-rate N`), with what each process spent meanwhile in cores.
+//   node bench/distributed.js 100000 [--no-question] [--per-run N] [--latency-rate N]
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -258,4 +260,5 @@ module.exports = { benchDistributed };
 /** `--per-run N`: spans a run (default 100); long runs show what a window's size costs each batch. `--no-question`: no question service (as before 2026-12-02). */
 const perRunArg = process.argv.includes('--per-run') ? Number(process.argv[process.argv.indexOf('--per-run') + 1]) : undefined;
 const question = !process.argv.includes('--no-question');
-if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), question, ...(perRunArg ? { perRun: perRunArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
+const rateArg = process.argv.includes('--latency-rate') ? Number(process.argv[process.argv.indexOf('--latency-rate') + 1]) : undefined;
+if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), question, ...(perRunArg ? { perRun: perRunArg } : {}), ...(rateArg ? { latencyRate: rateArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));

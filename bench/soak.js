@@ -2,7 +2,7 @@
 // A long run of the embedded deployment at a steady rate: `neatroots start` as a child process
 // (its own data folder, loopback only) takes SOAK_RATE spans/s (default 2,000) for SOAK_MINUTES
 // (default 10), a fleet of runs that never repeats its run ids, as a production fleet's. Every
-// SOAK_SAMPLE_S seconds (default 30) it records the server's resident memory, its JS heap in use, the data folder's size and the bus's backlog (records accepted, not processed yet).
+// SOAK_SAMPLE_S seconds (default 30) it records the server's resident memory, its JS heap (in use, and its size), its memory outside the heap, the data folder's size and the bus's backlog (records accepted, not processed yet).
 // Prints the samples, and the first and last thirds' medians side by side: memory and disk that
 // keep growing at a steady rate are a leak or an unbounded store; flat ones are the design.
 //   SOAK_MINUTES=3 node bench/soak.js
@@ -109,6 +109,8 @@ async function benchSoak({
           backlog: m.neatroots_bus_backlog ?? NaN,
           rss_mb: Math.round(rssOf(pid) / 1048576),
           heap_used_mb: Math.round((m.neatroots_nodejs_heap_size_used_bytes ?? NaN) / 1048576),
+          heap_total_mb: Math.round((m.neatroots_nodejs_heap_size_total_bytes ?? NaN) / 1048576),
+          external_mb: Math.round((m.neatroots_nodejs_external_memory_bytes ?? NaN) / 1048576),
           data_mb: Math.round(du(server.home) / 1048576),
           wal_mb: Math.round(du(path.join(server.home, 'data', 'pg', 'pg_wal')) / 1048576),
         });
