@@ -1,5 +1,6 @@
+import { Kafka, logLevel } from 'kafkajs';
 import { openPostgres, requireService } from '@neatroots/platform';
-import { Cluster } from './cluster';
+import { Cluster, freePort } from './cluster';
 
 /**
  * The distributed deployment wired by the one composition root: `serve --target all` runs
@@ -56,6 +57,34 @@ maybe(SUITE, () => {
       const res = await fetch(`http://127.0.0.1:${cluster.ports.http}/v1/projects/${PROJECT}/models/agreement`, { headers: { 'x-api-key': KEY } });
       expect(res.status).toBe(200);
     } finally {
+      await cluster.close();
+    }
+  }, 180_000);
+
+  it('runs one Kafka consumer of the question tasks per question service (its fetches bring every partition), more with NEATROOTS_QUESTION_CONSUMERS', async () => {
+    const cluster = new Cluster({ kafka: kafka!, redis: redis!, pg: pg! }, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` });
+    await cluster.init();
+    const admin = new Kafka({ brokers: kafka!, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    // The group's members once it is stable with `n` of them (a replica joining rebalances it).
+    const members = async (n: number): Promise<number> => {
+      let last = -1;
+      for (let i = 0; i < 150; i++) {
+        const { groups } = await admin.describeGroups([`${cluster.prefix}.question`]);
+        last = groups[0]?.members.length ?? 0;
+        if (groups[0]?.state === 'Stable' && last === n) return last;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      return last;
+    };
+    try {
+      await cluster.start('review');
+      await cluster.start('question');
+      expect(await members(1)).toBe(1);
+      await cluster.start('question', { NEATROOTS_QUESTION_PORT: String(await freePort()), NEATROOTS_QUESTION_CONSUMERS: '2' });
+      expect(await members(3)).toBe(3);
+    } finally {
+      await admin.disconnect();
       await cluster.close();
     }
   }, 180_000);
