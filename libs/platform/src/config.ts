@@ -79,8 +79,11 @@ const schema = z.object({
   /** A consumer's fetch waits for this many bytes, or NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS (Kafka's fetch.min.bytes, fetch.max.wait.ms). */
   NEATROOTS_KAFKA_FETCH_MIN_BYTES: z.coerce.number().int().min(1).default(1),
   NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(1).max(5000).default(500),
-  /** Partitions whose batches a consumer handles at once (their runs differ, so their steps overlap). */
-  NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: z.coerce.number().int().min(1).max(64).default(4),
+  /**
+   * Partitions whose batches a consumer handles at once (their runs differ, so their steps
+   * overlap; the rule engine and the question service take those that come together as one step).
+   */
+  NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: z.coerce.number().int().min(1).max(64).default(8),
   /**
    * A consumer commits the offsets it has handled at most this often (at the end of a batch, and
    * always when it closes); 0 commits after every batch. A crash re-reads what was handled since.

@@ -51,6 +51,16 @@ describe('NEATROOTS_LIVE_TRACE_GAP_MS', () => {
   });
 });
 
+describe('NEATROOTS_KAFKA_CONCURRENT_PARTITIONS', () => {
+  it('defaults to 8 (a fetch of the default six partitions is one step), takes 1 to 64, and refuses anything else naming the variable', () => {
+    expect(loadConfig({}).NEATROOTS_KAFKA_CONCURRENT_PARTITIONS).toBe(8);
+    expect(loadConfig({ NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: '2' }).NEATROOTS_KAFKA_CONCURRENT_PARTITIONS).toBe(2);
+    for (const value of ['0', 'all', '65']) {
+      expect(() => loadConfig({ NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: value })).toThrow(/NEATROOTS_KAFKA_CONCURRENT_PARTITIONS/);
+    }
+  });
+});
+
 describe('NEATROOTS_QUESTION_CONSUMERS', () => {
   it('is unset by default (the deployment chooses), takes 1 to 64, and refuses anything else naming the variable', () => {
     expect(loadConfig({}).NEATROOTS_QUESTION_CONSUMERS).toBeUndefined();
