@@ -15,11 +15,17 @@ function batchOf(partition: number, values: string[], extra: Partial<BusBatch<st
   return b as BusBatch<string> & { beats: number };
 }
 
+/** A promise a test opens when it chooses. */
+function gated(): { gate: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  return { gate, release };
+}
+
 describe('mergingBatches: the batches a bus hands over at the same time are one step', () => {
   it('calls the handler once with the records of the batches that came together, each in its order, and resolves each after it', async () => {
     const steps: string[][] = [];
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
+    const { gate, release } = gated();
     const handler = mergingBatches<string>(async (b) => {
       steps.push(b.records.map((r) => r.value));
       await gate;
@@ -37,8 +43,7 @@ describe('mergingBatches: the batches a bus hands over at the same time are one 
 
   it('takes a batch that comes while a step runs in the next step', async () => {
     const steps: string[][] = [];
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
+    const { gate, release } = gated();
     const handler = mergingBatches<string>(async (b) => {
       steps.push(b.records.map((r) => r.value));
       if (steps.length === 1) await gate;

@@ -19,8 +19,9 @@ interface Member<T> {
  * spans/s in the distributed bench the rule engine's batches held eight spans each.
  *
  * - Batches that arrive before the next turn of the event loop (the same fetch) go together; a
- *   batch that comes while they are handled waits for the next group. Each keeps its own
- *   position: each resolves (and its bus moves its offset) when the step that held it did.
+ *   batch that comes later starts the next group, which may run beside the one in hand (as
+ *   batches of different partitions did before). Each keeps its own position: each resolves
+ *   (and its bus moves its offset) when the step that held it did.
  * - The records keep their order within each batch (a key is on one partition: its records are
  *   in order). `partition` is the first batch's; `heartbeat` beats for all of them.
  * - `defer` is offered when every batch offers it, and handed to each once the step returned.

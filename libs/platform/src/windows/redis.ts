@@ -79,11 +79,11 @@ class KeptWindows<W> {
   get size(): number {
     return this.map.size;
   }
-  /** Takes a window out: it is handed out once. */
-  take(key: string): { rev: string; window: W; untilMs: number } | undefined {
+  /** Takes a window out (it is handed out once); undefined if none is kept or it expired by `now`. */
+  take(key: string, now: number): { rev: string; window: W } | undefined {
     const c = this.map.get(key);
     if (c) this.drop(key, c.bytes);
-    return c;
+    return c && c.untilMs > now ? c : undefined;
   }
   forget(key: string): void {
     const c = this.map.get(key);
@@ -341,8 +341,8 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     const kept: { key: string; rev: string; window: W }[] = [];
     const rest: string[] = [];
     for (const key of keys) {
-      const c = this.cache.take(key);
-      if (c && c.untilMs > now) kept.push({ key, rev: c.rev, window: c.window });
+      const c = this.cache.take(key, now);
+      if (c) kept.push({ key, rev: c.rev, window: c.window });
       else rest.push(key);
     }
     return { kept, rest };
