@@ -33,6 +33,8 @@ beforeAll(async () => {
     { project: 'p1', source: 'bus:neatroots.events/rule-engine', kind: 'span', run_id: 'r2', item_id: 's9', reason: 'cannot read the span', payload: { n: 1 } },
     { project: 'p2', source: 'store.findings', kind: 'finding', run_id: 'r7', item_id: 'f1', reason: 'integer out of range', payload: {} },
   ]);
+  // Later by the clock as well as in order: set aside in the same millisecond, the two would tie on created_at (a fresh-clone CI run listed s9 first).
+  await new Promise((r) => setTimeout(r, 5));
   await repo.setAside([{ project: 'p1', source: 'store.findings', kind: 'finding', run_id: 'r3', item_id: 'f3', reason: 'later', payload: 'x'.repeat(70_000) }]);
   const queries = createReviewQueries(db);
   const resolveKey = (key: string) => projects.resolveApiKey(key);
