@@ -207,6 +207,14 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // tasks (and review storing the answers), and a latency phase begun then measured the
     // backlog as much as the rate (p50 367 ms against 211 after it, in one pair).
     const settled = await settle(questionAdmin);
+    // What each process spends with nothing sent (timers, heartbeats, polls): the floor under
+    // the latency phase's cores.
+    const idleCpu0 = cpu();
+    const idleT0 = performance.now();
+    await new Promise((r) => setTimeout(r, 3000));
+    const idleCpu1 = cpu();
+    const idleS = (performance.now() - idleT0) / 1000;
+    const idleCores = Object.fromEntries(Object.keys(idleCpu1).map((t) => [t, idleCpu1[t] === undefined ? undefined : Number(((idleCpu1[t] - idleCpu0[t]) / idleS).toFixed(3))]));
     const lat = buildBatches({ spans: latencyRate * 5, perRun, batch: 50, prefix: 'lat' });
     latencies = [];
     measureHop1 = true;
@@ -245,6 +253,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       latency_samples: latencies.length,
       latency_settled_ms: settled,
       latency_phase_cpu_cores: latCores,
+      idle_cpu_cores: idleCores,
       latency_phase_cpu_cores_total: Number(Object.values(latCores).reduce((a, b) => a + (b ?? 0), 0).toFixed(2)),
     };
   } finally {
