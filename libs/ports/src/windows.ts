@@ -113,6 +113,14 @@ export interface WindowStoreOptions {
    * window. The embedded stores ignore it.
    */
   memberFields?: readonly string[];
+  /**
+   * Array fields a caller only appends to and cuts from the start of (the question scheduler's
+   * `ring` of a run's latest spans), saying how with markShifted, that a store may keep apart from
+   * the rest of the window: Redis keeps each in a list beside it once a save says how it moved, and
+   * then saves only the items appended and the count dropped, not the whole array again. The
+   * embedded stores ignore it (their journal reads the same shifts).
+   */
+  listFields?: readonly string[];
 }
 
 const ADDED = Symbol.for('neatroots.windowAddedKeys');

@@ -64,6 +64,9 @@ export interface QuestionWindow {
 /** The question window's fields a window store may keep apart (WindowStoreOptions.memberFields). */
 export const QUESTION_WINDOW_MEMBER_FIELDS: readonly string[] = ['seen'];
 
+/** The question window's array fields a window store may keep apart (WindowStoreOptions.listFields): the ring, only appended to and cut from its start. */
+export const QUESTION_WINDOW_LIST_FIELDS: readonly string[] = ['ring'];
+
 export interface QuestionState {
   asked: number;
   /** Span scope: ids of matching spans not asked about yet, newest last. */

@@ -1,7 +1,7 @@
 import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type QuestionCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
 import { findingDelayHook, syncCounter, type ServiceModule } from '@neatroots/ports';
 import {
-  ClassifierFirstView, LOCAL_LLM_POLICY, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionKey,
+  ClassifierFirstView, LOCAL_LLM_POLICY, QUESTION_WINDOW_LIST_FIELDS, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionKey,
   type AgreementRecord, type PlanStore, type QuestionSet, type SchedulerWindow, type SpanPolicy,
 } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
@@ -49,7 +49,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);
     const [review, checks, steering, models] = await Promise.all([link('review'), link('checks'), link('steering'), link('models')]);
     const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
-    const schedulerWindows = await ctx.platform.windows<SchedulerWindow>(':qs', { memberFields: QUESTION_WINDOW_MEMBER_FIELDS });
+    const schedulerWindows = await ctx.platform.windows<SchedulerWindow>(':qs', { memberFields: QUESTION_WINDOW_MEMBER_FIELDS, listFields: QUESTION_WINDOW_LIST_FIELDS });
     const engine = await startRuleEngine({
       bus: ctx.platform.bus(),
       windows: await ctx.platform.windows<RunWindow>('', { memberFields: RUN_WINDOW_MEMBER_FIELDS }),

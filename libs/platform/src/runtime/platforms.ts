@@ -220,6 +220,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
             url: config.NEATROOTS_REDIS_URL!,
             prefix: `${config.NEATROOTS_TOPIC_PREFIX}${name}`,
             memberFields: wopts?.memberFields,
+            listFields: wopts?.listFields,
             cacheWindows: config.NEATROOTS_REDIS_WINDOW_CACHE,
             onError: (err) => {
               metrics.dependencyErrors.inc({ dependency: 'redis' });

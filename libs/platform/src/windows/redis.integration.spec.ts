@@ -1,6 +1,6 @@
 import { compileRuleSet, RUN_WINDOW_MEMBER_FIELDS, RuleEngine, type FindingEvent, type RuleCheck, type RunWindow } from '@neatroots/checks';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
-import { WindowConflictError, type WindowStore } from '@neatroots/ports';
+import { markShifted, WindowConflictError, type WindowStore } from '@neatroots/ports';
 import { PrivateRedis, RedisScratch, redisServerBinary } from '../testing/private-redis';
 import { serviceOrSkip, servicesRequired } from '../testing/services';
 import { MemoryWindowStore } from './memory';
@@ -369,6 +369,138 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
         expect(got).not.toBe(saved);
         expect(Object.keys(got.seen!)).toEqual(['s3']);
       });
+    });
+  });
+
+  describe('list fields (listFields: the question scheduler\'s ring, kept in a list beside the window)', () => {
+    type Win = { n: number; rev?: number; ring?: number[] };
+    const open = (p: string, listFields: string[] = ['ring']) => openRedisWindowStore<Win>({ url, prefix: p, listFields });
+    const list = async (p: string, key = 'k') => (await raw.lrange(`${p}:w:${key}:l:ring`, 0, -1)).map((x) => JSON.parse(x) as unknown);
+    /** What the scheduler hands to save: a copy of the loaded window at the next revision, saying how its ring moved. */
+    const next = (w: Win, change: (ring: number[]) => { dropped: number; appended: number } | undefined): Win => {
+      const ring = (w.ring ?? []).slice();
+      const shift = change(ring);
+      const saved = { ...w, ring, rev: (w.rev ?? 0) + 1 };
+      return shift ? markShifted(saved, { ring: shift }) : saved;
+    };
+    const push = (...items: number[]) => (ring: number[]) => {
+      ring.push(...items);
+      const dropped = Math.max(0, ring.length - 4);
+      ring.splice(0, dropped);
+      return { dropped, appended: items.length };
+    };
+
+    it('keeps an array written whole in the JSON; once a save says how it moved, in a list that loads back whole', async () => {
+      const p = prefix();
+      const a = await open(p);
+      const b = await open(p);
+      try {
+        // a new window: the array in the JSON, one string, no list
+        await a.save([{ key: 'k', window: { n: 1, ring: [1, 2], rev: 1 }, expectRev: 0, ttlMs: 60_000 }]);
+        expect(JSON.parse((await raw.get(`${p}:w:k`))!)).toEqual({ n: 1, ring: [1, 2], rev: 1 });
+        expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+        await a.save([{ key: 'k', window: next((await a.load(['k'])).get('k')!, push(3)), expectRev: 1, ttlMs: 60_000 }]);
+        expect(JSON.parse((await raw.get(`${p}:w:k`))!)).toEqual({ n: 1, ring: '#list', rev: 2 });
+        expect(await list(p)).toEqual([1, 2, 3]);
+        // the list expires with the window
+        const ttl = await raw.pttl(`${p}:w:k:l:ring`);
+        expect(ttl).toBeGreaterThan(50_000);
+        expect(ttl).toBeLessThanOrEqual(60_000);
+        expect((await b.load(['k'])).get('k')).toEqual({ n: 1, ring: [1, 2, 3], rev: 2 });
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it('writes only the items appended and trims the dropped ones when the window says how its array moved', async () => {
+      const p = prefix();
+      const store = await open(p);
+      try {
+        let w: Win = { n: 1, ring: [1, 2, 3], rev: 1 };
+        await store.save([{ key: 'k', window: w, expectRev: 0 }]);
+        w = next((await store.load(['k'])).get('k')!, push(4));
+        await store.save([{ key: 'k', window: w, expectRev: 1 }]);
+        w = next((await store.load(['k'])).get('k')!, push(5));
+        await store.save([{ key: 'k', window: w, expectRev: 2 }]);
+        expect(await list(p)).toEqual([2, 3, 4, 5]);
+        // An item changed behind the store's back stays: the next save pushed and trimmed, it did not write the list again.
+        await raw.lset(`${p}:w:k:l:ring`, 2, '40');
+        w = next((await store.load(['k'])).get('k')!, push(6));
+        await store.save([{ key: 'k', window: w, expectRev: 3 }]);
+        expect(await list(p)).toEqual([3, 40, 5, 6]);
+        // A save that does not say how the array moved (an item replaced in place) writes it whole, in the JSON.
+        w = next((await store.load(['k'])).get('k')!, (ring) => void (ring[0] = 30));
+        await store.save([{ key: 'k', window: w, expectRev: 4 }]);
+        expect(JSON.parse((await raw.get(`${p}:w:k`))!).ring).toEqual([30, 4, 5, 6]);
+        expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+        // So does one that dropped some of its own appended items (more pushed than the ring holds).
+        w = next((await store.load(['k'])).get('k')!, push(7));
+        await store.save([{ key: 'k', window: w, expectRev: 5 }]);
+        expect(await list(p)).toEqual([4, 5, 6, 7]);
+        w = next((await store.load(['k'])).get('k')!, push(8, 9, 10, 11, 12));
+        await store.save([{ key: 'k', window: w, expectRev: 6 }]);
+        expect(JSON.parse((await raw.get(`${p}:w:k`))!).ring).toEqual([9, 10, 11, 12]);
+        expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+        expect((await store.load(['k'])).get('k')!.ring).toEqual([9, 10, 11, 12]);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('writes the list whole when it is not the one this store last read or wrote', async () => {
+      const p = prefix();
+      const a = await open(p);
+      const b = await open(p);
+      try {
+        await a.save([{ key: 'k', window: { n: 1, ring: [1], rev: 1 }, expectRev: 0 }]);
+        await a.save([{ key: 'k', window: next((await a.load(['k'])).get('k')!, push(2)), expectRev: 1 }]);
+        // b read it and moved it on: a's kept window is stale, a reads it again (its list too), and its save is a push
+        const wb = next((await b.load(['k'])).get('k')!, push(3));
+        await b.save([{ key: 'k', window: wb, expectRev: 2 }]);
+        await raw.lset(`${p}:w:k:l:ring`, 0, '100');
+        const wa = next((await a.load(['k'])).get('k')!, push(4));
+        expect(wa.ring).toEqual([100, 2, 3, 4]);
+        await raw.lset(`${p}:w:k:l:ring`, 0, '1');
+        await a.save([{ key: 'k', window: wa, expectRev: 3 }]);
+        expect(await list(p)).toEqual([1, 2, 3, 4]);
+        // a store that has forgotten which lists it knows (a bounded memory) writes the whole array
+        await raw.lset(`${p}:w:k:l:ring`, 1, '200');
+        const again = next((await a.load(['k'])).get('k')!, push(5));
+        (a as unknown as { listed: Set<string> }).listed.clear();
+        await a.save([{ key: 'k', window: again, expectRev: 4 }]);
+        expect(await list(p)).toEqual([2, 3, 4, 5]);
+        // a save whose revision is stale writes nothing, the list included
+        await expect(b.save([{ key: 'k', window: next(wb, push(99)), expectRev: 3 }])).rejects.toThrow(WindowConflictError);
+        expect(await list(p)).toEqual([2, 3, 4, 5]);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it('moves a window\'s array stored in its JSON to a list at its next save that says how it moved; keeps none for a window without it', async () => {
+      const p = prefix();
+      const before = await open(p, []);
+      const store = await open(p);
+      try {
+        await before.save([{ key: 'k', window: { n: 1, ring: [1, 2, 3, 4], rev: 1 }, expectRev: 0 }, { key: 'j', window: { n: 2, rev: 1 }, expectRev: 0 }]);
+        const loaded = await store.load(['k', 'j']);
+        expect(loaded.get('j')).toEqual({ n: 2, rev: 1 });
+        await store.save([{ key: 'k', window: next(loaded.get('k')!, push(5)), expectRev: 1 }]);
+        expect(await list(p)).toEqual([2, 3, 4, 5]);
+        expect(JSON.parse((await raw.get(`${p}:w:k`))!).ring).toBe('#list');
+        // a window without the field keeps no list
+        await store.save([{ key: 'j', window: { ...loaded.get('j')!, n: 3, rev: 2 }, expectRev: 1 }]);
+        expect(await raw.exists(`${p}:w:j:l:ring`)).toBe(0);
+        // and deleting a window deletes its list
+        await store.delete(['k']);
+        expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+        expect((await store.load(['k'])).get('k')).toBeUndefined();
+      } finally {
+        await before.close();
+        await store.close();
+      }
     });
   });
 

@@ -1,5 +1,5 @@
 import type { ChainableCommander, Redis } from 'ioredis';
-import { layerBase, WindowConflictError, type WindowSave, type WindowStore } from '@neatroots/ports';
+import { layerBase, shiftedArrays, WindowConflictError, type WindowSave, type WindowStore } from '@neatroots/ports';
 import { FailFastRedis } from '../redis-client';
 
 /**
@@ -14,6 +14,9 @@ import { FailFastRedis } from '../redis-client';
  *                          hold more than INLINE_MEMBERS entries, a hash of "<field> NUL <entry>"
  *                          to the entry's JSON, with the same expiry; the window's JSON then holds
  *                          "#hash" for those fields (before that, they are in the JSON)
+ *   <prefix>:w:<key>:l:<f> its list field <f> (listFields: the question scheduler's `ring`), a
+ *                          list of the items' JSON, with the same expiry; the window's JSON then
+ *                          holds "#list" for that field
  *   <prefix>:wake          sorted set, member <key>, score = wake time (epoch ms)
  *
  * - load: a window this store saved itself (and was not loaded since) is kept by revision
@@ -33,6 +36,16 @@ import { FailFastRedis } from '../redis-client';
  *   added to it, with the same expiry. A window saved anew (none stored, or expired) starts its
  *   hash afresh. A window stored before with its members in the JSON (a short run, or stored
  *   before member fields) is read whole and moved to the hash at the save that makes it large.
+ * - list fields: an array the caller only appends to and cuts from its start (a ring of a run's
+ *   latest spans) goes to a Redis list beside the window once a save can say how it moved since
+ *   the window was loaded (markShifted). Then, when the list is the one this store last read or
+ *   wrote, the save pushes the new items and trims the dropped ones: a step that adds three
+ *   spans to a ring of forty writes three items, not the forty again (at a steady 2,000 spans/s
+ *   the rings were about two thirds of the bytes the rule engine sent to Redis); else it writes
+ *   the list whole. An array written whole anyway (a new window, an item replaced in place,
+ *   more appended than the array keeps: a run's burst) stays in the JSON, one string, which
+ *   costs less than its items one by one. A load reads the lists of the windows it reads
+ *   (LRANGE, in the same round trip).
  * - wakeAt: ZADD LT, which keeps the earliest time (Redis >= 6.2, checked on connect).
  * - takeDue: a Lua script that ranges and removes in one step, so two replicas never both
  *   take the same key.
@@ -66,6 +79,8 @@ export interface RedisWindowStoreOptions {
   cacheWindows?: number;
   /** ...and at most this many bytes of their JSON (as saved), the oldest saved going first. Default 32 MiB. */
   cacheBytes?: number;
+  /** Array fields kept as lists beside the window, saved by their shifts (WindowStoreOptions.listFields). */
+  listFields?: readonly string[];
 }
 
 /** Windows a store saved, by key, bounded in count and in the bytes of their JSON (oldest saved out first). */
@@ -118,55 +133,85 @@ end
 return due
 `;
 
-// Compare-and-set of a step's windows: KEYS are (window, revision, members) triples, then the
-// wake schedule; ARGV[1] is the entry count, then per entry: expected revision ('-' for none),
-// JSON, TTL ms ('-' for none), wake ('-' unchanged, 'x' none, else its time), the key as the
-// schedule's member, the number of member entries m, then m (name, value) pairs for the members
-// hash. Nothing is written unless every expectation holds; returns the 1-based conflicting entries.
+// Compare-and-set of a step's windows: KEYS are, per entry, the window, its revision, its
+// members hash and then one list per list field (ARGV[2] of them), then the wake schedule;
+// ARGV[1] is the entry count, then per entry: expected revision ('-' for none), JSON, TTL ms
+// ('-' for none), wake ('-' unchanged, 'x' none, else its time), the key as the schedule's
+// member, the number of member entries m, then m (name, value) pairs for the members hash, then
+// per list field: its mode ('-' not a list in this save: the list is removed; '=' the items are
+// the whole list; '+' they are appended, then the first `drop` trimmed), drop, the item count k,
+// then k items. Nothing is written unless every expectation holds; returns the 1-based
+// conflicting entries.
 const SAVE = `
 local n = tonumber(ARGV[1])
+local lists = tonumber(ARGV[2])
+local stride = 3 + lists
 local conflicts = {}
 local revs = {}
 local fresh = {}
 local at = {}
-local a = 2
+local a = 3
 for i = 1, n do
+  local k0 = (i - 1) * stride
   local expect = ARGV[a]
-  local cur = tonumber(redis.call('GET', KEYS[i * 3 - 1]) or '0')
-  if redis.call('EXISTS', KEYS[i * 3 - 2]) == 0 then cur = 0 end
+  local cur = tonumber(redis.call('GET', KEYS[k0 + 2]) or '0')
+  if redis.call('EXISTS', KEYS[k0 + 1]) == 0 then cur = 0 end
   if expect ~= '-' and tonumber(expect) ~= cur then conflicts[#conflicts + 1] = i end
   if expect ~= '-' then revs[i] = tonumber(expect) + 1 else revs[i] = cur + 1 end
   fresh[i] = cur == 0
   at[i] = a
   a = a + 6 + 2 * tonumber(ARGV[a + 5])
+  for j = 1, lists do a = a + 3 + tonumber(ARGV[a + 2]) end
 end
 if #conflicts > 0 then return conflicts end
+local function push(key, first, last)
+  while first <= last do
+    local upto = math.min(first + 999, last)
+    redis.call('RPUSH', key, unpack(ARGV, first, upto))
+    first = upto + 1
+  end
+end
 for i = 1, n do
+  local k0 = (i - 1) * stride
   local b = at[i]
   local json = ARGV[b + 1]
   local ttl = ARGV[b + 2]
   local wake = ARGV[b + 3]
   local m = tonumber(ARGV[b + 5])
   if ttl == '-' then
-    redis.call('SET', KEYS[i * 3 - 2], json)
-    redis.call('SET', KEYS[i * 3 - 1], revs[i])
+    redis.call('SET', KEYS[k0 + 1], json)
+    redis.call('SET', KEYS[k0 + 2], revs[i])
   else
-    redis.call('SET', KEYS[i * 3 - 2], json, 'PX', ttl)
-    redis.call('SET', KEYS[i * 3 - 1], revs[i], 'PX', ttl)
+    redis.call('SET', KEYS[k0 + 1], json, 'PX', ttl)
+    redis.call('SET', KEYS[k0 + 2], revs[i], 'PX', ttl)
   end
   -- a window saved anew (none stored, or expired) holds all its members: none left from before
-  if fresh[i] then redis.call('DEL', KEYS[i * 3]) end
-  if wake == 'x' then redis.call('ZREM', KEYS[n * 3 + 1], ARGV[b + 4])
-  elseif wake ~= '-' then redis.call('ZADD', KEYS[n * 3 + 1], wake, ARGV[b + 4]) end
+  if fresh[i] then redis.call('DEL', KEYS[k0 + 3]) end
+  if wake == 'x' then redis.call('ZREM', KEYS[n * stride + 1], ARGV[b + 4])
+  elseif wake ~= '-' then redis.call('ZADD', KEYS[n * stride + 1], wake, ARGV[b + 4]) end
   local first = b + 6
   local last = b + 5 + 2 * m
   while first <= last do
     local upto = math.min(first + 999, last)
-    redis.call('HSET', KEYS[i * 3], unpack(ARGV, first, upto))
+    redis.call('HSET', KEYS[k0 + 3], unpack(ARGV, first, upto))
     first = upto + 1
   end
   if m > 0 or not fresh[i] then
-    if ttl == '-' then redis.call('PERSIST', KEYS[i * 3]) else redis.call('PEXPIRE', KEYS[i * 3], ttl) end
+    if ttl == '-' then redis.call('PERSIST', KEYS[k0 + 3]) else redis.call('PEXPIRE', KEYS[k0 + 3], ttl) end
+  end
+  local c = last + 1
+  for j = 1, lists do
+    local key = KEYS[k0 + 3 + j]
+    local mode = ARGV[c]
+    local drop = tonumber(ARGV[c + 1])
+    local k = tonumber(ARGV[c + 2])
+    if mode ~= '+' or fresh[i] then redis.call('DEL', key) end
+    if mode ~= '-' then
+      push(key, c + 3, c + 2 + k)
+      if mode == '+' and drop > 0 then redis.call('LTRIM', key, drop, -1) end
+      if ttl == '-' then redis.call('PERSIST', key) else redis.call('PEXPIRE', key, ttl) end
+    end
+    c = c + 3 + k
   end
 end
 return conflicts
@@ -183,6 +228,8 @@ const CHUNK = 1000;
 export const INLINE_MEMBERS = 256;
 /** What a window's JSON holds for a member field kept in its hash. */
 const IN_HASH = '#hash';
+/** What a window's JSON holds for a list field kept in its list. */
+const IN_LIST = '#list';
 /**
  * Set (not enumerable) on a loaded window's member field whose entries are in its hash: a copy of
  * the window a caller saves (`{ ...window }`) holds the same field, and so says it too.
@@ -227,8 +274,17 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private readonly wakeKey: string;
   private readonly defaultTtlMs: number | undefined;
   private readonly memberFields: readonly string[];
+  private readonly listFields: readonly string[];
   /** Windows whose member fields were in their hash when last loaded or saved here: where a load asks at once. */
   private readonly hashed = new Set<string>();
+  /**
+   * "<key> NUL <field>" of the list fields whose Redis list this store last read or wrote (a load
+   * that parsed the window, or a save that went through): a save may then push and trim it by
+   * the array's shift. Bounded as `hashed`: forgetting one costs a whole write, no more.
+   */
+  private readonly listed = new Set<string>();
+  /** The list items' mean JSON length seen so far, to count a kept window's lists against cacheBytes. */
+  private itemBytes = { items: 0, bytes: 0 };
   private readonly client: FailFastRedis;
   /** Windows saved here, by key: the revision saved, the window, and when it expires (see load). */
   private readonly cache: KeptWindows<W>;
@@ -241,6 +297,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.wakeKey = `${prefix}:wake`;
     this.defaultTtlMs = opts.defaultTtlMs;
     this.memberFields = opts.memberFields ?? [];
+    this.listFields = opts.listFields ?? [];
     this.cache = new KeptWindows(Math.max(0, Math.floor(opts.cacheWindows ?? 4096)), Math.max(0, opts.cacheBytes ?? 32 * 1024 * 1024));
     const onError = opts.onError ?? ((err) => console.error('windows: redis:', (err as Error)?.message ?? err));
     // Not reported before the first connection: open() throws that failure itself.
@@ -276,6 +333,11 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     return `${this.windowPrefix}${key}:m`;
   }
 
+  /** A window's list field, beside it (same TTL). */
+  private lkey(key: string, field: string): string {
+    return `${this.windowPrefix}${key}:l:${field}`;
+  }
+
   async load(keys: readonly string[], members?: ReadonlyMap<string, Readonly<Record<string, readonly string[]>>>): Promise<Map<string, W>> {
     const out = new Map<string, W>();
     if (!keys.length) return out;
@@ -288,16 +350,23 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     for (const part of keptParts) pipe.mget(part.map((k) => this.rkey(k.key)));
     // The entries asked about of the windows known to keep their members in the hash, in the same round trip.
     const asked = members && this.hashed.size ? unique.filter((k) => this.hashed.has(k)).map((key) => this.ask(pipe, key, members)).filter((a) => a !== undefined) : [];
+    // The list fields of the windows read (empty for a window that keeps none), in the same round trip.
+    for (const key of unique) for (const f of this.listFields) pipe.lrange(this.lkey(key, f), 0, -1);
     const results = check(await pipe.exec());
+    const listsAt = parts.length + keptParts.length + asked.length;
     const inHash: string[] = [];
+    let u = 0;
     parts.forEach((part, i) => {
       (results[i] as (string | null)[]).forEach((v, j) => {
         const key = part[j];
+        const lists = results.slice(listsAt + u * this.listFields.length, listsAt + ++u * this.listFields.length) as string[][];
         if (v === null) {
           this.hashed.delete(key);
+          for (const f of this.listFields) this.listed.delete(`${key}\u0000${f}`);
           return;
         }
         const { window, hashed } = this.parse(v);
+        this.fillLists(key, window, lists);
         out.set(key, window);
         if (!hashed) this.hashed.delete(key);
         else if (!this.hashed.has(key)) inHash.push(key);
@@ -370,6 +439,18 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     });
   }
 
+  /** Puts a parsed window's lists (read beside it) in the fields its JSON says are lists. */
+  private fillLists(key: string, window: W, lists: readonly string[][]): void {
+    const w = window as Record<string, unknown>;
+    this.listFields.forEach((f, i) => {
+      const name = `${key}\u0000${f}`;
+      if (w[f] !== IN_LIST) return void this.listed.delete(name);
+      w[f] = lists[i].map((item) => JSON.parse(item) as unknown);
+      if (this.listed.size >= MAX_REMEMBERED) this.listed.clear();
+      this.listed.add(name);
+    });
+  }
+
   /** A window known to keep its members in the hash (a bounded set: forgetting one costs a second round trip, no more). */
   private remember(key: string): void {
     if (this.hashed.size >= MAX_REMEMBERED) this.hashed.clear();
@@ -404,23 +485,27 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     const savedAt = Date.now();
     for (const part of chunks(entries, 500)) {
       const keys: string[] = [];
-      const args: string[] = [String(part.length)];
+      const args: string[] = [String(part.length), String(this.listFields.length)];
       const moved: string[] = [];
       const sizes: number[] = [];
+      const listsOf: string[][] = [];
       for (const e of part) {
         keys.push(this.wkey(e.key), this.rkey(e.key), this.mkey(e.key));
+        for (const f of this.listFields) keys.push(this.lkey(e.key, f));
         const ttl = e.ttlMs ?? this.defaultTtlMs;
-        const { json, entries: m } = this.split(e.window);
-        sizes.push(json.length);
+        const { json, entries: m, lists, inLists, listBytes } = this.split(e.key, e.window, e.expectRev);
+        sizes.push(json.length + listBytes);
+        listsOf.push(inLists);
         if (m.length) moved.push(e.key);
         const wake = e.wakeAtMs === undefined ? '-' : e.wakeAtMs === null ? 'x' : String(e.wakeAtMs);
-        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), wake, e.key, String(m.length / 2), ...m);
+        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), wake, e.key, String(m.length / 2), ...m, ...lists);
       }
       keys.push(this.wakeKey);
       const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
       for (const i of bad) conflicts.push(part[i - 1].key);
       if (!bad.length) {
         for (const key of moved) this.remember(key);
+        this.noteLists(part, listsOf);
         this.keep(part, sizes, savedAt);
       }
     }
@@ -442,44 +527,99 @@ export class RedisWindowStore<W> implements WindowStore<W> {
 
 
   /**
-   * A window's JSON and the entries to add to its hash, as (name, value JSON) pairs. Its member
-   * fields stay in the JSON while they are small (up to INLINE_MEMBERS entries: a short run's
-   * window is one string, as without member fields); once larger, or once in the hash, the JSON
-   * says so and the entries the fields hold (what was loaded of them and what the caller added)
-   * go to the hash.
+   * A window's JSON, the entries to add to its hash as (name, value JSON) pairs, and its list
+   * fields' arguments for the save script. Its member fields stay in the JSON while they are
+   * small (up to INLINE_MEMBERS entries: a short run's window is one string, as without member
+   * fields); once larger, or once in the hash, the JSON says so and the entries the fields hold
+   * (what was loaded of them and what the caller added) go to the hash. A list field goes to its
+   * list when the window says how its array moved (markShifted, with all the appended items still
+   * in it) at a revision the save expects: only those items and the count dropped when the list is
+   * the one this store last read or wrote (the compare-and-set makes sure it is still that), else
+   * the whole array. Otherwise the array stays in the JSON.
    */
-  private split(window: W): { json: string; entries: string[] } {
-    if (!this.memberFields.length) return { json: JSON.stringify(window), entries: [] };
+  private split(key: string, window: W, expectRev: number | undefined): { json: string; entries: string[]; lists: string[]; inLists: string[]; listBytes: number } {
     const w = window as Record<string, unknown>;
-    const fields: [string, Record<string, unknown>, Record<string, unknown> | undefined][] = [];
-    let n = 0;
-    for (const f of this.memberFields) {
-      const rec = w[f] as Record<string, unknown> | undefined;
-      if (!rec || typeof rec !== 'object') continue;
-      // own entries and, over a layer (windowLayer), the ones beneath it
-      const base = layerBase(rec) as Record<string, unknown> | undefined;
-      // counted no further than needed: a short run's window is saved as one string, with nothing listed
-      n += count(rec, INLINE_MEMBERS + 1 - n) + (base ? count(base, INLINE_MEMBERS + 1 - n) : 0);
-      fields.push([f, rec, base]);
-    }
-    if (n <= INLINE_MEMBERS && !fields.some(([, rec]) => (rec as { [IN_HASH_MARK]?: true })[IN_HASH_MARK])) return { json: JSON.stringify(window), entries: [] };
-    const rest: Record<string, unknown> = { ...w };
+    let rest: Record<string, unknown> | undefined;
     const entries: string[] = [];
-    for (const [f, rec, base] of fields) {
-      rest[f] = IN_HASH;
-      if (base) for (const k of Object.keys(base)) if (!Object.prototype.hasOwnProperty.call(rec, k)) entries.push(`${f}\u0000${k}`, JSON.stringify(base[k]));
-      for (const k of Object.keys(rec)) entries.push(`${f}\u0000${k}`, JSON.stringify(rec[k]));
+    if (this.memberFields.length) {
+      const fields: [string, Record<string, unknown>, Record<string, unknown> | undefined][] = [];
+      let n = 0;
+      for (const f of this.memberFields) {
+        const rec = w[f] as Record<string, unknown> | undefined;
+        if (!rec || typeof rec !== 'object') continue;
+        // own entries and, over a layer (windowLayer), the ones beneath it
+        const base = layerBase(rec) as Record<string, unknown> | undefined;
+        // counted no further than needed: a short run's window is saved as one string, with nothing listed
+        n += count(rec, INLINE_MEMBERS + 1 - n) + (base ? count(base, INLINE_MEMBERS + 1 - n) : 0);
+        fields.push([f, rec, base]);
+      }
+      if (n > INLINE_MEMBERS || fields.some(([, rec]) => (rec as { [IN_HASH_MARK]?: true })[IN_HASH_MARK])) {
+        rest = { ...w };
+        for (const [f, rec, base] of fields) {
+          rest[f] = IN_HASH;
+          if (base) for (const k of Object.keys(base)) if (!Object.prototype.hasOwnProperty.call(rec, k)) entries.push(`${f}\u0000${k}`, JSON.stringify(base[k]));
+          for (const k of Object.keys(rec)) entries.push(`${f}\u0000${k}`, JSON.stringify(rec[k]));
+        }
+      }
     }
-    return { json: JSON.stringify(rest), entries };
+    const lists: string[] = [];
+    const inLists: string[] = [];
+    let listBytes = 0;
+    if (this.listFields.length) {
+      const shifted = shiftedArrays(window as object);
+      for (const f of this.listFields) {
+        const items = w[f];
+        const shift = shifted?.[f];
+        // Written whole (a new window, an item replaced in place, more appended than the array
+        // keeps): in the JSON, one string, as without list fields.
+        if (!Array.isArray(items) || shift === undefined || expectRev === undefined || expectRev <= 0 || shift.appended > items.length) {
+          lists.push('-', '0', '0');
+          continue;
+        }
+        rest ??= { ...w };
+        rest[f] = IN_LIST;
+        inLists.push(f);
+        // The list this store last read or wrote, at this revision (the save's compare-and-set): pushed and trimmed. Else written as a list once.
+        const delta = this.listed.has(`${key}\u0000${f}`);
+        const from = delta ? items.length - shift.appended : 0;
+        lists.push(delta ? '+' : '=', delta ? String(shift.dropped) : '0', String(items.length - from));
+        let bytes = 0;
+        for (let i = from; i < items.length; i++) {
+          const item = JSON.stringify(items[i]) ?? 'null';
+          bytes += item.length;
+          lists.push(item);
+        }
+        if (this.itemBytes.items > 1_000_000) this.itemBytes = { items: this.itemBytes.items / 2, bytes: this.itemBytes.bytes / 2 };
+        this.itemBytes.items += items.length - from;
+        this.itemBytes.bytes += bytes;
+        listBytes += this.itemBytes.items ? (items.length * this.itemBytes.bytes) / this.itemBytes.items : 0;
+      }
+    }
+    return { json: JSON.stringify(rest ?? window), entries, lists, inLists, listBytes: Math.round(listBytes) };
+  }
+
+  /** After a save went through: which of its windows' list fields are now lists this store knows (`inLists` per entry). */
+  private noteLists(part: readonly { key: string }[], inLists: readonly (readonly string[])[]): void {
+    part.forEach((e, i) => {
+      for (const f of this.listFields) {
+        const name = `${e.key}\u0000${f}`;
+        if (!inLists[i].includes(f)) this.listed.delete(name);
+        else {
+          if (this.listed.size >= MAX_REMEMBERED) this.listed.clear();
+          this.listed.add(name);
+        }
+      }
+    });
   }
 
   async delete(keys: readonly string[]): Promise<void> {
     if (!keys.length) return;
     const tx = this.redis.multi();
     for (const part of chunks(keys)) {
-      tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k)]));
+      tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k), ...this.listFields.map((f) => this.lkey(k, f))]));
       for (const k of part) {
         this.hashed.delete(k);
+        for (const f of this.listFields) this.listed.delete(`${k}\u0000${f}`);
         this.cache.forget(k);
       }
       tx.zrem(this.wakeKey, ...part);
