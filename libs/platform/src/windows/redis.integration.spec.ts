@@ -479,6 +479,37 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
       }
     });
 
+    it('holds the same ring as a model over random steps of two replicas (pushes, bursts, items replaced, nothing changed)', async () => {
+      const p = prefix();
+      const stores = [await open(p), await open(p)];
+      const reader = await open(p);
+      try {
+        // a small generator of its own: the same steps every run
+        let seed = 42;
+        const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+        let model: number[] = [];
+        let rev = 0;
+        let item = 0;
+        for (let step = 0; step < 300; step++) {
+          const store = stores[rnd(2)];
+          const loaded = rev === 0 ? { n: 0, ring: [] as number[] } : (await store.load(['k'])).get('k')!;
+          expect(loaded.ring).toEqual(model);
+          const op = rnd(10);
+          const w = next({ ...loaded, rev }, (ring) => {
+            if (op < 6) return push(...Array.from({ length: 1 + rnd(op < 5 ? 2 : 7) }, () => ++item))(ring);
+            if (op < 8 && ring.length) return void (ring[rnd(ring.length)] = ++item);
+            return { dropped: 0, appended: 0 };
+          });
+          await store.save([{ key: 'k', window: w, expectRev: rev }]);
+          rev++;
+          model = w.ring!;
+          expect((await reader.load(['k'])).get('k')!.ring).toEqual(model);
+        }
+      } finally {
+        await Promise.all([...stores, reader].map((x) => x.close()));
+      }
+    });
+
     it('moves a window\'s array stored in its JSON to a list at its next save that says how it moved; keeps none for a window without it', async () => {
       const p = prefix();
       const before = await open(p, []);
