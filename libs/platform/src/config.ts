@@ -128,8 +128,11 @@ const schema = z.object({
   NEATROOTS_LOG_COMPRESSION: z.enum(['none', 'deflate']).default('none'),
   /** Records accepted but not yet processed past which ingest answers RESOURCE_EXHAUSTED. */
   NEATROOTS_MAX_BACKLOG: z.coerce.number().int().min(100).default(100_000),
-  /** Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. */
-  NEATROOTS_MEMORY_CEILING_MB: z.coerce.number().int().min(0).default(1024),
+  /**
+   * Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. Unset:
+   * 1024, or the container's memory limit when that is lower (ingest's memoryCeilingMb).
+   */
+  NEATROOTS_MEMORY_CEILING_MB: z.coerce.number().int().min(0).optional(),
   /** How long a stop waits for what was accepted to be processed; the rest stays in the log for the next start. */
   NEATROOTS_DRAIN_MS: z.coerce.number().int().min(0).default(10_000),
   /**

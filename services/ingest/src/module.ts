@@ -1,6 +1,7 @@
 import type { ServiceModule } from '@neatroots/ports';
 import { makeTopics } from '@neatroots/messages';
 import { startIngest, type IngestOptions, type PrecheckPort } from './ingest';
+import { constrainedMemory, memoryCeilingMb } from './pressure';
 
 /** The configuration ingest reads besides where it listens. */
 export interface IngestConfig {
@@ -8,7 +9,7 @@ export interface IngestConfig {
   NEATROOTS_PRECHECK_FAIL_CLOSED?: string[];
   NEATROOTS_PRECHECK_TIMEOUT_MS?: number;
   NEATROOTS_MAX_BACKLOG: number;
-  NEATROOTS_MEMORY_CEILING_MB: number;
+  NEATROOTS_MEMORY_CEILING_MB?: number;
 }
 
 /** Where ingest listens and what it accepts: everything of IngestOptions but its drivers. */
@@ -45,13 +46,15 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
       const bus = ctx.platform.bus();
       const backlog = bus.backlog ? () => bus.backlog!(topics.events.name) : undefined;
+      const ceiling = memoryCeilingMb(ctx.config.NEATROOTS_MEMORY_CEILING_MB, constrainedMemory());
+      if (ceiling.from === 'container') ctx.log.info(`memory ceiling ${ceiling.mb} MB, the container's memory limit (NEATROOTS_MEMORY_CEILING_MB sets another): exports are refused past 90% of it`);
       const ingest = await startIngest({
         bus,
         resolveKey: cachedKeyLookup((key) => review.resolveKey(key)),
         topics,
         logger: ctx.log,
         // Back-pressure: refuse exports while the pipeline is behind or memory is short.
-        pressure: { backlog, maxBacklog: ctx.config.NEATROOTS_MAX_BACKLOG, memoryCeilingBytes: ctx.config.NEATROOTS_MEMORY_CEILING_MB * 1048576 },
+        pressure: { backlog, maxBacklog: ctx.config.NEATROOTS_MAX_BACKLOG, memoryCeilingBytes: ceiling.mb * 1048576 },
         ...listen(ctx.config),
         ...(engine
           ? {

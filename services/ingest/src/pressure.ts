@@ -24,6 +24,30 @@ import * as vm from 'node:vm';
  * The refusal carries google.rpc.RetryInfo, which is what makes OTLP exporters retry a
  * RESOURCE_EXHAUSTED (with their backoff) instead of dropping the data; the agent SDK retries it too.
  */
+/** The memory ceiling when none is set: enough for the embedded default's steady load. */
+export const DEFAULT_MEMORY_CEILING_MB = 1024;
+
+/**
+ * The memory ceiling in effect, and where it comes from. Set (NEATROOTS_MEMORY_CEILING_MB), it is
+ * that. Unset, it is DEFAULT_MEMORY_CEILING_MB, or the memory the process may use when that is
+ * lower (`constrainedBytes`: a container's limit, its cgroup's memory limit, as node reads it with
+ * process.constrainedMemory): a pod limited to 512 MiB that waited for 1024 MB would be killed
+ * for its memory before it ever refused an export. A constraint of 2^50 bytes or more is none
+ * (cgroups write "no limit" as the largest number they hold).
+ */
+export function memoryCeilingMb(configured: number | undefined, constrainedBytes: number | undefined): { mb: number; from: 'setting' | 'default' | 'container' } {
+  if (configured !== undefined) return { mb: configured, from: 'setting' };
+  const limitMb = constrainedBytes !== undefined && Number.isFinite(constrainedBytes) && constrainedBytes > 0 && constrainedBytes < 2 ** 50 ? Math.floor(constrainedBytes / 1048576) : undefined;
+  if (limitMb !== undefined && limitMb < DEFAULT_MEMORY_CEILING_MB) return { mb: limitMb, from: 'container' };
+  return { mb: DEFAULT_MEMORY_CEILING_MB, from: 'default' };
+}
+
+/** The memory the OS lets this process use, where node knows it (process.constrainedMemory, node >= 19.6). */
+export function constrainedMemory(): number | undefined {
+  const f = (process as { constrainedMemory?: () => number | undefined }).constrainedMemory;
+  return typeof f === 'function' ? f.call(process) : undefined;
+}
+
 export interface PressureOptions {
   backlog?: () => number;
   maxBacklog?: number;
