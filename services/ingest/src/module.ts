@@ -48,6 +48,12 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       const backlog = bus.backlog ? () => bus.backlog!(topics.events.name) : undefined;
       const ceiling = memoryCeilingMb(ctx.config.NEATROOTS_MEMORY_CEILING_MB, constrainedMemory());
       if (ceiling.from === 'container') ctx.log.info(`memory ceiling ${ceiling.mb} MB, the container's memory limit (NEATROOTS_MEMORY_CEILING_MB sets another): exports are refused past 90% of it`);
+      // A ceiling the process is near before it took anything: every export would be refused.
+      const atStartMb = Math.round(process.memoryUsage.rss() / 1048576);
+      if (ceiling.mb > 0 && atStartMb > ceiling.mb * 0.8) {
+        const how = ceiling.from === 'container' ? "raise the container's memory limit or set NEATROOTS_MEMORY_CEILING_MB" : 'raise NEATROOTS_MEMORY_CEILING_MB';
+        ctx.log.warn(`resident memory is already ${atStartMb} MB of the ${ceiling.mb} MB memory ceiling as ingest starts: exports will be refused once it passes ${Math.floor(ceiling.mb * 0.9)} MB; ${how}`);
+      }
       const ingest = await startIngest({
         bus,
         resolveKey: cachedKeyLookup((key) => review.resolveKey(key)),
