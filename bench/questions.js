@@ -3,62 +3,48 @@
 // fixed latency (real HTTP, the real `openai` client): questions per second and model HTTP
 // requests with batching and caching off, batching alone, and batching with caching. Then the
 // fast classifier's answers per second. Build first: npx tsc -b libs/questions services/question libs/platform
-const http = require('node:http');
 const { performance } = require('node:perf_hooks');
 const { loadChecks, parseCheck } = require('@neatroots/checks');
 const { MemoryBus, MemoryWindowStore, openAiChatModel } = require('@neatroots/platform');
 const { FastClassifier, QuestionScheduler, questionSet } = require('@neatroots/questions');
 const { startQuestionService } = require('@neatroots/question');
 const { QUESTIONS_TOPIC, questionTaskRecords } = require('@neatroots/messages');
+const { fakeChatServer } = require('./fake-model');
 
 const LATENCY_MS = Number(process.env.BENCH_MODEL_LATENCY_MS ?? 200);
 
 /** A chat-completions server that answers every question of a batch after a fixed delay. */
-function fakeModel() {
-  let requests = 0;
+async function fakeModel() {
   let questions = 0;
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      requests++;
-      const { messages, model } = JSON.parse(body);
-      const system = messages[0].content;
-      const user = messages[messages.length - 1].content;
-      let content;
-      if (system.startsWith('You check the work')) {
-        const [blocks, qs = ''] = user.split('\n### Questions\n');
-        const evidence = new Map();
-        for (const part of blocks.split(/^### Evidence /m).slice(1)) {
-          const nl = part.indexOf('\n');
-          evidence.set(part.slice(0, nl).trim(), part.slice(nl + 1));
-        }
-        const answers = [...qs.matchAll(/^(q\d+) \(about evidence (E\d+)\)/gm)].map((m) => {
-          questions++;
-          const bad = (evidence.get(m[2]) ?? '').includes('"amount":-');
-          return bad ? { id: m[1], p: 0.95, quote: '"amount":-' } : { id: m[1], p: 0.05, quote: '' };
-        });
-        content = JSON.stringify({ answers });
-      } else if (system.startsWith('You take a second look')) {
-        const answers = [...user.matchAll(/^### Case (q\d+)$/gm)].map((m) => ({ id: m[1], holds: true, quote: '"amount":-' }));
-        content = JSON.stringify({ answers });
-      } else content = 'Use a positive amount.';
-      setTimeout(() => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model, choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }));
-      }, LATENCY_MS);
-    });
-  });
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () =>
-      resolve({
-        url: `http://127.0.0.1:${server.address().port}/v1`,
-        stats: () => ({ requests, questions }),
-        reset: () => (requests = questions = 0),
-        close: () => new Promise((r) => server.close(r)),
-      }),
-    ),
-  );
+  const server = await fakeChatServer(({ messages }) => {
+    const system = messages[0].content;
+    const user = messages[messages.length - 1].content;
+    if (system.startsWith('You check the work')) {
+      const [blocks, qs = ''] = user.split('\n### Questions\n');
+      const evidence = new Map();
+      for (const part of blocks.split(/^### Evidence /m).slice(1)) {
+        const nl = part.indexOf('\n');
+        evidence.set(part.slice(0, nl).trim(), part.slice(nl + 1));
+      }
+      const answers = [...qs.matchAll(/^(q\d+) \(about evidence (E\d+)\)/gm)].map((m) => {
+        questions++;
+        const bad = (evidence.get(m[2]) ?? '').includes('"amount":-');
+        return bad ? { id: m[1], p: 0.95, quote: '"amount":-' } : { id: m[1], p: 0.05, quote: '' };
+      });
+      return JSON.stringify({ answers });
+    }
+    if (system.startsWith('You take a second look')) {
+      const answers = [...user.matchAll(/^### Case (q\d+)$/gm)].map((m) => ({ id: m[1], holds: true, quote: '"amount":-' }));
+      return JSON.stringify({ answers });
+    }
+    return 'Use a positive amount.';
+  }, LATENCY_MS);
+  return {
+    url: server.url,
+    stats: () => ({ requests: server.requests(), questions }),
+    reset: () => ((questions = 0), server.resetRequests()),
+    close: server.close,
+  };
 }
 
 /**

@@ -13,8 +13,8 @@
 //      queue) beside one request per decision (maxBatch 1) in the same run, at the review
 //      service's default of 16 sessions at once and under load (64 at once).
 // Build first: npx tsc -b libs/sop libs/questions services/question services/review libs/platform
-const http = require('node:http');
 const { performance } = require('node:perf_hooks');
+const { fakeChatServer } = require('./fake-model');
 const { InlineJobs, migrate, openAiChatModel, openPgliteWorker, openPostgres, scratchDatabase } = require('@neatroots/platform');
 const { QuestionAnswerer } = require('@neatroots/questions');
 const { answererDecisions } = require('@neatroots/question');
@@ -79,39 +79,24 @@ function session(i, tools) {
 }
 
 /** A chat-completions server that answers every decision of a request after a fixed delay. */
-function fakeModel() {
-  let requests = 0;
+async function fakeModel() {
   let decisions = 0;
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      requests++;
-      const { messages, model } = JSON.parse(body);
-      const user = messages[messages.length - 1].content;
-      const answers = [...user.matchAll(/^(q\d+) \(about subject S\d+\) (.*)$/gm)].map(([, id, ask]) => {
-        decisions++;
-        if (/Did the agent do this step\?/.test(ask)) return { id, p: 0.95, evidence: [{ turn: 1, quote: "Welcome to Luigi's!" }], reason: 'Done.' };
-        if (/Was the goal reached\?/.test(ask)) return { id, p: 0.9, evidence: [], reason: 'Placed.' };
-        return { id, p: 0.03, evidence: [], reason: 'Nothing shows it.' };
-      });
-      const content = JSON.stringify({ answers });
-      setTimeout(() => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model, choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }));
-      }, LATENCY_MS);
+  const server = await fakeChatServer(({ messages }) => {
+    const user = messages[messages.length - 1].content;
+    const answers = [...user.matchAll(/^(q\d+) \(about subject S\d+\) (.*)$/gm)].map(([, id, ask]) => {
+      decisions++;
+      if (/Did the agent do this step\?/.test(ask)) return { id, p: 0.95, evidence: [{ turn: 1, quote: "Welcome to Luigi's!" }], reason: 'Done.' };
+      if (/Was the goal reached\?/.test(ask)) return { id, p: 0.9, evidence: [], reason: 'Placed.' };
+      return { id, p: 0.03, evidence: [], reason: 'Nothing shows it.' };
     });
-  });
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () =>
-      resolve({
-        url: `http://127.0.0.1:${server.address().port}/v1`,
-        stats: () => ({ requests, decisions }),
-        reset: () => (requests = decisions = 0),
-        close: () => new Promise((r) => server.close(r)),
-      }),
-    ),
-  );
+    return JSON.stringify({ answers });
+  }, LATENCY_MS);
+  return {
+    url: server.url,
+    stats: () => ({ requests: server.requests(), decisions }),
+    reset: () => ((decisions = 0), server.resetRequests()),
+    close: server.close,
+  };
 }
 
 /** Checks `n` sessions, `concurrency` at a time (the review service's check job concurrency). */
