@@ -120,6 +120,12 @@ const schema = z.object({
    * before packs (comparisons); either way both are read.
    */
   NEATROOTS_BUS_PACK: z.enum(['on', 'off']).default('on'),
+  /**
+   * Distributed: the question scheduler's ring of a run's latest spans kept as a Redis list beside
+   * its window, pushed and trimmed (on), or written whole in its JSON (off: what a rule engine of
+   * a version before 2026-12-04 reads; during a rolling upgrade from one). Read either way.
+   */
+  NEATROOTS_REDIS_RING_LISTS: z.enum(['on', 'off']).default('on'),
   /** Compression of what the Kafka bus sends (gzip at a fast level): a tenth of the bytes for the broker and the consumers (docs/performance.md). */
   NEATROOTS_KAFKA_COMPRESSION: z.enum(['none', 'gzip']).default('gzip'),
   /** A Kafka send smaller than this (bytes before compression) goes uncompressed: a light load's publishes are not held up by it. 0: every send compressed. */

@@ -221,6 +221,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
             prefix: `${config.NEATROOTS_TOPIC_PREFIX}${name}`,
             memberFields: wopts?.memberFields,
             listFields: wopts?.listFields,
+            writeLists: config.NEATROOTS_REDIS_RING_LISTS === 'on',
             cacheWindows: config.NEATROOTS_REDIS_WINDOW_CACHE,
             onError: (err) => {
               metrics.dependencyErrors.inc({ dependency: 'redis' });

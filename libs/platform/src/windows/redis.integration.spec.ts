@@ -374,7 +374,7 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
 
   describe('list fields (listFields: the question scheduler\'s ring, kept in a list beside the window)', () => {
     type Win = { n: number; rev?: number; ring?: number[] };
-    const open = (p: string, listFields: string[] = ['ring']) => openRedisWindowStore<Win>({ url, prefix: p, listFields });
+    const open = (p: string, listFields: string[] = ['ring'], writeLists?: boolean) => openRedisWindowStore<Win>({ url, prefix: p, listFields, writeLists });
     const list = async (p: string, key = 'k') => (await raw.lrange(`${p}:w:${key}:l:ring`, 0, -1)).map((x) => JSON.parse(x) as unknown);
     /** What the scheduler hands to save: a copy of the loaded window at the next revision, saying how its ring moved. */
     const next = (w: Win, change: (ring: number[]) => { dropped: number; appended: number } | undefined): Win => {
@@ -476,6 +476,26 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
       } finally {
         await a.close();
         await b.close();
+      }
+    });
+
+    it('with writeLists off (a rolling upgrade from a version without lists), reads a list and writes the array back in the JSON', async () => {
+      const p = prefix();
+      const store = await open(p);
+      const rolling = await open(p, ['ring'], false);
+      try {
+        await store.save([{ key: 'k', window: { n: 1, ring: [1, 2], rev: 1 }, expectRev: 0 }]);
+        await store.save([{ key: 'k', window: next((await store.load(['k'])).get('k')!, push(3)), expectRev: 1 }]);
+        expect(await list(p)).toEqual([1, 2, 3]);
+        const w = next((await rolling.load(['k'])).get('k')!, push(4));
+        expect(w.ring).toEqual([1, 2, 3, 4]);
+        await rolling.save([{ key: 'k', window: w, expectRev: 2 }]);
+        // what a store of the version before reads: the array in the JSON, no list
+        expect(JSON.parse((await raw.get(`${p}:w:k`))!).ring).toEqual([1, 2, 3, 4]);
+        expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+      } finally {
+        await store.close();
+        await rolling.close();
       }
     });
 

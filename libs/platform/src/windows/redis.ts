@@ -81,6 +81,12 @@ export interface RedisWindowStoreOptions {
   cacheBytes?: number;
   /** Array fields kept as lists beside the window, saved by their shifts (WindowStoreOptions.listFields). */
   listFields?: readonly string[];
+  /**
+   * false: list fields are read from their lists but written in the window's JSON (the list
+   * removed), as a store without listFields writes them: for a rolling upgrade from a version
+   * that cannot read the lists. Default true.
+   */
+  writeLists?: boolean;
 }
 
 /** Windows a store saved, by key, bounded in count and in the bytes of their JSON (oldest saved out first). */
@@ -275,6 +281,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private readonly defaultTtlMs: number | undefined;
   private readonly memberFields: readonly string[];
   private readonly listFields: readonly string[];
+  private readonly writeLists: boolean;
   /** Windows whose member fields were in their hash when last loaded or saved here: where a load asks at once. */
   private readonly hashed = new Set<string>();
   /**
@@ -298,6 +305,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.defaultTtlMs = opts.defaultTtlMs;
     this.memberFields = opts.memberFields ?? [];
     this.listFields = opts.listFields ?? [];
+    this.writeLists = opts.writeLists ?? true;
     this.cache = new KeptWindows(Math.max(0, Math.floor(opts.cacheWindows ?? 4096)), Math.max(0, opts.cacheBytes ?? 32 * 1024 * 1024));
     const onError = opts.onError ?? ((err) => console.error('windows: redis:', (err as Error)?.message ?? err));
     // Not reported before the first connection: open() throws that failure itself.
@@ -572,7 +580,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         const shift = shifted?.[f];
         // Written whole (a new window, an item replaced in place, more appended than the array
         // keeps): in the JSON, one string, as without list fields.
-        if (!Array.isArray(items) || shift === undefined || expectRev === undefined || expectRev <= 0 || shift.appended > items.length) {
+        if (!this.writeLists || !Array.isArray(items) || shift === undefined || expectRev === undefined || expectRev <= 0 || shift.appended > items.length) {
           lists.push('-', '0', '0');
           continue;
         }
