@@ -59,75 +59,68 @@ if (typeof probe === 'string') console.log(`skipping ingest's memory ceiling und
 else probe.remove();
 const maybe = typeof probe === 'string' ? describe.skip : describe;
 
-/** Runs `args` with node inside a cgroup limited to `limitMb`; the output so far, and the process. */
-function runLimited(limitMb: number, args: string[], env: Record<string, string>) {
-  const cg = memoryCgroup(limitMb * MiB);
+/**
+ * Runs `args` with node, inside a cgroup limited to `limitMb` when given; its output so far, the
+ * process, and when it exited (the cgroup removed then).
+ */
+function run(args: string[], env: Record<string, string>, limitMb?: number) {
+  const cg = limitMb === undefined ? undefined : memoryCgroup(limitMb * MiB);
   if (typeof cg === 'string') throw new Error(cg);
   const quoted = [process.execPath, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
-  const proc = spawn('sh', ['-c', `${cg.enter} ${quoted}`], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = cg
+    ? spawn('sh', ['-c', `${cg.enter} ${quoted}`], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(process.execPath, args, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const out = { text: '' };
   proc.stdout!.on('data', (d: Buffer) => (out.text += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (out.text += d.toString()));
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-  return { proc, out, exited: exited.finally(() => cg.remove()) };
+  return { proc, out, exited: exited.finally(() => cg?.remove()) };
+}
+
+const root = path.resolve(__dirname, '../../..');
+
+/** `neatroots start --no-demo` with a data folder of its own and ports the OS picks, until it serves; what it printed by then. Stopped after `fn`. */
+async function whileServing(env: Record<string, string>, limitMb: number | undefined, fn: (out: string) => void): Promise<void> {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-ceiling-'));
+  const ports = { NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0' };
+  const started = run([path.join(root, 'packages/neatroots/bin/neatroots.js'), 'start', '--no-demo'], { NEATROOTS_HOME: home, ...ports, ...env }, limitMb);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`not serving in 90 s:\n${started.out.text}`)), 90_000);
+      const look = () => started.out.text.includes('Serving; Ctrl-C to stop.') && (clearTimeout(t), resolve());
+      started.proc.stdout!.on('data', look);
+      started.proc.stderr!.on('data', look);
+      void started.exited.then((code) => reject(new Error(`start exited ${code}:\n${started.out.text}`)));
+    });
+    fn(started.out.text);
+  } finally {
+    started.proc.kill('SIGINT');
+    await started.exited;
+    fs.rmSync(home, { recursive: true, force: true });
+  }
 }
 
 maybe("ingest's memory ceiling under a container's memory limit", () => {
-  const root = path.resolve(__dirname, '../../..');
-
   it('is the limit when NEATROOTS_MEMORY_CEILING_MB is unset and the limit is lower than 1024 MB, else the setting', async () => {
     const script = `const p = require(${JSON.stringify(path.join(root, 'services/ingest/dist/pressure.js'))}); console.log(JSON.stringify([p.memoryCeilingMb(undefined, p.constrainedMemory()), p.memoryCeilingMb(2048, p.constrainedMemory())]))`;
-    const run = runLimited(600, ['-e', script], {});
-    expect(await run.exited).toBe(0);
-    expect(JSON.parse(run.out.text)).toEqual([{ mb: 600, from: 'container' }, { mb: 2048, from: 'setting' }]);
+    const probe = run(['-e', script], {}, 600);
+    expect(await probe.exited).toBe(0);
+    expect(JSON.parse(probe.out.text)).toEqual([{ mb: 600, from: 'container' }, { mb: 2048, from: 'setting' }]);
   });
 
   it('neatroots start in a 900 MB container says it refuses exports past 90% of that limit', async () => {
-    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-ceiling-'));
-    const ports = { NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0' };
-    const run = runLimited(900, [path.join(root, 'packages/neatroots/bin/neatroots.js'), 'start', '--no-demo'], { NEATROOTS_HOME: home, ...ports });
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`not serving in 90 s:\n${run.out.text}`)), 90_000);
-        const look = () => run.out.text.includes('Serving; Ctrl-C to stop.') && (clearTimeout(t), resolve());
-        run.proc.stdout!.on('data', look);
-        void run.exited.then((code) => reject(new Error(`start exited ${code}:\n${run.out.text}`)));
-      });
-      expect(run.out.text).toContain("memory ceiling 900 MB, the container's memory limit");
-      expect(run.out.text).not.toContain('as ingest starts');
-    } finally {
-      run.proc.kill('SIGINT');
-      await run.exited;
-      fs.rmSync(home, { recursive: true, force: true });
-    }
+    await whileServing({}, 900, (out) => {
+      expect(out).toContain("memory ceiling 900 MB, the container's memory limit");
+      expect(out).not.toContain('as ingest starts');
+    });
   }, 120_000);
 });
 
 describe('ingest\'s memory ceiling below what the process takes at rest', () => {
   it('neatroots start says so as ingest starts (it would refuse every export), and how to raise it', async () => {
-    const root = path.resolve(__dirname, '../../..');
-    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-ceiling-'));
-    const ports = { NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0' };
     // PGlite alone takes about 350 MB: with a ceiling of 200 MB, 80% of it is passed before ingest starts
-    const proc = spawn(process.execPath, [path.join(root, 'packages/neatroots/bin/neatroots.js'), 'start', '--no-demo'], {
-      env: { PATH: process.env.PATH ?? '', NEATROOTS_HOME: home, NEATROOTS_MEMORY_CEILING_MB: '200', ...ports },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    const exited = new Promise((r) => proc.once('exit', r));
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`no word in 90 s:\n${out}`)), 90_000);
-        const look = (d: Buffer) => ((out += d.toString()), out.includes('Serving; Ctrl-C to stop.') && (clearTimeout(t), resolve()));
-        proc.stdout!.on('data', look);
-        proc.stderr!.on('data', look);
-        void exited.then((code) => reject(new Error(`start exited ${String(code)}:\n${out}`)));
-      });
+    await whileServing({ NEATROOTS_MEMORY_CEILING_MB: '200' }, undefined, (out) => {
       expect(out).toMatch(/resident memory is already \d+ MB of the 200 MB memory ceiling as ingest starts: exports will be refused once it passes 180 MB; raise NEATROOTS_MEMORY_CEILING_MB/);
-    } finally {
-      proc.kill('SIGINT');
-      await exited;
-      fs.rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 120_000);
 });

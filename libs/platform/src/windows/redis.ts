@@ -258,6 +258,17 @@ function count(rec: Record<string, unknown>, enough: number): number {
   return n;
 }
 
+/** Adds to a set this store remembers things in, emptied once it holds MAX_REMEMBERED (forgetting costs a round trip or a whole write, no more). */
+function rememberIn(set: Set<string>, name: string): void {
+  if (set.size >= MAX_REMEMBERED) set.clear();
+  set.add(name);
+}
+
+/** A window's list field, as the store's `listed` names it. */
+function listName(key: string, field: string): string {
+  return `${key}\u0000${field}`;
+}
+
 /** Sets a record's entry; `__proto__` as an own entry, not the record's prototype. */
 function setEntry(rec: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__') Object.defineProperty(rec, key, { value, writable: true, enumerable: true, configurable: true });
@@ -370,7 +381,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         const lists = results.slice(listsAt + u * this.listFields.length, listsAt + ++u * this.listFields.length) as string[][];
         if (v === null) {
           this.hashed.delete(key);
-          for (const f of this.listFields) this.listed.delete(`${key}\u0000${f}`);
+          for (const f of this.listFields) this.listed.delete(listName(key, f));
           return;
         }
         const { window, hashed } = this.parse(v);
@@ -451,18 +462,15 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private fillLists(key: string, window: W, lists: readonly string[][]): void {
     const w = window as Record<string, unknown>;
     this.listFields.forEach((f, i) => {
-      const name = `${key}\u0000${f}`;
-      if (w[f] !== IN_LIST) return void this.listed.delete(name);
+      if (w[f] !== IN_LIST) return void this.listed.delete(listName(key, f));
       w[f] = lists[i].map((item) => JSON.parse(item) as unknown);
-      if (this.listed.size >= MAX_REMEMBERED) this.listed.clear();
-      this.listed.add(name);
+      rememberIn(this.listed, listName(key, f));
     });
   }
 
   /** A window known to keep its members in the hash (a bounded set: forgetting one costs a second round trip, no more). */
   private remember(key: string): void {
-    if (this.hashed.size >= MAX_REMEMBERED) this.hashed.clear();
-    this.hashed.add(key);
+    rememberIn(this.hashed, key);
   }
 
   /**
@@ -588,7 +596,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         rest[f] = IN_LIST;
         inLists.push(f);
         // The list this store last read or wrote, at this revision (the save's compare-and-set): pushed and trimmed. Else written as a list once.
-        const delta = this.listed.has(`${key}\u0000${f}`);
+        const delta = this.listed.has(listName(key, f));
         const from = delta ? items.length - shift.appended : 0;
         lists.push(delta ? '+' : '=', delta ? String(shift.dropped) : '0', String(items.length - from));
         let bytes = 0;
@@ -610,12 +618,8 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private noteLists(part: readonly { key: string }[], inLists: readonly (readonly string[])[]): void {
     part.forEach((e, i) => {
       for (const f of this.listFields) {
-        const name = `${e.key}\u0000${f}`;
-        if (!inLists[i].includes(f)) this.listed.delete(name);
-        else {
-          if (this.listed.size >= MAX_REMEMBERED) this.listed.clear();
-          this.listed.add(name);
-        }
+        if (inLists[i].includes(f)) rememberIn(this.listed, listName(e.key, f));
+        else this.listed.delete(listName(e.key, f));
       }
     });
   }
@@ -627,7 +631,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
       tx.del(...part.flatMap((k) => [this.wkey(k), this.rkey(k), this.mkey(k), ...this.listFields.map((f) => this.lkey(k, f))]));
       for (const k of part) {
         this.hashed.delete(k);
-        for (const f of this.listFields) this.listed.delete(`${k}\u0000${f}`);
+        for (const f of this.listFields) this.listed.delete(listName(k, f));
         this.cache.forget(k);
       }
       tx.zrem(this.wakeKey, ...part);
