@@ -18,8 +18,9 @@ import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './se
  * - publish() resolves only once its records are written AND fdatasync'ed. Appends are
  *   gathered while the previous sync is in flight and synced together (group commit: one
  *   fsync per group of appends, not per record), so a busy bus pays one sync for thousands
- *   of records. Consumers see a record as soon as it is written (they do not wait for the
- *   disk); a record processed and then lost to a power cut was never acknowledged.
+ *   of records. The writes run on the thread pool, off the publishing thread; consumers see a
+ *   record as soon as it is appended (they wait for neither the write nor the sync); a record
+ *   processed and then lost to a crash was never acknowledged.
  * - Except on the topics `syncTopics` leaves out: the pipeline's own (findings a rule engine
  *   raised while processing events, say) are written and visible at once, without waiting
  *   for a sync. They need no sync of their own: a group's position is saved only after a sync
@@ -155,8 +156,8 @@ export interface LogBusStats {
   syncMaxMs: number;
   bytesWritten: number;
   /**
-   * The appends (a write on the publishing thread, into the page cache): their count, time and
-   * the longest (ms). A long one held the thread, and every stage of the pipeline on it.
+   * The appends (a write on the thread pool, into the page cache): their count, the time from
+   * appended to written and the longest (ms).
    */
   writes: number;
   writeMs: number;
@@ -174,6 +175,8 @@ export interface LogBusStats {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Nothing to do with a rejection here: whoever awaits the write has it. */
+const ignore = () => undefined;
 /**
  * Batches of a partition whose deferred effects may be in flight at once (the rule engine's
  * window saves, made durable at the journal's next checkpoint: up to its interval's worth).
@@ -205,6 +208,11 @@ export class LogBus implements Bus {
   private cached = 0;
 
   private waiting: { resolve(): void; reject(err: unknown): void }[] = [];
+  /**
+   * Every append so far written: a publish resolves once its writes and all earlier ones are
+   * (an acknowledged record never lies after one that failed), and is refused if any failed.
+   */
+  private appended: Promise<void> = Promise.resolve();
   private syncing: Promise<void> | undefined;
   private readonly syncTopics: (topic: string) => boolean;
   private readonly compress: (topic: string) => boolean;
@@ -357,7 +365,8 @@ export class LogBus implements Bus {
     // Encoded first: a value that cannot be encoded is the caller's error, and nothing is appended.
     const values = records.map((r) => topic.encode(r.value));
     const t = this.topic(topic.name);
-    const touched = new Set<Part>();
+    // The partitions this publish adds to, and where its records start in each.
+    const touched = new Map<Part, { p: number; from: number }>();
     const compress = this.compress(topic.name);
     // Frames are gathered per segment and written with one call each.
     let seg = this.segments[this.segments.length - 1];
@@ -367,8 +376,15 @@ export class LogBus implements Bus {
     // cuts each back to there, so the refused publish leaves no record for the next start to read
     // (frames written to an earlier segment, or whole frames before the one cut short).
     const starts = new Map<Segment, number>([[seg, seg.size]]);
-    const fail = (err: unknown): Error => {
+    // The writes of this publish (appended, perhaps still under way).
+    const writes: Promise<void>[] = [];
+    // A failed publish: no later one appends anything, its records leave the index, and once
+    // every write under way has ended (one landing after the cut would leave a hole) each
+    // segment is cut back.
+    const fail = async (err: unknown): Promise<Error> => {
       this.failed ??= err as Error;
+      this.unindex(t, touched);
+      await Promise.all(this.segments.map((s) => s.settled()));
       for (const [s, size] of starts) {
         try {
           s.truncate(size);
@@ -380,17 +396,18 @@ export class LogBus implements Bus {
     };
     const write = () => {
       if (!frames.length) return;
-      const started = performance.now();
-      try {
-        seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
-      } catch (err) {
-        throw fail(err);
-      }
-      const ms = performance.now() - started;
-      this.stats.writes++;
-      this.stats.writeMs += ms;
-      if (ms > this.stats.writeMaxMs) this.stats.writeMaxMs = ms;
-      this.stats.bytesWritten += bytes;
+      const n = bytes;
+      const { written } = seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
+      const queued = performance.now();
+      writes.push(
+        written.then(() => {
+          const ms = performance.now() - queued;
+          this.stats.writes++;
+          this.stats.writeMs += ms;
+          if (ms > this.stats.writeMaxMs) this.stats.writeMaxMs = ms;
+          this.stats.bytesWritten += n;
+        }),
+      );
       frames = [];
       bytes = 0;
     };
@@ -411,7 +428,7 @@ export class LogBus implements Bus {
         try {
           seg = Segment.create(this.dir, seg.seq + 1);
         } catch (err) {
-          throw fail(err);
+          throw await fail(err);
         }
         this.segments.push(seg);
         starts.set(seg, 0);
@@ -427,16 +444,44 @@ export class LogBus implements Bus {
         if (cached) this.cached += cost;
         part.entries.push({ seg, pos, len: frame.length, sub: packed ? j : -1, cost, key, value: cached ? records[indexes[j]].value : undefined, cached });
       }
-      touched.add(part);
+      if (!touched.has(part)) touched.set(part, { p, from: offset });
     }
-    write();
+    try {
+      write();
+    } catch (err) {
+      throw await fail(err);
+    }
+    // Resolved once this publish's writes and every earlier one's are; rejected if any failed.
+    const mine = Promise.all([this.appended, ...writes]).then(() => undefined);
+    mine.catch(ignore);
+    this.appended = mine;
     this.stats.published += records.length;
-    // Visible to the consumers at once, while the sync runs: processing a record whose sync
+    // Visible to the consumers at once, while the writes and the sync run (a value not in the
+    // cache is read once its segment's writes ended): processing a record whose write or sync
     // then fails does no harm (it was not acknowledged: the client sends it again, and the same
-    // findings come out), and the consumers no longer wait for the disk.
-    for (const part of touched) part.durable = part.base + part.entries.length;
+    // findings come out), and the consumers do not wait for the disk.
+    for (const part of touched.keys()) part.durable = part.base + part.entries.length;
     this.pumpAll();
+    try {
+      await mine;
+    } catch (err) {
+      throw await fail(err);
+    }
     if (this.syncTopics(topic.name)) await this.sync();
+  }
+
+  /**
+   * Takes a refused publish's records (and any after them) out of the index: they were cut off
+   * the log, so they are neither counted as waiting nor handed out again. A group that was
+   * handed some of them already is set back to where they began.
+   */
+  private unindex(t: TopicState, touched: Map<Part, { p: number; from: number }>): void {
+    for (const [part, { p, from }] of touched) {
+      const at = Math.max(from, part.base);
+      for (const e of part.entries.splice(at - part.base)) if (e?.cached) this.cached -= e.cost;
+      if (part.durable > at) part.durable = at;
+      for (const g of t.groups.values()) if (g.offsets[p] > at) g.offsets[p] = at;
+    }
   }
 
   /** Resolves once everything written so far is synced. */

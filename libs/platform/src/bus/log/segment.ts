@@ -5,19 +5,23 @@ import { decodeFrame, type Frame } from './frame';
 import { syncDirAsync } from '../../sync-dir';
 
 const read = promisify(fs.read);
+const write = promisify(fs.write);
 const fdatasync = promisify(fs.fdatasync);
 const close = promisify(fs.close);
 
 /**
- * One file of the durable log: frames appended in order, never rewritten. An append is written
- * at once (into the page cache: it survives the process dying, not the machine); `synced` is how
- * far the file is known to be on disk (fdatasync'ed), which is what survives a power cut.
+ * One file of the durable log: frames appended, never rewritten. An append is written on the
+ * thread pool at the place it was given (into the page cache: it survives the process dying,
+ * not the machine); `synced` is how far the file is known to be on disk (fdatasync'ed), which
+ * is what survives a power cut.
  */
 export class Segment {
-  /** Bytes written. */
+  /** Bytes appended: written, or queued to be. */
   size: number;
   /** Bytes written and synced. */
   synced: number;
+  /** The writes under way: a sync, a read or a close waits for them. */
+  private readonly writing = new Set<Promise<void>>();
   /** Highest offset this segment holds per `topic\0partition`: when every group is past them, it can go. */
   readonly last = new Map<string, number>();
   private fd: number | undefined;
@@ -98,16 +102,34 @@ export class Segment {
     return { segment: seg, damage };
   }
 
-  /** Writes `buf` (whole frames) at the end; returns where it starts. Synchronous: a page-cache write. */
-  append(buf: Buffer): number {
+  /**
+   * Appends `buf` (whole frames): returns where it starts at once, and when it is written. The
+   * write is a page-cache copy on the thread pool, not on the calling thread; appends made
+   * meanwhile are written beside it, each at its own place.
+   */
+  append(buf: Buffer): { pos: number; written: Promise<void> } {
     const pos = this.size;
-    let done = 0;
-    while (done < buf.length) done += fs.writeSync(this.handle(), buf, done, buf.length - done, pos + done);
+    const fd = this.handle();
     this.size += buf.length;
-    return pos;
+    const written = (async () => {
+      let done = 0;
+      while (done < buf.length) done += (await write(fd, buf, done, buf.length - done, pos + done)).bytesWritten;
+    })();
+    this.writing.add(written);
+    const gone = () => void this.writing.delete(written);
+    written.then(gone, gone);
+    return { pos, written };
   }
 
-  /** Cuts the file back to `size` bytes (what a publish that failed had written past it). */
+  /** Resolves once every write under way has ended, well or not. */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.writing);
+  }
+
+  /**
+   * Cuts the file back to `size` bytes (what a publish that failed had written past it). Only
+   * once its writes settled (`settled`): a write landing after the cut would leave a hole.
+   */
   truncate(size: number): void {
     if (size >= this.size && fs.fstatSync(this.handle()).size <= size) return;
     fs.ftruncateSync(this.handle(), size);
@@ -119,6 +141,8 @@ export class Segment {
   async sync(): Promise<void> {
     const upTo = this.size;
     if (upTo <= this.synced) return;
+    // What was appended so far is written first; a failed write fails the sync.
+    await Promise.all(this.writing);
     if (this.folder !== undefined) {
       await this.folderSync;
       if (this.folder !== undefined) {
@@ -132,6 +156,8 @@ export class Segment {
 
   /** The bytes [from, to) of the file (already written). */
   async read(from: number, to: number): Promise<Buffer> {
+    // A record is handed out as soon as it is appended: its bytes may still be on their way.
+    if (this.writing.size) await Promise.all(this.writing);
     const buf = Buffer.allocUnsafe(to - from);
     let done = 0;
     while (done < buf.length) {
@@ -148,6 +174,7 @@ export class Segment {
   }
 
   async close(): Promise<void> {
+    await this.settled();
     const fd = this.fd;
     this.fd = undefined;
     if (fd !== undefined) await close(fd);
