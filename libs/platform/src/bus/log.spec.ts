@@ -131,6 +131,30 @@ describe('LogBus durability', () => {
     await bus.close();
   });
 
+  it('a publish whose write fails and whose next segment cannot be made is refused, and leaves no rejection unhandled (the process would die of it)', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const bus = open(dir, { segmentBytes: 2048, pack: false, onError: () => undefined });
+      await bus.publish(topic, recs(5));
+      fs.mkdirSync(path.join(dir, '000000000002.seg')); // the next segment cannot be made
+      const seg = (bus as unknown as { segments: { fd: number }[] }).segments[0];
+      const realFd = seg.fd;
+      seg.fd = fs.openSync('/dev/full', 'w'); // and the writes to this one fail
+      await expect(bus.publish(topic, recs(60, 5))).rejects.toThrow(/^the bus log cannot be written \(EEXIST/);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(unhandled).toEqual([]);
+      fs.closeSync(seg.fd);
+      seg.fd = realFd;
+      await bus.close();
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('a write that fails on the thread pool (a full disk) fails its publish and every one made after it, written or not; the next start reads only what came before', async () => {
     const dir = tmp();
     const topic = jsonTopic<Rec>('t');

@@ -399,15 +399,17 @@ export class LogBus implements Bus {
       const n = bytes;
       const { written } = seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
       const queued = performance.now();
-      writes.push(
-        written.then(() => {
-          const ms = performance.now() - queued;
-          this.stats.writes++;
-          this.stats.writeMs += ms;
-          if (ms > this.stats.writeMaxMs) this.stats.writeMaxMs = ms;
-          this.stats.bytesWritten += n;
-        }),
-      );
+      const counted = written.then(() => {
+        const ms = performance.now() - queued;
+        this.stats.writes++;
+        this.stats.writeMs += ms;
+        if (ms > this.stats.writeMaxMs) this.stats.writeMaxMs = ms;
+        this.stats.bytesWritten += n;
+      });
+      // Awaited through `mine` below; a publish refused before that (its next segment cannot
+      // be made) leaves it to no one.
+      counted.catch(ignore);
+      writes.push(counted);
       frames = [];
       bytes = 0;
     };
