@@ -3,6 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { deadLetterTopic, type DeadLetter, type Topic } from '@neatroots/ports';
 import { busContract, jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
+import { fillDisk } from '../full-disk.test';
 import { LogBus, type LogBusOptions } from './log';
 import { readOffsets } from './log/offsets';
 import { RetryLaterError } from './set-aside';
@@ -31,6 +32,9 @@ busContract('LogBus, read from disk', { open: async () => new LogBus({ dir: tmp(
 busContract('LogBus, deflated, read from disk', {
   open: async () => new LogBus({ dir: tmp(), retryDelayMs: 50, onError, cacheBytes: 0, segmentBytes: 2048, compress: () => true, compressBytes: 0 }),
 });
+
+/** The bus's segment files (the oldest first), for a test to swap one's descriptor. */
+const segmentsOf = (bus: LogBus) => (bus as unknown as { segments: { fd: number }[] }).segments;
 
 const recs = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ key: `k${(from + i) % 7}`, value: { k: `k${(from + i) % 7}`, i: from + i } }));
 
@@ -141,14 +145,11 @@ describe('LogBus durability', () => {
       const bus = open(dir, { segmentBytes: 2048, pack: false, onError: () => undefined });
       await bus.publish(topic, recs(5));
       fs.mkdirSync(path.join(dir, '000000000002.seg')); // the next segment cannot be made
-      const seg = (bus as unknown as { segments: { fd: number }[] }).segments[0];
-      const realFd = seg.fd;
-      seg.fd = fs.openSync('/dev/full', 'w'); // and the writes to this one fail
+      const disk = fillDisk(segmentsOf(bus)[0]); // and the writes to this one fail
       await expect(bus.publish(topic, recs(60, 5))).rejects.toThrow(/^the bus log cannot be written \(EEXIST/);
       await new Promise((r) => setTimeout(r, 100));
       expect(unhandled).toEqual([]);
-      fs.closeSync(seg.fd);
-      seg.fd = realFd;
+      disk.room();
       await bus.close();
     } finally {
       process.off('unhandledRejection', onUnhandled);
@@ -161,8 +162,9 @@ describe('LogBus durability', () => {
     const quiet = () => undefined;
     let bus = open(dir, { pack: false, onError: quiet });
     await bus.publish(topic, recs(5)); // acknowledged
-    // The first publish's write goes to /dev/full, whose writes fail with ENOSPC (a full disk).
-    const seg = (bus as unknown as { segments: { fd: number }[] }).segments[0];
+    // The first publish's write goes to /dev/full, whose writes fail with ENOSPC (a full disk);
+    // the descriptor is taken when the write is handed over, and closed once it has failed.
+    const seg = segmentsOf(bus)[0];
     const realFd = seg.fd;
     const full = fs.openSync('/dev/full', 'w');
     seg.fd = full;

@@ -4,21 +4,10 @@ import * as path from 'node:path';
 import type { Logger } from '@neatroots/ports';
 import { loadConfig } from '../config';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
+import { fillDisk } from '../full-disk.test';
 import { createMetrics } from '../ops';
 import { embeddedPlatform } from './platforms';
 import { startServices } from './start';
-
-/** The file descriptor of what `o` writes to, swapped for /dev/full's until `room()`: a full disk. */
-function fillDisk(o: { fd: number }): { room(): void } {
-  const real = o.fd;
-  o.fd = fs.openSync('/dev/full', 'w');
-  return {
-    room: () => {
-      fs.closeSync(o.fd);
-      o.fd = real;
-    },
-  };
-}
 
 /**
  * A part of the embedded default that stops at a disk error so that what is on disk stays whole

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { markAdded, markShifted, WindowConflictError, windowLayer, type WindowStore } from '@neatroots/ports';
 import { windowsContract, type TestWindow } from '../contract/windows.contract.test';
 import { encodeFrame } from '../bus/log/frame';
+import { fillDisk } from '../full-disk.test';
 import { JournalWindowStore, type JournalWindowStoreOptions } from './journal';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-journal-'));
@@ -90,14 +91,12 @@ describe('JournalWindowStore after a crash', () => {
     await a.save([{ key: 'r1', window: w('r1', 1) }]);
     await a.save([{ key: 'r1', window: w('r1', 2) }]); // journaled as an edit of the first
     const file = (a as unknown as { file: { fd: number } }).file;
-    const real = file.fd;
     expect(a.failure()).toBeUndefined();
-    file.fd = fs.openSync('/dev/full', 'w'); // the disk is full
+    const disk = fillDisk(file);
     await expect(a.save([{ key: 'r2', window: w('r2', 1) }])).rejects.toMatchObject({ code: 'ENOSPC' });
     // said to the platform, whose health checks fail with it
     expect(a.failure()).toMatch(/runs\.journal cannot be written \(ENOSPC.*until neatroots starts again/);
-    fs.closeSync(file.fd);
-    file.fd = real; // room again
+    disk.room();
     // r2's next save would be written as an edit of the record that failed; r1's after a sync that failed
     await expect(a.save([{ key: 'r2', window: w('r2', 2) }])).rejects.toThrow(/runs\.journal cannot be written \(ENOSPC.*nothing more is written to it until neatroots starts again/);
     await expect(a.save([{ key: 'r1', window: w('r1', 3) }])).rejects.toThrow(/cannot be written/);
