@@ -163,16 +163,18 @@ describe('LogBus durability', () => {
     let bus = open(dir, { pack: false, onError: quiet });
     await bus.publish(topic, recs(5)); // acknowledged
     // The first publish's write goes to /dev/full, whose writes fail with ENOSPC (a full disk);
-    // the descriptor is taken when the write is handed over, and closed once it has failed.
+    // the descriptor is taken by the turn's first append, and closed once the write has failed.
     const seg = segmentsOf(bus)[0];
     const realFd = seg.fd;
     const full = fs.openSync('/dev/full', 'w');
     seg.fd = full;
     const first = bus.publish(topic, recs(10, 5));
+    // The next turn: the first's write is under way, and the second's is a write of its own.
+    await new Promise((r) => setImmediate(r));
     seg.fd = realFd;
-    // The second, under way at once, is written (after the place the first was given) and
-    // synced, but it lies after the first's, which failed: it is refused too (an acknowledged
-    // record after a hole would be cut off at the next start).
+    // The second is written (after the place the first was given) and synced, but it lies after
+    // the first's, which failed: it is refused too (an acknowledged record after a hole would
+    // be cut off at the next start).
     const second = bus.publish(topic, recs(10, 15));
     await expect(first).rejects.toThrow(/^the bus log cannot be written/);
     await expect(second).rejects.toThrow(/^the bus log cannot be written/);

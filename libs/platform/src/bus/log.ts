@@ -397,7 +397,7 @@ export class LogBus implements Bus {
     const write = () => {
       if (!frames.length) return;
       const n = bytes;
-      const { written } = seg.append(frames.length === 1 ? frames[0] : Buffer.concat(frames, bytes));
+      const { written } = seg.append(frames, bytes);
       const queued = performance.now();
       const counted = written.then(() => {
         const ms = performance.now() - queued;
