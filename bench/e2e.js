@@ -146,6 +146,11 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   });
   // Throughput: everything at once, done when the rule engine consumed every accepted item.
   const t0 = performance.now();
+  // CPU spent until everything is stored: the process's (every thread: PGlite's, the thread
+  // pool's, the collector's) and the main thread's busy time (its event loop's active time).
+  // On a shared machine these move far less than the wall time does.
+  const cpu0 = process.cpuUsage();
+  const elu0 = performance.eventLoopUtilization();
   await send(app.ingest.grpcPort, batches);
   while (app.ruleEngine.metrics.consumed < totalItems) await new Promise((r) => setTimeout(r, 5));
   const ms = performance.now() - t0;
@@ -154,6 +159,8 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   await app.bus.idle();
   const storeMs = performance.now() - tStore;
   const storedMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const mainMs = performance.eventLoopUtilization(elu0).active;
   // Latency: a steady stream at a rate the whole pipeline (storage included) sustains.
   latencies = [];
   await paced(app.ingest.grpcPort, latencyBatches.batches, latencyBatches.perBatch, latencyRate);
@@ -172,6 +179,8 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
     ...journal,
     latency_samples: latencies.length,
     store_drain_ms: Math.round(storeMs),
+    cpu_us_per_span: +((cpu.user + cpu.system) / spans).toFixed(1),
+    main_thread_us_per_span: +((mainMs * 1000) / spans).toFixed(1),
   };
 }
 
