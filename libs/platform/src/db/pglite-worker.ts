@@ -36,6 +36,18 @@ export interface WalCheckpoint {
   ms: number;
 }
 
+/**
+ * What a data folder's database synced to disk since it opened: `wal`, the WAL files synced
+ * before answering a call that wrote to them; `files`, Postgres's own fsync calls (a checkpoint's
+ * data files, a new WAL segment, a folder); `synced`, the files and folders synced since the last
+ * look (relative to the folder).
+ */
+export interface DbSyncs {
+  wal: number;
+  files: number;
+  synced: string[];
+}
+
 export const DEFAULT_CHECKPOINT_WAL_BYTES = 64 * 1024 * 1024;
 
 interface Reply {
@@ -45,22 +57,90 @@ interface Reply {
   affectedRows?: number;
   /** A batch's results, one a statement. */
   results?: { rows: Record<string, unknown>[]; affectedRows?: number }[];
+  syncs?: DbSyncs;
   error?: { message: string; code?: string; detail?: string; hint?: string };
 }
 
 // Runs in the worker. Plain JavaScript in a string, so it works from the TypeScript sources
 // (tests) and from the build alike; PGlite loads its WASM with import(), which a worker allows.
 const THREAD = `
+const fs = require('node:fs');
+const path = require('node:path');
 const { parentPort, workerData } = require('node:worker_threads');
 const { PGlite } = require(workerData.pglite);
 let pg;
-const ready = (workerData.dataDir ? PGlite.create(workerData.dataDir) : PGlite.create()).then((p) => (pg = p));
+// A data folder's syncs (see durable() below); none in memory.
+let syncWal = () => undefined;
+const syncs = { wal: 0, files: 0, synced: new Set() };
+const ready = (workerData.dataDir ? PGlite.create(workerData.dataDir) : PGlite.create()).then((p) => {
+  pg = p;
+  if (workerData.dataDir) syncWal = durable(p);
+});
+
+// PGlite's file system (Emscripten's NODEFS) makes fsync and fdatasync no-ops: what Postgres
+// wrote sits in the page cache, and a power cut (not a process crash) could take committed rows
+// and corrupt the files. Here Postgres's own fsync() calls (checkpoints, new WAL segments, the
+// folders it renames in) reach the disk, and the WAL a call wrote is synced before the call is
+// answered: Postgres flushes its WAL at commit with fdatasync(), which stays a no-op inside the
+// WASM, so the WAL files written to are noted and synced here instead.
+function durable(p) {
+  const NODEFS = p.Module.FS.filesystems.NODEFS;
+  const FS = p.Module.FS;
+  const ops = NODEFS.stream_ops;
+  const rel = (node) => { const real = NODEFS.realPath(node); return path.relative(node.mount.opts.root, real); };
+  const note = (stream) => { if (syncs.synced.size < 10000) syncs.synced.add(rel(stream.node)); };
+  const dirty = new Set();
+  ops.fsync = (stream) => NODEFS.tryFSOperation(() => {
+    if (FS.isDir(stream.node.mode)) {
+      const fd = fs.openSync(NODEFS.realPath(stream.node), 'r');
+      try { fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+    } else if (stream.nfd !== undefined) {
+      fs.fsyncSync(stream.nfd);
+      dirty.delete(stream);
+    }
+    syncs.files++;
+    note(stream);
+    return 0;
+  });
+  const write = ops.write;
+  ops.write = (stream, buffer, offset, length, position) => {
+    const n = write(stream, buffer, offset, length, position);
+    if (stream.nrWal === undefined) stream.nrWal = rel(stream.node).startsWith('pg_wal' + path.sep);
+    if (stream.nrWal) dirty.add(stream);
+    return n;
+  };
+  const close = ops.close;
+  ops.close = (stream) => {
+    if (dirty.delete(stream)) NODEFS.tryFSOperation(() => { fs.fdatasyncSync(stream.nfd); syncs.wal++; note(stream); });
+    return close(stream);
+  };
+  return () => {
+    for (const stream of dirty) {
+      fs.fdatasyncSync(stream.nfd);
+      syncs.wal++;
+      note(stream);
+    }
+    dirty.clear();
+  };
+}
+
+// The reply to a call, once the WAL it wrote is on disk. A sync that fails fails the call
+// (committed, not durable: the caller's retry writes the same rows again).
+function answer(m, reply) {
+  try {
+    syncWal();
+  } catch (e) {
+    reply = { id: m.id, ok: false, error: { message: 'the database could not sync its write-ahead log: ' + String(e && e.message || e), code: e && e.code } };
+  }
+  parentPort.postMessage(reply);
+}
+
 parentPort.on('message', async (m) => {
   try {
     await ready;
     if (m.op === 'query') {
       const r = await pg.query(m.sql, m.params);
-      parentPort.postMessage({ id: m.id, ok: true, rows: r.rows, affectedRows: r.affectedRows });
+      answer(m, { id: m.id, ok: true, rows: r.rows, affectedRows: r.affectedRows });
     } else if (m.op === 'batch') {
       // one transaction, one message each way: PGlite's transaction() rolls back on an error
       const results = await pg.transaction(async (tx) => {
@@ -71,16 +151,19 @@ parentPort.on('message', async (m) => {
         }
         return out;
       });
-      parentPort.postMessage({ id: m.id, ok: true, results });
+      answer(m, { id: m.id, ok: true, results });
     } else if (m.op === 'exec') {
       await pg.exec(m.sql);
-      parentPort.postMessage({ id: m.id, ok: true });
+      answer(m, { id: m.id, ok: true });
+    } else if (m.op === 'syncs') {
+      parentPort.postMessage({ id: m.id, ok: true, syncs: { wal: syncs.wal, files: syncs.files, synced: [...syncs.synced] } });
+      syncs.synced.clear();
     } else if (m.op === 'close') {
       await pg.close();
       parentPort.postMessage({ id: m.id, ok: true });
     }
   } catch (e) {
-    parentPort.postMessage({ id: m.id, ok: false, error: { message: String(e && e.message || e), code: e && e.code, detail: e && e.detail, hint: e && e.hint } });
+    answer(m, { id: m.id, ok: false, error: { message: String(e && e.message || e), code: e && e.code, detail: e && e.detail, hint: e && e.hint } });
   }
 });
 `;
@@ -157,7 +240,12 @@ class PgliteWorkerDb implements Db {
     });
   }
 
-  private send(op: 'query' | 'exec' | 'close' | 'batch', sql?: string, params?: readonly unknown[], statements?: readonly Statement[]): Promise<Reply> {
+  /** What the database synced to disk (see DbSyncs); nothing in memory. */
+  async syncs(): Promise<DbSyncs> {
+    return (await this.send('syncs')).syncs ?? { wal: 0, files: 0, synced: [] };
+  }
+
+  private send(op: 'query' | 'exec' | 'close' | 'batch' | 'syncs', sql?: string, params?: readonly unknown[], statements?: readonly Statement[]): Promise<Reply> {
     if (this.failed) return Promise.reject(this.failed);
     const id = this.nextId++;
     return new Promise<Reply>((resolve, reject) => {

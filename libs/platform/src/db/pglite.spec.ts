@@ -5,7 +5,7 @@ import { dbContract } from './contract.test';
 import { loadMigrations, migrate } from './migrate';
 import { openPglite } from './pglite';
 import type { Db } from '@neatroots/ports';
-import { openPgliteWorker, type WalCheckpoint } from './pglite-worker';
+import { openPgliteWorker, type DbSyncs, type WalCheckpoint } from './pglite-worker';
 
 dbContract('PGlite in memory', () => openPglite());
 // the embedded default: PGlite on its own thread, queries and batches posted to it
@@ -99,6 +99,60 @@ describe('openPgliteWorker in a data folder: checkpoints by WAL written', () => 
       await db.close();
     }
   }, 120_000);
+});
+
+describe('openPgliteWorker in a data folder: what it writes reaches the disk', () => {
+  // PGlite's own file system makes fsync and fdatasync no-ops; the worker syncs for it.
+  const syncs = (db: Db) => (db as unknown as { syncs(): Promise<DbSyncs> }).syncs();
+
+  it('answers a call that wrote only once the WAL it wrote is synced; a read syncs nothing', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-sync-'));
+    const db = await openPgliteWorker({ dataDir, checkpointWalBytes: 0 });
+    try {
+      await db.exec('CREATE TABLE s (i int)');
+      const before = await syncs(db);
+      await db.query('INSERT INTO s SELECT generate_series(1, 100)');
+      const inserted = await syncs(db);
+      expect(inserted.wal).toBeGreaterThan(before.wal);
+      expect(inserted.synced.some((f) => f.startsWith(`pg_wal${path.sep}`))).toBe(true);
+      await db.transaction(async (tx) => {
+        await tx.query('INSERT INTO s VALUES (101)');
+        await tx.query('INSERT INTO s VALUES (102)');
+      });
+      expect((await syncs(db)).wal).toBeGreaterThan(inserted.wal);
+      const read = await syncs(db);
+      expect((await db.query('SELECT count(*)::int AS n FROM s')).rows).toEqual([{ n: 102 }]);
+      expect(await syncs(db)).toEqual({ ...read, synced: [] });
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
+
+  it("makes Postgres's own fsync calls real: a checkpoint syncs the data files it wrote and pg_control", async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-sync-'));
+    const db = await openPgliteWorker({ dataDir, checkpointWalBytes: 0 });
+    try {
+      await db.exec('CREATE TABLE c (i int); INSERT INTO c SELECT generate_series(1, 1000)');
+      const table = (await db.query<{ f: string }>(`SELECT pg_relation_filepath('c') AS f`)).rows[0].f;
+      await syncs(db); // forget what was synced so far
+      await db.exec('CHECKPOINT');
+      const after = await syncs(db);
+      expect(after.files).toBeGreaterThan(0);
+      expect(after.synced).toEqual(expect.arrayContaining([table.split('/').join(path.sep), path.join('global', 'pg_control')]));
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
+
+  it('in memory, syncs nothing', async () => {
+    const db = await openPgliteWorker();
+    try {
+      await db.exec('CREATE TABLE m (i int); INSERT INTO m VALUES (1); CHECKPOINT');
+      expect(await syncs(db)).toEqual({ wal: 0, files: 0, synced: [] });
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
 });
 
 describe('openPgliteWorker on a data folder it cannot open', () => {
