@@ -32,4 +32,10 @@ export interface Db extends Queryable {
   exec(sql: string): Promise<void>;
   close(): Promise<void>;
   readonly kind: 'pglite' | 'postgres';
+  /**
+   * Why this database cannot be used again until the process starts again (the embedded one's
+   * thread died, or its write-ahead log could not be synced), or undefined. A server that is down
+   * for a while is not this: its calls fail and are retried.
+   */
+  failure?(): string | undefined;
 }

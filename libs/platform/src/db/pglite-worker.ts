@@ -29,6 +29,8 @@ export interface PgliteWorkerOptions {
   onCheckpoint?: (c: WalCheckpoint) => void;
   /** A failed look or checkpoint (the next poll tries again). */
   onCheckpointError?: (err: unknown) => void;
+  /** Faults to inject, for tests: `walSync`, an error code the next sync of a call's WAL fails with. */
+  faults?: { walSync?: string };
 }
 
 export interface WalCheckpoint {
@@ -58,6 +60,8 @@ interface Reply {
   /** A batch's results, one a statement. */
   results?: { rows: Record<string, unknown>[]; affectedRows?: number }[];
   syncs?: DbSyncs;
+  /** The database takes no more calls (a failed WAL sync). */
+  fatal?: boolean;
   error?: { message: string; code?: string; detail?: string; hint?: string };
 }
 
@@ -70,7 +74,8 @@ const { parentPort, workerData } = require('node:worker_threads');
 const { PGlite } = require(workerData.pglite);
 let pg;
 // A data folder's syncs (see durable() below); none in memory.
-let syncWal = () => undefined;
+const noSync = () => undefined;
+let syncWal = noSync;
 const syncs = { wal: 0, files: 0, synced: new Set() };
 const ready = (workerData.dataDir ? PGlite.create(workerData.dataDir) : PGlite.create()).then((p) => {
   pg = p;
@@ -114,7 +119,7 @@ function durable(p) {
     if (dirty.delete(stream)) NODEFS.tryFSOperation(() => { fs.fdatasyncSync(stream.nfd); syncs.wal++; note(stream); });
     return close(stream);
   };
-  return () => {
+  const sync = () => {
     for (const stream of dirty) {
       fs.fdatasyncSync(stream.nfd);
       syncs.wal++;
@@ -122,20 +127,36 @@ function durable(p) {
     }
     dirty.clear();
   };
+  sync.pending = () => dirty.size > 0;
+  return sync;
 }
 
-// The reply to a call, once the WAL it wrote is on disk. A sync that fails fails the call
-// (committed, not durable: the caller's retry writes the same rows again).
+// The reply to a call, once the WAL it wrote is on disk. A sync that fails fails the call, and
+// every later one: after a failed fsync the kernel may have dropped the pages it could not write
+// and a second try can succeed without them, so, as Postgres does, the database stops there (the
+// process reports it as failing, and a start replays the log that did reach the disk).
+let broken;
 function answer(m, reply) {
   try {
+    if (workerData.faults && workerData.faults.walSync && syncWal.pending && syncWal.pending()) {
+      const e = new Error(workerData.faults.walSync + ': injected');
+      e.code = workerData.faults.walSync;
+      throw e;
+    }
     syncWal();
   } catch (e) {
-    reply = { id: m.id, ok: false, error: { message: 'the database could not sync its write-ahead log: ' + String(e && e.message || e), code: e && e.code } };
+    broken = 'the embedded database could not sync its write-ahead log (' + String(e && e.message || e) + '); it takes no more calls until the process starts again';
+    // SQLSTATE 58030 (io_error): a dependency that is down, never the records' fault (bus/set-aside.ts).
+    reply = { id: m.id, ok: false, fatal: true, error: { message: broken, code: '58030' } };
   }
   parentPort.postMessage(reply);
 }
 
 parentPort.on('message', async (m) => {
+  if (broken && m.op !== 'syncs' && m.op !== 'close') {
+    parentPort.postMessage({ id: m.id, ok: false, fatal: true, error: { message: broken, code: '58030' } });
+    return;
+  }
   try {
     await ready;
     if (m.op === 'query') {
@@ -194,7 +215,7 @@ function diskHint(dir: string): string {
 export async function openPgliteWorker(opts: PgliteWorkerOptions = {}): Promise<Db> {
   const worker = new Worker(THREAD, {
     eval: true,
-    workerData: { dataDir: opts.dataDir, pglite: require.resolve('@electric-sql/pglite') },
+    workerData: { dataDir: opts.dataDir, pglite: require.resolve('@electric-sql/pglite'), faults: opts.faults },
   });
   const db = new PgliteWorkerDb(worker);
   // Fails here (not on the first real query) when the database cannot open; its thread must not
@@ -224,20 +245,26 @@ class PgliteWorkerDb implements Db {
 
   constructor(private readonly worker: Worker) {
     worker.on('message', (r: Reply) => {
+      if (r.fatal && !this.failed) this.failed = new DbError(r.error?.message ?? 'the embedded database stopped', r.error?.code);
       const p = this.pending.get(r.id);
       if (!p) return;
       this.pending.delete(r.id);
       p.resolve(r);
     });
     const fail = (err: Error) => {
-      this.failed = err;
+      this.failed ??= err;
       for (const p of this.pending.values()) p.reject(err);
       this.pending.clear();
     };
-    worker.on('error', (err) => fail(new DbError(`database thread failed: ${err.message}`)));
+    // SQLSTATE 58000 (system_error): the store's batches wait and retry, nothing is set aside for it (bus/set-aside.ts).
+    worker.on('error', (err) => fail(new DbError(`the embedded database's thread failed (${err.message}); it takes no more calls until the process starts again`, '58000')));
     worker.on('exit', (code) => {
-      if (!this.closed) fail(new DbError(`database thread exited (code ${code})`));
+      if (!this.closed) fail(new DbError(`the embedded database's thread exited (code ${code}); it takes no more calls until the process starts again`, '58000'));
     });
+  }
+
+  failure(): string | undefined {
+    return this.failed?.message;
   }
 
   /** What the database synced to disk (see DbSyncs); nothing in memory. */

@@ -6,6 +6,7 @@ import { loadMigrations, migrate } from './migrate';
 import { openPglite } from './pglite';
 import type { Db } from '@neatroots/ports';
 import { openPgliteWorker, type DbSyncs, type WalCheckpoint } from './pglite-worker';
+import { isInfrastructureError } from '../bus/set-aside';
 
 dbContract('PGlite in memory', () => openPglite());
 // the embedded default: PGlite on its own thread, queries and batches posted to it
@@ -139,6 +140,23 @@ describe('openPgliteWorker in a data folder: what it writes reaches the disk', (
       const after = await syncs(db);
       expect(after.files).toBeGreaterThan(0);
       expect(after.synced).toEqual(expect.arrayContaining([table.split('/').join(path.sep), path.join('global', 'pg_control')]));
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
+
+  it('a write-ahead log that cannot be synced fails its call and every later one, with the reason, as a dependency that is down', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-sync-'));
+    const db = await openPgliteWorker({ dataDir, checkpointWalBytes: 0, faults: { walSync: 'EIO' } });
+    try {
+      await db.query('SELECT 1'); // wrote nothing: answered
+      expect(db.failure?.()).toBeUndefined();
+      const err = await db.exec('CREATE TABLE f (i int)').catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: '58030', message: expect.stringMatching(/^the embedded database could not sync its write-ahead log \(EIO: injected\); it takes no more calls until the process starts again$/) });
+      expect(isInfrastructureError(err)).toBe(true);
+      // The kernel may have dropped what it could not write: a later call is not answered as if it were on disk.
+      await expect(db.query('SELECT 1')).rejects.toMatchObject({ code: '58030' });
+      expect(db.failure?.()).toMatch(/could not sync its write-ahead log \(EIO/);
     } finally {
       await db.close();
     }

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import type { Logger } from '@neatroots/ports';
 import { loadConfig } from '../config';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
+import { isInfrastructureError } from '../bus/set-aside';
 import { fillDisk } from '../full-disk.test';
 import { createMetrics } from '../ops';
 import { embeddedPlatform } from './platforms';
@@ -76,6 +77,20 @@ describe('the embedded default after a disk error', () => {
     expect(platform.failing?.()).toMatch(/window journal .*questions\.journal cannot be written \(ENOSPC.*until neatroots starts again/);
     await platform.close();
   });
+  it('the database: its thread dying stops it for good; the platform says so, and its calls fail as a dependency that is down (retried, never set aside)', async () => {
+    const { platform } = setup();
+    const db = await platform.db();
+    await db.query('SELECT 1');
+    expect(platform.failing?.()).toBeUndefined();
+    await (db as unknown as { worker: { terminate(): Promise<number> } }).worker.terminate(); // as an abort inside PGlite would
+    await waitUntil(() => platform.failing?.() !== undefined, 5_000, () => 'not failing');
+    expect(platform.failing?.()).toMatch(/^the embedded database's thread exited \(code 1\); it takes no more calls until the process starts again$/);
+    const err = await db.query('SELECT 1').catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: '58000' });
+    expect(isInfrastructureError(err)).toBe(true);
+    await platform.close();
+  });
+
   it('a stop after a disk error under the bus log does not wait out the drain time: what is left stays in the log', async () => {
     const { config, warnings, log, platform } = setup({ NEATROOTS_DRAIN_MS: '30000' });
     const s = await startServices({ platform, modules: [], config, log, metrics: createMetrics('t'), admin: { host: '127.0.0.1', port: 0 } });

@@ -65,7 +65,9 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
   let bus: EmbeddedBus | undefined;
   /** The window journals opened: a disk error stops one until the next start (failing()). */
   const journals: JournalWindowStore<unknown>[] = [];
-  const failing = () => bus?.failure?.() ?? journals.map((j) => j.failure()).find((why) => why !== undefined);
+  /** The database once opened: its thread dying, or a failed sync of its log, stops it for good. */
+  let opened: Db | undefined;
+  const failing = () => bus?.failure?.() ?? journals.map((j) => j.failure()).find((why) => why !== undefined) ?? opened?.failure?.();
   const db = () =>
     drivers.get<Db>(
       'db',
@@ -85,6 +87,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
                 onCheckpointError: (err) => log.error('database checkpoint failed (tried again at the next look)', err),
               },
         );
+        opened = d;
         await migrated(d);
         return d;
       },
