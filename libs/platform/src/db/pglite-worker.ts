@@ -29,8 +29,11 @@ export interface PgliteWorkerOptions {
   onCheckpoint?: (c: WalCheckpoint) => void;
   /** A failed look or checkpoint (the next poll tries again). */
   onCheckpointError?: (err: unknown) => void;
-  /** Faults to inject, for tests: `walSync`, an error code the next sync of a call's WAL fails with. */
-  faults?: { walSync?: string };
+  /**
+   * Faults to inject, for tests: `walSync`, an error code the next sync of a call's WAL fails
+   * with; `abortOn`, a statement on which PGlite is made to abort (its WebAssembly traps).
+   */
+  faults?: { walSync?: string; abortOn?: string };
 }
 
 export interface WalCheckpoint {
@@ -136,6 +139,7 @@ function durable(p) {
 // and a second try can succeed without them, so, as Postgres does, the database stops there (the
 // process reports it as failing, and a start replays the log that did reach the disk).
 let broken;
+let brokenCode;
 function answer(m, reply) {
   try {
     if (workerData.faults && workerData.faults.walSync && syncWal.pending && syncWal.pending()) {
@@ -146,6 +150,7 @@ function answer(m, reply) {
     syncWal();
   } catch (e) {
     broken = 'the embedded database could not sync its write-ahead log (' + String(e && e.message || e) + '); it takes no more calls until the process starts again';
+    brokenCode = '58030';
     // SQLSTATE 58030 (io_error): a dependency that is down, never the records' fault (bus/set-aside.ts).
     reply = { id: m.id, ok: false, fatal: true, error: { message: broken, code: '58030' } };
   }
@@ -154,11 +159,12 @@ function answer(m, reply) {
 
 parentPort.on('message', async (m) => {
   if (broken && m.op !== 'syncs' && m.op !== 'close') {
-    parentPort.postMessage({ id: m.id, ok: false, fatal: true, error: { message: broken, code: '58030' } });
+    parentPort.postMessage({ id: m.id, ok: false, fatal: true, error: { message: broken, code: brokenCode } });
     return;
   }
   try {
     await ready;
+    if (workerData.faults && m.sql !== undefined && m.sql === workerData.faults.abortOn) throw new WebAssembly.RuntimeError('Aborted(). Build with -sASSERTIONS for more info.');
     if (m.op === 'query') {
       const r = await pg.query(m.sql, m.params);
       answer(m, { id: m.id, ok: true, rows: r.rows, affectedRows: r.affectedRows });
@@ -184,6 +190,13 @@ parentPort.on('message', async (m) => {
       parentPort.postMessage({ id: m.id, ok: true });
     }
   } catch (e) {
+    // PGlite aborted (its WebAssembly trapped, as on some disk errors): it answers nothing more.
+    if (e instanceof WebAssembly.RuntimeError) {
+      broken = 'the embedded database stopped (PGlite: ' + e.message + '); it takes no more calls until the process starts again';
+      brokenCode = '58000';
+      parentPort.postMessage({ id: m.id, ok: false, fatal: true, error: { message: broken, code: '58000' } });
+      return;
+    }
     answer(m, { id: m.id, ok: false, error: { message: String(e && e.message || e), code: e && e.code, detail: e && e.detail, hint: e && e.hint } });
   }
 });

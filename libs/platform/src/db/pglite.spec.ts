@@ -162,6 +162,19 @@ describe('openPgliteWorker in a data folder: what it writes reaches the disk', (
     }
   }, 60_000);
 
+  it('PGlite aborting (its WebAssembly trapped) stops the database for good, with the reason, as a dependency that is down', async () => {
+    const db = await openPgliteWorker({ faults: { abortOn: 'SELECT 2' } });
+    try {
+      const err = await db.query('SELECT 2').catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: '58000', message: expect.stringMatching(/^the embedded database stopped \(PGlite: Aborted\(\)\. .*\); it takes no more calls until the process starts again$/) });
+      expect(isInfrastructureError(err)).toBe(true);
+      await expect(db.query('SELECT 1')).rejects.toMatchObject({ code: '58000' });
+      expect(db.failure?.()).toMatch(/^the embedded database stopped \(PGlite: Aborted/);
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
+
   it('in memory, syncs nothing', async () => {
     const db = await openPgliteWorker();
     try {
