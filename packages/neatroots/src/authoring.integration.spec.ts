@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
-import { NeatrootsClient } from '@neatroots/sdk';
+import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
 import { judgeReply, parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
 import { main, type Io } from './cli';
 import { startEmbedded, type EmbeddedApp } from './embedded';
@@ -361,4 +361,45 @@ describe('neatroots checks draft | preview | save | halt against the running ser
     expect(await main(['checks', 'halt', 'repeated-tool-call'], halt)).toBe(1);
     expect(halt.errors.join('\n')).toMatch(/409 refused: check repeated-tool-call is a library check/);
   });
+});
+
+describe('a rule a person saved and switched to halt, in a project with steering on', () => {
+  let steered: EmbeddedApp;
+  let steeredHome: string;
+  beforeAll(async () => {
+    steeredHome = tempHome('neatroots-authoring-halt');
+    steered = await startEmbedded({
+      config: testConfig(steeredHome, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`, NEATROOTS_STEERING: PROJECT }),
+      inMemoryDb: true,
+      watch: false,
+      log: createLogger({ level: 'error' }),
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await steered?.close();
+    fs.rmSync(steeredHome, { recursive: true, force: true });
+  });
+
+  it('halts the agent: the call it names is stopped before it runs', async () => {
+    const call = jsonApi(() => `http://127.0.0.1:${steered.httpPort}`, KEY);
+    expect((await call('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE, by: 'cli' })).status).toBe(200);
+    const halted = await call<{ steering: boolean }>('POST', `/v1/projects/${PROJECT}/checks/refund-needs-lookup/halt`, { by: 'cli' });
+    expect(halted).toMatchObject({ status: 200, body: { steering: true } });
+    const client = new NeatrootsClient({ address: `127.0.0.1:${steered.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+    try {
+      const run = client.startRun({ workflow: 'refunds', tools: [{ name: 'lookup_order' }, { name: 'issue_refund' }] });
+      const refunded: number[] = [];
+      await expect(run.toolCall('issue_refund', { order: 7 }, () => refunded.push(7))).rejects.toBeInstanceOf(RunHaltedError);
+      expect(refunded).toEqual([]);
+      expect(run.haltNote).toMatchObject({ kind: 'halt', check_id: 'refund-needs-lookup' });
+      await run.end();
+      // With the lookup first, the same call goes through.
+      const fine = client.startRun({ workflow: 'refunds' });
+      await fine.toolCall('lookup_order', { order: 7 }, () => 'order 7');
+      expect(await fine.toolCall('issue_refund', { order: 7 }, () => 'refunded')).toBe('refunded');
+      await fine.end();
+    } finally {
+      await client.close();
+    }
+  }, 60_000);
 });

@@ -69,7 +69,10 @@ export function compileRule(check: RuleCheck, compileMatcher: (check: RuleCheck,
     kind,
     data: kind.compile?.(r, check, { matcher: compileMatcher }),
     priority: check.priority ?? kind.priority,
-    canHalt: check.source === 'user' || check.source === 'project',
+    // The user's and a project's files, and a check kept in the database: one whose YAML says
+    // halt was saved or switched to halt by a person (the app, the CLI), since the loader refuses
+    // a halt from anyone else (sources.ts, ORIGINS_THAT_MAY_HALT). Never the shipped library.
+    canHalt: check.source === 'user' || check.source === 'project' || check.source === 'database',
     span: compileFilter('span' in r ? r.span : undefined),
     appliesTo: (project, workflow) => (!pj || pj.has(project)) && (!notPj || !notPj.has(project)) && (!wf || (workflow !== undefined && wf.has(workflow))),
   };

@@ -304,13 +304,15 @@ describe('notes, halts, groups and quiet checks', () => {
   const loop = (source: RuleCheck['source'], action: 'flag' | 'halt') =>
     rule('loop', { type: 'count', span: { type: ['tool'] }, at_least: 2 }, { source, action, group: 'loop', guidance: 'Stop looping' });
 
-  it('halts only for the user\'s own rules with steering on', async () => {
+  it('halts only for the user\'s own rules (files, or saved by a person) with steering on', async () => {
     for (const [source, steering, kind] of [
       ['user', true, 'halt'],
       ['project', true, 'halt'],
+      // the loader lets a database check say halt only when a person saved it (app, CLI)
+      ['database', true, 'halt'],
       ['user', false, 'note'],
+      ['database', false, 'note'],
       ['library', true, 'note'],
-      ['database', true, 'note'],
     ] as const) {
       const h = new Harness([loop(source, 'halt')], { steering });
       await h.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 2)]);
