@@ -116,9 +116,9 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
   return links;
 }
 
-function secretKeyFor(kind: Platform['kind'], config: Config): Buffer {
+/** Embedded: the key file (made once; a damaged one throws, naming it). Distributed: NEATROOTS_SECRET_KEY, or none. */
+function secretKeyFor(kind: Platform['kind'], config: Config): Buffer | undefined {
   if (kind !== 'distributed') return secretKeyOf(config);
-  if (!config.NEATROOTS_SECRET_KEY) throw new Error('NEATROOTS_SECRET_KEY is not set (32 bytes as 64 hex digits, the same on every replica)');
   return config.NEATROOTS_SECRET_KEY;
 }
 

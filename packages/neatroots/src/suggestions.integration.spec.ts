@@ -108,3 +108,19 @@ describe('suggestions in the embedded default', () => {
     expect((await api('GET', `/patterns/${patternId}`)).body).toMatchObject({ review_state: 'fixing' });
   });
 });
+
+describe('the embedded default with a damaged secret-key file', () => {
+  it('does not start, naming the file (a new key would make every sealed token unreadable)', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-badkey-'));
+    try {
+      fs.mkdirSync(path.join(home, 'data'), { recursive: true });
+      const file = path.join(home, 'data', 'secret-key');
+      fs.writeFileSync(file, 'not a key\n', { mode: 0o600 });
+      const started = startEmbedded({ config: testConfig(home, { NEATROOTS_API_KEYS: `${WS}=${KEY}` }), inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+      await expect(started).rejects.toThrow(`${file}: not a secret key (expected 64 hex digits); restore it, or set NEATROOTS_SECRET_KEY`);
+      expect(fs.readFileSync(file, 'utf8')).toBe('not a key\n'); // left as it was
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

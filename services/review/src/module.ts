@@ -50,8 +50,12 @@ export interface ReviewConfig {
 
 /** What the composition root supplies for GitHub connections (the adapter lives in the platform). */
 export interface GitHubLink {
-  /** NEATROOTS_SECRET_KEY, or the embedded default's key file; throws when there is none to use. */
-  secretKey(): Buffer;
+  /**
+   * NEATROOTS_SECRET_KEY, or the embedded default's key file; undefined when none is set (the
+   * distributed deployment without NEATROOTS_SECRET_KEY). Throws for a key file that is not a key:
+   * the start fails naming it, since a new key would make every stored token unreadable.
+   */
+  secretKey(): Buffer | undefined;
   hostFor(c: { token: string; api_url: string }): CodeHost;
 }
 
@@ -129,12 +133,12 @@ async function githubConnections(db: Db, link: () => Promise<GitHubLink>, logErr
   } catch {
     return null; // no composition root supplies one (tests of the module alone)
   }
-  try {
-    return new GitHubConnections(db, gh.secretKey(), (c) => gh.hostFor(c));
-  } catch (err) {
-    logError('GitHub connections are off: no secret key to seal tokens with (set NEATROOTS_SECRET_KEY)', err);
+  const key = gh.secretKey();
+  if (!key) {
+    logError('GitHub connections are off', new Error('no secret key to seal tokens with: set NEATROOTS_SECRET_KEY (32 bytes as 64 hex digits, the same on every replica)'));
     return null;
   }
+  return new GitHubConnections(db, key, (c) => gh.hostFor(c));
 }
 
 /** API keys from NEATROOTS_API_KEYS into the database (stored hashed), and steering; idempotent. */
