@@ -1,5 +1,6 @@
 import type { Evidence } from '../body';
 import type { LockRule } from '../lock';
+import { isFinding, procedureResult } from '../result';
 import type { StepObservation } from './observation';
 import { stepStatuses } from './steps';
 
@@ -30,12 +31,28 @@ describe('stepStatuses', () => {
     ['not done but condition unknown: not_checked', [conditionUnknown, done(3)], ['not_checked', 'done']],
     ['done early: out_of_order', [done(5), done(1), done(2)], ['out_of_order', 'done', 'done']],
     ['out_of_order still counts as progress for skipped', [notDone, done(4), done(2)], ['skipped', 'out_of_order', 'done']],
+    ['done without an evidence turn counts as progress for skipped', [notDone, { applies: true, done: true }, notDone], ['skipped', 'done', 'not_reached']],
+    ['done without an evidence turn, after an out-of-order pair', [done(5), done(1), notDone, { applies: true, done: true }], ['out_of_order', 'done', 'skipped', 'done']],
   ])('%s', (_what, obs, expected) => {
     expect(statuses(obs)).toEqual(expected);
   });
 
   it('a done step without an evidence turn is done, and cannot be out of order', () => {
     expect(statuses([{ applies: true, done: true }, done(0)])).toEqual(['done', 'done']);
+  });
+
+  it('a done step without an evidence turn still counts as progress: a required step before it is skipped, and the procedure deviated', () => {
+    // a model's "done" often names no turn (or one out of range, which the checker drops)
+    const d = stepStatuses([
+      { rule: rule(1, { required: true }), applies: true, done: false, evidence: [], reason: '' },
+      { rule: rule(2), applies: true, done: true, evidence: [], reason: '' },
+      { rule: rule(3), applies: true, done: false, evidence: [], reason: '' },
+    ]);
+    expect(d.map((x) => x.status)).toEqual(['skipped', 'done', 'not_reached']);
+    expect(d[0].reason).toBe('Step 2 was done later in the procedure, so the session went past it.');
+    expect(d.map((x) => isFinding(x.status))).toEqual([true, false, false]);
+    const rolled = d.map((x, i) => ({ kind: 'step' as const, status: x.status, required: i === 0 }));
+    expect(procedureResult(rolled, true, true)).toBe('deviated');
   });
 
   it('says why in the reason', () => {

@@ -16,7 +16,9 @@ export interface Derived {
  *   skipped         not done, and a later step was: the session went past where it belonged;
  *   not_reached     not done, and no later step was: the session ended before it;
  *   not_checked     nobody could tell whether it was done (or, if it was not, whether it applied).
- * A step counts as evidence of progress only when it is done with an evidence turn.
+ * How far the session got is the last step done (out of order included), with or without an
+ * evidence turn: a model's "done" often names no turn, or one out of range that the checker
+ * drops. Only the out-of-order check needs turns, so it reads the done steps that have one.
  */
 export function stepStatuses(obs: readonly StepObservation[]): Derived[] {
   const firstTurn = (o: StepObservation) => (o.evidence.length ? Math.min(...o.evidence.map((e) => e.turn)) : null);
@@ -24,7 +26,7 @@ export function stepStatuses(obs: readonly StepObservation[]): Derived[] {
     .filter((o) => o.done === true && firstTurn(o) !== null)
     .map((o) => ({ index: o.rule.index, turn: firstTurn(o)! }));
   const marked = outOfOrder(placed);
-  const lastDone = placed.length ? Math.max(...placed.map((p) => p.index)) : 0;
+  const lastDone = Math.max(0, ...obs.filter((o) => o.done === true).map((o) => o.rule.index));
 
   return obs.map((o): Derived => {
     const base = { evidence: o.evidence };
