@@ -13,11 +13,11 @@ interface JsonResponse {
  * with sopc's `issues` when a procedures folder would not compile (422).
  */
 export interface ErrorBody {
-  error: { code: string; message: string; issues?: SopIssue[]; problems?: CheckProblem[] };
+  error: { code: string; message: string; issues?: SopIssue[]; issues_omitted?: number; problems?: CheckProblem[] };
 }
 
-export function errorBody(code: string, message: string, issues?: SopIssue[], problems?: CheckProblem[]): ErrorBody {
-  return { error: { code, message, ...(issues ? { issues } : {}), ...(problems ? { problems } : {}) } };
+export function errorBody(code: string, message: string, issues?: SopIssue[], problems?: CheckProblem[], issuesOmitted?: number): ErrorBody {
+  return { error: { code, message, ...(issues ? { issues } : {}), ...(issuesOmitted ? { issues_omitted: issuesOmitted } : {}), ...(problems ? { problems } : {}) } };
 }
 
 /** An error the API answers with its own code: `{ "error": { "code", "message" } }`. */
@@ -75,6 +75,7 @@ export class ErrorsFilter implements ExceptionFilter {
     let code: string;
     let message: string;
     let issues: SopIssue[] | undefined;
+    let issuesOmitted: number | undefined;
     let problems: CheckProblem[] | undefined;
     if (err instanceof ApiError) {
       status = err.getStatus();
@@ -85,6 +86,7 @@ export class ErrorsFilter implements ExceptionFilter {
       code = err.code;
       message = err.message;
       issues = err.issues;
+      issuesOmitted = err.issuesOmitted;
     } else if (err instanceof AuthoringError) {
       // A check that does not validate names each field (and its YAML line); a refusal says why.
       status = err.status;
@@ -106,6 +108,6 @@ export class ErrorsFilter implements ExceptionFilter {
       this.log.error(err instanceof Error ? err.stack ?? err.message : String(err));
     }
     if (res.headersSent) return;
-    res.status(status).json(errorBody(code, message, issues, problems));
+    res.status(status).json(errorBody(code, message, issues, problems, issuesOmitted));
   }
 }

@@ -5,6 +5,7 @@ import { SopError, type ReviewSopQueries, type SopIssue, type SopQueries } from 
 /** Where the review service puts a refusal's code and sopc's issues (services/review sop/grpc.ts). */
 const ERROR_CODE = 'neatroots-error-code';
 const ERROR_ISSUES = 'neatroots-error-issues';
+const ERROR_ISSUES_OMITTED = 'neatroots-error-issues-omitted';
 /** How long a recluster may take (the review service's job waits 10 minutes for it). */
 const RECLUSTER_TIMEOUT_MS = 11 * 60_000;
 const FROM_GRPC: Partial<Record<status, SopError['status']>> = {
@@ -42,7 +43,8 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
           const code = String(err.metadata?.get(ERROR_CODE)[0] ?? 'error');
           const issuesText = err.metadata?.get(ERROR_ISSUES)[0];
           const issues = issuesText ? (JSON.parse(String(issuesText)) as SopIssue[]) : undefined;
-          reject(new SopError(mapped, code, err.details, issues));
+          const omitted = Number(err.metadata?.get(ERROR_ISSUES_OMITTED)[0] ?? 0) || undefined;
+          reject(new SopError(mapped, code, err.details, issues, omitted));
         },
       );
     });

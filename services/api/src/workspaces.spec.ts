@@ -43,6 +43,19 @@ describe.each(deployments(() => h))('the workspace endpoints (%s)', (_name, sopO
     expect((await call('DELETE', '/head/procedures/take-order.md')).status).toBe(404);
   });
 
+  it('answers 422 with the first sopc errors that fit and how many more when there are thousands (over gRPC they once never came back)', async () => {
+    const names = Array.from({ length: 2000 }, (_, i) => `missing-${i}`);
+    const bad = await call('PUT', '/head/agents/phone-agent.yaml', `procedures: [${names.join(', ')}]\n`, 'text/plain');
+    expect(bad.status).toBe(422);
+    const { code, issues, issues_omitted: omitted } = bad.body.error as { code: string; issues: { file: string; message: string }[]; issues_omitted: number };
+    expect(code).toBe('does_not_compile');
+    expect(issues.length).toBeGreaterThan(100);
+    expect(omitted).toBeGreaterThan(0);
+    expect(issues.length + omitted).toBe(2000);
+    expect(Buffer.byteLength(JSON.stringify(issues))).toBeLessThanOrEqual(32 * 1024);
+    expect(issues[0]).toMatchObject({ file: 'agents/phone-agent.yaml', message: expect.stringContaining('missing-0') });
+  });
+
   it('pushes a folder, shows the unpublished diff, publishes releases and reads them by number, id and live', async () => {
     expect((await call('POST', '/releases')).body.error.code).toBe('nothing_to_publish');
     const pushed = await call('PUT', '/head', { files: folder });

@@ -16,14 +16,32 @@ export class SopError extends Error {
     message: string,
     /** sopc's errors, for 422 does_not_compile. */
     readonly issues?: Issue[],
+    /** sopc's errors left out of `issues` (past ISSUES_BYTES). */
+    readonly issuesOmitted?: number,
   ) {
     super(message);
     this.name = 'SopError';
   }
 }
 
+/**
+ * How much of sopc's errors a refusal carries, as JSON: the first ones that fit, the rest counted.
+ * Between services they travel in a gRPC trailer, and HTTP/2 caps a header list at 64 KiB (past
+ * it the call never ended, and the api answered 504 after its deadline).
+ */
+export const ISSUES_BYTES = 32 * 1024;
+
 export function doesNotCompile(what: string, issues: Issue[]): SopError {
   const first = issues.slice(0, 3).map((i) => `${i.file}:${i.line}: ${i.message}`).join('; ');
   const more = issues.length > 3 ? ` (and ${issues.length - 3} more)` : '';
-  return new SopError(422, 'does_not_compile', `${what} would not compile: ${first}${more}`, issues);
+  let bytes = 2;
+  let kept = 0;
+  while (kept < issues.length) {
+    const size = Buffer.byteLength(JSON.stringify(issues[kept])) + 1;
+    if (bytes + size > ISSUES_BYTES) break;
+    bytes += size;
+    kept++;
+  }
+  const omitted = issues.length - kept;
+  return new SopError(422, 'does_not_compile', `${what} would not compile: ${first}${more}`, issues.slice(0, kept), omitted || undefined);
 }

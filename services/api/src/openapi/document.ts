@@ -16,7 +16,7 @@ const PATTERN_KINDS = ['rule', 'sub', 'other'] as const;
 
 const schemas: Record<string, Schema> = {
   Error: object({
-    error: object({ code: str, message: str, issues: arr(any), problems: arr(any) }, { optional: ['issues', 'problems'] }),
+    error: object({ code: str, message: str, issues: arr(any), issues_omitted: int, problems: arr(any) }, { optional: ['issues', 'issues_omitted', 'problems'] }),
   }),
 
   // --- neatroots: runs, spans, findings (docs/api.md)

@@ -5,6 +5,7 @@ import { SopError, type ListSessionsQuery, type ReviewSopQueries, type SopQuerie
 /** Trailing metadata of a refusal: the error's code and, for does_not_compile, sopc's issues as JSON. */
 export const SOP_ERROR_CODE = 'neatroots-error-code';
 export const SOP_ERROR_ISSUES = 'neatroots-error-issues';
+export const SOP_ERROR_ISSUES_OMITTED = 'neatroots-error-issues-omitted';
 
 /** SopError's HTTP-like status as a gRPC code; the api maps it back (services/api sop-client). */
 export const SOP_STATUS_TO_GRPC: Record<SopError['status'], status> = {
@@ -26,6 +27,7 @@ function unary<Req>(fn: Handler<Req>) {
           const metadata = new Metadata();
           metadata.set(SOP_ERROR_CODE, err.code);
           if (err.issues) metadata.set(SOP_ERROR_ISSUES, JSON.stringify(err.issues));
+          if (err.issuesOmitted) metadata.set(SOP_ERROR_ISSUES_OMITTED, String(err.issuesOmitted));
           cb({ code: SOP_STATUS_TO_GRPC[err.status], details: err.message, metadata });
         } else {
           cb({ code: status.INTERNAL, details: `review (sop): ${(err as Error)?.message ?? String(err)}` });
