@@ -102,7 +102,7 @@ export class WorkspacesController {
     return this.q().release(ws, pathId('id', id));
   }
 
-  /** A session in: 202 {id, external_id, status} (queued, or unchanged for re-sent content). */
+  /** A session in: 202 {id, external_id, status} (queued, or unchanged for re-sent content unless it had failed). */
   @Post('sessions')
   @HttpCode(202)
   async receive(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {

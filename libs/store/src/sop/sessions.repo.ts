@@ -110,9 +110,11 @@ export class SopSessionsRepo {
 
   /**
    * Records a session as sent. Re-sent content for its external_id writes nothing
-   * (`unchanged`); new content replaces the session and clears its results until its check is
-   * done (`queued`). A session never seen (the usual case) costs one statement, no
-   * transaction: on PGlite every statement is a trip to the database thread.
+   * (`unchanged`), unless the session failed (no live release yet, tries run out): then it is
+   * queued again to be checked (`queued`), its transcript as sent. New content replaces the
+   * session and clears its results until its check is done (`queued`). A session never seen
+   * (the usual case) costs one statement, no transaction: on PGlite every statement is a trip
+   * to the database thread.
    */
   async receive(workspace: string, s: SessionInput, opts: { runId?: string } = {}): Promise<{ id: string; status: 'queued' | 'unchanged'; content_hash: string }> {
     const id = sessionId(workspace, s.external_id);
@@ -121,13 +123,25 @@ export class SopSessionsRepo {
     if (await this.inserts.call(row)) return { id, status: 'queued', content_hash: hash };
     // Seen before. Re-sent content is the common case of what is left: a plain read answers it
     // (as of the last commit, as the locked read would once a concurrent writer finished).
-    const seen = await this.db.query<{ content_hash: string }>('SELECT content_hash FROM sop_sessions WHERE id = $1', [id]);
-    if (seen.rows[0]?.content_hash === hash) return { id, status: 'unchanged', content_hash: hash };
+    const seen = await this.db.query<{ content_hash: string; status: SessionRecord['status'] }>('SELECT content_hash, status FROM sop_sessions WHERE id = $1', [id]);
+    if (seen.rows[0]?.content_hash === hash && seen.rows[0]?.status !== 'failed') return { id, status: 'unchanged', content_hash: hash };
     return this.db.transaction(async (tx) => {
-      const existing = await tx.query<{ content_hash: string }>('SELECT content_hash FROM sop_sessions WHERE id = $1 FOR UPDATE', [id]);
-      if (existing.rows[0]?.content_hash === hash) return { id, status: 'unchanged' as const, content_hash: hash };
+      const existing = await tx.query<{ content_hash: string; status: SessionRecord['status'] }>('SELECT content_hash, status FROM sop_sessions WHERE id = $1 FOR UPDATE', [id]);
+      const same = existing.rows[0]?.content_hash === hash;
+      // The same content: nothing to do, unless its check failed; then it is checked again.
+      if (same && existing.rows[0]?.status !== 'failed') return { id, status: 'unchanged' as const, content_hash: hash };
       // Under the row lock every check saved before is visible here, and none can be saved after.
       if (existing.rows[0]) await clearResults(tx, id);
+      if (same) {
+        // Failed: queued again as it was sent (retention may have emptied its transcript since).
+        await tx.query(
+          `UPDATE sop_sessions SET body = $2::jsonb, status = 'queued', error = NULL, release_id = NULL, result = NULL, checked_result = NULL,
+             run_id = COALESCE($3, run_id), received_at = date_trunc('milliseconds', now()), checked_at = NULL, transcript_expired_at = NULL
+           WHERE id = $1`,
+          [id, json(s), row.run_id],
+        );
+        return { id, status: 'queued' as const, content_hash: hash };
+      }
       await tx.query(
         `WITH p AS (INSERT INTO projects (name) VALUES ($2) ON CONFLICT (name) DO NOTHING)
          INSERT INTO sop_sessions (id, workspace, external_id, agent, release_asked, started_at, transcript_ref, content_hash, body, status, run_id, received_at)
@@ -210,7 +224,8 @@ export class SopSessionsRepo {
    * before `before` (epoch ms), oldest first, and marks them; returns how many. A session
    * still waiting for its check keeps its transcript (the check reads it). The checks, their
    * findings and the evidence they quote stay, and so does the content hash: the same content
-   * sent again is still "unchanged", while new content is received and checked as usual.
+   * sent again is still "unchanged" (a failed session's is queued again, its transcript as
+   * sent), while new content is received and checked as usual.
    */
   async expireTranscripts(before: number, limit = 500): Promise<number> {
     const res = await this.db.query<{ n: unknown }>(

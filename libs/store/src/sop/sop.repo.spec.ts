@@ -87,6 +87,42 @@ describe('SopSessionsRepo', () => {
     expect(await repo.get('w2', a.id)).toBeNull();
   });
 
+  it('queues a failed session again when its same content is sent again, as it was sent; any other stays unchanged', async () => {
+    const repo = new SopSessionsRepo(db);
+    const a = await repo.receive('w1', session());
+    // queued: the same content is unchanged
+    expect(await repo.receive('w1', session())).toMatchObject({ id: a.id, status: 'unchanged' });
+    await repo.markFailed(a.id, a.content_hash, 'workspace w1 has no live release yet: publish one, then send the session again');
+    // and its transcript let go since (retention empties failed sessions' too)
+    await db.query(`UPDATE sop_sessions SET received_at = now() - interval '100 days' WHERE id = $1`, [a.id]);
+    expect(await repo.expireTranscripts(Date.now() - 90 * 24 * 60 * 60_000)).toBe(1);
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'failed', error: expect.stringContaining('no live release'), body: { turns: [] } });
+
+    // sent again, the same: queued again, without its error, with its transcript as sent
+    const again = await repo.receive('w1', session(), { runId: 'run-9' });
+    expect(again).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash });
+    const got = await repo.get('w1', a.id);
+    expect(got?.session).toMatchObject({ status: 'queued', error: null, result: null, release_id: null, checked_at: null, run_id: 'run-9', body: { turns: session().turns } });
+    expect(Date.parse(got!.session.received_at)).toBeGreaterThan(Date.now() - 60_000);
+    expect(await repo.body('w1', a.id)).toMatchObject({ transcript_expired_at: null });
+    expect(await repo.queued()).toEqual([{ workspace: 'w1', id: a.id, content_hash: a.content_hash }]);
+    // queued again: sent again at once, twice, it is unchanged both times
+    expect((await Promise.all([repo.receive('w1', session()), repo.receive('w1', session())])).map((r) => r.status)).toEqual(['unchanged', 'unchanged']);
+
+    // checked: unchanged
+    const outcome = { release_id: null, result: 'followed' as const, checked_result: 'followed' as const, checks: [{ procedure_id: 'p', result: 'followed' as const, checked_result: 'followed' as const, body: {} }], findings: [] };
+    expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(true);
+    expect(await repo.receive('w1', session())).toMatchObject({ status: 'unchanged' });
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'followed' });
+
+    // failed, then sent again twice at once: queued once
+    const b = await repo.receive('w1', session({ external_id: 'call-2' }));
+    await repo.markFailed(b.id, b.content_hash, 'not checked after 6 tries: the model is away');
+    const both = await Promise.all([repo.receive('w1', session({ external_id: 'call-2' })), repo.receive('w1', session({ external_id: 'call-2' }))]);
+    expect(both.map((r) => r.status).sort()).toEqual(['queued', 'unchanged']);
+    expect((await repo.get('w1', b.id))?.session).toMatchObject({ status: 'queued', error: null });
+  });
+
   it('empties the transcripts of checked sessions received before the cutoff, oldest first, a bounded number a statement', async () => {
     const repo = new SopSessionsRepo(db);
     const outcome = { release_id: null, result: 'followed' as const, checked_result: 'followed' as const, checks: [{ procedure_id: 'p', result: 'followed' as const, checked_result: 'followed' as const, body: { quoted: 'kept' } }], findings: [] };

@@ -5,7 +5,7 @@ import { InlineJobs } from '@neatroots/platform';
 import { checkSession, noModelDecider, readFolder, recordedDecider } from '@neatroots/sop';
 import { SopError } from '@neatroots/store';
 import { SopSessions, type CheckSession } from './sessions';
-import { FIXTURES, fixtureSession, recordedDecisions, startLuigis, useMigratedDb } from '../sop-fixtures.test';
+import { FIXTURES, fixtureSession, luigisFiles, recordedDecisions, startLuigis, useMigratedDb } from '../sop-fixtures.test';
 import { SopWorkspaces } from './workspaces';
 
 const fixtureExpected = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'expected.json'), 'utf8'));
@@ -137,14 +137,39 @@ describe('SopSessions', () => {
     expect(got.error).toContain('no live release');
   });
 
+  it('a session failed for want of a live release is checked when sent again, the same, after a publish', async () => {
+    const workspaces = new SopWorkspaces(db);
+    const sessions = new SopSessions(db, workspaces, jobs, checker);
+    await sessions.start();
+    const body = fixtureSession('payment-skipped');
+    const sent = await sessions.receive('luigis', body);
+    expect(sent.status).toBe('queued');
+    expect(await checked(sessions, 'luigis', sent.id)).toMatchObject({ status: 'failed', error: expect.stringContaining('no live release yet: publish one, then send the session again') });
+    expect(checks).toBe(0);
+
+    await workspaces.push('luigis', luigisFiles());
+    await workspaces.publish('luigis');
+    // as the error says: the same session sent again is queued again, and checked
+    expect(await sessions.receive('luigis', body)).toEqual({ id: sent.id, external_id: body.external_id, status: 'queued' });
+    const got = await checked(sessions, 'luigis', sent.id);
+    expect(got).toMatchObject({ status: 'checked', error: null, result: fixtureExpected('payment-skipped').result, release_id: expect.stringMatching(/^rel_/) });
+    expect(checks).toBe(1);
+    // checked now: sent again, it is unchanged and not checked again
+    expect(await sessions.receive('luigis', body)).toMatchObject({ id: sent.id, status: 'unchanged' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(checks).toBe(1);
+  });
+
   it('marks a session failed with the reason when every try to check it failed (a model service away)', async () => {
     const workspaces = new SopWorkspaces(db);
     const files = [...readFolder(path.join(FIXTURES, 'luigis')).entries()].map(([p, text]) => ({ path: p, text }));
     await workspaces.push('luigis', files);
     await workspaces.publish('luigis');
     let tries = 0;
-    const away: CheckSession = async () => {
+    let back = false;
+    const away: CheckSession = async (args) => {
       tries++;
+      if (back) return checker(args);
       throw new Error('question service: No connection established (ECONNREFUSED)');
     };
     const sessions = new SopSessions(db, workspaces, jobs, away, { attempts: 3, backoffMs: 5 });
@@ -153,7 +178,12 @@ describe('SopSessions', () => {
     const got = await checked(sessions, 'luigis', sent.id);
     expect(tries).toBe(3);
     expect(got).toMatchObject({ status: 'failed', error: expect.stringContaining('not checked after 3 tries: question service: No connection') });
-    // sent again, it is queued again
+    // the model service back, the same session sent again is queued again, and checked
+    back = true;
+    expect(await sessions.receive('luigis', fixtureSession('payment-followed'))).toMatchObject({ id: sent.id, status: 'queued' });
+    expect(await checked(sessions, 'luigis', sent.id)).toMatchObject({ status: 'checked', error: null, result: 'followed' });
+    expect(tries).toBe(4);
+    // sent again with other content, it is queued again
     const again = fixtureSession('payment-followed');
     again.turns[0].text += ' (again)';
     expect((await sessions.receive('luigis', again)).status).toBe('queued');

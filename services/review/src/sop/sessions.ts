@@ -45,8 +45,9 @@ export interface SessionReviewHooks {
 
 /**
  * Sessions in, results out. A session is stored as sent and checked by a job (BullMQ
- * distributed, inline embedded), keyed by its content, so a re-sent session writes nothing, a
- * job run twice writes the same rows, and a check of content since replaced writes nothing.
+ * distributed, inline embedded), keyed by its content, so a re-sent session writes nothing
+ * (but one that failed is queued and checked again), a job run twice writes the same rows,
+ * and a check of content since replaced writes nothing.
  */
 export class SopSessions {
   private readonly repo: SopSessionsRepo;
@@ -106,7 +107,11 @@ export class SopSessions {
     }
   }
 
-  /** POST /v1/workspaces/{ws}/sessions: 202 {id, external_id, status}. */
+  /**
+   * POST /v1/workspaces/{ws}/sessions: 202 {id, external_id, status}: `queued` for new or
+   * changed content, and for the same content of a session that failed (checked again);
+   * `unchanged` otherwise.
+   */
   async receive(workspace: string, raw: unknown, opts: { runId?: string } = {}): Promise<{ id: string; external_id: string; status: 'queued' | 'unchanged' }> {
     let s: Session;
     try {
