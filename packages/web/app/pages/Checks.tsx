@@ -10,7 +10,7 @@ import type { CheckStat, DisabledCheck, Finding } from '../types';
 /** Where a check came from and what it does, read from its findings (pages of 500, this many at most). */
 const FINDING_PAGES = 4;
 
-/** Who may switch a database rule to halt: the person who wrote it (not a coding agent or the planner). */
+/** The database rules a person may switch to halt: their own, and a coding agent's (theirs from then on); never the planner's. */
 const HALT_BY = new Set(['app', 'cli', 'agent']);
 
 /**
