@@ -134,7 +134,8 @@ describe('docker-compose.yml', () => {
       }
     }
     const deps = (n: string) => Object.keys(svc(n).depends_on ?? {});
-    expect(deps('ingest')).toEqual(expect.arrayContaining(['kafka']));
+    // ingest resolves API keys through review: without it every export is 503
+    expect(deps('ingest')).toEqual(expect.arrayContaining(['kafka', 'review']));
     // review owns Postgres; the rule engine and question ask it over gRPC, the api asks both
     expect(deps('rule-engine')).toEqual(expect.arrayContaining(['kafka', 'redis', 'question', 'review']));
     expect(deps('question')).toEqual(expect.arrayContaining(['kafka', 'redis', 'review']));
