@@ -8,8 +8,8 @@ class FakeIngest {
   port = 0;
   calls: v1.ExportRequest[] = [];
   keys: string[] = [];
-  /** The next export calls fail with these codes, in order. */
-  failures: number[] = [];
+  /** The next export calls fail with these codes, in order (with google.rpc.RetryInfo, as ingest's back-pressure sends it, when asked). */
+  failures: (number | { code: number; retryInfo: true })[] = [];
   /** Notes put on the next successful export response. */
   piggyback: v1.Note[] = [];
   streams = new Map<string, ServerWritableStream<v1.SubscribeRequest, v1.Note>>();
@@ -18,8 +18,13 @@ class FakeIngest {
     this.server.addService(v1.IngestService, {
       export: (call: ServerUnaryCall<v1.ExportRequest, v1.ExportResponse>, cb: sendUnaryData<v1.ExportResponse>) => {
         this.keys.push(String(call.metadata.get('x-api-key')[0]));
-        const code = this.failures.shift();
-        if (code !== undefined) return cb({ code, details: 'scripted failure' });
+        const failure = this.failures.shift();
+        if (typeof failure === 'number') return cb({ code: failure, details: 'scripted failure' });
+        if (failure !== undefined) {
+          const metadata = new Metadata();
+          metadata.set('grpc-status-details-bin', Buffer.from([8, failure.code])); // a google.rpc.Status, its details left out
+          return cb({ code: failure.code, details: 'scripted failure', metadata });
+        }
         this.calls.push(call.request);
         const notes = this.piggyback.splice(0);
         cb(null, { accepted: call.request.events.length, rejected: [], notes });
@@ -127,6 +132,22 @@ describe('NeatrootsClient', () => {
     run.span({ type: 'other' });
     await run.flush();
     expect(fake.calls).toHaveLength(1);
+    expect(errors[0].message).toContain('scripted failure');
+  });
+
+  it('retries RESOURCE_EXHAUSTED that says when (back-pressure), not one that does not (a message over the size bound)', async () => {
+    fake.failures = [{ code: status.RESOURCE_EXHAUSTED, retryInfo: true }];
+    const run = client.startRun();
+    run.span({ type: 'other' });
+    await run.flush();
+    expect(fake.calls).toHaveLength(1);
+    expect(errors).toEqual([]);
+
+    fake.failures = [status.RESOURCE_EXHAUSTED, status.RESOURCE_EXHAUSTED];
+    run.span({ type: 'other' });
+    await run.flush();
+    expect(fake.calls).toHaveLength(1); // not sent again
+    expect(fake.failures).toHaveLength(1); // one try
     expect(errors[0].message).toContain('scripted failure');
   });
 

@@ -140,8 +140,18 @@ export class ExportRejectedError extends Error {
   }
 }
 
-/** Retried: nothing of the batch was acknowledged (RESOURCE_EXHAUSTED: ingest is behind, back-pressure). */
-const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED, Status.RESOURCE_EXHAUSTED]);
+/** Retried: nothing of the batch was acknowledged. */
+const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED]);
+
+/**
+ * RESOURCE_EXHAUSTED is retried when it says when to try again (google.rpc.RetryInfo in
+ * grpc-status-details-bin: ingest's back-pressure), not otherwise: a message over the size
+ * bound (ingest's or this client's own) would be refused again every time.
+ */
+function retryable(err: ServiceError): boolean {
+  if (RETRYABLE.has(err.code)) return true;
+  return err.code === Status.RESOURCE_EXHAUSTED && (err.metadata?.get('grpc-status-details-bin').length ?? 0) > 0;
+}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -314,7 +324,7 @@ export class NeatrootsClient {
         return;
       } catch (e) {
         const err = e as ServiceError;
-        if (!RETRYABLE.has(err.code) || attempt >= this.retry.maxAttempts) {
+        if (!retryable(err) || attempt >= this.retry.maxAttempts) {
           this.onError(new Error(`export of ${events.length} event(s) failed: ${err.message}`));
           return;
         }
