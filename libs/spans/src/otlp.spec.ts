@@ -268,6 +268,37 @@ describe('mapOtlpExport: OpenTelemetry GenAI conventions', () => {
     expect(rootSpan.attributes?.['gen_ai.system_instructions']).toBeUndefined();
   });
 
+  it('keeps system instructions and tool definitions in attributes except on the root agent span that makes the run_start', () => {
+    // GenAI instrumentations put the system prompt and the tool definitions on inference spans.
+    const system = JSON.stringify([{ type: 'text', content: 'You are a weather assistant.' }]);
+    const defs = JSON.stringify([{ type: 'function', name: 'get_weather', description: 'Current weather' }]);
+    const chat = span({
+      id: '1313131313131313',
+      parent: ROOT,
+      name: 'chat gpt-4o',
+      attrs: { 'gen_ai.operation.name': 'chat', 'gen_ai.system_instructions': system, 'gen_ai.tool.definitions': defs },
+    });
+    // A root agent span without instructions or input makes no run_start: nothing uses them.
+    const bareRoot = span({
+      trace: 'dddddddddddddddddddddddddddddddd',
+      id: ROOT,
+      attrs: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.tool.definitions': defs },
+    });
+    const res = mapOtlpExport(request([chat, root, bareRoot]));
+    expect(res.items.map((i) => i.kind)).toEqual(['run_start', 'span', 'span', 'run_end', 'span', 'run_end']);
+    const [chatSpan, rootSpan, bareSpan] = spansOf(res.items);
+    expect(chatSpan.attributes).toEqual({
+      'gen_ai.operation.name': 'chat', 'gen_ai.system_instructions': system, 'gen_ai.tool.definitions': defs,
+    });
+    expect(bareSpan.attributes).toEqual({ 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.tool.definitions': defs });
+    // The root agent span still fills the run_start, and does not keep them in attributes too.
+    expect((res.items[0] as { run: RunStart }).run).toMatchObject({
+      system_prompt: 'You are a weather assistant.',
+      tools: [{ name: 'get_weather', description: 'Current weather' }],
+    });
+    expect(rootSpan.attributes).toEqual({ 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'weather-agent' });
+  });
+
   it('ends a run with error, no_output (an empty output) or ok (no output recorded) from the root span', () => {
     const failedRoot = span({ id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent' }, status: { code: otlp.Status_StatusCode.STATUS_CODE_ERROR, message: 'crashed' } });
     const emptyRoot = span({ trace: 'ffffffffffffffffffffffffffffffff', id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent', 'output.value': '' } });

@@ -431,9 +431,15 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
     }
     project = opts.project;
   }
-  // Read before rest() so they do not stay in attributes when they feed the run_start.
-  const systemInstructions = from('system_prompt', a.json('gen_ai.system_instructions'));
-  const toolDefs = from('tools', a.json('gen_ai.tool.definitions'));
+  // The root agent span (no parent, type agent) gives the run its events; it opens one with a
+  // run_start when it carries system instructions or an input. Only there do the system
+  // instructions and tool definitions feed a field, so only there are they read (before
+  // rest(), which drops what was read); on every other span (a chat span carries them too)
+  // they stay in attributes as given.
+  const isRootAgent = !parent_id && type === 'agent';
+  const makesRunStart = isRootAgent && (a.has('gen_ai.system_instructions') || input !== undefined);
+  const systemInstructions = makesRunStart ? from('system_prompt', a.json('gen_ai.system_instructions')) : undefined;
+  const toolDefs = makesRunStart ? from('tools', a.json('gen_ai.tool.definitions')) : undefined;
 
   const raw: Obj = { run_id, span_id, type, name: s.name, status: error !== undefined ? 'error' : 'ok' };
   if (parent_id) raw.parent_id = parent_id;
@@ -464,8 +470,8 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
   limit({ kind: 'span', span });
 
   const out: Mapped = { span, agentWorkflow: explicitWorkflow === undefined ? agentName : undefined, explicitWorkflow: explicitWorkflow !== undefined };
-  if (!parent_id && type === 'agent') {
-    if (systemInstructions !== undefined || input !== undefined) {
+  if (isRootAgent) {
+    if (makesRunStart) {
       const startRaw: Obj = { event: 'run_start', run_id, project, workflow, session_id };
       const sys = systemInstructions === undefined ? undefined : lastText(systemInstructions, 'system');
       if (sys !== undefined) startRaw.system_prompt = sys;
