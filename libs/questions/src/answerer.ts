@@ -307,11 +307,11 @@ export class QuestionAnswerer {
    * the LLM queue"). Undefined when there is no LLM or it failed: the caller falls back to
    * the check's guidance.
    */
-  async writeNote(q: QuestionDef, quote: string | undefined, guidance: string | undefined): Promise<string | undefined> {
+  async writeNote(q: QuestionDef, quote: string | undefined, guidance: string | undefined, priority: Priority = 'note'): Promise<string | undefined> {
     const llm = this.llm();
     if (!llm) return undefined;
     try {
-      const res = await llm.queue.chat({ messages: noteMessages(q, quote, guidance), maxTokens: 200 }, { priority: 'note', wait: true });
+      const res = await llm.queue.chat({ messages: noteMessages(q, quote, guidance), maxTokens: 200 }, { priority, wait: true });
       const text = res.text.trim();
       return text ? text.slice(0, 1000) : undefined;
     } catch (e) {

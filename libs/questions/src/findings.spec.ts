@@ -114,6 +114,41 @@ describe('question findings', () => {
     expect((await step(a, [[task('t1'), flagged]])).findings).toEqual([]);
   });
 
+  it('has a note written ahead of the questions only when it goes to a running agent: quiet, a group already noted, or a run ended gets its guidance at the questions\' priority', async () => {
+    const asked: [string, string][] = [];
+    const writeNote = async (t: QuestionTask, _a: Answer, priority: string) => {
+      asked.push([t.id, priority]);
+      return `note for ${t.id}`;
+    };
+    const bare = (id: string, over: Partial<QuestionTask> = {}) => task(id, { check: question({ id: `q-${id}`, scope: 'trace', group: 'g' }), run_id: `run-${id}`, ...over });
+    const finishWith = async (q: QuestionFindings, items: [QuestionTask, Answer][]) => {
+      const s = await q.begin(items.map(([t]) => t));
+      for (const [t, a] of items) q.apply(s, t, a);
+      const out = await q.finish(s, writeNote);
+      await out.commit();
+      return out;
+    };
+    // a running agent: ahead
+    const live = await finishWith(f, [[bare('live'), flagged]]);
+    expect(live.notes[0]).toMatchObject({ text: 'note for live' });
+    // the run ended: nobody reads it, but the finding keeps the guidance
+    const ended = await finishWith(f, [[bare('ended', { final: true }), flagged]]);
+    expect(ended.findings[0].guidance).toBe('note for ended');
+    // a second finding of the same group in one run: no note
+    const grouped = await finishWith(f, [[bare('g1', { run_id: 'shared' }), flagged], [task('g2', { run_id: 'shared', check: question({ id: 'q-g2', scope: 'trace', group: 'g' }) }), flagged]]);
+    expect(grouped.notes).toHaveLength(1);
+    // a quiet check
+    const quiet = new QuestionFindings({ windows: new MemoryWindowStore<QuestionFindingsWindow>(), quiet: () => true });
+    await finishWith(quiet, [[bare('quiet'), flagged]]);
+    expect(asked).toEqual([
+      ['live', 'note'],
+      ['ended', 'normal'],
+      ['g1', 'note'],
+      ['g2', 'normal'],
+      ['quiet', 'normal'],
+    ]);
+  });
+
   it('sends no note for a quiet check, and one per group per run', async () => {
     const quiet = new QuestionFindings({ windows: new MemoryWindowStore<QuestionFindingsWindow>(), quiet: () => true });
     expect((await step(quiet, [[task('t1'), flagged]])).notes).toEqual([]);

@@ -1,5 +1,6 @@
 import { fillGuidance, findingId, type FindingEvent, type NoteOut } from '@neatroots/checks';
 import type { WindowStore } from '@neatroots/ports';
+import type { Priority } from './batcher';
 import { normalizeForQuote, quoteParts } from './quote';
 import { saveWindows } from './windows';
 import type { Answer, EvidenceDoc, QuestionTask } from './types';
@@ -167,26 +168,34 @@ export class QuestionFindings {
 
   /**
    * Notes for the raised findings (not for quiet checks; one per group per run), then the
-   * output. `writeNote` gives the note's text for a check that has no guidance of its own.
+   * output. `writeNote` gives the guidance for a check that has none of its own: ahead of the
+   * questions in the model's queue (`note`) only when it goes to an agent still running; a
+   * finding whose note is not sent (quiet, its group's note already sent, the run ended) gets
+   * its guidance at the questions' own priority.
    */
-  async finish(step: FindingsStep, writeNote?: (task: QuestionTask, answer: Answer) => Promise<string | undefined>): Promise<FindingsOutput> {
+  async finish(step: FindingsStep, writeNote?: (task: QuestionTask, answer: Answer, priority: Priority) => Promise<string | undefined>): Promise<FindingsOutput> {
     const findings: FindingEvent[] = [];
     const notes: NoteOut[] = [];
+    const sends: boolean[] = [];
+    for (const { ev, w } of step.emitted) {
+      let send = ev.status === 'raised' && !(await this.opts.quiet?.(w.project, ev.check_id));
+      if (send && ev.group) {
+        const noted = (w.noted_groups ??= {});
+        if (noted[ev.group]) send = false;
+        else noted[ev.group] = ev.id;
+      }
+      sends.push(send);
+    }
     const written = await Promise.all(
-      step.emitted.map(({ ev, task, answer }) =>
-        ev.status === 'raised' && !task.check.guidance && writeNote ? writeNote(task, answer) : Promise.resolve(undefined),
+      step.emitted.map(({ ev, task, answer }, i) =>
+        ev.status === 'raised' && !task.check.guidance && writeNote ? writeNote(task, answer, sends[i] && !task.final ? 'note' : 'normal') : Promise.resolve(undefined),
       ),
     );
     for (let i = 0; i < step.emitted.length; i++) {
       const { ev, w } = step.emitted[i];
       if (written[i]) ev.guidance = written[i]!;
       findings.push(ev);
-      if (ev.status !== 'raised' || (await this.opts.quiet?.(w.project, ev.check_id))) continue;
-      if (ev.group) {
-        const noted = (w.noted_groups ??= {});
-        if (noted[ev.group]) continue;
-        noted[ev.group] = ev.id;
-      }
+      if (!sends[i]) continue;
       notes.push({
         id: `note-${ev.id}`,
         project: w.project,

@@ -75,7 +75,7 @@ export class QuestionProcessor {
       const ev = this.findings.apply(step, t, answers[i]);
       results.push(this.result(t, answers[i], ev));
     });
-    const out = await this.findings.finish(step, (t, a) => this.opts.answerer.writeNote(t.check, a.quote, t.check.guidance));
+    const out = await this.findings.finish(step, (t, a, priority) => this.opts.answerer.writeNote(t.check, a.quote, t.check.guidance, priority));
     if (this.opts.awaitPlans) await Promise.all(plans);
     return {
       findings: out.findings,
