@@ -89,8 +89,19 @@ func (e *ExportRejectedError) Error() string {
 	return fmt.Sprintf("neatroots rejected %d item(s): %s", len(e.Rejected), strings.Join(reasons, "; "))
 }
 
-// Retried: nothing of the batch was acknowledged (ResourceExhausted: ingest is behind, back-pressure).
-var retryable = map[codes.Code]bool{codes.Unavailable: true, codes.DeadlineExceeded: true, codes.Aborted: true, codes.ResourceExhausted: true}
+// Retried: nothing of the batch was acknowledged.
+var retryableCodes = map[codes.Code]bool{codes.Unavailable: true, codes.DeadlineExceeded: true, codes.Aborted: true}
+
+// retryable: ResourceExhausted is retried when it says when to try again (google.rpc.RetryInfo
+// in its details: ingest's back-pressure), not otherwise: a message over the size bound would be
+// refused again every time.
+func retryable(err error) bool {
+	st := status.Convert(err)
+	if retryableCodes[st.Code()] {
+		return true
+	}
+	return st.Code() == codes.ResourceExhausted && len(st.Proto().GetDetails()) > 0
+}
 
 // A notes stream that ends with one of these is not opened again: it would fail the same way.
 var final = map[codes.Code]bool{codes.Unauthenticated: true, codes.PermissionDenied: true, codes.InvalidArgument: true}
@@ -253,8 +264,7 @@ func (c *Client) export(events []*v1.Event) {
 		res, err := c.ingest.Export(ctx, &v1.ExportRequest{Events: events})
 		cancel()
 		if err != nil {
-			code := status.Code(err)
-			if !retryable[code] || attempt >= c.opts.MaxAttempts {
+			if !retryable(err) || attempt >= c.opts.MaxAttempts {
 				c.onError(fmt.Errorf("export of %d event(s) failed: %w", len(events), err))
 				return
 			}

@@ -120,3 +120,17 @@ func TestAHaltStopsTheNextToolCall(t *testing.T) {
 		t.Fatalf("errors: %v", *errs)
 	}
 }
+
+func TestAnExportOverTheSizeBoundIsRefusedOnceNotRetried(t *testing.T) {
+	c, errs := client(t)
+	run := c.StartRun(neatroots.RunOptions{Workflow: "support-agent"})
+	started := time.Now()
+	run.Span(neatroots.SpanInit{Type: "tool", Tool: "upload", Input: strings.Repeat("x", 9<<20)}) // over ingest's 8 MiB
+	run.Flush()
+	if took := time.Since(started); took > 1500*time.Millisecond {
+		t.Fatalf("it waited %v to send it again", took)
+	}
+	if len(*errs) != 1 || !strings.Contains((*errs)[0].Error(), "ResourceExhausted") {
+		t.Fatalf("errors: %v", *errs)
+	}
+}

@@ -40,7 +40,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
     await server?.close();
   });
 
-  it('passes its tests against a running server: a note received, a halt stopping the next tool call', async () => {
+  it('passes its tests against a running server: a note received, a halt stopping the next tool call, an export over the size bound not sent again', async () => {
     const res = await run(go!, ['test', '-count=1', '-v', './...'], {
       cwd: mod,
       env: { ...env, NEATROOTS_ADDRESS: server.address, NEATROOTS_API_KEY: KEY },
@@ -48,6 +48,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
     }).catch(fail('go test'));
     expect(res.stdout).toMatch(/--- PASS: TestANoteReachesTheRun/);
     expect(res.stdout).toMatch(/--- PASS: TestAHaltStopsTheNextToolCall/);
+    expect(res.stdout).toMatch(/--- PASS: TestAnExportOverTheSizeBoundIsRefusedOnceNotRetried/);
     expect(res.stdout).not.toMatch(/SKIP/);
   }, 300_000);
 

@@ -29,13 +29,24 @@ from neatroots.v1 import ingest_pb2, ingest_pb2_grpc, spans_pb2
 T = TypeVar("T")
 Note = ingest_pb2.Note
 
-# Retried: nothing of the batch was acknowledged (RESOURCE_EXHAUSTED: ingest is behind, back-pressure).
+# Retried: nothing of the batch was acknowledged.
 _RETRYABLE = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
     grpc.StatusCode.ABORTED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
+
+
+def _retryable(e: grpc.RpcError) -> bool:
+    """RESOURCE_EXHAUSTED is retried when it says when to try again (google.rpc.RetryInfo in
+    grpc-status-details-bin: ingest's back-pressure), not otherwise: a message over the size
+    bound would be refused again every time."""
+    if e.code() in _RETRYABLE:
+        return True
+    if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return False
+    trailers = e.trailing_metadata() or ()
+    return any(k == "grpc-status-details-bin" for k, _ in trailers)
 # A notes stream that ends with one of these is not opened again: it would fail the same way.
 _FINAL = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT}
 
@@ -187,7 +198,7 @@ class NeatrootsClient:
             try:
                 res = self._stub.Export(request, metadata=self._metadata, timeout=self._timeout)
             except grpc.RpcError as e:
-                if e.code() not in _RETRYABLE or attempt >= max_attempts:
+                if not _retryable(e) or attempt >= max_attempts:
                     self.on_error(RuntimeError(f"export of {len(events)} event(s) failed: {e.code().name}: {e.details()}"))
                     return
                 base = min(max_delay, initial * 2 ** (attempt - 1))

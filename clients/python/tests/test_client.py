@@ -57,5 +57,20 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.errors, [])
 
 
+    def test_an_export_over_the_size_bound_is_refused_once_not_retried(self):
+        errors = []
+        client = NeatrootsClient(ADDRESS, API_KEY, flush_interval_s=0.02, initial_delay_s=2.0, max_delay_s=2.0, subscribe=False, on_error=errors.append)
+        try:
+            run = client.start_run(workflow="support-agent")
+            started = time.time()
+            run.span(type="tool", tool="upload", input="x" * (9 * 1024 * 1024))  # over ingest's 8 MiB
+            run.flush()
+            self.assertEqual(len(errors), 1, errors)
+            self.assertIn("RESOURCE_EXHAUSTED", str(errors[0]))
+            self.assertLess(time.time() - started, 1.5, "it waited to send it again")
+        finally:
+            client.close()
+
+
 if __name__ == "__main__":
     unittest.main()
