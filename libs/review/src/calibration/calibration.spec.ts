@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { calibrateProcedure, fitQuestion, type CalibrationLabel, type CalibrationRule, type ProcedureInput } from './calibrate';
 import { putRight, widen, type Band, type Point } from './fit';
+import { verdictCovers } from '../patterns/suppression';
 import { fieldOfFinding, labelOf } from './labels';
 
 const STEP: Band = [0.2, 0.8, 0.5];
@@ -27,6 +28,18 @@ describe('labels from verdicts and overrides', () => {
     ['unheeded', 'responded'],
     ['out_of_order', null],
   ])('a %s finding labels the %s question', (status, field) => expect(fieldOfFinding(status)).toBe(field));
+
+  it('a verdict given while wording A was current labels A\'s findings, not those of B or C (A -> B -> C, C current)', () => {
+    const current = { rule_id: 'C', since: '2026-11-20T00:00:00.000Z' };
+    const findings = [{ rule_id: 'A', wording_since: null }, { rule_id: 'B', wording_since: '2026-11-10T00:00:00.000Z' }, { rule_id: 'C' }];
+    const label = (verdict: 'checker_wrong' | 'acceptable', at: string) =>
+      findings.map((f) => labelOf({ verdict, verdictCovers: verdictCovers(at, f, current), override: null }));
+    expect(label('checker_wrong', '2026-11-01T00:00:00.000Z')).toEqual([false, null, null]);
+    expect(label('acceptable', '2026-11-01T00:00:00.000Z')).toEqual([true, null, null]);
+    expect(label('checker_wrong', '2026-11-15T00:00:00.000Z')).toEqual([false, false, null]);
+    // an override labels its finding whatever the wording
+    expect(labelOf({ verdict: 'acceptable', verdictCovers: verdictCovers('2026-11-01T00:00:00.000Z', findings[1], current), override: { correct: false } })).toBe(false);
+  });
 });
 
 const pt = (session_id: string, p: number, correct: boolean): Point => ({ session_id, p, correct });

@@ -40,6 +40,42 @@ describe('suppression', () => {
     expect(isSuppressed({ verdict: 'acceptable', verdictCovers: false, override: null })).toBe(false);
     expect(isSuppressed({ verdict: 'acceptable', verdictCovers: false, override: WRONG })).toBe(true);
   });
+
+  describe('wordings A -> B -> C (C current), a verdict given while A was current', () => {
+    const A_AT = null; // the first wording: no previous rule
+    const B_AT = '2026-11-10T00:00:00.000Z';
+    const C_AT = '2026-11-20T00:00:00.000Z';
+    const current = { rule_id: 'C', since: C_AT };
+    const onA = { rule_id: 'A', wording_since: A_AT };
+    const onB = { rule_id: 'B', wording_since: B_AT };
+    const onC = { rule_id: 'C' };
+    const ON_A = '2026-11-01T00:00:00.000Z';
+    const ON_B = '2026-11-15T00:00:00.000Z';
+
+    it("covers A's findings (the wording it judged) and neither B's nor C's, which came after it", () => {
+      expect(verdictCovers(ON_A, onA, current)).toBe(true);
+      expect(verdictCovers(ON_A, onB, current)).toBe(false);
+      expect(verdictCovers(ON_A, onC, current)).toBe(false);
+    });
+
+    it("so an acceptable verdict on A suppresses A's findings and not B's; a checker_wrong one too", () => {
+      for (const verdict of ['acceptable', 'checker_wrong'] as const) {
+        expect(isSuppressed({ verdict, verdictCovers: verdictCovers(ON_A, onA, current), override: null })).toBe(true);
+        expect(isSuppressed({ verdict, verdictCovers: verdictCovers(ON_A, onB, current), override: null })).toBe(false);
+      }
+    });
+
+    it('a verdict given while B was current covers A and B, not C; one given on C (or the day C came in) covers all', () => {
+      expect([onA, onB, onC].map((f) => verdictCovers(ON_B, f, current))).toEqual([true, true, false]);
+      expect([onA, onB, onC].map((f) => verdictCovers(B_AT, f, current))).toEqual([true, true, false]);
+      expect([onA, onB, onC].map((f) => verdictCovers(C_AT, f, current))).toEqual([true, true, true]);
+    });
+
+    it("an earlier wording whose date is unknown (null), or not given, is covered", () => {
+      expect(verdictCovers(ON_A, { rule_id: 'B', wording_since: null }, current)).toBe(true);
+      expect(verdictCovers(ON_A, { rule_id: 'B' }, current)).toBe(true);
+    });
+  });
 });
 
 describe('verdicts', () => {

@@ -9,9 +9,10 @@ import { suppresses, type VerdictKind } from './verdicts';
  *   - an override with correct: true overrides a checker_wrong pattern for that finding;
  *   - acceptable suppresses either way (the finding is right, and fine in this situation).
  *
- * `verdictCovers` is false for a finding on a wording of the rule newer than the verdict: the
- * verdict judged the old wording, so it does not suppress the new findings until a verdict
- * confirms it (the pattern is then needs_review, reason reworded).
+ * `verdictCovers` is false for a finding on a wording of the rule newer than the verdict (the
+ * current wording, or one between the verdict's and the current): the verdict judged the old
+ * wording, so it does not suppress the newer findings until a verdict confirms it (the pattern
+ * is then needs_review, reason reworded).
  */
 export interface SuppressionFacts {
   /** The pattern's verdict (its own or inherited), or null. */
@@ -28,9 +29,25 @@ export function isSuppressed(f: SuppressionFacts): boolean {
   return true;
 }
 
-/** Whether a verdict given at `verdictAt` covers a finding: false on a wording that came after it. */
-export function verdictCovers(verdictAt: string | null, finding: { rule_id: string }, wording: { rule_id: string; since: string | null }): boolean {
+/**
+ * Whether a verdict given at `verdictAt` covers a finding: only when the verdict is not older
+ * than the finding's own wording of the rule (when that wording came in, with the release that
+ * introduced it). A verdict judged the wording(s) of its time: their findings stay covered, and
+ * the findings of every wording that came after it (the current one, or one in between) are not.
+ *
+ * `wording` is the rule's current wording, with `since` when it came in (the rule pattern's
+ * `reworded_at`, null for a first wording): it dates findings on the current wording.
+ * `finding.wording_since` dates a finding on an earlier wording (for a rule that replaced
+ * another, when the first release with it was published: `wordingSince(rows)(procedure, rule_id)`
+ * in @neatroots/store); null is a first wording, or a date nobody knows, and is covered. A
+ * caller that leaves it out gets the old reading, where every earlier wording is covered.
+ */
+export function verdictCovers(
+  verdictAt: string | null,
+  finding: { rule_id: string; wording_since?: string | null },
+  wording: { rule_id: string; since: string | null },
+): boolean {
   if (verdictAt === null) return false;
-  if (finding.rule_id !== wording.rule_id || wording.since === null) return true;
-  return verdictAt >= wording.since;
+  const since = finding.rule_id === wording.rule_id ? wording.since : (finding.wording_since ?? null);
+  return since === null || verdictAt >= since;
 }

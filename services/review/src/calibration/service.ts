@@ -15,6 +15,7 @@ import { DEFAULT_DECISIONS, questionWording, QuestionBands, type BandKind, type 
 import {
   CalibrationRepo,
   LineageRepo,
+  wordingSince,
   WorkspaceRepo,
   type CalibrateInput,
   type CalibratedProcedureView,
@@ -91,20 +92,23 @@ export class Calibration implements CalibrationQueries {
   /** The job: fit, store unless a dry run, answer the REST body. */
   async run(job: CalibrateJob): Promise<CalibrationView> {
     const { db } = this.opts;
-    const [live, rows, stored, lineage] = await Promise.all([
+    const [live, rows, stored, lineageRows] = await Promise.all([
       new WorkspaceRepo(db).release<Lock>(job.workspace, 'live'),
       this.repo.labeledFindings(db, job.workspace, job.procedure),
       this.repo.bands(db, job.workspace),
       // which rule each reworded rule replaced: labels on every wording count for the live one
-      this.lineage.rows(db, job.workspace).then((rows) => new Lineage(rows)),
+      this.lineage.rows(db, job.workspace),
     ]);
+    const lineage = new Lineage(lineageRows);
+    // when each earlier wording came in: a verdict older than a finding's wording does not label it
+    const since = wordingSince(lineageRows);
     const bands = new QuestionBands(stored.map((r) => ({ ...r, field: r.field as BandKind })));
     const inRelease = new Map((live?.lock.procedures ?? []).map((p) => [p.procedure_id, p]));
     const ids = job.procedure ? [job.procedure] : [...new Set([...inRelease.keys(), ...rows.map((r) => r.procedure_id)])].sort();
 
     const fits = ids.map((id) => {
       const procedure = inRelease.get(id) ?? null;
-      const labeled = labelsOf(rows.filter((r) => r.procedure_id === id), lineage);
+      const labeled = labelsOf(rows.filter((r) => r.procedure_id === id), lineage, since);
       const rules: CalibrationRule[] | null = procedure
         ? procedure.rules.map((r) => ({ rule_id: r.rule_id, lineage_id: lineageIdOf(id, r.rule_id, lineage), kind: r.kind, index: r.index, text: r.text, action: r.action }))
         : null;
@@ -150,7 +154,7 @@ export class Calibration implements CalibrationQueries {
  * labeled finding; a label is used when its finding came from a question's decision whose
  * probability the check kept. A finding not yet in a pattern is keyed by its rule's lineage.
  */
-export function labelsOf(rows: readonly LabeledFindingRow[], lineage: Lineage): { sessions: number; labels: CalibrationLabel[] } {
+export function labelsOf(rows: readonly LabeledFindingRow[], lineage: Lineage, since: (procedureId: string, ruleId: string) => string | null = () => null): { sessions: number; labels: CalibrationLabel[] } {
   const sessions = new Set<string>();
   const labels: CalibrationLabel[] = [];
   for (const r of rows) {
@@ -158,7 +162,7 @@ export function labelsOf(rows: readonly LabeledFindingRow[], lineage: Lineage): 
     const v = r.own_verdict ?? r.rule_verdict;
     const correct = labelOf({
       verdict: v?.verdict ?? null,
-      verdictCovers: v !== null && verdictCovers(v.created_at, r, { rule_id: r.wording_rule_id ?? r.rule_id, since: r.reworded_at }),
+      verdictCovers: v !== null && verdictCovers(v.created_at, { rule_id: r.rule_id, wording_since: since(r.procedure_id, r.rule_id) }, { rule_id: r.wording_rule_id ?? r.rule_id, since: r.reworded_at }),
       override: r.override,
     });
     if (correct === null) continue;

@@ -1,7 +1,7 @@
 import type { Queryable } from '@neatroots/ports';
 import { effectiveVerdict, isSuppressed, rollUpCheck, rollUpSession, verdictCovers } from '@neatroots/review-domain';
 import type { Lock, ProcedureCheck, ProcedureResult } from '@neatroots/sop';
-import { chunks, PatternsRepo, type FindingRef, type OverrideRecord, type PatternRecord, type VerdictRecord } from '@neatroots/store';
+import { chunks, LineageRepo, PatternsRepo, wordingSince, type FindingRef, type OverrideRecord, type PatternRecord, type VerdictRecord } from '@neatroots/store';
 
 /** A pattern with what its findings' suppression depends on: the verdict it goes by, and its rule's current wording. */
 export interface VerdictContext {
@@ -9,6 +9,8 @@ export interface VerdictContext {
   verdict: (VerdictRecord & { inherited: boolean }) | null;
   history: VerdictRecord[];
   wording: { rule_id: string; since: string | null };
+  /** When each wording of the workspace's rules came in (for a finding on an earlier wording than the current). */
+  since: (procedureId: string, ruleId: string) => string | null;
 }
 
 const findingKey = (s: string, p: string, r: string) => `${s}\0${p}\0${r}`;
@@ -27,6 +29,9 @@ export class ReviewWrites {
     const byId = new Map(patterns.map((p) => [p.id, p]));
     const missingParents = [...new Set(patterns.map((p) => p.parent_id).filter((id): id is string => id !== null && !byId.has(id)))];
     for (const p of await this.repo.patternsByIds(q, missingParents)) byId.set(p.id, p);
+    // A verdict covers a finding only if not older than the finding's own wording (verdictCovers).
+    const since = new Map<string, (procedureId: string, ruleId: string) => string | null>();
+    for (const ws of new Set(patterns.map((p) => p.workspace))) since.set(ws, wordingSince(await new LineageRepo().rows(q, ws)));
     const verdicts = await this.repo.verdicts(q, [...byId.keys()]);
     const own = new Map<string, VerdictRecord[]>();
     for (const v of verdicts) (own.get(v.pattern_id) ?? own.set(v.pattern_id, []).get(v.pattern_id)!).push(v);
@@ -41,16 +46,17 @@ export class ReviewWrites {
         verdict: effectiveVerdict(mine[0] ?? null, parent ? (own.get(parent.id)?.[0] ?? null) : null),
         history: mine.slice(1),
         wording: { rule_id: rule.rule_id, since: rule.reworded_at },
+        since: since.get(p.workspace) ?? (() => null),
       });
     }
     return out;
   }
 
-  suppressed(f: Pick<FindingRef, 'rule_id'>, ctx: VerdictContext | undefined, override: Pick<OverrideRecord, 'correct'> | undefined): boolean {
+  suppressed(f: Pick<FindingRef, 'rule_id' | 'procedure_id'>, ctx: VerdictContext | undefined, override: Pick<OverrideRecord, 'correct'> | undefined): boolean {
     const v = ctx?.verdict ?? null;
     return isSuppressed({
       verdict: v?.verdict ?? null,
-      verdictCovers: v !== null && ctx !== undefined && verdictCovers(v.created_at, f, ctx.wording),
+      verdictCovers: v !== null && ctx !== undefined && verdictCovers(v.created_at, { rule_id: f.rule_id, wording_since: ctx.since(f.procedure_id, f.rule_id) }, ctx.wording),
       override: override ? { correct: override.correct } : null,
     });
   }
