@@ -14,20 +14,27 @@ export interface BullJobsOptions {
   onRetry?: (job: RetriedJob) => void;
   /** How long close() waits for running jobs (default 10 s). */
   closeGraceMs?: number;
-  /** How long a serialize key stays held if its holder dies without releasing it (default 10 min). */
+  /**
+   * How long a serialize key stays held if its holder dies without releasing it (default 10 min).
+   * A living holder renews it while its job runs, however long that is.
+   */
   serializeLockMs?: number;
+  /** How often a running job renews its serialize key's expiry (default a third of serializeLockMs). */
+  serializeRenewMs?: number;
 }
 
 /** Compare-and-delete: only the holder releases a serialize lock. */
 const RELEASE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
+/** Compare-and-extend: only the holder renews a serialize lock, to ARGV[2] ms from now. */
+const RENEW = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
 
 /**
  * The jobs port on BullMQ (the distributed deployment; the seed's Hatchet workflows). One
  * Queue per queue name, one Worker per work() call, QueueEvents only for run(). Repeatable
  * jobs are BullMQ job schedulers keyed by name, so every replica may register the daily job
- * and Redis keeps one. Jobs with the same serialize key are held apart by a lock in Redis: a
- * job that finds its key held goes back to the delayed set for a moment, without spending
- * an attempt.
+ * and Redis keeps one. Jobs with the same serialize key are held apart by a lock in Redis,
+ * renewed while its job runs and released when it ends: a job that finds its key held goes
+ * back to the delayed set for a moment, without spending an attempt.
  */
 export class BullJobs implements Jobs {
   private readonly connection: ConnectionOptions;
@@ -37,13 +44,21 @@ export class BullJobs implements Jobs {
   private readonly workers: Worker[] = [];
   private redis?: Redis;
 
+  private readonly lockMs: number;
+  private readonly renewMs: number;
+
   constructor(private readonly opts: BullJobsOptions) {
     this.connection = { url: opts.url, maxRetriesPerRequest: null } as ConnectionOptions;
     this.prefix = opts.prefix ?? 'neatroots';
+    this.lockMs = opts.serializeLockMs ?? 600_000;
+    this.renewMs = opts.serializeRenewMs ?? Math.floor(this.lockMs / 3);
+    if (!(this.lockMs > 0)) throw new RangeError(`serializeLockMs must be positive, not ${this.lockMs}`);
+    if (!(this.renewMs > 0 && this.renewMs < this.lockMs)) {
+      throw new RangeError(`serializeRenewMs must be positive and below serializeLockMs (${this.lockMs}), not ${this.renewMs}`);
+    }
   }
 
   async work<T, R>(queue: string, handler: JobHandler<T, R>, opts: WorkOptions<T> = {}): Promise<void> {
-    const lockMs = this.opts.serializeLockMs ?? 600_000;
     const worker = new Worker(
       queue,
       async (job: Job, token?: string) => {
@@ -51,15 +66,19 @@ export class BullJobs implements Jobs {
         if (key === undefined) return handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
         const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
         const holder = randomUUID();
-        const got = await this.lockClient().set(lockKey, holder, 'PX', lockMs, 'NX');
+        const got = await this.lockClient().set(lockKey, holder, 'PX', this.lockMs, 'NX');
         if (!got) {
           // Someone runs this key now: come back shortly, without using up an attempt.
           await job.moveToDelayed(Date.now() + 200 + Math.floor(Math.random() * 200), token);
           throw new DelayedError();
         }
+        // Held for as long as the job runs (as the inline driver does): the expiry is pushed out
+        // while this holder still owns the key, so it only runs out if this process dies.
+        const stopRenewing = this.renewWhileRunning(lockKey, holder);
         try {
           return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
         } finally {
+          stopRenewing();
           await this.lockClient().eval(RELEASE, 1, lockKey, holder);
         }
       },
@@ -154,6 +173,35 @@ export class BullJobs implements Jobs {
       await e.waitUntilReady();
     }
     return e;
+  }
+
+  /**
+   * Extends `lockKey` to serializeLockMs from now every serializeRenewMs, as long as `holder`
+   * owns it; the returned function stops it. A renewal that fails (Redis away) is tried again
+   * at the next tick, still within the expiry; one that finds the key no longer ours stops.
+   */
+  private renewWhileRunning(lockKey: string, holder: string): () => void {
+    let stopped = false;
+    let inFlight = false;
+    const timer = setInterval(() => {
+      if (stopped || inFlight) return;
+      inFlight = true;
+      this.lockClient()
+        .eval(RENEW, 1, lockKey, holder, String(this.lockMs))
+        .then((renewed) => {
+          if (Number(renewed) !== 1) stop();
+        })
+        .catch(() => undefined)
+        .finally(() => {
+          inFlight = false;
+        });
+    }, this.renewMs);
+    timer.unref();
+    const stop = () => {
+      stopped = true;
+      clearInterval(timer);
+    };
+    return stop;
   }
 
   private lockClient(): Redis {

@@ -1,0 +1,93 @@
+import { RedisScratch } from '../testing/private-redis';
+import { serviceOrSkip } from '../testing/services';
+import { BullJobs } from './bullmq';
+
+// What only the BullMQ driver has: a serialize key's lock in Redis, with an expiry for a holder
+// that dies. (The behaviour both drivers share is in contract/jobs.contract.test.ts.)
+const redis = serviceOrSkip('redis', 'BullJobs serialize lock');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(cond: () => boolean, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await sleep(20);
+  }
+}
+
+(redis ? describe : describe.skip)('BullJobs serialize lock (the review jobs one at a time per workspace)', () => {
+  const url = redis?.url ?? '';
+  const scratch = new RedisScratch(url, 'it_bulljobs');
+  const clients: BullJobs[] = [];
+  const open = (prefix: string) => {
+    const c = new BullJobs({ url, prefix, closeGraceMs: 5_000, serializeLockMs: 300, serializeRenewMs: 100 });
+    clients.push(c);
+    return c;
+  };
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    await scratch.cleanup();
+  });
+
+  it('holds a key for as long as its job runs, well past the lock expiry, while another key runs alongside', async () => {
+    const prefix = scratch.next();
+    // two replicas, each allowed several jobs at a time: only the lock keeps same-key jobs apart
+    const [one, two] = [open(prefix), open(prefix)];
+    type Run = { n: number; ws: string; start: number; end?: number };
+    const runs: Run[] = [];
+    const ttlsWhileRunning: number[] = [];
+    const handler = async (d: { n: number; ws: string }) => {
+      const run: Run = { n: d.n, ws: d.ws, start: Date.now() };
+      runs.push(run);
+      // a recluster that outlives the lock's expiry (300 ms) more than three times over
+      const ms = d.ws === 'a' ? 1_000 : 400;
+      for (let t = 0; t < ms; t += 100) {
+        await sleep(100);
+        if (d.ws === 'a') ttlsWhileRunning.push(await scratch.raw.pttl(`${prefix}:recluster:serialize:a`));
+      }
+      run.end = Date.now();
+    };
+    const opts = { concurrency: 3, serializeBy: (d: { ws: string }) => d.ws };
+    await one.work('recluster', handler, opts);
+    await two.work('recluster', handler, opts);
+    await one.add('recluster', { n: 1, ws: 'a' });
+    await until(() => runs.length === 1);
+    await two.add('recluster', { n: 2, ws: 'a' });
+    await one.add('recluster', { n: 3, ws: 'b' });
+    await until(() => runs.length === 3 && runs.every((r) => r.end !== undefined), 30_000);
+
+    const [a1, a2] = runs.filter((r) => r.ws === 'a');
+    const b = runs.find((r) => r.ws === 'b')!;
+    // the second job of "a" started only once the first had ended
+    expect(a1.n).toBe(1);
+    expect(a2.start).toBeGreaterThanOrEqual(a1.end!);
+    // the job of "b" ran while the first of "a" did
+    expect(b.start).toBeLessThan(a1.end!);
+    expect(b.end!).toBeGreaterThan(a1.start);
+    // the lock kept a bounded expiry all along (a holder that dies frees it), and is gone after
+    expect(ttlsWhileRunning.length).toBeGreaterThan(0);
+    expect(Math.min(...ttlsWhileRunning)).toBeGreaterThan(0);
+    expect(Math.max(...ttlsWhileRunning)).toBeLessThanOrEqual(300);
+    expect(await scratch.raw.exists(`${prefix}:recluster:serialize:a`)).toBe(0);
+  });
+
+  it('runs a job of a key whose holder died once the lock it left expires', async () => {
+    const prefix = scratch.next();
+    const jobs = open(prefix);
+    // a replica that took the key and died: its lock is left with its expiry
+    const lockKey = `${prefix}:recluster:serialize:a`;
+    await scratch.raw.set(lockKey, 'dead-holder', 'PX', 300);
+    const started: number[] = [];
+    await jobs.work('recluster', async () => void started.push(Date.now()), { serializeBy: (d: { ws: string }) => d.ws });
+    const added = Date.now();
+    await jobs.add('recluster', { ws: 'a' });
+    await until(() => started.length === 1);
+    expect(started[0] - added).toBeGreaterThanOrEqual(250);
+    expect(await scratch.raw.exists(lockKey)).toBe(0);
+  });
+
+  it('rejects a renew interval that is not below the lock expiry', () => {
+    expect(() => new BullJobs({ url, serializeLockMs: 300, serializeRenewMs: 300 })).toThrow(/serializeRenewMs must be positive and below serializeLockMs/);
+    expect(() => new BullJobs({ url, serializeLockMs: 0 })).toThrow(/serializeLockMs must be positive/);
+  });
+});
