@@ -147,6 +147,25 @@ describe('loadChecks', () => {
     expect(loadChecks({ library: false, home, database: [{ id: 'stop-loop', yaml: countRule('stop-loop', 500) }] }).checks[0].source).toBe('database');
   });
 
+  it('guards a halt rule only in its own projects: another project\'s database check with the same id stays in effect there', () => {
+    const home = path.join(tmp, 'home');
+    const projA = path.join(tmp, 'a');
+    const haltA = write(path.join(projA, '.neatroots', 'checks', 'x.yaml'), countRule('x', 5, 'action: halt\n'));
+    registerProject(home, { name: 'proj-a', path: projA, steering: true });
+    const inB = { id: 'x', yaml: countRule('x', 500, 'applies_to: { project: [proj-b] }\n'), origin: 'agent' };
+    const { checks, warnings } = loadChecks({ library: false, home, database: [inB] });
+    expect(warnings).toEqual([]);
+    expect(checks).toEqual([
+      expect.objectContaining({ id: 'x', source: 'project', action: 'halt', file: haltA, applies_to: { project: ['proj-a'] } }),
+      expect.objectContaining({ id: 'x', source: 'database', action: 'flag', applies_to: { project: ['proj-b'] } }),
+    ]);
+    // In project A the halt rule still wins over a database check that reaches it.
+    const inA = { id: 'x', yaml: countRule('x', 500, 'applies_to: { project: [proj-a, proj-b] }\n'), origin: 'agent' };
+    const both = loadChecks({ library: false, home, database: [inA] });
+    expect(both.checks).toEqual([expect.objectContaining({ id: 'x', source: 'project', action: 'halt' })]);
+    expect(both.warnings).toEqual([`database: check x: ignored: it would replace your halt rule in ${haltA}`]);
+  });
+
   it('in lenient mode collects errors and keeps what a broken file gave last time', () => {
     const { library, home, projA } = layout();
     const first = loadChecks({ library, home, lenient: true });

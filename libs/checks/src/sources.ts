@@ -309,10 +309,11 @@ interface Version {
 function resolve(loaded: Check[], warnings: string[]): { checks: Check[]; entries: CheckEntry[] } {
   const byId = new Map<string, Version[]>();
   for (const c of loaded) {
-    const scope = c.applies_to?.project?.length ? c.applies_to.project : undefined;
+    const scope = projectsOf(c);
     // Seed: a coding agent "can't create one [a halt rule], turn a check into one, or change
-    // yours", so a database check never replaces one of your halt rules.
-    const guarded = c.source === 'database' ? (byId.get(c.id) ?? []).find((v) => isRuleCheck(v.check) && v.check.action === 'halt') : undefined;
+    // yours", so a database check never replaces one of your halt rules, in the projects where
+    // that rule applies (another project's database check with the same id is no threat to it).
+    const guarded = c.source === 'database' ? (byId.get(c.id) ?? []).find((v) => isRuleCheck(v.check) && v.check.action === 'halt' && overlaps(scope, v.check)) : undefined;
     if (guarded) {
       warnings.push(`${DATABASE_FILE}: check ${c.id}: ignored: it would replace your halt rule in ${guarded.check.file ?? DATABASE_FILE}`);
       continue;
@@ -320,10 +321,8 @@ function resolve(loaded: Check[], warnings: string[]): { checks: Check[]; entrie
     const kept: Version[] = [];
     const overrides: { source: CheckSource; file?: string }[] = [];
     for (const v of byId.get(c.id) ?? []) {
-      const vScope = v.check.applies_to?.project?.length ? v.check.applies_to.project : undefined;
-      const vExcept = v.check.applies_to?.not_project ?? [];
-      const overlaps = !scope || (vScope ? vScope.some((p) => scope.includes(p)) : scope.some((p) => !vExcept.includes(p)));
-      if (!overlaps) {
+      const vScope = projectsOf(v.check);
+      if (!overlaps(scope, v.check)) {
         kept.push(v);
         continue;
       }
@@ -358,6 +357,19 @@ function resolve(loaded: Check[], warnings: string[]): { checks: Check[]; entrie
       overrides: v.overrides,
     })),
   };
+}
+
+/** The projects a check is limited to (applies_to.project); undefined: every project. */
+function projectsOf(c: Check): string[] | undefined {
+  return c.applies_to?.project?.length ? c.applies_to.project : undefined;
+}
+
+/** Whether a check limited to `scope` (undefined: every project) applies in some project where `v` does. */
+function overlaps(scope: string[] | undefined, v: Check): boolean {
+  if (!scope) return true;
+  const vScope = projectsOf(v);
+  const vExcept = v.applies_to?.not_project ?? [];
+  return vScope ? vScope.some((p) => scope.includes(p)) : scope.some((p) => !vExcept.includes(p));
 }
 
 /** The check, no longer in effect in `projects`. */

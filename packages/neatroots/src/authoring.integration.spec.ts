@@ -1,5 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { registerProject } from '@neatroots/checks';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
 import { judgeReply, parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
@@ -360,6 +363,120 @@ describe('neatroots checks draft | preview | save | halt against the running ser
     const halt = cli();
     expect(await main(['checks', 'halt', 'repeated-tool-call'], halt)).toBe(1);
     expect(halt.errors.join('\n')).toMatch(/409 refused: check repeated-tool-call is a library check/);
+  });
+});
+
+describe('a person\'s checks in files, a coding agent, and what a halt answer says', () => {
+  /** create_check as a coding agent, through the MCP tools over streamable HTTP. */
+  async function agentCreates(yaml: string): Promise<{ error?: string; value?: Record<string, unknown> }> {
+    const client = new Client({ name: 'authoring-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`), { requestInit: { headers: { 'x-api-key': KEY } } }));
+    try {
+      const r = (await client.callTool({ name: 'create_check', arguments: { yaml } })) as { isError?: boolean; content: { text: string }[] };
+      const text = r.content.map((c) => c.text).join('\n');
+      return r.isError ? { error: text } : { value: JSON.parse(text) as Record<string, unknown> };
+    } finally {
+      await client.close();
+    }
+  }
+
+  it('refuses a coding agent (MCP) a check with the id of a person\'s rule in a file (yours or the project\'s), naming the file', async () => {
+    const userFile = path.join(home, 'checks', 'my-refund-rule.yaml');
+    const projectDir = fs.mkdtempSync(path.join(home, 'project-'));
+    const projectFile = path.join(projectDir, '.neatroots', 'checks', 'project-refund-rule.yaml');
+    const laterFile = path.join(home, 'checks', 'agent-first-rule.yaml');
+    fs.mkdirSync(path.dirname(userFile), { recursive: true });
+    fs.mkdirSync(path.dirname(projectFile), { recursive: true });
+    fs.writeFileSync(userFile, RULE.replace('refund-needs-lookup', 'my-refund-rule'));
+    fs.writeFileSync(projectFile, RULE.replace('refund-needs-lookup', 'project-refund-rule'));
+    registerProject(home, { name: PROJECT, path: projectDir, steering: false });
+    try {
+      await app.reloadChecks();
+      for (const [id, file, source] of [['my-refund-rule', userFile, 'user'], ['project-refund-rule', projectFile, 'project']] as const) {
+        const r = await agentCreates(RULE.replace('refund-needs-lookup', id).replace('title: Refund', 'title: Changed'));
+        expect(r.error).toBe(`forbidden: check ${id} is a person's check in ${file}; a coding agent cannot replace it`);
+        // The person's rule is still the one in effect, and nothing was stored.
+        expect(app.checks().checks.filter((c) => c.id === id)).toEqual([expect.objectContaining({ source, file, title: 'Refund without an order lookup' })]);
+        expect((await app.review.data.checkRecords(PROJECT)).map((x) => x.id)).not.toContain(id);
+      }
+      // An agent's check a person then wrote a file for: the agent cannot change it any more.
+      expect((await agentCreates(RULE.replace('refund-needs-lookup', 'agent-first-rule'))).value).toMatchObject({ check: { origin: 'agent', in_effect: true } });
+      fs.writeFileSync(laterFile, RULE.replace('refund-needs-lookup', 'agent-first-rule'));
+      await app.reloadChecks();
+      const later = await agentCreates(RULE.replace('refund-needs-lookup', 'agent-first-rule').replace('title: Refund', 'title: Changed'));
+      expect(later.error).toBe(`forbidden: check agent-first-rule is a person's check in ${laterFile}; a coding agent cannot replace it`);
+      // A flag rule of the agent's own, and a person saving over their file, are still allowed.
+      expect((await agentCreates(RULE.replace('refund-needs-lookup', 'agent-own-rule'))).value).toMatchObject({ check: { origin: 'agent', in_effect: true } });
+      const person = await api<{ check: { source: string; origin: string } }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE.replace('refund-needs-lookup', 'my-refund-rule'), by: 'cli' });
+      expect(person).toMatchObject({ status: 200, body: { check: { source: 'database', origin: 'cli' } } });
+    } finally {
+      for (const id of ['my-refund-rule', 'agent-first-rule', 'agent-own-rule']) await app.review.data.deleteCheck(PROJECT, id);
+      fs.rmSync(userFile, { force: true });
+      fs.rmSync(laterFile, { force: true });
+      fs.rmSync(path.join(home, 'projects.json'), { force: true });
+      fs.rmSync(projectDir, { recursive: true, force: true });
+      await app.reloadChecks();
+    }
+  });
+
+  it('keeps a check saved in one project in effect there when another project has a halt rule with the same id', async () => {
+    const otherDir = fs.mkdtempSync(path.join(home, 'other-project-'));
+    const haltFile = path.join(otherDir, '.neatroots', 'checks', 'shared-id.yaml');
+    fs.mkdirSync(path.dirname(haltFile), { recursive: true });
+    fs.writeFileSync(haltFile, RULE.replace('refund-needs-lookup', 'shared-id') + 'action: halt\n');
+    registerProject(home, { name: 'other', path: otherDir, steering: false });
+    try {
+      await app.reloadChecks();
+      const saved = await api<{ check: { source: string; in_effect: boolean } }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE.replace('refund-needs-lookup', 'shared-id'), by: 'cli' });
+      expect(saved).toMatchObject({ status: 200, body: { check: { source: 'database', in_effect: true } } });
+      const list = await api<{ checks: { id: string; source: string; in_effect: boolean; error?: string }[] }>('GET', `/v1/projects/${PROJECT}/checks`);
+      expect(list.body.checks.filter((c) => c.id === 'shared-id')).toEqual([expect.objectContaining({ source: 'database', in_effect: true })]);
+      expect(app.checks().warnings.join('\n')).not.toMatch(/shared-id: ignored/);
+      // The other project keeps its halt rule.
+      const other = await api<{ checks: { id: string; source: string; action: string }[] }>('GET', '/v1/projects/other/checks', undefined, OTHER_KEY);
+      expect(other.body.checks.filter((c) => c.id === 'shared-id')).toEqual([expect.objectContaining({ source: 'project', action: 'halt' })]);
+    } finally {
+      await app.review.data.deleteCheck(PROJECT, 'shared-id');
+      fs.rmSync(path.join(home, 'projects.json'), { force: true });
+      fs.rmSync(otherDir, { recursive: true, force: true });
+      await app.reloadChecks();
+    }
+  });
+
+  it('answers steering for a rule that now halts, whatever its action line looks like (a comment, quotes)', async () => {
+    const commented = RULE.replace('refund-needs-lookup', 'commented-rule') + 'action: flag # or halt\n';
+    expect((await api('POST', `/v1/projects/${PROJECT}/checks`, { yaml: commented, by: 'cli' })).status).toBe(200);
+    const halted = await api<{ check: { action: string; yaml: string }; steering?: boolean }>('POST', `/v1/projects/${PROJECT}/checks/commented-rule/halt`, { by: 'cli' });
+    expect(halted.status).toBe(200);
+    expect(halted.body.check.yaml).toMatch(/^action: halt # or halt$/m);
+    expect(halted.body).toMatchObject({ check: { action: 'halt' }, steering: false });
+
+    const quoted = await api<{ check: { action: string }; steering?: boolean }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE.replace('refund-needs-lookup', 'quoted-halt') + 'action: "halt"\n', by: 'cli' });
+    expect(quoted.body).toMatchObject({ check: { action: 'halt' }, steering: false });
+    // A flag rule's answer says nothing of steering.
+    const flag = await api<{ steering?: boolean }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE.replace('refund-needs-lookup', 'plain-flag') + 'action: flag # not halt\n', by: 'cli' });
+    expect(flag.status).toBe(200);
+    expect(flag.body.steering).toBeUndefined();
+  });
+
+  it('neatroots checks halt says steering is off for a rule whose action line has a comment', async () => {
+    fs.writeFileSync(path.join(home, 'commented-cli.yaml'), RULE.replace('refund-needs-lookup', 'commented-cli') + 'action: flag # or halt\n');
+    const lines: string[] = [];
+    const io: Io = { out: (l) => lines.push(l), err: (l) => lines.push(l), env: { NEATROOTS_URL: base, NEATROOTS_API_KEY: KEY, NEATROOTS_PROJECT: PROJECT }, cwd: home };
+    expect(await main(['checks', 'save', 'commented-cli.yaml'], io)).toBe(0);
+    lines.length = 0;
+    expect(await main(['checks', 'halt', 'commented-cli'], io)).toBe(0);
+    expect(lines).toEqual(['check commented-cli now halts in project shop', expect.stringMatching(/^steering is off in project shop/)]);
+  });
+
+  it('neatroots checks halt --help says a rule a coding agent saved can be switched, and which checks are refused', async () => {
+    const lines: string[] = [];
+    const io: Io = { out: (l) => lines.push(l), err: (l) => lines.push(l), env: {}, cwd: home };
+    expect(await main(['checks', 'halt', '--help'], io)).toBe(0);
+    const help = lines.join('\n').replace(/\s+/g, ' ');
+    expect(help).toMatch(/a flag rule a coding agent saved can be switched too/i);
+    expect(help).toMatch(/a check the planner wrote \(save it as your own first\)/);
+    expect(help).not.toMatch(/a coding agent or the planner wrote/);
   });
 });
 

@@ -203,12 +203,14 @@ or the server refuses; 2 for bad usage or an unreadable FILE.`,
 
   halt: {
     usage: 'neatroots checks halt ID [--url URL] [--key KEY] [--project P]',
-    summary: 'switch a rule you saved to action: halt',
-    help: `Switches the rule ID, a database check you saved (checks save), to action: halt: when it
-fires, the agent is halted. Refused for a library check (save your own version and halt that),
-a check in a file (set action: halt there), a question (only rules halt) and a check a coding
-agent or the planner wrote (save it as your own first). Halts act only in a project with
-steering on (neatroots init --steering, or NEATROOTS_STEERING); it says when steering is off.
+    summary: 'switch a saved rule to action: halt',
+    help: `Switches the rule ID, a database check of the project (checks save), to action: halt: when
+it fires, the agent is halted. A flag rule a coding agent saved can be switched too: it is
+stored as yours from then on, so no agent can change it. Refused for a library check (save
+your own version and halt that), a check in a file (set action: halt there), a question (only
+rules halt) and a check the planner wrote (save it as your own first). Halts act only in a
+project with steering on (neatroots init --steering, or NEATROOTS_STEERING); it says when
+steering is off.
 
 ${SERVER_HELP}
 Exit status: 0; 1 when the server refuses (its reason on standard error); 2 for bad usage.`,

@@ -100,12 +100,13 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
 
   const get = async (project: string, id: string) => (await list(project)).find((c) => c.id === id && (c.source === 'database' || c.in_effect)) ?? null;
 
-  const store = async (project: string, rec: DbCheckInput, by: Author, warnings: string[], created: boolean): Promise<SavedCheck> => {
+  /** `stored` is the check as parsed from `rec.yaml`: whether it halts is read from it, not from the text. */
+  const store = async (project: string, rec: DbCheckInput, stored: Check, by: Author, warnings: string[], created: boolean): Promise<SavedCheck> => {
     await deps.data.putCheck(rec);
     // In effect in this process now (the rule engine of the embedded default shares it).
     await deps.checks.reload();
     const check = await get(project, rec.id);
-    const halts = /^action:\s*halt\s*$/m.test(rec.yaml);
+    const halts = isRuleCheck(stored) && stored.action === 'halt';
     return {
       check: check ?? { id: rec.id, source: 'database', origin: by, in_effect: false },
       created,
@@ -113,6 +114,10 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
       ...(halts && deps.steering ? { steering: await deps.steering(project) } : {}),
     };
   };
+
+  /** A check with this id from a person's file (~/.neatroots/checks, the project's .neatroots/checks) that applies in the project. */
+  const personsFileCheck = (project: string, id: string): Check | undefined =>
+    deps.checks.loaded().loaded.find((c) => c.id === id && (c.source === 'user' || c.source === 'project') && appliesInProject(c, project));
 
   /** Everything save refuses, in one place: validate answers exactly what save would. */
   const savable = async (project: string, sub: CheckSubmission, opts: { by: Author; id?: string }): Promise<{ s: Submitted; existing?: DbCheckRecord }> => {
@@ -124,6 +129,12 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
     if (opts.id !== undefined && !existing) throw new AuthoringError(404, 'not_found', `no database check ${opts.id} in project ${project} (POST .../checks creates one)`);
     if (opts.by === 'agent' && existing && existing.origin !== 'agent') {
       throw new AuthoringError(403, 'forbidden', `check ${s.check.id} was written by ${WHO[existing.origin] ?? existing.origin}; a coding agent cannot change it`);
+    }
+    // A person's check in a file (theirs or the project's) that applies here is not the agent's
+    // to replace, whether it is in effect now or a check the agent saved earlier replaces it.
+    const persons = opts.by === 'agent' ? personsFileCheck(project, s.check.id) : undefined;
+    if (persons) {
+      throw new AuthoringError(403, 'forbidden', `check ${s.check.id} is a person's check in ${persons.file ?? persons.source}; a coding agent cannot replace it`);
     }
     // Seed: a database check never replaces one of your halt rules (the loader would ignore it).
     const halt = inEffect(project).find((c) => c.id === s.check.id && c.source !== 'database' && isRuleCheck(c) && c.action === 'halt');
@@ -179,7 +190,7 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
 
     async save(project, sub: CheckSubmission, opts) {
       const { s, existing } = await savable(project, sub, opts);
-      return store(project, { id: s.check.id, yaml: s.yaml, origin: opts.by, project, saved: true }, opts.by, s.warnings, !existing);
+      return store(project, { id: s.check.id, yaml: s.yaml, origin: opts.by, project, saved: true }, s.check, opts.by, s.warnings, !existing);
     },
 
     async remove(project, id, by) {
@@ -219,7 +230,15 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
       }
       if (!isRuleCheck(check)) throw new AuthoringError(409, 'refused', `check ${id} is a ${check.kind} question: only rules can halt`);
       const yaml = withAction(existing.yaml, 'halt');
-      return store(project, { id, yaml, origin: by, project, saved: true }, by, [], false);
+      // The check as it will be stored and loaded (its action line may keep a comment: `action: halt # ...`).
+      let halted: Check;
+      try {
+        halted = parseDatabaseCheck({ id, yaml, origin: by });
+      } catch (e) {
+        if (e instanceof CheckError) throw invalid(e, yaml);
+        throw e;
+      }
+      return store(project, { id, yaml, origin: by, project, saved: true }, halted, by, [], false);
     },
   };
 }
