@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { loadChecks, registerProject, type LoadResult } from './sources';
+import { loadChecks, readProjects, registerProject, type LoadResult, type ProjectEntry } from './sources';
 import type { CheckError } from './types';
 import { watchChecks } from './watch';
 
@@ -27,12 +27,13 @@ function write(file: string, text: string): void {
 }
 
 /** Starts a watcher and returns a way to wait for the reload that satisfies `until`. */
-function watch(opts: { debounceMs?: number } = {}) {
+function watch(opts: { debounceMs?: number; projects?: () => ProjectEntry[] } = {}) {
   const results: LoadResult[] = [];
   const errors: CheckError[][] = [];
   const waiters: { until: (r: LoadResult) => boolean; resolve: (r: LoadResult) => void }[] = [];
-  const initial = loadChecks({ library: false, home, lenient: true });
-  stop = watchChecks({ library: false, home, initial, debounceMs: opts.debounceMs ?? 50, onError: (e) => errors.push(e) }, (r) => {
+  const initial = loadChecks({ library: false, home, lenient: true, ...(opts.projects ? { projects: opts.projects() } : {}) });
+  const given = opts.projects ? { projects: opts.projects } : {};
+  stop = watchChecks({ library: false, home, ...given, initial, debounceMs: opts.debounceMs ?? 50, onError: (e) => errors.push(e) }, (r) => {
     results.push(r);
     for (const w of [...waiters]) {
       if (w.until(r)) {
@@ -95,6 +96,40 @@ describe('watchChecks', () => {
     const more = w.next((r2) => ids(r2).includes('q'));
     write(path.join(proj, '.neatroots', 'checks', 'q.yaml'), countRule('q', 1));
     await more;
+  });
+
+  it('with a projects function (the server: registry plus demo), loads a project registered while it runs and watches its folder', async () => {
+    // As startCheckSet gives it: the registry read again each time, plus a project of its own.
+    const demo = path.join(tmp, 'demo');
+    write(path.join(demo, '.neatroots', 'checks', 'd.yaml'), countRule('d', 1));
+    const first = path.join(tmp, 'first');
+    write(path.join(first, '.neatroots', 'checks', 'f.yaml'), countRule('f', 1));
+    registerProject(home, { name: 'first', path: first, steering: false });
+    const projects = (): ProjectEntry[] => [...readProjects(home), { name: 'demo', path: demo, steering: false }];
+    const w = watch({ projects });
+    expect(ids(w.initial)).toEqual(['d', 'f']);
+
+    // `neatroots init` of a second project, its folder already holding a check.
+    const second = path.join(tmp, 'second');
+    const file = path.join(second, '.neatroots', 'checks', 's.yaml');
+    write(file, countRule('s', 1));
+    const registered = w.next((r) => ids(r).includes('s'));
+    registerProject(home, { name: 'second', path: second, steering: false });
+    const r = await registered;
+    expect(ids(r)).toEqual(['d', 'f', 's']);
+    expect(r.checks.find((c) => c.id === 's')?.applies_to).toEqual({ project: ['second'] });
+
+    // Its folder is watched now: an edit to its check reloads it.
+    const edited = w.next((r2) => r2.checks.some((c) => c.id === 's' && c.kind === 'rule' && c.rule.type === 'count' && c.rule.at_least === 3));
+    await sleep(20);
+    fs.writeFileSync(file, countRule('s', 3));
+    await edited;
+
+    // Taken out of the registry: its check goes, the others (the demo's included) stay.
+    const removed = w.next((r3) => !ids(r3).includes('s'));
+    write(path.join(home, 'projects.json'), JSON.stringify([{ name: 'first', path: first }]));
+    expect(ids(await removed)).toEqual(['d', 'f']);
+    expect(w.errors).toEqual([]);
   });
 
   it('debounces a burst of writes into one reload, and stops when closed', async () => {

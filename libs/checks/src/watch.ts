@@ -13,7 +13,14 @@ import {
 } from './sources';
 import { CheckError } from './types';
 
-export interface WatchChecksOptions extends LoadChecksOptions {
+export interface WatchChecksOptions extends Omit<LoadChecksOptions, 'projects'> {
+  /**
+   * Registered projects. A list is fixed: projects.json is not watched. A function is called
+   * again whenever something changes (and `<home>/projects.json` is watched for that), so a
+   * project registered or removed while the watcher runs is loaded and its folder watched,
+   * or dropped. Absent: read from `<home>/projects.json`, which is watched.
+   */
+  projects?: ProjectEntry[] | (() => ProjectEntry[]);
   /** Wait this long after the last change before reloading (editors write in bursts); default 100 ms. */
   debounceMs?: number;
   /** The checks already loaded (usually the strict load at start-up); loaded leniently if absent. */
@@ -37,7 +44,20 @@ export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadRes
   const debounceMs = opts.debounceMs ?? DEFAULT_WATCH_DEBOUNCE_MS;
   const report = opts.onError ?? ((errors: CheckError[]) => errors.forEach((e) => console.error(e.message)));
   const home = opts.home === undefined ? neatrootsHome() : opts.home;
-  let current = opts.initial ?? loadChecks({ ...opts, lenient: true });
+  const given = opts.projects;
+  /** The projects now: undefined when they are read from projects.json (by loadChecks itself). */
+  const projectsNow = (): ProjectEntry[] | undefined => (typeof given === 'function' ? given() : given);
+  /** Whether `<home>/projects.json` is watched: unless a fixed list was given. */
+  const watchRegistry = !Array.isArray(given) && home !== false;
+  const load = (projects: ProjectEntry[] | undefined, previous?: LoadResult): LoadResult =>
+    loadChecks({ ...opts, projects, lenient: true, ...(previous ? { previous } : {}) });
+  let startProjects: ProjectEntry[] | undefined;
+  try {
+    startProjects = projectsNow();
+  } catch {
+    startProjects = undefined; // a failing function: sync() reads it again below
+  }
+  let current = opts.initial ?? load(startProjects ?? (typeof given === 'function' ? [] : undefined));
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   const watchers = new Map<string, fs.FSWatcher>();
@@ -52,27 +72,31 @@ export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadRes
     timer = undefined;
     if (closed) return;
     let next: LoadResult;
+    let projects: ProjectEntry[] | undefined;
     try {
-      next = loadChecks({ ...opts, lenient: true, previous: current });
+      // Read once per reload: the same projects are loaded and watched.
+      projects = projectsNow();
+      next = load(projects, current);
     } catch (e) {
-      // Lenient loading only throws for something outside the check files (no library at all).
+      // Lenient loading only throws for something outside the check files (no library at all),
+      // or the projects function did.
       report([e instanceof CheckError ? e : new CheckError('checks', undefined, undefined, (e as Error).message ?? String(e))]);
-      sync();
+      sync(projects);
       return;
     }
     current = next;
-    sync();
+    sync(projects);
     if (next.errors.length) report(next.errors);
     onChange(next);
   };
 
   /** The watches the folders need now: `key` -> how to start it. */
-  const wanted = (): Map<string, () => fs.FSWatcher> => {
+  const wanted = (known?: ProjectEntry[]): Map<string, () => fs.FSWatcher> => {
     const out = new Map<string, () => fs.FSWatcher>();
-    let projects: ProjectEntry[] | undefined = opts.projects;
-    if (!projects && home !== false) {
+    let projects: ProjectEntry[] | undefined = known;
+    if (!projects) {
       try {
-        projects = readProjects(home);
+        projects = typeof given === 'function' ? given() : given ?? (home !== false ? readProjects(home) : undefined);
       } catch {
         projects = []; // reported by the reload that reads it
       }
@@ -91,15 +115,16 @@ export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadRes
         if (parent) out.set(`c:${parent}:${child}`, () => fs.watch(parent, (_e, name) => name === child && schedule()));
       }
     }
-    if (!opts.projects && home !== false && isDir(home)) {
+    if (watchRegistry && isDir(home)) {
       out.set(`p:${home}`, () => fs.watch(home, (_e, name) => (name === 'projects.json' || name === 'checks') && schedule()));
     }
     return out;
   };
 
-  const sync = () => {
+  /** Starts and stops watches to match the folders now; `projects`: already read by the caller. */
+  const sync = (projects?: ProjectEntry[]) => {
     if (closed) return;
-    const want = wanted();
+    const want = wanted(projects);
     for (const [key, w] of watchers) {
       if (!want.has(key)) {
         w.close();
@@ -123,7 +148,7 @@ export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadRes
     }
   };
 
-  sync();
+  sync(startProjects);
   return () => {
     closed = true;
     if (timer) clearTimeout(timer);
