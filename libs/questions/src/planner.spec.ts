@@ -79,4 +79,17 @@ describe('the planner', () => {
     await llm.plan({ project: 'p', workflow: 'w', tools: [{ name: 'c' }] }, before);
     expect(prompt).toMatch(/### Tools\n- c\n- a\n- b\n/);
   });
+
+  it('never carries forward nor writes again a question whose database check was deleted', async () => {
+    const x = { id: plannedId('w', 'x'), yaml: `id: ${plannedId('w', 'x')}` };
+    const y = { id: plannedId('w', 'y'), yaml: `id: ${plannedId('w', 'y')}` };
+    // As ChecksRepo.delete leaves it: x moved from written to deleted.
+    const before: Plan = { project: 'p', workflow: 'w', tools: ['a'], picks: [], written: [y], deleted: [x.id], planned_by: 'local', at_ms: 0 };
+    const rewrites = new Planner({ library, onError: () => undefined, chat: chat({ pick: [], new: [{ id: 'x', ask: 'Did it refund twice?' }, { id: 'z', ask: 'Did it refund a closed order?' }] }) });
+    const again = await rewrites.plan({ ...req, workflow: 'w', tools: [{ name: 'b' }] }, before);
+    expect(again.written.map((w) => w.id)).toEqual([plannedId('w', 'z'), y.id]);
+    expect(again.deleted).toEqual([x.id]);
+    // A plan from before anything was deleted keeps no `deleted`.
+    expect((await new Planner({ library }).plan({ ...req, workflow: 'w', tools: [{ name: 'b' }] }, { ...before, deleted: undefined })).deleted).toBeUndefined();
+  });
 });

@@ -14,7 +14,8 @@ import type { AnsweredBy, Plan, PlanPick, PlanRequest } from './types';
  * reads the system prompt, the first user message and the tools, picks 3 to 8 library
  * questions, fills in their parameters, and writes new questions only for gaps. Plans are
  * cached per workflow and redone when new tools appear. Questions it writes are database
- * checks (the fourth check source) until a person saves them. With no LLM, or when the LLM's
+ * checks (the fourth check source) until a person saves them; a person's edit stays theirs, and
+ * deleting one's check drops it from the plan for good. With no LLM, or when the LLM's
  * plan is unusable, a plan is made from the same inputs by rules.
  */
 export interface PlanStore {
@@ -79,6 +80,17 @@ export function plannedId(workflow: string, id: string): string {
   return `plan-${slug(workflow, 30)}-${slug(id, 50)}`.slice(0, 100);
 }
 
+/**
+ * The plan without the written questions whose database check was deleted (`deleted`, which
+ * ChecksRepo.delete fills), those ids kept in its own `deleted`: a question a person deleted is
+ * neither asked again nor saved again, even when the LLM writes it again on a re-plan.
+ */
+export function forgetDeleted(plan: Plan, deleted: readonly string[] | undefined): Plan {
+  if (!deleted?.length) return plan;
+  const ids = [...new Set([...(plan.deleted ?? []), ...deleted])];
+  return { ...plan, written: plan.written.filter((w) => !ids.includes(w.id)), deleted: ids };
+}
+
 export class Planner {
   private readonly now: () => number;
   private readonly onError: (msg: string, err: unknown) => void;
@@ -107,9 +119,10 @@ export class Planner {
     }
     plan ??= this.rulePlan(req);
     plan.tools = tools;
-    // Questions written for an earlier version of the workflow stay until a person removes them.
+    // Questions written for an earlier version of the workflow stay until a person deletes
+    // their database check; a deleted one is never written again (forgetDeleted).
     for (const w of previous?.written ?? []) if (!plan.written.some((x) => x.id === w.id)) plan.written.push(w);
-    return plan;
+    return forgetDeleted(plan, previous?.deleted);
   }
 
   /** Rules: the four always-on questions for an agent with tools, and what the inputs point to. */

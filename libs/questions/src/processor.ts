@@ -3,7 +3,7 @@ import type { WindowStore } from '@neatroots/ports';
 import type { QuestionTaskMessage } from '@neatroots/messages';
 import type { QuestionAnswerer } from './answerer';
 import { QuestionFindings, type QuestionFindingsWindow } from './findings';
-import { needsPlan, Planner, type PlanStore } from './planner';
+import { forgetDeleted, needsPlan, Planner, type PlanStore } from './planner';
 import type { Answer, Plan, PlanTask, QuestionResult, QuestionTask } from './types';
 
 /**
@@ -13,7 +13,10 @@ import type { Answer, Plan, PlanTask, QuestionResult, QuestionTask } from './typ
  * plan workflows. The bus consumer and `neatroots replay` both run this.
  */
 
-/** Where planner-written questions go: the database checks (the fourth source). */
+/**
+ * Where planner-written questions go: the database checks (the fourth source). A put with origin
+ * planner must leave a check a person saved or edited as it is (ChecksRepo.put does).
+ */
 export interface DbCheckSink {
   put(c: { id: string; yaml: string; origin: 'planner'; project: string | null; workflow: string | null }): Promise<unknown>;
 }
@@ -104,8 +107,13 @@ export class QuestionProcessor {
     const p = (async () => {
       const current = await plans.get(t.project, t.workflow);
       if (current && !needsPlan(current, t.plan.tools)) return;
-      const plan = await planner.plan(t.plan, current);
+      const planned = await planner.plan(t.plan, current);
+      // A question whose check was deleted while the LLM planned stays deleted (the store moved its id to `deleted`).
+      const plan = current ? forgetDeleted(planned, (await plans.get(t.project, t.workflow))?.deleted) : planned;
       for (const w of plan.written) {
+        // Saved when first written: one carried forward unchanged is not saved again (a person may
+        // have edited it since; the store keeps a person's version from the planner's writes anyway).
+        if (current?.written.some((x) => x.id === w.id && x.yaml === w.yaml)) continue;
         await this.opts.checks?.put({ id: w.id, yaml: w.yaml, origin: 'planner', project: t.project, workflow: t.workflow });
       }
       await plans.put(plan);

@@ -254,6 +254,25 @@ describe('the library and the planner', () => {
     expect(planTasks.map((t) => t.plan.tools)).toEqual([[{ name: 'search', description: 'finds orders' }, { name: 'issue_refund' }]]);
   });
 
+  it("asks the plan's written questions until their checks load, then as the checks loaded: a person's version once, as theirs", async () => {
+    const plans = new MemoryPlanStore();
+    const id = 'plan-refunds-double-refund';
+    const yaml = (ask: string) => `id: ${id}\nkind: yes_no\nscope: trace\nask: ${ask}\napplies_to:\n  workflow: [refunds]\n  project: [p]\n`;
+    await plans.put({ project: 'p', workflow: 'refunds', tools: ['search'], picks: [], written: [{ id, yaml: yaml('Did it refund twice?') }], planned_by: 'local', at_ms: T0 });
+    let set = questionSet([always]);
+    const s = new QuestionScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), questions: () => set, plans, planCacheMs: 0 });
+    const whole = (r: string) => [runStart(r, { workflow: 'refunds', tools: [{ name: 'search' }] }), span(r, 's1'), runEnd(r)];
+    // Not loaded yet (or no database: replay): asked from the plan.
+    expect((await run(s, whole('r1'))).filter((t) => t.check.id === id).map((t) => t.check.ask)).toEqual(['Did it refund twice?']);
+    // A person's version, loaded as a database check.
+    set = questionSet([always, question({ id, scope: 'trace', ask: 'Did it refund one order twice, in any way?' }, 'database')]);
+    expect((await run(s, whole('r2'))).filter((t) => t.check.id === id).map((t) => t.check.ask)).toEqual(['Did it refund one order twice, in any way?']);
+    // Its check deleted: the plan no longer holds it (ChecksRepo.delete), and it is not asked.
+    await plans.put({ ...(await plans.get('p', 'refunds'))!, written: [], deleted: [id] });
+    set = questionSet([always]);
+    expect((await run(s, whole('r3'))).map((t) => t.check.id)).toEqual(['ignored-tool-error']);
+  });
+
   it('fills parameters from the run when there is no plan', async () => {
     const s = scheduler([question({ id: 'u', scope: 'trace', when: 'end', ask: 'Did it leave {task} unfinished?' })]);
     const [t] = await run(s, [runStart('r1', { user_message: 'book a flight to Oslo' }), runEnd('r1')]);

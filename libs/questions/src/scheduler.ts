@@ -523,6 +523,8 @@ export class QuestionScheduler {
 
     const usesTools = w.uses_tools === 1;
     const out = set.questions.filter((q) => appliesTo(q, w.project, w.workflow) && libraryGate(q, usesTools, plan));
+    // The plan's written questions stand in for their database checks until the check set loads
+    // them (replay stores none). One whose check was deleted has left the plan (ChecksRepo.delete).
     const written = w.workflow ? this.written.get(this.planKey(w.project, w.workflow)) : undefined;
     if (written) {
       const ids = new Set(out.map((q) => q.id));

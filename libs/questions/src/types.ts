@@ -46,8 +46,13 @@ export interface Plan {
   /** The tools the plan was made for. */
   tools: string[];
   picks: PlanPick[];
-  /** Questions the planner wrote for gaps, kept as database checks until a person saves them. */
+  /**
+   * Questions the planner wrote for gaps, kept as database checks until a person saves them.
+   * One whose database check is deleted leaves this list (ChecksRepo.delete) for `deleted`.
+   */
   written: { id: string; yaml: string }[];
+  /** Ids of written questions whose database check was deleted: not asked, and never written again. */
+  deleted?: string[];
   planned_by: AnsweredBy | 'heuristic';
   at_ms: number;
 }

@@ -59,16 +59,26 @@ export class ChecksRepo {
   /**
    * Creates or replaces a check by project and id (created_at is kept; origin becomes the
    * writer of this version). A project's checks never touch another project's of the same id.
+   * The planner's write (origin planner) replaces only the planner's own unsaved version, and
+   * only when it changed: a check a person saved or edited stays theirs, and a question written
+   * again as it is writes nothing. Either way the check as stored is returned.
    */
   async put(c: DbCheckInput): Promise<DbCheckRecord> {
     const res = await this.db.query(
       `INSERT INTO db_checks (id, yaml, origin, project, workflow, saved) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT ((coalesce(project, '')), id) DO UPDATE SET yaml = EXCLUDED.yaml, origin = EXCLUDED.origin,
          workflow = EXCLUDED.workflow, saved = EXCLUDED.saved, updated_at = now()
+       WHERE EXCLUDED.origin <> 'planner'
+         OR (db_checks.origin = 'planner' AND NOT db_checks.saved
+             AND (db_checks.yaml, db_checks.workflow) IS DISTINCT FROM (EXCLUDED.yaml, EXCLUDED.workflow))
        RETURNING ${COLUMNS}`,
       [text(c.id), text(c.yaml), c.origin, text(c.project ?? null), text(c.workflow ?? null), c.saved ?? false],
     );
-    return toCheck(res.rows[0] as Row);
+    if (res.rows[0]) return toCheck(res.rows[0] as Row);
+    // The planner's write changed nothing: the check stays as stored.
+    const kept = await this.get(c.project ?? null, c.id);
+    if (!kept) throw new Error(`database check ${c.id} was deleted while the planner wrote it`);
+    return kept;
   }
 
   /** A project's check (project null: one of no project). */
@@ -109,9 +119,28 @@ export class ChecksRepo {
     return res.rows.length > 0;
   }
 
-  /** Deletes a project's check; false when there is no such check. */
+  /**
+   * Deletes a project's check; false when there is no such check. A question the planner wrote
+   * leaves its workflow's plan too (question_plans, the Plan of @neatroots/questions): its id
+   * moves from `written` to `deleted`, so the scheduler no longer asks it from the plan and the
+   * planner never writes it again, whoever saved it last.
+   */
   async delete(project: string | null, id: string): Promise<boolean> {
-    const res = await this.db.query<{ id: string }>(`DELETE FROM db_checks WHERE coalesce(project, '') = $1 AND id = $2 RETURNING id`, [project ?? '', id]);
+    const res = await this.db.query<{ id: string }>(
+      `WITH gone AS (DELETE FROM db_checks WHERE coalesce(project, '') = $1 AND id = $2 RETURNING id),
+       unplanned AS (
+         UPDATE question_plans SET plan = jsonb_set(
+             jsonb_set(plan, '{written}', coalesce(
+               (SELECT jsonb_agg(w.value ORDER BY w.n) FROM jsonb_array_elements(plan->'written') WITH ORDINALITY AS w(value, n) WHERE w.value->>'id' <> $2),
+               '[]'::jsonb)),
+             '{deleted}', coalesce(plan->'deleted', '[]'::jsonb) || to_jsonb($2::text)),
+           updated_at = now()
+         WHERE project = $1 AND EXISTS (SELECT 1 FROM gone) AND plan->'written' @> jsonb_build_array(jsonb_build_object('id', $2::text))
+         RETURNING 1
+       )
+       SELECT id FROM gone`,
+      [project ?? '', id],
+    );
     return res.rows.length > 0;
   }
 }
