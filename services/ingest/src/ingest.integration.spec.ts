@@ -271,6 +271,41 @@ describe('ingest over gRPC', () => {
       await expect(exportOtlp(h, otlpRequest([otlpSpan('0000000000000001', {})]), md())).rejects.toMatchObject({ code: status.UNAUTHENTICATED });
     });
 
+    /** A span whose attribute `deep` is `levels` arrayValues or kvlistValues within each other. */
+    function deepSpan(id: string, levels: number, container: 'array' | 'kvlist'): otlp.Span {
+      let v: otlp.AnyValue = { value: { $case: 'string_value', value: 'bottom' } };
+      for (let i = 0; i < levels; i++) {
+        v = container === 'array'
+          ? { value: { $case: 'array_value', value: { values: [v] } } }
+          : { value: { $case: 'kvlist_value', value: { values: [{ key: 'k', value: v }] } } };
+      }
+      return { ...otlpSpan(id, {}), attributes: [{ key: 'deep', value: v }] };
+    }
+
+    it('refuses alone a span whose attribute is nested past NEATROOTS_MAX_JSON_DEPTH, as over OTLP/JSON, past the generated decoder’s 100 messages', async () => {
+      // 64 kvlists are 192 messages, 65 arrays 130: the generated decoder stops at 100
+      const res = await exportOtlp(h, otlpRequest([
+        otlpSpan('0000000000000001', {}),
+        deepSpan('0000000000000002', 64, 'kvlist'),
+        deepSpan('0000000000000003', 65, 'array'),
+      ]));
+      expect(res.partial_success).toEqual({
+        rejected_spans: '1',
+        error_message: `1 of 3 spans rejected: #2 run ${TRACE} span 0000000000000003: attributes.deep: is JSON nested more than 64 levels deep (NEATROOTS_MAX_JSON_DEPTH)`,
+      });
+      await h.memory.idle();
+      expect(spansOf(h.events).map((s) => s.span_id)).toEqual(['0000000000000001', '0000000000000002']);
+    });
+
+    it('answers INVALID_ARGUMENT naming the bound to a value nested past what any NEATROOTS_MAX_JSON_DEPTH takes', async () => {
+      await expect(exportOtlp(h, otlpRequest([otlpSpan('0000000000000001', {}), deepSpan('0000000000000002', 1002, 'kvlist')]))).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: 'malformed protobuf request: messages are nested more than 3010 deep: an attribute value nested past what any NEATROOTS_MAX_JSON_DEPTH accepts (at most 1000)',
+      });
+      await h.memory.idle();
+      expect(h.events).toEqual([]);
+    });
+
     it('answers UNAVAILABLE when the bus fails', async () => {
       h.bus.failEvents = true;
       await expect(exportOtlp(h, otlpRequest([otlpSpan('0000000000000001', {})]))).rejects.toMatchObject({ code: status.UNAVAILABLE });

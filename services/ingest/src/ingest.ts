@@ -30,7 +30,7 @@ import {
 import { apiKeyFrom, type ResolveKey } from './auth';
 import { inc, newMetrics, type IngestMetrics } from './metrics';
 import { NoteHub, type NoteHubOptions } from './notes';
-import { startOtlpHttp, type OtlpHttpHandle, type OtlpOutcome } from './otlp-http';
+import { decodeOtlpProtobuf, startOtlpHttp, type DecodedRequest, type OtlpHttpHandle, type OtlpOutcome } from './otlp-http';
 import { Pressure, type PressureOptions } from './pressure';
 
 /**
@@ -118,7 +118,7 @@ export const DEFAULT_MAX_RECEIVE_BYTES = 8 * 1024 * 1024;
 /** Reasons quoted in one error message; the rest are counted. */
 const MAX_QUOTED_REASONS = 20;
 
-/** A request body that did or did not decode. */
+/** A request body that did or did not decode; `error` is the whole message (`malformed ... request: ...`). */
 type Decoded<T> = { ok: true; value: T } | { ok: false; error: string };
 
 /**
@@ -131,7 +131,7 @@ function safeDecoder<T>(decode: (b: Buffer) => T): (b: Buffer) => Decoded<T> {
     try {
       return { ok: true, value: decode(b) };
     } catch (e) {
-      return { ok: false, error: (e as Error).message };
+      return { ok: false, error: `malformed protobuf request: ${(e as Error).message}` };
     }
   };
 }
@@ -148,7 +148,8 @@ function withSafeDecoder<Req, Res>(m: MethodDefinition<Req, Res>): MethodDefinit
 }
 
 const OTLP_SERVICE: ServiceDefinition = {
-  export: withSafeDecoder(otlp.TraceServiceService.export),
+  // Values nested as deep as OTLP/HTTP takes them (the generated decoder stops at 100 messages).
+  export: withSafeDecoder({ ...otlp.TraceServiceService.export, requestDeserialize: decodeOtlpProtobuf }),
 };
 const INGEST_SERVICE: ServiceDefinition = {
   export: withSafeDecoder(v1.IngestService.export),
@@ -212,7 +213,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   }
 
   function body<T>(req: Decoded<T>): T {
-    if (!req.ok) throw new CallError(Status.INVALID_ARGUMENT, `malformed protobuf request: ${req.error}`);
+    if (!req.ok) throw new CallError(Status.INVALID_ARGUMENT, req.error);
     return req.value;
   }
 
@@ -296,13 +297,22 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   // ---- OTLP TraceService/Export (gRPC and HTTP: one path once the body is decoded) ----
 
-  async function acceptOtlp(md: Metadata, decoded: Decoded<otlp.ExportTraceServiceRequest>): Promise<otlp.ExportTraceServiceResponse> {
+  async function acceptOtlp(md: Metadata, decoded: DecodedRequest): Promise<otlp.ExportTraceServiceResponse> {
     metrics.exports.otlp++;
     notClosing();
     const project = await authenticate(md);
     const req = body(decoded);
     admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
     const res = mapOtlpExport(req, { project, limits: limitCheck() });
+    // An OTLP/JSON id that is not hex reached the mapping as bytes it refuses (otlp-json.ts
+    // spanId): the rejection says what was sent instead, e.g. base64 where hex is asked.
+    const badIds = decoded.ok ? decoded.badIds : undefined;
+    if (badIds) {
+      res.rejected = res.rejected.map((r) => {
+        const bad = badIds.get(r.index);
+        return bad?.field === r.field ? { ...r, reason: bad.reason } : r;
+      });
+    }
     await accept(project, res, 'span');
     const response: otlp.ExportTraceServiceResponse = {};
     // OTLP: partial_success is set, with the count and the reasons, only when something was rejected.
@@ -327,7 +337,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   }
 
   /** The HTTP receiver's view of acceptOtlp: the refusal as a status code and message, counted as the gRPC ones are. */
-  async function otlpHttpExport(md: Metadata, decoded: Decoded<otlp.ExportTraceServiceRequest>): Promise<OtlpOutcome> {
+  async function otlpHttpExport(md: Metadata, decoded: DecodedRequest): Promise<OtlpOutcome> {
     try {
       return { ok: true, response: await acceptOtlp(md, decoded) };
     } catch (e) {

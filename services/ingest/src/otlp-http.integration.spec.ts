@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
-import { Metadata } from '@grpc/grpc-js';
+import { Metadata, credentials, status as GrpcStatus } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
@@ -14,7 +14,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { MemoryBus, pythonOrSkip } from '@neatroots/platform';
 import { otlp } from '@neatroots/proto';
 import { EVENTS_TOPIC } from '@neatroots/messages';
-import { type Envelope, type StreamItem } from '@neatroots/spans';
+import { DEFAULT_SPAN_LIMITS, type Envelope, type StreamItem } from '@neatroots/spans';
 import { startIngest, type IngestHandle } from './ingest';
 import { decodeOtlpJson } from './otlp-json';
 
@@ -207,6 +207,24 @@ interface JsonAnswer {
 }
 const answerOf = async (res: Response): Promise<JsonAnswer> => (await res.json()) as JsonAnswer;
 
+/** The message of a google.rpc.Status in protobuf: code (field 1, a varint), then the message (field 2). */
+function statusMessage(bytes: Buffer): string {
+  let pos = 0;
+  const varint = () => {
+    let n = 0;
+    for (let shift = 0; ; shift += 7) {
+      const b = bytes[pos++];
+      n += (b & 127) * 2 ** shift;
+      if (b < 128) return n;
+    }
+  };
+  expect(bytes[pos++]).toBe(0x08);
+  varint();
+  expect(bytes[pos++]).toBe(0x12);
+  const len = varint();
+  return bytes.subarray(pos, pos + len).toString('utf8');
+}
+
 function post(body: string | Buffer, type = 'application/json', extra: Record<string, string> = {}): Promise<Response> {
   return fetch(url, { method: 'POST', headers: { ...headers, 'content-type': type, ...extra }, body });
 }
@@ -242,27 +260,52 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
     expect((await itemsOf(T)).length).toBe(1);
   });
 
-  it('answers 400 with the reason and its path to a malformed body, in the request’s encoding', async () => {
-    const badId = await post(body([jsonSpan({ traceId: 'W47/95gDgQPSabYzgT/GDA==' })]));
-    expect(badId.status).toBe(400);
-    expect(await badId.json()).toEqual({
+  it('answers 400 with the reason and its path to a malformed body, in the request’s encoding, saying which encoding once', async () => {
+    const badName = await post(body([jsonSpan({ name: 5 })]));
+    expect(badName.status).toBe(400);
+    expect(await badName.json()).toEqual({
       code: 3,
-      message: expect.stringContaining('body.resourceSpans[0].scopeSpans[0].spans[0].traceId: expected 32 hex digits (OTLP/JSON ids are hex, not base64)'),
+      message: 'malformed OTLP/JSON request: body.resourceSpans[0].scopeSpans[0].spans[0].name: expected a string, got number 5',
     });
     const notJson = await post('{"resourceSpans": [');
     expect(notJson.status).toBe(400);
-    expect((await answerOf(notJson)).message).toContain('malformed OTLP/JSON request: body: not JSON');
+    expect((await answerOf(notJson)).message).toMatch(/^malformed OTLP\/JSON request: body: not JSON/);
     const notProto = await post(Buffer.from([0x0a, 0xff, 0xff, 0xff]), 'application/x-protobuf');
     expect(notProto.status).toBe(400);
     expect(notProto.headers.get('content-type')).toBe('application/x-protobuf');
     // google.rpc.Status: code 3 (field 1), then the message (field 2)
     const status = Buffer.from(await notProto.arrayBuffer());
     expect(status.subarray(0, 2)).toEqual(Buffer.from([0x08, 3]));
-    expect(status.toString('latin1')).toContain('malformed protobuf request');
+    expect(statusMessage(status)).toMatch(/^malformed protobuf request: (?!malformed)/);
     const gzipBroken = await post('not gzip', 'application/json', { 'content-encoding': 'gzip' });
     expect(gzipBroken.status).toBe(400);
     expect((await answerOf(gzipBroken)).message).toContain('gzip body does not decompress');
     expect(events).toEqual([]);
+  });
+
+  it('refuses alone a span whose id is not hex, as protobuf does an id of the wrong length, saying what was sent', async () => {
+    const res = await post(body([
+      jsonSpan({ spanId: '0000000000000001' }),
+      jsonSpan({ traceId: 'W47/95gDgQPSabYzgT/GDA==', spanId: '0000000000000002' }),
+      jsonSpan({ spanId: 'span-003' }),
+      jsonSpan({ spanId: '0000000000000004', parentSpanId: 'abcd' }),
+    ]));
+    expect(res.status).toBe(200);
+    const hexOnly = '(OTLP/JSON ids are hex, not base64)';
+    expect((await answerOf(res)).partialSuccess).toEqual({
+      rejectedSpans: '3',
+      errorMessage:
+        `3 of 4 spans rejected: #1 span 0000000000000002: trace_id: expected 32 hex digits ${hexOnly}, got "W47/95gDgQPSabYzgT/GDA=="; ` +
+        `#2 run ${T}: span_id: expected 16 hex digits ${hexOnly}, got "span-003"; ` +
+        `#3 run ${T} span 0000000000000004: parent_span_id: expected 16 hex digits ${hexOnly}, got "abcd"`,
+    });
+    expect((await itemsOf(T)).map((i) => i.kind === 'span' && i.span.span_id)).toEqual(['0000000000000001']);
+    // none acceptable: 400 with the reasons, not a malformed body
+    const none = await post(body([jsonSpan({ traceId: 'W47/95gDgQPSabYzgT/GDA==' })]));
+    expect(none.status).toBe(400);
+    expect((await answerOf(none)).message).toBe(
+      `no span was acceptable (1 rejected): #0 span 0000000000000001: trace_id: expected 32 hex digits ${hexOnly}, got "W47/95gDgQPSabYzgT/GDA=="`,
+    );
   });
 
   it('takes a gzip body, and refuses one over the size bound, packed or unpacked, with 413', async () => {
@@ -317,5 +360,182 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
     expect(res.headers.get('access-control-allow-origin')).toBe('https://agent.example');
     const other = await post(body([jsonSpan()]), 'application/json', { origin: 'https://evil.example' });
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
+
+/**
+ * Attribute values nested deep, at NEATROOTS_MAX_JSON_DEPTH's highest setting (1000): one level
+ * past it must refuse its span alone over every transport; deeper than any setting, the export is
+ * malformed (400 naming it, never a 500, which exporters do not retry).
+ */
+describe('OTLP attribute values nested deep', () => {
+  let deepBus: MemoryBus;
+  let deepIngest: IngestHandle;
+  let deepUrl: string;
+  let grpcClient: otlp.TraceServiceClient;
+  const stored: Envelope[] = [];
+  const errors: unknown[] = [];
+
+  beforeAll(async () => {
+    deepBus = new MemoryBus();
+    await deepBus.subscribe(EVENTS_TOPIC, { group: 'test' }, async (b) => {
+      for (const r of b.records) stored.push(r.value);
+    });
+    deepIngest = await startIngest({
+      bus: deepBus,
+      resolveKey: async (k) => (k === KEY ? 'shop' : undefined),
+      otlpPort: 0,
+      grpcPort: 0,
+      otlpHttpPort: 0,
+      limits: { ...DEFAULT_SPAN_LIMITS, maxJsonDepth: 1000 },
+      logger: { warn: () => undefined, error: (...args: unknown[]) => void errors.push(args) },
+    });
+    deepUrl = `http://127.0.0.1:${deepIngest.otlpHttpPort}/v1/traces`;
+    grpcClient = new otlp.TraceServiceClient(`127.0.0.1:${deepIngest.otlpPort}`, credentials.createInsecure());
+  });
+
+  afterAll(async () => {
+    grpcClient.close();
+    await deepIngest.close();
+    await deepBus.close();
+  });
+
+  /** `levels` arrayValues or kvlistValues within each other, a string at the bottom. */
+  function deepValue(levels: number, container: 'array' | 'kvlist'): otlp.AnyValue {
+    let v: otlp.AnyValue = { value: { $case: 'string_value', value: 'bottom' } };
+    for (let i = 0; i < levels; i++) {
+      v = container === 'array'
+        ? { value: { $case: 'array_value', value: { values: [v] } } }
+        : { value: { $case: 'kvlist_value', value: { values: [{ key: 'k', value: v }] } } };
+    }
+    return v;
+  }
+
+  /** A tool span with one attribute `deep` (absent for 0 levels). */
+  function deepSpan(id: string, levels: number, container: 'array' | 'kvlist' = 'kvlist'): otlp.Span {
+    return otlp.Span.fromPartial({
+      trace_id: Buffer.from(T, 'hex'),
+      span_id: Buffer.from(id, 'hex'),
+      name: 'execute_tool lookup',
+      start_time_unix_nano: '1700000000000000000',
+      end_time_unix_nano: '1700000000500000000',
+      attributes: levels ? [{ key: 'deep', value: deepValue(levels, container) }] : [],
+    });
+  }
+
+  const request = (spans: otlp.Span[]): otlp.ExportTraceServiceRequest => ({ resource_spans: [{ schema_url: '', scope_spans: [{ schema_url: '', spans }] }] });
+
+  /**
+   * The request in OTLP/JSON, written by hand: JSON.stringify recurses and runs out of stack on
+   * the values these tests send.
+   */
+  function toJson(req: otlp.ExportTraceServiceRequest): string {
+    const value = (v: otlp.AnyValue): string => {
+      let open = '';
+      let close = '';
+      let x = v.value;
+      for (; x?.$case === 'array_value' || x?.$case === 'kvlist_value'; ) {
+        if (x.$case === 'array_value') {
+          open += '{"arrayValue":{"values":[';
+          close = ']}}' + close;
+          x = x.value.values[0].value;
+        } else {
+          open += '{"kvlistValue":{"values":[{"key":"k","value":';
+          close = '}]}}' + close;
+          x = x.value.values[0].value?.value;
+        }
+      }
+      return open + JSON.stringify({ stringValue: x?.$case === 'string_value' ? x.value : '' }) + close;
+    };
+    const spans = req.resource_spans[0].scope_spans[0].spans.map((s) => {
+      const head = JSON.stringify({ traceId: s.trace_id.toString('hex'), spanId: s.span_id.toString('hex'), name: s.name, startTimeUnixNano: s.start_time_unix_nano, endTimeUnixNano: s.end_time_unix_nano });
+      const attrs = s.attributes.map((a) => `{"key":${JSON.stringify(a.key)},"value":${value(a.value as otlp.AnyValue)}}`);
+      return `${head.slice(0, -1)},"attributes":[${attrs.join(',')}]}`;
+    });
+    return `{"resourceSpans":[{"scopeSpans":[{"spans":[${spans.join(',')}]}]}]}`;
+  }
+
+  type Answer = { ok: true; rejected: string; message: string } | { ok: false; status: number; message: string };
+
+  /** One export over a transport, the answer in one shape: partial success's count and message, or the refusal. */
+  async function exportOver(transport: 'json' | 'protobuf' | 'grpc', req: otlp.ExportTraceServiceRequest): Promise<Answer> {
+    if (transport === 'grpc') {
+      const meta = new Metadata();
+      meta.set('x-api-key', KEY);
+      return new Promise((resolve) =>
+        grpcClient.export(req, meta, (err, res) =>
+          resolve(err ? { ok: false, status: err.code, message: err.details } : { ok: true, rejected: res?.partial_success?.rejected_spans ?? '0', message: res?.partial_success?.error_message ?? '' }),
+        ),
+      );
+    }
+    const json = transport === 'json';
+    const res = await fetch(deepUrl, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': json ? 'application/json' : 'application/x-protobuf' },
+      body: json ? toJson(req) : Buffer.from(otlp.ExportTraceServiceRequest.encode(req).finish()),
+    });
+    if (json) {
+      const a = await answerOf(res);
+      return res.status === 200
+        ? { ok: true, rejected: a.partialSuccess?.rejectedSpans ?? '0', message: a.partialSuccess?.errorMessage ?? '' }
+        : { ok: false, status: res.status, message: a.message ?? '' };
+    }
+    const bytes = Buffer.from(await res.arrayBuffer());
+    if (res.status !== 200) return { ok: false, status: res.status, message: statusMessage(bytes) };
+    const p = otlp.ExportTraceServiceResponse.decode(bytes).partial_success;
+    return { ok: true, rejected: p?.rejected_spans ?? '0', message: p?.error_message ?? '' };
+  }
+
+  const TRANSPORTS = ['json', 'protobuf', 'grpc'] as const;
+
+  it('takes a value 1000 levels deep and refuses alone one 1001 deep, over OTLP/JSON, OTLP/HTTP protobuf and OTLP/gRPC alike', async () => {
+    for (const [n, transport] of TRANSPORTS.entries()) {
+      const id = (k: number) => `00000000000000${n}${k}`;
+      stored.length = 0;
+      const answer = await exportOver(transport, request([
+        deepSpan(id(1), 0),
+        deepSpan(id(2), 1000, 'kvlist'),
+        deepSpan(id(3), 1001, 'kvlist'),
+        deepSpan(id(4), 1000, 'array'),
+        deepSpan(id(5), 1001, 'array'),
+      ]));
+      expect({ transport, answer }).toEqual({
+        transport,
+        answer: {
+          ok: true,
+          rejected: '2',
+          message: `2 of 5 spans rejected: #2 run ${T} span ${id(3)}: attributes.deep: is JSON nested more than 1000 levels deep (NEATROOTS_MAX_JSON_DEPTH); ` +
+            `#4 run ${T} span ${id(5)}: attributes.deep: is JSON nested more than 1000 levels deep (NEATROOTS_MAX_JSON_DEPTH)`,
+        },
+      });
+      await deepBus.idle();
+      expect({ transport, stored: stored.map((e) => e.item.kind === 'span' && e.item.span.span_id) }).toEqual({ transport, stored: [id(1), id(2), id(4)] });
+    }
+    expect(errors).toEqual([]);
+  });
+
+  it('answers 400 naming the value, never 500, to one nested past every setting (the audit’s 2,000 levels)', async () => {
+    const past = 'is nested more than 1001 levels deep (arrayValue and kvlistValue within each other), past what any NEATROOTS_MAX_JSON_DEPTH accepts (at most 1000)';
+    for (const [levels, container] of [[1002, 'kvlist'], [2000, 'array'], [2000, 'kvlist']] as const) {
+      const answer = await exportOver('json', request([deepSpan('0000000000000001', 0), deepSpan('0000000000000002', levels, container)]));
+      expect({ levels, container, answer }).toEqual({
+        levels, container,
+        answer: { ok: false, status: 400, message: `malformed OTLP/JSON request: body.resourceSpans[0].scopeSpans[0].spans[1].attributes[0].value: ${past}` },
+      });
+    }
+    // protobuf: past the messages a value MAX_VALUE_DEPTH kvlists deep takes
+    for (const transport of ['protobuf', 'grpc'] as const) {
+      const answer = await exportOver(transport, request([deepSpan('0000000000000001', 0), deepSpan('0000000000000002', 1002, 'kvlist')]));
+      expect({ transport, answer }).toEqual({
+        transport,
+        answer: {
+          ok: false,
+          status: transport === 'grpc' ? GrpcStatus.INVALID_ARGUMENT : 400,
+          message: 'malformed protobuf request: messages are nested more than 3010 deep: an attribute value nested past what any NEATROOTS_MAX_JSON_DEPTH accepts (at most 1000)',
+        },
+      });
+    }
+    expect(errors).toEqual([]);
+    await deepBus.idle();
   });
 });

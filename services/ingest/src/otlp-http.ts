@@ -2,9 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { gunzip } from 'node:zlib';
 import { promisify } from 'node:util';
+import { BinaryReader } from '@bufbuild/protobuf/wire';
 import { Metadata, status as Status } from '@grpc/grpc-js';
 import { otlp } from '@neatroots/proto';
-import { decodeOtlpJson, encodeOtlpJsonResponse, OtlpJsonError } from './otlp-json';
+import { decodeOtlpJson, encodeOtlpJsonResponse, MAX_VALUE_DEPTH, OtlpJsonError, type BadId } from './otlp-json';
 import { retryStatus } from './pressure';
 
 const gunzipAsync = promisify(gunzip);
@@ -27,8 +28,14 @@ export type OtlpOutcome =
   | { ok: true; response: otlp.ExportTraceServiceResponse }
   | { ok: false; code: Status; message: string };
 
-/** A request body that did or did not decode (the gRPC receiver's shape). */
-export type DecodedRequest = { ok: true; value: otlp.ExportTraceServiceRequest } | { ok: false; error: string };
+/**
+ * A request body that did or did not decode (the gRPC receiver's shape); `error` is the whole
+ * message, `malformed ... request: ...`. `badIds`: OTLP/JSON spans refused for an id that is not
+ * hex, by index, with the reason their rejection gives (otlp-json.ts spanId).
+ */
+export type DecodedRequest =
+  | { ok: true; value: otlp.ExportTraceServiceRequest; badIds?: ReadonlyMap<number, BadId> }
+  | { ok: false; error: string };
 
 export interface OtlpHttpOptions {
   host: string;
@@ -106,12 +113,45 @@ async function inflate(req: IncomingMessage, raw: Buffer, max: number): Promise<
   }
 }
 
-function decode(body: Buffer, enc: Encoding): DecodedRequest {
+/** What the generated decoders (ts-proto) nest at most: hard-coded, no generator option sets it. */
+const GENERATED_MESSAGE_DEPTH = 100;
+/**
+ * Messages an OTLP protobuf request may nest. The deepest attribute value any configuration
+ * takes a span's verdict on (MAX_VALUE_DEPTH kvlistValues, three messages each: AnyValue,
+ * KeyValueList, KeyValue) under the deepest place an attribute sits (request, ResourceSpans,
+ * ScopeSpans, Span, Span.Event, KeyValue), and the AnyValue at its bottom. Arrays cost two
+ * messages a level, so they may nest further; the limit rejects their span all the same.
+ */
+const MAX_MESSAGE_DEPTH = 6 + 3 * MAX_VALUE_DEPTH + 1;
+
+/**
+ * An OTLP protobuf ExportTraceServiceRequest, with values nested as deep as over OTLP/JSON: the
+ * generated decoders stop at 100 messages (an AnyValue 47 arrays deep, 32 kvlists), so such a
+ * value would refuse the whole export rather than NEATROOTS_MAX_JSON_DEPTH its span alone. They
+ * count the depth on the reader (`__tsProtoDecodeDepth`, from 0 when unset), so a reader that
+ * starts it below 0 raises the bound for this decode only, nothing else in the process.
+ */
+export function decodeOtlpProtobuf(body: Uint8Array): otlp.ExportTraceServiceRequest {
+  const reader = new BinaryReader(body);
+  (reader as unknown as { __tsProtoDecodeDepth: number }).__tsProtoDecodeDepth = GENERATED_MESSAGE_DEPTH - MAX_MESSAGE_DEPTH;
   try {
-    return { ok: true, value: enc === 'json' ? decodeOtlpJson(body.toString('utf8')) : otlp.ExportTraceServiceRequest.decode(body) };
+    return otlp.ExportTraceServiceRequest.decode(reader);
+  } catch (e) {
+    if ((e as Error)?.message !== 'protobuf decode recursion limit exceeded') throw e;
+    throw new Error(
+      `messages are nested more than ${MAX_MESSAGE_DEPTH} deep: an attribute value nested past what any NEATROOTS_MAX_JSON_DEPTH accepts (at most 1000)`,
+    );
+  }
+}
+
+function decode(body: Buffer, enc: Encoding): DecodedRequest {
+  const badIds = new Map<number, BadId>();
+  try {
+    const value = enc === 'json' ? decodeOtlpJson(body.toString('utf8'), badIds) : decodeOtlpProtobuf(body);
+    return badIds.size ? { ok: true, value, badIds } : { ok: true, value };
   } catch (e) {
     if (enc === 'json' && !(e instanceof OtlpJsonError)) throw e;
-    return { ok: false, error: (e as Error).message };
+    return { ok: false, error: `malformed ${enc === 'json' ? 'OTLP/JSON' : 'protobuf'} request: ${(e as Error).message}` };
   }
 }
 
@@ -182,7 +222,6 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
       enc = contentTypeOf(req);
       const body = await inflate(req, await readBody(req, opts.maxBodyBytes), opts.maxBodyBytes);
       const decoded = decode(body, enc);
-      if (!decoded.ok) decoded.error = `malformed ${enc === 'json' ? 'OTLP/JSON' : 'protobuf'} request: ${decoded.error}`;
       const outcome = await opts.exportTraces(metadataOf(req), decoded);
       if (outcome.ok) {
         send(res, 200, enc, enc === 'json' ? encodeOtlpJsonResponse(outcome.response) : Buffer.from(otlp.ExportTraceServiceResponse.encode(outcome.response).finish()));

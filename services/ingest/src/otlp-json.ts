@@ -12,7 +12,9 @@ import { otlp } from '@neatroots/proto';
  * - enums are numbers (their names are accepted too);
  * - 64-bit integers arrive as decimal strings or as numbers.
  * Unknown fields are ignored (a newer exporter's additions must not break an older receiver).
- * A value of the wrong type is an error naming its path, e.g. `resourceSpans[0].scopeSpans[1].spans[3].traceId`.
+ * A value of the wrong type is an error naming its path, e.g. `resourceSpans[0].scopeSpans[1].spans[3].name`;
+ * so is an attribute value nested deeper than MAX_VALUE_DEPTH. A span id, trace id or parent
+ * span id that is a string but not hex of the right length refuses its span alone (see spanId).
  */
 export class OtlpJsonError extends Error {
   constructor(
@@ -24,6 +26,22 @@ export class OtlpJsonError extends Error {
 }
 
 type Obj = Record<string, unknown>;
+
+/**
+ * Deepest attribute value decoded, in arrayValues and kvlistValues within each other: one past
+ * the highest NEATROOTS_MAX_JSON_DEPTH (1000, libs/platform config), so that a value nested past
+ * any configured depth still decodes and that limit rejects its span alone (partial success).
+ * A deeper one is past every configuration: the request is malformed, refused whole with the
+ * path of the value, before it reaches what reads values recursively (the mapping's
+ * attributesToJson), which a few thousand levels run out of stack.
+ */
+export const MAX_VALUE_DEPTH = 1001;
+
+/** A span id that is not OTLP/JSON's hex: the OTLP field, and the reason its span's rejection gives. */
+export interface BadId {
+  field: 'trace_id' | 'span_id' | 'parent_span_id';
+  reason: string;
+}
 
 function snake(camel: string): string {
   return camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -44,12 +62,16 @@ function kind(v: unknown): string {
   return v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `${typeof v} ${JSON.stringify(v)?.slice(0, 40)}`;
 }
 
-function list<T>(o: Obj, camel: string, path: string, each: (v: unknown, p: string) => T): T[] {
+/** A repeated field's elements (none when absent). */
+function elements(o: Obj, camel: string, path: string): unknown[] {
   const v = get(o, camel);
   if (v === undefined) return [];
-  const p = `${path}.${camel}`;
-  if (!Array.isArray(v)) throw new OtlpJsonError(p, `expected an array, got ${kind(v)}`);
-  return v.map((x, i) => each(x, `${p}[${i}]`));
+  if (!Array.isArray(v)) throw new OtlpJsonError(`${path}.${camel}`, `expected an array, got ${kind(v)}`);
+  return v;
+}
+
+function list<T>(o: Obj, camel: string, path: string, each: (v: unknown, p: string) => T): T[] {
+  return elements(o, camel, path).map((x, i) => each(x, `${path}.${camel}[${i}]`));
 }
 
 function str(o: Obj, camel: string, path: string): string {
@@ -92,15 +114,36 @@ function fixed64(o: Obj, camel: string, path: string): string {
 }
 
 /** OTLP ids are hex in JSON (not base64): 32 hex digits for a trace, 16 for a span; empty for none. */
-function hexId(o: Obj, camel: string, path: string, bytes: number): Buffer {
+function isHexId(v: string, bytes: number): boolean {
+  return v.length === bytes * 2 && /^[0-9a-fA-F]+$/.test(v);
+}
+
+function hexString(o: Obj, camel: string, path: string): string | undefined {
   const v = get(o, camel);
-  if (v === undefined || v === '') return Buffer.alloc(0);
-  const p = `${path}.${camel}`;
-  if (typeof v !== 'string') throw new OtlpJsonError(p, `expected a hex string, got ${kind(v)}`);
-  if (v.length !== bytes * 2 || !/^[0-9a-fA-F]+$/.test(v)) {
-    throw new OtlpJsonError(p, `expected ${bytes * 2} hex digits (OTLP/JSON ids are hex, not base64), got ${JSON.stringify(v.slice(0, 48))}`);
-  }
-  return Buffer.from(v, 'hex');
+  if (v === undefined || v === '') return undefined;
+  if (typeof v !== 'string') throw new OtlpJsonError(`${path}.${camel}`, `expected a hex string, got ${kind(v)}`);
+  return v;
+}
+
+/**
+ * A span's trace id, span id or parent span id. One that is not hex of the right length refuses
+ * its span alone, as an id of the wrong length does over protobuf (libs/spans mapSpan): the span
+ * gets bytes the mapping is sure to refuse (none for a trace or span id, which it requires; one
+ * byte for a parent, which must be 8 or none), and `bad` is told the reason, which the
+ * rejection gives in place of the mapping's (ingest.ts acceptOtlp).
+ */
+function spanId(o: Obj, camel: string, path: string, bytes: number, field: BadId['field'], bad: (b: BadId) => void): Buffer {
+  const v = hexString(o, camel, path);
+  if (v === undefined) return Buffer.alloc(0);
+  if (isHexId(v, bytes)) return Buffer.from(v, 'hex');
+  bad({ field, reason: `expected ${bytes * 2} hex digits (OTLP/JSON ids are hex, not base64), got ${JSON.stringify(v.slice(0, 48))}` });
+  return Buffer.alloc(field === 'parent_span_id' ? 1 : 0);
+}
+
+/** A link's id: the mapping reads no link (nor does it over protobuf), so one that is not hex is left empty. */
+function linkId(o: Obj, camel: string, path: string, bytes: number): Buffer {
+  const v = hexString(o, camel, path);
+  return v !== undefined && isHexId(v, bytes) ? Buffer.from(v, 'hex') : Buffer.alloc(0);
 }
 
 function enumOf(o: Obj, camel: string, path: string, names: Record<string, string | number>): number {
@@ -111,39 +154,84 @@ function enumOf(o: Obj, camel: string, path: string, names: Record<string, strin
   throw new OtlpJsonError(`${path}.${camel}`, `expected an enum number, got ${kind(v)}`);
 }
 
+/** A value still to decode: an AnyValue (`out`, filled in place) or a kvlistValue's entry. */
+type Pending =
+  | { kind: 'any'; v: unknown; path: string; depth: number; out: otlp.AnyValue }
+  | { kind: 'kv'; v: unknown; path: string; depth: number; out: otlp.KeyValue };
+
+/**
+ * An attribute's value. Values within it are walked with a stack of their own, in document
+ * order, not by recursion: that ran out of stack about 1,000 kvlistValues down (less under a
+ * deeper caller), short of MAX_VALUE_DEPTH. `depth`: the arrayValues and kvlistValues around a
+ * value. A value nested too deep is refused with the path of the attribute's value (the path
+ * down to where it went past the bound would be thousands of characters long).
+ */
 function anyValue(v: unknown, path: string): otlp.AnyValue {
-  const o = obj(v, path);
-  const set = (['stringValue', 'boolValue', 'intValue', 'doubleValue', 'arrayValue', 'kvlistValue', 'bytesValue'] as const).filter(
-    (k) => get(o, k) !== undefined,
-  );
-  if (set.length > 1) throw new OtlpJsonError(path, `holds ${set.join(' and ')}; an AnyValue holds one value`);
-  const [which] = set;
-  const x = which && get(o, which);
-  const p = `${path}.${which}`;
-  switch (which) {
-    case undefined:
-      return { value: undefined };
-    case 'stringValue':
-      if (typeof x !== 'string') throw new OtlpJsonError(p, `expected a string, got ${kind(x)}`);
-      return { value: { $case: 'string_value', value: x } };
-    case 'boolValue':
-      return { value: { $case: 'bool_value', value: bool(x, p) } };
-    case 'intValue':
-      return { value: { $case: 'int_value', value: int64(x, p, true) } };
-    case 'doubleValue': {
-      // protobuf's mapping writes NaN and the infinities as strings
-      const d = typeof x === 'string' && ['NaN', 'Infinity', '-Infinity'].includes(x) ? Number(x) : x;
-      if (typeof d !== 'number') throw new OtlpJsonError(p, `expected a number, got ${kind(x)}`);
-      return { value: { $case: 'double_value', value: d } };
+  const root: otlp.AnyValue = { value: undefined };
+  const todo: Pending[] = [{ kind: 'any', v, path, depth: 0, out: root }];
+  for (let t = todo.pop(); t; t = todo.pop()) {
+    const o = obj(t.v, t.path);
+    if (t.kind === 'kv') {
+      t.out.key = str(o, 'key', t.path);
+      const value = get(o, 'value');
+      if (value !== undefined) todo.push({ kind: 'any', v: value, path: `${t.path}.value`, depth: t.depth, out: (t.out.value = { value: undefined }) });
+      continue;
     }
-    case 'arrayValue':
-      return { value: { $case: 'array_value', value: { values: list(obj(x, p), 'values', p, anyValue) } } };
-    case 'kvlistValue':
-      return { value: { $case: 'kvlist_value', value: { values: list(obj(x, p), 'values', p, keyValue) } } };
-    case 'bytesValue':
-      if (typeof x !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(x)) throw new OtlpJsonError(p, `expected base64, got ${kind(x)}`);
-      return { value: { $case: 'bytes_value', value: Buffer.from(x, 'base64') } };
+    const set = (['stringValue', 'boolValue', 'intValue', 'doubleValue', 'arrayValue', 'kvlistValue', 'bytesValue'] as const).filter(
+      (k) => get(o, k) !== undefined,
+    );
+    if (set.length > 1) throw new OtlpJsonError(t.path, `holds ${set.join(' and ')}; an AnyValue holds one value`);
+    const [which] = set;
+    const x = which && get(o, which);
+    const p = `${t.path}.${which}`;
+    switch (which) {
+      case undefined:
+        break;
+      case 'stringValue':
+        if (typeof x !== 'string') throw new OtlpJsonError(p, `expected a string, got ${kind(x)}`);
+        t.out.value = { $case: 'string_value', value: x };
+        break;
+      case 'boolValue':
+        t.out.value = { $case: 'bool_value', value: bool(x, p) };
+        break;
+      case 'intValue':
+        t.out.value = { $case: 'int_value', value: int64(x, p, true) };
+        break;
+      case 'doubleValue': {
+        // protobuf's mapping writes NaN and the infinities as strings
+        const d = typeof x === 'string' && ['NaN', 'Infinity', '-Infinity'].includes(x) ? Number(x) : x;
+        if (typeof d !== 'number') throw new OtlpJsonError(p, `expected a number, got ${kind(x)}`);
+        t.out.value = { $case: 'double_value', value: d };
+        break;
+      }
+      case 'arrayValue':
+      case 'kvlistValue': {
+        if (t.depth >= MAX_VALUE_DEPTH) {
+          throw new OtlpJsonError(
+            path,
+            `is nested more than ${MAX_VALUE_DEPTH} levels deep (arrayValue and kvlistValue within each other), past what any NEATROOTS_MAX_JSON_DEPTH accepts (at most 1000)`,
+          );
+        }
+        const items = elements(obj(x, p), 'values', p);
+        const depth = t.depth + 1;
+        if (which === 'arrayValue') {
+          const values = items.map((): otlp.AnyValue => ({ value: undefined }));
+          t.out.value = { $case: 'array_value', value: { values } };
+          for (let i = items.length - 1; i >= 0; i--) todo.push({ kind: 'any', v: items[i], path: `${p}.values[${i}]`, depth, out: values[i] });
+        } else {
+          const values = items.map((): otlp.KeyValue => ({ key: '', value: undefined }));
+          t.out.value = { $case: 'kvlist_value', value: { values } };
+          for (let i = items.length - 1; i >= 0; i--) todo.push({ kind: 'kv', v: items[i], path: `${p}.values[${i}]`, depth, out: values[i] });
+        }
+        break;
+      }
+      case 'bytesValue':
+        if (typeof x !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(x)) throw new OtlpJsonError(p, `expected base64, got ${kind(x)}`);
+        t.out.value = { $case: 'bytes_value', value: Buffer.from(x, 'base64') };
+        break;
+    }
   }
+  return root;
 }
 
 function keyValue(v: unknown, path: string): otlp.KeyValue {
@@ -156,15 +244,16 @@ function attributes(o: Obj, path: string): otlp.KeyValue[] {
   return list(o, 'attributes', path, keyValue);
 }
 
-function span(v: unknown, path: string): otlp.Span {
+/** `bad`: told of each id that refuses the span (see spanId), trace id first. */
+function span(v: unknown, path: string, bad: (b: BadId) => void): otlp.Span {
   const o = obj(v, path);
   const status = get(o, 'status');
   const so = status === undefined ? undefined : obj(status, `${path}.status`);
   return {
-    trace_id: hexId(o, 'traceId', path, 16),
-    span_id: hexId(o, 'spanId', path, 8),
+    trace_id: spanId(o, 'traceId', path, 16, 'trace_id', bad),
+    span_id: spanId(o, 'spanId', path, 8, 'span_id', bad),
     trace_state: str(o, 'traceState', path),
-    parent_span_id: hexId(o, 'parentSpanId', path, 8),
+    parent_span_id: spanId(o, 'parentSpanId', path, 8, 'parent_span_id', bad),
     flags: uint32(o, 'flags', path),
     name: str(o, 'name', path),
     kind: enumOf(o, 'kind', path, otlp.Span_SpanKind),
@@ -185,8 +274,8 @@ function span(v: unknown, path: string): otlp.Span {
     links: list(o, 'links', path, (l, p) => {
       const lo = obj(l, p);
       return {
-        trace_id: hexId(lo, 'traceId', p, 16),
-        span_id: hexId(lo, 'spanId', p, 8),
+        trace_id: linkId(lo, 'traceId', p, 16),
+        span_id: linkId(lo, 'spanId', p, 8),
         trace_state: str(lo, 'traceState', p),
         attributes: attributes(lo, p),
         dropped_attributes_count: uint32(lo, 'droppedAttributesCount', p),
@@ -198,8 +287,12 @@ function span(v: unknown, path: string): otlp.Span {
   };
 }
 
-/** Decodes an OTLP/JSON ExportTraceServiceRequest; throws OtlpJsonError (with the path) on a malformed one. */
-export function decodeOtlpJson(text: string): otlp.ExportTraceServiceRequest {
+/**
+ * Decodes an OTLP/JSON ExportTraceServiceRequest; throws OtlpJsonError (with the path) on a
+ * malformed one. `badIds` is given the spans whose ids refuse them, by their index in the
+ * request (counting spans across resourceSpans and scopeSpans, as the mapping's rejections do).
+ */
+export function decodeOtlpJson(text: string, badIds?: Map<number, BadId>): otlp.ExportTraceServiceRequest {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -207,6 +300,14 @@ export function decodeOtlpJson(text: string): otlp.ExportTraceServiceRequest {
     throw new OtlpJsonError('body', `not JSON (${(e as Error).message})`);
   }
   const root = obj(doc, 'body');
+  let index = 0;
+  const eachSpan = (v: unknown, p: string): otlp.Span => {
+    const i = index++;
+    // The mapping refuses a span on its first bad id, in this order: that one's reason is given.
+    return span(v, p, (b) => {
+      if (badIds && !badIds.has(i)) badIds.set(i, b);
+    });
+  };
   return {
     resource_spans: list(root, 'resourceSpans', 'body', (rs, p) => {
       const o = obj(rs, p);
@@ -227,7 +328,7 @@ export function decodeOtlpJson(text: string): otlp.ExportTraceServiceRequest {
               dropped_attributes_count: uint32(sco, 'droppedAttributesCount', `${q}.scope`),
             },
             schema_url: str(so, 'schemaUrl', q),
-            spans: list(so, 'spans', q, span),
+            spans: list(so, 'spans', q, eachSpan),
           };
         }),
       };
