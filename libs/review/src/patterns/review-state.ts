@@ -8,7 +8,8 @@ import { suppresses, type VerdictKind } from './verdicts';
  *                 confirmed (carried_over); a verdict older than a recluster that changed the
  *                 pattern's findings materially, keeping less than half (reclustered); an
  *                 acceptable or checker_wrong verdict older than the rule's current wording,
- *                 with findings on that wording (reworded)
+ *                 with findings on a wording newer than the verdict, the current one or one in
+ *                 between (reworded)
  *   open          real or sop_wrong, no suggestion applied for this verdict
  *   fixing        a suggestion for it applied (draft or pull request)
  *   fixed         10 sessions on the fix's release or later, none with a finding in the pattern
@@ -35,8 +36,12 @@ export interface PatternFacts {
   materially_reclustered_at?: string | null;
   /** When the rule's current wording replaced an earlier one (ISO), null for its first wording. */
   reworded_at?: string | null;
-  /** Findings on the rule's current wording (suppressed or not). */
-  findings_on_current_wording?: number;
+  /**
+   * Findings on a wording of the rule newer than the verdict (suppressed or not): the current
+   * wording, or one between the verdict's and the current (A -> B -> C with the verdict given on
+   * A: B's and C's findings). The verdict does not cover them (verdictCovers).
+   */
+  findings_on_newer_wordings?: number;
   /** The suggestion applied for this verdict, if any. */
   fix?: FixFacts | null;
 }
@@ -63,11 +68,11 @@ export function reviewState(p: PatternFacts): ReviewStateView {
   if (p.materially_reclustered_at && v.created_at < p.materially_reclustered_at) {
     return needs('reclustered', `A recluster changed this pattern's findings since the ${v.verdict} verdict (it kept less than half of them).`);
   }
-  if (suppresses(v.verdict) && p.reworded_at && v.created_at < p.reworded_at && (p.findings_on_current_wording ?? 0) > 0) {
-    const n = p.findings_on_current_wording ?? 0;
+  if (suppresses(v.verdict) && p.reworded_at && v.created_at < p.reworded_at && (p.findings_on_newer_wordings ?? 0) > 0) {
+    const n = p.findings_on_newer_wordings ?? 0;
     return needs(
       'reworded',
-      `The ${v.verdict} verdict judged an earlier wording of the rule; ${n} finding${n === 1 ? '' : 's'} on the current wording ${n === 1 ? 'is' : 'are'} not suppressed until a verdict confirms it.`,
+      `The ${v.verdict} verdict judged an earlier wording of the rule; ${n} finding${n === 1 ? '' : 's'} on a newer wording ${n === 1 ? 'is' : 'are'} not suppressed until a verdict confirms it.`,
     );
   }
   if (suppresses(v.verdict)) {

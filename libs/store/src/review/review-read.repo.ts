@@ -20,6 +20,13 @@ export interface FindingCounts {
   last_seen: string | null;
 }
 
+/** A rule pattern's findings on one wording of its rule (procedure and rule id), suppressed or not. */
+export interface WordingCount {
+  procedure_id: string;
+  rule_id: string;
+  n: number;
+}
+
 export interface ExampleRow {
   pattern_id: string;
   finding_id: string;
@@ -130,7 +137,9 @@ export class ReviewReadRepo {
   /**
    * All-time counts per most specific pattern, from sop_finding_days (a few rows a day), and
    * for the patterns with a verdict the findings stored since it (not suppressed), from the
-   * index on (pattern_id, created_at): the review queue without reading every finding.
+   * index on (pattern_id, created_at): the review queue without reading every finding. The
+   * verdict is the one the pattern goes by: its own latest, else (a failure mode without one)
+   * its rule pattern's latest.
    */
   async leafCounts(workspace: string): Promise<Map<string, { findings: number; suppressed: number; new_since_verdict: number | null }>> {
     const [days, fresh] = await Promise.all([
@@ -140,9 +149,12 @@ export class ReviewReadRepo {
         [workspace],
       ),
       this.db.query<{ pattern_id: string; n: unknown }>(
-        `SELECT v.pattern_id, count(f.id) AS n
-           FROM (SELECT pattern_id, max(created_at) AS at FROM sop_verdicts WHERE workspace = $1 GROUP BY pattern_id) v
-           LEFT JOIN sop_findings f ON f.pattern_id = v.pattern_id AND f.created_at > v.at AND NOT f.suppressed
+        `WITH own AS (SELECT pattern_id, max(created_at) AS at FROM sop_verdicts WHERE workspace = $1 GROUP BY pattern_id),
+              v AS (SELECT p.id AS pattern_id, COALESCE(o.at, r.at) AS at FROM sop_patterns p
+                      LEFT JOIN own o ON o.pattern_id = p.id LEFT JOIN own r ON r.pattern_id = p.parent_id
+                     WHERE p.workspace = $1 AND (o.at IS NOT NULL OR r.at IS NOT NULL))
+         SELECT v.pattern_id, count(f.id) AS n
+           FROM v LEFT JOIN sop_findings f ON f.pattern_id = v.pattern_id AND f.created_at > v.at AND NOT f.suppressed
           GROUP BY v.pattern_id`,
         [workspace],
       ),
@@ -151,15 +163,21 @@ export class ReviewReadRepo {
     return new Map(days.rows.map((r) => [r.pattern_id, { findings: num(r.findings), suppressed: num(r.suppressed), new_since_verdict: since.get(r.pattern_id) ?? null }]));
   }
 
-  /** Findings on a rule pattern's current wording (the reworded review state), per pattern. */
-  async onWording(patterns: readonly { id: string; rule_id: string }[]): Promise<Map<string, number>> {
-    if (!patterns.length) return new Map();
-    const res = await this.db.query<{ id: string; n: unknown }>(
-      `SELECT u.id, count(f.id) AS n FROM unnest($1::text[], $2::text[]) AS u(id, rule_id)
-         LEFT JOIN sop_findings f ON f.rule_pattern_id = u.id AND f.rule_id = u.rule_id GROUP BY u.id`,
-      [patterns.map((p) => p.id), patterns.map((p) => p.rule_id)],
+  /**
+   * A rule pattern's findings (suppressed or not) per wording of its rule, per rule pattern: the
+   * reworded review state counts those on a wording newer than the verdict.
+   */
+  async wordingCounts(rulePatternIds: readonly string[]): Promise<Map<string, WordingCount[]>> {
+    const out = new Map<string, WordingCount[]>();
+    const ids = [...new Set(rulePatternIds)];
+    if (!ids.length) return out;
+    const res = await this.db.query<{ id: string; procedure_id: string; rule_id: string; n: unknown }>(
+      `SELECT f.rule_pattern_id AS id, f.procedure_id, f.rule_id, count(*) AS n FROM sop_findings f
+        WHERE f.rule_pattern_id = ANY($1::text[]) GROUP BY 1, 2, 3`,
+      [ids],
     );
-    return new Map(res.rows.map((r) => [r.id, num(r.n)]));
+    for (const r of res.rows) (out.get(r.id) ?? out.set(r.id, []).get(r.id)!).push({ procedure_id: r.procedure_id, rule_id: r.rule_id, n: num(r.n) });
+    return out;
   }
 
   /** The newest `per` findings of each pattern, with their session. */

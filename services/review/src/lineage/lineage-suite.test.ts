@@ -4,7 +4,7 @@ import { LineageRepo, SopError, SuggestionsRepo } from '@neatroots/store';
 import { startSop, type Sop } from '../sop/service';
 import { SopWorkspaces } from '../sop/workspaces';
 import { RuleLineage } from './service';
-import { refundFolder, refundSession } from './refunds.test';
+import { LOOKUP_WORDINGS, refundFolder, refundSession, rewordedFolder } from './refunds.test';
 
 /**
  * Rule lineage in the review service as it runs (startSop, inline jobs, sessions checked by
@@ -30,9 +30,9 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
     await db.close();
   });
 
-  async function publish(n: number): Promise<LockRule[]> {
-    await sop.queries.pushHead(WS, refundFolder(n));
-    const r = await sop.queries.publish(WS);
+  async function publish(n: number, ws = WS, folder = refundFolder): Promise<LockRule[]> {
+    await sop.queries.pushHead(ws, folder(n));
+    const r = await sop.queries.publish(ws);
     expect(r.number).toBe(n);
     return r.procedures[0].rules;
   }
@@ -43,20 +43,30 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
   };
 
   let minute = 0;
-  /** Sends a session and waits until it is checked and its finding is in a pattern; returns the session and that pattern. */
-  async function sessionWithFinding(externalId: string, skip: string): Promise<{ id: string; pattern: string; rule: string }> {
-    const at = new Date(Date.UTC(2026, 10, 20, 9, minute++)).toISOString();
-    const sent = await sop.queries.receiveSession(WS, refundSession(externalId, skip, at));
+  /** When the next session started: a minute after the last one. */
+  const nextStart = () => new Date(Date.UTC(2026, 10, 20, 9, minute++)).toISOString();
+  /**
+   * Sends a session and waits until it is checked and its finding is in a pattern; returns the
+   * session, that pattern and the finding. `release` is the release the session says it ran
+   * (default: the live one).
+   */
+  async function sessionWithFinding(
+    externalId: string,
+    skip: string,
+    opts: { ws?: string; release?: string; at?: string } = {},
+  ): Promise<{ id: string; pattern: string; rule: string; finding: string }> {
+    const ws = opts.ws ?? WS;
+    const sent = await sop.queries.receiveSession(ws, { ...refundSession(externalId, skip, opts.at ?? nextStart()), release_id: opts.release ?? null });
     for (let i = 0; i < 500; i++) {
-      const s = await sop.queries.getSession(WS, sent.id);
+      const s = await sop.queries.getSession(ws, sent.id);
       const rule = s.checks.flatMap((c) => c.rules).find((r) => r.finding);
-      if (rule?.pattern_id) return { id: sent.id, pattern: rule.pattern_id, rule: rule.rule_id };
+      if (rule?.pattern_id) return { id: sent.id, pattern: rule.pattern_id, rule: rule.rule_id, finding: rule.finding_id! };
       await new Promise((r) => setTimeout(r, 10));
     }
     throw new Error(`${externalId} never got a pattern`);
   }
-  const result = async (id: string) => (await sop.queries.getSession(WS, id)).result;
-  const suppressed = async (id: string) => (await sop.queries.getSession(WS, id)).checks.flatMap((c) => c.rules).find((r) => r.finding)?.suppressed;
+  const result = async (id: string, ws = WS) => (await sop.queries.getSession(ws, id)).result;
+  const suppressed = async (id: string, ws = WS) => (await sop.queries.getSession(ws, id)).checks.flatMap((c) => c.rules).find((r) => r.finding)?.suppressed;
 
   async function refusal(p: Promise<unknown>): Promise<SopError> {
     const err = await p.then(() => undefined, (e: unknown) => e);
@@ -214,6 +224,65 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
       expect(await sop.review.rebuildLineage(WS)).toEqual(rebuilt);
       expect(strip(await repo.rows(db, WS))).toEqual(strip(before));
       expect((await sop.review.patterns(WS, { days: 3650 })).items.map((p) => [p.id, p.findings + p.suppressed])).toEqual(patternsBefore);
+    });
+  });
+
+  describe('a verdict through three wordings of a rule (A -> B -> C)', () => {
+    const THREE = `three${suffix}`;
+    const [A, B, C] = LOOKUP_WORDINGS;
+    const state = async (pattern: string) => {
+      const p = await sop.review.pattern(THREE, pattern, { days: 3650 });
+      return { current_rule_id: p.rule.current_rule_id, verdict: p.verdict?.verdict, review_state: p.review_state, review_reason: p.review_reason, review_note: p.review_note };
+    };
+    const queued = async (pattern: string) => (await sop.review.reviewQueue(THREE, {})).items.find((i) => i.pattern_id === pattern);
+
+    it("a verdict given on A suppresses A's findings only: B's (live or sent late) and C's count, and the pattern needs review while any does", async () => {
+      const a = ruleId(await publish(1, THREE, rewordedFolder), A);
+      const sa = await sessionWithFinding('three-a', 'lookup_order', { ws: THREE });
+      expect(sa.rule).toBe(a);
+      const given = await sop.review.giveVerdict(THREE, sa.pattern, { verdict: 'acceptable', note: 'the caller gave the order number', reviewer: 'ana' });
+      expect(given).toMatchObject({ suppressed_count: 1, review_state: 'closed' });
+
+      // B is live: its finding is in the same pattern and counts; A's stays suppressed.
+      const b = ruleId(await publish(2, THREE, rewordedFolder), B);
+      const sb = await sessionWithFinding('three-b', 'lookup_order', { ws: THREE });
+      expect(sb).toMatchObject({ rule: b, pattern: sa.pattern });
+      expect(await suppressed(sb.id, THREE)).toBe(false);
+      expect(await result(sb.id, THREE)).toBe('deviated');
+      expect(await suppressed(sa.id, THREE)).toBe(true);
+      expect(await result(sa.id, THREE)).not.toBe('deviated');
+      const ranOnB = nextStart(); // a session that runs B now, sent only after C comes in
+
+      // C is published (matched to B, in A's lineage); a session on C with a finding on another
+      // rule makes C the pattern's wording: no finding on C yet, B's still not covered.
+      const c = ruleId(await publish(3, THREE, rewordedFolder), C);
+      expect(await sop.review.ruleLineage(THREE, c, {})).toMatchObject({ lineage_id: a, previous_rule_id: b, how: 'matched', rules: [{ rule_id: a }, { rule_id: b }, { rule_id: c }] });
+      const other = await sessionWithFinding('three-c-payment', 'check_payment', { ws: THREE });
+      expect(other.pattern).not.toBe(sa.pattern);
+      expect(await state(sa.pattern)).toMatchObject({ current_rule_id: c, verdict: 'acceptable', review_state: 'needs_review', review_reason: 'reworded', review_note: expect.stringContaining('1 finding on a newer wording') });
+      expect(await queued(sa.pattern)).toMatchObject({ review_state: 'needs_review', review_reason: 'reworded' });
+
+      // The session that ran B, sent now: its finding is on B, which came after the verdict.
+      const late = await sessionWithFinding('three-b-late', 'lookup_order', { ws: THREE, release: '2', at: ranOnB });
+      expect(late).toMatchObject({ rule: b, pattern: sa.pattern });
+      expect(await suppressed(late.id, THREE)).toBe(false);
+      expect(await result(late.id, THREE)).toBe('deviated');
+      // An override saying the checker got B's finding right suppresses it again: still counted.
+      expect(await sop.review.overrideFinding(THREE, sb.finding, { correct: true })).toMatchObject({ suppressed: false, session_result: 'deviated' });
+      expect(await suppressed(sa.id, THREE)).toBe(true);
+      expect(await state(sa.pattern)).toMatchObject({ current_rule_id: c, review_state: 'needs_review', review_reason: 'reworded', review_note: expect.stringContaining('2 findings on a newer wording') });
+
+      // C's finding counts too; A's is still suppressed.
+      const sc = await sessionWithFinding('three-c', 'lookup_order', { ws: THREE });
+      expect(sc).toMatchObject({ rule: c, pattern: sa.pattern });
+      expect(await suppressed(sc.id, THREE)).toBe(false);
+      expect(await result(sc.id, THREE)).toBe('deviated');
+      expect(await suppressed(sa.id, THREE)).toBe(true);
+      expect(await state(sa.pattern)).toMatchObject({ review_state: 'needs_review', review_reason: 'reworded', review_note: expect.stringContaining('3 findings on a newer wording') });
+
+      // A verdict given now covers every wording.
+      expect(await sop.review.giveVerdict(THREE, sa.pattern, { verdict: 'acceptable' })).toMatchObject({ suppressed_count: 4, review_state: 'closed' });
+      for (const s of [sa, sb, late, sc]) expect(await result(s.id, THREE)).not.toBe('deviated');
     });
   });
 

@@ -77,6 +77,22 @@ export const refundFolder = (release: number) => [
   { path: 'agents/refund-bot.yaml', text: REFUND_AGENT },
 ];
 
+/**
+ * The look-up step in three wordings, one release each, the rest of the procedure as in release
+ * 1 (rewordedFolder): A -> B -> C, each matched in place to the one before (0.8, then 0.83),
+ * for a verdict given on A and the wordings that came after it.
+ */
+export const LOOKUP_WORDINGS: string[] = [
+  'Look up the order of the caller.',
+  "Look up the caller's order by order number.",
+  "Look up the caller's order number in the order system.",
+];
+
+export const rewordedFolder = (release: number) => [
+  { path: 'procedures/refund.md', text: REFUND_RELEASES[0].replace(LOOKUP_WORDINGS[0], LOOKUP_WORDINGS[release - 1]) },
+  { path: 'agents/refund-bot.yaml', text: REFUND_AGENT },
+];
+
 /** A refund call where the agent called every tool but `skip` (so the step of `skip` is skipped). */
 export function refundSession(externalId: string, skip: string, startedAt = new Date(Date.now() - 3_600_000).toISOString()) {
   const tools = ['verify_caller', 'lookup_order', 'check_payment', 'refund_payment', 'send_receipt'].filter((t) => t !== skip);

@@ -1,17 +1,30 @@
 import { FIX_SESSIONS_NEEDED, reviewState, ruleLabel, type ReviewStateView } from '@neatroots/review-domain';
-import type { PatternRecord, RuleView, VerdictRecord, VerdictView } from '@neatroots/store';
+import type { PatternRecord, RuleView, VerdictRecord, VerdictView, WordingCount } from '@neatroots/store';
 import type { FixInfo } from '../suggestions/fix';
-import type { VerdictContext } from './writes';
+import { covers, type VerdictContext } from './writes';
 
-/** A pattern's review state from its verdict context and, once a suggestion was applied for its verdict, its fix facts (suggestions/fix.ts). */
-export function stateOf(ctx: VerdictContext, findingsOnCurrentWording: number, fix: FixInfo | null = null): ReviewStateView {
+/**
+ * A pattern's review state from its verdict context, its rule pattern's findings per wording of
+ * the rule, and, once a suggestion was applied for its verdict, its fix facts (suggestions/fix.ts).
+ */
+export function stateOf(ctx: VerdictContext, wordings: readonly WordingCount[], fix: FixInfo | null = null): ReviewStateView {
   return reviewState({
     verdict: ctx.verdict,
     materially_reclustered_at: ctx.pattern.materially_reclustered_at,
     reworded_at: ctx.wording.since,
-    findings_on_current_wording: findingsOnCurrentWording,
+    findings_on_newer_wordings: onNewerWordings(ctx, wordings),
     fix,
   });
+}
+
+/**
+ * Findings on a wording of the rule newer than the pattern's verdict, which the verdict does not
+ * cover: the current wording's, and those of a wording between the verdict's and the current
+ * (A -> B -> C with the verdict given on A: B's and C's).
+ */
+export function onNewerWordings(ctx: VerdictContext, wordings: readonly WordingCount[]): number {
+  if (!ctx.verdict) return 0;
+  return wordings.reduce((n, w) => (covers(ctx, w) ? n : n + w.n), 0);
 }
 
 export function verdictView(v: (VerdictRecord & { inherited?: boolean }) | null): VerdictView | null {

@@ -10,6 +10,7 @@ import {
   type PatternView,
   type RegressionLine,
   type WindowQuery,
+  type WordingCount,
 } from '@neatroots/store';
 import { fixFactsOf, type FixInfo } from '../suggestions/fix';
 import { fixFields, ruleView, stateOf, verdictView } from './facts';
@@ -45,7 +46,7 @@ function countsByPattern(rows: readonly FindingCounts[]): Map<string, Counted> {
   return out;
 }
 
-function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undefined, onWording: number, themeOf: ThemeOf, fix: FixInfo | null = null): PatternSummary {
+function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undefined, wordings: readonly WordingCount[], themeOf: ThemeOf, fix: FixInfo | null = null): PatternSummary {
   const c = counted ?? { findings: 0, suppressed: 0, first_seen: null, last_seen: null };
   return {
     id: p.id,
@@ -67,14 +68,15 @@ function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undef
     clustered_at: p.clustered_at,
     retired_at: p.retired_at,
     verdict: verdictView(ctx.verdict),
-    ...stateOf(ctx, onWording, fix),
+    ...stateOf(ctx, wordings, fix),
     ...fixFields(fix),
   };
 }
 
-async function wordingCounts(read: ReviewReadRepo, ctx: Map<string, VerdictContext>): Promise<Map<string, number>> {
+/** Per rule pattern of a reworded rule, its findings per wording (the reworded review state). */
+async function wordingCounts(read: ReviewReadRepo, ctx: Map<string, VerdictContext>): Promise<Map<string, WordingCount[]>> {
   const reworded = [...ctx.values()].filter((c) => c.wording.since !== null);
-  return read.onWording(reworded.map((c) => ({ id: c.pattern.parent_id ?? c.pattern.id, rule_id: c.wording.rule_id })));
+  return read.wordingCounts(reworded.map((c) => c.pattern.parent_id ?? c.pattern.id));
 }
 
 /** GET /patterns: rule patterns with findings in the window, with their failure modes, most findings first. */
@@ -84,10 +86,10 @@ export async function listPatterns(db: Db, writes: ReviewWrites, workspace: stri
   const counted = countsByPattern(await read.findingCounts(workspace, window, { procedure: q.procedure, lineage: q.rule }));
   const all = (await writes.repo.patternsOf(db, workspace)).filter((p) => counted.has(p.id));
   const ctx = await writes.contexts(db, all);
-  const onWording = await wordingCounts(read, ctx);
+  const wordings = await wordingCounts(read, ctx);
   const clustering = await clusteringView(db, workspace);
   const fixes = await fixFactsOf(db, ctx.values());
-  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, clustering.themeOf, fixes.get(p.id));
+  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), wordings.get(p.parent_id ?? p.id) ?? [], clustering.themeOf, fixes.get(p.id));
   const items = all
     .filter((p) => p.kind === 'rule')
     .map((p) => ({ ...sum(p), sub_patterns: all.filter((c) => c.parent_id === p.id).map(sum) }))
@@ -103,20 +105,20 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
   if (!p) throw new SopError(404, 'not_found', `no pattern ${id} in workspace ${workspace}`);
   const children = p.kind === 'rule' ? await writes.repo.children(db, p.id) : [];
   const ctx = await writes.contexts(db, [p, ...children]);
-  const onWording = await wordingCounts(read, ctx);
+  const wordings = await wordingCounts(read, ctx);
   const rulePattern = p.parent_id ?? p.id;
   const inWindow = countsByPattern(await read.findingCounts(workspace, window, { rulePattern }));
   const allTime = countsByPattern(await read.findingCounts(workspace, null, { rulePattern }));
   const { themeOf } = await clusteringView(db, workspace);
   const fixes = await fixFactsOf(db, ctx.values());
-  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), onWording.get(p.parent_id ?? p.id) ?? 0, themeOf, fixes.get(p.id));
+  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), wordings.get(p.parent_id ?? p.id) ?? [], themeOf, fixes.get(p.id));
   const sessions = await read.sessionsOf(p, window, SESSIONS_SHOWN);
   return {
     ...head,
     session_count: sessionCount,
     verdict_history: ctx.get(p.id)!.history.map((v) => verdictView({ ...v, inherited: false })!),
     suppressed_count: allTime.get(p.id)?.suppressed ?? 0,
-    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), onWording.get(p.id) ?? 0, themeOf, fixes.get(c.id))),
+    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), wordings.get(p.id) ?? [], themeOf, fixes.get(c.id))),
     wordings: await read.wordings(p),
     example_phrasings: await read.phrasings(p, PHRASINGS),
     sessions: sessions.map((s) => ({

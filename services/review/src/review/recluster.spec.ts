@@ -266,6 +266,31 @@ describe('failure modes and themes with a model', () => {
     expect(closed.items.map((i) => [i.name, i.verdict?.inherited])).toEqual([['Described a dish', true]]);
   }, 30_000);
 
+  it("the queue's new_findings of a failure mode without a verdict of its own count from its rule pattern's latest verdict", async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (const w of ['price 1', 'price 2', 'price 3', 'price 4', 'dish 1', 'dish 2', 'dish 3', 'dish 4']) await checked(w);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    const queued = async () =>
+      Object.fromEntries((await review.queries.reviewQueue(WS, { state: ['needs_review', 'open'] })).items.map((i) => [i.name, { verdict: i.verdict?.verdict ?? null, inherited: i.verdict?.inherited ?? null, new_findings: i.new_findings }]));
+    // No verdict anywhere: every finding is new.
+    expect(await queued()).toEqual({ 'Quoted a price': { verdict: null, inherited: null, new_findings: 4 }, 'Described a dish': { verdict: null, inherited: null, new_findings: 4 } });
+
+    // A real verdict on the rule pattern: its failure modes go by it, and nothing came since.
+    await review.queries.giveVerdict(WS, (await priceRule()).id, { verdict: 'real' });
+    expect(await queued()).toEqual({ 'Quoted a price': { verdict: 'real', inherited: true, new_findings: 0 }, 'Described a dish': { verdict: 'real', inherited: true, new_findings: 0 } });
+    await checked('price 5');
+    await settle();
+    expect(await queued()).toMatchObject({ 'Quoted a price': { inherited: true, new_findings: 1 }, 'Described a dish': { inherited: true, new_findings: 0 } });
+
+    // A verdict of its own counts from it.
+    const modes = await modesOf();
+    await review.queries.giveVerdict(WS, modes['Quoted a price'].id, { verdict: 'sop_wrong' });
+    await checked('dish 5');
+    await settle();
+    expect(await queued()).toEqual({ 'Quoted a price': { verdict: 'sop_wrong', inherited: false, new_findings: 0 }, 'Described a dish': { verdict: 'real', inherited: true, new_findings: 1 } });
+  }, 30_000);
+
   it('a renamed theme that still holds the same rule patterns keeps its id', async () => {
     review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
     await review.start();

@@ -32,7 +32,7 @@ export class Verdicts {
       await this.writes.rollUp(tx, await this.writes.resuppress(tx, findings));
       const ctx = (await this.writes.contexts(tx, [pattern])).get(pattern.id)!;
       const after = await repo.findingsOfPatterns(tx, [pattern.id]);
-      const state = stateOf(ctx, after.filter((f) => f.rule_id === ctx.wording.rule_id).length);
+      const state = stateOf(ctx, after.map((f) => ({ procedure_id: f.procedure_id, rule_id: f.rule_id, n: 1 })));
       const view: VerdictGivenView = {
         pattern_id: pattern.id,
         ...verdictView({ ...given, inherited: false })!,

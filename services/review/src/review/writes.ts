@@ -16,6 +16,16 @@ export interface VerdictContext {
 const findingKey = (s: string, p: string, r: string) => `${s}\0${p}\0${r}`;
 
 /**
+ * Whether the verdict a pattern goes by covers a finding (on this procedure and wording of the
+ * rule): not when the verdict is older than the finding's wording (verdictCovers). What its
+ * suppression and the reworded review state both read.
+ */
+export function covers(ctx: VerdictContext, f: { procedure_id: string; rule_id: string }): boolean {
+  const v = ctx.verdict;
+  return v !== null && verdictCovers(v.created_at, { rule_id: f.rule_id, wording_since: ctx.since(f.procedure_id, f.rule_id) }, ctx.wording);
+}
+
+/**
  * The writes every review change ends with, in the change's transaction: each finding's
  * suppression from its pattern's verdict and its override (the domain's isSuppressed), then
  * the roll-up of the sessions whose suppression changed (results with suppressed rules read as
@@ -56,7 +66,7 @@ export class ReviewWrites {
     const v = ctx?.verdict ?? null;
     return isSuppressed({
       verdict: v?.verdict ?? null,
-      verdictCovers: v !== null && ctx !== undefined && verdictCovers(v.created_at, { rule_id: f.rule_id, wording_since: ctx.since(f.procedure_id, f.rule_id) }, ctx.wording),
+      verdictCovers: ctx !== undefined && covers(ctx, f),
       override: override ? { correct: override.correct } : null,
     });
   }
