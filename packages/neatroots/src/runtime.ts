@@ -177,9 +177,12 @@ export function steeringLookup(opts: {
   /** Steering switched on in the database (the review service's). */
   database?: (project: string) => Promise<boolean>;
   ttlMs?: number;
+  /** How long a look older than ttlMs waits for the fresh answer before the last one stands (default 250 ms). */
+  waitMs?: number;
 }): (project: string) => Promise<boolean> {
-  const cache = new Map<string, { on: boolean; at: number; refreshing?: boolean }>();
+  const cache = new Map<string, { on: boolean; at: number; refreshing?: Promise<boolean> }>();
   const ttl = opts.ttlMs ?? 5_000;
+  const waitMs = opts.waitMs ?? 250;
   const load = async (project: string) => {
     const on =
       opts.env.includes(project) || opts.projects().some((p) => p.name === project && p.steering) || ((await opts.database?.(project)) ?? false);
@@ -189,13 +192,22 @@ export function steeringLookup(opts: {
   return async (project) => {
     const hit = cache.get(project);
     if (!hit) return load(project);
-    // Stale while revalidating: the rule engine asks on its hot path, and the database may be
-    // busy storing spans; the last answer stands until the fresh one arrives.
-    if (Date.now() - hit.at >= ttl && !hit.refreshing) {
-      hit.refreshing = true;
-      load(project).catch(() => (hit.refreshing = false));
+    if (Date.now() - hit.at < ttl) return hit.on;
+    // Older than ttl: asked again, and the fresh answer waited for, so a switch made since the
+    // last look (however long ago that was) holds from the next run on. Not for long: the rule
+    // engine asks on its hot path and the database may be busy storing spans; past waitMs (or
+    // if the asking fails) the last answer stands, and the fresh one serves the next look.
+    hit.refreshing ??= load(project).catch(() => {
+      hit.refreshing = undefined;
+      return hit.on;
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(hit.on), waitMs)));
+    try {
+      return await Promise.race([hit.refreshing, late]);
+    } finally {
+      clearTimeout(timer);
     }
-    return hit.on;
   };
 }
 
