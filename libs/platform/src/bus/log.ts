@@ -2,7 +2,8 @@ import * as fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
 import { encodeFrame, decodeFrame } from './log/frame';
-import { readOffsets, takeLock, writeOffsets, type OffsetsFile } from './log/offsets';
+import { readOffsets, writeOffsets, type OffsetsFile } from './log/offsets';
+import { lockFolder } from '../folder-lock';
 import { Segment } from './log/segment';
 import { compressValue, expandValue } from './log/compress';
 import { packCount, packValues, planPacks, unpackValues } from './pack';
@@ -248,7 +249,7 @@ export class LogBus implements Bus {
     this.compressBytes = opts.compressBytes ?? 1024;
     this.onError = opts.onError ?? ((err, topic, group) => console.error(`bus: ${topic}/${group}: batch failed, retrying:`, err));
     fs.mkdirSync(this.dir, { recursive: true });
-    this.unlock = takeLock(this.dir);
+    this.unlock = lockFolder(this.dir, `the bus log in ${this.dir}`);
     try {
       this.recovery = this.recover();
     } catch (e) {

@@ -8,6 +8,7 @@ import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embe
 import type { Config } from '../config';
 import { migrate, openPgliteWorker, openPostgres } from '../db';
 import type { Metrics } from '../ops';
+import { lockFolder } from '../folder-lock';
 import { warnWhileSlow } from './log';
 import { JournalWindowStore } from '../windows/journal';
 import { MemoryWindowStore } from '../windows/memory';
@@ -61,6 +62,11 @@ export interface EmbeddedPlatform extends Platform {
 
 export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatform {
   const { config, log } = opts;
+  // The data folder is this process's before anything in it is opened: PGlite lets a second
+  // process open the database a first one runs, and what the second writes at its start damages
+  // it for the first (a second `neatroots start` left the first one's database unopenable).
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  const unlockData = lockFolder(config.dataDir, `the data folder ${config.dataDir}`);
   const drivers = new Drivers();
   let bus: EmbeddedBus | undefined;
   /** The window journals opened: a disk error stops one until the next start (failing()). */
@@ -151,6 +157,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
       const b = bus;
       if (b) await warnWhileSlow(log, 'closing the bus', () => b.close());
       await drivers.close(log);
+      unlockData();
     },
   };
 }

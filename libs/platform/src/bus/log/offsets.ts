@@ -1,6 +1,5 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { syncDir } from '../../sync-dir';
 
 /**
  * The consumer groups' positions, one small JSON file written whole: a temporary file,
@@ -53,36 +52,3 @@ export async function writeOffsets(dir: string, content: OffsetsFile): Promise<v
   await fs.promises.rename(tmp, file);
 }
 
-/**
- * One process at a time: two writers appending to the same segments would interleave frames.
- * The lock names its process; a lock left by a process that no longer runs (SIGKILL) is taken over.
- */
-export function takeLock(dir: string): () => void {
-  const file = path.join(dir, 'LOCK');
-  try {
-    const pid = Number(fs.readFileSync(file, 'utf8').trim());
-    if (pid && pid !== process.pid && alive(pid)) {
-      throw new Error(`the bus log in ${dir} is in use by process ${pid}; stop it first or use another NEATROOTS_DATA_DIR`);
-    }
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-  }
-  fs.writeFileSync(file, `${process.pid}\n`);
-  syncDir(dir);
-  return () => {
-    try {
-      if (Number(fs.readFileSync(file, 'utf8').trim()) === process.pid) fs.rmSync(file, { force: true });
-    } catch {
-      // already gone
-    }
-  };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
