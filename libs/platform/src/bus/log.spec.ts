@@ -1,9 +1,13 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { compileRuleSet, parseCheck, RuleEngine, type RunWindow } from '@neatroots/checks';
+import { makeTopics } from '@neatroots/messages';
 import { deadLetterTopic, type DeadLetter, type Topic } from '@neatroots/ports';
+import type { Envelope } from '@neatroots/spans';
 import { busContract, jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { fillDisk } from '../full-disk.test';
+import { JournalWindowStore } from '../windows/journal';
 import { LogBus, type LogBusOptions } from './log';
 import { readOffsets } from './log/offsets';
 import { RetryLaterError } from './set-aside';
@@ -51,6 +55,16 @@ async function readAll(bus: LogBus, topic: string, group: string, want: number):
 }
 
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
+
+/** What `p` resolves to, or a failure once `ms` passed: a stop that hangs fails the test in bounded time. */
+async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 describe('LogBus durability', () => {
   const open = (dir: string, o: Partial<LogBusOptions> = {}) => new LogBus({ dir, retryDelayMs: 50, onError, commitIntervalMs: 20, ...o });
@@ -354,6 +368,186 @@ describe('LogBus durability', () => {
     await bus.close();
     bus = open(dir, { partitions: 1 });
     expect(bus.recovery.pending).toBe(0);
+    await bus.close();
+  });
+});
+
+describe('LogBus at a stop: deferred effects that cannot settle any more', () => {
+  const open = (dir: string, o: Partial<LogBusOptions> = {}) => new LogBus({ dir, retryDelayMs: 20, onError, commitIntervalMs: 5, ...o });
+  const never = () => new Promise<void>(() => undefined);
+
+  it('a subscription closing lets go of the deferred effects before a batch that failed (they may never settle): the close ends, the position stays before their batches', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    let bus = open(dir, { partitions: 1, maxBatch: 5 });
+    let tries = 0;
+    const sub = await bus.subscribe(topic, { group: 'g' }, async (b) => {
+      // The first batch's effects never settle (the rule engine's window save of a run whose
+      // later step could not publish: it waits for a step on the run that does not come).
+      if (b.records[0].value.i === 0) return b.defer!(never());
+      tries++;
+      throw new RetryLaterError('store away (test)');
+    });
+    await bus.publish(topic, recs(5));
+    await bus.publish(topic, recs(5, 5));
+    await waitUntil(() => tries > 0, 5_000, () => 'the second batch was not tried');
+    await within(sub.close(), 3_000, 'sub.close()');
+    await within(bus.close(), 3_000, 'bus.close()');
+    bus = open(dir, { partitions: 1 });
+    expect(bus.recovery.pending).toBe(10); // neither batch counts as processed: both come again
+    await bus.close();
+  });
+
+  it('once the log failed (a full disk), a stop ends though a batch\'s deferred effects never settle; the position stays before it', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('t');
+    let bus = open(dir, { partitions: 1, onError: () => undefined });
+    let delivered = 0;
+    await bus.subscribe(topic, { group: 'g' }, async (b) => {
+      delivered += b.records.length;
+      b.defer!(never());
+    });
+    await bus.publish(topic, recs(5));
+    await waitUntil(() => delivered === 5, 5_000, () => `${delivered} of 5 delivered`);
+    // The group is saved (as it is in a data folder that ran before): the next start counts for it.
+    await waitUntil(() => readOffsets(dir, 1).groups.t?.g !== undefined, 5_000, () => 'the group is not saved');
+    const disk = fillDisk(segmentsOf(bus)[0]);
+    await expect(bus.publish(jsonTopic<Rec>('other'), recs(1))).rejects.toThrow(/^the bus log cannot be written/);
+    disk.room(); // the log stays failed until the next start
+    await within(bus.stopDelivering(), 3_000, 'bus.stopDelivering()');
+    await within(bus.close(), 3_000, 'bus.close()');
+    bus = open(dir, { partitions: 1 });
+    expect(bus.recovery.pending).toBe(5);
+    await bus.close();
+  });
+
+  it('the rule engine over the window journal: after the disk filled while a run\'s step published, the stop ends, and the next start processes the run\'s records again (their window was never saved)', async () => {
+    const busDir = tmp();
+    const winDir = tmp();
+    const topics = makeTopics('t');
+    const rules = compileRuleSet(
+      [parseCheck({ id: 'dropped-table', kind: 'rule', title: 'Dropped a table', rule: { type: 'count', span: { tool: ['drop_table'] }, at_least: 2 } }, 'mine.yaml', 'user')],
+      () => ({ test: () => false }),
+    );
+    const drop = (run: string, id: string): { key: string; value: Envelope } => ({
+      key: run,
+      value: { project: 'p', received_ms: 1_000, item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name: 'drop_table', tool: 'drop_table', status: 'ok', start_ms: 1_000, end_ms: 1_000 } } },
+    });
+    /** The rule engine's pipelined step (services/rule-engine): publish what it raised, then save, the save deferred. */
+    const start = async (bus: LogBus, windows: JournalWindowStore<RunWindow>, everyMs: number, gate: () => Promise<void>) => {
+      const engine = new RuleEngine({ windows, rules: () => rules });
+      windows.coalesce({ everyMs, busy: (key) => engine.isChanging(key) });
+      const found: string[] = [];
+      const sub = await bus.subscribe(topics.events, { group: 'rule-engine' }, async (b) => {
+        const out = await engine.process(b.records.map((r) => r.value));
+        if (out.findings.length) {
+          await gate();
+          await bus.publish(topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f })));
+          found.push(...out.findings.map((f) => f.check_id));
+        }
+        b.defer!(out.commit());
+      });
+      return { sub, found };
+    };
+    let bus = new LogBus({ dir: busDir, partitions: 1, retryDelayMs: 20, commitIntervalMs: 5, onError: () => undefined });
+    let windows = JournalWindowStore.open<RunWindow>({ dir: winDir, name: 'runs' });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let raised = false;
+    // Checkpoints far apart: the first step's save waits for the next one.
+    const first = await start(bus, windows, 60_000, () => ((raised = true), held));
+    // The group is saved (as it is in a data folder that ran before): the next start counts for it.
+    await waitUntil(() => readOffsets(busDir, 1).groups[topics.events.name]?.['rule-engine'] !== undefined, 5_000, () => 'the group is not saved');
+    await bus.publish(topics.events, [drop('r1', 'a1')]); // its step saves r1, the save waiting for a checkpoint
+    await bus.publish(topics.events, [drop('r1', 'a2')]); // its step raises a finding...
+    await waitUntil(() => raised, 5_000, () => 'no finding raised');
+    const disk = fillDisk(segmentsOf(bus)[0]); // ...and the disk fills before it is published
+    release();
+    await waitUntil(() => bus.failure() !== undefined, 5_000, () => 'the log did not fail');
+    // r1 holds what no save has (the unpublished finding's span marked seen): no checkpoint writes it.
+    windows.checkpoint();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(windows.stats.checkpoints.busy).toBe(1);
+    disk.room();
+    // The stop, in the platform's order: the rule engine, the bus, then the stores.
+    await within(first.sub.close(), 3_000, 'the rule engine\'s sub.close()');
+    await within(bus.close(), 3_000, 'bus.close()');
+    await within(windows.close(), 3_000, 'windows.close()');
+    expect(first.found).toEqual([]);
+
+    bus = new LogBus({ dir: busDir, partitions: 1, retryDelayMs: 20, commitIntervalMs: 5, onError: () => undefined });
+    expect(bus.recovery.pending).toBe(2); // the first step's save never happened: its batch comes again too
+    windows = JournalWindowStore.open<RunWindow>({ dir: winDir, name: 'runs' });
+    const next = await start(bus, windows, 20, async () => undefined);
+    await waitUntil(() => next.found.length > 0, 5_000, () => 'the finding was not raised after the restart');
+    expect(next.found).toEqual(['dropped-table']);
+    await next.sub.close();
+    await bus.close();
+    await windows.close();
+  });
+});
+
+describe('LogBus consumer groups: a member joining', () => {
+  it('hands a partition taken over by a member that joins only once the member that had it handled its batch in hand and its deferred effects settled; the new one starts where it left', async () => {
+    const dir = tmp();
+    const topic = jsonTopic<Rec>('q');
+    const bus = new LogBus({ dir, partitions: 2, retryDelayMs: 20, commitIntervalMs: 5, onError });
+    await bus.publish(topic, recs(20));
+    // Who handles each record now (its handler, then its deferred effect), and every handing.
+    const inHand = new Map<number, string>();
+    const overlaps: string[] = [];
+    const handled: number[] = [];
+    const handler = (who: string) => async (b: { records: { value: Rec }[]; defer?: (p: Promise<void>) => void }) => {
+      const ids = b.records.map((r) => r.value.i);
+      for (const i of ids) {
+        const other = inHand.get(i);
+        if (other) overlaps.push(`record ${i} handed to ${who} while ${other} still had it`);
+        inHand.set(i, who);
+        handled.push(i);
+      }
+      await new Promise((r) => setTimeout(r, 150));
+      b.defer!(new Promise<void>((r) => setTimeout(r, 100)).then(() => ids.forEach((i) => inHand.delete(i))));
+    };
+    const one = await bus.subscribe(topic, { group: 'question' }, handler('member1'));
+    await waitUntil(() => inHand.size > 0, 5_000, () => 'nothing handed out');
+    const two = await bus.subscribe(topic, { group: 'question' }, handler('member2'));
+    await waitUntil(() => bus.backlog('q') === 0, 5_000, () => `backlog ${bus.backlog('q')}`);
+    expect(overlaps).toEqual([]);
+    // Each record once: the new member started where the old one left the position.
+    expect(handled.slice().sort((a, b) => a - b)).toEqual(range(20));
+    // And it goes on with what comes next.
+    await bus.publish(topic, recs(20, 20));
+    await waitUntil(() => handled.length >= 40 && bus.backlog('q') === 0, 5_000, () => `${handled.length} of 40 handled`);
+    expect(overlaps).toEqual([]);
+    expect(handled.slice().sort((a, b) => a - b)).toEqual(range(40));
+    await one.close();
+    await two.close();
+    await bus.close();
+  });
+});
+
+describe('LogBus at start: the records not processed yet', () => {
+  it('counts at the start what a stop counts: the slowest group of the acknowledged topics, not each group\'s lag added up', async () => {
+    const dir = tmp();
+    const events = jsonTopic<Rec>('t.events');
+    const findings = jsonTopic<Rec>('t.findings');
+    // As the embedded deployment: only the events (acknowledged to exporters) wait for the sync.
+    const open = () => new LogBus({ dir, partitions: 2, retryDelayMs: 20, commitIntervalMs: 5, onError, syncTopics: (t) => t === events.name });
+    let bus = open();
+    // Two groups on the events, both stalled, and one on the findings.
+    const stalled = async () => {
+      throw new RetryLaterError('store away (test)');
+    };
+    await bus.subscribe(events, { group: 'rule-engine' }, stalled);
+    await bus.subscribe(events, { group: 'review-store' }, stalled);
+    await bus.subscribe(findings, { group: 'review-findings' }, stalled);
+    await bus.publish(events, recs(10));
+    await bus.publish(findings, recs(4));
+    const atStop = bus.backlog(events.name); // what the stop line says
+    expect(atStop).toBe(10);
+    await bus.close();
+    bus = open();
+    expect(bus.recovery.pending).toBe(atStop); // what the start line says
     await bus.close();
   });
 });

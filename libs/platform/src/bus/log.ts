@@ -142,7 +142,13 @@ interface TopicState {
 /** What the log found on start. */
 export interface LogRecovery {
   segments: number;
-  /** Records some group had not processed yet: they are delivered again now. */
+  /**
+   * Accepted records not processed yet: of each topic whose publish waits for the sync
+   * (`syncTopics`, what is acknowledged outside: the embedded deployment's events), what its
+   * slowest group has not processed, as backlog() counts it (the start line says what the stop
+   * line said; each group's lag, added up, counted a record once per group). They are
+   * delivered now, and so is what any group has not processed of the other topics.
+   */
   pending: number;
   /** Damaged places found (a torn tail is cut off; it was never acknowledged). */
   damage: string[];
@@ -314,6 +320,8 @@ export class LogBus implements Bus {
     });
     let pending = 0;
     for (const t of this.topics.values()) {
+      // Each group's lag over the topic's partitions: the slowest group's counts.
+      const lag = new Map<Group, number>();
       for (let p = 0; p < this.partitions; p++) {
         const part = t.parts[p];
         // A partition whose records were all deleted continues after the groups' positions.
@@ -323,10 +331,11 @@ export class LogBus implements Bus {
         part.durable = part.base + part.entries.length;
         for (const g of t.groups.values()) {
           g.offsets[p] = Math.max(g.offsets[p] ?? 0, part.base);
-          pending += Math.max(0, part.durable - g.offsets[p]);
+          lag.set(g, (lag.get(g) ?? 0) + Math.max(0, part.durable - g.offsets[p]));
         }
         this.trim(t, p);
       }
+      if (this.syncTopics(t.name)) pending += Math.max(0, ...lag.values());
     }
     if (!this.segments.length) this.segments.push(Segment.create(this.dir, 1));
     return { segments: files.length, pending, damage };
@@ -385,6 +394,7 @@ export class LogBus implements Bus {
     const fail = async (err: unknown): Promise<Error> => {
       this.failed ??= err as Error;
       this.unindex(t, touched);
+      this.wakeAll();
       await Promise.all(this.segments.map((s) => s.settled()));
       for (const [s, size] of starts) {
         try {
@@ -515,6 +525,7 @@ export class LogBus implements Bus {
         await Promise.all(segs.map((s) => s.sync()));
       } catch (err) {
         this.failed ??= err as Error;
+        this.wakeAll();
         for (const w of waiters) w.reject(new Error(`the bus log cannot be synced (${(err as Error).message})`, { cause: err }));
         continue;
       }
@@ -564,6 +575,8 @@ export class LogBus implements Bus {
     return {
       close: async () => {
         member.closed = true;
+        // A loop waiting for deferred effects or new records sees at once that it is to end.
+        for (const wake of [...member.poke.values()]) wake();
         await Promise.all(member.busy.values());
         group.members = group.members.filter((m) => m !== member);
         group.seenAt = Date.now();
@@ -575,11 +588,21 @@ export class LogBus implements Bus {
     };
   }
 
-  /** Round-robin partition assignment, as a rebalance would. */
+  /**
+   * Round-robin partition assignment, as a rebalance would. A member that lost a partition ends
+   * its loop there once the batch in hand is handled and its deferred effects settled (see
+   * drain); the new owner's loop starts only then (see pump).
+   */
   private assign(g: Group): void {
     for (const m of g.members) m.partitions = [];
-    if (!g.members.length) return;
-    for (let p = 0; p < this.partitions; p++) g.members[p % g.members.length].partitions.push(p);
+    if (g.members.length) for (let p = 0; p < this.partitions; p++) g.members[p % g.members.length].partitions.push(p);
+    // A loop waiting for deferred effects or new records on a partition it lost sees it at once.
+    for (const m of g.members) for (const wake of [...m.poke.values()]) wake();
+  }
+
+  /** Wakes every waiting delivery loop (deliveries stopped, or the log failed: see drain's settle). */
+  private wakeAll(): void {
+    for (const t of this.topics.values()) for (const g of t.groups.values()) for (const m of g.members) for (const wake of [...m.poke.values()]) wake();
   }
 
   private pump(name: string, t: TopicState, g: Group): void {
@@ -587,10 +610,41 @@ export class LogBus implements Bus {
     for (const m of g.members) {
       if (m.closed) continue;
       for (const p of m.partitions) {
-        if (!m.busy.has(p)) m.busy.set(p, this.drain(name, t, g, m, p).finally(() => m.busy.delete(p)));
-        else m.poke.get(p)?.();
+        if (m.busy.has(p)) {
+          m.poke.get(p)?.();
+          continue;
+        }
+        // A partition just taken over: the member that had it may still be handling a batch of it
+        // (or waiting for its deferred effects). Its loop ends first, so no record is handed to
+        // two members at once, and this one starts where that one left the position.
+        const before: Promise<void>[] = [];
+        for (const o of g.members) {
+          const busy = o !== m ? o.busy.get(p) : undefined;
+          if (busy) before.push(busy);
+        }
+        const loop = before.length ? this.takeOver(before, name, t, g, m, p) : this.drain(name, t, g, m, p);
+        m.busy.set(p, loop.finally(() => m.busy.delete(p)));
       }
     }
+  }
+
+  /**
+   * Drains a partition once the loops of the members that had it ended; not at all if it is
+   * let go meanwhile (this member closes, it goes on to another, deliveries stop): a member
+   * that closes does not wait for another's loop.
+   */
+  private async takeOver(before: Promise<void>[], name: string, t: TopicState, g: Group, m: Member, p: number): Promise<void> {
+    let ended = false;
+    const prior = Promise.allSettled(before).then(() => void (ended = true));
+    while (!ended) {
+      if (m.closed || !this.delivering || !m.partitions.includes(p)) return;
+      await new Promise<void>((r) => {
+        m.poke.set(p, r);
+        void prior.then(r);
+      });
+      m.poke.delete(p);
+    }
+    return this.drain(name, t, g, m, p);
   }
 
   /**
@@ -603,6 +657,16 @@ export class LogBus implements Bus {
    * the backlog) moves past a batch only once its deferred effects and those of every batch
    * before it resolved. One that rejects sends the partition back to the saved position once
    * everything in flight settled: those batches are delivered again (handlers are idempotent).
+   *
+   * A loop that lets its partition go (its member closes, deliveries stop, the partition went
+   * to another member) waits for the deferred effects in flight, so the position moves past
+   * what they stored; but not for those that cannot move it any more, which may never settle:
+   * after a batch of the partition failed (the batches before it are delivered again whatever
+   * their effects do), or once the log failed (no position is saved again). The rule engine's
+   * window save of a run whose later step could not publish waits for a step on that run that
+   * no longer comes: a stop waited for it forever. Such effects are let go and the position
+   * stays before their batches: those records stay in the log for the next start (or the
+   * partition's next owner, which reads them again).
    */
   private async drain(name: string, t: TopicState, g: Group, m: Member, p: number): Promise<void> {
     // Yield once so a publisher's burst is delivered as one batch.
@@ -613,20 +677,41 @@ export class LogBus implements Bus {
     let tail: Promise<void> | undefined;
     let inFlight = 0;
     let failed: { err: unknown } | undefined;
-    const settle = async () => {
-      while (tail) await tail;
+    // The effects in flight were let go (see above): whatever they do later moves nothing.
+    let letGo = false;
+    const leaving = () => m.closed || !this.delivering || !m.partitions.includes(p);
+    /** Waits for the effects in flight; false: let go instead (they cannot move the position). */
+    const settle = async (): Promise<boolean> => {
+      while (tail) {
+        if (leaving() && (failed || this.failed)) {
+          letGo = true;
+          return false;
+        }
+        // Woken when they settle, or when the partition is let go (pump, assign, wakeAll).
+        await new Promise<void>((r) => {
+          m.poke.set(p, r);
+          void tail!.then(r);
+        });
+        m.poke.delete(p);
+      }
+      return true;
     };
     for (;;) {
       if (failed) {
-        await settle();
+        const settled = await settle();
         this.stats.handlerErrors++;
         this.onError(failed.err, name, g.name);
+        if (!settled) return;
         failed = undefined;
         next = g.offsets[p];
         await sleep(this.retryDelayMs);
         continue;
       }
-      if (m.closed || !this.delivering || !m.partitions.includes(p)) return settle();
+      if (leaving()) {
+        // Given back meanwhile (a member that joined left again): it goes on.
+        if ((await settle()) && !leaving()) continue;
+        return;
+      }
       const part = t.parts[p];
       const from = Math.max(next, g.offsets[p], part.base);
       const to = Math.min(part.durable, from + this.maxBatch);
@@ -668,7 +753,9 @@ export class LogBus implements Bus {
       }
       next = to;
       const advance = () => {
-        if (!m.partitions.includes(p)) return; // reassigned meanwhile: the new owner re-reads
+        // Its effects were let go: the position stays (a new owner may read from it already).
+        // A partition reassigned meanwhile still moves: its new owner starts once this loop ended.
+        if (letGo) return;
         g.offsets[p] = to;
         this.stats.consumed += records.length;
         this.trim(t, p);
@@ -955,9 +1042,12 @@ export class LogBus implements Bus {
    * Hands out no more batches and waits for those in hand (a stop whose drain time is over):
    * what is left stays in the log for the next start, and backlog() says how much. Publishing
    * goes on (the stopping services may still publish; that is kept for the next start too).
+   * Their deferred effects are waited for too, except those that can no longer move a position
+   * (after the log failed, or behind a batch that failed: see drain), which may never settle.
    */
   async stopDelivering(): Promise<void> {
     this.delivering = false;
+    this.wakeAll();
     for (const t of this.topics.values()) {
       for (const g of t.groups.values()) await Promise.all(g.members.flatMap((m) => [...m.busy.values()]));
     }
