@@ -69,8 +69,14 @@ function problemLine(pr: ApiCheckProblem, file?: string): string {
   return `${where}${pr.check_id ? `check ${pr.check_id}: ` : ''}${pr.field ? `${pr.field}: ` : ''}${pr.reason}`;
 }
 
+/** FILE's text; a folder given as FILE is said as such (EISDIR: exit 2, as a missing FILE). */
 function readCheckFile(io: Io, file: string): string {
-  return fs.readFileSync(path.resolve(io.cwd, file), 'utf8');
+  try {
+    return fs.readFileSync(path.resolve(io.cwd, file), 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EISDIR') throw Object.assign(new Error(`${file}: a folder, not a check file`), { code: 'EISDIR' });
+    throw e;
+  }
 }
 
 interface Listed {

@@ -86,6 +86,27 @@ describe('neatroots CLI', () => {
       expect(await run(['replay', 'spans-folder'], env, dir)).toMatchObject({ code: 2, err: expect.stringContaining('spans-folder: a folder, not a file of spans') });
     });
 
+    it('holds each line to the NEATROOTS_MAX_* limits of the environment, as ingest does, but not to the clock', async () => {
+      const deep = { ...search('r', 'a', 1), input: { a: { b: { c: { d: 1 } } } } };
+      const tokens = { ...search('r', 'b', 2), type: 'llm', usage: { input_tokens: 500 } };
+      const f = write('limits.jsonl', jsonl([deep]));
+      const g = write('tokens.jsonl', jsonl([tokens]));
+      // the defaults take both
+      expect((await run(['replay', '--no-library', f, g], env, dir)).code).toBe(0);
+      const depth = await run(['replay', '--no-library', f], { ...env, NEATROOTS_MAX_JSON_DEPTH: '2' }, dir);
+      expect(depth).toMatchObject({ code: 2, err: `neatroots replay: ${f}:1: input: is JSON nested more than 2 levels deep (NEATROOTS_MAX_JSON_DEPTH)` });
+      const many = await run(['replay', '--no-library', g], { ...env, NEATROOTS_MAX_TOKENS: '10' }, dir);
+      expect(many.code).toBe(2);
+      expect(many.err).toBe(`neatroots replay: ${g}:1: usage.input_tokens: is 500, more than 10 tokens (NEATROOTS_MAX_TOKENS)`);
+      // a recorded time is never held to this machine's clock, whatever NEATROOTS_MAX_FUTURE_MS says
+      const future = write('future.jsonl', jsonl([search('r', 'c', Date.UTC(2400, 0, 1))]));
+      expect((await run(['replay', '--no-library', future], { ...env, NEATROOTS_MAX_FUTURE_MS: '0' }, dir)).code).toBe(0);
+      // a bad setting is said as the CLI says bad settings
+      const bad = await run(['replay', '--no-library', f], { ...env, NEATROOTS_MAX_JSON_DEPTH: '1' }, dir);
+      expect(bad.code).toBe(2);
+      expect(bad.err).toMatch(/^neatroots replay: invalid configuration:\n {2}NEATROOTS_MAX_JSON_DEPTH: /);
+    });
+
     it('exits 2 for invalid checks: invalid YAML with its position, an unknown rule type', async () => {
       const f = write('ok.jsonl', jsonl([search('r', 'a', 1)]));
       write('bad1/x.yaml', 'id: x\nkind: rule\nrule: [unclosed\n');
@@ -186,6 +207,69 @@ describe('neatroots CLI', () => {
       fs.rmSync(path.join(dir, 'c', 'b.yaml'));
       expect((await run(['checks', 'validate', 'c'], env, dir)).code).toBe(0);
     });
+  });
+
+  describe('a broken projects.json', () => {
+    const registry = () => path.join(dir, 'home', 'projects.json');
+    beforeEach(() => write('home/projects.json', '{bad'));
+
+    it('checks list, checks validate and replay say so, naming the file, and exit 2', async () => {
+      const said = new RegExp(`^neatroots checks: ${registry()}: invalid JSON \\(`);
+      for (const args of [['checks', 'list'], ['checks', 'list', '--json', '--no-demo']]) {
+        const r = await run(args, env, dir);
+        expect([args, r.code]).toEqual([args, 2]);
+        expect(r.err).toMatch(said);
+        expect(r.err).not.toMatch(/\n\s+at /);
+      }
+      const validate = await run(['checks', 'validate'], env, dir);
+      expect(validate).toMatchObject({ code: 2, out: ['1 problem found'] });
+      expect(validate.err).toMatch(new RegExp(`^${registry()}: invalid JSON \\(`));
+      const f = write('ok.jsonl', jsonl([search('r', 'a', 1)]));
+      const replay = await run(['replay', f], env, dir);
+      expect(replay.code).toBe(2);
+      expect(replay.err).toMatch(new RegExp(`^neatroots replay: ${registry()}: invalid JSON \\(`));
+    });
+
+    it('init says how to repair it, leaves it as it was, and registers once it is moved aside', async () => {
+      const proj = path.join(dir, 'shop');
+      fs.mkdirSync(proj);
+      const r = await run(['init', proj], env, dir);
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(new RegExp(`^neatroots init: ${registry()}: invalid JSON \\(`));
+      expect(r.err).toContain(`mv ${registry()} ${registry()}.broken`);
+      expect(r.err).not.toMatch(/\n\s+at /);
+      expect(fs.readFileSync(registry(), 'utf8')).toBe('{bad');
+      expect(fs.existsSync(path.join(proj, '.neatroots'))).toBe(false); // nothing written
+      fs.renameSync(registry(), `${registry()}.broken`);
+      expect((await run(['init', proj], env, dir)).code).toBe(0);
+      expect(JSON.parse(fs.readFileSync(registry(), 'utf8'))).toEqual([expect.objectContaining({ name: 'shop' })]);
+    });
+
+    it('one that is not a list of projects is said alike', async () => {
+      write('home/projects.json', '[{"name":"x"}]');
+      const r = await run(['checks', 'list'], env, dir);
+      expect(r).toMatchObject({ code: 2, err: `neatroots checks: ${registry()}: project x: path must be a non-empty string` });
+    });
+  });
+
+  describe('checks save and preview', () => {
+    it('exit 2 for a FILE that is a folder, saying so, as for a missing one', async () => {
+      fs.mkdirSync(path.join(dir, 'a-folder'));
+      for (const sub of ['save', 'preview']) {
+        const folder = await run(['checks', sub, 'a-folder', '--key', 'k', '--project', 'p', '--url', 'http://127.0.0.1:9'], env, dir);
+        expect([sub, folder.code]).toEqual([sub, 2]);
+        expect(folder.err).toBe('neatroots checks: a-folder: a folder, not a check file');
+        const missing = await run(['checks', sub, 'nope.yaml', '--key', 'k', '--project', 'p', '--url', 'http://127.0.0.1:9'], env, dir);
+        expect([sub, missing.code]).toEqual([sub, 2]);
+      }
+    });
+  });
+
+  it('start --help says what start runs on by default: the bus log, journaled windows, $NEATROOTS_HOME/data', async () => {
+    const help = (await run(['start', '--help'], env, dir)).out.join('\n');
+    expect(help).not.toMatch(/in-memory run windows|default ~\/\.neatroots\/data/);
+    expect(help).toContain('journaled run windows');
+    expect(help).toContain('default $NEATROOTS_HOME/data');
   });
 
   it('prints its version with --version', async () => {

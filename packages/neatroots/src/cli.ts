@@ -14,8 +14,8 @@ import {
   type LoadResult,
   type ProjectEntry,
 } from '@neatroots/checks';
-import { ConfigError, loadModelConfig, type ModelConfig } from '@neatroots/platform';
-import { JsonlError } from '@neatroots/spans';
+import { ConfigError, loadConfig, loadModelConfig, spanLimitsOf, type ModelConfig } from '@neatroots/platform';
+import { JsonlError, LIMIT_VARIABLES, type SpanLimits } from '@neatroots/spans';
 import { parseArgs, strings, UsageError, type FlagSpec } from './args';
 import { CHECKS_AUTHORING } from './checks-authoring';
 import { mcpCommand } from './mcp';
@@ -61,12 +61,15 @@ the same output on every run). See docs/questions.md.
 Checks: the shipped library, ~/.neatroots/checks/ (or $NEATROOTS_HOME/checks/), registered
 projects' .neatroots/checks/, then each --checks folder; later wins on the same id.
 
+Each line is held to ingest's limits on what a span holds (NEATROOTS_MAX_JSON_DEPTH, _ATTRIBUTES,
+_ATTRIBUTE_CHARS, _ITEM_CHARS, _TOKENS; docs/operations.md), but not to this machine's clock.
+
 Options:
   --checks DIR    add a folder of checks (repeatable)
   --no-library    leave out the shipped library
   --summary       print one line per check and run with its final state instead
 
-Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard error).`,
+Exit status: 0; 2 for unreadable input, invalid checks or a bad setting (the reason on standard error).`,
     flags: { checks: { value: true, repeat: true }, 'no-library': {}, summary: {} },
     async run(p, io) {
       if (!p.positional.length) throw new UsageError('no span file given');
@@ -81,16 +84,20 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
           return 2;
         }
       }
+      const home = neatrootsHome(io.env);
       const loaded = loadChecks({
         library: p.flags['no-library'] ? false : undefined,
-        home: neatrootsHome(io.env),
+        home,
+        projects: registeredProjects(home),
         dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)),
       });
       for (const w of loaded.warnings) io.err(`warning: ${w}`);
-      // The same models, routing and queues as the question service.
+      // The same models, routing and queues as the question service; ingest's limits on a line.
       let models: ModelConfig;
+      let limits: SpanLimits;
       try {
         models = loadModelConfig(io.env);
+        limits = replayLimits(io.env);
       } catch (e) {
         if (!(e instanceof ConfigError)) throw e;
         io.err(`neatroots replay: ${e.message}`);
@@ -105,7 +112,7 @@ Exit status: 0; 2 for unreadable input or invalid checks (the reason on standard
         onNotChecked: (r) => io.err(`not checked: ${r.check_id} in run ${r.run_id} (${r.answer.reason || 'no answer'})`),
       });
       try {
-        for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)))) await replayer.push(item);
+        for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)), limits)) await replayer.push(item);
         await replayer.end();
       } finally {
         await replayer.close();
@@ -142,6 +149,9 @@ Options:
         return 2;
       }
       const checksDir = path.join(dir, '.neatroots', 'checks');
+      // A registry that cannot be read is said before anything is written, with how to repair
+      // it: it is never written over (it lists the other projects).
+      registeredProjects(neatrootsHome(io.env), 'init');
       fs.mkdirSync(checksDir, { recursive: true });
       if (!listCheckFiles(checksDir).length) {
         fs.writeFileSync(path.join(checksDir, 'example.yaml'), EXAMPLE_CHECK);
@@ -207,7 +217,16 @@ ${Object.entries(CHECKS_AUTHORING)
             }
           }
         } else {
-          const r = loadChecks({ home, lenient: true, dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)) });
+          // The registry's problem said once, as the other commands say it; its projects left out.
+          let projects: ProjectEntry[] = [];
+          try {
+            projects = registeredProjects(home);
+          } catch (e) {
+            if (!(e instanceof RegistryError)) throw e;
+            io.err(e.message);
+            problems++;
+          }
+          const r = loadChecks({ home, projects, lenient: true, dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)) });
           count = r.checks.length;
           warn.push(...r.warnings);
           for (const e of r.errors) io.err(e.message);
@@ -218,7 +237,7 @@ ${Object.entries(CHECKS_AUTHORING)
         return problems ? 2 : 0;
       }
       if (sub === 'list') {
-        const projects: ProjectEntry[] = readProjects(home);
+        const projects: ProjectEntry[] = registeredProjects(home);
         if (!p.flags['no-demo']) {
           // What `neatroots start` loads: the registered projects and the demo project.
           const { DEMO_PROJECT, DEMO_DIR } = await import('./embedded');
@@ -262,17 +281,23 @@ commands.start = {
   usage: 'neatroots start [--no-demo]',
   summary: 'run everything in one process (the embedded default) and replay a sample fleet',
   help: `Starts ingest (OTLP/gRPC and the neatroots gRPC API), the rule engine, question, review and the
-HTTP API in one process, with the in-process bus, in-memory run windows and an embedded
-Postgres (PGlite) in $NEATROOTS_DATA_DIR (default ~/.neatroots/data). Nothing else needs to
-be installed. Then it replays a bundled sample fleet through the real gRPC ingest and prints
-the findings, notes and halts as they happen, and keeps serving until interrupted.
+HTTP API in one process, with the in-process bus (a durable log), journaled run windows and an
+embedded Postgres (PGlite), all in $NEATROOTS_DATA_DIR (default $NEATROOTS_HOME/data; home is
+~/.neatroots unless set). Nothing else needs to be installed. Then it replays a bundled sample fleet
+through the real gRPC ingest and prints the findings, notes and halts as they happen, and keeps
+serving until interrupted.
 
 Options:
   --no-demo       do not replay the sample fleet
 
 Environment: NEATROOTS_HOST, NEATROOTS_OTLP_PORT (4317), NEATROOTS_OTLP_HTTP_PORT (4318), NEATROOTS_GRPC_PORT (50051),
 NEATROOTS_HTTP_PORT (8080), NEATROOTS_ADMIN_PORT (9464: /healthz, /readyz, /metrics), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEERING
-(projects where halts act), NEATROOTS_HOME, NEATROOTS_DATA_DIR.`,
+(projects where halts act), NEATROOTS_HOME, NEATROOTS_DATA_DIR, NEATROOTS_BUS (log; memory), NEATROOTS_WINDOWS
+(journal; memory).
+
+Exit status: 0 once stopped by a signal; 1 when a part stopped for good and NEATROOTS_ON_FAILING
+is exit; 2 for a bad setting, a port in use or a data folder another neatroots is using (the
+reason on standard error).`,
   flags: { 'no-demo': {} },
   async run(p, io) {
     const { runEmbedded } = await import('./start');
@@ -303,6 +328,46 @@ gracefully. Configuration is validated at start-up.`,
 };
 
 commands.mcp = mcpCommand;
+
+/**
+ * The NEATROOTS_MAX_* limits of the environment, as ingest reads them (spanLimitsOf), for
+ * replay. Only those variables are read: a setting replay does not use (a port) cannot stop it.
+ * NEATROOTS_MAX_FUTURE_MS is left out: replay never holds a recorded time to this clock.
+ * A bad value throws ConfigError.
+ */
+function replayLimits(env: NodeJS.ProcessEnv): SpanLimits {
+  const read = Object.entries(LIMIT_VARIABLES)
+    .filter(([limit, name]) => limit !== 'maxFutureMs' && env[name] !== undefined)
+    .map(([, name]) => [name, env[name]]);
+  return spanLimitsOf(loadConfig(Object.fromEntries(read)));
+}
+
+/** `<home>/projects.json` could not be read: said as a plain message, exit 2. */
+class RegistryError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RegistryError';
+  }
+}
+
+/**
+ * The registered projects (`<home>/projects.json`), or a RegistryError naming the file and
+ * why; for init, with how to repair it (init never writes over a registry it cannot read).
+ */
+function registeredProjects(home: string, forCommand?: 'init'): ProjectEntry[] {
+  try {
+    return readProjects(home);
+  } catch (e) {
+    const file = path.join(home, 'projects.json');
+    const msg = (e as Error).message;
+    const said = msg.includes(file) ? msg : `${file}: ${msg}`;
+    throw new RegistryError(
+      forCommand === 'init'
+        ? `${said}\nFix it by hand, or move it aside (mv ${file} ${file}.broken) and run neatroots init again in each project folder.`
+        : said,
+    );
+  }
+}
 
 const EXAMPLE_CHECK = `# A rule check (see docs/checks.md). Edit or replace it; neatroots reloads on save.
 id: example-repeated-search
@@ -370,7 +435,13 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
       io.err(`neatroots ${name}: ${e.message}`);
       return 2;
     }
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'EACCES') {
+    if (e instanceof RegistryError) {
+      io.err(`neatroots ${name}: ${e.message}`);
+      return 2;
+    }
+    const code = (e as NodeJS.ErrnoException).code;
+    // A FILE missing, unreadable or a folder (checks save DIR): exit 2, as sopc and sopops.
+    if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') {
       io.err(`neatroots ${name}: ${(e as Error).message}`);
       return 2;
     }

@@ -18,7 +18,8 @@ project and every tool acts in it: create_check, preview_check, list_checks, lis
 get_run. Agents can save flag rules and questions, never halt rules.
 
 Server: --url URL (default NEATROOTS_URL, else http://127.0.0.1:8080); API key: --key KEY
-(default NEATROOTS_API_KEY). Runs until the agent closes standard input.`,
+(default NEATROOTS_API_KEY). Runs until the agent closes standard input and its last
+requests are answered (at most 30 s later).`,
   flags: { url: { value: true }, key: { value: true } },
   async run(p, io) {
     if (p.positional.length) throw new UsageError(`mcp takes no arguments, got ${p.positional.join(' ')}`);

@@ -7,7 +7,7 @@ import type { Logger } from '@neatroots/ports';
 import { questionModule, type QuestionLink } from '@neatroots/question';
 import { MemoryPlanStore, questionSet, type QuestionResult } from '@neatroots/questions';
 import { ruleEngineModule, type RuleEngineService } from '@neatroots/rule-engine';
-import { DEFAULT_SPAN_LIMITS, itemRunId, parseJsonlLine, type Envelope, type LimitCheck, type StreamItem } from '@neatroots/spans';
+import { DEFAULT_SPAN_LIMITS, itemRunId, parseJsonlLine, type Envelope, type LimitCheck, type SpanLimits, type StreamItem } from '@neatroots/spans';
 import { localLlmStandsIn, questionServiceConfig } from './questions';
 
 /** The finding event of CONTRACTS.md section 3, fields in the contract's order. */
@@ -263,18 +263,25 @@ function lineLogger(log: (msg: string) => void): Logger {
 /**
  * What a replayed line may hold: ingest's limits on nesting and sizes (JSON nested thousands
  * deep would overflow the engine's stack instead of being reported with its line), but any
- * time: a recorded file is not checked against this machine's clock.
+ * time: a recorded file is not checked against this machine's clock, so maxFutureMs is ignored.
+ * `neatroots replay` passes the environment's NEATROOTS_MAX_* (spanLimitsOf), as ingest uses.
  */
-const REPLAY_LIMITS: LimitCheck = { limits: { ...DEFAULT_SPAN_LIMITS, maxFutureMs: Number.POSITIVE_INFINITY }, now: 0 };
+function replayLimits(limits: SpanLimits): LimitCheck {
+  return { limits: { ...limits, maxFutureMs: Number.POSITIVE_INFINITY }, now: 0 };
+}
 
-/** Reads JSON Lines files in order, a line at a time (large files are streamed). */
-export async function* readItems(files: readonly string[]): AsyncGenerator<StreamItem> {
+/**
+ * Reads JSON Lines files in order, a line at a time (large files are streamed), each line held
+ * to `limits` but the clock (default: ingest's defaults, DEFAULT_SPAN_LIMITS).
+ */
+export async function* readItems(files: readonly string[], limits: SpanLimits = DEFAULT_SPAN_LIMITS): AsyncGenerator<StreamItem> {
+  const check = replayLimits(limits);
   for (const file of files) {
     const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
     let n = 0;
     for await (const line of rl) {
       n++;
-      const item = parseJsonlLine(line, file, n, REPLAY_LIMITS);
+      const item = parseJsonlLine(line, file, n, check);
       if (item) yield item;
     }
   }

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { ConfigError, loadConfig, loadModelConfig, type Config } from '@neatroots/platform';
 import type { Io } from './cli';
 import { runDemoFleet } from './demo';
 import { demoSopSummary, loadDemoWorkspace, type DemoWorkspace } from './demo-sop';
@@ -34,11 +34,9 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
       log,
     });
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') {
-      io.err(
-        `neatroots start: a port is already in use (${(e as Error).message}); set NEATROOTS_OTLP_PORT, NEATROOTS_OTLP_HTTP_PORT, NEATROOTS_GRPC_PORT, NEATROOTS_HTTP_PORT or NEATROOTS_ADMIN_PORT`,
-      );
+    const why = cannotServe(e, config);
+    if (why) {
+      io.err(`neatroots start: ${why}`);
       return 2;
     }
     throw e;
@@ -89,6 +87,35 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   io.out('stopping...');
   await app.close();
   return code;
+}
+
+const PORT_VARIABLES = ['NEATROOTS_OTLP_PORT', 'NEATROOTS_OTLP_HTTP_PORT', 'NEATROOTS_GRPC_PORT', 'NEATROOTS_HTTP_PORT', 'NEATROOTS_ADMIN_PORT'] as const;
+
+/**
+ * Why start could not serve, when it is the machine's state and not a bug: a port another
+ * program (or another neatroots) listens on, or a data folder another neatroots process holds.
+ * Else undefined (the error is thrown on, with its stack).
+ */
+export function cannotServe(e: unknown, config: Pick<Config, (typeof PORT_VARIABLES)[number] | 'dataDir'>): string | undefined {
+  const err = e as (NodeJS.ErrnoException & { port?: unknown }) | undefined;
+  const message = typeof err?.message === 'string' ? err.message : '';
+  // node's listen error has its code and port; grpc-js's bind error has neither, only the
+  // message: "No address added out of total 1 resolved errors: [listen EADDRINUSE: address
+  // already in use 127.0.0.1:4317]".
+  if (err?.code === 'EADDRINUSE' || /\bEADDRINUSE\b/.test(message)) {
+    const port = typeof err?.port === 'number' ? err.port : Number(/EADDRINUSE\b[^\]]*:(\d+)/.exec(message)?.[1] ?? NaN);
+    const vars = PORT_VARIABLES.filter((v) => config[v] === port);
+    if (vars.length) {
+      return `port ${port} (${vars.join(', ')}) is already in use, by another program or another neatroots; stop it, or set ${vars.join(' or ')} to a free port`;
+    }
+    return `a port is already in use (${message}); set ${PORT_VARIABLES.slice(0, -1).join(', ')} or ${PORT_VARIABLES[PORT_VARIABLES.length - 1]}`;
+  }
+  // The data folder's lock (or its bus log's): "<what> is in use by process N; ...".
+  const holder = /\bis in use by process (\d+)\b/.exec(message)?.[1];
+  if (holder) {
+    return `the data folder ${config.dataDir} is in use by process ${holder} (another neatroots start?); stop it first, or set NEATROOTS_DATA_DIR to another folder`;
+  }
+  return undefined;
 }
 
 /**

@@ -1,16 +1,21 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
 /** Where the api serves the MCP tools (streamable HTTP). */
 export const MCP_PATH = '/v1/mcp';
+
+/** How long, once the agent closed standard input, the answers to its last requests are awaited. */
+export const DRAIN_MS = 30_000;
 
 /**
  * `neatroots mcp`: the MCP tools over stdio, for coding agents that start their servers as
  * commands. It relays each JSON-RPC message between the agent's stdio and the api's
  * streamable HTTP endpoint (the SDK's two transports, back to back), so the tools, their
- * checks and the project scoping are the api's own, written once. Resolves when either side
- * closes; nothing is written to stdout but MCP messages.
+ * checks and the project scoping are the api's own, written once. Resolves when the api's side
+ * closes, or once the agent closed standard input and every request it sent is answered
+ * (at most `drainMs`, default DRAIN_MS, later: what is still unanswered then is answered with
+ * an error); nothing is written to stdout but MCP messages.
  */
 export async function relayStdioToHttp(opts: {
   url: string;
@@ -18,8 +23,11 @@ export async function relayStdioToHttp(opts: {
   stdin?: NodeJS.ReadableStream;
   stdout?: NodeJS.WritableStream;
   onError?: (err: Error) => void;
+  drainMs?: number;
 }): Promise<void> {
   const where = `${opts.url.replace(/\/+$/, '')}${MCP_PATH}`;
+  const input = opts.stdin ?? process.stdin;
+  const drainMs = opts.drainMs ?? DRAIN_MS;
   const stdio = new StdioServerTransport(opts.stdin as never, opts.stdout as never);
   const http = new StreamableHTTPClientTransport(new URL(where), {
     requestInit: { headers: { 'x-api-key': opts.key } },
@@ -29,22 +37,87 @@ export async function relayStdioToHttp(opts: {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     return err.message === 'fetch failed' ? new Error(`cannot reach neatroots at ${where} (${cause?.code ?? cause?.message ?? 'no answer'}): is the server running, and --url right?`) : err;
   };
-  const report = (err: Error) => opts.onError?.(explain(err));
+  let done = false;
+  // Once closed, what the close itself aborted (the posts still open) is not a problem to say.
+  const report = (err: Error) => !done && opts.onError?.(explain(err));
+  const failure = (id: RequestId, message: string): JSONRPCMessage => ({ jsonrpc: '2.0', id, error: { code: -32603, message: `neatroots: ${message}` } });
   await new Promise<void>((resolve) => {
-    let done = false;
+    let ended = false;
+    let bound: NodeJS.Timeout | undefined;
+    // The agent's requests posted to the api and not answered yet (by id), and its messages
+    // still being posted: once standard input ends, the relay waits for these.
+    const unanswered = new Map<RequestId, number>();
+    let posting = 0;
+    const answered = (id: RequestId) => {
+      const n = (unanswered.get(id) ?? 0) - 1;
+      if (n > 0) unanswered.set(id, n);
+      else unanswered.delete(id);
+    };
     const finish = () => {
       if (done) return;
       done = true;
+      clearTimeout(bound);
       void stdio.close().catch(() => undefined);
       void http.close().catch(() => undefined);
       resolve();
     };
-    pipe(stdio, http, report, explain);
-    pipe(http, stdio, report, explain);
+    const settled = () => {
+      if (ended && !posting && !unanswered.size) finish();
+    };
+    // The agent's messages, each posted to the api.
+    stdio.onmessage = (msg) => {
+      const id = requestId(msg);
+      if (id !== undefined) unanswered.set(id, (unanswered.get(id) ?? 0) + 1);
+      posting++;
+      http
+        .send(msg)
+        .catch(async (e: Error) => {
+          if (done) return;
+          const err = explain(e);
+          report(err);
+          // A request that could not reach the api is answered, so the agent is not left waiting.
+          if (id !== undefined) {
+            answered(id);
+            await stdio.send(failure(id, err.message)).catch(() => undefined);
+          }
+        })
+        .finally(() => {
+          posting--;
+          settled();
+        });
+    };
+    // The api's messages (its answers, its notifications), each written to the agent.
+    http.onmessage = (msg) => {
+      const id = answerId(msg);
+      stdio
+        .send(msg)
+        .catch((e: Error) => {
+          report(e);
+          // A request of the api's that could not reach the agent is answered likewise.
+          const asked = requestId(msg);
+          if (asked !== undefined && !done) void http.send(failure(asked, e.message)).catch(() => undefined);
+        })
+        .finally(() => {
+          if (id !== undefined) answered(id);
+          settled();
+        });
+    };
+    stdio.onerror = report;
+    http.onerror = report;
     stdio.onclose = finish;
     http.onclose = finish;
-    // stdin ended: the agent is gone.
-    (opts.stdin ?? process.stdin).once('end', finish);
+    // stdin ended: the agent sends nothing more, but may still read the answers to what it sent.
+    input.once('end', () => {
+      ended = true;
+      settled();
+      if (done) return;
+      bound = setTimeout(() => {
+        const ids = [...unanswered.keys()];
+        const s = `${drainMs / 1000} s after standard input closed`;
+        report(new Error(`${ids.length} request${ids.length === 1 ? '' : 's'} still unanswered ${s}; stopping`));
+        void Promise.all(ids.map((id) => stdio.send(failure(id, `no answer from neatroots at ${where} ${s}`)).catch(() => undefined))).finally(finish);
+      }, drainMs);
+    });
     void Promise.all([http.start(), stdio.start()]).catch((err: Error) => {
       report(err);
       finish();
@@ -52,17 +125,16 @@ export async function relayStdioToHttp(opts: {
   });
 }
 
-function pipe(from: Transport, to: Transport, report: (err: Error) => void, explain: (err: Error) => Error): void {
-  from.onmessage = (msg) => {
-    to.send(msg).catch((e: Error) => {
-      const err = explain(e);
-      report(err);
-      // A request that could not reach the api is answered, so the agent is not left waiting.
-      const id = (msg as { id?: string | number }).id;
-      if (id !== undefined && 'method' in msg) {
-        void from.send({ jsonrpc: '2.0', id, error: { code: -32603, message: `neatroots: ${err.message}` } });
-      }
-    });
-  };
-  from.onerror = report;
+type RequestId = string | number;
+
+/** The id of a request (a message with a method and an id); undefined for anything else. */
+function requestId(msg: JSONRPCMessage): RequestId | undefined {
+  const m = msg as { id?: RequestId; method?: unknown };
+  return m.id !== undefined && m.id !== null && 'method' in m ? m.id : undefined;
+}
+
+/** The id of an answer (a result or an error, no method); undefined for anything else. */
+function answerId(msg: JSONRPCMessage): RequestId | undefined {
+  const m = msg as { id?: RequestId };
+  return m.id !== undefined && m.id !== null && !('method' in m) ? m.id : undefined;
 }

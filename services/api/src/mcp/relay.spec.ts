@@ -1,0 +1,93 @@
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { MCP_PATH, relayStdioToHttp } from './relay';
+
+/**
+ * `neatroots mcp`'s relay between an agent's stdio and the api's MCP endpoint, against a stand-in
+ * for the endpoint (stateless, JSON answers, as the api's) that answers each request after a while.
+ */
+describe('relayStdioToHttp', () => {
+  let server: http.Server;
+  let url: string;
+  /** How long the stand-in takes to answer a request; Infinity: never. */
+  let delayMs = 0;
+  const posted: { method?: string; id?: unknown }[] = [];
+
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      if (req.url !== MCP_PATH || req.method !== 'POST') {
+        res.writeHead(405).end();
+        return;
+      }
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        const msg = JSON.parse(body) as { method?: string; id?: string | number };
+        posted.push({ method: msg.method, id: msg.id });
+        if (msg.id === undefined) {
+          res.writeHead(202).end();
+          return;
+        }
+        if (delayMs === Infinity) return; // never answered
+        setTimeout(() => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { answered: msg.method } }));
+        }, delayMs);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+  beforeEach(() => (posted.length = 0));
+
+  /** Pipes the agent's lines in, closes its standard input, and waits for the relay to end. */
+  async function relay(lines: object[], drainMs?: number): Promise<{ answers: { id?: unknown; result?: unknown; error?: { message: string } }[]; errors: string[]; ms: number }> {
+    const stdin = new PassThrough();
+    const stdout = new PassThrough();
+    let written = '';
+    stdout.on('data', (d: Buffer) => (written += d.toString()));
+    const errors: string[] = [];
+    const t0 = Date.now();
+    const done = relayStdioToHttp({ url, key: 'k', stdin, stdout, onError: (e) => errors.push(e.message), ...(drainMs !== undefined ? { drainMs } : {}) });
+    for (const l of lines) stdin.write(`${JSON.stringify(l)}\n`);
+    stdin.end();
+    await done;
+    return { answers: written.split('\n').filter(Boolean).map((l) => JSON.parse(l)), errors, ms: Date.now() - t0 };
+  }
+
+  const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+  const initialized = { jsonrpc: '2.0', method: 'notifications/initialized' };
+  const toolsList = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+
+  it('standard input closed with requests in flight: their answers are awaited and written before it ends', async () => {
+    delayMs = 300;
+    const r = await relay([initialize, initialized, toolsList]);
+    expect(r.errors).toEqual([]);
+    expect(r.answers).toEqual([
+      { jsonrpc: '2.0', id: 1, result: { answered: 'initialize' } },
+      { jsonrpc: '2.0', id: 2, result: { answered: 'tools/list' } },
+    ]);
+    expect(posted.map((m) => m.method)).toEqual(['initialize', 'notifications/initialized', 'tools/list']);
+  });
+
+  it('standard input closed with nothing in flight: it ends at once', async () => {
+    delayMs = 0;
+    const r = await relay([]);
+    expect(r).toMatchObject({ answers: [], errors: [] });
+    expect(r.ms).toBeLessThan(1_000);
+  });
+
+  it('waits a bounded time: a request still unanswered then is answered with an error, and it ends', async () => {
+    delayMs = Infinity;
+    const r = await relay([toolsList], 200);
+    expect(r.ms).toBeGreaterThanOrEqual(190);
+    expect(r.ms).toBeLessThan(5_000);
+    expect(r.answers).toEqual([{ jsonrpc: '2.0', id: 2, error: { code: -32603, message: expect.stringMatching(/^neatroots: no answer from neatroots .* 0\.2 s after standard input closed/) } }]);
+    expect(r.errors).toEqual([expect.stringMatching(/^1 request still unanswered 0\.2 s after standard input closed/)]);
+  });
+});
