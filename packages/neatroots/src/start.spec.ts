@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { main, type Io } from './cli';
 import { cannotServe, servedUntil } from './start';
+import { testEnv } from './test-app.test';
 
 const never = new Promise<never>(() => undefined);
 
@@ -38,17 +39,7 @@ describe('neatroots start, when it cannot serve', () => {
   beforeEach(() => (home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-start-'))));
   afterEach(() => fs.rmSync(home, { recursive: true, force: true }));
 
-  const envOf = (more: Record<string, string> = {}): NodeJS.ProcessEnv => ({
-    NEATROOTS_HOME: home,
-    NEATROOTS_OTLP_PORT: '0',
-    NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_GRPC_PORT: '0',
-    NEATROOTS_HTTP_PORT: '0',
-    NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_MEMORY_CEILING_MB: '0',
-    NEATROOTS_LOG_LEVEL: 'error',
-    ...more,
-  });
+  const envOf = (more: Record<string, string> = {}): NodeJS.ProcessEnv => testEnv(home, { NEATROOTS_LOG_LEVEL: 'error', ...more });
 
   async function start(env: NodeJS.ProcessEnv): Promise<{ code: number; out: string[]; err: string[] }> {
     const out: string[] = [];

@@ -9,7 +9,12 @@ import { loadConfig, type Config } from '@neatroots/platform';
  * the worker's RSS, which every app the worker ran shares; the flood tests test the ceiling).
  */
 export function testConfig(home: string, env: Record<string, string> = {}): Config {
-  return loadConfig({
+  return loadConfig(testEnv(home, env));
+}
+
+/** The environment of a test's neatroots in `home`: every port chosen by the system, no memory ceiling. */
+export function testEnv(home: string, env: Record<string, string> = {}): Record<string, string> {
+  return {
     NEATROOTS_HOME: home,
     NEATROOTS_OTLP_PORT: '0',
     NEATROOTS_OTLP_HTTP_PORT: '0',
@@ -18,7 +23,7 @@ export function testConfig(home: string, env: Record<string, string> = {}): Conf
     NEATROOTS_ADMIN_PORT: '0',
     NEATROOTS_MEMORY_CEILING_MB: '0',
     ...env,
-  });
+  };
 }
 
 /** A new data folder under the system's temporary one, with these files under checks/. */

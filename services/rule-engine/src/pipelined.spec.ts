@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { compileRuleSet, parseCheck, type RunWindow } from '@neatroots/checks';
+import { dropTable, droppedTableRules } from '../../../libs/checks/src/engine/dropped-table.test';
 import { makeTopics } from '@neatroots/messages';
 import { JournalWindowStore, LogBus, MemoryBus, MemoryWindowStore } from '@neatroots/platform';
 import type { Envelope } from '@neatroots/spans';
@@ -51,14 +52,8 @@ async function waitFor(cond: () => boolean, what: () => string, ms = 5_000): Pro
 }
 
 const topics = makeTopics('t');
-const rules = compileRuleSet(
-  [parseCheck({ id: 'dropped-table', kind: 'rule', title: 'Dropped a table', rule: { type: 'count', span: { tool: ['drop_table'] }, at_least: 2 } }, 'mine.yaml', 'user')],
-  () => ({ test: () => false }),
-);
-const drop = (run: string, id: string): { key: string; value: Envelope } => ({
-  key: run,
-  value: { project: 'p', received_ms: 1_000, item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name: 'drop_table', tool: 'drop_table', status: 'ok', start_ms: 1_000, end_ms: 1_000 } } },
-});
+const rules = droppedTableRules();
+const drop = dropTable;
 /** The rule engine's saved position on the events topic (offsets.json: what a restart continues from). */
 const savedPosition = (busDir: string): number => {
   const file = path.join(busDir, 'offsets.json');

@@ -1,10 +1,10 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { compileRuleSet, parseCheck, RuleEngine, type RunWindow } from '@neatroots/checks';
+import { RuleEngine, type RunWindow } from '@neatroots/checks';
+import { dropTable, droppedTableRules } from '../../../checks/src/engine/dropped-table.test';
 import { makeTopics } from '@neatroots/messages';
 import { deadLetterTopic, type DeadLetter, type Topic } from '@neatroots/ports';
-import type { Envelope } from '@neatroots/spans';
 import { busContract, jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { fillDisk } from '../full-disk.test';
 import { JournalWindowStore } from '../windows/journal';
@@ -425,14 +425,8 @@ describe('LogBus at a stop: deferred effects that cannot settle any more', () =>
     const busDir = tmp();
     const winDir = tmp();
     const topics = makeTopics('t');
-    const rules = compileRuleSet(
-      [parseCheck({ id: 'dropped-table', kind: 'rule', title: 'Dropped a table', rule: { type: 'count', span: { tool: ['drop_table'] }, at_least: 2 } }, 'mine.yaml', 'user')],
-      () => ({ test: () => false }),
-    );
-    const drop = (run: string, id: string): { key: string; value: Envelope } => ({
-      key: run,
-      value: { project: 'p', received_ms: 1_000, item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name: 'drop_table', tool: 'drop_table', status: 'ok', start_ms: 1_000, end_ms: 1_000 } } },
-    });
+    const rules = droppedTableRules();
+    const drop = dropTable;
     /** The rule engine's pipelined step (services/rule-engine): publish what it raised, then save, the save deferred. */
     const start = async (bus: LogBus, windows: JournalWindowStore<RunWindow>, everyMs: number, gate: () => Promise<void>) => {
       const engine = new RuleEngine({ windows, rules: () => rules });
