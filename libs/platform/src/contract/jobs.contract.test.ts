@@ -24,9 +24,10 @@ export interface JobsContractTarget {
   replicas: boolean;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until(cond: () => boolean, ms = 15_000): Promise<void> {
+/** Waits until `cond` holds (polling every 20 ms), at most `ms`. */
+export async function until(cond: () => boolean, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > end) throw new Error('condition not met in time');

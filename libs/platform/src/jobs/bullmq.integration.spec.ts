@@ -1,3 +1,4 @@
+import { sleep, until } from '../contract/jobs.contract.test';
 import { RedisScratch } from '../testing/private-redis';
 import { serviceOrSkip } from '../testing/services';
 import { BullJobs } from './bullmq';
@@ -5,15 +6,6 @@ import { BullJobs } from './bullmq';
 // What only the BullMQ driver has: a serialize key's lock in Redis, with an expiry for a holder
 // that dies. (The behaviour both drivers share is in contract/jobs.contract.test.ts.)
 const redis = serviceOrSkip('redis', 'BullJobs serialize lock');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await sleep(20);
-  }
-}
 
 (redis ? describe : describe.skip)('BullJobs serialize lock (the review jobs one at a time per workspace)', () => {
   const url = redis?.url ?? '';
