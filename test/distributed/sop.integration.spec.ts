@@ -91,6 +91,16 @@ maybe(SUITE, () => {
     );
   };
 
+  /**
+   * The completed jobs of these sessions, once there is one for each: BullMQ moves a job to
+   * completed after its handler returns, so a session can read as checked a moment before.
+   */
+  const completedFor = (sessions: string[]) =>
+    until(`a completed sopops_check job for each of ${sessions.length} sessions`, async () => {
+      const jobs = (await completed()).filter((j) => sessions.includes(j.session));
+      return new Set(jobs.map((j) => j.session)).size === sessions.length ? jobs : undefined;
+    });
+
   beforeAll(async () => {
     cluster = new Cluster({ kafka: kafka!, redis: redisUrl!, pg: pg! }, { NEATROOTS_API_KEYS: `${WS}=${KEY}` });
     await cluster.init();
@@ -130,7 +140,7 @@ maybe(SUITE, () => {
     expect(statuses(first)).toEqual(['step 1 done', 'step 2 done', 'step 3 not_checked']);
     // no model: what only a model decides keeps the procedure from being followed
     expect(first.result).toBe('not_measurable');
-    const jobs = (await completed()).filter((j) => j.session === sent.body.id);
+    const jobs = await completedFor([sent.body.id]);
     expect(jobs).toHaveLength(1);
 
     const again = await api('POST', '/sessions', refundSession('call-1', ['lookup_order', 'issue_refund']));
@@ -167,7 +177,7 @@ maybe(SUITE, () => {
     const ids = new Set(sent.map((s) => s.body.id as string));
     expect(ids.size).toBe(n);
     for (const id of ids) await checked(id);
-    const jobs = (await completed()).filter((j) => ids.has(j.session));
+    const jobs = await completedFor([...ids]);
     // one job per session, none failed
     expect(jobs).toHaveLength(n);
     expect(new Set(jobs.map((j) => j.session)).size).toBe(n);
@@ -203,6 +213,6 @@ maybe(SUITE, () => {
     });
     const s = await checked(listed.id);
     expect(statuses(s)).toEqual(['step 1 done', 'step 2 done', 'step 3 not_checked']);
-    expect((await completed()).filter((j) => j.session === listed.id)).toHaveLength(1);
+    expect(await completedFor([listed.id])).toHaveLength(1);
   });
 });
