@@ -189,4 +189,16 @@ describe("ChecksRepo and the planner's questions", () => {
     expect(await plans.get('other', 'w')).toEqual(plan('other'));
     expect(await checks.delete('p', 'plan-w-x')).toBe(false);
   });
+
+  it('deletes a written question whose check is already gone (deleted before plans kept deleted ones) from its plan', async () => {
+    const checks = new ChecksRepo(db);
+    const plans = new QuestionsRepo(db);
+    // As a version before deleted ids left the plan kept it: in written, with no check row.
+    await plans.put({ project: 'p', workflow: 'w', tools: ['t'], picks: [], written: [{ id: 'plan-w-x', yaml: 'id: plan-w-x\n' }], planned_by: 'local', at_ms: 1 });
+    expect(await checks.get('p', 'plan-w-x')).toBeNull();
+    expect(await checks.delete('p', 'plan-w-x')).toBe(true);
+    expect(await plans.get('p', 'w')).toMatchObject({ written: [], deleted: ['plan-w-x'] });
+    expect(await checks.delete('p', 'plan-w-x')).toBe(false);
+    expect(await checks.delete('p', 'never-written')).toBe(false);
+  });
 });

@@ -123,7 +123,9 @@ export class ChecksRepo {
    * Deletes a project's check; false when there is no such check. A question the planner wrote
    * leaves its workflow's plan too (question_plans, the Plan of @neatroots/questions): its id
    * moves from `written` to `deleted`, so the scheduler no longer asks it from the plan and the
-   * planner never writes it again, whoever saved it last.
+   * planner never writes it again, whoever saved it last. A written question with no check
+   * left (deleted by a version before plans kept `deleted`, which went on asking it) is deleted
+   * from its plans the same way, and counts as found.
    */
   async delete(project: string | null, id: string): Promise<boolean> {
     const res = await this.db.query<{ id: string }>(
@@ -135,10 +137,10 @@ export class ChecksRepo {
                '[]'::jsonb)),
              '{deleted}', coalesce(plan->'deleted', '[]'::jsonb) || to_jsonb($2::text)),
            updated_at = now()
-         WHERE project = $1 AND EXISTS (SELECT 1 FROM gone) AND plan->'written' @> jsonb_build_array(jsonb_build_object('id', $2::text))
+         WHERE project = $1 AND plan->'written' @> jsonb_build_array(jsonb_build_object('id', $2::text))
          RETURNING 1
        )
-       SELECT id FROM gone`,
+       SELECT id FROM gone UNION ALL SELECT $2 FROM unplanned`,
       [project ?? '', id],
     );
     return res.rows.length > 0;

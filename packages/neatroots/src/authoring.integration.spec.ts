@@ -5,6 +5,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { registerProject } from '@neatroots/checks';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
+import { QuestionsRepo } from '@neatroots/store';
 import { judgeReply, parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
 import { main, type Io } from './cli';
 import { startEmbedded, type EmbeddedApp } from './embedded';
@@ -283,6 +284,18 @@ describe('checks authoring API', () => {
     expect((await api('GET', `/v1/projects/${PROJECT}/checks/refund-needs-lookup`)).status).toBe(404);
     expect(app.checks().checks.map((c) => c.id)).not.toContain('refund-needs-lookup');
     expect((await api('DELETE', `/v1/projects/${PROJECT}/checks/repeated-tool-call`)).status).toBe(409);
+  });
+
+  it('deletes a planner question still asked from its plan with no check left (an install from before deletes left the plan)', async () => {
+    const plans = new QuestionsRepo(app.db);
+    const written = { id: 'plan-refunds-stale', yaml: 'id: plan-refunds-stale\nkind: yes_no\nask: Was it stale?\n' };
+    await plans.put({ project: PROJECT, workflow: 'refunds', tools: ['issue_refund'], picks: [], written: [written], planned_by: 'local', at_ms: 1 });
+    expect((await api('GET', `/v1/projects/${PROJECT}/checks/plan-refunds-stale`)).status).toBe(404);
+    expect(await plans.get(PROJECT, 'refunds')).toMatchObject({ written: [written] });
+
+    expect((await api('DELETE', `/v1/projects/${PROJECT}/checks/plan-refunds-stale`)).status).toBe(200);
+    expect(await plans.get(PROJECT, 'refunds')).toMatchObject({ written: [], deleted: ['plan-refunds-stale'] });
+    expect((await api('DELETE', `/v1/projects/${PROJECT}/checks/plan-refunds-stale`)).status).toBe(404);
   });
 
   it('switches a person\'s rule, or one a coding agent saved, to halt, refusing library checks and questions', async () => {

@@ -198,6 +198,9 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
       if (!existing) {
         const file = inEffect(project).find((c) => c.id === id);
         if (file) throw new AuthoringError(409, 'conflict', `check ${id} is a ${file.source} check${file.file ? ` in ${file.file}` : ''}, not a database check: remove it there`);
+        // A planner question still asked from its plan with no check left (deleted by a version
+        // before plans kept deleted ones): a person's delete takes it out of the plan.
+        if (by !== 'agent' && (await deps.data.deleteCheck(project, id))) return void (await deps.checks.reload());
         throw new AuthoringError(404, 'not_found', `no database check ${id} in project ${project}`);
       }
       if (by === 'agent' && existing.origin !== 'agent') throw new AuthoringError(403, 'forbidden', `check ${id} was written by ${WHO[existing.origin] ?? existing.origin}; a coding agent cannot delete it`);
