@@ -100,6 +100,14 @@ export interface WindowStore<W> {
   coalesce?(opts: { everyMs: number; busy?: (key: string) => boolean }): void;
   /** With coalesced saves: a checkpoint now, for a caller that must wait for its saves (a bus that cannot hold its position for them). */
   checkpoint?(): void;
+  /**
+   * With coalesced saves, at a caller's stop: the saves waiting for a window `busy` says is still
+   * changing fail now, instead of waiting for a next save of it that will not come (a step that
+   * failed and will not be done again before the stop). Such a window stays as last made
+   * durable: the bus delivers the failed saves' batches again at the next start. Returns how
+   * many windows.
+   */
+  releaseBusy?(): number;
 }
 
 /** How a caller opens a window store (Platform.windows). */

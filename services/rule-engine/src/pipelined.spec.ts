@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { compileRuleSet, parseCheck, type RunWindow } from '@neatroots/checks';
 import { dropTable, droppedTableRules } from '../../../libs/checks/src/engine/dropped-table.test';
 import { makeTopics } from '@neatroots/messages';
-import { JournalWindowStore, LogBus, MemoryBus, MemoryWindowStore } from '@neatroots/platform';
+import { JournalWindowStore, LogBus, MemoryBus, MemoryWindowStore, within } from '@neatroots/platform';
 import type { Envelope } from '@neatroots/spans';
 import { startRuleEngine } from './service';
 
@@ -59,6 +59,13 @@ const savedPosition = (busDir: string): number => {
   const file = path.join(busDir, 'offsets.json');
   if (!fs.existsSync(file)) return 0;
   return (JSON.parse(fs.readFileSync(file, 'utf8')) as { groups: Record<string, Record<string, number[]>> }).groups[topics.events.name]?.['rule-engine']?.[0] ?? 0;
+};
+
+/** The rule engine's saved position, or undefined while its group is not saved yet. */
+const savedPositionOrUndefined = (busDir: string): number | undefined => {
+  const file = path.join(busDir, 'offsets.json');
+  if (!fs.existsSync(file)) return undefined;
+  return (JSON.parse(fs.readFileSync(file, 'utf8')) as { groups: Record<string, Record<string, number[]>> }).groups[topics.events.name]?.['rule-engine']?.[0];
 };
 
 describe('rule-engine on the embedded log and journal: the next batch goes on while a save syncs', () => {
@@ -211,6 +218,96 @@ describe('rule-engine on the embedded log and journal: the next batch goes on wh
     await bus.close();
     await windows.close();
   });
+  it("with checkpoints, a stop ends though a tick failed on a run (a quiet-check lookup against a database that is down) and left it unsaved; the run's batch comes again at the next start", async () => {
+    const busDir = tmp();
+    const winDir = tmp();
+    const waits = compileRuleSet(
+      [parseCheck({ id: 'refund-without-lookup', kind: 'rule', title: 'Refund without lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } }, 'mine.yaml', 'user')],
+      () => ({ test: () => false }),
+    );
+    const refund: { key: string; value: Envelope } = {
+      key: 'r1',
+      value: { project: 'p', received_ms: Date.now(), item: { kind: 'span', span: { run_id: 'r1', span_id: 'r1-s1', type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: 'ok', start_ms: Date.now(), end_ms: Date.now() } } },
+    };
+    let bus = new LogBus({ dir: busDir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    let windows = JournalWindowStore.open<RunWindow>({ dir: winDir, name: 'runs' });
+    const logged: string[] = [];
+    // Only a tick raises here (the wait fires 250 ms after the refund), and its finding's quiet lookup fails.
+    const down = () => {
+      throw new Error('database down (test)');
+    };
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => waits, quiet: down, tickMs: 5, windowCheckpointMs: 3_600_000, log: (m) => logged.push(m) });
+    await waitFor(() => savedPositionOrUndefined(busDir) !== undefined, () => 'the group is not saved');
+    await bus.publish(topics.events, [refund]);
+    await waitFor(() => engine.metrics.errors > 0, () => 'no tick failed');
+    // The refund's batch saved r1, waiting for a checkpoint; the failed tick left r1 changed: busy.
+    windows.checkpoint();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(windows.stats.checkpoints.busy).toBe(1);
+    expect(savedPosition(busDir)).toBe(0);
+
+    await within(engine.close(), 5_000, "the rule engine's close");
+    expect(logged).toContain('1 windows left unsaved by a failed step are not journaled at the stop: their batches come again at the next start');
+    await within(bus.close(), 3_000, 'bus.close()');
+    await within(windows.close(), 3_000, 'windows.close()');
+    expect(savedPosition(busDir)).toBe(0);
+
+    // The database is back: the next start does the run's batch again and raises its finding.
+    bus = new LogBus({ dir: busDir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    windows = JournalWindowStore.open<RunWindow>({ dir: winDir, name: 'runs' });
+    const found: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test', fromBeginning: true }, async (b) => {
+      for (const r of b.records) found.push(`${r.value.run_id} ${r.value.check_id}`);
+    });
+    const again = await startRuleEngine({ bus, windows, topics, rules: () => waits, tickMs: 5, windowCheckpointMs: 5 });
+    await waitFor(() => found.length > 0 && savedPosition(busDir) === 1, () => `found ${found.join(', ')}, position ${savedPosition(busDir)}`);
+    expect(found).toEqual(['r1 refund-without-lookup']);
+    await again.close();
+    await sub.close();
+    await bus.close();
+    await windows.close();
+  });
+
+  it('at a stop, a run a failed tick left unsaved gets a last tick: with the database back, its finding is published and its batch saved', async () => {
+    const busDir = tmp();
+    const waits = compileRuleSet(
+      [parseCheck({ id: 'refund-without-lookup', kind: 'rule', title: 'Refund without lookup', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } }, 'mine.yaml', 'user')],
+      () => ({ test: () => false }),
+    );
+    const bus = new LogBus({ dir: busDir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const windows = JournalWindowStore.open<RunWindow>({ dir: tmp(), name: 'runs' });
+    let down = true;
+    const quiet = () => {
+      if (down) throw new Error('database down (test)');
+      return false;
+    };
+    const logged: string[] = [];
+    // The timer's own retry of the unsaved run is an hour away: only the stop's last tick can take it.
+    const engine = await startRuleEngine({ bus, windows, topics, rules: () => waits, quiet, tickMs: 5, unsavedAfterMs: 3_600_000, windowCheckpointMs: 3_600_000, log: (m) => logged.push(m) });
+    const found: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) found.push(`${r.value.run_id} ${r.value.check_id}`);
+    });
+    await waitFor(() => savedPositionOrUndefined(busDir) !== undefined, () => 'the group is not saved');
+    const now = Date.now();
+    await bus.publish(topics.events, [{ key: 'r1', value: { project: 'p', received_ms: now, item: { kind: 'span', span: { run_id: 'r1', span_id: 'r1-s1', type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: 'ok', start_ms: now, end_ms: now } } } }]);
+    await waitFor(() => engine.metrics.errors > 0, () => 'no tick failed');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(found).toEqual([]);
+
+    down = false;
+    const closing = engine.close();
+    await waitFor(() => found.length > 0, () => 'the last tick published nothing');
+    expect(found).toEqual(['r1 refund-without-lookup']);
+    windows.checkpoint();
+    await within(closing, 5_000, "the rule engine's close");
+    await sub.close();
+    await bus.close();
+    await windows.close();
+    expect(savedPosition(busDir)).toBe(1);
+    expect(logged.filter((m) => m.includes('not journaled at the stop'))).toEqual([]);
+  });
+
   it("lets a batch of a run go on while the tick that fired the run's wait is still saving", async () => {
     const bus = new LogBus({ dir: tmp(), partitions: 1, commitIntervalMs: 5, onError: () => undefined });
     const windows = new HeldJournal(JournalWindowStore.open<RunWindow>({ dir: tmp(), name: 'runs' }));

@@ -120,7 +120,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
   // Stores whose saves wait for a checkpoint (coalesced): a step that must wait for its saves
   // asks for the checkpoint at once instead of waiting for its interval.
-  const coalesced: Pick<WindowStore<unknown>, 'coalesce' | 'checkpoint'>[] = [];
+  const coalesced: Pick<WindowStore<unknown>, 'coalesce' | 'checkpoint' | 'releaseBusy'>[] = [];
   const everyMs = opts.recorded ? 0 : (opts.windowCheckpointMs ?? 0);
   if (everyMs > 0) {
     // The engine changes the windows it loads in place: a checkpoint leaves those it is changing.
@@ -317,6 +317,25 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       clearInterval(timer);
       // A tick begun before the timer stopped publishes and saves: done before the bus closes.
       await ticking;
+      // A last step on the runs a failed step left unsaved (the timer's tick would have taken
+      // them): it publishes what they raised and saves them. Those it cannot (the step fails
+      // again) would hold every earlier save of their runs at the stores' checkpoints, and the
+      // subscription's close waits for those saves: they are let go, and their batches come
+      // again at the next start.
+      const stale = engine.unsavedKeys(Infinity);
+      if (stale.length) {
+        await lock
+          .exclusive(async () => {
+            const { saved } = await publish(await engine.tick(Date.now(), { keys: stale }));
+            // With checkpoints the saves wait for the next one, which the subscription's close waits for.
+            if (!atCall) await saved;
+            else saved.catch(() => undefined);
+          }, stale)
+          .catch((err: unknown) => log('the last tick before the stop failed: its runs\' batches come again at the next start', err, runFields(stale.map(runOfWindowKey))));
+        let released = 0;
+        for (const s of coalesced) released += s.releaseBusy?.() ?? 0;
+        if (released) log(`${released} windows left unsaved by a failed step are not journaled at the stop: their batches come again at the next start`, undefined, runFields(stale.map(runOfWindowKey)));
+      }
       await sub.close();
     },
   };

@@ -8,6 +8,7 @@ import { deadLetterTopic, type DeadLetter, type Topic } from '@neatroots/ports';
 import { busContract, jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { fillDisk } from '../full-disk.test';
 import { JournalWindowStore } from '../windows/journal';
+import { within } from '../testing/until';
 import { LogBus, type LogBusOptions } from './log';
 import { readOffsets } from './log/offsets';
 import { RetryLaterError } from './set-aside';
@@ -55,16 +56,6 @@ async function readAll(bus: LogBus, topic: string, group: string, want: number):
 }
 
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
-
-/** What `p` resolves to, or a failure once `ms` passed: a stop that hangs fails the test in bounded time. */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe('LogBus durability', () => {
   const open = (dir: string, o: Partial<LogBusOptions> = {}) => new LogBus({ dir, retryDelayMs: 50, onError, commitIntervalMs: 20, ...o });

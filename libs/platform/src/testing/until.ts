@@ -11,3 +11,13 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined | f
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+/** What `p` resolves to, or a failure once `ms` passed, naming `what`: a stop that hangs fails a test in bounded time. */
+export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still waiting after ${ms} ms`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

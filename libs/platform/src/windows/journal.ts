@@ -365,6 +365,20 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     slice(0);
   }
 
+  /** See the port's releaseBusy: the saves waiting for a busy window fail; the window stays as journaled. */
+  releaseBusy(): number {
+    if (!this.coalesced) return 0;
+    let n = 0;
+    for (const [k, d] of this.dirty) {
+      if (!this.isBusy(k)) continue;
+      this.dirty.delete(k);
+      this.overdue.delete(k);
+      n++;
+      for (const w of d.waiting) w.reject(new Error('the window was still being changed by a step that did not finish when its caller stopped: not journaled'));
+    }
+    return n;
+  }
+
   /** One record for these dirty windows, as each is now (a window a checkpoint found busy, at its save). */
   private journalKeys(keys: readonly string[]): void {
     const batch: Batch<W> = { change: {}, waiting: [] };
