@@ -144,7 +144,8 @@ export class LineageRepo {
 
   /**
    * Merges rule pattern `from` into `into`: its failure modes become `into`'s (two `other`
-   * sub-patterns become one, `into`'s), its verdicts and findings move, and it is deleted.
+   * sub-patterns become one, `into`'s, with the findings, verdicts and suggestions of both), its
+   * verdicts and findings move, and it is deleted.
    * Findings that were in `from` itself go to `into`'s other when `into` is split (they wait
    * there for the next recluster), else to `into`.
    */
@@ -158,6 +159,8 @@ export class LineageRepo {
     if (intoOther && fromOther) {
       await q.query('UPDATE sop_findings SET pattern_id = $2 WHERE pattern_id = $1', [fromOther, intoOther]);
       await q.query('UPDATE sop_verdicts SET pattern_id = $2 WHERE pattern_id = $1', [fromOther, intoOther]);
+      // Its suggestions too: deleting it would delete them (a pull request open no longer followed).
+      await q.query('UPDATE sop_suggestions SET pattern_id = $2 WHERE pattern_id = $1', [fromOther, intoOther]);
       await q.query('DELETE FROM sop_patterns WHERE id = $1', [fromOther]);
     }
     await q.query('UPDATE sop_patterns SET parent_id = $2 WHERE parent_id = $1', [from, into]);

@@ -181,9 +181,13 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
         );
       await child(`pat_other_of_c${suffix}`, s.c.pattern, 'other');
       await child(`pat_mode_of_d${suffix}`, s.d.pattern, 'sub');
+      // The newer one is split too: its other failure mode becomes the older one's.
+      await child(`pat_other_of_d${suffix}`, s.d.pattern, 'other');
 
-      // A suggestion for the newer pattern's verdict goes with it.
-      const sug = await new SuggestionsRepo().insert(db, { workspace: WS, pattern_id: s.d.pattern, procedure_id: 'refund', path: 'procedures/refund.md', rule_id: ids.sure, rule_text: 'Make sure the charge happened this month.', verdict: 'real', verdict_note: null, verdict_at: new Date().toISOString(), prompt_version: 'suggest-1', base_version: 'v', old_text: '# Refund\n' });
+      // A suggestion for the newer pattern's verdict goes with it, and one made on its other failure mode goes to the older one's.
+      const suggestion = (pattern: string) => new SuggestionsRepo().insert(db, { workspace: WS, pattern_id: pattern, procedure_id: 'refund', path: 'procedures/refund.md', rule_id: ids.sure, rule_text: 'Make sure the charge happened this month.', verdict: 'real', verdict_note: null, verdict_at: new Date().toISOString(), prompt_version: 'suggest-1', base_version: 'v', old_text: '# Refund\n' });
+      const sug = await suggestion(s.d.pattern);
+      const ofOther = await suggestion(`pat_other_of_d${suffix}`);
 
       const linked = await sop.review.linkRule(WS, ids.sure, { previous_rule_id: ids.check2 });
       expect(linked).toMatchObject({ rule_id: ids.sure, lineage_id: ids.check1, previous_rule_id: ids.check2, how: 'manual' });
@@ -196,6 +200,8 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
       expect(merged).toMatchObject({ session_count: 2, rule: { rule_id: ids.check1, current_rule_id: ids.sure }, verdict: { verdict: 'real', reviewer: 'bo' } });
       expect(merged.verdict_history.map((v) => v.verdict)).toEqual(['sop_wrong']);
       expect(merged.suggestions.map((x) => [x.id, x.pattern_id])).toEqual([[sug.id, s.c.pattern]]);
+      expect((await db.query('SELECT id FROM sop_patterns WHERE id = $1', [`pat_other_of_d${suffix}`])).rows).toEqual([]);
+      expect((await db.query('SELECT pattern_id FROM sop_suggestions WHERE id = $1', [ofOther.id])).rows).toEqual([{ pattern_id: `pat_other_of_c${suffix}` }]);
       expect((await refusal(sop.review.pattern(WS, s.d.pattern, {}))).status).toBe(404);
 
       const cycle = await refusal(sop.review.linkRule(WS, ids.check1, { previous_rule_id: ids.sure }));
