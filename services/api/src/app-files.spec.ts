@@ -47,6 +47,22 @@ describe('the api serves the web app', () => {
     expect((await fetch(`${url}/assets/gone-000.js`)).status).toBe(404);
   });
 
+  it("answers the app's pages whose last part has a dot (run and pattern ids, a project) with index.html; a missing file outside them stays a 404", async () => {
+    const url = await start(dir);
+    // Run ids are any string the agent gave: a shared or reloaded link to one must load the app.
+    for (const p of ['/p/shop/runs/job-3.1', '/p/shop/runs/run.v2?span=s1', '/p/my.app', '/p/my.app/', '/p/shop/patterns/x.y', '/p/shop/sessions/pay.3']) {
+      const res = await fetch(url + p);
+      expect({ p, status: res.status, type: res.headers.get('content-type'), body: await res.text() }).toEqual({
+        p,
+        status: 200,
+        type: expect.stringContaining('text/html'),
+        body: '<!doctype html><title>neatroots app</title>',
+      });
+    }
+    // Outside the app's pages a name with an extension is a file or nothing.
+    for (const p of ['/favicon.ico', '/assets/gone-000.css', '/robots.txt']) expect({ p, status: (await fetch(url + p)).status }).toEqual({ p, status: 404 });
+  });
+
   it('never shadows the API: /v1 stays JSON (401 without a key, 404 for no route), /healthz answers', async () => {
     const url = await start(dir);
     const runs = await fetch(`${url}/v1/projects/shop/runs`);

@@ -13,6 +13,9 @@ import { serveOpenApi } from './openapi/serve';
 /** Paths the app never answers (the API, its OpenAPI document, and the admin port's endpoints should one share a port). */
 const RESERVED = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/;
 
+/** The app's pages (/p/{project}/...): never a file of the build, whatever their last part looks like. */
+const APP_PAGES = /^\/p\//;
+
 const MISSING =
   'The neatroots web app is not built here. Run `npm run build` (or `npm install`) in the neatroots ' +
   'folder, then reload. The REST API under /v1 works without it.\n';
@@ -65,8 +68,10 @@ export function serveApp(app: NestExpressApplication, dir: string | null): void 
       res.status(503).type('text/plain; charset=utf-8').send(MISSING);
       return;
     }
-    // A file name that is not there (a stale hashed asset) is a 404, not the app's page.
-    if (/\.[A-Za-z0-9]+$/.test(req.path)) return next();
+    // A file name that is not there (a stale hashed asset) is a 404, not the app's page. The
+    // app's own pages are under /p/ and hold no files: a dot there is part of an id (a run
+    // job-3.1, a project my.app), so every path under /p/ is the app's page.
+    if (!APP_PAGES.test(req.path) && /\.[A-Za-z0-9]+$/.test(req.path)) return next();
     res.setHeader('Cache-Control', 'no-cache');
     res.sendFile(index, (err) => err && next(err));
   });
