@@ -86,6 +86,38 @@ Goal: The customer gets the refund they are owed.
     expect(unchecked.checks[0]).toMatchObject({ excluded_reason: null, result: 'deviated' });
   });
 
+  describe('each call counts for one step: a tool serving several steps, calls sent out of turn order', () => {
+    const payments = compileFiles({
+      'procedures/pay.md': '# Pay\n\n## Steps\n1. Email the quote. [tool: send_email, required]\n2. Charge the card. [tool: charge, required]\n3. Email the receipt. [tool: send_email, required]\n',
+      'procedures/two.md': '# Two\n\n## Steps\n1. Look up. [tool: a, required]\n2. Book. [tool: b, required]\n',
+      'agents/pay-agent.yaml': 'procedures: [pay]\n',
+      'agents/two-agent.yaml': 'procedures: [two]\n',
+    });
+    if (payments.errors.length) throw new Error(JSON.stringify(payments.errors));
+    const paid = (agent: string, tools: [number, string][]) => checkSession(payments, { ...session(tools), agent }, { decider: offline });
+
+    it('quote, charge, receipt in order: all done, each with its own call', async () => {
+      const body = await paid('pay-agent', [[1, 'send_email'], [3, 'charge'], [5, 'send_email']]);
+      expect(statuses(body)).toEqual(['step1:done', 'step2:done', 'step3:done']);
+      expect(body.checks[0].rules.map((r) => r.evidence.map((e) => e.turn))).toEqual([[1], [3], [5]]);
+      expect(body.checks[0].result).toBe('followed');
+      expect(body.checks[0].rules.some((r) => r.finding)).toBe(false);
+    });
+
+    it('the receipt never sent: its step is not done (the quote\'s email is the quote step\'s)', async () => {
+      const body = await paid('pay-agent', [[1, 'send_email'], [3, 'charge']]);
+      expect(statuses(body)).toEqual(['step1:done', 'step2:done', 'step3:not_reached']);
+      expect(body.checks[0].rules[2].reason).toBe('send_email was not called for this step: each of its calls counts for an earlier step. No later step was done: the session ended before it.');
+      expect(body.checks[0].result).toBe('partial');
+    });
+
+    it('calls listed out of turn order are read by turn', async () => {
+      const body = await paid('two-agent', [[1, 'b'], [4, 'a'], [0, 'a']]);
+      expect(statuses(body)).toEqual(['step1:done', 'step2:done']);
+      expect(body.checks[0].rules[0].evidence[0].turn).toBe(0);
+    });
+  });
+
   it('without any tool calls, the transcript decides tool steps (so, offline, they are not checked)', async () => {
     const body = await checkSession(folder, session([]), { decider: offline });
     expect(statuses(body).slice(0, 4)).toEqual(['step1:not_checked', 'step2:not_checked', 'step3:not_checked', 'step4:not_checked']);

@@ -2,12 +2,12 @@ import type { Evidence, ProcedureCheck, RuleResult, RuleStatus, SessionBody } fr
 import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer } from './decider';
 import type { LockAgent, LockProcedure, LockRule } from './lock';
 import { counts, excludedReason, isFinding, procedureResult, resultWithSuppressed, sessionResult, type RolledRule } from './result';
-import { agentSpoke, type Session } from './session';
+import { agentSpoke, type Session, type ToolCall } from './session';
 import { neverStatus } from './status/never';
 import type { NeverObservation, Observation, StepObservation, WarningObservation } from './status/observation';
 import { join, stepStatuses, type Derived } from './status/steps';
 import { warningStatus } from './status/warning';
-import { fromToolCalls } from './tool-calls';
+import { fromToolCalls, stepCalls } from './tool-calls';
 
 /**
  * The procedure checker: routes a session to its agent's procedures, observes each rule (tool
@@ -119,9 +119,10 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
     };
   }
 
+  const calls = stepCalls(p.rules, session);
   // Every rule's questions are independent: asked together, so a model-backed decider can batch them.
   const [entries, goal] = await Promise.all([
-    Promise.all(p.rules.map((rule) => observe(rule, session, ask))),
+    Promise.all(p.rules.map((rule) => observe(rule, session, ask, calls))),
     p.goal ? ask('goal', null).then(({ a }) => a) : null,
   ]);
   const goal_reached = goal?.decided ? goal.answer : null;
@@ -182,7 +183,7 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
 
 type Ask = (kind: QuestionKind, rule: LockRule | null) => Promise<{ q: Question; a: Answer }>;
 
-async function observe(rule: LockRule, session: Session, ask: Ask): Promise<Entry> {
+async function observe(rule: LockRule, session: Session, ask: Ask, calls: ReadonlyMap<string, ToolCall | null>): Promise<Entry> {
   if (rule.kind === 'never') {
     const { q, a } = await ask('never', rule);
     const obs: NeverObservation = { rule, violated: a.decided ? a.answer : null, evidence: a.decided ? a.evidence : [], reason: reasonOf(a) };
@@ -199,7 +200,7 @@ async function observe(rule: LockRule, session: Session, ask: Ask): Promise<Entr
     return { rule, obs, review: r.a.decided ? { question: r.q, decision: r.a, field: 'heeded' } : null };
   }
 
-  const tools = fromToolCalls(rule, session);
+  const tools = fromToolCalls(rule, session, calls);
   if (tools?.done) return { rule, obs: { rule, applies: true, done: true, evidence: tools.evidence, reason: tools.reason }, review: null };
   let applies: boolean | null = true;
   let conditionReason = '';

@@ -20,7 +20,7 @@ export { neverStatus } from './status/never';
 export { warningStatus } from './status/warning';
 export { agentQuotes } from './status/quotes';
 export { procedureResult, resultWithSuppressed, excludedReason, sessionResult, isFinding, counts, type RolledRule, type Counts } from './result';
-export { fromToolCalls } from './tool-calls';
+export { fromToolCalls, stepCalls } from './tool-calls';
 export { checkSession, checkProcedure, UnknownAgentError, type CheckFolder, type CheckOptions, type DecisionRecord } from './checker';
 export { recordedDecider, questionKey, type Recorded, type RecordedAnswer } from './recorded-decider';
 export { createCheckSession, type CheckSessionFn, type CheckSessionArgs, type CheckSessionOptions } from './models/check-session';

@@ -1,6 +1,6 @@
 import type { Evidence } from './body';
 import type { LockRule } from './lock';
-import type { Session } from './session';
+import type { Session, ToolCall } from './session';
 
 /**
  * A step with `[tool: X]` read from the session's tool calls, when it has any (the seed: "A
@@ -9,20 +9,55 @@ import type { Session } from './session';
  * it didn't apply."). Without tool calls the transcript decides (a model), as it does for a
  * tool step that isn't required and wasn't called: it may have been done another way.
  *
+ * One call is one step's: when a tool serves several steps (an email quote, then an email
+ * receipt), each call of it counts for one of them (stepCalls). `calls` is that assignment for
+ * the step's procedure; without it the step is read alone.
+ *
  * Returns null when the tool calls don't decide the step.
  */
-export function fromToolCalls(rule: LockRule, session: Session): { done: boolean; evidence: Evidence[]; reason: string } | null {
+export function fromToolCalls(
+  rule: LockRule,
+  session: Session,
+  calls: ReadonlyMap<string, ToolCall | null> = stepCalls([rule], session),
+): { done: boolean; evidence: Evidence[]; reason: string } | null {
   if (rule.kind !== 'step' || !rule.tool || !session.tool_calls.length) return null;
-  const first = session.tool_calls.find((c) => c.tool === rule.tool);
-  if (first) {
+  const call = calls.get(rule.rule_id) ?? null;
+  if (call) {
     return {
       done: true,
-      evidence: [{ turn: first.turn, quote: callQuote(first.tool, first.input), source: 'tool_calls' }],
-      reason: `${rule.tool} was called at turn ${first.turn}.`,
+      evidence: [{ turn: call.turn, quote: callQuote(call.tool, call.input), source: 'tool_calls' }],
+      reason: `${rule.tool} was called at turn ${call.turn}.`,
     };
   }
   if (!rule.required) return null;
-  return { done: false, evidence: [], reason: `${rule.tool} was never called.` };
+  const called = session.tool_calls.some((c) => c.tool === rule.tool);
+  return { done: false, evidence: [], reason: called ? `${rule.tool} was not called for this step: each of its calls counts for an earlier step.` : `${rule.tool} was never called.` };
+}
+
+/**
+ * Which call is each tool step's (rule_id -> call, null when none is left): in step order,
+ * each tool step takes the earliest call of its tool, by turn (then as sent), that an earlier
+ * step has not taken. So a tool called once counts for its first step only, and calls sent out
+ * of turn order are read in turn order.
+ */
+export function stepCalls(rules: readonly LockRule[], session: Session): Map<string, ToolCall | null> {
+  const byTool = new Map<string, ToolCall[]>();
+  for (const c of session.tool_calls) {
+    const list = byTool.get(c.tool);
+    if (list) list.push(c);
+    else byTool.set(c.tool, [c]);
+  }
+  for (const list of byTool.values()) list.sort((a, b) => a.turn - b.turn); // stable: ties as sent
+  const next = new Map<string, number>();
+  const out = new Map<string, ToolCall | null>();
+  const steps = rules.filter((r) => r.kind === 'step' && r.tool).sort((a, b) => a.index - b.index);
+  for (const r of steps) {
+    const list = byTool.get(r.tool!) ?? [];
+    const i = next.get(r.tool!) ?? 0;
+    out.set(r.rule_id, list[i] ?? null);
+    next.set(r.tool!, i + 1);
+  }
+  return out;
 }
 
 const QUOTE_MAX = 200;
