@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import * as net from 'node:net';
 import { Client, Metadata, credentials, status, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
@@ -462,5 +463,37 @@ describe('ingest limits and shutdown', () => {
     await ended;
     await expect(exportV1(h, { events: [spanEvent({})] })).rejects.toMatchObject({ code: status.UNAVAILABLE });
     await h.close();
+  });
+
+  it("drops a Subscribe stream whose client went away without closing its connection (pings go unanswered)", async () => {
+    const ingest = await startIngest({ bus: new MemoryBus(), resolveKey: async (k) => KEYS[k], otlpPort: 0, grpcPort: 0, keepalive: { everyMs: 200, timeoutMs: 200 } });
+    // A link that goes silent both ways without closing: a client's host gone, a NAT that forgot it.
+    const sockets: net.Socket[] = [];
+    let silent = false;
+    const link = net.createServer((client) => {
+      const upstream = net.connect(ingest.grpcPort, '127.0.0.1');
+      sockets.push(client, upstream);
+      client.on('data', (d) => silent || upstream.write(d));
+      upstream.on('data', (d) => silent || client.write(d));
+      client.on('error', () => undefined);
+      upstream.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => link.listen(0, '127.0.0.1', r));
+    const client = new v1.IngestClient(`127.0.0.1:${(link.address() as net.AddressInfo).port}`, credentials.createInsecure());
+    try {
+      const stream = client.subscribe({ run_id: 'r1' }, md('key-shop'));
+      stream.on('error', () => undefined);
+      await once(stream, 'metadata');
+      expect(ingest.metrics.subscribers).toBe(1);
+      silent = true;
+      const end = Date.now() + 5_000;
+      while (ingest.metrics.subscribers > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      expect(ingest.metrics.subscribers).toBe(0);
+    } finally {
+      client.close();
+      for (const x of sockets) x.destroy();
+      link.close();
+      await ingest.close();
+    }
   });
 });

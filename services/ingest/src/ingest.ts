@@ -66,6 +66,14 @@ export interface IngestOptions {
   host?: string;
   /** Largest request accepted, bytes (grpc.max_receive_message_length). Default 8 MiB. */
   maxReceiveMessageBytes?: number;
+  /**
+   * How often a connection with no traffic is pinged (grpc.keepalive_time_ms), and how long a
+   * ping may go unanswered before the connection is dropped with its calls. A client gone
+   * without closing its connection (a pod killed, a NAT or load balancer forgetting it) otherwise
+   * keeps its Subscribe streams, and their notes, for the weeks TCP takes to notice. Default
+   * 60 s and 20 s.
+   */
+  keepalive?: { everyMs: number; timeoutMs: number };
   /** What an item may hold (depth, sizes, tokens, timestamps); past them it is rejected. Default DEFAULT_SPAN_LIMITS. */
   limits?: SpanLimits;
   /** Bus topics (default prefix `neatroots`). */
@@ -486,7 +494,12 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   // ---- servers ----
 
-  const serverOptions = { 'grpc.max_receive_message_length': maxBytes };
+  const keepalive = opts.keepalive ?? { everyMs: 60_000, timeoutMs: 20_000 };
+  const serverOptions = {
+    'grpc.max_receive_message_length': maxBytes,
+    'grpc.keepalive_time_ms': keepalive.everyMs,
+    'grpc.keepalive_timeout_ms': keepalive.timeoutMs,
+  };
   const otlpImpl = { export: otlpExport };
   const ingestImpl = { export: ingestExport, subscribe, preCheck, preCheckPolicy };
   const otlpPortWanted = opts.otlpPort ?? DEFAULT_OTLP_PORT;
