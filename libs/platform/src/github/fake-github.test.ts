@@ -2,7 +2,8 @@
  * A local HTTP server implementing the few GitHub REST endpoints the GitHub adapter uses
  * (git refs, contents, pulls) with GitHub's JSON shapes and status codes, repositories held
  * in memory, so the real adapter is tested over real HTTP. It can refuse a token, answer a
- * rate limit once, and merge or close a pull on command. Named *.test.ts: a helper, neither
+ * rate limit once, fail or hang requests, lose an answer after doing what was asked, and merge
+ * or close a pull on command. Named *.test.ts: a helper, neither
  * run by jest nor built.
  */
 import { createHash } from 'node:crypto';
@@ -41,6 +42,13 @@ export interface FakeGitHub {
   rateLimitOnce(kind: 'primary' | 'secondary', seconds: number): void;
   /** The next `n` requests get 502. */
   failNext(n: number): void;
+  /**
+   * The next request of `method` whose path matches `path` is carried out, but its answer is
+   * lost: the client gets a 502 (GitHub did it; the answer never came back).
+   */
+  loseAnswerOnce(method: string, path: RegExp): void;
+  /** The next `n` requests are never answered (a host that hangs). */
+  hangNext(n: number): void;
   stop(): Promise<void>;
 }
 
@@ -51,6 +59,9 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
   const requests: FakeGitHubRequest[] = [];
   let limit: { kind: 'primary' | 'secondary'; seconds: number } | null = null;
   let fail = 0;
+  let hang = 0;
+  let lose: { method: string; path: RegExp } | null = null;
+  const hung: http.ServerResponse[] = [];
   let url = '';
 
   const send = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
@@ -66,9 +77,21 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
   };
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
-  const handle = (req: http.IncomingMessage, res: http.ServerResponse, body: any) => {
+  const handle = (req: http.IncomingMessage, real: http.ServerResponse, body: any) => {
     const u = new URL(req.url ?? '/', 'http://x');
     requests.push({ method: req.method ?? '', path: u.pathname + u.search, headers: req.headers, body });
+    if (hang > 0) {
+      hang--;
+      hung.push(real);
+      return;
+    }
+    let res = real;
+    if (lose && lose.method === req.method && lose.path.test(u.pathname)) {
+      lose = null;
+      // Carried out against a response nobody reads; the client gets a 502.
+      res = { writeHead: () => res, end: () => res } as unknown as http.ServerResponse;
+      send(real, 502, { message: 'Server Error' });
+    }
     if (limit) {
       const l = limit;
       limit = null;
@@ -85,11 +108,12 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
       return send(res, 502, { message: 'Server Error' });
     }
     if (req.headers.authorization !== `Bearer ${token}`) return send(res, 401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' });
-    const m = /^\/api\/v3\/repos\/([^/]+)\/([^/]+)\/(.*)$/.exec(u.pathname); // GitHub Enterprise's prefix: the base URL is honoured
+    const m = /^\/api\/v3\/repos\/([^/]+)\/([^/]+)(?:\/(.*))?$/.exec(u.pathname); // GitHub Enterprise's prefix: the base URL is honoured
     const r = m ? repos.get(`${decodeURIComponent(m[1])}/${decodeURIComponent(m[2])}`) : undefined;
     if (!m || !r) return notFound(res);
-    const [owner, name, rest] = [m[1], m[2], decodeURIComponent(m[3])];
+    const [owner, name, rest] = [m[1], m[2], decodeURIComponent(m[3] ?? '')];
     const method = req.method;
+    if (method === 'GET' && rest === '') return send(res, 200, { full_name: `${owner}/${name}`, default_branch: [...r.refs.keys()][0] });
 
     let g: RegExpExecArray | null;
     if (method === 'GET' && (g = /^git\/ref\/heads\/(.+)$/.exec(rest))) {
@@ -110,8 +134,14 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
       if (method === 'GET') {
         const ref = u.searchParams.get('ref') ?? [...r.refs.keys()][0];
         const commit = r.commits.get(r.refs.get(ref) ?? ref);
-        const content = commit?.get(path);
-        if (content === undefined) return notFound(res);
+        if (!commit) return send(res, 404, { message: `No commit found for the ref ${ref}` });
+        const content = commit.get(path);
+        if (content === undefined) {
+          // A folder: its entries, as GitHub lists a directory.
+          const inside = [...commit.keys()].filter((f) => f.startsWith(`${path}/`));
+          if (inside.length) return send(res, 200, [...new Set(inside.map((f) => f.slice(path.length + 1).split('/')[0]))].map((n) => ({ name: n, path: `${path}/${n}` })));
+          return notFound(res);
+        }
         // As GitHub: over 1 MB, the sha without the content.
         if (Buffer.byteLength(content) > 1024 * 1024) return send(res, 200, { type: 'file', path, sha: blobSha(content), encoding: 'none', content: '' });
         return send(res, 200, { type: 'file', path, sha: blobSha(content), encoding: 'base64', content: Buffer.from(content).toString('base64') });
@@ -131,9 +161,20 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
     }
     if (method === 'POST' && rest === 'pulls') {
       if (!r.refs.has(body?.head) || !r.refs.has(body?.base)) return send(res, 422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', field: 'head', code: 'invalid' }] });
+      if (r.pulls.some((p) => p.state === 'open' && p.head === body.head && p.base === body.base)) {
+        return send(res, 422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${owner}:${body.head}.` }] });
+      }
       const number = r.pulls.length + 1;
       r.pulls.push({ number, head: body.head, base: body.base, title: body.title, body: body.body, state: 'open', merged: false, merge_commit_sha: null });
       return send(res, 201, pullJson(owner, name, r.pulls[number - 1]));
+    }
+    if (method === 'GET' && rest === 'pulls') {
+      // ?head=owner:branch&state=open|closed|all&base=
+      const head = u.searchParams.get('head');
+      const state = u.searchParams.get('state') ?? 'open';
+      const base = u.searchParams.get('base');
+      const list = r.pulls.filter((p) => (!head || `${owner}:${p.head}` === head) && (state === 'all' || p.state === state) && (!base || p.base === base));
+      return send(res, 200, list.map((p) => pullJson(owner, name, p)));
     }
     if (method === 'GET' && (g = /^pulls\/(\d+)$/.exec(rest))) {
       const p = r.pulls[Number(g[1]) - 1];
@@ -208,6 +249,16 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
     failNext(n) {
       fail = n;
     },
-    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    loseAnswerOnce(method, path) {
+      lose = { method, path };
+    },
+    hangNext(n) {
+      hang = n;
+    },
+    stop: () => {
+      for (const res of hung.splice(0)) res.destroy();
+      server.closeAllConnections?.();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
   };
 }

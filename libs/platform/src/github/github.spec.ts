@@ -130,6 +130,22 @@ describe('GitHubCodeHost against a local GitHub', () => {
     await expect(impatient.pullRequestState(repo, 1)).rejects.toThrow(/acme\/ops.*rate limited for 30 s/);
   });
 
+  it('GitHub opened the pull request but its answer was lost: the retry finds that pull request instead of failing', async () => {
+    gh.loseAnswerOnce('POST', /\/pulls$/);
+    const pr = await host.openPullRequest(req);
+    expect(pr).toEqual({ number: 1, url: expect.stringMatching(/\/acme\/ops\/pull\/1$/), branch: req.branch });
+    expect(gh.requests.map((r) => `${r.method} ${r.path.replace(/\?.*/, '')}`).slice(-3)).toEqual(['POST /api/v3/repos/acme/ops/pulls', 'POST /api/v3/repos/acme/ops/pulls', 'GET /api/v3/repos/acme/ops/pulls']);
+    expect(await host.pullRequestState(repo, 2).catch((e: Error) => e.message)).toMatch(/pull request #2/); // only one was opened
+  });
+
+  it('the commit was made but its answer was lost: the file is read again, not written again with a stale sha', async () => {
+    gh.loseAnswerOnce('PUT', /\/contents\//);
+    const pr = await host.openPullRequest(req);
+    expect(pr.number).toBe(1);
+    expect(gh.fileAt('acme', 'ops', req.branch, req.path)).toBe(req.content);
+    expect(gh.requests.filter((r) => r.method === 'PUT')).toHaveLength(1);
+  });
+
   it('retries 5xx a bounded number of times', async () => {
     gh.failNext(2);
     expect((await host.openPullRequest(req)).number).toBe(1);

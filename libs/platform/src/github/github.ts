@@ -34,7 +34,7 @@ interface Answer {
 interface GhRef { object: { sha: string } }
 interface GhContent { sha: string; content?: string; encoding?: string }
 interface GhPull { number: number; html_url: string; state: string; merged?: boolean; merge_commit_sha?: string | null }
-interface GhError { message?: unknown }
+interface GhError { message?: unknown; errors?: { message?: unknown }[] }
 
 /**
  * The GitHub REST adapter of the CodeHost port, plain fetch: a branch from base's head
@@ -61,16 +61,41 @@ export class GitHubCodeHost implements CodeHost {
     // The file in the commit the branch is made from must be what the content was made from, or nothing is opened.
     if (req.baseContent !== undefined && (await this.readFile(r, sha, req.path)) !== req.baseContent) throw new CodeHostChangedError(slug(r), req.path, req.base);
     const branch = await this.createBranch(r, req.branch, sha);
-    const existing = await this.contents(r, branch, req.path);
-    await this.call(r, 'PUT', `/contents/${encodePath(req.path)}`, {
-      message: req.message,
-      content: Buffer.from(req.content, 'utf8').toString('base64'),
-      branch,
-      ...(existing ? { sha: existing.sha } : {}),
-    });
-    const pull = await this.call(r, 'POST', '/pulls', { title: req.title, body: req.body, head: branch, base: req.base });
+    await this.putFile(r, branch, req.path, req.content, req.message);
+    const pull = await this.call(r, 'POST', '/pulls', { title: req.title, body: req.body, head: branch, base: req.base }, undefined, [422]);
+    if (pull.status === 422) {
+      // A retry after an answer that never came back (GitHub opened it): the branch is new and
+      // ours, so the pull request open on it is the one this opened.
+      const why = ghMessage(pull.json, '');
+      if (/pull request already exists/i.test(why)) {
+        const found = await this.call(r, 'GET', `/pulls?head=${encodeURIComponent(`${r.owner}:${branch}`)}&base=${encodeURIComponent(req.base)}&state=open`);
+        const p = Array.isArray(found.json) ? (found.json as GhPull[])[0] : undefined;
+        if (p) return { number: p.number, url: p.html_url, branch };
+      }
+      throw new CodeHostError(slug(r), 422, `POST /pulls: ${why}`);
+    }
     const p = pull.json as GhPull;
     return { number: p.number, url: p.html_url, branch };
+  }
+
+  /**
+   * Commits the file on the branch. A PUT whose answer did not come (a 5xx, no answer) may have
+   * been carried out: the file is read again and written again only when it is not what was
+   * sent, with the sha it has now, instead of repeating a PUT with a sha that is no longer it.
+   */
+  private async putFile(r: RepoRef, branch: string, path: string, content: string, message: string): Promise<void> {
+    let existing = await this.contents(r, branch, path);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.call(r, 'PUT', `/contents/${encodePath(path)}`, { message, content: Buffer.from(content, 'utf8').toString('base64'), branch, ...(existing ? { sha: existing.sha } : {}) }, undefined, [], true);
+        return;
+      } catch (err) {
+        if (!(err instanceof NoAnswerError) || attempt >= this.attempts) throw err;
+      }
+      await sleep(this.backoffMs * 2 ** (attempt - 1));
+      existing = await this.contents(r, branch, path);
+      if (existing && existing.encoding !== 'none' && Buffer.from(existing.content, 'base64').toString('utf8') === content) return; // it was written
+    }
   }
 
   async pullRequestState(repo: RepoRef, number: number): Promise<PullRequestStatus> {
@@ -108,9 +133,11 @@ export class GitHubCodeHost implements CodeHost {
 
   /**
    * One REST call with the retries. `what` names the missing thing on a 404 (else the
-   * repository); statuses in `pass` are returned to the caller instead of thrown.
+   * repository); statuses in `pass` are returned to the caller instead of thrown. `once`: a
+   * 5xx or no answer is not tried again but thrown as NoAnswerError (the call may have been
+   * carried out: the caller finds out); rate limits are still waited out.
    */
-  private async call(r: RepoRef, method: string, path: string, body?: unknown, what?: string, pass: number[] = []): Promise<Answer> {
+  private async call(r: RepoRef, method: string, path: string, body?: unknown, what?: string, pass: number[] = [], once = false): Promise<Answer> {
     const repo = slug(r);
     const url = `${this.base}/repos/${encodeURIComponent(r.owner)}/${encodeURIComponent(r.repo)}${path}`;
     let last = '';
@@ -131,14 +158,14 @@ export class GitHubCodeHost implements CodeHost {
       } catch (err) {
         // The host unreachable: as a 5xx, bounded.
         last = `${method} ${url}: ${(err as Error).message}`;
+        if (once) throw new NoAnswerError(repo, 0, last);
         if (attempt < this.attempts) await sleep(this.backoffMs * 2 ** (attempt - 1));
         continue;
       }
       const text = await res.text();
       const json = text ? safeJson(text) : null;
       if (res.ok || pass.includes(res.status)) return { status: res.status, json };
-      const m = (json as GhError | null)?.message;
-      const message = typeof m === 'string' ? m : text.slice(0, 200);
+      const message = ghMessage(json, text);
       const wait = rateLimitWaitMs(res);
       if (wait !== null) {
         if (wait > this.maxWaitMs) throw new CodeHostError(repo, res.status, `rate limited for ${Math.ceil(wait / 1000)} s more (over the ${this.maxWaitMs / 1000} s this waits): ${message}`);
@@ -150,6 +177,7 @@ export class GitHubCodeHost implements CodeHost {
       if (res.status === 404) throw new CodeHostNotFoundError(repo, what ?? `repository ${repo}`);
       if (res.status >= 500) {
         last = `HTTP ${res.status}: ${message}`;
+        if (once) throw new NoAnswerError(repo, res.status, `${method} ${path}: ${message}`);
         if (attempt < this.attempts) await sleep(this.backoffMs * 2 ** (attempt - 1));
         continue;
       }
@@ -173,6 +201,17 @@ export function rateLimitWaitMs(res: { status: number; headers: { get(name: stri
   }
   // A 429 with no hint: a minute, GitHub's documented default for secondary limits.
   return res.status === 429 ? 60_000 : null;
+}
+
+/** A 5xx or no answer to a call that is not repeated blindly (it may have been carried out). */
+class NoAnswerError extends CodeHostError {}
+
+/** GitHub's message, with the messages of its `errors` (where a 422 says what was wrong). */
+function ghMessage(json: unknown, text: string): string {
+  const e = json as GhError | null;
+  const m = typeof e?.message === 'string' ? e.message : text.slice(0, 200);
+  const more = Array.isArray(e?.errors) ? e.errors.map((x) => (typeof x?.message === 'string' ? x.message : null)).filter((x): x is string => !!x) : [];
+  return more.length ? `${m}: ${more.join('; ')}` : m;
 }
 
 function slug(r: RepoRef): string {
