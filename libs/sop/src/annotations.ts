@@ -4,7 +4,9 @@ import { collapse } from './ids';
  * A list item's trailing annotation: `[tool: NAME, required, when: CONDITION]`, one pair of
  * brackets, comma-separated entries. A condition may itself contain commas, so a part that
  * starts no known entry continues the `when:` before it; anywhere else it is an unknown
- * annotation (an error, so a typo such as `[requird]` is never silently read as text).
+ * annotation (an error, so a typo such as `[requird]` is never silently read as text). Nor is
+ * an annotation anywhere but at the end: a bracketed group elsewhere in the item whose first
+ * entry is a known one (`Place the order [tool: x].`) is an error, not part of the text.
  */
 export interface Annotation {
   tool: string | null;
@@ -30,11 +32,15 @@ export function splitAnnotation(item: string): Split {
   const m = TRAILING.exec(text);
   if (!m) {
     if (UNCLOSED.test(text)) problems.push('annotation without its closing "]"');
+    problems.push(...misplaced(text));
     return { body: text, annotation: null, problems };
   }
   const body = collapse(text.slice(0, m.index));
-  if (TRAILING.test(body) && ENTRY.test(collapse(TRAILING.exec(body)![1].split(',')[0]))) {
+  if (TRAILING.test(body) && looksAnnotation(TRAILING.exec(body)![1])) {
     problems.push('annotations go in one pair of brackets: [tool: NAME, required, when: CONDITION]');
+    problems.push(...misplaced(body.slice(0, TRAILING.exec(body)!.index)));
+  } else {
+    problems.push(...misplaced(body));
   }
   const annotation: Annotation = { tool: null, required: false, when: null };
   const seen = new Set<string>();
@@ -68,4 +74,19 @@ export function splitAnnotation(item: string): Split {
     }
   }
   return { body, annotation, problems };
+}
+
+const GROUP = /\[([^[\]]*)\]/g;
+const SHOWN_MAX = 80;
+
+/** A bracketed group's inside whose first entry is a known one: meant as an annotation. */
+function looksAnnotation(inside: string): boolean {
+  return ENTRY.test(collapse(inside.split(',')[0]));
+}
+
+/** The annotations in `text`, which is not the end of its item: each one an error. */
+function misplaced(text: string): string[] {
+  return [...text.matchAll(GROUP)]
+    .filter((g) => looksAnnotation(g[1]))
+    .map((g) => `annotation not at the end of the item: "${g[0].length > SHOWN_MAX ? `${g[0].slice(0, SHOWN_MAX - 1)}…` : g[0]}" (annotations go last)`);
 }

@@ -82,6 +82,11 @@ describe('parseProcedure', () => {
     ['a when: without a condition', '# T\n## Steps\n1. A. [when: ]\n', ['procedures/p.md:3: "when:" needs a condition']],
     ['an annotation twice', '# T\n## Steps\n1. A. [required, required]\n', ['procedures/p.md:3: "required" annotated twice']],
     ['two pairs of brackets', '# T\n## Steps\n1. A. [tool: x] [required]\n', ['procedures/p.md:3: annotations go in one pair of brackets: [tool: NAME, required, when: CONDITION]']],
+    ['an annotation before the final period', '# T\n## Steps\n1. Place the order [tool: x].\n', ['procedures/p.md:3: annotation not at the end of the item: "[tool: x]" (annotations go last)']],
+    ['an annotation first', '# T\n## Steps\n1. [required] Read back.\n', ['procedures/p.md:3: annotation not at the end of the item: "[required]" (annotations go last)']],
+    ['a line after the annotation', '# T\n## Steps\n1. Place the order. [tool: x, required]\n   Then say so.\n', ['procedures/p.md:3: annotation not at the end of the item: "[tool: x, required]" (annotations go last)']],
+    ['an annotation in the middle of a never rule', '# T\n## Never\n- Swear [when: angry] at all.\n', ['procedures/p.md:3: annotation not at the end of the item: "[when: angry]" (annotations go last)']],
+    ['an annotation in the middle, and one at the end', '# T\n## Steps\n1. A [required] B. [tool: x]\n', ['procedures/p.md:3: annotation not at the end of the item: "[required]" (annotations go last)']],
     ['an unclosed annotation', '# T\n## Steps\n1. A. [tool: x\n', ['procedures/p.md:3: annotation without its closing "]"']],
     ['a bulleted step', '# T\n## Steps\n- A.\n', ['procedures/p.md:3: ## Steps is a numbered list ("1. ...")']],
     ['a numbered never rule', '# T\n## Never\n1. A.\n', ['procedures/p.md:3: ## Never is a bulleted list ("- ...")']],
@@ -98,6 +103,12 @@ describe('parseProcedure', () => {
     ['an empty section', '# T\n## Steps\n## Never\n- A.\n', ['procedures/p.md:2: ## Steps has no items']],
   ])('reports %s with its line', (_what, text, expected) => {
     expect(errors(text)).toEqual(expected);
+  });
+
+  it('keeps brackets that are not an annotation in the text, wherever they are', () => {
+    const { procedure, issues } = parse('# T\n## Steps\n1. Ask for the [name] of the caller. [required]\n');
+    expect(issues).toEqual([]);
+    expect(procedure.rules[0]).toMatchObject({ text: 'Ask for the [name] of the caller.', required: true });
   });
 
   it('reports every error in a file, not just the first, in line order', () => {
