@@ -177,6 +177,25 @@ describe('checkSession with a decider', () => {
     expect(userWords.checks[0].result).toBe('followed');
   });
 
+  it('a violated never rule whose quote names a turn out of range is moved to the agent turn that has it, not stored as ok', async () => {
+    const body = await checkSession(folder, session(tools), {
+      decider: recordedDecider({ answers: all({ 'take-order/never/1': { answer: true, evidence: [{ turn: 40, quote: 'Agent line 3', source: 'transcript' }] } }) }),
+    });
+    expect(body.checks[0].rules[4]).toMatchObject({ status: 'violated', finding: true, evidence: [{ turn: 3, quote: 'Agent line 3', source: 'transcript' }] });
+    expect(body.checks[0]).toMatchObject({ result: 'deviated', nevers_violated: 1 });
+    // the same from a reviewer's answer
+    const reviewer: Reviewer = {
+      model: 'reasoner',
+      promptVersion: 'check-5',
+      review: async () => ({ decided: true, answer: true, probability: 0.9, sure: true, evidence: [{ turn: -1, quote: 'agent line 5', source: 'transcript' }], reason: 'A price.' }),
+    };
+    const reviewed = await checkSession(folder, session(tools), {
+      decider: recordedDecider({ answers: all({ 'take-order/never/1': { answer: false, sure: false } }) }),
+      reviewer,
+    });
+    expect(reviewed.checks[0].rules[4]).toMatchObject({ status: 'violated', evidence: [{ turn: 5, quote: 'agent line 5', source: 'transcript' }] });
+  });
+
   it('a procedure the session ended before is excluded: applicable, no result, left out of the session\'s', async () => {
     // the caller hangs up after the greeting: no step of take-order was done, no tool called
     const ended = await checkSession(folder, session([], 2), {

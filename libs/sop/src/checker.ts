@@ -92,7 +92,7 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
     const a = await opts.decider.decide(q);
     if (a.decided) decided++;
     if (a.decided && rule && kind !== 'route' && kind !== 'goal') opts.onDecision?.({ procedure_id: p.procedure_id, rule_id: rule.rule_id, field: kind, p: a.probability, sure: a.sure });
-    return { q, a: a.decided ? { ...a, evidence: inRange(a.evidence, session) } : a };
+    return { q, a: a.decided ? { ...a, evidence: kind === 'never' ? a.evidence : inRange(a.evidence, session) } : a };
   };
   const modelFields = () => ({
     model: !decided ? null : reviewed && opts.reviewer ? `${opts.decider.model}+${opts.reviewer.model}` : opts.decider.model,
@@ -139,7 +139,8 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
       if (!a.decided) return; // the decision stands
       reviewed++;
       (e.obs as unknown as Record<string, unknown>)[e.review!.field] = a.answer;
-      if (e.review!.field !== 'heeded') e.obs.evidence = inRange(a.evidence, session);
+      if (e.review!.field === 'done') e.obs.evidence = inRange(a.evidence, session);
+      else if (e.review!.field === 'violated') e.obs.evidence = a.evidence; // neverStatus keeps only the agent's words, at the turn that has them
       e.obs.reason = a.reason;
     });
     if (reviewed) derived = derive(entries, session);
@@ -240,7 +241,12 @@ function reasonOf(a: Answer): string {
   return a.decided ? decidedReason(a) : a.reason;
 }
 
-/** Evidence must point at a turn of the session; anything else is dropped, not trusted. */
+/**
+ * Evidence must point at a turn of the session; anything else is dropped, not trusted. A never
+ * rule's evidence is not filtered here: its quotes are looked up in the agent's turns
+ * (status/quotes.ts), which moves a quote cited at the wrong turn, out of range included, to
+ * the turn that has it.
+ */
 function inRange(evidence: readonly Evidence[], session: Session): Evidence[] {
   return evidence.filter((e) => Number.isInteger(e.turn) && e.turn >= 0 && e.turn < session.turns.length);
 }
