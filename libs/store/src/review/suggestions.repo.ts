@@ -46,6 +46,9 @@ export interface SuggestionRecord {
   pr_branch: string | null;
   merge_commit_sha: string | null;
   pr_checked_at: string | null;
+  /** An apply under way: its claim (a random token) and when it was taken; null otherwise. */
+  apply_claim: string | null;
+  apply_claimed_at: string | null;
   note: string | null;
   reviewer: string | null;
   created_at: string;
@@ -66,11 +69,17 @@ export type SuggestionPatch = Partial<
   Omit<SuggestionRecord, 'id' | 'workspace' | 'pattern_id' | 'procedure_id' | 'path' | 'created_at' | 'verdict' | 'verdict_at' | 'old_text' | 'base_version'>
 >;
 
-const TIMES = new Set(['pr_checked_at', 'applied_at', 'pr_opened_at', 'merged_at', 'dismissed_at']);
+const TIMES = new Set(['pr_checked_at', 'applied_at', 'pr_opened_at', 'merged_at', 'dismissed_at', 'apply_claimed_at']);
 const PATCHABLE = new Set([
   'rule_id', 'rule_text', 'verdict_note', 'status', 'prompt_version', 'model', 'new_text', 'rationale', 'plan', 'error', 'changes_since', 'rewrite_of', 'rewritten_as',
-  'applied_text', 'merged_into_version', 'pr_url', 'pr_number', 'pr_branch', 'merge_commit_sha', 'note', 'reviewer', ...TIMES,
+  'applied_text', 'merged_into_version', 'pr_url', 'pr_number', 'pr_branch', 'merge_commit_sha', 'note', 'reviewer', 'apply_claim', ...TIMES,
 ]);
+
+/** Conditions on a change besides the status: the apply claim it holds, or no claim younger than `unclaimedMs`. */
+export interface SuggestionSetWhen {
+  claim?: string;
+  unclaimedMs?: number;
+}
 
 /** A release's copy of one file, for finding the first release with a suggestion's edit. */
 export interface ReleaseFileAt {
@@ -120,8 +129,25 @@ export class SuggestionsRepo {
     return res.rows.map(toRecord);
   }
 
-  /** Sets these columns; with `whenStatus`, only while the suggestion is in one of them (false: it was not). */
-  async set(q: Queryable, id: string, patch: SuggestionPatch, whenStatus?: readonly SuggestionStatus[]): Promise<boolean> {
+  /**
+   * Claims a proposed suggestion for one apply: true when this caller has it (no one else
+   * holds a claim younger than `lapseMs`); false when it is not proposed or another apply has it.
+   */
+  async claimApply(q: Queryable, id: string, claim: string, lapseMs: number): Promise<boolean> {
+    const res = await q.query(
+      `UPDATE sop_suggestions SET apply_claim = $2, apply_claimed_at = clock_timestamp()
+        WHERE id = $1 AND status = 'proposed' AND (apply_claim IS NULL OR apply_claimed_at < clock_timestamp() - $3 * interval '1 millisecond')
+        RETURNING id`,
+      [id, claim, lapseMs],
+    );
+    return res.rows.length > 0;
+  }
+
+  /**
+   * Sets these columns; with `whenStatus`, only while the suggestion is in one of them, and with
+   * `when`, only while it holds that claim or no live one (false: it did not).
+   */
+  async set(q: Queryable, id: string, patch: SuggestionPatch, whenStatus?: readonly SuggestionStatus[], when: SuggestionSetWhen = {}): Promise<boolean> {
     const keys = Object.keys(patch).filter((k) => (patch as Record<string, unknown>)[k] !== undefined);
     for (const k of keys) if (!PATCHABLE.has(k)) throw new Error(`sop_suggestions.${k} cannot be set`);
     const params: unknown[] = [id];
@@ -136,6 +162,14 @@ export class SuggestionsRepo {
     if (whenStatus) {
       params.push([...whenStatus]);
       where += ` AND status = ANY($${params.length}::text[])`;
+    }
+    if (when.claim !== undefined) {
+      params.push(when.claim);
+      where += ` AND apply_claim = $${params.length}`;
+    }
+    if (when.unclaimedMs !== undefined) {
+      params.push(when.unclaimedMs);
+      where += ` AND (apply_claim IS NULL OR apply_claimed_at < clock_timestamp() - $${params.length} * interval '1 millisecond')`;
     }
     const res = await q.query(`UPDATE sop_suggestions SET ${sets.join(', ')} WHERE ${where} RETURNING id`, params);
     return res.rows.length > 0;
@@ -224,5 +258,6 @@ function toRecord(r: Raw): SuggestionRecord {
     pr_opened_at: iso(r.pr_opened_at),
     merged_at: iso(r.merged_at),
     dismissed_at: iso(r.dismissed_at),
+    apply_claimed_at: iso(r.apply_claimed_at),
   };
 }

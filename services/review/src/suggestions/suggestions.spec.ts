@@ -367,6 +367,28 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed' });
   });
 
+  it('two applies at once (a client retrying while GitHub is slow): one pull request, the other apply answers 409 not_proposed', async () => {
+    await connect();
+    const { s } = await proposed();
+    gh.rateLimitOnce('secondary', 1); // the first apply waits on GitHub; the retry comes meanwhile
+    const [a, b] = await Promise.allSettled([q.applySuggestion(WS, s.id, {}), new Promise((r) => setTimeout(r, 50)).then(() => q.applySuggestion(WS, s.id, {}))]);
+    expect(a).toMatchObject({ status: 'fulfilled', value: { status: 'pr_open', pr_url: expect.stringMatching(/\/pull\/1$/) } });
+    expect(b).toMatchObject({ status: 'rejected', reason: { status: 409, code: 'not_proposed', message: expect.stringContaining('is being applied') } });
+    expect(gh.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/pulls'))).toHaveLength(1);
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', pr_url: expect.stringMatching(/\/pull\/1$/) });
+  });
+
+  it('a claim left by an apply that crashed holds for a while, then lapses', async () => {
+    await connect();
+    const { s } = await proposed();
+    await db.query("UPDATE sop_suggestions SET apply_claim = 'crashed', apply_claimed_at = now() - interval '1 minute' WHERE id = $1", [s.id]);
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'not_proposed' });
+    await expect(q.dismissSuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'not_dismissable' });
+    await db.query("UPDATE sop_suggestions SET apply_claimed_at = now() - interval '16 minutes' WHERE id = $1", [s.id]);
+    expect(await q.applySuggestion(WS, s.id, {})).toMatchObject({ status: 'pr_open' });
+    expect((await review.suggestions.suggestions.repo.get(db, WS, s.id))!.apply_claim).toBeNull();
+  });
+
   it('the sopops_pr_status pass: closed without merging makes it dismissed "PR closed"', async () => {
     await connect();
     const { s } = await proposed();

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { CodeHostChangedError, type CodeHost, type Db, type Jobs, type RepoRef } from '@neatroots/ports';
 import { freshness, REWRITE_VERSION, SUGGEST_VERSION, transitionForPullRequest, unifiedDiff, type SuggestionTransition } from '@neatroots/review-domain';
 import {
@@ -29,6 +30,11 @@ export type CodeHostOfWorkspace = (workspace: string) => Promise<{ host: CodeHos
 
 /** A pull request is looked at on read at most this often. */
 export const PR_READ_INTERVAL_MS = 60_000;
+/**
+ * An apply's claim on its suggestion lapses after this long (the apply crashed or was stopped):
+ * far longer than an apply takes, GitHub's rate-limit waits and retries included.
+ */
+export const APPLY_CLAIM_LAPSE_MS = 15 * 60_000;
 const REWRITTEN_NOTE = 'Rewritten against the current text.';
 const SUGGESTS: readonly string[] = ['real', 'acceptable', 'sop_wrong'];
 const DISMISSABLE: readonly SuggestionStatus[] = ['generating', 'proposed', 'failed'];
@@ -125,18 +131,37 @@ export class Suggestions {
     const input = textFields(raw, ['reviewer']);
     const s = await this.must(workspace, id);
     if (s.status !== 'proposed') throw new SopError(409, 'not_proposed', `suggestion ${id} is ${s.status}: only a proposed suggestion can be applied`);
+    // One apply at a time: the row is claimed before anything is written or GitHub is called, so
+    // a second apply (another reviewer, a client retrying after its deadline) opens nothing.
+    const claim = randomBytes(12).toString('base64url');
+    if (!(await this.repo.claimApply(this.db, s.id, claim, APPLY_CLAIM_LAPSE_MS))) throw await this.notProposed(workspace, id, 'applied');
+    try {
+      return await this.applyClaimed(workspace, s, input.reviewer ?? s.reviewer, claim);
+    } finally {
+      await this.repo.set(this.db, s.id, { apply_claim: null, apply_claimed_at: null }, undefined, { claim });
+    }
+  }
+
+  /** Why a suggestion cannot be applied, rewritten or dismissed now: not proposed, or an apply under way. */
+  private async notProposed(workspace: string, id: string, what: string): Promise<SopError> {
+    const now = await this.must(workspace, id);
+    if (now.status !== 'proposed') return new SopError(409, 'not_proposed', `suggestion ${id} is ${now.status}: only a proposed suggestion can be ${what}`);
+    return new SopError(409, 'not_proposed', `suggestion ${id} is being applied (since ${now.apply_claimed_at}): it cannot be ${what} now; read it again in a moment`);
+  }
+
+  private async applyClaimed(workspace: string, s: SuggestionRecord, reviewer: string | null, claim: string): Promise<SuggestionView> {
+    const id = s.id;
     const head = await this.head.headFiles(workspace);
     const since = this.sinceWritten(s, head);
     if (since.state === 'conflict') throw new SopError(409, 'conflict', `suggestion ${id} conflicts with the file as it is now: ${since.reason}`, since.issues.length ? since.issues : undefined);
     const text = since.state === 'merges' ? since.merged_text! : s.new_text!;
     const mergedInto = since.state === 'merges' ? since.head_version : null;
-    const reviewer = input.reviewer ?? s.reviewer;
     const c = await this.codeHostOf(workspace);
     if (c) {
       const path = c.folder ? `${c.folder}/${s.procedure_id}.md` : `${s.procedure_id}.md`;
       const where = `${path} on ${c.branch} of ${c.repo.owner}/${c.repo.repo}`;
       const refused = async (err: Error): Promise<SopError> => {
-        await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${err.message}` }, ['proposed']);
+        await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${err.message}` }, ['proposed'], { claim });
         return err instanceof CodeHostChangedError
           ? new SopError(409, 'changed_on_code_host', `suggestion ${id} stays proposed: ${err.message}`)
           : new SopError(409, 'pull_request_failed', `suggestion ${id} stays proposed: the pull request could not be opened: ${err.message}`);
@@ -174,10 +199,14 @@ export class Suggestions {
       } catch (err) {
         throw await refused(err as Error);
       }
-      await this.repo.set(this.db, s.id, { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: mergedInto, reviewer, error: null }, ['proposed']);
+      const opened = { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: mergedInto, reviewer, error: null } as const;
+      if (!(await this.repo.set(this.db, s.id, opened, ['proposed'], { claim }))) {
+        // Only when this apply outlived its claim and another took it over.
+        throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied (its claim lapsed); the pull request ${pr.url} was opened`);
+      }
     } else {
       await this.workspaces.saveFile(workspace, s.path, text);
-      if (!(await this.repo.set(this.db, s.id, { status: 'applied', applied_at: 'now', applied_text: text, merged_into_version: mergedInto, reviewer, error: null }, ['proposed']))) {
+      if (!(await this.repo.set(this.db, s.id, { status: 'applied', applied_at: 'now', applied_text: text, merged_into_version: mergedInto, reviewer, error: null }, ['proposed'], { claim }))) {
         throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied`);
       }
     }
@@ -189,6 +218,7 @@ export class Suggestions {
     const input = textFields(raw, ['reviewer']);
     const old = await this.must(workspace, id);
     if (old.status !== 'proposed') throw new SopError(409, 'not_proposed', `suggestion ${id} is ${old.status}: only a proposed suggestion can be rewritten`);
+    if (this.claimed(old)) throw await this.notProposed(workspace, id, 'rewritten');
     const pattern = await this.patterns.pattern(this.db, workspace, old.pattern_id);
     if (!pattern) throw new SopError(404, 'not_found', `the pattern of suggestion ${id} is gone`);
     const now = fileAt(await this.head.headFiles(workspace), old.path);
@@ -200,7 +230,7 @@ export class Suggestions {
       { verdict: old.verdict, note: old.verdict_note, created_at: old.verdict_at },
       { reviewer: input.reviewer ?? old.reviewer, rewrite_of: old.id, changes_since: changes, prompt_version: REWRITE_VERSION },
     );
-    const dismissed = await this.repo.set(this.db, old.id, { status: 'dismissed', note: REWRITTEN_NOTE, rewritten_as: fresh.id, dismissed_at: 'now' }, ['proposed']);
+    const dismissed = await this.repo.set(this.db, old.id, { status: 'dismissed', note: REWRITTEN_NOTE, rewritten_as: fresh.id, dismissed_at: 'now' }, ['proposed'], { unclaimedMs: APPLY_CLAIM_LAPSE_MS });
     if (!dismissed) {
       await this.repo.set(this.db, fresh.id, { status: 'dismissed', note: `suggestion ${id} changed while it was rewritten`, dismissed_at: 'now' });
       throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was rewritten`);
@@ -212,7 +242,8 @@ export class Suggestions {
     const input = textFields(raw, ['note', 'reviewer']);
     const s = await this.must(workspace, id);
     if (!DISMISSABLE.includes(s.status)) throw new SopError(409, 'not_dismissable', `suggestion ${id} is ${s.status}: only a generating, proposed or failed suggestion can be dismissed`);
-    const ok = await this.repo.set(this.db, s.id, { status: 'dismissed', note: input.note ?? null, reviewer: input.reviewer ?? s.reviewer, dismissed_at: 'now' }, DISMISSABLE);
+    if (this.claimed(s)) throw new SopError(409, 'not_dismissable', `suggestion ${id} is being applied (since ${s.apply_claimed_at}): read it again in a moment`);
+    const ok = await this.repo.set(this.db, s.id, { status: 'dismissed', note: input.note ?? null, reviewer: input.reviewer ?? s.reviewer, dismissed_at: 'now' }, DISMISSABLE, { unclaimedMs: APPLY_CLAIM_LAPSE_MS });
     if (!ok) throw new SopError(409, 'not_dismissable', `suggestion ${id} changed while it was dismissed`);
     return this.view(await this.must(workspace, id));
   }
@@ -325,6 +356,11 @@ export class Suggestions {
       merged_into_version: s.merged_into_version,
       since_written: s.status === 'proposed' ? this.sinceWritten(s, head) : null,
     };
+  }
+
+  /** An apply holds it (a claim that has not lapsed). */
+  private claimed(s: SuggestionRecord): boolean {
+    return s.apply_claim !== null && !!s.apply_claimed_at && this.now() - Date.parse(s.apply_claimed_at) < APPLY_CLAIM_LAPSE_MS;
   }
 
   private async must(workspace: string, id: string): Promise<SuggestionRecord> {
