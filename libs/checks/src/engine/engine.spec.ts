@@ -6,8 +6,9 @@ import type { WindowSave } from '@neatroots/ports';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import type { FindingEvent, RuleCheck, RuleSpec } from '../types';
 import { RuleEngine, type NoteOut } from './engine';
+import { RAISED_KEPT } from './rules/requires-before';
 import { compileRuleSet } from './ruleset';
-import type { RunWindow } from './window';
+import { windowKey, type RunWindow } from './window';
 
 function rule(id: string, spec: RuleSpec, extra: Partial<RuleCheck> = {}): RuleCheck {
   return { id, kind: 'rule', title: id, rule: spec, action: 'flag', source: 'user', ...extra };
@@ -222,6 +223,28 @@ describe('requires_before', () => {
     expect(h.findings[0]).toMatchObject({ status: 'raised', span_ids: ['refund'], guidance: 'Call lookup_order before issue_refund.' });
     await h.send([tool('r', 'lookup', 'lookup_order', {}, { start_ms: 100, end_ms: 150 })], 2000);
     expect(h.statuses()).toEqual(['raised:r:1', 'resolved:r:1']);
+  });
+
+  it('keeps a long run of calls without the required one bounded, and still resolves the latest when it turns up late', async () => {
+    const h = new Harness([check]);
+    const calls = RAISED_KEPT * 5;
+    // One refund every 300 ms, none with a lookup: each waits its 250 ms and is raised.
+    for (let n = 1; n <= calls; n++) await h.send([tool('r', `refund${n}`, 'issue_refund', {}, { start_ms: n * 1000, end_ms: n * 1000 + 10 })], n * 300);
+    await h.advance(1000);
+    expect(h.statuses()).toHaveLength(calls);
+    const w = (await h.windows.load([windowKey('p', 'r')])).get(windowKey('p', 'r'))!;
+    const st = w.checks.refund as unknown as { raised: { span: string }[] };
+    // The window holds the calls that started last, not all of them.
+    expect(st.raised.map((f) => f.span)).toEqual(Array.from({ length: RAISED_KEPT }, (_, i) => `refund${calls - RAISED_KEPT + 1 + i}`));
+    expect(JSON.stringify(w.checks).length).toBeLessThan(100 * RAISED_KEPT);
+    // A lookup that started before the last three refunds turns up late: those three resolve.
+    await h.send([tool('r', 'lookup', 'lookup_order', {}, { start_ms: (calls - 3) * 1000 + 500, end_ms: (calls - 3) * 1000 + 600 })]);
+    const resolved = h.findings.filter((f) => f.status === 'resolved');
+    expect(resolved.map((f) => f.span_ids[0])).toEqual([`refund${calls - 2}`, `refund${calls - 1}`, `refund${calls}`]);
+    expect(resolved.map((f) => f.id)).toEqual(h.findings.slice(calls - 3, calls).map((f) => f.id));
+    // One that started before all of them resolves the rest of the calls kept.
+    await h.send([tool('r', 'lookup0', 'lookup_order', {}, { start_ms: 1, end_ms: 2 })]);
+    expect(h.findings.filter((f) => f.status === 'resolved')).toHaveLength(RAISED_KEPT);
   });
 
   it('is satisfied by an earlier successful call only', async () => {

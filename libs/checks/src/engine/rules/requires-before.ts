@@ -9,8 +9,22 @@ interface RequiresState {
   ok_at?: number;
   /** Calls without an earlier `requires`, waiting for a late one until `deadline`. */
   pending: { span: string; name: string; start: number; deadline: number; received: number }[];
+  /**
+   * Raised calls a late `requires` span may still resolve: the RAISED_KEPT that started last
+   * (see onWake).
+   */
   raised: { span: string; start: number; id: string }[];
 }
+
+/**
+ * Raised calls kept per check and run for a late `requires` span to resolve. A late span that
+ * started at `t` resolves every kept call that started after `t`, so the calls that started
+ * last are the ones any late span resolves first: past this many, the one that started first
+ * is let go (its finding stays raised). Without a bound, a run calling without the required
+ * call kept every call (20,000 calls: 1.3 MB in the window, read and written with every batch
+ * of the run, and scanned for every new call).
+ */
+export const RAISED_KEPT = 100;
 
 /** The lists' entries are never changed in place (pushed, filtered): the lists are copied. */
 
@@ -24,7 +38,8 @@ interface Compiled {
 /**
  * `requires_before`: a `call` span needs a successful `requires` span that started earlier.
  * Spans can arrive out of order, so a call without one waits (250 ms by default) for a late
- * span before it is raised, and a late one that started earlier resolves what was raised.
+ * span before it is raised, and a late one that started earlier resolves what was raised (of
+ * the run's RAISED_KEPT calls that started last).
  */
 export const requiresBefore: RuleKind<'requires_before', Compiled> = {
   type: 'requires_before',
@@ -70,6 +85,7 @@ export const requiresBefore: RuleKind<'requires_before', Compiled> = {
       if (p.deadline <= now) {
         const id = findingId(w.project, w.run_id, r.check.id, `span:${p.span}`);
         st.raised.push({ span: p.span, start: p.start, id });
+        if (st.raised.length > RAISED_KEPT) st.raised.splice(firstStarted(st.raised), 1);
         // It happened when the wait ran out, whenever the tick noticed.
         x.emit(w, r, 'raised', { id, count: 1, spans: [p.span] }, p.deadline, p.received, {
           requires: r.data.describe,
@@ -85,6 +101,13 @@ export const requiresBefore: RuleKind<'requires_before', Compiled> = {
     return next;
   },
 };
+
+/** The index of the entry that started first (the earliest kept, of equal starts). */
+function firstStarted(list: readonly { start: number }[]): number {
+  let at = 0;
+  for (let i = 1; i < list.length; i++) if (list[i].start < list[at].start) at = i;
+  return at;
+}
 
 function describeFilter(f: SpanFilter): string {
   const names = [...(f.tool ?? []), ...(f.name ?? [])];
