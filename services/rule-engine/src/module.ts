@@ -62,6 +62,9 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
           plans: review.data.plans,
           policy: spanPolicy(models.localLlmStandsIn, review.data.agreement, (err) => ctx.log.warn(`rule engine: reading which questions the fast classifier answers first failed: ${(err as Error).message}`)),
           liveTraceGapMs: ctx.config.NEATROOTS_LIVE_TRACE_GAP_MS,
+          // The scheduler's run windows are kept as long as the rule engine's.
+          ttlAfterEndMs: ctx.config.NEATROOTS_WINDOW_TTL_MS,
+          ttlIdleMs: ctx.config.NEATROOTS_WINDOW_IDLE_MS,
           planCacheMs: ctx.config.planCacheMs,
           now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
         }),
