@@ -135,6 +135,11 @@ const schema = z.object({
   /** Records accepted but not yet processed past which ingest answers RESOURCE_EXHAUSTED. */
   NEATROOTS_MAX_BACKLOG: z.coerce.number().int().min(100).default(100_000),
   /**
+   * Embedded: question task records waiting for the question service past which the rule engine
+   * hands it no new questions (they are not asked) until it catches up; 0: no bound.
+   */
+  NEATROOTS_MAX_QUESTION_BACKLOG: z.coerce.number().int().min(0).default(100_000),
+  /**
    * Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. Unset:
    * 1024, or the container's memory limit when that is lower (ingest's memoryCeilingMb).
    */

@@ -120,6 +120,8 @@ export interface ServiceMetrics {
   questionCache: CounterPort;
   /** Question tasks the question service answered. */
   questionTasks: CounterPort;
+  /** Question tasks the rule engine did not hand over: the question service was too far behind. */
+  questionTasksShed: CounterPort;
   /** Notes and halts at ingest, by outcome (received, stream, piggyback, dropped, grouped). */
   notes: CounterPort;
 }

@@ -17,6 +17,8 @@ export interface RuleEngineConfig {
   NEATROOTS_LIVE_TRACE_GAP_MS: number;
   /** How often the embedded journal writes the run windows saved since (startRuleEngine's windowCheckpointMs). */
   NEATROOTS_WINDOW_CHECKPOINT_MS?: number;
+  /** Embedded: question task records waiting past which no new questions are handed over (startRuleEngine's questions.maxBacklog). */
+  NEATROOTS_MAX_QUESTION_BACKLOG?: number;
   /**
    * How long the question scheduler keeps a run's plan before reading it again (its default
    * when absent). Replay sets 0: its plans are in memory, and one made on a run's run_start
@@ -70,6 +72,8 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
         }),
         topic: topics.questions,
         windows: schedulerWindows,
+        // Kafka's backlog() counts what waits to be sent, not what a group has not taken: its retention bounds the topic.
+        maxBacklog: ctx.platform.kind === 'distributed' ? 0 : ctx.config.NEATROOTS_MAX_QUESTION_BACKLOG,
       },
       steering,
       quiet: review.isQuiet,
@@ -87,6 +91,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     ctx.serveGrpc('neatroots.v1.RuleEngine', ruleEngineGrpcService(engine));
     // The engine's finding count, as the Prometheus counter.
     const stopSync = syncCounter(ctx.metrics.findings, { status: 'any' }, () => engine.metrics.findings);
+    const stopShedSync = syncCounter(ctx.metrics.questionTasksShed, {}, () => engine.metrics.questionsShed);
     // Checks disabled for a slow pattern (this process's matchers), as a gauge per check.
     const showDisabled = (all: DisabledCheck[]) => all.forEach((d) => ctx.metrics.checksDisabled.set({ check_id: d.check_id, source: d.source ?? '' }, 1));
     showDisabled(disabledChecks.list());
@@ -96,6 +101,7 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
       stop: async () => {
         unwatch();
         stopSync();
+        stopShedSync();
         await engine.close();
       },
     };

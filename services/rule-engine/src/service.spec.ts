@@ -3,9 +3,12 @@ import { makeTopics } from '@neatroots/messages';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { LogBus, MemoryBus, MemoryWindowStore } from '@neatroots/platform';
+import { LogBus, MemoryBus, MemoryWindowStore, until } from '@neatroots/platform';
 import { observeFindingDelays, type BusRecord, type LogFields, type Topic } from '@neatroots/ports';
 import type { Envelope } from '@neatroots/spans';
+import { QuestionScheduler, questionSet, type SchedulerWindow } from '@neatroots/questions';
+import { dropTable, droppedTableRules } from '../../../libs/checks/src/engine/dropped-table.test';
+import { question } from '../../../libs/questions/src/fixtures.test';
 import { startRuleEngine } from './service';
 
 /** The run windows, unavailable while `down` is set. */
@@ -210,5 +213,66 @@ describe('rule-engine service: batches that come together (mergeBatches, the dis
     expect(apart.found).toEqual(apart.runs);
     expect(apart.loads).toBeGreaterThan(1); // one per partition that held records
     expect(merged.loads).toBe(1);
+  });
+});
+
+describe('rule-engine service: a question service far behind', () => {
+  it('hands it no new question tasks past questions.maxBacklog on the embedded log (plans and findings go on), and takes them again once it caught up', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-shed-'));
+    const topics = makeTopics('t');
+    const bus = new LogBus({ dir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const set = questionSet([question({ id: 'dropped-what', scope: 'span', ask: 'Was the table dropped by mistake?' })]);
+    const logged: string[] = [];
+    const engine = await startRuleEngine({
+      bus,
+      windows: new MemoryWindowStore<RunWindow>(),
+      topics,
+      rules: droppedTableRules,
+      tickMs: 60_000,
+      questions: { scheduler: new QuestionScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), questions: () => set }), topic: topics.questions, maxBacklog: 3 },
+      log: (m) => logged.push(m),
+    });
+    // The question service: its model hangs, so it takes one batch and holds it.
+    let release!: () => void;
+    const hung = new Promise<void>((r) => (release = r));
+    let hangs = true;
+    let answered = 0;
+    const questionService = await bus.subscribe(topics.questions, { group: 'question', maxBatch: 1 }, async (b) => {
+      if (hangs) await hung;
+      answered += b.records.length;
+    });
+    const findings: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test' }, async (b) => {
+      for (const r of b.records) findings.push(r.value.run_id);
+    });
+    try {
+      // Eight runs, a step each: two drops (a question task each, and a finding).
+      for (let i = 0; i < 8; i++) {
+        await bus.publish(topics.events, [dropTable(`r${i}`, `a${i}`), dropTable(`r${i}`, `b${i}`)]);
+        await until(`batch ${i + 1} done`, () => engine.metrics.batches === i + 1, 5_000, 5);
+      }
+      await until("8 findings", () => findings.length === 8, 5_000, 5);
+      // One record a step: the first is in hand, three wait, then the bound holds.
+      expect(bus.backlog(topics.questions.name)).toBe(4);
+      expect(engine.metrics.questions).toBe(8);
+      expect(engine.metrics.questionsShed).toBe(8);
+      expect(logged.filter((m) => m.includes('new questions are not asked until it catches up'))).toHaveLength(1);
+
+      // Caught up: the next step's questions are handed over again.
+      hangs = false;
+      release();
+      await until("no question records waiting", () => bus.backlog(topics.questions.name) === 0, 5_000, 5);
+      await bus.publish(topics.events, [dropTable('r9', 'a9')]);
+      await until("batch 9 done", () => engine.metrics.batches === 9, 5_000, 5);
+      await until("5 question records taken", () => answered === 5, 5_000, 5);
+      expect(engine.metrics).toMatchObject({ questions: 9, questionsShed: 8 });
+    } finally {
+      release();
+      await engine.close();
+      await questionService.close();
+      await sub.close();
+      await bus.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -48,6 +48,14 @@ export interface RuleEngineServiceOptions {
     topic?: Topic<QuestionTaskMessage[]>;
     /** The scheduler's window store, when it is not `windows` (its batches may go on while it syncs only if it applies at call too). */
     windows?: Pick<WindowStore<unknown>, 'appliedAtCall' | 'coalesce' | 'checkpoint'>;
+    /**
+     * On a bus that tells its backlog (the embedded log): past this many question task records
+     * not yet taken by the question service, a step's question tasks are not handed over (shed,
+     * counted in `metrics.questionsShed`) while its findings and notes are. A model slower than
+     * the spans' rate otherwise keeps every segment of the log, and the disk fills, which stops
+     * the whole pipeline. 0 or absent: no bound.
+     */
+    maxBacklog?: number;
   };
   /** The findings of a step once their publish was acknowledged (metrics: neatroots_finding_delay_seconds). */
   onFindingsPublished?: (findings: readonly FindingEvent[]) => void;
@@ -79,6 +87,8 @@ export interface RuleEngineMetrics {
   notes: number;
   /** Question tasks handed to the question service. */
   questions: number;
+  /** Question tasks not handed over because the question service was too far behind (questions.maxBacklog). */
+  questionsShed: number;
   errors: number;
 }
 
@@ -117,7 +127,7 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     ...(opts.windowTtlAfterEndMs !== undefined ? { ttlAfterEndMs: opts.windowTtlAfterEndMs } : {}),
     ...(opts.windowTtlIdleMs !== undefined ? { ttlIdleMs: opts.windowTtlIdleMs } : {}),
   });
-  const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, errors: 0 };
+  const metrics: RuleEngineMetrics = { consumed: 0, batches: 0, findings: 0, notes: 0, questions: 0, questionsShed: 0, errors: 0 };
   // Stores whose saves wait for a checkpoint (coalesced): a step that must wait for its saves
   // asks for the checkpoint at once instead of waiting for its interval.
   const coalesced: Pick<WindowStore<unknown>, 'coalesce' | 'checkpoint' | 'releaseBusy'>[] = [];
@@ -146,14 +156,31 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     const sends: Promise<void>[] = [];
     if (out.findings.length) sends.push(opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f }))));
     if (out.notes.length) sends.push(opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n }))));
-    if (asked?.tasks.length) sends.push(opts.bus.publish(questionsTopic, questionTaskRecords(asked.tasks)));
+    const tasks = asked?.tasks.length ? handedOver(asked.tasks) : undefined;
+    if (tasks?.length) sends.push(opts.bus.publish(questionsTopic, questionTaskRecords(tasks)));
     if (!sends.length) return undefined;
     return (sends.length === 1 ? sends[0] : Promise.all(sends)).then(() => {
       if (out.findings.length) opts.onFindingsPublished?.(out.findings);
       metrics.findings += out.findings.length;
       metrics.notes += out.notes.length;
-      metrics.questions += asked?.tasks.length ?? 0;
+      metrics.questions += tasks?.length ?? 0;
     });
+  };
+  // The question tasks to hand over: none of the questions while the question service is too far
+  // behind (a plan task is kept: one per workflow, and what its questions are asked from).
+  const maxQuestionBacklog = opts.questions?.maxBacklog ?? 0;
+  let shedSaidAt = 0;
+  const handedOver = (tasks: SchedulerOutput['tasks']): SchedulerOutput['tasks'] => {
+    if (!(maxQuestionBacklog > 0) || !opts.bus.backlog) return tasks;
+    const waiting = opts.bus.backlog(questionsTopic.name);
+    if (waiting <= maxQuestionBacklog) return tasks;
+    const kept = tasks.filter((t) => t.type !== 'question');
+    metrics.questionsShed += tasks.length - kept.length;
+    if (Date.now() - shedSaidAt >= 60_000) {
+      shedSaidAt = Date.now();
+      log(`${waiting} question tasks wait for the question service (past ${maxQuestionBacklog}): new questions are not asked until it catches up (${metrics.questionsShed} not asked so far)`);
+    }
+    return kept;
   };
 
   // Publishes what a step raised and calls its saves: returns their promise (the saves are

@@ -39,6 +39,8 @@ export interface Metrics {
    */
   questionCache: Counter<'kind' | 'result'>;
   questionTasks: Counter;
+  /** Question tasks the rule engine did not hand over: the question service was too far behind (NEATROOTS_MAX_QUESTION_BACKLOG). */
+  questionTasksShed: Counter;
   /**
    * Notes and halts at ingest, by outcome: received (from the bus), stream or piggyback (handed
    * to an agent that way), dropped (kept for an agent that never came back, expired or pushed
@@ -91,6 +93,11 @@ export function createMetrics(service: string): Metrics {
     questionTasks: new Counter({
       name: 'neatroots_question_tasks_total',
       help: 'Question tasks the question service has answered (a record of the questions topic holds one run\'s tasks of one step)',
+      ...reg,
+    }),
+    questionTasksShed: new Counter({
+      name: 'neatroots_question_tasks_shed_total',
+      help: 'Question tasks not handed to the question service because it was too far behind (NEATROOTS_MAX_QUESTION_BACKLOG): those questions were not asked',
       ...reg,
     }),
     notes: new Counter({
