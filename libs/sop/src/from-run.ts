@@ -74,9 +74,15 @@ export function sessionFromRun(run: RunLike, opts: { transcriptRef?: string | nu
   };
 }
 
+/** Keys of a chat message or a content part: an object with one of them is read for its text alone. */
+const MESSAGE_KEYS = ['role', 'type', 'content', 'tool_calls', 'function_call', 'refusal', 'message', 'choices', 'candidates', 'parts', 'functionCall'];
+
 /**
- * What an LLM call said: a string as is; a chat completion's message content; OpenAI-style
- * content parts' text joined; anything else as compact JSON.
+ * What an LLM call said: a string as is; a chat completion's message content; content parts'
+ * text joined (OpenAI- and Anthropic-style, Gemini's parts). A message or part with no text (a
+ * call that only calls tools: `content: null` with `tool_calls`, a `tool_use` part) says
+ * nothing, so it makes no agent turn: its calls are the tool spans. Any other value (a
+ * structured output) as compact JSON.
  */
 function textOf(v: unknown): string {
   if (v === null || v === undefined) return '';
@@ -86,8 +92,12 @@ function textOf(v: unknown): string {
     const o = v as Record<string, unknown>;
     if (typeof o.text === 'string') return o.text.trim();
     if (typeof o.content === 'string' || Array.isArray(o.content)) return textOf(o.content);
+    if (o.content && typeof o.content === 'object') return textOf(o.content);
     if (o.message && typeof o.message === 'object') return textOf(o.message);
     if (Array.isArray(o.choices) && o.choices.length) return textOf(o.choices[0]);
+    if (Array.isArray(o.candidates) && o.candidates.length) return textOf(o.candidates[0]);
+    if (Array.isArray(o.parts)) return textOf(o.parts);
+    if (MESSAGE_KEYS.some((k) => k in o)) return '';
   }
   return JSON.stringify(v);
 }
