@@ -146,6 +146,14 @@ describe('GitHubCodeHost against a local GitHub', () => {
     expect(gh.requests.filter((r) => r.method === 'PUT')).toHaveLength(1);
   });
 
+  it('a host that never answers: each request is given up after the timeout, as no answer, bounded', async () => {
+    const quick = new GitHubCodeHost({ token: gh.token, baseUrl: gh.url, backoffMs: 10, attempts: 2, timeoutMs: 300 });
+    gh.hangNext(2);
+    const t0 = Date.now();
+    await expect(quick.pullRequestState(repo, 1)).rejects.toThrow(/acme\/ops.*gave up after 2 tries: .*no answer in 0.3 s/);
+    expect(Date.now() - t0).toBeLessThan(3000);
+  });
+
   it('retries 5xx a bounded number of times', async () => {
     gh.failNext(2);
     expect((await host.openPullRequest(req)).number).toBe(1);

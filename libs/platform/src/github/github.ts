@@ -23,6 +23,8 @@ export interface GitHubOptions {
   maxWaitMs?: number;
   /** Before the second try after a 5xx, doubled after each (default 500 ms). */
   backoffMs?: number;
+  /** One request without an answer after this long is given up, as no answer (default 10 s). */
+  timeoutMs?: number;
 }
 
 interface Answer {
@@ -46,12 +48,14 @@ export class GitHubCodeHost implements CodeHost {
   private readonly attempts: number;
   private readonly maxWaitMs: number;
   private readonly backoffMs: number;
+  private readonly timeoutMs: number;
 
   constructor(private readonly opts: GitHubOptions) {
     this.base = (opts.baseUrl ?? GITHUB_API_DEFAULT).replace(/\/+$/, '');
     this.attempts = opts.attempts ?? 4;
     this.maxWaitMs = opts.maxWaitMs ?? 60_000;
     this.backoffMs = opts.backoffMs ?? 500;
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
   }
 
   async openPullRequest(req: OpenPullRequest): Promise<PullRequestRef> {
@@ -143,6 +147,7 @@ export class GitHubCodeHost implements CodeHost {
     let last = '';
     for (let attempt = 1; attempt <= this.attempts; attempt++) {
       let res: Response;
+      let text: string;
       try {
         res = await fetch(url, {
           method,
@@ -154,15 +159,18 @@ export class GitHubCodeHost implements CodeHost {
             ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
           },
           body: body === undefined ? undefined : JSON.stringify(body),
+          // A host that accepts the connection and never answers must not hold the caller (a read of a suggestion) for minutes.
+          signal: AbortSignal.timeout(this.timeoutMs),
         });
+        text = await res.text();
       } catch (err) {
-        // The host unreachable: as a 5xx, bounded.
-        last = `${method} ${url}: ${(err as Error).message}`;
+        // The host unreachable or silent: as a 5xx, bounded.
+        const e = err as Error;
+        last = `${method} ${url}: ${e.name === 'TimeoutError' ? `no answer in ${this.timeoutMs / 1000} s` : e.message}`;
         if (once) throw new NoAnswerError(repo, 0, last);
         if (attempt < this.attempts) await sleep(this.backoffMs * 2 ** (attempt - 1));
         continue;
       }
-      const text = await res.text();
       const json = text ? safeJson(text) : null;
       if (res.ok || pass.includes(res.status)) return { status: res.status, json };
       const message = ghMessage(json, text);

@@ -399,6 +399,21 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'dismissed', note: 'PR closed' });
   });
 
+  it('a pull request that cannot be read is looked at once a minute, not on every read', async () => {
+    await connect();
+    const { s } = await proposed();
+    await q.applySuggestion(WS, s.id, {});
+    await connect('ghp_revoked');
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    const before = gh.requests.length;
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', error: expect.stringContaining('refused the token') });
+    const looked = gh.requests.length;
+    expect(looked).toBeGreaterThan(before);
+    await q.getSuggestion(WS, s.id);
+    await q.pattern(WS, s.pattern_id, {});
+    expect(gh.requests.length).toBe(looked);
+  });
+
   it('a refused token: apply answers 409 saying so and the suggestion stays proposed', async () => {
     await connect('ghp_revoked');
     const { s } = await proposed();

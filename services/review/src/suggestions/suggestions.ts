@@ -121,8 +121,9 @@ export class Suggestions {
   /** Follows an open pull request not looked at for a while; true when it looked. */
   private async followIfStale(s: SuggestionRecord): Promise<boolean> {
     if (s.status !== 'pr_open' || (s.pr_checked_at && this.now() - Date.parse(s.pr_checked_at) < PR_READ_INTERVAL_MS)) return false;
-    // GitHub away or the token refused: the reader sees the last known state and why it is not newer.
-    await this.followOne(s).catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}` }, ['pr_open']));
+    // GitHub away or the token refused: the reader sees the last known state and why it is not
+    // newer, and the next reads within the minute do not wait on GitHub again.
+    await this.followOne(s).catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}`, pr_checked_at: 'now' }, ['pr_open']));
     return true;
   }
 
