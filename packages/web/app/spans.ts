@@ -16,8 +16,14 @@ export function timelineRows(spans: Span[]): Row[] {
   const children = new Map<string, Span[]>();
   const roots: Span[] = [];
   for (const s of spans) {
-    if (s.parent_id && s.parent_id !== s.span_id && ids.has(s.parent_id)) children.set(s.parent_id, [...(children.get(s.parent_id) ?? []), s]);
-    else roots.push(s);
+    if (!(s.parent_id && s.parent_id !== s.span_id && ids.has(s.parent_id))) {
+      roots.push(s);
+      continue;
+    }
+    // Appended in place: a parent with tens of thousands of children is built in linear time.
+    const kids = children.get(s.parent_id);
+    if (kids) kids.push(s);
+    else children.set(s.parent_id, [s]);
   }
   const out: Row[] = [];
   const placed = new Set<string>();

@@ -35,7 +35,11 @@ export function SessionTranscript({ checks, transcript, error, transcriptRef }: 
 function AllTurns({ transcript, quoted }: { transcript: SopTranscript; quoted: Map<number, Evidence[]> }) {
   if (!transcript.turns.length) return <p className="empty">The session has no turns.</p>;
   const callsOf = new Map<number, ToolCall[]>();
-  for (const c of transcript.tool_calls) callsOf.set(c.turn, [...(callsOf.get(c.turn) ?? []), c]);
+  for (const c of transcript.tool_calls) {
+    const calls = callsOf.get(c.turn);
+    if (calls) calls.push(c);
+    else callsOf.set(c.turn, [c]);
+  }
   return (
     <ol className="turns">
       {transcript.turns.map((t) => {

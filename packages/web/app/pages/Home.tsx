@@ -58,7 +58,9 @@ function ProblemGroups({ problems, base }: { problems: Problem[]; base: string }
   const byGroup = new Map<string, Problem[]>();
   for (const p of problems) {
     const g = p.group ?? '';
-    byGroup.set(g, [...(byGroup.get(g) ?? []), p]);
+    const list = byGroup.get(g);
+    if (list) list.push(p);
+    else byGroup.set(g, [p]);
   }
   const rank = (g: string) => (g === '' ? 1e9 : GROUP_ORDER.includes(g) ? GROUP_ORDER.indexOf(g) : 100);
   const groups = [...byGroup.keys()].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));

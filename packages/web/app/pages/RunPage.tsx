@@ -56,7 +56,12 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const byId = useMemo(() => new Map(spans.map((s) => [s.span_id, s])), [spans]);
   const citing = useMemo(() => {
     const m = new Map<string, Finding[]>();
-    for (const f of findings) for (const id of f.span_ids) m.set(id, [...(m.get(id) ?? []), f]);
+    for (const f of findings)
+      for (const id of f.span_ids) {
+        const list = m.get(id);
+        if (list) list.push(f);
+        else m.set(id, [f]);
+      }
     return m;
   }, [findings]);
 
