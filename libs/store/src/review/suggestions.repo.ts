@@ -44,6 +44,9 @@ export interface SuggestionRecord {
   pr_url: string | null;
   pr_number: number | null;
   pr_branch: string | null;
+  /** The pull request's repository (owner/repo) and the REST API it was opened through (null before they were recorded). */
+  pr_repository: string | null;
+  pr_api_url: string | null;
   merge_commit_sha: string | null;
   pr_checked_at: string | null;
   /** An apply under way: its claim (a random token) and when it was taken; null otherwise. */
@@ -72,7 +75,7 @@ export type SuggestionPatch = Partial<
 const TIMES = new Set(['pr_checked_at', 'applied_at', 'pr_opened_at', 'merged_at', 'dismissed_at', 'apply_claimed_at']);
 const PATCHABLE = new Set([
   'rule_id', 'rule_text', 'verdict_note', 'status', 'prompt_version', 'model', 'new_text', 'rationale', 'plan', 'error', 'changes_since', 'rewrite_of', 'rewritten_as',
-  'applied_text', 'merged_into_version', 'pr_url', 'pr_number', 'pr_branch', 'merge_commit_sha', 'note', 'reviewer', 'apply_claim', ...TIMES,
+  'applied_text', 'merged_into_version', 'pr_url', 'pr_number', 'pr_branch', 'pr_repository', 'pr_api_url', 'merge_commit_sha', 'note', 'reviewer', 'apply_claim', ...TIMES,
 ]);
 
 /** Conditions on a change besides the status: the apply claim it holds, or no claim younger than `unclaimedMs`. */

@@ -55,11 +55,11 @@ export class GitHubConnections {
     return { deleted: true };
   }
 
-  /** The workspace's code host, repository, base branch and folder; null without a connection. */
-  async codeHost(workspace: string): Promise<{ host: CodeHost; repo: RepoRef; branch: string; folder: string } | null> {
+  /** The workspace's code host (and its REST API), repository, base branch and folder; null without a connection. */
+  async codeHost(workspace: string): Promise<{ host: CodeHost; apiUrl: string; repo: RepoRef; branch: string; folder: string } | null> {
     const c = await this.repo.withToken(workspace);
     if (!c) return null;
-    return { host: this.hostFor(c), repo: { owner: c.owner, repo: c.repo }, branch: c.branch, folder: c.folder };
+    return { host: this.hostFor(c), apiUrl: c.api_url, repo: { owner: c.owner, repo: c.repo }, branch: c.branch, folder: c.folder };
   }
 }
 

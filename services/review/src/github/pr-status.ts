@@ -10,6 +10,9 @@ export interface FollowedPullRequest {
   workspace: string;
   suggestionId: string;
   number: number;
+  /** The repository it was opened in (owner/repo) and the REST API it was opened through; null or left out: the connection's. */
+  repository?: string | null;
+  apiUrl?: string | null;
 }
 
 /**
@@ -21,8 +24,32 @@ export interface PullRequestsToFollow {
   settle(pr: FollowedPullRequest, transition: NonNullable<SuggestionTransition>): Promise<void>;
 }
 
-/** The code host and repository of a workspace's connection, or null when it has none. */
-export type CodeHostOf = (workspace: string) => Promise<{ host: CodeHost; repo: RepoRef } | null>;
+/** The code host, its REST API and the repository of a workspace's connection, or null when it has none. */
+export type CodeHostOf = (workspace: string) => Promise<WorkspaceCodeHost | null>;
+export interface WorkspaceCodeHost {
+  host: CodeHost;
+  repo: RepoRef;
+  /** The connection's api_url (left out: taken to be the pull request's). */
+  apiUrl?: string;
+}
+
+/**
+ * Where a pull request is read: in the repository it was opened in, through the workspace's
+ * connection (its token) when that connection is to the same REST API. The connection may name
+ * another repository now: the pull request is still the one opened. Without a connection, or
+ * with one to another API (its token is not sent elsewhere), it cannot be followed: the error
+ * says so (a pr_open suggestion can be dismissed to stop following it).
+ */
+export function hostForPullRequest(c: WorkspaceCodeHost | null, pr: FollowedPullRequest): { host: CodeHost; repo: RepoRef } {
+  const where = pr.repository ? `its pull request (#${pr.number} in ${pr.repository})` : `its pull request (#${pr.number})`;
+  if (!c) throw new Error(`workspace ${pr.workspace} has no GitHub connection now: ${where} cannot be followed; dismiss the suggestion to stop following it`);
+  if (!pr.repository) return { host: c.host, repo: c.repo };
+  if (pr.apiUrl && c.apiUrl && pr.apiUrl !== c.apiUrl) {
+    throw new Error(`workspace ${pr.workspace}'s GitHub connection is to ${c.apiUrl} now, and ${where} is on ${pr.apiUrl}: it cannot be followed; dismiss the suggestion to stop following it`);
+  }
+  const [owner, repo] = pr.repository.split('/');
+  return { host: c.host, repo: { owner, repo } };
+}
 
 export interface PrStatusDeps {
   prs: PullRequestsToFollow;
@@ -43,12 +70,11 @@ export interface PrStatusReport {
  */
 export async function followPullRequests(deps: PrStatusDeps): Promise<PrStatusReport> {
   const report: PrStatusReport = { checked: 0, settled: 0, failed: [] };
-  const hosts = new Map<string, Promise<{ host: CodeHost; repo: RepoRef } | null>>();
+  const hosts = new Map<string, Promise<WorkspaceCodeHost | null>>();
   for await (const pr of deps.prs.open()) {
     try {
       if (!hosts.has(pr.workspace)) hosts.set(pr.workspace, deps.codeHostOf(pr.workspace));
-      const c = await hosts.get(pr.workspace)!;
-      if (!c) throw new Error(`workspace ${pr.workspace} has no GitHub connection`);
+      const c = hostForPullRequest(await hosts.get(pr.workspace)!, pr);
       report.checked++;
       const t = transitionForPullRequest(await c.host.pullRequestState(c.repo, pr.number));
       if (t) {
@@ -56,7 +82,7 @@ export async function followPullRequests(deps: PrStatusDeps): Promise<PrStatusRe
         report.settled++;
       }
     } catch (err) {
-      report.failed.push(`suggestion ${pr.suggestionId} (${pr.workspace}, pull request #${pr.number}): ${(err as Error).message}`);
+      report.failed.push(`suggestion ${pr.suggestionId} (${pr.workspace}, pull request #${pr.number}${pr.repository ? ` in ${pr.repository}` : ''}): ${(err as Error).message}`);
     }
   }
   return report;

@@ -1,12 +1,18 @@
 import type { Db, Jobs } from '@neatroots/ports';
-import { followPullRequests, schedulePrStatus, type CodeHostOf, type PrStatusReport, type PullRequestsToFollow } from '../github/pr-status';
+import { followPullRequests, schedulePrStatus, type CodeHostOf, type FollowedPullRequest, type PrStatusReport, type PullRequestsToFollow } from '../github/pr-status';
+import type { SuggestionRecord } from '@neatroots/store';
 import type { Suggestions } from './suggestions';
+
+/** A suggestion's pull request, where it was opened. */
+export function followed(s: SuggestionRecord): FollowedPullRequest {
+  return { workspace: s.workspace, suggestionId: s.id, number: s.pr_number!, repository: s.pr_repository, apiUrl: s.pr_api_url };
+}
 
 /** The suggestions with an open pull request, and what a merged or closed one becomes. */
 export function pullRequestsOf(db: Db, suggestions: Suggestions): PullRequestsToFollow {
   return {
     open: async function* () {
-      for (const s of await suggestions.repo.openPullRequests(db)) yield { workspace: s.workspace, suggestionId: s.id, number: s.pr_number! };
+      for (const s of await suggestions.repo.openPullRequests(db)) yield followed(s);
     },
     settle: (pr, t) => suggestions.settle(pr.suggestionId, t),
   };

@@ -414,6 +414,39 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(gh.requests.length).toBe(looked);
   });
 
+  it('a pull request is followed in the repository it was opened in, though the connection names another one now', async () => {
+    await connect();
+    const { s } = await proposed();
+    await q.applySuggestion(WS, s.id, {});
+    expect(await review.suggestions.suggestions.repo.get(db, WS, s.id)).toMatchObject({ pr_repository: 'luigis/ops', pr_api_url: gh.url });
+    // Another repository, whose pull request #1 is merged.
+    gh.addRepo('luigis', 'other', 'main', { 'sop/take-order.md': FILE });
+    const other = new GitHubCodeHost({ token: gh.token, baseUrl: gh.url });
+    await other.openPullRequest({ repo: { owner: 'luigis', repo: 'other' }, base: 'main', branch: 'x', path: 'sop/take-order.md', content: 'x\n', message: 'm', title: 't', body: 'b' });
+    gh.merge('luigis', 'other', 1);
+    await github.put(WS, { repository: 'luigis/other', branch: 'main', path: 'sop', api_url: gh.url });
+    const stale = () => db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    await stale();
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', error: null });
+    expect(await followPullRequestsNow(db, review.suggestions.suggestions, (ws) => github.codeHost(ws))).toMatchObject({ checked: 1, settled: 0, failed: [] });
+    expect((await q.getSuggestion(WS, s.id)).status).toBe('pr_open');
+    gh.merge('luigis', 'ops', 1);
+    await stale();
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'merged' });
+  });
+
+  it('the connection deleted: the pull request cannot be followed, says so, and the suggestion can be dismissed', async () => {
+    await connect();
+    const { patternId, s } = await proposed();
+    await q.applySuggestion(WS, s.id, {});
+    expect((await q.pattern(WS, patternId, {})).review_state).toBe('fixing');
+    await github.delete(WS);
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', error: expect.stringMatching(/no GitHub connection now: its pull request \(#1 in luigis\/ops\) cannot be followed; dismiss/) });
+    expect(await q.dismissSuggestion(WS, s.id, { note: 'Repository moved.' })).toMatchObject({ status: 'dismissed', note: 'Repository moved.' });
+    expect((await q.pattern(WS, patternId, {})).review_state).toBe('open');
+  });
+
   it('a refused token: apply answers 409 saying so and the suggestion stays proposed', async () => {
     await connect('ghp_revoked');
     const { s } = await proposed();

@@ -24,9 +24,11 @@ import { releasedIn } from './fix';
 import { SUGGEST_ATTEMPTS, SUGGEST_QUEUE, type SuggestJob } from './generate';
 import { fileAt, issuesWith, procedurePath, ruleAtHead } from './head';
 import { textFields } from './input';
+import { hostForPullRequest } from '../github/pr-status';
+import { followed } from './prs';
 
 /** A workspace's code host (its GitHub connection), or null without one. */
-export type CodeHostOfWorkspace = (workspace: string) => Promise<{ host: CodeHost; repo: RepoRef; branch: string; folder: string } | null>;
+export type CodeHostOfWorkspace = (workspace: string) => Promise<{ host: CodeHost; apiUrl: string; repo: RepoRef; branch: string; folder: string } | null>;
 
 /** A pull request is looked at on read at most this often. */
 export const PR_READ_INTERVAL_MS = 60_000;
@@ -37,7 +39,8 @@ export const PR_READ_INTERVAL_MS = 60_000;
 export const APPLY_CLAIM_LAPSE_MS = 15 * 60_000;
 const REWRITTEN_NOTE = 'Rewritten against the current text.';
 const SUGGESTS: readonly string[] = ['real', 'acceptable', 'sop_wrong'];
-const DISMISSABLE: readonly SuggestionStatus[] = ['generating', 'proposed', 'failed'];
+/** pr_open too: dismissing it stops following its pull request (e.g. once the connection is gone); the pull request stays on GitHub. */
+const DISMISSABLE: readonly SuggestionStatus[] = ['generating', 'proposed', 'failed', 'pr_open'];
 
 /**
  * Suggestions: made from a pattern's verdict (queued as sopops_suggest), read with their
@@ -200,7 +203,7 @@ export class Suggestions {
       } catch (err) {
         throw await refused(err as Error);
       }
-      const opened = { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: mergedInto, reviewer, error: null } as const;
+      const opened = { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_repository: `${c.repo.owner}/${c.repo.repo}`, pr_api_url: c.apiUrl, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: mergedInto, reviewer, error: null } as const;
       if (!(await this.repo.set(this.db, s.id, opened, ['proposed'], { claim }))) {
         // Only when this apply outlived its claim and another took it over.
         throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied (its claim lapsed); the pull request ${pr.url} was opened`);
@@ -242,7 +245,7 @@ export class Suggestions {
   async dismiss(workspace: string, id: string, raw: unknown): Promise<SuggestionView> {
     const input = textFields(raw, ['note', 'reviewer']);
     const s = await this.must(workspace, id);
-    if (!DISMISSABLE.includes(s.status)) throw new SopError(409, 'not_dismissable', `suggestion ${id} is ${s.status}: only a generating, proposed or failed suggestion can be dismissed`);
+    if (!DISMISSABLE.includes(s.status)) throw new SopError(409, 'not_dismissable', `suggestion ${id} is ${s.status}: only a generating, proposed, failed or pr_open suggestion can be dismissed`);
     if (this.claimed(s)) throw new SopError(409, 'not_dismissable', `suggestion ${id} is being applied (since ${s.apply_claimed_at}): read it again in a moment`);
     const ok = await this.repo.set(this.db, s.id, { status: 'dismissed', note: input.note ?? null, reviewer: input.reviewer ?? s.reviewer, dismissed_at: 'now' }, DISMISSABLE, { unclaimedMs: APPLY_CLAIM_LAPSE_MS });
     if (!ok) throw new SopError(409, 'not_dismissable', `suggestion ${id} changed while it was dismissed`);
@@ -257,9 +260,9 @@ export class Suggestions {
 
   /** Looks at one suggestion's pull request now. */
   async followOne(s: SuggestionRecord): Promise<void> {
-    const c = await this.codeHostOf(s.workspace);
     if (s.pr_number === null) return;
-    if (!c) throw new Error(`workspace ${s.workspace} has no GitHub connection now: its pull request cannot be followed`);
+    // In the repository it was opened in, whatever the connection names now.
+    const c = hostForPullRequest(await this.codeHostOf(s.workspace), followed(s));
     const t = transitionForPullRequest(await c.host.pullRequestState(c.repo, s.pr_number));
     if (t) await this.settle(s.id, t);
     else await this.repo.set(this.db, s.id, { pr_checked_at: 'now', error: null }, ['pr_open']);
