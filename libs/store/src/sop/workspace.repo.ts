@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
 import { isoNonNull, json, text } from '../sql';
+import { SopError } from './errors';
 
 /** One file of a workspace's procedures folder (procedures/x.md, agents/x.yaml, groups/x.yaml). */
 export interface SopFile {
@@ -43,16 +44,25 @@ export class WorkspaceRepo {
    * Replaces head with `files` as a whole (sopops push), or saves and deletes single paths,
    * in one transaction after `check` accepted the resulting head (it throws to refuse: the
    * caller compiles it with sopc). Concurrent saves of one workspace are serialised by a row
-   * lock on the workspace, so each check sees the head it is about to write.
+   * lock on the workspace, so each check sees the head it is about to write. `expect` gives
+   * the versions paths must have at head (null: not there), compared under that lock: when one
+   * is not, nothing is written: a 409 head_changed.
    */
   async updateHead(
     workspace: string,
-    change: { put?: SopFile[]; remove?: string[]; replaceAll?: boolean },
+    change: { put?: SopFile[]; remove?: string[]; replaceAll?: boolean; expect?: { path: string; version: string | null }[] },
     check: (head: SopFile[]) => void | Promise<void>,
   ): Promise<SopFile[]> {
     return this.db.transaction(async (tx) => {
       await tx.query('INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [text(workspace)]);
       await tx.query('SELECT name FROM projects WHERE name = $1 FOR UPDATE', [workspace]);
+      if (change.expect?.length) {
+        const now = new Map((await this.headFiles(workspace, tx)).map((f) => [f.path, f.version]));
+        for (const e of change.expect) {
+          const at = now.get(e.path) ?? null;
+          if (at !== e.version) throw new SopError(409, 'head_changed', `${e.path} changed at head meanwhile (it is ${at ?? 'gone'}, not ${e.version ?? 'absent'}): nothing was saved`);
+        }
+      }
       const current = change.replaceAll ? [] : await this.headFiles(workspace, tx);
       const byPath = new Map<string, SopFile>(current.map((f) => [f.path, { path: f.path, text: f.text, version: f.version }]));
       for (const p of change.remove ?? []) byPath.delete(p);

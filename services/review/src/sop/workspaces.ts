@@ -32,11 +32,13 @@ export class SopWorkspaces {
     this.repo = new WorkspaceRepo(db);
   }
 
-  async saveFile(workspace: string, path: string, text: string): Promise<{ path: string; version: string }> {
+  /** `ifVersion`: saved only while the file at head is still that version (null: not there), else a 409 head_changed. */
+  async saveFile(workspace: string, path: string, text: string, opts: { ifVersion?: string | null } = {}): Promise<{ path: string; version: string }> {
     checkPath(path);
     checkText(path, text);
     const file = { path, text, version: contentVersion(text) };
-    await this.repo.updateHead(workspace, { put: [file] }, (head) => compiles(head, `head with ${path}`));
+    const expect = opts.ifVersion === undefined ? undefined : [{ path, version: opts.ifVersion }];
+    await this.repo.updateHead(workspace, { put: [file], expect }, (head) => compiles(head, `head with ${path}`));
     return { path, version: file.version };
   }
 

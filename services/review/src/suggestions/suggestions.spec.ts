@@ -276,6 +276,19 @@ describe('freshness and apply without a repo connection', () => {
     expect(head).toBe(got.since_written!.merged_text);
   });
 
+  it('two suggestions on one file applied at once: both edits are at head, the later one merged into the earlier', async () => {
+    script = [ADD_SIGN, REWORD_STEP1];
+    const { s: a } = await proposed();
+    const b = await settled((await q.suggest(WS, a.pattern_id, {})).id);
+    expect([a.freshness, b.freshness]).toEqual(['current', 'current']);
+    const done = await Promise.all([q.applySuggestion(WS, a.id, {}), q.applySuggestion(WS, b.id, {})]);
+    expect(done.map((x) => x.status)).toEqual(['applied', 'applied']);
+    const head = (await workspaces.file(WS, 'procedures/take-order.md')).text;
+    expect(head).toContain('- The caller asks what a dish costs.');
+    expect(head).toContain('then wait for the answer.');
+    expect(done.filter((x) => x.merged_into_version !== null)).toHaveLength(1);
+  });
+
   it('conflict: the same line changed; apply is refused saying why, and rewrite makes suggest-2 with the changes since', async () => {
     script = [REWORD_STEP1, { rationale: 'Kept the new wording.', edits: [{ find: '1. Ask what the caller wants.', replace: '1. Ask what the caller wants, and wait.' }] }];
     const { s } = await proposed();

@@ -209,8 +209,22 @@ export class Suggestions {
         throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied (its claim lapsed); the pull request ${pr.url} was opened`);
       }
     } else {
-      await this.workspaces.saveFile(workspace, s.path, text);
-      if (!(await this.repo.set(this.db, s.id, { status: 'applied', applied_at: 'now', applied_text: text, merged_into_version: mergedInto, reviewer, error: null }, ['proposed'], { claim }))) {
+      // Saved only over the version the text was made from: an edit saved at head meanwhile
+      // (another suggestion applied to the file) is merged with again, never overwritten.
+      let draft = { text, mergedInto, version: since.head_version };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.workspaces.saveFile(workspace, s.path, draft.text, { ifVersion: draft.version });
+          break;
+        } catch (err) {
+          if (!(err instanceof SopError && err.code === 'head_changed')) throw err;
+          if (attempt >= 3) throw new SopError(409, 'conflict', `suggestion ${id} stays proposed: ${s.path} kept changing at head while it was applied; apply again`);
+        }
+        const now = this.sinceWritten(s, await this.head.headFiles(workspace));
+        if (now.state === 'conflict') throw new SopError(409, 'conflict', `suggestion ${id} conflicts with the file as it is now: ${now.reason}`, now.issues.length ? now.issues : undefined);
+        draft = { text: now.state === 'merges' ? now.merged_text! : s.new_text!, mergedInto: now.state === 'merges' ? now.head_version : null, version: now.head_version };
+      }
+      if (!(await this.repo.set(this.db, s.id, { status: 'applied', applied_at: 'now', applied_text: draft.text, merged_into_version: draft.mergedInto, reviewer, error: null }, ['proposed'], { claim }))) {
         throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied`);
       }
     }
