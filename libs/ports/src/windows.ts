@@ -54,6 +54,14 @@ export interface WindowStore<W> {
    * before it saves is tried again (and setWakes then settles them).
    */
   takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]>;
+  /**
+   * Drops the wake times of those of these keys that have no window now (it expired, was
+   * deleted, or was evicted), in one step with that look: a window saved meanwhile keeps its
+   * wake. The rule engine's tick calls it for the keys it took and found no window for (their
+   * wake would otherwise be leased again and again). Absent: the caller sets them to none
+   * (setWakes).
+   */
+  clearOrphanWakes?(keys: readonly string[]): Promise<void>;
   close(): Promise<void>;
   /**
    * True when every change is applied as the call is made (a load, save or takeDue made after

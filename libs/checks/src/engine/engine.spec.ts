@@ -457,3 +457,43 @@ describe('window expiry', () => {
     expect(rests[rests.length - 1]).toBe(true);
   });
 });
+
+describe('wakes of windows that are gone', () => {
+  const set = compileRuleSet([rule('rb', { type: 'requires_before', call: { tool: ['refund'] }, requires: { tool: ['lookup'] } })], regexMatcher);
+  const env = (raw: Record<string, unknown>, at: number): Envelope => ({ project: 'p', received_ms: at, item: normalizeItem(raw) });
+  const key = windowKey('p', 'r');
+
+  it('a tick clears the wake it took of a window that expired, instead of taking it again every lease', async () => {
+    let now = 1_000;
+    const windows = new MemoryWindowStore<RunWindow>({ now: () => now });
+    const engine = new RuleEngine({ windows, rules: () => set, ttlIdleMs: 1_000 });
+    await (await engine.process([env(tool('r', 'a', 'refund', 1), now)])).commit();
+    expect(windows.wakeOf(key)).toBe(1_250);
+    // No tick ran while the window lived (a process down, a stalled timer): it expired meanwhile.
+    now += 60_000;
+    for (let i = 0; i < 5; i++, now += 6_000) {
+      const out = await engine.tick(now);
+      expect(out.findings).toEqual([]);
+      await out.commit();
+    }
+    expect(windows.wakeOf(key)).toBeUndefined();
+    expect(windows.wakeList()).toEqual([]);
+  });
+
+  it('keeps the wake of a window saved again between the tick that found none and its commit', async () => {
+    let now = 1_000;
+    const windows = new MemoryWindowStore<RunWindow>({ now: () => now });
+    const engine = new RuleEngine({ windows, rules: () => set, ttlIdleMs: 1_000 });
+    await (await engine.process([env(tool('r', 'a', 'refund', 1), now)])).commit();
+    now += 60_000;
+    const tick = await engine.tick(now);
+    // A new call of the run comes before the tick's commit: a new window, waiting for its lookup.
+    await (await engine.process([env(tool('r', 'b', 'refund', 1), now)])).commit();
+    await tick.commit();
+    expect(windows.wakeOf(key)).toBe(now + 250);
+    now += 300;
+    const fired = await engine.tick(now);
+    await fired.commit();
+    expect(fired.findings.map((f) => [f.check_id, f.span_ids])).toEqual([['rb', ['b']]]);
+  });
+});

@@ -196,12 +196,15 @@ export class RuleEngine {
       const keys = opts.keys ?? (await this.windows.takeDue(now, 10_000, this.wakeLeaseMs));
       if (!keys.length) return { findings: [], notes: [], commit: async () => undefined };
       const step = await this.begin(keys);
+      // A wake whose window is gone (expired, evicted, deleted) has nothing to fire: it is
+      // cleared with the step's commit, or its lease would offer it again and again.
+      const gone = keys.filter((key) => !step.windows.has(key));
       return this.guarded(step, async () => {
         for (const key of keys) {
           const slot = step.windows.get(key);
           if (slot) this.fireWaits(step, slot.w, opts.all ? Infinity : now);
         }
-        return this.finish(step);
+        return this.finish(step, gone);
       });
     });
   }
@@ -357,7 +360,8 @@ export class RuleEngine {
     }
   }
 
-  private async finish(step: Step): Promise<EngineOutput> {
+  /** `gone`: keys a tick took whose window is not there (their wakes are cleared with the commit). */
+  private async finish(step: Step, gone: readonly string[] = []): Promise<EngineOutput> {
     await this.settle(step);
     const entries: (WindowSave<RunWindow> & { expectRev: number })[] = [];
     const wakes: { key: string; atMs: number | null }[] = [];
@@ -380,7 +384,10 @@ export class RuleEngine {
       commit: async () => {
         // Called once what the step raised is published: nothing of it is to come again.
         if (kept) this.forget(kept);
-        if (!entries.length) return;
+        // Begun with the save, not before it (a store that applies at call applies both now).
+        const cleared = gone.length ? this.clearWakes(gone) : Promise.resolve();
+        cleared.catch(() => undefined); // awaited below, after the save, which may throw first
+        if (!entries.length) return cleared;
         // Compare-and-set: if another replica saved one of these runs since they were loaded
         // (a rebalance, a tick elsewhere), this throws and the step is done again from a
         // fresh load; its findings have the same ids, so publishing them twice is harmless.
@@ -398,8 +405,19 @@ export class RuleEngine {
           if (live) live.rev = e.expectRev + 1;
         }
         if (!atOnce && wakes.length) await this.windows.setWakes(wakes);
+        await cleared;
       },
     };
+  }
+
+  /**
+   * Clears the wakes of windows that are gone. A store that can clears only those still without
+   * a window (one saved meanwhile, by a step of this engine whose commit came first or by another
+   * replica, keeps its wake).
+   */
+  private clearWakes(keys: readonly string[]): Promise<void> {
+    const store = this.windows;
+    return store.clearOrphanWakes ? store.clearOrphanWakes(keys) : store.setWakes(keys.map((key) => ({ key, atMs: null })));
   }
 
   private rulesFor(project: string, workflow: string | undefined, spanType = '*', tool?: string): CompiledRule[] {

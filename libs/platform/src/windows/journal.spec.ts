@@ -463,6 +463,38 @@ describe('JournalWindowStore after a crash', () => {
     await d.close();
   });
 
+  it('drops the wake of a window that expired while it was closed with the window; a wake of a key never saved stays', async () => {
+    let now = 1_000_000;
+    const f = opener({ now: () => now });
+    const a = f.open();
+    await a.save([{ key: 'r1', window: w('r1', 1), ttlMs: 1_000 }, { key: 'r2', window: w('r2', 1), ttlMs: 600_000 }]);
+    await a.setWakes(['r1', 'r2', 'bare'].map((key) => ({ key, atMs: now + 250 })));
+    await a.close();
+    // Down longer than r1's ttl: r1 is gone, and so is its wake (a tick took it every lease).
+    now += 60_000;
+    const b = f.open();
+    expect(Object.keys(await contents(b, ['r1', 'r2']))).toEqual(['r2']);
+    expect((await b.takeDue(now, 10, 5_000)).sort()).toEqual(['bare', 'r2']);
+    await b.close();
+  });
+
+  it('journals the wakes clearOrphanWakes drops, of keys with no window now, and only those', async () => {
+    let now = 1_000_000;
+    const f = opener({ now: () => now });
+    const a = f.open();
+    await a.save([{ key: 'r1', window: w('r1', 1), ttlMs: 1_000 }, { key: 'r2', window: w('r2', 1), ttlMs: 600_000 }]);
+    await a.setWakes(['r1', 'r2'].map((key) => ({ key, atMs: now + 250 })));
+    now += 5_000;
+    await a.clearOrphanWakes(['r1', 'r2']);
+    expect(await a.takeDue(now, 10)).toEqual(['r2']);
+    // The drop is in the journal: read back at a time r1 still lived, it has no wake.
+    now = 1_000_100;
+    const b = f.open();
+    expect(Object.keys(await contents(b, ['r1', 'r2']))).toEqual(['r1', 'r2']);
+    expect(await b.takeDue(now + 1_000, 10)).toEqual([]);
+    await b.close();
+  });
+
   it('close() keeps the files: the next open reads them', async () => {
     const f = opener({ maxWindows: 10 });
     const a = f.open();

@@ -133,8 +133,11 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     for (const [k, o] of orphans) {
       if (expiry(o.x) > now) throw new Error(`window journal ${path.join(opts.dir, opts.name)}.journal: record ${o.seq} edits window ${JSON.stringify(k)}, which no earlier record holds; move the folder's ${opts.name}.* files aside to start without the windows they hold`);
     }
-    // What expired while the process was down is gone, as if it had been swept.
-    for (const k of this.mem.liveKeys()) if ((this.mem.stateOf(k)?.expiresAt ?? -Infinity) <= now) this.mem.restore(k, undefined as W, -Infinity, 0);
+    // What expired while the process was down is gone, as if it had been swept, with its wake
+    // (a wake kept for a window not there was taken by the rule engine's tick every lease).
+    const expired = this.mem.liveKeys().filter((k) => (this.mem.stateOf(k)?.expiresAt ?? -Infinity) <= now);
+    for (const k of expired) this.mem.restore(k, undefined as W, -Infinity, 0);
+    this.mem.clearOrphanWakesNow(expired);
   }
 
   private apply({ change: c, seq }: Stored<W>, held: Map<string, number>, orphans: Map<string, { x: number | null; seq: number }>): void {
@@ -500,6 +503,13 @@ export class JournalWindowStore<W> implements WindowStore<W> {
     this.mem.setWakesNow(entries);
     if (this.coalesced) return this.wakeLater(entries);
     await this.file.append({ wake: entries.map((e) => ({ k: e.key, at: e.atMs })) });
+  }
+
+  async clearOrphanWakes(keys: readonly string[]): Promise<void> {
+    const cleared = this.mem.clearOrphanWakesNow(keys);
+    if (!cleared.length) return;
+    if (this.coalesced) return this.wakeLater(cleared.map((key) => ({ key })));
+    await this.file.append({ wake: cleared.map((k) => ({ k, at: null })) });
   }
 
   /**

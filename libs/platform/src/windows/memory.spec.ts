@@ -141,6 +141,47 @@ describe('MemoryWindowStore cap', () => {
   });
 });
 
+describe('MemoryWindowStore wakes of windows that are gone', () => {
+  const win = (run: string): W => ({ run, n: 1, list: [] });
+
+  it('drops the wake of a window it expires (in memory or spilled) or drops for want of room; a wake of a key never saved stays', async () => {
+    let now = 1_000;
+    const store = new MemoryWindowStore<W>({ now: () => now, maxWindows: 2, spillFile: path.join(dir, 'wakes.spill') });
+    await store.save([{ key: 'spilled', window: win('spilled'), ttlMs: 1_000 }]);
+    await store.save([{ key: 'short', window: win('short'), ttlMs: 1_000 }]);
+    await store.save([{ key: 'long', window: win('long'), ttlMs: 600_000 }]);
+    expect(store.spilled).toBe(1);
+    await store.setWakes(['spilled', 'short', 'long', 'bare'].map((key) => ({ key, atMs: 1_250 })));
+    // The sweep that comes with a save once the short windows expired takes their wakes too.
+    now = 60_000;
+    await store.save([{ key: 'long', window: win('long'), ttlMs: 600_000 }]);
+    expect(store.wakeList().map((w) => w.key).sort()).toEqual(['bare', 'long']);
+    expect(await store.takeDue(now, 10)).toEqual(['long', 'bare']);
+    await store.close();
+
+    const small = new MemoryWindowStore<W>({ maxWindows: 1 });
+    await small.save([{ key: 'a', window: win('a') }]);
+    await small.setWakes([{ key: 'a', atMs: 5 }]);
+    await small.save([{ key: 'b', window: win('b') }]);
+    expect(small.counts.dropped).toBe(1);
+    expect(small.wakeOf('a')).toBeUndefined();
+    await small.close();
+  });
+
+  it('clearOrphanWakes drops the wakes of the keys with no window now, and only those', async () => {
+    let now = 1_000;
+    const store = new MemoryWindowStore<W>({ now: () => now, maxWindows: 1, spillFile: path.join(dir, 'orphans.spill') });
+    await store.save([{ key: 'spilled', window: win('spilled'), ttlMs: 600_000 }]);
+    await store.save([{ key: 'live', window: win('live'), ttlMs: 600_000 }]);
+    await store.save([{ key: 'expired', window: win('expired'), ttlMs: 1_000 }]);
+    await store.setWakes(['spilled', 'live', 'expired', 'bare', 'other'].map((key) => ({ key, atMs: 5 })));
+    now = 5_000;
+    await store.clearOrphanWakes(['spilled', 'live', 'expired', 'bare']);
+    expect(store.wakeList().map((w) => w.key).sort()).toEqual(['live', 'other', 'spilled']);
+    await store.close();
+  });
+});
+
 interface Seen {
   run: string;
   seen: Record<string, 1>;

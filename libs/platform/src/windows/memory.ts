@@ -190,6 +190,8 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
       this.counts.spilled++;
     } else {
       this.counts.dropped++;
+      // Its wait goes with it: a wake would come round for a window that is not there.
+      this.wakes.delete(k);
     }
     this.revs.delete(k);
   }
@@ -207,6 +209,12 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
 
   private sweep(now: number): void {
     this.lastSweep = now;
+    // An expired window's wake goes with it (in memory or spilled): else the rule engine's tick
+    // would take it every lease for a window that is not there.
+    for (const k of this.wakes.keys()) {
+      const st = this.stateOf(k);
+      if (st && st.expiresAt <= now) this.wakes.delete(k);
+    }
     for (const [k, e] of this.windows) {
       if (e.expiresAt <= now) {
         this.remove(k);
@@ -249,6 +257,21 @@ export class MemoryWindowStore<W> implements WindowStore<W> {
       if (e.atMs === null) this.wakes.delete(e.key);
       else this.wakes.set(e.key, e.atMs);
     }
+  }
+
+  async clearOrphanWakes(keys: readonly string[]): Promise<void> {
+    this.clearOrphanWakesNow(keys);
+  }
+
+  /** clearOrphanWakes, done before it returns; says which keys' wakes it dropped. */
+  clearOrphanWakesNow(keys: readonly string[]): string[] {
+    const cleared: string[] = [];
+    for (const k of keys) {
+      if (!this.wakes.has(k) || this.peek(k)) continue;
+      this.wakes.delete(k);
+      cleared.push(k);
+    }
+    return cleared;
   }
 
   async takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]> {

@@ -57,6 +57,38 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
     }
   });
 
+  it('clears the wakes of windows Redis expired or evicted, in the tick that takes them; a window saved since keeps its wake', async () => {
+    const p = prefix();
+    const store = await openRedisWindowStore<RunWindow>({ url, prefix: p, memberFields: RUN_WINDOW_MEMBER_FIELDS });
+    try {
+      const set = compileRuleSet(
+        [{ id: 'refund', kind: 'rule', title: 'refund', action: 'flag', source: 'user', rule: { type: 'requires_before', call: { tool: ['issue_refund'] }, requires: { tool: ['lookup_order'] } } }],
+        () => ({ test: () => false }),
+      );
+      const engine = new RuleEngine({ windows: store, rules: () => set, ttlIdleMs: 50 });
+      const call = (run: string, at: number): Envelope => ({ project: 'p', received_ms: at, item: normalizeItem({ run_id: run, span_id: 's1', type: 'tool', tool: 'issue_refund', start_ms: at }) });
+      await (await engine.process([call('expired', 1_000), call('evicted', 1_000)])).commit();
+      expect(await raw.zrange(`${p}:wake`, 0, -1)).toEqual(['p\u0000evicted', 'p\u0000expired']);
+      // One window's 50 ms run out in Redis, the other is evicted (maxmemory) before any tick.
+      await raw.del(`${p}:w:p\u0000evicted`);
+      await new Promise((r) => setTimeout(r, 150));
+      expect(await raw.exists(`${p}:w:p\u0000expired`)).toBe(0);
+      const tick = await engine.tick(2_000);
+      expect(tick.findings).toEqual([]);
+      await tick.commit();
+      // Not leased to come round every 5 s: gone.
+      expect(await raw.zrange(`${p}:wake`, 0, -1)).toEqual([]);
+
+      // The store clears only the wakes of keys without a window at the time it looks.
+      await store.save([{ key: 'kept', window: { v: 1, run_id: 'kept', project: 'p', seen: {}, metrics: { spans: 0, llm_calls: 0, tool_calls: 0, errors: 0, total_tokens: 0, input_tokens: 0, output_tokens: 0, cost: 0 }, checks: {} } }]);
+      await store.setWakes([{ key: 'kept', atMs: 5 }, { key: 'gone', atMs: 5 }]);
+      await store.clearOrphanWakes(['kept', 'gone']);
+      expect(await raw.zrange(`${p}:wake`, 0, -1)).toEqual(['kept']);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('applies defaultTtlMs to windows saved without a ttl', async () => {
     const p = prefix();
     const store = await openRedisWindowStore<{ n: number }>({ url, prefix: p, defaultTtlMs: 30_000 });

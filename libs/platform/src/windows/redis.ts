@@ -49,6 +49,8 @@ import { FailFastRedis } from '../redis-client';
  * - wakeAt: ZADD LT, which keeps the earliest time (Redis >= 6.2, checked on connect).
  * - takeDue: a Lua script that ranges and removes in one step, so two replicas never both
  *   take the same key.
+ * - clearOrphanWakes: a Lua script that removes the wakes of the keys whose window is gone
+ *   (expired, or evicted under maxmemory), each checked in the same step.
  *
  * Failure: when Redis is unreachable, commands fail fast instead of queueing (no offline
  * queue, no resend of commands cut off by a dropped connection, a command timeout). The rule
@@ -223,8 +225,19 @@ end
 return conflicts
 `;
 
+// The wakes of the members of ARGV whose window (KEYS[i + 1]) is not there, removed from the
+// schedule (KEYS[1]) in the same step as the look: a window saved meanwhile keeps its wake.
+const CLEAR_ORPHAN_WAKES = `
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then n = n + redis.call('ZREM', KEYS[1], ARGV[i]) end
+end
+return n
+`;
+
 interface ScriptedRedis extends Redis {
   neatrootsTakeDue(key: string, nowMs: string, limit: string, leaseMs: string): Promise<string[]>;
+  neatrootsClearOrphanWakes(numKeys: number, ...args: string[]): Promise<number>;
   neatrootsSave(numKeys: number, ...args: string[]): Promise<number[]>;
 }
 
@@ -324,6 +337,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.redis = this.client.redis;
     this.redis.defineCommand('neatrootsTakeDue', { numberOfKeys: 1, lua: TAKE_DUE });
     this.redis.defineCommand('neatrootsSave', { lua: SAVE });
+    this.redis.defineCommand('neatrootsClearOrphanWakes', { lua: CLEAR_ORPHAN_WAKES });
     this.scripted = this.redis as ScriptedRedis;
   }
 
@@ -659,6 +673,13 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     for (const part of chunks(set)) pipe.zadd(this.wakeKey, ...part.flatMap((e) => [e.atMs as number, e.key]));
     for (const part of chunks(clear)) pipe.zrem(this.wakeKey, ...part);
     check(await pipe.exec());
+  }
+
+  /** A window Redis expired or evicted leaves its wake in the schedule: the tick that takes it clears it here. */
+  async clearOrphanWakes(keys: readonly string[]): Promise<void> {
+    for (const part of chunks([...new Set(keys)], 500)) {
+      await this.scripted.neatrootsClearOrphanWakes(part.length + 1, this.wakeKey, ...part.map((k) => this.wkey(k)), ...part);
+    }
   }
 
   async takeDue(nowMs: number, limit: number, leaseMs?: number): Promise<string[]> {
