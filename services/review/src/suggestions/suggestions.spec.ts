@@ -467,6 +467,14 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', error: expect.stringContaining('refused the token') });
   });
 
+  it('a token stored under another secret key: apply answers 409 naming the workspace and NEATROOTS_SECRET_KEY, and the suggestion stays proposed with error', async () => {
+    await new GitHubConnections(db, randomBytes(32), () => null as never).put(WS, { repository: 'luigis/ops', branch: 'main', path: 'sop', api_url: gh.url, token: gh.token });
+    const { s } = await proposed();
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed', message: expect.stringMatching(/GitHub token of workspace luigis .*NEATROOTS_SECRET_KEY/) });
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', error: expect.stringContaining('NEATROOTS_SECRET_KEY') });
+    expect(gh.requests).toHaveLength(0);
+  });
+
   it('a rate limit is waited out and the pull request opened', async () => {
     await connect();
     const { s } = await proposed();

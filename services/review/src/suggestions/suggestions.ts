@@ -4,6 +4,7 @@ import { freshness, REWRITE_VERSION, SUGGEST_VERSION, transitionForPullRequest, 
 import {
   LineageRepo,
   PatternsRepo,
+  SecretKeyError,
   SopError,
   SUGGESTION_STATUSES,
   SuggestionsRepo,
@@ -160,7 +161,15 @@ export class Suggestions {
     if (since.state === 'conflict') throw new SopError(409, 'conflict', `suggestion ${id} conflicts with the file as it is now: ${since.reason}`, since.issues.length ? since.issues : undefined);
     const text = since.state === 'merges' ? since.merged_text! : s.new_text!;
     const mergedInto = since.state === 'merges' ? since.head_version : null;
-    const c = await this.codeHostOf(workspace);
+    let c: Awaited<ReturnType<CodeHostOfWorkspace>>;
+    try {
+      c = await this.codeHostOf(workspace);
+    } catch (err) {
+      // A token stored under another NEATROOTS_SECRET_KEY: the connection is there, its token cannot be read.
+      if (!(err instanceof SecretKeyError)) throw err;
+      await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${err.message}` }, ['proposed'], { claim });
+      throw new SopError(409, 'pull_request_failed', `suggestion ${id} stays proposed: the pull request could not be opened: ${err.message}`);
+    }
     if (c) {
       const path = c.folder ? `${c.folder}/${s.procedure_id}.md` : `${s.procedure_id}.md`;
       const where = `${path} on ${c.branch} of ${c.repo.owner}/${c.repo.repo}`;
