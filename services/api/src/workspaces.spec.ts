@@ -56,6 +56,32 @@ describe.each(deployments(() => h))('the workspace endpoints (%s)', (_name, sopO
     expect(issues[0]).toMatchObject({ file: 'agents/phone-agent.yaml', message: expect.stringContaining('missing-0') });
   });
 
+  it('answers 422 with a short message when sopc\'s errors echo huge lines (over gRPC the message once never came back)', async () => {
+    // three headings of 80 KB each: sopc echoes each line in its error ("unknown section ...")
+    const line = (c: string) => `## ${c.repeat(80_000)}`;
+    const bad = await call('PUT', '/head/procedures/huge.md', `# Huge\n${line('a')}\n${line('b')}\n${line('c')}\n`, 'text/markdown');
+    expect(bad.status).toBe(422);
+    const { code, message, issues, issues_omitted: omitted } = bad.body.error as { code: string; message: string; issues: { line: number; message: string }[]; issues_omitted?: number };
+    expect(code).toBe('does_not_compile');
+    expect(message.length).toBeLessThan(2_000);
+    expect(message).toMatch(/^head with procedures\/huge\.md would not compile: procedures\/huge\.md:2: unknown section "## aaa+…; procedures\/huge\.md:3: unknown section "## bbb+…; /);
+    // each error is there, cut short
+    expect(issues.map((i) => i.line)).toEqual([2, 3, 4]);
+    expect(omitted).toBeUndefined();
+    for (const i of issues) expect(i.message).toMatch(/^unknown section "## (a+|b+|c+)…$/);
+    expect(issues.every((i) => i.message.length <= 1000)).toBe(true);
+  });
+
+  it('answers 422 with sopc\'s errors that quote text beyond ASCII (over gRPC they once never came back)', async () => {
+    const bad = await call('PUT', '/head/procedures/greet.md', '# Grüßen\n## Steps\n1. Grüßen. [requîred]\n', 'text/markdown');
+    expect(bad.status).toBe(422);
+    expect(bad.body.error).toMatchObject({
+      code: 'does_not_compile',
+      message: 'head with procedures/greet.md would not compile: procedures/greet.md:3: unknown annotation "requîred" (known: tool: NAME, required, when: CONDITION)',
+      issues: [{ file: 'procedures/greet.md', line: 3, message: 'unknown annotation "requîred" (known: tool: NAME, required, when: CONDITION)' }],
+    });
+  });
+
   it('pushes a folder, shows the unpublished diff, publishes releases and reads them by number, id and live', async () => {
     expect((await call('POST', '/releases')).body.error.code).toBe('nothing_to_publish');
     const pushed = await call('PUT', '/head', { files: folder });

@@ -31,17 +31,44 @@ export class SopError extends Error {
  */
 export const ISSUES_BYTES = 32 * 1024;
 
-export function doesNotCompile(what: string, issues: Issue[]): SopError {
-  const first = issues.slice(0, 3).map((i) => `${i.file}:${i.line}: ${i.message}`).join('; ');
+/**
+ * JSON in printable ASCII (each other character as its \u escape): what a gRPC metadata value
+ * may hold. grpc-js throws on anything else, and that refusal then never came back at all.
+ * ISSUES_BYTES measures issues this way (never fewer bytes than their UTF-8 JSON).
+ */
+export function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * How much of one user-given text (the `what`, each of the first errors) the refusal's message
+ * shows. The message travels as the gRPC status's details (a header too), and sopc's errors
+ * echo what they refuse (`unknown section "<the whole line>"`, a file holds up to 256 KiB), so
+ * the message is kept to a few hundred characters a part; the issues carry more of each error.
+ */
+export const MESSAGE_PART_CHARS = 300;
+
+/** How much of one of sopc's errors `issues` shows, so that a lone error echoing a huge line still fits in ISSUES_BYTES. */
+export const ISSUE_MESSAGE_CHARS = 1000;
+
+function clip(text: string, max = MESSAGE_PART_CHARS): string {
+  if (text.length <= max) return text;
+  const chars = [...text];
+  return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : text;
+}
+
+export function doesNotCompile(what: string, all: Issue[]): SopError {
+  const issues = all.map((i) => (i.message.length > ISSUE_MESSAGE_CHARS ? { ...i, message: clip(i.message, ISSUE_MESSAGE_CHARS) } : i));
+  const first = issues.slice(0, 3).map((i) => clip(`${i.file}:${i.line}: ${i.message}`)).join('; ');
   const more = issues.length > 3 ? ` (and ${issues.length - 3} more)` : '';
   let bytes = 2;
   let kept = 0;
   while (kept < issues.length) {
-    const size = Buffer.byteLength(JSON.stringify(issues[kept])) + 1;
+    const size = asciiJson(issues[kept]).length + 1;
     if (bytes + size > ISSUES_BYTES) break;
     bytes += size;
     kept++;
   }
   const omitted = issues.length - kept;
-  return new SopError(422, 'does_not_compile', `${what} would not compile: ${first}${more}`, issues.slice(0, kept), omitted || undefined);
+  return new SopError(422, 'does_not_compile', `${clip(what)} would not compile: ${first}${more}`, issues.slice(0, kept), omitted || undefined);
 }

@@ -1,6 +1,6 @@
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { SopError, type ListSessionsQuery, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
+import { asciiJson, SopError, type ListSessionsQuery, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
 
 /** Trailing metadata of a refusal: the error's code and, for does_not_compile, sopc's issues as JSON. */
 export const SOP_ERROR_CODE = 'neatroots-error-code';
@@ -26,7 +26,8 @@ function unary<Req>(fn: Handler<Req>) {
         if (err instanceof SopError) {
           const metadata = new Metadata();
           metadata.set(SOP_ERROR_CODE, err.code);
-          if (err.issues) metadata.set(SOP_ERROR_ISSUES, JSON.stringify(err.issues));
+          // a metadata value is printable ASCII (grpc-js throws on more, and the call then never ended)
+          if (err.issues) metadata.set(SOP_ERROR_ISSUES, asciiJson(err.issues));
           if (err.issuesOmitted) metadata.set(SOP_ERROR_ISSUES_OMITTED, String(err.issuesOmitted));
           cb({ code: SOP_STATUS_TO_GRPC[err.status], details: err.message, metadata });
         } else {
