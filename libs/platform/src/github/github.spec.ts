@@ -106,6 +106,14 @@ describe('GitHubCodeHost against a local GitHub', () => {
     expect(noBranch.message).toContain('branch release');
   });
 
+  it('reading a file: null only when the repository, branch and folder are there; else what is missing', async () => {
+    expect(await host.readFile(repo, 'main', 'procedures/new.md')).toBeNull();
+    await expect(host.readFile({ owner: 'acme', repo: 'nope' }, 'main', 'procedures/refunds.md')).rejects.toThrow(/not found on the code host: repository acme\/nope/);
+    await expect(host.readFile(repo, 'release', 'procedures/refunds.md')).rejects.toThrow(/not found on the code host: branch release/);
+    await expect(host.readFile(repo, 'main', 'sop/refunds.md')).rejects.toThrow(/not found on the code host: folder sop on main \(repository acme\/ops\)/);
+    await expect(host.readFile(repo, 'main', 'procedures/refunds.md/x.md')).rejects.toThrow(/procedures\/refunds.md on main is a file, not a folder/);
+  });
+
   it('waits out a primary rate limit (403, x-ratelimit-reset) and retries', async () => {
     gh.rateLimitOnce('primary', 1);
     const t0 = Date.now();

@@ -109,9 +109,24 @@ export class GitHubCodeHost implements CodeHost {
     return p.state === 'closed' ? { state: 'closed' } : { state: 'open' };
   }
 
+  /**
+   * GitHub answers 404 alike for a missing file, folder, branch or repository: null only when
+   * the repository, the branch (a ref that is not a commit sha) and the file's folder are
+   * there; otherwise a CodeHostNotFoundError naming which is missing.
+   */
   async readFile(repo: RepoRef, ref: string, path: string): Promise<string | null> {
     const c = await this.contents(repo, ref, path);
-    if (!c) return null;
+    if (!c) {
+      await this.call(repo, 'GET', '', undefined, `repository ${slug(repo)}`);
+      if (!/^[0-9a-f]{40}$/i.test(ref)) await this.call(repo, 'GET', `/git/ref/heads/${encodePath(ref)}`, undefined, `branch ${ref}`);
+      const folder = path.split('/').slice(0, -1).join('/');
+      if (folder) {
+        const f = await this.call(repo, 'GET', `/contents/${encodePath(folder)}?ref=${encodeURIComponent(ref)}`, undefined, undefined, [404]);
+        if (f.status === 404) throw new CodeHostNotFoundError(slug(repo), `folder ${folder} on ${ref}`);
+        if (!Array.isArray(f.json)) throw new CodeHostError(slug(repo), 200, `${folder} on ${ref} is a file, not a folder`);
+      }
+      return null;
+    }
     // Over 1 MB GitHub sends the sha but not the content ("encoding": "none"): not an empty file.
     if (c.encoding === 'none') throw new CodeHostError(slug(repo), 200, `${path} at ${ref} is over 1 MB: GitHub does not return its content`);
     return Buffer.from(c.content, 'base64').toString('utf8');

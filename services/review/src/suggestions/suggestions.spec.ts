@@ -475,6 +475,20 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(gh.requests).toHaveLength(0);
   });
 
+  it('a connection naming a repository, branch or folder that is not there: 409 naming it, no pull request adding a new file', async () => {
+    const { s } = await proposed();
+    for (const [conn, missing] of [
+      [{ repository: 'luigis/nope', branch: 'main', path: 'sop' }, 'repository luigis/nope'],
+      [{ repository: 'luigis/ops', branch: 'release', path: 'sop' }, 'branch release'],
+      [{ repository: 'luigis/ops', branch: 'main', path: 'procedures' }, 'folder procedures on main'],
+    ] as const) {
+      await github.put(WS, { ...conn, api_url: gh.url, token: gh.token });
+      await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed', message: expect.stringContaining(`not found on the code host: ${missing}`) });
+    }
+    expect(gh.requests.filter((r) => r.method !== 'GET')).toEqual([]);
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', error: expect.stringContaining('folder procedures on main') });
+  });
+
   it('a rate limit is waited out and the pull request opened', async () => {
     await connect();
     const { s } = await proposed();
