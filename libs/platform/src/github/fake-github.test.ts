@@ -38,8 +38,12 @@ export interface FakeGitHub {
   commitFile(owner: string, repo: string, branch: string, path: string, content: string): void;
   merge(owner: string, repo: string, number: number): void;
   close(owner: string, repo: string, number: number): void;
-  /** The next request is answered with a rate limit: `primary` (403, x-ratelimit-remaining 0) or `secondary` (429, retry-after). */
-  rateLimitOnce(kind: 'primary' | 'secondary', seconds: number): void;
+  /**
+   * The next request is answered with a rate limit: `primary` (403, x-ratelimit-remaining 0 and
+   * x-ratelimit-reset), `exhausted` (403, x-ratelimit-remaining 0 without a reset time) or
+   * `secondary` (429, retry-after).
+   */
+  rateLimitOnce(kind: 'primary' | 'exhausted' | 'secondary', seconds: number): void;
   /** The next `n` requests get 502. */
   failNext(n: number): void;
   /**
@@ -57,7 +61,7 @@ const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
 export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Promise<FakeGitHub> {
   const repos = new Map<string, FakeRepo>();
   const requests: FakeGitHubRequest[] = [];
-  let limit: { kind: 'primary' | 'secondary'; seconds: number } | null = null;
+  let limit: { kind: 'primary' | 'exhausted' | 'secondary'; seconds: number } | null = null;
   let fail = 0;
   let hang = 0;
   let lose: { method: string; path: RegExp } | null = null;
@@ -95,6 +99,7 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
     if (limit) {
       const l = limit;
       limit = null;
+      if (l.kind === 'exhausted') return send(res, 403, { message: 'API rate limit exceeded' }, { 'x-ratelimit-remaining': '0' });
       if (l.kind === 'primary') {
         return send(res, 403, { message: 'API rate limit exceeded' }, {
           'x-ratelimit-remaining': '0',
@@ -123,7 +128,8 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
     }
     if (method === 'POST' && rest === 'git/refs') {
       const ref = String(body?.ref ?? '');
-      if (!ref.startsWith('refs/heads/') || !r.commits.has(body?.sha)) return send(res, 422, { message: 'Invalid request' });
+      // As GitHub: a name git refuses (e.g. "..") is a 422 too, not "already exists".
+      if (!ref.startsWith('refs/heads/') || ref.includes('..') || !r.commits.has(body?.sha)) return send(res, 422, { message: 'Invalid request' });
       const branch = ref.slice('refs/heads/'.length);
       if (r.refs.has(branch)) return send(res, 422, { message: 'Reference already exists' });
       r.refs.set(branch, body.sha);

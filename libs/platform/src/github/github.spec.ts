@@ -1,4 +1,4 @@
-import { CodeHostAuthError, CodeHostChangedError, CodeHostNotFoundError } from '@neatroots/ports';
+import { CodeHostAuthError, CodeHostChangedError, CodeHostError, CodeHostNotFoundError } from '@neatroots/ports';
 import { GitHubCodeHost, rateLimitWaitMs } from './github';
 import { startFakeGitHub, type FakeGitHub } from './fake-github.test';
 
@@ -75,6 +75,13 @@ describe('GitHubCodeHost against a local GitHub', () => {
     await host.openPullRequest(req);
     const second = await host.openPullRequest(req);
     expect(second).toMatchObject({ number: 2, branch: 'neatroots/suggestion-1-2' });
+  });
+
+  it('a branch name GitHub refuses is an error saying so, not taken for one that exists', async () => {
+    const err = await host.openPullRequest({ ...req, branch: 'bad..name' }).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(CodeHostError);
+    expect((err as Error).message).toMatch(/POST \/git\/refs \(branch bad\.\.name\): Invalid request/);
+    expect(gh.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 
   it('reads merged (with the merge commit) and closed without merging', async () => {
@@ -162,6 +169,14 @@ describe('GitHubCodeHost against a local GitHub', () => {
     expect(Date.now() - t0).toBeLessThan(3000);
   });
 
+  it('a 403 out of requests with no reset time is a rate limit (a minute), not a refused token', async () => {
+    const impatient = new GitHubCodeHost({ token: gh.token, baseUrl: gh.url, maxWaitMs: 500 });
+    gh.rateLimitOnce('exhausted', 0);
+    const err = await impatient.pullRequestState(repo, 1).catch((e: Error) => e);
+    expect(err).not.toBeInstanceOf(CodeHostAuthError);
+    expect(err.message).toMatch(/acme\/ops.*rate limited for 60 s more/);
+  });
+
   it('retries 5xx a bounded number of times', async () => {
     gh.failNext(2);
     expect((await host.openPullRequest(req)).number).toBe(1);
@@ -177,6 +192,9 @@ describe('rateLimitWaitMs', () => {
     expect(rateLimitWaitMs(res(403, { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '1010' }), 1_000_000)).toBe(10_250);
     expect(rateLimitWaitMs(res(403, { 'x-ratelimit-remaining': '12', 'x-ratelimit-reset': '1010' }))).toBeNull();
     expect(rateLimitWaitMs(res(403, {}))).toBeNull();
+    // Out of requests with no (or no usable) reset time: a rate limit, a minute; not a refused token.
+    expect(rateLimitWaitMs(res(403, { 'x-ratelimit-remaining': '0' }))).toBe(60_000);
+    expect(rateLimitWaitMs(res(403, { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': 'soon' }))).toBe(60_000);
     expect(rateLimitWaitMs(res(500, { 'retry-after': '1' }))).toBeNull();
   });
 });

@@ -132,12 +132,17 @@ export class GitHubCodeHost implements CodeHost {
     return Buffer.from(c.content, 'base64').toString('utf8');
   }
 
-  /** A 422 on create means the ref exists (an earlier apply, or a retry after a lost answer): take the next free name. */
+  /**
+   * A 422 "Reference already exists" means the ref exists (an earlier apply, or a retry after a
+   * lost answer): take the next free name. Any other 422 (a name GitHub refuses) is an error.
+   */
   private async createBranch(r: RepoRef, wanted: string, sha: string): Promise<string> {
     for (let n = 1; n <= 20; n++) {
       const name = n === 1 ? wanted : `${wanted}-${n}`;
       const a = await this.call(r, 'POST', '/git/refs', { ref: `refs/heads/${name}`, sha }, undefined, [422]);
       if (a.status !== 422) return name;
+      const why = ghMessage(a.json, '');
+      if (!/reference already exists/i.test(why)) throw new CodeHostError(slug(r), 422, `POST /git/refs (branch ${name}): ${why}`);
     }
     throw new CodeHostError(slug(r), 422, `branches ${wanted} to ${wanted}-20 all exist`);
   }
@@ -212,15 +217,17 @@ export class GitHubCodeHost implements CodeHost {
 
 /**
  * How long GitHub asks to wait, or null when the answer is no rate limit: 429, or 403 with
- * retry-after or x-ratelimit-remaining 0 (a 403 without them is a refused token).
+ * retry-after or x-ratelimit-remaining 0 (a 403 without them is a refused token). Without a
+ * usable retry-after or x-ratelimit-reset, a minute.
  */
 export function rateLimitWaitMs(res: { status: number; headers: { get(name: string): string | null } }, nowMs = Date.now()): number | null {
   if (res.status !== 403 && res.status !== 429) return null;
   const after = res.headers.get('retry-after');
   if (after !== null && /^\d+$/.test(after.trim())) return Number(after) * 1000;
   const reset = res.headers.get('x-ratelimit-reset');
-  if (res.headers.get('x-ratelimit-remaining') === '0' && reset !== null && /^\d+$/.test(reset.trim())) {
-    return Math.max(0, Number(reset) * 1000 - nowMs) + 250; // reset is whole seconds: a little past it
+  if (res.headers.get('x-ratelimit-remaining') === '0') {
+    if (reset !== null && /^\d+$/.test(reset.trim())) return Math.max(0, Number(reset) * 1000 - nowMs) + 250; // reset is whole seconds: a little past it
+    return 60_000; // out of requests, no time given: a minute, as below
   }
   // A 429 with no hint: a minute, GitHub's documented default for secondary limits.
   return res.status === 429 ? 60_000 : null;
