@@ -108,7 +108,15 @@ export function readFolder(dir: string): Map<string, string> {
   if (!present.length) throw new FolderError(`${dir}: not a procedures folder (it has no procedures/, agents/ or groups/)`);
   const files = new Map<string, string>();
   for (const folder of present) {
-    for (const entry of fs.readdirSync(path.join(dir, folder), { withFileTypes: true })) {
+    const sub = path.join(dir, folder);
+    if (!fs.statSync(sub).isDirectory()) throw new FolderError(`${sub}: not a folder (${folder}/ holds the ${folder === 'procedures' ? '.md' : '.yaml'} files)`);
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(sub, { withFileTypes: true });
+    } catch (e) {
+      throw new FolderError(`${sub}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+    for (const entry of entries) {
       if (entry.name.startsWith('.')) continue; // editor and OS files (.DS_Store, swap files)
       const rel = `${folder}/${entry.name}`;
       // A sub-folder is reported (as a bad file name), not silently skipped.

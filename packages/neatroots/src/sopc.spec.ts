@@ -55,6 +55,24 @@ describe('sopc', () => {
       expect(none.err).toContain('not a procedures folder');
     });
 
+    it('exits 2 when procedures/ (or agents/, groups/) is a file, not a folder, with a plain message', async () => {
+      write('procs/procedures', 'not a folder\n');
+      write('procs/agents/phone-agent.yaml', 'procedures: []\n');
+      for (const cmd of ['compile', 'export']) {
+        const r = await run([cmd, 'procs'], dir);
+        expect(r).toEqual({ code: 2, out: [], err: `sopc ${cmd}: ${path.join(dir, 'procs', 'procedures')}: not a folder (procedures/ holds the .md files)` });
+      }
+      expect(fs.existsSync(path.join(dir, 'procs', 'lock.json'))).toBe(false);
+    });
+
+    it('exits 2 when export --out names a path under a file', async () => {
+      good();
+      write('plain', 'a file\n');
+      const r = await run(['export', 'procs', '--out', 'plain/lock.json'], dir);
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(/^sopc export: ENOTDIR: not a directory/);
+    });
+
     it('exits 2 on a usage error', async () => {
       expect((await run(['compile'], dir)).code).toBe(2);
       expect((await run(['compile', 'a', 'b'], dir)).err).toContain('one folder, got 2');
