@@ -30,6 +30,16 @@ describe('agreement and the routing switch', () => {
     expect(b.classifierFirst('k')).toBe(true);
   });
 
+  it('without a store, keeps at most maxRecords records, the least recently used going first', () => {
+    const a = new AgreementTracker({ maxRecords: 2 });
+    a.record('k1', 'q1', true);
+    a.record('k2', 'q2', true);
+    a.record('k1', 'q1', true);
+    a.record('k3', 'q3', true);
+    expect(a.held().records).toBe(2);
+    expect(['k1', 'k2', 'k3'].map((k) => a.get(k)?.answers)).toEqual([2, undefined, 1]);
+  });
+
   it('reports agreement per question', async () => {
     const a = new AgreementTracker();
     a.record('k1', 'q1', true, true);

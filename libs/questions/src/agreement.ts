@@ -1,4 +1,5 @@
 import { LoadOnce } from './load-once';
+import { leastRecentlyUsed, trimTarget } from './lru';
 
 /**
  * Agreement between the fast classifier and the LLM, per question (the seed: "Once Laya agrees
@@ -47,7 +48,17 @@ export interface AgreementOptions {
   minRate?: number;
   /** How many recent answers the switch looks at. */
   window?: number;
+  /**
+   * The records kept in memory at most. Past it the least recently used that are in the store
+   * as they are go (read again when their question is next asked); one changed since the last
+   * flush stays until it is saved. Without a store the least recently used go as they are.
+   */
+  maxRecords?: number;
+  /** Questions remembered as loaded from the store, with or without a record (LoadOnce). */
+  maxLoadedKeys?: number;
 }
+
+export const DEFAULT_MAX_AGREEMENT_RECORDS = 10_000;
 
 export const MIN_AGREEMENT_ANSWERS = 30;
 export const MIN_AGREEMENT_RATE = 0.9;
@@ -113,40 +124,85 @@ export class ClassifierFirstView {
 
 export class AgreementTracker {
   private readonly records = new Map<string, AgreementRecord>();
-  private readonly loaded = new LoadOnce();
+  /** The tick of each record's last use (leastRecentlyUsed). */
+  private readonly used = new Map<string, number>();
+  private readonly loaded: LoadOnce;
   private readonly dirty = new Set<string>();
+  /** Keys being written (flush), with how many saves of each are under way: not let go until the store has them. */
+  private readonly saving = new Map<string, number>();
   private readonly minAnswers: number;
   private readonly minRate: number;
   private readonly window: number;
+  private readonly maxRecords: number;
+  private tick = 0;
 
   constructor(private readonly opts: AgreementOptions = {}) {
     this.minAnswers = opts.minAnswers ?? MIN_AGREEMENT_ANSWERS;
     this.minRate = opts.minRate ?? MIN_AGREEMENT_RATE;
     this.window = Math.max(opts.window ?? 100, this.minAnswers);
+    this.maxRecords = opts.maxRecords ?? DEFAULT_MAX_AGREEMENT_RECORDS;
+    this.loaded = new LoadOnce(opts.maxLoadedKeys);
   }
 
+  /**
+   * Loads the stored records of these question keys (once each, and again once let go); call
+   * before asking classifierFirst and before record: with a store, an answer of a question not
+   * made ready is not recorded, so that a record let go is never replaced by a fresh one.
+   */
   async ready(keys: readonly string[]): Promise<void> {
+    for (const k of keys) if (this.records.has(k)) this.used.set(k, ++this.tick);
     const store = this.opts.store;
     if (!store) return;
     await this.loaded.ready(keys, async (todo) => {
       const got = await store.load(todo);
       for (const k of todo) {
         const r = got.get(k);
-        if (r && !this.records.has(k)) this.records.set(k, r);
+        if (r && !this.records.has(k)) this.hold(k, r);
       }
     });
+    // Not those just asked for, whose answers are on their way (over the bound until a flush).
+    this.trim(new Set(keys));
+  }
+
+  /** The records held in memory, and the keys remembered as loaded. */
+  held(): { records: number; loaded: number } {
+    return { records: this.records.size, loaded: this.loaded.size };
+  }
+
+  private hold(key: string, r: AgreementRecord): void {
+    this.records.set(key, r);
+    this.used.set(key, ++this.tick);
+  }
+
+  /**
+   * Lets the least recently used records go while over the bound (down to a tenth under it):
+   * those saved (all without a store), but for `keep`.
+   */
+  private trim(keep?: ReadonlySet<string>): void {
+    if (this.records.size <= this.maxRecords) return;
+    const store = this.opts.store;
+    const over = this.records.size - trimTarget(this.maxRecords);
+    for (const k of leastRecentlyUsed(this.used, over, (k) => !keep?.has(k) && (!store || (!this.dirty.has(k) && !this.saving.has(k))))) {
+      this.records.delete(k);
+      this.used.delete(k);
+      this.loaded.forget(k);
+    }
   }
 
   record(key: string, checkId: string, agreed: boolean, llmFlagged = false): void {
     let r = this.records.get(key);
-    if (!r) {
+    if (r) this.used.set(key, ++this.tick);
+    else {
+      // Not made ready (or let go since): the store may hold its record, which a fresh one would overwrite.
+      if (this.opts.store && !this.loaded.has(key)) return;
       r = { key, check_id: checkId, answers: 0, agreed: 0, recent: '' };
-      this.records.set(key, r);
+      this.hold(key, r);
+      this.trim(new Set([key]));
     }
     r.answers++;
     if (agreed) r.agreed++;
     r.recent = (r.recent + (agreed ? (llmFlagged ? 'A' : 'a') : llmFlagged ? 'D' : 'd')).slice(-this.window);
-    this.dirty.add(key);
+    if (this.opts.store) this.dirty.add(key);
   }
 
   /** Whether the question goes to the fast classifier first. */
@@ -163,12 +219,15 @@ export class AgreementTracker {
     return this.records.get(key);
   }
 
-  /** Per question: what Settings → Models shows. */
+  /**
+   * Per question: what Settings → Models shows. The store's records with those held in memory
+   * over them (what is held may not be saved yet); none of the store's is kept in memory.
+   */
   async stats(checkId?: string): Promise<AgreementStat[]> {
-    if (this.opts.store?.list) {
-      for (const r of await this.opts.store.list()) if (!this.records.has(r.key)) this.records.set(r.key, r);
-    }
-    return [...this.records.values()]
+    const all = new Map<string, AgreementRecord>();
+    if (this.opts.store?.list) for (const r of await this.opts.store.list()) all.set(r.key, r);
+    for (const [k, r] of this.records) all.set(k, r);
+    return [...all.values()]
       .filter((r) => !checkId || r.check_id === checkId)
       .map((r) => {
         const recall = this.recentRates(r).recall;
@@ -178,7 +237,7 @@ export class AgreementTracker {
           answers: r.answers,
           agreed: r.agreed,
           rate: r.answers ? Math.round((r.agreed / r.answers) * 1000) / 1000 : 0,
-          classifier_first: this.classifierFirst(r.key),
+          classifier_first: goesToClassifierFirst(r, this.minAnswers, this.minRate),
         };
         if (recall !== undefined) stat.recall = Math.round(recall * 1000) / 1000;
         return stat;
@@ -190,11 +249,22 @@ export class AgreementTracker {
     if (!this.opts.store || !this.dirty.size) return;
     const keys = [...this.dirty];
     this.dirty.clear();
+    // Copies: a record that changes while the save waits is saved again at the next flush.
+    const records = keys.map((k) => ({ ...this.records.get(k)! }));
+    for (const k of keys) this.saving.set(k, (this.saving.get(k) ?? 0) + 1);
     try {
-      await this.opts.store.save(keys.map((k) => this.records.get(k)!));
+      await this.opts.store.save(records);
     } catch (err) {
       for (const k of keys) this.dirty.add(k);
       throw err;
+    } finally {
+      for (const k of keys) {
+        const n = this.saving.get(k)! - 1;
+        if (n) this.saving.set(k, n);
+        else this.saving.delete(k);
+      }
     }
+    // Saved: those over the bound may go now.
+    this.trim();
   }
 }

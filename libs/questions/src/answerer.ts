@@ -238,11 +238,14 @@ export class QuestionAnswerer {
       // In the shared cache before the answer goes back to its batch: a crash before that batch is marked done reads it from there.
       await this.cache?.set(cacheKey, raw!);
       const r = raw!;
-      // Compared before it learns, so agreement measures predictions, not memory.
+      // Compared before it learns, so agreement measures predictions, not memory. Made ready
+      // again first: the model and record of a question asked a while ago may have been let go
+      // (their bounds), and are read back rather than started afresh over what is stored.
+      const key = questionKey(q);
       this.track(
-        Promise.resolve().then(() => {
+        Promise.all([this.classifier.ready([q]), this.agreement.ready([key])]).then(() => {
           const c = this.classifier.answer(q, evidence, x);
-          if (c.status === 'answered') this.agreement.record(questionKey(q), q.id, c.flagged === verdict.flagged, verdict.flagged);
+          if (c.status === 'answered') this.agreement.record(key, q.id, c.flagged === verdict.flagged, verdict.flagged);
           this.classifier.learn(q, evidence, r, x);
         }),
       );

@@ -1,3 +1,5 @@
+import type { QuestionCheck } from '@neatroots/checks';
+import { fillParams } from './library';
 import { judge, LLM_CONFIDENCE, MalformedAnswerError, questionKey, readRawAnswer, toAnswer, type QuestionDef } from './judge';
 
 const yesNo: QuestionDef = { id: 'q', kind: 'yes_no', ask: 'Did it fail?', flag_at: 0.8 };
@@ -95,5 +97,14 @@ describe('reading raw answers', () => {
   it('keys a question by its id and wording', () => {
     expect(questionKey(yesNo)).toBe(questionKey({ ...yesNo, flag_at: 0.5 }));
     expect(questionKey(yesNo)).not.toBe(questionKey({ ...yesNo, ask: 'Did it break?' }));
+  });
+
+  it('keys a question filled for a run by its wording as written', () => {
+    const task = { ...yesNo, ask: 'Did the agent finish {task}?' };
+    const filled = fillParams(task as QuestionCheck, undefined, { user_message: 'refund order 17' });
+    expect(filled.ask).toBe('Did the agent finish refund order 17?');
+    expect(questionKey(filled)).toBe(questionKey(task));
+    expect(questionKey(fillParams(task as QuestionCheck, { task: 'the booking' }, undefined))).toBe(questionKey(task));
+    expect(questionKey({ ...task, ask: 'Did the agent complete {task}?' })).not.toBe(questionKey(task));
   });
 });

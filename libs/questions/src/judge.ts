@@ -10,7 +10,10 @@ import type { Answer, AnsweredBy } from './types';
 
 /** What a question is, without where it came from: enough to ask it and to judge the answer. */
 export type QuestionDef = Pick<QuestionCheck, 'id' | 'kind' | 'ask' | 'options' | 'flag_on' | 'levels' | 'flag_at' | 'flag_at_level'> &
-  Partial<Pick<QuestionCheck, 'source' | 'scope' | 'evidence' | 'title' | 'guidance'>>;
+  Partial<Pick<QuestionCheck, 'source' | 'scope' | 'evidence' | 'title' | 'guidance'>> & {
+    /** A question whose {rules}, {tools} or {task} were filled for a run: its ask as written (fillParams). */
+    ask_as_written?: string;
+  };
 
 /** An LLM's confidence in its own answer is not calibrated (the seed), so it counts at most this much. */
 export const LLM_PROBABILITY_CAP = 0.9;
@@ -30,7 +33,13 @@ export interface RawAnswer {
   quote?: string;
 }
 
-/** The key agreement and the classifier are kept under: a changed question starts afresh. */
+/**
+ * The key agreement and the classifier are kept under: the check's id and a hash of the question
+ * as written, so a reworded question starts afresh. A question filled for a run (its {task},
+ * {tools} or {rules}) is keyed as written, not as filled: keyed by the filled wording, every run
+ * with a task of its own made a model (256 KB) and an agreement record of its own, never freed,
+ * and none of them ever learnt enough to answer.
+ */
 const keys = new WeakMap<QuestionDef, string>();
 
 export function questionKey(q: QuestionDef): string {
@@ -38,7 +47,7 @@ export function questionKey(q: QuestionDef): string {
   const known = keys.get(q);
   if (known) return known;
   const h = createHash('sha1')
-    .update(JSON.stringify([q.kind, q.ask, q.options ?? null, q.flag_on ?? null, q.levels ?? null]))
+    .update(JSON.stringify([q.kind, q.ask_as_written ?? q.ask, q.options ?? null, q.flag_on ?? null, q.levels ?? null]))
     .digest('hex')
     .slice(0, 10);
   const key = `${q.id}@${h}`;

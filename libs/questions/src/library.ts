@@ -37,11 +37,21 @@ export function defaultParam(name: QuestionParam, start: RunStartInfo | undefine
   }
 }
 
+/**
+ * A question whose parameters were filled: `ask_as_written` is its `ask` as written, with
+ * `{rules}`, `{tools}` and `{task}` in it. It travels with the question task (in its check's
+ * JSON), so the question service keys the fast classifier and agreement by the question as
+ * written (questionKey): every run of the question teaches one model, whatever its run's task.
+ */
+export type FilledQuestion = QuestionCheck & { ask_as_written?: string };
+
 /** The question with its parameters filled: the plan's values first, then the run's. */
-export function fillParams(q: QuestionCheck, params: Record<string, string> | undefined, start: RunStartInfo | undefined): QuestionCheck {
+export function fillParams(q: QuestionCheck, params: Record<string, string> | undefined, start: RunStartInfo | undefined): FilledQuestion {
   if (!q.ask.includes('{')) return q;
   const ask = q.ask.replace(PARAM_RE, (_, name: QuestionParam) => params?.[name]?.trim() || defaultParam(name, start));
-  return ask === q.ask ? q : { ...q, ask };
+  if (ask === q.ask) return q;
+  const filled: FilledQuestion = { ...q, ask, ask_as_written: (q as FilledQuestion).ask_as_written ?? q.ask };
+  return filled;
 }
 
 export function isAlwaysOn(q: QuestionCheck): boolean {

@@ -46,6 +46,22 @@ it('tries a failed load again on the next call, and tells every caller that wait
   expect(calls).toBe(2);
 });
 
+it('remembers at most its bound of keys as loaded, the least recently asked going first, and loads a key let go again', async () => {
+  const once = new LoadOnce(3);
+  const loads: string[] = [];
+  const load = async (keys: string[]) => void loads.push(...keys);
+  for (const k of ['a', 'b', 'c']) await once.ready([k], load);
+  await once.ready(['a'], load); // asked again: now the most recent
+  await once.ready(['d'], load);
+  expect(once.size).toBe(3);
+  expect(['a', 'b', 'c', 'd'].map((k) => once.has(k))).toEqual([true, false, true, true]);
+  await once.ready(['a', 'b'], load);
+  expect(loads).toEqual(['a', 'b', 'c', 'd', 'b']);
+  once.forget('a');
+  await once.ready(['a'], load);
+  expect(loads.slice(5)).toEqual(['a']);
+});
+
 it('gives the classifier and the agreement tracker one load per question, however many batches ask at once', async () => {
   const tone = question({ id: 'tone', ask: 'Was the agent rude?' });
   const other = question({ id: 'other', ask: 'Did the agent push an upgrade?' });

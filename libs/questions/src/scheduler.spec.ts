@@ -3,7 +3,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { JournalWindowStore, MemoryWindowStore } from '@neatroots/platform';
 import { recordSaves, runEnd, runStart, span, question, T0 } from './fixtures.test';
-import { questionSet } from './library';
+import { questionKey } from './judge';
+import { questionSet, type FilledQuestion } from './library';
 import { MemoryPlanStore } from './planner';
 import { QuestionScheduler, questionWindowKey, type QuestionWindow, type SchedulerWindow, type SpanPolicy } from './scheduler';
 import type { Plan, PlanTask, QuestionTask } from './types';
@@ -277,6 +278,16 @@ describe('the library and the planner', () => {
     const s = scheduler([question({ id: 'u', scope: 'trace', when: 'end', ask: 'Did it leave {task} unfinished?' })]);
     const [t] = await run(s, [runStart('r1', { user_message: 'book a flight to Oslo' }), runEnd('r1')]);
     expect(t.check.ask).toBe('Did it leave book a flight to Oslo unfinished?');
+  });
+
+  it('hands a filled question with its ask as written: every run of it has one classifier and agreement key', async () => {
+    const u = question({ id: 'u', scope: 'trace', when: 'end', ask: 'Did it leave {task} unfinished?' });
+    const s = scheduler([u]);
+    const tasks: QuestionTask[] = [];
+    for (let i = 0; i < 5; i++) tasks.push(...(await run(s, [runStart(`r${i}`, { user_message: `refund order ${1000 + i}` }), runEnd(`r${i}`)])));
+    expect(new Set(tasks.map((t) => t.check.ask)).size).toBe(5);
+    expect(tasks.map((t) => (t.check as FilledQuestion).ask_as_written)).toEqual(Array(5).fill(u.ask));
+    expect([...new Set(tasks.map((t) => questionKey(t.check)))]).toEqual([questionKey(u)]);
   });
 
   // The questions topic writes what a record's tasks share once, found by identity.

@@ -1,4 +1,5 @@
 import { LoadOnce } from '../load-once';
+import { leastRecentlyUsed } from '../lru';
 import { judge, notChecked, questionKey, rawFromClasses, targetOf, toAnswer, type QuestionDef, type RawAnswer } from '../judge';
 import type { Answer, EvidenceDoc } from '../types';
 import { Featurizer, Section, type SparseVector } from './features';
@@ -25,40 +26,124 @@ export interface FastClassifierOptions {
    * a model trained only on passes would pass everything, and agree with the LLM while it did.
    */
   minPerClass?: number;
+  /**
+   * The models kept in memory at most, in bytes of their weights (a yes_no question's is 256 KB,
+   * a choice or score question's that times its labels or levels). Past it the least recently
+   * used models that are in the store as they are go (read again when their question is next
+   * asked); one that learnt since the last flush stays until it is saved. Without a store
+   * nothing is ever saved, and the least recently used go as they are.
+   */
+  maxModelBytes?: number;
+  /** Questions remembered as loaded from the store, with or without a model (LoadOnce). */
+  maxLoadedKeys?: number;
 }
 
 export const DEFAULT_MIN_TRAINED = 20;
 export const DEFAULT_MIN_PER_CLASS = 5;
+/** About 256 yes_no questions' models. */
+export const DEFAULT_MAX_MODEL_BYTES = 64 * 1024 * 1024;
 
 interface Entry {
   model: LogisticModel;
   check_id: string;
   dirty: boolean;
+  /** Saves of it under way (flush): not let go until the store has it. */
+  saving?: number;
+  /** The tick of its last use (leastRecentlyUsed). */
+  used: number;
+}
+
+function bytesOf(m: LogisticModel): number {
+  return m.w.byteLength + m.b.byteLength;
 }
 
 export class FastClassifier {
   private readonly models = new Map<string, Entry>();
-  private readonly loaded = new LoadOnce();
+  private readonly loaded: LoadOnce;
   private readonly featurizer = new Featurizer();
   private readonly minTrained: number;
   private readonly minPerClass: number;
+  private readonly maxBytes: number;
+  /** The bytes of the models held. */
+  private bytes = 0;
+  private tick = 0;
 
   constructor(private readonly opts: FastClassifierOptions = {}) {
     this.minTrained = opts.minTrained ?? DEFAULT_MIN_TRAINED;
     this.minPerClass = opts.minPerClass ?? DEFAULT_MIN_PER_CLASS;
+    this.maxBytes = opts.maxModelBytes ?? DEFAULT_MAX_MODEL_BYTES;
+    this.loaded = new LoadOnce(opts.maxLoadedKeys);
   }
 
-  /** Loads the persisted models of these questions (once each); call before answering them. */
+  /**
+   * Loads the persisted models of these questions (once each, and again once let go); call
+   * before answering them and before teaching them: a question not made ready learns nothing
+   * (with a store), so that a model let go is never replaced by a fresh one.
+   */
   async ready(questions: readonly QuestionDef[]): Promise<void> {
+    const keys = questions.map(questionKey);
+    // Those held are in use again: not the first to go while their answer is on its way.
+    for (const k of keys) this.touch(k);
     const store = this.opts.store;
     if (!store) return;
-    await this.loaded.ready(questions.map(questionKey), async (keys) => {
-      const saved = await store.load(keys);
-      for (const k of keys) {
+    await this.loaded.ready(keys, async (todo) => {
+      const saved = await store.load(todo);
+      for (const k of todo) {
         const s = saved.get(k);
-        if (s && !this.models.has(k)) this.models.set(k, { model: LogisticModel.load(s), check_id: k.split('@')[0], dirty: false });
+        if (s && !this.models.has(k)) this.hold(k, { model: LogisticModel.load(s), check_id: k.split('@')[0], dirty: false, used: 0 });
       }
     });
+    // Once the keys count as loaded: one let go now is forgotten, and loaded again when asked.
+    // Not those just asked for, whose answers are on their way (over the bound until a flush).
+    this.trim(new Set(keys));
+  }
+
+  /** What it holds in memory: models, their bytes, and the questions remembered as loaded. */
+  held(): { models: number; bytes: number; loaded: number } {
+    return { models: this.models.size, bytes: this.bytes, loaded: this.loaded.size };
+  }
+
+  /** Whether the model under this key is in memory. */
+  holds(key: string): boolean {
+    return this.models.has(key);
+  }
+
+  /** In the store as it is in memory. */
+  private saved(e: Entry): boolean {
+    return !e.dirty && !e.saving;
+  }
+
+  private touch(key: string): Entry | undefined {
+    const e = this.models.get(key);
+    if (e) e.used = ++this.tick;
+    return e;
+  }
+
+  private hold(key: string, e: Entry): void {
+    e.used = ++this.tick;
+    this.models.set(key, e);
+    this.bytes += bytesOf(e.model);
+  }
+
+  /**
+   * Lets the least recently used models go while over the bound: those saved (all without a
+   * store), but for `keep`. A model is 256 KB or more, and one comes in only for a question
+   * asked for the first time or again after it went: the bound is kept exactly.
+   */
+  private trim(keep?: ReadonlySet<string>): void {
+    if (this.bytes <= this.maxBytes) return;
+    const store = this.opts.store;
+    const entries = (function* (models: Map<string, Entry>) {
+      for (const [k, e] of models) yield [k, e.used] as const;
+    })(this.models);
+    // How many to let go is not known from a count (models differ in size): the candidates in order.
+    for (const k of leastRecentlyUsed(entries, this.models.size, (k) => !keep?.has(k) && (!store || this.saved(this.models.get(k)!)))) {
+      if (this.bytes <= this.maxBytes) break;
+      const e = this.models.get(k)!;
+      this.models.delete(k);
+      this.bytes -= bytesOf(e.model);
+      this.loaded.forget(k);
+    }
   }
 
   vector(doc: EvidenceDoc): SparseVector {
@@ -77,7 +162,7 @@ export class FastClassifier {
   /** Synchronous and allocation-light: this is the path that must stay well under a millisecond. */
   answer(q: QuestionDef, doc: EvidenceDoc, x?: SparseVector): Answer {
     const key = questionKey(q);
-    const entry = this.models.get(key);
+    const entry = this.touch(key);
     if (entry && entry.model.n >= this.minTrained && entry.model.knowsBoth(this.minPerClass)) {
       const vec = x ?? this.vector(doc);
       const raw = rawFromClasses(q, entry.model.predict(vec));
@@ -98,10 +183,13 @@ export class FastClassifier {
     const y = targetOf(q, raw);
     if (!y) return;
     const key = questionKey(q);
-    let entry = this.models.get(key);
+    let entry = this.touch(key);
     if (!entry) {
-      entry = { model: new LogisticModel(q.kind === 'yes_no' ? 1 : y.length), check_id: q.id, dirty: true };
-      this.models.set(key, entry);
+      // Not made ready (or let go since): the store may hold its model, which a fresh one would overwrite.
+      if (this.opts.store && !this.loaded.has(key)) return;
+      entry = { model: new LogisticModel(q.kind === 'yes_no' ? 1 : y.length), check_id: q.id, dirty: true, used: 0 };
+      this.hold(key, entry);
+      this.trim(new Set([key]));
     }
     if (entry.model.k !== y.length) return;
     entry.model.learn(x ?? this.vector(doc), y);
@@ -113,13 +201,20 @@ export class FastClassifier {
     if (!this.opts.store) return;
     const dirty = [...this.models.entries()].filter(([, e]) => e.dirty);
     if (!dirty.length) return;
-    for (const [, e] of dirty) e.dirty = false;
+    for (const [, e] of dirty) {
+      e.dirty = false;
+      e.saving = (e.saving ?? 0) + 1;
+    }
     try {
       await this.opts.store.save(dirty.map(([key, e]) => ({ key, check_id: e.check_id, model: e.model.save() })));
     } catch (err) {
       for (const [, e] of dirty) e.dirty = true;
       throw err;
+    } finally {
+      for (const [, e] of dirty) e.saving!--;
     }
+    // Saved: those over the bound may go now.
+    this.trim();
   }
 
   /**
