@@ -68,6 +68,8 @@ export interface SuggestionSummary {
   applied_at: string | null;
   pr_opened_at: string | null;
   merged_at: string | null;
+  /** The merge commit of its pull request once merged (as GitHub gave it; null otherwise). */
+  merge_commit_sha: string | null;
   dismissed_at: string | null;
   /** The first release whose file has the edit (alone or merged with others), and when it was published. */
   released_in: { id: string; number: number } | null;

@@ -74,7 +74,7 @@ const schemas: Record<string, Schema> = {
       status: oneOf(['generating', 'proposed', 'failed', 'applied', 'pr_open', 'merged', 'dismissed']), prompt_version: str, model: nullable(str),
       rationale: nullable(str), pr_url: nullable(str), error: nullable(str), note: nullable(str), reviewer: nullable(str),
       rewrite_of: nullable(str), rewritten_as: nullable(str), created_at: time, applied_at: nullable(time), pr_opened_at: nullable(time),
-      merged_at: nullable(time), dismissed_at: nullable(time), released_in: nullable(object({ id: str, number: int })), released_at: nullable(time),
+      merged_at: nullable(time), merge_commit_sha: nullable(str), dismissed_at: nullable(time), released_in: nullable(object({ id: str, number: int })), released_at: nullable(time),
       freshness: nullable(oneOf(['current', 'merges', 'conflict'])),
       pattern: nullable(object({ id: str, name: str, kind: str, procedure_name: str, rule_text: str })), verdict_note: nullable(str), base_version: str,
       old_text: str, new_text: nullable(str), plan: nullable(object({ agents: arr(object({ agent: str, added: int, removed: int, diff: str })) })),

@@ -345,7 +345,9 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     // read within the minute: not looked at again
     expect((await q.getSuggestion(WS, s.id)).status).toBe('pr_open');
     await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
-    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'merged', merged_at: expect.any(String) });
+    const merged = await q.getSuggestion(WS, s.id);
+    expect(merged).toMatchObject({ status: 'merged', merged_at: expect.any(String), merge_commit_sha: expect.stringMatching(/^[0-9a-f]{40}$/) });
+    expect((await q.listSuggestions(WS, {})).items[0].merge_commit_sha).toBe(merged.merge_commit_sha);
   });
 
   it('the pull request carries the suggestion\'s edit onto the file as GitHub has it: an edit made there since is kept, the workspace\'s own unpushed edit is not brought in', async () => {

@@ -361,6 +361,7 @@ export class Suggestions {
       applied_at: s.applied_at,
       pr_opened_at: s.pr_opened_at,
       merged_at: s.merged_at,
+      merge_commit_sha: s.merge_commit_sha,
       dismissed_at: s.dismissed_at,
       released_in: released ? { id: released.id, number: released.number } : null,
       released_at: released?.created_at ?? null,
