@@ -90,6 +90,19 @@ describe('pre-call checks on the embedded default', () => {
     raw.close();
   });
 
+  it("waits no longer than NEATROOTS_PRECHECK_TIMEOUT_MS, whatever timeout_ms asks: spans that never come end the check then", async () => {
+    const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('x-api-key', KEY);
+    const span: v1.Span = { run_id: 'never-exported', span_id: 'call', parent_id: '', type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: '', model: '', project: '', workflow: '', session_id: '' };
+    const started = Date.now();
+    // Five spans said to be exported that never come, no deadline, the longest wait the field holds (about 24.8 days).
+    const err = await new Promise<{ code: number; details: string } | null>((resolve) => raw.preCheck({ span, known_spans: 5, timeout_ms: 2_147_483_647 }, md, (e) => resolve(e)));
+    raw.close();
+    expect(err).toMatchObject({ code: status.DEADLINE_EXCEEDED, details: expect.stringContaining('within 2000 ms') });
+    expect(Date.now() - started).toBeLessThan(10_000);
+  }, 20_000);
+
   it('executes a refund after a lookup in the same run', async () => {
     const run = client.startRun({ workflow: 'refunds' });
     await run.toolCall('lookup_order', { order: 7 }, () => ({ owner: 'c1' }));

@@ -394,7 +394,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         const r = mapped.rejected[0];
         throw new CallError(Status.INVALID_ARGUMENT, `span.${r?.field ?? 'span'}: ${r?.reason ?? 'not a span'}`);
       }
-      const timeoutMs = req.timeout_ms > 0 ? req.timeout_ms : opts.precheck.timeoutMs;
+      const timeoutMs = req.timeout_ms > 0 ? Math.min(req.timeout_ms, opts.precheck.timeoutMs) : opts.precheck.timeoutMs; // never past NEATROOTS_PRECHECK_TIMEOUT_MS
       const d = call.getDeadline();
       const deadline = d instanceof Date ? d.getTime() : Number.isFinite(d) ? d : undefined;
       const p = opts.precheck;

@@ -1,10 +1,11 @@
-import { Server } from '@grpc/grpc-js';
+import { credentials, Metadata, Server, status } from '@grpc/grpc-js';
 import { compileRuleSet, parseCheck, RuleEngine, type RunWindow } from '@neatroots/checks';
 import { MemoryWindowStore } from '@neatroots/platform';
-import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
+import { envelopeToProto } from '@neatroots/messages';
+import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
 import type { Span } from '@neatroots/spans';
 import { RuleEngineClient, RuleEngineUnavailableError, ruleEngineGrpcService } from './grpc';
-import { haltingTools, Prechecker, PrecheckTimeoutError, type PrecheckAnswer, type PrecheckRequest } from './precheck';
+import { haltingTools, MAX_PRECHECK_TIMEOUT_MS, Prechecker, PrecheckTimeoutError, type PrecheckAnswer, type PrecheckRequest } from './precheck';
 
 /** The pre-call check over gRPC (the distributed deployment): ingest's client, the rule engine's server. */
 const REFUND = parseCheck(
@@ -19,11 +20,17 @@ describe('RuleEngine over gRPC', () => {
   let windows: MemoryWindowStore<RunWindow>;
   let server: Server;
   let client: RuleEngineClient;
+  /** The generated client, as any caller of the service may use it (no deadline of its own). */
+  let raw: v1.RuleEngineClient;
+  let loads: number;
   /** What the server answers with: the Prechecker, or in a test an answer held or given at will. */
   let answer: (req: PrecheckRequest) => Promise<PrecheckAnswer>;
 
   beforeEach(async () => {
     windows = new MemoryWindowStore<RunWindow>();
+    loads = 0;
+    const load = windows.load.bind(windows);
+    windows.load = (keys) => (loads++, load(keys));
     const prechecker = new Prechecker({ windows, rules: () => rules, steering: () => true });
     answer = (r) => prechecker.precheck(r);
     const svc = ruleEngineGrpcService({ precheck: (r) => answer(r), haltingTools: (p, w) => haltingTools(rules, p, w) });
@@ -31,10 +38,12 @@ describe('RuleEngine over gRPC', () => {
     server.addService(svc.service, svc.implementation);
     const port = await bindGrpc(server, '127.0.0.1', 0);
     client = new RuleEngineClient(`127.0.0.1:${port}`);
+    raw = new v1.RuleEngineClient(`127.0.0.1:${port}`, credentials.createInsecure());
   });
 
   afterEach(async () => {
     client.close();
+    raw.close();
     await closeGrpcServer(server);
   });
 
@@ -90,6 +99,39 @@ describe('RuleEngine over gRPC', () => {
     expect(Date.now()).toBeGreaterThanOrEqual(late);
     expect(err).toMatchObject({ name: 'PrecheckTimeoutError', message: expect.stringContaining(`rule engine at ${client.address}: PreCheck`) });
     expect(asked[1].timeoutMs).toBeLessThan(1_000);
+  });
+
+  const rawCall = (id: string, knownSpans: number, timeoutMs: number): v1.EnginePreCheckRequest => ({
+    call: envelopeToProto({ project: 'shop', received_ms: Date.now(), item: { kind: 'span', span: span(id, 'issue_refund', Date.now()) } }),
+    known_spans: knownSpans,
+    timeout_ms: timeoutMs,
+  });
+
+  it('stops reading the window when the caller cancels, though it asked to wait for days', async () => {
+    let ended: { code: number } | undefined;
+    // Spans that never come, no deadline, the longest wait the field holds (about 24.8 days).
+    const call = raw.preCheck(rawCall('s11', 5, 2_147_483_647), new Metadata(), (err) => (ended = err ?? { code: status.OK }));
+    for (let i = 0; i < 200 && loads < 3; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(loads).toBeGreaterThanOrEqual(3);
+    call.cancel();
+    await new Promise((r) => setTimeout(r, 50));
+    const atCancel = loads;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(loads).toBe(atCancel);
+    expect(ended?.code).toBe(status.CANCELLED);
+  });
+
+  it('waits no longer than MAX_PRECHECK_TIMEOUT_MS, whatever timeout_ms asks', async () => {
+    const asked: PrecheckRequest[] = [];
+    answer = async (req) => {
+      asked.push(req);
+      return { decision: 'allow' };
+    };
+    await new Promise((resolve, reject) => raw.preCheck(rawCall('s12', 5, 2_147_483_647), new Metadata(), (err, res) => (err ? reject(err) : resolve(res))));
+    expect(asked[0].timeoutMs).toBe(MAX_PRECHECK_TIMEOUT_MS);
+    // Ingest's client, asked without a deadline, tells the engine no more either.
+    await client.precheck({ project: 'shop', span: span('s13', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 2_147_483_647 });
+    expect(asked[1].timeoutMs).toBe(MAX_PRECHECK_TIMEOUT_MS);
   });
 
   it('says the engine is unreachable when nothing listens (ingest answers UNAVAILABLE)', async () => {

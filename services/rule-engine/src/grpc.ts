@@ -1,7 +1,7 @@
 import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
 import { envelopeFromProto, envelopeToProto } from '@neatroots/messages';
 import { v1 } from '@neatroots/proto';
-import { PrecheckTimeoutError, type PrecheckAnswer, type PrecheckRequest } from './precheck';
+import { MAX_PRECHECK_TIMEOUT_MS, PrecheckCancelledError, PrecheckTimeoutError, type PrecheckAnswer, type PrecheckRequest } from './precheck';
 
 /**
  * The pre-call check over gRPC (neatroots.v1.RuleEngine), for the distributed deployment:
@@ -32,13 +32,22 @@ export function ruleEngineGrpcService(engine: PrecheckAnswerer): { service: type
         cb({ code: status.INVALID_ARGUMENT, details: `rule engine: ${(e as Error).message}` });
         return;
       }
-      engine.precheck({ ...span, knownSpans: req.known_spans, timeoutMs: req.timeout_ms > 0 ? req.timeout_ms : undefined }).then(
+      // The wait ends when the caller gives up (its call cancelled, or its deadline passed: gRPC
+      // cancels the call then too), and is never longer than the bound, whatever it asked.
+      const gaveUp = new AbortController();
+      call.on('cancelled', () => gaveUp.abort());
+      const d = call.getDeadline();
+      const deadline = d instanceof Date ? d.getTime() : Number.isFinite(d) ? d : undefined;
+      const timeoutMs = req.timeout_ms > 0 ? Math.min(req.timeout_ms, MAX_PRECHECK_TIMEOUT_MS) : undefined;
+      engine.precheck({ ...span, knownSpans: req.known_spans, timeoutMs, deadline, signal: gaveUp.signal }).then(
         (a) => cb(null, toResponse(a)),
         (err: unknown) =>
           cb(
             err instanceof PrecheckTimeoutError
               ? { code: status.DEADLINE_EXCEEDED, details: err.message }
-              : { code: status.INTERNAL, details: `rule engine: ${(err as Error)?.message ?? String(err)}` },
+              : err instanceof PrecheckCancelledError
+                ? { code: status.CANCELLED, details: err.message }
+                : { code: status.INTERNAL, details: `rule engine: ${(err as Error)?.message ?? String(err)}` },
           ),
       );
     },
@@ -82,7 +91,7 @@ export class RuleEngineClient {
    * exported spans the window saw) comes back rather than a bare deadline.
    */
   precheck(req: PrecheckRequest & { deadline?: number }): Promise<PrecheckAnswer> {
-    const asked = req.timeoutMs ?? 1_000;
+    const asked = Math.min(req.timeoutMs ?? 1_000, MAX_PRECHECK_TIMEOUT_MS);
     const timeoutMs = req.deadline === undefined ? asked : Math.max(1, Math.min(asked, req.deadline - Date.now() - DEADLINE_MARGIN_MS));
     const call: v1.EnginePreCheckRequest = {
       call: envelopeToProto({ project: req.project, received_ms: Date.now(), item: { kind: 'span', span: req.span } }),

@@ -1,7 +1,7 @@
 import { compileRuleSet, parseCheck, RuleEngine, windowKey, type RunWindow } from '@neatroots/checks';
 import { MemoryWindowStore } from '@neatroots/platform';
 import type { Envelope, Span } from '@neatroots/spans';
-import { haltingTools, Prechecker, PrecheckTimeoutError } from './precheck';
+import { haltingTools, PrecheckCancelledError, Prechecker, PrecheckTimeoutError } from './precheck';
 
 /** The pre-call check against the live engine's own windows and rules. */
 const REFUND = parseCheck(
@@ -48,6 +48,32 @@ describe('Prechecker', () => {
     expect(await asked).toEqual({ decision: 'allow' });
     await expect(pre().precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 30 })).rejects.toBeInstanceOf(PrecheckTimeoutError);
   });
+
+  it('stops reading the window once its caller gave up (cancelled), however long it was asked to wait', async () => {
+    let loads = 0;
+    const load = windows.load.bind(windows);
+    windows.load = (keys, members) => (loads++, load(keys, members));
+    const gaveUp = new AbortController();
+    // Spans that never come: the check waits for them, reading the window every poll.
+    const asked = pre().precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 2_147_483_647, signal: gaveUp.signal });
+    const failed = asked.catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(loads).toBeGreaterThan(1);
+    gaveUp.abort();
+    const atCancel = loads;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(loads - atCancel).toBeLessThanOrEqual(1); // a read under way when it gave up, no more
+    expect(await failed).toBeInstanceOf(PrecheckCancelledError);
+  });
+
+  it("stops waiting at the caller's deadline, however long it was asked to wait", async () => {
+    const started = Date.now();
+    const err = await pre()
+      .precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 2_147_483_647, deadline: started + 50 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PrecheckTimeoutError);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  }, 10_000);
 
   it('names the tools a halting rule acts on, per project', () => {
     expect(haltingTools(rules, 'shop', 'refunds')).toEqual(['issue_refund']);

@@ -29,6 +29,21 @@ export class PrecheckTimeoutError extends Error {
   }
 }
 
+/** The caller gave up (its call was cancelled) before the answer: the check stopped waiting. */
+export class PrecheckCancelledError extends Error {
+  constructor() {
+    super('the pre-call check was cancelled by its caller');
+    this.name = 'PrecheckCancelledError';
+  }
+}
+
+/**
+ * The longest a pre-call check waits for the spans exported before it, whatever it is asked:
+ * the most NEATROOTS_PRECHECK_TIMEOUT_MS may be (ingest cuts a request's timeout_ms to that
+ * setting; this bounds a caller that asks the rule engine itself).
+ */
+export const MAX_PRECHECK_TIMEOUT_MS = 60_000;
+
 export interface PrecheckOptions {
   windows: WindowStore<RunWindow>;
   rules: () => RuleSet;
@@ -48,7 +63,12 @@ export interface PrecheckRequest {
   span: Span;
   /** Spans of the run the SDK exported before asking: the answer waits until the window saw them. */
   knownSpans?: number;
+  /** How long to wait for them (default 1,000 ms, at most MAX_PRECHECK_TIMEOUT_MS). */
   timeoutMs?: number;
+  /** When the caller stops waiting (epoch ms): the wait ends then, whatever `timeoutMs` says. */
+  deadline?: number;
+  /** Aborted when the caller gives up (its call cancelled): the wait ends at once. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -127,19 +147,29 @@ export class Prechecker {
   async precheck(req: PrecheckRequest): Promise<PrecheckAnswer> {
     const { project, span } = req;
     const key = windowKey(project, span.run_id);
-    const timeoutMs = req.timeoutMs ?? 1_000;
     const started = Date.now();
+    // Not past the caller's deadline, nor past the bound whatever the caller asked (a client
+    // whose spans never come would otherwise keep a read of the window going every poll).
+    const until = Math.min(started + Math.min(req.timeoutMs ?? 1_000, MAX_PRECHECK_TIMEOUT_MS), req.deadline ?? Infinity);
+    const { signal } = req;
+    if (signal?.aborted) throw new PrecheckCancelledError();
     // The spans exported before the question must be in the window, or a lookup that did
     // happen would be missed and the refund halted for nothing.
     // The call's own span id: whether it was seen (a store that keeps `seen` apart loads only that).
     const members = new Map([[key, { seen: [span.span_id] }]]);
     let live = (await this.opts.windows.load([key], members)).get(key);
     while (req.knownSpans && Prechecker.seen(live) < req.knownSpans) {
-      if (Date.now() - started >= timeoutMs) throw new PrecheckTimeoutError(timeoutMs, Prechecker.seen(live), req.knownSpans);
+      if (signal?.aborted) throw new PrecheckCancelledError();
+      if (Date.now() >= until) throw new PrecheckTimeoutError(Math.max(0, until - started), Prechecker.seen(live), req.knownSpans);
       await new Promise((r) => setTimeout(r, this.opts.pollMs ?? 1));
+      // The caller may have given up while this waited: no read for an answer nobody takes.
+      if (signal?.aborted) throw new PrecheckCancelledError();
       live = (await this.opts.windows.load([key], members)).get(key);
     }
-    const run = this.chain.then(() => this.evaluate(project, span, key, live));
+    const run = this.chain.then(() => {
+      if (signal?.aborted) throw new PrecheckCancelledError();
+      return this.evaluate(project, span, key, live);
+    });
     this.chain = run.catch(() => undefined);
     return run;
   }
