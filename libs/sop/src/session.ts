@@ -78,21 +78,33 @@ export function parseSession(value: unknown): Session {
   };
 }
 
-const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/i;
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|([+-])(\d{2}):(\d{2}))$/i;
+
+/** The points in time the store keeps and reads back: years 1 to 9999, in UTC (the database has no year 0). */
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+const LATEST = Date.parse('9999-12-31T23:59:59Z');
 
 /**
  * An ISO 8601 date and time with its offset (`2026-11-30T10:00:00Z`, `...+02:00`): what the
- * store keeps as a point in time. Anything else, a date that does not exist (February 30)
- * included, is refused here rather than by the database.
+ * store keeps as a point in time. Anything else, a date that does not exist (February 30, year
+ * 0000) or a point outside years 1 to 9999 once its offset is applied included, is refused
+ * here rather than by the database.
  */
 function timestamp(v: string | null, field: string): string | null {
   if (v === null) return null;
   const m = ISO_TIME.exec(v);
-  const bad = () => new SessionError(`${field}: expected an ISO 8601 date and time with its offset, such as "2026-11-30T10:00:00Z", got ${JSON.stringify(v)}`);
+  const bad = () => new SessionError(`${field}: expected an ISO 8601 date and time with its offset, such as "2026-11-30T10:00:00Z", got ${JSON.stringify(v.length > 100 ? `${v.slice(0, 99)}…` : v)}`);
   if (!m) throw bad();
-  const [year, month, day, hour, minute, second = 0, offHour = 0, offMinute = 0] = m.slice(1).map((x) => (x === undefined ? undefined : Number(x)));
-  const days = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
-  if (month! < 1 || month! > 12 || day! < 1 || day! > days || hour! > 23 || minute! > 59 || second! > 59 || offHour! > 23 || offMinute! > 59) throw bad();
+  const [year, month, day, hour, minute, second = 0] = m.slice(1, 7).map((x) => (x === undefined ? undefined : Number(x)));
+  const [sign, offHour = 0, offMinute = 0] = [m[7], ...m.slice(8).map((x) => (x === undefined ? undefined : Number(x)))] as [string | undefined, number?, number?];
+  // the days of the month, in a leap year when the year is one (2000 stands in for years Date.UTC would read as 19xx)
+  const leap = (year! % 4 === 0 && year! % 100 !== 0) || year! % 400 === 0;
+  const days = new Date(Date.UTC(leap ? 2000 : 2001, month!, 0)).getUTCDate();
+  if (year! < 1 || month! < 1 || month! > 12 || day! < 1 || day! > days || hour! > 23 || minute! > 59 || second! > 59 || offHour > 23 || offMinute > 59) throw bad();
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+  const local = Date.parse(`${pad(year!, 4)}-${pad(month!)}-${pad(day!)}T${pad(hour!)}:${pad(minute!)}:${pad(second)}Z`);
+  const utc = local - (sign === '-' ? -1 : 1) * (offHour * 60 + offMinute) * 60_000;
+  if (utc < EARLIEST || utc > LATEST) throw bad();
   return v;
 }
 

@@ -119,12 +119,15 @@ describe('SopSessions', () => {
     const noAgent = await sessions.receive('luigis', { external_id: 'x', turns: [] }).catch((e: unknown) => e);
     expect((noAgent as SopError).message).toContain('agent: required');
     // A start time the store could not keep is the sender's mistake (400), not the server's.
-    for (const started_at of ['not a date', 'Nov 30 2026', '2026-02-30T10:00:00Z', '2026-11-30T10:00:00']) {
+    // Year 0000 does not exist (the database refuses it); nor does the year before year 1, nor year 10000 reached by an offset.
+    for (const started_at of ['not a date', 'Nov 30 2026', '2026-02-30T10:00:00Z', '2026-11-30T10:00:00', '0000-01-01T00:00:00Z', '0001-01-01T00:30:00+01:00', '9999-12-31T23:30:00-01:00', '2025-02-29T10:00:00Z']) {
       const when = await sessions.receive('luigis', { ...fixtureSession('payment-followed'), external_id: `when-${started_at}`, started_at }).catch((e: unknown) => e);
       expect(when).toMatchObject({ status: 400, code: 'invalid_session', message: expect.stringContaining(`started_at: expected an ISO 8601 date and time with its offset`) });
     }
     const offset = await sessions.receive('luigis', { ...fixtureSession('payment-followed'), external_id: 'when-offset', started_at: '2026-11-30T10:00:00.250+05:30' });
     expect((await checked(sessions, 'luigis', offset.id)).started_at).toEqual(new Date('2026-11-30T04:30:00.250Z').toISOString());
+    const leapDay = await sessions.receive('luigis', { ...fixtureSession('payment-followed'), external_id: 'when-leap', started_at: '2024-02-29T23:30:00-01:00' });
+    expect((await checked(sessions, 'luigis', leapDay.id)).started_at).toEqual('2024-03-01T00:30:00.000Z');
 
     const stranger = await sessions.receive('luigis', { ...fixtureSession('payment-followed'), external_id: 'stranger', agent: 'night-bot' });
     const failed = await checked(sessions, 'luigis', stranger.id);
