@@ -36,8 +36,17 @@ export class GitHubConnections {
   }
 
   async put(workspace: string, body: unknown): Promise<GitHubConnectionView> {
+    const input = parseBody(body);
+    if (input.token === undefined) {
+      // The stored token goes only where it was given for: a new host or repository needs its own.
+      const kept = await this.repo.get(workspace);
+      if (kept && (kept.api_url !== input.api_url || kept.owner !== input.owner || kept.repo !== input.repo)) {
+        const was = `${kept.owner}/${kept.repo} at ${kept.api_url}`;
+        throw bad(`token is required when the repository or api_url changes (the stored token was given for ${was}; it is never sent anywhere else)`);
+      }
+    }
     try {
-      return view(await this.repo.put(workspace, parseBody(body)));
+      return view(await this.repo.put(workspace, input));
     } catch (err) {
       if (err instanceof RepoConnectionInputError) throw bad(err.message);
       throw err;

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Db } from '@neatroots/ports';
 import { GitHubCodeHost, InlineJobs } from '@neatroots/platform';
 import { SopError } from '@neatroots/store';
@@ -47,6 +49,34 @@ describe('GitHub connections', () => {
     expect(await refuse({ repository: 'acme/ops', tokn: 'x' })).toMatch(/^400 unknown field tokn/);
     expect(await refuse({ repository: 'acme/ops' })).toMatch(/^400 .*token is required/);
     await expect(connections.get('acme')).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('keeps the stored token for a new branch or folder, never for another host or repository', async () => {
+    await connect('acme');
+    // Someone with the workspace's key points the connection at a host of their own, without the token.
+    const seen: string[] = [];
+    const elsewhere = http.createServer((req, res) => {
+      seen.push(String(req.headers.authorization));
+      res.writeHead(404).end('{}');
+    });
+    await new Promise<void>((r) => elsewhere.listen(0, '127.0.0.1', r));
+    try {
+      const other = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}`;
+      const refuse = (body: unknown) => connections.put('acme', body).catch((e: SopError) => `${e.status} ${e.message}`);
+      expect(await refuse({ repository: 'acme/ops', api_url: other })).toMatch(/^400 token is required when the repository or api_url changes/);
+      expect(await refuse({ repository: 'acme/other', api_url: gh.url })).toMatch(/^400 token is required/);
+      // api_url left out is GitHub.com: not where the token was given for either.
+      expect(await refuse({ repository: 'acme/ops' })).toMatch(/^400 token is required/);
+      const c = (await connections.codeHost('acme'))!;
+      expect(c.apiUrl).toBe(gh.url);
+      expect(await c.host.readFile(c.repo, c.branch, 'procedures/refunds.md')).toBe('# Refunds\n');
+      expect(seen).toEqual([]);
+      // Another branch or folder of the same repository keeps it; a new token may go anywhere.
+      expect(await connections.put('acme', { repository: 'acme/ops', api_url: gh.url, branch: 'release', path: 'sops' })).toMatchObject({ branch: 'release', path: 'sops', has_token: true });
+      expect(await connections.put('acme', { repository: 'acme/other', api_url: other, token: 'ghp_other_5678' })).toMatchObject({ repository: 'acme/other', token_hint: '…5678' });
+    } finally {
+      elsewhere.close();
+    }
   });
 
   it('defaults: branch main, folder procedures, GitHub.com; delete removes it', async () => {
