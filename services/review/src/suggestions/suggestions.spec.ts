@@ -310,6 +310,13 @@ describe('freshness and apply without a repo connection', () => {
     await expect(q.rewriteSuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409 });
   });
 
+  it('rewrite after a newer verdict is refused (409 verdict_changed): it would count toward that verdict while answering the old one', async () => {
+    const { patternId, s } = await proposed('sop_wrong');
+    await q.giveVerdict(WS, patternId, { verdict: 'real', note: 'The agent was wrong after all.' });
+    await expect(q.rewriteSuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'verdict_changed', message: expect.stringContaining('has a newer verdict (real') });
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed' });
+  });
+
   it('conflict when the merged file would not compile', async () => {
     script = [{ rationale: 'Adds a never rule.', edits: [{ find: `- ${NEVER.text}`, replace: `- ${NEVER.text}\n- Promise a delivery time.` }] }];
     const { s } = await proposed();
@@ -439,7 +446,7 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     const other = new GitHubCodeHost({ token: gh.token, baseUrl: gh.url });
     await other.openPullRequest({ repo: { owner: 'luigis', repo: 'other' }, base: 'main', branch: 'x', path: 'sop/take-order.md', content: 'x\n', message: 'm', title: 't', body: 'b' });
     gh.merge('luigis', 'other', 1);
-    await github.put(WS, { repository: 'luigis/other', branch: 'main', path: 'sop', api_url: gh.url });
+    await github.put(WS, { repository: 'luigis/other', branch: 'main', path: 'sop', api_url: gh.url, token: gh.token });
     const stale = () => db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
     await stale();
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', error: null });

@@ -248,6 +248,12 @@ export class Suggestions {
     if (this.claimed(old)) throw await this.notProposed(workspace, id, 'rewritten');
     const pattern = await this.patterns.pattern(this.db, workspace, old.pattern_id);
     if (!pattern) throw new SopError(404, 'not_found', `the pattern of suggestion ${id} is gone`);
+    // A rewrite answers the same verdict: made after a newer one, it would count toward that
+    // verdict's fix tracking while editing for the old one.
+    const latest = (await this.writes.contexts(this.db, [pattern])).get(pattern.id)?.verdict ?? null;
+    if (!latest || Date.parse(latest.created_at) !== Date.parse(old.verdict_at)) {
+      throw new SopError(409, 'verdict_changed', `suggestion ${id} answers the ${old.verdict} verdict of ${old.verdict_at}; pattern ${pattern.id} ${latest ? `has a newer verdict (${latest.verdict}, ${latest.created_at})` : 'has no verdict now'}: ask for a new suggestion for it instead (POST /patterns/${pattern.id}/suggest)`);
+    }
     const now = fileAt(await this.head.headFiles(workspace), old.path);
     if (!now) throw new SopError(409, 'not_at_head', `${old.path} is no longer at head: there is nothing to rewrite against`);
     const changes = unifiedDiff(old.old_text, now.text, { from: `a/${old.path}`, to: `b/${old.path}` });
