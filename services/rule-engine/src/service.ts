@@ -349,16 +349,20 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       // again) would hold every earlier save of their runs at the stores' checkpoints, and the
       // subscription's close waits for those saves: they are let go, and their batches come
       // again at the next start.
-      const stale = engine.unsavedKeys(Infinity);
+      // Under every run's lock: the steps under way end first (a step whose commit has not come
+      // yet holds its runs in `unsaved` too), so only what failed steps left is taken.
+      let stale: string[] = [];
+      await lock
+        .exclusive(async () => {
+          stale = engine.unsavedKeys(Infinity);
+          if (!stale.length) return;
+          const { saved } = await publish(await engine.tick(Date.now(), { keys: stale }));
+          // With checkpoints the saves wait for the next one, which the subscription's close waits for.
+          if (!atCall) await saved;
+          else saved.catch(() => undefined);
+        })
+        .catch((err: unknown) => log("the last tick before the stop failed: its runs' batches come again at the next start", err, runFields(stale.map(runOfWindowKey))));
       if (stale.length) {
-        await lock
-          .exclusive(async () => {
-            const { saved } = await publish(await engine.tick(Date.now(), { keys: stale }));
-            // With checkpoints the saves wait for the next one, which the subscription's close waits for.
-            if (!atCall) await saved;
-            else saved.catch(() => undefined);
-          }, stale)
-          .catch((err: unknown) => log('the last tick before the stop failed: its runs\' batches come again at the next start', err, runFields(stale.map(runOfWindowKey))));
         let released = 0;
         for (const s of coalesced) released += s.releaseBusy?.() ?? 0;
         if (released) log(`${released} windows left unsaved by a failed step are not journaled at the stop: their batches come again at the next start`, undefined, runFields(stale.map(runOfWindowKey)));
