@@ -48,13 +48,22 @@ const schema = z.object({
     .default('')
     .transform((s, ctx) => {
       const out: { project: string; key: string }[] = [];
-      for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+      const parts = s.split(',').map((x) => x.trim()).filter(Boolean);
+      // A key never goes into a message (they reach logs): an entry is named by its place.
+      for (const [n, part] of parts.entries()) {
         const i = part.indexOf('=');
         if (i <= 0 || i === part.length - 1) {
-          ctx.addIssue({ code: z.ZodIssueCode.custom, message: `expected project=key, got "${part.replace(/=.*/, '=…')}"` });
+          ctx.addIssue({ code: z.ZodIssueCode.custom, message: `entry ${n + 1} of ${parts.length} is not project=key` });
           return z.NEVER;
         }
-        out.push({ project: part.slice(0, i), key: part.slice(i + 1) });
+        const project = part.slice(0, i);
+        const key = part.slice(i + 1);
+        const before = out.findIndex((o) => o.key === key);
+        if (before >= 0) {
+          ctx.addIssue({ code: z.ZodIssueCode.custom, message: `entries ${before + 1} (${out[before].project}) and ${n + 1} (${project}) have the same key: a key opens one project` });
+          return z.NEVER;
+        }
+        out.push({ project, key });
       }
       return out;
     }),

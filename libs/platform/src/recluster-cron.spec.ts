@@ -26,3 +26,30 @@ describe('span retention settings', () => {
     expect(() => loadConfig({ NEATROOTS_TRANSCRIPT_RETENTION_DAYS: '-3' })).toThrow(/NEATROOTS_TRANSCRIPT_RETENTION_DAYS/);
   });
 });
+
+describe('NEATROOTS_API_KEYS', () => {
+  const message = (env: NodeJS.ProcessEnv) => {
+    try {
+      loadConfig(env);
+      return 'accepted';
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+
+  it('reads project=key pairs', () => {
+    expect(loadConfig({ NEATROOTS_API_KEYS: 'alpha=k1, beta=k2' }).NEATROOTS_API_KEYS).toEqual([{ project: 'alpha', key: 'k1' }, { project: 'beta', key: 'k2' }]);
+  });
+
+  it('names a malformed entry by its place, never its text (a key in it would reach the logs)', () => {
+    const m = message({ NEATROOTS_API_KEYS: 'beta=k2,alpha:s3cr3t-key-123' });
+    expect(m).toMatch(/NEATROOTS_API_KEYS: entry 2 of 2 is not project=key/);
+    expect(m).not.toContain('s3cr3t');
+  });
+
+  it('refuses a key listed twice (one key opens one project), naming the entries and not the key', () => {
+    const m = message({ NEATROOTS_API_KEYS: 'alpha=shared-key-99,beta=k2,gamma=shared-key-99' });
+    expect(m).toMatch(/NEATROOTS_API_KEYS: entries 1 \(alpha\) and 3 \(gamma\) have the same key/);
+    expect(m).not.toContain('shared-key-99');
+  });
+});

@@ -42,6 +42,32 @@ describe('ProjectsRepo', () => {
   });
 });
 
+describe('ProjectsRepo: the keys a configuration lists', () => {
+  it('revokes a key taken out of the list, moves one listed for another project, opens one listed again; leaves keys made otherwise', async () => {
+    const projects = new ProjectsRepo(db);
+    const demo = await projects.createApiKey('demo', 'demo');
+    const L = 'NEATROOTS_API_KEYS';
+    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'leaked-key' }])).toEqual({ revoked: 0 });
+    expect(await projects.resolveApiKey('leaked-key')).toBe('alpha');
+
+    // Rotated: the old key no longer opens anything.
+    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }])).toEqual({ revoked: 1 });
+    expect(await projects.resolveApiKey('leaked-key')).toBeNull();
+    expect(await projects.resolveApiKey('fresh-key')).toBe('alpha');
+    // Moved to another project: it opens that one only.
+    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }, { project: 'beta', key: 'leaked-key' }])).toEqual({ revoked: 0 });
+    expect(await projects.resolveApiKey('leaked-key')).toBe('beta');
+    expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 1 });
+    expect(await projects.resolveApiKey('fresh-key')).toBe('beta');
+    expect(await projects.resolveApiKey('leaked-key')).toBeNull();
+    // Twice the same: nothing changes. An empty list revokes them all; the demo's key stays.
+    expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 0 });
+    expect(await projects.syncLabelledKeys(L, [])).toEqual({ revoked: 1 });
+    expect(await projects.resolveApiKey('fresh-key')).toBeNull();
+    expect(await projects.resolveApiKey(demo.key)).toBe('demo');
+  });
+});
+
 describe('ChecksRepo', () => {
   it('creates, lists, saves, replaces and deletes database checks', async () => {
     const checks = new ChecksRepo(db);

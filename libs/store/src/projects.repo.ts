@@ -92,6 +92,29 @@ export class ProjectsRepo {
     );
   }
 
+  /**
+   * Makes the keys stored with `label` exactly `keys` (a configuration's, NEATROOTS_API_KEYS):
+   * each opens its project (a key stored for another project, or revoked, is moved or opened
+   * again), and every other key stored with that label is revoked. Keys made otherwise (the
+   * demo's, createApiKey) are left alone unless listed. Returns how many were revoked.
+   */
+  async syncLabelledKeys(label: string, keys: readonly { project: string; key: string }[]): Promise<{ revoked: number }> {
+    await this.ensureMany([...new Set(keys.map((k) => k.project))]);
+    for (const { project, key } of keys) {
+      await this.db.query(
+        `INSERT INTO api_keys (key_hash, project, label) VALUES ($1, $2, $3)
+         ON CONFLICT (key_hash) DO UPDATE SET project = EXCLUDED.project, label = EXCLUDED.label, revoked_at = NULL
+         WHERE api_keys.project <> EXCLUDED.project OR api_keys.revoked_at IS NOT NULL`,
+        [hashApiKey(key), project, text(label)],
+      );
+    }
+    const res = await this.db.query<{ key_hash: string }>(
+      `UPDATE api_keys SET revoked_at = now() WHERE label = $1 AND revoked_at IS NULL AND NOT (key_hash = ANY($2::text[])) RETURNING key_hash`,
+      [text(label), keys.map((k) => hashApiKey(k.key))],
+    );
+    return { revoked: res.rows.length };
+  }
+
   /** The project a key opens, or null for an unknown or revoked key. */
   async resolveApiKey(key: string): Promise<string | null> {
     const res = await this.db.query<{ project: string }>(

@@ -66,7 +66,8 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
   async start(ctx) {
     // Migrated by the platform.
     const db = await ctx.platform.db();
-    await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS, ctx.config.NEATROOTS_STEERING);
+    const seeded = await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS, ctx.config.NEATROOTS_STEERING);
+    if (seeded.revoked) ctx.log.info(`${seeded.revoked} API keys no longer in NEATROOTS_API_KEYS were revoked`);
     // sopops: sessions checked by the sopops_check job, its models asked through the question
     // service. That service needs this one's stores, so it starts after: the checker finds it
     // at its first check (in this process, or over gRPC), or checks without a model if there
@@ -141,11 +142,14 @@ async function githubConnections(db: Db, link: () => Promise<GitHubLink>, logErr
   return new GitHubConnections(db, key, (c) => gh.hostFor(c));
 }
 
-/** API keys from NEATROOTS_API_KEYS into the database (stored hashed), and steering; idempotent. */
-export async function seedApiKeys(db: Queryable, keys: { project: string; key: string }[], steering: string[]): Promise<void> {
+/**
+ * API keys from NEATROOTS_API_KEYS into the database (stored hashed), and steering; idempotent.
+ * The setting is the list of the keys it opens: a key taken out of it is revoked, one moved to
+ * another project opens that one only. Returns how many keys were revoked.
+ */
+export async function seedApiKeys(db: Queryable, keys: { project: string; key: string }[], steering: string[]): Promise<{ revoked: number }> {
   const projects = new ProjectsRepo(db);
-  for (const { project, key } of keys) {
-    if ((await projects.resolveApiKey(key)) !== project) await projects.addApiKey(project, key, 'NEATROOTS_API_KEYS');
-  }
+  const out = await projects.syncLabelledKeys('NEATROOTS_API_KEYS', keys);
   for (const p of steering) await projects.setSteering(p, true);
+  return out;
 }
