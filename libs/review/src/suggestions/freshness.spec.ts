@@ -21,6 +21,8 @@ describe('freshness', () => {
     const issue = { file: 'procedures/x.md', line: 4, message: 'duplicate never rule' };
     expect(freshness(s, 'a\nb\nc\nD\n', () => [issue])).toMatchObject({ state: 'conflict', issues: [issue], merged_text: null, reason: expect.stringContaining('would not compile (procedures/x.md:4: duplicate never rule)') });
     expect(freshness(s, null, compiles)).toMatchObject({ state: 'conflict', reason: 'procedures/x.md is no longer at head' });
+    // The file unchanged, but the suggested one no longer compiles with head.
+    expect(freshness(s, BASE, () => [issue])).toMatchObject({ state: 'conflict', changes: '', issues: [issue], reason: expect.stringContaining('with head as it is now, the suggested procedures/x.md would not compile') });
   });
 });
 

@@ -17,7 +17,7 @@ export interface Freshness {
 
 /**
  * A proposed suggestion's freshness, computed when it is read: `current` when the file is the
- * one it was written against; `merges` when the edit merges into the file as it is now (the
+ * one it was written against and the suggested file compiles with the rest of head; `merges` when the edit merges into the file as it is now (the
  * three-way line merge, its base file as the base) and the merged file compiles with the rest
  * of head and still defines the procedure; `conflict` otherwise. `compile` compiles head with
  * the file replaced and says sopc's issues (the procedure missing is one of them).
@@ -30,7 +30,13 @@ export function freshness(
   if (now === null) {
     return { state: 'conflict', changes: unifiedDiff(s.old_text, '', { from: `a/${s.path}`, to: '/dev/null' }), merged_text: null, conflicts: [], issues: [], reason: `${s.path} is no longer at head` };
   }
-  if (now === s.old_text) return { state: 'current', changes: '', merged_text: null, conflicts: [], issues: [], reason: null };
+  if (now === s.old_text) {
+    // Compiled again with head as it is now: what apply saves must compile (sopc may have become
+    // stricter since it was written); otherwise a conflict saying why, never a 422 at apply.
+    const issues = s.new_text === s.old_text ? [] : compile(s.new_text);
+    if (issues.length) return { state: 'conflict', changes: '', merged_text: null, conflicts: [], issues, reason: `with head as it is now, the suggested ${s.path} would not compile (${firstIssues(issues)}): rewrite it` };
+    return { state: 'current', changes: '', merged_text: null, conflicts: [], issues: [], reason: null };
+  }
   const changes = unifiedDiff(s.old_text, now, { from: `a/${s.path}`, to: `b/${s.path}` });
   const m = merge(s.old_text, now, s.new_text);
   if (!m.ok) {
@@ -39,10 +45,13 @@ export function freshness(
   }
   const issues = compile(m.text);
   if (issues.length) {
-    const first = issues.slice(0, 3).map((i) => `${i.file}:${i.line}: ${i.message}`).join('; ');
-    return { state: 'conflict', changes, merged_text: null, conflicts: [], issues, reason: `merged with the changes made since, ${s.path} would not compile (${first}): rewrite it` };
+    return { state: 'conflict', changes, merged_text: null, conflicts: [], issues, reason: `merged with the changes made since, ${s.path} would not compile (${firstIssues(issues)}): rewrite it` };
   }
   return { state: 'merges', changes, merged_text: m.text, conflicts: [], issues: [], reason: null };
+}
+
+function firstIssues(issues: Issue[]): string {
+  return issues.slice(0, 3).map((i) => `${i.file}:${i.line}: ${i.message}`).join('; ');
 }
 
 /**

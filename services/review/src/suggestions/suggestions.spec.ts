@@ -327,6 +327,16 @@ describe('freshness and apply without a repo connection', () => {
     await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, message: expect.stringContaining('would not compile') });
   });
 
+  it('current but no longer compiling with head (sopc stricter since it was written): freshness conflict with sopc\'s issues, apply 409 conflict, not 422', async () => {
+    const { s } = await proposed();
+    // What an older sopc accepted and this one does not.
+    await new SuggestionsRepo().set(db, s.id, { new_text: s.new_text!.replace('## Never', '## Nevers') });
+    const got = await q.getSuggestion(WS, s.id);
+    expect(got).toMatchObject({ freshness: 'conflict', since_written: { state: 'conflict', changes: '', issues: [expect.objectContaining({ message: expect.stringContaining('Nevers') })] } });
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'conflict', message: expect.stringContaining('would not compile') });
+    expect((await workspaces.file(WS, 'procedures/take-order.md')).text).toBe(FILE);
+  });
+
   it('dismiss: {note, reviewer}; only before it is applied', async () => {
     const { s } = await proposed();
     expect(await q.dismissSuggestion(WS, s.id, { note: 'Not now.', reviewer: 'ana' })).toMatchObject({ status: 'dismissed', note: 'Not now.', reviewer: 'ana', dismissed_at: expect.any(String) });
