@@ -88,11 +88,16 @@ export async function agreementStats(
   const stats = await answerer.agreement.stats(opts.checkId);
   const { project, checks } = opts;
   const inEffect = checks?.() ?? [];
-  const visible = project && checks ? new Set(inEffect.filter((c) => appliesInProject(c, project)).map((c) => c.id)) : undefined;
-  // A question's text by its key: a key no check in effect has is an earlier wording's (its text is not kept).
-  const asks = new Map(inEffect.map((c) => [questionKey(c), c.ask]));
+  const mine = project && checks ? inEffect.filter((c) => appliesInProject(c, project)) : inEffect;
+  const visible = project && checks ? new Set(mine.map((c) => c.id)) : undefined;
+  // Another project's check of the same id (a copied check, a planner's plan-<workflow>-<slug>):
+  // its key's counts and text are not this key's to see.
+  const others = project && checks ? new Set(inEffect.filter((c) => !appliesInProject(c, project)).map((c) => questionKey(c))) : undefined;
+  // A question's text by its key, from the project's own checks: a key no check in effect has is
+  // an earlier wording's (its text is not kept).
+  const asks = new Map(mine.map((c) => [questionKey(c), c.ask]));
   return stats
-    .filter((s) => !visible || visible.has(s.check_id))
+    .filter((s) => !visible || (visible.has(s.check_id) && (asks.has(s.question_key) || !others!.has(s.question_key))))
     .map((s) => ({ ...s, ask: asks.get(s.question_key) ?? '', trained: answerer.classifier.trainedByKey(s.question_key) }));
 }
 

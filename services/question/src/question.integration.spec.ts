@@ -457,6 +457,15 @@ describe('which model answers', () => {
     expect(await agreementStats(answerer, { checks: () => [pii] })).toEqual([expect.objectContaining({ question_key: questionKey(pii), check_id: pii.id, ask: pii.ask })]);
     const reworded = { ...pii, ask: 'Does the final answer show an email address or phone number of someone else?' };
     expect(await agreementStats(answerer, { checks: () => [reworded] })).toEqual([expect.objectContaining({ question_key: questionKey(pii), ask: '' })]);
+    // Two projects each with a check of this id: the one answered is alpha's. Beta's key sees
+    // neither its text nor its counts; alpha's sees both.
+    const alphas = { ...pii, applies_to: { project: ['alpha'] } };
+    const betas = { ...pii, ask: 'Does the reply include an email address?', applies_to: { project: ['beta'] } };
+    expect(questionKey(alphas)).toBe(questionKey(pii));
+    expect(await agreementStats(answerer, { project: 'beta', checks: () => [alphas, betas] })).toEqual([]);
+    expect(await agreementStats(answerer, { project: 'alpha', checks: () => [alphas, betas] })).toEqual([expect.objectContaining({ question_key: questionKey(pii), ask: pii.ask, answers: 31 })]);
+    // An earlier wording of a project's own check is still listed for it, without its text.
+    expect(await agreementStats(answerer, { project: 'beta', checks: () => [{ ...reworded, applies_to: { project: ['beta'] } }] })).toEqual([expect.objectContaining({ question_key: questionKey(pii), ask: '' })]);
     answerer.close();
   });
 
