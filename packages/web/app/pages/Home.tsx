@@ -1,20 +1,25 @@
+import { useEffect, useState } from 'react';
 import { api } from '../api';
 import { StateBadge } from '../components/FindingCard';
 import { percent, startOfToday, when } from '../format';
-import { useLoad } from '../load';
+import { haltsSince, type Halts } from '../halts';
+import { failure, useLoad } from '../load';
 import { href, Link } from '../router';
 import type { Session } from '../session';
-import type { CheckStat, Finding, Problem } from '../types';
+import type { CheckStat, Problem } from '../types';
 
-/** Halted runs are read from this many pages of findings at most (newest first, so today's come first). */
+/** Halted runs are read from this many pages of problems at most (HALT_PAGE each). */
 const HALT_PAGES = 4;
+const HALT_PAGE = 500;
+/** Open problems are read this many at a time, newest first: **Show more** reads the next ones. */
+const PROBLEMS_PAGE = 200;
 
 /**
  * Home: the problems now (open findings as problems: one per group in a run, headed by the most
  * specific check), the runs halted today, and the checks that look noisy.
  */
 export function Home({ session, base }: { session: Session; base: string }) {
-  const problems = useLoad(() => api.findings(session, { state: 'open', limit: 200 }), [session]);
+  const problems = useOpenProblems(session);
   const halted = useLoad(() => haltedToday(session), [session]);
   const stats = useLoad(() => api.checkStats(session), [session]);
   const noisy = (stats.data?.checks ?? []).filter((c) => c.retire_suggested || c.quiet || (c.precision !== null && c.precision < 0.8));
@@ -24,16 +29,31 @@ export function Home({ session, base }: { session: Session; base: string }) {
       <h1>Home</h1>
       <section aria-labelledby="problems-h">
         <h2 id="problems-h">Problems now</h2>
+        {problems.list && problems.list.length === 0 && <p className="empty">No open problems.</p>}
+        {problems.list && problems.list.length > 0 && (
+          <p className="meta" aria-live="polite">
+            {problems.more ? `The newest ${problems.list.length} open problems; older ones follow.` : `All ${problems.list.length} open problem${problems.list.length === 1 ? '' : 's'}.`}
+          </p>
+        )}
+        {problems.list && <ProblemGroups base={base} problems={problems.list} />}
         {problems.error && <p role="alert" className="error">{problems.error}</p>}
-        {problems.data && problems.data.findings.length === 0 && <p className="empty">No open problems.</p>}
-        {problems.data && <ProblemGroups base={base} problems={problems.data.findings} />}
+        {problems.more && (
+          <button type="button" onClick={problems.showMore} disabled={problems.loading}>
+            {problems.loading ? 'Loading…' : `Show ${PROBLEMS_PAGE} more`}
+          </button>
+        )}
       </section>
       <section aria-labelledby="halted-h">
         <h2 id="halted-h">Runs halted today</h2>
         {halted.error && <p role="alert" className="error">{halted.error}</p>}
-        {halted.data && halted.data.length === 0 && <p className="empty">No run was halted today.</p>}
+        {halted.data && halted.data.runs.length === 0 && <p className="empty">No run was halted today{halted.data.partial ? ' among the problems read' : ''}.</p>}
+        {halted.data?.partial && (
+          <p className="meta" role="note">
+            Read from the newest {HALT_PAGES * HALT_PAGE} problems only: a run halted today under an older problem may be missing.
+          </p>
+        )}
         <ul className="plain">
-          {halted.data?.map((f) => (
+          {halted.data?.runs.map((f) => (
             <li key={f.run_id}>
               <Link to={`${base}/runs/${encodeURIComponent(f.run_id)}`}>{f.run_id}</Link> {f.workflow && <span className="meta">{f.workflow}</span>} · {f.title} ·{' '}
               <span className="meta">{when(f.raised_at)}</span>
@@ -133,25 +153,44 @@ function NoisyTable({ checks, base }: { checks: CheckStat[]; base: string }) {
   );
 }
 
+/** Runs a halt reached today (since midnight, the browser's time), from every page of problems up to the cap. */
+function haltedToday(session: Session): Promise<Halts> {
+  return haltsSince((cursor) => api.findings(session, { state: 'all', limit: HALT_PAGE, cursor }), startOfToday().getTime(), HALT_PAGES);
+}
+
 /**
- * Runs a halt reached today: findings of halt checks whose halt was sent (not suppressed), read
- * newest first until the first one raised before today. One per run.
+ * The open problems, newest first, a page at a time: the first page at once, the next ones when
+ * asked (`showMore`), each added after those shown. A big fleet's problems are not all read at
+ * every visit, and none is out of reach.
  */
-async function haltedToday(session: Session): Promise<Finding[]> {
-  const since = startOfToday().getTime();
-  const runs = new Map<string, Finding>();
-  let cursor: string | null = null;
-  for (let page = 0; page < HALT_PAGES; page++) {
-    const r = await api.findings(session, { state: 'all', limit: 500, cursor });
-    let older = false;
-    for (const p of r.findings) {
-      if (Date.parse(p.raised_at) < since) older = true;
-      for (const f of [p, ...p.related]) {
-        if (f.action === 'halt' && !f.halt_suppressed && Date.parse(f.raised_at) >= since && !runs.has(f.run_id)) runs.set(f.run_id, f);
-      }
-    }
-    cursor = r.next_cursor;
-    if (older || !cursor) break;
-  }
-  return [...runs.values()];
+function useOpenProblems(session: Session): { list: Problem[] | null; more: boolean; loading: boolean; error: string | null; showMore(): void } {
+  const [state, setState] = useState<{ of: Session; list: Problem[] | null; cursor: string | null; loading: boolean; error: string | null }>({
+    of: session,
+    list: null,
+    cursor: null,
+    loading: true,
+    error: null,
+  });
+  useEffect(() => {
+    let live = true;
+    setState({ of: session, list: null, cursor: null, loading: true, error: null });
+    api.findings(session, { state: 'open', limit: PROBLEMS_PAGE }).then(
+      (r) => live && setState({ of: session, list: r.findings, cursor: r.next_cursor, loading: false, error: null }),
+      (err: unknown) => live && setState({ of: session, list: null, cursor: null, loading: false, error: failure(err) }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [session]);
+  const showMore = () => {
+    const { cursor } = state;
+    if (!cursor || state.loading) return;
+    setState((s) => ({ ...s, loading: true, error: null }));
+    // Added after those shown, unless the page moved on meanwhile (another project signed in).
+    api.findings(session, { state: 'open', limit: PROBLEMS_PAGE, cursor }).then(
+      (r) => setState((s) => (s.of !== session || s.cursor !== cursor ? s : { ...s, list: [...(s.list ?? []), ...r.findings], cursor: r.next_cursor, loading: false })),
+      (err: unknown) => setState((s) => (s.of !== session ? s : { ...s, loading: false, error: failure(err) })),
+    );
+  };
+  return { list: state.list, more: !!state.cursor, loading: state.loading, error: state.error, showMore };
 }

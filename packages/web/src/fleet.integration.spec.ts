@@ -1,0 +1,205 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import type { FindingMessage } from '@neatroots/messages';
+import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { NeatrootsClient } from '@neatroots/sdk';
+import { FindingsRepo } from '@neatroots/store';
+import { startEmbedded, type EmbeddedApp } from 'neatroots';
+import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
+
+/**
+ * The web app on a big fleet, in a real browser against the embedded neatroots: more open
+ * problems than a page, more review patterns than the API's default page, two releases to
+ * compare with many findings per session, and a run whose spans come in pages. Problems are
+ * written to the store as the rule engine writes them (FindingsRepo.apply); the run is sent
+ * through ingest with the agent SDK; the workspace is pushed, published and checked through the
+ * sopops API (checked from tool calls, no decision model).
+ */
+const PROJECT = 'fleet';
+const KEY = 'fleet-test-key';
+const PROBLEMS = 230;
+const STEPS = 60;
+const SPANS = 700;
+
+const exe = chromiumOrSkip('the web app on a big fleet');
+
+/** A procedure of STEPS required steps, step i done by calling tool t{i}. */
+function procedure(goal: string): string {
+  const steps = Array.from({ length: STEPS }, (_, i) => `${i + 1}. Do task ${i + 1}. [tool: t${i + 1}, required]`);
+  return `# Run the fleet tasks\nGoal: ${goal}\n\n## Steps\n${steps.join('\n')}\n`;
+}
+
+/** A session of the fleet bot that called these tools (a step before the last called one and not called is skipped: a finding). */
+function session(externalId: string, tools: number[]) {
+  return {
+    external_id: externalId,
+    agent: 'fleet-bot',
+    release_id: null,
+    started_at: new Date().toISOString(),
+    transcript_ref: null,
+    turns: [
+      { role: 'user', text: 'Run the tasks, please.' },
+      { role: 'agent', text: 'Done.' },
+    ],
+    tool_calls: tools.map((t) => ({ turn: 1, tool: `t${t}`, input: {}, output: { ok: true }, error: null })),
+  };
+}
+
+(exe ? describe : describe.skip)('the web app on a big fleet', () => {
+  let home: string;
+  let app: EmbeddedApp;
+  let client: NeatrootsClient;
+  let browser: Browser;
+  let url: string;
+  /** Console errors and uncaught exceptions of the pages opened: none allowed, but for a failure a test causes on purpose. */
+  const errors: string[] = [];
+  let allowed: RegExp | null = null;
+
+  async function get<T>(root: 'projects' | 'workspaces', p: string): Promise<T> {
+    const res = await fetch(`${url}/v1/${root}/${PROJECT}/${p}`, { headers: { 'x-api-key': KEY } });
+    if (!res.ok) throw new Error(`${p}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as T;
+  }
+
+  async function ws(method: string, p: string, body?: unknown): Promise<{ id?: string; status?: string }> {
+    const res = await fetch(`${url}/v1/workspaces/${PROJECT}${p}`, {
+      method,
+      headers: { 'x-api-key': KEY, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+    return text ? JSON.parse(text) : {};
+  }
+
+  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 60_000): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await fn();
+      if (v) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  async function checked(externalId: string, tools: number[]): Promise<void> {
+    const { id } = await ws('POST', '/sessions', session(externalId, tools));
+    await until(`${externalId} checked`, async () => (await ws('GET', `/sessions/${id}`)).status !== 'queued');
+  }
+
+  beforeAll(async () => {
+    requireBuiltApp();
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-fleet-'));
+    app = await startEmbedded({
+      config: loadConfig({
+        NEATROOTS_HOME: home,
+        NEATROOTS_OTLP_PORT: '0',
+        NEATROOTS_OTLP_HTTP_PORT: '0',
+        NEATROOTS_GRPC_PORT: '0',
+        NEATROOTS_HTTP_PORT: '0',
+        // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
+        NEATROOTS_MEMORY_CEILING_MB: '0',
+        NEATROOTS_ADMIN_PORT: '0',
+        NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
+      }),
+      models: loadModelConfig({}),
+      inMemoryDb: true,
+      watch: false,
+      log: createLogger({ level: 'error' }),
+    });
+    url = `http://127.0.0.1:${app.httpPort}`;
+    client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+
+    // More open problems than Home reads at once, as the rule engine writes them: one per run, a minute apart.
+    const t = Date.now() - PROBLEMS * 60_000;
+    const problems: FindingMessage[] = Array.from({ length: PROBLEMS }, (_, i) => ({
+      id: `f-${i}`, project: PROJECT, run_id: `job-${i}`, workflow: 'batch', check_id: 'run-failed', status: 'raised', span_ids: [], count: 1,
+      action: 'flag', title: `Run job-${i} ended with an error`, guidance: 'Check what was done.', at_ms: t + i * 60_000, priority: 0, kind: 'rule', source: 'library',
+    }));
+    await new FindingsRepo(app.db).apply(problems);
+
+    // A run of 700 spans under one parent: the first 500 come with the run, the rest in a page.
+    const long = client.startRun({ run_id: 'run-long', workflow: 'batch' });
+    const t0 = Date.now() - 60_000;
+    const root = long.span({ type: 'agent', name: 'batch agent', span_id: 'root', start_ms: t0, end_ms: t0 + SPANS + 10 });
+    for (let i = 1; i < SPANS; i++) long.span({ type: 'llm', name: `step ${i}`, span_id: `s${i}`, parent_id: root, start_ms: t0 + i, end_ms: t0 + i + 1 });
+    await long.end({ status: 'ok' });
+
+    // The workspace: release 1, a session skipping 59 of 60 steps; release 2, a session skipping 19.
+    const head = (goal: string) => ({
+      files: [
+        { path: 'procedures/fleet-tasks.md', text: procedure(goal) },
+        { path: 'agents/fleet-bot.yaml', text: 'instructions: |\n  You run the fleet tasks.\nprocedures: [fleet-tasks]\n' },
+      ],
+    });
+    await ws('PUT', '/head', head('Every task is done.'));
+    await ws('POST', '/releases');
+    await checked('fleet-1', [STEPS]);
+    await ws('PUT', '/head', head('Every task is done, in order.'));
+    await ws('POST', '/releases');
+    await checked('fleet-2', [...Array.from({ length: 40 }, (_, i) => i + 1), STEPS]);
+    await until('59 patterns in the review queue', async () => (await get<{ total: number }>('workspaces', 'review?limit=500')).total === STEPS - 1);
+    await until('700 spans stored', async () => (await get<{ run: { span_count: number } }>('projects', 'runs/run-long')).run.span_count === SPANS, 120_000);
+    browser = await launch(exe!);
+  }, 240_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await client?.close();
+    await app?.close();
+    if (home) fs.rmSync(home, { recursive: true, force: true });
+  });
+
+  afterEach(() => {
+    const seen = errors.splice(0);
+    allowed = null;
+    expect(seen).toEqual([]);
+  });
+
+  async function signedIn(): Promise<Page> {
+    const page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
+    page.on('console', (m) => m.type() === 'error' && !(allowed && allowed.test(`${m.text()} ${m.location().url}`)) && errors.push(`${page.url()}: ${m.text()}`));
+    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
+    await page.goto(`${url}/`);
+    await page.getByLabel('Project').fill(PROJECT);
+    await page.getByLabel('API key').fill(KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    return page;
+  }
+
+  /** Every open problem the API has, page by page. */
+  async function openProblems(): Promise<string[]> {
+    const ids: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const r: { findings: { id: string }[]; next_cursor: string | null } = await get('projects', `findings?state=open&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      ids.push(...r.findings.map((f) => f.id));
+      cursor = r.next_cursor;
+    } while (cursor);
+    return ids;
+  }
+
+  it("Home shows the newest 200 open problems, says older ones follow, and shows them all on Show more", async () => {
+    const all = await openProblems();
+    expect(all.length).toBeGreaterThanOrEqual(PROBLEMS);
+    const page = await signedIn();
+    const section = page.getByRole('region', { name: 'Problems now' });
+    const shown = section.locator('li.problem');
+    await section.getByText('The newest 200 open problems; older ones follow.').waitFor();
+    expect(await shown.count()).toBe(200);
+    await shot(page, 'fleet-home-200');
+    await section.getByRole('button', { name: 'Show 200 more' }).click();
+    await section.getByText(`All ${all.length} open problems.`).waitFor();
+    expect(await shown.count()).toBe(all.length);
+    // Every open problem once, the oldest among them.
+    const links = await shown.locator('a').evaluateAll((els) => els.map((e) => new URL((e as unknown as { href: string }).href).searchParams.get('finding')));
+    expect(links.sort()).toEqual([...all].sort());
+    expect(links).toContain('f-0');
+    expect(await section.getByRole('button', { name: /^Show/ }).count()).toBe(0);
+    await page.context().close();
+  });
+
+});
