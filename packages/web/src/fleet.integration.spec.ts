@@ -202,4 +202,21 @@ function session(externalId: string, tools: number[]) {
     await page.context().close();
   });
 
+  it('the review queue lists every pattern waiting, past the API’s default page of 50', async () => {
+    const queue = await get<{ items: { pattern_id: string; name: string }[]; total: number }>('workspaces', 'review?limit=500');
+    expect(queue.total).toBe(STEPS - 1);
+    expect(queue.items).toHaveLength(STEPS - 1);
+    const page = await signedIn();
+    await page.getByRole('link', { name: 'Review', exact: true }).click();
+    await page.getByRole('heading', { name: `${STEPS - 1} patterns; ↑ ↓ to move, Enter to open` }).waitFor();
+    // The last pattern is in the list: End selects it.
+    const list = page.getByRole('listbox', { name: 'Review queue' });
+    await list.focus();
+    await page.keyboard.press('End');
+    await page.waitForURL(new RegExp(`item=${queue.items[STEPS - 2].pattern_id}$`));
+    await expect(page.getByRole('option', { selected: true }).getAttribute('id')).resolves.toBe(`queue-row-${STEPS - 2}`);
+    await shot(page, 'fleet-review-queue-59');
+    await page.context().close();
+  });
+
 });

@@ -11,6 +11,8 @@ import { SuggestionsSummary } from '../components/Suggestions';
 import { VirtualList } from '../components/VirtualList';
 
 const DEFAULT_STATES: readonly ReviewState[] = ['needs_review', 'regressed'];
+/** Patterns asked for unless the link says `?limit=`: the API's most (it answers 50 when none is asked). */
+const QUEUE_LIMIT = 500;
 const ROW = 58;
 
 /**
@@ -24,7 +26,7 @@ export function Review({ session, base, where }: { session: Session; base: strin
   const asked = where.query.getAll('state').filter((s): s is ReviewState => (REVIEW_STATES as readonly string[]).includes(s));
   const states = asked.length ? asked : DEFAULT_STATES;
   const limit = where.query.get('limit') ?? undefined;
-  const queue = useLoad(() => api.reviewQueue(session, states, limit ? Number(limit) : undefined), [session, states.join(','), limit]);
+  const queue = useLoad(() => api.reviewQueue(session, states, limit ? Number(limit) : QUEUE_LIMIT), [session, states.join(','), limit]);
   const items = queue.data?.items ?? [];
   const selectedId = where.query.get('item');
   const found = items.findIndex((i) => i.pattern_id === selectedId);
