@@ -219,4 +219,29 @@ function session(externalId: string, tools: number[]) {
     await page.context().close();
   });
 
+  it('Insights keeps the releases compared in the link when a top pattern, the window or the procedure is picked', async () => {
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/insights?days=90&from=1&to=2`);
+    const ladder = page.getByRole('listbox', { name: 'Top patterns' });
+    await ladder.getByRole('option').nth(2).click();
+    await page.waitForURL(/row=/);
+    const q = () => new URL(page.url()).searchParams;
+    expect([q().get('from'), q().get('to'), q().get('days')]).toEqual(['1', '2', '90']);
+    await page.locator('label', { hasText: /^Window/ }).locator('select').selectOption('30');
+    await page.waitForURL(/days=30/);
+    expect([q().get('from'), q().get('to'), q().get('row')]).toEqual(['1', '2', null]);
+    await page.locator('label', { hasText: /^Procedure/ }).locator('select').selectOption('fleet-tasks');
+    await page.waitForURL(/procedure=fleet-tasks/);
+    expect([q().get('from'), q().get('to'), q().get('days')]).toEqual(['1', '2', '30']);
+    // The procedure's row in the table narrows the page the same way.
+    await page.goto(`${url}/p/${PROJECT}/insights?days=90&from=1&to=2`);
+    await page.locator('table.scoreboard th a', { hasText: 'Run the fleet tasks' }).click();
+    await page.waitForURL(/procedure=fleet-tasks/);
+    expect([q().get('from'), q().get('to'), q().get('days')]).toEqual(['1', '2', '90']);
+    const picked = page.getByRole('form', { name: 'Releases compared' });
+    await expect(picked.getByLabel('From').inputValue()).resolves.toBe('1');
+    await expect(picked.getByLabel('To').inputValue()).resolves.toBe('2');
+    await page.context().close();
+  });
+
 });

@@ -28,7 +28,8 @@ export function Insights({ session, base, where }: { session: Session; base: str
   // The procedures to pick from: the window's, whatever procedure is picked now.
   const all = useLoad(() => (procedure ? api.insights(session, { days }) : Promise.resolve(null)), [session, days, procedure]);
   const choices = (procedure ? all.data : data.data)?.scoreboard ?? [];
-  const go = (q: { days?: string; procedure?: string; row?: string }) => navigate(href(path, { days, procedure, ...q }), { replace: q.row !== undefined });
+  // The link's other parameters (the releases compared, from and to) stay as they are.
+  const go = (q: { days?: string; procedure?: string; row?: string }) => navigate(linkTo(path, where, { days, procedure, ...q }), { replace: q.row !== undefined });
 
   return (
     <main id="main" className="insights-page">
@@ -47,7 +48,7 @@ export function Insights({ session, base, where }: { session: Session; base: str
         </label>
         <label>
           Procedure
-          <select value={procedure} onChange={(e) => go({ procedure: e.target.value })}>
+          <select value={procedure} onChange={(e) => go({ procedure: e.target.value, row: undefined })}>
             <option value="">all procedures</option>
             {choices.map((p) => (
               <option key={p.procedure_id} value={p.procedure_id}>
@@ -134,7 +135,7 @@ function Body(props: {
                 {d.scoreboard.map((p) => (
                   <tr key={p.procedure_id}>
                     <th scope="row">
-                      <Link to={href(`${base}/insights`, { days: props.where.query.get('days') ?? undefined, procedure: p.procedure_id })}>{p.procedure_name}</Link>
+                      <Link to={linkTo(`${base}/insights`, props.where, { procedure: p.procedure_id, row: undefined })}>{p.procedure_name}</Link>
                     </th>
                     <td className="num">{p.sessions}</td>
                     <td className="num">{p.results.followed}</td>
@@ -202,6 +203,12 @@ function Body(props: {
       </section>
     </>
   );
+}
+
+/** This page's link with `q` changed (undefined: left out) and every other parameter kept. */
+function linkTo(path: string, where: Where, q: Record<string, string | undefined>): string {
+  const query: Record<string, string | undefined> = Object.fromEntries(where.query);
+  return href(path, { ...query, ...q });
 }
 
 function Tile({ label, value, hint, quiet }: { label: string; value: string; hint?: string; quiet?: boolean }) {
