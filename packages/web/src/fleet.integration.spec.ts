@@ -244,4 +244,23 @@ function session(externalId: string, tools: number[]) {
     await page.context().close();
   });
 
+  it('Compare releases shows findings per session as a plain number with its change', async () => {
+    const cmp = await get<{ procedures: { from: { sessions: number; findings: number }; to: { sessions: number; findings: number } }[] }>('workspaces', 'insights/compare');
+    const p = cmp.procedures[0];
+    // 59 findings in release 1's session, 19 in release 2's.
+    expect([p.from.findings / p.from.sessions, p.to.findings / p.to.sessions]).toEqual([59, 19]);
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/insights`);
+    const table = page.getByRole('table', { name: 'Release 1 against release 2' });
+    await table.waitFor();
+    await expect(table.locator('tr.procedure-row td:nth-of-type(3)').textContent()).resolves.toBe('59 → 19 (−40)');
+    await expect(table.locator('tr.procedure-row td:nth-of-type(3) .change').getAttribute('class')).resolves.toContain('better');
+    // A rule's findings per session, as plain: one finding in the one session of release 1, none in release 2's.
+    const rule = table.locator('tr.rule-row', { has: page.getByRole('link', { name: 'Do task 30', exact: true }) });
+    await expect(rule.locator('td:nth-of-type(3)').textContent()).resolves.toBe('1 → 0 (−1)');
+    await table.scrollIntoViewIfNeeded();
+    await shot(page, 'fleet-insights-compare');
+    await page.context().close();
+  });
+
 });

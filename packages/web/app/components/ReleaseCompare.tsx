@@ -96,7 +96,7 @@ function CompareTable({ d, base }: { d: CompareView; base: string }) {
                 <Change a={p.from.follow_rate} b={p.to.follow_rate} better="up" />
               </td>
               <td className="num">
-                <Change a={p.from.sessions ? p.from.findings / p.from.sessions : null} b={p.to.sessions ? p.to.findings / p.to.sessions : null} better="down" />
+                <Change a={p.from.sessions ? p.from.findings / p.from.sessions : null} b={p.to.sessions ? p.to.findings / p.to.sessions : null} better="down" unit="count" />
               </td>
               <td className="num meta">
                 {p.from.suppressed} → {p.to.suppressed}
@@ -112,7 +112,7 @@ function CompareTable({ d, base }: { d: CompareView; base: string }) {
                 </td>
                 <td />
                 <td className="num">
-                  <Change a={r.from.rate} b={r.to.rate} better="down" />
+                  <Change a={r.from.rate} b={r.to.rate} better="down" unit="count" />
                 </td>
                 <td className="num meta">
                   {r.from.suppressed} → {r.to.suppressed}
@@ -126,14 +126,26 @@ function CompareTable({ d, base }: { d: CompareView; base: string }) {
   );
 }
 
-/** Two rates, and which way they moved (by its sign and, for colour, whether that is better). */
-function Change({ a, b, better }: { a: number | null; b: number | null; better: 'up' | 'down' }) {
+/**
+ * Two values, and which way they moved (by its sign and, for colour, whether that is better): a
+ * rate as a percentage that moved by points, or a count per session (findings per session: 2.5,
+ * never "250%") that moved by as much, both to two decimals.
+ */
+function Change({ a, b, better, unit = 'rate' }: { a: number | null; b: number | null; better: 'up' | 'down'; unit?: 'rate' | 'count' }) {
+  const show = unit === 'rate' ? percent : perSession;
+  // Points of a rate; hundredths of a count.
   const delta = a !== null && b !== null ? Math.round((b - a) * 100) : null;
   const good = delta === null || delta === 0 ? '' : (delta > 0) === (better === 'up') ? 'better' : 'worse';
+  const moved = delta === null ? '' : unit === 'rate' ? `${Math.abs(delta)} pts` : perSession(Math.abs(delta) / 100);
   return (
     <span className={`change ${good}`}>
-      {percent(a)} → {percent(b)}
-      {delta !== null && delta !== 0 && <span className="delta"> ({delta > 0 ? '+' : '−'}{Math.abs(delta)} pts)</span>}
+      {show(a)} → {show(b)}
+      {delta !== null && delta !== 0 && <span className="delta"> ({delta > 0 ? '+' : '−'}{moved})</span>}
     </span>
   );
+}
+
+/** A count per session as a plain number: 2.5, 0.33, 3. */
+function perSession(v: number | null): string {
+  return v === null ? '—' : String(Math.round(v * 100) / 100);
 }
