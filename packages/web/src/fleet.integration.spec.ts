@@ -263,4 +263,21 @@ function session(externalId: string, tools: number[]) {
     await page.context().close();
   });
 
+  it('the run page keeps the spans it has when a later page of spans fails, and says so beside them', async () => {
+    const page = await signedIn();
+    // The connection drops on the second page of spans.
+    allowed = /Failed to load resource.*\/runs\/run-long\/spans/;
+    await page.route(/\/v1\/projects\/fleet\/runs\/run-long\/spans\?/, (route) => route.abort('connectionreset'));
+    await page.goto(`${url}/p/${PROJECT}/runs/run-long`);
+    const alert = page.getByRole('region', { name: 'Spans', exact: true }).getByRole('alert');
+    await alert.waitFor();
+    await expect(alert.textContent()).resolves.toMatch(/^The spans after the first 500 could not be loaded: neatroots could not be reached/);
+    await page.getByRole('heading', { name: `Spans (500 of ${SPANS}; ↑ ↓ to move)` }).waitFor();
+    const rows = page.getByRole('listbox', { name: 'Spans in order' }).getByRole('option');
+    await expect(rows.first().getAttribute('aria-label')).resolves.toMatch(/^batch agent,/);
+    await expect(rows.nth(1).getAttribute('aria-label')).resolves.toMatch(/^step 1,/);
+    await page.getByRole('heading', { name: 'Run run-long' }).waitFor();
+    await shot(page, 'fleet-run-spans-failed');
+    await page.context().close();
+  });
 });

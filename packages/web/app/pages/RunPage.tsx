@@ -23,11 +23,14 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const [more, setMore] = useState(false);
   const [findings, setFindings] = useState<Finding[]>([]);
   const [error, setError] = useState<string | null>(null);
+  /** A later page of spans that failed: said beside the spans already shown, which stay. */
+  const [spansError, setSpansError] = useState<string | null>(null);
 
   useEffect(() => {
     let live = true;
     setDetail(null);
     setError(null);
+    setSpansError(null);
     (async () => {
       const d = await api.run(session, runId);
       if (!live) return;
@@ -38,11 +41,15 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
       let cursor = d.spans_next_cursor;
       let all = d.spans;
       setMore(!!cursor);
-      while (cursor && live) {
-        const page = await api.spans(session, runId, cursor);
-        all = all.concat(page.spans);
-        if (live) setSpans(all);
-        cursor = page.next_cursor;
+      try {
+        while (cursor && live) {
+          const page = await api.spans(session, runId, cursor);
+          all = all.concat(page.spans);
+          if (live) setSpans(all);
+          cursor = page.next_cursor;
+        }
+      } catch (err) {
+        if (live) setSpansError(failure(err));
       }
       if (live) setMore(false);
     })().catch((err) => live && setError(failure(err)));
@@ -93,8 +100,13 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
       <div className="run-grid">
         <section className="timeline" aria-label="Spans">
           <h2>
-            Spans <span className="meta">({spans.length}{more ? ' so far' : ''}; ↑ ↓ to move)</span>
+            Spans <span className="meta">({spans.length}{more ? ' so far' : spansError ? ` of ${run.span_count}` : ''}; ↑ ↓ to move)</span>
           </h2>
+          {spansError && (
+            <p role="alert" className="error">
+              The spans after the first {spans.length} could not be loaded: {spansError}. Reload the page to try again.
+            </p>
+          )}
           {run.spans_expired_at && (
             <p className="meta" role="note">
               The spans of this run were deleted by retention on {when(run.spans_expired_at)}. Its counts and findings are kept.
