@@ -104,6 +104,16 @@ describe('api: access', () => {
     expect(await call('/v1/projects/p1/runs', { key: 'nope' })).toMatchObject({ status: 401, body: { error: { code: 'unauthorized' } } });
   });
 
+  it('refuses a body sent without a key, or with an unknown one, before reading it: 401, not its parse error', async () => {
+    const post = (path: string, key: string | null, body: string, type = 'application/json') => call(path, { method: 'POST', key, headers: { 'content-type': type }, body });
+    expect(await post('/v1/projects/p1/checks', null, '{not json')).toMatchObject({ status: 401, body: { error: { code: 'unauthorized', message: expect.stringMatching(/API key is required/) } } });
+    expect(await post('/v1/projects/p1/checks', 'nope', '{not json')).toMatchObject({ status: 401, body: { error: { message: 'unknown API key' } } });
+    expect(await post('/v1/projects/p1/checks', null, 'hello', 'text/plain')).toMatchObject({ status: 401 });
+    expect(await call('/v1/workspaces/p1/head', { method: 'PUT', key: null, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ files: { ['x'.repeat(10)]: 'y'.repeat(4_000_000) } }) })).toMatchObject({ status: 401 });
+    // With the key, the body is read as before: its parse error.
+    expect(await post('/v1/projects/p1/checks', KEY, '{not json')).toMatchObject({ status: 400, body: { error: { code: 'invalid_body' } } });
+  });
+
   it('opens only the key\'s own project: 403 for another', async () => {
     expect(await call('/v1/projects/p1/runs', { key: OTHER })).toMatchObject({ status: 403, body: { error: { code: 'forbidden' } } });
     expect(await call('/v1/projects/p2/findings/f-head/dismiss', { method: 'POST', key: OTHER })).toMatchObject({ status: 404 });

@@ -5,7 +5,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import type { AddressInfo } from 'node:net';
 import { defaultAppDir, serveApp } from './app-files';
-import { ApiKeyGuard } from './auth.guard';
+import { ApiKeyGuard, keyBeforeBody } from './auth.guard';
 import type { Authoring } from './authoring';
 import { bodyParserErrors, parseBody, requireJsonBody } from './body';
 import { allowCors } from './cors';
@@ -80,6 +80,7 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
     bodyParser: false,
   });
   allowCors(app, opts.corsOrigins ?? []);
+  app.use(keyBeforeBody(opts.resolveKey));
   app.use(requireJsonBody);
   app.use(parseBody);
   app.use(bodyParserErrors);

@@ -6,6 +6,34 @@ import { RESOLVE_KEY, type ResolveKey } from './tokens';
 export interface KeyedRequest {
   headers: Record<string, string | string[] | undefined>;
   params: Record<string, string | undefined>;
+  /** The key's project, when keyBeforeBody resolved it already. */
+  keyProject?: { key: string; project: string };
+}
+
+/** The paths a key opens (the guard's): their bodies are read only for a known key. */
+const KEYED_PATH = /^\/v1\/(projects|workspaces)\/|^\/v1\/mcp(\/|\?|$)/;
+
+/**
+ * Before a request's body is read (up to 16 MiB, parsed): a request to a path that needs a key
+ * and carries a body is refused with 401 at once when it has no key or an unknown one, as the
+ * guard would refuse it after reading the body. The project found is kept for the guard.
+ */
+export function keyBeforeBody(resolveKey: ResolveKey) {
+  return (req: KeyedRequest & { method?: string; originalUrl?: string; url?: string }, _res: unknown, next: (err?: unknown) => void): void => {
+    const length = req.headers['content-length'];
+    const body = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+    if (!body || !KEYED_PATH.test(req.originalUrl ?? req.url ?? '')) return next();
+    const key = apiKeyOf(req);
+    if (!key) return next(new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'an API key is required (x-api-key or Authorization: Bearer)'));
+    Promise.resolve(resolveKey(key)).then(
+      (project: string | null) => {
+        if (!project) return next(new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'unknown API key'));
+        req.keyProject = { key, project };
+        next();
+      },
+      (err: unknown) => next(err),
+    );
+  };
 }
 
 /** The key from `x-api-key` or `Authorization: Bearer <key>`. */
@@ -27,7 +55,7 @@ export class ApiKeyGuard implements CanActivate {
     const req = ctx.switchToHttp().getRequest<KeyedRequest>();
     const key = apiKeyOf(req);
     if (!key) throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'an API key is required (x-api-key or Authorization: Bearer)');
-    const project = await this.resolveKey(key);
+    const project = req.keyProject?.key === key ? req.keyProject.project : await this.resolveKey(key);
     if (!project) throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'unknown API key');
     // A workspace is the sopops name for a project: one key opens both paths.
     const wanted = req.params.project ?? req.params.ws;
