@@ -99,3 +99,22 @@ it('settles merged and closed pull requests, leaves open ones, and says which co
   expect(second.code).toBe(1);
   expect(second.err).toEqual([expect.stringMatching(new RegExp(`^sopops pr-status: ${open.id} .*refused the token`))]);
 });
+
+// After the test above, which leaves open pull requests to copy.
+it('follows every open pull request, past the list\'s 500 a page', async () => {
+  const [one] = (await db.query<{ id: string }>("SELECT id FROM sop_suggestions WHERE status = 'pr_open' LIMIT 1")).rows;
+  // 505 more open pull requests (copies of one, looked at just now, so GitHub is not asked)
+  await db.query(
+    `INSERT INTO sop_suggestions (id, workspace, pattern_id, procedure_id, path, rule_id, rule_text, verdict, verdict_at, status, prompt_version, base_version, old_text, new_text, pr_url, pr_number, pr_branch, pr_checked_at)
+     SELECT 'sug_many' || g, s.workspace, s.pattern_id, s.procedure_id, s.path, s.rule_id, s.rule_text, s.verdict, s.verdict_at, 'pr_open', s.prompt_version, s.base_version, s.old_text, s.new_text, s.pr_url, s.pr_number, s.pr_branch, now()
+       FROM generate_series(1, 505) g, sop_suggestions s WHERE s.id = $1`,
+    [one.id],
+  );
+  await db.query("UPDATE sop_suggestions SET pr_checked_at = now() WHERE status = 'pr_open'");
+  const total = Number((await db.query<{ n: unknown }>("SELECT count(*) AS n FROM sop_suggestions WHERE workspace = 'luigis' AND status = 'pr_open'")).rows[0].n);
+  expect(total).toBeGreaterThan(505);
+  const r = await sopops(['pr-status', '--workspace', 'luigis', '--url', url]);
+  const seen = new Set([...r.out.map((l) => l.split(' ')[0]), ...r.err.map((l) => l.split(' ')[2])]);
+  expect(seen.size).toBe(total);
+  expect(seen.has('sug_many1')).toBe(true);
+}, 120_000);

@@ -2,6 +2,9 @@ import { UsageError } from './args';
 import { API_FLAGS, API_HELP, apiTarget, reportApiError, workspaceCall } from './api-client';
 import type { Command } from './cli';
 
+/** The list's largest page. */
+export const PAGE = 500;
+
 interface Listed {
   id: string;
   pr_url: string | null;
@@ -36,7 +39,15 @@ a refused token, GitHub away) or the server refused; 2 for wrong options.`,
     if (p.positional.length) throw new UsageError(`sopops pr-status takes no arguments, got ${p.positional.join(' ')}`);
     const target = apiTarget(p, io);
     try {
-      const open = await workspaceCall<{ items: Listed[] }>(target, 'GET', '/suggestions?status=pr_open');
+      // Every open one, a page at a time (the list gives at most PAGE).
+      const items: Listed[] = [];
+      for (let before: string | null = null; ; ) {
+        const page: { items: Listed[] } = await workspaceCall<{ items: Listed[] }>(target, 'GET', `/suggestions?status=pr_open&limit=${PAGE}${before ? `&before=${encodeURIComponent(before)}` : ''}`);
+        items.push(...page.items);
+        if (page.items.length < PAGE) break;
+        before = page.items[page.items.length - 1].id;
+      }
+      const open = { items };
       let failed = 0;
       for (const s of open.items) {
         const now = await workspaceCall<Read>(target, 'GET', `/suggestions/${encodeURIComponent(s.id)}`);

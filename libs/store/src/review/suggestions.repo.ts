@@ -115,12 +115,13 @@ export class SuggestionsRepo {
     return res.rows[0] ? toRecord(res.rows[0]) : null;
   }
 
-  /** Newest first. */
-  async list(q: Queryable, workspace: string, opts: { status?: readonly SuggestionStatus[]; pattern?: string; limit?: number } = {}): Promise<SuggestionRecord[]> {
+  /** Newest first; `before`: those after that suggestion in this order (none when it is not in the workspace). */
+  async list(q: Queryable, workspace: string, opts: { status?: readonly SuggestionStatus[]; pattern?: string; limit?: number; before?: string } = {}): Promise<SuggestionRecord[]> {
     const res = await q.query<Raw>(
       `SELECT * FROM sop_suggestions WHERE workspace = $1 AND ($2::text[] IS NULL OR status = ANY($2::text[])) AND ($3::text IS NULL OR pattern_id = $3)
+         AND ($5::text IS NULL OR (created_at, id) < (SELECT b.created_at, b.id FROM sop_suggestions b WHERE b.workspace = $1 AND b.id = $5))
        ORDER BY created_at DESC, id DESC LIMIT $4`,
-      [workspace, opts.status?.length ? [...opts.status] : null, opts.pattern ?? null, opts.limit ?? 500],
+      [workspace, opts.status?.length ? [...opts.status] : null, opts.pattern ?? null, opts.limit ?? 500, opts.before ?? null],
     );
     return res.rows.map(toRecord);
   }

@@ -29,6 +29,8 @@ export interface ListSuggestionsQuery {
   /** Only this pattern's. */
   pattern?: string;
   limit?: number;
+  /** The ones after this suggestion in the list's order (older): the next page. */
+  before?: string;
 }
 
 export type Freshness = 'current' | 'merges' | 'conflict';

@@ -346,7 +346,7 @@ const paths: Record<string, Record<string, unknown>> = {
   [`${W}/suggestions`]: {
     get: op('suggestions', {
       summary: 'Suggestions, newest first',
-      params: [ws, { ...p('status', 'query', arr(str), 'Repeatable.'), explode: true }, p('pattern', 'query'), p('limit', 'query', int)],
+      params: [ws, { ...p('status', 'query', arr(str), 'Repeatable.'), explode: true }, p('pattern', 'query'), p('limit', 'query', int), p('before', 'query', str, 'The next page: the suggestions after this one (the last of the page before).')],
       ok: { schema: object({ items: arr(ref('Suggestion')) }) },
     }),
   },

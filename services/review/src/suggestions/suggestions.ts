@@ -86,7 +86,7 @@ export class Suggestions {
 
   async list(workspace: string, q: ListSuggestionsQuery): Promise<{ items: SuggestionSummary[] }> {
     for (const s of q.status ?? []) if (!(SUGGESTION_STATUSES as readonly string[]).includes(s)) throw new SopError(400, 'invalid_query', `status must be one of ${SUGGESTION_STATUSES.join(', ')}`);
-    const rows = await this.repo.list(this.db, workspace, { status: q.status, pattern: q.pattern, limit: q.limit });
+    const rows = await this.repo.list(this.db, workspace, { status: q.status, pattern: q.pattern, limit: q.limit, before: q.before });
     const head = await this.head.headFiles(workspace);
     const items = await Promise.all(rows.map((r) => this.summary(r, head)));
     return { items };
