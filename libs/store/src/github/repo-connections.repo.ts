@@ -12,7 +12,7 @@ export interface RepoConnection {
   folder: string;
   api_url: string;
   has_token: boolean;
-  /** The token's last four characters, to tell which one is stored. */
+  /** "…" and the token's last four characters ("…3f9a"), to tell which one is stored. */
   token_hint: string;
   updated_at: string;
 }
