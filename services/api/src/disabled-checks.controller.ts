@@ -1,4 +1,5 @@
 import { Controller, Get, Inject, Param, UseGuards } from '@nestjs/common';
+import { disabledView } from '@neatroots/checks';
 import { ApiKeyGuard } from './auth.guard';
 import { DISABLED_CHECKS, type DisabledChecksLookup } from './tokens';
 
@@ -14,6 +15,7 @@ export class DisabledChecksController {
 
   @Get('checks/disabled')
   async list(@Param('project') project: string) {
-    return { checks: this.lookup ? await this.lookup(project) : [] };
+    // The documented fields only: a check's applies_to names other projects.
+    return { checks: this.lookup ? (await this.lookup(project)).map(disabledView) : [] };
   }
 }

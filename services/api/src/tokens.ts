@@ -1,3 +1,4 @@
+import type { DisabledCheck } from '@neatroots/checks';
 /** Dependency-injection tokens: what createApi() hands to the Nest module. */
 export const REVIEW_QUERIES = Symbol('ReviewQueries');
 export const RESOLVE_KEY = Symbol('ResolveKey');
@@ -13,7 +14,7 @@ export const DISABLED_CHECKS = Symbol('DisabledChecks');
  * The `match` checks that run in `project` and were disabled for a slow pattern (until the
  * neatroots that disabled them restarts), each with its reason. Absent: none known.
  */
-export type DisabledChecksLookup = (project: string) => readonly object[] | Promise<readonly object[]>;
+export type DisabledChecksLookup = (project: string) => readonly DisabledCheck[] | Promise<readonly DisabledCheck[]>;
 
 /**
  * Agreement between the LLM and the fast classifier per question (Settings -> Models), of the

@@ -27,21 +27,22 @@ export class DisabledChecks {
   /** Grows on every change: matchers compare it instead of looking themselves up per call. */
   version = 0;
 
-  private static key(checkId: string, pattern: string): string {
-    return `${checkId}\u0000${pattern}`;
+  /** A check is one per id and projects (two projects' own checks may share an id): each is disabled apart. */
+  static key(checkId: string, pattern: string, scope: CheckScope = {}): string {
+    return `${checkId}\u0000${scopeKey(scope)}\u0000${pattern}`;
   }
 
-  has(checkId: string, pattern: string): boolean {
-    return this.byKey.has(DisabledChecks.key(checkId, pattern));
+  has(checkId: string, pattern: string, scope?: CheckScope): boolean {
+    return this.byKey.has(DisabledChecks.key(checkId, pattern, scope));
   }
 
-  get(checkId: string, pattern: string): DisabledCheck | undefined {
-    return this.byKey.get(DisabledChecks.key(checkId, pattern));
+  get(checkId: string, pattern: string, scope?: CheckScope): DisabledCheck | undefined {
+    return this.byKey.get(DisabledChecks.key(checkId, pattern, scope));
   }
 
   /** Records it (once: the first reason stands) and tells the listeners. */
   add(d: DisabledCheck): boolean {
-    const k = DisabledChecks.key(d.check_id, d.pattern);
+    const k = DisabledChecks.key(d.check_id, d.pattern, d);
     if (this.byKey.has(k)) return false;
     this.byKey.set(k, d);
     this.version++;
@@ -59,6 +60,22 @@ export class DisabledChecks {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+}
+
+/** The projects a check runs in (its applies_to), as a DisabledCheck keeps them. */
+export interface CheckScope {
+  projects?: readonly string[];
+  not_projects?: readonly string[];
+}
+
+function scopeKey(s: CheckScope): string {
+  const list = (l?: readonly string[]) => (l?.length ? [...l].sort().join(',') : '');
+  return `${list(s.projects)}\u0001${list(s.not_projects)}`;
+}
+
+/** What a project's API answers of a disabled check: never the projects it names (other projects'). */
+export function disabledView(d: DisabledCheck): Omit<DisabledCheck, 'projects' | 'not_projects'> {
+  return { check_id: d.check_id, pattern: d.pattern, ...(d.source !== undefined ? { source: d.source } : {}), reason: d.reason, ms: d.ms, limit_ms: d.limit_ms, since: d.since };
 }
 
 /** Whether the check runs in `project` (what a project's API may show). */

@@ -54,6 +54,16 @@ describe('SafeMatching', () => {
     expect(matching.matcher({ id: 'other', source: 'user' }, 'refund').test(Buffer.from('a refund'))).toBe(true);
   });
 
+  it("keeps another project's check of the same id and pattern running when one project's is disabled", () => {
+    const mine = matching.matcher({ id: 'pii', source: 'database', applies_to: { project: ['alpha'] } }, 'refund');
+    const theirs = matching.matcher({ id: 'pii', source: 'database', applies_to: { project: ['beta'] } }, 'refund');
+    disabled.add({ check_id: 'pii', pattern: 'refund', source: 'database', projects: ['alpha'], reason: 'slow', ms: 60, limit_ms: 50, since: '' });
+    expect(mine.test(Buffer.from('a refund'))).toBe(false);
+    expect(theirs.test(Buffer.from('a refund'))).toBe(true);
+    expect(disabled.has('pii', 'refund', { projects: ['alpha'] })).toBe(true);
+    expect(disabled.has('pii', 'refund', { projects: ['beta'] })).toBe(false);
+  });
+
   it('refuses a pattern over the bounds when the check is compiled', () => {
     expect(() => matching.matcher({ id: 'big', source: 'user' }, '([a-z]{1,1000}x)'.repeat(50))).toThrow(/repeats something 1000 times/);
   });

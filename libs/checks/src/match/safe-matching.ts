@@ -2,7 +2,7 @@ import type RE2 from 're2';
 import type { JointPattern, TextMatcher } from '../engine/compile';
 import { checkPatternBounds, compileSafe, DEFAULT_PATTERN_BOUNDS, type PatternBounds } from '../regex';
 import type { CheckSource } from '../types';
-import { disabledChecks as processDisabled, type DisabledChecks } from './disabled';
+import { disabledChecks as processDisabled, type CheckScope, type DisabledChecks } from './disabled';
 import { MatchWorker } from './pool';
 
 /** The seed's limit per span for the patterns of checks people write. */
@@ -147,6 +147,8 @@ class PatternMatcher implements TextMatcher {
   private off: boolean;
   private seen: number;
   readonly checkId: string;
+  /** The projects the check runs in: another project's check of the same id is disabled apart. */
+  private readonly scope: CheckScope;
 
   constructor(
     private readonly owner: SafeMatching,
@@ -158,7 +160,8 @@ class PatternMatcher implements TextMatcher {
   ) {
     this.checkId = check.id;
     this.seen = owner.disabled.version;
-    this.off = owner.disabled.has(check.id, pattern);
+    this.scope = { projects: check.applies_to?.project, not_projects: check.applies_to?.not_project };
+    this.off = owner.disabled.has(check.id, pattern, this.scope);
     this.joint = { source: pattern, size, budget: owner.fast, live: () => !this.isOff() };
   }
 
@@ -169,7 +172,7 @@ class PatternMatcher implements TextMatcher {
     const d = this.owner.disabled;
     if (d.version !== this.seen) {
       this.seen = d.version;
-      this.off = d.has(this.checkId, this.pattern);
+      this.off = d.has(this.checkId, this.pattern, this.scope);
     }
     return this.off;
   }

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { disabledChecks, disabledIn, type DisabledCheck, type DisabledChecks } from './disabled';
+import { disabledChecks, DisabledChecks, disabledIn, type DisabledCheck } from './disabled';
 
 /**
  * Disabled checks are a fact about a running process, but `neatroots checks list` runs in
@@ -63,7 +63,7 @@ export function disabledChecksFor(home: string, project: string): DisabledCheck[
   const seen = new Set<string>();
   const out: DisabledCheck[] = [];
   for (const d of [...disabledChecks.list(), ...readDisabledChecks(home)]) {
-    const k = `${d.check_id}\u0000${d.pattern}`;
+    const k = DisabledChecks.key(d.check_id, d.pattern, d);
     if (seen.has(k) || !disabledIn(d, project)) continue;
     seen.add(k);
     out.push(d);
@@ -87,7 +87,7 @@ export function readDisabledChecks(home: string): DisabledCheck[] {
     try {
       const body = JSON.parse(fs.readFileSync(path.join(dir, name), 'utf8')) as StateFile;
       for (const c of body.checks ?? []) {
-        const k = `${c.check_id}\u0000${c.pattern}`;
+        const k = DisabledChecks.key(c.check_id, c.pattern, c);
         if (!out.has(k)) out.set(k, c);
       }
     } catch {
