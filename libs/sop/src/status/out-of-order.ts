@@ -5,9 +5,20 @@
  * the steps done latest are marked: if step 2 came at turn 1 and step 1 at turn 4, step 1 was
  * done "after a later step", so it is the one out of order.
  *
- * Greedy from the latest-done step: mark it if a longest run still exists without it (and
- * with every step kept so far); otherwise it must be kept. n is a procedure's steps, so the
- * O(n^3) check is nothing.
+ * "Latest first" means: going through the steps from the latest done (ties: the later step
+ * first), each is marked if a longest run still exists without it and with every step kept so
+ * far. That run is found directly, in O(n log n):
+ *
+ *   - f(i), the longest run ending at step i, for every step (patience sorting);
+ *   - a longest run holds one step of each f from 1 to the longest, in step order; steps of the
+ *     same f have turns that go down as their index goes up;
+ *   - the greedy keeps, for the last f, the step of it with the highest index (its lowest turn,
+ *     the one done earliest: a step done later is marked before it is weighed), and then, for
+ *     each f below, the step of that f with the highest index below the one kept after it (it
+ *     always fits: its turn is the lowest of those that come before).
+ *
+ * So the run kept is found by one pass from the last step back. out-of-order.spec checks it
+ * against the greedy written out (O(n^3)) on random inputs.
  */
 export interface Placed {
   index: number;
@@ -16,37 +27,27 @@ export interface Placed {
 
 export function outOfOrder(done: readonly Placed[]): Set<number> {
   const steps = [...done].sort((a, b) => a.index - b.index);
-  const best = longest(steps, new Set(), new Set());
-  const marked = new Set<number>();
-  const kept = new Set<number>();
-  const byLatest = [...steps].sort((a, b) => b.turn - a.turn || b.index - a.index);
-  for (const s of byLatest) {
-    marked.add(s.index);
-    if (longest(steps, marked, kept) < best) {
-      marked.delete(s.index);
-      kept.add(s.index);
+  const n = steps.length;
+  // f[i]: the longest non-decreasing run (by turn) ending at steps[i]
+  const f = new Array<number>(n);
+  const tails: number[] = []; // tails[k]: the lowest last turn of a run of k + 1 steps
+  for (let i = 0; i < n; i++) {
+    const t = steps[i].turn;
+    let lo = 0;
+    let hi = tails.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (tails[mid] <= t) lo = mid + 1;
+      else hi = mid;
     }
+    tails[lo] = t;
+    f[i] = lo + 1;
+  }
+  const marked = new Set<number>();
+  let need = tails.length;
+  for (let i = n - 1; i >= 0; i--) {
+    if (need > 0 && f[i] === need) need--;
+    else marked.add(steps[i].index);
   }
   return marked;
-}
-
-/** The longest non-decreasing run (by turn, in index order) avoiding `out` and containing every `must`. */
-function longest(steps: readonly Placed[], out: Set<number>, must: Set<number>): number {
-  const n = steps.length;
-  const len: number[] = new Array(n).fill(-Infinity);
-  for (let i = 0; i < n; i++) {
-    if (out.has(steps[i].index)) continue;
-    // may start here only if no required step comes before it
-    if (!steps.slice(0, i).some((s) => must.has(s.index))) len[i] = 1;
-    for (let j = i - 1; j >= 0; j--) {
-      if (!out.has(steps[j].index) && steps[j].turn <= steps[i].turn && len[j] + 1 > len[i]) len[i] = len[j] + 1;
-      if (must.has(steps[j].index)) break; // a required step cannot be jumped over
-    }
-  }
-  let result = must.size ? -Infinity : 0;
-  for (let i = n - 1; i >= 0; i--) {
-    if (len[i] > result) result = len[i];
-    if (must.has(steps[i].index)) break; // nor left out at the end
-  }
-  return result;
 }
