@@ -70,12 +70,23 @@ export function parseSession(value: unknown): Session {
   return {
     external_id: optString('external_id'),
     agent: optString('agent'),
-    release_id: optString('release_id'),
+    release_id: releaseRef(o.release_id),
     started_at: timestamp(optString('started_at'), 'started_at'),
     transcript_ref: optString('transcript_ref'),
     turns,
     tool_calls,
   };
+}
+
+/**
+ * release_id: a release's id, or its number as the API writes release numbers (a JSON number,
+ * or the same as a string); null or left out for the release that is live.
+ */
+function releaseRef(v: unknown): string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 999_999_999) return String(v);
+  throw new SessionError(`release_id: expected a release's id, its number or null, got ${typeName(v)}`);
 }
 
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|([+-])(\d{2}):(\d{2}))$/i;

@@ -140,6 +140,19 @@ describe('SopSessions', () => {
     expect(got.error).toContain('no live release');
   });
 
+  it('checks a session on the release it names by number, given as the API writes release numbers (a JSON number) or as text', async () => {
+    const { sessions, workspaces } = await setUp();
+    const first = (await workspaces.releases('luigis')).find((r) => r.number === 1)!;
+    for (const [external_id, release_id] of [['by-number', 1], ['by-text', '1']] as const) {
+      const sent = await sessions.receive('luigis', { ...fixtureSession('payment-followed'), external_id, release_id });
+      expect(await checked(sessions, 'luigis', sent.id)).toMatchObject({ status: 'checked', release_id: first.id });
+    }
+    for (const release_id of [0, 1.5, -2, true]) {
+      const bad = await sessions.receive('luigis', { ...fixtureSession('payment-followed'), external_id: `bad-${release_id}`, release_id }).catch((e: unknown) => e);
+      expect(bad).toMatchObject({ status: 400, code: 'invalid_session', message: expect.stringContaining("release_id: expected a release's id, its number or null") });
+    }
+  });
+
   it('a session failed for want of a live release is checked when sent again, the same, after a publish', async () => {
     const workspaces = new SopWorkspaces(db);
     const sessions = new SopSessions(db, workspaces, jobs, checker);
