@@ -52,7 +52,7 @@ describe('Prechecker', () => {
   it('stops reading the window once its caller gave up (cancelled), however long it was asked to wait', async () => {
     let loads = 0;
     const load = windows.load.bind(windows);
-    windows.load = (keys, members) => (loads++, load(keys, members));
+    windows.load = (keys: readonly string[]) => (loads++, load(keys));
     const gaveUp = new AbortController();
     // Spans that never come: the check waits for them, reading the window every poll.
     const asked = pre().precheck({ project: 'shop', span: span('s9', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 2_147_483_647, signal: gaveUp.signal });

@@ -237,7 +237,7 @@ describe('rule-engine service: a question service far behind', () => {
     const hung = new Promise<void>((r) => (release = r));
     let hangs = true;
     let answered = 0;
-    const questionService = await bus.subscribe(topics.questions, { group: 'question', maxBatch: 1 }, async (b) => {
+    const questionService = await bus.subscribe(topics.questions, { group: 'question' }, async (b) => {
       if (hangs) await hung;
       answered += b.records.length;
     });
