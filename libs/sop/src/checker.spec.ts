@@ -75,6 +75,8 @@ Goal: The customer gets the refund they are owed.
     // the customer asked about shipping: neither tool called; whether a refund was owed, nobody could tell
     const unrelated = await checkSession(refunds, asked([[1, 'track_parcel']]), { decider: offline });
     expect(statuses(unrelated)).toEqual(['step1:not_reached', 'step2:not_checked']);
+    // not_checked says so first, then what the tool calls showed
+    expect(unrelated.checks[0].rules[1].reason).toMatch(/^Not checked: deciding .*needs a model, and no model is configured\. issue_refund was never called\.$/);
     expect(unrelated.checks[0]).toMatchObject({
       excluded_reason: "The session ended before the procedure started: its only applicable step was not reached, so it isn't checked.",
       result: null,
@@ -216,6 +218,15 @@ describe('checkSession with a decider', () => {
       }),
     });
     expect(violated.checks[0]).toMatchObject({ excluded_reason: null, result: 'deviated' });
+  });
+
+  it('a step decided not done whose condition nobody could decide is not_checked, its reason starting "Not checked:"', async () => {
+    const answers = all({ 'take-order/step/3': { answer: false, reason: 'No address was confirmed.' } });
+    delete answers['take-order/condition/3'];
+    const body = await checkSession(folder, session(tools), { decider: recordedDecider({ answers }) });
+    const s3 = body.checks[0].rules[2];
+    expect(s3.status).toBe('not_checked');
+    expect(s3.reason).toBe('Not checked: no recorded answer for take-order/condition/3. Decided: No address was confirmed.');
   });
 
   it('a warning sign that came up and was not handled is unheeded (a finding that leaves the result alone)', async () => {

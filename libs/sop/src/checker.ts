@@ -212,12 +212,13 @@ async function observe(rule: LockRule, session: Session, ask: Ask, calls: Readon
     if (applies === false) return { rule, obs: { rule, applies, done: null, evidence: [], reason: conditionReason }, review: null };
   }
   if (tools) {
-    const obs: StepObservation = { rule, applies, done: false, evidence: [], reason: applies === null ? join(tools.reason, conditionReason) : tools.reason };
+    // not_checked when its condition is undecided: the reason says so first ("Not checked: ...")
+    const obs: StepObservation = { rule, applies, done: false, evidence: [], reason: applies === null ? join(conditionReason, tools.reason) : tools.reason };
     return { rule, obs, review: null };
   }
   const { q, a } = await ask('step', rule);
   const done = a.decided ? a.answer : null;
-  const reason = applies === null && done !== true ? join(reasonOf(a), conditionReason) : reasonOf(a);
+  const reason = applies === null && done !== true ? join(conditionReason, reasonOf(a)) : reasonOf(a);
   const obs: StepObservation = { rule, applies, done, evidence: a.decided ? a.evidence : [], reason };
   return { rule, obs, review: a.decided ? { question: q, decision: a, field: 'done' } : null };
 }
