@@ -229,6 +229,16 @@ describe('checkSession with a decider', () => {
     expect(s3.reason).toBe('Not checked: no recorded answer for take-order/condition/3. Decided: No address was confirmed.');
   });
 
+  it('a warning sign that came up, where nobody could decide whether it was handled, is not_checked, its reason starting "Not checked:"', async () => {
+    const body = await checkSession(folder, session(tools), {
+      decider: recordedDecider({ answers: all({ 'take-order/warning/1': { answer: true, reason: 'The caller said this is ridiculous.' } }) }),
+    });
+    expect(body.checks[0].rules[5]).toMatchObject({
+      status: 'not_checked',
+      reason: 'Not checked: no recorded answer for take-order/responded/1. Decided: The caller said this is ridiculous.',
+    });
+  });
+
   it('a warning sign that came up and was not handled is unheeded (a finding that leaves the result alone)', async () => {
     const body = await checkSession(folder, session(tools), {
       decider: recordedDecider({ answers: all({ 'take-order/warning/1': { answer: true }, 'take-order/responded/1': { answer: false } }) }),

@@ -196,7 +196,8 @@ async function observe(rule: LockRule, session: Session, ask: Ask, calls: Readon
     if (!(a.decided && a.answer && rule.action)) return { rule, obs, review: null };
     const r = await ask('responded', rule);
     obs.heeded = r.a.decided ? r.a.answer : null;
-    obs.reason = join(obs.reason, r.a.reason); // one "Decided:" for the two decisions
+    // one "Decided:" for the two decisions; undecided whether it was handled, not_checked says so first
+    obs.reason = r.a.decided ? join(obs.reason, r.a.reason) : join(r.a.reason, obs.reason);
     if (r.a.decided) obs.evidence = [...obs.evidence, ...r.a.evidence];
     return { rule, obs, review: r.a.decided ? { question: r.q, decision: r.a, field: 'heeded' } : null };
   }
