@@ -120,6 +120,19 @@ Goal: The customer gets the refund they are owed.
     });
   });
 
+  it('only a required tool step left undecided on its when: lets a procedure be excluded; one not required may have been done another way', async () => {
+    const refunds = (annotation: string) => compileFiles({
+      'procedures/refund-order.md': `# Refund an order\n\n## Steps\n1. Look up the order. [tool: lookup_order, required]\n2. Issue the refund. [${annotation}]\n`,
+      'agents/support-agent.yaml': 'procedures: [refund-order]\n',
+    });
+    const asked = { ...session([[1, 'track_parcel']]), agent: 'support-agent' };
+    const required = await checkSession(refunds('tool: issue_refund, required, when: the order is owed a refund'), asked, { decider: offline });
+    expect(required.checks[0].excluded_reason).not.toBeNull();
+    const optional = await checkSession(refunds('tool: issue_refund, when: the order is owed a refund'), asked, { decider: offline });
+    expect(statuses(optional)).toEqual(['step1:not_reached', 'step2:not_checked']);
+    expect(optional.checks[0]).toMatchObject({ excluded_reason: null, result: 'partial' });
+  });
+
   it('without any tool calls, the transcript decides tool steps (so, offline, they are not checked)', async () => {
     const body = await checkSession(folder, session([]), { decider: offline });
     expect(statuses(body).slice(0, 4)).toEqual(['step1:not_checked', 'step2:not_checked', 'step3:not_checked', 'step4:not_checked']);
