@@ -52,7 +52,7 @@ export function parseSession(value: unknown): Session {
   const turns: Turn[] = o.turns.map((t, i) => {
     const to = obj(t, `turns[${i}]`);
     unknownKeys(to, ['role', 'text'], `turns[${i}].`);
-    if (to.role !== 'user' && to.role !== 'agent') throw new SessionError(`turns[${i}].role: expected "user" or "agent", got ${JSON.stringify(to.role)}`);
+    if (to.role !== 'user' && to.role !== 'agent') throw new SessionError(`turns[${i}].role: expected "user" or "agent", got ${shown(to.role)}`);
     if (typeof to.text !== 'string') throw new SessionError(`turns[${i}].text: expected a string, got ${typeName(to.text)}`);
     return { role: to.role, text: to.text };
   });
@@ -62,7 +62,7 @@ export function parseSession(value: unknown): Session {
     const co = obj(c, `tool_calls[${i}]`);
     unknownKeys(co, TOOL_CALL_KEYS, `tool_calls[${i}].`);
     if (!Number.isInteger(co.turn) || (co.turn as number) < 0 || (co.turn as number) >= turns.length) {
-      throw new SessionError(`tool_calls[${i}].turn: expected the index of one of the ${turns.length} turns, got ${JSON.stringify(co.turn)}`);
+      throw new SessionError(`tool_calls[${i}].turn: expected the index of one of the ${turns.length} turns, got ${shown(co.turn)}`);
     }
     if (typeof co.tool !== 'string' || !co.tool) throw new SessionError(`tool_calls[${i}].tool: expected a tool name, got ${typeName(co.tool)}`);
     return { turn: co.turn as number, tool: co.tool, input: co.input ?? null, output: co.output ?? null, error: co.error ?? null };
@@ -104,7 +104,7 @@ const LATEST = Date.parse('9999-12-31T23:59:59Z');
 function timestamp(v: string | null, field: string): string | null {
   if (v === null) return null;
   const m = ISO_TIME.exec(v);
-  const bad = () => new SessionError(`${field}: expected an ISO 8601 date and time with its offset, such as "2026-11-30T10:00:00Z", got ${JSON.stringify(v.length > 100 ? `${v.slice(0, 99)}…` : v)}`);
+  const bad = () => new SessionError(`${field}: expected an ISO 8601 date and time with its offset, such as "2026-11-30T10:00:00Z", got ${shown(v)}`);
   if (!m) throw bad();
   const [year, month, day, hour, minute, second = 0] = m.slice(1, 7).map((x) => (x === undefined ? undefined : Number(x)));
   const [sign, offHour = 0, offMinute = 0] = [m[7], ...m.slice(8).map((x) => (x === undefined ? undefined : Number(x)))] as [string | undefined, number?, number?];
@@ -126,14 +126,29 @@ function obj(v: unknown, what: string): Record<string, unknown> {
 
 function unknownKeys(o: Record<string, unknown>, keys: string[], prefix: string): void {
   const extra = Object.keys(o).filter((k) => !keys.includes(k));
-  if (extra.length) throw new SessionError(`${prefix}${extra[0]}: unknown field (known: ${keys.join(', ')})`);
+  if (extra.length) throw new SessionError(`${prefix}${clip(extra[0])}: unknown field (known: ${keys.join(', ')})`);
+}
+
+/**
+ * A refused value as the message quotes it: JSON, cut at SHOWN_MAX characters. A session may be
+ * megabytes, and between services the message travels in a header (past HTTP/2's 64 KiB the
+ * call never ended, and the api answered 504).
+ */
+const SHOWN_MAX = 100;
+
+function clip(text: string): string {
+  return text.length > SHOWN_MAX ? `${text.slice(0, SHOWN_MAX - 1)}…` : text;
+}
+
+function shown(v: unknown): string {
+  return clip(JSON.stringify(v) ?? String(v));
 }
 
 function typeName(v: unknown): string {
   if (v === undefined) return 'nothing';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
-  return typeof v === 'object' ? 'an object' : `${typeof v} ${JSON.stringify(v)}`;
+  return typeof v === 'object' ? 'an object' : `${typeof v} ${shown(v)}`;
 }
 
 /** Whether the agent said anything at all: a session where it never spoke is not measurable. */

@@ -123,6 +123,22 @@ describe.each(deployments(() => h))('the workspace endpoints (%s)', (_name, sopO
     expect((await call('GET', '/sessions/ses_nope')).status).toBe(404);
   });
 
+  it('refuses a session whose bad value is huge with 400 and a short message (over gRPC it once never came back)', async () => {
+    const huge = 'x'.repeat(100_000);
+    for (const body of [
+      { external_id: 'x', agent: 'payments-bot', turns: huge },
+      { external_id: 'x', agent: 'payments-bot', turns: [{ role: huge, text: 'hi' }] },
+      { external_id: 'x', agent: 'payments-bot', turns: [], [huge]: 1 },
+      { external_id: 'x', agent: 'payments-bot', turns: [{ role: 'user', text: 'hi' }], tool_calls: [{ turn: huge, tool: 'x' }] },
+      { external_id: 'x', agent: 'payments-bot', turns: [], started_at: huge },
+    ]) {
+      const bad = await call('POST', '/sessions', body);
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.code).toBe('invalid_session');
+      expect(bad.body.error.message.length).toBeLessThan(500);
+    }
+  });
+
   it('groups the findings into patterns, takes a verdict, and refuses a bad one the same way', async () => {
     let queue = await call('GET', '/review');
     for (let i = 0; queue.body.items.length === 0 && i < 200; i++) {
