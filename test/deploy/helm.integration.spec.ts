@@ -337,7 +337,10 @@ if (!helm) {
         expect(r.of('Ingress')).toEqual([]);
         expect(r.deployment('rule-engine').spec!.template.spec!.terminationGracePeriodSeconds).toBe(60);
         expect(r.deployment('ingest').spec!.template.spec!.containers[0].image).toBe('neatroots:0.1.0');
-        expect(r.of<ISecret>('Secret').map((x) => Object.keys(decode(x)).sort())).toEqual([['NEATROOTS_REDIS_URL'], ['NEATROOTS_PG_URL']]);
+        expect(r.of<ISecret>('Secret').map((x) => Object.keys(decode(x)).sort())).toEqual([['NEATROOTS_INTERNAL_TOKEN', 'NEATROOTS_REDIS_URL'], ['NEATROOTS_PG_URL']]);
+        // A random internal token every service reads (the services' own ports ask for it).
+        expect(loadConfig(decode(r.of<ISecret>('Secret')[0])).NEATROOTS_INTERNAL_TOKEN).toMatch(/^[A-Za-z0-9]{40}$/);
+        expect(decode(new Rendered(render(h, [], ['--set', 'internalToken=our-own-internal-token'])).of<ISecret>('Secret')[0]).NEATROOTS_INTERNAL_TOKEN).toBe('our-own-internal-token');
       });
 
       it('ci/scaled-values.yaml: more replicas, HPA on ingest, keys and checks in place, no Ingress', () => {

@@ -94,6 +94,8 @@ export class Cluster {
       NEATROOTS_REVIEW_ADDR: `127.0.0.1:${this.ports.review}`,
       NEATROOTS_QUESTION_ADDR: `127.0.0.1:${this.ports.question}`,
       NEATROOTS_RULE_ENGINE_ADDR: `127.0.0.1:${this.ports.ruleEngine}`,
+      // As a deployment should run: the services' own ports answer each other only.
+      NEATROOTS_INTERNAL_TOKEN: `internal-token-of-${this.prefix}`,
       KAFKAJS_NO_PARTITIONER_WARNING: '1',
       ...this.extraEnv,
     };

@@ -1,5 +1,7 @@
+import { credentials, status as Status, type ClientOptions } from '@grpc/grpc-js';
 import { Kafka, logLevel } from 'kafkajs';
-import { openPostgres, requireService } from '@neatroots/platform';
+import { internalClientOptions, openPostgres, requireService } from '@neatroots/platform';
+import { v1 } from '@neatroots/proto';
 import { Cluster, freePort } from './cluster';
 
 /**
@@ -56,6 +58,18 @@ maybe(SUITE, () => {
       await cluster.start('api');
       const res = await fetch(`http://127.0.0.1:${cluster.ports.http}/v1/projects/${PROJECT}/models/agreement`, { headers: { 'x-api-key': KEY } });
       expect(res.status).toBe(200);
+      // The services' own ports answer the deployment's services only: a call without the
+      // internal token (anyone else who reaches the port) is refused; the api's carried it.
+      const resolveKey = (options: ClientOptions) =>
+        new Promise<string>((resolve) => {
+          const client = new v1.ReviewClient(`127.0.0.1:${cluster.ports.review}`, credentials.createInsecure(), options);
+          client.resolveKey({ key: KEY }, (err, r) => {
+            client.close();
+            resolve(err ? Status[err.code] : r.project);
+          });
+        });
+      expect(await resolveKey({})).toBe('UNAUTHENTICATED');
+      expect(await resolveKey(internalClientOptions(cluster.env.NEATROOTS_INTERNAL_TOKEN))).toBe(PROJECT);
     } finally {
       await cluster.close();
     }

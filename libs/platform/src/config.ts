@@ -67,6 +67,11 @@ const schema = z.object({
       }
       return out;
     }),
+  /**
+   * Distributed: a secret the services' own gRPC ports (review, question, the rule engine) ask of
+   * every call, and their clients send; unset, those ports take calls from anyone who reaches them.
+   */
+  NEATROOTS_INTERNAL_TOKEN: z.string().min(16, 'must be at least 16 characters (a random secret, the same for every service)').optional(),
   /** Projects where halts act. */
   NEATROOTS_STEERING: list,
   /** Projects whose pre-call checks fail closed: a call whose check does not answer in time is not run. */

@@ -1,8 +1,8 @@
-import { credentials, Metadata, status } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type ClientOptions } from '@grpc/grpc-js';
 import { ReviewGrpcClient, SopGrpcClient, apiModule } from '@neatroots/api';
 import type { ProjectEntry } from '@neatroots/checks';
 import { ingestModule } from '@neatroots/ingest';
-import { createMetrics, GitHubCodeHost, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
+import { createMetrics, GitHubCodeHost, internalClientOptions, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
 import type { ChatMessage, Logger, Platform, ServiceModule } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import { QuestionDecisionsClient, questionModule, type QuestionLink } from '@neatroots/question';
@@ -104,11 +104,13 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
     },
   };
   if (opts.platform.kind === 'distributed') {
-    links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose);
-    links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose);
+    // Every call to another service's port carries the deployment's internal token, when set.
+    const internal = internalClientOptions(config.NEATROOTS_INTERNAL_TOKEN);
+    links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose, internal);
+    links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose, internal);
     // Ingest forwards the SDK's pre-call checks to the rule engine's process.
     links['rule-engine'] = ({ onClose }) => {
-      const client = new RuleEngineClient(config.NEATROOTS_RULE_ENGINE_ADDR);
+      const client = new RuleEngineClient(config.NEATROOTS_RULE_ENGINE_ADDR, internal);
       onClose(() => client.close());
       return client;
     };
@@ -123,10 +125,10 @@ function secretKeyFor(kind: Platform['kind'], config: Config): Buffer | undefine
 }
 
 /** The review service in another process, over gRPC; quiet checks cached as in-process. */
-function reviewRemote(address: string, onClose: (step: () => unknown) => void): ReviewLink {
-  const queries = new ReviewGrpcClient(address);
-  const data = new ReviewDataClient(address);
-  const sop = new SopGrpcClient(address);
+function reviewRemote(address: string, onClose: (step: () => unknown) => void, clientOptions: ClientOptions = {}): ReviewLink {
+  const queries = new ReviewGrpcClient(address, undefined, clientOptions);
+  const data = new ReviewDataClient(address, undefined, clientOptions);
+  const sop = new SopGrpcClient(address, undefined, clientOptions);
   onClose(() => queries.close());
   onClose(() => data.close());
   onClose(() => sop.close());
@@ -134,9 +136,9 @@ function reviewRemote(address: string, onClose: (step: () => unknown) => void): 
 }
 
 /** The question service in another process: what the api asks of it. */
-export function questionRemote(address: string, onClose: (step: () => unknown) => void): Pick<QuestionLink, 'modelStats' | 'decisions' | 'draft'> {
-  const client = new v1.QuestionClient(address, credentials.createInsecure());
-  const decisions = new QuestionDecisionsClient(address);
+export function questionRemote(address: string, onClose: (step: () => unknown) => void, clientOptions: ClientOptions = {}): Pick<QuestionLink, 'modelStats' | 'decisions' | 'draft'> {
+  const client = new v1.QuestionClient(address, credentials.createInsecure(), clientOptions);
+  const decisions = new QuestionDecisionsClient(address, { client: clientOptions });
   onClose(() => client.close());
   onClose(() => decisions.close());
   // A draft's model call goes through the question service's gateway (Complete), its queue

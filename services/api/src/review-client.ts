@@ -1,4 +1,4 @@
-import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { StoreInputError, type ReviewQueries } from '@neatroots/store';
 
@@ -12,8 +12,8 @@ const INPUT_ERROR_CODE = 'neatroots-error-code';
 export class ReviewGrpcClient implements ReviewQueries {
   private readonly client: v1.ReviewClient;
 
-  constructor(address: string, private readonly timeoutMs = 10_000) {
-    this.client = new v1.ReviewClient(address, credentials.createInsecure());
+  constructor(address: string, private readonly timeoutMs = 10_000, clientOptions: ClientOptions = {}) {
+    this.client = new v1.ReviewClient(address, credentials.createInsecure(), clientOptions);
   }
 
   private call<Req, Res>(method: (req: Req, md: Metadata, opts: { deadline: Date }, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {

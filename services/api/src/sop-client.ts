@@ -1,4 +1,4 @@
-import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { SopError, type ReviewSopQueries, type SopIssue, type SopQueries } from '@neatroots/store';
 
@@ -25,8 +25,8 @@ const FROM_GRPC: Partial<Record<status, SopError['status']>> = {
 export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   private readonly client: v1.SopClient;
 
-  constructor(address: string, private readonly timeoutMs = 30_000) {
-    this.client = new v1.SopClient(address, credentials.createInsecure());
+  constructor(address: string, private readonly timeoutMs = 30_000, clientOptions: ClientOptions = {}) {
+    this.client = new v1.SopClient(address, credentials.createInsecure(), clientOptions);
   }
 
   private async call<Req, T>(method: unknown, req: Req, timeoutMs = this.timeoutMs): Promise<T> {

@@ -1,4 +1,4 @@
-import { credentials, Metadata, status as Status, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, status as Status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import type { DecisionEndpoint, DecisionItem, DecisionReply, QuestionAnswerer } from '@neatroots/questions';
 
@@ -26,15 +26,17 @@ export interface DecisionsClientOptions {
   /** RESOURCE_EXHAUSTED (a full queue) is retried this many times, backing off. */
   busyRetries?: number;
   backoffMs?: number;
+  /** The gRPC client's options (the deployment's internal token: internalClientOptions). */
+  client?: ClientOptions;
 }
 
 /** Over gRPC: the review service's checker in the distributed deployment. */
 export class QuestionDecisionsClient implements DecisionsGateway {
   private readonly client: v1.QuestionClient;
-  private readonly o: Required<DecisionsClientOptions>;
+  private readonly o: Required<Omit<DecisionsClientOptions, 'client'>>;
 
   constructor(address: string, opts: DecisionsClientOptions = {}) {
-    this.client = new v1.QuestionClient(address, credentials.createInsecure());
+    this.client = new v1.QuestionClient(address, credentials.createInsecure(), opts.client ?? {});
     this.o = { timeoutMs: opts.timeoutMs ?? 180_000, busyRetries: opts.busyRetries ?? 5, backoffMs: opts.backoffMs ?? 500 };
   }
 

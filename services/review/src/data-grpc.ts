@@ -1,4 +1,4 @@
-import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import type { AgreementRecord, Plan, QuestionResult, SavedModel } from '@neatroots/questions';
 import { StoreInputError, type DbCheckInput, type DbCheckRecord } from '@neatroots/store';
@@ -60,8 +60,8 @@ export function reviewDataGrpcService(data: ReviewData): { service: typeof v1.Re
 export class ReviewDataClient implements ReviewData {
   private readonly client: v1.ReviewDataClient;
 
-  constructor(address: string, private readonly timeoutMs = 10_000) {
-    this.client = new v1.ReviewDataClient(address, credentials.createInsecure());
+  constructor(address: string, private readonly timeoutMs = 10_000, clientOptions: ClientOptions = {}) {
+    this.client = new v1.ReviewDataClient(address, credentials.createInsecure(), clientOptions);
   }
 
   private call<Req, Res>(method: string, req: Req): Promise<Res> {

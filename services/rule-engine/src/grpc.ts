@@ -1,4 +1,4 @@
-import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { envelopeFromProto, envelopeToProto } from '@neatroots/messages';
 import { v1 } from '@neatroots/proto';
 import { MAX_PRECHECK_TIMEOUT_MS, PrecheckCancelledError, PrecheckTimeoutError, type PrecheckAnswer, type PrecheckRequest } from './precheck';
@@ -81,8 +81,8 @@ export class RuleEngineUnavailableError extends Error {
 export class RuleEngineClient {
   private readonly client: v1.RuleEngineClient;
 
-  constructor(readonly address: string) {
-    this.client = new v1.RuleEngineClient(address, credentials.createInsecure());
+  constructor(readonly address: string, clientOptions: ClientOptions = {}) {
+    this.client = new v1.RuleEngineClient(address, credentials.createInsecure(), clientOptions);
   }
 
   /**

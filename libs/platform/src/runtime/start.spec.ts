@@ -1,7 +1,10 @@
+import { credentials, status as Status, type ClientOptions } from '@grpc/grpc-js';
 import type { Bus, Db, Platform, ServiceModule, WindowStore } from '@neatroots/ports';
+import { health as grpcHealth, v1 } from '@neatroots/proto';
 import { loadConfig } from '../config';
 import { createMetrics } from '../ops';
 import { createLogger } from './log';
+import { internalClientOptions } from './internal-token';
 import { startOrder, startServices } from './start';
 
 /** A platform that records what is asked of it, in order. */
@@ -94,5 +97,63 @@ describe('startServices', () => {
     const a = { name: 'a', needs: ['y'], provides: ['x'] };
     const b = { name: 'b', needs: ['x'], provides: ['y'] };
     expect(() => startOrder([a, b])).toThrow(/cycle: a -> b -> a/);
+  });
+});
+
+describe("the services' own gRPC port and NEATROOTS_INTERNAL_TOKEN", () => {
+  const engineModule: ServiceModule = {
+    name: 'engine',
+    needs: [],
+    start: async (ctx) => {
+      const implementation: v1.RuleEngineServer = {
+        preCheck: (_call, cb) => cb(null, { decision: 'allow', check_id: '', finding_id: '', title: '', text: '' } as never),
+        haltingTools: (call, cb) => cb(null, { tools: [`for ${call.request.project}`] }),
+      };
+      ctx.serveGrpc('neatroots.v1.RuleEngine', { service: v1.RuleEngineService, implementation });
+      return { stop: async () => undefined };
+    },
+  };
+  const start = (env: NodeJS.ProcessEnv) =>
+    startServices({ platform: recordingPlatform([]), modules: [engineModule], config: loadConfig({ NEATROOTS_HOME: '/nonexistent', ...env }), log, metrics: createMetrics('t'), grpc: { host: '127.0.0.1', port: 0 } });
+  const ask = (port: number, options: ClientOptions) => {
+    const client = new v1.RuleEngineClient(`127.0.0.1:${port}`, credentials.createInsecure(), options);
+    return new Promise<string>((resolve) =>
+      client.haltingTools({ project: 'shop', workflow: '' }, (err, res) => {
+        client.close();
+        resolve(err ? `${Status[err.code]}: ${err.details}` : res.tools.join(','));
+      }),
+    );
+  };
+  const health = (port: number) => {
+    const client = new grpcHealth.HealthClient(`127.0.0.1:${port}`, credentials.createInsecure());
+    return new Promise<string>((resolve) =>
+      client.check({ service: '' }, (err, res) => {
+        client.close();
+        resolve(err ? Status[err.code] : String(res.status));
+      }),
+    );
+  };
+  const TOKEN = 'a-random-secret-for-the-deployment';
+
+  it('with a token, answers only calls that carry it; gRPC health stays open for probes', async () => {
+    const s = await start({ NEATROOTS_INTERNAL_TOKEN: TOKEN });
+    try {
+      expect(await ask(s.servicePort!, internalClientOptions(TOKEN))).toBe('for shop');
+      expect(await ask(s.servicePort!, {})).toMatch(/^UNAUTHENTICATED: this port answers neatroots's own services only/);
+      expect(await ask(s.servicePort!, internalClientOptions('another-secret-of-sixteen'))).toMatch(/^UNAUTHENTICATED/);
+      expect(await health(s.servicePort!)).not.toBe('UNAUTHENTICATED');
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('without one, answers every call (as before); a token shorter than 16 characters stops the start', async () => {
+    const s = await start({});
+    try {
+      expect(await ask(s.servicePort!, {})).toBe('for shop');
+    } finally {
+      await s.close();
+    }
+    expect(() => loadConfig({ NEATROOTS_INTERNAL_TOKEN: 'short' })).toThrow(/NEATROOTS_INTERNAL_TOKEN: must be at least 16 characters/);
   });
 });

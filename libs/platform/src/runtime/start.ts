@@ -4,6 +4,7 @@ import type { Config } from '../config';
 import { HealthService, startAdmin, type Metrics } from '../ops';
 import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
 import { warnWhileSlow } from './log';
+import { requireInternalToken } from './internal-token';
 
 /**
  * Supplies a link no module of this process provides. It may use other links; `onClose`
@@ -101,7 +102,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
     platform,
     serveGrpc: (name: string, svc: GrpcService) => {
       if (!grpcServer) return;
-      grpcServer.addService(svc.service as ServiceDefinition, svc.implementation as UntypedServiceImplementation);
+      grpcServer.addService(svc.service as ServiceDefinition, requireInternalToken(svc.implementation as UntypedServiceImplementation, config.NEATROOTS_INTERNAL_TOKEN));
       serviceNames.push(name);
     },
     setHealth: (name: string, serving: boolean) => health.set(name, serving ? 'SERVING' : 'NOT_SERVING'),
