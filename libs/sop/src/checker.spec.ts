@@ -113,6 +113,21 @@ Goal: The customer gets the refund they are owed.
       expect(body.checks[0].result).toBe('partial');
     });
 
+    it('the quote email sent twice (a retry): the receipt is the email after the charge, not the retry, and nothing is out of order', async () => {
+      const body = await paid('pay-agent', [[1, 'send_email'], [2, 'send_email'], [3, 'charge'], [5, 'send_email']]);
+      expect(statuses(body)).toEqual(['step1:done', 'step2:done', 'step3:done']);
+      expect(body.checks[0].rules.map((r) => r.evidence.map((e) => e.turn))).toEqual([[1], [3], [5]]);
+      expect(body.checks[0].result).toBe('followed');
+    });
+
+    it('the card charged before the quote: the charge is still its step\'s call, out of order', async () => {
+      const body = await paid('pay-agent', [[1, 'charge'], [2, 'send_email'], [4, 'send_email']]);
+      expect(body.checks[0].rules.map((r) => r.evidence.map((e) => e.turn))).toEqual([[2], [1], [4]]);
+      // The quote and the charge were done in the wrong order: one of the two is out of order.
+      expect(statuses(body).filter((x) => x.endsWith(':out_of_order'))).toHaveLength(1);
+      expect(body.checks[0].result).toBe('partial');
+    });
+
     it('calls listed out of turn order are read by turn', async () => {
       const body = await paid('two-agent', [[1, 'b'], [4, 'a'], [0, 'a']]);
       expect(statuses(body)).toEqual(['step1:done', 'step2:done']);

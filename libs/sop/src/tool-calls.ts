@@ -37,8 +37,11 @@ export function fromToolCalls(
 /**
  * Which call is each tool step's (rule_id -> call, null when none is left): in step order,
  * each tool step takes the earliest call of its tool, by turn (then as sent), that an earlier
- * step has not taken. So a tool called once counts for its first step only, and calls sent out
- * of turn order are read in turn order.
+ * step has not taken, at or after the turn of the call the tool step before it took; only when
+ * there is none after, the earliest left before (a step done out of order keeps its call). So a
+ * tool called once counts for its first step only, a call made again (a retry) is not taken for
+ * a later step when a call after the steps between comes, and calls sent out of turn order are
+ * read in turn order.
  */
 export function stepCalls(rules: readonly LockRule[], session: Session): Map<string, ToolCall | null> {
   const byTool = new Map<string, ToolCall[]>();
@@ -48,14 +51,18 @@ export function stepCalls(rules: readonly LockRule[], session: Session): Map<str
     else byTool.set(c.tool, [c]);
   }
   for (const list of byTool.values()) list.sort((a, b) => a.turn - b.turn); // stable: ties as sent
-  const next = new Map<string, number>();
+  const taken = new Set<ToolCall>();
   const out = new Map<string, ToolCall | null>();
   const steps = rules.filter((r) => r.kind === 'step' && r.tool).sort((a, b) => a.index - b.index);
+  let after = -Infinity;
   for (const r of steps) {
-    const list = byTool.get(r.tool!) ?? [];
-    const i = next.get(r.tool!) ?? 0;
-    out.set(r.rule_id, list[i] ?? null);
-    next.set(r.tool!, i + 1);
+    const left = (byTool.get(r.tool!) ?? []).filter((c) => !taken.has(c));
+    const call = left.find((c) => c.turn >= after) ?? left[0] ?? null;
+    out.set(r.rule_id, call);
+    if (call) {
+      taken.add(call);
+      after = call.turn;
+    }
   }
   return out;
 }
