@@ -2,11 +2,12 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { RunsRepo, SopSessionsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
 import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { testConfig } from '../../neatroots/src/test-app.test';
 import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
 
 /**
@@ -125,15 +126,7 @@ guidance: Be polite.
       : call.kind === 'draft' ? { json: DRAFT }
       : { json: {} },
     );
-    const config = loadConfig({
-      NEATROOTS_HOME: home,
-      NEATROOTS_OTLP_PORT: '0',
-      NEATROOTS_OTLP_HTTP_PORT: '0',
-      NEATROOTS_GRPC_PORT: '0',
-      NEATROOTS_HTTP_PORT: '0',
-      // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-      NEATROOTS_MEMORY_CEILING_MB: '0',
-      NEATROOTS_ADMIN_PORT: '0',
+    const config = testConfig(home, {
       NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
       NEATROOTS_STEERING: PROJECT,
     });

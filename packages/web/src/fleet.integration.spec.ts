@@ -3,10 +3,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import type { FindingMessage } from '@neatroots/messages';
-import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { createLogger, loadModelConfig, until } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { FindingsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
+import { testConfig } from '../../neatroots/src/test-app.test';
 import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
 
 /**
@@ -74,16 +75,6 @@ function session(externalId: string, tools: number[]) {
     return text ? JSON.parse(text) : {};
   }
 
-  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 60_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-
   async function checked(externalId: string, tools: number[]): Promise<void> {
     const { id } = await ws('POST', '/sessions', session(externalId, tools));
     await until(`${externalId} checked`, async () => (await ws('GET', `/sessions/${id}`)).status !== 'queued');
@@ -93,15 +84,7 @@ function session(externalId: string, tools: number[]) {
     requireBuiltApp();
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-fleet-'));
     app = await startEmbedded({
-      config: loadConfig({
-        NEATROOTS_HOME: home,
-        NEATROOTS_OTLP_PORT: '0',
-        NEATROOTS_OTLP_HTTP_PORT: '0',
-        NEATROOTS_GRPC_PORT: '0',
-        NEATROOTS_HTTP_PORT: '0',
-        // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-        NEATROOTS_MEMORY_CEILING_MB: '0',
-        NEATROOTS_ADMIN_PORT: '0',
+      config: testConfig(home, {
         NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
       }),
       models: loadModelConfig({}),

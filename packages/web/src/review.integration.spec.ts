@@ -2,10 +2,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { createLogger, loadConfig, loadModelConfig } from '@neatroots/platform';
+import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
 import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { testConfig } from '../../neatroots/src/test-app.test';
 import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './browser.test';
 
 /**
@@ -68,16 +69,7 @@ interface QueueAnswer {
       return { json: { answers: ids.map((id) => ({ id, ...answer })) } };
     });
     app = await startEmbedded({
-      config: loadConfig({
-        NEATROOTS_HOME: home,
-        NEATROOTS_OTLP_PORT: '0',
-        NEATROOTS_OTLP_HTTP_PORT: '0',
-        NEATROOTS_GRPC_PORT: '0',
-        NEATROOTS_HTTP_PORT: '0',
-        // A jest worker holds several apps: the memory ceiling (this process's RSS) is the flood test's.
-        NEATROOTS_MEMORY_CEILING_MB: '0',
-        NEATROOTS_ADMIN_PORT: '0',
-      }),
+      config: testConfig(home),
       models: loadModelConfig({ NEATROOTS_REASONING_MODEL_URL: reasoning.url, NEATROOTS_REASONING_MODEL_NAME: 'reasoner-test' }),
       demo: true,
       inMemoryDb: true,
