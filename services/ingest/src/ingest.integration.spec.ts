@@ -465,6 +465,41 @@ describe('ingest limits and shutdown', () => {
     await h.close();
   });
 
+  it('tells the rule engine when the caller of a pre-call check gave up (its call cancelled, no deadline)', async () => {
+    let aborted: (() => void) | undefined;
+    const gaveUp = new Promise<void>((r) => (aborted = r));
+    let asked = false;
+    const ingest = await startIngest({
+      bus: new MemoryBus(),
+      resolveKey: async (k) => KEYS[k],
+      otlpPort: 0,
+      grpcPort: 0,
+      precheck: {
+        // The engine waits for spans that never come, until told the caller is gone.
+        precheck: (req) => {
+          asked = true;
+          return new Promise((_, reject) => req.signal?.addEventListener('abort', () => (aborted!(), reject(new Error('cancelled')))));
+        },
+        haltingTools: () => [],
+        failClosed: () => false,
+        timeoutMs: 60_000,
+        isTimeout: () => false,
+      },
+    });
+    const client = new v1.IngestClient(`127.0.0.1:${ingest.grpcPort}`, credentials.createInsecure());
+    try {
+      const span: v1.Span = { run_id: 'r1', span_id: 'call', parent_id: '', type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: '', model: '', project: '', workflow: '', session_id: '' };
+      const call = client.preCheck({ span, known_spans: 5, timeout_ms: 60_000 }, md('key-shop'), () => undefined);
+      for (let i = 0; i < 200 && !asked; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(asked).toBe(true);
+      call.cancel();
+      await expect(Promise.race([gaveUp.then(() => 'told'), new Promise((r) => setTimeout(() => r('not told'), 2_000))])).resolves.toBe('told');
+    } finally {
+      client.close();
+      await ingest.close();
+    }
+  });
+
   it("drops a Subscribe stream whose client went away without closing its connection (pings go unanswered)", async () => {
     const ingest = await startIngest({ bus: new MemoryBus(), resolveKey: async (k) => KEYS[k], otlpPort: 0, grpcPort: 0, keepalive: { everyMs: 200, timeoutMs: 200 } });
     // A link that goes silent both ways without closing: a client's host gone, a NAT that forgot it.

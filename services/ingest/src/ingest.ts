@@ -98,8 +98,8 @@ export interface IngestOptions {
 
 /** What ingest asks of the rule engine for a pre-call check. */
 export interface PrecheckPort {
-  /** `deadline` (epoch ms): when the caller stops waiting. */
-  precheck(req: { project: string; span: Span; knownSpans?: number; timeoutMs?: number; deadline?: number }): Promise<{ decision: 'allow' | 'halt'; check_id?: string; finding_id?: string; title?: string; text?: string }>;
+  /** `deadline` (epoch ms): when the caller stops waiting; `signal`: aborted when it gave up before that. */
+  precheck(req: { project: string; span: Span; knownSpans?: number; timeoutMs?: number; deadline?: number; signal?: AbortSignal }): Promise<{ decision: 'allow' | 'halt'; check_id?: string; finding_id?: string; title?: string; text?: string }>;
   haltingTools(project: string, workflow?: string): string[] | Promise<string[]>;
   /** The project's fail mode: true for fail-closed. */
   failClosed(project: string): boolean;
@@ -398,7 +398,10 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       const d = call.getDeadline();
       const deadline = d instanceof Date ? d.getTime() : Number.isFinite(d) ? d : undefined;
       const p = opts.precheck;
-      const a = await p.precheck({ project, span: item.span, knownSpans: req.known_spans, timeoutMs, deadline }).catch((e: unknown) => {
+      // A caller that gives up (its call cancelled) ends the wait at once, deadline or not.
+      const gaveUp = new AbortController();
+      call.on('cancelled', () => gaveUp.abort());
+      const a = await p.precheck({ project, span: item.span, knownSpans: req.known_spans, timeoutMs, deadline, signal: gaveUp.signal }).catch((e: unknown) => {
         if (p.isTimeout(e)) throw new CallError(Status.DEADLINE_EXCEEDED, (e as Error).message);
         throw p.isUnavailable?.(e) ? new CallError(Status.UNAVAILABLE, (e as Error).message) : e;
       });

@@ -121,6 +121,20 @@ describe('RuleEngine over gRPC', () => {
     expect(ended?.code).toBe(status.CANCELLED);
   });
 
+  it("ingest's client cancels its call when its caller gave up (signal): the engine stops reading the window", async () => {
+    const gaveUp = new AbortController();
+    // Spans that never come, a minute to wait for them, no deadline.
+    const asked = client.precheck({ project: 'shop', span: span('s14', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 60_000, signal: gaveUp.signal }).catch((e: Error) => e);
+    for (let i = 0; i < 200 && loads < 3; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(loads).toBeGreaterThanOrEqual(3);
+    gaveUp.abort();
+    expect(await asked).toMatchObject({ message: expect.stringContaining('PreCheck') });
+    await new Promise((r) => setTimeout(r, 50));
+    const atCancel = loads;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(loads).toBe(atCancel);
+  });
+
   it('waits no longer than MAX_PRECHECK_TIMEOUT_MS, whatever timeout_ms asks', async () => {
     const asked: PrecheckRequest[] = [];
     answer = async (req) => {

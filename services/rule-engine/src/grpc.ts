@@ -100,15 +100,20 @@ export class RuleEngineClient {
     };
     // Without a deadline from the caller, a little past the engine's own: its answer says more.
     const deadline = req.deadline ?? Date.now() + timeoutMs + 1_000;
-    return new Promise((resolve, reject) =>
-      this.client.preCheck(call, new Metadata(), { deadline }, (err, res) => {
+    return new Promise((resolve, reject) => {
+      const sent = this.client.preCheck(call, new Metadata(), { deadline }, (err, res) => {
+        req.signal?.removeEventListener('abort', cancel);
         if (!err) {
           resolve({ decision: res.decision === 'halt' ? 'halt' : 'allow', ...(res.decision === 'halt' ? { check_id: res.check_id, finding_id: res.finding_id, title: res.title, text: res.text } : {}) });
           return;
         }
         reject(this.failure(err, 'PreCheck'));
-      }),
-    );
+      });
+      // The caller gave up: the engine's wait is cancelled with the call (its server aborts the check).
+      const cancel = () => sent.cancel();
+      if (req.signal?.aborted) cancel();
+      else req.signal?.addEventListener('abort', cancel, { once: true });
+    });
   }
 
   haltingTools(project: string, workflow?: string, timeoutMs = 5_000): Promise<string[]> {
