@@ -64,6 +64,19 @@ describe('widening a band', () => {
     { maxLength: 30 },
   );
 
+  it('next to p = 1, widens the yes end without moving it past the answers it keeps sure (a rounding did)', () => {
+    const pts: Point[] = [
+      { session_id: 'a', p: 0.9999999990000006, correct: false },
+      { session_id: 'a', p: 0.9999999999999992, correct: true },
+      { session_id: 'a', p: 0.9999999999999992, correct: true },
+    ];
+    const b: Band = [0, 0.51, 0.5];
+    const w = widen(pts, b, 'yes');
+    expect(w[1]).toBeGreaterThan(0.9999999990000006);
+    expect(w[1]).toBeLessThanOrEqual(0.9999999999999992);
+    expect(putRight(pts, w)).toBe(3);
+  });
+
   it('never narrows a band, never moves decide, and never puts fewer labels right', () => {
     fc.assert(
       fc.property(points, band, fc.constantFrom<'no' | 'yes'>('no', 'yes'), (pts, b, side) => {

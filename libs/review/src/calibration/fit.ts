@@ -65,7 +65,12 @@ export function widen(points: readonly Point[], band: Band, side: 'no' | 'yes'):
   const mirrored = mirrorBand(band);
   const fitted = widenNo(points.map((pt) => ({ ...pt, p: 1 - pt.p })), mirrored);
   if (fitted === mirrored) return band;
-  return [band[0], round(1 - fitted[0]), band[2]];
+  // Rounded (1 - x is rarely a short decimal) only when that is sure of the same answers: next
+  // to p = 1 rounding can move the end past the answers the fit kept sure.
+  const yes = 1 - fitted[0];
+  const r = round(yes);
+  const same = points.every((pt) => pt.p >= r === pt.p >= yes);
+  return [band[0], same ? r : yes, band[2]];
 }
 
 /**
