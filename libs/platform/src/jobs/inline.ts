@@ -1,6 +1,9 @@
 import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
 import { checkJobId, nextCronTime, retryDelayMs, JOB_DEFAULTS } from './common';
 
+/** The longest a Node.js timer waits (2^31 - 1 ms); a longer delay fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface Pending {
   id: string;
   data: unknown;
@@ -89,12 +92,16 @@ export class InlineJobs implements Jobs {
     const timerKey = `cron\0${queue}\0${name}`;
     this.cancelSchedule(timerKey);
     const arm = (at: number) => {
+      // A timer holds at most 2^31 - 1 ms (about 24.8 days): a later firing (a monthly or
+      // yearly pattern) waits in steps, or the timer would fire at once, again and again.
+      const wait = Math.max(0, at - Date.now());
       const t = setTimeout(() => {
         this.timers.delete(t);
         if (this.closed) return;
+        if (wait > MAX_TIMER_MS) return arm(at);
         void this.add(queue, data, { jobId: `${name}.${at}` });
         arm(nextCronTime(cron, at));
-      }, Math.max(0, at - Date.now()));
+      }, Math.min(wait, MAX_TIMER_MS));
       t.unref();
       this.timers.add(t);
       this.schedules.set(timerKey, t);
