@@ -22,6 +22,7 @@ export {
   planRecluster,
   jaccard,
   SPLIT_AT_FINDINGS,
+  SPLIT_MAX_FINDINGS,
   RECLUSTER_AFTER_NEW,
   OTHER_SHARE_MAX,
   OTHER_MIN_NEW,

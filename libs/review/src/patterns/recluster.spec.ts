@@ -16,6 +16,8 @@ describe('when a rule is due for a split', () => {
     ['other holds exactly 25%, 5 new', { findings: 100, clustered: true, new_since_clustering: 5, in_other: 25 }, null],
     ['other holds 26%, 5 new', { findings: 100, clustered: true, new_since_clustering: 5, in_other: 26 }, 'other_share'],
     ['other holds 26%, only 4 new', { findings: 100, clustered: true, new_since_clustering: 4, in_other: 26 }, null],
+    ['600 findings, 60 of the newest 200 in other (30% of what a split shows), 5 new', { findings: 600, clustered: true, new_since_clustering: 5, in_other: 60 }, 'other_share'],
+    ['600 findings, 50 of the newest 200 in other (25%), 5 new', { findings: 600, clustered: true, new_since_clustering: 5, in_other: 50 }, null],
   ];
   it.each(T)('%s', (_, facts, why) => expect(reclusterDue(facts)).toBe(why));
 });

@@ -19,6 +19,13 @@ export const OTHER_MIN_NEW = 5;
 export const MATCH_MIN_JACCARD = 0.3;
 /** Named failure modes a split may have, besides `other`. */
 export const MAX_FAILURE_MODES = 5;
+/**
+ * Findings the model reads for one split: a rule's newest, so a prompt stays a prompt. A split
+ * judges only these (matching, material, carry-over); the older ones stay where they are, and the
+ * share in `other` is measured on them too (older findings in `other` were never shown again, so
+ * counting them would make the rule due for ever).
+ */
+export const SPLIT_MAX_FINDINGS = 200;
 
 export interface RuleClusterFacts {
   /** The rule pattern's findings (all of them, across its failure modes and other). */
@@ -27,7 +34,7 @@ export interface RuleClusterFacts {
   clustered: boolean;
   /** Findings that arrived since its last clustering. */
   new_since_clustering: number;
-  /** Findings in its `other` sub-pattern. */
+  /** Of its newest SPLIT_MAX_FINDINGS findings (what a split shows the model), those in its `other` sub-pattern. */
   in_other: number;
 }
 
@@ -37,7 +44,9 @@ export type ReclusterWhy = 'first_split' | 'new_findings' | 'other_share';
 export function reclusterDue(f: RuleClusterFacts): ReclusterWhy | null {
   if (!f.clustered) return f.findings >= SPLIT_AT_FINDINGS ? 'first_split' : null;
   if (f.new_since_clustering >= RECLUSTER_AFTER_NEW) return 'new_findings';
-  if (f.findings > 0 && f.in_other / f.findings > OTHER_SHARE_MAX && f.new_since_clustering >= OTHER_MIN_NEW) return 'other_share';
+  // The share in other of what a split would show the model (the newest SPLIT_MAX_FINDINGS).
+  const shown = Math.min(f.findings, SPLIT_MAX_FINDINGS);
+  if (shown > 0 && f.in_other / shown > OTHER_SHARE_MAX && f.new_since_clustering >= OTHER_MIN_NEW) return 'other_share';
   return null;
 }
 
@@ -57,6 +66,7 @@ function intersection(a: ReadonlySet<string>, b: ReadonlySet<string>): number {
 
 export interface OldCluster<V extends VerdictEntry = VerdictEntry> {
   id: string;
+  /** Its findings the model was shown (a split judges only those; the others are not compared). */
   findings: readonly string[];
   /** Its own latest verdict (not inherited), or null. */
   verdict: V | null;

@@ -1,4 +1,5 @@
 import type { Queryable } from '@neatroots/ports';
+import { SPLIT_MAX_FINDINGS } from '@neatroots/review-domain';
 import { patternOfRuleLineage } from '../sop/lineage.repo';
 import { iso, isoNonNull, text } from '../sql';
 import { jsonColumn } from './patterns.repo';
@@ -11,6 +12,7 @@ export interface RuleClusterRow {
   clustered_at: string | null;
   findings: number;
   new_since_clustering: number;
+  /** Of its newest SPLIT_MAX_FINDINGS findings (what a split shows the model), those in `other`. */
   in_other: number;
 }
 
@@ -49,21 +51,25 @@ export class ClustersRepo {
   async ruleFacts(q: Queryable, workspace: string, filter: { procedure?: string; lineage?: string } = {}): Promise<RuleClusterRow[]> {
     // Totals from the day counts (a few rows per rule pattern, kept exact by triggers) rather
     // than every finding: this runs after each session's assignment. Findings new since a
-    // clustering are counted on the (rule_pattern_id, created_at) index, for clustered rules only.
+    // clustering are counted on the (rule_pattern_id, created_at) index, for clustered rules only,
+    // and so are those in `other` among the newest SPLIT_MAX_FINDINGS (what a split shows the model).
     const res = await q.query<{ id: string; procedure_id: string; lineage_id: string; clustered_at: unknown; findings: unknown; new_since: unknown; in_other: unknown }>(
       `WITH totals AS (
-         SELECT d.rule_pattern_id AS id, sum(d.n) AS findings, COALESCE(sum(d.n) FILTER (WHERE o.kind = 'other'), 0) AS in_other
-           FROM sop_finding_days d LEFT JOIN sop_patterns o ON o.id = d.pattern_id
+         SELECT d.rule_pattern_id AS id, sum(d.n) AS findings
+           FROM sop_finding_days d
           WHERE d.workspace = $1 AND d.rule_pattern_id <> ''
           GROUP BY d.rule_pattern_id HAVING sum(d.n) > 0)
-       SELECT p.id, p.procedure_id, p.lineage_id, p.clustered_at, t.findings, t.in_other,
+       SELECT p.id, p.procedure_id, p.lineage_id, p.clustered_at, t.findings,
               CASE WHEN p.clustered_at IS NULL THEN 0
-                   ELSE (SELECT count(*) FROM sop_findings f WHERE f.rule_pattern_id = p.id AND f.created_at > p.clustered_at) END AS new_since
+                   ELSE (SELECT count(*) FROM sop_findings f WHERE f.rule_pattern_id = p.id AND f.created_at > p.clustered_at) END AS new_since,
+              CASE WHEN p.clustered_at IS NULL THEN 0
+                   ELSE (SELECT count(*) FROM (SELECT f.pattern_id FROM sop_findings f WHERE f.rule_pattern_id = p.id ORDER BY f.created_at DESC, f.id DESC LIMIT $4) r
+                           JOIN sop_patterns o ON o.id = r.pattern_id WHERE o.kind = 'other') END AS in_other
          FROM sop_patterns p JOIN totals t ON t.id = p.id
         WHERE p.workspace = $1 AND p.kind = 'rule' AND p.retired_at IS NULL
           AND ($2::text IS NULL OR p.procedure_id = $2) AND ($3::text IS NULL OR ${patternOfRuleLineage('p', '$1', '$3::text')})
         ORDER BY p.created_at, p.id`,
-      [workspace, filter.procedure ?? null, filter.lineage ?? null],
+      [workspace, filter.procedure ?? null, filter.lineage ?? null, SPLIT_MAX_FINDINGS],
     );
     return res.rows.map((r) => ({
       id: r.id,
@@ -108,9 +114,13 @@ export class ClustersRepo {
     if (ids.length) await q.query('UPDATE sop_patterns SET clustered_at = $2::timestamptz WHERE id = ANY($1::text[])', [ids, at]);
   }
 
-  /** A recluster kept less than half of these patterns' findings: older verdicts need review. */
-  async setMaterial(q: Queryable, ids: readonly string[], at: string): Promise<void> {
-    if (ids.length) await q.query('UPDATE sop_patterns SET materially_reclustered_at = $2::timestamptz WHERE id = ANY($1::text[])', [ids, at]);
+  /**
+   * A recluster kept less than half of these patterns' findings: older verdicts need review.
+   * Stamped with the time of the write (not when the model was asked), so a verdict given while
+   * the model was thinking is older than the change and needs review too.
+   */
+  async setMaterial(q: Queryable, ids: readonly string[]): Promise<void> {
+    if (ids.length) await q.query('UPDATE sop_patterns SET materially_reclustered_at = clock_timestamp() WHERE id = ANY($1::text[])', [ids]);
   }
 
   /** Retired, not deleted: their verdicts and history stay readable. */

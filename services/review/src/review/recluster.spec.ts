@@ -72,7 +72,7 @@ const gatewayOf = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) =>
 
 let n = 0;
 /** A checked session with a finding on each rule, quoting `words` as the agent's. */
-async function checked(words: string, rules: { id: string; kind: 'step' | 'never'; index: number; text: string }[] = [PRICE]): Promise<void> {
+async function checked(words: string, rules: { id: string; kind: 'step' | 'never'; index: number; text: string }[] = [PRICE], notify = true): Promise<void> {
   const sessions = new SopSessionsRepo(db);
   const r = await sessions.receive(WS, { external_id: `call-${++n}`, agent: 'a', release_id: null, started_at: new Date().toISOString(), transcript_ref: null, turns: [{ role: 'agent', text: words }], tool_calls: [] });
   const findings = rules.map((rule) => ({
@@ -87,7 +87,7 @@ async function checked(words: string, rules: { id: string; kind: 'step' | 'never
     reason: null,
   }));
   await sessions.saveOutcome(r.id, r.content_hash, { release_id: null, result: 'deviated', checked_result: 'deviated', checks: [{ procedure_id: PROC, result: 'deviated', checked_result: 'deviated', body: {} }], findings });
-  await review.onChecked(WS);
+  if (notify) await review.onChecked(WS);
 }
 
 /** Waits for the workspace's jobs to settle: no finding waiting and `until` true. */
@@ -225,6 +225,54 @@ describe('failure modes and themes with a model', () => {
     expect(asked('You group the findings of one rule')).toBe(2);
   }, 30_000);
 
+  it('a recluster judges a failure mode bigger than the model is shown by the findings it was shown', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (const w of ['price 1', 'price 2', 'price 3', 'price 4', 'dish 1', 'dish 2', 'dish 3', 'dish 4']) await checked(w);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    const first = await modesOf();
+    await review.queries.giveVerdict(WS, first['Quoted a price'].id, { verdict: 'acceptable', reviewer: 'ana' });
+    // 496 more prices, each sent to "Quoted a price" by a decision (reclustered every 25 new ones
+    // on the way): 500 there, all suppressed.
+    for (let i = 5; i <= 500; i++) {
+      await checked(`price ${i}`, [PRICE], false);
+      if (i % 8 === 0 || i === 500) {
+        await review.onChecked(WS);
+        await settle();
+      }
+    }
+    expect((await modesOf())['Quoted a price']).toMatchObject({ findings: 0, suppressed: 500, review_state: 'closed' });
+
+    // The model is shown the newest 200 (all prices) and keeps them together: the same mode, unchanged.
+    expect(await review.queries.recluster(WS, { force: true })).toMatchObject({ reclustered: 1 });
+    const after = await modesOf();
+    expect(after['Quoted a price']).toMatchObject({ id: first['Quoted a price'].id, findings: 0, suppressed: 500, review_state: 'closed', verdict: { verdict: 'acceptable', carried_over: false } });
+    // The dishes were not shown: their failure mode stays as it is, not retired to other.
+    expect(after['Described a dish']).toMatchObject({ id: first['Described a dish'].id, findings: 4 });
+    expect(after.Other).toBeUndefined();
+    const insights = await review.queries.insights(WS, {});
+    expect(insights.tiles).toMatchObject({ findings: 4, suppressed: 500 });
+  }, 120_000);
+
+  it('a rule split with more findings than the model is shown settles: 5 new findings at a time do not split it again', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    // 300 findings before any split: the model is shown the newest 200, the 100 older go to other.
+    for (let i = 1; i <= 300; i++) await checked(`price ${i}`, [PRICE], false);
+    await review.onChecked(WS);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    expect(asked('You group the findings of one rule')).toBe(1);
+    expect((await modesOf())['Quoted a price']).toMatchObject({ findings: 200 });
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 5; i++) await checked(`price extra ${round}-${i}`);
+      await settle();
+      await new Promise((r) => setTimeout(r, 100));
+      await settle();
+    }
+    expect((await modesOf())['Quoted a price']).toMatchObject({ findings: 215 });
+    expect(asked('You group the findings of one rule')).toBe(1);
+  }, 120_000);
+
   it('a failure mode that keeps less than half of its findings needs its verdict confirmed (reclustered)', async () => {
     splitBy = { early: 'Quoted a price', price: 'Quoted a price', dish: 'Described a dish' };
     review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
@@ -245,6 +293,24 @@ describe('failure modes and themes with a model', () => {
     // A new verdict confirms it.
     await review.queries.giveVerdict(WS, before['Quoted a price'].id, { verdict: 'real' });
     expect((await modesOf())['Quoted a price']).toMatchObject({ review_state: 'open', review_reason: null });
+  }, 30_000);
+
+  it('a verdict given while the model splits is older than the split it changes materially (reclustered)', async () => {
+    splitBy = { early: 'Quoted a price', price: 'Quoted a price', dish: 'Described a dish' };
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (const w of ['early 1', 'early 2', 'price 1', 'price 2', 'price 3', 'dish 1', 'dish 2', 'dish 3']) await checked(w);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    const id = (await modesOf())['Quoted a price'].id;
+
+    // The reviewer gives a verdict while the model is splitting again (keeping 2 of its 5).
+    splitBy = { early: 'Quoted early', dish: 'Described a dish' };
+    model.script = async (call) => {
+      if (call.body.messages[0].content.startsWith('You group the findings of one rule')) await review.queries.giveVerdict(WS, id, { verdict: 'real' });
+      return script(call);
+    };
+    expect(await review.queries.recluster(WS, { force: true })).toMatchObject({ reclustered: 1, reason: null });
+    expect((await modesOf())['Quoted a price']).toMatchObject({ id, findings: 2, verdict: { verdict: 'real' }, review_state: 'needs_review', review_reason: 'reclustered' });
   }, 30_000);
 
   it("a failure mode without a verdict of its own has its rule pattern's (inherited), suppressing like its own", async () => {

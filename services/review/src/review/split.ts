@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
-import { excerpt, MalformedSplit, planRecluster, readSplit, ruleLabel, SPLIT_ASK, SPLIT_INSTRUCTIONS, splitSubject, type OldCluster } from '@neatroots/review-domain';
+import { excerpt, MalformedSplit, planRecluster, readSplit, ruleLabel, SPLIT_ASK, SPLIT_INSTRUCTIONS, SPLIT_MAX_FINDINGS, splitSubject, type OldCluster } from '@neatroots/review-domain';
 import type { DecisionGateway } from '@neatroots/sop';
 import { ClustersRepo, type ClusterFinding, type PatternRecord, type VerdictRecord } from '@neatroots/store';
 import type { ReviewWrites } from './writes';
@@ -9,7 +9,7 @@ import type { ReviewWrites } from './writes';
 export const childPatternId = (): string => `pat_${randomBytes(16).toString('base64url').slice(0, 22)}`;
 
 /** Findings the model reads for one split: the newest, so a prompt stays a prompt; the others stay where they are. */
-export const SPLIT_MAX_FINDINGS = 200;
+export { SPLIT_MAX_FINDINGS };
 
 /** The name of a rule's catch-all failure mode. */
 export const OTHER_NAME = 'Other';
@@ -22,10 +22,12 @@ export const quoteOf = (f: Pick<ClusterFinding, 'evidence' | 'reason'>): string 
  * SplitRulePattern: the reasoning model splits a rule pattern's findings into at most 5 named
  * failure modes plus `other` (split-1), then the split is written against the old one: new
  * clusters matched to the old failure modes by member overlap keep their id, name and verdicts;
- * unmatched old ones are retired, their verdict carried over (planRecluster). The model is
- * asked outside any transaction; the write holds the workspace's lock and reads the findings
- * again, so findings that arrived meanwhile (or that the model was not shown) stay in their
- * failure mode when it is kept, else go to `other`.
+ * unmatched old ones are retired, their verdict carried over (planRecluster). The split judges
+ * only what the model was shown (the newest SPLIT_MAX_FINDINGS): matching, "material" and
+ * carry-over are measured on each old failure mode's shown findings, and an old failure mode
+ * with none shown is kept as it is. The model is asked outside any transaction; the write holds
+ * the workspace's lock and reads the findings again, so findings that arrived meanwhile (or that
+ * the model was not shown) stay in their failure mode when it is kept, else go to `other`.
  */
 export class RuleSplitter {
   constructor(
@@ -69,8 +71,15 @@ export class RuleSplitter {
       await this.clusters.insertChild(tx, { id: other, parent_id: rule.id, kind: 'other', name: OTHER_NAME, named_by: 'model', description: null });
     }
     const current = await this.clusters.findingsOfRule(tx, rule.id);
+    const wasShown = new Set(shown.map((f) => f.id));
     const own = latestOwn(await repo.verdicts(tx, subs.map((s) => s.id)));
-    const old: OldCluster<VerdictRecord>[] = subs.map((s) => ({ id: s.id, findings: current.filter((f) => f.pattern_id === s.id).map((f) => f.id), verdict: own.get(s.id) ?? null }));
+    // Each old failure mode as the model saw it: only its shown findings are compared (a mode of
+    // 800 whose 200 shown come back together is the same mode). One with none shown was not
+    // judged: it stays as it is (unless the rule is whole again).
+    const judged = subs
+      .map((s) => ({ id: s.id, findings: current.filter((f) => f.pattern_id === s.id && wasShown.has(f.id)).map((f) => f.id), verdict: own.get(s.id) ?? null }))
+      .filter((o) => whole || o.findings.length > 0);
+    const old: OldCluster<VerdictRecord>[] = judged;
     const plan = planRecluster(old, modes);
 
     const ids = plan.clusters.map((c) => c.id ?? childPatternId());
@@ -78,15 +87,15 @@ export class RuleSplitter {
       if (c.id === null) await this.clusters.insertChild(tx, { id: ids[i], parent_id: rule.id, kind: 'sub', name: modes[i].name, named_by: 'model', description: null });
       if (c.carried) await this.clusters.carryVerdict(tx, workspace, ids[i], c.carried.verdict);
     }
-    await this.clusters.setMaterial(tx, plan.clusters.filter((c) => c.material).map((c) => c.id!), at);
+    await this.clusters.setMaterial(tx, plan.clusters.filter((c) => c.material).map((c) => c.id!));
     const retired = new Set(plan.retired.map((r) => r.id));
+    if (whole) for (const s of subs) retired.add(s.id);
     if (whole && oldOther) retired.add(oldOther);
     await this.clusters.retire(tx, [...retired], at);
 
     // Where each finding goes: the model's answer for what it was shown; the rest stay in a kept failure mode, else other.
     const target = new Map<string, string>();
     modes.forEach((m, i) => m.findings.forEach((id) => target.set(id, ids[i])));
-    const wasShown = new Set(shown.map((f) => f.id));
     const keep = new Set([...subs.map((s) => s.id).filter((id) => !retired.has(id)), other]);
     const ctx = await this.writes.contexts(tx, [rule, ...(await repo.children(tx, rule.id))]);
     const overrides = await this.writes.overridesOf(tx, current);
