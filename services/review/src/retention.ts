@@ -42,6 +42,16 @@ async function reclaim(db: Db, report: RetentionReport): Promise<void> {
   if (report.dead_letters) await vacuum(db, 'dead_letters');
 }
 
+/**
+ * Embedded, every pass ends with a VACUUM of the whole database, whatever it deleted: every
+ * table that is updated or deleted from grows without one (the classifier's models saved every
+ * few seconds, the shared answer cache's expired rows, the runs' counters updated per batch),
+ * not only those retention deletes from. After the first, it reads only the pages changed since.
+ */
+async function vacuumAll(db: Db): Promise<void> {
+  if (db.kind === 'pglite') await db.exec('VACUUM');
+}
+
 /** VACUUMs the tables on PGlite (see reclaim); a Postgres server's autovacuum does it there. */
 async function vacuum(db: Db, ...tables: string[]): Promise<void> {
   if (db.kind !== 'pglite') return;
@@ -77,18 +87,20 @@ export async function expireSpans(opts: RetentionOptions): Promise<RetentionRepo
   const runs = new RunsRepo(opts.db);
   const letters = new DeadLettersRepo(opts.db);
   const pass = { until, now };
-  const more =
-    (await drain(per, pass, async () => {
-      const step = await runs.expireSpans(cutoff, per);
-      report.runs += step.runs;
-      report.spans += step.spans;
-      return step.runs;
-    })) ||
-    (await drain(perLetters, pass, async () => {
-      const n = await letters.expire(cutoff, perLetters);
-      report.dead_letters += n;
-      return n;
-    }));
+  const moreSpans = await drain(per, pass, async () => {
+    const step = await runs.expireSpans(cutoff, per);
+    report.runs += step.runs;
+    report.spans += step.spans;
+    return step.runs;
+  });
+  // Dead letters take at least a step even when the spans used the pass's time (a backlog of
+  // spans after the retention was lowered): a refused span's content must not wait for it.
+  const moreLetters = await drain(perLetters, pass, async () => {
+    const n = await letters.expire(cutoff, perLetters);
+    report.dead_letters += n;
+    return n;
+  });
+  const more = moreSpans || moreLetters;
   await reclaim(opts.db, report);
   return more ? { ...report, more } : report;
 }
@@ -146,6 +158,7 @@ export async function scheduleRetention(
     if (transcripts.sessions) {
       opts.log?.(`retention: emptied the transcripts of ${transcripts.sessions} sessions received over ${transcriptDays} days ago${transcripts.more ? ' (more next pass)' : ''}`);
     }
+    await vacuumAll(opts.db);
     return transcriptDays > 0 ? { ...report, transcripts: transcripts.sessions, more: report.more || transcripts.more } : report;
   });
 }
