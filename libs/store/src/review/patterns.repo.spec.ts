@@ -1,6 +1,8 @@
 import type { Db } from '@neatroots/ports';
 import { openTestDb } from '../test-db.test';
 import { SopSessionsRepo, sopFindingId, type CheckOutcome, type SessionInput } from '../sop/sessions.repo';
+import { LineageRepo } from '../sop/lineage.repo';
+import { ClustersRepo } from './clusters.repo';
 import { PatternsRepo } from './patterns.repo';
 import { ReviewReadRepo } from './review-read.repo';
 
@@ -103,5 +105,29 @@ describe('ReviewReadRepo', () => {
     // emptied by a cascade (as the specs do between tests): the day counts go too
     await db.exec('TRUNCATE projects CASCADE');
     expect(await read.findingsByWeek('w1', { from: '2026-10-01T00:00:00Z', to: '2026-12-01T00:00:00Z' }, {})).toEqual([]);
+  });
+});
+
+describe('LineageRepo.merge', () => {
+  it("never moves findings into a retired other: a rule split once and then made whole merges as a whole rule", async () => {
+    const a = await checked('s1', '2026-11-01T00:00:00Z', ['r1']);
+    const b = await checked('s2', '2026-11-02T00:00:00Z', ['r2']);
+    await repo.insertRulePattern(db, pattern('pat_a', 'r1'));
+    await repo.insertRulePattern(db, pattern('pat_b', 'r2'));
+    await repo.setAssignment(db, [
+      { id: a.findings[0], pattern_id: 'pat_a', rule_pattern_id: 'pat_a', suppressed: false },
+      { id: b.findings[0], pattern_id: 'pat_b', rule_pattern_id: 'pat_b', suppressed: false },
+    ]);
+    // pat_a was split (an other), then made whole again: its other is retired.
+    const clusters = new ClustersRepo();
+    await clusters.insertChild(db, { id: 'pat_a_other', parent_id: 'pat_a', kind: 'other', name: 'Other', named_by: 'model', description: null });
+    await clusters.retire(db, ['pat_a_other'], new Date().toISOString());
+
+    await new LineageRepo().merge(db, 'pat_b', 'pat_a');
+    const rows = await db.query<{ id: string; pattern_id: string; rule_pattern_id: string }>('SELECT id, pattern_id, rule_pattern_id FROM sop_findings ORDER BY id');
+    expect(rows.rows.map((r) => [r.pattern_id, r.rule_pattern_id])).toEqual([
+      ['pat_a', 'pat_a'],
+      ['pat_a', 'pat_a'],
+    ]);
   });
 });

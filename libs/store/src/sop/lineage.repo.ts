@@ -147,11 +147,13 @@ export class LineageRepo {
    * sub-patterns become one, `into`'s, with the findings, verdicts and suggestions of both), its
    * verdicts and findings move, and it is deleted.
    * Findings that were in `from` itself go to `into`'s other when `into` is split (they wait
-   * there for the next recluster), else to `into`.
+   * there for the next recluster), else to `into`. Only active `other`s count: a retired one
+   * (a rule split and then made whole) takes nothing.
    */
   async merge(q: Queryable, from: string, into: string): Promise<void> {
     const others = await q.query<{ id: string; parent_id: string }>(
-      `SELECT id, parent_id FROM sop_patterns WHERE parent_id = ANY($1::text[]) AND kind = 'other' ORDER BY created_at, id`,
+      // Active ones only (as otherOf): a rule split and then made whole again keeps its other, retired.
+      `SELECT id, parent_id FROM sop_patterns WHERE parent_id = ANY($1::text[]) AND kind = 'other' AND retired_at IS NULL ORDER BY created_at, id`,
       [[from, into]],
     );
     const intoOther = others.rows.find((r) => r.parent_id === into)?.id;
