@@ -383,9 +383,14 @@ export class QuestionAnswerer {
   }
 
   /** Persists the classifier models and agreement that changed. */
-  async flush(): Promise<void> {
+  /**
+   * Saves what was learnt: the agreement records, and the classifier's models unless `models`
+   * is false (a model is hundreds of KB written whole: the question service saves them less
+   * often than the agreement, which the rule engine reads within 30 s).
+   */
+  async flush(opts: { models?: boolean } = {}): Promise<void> {
     await this.idle();
-    await Promise.all([this.classifier.flush(), this.agreement.flush()]);
+    await Promise.all([opts.models === false ? undefined : this.classifier.flush(), this.agreement.flush()]);
   }
 
   queueStats(): Record<string, ModelQueue['stats']> {

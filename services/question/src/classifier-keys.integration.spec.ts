@@ -92,6 +92,10 @@ describe('a question filled per run', () => {
       await bus.idle();
       await service.idle();
     }
+    // The agreement is saved at each flush, the models only with theirs (hundreds of KB written whole).
+    await service.answerer.flush({ models: false });
+    expect(await rows('classifier_models')).toEqual([]);
+    expect(await rows('question_agreement')).toHaveLength(1);
     await service.answerer.flush();
     // Each run was asked its own words...
     const asked = fake.calls.filter((c) => c.kind === 'judge').map((c) => c.body.messages[1].content);

@@ -89,6 +89,8 @@ export interface QuestionServiceOptions {
   auditRate?: number;
   /** How often what the classifier learnt is written to the database. */
   flushMs?: number;
+  /** How often the classifier's models are saved (rounded to a multiple of flushMs). Default 60 s; close saves them too. */
+  modelFlushMs?: number;
   heartbeatMs?: number;
   /** A batch waits for the plans it started (replay: the same output every time). */
   awaitPlans?: boolean;
@@ -221,8 +223,13 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
   }
 
   const flushMs = opts.flushMs ?? 5_000;
+  // The models every modelFlushMs: each is written whole (hundreds of KB), and the embedded
+  // database reclaims the space of the old copies only at its hourly VACUUM.
+  const modelsEvery = Math.max(1, Math.round((opts.modelFlushMs ?? 60_000) / flushMs));
+  let ticks = 0;
   const flusher = setInterval(() => {
-    answerer.flush().catch((err) => log('saving what the classifier learnt failed (will retry)', err));
+    const models = ++ticks % modelsEvery === 0;
+    answerer.flush({ models }).catch((err) => log('saving what the classifier learnt failed (will retry)', err));
   }, flushMs);
   flusher.unref();
 
