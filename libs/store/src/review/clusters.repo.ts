@@ -128,14 +128,19 @@ export class ClustersRepo {
     if (ids.length) await q.query('UPDATE sop_patterns SET retired_at = $2::timestamptz WHERE id = ANY($1::text[]) AND retired_at IS NULL', [ids, at]);
   }
 
-  /** A verdict carried over from a retired failure mode (carried_over until a new verdict confirms it). */
-  async carryVerdict(q: Queryable, workspace: string, patternId: string, v: { verdict: string; note: string | null; reviewer: string | null }): Promise<void> {
-    await q.query(`INSERT INTO sop_verdicts (workspace, pattern_id, verdict, note, reviewer, carried_over) VALUES ($1, $2, $3, $4, $5, true)`, [
+  /**
+   * A verdict carried over from a retired failure mode (carried_over until a new verdict confirms
+   * it). It keeps the original's created_at: what a verdict covers (the wordings of the rule up to
+   * then) is dated by it, so a carried verdict covers no more than the one it carries.
+   */
+  async carryVerdict(q: Queryable, workspace: string, patternId: string, v: { verdict: string; note: string | null; reviewer: string | null; created_at: string }): Promise<void> {
+    await q.query(`INSERT INTO sop_verdicts (workspace, pattern_id, verdict, note, reviewer, carried_over, created_at) VALUES ($1, $2, $3, $4, $5, true, $6::timestamptz)`, [
       workspace,
       patternId,
       v.verdict,
       text(v.note),
       text(v.reviewer),
+      v.created_at,
     ]);
   }
 

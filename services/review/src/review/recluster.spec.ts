@@ -191,6 +191,8 @@ describe('failure modes and themes with a model', () => {
     expect(dish.verdict).toMatchObject({ verdict: 'acceptable', carried_over: false });
     expect(after['Quoted a price']).toMatchObject({ verdict: { verdict: 'acceptable', carried_over: true }, review_state: 'needs_review', review_reason: 'carried_over' });
     expect(after['Quoted a price'].suppressed).toBe(8);
+    // Carried with the date it was given: it covers the wordings the original covered, no newer one.
+    expect(after['Quoted a price'].verdict!.created_at).toBe(dish.verdict!.created_at);
     expect(after['Said the kitchen was closed']).toMatchObject({ kind: 'sub', findings: 2 });
     // Other is kept (empty, so not listed), and the retired one has no finding left to list.
     expect(after.Other).toBeUndefined();
