@@ -187,6 +187,18 @@ describe('RunsRepo.expireSpans (retention)', () => {
     expect(await runs.expireSpans(late + DAY)).toEqual({ runs: 0, spans: 0 });
   });
 
+  it('takes a run again for a span received before its spans went but stored after (the writer behind)', async () => {
+    await fleet();
+    // Received a minute before the pass, stored after it (a bus backlog, the database down a while).
+    const receivedBefore = Date.now() - 60_000;
+    expect(await runs.expireSpans(T0 - 30 * DAY)).toEqual({ runs: 1, spans: 2 });
+    await runs.writeEnvelopes([spanEnv('p1', { run_id: 'r-old', span_id: 's3', start_ms: T0 - 41 * DAY }, receivedBefore)]);
+    expect((await runs.detail('p1', 'r-old'))!.spans.map((x) => x.span_id)).toEqual(['s3']);
+    // Once it too is past the cutoff, it goes.
+    await runs.expireSpans(Date.now() + DAY);
+    expect((await runs.detail('p1', 'r-old'))!.spans).toEqual([]);
+  });
+
   it('takes at most the runs asked for a statement, oldest first', async () => {
     await fleet();
     expect(await runs.expireSpans(T0, 1)).toEqual({ runs: 1, spans: 2 });

@@ -130,7 +130,11 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
       SELECT project, run_id, 0, de, dt FROM up
     ) c GROUP BY project, run_id
   )
-  UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t
+  UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t,
+    -- spans stored into a run whose spans went: retention takes it again (last_seen_at after the
+    -- mark) once they are as old, even when they were received before the pass that went
+    spans_expired_at = CASE WHEN r.spans_expired_at IS NOT NULL AND d.n > 0 AND r.last_seen_at <= r.spans_expired_at
+                            THEN r.last_seen_at - interval '1 millisecond' ELSE r.spans_expired_at END
   FROM d WHERE r.project = d.project AND r.run_id = d.run_id`;
 
 type Row = Record<string, unknown>;
