@@ -164,19 +164,23 @@ export class ReviewReadRepo {
   }
 
   /**
-   * A rule pattern's findings (suppressed or not) per wording of its rule, per rule pattern: the
+   * Each pattern's own findings (suppressed or not) per wording of its rule, by pattern id: a
+   * rule pattern's all, a failure mode's (or other's) only its own, not its siblings'. The
    * reworded review state counts those on a wording newer than the verdict.
    */
-  async wordingCounts(rulePatternIds: readonly string[]): Promise<Map<string, WordingCount[]>> {
+  async wordingCounts(patterns: readonly Pick<PatternRef, 'id' | 'kind'>[]): Promise<Map<string, WordingCount[]>> {
     const out = new Map<string, WordingCount[]>();
-    const ids = [...new Set(rulePatternIds)];
-    if (!ids.length) return out;
-    const res = await this.db.query<{ id: string; procedure_id: string; rule_id: string; n: unknown }>(
-      `SELECT f.rule_pattern_id AS id, f.procedure_id, f.rule_id, count(*) AS n FROM sop_findings f
-        WHERE f.rule_pattern_id = ANY($1::text[]) GROUP BY 1, 2, 3`,
-      [ids],
-    );
-    for (const r of res.rows) (out.get(r.id) ?? out.set(r.id, []).get(r.id)!).push({ procedure_id: r.procedure_id, rule_id: r.rule_id, n: num(r.n) });
+    for (const kind of ['rule', 'sub'] as const) {
+      const ids = [...new Set(patterns.filter((p) => (p.kind === 'rule') === (kind === 'rule')).map((p) => p.id))];
+      if (!ids.length) continue;
+      const col = column({ kind });
+      const res = await this.db.query<{ id: string; procedure_id: string; rule_id: string; n: unknown }>(
+        `SELECT ${col} AS id, f.procedure_id, f.rule_id, count(*) AS n FROM sop_findings f
+          WHERE ${col} = ANY($1::text[]) GROUP BY 1, 2, 3`,
+        [ids],
+      );
+      for (const r of res.rows) (out.get(r.id) ?? out.set(r.id, []).get(r.id)!).push({ procedure_id: r.procedure_id, rule_id: r.rule_id, n: num(r.n) });
+    }
     return out;
   }
 

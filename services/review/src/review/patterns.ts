@@ -73,10 +73,10 @@ function summary(p: PatternRecord, ctx: VerdictContext, counted: Counted | undef
   };
 }
 
-/** Per rule pattern of a reworded rule, its findings per wording (the reworded review state). */
+/** Per pattern of a reworded rule, its own findings per wording (the reworded review state). */
 async function wordingCounts(read: ReviewReadRepo, ctx: Map<string, VerdictContext>): Promise<Map<string, WordingCount[]>> {
   const reworded = [...ctx.values()].filter((c) => c.wording.since !== null);
-  return read.wordingCounts(reworded.map((c) => c.pattern.parent_id ?? c.pattern.id));
+  return read.wordingCounts(reworded.map((c) => c.pattern));
 }
 
 /** GET /patterns: rule patterns with findings in the window, with their failure modes, most findings first. */
@@ -89,7 +89,7 @@ export async function listPatterns(db: Db, writes: ReviewWrites, workspace: stri
   const wordings = await wordingCounts(read, ctx);
   const clustering = await clusteringView(db, workspace);
   const fixes = await fixFactsOf(db, ctx.values());
-  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), wordings.get(p.parent_id ?? p.id) ?? [], clustering.themeOf, fixes.get(p.id));
+  const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), wordings.get(p.id) ?? [], clustering.themeOf, fixes.get(p.id));
   const items = all
     .filter((p) => p.kind === 'rule')
     .map((p) => ({ ...sum(p), sub_patterns: all.filter((c) => c.parent_id === p.id).map(sum) }))
@@ -111,14 +111,14 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
   const allTime = countsByPattern(await read.findingCounts(workspace, null, { rulePattern }));
   const { themeOf } = await clusteringView(db, workspace);
   const fixes = await fixFactsOf(db, ctx.values());
-  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), wordings.get(p.parent_id ?? p.id) ?? [], themeOf, fixes.get(p.id));
+  const { sessions: sessionCount, ...head } = summary(p, ctx.get(p.id)!, inWindow.get(p.id), wordings.get(p.id) ?? [], themeOf, fixes.get(p.id));
   const sessions = await read.sessionsOf(p, window, SESSIONS_SHOWN);
   return {
     ...head,
     session_count: sessionCount,
     verdict_history: ctx.get(p.id)!.history.map((v) => verdictView({ ...v, inherited: false })!),
     suppressed_count: allTime.get(p.id)?.suppressed ?? 0,
-    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), wordings.get(p.id) ?? [], themeOf, fixes.get(c.id))),
+    failure_modes: children.map((c) => summary(c, ctx.get(c.id)!, inWindow.get(c.id), wordings.get(c.id) ?? [], themeOf, fixes.get(c.id))),
     wordings: await read.wordings(p),
     example_phrasings: await read.phrasings(p, PHRASINGS),
     sessions: sessions.map((s) => ({

@@ -52,14 +52,14 @@ export async function reviewQueue(db: Db, writes: ReviewWrites, workspace: strin
   const withFindings = leaves.filter((p) => (counts.get(p.id)?.findings ?? 0) + (counts.get(p.id)?.suppressed ?? 0) > 0);
   const ctx = await writes.contexts(db, withFindings);
   // Only a reworded rule has findings on a wording newer than a verdict (the reworded state).
-  const wordings = await read.wordingCounts(withFindings.filter((p) => ctx.get(p.id)!.wording.since !== null).map((p) => p.parent_id ?? p.id));
+  const wordings = await read.wordingCounts(withFindings.filter((p) => ctx.get(p.id)!.wording.since !== null));
 
   const fixes = await fixFactsOf(db, ctx.values());
 
   const byState = Object.fromEntries(REVIEW_STATES.map((s) => [s, 0])) as Record<ReviewState, number>;
   const rows = withFindings.map((p) => {
     const c = ctx.get(p.id)!;
-    const state = stateOf(c, wordings.get(p.parent_id ?? p.id) ?? [], fixes.get(p.id) ?? null);
+    const state = stateOf(c, wordings.get(p.id) ?? [], fixes.get(p.id) ?? null);
     byState[state.review_state]++;
     const n = counts.get(p.id)!;
     return { p, c, state, n, sessions: n.findings + n.suppressed };

@@ -315,6 +315,25 @@ describe('failure modes and themes with a model', () => {
     expect((await modesOf())['Quoted a price']).toMatchObject({ id, findings: 2, verdict: { verdict: 'real' }, review_state: 'needs_review', review_reason: 'reclustered' });
   }, 30_000);
 
+  it("a reworded rule's failure mode counts only its own findings on the newer wording, not its siblings'", async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
+    await review.start();
+    for (const w of ['price 1', 'price 2', 'price 3', 'price 4', 'dish 1', 'dish 2', 'dish 3', 'dish 4']) await checked(w);
+    await settle(async () => (await priceRule()).clustered_at !== null);
+    // The prices ran an earlier wording of the rule; the dishes the current one (the rule was
+    // reworded after the verdict below, as a publish linking the two wordings records it).
+    await db.query(`UPDATE sop_findings SET rule_id = 'never-price-v1' WHERE evidence->0->>'quote' LIKE 'price%'`);
+    const price = (await modesOf())['Quoted a price'].id;
+    await review.queries.giveVerdict(WS, price, { verdict: 'acceptable' });
+    await new Promise((r) => setTimeout(r, 20));
+    await db.query(`UPDATE sop_patterns SET reworded_at = clock_timestamp() WHERE workspace = $1`, [WS]);
+    // Its own findings are all on the wording it judged: closed. The dishes are its sibling's.
+    const queue = await review.queries.reviewQueue(WS, { state: ['needs_review', 'closed'] });
+    expect(queue.items.find((i) => i.pattern_id === price)).toMatchObject({ review_state: 'closed', review_reason: null });
+    expect((await modesOf())['Quoted a price']).toMatchObject({ review_state: 'closed' });
+    expect((await review.queries.pattern(WS, (await priceRule()).id, {})).failure_modes.find((m) => m.id === price)).toMatchObject({ review_state: 'closed' });
+  }, 30_000);
+
   it("a failure mode without a verdict of its own has its rule pattern's (inherited), suppressing like its own", async () => {
     review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer) });
     await review.start();
