@@ -229,13 +229,19 @@ export class ReviewReadRepo {
     return res.rows.map((r) => ({ rule_id: r.rule_id, text: r.text, findings: num(r.findings), last_seen: iso(r.last_seen) }));
   }
 
-  /** Distinct quotes of the newest findings' evidence. */
+  /**
+   * Distinct quotes of the newest findings' evidence: of its findings not suppressed, or when it
+   * has no such quote (a closed pattern), of the suppressed ones.
+   */
   async phrasings(p: PatternRef, limit: number): Promise<string[]> {
     const res = await this.db.query<{ quote: string }>(
-      `SELECT q.quote FROM (
-         SELECT e->>'quote' AS quote, max(f.created_at) AS at FROM sop_findings f CROSS JOIN LATERAL jsonb_array_elements(f.evidence) e
-          WHERE ${column(p)} = $1 AND NOT f.suppressed AND COALESCE(e->>'quote', '') <> ''
-          GROUP BY e->>'quote') q ORDER BY q.at DESC LIMIT $2`,
+      `WITH q AS (
+         SELECT e->>'quote' AS quote, bool_or(NOT f.suppressed) AS live,
+                COALESCE(max(f.created_at) FILTER (WHERE NOT f.suppressed), max(f.created_at)) AS at
+           FROM sop_findings f CROSS JOIN LATERAL jsonb_array_elements(f.evidence) e
+          WHERE ${column(p)} = $1 AND COALESCE(e->>'quote', '') <> ''
+          GROUP BY e->>'quote')
+       SELECT quote FROM q WHERE live OR NOT EXISTS (SELECT 1 FROM q WHERE live) ORDER BY at DESC LIMIT $2`,
       [p.id, limit],
     );
     return res.rows.map((r) => r.quote);

@@ -155,6 +155,8 @@ describe('verdicts, suppression and the roll-up', () => {
     const ins = await review.queries.insights(WS, {});
     expect(ins.tiles).toMatchObject({ sessions: 2, findings: 0, suppressed: 2, follow_rate: 1 });
     expect(ins.tiles.results.followed).toBe(2);
+    // Closed, every finding suppressed: its phrasings still show what the agent said.
+    expect((await review.queries.pattern(WS, patternId, {})).example_phrasings.length).toBeGreaterThan(0);
 
     // real again: counting again, results back to the checker's
     const real = await review.queries.giveVerdict(WS, patternId, { verdict: 'real', suggest: true });
