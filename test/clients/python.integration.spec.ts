@@ -31,7 +31,7 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
     if (site) fs.rmSync(site, { recursive: true, force: true });
   });
 
-  it('passes its tests against a running server: a note received, a halt stopping the next tool call, an export over the size bound not sent again', async () => {
+  it('passes its tests against a running server (a note received, a halt stopping the next tool call, an export over the size bound not sent again) and against a scripted local ingest (the export path and notes stream semantics)', async () => {
     const tests = path.join(pkg, 'tests');
     // Run from elsewhere with only the installed copy on the path, so the source tree is not what is tested.
     const res = await run(python!, ['-m', 'unittest', 'discover', '-v', '-s', tests, '-t', tests], {
@@ -41,7 +41,7 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
     }).catch((e: { stdout: string; stderr: string }) => {
       throw new Error(`python tests failed:\n${e.stdout}\n${e.stderr}`);
     });
-    expect(res.stderr).toMatch(/Ran 3 tests[\s\S]*OK/);
+    expect(res.stderr).toMatch(/Ran 17 tests[\s\S]*OK/);
     const where = await run(python!, ['-c', 'import neatroots, sys; print(neatroots.__file__)'], { cwd: site, env: { ...process.env, PYTHONPATH: site } });
     expect(where.stdout.trim().startsWith(site)).toBe(true);
   }, 180_000);

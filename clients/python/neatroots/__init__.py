@@ -1,4 +1,4 @@
 """neatroots: the agent client for Python (start a run, record tool calls, receive notes, stop on a halt)."""
-from neatroots.client import ExportRejectedError, NeatrootsClient, Note, Run, RunHaltedError
+from neatroots.client import DroppedEventsError, ExportRejectedError, NeatrootsClient, Note, Run, RunHaltedError
 
-__all__ = ["NeatrootsClient", "Run", "Note", "RunHaltedError", "ExportRejectedError"]
+__all__ = ["NeatrootsClient", "Run", "Note", "RunHaltedError", "ExportRejectedError", "DroppedEventsError"]

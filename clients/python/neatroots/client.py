@@ -14,13 +14,17 @@ Everything on the wire comes from the code generated from proto/ (neatroots.v1).
 """
 from __future__ import annotations
 
+import atexit
+import collections
 import json
 import os
 import random
+import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+import weakref
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, TypeVar
 
 import grpc
 
@@ -29,26 +33,106 @@ from neatroots.v1 import ingest_pb2, ingest_pb2_grpc, spans_pb2
 T = TypeVar("T")
 Note = ingest_pb2.Note
 
-# Retried: nothing of the batch was acknowledged.
-_RETRYABLE = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.ABORTED,
-}
+# An export message holds at most this much of encoded events (an event larger on its own is sent alone).
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+# Drops are reported through on_error at most this often (with the count since the last report).
+_DROP_REPORT_INTERVAL_S = 10.0
+# A notes stream that stayed open this long starts its reconnect delay over.
+_STREAM_STABLE_S = 10.0
+
+# Retried until accepted or the client is closed: nothing of the batch was acknowledged.
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 
 
-def _retryable(e: grpc.RpcError) -> bool:
-    """RESOURCE_EXHAUSTED is retried when it says when to try again (google.rpc.RetryInfo in
-    grpc-status-details-bin: ingest's back-pressure), not otherwise: a message over the size
-    bound would be refused again every time."""
+def _varint(buf: bytes, i: int) -> Tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def _fields(buf: bytes) -> List[Tuple[int, Any]]:
+    """The fields of a protobuf message as (number, value) pairs (varints as ints, the rest as bytes)."""
+    out: List[Tuple[int, Any]] = []
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        wire = key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 2:
+            n, i = _varint(buf, i)
+            value, i = buf[i : i + n], i + n
+        elif wire == 1:
+            value, i = buf[i : i + 8], i + 8
+        elif wire == 5:
+            value, i = buf[i : i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        out.append((key >> 3, value))
+    return out
+
+
+def _retry_info_delay(e: grpc.RpcError) -> Optional[float]:
+    """The delay of the google.rpc.RetryInfo in the error's grpc-status-details-bin (a google.rpc.Status), if any."""
+    try:
+        trailers = e.trailing_metadata() or ()
+    except Exception:
+        return None
+    for key, value in trailers:
+        if key != "grpc-status-details-bin" or not isinstance(value, (bytes, bytearray)):
+            continue
+        try:
+            for num, detail in _fields(bytes(value)):
+                if num != 3 or not isinstance(detail, bytes):
+                    continue  # google.rpc.Status.details (repeated google.protobuf.Any)
+                any_fields = dict(_fields(detail))
+                if any_fields.get(1) != _RETRY_INFO.encode():
+                    continue
+                delay = 0.0
+                for n, duration in _fields(any_fields.get(2, b"")):
+                    if n == 1 and isinstance(duration, bytes):  # RetryInfo.retry_delay (google.protobuf.Duration)
+                        d = dict(_fields(duration))
+                        delay = d.get(1, 0) + d.get(2, 0) / 1e9
+                return delay
+        except (ValueError, IndexError):
+            continue
+    return None
+
+
+def _retry_delay(e: grpc.RpcError) -> Optional[float]:
+    """None when the failed export must not be sent again; else the least time to wait first.
+
+    UNAVAILABLE and DEADLINE_EXCEEDED are retried; RESOURCE_EXHAUSTED only when it says when
+    (google.rpc.RetryInfo, ingest's back-pressure): a message over the size bound would be
+    refused again every time."""
     if e.code() in _RETRYABLE:
-        return True
-    if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return False
-    trailers = e.trailing_metadata() or ()
-    return any(k == "grpc-status-details-bin" for k, _ in trailers)
+        return 0.0
+    if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return _retry_info_delay(e)
+    return None
+
+
 # A notes stream that ends with one of these is not opened again: it would fail the same way.
 _FINAL = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT}
+
+
+def _print_error(e: Exception) -> None:
+    # stderr, never stdout: an agent may speak a protocol on stdout (MCP over stdio).
+    print(f"[neatroots] {e}", file=sys.stderr, flush=True)
+
+
+class DroppedEventsError(Exception):
+    """Events that were not exported: the queue passed its bound, or close() ran out of time."""
+
+    def __init__(self, count: int, why: str):
+        self.count = count
+        super().__init__(f"neatroots dropped {count} event(s): {why}")
 
 
 class RunHaltedError(Exception):
@@ -81,7 +165,8 @@ def _json(value: Any) -> Optional[str]:
 
 
 class NeatrootsClient:
-    """One gRPC channel to ingest, a queue of events exported in batches, and the runs it started."""
+    """One gRPC channel to ingest, a bounded queue of events exported in batches by one
+    background flusher, and the runs it started."""
 
     def __init__(
         self,
@@ -92,28 +177,58 @@ class NeatrootsClient:
         max_batch: int = 100,
         flush_interval_s: float = 1.0,
         export_timeout_s: float = 10.0,
-        max_attempts: int = 6,
-        initial_delay_s: float = 0.2,
-        max_delay_s: float = 5.0,
+        max_attempts: Optional[int] = None,
+        initial_delay_s: float = 0.25,
+        max_delay_s: float = 30.0,
+        max_queue_events: int = 10_000,
+        max_queue_bytes: int = 32 * 1024 * 1024,
         subscribe: bool = True,
         on_error: Optional[Callable[[Exception], None]] = None,
     ):
-        """address: host:port of ingest's neatroots.v1 API (e.g. localhost:50051); plaintext unless credentials are given."""
+        """address: host:port of ingest's neatroots.v1 API (e.g. localhost:50051); plaintext unless credentials are given.
+
+        max_attempts is ignored (kept so existing calls still work): a retryable export is
+        retried until it is accepted or the client is closed."""
+        del max_attempts
         self._channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
         self._stub = ingest_pb2_grpc.IngestStub(self._channel)
         self._metadata = (("x-api-key", api_key),)
-        self._max_batch = max_batch
+        self._max_batch = max(1, max_batch)
+        self._interval = flush_interval_s
         self._timeout = export_timeout_s
-        self._retry = (max_attempts, initial_delay_s, max_delay_s)
+        self._backoff = (initial_delay_s, max_delay_s)
+        self._max_events = max_queue_events
+        self._max_bytes = max_queue_bytes
         self.subscribe_enabled = subscribe
-        self.on_error = on_error or (lambda e: print(f"[neatroots] {e}"))
-        self._queue: List[spans_pb2.Event] = []
+        self.on_error = on_error or _print_error
+        # Waiting events, oldest first: (sequence number, event, encoded size).
+        self._queue: Deque[Tuple[int, spans_pb2.Event, int]] = collections.deque()
+        self._queued_bytes = 0
+        self._inflight: List[Tuple[int, spans_pb2.Event, int]] = []  # the batch being sent: never dropped by the bound
+        self._seq = 0
+        self._flush_to = 0  # events up to this sequence number are wanted out now (flush())
         self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the flusher waits on it
+        self._progress = threading.Condition(self._lock)  # flush() and close() wait on it
+        self._dropped = 0
+        self._unreported = 0
+        self._last_report = float("-inf")
+        self._failing = False
         self._runs: Dict[str, Run] = {}
-        self._closed = threading.Event()
-        self._timer = threading.Thread(target=self._tick, args=(flush_interval_s,), name="neatroots-flush", daemon=True)
-        self._timer.start()
+        self._closed = threading.Event()  # close() began: nothing more is queued
+        self._abort = False  # close() ran out of time: the flusher stops
+        self._deadline = float("inf")
+        self._flusher = threading.Thread(target=self._flush_loop, name="neatroots-flush", daemon=True)
+        self._flusher.start()
+        ref = weakref.ref(self)
+
+        def at_exit() -> None:
+            client = ref()
+            if client is not None:
+                client.close()
+
+        self._at_exit = at_exit
+        atexit.register(at_exit)
 
     def start_run(
         self,
@@ -142,27 +257,59 @@ class NeatrootsClient:
             run._subscribe()
         return run
 
-    def flush(self) -> None:
-        """Exports everything queued so far; returns when it is acknowledged (or given up on)."""
-        with self._flush_lock:
-            while True:
-                with self._lock:
-                    batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
-                if not batch:
-                    return
-                self._export_with_retry(batch)
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Has everything queued so far exported now and waits until it is acknowledged, refused
+        or dropped, for at most `timeout` seconds (None: no limit). Returns whether it was.
 
-    def close(self) -> None:
-        """Flushes, ends every notes stream and closes the channel. Runs not ended stay without run_end."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
-        self.flush()
+        While ingest is unavailable the events stay queued and are retried in the background,
+        so with no timeout this waits until ingest takes them (or the client is closed)."""
+        if threading.current_thread() is self._flusher:
+            return False  # called from a note callback on the flusher: it cannot wait for itself
+        with self._lock:
+            target = self._seq
+            self._flush_to = max(self._flush_to, target)
+            self._wake.notify_all()
+            return self._progress.wait_for(lambda: self._head_seq() > target or self._abort, timeout)
+
+    def stats(self) -> Dict[str, int]:
+        """dropped: events never exported (queue bound, close() out of time, or queued after
+        close); queued, queued_bytes: what waits to be exported now (the batch being sent included)."""
+        with self._lock:
+            return {
+                "dropped": self._dropped,
+                "queued": len(self._queue) + len(self._inflight),
+                "queued_bytes": self._queued_bytes + sum(size for _, _, size in self._inflight),
+            }
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Exports what is queued for at most `timeout` seconds, then drops the rest (counted in
+        stats()["dropped"] and reported through on_error); ends every notes stream and closes
+        the channel. Runs not ended stay without run_end. Also called at interpreter exit."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            self._deadline = time.monotonic() + max(0.0, timeout)
+            self._wake.notify_all()
+        atexit.unregister(self._at_exit)
+        if threading.current_thread() is not self._flusher:
+            self._flusher.join(max(0.0, timeout))
+        with self._lock:
+            left = len(self._queue) + len(self._inflight)
+            self._abort = True
+            self._queue.clear()
+            self._queued_bytes = 0
+            self._inflight = []
+            self._wake.notify_all()
+            self._progress.notify_all()
+            self._dropped += left
+            self._unreported += left
+        self._report_drops(force=True, why=f"close() gave up after {timeout:g} s" if left else "")
         with self._lock:
             runs, self._runs = list(self._runs.values()), {}
         for run in runs:
             run._unsubscribe()
-        self._channel.close()
+        self._channel.close()  # also ends an export still in flight
 
     def __enter__(self) -> "NeatrootsClient":
         return self
@@ -172,43 +319,153 @@ class NeatrootsClient:
 
     # ---- internals ----
 
-    def _tick(self, interval: float) -> None:
-        while not self._closed.wait(interval):
-            if self._queue:
-                try:
-                    self.flush()
-                except Exception as e:  # a background flush must not kill the thread
-                    self.on_error(e)
+    def _head_seq(self) -> float:
+        """The sequence number of the oldest event not yet exported, refused or dropped (lock held)."""
+        if self._inflight:
+            return self._inflight[0][0]
+        if self._queue:
+            return self._queue[0][0]
+        return float("inf")
 
     def _enqueue(self, event: spans_pb2.Event) -> None:
+        size = event.ByteSize()
         with self._lock:
-            self._queue.append(event)
-            full = len(self._queue) >= self._max_batch
-        if full:
-            threading.Thread(target=self.flush, daemon=True).start()
+            if self._closed.is_set():
+                self._dropped += 1
+                self._unreported += 1
+            else:
+                self._seq += 1
+                self._queue.append((self._seq, event, size))
+                self._queued_bytes += size
+                # Past either bound the oldest waiting events go (never the batch being sent).
+                while self._queue and (len(self._queue) > self._max_events or self._queued_bytes > self._max_bytes):
+                    _, _, gone = self._queue.popleft()
+                    self._queued_bytes -= gone
+                    self._dropped += 1
+                    self._unreported += 1
+                    self._progress.notify_all()
+                if len(self._queue) >= self._max_batch or self._queued_bytes >= MAX_BATCH_BYTES:
+                    self._wake.notify_all()
+            unreported = self._unreported
+        if unreported:
+            self._report_drops()
+
+    def _report_drops(self, force: bool = False, why: str = "") -> None:
+        """Reports the events dropped since the last report, at most once per 10 s unless forced."""
+        with self._lock:
+            now = time.monotonic()
+            if not self._unreported or (not force and now - self._last_report < _DROP_REPORT_INTERVAL_S):
+                return
+            count, self._unreported, self._last_report = self._unreported, 0, now
+        if not why:
+            why = "the client is closed" if self._closed.is_set() else (
+                f"the queue passed its bound ({self._max_events} events or {self._max_bytes} bytes) while ingest did not take them"
+            )
+        self._report(DroppedEventsError(count, why))
+
+    def _report(self, e: Exception) -> None:
+        try:
+            self.on_error(e)
+        except Exception:
+            pass
+
+    def _take_batch(self) -> List[Tuple[int, spans_pb2.Event, int]]:
+        """The next batch off the head of the queue: at most max_batch events and MAX_BATCH_BYTES
+        of them, or one event alone when it is larger (lock held)."""
+        batch: List[Tuple[int, spans_pb2.Event, int]] = []
+        size = 0
+        while self._queue and len(batch) < self._max_batch:
+            item = self._queue[0]
+            if batch and size + item[2] > MAX_BATCH_BYTES:
+                break
+            self._queue.popleft()
+            self._queued_bytes -= item[2]
+            batch.append(item)
+            size += item[2]
+        return batch
+
+    def _flush_loop(self) -> None:
+        """The one flusher: sends a batch when it is full, flush() or close() asks, or every flush interval."""
+        last = time.monotonic()
+        while True:
+            with self._lock:
+                def due() -> bool:
+                    if self._abort or (self._closed.is_set() and not self._queue):
+                        return True
+                    if not self._queue:
+                        return False
+                    return (
+                        self._closed.is_set()
+                        or len(self._queue) >= self._max_batch
+                        or self._queued_bytes >= MAX_BATCH_BYTES
+                        or self._flush_to >= self._queue[0][0]
+                        or time.monotonic() - last >= self._interval
+                    )
+
+                while not due():
+                    wait = self._interval - (time.monotonic() - last) if self._queue else self._interval
+                    self._wake.wait(max(0.001, min(wait, _DROP_REPORT_INTERVAL_S)))
+                    if self._unreported:
+                        break
+                if self._abort or (self._closed.is_set() and not self._queue):
+                    return
+                batch = self._take_batch() if due() else []
+                self._inflight = batch
+            self._report_drops()
+            if not batch:
+                continue
+            last = time.monotonic()
+            try:
+                self._send(batch)
+            except Exception as e:  # the flusher must not die
+                self._report(e)
+            with self._lock:
+                self._inflight = []
+                self._progress.notify_all()
+
+    def _send(self, batch: List[Tuple[int, spans_pb2.Event, int]]) -> None:
+        """Exports one batch: retried with backoff until accepted or the client is closed, unless refused for good."""
+        initial, cap = self._backoff
+        request = ingest_pb2.ExportRequest(events=[event for _, event, _ in batch])
+        attempt = 0
+        while True:
+            timeout = self._timeout
+            if self._closed.is_set():
+                timeout = min(timeout, self._deadline - time.monotonic())
+                if timeout <= 0:
+                    return  # close() drops it
+            try:
+                res = self._stub.Export(request, metadata=self._metadata, timeout=timeout)
+            except (grpc.RpcError, ValueError) as e:  # ValueError: the channel was closed under it
+                if self._abort:
+                    return
+                if not isinstance(e, grpc.RpcError):
+                    raise
+                least = _retry_delay(e)
+                if least is None:
+                    self._report(RuntimeError(f"export of {len(batch)} event(s) failed: {e.code().name}: {e.details()}"))
+                    return
+                if not self._failing:
+                    self._failing = True
+                    self._report(RuntimeError(f"export of {len(batch)} event(s) failed: {e.code().name}: {e.details()}; retrying until ingest takes it"))
+                # Full jitter on 250 ms doubling to the cap; never sooner than ingest asked.
+                delay = max(least, random.uniform(0, min(cap, initial * 2**attempt)))
+                attempt += 1
+                with self._lock:
+                    if self._wake.wait_for(lambda: self._abort, delay):
+                        return
+                self._report_drops()
+                continue
+            self._failing = False
+            if res.rejected:
+                self._report(ExportRejectedError(res.rejected))
+            for note in res.notes:
+                self._dispatch(note)
+            return
 
     def _forget(self, run_id: str) -> None:
         with self._lock:
             self._runs.pop(run_id, None)
-
-    def _export_with_retry(self, events: List[spans_pb2.Event]) -> None:
-        max_attempts, initial, max_delay = self._retry
-        request = ingest_pb2.ExportRequest(events=events)
-        for attempt in range(1, max_attempts + 1):
-            try:
-                res = self._stub.Export(request, metadata=self._metadata, timeout=self._timeout)
-            except grpc.RpcError as e:
-                if not _retryable(e) or attempt >= max_attempts:
-                    self.on_error(RuntimeError(f"export of {len(events)} event(s) failed: {e.code().name}: {e.details()}"))
-                    return
-                base = min(max_delay, initial * 2 ** (attempt - 1))
-                time.sleep(base / 2 + random.random() * base / 2)
-                continue
-            if res.rejected:
-                self.on_error(ExportRejectedError(res.rejected))
-            for note in res.notes:
-                self._dispatch(note)
-            return
 
     def _dispatch(self, note: Note) -> None:
         with self._lock:
@@ -313,17 +570,24 @@ class Run:
         self._client.flush()
 
     def end(self, status: Optional[str] = None, final_output: Any = None) -> None:
-        """Sends run_end (status: `interrupted` when halted, else `ok`, unless given), flushes, closes the notes stream. Idempotent."""
+        """Sends run_end (status: `interrupted` when halted, else `ok`, unless given), closes the
+        notes stream and waits for the export at most export_timeout_s (while ingest is
+        unavailable the events stay queued and are retried in the background). Idempotent.
+        After client.close() it sends nothing and reports that through on_error."""
         if self._ended:
             return
         self._ended = True
+        if self._client._closed.is_set():
+            self._unsubscribe()
+            self._client._report(RuntimeError(f"run_end of run {self.id} not sent: the client is closed"))
+            return
         msg = spans_pb2.RunEnd(run_id=self.id, status=status or ("interrupted" if self.halted else "ok"), ts_ms=_now_ms())
         out = _json(final_output)
         if out is not None:
             msg.final_output_json = out
         self._client._enqueue(spans_pb2.Event(run_end=msg))
-        self._client.flush()
         self._unsubscribe()
+        self._client.flush(self._client._timeout)
         self._client._forget(self.id)
 
     # ---- internals ----
@@ -346,28 +610,55 @@ class Run:
         threading.Thread(target=self._listen, name=f"neatroots-notes-{self.id}", daemon=True).start()
 
     def _listen(self) -> None:
-        """Keeps the run's Subscribe stream open until the run ends, reopening it with backoff."""
-        delay = 0.0
-        while not self._stopped.is_set():
-            call = self._client._stub.Subscribe(ingest_pb2.SubscribeRequest(run_id=self.id), metadata=self._client._metadata)
+        """Keeps the run's Subscribe stream open until the run ends or the client closes,
+        reopening it after any end this client did not cause, with backoff."""
+        attempt = 0
+        while not self._stopping():
+            try:
+                call = self._client._stub.Subscribe(ingest_pb2.SubscribeRequest(run_id=self.id), metadata=self._client._metadata)
+            except ValueError:  # the channel is closed
+                return
             self._call = call
-            if self._stopped.is_set():
+            if self._stopping():
                 call.cancel()
                 return
+            opened: Optional[float] = None
+            ended = threading.Event()
+            call.add_done_callback(lambda _: ended.set())
             try:
-                call.initial_metadata()  # ingest sends headers once the subscription is in place
-                self._subscribed.set()
-                delay = 0.0
+                # grpcio returns empty headers, without raising, for a call that failed before
+                # any: the stream is open only with headers that say something, with a first
+                # note, or when it is still going a moment after empty headers.
+                headers = call.initial_metadata()
+                if headers or not ended.wait(0.2):
+                    opened = time.monotonic()
+                    self._subscribed.set()
                 for note in call:
+                    if opened is None:
+                        opened = time.monotonic()
+                        self._subscribed.set()
                     self._receive(note)
             except grpc.RpcError as e:
-                if self._stopped.is_set() or e.code() == grpc.StatusCode.CANCELLED:
+                if self._stopping():
                     return
                 if e.code() in _FINAL:
-                    self._client.on_error(RuntimeError(f"notes for run {self.id} unavailable: {e.details()}"))
+                    self._client._report(RuntimeError(f"notes for run {self.id} unavailable: {e.code().name}: {e.details()}"))
                     return
-            delay = min(10.0, delay * 2 if delay else 0.25)
-            self._stopped.wait(delay)
+            except ValueError:
+                if self._stopping():
+                    return
+            self._subscribed.clear()
+            if self._stopping():
+                return
+            if opened is not None and time.monotonic() - opened >= _STREAM_STABLE_S:
+                attempt = 0
+            base = min(30.0, 0.25 * 2**attempt)
+            attempt += 1
+            self._stopped.wait(base / 2 + random.random() * base / 2)
+
+    def _stopping(self) -> bool:
+        """Whether the run or the client ended the stream (a CANCELLED it did not cause is reopened)."""
+        return self._stopped.is_set() or self._client._closed.is_set()
 
     def _unsubscribe(self) -> None:
         self._stopped.set()

@@ -1,0 +1,321 @@
+"""The client's export path and notes stream against a local gRPC server standing in for ingest
+(a real grpc.server speaking neatroots.v1), which answers as a test scripts it: UNAVAILABLE,
+RESOURCE_EXHAUSTED with or without RetryInfo, a stalled call, a refused stream.
+
+    python -m unittest discover -s tests -p 'test_export_path.py'
+"""
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import unittest
+from concurrent import futures
+
+import grpc
+
+import neatroots
+from neatroots import DroppedEventsError, NeatrootsClient
+from neatroots.v1 import ingest_pb2, ingest_pb2_grpc
+
+MIB = 1024 * 1024
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(num, payload):
+    if isinstance(payload, int):
+        return _varint(num << 3) + _varint(payload)
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def retry_info_status(seconds, nanos=0):
+    """google.rpc.Status{code: RESOURCE_EXHAUSTED, details: [RetryInfo{retry_delay}]}, encoded by hand."""
+    duration = _field(1, seconds) + (_field(2, nanos) if nanos else b"")
+    any_ = _field(1, b"type.googleapis.com/google.rpc.RetryInfo") + _field(2, _field(1, duration))
+    return _field(1, 8) + _field(2, b"busy") + _field(3, any_)
+
+
+class FakeIngest(ingest_pb2_grpc.IngestServicer):
+    """Answers Export with the next scripted fault (or `default`), else takes the events."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.faults = []
+        self.default = None
+        self.attempts = []  # (monotonic time, event count) of every Export call
+        self.accepted = []  # ExportRequests taken
+        self.subscribe = lambda request, context: iter(())
+        self.subscribe_calls = []
+
+    def Export(self, request, context):
+        with self.lock:
+            self.attempts.append((time.monotonic(), len(request.events)))
+            fault = self.faults.pop(0) if self.faults else self.default
+        if fault == "unavailable":
+            context.abort(grpc.StatusCode.UNAVAILABLE, "ingest is down")
+        if fault == "invalid":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad export")
+        if isinstance(fault, tuple) and fault[0] == "retry-info":
+            context.set_trailing_metadata((("grpc-status-details-bin", retry_info_status(*fault[1:])),))
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy")
+        if isinstance(fault, tuple) and fault[0] == "stall":
+            time.sleep(fault[1])
+            context.abort(grpc.StatusCode.UNAVAILABLE, "stalled")
+        if request.ByteSize() > 4 * MIB + 1024:  # as ingest does past its message bound
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "message larger than max")
+        with self.lock:
+            self.accepted.append(request)
+        return ingest_pb2.ExportResponse(accepted=len(request.events))
+
+    def Subscribe(self, request, context):
+        with self.lock:
+            self.subscribe_calls.append(time.monotonic())
+        return self.subscribe(request, context)
+
+    def events(self):
+        with self.lock:
+            return [e for r in self.accepted for e in r.events]
+
+
+class ServerTest(unittest.TestCase):
+    def setUp(self):
+        self.ingest = FakeIngest()
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=16),
+            options=[("grpc.max_receive_message_length", 64 * MIB)],
+        )
+        ingest_pb2_grpc.add_IngestServicer_to_server(self.ingest, self.server)
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+        self.errors = []
+        self.clients = []
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close(timeout=0.5)
+        self.server.stop(0)
+
+    def client(self, **kw):
+        kw.setdefault("subscribe", False)
+        kw.setdefault("on_error", self.errors.append)
+        c = NeatrootsClient(self.address, "k", **kw)
+        self.clients.append(c)
+        return c
+
+    def wait_for(self, cond, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                self.fail("timed out")
+            time.sleep(0.01)
+
+    def drops(self):
+        return [e for e in self.errors if isinstance(e, DroppedEventsError)]
+
+
+class ExportPathTest(ServerTest):
+    def test_a_batch_is_retried_through_an_outage_until_ingest_takes_it(self):
+        self.ingest.faults = ["unavailable"] * 10  # more than the 6 attempts the client used to give a batch
+        client = self.client(initial_delay_s=0.01, max_delay_s=0.05)
+        run = client.start_run(workflow="w")
+        for i in range(3):
+            run.span("tool", "t", tool="t", input={"i": i})
+        client.flush()
+        events = self.ingest.events()
+        self.assertEqual(len(events), 4, f"{len(self.ingest.attempts)} attempts; errors {self.errors}")
+        self.assertEqual(len(self.ingest.attempts), 11)
+        self.assertEqual([str(e) for e in self.errors if "retrying" not in str(e)], [])
+        self.assertEqual(client.stats()["dropped"], 0)
+
+    def test_retry_info_is_waited_for_before_sending_again(self):
+        self.ingest.faults = [("retry-info", 0, 600_000_000)]  # 0.6 s
+        client = self.client(initial_delay_s=0.01, max_delay_s=0.05)
+        client.start_run(workflow="w")
+        client.flush()
+        (first, _), (second, _) = self.ingest.attempts
+        self.assertGreaterEqual(second - first, 0.6)
+        self.assertEqual(len(self.ingest.events()), 1)
+
+    def test_a_non_retryable_refusal_drops_that_batch_only_and_reports_it(self):
+        self.ingest.faults = ["invalid"]
+        client = self.client(initial_delay_s=0.01)
+        run = client.start_run(workflow="w")
+        client.flush()
+        run.span("tool", "t", tool="t")
+        client.flush()
+        self.assertEqual(len(self.ingest.attempts), 2)
+        self.assertEqual([e.WhichOneof("kind") for e in self.ingest.events()], ["span"])
+        self.assertEqual(len(self.errors), 1)
+        self.assertIn("INVALID_ARGUMENT", str(self.errors[0]))
+
+    def test_the_queue_keeps_the_newest_events_within_its_bound_while_ingest_refuses(self):
+        self.ingest.default = "unavailable"
+        client = self.client(max_batch=10, max_queue_events=50, initial_delay_s=0.02, max_delay_s=0.05)
+        run = client.start_run(workflow="w")
+        for i in range(9):
+            run.span("tool", "t", tool="t", input={"i": i})
+        self.wait_for(lambda: self.ingest.attempts)  # the first 10 are the batch being sent
+        for i in range(9, 200):
+            run.span("tool", "t", tool="t", input={"i": i})
+        self.assertEqual(client.stats()["dropped"], 141)
+        self.assertEqual(client.stats()["queued"], 60)
+        # Reported at once, then at most once per 10 s.
+        self.assertEqual([d.count for d in self.drops()], [1])
+        self.ingest.default = None
+        self.assertTrue(client.flush(10))
+        spans = [int(e.span.input_json.split(": ")[1].rstrip("}")) for e in self.ingest.events() if e.HasField("span")]
+        self.assertEqual(spans, list(range(9)) + list(range(150, 200)))
+        client.close()
+        self.assertEqual(sum(d.count for d in self.drops()), 141)
+
+    def test_the_queue_is_bounded_by_bytes(self):
+        self.ingest.default = "unavailable"
+        client = self.client(max_batch=5, max_queue_bytes=200_000, initial_delay_s=0.02, max_delay_s=0.05)
+        run = client.start_run(workflow="w")
+        for i in range(100):
+            run.span("tool", "t", tool="t", input="x" * 10_000)
+        stats = client.stats()
+        self.assertGreater(stats["dropped"], 70)
+        self.assertLessEqual(stats["queued_bytes"], 200_000 + 5 * 10_100)
+        self.assertEqual(stats["dropped"] + stats["queued"], 101)
+
+    def test_exports_are_bounded_by_size_so_an_oversized_span_goes_alone(self):
+        client = self.client()
+        run = client.start_run(workflow="w")
+        for _ in range(3):
+            run.span("tool", "t", tool="t", input="x" * (1536 * 1024))  # 1.5 MiB each
+        run.span("tool", "huge", tool="upload", input="x" * (5 * MIB))
+        run.span("tool", "after", tool="t")
+        run.end()
+        for req in self.ingest.accepted:
+            self.assertLessEqual(req.ByteSize(), 4 * MIB + 1024)
+        got = [(e.WhichOneof("kind"), e.span.name) for e in self.ingest.events()]
+        self.assertEqual(got, [("run_start", "")] + [("span", "t")] * 3 + [("span", "after"), ("run_end", "")])
+        self.assertEqual(len(self.errors), 1, self.errors)
+        self.assertIn("RESOURCE_EXHAUSTED", str(self.errors[0]))
+        huge = [n for t, n in self.ingest.attempts if t and n == 1]
+        self.assertTrue(huge, "the oversized span was not sent alone")
+
+    def test_one_flusher_thread_however_many_events_wait(self):
+        self.ingest.default = "unavailable"
+        client = self.client(max_batch=10, initial_delay_s=0.05, max_delay_s=0.1)
+        run = client.start_run(workflow="w")
+        self.wait_for(lambda: self.ingest.attempts)  # gRPC's own threads are up (the flush interval sent run_start)
+        before = threading.active_count()
+        peak = before
+        for i in range(3000):
+            run.span("tool", "t", tool="t", input={"i": i})
+            peak = max(peak, threading.active_count())
+        self.assertLessEqual(peak, before + 1, "a thread was started per event")
+
+    def test_close_gives_up_after_its_timeout_and_counts_what_it_dropped(self):
+        self.ingest.faults = [("stall", 5)]
+        self.ingest.default = "unavailable"
+        client = self.client(max_batch=5, initial_delay_s=0.05, max_delay_s=0.1)
+        run = client.start_run(workflow="w")
+        for i in range(19):
+            run.span("tool", "t", tool="t", input={"i": i})
+        self.wait_for(lambda: self.ingest.attempts)
+        started = time.monotonic()
+        client.close(timeout=0.5)
+        self.assertLess(time.monotonic() - started, 1.5)
+        self.assertEqual(client.stats()["dropped"], 20)
+        self.assertEqual([d.count for d in self.drops()], [20])
+
+    def test_close_at_interpreter_exit_sends_what_is_queued(self):
+        script = textwrap.dedent(f"""
+            from neatroots import NeatrootsClient
+            client = NeatrootsClient({self.address!r}, "k", flush_interval_s=60, subscribe=False)
+            run = client.start_run(workflow="w")
+            run.span("tool", "t", tool="t")
+        """)
+        site = os.path.dirname(os.path.dirname(neatroots.__file__))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([site, os.environ.get("PYTHONPATH", "")])}
+        subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=30)
+        self.assertEqual([e.WhichOneof("kind") for e in self.ingest.events()], ["run_start", "span"])
+
+    def test_the_default_error_report_goes_to_stderr_not_stdout(self):
+        self.ingest.faults = ["invalid"]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            client = NeatrootsClient(self.address, "k", subscribe=False)
+            self.clients.append(client)
+            client.start_run(workflow="w")
+            client.flush()
+        self.assertEqual(out.getvalue(), "")
+        self.assertIn("[neatroots] export of 1 event(s) failed: INVALID_ARGUMENT", err.getvalue())
+
+    def test_ending_a_run_after_close_reports_instead_of_raising(self):
+        client = self.client()
+        run = client.start_run(workflow="w")
+        client.close()
+        run.end()
+        self.assertEqual(len(self.errors), 1)
+        self.assertIn(f"run_end of run {run.id} not sent: the client is closed", str(self.errors[0]))
+
+
+class SubscribeTest(ServerTest):
+    def test_a_stream_refused_before_headers_is_not_open_and_reconnects_with_backoff(self):
+        def refuse(request, context):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "no streams now")
+
+        self.ingest.subscribe = refuse
+        client = self.client(subscribe=True)
+        run = client.start_run(workflow="w")
+        self.assertFalse(run.wait_subscribed(2.5), "a refused stream counted as open")
+        # 125-250 ms, 250-500 ms, 500 ms-1 s, 1-2 s: at most 5 tries in 2.5 s (10 at a flat 250 ms).
+        self.assertGreaterEqual(len(self.ingest.subscribe_calls), 3)
+        self.assertLessEqual(len(self.ingest.subscribe_calls), 5)
+        run.end()
+
+    def test_a_stream_that_ends_soon_after_opening_does_not_start_the_delay_over(self):
+        def open_briefly(request, context):
+            context.send_initial_metadata((("x-subscribed", "1"),))
+            time.sleep(0.1)
+            return
+            yield  # a generator: headers, then the stream ends (OK) 100 ms later
+
+        self.ingest.subscribe = open_briefly
+        client = self.client(subscribe=True)
+        run = client.start_run(workflow="w")
+        self.assertTrue(run.wait_subscribed(2), "the stream with headers did not count as open")
+        time.sleep(2.5)
+        # Open under 10 s each time, so the delay keeps doubling: at most 5 streams in 2.5 s
+        # (about 7 when every open stream started the delay over at 250 ms).
+        self.assertLessEqual(len(self.ingest.subscribe_calls), 5)
+        run.end()
+
+    def test_a_stream_cancelled_by_the_server_is_reopened(self):
+        def cancel_then_halt(request, context):
+            if len(self.ingest.subscribe_calls) == 1:
+                context.abort(grpc.StatusCode.CANCELLED, "cancelled by a proxy")
+            context.send_initial_metadata((("x-subscribed", "1"),))
+            yield ingest_pb2.Note(id="h1", run_id=request.run_id, kind="halt", check_id="stop", title="Stop")
+            while context.is_active():
+                time.sleep(0.05)
+
+        self.ingest.subscribe = cancel_then_halt
+        client = self.client(subscribe=True)
+        run = client.start_run(workflow="w")
+        self.assertTrue(run.wait_halted(5), "the stream was not reopened after a CANCELLED the client did not cause")
+        self.assertTrue(run.wait_subscribed(1))
+        self.assertEqual(self.errors, [])
+        run.end()
+
+
+if __name__ == "__main__":
+    unittest.main()
