@@ -310,7 +310,7 @@ export class ReviewReadRepo {
   async checkResults(workspace: string, window: ReviewWindow): Promise<{ procedure_id: string; week: string; result: string | null; n: number }[]> {
     const res = await this.aggregate<{ procedure_id: string; week: unknown; result: string | null; n: unknown }>(
       // weeks as whole numbers, as weeksFromFindings counts them
-      `SELECT c.procedure_id, (extract(epoch FROM c.at)::bigint + ${3 * 86400}) / ${7 * 86400} AS week, c.result, count(*) AS n FROM sop_checks c
+      `SELECT c.procedure_id, (floor(extract(epoch FROM c.at))::bigint + ${3 * 86400}) / ${7 * 86400} AS week, c.result, count(*) AS n FROM sop_checks c
         WHERE c.workspace = $1 AND c.at >= $2::timestamptz AND c.at < $3::timestamptz
           AND c.checked_result IS NOT NULL GROUP BY 1, 2, 3`,
       [workspace, window.from, window.to],
@@ -363,7 +363,7 @@ export class ReviewReadRepo {
     const res = await this.aggregate<{ procedure_id: string | null; rule_pattern_id: string | null; week: unknown; suppressed: boolean; n: unknown }>(
       // weeks as whole numbers (Monday-aligned: 1970-01-01 was a Thursday), cheaper to group than dates
       `SELECT f.rule_pattern_id, CASE WHEN f.rule_pattern_id IS NULL THEN f.procedure_id END AS procedure_id,
-              (extract(epoch FROM ${AT})::bigint + ${3 * 86400}) / ${7 * 86400} AS week, f.suppressed, count(*) AS n
+              (floor(extract(epoch FROM ${AT}))::bigint + ${3 * 86400}) / ${7 * 86400} AS week, f.suppressed, count(*) AS n
          FROM sop_findings f WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`,
       params,
     );

@@ -307,6 +307,15 @@ describe('release compare', () => {
 });
 
 describe('insights', () => {
+  it("a session in the last second of a Sunday counts in that Sunday's week", async () => {
+    // 2026-11-29 is a Sunday: its week is Monday 2026-11-23's.
+    await send('phone-never-violated', 101, { started_at: '2026-11-29T23:59:59.700Z' });
+    const ins = await review.queries.insights(WS, { from: '2026-11-16', to: '2026-11-30' });
+    expect(ins.weeks).toEqual(['2026-11-16', '2026-11-23']);
+    expect(ins.scoreboard.find((r) => r.procedure_id === 'take-order')!.weekly_follow_rate).toEqual([null, 0]);
+    expect(ins.ladder.find((r) => r.procedure_id === 'take-order')!.trend).toEqual([0, 1]);
+  });
+
   it('tiles, a scoreboard row per procedure and a ladder row per rule with a weekly trend; suppressed findings apart', async () => {
     const takeOrder = [
       [await send('phone-never-violated', 1), 'deviated'],
