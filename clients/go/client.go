@@ -28,12 +28,14 @@ import (
 	"time"
 
 	v1 "github.com/neatroots/neatroots/clients/go/gen/neatroots/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -47,18 +49,46 @@ type Options struct {
 	APIKey  string
 	// Default: plaintext. Use credentials.NewTLS(...) behind TLS.
 	Credentials credentials.TransportCredentials
-	// Events per export; reaching it flushes at once. Default 100.
+	// Events per export; reaching it wakes the flusher at once. Default 100. An export also
+	// holds at most 4 MiB of encoded events (an event larger than that is sent alone).
 	MaxBatch int
 	// Queued events are exported at least this often. Default 1 s.
 	FlushInterval time.Duration
 	// Deadline of one export call. Default 10 s.
 	ExportTimeout time.Duration
-	// Attempts per export, the first included. Default 6.
+	// Deprecated: ignored. A batch refused with a retryable status (UNAVAILABLE,
+	// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED with RetryInfo) is retried until ingest accepts it
+	// or the client is closed; only MaxQueueEvents and MaxQueueBytes drop events meanwhile.
 	MaxAttempts int
+	// Events waiting to be exported at most; past it the oldest waiting ones are dropped
+	// (counted in Stats().Dropped). Default 10,000.
+	MaxQueueEvents int
+	// Encoded bytes of the events waiting to be exported at most; past it the oldest waiting
+	// ones are dropped. Default 32 MiB.
+	MaxQueueBytes int
+	// First delay before an export is retried and before a notes stream is reopened; it
+	// doubles up to RetryMaxDelay, with full jitter. Default 250 ms.
+	RetryInitialDelay time.Duration
+	// Cap of the retry and reconnect delays. Default 30 s.
+	RetryMaxDelay time.Duration
+	// How long Close flushes what is queued before it drops the rest. Default 10 s.
+	CloseTimeout time.Duration
 	// Open a Subscribe stream per run for notes and halts. Default true (set NoSubscribe to turn it off).
 	NoSubscribe bool
-	// Exports that failed for good, items ingest rejected, broken subscriptions. Default: log.Printf.
+	// Exports that failed for good, items ingest rejected, events dropped, broken subscriptions.
+	// Default: log.Printf.
 	OnError func(error)
+}
+
+// Stats are the client's export counters.
+type Stats struct {
+	// Events dropped without being exported: the oldest waiting ones past MaxQueueEvents or
+	// MaxQueueBytes, those still queued when Close's time ran out, and those recorded after Close.
+	Dropped uint64
+	// Events waiting to be exported (the batch being sent not included).
+	Queued int
+	// Their encoded size.
+	QueuedBytes int
 }
 
 // RunHaltedError is returned by ToolCall once the run was halted; Note is the halt.
@@ -89,36 +119,80 @@ func (e *ExportRejectedError) Error() string {
 	return fmt.Sprintf("neatroots rejected %d item(s): %s", len(e.Rejected), strings.Join(reasons, "; "))
 }
 
+// EventsDroppedError reports events dropped without being exported (see Stats.Dropped).
+type EventsDroppedError struct {
+	Count  uint64
+	Reason string
+}
+
+func (e *EventsDroppedError) Error() string {
+	return fmt.Sprintf("neatroots dropped %d event(s): %s", e.Count, e.Reason)
+}
+
 // Retried: nothing of the batch was acknowledged.
 var retryableCodes = map[codes.Code]bool{codes.Unavailable: true, codes.DeadlineExceeded: true, codes.Aborted: true}
 
 // retryable: ResourceExhausted is retried when it says when to try again (google.rpc.RetryInfo
 // in its details: ingest's back-pressure), not otherwise: a message over the size bound would be
-// refused again every time.
-func retryable(err error) bool {
+// refused again every time. after is the RetryInfo delay, if any.
+func retryable(err error) (ok bool, after time.Duration) {
 	st := status.Convert(err)
-	if retryableCodes[st.Code()] {
-		return true
+	hasInfo := false
+	for _, d := range st.Details() {
+		if ri, isInfo := d.(*errdetails.RetryInfo); isInfo {
+			hasInfo = true
+			if ri.RetryDelay != nil {
+				after = max(after, ri.RetryDelay.AsDuration())
+			}
+		}
 	}
-	return st.Code() == codes.ResourceExhausted && len(st.Proto().GetDetails()) > 0
+	if retryableCodes[st.Code()] {
+		return true, after
+	}
+	return st.Code() == codes.ResourceExhausted && hasInfo, after
 }
 
 // A notes stream that ends with one of these is not opened again: it would fail the same way.
 var final = map[codes.Code]bool{codes.Unauthenticated: true, codes.PermissionDenied: true, codes.InvalidArgument: true}
 
-// Client is one gRPC connection to ingest, a queue of events exported in batches, and its runs.
+// maxBatchBytes bounds the encoded events of one export (ingest refuses a message over 8 MiB).
+const maxBatchBytes = 4 << 20
+
+// dropReportEvery: events dropped for the queue bound are reported at most this often.
+const dropReportEvery = 10 * time.Second
+
+type queued struct {
+	ev   *v1.Event
+	size int
+	seq  uint64
+}
+
+// Client is one gRPC connection to ingest, a bounded queue of events exported in batches by
+// one background flusher, and its runs.
 type Client struct {
 	opts    Options
 	conn    *grpc.ClientConn
 	ingest  v1.IngestClient
 	md      metadata.MD
-	mu      sync.Mutex
-	queue   []*v1.Event
-	runs    map[string]*Run
-	flushMu sync.Mutex
-	stop    chan struct{}
-	closed  bool
 	onError func(error)
+
+	mu         sync.Mutex
+	queue      []queued
+	queueBytes int
+	inflight   []queued // the batch being sent (never dropped for the queue bound)
+	seq        uint64   // of the last event queued
+	changed    chan struct{}
+	runs       map[string]*Run
+	closed     bool
+	dropped    uint64
+	unreported uint64
+	lastReport time.Time
+
+	wake     chan struct{}   // a full batch or a Flush wakes the flusher
+	stop     chan struct{}   // closed by Close: drain what is queued, then exit
+	abortCtx context.Context // cancelled when Close's time ran out
+	abort    context.CancelFunc
+	done     chan struct{} // the flusher exited
 }
 
 // New connects lazily (the first export or stream dials).
@@ -135,8 +209,21 @@ func New(opts Options) (*Client, error) {
 	if opts.ExportTimeout <= 0 {
 		opts.ExportTimeout = 10 * time.Second
 	}
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 6
+	if opts.MaxQueueEvents <= 0 {
+		opts.MaxQueueEvents = 10_000
+	}
+	if opts.MaxQueueBytes <= 0 {
+		opts.MaxQueueBytes = 32 << 20
+	}
+	if opts.RetryInitialDelay <= 0 {
+		opts.RetryInitialDelay = 250 * time.Millisecond
+	}
+	if opts.RetryMaxDelay <= 0 {
+		opts.RetryMaxDelay = 30 * time.Second
+	}
+	opts.RetryMaxDelay = max(opts.RetryMaxDelay, opts.RetryInitialDelay)
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = 10 * time.Second
 	}
 	creds := opts.Credentials
 	if creds == nil {
@@ -146,16 +233,25 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("neatroots: %w", err)
 	}
+	abortCtx, abort := context.WithCancel(context.Background())
 	c := &Client{
 		opts: opts, conn: conn, ingest: v1.NewIngestClient(conn),
 		md:   metadata.Pairs("x-api-key", opts.APIKey),
-		runs: map[string]*Run{}, stop: make(chan struct{}), onError: opts.OnError,
+		runs: map[string]*Run{}, onError: opts.OnError, changed: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), abortCtx: abortCtx, abort: abort, done: make(chan struct{}),
 	}
 	if c.onError == nil {
 		c.onError = func(err error) { log.Printf("[neatroots] %v", err) }
 	}
-	go c.tick()
+	go c.flusher()
 	return c, nil
+}
+
+// Stats reads the client's export counters.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{Dropped: c.dropped, Queued: len(c.queue), QueuedBytes: c.queueBytes}
 }
 
 // RunOptions describe a run at its start (all optional).
@@ -197,25 +293,70 @@ func (c *Client) StartRun(o RunOptions) *Run {
 	return r
 }
 
-// Flush exports everything queued so far; it returns when that is acknowledged (or given up on).
-func (c *Client) Flush() {
-	c.flushMu.Lock()
-	defer c.flushMu.Unlock()
+// Flush waits until everything queued so far was exported (or refused for good, or dropped).
+// While ingest refuses with a retryable status that lasts until it accepts or the client closes;
+// FlushContext bounds the wait.
+func (c *Client) Flush() { _ = c.FlushContext(context.Background()) }
+
+// FlushContext is Flush that stops waiting when ctx ends (the events stay queued); it returns
+// ctx's error then.
+func (c *Client) FlushContext(ctx context.Context) error {
+	c.mu.Lock()
+	target := c.seq
+	c.mu.Unlock()
+	c.signal()
 	for {
 		c.mu.Lock()
-		n := min(len(c.queue), c.opts.MaxBatch)
-		batch := c.queue[:n:n]
-		c.queue = c.queue[n:]
+		done, changed := c.settled() >= target, c.changed
 		c.mu.Unlock()
-		if n == 0 {
-			return
+		if done {
+			return nil
 		}
-		c.export(batch)
+		select {
+		case <-changed:
+		case <-c.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
-// Close flushes, ends every notes stream and closes the connection. Runs not ended stay without run_end.
+// settled is the sequence number up to which every event was exported, refused or dropped. c.mu held.
+func (c *Client) settled() uint64 {
+	if len(c.inflight) > 0 {
+		return c.inflight[0].seq - 1
+	}
+	if len(c.queue) > 0 {
+		return c.queue[0].seq - 1
+	}
+	return c.seq
+}
+
+// notify wakes the waiters of FlushContext. c.mu held.
+func (c *Client) notify() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *Client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close is CloseContext bounded by Options.CloseTimeout (default 10 s).
 func (c *Client) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.CloseTimeout)
+	defer cancel()
+	return c.CloseContext(ctx)
+}
+
+// CloseContext flushes what is queued until ctx ends, then drops the rest (counted in
+// Stats().Dropped and reported), ends every notes stream and closes the connection. Runs not
+// ended stay without run_end. It returns no later than shortly after ctx ends.
+func (c *Client) CloseContext(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -224,54 +365,174 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	close(c.stop)
-	c.Flush()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		c.abort()
+		<-c.done
+	}
+	c.abort()
 	c.mu.Lock()
+	left := uint64(len(c.queue) + len(c.inflight))
+	c.queue, c.queueBytes, c.inflight = nil, 0, nil
+	c.dropped += left
+	c.notify()
 	runs := c.runs
 	c.runs = map[string]*Run{}
 	c.mu.Unlock()
+	if left > 0 {
+		c.onError(&EventsDroppedError{Count: left, Reason: "still queued when Close's time ran out"})
+	}
 	for _, r := range runs {
 		r.unsubscribe()
 	}
 	return c.conn.Close()
 }
 
-func (c *Client) tick() {
+// flusher is the client's one exporting goroutine: it exports everything queued every
+// FlushInterval, when a batch is full, on Flush, and on Close until the queue is empty or
+// Close's time runs out.
+func (c *Client) flusher() {
+	defer close(c.done)
 	t := time.NewTicker(c.opts.FlushInterval)
 	defer t.Stop()
+	stopping := false
 	for {
-		select {
-		case <-c.stop:
+		if !stopping {
+			select {
+			case <-c.stop:
+				stopping = true
+			case <-t.C:
+			case <-c.wake:
+			}
+		}
+		c.reportDrops(false)
+		for c.abortCtx.Err() == nil {
+			c.mu.Lock()
+			batch := c.take()
+			c.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			c.export(batch)
+		}
+		if stopping || c.abortCtx.Err() != nil {
+			c.reportDrops(true)
 			return
-		case <-t.C:
-			c.Flush()
 		}
 	}
+}
+
+// take moves the next batch (at most MaxBatch events and maxBatchBytes, an oversized event
+// alone) from the head of the queue to inflight. c.mu held.
+func (c *Client) take() []queued {
+	n, bytes := 0, 0
+	for n < len(c.queue) && n < c.opts.MaxBatch && (n == 0 || bytes+c.queue[n].size <= maxBatchBytes) {
+		bytes += c.queue[n].size
+		n++
+	}
+	c.inflight = append([]queued(nil), c.queue[:n]...)
+	c.queue = c.queue[n:]
+	c.queueBytes -= bytes
+	return c.inflight
 }
 
 func (c *Client) enqueue(ev *v1.Event) {
+	n := proto.Size(ev)
+	size := 1 + protowire.SizeVarint(uint64(n)) + n // its bytes in ExportRequest.events
 	c.mu.Lock()
-	c.queue = append(c.queue, ev)
+	if c.closed {
+		c.dropped++
+		c.mu.Unlock()
+		return
+	}
+	c.seq++
+	c.queue = append(c.queue, queued{ev: ev, size: size, seq: c.seq})
+	c.queueBytes += size
+	dropped := uint64(0)
+	for len(c.queue) > 0 && (len(c.queue) > c.opts.MaxQueueEvents || c.queueBytes > c.opts.MaxQueueBytes) {
+		c.queueBytes -= c.queue[0].size
+		c.queue[0] = queued{}
+		c.queue = c.queue[1:]
+		dropped++
+	}
+	if dropped > 0 {
+		c.dropped += dropped
+		c.unreported += dropped
+		c.notify()
+	}
 	full := len(c.queue) >= c.opts.MaxBatch
 	c.mu.Unlock()
+	if dropped > 0 {
+		c.reportDrops(false)
+	}
 	if full {
-		go c.Flush()
+		c.signal()
 	}
 }
 
-func (c *Client) export(events []*v1.Event) {
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), c.md), c.opts.ExportTimeout)
+// reportDrops reports the events dropped for the queue bound since the last report, at most
+// once per dropReportEvery (now: regardless).
+func (c *Client) reportDrops(now bool) {
+	c.mu.Lock()
+	n := c.unreported
+	if n == 0 || (!now && time.Since(c.lastReport) < dropReportEvery) {
+		c.mu.Unlock()
+		return
+	}
+	c.unreported = 0
+	c.lastReport = time.Now()
+	c.mu.Unlock()
+	c.onError(&EventsDroppedError{Count: n, Reason: fmt.Sprintf("the queue was over its bound (%d events, %d bytes) while exports did not keep up", c.opts.MaxQueueEvents, c.opts.MaxQueueBytes)})
+}
+
+// backoff is attempt's delay: full jitter over RetryInitialDelay doubled per attempt, capped at RetryMaxDelay.
+func (c *Client) backoff(attempt int) time.Duration {
+	ceil := float64(c.opts.RetryInitialDelay) * math.Pow(2, float64(min(attempt, 40)))
+	ceil = math.Min(ceil, float64(c.opts.RetryMaxDelay))
+	return time.Duration(mrand.Float64() * ceil)
+}
+
+// export sends the inflight batch until ingest accepts it, refuses it for good, or Close's time
+// runs out; then it clears inflight.
+func (c *Client) export(batch []queued) {
+	finished := false // accepted or refused for good; else Close counts it as dropped
+	defer func() {
+		if finished {
+			c.mu.Lock()
+			c.inflight = nil
+			c.notify()
+			c.mu.Unlock()
+		}
+	}()
+	events := make([]*v1.Event, len(batch))
+	for i, q := range batch {
+		events[i] = q.ev
+	}
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(c.abortCtx, c.md), c.opts.ExportTimeout)
 		res, err := c.ingest.Export(ctx, &v1.ExportRequest{Events: events})
 		cancel()
 		if err != nil {
-			if !retryable(err) || attempt >= c.opts.MaxAttempts {
+			if c.abortCtx.Err() != nil {
+				return // counted as dropped by Close
+			}
+			again, after := retryable(err)
+			if !again {
+				finished = true
 				c.onError(fmt.Errorf("export of %d event(s) failed: %w", len(events), err))
 				return
 			}
-			base := math.Min(5000, 200*math.Pow(2, float64(attempt-1)))
-			time.Sleep(time.Duration(base/2+mrand.Float64()*base/2) * time.Millisecond)
+			wait := max(c.backoff(attempt), after)
+			select {
+			case <-c.abortCtx.Done():
+				return
+			case <-time.After(wait):
+			}
+			c.reportDrops(false)
 			continue
 		}
+		finished = true
 		if len(res.Rejected) > 0 {
 			c.onError(&ExportRejectedError{Rejected: res.Rejected})
 		}
@@ -413,7 +674,8 @@ type EndOptions struct {
 	FinalOutput any
 }
 
-// End sends run_end, flushes, and closes the run's notes stream. Idempotent.
+// End sends run_end, waits up to Options.CloseTimeout for the run's events to be exported (what
+// is not by then stays queued and is retried), and closes the run's notes stream. Idempotent.
 func (r *Run) End(o EndOptions) {
 	r.endOnce.Do(func() {
 		st := o.Status
@@ -426,7 +688,9 @@ func (r *Run) End(o EndOptions) {
 		r.client.enqueue(&v1.Event{Kind: &v1.Event_RunEnd{RunEnd: &v1.RunEnd{
 			RunId: r.ID, Status: st, FinalOutputJson: jsonText(r.client, o.FinalOutput), TsMs: proto.Float64(nowMs()),
 		}}})
-		r.client.Flush()
+		ctx, cancel := context.WithTimeout(context.Background(), r.client.opts.CloseTimeout)
+		_ = r.client.FlushContext(ctx)
+		cancel()
 		r.unsubscribe()
 		r.client.forget(r.ID)
 	})

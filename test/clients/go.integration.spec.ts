@@ -49,6 +49,17 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
     expect(res.stdout).toMatch(/--- PASS: TestANoteReachesTheRun/);
     expect(res.stdout).toMatch(/--- PASS: TestAHaltStopsTheNextToolCall/);
     expect(res.stdout).toMatch(/--- PASS: TestAnExportOverTheSizeBoundIsRefusedOnceNotRetried/);
+    // the export path against local servers standing in for ingest (export_test.go)
+    for (const test of [
+      'TestARefusedBatchIsRetriedUntilIngestTakesIt',
+      'TestBackPressureIsRetriedAfterItsDelayAndAnotherRefusalIsNot',
+      'TestTheQueueIsBoundedAndDropsTheOldest',
+      'TestBatchesAreBoundedBySize',
+      'TestOneFlusherWhileExportsAreSlow',
+      'TestCloseGivesUpAtItsTimeout',
+    ]) {
+      expect(res.stdout).toMatch(new RegExp(`--- PASS: ${test}\\b`));
+    }
     expect(res.stdout).not.toMatch(/SKIP/);
   }, 300_000);
 

@@ -1,0 +1,330 @@
+package neatroots_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	neatroots "github.com/neatroots/neatroots/clients/go"
+	v1 "github.com/neatroots/neatroots/clients/go/gen/neatroots/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// ingest is a real local gRPC server standing in for ingest, whose answers a test chooses.
+type ingest struct {
+	v1.UnimplementedIngestServer
+	mu         sync.Mutex
+	export     func(call int, req *v1.ExportRequest) (*v1.ExportResponse, error)
+	subscribe  func(call int, req *v1.SubscribeRequest, stream grpc.ServerStreamingServer[v1.Note]) error
+	exports    int         // Export calls
+	subscribes int         // Subscribe calls
+	calls      []time.Time // when each Export came
+	sizes      []int       // encoded size of each ExportRequest
+	accepted   []*v1.Event
+}
+
+func (s *ingest) Export(_ context.Context, req *v1.ExportRequest) (*v1.ExportResponse, error) {
+	s.mu.Lock()
+	s.exports++
+	call := s.exports
+	s.calls = append(s.calls, time.Now())
+	s.sizes = append(s.sizes, proto.Size(req))
+	fn := s.export
+	s.mu.Unlock()
+	res, err := &v1.ExportResponse{}, error(nil)
+	if fn != nil {
+		res, err = fn(call, req)
+	}
+	if err == nil {
+		s.mu.Lock()
+		s.accepted = append(s.accepted, req.Events...)
+		s.mu.Unlock()
+		if res == nil {
+			res = &v1.ExportResponse{}
+		}
+	}
+	return res, err
+}
+
+func (s *ingest) Subscribe(req *v1.SubscribeRequest, stream grpc.ServerStreamingServer[v1.Note]) error {
+	s.mu.Lock()
+	s.subscribes++
+	call := s.subscribes
+	fn := s.subscribe
+	s.mu.Unlock()
+	if fn == nil {
+		_ = stream.SendHeader(metadata.MD{})
+		<-stream.Context().Done()
+		return nil
+	}
+	return fn(call, req, stream)
+}
+
+func (s *ingest) snapshot() (exports, subscribes int, accepted []*v1.Event, sizes []int, calls []time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exports, s.subscribes, append([]*v1.Event{}, s.accepted...), append([]int{}, s.sizes...), append([]time.Time{}, s.calls...)
+}
+
+func serve(t *testing.T, s *ingest) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	v1.RegisterIngestServer(srv, s)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+type errs struct {
+	mu   sync.Mutex
+	list []error
+}
+
+func (e *errs) add(err error) { e.mu.Lock(); e.list = append(e.list, err); e.mu.Unlock() }
+func (e *errs) all() []error  { e.mu.Lock(); defer e.mu.Unlock(); return append([]error{}, e.list...) }
+
+func fakeClient(t *testing.T, addr string, o neatroots.Options) (*neatroots.Client, *errs) {
+	t.Helper()
+	e := &errs{}
+	o.Address, o.APIKey, o.OnError = addr, "k", e.add
+	c, err := neatroots.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, e
+}
+
+func spanIDs(evs []*v1.Event) []string {
+	ids := []string{}
+	for _, ev := range evs {
+		switch {
+		case ev.GetSpan() != nil:
+			ids = append(ids, ev.GetSpan().SpanId)
+		case ev.GetRunStart() != nil:
+			ids = append(ids, "run_start")
+		case ev.GetRunEnd() != nil:
+			ids = append(ids, "run_end")
+		}
+	}
+	return ids
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A batch ingest refuses with UNAVAILABLE is sent again until ingest takes it, however many
+// times that takes (it was dropped after 6 attempts), with the retry delays the options set.
+func TestARefusedBatchIsRetriedUntilIngestTakesIt(t *testing.T) {
+	s := &ingest{export: func(call int, _ *v1.ExportRequest) (*v1.ExportResponse, error) {
+		if call <= 12 {
+			return nil, status.Error(codes.Unavailable, "ingest restarting")
+		}
+		return nil, nil
+	}}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour,
+		RetryInitialDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "s1"})
+	started := time.Now()
+	run.End(neatroots.EndOptions{})
+	if took := time.Since(started); took > 3*time.Second {
+		t.Fatalf("the retries took %v with delays of at most 5 ms", took)
+	}
+	exports, _, accepted, _, _ := s.snapshot()
+	if got := strings.Join(spanIDs(accepted), ","); got != "run_start,s1,run_end" || exports != 13 {
+		t.Fatalf("accepted %s after %d calls", got, exports)
+	}
+	if st := c.Stats(); st.Dropped != 0 || st.Queued != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if len(e.all()) != 0 {
+		t.Fatalf("errors: %v", e.all())
+	}
+}
+
+// RESOURCE_EXHAUSTED with RetryInfo is retried no sooner than the delay it asks for; without
+// RetryInfo the batch is dropped and reported at once.
+func TestBackPressureIsRetriedAfterItsDelayAndAnotherRefusalIsNot(t *testing.T) {
+	backPressure, _ := status.New(codes.ResourceExhausted, "slow down").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(300 * time.Millisecond)})
+	s := &ingest{export: func(call int, req *v1.ExportRequest) (*v1.ExportResponse, error) {
+		if call == 1 {
+			return nil, backPressure.Err()
+		}
+		if len(req.Events) == 1 && req.Events[0].GetSpan() != nil && req.Events[0].GetSpan().SpanId == "big" {
+			return nil, status.Error(codes.ResourceExhausted, "message too large")
+		}
+		return nil, nil
+	}}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour,
+		RetryInitialDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	run.Flush()
+	_, _, _, _, calls := s.snapshot()
+	if len(calls) != 2 || calls[1].Sub(calls[0]) < 300*time.Millisecond {
+		t.Fatalf("calls %v: the retry did not wait for RetryInfo's 300 ms", calls)
+	}
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "big"})
+	run.Flush()
+	exports, _, accepted, _, _ := s.snapshot()
+	if exports != 3 || strings.Join(spanIDs(accepted), ",") != "run_start" {
+		t.Fatalf("%d calls, accepted %v", exports, spanIDs(accepted))
+	}
+	if got := e.all(); len(got) != 1 || status.Code(errors.Unwrap(got[0])) != codes.ResourceExhausted {
+		t.Fatalf("errors: %v", got)
+	}
+}
+
+// While ingest refuses, the queue keeps at most MaxQueueEvents: the oldest waiting events are
+// dropped (never the batch being sent), counted, and reported at most once per 10 s.
+func TestTheQueueIsBoundedAndDropsTheOldest(t *testing.T) {
+	var refuse sync.Mutex
+	refusing := true
+	s := &ingest{export: func(int, *v1.ExportRequest) (*v1.ExportResponse, error) {
+		refuse.Lock()
+		defer refuse.Unlock()
+		if refusing {
+			return nil, status.Error(codes.Unavailable, "down")
+		}
+		return nil, nil
+	}}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour, MaxBatch: 1,
+		MaxQueueEvents: 5, RetryInitialDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	eventually(t, "run_start being sent", func() bool { n, _, _, _, _ := s.snapshot(); return n > 0 })
+	for i := 0; i < 20; i++ {
+		run.Span(neatroots.SpanInit{Type: "tool", SpanID: fmt.Sprintf("s%d", i)})
+	}
+	if st := c.Stats(); st.Dropped != 15 || st.Queued != 5 {
+		t.Fatalf("stats %+v", st)
+	}
+	refuse.Lock()
+	refusing = false
+	refuse.Unlock()
+	run.Flush()
+	_, _, accepted, _, _ := s.snapshot()
+	if got := strings.Join(spanIDs(accepted), ","); got != "run_start,s15,s16,s17,s18,s19" {
+		t.Fatalf("accepted %s", got)
+	}
+	var dropped *neatroots.EventsDroppedError
+	reports := 0
+	for _, err := range e.all() {
+		if errors.As(err, &dropped) {
+			reports++
+		}
+	}
+	if reports != 1 || dropped.Count != 1 {
+		t.Fatalf("drop reports within 10 s: %v", e.all())
+	}
+}
+
+// An export holds at most 4 MiB of events; an event over that goes alone, so it cannot take
+// the events around it down with it.
+func TestBatchesAreBoundedBySize(t *testing.T) {
+	s := &ingest{}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	for i := 0; i < 3; i++ {
+		run.Span(neatroots.SpanInit{Type: "tool", SpanID: fmt.Sprintf("s%d", i), Input: strings.Repeat("x", 1500<<10)})
+	}
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "huge", Input: strings.Repeat("x", 5<<20)})
+	run.End(neatroots.EndOptions{})
+	_, _, accepted, sizes, _ := s.snapshot()
+	if got := strings.Join(spanIDs(accepted), ","); got != "run_start,s0,s1,s2,huge,run_end" {
+		t.Fatalf("accepted %s", got)
+	}
+	over := 0
+	for _, n := range sizes {
+		if n > 4<<20 {
+			over++
+			if n > 5<<20+1024 {
+				t.Fatalf("an export of %d bytes: sizes %v", n, sizes)
+			}
+		}
+	}
+	if over != 1 || len(sizes) != 4 {
+		t.Fatalf("export sizes %v: want [run_start+s0+s1, s2, huge alone, run_end]", sizes)
+	}
+}
+
+// While exports are slow, recording events does not start a goroutine each.
+func TestOneFlusherWhileExportsAreSlow(t *testing.T) {
+	release := make(chan struct{})
+	s := &ingest{export: func(int, *v1.ExportRequest) (*v1.ExportResponse, error) {
+		<-release
+		return nil, nil
+	}}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour, MaxBatch: 1})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	eventually(t, "the first export", func() bool { n, _, _, _, _ := s.snapshot(); return n > 0 })
+	before := runtime.NumGoroutine()
+	for i := 0; i < 500; i++ {
+		run.Span(neatroots.SpanInit{Type: "tool", SpanID: fmt.Sprintf("s%d", i)})
+	}
+	time.Sleep(50 * time.Millisecond)
+	if grew := runtime.NumGoroutine() - before; grew > 10 {
+		t.Fatalf("%d goroutines more after 500 events", grew)
+	}
+	close(release)
+	run.Flush()
+	if _, _, accepted, _, _ := s.snapshot(); len(accepted) != 501 {
+		t.Fatalf("accepted %d events", len(accepted))
+	}
+}
+
+// Close flushes for at most CloseTimeout (CloseContext: until its context ends), then drops
+// what is left, counts it and reports it.
+func TestCloseGivesUpAtItsTimeout(t *testing.T) {
+	s := &ingest{export: func(int, *v1.ExportRequest) (*v1.ExportResponse, error) {
+		return nil, status.Error(codes.Unavailable, "down")
+	}}
+	for _, withContext := range []bool{false, true} {
+		c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, CloseTimeout: 300 * time.Millisecond})
+		run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+		for i := 0; i < 3; i++ {
+			run.Span(neatroots.SpanInit{Type: "tool"})
+		}
+		started := time.Now()
+		if withContext {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			_ = c.CloseContext(ctx)
+			cancel()
+		} else {
+			_ = c.Close()
+		}
+		if took := time.Since(started); took > time.Second {
+			t.Fatalf("Close took %v", took)
+		}
+		if st := c.Stats(); st.Dropped != 4 || st.Queued != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		var dropped *neatroots.EventsDroppedError
+		if got := e.all(); len(got) != 1 || !errors.As(got[0], &dropped) || dropped.Count != 4 {
+			t.Fatalf("errors: %v", got)
+		}
+	}
+}
