@@ -268,7 +268,9 @@ type RunOptions struct {
 // ToolInfo is a tool the agent may call.
 type ToolInfo struct{ Name, Description string }
 
-// StartRun sends run_start and, unless NoSubscribe, opens the run's notes stream.
+// StartRun sends run_start and, unless NoSubscribe, opens the run's notes stream. After Close
+// it returns a run that records nothing (its events are counted in Stats().Dropped) and opens
+// no stream.
 func (c *Client) StartRun(o RunOptions) *Run {
 	id := o.RunID
 	if id == "" {
@@ -277,7 +279,10 @@ func (c *Client) StartRun(o RunOptions) *Run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &Run{client: c, ID: id, ctx: ctx, cancel: cancel, seen: map[string]bool{}, subscribed: make(chan struct{}), stopped: make(chan struct{})}
 	c.mu.Lock()
-	c.runs[id] = r
+	closed := c.closed
+	if !closed {
+		c.runs[id] = r
+	}
 	c.mu.Unlock()
 	tools := make([]*v1.ToolInfo, len(o.Tools))
 	for i, t := range o.Tools {
@@ -287,7 +292,9 @@ func (c *Client) StartRun(o RunOptions) *Run {
 		RunId: id, Workflow: o.Workflow, SessionId: o.SessionID, SystemPrompt: o.SystemPrompt,
 		UserMessage: o.UserMessage, Tools: tools, TsMs: proto.Float64(nowMs()),
 	}}})
-	if !c.opts.NoSubscribe {
+	if closed {
+		r.stopOnce.Do(func() { close(r.stopped) })
+	} else if !c.opts.NoSubscribe {
 		go r.listen()
 	}
 	return r
@@ -714,54 +721,71 @@ func (r *Run) receive(n *Note) {
 	}
 }
 
-// listen keeps the run's Subscribe stream open until the run ends, reopening it with backoff.
+// listen keeps the run's Subscribe stream open until the run ends or the client closes,
+// reopening it after any end it did not cause (but the final codes), with backoff: from
+// RetryInitialDelay doubling to RetryMaxDelay, full jitter, reset once a stream stayed open 10 s.
 func (r *Run) listen() {
-	delay := time.Duration(0)
+	c := r.client
+	attempt := 0
 	for {
 		select {
 		case <-r.stopped:
 			return
+		case <-c.stop:
+			return
 		default:
 		}
-		ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(context.Background(), r.client.md))
+		ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(context.Background(), c.md))
 		r.mu.Lock()
 		r.stream = cancel
 		r.mu.Unlock()
-		stream, err := r.client.ingest.Subscribe(ctx, &v1.SubscribeRequest{RunId: r.ID})
-		if err == nil {
-			// ingest sends headers once the subscription is in place
-			if _, err = stream.Header(); err == nil {
+		var opened time.Time
+		markOpen := func() {
+			if opened.IsZero() {
+				opened = time.Now()
 				r.subOnce.Do(func() { close(r.subscribed) })
-				delay = 0
-				for {
-					n, rerr := stream.Recv()
-					if rerr != nil {
-						err = rerr
-						break
-					}
-					r.receive(n)
+			}
+		}
+		stream, err := c.ingest.Subscribe(ctx, &v1.SubscribeRequest{RunId: r.ID})
+		if err == nil {
+			// ingest sends headers once the subscription is in place; grpc-go's Header returns
+			// (nil, nil) when the stream failed instead, so only headers with something in them count
+			if md, herr := stream.Header(); herr == nil && len(md) > 0 {
+				markOpen()
+			}
+			for {
+				n, rerr := stream.Recv()
+				if rerr != nil {
+					err = rerr
+					break
 				}
+				markOpen()
+				r.receive(n)
 			}
 		}
 		cancel()
 		select {
 		case <-r.stopped:
 			return
+		case <-c.stop:
+			return
 		default:
 		}
 		if final[status.Code(err)] {
-			r.client.onError(fmt.Errorf("notes for run %s unavailable: %w", r.ID, err))
+			c.onError(fmt.Errorf("notes for run %s unavailable: %w", r.ID, err))
 			return
 		}
-		if delay == 0 {
-			delay = 250 * time.Millisecond
-		} else {
-			delay = min(10*time.Second, delay*2)
+		if !opened.IsZero() && time.Since(opened) >= 10*time.Second {
+			attempt = 0
 		}
+		wait := c.backoff(attempt)
+		attempt++
 		select {
 		case <-r.stopped:
 			return
-		case <-time.After(delay):
+		case <-c.stop:
+			return
+		case <-time.After(wait):
 		}
 	}
 }

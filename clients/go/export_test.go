@@ -328,3 +328,71 @@ func TestCloseGivesUpAtItsTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A Subscribe that ingest refuses is not taken for an open stream (grpc-go's Header answers
+// (nil, nil) then), and the reconnect delay grows instead of starting over every time.
+func TestARefusedSubscriptionIsNotOpenAndBacksOff(t *testing.T) {
+	s := &ingest{subscribe: func(int, *v1.SubscribeRequest, grpc.ServerStreamingServer[v1.Note]) error {
+		return status.Error(codes.Unavailable, "no notes now")
+	}}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{FlushInterval: time.Hour, RetryInitialDelay: 40 * time.Millisecond, RetryMaxDelay: 10 * time.Second})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	select {
+	case <-run.Subscribed():
+		t.Fatal("a refused stream counted as open")
+	case <-time.After(1500 * time.Millisecond):
+	}
+	// 40 ms doubling with full jitter: about 6 attempts in 1.5 s; starting over every time
+	// (0..40 ms each) would be about 75
+	if _, n, _, _, _ := s.snapshot(); n < 2 || n > 20 {
+		t.Fatalf("%d Subscribe calls in 1.5 s", n)
+	}
+}
+
+// A stream that ingest ends, even with CANCELLED, is opened again, and a note on it arrives.
+func TestAStreamEndedByIngestIsReopened(t *testing.T) {
+	s := &ingest{subscribe: func(call int, req *v1.SubscribeRequest, stream grpc.ServerStreamingServer[v1.Note]) error {
+		_ = stream.SendHeader(metadata.MD{})
+		if call == 1 {
+			return status.Error(codes.Canceled, "ingest shutting down")
+		}
+		_ = stream.Send(&v1.Note{Id: "n1", RunId: req.RunId, Kind: "note", Text: "hello"})
+		<-stream.Context().Done()
+		return nil
+	}}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{FlushInterval: time.Hour, RetryInitialDelay: 10 * time.Millisecond})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	notes := make(chan *neatroots.Note, 1)
+	run.OnNote(func(n *neatroots.Note) { notes <- n })
+	select {
+	case n := <-notes:
+		if n.Text != "hello" {
+			t.Fatalf("note %+v", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream was not reopened")
+	}
+}
+
+// A run started after Close records nothing and leaves no goroutine reconnecting.
+func TestStartRunAfterCloseLeavesNothingRunning(t *testing.T) {
+	s := &ingest{}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{FlushInterval: time.Hour, RetryInitialDelay: 5 * time.Millisecond})
+	_ = c.Close()
+	time.Sleep(100 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for i := 0; i < 20; i++ {
+		run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+		run.Span(neatroots.SpanInit{Type: "tool"}) // and never ended, as a run cut short
+	}
+	time.Sleep(200 * time.Millisecond)
+	if grew := runtime.NumGoroutine() - before; grew > 2 {
+		t.Fatalf("%d goroutines left running by runs started after Close", grew)
+	}
+	if exports, subscribes, _, _, _ := s.snapshot(); exports != 0 || subscribes != 0 {
+		t.Fatalf("%d exports, %d subscribes after Close", exports, subscribes)
+	}
+	if st := c.Stats(); st.Dropped != 40 {
+		t.Fatalf("stats %+v", st)
+	}
+}
