@@ -75,8 +75,8 @@ type Options struct {
 	CloseTimeout time.Duration
 	// Open a Subscribe stream per run for notes and halts. Default true (set NoSubscribe to turn it off).
 	NoSubscribe bool
-	// Exports that failed for good, items ingest rejected, events dropped, broken subscriptions.
-	// Default: log.Printf.
+	// Exports that failed for good, items ingest rejected, events dropped, broken subscriptions,
+	// OnNote callbacks that panicked. Default: log.Printf.
 	OnError func(error)
 }
 
@@ -717,8 +717,18 @@ func (r *Run) receive(n *Note) {
 	listeners := append([]func(*Note){}, r.listeners...)
 	r.mu.Unlock()
 	for _, fn := range listeners {
-		fn(n)
+		r.call(fn, n)
 	}
+}
+
+// call runs an OnNote callback; a panic in it is reported through OnError, not the process's end.
+func (r *Run) call(fn func(*Note), n *Note) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.client.onError(fmt.Errorf("an OnNote callback of run %s panicked on note %s: %v", r.ID, n.Id, p))
+		}
+	}()
+	fn(n)
 }
 
 // listen keeps the run's Subscribe stream open until the run ends or the client closes,

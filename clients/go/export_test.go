@@ -374,6 +374,38 @@ func TestAStreamEndedByIngestIsReopened(t *testing.T) {
 	}
 }
 
+// A panicking OnNote callback is reported through OnError; the process and the other
+// callbacks go on.
+func TestAPanickingOnNoteIsReported(t *testing.T) {
+	s := &ingest{subscribe: func(_ int, req *v1.SubscribeRequest, stream grpc.ServerStreamingServer[v1.Note]) error {
+		_ = stream.SendHeader(metadata.MD{})
+		_ = stream.Send(&v1.Note{Id: "n1", RunId: req.RunId, Kind: "halt", Text: "stop"})
+		<-stream.Context().Done()
+		return nil
+	}}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{FlushInterval: time.Hour})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	run.OnNote(func(*neatroots.Note) { panic("callback bug") })
+	got := make(chan *neatroots.Note, 1)
+	run.OnNote(func(n *neatroots.Note) { got <- n })
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second callback was not called")
+	}
+	if !run.Halted() {
+		t.Fatal("the halt did not stop the run")
+	}
+	eventually(t, "the panic reported", func() bool {
+		for _, err := range e.all() {
+			if strings.Contains(err.Error(), "callback bug") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // A run started after Close records nothing and leaves no goroutine reconnecting.
 func TestStartRunAfterCloseLeavesNothingRunning(t *testing.T) {
 	s := &ingest{}
