@@ -457,7 +457,9 @@ describe('ingest limits and shutdown', () => {
   it('ends Subscribe streams on close and stops accepting calls', async () => {
     const h = await harness();
     const sub = openSubscribe(h, 'r1');
-    await once(sub.stream, 'metadata');
+    // The headers say the subscription is in place (a client cannot tell empty ones from a failed call's).
+    const [headers] = (await once(sub.stream, 'metadata')) as [Metadata];
+    expect(headers.get('x-neatroots-subscribed')).toEqual(['1']);
     const ended = new Promise<void>((resolve) => sub.stream.on('status', (s: { code: number }) => s.code === status.OK && resolve()));
     await h.ingest.close();
     await ended;

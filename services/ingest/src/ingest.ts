@@ -467,8 +467,11 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       call.on('cancelled', done);
       call.on('close', done);
       call.on('error', done);
-      // Headers now, so the client knows the subscription is in place before any note.
-      call.sendMetadata(new Metadata());
+      // Headers now, so the client knows the subscription is in place before any note: one that
+      // says so (a client cannot tell empty headers from those of a call that failed at once).
+      const subscribed = new Metadata();
+      subscribed.set('x-neatroots-subscribed', '1');
+      call.sendMetadata(subscribed);
       for (const note of kept) call.write(note);
       delivered(kept, 'stream');
     } catch (e) {
