@@ -223,6 +223,9 @@ describe('verdicts, suppression and the roll-up', () => {
     expect(await err(review.queries.overrideFinding(WS, 'sf_nope', { correct: true }))).toMatchObject({ status: 404 });
     expect(await err(review.queries.regression(WS, p))).toMatchObject({ status: 409, code: 'no_verdict' });
     expect(await err(review.queries.insights(WS, { from: 'yesterday' }))).toMatchObject({ status: 400, message: expect.stringContaining('from must be an ISO-8601') });
+    // A day that does not exist is refused, not rolled over to 3 March.
+    expect(await err(review.queries.insights(WS, { from: '2026-02-31', to: '2026-03-10' }))).toMatchObject({ status: 400, message: expect.stringContaining('from must be an ISO-8601') });
+    expect(await err(review.queries.patterns(WS, { from: '2026-11-30T24:00' }))).toMatchObject({ status: 400, code: 'invalid_query' });
     expect((await db.query('SELECT * FROM sop_verdicts')).rows).toHaveLength(0);
   });
 });
