@@ -103,6 +103,25 @@ describe('pre-call checks on the embedded default', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
   }, 20_000);
 
+  it('counts only the spans ingest took: a span it rejected does not hold the next check up to its timeout (fail closed)', async () => {
+    const errors: Error[] = [];
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: (e) => errors.push(e) });
+    try {
+      const run = own.startRun({ workflow: 'refunds' });
+      run.span({ type: 'llm', name: 'bad', start_ms: 2000, end_ms: 1000 }); // ends before it starts: rejected
+      await run.toolCall('lookup_order', { order: 8 }, () => ({ owner: 'c2' }));
+      const refunded: number[] = [];
+      const t = Date.now();
+      await run.toolCall('issue_refund', { order: 8 }, () => refunded.push(8));
+      expect(refunded).toEqual([8]);
+      expect(Date.now() - t).toBeLessThan(1900); // answered, not the 2000 ms timeout
+      expect(errors.map((e) => e.name)).toContain('ExportRejectedError');
+      await run.end();
+    } finally {
+      await own.close();
+    }
+  });
+
   it('executes a refund after a lookup in the same run', async () => {
     const run = client.startRun({ workflow: 'refunds' });
     await run.toolCall('lookup_order', { order: 7 }, () => ({ owner: 'c1' }));

@@ -1,6 +1,25 @@
 import { Metadata, Server, ServerCredentials, status, type ServerUnaryCall, type ServerWritableStream, type sendUnaryData } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { NeatrootsClient, RunHaltedError, type Note } from './index';
+
+/** A google.rpc.Status carrying a google.rpc.RetryInfo of `ms` (as ingest's back-pressure sends it). */
+function retryInfoStatus(code: number, ms: number): Buffer {
+  const field = (no: number, bytes: Buffer) => Buffer.concat([Buffer.from([(no << 3) | 2, bytes.length]), bytes]);
+  const varint = (no: number, n: number) => {
+    const out = [no << 3];
+    while (n > 127) {
+      out.push((n & 127) | 128);
+      n = Math.floor(n / 128);
+    }
+    out.push(n);
+    return Buffer.from(out);
+  };
+  const duration = Buffer.concat([varint(1, Math.floor(ms / 1000)), varint(2, (ms % 1000) * 1e6)]);
+  const any = Buffer.concat([field(1, Buffer.from('type.googleapis.com/google.rpc.RetryInfo')), field(2, field(1, duration))]);
+  return Buffer.concat([varint(1, code), field(3, any)]);
+}
 
 /** A stand-in for ingest's neatroots.v1 API that records what it gets and plays back scripted answers. */
 class FakeIngest {
@@ -8,8 +27,15 @@ class FakeIngest {
   port = 0;
   calls: v1.ExportRequest[] = [];
   keys: string[] = [];
-  /** The next export calls fail with these codes, in order (with google.rpc.RetryInfo, as ingest's back-pressure sends it, when asked). */
-  failures: (number | { code: number; retryInfo: true })[] = [];
+  /** The next export calls fail with these codes, in order (with google.rpc.RetryInfo of retryInfo ms, as ingest's back-pressure sends it, when asked). */
+  failures: (number | { code: number; retryInfo: number })[] = [];
+  /** Every export call is refused UNAVAILABLE (ingest down) while set. */
+  down = false;
+  /** Export calls made, refused ones included, and when. */
+  attempts: number[] = [];
+  /** Subscribe streams opened; ended at once after their headers when endStreams is set. */
+  opens = 0;
+  endStreams = false;
   /** Notes put on the next successful export response. */
   piggyback: v1.Note[] = [];
   streams = new Map<string, ServerWritableStream<v1.SubscribeRequest, v1.Note>>();
@@ -18,11 +44,13 @@ class FakeIngest {
     this.server.addService(v1.IngestService, {
       export: (call: ServerUnaryCall<v1.ExportRequest, v1.ExportResponse>, cb: sendUnaryData<v1.ExportResponse>) => {
         this.keys.push(String(call.metadata.get('x-api-key')[0]));
+        this.attempts.push(Date.now());
+        if (this.down) return cb({ code: status.UNAVAILABLE, details: 'ingest down' });
         const failure = this.failures.shift();
         if (typeof failure === 'number') return cb({ code: failure, details: 'scripted failure' });
         if (failure !== undefined) {
           const metadata = new Metadata();
-          metadata.set('grpc-status-details-bin', Buffer.from([8, failure.code])); // a google.rpc.Status, its details left out
+          metadata.set('grpc-status-details-bin', retryInfoStatus(failure.code, failure.retryInfo));
           return cb({ code: failure.code, details: 'scripted failure', metadata });
         }
         this.calls.push(call.request);
@@ -32,7 +60,9 @@ class FakeIngest {
       subscribe: (call: ServerWritableStream<v1.SubscribeRequest, v1.Note>) => {
         this.streams.set(call.request.run_id, call);
         call.on('cancelled', () => this.streams.delete(call.request.run_id));
+        this.opens++;
         call.sendMetadata(new Metadata()); // as ingest does: the subscription is in place
+        if (this.endStreams) setImmediate(() => call.end());
       },
     });
     this.port = await new Promise<number>((resolve, reject) =>
@@ -136,12 +166,14 @@ describe('NeatrootsClient', () => {
   });
 
   it('retries RESOURCE_EXHAUSTED that says when (back-pressure), not one that does not (a message over the size bound)', async () => {
-    fake.failures = [{ code: status.RESOURCE_EXHAUSTED, retryInfo: true }];
+    fake.failures = [{ code: status.RESOURCE_EXHAUSTED, retryInfo: 300 }];
     const run = client.startRun();
     run.span({ type: 'other' });
     await run.flush();
     expect(fake.calls).toHaveLength(1);
     expect(errors).toEqual([]);
+    // Not sooner than ingest asked (the client's own backoff here is at most 20 ms).
+    expect(fake.attempts[1] - fake.attempts[0]).toBeGreaterThanOrEqual(290);
 
     fake.failures = [status.RESOURCE_EXHAUSTED, status.RESOURCE_EXHAUSTED];
     run.span({ type: 'other' });
@@ -149,6 +181,78 @@ describe('NeatrootsClient', () => {
     expect(fake.calls).toHaveLength(1); // not sent again
     expect(fake.failures).toHaveLength(1); // one try
     expect(errors[0].message).toContain('scripted failure');
+  });
+
+  it('while ingest refuses, retries the batch being sent until it is accepted and keeps at most maxQueueEvents, dropping the oldest waiting (counted, reported once)', async () => {
+    await client.close();
+    client = new NeatrootsClient({
+      address: `127.0.0.1:${fake.port}`,
+      apiKey: 'key-shop',
+      maxBatch: 5,
+      maxQueueEvents: 20,
+      flushIntervalMs: 50,
+      retry: { initialDelayMs: 5, maxDelayMs: 20, maxAttempts: 2 }, // maxAttempts is ignored now
+      onError: (e) => errors.push(e),
+    });
+    fake.down = true;
+    const run = client.startRun({ workflow: 'w', precheck: 'off' });
+    for (let i = 0; i < 50; i++) run.span({ type: 'other', name: `s${i}` });
+    // run_start + 4 spans went out as the first batch; of the 46 after, the newest 20 wait.
+    expect(client.stats()).toMatchObject({ queued: 25, dropped: 26 });
+    await waitFor(() => fake.attempts.length >= 12); // well past the old 6 tries
+    expect(client.stats()).toMatchObject({ queued: 25, dropped: 26 });
+    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^dropped 1 event\(s\) \(the export queue is full\)/)]);
+    fake.down = false;
+    await run.flush();
+    const names = fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case));
+    expect(names).toEqual(['run_start', 's0', 's1', 's2', 's3', ...Array.from({ length: 20 }, (_, i) => `s${30 + i}`)]);
+    expect(client.stats()).toMatchObject({ queued: 0, dropped: 26 });
+    await client.close();
+    // The rest of the count is reported at close: 1 + 25, nothing lost unsaid.
+    expect(errors.map((e) => e.message)[1]).toMatch(/^dropped 25 event\(s\)/);
+  });
+
+  it('bounds the queue by bytes too', async () => {
+    await client.close();
+    client = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'key-shop', maxBatch: 100, maxQueueBytes: 100_000, flushIntervalMs: 50, onError: (e) => errors.push(e) });
+    fake.down = true;
+    const run = client.startRun({ precheck: 'off' });
+    for (let i = 0; i < 50; i++) run.span({ type: 'other', name: `s${i}`, input: 'x'.repeat(10_000) });
+    const { queuedBytes, dropped } = client.stats();
+    expect(queuedBytes).toBeLessThanOrEqual(100_000);
+    expect(dropped).toBeGreaterThanOrEqual(40);
+    await client.close(50);
+  });
+
+  it('close(timeout) flushes for at most its timeout while ingest refuses, then drops the rest, counted and reported', async () => {
+    fake.down = true;
+    const run = client.startRun({ precheck: 'off' });
+    for (let i = 0; i < 12; i++) run.span({ type: 'other' });
+    const t = Date.now();
+    await client.close(400);
+    const took = Date.now() - t;
+    expect(took).toBeGreaterThanOrEqual(390);
+    expect(took).toBeLessThan(1500);
+    expect(fake.attempts.length).toBeGreaterThan(6); // retried all along
+    expect(client.stats()).toEqual({ queued: 0, queuedBytes: 0, dropped: 13 });
+    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^dropped 13 event\(s\) \(not exported before close\(\) timed out\)/)]);
+  });
+
+  it('exports what is queued when the process is about to exit without close() (beforeExit), and says so', async () => {
+    const sdk = join(__dirname, '..', 'dist', 'index.js');
+    const script = `
+      const { NeatrootsClient } = require(${JSON.stringify(sdk)});
+      const c = new NeatrootsClient({ address: '127.0.0.1:${fake.port}', apiKey: 'key-shop', subscribe: false, flushIntervalMs: 60000, onError: (e) => console.log(e.message) });
+      const run = c.startRun({ precheck: 'off' });
+      for (let i = 0; i < 3; i++) run.span({ type: 'other', name: 'exit' + i });
+    `;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    const code = await new Promise((r) => child.on('exit', r));
+    expect(code).toBe(0);
+    expect(out).toContain('4 event(s) still queued at exit and the client was not closed');
+    expect(fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case))).toEqual(['run_start', 'exit0', 'exit1', 'exit2']);
   });
 
   it('halts on a note from the Subscribe stream: halted, signal aborted, toolCall throws', async () => {
@@ -198,5 +302,23 @@ describe('NeatrootsClient', () => {
     await waitFor(() => fake.streams.get(run.id) !== undefined && fake.streams.get(run.id) !== first);
     fake.streams.get(run.id)?.write(halt(run.id, 'h9'));
     await waitFor(() => run.halted);
+  });
+
+  it('reopens a notes stream the server ends, backing off from 250 ms (open headers do not reset it), and whenSubscribed resolves at once without subscribing', async () => {
+    fake.endStreams = true;
+    const run = client.startRun({ precheck: 'off' });
+    await new Promise((r) => setTimeout(r, 2000));
+    // 250, 500, 1000 ms (each with jitter down to half): at most 5 opens in 2 s, not one per 250 ms.
+    expect(fake.opens).toBeGreaterThanOrEqual(3);
+    expect(fake.opens).toBeLessThanOrEqual(5);
+    await run.end();
+    const opens = fake.opens;
+    await new Promise((r) => setTimeout(r, 600));
+    expect(fake.opens).toBe(opens);
+
+    const quiet = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'key-shop', subscribe: false });
+    const r2 = quiet.startRun({ precheck: 'off' });
+    await expect(Promise.race([r2.whenSubscribed().then(() => 'resolved'), new Promise((r) => setTimeout(() => r('pending'), 500))])).resolves.toBe('resolved');
+    await quiet.close();
   });
 });

@@ -62,11 +62,26 @@ export interface EndRunOptions {
 }
 
 export interface RetryOptions {
-  /** Attempts per export, the first included. Default 6. */
+  /**
+   * @deprecated Ignored: a batch refused with a retryable status (UNAVAILABLE, DEADLINE_EXCEEDED,
+   * RESOURCE_EXHAUSTED with google.rpc.RetryInfo) is retried until it is accepted or the client
+   * is closed; only the queue bounds drop events meanwhile.
+   */
   maxAttempts?: number;
-  /** First delay; doubled each attempt, with jitter. Default 200 ms. */
+  /** First delay; doubled each attempt up to maxDelayMs, full jitter. Default 250 ms. */
   initialDelayMs?: number;
+  /** Default 30 s. Never sooner than the RetryInfo delay ingest sent. */
   maxDelayMs?: number;
+}
+
+/** What the client's export queue holds and lost (`client.stats()`). */
+export interface ClientStats {
+  /** Events waiting to be exported (the batch being sent included). */
+  queued: number;
+  /** Their estimated encoded size, bytes. */
+  queuedBytes: number;
+  /** Events dropped: the oldest waiting ones past a queue bound, and what close() could not send in time. */
+  dropped: number;
 }
 
 export interface NeatrootsClientOptions {
@@ -76,8 +91,17 @@ export interface NeatrootsClientOptions {
   /** Default: plaintext (use grpc.credentials.createSsl() behind TLS). */
   credentials?: ChannelCredentials;
   channelOptions?: Partial<ClientOptions>;
-  /** Events per export; reaching it flushes at once. Default 100. */
+  /**
+   * Events per export; reaching it wakes the flusher at once. Default 100. An export also holds
+   * at most 4 MiB of encoded events (an event larger than that alone is sent alone).
+   */
   maxBatch?: number;
+  /** Events kept waiting for export at most; past it the oldest are dropped (counted in stats().dropped). Default 10,000. */
+  maxQueueEvents?: number;
+  /** Encoded bytes kept waiting for export at most; past it the oldest are dropped. Default 32 MiB. */
+  maxQueueBytes?: number;
+  /** How long close() flushes what is queued before it drops the rest. Default 10 s. */
+  closeTimeoutMs?: number;
   /** Queued events are exported at least this often. Default 1000 ms. */
   flushIntervalMs?: number;
   /** Deadline of one export call. Default 10 s. */
@@ -93,6 +117,15 @@ export interface NeatrootsClientOptions {
    * running agents within it. A policy gone stale is still used while it is asked again.
    */
   precheckPolicyTtlMs?: number;
+  /** Deadline of asking the project's pre-call policy. Default 1000 ms: a tool call waits for the policy at most this long. */
+  precheckPolicyTimeoutMs?: number;
+  /**
+   * Used while the policy is unknown (never received: asking failed or timed out) for runs with
+   * precheck 'on': true refuses a call whose check gave no answer in time. Default false.
+   */
+  precheckFailClosed?: boolean;
+  /** Deadline of a check while the policy is unknown (precheck 'on'). Default 50 ms, as NEATROOTS_PRECHECK_TIMEOUT_MS. */
+  precheckTimeoutMs?: number;
 }
 
 /** Thrown by `toolCall` once the run was halted; `run.signal` aborts with it. */
@@ -143,37 +176,131 @@ export class ExportRejectedError extends Error {
 /** Retried: nothing of the batch was acknowledged. */
 const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED]);
 
+/** An export message holds at most this many bytes of encoded events (gRPC's default receive bound). */
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+/** Dropped events are reported through onError at most this often. */
+const DROP_REPORT_MS = 10_000;
+
 /**
- * RESOURCE_EXHAUSTED is retried when it says when to try again (google.rpc.RetryInfo in
- * grpc-status-details-bin: ingest's back-pressure), not otherwise: a message over the size
- * bound (ingest's or this client's own) would be refused again every time.
+ * The RetryInfo delay (ms) in a status's grpc-status-details-bin (a google.rpc.Status whose
+ * details hold a google.rpc.RetryInfo), or undefined when it carries none.
  */
-function retryable(err: ServiceError): boolean {
-  if (RETRYABLE.has(err.code)) return true;
-  return err.code === Status.RESOURCE_EXHAUSTED && (err.metadata?.get('grpc-status-details-bin').length ?? 0) > 0;
+export function retryInfoDelayMs(err: ServiceError): number | undefined {
+  for (const bin of err.metadata?.get('grpc-status-details-bin') ?? []) {
+    if (!Buffer.isBuffer(bin)) continue;
+    for (const any of fields(bin).filter((f) => f.no === 3 && f.bytes)) {
+      const parts = fields(any.bytes!);
+      const type = parts.find((f) => f.no === 1)?.bytes?.toString();
+      const value = parts.find((f) => f.no === 2)?.bytes;
+      if (type !== 'type.googleapis.com/google.rpc.RetryInfo' || !value) continue;
+      const duration = fields(value).find((f) => f.no === 1)?.bytes;
+      const d = duration ? fields(duration) : [];
+      return (d.find((f) => f.no === 1)?.num ?? 0) * 1000 + Math.floor((d.find((f) => f.no === 2)?.num ?? 0) / 1e6);
+    }
+  }
+  return undefined;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+/** The top-level fields of a protobuf message (varints and length-delimited; others skipped). */
+function fields(buf: Buffer): { no: number; num?: number; bytes?: Buffer }[] {
+  const out: { no: number; num?: number; bytes?: Buffer }[] = [];
+  let i = 0;
+  const varint = (): number => {
+    let n = 0;
+    let mul = 1;
+    while (i < buf.length) {
+      const b = buf[i++];
+      n += (b & 127) * mul;
+      mul *= 128;
+      if (b < 128) break;
+    }
+    return n;
+  };
+  try {
+    while (i < buf.length) {
+      const key = varint();
+      const no = Math.floor(key / 8);
+      const wire = key & 7;
+      if (wire === 0) out.push({ no, num: varint() });
+      else if (wire === 2) {
+        const len = varint();
+        out.push({ no, bytes: buf.subarray(i, i + len) });
+        i += len;
+      } else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4;
+      else break;
+    }
+  } catch {
+    // a malformed status: what was read so far
+  }
+  return out;
+}
+
+/** Retryable: UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, and RESOURCE_EXHAUSTED that says when to try again (ingest's back-pressure). */
+function retryable(err: ServiceError): boolean {
+  if (RETRYABLE.has(err.code)) return true;
+  return err.code === Status.RESOURCE_EXHAUSTED && retryInfoDelayMs(err) !== undefined;
 }
 
 function newSpanId(): string {
   return randomBytes(8).toString('hex');
 }
 
+/** A queued event: its encoded size in an ExportRequest, and its place in the order of enqueueing. */
+interface Queued {
+  ev: v1.Event;
+  bytes: number;
+  seq: number;
+}
+
+function varintLength(n: number): number {
+  let len = 1;
+  while (n > 127) {
+    n = Math.floor(n / 128);
+    len++;
+  }
+  return len;
+}
+
 export class NeatrootsClient {
   private readonly grpc: v1.IngestClient;
   private readonly metadata: Metadata;
   private readonly maxBatch: number;
+  private readonly maxQueueEvents: number;
+  private readonly maxQueueBytes: number;
+  private readonly closeTimeoutMs: number;
   private readonly exportTimeoutMs: number;
   private readonly retry: Required<RetryOptions>;
   private readonly timer: NodeJS.Timeout;
-  private queue: v1.Event[] = [];
-  private chain: Promise<void> = Promise.resolve();
+  /** Events waiting for export, oldest first (the batch being sent is not among them). */
+  private queue: Queued[] = [];
+  private queueBytes = 0;
+  /** The batch being sent (and retried): never dropped by the queue bounds. */
+  private inflight: Queued[] = [];
+  private seq = 0;
+  private flusher: Promise<void> | undefined;
+  /** Wakes the flusher out of a backoff wait (close). */
+  private wakeBackoff: (() => void) | undefined;
+  private cancelInflight: (() => void) | undefined;
+  /** flush() callers: resolved once every event enqueued before them was sent or dropped. */
+  private waiters: { seq: number; resolve: () => void }[] = [];
+  private droppedCount = 0;
+  private droppedUnreported = 0;
+  private lastDropReport = 0;
+  private dropReportTimer: NodeJS.Timeout | undefined;
   private readonly runs = new Map<string, Run>();
   private readonly policies = new Map<string, PolicyEntry>();
   private readonly policyTtlMs: number;
-  private closed = false;
+  private readonly policyTimeoutMs: number;
+  /** The policy a run with precheck 'on' uses while none was received. */
+  private readonly fallbackPolicy: PrecheckPolicy;
+  private closing: Promise<void> | undefined;
+  private stopped = false;
+  private readonly onBeforeExit = () => {
+    if (this.closing || !(this.queue.length || this.inflight.length)) return;
+    this.onError(new Error(`${this.queue.length + this.inflight.length} event(s) still queued at exit and the client was not closed: flushing them (call client.close())`));
+    void this.close();
+  };
   /** @internal */
   readonly subscribeEnabled: boolean;
   /** @internal */
@@ -183,20 +310,26 @@ export class NeatrootsClient {
     this.grpc = new v1.IngestClient(opts.address, opts.credentials ?? grpcCredentials.createInsecure(), opts.channelOptions);
     this.metadata = new Metadata();
     this.metadata.set('x-api-key', opts.apiKey);
-    this.maxBatch = opts.maxBatch ?? 100;
+    this.maxBatch = Math.max(1, opts.maxBatch ?? 100);
+    this.maxQueueEvents = Math.max(1, opts.maxQueueEvents ?? 10_000);
+    this.maxQueueBytes = Math.max(1, opts.maxQueueBytes ?? 32 * 1024 * 1024);
+    this.closeTimeoutMs = opts.closeTimeoutMs ?? 10_000;
     this.exportTimeoutMs = opts.exportTimeoutMs ?? 10_000;
     this.policyTtlMs = opts.precheckPolicyTtlMs ?? 30_000;
-    this.retry = { maxAttempts: 6, initialDelayMs: 200, maxDelayMs: 5000, ...opts.retry };
+    this.policyTimeoutMs = opts.precheckPolicyTimeoutMs ?? 1000;
+    this.fallbackPolicy = { tools: ['*'], failClosed: opts.precheckFailClosed ?? false, timeoutMs: opts.precheckTimeoutMs ?? 50 };
+    this.retry = { initialDelayMs: 250, maxDelayMs: 30_000, ...opts.retry, maxAttempts: Infinity };
     this.subscribeEnabled = opts.subscribe ?? true;
     this.onError = opts.onError ?? ((err) => console.warn(`[neatroots] ${err.message}`));
     this.timer = setInterval(() => {
-      if (this.queue.length) void this.flush();
+      if (this.queue.length) this.wake();
     }, opts.flushIntervalMs ?? 1000);
     this.timer.unref();
+    process.on('beforeExit', this.onBeforeExit);
   }
 
   startRun(opts: StartRunOptions = {}): Run {
-    if (this.closed) throw new Error('NeatrootsClient is closed');
+    if (this.closing) throw new Error('NeatrootsClient is closed');
     const runId = opts.run_id ?? randomUUID();
     const run = new Run(this, runId, opts.workflow, opts.precheck ?? 'auto');
     this.runs.set(runId, run);
@@ -208,32 +341,90 @@ export class NeatrootsClient {
       },
     });
     if (this.subscribeEnabled) run.subscribe();
+    else run.subscribeSkipped();
     // Asked now, so the run's first tool call seldom waits for it.
     if (run.precheckMode !== 'off') void this.precheckPolicy(opts.workflow);
     return run;
   }
 
-  /** Exports everything queued so far; resolves when it is acknowledged (or given up on). */
-  flush(): Promise<void> {
-    this.chain = this.chain.then(() => this.drain());
-    return this.chain;
+  /** What the export queue holds now and how many events were dropped so far. */
+  stats(): ClientStats {
+    const all = this.inflight.concat(this.queue);
+    return { queued: all.length, queuedBytes: all.reduce((n, q) => n + q.bytes, 0), dropped: this.droppedCount };
   }
 
-  /** Flushes, ends every Subscribe stream and closes the channel. Runs not ended stay without run_end. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    clearInterval(this.timer);
-    await this.flush();
-    for (const run of this.runs.values()) run.unsubscribe();
-    this.runs.clear();
-    this.grpc.close();
+  /**
+   * Exports everything queued so far; resolves when it is acknowledged, refused for good, or
+   * dropped. While ingest refuses with a retryable status this waits (the batch is retried
+   * until accepted or the client is closed).
+   */
+  flush(): Promise<void> {
+    const target = this.seq;
+    if (this.pendingFrom() > target) return Promise.resolve();
+    const done = new Promise<void>((resolve) => this.waiters.push({ seq: target, resolve }));
+    this.wake();
+    return done;
+  }
+
+  /** @internal flush() bounded by a deadline: true when everything queued was settled in time. */
+  async flushBy(deadline: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), Math.max(0, deadline - Date.now()))));
+    try {
+      return await Promise.race([this.flush().then(() => true), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Flushes what is queued for at most `timeoutMs` (default closeTimeoutMs, 10 s), then drops
+   * the rest (counted in stats().dropped and reported), ends every Subscribe stream and closes
+   * the channel. Runs not ended stay without run_end.
+   */
+  close(timeoutMs = this.closeTimeoutMs): Promise<void> {
+    this.closing ??= (async () => {
+      clearInterval(this.timer);
+      process.off('beforeExit', this.onBeforeExit);
+      await this.flushBy(Date.now() + timeoutMs);
+      this.stopped = true;
+      const lost = this.inflight.length + this.queue.length;
+      this.inflight = [];
+      this.queue = [];
+      this.queueBytes = 0;
+      this.cancelInflight?.();
+      this.wakeBackoff?.();
+      if (lost) this.drop(lost, 'not exported before close() timed out');
+      this.reportDrops(true);
+      this.settle();
+      for (const run of this.runs.values()) run.unsubscribe();
+      this.runs.clear();
+      this.grpc.close();
+    })();
+    return this.closing;
   }
 
   /** @internal */
   enqueue(ev: v1.Event): void {
-    this.queue.push(ev);
-    if (this.queue.length >= this.maxBatch) void this.flush();
+    if (this.stopped) {
+      this.drop(1, 'recorded after the client was closed');
+      this.reportDrops(true);
+      return;
+    }
+    const len = v1.Event.encode(ev).finish().length;
+    this.queue.push({ ev, bytes: 1 + varintLength(len) + len, seq: ++this.seq });
+    this.queueBytes += this.queue[this.queue.length - 1].bytes;
+    // Past a bound the oldest waiting events go (never the batch being sent).
+    let over = 0;
+    while (this.queue.length > 1 && (this.queue.length > this.maxQueueEvents || this.queueBytes > this.maxQueueBytes)) {
+      this.queueBytes -= this.queue.shift()!.bytes;
+      over++;
+    }
+    if (over) {
+      this.drop(over, 'the export queue is full');
+      this.settle();
+    }
+    if (this.queue.length >= this.maxBatch || this.queueBytes >= MAX_BATCH_BYTES) this.wake();
   }
 
   /** @internal */
@@ -255,11 +446,14 @@ export class NeatrootsClient {
     return entry.known ? Promise.resolve(entry.known) : entry.policy;
   }
 
-  /** Asks the server for a workflow's policy; a failure (an older server, none reachable) keeps the last one known. */
+  /**
+   * Asks the server for a workflow's policy, with a short deadline (precheckPolicyTimeoutMs); a
+   * failure (an older server, none reachable, no answer in time) keeps the last one known.
+   */
   private askPolicy(entry: PolicyEntry, workflow: string): void {
     entry.asking = true;
     entry.policy = new Promise<PrecheckPolicy | undefined>((resolve) =>
-      this.grpc.preCheckPolicy({ workflow }, this.metadata, { deadline: Date.now() + this.exportTimeoutMs }, (err, res) => {
+      this.grpc.preCheckPolicy({ workflow }, this.metadata, { deadline: Date.now() + this.policyTimeoutMs }, (err, res) => {
         entry.asking = false;
         entry.at = Date.now();
         if (!err && res) entry.known = { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 };
@@ -269,7 +463,7 @@ export class NeatrootsClient {
     );
   }
 
-  /** @internal The policy when it is already known (null: known to be none), else undefined. */
+  /** @internal The policy when it is already known (null: asking failed, none received), else undefined. */
   knownPolicy(workflow: string | undefined): PrecheckPolicy | null | undefined {
     const entry = this.policies.get(workflow ?? '');
     if (!entry) return undefined;
@@ -281,6 +475,11 @@ export class NeatrootsClient {
       return entry.known;
     }
     return entry.asking || Date.now() - entry.at >= this.policyTtlMs ? undefined : entry.known;
+  }
+
+  /** @internal The policy a run with precheck 'on' applies while none was received. */
+  get unknownPolicy(): PrecheckPolicy {
+    return this.fallbackPolicy;
   }
 
   /** @internal One pre-call check: the answer, or the gRPC error (a timeout, an unavailable engine). */
@@ -297,41 +496,124 @@ export class NeatrootsClient {
     return this.grpc.subscribe({ run_id: runId }, this.metadata);
   }
 
+  /** The seq of the oldest event not yet settled (sent, refused or dropped). */
+  private pendingFrom(): number {
+    return this.inflight[0]?.seq ?? this.queue[0]?.seq ?? Infinity;
+  }
+
+  /** Resolves the flush() callers whose events are all settled. */
+  private settle(): void {
+    const from = this.pendingFrom();
+    const done = this.waiters.filter((w) => w.seq < from);
+    this.waiters = this.waiters.filter((w) => w.seq >= from);
+    for (const w of done) w.resolve();
+  }
+
+  private drop(n: number, why: string): void {
+    this.droppedCount += n;
+    this.droppedUnreported += n;
+    this.dropWhy = why;
+    this.reportDrops(false);
+  }
+
+  private dropWhy = '';
+
+  /** Reports the events dropped since the last report, at most once per 10 s (now when `force`). */
+  private reportDrops(force: boolean): void {
+    if (!this.droppedUnreported) return;
+    const wait = this.lastDropReport + DROP_REPORT_MS - Date.now();
+    if (!force && wait > 0) {
+      this.dropReportTimer ??= setTimeout(() => {
+        this.dropReportTimer = undefined;
+        this.reportDrops(false);
+      }, wait).unref();
+      return;
+    }
+    if (this.dropReportTimer) clearTimeout(this.dropReportTimer);
+    this.dropReportTimer = undefined;
+    const n = this.droppedUnreported;
+    this.droppedUnreported = 0;
+    this.lastDropReport = Date.now();
+    this.onError(new Error(`dropped ${n} event(s) (${this.dropWhy}); ${this.droppedCount} dropped in all`));
+  }
+
+  /** Starts the one flusher when it is not running. */
+  private wake(): void {
+    if (this.stopped) return;
+    this.flusher ??= this.drain().finally(() => {
+      this.flusher = undefined;
+      // Events enqueued while the last batch was answered.
+      if (this.queue.length) this.wake();
+    });
+  }
+
+  /** The one flusher: sends batches until the queue is empty. */
   private async drain(): Promise<void> {
-    while (this.queue.length) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      await this.exportWithRetry(batch);
+    while (this.queue.length && !this.stopped) {
+      // At most maxBatch events and 4 MiB of them; an event larger alone goes alone.
+      let n = 0;
+      let bytes = 0;
+      while (n < this.queue.length && n < this.maxBatch && (n === 0 || bytes + this.queue[n].bytes <= MAX_BATCH_BYTES)) bytes += this.queue[n++].bytes;
+      this.inflight = this.queue.splice(0, n);
+      this.queueBytes -= bytes;
+      await this.exportWithRetry(this.inflight.map((q) => q.ev));
+      this.inflight = [];
+      this.settle();
     }
   }
 
   private call(events: v1.Event[]): Promise<v1.ExportResponse> {
     return new Promise((resolve, reject) => {
-      this.grpc.export(
+      const call = this.grpc.export(
         { events, note_runs: [] },
         this.metadata,
         { deadline: Date.now() + this.exportTimeoutMs },
         (err: ServiceError | null, res: v1.ExportResponse) => (err ? reject(err) : resolve(res)),
       );
+      this.cancelInflight = () => call.cancel();
     });
   }
 
   private async exportWithRetry(events: v1.Event[]): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
+    for (let attempt = 1; !this.stopped; attempt++) {
       try {
         const res = await this.call(events);
-        if (res.rejected.length) this.onError(new ExportRejectedError(res.rejected));
-        for (const note of res.notes) this.dispatch(note);
+        this.acknowledged(events, res);
         return;
       } catch (e) {
         const err = e as ServiceError;
-        if (!retryable(err) || attempt >= this.retry.maxAttempts) {
+        if (this.stopped) return; // close() dropped and reported the batch
+        if (!retryable(err)) {
           this.onError(new Error(`export of ${events.length} event(s) failed: ${err.message}`));
           return;
         }
-        const base = Math.min(this.retry.maxDelayMs, this.retry.initialDelayMs * 2 ** (attempt - 1));
-        await sleep(base / 2 + (Math.random() * base) / 2);
+        // Full jitter, never sooner than the delay ingest asked for.
+        const base = Math.min(this.retry.maxDelayMs, this.retry.initialDelayMs * 2 ** Math.min(30, attempt - 1));
+        const delay = Math.max(Math.random() * base, retryInfoDelayMs(err) ?? 0);
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, delay);
+          t.unref();
+          this.wakeBackoff = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+        this.wakeBackoff = undefined;
       }
     }
+  }
+
+  /** An export was answered: what ingest refused is reported, each run learns how many of its spans were taken. */
+  private acknowledged(events: v1.Event[], res: v1.ExportResponse): void {
+    if (res.rejected.length) this.onError(new ExportRejectedError(res.rejected));
+    const refused = new Set(res.rejected.map((r) => r.index));
+    const perRun = new Map<string, number>();
+    events.forEach((ev, i) => {
+      if (ev.kind?.$case !== 'span' || refused.has(i)) return;
+      perRun.set(ev.kind.value.run_id, (perRun.get(ev.kind.value.run_id) ?? 0) + 1);
+    });
+    for (const [runId, n] of perRun) this.runs.get(runId)?.acknowledged(n);
+    for (const note of res.notes) this.dispatch(note);
   }
 
   /** @internal */
@@ -349,13 +631,17 @@ export class Run {
   private subscribedResolve: (() => void) | undefined;
   private readonly subscribedPromise: Promise<void>;
   private ended: Promise<void> | undefined;
-  private retryDelay = 0;
+  /** Subscribe streams opened in a row that did not stay open 10 s: the reconnect backoff. */
+  private failedOpens = 0;
   /** No more notes stream (ended, or the client closed). */
   private stopped = false;
   private haltedBy: Note | undefined;
   private isHalted = false;
-  /** Spans recorded so far: a pre-call check waits until the engine saw them. */
-  private recorded = 0;
+  /**
+   * Spans of this run ingest acknowledged (accepted, not in rejected[]): a pre-call check waits
+   * until the engine saw them. Spans refused or dropped never reach the run's window.
+   */
+  private acked = 0;
 
   /** @internal */
   constructor(
@@ -384,8 +670,9 @@ export class Run {
   }
 
   /**
-   * Resolves once the notes stream is open and the pre-call policy is known: halts reach the
-   * run from then on, and a tool call no halting rule names starts at once.
+   * Resolves once the notes stream is open (at once with `subscribe: false`) and the pre-call
+   * policy was asked (answered, failed, or past precheckPolicyTimeoutMs): halts reach the run
+   * from then on, and a tool call no halting rule names starts at once.
    */
   whenSubscribed(): Promise<void> {
     return Promise.all([this.subscribedPromise, this.precheckMode === 'off' ? undefined : this.client.precheckPolicy(this.workflow)]).then(() => undefined);
@@ -433,27 +720,39 @@ export class Run {
     if (this.precheckMode === 'off') return false;
     const known = this.client.knownPolicy(this.workflow);
     if (known === undefined) return true; // not known yet: ask
-    if (known === null) return false;
+    // None received (the asking failed): with 'on' every call is checked, with the fail mode of
+    // the client's options; with 'auto' no rule is known to name the tool.
+    if (known === null) return this.precheckMode === 'on';
     return this.precheckMode === 'on' || known.tools.includes('*') || known.tools.includes(tool);
   }
 
   /** The pre-call check of a tool call: returns to run it, throws not to. */
   private async checkBefore(init: SpanInit): Promise<void> {
-    const policy = await this.client.precheckPolicy(this.workflow);
-    if (!policy) return;
+    // The asking has its own short deadline (precheckPolicyTimeoutMs).
+    let policy = await this.client.precheckPolicy(this.workflow);
+    if (!policy) {
+      // Never received: 'on' checks every call with the client's fail mode; 'auto' knows no rule.
+      if (this.precheckMode !== 'on') return;
+      policy = this.client.unknownPolicy;
+    }
     const tool = init.tool!;
     if (this.precheckMode === 'auto' && !policy.tools.includes('*') && !policy.tools.includes(tool)) return;
+    // One deadline, the policy's timeout, covers exporting what ran before and the asking.
+    const deadline = Date.now() + policy.timeoutMs;
+    const unanswered = (reason: string): void => {
+      if (policy.failClosed) throw new PrecheckUnansweredError(tool, reason);
+    };
     // What ran before must reach the engine first: a lookup still in the queue would be missed.
-    await this.client.flush();
+    if (!(await this.client.flushBy(deadline))) return unanswered(`the spans before it were not exported within ${policy.timeoutMs} ms`);
+    const left = deadline - Date.now();
+    if (left <= 0) return unanswered(`no time left of ${policy.timeoutMs} ms`);
     const now = Date.now();
     const span = spanToProto({ ...init, run_id: this.id, span_id: init.span_id!, start_ms: now, end_ms: now, ...(this.workflow ? { workflow: this.workflow } : {}) });
     let answer: v1.PreCheckResponse;
     try {
-      answer = await this.client.precheck(span, this.recorded, policy.timeoutMs);
+      answer = await this.client.precheck(span, this.acked, left);
     } catch (e) {
-      const reason = (e as ServiceError).details || (e as Error).message;
-      if (policy.failClosed) throw new PrecheckUnansweredError(tool, reason);
-      return;
+      return unanswered((e as ServiceError).details || (e as Error).message);
     }
     if (answer.decision !== 'halt') return;
     const note: Note = {
@@ -510,8 +809,17 @@ export class Run {
     // The one neatroots.v1 mapping (@neatroots/spans); ingest fills in what is left out (name, status).
     const msg = spanToProto({ ...init, run_id: this.id, span_id, start_ms: init.start_ms ?? now, end_ms: init.end_ms ?? init.start_ms ?? now });
     this.client.enqueue({ kind: { $case: 'span', value: msg } });
-    this.recorded++;
     return span_id;
+  }
+
+  /** @internal Ingest acknowledged `n` more of this run's spans. */
+  acknowledged(n: number): void {
+    this.acked += n;
+  }
+
+  /** @internal No Subscribe stream for this run (subscribe: false): whenSubscribed does not wait for one. */
+  subscribeSkipped(): void {
+    this.subscribedResolve?.();
   }
 
   /** @internal */
@@ -532,26 +840,40 @@ export class Run {
     }
   }
 
-  /** @internal */
+  /**
+   * @internal Opens the run's notes stream, and opens it again after any end this client did
+   * not cause, until the run ends or the client closes. A stream counts as open once non-empty
+   * headers or its first note came; the delay before reopening (250 ms doubling to 30 s, with
+   * jitter) starts over only after a stream stayed open 10 s.
+   */
   subscribe(): void {
     if (this.stopped || this.stream) return;
     const stream = this.client.openSubscribe(this.id);
     this.stream = stream;
-    stream.on('metadata', () => {
-      this.retryDelay = 0;
+    let openedAt = 0;
+    const opened = () => {
+      if (openedAt) return;
+      openedAt = Date.now();
       this.subscribedResolve?.();
+    };
+    stream.on('metadata', (md: Metadata) => {
+      if (Object.keys(md.toJSON()).length) opened();
     });
-    stream.on('data', (note: Note) => this.receive(note));
+    stream.on('data', (note: Note) => {
+      opened();
+      this.receive(note);
+    });
     const reconnect = (err?: ServiceError) => {
       if (this.stream !== stream) return; // already handled, or unsubscribed
       this.stream = undefined;
       if (this.stopped) return;
       if (err?.code === Status.UNAUTHENTICATED || err?.code === Status.PERMISSION_DENIED || err?.code === Status.INVALID_ARGUMENT) {
         this.client.onError(new Error(`notes for run ${this.id} unavailable: ${err.message}`));
-        return;
       }
-      this.retryDelay = Math.min(10_000, this.retryDelay ? this.retryDelay * 2 : 250);
-      setTimeout(() => this.subscribe(), this.retryDelay).unref();
+      if (openedAt && Date.now() - openedAt >= 10_000) this.failedOpens = 0;
+      const base = Math.min(30_000, 250 * 2 ** Math.min(this.failedOpens, 30));
+      this.failedOpens++;
+      setTimeout(() => this.subscribe(), base / 2 + (Math.random() * base) / 2).unref();
     };
     stream.on('error', (err: ServiceError) => reconnect(err));
     stream.on('end', () => reconnect());

@@ -17,12 +17,17 @@ class FakeIngest {
   policyCalls = 0;
   policyFails = false;
   policyFailures = 0;
+  /** The policy is never answered (a stuck server) while set. */
+  policyHangs = false;
+  /** Every export is refused UNAVAILABLE (the bus down) while set. */
+  exportDown = false;
   /** undefined: never answer (the engine is slow). */
   answer: v1.PreCheckResponse | undefined = { decision: 'allow', check_id: '', finding_id: '', title: '', text: '' };
 
   async start(): Promise<void> {
     this.server.addService(v1.IngestService, {
       export: (call: ServerUnaryCall<v1.ExportRequest, v1.ExportResponse>, cb: sendUnaryData<v1.ExportResponse>) => {
+        if (this.exportDown) return cb({ code: status.UNAVAILABLE, details: 'bus down' });
         this.events.push(...call.request.events);
         cb(null, { accepted: call.request.events.length, rejected: [], notes: [] });
       },
@@ -33,6 +38,7 @@ class FakeIngest {
       },
       preCheckPolicy: (_call: ServerUnaryCall<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>, cb: sendUnaryData<v1.PreCheckPolicyResponse>) => {
         this.policyCalls++;
+        if (this.policyHangs) return;
         if (!this.policyFails) return cb(null, this.policy);
         this.policyFailures++;
         cb({ code: status.UNAVAILABLE, details: 'rule engine unreachable' });
@@ -69,7 +75,10 @@ describe('pre-call checks in the SDK', () => {
     await run.toolCall('issue_refund', { id: 7 }, () => (ran = true));
     expect(ran).toBe(true);
     expect(fake.prechecks).toHaveLength(1);
-    expect(fake.prechecks[0]).toMatchObject({ known_spans: 1, timeout_ms: 5_000, span: { tool: 'issue_refund', run_id: run.id } });
+    expect(fake.prechecks[0]).toMatchObject({ known_spans: 1, span: { tool: 'issue_refund', run_id: run.id } });
+    // What is left of the policy's 5 s after exporting the lookup.
+    expect(fake.prechecks[0].timeout_ms).toBeGreaterThan(4_000);
+    expect(fake.prechecks[0].timeout_ms).toBeLessThanOrEqual(5_000);
     // The lookup was exported before the question.
     expect(fake.spans().map((s) => s.tool)).toEqual(['lookup_order']);
     await run.end();
@@ -104,6 +113,58 @@ describe('pre-call checks in the SDK', () => {
     await expect(closed.toolCall('issue_refund', {}, () => ran++)).rejects.toBeInstanceOf(PrecheckUnansweredError);
     expect(ran).toBe(1);
     await closedClient.close();
+  });
+
+  it('one deadline, the policy timeout, covers exporting what ran before and the asking: ingest refusing exports decides the call then (fail closed: not run)', async () => {
+    fake.policy = { tools: ['issue_refund'], fail_closed: true, timeout_ms: 200 };
+    fake.exportDown = true;
+    const run = client.startRun({ workflow: 'refunds' });
+    await run.whenSubscribed();
+    run.span({ type: 'llm', name: 'chat' });
+    let ran = 0;
+    const t = Date.now();
+    await expect(run.toolCall('issue_refund', {}, () => ran++)).rejects.toBeInstanceOf(PrecheckUnansweredError);
+    expect(Date.now() - t).toBeLessThan(1000);
+    expect(ran).toBe(0);
+    expect(fake.prechecks).toHaveLength(0);
+    fake.exportDown = false;
+  });
+
+  it('a policy that is not answered holds a tool call up for precheckPolicyTimeoutMs at most', async () => {
+    fake.policyHangs = true;
+    const quick = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'k', subscribe: false, precheckPolicyTimeoutMs: 200, onError: () => undefined });
+    try {
+      const run = quick.startRun({ workflow: 'refunds' });
+      const t = Date.now();
+      expect(await run.toolCall('lookup_order', {}, () => 'ran')).toBe('ran');
+      expect(Date.now() - t).toBeLessThan(1500); // not the 10 s export deadline
+      expect(Date.now() - t).toBeGreaterThanOrEqual(150);
+    } finally {
+      await quick.close(100);
+    }
+  });
+
+  it("with precheck 'on' and no policy received, every call is checked, with the client's fail mode", async () => {
+    fake.policyFails = true;
+    fake.answer = { decision: 'halt', check_id: 'no-refunds', finding_id: 'f9', title: 'No refunds', text: 'stop' };
+    let ran = 0;
+    const halted = client.startRun({ workflow: 'refunds', precheck: 'on' });
+    await halted.whenSubscribed();
+    await expect(halted.toolCall('search', {}, () => ran++)).rejects.toBeInstanceOf(RunHaltedError);
+    expect(ran).toBe(0);
+
+    fake.answer = undefined; // the engine gives no answer
+    const closedClient = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'k', subscribe: false, precheckFailClosed: true, precheckTimeoutMs: 100, onError: () => undefined });
+    try {
+      const run = closedClient.startRun({ workflow: 'refunds', precheck: 'on' });
+      await run.whenSubscribed();
+      await expect(run.toolCall('search', {}, () => ran++)).rejects.toBeInstanceOf(PrecheckUnansweredError);
+      expect(ran).toBe(0);
+      // 'auto' knows no rule naming the tool: it runs unchecked.
+      expect(await closedClient.startRun({ workflow: 'refunds' }).toolCall('search', {}, () => 'ran')).toBe('ran');
+    } finally {
+      await closedClient.close(100);
+    }
   });
 
   it('asks for no other tool, and for none with precheck off or no policy served', async () => {

@@ -74,4 +74,22 @@ describe('the SDK against ingest', () => {
       await quiet.close();
     }
   });
+
+  it('exports spans of 3 MiB in messages of at most 4 MiB, and sends a span over ingest’s bound alone: only it is refused', async () => {
+    const errors: Error[] = [];
+    const big = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 20, onError: (e) => errors.push(e) });
+    try {
+      const run = big.startRun({ workflow: 'big-agent', precheck: 'off' });
+      for (let i = 0; i < 3; i++) run.span({ type: 'tool', tool: `t${i}`, output: 'x'.repeat(3 * 1024 * 1024) });
+      run.span({ type: 'tool', tool: 'huge', output: 'x'.repeat(9 * 1024 * 1024) }); // over ingest's 8 MiB on its own
+      run.span({ type: 'tool', tool: 'small' });
+      await run.end();
+      await bus.idle();
+      const mine = events.filter((e) => (e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id) === run.id);
+      expect(mine.map((e) => (e.item.kind === 'span' ? e.item.span.tool : e.item.kind))).toEqual(['run_start', 't0', 't1', 't2', 'small', 'run_end']);
+      expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^export of 1 event\(s\) failed: 8 RESOURCE_EXHAUSTED/)]);
+    } finally {
+      await big.close();
+    }
+  });
 });
