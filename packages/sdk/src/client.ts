@@ -185,7 +185,7 @@ const DROP_REPORT_MS = 10_000;
  * The RetryInfo delay (ms) in a status's grpc-status-details-bin (a google.rpc.Status whose
  * details hold a google.rpc.RetryInfo), or undefined when it carries none.
  */
-export function retryInfoDelayMs(err: ServiceError): number | undefined {
+function retryInfoDelayMs(err: ServiceError): number | undefined {
   for (const bin of err.metadata?.get('grpc-status-details-bin') ?? []) {
     if (!Buffer.isBuffer(bin)) continue;
     for (const any of fields(bin).filter((f) => f.no === 3 && f.bytes)) {
@@ -246,6 +246,18 @@ function newSpanId(): string {
   return randomBytes(8).toString('hex');
 }
 
+/** Clients not closed: one 'beforeExit' listener for all of them flushes what they still hold. */
+const unclosed = new Set<{ beforeExit(): void }>();
+let exitHooked = false;
+function watchExit(client: { beforeExit(): void }): void {
+  unclosed.add(client);
+  if (exitHooked) return;
+  exitHooked = true;
+  process.on('beforeExit', () => {
+    for (const c of unclosed) c.beforeExit();
+  });
+}
+
 /** A queued event: its encoded size in an ExportRequest, and its place in the order of enqueueing. */
 interface Queued {
   ev: v1.Event;
@@ -296,11 +308,12 @@ export class NeatrootsClient {
   private readonly fallbackPolicy: PrecheckPolicy;
   private closing: Promise<void> | undefined;
   private stopped = false;
-  private readonly onBeforeExit = () => {
+  /** @internal The process is about to exit: what is still queued is flushed (through close) and said. */
+  beforeExit(): void {
     if (this.closing || !(this.queue.length || this.inflight.length)) return;
     this.onError(new Error(`${this.queue.length + this.inflight.length} event(s) still queued at exit and the client was not closed: flushing them (call client.close())`));
     void this.close();
-  };
+  }
   /** @internal */
   readonly subscribeEnabled: boolean;
   /** @internal */
@@ -325,7 +338,7 @@ export class NeatrootsClient {
       if (this.queue.length) this.wake();
     }, opts.flushIntervalMs ?? 1000);
     this.timer.unref();
-    process.on('beforeExit', this.onBeforeExit);
+    watchExit(this);
   }
 
   startRun(opts: StartRunOptions = {}): Run {
@@ -385,7 +398,7 @@ export class NeatrootsClient {
   close(timeoutMs = this.closeTimeoutMs): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.timer);
-      process.off('beforeExit', this.onBeforeExit);
+      unclosed.delete(this);
       await this.flushBy(Date.now() + timeoutMs);
       this.stopped = true;
       const lost = this.inflight.length + this.queue.length;

@@ -7,6 +7,7 @@ export {
 } from './client';
 export type {
   NeatrootsClientOptions,
+  ClientStats,
   StartRunOptions,
   EndRunOptions,
   RetryOptions,
