@@ -428,3 +428,48 @@ func TestStartRunAfterCloseLeavesNothingRunning(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// The reconnect delay starts over once a stream stayed open 10 s: after 8 refusals the delay has
+// grown to 20 ms * 2^9 (10 s, with jitter); a stream then open for 10 s that ingest ends is
+// reopened, through 2 more refusals, within 20 + 40 + 80 ms (without the reset: within a
+// sum of three delays of up to 10, 20 and 40 s).
+func TestTheReconnectDelayStartsOverAfterTenSecondsOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 12 s")
+	}
+	var mu sync.Mutex
+	var ended time.Time
+	reopened := make(chan time.Duration, 1)
+	s := &ingest{subscribe: func(call int, _ *v1.SubscribeRequest, stream grpc.ServerStreamingServer[v1.Note]) error {
+		switch {
+		case call <= 8:
+			return status.Error(codes.Unavailable, "not yet")
+		case call == 9:
+			_ = stream.SendHeader(metadata.MD{})
+			time.Sleep(10100 * time.Millisecond)
+			mu.Lock()
+			ended = time.Now()
+			mu.Unlock()
+			return status.Error(codes.Unavailable, "ingest restarting")
+		case call <= 11:
+			return status.Error(codes.Unavailable, "still restarting")
+		case call == 12:
+			mu.Lock()
+			reopened <- time.Since(ended)
+			mu.Unlock()
+		}
+		_ = stream.SendHeader(metadata.MD{})
+		<-stream.Context().Done()
+		return nil
+	}}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{FlushInterval: time.Hour, RetryInitialDelay: 20 * time.Millisecond, RetryMaxDelay: time.Minute})
+	c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	select {
+	case gap := <-reopened:
+		if gap > time.Second {
+			t.Fatalf("reopened (3 attempts) %v after a stream open 10 s ended", gap)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("not reopened within 40 s")
+	}
+}

@@ -59,6 +59,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
       'TestCloseGivesUpAtItsTimeout',
       'TestARefusedSubscriptionIsNotOpenAndBacksOff',
       'TestAStreamEndedByIngestIsReopened',
+      'TestTheReconnectDelayStartsOverAfterTenSecondsOpen',
       'TestStartRunAfterCloseLeavesNothingRunning',
       'TestAPanickingOnNoteIsReported',
     ]) {
