@@ -439,6 +439,7 @@ func (c *Client) take() []queued {
 		n++
 	}
 	c.inflight = append([]queued(nil), c.queue[:n]...)
+	clear(c.queue[:n]) // the queue's array keeps no reference to them
 	c.queue = c.queue[n:]
 	c.queueBytes -= bytes
 	return c.inflight
