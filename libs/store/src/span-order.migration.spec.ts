@@ -74,6 +74,9 @@ it('keeps an upgraded install reading its spans in the same order, cursors inclu
     await migrate(fresh, { dir: upTo17 });
     const index = () => fresh.query(`SELECT 1 FROM pg_indexes WHERE tablename = 'spans' AND indexname = 'spans_order'`);
     expect((await index()).rows).toHaveLength(1);
+    // Today's writer stands in for the one before 0018; it also keeps retention's mark (0021,
+    // whose column it adds if missing), so the column is added ahead for it.
+    await fresh.exec('ALTER TABLE runs ADD COLUMN IF NOT EXISTS spans_expired_at timestamptz');
     const runs = new RunsRepo(fresh);
     // ties on the exact start broken by arrival, starts apart by a fraction of a millisecond,
     // spans without a start, arriving over three batches; then one re-exported (keeps its place)
