@@ -10,3 +10,4 @@ export * from './code-host';
 export * from './shared-cache';
 export * from './repeats';
 export * from './merge-batches';
+export * from './iso-time';

@@ -1,4 +1,5 @@
 import { FINDING_STATE_FILTERS, MAX_PAGE, MAX_SPAN_PAGE, RUN_END_FILTERS, type FindingStateFilter, type ListFindingsQuery, type ListRunsQuery, type PageQuery } from '@neatroots/store';
+import { parseIsoTime } from '@neatroots/ports';
 import { ApiError } from './errors';
 
 /**
@@ -83,12 +84,15 @@ export function oneOf<T extends string>(values: readonly T[]): ParamParser<T> {
   };
 }
 
-/** An ISO-8601 time (from, to), answered as UTC ISO-8601. */
+/**
+ * An ISO-8601 date or time (from, to), answered as UTC ISO-8601: a day or time that does not
+ * exist (2026-02-31) is refused rather than rolled over, and a time without an offset is UTC
+ * (not the server's zone), as the review window reads them.
+ */
 export const timeParam: ParamParser<string> = (v, name) => {
-  if (!/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(v) || Number.isNaN(Date.parse(v))) {
-    throw ApiError.badRequest('invalid_query', `${name} must be an ISO-8601 time, e.g. 2026-11-30T10:00:00Z`);
-  }
-  return new Date(v).toISOString();
+  const ms = parseIsoTime(v);
+  if (ms === null) throw ApiError.badRequest('invalid_query', `${name} must be an ISO-8601 date or time, e.g. 2026-11-30 or 2026-11-30T10:00:00Z (UTC without an offset)`);
+  return new Date(ms).toISOString();
 };
 
 // ---- the endpoints' queries ----

@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
@@ -94,6 +96,19 @@ describe.each(['in-process', 'over gRPC'])('GET runs filters (%s)', (name) => {
     expect(bad).toEqual({ status: 400, body: { error: { code: 'invalid_query', message: 'end_status must be one of ok, error, no_output, interrupted, running' } } });
     const time = await get(bases[name], 'from=yesterday');
     expect(time.status).toBe(400);
-    expect(time.body.error.message).toMatch(/^from must be an ISO-8601 time/);
+    expect(time.body.error.message).toMatch(/^from must be an ISO-8601 date or time/);
+    // A day that does not exist is refused, not rolled over into March.
+    expect(await get(bases[name], 'from=2025-02-31')).toMatchObject({ status: 400, body: { error: { code: 'invalid_query' } } });
+    expect(await get(bases[name], `to=${encodeURIComponent('2025-01-01T24:00:00Z')}`)).toMatchObject({ status: 400 });
+  });
+
+});
+
+describe('from and to without an offset', () => {
+  it("are UTC, whatever the server's time zone (the built params, in a process of another zone)", () => {
+    const dist = path.join(__dirname, '../dist/params.js');
+    const out = spawnSync(process.execPath, ['-e', `console.log(require(${JSON.stringify(dist)}).timeParam('2026-11-30T10:00:00', 'from'))`], { env: { ...process.env, TZ: 'America/New_York' }, encoding: 'utf8' });
+    expect(out.stderr).toBe('');
+    expect(out.stdout.trim()).toBe('2026-11-30T10:00:00.000Z');
   });
 });
