@@ -70,6 +70,8 @@ beforeAll(async () => {
     queries: createReviewQueries(db),
     resolveKey: (key) => projects.resolveApiKey(key),
     modelStats: async (project, checkId) => (agreement[project] ?? []).filter((q) => !checkId || q.check_id === checkId),
+    // A check disabled for a slow pattern, scoped by its applies_to (which names other projects).
+    disabledChecks: () => [{ check_id: 'slow', pattern: '(a+)+$', source: 'database', projects: ['p1'], not_projects: ['secret-merger'], reason: 'pattern took over 50 ms', ms: 61.2, limit_ms: 50, since: '2026-11-30T10:00:00.000Z' }],
     port: 0,
     logger: false,
   });
@@ -91,6 +93,13 @@ async function call(path: string, init: RequestInit & { key?: string | null } = 
   expect(res.headers.get('content-type') ?? '').toMatch(/application\/json/);
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
+
+describe('api: disabled checks', () => {
+  it('answers the documented fields of a disabled check, never the projects its applies_to names', async () => {
+    const res = await call('/v1/projects/p1/checks/disabled');
+    expect(res).toEqual({ status: 200, body: { checks: [{ check_id: 'slow', pattern: '(a+)+$', source: 'database', reason: 'pattern took over 50 ms', ms: 61.2, limit_ms: 50, since: '2026-11-30T10:00:00.000Z' }] } });
+  });
+});
 
 describe('api: access', () => {
   it('answers /healthz without a key', async () => {
