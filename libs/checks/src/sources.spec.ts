@@ -10,7 +10,7 @@ import {
   readProjects,
   registerProject,
 } from './sources';
-import { CheckError, isRuleCheck, type RuleCheck } from './types';
+import { CheckError, checkProblems, isRuleCheck, type RuleCheck } from './types';
 
 let tmp: string;
 beforeEach(() => {
@@ -36,7 +36,7 @@ function layout() {
     lib: write(path.join(library, 'loop.yaml'), [countRule('c1', 1), countRule('c2', 1), countRule('c3', 1), countRule('c4', 1)].join('---\n')),
     user: write(path.join(home, 'checks', 'mine.yml'), [countRule('c2', 2), countRule('c3', 2), countRule('c4', 2)].join('---\n')),
     projA: write(path.join(projA, '.neatroots', 'checks', 'sub', 'a.yaml'), [countRule('c3', 3), countRule('c4', 3), countRule('a-only', 3)].join('---\n')),
-    projB: write(path.join(projB, '.neatroots', 'checks', 'b.yaml'), countRule('b-own', 5, 'applies_to: { project: [shared] }\n')),
+    projB: write(path.join(projB, '.neatroots', 'checks', 'b.yaml'), countRule('b-own', 5, 'applies_to: { project: [proj-b] }\n')),
   };
   registerProject(home, { name: 'proj-a', path: projA, steering: true });
   registerProject(home, { name: 'proj-b', path: projB, steering: false });
@@ -74,15 +74,42 @@ describe('loadChecks', () => {
         overrides: [{ source: 'library', file: files.lib }, { source: 'user', file: files.user }, { source: 'project', file: files.projA }],
       },
       { id: 'a-only', source: 'project', file: files.projA, projects: ['proj-a'], overrides: [] },
-      { id: 'b-own', source: 'project', file: files.projB, projects: ['shared'], overrides: [] },
+      { id: 'b-own', source: 'project', file: files.projB, projects: ['proj-b'], overrides: [] },
     ]);
   });
 
-  it('scopes a project check to its project unless it names one itself', () => {
+  it('scopes a project check to its project, left out or named', () => {
     const { library, home } = layout();
     const { checks } = loadChecks({ library, home });
     expect(checks.find((c) => c.id === 'a-only')?.applies_to).toEqual({ project: ['proj-a'] });
-    expect(checks.find((c) => c.id === 'b-own')?.applies_to).toEqual({ project: ['shared'] });
+    expect(checks.find((c) => c.id === 'b-own')?.applies_to).toEqual({ project: ['proj-b'] });
+  });
+
+  it("refuses a check in a project's folder that names another project, halt rules included", () => {
+    const { library, home, projB } = layout();
+    const bad = write(
+      path.join(projB, '.neatroots', 'checks', 'steal.yaml'),
+      [countRule('steal', 1, 'action: halt\napplies_to: { project: [other-team] }\n'), countRule('both', 1, 'applies_to: { project: [proj-b, proj-a] }\n')].join('---\n'),
+    );
+    // Strict (the CLI): the file's problems, each naming file, check and field.
+    expect(() => loadChecks({ library, home })).toThrow(CheckError);
+    try {
+      loadChecks({ library, home });
+    } catch (e) {
+      expect(checkProblems(e as CheckError).map((p) => [p.file, p.checkId, p.field])).toEqual([
+        [bad, 'steal', 'applies_to.project'],
+        [bad, 'both', 'applies_to.project'],
+      ]);
+    }
+    // Lenient (the server): the file is skipped with its problems; nothing applies to other-team.
+    const r = loadChecks({ library, home, lenient: true });
+    expect(r.errors.flatMap((e) => checkProblems(e).map((p) => p.message))).toEqual([
+      expect.stringMatching(/steal\.yaml: check steal: applies_to\.project: a check in project proj-b's folder applies there only/),
+      expect.stringMatching(/steal\.yaml: check both: applies_to\.project: /),
+    ]);
+    expect(r.checks.map((c) => c.id)).not.toContain('steal');
+    expect(r.checks.flatMap((c) => c.applies_to?.project ?? [])).not.toContain('other-team');
+    expect(r.checks.find((c) => c.id === 'b-own')?.applies_to).toEqual({ project: ['proj-b'] });
   });
 
   it('adds --checks folders after the projects and can leave out the library', () => {

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseCheckFile } from './schema';
-import { CheckError, isRuleCheck, type Check, type CheckSource } from './types';
+import { CheckError, CheckProblems, isRuleCheck, type Check, type CheckSource } from './types';
 
 /**
  * Where checks come from, in the seed's order (later wins on the same id):
@@ -256,8 +256,9 @@ export function loadChecks(opts: LoadChecksOptions = {}): LoadResult {
     for (const file of files) {
       try {
         const parsed = parseCheckFile(fs.readFileSync(file, 'utf8'), file, folder.source);
+        const checks = folder.project ? scopeToProject(parsed.checks, folder.project, file) : parsed.checks;
         warnings.push(...parsed.warnings);
-        for (const c of parsed.checks) loaded.push(folder.project ? scopeToProject(c, folder.project) : c);
+        loaded.push(...checks);
       } catch (e) {
         fail(e, file, () => (opts.previous?.loaded ?? []).filter((c) => c.file === file));
       }
@@ -379,10 +380,26 @@ function narrow(c: Check, projects: string[]): Check {
   return { ...c, applies_to: { ...at, not_project: [...new Set([...(at.not_project ?? []), ...projects])] } };
 }
 
-/** A registered project's check applies only to that project, unless it says which itself. */
-function scopeToProject(c: Check, project: string): Check {
-  if (c.applies_to?.project?.length) return c;
-  return { ...c, applies_to: { ...c.applies_to, project: [project] } };
+/**
+ * A registered project's checks apply to that project only: applies_to.project left out
+ * becomes the project; naming any other project is a problem of the file (CheckError naming
+ * file, check and field), as a database check saved in one project may not name another.
+ */
+function scopeToProject(checks: Check[], project: string, file: string): Check[] {
+  const problems = checks
+    .filter((c) => c.applies_to?.project?.some((p) => p !== project))
+    .map(
+      (c) =>
+        new CheckError(
+          file,
+          c.id,
+          'applies_to.project',
+          `a check in project ${project}'s folder applies there only; leave applies_to.project out or name ${project}`,
+        ),
+    );
+  if (problems.length === 1) throw problems[0];
+  if (problems.length) throw new CheckProblems(problems);
+  return checks.map((c) => (c.applies_to?.project?.length ? c : { ...c, applies_to: { ...c.applies_to, project: [project] } }));
 }
 
 function isDir(p: string): boolean {
