@@ -252,6 +252,28 @@ describe('neatroots CLI', () => {
     });
   });
 
+  describe('a path through a file', () => {
+    it('init says .neatroots/checks exists and is not a folder, writes nothing, and exits 2', async () => {
+      const checks = write('p2/.neatroots/checks', '');
+      const r = await run(['init', path.join(dir, 'p2')], env, dir);
+      expect(r).toMatchObject({ code: 2, err: `neatroots init: ${checks} exists and is not a folder` });
+      expect(fs.existsSync(path.join(dir, 'home', 'projects.json'))).toBe(false);
+      const dotdir = write('p3/.neatroots', '');
+      const r3 = await run(['init', 'p3'], env, dir);
+      expect(r3).toMatchObject({ code: 2, err: `neatroots init: ${dotdir} exists and is not a folder` });
+    });
+
+    it('checks save and preview of FILE under a file exit 2 naming it, without a stack trace', async () => {
+      write('c2/empty.yaml', '');
+      for (const sub of ['save', 'preview']) {
+        const r = await run(['checks', sub, 'c2/empty.yaml/x', '--key', 'k', '--project', 'p', '--url', 'http://127.0.0.1:9'], env, dir);
+        expect([sub, r.code]).toEqual([sub, 2]);
+        expect(r.err).toMatch(/^neatroots checks: ENOTDIR: .*c2\/empty\.yaml\/x/);
+        expect(r.err).not.toMatch(/\n\s+at /);
+      }
+    });
+  });
+
   describe('checks save and preview', () => {
     it('exit 2 for a FILE that is a folder, saying so, as for a missing one', async () => {
       fs.mkdirSync(path.join(dir, 'a-folder'));

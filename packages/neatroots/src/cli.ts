@@ -133,7 +133,10 @@ setting unless --steering or --no-steering is given.
 Options:
   --name NAME     the project's name, as agents send it (default: the folder's name)
   --steering      let halt rules act in this project (default for a new project: off; flags only)
-  --no-steering   halt rules only flag in this project`,
+  --no-steering   halt rules only flag in this project
+
+Exit status: 0; 2 when DIR is not a folder, its .neatroots or .neatroots/checks exists and is
+not a folder, or the registry cannot be read (the reason on standard error).`,
     flags: { name: { value: true }, steering: {}, 'no-steering': {} },
     async run(p, io) {
       if (p.positional.length > 1) throw new UsageError('init takes at most one folder');
@@ -152,6 +155,13 @@ Options:
       // A registry that cannot be read is said before anything is written, with how to repair
       // it: it is never written over (it lists the other projects).
       registeredProjects(neatrootsHome(io.env), 'init');
+      // .neatroots or .neatroots/checks there as a file: said, nothing written.
+      for (const d of [path.dirname(checksDir), checksDir]) {
+        if (fs.existsSync(d) && !fs.statSync(d).isDirectory()) {
+          io.err(`neatroots init: ${d} exists and is not a folder`);
+          return 2;
+        }
+      }
       fs.mkdirSync(checksDir, { recursive: true });
       if (!listCheckFiles(checksDir).length) {
         fs.writeFileSync(path.join(checksDir, 'example.yaml'), EXAMPLE_CHECK);
@@ -440,8 +450,9 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
       return 2;
     }
     const code = (e as NodeJS.ErrnoException).code;
-    // A FILE missing, unreadable or a folder (checks save DIR): exit 2, as sopc and sopops.
-    if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') {
+    // A FILE missing, unreadable or a folder (checks save DIR), a path through a file
+    // (ENOTDIR) or a file where a folder is made (EEXIST): exit 2, as sopc and sopops.
+    if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR' || code === 'ENOTDIR' || code === 'EEXIST') {
       io.err(`neatroots ${name}: ${(e as Error).message}`);
       return 2;
     }
