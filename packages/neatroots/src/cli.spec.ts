@@ -180,6 +180,35 @@ describe('neatroots CLI', () => {
       expect(JSON.parse(noDemo.out.join('\n')).checks.map((c: { id: string }) => c.id)).not.toContain('refund-without-lookup');
     });
 
+    it('checks list leaves out a file that does not validate, as start does: its problems on stderr, the rest listed, exit 2', async () => {
+      write('mine/good.yaml', 'id: good-one\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 2 }\n');
+      const bad = write('mine/bad.yaml', 'id: bad-one\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 0 }\n');
+      const text = await run(['checks', 'list', '--no-demo', '--checks', 'mine'], env, dir);
+      expect(text.code).toBe(2);
+      expect(text.err).toBe(`${bad}: check bad-one: rule.at_least: must be an integer >= 1, got 0`);
+      expect(text.out.find((l) => l.startsWith('good-one  '))).toMatch(/^good-one {2}rule {2}flag {2}user /);
+      expect(text.out.find((l) => l.startsWith('repeated-tool-call  '))).toBeDefined();
+      expect(text.out.join('\n')).not.toContain('bad-one');
+
+      const json = await run(['checks', 'list', '--json', '--no-demo', '--checks', 'mine'], env, dir);
+      expect(json.code).toBe(2);
+      const doc = JSON.parse(json.out.join('\n'));
+      expect(doc.checks.map((c: { id: string }) => c.id)).toContain('good-one');
+      expect(doc.errors).toEqual([{ file: bad, check_id: 'bad-one', field: 'rule.at_least', reason: 'must be an integer >= 1, got 0' }]);
+    });
+
+    it('checks list refuses, as start does, a project check that names another project', async () => {
+      const proj = path.join(dir, 'p1');
+      fs.mkdirSync(proj);
+      expect((await run(['init', proj], env, dir)).code).toBe(0);
+      write('p1/.neatroots/checks/halt.yaml', 'id: other-halt\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 2 }\naction: halt\napplies_to: { project: [other-team] }\n');
+      const r = await run(['checks', 'list', '--no-demo'], env, dir);
+      expect(r.code).toBe(2);
+      expect(r.err).toMatch(/halt\.yaml: check other-halt: applies_to\.project: a check in project p1's folder applies there only/);
+      expect(r.out.join('\n')).not.toContain('other-team');
+      expect(r.out.find((l) => l.startsWith('example-repeated-search  '))).toMatch(/\[projects: p1\]$/);
+    });
+
     it('validate reports all of a check\'s problems in one run', async () => {
       // Four mistakes: an unknown key, a bad action, a bad `same` field and a zero at_least.
       write('c/four.yaml', 'id: four\nkind: rule\nseverity: high\naction: stop\nrule: { type: repeat, same: [args], at_least: 0 }\n');

@@ -191,7 +191,10 @@ neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
   which "neatroots start" runs (leave them out with --no-demo, as "start --no-demo" does).
   A match check that a running neatroots disabled for a slow pattern says so, with the
   reason ("disabled" in --json), until that neatroots restarts.
-  --json prints one JSON document: { "checks": [...], "projects": [...] }.
+  A check file that does not validate is left out, as "neatroots start" leaves it out: each
+  of its problems on standard error, the rest listed, exit 2.
+  --json prints one JSON document: { "checks": [...], "projects": [...] }, with "errors":
+  [{ "file", "check_id"?, "field"?, "reason" }] when a file was left out.
 
 Against a running server (docs/authoring.md); "neatroots checks SUBCOMMAND --help" for each:
 ${Object.entries(CHECKS_AUTHORING)
@@ -253,13 +256,19 @@ ${Object.entries(CHECKS_AUTHORING)
           const { DEMO_PROJECT, DEMO_DIR } = await import('./embedded');
           if (!projects.some((x) => x.name === DEMO_PROJECT)) projects.push({ name: DEMO_PROJECT, path: DEMO_DIR, steering: true });
         }
+        // Leniently, as `neatroots start` loads: a file that does not validate is left out (its
+        // problems on standard error, and exit 2), the rest is listed.
         const r: LoadResult = loadChecks({
           home,
           projects,
           library: p.flags['no-library'] ? false : undefined,
           dirs: strings(p, 'checks').map((d) => path.resolve(io.cwd, d)),
+          lenient: true,
         });
         for (const w of r.warnings) io.err(`warning: ${w}`);
+        const problems = r.errors.flatMap((e) => checkProblems(e));
+        for (const e of problems) io.err(e.message);
+        const status = problems.length ? 2 : 0;
         const byKey = new Map<string, Check>(r.checks.map((c) => [`${c.id}\u0000${c.file ?? ''}`, c]));
         // Checks a running neatroots on this home switched off (a pattern over its time limit).
         const off = new Map(readDisabledChecks(home).map((d) => [`${d.check_id}\u0000${d.pattern}`, d]));
@@ -269,8 +278,9 @@ ${Object.entries(CHECKS_AUTHORING)
           return { ...e, kind: c?.kind, action: c?.action, title: c?.title, ...(d ? { disabled: { reason: d.reason, since: d.since } } : {}) };
         });
         if (p.flags.json) {
-          io.out(JSON.stringify({ checks: listed, projects }, null, 2));
-          return 0;
+          const errors = problems.map((e) => ({ file: e.file, ...(e.checkId ? { check_id: e.checkId } : {}), ...(e.field ? { field: e.field } : {}), reason: e.reason }));
+          io.out(JSON.stringify({ checks: listed, projects, ...(errors.length ? { errors } : {}) }, null, 2));
+          return status;
         }
         for (const e of listed) {
           const where = e.file ? path.relative(io.cwd, e.file) || e.file : 'database';
@@ -280,7 +290,7 @@ ${Object.entries(CHECKS_AUTHORING)
           if (e.disabled) io.out(`    disabled: ${e.disabled.reason} (since ${e.disabled.since})`);
         }
         if (projects.length) io.out(`projects: ${projects.map((x) => `${x.name} (steering ${x.steering ? 'on' : 'off'})`).join(', ')}`);
-        return 0;
+        return status;
       }
       throw new UsageError(sub ? `unknown checks command "${sub}"` : `checks needs a command: validate, list, ${Object.keys(CHECKS_AUTHORING).join(', ')}`);
     },
