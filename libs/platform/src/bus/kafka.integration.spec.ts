@@ -451,6 +451,45 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     }, 60_000);
   });
 
+  it('never acknowledges a publish the broker took as a retry of one that failed (a lost produce answer)', async () => {
+    // The broker appends a send but its answer is lost (a timeout, a connection closed after the
+    // write). kafkajs then winds its sequence number back, and the next, different send of the same
+    // producer reuses it: the broker takes it for a retry of the one it has, answers OK and writes
+    // nothing. That publish must not be acknowledged without its records in the topic.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const Broker = require('kafkajs/src/broker') as { prototype: { produce: (req: unknown) => Promise<unknown> } };
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { KafkaJSRequestTimeoutError } = require('kafkajs/src/errors') as { KafkaJSRequestTimeoutError: new (m: string, o: object) => Error };
+    const t = jsonTopic<Rec>(topicName('lost-answer'));
+    const bus = newBus({ partitions: 1, retry: { retries: 1, initialRetryTime: 50, maxRetryTime: 100 } });
+    await bus.ensureTopic(t.name);
+    await bus.publish(t, [{ key: 'r0', value: { k: 'r0', i: 0 } }]);
+    const realProduce = Broker.prototype.produce;
+    let loseAnswers = true;
+    Broker.prototype.produce = async function (this: unknown, req: unknown) {
+      const res = await realProduce.call(this, req);
+      if (loseAnswers) throw new KafkaJSRequestTimeoutError('Request Produce timed out (answer lost after the write)', { broker: 'it', correlationId: 0, createdAt: 0, sentAt: 0, pendingDuration: 0 });
+      return res;
+    };
+    try {
+      await expect(bus.publish(t, [{ key: 'r1', value: { k: 'r1', i: 1 } }])).rejects.toThrow(/timed out/);
+    } finally {
+      loseAnswers = false;
+      Broker.prototype.produce = realProduce;
+    }
+    await bus.publish(t, [{ key: 'r2', value: { k: 'r2', i: 2 } }]);
+    const reader = newBus();
+    const got: string[] = [];
+    const sub = await reader.subscribe(t, { group: group('lost-answer-reader') }, async (b) => {
+      for (const r of b.records) got.push(r.key);
+    });
+    await waitUntil(() => got.includes('r2'), 20_000, () => `read ${JSON.stringify(got)}, r2 (acknowledged) missing`);
+    await sub.close();
+    // r1 was written although its publish failed: the caller's retry stores it once more, which
+    // readers tell apart (a span sent twice is stored once).
+    expect(got).toEqual(['r0', 'r1', 'r2']);
+  }, 60_000);
+
   it('sends what is waiting when closed, then refuses to publish', async () => {
     const t = jsonTopic<Rec>(topicName('close'));
     const bus = newBus({ lingerMs: 10_000 });

@@ -158,7 +158,7 @@ export interface KafkaBusStats {
   consumed: number;
   /** Handler failures (each one is retried). */
   handlerErrors: number;
-  /** Producers dropped because the broker had lost their state (a new one took over). */
+  /** Producers dropped after a failed send (a new one took over). */
   producerResets: number;
   /** Records whose handler kept failing, set aside on the dead-letter topic. */
   setAside: number;
@@ -507,10 +507,14 @@ export class KafkaBus implements Bus {
       const producer = await this.producer();
       await producer.sendBatch({ acks: -1, compression, topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })) });
     } catch (err) {
-      // The broker no longer knows this producer's sequence (its state was lost in a restart):
-      // every later send of this producer would fail the same way, forever. The next publish
-      // (the caller's retry) gets a new producer id from a new producer.
-      if (producerStateLost(err)) this.resetProducer();
+      // Any failed send ends this producer; the next publish (the caller's retry) gets a new
+      // producer id from a new one. A send whose answer was lost (a timeout, a connection closed
+      // after the broker wrote it) may be in the log, and kafkajs winds its sequence number back:
+      // the next, different send would reuse it, and the broker, taking it for a retry of the one
+      // it has, would answer OK and write nothing, so an acknowledged publish would be lost. And
+      // when the broker no longer knows this producer (its state lost in a restart), every later
+      // send of it would fail the same way, forever. Failures are rare; a new producer is cheap.
+      this.resetProducer();
       for (const c of take) {
         if (!c.owner.failed) {
           c.owner.failed = true;
@@ -840,18 +844,6 @@ export class KafkaBus implements Bus {
 }
 
 type KafkaMessage = EachBatchPayload['batch']['messages'][number];
-
-/**
- * Errors after which an idempotent producer cannot send again (Kafka's UNKNOWN_PRODUCER_ID,
- * OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH), looked for through kafkajs's causes
- * (a retries-exceeded error carries the broker's as its cause).
- */
-export function producerStateLost(err: unknown): boolean {
-  for (let e = err as { type?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
-    if (e.type === 'OUT_OF_ORDER_SEQUENCE_NUMBER' || e.type === 'UNKNOWN_PRODUCER_ID' || e.type === 'INVALID_PRODUCER_EPOCH') return true;
-  }
-  return false;
-}
 
 /** Does this record carry a pack (./pack.ts)? Records written before packs have no such header. */
 function isPack(m: KafkaMessage): boolean {
