@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import * as YAML from 'yaml';
+import { loadModelConfig } from '@neatroots/platform';
 import { loadConfig } from '../../libs/platform/src/config';
 import { durationMs, interpolate, repoRoot } from './support';
 
@@ -200,6 +201,21 @@ describe('docker-compose.yml', () => {
     expect(withShell.NEATROOTS_LLM_URL).toBe('http://host.docker.internal:11434/v1');
     // unset in the shell means unset in the container, never an empty string that fails validation
     expect(Object.values(env)).not.toContain('');
+  });
+
+  it.each(APP)('passes the model endpoints of the shell or .env to %s whole, each with its model (docs/deployment.md)', (name) => {
+    const shell = {
+      NEATROOTS_DECISION_MODEL_URL: 'https://decisions.example.com/v1', NEATROOTS_DECISION_MODEL_NAME: 'jev-1', NEATROOTS_DECISION_MODEL_KEY: 'dk',
+      NEATROOTS_REASONING_MODEL_URL: 'http://host.docker.internal:8000/v1', NEATROOTS_REASONING_MODEL_NAME: 'qwq-32b', NEATROOTS_REASONING_MODEL_KEY: 'rk',
+      NEATROOTS_LLM_URL: 'http://host.docker.internal:11434/v1', NEATROOTS_LLM_MODEL: 'llama3.1:8b', NEATROOTS_LLM_KEY: 'lk',
+    };
+    const env = containerEnv(svc(name), shell);
+    // every service validates the model settings at start-up: a URL without its model stops it
+    expect(() => loadConfig(env)).not.toThrow();
+    const models = loadModelConfig(env);
+    expect(models.decision).toMatchObject({ url: shell.NEATROOTS_DECISION_MODEL_URL, model: 'jev-1', key: 'dk' });
+    expect(models.reasoning).toMatchObject({ url: shell.NEATROOTS_REASONING_MODEL_URL, model: 'qwq-32b', key: 'rk' });
+    expect(models.local).toMatchObject({ url: shell.NEATROOTS_LLM_URL, model: 'llama3.1:8b', key: 'lk' });
   });
 
   it('gives the database address and password to review alone, the one service that uses Postgres', () => {

@@ -24,6 +24,7 @@ import { Pod } from 'kubernetes-models/v1/Pod';
 import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
 import { Service, type IService } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { loadModelConfig } from '@neatroots/platform';
 import { loadConfig } from '../../libs/platform/src/config';
 import { findHelm, repoRoot, skipLine, toolsRequired } from './support';
 
@@ -277,6 +278,8 @@ if (!helm) {
         const secret = r.named<ISecret>('Secret', secretName);
         const env = { ...cm.data, ...(secret ? decode(secret) : {}) };
         const config = loadConfig(env);
+        // the question service's model settings too: a model endpoint without its model stops every service
+        expect(() => loadModelConfig(env)).not.toThrow();
         expect(config.NEATROOTS_HOST).toBe('0.0.0.0');
         expect(config.NEATROOTS_KAFKA_BROKERS.length).toBeGreaterThan(0);
         for (const [addr, target] of [['NEATROOTS_QUESTION_ADDR', 'question'], ['NEATROOTS_REVIEW_ADDR', 'review'], ['NEATROOTS_RULE_ENGINE_ADDR', 'rule-engine']] as const) {
@@ -361,15 +364,23 @@ if (!helm) {
           { project: 'checkout-agents', key: 'nr_0123456789abcdef' },
           { project: 'support-bot', key: 'nr_fedcba9876543210' },
         ]);
-        expect(secret).toMatchObject({ NEATROOTS_LLM_KEY: 'sk-local', NEATROOTS_DECISION_MODEL_KEY: 'dk-0000' });
+        expect(secret).toMatchObject({ NEATROOTS_LLM_KEY: 'sk-local', NEATROOTS_DECISION_MODEL_KEY: 'dk-0000', NEATROOTS_REASONING_MODEL_KEY: 'rk-0000' });
         const cm = r.of<IConfigMap>('ConfigMap').find((x) => x.data?.NEATROOTS_KAFKA_BROKERS)!;
         expect(cm.data).toMatchObject({
           NEATROOTS_KAFKA_BROKERS: 'kafka-0.kafka-headless.data:9092,kafka-1.kafka-headless.data:9092,kafka-2.kafka-headless.data:9092',
           NEATROOTS_TOPIC_PREFIX: 'prod.neatroots', NEATROOTS_STEERING: 'checkout-agents', NEATROOTS_EXAMPLE_FLAG: '1',
           NEATROOTS_LLM_URL: 'http://vllm.models:8000/v1', NEATROOTS_LLM_MODEL: 'qwen2.5-7b-instruct',
+          NEATROOTS_DECISION_MODEL_URL: 'http://decisions.models:8080', NEATROOTS_DECISION_MODEL_NAME: 'jev-decisions-1',
+          NEATROOTS_REASONING_MODEL_URL: 'http://reasoning.models:8000/v1', NEATROOTS_REASONING_MODEL_NAME: 'deepseek-r1',
         });
         // secrets never land in the ConfigMap
-        expect(JSON.stringify(cm)).not.toMatch(/s3cret|sk-local|nr_0123/);
+        expect(JSON.stringify(cm)).not.toMatch(/s3cret|sk-local|nr_0123|dk-0000|rk-0000/);
+        // every model the values name is one the question service asks, with its key
+        expect(loadModelConfig({ ...cm.data, ...secret })).toMatchObject({
+          local: { url: 'http://vllm.models:8000/v1', model: 'qwen2.5-7b-instruct', key: 'sk-local' },
+          decision: { url: 'http://decisions.models:8080', model: 'jev-decisions-1', key: 'dk-0000' },
+          reasoning: { url: 'http://reasoning.models:8000/v1', model: 'deepseek-r1', key: 'rk-0000' },
+        });
         const checks = r.of<IConfigMap>('ConfigMap').find((x) => x.data?.['team.yaml']);
         expect(checks).toBeDefined();
         for (const c of COMPONENTS) {
@@ -399,6 +410,29 @@ if (!helm) {
       });
     });
 
+    describe('settings docs/deployment.md documents', () => {
+      /** What every service's environment holds: the ConfigMap and the chart's Secret. */
+      const envOf = (r: Rendered): Record<string, string> => {
+        const cm = r.of<IConfigMap>('ConfigMap').find((x) => x.data?.NEATROOTS_KAFKA_BROKERS)!;
+        const secretName = r.deployment('question').spec!.template.spec!.containers[0].envFrom!.find((e) => e.secretRef)!.secretRef!.name!;
+        return { ...cm.data, ...decode(r.named<ISecret>('Secret', secretName)!) };
+      };
+
+      it('models.decision.* and models.reasoning.*: the question service asks both, with their keys from the Secret', () => {
+        const r = new Rendered(render(h, [], [
+          '--set', 'models.decision.url=https://decisions.example.com/v1', '--set', 'models.decision.model=jev-1', '--set', 'models.decision.apiKey=dk-secret',
+          '--set', 'models.reasoning.url=http://vllm.models:8000/v1', '--set', 'models.reasoning.model=qwq-32b', '--set', 'models.reasoning.apiKey=rk-secret',
+        ]));
+        const env = envOf(r);
+        expect(() => loadConfig(env)).not.toThrow();
+        const models = loadModelConfig(env);
+        expect(models.decision).toMatchObject({ url: 'https://decisions.example.com/v1', model: 'jev-1', key: 'dk-secret' });
+        expect(models.reasoning).toMatchObject({ url: 'http://vllm.models:8000/v1', model: 'qwq-32b', key: 'rk-secret' });
+        const cm = r.of<IConfigMap>('ConfigMap').find((x) => x.data?.NEATROOTS_KAFKA_BROKERS)!;
+        expect(JSON.stringify(cm)).not.toMatch(/dk-secret|rk-secret/);
+      });
+    });
+
     describe('refuses values that cannot work, naming the value', () => {
       it.each([
         [['--set', 'kafka.brokers=null'], /kafka\.brokers/],
@@ -407,6 +441,9 @@ if (!helm) {
         [['--set', 'ruleEngine.replicaCount=-1'], /\/ruleEngine\/replicaCount/],
         [['--set', 'ingest.service.type=External'], /\/ingest\/service\/type/],
         [['--set', 'kafka.brokers[0]=no-port'], /\/kafka\/brokers\/0/],
+        // an endpoint without its model would stop every service at start-up
+        [['--set', 'models.decision.url=http://decisions:8080'], /models\.decision\.model/],
+        [['--set', 'models.reasoning.url=http://reasoning:8000/v1'], /models\.reasoning\.model/],
         [['--set', 'ruleEngine.replicas=3'], /additional propert.*replicas/],
         [['--kube-version', '1.24.0'], /kubeVersion/],
       ])('%j', (args, message) => {

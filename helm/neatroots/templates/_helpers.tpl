@@ -128,6 +128,13 @@ api:
 {{- fail "postgres.url: give the PostgreSQL URL (postgres://user:password@host:5432/db), or secrets.existingSecret (and secrets.existingPostgresSecret holding NEATROOTS_PG_URL)" }}
 {{- end }}
 {{- end }}
+{{- /* libs/platform/src/models/config.ts: an endpoint without its model stops every service. */}}
+{{- range $role := list "llm" "decision" "reasoning" }}
+{{- $m := get $.Values.models $role | default dict }}
+{{- if and $m.url (not $m.model) }}
+{{- fail (printf "models.%s.model: give the model to ask at models.%s.url (%s)" $role $role $m.url) }}
+{{- end }}
+{{- end }}
 {{- range $project, $key := .Values.apiKeys }}
 {{- if or (contains "," $project) (contains "=" $project) (contains "," (toString $key)) (not $key) }}
 {{- fail (printf "apiKeys.%s: a project name may not contain ',' or '=', and its key must be a non-empty string without ','" $project) }}
