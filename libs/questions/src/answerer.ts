@@ -324,12 +324,12 @@ export class QuestionAnswerer {
   }
 
   /**
-   * The endpoint that answers a caller's decisions: `decision` is the LLM that answers
-   * questions (the decision model when it is on, else the local LLM); `reasoning` is the
-   * reasoning model, else the local LLM.
+   * The endpoint that answers a caller's decisions: `decision` is the decision model when it is
+   * on, else the local LLM; `reasoning` is the reasoning model, else the local LLM. Neither
+   * follows the questions' backend (NEATROOTS_CLASSIFIER_BACKEND), which routes questions only.
    */
   decisionEndpoint(which: DecisionEndpoint): { model: ChatModel; queue: ModelQueue } | undefined {
-    return which === 'reasoning' ? (this.reasoning ?? this.local) : this.llm();
+    return which === 'reasoning' ? (this.reasoning ?? this.local) : (this.decision ?? this.local);
   }
 
   /** The model names that answer decisions on each endpoint (null: none configured). */
