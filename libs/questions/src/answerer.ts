@@ -340,8 +340,9 @@ export class QuestionAnswerer {
 
   /**
    * One decision written by the caller (sopops' checker), batched with the others asked at
-   * once on the same endpoint, cached like the questions. A model error, a timeout or a reply
-   * that is not a JSON object is `ok: false` with a plain reason: never an answer.
+   * once on the same endpoint, cached like the questions. A model error, a timeout, a reply
+   * that is not a JSON object or one the caller's `usable` rejects is `ok: false` with a plain
+   * reason: never an answer, and never cached (asked again, the model is asked again).
    */
   async decide(which: DecisionEndpoint, item: DecisionItem, opts: AskOptions = {}): Promise<DecisionReply> {
     const e = this.decisionEndpoint(which);
@@ -349,7 +350,8 @@ export class QuestionAnswerer {
     const model = e.model.name ?? e.model.id;
     const key = `${e.model.id}\u0000${sha(JSON.stringify([item.instructions, item.subject, item.ask]))}`;
     const hit = await this.decisionCache?.get(key);
-    if (hit !== undefined) return { ok: true, answer: hit, model, cached: true };
+    // A cached answer the caller cannot use (cached by a caller that did not say what it can) is asked again.
+    if (hit !== undefined && !item.usable?.(hit)) return { ok: true, answer: hit, model, cached: true };
     let answer: unknown;
     try {
       answer = await e.queue.decide(key, item, { priority: opts.priority, wait: opts.wait });
@@ -360,6 +362,8 @@ export class QuestionAnswerer {
     }
     const obj = jsonObject(answer);
     if (!obj) return { ok: false, reason: 'the model gave a malformed answer (not a JSON object)' };
+    const unusable = item.usable?.(obj);
+    if (unusable) return { ok: false, reason: `the model gave a malformed answer (${unusable})` };
     await this.decisionCache?.set(key, obj);
     return { ok: true, answer, model, cached: false };
   }

@@ -21,6 +21,13 @@ export interface DecisionItem {
   /** What is decided about (a session's transcript). */
   subject: string;
   ask: string;
+  /**
+   * Why an answer object cannot be used (the caller's reading of it), or undefined when it can.
+   * An unusable answer is `ok: false` and is not cached, so asking again asks the model again;
+   * a cached answer it rejects is asked again too. In-process only: a function does not cross
+   * gRPC (Decide), where any JSON object is cached.
+   */
+  usable?: (answer: object) => string | undefined;
 }
 
 /** Which endpoint answers a decision: the decision path, or the reasoning model. */

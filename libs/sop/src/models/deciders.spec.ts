@@ -5,6 +5,7 @@ import type { Question } from '../decider';
 import type { LockProcedure } from '../lock';
 import type { DecisionGateway } from './gateway';
 import { modelDecider } from './deciders';
+import { askText, DECIDE_INSTRUCTIONS, renderSubject } from './prompt';
 import { DEFAULT_DECISIONS } from './settings';
 
 /**
@@ -53,6 +54,37 @@ const greet: Question = {
 afterEach(async () => {
   for (const a of answerers.splice(0)) a.close();
   for (const s of servers.splice(0)) await s.close();
+});
+
+describe('a malformed answer to a procedure question', () => {
+  it('leaves the rule not checked, and checking again asks the model again rather than reading it from the cache', async () => {
+    let replies = 0;
+    const model = await server(answering(() => (replies++ === 0 ? { p: 'high', reason: 'x' } : { p: 0.95, evidence: [{ turn: 0, quote: 'Hello, welcome!' }], reason: 'It greeted.' })));
+    const decider = modelDecider(gatewayOf(answererWith({ decision: model })), 'decider-test', DEFAULT_DECISIONS);
+
+    const first = await decider.decide(greet);
+    expect(first).toEqual({ decided: false, reason: expect.stringMatching(/^Not checked: the decision model \(decider-test\) could not decide whether the step was done: the model gave a malformed answer \("p" is not a probability/) });
+
+    const again = await decider.decide(greet);
+    expect(model.calls).toHaveLength(2);
+    expect(again).toMatchObject({ decided: true, answer: true, probability: 0.95, reason: 'It greeted.' });
+
+    // A usable answer is cached: the third check reads it without asking.
+    expect(await decider.decide(greet)).toMatchObject({ decided: true, probability: 0.95 });
+    expect(model.calls).toHaveLength(2);
+  });
+
+  it('cached by a caller that did not say what it can use, is asked again by the checker', async () => {
+    let replies = 0;
+    const model = await server(answering(() => (replies++ === 0 ? { answer: 'maybe' } : { p: 0.1, reason: 'No greeting.' })));
+    const answerer = answererWith({ decision: model });
+    const decider = modelDecider(gatewayOf(answerer), 'decider-test', DEFAULT_DECISIONS);
+    // The same item without `usable` (as it arrives over gRPC): any JSON object is cached.
+    expect(await answerer.decide('decision', { instructions: DECIDE_INSTRUCTIONS, subject: renderSubject(greet.session), ask: askText(greet) })).toMatchObject({ ok: true, answer: { answer: 'maybe' } });
+
+    expect(await decider.decide(greet)).toMatchObject({ decided: true, answer: false, probability: 0.1 });
+    expect(model.calls).toHaveLength(2);
+  });
 });
 
 describe('which model decides procedure questions', () => {

@@ -31,9 +31,24 @@ function notChecked(q: Question, who: string, why: string): Undecided {
   return { decided: false, reason: `Not checked: ${who} could not decide ${WHAT[q.kind]}: ${why}.` };
 }
 
-/** Asks one question and reads the answer, or says why there is none. */
-async function ask(gateway: DecisionGateway, endpoint: DecisionEndpoint, item: DecisionItem, q: Question, who: string): Promise<ModelAnswer | Undecided> {
-  const reply = await gateway.decide(endpoint, item);
+/** Why a model's answer object can't be read (the gateway then neither caches nor returns it). */
+function unreadable(answer: object): string | undefined {
+  try {
+    readModelAnswer(answer);
+    return undefined;
+  } catch (e) {
+    if (e instanceof MalformedAnswer) return e.message;
+    throw e;
+  }
+}
+
+/**
+ * Asks one question and reads the answer, or says why there is none. The gateway is told what
+ * a usable answer is, so a malformed one is not cached: the rule is not checked, and checking
+ * the session again asks the model again.
+ */
+async function ask(gateway: DecisionGateway, endpoint: DecisionEndpoint, item: Omit<DecisionItem, 'usable'>, q: Question, who: string): Promise<ModelAnswer | Undecided> {
+  const reply = await gateway.decide(endpoint, { ...item, usable: unreadable });
   if (!reply.ok) return notChecked(q, who, reply.reason.replace(/\.$/, ''));
   try {
     return readModelAnswer(reply.answer);

@@ -11,6 +11,11 @@ export interface DecisionItem {
   /** What is decided about: the session's transcript, shared by every question about it. */
   subject: string;
   ask: string;
+  /**
+   * Why an answer object cannot be used, or undefined when it can: the gateway answers an
+   * unusable one `ok: false` and does not cache it, so checking again asks the model again.
+   */
+  usable?: (answer: object) => string | undefined;
 }
 
 /** decision: the decision model when it is on, else the local LLM. reasoning: the reasoning model, else the local LLM. */
