@@ -418,6 +418,22 @@ if (!helm) {
         return { ...cm.data, ...decode(r.named<ISecret>('Secret', secretName)!) };
       };
 
+      it('--set-file postgres.url=./pg-url.txt (and redis.url): a file ending in a newline is taken, without the newline', () => {
+        const dir = mkdtempSync(path.join(tmpdir(), 'neatroots-set-file-'));
+        try {
+          writeFileSync(path.join(dir, 'pg-url.txt'), 'postgres://neatroots:s3cret@pg-rw.data:5432/neatroots\n');
+          writeFileSync(path.join(dir, 'redis-url.txt'), 'redis://:s3cret@redis-master.data:6379/0\r\n');
+          const r = new Rendered(render(h, [], ['--set-file', `postgres.url=${path.join(dir, 'pg-url.txt')}`, '--set-file', `redis.url=${path.join(dir, 'redis-url.txt')}`]));
+          const pgSecret = r.deployment('review').spec!.template.spec!.containers[0].envFrom!.filter((e) => e.secretRef)[1].secretRef!.name!;
+          expect(decode(r.named<ISecret>('Secret', pgSecret)!).NEATROOTS_PG_URL).toBe('postgres://neatroots:s3cret@pg-rw.data:5432/neatroots');
+          const env = envOf(r);
+          expect(env.NEATROOTS_REDIS_URL).toBe('redis://:s3cret@redis-master.data:6379/0');
+          expect(loadConfig(env).NEATROOTS_REDIS_URL).toBe('redis://:s3cret@redis-master.data:6379/0');
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      });
+
       it('models.decision.* and models.reasoning.*: the question service asks both, with their keys from the Secret', () => {
         const r = new Rendered(render(h, [], [
           '--set', 'models.decision.url=https://decisions.example.com/v1', '--set', 'models.decision.model=jev-1', '--set', 'models.decision.apiKey=dk-secret',
@@ -437,6 +453,7 @@ if (!helm) {
       it.each([
         [['--set', 'kafka.brokers=null'], /kafka\.brokers/],
         [['--set', 'postgres.url='], /postgres\.url/],
+        [['--set', 'postgres.url=\n'], /postgres\.url/],
         [['--set', 'redis.url='], /redis\.url/],
         [['--set', 'ruleEngine.replicaCount=-1'], /\/ruleEngine\/replicaCount/],
         [['--set', 'ingest.service.type=External'], /\/ingest\/service\/type/],

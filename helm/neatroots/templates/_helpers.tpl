@@ -121,10 +121,10 @@ api:
 {{- fail "kafka.brokers: give at least one Kafka bootstrap address (host:port)" }}
 {{- end }}
 {{- if not .Values.secrets.existingSecret }}
-{{- if not .Values.redis.url }}
+{{- if not (trim .Values.redis.url) }}
 {{- fail "redis.url: give the Redis URL (redis://host:6379), or secrets.existingSecret holding NEATROOTS_REDIS_URL" }}
 {{- end }}
-{{- if not .Values.postgres.url }}
+{{- if not (trim .Values.postgres.url) }}
 {{- fail "postgres.url: give the PostgreSQL URL (postgres://user:password@host:5432/db), or secrets.existingSecret (and secrets.existingPostgresSecret holding NEATROOTS_PG_URL)" }}
 {{- end }}
 {{- end }}
