@@ -15,6 +15,7 @@ import { MemoryWindowStore } from '../windows/memory';
 import { openRedisWindowStore } from '../windows/redis';
 import { RedisSharedCache } from '../cache/redis';
 import { DbSharedCache } from '../cache/db';
+import { FailFastRedis } from '../redis-client';
 
 /** Opens each driver once, on first use, and closes what was opened in reverse order. */
 class Drivers {
@@ -173,13 +174,29 @@ export interface DistributedPlatformOptions {
 /** The configuration variable each driver needs in the distributed deployment. */
 export const DRIVER_VARIABLES = { bus: 'NEATROOTS_KAFKA_BROKERS', windows: 'NEATROOTS_REDIS_URL', db: 'NEATROOTS_PG_URL' } as const;
 
+/**
+ * How long each driver's readiness check may take: /readyz answers within a probe's timeout
+ * (the chart's is 3 s) even while a driver hangs, saying which did not answer.
+ */
+export const READY_CHECK_MS = 1_500;
+
 /** Kafka, Redis and Postgres, from the validated configuration. */
 export function distributedPlatform(opts: DistributedPlatformOptions): Platform {
   const { config, log, metrics } = opts;
   const drivers = new Drivers();
   let bus: Bus | undefined;
   let kafka: KafkaBus | undefined;
-  const checks: (() => Promise<boolean>)[] = [];
+  // Readiness: each driver this process opened, by the name /readyz gives when it does not
+  // answer. Added as a driver opens, so a service is ready on what it uses only (ingest: Kafka).
+  const checks = new Map<string, { dependency: string; check: () => Promise<boolean> }[]>();
+  const checkOn = (name: string, dependency: string, check: () => Promise<boolean>) => {
+    const list = checks.get(name) ?? [];
+    list.push({ dependency, check });
+    checks.set(name, list);
+  };
+  const REDIS = `redis (${DRIVER_VARIABLES.windows})`;
+  // The jobs' Redis is BullMQ's own connections: asked through one of ours to the same URL.
+  let redisPing: FailFastRedis | undefined;
   const repeats = new RepeatedErrors();
   const makeBus = (): Bus => {
     needVar(DRIVER_VARIABLES.bus, config.NEATROOTS_KAFKA_BROKERS.length > 0);
@@ -214,6 +231,8 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         metrics.consumerLag.set({ topic: b.topic, group: b.group }, b.lag);
       },
     });
+    const k = kafka;
+    checkOn(`kafka (${DRIVER_VARIABLES.bus})`, 'kafka', () => k.healthy());
     // Consumer groups are named after the topic prefix, so two deployments (or test runs)
     // sharing one Kafka never join each other's groups.
     return scopedGroups(kafka, config.NEATROOTS_TOPIC_PREFIX);
@@ -225,8 +244,8 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
       return drivers.get<WindowStore<W>>(
         `windows:${name}`,
-        () =>
-          openRedisWindowStore<W>({
+        async () => {
+          const store = await openRedisWindowStore<W>({
             url: config.NEATROOTS_REDIS_URL!,
             prefix: `${config.NEATROOTS_TOPIC_PREFIX}${name}`,
             memberFields: wopts?.memberFields,
@@ -237,7 +256,10 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
               metrics.dependencyErrors.inc({ dependency: 'redis' });
               log.error('redis', err);
             },
-          }),
+          });
+          checkOn(REDIS, 'redis', () => store.healthy());
+          return store;
+        },
         (w) => w.close(),
       );
     },
@@ -249,12 +271,11 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
           const pg = await openPostgres({ url: config.NEATROOTS_PG_URL!, max: 10, applicationName: `neatroots-${opts.name}` });
           // Idempotent, and serialised by an advisory lock: whichever replica starts first runs them.
           await migrated(pg);
-          checks.push(async () => {
+          checkOn(`postgres (${DRIVER_VARIABLES.db})`, 'postgres', async () => {
             try {
               await pg.query('SELECT 1');
               return true;
             } catch {
-              metrics.dependencyErrors.inc({ dependency: 'postgres' });
               return false;
             }
           });
@@ -267,8 +288,8 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
       return drivers.get<Jobs>(
         'jobs',
-        async () =>
-          new BullJobs({
+        async () => {
+          const jobs = new BullJobs({
             url: config.NEATROOTS_REDIS_URL!,
             // Beside the windows on the same Redis, named apart by the deployment's prefix.
             prefix: `${config.NEATROOTS_TOPIC_PREFIX}jobs`,
@@ -277,11 +298,26 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
               log.error(failedLine(f));
             },
             onRetry: (r) => log.warn(retryLine(r)),
-          }),
+          });
+          if (!redisPing) {
+            const ping = (redisPing = new FailFastRedis({ url: config.NEATROOTS_REDIS_URL!, commandTimeoutMs: READY_CHECK_MS, onOutage: () => undefined }));
+            // Reconnects on its own after a failed first connection (reported by the check).
+            ping.redis.connect().catch(() => undefined);
+            checkOn(REDIS, 'redis', async () => {
+              try {
+                return (await ping.redis.ping()) === 'PONG';
+              } catch {
+                return false;
+              }
+            });
+          }
+          return jobs;
+        },
         (j) => j.close(),
       );
     },
-    // One Redis connection for every name; a cache's outage is reported, never thrown.
+    // One Redis connection for every name; a cache's outage is reported, never thrown (nor
+    // counted by readiness: the service serves without it, its lookups missing).
     sharedCache: async (name: string) => {
       needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
       const cache = await drivers.get<RedisSharedCache>(
@@ -302,14 +338,44 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       );
       return cache.named(name);
     },
-    ready: async () => (await Promise.all(checks.map((c) => c()))).every(Boolean),
+    // Every driver opened answers, each within READY_CHECK_MS; else rejected naming those that
+    // did not (/readyz: 503 with them). Liveness (/healthz) never asks them: an outage of Kafka,
+    // Redis or Postgres takes the processes out of their Services, it does not restart them.
+    ready: async () => {
+      const down = (
+        await Promise.all(
+          [...checks].map(async ([name, list]) => {
+            const answers = await Promise.all(list.map(async (c) => {
+              const ok = await within(c.check(), READY_CHECK_MS);
+              if (!ok) metrics.dependencyErrors.inc({ dependency: c.dependency });
+              return ok;
+            }));
+            return answers.every(Boolean) ? undefined : name;
+          }),
+        )
+      ).filter((n): n is string => n !== undefined);
+      if (down.length) throw new Error(`${down.join(', ')} did not answer within ${READY_CHECK_MS / 1000} s`);
+      return true;
+    },
     // Kafka keeps what was accepted: the next consumer takes it from the committed offset.
     drain: async () => undefined,
     close: async () => {
       await drivers.close(log);
       await kafka?.close();
+      await redisPing?.close();
     },
   };
+}
+
+/** true once `check` answers true within `ms`; false if it answers false, fails or takes longer. */
+async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([check.catch(() => false), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The database is handed out migrated (the same migrations on PGlite and Postgres). */
