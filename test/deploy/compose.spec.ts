@@ -203,6 +203,11 @@ describe('docker-compose.yml', () => {
     expect(Object.values(env)).not.toContain('');
   });
 
+  it.each(APP)('passes NEATROOTS_SECRET_KEY of the shell or .env to %s (GitHub connections are off without it)', (name) => {
+    const hex = '5e'.repeat(32);
+    expect(loadConfig(containerEnv(svc(name), { NEATROOTS_SECRET_KEY: hex })).NEATROOTS_SECRET_KEY?.toString('hex')).toBe(hex);
+  });
+
   it.each(APP)('passes the model endpoints of the shell or .env to %s whole, each with its model (docs/deployment.md)', (name) => {
     const shell = {
       NEATROOTS_DECISION_MODEL_URL: 'https://decisions.example.com/v1', NEATROOTS_DECISION_MODEL_NAME: 'jev-1', NEATROOTS_DECISION_MODEL_KEY: 'dk',

@@ -340,10 +340,15 @@ if (!helm) {
         expect(r.of('Ingress')).toEqual([]);
         expect(r.deployment('rule-engine').spec!.template.spec!.terminationGracePeriodSeconds).toBe(60);
         expect(r.deployment('ingest').spec!.template.spec!.containers[0].image).toBe('neatroots:0.1.0');
-        expect(r.of<ISecret>('Secret').map((x) => Object.keys(decode(x)).sort())).toEqual([['NEATROOTS_INTERNAL_TOKEN', 'NEATROOTS_REDIS_URL'], ['NEATROOTS_PG_URL']]);
+        expect(r.of<ISecret>('Secret').map((x) => Object.keys(decode(x)).sort())).toEqual([['NEATROOTS_INTERNAL_TOKEN', 'NEATROOTS_REDIS_URL', 'NEATROOTS_SECRET_KEY'], ['NEATROOTS_PG_URL']]);
         // A random internal token every service reads (the services' own ports ask for it).
         expect(loadConfig(decode(r.of<ISecret>('Secret')[0])).NEATROOTS_INTERNAL_TOKEN).toMatch(/^[A-Za-z0-9]{40}$/);
         expect(decode(new Rendered(render(h, [], ['--set', 'internalToken=our-own-internal-token'])).of<ISecret>('Secret')[0]).NEATROOTS_INTERNAL_TOKEN).toBe('our-own-internal-token');
+        // A random key secrets are encrypted with (GitHub connections are off without one), in the
+        // Secret every service reads: 32 bytes the start-up validation takes.
+        const key = loadConfig(decode(r.of<ISecret>('Secret')[0])).NEATROOTS_SECRET_KEY;
+        expect(key?.length).toBe(32);
+        expect(key?.equals(Buffer.alloc(32))).toBe(false);
       });
 
       it('ci/scaled-values.yaml: more replicas, HPA on ingest, keys and checks in place, no Ingress', () => {
@@ -434,6 +439,19 @@ if (!helm) {
         }
       });
 
+      it('secretKey: NEATROOTS_SECRET_KEY in the chart\'s Secret, read by every service, never in the ConfigMap', () => {
+        const hex = 'a3'.repeat(32);
+        const r = new Rendered(render(h, [], ['--set', `secretKey=${hex}`]));
+        const env = envOf(r);
+        expect(env.NEATROOTS_SECRET_KEY).toBe(hex);
+        expect(loadConfig(env).NEATROOTS_SECRET_KEY?.toString('hex')).toBe(hex);
+        for (const c of COMPONENTS) {
+          const refs = r.deployment(c).spec!.template.spec!.containers[0].envFrom!.flatMap((e) => (e.secretRef?.name ? [e.secretRef.name] : []));
+          expect(refs.some((name) => decode(r.named<ISecret>('Secret', name)!).NEATROOTS_SECRET_KEY === hex)).toBe(true);
+        }
+        expect(JSON.stringify(r.of<IConfigMap>('ConfigMap'))).not.toContain(hex);
+      });
+
       it('models.decision.* and models.reasoning.*: the question service asks both, with their keys from the Secret', () => {
         const r = new Rendered(render(h, [], [
           '--set', 'models.decision.url=https://decisions.example.com/v1', '--set', 'models.decision.model=jev-1', '--set', 'models.decision.apiKey=dk-secret',
@@ -462,6 +480,7 @@ if (!helm) {
         [['--set', 'models.decision.url=http://decisions:8080'], /models\.decision\.model/],
         [['--set', 'models.reasoning.url=http://reasoning:8000/v1'], /models\.reasoning\.model/],
         [['--set', 'ruleEngine.replicas=3'], /additional propert.*replicas/],
+        [['--set', 'secretKey=too-short'], /\/secretKey/],
         [['--kube-version', '1.24.0'], /kubeVersion/],
       ])('%j', (args, message) => {
         const res = helmRun(h, ['template', RELEASE, chart, ...args]);
