@@ -17,7 +17,7 @@ export interface Parsed {
   positional: string[];
 }
 
-/** Parses `--flag`, `--flag VALUE`, `--flag=VALUE`; unknown flags are usage errors. */
+/** Parses `--flag`, `--flag VALUE`, `--flag=VALUE`; unknown flags and empty values are usage errors. */
 export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec>): Parsed {
   const flags: Parsed['flags'] = {};
   const positional: string[] = [];
@@ -46,6 +46,9 @@ export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec
       v = argv[++i];
       if (v === undefined) throw new UsageError(`--${name} needs a value`);
     }
+    // No flag of these programs means anything by an empty value: `--procedure ""` would
+    // otherwise read as no --procedure at all (every procedure).
+    if (v === '') throw new UsageError(`--${name} needs a value, got an empty one`);
     if (s.repeat) ((flags[name] as string[] | undefined) ?? (flags[name] = [] as string[]) as string[]).push(v);
     else flags[name] = v;
   }

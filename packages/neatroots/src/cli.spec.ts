@@ -332,6 +332,15 @@ describe('neatroots CLI', () => {
     expect(pkg.version).toMatch(/^\d+\.\d+\.\d+/);
   });
 
+  it('an empty value for a flag that takes one is a usage error (exit 2), not the flag left out', async () => {
+    for (const args of [['checks', 'draft', 'refunds without lookup', '--workflow', ''], ['checks', 'draft', 'x', '--workflow='], ['init', '--name', ''], ['replay', '--checks', '', 'x.jsonl']]) {
+      const r = await run([...args, '--key', 'k', '--project', 'p', '--url', 'http://127.0.0.1:9'].slice(0, args[0] === 'checks' ? undefined : args.length), env, dir);
+      expect([args, r.code]).toEqual([args, 2]);
+      expect(r.err).toMatch(/: --(workflow|name|checks) needs a value, got an empty one\nUsage: /);
+    }
+    expect(fs.existsSync(path.join(dir, 'home', 'projects.json'))).toBe(false);
+  });
+
   it('has --help on every command and exits 2 on a usage error', async () => {
     for (const cmd of ['replay', 'init', 'checks', 'start']) {
       const r = await run([cmd, '--help'], env, dir);

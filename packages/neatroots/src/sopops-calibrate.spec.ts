@@ -53,6 +53,15 @@ describe('sopops calibrate', () => {
 
   it('wrong options exit 2; a server refusal exits 1 with its words', async () => {
     expect((await sopops(['calibrate', '--workspace', 'luigis', 'extra'])).code).toBe(2);
+    // An empty --procedure is not "every procedure": refused before anything is calibrated or stored.
+    const bands = async () => (await db.query('SELECT procedure_id, band_yes FROM sop_calibration_bands ORDER BY 1, 2')).rows;
+    const before = await bands();
+    for (const args of [['--procedure', ''], ['--procedure=']]) {
+      const empty = await sopops(['calibrate', '--workspace', 'luigis', ...args]);
+      expect([args, empty.code, empty.out]).toEqual([args, 2, []]);
+      expect(empty.err[0]).toMatch(/^sopops calibrate: --procedure needs a value, got an empty one\nUsage: /);
+    }
+    expect(await bands()).toEqual(before);
     const bad = await sopops(['calibrate', '--workspace', 'luigis', '--procedure', 'Take Order']);
     expect(bad.code).toBe(1);
     expect(bad.err[0]).toMatch(/^sopops calibrate: POST .*\/calibrate: 400 invalid_body: "procedure" must be a procedure id/);
