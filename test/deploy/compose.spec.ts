@@ -193,6 +193,9 @@ describe('docker-compose.yml', () => {
     const config = loadConfig(env);
     expect(config.NEATROOTS_HOST).toBe('0.0.0.0');
     expect(config.NEATROOTS_API_KEYS.length).toBeGreaterThan(0);
+    // pre-call checks wait for the run's spans to come through Kafka: more than the embedded 50 ms
+    expect(config.NEATROOTS_PRECHECK_TIMEOUT_MS).toBe(500);
+    expect(loadConfig(containerEnv(svc(name), { NEATROOTS_PRECHECK_TIMEOUT_MS: '800' })).NEATROOTS_PRECHECK_TIMEOUT_MS).toBe(800);
     // and the same with the shell's own settings passed through
     const withShell = containerEnv(svc(name), {
       NEATROOTS_API_KEYS: 'a=k1,b=k2', NEATROOTS_LLM_URL: 'http://host.docker.internal:11434/v1', NEATROOTS_STEERING: 'a',

@@ -282,6 +282,8 @@ if (!helm) {
         expect(() => loadModelConfig(env)).not.toThrow();
         expect(config.NEATROOTS_HOST).toBe('0.0.0.0');
         expect(config.NEATROOTS_KAFKA_BROKERS.length).toBeGreaterThan(0);
+        // distributed, a pre-call check waits for the run's spans to come through Kafka: 50 ms (the embedded default) is too short
+        expect(config.NEATROOTS_PRECHECK_TIMEOUT_MS).toBe(500);
         for (const [addr, target] of [['NEATROOTS_QUESTION_ADDR', 'question'], ['NEATROOTS_REVIEW_ADDR', 'review'], ['NEATROOTS_RULE_ENGINE_ADDR', 'rule-engine']] as const) {
           const [host, port] = String(env[addr]).split(':');
           const s = r.service(target);
@@ -437,6 +439,10 @@ if (!helm) {
         } finally {
           rmSync(dir, { recursive: true, force: true });
         }
+      });
+
+      it('config.precheckTimeoutMs: NEATROOTS_PRECHECK_TIMEOUT_MS of every service', () => {
+        expect(loadConfig(envOf(new Rendered(render(h, [], ['--set', 'config.precheckTimeoutMs=750'])))).NEATROOTS_PRECHECK_TIMEOUT_MS).toBe(750);
       });
 
       it('secretKey: NEATROOTS_SECRET_KEY in the chart\'s Secret, read by every service, never in the ConfigMap', () => {
