@@ -341,6 +341,21 @@ describe('neatroots CLI', () => {
     expect(fs.existsSync(path.join(dir, 'home', 'projects.json'))).toBe(false);
   });
 
+  it('start, serve and checks list refuse arguments they do not take (exit 2) instead of ignoring them', async () => {
+    // A bad port: were the argument ignored, start and serve would stop at the setting instead.
+    const bad = { ...env, NEATROOTS_HTTP_PORT: 'not-a-port' };
+    for (const [args, said] of [
+      [['start', 'no-demo'], 'neatroots start: start takes no arguments, got no-demo'],
+      [['serve', '--target', 'api', 'extra'], 'neatroots serve: serve takes no arguments, got extra'],
+      [['checks', 'list', '--no-demo', 'mine'], 'neatroots checks: checks list takes no arguments, got mine'],
+    ] as const) {
+      const r = await run([...args], bad, dir);
+      expect([args, r.code]).toEqual([args, 2]);
+      expect(r.err.split('\n')[0]).toMatch(new RegExp(`^${said}`));
+      expect(r.out).toEqual([]);
+    }
+  });
+
   it('has --help on every command and exits 2 on a usage error', async () => {
     for (const cmd of ['replay', 'init', 'checks', 'start']) {
       const r = await run([cmd, '--help'], env, dir);

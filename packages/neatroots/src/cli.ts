@@ -250,6 +250,7 @@ ${Object.entries(CHECKS_AUTHORING)
         return problems ? 2 : 0;
       }
       if (sub === 'list') {
+        if (rest.length) throw new UsageError(`checks list takes no arguments, got ${rest.join(' ')} (add a folder with --checks DIR)`);
         const projects: ProjectEntry[] = registeredProjects(home);
         if (!p.flags['no-demo']) {
           // What `neatroots start` loads: the registered projects and the demo project.
@@ -320,6 +321,7 @@ is exit; 2 for a bad setting, a port in use or a data folder another neatroots i
 reason on standard error).`,
   flags: { 'no-demo': {} },
   async run(p, io) {
+    if (p.positional.length) throw new UsageError(`start takes no arguments, got ${p.positional.join(' ')}`);
     const { runEmbedded } = await import('./start');
     return runEmbedded({ demo: !p.flags['no-demo'], io });
   },
@@ -340,6 +342,7 @@ standard error (NEATROOTS_LOG_LEVEL, NEATROOTS_LOG_FORMAT). SIGTERM or SIGINT st
 gracefully. Configuration is validated at start-up.`,
   flags: { target: { value: true } },
   async run(p, io) {
+    if (p.positional.length) throw new UsageError(`serve takes no arguments, got ${p.positional.join(' ')}`);
     const target = p.flags.target as string | undefined;
     const { runServe, TARGETS } = await import('./serve');
     if (!target || !(TARGETS as readonly string[]).includes(target)) throw new UsageError(`--target must be one of ${TARGETS.join(', ')}`);
