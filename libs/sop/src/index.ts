@@ -29,5 +29,5 @@ export type { DecisionGateway, DecisionItem, DecisionEndpoint, DecisionReply } f
 export { loadSopSettings, inBand, SopSettingsError, DEFAULT_DECISIONS, DEFAULT_SOP_SETTINGS, BAND_KINDS, type SopModelSettings, type DecisionSettings, type Band, type BandKind, type CheckMode } from './models/settings';
 export { modelDecider, modelReviewer, reasoningDecider } from './models/deciders';
 export { readModelAnswer, MalformedAnswer, type ModelAnswer } from './models/parse';
-export { DECIDE_VERSION, CHECK_VERSION, DECIDE_INSTRUCTIONS, CHECK_INSTRUCTIONS, renderSubject, askText, reviewAskText } from './models/prompt';
+export { DECIDE_VERSION, CHECK_VERSION, DECIDE_INSTRUCTIONS, CHECK_INSTRUCTIONS, DEFAULT_SUBJECT_CHARS, renderSubject, askText, reviewAskText } from './models/prompt';
 export { sessionFromRun, runExternalId, type RunLike, type RunSpanLike } from './from-run';

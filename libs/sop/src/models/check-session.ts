@@ -74,9 +74,9 @@ function modelsFor(
   if (!gateway) return { decider: noModelDecider() };
   if (s.mode === 'review') {
     if (!m.reasoning) return { decider: noModelDecider('SOPOPS_CHECK_MODE=review needs a reasoning model (NEATROOTS_REASONING_MODEL_URL) or a local LLM (NEATROOTS_LLM_URL)') };
-    return { decider: reasoningDecider(gateway, m.reasoning, s.decisions, bands) };
+    return { decider: reasoningDecider(gateway, m.reasoning, s.decisions, bands, s.subjectChars) };
   }
   if (!m.decision) return { decider: noModelDecider('no decision model (NEATROOTS_DECISION_MODEL_URL) or local LLM (NEATROOTS_LLM_URL) is configured') };
-  const decider = modelDecider(gateway, m.decision, s.decisions, bands);
-  return s.review && m.reasoning ? { decider, reviewer: modelReviewer(gateway, m.reasoning, s.decisions, bands) } : { decider };
+  const decider = modelDecider(gateway, m.decision, s.decisions, bands, s.subjectChars);
+  return s.review && m.reasoning ? { decider, reviewer: modelReviewer(gateway, m.reasoning, s.decisions, bands, s.subjectChars) } : { decider };
 }

@@ -107,3 +107,35 @@ describe('which model decides procedure questions', () => {
     expect(local.calls).toHaveLength(1);
   });
 });
+
+describe('a long session', () => {
+  /** A server with a context of about 8k tokens: a longer prompt is refused, as vLLM does (400). */
+  function withContext(chars: number, answer: (call: FakeCall) => FakeReply): (call: FakeCall) => FakeReply {
+    return (call) => {
+      const size = call.body.messages.reduce((n, m) => n + m.content.length, 0);
+      if (size > chars) return { status: 400, content: `This model's maximum context length is 8192 tokens. However, you requested ${Math.ceil(size / 4)} tokens.` };
+      return answer(call);
+    };
+  }
+  const turns = Array.from({ length: 300 }, (_, i) => ({ role: i % 2 ? ('agent' as const) : ('user' as const), text: `Turn ${i}: ${'and so the conversation went on '.repeat(12)}` }));
+  turns[299] = { role: 'agent', text: 'Your order is two margheritas. Goodbye!' };
+  const readBack: Question = { ...greet, rule: { index: 5, text: 'Read the order back' } as Question['rule'], session: { ...greet.session, turns } };
+
+  it('is decided from its first and last turns within the model context, the evidence citing the turn by its own number', async () => {
+    const model = await server(withContext(24_000, answering(() => ({ p: 0.9, evidence: [{ turn: 299, quote: 'Your order is two margheritas.' }], reason: 'Read back at the end.' }))));
+    const decider = modelDecider(gatewayOf(answererWith({ decision: model })), 'decider-test', DEFAULT_DECISIONS);
+    const a = await decider.decide(readBack);
+    expect(a).toMatchObject({ decided: true, answer: true, evidence: [{ turn: 299, quote: 'Your order is two margheritas.' }] });
+    const user = model.calls[0].body.messages.find((m) => m.role === 'user')!.content;
+    expect(user).toContain('[0] user: Turn 0:');
+    expect(user).toContain('[299] agent: Your order is two margheritas. Goodbye!');
+    expect(user).toMatch(/\[… \d+ turns \(\d+ to \d+\), [\d,]+ characters, are left out: the session is too long …\]/);
+  });
+
+  it('is cut to a smaller budget when the checker is given one (SOPOPS_SUBJECT_CHARS)', async () => {
+    const model = await server(withContext(6_000, answering(() => ({ p: 0.9, reason: 'Read back.' }))));
+    const decider = modelDecider(gatewayOf(answererWith({ decision: model })), 'decider-test', DEFAULT_DECISIONS, undefined, 4_000);
+    expect(await decider.decide(readBack)).toMatchObject({ decided: true, answer: true });
+    expect(model.calls[0].body.messages.find((m) => m.role === 'user')!.content).toContain('[299] agent: Your order is two margheritas.');
+  });
+});

@@ -2,7 +2,7 @@ import type { RuleStatus } from '../body';
 import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer, Undecided } from '../decider';
 import type { DecisionEndpoint, DecisionGateway, DecisionItem } from './gateway';
 import { MalformedAnswer, readModelAnswer, type ModelAnswer } from './parse';
-import { askText, CHECK_INSTRUCTIONS, CHECK_VERSION, DECIDE_INSTRUCTIONS, DECIDE_VERSION, renderSubject, reviewAskText } from './prompt';
+import { askText, CHECK_INSTRUCTIONS, CHECK_VERSION, DECIDE_INSTRUCTIONS, DECIDE_VERSION, DEFAULT_SUBJECT_CHARS, renderSubject, reviewAskText } from './prompt';
 import { NO_FITTED_BANDS, type QuestionBands } from './bands';
 import { inBand, type DecisionSettings } from './settings';
 
@@ -68,13 +68,13 @@ function fallbackReason(answer: boolean): string {
   return answer ? 'Yes.' : 'No.';
 }
 
-export function modelDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS): Decider {
+export function modelDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS, subjectChars = DEFAULT_SUBJECT_CHARS): Decider {
   const who = `the decision model (${model})`;
   return {
     model,
     promptVersion: DECIDE_VERSION,
     async decide(q) {
-      const a = await ask(gateway, 'decision', { instructions: DECIDE_INSTRUCTIONS, subject: renderSubject(q.session), ask: askText(q) }, q, who);
+      const a = await ask(gateway, 'decision', { instructions: DECIDE_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: askText(q) }, q, who);
       if ('decided' in a) return a;
       if (q.kind === 'goal') return goalAnswer(a, settings.goal, false);
       const { answer, sure } = inBand(a.p, bands.bandFor(q, settings));
@@ -83,13 +83,13 @@ export function modelDecider(gateway: DecisionGateway, model: string, settings: 
   };
 }
 
-export function modelReviewer(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS): Reviewer {
+export function modelReviewer(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS, subjectChars = DEFAULT_SUBJECT_CHARS): Reviewer {
   const who = `the reasoning model (${model})`;
   return {
     model,
     promptVersion: CHECK_VERSION,
     async review(q: Question, draft: Decision, status: RuleStatus) {
-      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session), ask: reviewAskText(q, draft, status) }, q, who);
+      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: reviewAskText(q, draft, status) }, q, who);
       if ('decided' in a) return a;
       const answer = a.p >= (q.kind === 'goal' ? 0.5 : bands.bandFor(q, settings)[2]);
       return { decided: true, answer, probability: a.p, sure: true, evidence: a.evidence, reason: a.reason || fallbackReason(answer) };
@@ -98,13 +98,13 @@ export function modelReviewer(gateway: DecisionGateway, model: string, settings:
 }
 
 /** SOPOPS_CHECK_MODE=review: the reasoning model judges every question; its reasons are its own, not "Decided:". */
-export function reasoningDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS): Decider {
+export function reasoningDecider(gateway: DecisionGateway, model: string, settings: DecisionSettings, bands: QuestionBands = NO_FITTED_BANDS, subjectChars = DEFAULT_SUBJECT_CHARS): Decider {
   const who = `the reasoning model (${model})`;
   return {
     model,
     promptVersion: CHECK_VERSION,
     async decide(q) {
-      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session), ask: askText(q) }, q, who);
+      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: askText(q) }, q, who);
       if ('decided' in a) return a;
       if (q.kind === 'goal') return goalAnswer(a, settings.goal, true);
       const answer = a.p >= bands.bandFor(q, settings)[2];

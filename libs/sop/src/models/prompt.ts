@@ -31,15 +31,51 @@ ${ANSWER_FORMAT}`;
 
 const MAX_TURN_CHARS = 4000;
 const MAX_CALL_CHARS = 300;
+/**
+ * The most characters of a session the models read (SOPOPS_SUBJECT_CHARS): a longer session
+ * keeps its first and last turns and says what was left out between them, so the request stays
+ * within the model's context (a server refuses a longer prompt, or silently drops its start).
+ */
+export const DEFAULT_SUBJECT_CHARS = 16_000;
+/** The share of the budget the opening turns get; the rest (the end, the outcome) goes to the last turns. */
+const HEAD_SHARE = 0.4;
 
-/** The session as the models read it: `[3] agent: ...`, its tool calls under the turn. */
-export function renderSubject(s: Session): string {
+/**
+ * The session as the models read it: `[3] agent: ...`, its tool calls under the turn. Turns keep
+ * their numbers (the evidence cites them) when the middle of a long session is left out:
+ *   [0] user: ...
+ *   [… 37 turns (12 to 48) and 5 tool calls, 52,113 characters, are left out: the session is too long …]
+ *   [49] agent: ...
+ */
+export function renderSubject(s: Session, maxChars: number = DEFAULT_SUBJECT_CHARS): string {
   const calls = new Map<number, string[]>();
   for (const c of s.tool_calls) {
     const line = `    (tool call) ${cut(`${c.tool}${c.input === null ? '' : ` ${json(c.input)}`}`, MAX_CALL_CHARS)}${c.error ? ` -> error ${cut(json(c.error), MAX_CALL_CHARS)}` : c.output !== null ? ` -> ${cut(json(c.output), MAX_CALL_CHARS)}` : ''}`;
     calls.set(c.turn, [...(calls.get(c.turn) ?? []), line]);
   }
-  return s.turns.map((t, i) => [`[${i}] ${t.role}: ${cut(t.text.replace(/\s+/g, ' ').trim(), MAX_TURN_CHARS)}`, ...(calls.get(i) ?? [])].join('\n')).join('\n');
+  const blocks = s.turns.map((t, i) => [`[${i}] ${t.role}: ${cut(t.text.replace(/\s+/g, ' ').trim(), MAX_TURN_CHARS)}`, ...(calls.get(i) ?? [])].join('\n'));
+  const whole = blocks.join('\n');
+  if (whole.length <= maxChars) return whole;
+
+  // Room for the note of what is left out (its numbers at their longest).
+  const budget = Math.max(0, maxChars - omittedNote(blocks.length, blocks.length, blocks.length, s.tool_calls.length, whole.length).length - 2);
+  let head = 0;
+  let used = 0;
+  while (used + blocks[head].length + 1 <= budget * HEAD_SHARE) used += blocks[head++].length + 1;
+  let tail = blocks.length;
+  while (tail > head && used + blocks[tail - 1].length + 1 <= budget) used += blocks[--tail].length + 1;
+  // Not even the last turn fits: its start (its number, what was said) does, its tool calls may not.
+  const lastCut = tail === blocks.length ? cut(blocks[--tail], Math.max(1, budget - used)) : undefined;
+  const toolCalls = s.tool_calls.filter((c) => c.turn >= head && c.turn < tail).length;
+  const chars = blocks.slice(head, tail).reduce((n, b) => n + b.length + 1, 0);
+  const note = tail > head ? [omittedNote(tail - head, head, tail - 1, toolCalls, chars)] : [];
+  return [...blocks.slice(0, head), ...note, ...(lastCut !== undefined ? [lastCut] : blocks.slice(tail))].join('\n');
+}
+
+function omittedNote(turns: number, first: number, lastTurn: number, toolCalls: number, chars: number): string {
+  const which = turns === 1 ? `1 turn (${first})` : `${turns} turns (${first} to ${lastTurn})`;
+  const calls = toolCalls ? ` and ${toolCalls} tool call${toolCalls === 1 ? '' : 's'}` : '';
+  return `[… ${which}${calls}, ${chars.toLocaleString('en-US')} characters, are left out: the session is too long …]`;
 }
 
 /** What "yes" means for each kind, said at the end of the question. */

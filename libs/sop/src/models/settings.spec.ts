@@ -2,7 +2,7 @@ import { DEFAULT_DECISIONS, inBand, loadSopSettings, SopSettingsError } from './
 
 describe('loadSopSettings', () => {
   it('has documented defaults', () => {
-    expect(loadSopSettings({})).toEqual({ decisions: DEFAULT_DECISIONS, mode: 'decide', review: true });
+    expect(loadSopSettings({})).toEqual({ decisions: DEFAULT_DECISIONS, mode: 'decide', review: true, subjectChars: 16_000 });
     expect(DEFAULT_DECISIONS.review_statuses).toEqual(['skipped', 'violated', 'unheeded']);
   });
 
@@ -15,6 +15,10 @@ describe('loadSopSettings', () => {
     expect(s).toMatchObject({ mode: 'review', review: false });
   });
 
+  it('reads SOPOPS_SUBJECT_CHARS, the most characters of a session the models read', () => {
+    expect(loadSopSettings({ SOPOPS_SUBJECT_CHARS: '100000' }).subjectChars).toBe(100_000);
+  });
+
   it.each([
     [{ SOPOPS_DECISIONS: '{"step": [0.2, 0.8' }, 'SOPOPS_DECISIONS: is not valid JSON'],
     [{ SOPOPS_DECISIONS: '{"step": [0.8, 0.2, 0.5]}' }, 'SOPOPS_DECISIONS.step: no must be under yes'],
@@ -24,6 +28,8 @@ describe('loadSopSettings', () => {
     [{ SOPOPS_DECISIONS: '{"review_statuses": ["wrong"]}' }, 'SOPOPS_DECISIONS.review_statuses[0]:'],
     [{ SOPOPS_CHECK_MODE: 'fast' }, 'SOPOPS_CHECK_MODE: expected decide or review, got "fast"'],
     [{ SOPOPS_CHECK_REVIEW: 'maybe' }, 'SOPOPS_CHECK_REVIEW: expected on or off, got "maybe"'],
+    [{ SOPOPS_SUBJECT_CHARS: '500' }, 'SOPOPS_SUBJECT_CHARS: expected a whole number of characters, at least 1000, got "500"'],
+    [{ SOPOPS_SUBJECT_CHARS: '16k' }, 'SOPOPS_SUBJECT_CHARS: expected a whole number of characters, at least 1000, got "16k"'],
   ])('names the variable and what is wrong: %j', (env, message) => {
     expect(() => loadSopSettings(env)).toThrow(SopSettingsError);
     expect(() => loadSopSettings(env)).toThrow(message);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { RuleStatus } from '../body';
+import { DEFAULT_SUBJECT_CHARS } from './prompt';
 
 /**
  * How the checker's models are used, from the environment, validated once at start-up: a bad
@@ -12,6 +13,8 @@ import type { RuleStatus } from '../body';
  *   SOPOPS_CHECK_MODE    decide (default): decisions, then the reasoning model reviews what
  *                        they flag or are unsure of; review: the reasoning model judges every rule
  *   SOPOPS_CHECK_REVIEW  off: decisions only, nothing is reviewed
+ *   SOPOPS_SUBJECT_CHARS the most characters of a session the models read (default 16000, at
+ *                        least 1000); a longer one keeps its first and last turns
  *
  * A band reads the decision's probability of yes (p):
  *   p <= no             a sure no
@@ -42,6 +45,8 @@ export interface SopModelSettings {
   mode: CheckMode;
   /** false: SOPOPS_CHECK_REVIEW=off. */
   review: boolean;
+  /** SOPOPS_SUBJECT_CHARS: the most characters of a session the models read (renderSubject). */
+  subjectChars: number;
 }
 
 /**
@@ -62,7 +67,7 @@ export const DEFAULT_DECISIONS: DecisionSettings = {
   review_statuses: ['skipped', 'violated', 'unheeded'],
 };
 
-export const DEFAULT_SOP_SETTINGS: SopModelSettings = { decisions: DEFAULT_DECISIONS, mode: 'decide', review: true };
+export const DEFAULT_SOP_SETTINGS: SopModelSettings = { decisions: DEFAULT_DECISIONS, mode: 'decide', review: true, subjectChars: DEFAULT_SUBJECT_CHARS };
 
 const REVIEWABLE = ['done', 'out_of_order', 'skipped', 'not_reached', 'not_applicable', 'violated', 'ok', 'present', 'unheeded', 'absent'] as const;
 
@@ -125,6 +130,9 @@ export function loadSopSettings(env: Record<string, string | undefined> = proces
   if (!mode.success) problems.push(`SOPOPS_CHECK_MODE: expected decide or review, got "${env.SOPOPS_CHECK_MODE}"`);
   const review = onOff.safeParse(env.SOPOPS_CHECK_REVIEW);
   if (!review.success) problems.push(`SOPOPS_CHECK_REVIEW: ${review.error.issues[0].message}`);
+  const rawChars = env.SOPOPS_SUBJECT_CHARS?.trim();
+  const subjectChars = rawChars ? Number(rawChars) : DEFAULT_SUBJECT_CHARS;
+  if (!Number.isInteger(subjectChars) || subjectChars < 1000) problems.push(`SOPOPS_SUBJECT_CHARS: expected a whole number of characters, at least 1000, got "${env.SOPOPS_SUBJECT_CHARS}"`);
   if (problems.length) throw new SopSettingsError(problems);
   const { goal, review_statuses, ...bands } = parsedDecisions;
   return {
@@ -135,6 +143,7 @@ export function loadSopSettings(env: Record<string, string | undefined> = proces
     },
     mode: mode.success ? mode.data : 'decide',
     review: review.success ? review.data : true,
+    subjectChars,
   };
 }
 
