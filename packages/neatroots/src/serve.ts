@@ -5,6 +5,7 @@ import {
   DRIVER_VARIABLES,
   loadConfig,
   loadModelConfig,
+  MissingDriverError,
   type Config,
   type Metrics,
   type ModelConfig,
@@ -49,7 +50,11 @@ export async function serve(target: Target, config: Config, models: ModelConfig,
   }
   const metrics = createMetrics(target);
   const platform = distributedPlatform({ config, log, metrics, name: target });
-  const running = await startNeatroots({ platform, services, config, models, log, metrics, grpcPort: servicePortOf(target, config) });
+  const running = await startNeatroots({ platform, services, config, models, log, metrics, grpcPort: servicePortOf(target, config) }).catch((e: unknown) => {
+    // A driver a service asked for without listing it in its needs: the same stop (exit 2), not a stack trace.
+    if (e instanceof MissingDriverError) throw new ServeConfigError(`${e.variable} is required for --target ${target}`);
+    throw e;
+  });
   const { otlp, grpc, http, otlpHttp } = running.ports;
   return {
     target,

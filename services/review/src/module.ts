@@ -61,7 +61,8 @@ export interface GitHubLink {
 
 export const reviewModule: ServiceModule<ReviewConfig> = {
   name: 'review',
-  needs: ['bus', 'db'],
+  // jobs: BullMQ on Redis in the distributed deployment (the SOP checks, retention).
+  needs: ['bus', 'db', 'jobs'],
   provides: [REVIEW_LINK],
   async start(ctx) {
     // Migrated by the platform.

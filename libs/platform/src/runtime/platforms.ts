@@ -172,7 +172,7 @@ export interface DistributedPlatformOptions {
 }
 
 /** The configuration variable each driver needs in the distributed deployment. */
-export const DRIVER_VARIABLES = { bus: 'NEATROOTS_KAFKA_BROKERS', windows: 'NEATROOTS_REDIS_URL', db: 'NEATROOTS_PG_URL' } as const;
+export const DRIVER_VARIABLES = { bus: 'NEATROOTS_KAFKA_BROKERS', windows: 'NEATROOTS_REDIS_URL', jobs: 'NEATROOTS_REDIS_URL', db: 'NEATROOTS_PG_URL' } as const;
 
 /**
  * How long each driver's readiness check may take: /readyz answers within a probe's timeout
@@ -285,7 +285,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       );
     },
     jobs: () => {
-      needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
+      needVar(DRIVER_VARIABLES.jobs, !!config.NEATROOTS_REDIS_URL);
       return drivers.get<Jobs>(
         'jobs',
         async () => {
