@@ -11,3 +11,4 @@ export * from './shared-cache';
 export * from './repeats';
 export * from './merge-batches';
 export * from './iso-time';
+export * from './infrastructure-error';

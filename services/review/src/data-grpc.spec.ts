@@ -1,11 +1,13 @@
-import { Server } from '@grpc/grpc-js';
-import { migrate, openPglite } from '@neatroots/platform';
-import type { Db } from '@neatroots/ports';
+import * as net from 'node:net';
+import { Server, status } from '@grpc/grpc-js';
+import { isInfrastructureError, migrate, openPglite, withSetAside } from '@neatroots/platform';
+import type { BusBatch, Db, DeadLetter, Queryable } from '@neatroots/ports';
+import { DatabaseError } from 'pg';
 import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
 import type { Plan } from '@neatroots/questions';
 import { ProjectsRepo, QuestionsRepo } from '@neatroots/store';
 import { createReviewData } from './data';
-import { ReviewDataClient, reviewDataGrpcService } from './data-grpc';
+import { ReviewDataClient, reviewDataGrpcService, ReviewServiceError } from './data-grpc';
 
 /**
  * What the rule engine and the question service keep in review's database, asked over gRPC
@@ -73,5 +75,92 @@ describe('ReviewData over gRPC', () => {
     const nobody = new ReviewDataClient('127.0.0.1:1', 500);
     await expect(nobody.quietChecks('shop')).rejects.toThrow(/review service: quietChecks/);
     nobody.close();
+  });
+
+  describe('a review or a database that is away is not blamed on the message being handled', () => {
+    /** What pg throws while Postgres starts up, or after an operator ended the connection. */
+    const pgError = (code: string, message: string) => Object.assign(new DatabaseError(message, message.length, 'error'), { code, severity: 'FATAL' });
+
+    /** A real review gRPC server on `store`, and a client of it. */
+    const serve = async (store: Queryable) => {
+      const s = new Server();
+      const svc = reviewDataGrpcService(createReviewData(store));
+      s.addService(svc.service, svc.implementation);
+      const port = await bindGrpc(s, '127.0.0.1', 0);
+      return { client: new ReviewDataClient(`127.0.0.1:${port}`, 2_000), close: () => closeGrpcServer(s) };
+    };
+
+    /** The bus guard every consumer reads through, on a handler that asks review (the rule engine's steering). */
+    const guarded = (c: ReviewDataClient) => {
+      const letters: DeadLetter[] = [];
+      const handle = withSetAside(async () => void (await c.steering('shop')), { topic: 'events', group: 'rule-engine', stopping: () => false, onError: () => undefined, sink: { setAside: async (l) => void letters.push(...l) } }, { attempts: 2, retryDelayMs: 1 });
+      const batch: BusBatch<unknown> = { topic: 'events', partition: 0, records: [{ key: 'r1', value: { project: 'shop', item: { kind: 'span', span: { run_id: 'r1', span_id: 's1' } } } }], heartbeat: async () => undefined };
+      return { letters, run: () => handle(batch) };
+    };
+
+    it.each([
+      ['starting up (57P03)', '57P03', 'the database system is starting up'],
+      ['shutting down (57P01)', '57P01', 'terminating connection due to administrator command'],
+      ['out of connections (53300)', '53300', 'sorry, too many clients already'],
+    ])('the database %s: review answers UNAVAILABLE, the batch is retried and nothing is set aside', async (_name, code, message) => {
+      let down = true;
+      const store: Queryable = { query: (sql, params) => (down ? Promise.reject(pgError(code, message)) : db.query(sql, params)) };
+      const { client: c, close } = await serve(store);
+      try {
+        const err = (await c.steering('shop').catch((e: unknown) => e)) as ReviewServiceError;
+        expect(err).toBeInstanceOf(ReviewServiceError);
+        expect(err.message).toBe(`review service: steering: review: ${message}`);
+        expect(err.code).toBe(status.UNAVAILABLE);
+        expect(err.sqlstate).toBe(code);
+        expect(isInfrastructureError(err)).toBe(true);
+        const g = guarded(c);
+        await expect(g.run()).rejects.toThrow(message);
+        expect(g.letters).toEqual([]);
+        // once the database is back, the same batch goes through
+        down = false;
+        await g.run();
+        expect(g.letters).toEqual([]);
+      } finally {
+        c.close();
+        await close();
+      }
+    });
+
+    it('a review that never answers: the deadline passes, and the batch is retried, not set aside', async () => {
+      // accepts the connection and says nothing (a hung review, a half-open connection)
+      const sockets: net.Socket[] = [];
+      const hung = net.createServer((sock) => void sockets.push(sock)).listen(0, '127.0.0.1');
+      await new Promise((r) => hung.once('listening', r));
+      const c = new ReviewDataClient(`127.0.0.1:${(hung.address() as net.AddressInfo).port}`, 500);
+      try {
+        const err = (await c.quietChecks('shop').catch((e: unknown) => e)) as ReviewServiceError;
+        expect(err.message).toMatch(/^review service: quietChecks: Deadline exceeded/);
+        expect(err.code).toBe(status.DEADLINE_EXCEEDED);
+        expect(isInfrastructureError(err)).toBe(true);
+        const g = guarded(c);
+        await expect(g.run()).rejects.toThrow(/Deadline exceeded/);
+        expect(g.letters).toEqual([]);
+      } finally {
+        c.close();
+        for (const sock of sockets) sock.destroy();
+        hung.close();
+      }
+    });
+
+    it('but an error of the request itself is still INTERNAL, and set aside after the tries', async () => {
+      const store: Queryable = { query: () => Promise.reject(pgError('22P02', 'invalid input syntax for type json')) };
+      const { client: c, close } = await serve(store);
+      try {
+        const err = (await c.steering('shop').catch((e: unknown) => e)) as ReviewServiceError;
+        expect(err.code).toBe(status.INTERNAL);
+        expect(isInfrastructureError(err)).toBe(false);
+        const g = guarded(c);
+        await g.run();
+        expect(g.letters).toEqual([expect.objectContaining({ project: 'shop', run_id: 'r1', reason: 'review service: steering: review: invalid input syntax for type json' })]);
+      } finally {
+        c.close();
+        await close();
+      }
+    });
   });
 });

@@ -1,4 +1,5 @@
-import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
+import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError, type StatusObject, type ClientOptions } from '@grpc/grpc-js';
+import { isInfrastructureError } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import type { AgreementRecord, Plan, QuestionResult, SavedModel } from '@neatroots/questions';
 import { StoreInputError, type DbCheckInput, type DbCheckRecord } from '@neatroots/store';
@@ -8,6 +9,12 @@ import type { ReviewData } from './data';
  * ReviewData over gRPC (neatroots.v1.ReviewData): the server half runs in the review service,
  * the client half in the rule engine and the question service of the distributed deployment.
  * Maps travel as lists of [key, value] pairs.
+ *
+ * Errors: a request the store refuses is INVALID_ARGUMENT; an error that says a dependency is
+ * down (the database restarting, unreachable, out of connections, too slow: isInfrastructureError)
+ * is UNAVAILABLE, with the Postgres SQLSTATE (when there is one) in the `sqlstate` trailer;
+ * anything else INTERNAL. The client's error keeps the gRPC code, so the callers' bus guard
+ * retries the batch instead of setting it aside while review or its database is away.
  */
 const ok = (v: unknown = null): v1.JsonReply => ({ found: v !== null && v !== undefined, json: v === null || v === undefined ? '' : JSON.stringify(v) });
 const parse = <T>(json: string, what: string): T => {
@@ -18,18 +25,45 @@ const parse = <T>(json: string, what: string): T => {
   }
 };
 
+/** The gRPC status a store error is answered with. */
+function statusOf(err: unknown): Partial<StatusObject> {
+  if (err instanceof StoreInputError) return { code: status.INVALID_ARGUMENT, details: err.message };
+  const details = `review: ${(err as Error)?.message ?? String(err)}`;
+  if (!isInfrastructureError(err)) return { code: status.INTERNAL, details };
+  const sqlstate = (err as { code?: unknown })?.code;
+  const metadata = new Metadata();
+  if (typeof sqlstate === 'string' && /^[0-9A-Z]{5}$/.test(sqlstate)) metadata.set('sqlstate', sqlstate);
+  return { code: status.UNAVAILABLE, details, metadata };
+}
+
+/**
+ * A failed call to the review service: the message names the method; `code` is the gRPC
+ * status (UNAVAILABLE and DEADLINE_EXCEEDED say review or its database is away, which
+ * isInfrastructureError reads), `details` the server's words, `sqlstate` the database's
+ * SQLSTATE when review sent one, `cause` grpc-js's error.
+ */
+export class ReviewServiceError extends Error {
+  readonly code: number;
+  readonly details: string;
+  readonly sqlstate?: string;
+
+  constructor(method: string, err: ServiceError) {
+    super(`review service: ${method}: ${err.details || err.message}`, { cause: err });
+    this.name = 'ReviewServiceError';
+    this.code = err.code;
+    this.details = err.details ?? '';
+    const sqlstate = err.metadata?.get('sqlstate')[0];
+    if (typeof sqlstate === 'string') this.sqlstate = sqlstate;
+  }
+}
+
 export function reviewDataGrpcService(data: ReviewData): { service: typeof v1.ReviewDataService; implementation: v1.ReviewDataServer } {
   const unary =
     <Req, Res>(fn: (req: Req) => Promise<Res>) =>
     (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => {
       fn(call.request).then(
         (res) => cb(null, res),
-        (err: unknown) =>
-          cb(
-            err instanceof StoreInputError
-              ? { code: status.INVALID_ARGUMENT, details: err.message }
-              : { code: status.INTERNAL, details: `review: ${(err as Error)?.message ?? String(err)}` },
-          ),
+        (err: unknown) => cb(statusOf(err)),
       );
     };
   const implementation: v1.ReviewDataServer = {
@@ -68,7 +102,7 @@ export class ReviewDataClient implements ReviewData {
     const fn = (this.client as unknown as Record<string, (r: Req, md: Metadata, o: { deadline: Date }, cb: (e: ServiceError | null, res: Res) => void) => void>)[method];
     return new Promise((resolve, reject) =>
       fn.call(this.client, req, new Metadata(), { deadline: new Date(Date.now() + this.timeoutMs) }, (err, res) =>
-        err ? reject(new Error(`review service: ${method}: ${err.details || err.message}`)) : resolve(res),
+        err ? reject(new ReviewServiceError(method, err)) : resolve(res),
       ),
     );
   }

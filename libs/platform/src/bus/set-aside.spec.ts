@@ -21,6 +21,15 @@ describe('isInfrastructureError: a dependency down is never blamed on a message'
     ['a full disk', Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', syscall: 'write' })],
     ['a full disk under the bus log', new Error('the bus log cannot be written (ENOSPC: no space left on device, write)', { cause: Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' }) })],
     ['a failing disk', Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' })],
+    // Postgres starting up, a statement cancelled by its timeout, a serialization failure and a deadlock (both pass on a retry)
+    ['Postgres starting up (57P03)', Object.assign(new Error('the database system is starting up'), { code: '57P03' })],
+    ['a statement timeout (57014)', Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' })],
+    ['a serialization failure (40001)', Object.assign(new Error('could not serialize access due to concurrent update'), { code: '40001' })],
+    ['a deadlock (40P01)', Object.assign(new Error('deadlock detected'), { code: '40P01' })],
+    // a gRPC service (review) away, too slow or overloaded, also as a client error that kept the status
+    ['gRPC UNAVAILABLE', Object.assign(new Error('14 UNAVAILABLE: review: the database system is starting up'), { code: 14, details: 'review: the database system is starting up' })],
+    ['gRPC DEADLINE_EXCEEDED', Object.assign(new Error('review service: steering: Deadline exceeded after 10.001s'), { code: 4, details: 'Deadline exceeded after 10.001s' })],
+    ['gRPC RESOURCE_EXHAUSTED (overloaded)', Object.assign(new Error('8 RESOURCE_EXHAUSTED: memory ceiling'), { code: 8, details: 'memory ceiling' })],
   ])('%s', (_name, err) => expect(isInfrastructureError(err)).toBe(true));
 
   it.each([
@@ -28,6 +37,10 @@ describe('isInfrastructureError: a dependency down is never blamed on a message'
     ['a TypeError', new TypeError("Cannot read properties of undefined (reading 'span')")],
     ['a RangeError', new RangeError('Maximum call stack size exceeded')],
     ['a 400 from a model endpoint', Object.assign(new Error('invalid request'), { status: 400 })],
+    ['gRPC INTERNAL', Object.assign(new Error('13 INTERNAL: review: bad'), { code: 13, details: 'review: bad' })],
+    ['gRPC INVALID_ARGUMENT', Object.assign(new Error('3 INVALID_ARGUMENT: plan: not valid JSON'), { code: 3, details: 'plan: not valid JSON' })],
+    ['a gRPC message over the size limit', Object.assign(new Error('8 RESOURCE_EXHAUSTED: Received message larger than max (5000000 vs. 4194304)'), { code: 8, details: 'Received message larger than max (5000000 vs. 4194304)' })],
+    ['a numeric code that is no gRPC status', Object.assign(new Error('exit'), { code: 14 })],
   ])('but %s is the message\'s', (_name, err) => expect(isInfrastructureError(err)).toBe(false));
 });
 

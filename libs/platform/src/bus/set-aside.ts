@@ -1,4 +1,4 @@
-import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type DeadLetterSink, type Topic } from '@neatroots/ports';
+import { deadLetterTopic, isInfrastructureError, type Bus, type BusBatch, type BusRecord, type DeadLetter, type DeadLetterSink, type Topic } from '@neatroots/ports';
 
 /**
  * Bounded retries, then set aside: what every bus driver (MemoryBus, KafkaBus, LogBus) does
@@ -27,40 +27,9 @@ export interface SetAsideOptions {
   onSetAside?: (letter: DeadLetter) => void;
 }
 
-/** Thrown by a handler: "not this message's fault, take it again later" (never set aside). */
-export class RetryLaterError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'RetryLaterError';
-  }
-}
-
-const NETWORK_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED',
-  // the disk under the data folder: full, over quota, read-only or failing (the embedded stores)
-  'ENOSPC', 'EDQUOT', 'EROFS', 'EIO',
-]);
-
-/**
- * Does this error say a dependency is down rather than that the message is bad? Network
- * errors, a disk that is full or failing, the Postgres classes of a server that cannot work (08 connection, 53 resources,
- * 57 operator intervention, 58 system), an HTTP service that is overloaded or failing (429,
- * 5xx: a model endpoint), and the client libraries' own connection errors.
- */
-export function isInfrastructureError(err: unknown): boolean {
-  for (let e = err as { name?: unknown; code?: unknown; message?: unknown; cause?: unknown; status?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
-    if (e instanceof RetryLaterError) return true;
-    if (typeof e.status === 'number' && (e.status === 429 || e.status >= 500)) return true;
-    const code = typeof e.code === 'string' ? e.code : '';
-    if (NETWORK_CODES.has(code) || /^(08|53|57|58)[0-9A-Z]{3}$/.test(code)) return true;
-    const name = typeof e.name === 'string' ? e.name : '';
-    if (/^KafkaJS|^MaxRetriesPerRequestError$|Connection|Timeout|StoreWriterClosedError/.test(name)) return true;
-    const msg = typeof e.message === 'string' ? e.message : '';
-    // ioredis with its offline queue off (the window store) says "Stream isn't writeable ..." while Redis is away.
-    if (/connection (is )?(closed|refused|terminated|reset)|Connection terminated|is closed$|ECONNREFUSED|timed? ?out|Stream isn't writeable|enableOfflineQueue/i.test(msg)) return true;
-  }
-  return false;
-}
+// Which errors say a dependency is down lives in @neatroots/ports, where the services that answer
+// over gRPC read it too (review answers UNAVAILABLE for them); re-exported here where it always was.
+export { isInfrastructureError, RetryLaterError } from '@neatroots/ports';
 
 type Obj = Record<string, unknown>;
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
