@@ -45,6 +45,8 @@ export type OtlpRejection = Rejection;
 export interface OtlpMapResult extends MapResult {
   /** Spans in the request (the same as `received`). */
   spans: number;
+  /** For each of `items`, the index of the span it came from (a run_start: its run's root span). */
+  itemIndexes: number[];
 }
 
 export type OtlpMapOptions = MapOptions;
@@ -292,6 +294,8 @@ function readResource(attrs: Obj): Resource {
 }
 
 interface Mapped {
+  /** The span's position in the request. */
+  index: number;
   span: Span;
   /** gen_ai.agent.name, when it gave the span its workflow. */
   agentWorkflow?: string;
@@ -333,7 +337,7 @@ function otlpField(field: string, sources: Record<string, string>): string {
   return field;
 }
 
-function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
+function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped, 'index'> {
   const traceOk = s.trace_id.length === 16 && !allZero(s.trace_id);
   const traceHex = s.trace_id.length ? hex(s.trace_id) : undefined;
   const spanHex = s.span_id.length ? hex(s.span_id) : undefined;
@@ -469,7 +473,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
   };
   limit({ kind: 'span', span });
 
-  const out: Mapped = { span, agentWorkflow: explicitWorkflow === undefined ? agentName : undefined, explicitWorkflow: explicitWorkflow !== undefined };
+  const out: Omit<Mapped, 'index'> = { span, agentWorkflow: explicitWorkflow === undefined ? agentName : undefined, explicitWorkflow: explicitWorkflow !== undefined };
   if (isRootAgent) {
     if (makesRunStart) {
       const startRaw: Obj = { event: 'run_start', run_id, project, workflow, session_id };
@@ -499,6 +503,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Mapped {
 export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMapOptions = {}): OtlpMapResult {
   const mapped: Mapped[] = [];
   const rejected: OtlpRejection[] = [];
+  const itemIndexes: number[] = [];
   let index = 0;
   for (const rs of req.resource_spans) {
     const res = readResource(attributesToJson(rs.resource?.attributes ?? []));
@@ -506,7 +511,7 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
       for (const s of ss.spans) {
         const i = index++;
         try {
-          mapped.push(mapSpan(s, res, opts));
+          mapped.push({ ...mapSpan(s, res, opts), index: i });
         } catch (e) {
           if (!(e instanceof SpanValidationError)) throw e;
           rejected.push(rejectionOf(e, i));
@@ -514,8 +519,8 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
       }
     }
   }
-  const starts = new Map<string, RunStart>();
-  for (const m of mapped) if (m.runStart && !starts.has(m.span.run_id)) starts.set(m.span.run_id, m.runStart);
+  const starts = new Map<string, Mapped>();
+  for (const m of mapped) if (m.runStart && !starts.has(m.span.run_id)) starts.set(m.span.run_id, m);
   // A run's workflow is its agent's name: child spans (tool and model calls) rarely carry
   // gen_ai.agent.name, so they take the one of their run's root (else of any span of the run)
   // in this export rather than the service.name fallback. (Across exports the engine takes
@@ -535,10 +540,17 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
     if (!seen.has(runId)) {
       seen.add(runId);
       const start = starts.get(runId);
-      if (start) items.push({ kind: 'run_start', run: start });
+      if (start?.runStart) {
+        items.push({ kind: 'run_start', run: start.runStart });
+        itemIndexes.push(start.index);
+      }
     }
     items.push({ kind: 'span', span: m.span });
-    if (m.runEnd) items.push({ kind: 'run_end', run: m.runEnd });
+    itemIndexes.push(m.index);
+    if (m.runEnd) {
+      items.push({ kind: 'run_end', run: m.runEnd });
+      itemIndexes.push(m.index);
+    }
   }
-  return { items, received: index, spans: index, accepted: mapped.length, rejected };
+  return { items, itemIndexes, received: index, spans: index, accepted: mapped.length, rejected };
 }

@@ -40,7 +40,8 @@ import { Pressure, type PressureOptions } from './pressure';
  * The one promise it makes: an item is acknowledged only once it is on the bus. Accepted items
  * are published (topic events, key run_id) before the response is sent; if publishing fails
  * the call fails with UNAVAILABLE, which every OTLP exporter and the SDK retry, so nothing
- * acknowledged is lost. A retried export may publish an item twice; the rule engine treats two
+ * acknowledged is lost. An item the bus refuses as too large for one record is the exception:
+ * sending it again would fail alike forever, so it alone is rejected and the others are taken. A retried export may publish an item twice; the rule engine treats two
  * copies of a span as one (CONTRACTS.md section 1).
  */
 export interface IngestOptions {
@@ -175,6 +176,18 @@ class CallError extends Error {
   }
 }
 
+/**
+ * A publish the bus refused for records too large for it (@neatroots/platform's
+ * RecordTooLargeError, known by its shape: ingest sees the Bus port only): which of the
+ * publish's records, their sizes, and the bus's limit.
+ */
+function tooLargeForBus(e: unknown): { records: { index: number; bytes: number }[]; limit: number } | undefined {
+  const t = e as { code?: unknown; records?: unknown; limit?: unknown } | undefined;
+  return t && t.code === 'RECORD_TOO_LARGE' && Array.isArray(t.records) && typeof t.limit === 'number'
+    ? { records: t.records as { index: number; bytes: number }[], limit: t.limit }
+    : undefined;
+}
+
 function describe(r: Rejection): string {
   const where = [`#${r.index}`, r.run_id && `run ${r.run_id}`, r.span_id && `span ${r.span_id}`].filter(Boolean).join(' ');
   return `${where}: ${r.field}: ${r.reason}`;
@@ -225,15 +238,49 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     return req.value;
   }
 
-  async function publish(project: string, items: StreamItem[]): Promise<void> {
-    if (!items.length) return;
+  /**
+   * Publishes the accepted items; what it answers: the requests' items the bus refused as too
+   * large for one record (never worth sending again), each a rejection of its own, the others
+   * published all the same. Any other failure: UNAVAILABLE, nothing acknowledged.
+   * `indexes[i]`: the request's item that `items[i]` came from (an OTLP span gives its run events too).
+   */
+  async function publish(project: string, items: StreamItem[], indexes: readonly number[]): Promise<{ refused: Rejection[]; published: StreamItem[] }> {
+    const refused: Rejection[] = [];
+    if (!items.length) return { refused, published: items };
     const received_ms = now();
-    const records = items.map((item) => ({ key: itemRunId(item), value: { project, received_ms, item } satisfies Envelope }));
-    try {
-      await bus.publish(topics.events, records);
-    } catch (e) {
-      log.error(`ingest: publishing ${records.length} items failed`, e, runFields(project, records.map((r) => r.key)));
-      throw new CallError(Status.UNAVAILABLE, `the bus is unavailable (${(e as Error).message}); not acknowledged, send it again (a span sent twice is stored once)`);
+    let records = items.map((item, i) => ({ key: itemRunId(item), value: { project, received_ms, item } satisfies Envelope, at: indexes[i] ?? i }));
+    for (;;) {
+      try {
+        await bus.publish(
+          topics.events,
+          records.map(({ key, value }) => ({ key, value })),
+        );
+        return { refused, published: records.map((r) => r.value.item) };
+      } catch (e) {
+        const big = tooLargeForBus(e);
+        const bad = new Set<number>();
+        for (const r of big?.records ?? []) {
+          const rec = records[r.index];
+          if (!rec || bad.has(rec.at)) continue;
+          bad.add(rec.at);
+          const item = rec.value.item;
+          refused.push({
+            index: rec.at,
+            run_id: rec.key,
+            ...(item.kind === 'span' ? { span_id: item.span.span_id } : {}),
+            field: item.kind,
+            reason: `is ${r.bytes} bytes as a bus record, more than the ${big!.limit} bytes the bus takes in one (see NEATROOTS_MAX_ITEM_CHARS in docs/operations.md); not taken, do not send it again`,
+          });
+        }
+        if (!bad.size) {
+          log.error(`ingest: publishing ${records.length} items failed`, e, runFields(project, records.map((r) => r.key)));
+          throw new CallError(Status.UNAVAILABLE, `the bus is unavailable (${(e as Error).message}); not acknowledged, send it again (a span sent twice is stored once)`);
+        }
+        log.warn(`ingest: ${bad.size} items too large for the bus refused: ${(e as Error).message}`, runFields(project, records.filter((r) => bad.has(r.at)).map((r) => r.key)));
+        // The others are published again (the broker may have taken some already: a span sent twice is stored once).
+        records = records.filter((r) => !bad.has(r.at));
+        if (!records.length) return { refused, published: [] };
+      }
     }
   }
 
@@ -293,13 +340,22 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
    * An export after the mapping, whichever API it came by: counted, refused when nothing of it
    * was acceptable, else its accepted items published.
    */
-  async function accept(project: string, res: MapResult, what: 'span' | 'item'): Promise<void> {
+  async function accept(project: string, res: MapResult, what: 'span' | 'item', indexes: readonly number[]): Promise<void> {
     metrics.items_received += res.received;
     countRejected(res.rejected);
     if (res.received > 0 && res.accepted === 0) {
       throw new CallError(Status.INVALID_ARGUMENT, `no ${what} was acceptable (${res.received} rejected): ${summarize(res.rejected)}`);
     }
-    await publish(project, res.items);
+    const { refused, published } = await publish(project, res.items, indexes);
+    if (refused.length) {
+      countRejected(refused);
+      res.items = published;
+      res.accepted -= refused.length;
+      res.rejected = [...res.rejected, ...refused].sort((a, b) => a.index - b.index);
+      if (res.accepted === 0) {
+        throw new CallError(Status.INVALID_ARGUMENT, `no ${what} was acceptable (${res.received} rejected): ${summarize(res.rejected)}`);
+      }
+    }
     metrics.items_accepted += res.accepted;
   }
 
@@ -321,7 +377,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         return bad?.field === r.field ? { ...r, reason: bad.reason } : r;
       });
     }
-    await accept(project, res, 'span');
+    await accept(project, res, 'span', res.itemIndexes);
     const response: otlp.ExportTraceServiceResponse = {};
     // OTLP: partial_success is set, with the count and the reasons, only when something was rejected.
     if (res.rejected.length) {
@@ -368,7 +424,9 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       const req = body(call.request);
       admit(req.events.length);
       const res = mapEvents(req.events, { project, limits: limitCheck() });
-      await accept(project, res, 'item');
+      // One item per event taken, in order.
+      const taken = new Set(res.rejected.map((r) => r.index));
+      await accept(project, res, 'item', req.events.map((_, i) => i).filter((i) => !taken.has(i)));
       const noteRuns = req.note_runs.length ? req.note_runs : res.items.map(itemRunId);
       const notes = hub.take(project, noteRuns);
       const rejected: v1.Rejected[] = res.rejected.map((r) => ({ index: r.index, run_id: r.run_id ?? '', span_id: r.span_id ?? '', field: r.field, reason: r.reason }));

@@ -1,11 +1,11 @@
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { AssignerProtocol, CompressionCodecs, CompressionTypes, Kafka, logLevel } from 'kafkajs';
+import { AssignerProtocol, CompressionCodecs, CompressionTypes, ConfigResourceTypes, Kafka, logLevel } from 'kafkajs';
 import { makeTopics } from '@neatroots/messages';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { deadLetterTopic, type BusRecord, type DeadLetter, type Subscription } from '@neatroots/ports';
 import { serviceOrSkip, uniqueName } from '../testing/services';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
-import { GZIP_LEVEL, KafkaBus, type KafkaBusOptions } from './kafka';
+import { DEFAULT_MAX_RECORD_BYTES, GZIP_LEVEL, KafkaBus, RecordTooLargeError, type KafkaBusOptions } from './kafka';
 import { RetryLaterError } from './set-aside';
 
 const kafka = serviceOrSkip('kafka', 'KafkaBus');
@@ -448,6 +448,83 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
       await waitUntil(() => c.count() >= 20, 20_000, () => `${c.count()} of 20`);
       await c.sub.close();
       expect(c.byKey).toEqual(inOrder(2, 10));
+    }, 60_000);
+  });
+
+  describe('records larger than the broker\'s 1 MiB default', () => {
+    interface Big {
+      k: string;
+      i: number;
+      pad: string;
+    }
+    const big = (k: string, i: number, bytes: number): BusRecord<Big> => ({ key: k, value: { k, i, pad: 'x'.repeat(bytes) } });
+    const topicMax = async (name: string) => {
+      const d = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name }] });
+      const all = d.resources[0].configEntries;
+      return { max: Number(all.find((e) => e.configName === 'max.message.bytes')?.configValue), all };
+    };
+
+    it('creates its topics for its largest record, and a 3 MB record amid small ones is published and consumed (default fetch sizes)', async () => {
+      const t = jsonTopic<Big>(topicName('big'));
+      const bus = newBus({ compression: 'none' }); // as sent: 3 MB of 'x' would gzip to nothing
+      await bus.publish(t, [big('r1', 0, 100), big('r1', 1, 3_000_000), big('r1', 2, 100), big('r2', 0, 100)]);
+      expect((await topicMax(t.name)).max).toBe(bus.topicMaxMessageBytes());
+      expect(bus.topicMaxMessageBytes()).toBeGreaterThanOrEqual(DEFAULT_MAX_RECORD_BYTES);
+      const got: BusRecord<Big>[] = [];
+      const sub = await newBus().subscribe(t, { group: group('big') }, async (b) => {
+        got.push(...b.records);
+      });
+      await waitUntil(() => got.length >= 4, 30_000, () => `${got.length} of 4`);
+      await sub.close();
+      expect(got.filter((r) => r.key === 'r1').map((r) => [r.value.i, r.value.pad.length])).toEqual([[0, 100], [1, 3_000_000], [2, 100]]);
+    }, 60_000);
+
+    it('raises max.message.bytes of a topic that exists with less, keeping its other settings', async () => {
+      const name = topicName('raise');
+      await admin.createTopics({
+        topics: [{ topic: name, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: '1048588' }, { name: 'retention.ms', value: '123456789' }] }],
+        waitForLeaders: true,
+      });
+      const bus = newBus({ partitions: 1, compression: 'none' });
+      const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+      try {
+        await bus.publish(jsonTopic<Big>(name), [big('r1', 0, 3_000_000)]);
+        expect(warn).toHaveBeenCalledWith(expect.stringContaining(`had max.message.bytes 1048588; raised to ${bus.topicMaxMessageBytes()}`));
+      } finally {
+        warn.mockRestore();
+      }
+      const after = await topicMax(name);
+      expect(after.max).toBe(bus.topicMaxMessageBytes());
+      expect(after.all.find((e) => e.configName === 'retention.ms')?.configValue).toBe('123456789');
+    }, 60_000);
+
+    it('refuses a record larger than maxRecordBytes before sending anything of its publish, naming it', async () => {
+      const t = jsonTopic<Big>(topicName('over'));
+      const bus = newBus({ maxRecordBytes: 2_000_000 });
+      const err = await bus.publish(t, [big('r1', 0, 100), big('r1', 1, 2_500_000), big('r2', 0, 100)]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RecordTooLargeError);
+      expect((err as RecordTooLargeError).records).toEqual([{ index: 1, bytes: expect.any(Number) }]);
+      expect((err as RecordTooLargeError).limit).toBe(2_000_000);
+      expect(bus.stats.sends).toBe(0);
+    }, 30_000);
+
+    it('turns the broker\'s MESSAGE_TOO_LARGE for a record into a RecordTooLargeError naming it', async () => {
+      const t = jsonTopic<Big>(topicName('broker-refuses'));
+      // uncompressed: the broker's limit is on the batch as sent, and 3 MB of 'x' gzip to nothing
+      const bus = newBus({ partitions: 1, compression: 'none' });
+      await bus.ensureTopic(t.name);
+      // lowered behind the bus's back (by hand, or another version with a smaller limit)
+      await admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: t.name, configEntries: [{ name: 'max.message.bytes', value: '1048588' }] }] });
+      let err: unknown;
+      for (let i = 0; i < 20 && !(err instanceof RecordTooLargeError); i++) {
+        err = await bus.publish(t, [big('r1', 1, 3_000_000)]).catch((e: unknown) => e);
+        if (err === undefined) await sleep(500); // the broker had not yet applied the change
+      }
+      expect(err).toBeInstanceOf(RecordTooLargeError);
+      expect((err as RecordTooLargeError).byBroker).toBe(true);
+      expect((err as RecordTooLargeError).records).toEqual([{ index: 0, bytes: expect.any(Number) }]);
+      // the bus goes on: a record that fits is taken
+      await bus.publish(t, [big('r1', 2, 100)]);
     }, 60_000);
   });
 

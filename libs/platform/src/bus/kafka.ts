@@ -3,6 +3,8 @@ import { gzip, unzip } from 'node:zlib';
 import {
   CompressionCodecs,
   CompressionTypes,
+  ConfigResourceTypes,
+  ConfigSource,
   Kafka,
   Partitioners,
   logLevel as KafkaLogLevel,
@@ -24,7 +26,10 @@ import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './se
  * - Records are keyed (run_id): kafkajs's default partitioner (Java-compatible murmur2) puts a
  *   key on one partition, so a run's spans and its run_end stay in order.
  * - Topics are created before first use with the configured partition count (never left to
- *   broker auto-creation, whose partition count is whatever the broker says).
+ *   broker auto-creation, whose partition count is whatever the broker says), and with a
+ *   topic-level max.message.bytes that holds the largest record (`maxRecordBytes`).
+ * - A record too large for the bus is its publisher's to refuse, never retried: a
+ *   RecordTooLargeError names it (ingest rejects that item alone).
  * - Publishing: kafkajs has no linger, so publish() calls are gathered here and sent with one
  *   sendBatch when `maxBatchRecords` / `maxBatchBytes` are reached or the oldest waiting record
  *   has waited `lingerMs`. One send is in flight at a time (with maxInFlightRequests 1 on an
@@ -89,8 +94,22 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
    * published and consumed (one process), 5000 ~20-30k/s. Under light load the linger decides.
    */
   maxBatchRecords?: number;
-  /** ...or when this many bytes (keys + values) wait. Default 768 KiB: under the broker's 1 MiB message.max.bytes per partition batch. */
+  /**
+   * ...or when this many bytes (keys + values) wait. Default 768 KiB: a send of many records
+   * stays under a broker's default 1 MiB message.max.bytes per partition batch. A single record
+   * larger than this goes alone in its send (up to `maxRecordBytes`).
+   */
   maxBatchBytes?: number;
+  /**
+   * The largest record (its key and encoded value) this bus publishes. The topics it creates
+   * get a topic-level `max.message.bytes` that holds one (MAX_RECORD_OVERHEAD more), whatever
+   * the broker's `message.max.bytes`, and topics that exist with a smaller one are raised at
+   * first use. A record larger than this is refused before anything of its publish() is sent,
+   * with a RecordTooLargeError naming it; so is one the broker refuses as too large
+   * (MESSAGE_TOO_LARGE). Default DEFAULT_MAX_RECORD_BYTES: the largest span or run event ingest
+   * accepts under the default limits (recordBytesFor).
+   */
+  maxRecordBytes?: number;
   /** ...or when the oldest waiting record has waited this long. Default 5 ms. */
   lingerMs?: number;
   /**
@@ -178,6 +197,8 @@ interface Owner {
 interface Chunk {
   topic: string;
   messages: Message[];
+  /** For each message, the indexes of the publish()'s records it carries, and its size. */
+  carried: { indexes: number[]; bytes: number }[];
   /** The publish()'s records these messages carry (a pack carries several). */
   records: number;
   bytes: number;
@@ -202,6 +223,43 @@ CompressionCodecs[CompressionTypes.GZIP] = () => ({
   compress: (encoder: { buffer: Buffer }) => gzipAsync(encoder.buffer, { level: GZIP_LEVEL }),
   decompress: (buffer: Buffer) => unzipAsync(buffer),
 });
+
+/**
+ * The largest record ingest can publish for an item of `maxItemChars` characters (JSON, counted
+ * as JavaScript does: up to 3 bytes each in UTF-8) in a request of `maxMessageBytes`: the item
+ * never encodes to more than 3 bytes a character, and its envelope (project, ids, names, times,
+ * which the item's bound does not count) takes at most ENVELOPE_BYTES more.
+ */
+export function recordBytesFor(limits: { maxItemChars: number; maxMessageBytes?: number }): number {
+  return 3 * limits.maxItemChars + ENVELOPE_BYTES;
+}
+const ENVELOPE_BYTES = 64 * 1024;
+/** NEATROOTS_MAX_ITEM_CHARS's default (4 Mi characters): a record of up to 12 MiB + 64 KiB. */
+export const DEFAULT_MAX_RECORD_BYTES = recordBytesFor({ maxItemChars: 4 * 1024 * 1024 });
+/** What a record batch adds around its records (batch header, a record's framing and headers). */
+export const MAX_RECORD_OVERHEAD = 4 * 1024;
+
+/**
+ * A publish() refused because records of it are too large for the bus: larger than its
+ * `maxRecordBytes` (nothing of the publish was sent), or refused by the broker as too large
+ * (MESSAGE_TOO_LARGE; the rest of the publish may have been sent). Not worth retrying:
+ * `indexes` are the publish()'s records that will never fit, each `bytes` long, against `limit`.
+ */
+export class RecordTooLargeError extends Error {
+  readonly code = 'RECORD_TOO_LARGE';
+  constructor(
+    readonly records: { index: number; bytes: number }[],
+    readonly limit: number,
+    readonly topic: string,
+    readonly byBroker: boolean,
+  ) {
+    super(
+      `${records.length === 1 ? 'a record' : `${records.length} records`} of ${records.map((r) => r.bytes).join(', ')} bytes ` +
+        `${byBroker ? `refused by the broker as too large for topic ${topic} (the bus's limit is ${limit} bytes)` : `larger than the ${limit} bytes a record on ${topic} may have`}`,
+    );
+    this.name = 'RecordTooLargeError';
+  }
+}
 
 const LIMITED_RETRIES_WARNING = 'Limiting retries for the idempotent producer may invalidate EoS guarantees';
 
@@ -257,6 +315,7 @@ export class KafkaBus implements Bus {
   private readonly replicationFactor: number;
   private readonly maxBatchRecords: number;
   private readonly maxBatchBytes: number;
+  private readonly maxRecordBytes: number;
   private readonly lingerMs: number;
   private readonly commitIntervalMs: number;
   private readonly retryDelayMs: number;
@@ -285,6 +344,7 @@ export class KafkaBus implements Bus {
     this.replicationFactor = opts.replicationFactor ?? -1;
     this.maxBatchRecords = Math.max(1, opts.maxBatchRecords ?? 5000);
     this.maxBatchBytes = Math.max(1024, opts.maxBatchBytes ?? 768 * 1024);
+    this.maxRecordBytes = Math.max(1024, opts.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES);
     this.lingerMs = Math.max(0, opts.lingerMs ?? 5);
     this.commitIntervalMs = Math.max(0, opts.commitIntervalMs ?? 500);
     this.retryDelayMs = opts.retryDelayMs ?? 500;
@@ -333,9 +393,17 @@ export class KafkaBus implements Bus {
     // kafkajs waits for the new topic's leaders but gives up on a broker that does not serve its
     // metadata yet (UNKNOWN_TOPIC_OR_PARTITION, seen on a broker just started): asked again,
     // the topic exists, and its metadata is read the same way.
+    const maxMessageBytes = String(this.topicMaxMessageBytes());
     const created = await whileRetriable(() =>
       admin.createTopics({
-        topics: [{ topic: name, numPartitions: this.partitions, replicationFactor: this.replicationFactor }],
+        topics: [
+          {
+            topic: name,
+            numPartitions: this.partitions,
+            replicationFactor: this.replicationFactor,
+            configEntries: [{ name: 'max.message.bytes', value: maxMessageBytes }],
+          },
+        ],
         waitForLeaders: true,
       }),
     );
@@ -346,7 +414,39 @@ export class KafkaBus implements Bus {
       if (n !== undefined && n !== this.partitions) {
         console.warn(`bus: topic ${name} exists with ${n} partitions (configured: ${this.partitions}); using it as it is`);
       }
+      await this.raiseMaxMessageBytes(admin, name);
     }
+  }
+
+  /** The topic-level max.message.bytes that holds the largest record, or the largest send of many. */
+  topicMaxMessageBytes(): number {
+    return Math.max(this.maxRecordBytes, this.maxBatchBytes) + MAX_RECORD_OVERHEAD;
+  }
+
+  /**
+   * A topic that exists (made by an older version, by hand, or by the broker) with a smaller
+   * max.message.bytes than this bus's records need is raised to it; a larger one is kept.
+   * Kafka's AlterConfigs sets a topic's whole configuration (kafkajs has no incremental
+   * variant), so the topic's other settings of its own (retention, ...) are sent along unchanged.
+   */
+  private async raiseMaxMessageBytes(admin: Admin, name: string): Promise<void> {
+    const want = this.topicMaxMessageBytes();
+    const described = await whileRetriable(() =>
+      admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name }] }),
+    );
+    const entries = described.resources[0]?.configEntries ?? [];
+    const current = Number(entries.find((e) => e.configName === 'max.message.bytes')?.configValue);
+    if (Number.isFinite(current) && current >= want) return;
+    const own = entries
+      .filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG && !e.readOnly && !e.isSensitive && e.configName !== 'max.message.bytes')
+      .map((e) => ({ name: e.configName, value: e.configValue }));
+    await whileRetriable(() =>
+      admin.alterConfigs({
+        validateOnly: false,
+        resources: [{ type: ConfigResourceTypes.TOPIC, name, configEntries: [...own, { name: 'max.message.bytes', value: String(want) }] }],
+      }),
+    );
+    console.warn(`bus: topic ${name} had max.message.bytes ${Number.isFinite(current) ? current : '(unknown)'}; raised to ${want} for records of up to ${this.maxRecordBytes} bytes`);
   }
 
   // ---- publishing -----------------------------------------------------------------------
@@ -385,7 +485,14 @@ export class KafkaBus implements Bus {
       const bytes = topic.encode(records[i].value);
       values[i] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     }
-    const { messages, counts, sizes } = this.toMessages(records, values);
+    const { messages, counts, sizes, carried: carriedBy } = this.toMessages(records, values);
+    // A record that no topic of this bus takes: refused now, before anything of the publish is sent.
+    const tooLarge: { index: number; bytes: number }[] = [];
+    for (let i = 0; i < records.length; i++) {
+      const bytes = values[i].byteLength + Buffer.byteLength(records[i].key);
+      if (bytes > this.maxRecordBytes) tooLarge.push({ index: i, bytes });
+    }
+    if (tooLarge.length) throw new RecordTooLargeError(tooLarge, this.maxRecordBytes, topic.name, false);
     await this.ensureTopic(topic.name);
     if (this.closed) throw new Error('bus is closed');
     return new Promise<void>((resolve, reject) => {
@@ -395,14 +502,14 @@ export class KafkaBus implements Bus {
       while (start < messages.length) {
         let end = start;
         let bytes = 0;
-        let carried = 0;
+        let n = 0;
         while (end < messages.length && end - start < this.maxBatchRecords && (end === start || bytes + sizes[end] <= this.maxBatchBytes)) {
           bytes += sizes[end];
-          carried += counts[end];
+          n += counts[end];
           end++;
         }
         owner.left++;
-        this.enqueue({ topic: topic.name, messages: messages.slice(start, end), records: carried, bytes, owner, at: Date.now() });
+        this.enqueue({ topic: topic.name, messages: messages.slice(start, end), carried: carriedBy.slice(start, end), records: n, bytes, owner, at: Date.now() });
         start = end;
       }
       this.kick();
@@ -414,17 +521,22 @@ export class KafkaBus implements Bus {
    * each pack within maxBatchBytes), or one message per record with packing off. A key with a
    * single record goes as a plain record (no pack header to read).
    */
-  private toMessages<T>(records: BusRecord<T>[], values: Buffer[]): { messages: Message[]; counts: number[]; sizes: number[] } {
+  private toMessages<T>(
+    records: BusRecord<T>[],
+    values: Buffer[],
+  ): { messages: Message[]; counts: number[]; sizes: number[]; carried: { indexes: number[]; bytes: number }[] } {
     const messages: Message[] = [];
     const counts: number[] = [];
     const sizes: number[] = [];
+    const carried: { indexes: number[]; bytes: number }[] = [];
     if (!this.pack) {
       for (let i = 0; i < records.length; i++) {
         messages.push({ key: records[i].key, value: values[i] });
         counts.push(1);
         sizes.push(values[i].byteLength + Buffer.byteLength(records[i].key) + 16);
+        carried.push({ indexes: [i], bytes: values[i].byteLength + Buffer.byteLength(records[i].key) });
       }
-      return { messages, counts, sizes };
+      return { messages, counts, sizes, carried };
     }
     const keys = records.map((r) => r.key);
     // Room for the key, the header and the record's own framing inside a send's bytes.
@@ -437,14 +549,16 @@ export class KafkaBus implements Bus {
         const value = values[indexes[0]];
         messages.push({ key, value });
         sizes.push(value.byteLength + keyBytes + 16);
+        carried.push({ indexes, bytes: value.byteLength + keyBytes });
       } else {
         const value = packValues(indexes.map((i) => values[i]));
         messages.push({ key, value, headers: { [PACK_HEADER]: PACK_VERSION } });
         sizes.push(value.byteLength + keyBytes + PACK_HEADER.length + 32);
+        carried.push({ indexes, bytes: value.byteLength + keyBytes });
       }
       counts.push(indexes.length);
     }
-    return { messages, counts, sizes };
+    return { messages, counts, sizes, carried };
   }
 
   private enqueue(c: Chunk): void {
@@ -515,10 +629,24 @@ export class KafkaBus implements Bus {
       // when the broker no longer knows this producer (its state lost in a restart), every later
       // send of it would fail the same way, forever. Failures are rare; a new producer is cheap.
       this.resetProducer();
+      // The broker refused a message as too large: a send of one message larger than a send of
+      // many may be (only a record too big for a pack travels so) names its record; sending it
+      // again would fail alike, forever. A send of many refused so is a broker configured below
+      // maxBatchBytes: an error like any other.
+      const alone = messageTooLarge(err) && take.length === 1 && take[0].messages.length === 1 && bytes > this.maxBatchBytes;
       for (const c of take) {
         if (!c.owner.failed) {
           c.owner.failed = true;
-          c.owner.reject(err);
+          c.owner.reject(
+            alone
+              ? new RecordTooLargeError(
+                  c.carried[0].indexes.map((index) => ({ index, bytes: c.carried[0].bytes })),
+                  this.maxRecordBytes,
+                  c.topic,
+                  true,
+                )
+              : err,
+          );
         }
       }
       return;
@@ -844,6 +972,14 @@ export class KafkaBus implements Bus {
 }
 
 type KafkaMessage = EachBatchPayload['batch']['messages'][number];
+
+/** Did the broker refuse a message as larger than its topic takes (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), through kafkajs's causes? */
+export function messageTooLarge(err: unknown): boolean {
+  for (let e = err as { type?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e.type === 'MESSAGE_TOO_LARGE' || e.type === 'RECORD_LIST_TOO_LARGE') return true;
+  }
+  return false;
+}
 
 /** Does this record carry a pack (./pack.ts)? Records written before packs have no such header. */
 function isPack(m: KafkaMessage): boolean {
