@@ -64,7 +64,7 @@ export class SuggestionGenerator {
     const fail = (error: string, model: string | null = null) => this.repo.set(this.db, s.id, { status: 'failed', error, model }, ['generating']);
     const gateway = await this.gateway();
     const models = gateway ? await gateway.decisionModels() : null;
-    if (!gateway || !models?.reasoning) return void (await fail('no reasoning model is configured: suggestions are written by the reasoning model (see docs/models.md)'));
+    if (!gateway || !models?.reasoning) return void (await fail('no reasoning model is configured: suggestions are written by the reasoning model (NEATROOTS_REASONING_MODEL_URL), else the local LLM (NEATROOTS_LLM_URL); see docs/questions.md#configuration'));
     const pattern = await this.patterns.pattern(this.db, s.workspace, s.pattern_id);
     if (!pattern) return void (await fail(`pattern ${s.pattern_id} is gone`));
     const subject = suggestSubject({

@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Db } from '@neatroots/ports';
@@ -236,6 +237,22 @@ describe('the sopops_suggest job', () => {
     expect((await repo.get(db, WS, s.id))!.status).toBe('generating');
     await expect(away.run({ workspace: WS, id: s.id }, { id: 'j', attempt: 3 })).rejects.toThrow(/not reachable/);
     expect(await repo.get(db, WS, s.id)).toMatchObject({ status: 'failed', error: 'it could not be generated: the question service is not reachable' });
+  });
+
+  it('with no reasoning model or local LLM fails the suggestion, naming the variables and a section of the docs that sets them', async () => {
+    const { pattern } = await patternWithVerdict('real');
+    const repo = new SuggestionsRepo();
+    const s = await repo.insert(db, { workspace: WS, pattern_id: pattern.id, procedure_id: 'take-order', path: 'procedures/take-order.md', rule_id: NEVER.rule_id, rule_text: NEVER.text, verdict: 'real', verdict_note: null, verdict_at: new Date().toISOString(), prompt_version: 'suggest-1', base_version: 'v', old_text: FILE });
+    await new SuggestionGenerator(db, async () => gatewayOf(new QuestionAnswerer({ onError: () => undefined }))).run({ workspace: WS, id: s.id }, { id: 'j', attempt: 1 });
+    const { status, error } = (await repo.get(db, WS, s.id))!;
+    expect(status).toBe('failed');
+    expect(error).toMatch(/^no reasoning model is configured: .*NEATROOTS_REASONING_MODEL_URL.*NEATROOTS_LLM_URL/);
+    const [, doc, anchor] = /see (docs\/[\w-]+\.md)#([\w-]+)/.exec(error!)!;
+    const text = fs.readFileSync(path.join(__dirname, '../../../..', doc), 'utf8');
+    const section = text.split(/^## /m).find((part) => part.split('\n')[0].trim().toLowerCase().replace(/\s+/g, '-') === anchor);
+    expect(section).toBeDefined();
+    expect(section).toContain('NEATROOTS_REASONING_MODEL_URL');
+    expect(section).toContain('NEATROOTS_LLM_URL');
   });
 });
 
