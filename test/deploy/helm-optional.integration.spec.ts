@@ -84,6 +84,22 @@ if (!helm) {
     for (const s of services) expect(s.spec.ports.map((p: { name: string }) => p.name)).toContain('admin');
   });
 
+  it('ServiceMonitor with ingest behind a LoadBalancer: still scrapes every service\'s admin port, none from outside', () => {
+    const objs = render(helm!, ['metrics.serviceMonitor.enabled=true', 'ingest.service.type=LoadBalancer', 'api.service.type=NodePort']);
+    const [sm] = of(objs, 'ServiceMonitor');
+    const selected = of(objs, 'Service').filter((s) => selects(sm.spec.selector.matchLabels, s.metadata.labels));
+    for (const c of COMPONENTS) {
+      const pods = named(objs, 'Deployment', `nr-neatroots-${c}`)!.spec.template.metadata.labels;
+      const scraped = selected.filter((s) => selects(s.spec.selector, pods) && s.spec.ports.some((p: { name: string }) => p.name === 'admin'));
+      expect({ c, scraped: scraped.map((s) => [s.metadata.name, s.spec.type ?? 'ClusterIP']) }).toEqual({ c, scraped: [[expect.any(String), 'ClusterIP']] });
+    }
+    for (const c of ['ingest', 'api']) {
+      const outside = named(objs, 'Service', `nr-neatroots-${c}`)!;
+      expect(outside.spec.type).not.toBe('ClusterIP');
+      expect(outside.spec.ports.map((p: { name: string }) => p.name)).not.toContain('admin');
+    }
+  });
+
   it('PrometheusRule: alerts in valid PromQL on metrics the processes register, scoped to the release\'s namespace', async () => {
     const [rule] = of(on, 'PrometheusRule');
     expect(rule).toMatchObject({ apiVersion: 'monitoring.coreos.com/v1', metadata: { name: 'nr-neatroots', labels: { release: 'prometheus' } } });
@@ -179,6 +195,13 @@ if (!helm) {
       expect(pod.spec.containers[0].env).toEqual([{ name: 'URL', value: `http://nr-neatroots-${c}:9464/readyz` }]);
       const svc = named(off, 'Service', `nr-neatroots-${c}`)!;
       expect(svc.spec.ports).toContainEqual(expect.objectContaining({ name: 'admin', port: 9464 }));
+      // behind a LoadBalancer, the Pod asks the ClusterIP Service that carries the admin port
+      const lb = render(helm!, [`${{ 'rule-engine': 'ruleEngine' }[c] ?? c}.service.type=LoadBalancer`]);
+      const url = new URL(named(lb, 'Pod', `nr-neatroots-${c}-test`)!.spec.containers[0].env[0].value);
+      const admin = named(lb, 'Service', url.hostname)!;
+      expect(admin.spec.type ?? 'ClusterIP').toBe('ClusterIP');
+      expect(admin.spec.ports).toContainEqual(expect.objectContaining({ name: 'admin', port: Number(url.port), targetPort: 'admin' }));
+      expect(selects(admin.spec.selector, named(lb, 'Deployment', `nr-neatroots-${c}`)!.spec.template.metadata.labels)).toBe(true);
       // not selected by its service's Deployment or Service
       expect(selects(svc.spec.selector, pod.metadata.labels)).toBe(false);
     }

@@ -122,8 +122,10 @@ class Rendered {
     if (!d) throw new Error(`no Deployment for ${c}`);
     return d;
   }
+  /** The service's own Service, named as its Deployment. */
   service(c: Component): IService {
-    const s = this.of<IService>('Service').find((x) => x.metadata?.labels?.['app.kubernetes.io/component'] === c);
+    const name = this.deployment(c).metadata?.name;
+    const s = this.of<IService>('Service').find((x) => x.metadata?.labels?.['app.kubernetes.io/component'] === c && x.metadata?.name === name);
     if (!s) throw new Error(`no Service for ${c}`);
     return s;
   }
@@ -267,9 +269,25 @@ if (!helm) {
         const names = new Set(d.spec!.template.spec!.containers[0].ports?.map((p) => p.name));
         for (const p of s.spec?.ports ?? []) expect(names.has(String(p.targetPort))).toBe(true);
         const expected: Record<Component, number[]> = {
-          ingest: [4317, 4318, 50051, 9464], 'rule-engine': [50054, 9464], question: [50052, 9464], review: [50053, 9464], api: [8080, 9464],
+          ingest: [4317, 4318, 50051], 'rule-engine': [50054], question: [50052], review: [50053], api: [8080],
         };
-        expect(s.spec?.ports?.map((p) => p.port)).toEqual(expected[c]);
+        // the admin port too, when the Service stays inside the cluster
+        const inside = (s.spec?.type ?? 'ClusterIP') === 'ClusterIP';
+        expect(s.spec?.ports?.map((p) => p.port)).toEqual(inside ? [...expected[c], 9464] : expected[c]);
+      });
+
+      it.each(COMPONENTS)('keeps %s\'s admin port (/metrics, probes) inside the cluster, on a ClusterIP Service the helm test Pod asks', (c) => {
+        const d = r.deployment(c);
+        const services = r.of<IService>('Service').filter((s) => selects(s.spec?.selector, podLabels(d)));
+        // no Service reachable from outside the cluster carries it
+        for (const s of services.filter((x) => (x.spec?.type ?? 'ClusterIP') !== 'ClusterIP')) {
+          expect({ service: s.metadata?.name, ports: s.spec?.ports?.map((p) => p.name) }).not.toEqual(expect.objectContaining({ ports: expect.arrayContaining(['admin']) }));
+        }
+        const admin = services.filter((s) => (s.spec?.type ?? 'ClusterIP') === 'ClusterIP' && s.spec?.ports?.some((p) => p.name === 'admin' && p.port === 9464 && p.targetPort === 'admin'));
+        expect(admin).toHaveLength(1);
+        const test = r.of<{ metadata: { name: string }; spec: { containers: { env?: { name: string; value: string }[] }[] } }>('Pod')
+          .find((p) => p.metadata.name === `${r.service(c).metadata?.name}-test`);
+        if (test) expect(test.spec.containers[0].env).toEqual([{ name: 'URL', value: `http://${admin[0].metadata?.name}:9464/readyz` }]);
       });
 
       it('gives every service a configuration that passes the start-up validation and addresses that resolve', () => {

@@ -115,6 +115,23 @@ api:
     - {name: http, port: {{ .Values.ports.http }}, appProtocol: http}
 {{- end }}
 
+{{/*
+The Service with a service's admin port (/healthz, /readyz, /metrics): its own Service when
+that is a ClusterIP one; a NodePort or LoadBalancer Service leaves the admin port out (it would
+publish the metrics and probes outside the cluster), and "<name>-admin", a ClusterIP Service,
+carries it instead. Takes (dict "root" $ "name" COMPONENT).
+*/}}
+{{- define "neatroots.adminServiceName" -}}
+{{- $c := get (include "neatroots.components" .root | fromYaml) .name }}
+{{- $v := get .root.Values $c.values }}
+{{- $fullName := include "neatroots.componentName" (dict "root" .root "name" .name) }}
+{{- if eq $v.service.type "ClusterIP" }}
+{{- $fullName }}
+{{- else }}
+{{- printf "%s-admin" ($fullName | trunc 57 | trimSuffix "-") }}
+{{- end }}
+{{- end }}
+
 {{/* Fails rendering on values that cannot work, with a message naming the value. */}}
 {{- define "neatroots.validate" -}}
 {{- if not .Values.kafka.brokers }}
@@ -152,7 +169,11 @@ HorizontalPodAutoscaler. Takes (dict "root" $ "name" COMPONENT).
 {{- $c := get (include "neatroots.components" $root | fromYaml) $name }}
 {{- $v := get $root.Values $c.values }}
 {{- $fullName := include "neatroots.componentName" (dict "root" $root "name" $name) }}
-{{- $ports := concat $c.ports (list (dict "name" "admin" "port" $root.Values.ports.admin "appProtocol" "http")) }}
+{{- $admin := dict "name" "admin" "port" $root.Values.ports.admin "appProtocol" "http" }}
+{{- $ports := concat $c.ports (list $admin) }}
+{{- $adminService := include "neatroots.adminServiceName" (dict "root" $root "name" $name) }}
+{{- /* The admin port is on the service's own Service only when that stays inside the cluster. */}}
+{{- $servicePorts := ternary $ports $c.ports (eq $adminService $fullName) }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -311,13 +332,34 @@ spec:
   selector:
     {{- include "neatroots.selectorLabels" (dict "root" $root "name" $name) | nindent 4 }}
   ports:
-    {{- range $ports }}
+    {{- range $servicePorts }}
     - name: {{ .name }}
       port: {{ .port | int }}
       targetPort: {{ .name }}
       protocol: TCP
       appProtocol: {{ .appProtocol }}
     {{- end }}
+{{- if ne $adminService $fullName }}
+---
+# The admin port (/healthz, /readyz, /metrics) inside the cluster only: the Service above is
+# {{ $v.service.type }}, reachable from outside.
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $adminService }}
+  labels:
+    {{- include "neatroots.labels" (dict "root" $root "name" $name) | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "neatroots.selectorLabels" (dict "root" $root "name" $name) | nindent 4 }}
+  ports:
+    - name: admin
+      port: {{ $admin.port | int }}
+      targetPort: admin
+      protocol: TCP
+      appProtocol: http
+{{- end }}
 {{- if $v.pdb.enabled }}
 ---
 apiVersion: policy/v1
