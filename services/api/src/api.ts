@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Module, type DynamicModule, type INestApplication, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { Logger } from '@neatroots/ports';
 import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import type { AddressInfo } from 'node:net';
 import { defaultAppDir, serveApp } from './app-files';
@@ -19,7 +20,7 @@ import { LineageController } from './lineage.controller';
 import { GITHUB_CONNECTIONS, GitHubController } from './github.controller';
 import { ReviewController } from './review.controller';
 import { SuggestionsController } from './suggestions.controller';
-import { AUTHORING, DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
+import { API_LOG, AUTHORING, DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
 import { WorkspacesController } from './workspaces.controller';
 
 export interface ApiOptions {
@@ -43,6 +44,8 @@ export interface ApiOptions {
   authoring?: Authoring;
   /** Nest's log levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
+  /** The service's logger, for faults the MCP tools answer as internal errors; absent: Nest's logger. */
+  log?: Logger;
   /** The web app's build served at `/` (default: @neatroots/web's dist/); null serves none (a 503 saying so). */
   appDir?: string | null;
   /** Origins whose pages may call the API from a browser (CORS; `*` for any); default none: no CORS headers. */
@@ -51,7 +54,7 @@ export interface ApiOptions {
 
 @Module({})
 export class ApiModule {
-  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review' | 'authoring'>): DynamicModule {
+  static forRoot(opts: Pick<ApiOptions, 'queries' | 'resolveKey' | 'modelStats' | 'disabledChecks' | 'sop' | 'review' | 'authoring' | 'log'>): DynamicModule {
     return {
       module: ApiModule,
       controllers: [RunsController, FindingsController, ModelsController, DeadLettersController, DisabledChecksController, WorkspacesController, ReviewController, SuggestionsController, GitHubController, LineageController, ChecksController, McpController, HealthController],
@@ -65,6 +68,7 @@ export class ApiModule {
         { provide: DISABLED_CHECKS, useValue: opts.disabledChecks ?? null },
         { provide: AUTHORING, useValue: opts.authoring ?? null },
         { provide: RESOLVE_KEY, useValue: opts.resolveKey },
+        { provide: API_LOG, useValue: opts.log ?? null },
         ApiKeyGuard,
       ],
     };

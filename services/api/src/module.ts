@@ -48,6 +48,7 @@ export const apiModule: ServiceModule<ApiConfig> = {
       port: ctx.config.NEATROOTS_HTTP_PORT,
       host: ctx.config.NEATROOTS_HOST,
       corsOrigins: ctx.config.NEATROOTS_API_CORS_ORIGINS,
+      log: ctx.log,
     });
     return { ports: { http: (api.getHttpServer().address() as AddressInfo).port }, stop: () => api.close() };
   },

@@ -29,5 +29,8 @@ export const SOP_QUERIES = Symbol('SopQueries');
 /** The review side of sopops (patterns, verdicts, overrides, the review queue, insights): in-process or over gRPC. */
 export const REVIEW_SOP_QUERIES = Symbol('ReviewSopQueries');
 
+/** The api's logger (the service's, ServiceContext.log), for faults the API answers as internal errors; null: Nest's. */
+export const API_LOG = Symbol('ApiLog');
+
 /** The authoring side (draft, preview, save, halt: issue 14), supplied by the composition root. */
 export const AUTHORING = Symbol('Authoring');
