@@ -158,6 +158,27 @@ describe('neatroots CLI', () => {
       expect(steering()).toBe(false);
     });
 
+    it('init says when it moves a project name to another folder, or renames a folder\'s project, and when steering carries over', async () => {
+      for (const d of ['p1', 'p3']) fs.mkdirSync(path.join(dir, d));
+      expect((await run(['init', 'p1', '--name', 'shop', '--steering'], env, dir)).out).toHaveLength(2);
+      const moved = await run(['init', 'p3', '--name', 'shop'], env, dir);
+      expect(moved.code).toBe(0);
+      expect(moved.out).toEqual([
+        `registered project shop: checks in ${path.join(dir, 'p3', '.neatroots', 'checks')} (steering on: halt rules act)`,
+        `replaces project shop's folder ${path.join(dir, 'p1')}: its checks there no longer load`,
+        'steering on carries over from it (--no-steering to turn it off)',
+        `registry: ${path.join(dir, 'home', 'projects.json')}`,
+      ]);
+      // Given, steering does not carry over and is not said to.
+      const given = await run(['init', 'p1', '--name', 'shop', '--no-steering'], env, dir);
+      expect(given.out.slice(1, -1)).toEqual([`replaces project shop's folder ${path.join(dir, 'p3')}: its checks there no longer load`]);
+      // The same folder under another name: renamed, said.
+      const renamed = await run(['init', 'p1', '--name', 'store'], env, dir);
+      expect(renamed.out.slice(1, -1)).toEqual(['replaces project shop in this folder: its checks now apply to store']);
+      // Registering again as it is says nothing more.
+      expect((await run(['init', 'p1', '--name', 'store'], env, dir)).out).toHaveLength(2);
+    });
+
     it('checks list shows each check\'s action and the projects\' own checks, the demo\'s halt rule included', async () => {
       write('mine/halt.yaml', 'id: stop-loops\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 9 }\naction: halt\n');
       const text = await run(['checks', 'list', '--checks', 'mine'], env, dir);

@@ -128,7 +128,10 @@ Exit status: 0; 2 for unreadable input, invalid checks or a bad setting (the rea
     help: `Registers a project folder (default: the current one) so that the checks in its
 .neatroots/checks/ are loaded, for that project only. Creates the folder with an example
 check if it has none. Running it again updates the registration and keeps its steering
-setting unless --steering or --no-steering is given.
+setting unless --steering or --no-steering is given. A project has one folder and a folder one
+project: a NAME registered for another folder moves there (that folder's checks no longer
+load), and a folder registered under another name is renamed; init says which, and when
+steering on carries over.
 
 Options:
   --name NAME     the project's name, as agents send it (default: the folder's name)
@@ -154,7 +157,7 @@ not a folder, or the registry cannot be read (the reason on standard error).`,
       const checksDir = path.join(dir, '.neatroots', 'checks');
       // A registry that cannot be read is said before anything is written, with how to repair
       // it: it is never written over (it lists the other projects).
-      registeredProjects(neatrootsHome(io.env), 'init');
+      const before = registeredProjects(neatrootsHome(io.env), 'init');
       // .neatroots or .neatroots/checks there as a file: said, nothing written.
       for (const d of [path.dirname(checksDir), checksDir]) {
         if (fs.existsSync(d) && !fs.statSync(d).isDirectory()) {
@@ -171,6 +174,17 @@ not a folder, or the registry cannot be read (the reason on standard error).`,
       const steering = p.flags.steering ? true : p.flags['no-steering'] ? false : undefined;
       const entry = registerProject(home, { name, path: dir, steering }).find((x) => x.name === name);
       io.out(`registered project ${name}: checks in ${checksDir} (steering ${entry?.steering ? 'on: halt rules act' : 'off: halt rules only flag'})`);
+      // One folder per name and one name per folder: what this registration replaced, said.
+      const moved = before.find((x) => x.name === name && x.path !== dir);
+      if (moved) {
+        io.out(`replaces project ${name}'s folder ${moved.path}: its checks there no longer load`);
+        if (steering === undefined && moved.steering) io.out(`steering on carries over from it (--no-steering to turn it off)`);
+      }
+      const renamed = before.find((x) => x.path === dir && x.name !== name);
+      if (renamed) {
+        io.out(`replaces project ${renamed.name} in this folder: its checks now apply to ${name}`);
+        if (steering === undefined && !before.some((x) => x.name === name) && renamed.steering) io.out(`steering on carries over from ${renamed.name} (--no-steering to turn it off)`);
+      }
       io.out(`registry: ${path.join(home, 'projects.json')}`);
       return 0;
     },
