@@ -206,6 +206,11 @@ describe('docker-compose.yml', () => {
     expect(Object.values(env)).not.toContain('');
   });
 
+  it.each(APP)('has %s create topics with NEATROOTS_PARTITIONS (6, or the shell\'s): the broker creates none', (name) => {
+    expect(loadConfig(containerEnv(svc(name))).NEATROOTS_PARTITIONS).toBe(6);
+    expect(loadConfig(containerEnv(svc(name), { NEATROOTS_PARTITIONS: '12' })).NEATROOTS_PARTITIONS).toBe(12);
+  });
+
   it.each(APP)('passes NEATROOTS_SECRET_KEY of the shell or .env to %s (GitHub connections are off without it)', (name) => {
     const hex = '5e'.repeat(32);
     expect(loadConfig(containerEnv(svc(name), { NEATROOTS_SECRET_KEY: hex })).NEATROOTS_SECRET_KEY?.toString('hex')).toBe(hex);

@@ -459,6 +459,11 @@ if (!helm) {
         }
       });
 
+      it('kafka.partitions: NEATROOTS_PARTITIONS of every service (the topics they create)', () => {
+        expect(loadConfig(envOf(new Rendered(render(h, [])))).NEATROOTS_PARTITIONS).toBe(6);
+        expect(loadConfig(envOf(new Rendered(render(h, [], ['--set', 'kafka.partitions=12'])))).NEATROOTS_PARTITIONS).toBe(12);
+      });
+
       it('config.precheckTimeoutMs: NEATROOTS_PRECHECK_TIMEOUT_MS of every service', () => {
         expect(loadConfig(envOf(new Rendered(render(h, [], ['--set', 'config.precheckTimeoutMs=750'])))).NEATROOTS_PRECHECK_TIMEOUT_MS).toBe(750);
       });
