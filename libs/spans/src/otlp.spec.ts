@@ -1,5 +1,6 @@
 import { otlp } from '@neatroots/proto';
 import { anyValueToJson, mapOtlpExport, nanosToMs } from './otlp';
+import { DEFAULT_SPAN_LIMITS } from './limits';
 import type { RunEnd, RunStart, Span, StreamItem } from './types';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -400,5 +401,36 @@ describe('mapOtlpExport: rejections', () => {
   it('drops the run events of a rejected root', () => {
     const root = span({ id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent', 'neatroots.project': 'bank' } });
     expect(mapOtlpExport(request([root]), { project: 'shop' }).items).toEqual([]);
+  });
+});
+
+describe('attributes named like Object.prototype\'s properties', () => {
+  // As an exporter sends them: a list of keys and values, never an object literal.
+  const proto: otlp.KeyValue = { key: '__proto__', value: av({ 'gen_ai.tool.name': 'delete_all', secret: 'kept' }) };
+  const tool = (extra: otlp.KeyValue[]) =>
+    otlp.Span.fromPartial({
+      ...span({ id: '0101010101010101', attrs: { 'gen_ai.operation.name': 'execute_tool' } }),
+      attributes: [...kvs({ 'gen_ai.operation.name': 'execute_tool' }), ...extra],
+    });
+
+  it('keeps an attribute named __proto__ under its name, and never reads the span\'s fields from inside it', () => {
+    const res = mapOtlpExport(request([tool([proto, { key: 'constructor', value: av('c') }])]), { limits: { limits: DEFAULT_SPAN_LIMITS, now: Date.now() } });
+    const [s] = spansOf(res.items);
+    expect(res.rejected).toEqual([]);
+    expect(s.tool).not.toBe('delete_all');
+    expect(Object.getPrototypeOf(s.attributes)).toBe(Object.prototype);
+    expect(Object.hasOwn(s.attributes!, '__proto__')).toBe(true);
+    expect(Object.getOwnPropertyDescriptor(s.attributes, '__proto__')?.value).toEqual({ 'gen_ai.tool.name': 'delete_all', secret: 'kept' });
+    expect(s.attributes!.constructor).toBe('c');
+    // and so it travels: JSON text, and back
+    const back = JSON.parse(JSON.stringify(s)) as Span;
+    expect(Object.getOwnPropertyDescriptor(back.attributes, '__proto__')?.value).toEqual({ 'gen_ai.tool.name': 'delete_all', secret: 'kept' });
+    expect(back.tool).toBe(s.tool);
+  });
+
+  it('keeps a __proto__ key inside a kvlist value too', () => {
+    const nested = mapOtlpExport(request([tool([{ key: 'kv', value: { value: { $case: 'kvlist_value', value: { values: [proto] } } } }])]));
+    const [n] = spansOf(nested.items);
+    expect(Object.getOwnPropertyDescriptor(n.attributes!.kv, '__proto__')?.value).toEqual({ 'gen_ai.tool.name': 'delete_all', secret: 'kept' });
   });
 });

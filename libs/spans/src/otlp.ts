@@ -75,10 +75,25 @@ export function anyValueToJson(v: AnyValue | undefined): unknown {
   }
 }
 
+/**
+ * Attributes as a JSON object, each under its own key: `__proto__` too (an assignment would set
+ * the object's prototype instead, dropping the attribute and lending its keys to every read).
+ */
 export function attributesToJson(kvs: readonly KeyValue[]): Obj {
   const out: Obj = {};
-  for (const kv of kvs) out[kv.key] = anyValueToJson(kv.value);
+  for (const kv of kvs) setOwn(out, kv.key, anyValueToJson(kv.value));
   return out;
+}
+
+/** `o[key] = v` as an own property, whatever the key (`__proto__` included). */
+function setOwn(o: Obj, key: string, v: unknown): void {
+  if (key === '__proto__') Object.defineProperty(o, key, { value: v, enumerable: true, writable: true, configurable: true });
+  else o[key] = v;
+}
+
+/** `o[key]` when it is o's own: never what Object.prototype has (`constructor`, `toString`, ...). */
+function ownValue(o: Obj, key: string): unknown {
+  return Object.hasOwn(o, key) ? o[key] : undefined;
 }
 
 const NANOS_RE = /^\d{1,20}$/;
@@ -192,11 +207,12 @@ class Attrs {
   constructor(readonly all: Obj) {}
 
   has(key: string): boolean {
-    return this.all[key] !== undefined && this.all[key] !== null;
+    const v = ownValue(this.all, key);
+    return v !== undefined && v !== null;
   }
   /** A non-empty string attribute (numbers and booleans are read as strings too). */
   peekString(key: string): string | undefined {
-    const v = this.all[key];
+    const v = ownValue(this.all, key);
     if (typeof v === 'string') return v || undefined;
     if (typeof v === 'number' || typeof v === 'boolean') return String(v);
     return undefined;
@@ -214,7 +230,7 @@ class Attrs {
   }
   number(...keys: string[]): number | undefined {
     for (const k of keys) {
-      const v = this.all[k];
+      const v = ownValue(this.all, k);
       const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
       if (Number.isFinite(n)) {
         this.used.add(k);
@@ -230,14 +246,14 @@ class Attrs {
       if (!this.has(k)) continue;
       this.used.add(k);
       this.lastKey = k;
-      return maybeJson(this.all[k]);
+      return maybeJson(ownValue(this.all, k));
     }
     return undefined;
   }
   rest(): Obj | undefined {
     let out: Obj | undefined;
     for (const [k, v] of Object.entries(this.all)) {
-      if (!this.used.has(k)) (out ??= {})[k] = v;
+      if (!this.used.has(k)) setOwn((out ??= {}), k, v);
     }
     return out;
   }
@@ -283,7 +299,10 @@ interface Resource {
 }
 
 function readResource(attrs: Obj): Resource {
-  const s = (k: string) => (typeof attrs[k] === 'string' && attrs[k] ? (attrs[k] as string) : undefined);
+  const s = (k: string) => {
+    const v = ownValue(attrs, k);
+    return typeof v === 'string' && v ? v : undefined;
+  };
   const service = s('service.name');
   return {
     project: s('neatroots.project'),
@@ -393,14 +412,14 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   };
   let input = from('input', a.json('gen_ai.tool.call.arguments', 'gen_ai.input.messages'));
   if (input === undefined && a.has('input.value')) {
-    input = inputPlain ? a.all['input.value'] : maybeJson(a.all['input.value']);
+    input = inputPlain ? ownValue(a.all, 'input.value') : maybeJson(ownValue(a.all, 'input.value'));
     a.used.add('input.value');
     sources.input = 'input.value';
   }
   if (input === undefined) input = from('input', a.json('gen_ai.prompt'));
   let output = from('output', a.json('gen_ai.tool.call.result', 'gen_ai.output.messages'));
   if (output === undefined && a.has('output.value')) {
-    output = outputPlain ? a.all['output.value'] : maybeJson(a.all['output.value']);
+    output = outputPlain ? ownValue(a.all, 'output.value') : maybeJson(ownValue(a.all, 'output.value'));
     a.used.add('output.value');
     sources.output = 'output.value';
   }
