@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import * as YAML from 'yaml';
-import { loadModelConfig } from '@neatroots/platform';
+import { DEFAULT_MAX_RECORD_BYTES, MAX_RECORD_OVERHEAD, loadModelConfig } from '@neatroots/platform';
 import { loadConfig } from '../../libs/platform/src/config';
 import { durationMs, interpolate, repoRoot } from './support';
 
@@ -178,6 +178,16 @@ describe('docker-compose.yml', () => {
     ]) expect({ [k]: env[k] }).toEqual({ [k]: '1' });
     // the data survives `docker compose down`
     expect(svc('kafka').volumes).toContain(`kafka-data:${env.KAFKA_LOG_DIRS}`);
+  });
+
+  it('lets Kafka take a record as large as the largest span ingest accepts, on any topic', () => {
+    const env = containerEnv(svc('kafka'));
+    // what the bus publishes at most (a span of NEATROOTS_MAX_ITEM_CHARS characters), with a batch's framing
+    const largest = DEFAULT_MAX_RECORD_BYTES + MAX_RECORD_OVERHEAD;
+    expect(largest).toBeGreaterThan(1024 * 1024); // past the broker's default message.max.bytes
+    expect(Number(env.KAFKA_MESSAGE_MAX_BYTES)).toBeGreaterThanOrEqual(largest);
+    // and a follower (a broker added to this one) copies it
+    expect(Number(env.KAFKA_REPLICA_FETCH_MAX_BYTES)).toBeGreaterThanOrEqual(Number(env.KAFKA_MESSAGE_MAX_BYTES));
   });
 
   it('keeps PostgreSQL, Redis and Kafka data in declared named volumes', () => {
