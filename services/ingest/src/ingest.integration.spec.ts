@@ -196,6 +196,22 @@ describe('ingest over gRPC', () => {
       expect(h.ingest.metrics.items_rejected.run_id).toBeGreaterThanOrEqual(1);
     });
 
+    it('counts refusals by field without the indexes of lists (a bounded label set): tools[].name', async () => {
+      const start = (run_id: string, tools: { name: string; description: string }[]) =>
+        itemToEvent({ kind: 'run_start', run: { event: 'run_start', run_id, tools } as RunStart });
+      const res = await exportV1(h, {
+        events: [
+          start('r-t1', [{ name: '', description: '' }]),
+          start('r-t2', [{ name: 'ok', description: '' }, { name: '', description: '' }]),
+          start('r-t3', [{ name: 'ok', description: '' }, { name: 'ok', description: '' }, { name: '', description: '' }]),
+          spanEvent({ span_id: 'a' }),
+        ],
+      });
+      expect(res.rejected.map((r) => r.field)).toEqual(['tools[0].name', 'tools[1].name', 'tools[2].name']);
+      expect(h.ingest.metrics.items_rejected['tools[].name']).toBe(3);
+      expect(Object.keys(h.ingest.metrics.items_rejected).filter((k) => /\[\d/.test(k))).toEqual([]);
+    });
+
     it('answers INVALID_ARGUMENT with the reasons when nothing is acceptable', async () => {
       const err = await exportV1(h, { events: [spanEvent({ run_id: '' }), spanEvent({ type: 'banana' as Span['type'] })] }).catch((e: ServiceError) => e);
       expect(err).toMatchObject({ code: status.INVALID_ARGUMENT });

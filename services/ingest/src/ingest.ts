@@ -291,8 +291,8 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   }
 
   function countRejected(rejected: Rejection[]): void {
-    // attributes.<any key> would make the label set unbounded
-    for (const r of rejected) inc(metrics.items_rejected, r.field.startsWith('attributes.') ? 'attributes' : r.field);
+    // attributes.<any key>, or a list's index (tools[0].name, tools[1].name, ...), would make the label set unbounded
+    for (const r of rejected) inc(metrics.items_rejected, r.field.startsWith('attributes.') ? 'attributes' : r.field.replace(/\[\d+\]/g, '[]'));
   }
 
   const limits = opts.limits ?? DEFAULT_SPAN_LIMITS;
