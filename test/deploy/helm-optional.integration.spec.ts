@@ -169,6 +169,19 @@ if (!helm) {
       if (c === 'api') expect(fromOf('http')).toBeUndefined(); // apiFrom empty: anyone
       expect(np.spec.egress).toContainEqual({ to: [{ ipBlock: { cidr: '10.30.0.0/16' } }] });
     }
+    // with metricsFrom, the admin port takes those peers and this release's pods: the helm test Pods ask /readyz there
+    const limited = render(helm!, ['networkPolicy.enabled=true', 'networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring']);
+    const testPods = of(limited, 'Pod');
+    expect(testPods).toHaveLength(COMPONENTS.length);
+    for (const c of COMPONENTS) {
+      const np = named(limited, 'NetworkPolicy', `nr-neatroots-${c}`)!;
+      const adminFrom: { podSelector?: { matchLabels: Record<string, string> }; namespaceSelector?: unknown }[] =
+        np.spec.ingress.find((r: { ports: { port: string }[] }) => r.ports.some((p) => p.port === 'admin')).from;
+      expect(adminFrom).toContainEqual({ namespaceSelector: { matchLabels: { team: 'monitoring' } } });
+      // a peer with only a podSelector is a pod of the policy's own namespace, where helm test runs its Pods
+      const tester = named(limited, 'Pod', `nr-neatroots-${c}-test`)!;
+      expect(adminFrom.some((f) => f.podSelector && !f.namespaceSelector && selects(f.podSelector.matchLabels, tester.metadata.labels))).toBe(true);
+    }
     // without egress rules, outgoing traffic is left alone
     const ingressOnly = named(render(helm!, ['networkPolicy.enabled=true']), 'NetworkPolicy', 'nr-neatroots-ingest')!;
     expect(ingressOnly.spec.policyTypes).toEqual(['Ingress']);
