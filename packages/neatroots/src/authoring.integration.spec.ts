@@ -372,7 +372,11 @@ describe('neatroots checks draft | preview | save | halt against the running ser
     fs.writeFileSync(path.join(home, 'bad.yaml'), RULE.replace('requires: { tool: [lookup_order] }', 'requires: { tool: [lookup_order] }\n  at_least: 2'));
     const save = cli();
     expect(await main(['checks', 'save', 'bad.yaml'], save)).toBe(1);
-    expect(save.errors).toContain('bad.yaml:9: check refund-needs-lookup: rule.at_least: unknown key for a requires_before rule; expected one of type, call, requires');
+    // Each problem once: the call and its status, then one FILE:LINE line per problem.
+    expect(save.errors).toEqual([
+      `neatroots checks: POST ${base}/v1/projects/${PROJECT}/checks: 400 invalid_check`,
+      'bad.yaml:9: check refund-needs-lookup: rule.at_least: unknown key for a requires_before rule; expected one of type, call, requires',
+    ]);
     const halt = cli();
     expect(await main(['checks', 'halt', 'repeated-tool-call'], halt)).toBe(1);
     expect(halt.errors.join('\n')).toMatch(/409 refused: check repeated-tool-call is a library check/);

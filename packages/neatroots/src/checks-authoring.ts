@@ -55,10 +55,15 @@ function one(p: Parsed, what: string): string {
   return arg;
 }
 
-/** A refusal: the API's words, and each problem of a check as FILE:LINE: field: reason. */
+/**
+ * A refusal: the API's words; a check that does not validate as `METHOD URL: status code`, then
+ * one FILE:LINE: check ID: field: reason line per problem (the API's message lists the same
+ * problems again, so it is left out).
+ */
 function refused(err: unknown, io: Io, file?: string): number {
   if (!(err instanceof ApiCallError)) throw err;
-  io.err(`neatroots checks: ${err.message}`);
+  const head = err.problems.length ? /^\S+ \S+: \d{3} [^\s:]+/.exec(err.message)?.[0] : undefined;
+  io.err(`neatroots checks: ${head ?? err.message}`);
   for (const l of err.lines) io.err(l);
   for (const pr of err.problems) io.err(problemLine(pr, file));
   return 1;
