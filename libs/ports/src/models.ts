@@ -24,20 +24,31 @@ export interface ChatResponse {
   /** The model name the server reported. */
   model?: string;
   usage?: { input_tokens?: number; output_tokens?: number };
+  /** Why the model stopped, as the server said: `stop`, `length` (cut at maxTokens), `tool_calls`... */
+  finishReason?: string;
+  /** The model's refusal, when it declined to answer (no content then). */
+  refusal?: string;
 }
 
 /** Why a call failed, which decides whether a retry can help. */
 export type ModelErrorKind = 'timeout' | 'rate_limited' | 'server' | 'connection' | 'rejected' | 'aborted';
 
 export class ModelError extends Error {
+  /**
+   * How long the server asked the caller to wait before trying again (a 429's or 503's
+   * `retry-after-ms` or `retry-after` header), in milliseconds; absent when it said nothing.
+   */
+  readonly retryAfterMs?: number;
+
   constructor(
     readonly kind: ModelErrorKind,
     message: string,
     readonly status?: number,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; retryAfterMs?: number },
   ) {
-    super(message, options);
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'ModelError';
+    if (options?.retryAfterMs !== undefined) this.retryAfterMs = options.retryAfterMs;
   }
 
   /** Rate limits, 5xx and dropped connections are worth retrying; a timeout or a 4xx is not. */

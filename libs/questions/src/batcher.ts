@@ -27,6 +27,12 @@ export interface ModelQueueOptions {
   retries?: number;
   backoffMs?: number;
   maxBackoffMs?: number;
+  /**
+   * The longest wait a server's Retry-After (or retry-after-ms) is honoured for before a retry
+   * (default 30 s). A server that asks for longer is not retried: the call fails at once as
+   * rate limited, saying how long it asked for.
+   */
+  maxRetryAfterMs?: number;
   /** Per request; the adapter's own timeout applies when absent. */
   timeoutMs?: number;
   /** Share one request between identical questions in flight (default on). */
@@ -97,6 +103,12 @@ interface ChatJob {
 
 type Job = QuestionJob | ChatJob;
 
+/** The longest Retry-After the queue waits for before a retry (ModelQueueOptions.maxRetryAfterMs). */
+export const DEFAULT_MAX_RETRY_AFTER_MS = 30_000;
+
+/** The answer budget of one question or decision whose caller set none (DecisionItem.max_tokens). */
+export const DEFAULT_ANSWER_TOKENS = 250;
+
 const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 export class ModelQueue {
@@ -124,6 +136,7 @@ export class ModelQueue {
       retries: opts.retries ?? 2,
       backoffMs: opts.backoffMs ?? 200,
       maxBackoffMs: opts.maxBackoffMs ?? 5_000,
+      maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
       dedup: opts.dedup ?? true,
       sleep: opts.sleep ?? defaultSleep,
       random: opts.random ?? Math.random,
@@ -288,12 +301,18 @@ export class ModelQueue {
       try {
         return await this.model.complete(this.o.timeoutMs !== undefined && req.timeoutMs === undefined ? { ...req, timeoutMs: this.o.timeoutMs } : req);
       } catch (err) {
-        const retryable = err instanceof ModelError && err.retryable;
-        if (!retryable || attempt >= this.o.retries || this.closed) throw err;
+        if (!(err instanceof ModelError) || !err.retryable || attempt >= this.o.retries || this.closed) throw err;
+        const asked = err.retryAfterMs;
+        // A server that asks for a longer wait than the queue allows is not retried early (it
+        // would only be refused again): the call fails now, saying what the server asked.
+        if (asked !== undefined && asked > this.o.maxRetryAfterMs) {
+          throw new ModelError(err.kind, `${err.message} (the server asked to retry after ${Math.ceil(asked / 1000)} s, longer than the ${Math.ceil(this.o.maxRetryAfterMs / 1000)} s the queue waits)`, err.status, { cause: err, retryAfterMs: asked });
+        }
         this.stats.retries++;
         const base = Math.min(this.o.maxBackoffMs, this.o.backoffMs * 2 ** attempt);
-        // Full jitter keeps a fleet of replicas from retrying in step against a rate limit.
-        await this.o.sleep(base / 2 + this.o.random() * (base / 2));
+        // Full jitter keeps a fleet of replicas from retrying in step against a rate limit; the
+        // server's Retry-After, when it sent one, is the least wait.
+        await this.o.sleep(Math.max(asked ?? 0, base / 2 + this.o.random() * (base / 2)));
       }
     }
   }
@@ -304,11 +323,8 @@ export class ModelQueue {
     this.stats.batches++;
     this.stats.questions += jobs.length;
     try {
-      const res = await this.send({
-        messages: messagesOf(jobs),
-        json: true,
-        maxTokens: 200 + 250 * jobs.length,
-      });
+      const maxTokens = answerBudget(jobs);
+      const res = await this.send({ messages: messagesOf(jobs), json: true, maxTokens });
       let answers: Map<number, unknown>;
       let problem: string | undefined;
       try {
@@ -317,6 +333,9 @@ export class ModelQueue {
         answers = new Map();
         problem = (e as Error).message;
       }
+      // Why a reply has no usable answer, when the server said: cut at the budget, or refused.
+      const why = replyProblem(res, maxTokens);
+      if (why) problem = problem ? `${why}; ${problem}` : why;
       jobs.forEach((j, i) => {
         const a = answers.get(i);
         if (a !== undefined) j.resolve(a);
@@ -362,6 +381,25 @@ export class ModelQueue {
     for (const w of this.spaceWaiters.splice(0)) w();
     this.stats.queued = 0;
   }
+}
+
+/**
+ * The request's max_tokens: 200 for the reply's frame, and each question's answer budget (a
+ * decision's own max_tokens when its caller set one: an answer that lists many ids needs more
+ * than DEFAULT_ANSWER_TOKENS).
+ */
+export function answerBudget(jobs: readonly Pick<QuestionJob, 'sort' | 'item'>[]): number {
+  let n = 200;
+  for (const j of jobs) n += (j.sort === 'decide' ? (j.item as DecisionItem).max_tokens : undefined) ?? DEFAULT_ANSWER_TOKENS;
+  return n;
+}
+
+/** What the server said about a reply that may not be usable: cut at max_tokens, or a refusal. */
+export function replyProblem(res: ChatResponse, maxTokens: number): string | undefined {
+  if (res.refusal) return `the model refused: ${res.refusal.slice(0, 200)}`;
+  if (res.finishReason === 'length') return `the answer was cut at ${maxTokens} tokens (max_tokens) before it was complete`;
+  if (!res.text.trim()) return `the reply has no text${res.finishReason ? ` (finish_reason ${res.finishReason})` : ''}`;
+  return undefined;
 }
 
 function messagesOf(jobs: readonly QuestionJob[]) {

@@ -28,6 +28,12 @@ export interface DecisionItem {
    * gRPC (Decide), where any JSON object is cached.
    */
   usable?: (answer: object) => string | undefined;
+  /**
+   * The most tokens its answer may take (the request's max_tokens is the sum of its questions'
+   * and 200). Unset: 250, enough for a yes/no with a reason or a name; an answer that lists many
+   * ids (a split, themes) or writes edits says how much it needs.
+   */
+  max_tokens?: number;
 }
 
 /** Which endpoint answers a decision: the decision path, or the reasoning model. */

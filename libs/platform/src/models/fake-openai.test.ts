@@ -2,6 +2,11 @@
  * A local HTTP server speaking the OpenAI chat-completions API, answering from a script, for
  * the tests of the model adapter and the question service: the real `openai` client talks to
  * it over real HTTP. Named *.test.ts: a helper, neither run by jest (it runs *.spec.ts) nor built.
+ *
+ * Like a real server it stops at the request's max_tokens (or max_completion_tokens): a reply
+ * longer than that is cut there and answered with finish_reason "length". Tokens are counted
+ * by fakeTokens, which counts at least as many as real tokenizers do for JSON, words and
+ * random ids, so an answer that fits here fits a real model's budget.
  */
 import * as http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -14,6 +19,7 @@ export interface FakeCall {
     messages: { role: string; content: string }[];
     response_format?: { type: string };
     max_tokens?: number;
+    max_completion_tokens?: number;
     [k: string]: unknown;
   };
   at: number;
@@ -33,6 +39,32 @@ export interface FakeReply {
   delayMs?: number;
   /** Never answer: the client's timeout fires. */
   hang?: boolean;
+  /** Response headers (e.g. retry-after on a 429). */
+  headers?: Record<string, string>;
+  /** The message's refusal (its content is null then, as a real refusal's is). */
+  refusal?: string;
+  /** The choice's finish_reason when the reply is not cut (default "stop"). */
+  finish_reason?: string;
+}
+
+/**
+ * Tokens as the fake counts them, on the generous side of real tokenizers: a word is a token
+ * per 4 lowercase letters (a capital may lead), capitals go in pairs, digits in threes, every
+ * other character is a token of its own, and spaces join the token after them. A random id
+ * such as sf_Kx9aBcQ2zT... comes out near 1.5 characters a token (real tokenizers: 2 to 3);
+ * English near 3.5 (real: about 4).
+ */
+const TOKEN = /\s*(?:[A-Z]?[a-z]{1,4}|[A-Z]{1,2}|\d{1,3}|[^\sA-Za-z\d])|\s+/gy;
+
+export function fakeTokens(text: string): string[] {
+  return text.match(TOKEN) ?? [];
+}
+
+/** The reply as a server with this budget sends it: whole, or its first `max` tokens and cut. */
+export function fakeCut(text: string, max: number | undefined): { text: string; tokens: number; cut: boolean } {
+  const tokens = fakeTokens(text);
+  if (max === undefined || tokens.length <= max) return { text, tokens: tokens.length, cut: false };
+  return { text: tokens.slice(0, max).join(''), tokens: max, cut: true };
 }
 
 export type FakeScript = (call: FakeCall) => FakeReply | Promise<FakeReply>;
@@ -94,17 +126,19 @@ export async function startFakeOpenAI(script: FakeScript): Promise<FakeOpenAI> {
         if (reply.body !== undefined) out = reply.body;
         else if (status >= 400) out = JSON.stringify({ error: { message: reply.content ?? `scripted ${status}`, type: 'scripted' } });
         else {
-          const content = reply.json !== undefined ? JSON.stringify(reply.json) : (reply.content ?? '');
+          const whole = reply.refusal !== undefined ? '' : reply.json !== undefined ? JSON.stringify(reply.json) : (reply.content ?? '');
+          const sent = fakeCut(whole, body.max_completion_tokens ?? body.max_tokens);
+          const message = reply.refusal !== undefined ? { role: 'assistant', content: null, refusal: reply.refusal } : { role: 'assistant', content: sent.text };
           out = JSON.stringify({
             id: `chatcmpl-${call.n}`,
             object: 'chat.completion',
             created: Math.floor(Date.now() / 1000),
             model: body.model,
-            choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-            usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+            choices: [{ index: 0, message, finish_reason: sent.cut ? 'length' : (reply.finish_reason ?? 'stop') }],
+            usage: { prompt_tokens: 10, completion_tokens: sent.tokens, total_tokens: 10 + sent.tokens },
           });
         }
-        res.writeHead(status, { 'content-type': 'application/json' });
+        res.writeHead(status, { 'content-type': 'application/json', ...reply.headers });
         res.end(out);
         done();
       } catch (e) {

@@ -78,4 +78,44 @@ describe('the OpenAI-compatible model adapter', () => {
     const err = await failure(m.complete({ messages: [{ role: 'user', content: 'x' }] }));
     expect(err.kind).toBe('connection');
   });
+
+  it.each([
+    [{ 'retry-after': '20' }, 20_000],
+    [{ 'retry-after-ms': '1500', 'retry-after': '2' }, 1_500],
+  ])('keeps the wait a 429 asks for (%j) on the error', async (headers, ms) => {
+    fake.script = () => ({ status: 429, content: 'Rate limit reached', headers });
+    const err = await failure(model().complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err).toMatchObject({ kind: 'rate_limited', status: 429, retryAfterMs: ms });
+  });
+
+  it('a 429 without retry-after has no wait of its own', async () => {
+    fake.script = () => ({ status: 429 });
+    const err = await failure(model().complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.retryAfterMs).toBeUndefined();
+  });
+
+  it('an HTTP 200 carrying an error and no choices is a server error that says what came back', async () => {
+    fake.script = () => ({ body: JSON.stringify({ error: { message: 'upstream overloaded' } }) });
+    const err = await failure(model().complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.kind).toBe('server');
+    expect(err.message).toBe('the server answered HTTP 200 with an error: upstream overloaded');
+  });
+
+  it('an HTTP 200 with neither choices nor an error says so', async () => {
+    fake.script = () => ({ body: JSON.stringify({ id: 'x', object: 'chat.completion' }) });
+    const err = await failure(model().complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.message).toMatch(/^the server answered HTTP 200 with no "choices": \{"id":"x"/);
+  });
+
+  it('a reply cut at max_tokens comes back with finish reason length', async () => {
+    fake.script = () => ({ content: 'one two six ten red big cat dog' });
+    const res = await model().complete({ messages: [{ role: 'user', content: 'x' }], maxTokens: 4 });
+    expect(res).toMatchObject({ text: 'one two six ten', finishReason: 'length', usage: { output_tokens: 4 } });
+  });
+
+  it('a refusal comes back as the refusal, with no text', async () => {
+    fake.script = () => ({ refusal: 'I cannot help with that' });
+    const res = await model().complete({ messages: [{ role: 'user', content: 'x' }], json: true });
+    expect(res).toMatchObject({ text: '', refusal: 'I cannot help with that', finishReason: 'stop' });
+  });
 });

@@ -23,6 +23,21 @@ export interface OpenAiModelOptions {
 
 export const DEFAULT_MODEL_TIMEOUT_MS = 30_000;
 
+/**
+ * How long a 429 or 503 asks the caller to wait: `retry-after-ms` (milliseconds, sent by some
+ * hosted APIs), else `retry-after` (seconds, or an HTTP date). Undefined when neither is there
+ * or readable.
+ */
+export function retryAfterMs(headers: { get(name: string): string | null } | undefined, now = Date.now()): number | undefined {
+  const ms = headers?.get('retry-after-ms');
+  if (ms != null && ms.trim() !== '' && Number.isFinite(Number(ms)) && Number(ms) >= 0) return Math.ceil(Number(ms));
+  const after = headers?.get('retry-after')?.trim();
+  if (!after) return undefined;
+  if (/^\d+(\.\d+)?$/.test(after)) return Math.ceil(Number(after) * 1000);
+  const at = Date.parse(after);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
 export function toModelError(e: unknown): ModelError {
   if (e instanceof ModelError) return e;
   // Order matters: the timeout and abort errors are kinds of connection error.
@@ -32,8 +47,10 @@ export function toModelError(e: unknown): ModelError {
   if (e instanceof APIError) {
     const status = e.status;
     const msg = `HTTP ${status ?? '?'}: ${e.message}`;
-    if (status === 429) return new ModelError('rate_limited', msg, status, { cause: e });
-    if (status === 408 || (status !== undefined && status >= 500)) return new ModelError('server', msg, status, { cause: e });
+    const wait = retryAfterMs(e.headers as { get(name: string): string | null } | undefined);
+    const opts = { cause: e, ...(wait !== undefined ? { retryAfterMs: wait } : {}) };
+    if (status === 429) return new ModelError('rate_limited', msg, status, opts);
+    if (status === 408 || (status !== undefined && status >= 500)) return new ModelError('server', msg, status, opts);
     return new ModelError('rejected', msg, status, { cause: e });
   }
   return new ModelError('server', (e as Error)?.message ?? String(e), undefined, { cause: e });
@@ -70,9 +87,7 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
           },
           { timeout: ms + 1_000, signal: ctrl.signal, maxRetries: 0 },
         );
-        const out: ChatResponse = { text: res.choices[0]?.message?.content ?? '', model: res.model };
-        if (res.usage) out.usage = { input_tokens: res.usage.prompt_tokens, output_tokens: res.usage.completion_tokens };
-        return out;
+        return readReply(res as unknown);
       } catch (e) {
         if (timedOut) throw new ModelError('timeout', `no answer within ${ms} ms`, undefined, { cause: e });
         if (req.signal?.aborted) throw new ModelError('aborted', 'the request was aborted', undefined, { cause: e });
@@ -83,4 +98,37 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
       }
     },
   };
+}
+
+/**
+ * The chat response read defensively: some servers and proxies answer HTTP 200 with an error
+ * object and no choices, which is reported as a server error saying what came back (retried
+ * like a 5xx), not as a TypeError. The finish reason and a refusal are kept for the caller's
+ * account of a reply it cannot use (cut at max_tokens, refused).
+ */
+export function readReply(res: unknown): ChatResponse {
+  const r = (res && typeof res === 'object' ? res : {}) as {
+    choices?: unknown;
+    model?: unknown;
+    usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+    error?: unknown;
+  };
+  if (!Array.isArray(r.choices) || r.choices.length === 0) {
+    const err = r.error && typeof r.error === 'object' ? (r.error as { message?: unknown }).message : r.error;
+    const what =
+      err !== undefined && err !== null
+        ? `an error: ${typeof err === 'string' ? err : JSON.stringify(err)}`
+        : Array.isArray(r.choices)
+          ? 'an empty "choices" list'
+          : `no "choices": ${typeof res === 'string' ? res : JSON.stringify(res)}`;
+    throw new ModelError('server', `the server answered HTTP 200 with ${what}`.slice(0, 300));
+  }
+  const choice = (r.choices[0] ?? {}) as { message?: { content?: unknown; refusal?: unknown } | null; finish_reason?: unknown };
+  const content = choice.message?.content;
+  const out: ChatResponse = { text: typeof content === 'string' ? content : '' };
+  if (typeof r.model === 'string') out.model = r.model;
+  if (typeof choice.finish_reason === 'string') out.finishReason = choice.finish_reason;
+  if (typeof choice.message?.refusal === 'string' && choice.message.refusal) out.refusal = choice.message.refusal;
+  if (r.usage) out.usage = { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens };
+  return out;
 }

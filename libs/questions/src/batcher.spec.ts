@@ -1,0 +1,88 @@
+import { openAiChatModel } from '@neatroots/platform';
+import { ModelError } from '@neatroots/ports';
+import { startFakeOpenAI, type FakeOpenAI } from '../../platform/src/models/fake-openai.test';
+import { ModelQueue } from './batcher';
+import { QuestionAnswerer } from './answerer';
+import { MalformedAnswerError } from './judge';
+
+/**
+ * The model queue against a local OpenAI-compatible server through the real `openai` client:
+ * how it waits on a rate limit's Retry-After, what budget a request gets, and the reasons it
+ * gives for a reply it cannot use.
+ */
+let fake: FakeOpenAI;
+beforeAll(async () => {
+  fake = await startFakeOpenAI(() => ({ content: '{}' }));
+});
+afterAll(() => fake.close());
+beforeEach(() => {
+  fake.calls.length = 0;
+});
+
+const model = () => openAiChatModel({ role: 'reasoning', baseURL: fake.url, model: 'm', timeoutMs: 5_000 });
+const item = (ask = 'Is it so?') => ({ instructions: 'You decide.', subject: 'The agent said hello.', ask });
+
+async function rejection(p: Promise<unknown>): Promise<Error> {
+  try {
+    await p;
+  } catch (e) {
+    return e as Error;
+  }
+  throw new Error('expected a failure');
+}
+
+describe('the model queue', () => {
+  it('waits as long as a 429 asks (Retry-After) before the retry', async () => {
+    fake.script = (c) => (c.n === 1 ? { status: 429, headers: { 'retry-after': '1' } } : { json: { answers: [{ id: 'q1', holds: true }] } });
+    const q = new ModelQueue(model());
+    await expect(q.decide('k', item())).resolves.toEqual({ id: 'q1', holds: true });
+    expect(fake.calls).toHaveLength(2);
+    expect(fake.calls[1].at - fake.calls[0].at).toBeGreaterThanOrEqual(990);
+    q.close();
+  });
+
+  it('fails at once, saying so, when a 429 asks for longer than the queue waits', async () => {
+    fake.script = () => ({ status: 429, headers: { 'retry-after': '120' } });
+    const q = new ModelQueue(model());
+    const t0 = Date.now();
+    const err = await rejection(q.decide('k', item()));
+    expect(err).toBeInstanceOf(ModelError);
+    expect(err).toMatchObject({ kind: 'rate_limited', retryAfterMs: 120_000 });
+    expect(err.message).toMatch(/the server asked to retry after 120 s, longer than the 30 s the queue waits/);
+    expect(fake.calls).toHaveLength(1);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    q.close();
+  });
+
+  it('says an answer was cut at the token limit, not just that it is not JSON', async () => {
+    fake.script = () => ({ content: `{"answers": [{"id": "q1", "reason": "${'very long '.repeat(400)}"}]}` });
+    const q = new ModelQueue(model());
+    const err = await rejection(q.decide('k', item()));
+    expect(err).toBeInstanceOf(MalformedAnswerError);
+    expect(err.message).toMatch(/^the answer was cut at 450 tokens \(max_tokens\) before it was complete/);
+    expect(fake.calls[0].body.max_tokens).toBe(450);
+    q.close();
+  });
+
+  it("a decision's max_tokens is its answer's budget: a long list comes back whole", async () => {
+    const list = Array.from({ length: 200 }, (_, i) => `f${i + 1}`);
+    fake.script = () => ({ json: { answers: [{ id: 'q1', findings: list }] } });
+    const q = new ModelQueue(model());
+    await expect(q.decide('k', { ...item(), max_tokens: 1_500 })).resolves.toEqual({ id: 'q1', findings: list });
+    expect(fake.calls[0].body.max_tokens).toBe(1_700);
+    // Two decisions in one request: each brings its own budget (the default, 250, for one that sets none).
+    fake.calls.length = 0;
+    fake.script = () => ({ json: { answers: [{ id: 'q1', findings: list }, { id: 'q2', holds: true }] } });
+    const [a, b] = await Promise.all([q.decide('k1', { ...item('List them.'), max_tokens: 1_500 }), q.decide('k2', item('Is it so?'))]);
+    expect([a, b]).toEqual([{ id: 'q1', findings: list }, { id: 'q2', holds: true }]);
+    expect(fake.calls.map((c) => c.body.max_tokens)).toEqual([1_950]);
+    q.close();
+  });
+
+  it("gives a refusal's own words as the reason a decision has no answer", async () => {
+    fake.script = () => ({ refusal: 'I cannot help with that request' });
+    const a = new QuestionAnswerer({ reasoning: model(), cache: false });
+    await expect(a.decide('reasoning', item())).resolves.toEqual({ ok: false, reason: expect.stringMatching(/the model refused: I cannot help with that request/) });
+    a.close();
+  });
+});
