@@ -251,6 +251,37 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
     expect(span).toMatchObject({ span_id: '0000000000000001', type: 'tool', tool: 'lookup', status: 'error', error: 'boom', start_ms: 1700000000000, end_ms: 1700000000500 });
   });
 
+  it('holds intValue to 64 bits as a number as it does as a string, and takes doubleValue as a string (proto3 JSON)', async () => {
+    const attr = (key: string, value: unknown) => jsonSpan({ spanId: '00000000000000d1', traceId: 'd1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1', attributes: [{ key, value }] });
+    for (const intValue of [1e30, -1e30, 2 ** 63, 1.5, '1000000000000000000000000000000']) {
+      const res = await post(body([attr('n', { intValue })]));
+      expect({ intValue, status: res.status }).toEqual({ intValue, status: 400 });
+      expect((await answerOf(res)).message).toMatch(/attributes\[0\]\.value\.intValue: expected a 64-bit integer/);
+    }
+    const ok = await post(
+      body([
+        jsonSpan({
+          spanId: '00000000000000d2',
+          traceId: 'd2d2d2d2d2d2d2d2d2d2d2d2d2d2d2d2',
+          attributes: [
+            { key: 'big', value: { intValue: -(2 ** 53 - 1) } },
+            { key: 'half', value: { doubleValue: '1.5' } },
+            { key: 'exp', value: { doubleValue: '-2.5e3' } },
+            { key: 'nan', value: { doubleValue: 'NaN' } },
+            { key: 'inf', value: { doubleValue: '-Infinity' } },
+          ],
+        }),
+      ]),
+    );
+    expect(ok.status).toBe(200);
+    const [span] = (await itemsOf('d2d2d2d2d2d2d2d2d2d2d2d2d2d2d2d2')).flatMap((i) => (i.kind === 'span' ? [i.span] : []));
+    // NaN and the infinities have no JSON number: stored as null
+    expect(span.attributes).toEqual({ big: -(2 ** 53 - 1), half: 1.5, exp: -2500, nan: null, inf: null });
+    for (const doubleValue of ['1.5x', '', '0x10', '1e400', 'nan']) {
+      expect({ doubleValue, status: (await post(body([attr('d', { doubleValue })]))).status }).toEqual({ doubleValue, status: 400 });
+    }
+  });
+
   it('answers partialSuccess with the reasons when some spans are rejected', async () => {
     const res = await post(body([jsonSpan({ spanId: '0000000000000002' }), jsonSpan({ spanId: '' })]));
     expect(res.status).toBe(200);

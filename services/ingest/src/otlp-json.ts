@@ -99,13 +99,21 @@ function uint32(o: Obj, camel: string, path: string): number {
 
 /** A 64-bit integer as the generated types hold it (a decimal string); JSON gives a string or a number. */
 function int64(v: unknown, path: string, signed: boolean): string {
-  if (typeof v === 'number' && Number.isInteger(v) && (signed || v >= 0)) return BigInt(v).toString();
-  if (typeof v === 'string' && (signed ? /^-?\d+$/ : /^\d+$/).test(v)) {
-    const n = BigInt(v);
+  // A number or a string, the same bounds: a number past them (1e30) is no more a 64-bit integer than its digits are.
+  const n = typeof v === 'number' && Number.isInteger(v) ? BigInt(v) : typeof v === 'string' && (signed ? /^-?\d+$/ : /^\d+$/).test(v) ? BigInt(v) : undefined;
+  if (n !== undefined) {
     const [lo, hi] = signed ? [-(2n ** 63n), 2n ** 63n - 1n] : [0n, 2n ** 64n - 1n];
     if (n >= lo && n <= hi) return n.toString();
   }
   throw new OtlpJsonError(path, `expected ${signed ? 'a' : 'an unsigned'} 64-bit integer (a number or a decimal string), got ${kind(v)}`);
+}
+
+/** A double written as a string, as protobuf's JSON mapping reads it: a JSON number's text, or NaN and the infinities by name. */
+function doubleString(v: string): number | undefined {
+  if (v === 'NaN' || v === 'Infinity' || v === '-Infinity') return Number(v);
+  if (!/^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v)) return undefined;
+  const d = Number(v);
+  return Number.isFinite(d) ? d : undefined; // "1e400": out of a double's range
 }
 
 function fixed64(o: Obj, camel: string, path: string): string {
@@ -198,9 +206,9 @@ function anyValue(v: unknown, path: string): otlp.AnyValue {
         t.out.value = { $case: 'int_value', value: int64(x, p, true) };
         break;
       case 'doubleValue': {
-        // protobuf's mapping writes NaN and the infinities as strings
-        const d = typeof x === 'string' && ['NaN', 'Infinity', '-Infinity'].includes(x) ? Number(x) : x;
-        if (typeof d !== 'number') throw new OtlpJsonError(p, `expected a number, got ${kind(x)}`);
+        // protobuf's mapping writes NaN and the infinities as strings, and reads any number as one too ("1.5", "1e3")
+        const d = typeof x === 'string' ? doubleString(x) : x;
+        if (typeof d !== 'number') throw new OtlpJsonError(p, `expected a number (or one as a string, "NaN", "Infinity", "-Infinity"), got ${kind(x)}`);
         t.out.value = { $case: 'double_value', value: d };
         break;
       }
