@@ -388,14 +388,14 @@ export class ModelQueue {
  * decision's own max_tokens when its caller set one: an answer that lists many ids needs more
  * than DEFAULT_ANSWER_TOKENS).
  */
-export function answerBudget(jobs: readonly Pick<QuestionJob, 'sort' | 'item'>[]): number {
+function answerBudget(jobs: readonly Pick<QuestionJob, 'sort' | 'item'>[]): number {
   let n = 200;
   for (const j of jobs) n += (j.sort === 'decide' ? (j.item as DecisionItem).max_tokens : undefined) ?? DEFAULT_ANSWER_TOKENS;
   return n;
 }
 
 /** What the server said about a reply that may not be usable: cut at max_tokens, or a refusal. */
-export function replyProblem(res: ChatResponse, maxTokens: number): string | undefined {
+function replyProblem(res: ChatResponse, maxTokens: number): string | undefined {
   if (res.refusal) return `the model refused: ${res.refusal.slice(0, 200)}`;
   if (res.finishReason === 'length') return `the answer was cut at ${maxTokens} tokens (max_tokens) before it was complete`;
   if (!res.text.trim()) return `the reply has no text${res.finishReason ? ` (finish_reason ${res.finishReason})` : ''}`;

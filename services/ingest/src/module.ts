@@ -1,7 +1,7 @@
 import type { ServiceModule } from '@neatroots/ports';
 import { makeTopics } from '@neatroots/messages';
 import { startIngest, type IngestOptions, type PrecheckPort } from './ingest';
-import { constrainedMemory, memoryCeilingMb } from './pressure';
+import { cgroupMemory, constrainedMemory, memoryCeilingMb } from './pressure';
 
 /** The configuration ingest reads besides where it listens. */
 export interface IngestConfig {
@@ -46,13 +46,22 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
       const bus = ctx.platform.bus();
       const backlog = bus.backlog ? () => bus.backlog!(topics.events.name) : undefined;
-      const ceiling = memoryCeilingMb(ctx.config.NEATROOTS_MEMORY_CEILING_MB, constrainedMemory());
-      if (ceiling.from === 'container') ctx.log.info(`memory ceiling ${ceiling.mb} MB, the container's memory limit (NEATROOTS_MEMORY_CEILING_MB sets another): exports are refused past 90% of it`);
+      const limit = constrainedMemory();
+      const ceiling = memoryCeilingMb(ctx.config.NEATROOTS_MEMORY_CEILING_MB, limit);
+      // The container's limit counts every process in it (`neatroots serve`'s launcher too): its
+      // memory in use is what is measured against it, where the cgroup says it.
+      const container = ceiling.from === 'container' ? cgroupMemory(limit) : undefined;
+      if (ceiling.from === 'container')
+        ctx.log.info(
+          `memory ceiling ${ceiling.mb} MB, the container's memory limit (NEATROOTS_MEMORY_CEILING_MB sets another): exports are refused past 90% of it, ` +
+            (container ? "of the container's memory in use" : "of this process's resident memory (the container's memory in use cannot be read)"),
+        );
       // A ceiling the process is near before it took anything: every export would be refused.
-      const atStartMb = Math.round(process.memoryUsage.rss() / 1048576);
+      const used = container?.();
+      const atStartMb = Math.round((used ?? process.memoryUsage.rss()) / 1048576);
       if (ceiling.mb > 0 && atStartMb > ceiling.mb * 0.8) {
         const how = ceiling.from === 'container' ? "raise the container's memory limit or set NEATROOTS_MEMORY_CEILING_MB" : 'raise NEATROOTS_MEMORY_CEILING_MB';
-        ctx.log.warn(`resident memory is already ${atStartMb} MB of the ${ceiling.mb} MB memory ceiling as ingest starts: exports will be refused once it passes ${Math.floor(ceiling.mb * 0.9)} MB; ${how}`);
+        ctx.log.warn(`${used !== undefined ? "the container's memory in use" : 'resident memory'} is already ${atStartMb} MB of the ${ceiling.mb} MB memory ceiling as ingest starts: exports will be refused once it passes ${Math.floor(ceiling.mb * 0.9)} MB; ${how}`);
       }
       const ingest = await startIngest({
         bus,
@@ -60,7 +69,7 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
         topics,
         logger: ctx.log,
         // Back-pressure: refuse exports while the pipeline is behind or memory is short.
-        pressure: { backlog, maxBacklog: ctx.config.NEATROOTS_MAX_BACKLOG, memoryCeilingBytes: ceiling.mb * 1048576 },
+        pressure: { backlog, maxBacklog: ctx.config.NEATROOTS_MAX_BACKLOG, memoryCeilingBytes: ceiling.mb * 1048576, ...(container ? { container } : {}) },
         ...listen(ctx.config),
         ...(engine
           ? {

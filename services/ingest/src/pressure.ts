@@ -1,4 +1,6 @@
 import { Metadata, status as Status } from '@grpc/grpc-js';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 
@@ -10,7 +12,9 @@ import * as vm from 'node:vm';
  * - the bus's backlog (records of the events topic its slowest consumer group has not
  *   processed) is past `maxBacklog`, or
  * - the process's resident memory is past 90% of `memoryCeilingBytes` (sampled every
- *   `sampleMs`; the margin is for what the exports already in flight still bring).
+ *   `sampleMs`; the margin is for what the exports already in flight still bring); when the
+ *   ceiling is the container's memory limit, the container's memory in use (`container`: every
+ *   process in it, `neatroots serve`'s launcher included, as its limit counts them) instead.
  *
  * Resident memory counts garbage the collector has not reclaimed yet, and V8 reclaims lazily:
  * its heap may grow to several times what is live before a full collection, because V8 does not
@@ -48,12 +52,99 @@ export function constrainedMemory(): number | undefined {
   return typeof f === 'function' ? f.call(process) : undefined;
 }
 
+/** Where a process reads its cgroups (tests give a folder of their own). */
+export interface CgroupPaths {
+  /** Where the cgroup file systems are mounted. Default /sys/fs/cgroup. */
+  root?: string;
+  /** The process's cgroups, one `id:controllers:path` a line. Default /proc/self/cgroup. */
+  self?: string;
+}
+
+/**
+ * The memory in use of the cgroup this process is in, read anew at each call: its container's,
+ * every process of it counted (a limit on the container holds them all, so `neatroots serve`'s
+ * launcher, the parent of the server, counts as well as the server). As the kubelet counts a
+ * container's working set: the usage (cgroup v2 memory.current, v1 memory.usage_in_bytes) less
+ * the file cache the kernel can drop first (memory.stat inactive_file, v1 total_inactive_file).
+ * The process's own cgroup (from /proc/self/cgroup) where mounted, else the mount's root (a
+ * container seeing only its own); of those, the one whose limit is `limitBytes` when given (the
+ * limit the ceiling came from). Undefined when no usage can be read (not Linux, no cgroup
+ * mounted); the reader answers undefined while its files cannot be read.
+ */
+export function cgroupMemory(limitBytes?: number, paths: CgroupPaths = {}): (() => number | undefined) | undefined {
+  const root = paths.root ?? '/sys/fs/cgroup';
+  let lines: string[];
+  try {
+    lines = fs.readFileSync(paths.self ?? '/proc/self/cgroup', 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const of = (test: (controllers: string[], id: string) => boolean) => {
+    for (const line of lines) {
+      const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
+      if (m && test(m[2].split(','), m[1])) return m[3];
+    }
+    return undefined;
+  };
+  const v2 = of((c, id) => id === '0' && c.length === 1 && c[0] === '');
+  const v1 = of((c) => c.includes('memory'));
+  type Kind = { dir: string; usage: string; inactive: string; limit: string };
+  const candidates: Kind[] = [];
+  const add = (base: string, rel: string | undefined, usage: string, inactive: string, limit: string) => {
+    for (const dir of rel !== undefined && rel !== '/' ? [path.join(base, rel), base] : [base]) candidates.push({ dir, usage, inactive, limit });
+  };
+  if (v2 !== undefined) add(root, v2, 'memory.current', 'inactive_file', 'memory.max');
+  if (v1 !== undefined) add(path.join(root, 'memory'), v1, 'memory.usage_in_bytes', 'total_inactive_file', 'memory.limit_in_bytes');
+  const readNumber = (file: string) => {
+    const n = Number(fs.readFileSync(file, 'utf8').trim());
+    if (!Number.isFinite(n)) throw new Error(`${file}: not a number`);
+    return n;
+  };
+  const readable = candidates.filter((c) => {
+    try {
+      readNumber(path.join(c.dir, c.usage));
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  const limited = (c: Kind) => {
+    try {
+      return readNumber(path.join(c.dir, c.limit)) === limitBytes;
+    } catch {
+      return false;
+    }
+  };
+  const chosen = (limitBytes !== undefined ? readable.find(limited) : undefined) ?? readable[0];
+  if (!chosen) return undefined;
+  const statKey = new RegExp(`^${chosen.inactive} (\\d+)$`, 'm');
+  return () => {
+    try {
+      const usage = readNumber(path.join(chosen.dir, chosen.usage));
+      let inactive = 0;
+      try {
+        inactive = Number(statKey.exec(fs.readFileSync(path.join(chosen.dir, 'memory.stat'), 'utf8'))?.[1] ?? 0);
+      } catch {
+        // no memory.stat: the usage as it is
+      }
+      return Math.max(0, usage - inactive);
+    } catch {
+      return undefined;
+    }
+  };
+}
+
 export interface PressureOptions {
   backlog?: () => number;
   maxBacklog?: number;
   memoryCeilingBytes?: number;
   /** Resident set size now (tests give their own). Default process.memoryUsage.rss. */
   rss?: () => number;
+  /**
+   * The container's memory in use (cgroupMemory), counted instead of the process's resident
+   * memory when the ceiling is the container's limit; the resident memory while it answers undefined.
+   */
+  container?: () => number | undefined;
   sampleMs?: number;
   /** What the refusal asks clients to wait. Default 1 s. */
   retryAfterMs?: number;
@@ -91,6 +182,8 @@ export interface Refusal {
 
 export class Pressure {
   private rssNow = 0;
+  /** Whether rssNow is the container's memory in use (else the process's resident memory). */
+  private ofContainer = false;
   private readonly timer: NodeJS.Timeout | undefined;
   private readonly rss: () => number;
   private readonly collect: (() => Promise<void>) | undefined;
@@ -101,7 +194,15 @@ export class Pressure {
   collections = 0;
 
   constructor(private readonly opts: PressureOptions) {
-    this.rss = opts.rss ?? (() => process.memoryUsage.rss());
+    const rss = opts.rss ?? (() => process.memoryUsage.rss());
+    const container = opts.container;
+    this.rss = container
+      ? () => {
+          const used = container();
+          this.ofContainer = used !== undefined;
+          return used ?? rss();
+        }
+      : rss;
     this.now = opts.now ?? Date.now;
     this.collect = opts.collect === null ? undefined : (opts.collect ?? (opts.memoryCeilingBytes ? v8Collect() : undefined));
     if (opts.memoryCeilingBytes) {
@@ -143,7 +244,7 @@ export class Pressure {
       const mb = (b: number) => Math.round(b / 1048576);
       return {
         reason: 'memory',
-        message: `ingest is near its memory ceiling (${mb(this.rssNow)} MB of ${mb(memoryCeilingBytes)} MB, NEATROOTS_MEMORY_CEILING_MB); retry later`,
+        message: `ingest is near its memory ceiling (${this.ofContainer ? 'its container uses ' : ''}${mb(this.rssNow)} MB of ${mb(memoryCeilingBytes)} MB, NEATROOTS_MEMORY_CEILING_MB); retry later`,
       };
     }
     return undefined;
