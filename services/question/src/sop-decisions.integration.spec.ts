@@ -139,7 +139,8 @@ describe('sopops checks through the question service', () => {
     const long = session('long');
     for (let i = 0; i < 40; i++) long.turns.push({ role: 'user', text: `Still there? ${'I am calling about my usual order from last week. '.repeat(10)}` }); // ~20,000 characters
     decision.script = answering([[GREET, { p: 0.95 }], [READ_BACK, { p: 0.95 }], [GOAL, { p: 0.9 }]]);
-    await check(loadSopSettings({ SOPOPS_CHECK_REVIEW: 'off' }), long);
+    // Within the subject's budget (default 16,000 characters, which would shorten it), so it goes whole.
+    await check(loadSopSettings({ SOPOPS_CHECK_REVIEW: 'off', SOPOPS_SUBJECT_CHARS: '30000' }), long);
     expect(decisionsOf(decision)).toBe(7);
     expect(decision.calls).toHaveLength(1);
     const user = decision.calls[0].body.messages.find((m) => m.role === 'user')!.content;
