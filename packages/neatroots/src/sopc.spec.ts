@@ -97,6 +97,25 @@ describe('sopc', () => {
       expect(JSON.parse(stdout.out.join('\n'))).toEqual(lock);
     });
 
+    it('replaces lock.json whole: a reader of the old file keeps it intact, and nothing is left beside it', async () => {
+      good();
+      const lock = path.join(dir, 'procs/lock.json');
+      fs.writeFileSync(lock, '{"old": true}\n');
+      fs.chmodSync(lock, 0o640);
+      // A reader (a deploy, sopops push) that opened lock.json before the export.
+      const fd = fs.openSync(lock, 'r');
+      try {
+        expect((await run(['export', 'procs'], dir)).code).toBe(0);
+        const buf = Buffer.alloc(4096);
+        expect(buf.toString('utf8', 0, fs.readSync(fd, buf, 0, buf.length, 0))).toBe('{"old": true}\n');
+      } finally {
+        fs.closeSync(fd);
+      }
+      expect(JSON.parse(fs.readFileSync(lock, 'utf8')).procedures).toHaveLength(1);
+      expect(fs.statSync(lock).mode & 0o777).toBe(0o640);
+      expect(fs.readdirSync(path.join(dir, 'procs')).sort()).toEqual(['agents', 'lock.json', 'procedures']);
+    });
+
     it('writes nothing and exits 1 with every error when the folder does not compile', async () => {
       good();
       write('procs/agents/other.yaml', 'procedures: [nope]\ngroups: [none]\n');

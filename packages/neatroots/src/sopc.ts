@@ -49,6 +49,9 @@ ${FOLDER_HELP}
 Options:
   --out FILE   where to write it (default DIR/lock.json; - for standard output)
 
+The file is replaced whole (written beside it, then renamed over it): a reader sees the old
+lock.json or the new one, never half of one.
+
 Exit status: 0; 1 with every error on standard output when the folder does not compile
 (nothing is written); 2 when DIR cannot be read.`,
   flags: { out: { value: true } },
@@ -62,10 +65,41 @@ Exit status: 0; 1 with every error on standard output when the folder does not c
     const out = typeof p.flags.out === 'string' ? p.flags.out : path.join(dir, 'lock.json');
     const text = lockText(c);
     if (out === '-') io.out(text.trimEnd());
-    else fs.writeFileSync(path.resolve(io.cwd, out), text);
+    else replaceFile(path.resolve(io.cwd, out), text);
     return 0;
   },
 };
+
+/**
+ * Writes `file` whole or not at all: the text goes to a file beside it, synced, then renamed over
+ * it (as the window journal's snapshots are), so a reader (a deploy, sopops push) sees the old
+ * lock.json or the new one, never half of one, and a failed write leaves the old one. A symbolic
+ * link is written through, and an existing file's mode is kept.
+ */
+function replaceFile(file: string, text: string): void {
+  let target = file;
+  let mode: number | undefined;
+  try {
+    target = fs.realpathSync(file);
+    mode = fs.statSync(target).mode & 0o7777;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const tmp = path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.tmp`);
+  try {
+    const fd = fs.openSync(tmp, 'w', mode ?? 0o666);
+    try {
+      fs.writeFileSync(fd, text);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, target);
+  } catch (e) {
+    fs.rmSync(tmp, { force: true });
+    throw e;
+  }
+}
 
 export const sopc: Program = {
   name: 'sopc',
