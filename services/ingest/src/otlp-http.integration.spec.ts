@@ -344,9 +344,13 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
     const huge = body([jsonSpan({ name: 'x'.repeat(300 * 1024) })]);
     const tooBig = await post(huge);
     expect(tooBig.status).toBe(413);
+    // the Status in the body says what the gRPC receiver says of the same request: RESOURCE_EXHAUSTED
+    expect((await answerOf(tooBig)).code).toBe(8);
     const bomb = await post(gzipSync(huge), 'application/json', { 'content-encoding': 'gzip' });
     expect(bomb.status).toBe(413);
-    expect((await answerOf(bomb)).message).toContain('gzip body unpacks to more than the bound of 262144 bytes');
+    const bombAnswer = await answerOf(bomb);
+    expect(bombAnswer.message).toContain('gzip body unpacks to more than the bound of 262144 bytes');
+    expect(bombAnswer.code).toBe(8);
   });
 
   it('answers 401 without a key or with an unknown one, 415 to another content type, 404 elsewhere', async () => {

@@ -22,7 +22,10 @@ const gunzipAsync = promisify(gunzip);
  * 200 accepted (with partialSuccess when some spans were rejected); 400 a malformed body or
  * nothing acceptable (not retried, the reason in the body); 401 a missing or unknown key;
  * 413 a body over the size bound; 415 another content type or encoding; 429 back-pressure and
- * 503 unavailable, both with `Retry-After` (seconds), which exporters honour.
+ * 503 unavailable, both with `Retry-After` (seconds), which exporters honour. The google.rpc.Status
+ * in an error's body carries the gRPC code of the same refusal (413: RESOURCE_EXHAUSTED, as the
+ * gRPC receiver answers a message over its bound; 405 and 415, which gRPC has no case of:
+ * INVALID_ARGUMENT).
  */
 export type OtlpOutcome =
   | { ok: true; response: otlp.ExportTraceServiceResponse }
@@ -87,12 +90,12 @@ function contentTypeOf(req: IncomingMessage): Encoding {
 
 async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
-  if (declared > max) throw new HttpError(413, Status.INVALID_ARGUMENT, `body of ${declared} bytes is over the bound of ${max} bytes`);
+  if (declared > max) throw new HttpError(413, Status.RESOURCE_EXHAUSTED, `body of ${declared} bytes is over the bound of ${max} bytes`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > max) throw new HttpError(413, Status.INVALID_ARGUMENT, `body is over the bound of ${max} bytes`);
+    if (size > max) throw new HttpError(413, Status.RESOURCE_EXHAUSTED, `body is over the bound of ${max} bytes`);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
@@ -107,7 +110,7 @@ async function inflate(req: IncomingMessage, raw: Buffer, max: number): Promise<
     return await gunzipAsync(raw, { maxOutputLength: max });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-      throw new HttpError(413, Status.INVALID_ARGUMENT, `gzip body unpacks to more than the bound of ${max} bytes`);
+      throw new HttpError(413, Status.RESOURCE_EXHAUSTED, `gzip body unpacks to more than the bound of ${max} bytes`);
     }
     throw new HttpError(400, Status.INVALID_ARGUMENT, `gzip body does not decompress: ${(e as Error).message}`);
   }
