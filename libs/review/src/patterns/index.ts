@@ -37,7 +37,7 @@ export {
   type ReclusterPlan,
 } from './recluster';
 export { NAME_VERSION, NAME_MAX_WORDS, NAME_INSTRUCTIONS, nameSubject, nameAsk, readPatternName, MalformedName, type NameSubject } from './name-prompt';
-export { SPLIT_VERSION, SPLIT_INSTRUCTIONS, SPLIT_ASK, splitSubject, readSplit, MalformedSplit, type SplitFinding, type SplitResult } from './split-prompt';
+export { SPLIT_VERSION, SPLIT_INSTRUCTIONS, SPLIT_ASK, splitSubject, splitAnswerTokens, findingRef, readSplit, MalformedSplit, type SplitFinding, type SplitResult } from './split-prompt';
 export { ASSIGN_VERSION, ASSIGN_INSTRUCTIONS, assignSubject, assignAsk, readModeChoice, MalformedChoice, type AssignRule } from './assign-prompt';
-export { THEME_VERSION, THEME_INSTRUCTIONS, THEME_ASK, themeSubject, readThemes, MalformedThemes, type ThemePattern, type ThemeGroup } from './theme-prompt';
+export { THEME_VERSION, THEME_INSTRUCTIONS, THEME_ASK, themeSubject, themeAnswerTokens, patternRef, readThemes, MalformedThemes, type ThemePattern, type ThemeGroup } from './theme-prompt';
 export { planThemes, type OldTheme, type ThemePlan } from './themes';

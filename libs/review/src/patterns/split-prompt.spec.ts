@@ -40,6 +40,17 @@ describe("reading the reasoning model's split of a rule's findings", () => {
     expect(() => readSplit({ modes: [] }, IDS)).toThrow(MalformedSplit);
   });
 
+  it('shows the findings numbered and reads the numbers back as their ids (an id written out is read too)', () => {
+    const findings = [{ id: 'sf_Kx9aBcQ2zTqLmN0pRsUvWx', quote: 'That is $12.' }, { id: 'sf_Ab3dEf6hIj9kLm2oPq5sTu', quote: 'The lobster is fresh.' }, { id: 'sf_Zz1yYx2wWv3uUt4sSr5qQp', quote: 'Bye.' }];
+    expect(splitSubject({ procedure_name: 'P', rule_label: 'Never rule 1', rule_text: 'Volunteer a price.' }, findings)).toBe('Procedure "P", Never rule 1: "Volunteer a price."\nFindings:\n- f1: That is $12.\n- f2: The lobster is fresh.\n- f3: Bye.');
+    const r = readSplit({ failure_modes: [{ name: 'Quoted a price', findings: ['f1', ' F3 '] }, { name: 'Described a dish', findings: ['sf_Ab3dEf6hIj9kLm2oPq5sTu', 'f4'] }] }, findings.map((f) => f.id));
+    expect(r.failure_modes).toEqual([
+      { name: 'Quoted a price', findings: ['sf_Kx9aBcQ2zTqLmN0pRsUvWx', 'sf_Zz1yYx2wWv3uUt4sSr5qQp'] },
+      { name: 'Described a dish', findings: ['sf_Ab3dEf6hIj9kLm2oPq5sTu'] },
+    ]);
+    expect(r.dropped).toEqual(['failure mode 2: unknown finding "f4"']);
+  });
+
   it('lists the findings under the rule', () => {
     expect(splitSubject({ procedure_name: 'Take an order', rule_label: 'Never rule 1', rule_text: 'Volunteer a price.' }, [{ id: 'f1', quote: 'That is  $12.' }])).toBe(
       'Procedure "Take an order", Never rule 1: "Volunteer a price."\nFindings:\n- f1: That is $12.',

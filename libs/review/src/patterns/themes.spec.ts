@@ -51,6 +51,19 @@ describe("reading the reasoning model's themes (theme-1)", () => {
     expect(r.dropped).toEqual(['theme 2: the name has 14 words (at most 8)', 'theme 3 ("Opening"): named like an earlier one', 'theme 5 ("Closing"): no pattern']);
   });
 
+  it('shows the patterns numbered and reads the numbers back as their ids', () => {
+    const pats = [
+      { id: 'pat_Kx9aBcQ2zTqLmN0pRsUvWx', rule_label: 'Step 1', name: 'Skipped the greeting', rule_text: 'Greet the caller.' },
+      { id: 'pat_Ab3dEf6hIj9kLm2oPq5sTu', rule_label: 'Step 2', name: 'Skipped the read-back', rule_text: 'Read the order back.' },
+    ];
+    expect(themeSubject('Take an order', pats, [])).toBe('Procedure "Take an order"\nPatterns:\n- p1: Step 1, "Skipped the greeting" (rule: Greet the caller.)\n- p2: Step 2, "Skipped the read-back" (rule: Read the order back.)');
+    const r = readThemes({ themes: [{ name: 'Closing', patterns: ['p2', 'p2'] }, { name: 'Opening', patterns: ['p1', 'p3'] }] }, pats.map((p) => p.id));
+    expect(r.themes).toEqual([
+      { name: 'Closing', patterns: ['pat_Ab3dEf6hIj9kLm2oPq5sTu'] },
+      { name: 'Opening', patterns: ['pat_Kx9aBcQ2zTqLmN0pRsUvWx'] },
+    ]);
+  });
+
   it('refuses an answer without themes', () => {
     expect(() => readThemes({ groups: [] }, IDS)).toThrow(MalformedThemes);
   });

@@ -11,6 +11,8 @@ export interface DecisionItem {
   /** What is decided about: the session's transcript, shared by every question about it. */
   subject: string;
   ask: string;
+  /** The most tokens the answer may take; unset, 250 (a yes/no with a reason, a name). */
+  max_tokens?: number;
   /**
    * Why an answer object cannot be used, or undefined when it can: the gateway answers an
    * unusable one `ok: false` and does not cache it, so checking again asks the model again.

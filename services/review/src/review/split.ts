@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Db, Queryable } from '@neatroots/ports';
-import { excerpt, MalformedSplit, planRecluster, readSplit, ruleLabel, SPLIT_ASK, SPLIT_INSTRUCTIONS, SPLIT_MAX_FINDINGS, splitSubject, type OldCluster } from '@neatroots/review-domain';
+import { excerpt, MalformedSplit, planRecluster, readSplit, ruleLabel, SPLIT_ASK, SPLIT_INSTRUCTIONS, SPLIT_MAX_FINDINGS, splitAnswerTokens, splitSubject, type OldCluster } from '@neatroots/review-domain';
 import type { DecisionGateway } from '@neatroots/sop';
 import { ClustersRepo, type ClusterFinding, type PatternRecord, type VerdictRecord } from '@neatroots/store';
 import type { ReviewWrites } from './writes';
@@ -20,7 +20,7 @@ export const quoteOf = (f: Pick<ClusterFinding, 'evidence' | 'reason'>): string 
 
 /**
  * SplitRulePattern: the reasoning model splits a rule pattern's findings into at most 5 named
- * failure modes plus `other` (split-1), then the split is written against the old one: new
+ * failure modes plus `other` (split-2), then the split is written against the old one: new
  * clusters matched to the old failure modes by member overlap keep their id, name and verdicts;
  * unmatched old ones are retired, their verdict carried over (planRecluster). The split judges
  * only what the model was shown (the newest SPLIT_MAX_FINDINGS): matching, "material" and
@@ -44,7 +44,8 @@ export class RuleSplitter {
       { procedure_name: rule.procedure_name, rule_label: ruleLabel(rule.rule_kind, rule.rule_index), rule_text: rule.rule_text },
       shown.map((f) => ({ id: f.id, quote: quoteOf(f) })),
     );
-    const reply = await gateway.decide('reasoning', { instructions: SPLIT_INSTRUCTIONS, subject, ask: SPLIT_ASK });
+    // The answer lists every finding shown: its budget grows with them (the default fits a name, not 200 findings).
+    const reply = await gateway.decide('reasoning', { instructions: SPLIT_INSTRUCTIONS, subject, ask: SPLIT_ASK, max_tokens: splitAnswerTokens(shown.length) });
     if (!reply.ok) return { ok: false, reason: `the model failed: ${reply.reason}` };
     let result;
     try {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '@neatroots/ports';
-import { MalformedThemes, planThemes, readThemes, ruleLabel, THEME_ASK, THEME_INSTRUCTIONS, themeSubject } from '@neatroots/review-domain';
+import { MalformedThemes, planThemes, readThemes, ruleLabel, THEME_ASK, THEME_INSTRUCTIONS, themeAnswerTokens, themeSubject } from '@neatroots/review-domain';
 import type { DecisionGateway } from '@neatroots/sop';
 import { ClustersRepo, type PatternRecord } from '@neatroots/store';
 import type { ReviewWrites } from './writes';
@@ -12,7 +12,7 @@ export type ThemesOutcome = { ok: true; themes: number } | { ok: false; reason: 
 
 /**
  * Themes: the reasoning model groups one procedure's active rule patterns by the phase of the
- * session where they happen, in session order (theme-1), shown the procedure's themes now so it
+ * session where they happen, in session order (theme-2), shown the procedure's themes now so it
  * keeps the names that still fit. Each new theme continues an old one by name or by the rule
  * patterns they share (planThemes), keeping its id; an old theme continued by none is retired.
  * A rule pattern the model put in no theme has none; its failure modes have their rule's theme.
@@ -35,7 +35,8 @@ export class ThemeGrouper {
       rules.map((p) => ({ id: p.id, rule_label: ruleLabel(p.rule_kind, p.rule_index), name: p.name, rule_text: p.rule_text })),
       existing,
     );
-    const reply = await gateway.decide('reasoning', { instructions: THEME_INSTRUCTIONS, subject, ask: THEME_ASK });
+    // The answer lists every rule pattern: its budget grows with them.
+    const reply = await gateway.decide('reasoning', { instructions: THEME_INSTRUCTIONS, subject, ask: THEME_ASK, max_tokens: themeAnswerTokens(rules.length) });
     if (!reply.ok) return { ok: false, reason: `the model failed: ${reply.reason}` };
     let themes;
     try {
