@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
+import { unboundedTransaction } from './postgres';
 import { isDbTx } from './tx';
 
 /** libs/store/migrations, from libs/platform/src/db (tests) and libs/platform/dist/db (build) alike. */
@@ -51,7 +52,9 @@ export async function loadMigrations(dir: string = DEFAULT_MIGRATIONS_DIR): Prom
  */
 export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<MigrateResult> {
   const migrations = await loadMigrations(opts.dir);
-  return db.transaction(async (tx) => {
+  // Without a statement timeout on a Postgres server: an index built on a large table, or the
+  // wait for another replica's migrations, may take longer than any other statement.
+  return unboundedTransaction(db, async (tx) => {
     if (!isDbTx(tx)) throw new Error('migrate needs a Db whose transactions can exec (the platform adapters)');
     if (db.kind === 'postgres') await tx.query(`SELECT pg_advisory_xact_lock(hashtext('neatroots:migrate'))`);
     await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -1,4 +1,4 @@
-import { Pool, types as pgTypes, type PoolClient } from 'pg';
+import { Pool, types as pgTypes, type PoolClient, type QueryConfig } from 'pg';
 import type { Db, QueryResult, Queryable, Statement } from '@neatroots/ports';
 import { runEach, type DbTx } from './tx';
 
@@ -9,7 +9,28 @@ export interface PostgresOptions {
   max?: number;
   /** Name shown in pg_stat_activity. */
   applicationName?: string;
+  /** How long opening a connection (TCP and the server's hello) may take, ms. Default 10 s. */
+  connectTimeoutMs?: number;
+  /**
+   * The server's `statement_timeout`, ms: a statement running longer is cancelled (SQLSTATE
+   * 57014). Default 5 min. `statement_timeout=<ms>` in the URL sets it instead.
+   */
+  statementTimeoutMs?: number;
+  /**
+   * How long a query may wait for the server's answer, ms, before the client gives up on the
+   * connection ("Query read timeout"): a server that stopped answering (its host gone, the
+   * network cut) fails the query instead of holding it forever. Default the statement timeout
+   * plus 30 s, so a server that answers cancels first. `query_timeout=<ms>` in the URL sets it.
+   */
+  queryTimeoutMs?: number;
 }
+
+/** Defaults of openPostgres's timeouts (docs/operations.md). */
+export const POSTGRES_TIMEOUTS = { connectMs: 10_000, statementMs: 300_000, answerMarginMs: 30_000, keepAliveMs: 10_000 } as const;
+/** No timeout on the client's side (setTimeout's largest delay, about 24 days): migrations. */
+const NO_QUERY_TIMEOUT = 2_147_483_647;
+/** What pg says when query_timeout passed: the connection is left waiting, not to be used again. */
+const READ_TIMEOUT = 'Query read timeout';
 
 const INT8_OID = 20;
 
@@ -29,13 +50,27 @@ const typeParsers = {
   },
 };
 
-/** A Postgres server through a `pg` Pool (the distributed deployment). */
+/**
+ * A Postgres server through a `pg` Pool (the distributed deployment). No wait is unbounded: a
+ * connection opens within connectTimeoutMs or fails, a statement runs at most
+ * statementTimeoutMs (the server cancels it), an answer that does not come within
+ * queryTimeoutMs fails the query and drops its connection, and TCP keep-alive probes an idle
+ * one; each of these errors says the database is away (isInfrastructureError), so the store
+ * writer and the bus retry until it is back. Migrations (`migrate`) run without a timeout:
+ * building an index on a large table may take long.
+ */
 export async function openPostgres(opts: PostgresOptions): Promise<Db> {
+  const statementMs = opts.statementTimeoutMs ?? POSTGRES_TIMEOUTS.statementMs;
   const pool = new Pool({
     connectionString: opts.url,
     max: opts.max ?? 10,
     application_name: opts.applicationName ?? 'neatroots',
     types: typeParsers as never,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? POSTGRES_TIMEOUTS.connectMs,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: POSTGRES_TIMEOUTS.keepAliveMs,
+    statement_timeout: statementMs,
+    query_timeout: opts.queryTimeoutMs ?? statementMs + POSTGRES_TIMEOUTS.answerMarginMs,
   });
   // An idle client that loses its server emits 'error' on the pool; without a listener
   // that would crash the process. The next query gets a fresh connection.
@@ -57,7 +92,16 @@ class PostgresDb implements Db {
     return { rows: res.rows as R[], affectedRows: res.rowCount ?? undefined };
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return this.inTransaction(fn, false);
+  }
+
+  /** A transaction whose statements have no timeout, on either side (migrations). */
+  unboundedTransaction<T>(fn: (tx: DbTx) => Promise<T>): Promise<T> {
+    return this.inTransaction(fn, true);
+  }
+
+  private async inTransaction<T>(fn: (tx: DbTx) => Promise<T>, unbounded: boolean): Promise<T> {
     const client = await this.pool.connect();
     let broken = false;
     // A checked-out client has no listener of the pool's: a server restart (57P01) would emit
@@ -68,15 +112,20 @@ class PostgresDb implements Db {
     client.on('error', onError);
     try {
       await client.query('BEGIN');
-      const result = await fn(wrapClient(client));
+      if (unbounded) await client.query(timed('SET LOCAL statement_timeout = 0', undefined, NO_QUERY_TIMEOUT));
+      const result = await fn(wrapClient(client, unbounded ? NO_QUERY_TIMEOUT : undefined));
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      try {
-        await client.query('ROLLBACK');
-      } catch {
-        // The connection is gone; do not return it to the pool.
-        broken = true;
+      // A server that did not answer in time would not answer a ROLLBACK either: drop the connection.
+      if ((err as Error)?.message === READ_TIMEOUT) broken = true;
+      else {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          // The connection is gone; do not return it to the pool.
+          broken = true;
+        }
       }
       throw err;
     } finally {
@@ -101,14 +150,31 @@ class PostgresDb implements Db {
   }
 }
 
-function wrapClient(client: PoolClient): DbTx {
+/** A query with its own client-side timeout (pg reads query_timeout from the query first). */
+function timed(text: string, values: unknown[] | undefined, queryTimeoutMs: number | undefined): QueryConfig {
+  const q: QueryConfig & { query_timeout?: number } = { text, values };
+  if (queryTimeoutMs !== undefined) q.query_timeout = queryTimeoutMs;
+  return q;
+}
+
+/** `queryTimeoutMs` replaces the pool's query_timeout for this transaction's statements. */
+function wrapClient(client: PoolClient, queryTimeoutMs?: number): DbTx {
   return {
     async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      const res = await client.query(sql, params ? [...params] : undefined);
+      const res = await client.query(timed(sql, params ? [...params] : undefined, queryTimeoutMs));
       return { rows: res.rows as R[], affectedRows: res.rowCount ?? undefined };
     },
     async exec(sql: string): Promise<void> {
-      await client.query(sql);
+      // No parameters: pg uses the simple query protocol, which allows several statements.
+      await client.query(timed(sql, undefined, queryTimeoutMs));
     },
   };
+}
+
+/**
+ * `fn` in a transaction whose statements have no timeout when `db` is a Postgres server of
+ * openPostgres (migrations: an index on a large table may take long); else db.transaction.
+ */
+export function unboundedTransaction<T>(db: Db, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  return db instanceof PostgresDb ? db.unboundedTransaction(fn) : db.transaction(fn);
 }
