@@ -282,6 +282,16 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
     }
   });
 
+  it('takes an empty body as an empty request, in JSON as in protobuf', async () => {
+    for (const [type, empty] of [['application/json', ''], ['application/json', ' \n'], ['application/x-protobuf', '']]) {
+      const res = await post(empty, type);
+      expect({ type, empty, status: res.status }).toEqual({ type, empty, status: 200 });
+    }
+    const gz = await post(gzipSync(Buffer.alloc(0)), 'application/json', { 'content-encoding': 'gzip' });
+    expect(gz.status).toBe(200);
+    expect(await gz.json()).toEqual({});
+  });
+
   it('answers partialSuccess with the reasons when some spans are rejected', async () => {
     const res = await post(body([jsonSpan({ spanId: '0000000000000002' }), jsonSpan({ spanId: '' })]));
     expect(res.status).toBe(200);

@@ -301,6 +301,9 @@ function span(v: unknown, path: string, bad: (b: BadId) => void): otlp.Span {
  * request (counting spans across resourceSpans and scopeSpans, as the mapping's rejections do).
  */
 export function decodeOtlpJson(text: string, badIds?: Map<number, BadId>): otlp.ExportTraceServiceRequest {
+  // An empty body is an empty request, as it is in protobuf (zero bytes: no field set), and the
+  // OTLP specification has an empty request succeed.
+  if (/^\s*$/.test(text)) return { resource_spans: [] };
   let doc: unknown;
   try {
     doc = JSON.parse(text);
