@@ -144,10 +144,10 @@ export function questionGrpcService(
         .then((r) => cb(null, { text: r.text, answered_by: r.answered_by }), (e) => fail(cb, e, opts.log));
     },
     decide: (call: ServerUnaryCall<v1.DecideRequest, v1.DecideResponse>, cb: sendUnaryData<v1.DecideResponse>) => {
-      const { endpoint, instructions, subject, ask } = call.request;
+      const { endpoint, instructions, subject, ask, max_tokens } = call.request;
       if (endpoint !== 'decision' && endpoint !== 'reasoning') return fail(cb, new CallError(Status.INVALID_ARGUMENT, `endpoint: must be decision or reasoning, got "${endpoint}"`), opts.log);
       if (!instructions || !ask) return fail(cb, new CallError(Status.INVALID_ARGUMENT, `${instructions ? 'ask' : 'instructions'}: is required`), opts.log);
-      answerer.decide(endpoint, { instructions, subject, ask }).then(
+      answerer.decide(endpoint, { instructions, subject, ask, ...(max_tokens ? { max_tokens } : {}) }).then(
         (r) => cb(null, r.ok ? { ok: true, answer_json: JSON.stringify(r.answer), model: r.model, reason: '', cached: r.cached } : { ok: false, answer_json: '', model: '', reason: r.reason, cached: false }),
         (e) => fail(cb, e, opts.log),
       );
