@@ -225,12 +225,15 @@ CompressionCodecs[CompressionTypes.GZIP] = () => ({
 });
 
 /**
- * The largest record ingest can publish for an item of `maxItemChars` characters (JSON, counted
- * as JavaScript does: up to 3 bytes each in UTF-8) in a request of `maxMessageBytes`: the item
- * never encodes to more than 3 bytes a character, and its envelope (project, ids, names, times,
- * which the item's bound does not count) takes at most ENVELOPE_BYTES more.
+ * The largest record ingest can publish for an item of at most `maxItemChars` characters
+ * (NEATROOTS_MAX_ITEM_CHARS; string lengths as JavaScript counts them): a character takes at
+ * most 3 bytes in UTF-8, and the envelope (project, ids, names, times, which the item's bound
+ * does not count) at most ENVELOPE_BYTES more. JSON escapes a control character (or a lone
+ * surrogate) to six: an item made mostly of those can pass this, and is then refused alone
+ * (RecordTooLargeError) rather than taken. A process whose item limit is not the default passes
+ * this as KafkaBusOptions.maxRecordBytes.
  */
-export function recordBytesFor(limits: { maxItemChars: number; maxMessageBytes?: number }): number {
+export function recordBytesFor(limits: { maxItemChars: number }): number {
   return 3 * limits.maxItemChars + ENVELOPE_BYTES;
 }
 const ENVELOPE_BYTES = 64 * 1024;
