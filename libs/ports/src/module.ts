@@ -14,7 +14,7 @@ import type { WindowStore, WindowStoreOptions } from './windows';
  */
 
 /** Drivers a module asks the platform for. */
-export type Driver = 'bus' | 'windows' | 'db';
+export type Driver = 'bus' | 'windows' | 'db' | 'jobs';
 
 /**
  * What a service needs: platform drivers, and links by name to what other modules provide
@@ -47,8 +47,11 @@ export interface Platform {
    * caches in memory there.
    */
   sharedCache?(name: string): Promise<SharedCache>;
-  /** Its drivers answer (readiness). */
-  ready(): Promise<boolean>;
+  /**
+   * Its drivers answer (readiness): those named in `only` (absent: every driver it opened).
+   * Rejects naming the drivers that did not.
+   */
+  ready(only?: readonly Driver[]): Promise<boolean>;
   /**
    * Why this process cannot go on until it is started again, or undefined: a part that stops at
    * a disk error so that what is on disk stays whole (the embedded bus log, a window journal).
@@ -199,6 +202,13 @@ export interface ServiceModule<C = unknown> {
    * drains after the edges stopped and before the rest do.
    */
   edge?: boolean;
+  /**
+   * The drivers whose outage takes this module's process out of its Service (readiness): the
+   * ones the requests routed to it use. Absent: every driver the process opened. Review serves
+   * reads from Postgres alone, so a Kafka or Redis outage must not take the api and ingest's key
+   * lookups down with it.
+   */
+  readyOn?: readonly Driver[];
   start: (ctx: ServiceContext<C>) => Promise<Running>;
 }
 

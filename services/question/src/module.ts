@@ -64,6 +64,9 @@ export const QUESTION_LINK = 'question';
 export const questionModule: ServiceModule<QuestionConfig> = {
   name: 'question',
   needs: ['bus', 'windows', 'review', 'checks', 'models'],
+  // What it serves over gRPC (decisions, drafts, the models' answers) asks the models, not
+  // Kafka or Redis: their outage stops its consumers and scheduler, not its answers.
+  readyOn: [],
   provides: [QUESTION_LINK],
   async start(ctx) {
     const link = <K extends keyof Links>(k: K) => ctx.link<Links[K]>(k);

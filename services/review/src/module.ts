@@ -63,6 +63,9 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
   name: 'review',
   // jobs: BullMQ on Redis in the distributed deployment (the SOP checks, retention).
   needs: ['bus', 'db', 'jobs'],
+  // What it serves (the api's reads, ingest's key lookups, the rule engine's steering) comes
+  // from Postgres: a Kafka or Redis outage stops its consumers and jobs, not its answers.
+  readyOn: ['db'],
   provides: [REVIEW_LINK],
   async start(ctx) {
     // Migrated by the platform.

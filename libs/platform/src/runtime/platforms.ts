@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { RepeatedErrors, type Bus, type Db, type FailedJob, type Jobs, type Logger, type Platform, type RetriedJob, type WindowStore, type WindowStoreOptions } from '@neatroots/ports';
+import { RepeatedErrors, type Bus, type Db, type Driver, type FailedJob, type Jobs, type Logger, type Platform, type RetriedJob, type WindowStore, type WindowStoreOptions } from '@neatroots/ports';
 import { BullJobs } from '../jobs/bullmq';
 import { InlineJobs } from '../jobs/inline';
 import { KafkaBus } from '../bus/kafka';
@@ -188,10 +188,10 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
   let kafka: KafkaBus | undefined;
   // Readiness: each driver this process opened, by the name /readyz gives when it does not
   // answer. Added as a driver opens, so a service is ready on what it uses only (ingest: Kafka).
-  const checks = new Map<string, { dependency: string; check: () => Promise<boolean> }[]>();
-  const checkOn = (name: string, dependency: string, check: () => Promise<boolean>) => {
+  const checks = new Map<string, { driver: Driver; dependency: string; check: () => Promise<boolean> }[]>();
+  const checkOn = (driver: Driver, name: string, dependency: string, check: () => Promise<boolean>) => {
     const list = checks.get(name) ?? [];
-    list.push({ dependency, check });
+    list.push({ driver, dependency, check });
     checks.set(name, list);
   };
   const REDIS = `redis (${DRIVER_VARIABLES.windows})`;
@@ -232,7 +232,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       },
     });
     const k = kafka;
-    checkOn(`kafka (${DRIVER_VARIABLES.bus})`, 'kafka', () => k.healthy());
+    checkOn('bus', `kafka (${DRIVER_VARIABLES.bus})`, 'kafka', () => k.healthy());
     // Consumer groups are named after the topic prefix, so two deployments (or test runs)
     // sharing one Kafka never join each other's groups.
     return scopedGroups(kafka, config.NEATROOTS_TOPIC_PREFIX);
@@ -257,7 +257,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
               log.error('redis', err);
             },
           });
-          checkOn(REDIS, 'redis', () => store.healthy());
+          checkOn('windows', REDIS, 'redis', () => store.healthy());
           return store;
         },
         (w) => w.close(),
@@ -271,7 +271,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
           const pg = await openPostgres({ url: config.NEATROOTS_PG_URL!, max: 10, applicationName: `neatroots-${opts.name}` });
           // Idempotent, and serialised by an advisory lock: whichever replica starts first runs them.
           await migrated(pg);
-          checkOn(`postgres (${DRIVER_VARIABLES.db})`, 'postgres', async () => {
+          checkOn('db', `postgres (${DRIVER_VARIABLES.db})`, 'postgres', async () => {
             try {
               await pg.query('SELECT 1');
               return true;
@@ -303,7 +303,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
             const ping = (redisPing = new FailFastRedis({ url: config.NEATROOTS_REDIS_URL!, commandTimeoutMs: READY_CHECK_MS, onOutage: () => undefined }));
             // Reconnects on its own after a failed first connection (reported by the check).
             ping.redis.connect().catch(() => undefined);
-            checkOn(REDIS, 'redis', async () => {
+            checkOn('jobs', REDIS, 'redis', async () => {
               try {
                 return (await ping.redis.ping()) === 'PONG';
               } catch {
@@ -341,10 +341,11 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
     // Every driver opened answers, each within READY_CHECK_MS; else rejected naming those that
     // did not (/readyz: 503 with them). Liveness (/healthz) never asks them: an outage of Kafka,
     // Redis or Postgres takes the processes out of their Services, it does not restart them.
-    ready: async () => {
+    ready: async (only?: readonly Driver[]) => {
       const down = (
         await Promise.all(
-          [...checks].map(async ([name, list]) => {
+          [...checks].map(async ([name, all]) => {
+            const list = only ? all.filter((c) => only.includes(c.driver)) : all;
             const answers = await Promise.all(list.map(async (c) => {
               const ok = await within(c.check(), READY_CHECK_MS);
               if (!ok) metrics.dependencyErrors.inc({ dependency: c.dependency });

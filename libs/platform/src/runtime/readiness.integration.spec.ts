@@ -23,10 +23,11 @@ const quiet: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: 
 type Driver = 'bus' | 'windows' | 'jobs' | 'db';
 
 /** A service using `drivers` as the real ones do (ingest: the bus; review: db, jobs and bus; the rule engine: bus and windows). */
-function service(drivers: Driver[]): ServiceModule<Config> {
+function service(drivers: Driver[], readyOn?: Driver[]): ServiceModule<Config> {
   return {
     name: 'probe',
     needs: [],
+    ...(readyOn ? { readyOn } : {}),
     async start(ctx) {
       for (const d of drivers) {
         if (d === 'bus') ctx.platform.bus();
@@ -75,7 +76,7 @@ maybe(SUITE, () => {
     for (const o of opened.splice(0)) await (o.services ? o.services.close() : o.platform.close());
   });
 
-  async function start(drivers: Driver[], env: Record<string, string>) {
+  async function start(drivers: Driver[], env: Record<string, string>, readyOn?: Driver[]) {
     const config = loadConfig({
       NEATROOTS_KAFKA_BROKERS: kafka!.join(','),
       NEATROOTS_REDIS_URL: redis!,
@@ -87,7 +88,7 @@ maybe(SUITE, () => {
     const platform = distributedPlatform({ config, log: quiet, metrics: createMetrics('t'), name: 'probe' });
     const o: { platform: Platform; services?: Services } = { platform };
     opened.push(o);
-    o.services = await startServices({ platform, modules: [service(drivers)], config, log: quiet, metrics: createMetrics('t'), admin: { host: '127.0.0.1', port: 0 } });
+    o.services = await startServices({ platform, modules: [service(drivers, readyOn)], config, log: quiet, metrics: createMetrics('t'), admin: { host: '127.0.0.1', port: 0 } });
     const admin = async (path: string) => {
       const t0 = Date.now();
       const res = await fetch(`http://127.0.0.1:${o.services!.adminPort}${path}`);
@@ -110,7 +111,7 @@ maybe(SUITE, () => {
     expect((await admin('/healthz')).status).toBe(200);
   }, 60_000);
 
-  it("review's jobs with no Redis listening: /readyz 503 naming Redis; /healthz 200", async () => {
+  it('a service counting its jobs with no Redis listening: /readyz 503 naming Redis; /healthz 200', async () => {
     const { admin } = await start(['bus', 'jobs'], { NEATROOTS_REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
     const ready = await admin('/readyz');
     expect([ready.status, ready.body]).toEqual([503, { status: 'not ready', error: 'Error: redis (NEATROOTS_REDIS_URL) did not answer within 1.5 s' }]);
@@ -129,11 +130,17 @@ maybe(SUITE, () => {
     expect((await admin('/healthz')).status).toBe(200);
   }, 60_000);
 
+  it("review (readyOn: db) stays ready while Kafka and Redis are away: they stop its consumers and jobs, not the reads it serves", async () => {
+    const { admin } = await start(['bus', 'jobs', 'db'], { NEATROOTS_KAFKA_BROKERS: `127.0.0.1:${await freePort()}`, NEATROOTS_REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, ['db']);
+    const ready = await admin('/readyz');
+    expect([ready.status, ready.body]).toEqual([200, { status: 'ready' }]);
+  }, 60_000);
+
   it("review's database: 200, then 503 naming Postgres once it goes away", async () => {
     const r = await relay(pg!);
     const url = new URL(pg!);
     url.host = `127.0.0.1:${r.port}`;
-    const { admin } = await start(['db'], { NEATROOTS_PG_URL: url.toString() });
+    const { admin } = await start(['bus', 'jobs', 'db'], { NEATROOTS_PG_URL: url.toString() }, ['db']);
     expect((await admin('/readyz')).status).toBe(200);
     await r.cut();
     const ready = await admin('/readyz');

@@ -159,6 +159,9 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       }
     }
     if (grpcServer) servicePort = await bindGrpc(grpcServer, opts.grpc!.host, opts.grpc!.port);
+    // The drivers readiness asks: those the process's modules serve from (all of them when one
+    // does not say; see ServiceModule.readyOn).
+    const readyOn = opts.modules.every((m) => m.readyOn) ? [...new Set(opts.modules.flatMap((m) => m.readyOn!))] : undefined;
     if (opts.admin) admin = await startAdmin({
       host: opts.admin.host,
       port: opts.admin.port,
@@ -166,7 +169,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       failing: () => platform.failing?.(),
       ready: async () =>
         health.get() === 'SERVING' &&
-        (await platform.ready()) &&
+        (await platform.ready(readyOn)) &&
         (await Promise.all([...running.values()].map((r) => (r.ready ? r.ready() : true)))).every(Boolean),
     });
     // Not if a part already stopped for good while the others started (the watcher said so).
