@@ -3,11 +3,18 @@
  * pattern's procedure file. suggest-1 writes against the file at head; suggest-2 (a rewrite)
  * also gets the edits made to the file since the old suggestion was written, to keep and build
  * on. The answer is a list of find/replace edits of whole lines rather than the whole file:
- * short enough for the question service's answer budget, and an edit whose `find` is not in the
+ * short enough for its answer budget (SUGGEST_ANSWER_TOKENS), and an edit whose `find` is not in the
  * file is caught before anything is compiled (it goes back to the model like sopc's issues).
  */
 export const SUGGEST_VERSION = 'suggest-1';
 export const REWRITE_VERSION = 'suggest-2';
+
+/**
+ * The tokens an edit's answer is given (DecisionItem.max_tokens): a rationale and edits that
+ * quote whole lines of the file and their replacement, several lines for a reworded section.
+ * The question service's default (250 an answer, 450 a request) cut such answers.
+ */
+export const SUGGEST_ANSWER_TOKENS = 2_000;
 
 export const SUGGEST_INSTRUCTIONS = `You edit standard operating procedures that AI agents follow. A procedure is a Markdown file compiled by sopc:
 "# Title", optional "Goal: ..." and "Applies when: ..." lines, then sections "## Steps" (a numbered list, one step per line; a step may end with annotations in brackets such as [tool: name, required]), "## Never" (a bulleted list) and "## Warning signs" (a bulleted list, "situation -> what to do").

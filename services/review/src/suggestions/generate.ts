@@ -10,6 +10,7 @@ import {
   ruleLabel,
   suggestAsk,
   suggestSubject,
+  SUGGEST_ANSWER_TOKENS,
   SUGGEST_INSTRUCTIONS,
   type SuggestAnswer,
 } from '@neatroots/review-domain';
@@ -83,7 +84,7 @@ export class SuggestionGenerator {
     const tag = s.id;
     let model: string | null = models.reasoning;
     const ask = async (question: string): Promise<Attempt> => {
-      const reply = await gateway.decide('reasoning', { instructions: SUGGEST_INSTRUCTIONS, subject, ask: question });
+      const reply = await gateway.decide('reasoning', { instructions: SUGGEST_INSTRUCTIONS, subject, ask: question, max_tokens: SUGGEST_ANSWER_TOKENS });
       if (!reply.ok) throw new ModelFailed(reply.reason);
       model = reply.model;
       let answer: SuggestAnswer;

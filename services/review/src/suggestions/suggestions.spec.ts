@@ -169,6 +169,30 @@ describe('SuggestEdit', () => {
     expect(again.new_text).toBeNull();
   });
 
+  it('an edit that adds several lines comes back whole: the answer is not cut at the default budget', async () => {
+    const signs = [
+      'The caller asks what a dish costs. -> Say the menu has the prices and go on with the order.',
+      'The caller asks what is in a dish. -> Say the menu describes each dish and offer to read its name again.',
+      'The caller asks for a recommendation. -> Say every dish is on the menu and ask what they would like.',
+      'The caller asks whether a dish is spicy. -> Say the menu marks the spicy dishes and go on with the order.',
+      'The caller asks about the daily special. -> Say the specials are on the menu board and ask what they would like.',
+      'The caller asks how big a portion is. -> Say the menu gives the sizes and go on with the order.',
+      'The caller asks for a discount. -> Say the prices are the ones on the menu and go on with the order.',
+      'The caller asks whether the price includes delivery. -> Say the menu lists the delivery charge.',
+      'The caller asks which dish is the most popular. -> Say every dish on the menu is a favourite and ask what they would like.',
+      'The caller asks whether a dish is vegetarian. -> Say the menu marks the vegetarian dishes and go on with the order.',
+      'The caller asks how a dish is cooked. -> Say the menu describes each dish and go on with the order.',
+      'The caller asks whether the prices changed. -> Say the menu has the current prices and go on with the order.',
+      'The caller asks what comes with a dish. -> Say the menu lists the sides and go on with the order.',
+      'The caller asks for the cheapest dish. -> Say the menu has the prices and ask what they would like.',
+    ].map((l) => `- ${l}`);
+    script = [{ rationale: 'Callers who ask about prices or dishes are sent to the menu; each way they ask has its own warning sign.', edits: [{ find: ALLERGY, replace: [ALLERGY, ...signs].join('\n') }] }];
+    const { s } = await proposed();
+    expect(s).toMatchObject({ status: 'proposed', error: null });
+    for (const l of signs) expect(s.new_text).toContain(l);
+    expect(suggestCalls[0].body.max_tokens).toBe(2_200);
+  });
+
   it('an edit whose lines are not in the file goes back to the model too', async () => {
     script = [{ rationale: 'x', edits: [{ find: '1. Greet the caller warmly.', replace: '1. Greet.' }] }, REWORD_STEP1];
     const { s } = await proposed();
