@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { RepeatedErrors, type Bus, type Db, type Driver, type FailedJob, type Jobs, type Logger, type Platform, type RetriedJob, type WindowStore, type WindowStoreOptions } from '@neatroots/ports';
 import { BullJobs } from '../jobs/bullmq';
 import { InlineJobs } from '../jobs/inline';
-import { KafkaBus } from '../bus/kafka';
+import { DEFAULT_MAX_RECORD_BYTES, KafkaBus, recordBytesFor } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
 import { migrate, openPgliteWorker, openPostgres } from '../db';
@@ -209,6 +209,9 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       pack: config.NEATROOTS_BUS_PACK === 'on',
       compression: config.NEATROOTS_KAFKA_COMPRESSION,
       compressMinBytes: config.NEATROOTS_KAFKA_COMPRESS_MIN_BYTES,
+      // Records as large as the largest span ingest accepts (a raised NEATROOTS_MAX_ITEM_CHARS
+      // raises it; a lowered one keeps the default, which the other topics' records need).
+      maxRecordBytes: Math.max(DEFAULT_MAX_RECORD_BYTES, recordBytesFor({ maxItemChars: config.NEATROOTS_MAX_ITEM_CHARS })),
       partitionsConsumedConcurrently: config.NEATROOTS_KAFKA_CONCURRENT_PARTITIONS,
       minBytes: config.NEATROOTS_KAFKA_FETCH_MIN_BYTES,
       maxWaitTimeInMs: config.NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS,
