@@ -1,6 +1,8 @@
+import { isInfrastructureError } from '@neatroots/ports';
 import { sleep, until } from '../contract/jobs.contract.test';
-import { RedisScratch } from '../testing/private-redis';
-import { serviceOrSkip } from '../testing/services';
+import { PrivateRedis, RedisScratch, redisServerBinary } from '../testing/private-redis';
+import { freePort, serviceOrSkip } from '../testing/services';
+import { until as untilValue } from '../testing/until';
 import { BullJobs } from './bullmq';
 
 // What only the BullMQ driver has: a serialize key's lock in Redis, with an expiry for a holder
@@ -82,4 +84,53 @@ const redis = serviceOrSkip('redis', 'BullJobs serialize lock');
     expect(() => new BullJobs({ url, serializeLockMs: 300, serializeRenewMs: 300 })).toThrow(/serializeRenewMs must be positive and below serializeLockMs/);
     expect(() => new BullJobs({ url, serializeLockMs: 0 })).toThrow(/serializeLockMs must be positive/);
   });
+});
+
+// A Redis of the test's own, stopped and started again: never the shared one.
+const redisBinary = redisServerBinary();
+
+(redisBinary ? describe : describe.skip)('BullJobs with Redis away: adding a job fails in bounded time, as a dependency down', () => {
+  /** `p`'s outcome, or 'still waiting' after `ms`. */
+  const within = <T>(p: Promise<T>, ms: number): Promise<T | Error | 'still waiting'> =>
+    Promise.race([p.catch((e: Error) => e), new Promise<'still waiting'>((r) => setTimeout(() => r('still waiting'), ms).unref())]);
+
+  it('Redis never reached: add and schedule fail after addTimeoutMs with an error the bus retries', async () => {
+    const jobs = new BullJobs({ url: `redis://127.0.0.1:${await freePort()}`, prefix: 'it_away', addTimeoutMs: 1_000 });
+    try {
+      let t0 = Date.now();
+      const added = await within(jobs.add('sopops_run_session', { x: 1 }, { jobId: 'a1' }), 8_000);
+      expect(added).toBeInstanceOf(Error);
+      expect((added as Error).message).toBe('jobs: Redis did not answer adding job sopops_run_session/a1 within 1000 ms');
+      expect(Date.now() - t0).toBeLessThan(3_000);
+      expect(isInfrastructureError(added)).toBe(true);
+      t0 = Date.now();
+      const scheduled = await within(jobs.schedule('retention', 'hourly', '0 * * * *', {}), 8_000);
+      expect(isInfrastructureError(scheduled)).toBe(true);
+      expect(Date.now() - t0).toBeLessThan(3_000);
+    } finally {
+      await within(jobs.close(), 5_000);
+    }
+  });
+
+  it('Redis gone after it answered: add fails at once (or within addTimeoutMs), and adds again once Redis is back', async () => {
+    const server = new PrivateRedis(redisBinary!);
+    await server.start();
+    const jobs = new BullJobs({ url: server.url, prefix: 'it_away', addTimeoutMs: 5_000 });
+    try {
+      expect(await jobs.add('sopops_run_session', { n: 1 }, { jobId: 'before' })).toBe('before');
+      await server.stop();
+      const t0 = Date.now();
+      const added = await within(jobs.add('sopops_run_session', { n: 2 }, { jobId: 'while-away' }), 15_000);
+      expect(added).toBeInstanceOf(Error);
+      expect(Date.now() - t0).toBeLessThan(6_000);
+      expect(isInfrastructureError(added)).toBe(true);
+      await server.start();
+      // the caller tries again (the bus reads the batch again): taken once Redis answers
+      const id = await untilValue('Redis back', () => jobs.add('sopops_run_session', { n: 2 }, { jobId: 'after' }).catch(() => undefined), 30_000, 200);
+      expect(id).toBe('after');
+    } finally {
+      await within(jobs.close(), 5_000);
+      await server.stop();
+    }
+  }, 60_000);
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import * as os from 'node:os';
 import { DelayedError, Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
+import { JobFailedError, JobTimeoutError, RetryLaterError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
 import { checkJobId, JOB_DEFAULTS, nextCronTime, retryDelayMs } from './common';
 
 export interface BullJobsOptions {
@@ -21,6 +21,12 @@ export interface BullJobsOptions {
   serializeLockMs?: number;
   /** How often a running job renews its serialize key's expiry (default a third of serializeLockMs). */
   serializeRenewMs?: number;
+  /**
+   * How long add() and schedule() wait for Redis before they fail (default 10 s): with Redis
+   * away a job is not queued, and the caller (a bus consumer) is told so, as an error that says
+   * a dependency is down, and tries its batch again later instead of waiting for good.
+   */
+  addTimeoutMs?: number;
 }
 
 /** Compare-and-delete: only the holder releases a serialize lock. */
@@ -37,7 +43,14 @@ const RENEW = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('
  * back to the delayed set for a moment, without spending an attempt.
  */
 export class BullJobs implements Jobs {
+  /** Workers and QueueEvents: blocking reads, which BullMQ wants retried for as long as it takes. */
   private readonly connection: ConnectionOptions;
+  /**
+   * Queues (add, schedule): a command fails while Redis is away (no offline queue) or after one
+   * retry when the connection drops under it, rather than waiting for Redis to come back.
+   */
+  private readonly producing: ConnectionOptions;
+  private readonly addTimeoutMs: number;
   private readonly prefix: string;
   private readonly queues = new Map<string, Queue>();
   private readonly events = new Map<string, QueueEvents>();
@@ -49,6 +62,8 @@ export class BullJobs implements Jobs {
 
   constructor(private readonly opts: BullJobsOptions) {
     this.connection = { url: opts.url, maxRetriesPerRequest: null } as ConnectionOptions;
+    this.producing = { url: opts.url, maxRetriesPerRequest: 1, enableOfflineQueue: false } as ConnectionOptions;
+    this.addTimeoutMs = opts.addTimeoutMs ?? 10_000;
     this.prefix = opts.prefix ?? 'neatroots';
     this.lockMs = opts.serializeLockMs ?? 600_000;
     this.renewMs = opts.serializeRenewMs ?? Math.floor(this.lockMs / 3);
@@ -103,15 +118,34 @@ export class BullJobs implements Jobs {
 
   async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {
     if (opts.jobId !== undefined) checkJobId(opts.jobId);
-    const job = await this.queue(queue).add(queue, data, {
+    const job = await this.bounded(`adding job ${queue}/${opts.jobId ?? '(new)'}`, this.queue(queue).add(queue, data, {
       jobId: opts.jobId,
       attempts: opts.attempts ?? JOB_DEFAULTS.attempts,
       backoff: { type: 'exponential', delay: opts.backoffMs ?? JOB_DEFAULTS.backoffMs },
       delay: opts.delayMs,
       removeOnComplete: { count: JOB_DEFAULTS.keepFinished },
       removeOnFail: { count: JOB_DEFAULTS.keepFinished },
-    });
+    }));
     return job.id!;
+  }
+
+  /**
+   * `p`, or a RetryLaterError (a dependency down: the bus retries the batch) once addTimeoutMs
+   * passed. Redis refusing the command while away fails it sooner, with ioredis's own error
+   * (also one that says a dependency is down). A command that timed out may still reach Redis
+   * once it is back (one that waited for the first connection): the callers' job ids make that
+   * a job kept once, or one whose handler finds nothing left to do.
+   */
+  private async bounded<T>(what: string, p: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RetryLaterError(`jobs: Redis did not answer ${what} within ${this.addTimeoutMs} ms`)), this.addTimeoutMs);
+    });
+    try {
+      return await Promise.race([p, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async run<T, R>(queue: string, data: T, opts: AddJobOptions & { timeoutMs?: number } = {}): Promise<R> {
@@ -130,7 +164,7 @@ export class BullJobs implements Jobs {
 
   async schedule<T>(queue: string, name: string, cron: string, data: T): Promise<void> {
     nextCronTime(cron, Date.now()); // the same validation and message as inline
-    await this.queue(queue).upsertJobScheduler(name, { pattern: cron, tz: 'UTC' }, {
+    await this.bounded(`scheduling ${queue}/${name}`, this.queue(queue).upsertJobScheduler(name, { pattern: cron, tz: 'UTC' }, {
       name: queue,
       data,
       opts: {
@@ -139,7 +173,7 @@ export class BullJobs implements Jobs {
         removeOnComplete: { count: JOB_DEFAULTS.keepFinished },
         removeOnFail: { count: JOB_DEFAULTS.keepFinished },
       },
-    });
+    }));
   }
 
   async close(): Promise<void> {
@@ -157,7 +191,7 @@ export class BullJobs implements Jobs {
   private queue(name: string): Queue {
     let q = this.queues.get(name);
     if (!q) {
-      q = new Queue(name, { connection: this.connection, prefix: this.prefix });
+      q = new Queue(name, { connection: this.producing, prefix: this.prefix });
       q.on('error', () => undefined);
       this.queues.set(name, q);
     }
