@@ -132,7 +132,8 @@ export function normalizeSpan(raw: unknown): Span {
   // Unknown top-level keys are kept, as the contract says of attributes: nothing sent is lost.
   let extra: Obj | undefined;
   for (const k of Object.keys(raw)) {
-    if (!SPAN_KEYS.has(k) && k !== 'event') (extra ??= {})[k] = raw[k];
+    // A null prototype: a key named __proto__ is kept as one, not taken for the object's prototype.
+    if (!SPAN_KEYS.has(k) && k !== 'event') (extra ??= Object.create(null) as Obj)[k] = raw[k];
   }
   if (attrs || extra) span.attributes = { ...(extra ?? {}), ...((attrs as Obj) ?? {}) };
   return span;

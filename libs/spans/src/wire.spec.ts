@@ -81,6 +81,16 @@ describe('span <-> neatroots.v1.Span', () => {
   });
 });
 
+describe('a raw span (replay lines, the JSON the contract documents)', () => {
+  it('keeps an unknown top-level key named __proto__ in attributes, under its name', () => {
+    const raw = JSON.parse('{"run_id":"r1","span_id":"s1","type":"tool","name":"t","__proto__":{"secret":"kept"},"other":1}');
+    const item = normalizeItem(raw) as { span: Span };
+    expect(Object.hasOwn(item.span.attributes!, '__proto__')).toBe(true);
+    expect(Object.getOwnPropertyDescriptor(item.span.attributes, '__proto__')?.value).toEqual({ secret: 'kept' });
+    expect(item.span.attributes!.other).toBe(1);
+  });
+});
+
 describe('run events', () => {
   it('round-trips run_start and run_end', () => {
     const items: StreamItem[] = [
