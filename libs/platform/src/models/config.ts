@@ -2,7 +2,7 @@ import type { ChatModel } from '@neatroots/ports';
 import { DEFAULT_SOP_SETTINGS, loadSopSettings, SopSettingsError, type SopModelSettings } from '@neatroots/sop';
 import { z } from 'zod';
 import { ConfigError } from '../config';
-import { openAiChatModel } from './openai';
+import { openAiChatModel, type ModelParams } from './openai';
 
 /**
  * Which models the question service may call, from the environment, validated once at start-up
@@ -29,6 +29,7 @@ const bool = z
 const ms = (def: number) => z.coerce.number().int().min(1).max(3_600_000).default(def);
 const count = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
 const url = z.string().url().optional().or(z.literal('').transform(() => undefined));
+const params = z.enum(['classic', 'reasoning']).default('classic');
 
 const schema = z
   .object({
@@ -40,6 +41,9 @@ const schema = z
     NEATROOTS_DECISION_MODEL: bool,
     NEATROOTS_DECISION_MODEL_TIMEOUT_MS: ms(30_000),
     NEATROOTS_DECISION_MODEL_CONCURRENCY: count(8, 256),
+    NEATROOTS_DECISION_MODEL_JSON_MODE: bool,
+    /** classic (max_tokens, temperature 0) or reasoning (max_completion_tokens, no temperature). */
+    NEATROOTS_DECISION_MODEL_PARAMS: params,
     NEATROOTS_LLM_URL: url,
     NEATROOTS_LLM_MODEL: z.string().min(1).optional(),
     NEATROOTS_LLM_KEY: z.string().optional(),
@@ -50,6 +54,8 @@ const schema = z
     NEATROOTS_REASONING_MODEL_KEY: z.string().optional(),
     NEATROOTS_REASONING_MODEL_TIMEOUT_MS: ms(120_000),
     NEATROOTS_REASONING_MODEL_CONCURRENCY: count(2, 256),
+    NEATROOTS_REASONING_MODEL_JSON_MODE: bool,
+    NEATROOTS_REASONING_MODEL_PARAMS: params,
     /** Send response_format json_object (some older servers reject it). */
     NEATROOTS_LLM_JSON_MODE: bool,
     /** The seed's classifier.backend. */
@@ -94,9 +100,9 @@ const schema = z
 export type ModelEnv = z.infer<typeof schema>;
 
 export interface ModelConfig {
-  decision?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number };
+  decision?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number; jsonMode?: boolean; params?: ModelParams };
   local?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number; jsonMode: boolean };
-  reasoning?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number };
+  reasoning?: { url: string; model: string; key?: string; timeoutMs: number; concurrency: number; jsonMode?: boolean; params?: ModelParams };
   backend: 'auto' | 'decision' | 'local' | 'classifier';
   batch: { maxBatch: number; maxWaitMs: number; maxQueue: number; retries: number };
   cacheTtlMs: number;
@@ -133,6 +139,8 @@ export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConf
       key: c.NEATROOTS_DECISION_MODEL_KEY || c.TYPESAFE_API_KEY,
       timeoutMs: c.NEATROOTS_DECISION_MODEL_TIMEOUT_MS,
       concurrency: c.NEATROOTS_DECISION_MODEL_CONCURRENCY,
+      jsonMode: c.NEATROOTS_DECISION_MODEL_JSON_MODE ?? true,
+      params: c.NEATROOTS_DECISION_MODEL_PARAMS,
     };
   }
   if (c.NEATROOTS_LLM_URL) {
@@ -152,6 +160,8 @@ export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConf
       key: c.NEATROOTS_REASONING_MODEL_KEY,
       timeoutMs: c.NEATROOTS_REASONING_MODEL_TIMEOUT_MS,
       concurrency: c.NEATROOTS_REASONING_MODEL_CONCURRENCY,
+      jsonMode: c.NEATROOTS_REASONING_MODEL_JSON_MODE ?? true,
+      params: c.NEATROOTS_REASONING_MODEL_PARAMS,
     };
   }
   return out;
@@ -160,8 +170,8 @@ export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConf
 /** The chat models the configuration names, through the `openai` package. */
 export function modelsFromConfig(c: ModelConfig): { decision?: ChatModel; local?: ChatModel; reasoning?: ChatModel } {
   const out: { decision?: ChatModel; local?: ChatModel; reasoning?: ChatModel } = {};
-  if (c.decision) out.decision = openAiChatModel({ role: 'decision', baseURL: c.decision.url, apiKey: c.decision.key, model: c.decision.model, timeoutMs: c.decision.timeoutMs });
-  if (c.reasoning) out.reasoning = openAiChatModel({ role: 'reasoning', baseURL: c.reasoning.url, apiKey: c.reasoning.key, model: c.reasoning.model, timeoutMs: c.reasoning.timeoutMs });
+  if (c.decision) out.decision = openAiChatModel({ role: 'decision', baseURL: c.decision.url, apiKey: c.decision.key, model: c.decision.model, timeoutMs: c.decision.timeoutMs, jsonMode: c.decision.jsonMode, params: c.decision.params });
+  if (c.reasoning) out.reasoning = openAiChatModel({ role: 'reasoning', baseURL: c.reasoning.url, apiKey: c.reasoning.key, model: c.reasoning.model, timeoutMs: c.reasoning.timeoutMs, jsonMode: c.reasoning.jsonMode, params: c.reasoning.params });
   if (c.local) out.local = openAiChatModel({ role: 'local', baseURL: c.local.url, apiKey: c.local.key, model: c.local.model, timeoutMs: c.local.timeoutMs, jsonMode: c.local.jsonMode });
   return out;
 }

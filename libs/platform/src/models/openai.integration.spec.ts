@@ -1,7 +1,7 @@
 import { ModelError } from '@neatroots/ports';
 import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.test';
 import { loadModelConfig, modelsFromConfig } from './config';
-import { openAiChatModel } from './openai';
+import { openAiChatModel, REASONING_ALLOWANCE_TOKENS } from './openai';
 
 /** The adapter against a real HTTP server speaking the chat-completions API, through the real `openai` client. */
 let fake: FakeOpenAI;
@@ -43,6 +43,29 @@ describe('the OpenAI-compatible model adapter', () => {
     const { decision } = modelsFromConfig(loadModelConfig({ NEATROOTS_DECISION_MODEL_URL: fake.url, NEATROOTS_DECISION_MODEL_NAME: 'jev-test', TYPESAFE_API_KEY: 'ts-secret' }));
     await decision!.complete({ messages: [{ role: 'user', content: 'hi' }], json: true });
     expect(fake.calls.at(-1)).toMatchObject({ authorization: 'Bearer ts-secret', body: { model: 'jev-test' } });
+  });
+
+  it('a hosted reasoning model set to reasoning params gets max_completion_tokens (with room to think), no temperature; JSON mode per endpoint', async () => {
+    fake.script = () => ({ json: { ok: true } });
+    const { decision, reasoning } = modelsFromConfig(
+      loadModelConfig({
+        NEATROOTS_DECISION_MODEL_URL: fake.url,
+        NEATROOTS_DECISION_MODEL_NAME: 'dec-m',
+        NEATROOTS_DECISION_MODEL_JSON_MODE: 'off',
+        NEATROOTS_REASONING_MODEL_URL: fake.url,
+        NEATROOTS_REASONING_MODEL_NAME: 'o-test',
+        NEATROOTS_REASONING_MODEL_PARAMS: 'reasoning',
+      }),
+    );
+    await reasoning!.complete({ messages: [{ role: 'user', content: 'x' }], json: true, maxTokens: 450 });
+    await decision!.complete({ messages: [{ role: 'user', content: 'x' }], json: true, maxTokens: 450 });
+    const [r, d] = fake.calls.map((c) => c.body);
+    expect(r).toMatchObject({ model: 'o-test', max_completion_tokens: 450 + REASONING_ALLOWANCE_TOKENS, response_format: { type: 'json_object' } });
+    expect(r).not.toHaveProperty('max_tokens');
+    expect(r).not.toHaveProperty('temperature');
+    expect(d).toMatchObject({ model: 'dec-m', max_tokens: 450, temperature: 0 });
+    expect(d).not.toHaveProperty('response_format');
+    expect(d).not.toHaveProperty('max_completion_tokens');
   });
 
   it('leaves response_format out when JSON mode is off (servers that reject it)', async () => {

@@ -19,7 +19,18 @@ export interface OpenAiModelOptions {
   /** Ask for response_format json_object when a call wants JSON (default on; some servers reject it). */
   jsonMode?: boolean;
   temperature?: number;
+  /**
+   * How the request is written. `classic` (default): `max_tokens` and `temperature` (0). `reasoning`,
+   * for hosted reasoning models that reject both: `max_completion_tokens`, no temperature, and the
+   * answer's budget plus REASONING_ALLOWANCE_TOKENS, since their thinking counts in that limit.
+   */
+  params?: ModelParams;
 }
+
+export type ModelParams = 'classic' | 'reasoning';
+
+/** Tokens a reasoning model may think before it answers, added to the answer's budget (params: reasoning). */
+export const REASONING_ALLOWANCE_TOKENS = 8_000;
 
 export const DEFAULT_MODEL_TIMEOUT_MS = 30_000;
 
@@ -60,6 +71,7 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
   const timeout = o.timeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS;
   const client = new OpenAI({ baseURL: o.baseURL, apiKey: o.apiKey || 'none', timeout, maxRetries: 0 });
   const jsonMode = o.jsonMode ?? true;
+  const reasoning = o.params === 'reasoning';
   return {
     role: o.role,
     id: `${o.role}:${o.baseURL}:${o.model}`,
@@ -81,8 +93,11 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
           {
             model: o.model,
             messages: req.messages,
-            temperature: o.temperature ?? 0,
-            ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}),
+            ...(reasoning
+              ? req.maxTokens !== undefined
+                ? { max_completion_tokens: req.maxTokens + REASONING_ALLOWANCE_TOKENS }
+                : {}
+              : { temperature: o.temperature ?? 0, ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}) }),
             ...(req.json && jsonMode ? { response_format: { type: 'json_object' as const } } : {}),
           },
           { timeout: ms + 1_000, signal: ctrl.signal, maxRetries: 0 },
