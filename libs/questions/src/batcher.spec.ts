@@ -64,6 +64,15 @@ describe('the model queue', () => {
     q.close();
   });
 
+  it("a reasoning model's cut answer gives the server's count (its limit includes its thinking)", async () => {
+    fake.script = () => ({ content: 'a '.repeat(9_000) });
+    const q = new ModelQueue(openAiChatModel({ role: 'reasoning', baseURL: fake.url, model: 'o-test', params: 'reasoning' }));
+    const err = await rejection(q.decide('k', item()));
+    expect(fake.calls[0].body.max_completion_tokens).toBe(8_450);
+    expect(err.message).toMatch(/^the answer was cut at 8450 tokens \(max_tokens\)/);
+    q.close();
+  });
+
   it("a decision's max_tokens is its answer's budget: a long list comes back whole", async () => {
     const list = Array.from({ length: 200 }, (_, i) => `f${i + 1}`);
     fake.script = () => ({ json: { answers: [{ id: 'q1', findings: list }] } });

@@ -397,7 +397,8 @@ function answerBudget(jobs: readonly Pick<QuestionJob, 'sort' | 'item'>[]): numb
 /** What the server said about a reply that may not be usable: cut at max_tokens, or a refusal. */
 function replyProblem(res: ChatResponse, maxTokens: number): string | undefined {
   if (res.refusal) return `the model refused: ${res.refusal.slice(0, 200)}`;
-  if (res.finishReason === 'length') return `the answer was cut at ${maxTokens} tokens (max_tokens) before it was complete`;
+  // The server's count when it gave one: a reasoning model's limit includes its thinking (ModelParams).
+  if (res.finishReason === 'length') return `the answer was cut at ${res.usage?.output_tokens || maxTokens} tokens (max_tokens) before it was complete`;
   if (!res.text.trim()) return `the reply has no text${res.finishReason ? ` (finish_reason ${res.finishReason})` : ''}`;
   return undefined;
 }
