@@ -91,6 +91,13 @@ const schema = z
     }
     if (c.NEATROOTS_CLASSIFIER_BACKEND === 'decision' && !c.NEATROOTS_DECISION_MODEL_URL) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_CLASSIFIER_BACKEND'], message: 'is decision but NEATROOTS_DECISION_MODEL_URL is not set' });
+    } else if (c.NEATROOTS_CLASSIFIER_BACKEND === 'decision' && c.NEATROOTS_DECISION_MODEL === false) {
+      // Off keeps the decision model configured but unused: nothing would answer the questions.
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['NEATROOTS_CLASSIFIER_BACKEND'],
+        message: 'is decision but NEATROOTS_DECISION_MODEL is off (configured but unused); turn it on, or choose another backend (auto, local, classifier)',
+      });
     }
     if (c.NEATROOTS_CLASSIFIER_BACKEND === 'local' && !c.NEATROOTS_LLM_URL) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['NEATROOTS_CLASSIFIER_BACKEND'], message: 'is local but NEATROOTS_LLM_URL is not set' });
