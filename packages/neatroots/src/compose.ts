@@ -147,7 +147,7 @@ export function questionRemote(address: string, onClose: (step: () => unknown) =
     new Promise<{ text: string; answered_by: AnsweredBy }>((resolve, reject) =>
       client.complete({ messages, priority: '', json: true, max_tokens: 800 }, new Metadata(), { deadline: new Date(Date.now() + 180_000) }, (err, res) =>
         err
-          ? reject(err.code === status.FAILED_PRECONDITION ? new NoModelError() : new Error(`question service: ${err.details || err.message}`))
+          ? reject(err.code === status.FAILED_PRECONDITION ? new NoModelError() : new Error(`question service: ${err.details || err.message}`, { cause: err }))
           : resolve({ text: res.text, answered_by: res.answered_by as AnsweredBy }),
       ),
     );

@@ -5,6 +5,7 @@ import { AuthoringError, type CheckProblem } from './authoring';
 /** What the filter uses of an express response (@types/express is not installed). */
 interface JsonResponse {
   headersSent: boolean;
+  setHeader(name: string, value: string): unknown;
   status(code: number): { json(body: unknown): unknown };
 }
 
@@ -51,6 +52,12 @@ const CODES: Record<number, string> = {
   429: 'too_many_requests',
   503: 'unavailable',
 };
+
+/**
+ * Codes that ask the caller to come back shortly, with the seconds they send as Retry-After:
+ * a model queue that is full (a draft refused by the question service's back-pressure).
+ */
+export const RETRY_AFTER_SECONDS: ReadonlyMap<string, number> = new Map([['model_busy', 5]]);
 
 function messageOf(e: HttpException): string {
   const body = e.getResponse();
@@ -108,6 +115,8 @@ export class ErrorsFilter implements ExceptionFilter {
       this.log.error(err instanceof Error ? err.stack ?? err.message : String(err));
     }
     if (res.headersSent) return;
+    const retryAfter = RETRY_AFTER_SECONDS.get(code);
+    if (retryAfter !== undefined) res.setHeader('Retry-After', String(retryAfter));
     res.status(status).json(errorBody(code, message, issues, problems, issuesOmitted));
   }
 }

@@ -1,7 +1,9 @@
 import { AuthoringError, type Author, type Authoring, type CheckSubmission, type ListedCheck, type SavedCheck } from '@neatroots/api';
 import { appliesInProject, CheckError, isRuleCheck, parseDatabaseCheck, type Check, type CheckEntry, type LoadResult } from '@neatroots/checks';
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { ModelConfig } from '@neatroots/platform';
-import { NoModelError, type Draft, type DraftRequest } from '@neatroots/questions';
+import { ModelError, type ModelErrorKind } from '@neatroots/ports';
+import { NoModelError, QueueFullError, type Draft, type DraftRequest } from '@neatroots/questions';
 import type { DbCheckInput, DbCheckRecord, ReviewQueries } from '@neatroots/store';
 import { DEFAULT_PREVIEW_MODEL_CALLS, DEFAULT_PREVIEW_RUNS, previewCheck } from './preview';
 import { invalid, parseSubmission, withAction, type Submitted } from './submission';
@@ -156,7 +158,7 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
           throw new AuthoringError(503, 'no_model', 'drafting needs an LLM: configure the local LLM (NEATROOTS_LLM_URL, NEATROOTS_LLM_MODEL) or the decision model; or write the check yourself (docs/checks.md)');
         }
         if (e instanceof CheckError) throw new AuthoringError(502, 'unusable_draft', `the model's draft is unusable: ${e.message}; try again or phrase the concern differently`);
-        throw e;
+        throw draftFailure(e) ?? e;
       }
       const { source: _source, file: _file, ...check } = d.check as Check & { file?: string };
       return { check, yaml: d.yaml, kind: d.check.kind === 'rule' ? 'rule' : 'question', warnings: d.warnings };
@@ -244,6 +246,46 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
       return store(project, { id, yaml, origin: by, project, saved: true }, halted, by, [], false);
     },
   };
+}
+
+const FAILED: Record<ModelErrorKind, string> = {
+  timeout: 'timed out',
+  rate_limited: 'is rate limited',
+  server: 'failed',
+  connection: 'cannot be reached',
+  rejected: 'refused the request',
+  aborted: 'call was aborted',
+};
+
+const AFTER_FAILURE = 'try again later, or write the check yourself (docs/checks.md)';
+
+/**
+ * Why a draft's model call failed, as the api answers it: the model's failure (a timeout, a
+ * refused key, rate limits or 5xx still failing after the retries) is 502 model_error with its
+ * reason; a full model queue is 429 model_busy (the api adds Retry-After); the question service
+ * out of reach is 503 unavailable. In-process the error is the model's own (ModelError,
+ * QueueFullError); distributed it is the question service's gRPC answer (compose.ts
+ * questionRemote), whose status is the error's cause. Anything else is not the model's.
+ */
+export function draftFailure(e: unknown): AuthoringError | undefined {
+  if (e instanceof QueueFullError) return new AuthoringError(429, 'model_busy', `drafting failed: ${e.message}`);
+  if (e instanceof ModelError) return new AuthoringError(502, 'model_error', `drafting failed: the model ${FAILED[e.kind]} (${e.message}); ${AFTER_FAILURE}`);
+  const cause = e instanceof Error ? (e.cause as { code?: unknown; details?: unknown } | undefined) : undefined;
+  if (!cause || typeof cause.code !== 'number') return undefined;
+  const details = typeof cause.details === 'string' && cause.details ? cause.details : (e as Error).message;
+  switch (cause.code) {
+    case GrpcStatus.RESOURCE_EXHAUSTED:
+      return new AuthoringError(429, 'model_busy', `drafting failed: the question service is busy (${details})`);
+    case GrpcStatus.INTERNAL:
+      // The question service's Complete answers a model's failure so, with the model's reason.
+      return new AuthoringError(502, 'model_error', `drafting failed: the model failed (${details}); ${AFTER_FAILURE}`);
+    case GrpcStatus.DEADLINE_EXCEEDED:
+      return new AuthoringError(502, 'model_error', `drafting failed: the question service gave no answer in time (${details}); ${AFTER_FAILURE}`);
+    case GrpcStatus.UNAVAILABLE:
+      return new AuthoringError(503, 'unavailable', `drafting failed: the question service cannot be reached (${details})`);
+    default:
+      return undefined;
+  }
 }
 
 /** The tools the project's agents called lately, so a drafted rule names real ones. */
