@@ -18,7 +18,20 @@ export interface DeadLetter {
   reason: string;
   /** The item itself (kept as JSON text, cut to a bounded size). */
   payload: unknown;
+  /**
+   * Instead of `payload`, when the letter was too large to travel whole on the bus: the start of
+   * the payload's JSON text (DEAD_LETTER_TRAVEL_CHARS), kept as cut.
+   */
+  payload_cut?: string;
 }
+
+/**
+ * A dead letter travels with at most this much of its payload's JSON text: an item set aside
+ * may be as large as the bus's largest record, and its letter (the item again, escaped, or its
+ * bytes in base64) would then be refused as too large, so the batch behind it could never be
+ * set aside and would be read again forever. The store keeps less than this anyway.
+ */
+export const DEAD_LETTER_TRAVEL_CHARS = 256 * 1024;
 
 export interface DeadLetterSink {
   /** Keeps them; resolves once they are stored (a caller commits its offset only then). */
@@ -40,6 +53,11 @@ export function deadLetterTopic(prefix = 'neatroots'): { readonly name: string; 
       } catch (e) {
         // what could not be handled may be what JSON.stringify cannot write either (nesting)
         text = JSON.stringify({ ...v, payload: `(not serializable: ${(e as Error).message})` });
+      }
+      if (text.length > 2 * DEAD_LETTER_TRAVEL_CHARS) {
+        const { payload, ...rest } = v;
+        const cut = (JSON.stringify(payload) ?? 'null').slice(0, DEAD_LETTER_TRAVEL_CHARS);
+        text = JSON.stringify({ ...rest, reason: rest.reason.slice(0, DEAD_LETTER_TRAVEL_CHARS), payload: null, payload_cut: cut });
       }
       return new TextEncoder().encode(text);
     },

@@ -76,12 +76,13 @@ export class DeadLettersRepo implements DeadLetterSink {
   async setAside(letters: readonly DeadLetter[]): Promise<void> {
     const rows = new Map<string, unknown[]>();
     for (const l of letters) {
-      const full = payloadText(l.payload);
+      // A letter cut to travel on the bus (DeadLetter.payload_cut) is stored as cut, and says so.
+      const full = l.payload_cut ?? payloadText(l.payload);
       const id = createHash('sha256').update(`${l.source}\u001f${l.project}\u001f${l.kind}\u001f${full}`).digest('hex').slice(0, 32);
       const payload = cut(full, this.maxPayloadChars);
       rows.set(id, [
         id, text(l.project), text(l.source), text(l.kind), text(l.run_id), text(l.item_id),
-        text(cut(l.reason, REASON_CHARS)), text(payload), payload.length < full.length,
+        text(cut(l.reason, REASON_CHARS)), text(payload), payload.length < full.length || l.payload_cut !== undefined,
       ]);
     }
     for (const part of chunks([...rows.values()], ROWS_PER_STATEMENT)) {

@@ -257,3 +257,14 @@ describe('StoreWriter', () => {
   });
 });
 
+
+describe('dead letters cut to travel on the bus', () => {
+  it('are stored as cut, and say so (truncated)', async () => {
+    const repo = new DeadLettersRepo(real);
+    const cut = '{"partition":0,"offset":"7","base64":"' + 'A'.repeat(1000);
+    await repo.setAside([{ project: 'p1', source: 'bus:t/g', kind: 'undecodable', run_id: 'r1', reason: 'cannot decode', payload: null, payload_cut: cut }]);
+    const page = await repo.list('p1');
+    expect(page.items).toHaveLength(1);
+    expect(page.items[0]).toMatchObject({ payload: cut, truncated: true, run_id: 'r1' });
+  });
+});

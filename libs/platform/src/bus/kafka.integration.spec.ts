@@ -2,7 +2,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { AssignerProtocol, CompressionCodecs, CompressionTypes, ConfigResourceTypes, Kafka, logLevel } from 'kafkajs';
 import { makeTopics } from '@neatroots/messages';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
-import { deadLetterTopic, type BusRecord, type DeadLetter, type Subscription } from '@neatroots/ports';
+import { DEAD_LETTER_TRAVEL_CHARS, deadLetterTopic, type BusRecord, type DeadLetter, type Subscription } from '@neatroots/ports';
 import { serviceOrSkip, uniqueName } from '../testing/services';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { DEFAULT_MAX_RECORD_BYTES, GZIP_LEVEL, KafkaBus, RecordTooLargeError, type KafkaBusOptions } from './kafka';
@@ -372,6 +372,32 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const payload = letters[0].payload as { base64: string };
     expect(JSON.parse(Buffer.from(payload.base64, 'base64').toString('utf8'))).toEqual({ k: 'r0', i: 1 });
     expect(letters[0]).toMatchObject({ kind: 'undecodable', source: `bus:${name}/${groups[groups.length - 1]}`, run_id: 'r0' });
+  }, 60_000);
+
+  it('sets aside a record as large as its largest (its letter cut to travel) and hands on the next, never stuck behind it', async () => {
+    // The letter of an undecodable record carries its bytes in base64, a third larger than the
+    // record: whole, it would be refused as too large and the partition read again forever.
+    const prefix = uniqueName('it_dl_big');
+    topics.push(`${prefix}.dead-letters`);
+    const maxRecordBytes = 1536 * 1024;
+    const bus = newBus({ deadLetterPrefix: prefix, onError: () => undefined, maxRecordBytes, pack: false });
+    const name = topicName('undecodable-big');
+    const strict = { ...jsonTopic<Rec & { pad?: string }>(name), decode: (b: Uint8Array) => {
+      const v = JSON.parse(new TextDecoder().decode(b)) as Rec & { pad?: string };
+      if (v.pad) throw new Error(`cannot read record ${v.i}`);
+      return v;
+    } };
+    const seen: number[] = [];
+    const letters: DeadLetter[] = [];
+    await bus.subscribe(deadLetterTopic(prefix), { group: group('dl-big') }, async (b) => void letters.push(...b.records.map((r) => r.value)));
+    await bus.subscribe(strict, { group: group('strict-big') }, async (b) => void seen.push(...b.records.map((r) => r.value.i)));
+    await bus.publish(jsonTopic<Rec & { pad?: string }>(name), [{ key: 'r0', value: { k: 'r0', i: 1, pad: 'x'.repeat(1400 * 1024) } }]);
+    await bus.publish(jsonTopic<Rec>(name), [{ key: 'r0', value: { k: 'r0', i: 2 } }]);
+    await waitUntil(() => seen.length >= 1 && letters.length >= 1, 30_000, () => `seen ${seen}, ${letters.length} dead letters`);
+    expect(seen).toEqual([2]);
+    expect(letters[0]).toMatchObject({ kind: 'undecodable', run_id: 'r0', reason: 'cannot decode: cannot read record 1', payload: null });
+    expect(letters[0].payload_cut!.length).toBe(DEAD_LETTER_TRAVEL_CHARS);
+    expect(letters[0].payload_cut!.startsWith('{"partition":')).toBe(true);
   }, 60_000);
 
   describe('packs: the records of one key in one publish() as one Kafka record', () => {
