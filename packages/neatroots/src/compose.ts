@@ -5,7 +5,7 @@ import { ingestModule } from '@neatroots/ingest';
 import { createMetrics, GitHubCodeHost, internalClientOptions, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
 import type { ChatMessage, Logger, Platform, ServiceModule } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
-import { QuestionDecisionsClient, questionModule, type QuestionLink } from '@neatroots/question';
+import { chatDeadlineMs, QuestionDecisionsClient, questionModule, type ModelTimeouts, type QuestionLink } from '@neatroots/question';
 import { draftCheck, NoModelError, type AnsweredBy } from '@neatroots/questions';
 import { ReviewDataClient, reviewModule, type ReviewLink } from '@neatroots/review';
 import { RuleEngineClient, ruleEngineModule } from '@neatroots/rule-engine';
@@ -107,7 +107,7 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
     // Every call to another service's port carries the deployment's internal token, when set.
     const internal = internalClientOptions(config.NEATROOTS_INTERNAL_TOKEN);
     links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose, internal);
-    links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose, internal);
+    links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose, internal, opts.models);
     // Ingest forwards the SDK's pre-call checks to the rule engine's process.
     links['rule-engine'] = ({ onClose }) => {
       const client = new RuleEngineClient(config.NEATROOTS_RULE_ENGINE_ADDR, internal);
@@ -135,17 +135,26 @@ function reviewRemote(address: string, onClose: (step: () => unknown) => void, c
   return { queries, resolveKey: (key) => queries.resolveKey(key), isQuiet: new QuietChecks((p) => data.quietChecks(p)).lookup, data, sop, reviewSop: sop };
 }
 
-/** The question service in another process: what the api asks of it. */
-export function questionRemote(address: string, onClose: (step: () => unknown) => void, clientOptions: ClientOptions = {}): Pick<QuestionLink, 'modelStats' | 'decisions' | 'draft'> {
+/**
+ * The question service in another process: what the api (and review's checker) asks of it. The
+ * deadlines of decisions and drafts come from `models`, this process's model configuration
+ * (the same variables as the question service's): the model's timeout, retries and queueing.
+ */
+export function questionRemote(
+  address: string,
+  onClose: (step: () => unknown) => void,
+  clientOptions: ClientOptions = {},
+  models: ModelTimeouts = { batch: { retries: 2 } },
+): Pick<QuestionLink, 'modelStats' | 'decisions' | 'draft'> {
   const client = new v1.QuestionClient(address, credentials.createInsecure(), clientOptions);
-  const decisions = new QuestionDecisionsClient(address, { client: clientOptions });
+  const decisions = new QuestionDecisionsClient(address, { client: clientOptions, models });
   onClose(() => client.close());
   onClose(() => decisions.close());
   // A draft's model call goes through the question service's gateway (Complete), its queue
   // and back-pressure; the draft is read and validated here.
   const chat = (messages: ChatMessage[]) =>
     new Promise<{ text: string; answered_by: AnsweredBy }>((resolve, reject) =>
-      client.complete({ messages, priority: '', json: true, max_tokens: 800 }, new Metadata(), { deadline: new Date(Date.now() + 180_000) }, (err, res) =>
+      client.complete({ messages, priority: '', json: true, max_tokens: 800 }, new Metadata(), { deadline: new Date(Date.now() + chatDeadlineMs(models)) }, (err, res) =>
         err
           ? reject(err.code === status.FAILED_PRECONDITION ? new NoModelError() : new Error(`question service: ${err.details || err.message}`, { cause: err }))
           : resolve({ text: res.text, answered_by: res.answered_by as AnsweredBy }),

@@ -1,4 +1,4 @@
 export * from './service';
 export { startQuestionGrpc, questionGrpcService, answerToProto, agreementStats, type QuestionGrpc } from './grpc';
 export * from './module';
-export { answererDecisions, QuestionDecisionsClient, type DecisionsGateway, type DecisionsClientOptions } from './decisions';
+export { answererDecisions, callDeadlineMs, chatDeadlineMs, decisionDeadlineMs, modelRequestMs, QuestionDecisionsClient, type DecisionsGateway, type DecisionsClientOptions, type ModelTimeouts } from './decisions';
