@@ -28,6 +28,6 @@ export { QuestionBands, questionWording, NO_FITTED_BANDS, type QuestionBand } fr
 export type { DecisionGateway, DecisionItem, DecisionEndpoint, DecisionReply } from './models/gateway';
 export { loadSopSettings, inBand, SopSettingsError, DEFAULT_DECISIONS, DEFAULT_SOP_SETTINGS, BAND_KINDS, type SopModelSettings, type DecisionSettings, type Band, type BandKind, type CheckMode } from './models/settings';
 export { modelDecider, modelReviewer, reasoningDecider } from './models/deciders';
-export { readModelAnswer, MalformedAnswer, type ModelAnswer } from './models/parse';
+export { readModelAnswer, unusableModelAnswer, ANSWER_FORMATS, MalformedAnswer, type ModelAnswer } from './models/parse';
 export { DECIDE_VERSION, CHECK_VERSION, DECIDE_INSTRUCTIONS, CHECK_INSTRUCTIONS, DEFAULT_SUBJECT_CHARS, renderSubject, askText, reviewAskText } from './models/prompt';
 export { sessionFromRun, runExternalId, type RunLike, type RunSpanLike } from './from-run';

@@ -1,6 +1,7 @@
 import { Server, status as Status, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { appliesInProject, CheckError, parseCheck, type QuestionCheck } from '@neatroots/checks';
 import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
+import { ANSWER_FORMATS } from '@neatroots/sop';
 import { NoModelError, QueueFullError, questionKey, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
 
 /**
@@ -144,10 +145,14 @@ export function questionGrpcService(
         .then((r) => cb(null, { text: r.text, answered_by: r.answered_by }), (e) => fail(cb, e, opts.log));
     },
     decide: (call: ServerUnaryCall<v1.DecideRequest, v1.DecideResponse>, cb: sendUnaryData<v1.DecideResponse>) => {
-      const { endpoint, instructions, subject, ask, max_tokens } = call.request;
+      const { endpoint, instructions, subject, ask, max_tokens, answer_format } = call.request;
       if (endpoint !== 'decision' && endpoint !== 'reasoning') return fail(cb, new CallError(Status.INVALID_ARGUMENT, `endpoint: must be decision or reasoning, got "${endpoint}"`), opts.log);
       if (!instructions || !ask) return fail(cb, new CallError(Status.INVALID_ARGUMENT, `${instructions ? 'ask' : 'instructions'}: is required`), opts.log);
-      answerer.decide(endpoint, { instructions, subject, ask, ...(max_tokens ? { max_tokens } : {}) }).then(
+      const usable = answer_format ? ANSWER_FORMATS[answer_format] : undefined;
+      if (answer_format && !Object.hasOwn(ANSWER_FORMATS, answer_format)) {
+        return fail(cb, new CallError(Status.INVALID_ARGUMENT, `answer_format: must be one of ${Object.keys(ANSWER_FORMATS).join(', ')}, got "${answer_format.slice(0, 80)}"`), opts.log);
+      }
+      answerer.decide(endpoint, { instructions, subject, ask, ...(max_tokens ? { max_tokens } : {}), ...(usable ? { usable } : {}) }).then(
         (r) => cb(null, r.ok ? { ok: true, answer_json: JSON.stringify(r.answer), model: r.model, reason: '', cached: r.cached } : { ok: false, answer_json: '', model: '', reason: r.reason, cached: false }),
         (e) => fail(cb, e, opts.log),
       );

@@ -1,7 +1,7 @@
 import type { RuleStatus } from '../body';
 import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer, Undecided } from '../decider';
 import type { DecisionEndpoint, DecisionGateway, DecisionItem } from './gateway';
-import { MalformedAnswer, readModelAnswer, type ModelAnswer } from './parse';
+import { MalformedAnswer, readModelAnswer, unusableModelAnswer, type ModelAnswer } from './parse';
 import { askText, CHECK_INSTRUCTIONS, CHECK_VERSION, DECIDE_INSTRUCTIONS, DECIDE_VERSION, DEFAULT_SUBJECT_CHARS, renderSubject, reviewAskText } from './prompt';
 import { NO_FITTED_BANDS, type QuestionBands } from './bands';
 import { inBand, type DecisionSettings } from './settings';
@@ -31,24 +31,14 @@ function notChecked(q: Question, who: string, why: string): Undecided {
   return { decided: false, reason: `Not checked: ${who} could not decide ${WHAT[q.kind]}: ${why}.` };
 }
 
-/** Why a model's answer object can't be read (the gateway then neither caches nor returns it). */
-function unreadable(answer: object): string | undefined {
-  try {
-    readModelAnswer(answer);
-    return undefined;
-  } catch (e) {
-    if (e instanceof MalformedAnswer) return e.message;
-    throw e;
-  }
-}
-
 /**
  * Asks one question and reads the answer, or says why there is none. The gateway is told what
  * a usable answer is, so a malformed one is not cached: the rule is not checked, and checking
  * the session again asks the model again.
  */
-async function ask(gateway: DecisionGateway, endpoint: DecisionEndpoint, item: Omit<DecisionItem, 'usable'>, q: Question, who: string): Promise<ModelAnswer | Undecided> {
-  const reply = await gateway.decide(endpoint, { ...item, usable: unreadable });
+async function ask(gateway: DecisionGateway, endpoint: DecisionEndpoint, item: Omit<DecisionItem, 'usable' | 'answer_format'>, q: Question, who: string): Promise<ModelAnswer | Undecided> {
+  // The check itself in this process; its name for a gateway over gRPC (the question service).
+  const reply = await gateway.decide(endpoint, { ...item, usable: unusableModelAnswer, answer_format: 'sop-model-answer' });
   if (!reply.ok) return notChecked(q, who, reply.reason.replace(/\.$/, ''));
   try {
     return readModelAnswer(reply.answer);

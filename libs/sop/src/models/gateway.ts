@@ -18,6 +18,11 @@ export interface DecisionItem {
    * unusable one `ok: false` and does not cache it, so checking again asks the model again.
    */
   usable?: (answer: object) => string | undefined;
+  /**
+   * `usable` by name, for a gateway in another process (over gRPC a function cannot travel):
+   * one of ANSWER_FORMATS (./parse.ts), which the question service applies as `usable`.
+   */
+  answer_format?: string;
 }
 
 /** decision: the decision model when it is on, else the local LLM. reasoning: the reasoning model, else the local LLM. */

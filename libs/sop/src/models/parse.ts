@@ -27,6 +27,25 @@ export function readModelAnswer(o: unknown): ModelAnswer {
   return { p, evidence: evidenceOf(r.evidence), reason };
 }
 
+/** Why a model's answer object can't be read as a ModelAnswer, or undefined when it can. */
+export function unusableModelAnswer(answer: object): string | undefined {
+  try {
+    readModelAnswer(answer);
+    return undefined;
+  } catch (e) {
+    if (e instanceof MalformedAnswer) return e.message;
+    throw e;
+  }
+}
+
+/**
+ * The answer checks a gateway across a process boundary knows by name (DecisionItem.answer_format):
+ * a function cannot travel over gRPC, its name can.
+ */
+export const ANSWER_FORMATS: Readonly<Record<string, (answer: object) => string | undefined>> = {
+  'sop-model-answer': unusableModelAnswer,
+};
+
 function probability(r: Record<string, unknown>): number {
   const raw = r.p ?? r.probability;
   if (raw !== undefined) {
