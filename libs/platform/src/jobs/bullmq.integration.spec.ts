@@ -80,6 +80,36 @@ const redis = serviceOrSkip('redis', 'BullJobs serialize lock');
     expect(await scratch.raw.exists(lockKey)).toBe(0);
   });
 
+  it('close() waits for a running job up to closeGraceMs, and stops after it even when a job never ends', async () => {
+    const prefix = scratch.next();
+    const quick = new BullJobs({ url, prefix, closeGraceMs: 5_000 });
+    let done = false;
+    let started = false;
+    await quick.work('q', async () => {
+      started = true;
+      await sleep(300);
+      done = true;
+    });
+    await quick.add('q', {}, { jobId: 'short' });
+    await until(() => started);
+    await quick.close();
+    expect(done).toBe(true);
+
+    const stuck = new BullJobs({ url, prefix: scratch.next(), closeGraceMs: 300 });
+    let running = false;
+    // a job that never ends (a call hanging): SIGTERM must still stop the process
+    await stuck.work('q', async () => {
+      running = true;
+      await new Promise(() => undefined);
+    });
+    await stuck.add('q', {}, { jobId: 'forever' });
+    await until(() => running);
+    const t0 = Date.now();
+    const closed = await Promise.race([stuck.close().then(() => 'closed'), sleep(8_000).then(() => 'still closing')]);
+    expect(closed).toBe('closed');
+    expect(Date.now() - t0).toBeLessThan(3_000);
+  });
+
   it('rejects a renew interval that is not below the lock expiry', () => {
     expect(() => new BullJobs({ url, serializeLockMs: 300, serializeRenewMs: 300 })).toThrow(/serializeRenewMs must be positive and below serializeLockMs/);
     expect(() => new BullJobs({ url, serializeLockMs: 0 })).toThrow(/serializeLockMs must be positive/);

@@ -178,10 +178,16 @@ export class BullJobs implements Jobs {
 
   async close(): Promise<void> {
     const grace = this.opts.closeGraceMs ?? 10_000;
+    // Stop taking jobs and wait for the running ones, up to the grace time; then close for
+    // good. (Not close() then close(true): a worker's second close returns its first, which
+    // waits for a job that never ends, and the process would never stop.) A job cut short
+    // stays active until its lock runs out; then another replica takes it again.
+    let timer: NodeJS.Timeout | undefined;
     await Promise.race([
-      Promise.allSettled(this.workers.map((w) => w.close())),
-      new Promise((r) => setTimeout(r, grace).unref()),
+      Promise.allSettled(this.workers.map((w) => w.pause())),
+      new Promise((r) => (timer = setTimeout(r, grace)).unref()),
     ]);
+    clearTimeout(timer);
     await Promise.allSettled(this.workers.map((w) => w.close(true)));
     await Promise.allSettled([...this.events.values()].map((e) => e.close()));
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
