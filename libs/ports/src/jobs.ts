@@ -40,6 +40,14 @@ export interface WorkOptions<T> {
    * at a time per workspace"); jobs with different keys run side by side.
    */
   serializeBy?: (data: T) => string;
+  /**
+   * Told once when a job of this queue failed for good, on the replica that saw it fail: its
+   * tries used up, or (BullMQ) its worker died mid-job more often than the driver allows, when
+   * the handler never ran a last try. Not when the process merely stops. What the handler's
+   * work stands for is marked failed here (a session's check). An error it throws is added to
+   * the failure's reason.
+   */
+  onFailed?: (data: T, job: FailedJob) => Promise<void>;
 }
 
 /** A job that used up its attempts: kept with the reason, reported to the driver's onFailed. */

@@ -114,6 +114,34 @@ export function jobsContract(name: string, target: JobsContractTarget): void {
       expect(runs).toBe(2);
     });
 
+    it("tells the work's onFailed, once, of a job that failed for good, with its data, before the driver's onFailed, and a hook's error in the reason", async () => {
+      const { jobs } = await open();
+      const told: { data: unknown; job: FailedJob; driverToldYet: boolean }[] = [];
+      await jobs.work<{ n: number }>(
+        'given-up',
+        async (d) => {
+          throw new Error(`model away (${d.n})`);
+        },
+        {
+          onFailed: async (data, job) => {
+            told.push({ data, job, driverToldYet: failed.some((f) => f.queue === 'given-up' && f.id === job.id) });
+            if (data.n === 2) throw new Error('database away');
+          },
+        },
+      );
+      const [one, two] = [uniqueName('g'), uniqueName('g')];
+      await jobs.add('given-up', { n: 1 }, { attempts: 2, backoffMs: 20, jobId: one });
+      await jobs.add('given-up', { n: 2 }, { attempts: 1, jobId: two });
+      await until(() => failed.filter((f) => f.queue === 'given-up').length === 2);
+      await sleep(200);
+      told.sort((a, b) => (a.data as { n: number }).n - (b.data as { n: number }).n);
+      expect(told.map((t) => [t.data, t.job.id, t.job.attempts, t.job.reason, t.driverToldYet])).toEqual([
+        [{ n: 1 }, one, 2, 'model away (1)', false],
+        [{ n: 2 }, two, 1, 'model away (2)', false],
+      ]);
+      expect(failed.find((f) => f.id === two)?.reason).toBe('model away (2) (and marking it failed failed: database away)');
+    });
+
     it('never runs two jobs with one serialize key at once, while other keys run side by side', async () => {
       const { jobs, ns } = await open();
       // two replicas where the driver has them, each allowed two jobs at a time

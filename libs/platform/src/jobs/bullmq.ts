@@ -27,7 +27,18 @@ export interface BullJobsOptions {
    * a dependency is down, and tries its batch again later instead of waiting for good.
    */
   addTimeoutMs?: number;
+  /**
+   * BullMQ's watch on running jobs, whose defaults are kept unless set: a job's lock lasts
+   * lockDurationMs (30 s) and is renewed while its process lives; every stalledIntervalMs (30 s)
+   * a worker moves jobs whose lock ran out back to waiting, and fails one that stalled more than
+   * maxStalledCount times (1). Such a job fails without its handler's last try: it is reported
+   * like any job that failed for good (onFailed, WorkOptions.onFailed).
+   */
+  stalls?: { lockDurationMs?: number; stalledIntervalMs?: number; maxStalledCount?: number };
 }
+
+/** BullMQ's reason for a job it failed for stalling too often (its worker died or blocked mid-job). */
+const STALLED_OUT = 'job stalled more than allowable limit';
 
 /** Compare-and-delete: only the holder releases a serialize lock. */
 const RELEASE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
@@ -98,12 +109,26 @@ export class BullJobs implements Jobs {
         }
       },
       // name: each job's processedBy says which process ran it (host:pid), for whoever looks into Redis.
-      { connection: this.connection, prefix: this.prefix, concurrency: Math.max(1, opts.concurrency ?? 1), autorun: true, name: `${os.hostname()}:${process.pid}` },
+      {
+        connection: this.connection,
+        prefix: this.prefix,
+        concurrency: Math.max(1, opts.concurrency ?? 1),
+        autorun: true,
+        name: `${os.hostname()}:${process.pid}`,
+        ...(this.opts.stalls?.lockDurationMs !== undefined && { lockDuration: this.opts.stalls.lockDurationMs }),
+        ...(this.opts.stalls?.stalledIntervalMs !== undefined && { stalledInterval: this.opts.stalls.stalledIntervalMs }),
+        ...(this.opts.stalls?.maxStalledCount !== undefined && { maxStalledCount: this.opts.stalls.maxStalledCount }),
+      },
     );
+    // Every way a job ends failed reaches this, once, on the replica that moved it to failed: a
+    // handler's error with no tries left, and a job BullMQ fails without running its handler
+    // (one that stalled too often: the worker running it died; BullMQ fails it, as an
+    // UnrecoverableError, when a worker next takes it), whatever tries it had left.
     worker.on('failed', (job, err) => {
       if (!job || err instanceof DelayedError || err?.name === 'DelayedError') return;
       const attempts = job.opts.attempts ?? 1;
-      if (job.attemptsMade >= attempts) this.opts.onFailed?.({ queue, id: job.id!, attempts: job.attemptsMade, reason: err.message });
+      const forGood = typeof job.finishedOn === 'number' || job.attemptsMade >= attempts || err?.name === 'UnrecoverableError';
+      if (forGood) void this.failedForGood(queue, job, err, opts.onFailed);
       else {
         const backoff = job.opts.backoff;
         const delay = typeof backoff === 'number' ? backoff : (backoff?.delay ?? 0);
@@ -114,6 +139,21 @@ export class BullJobs implements Jobs {
     worker.on('error', () => undefined);
     this.workers.push(worker);
     await worker.waitUntilReady();
+  }
+
+  /** A job that failed for good: the work's own hook first (a session marked failed), then the driver's (logged, counted). */
+  private async failedForGood<T>(queue: string, job: Job, err: Error | undefined, hook: WorkOptions<T>['onFailed']): Promise<void> {
+    const message = err?.message ?? job.failedReason ?? 'failed';
+    let reason = message === STALLED_OUT ? `${STALLED_OUT} (the process running it stopped or stalled mid-job)` : message;
+    const failed: FailedJob = { queue, id: job.id!, attempts: job.attemptsMade, reason };
+    if (hook) {
+      try {
+        await hook(job.data as T, failed);
+      } catch (hookErr) {
+        reason = `${reason} (and marking it failed failed: ${(hookErr as Error)?.message ?? String(hookErr)})`;
+      }
+    }
+    this.opts.onFailed?.({ ...failed, reason });
   }
 
   async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {

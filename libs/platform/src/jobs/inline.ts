@@ -189,7 +189,16 @@ export class InlineJobs implements Jobs {
         this.later(delay, () => this.enqueue(queue, next));
         return;
       }
-      this.opts.onFailed?.({ queue, id: job.id, attempts: job.attempt, reason: error.message });
+      let reason = error.message;
+      // Its tries used up (not a process stopping with tries left): the work's own failure hook.
+      if (job.attempt >= job.attempts && q.opts.onFailed) {
+        try {
+          await q.opts.onFailed(job.data, { queue, id: job.id, attempts: job.attempt, reason });
+        } catch (hookErr) {
+          reason = `${reason} (and marking it failed failed: ${(hookErr as Error)?.message ?? String(hookErr)})`;
+        }
+      }
+      this.opts.onFailed?.({ queue, id: job.id, attempts: job.attempt, reason });
       this.finish(queue, job.id, { ok: false, error: new JobFailedError(queue, job.id, error.message) });
     }
   }

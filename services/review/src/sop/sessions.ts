@@ -8,6 +8,9 @@ export const CHECK_RETRY = { attempts: 6, backoffMs: 2000 };
 
 /** The BullMQ queue (the seed's Hatchet workflow) that checks one session. */
 export const SOP_CHECK_QUEUE = 'sopops_check';
+/** Replicas whose requeue passes start in the same window of this length queue a session once (SopSessions.requeue). */
+export const REQUEUE_WINDOW_MS = 10 * 60_000;
+
 /** Sessions one process checks at once unless told otherwise. */
 export const SOP_CHECK_CONCURRENCY = 16;
 
@@ -71,35 +74,32 @@ export class SopSessions {
    * connection.
    */
   async start(opts: { concurrency?: number } = {}): Promise<void> {
-    await this.jobs.work<SopCheckJob>(
-      SOP_CHECK_QUEUE,
-      async (job, info) => {
-        try {
-          await this.runCheck(job);
-        } catch (err) {
-          // The last try: say why on the session rather than leave it queued for good (a
-          // model service away for minutes). Sending it again queues it again.
-          if (info.attempt >= this.retry.attempts) await this.repo.markFailed(job.session_id, job.content_hash, `not checked after ${info.attempt} tries: ${(err as Error).message}`);
-          throw err;
-        }
-      },
-      { concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY },
-    );
+    await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job) => this.runCheck(job), {
+      concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY,
+      // The job failed for good: its tries used up (a model service away for minutes), or the
+      // process running it died mid-check too often (BullMQ fails it without a last try). Say
+      // why on the session rather than leave it queued for good. Sending it again queues it again.
+      onFailed: (job, failed) => this.repo.markFailed(job.session_id, job.content_hash, `not checked after ${failed.attempts} ${failed.attempts === 1 ? 'try' : 'tries'}: ${failed.reason}`),
+    });
     await this.requeue();
   }
 
   /**
    * Queues again every session a stop left queued, a page at a time. The job's id follows from
-   * the session and its content, so replicas starting together queue each one once (a driver
-   * keeps one job per id), and a restart does not pile up a copy per start.
+   * the session, its content and the REQUEUE_WINDOW_MS window the pass starts in, so replicas
+   * starting together queue each one once (a driver keeps one job per id), while a later start
+   * queues it anew: a job kept under an earlier pass's id (one that failed while its session
+   * could not be marked failed) does not make every later requeue a no-op. A session queued
+   * twice is checked once (the second job finds it checked).
    */
-  async requeue(pageSize = 1000): Promise<number> {
+  async requeue(pageSize = 1000, now = Date.now()): Promise<number> {
+    const pass = Math.floor(now / REQUEUE_WINDOW_MS).toString(36);
     let n = 0;
     for (let after: string | undefined; ; ) {
       const page = await this.repo.queued(pageSize, after);
       for (const s of page) {
         const job = { workspace: s.workspace, session_id: s.id, content_hash: s.content_hash };
-        await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId: `${s.id}.${s.content_hash.slice(0, 16)}.requeued`, attempts: this.retry.attempts, backoffMs: this.retry.backoffMs });
+        await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId: `${s.id}.${s.content_hash.slice(0, 16)}.requeued.${pass}`, attempts: this.retry.attempts, backoffMs: this.retry.backoffMs });
       }
       n += page.length;
       if (page.length < pageSize) return n;

@@ -1,0 +1,117 @@
+import { BullJobs, serviceOrSkip, until } from '@neatroots/platform';
+import type { Db, FailedJob, RetriedJob } from '@neatroots/ports';
+import { checkSession, noModelDecider } from '@neatroots/sop';
+import { Redis } from 'ioredis';
+import { fixtureSession, luigisFiles, useMigratedDb } from '../sop-fixtures.test';
+import { REQUEUE_WINDOW_MS, SOP_CHECK_QUEUE, SopSessions, type CheckSession } from './sessions';
+import { SopWorkspaces } from './workspaces';
+
+/**
+ * A session's check on BullMQ with the real Redis (the distributed deployment): a check whose
+ * process dies mid-way, and a session left queued with its requeued job kept as failed.
+ */
+const SUITE = 'SOP session checks on BullMQ';
+const redis = serviceOrSkip('redis', SUITE);
+
+(redis ? describe : describe.skip)(SUITE, () => {
+  let db: Db;
+  useMigratedDb((d) => (db = d), 'sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects');
+  const opened: BullJobs[] = [];
+  const prefixes: string[] = [];
+  afterEach(async () => {
+    await Promise.allSettled(opened.splice(0).map((j) => j.close()));
+    const r = new Redis(redis!.url);
+    try {
+      for (const p of prefixes.splice(0)) {
+        const keys = await r.keys(`${p}:*`);
+        if (keys.length) await r.del(...keys);
+      }
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  /** A review replica's jobs, with what it logs as failed and retried. */
+  const replica = (prefix: string, stalls?: { lockDurationMs: number; stalledIntervalMs: number; maxStalledCount: number }) => {
+    const failed: FailedJob[] = [];
+    const retried: RetriedJob[] = [];
+    const jobs = new BullJobs({ url: redis!.url, prefix, closeGraceMs: 0, onFailed: (f) => failed.push(f), onRetry: (r) => retried.push(r), stalls });
+    opened.push(jobs);
+    return { jobs, failed, retried };
+  };
+  const published = async () => {
+    const workspaces = new SopWorkspaces(db);
+    await workspaces.push('luigis', luigisFiles());
+    await workspaces.publish('luigis');
+    return workspaces;
+  };
+  const status = async (id: string) => (await db.query<{ status: string; error: string | null }>('SELECT status, error FROM sop_sessions WHERE id = $1', [id])).rows[0];
+
+  it('a check whose process dies mid-way ends failed: the session is marked failed, the failure logged once, not as a retry', async () => {
+    const prefix = `it_sop_stall_${process.pid}_${Date.now().toString(36)}`;
+    prefixes.push(prefix);
+    const workspaces = await published();
+    // BullMQ's stall watch made quick: a lock of 1 s, checked every 0.5 s, no stall forgiven
+    const stalls = { lockDurationMs: 1_000, stalledIntervalMs: 500, maxStalledCount: 0 };
+    const replicas = [replica(prefix, stalls), replica(prefix, stalls)];
+    const running: number[] = [];
+    // a check that never ends (a model call hanging when the pod is killed)
+    const hangs = (i: number): CheckSession => () => {
+      running.push(i);
+      return new Promise(() => undefined);
+    };
+    const sessions = await Promise.all(replicas.map(async (r, i) => {
+      const s = new SopSessions(db, workspaces, r.jobs, hangs(i));
+      await s.start();
+      return s;
+    }));
+    const sent = await sessions[0].receive('luigis', fixtureSession('payment-skipped'));
+    expect(sent.status).toBe('queued');
+    await until('a replica running the check', () => running.length > 0, 15_000);
+    const dead = running[0];
+    const alive = 1 - dead;
+    // the replica running it dies (its worker stops at once, its lock is no longer renewed)
+    await replicas[dead].jobs.close();
+
+    const got = await until('the session marked failed', async () => {
+      const s = await status(sent.id);
+      return s.status === 'failed' ? s : undefined;
+    }, 30_000, 200);
+    expect(got.error).toMatch(/^not checked after 1 try: job stalled more than allowable limit \(the process running it stopped or stalled mid-job\)$/);
+    expect(running).toEqual([dead]); // the survivor never ran the check: BullMQ failed it
+    expect(replicas[alive].failed).toEqual([expect.objectContaining({ queue: SOP_CHECK_QUEUE, attempts: 1, reason: expect.stringContaining('job stalled more than allowable limit') })]);
+    expect(replicas[alive].retried).toEqual([]);
+    expect(replicas[dead].failed).toEqual([]);
+  }, 60_000);
+
+  it('a session left queued while its requeued job is kept as failed is queued again by a later start', async () => {
+    const prefix = `it_sop_requeue_${process.pid}_${Date.now().toString(36)}`;
+    prefixes.push(prefix);
+    const workspaces = await published();
+    const r = replica(prefix);
+    let away = true;
+    const checker: CheckSession = async ({ lock, releaseId, session }) => {
+      if (away) throw new Error('question service: connect ECONNREFUSED 127.0.0.1:7071');
+      return checkSession(lock, session, { decider: noModelDecider('no model is configured for sopops check'), releaseId });
+    };
+    const sessions = new SopSessions(db, workspaces, r.jobs, checker, { attempts: 1, backoffMs: 10 });
+    await sessions.start();
+    const sent = await sessions.receive('luigis', fixtureSession('payment-skipped'));
+    await until('the first check failed', async () => (await status(sent.id)).status === 'failed', 15_000, 100);
+    // left queued (a stop before marking it failed reached the database), and requeued at a start: fails again
+    const leftQueued = () => db.query(`UPDATE sop_sessions SET status = 'queued', error = NULL WHERE id = $1`, [sent.id]);
+    await leftQueued();
+    const t0 = Date.now();
+    expect(await sessions.requeue(1000, t0)).toBe(1);
+    await until('the requeued check failed', async () => (await status(sent.id)).status === 'failed', 15_000, 100);
+    await leftQueued();
+    // the question service is back; a later start queues the session again and it is checked
+    away = false;
+    expect(await sessions.requeue(1000, t0 + REQUEUE_WINDOW_MS)).toBe(1);
+    const checked = await until('the session checked', async () => {
+      const s = await status(sent.id);
+      return s.status === 'checked' ? s : undefined;
+    }, 15_000, 100).catch((e: Error) => e);
+    expect(checked).toEqual({ status: 'checked', error: null });
+  }, 60_000);
+});
