@@ -25,9 +25,14 @@ export interface DecisionItem {
    * Why an answer object cannot be used (the caller's reading of it), or undefined when it can.
    * An unusable answer is `ok: false` and is not cached, so asking again asks the model again;
    * a cached answer it rejects is asked again too. In-process only: a function does not cross
-   * gRPC (Decide), where any JSON object is cached.
+   * gRPC (Decide); `answer_format` names it there.
    */
   usable?: (answer: object) => string | undefined;
+  /**
+   * `usable` by name, for the question service over gRPC (DecideRequest.answer_format): one of
+   * @neatroots/sop's ANSWER_FORMATS, which the service applies as `usable`. Ignored in-process.
+   */
+  answer_format?: string;
   /**
    * The most tokens its answer may take (the request's max_tokens is the sum of its questions'
    * and 200). Unset: 250, enough for a yes/no with a reason or a name; an answer that lists many
