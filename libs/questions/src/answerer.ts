@@ -386,14 +386,18 @@ export class QuestionAnswerer {
     while (this.pending.size) await Promise.all([...this.pending]);
   }
 
-  /** Persists the classifier models and agreement that changed. */
   /**
    * Saves what was learnt: the agreement records, and the classifier's models unless `models`
    * is false (a model is hundreds of KB written whole: the question service saves them less
    * often than the agreement, which the rule engine reads within 30 s).
+   *
+   * It saves what has been learnt so far and does not wait for the background checks still
+   * under way (the classifier-first answers put to the LLM, which can wait in the model queue:
+   * under steady traffic there always are some, and a save that waited for them never ended).
+   * What they learn is saved by a later flush. `drain` (shutdown) waits for them all first.
    */
-  async flush(opts: { models?: boolean } = {}): Promise<void> {
-    await this.idle();
+  async flush(opts: { models?: boolean; drain?: boolean } = {}): Promise<void> {
+    if (opts.drain) await this.idle();
     await Promise.all([opts.models === false ? undefined : this.classifier.flush(), this.agreement.flush()]);
   }
 

@@ -226,10 +226,24 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
   // The models every modelFlushMs: each is written whole (hundreds of KB), and the embedded
   // database reclaims the space of the old copies only at its hourly VACUUM.
   const modelsEvery = Math.max(1, Math.round((opts.modelFlushMs ?? 60_000) / flushMs));
+  // A save does not wait for the background checks under way (flush), and never two at once:
+  // a tick while the last save is still being written is skipped (the models' turn is kept for
+  // the next tick that saves), so slow writes do not pile up one save per tick.
   let ticks = 0;
+  let modelsDue = false;
+  let saving: Promise<void> | undefined;
   const flusher = setInterval(() => {
-    const models = ++ticks % modelsEvery === 0;
-    answerer.flush({ models }).catch((err) => log('saving what the classifier learnt failed (will retry)', err));
+    if (++ticks % modelsEvery === 0) modelsDue = true;
+    if (saving) return;
+    const models = modelsDue;
+    modelsDue = false;
+    saving = answerer
+      .flush({ models })
+      .catch((err) => {
+        if (models) modelsDue = true;
+        log('saving what the classifier learnt failed (will retry)', err);
+      })
+      .finally(() => (saving = undefined));
   }, flushMs);
   flusher.unref();
 
@@ -250,8 +264,10 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
         await grpc?.close();
         await Promise.all(subs.map((s) => s.close()));
         await processor.idle();
+        await saving;
         try {
-          await answerer.flush();
+          // Everything: the background checks still under way first.
+          await answerer.flush({ drain: true });
         } catch (err) {
           log('saving what the classifier learnt failed on shutdown', err);
         }
