@@ -75,6 +75,48 @@ describe('Prechecker', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
   }, 10_000);
 
+  it('halts every later call of a run already halted on an earlier span, while its check may halt', async () => {
+    const secret = parseCheck(
+      { id: 'no-secrets', kind: 'rule', title: 'Secret in a prompt', rule: { type: 'match', pattern: 'sk-[a-z0-9]{8}', in: ['input'], span: { type: ['llm'] } }, guidance: 'Stop: a secret was sent.', action: 'halt' },
+      'mine.yaml',
+      'user',
+    );
+    const budget = parseCheck({ id: 'token-budget', kind: 'rule', title: 'Token budget', rule: { type: 'threshold', metric: 'total_tokens', at_least: 1000 }, action: 'halt' }, 'mine.yaml', 'user');
+    const set = compileRuleSet([secret, budget, REFUND], (_c, p) => {
+      const re = new RegExp(p);
+      return { test: (t: string) => re.test(t) };
+    });
+    let quiet = false;
+    let steering = true;
+    const engine = new RuleEngine({ windows, rules: () => set, steering: () => steering });
+    const checker = new Prechecker({ windows, rules: () => set, steering: () => steering, quiet: () => quiet });
+    const llm = (run: string, id: string, extra: Partial<Span>): Envelope =>
+      env({ run_id: run, span_id: id, type: 'llm', name: 'chat', status: 'ok', start_ms: 1000, end_ms: 1001, ...extra });
+    const out = await engine.process([llm('r1', 'l1', { input: 'my key sk-abcdefgh' }), llm('r2', 'l1', { usage: { total_tokens: 5000 } })]);
+    await out.commit();
+    expect(out.notes.map((n) => [n.run_id, n.check_id, n.kind])).toEqual([
+      ['r1', 'no-secrets', 'halt'],
+      ['r2', 'token-budget', 'halt'],
+    ]);
+    // A tool call no rule names in itself, after the halt: halted, naming the halt that stands.
+    const call = (run: string) => ({ ...span('t1', 'search', Date.now()), run_id: run });
+    expect(await checker.precheck({ project: 'shop', span: call('r1'), knownSpans: 1 })).toEqual({
+      decision: 'halt',
+      check_id: 'no-secrets',
+      finding_id: out.findings[0].id,
+      title: 'Secret in a prompt',
+      text: 'Stop: a secret was sent.',
+    });
+    expect(await checker.precheck({ project: 'shop', span: call('r2'), knownSpans: 1 })).toMatchObject({ decision: 'halt', check_id: 'token-budget', finding_id: out.findings[1].id });
+    // A fresh run is not halted; nor is a halted one once its check went quiet or steering is off.
+    expect(await checker.precheck({ project: 'shop', span: call('r3') })).toEqual({ decision: 'allow' });
+    quiet = true;
+    expect(await checker.precheck({ project: 'shop', span: call('r1'), knownSpans: 1 })).toEqual({ decision: 'allow' });
+    quiet = false;
+    steering = false;
+    expect(await checker.precheck({ project: 'shop', span: call('r2'), knownSpans: 1 })).toEqual({ decision: 'allow' });
+  });
+
   it('names the tools a halting rule acts on, per project', () => {
     expect(haltingTools(rules, 'shop', 'refunds')).toEqual(['issue_refund']);
     const scoped = compileRuleSet([{ ...REFUND, applies_to: { project: ['other'] } }], () => ({ test: () => false }));

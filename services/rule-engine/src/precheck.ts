@@ -196,7 +196,24 @@ export class Prechecker {
     const waited = this.mine.get(key)?.wake_at !== undefined ? await engine.tick(now, { keys: [key], all: true }) : NO_OUTPUT;
     const findings = new Map<string, FindingEvent>([...applied.findings, ...waited.findings].map((f) => [f.id, f]));
     const halt = [...applied.notes, ...waited.notes].find((n: NoteOut) => n.kind === 'halt' && findings.get(n.finding_id)?.span_ids.includes(span.span_id));
-    return halt ? { decision: 'halt', check_id: halt.check_id, finding_id: halt.finding_id, title: halt.title, text: halt.text } : { decision: 'allow' };
+    if (halt) return { decision: 'halt', check_id: halt.check_id, finding_id: halt.finding_id, title: halt.title, text: halt.text };
+    // A run already halted (a secret in an LLM call, the call that used up the token budget):
+    // every later call halts, while that finding is open and its check may still halt.
+    const before = live?.halts ? await this.openHalt(project, live) : undefined;
+    return before ?? { decision: 'allow' };
+  }
+
+  /** A halt the run's window holds (raised before, not resolved) whose check still halts in this project. */
+  private async openHalt(project: string, w: RunWindow): Promise<PrecheckAnswer | undefined> {
+    const set = this.opts.rules();
+    for (const [finding_id, h] of Object.entries(w.halts ?? {})) {
+      const r = set.rules.find((x) => x.check.id === h.check_id);
+      if (!r || !isRuleCheck(r.check) || r.check.action !== 'halt' || !r.canHalt || !r.appliesTo(project, w.workflow)) continue;
+      if (!((await this.opts.steering?.(project)) ?? false)) return undefined;
+      if (await this.opts.quiet?.(project, h.check_id)) continue;
+      return { decision: 'halt', check_id: h.check_id, finding_id, title: h.title, text: h.text };
+    }
+    return undefined;
   }
 
 }

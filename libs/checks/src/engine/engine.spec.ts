@@ -361,6 +361,24 @@ describe('notes, halts, groups and quiet checks', () => {
     expect(h.findings).toHaveLength(1);
     expect(h.notes).toHaveLength(0);
   });
+
+  it('a quiet halting check halts nothing, and its finding says so (flag, halt_suppressed)', async () => {
+    const h = new Harness([loop('user', 'halt')], { steering: true, quiet: ['loop'] });
+    await h.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 2)]);
+    expect(h.notes).toHaveLength(0);
+    expect(h.findings).toEqual([expect.objectContaining({ status: 'raised', action: 'flag', halt_suppressed: true })]);
+  });
+
+  it('keeps the halts a run was sent in its window until they resolve (the pre-call check halts the run\'s later calls)', async () => {
+    const h = new Harness([rule('rep', { type: 'repeat', span: { type: ['tool'] }, same: ['tool'], at_least: 2 }, { action: 'halt', guidance: 'Stop' })], { steering: true });
+    await h.send([tool('r', 'a', 't', 1), tool('r', 'b', 't', 2)]);
+    const id = h.findings[0].id;
+    const halts = async () => (await h.windows.load([windowKey('p', 'r')])).get(windowKey('p', 'r'))!.halts;
+    expect(await halts()).toEqual({ [id]: { check_id: 'rep', title: 'rep', text: 'Stop' } });
+    await h.send([tool('r', 'c', 'other', 3)]);
+    expect(h.statuses()).toEqual(['raised:r:2', 'resolved:r:2']);
+    expect(await halts()).toEqual({});
+  });
 });
 
 describe('applies_to and state outside the process', () => {

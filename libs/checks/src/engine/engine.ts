@@ -8,7 +8,10 @@ import type { RuleRef, RuleStep } from './rules';
 import type { JointMatch } from './joint';
 import { spanPlan, type SpanPlan } from './plan';
 import { RunEndView, SpanView } from './span-view';
-import { hasSeen, newWindow, setOwnValue, windowKey, type OpenFinding, type RunWindow } from './window';
+import { hasSeen, newWindow, ownValue, setOwnValue, windowKey, type OpenFinding, type RunWindow } from './window';
+
+/** Open halts a window keeps (RunWindow.halts): one is enough to halt the run's later calls. */
+const MAX_OPEN_HALTS = 20;
 
 /** A note or halt for the agent, raised with a finding. */
 export interface NoteOut {
@@ -334,10 +337,19 @@ export class RuleEngine {
         }
         halts = on;
       }
+      // Asked for a raised finding (its note) and for one that would halt: a quiet check sends
+      // no note, so it halts nothing either, and its findings say so.
+      const quiet = (ev.status === 'raised' || halts) && (await this.opts.quiet?.(w.project, ev.check_id)) === true;
+      if (quiet) halts = false;
       ev.action = halts ? 'halt' : 'flag';
       if (wantsHalt && !halts) ev.halt_suppressed = true;
       step.out.findings.push(ev);
-      if (ev.status !== 'raised' || (await this.opts.quiet?.(w.project, ev.check_id))) continue;
+      // The run's halts still open, for the pre-call check (a later call of a halted run halts).
+      if (ev.status === 'resolved' && w.halts && ownValue(w.halts, ev.id)) delete w.halts[ev.id];
+      if (ev.status !== 'raised' || quiet) continue;
+      if (halts && (w.halts === undefined || Object.keys(w.halts).length < MAX_OPEN_HALTS)) {
+        setOwnValue((w.halts ??= {}), ev.id, { check_id: ev.check_id, title: ev.title, text: ev.guidance });
+      }
       // Checks in one group are one problem per run: one note, unless this one halts.
       if (ev.group && !halts) {
         const noted = (w.noted_groups ??= {});

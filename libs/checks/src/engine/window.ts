@@ -26,6 +26,11 @@ export interface RunWindow {
   checks: Record<string, CheckState>;
   /** Groups that already sent a note in this run: one problem, one note. */
   noted_groups?: Record<string, string>;
+  /**
+   * The halts raised in this run and not resolved, by finding id (at most 20): what the agent was
+   * told. The pre-call check halts any later call of a run that has one.
+   */
+  halts?: Record<string, { check_id: string; title: string; text: string }>;
   /** Earliest pending requires_before deadline. */
   wake_at?: number;
 }
