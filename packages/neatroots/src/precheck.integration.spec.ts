@@ -122,6 +122,29 @@ describe('pre-call checks on the embedded default', () => {
     }
   });
 
+  it('counts a span acknowledged twice once: the same span id recorded again does not hold every later check up to its timeout (fail closed)', async () => {
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: () => undefined });
+    try {
+      const run = own.startRun({ workflow: 'refunds' });
+      // One span exported twice, as an export retried after ingest took it sends it again: ingest
+      // acknowledges both, the run's window counts the span once.
+      run.span({ type: 'llm', name: 'chat', span_id: 'same-span' });
+      await run.flush();
+      run.span({ type: 'llm', name: 'chat', span_id: 'same-span' });
+      await run.toolCall('lookup_order', { order: 9 }, () => ({ owner: 'c3' }));
+      const refunded: number[] = [];
+      for (const order of [9, 10]) {
+        const t = Date.now();
+        await run.toolCall('issue_refund', { order }, () => refunded.push(order));
+        expect(Date.now() - t).toBeLessThan(1900); // answered, not the 2000 ms timeout
+      }
+      expect(refunded).toEqual([9, 10]);
+      await run.end();
+    } finally {
+      await own.close();
+    }
+  });
+
   it('executes a refund after a lookup in the same run', async () => {
     const run = client.startRun({ workflow: 'refunds' });
     await run.toolCall('lookup_order', { order: 7 }, () => ({ owner: 'c1' }));

@@ -620,12 +620,15 @@ export class NeatrootsClient {
   private acknowledged(events: v1.Event[], res: v1.ExportResponse): void {
     if (res.rejected.length) this.onError(new ExportRejectedError(res.rejected));
     const refused = new Set(res.rejected.map((r) => r.index));
-    const perRun = new Map<string, number>();
+    const perRun = new Map<string, string[]>();
     events.forEach((ev, i) => {
       if (ev.kind?.$case !== 'span' || refused.has(i)) return;
-      perRun.set(ev.kind.value.run_id, (perRun.get(ev.kind.value.run_id) ?? 0) + 1);
+      const { run_id, span_id } = ev.kind.value;
+      let ids = perRun.get(run_id);
+      if (!ids) perRun.set(run_id, (ids = []));
+      ids.push(span_id);
     });
-    for (const [runId, n] of perRun) this.runs.get(runId)?.acknowledged(n);
+    for (const [runId, ids] of perRun) this.runs.get(runId)?.acknowledged(ids);
     for (const note of res.notes) this.dispatch(note);
   }
 
@@ -651,10 +654,13 @@ export class Run {
   private haltedBy: Note | undefined;
   private isHalted = false;
   /**
-   * Spans of this run ingest acknowledged (accepted, not in rejected[]): a pre-call check waits
-   * until the engine saw them. Spans refused or dropped never reach the run's window.
+   * Ids of this run's spans ingest acknowledged (accepted, not in rejected[]): a pre-call check
+   * waits until the engine saw as many. Spans refused or dropped never reach the run's window,
+   * and the window counts a span id once: a span acknowledged twice (an export retried after an
+   * answer that came too late, or one span id recorded twice) is counted once here too, or every
+   * later check of the run would wait for a span that never comes. Dropped when the run ends.
    */
-  private acked = 0;
+  private readonly acked = new Set<string>();
 
   /** @internal */
   constructor(
@@ -763,7 +769,7 @@ export class Run {
     const span = spanToProto({ ...init, run_id: this.id, span_id: init.span_id!, start_ms: now, end_ms: now, ...(this.workflow ? { workflow: this.workflow } : {}) });
     let answer: v1.PreCheckResponse;
     try {
-      answer = await this.client.precheck(span, this.acked, left);
+      answer = await this.client.precheck(span, this.acked.size, left);
     } catch (e) {
       return unanswered((e as ServiceError).details || (e as Error).message);
     }
@@ -799,6 +805,7 @@ export class Run {
       await this.client.flush();
       this.unsubscribe();
       this.client.forget(this.id);
+      this.acked.clear();
     })();
     return this.ended;
   }
@@ -825,9 +832,9 @@ export class Run {
     return span_id;
   }
 
-  /** @internal Ingest acknowledged `n` more of this run's spans. */
-  acknowledged(n: number): void {
-    this.acked += n;
+  /** @internal Ingest acknowledged these spans of this run. */
+  acknowledged(spanIds: readonly string[]): void {
+    for (const id of spanIds) this.acked.add(id);
   }
 
   /** @internal No Subscribe stream for this run (subscribe: false): whenSubscribed does not wait for one. */
