@@ -8,7 +8,7 @@ import type { ContextDoc, EvidenceDoc, RunSummary, SpanSummary } from './types';
  * result's last lines are often what matters) with a marker saying how much was cut.
  */
 export const DEFAULT_FIELD_CHARS = 2_000;
-/** The rendered evidence of one question is cut to about this many characters. */
+/** The rendered evidence of one question is at most this many characters (renderEvidence). */
 export const DEFAULT_EVIDENCE_CHARS = 16_000;
 /** Earlier calls a span-scope question sees, and the spans a trace question sees by default. */
 export const DEFAULT_SPAN_CONTEXT = 10;
@@ -120,54 +120,142 @@ function renderSpan(s: SpanSummary, focus = false): string {
   return lines.join('\n');
 }
 
-function renderRun(r: RunSummary): string {
+/** A run of the session; `brief`: its calls by their headers only (when the whole run does not fit). */
+function renderRun(r: RunSummary, brief = false): string {
   const lines = [`Run ${r.run_id}${r.status ? ` (ended ${r.status})` : ''}`];
   if (r.user_message) lines.push(`  user: ${r.user_message}`);
-  for (const s of r.spans) lines.push(renderSpan(s).replace(/^/gm, '  '));
+  for (const s of r.spans) lines.push(brief ? `  ${spanHeader(s, false)}` : renderSpan(s).replace(/^/gm, '  '));
   if (r.final_output) lines.push(`  final answer: ${r.final_output}`);
   return lines.join('\n');
 }
 
+/** Room kept for the three sections' headings, "not shown" markers and separators. */
+const SECTIONS_RESERVE = 200;
+
+function renderTool(t: { name: string; description?: string }): string {
+  return `- ${t.name}${t.description ? `: ${t.description}` : ''}`;
+}
+
 /**
- * The evidence as the model reads it. Spans are added newest first until the budget is
- * spent, so a long run loses its oldest calls, never the one being judged or the answer.
+ * The evidence as the model reads it, at most `budget` characters in all (the rendered text
+ * is part of the answer cache's key: the same evidence always renders the same). What is
+ * always shown: the system prompt, the user's request, text given as evidence, the final
+ * answer and the call being judged (the newest call when none is); when these alone do not fit,
+ * each of their long fields is cut (head and tail, with a marker) to one common length that
+ * fits. The rest takes what is left, in this order: the tools the run's calls used; the
+ * session's earlier runs, newest first (at most half of what is left, more after the calls; a
+ * run that does not fit whole is shown with its calls' headers only);
+ * the calls, newest first; the other tools. Whatever does not fit is counted in a marker
+ * ("(3 earlier calls not shown)", "(2 earlier runs of this session not shown)", "(40 more
+ * tools not shown)").
  */
 export function renderEvidence(doc: EvidenceDoc, budget: number = DEFAULT_EVIDENCE_CHARS): string {
-  const head: string[] = [];
-  if (doc.system_prompt) head.push(`The agent's system prompt:\n${doc.system_prompt}`);
-  if (doc.tools?.length) head.push(`Tools available:\n${doc.tools.map((t) => `- ${t.name}${t.description ? `: ${t.description}` : ''}`).join('\n')}`);
-  if (doc.user_message) head.push(`The user's request:\n${doc.user_message}`);
-  if (doc.text) head.push(doc.text);
-  const tail: string[] = [];
-  if (doc.final_output !== undefined) tail.push(`The agent's final answer${doc.run_status ? ` (run ended ${doc.run_status})` : ''}:\n${doc.final_output || '(empty)'}`);
-  else if (doc.run_status) tail.push(`The run ended ${doc.run_status}.`);
-  let used = head.join('\n\n').length + tail.join('\n\n').length;
-  const runs: string[] = [];
-  for (const r of doc.runs ?? []) {
-    const t = renderRun(r);
-    runs.push(t);
-    used += t.length;
+  const focusAt = doc.focus !== undefined ? doc.spans.findIndex((s) => s.id === doc.focus) : -1;
+  const mustAt = focusAt >= 0 ? focusAt : doc.spans.length - 1;
+  const must = mustAt >= 0 ? doc.spans[mustAt] : undefined;
+  const finalLabel = `The agent's final answer${doc.run_status ? ` (run ended ${doc.run_status})` : ''}:\n`;
+  // The parts always shown, their long fields cut to `cap`.
+  const fixed = (cap: number) => {
+    const c = (t: string) => cut(t, cap);
+    const system = doc.system_prompt ? `The agent's system prompt:\n${c(doc.system_prompt)}` : undefined;
+    const user = doc.user_message ? `The user's request:\n${c(doc.user_message)}` : undefined;
+    const text = doc.text ? c(doc.text) : undefined;
+    const tail = doc.final_output !== undefined ? `${finalLabel}${doc.final_output ? c(doc.final_output) : '(empty)'}` : doc.run_status ? `The run ended ${doc.run_status}.` : undefined;
+    let span: string | undefined;
+    if (must) {
+      const m: SpanSummary = { ...must };
+      if (m.input !== undefined) m.input = c(m.input);
+      if (m.output !== undefined) m.output = c(m.output);
+      if (m.error !== undefined) m.error = c(m.error);
+      span = renderSpan(m, m.id === doc.focus);
+    }
+    // Each counted with a separator.
+    const length = [system, user, text, tail, span].reduce((n, t) => n + (t === undefined ? 0 : t.length + 2), 0);
+    return { system, user, text, tail, span, length };
+  };
+  const room = budget - SECTIONS_RESERVE;
+  let f = fixed(Infinity);
+  if (f.length > room) {
+    // The longest cap that fits (cut is monotonic in its length): found by halving, so the same every time.
+    const longest = Math.max(doc.system_prompt?.length ?? 0, doc.user_message?.length ?? 0, doc.text?.length ?? 0, doc.final_output?.length ?? 0, must?.input?.length ?? 0, must?.output?.length ?? 0, must?.error?.length ?? 0);
+    let lo = 0;
+    let hi = longest;
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (fixed(mid).length <= room) lo = mid;
+      else hi = mid - 1;
+    }
+    f = fixed(lo);
   }
-  const body: string[] = [];
+  let left = room - f.length;
+
+  // The tools the run's calls used, then the calls and the earlier runs, then the other tools.
+  const tools = doc.tools ?? [];
+  const used = new Set<string>();
+  for (const s of doc.spans) if (s.tool) used.add(s.tool);
+  for (const r of doc.runs ?? []) for (const s of r.spans) if (s.tool) used.add(s.tool);
+  const toolShown = new Array<boolean>(tools.length).fill(false);
+  const addTools = (which: (name: string) => boolean) => {
+    tools.forEach((t, i) => {
+      if (toolShown[i] || !which(t.name)) return;
+      const n = renderTool(t).length + 1;
+      if (n <= left) {
+        toolShown[i] = true;
+        left -= n;
+      }
+    });
+  };
+  addTools((name) => used.has(name));
+
+  const runs = doc.runs ?? [];
+  const runTexts: string[] = [];
+  let runsFrom = runs.length;
+  const addRuns = (limit: number) => {
+    for (let i = runsFrom - 1; i >= 0; i--) {
+      let t = renderRun(runs[i]);
+      if (t.length + 1 > Math.min(limit, left)) t = renderRun(runs[i], true);
+      if (t.length + 1 > Math.min(limit, left)) break;
+      runTexts.unshift(t);
+      left -= t.length + 1;
+      limit -= t.length + 1;
+      runsFrom = i;
+    }
+  };
+  addRuns(Math.floor(left / 2));
+
+  const shown = new Array<boolean>(doc.spans.length).fill(false);
+  if (must) shown[mustAt] = true;
   let omitted = doc.omitted ?? 0;
   for (let i = doc.spans.length - 1; i >= 0; i--) {
-    const s = doc.spans[i];
-    const t = renderSpan(s, s.id === doc.focus);
-    if (used + t.length > budget && body.length > 0) {
-      omitted += i + 1;
+    if (i === mustAt) continue;
+    const t = renderSpan(doc.spans[i], doc.spans[i].id === doc.focus);
+    if (t.length + 1 > left) {
+      for (let j = i; j >= 0; j--) if (j !== mustAt) omitted++;
       break;
     }
-    body.push(t);
-    used += t.length;
+    shown[i] = true;
+    left -= t.length + 1;
   }
-  body.reverse();
-  const parts = [...head];
-  if (runs.length) parts.push(`Earlier runs of this session:\n${runs.join('\n')}`);
-  if (body.length || omitted) {
-    parts.push(`${omitted ? `(${omitted} earlier calls not shown)\n` : ''}Calls, in order:\n${body.join('\n')}`);
+  addRuns(left);
+  addTools(() => true);
+
+  const parts: string[] = [];
+  if (f.system) parts.push(f.system);
+  if (tools.length) {
+    const lines = tools.filter((_, i) => toolShown[i]).map(renderTool);
+    const hidden = tools.length - lines.length;
+    if (hidden) lines.push(`(${hidden} ${lines.length ? 'more ' : ''}tools not shown)`);
+    parts.push(`Tools available:\n${lines.join('\n')}`);
   }
-  parts.push(...tail);
-  return parts.join('\n\n');
+  if (f.user) parts.push(f.user);
+  if (f.text) parts.push(f.text);
+  if (runs.length) parts.push(`${runsFrom ? `(${runsFrom} earlier runs of this session not shown)\n` : ''}Earlier runs of this session:\n${runTexts.join('\n')}`.trimEnd());
+  const body = doc.spans.flatMap((s, i) => (!shown[i] ? [] : i === mustAt ? [f.span!] : [renderSpan(s, s.id === doc.focus)]));
+  if (body.length || omitted) parts.push(`${omitted ? `(${omitted} earlier calls not shown)\n` : ''}Calls, in order:\n${body.join('\n')}`);
+  if (f.tail) parts.push(f.tail);
+  const out = parts.join('\n\n');
+  // Never longer than the budget, even one too small for the headings.
+  return out.length <= budget ? out : cut(out, budget);
 }
 
 export function renderContext(doc: ContextDoc | undefined): string {
