@@ -86,12 +86,12 @@ export function oneOf<T extends string>(values: readonly T[]): ParamParser<T> {
 
 /**
  * An ISO-8601 date or time (from, to), answered as UTC ISO-8601: a day or time that does not
- * exist (2026-02-31) is refused rather than rolled over, and a time without an offset is UTC
- * (not the server's zone), as the review window reads them.
+ * exist (2026-02-31) is refused rather than rolled over, a time without an offset is UTC
+ * (not the server's zone), as the review window reads them, and one outside 0001-9999 is refused.
  */
 export const timeParam: ParamParser<string> = (v, name) => {
   const ms = parseIsoTime(v);
-  if (ms === null) throw ApiError.badRequest('invalid_query', `${name} must be an ISO-8601 date or time, e.g. 2026-11-30 or 2026-11-30T10:00:00Z (UTC without an offset)`);
+  if (ms === null) throw ApiError.badRequest('invalid_query', `${name} must be an ISO-8601 date or time from 0001-01-01 to 9999-12-31 UTC, e.g. 2026-11-30 or 2026-11-30T10:00:00Z (a time without an offset is UTC)`);
   return new Date(ms).toISOString();
 };
 

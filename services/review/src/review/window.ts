@@ -22,7 +22,7 @@ export { parseIsoTime } from '@neatroots/ports';
 
 function time(name: string, v: string): number {
   const ms = parseIsoTime(v);
-  if (ms === null) throw new SopError(400, 'invalid_query', `${name} must be an ISO-8601 date or time (e.g. 2026-11-30 or 2026-11-30T10:00:00Z; UTC without an offset)`);
+  if (ms === null) throw new SopError(400, 'invalid_query', `${name} must be an ISO-8601 date or time from 0001-01-01 to 9999-12-31 UTC (e.g. 2026-11-30 or 2026-11-30T10:00:00Z; a time without an offset is UTC)`);
   return ms;
 }
 
