@@ -358,6 +358,24 @@ describe('ingest over gRPC', () => {
       expect(h.ingest.metrics.notes_delivered.piggyback).toBeGreaterThanOrEqual(1);
     });
 
+    it("piggybacks a run's halt on its next export while only a project-wide stream took it (an agent without a stream of its own, another process watching the project)", async () => {
+      const project = openSubscribe(h, '');
+      await once(project.stream, 'metadata');
+      await h.bus.publish(NOTES_TOPIC, [{ key: 'run-g', value: note({ id: 'n-g', run_id: 'run-g', kind: 'halt' }) }]);
+      await waitFor(() => project.notes.length === 1);
+      expect(project.notes[0]).toMatchObject({ id: 'n-g', kind: 'halt' });
+      const first = await exportV1(h, { events: [spanEvent({ run_id: 'run-g' })] });
+      expect(first.notes).toEqual([expect.objectContaining({ id: 'n-g', kind: 'halt', run_id: 'run-g' })]);
+      expect((await exportV1(h, { events: [spanEvent({ run_id: 'run-g', span_id: 's2' })] })).notes).toEqual([]);
+      // A stream of the run itself did take it: nothing is kept for its exports.
+      const run = openSubscribe(h, 'run-h');
+      await once(run.stream, 'metadata');
+      await h.bus.publish(NOTES_TOPIC, [{ key: 'run-h', value: note({ id: 'n-h', run_id: 'run-h', kind: 'halt' }) }]);
+      await waitFor(() => run.notes.length === 1 && project.notes.length === 2);
+      expect((await exportV1(h, { events: [spanEvent({ run_id: 'run-h' })] })).notes).toEqual([]);
+      for (const s of [project, run]) s.stream.cancel();
+    });
+
     it('hands kept notes to a stream that opens later, and polls with note_runs and no events', async () => {
       await h.bus.publish(NOTES_TOPIC, [
         { key: 'run-d', value: note({ id: 'n-d', run_id: 'run-d' }) },

@@ -2,8 +2,8 @@ import type { Note } from '@neatroots/messages';
 
 /**
  * Where notes and halts go once a replica of ingest has them: to the open Subscribe streams of
- * the note's run or of its whole project, or, when no such stream is open here, into a small
- * per-run mailbox that the next Export touching the run empties (piggybacked delivery).
+ * the note's run and of its whole project, and, when no stream of the run is open here, into a
+ * small per-run mailbox that the next Export touching the run empties (piggybacked delivery).
  *
  * Every replica reads every note (one consumer group per replica), so with several replicas a
  * note can be handed out by more than one of them; notes carry an id and the SDK ignores the
@@ -106,8 +106,11 @@ export class NoteHub {
   }
 
   /**
-   * Hands a note to the open streams it belongs to; keeps it for piggybacking when there is
-   * none. Returns the number of streams that took it.
+   * Hands a note to the open streams it belongs to; keeps it for piggybacking unless a stream of
+   * its run took it (for a note to the whole project, a stream of any of its runs). A stream
+   * watching the whole project (the app, a monitor) is not the agent: an agent without a stream
+   * of its own (subscribe off, or its stream reconnecting) still gets the note, a halt too, on
+   * its run's next export. Returns the number of streams that took it.
    */
   route(routed: Note): number {
     const { group, ...note } = routed;
@@ -116,15 +119,17 @@ export class NoteHub {
       return 0;
     }
     let delivered = 0;
+    let toRun = false;
     for (const s of this.targets(note)) {
       try {
         s.write(note);
         delivered++;
+        if (s.runId) toRun = true;
       } catch {
         // A stream that broke meanwhile: its close handler removes it.
       }
     }
-    if (!delivered) this.keep(note);
+    if (!toRun) this.keep(note);
     return delivered;
   }
 
