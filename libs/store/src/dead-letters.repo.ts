@@ -102,7 +102,7 @@ export class DeadLettersRepo implements DeadLetterSink {
     const params: unknown[] = [project];
     let where = 'project = $1';
     if (q.cursor !== undefined) {
-      const c = decodeCursor(q.cursor);
+      const c = decodeCursor('dead_letters', q.cursor);
       params.push(c.at, c.id);
       where += ` AND (created_at, id) < ($2::timestamptz, $3::text)`;
     }
@@ -113,7 +113,7 @@ export class DeadLettersRepo implements DeadLetterSink {
     );
     const items = res.rows.slice(0, limit).map(toRecord);
     const last = items[items.length - 1];
-    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(last.created_at, last.id) : null };
+    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor('dead_letters', last.created_at, last.id) : null };
   }
 
   /**

@@ -262,7 +262,7 @@ export class FindingsRepo {
     }
     let cursorWhere = 'TRUE';
     if (q.cursor !== undefined) {
-      const c = decodeCursor(q.cursor);
+      const c = decodeCursor('findings', q.cursor);
       params.push(c.at, c.id);
       cursorWhere = `(raised_at, id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`;
     }
@@ -299,7 +299,7 @@ export class FindingsRepo {
     }
     const items = problems.slice(0, limit);
     const last = items[items.length - 1];
-    return { items, next_cursor: problems.length > limit && last ? encodeCursor(last.raised_at, last.id) : null };
+    return { items, next_cursor: problems.length > limit && last ? encodeCursor('findings', last.raised_at, last.id) : null };
   }
 
   /**

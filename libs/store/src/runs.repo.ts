@@ -311,7 +311,7 @@ export class RunsRepo {
       where.push(`r.started_at < $${params.length}::timestamptz`);
     }
     if (q.cursor !== undefined) {
-      const c = decodeCursor(q.cursor);
+      const c = decodeCursor('runs', q.cursor);
       params.push(c.at, c.id);
       where.push(`(r.started_at, r.run_id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`);
     }
@@ -325,7 +325,7 @@ export class RunsRepo {
     );
     const items = res.rows.slice(0, limit).map(toRun);
     const last = res.rows[limit - 1];
-    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(String(last.cursor_at), String(last.run_id)) : null };
+    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor('runs', String(last.cursor_at), String(last.run_id)) : null };
   }
 
   async get(project: string, runId: string): Promise<RunRecord | null> {
@@ -348,7 +348,7 @@ export class RunsRepo {
     const params: unknown[] = [project, filterText('run_id', runId)];
     let after = '';
     if (q.cursor !== undefined) {
-      const c = decodeSpanCursor(q.cursor);
+      const c = decodeSpanCursor(runId, q.cursor);
       params.push(c.start ?? 'Infinity', c.arrival);
       after = `AND (${SPAN_START}, arrival) > ($3::double precision, $4::bigint)`;
     }
@@ -367,7 +367,7 @@ export class RunsRepo {
       items: rows.map((r) => r.payload),
       next_cursor:
         res.rows.length > limit && last
-          ? encodeSpanCursor({ start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) })
+          ? encodeSpanCursor(runId, { start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) })
           : null,
     };
   }

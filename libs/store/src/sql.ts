@@ -3,6 +3,8 @@
  * values made safe for Postgres, times, and the opaque cursors of the list endpoints.
  */
 
+import { parseIsoTime } from '@neatroots/ports';
+
 /** A bad argument from a caller (a malformed cursor, an unknown state): the API answers 400. */
 export class StoreInputError extends Error {
   constructor(
@@ -87,57 +89,73 @@ export function num(v: unknown): number {
   return Number(v);
 }
 
-/** Opaque list cursors: the sort key of the last item returned. */
-export function encodeCursor(at: string, id: string): string {
-  return Buffer.from(JSON.stringify([at, id]), 'utf8').toString('base64url');
+/** The lists a cursor can belong to: a cursor names its list, and another list refuses it. */
+export type CursorList = 'runs' | 'findings' | 'dead_letters' | 'sessions';
+
+/**
+ * A cursor's time exactly as the lists write it: UTC ISO-8601 with milliseconds (toISOString)
+ * or microseconds (a run's start). Anything else is refused before Postgres reads it (Date.parse
+ * takes "March 7", "1" or year -1, which Postgres refuses or cannot hold: a 500).
+ */
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(?:\d{3})?Z$/;
+
+function refuseCursor(): never {
+  throw new StoreInputError('invalid_cursor', 'cursor is not one this list returned');
 }
 
-export function decodeCursor(cursor: string): { at: string; id: string } {
-  let parsed: unknown;
+function cursorJson(cursor: string): unknown {
   try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    return JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
-    parsed = undefined;
+    return undefined;
   }
+}
+
+/**
+ * Opaque list cursors: the list's name and the sort key of the last item returned. A cursor
+ * written before the list's name was in it (["<time>", "<id>"]) is refused: it could belong to
+ * any of the lists, and a client starts again from the first page.
+ */
+export function encodeCursor(list: CursorList, at: string, id: string): string {
+  return Buffer.from(JSON.stringify([list, at, id]), 'utf8').toString('base64url');
+}
+
+export function decodeCursor(list: CursorList, cursor: string): { at: string; id: string } {
+  const parsed = cursorJson(cursor);
   if (
-    !Array.isArray(parsed) || parsed.length !== 2 ||
-    typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string' ||
-    Number.isNaN(Date.parse(parsed[0])) || parsed[1].includes(NUL)
+    !Array.isArray(parsed) || parsed.length !== 3 || parsed[0] !== list ||
+    typeof parsed[1] !== 'string' || typeof parsed[2] !== 'string' ||
+    !CURSOR_TIME.test(parsed[1]) || parseIsoTime(parsed[1]) === null || parsed[2].includes(NUL)
   ) {
-    throw new StoreInputError('invalid_cursor', 'cursor is not one this API returned');
+    refuseCursor();
   }
-  return { at: parsed[0], id: parsed[1] };
+  return { at: parsed[1], id: parsed[2] };
 }
 
 /**
  * A run's spans, after the last one of a page: its start (null: spans without one, listed
- * last) and its arrival number. A different shape from the lists' cursors, so one passed to
- * the wrong list is refused rather than misread.
+ * last) and its arrival number. A different shape from the lists' cursors, and it names its
+ * run, so one passed to another list or another run's spans is refused rather than misread.
  */
 export interface SpanCursor {
   start: number | null;
   arrival: string;
 }
 
-export function encodeSpanCursor(c: SpanCursor): string {
-  return Buffer.from(JSON.stringify({ s: c.start, a: c.arrival }), 'utf8').toString('base64url');
+export function encodeSpanCursor(runId: string, c: SpanCursor): string {
+  return Buffer.from(JSON.stringify({ r: runId, s: c.start, a: c.arrival }), 'utf8').toString('base64url');
 }
 
-export function decodeSpanCursor(cursor: string): SpanCursor {
-  let parsed: { s?: unknown; a?: unknown } | undefined;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    parsed = undefined;
-  }
+export function decodeSpanCursor(runId: string, cursor: string): SpanCursor {
+  const parsed = cursorJson(cursor) as { r?: unknown; s?: unknown; a?: unknown } | undefined;
   if (
-    typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) ||
+    typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || parsed.r !== runId ||
     !(parsed.s === null || (typeof parsed.s === 'number' && Number.isFinite(parsed.s))) ||
     typeof parsed.a !== 'string' || !/^\d{1,18}$/.test(parsed.a)
   ) {
-    throw new StoreInputError('invalid_cursor', 'cursor is not one this API returned');
+    refuseCursor();
   }
-  return { start: parsed.s as number | null, arrival: parsed.a };
+  return { start: parsed.s as number | null, arrival: parsed.a as string };
 }
 
 /** Runs and findings: a page is 50 of them unless asked, at most 500. */

@@ -77,7 +77,7 @@ describe('api over the review service\'s gRPC', () => {
     expect(rest.body.spans.map((s: { span_id: string }) => s.span_id)).toEqual(Array.from({ length: 100 }, (_, i) => `s${500 + i}`));
     expect(rest.body.next_cursor).toBeNull();
     expect(await get('/v1/projects/p1/runs/nope/spans')).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
-    expect(await get('/v1/projects/p1/runs/r1/spans?cursor=bad')).toMatchObject({ status: 400, body: { error: { code: 'invalid_cursor', message: 'cursor is not one this API returned' } } });
+    expect(await get('/v1/projects/p1/runs/r1/spans?cursor=bad')).toMatchObject({ status: 400, body: { error: { code: 'invalid_cursor', message: 'cursor is not one this list returned' } } });
   });
 
   it('passes include_quiet on', async () => {

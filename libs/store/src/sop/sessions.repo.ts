@@ -329,7 +329,7 @@ export class SopSessionsRepo {
     if (q.from !== undefined) add('s.received_at >= ?::timestamptz', q.from);
     if (q.to !== undefined) add('s.received_at < ?::timestamptz', q.to);
     if (q.cursor !== undefined) {
-      const c = decodeCursor(q.cursor);
+      const c = decodeCursor('sessions', q.cursor);
       params.push(c.at, c.id);
       where.push(`(s.received_at, s.id) < ($${params.length - 1}::timestamptz, $${params.length})`);
     }
@@ -341,7 +341,7 @@ export class SopSessionsRepo {
     );
     const items = res.rows.slice(0, limit).map(toSession);
     const last = items[items.length - 1];
-    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor(last.received_at, last.id) : null };
+    return { items, next_cursor: res.rows.length > limit && last ? encodeCursor('sessions', last.received_at, last.id) : null };
   }
 }
 
