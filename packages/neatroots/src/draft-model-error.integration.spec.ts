@@ -102,7 +102,6 @@ describe('checks/draft when the model fails, embedded', () => {
 
 describe('checks/draft when the model fails, the question service in another process', () => {
   let db: Db;
-  let api: INestApplication;
 
   /** The api's HTTP server drafting through the question service at `address` (gRPC). */
   async function apiOver(address: string): Promise<string> {
@@ -116,7 +115,7 @@ describe('checks/draft when the model fails, the question service in another pro
       checks: { loaded: () => ({ checks: [], loaded: [], entries: [], problems: [] }) as never, reload: async () => undefined },
       draft: remote.draft,
     });
-    api = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => (k === KEY ? PROJECT : null), authoring, port: 0, host: '127.0.0.1', logger: false, appDir: null });
+    const api: INestApplication = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => (k === KEY ? PROJECT : null), authoring, port: 0, host: '127.0.0.1', logger: false, appDir: null });
     closers.push(() => api.close());
     return apiUrl(api);
   }
