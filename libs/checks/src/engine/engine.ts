@@ -509,35 +509,50 @@ export class RuleEngine {
     const span = item.span;
     // The same span exported twice counts once.
     if (hasSeen(w.seen, span.span_id)) return;
-    setOwnValue(w.seen, span.span_id, 1);
-    if (this.inPlace) (slot.added ??= []).push(span.span_id);
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
-    this.addMetrics(w, span);
+    const m = w.metrics;
+    const { first_ms, last_ms } = m;
+    this.addMetrics(w, span, 1);
     const plan = this.planFor(w.project, w.workflow, span);
     const view = this.view.reset(span, plan.match);
     // Each rule type's behaviour is in its own module (rules/<type>.ts). The plan's rules are
     // those whose filters this kind of span passes, but for the names a few filters ask for.
     const { rules, names } = plan;
-    for (let i = 0; i < rules.length; i++) {
-      const only = names[i];
-      if (only && !only.has(span.name)) continue;
-      rules[i].kind.onSpan!(step.rules, w, rules[i], span, view, env.received_ms);
+    try {
+      for (let i = 0; i < rules.length; i++) {
+        const only = names[i];
+        if (only && !only.has(span.name)) continue;
+        rules[i].kind.onSpan!(step.rules, w, rules[i], span, view, env.received_ms);
+      }
+    } catch (err) {
+      // Not seen, and not in the run's metrics: over a store changed in place the batch
+      // delivered again runs the span's rules again (those that ran before the throw see it
+      // twice), rather than skipping it with the rules after the throw never run.
+      this.addMetrics(w, span, -1);
+      m.first_ms = first_ms;
+      m.last_ms = last_ms;
+      throw err;
     }
+    // Seen once its rules ran.
+    setOwnValue(w.seen, span.span_id, 1);
+    if (this.inPlace) (slot.added ??= []).push(span.span_id);
   }
 
-  private addMetrics(w: RunWindow, s: Span): void {
+  /** Adds a span to the run's metrics (`sign` -1 takes its counts out again; not first_ms/last_ms). */
+  private addMetrics(w: RunWindow, s: Span, sign: 1 | -1): void {
     const m = w.metrics;
-    m.spans++;
-    if (s.type === 'llm') m.llm_calls++;
-    else if (s.type === 'tool' || s.type === 'mcp_tool') m.tool_calls++;
-    if (s.status === 'error') m.errors++;
+    m.spans += sign;
+    if (s.type === 'llm') m.llm_calls += sign;
+    else if (s.type === 'tool' || s.type === 'mcp_tool') m.tool_calls += sign;
+    if (s.status === 'error') m.errors += sign;
     const u = s.usage;
     if (u) {
-      m.input_tokens += u.input_tokens ?? 0;
-      m.output_tokens += u.output_tokens ?? 0;
-      m.total_tokens += u.total_tokens ?? (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
-      m.cost += u.cost ?? 0;
+      m.input_tokens += sign * (u.input_tokens ?? 0);
+      m.output_tokens += sign * (u.output_tokens ?? 0);
+      m.total_tokens += sign * (u.total_tokens ?? (u.input_tokens ?? 0) + (u.output_tokens ?? 0));
+      m.cost += sign * (u.cost ?? 0);
     }
+    if (sign < 0) return;
     const first = s.start_ms ?? s.end_ms;
     const last = s.end_ms ?? s.start_ms;
     if (first !== undefined && (m.first_ms === undefined || first < m.first_ms)) m.first_ms = first;

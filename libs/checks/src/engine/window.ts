@@ -66,6 +66,8 @@ export interface OpenFinding {
  */
 export interface CheckState {
   t: string;
+  /** The rule type that made it (rules/kind.ts `state`). */
+  r?: string;
 }
 
 export function newWindow(run_id: string, project: string): RunWindow {

@@ -5,7 +5,7 @@ export const count: RuleKind<'count'> = {
   type: 'count',
   priority: 30,
   onSpan(x, w, r, span, _view, received) {
-    const st = state<CountState>(w, r, newCount);
+    const st = state<CountState>(w, r, 'count', newCount);
     st.n++;
     if (st.n >= r.rule.at_least && !st.fired) {
       st.fired = 1;

@@ -1,12 +1,12 @@
 import { pushCapped, state, type RuleKind } from './kind';
-import { endStreak, newStreak, streakFires } from './streak';
+import { endStreak, newStreak, streakFires, type StreakState } from './streak';
 
 /** `errors`: at_least failures in a row among the filtered spans; the next success resolves it. */
 export const errors: RuleKind<'errors'> = {
   type: 'errors',
   priority: 70,
   onSpan(x, w, r, span, _view, received) {
-    const st = state(w, r, newStreak);
+    const st = state<StreakState>(w, r, 'streak', newStreak);
     if (span.status === 'ok') {
       endStreak(x, w, r, st, received, span);
       return;

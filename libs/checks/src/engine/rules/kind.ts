@@ -78,20 +78,28 @@ function stateOf(w: RunWindow, checkId: string): CheckState | undefined {
   return typeof st === 'object' ? st : undefined;
 }
 
-/** The rule's state in this run, created on first use. `t` tells the shapes apart in a stored window. */
-export function state<S extends { t: string }>(w: RunWindow, r: RuleRef, init: () => S): S {
+/**
+ * The rule's state in this run, created on first use. `t` tells the shapes apart in a stored
+ * window, and `r` the rule type that made it: a check whose type changed (hot reload) while
+ * its runs go on starts afresh, never from another type's state (a repeat handed a count's, a
+ * threshold a count's `fired`). A state saved before `r` was kept is taken as the rule's own
+ * when its shape fits.
+ */
+export function state<S extends CheckState>(w: RunWindow, r: RuleRef, t: S['t'], init: () => S): S {
   let st = stateOf(w, r.check.id) as S | undefined;
-  if (!st) {
+  const type = r.check.rule.type;
+  if (!st || st.t !== t || (st.r !== undefined && st.r !== type)) {
     st = init();
+    st.r = type;
     w.checks[r.check.id] = st;
-  }
+  } else if (st.r === undefined) st.r = type;
   return st;
 }
 
-/** The rule's state in this run if it has one of shape `t`. */
-export function existing<S extends { t: string }>(w: RunWindow, r: RuleRef, t: S['t']): S | undefined {
+/** The rule's state in this run if it has one of shape `t`, made by a rule of its type. */
+export function existing<S extends CheckState>(w: RunWindow, r: RuleRef, t: S['t']): S | undefined {
   const st = stateOf(w, r.check.id);
-  return st && st.t === t ? (st as S) : undefined;
+  return st && st.t === t && (st.r === undefined || st.r === r.check.rule.type) ? (st as S) : undefined;
 }
 
 export function pushCapped(list: string[], id: string, max: number): void {
@@ -100,7 +108,7 @@ export function pushCapped(list: string[], id: string, max: number): void {
 }
 
 /** A rule that fires once per run keeps only this. */
-export interface CountState {
+export interface CountState extends CheckState {
   t: 'count';
   n: number;
   fired?: 1;

@@ -29,7 +29,7 @@ export const match: RuleKind<'match', TextMatcher> = {
 
 function found(x: RuleStep, w: RunWindow, r: CompiledRule<'match', TextMatcher>, span: Span, received: number): void {
   const rule = r.rule;
-  const st = state<MatchState>(w, r, () => ({ t: 'match' }));
+  const st = state<MatchState>(w, r, 'match', () => ({ t: 'match' }));
   const vars = { tool: span.tool, name: span.name, pattern: rule.pattern };
   if (!st.open) {
     st.open = { id: findingId(w.project, w.run_id, r.check.id, 'run'), count: 1, spans: [span.span_id] };

@@ -1,5 +1,5 @@
 import { pushCapped, state, type RuleKind } from './kind';
-import { endStreak, newStreak, streakFires } from './streak';
+import { endStreak, newStreak, streakFires, type StreakState } from './streak';
 
 /** `repeat`: the same call (by the `same` fields) at_least times in a row; a differing call ends it. */
 export const repeat: RuleKind<'repeat'> = {
@@ -9,7 +9,7 @@ export const repeat: RuleKind<'repeat'> = {
     const rule = r.rule;
     // Short values are kept as they are; long ones (large arguments) as a fingerprint.
     const key = view.sameKey(rule.same);
-    const st = state(w, r, newStreak);
+    const st = state<StreakState>(w, r, 'streak', newStreak);
     if (st.key === key) {
       st.n++;
       pushCapped(st.spans, span.span_id, x.maxSpanIds);

@@ -54,7 +54,7 @@ export const requiresBefore: RuleKind<'requires_before', Compiled> = {
     const isReq = r.data.requires(span) && span.status === 'ok';
     const isCall = r.data.call(span);
     if (!isReq && !isCall) return;
-    const st = state<RequiresState>(w, r, () => ({ t: 'requires', pending: [], raised: [] }));
+    const st = state<RequiresState>(w, r, 'requires', () => ({ t: 'requires', pending: [], raised: [] }));
     const start = span.start_ms ?? span.end_ms ?? received;
     if (isReq && (st.ok_at === undefined || start < st.ok_at)) {
       st.ok_at = start;

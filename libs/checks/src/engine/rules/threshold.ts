@@ -14,14 +14,14 @@ export const threshold: RuleKind<'threshold'> = {
     // The metric first: it is below the line on almost every span, and then no state is needed.
     const value = metricValue(w, r.rule.metric);
     if (value < r.rule.at_least) return;
-    const st = state<CountState>(w, r, newCount);
+    const st = state<CountState>(w, r, 'count', newCount);
     if (st.fired) return;
     st.fired = 1;
     x.raise(w, r, 'run', [span.span_id], 1, received, received, { metric: r.rule.metric, value: round(value) });
   },
   onRunEnd(x, w, r, _run, _view, received) {
     if (r.rule.metric !== 'duration_ms') return;
-    const st = state<CountState>(w, r, newCount);
+    const st = state<CountState>(w, r, 'count', newCount);
     const value = metricValue(w, r.rule.metric);
     if (st.fired || value < r.rule.at_least) return;
     st.fired = 1;

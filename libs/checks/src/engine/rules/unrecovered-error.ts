@@ -25,7 +25,7 @@ export const unrecoveredError: RuleKind<'unrecovered_error', string[]> = {
   compile: (rule) => (rule.words?.length ? rule.words : DEFAULT_FAILURE_WORDS).map((w) => w.toLowerCase()),
   onSpan(_x, w, r, span, _view, received) {
     if (!span.tool) return;
-    const st = state<ToolsState>(w, r, newTools);
+    const st = state<ToolsState>(w, r, 'tools', newTools);
     const start = span.start_ms ?? span.end_ms ?? received;
     // A tool's name is the agent's: `constructor` is a tool, not Object's property.
     const cur = ownValue(st.last, span.tool);
