@@ -1,10 +1,11 @@
 import { credentials, Metadata, Server, status } from '@grpc/grpc-js';
 import { compileRuleSet, parseCheck, RuleEngine, type RunWindow } from '@neatroots/checks';
-import { MemoryWindowStore } from '@neatroots/platform';
-import { envelopeToProto } from '@neatroots/messages';
+import { MemoryBus, MemoryWindowStore } from '@neatroots/platform';
+import { envelopeToProto, makeTopics } from '@neatroots/messages';
 import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
 import type { Span } from '@neatroots/spans';
 import { RuleEngineClient, RuleEngineUnavailableError, ruleEngineGrpcService } from './grpc';
+import { startRuleEngine } from './service';
 import { haltingTools, MAX_PRECHECK_TIMEOUT_MS, Prechecker, PrecheckTimeoutError, type PrecheckAnswer, type PrecheckRequest } from './precheck';
 
 /** The pre-call check over gRPC (the distributed deployment): ingest's client, the rule engine's server. */
@@ -154,5 +155,25 @@ describe('RuleEngine over gRPC', () => {
     expect(err).toBeInstanceOf(RuleEngineUnavailableError);
     expect((err as Error).message).toContain(client.address);
     await expect(client.haltingTools('shop')).rejects.toBeInstanceOf(RuleEngineUnavailableError);
+  });
+});
+
+describe("the rule-engine service's policy over gRPC", () => {
+  it('names no tools in a project without steering: none of its calls can halt', async () => {
+    const bus = new MemoryBus({ partitions: 1 });
+    const engine = await startRuleEngine({ bus, windows: new MemoryWindowStore<RunWindow>(), topics: makeTopics('t'), rules: () => rules, steering: (p) => p === 'shop' });
+    const svc = ruleEngineGrpcService(engine);
+    const server = new Server();
+    server.addService(svc.service, svc.implementation);
+    const client = new RuleEngineClient(`127.0.0.1:${await bindGrpc(server, '127.0.0.1', 0)}`);
+    try {
+      expect(await client.haltingTools('shop', 'refunds')).toEqual(['issue_refund']);
+      expect(await client.haltingTools('blog', 'refunds')).toEqual([]);
+    } finally {
+      client.close();
+      await closeGrpcServer(server);
+      await engine.close();
+      await bus.close();
+    }
   });
 });

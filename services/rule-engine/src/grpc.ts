@@ -13,7 +13,7 @@ import { MAX_PRECHECK_TIMEOUT_MS, PrecheckCancelledError, PrecheckTimeoutError, 
 /** What the server answers from: the rule-engine service's pre-call checks. */
 export interface PrecheckAnswerer {
   precheck(req: PrecheckRequest): Promise<PrecheckAnswer>;
-  haltingTools(project: string, workflow?: string): string[];
+  haltingTools(project: string, workflow?: string): string[] | Promise<string[]>;
 }
 
 const toResponse = (a: PrecheckAnswer): v1.PreCheckResponse => ({ decision: a.decision, check_id: a.check_id ?? '', finding_id: a.finding_id ?? '', title: a.title ?? '', text: a.text ?? '' });
@@ -52,11 +52,12 @@ export function ruleEngineGrpcService(engine: PrecheckAnswerer): { service: type
       );
     },
     haltingTools: (call: ServerUnaryCall<v1.HaltingToolsRequest, v1.HaltingToolsResponse>, cb: sendUnaryData<v1.HaltingToolsResponse>) => {
-      try {
-        cb(null, { tools: engine.haltingTools(call.request.project, call.request.workflow || undefined) });
-      } catch (err) {
-        cb({ code: status.INTERNAL, details: `rule engine: ${(err as Error)?.message ?? String(err)}` });
-      }
+      Promise.resolve()
+        .then(() => engine.haltingTools(call.request.project, call.request.workflow || undefined))
+        .then(
+          (tools) => cb(null, { tools }),
+          (err: unknown) => cb({ code: status.INTERNAL, details: `rule engine: ${(err as Error)?.message ?? String(err)}` }),
+        );
     },
   };
   return { service: v1.RuleEngineService, implementation };

@@ -97,8 +97,8 @@ export interface RuleEngineService {
   metrics: RuleEngineMetrics;
   /** Would this call, about to run, halt its run? (the SDK's pre-call check, answered through ingest) */
   precheck(req: PrecheckRequest): Promise<PrecheckAnswer>;
-  /** The tools a halting rule names in a project and workflow ('*': any tool call). */
-  haltingTools(project: string, workflow?: string): string[];
+  /** The tools a halting rule names in a project and workflow ('*': any tool call); none where steering is off. */
+  haltingTools(project: string, workflow?: string): Promise<string[]>;
   /** The end of a recording (with `recorded`): no late span can come, so every pending wait fires. */
   end(): Promise<void>;
   close(): Promise<void>;
@@ -338,7 +338,9 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
     engine,
     metrics,
     precheck: (req) => prechecker.precheck(req),
-    haltingTools: (project, workflow) => haltingTools(opts.rules(), project, workflow),
+    // No rule halts in a project without steering: none of its calls is to be asked about (nor
+    // refused, fail-closed, for a slow answer).
+    haltingTools: async (project, workflow) => ((await opts.steering?.(project)) ? haltingTools(opts.rules(), project, workflow) : []),
     end: () => lock.exclusive(async () => emit(await engine.tick(opts.recorded?.now() ?? Date.now(), { keys: [...seenKeys], all: true }))),
     close: async () => {
       clearInterval(timer);
