@@ -223,6 +223,8 @@ describe('requires_before', () => {
     expect(h.findings[0]).toMatchObject({ status: 'raised', span_ids: ['refund'], guidance: 'Call lookup_order before issue_refund.' });
     await h.send([tool('r', 'lookup', 'lookup_order', {}, { start_ms: 100, end_ms: 150 })], 2000);
     expect(h.statuses()).toEqual(['raised:r:1', 'resolved:r:1']);
+    // The resolution says what the raise said, the call named.
+    expect(h.findings[1].guidance).toBe('Call lookup_order before issue_refund.');
   });
 
   it('keeps a long run of calls without the required one bounded, and still resolves the latest when it turns up late', async () => {

@@ -13,7 +13,7 @@ interface RequiresState {
    * Raised calls a late `requires` span may still resolve: the RAISED_KEPT that started last
    * (see onWake).
    */
-  raised: { span: string; start: number; id: string }[];
+  raised: { span: string; start: number; id: string; name?: string }[];
 }
 
 /**
@@ -63,7 +63,8 @@ export const requiresBefore: RuleKind<'requires_before', Compiled> = {
       const still: typeof st.raised = [];
       for (const f of st.raised) {
         if (f.start > start) {
-          x.emit(w, r, 'resolved', { id: f.id, count: 1, spans: [f.span] }, received, received, { requires: r.data.describe });
+          // With the call's name, as when it was raised: the resolution says what its raise said.
+          x.emit(w, r, 'resolved', { id: f.id, count: 1, spans: [f.span] }, received, received, { requires: r.data.describe, name: f.name, tool: f.name });
         } else still.push(f);
       }
       st.raised = still;
@@ -84,7 +85,7 @@ export const requiresBefore: RuleKind<'requires_before', Compiled> = {
     for (const p of st.pending) {
       if (p.deadline <= now) {
         const id = findingId(w.project, w.run_id, r.check.id, `span:${p.span}`);
-        st.raised.push({ span: p.span, start: p.start, id });
+        st.raised.push({ span: p.span, start: p.start, id, name: p.name });
         if (st.raised.length > RAISED_KEPT) st.raised.splice(firstStarted(st.raised), 1);
         // It happened when the wait ran out, whenever the tick noticed.
         x.emit(w, r, 'raised', { id, count: 1, spans: [p.span] }, p.deadline, p.received, {
