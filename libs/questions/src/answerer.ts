@@ -46,7 +46,7 @@ export interface AnswererOptions {
    * distributed, the database embedded) behind this process's, so replicas and a restarted
    * service share answers.
    */
-  cache?: { max?: number; ttlMs?: number; shared?: SharedCache } | false;
+  cache?: { max?: number; ttlMs?: number; shared?: SharedCache; now?: () => number } | false;
   /** Each cache lookup before a model is asked, by what asked and where the answer came from (metrics). */
   onCacheLookup?: (kind: 'question' | 'second_look' | 'decision', result: CacheResult) => void;
   evidenceChars?: number;
@@ -131,10 +131,11 @@ export class QuestionAnswerer {
     if (this.backend === 'decision' && !this.decision) throw new Error('backend decision needs a decision model');
     if (this.backend === 'local' && !this.local) throw new Error('backend local needs a local LLM');
     if (opts.cache !== false) {
-      const { max, ttlMs = DEFAULT_CACHE_TTL_MS, shared } = opts.cache ?? {};
-      // One shared cache, each kind's keys apart in it.
+      const { max, ttlMs = DEFAULT_CACHE_TTL_MS, shared, now = Date.now } = opts.cache ?? {};
+      // One shared cache, each kind's keys apart in it. "@2": entries carry their expiry
+      // (TieredCache), apart from the bare answers an earlier version kept under the kind alone.
       const tier = <V>(kind: 'question' | 'second_look' | 'decision', read: (v: unknown) => V | undefined) =>
-        new TieredCache<V>(new AnswerCache<V>(max, ttlMs), shared && prefixed(shared, `${kind}\u0000`), ttlMs, read, opts.onCacheLookup && ((r) => opts.onCacheLookup!(kind, r)));
+        new TieredCache<V>(new AnswerCache<V>(max, ttlMs, now), shared && prefixed(shared, `${kind}@2\u0000`), ttlMs, read, opts.onCacheLookup && ((r) => opts.onCacheLookup!(kind, r)), now);
       this.cache = tier('question', readRawAnswer);
       this.lookCache = tier('second_look', readSecondLook);
       this.decisionCache = tier('decision', jsonObject);
