@@ -171,6 +171,17 @@ describe('count, slow, threshold', () => {
     await h.send([{ run_id: 'r', span_id: 'l2', type: 'llm', usage: { total_tokens: 500 }, start_ms: 70_000, end_ms: 70_010 }]);
     expect(h.findings.map((f) => `${f.check_id}:${f.guidance}`)).toEqual(['tok:total_tokens reached 1100', 'dur:dur']);
   });
+
+  it('threshold duration_ms counts from run_start when the run sent one', async () => {
+    const h = new Harness([rule('dur', { type: 'threshold', metric: 'duration_ms', at_least: 60_000 }, { guidance: '{metric} reached {value}' })]);
+    // The audit's replay r2: a run that started at 1 s, its one span at 50 s, its end at 62 s.
+    await h.send([
+      { event: 'run_start', run_id: 'r2', workflow: 'support', ts_ms: 1000 },
+      { run_id: 'r2', span_id: 'a', type: 'tool', tool: 'x', start_ms: 50_000, end_ms: 50_001 },
+      { event: 'run_end', run_id: 'r2', status: 'ok', ts_ms: 62_000 },
+    ]);
+    expect(h.findings.map((f) => `${f.check_id}:${f.run_id}:${f.guidance}`)).toEqual(['dur:r2:duration_ms reached 61000']);
+  });
 });
 
 describe('match', () => {

@@ -499,6 +499,9 @@ export class RuleEngine {
     step.touched.add(key);
     if (item.kind === 'run_start') {
       if (item.run.workflow) w.workflow = item.run.workflow;
+      // The run began then, whenever its first span did (threshold's duration_ms counts from it).
+      const ts = item.run.ts_ms;
+      if (ts !== undefined && (w.metrics.first_ms === undefined || ts < w.metrics.first_ms)) w.metrics.first_ms = ts;
       return;
     }
     if (item.kind === 'run_end') {
