@@ -25,6 +25,18 @@ function hasBody(req: BodyRequest): boolean {
 
 const JSON_TYPE = /^application\/([\w.+-]+\+)?json\s*(;|$)/i;
 
+/** The JSON parser refused valid JSON that is not an object or array (a top-level "x", 1 or null: it is strict). */
+function jsonButNotObject(err: unknown): boolean {
+  const raw = (err as { body?: unknown }).body;
+  if (typeof raw !== 'string') return false;
+  try {
+    const v: unknown = JSON.parse(raw);
+    return v === null || typeof v !== 'object';
+  } catch {
+    return false;
+  }
+}
+
 /** body-parser's error (an http-errors object) as the API's own; anything else unchanged. */
 function bodyError(err: unknown): unknown {
   const e = err as { type?: string; status?: number; limit?: number; message?: string };
@@ -32,7 +44,7 @@ function bodyError(err: unknown): unknown {
     case 'entity.too.large':
       return new ApiError(HttpStatus.PAYLOAD_TOO_LARGE, 'payload_too_large', `the body is larger than ${e.limit ?? MAX_BODY_BYTES} bytes, the most this API takes`);
     case 'entity.parse.failed':
-      return ApiError.badRequest('invalid_body', `the body is not valid JSON: ${e.message ?? 'unreadable'}`);
+      return ApiError.badRequest('invalid_body', jsonButNotObject(err) ? 'the body must be a JSON object' : `the body is not valid JSON: ${e.message ?? 'unreadable'}`);
     case 'charset.unsupported':
     case 'encoding.unsupported':
       return new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', e.message ?? 'unsupported body encoding');

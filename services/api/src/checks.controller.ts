@@ -3,7 +3,7 @@ import { ApiKeyGuard } from './auth.guard';
 import type { Author, Authoring, CheckSubmission } from './authoring';
 import { ApiError } from './errors';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS } from './limits';
-import { noQuery, pathId, type QueryParams } from './params';
+import { noBody, noQuery, pathId, type QueryParams } from './params';
 import { AUTHORING } from './tokens';
 
 /**
@@ -132,8 +132,9 @@ export class ChecksController {
   }
 
   @Delete('checks/:id')
-  async remove(@Param('project') project: string, @Param('id') id: string, @Query() query: QueryParams) {
+  async remove(@Param('project') project: string, @Param('id') id: string, @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
+    noBody(body);
     await this.a().remove(project, pathId('id', id), 'app');
     return { deleted: id };
   }

@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards 
 import type { ReviewQueries } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { dismissBody, findingsQuery, noQuery, parseQuery, pathId, runsQuery, spansQuery, textParam, type QueryParams } from './params';
+import { dismissBody, findingsQuery, noBody, noQuery, parseQuery, pathId, runsQuery, spansQuery, textParam, type QueryParams } from './params';
 import { MODEL_STATS, REVIEW_QUERIES, type ModelStats } from './tokens';
 
 /** Thin: parse, ask the review service, shape the JSON. */
@@ -58,8 +58,9 @@ export class FindingsController {
 
   @Post('findings/:id/reopen')
   @HttpCode(200)
-  async reopen(@Param('project') project: string, @Param('id') id: string, @Query() query: QueryParams) {
+  async reopen(@Param('project') project: string, @Param('id') id: string, @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
+    noBody(body);
     const finding = await this.queries.reopen(project, pathId('id', id));
     if (!finding) throw ApiError.notFound(`no finding ${id} in project ${project}`);
     return { finding };

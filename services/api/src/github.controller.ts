@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, Inject, Param, Put, Query, UseGuards } from '@nestjs/common';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { noQuery, type QueryParams } from './params';
+import { noBody, noQuery, type QueryParams } from './params';
 
 /** The GitHub connections of the review service (GitHubConnections in @neatroots/review), in-process or over gRPC. */
 export const GITHUB_CONNECTIONS = Symbol('GitHubConnections');
@@ -41,8 +41,9 @@ export class GitHubController {
   }
 
   @Delete()
-  async delete(@Param('ws') ws: string, @Query() query: QueryParams) {
+  async delete(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
+    noBody(body);
     return this.c().delete(ws);
   }
 }

@@ -2,7 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Query, Us
 import type { LinkRuleInput, ReviewSopQueries, RuleLineageQuery } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { noQuery, parseQuery, pathId, textParam, type QueryParams } from './params';
+import { noBody, noQuery, parseQuery, pathId, textParam, type QueryParams } from './params';
 import { REVIEW_SOP_QUERIES } from './tokens';
 
 /**
@@ -23,8 +23,9 @@ export class LineageController {
   /** Recomputes the matched and suggestion links of every release (manual rows stay); idempotent. */
   @Post('lineage/rebuild')
   @HttpCode(200)
-  async rebuild(@Param('ws') ws: string, @Query() query: QueryParams) {
+  async rebuild(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
+    noBody(body);
     return this.q().rebuildLineage(ws);
   }
 
@@ -44,7 +45,8 @@ export class LineageController {
 
   /** The rule becomes a new rule (a manual row with no previous rule). */
   @Delete(':rule_id/lineage')
-  async unlink(@Param('ws') ws: string, @Param('rule_id') ruleId: string, @Query() query: QueryParams) {
+  async unlink(@Param('ws') ws: string, @Param('rule_id') ruleId: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noBody(body);
     return this.q().unlinkRule(ws, pathId('rule_id', ruleId), lineageQuery(query));
   }
 }

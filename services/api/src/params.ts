@@ -26,10 +26,15 @@ function noNul(where: string, name: string, v: string): string {
  * The endpoint's query parameters, each read by its parser; absent ones are undefined. A
  * parameter given twice, given as an object (`a[b]=`), or not in `spec` is a 400.
  */
-export function parseQuery<S extends Record<string, ParamParser<unknown>>>(q: QueryParams, spec: S): { [K in keyof S]?: ReturnType<S[K]> } {
+export function parseQuery<S extends Record<string, ParamParser<unknown>>>(
+  q: QueryParams,
+  spec: S,
+  /** Parameters the endpoint reads itself (left out of `q`), named in the unknown-parameter message. */
+  readElsewhere: readonly string[] = [],
+): { [K in keyof S]?: ReturnType<S[K]> } {
   const unknown = Object.keys(q).filter((k) => !Object.prototype.hasOwnProperty.call(spec, k));
   if (unknown.length) {
-    const takes = Object.keys(spec);
+    const takes = [...readElsewhere, ...Object.keys(spec)];
     throw ApiError.badRequest(
       'unknown_parameter',
       `unknown query parameter ${unknown.join(', ')}; this endpoint takes ${takes.length ? takes.join(', ') : 'none'}`,
@@ -128,6 +133,20 @@ export function spansQuery(q: QueryParams): PageQuery {
 /** An endpoint that takes no query parameters. */
 export function noQuery(q: QueryParams): void {
   parseQuery(q, {});
+}
+
+/**
+ * An endpoint that takes no body: none, an empty one or `{}` (what clients send) is fine; a
+ * field or any other JSON is 400 invalid_body, as for an endpoint's unknown field.
+ */
+export function noBody(body: unknown): void {
+  if (body === undefined || body === null) return;
+  if (typeof body === 'object' && !Array.isArray(body)) {
+    const fields = Object.keys(body);
+    if (fields.length) throw ApiError.badRequest('invalid_body', `unknown field ${fields.join(', ')} in the body; this endpoint takes no body`);
+    return;
+  }
+  throw ApiError.badRequest('invalid_body', 'this endpoint takes no body (send none, or {})');
 }
 
 export function dismissBody(body: unknown): { by?: string; note?: string } {

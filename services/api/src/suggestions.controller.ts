@@ -10,7 +10,7 @@ const MAX_LIST = 500;
 /** `status` may be repeated (?status=proposed&status=pr_open); pattern, limit and before are given once. */
 function listQuery(query: QueryParams): ListSuggestionsQuery {
   const { status, ...rest } = query;
-  const q: ListSuggestionsQuery = parseQuery(rest, { pattern: textParam, limit: limitParam(MAX_LIST), before: textParam });
+  const q: ListSuggestionsQuery = parseQuery(rest, { pattern: textParam, limit: limitParam(MAX_LIST), before: textParam }, ['status']);
   if (status === undefined) return q;
   const parse = oneOf<SuggestionStatus>(SUGGESTION_STATUSES);
   const given = Array.isArray(status) ? status : [status];

@@ -1,8 +1,8 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Query, UseGuards } from '@nestjs/common';
-import { MAX_PAGE, type SopQueries, type SopResult } from '@neatroots/store';
+import { MAX_PAGE, SopError, type SopQueries, type SopResult } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { cursorParam, limitParam, noQuery, oneOf, parseQuery, pathId, textParam, timeParam, type QueryParams } from './params';
+import { cursorParam, limitParam, noBody, noQuery, oneOf, parseQuery, pathId, textParam, timeParam, type QueryParams } from './params';
 import { SOP_QUERIES } from './tokens';
 
 /**
@@ -74,8 +74,9 @@ export class WorkspacesController {
   }
 
   @Delete('head/*path')
-  async deleteFile(@Param('ws') ws: string, @Param('path') path: string | string[], @Query() query: QueryParams) {
+  async deleteFile(@Param('ws') ws: string, @Param('path') path: string | string[], @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
+    noBody(body);
     const p = headPath(path);
     await this.q().deleteHeadFile(ws, p);
     return { path: p, deleted: true };
@@ -84,8 +85,9 @@ export class WorkspacesController {
   /** Publishes head as the next numbered release and makes it live. */
   @Post('releases')
   @HttpCode(201)
-  async publish(@Param('ws') ws: string, @Query() query: QueryParams) {
+  async publish(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
+    noBody(body);
     return this.q().publish(ws);
   }
 
@@ -124,6 +126,15 @@ export class WorkspacesController {
       cursor: cursorParam,
       limit: limitParam(MAX_PAGE),
     });
+    // `live`, as a session's release_id and releases/live take it: the live release's id (none live: no session is on it).
+    if (q.release === 'live') {
+      try {
+        q.release = (await this.q().release(ws, 'live')).id;
+      } catch (e) {
+        if (e instanceof SopError && e.status === 404) return { items: [], next_cursor: null };
+        throw e;
+      }
+    }
     return this.q().listSessions(ws, q);
   }
 
