@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
@@ -69,6 +70,44 @@ describe('pre-call checks on the embedded default', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(findings).toEqual(expect.arrayContaining([expect.objectContaining({ check_id: 'refund-without-lookup', action: 'halt' })]));
+  });
+
+  it("tells onNote of a refused call's halt once, though the live engine's note of the same finding comes after it", async () => {
+    // A stream watching the whole project: shows when the live engine's note reached ingest.
+    const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('x-api-key', KEY);
+    const watched: v1.Note[] = [];
+    const watch = raw.subscribe({ run_id: '' }, md);
+    watch.on('data', (n: v1.Note) => watched.push(n));
+    watch.on('error', () => undefined);
+    await once(watch, 'metadata');
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: () => undefined });
+    try {
+      const run = own.startRun({ workflow: 'refunds' });
+      const notes: string[] = [];
+      run.onNote((n) => notes.push(`${n.kind}:${n.check_id}`));
+      await expect(run.toolCall('issue_refund', { order: 11 }, () => undefined)).rejects.toBeInstanceOf(RunHaltedError);
+      expect(notes).toEqual(['halt:refund-without-lookup']);
+      // The refused call is exported; the live engine raises the same finding and sends its halt.
+      const deadline = Date.now() + 20_000;
+      while (Date.now() < deadline && !watched.some((n) => n.run_id === run.id && n.kind === 'halt')) {
+        await run.flush();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const live = watched.find((n) => n.run_id === run.id && n.kind === 'halt');
+      expect(live).toMatchObject({ check_id: 'refund-without-lookup', finding_id: run.haltNote?.finding_id });
+      // It comes piggybacked on the run's next export (no stream of its own).
+      run.span({ type: 'llm', name: 'after' });
+      await run.flush();
+      await run.end();
+      // (Library checks may add notes of their own: a run that ended halted failed.)
+      expect(notes.filter((n) => n.startsWith('halt:'))).toEqual(['halt:refund-without-lookup']);
+    } finally {
+      watch.cancel();
+      raw.close();
+      await own.close();
+    }
   });
 
   it('serves the policy (the tools a halting rule names, the fail mode) and refuses bad questions', async () => {
@@ -153,5 +192,34 @@ describe('pre-call checks on the embedded default', () => {
     expect(refunded).toEqual([7]);
     expect(run.halted).toBe(false);
     await run.end();
+  });
+
+  it('halts any later call of a run the live engine already halted (a refund recorded without a lookup)', async () => {
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: () => undefined });
+    const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('x-api-key', KEY);
+    try {
+      const run = own.startRun({ workflow: 'refunds' });
+      // Recorded as it ran, never asked about: the live engine halts the run once its wait is over.
+      run.span({ type: 'tool', name: 'issue_refund', tool: 'issue_refund', input: { order: 9 } });
+      await run.flush();
+      const deadline = Date.now() + 20_000;
+      let halt: { id: string; check_id: string; action: string } | undefined;
+      while (Date.now() < deadline && !halt) {
+        const res = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/shop/findings?run_id=${run.id}`, { headers: { 'x-api-key': KEY } });
+        halt = ((await res.json()) as { findings: { id: string; check_id: string; action: string }[] }).findings.find((f) => f.check_id === 'refund-without-lookup' && f.action === 'halt');
+        if (!halt) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(halt).toBeDefined();
+      // A call no rule names in itself, asked about as an SDK with precheck 'on' would: halted, naming the run's halt.
+      const span: v1.Span = { run_id: run.id, span_id: 'later', parent_id: '', type: 'tool', name: 'search_kb', tool: 'search_kb', status: '', model: '', project: '', workflow: '', session_id: '' };
+      const answer = await new Promise<v1.PreCheckResponse>((resolve, reject) => raw.preCheck({ span, known_spans: 1, timeout_ms: 2_000 }, md, (e, r) => (e ? reject(e) : resolve(r))));
+      expect(answer).toMatchObject({ decision: 'halt', check_id: 'refund-without-lookup', finding_id: halt!.id, text: 'Look the order up before refunding it.' });
+      await run.end();
+    } finally {
+      raw.close();
+      await own.close();
+    }
   });
 });

@@ -844,8 +844,12 @@ export class Run {
 
   /** @internal */
   receive(note: Note): void {
-    if (this.seen.has(note.id)) return;
+    // Each once, whichever way it came: by note id (the stream, exports, several replicas), and
+    // a halt by its finding (a refused call's halt, then the live engine's halt of that finding).
+    const finding = note.kind === 'halt' && note.finding_id ? `halt\u0000${note.finding_id}` : undefined;
+    if (this.seen.has(note.id) || (finding && this.seen.has(finding))) return;
     this.seen.add(note.id);
+    if (finding) this.seen.add(finding);
     if (note.kind === 'halt' && !this.isHalted) {
       this.isHalted = true;
       this.haltedBy = note;
