@@ -26,6 +26,9 @@ async function run(s: QuestionScheduler, envs: Parameters<QuestionScheduler['pro
 
 const LOCAL: SpanPolicy = { newestOnly: true, perRunCap: 4, gapMs: 0 };
 
+/** Span ids p<from> to p<to - 1>. */
+const ids = (from: number, to: number, p = 's') => Array.from({ length: to - from }, (_, i) => `${p}${from + i}`);
+
 describe('span-scope questions', () => {
   it('with the fast classifier or the decision model, asks about every matching span', async () => {
     const s = scheduler();
@@ -80,6 +83,36 @@ describe('span-scope questions', () => {
     await run(s, [runEnd('r1')]);
     const rests = saved.filter((e) => e.key === questionWindowKey('p', 'r1')).map((e) => e.rest);
     expect(rests).toEqual([undefined, true]);
+  });
+
+  it('asks about every matching call of a batch, past the 40 spans a run keeps: one export of 512 calls of one run, each shown the calls before it', async () => {
+    const s = scheduler();
+    const tasks = await run(s, ids(0, 512).map((id, i) => span('r1', id, {}, T0 + i)));
+    expect(tasks.map((t) => t.anchor)).toEqual(ids(0, 512));
+    // Each is shown the ten calls before it, as when the calls come one export each.
+    const t = tasks[300];
+    expect(t.evidence.focus).toBe('s300');
+    expect(t.evidence.spans.map((x) => x.id)).toEqual([...ids(290, 300), 's300']);
+    expect(t.evidence.omitted).toBe(290);
+    // A redelivered batch asks the same tasks.
+    const again = await run(scheduler(), ids(0, 512).map((id, i) => span('r1', id, {}, T0 + i)));
+    expect(again.map((x) => x.id)).toEqual(tasks.map((x) => x.id));
+  });
+
+  it('a span question asked at run end holds the calls waiting past the 40 kept, up to 200, each shown the calls before it; older ones are counted as skipped', async () => {
+    const atEnd = question({ id: 'needed', scope: 'span', when: 'end', ask: 'Was this call needed?' });
+    const tasks = await run(scheduler([atEnd]), [...ids(0, 150).map((id, i) => span('r1', id, {}, T0 + i)), runEnd('r1')]);
+    expect(tasks.map((t) => t.anchor)).toEqual(ids(0, 150));
+    expect(tasks.every((t) => t.final)).toBe(true);
+    expect(tasks[100].evidence.spans.map((x) => x.id)).toEqual([...ids(90, 100), 's100']);
+
+    const windows = new MemoryWindowStore<SchedulerWindow>();
+    const more = await run(scheduler([atEnd], undefined, { windows }), [...ids(0, 300).map((id, i) => span('r2', id, {}, T0 + i)), runEnd('r2')]);
+    expect(more.map((t) => t.anchor)).toEqual(ids(100, 300));
+    expect(more[0].evidence.spans.map((x) => x.id)).toEqual([...ids(90, 100), 's100']);
+    const w = (await windows.load([questionWindowKey('p', 'r2')])).get(questionWindowKey('p', 'r2')) as QuestionWindow;
+    expect(w.checks.needed.skipped).toBe(100);
+    expect(w.ring.length).toBeLessThanOrEqual(240);
   });
 
   it('counts a re-exported span once', async () => {
@@ -148,6 +181,20 @@ describe('trace-scope questions and when', () => {
     expect(end.map((t) => [t.final, t.evidence.spans.map((x) => x.id)])).toEqual([[true, ['s1', 's2', 's3', 's4', 's5']]]);
     // Another run keeps its own gap.
     expect(await asked([span('r2', 'a', {}, T0 + 1_250)])).toEqual([['a']]);
+  });
+
+  it('counts as omitted the spans a question matches that the run no longer keeps, not every span that fell out', async () => {
+    const tools = question({ id: 'tools', scope: 'trace', when: 'end', evidence: { spans: { type: 'tool' } } });
+    // Sixty spans, every other one a tool call: the run keeps the last 40 spans, 20 of them calls.
+    const envs = Array.from({ length: 60 }, (_, i) => (i % 2 ? span('r1', `l${i}`, { type: 'llm', tool: undefined, name: 'gpt' }, T0 + i) : span('r1', `t${i}`, {}, T0 + i)));
+    const tasks = await run(scheduler([perCall, tools]), [...envs, runEnd('r1')]);
+    const t = tasks.find((x) => x.check.id === 'tools')!;
+    expect(t.evidence.spans).toHaveLength(20);
+    expect(t.evidence.omitted).toBe(10);
+    // A span question: the calls before it not shown (29 before t58, ten shown).
+    const last = tasks.find((x) => x.anchor === 't58')!;
+    expect(last.evidence.spans.map((x) => x.id)).toEqual(['t38', 't40', 't42', 't44', 't46', 't48', 't50', 't52', 't54', 't56', 't58']);
+    expect(last.evidence.omitted).toBe(19);
   });
 
   it('keeps the evidence it was asked for: span filter, fields, last', async () => {
@@ -274,6 +321,18 @@ describe('the library and the planner', () => {
     expect((await run(s, whole('r3'))).map((t) => t.check.id)).toEqual(['ignored-tool-error']);
   });
 
+  it("asks a plan's span questions from a workflow's first batch after a start, its written ones too", async () => {
+    const plans = new MemoryPlanStore();
+    const wrongTool = question({ id: 'wrong-tool-or-arguments', scope: 'span', when: 'live', ask: 'Did this call use the wrong tool or wrong arguments?' }, 'library');
+    const id = 'plan-support-refund-twice';
+    const yaml = `id: ${id}\nkind: yes_no\nscope: span\nask: Did this call refund an order already refunded?\napplies_to:\n  workflow: [support]\n  project: [p]\n`;
+    await plans.put({ project: 'p', workflow: 'support', tools: ['search'], picks: [{ id: 'wrong-tool-or-arguments' }], written: [{ id, yaml }], planned_by: 'heuristic', at_ms: T0 });
+    // A scheduler just started: the plan is in the store, not yet read. A short run comes in one batch.
+    const s = scheduler([wrongTool], undefined, { plans });
+    const tasks = await run(s, [span('r1', 's1', { workflow: 'support' }), span('r1', 's2', { workflow: 'support' })]);
+    expect(tasks.map((t) => `${t.check.id}@${t.anchor}`)).toEqual([`wrong-tool-or-arguments@s1`, `wrong-tool-or-arguments@s2`, `${id}@s1`, `${id}@s2`]);
+  });
+
   it('fills parameters from the run when there is no plan', async () => {
     const s = scheduler([question({ id: 'u', scope: 'trace', when: 'end', ask: 'Did it leave {task} unfinished?' })]);
     const [t] = await run(s, [runStart('r1', { user_message: 'book a flight to Oslo' }), runEnd('r1')]);
@@ -308,6 +367,30 @@ describe('the library and the planner', () => {
     expect(tasks[3].check.ask).toBe('Was this call right for cancel order 9?');
     // s1 as the first task judged it and as the second shows it, one object.
     expect(tasks[1].evidence.spans[0]).toBe(tasks[0].evidence.spans[0]);
+  });
+});
+
+describe('spans that come after the run ended', () => {
+  it('ask the questions that judge the run\'s end again, as final, once a batch: OpenTelemetry sends the run\'s end with its root span, a child span may come later', async () => {
+    const ignored = question({ id: 'ignored-tool-error', scope: 'trace', when: 'end', ask: 'Did a tool fail and the agent carry on?' }, 'library');
+    const endCall = question({ id: 'end-call', scope: 'span', when: 'end', ask: 'Was this call needed?' });
+    const sess = question({ id: 'sess', scope: 'session', ask: 'Did the agent contradict itself across the session?' });
+    const s = scheduler([ignored, trace, endCall, sess]);
+    const end = await run(s, [runStart('r1', { session_id: 'S', tools: [{ name: 'search' }] }), span('r1', 's1', {}, T0), runEnd('r1', 'Booked.', T0 + 100)]);
+    expect(end.map((t) => t.check.id)).toEqual(['ignored-tool-error', 'went-wrong', 'end-call', 'sess']);
+    // The failed call, exported after the root span: asked about, with the rest of the run.
+    const late = await run(s, [span('r1', 's2', { status: 'error', error: 'timeout', output: undefined }, T0 + 200), span('r1', 's3', {}, T0 + 210)]);
+    expect(late.map((t) => [t.check.id, t.anchor, t.final])).toEqual([
+      ['ignored-tool-error', 'run', true],
+      ['went-wrong', 'run', true],
+      ['end-call', 's2', true],
+      ['end-call', 's3', true],
+      ['sess', 'run', true],
+    ]);
+    expect(late[0].evidence.spans.map((x) => x.id)).toEqual(['s1', 's2', 's3']);
+    expect(new Set([...end, ...late].map((t) => t.id)).size).toBe(9);
+    // A span sent again asks nothing.
+    expect(await run(s, [span('r1', 's2', { status: 'error', error: 'timeout' }, T0 + 300)])).toEqual([]);
   });
 });
 

@@ -54,6 +54,8 @@ export interface QuestionWindow {
   ring: SpanSummary[];
   /** Spans that fell out of the ring. */
   dropped: number;
+  /** Tool calls among them (what a span question is shown from earlier in the run). */
+  dropped_tools?: number;
   /** Span ids seen (a re-exported span asks nothing new); only added to (QUESTION_WINDOW_MEMBER_FIELDS). */
   seen: Record<string, 1>;
   uses_tools?: 1;
@@ -74,8 +76,10 @@ export interface QuestionState {
   /** Trace scope: new evidence since the last ask. */
   dirty?: 1;
   last_asked_ms?: number;
-  /** Spans never asked about (cost control). */
+  /** Spans never asked about (cost control, or past the spans held for a question: MAX_HELD). */
   skipped?: number;
+  /** Trace and session scope: spans this question's filter matches that fell out of the ring. */
+  omitted?: number;
   final_done?: 1;
 }
 
@@ -135,6 +139,8 @@ interface Step {
   /** Runs whose items came in this step, with the latest receive time. */
   active: Map<string, { received: number; at: number }>;
   ending: Set<string>;
+  /** Ended runs (their end asked in an earlier step) that a new span came for. */
+  late: Set<string>;
   tasks: (QuestionTask | PlanTask)[];
   /** Workflows that may need a plan, decided once the step's plans are read. */
   planCandidates: { w: QuestionWindow; env: Envelope; hash: string; tools: ToolInfo[] }[];
@@ -185,6 +191,13 @@ function taskId(...parts: (string | number)[]): string {
 }
 
 const MAX_WAITING = 200;
+
+/**
+ * Spans a run's window holds past the ring for span questions that wait (`when: end`, or the
+ * local LLM's gap): the spans still waiting to be asked about and the earlier calls they show.
+ * Past that the oldest go, and those still waiting are counted as skipped.
+ */
+export const MAX_HELD = MAX_WAITING;
 
 /** Spans of a run kept for its questions, unless a question in effect asks to see more (`evidence.last`, at most MAX_EVIDENCE_LAST). */
 export const DEFAULT_RING_SIZE = 40;
@@ -291,13 +304,15 @@ export class QuestionScheduler {
         sessionsTouched: new Set(),
         active: new Map(),
         ending: new Set(),
+        late: new Set(),
         tasks: [],
         planCandidates: [],
         toolPlans: new Set(),
         rings: new Map(),
       };
-      for (const e of envs) this.apply(step, e);
-      await this.loadPlans(step);
+      // The plans first: which questions a run's spans wait for depends on them.
+      await this.loadPlans(envs, windows);
+      for (const e of envs) this.apply(step, e, set);
       await this.loadSessions(step);
       for (const key of step.active.keys()) this.due(step, step.windows.get(key)!, set);
       return this.finish(step);
@@ -307,7 +322,7 @@ export class QuestionScheduler {
     return p;
   }
 
-  private apply(step: Step, env: Envelope): void {
+  private apply(step: Step, env: Envelope, set: QuestionSet): void {
     const item = env.item;
     const run_id = itemRunId(item);
     const key = questionWindowKey(env.project, run_id);
@@ -355,25 +370,19 @@ export class QuestionScheduler {
       return;
     }
     setOwnValue(w.seen, span.span_id, 1);
+    // A span of a run whose end was asked about already: its trace, session and end questions are asked again.
+    if (w.ended && !step.ending.has(key)) step.late.add(key);
     w.ring.push(summary);
     let shift = step.rings.get(key);
     if (shift === undefined) step.rings.set(key, (shift = { dropped: 0, appended: 0 }));
     if (shift) shift.appended++;
-    const ringSize = this.ringSize(this.opts.questions());
-    if (w.ring.length > ringSize) {
-      const drop = w.ring.length - ringSize;
-      w.dropped += drop;
-      w.ring.splice(0, drop);
-      if (shift) shift.dropped += drop;
-    }
     if (isToolSpan(summary)) {
       w.uses_tools = 1;
       if (summary.tool) this.maybePlanTool(step, w, env, summary.tool);
     }
-    const plan = this.plan(w);
-    for (const q of this.opts.questions().questions) {
-      // A library question the plan has not picked keeps no state (the window stays small).
-      if (q.scope === 'session' || !appliesTo(q, w.project, w.workflow) || !libraryGate(q, w.uses_tools === 1, plan)) continue;
+    // A library question the plan has not picked keeps no state (the window stays small).
+    const questions = this.questionsFor(w, set);
+    for (const q of questions) {
       if (!matchesFilter(summary, evidenceFilter(q.scope, q.evidence))) continue;
       const st = (w.checks[q.id] ??= { asked: 0 });
       if (q.scope === 'span') {
@@ -385,6 +394,54 @@ export class QuestionScheduler {
         }
       } else st.dirty = 1;
     }
+    const ringSize = this.ringSize(set);
+    if (w.ring.length > ringSize) this.cutRing(step, w, key, questions, ringSize, shift);
+  }
+
+  /**
+   * The ring is over its size: spans fall out of its start. A live span question that asks about
+   * every span (no local LLM policy) is asked now about the spans waiting, while the ring still
+   * holds them and the calls before them; one that waits (`when: end`, the local LLM's gap)
+   * keeps its oldest waiting span and the earlier calls it shows, up to MAX_HELD spans past the
+   * ring. Trace and session questions count the spans they match that fall out (omitted).
+   */
+  private cutRing(step: Step, w: QuestionWindow, key: string, questions: readonly QuestionCheck[], ringSize: number, shift: ArrayShift | null | undefined): void {
+    let drop = w.ring.length - ringSize;
+    const plan = this.plan(w);
+    for (const base of questions) {
+      if (base.scope !== 'span') continue;
+      const st = w.checks[base.id];
+      if (!st?.waiting?.length) continue;
+      const q = this.filled(base, plan?.picks.find((p) => p.id === base.id)?.params, w.start);
+      const policy = this.policy(q);
+      if (q.when !== 'end' && !policy) {
+        this.dueSpans(step, w, q, st, step.active.get(key)!, false, undefined);
+        continue;
+      }
+      const waiting = new Set(st.waiting);
+      let at = 0;
+      while (at < w.ring.length && !waiting.has(w.ring[at].id)) at++;
+      // Back over the earlier tool calls it is shown.
+      let shown = q.evidence?.last ?? DEFAULT_SPAN_CONTEXT;
+      while (at > 0 && shown > 0) if (isToolSpan(w.ring[--at])) shown--;
+      drop = Math.min(drop, at);
+    }
+    drop = Math.max(drop, w.ring.length - ringSize - MAX_HELD);
+    if (drop <= 0) return;
+    const gone = w.ring.splice(0, drop);
+    w.dropped += drop;
+    const tools = gone.filter(isToolSpan).length;
+    if (tools) w.dropped_tools = (w.dropped_tools ?? 0) + tools;
+    for (const q of questions) {
+      if (q.scope === 'span') continue;
+      const filter = evidenceFilter(q.scope, q.evidence);
+      const n = gone.filter((s) => matchesFilter(s, filter)).length;
+      if (n) {
+        const st = (w.checks[q.id] ??= { asked: 0 });
+        st.omitted = (st.omitted ?? 0) + n;
+      }
+    }
+    if (shift) shift.dropped += drop;
   }
 
   // ---- plans ---------------------------------------------------------------------------------
@@ -393,13 +450,16 @@ export class QuestionScheduler {
     return `${project}\u0000${workflow}`;
   }
 
-  private async loadPlans(step: Step): Promise<void> {
+  /** The plans of the batch's workflows: its runs' as stored, and those its items name. */
+  private async loadPlans(envs: readonly Envelope[], windows: Map<string, QuestionWindow>): Promise<void> {
     if (!this.opts.plans) return;
     const now = this.now();
     const wanted = new Set<string>();
-    for (const key of step.active.keys()) {
-      const w = step.windows.get(key)!;
-      if (w.workflow) wanted.add(this.planKey(w.project, w.workflow));
+    for (const e of envs) {
+      const w = windows.get(questionWindowKey(e.project, itemRunId(e.item)));
+      if (w?.workflow) wanted.add(this.planKey(w.project, w.workflow));
+      const workflow = e.item.kind === 'run_start' ? e.item.run.workflow : e.item.kind === 'span' ? e.item.span.workflow : undefined;
+      if (workflow) wanted.add(this.planKey(e.project, workflow));
     }
     await Promise.all(
       [...wanted].map(async (k) => {
@@ -502,7 +562,7 @@ export class QuestionScheduler {
 
   private async loadSessions(step: Step): Promise<void> {
     const keys = new Set<string>();
-    for (const key of step.ending) {
+    for (const key of [...step.ending, ...step.late]) {
       const w = step.windows.get(key)!;
       if (w.session_id) keys.add(sessionWindowKey(w.project, w.session_id));
     }
@@ -538,14 +598,20 @@ export class QuestionScheduler {
     const key = questionWindowKey(w.project, w.run_id);
     const now = step.active.get(key)!;
     const ending = step.ending.has(key);
+    // Spans came after the run's end was asked about (OpenTelemetry sends the run's end with its
+    // root span, and a child span may be exported later): what judges the run's end (trace,
+    // session and `when: end` questions) is asked again about them, once a batch, as final.
+    const late = !ending && step.late.has(key);
     const plan = this.plan(w);
     for (const base of this.questionsFor(w, set)) {
       const q = this.filled(base, plan?.picks.find((p) => p.id === base.id)?.params, w.start);
       const policy = this.policy(q);
       const st = (w.checks[q.id] ??= { asked: 0 });
       if (q.scope === 'span') {
-        if (q.when === 'end' && !ending) continue;
-        this.dueSpans(step, w, q, st, now, ending, policy);
+        if (q.when === 'end' && !ending && !late) continue;
+        this.dueSpans(step, w, q, st, now, ending || late, policy);
+      } else if (late) {
+        if (st.dirty) this.ask(step, w, q, st, 'run', now, true);
       } else if (q.scope === 'trace') {
         if (ending) {
           if (st.final_done) continue;
@@ -564,7 +630,7 @@ export class QuestionScheduler {
         this.ask(step, w, q, st, 'run', now, true);
       }
     }
-    if (ending && w.session_id) this.recordSession(step, w);
+    if ((ending || late) && w.session_id) this.recordSession(step, w);
   }
 
   private dueSpans(step: Step, w: QuestionWindow, q: QuestionCheck, st: QuestionState, now: { received: number; at: number }, ending: boolean, policy: SpanPolicy | undefined): void {
@@ -654,7 +720,8 @@ export class QuestionScheduler {
       const shown = earlier.slice(-(ev?.last ?? DEFAULT_SPAN_CONTEXT));
       doc.spans = [...shown.map((s) => pickFields(s, ev?.fields)), pickFields(w.ring[at], ev?.fields)];
       doc.focus = focusId;
-      if (earlier.length > shown.length || w.dropped) doc.omitted = earlier.length - shown.length + w.dropped;
+      const omitted = earlier.length - shown.length + (w.dropped_tools ?? 0);
+      if (omitted > 0) doc.omitted = omitted;
       if (w.start?.tools?.length) doc.tools = w.start.tools;
       before = w.ring.slice(0, at).filter((s) => !shown.includes(s));
     } else {
@@ -662,7 +729,9 @@ export class QuestionScheduler {
       const last = ev?.last ?? DEFAULT_TRACE_LAST;
       const shown = matching.slice(-last);
       doc.spans = shown.map((s) => pickFields(s, ev?.fields));
-      if (matching.length > shown.length || w.dropped) doc.omitted = matching.length - shown.length + w.dropped;
+      // The matching spans not shown: those past `last`, and those that fell out of the ring.
+      const omitted = matching.length - shown.length + (w.checks[q.id]?.omitted ?? 0);
+      if (omitted > 0) doc.omitted = omitted;
       const first = shown.length ? w.ring.indexOf(shown[0]) : w.ring.length;
       before = w.ring.slice(0, Math.max(0, first));
     }
