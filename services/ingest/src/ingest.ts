@@ -542,6 +542,9 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   }
 
   // ---- notes from the bus ----
+  // A group of this process's own, from now on: every replica hands out every note, and a
+  // process that starts does not replay the topic's history. Best effort, as checks.md says:
+  // notes published while no ingest runs, or kept here when it restarts, are not delivered.
 
   const notesSub: Subscription = await bus.subscribe(
     topics.notes,
