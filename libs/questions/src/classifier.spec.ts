@@ -1,5 +1,11 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { parseCheckFile, type QuestionCheck } from '@neatroots/checks';
+import { QuestionAnswerer } from './answerer';
 import { FastClassifier, type ClassifierStore } from './classifier/classifier';
+import { HEURISTICS } from './classifier/heuristics';
+import { fillParams } from './library';
 import type { SavedModel } from './classifier/model';
 import { question } from './fixtures.test';
 import type { EvidenceDoc } from './types';
@@ -23,6 +29,29 @@ describe('the fast classifier', () => {
     expect(a.confidence).toMatch(/^\d+%$/);
     expect(c.answer(ignored, doc('503 upstream unavailable', 'Sorry, the lookup failed.', 'error')).flagged).toBe(false);
     expect(c.answer(pii, doc('ok', 'You can reach Dana at dana.smith@example.com.')).quote).toBe('dana.smith@example.com');
+  });
+
+  it('answers with the heuristics a database check that asks the library question as written, not one that only reuses its id', () => {
+    // The library as shipped, each question copied to the database (an override of its id) word for word.
+    const dir = path.join(__dirname, '../../../packages/neatroots/library/questions');
+    const shipped = readdirSync(dir).flatMap((f) => parseCheckFile(readFileSync(path.join(dir, f), 'utf8'), f, 'library').checks) as QuestionCheck[];
+    expect(shipped.map((q) => q.id).sort()).toEqual(Object.keys(HEURISTICS).sort());
+    const c = new FastClassifier();
+    const run = doc('503 upstream unavailable', 'Your order has shipped.', 'error');
+    for (const lib of shipped) {
+      // Written as YAML saves it (its words on other lines), and with its {task} or {rules} filled for a run.
+      const copy = question({ id: lib.id, scope: lib.scope, ask: lib.ask.replace(/, /g, ',\n  ') }, 'database');
+      const filled = fillParams(copy, undefined, { user_message: 'Refund order 17', system_prompt: 'Never refund twice.', tools: [{ name: 'lookup' }] });
+      for (const q of [copy, filled]) {
+        const a = c.answer(q, run);
+        expect([lib.id, a.status, a.probability]).toEqual([lib.id, 'answered', c.answer(lib, run).probability]);
+      }
+    }
+    // The same id asking something else: the heuristic does not answer that.
+    const reworded = question({ id: 'ignored-tool-error', ask: 'Did the agent greet the user by name?' }, 'database');
+    expect(c.answer(reworded, run)).toMatchObject({ status: 'not_checked', flagged: false, reason: 'the fast classifier has not learnt this question yet' });
+    // Nor through the answerer with no model configured.
+    return new QuestionAnswerer().ask({ q: reworded, evidence: run }).then((a) => expect(a).toMatchObject({ status: 'not_checked', flagged: false }));
   });
 
   it('says "not checked", not "pass", for a question it has not learnt', () => {

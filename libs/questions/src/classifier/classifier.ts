@@ -3,7 +3,7 @@ import { leastRecentlyUsed } from '../lru';
 import { judge, notChecked, questionKey, rawFromClasses, targetOf, toAnswer, type QuestionDef, type RawAnswer } from '../judge';
 import type { Answer, EvidenceDoc } from '../types';
 import { Featurizer, Section, type SparseVector } from './features';
-import { HEURISTICS } from './heuristics';
+import { foldedAsk, HEURISTIC_ASKS, HEURISTICS } from './heuristics';
 import { LogisticModel, type SavedModel } from './model';
 
 /**
@@ -55,6 +55,18 @@ interface Entry {
 
 function bytesOf(m: LogisticModel): number {
   return m.w.byteLength + m.b.byteLength;
+}
+
+/** Whether `q` asks what the library question of its id asks (as written: before `{task}` and the like are filled). */
+const libraryWording = new WeakMap<QuestionDef, boolean>();
+function asksAsLibrary(q: QuestionDef): boolean {
+  let same = libraryWording.get(q);
+  if (same === undefined) {
+    const ask = HEURISTIC_ASKS[q.id];
+    same = ask !== undefined && foldedAsk(q.ask_as_written ?? q.ask) === ask;
+    libraryWording.set(q, same);
+  }
+  return same;
 }
 
 export class FastClassifier {
@@ -169,7 +181,8 @@ export class FastClassifier {
       const v = judge(q, raw, false);
       return toAnswer(v, 'classifier', v.flagged ? this.quote(entry.model, q, doc) : undefined);
     }
-    const h = q.source === 'library' || q.source === 'database' ? HEURISTICS[q.id] : undefined;
+    // The library's questions; a database check reusing a library id only while it asks the library's words.
+    const h = q.source === 'library' || (q.source === 'database' && asksAsLibrary(q)) ? HEURISTICS[q.id] : undefined;
     if (h && q.kind === 'yes_no') {
       const r = h(doc);
       const v = judge(q, { p: r.p }, false);
