@@ -20,7 +20,7 @@ export interface QuestionFindingsWindow {
   run_id: string;
   workflow?: string;
   checks: Record<string, { raised: number; open?: { id: string; count: number; spans: string[] } }>;
-  /** Task ids already applied (a redelivered batch applies nothing twice), newest last. */
+  /** Task ids answered (a redelivered batch applies nothing twice; one not checked is asked again), newest last. */
   done: string[];
   noted_groups?: Record<string, string>;
 }
@@ -103,9 +103,11 @@ export class QuestionFindings {
     // The run's end was asked about: what comes for it later (a late span's question) is rare.
     if (t.final) step.ended.add(key);
     if (w.done.includes(t.id)) return undefined;
+    // A task not checked (a model error or timeout) is not done: asked again (the run's end
+    // asks a live trace question's last task again), it is answered.
+    if (a.status !== 'answered') return undefined;
     w.done.push(t.id);
     if (w.done.length > MAX_DONE) w.done.splice(0, w.done.length - MAX_DONE);
-    if (a.status !== 'answered') return undefined;
     const st = (w.checks[t.check.id] ??= { raised: 0 });
     const spans = t.scope === 'span' ? [t.anchor] : spansWithQuote(t.evidence, a.quote);
     let status: FindingEvent['status'];

@@ -183,6 +183,13 @@ describe('trace-scope questions and when', () => {
     expect(await asked([span('r2', 'a', {}, T0 + 1_250)])).toEqual([['a']]);
   });
 
+  it('asks a live trace question again at run end when nothing came since its last ask (that ask may have gone unanswered)', async () => {
+    const s = scheduler([trace]);
+    expect((await run(s, [span('r1', 's1', {}, T0)])).map((t) => t.final)).toEqual([false]);
+    const end = await run(s, [runEnd('r1', 'ok', T0 + 100)]);
+    expect(end.map((t) => [t.check.id, t.final, t.evidence.spans.map((x) => x.id)])).toEqual([['went-wrong', true, ['s1']]]);
+  });
+
   it('counts as omitted the spans a question matches that the run no longer keeps, not every span that fell out', async () => {
     const tools = question({ id: 'tools', scope: 'trace', when: 'end', evidence: { spans: { type: 'tool' } } });
     // Sixty spans, every other one a tool call: the run keeps the last 40 spans, 20 of them calls.

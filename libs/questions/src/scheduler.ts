@@ -614,10 +614,13 @@ export class QuestionScheduler {
         if (st.dirty) this.ask(step, w, q, st, 'run', now, true);
       } else if (q.scope === 'trace') {
         if (ending) {
+          // The end always asks. With nothing new since the last live ask, it is that ask again
+          // (the same task): the question service, which keeps the tasks it answered, answers
+          // it only if it went unanswered (not checked).
           if (st.final_done) continue;
           st.final_done = 1;
-          const sees = q.evidence?.final_output === true;
-          if (st.dirty || st.asked === 0 || sees) this.ask(step, w, q, st, 'run', now, true);
+          const fresh = st.dirty || st.asked === 0 || q.evidence?.final_output === true;
+          this.ask(step, w, q, st, 'run', now, true, !fresh);
         } else if (q.when === 'live' && st.dirty && !w.ended && q.evidence?.final_output !== true) {
           // A live trace question is asked as its evidence grows, at most once a gap (it stays
           // dirty until then); one that reads the answer waits for it.
@@ -662,11 +665,12 @@ export class QuestionScheduler {
     this.ask(step, w, q, st, newest, now, ending);
   }
 
-  private ask(step: Step, w: QuestionWindow, q: QuestionCheck, st: QuestionState, anchor: string, now: { received: number; at: number }, final: boolean): void {
+  /** `again`: the last ask once more, as the same task (its id). */
+  private ask(step: Step, w: QuestionWindow, q: QuestionCheck, st: QuestionState, anchor: string, now: { received: number; at: number }, final: boolean, again = false): void {
     const built = this.evidence(w, q, anchor === 'run' ? undefined : anchor, step);
     if (!built) return;
     const task: QuestionTask = {
-      id: taskId(w.project, w.run_id, q.id, anchor, st.asked),
+      id: taskId(w.project, w.run_id, q.id, anchor, again ? st.asked - 1 : st.asked),
       type: 'question',
       project: w.project,
       run_id: w.run_id,
@@ -682,7 +686,7 @@ export class QuestionScheduler {
     };
     if (w.workflow) task.workflow = w.workflow;
     if (w.session_id) task.session_id = w.session_id;
-    st.asked++;
+    if (!again) st.asked++;
     st.last_asked_ms = now.at;
     delete st.dirty;
     step.tasks.push(task);
