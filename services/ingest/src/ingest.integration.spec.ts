@@ -501,11 +501,13 @@ describe('ingest limits and shutdown', () => {
     await h.close();
   });
 
-  it('tells the rule engine when the caller of a pre-call check gave up (its call cancelled, no deadline)', async () => {
+  it('tells the rule engine when the caller of a pre-call check gave up (its call cancelled, no deadline), and logs no error for it', async () => {
     let aborted: (() => void) | undefined;
     const gaveUp = new Promise<void>((r) => (aborted = r));
     let asked = false;
+    const errors: string[] = [];
     const ingest = await startIngest({
+      logger: { warn: () => undefined, error: (msg: string) => void errors.push(msg) },
       bus: new MemoryBus(),
       resolveKey: async (k) => KEYS[k],
       otlpPort: 0,
@@ -530,6 +532,8 @@ describe('ingest limits and shutdown', () => {
       expect(asked).toBe(true);
       call.cancel();
       await expect(Promise.race([gaveUp.then(() => 'told'), new Promise((r) => setTimeout(() => r('not told'), 2_000))])).resolves.toBe('told');
+      await new Promise((r) => setTimeout(r, 50));
+      expect(errors).toEqual([]);
     } finally {
       client.close();
       await ingest.close();

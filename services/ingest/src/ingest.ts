@@ -461,6 +461,8 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       call.on('cancelled', () => gaveUp.abort());
       const a = await p.precheck({ project, span: item.span, knownSpans: req.known_spans, timeoutMs, deadline, signal: gaveUp.signal }).catch((e: unknown) => {
         if (p.isTimeout(e)) throw new CallError(Status.DEADLINE_EXCEEDED, (e as Error).message);
+        // The caller gave up: nothing unexpected (nor logged as such); nobody reads the answer.
+        if (gaveUp.signal.aborted) throw new CallError(Status.CANCELLED, 'the caller cancelled the pre-call check');
         throw p.isUnavailable?.(e) ? new CallError(Status.UNAVAILABLE, (e as Error).message) : e;
       });
       cb(null, { decision: a.decision, check_id: a.check_id ?? '', finding_id: a.finding_id ?? '', title: a.title ?? '', text: a.text ?? '' });
