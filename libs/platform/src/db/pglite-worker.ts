@@ -80,10 +80,48 @@ let pg;
 const noSync = () => undefined;
 let syncWal = noSync;
 const syncs = { wal: 0, files: 0, synced: new Set() };
-const ready = (workerData.dataDir ? PGlite.create(workerData.dataDir) : PGlite.create()).then((p) => {
+const ready = (workerData.dataDir ? openFolder(workerData.dataDir) : PGlite.create()).then((p) => {
   pg = p;
   if (workerData.dataDir) syncWal = durable(p);
 });
+
+// PGlite's initdb writes in place and marks nothing complete, so a first start stopped during it
+// (a signal, kill -9, a full disk) left a folder that looked like a database and could never be
+// opened. A new database is now made with a marker beside it, <dir>.initdb, written (and synced)
+// before initdb starts and removed once the database it made is synced, before any call is
+// answered: a folder with the marker beside it holds nothing but an unfinished initdb and is made
+// afresh. A folder without the marker is never removed.
+async function openFolder(dir) {
+  const marker = dir + '.initdb';
+  const unfinished = fs.existsSync(marker);
+  if (!unfinished && (fs.existsSync(path.join(dir, 'PG_VERSION')) || !isEmptyOrAbsent(dir))) return PGlite.create(dir);
+  if (!unfinished) {
+    fs.writeFileSync(marker, 'an initdb under way: the database beside this file is unfinished and is made again at the next start');
+    syncDir(path.dirname(dir));
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  const made = await PGlite.create(dir);
+  syncTree(dir);
+  fs.unlinkSync(marker);
+  syncDir(path.dirname(dir));
+  return made;
+}
+function isEmptyOrAbsent(dir) {
+  try { return fs.readdirSync(dir).length === 0; } catch (e) { if (e && e.code === 'ENOENT') return true; throw e; }
+}
+function syncDir(dir) {
+  const fd = fs.openSync(dir, 'r');
+  try { fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+}
+function syncTree(dir) {
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) syncTree(p);
+    else if (e.isFile()) { const fd = fs.openSync(p, 'r'); try { fs.fsyncSync(fd); } finally { fs.closeSync(fd); } }
+  }
+  syncDir(dir);
+}
 
 // PGlite's file system (Emscripten's NODEFS) makes fsync and fdatasync no-ops: what Postgres
 // wrote sits in the page cache, and a power cut (not a process crash) could take committed rows

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -195,4 +197,55 @@ describe('openPgliteWorker on a data folder it cannot open', () => {
     await expect(openPgliteWorker({ dataDir: dir })).rejects.toThrow(`the embedded database in ${dir} cannot be opened: `);
     expect(ports()).toBe(before);
   }, 60_000);
+});
+
+describe('openPgliteWorker: a first start killed during initdb', () => {
+  it('leaves a folder the next start opens and migrates (the unfinished database is made afresh)', async () => {
+    const home = await mkdtemp(path.join(tmpdir(), 'nr-initdb-kill-'));
+    const dataDir = path.join(home, 'pg');
+    // a real process opening the embedded database for the first time, killed with SIGKILL as soon
+    // as initdb has begun writing the folder (PG_VERSION is among its first files)
+    const script = `require(${JSON.stringify(path.resolve(__dirname, '../../dist/db/pglite-worker'))}).openPgliteWorker({ dataDir: ${JSON.stringify(dataDir)} }).then(() => console.log('opened'))`;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += String(b)));
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(path.join(dataDir, 'PG_VERSION')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+    expect(out).toBe(''); // killed before its initdb ended
+    expect(existsSync(path.join(dataDir, 'PG_VERSION'))).toBe(true);
+
+    const db = await openPgliteWorker({ dataDir });
+    try {
+      const files = await loadMigrations();
+      expect((await migrate(db)).applied).toEqual(files.map((f) => f.name));
+      expect((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_language WHERE lanname = 'plpgsql'`)).rows[0].n).toBe(1);
+    } finally {
+      await db.close();
+    }
+    expect(existsSync(`${dataDir}.initdb`)).toBe(false);
+    // and the database made so opens again, keeping what it holds
+    const again = await openPgliteWorker({ dataDir });
+    try {
+      expect((await migrate(again)).applied).toEqual([]);
+    } finally {
+      await again.close();
+    }
+  }, 120_000);
+
+  it('never removes a database without the marker beside it (a folder written before this start)', async () => {
+    const home = await mkdtemp(path.join(tmpdir(), 'nr-initdb-keep-'));
+    const dataDir = path.join(home, 'pg');
+    const db = await openPgliteWorker({ dataDir });
+    await db.exec('CREATE TABLE kept (v text); INSERT INTO kept VALUES (\'here\')');
+    await db.close();
+    const again = await openPgliteWorker({ dataDir });
+    try {
+      expect((await again.query<{ v: string }>('SELECT v FROM kept')).rows).toEqual([{ v: 'here' }]);
+    } finally {
+      await again.close();
+    }
+  }, 120_000);
 });

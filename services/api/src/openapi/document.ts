@@ -174,7 +174,12 @@ const p = (name: string, where: In, schema: Schema = str, description?: string):
 const project = p('project', 'path', str, 'A project (its API key opens it).');
 const ws = p('ws', 'path', str, 'A workspace: the project of the same name, with the same API keys.');
 const id = (what: string) => p('id', 'path', str, what);
-const page = [p('limit', 'query', int), p('cursor', 'query', str, 'next_cursor of the previous page')];
+/** limit (1 to `max`, default `dflt`) and cursor. */
+const pageOf = (dflt: number, max: number) => [
+  p('limit', 'query', { type: 'integer', minimum: 1, maximum: max, default: dflt }),
+  p('cursor', 'query', str, 'next_cursor of the previous page of this list (another list\'s is 400 invalid_cursor)'),
+];
+const page = pageOf(50, 500);
 const window = [
   p('days', 'query', { type: 'integer', minimum: 1, maximum: 3650 }, 'Days back from `to` (default 365).'),
   p('from', 'query', str, 'ISO-8601; wins over days.'),
@@ -184,10 +189,15 @@ const window = [
 ];
 
 const json = (schema: Schema, description = 'OK') => ({ description, content: { 'application/json': { schema } } });
+/** What any route with a key may answer besides its own: bad input, no key, another project's key, no such thing, a body refused, a fault. */
 const errors = {
   '400': json(ref('Error'), 'Bad input: the error names the parameter or field'),
-  '401': json(ref('Error'), 'No API key, or a key of another project'),
+  '401': json(ref('Error'), 'No API key, or an unknown one (unauthorized)'),
+  '403': json(ref('Error'), 'The key opens another project or workspace (forbidden)'),
   '404': json(ref('Error'), 'Not found'),
+  '413': json(ref('Error'), 'The body is over its bound (payload_too_large)'),
+  '415': json(ref('Error'), 'A body of a type the route does not read (unsupported_media_type)'),
+  '500': json(ref('Error'), 'A fault of neatroots (internal; logged)'),
 };
 
 interface Op {
@@ -199,6 +209,7 @@ interface Op {
 }
 
 function op(tag: string, o: Op) {
+  const open = tag === 'health' || tag === 'meta';
   const status = o.ok?.status ?? '200';
   const content = o.ok?.schema ? { [o.ok.type ?? 'application/json']: { schema: o.ok.schema } } : undefined;
   return {
@@ -206,8 +217,9 @@ function op(tag: string, o: Op) {
     summary: o.summary,
     ...(o.params?.length ? { parameters: o.params } : {}),
     ...(o.body ? { requestBody: { required: true, content: { 'application/json': { schema: o.body } } } } : {}),
-    responses: { [status]: { description: o.ok?.description ?? 'OK', ...(content ? { content } : {}) }, ...errors, ...(o.extra ?? {}) },
-    ...(tag === 'health' || tag === 'meta' ? { security: [] } : {}),
+    // /healthz and this document take no key, no parameter and no body: they answer 200.
+    responses: { [status]: { description: o.ok?.description ?? 'OK', ...(content ? { content } : {}) }, ...(open ? {} : errors), ...(o.extra ?? {}) },
+    ...(open ? { security: [] } : {}),
   };
 }
 
@@ -221,7 +233,12 @@ const paths: Record<string, Record<string, unknown>> = {
   '/healthz': { get: op('health', { summary: 'Liveness', ok: { schema: object({ status: oneOf(['ok']) }) } }) },
   '/openapi.json': { get: op('meta', { summary: 'This document', ok: { schema: { type: 'object' } } }) },
   // MCP's streamable HTTP transport (JSON-RPC messages; GET and DELETE answer 405: stateless).
-  '/v1/mcp': { post: op('mcp', { summary: 'The MCP tools for coding agents (create_check, preview_check, list_checks, list_findings, get_run), in the key\'s project', body: { type: 'object', description: 'A JSON-RPC message' }, ok: { schema: { type: 'object' } } }) },
+  '/v1/mcp': {
+    post: op('mcp', { summary: 'The MCP tools for coding agents (create_check, preview_check, list_checks, list_findings, get_run), in the key\'s project', body: { type: 'object', description: 'A JSON-RPC message' }, ok: { schema: { type: 'object' } } }),
+    // Streamable HTTP's GET (a stream) and DELETE (a session's end): this server is stateless.
+    get: op('mcp', { summary: 'No stream to open: the MCP server is stateless (405, Allow: POST)', ok: { status: '405', description: 'Method not allowed: POST JSON-RPC messages', schema: { type: 'object' } } }),
+    delete: op('mcp', { summary: 'No session to end: the MCP server is stateless (405, Allow: POST)', ok: { status: '405', description: 'Method not allowed: POST JSON-RPC messages', schema: { type: 'object' } } }),
+  },
 
   [`${P}/runs`]: {
     get: op('runs', {
@@ -231,7 +248,7 @@ const paths: Record<string, Record<string, unknown>> = {
     }),
   },
   [`${P}/runs/{run_id}`]: { get: op('runs', { summary: 'A run with its first page of spans and its findings', params: [project, p('run_id', 'path')], ok: { schema: ref('RunDetail') } }) },
-  [`${P}/runs/{run_id}/spans`]: { get: op('runs', { summary: "A run's spans, page by page", params: [project, p('run_id', 'path'), ...page], ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str) }) } }) },
+  [`${P}/runs/{run_id}/spans`]: { get: op('runs', { summary: "A run's spans, page by page", params: [project, p('run_id', 'path'), ...pageOf(500, 2000)], ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str) }) } }) },
   [`${P}/findings`]: {
     get: op('findings', {
       summary: 'Findings as problems (grouped incidents)',
@@ -346,7 +363,7 @@ const paths: Record<string, Record<string, unknown>> = {
   [`${W}/suggestions`]: {
     get: op('suggestions', {
       summary: 'Suggestions, newest first',
-      params: [ws, { ...p('status', 'query', arr(str), 'Repeatable.'), explode: true }, p('pattern', 'query'), p('limit', 'query', int), p('before', 'query', str, 'The next page: the suggestions after this one (the last of the page before).')],
+      params: [ws, { ...p('status', 'query', arr(str), 'Repeatable.'), explode: true }, p('pattern', 'query'), p('limit', 'query', { type: 'integer', minimum: 1, maximum: 500, default: 500 }), p('before', 'query', str, 'The next page: the suggestions after this one (the last of the page before).')],
       ok: { schema: object({ items: arr(ref('Suggestion')) }) },
     }),
   },

@@ -131,6 +131,31 @@ describe('GET /openapi.json', () => {
     expect(listed.filter((r) => !r.startsWith('ANY ') && !served.includes(r) && !served.includes(`ANY ${r.split(' ')[1]}`) && r !== 'GET /openapi.json').sort()).toEqual([]);
   });
 
+  it('lists the answers a keyed route gives besides its own, none of them for /healthz and itself, and each list\'s limit', async () => {
+    const codes = (path: string, method: string) => Object.keys(doc.paths[path][method].responses).sort();
+    for (const [path, method] of [['/v1/projects/{project}/runs', 'get'], ['/v1/projects/{project}/findings/{id}/reopen', 'post'], ['/v1/workspaces/{ws}/sessions', 'post'], ['/v1/mcp', 'post']]) {
+      expect([path, codes(path, method)]).toEqual([path, expect.arrayContaining(['400', '401', '403', '404', '413', '415', '500'])]);
+    }
+    expect(codes('/healthz', 'get')).toEqual(['200']);
+    expect(codes('/openapi.json', 'get')).toEqual(['200']);
+    expect(codes('/v1/mcp', 'get')).toContain('405');
+    expect(codes('/v1/mcp', 'delete')).toContain('405');
+    // the real refusals are the documented ones
+    expect((await documented('GET', '/v1/projects/someone-else/runs')).status).toBe(403);
+    expect((await documented('POST', '/v1/projects/luigis/findings/f1/dismiss', { note: 'x'.repeat(200_000) })).status).toBe(413);
+    expect((await documented('POST', '/v1/projects/luigis/findings/f1/dismiss', 'note=hi', 'application/x-www-form-urlencoded')).status).toBe(415);
+    expect((await documented('GET', '/v1/mcp')).status).toBe(405);
+    expect((await documented('DELETE', '/v1/mcp')).status).toBe(405);
+    // every list's limit has its maximum
+    const limits = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.values(ops).flatMap((o) => ((o as { parameters?: { name: string; schema: { maximum?: number } }[] }).parameters ?? []).filter((q) => q.name === 'limit').map((q) => [path, q.schema.maximum])),
+    );
+    expect(limits.length).toBeGreaterThan(5);
+    expect(limits.filter(([, max]) => max === undefined)).toEqual([]);
+    expect(limits).toContainEqual(['/v1/projects/{project}/runs', 500]);
+    expect(limits).toContainEqual(['/v1/projects/{project}/runs/{run_id}/spans', 2000]);
+  });
+
   it('describes the real answers of the project routes', async () => {
     await documented('GET', '/v1/projects/luigis/runs');
     await documented('GET', '/v1/projects/luigis/runs/r1');
