@@ -91,14 +91,17 @@ function releaseRef(v: unknown): string | null {
 
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|([+-])(\d{2}):(\d{2}))$/i;
 
-/** The points in time the store keeps and reads back: years 1 to 9999, in UTC (the database has no year 0). */
-const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+/**
+ * The points in time the store keeps and reads back: years 100 to 9999, in UTC (the database
+ * has no year 0, and PGlite, the embedded default's database, reads a year before 100 back as 19xx).
+ */
+const EARLIEST = Date.parse('0100-01-01T00:00:00Z');
 const LATEST = Date.parse('9999-12-31T23:59:59Z');
 
 /**
  * An ISO 8601 date and time with its offset (`2026-11-30T10:00:00Z`, `...+02:00`): what the
  * store keeps as a point in time. Anything else, a date that does not exist (February 30, year
- * 0000) or a point outside years 1 to 9999 once its offset is applied included, is refused
+ * 0000) or a point outside years 100 to 9999 once its offset is applied included, is refused
  * here rather than by the database.
  */
 function timestamp(v: string | null, field: string): string | null {

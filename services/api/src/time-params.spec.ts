@@ -5,7 +5,7 @@
  * lists and on the review window (patterns, insights).
  */
 import type { INestApplication } from '@nestjs/common';
-import { send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
+import { fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 const KEY = 'key-for-w1';
 let h: SopHarness;
@@ -53,5 +53,17 @@ describe('from and to', () => {
       expect(res.status).toBe(200);
       expect(res.body.window).toEqual({ from: '0050-06-01T00:00:00.000Z', to: '0099-12-31T10:00:00.000Z' });
     }
+  });
+
+  it("refuse a session's started_at before year 100 (PGlite read 0050 back as 1950), and keep one from 100 on", async () => {
+    expect((await send(`${url}/v1/workspaces/w1/head`, 'PUT', KEY, { files: fixtureFolder() })).status).toBe(200);
+    expect((await send(`${url}/v1/workspaces/w1/releases`, 'POST', KEY)).status).toBe(201);
+    for (const started_at of ['0050-01-01T00:00:00Z', '0099-12-31T23:59:59Z', '0100-01-01T00:30:00+01:00']) {
+      const res = await send(`${url}/v1/workspaces/w1/sessions`, 'POST', KEY, { ...fixtureSession('payment-skipped'), external_id: `e-${started_at}`, started_at });
+      expect([started_at, res.status, res.body.error?.code]).toEqual([started_at, 400, 'invalid_session']);
+    }
+    const sent = await send(`${url}/v1/workspaces/w1/sessions`, 'POST', KEY, { ...fixtureSession('payment-skipped'), external_id: 'e-100', started_at: '0100-01-01T00:00:00Z' });
+    expect(sent.status).toBe(202);
+    expect((await call(`/v1/workspaces/w1/sessions/${sent.body.id}`)).body.started_at).toBe('0100-01-01T00:00:00.000Z');
   });
 });
