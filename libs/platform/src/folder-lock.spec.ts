@@ -4,10 +4,16 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Logger } from '@neatroots/ports';
 import { loadConfig } from './config';
-import { lockFolder } from './folder-lock';
+import { LOCK_FRESH_MS, LOCK_REFRESH_MS, lockFolder } from './folder-lock';
 import { embeddedPlatform } from './runtime/platforms';
 
 const linux = fs.existsSync('/proc/self/stat');
+
+/** Makes a lock look last refreshed `ms` ago. */
+function touchedAgo(file: string, ms: number): void {
+  const t = new Date(Date.now() - ms);
+  fs.utimesSync(file, t, t);
+}
 
 /** What a lock written by process `pid` holds (as lockFolder writes it). */
 function identityOf(pid: number): { pid: number; boot?: string; start?: string } {
@@ -44,6 +50,7 @@ describe('lockFolder: one process at a time in a data folder', () => {
     expect(() => lockFolder(dir, `the data folder ${dir}`)).toThrow(`the data folder ${dir} is in use by process ${pid}; stop it first or use another NEATROOTS_DATA_DIR`);
     children.find((c) => c.pid === pid)!.kill('SIGKILL');
     await new Promise((r) => setTimeout(r, 200));
+    touchedAgo(path.join(dir, 'LOCK'), LOCK_FRESH_MS + 1_000); // its holder stopped refreshing it
     const unlock = lockFolder(dir, 'x');
     expect(JSON.parse(fs.readFileSync(path.join(dir, 'LOCK'), 'utf8'))).toMatchObject({ pid: process.pid });
     unlock();
@@ -61,10 +68,47 @@ describe('lockFolder: one process at a time in a data folder', () => {
     // Process 1 always runs, but it is not the one that wrote these (another start time, another boot).
     const reused = tmp();
     fs.writeFileSync(path.join(reused, 'LOCK'), JSON.stringify({ ...identityOf(1), start: '1' }));
+    touchedAgo(path.join(reused, 'LOCK'), LOCK_FRESH_MS + 1_000);
     lockFolder(reused, 'x')();
     const rebooted = tmp();
     fs.writeFileSync(path.join(rebooted, 'LOCK'), JSON.stringify({ ...identityOf(1), boot: 'another-boot' }));
+    touchedAgo(path.join(rebooted, 'LOCK'), LOCK_FRESH_MS + 1_000);
     lockFolder(rebooted, 'x')();
+  });
+
+  it('the holder refreshes its lock; one refreshed lately is held though its process number is nobody\'s here (another PID namespace or machine)', async () => {
+    const dir = tmp();
+    const file = path.join(dir, 'LOCK');
+    const unlock = lockFolder(dir, 'x');
+    try {
+      touchedAgo(file, 60_000);
+      const before = fs.statSync(file).mtimeMs;
+      await new Promise((r) => setTimeout(r, LOCK_REFRESH_MS + 500));
+      expect(fs.statSync(file).mtimeMs).toBeGreaterThan(before + 50_000);
+    } finally {
+      unlock();
+    }
+    // A process on another host, refreshing its lock while this one looks: refused, saying where and when.
+    const other = tmp();
+    const lock = path.join(other, 'LOCK');
+    fs.writeFileSync(lock, JSON.stringify({ pid: 999_999_999, host: 'elsewhere', boot: 'another-boot', start: '1' }));
+    touchedAgo(lock, 1_000);
+    const refresher = spawn(process.execPath, ['-e', `setTimeout(() => { const t = new Date(); require('fs').utimesSync(${JSON.stringify(lock)}, t, t); }, 300)`], { stdio: 'ignore' });
+    children.push(refresher);
+    const t0 = Date.now();
+    expect(() => lockFolder(other, 'the data folder')).toThrow(/^the data folder is in use by process 999999999 on elsewhere \(its LOCK was refreshed 0 s ago\); stop it first/);
+    expect(Date.now() - t0).toBeLessThan(LOCK_REFRESH_MS * 2);
+  });
+
+  (linux ? it : it.skip)('a lock its process checks call stale but refreshed lately is taken over only once it is older than LOCK_FRESH_MS (its holder killed moments ago)', () => {
+    const dir = tmp();
+    const file = path.join(dir, 'LOCK');
+    fs.writeFileSync(file, JSON.stringify({ ...identityOf(1), start: '1' }));
+    touchedAgo(file, LOCK_FRESH_MS - 1_500);
+    const t0 = Date.now();
+    lockFolder(dir, 'x')();
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_000);
+    expect(Date.now() - t0).toBeLessThan(4_000);
   });
 
   it('takes over a lock torn by a crash while it was written, and a lock of its own process again', () => {

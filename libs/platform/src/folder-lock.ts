@@ -1,6 +1,12 @@
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { syncDir } from './sync-dir';
+
+/** How often the holder touches its `LOCK` (its modification time): the proof that it still runs. */
+export const LOCK_REFRESH_MS = 2_000;
+/** A lock touched within this long is held, whatever the process checks say (5 refreshes). */
+export const LOCK_FRESH_MS = 10_000;
 
 /**
  * One process at a time in a folder: a `LOCK` file naming the process that holds it. A lock
@@ -11,6 +17,17 @@ import { syncDir } from './sync-dir';
  * number. So the lock also records the machine's boot id and the process's start time (Linux,
  * /proc); a lock from another boot, or whose number now belongs to a process started at another
  * time, is stale. Where /proc is not there, a live process with the number holds it.
+ *
+ * Those checks only see the processes of this machine and this PID namespace: a holder in
+ * another container on the same volume, or on another machine (a network file system), has a
+ * number that here is nobody's or another process's. So the holder also touches the file every
+ * LOCK_REFRESH_MS, and a lock touched within LOCK_FRESH_MS is held whatever the process checks
+ * say. When they say its holder is gone but it is fresh, this waits (at most LOCK_FRESH_MS):
+ * touched again meanwhile, it is held elsewhere and refused; not touched, its holder is gone (it
+ * was killed moments ago) and it is taken over. (An OS lock, flock, was not used: node has none,
+ * and over a network file system it is not reliable.) The times compared are the file system's
+ * modification time and this machine's clock: machines sharing a folder keep their clocks
+ * synchronised (NTP).
  */
 export function lockFolder(dir: string, what: string): () => void {
   const file = path.join(dir, 'LOCK');
@@ -32,11 +49,26 @@ export function lockFolder(dir: string, what: string): () => void {
     }
     const held = readLock(file);
     if (held && held.pid === process.pid && sameIdentity(held, mine)) break; // this process's own (opened again)
-    if (held && holds(held)) throw new Error(`${what} is in use by process ${held.pid}; stop it first or use another NEATROOTS_DATA_DIR`);
+    if (held && holds(held)) throw inUse(what, held, undefined);
+    const busy = held && touchedElsewhere(file);
+    if (busy) throw inUse(what, busy.held, busy.at);
     // Stale: gone, so try again to make it (another process may win the race; the loop reads its lock).
     fs.rmSync(file, { force: true });
   }
+  // Touch it while this process holds it; stop once it names another (taken over after a stall).
+  const refresh = setInterval(() => {
+    try {
+      const held = readLock(file);
+      if (!held || !sameIdentity(held, mine)) return clearInterval(refresh);
+      const now = new Date();
+      fs.utimesSync(file, now, now);
+    } catch {
+      // gone, or the disk failing: the next tick tries again
+    }
+  }, LOCK_REFRESH_MS);
+  refresh.unref();
   return () => {
+    clearInterval(refresh);
     try {
       const held = readLock(file);
       if (held && held.pid === process.pid) fs.rmSync(file, { force: true });
@@ -46,8 +78,48 @@ export function lockFolder(dir: string, what: string): () => void {
   };
 }
 
+function inUse(what: string, held: LockIdentity, at: number | undefined): Error {
+  const where = held.host && held.host !== os.hostname() ? ` on ${held.host}` : '';
+  const ago = at === undefined ? '' : ` (its LOCK was refreshed ${Math.max(0, Math.round((Date.now() - at) / 1000))} s ago)`;
+  return new Error(`${what} is in use by process ${held.pid}${where}${ago}; stop it first or use another NEATROOTS_DATA_DIR`);
+}
+
+/** The lock file's modification time (ms), or undefined once it is gone. */
+function touchedAt(file: string): number | undefined {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
+/**
+ * A lock the process checks call stale but that was touched within LOCK_FRESH_MS: held by a
+ * process these checks cannot see, or left by one killed moments ago. Watch it until it is
+ * touched again (held: returned) or is older than LOCK_FRESH_MS (stale: undefined).
+ */
+function touchedElsewhere(file: string): { held: LockIdentity; at: number } | undefined {
+  const first = touchedAt(file);
+  if (first === undefined || Date.now() - first >= LOCK_FRESH_MS) return undefined;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    const at = touchedAt(file);
+    if (at === undefined) return undefined; // removed: its holder stopped
+    const held = readLock(file);
+    if (!held) return undefined;
+    if (at !== first) return { held, at }; // touched again (or taken by another): it runs
+    const age = Date.now() - at;
+    if (age >= LOCK_FRESH_MS) return undefined;
+    // Synchronous (this runs at start, before anything is served): a quarter of a refresh at a time.
+    Atomics.wait(pause, 0, 0, Math.min(LOCK_REFRESH_MS / 4, LOCK_FRESH_MS - age + 50));
+  }
+}
+
 interface LockIdentity {
   pid: number;
+  /** The machine's name, to say where the holder runs (a container's is its id). */
+  host?: string;
   /** The machine's boot (Linux: /proc/sys/kernel/random/boot_id). */
   boot?: string;
   /** The process's start, in clock ticks since boot (Linux: /proc/<pid>/stat, field 22). */
@@ -55,7 +127,7 @@ interface LockIdentity {
 }
 
 function identity(pid: number): LockIdentity {
-  const id: LockIdentity = { pid };
+  const id: LockIdentity = { pid, host: os.hostname() };
   const boot = readText('/proc/sys/kernel/random/boot_id');
   const start = startOf(pid);
   if (boot) id.boot = boot;
