@@ -10,7 +10,7 @@ import {
   type ServiceDefinition,
   type sendUnaryData,
 } from '@grpc/grpc-js';
-import type { Bus, LogFields, Logger, Subscription } from '@neatroots/ports';
+import { RepeatedErrors, type Bus, type LogFields, type Logger, type Subscription } from '@neatroots/ports';
 import { bindGrpc, closeGrpcServer, otlp, v1 } from '@neatroots/proto';
 import { makeTopics, type Note, type Topics } from '@neatroots/messages';
 import {
@@ -204,6 +204,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   const topics = opts.topics ?? makeTopics();
   const now = opts.now ?? Date.now;
   const log: Pick<Logger, 'warn' | 'error'> = opts.logger ?? console;
+  const publishFailures = new RepeatedErrors();
   const host = opts.host ?? '127.0.0.1';
   const maxBytes = opts.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
   const replicaId = opts.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -273,7 +274,10 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
           });
         }
         if (!bad.size) {
-          log.error(`ingest: publishing ${records.length} items failed`, e, runFields(project, records.map((r) => r.key)));
+          // Once a bus failed, every export is refused alike (a disk error: until the next start):
+          // logged once, then at most every 30 s, keyed by the failure.
+          const more = publishFailures.quieted('ingest: publishing failed', e, now());
+          if (more !== undefined) log.error(`ingest: publishing ${records.length} items failed${more}`, e, runFields(project, records.map((r) => r.key)));
           throw new CallError(Status.UNAVAILABLE, `the bus is unavailable (${(e as Error).message}); not acknowledged, send it again (a span sent twice is stored once)`);
         }
         log.warn(`ingest: ${bad.size} items too large for the bus refused: ${(e as Error).message}`, runFields(project, records.filter((r) => bad.has(r.at)).map((r) => r.key)));
