@@ -128,6 +128,22 @@ describe('neatroots start runs its server in a process with the flags', () => {
     }
   }, 90_000);
 
+  it('SIGHUP to the command is passed on and stops the server in order: both exit 0', async () => {
+    const { proc, home, out } = await start();
+    try {
+      const [server] = children(proc.pid!);
+      expect(server).toBeDefined();
+      proc.kill('SIGHUP');
+      expect(await exited(proc)).toBe(0);
+      expect(out()).toContain('stopping...');
+      await until(() => !alive(server.pid), 10_000, 'the server process ended');
+      expect(fs.existsSync(path.join(home, 'data', 'LOCK'))).toBe(false);
+    } finally {
+      proc.kill('SIGKILL');
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  }, 90_000);
+
   it('a command killed outright (SIGKILL) leaves no server running', async () => {
     const { proc, home } = await start();
     try {

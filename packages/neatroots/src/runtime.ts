@@ -40,12 +40,19 @@ export function logCrashes(log: Logger): void {
   crashLog = log;
 }
 
-/** Resolves on the first SIGINT or SIGTERM. */
-export function untilSignal(): Promise<void> {
-  return new Promise<void>((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
+/**
+ * Resolves on the first SIGINT, SIGTERM or SIGHUP (a closed terminal, or what a supervisor or
+ * `relaunch` passes on): each is listened for once, so a second of the same kind during the stop
+ * ends the process at once (node's default).
+ */
+export function untilSignal(): Promise<void> & { dispose(): void } {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  let resolve!: () => void;
+  const signalled = new Promise<void>((r) => (resolve = r));
+  const on = () => resolve();
+  for (const s of signals) process.once(s, on);
+  // dispose(): the listeners left are removed (a start that returned, in a process that goes on).
+  return Object.assign(signalled, { dispose: () => signals.forEach((s) => process.off(s, on)) });
 }
 
 export interface CheckSet {

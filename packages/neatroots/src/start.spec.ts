@@ -116,3 +116,58 @@ describe('cannotServe: what start says for a port or data folder in use', () => 
     expect(cannotServe(undefined, config)).toBeUndefined();
   });
 });
+
+/**
+ * A stop by signal, as a supervisor or a terminal sends it, to the CLI in a process of its own:
+ * the stop sequence runs (the window journals and the database closed, the data folder's lock
+ * released) and the exit status is 0, whenever the signal comes.
+ */
+describe('neatroots start, stopped by a signal', () => {
+  let home: string;
+  beforeEach(() => (home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-stop-'))));
+  afterEach(() => fs.rmSync(home, { recursive: true, force: true }));
+
+  function launch(args: string[]): { proc: ReturnType<typeof spawn>; said: () => string; once: (text: string) => Promise<void>; exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
+    const env = testEnv(home, { NEATROOTS_LOG_LEVEL: 'error' });
+    const proc = spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let said = '';
+    proc.stdout!.on('data', (d: Buffer) => (said += d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => (said += d.toString()));
+    const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+    const once = (text: string) =>
+      new Promise<void>((resolve, reject) => {
+        const look = () => said.includes(text) && (proc.stdout!.off('data', look), resolve());
+        proc.stdout!.on('data', look);
+        void exit.then((e) => reject(new Error(`start exited (${e.code ?? e.signal}) before "${text}":\n${said}`)));
+      });
+    return { proc, said: () => said, once, exit };
+  }
+
+  it('SIGHUP while serving (a closed terminal, or what the command passes on): the stop sequence, exit 0, the lock released', async () => {
+    const s = launch(['start', '--no-demo']);
+    try {
+      await s.once('Serving; Ctrl-C to stop.');
+      expect(fs.existsSync(path.join(home, 'data', 'LOCK'))).toBe(true);
+      s.proc.kill('SIGHUP');
+      expect(await s.exit).toEqual({ code: 0, signal: null });
+      expect(s.said()).toContain('stopping...');
+      expect(fs.existsSync(path.join(home, 'data', 'LOCK'))).toBe(false);
+    } finally {
+      s.proc.kill('SIGKILL');
+    }
+  }, 90_000);
+
+  it('SIGINT during start-up (the demo replaying its fleet): the replay ends, then the stop sequence, exit 0, never "Serving"', async () => {
+    const s = launch(['start']);
+    try {
+      await s.once('Replaying the sample fleet');
+      s.proc.kill('SIGINT');
+      expect(await s.exit).toEqual({ code: 0, signal: null });
+      expect(s.said()).toContain('stopping...');
+      expect(s.said()).not.toContain('Serving');
+      expect(fs.existsSync(path.join(home, 'data', 'LOCK'))).toBe(false);
+    } finally {
+      s.proc.kill('SIGKILL');
+    }
+  }, 90_000);
+});

@@ -7,7 +7,8 @@ import { cliLogger, logCrashes, untilSignal } from './runtime';
 
 /**
  * `neatroots start`: every service on the embedded platform (what `serve --target all` runs on
- * Kafka, Redis and Postgres), plus the demo, serving until SIGINT or SIGTERM.
+ * Kafka, Redis and Postgres), plus the demo, serving until SIGINT, SIGTERM or SIGHUP (one during
+ * start-up stops it once started).
  */
 export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<number> {
   const { io } = opts;
@@ -23,9 +24,36 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     }
     throw e;
   }
-  let app: EmbeddedApp;
   const log = cliLogger(config, io);
   logCrashes(log);
+  // Listened for before anything is opened: a signal during start-up (opening the data folder,
+  // the demo's replay) or a SIGHUP stops it in order once started, instead of ending the process
+  // (node's default) with its data folder's lock left behind and nothing drained or closed.
+  const stop = untilSignal();
+  try {
+    return await startAndServe({ ...opts, config, models, log, stop });
+  } finally {
+    stop.dispose();
+  }
+}
+
+async function startAndServe(opts: {
+  demo: boolean;
+  io: Io;
+  config: Config;
+  models: ReturnType<typeof loadModelConfig>;
+  log: ReturnType<typeof cliLogger>;
+  stop: Promise<void>;
+}): Promise<number> {
+  const { io, config, models, log, stop } = opts;
+  let app: EmbeddedApp;
+  let stopping = false;
+  void stop.then(() => (stopping = true));
+  const stopNow = async (): Promise<number> => {
+    io.out('stopping...');
+    await app.close();
+    return 0;
+  };
   try {
     app = await startEmbedded({
       config,
@@ -51,6 +79,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   io.out(`  HTTP API       http://${host}:${app.httpPort}/v1/projects/{project}/runs`);
   io.out(`  admin          http://${host}:${app.adminPort}/metrics (/healthz, /readyz)`);
   io.out(`  checks         ${app.checks().checks.length} in effect (neatroots checks list)`);
+  if (stopping) return stopNow();
 
   if (opts.demo && app.demoKey) {
     // The demo project is also a SOP workspace: its procedures published before the fleet runs, so its runs become sessions.
@@ -70,6 +99,8 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
       },
     });
     io.out(`  ${result.runs} runs, ${result.spans} spans sent; ${result.notes} notes received; halted: ${result.halted.join(', ') || 'none'}`);
+    // A stop during the replay lets it end (a second or two: its runs are sent whole), then stops.
+    if (stopping) return stopNow();
     await summarise(app, io);
     if (workspace) {
       const modelConfigured = !!(models.decision || models.local);
@@ -79,13 +110,10 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
     io.out(`\nTry: curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/projects/${DEMO_PROJECT}/findings`);
     if (workspace) io.out(`     curl -H 'x-api-key: ${app.demoKey}' http://${host}:${app.httpPort}/v1/workspaces/${DEMO_PROJECT}/sessions`);
   }
-  // Listened for before it says so: a signal sent on reading "Serving" stops it in order
-  // instead of ending the process (node's default) before the listener is there.
-  const stop = untilSignal();
+  if (stopping) return stopNow();
   io.out('\nServing; Ctrl-C to stop.');
   const code = await servedUntil(stop, app.failed, config.NEATROOTS_ON_FAILING, io);
-  io.out('stopping...');
-  await app.close();
+  await stopNow();
   return code;
 }
 
