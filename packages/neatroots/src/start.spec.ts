@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main, type Io } from './cli';
-import { cannotServe, servedUntil } from './start';
+import { cannotServe, cannotWrite, servedUntil } from './start';
 import { testEnv } from './test-app.test';
 
 const never = new Promise<never>(() => undefined);
@@ -170,4 +170,103 @@ describe('neatroots start, stopped by a signal', () => {
       s.proc.kill('SIGKILL');
     }
   }, 90_000);
+});
+
+/**
+ * `neatroots start` on a data folder whose disk is full or read-only: one line naming the folder,
+ * what failed and the room left, exit 1 (not a stack). The disk is a tmpfs this test mounts
+ * (root only: chmod does not stop root, and mounting needs it).
+ */
+describe('neatroots start, on a disk it cannot write', () => {
+  const root = process.getuid?.() === 0;
+  if (!root) it.skip('needs root to mount a tmpfs as the data folder (skipped: not root)', () => undefined);
+  const rootIt = root ? it : it.skip;
+  let home: string;
+  let data: string;
+  let mounted = false;
+  beforeEach(() => {
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-disk-'));
+    data = path.join(home, 'data');
+    fs.mkdirSync(data);
+  });
+  afterEach(() => {
+    if (mounted) execFileSync('umount', [data]);
+    mounted = false;
+    fs.rmSync(home, { recursive: true, force: true });
+  });
+  const mount = (options: string) => {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', data]);
+    mounted = true;
+  };
+  async function start(): Promise<{ code: number; out: string[]; err: string[] }> {
+    const out: string[] = [];
+    const err: string[] = [];
+    const io: Io = { out: (l) => out.push(l), err: (l) => err.push(l), env: testEnv(home, { NEATROOTS_LOG_LEVEL: 'error' }), cwd: home };
+    return { code: await main(['start', '--no-demo'], io), out, err };
+  }
+
+  rootIt('a full disk: says the folder, what failed and that no room is left, exit 1', async () => {
+    mount('size=1m');
+    const fd = fs.openSync(path.join(data, 'filler'), 'w');
+    try {
+      for (;;) fs.writeSync(fd, Buffer.alloc(64 * 1024));
+    } catch (e) {
+      expect((e as NodeJS.ErrnoException).code).toBe('ENOSPC');
+    } finally {
+      fs.closeSync(fd);
+    }
+    const r = await start();
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual([
+      `neatroots start: the data folder ${data} cannot be written (its LOCK: ENOSPC: no space left on device, write); the disk holding it has 0.0 MB free: make room (or set NEATROOTS_DATA_DIR to a folder on another disk), then start again`,
+    ]);
+    expect(r.out).toEqual([]);
+  }, 60_000);
+
+  rootIt('a first start that fills the disk: one line, exit 1; once there is room, a start serves', async () => {
+    mount('size=4m');
+    const r = await start();
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual([expect.stringMatching(/^neatroots start: the embedded database in \S+\/data\/pg cannot be opened: .*\(the disk holding it has 0\.0 MB free: make room, then start again\)$/)]);
+    // the database the full disk interrupted is made afresh (its initdb marker left behind)
+    expect(fs.existsSync(path.join(data, 'pg.initdb'))).toBe(true);
+    execFileSync('mount', ['-o', 'remount,size=256m', data]);
+    const env = testEnv(home, { NEATROOTS_LOG_LEVEL: 'error' });
+    const again = spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), 'start', '--no-demo'], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let said = '';
+    const exit = new Promise<number | null>((resolve) => again.once('exit', (code) => resolve(code)));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        again.stdout!.on('data', (d: Buffer) => (said += d.toString()).includes('Serving') && resolve());
+        again.stderr!.on('data', (d: Buffer) => (said += d.toString()));
+        void exit.then((code) => reject(new Error(`the start with room exited ${code}:\n${said}`)));
+      });
+      again.kill('SIGTERM');
+      expect(await exit).toBe(0);
+    } finally {
+      again.kill('SIGKILL');
+    }
+  }, 120_000);
+
+  rootIt('a read-only disk: says so, exit 1', async () => {
+    mount('ro,size=1m');
+    const r = await start();
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual([
+      `neatroots start: the data folder ${data} cannot be written (EROFS: read-only file system, open '${path.join(data, 'LOCK')}'): the disk is read-only: set NEATROOTS_DATA_DIR to a folder on a writable disk, then start again`,
+    ]);
+  }, 60_000);
+});
+
+describe('cannotWrite: a disk error from any part of the data folder', () => {
+  it('finds the code in a wrapped message or a cause, and leaves other errors alone', () => {
+    const dir = os.tmpdir();
+    expect(cannotWrite(new Error('saving consumer positions failed (retried): ENOSPC: no space left on device, write'), dir)).toMatch(
+      new RegExp(`^the data folder ${dir} cannot be written \\(saving consumer positions failed \\(retried\\): ENOSPC: no space left on device, write\\); the disk holding it has [\\d.]+ MB free: make room`),
+    );
+    expect(cannotWrite(new Error('the bus is unavailable', { cause: Object.assign(new Error('EDQUOT: disk quota exceeded, write'), { code: 'EDQUOT' }) }), dir)).toMatch(/cannot be written \(EDQUOT: disk quota exceeded, write\)/);
+    // permission denied on a file outside the data folder is not the disk's
+    expect(cannotWrite(Object.assign(new Error("EACCES: permission denied, open '/etc/neatroots/checks.yaml'"), { code: 'EACCES', path: '/etc/neatroots/checks.yaml' }), dir)).toBeUndefined();
+    expect(cannotWrite(new Error('something else'), dir)).toBeUndefined();
+  });
 });

@@ -1,3 +1,5 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { ConfigError, loadConfig, loadModelConfig, type Config } from '@neatroots/platform';
 import type { Io } from './cli';
 import { runDemoFleet } from './demo';
@@ -66,6 +68,11 @@ async function startAndServe(opts: {
     if (why) {
       io.err(`neatroots start: ${why}`);
       return 2;
+    }
+    const disk = cannotWrite(e, config.dataDir);
+    if (disk) {
+      io.err(`neatroots start: ${disk}`);
+      return 1;
     }
     throw e;
   }
@@ -144,6 +151,81 @@ export function cannotServe(e: unknown, config: Pick<Config, (typeof PORT_VARIAB
     return `the data folder ${config.dataDir} is in use by process ${holder} (another neatroots start?); stop it first, or set NEATROOTS_DATA_DIR to another folder`;
   }
   return undefined;
+}
+
+const DISK_CODES = ['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM'] as const;
+
+/**
+ * Why start could not open its data folder, when the disk is at fault (full, over quota,
+ * read-only, or not this user's to write): one line naming the folder, what failed and the room
+ * left, for an exit 1. The lock, the bus log, the window journals and the database each fail
+ * their own way on such a disk (node's errno error, one wrapped in a message, PGlite aborting),
+ * so the error and its causes are looked at for the code, or for a database that could not be
+ * opened with little room left. Else undefined.
+ */
+export function cannotWrite(e: unknown, dataDir: string): string | undefined {
+  let code: string | undefined;
+  let what = '';
+  for (let err = e as (NodeJS.ErrnoException & { cause?: unknown }) | undefined, depth = 0; err && depth < 5; err = err.cause as typeof err, depth++) {
+    const message = typeof err.message === 'string' ? err.message.split('\n')[0] : String(err);
+    what ||= message;
+    const found = DISK_CODES.find((c) => err!.code === c) ?? DISK_CODES.find((c) => new RegExp(`\\b${c}\\b`).test(message));
+    // EACCES/EPERM only for a path in the data folder (or none said): not a port or another file.
+    if (found && (found === 'EACCES' || found === 'EPERM') && typeof err.path === 'string' && !inside(err.path, dataDir)) continue;
+    if (found) {
+      code = found;
+      what = message;
+      const part = partOf(String(err.stack ?? ''));
+      if (part && typeof err.path !== 'string') what = `${part}: ${message}`;
+      break;
+    }
+  }
+  if (!code) {
+    // PGlite aborting on a full disk says nothing of why: its message carries the room left.
+    const first = String((e as Error | undefined)?.message ?? '').replace(/\s*\n\s*/g, ' ');
+    return /\bcannot be opened: .*\(the disk holding it has [\d.]+ MB free\b/.test(first) ? first : undefined;
+  }
+  const free = freeMb(dataDir);
+  const room = free === undefined || (code !== 'ENOSPC' && code !== 'EDQUOT') ? '' : `; the disk holding it has ${free.toFixed(1)} MB free`;
+  const fix =
+    code === 'EROFS'
+      ? 'the disk is read-only: set NEATROOTS_DATA_DIR to a folder on a writable disk, then start again'
+      : code === 'EACCES' || code === 'EPERM'
+        ? 'this user may not write there: give it the folder, or set NEATROOTS_DATA_DIR to another, then start again'
+        : 'make room (or set NEATROOTS_DATA_DIR to a folder on another disk), then start again';
+  return `the data folder ${dataDir} cannot be written (${what})${room}: ${fix}`;
+}
+
+/** Which part of the data folder a disk error's stack was writing, when it says. */
+function partOf(stack: string): string | undefined {
+  // by function or by file (a stack read through a source map names the frames differently)
+  const parts: [RegExp, string][] = [
+    [/\blockFolder\b|\bfolder-lock\.[jt]s\b/, 'its LOCK'],
+    [/\bSpillFile\b|\bwindows[\\/]spill\.[jt]s\b/, 'a window spill file'],
+    [/\bJournal\w*\b|\bwindows[\\/]journal[\w-]*\.[jt]s\b/, 'a window journal'],
+    [/\bLogBus\b|\bbus[\\/](log|segment[\w-]*)\.[jt]s\b/, 'the bus log'],
+    [/\bsecret-key\.[jt]s\b/, 'its secret key'],
+  ];
+  const frames = stack.split('\n').filter((l) => /^\s+at /.test(l));
+  for (const frame of frames) for (const [re, name] of parts) if (re.test(frame)) return name;
+  return undefined;
+}
+
+function inside(file: string, dir: string): boolean {
+  const rel = path.relative(path.resolve(dir), path.resolve(file));
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+/** The room left on the disk holding `dir` (or its nearest folder that exists), in MB. */
+function freeMb(dir: string): number | undefined {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    try {
+      const st = fs.statfsSync(d);
+      return (st.bavail * st.bsize) / 2 ** 20;
+    } catch {
+      if (d === path.dirname(d)) return undefined;
+    }
+  }
 }
 
 /**
