@@ -193,6 +193,9 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
   }
 
   function send(res: ServerResponse, httpStatus: number, enc: Encoding, body: Buffer | string): void {
+    // Closing: this connection's last answer (node closes it once sent), so a keep-alive client
+    // goes elsewhere instead of being answered 503 on it until the cut.
+    if (closing) res.setHeader('Connection', 'close');
     res.writeHead(httpStatus, { 'Content-Type': enc === 'json' ? 'application/json' : 'application/x-protobuf' });
     res.end(body);
   }
@@ -212,6 +215,7 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
       res.setHeader('Access-Control-Allow-Methods', 'POST');
       res.setHeader('Access-Control-Allow-Headers', 'content-type, content-encoding, x-api-key, authorization');
       res.setHeader('Access-Control-Max-Age', '600');
+      if (closing) res.setHeader('Connection', 'close');
       res.writeHead(204).end();
       return;
     }
@@ -243,6 +247,8 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
     }
   }
 
+  /** close() began: every answer from now on closes its connection. */
+  let closing = false;
   const server: Server = createServer((req, res) => void handle(req, res));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -256,6 +262,7 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
   return {
     port: (server.address() as AddressInfo).port,
     close(graceMs) {
+      closing = true;
       closed ??= new Promise<void>((resolve) => {
         const cut = setTimeout(() => server.closeAllConnections(), graceMs);
         cut.unref();
