@@ -50,7 +50,7 @@ async function pageThrough(list: List): Promise<string[]> {
   const ids: string[] = [];
   let cursor: string | null = null;
   for (let i = 0; i < 20; i++) {
-    const res = cursor === null ? await call(`${LISTS[list].path}?limit=1`) : await withCursor(list, cursor);
+    const res: Awaited<ReturnType<typeof call>> = cursor === null ? await call(`${LISTS[list].path}?limit=1`) : await withCursor(list, cursor);
     expect(res.status).toBe(200);
     ids.push(...res.body[LISTS[list].field].map((x: Record<string, string>) => x[LISTS[list].id]));
     cursor = res.body.next_cursor;

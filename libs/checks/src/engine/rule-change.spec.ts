@@ -76,7 +76,7 @@ describe.each(stores)('a check whose rule type changed while its runs go on, ove
   it('a rule that throws on a span leaves it unseen: the batch delivered again runs every rule on it', async () => {
     let fail = false;
     set = compileRuleSet(
-      [rule('secret', { type: 'match', pattern: 'sk-', in: ['input'] }), rule('other', { type: 'count', span: { type: ['tool'] }, at_least: 2 })],
+      [rule('secret', { type: 'match', span: {}, pattern: 'sk-', in: ['input'] }), rule('other', { type: 'count', span: { type: ['tool'] }, at_least: 2 })],
       () => ({
         test: () => {
           if (fail) throw new Error('the matcher failed');
