@@ -28,7 +28,7 @@ type PreCheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The call about to run, with the span_id it will be exported with.
 	Span *Span `protobuf:"bytes,1,opt,name=span,proto3" json:"span,omitempty"`
-	// Spans of the run exported before asking: the answer waits until the window saw them.
+	// Spans of the run ingest has acknowledged before asking: the answer waits until the window saw them.
 	KnownSpans int32 `protobuf:"varint,2,opt,name=known_spans,json=knownSpans,proto3" json:"known_spans,omitempty"`
 	// How long the caller waits (the answer gives up a little before).
 	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
