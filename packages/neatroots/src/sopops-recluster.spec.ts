@@ -26,7 +26,7 @@ beforeAll(async () => {
         const of = (w: string) => [...user.matchAll(new RegExp(`^- (\\S+): ${w}`, 'gm'))].map((m) => m[1]);
         return { json: { answers: ids.map((id) => ({ id, failure_modes: [{ name: 'Quoted a price', findings: of('price') }, { name: 'Described a dish', findings: of('dish') }] })) } };
       }
-      if (sys.startsWith('You group the mistakes')) return { json: { answers: ids.map((id) => ({ id, themes: [{ name: 'Taking the order', patterns: [...user.matchAll(/^- (pat_\S+):/gm)].map((m) => m[1]) }] })) } };
+      if (sys.startsWith('You group the mistakes')) return { json: { answers: ids.map((id) => ({ id, themes: [{ name: 'Taking the order', patterns: [...user.matchAll(/^- (p\d+):/gm)].map((m) => m[1]) }] })) } };
       return { json: { answers: ids.map((id) => ({ id, name: 'Talked about prices' })) } };
     },
     { maxWaitMs: 10 },
