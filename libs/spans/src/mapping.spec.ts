@@ -32,6 +32,6 @@ describe('mapEvents (neatroots.v1 exports)', () => {
     const res = mapEvents([span({ span_id: 'a', input_json: '[[[1]]]' })], { limits });
     expect(res.rejected).toEqual([{ index: 0, run_id: 'r1', span_id: 'a', field: 'input_json', reason: expect.any(String) }]);
     const otlp = mapOtlpExport({ resource_spans: [] });
-    expect(otlp).toEqual({ items: [], received: 0, spans: 0, accepted: 0, rejected: [] });
+    expect(otlp).toEqual({ items: [], itemIndexes: [], received: 0, spans: 0, accepted: 0, rejected: [] });
   });
 });
