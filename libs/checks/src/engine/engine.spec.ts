@@ -299,6 +299,27 @@ describe('unrecovered_error and run_end', () => {
     expect(h.findings).toHaveLength(0);
   });
 
+  it('weighs a failed call that arrives after run_end against the answer run_end gave', async () => {
+    const h = new Harness([unrec]);
+    await h.send([
+      tool('r1', 'a', 'find', 1, { start_ms: 1 }),
+      { event: 'run_end', run_id: 'r1', status: 'ok', final_output: 'Your table is booked.' },
+      // exported after the root span (another process, a later export): the booking had failed
+      tool('r1', 'b', 'book', 1, { start_ms: 2, error: 'no tables' }),
+      // an answer that admits the failure stays quiet, late spans or not
+      tool('r2', 'a', 'find', 1, { start_ms: 1 }),
+      { event: 'run_end', run_id: 'r2', status: 'ok', final_output: 'Sorry, I could not book it.' },
+      tool('r2', 'b', 'book', 1, { start_ms: 2, error: 'no tables' }),
+      // a run that had no tool call before its end
+      { event: 'run_end', run_id: 'r3', status: 'ok', final_output: 'Done.' },
+      tool('r3', 'a', 'pay', 1, { start_ms: 1, error: 'declined' }),
+    ]);
+    expect(h.findings.map((f) => [f.run_id, f.span_ids, f.guidance])).toEqual([
+      ['r1', ['b'], 'book failed'],
+      ['r3', ['a'], 'pay failed'],
+    ]);
+  });
+
   it('a tool or span named like an Object property (constructor, toString, __proto__) is a tool or span like any other', async () => {
     const h = new Harness([unrec]);
     await h.send([
