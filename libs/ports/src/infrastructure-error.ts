@@ -12,6 +12,15 @@ export class RetryLaterError extends Error {
   }
 }
 
+/**
+ * An error and its causes (`cause`, as the client libraries wrap what they got), at most
+ * `depth` of them: what every "is this error one of ..." question looks through.
+ */
+export function* causes<T = Record<string, unknown>>(err: unknown, depth = 5): Generator<T & { cause?: unknown }> {
+  let e = err;
+  for (let i = 0; e && i < depth; i++, e = (e as { cause?: unknown }).cause) yield e as T & { cause?: unknown };
+}
+
 const NETWORK_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED',
   // the disk under the data folder: full, over quota, read-only or failing (the embedded stores)
@@ -41,7 +50,7 @@ const GRPC_UNAVAILABLE = 14;
  * are looked at too.
  */
 export function isInfrastructureError(err: unknown): boolean {
-  for (let e = err as { name?: unknown; code?: unknown; details?: unknown; message?: unknown; cause?: unknown; status?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+  for (const e of causes<{ name?: unknown; code?: unknown; details?: unknown; message?: unknown; status?: unknown }>(err)) {
     if (e instanceof RetryLaterError) return true;
     if (typeof e.status === 'number' && (e.status === 429 || e.status >= 500)) return true;
     // A gRPC status (grpc-js's ServiceError, or a client's error that kept its code and details).

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ConfigError, loadConfig, loadModelConfig, type Config } from '@neatroots/platform';
+import { causes } from '@neatroots/ports';
 import type { Io } from './cli';
 import { runDemoFleet } from './demo';
 import { demoSopSummary, loadDemoWorkspace, type DemoWorkspace } from './demo-sop';
@@ -166,10 +167,10 @@ const DISK_CODES = ['ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM'] as const;
 export function cannotWrite(e: unknown, dataDir: string): string | undefined {
   let code: string | undefined;
   let what = '';
-  for (let err = e as (NodeJS.ErrnoException & { cause?: unknown }) | undefined, depth = 0; err && depth < 5; err = err.cause as typeof err, depth++) {
+  for (const err of causes<NodeJS.ErrnoException>(e)) {
     const message = typeof err.message === 'string' ? err.message.split('\n')[0] : String(err);
     what ||= message;
-    const found = DISK_CODES.find((c) => err!.code === c) ?? DISK_CODES.find((c) => new RegExp(`\\b${c}\\b`).test(message));
+    const found = DISK_CODES.find((c) => err.code === c) ?? DISK_CODES.find((c) => new RegExp(`\\b${c}\\b`).test(message));
     // EACCES/EPERM only for a path in the data folder (or none said): not a port or another file.
     if (found && (found === 'EACCES' || found === 'EPERM') && typeof err.path === 'string' && !inside(err.path, dataDir)) continue;
     if (found) {

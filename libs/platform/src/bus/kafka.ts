@@ -15,7 +15,7 @@ import {
   type Message,
   type Producer,
 } from 'kafkajs';
-import { deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
+import { causes, deadLetterTopic, type Bus, type BusBatch, type BusRecord, type DeadLetter, type SubscribeOptions, type Subscription, type Topic } from '@neatroots/ports';
 import { PACK_HEADER, PACK_VERSION, packValues, planPacks, unpackValues } from './pack';
 import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './set-aside';
 
@@ -978,7 +978,7 @@ type KafkaMessage = EachBatchPayload['batch']['messages'][number];
 
 /** Did the broker refuse a message as larger than its topic takes (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE), through kafkajs's causes? */
 export function messageTooLarge(err: unknown): boolean {
-  for (let e = err as { type?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+  for (const e of causes<{ type?: unknown }>(err)) {
     if (e.type === 'MESSAGE_TOO_LARGE' || e.type === 'RECORD_LIST_TOO_LARGE') return true;
   }
   return false;
