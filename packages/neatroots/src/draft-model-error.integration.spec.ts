@@ -102,6 +102,8 @@ describe('checks/draft when the model fails, embedded', () => {
 
 describe('checks/draft when the model fails, the question service in another process', () => {
   let db: Db;
+  /** What the question service logged: message, and the error passed with it (a stack is printed). */
+  const logged: { m: string; e?: unknown }[] = [];
 
   /** The api's HTTP server drafting through the question service at `address` (gRPC). */
   async function apiOver(address: string): Promise<string> {
@@ -128,7 +130,7 @@ describe('checks/draft when the model fails, the question service in another pro
       localQueue: { maxConcurrent: 1 },
       cache: false,
     });
-    const grpc: QuestionGrpc = await startQuestionGrpc(answerer, { port: 0, host: '127.0.0.1', log: () => undefined });
+    const grpc: QuestionGrpc = await startQuestionGrpc(answerer, { port: 0, host: '127.0.0.1', log: (m, e) => logged.push({ m, e }) });
     closers.push(() => answerer.close(), () => grpc.close());
     return `127.0.0.1:${grpc.port}`;
   }
@@ -147,6 +149,8 @@ describe('checks/draft when the model fails, the question service in another pro
     expect(r.status).toBe(502);
     expect(r.body.error?.code).toBe('model_error');
     expect(r.body.error?.message).toMatch(/^drafting failed: the model failed \(.*401.*Incorrect API key provided.*\); try again later, or write the check yourself/);
+    // The question service logs the model's failure in one line, not as an unexpected error with a stack.
+    expect(logged.map((l) => ({ m: l.m.replace(/\): .*/, '): …'), withError: l.e !== undefined }))).toEqual([{ m: 'a model call failed (rejected, HTTP 401): …', withError: false }]);
   });
 
   it('a timeout: 502 model_error saying so', async () => {

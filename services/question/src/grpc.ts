@@ -1,6 +1,7 @@
 import { Server, status as Status, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import { appliesInProject, CheckError, parseCheck, type QuestionCheck } from '@neatroots/checks';
 import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
+import { ModelError } from '@neatroots/ports';
 import { ANSWER_FORMATS } from '@neatroots/sop';
 import { NoModelError, QueueFullError, questionKey, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
 
@@ -73,6 +74,13 @@ function fail(cb: sendUnaryData<never>, e: unknown, log: (m: string, e?: unknown
   if (e instanceof CallError) return cb({ code: e.code, details: e.message });
   if (e instanceof QueueFullError) return cb({ code: Status.RESOURCE_EXHAUSTED, details: e.message });
   if (e instanceof NoModelError) return cb({ code: Status.FAILED_PRECONDITION, details: e.message });
+  if (e instanceof ModelError) {
+    // The model's failure after its retries (a timeout, a refused key, 5xx): an outage of the
+    // model, not a fault here; one line without a stack. INTERNAL with the model's reason is what
+    // callers read as the model's failure (draftFailure: 502 model_error).
+    log(`a model call failed (${e.kind}${e.status ? `, HTTP ${e.status}` : ''}): ${e.message}`);
+    return cb({ code: Status.INTERNAL, details: e.message });
+  }
   log('unexpected error in a Question call', e);
   cb({ code: Status.INTERNAL, details: (e as Error)?.message ?? String(e) });
 }
