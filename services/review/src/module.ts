@@ -94,7 +94,7 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       // rule patterns are named by the reasoning model through the same gateway
       gateway,
       reclusterCron: ctx.config.SOPOPS_RECLUSTER_CRON,
-      github: await githubConnections(db, () => ctx.link<GitHubLink>('github'), (m, err) => ctx.log.error(m, err)),
+      github: await githubConnections(db, () => ctx.link<GitHubLink>('github'), (m) => ctx.log.warn(m)),
       prStatusCron: ctx.config.SOPOPS_PR_STATUS_CRON ?? '*/15 * * * *',
     });
     const review = await startReview({
@@ -130,8 +130,11 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
   },
 };
 
-/** Workspaces' GitHub connections, or null (drafts only) when no key or adapter is supplied. */
-async function githubConnections(db: Db, link: () => Promise<GitHubLink>, logError: (m: string, err: unknown) => void): Promise<GitHubConnections | null> {
+/**
+ * Workspaces' GitHub connections, or null (drafts only) when no key or adapter is supplied. No
+ * key is a documented setting (docs/deployment.md), not a fault: one warning line, no stack.
+ */
+export async function githubConnections(db: Db, link: () => Promise<GitHubLink>, warn: (m: string) => void): Promise<GitHubConnections | null> {
   let gh: GitHubLink;
   try {
     gh = await link();
@@ -140,7 +143,7 @@ async function githubConnections(db: Db, link: () => Promise<GitHubLink>, logErr
   }
   const key = gh.secretKey();
   if (!key) {
-    logError('GitHub connections are off', new Error('no secret key to seal tokens with: set NEATROOTS_SECRET_KEY (32 bytes as 64 hex digits, the same on every replica)'));
+    warn('GitHub connections are off (suggestions are applied as drafts): no secret key to seal tokens with; set NEATROOTS_SECRET_KEY (32 bytes as 64 hex digits, the same on every replica)');
     return null;
   }
   return new GitHubConnections(db, key, (c) => gh.hostFor(c));
