@@ -20,6 +20,10 @@ describe('relayStdioToHttp', () => {
         res.writeHead(405).end();
         return;
       }
+      if (req.headers['x-api-key'] === 'bad') {
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'unauthorized', message: 'unknown API key' } }));
+        return;
+      }
       let body = '';
       req.on('data', (d: Buffer) => (body += d.toString()));
       req.on('end', () => {
@@ -46,14 +50,14 @@ describe('relayStdioToHttp', () => {
   beforeEach(() => (posted.length = 0));
 
   /** Pipes the agent's lines in, closes its standard input, and waits for the relay to end. */
-  async function relay(lines: object[], drainMs?: number): Promise<{ answers: { id?: unknown; result?: unknown; error?: { message: string } }[]; errors: string[]; ms: number }> {
+  async function relay(lines: object[], drainMs?: number, to: { url?: string; key?: string } = {}): Promise<{ answers: { id?: unknown; result?: unknown; error?: { message: string } }[]; errors: string[]; ms: number }> {
     const stdin = new PassThrough();
     const stdout = new PassThrough();
     let written = '';
     stdout.on('data', (d: Buffer) => (written += d.toString()));
     const errors: string[] = [];
     const t0 = Date.now();
-    const done = relayStdioToHttp({ url, key: 'k', stdin, stdout, onError: (e) => errors.push(e.message), ...(drainMs !== undefined ? { drainMs } : {}) });
+    const done = relayStdioToHttp({ url: to.url ?? url, key: to.key ?? 'k', stdin, stdout, onError: (e) => errors.push(e.message), ...(drainMs !== undefined ? { drainMs } : {}) });
     for (const l of lines) stdin.write(`${JSON.stringify(l)}\n`);
     stdin.end();
     await done;
@@ -89,5 +93,23 @@ describe('relayStdioToHttp', () => {
     expect(r.ms).toBeLessThan(5_000);
     expect(r.answers).toEqual([{ jsonrpc: '2.0', id: 2, error: { code: -32603, message: expect.stringMatching(/^neatroots: no answer from neatroots .* 0\.2 s after standard input closed/) } }]);
     expect(r.errors).toEqual([expect.stringMatching(/^1 request still unanswered 0\.2 s after standard input closed/)]);
+  });
+
+  // The SDK's transport calls onerror with an error of send's and then rejects send with it: the
+  // relay listens to both, and said each such error twice on standard error.
+  it('an api it cannot reach: the request is answered with an error, said once on standard error', async () => {
+    const closed = http.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((r) => closed.close(r));
+    const r = await relay([initialize], undefined, { url: `http://127.0.0.1:${port}` });
+    expect(r.errors).toEqual([expect.stringMatching(new RegExp(`^cannot reach neatroots at http://127\\.0\\.0\\.1:${port}/v1/mcp \\(ECONNREFUSED\\)`))]);
+    expect(r.answers).toEqual([{ jsonrpc: '2.0', id: 1, error: { code: -32603, message: `neatroots: ${r.errors[0]}` } }]);
+  });
+
+  it('a key the api refuses: the request is answered with an error, said once on standard error', async () => {
+    const r = await relay([initialize], undefined, { key: 'bad' });
+    expect(r.errors).toEqual([expect.stringMatching(/^Streamable HTTP error: Error POSTing to endpoint: .*unknown API key/)]);
+    expect(r.answers).toEqual([{ jsonrpc: '2.0', id: 1, error: { code: -32603, message: `neatroots: ${r.errors[0]}` } }]);
   });
 });

@@ -38,8 +38,15 @@ export async function relayStdioToHttp(opts: {
     return err.message === 'fetch failed' ? new Error(`cannot reach neatroots at ${where} (${cause?.code ?? cause?.message ?? 'no answer'}): is the server running, and --url right?`) : err;
   };
   let done = false;
+  // Each error is said once: the SDK's HTTP transport calls onerror with an error of send's and
+  // then rejects send with the same error, and both are listened to.
+  const reported = new WeakSet<Error>();
   // Once closed, what the close itself aborted (the posts still open) is not a problem to say.
-  const report = (err: Error) => !done && opts.onError?.(explain(err));
+  const report = (err: Error) => {
+    if (done || reported.has(err)) return;
+    reported.add(err);
+    opts.onError?.(explain(err));
+  };
   const failure = (id: RequestId, message: string): JSONRPCMessage => ({ jsonrpc: '2.0', id, error: { code: -32603, message: `neatroots: ${message}` } });
   await new Promise<void>((resolve) => {
     let ended = false;
@@ -73,12 +80,11 @@ export async function relayStdioToHttp(opts: {
         .send(msg)
         .catch(async (e: Error) => {
           if (done) return;
-          const err = explain(e);
-          report(err);
+          report(e);
           // A request that could not reach the api is answered, so the agent is not left waiting.
           if (id !== undefined) {
             answered(id);
-            await stdio.send(failure(id, err.message)).catch(() => undefined);
+            await stdio.send(failure(id, explain(e).message)).catch(() => undefined);
           }
         })
         .finally(() => {
