@@ -503,7 +503,10 @@ describe('a rule a person saved and switched to halt, in a project with steering
   beforeAll(async () => {
     steeredHome = tempHome('neatroots-authoring-halt');
     steered = await startEmbedded({
-      config: testConfig(steeredHome, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`, NEATROOTS_STEERING: PROJECT }),
+      // The pre-call check's wait is the server's (PreCheckPolicy): the default 50 ms, on a loaded
+      // CI machine, runs out and the call goes ahead unchecked (fail-open), which is not what this
+      // test is about.
+      config: testConfig(steeredHome, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`, NEATROOTS_STEERING: PROJECT, NEATROOTS_PRECHECK_TIMEOUT_MS: '10000' }),
       inMemoryDb: true,
       watch: false,
       log: createLogger({ level: 'error' }),
@@ -519,7 +522,8 @@ describe('a rule a person saved and switched to halt, in a project with steering
     expect((await call('POST', `/v1/projects/${PROJECT}/checks`, { yaml: RULE, by: 'cli' })).status).toBe(200);
     const halted = await call<{ steering: boolean }>('POST', `/v1/projects/${PROJECT}/checks/refund-needs-lookup/halt`, { by: 'cli' });
     expect(halted).toMatchObject({ status: 200, body: { steering: true } });
-    const client = new NeatrootsClient({ address: `127.0.0.1:${steered.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+    // The policy's asking given time too (1 s by default): unanswered, no call is checked.
+    const client = new NeatrootsClient({ address: `127.0.0.1:${steered.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20, precheckPolicyTimeoutMs: 10_000 });
     try {
       const run = client.startRun({ workflow: 'refunds', tools: [{ name: 'lookup_order' }, { name: 'issue_refund' }] });
       const refunded: number[] = [];
