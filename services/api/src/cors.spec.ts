@@ -62,3 +62,21 @@ it('`*` allows any origin', async () => {
   const res = await fetch(`${base}/healthz`, { headers: { origin: 'https://anywhere.example' } });
   expect(res.headers.get('access-control-allow-origin')).toBe('*');
 });
+
+it('lets a configured origin call the MCP endpoint as a browser MCP client does (its mcp-protocol-version header allowed)', async () => {
+  const base = await api([ALLOWED]);
+  const asked = 'content-type, mcp-protocol-version, authorization, accept';
+  const pre = await fetch(`${base}/v1/mcp`, { method: 'OPTIONS', headers: { origin: ALLOWED, 'access-control-request-method': 'POST', 'access-control-request-headers': asked } });
+  expect(pre.status).toBe(204);
+  expect(pre.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+  const allowed = (pre.headers.get('access-control-allow-headers') ?? '').split(',').map((h) => h.trim());
+  expect(allowed).toEqual(expect.arrayContaining(asked.split(', ')));
+  const res = await fetch(`${base}/v1/mcp`, {
+    method: 'POST',
+    headers: { origin: ALLOWED, authorization: `Bearer ${KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+  expect(((await res.json()) as { result: { tools: unknown[] } }).result.tools.length).toBeGreaterThan(0);
+});

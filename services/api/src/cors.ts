@@ -3,7 +3,8 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 /**
  * CORS for the REST API: off unless origins are configured (NEATROOTS_API_CORS_ORIGINS), so
  * by default a page on another origin cannot read the API with a key it holds. A configured
- * origin (or `*` for any) gets the headers it needs to send x-api-key and JSON, and its
+ * origin (or `*` for any) gets the headers it needs to send its key and JSON (and the MCP
+ * headers, for a browser MCP client), and its
  * preflight is answered here, before the API key is asked for (a browser sends none with it).
  */
 
@@ -18,7 +19,13 @@ interface Res {
 }
 
 const METHODS = 'GET, POST, PUT, DELETE';
-const HEADERS = 'content-type, x-api-key';
+/**
+ * What a page may send: JSON with its key (x-api-key or Authorization: Bearer), and what a
+ * browser MCP client sends to POST /v1/mcp besides (the MCP SDK's streamable HTTP transport:
+ * accept, mcp-protocol-version after the handshake, mcp-session-id and last-event-id when it
+ * has them). The MCP server is stateless and answers no mcp-session-id: nothing to expose.
+ */
+const HEADERS = 'content-type, x-api-key, authorization, accept, mcp-protocol-version, mcp-session-id, last-event-id';
 
 export function allowCors(app: NestExpressApplication, origins: readonly string[]): void {
   if (origins.length === 0) return;
