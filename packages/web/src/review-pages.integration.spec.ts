@@ -1,0 +1,127 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { createLogger, loadModelConfig } from '@neatroots/platform';
+import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
+import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
+import { testConfig } from '../../neatroots/src/test-app.test';
+import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './browser.test';
+
+/**
+ * The procedure and review pages' details in a real browser, on the embedded default with the
+ * demo data (its procedures published, its sample sessions checked from their tool calls): a
+ * removed YAML `---` in head's diff is a removed line, not a file's header. No page may log a
+ * console error.
+ */
+const AGENT_FILE = 'agents/support-agent.yaml';
+const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs, links) in a browser');
+
+(exe ? describe : describe.skip)('the review pages (loading, publishing, models, diffs, links) in a browser', () => {
+  let home: string;
+  let app: EmbeddedApp;
+  let browser: Browser;
+  let url: string;
+  let key: string;
+  /** The demo's sample sessions by external id. */
+  const samples = new Map<string, string>();
+  const errors: string[] = [];
+
+  async function wsCall<T>(p: string, init: RequestInit = {}): Promise<T> {
+    const res = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/${p}`, { ...init, headers: { 'x-api-key': key, ...(init.headers ?? {}) } });
+    if (!res.ok) throw new Error(`${p}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as T;
+  }
+
+  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 45_000): Promise<T> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await fn();
+      if (v) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  beforeAll(async () => {
+    requireBuiltApp();
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-review-pages-'));
+    app = await startEmbedded({
+      config: testConfig(home),
+      models: loadModelConfig({}),
+      demo: true,
+      inMemoryDb: true,
+      watch: false,
+      log: createLogger({ level: 'error' }),
+    });
+    url = `http://127.0.0.1:${app.httpPort}`;
+    key = app.demoKey!;
+    const demo = await loadDemoWorkspace(app.review.sop);
+    for (const id of demo.samples) {
+      const s = await until(`sample ${id} checked`, async () => {
+        const got = await app.review.sop.getSession(DEMO_PROJECT, id);
+        return got.status !== 'queued' && got;
+      });
+      samples.set(s.external_id!, id);
+    }
+    // Findings are put in patterns right after each check: Insights' top patterns need them.
+    await until('the demo findings in the review queue', async () => (await wsCall<{ items: unknown[] }>('review')).items.length > 0);
+    browser = await launch(exe!);
+  }, 240_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    if (home) fs.rmSync(home, { recursive: true, force: true });
+    process.stdout.write(`review pages (loading, publishing, models, diffs, links): screenshots in ${SCREENSHOTS} (review-pages-*)\n`);
+  });
+
+  afterEach(() => {
+    // Every page the test opened, with no console error and no uncaught exception.
+    expect(errors).toEqual([]);
+    errors.length = 0;
+  });
+
+  async function signedIn(viewport = { width: 1440, height: 900 }): Promise<Page> {
+    const page = await (await browser.newContext({ viewport })).newPage();
+    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
+    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
+    await page.goto(`${url}/`);
+    await page.getByLabel('Project').fill(DEMO_PROJECT);
+    await page.getByLabel('API key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    return page;
+  }
+
+  it('a removed YAML `---` in head’s diff is a removed line, not a file’s header', async () => {
+    const at = await wsCall<{ text: string }>(`head/${AGENT_FILE}`);
+    const put = (text: string) => wsCall(`head/${AGENT_FILE}`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: text });
+    // Published with a document marker first; head then drops it.
+    await put(`---\n${at.text}`);
+    const published = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/releases`, { method: 'POST', headers: { 'x-api-key': key } });
+    expect(published.status).toBe(201);
+    await put(at.text);
+    const head = await wsCall<{ diff: string }>('head');
+    expect(head.diff.split('\n')).toEqual(expect.arrayContaining([`--- a/${AGENT_FILE}`, `+++ b/${AGENT_FILE}`, '----']));
+
+    const page = await signedIn();
+    await page.getByRole('link', { name: 'Procedures', exact: true }).click();
+    const diff = page.getByLabel('Unified diff of head against the live release');
+    await diff.locator('span').first().waitFor();
+    const lines = await diff.locator('span').evaluateAll((spans) => spans.map((s) => [s.className, (s.textContent ?? '').replace(/\n$/, '')]));
+    expect(lines).toEqual([
+      ['d-file', `--- a/${AGENT_FILE}`],
+      ['d-file', `+++ b/${AGENT_FILE}`],
+      ['d-hunk', expect.stringMatching(/^@@ /)],
+      ['d-del', '----'],
+      ...at.text
+        .replace(/\n$/, '')
+        .split('\n')
+        .map((l) => ['d-ctx', ` ${l}`]),
+    ]);
+    await diff.scrollIntoViewIfNeeded();
+    await shot(page, 'review-pages-diff-yaml-marker');
+    await page.context().close();
+  });
+});
