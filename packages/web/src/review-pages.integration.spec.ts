@@ -11,11 +11,15 @@ import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './br
 /**
  * The procedure and review pages' details in a real browser, on the embedded default with the
  * demo data (its procedures published, its sample sessions checked from their tool calls): a
- * removed YAML `---` in head's diff is a removed line, not a file's header. No page may log a
- * console error.
+ * removed YAML `---` in head's diff is a removed line, not a file's header; and a double click
+ * on Publish makes one release. No page may log a console error.
  */
 const AGENT_FILE = 'agents/support-agent.yaml';
 const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs, links) in a browser');
+
+interface Releases {
+  items: { number: number; live: boolean }[];
+}
 
 (exe ? describe : describe.skip)('the review pages (loading, publishing, models, diffs, links) in a browser', () => {
   let home: string;
@@ -122,6 +126,38 @@ const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs
     ]);
     await diff.scrollIntoViewIfNeeded();
     await shot(page, 'review-pages-diff-yaml-marker');
+    await page.context().close();
+  });
+
+  it('a double click on Publish makes one release', async () => {
+    // Something to publish: the agent's instructions reworded at head.
+    const at = await wsCall<{ text: string }>(`head/${AGENT_FILE}`);
+    await wsCall(`head/${AGENT_FILE}`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: at.text.replace('Confirm the customer', 'Always confirm the customer') });
+    const changed = await wsCall<{ changed: unknown[] }>('head');
+    expect(changed.changed.length).toBeGreaterThan(0);
+    const before = await wsCall<Releases>('releases');
+    const live = before.items.find((r) => r.live)!.number;
+    const page = await signedIn();
+    // Each publish the page asks for, and its answer.
+    const posts: string[] = [];
+    const answers: Promise<unknown>[] = [];
+    page.on('request', (r) => {
+      if (r.method() !== 'POST' || !/\/releases$/.test(r.url())) return;
+      posts.push(`${r.method()} ${new URL(r.url()).pathname}`);
+      answers.push(r.response());
+    });
+    await page.getByRole('link', { name: 'Procedures', exact: true }).click();
+    const publish = page.getByRole('button', { name: `Publish head as release ${live + 1}` });
+    await publish.dblclick();
+    // The page reads head again: nothing is left to publish.
+    await page.getByText('Head is the same as the live release.').waitFor();
+    await Promise.all(answers);
+    expect(posts).toEqual([`POST /v1/workspaces/${DEMO_PROJECT}/releases`]);
+    const after = await wsCall<Releases>('releases');
+    expect(after.items.map((r) => r.number).sort((a, b) => a - b)).toEqual([...before.items.map((r) => r.number), live + 1].sort((a, b) => a - b));
+    await page.getByRole('status').filter({ hasText: `Published release ${live + 1}: it is live.` }).waitFor();
+    await page.getByRole('heading', { name: new RegExp(`^Live release ${live + 1} `), level: 2 }).waitFor();
+    await shot(page, 'review-pages-published-once');
     await page.context().close();
   });
 });

@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { api } from '../api';
 import { HeadEditor } from '../components/HeadEditor';
 import { when } from '../format';
@@ -22,7 +22,19 @@ export function Procedures({ session }: { session: Session }) {
   const others = data.data?.releases.filter((r) => !r.live) ?? [];
   const head = data.data?.head;
   const [published, setPublished] = useState<{ ok: boolean; text: string } | null>(null);
+  // One publish at a time: the API publishes an unchanged head again on purpose, so a second
+  // click (a double click) would make a second, identical release. The button stays disabled
+  // until the page has read head again after the publish.
+  const [publishing, setPublishing] = useState(false);
+  const inFlight = useRef(false);
+  useEffect(() => {
+    inFlight.current = false;
+    setPublishing(false);
+  }, [data.data]);
   const publish = async () => {
+    if (inFlight.current) return;
+    inFlight.current = true;
+    setPublishing(true);
     setPublished(null);
     try {
       const r = await api.publish(session);
@@ -30,6 +42,8 @@ export function Procedures({ session }: { session: Session }) {
       data.reload();
     } catch (err) {
       setPublished({ ok: false, text: `Not published: ${failure(err)}` });
+      inFlight.current = false;
+      setPublishing(false);
     }
   };
   return (
@@ -54,7 +68,7 @@ export function Procedures({ session }: { session: Session }) {
               </ul>
               <UnifiedDiff label="Unified diff of head against the live release" text={head.diff} />
               <p>
-                <button type="button" onClick={() => void publish()}>
+                <button type="button" onClick={() => void publish()} disabled={publishing || data.loading}>
                   Publish head as release {(head.live_release?.number ?? 0) + 1}
                 </button>
               </p>
