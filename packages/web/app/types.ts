@@ -32,6 +32,8 @@ export interface AgreementRow {
   answers: number;
   agreed: number;
   rate: number;
+  /** Of the problems the LLM found recently, the share the classifier caught (absent: none found). */
+  recall?: number;
   classifier_first: boolean;
   trained: number;
   /** The question's text; empty for an earlier wording of the check's question. */

@@ -10,9 +10,10 @@ import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './br
 
 /**
  * The procedure and review pages' details in a real browser, on the embedded default with the
- * demo data (its procedures published, its sample sessions checked from their tool calls): a
- * removed YAML `---` in head's diff is a removed line, not a file's header; and a double click
- * on Publish makes one release. No page may log a console error.
+ * demo data (its procedures published, its sample sessions checked from their tool calls):
+ * Settings → Models shows each question's recall; a removed YAML `---` in head's diff is a
+ * removed line, not a file's header; and a double click on Publish makes one release. No page
+ * may log a console error.
  */
 const AGENT_FILE = 'agents/support-agent.yaml';
 const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs, links) in a browser');
@@ -97,6 +98,37 @@ interface Releases {
     await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
     return page;
   }
+
+  it('Settings → Models shows each question’s recall, and says a question needs it at 90% to go to the classifier first', async () => {
+    const page = await signedIn();
+    // 95% agreement over 40 answers, but the classifier caught only 60% of the LLM's problems: the LLM answers first.
+    await page.route(
+      (u) => u.pathname.endsWith('/models/agreement'),
+      (route) =>
+        route.fulfill({
+          status: 200,
+          contentType: 'application/json',
+          body: JSON.stringify({
+            questions: [
+              { question_key: 'ignored-tool-error:9f8e7d6c', check_id: 'ignored-tool-error', ask: 'Did the agent carry on as if a failed tool call had worked?', answers: 40, agreed: 38, rate: 0.95, recall: 0.6, classifier_first: false, trained: 40 },
+              { question_key: 'unfinished-task:12345678', check_id: 'unfinished-task', ask: 'Did the agent leave the task unfinished?', answers: 40, agreed: 40, rate: 1, classifier_first: true, trained: 40 },
+            ],
+          }),
+        }),
+    );
+    await page.getByRole('link', { name: 'Settings → Models', exact: true }).click();
+    const table = page.locator('main table');
+    await table.locator('tbody tr').nth(1).waitFor();
+    const headers = await table.locator('thead th').allTextContents();
+    expect(headers).toContain('Recall');
+    const cells = async (row: number) => Object.fromEntries((await table.locator('tbody tr').nth(row).locator('td').allTextContents()).map((c, i) => [headers[i], c]));
+    await expect(cells(0)).resolves.toMatchObject({ Agreement: '95%', Recall: '60%', 'Answered first by': 'LLM' });
+    // No problem found by the LLM: no recall to give.
+    await expect(cells(1)).resolves.toMatchObject({ Agreement: '100%', Recall: '—', 'Answered first by': 'Fast classifier' });
+    await expect(page.locator('main').textContent()).resolves.toMatch(/agrees on at least 90% of at least 30 answers.*caught at least 90% of the problems the LLM found.*recall/);
+    await shot(page, 'review-pages-models-recall');
+    await page.context().close();
+  });
 
   it('a removed YAML `---` in head’s diff is a removed line, not a file’s header', async () => {
     const at = await wsCall<{ text: string }>(`head/${AGENT_FILE}`);
