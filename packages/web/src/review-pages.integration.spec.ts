@@ -12,14 +12,19 @@ import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './br
  * The procedure and review pages' details in a real browser, on the embedded default with the
  * demo data (its procedures published, its sample sessions checked from their tool calls):
  * Settings → Models shows each question's recall; a removed YAML `---` in head's diff is a
- * removed line, not a file's header; and a double click on Publish makes one release. No page
- * may log a console error.
+ * removed line, not a file's header; a double click on Publish makes one release; and Insights'
+ * top patterns give findings per session as Compare releases does. No page may log a console
+ * error.
  */
 const AGENT_FILE = 'agents/support-agent.yaml';
 const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs, links) in a browser');
 
 interface Releases {
   items: { number: number; live: boolean }[];
+}
+interface InsightsAnswer {
+  window: { from: string; to: string };
+  ladder: { pattern_id: string; name: string; rate: number; findings: number }[];
 }
 
 (exe ? describe : describe.skip)('the review pages (loading, publishing, models, diffs, links) in a browser', () => {
@@ -190,6 +195,30 @@ interface Releases {
     await page.getByRole('status').filter({ hasText: `Published release ${live + 1}: it is live.` }).waitFor();
     await page.getByRole('heading', { name: new RegExp(`^Live release ${live + 1} `), level: 2 }).waitFor();
     await shot(page, 'review-pages-published-once');
+    await page.context().close();
+  });
+
+  it('Insights’ top patterns give findings per session, the same figure as Compare releases', async () => {
+    const window = await wsCall<InsightsAnswer>('insights?days=90');
+    const top = window.ladder[0];
+    // The demo's sessions were all checked on release 1: its side of the comparison is the window's.
+    const cmp = await wsCall<{ procedures: { rules: { pattern_id: string; from: { rate: number } }[] }[] }>('insights/compare?from=1');
+    const rule = cmp.procedures.flatMap((p) => p.rules).find((r) => r.pattern_id === top.pattern_id)!;
+    expect(rule.from.rate).toBe(top.rate);
+    const figure = String(Math.round(top.rate * 100) / 100);
+
+    const page = await signedIn();
+    await page.goto(`${url}/p/${DEMO_PROJECT}/insights?from=1`);
+    const ladder = page.getByRole('listbox', { name: 'Top patterns' });
+    const row = ladder.getByRole('option').first();
+    await row.waitFor();
+    await expect(page.locator('.ladder-head').textContent()).resolves.toContain('Findings per session');
+    await expect(row.locator('.ladder-row > span.num').first().textContent()).resolves.toBe(figure);
+    await expect(row.getAttribute('aria-label')).resolves.toContain(`, ${figure} findings per session, `);
+    const compared = page.locator('table.compare tr.rule-row', { has: page.getByRole('link', { name: top.name, exact: true }) });
+    await expect(compared.locator('td:nth-of-type(3)').textContent()).resolves.toMatch(new RegExp(`^${figure.replace('.', '\\.')} → `));
+    await ladder.scrollIntoViewIfNeeded();
+    await shot(page, 'review-pages-insights-per-session');
     await page.context().close();
   });
 });

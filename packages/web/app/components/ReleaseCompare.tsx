@@ -145,7 +145,7 @@ function Change({ a, b, better, unit = 'rate' }: { a: number | null; b: number |
   );
 }
 
-/** A count per session as a plain number: 2.5, 0.33, 3. */
-function perSession(v: number | null): string {
+/** A count per session as a plain number: 2.5, 0.33, 3 (Insights' top patterns show theirs the same way). */
+export function perSession(v: number | null): string {
   return v === null ? '—' : String(Math.round(v * 100) / 100);
 }

@@ -6,7 +6,7 @@ import type { Insights as InsightsView } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
 import { LineChart, Sparkline, StackedBar } from '../components/Charts';
-import { ReleaseCompare } from '../components/ReleaseCompare';
+import { perSession, ReleaseCompare } from '../components/ReleaseCompare';
 import { VirtualList } from '../components/VirtualList';
 
 const WINDOWS = [7, 30, 90, 365] as const;
@@ -161,7 +161,7 @@ function Body(props: {
             <div className="ladder-head meta" aria-hidden="true">
               <span>Rule</span>
               <span>Findings</span>
-              <span className="num">Per session</span>
+              <span className="num">Findings per session</span>
               <span>Weekly</span>
               <span className="num">Suppressed</span>
             </div>
@@ -174,7 +174,7 @@ function Body(props: {
               onSelect={(i) => props.go({ row: d.ladder[i].pattern_id })}
               rowLabel={(i) => {
                 const l = d.ladder[i];
-                return `${l.name}, ${l.label}, ${l.findings} findings, ${percent(l.rate)} of sessions, ${l.suppressed} suppressed`;
+                return `${l.name}, ${l.label}, ${l.findings} findings, ${perSession(l.rate)} findings per session, ${l.suppressed} suppressed`;
               }}
               renderRow={(i) => {
                 const l = d.ladder[i];
@@ -191,7 +191,9 @@ function Body(props: {
                       <span style={{ width: `${(l.findings / top) * 100}%` }} />
                       <b>{l.findings}</b>
                     </span>
-                    <span className="num">{percent(l.rate)}</span>
+                    <span className="num" title="findings per session checked on its procedure">
+                      {perSession(l.rate)}
+                    </span>
                     <Sparkline values={l.trend} label={`${l.name}: findings per week, ${l.trend.join(', ')}`} />
                     <span className="num meta">{l.suppressed}</span>
                   </div>
