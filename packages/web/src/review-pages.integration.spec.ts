@@ -12,9 +12,9 @@ import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './br
  * The procedure and review pages' details in a real browser, on the embedded default with the
  * demo data (its procedures published, its sample sessions checked from their tool calls):
  * Settings → Models shows each question's recall; a removed YAML `---` in head's diff is a
- * removed line, not a file's header; a double click on Publish makes one release; and Insights'
- * top patterns give findings per session as Compare releases does. No page may log a console
- * error.
+ * removed line, not a file's header; a double click on Publish makes one release; Insights' top
+ * patterns give findings per session as Compare releases does; and a link to a session's turn
+ * goes to that turn. No page may log a console error.
  */
 const AGENT_FILE = 'agents/support-agent.yaml';
 const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs, links) in a browser');
@@ -219,6 +219,29 @@ interface InsightsAnswer {
     await expect(compared.locator('td:nth-of-type(3)').textContent()).resolves.toMatch(new RegExp(`^${figure.replace('.', '\\.')} → `));
     await ladder.scrollIntoViewIfNeeded();
     await shot(page, 'review-pages-insights-per-session');
+    await page.context().close();
+  });
+
+  it('a link to a session’s turn goes to that turn once the transcript is drawn, opened or reloaded', async () => {
+    const id = samples.get('sample-refund-out-of-order')!;
+    const page = await signedIn({ width: 1280, height: 700 });
+    // In the page: turn 3 of the whole transcript (not the quoted turns alone, drawn first), in view.
+    const turn = "document.querySelector('#turn-3.role-agent')";
+    const inView = `(() => { const b = ${turn}?.getBoundingClientRect(); return !!b && b.top >= 0 && b.bottom <= innerHeight; })()`;
+    const atTurn = (why: string) =>
+      page
+        .waitForFunction(`${inView} && ${turn}.matches(':target') && document.activeElement === ${turn}`, undefined, { timeout: 15_000 })
+        .catch(() => {
+          throw new Error(`turn 3 not in view, outlined and focused ${why}`);
+        });
+    await page.goto(`${url}/p/${DEMO_PROJECT}/sessions/${id}#turn-3`);
+    await atTurn('when the link is opened');
+    await shot(page, 'review-pages-turn-link');
+    await page.reload();
+    await atTurn('after a reload');
+    // The turn is below the fold at the top of the page: the page went there.
+    await page.evaluate('window.scrollTo(0, 0)');
+    expect(await page.evaluate<boolean>(inView)).toBe(false);
     await page.context().close();
   });
 });

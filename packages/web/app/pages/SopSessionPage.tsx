@@ -1,3 +1,4 @@
+import { useEffect, useRef } from 'react';
 import { api } from '../api';
 import { when } from '../format';
 import { useLoad } from '../load';
@@ -17,6 +18,7 @@ const KIND_LABEL = { step: 'Step', never: 'Never', warning: 'Warning sign' } as 
 export function SopSessionPage({ session, base, id }: { session: Session; base: string; id: string }) {
   const s = useLoad(() => api.sopSession(session, id), [session, id]);
   const t = useLoad(() => api.sopTranscript(session, id), [session, id]);
+  useFragmentOnceLoaded(!!s.data && !t.loading, id);
   if (s.error) {
     return (
       <main id="main">
@@ -125,4 +127,32 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
       )}
     </section>
   );
+}
+
+/**
+ * A link to a turn (`#turn-3`, an evidence link opened, shared or reloaded): the turns are drawn
+ * once the session and its transcript are read, after the browser looked for the fragment, so
+ * the page goes to it then. Going to the fragment again is a fragment navigation (no reload):
+ * the browser scrolls to the turn and outlines it (`:target`); the turn also takes the focus,
+ * so the keyboard and a screen reader continue from it. Once per page and fragment.
+ */
+function useFragmentOnceLoaded(loaded: boolean, page: string): void {
+  const done = useRef<string | null>(null);
+  useEffect(() => {
+    if (!loaded || !location.hash) return;
+    const key = `${page}${location.hash}`;
+    if (done.current === key) return;
+    let target: HTMLElement | null = null;
+    try {
+      target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    } catch {
+      return; // not a fragment this page makes
+    }
+    if (!target) return;
+    done.current = key;
+    if (!target.matches(':target')) location.replace(location.href);
+    else target.scrollIntoView();
+    if (!target.hasAttribute('tabindex')) target.tabIndex = -1;
+    target.focus({ preventScroll: true });
+  }, [loaded, page]);
 }
