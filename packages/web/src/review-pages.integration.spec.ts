@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Page, Route } from 'playwright-core';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
@@ -11,10 +11,12 @@ import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './br
 /**
  * The procedure and review pages' details in a real browser, on the embedded default with the
  * demo data (its procedures published, its sample sessions checked from their tool calls):
- * Settings → Models shows each question's recall; a removed YAML `---` in head's diff is a
- * removed line, not a file's header; a double click on Publish makes one release; Insights' top
- * patterns give findings per session as Compare releases does; and a link to a session's turn
- * goes to that turn. No page may log a console error.
+ * Procedures, Insights and Settings → Models say they are loading until their data comes (and
+ * Insights while a newly picked window is read); Settings → Models shows each question's recall;
+ * a removed YAML `---` in head's diff is a removed line, not a file's header; a double click on
+ * Publish makes one release; Insights' top patterns give findings per session as Compare
+ * releases does; and a link to a session's turn goes to that turn. No page may log a console
+ * error.
  */
 const AGENT_FILE = 'agents/support-agent.yaml';
 const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs, links) in a browser');
@@ -103,6 +105,72 @@ interface InsightsAnswer {
     await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
     return page;
   }
+
+  /**
+   * Holds the page's requests that `match` until `release()`: what the page shows while its
+   * data is on the way can be looked at, with no timing. `asked` resolves once one is held.
+   */
+  async function hold(page: Page, match: (u: URL) => boolean): Promise<{ asked: Promise<void>; release(): void }> {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let seen!: () => void;
+    const asked = new Promise<void>((r) => (seen = r));
+    const handler = async (route: Route) => {
+      seen();
+      await gate;
+      await route.continue();
+    };
+    await page.route(match, handler);
+    // Left in place once released (what it holds then goes straight on): a route taken away
+    // while it holds a request answers that request itself.
+    return { asked, release: open };
+  }
+
+  it('Procedures, Insights and Settings → Models say Loading… until their data comes', async () => {
+    const page = await signedIn();
+    const pages = [
+      { link: 'Procedures', heading: 'Procedures', data: page.getByRole('heading', { name: /^Live release \d+/, level: 2 }) },
+      { link: 'Insights', heading: 'Insights', data: page.getByRole('region', { name: 'Totals' }) },
+      { link: 'Settings → Models', heading: 'Settings → Models', data: page.getByText('No question has been answered by an LLM yet.') },
+    ];
+    for (const p of pages) {
+      const held = await hold(page, (u) => u.pathname.startsWith('/v1/'));
+      await page.getByRole('link', { name: p.link, exact: true }).click();
+      await page.getByRole('heading', { name: p.heading, level: 1 }).waitFor();
+      await held.asked;
+      // The API has not answered: the page says it is loading, and is marked busy.
+      const loading = page.locator('main').locator('[aria-busy="true"]', { hasText: 'Loading…' }).or(page.locator('main[aria-busy="true"]', { hasText: 'Loading…' }));
+      await loading.waitFor();
+      await shot(page, `review-pages-loading-${p.link.replace(/\W+/g, '-').toLowerCase()}`);
+      held.release();
+      await p.data.waitFor();
+      await page.locator('main').getByText('Loading…').waitFor({ state: 'detached' });
+      expect(await page.locator('main[aria-busy="true"], main [aria-busy="true"]').count()).toBe(0);
+    }
+    await page.context().close();
+  });
+
+  it('Insights says it is loading a newly picked window, and then shows that window', async () => {
+    const week = await wsCall<InsightsAnswer>('insights?days=7');
+    const page = await signedIn();
+    await page.goto(`${url}/p/${DEMO_PROJECT}/insights`);
+    const sentence = page.locator('main p.meta', { hasText: /^Sessions from / });
+    await sentence.waitFor();
+    const held = await hold(page, (u) => u.pathname.endsWith('/insights'));
+    await page.getByRole('form', { name: 'Window and procedure' }).locator('select').first().selectOption('7');
+    await held.asked;
+    // The 90 days' numbers are still drawn while the week's are read: the page says they are being replaced.
+    const busy = page.locator('main [aria-busy="true"]');
+    await busy.getByText('Loading…').waitFor();
+    await expect(busy.getByRole('region', { name: 'Totals' }).count()).resolves.toBe(1);
+    await shot(page, 'review-pages-insights-window-loading');
+    held.release();
+    await busy.waitFor({ state: 'detached' });
+    expect(await page.locator('main').getByText('Loading…').count()).toBe(0);
+    const from = await page.evaluate((iso) => new Date(iso).toLocaleDateString(), week.window.from);
+    await expect(sentence.textContent()).resolves.toContain(`Sessions from ${from} to `);
+    await page.context().close();
+  });
 
   it('Settings → Models shows each question’s recall, and says a question needs it at 90% to go to the classifier first', async () => {
     const page = await signedIn();

@@ -60,7 +60,15 @@ export function Insights({ session, base, where }: { session: Session; base: str
         </label>
       </form>
       {data.error && <p role="alert" className="error">{data.error}</p>}
-      {data.data && <Body d={data.data} base={base} where={where} go={go} />}
+      {/* While a window or procedure is read, what is shown is the one before it: said, and dimmed. */}
+      <div className="insights-body" aria-busy={data.loading}>
+        {data.loading && <p className="meta">Loading…</p>}
+        {data.data && (
+          <div style={data.loading ? { opacity: 0.5 } : undefined}>
+            <Body d={data.data} base={base} where={where} go={go} />
+          </div>
+        )}
+      </div>
       <ReleaseCompare session={session} base={base} where={where} />
     </main>
   );

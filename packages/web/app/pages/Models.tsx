@@ -11,12 +11,13 @@ import type { Session } from '../session';
 export function Models({ session }: { session: Session }) {
   const data = useLoad(() => api.agreement(session), [session]);
   return (
-    <main id="main">
+    <main id="main" aria-busy={data.loading && !data.data ? true : undefined}>
       <h1>Settings → Models</h1>
       <p className="meta">
         Every LLM answer is also put to the fast classifier. Once it agrees on at least 90% of at least 30 answers for a question, and has caught at
         least 90% of the problems the LLM found among them (its recall; — while the LLM has found none), that question goes to the classifier first.
       </p>
+      {data.loading && !data.data && <p className="meta">Loading…</p>}
       {data.error && <p role="alert" className="error">{data.error}</p>}
       {data.data && data.data.questions.length === 0 && <p className="empty">No question has been answered by an LLM yet.</p>}
       {data.data && data.data.questions.length > 0 && (

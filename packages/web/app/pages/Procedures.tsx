@@ -47,8 +47,9 @@ export function Procedures({ session }: { session: Session }) {
     }
   };
   return (
-    <main id="main">
+    <main id="main" aria-busy={data.loading && !data.data ? true : undefined}>
       <h1>Procedures</h1>
+      {data.loading && !data.data && <p className="meta">Loading…</p>}
       {data.error && <p role="alert" className="error">{data.error}</p>}
       {data.data && !live && <p className="empty">Nothing published yet (sopops publish makes head the first release).</p>}
       {live && <LiveRelease release={live} />}
