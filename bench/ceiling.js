@@ -1,21 +1,48 @@
 'use strict';
-// The receive ceiling every end-to-end row is a share of: a Node.js OTLP/gRPC receiver that
-// decodes each export (the same generated decoder ingest uses) and counts its spans, nothing
-// else. The OTel JS SDK's spans, 500 a request, 8 requests in flight, as bench/otlp.js sends them.
+// The receive ceilings the end-to-end rows are shares of: a Node.js gRPC receiver that decodes
+// each export (the same generated decoders ingest uses) and counts its spans, nothing else.
+// A share compares like with like: the same protocol, the same exports, the same concurrency.
+// - OTLP/gRPC (this file's benchCeiling): the OTel JS SDK's spans, 500 a request, 8 requests in
+//   flight over 2 connections, as bench/otlp.js sends them. workload() builds those exports once;
+//   the same bodies drive OTLP ingest (bench/otlp.js) and the OTLP end-to-end rows (bench/e2e.js,
+//   bench/distributed.js), so each is a share of this ceiling.
+// - neatroots.v1 (v1Ceiling in bench/e2e.js): the same null receiver taking the rows' own
+//   ExportRequests at the row's own connections and exports in flight.
 //   node bench/ceiling.js [spans]
 const grpc = require('@grpc/grpc-js');
 const { ProtobufTraceSerializer } = require('@opentelemetry/otlp-transformer');
-const { otlp } = require('@neatroots/proto');
+const { otlp, v1 } = require('@neatroots/proto');
 const { agentSpans, pump, grpcCaller } = require('./otlp');
 
-/** Starts the null receiver; resolves to its port, its span count and close(). */
+/**
+ * The OTLP workload of the ceiling: the OTel JS SDK's spans of runs of `perRun` spans, serialised
+ * once, `batch` spans an export, sent `inflight` at once (over grpcCaller's 2 connections).
+ */
+function workload({ spans = 100_000, perRun = 50, batch = 500, inflight = 8 } = {}) {
+  const all = agentSpans({ spans, perRun });
+  const batches = [];
+  for (let i = 0; i < all.length; i += batch) batches.push(all.slice(i, i + batch));
+  const bodies = batches.map((b) => Buffer.from(ProtobufTraceSerializer.serializeRequest(b)));
+  return { protocol: 'OTLP/gRPC', spans: all.length, perRun, batch, inflight, connections: 2, batches, bodies };
+}
+
+/**
+ * Starts the null receiver (OTLP TraceService/Export and neatroots.v1 Ingest/Export); resolves to
+ * its port, its span counts (`spans` OTLP, `v1Spans` neatroots.v1) and close().
+ */
 async function nullReceiver() {
   const server = new grpc.Server({ 'grpc.max_receive_message_length': 64 << 20 });
-  const state = { spans: 0 };
+  const state = { spans: 0, v1Spans: 0 };
   server.addService(otlp.TraceServiceService, {
     export: (call, callback) => {
       for (const rs of call.request.resource_spans) for (const ss of rs.scope_spans) state.spans += ss.spans.length;
       callback(null, {});
+    },
+  });
+  server.addService(v1.IngestService, {
+    export: (call, callback) => {
+      for (const e of call.request.events) if (e.kind?.$case === 'span') state.v1Spans++;
+      callback(null, { accepted: call.request.events.length, rejected: [], notes: [] });
     },
   });
   const port = await new Promise((resolve, reject) =>
@@ -23,24 +50,25 @@ async function nullReceiver() {
   return { port, state, close: () => new Promise((r) => server.tryShutdown(() => r())) };
 }
 
-async function benchCeiling({ spans = 100_000, perRun = 50, batch = 500, inflight = 8, rounds = 3 } = {}) {
-  const all = agentSpans({ spans, perRun });
-  const bodies = [];
-  for (let i = 0; i < all.length; i += batch) bodies.push(Buffer.from(ProtobufTraceSerializer.serializeRequest(all.slice(i, i + batch))));
+/** The OTLP/gRPC ceiling: `work` (workload()) into the null receiver, best of `rounds`. */
+async function benchCeiling({ spans = 100_000, work = workload({ spans }), rounds = 3 } = {}) {
   const rx = await nullReceiver();
   let best = Infinity;
   // best of `rounds`: the machine is shared, and the ceiling is what it can do at best
   for (let r = 0; r < rounds; r++) {
     const c = grpcCaller(rx.port);
-    best = Math.min(best, await pump(bodies, c.call, inflight));
+    best = Math.min(best, await pump(work.bodies, c.call, work.inflight));
     c.close();
   }
   await rx.close();
-  if (rx.state.spans !== all.length * rounds) throw new Error(`null receiver counted ${rx.state.spans} spans of ${all.length * rounds}`);
-  return { spans: all.length, batch, exports_in_flight: inflight, spans_per_s: Math.round(all.length / (best / 1000)) };
+  if (rx.state.spans !== work.spans * rounds) throw new Error(`null receiver counted ${rx.state.spans} spans of ${work.spans * rounds}`);
+  return {
+    protocol: work.protocol, spans: work.spans, batch: work.batch, connections: work.connections, exports_in_flight: work.inflight,
+    spans_per_s: Math.round(work.spans / (best / 1000)),
+  };
 }
 
-module.exports = { benchCeiling, nullReceiver };
+module.exports = { benchCeiling, nullReceiver, workload };
 
 if (require.main === module) {
   benchCeiling({ spans: Number(process.argv[2] ?? 100_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {

@@ -5,7 +5,13 @@
 // spans/s from the first export until the rule engine consumed everything, and p50/p99
 // latency from a span's receipt at ingest to its finding on the findings topic, at a steady
 // 2,000 spans/s (`--latency-rate N`), with what each process spent meanwhile in cores.
-//   node bench/distributed.js 100000 [--no-question] [--per-run N] [--latency-rate N]
+// Each throughput figure is beside a ceiling of its own protocol, exports and concurrency,
+// measured in the same run with the services up: the neatroots.v1 rows (4 connections x 8
+// exports in flight each) beside a null neatroots.v1 receiver taking the same ExportRequests
+// the same way; then the OTLP ceiling's own workload (bench/ceiling.js workload(): OTel SDK
+// spans over OTLP/gRPC, 8 in flight over 2 connections) sent into the same deployment until
+// everything is stored, beside that OTLP ceiling (`--no-otlp` leaves that phase out).
+//   node bench/distributed.js 100000 [--no-question] [--no-otlp] [--per-run N] [--latency-rate N]
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -16,7 +22,9 @@ const { KafkaBus, deleteKafkaTopics, scratchDatabase } = require('@neatroots/pla
 const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
 const { extraChecksYaml, percentile } = require('./checks');
-const { buildBatches, send, paced } = require('./e2e');
+const { buildBatches, send, paced, v1Ceiling } = require('./e2e');
+const { benchCeiling, workload } = require('./ceiling');
+const { grpcCaller, pump } = require('./otlp');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'bench-key';
@@ -103,8 +111,11 @@ async function settle(questionAdmin) {
   return Math.round(performance.now() - t0);
 }
 
-/** `env`: settings of the services for this run (NEATROOTS_BUS_PACK=off: one Kafka record per span, the baseline). */
-async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, question = true, env: extra = {} } = {}) {
+/**
+ * `env`: settings of the services for this run (NEATROOTS_BUS_PACK=off: one Kafka record per span, the baseline).
+ * `otlp`: also the OTLP phase (`work`: the OTLP ceiling's workload, built here when not given).
+ */
+async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, question = true, env: extra = {}, otlp = true, work } = {}) {
   const env0 = process.env;
   if (!env0.NEATROOTS_KAFKA_BROKERS || !env0.NEATROOTS_REDIS_URL || !env0.NEATROOTS_PG_URL) {
     return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
@@ -119,9 +130,10 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   const grpcPort = await freePort();
   const reviewPort = await freePort();
   const questionPort = await freePort();
+  const otlpPort = await freePort();
   const env = {
     ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
-    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(await freePort()), NEATROOTS_OTLP_HTTP_PORT: '0',
+    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(otlpPort), NEATROOTS_OTLP_HTTP_PORT: '0',
     NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, NEATROOTS_QUESTION_ADDR: `127.0.0.1:${questionPort}`, NEATROOTS_PG_URL: db.url, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
   };
   const procs = [];
@@ -149,7 +161,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // The question service answers the tasks the rule engine's scheduler publishes (no model
     // configured: the fast classifier, as on a fresh install); --no-question leaves it out.
     const questionAdmin = question ? await start('question', questionPort) : undefined;
-    await start('ingest');
+    const ingestAdmin = await start('ingest');
     const engineAdmin = await start('rule-engine');
     const built = buildBatches({ spans, perRun, batch });
     const total = built.spans + 2 * Math.ceil(spans / perRun);
@@ -182,10 +194,13 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       const get = (k) => Number(new RegExp(`${k}:(\\d+)`).exec(info)?.[1] ?? NaN);
       return { in: get('total_net_input_bytes'), out: get('total_net_output_bytes') };
     };
+    // The ceiling of the neatroots.v1 rows: the same ExportRequests, 4 connections x `inflight` each.
+    const inflight = Number(process.env.BENCH_INFLIGHT ?? 8);
+    const v1Ceil = await v1Ceiling(built.batches, built.spans, { conns: 4, inflight });
     const bytes0 = await redisBytes();
     const cpu0 = cpu();
     const t0 = performance.now();
-    await send(grpcPort, built.batches, { key: KEY, conns: 4, inflight: Number(process.env.BENCH_INFLIGHT ?? 8) });
+    await send(grpcPort, built.batches, { key: KEY, conns: 4, inflight });
     // Baseline in the same run: every export acknowledged, so every span published to Kafka.
     const ingestMs = performance.now() - t0;
     const consumed = () => metric(engineAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
@@ -207,6 +222,30 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // tasks (and review storing the answers), and a latency phase begun then measured the
     // backlog as much as the rate (p50 367 ms against 211 after it, in one pair).
     const settled = await settle(questionAdmin);
+    // The OTLP phase: the OTLP ceiling's own exports (OTel SDK spans, the same bodies and exports
+    // in flight) into the same deployment until review has stored every item ingest published,
+    // beside that ceiling measured now, with the services up.
+    let otlpRow;
+    if (otlp) {
+      work ??= workload({ spans: Math.min(spans, 100_000) });
+      const ceiling = await benchCeiling({ work });
+      const published = () => metric(ingestAdmin, 'neatroots_bus_published_total', [`topic="${prefix}.events"`]);
+      const p0 = await published();
+      const s0 = await stored();
+      const tO = performance.now();
+      const caller = grpcCaller(otlpPort);
+      await pump(work.bodies, caller.call, work.inflight);
+      caller.close();
+      const items = (await published()) - p0;
+      while ((await stored()) - s0 < items) await new Promise((r) => setTimeout(r, 100));
+      const oMs = performance.now() - tO;
+      const rate = Math.round(work.spans / (oMs / 1000));
+      otlpRow = {
+        protocol: work.protocol, spans: work.spans, batch: work.batch, connections: work.connections, exports_in_flight: work.inflight,
+        otlp_ceiling: ceiling, stored_spans_per_s: rate, stored_share_of_otlp_ceiling: +(rate / ceiling.spans_per_s).toFixed(3),
+      };
+      await settle(questionAdmin);
+    }
     // What each process spends with nothing sent (timers, heartbeats, polls): the floor under
     // the latency phase's cores.
     const idleCpu0 = cpu();
@@ -237,6 +276,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     latencies.sort((a, b) => a - b);
     return {
       spans: built.spans,
+      // the ceiling of the neatroots.v1 rows: a null receiver taking the same exports, 4 connections x 8 in flight each
+      neatroots_v1_ceiling: v1Ceil,
       baseline_ingest_to_kafka_spans_per_s: Math.round(built.spans / (ingestMs / 1000)),
       spans_per_s: Math.round(built.spans / (ms / 1000)),
       stored_spans_per_s: Math.round(built.spans / (storedMs / 1000)),
@@ -255,6 +296,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       latency_phase_cpu_cores: latCores,
       idle_cpu_cores: idleCores,
       latency_phase_cpu_cores_total: Number(Object.values(latCores).reduce((a, b) => a + (b ?? 0), 0).toFixed(2)),
+      stored_share_of_v1_ceiling: +(built.spans / (storedMs / 1000) / v1Ceil.spans_per_s).toFixed(3),
+      ...(otlpRow ? { otlp: otlpRow } : {}),
     };
   } finally {
     for (const p of procs.reverse()) p.kill('SIGTERM');
@@ -269,5 +312,6 @@ module.exports = { benchDistributed };
 /** `--per-run N`: spans a run (default 100); long runs show what a window's size costs each batch. `--no-question`: no question service (as before 2026-12-02). */
 const perRunArg = process.argv.includes('--per-run') ? Number(process.argv[process.argv.indexOf('--per-run') + 1]) : undefined;
 const question = !process.argv.includes('--no-question');
+const otlpArg = !process.argv.includes('--no-otlp');
 const rateArg = process.argv.includes('--latency-rate') ? Number(process.argv[process.argv.indexOf('--latency-rate') + 1]) : undefined;
-if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), question, ...(perRunArg ? { perRun: perRunArg } : {}), ...(rateArg ? { latencyRate: rateArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
+if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), question, otlp: otlpArg, ...(perRunArg ? { perRun: perRunArg } : {}), ...(rateArg ? { latencyRate: rateArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));

@@ -9,6 +9,11 @@
 // and the run windows kept in memory only (NEATROOTS_WINDOWS=memory) beside the journaled default.
 // The database is PGlite in the data folder, as `neatroots start` keeps it; `--memory-db` puts it
 // in memory instead (the whole run, for comparison), and the full run measures that too.
+// Each row is a share of a ceiling of its own protocol, exports and concurrency: the neatroots.v1
+// rows of a null neatroots.v1 receiver taking the same ExportRequests at 2 connections x 4 in
+// flight; the full run also drives the embedded default with the OTLP ceiling's own workload
+// (bench/ceiling.js workload(): OTel SDK spans over OTLP/gRPC, 8 in flight) until everything is
+// stored, beside that OTLP ceiling.
 const os = require('node:os');
 const path = require('node:path');
 const fs = require('node:fs');
@@ -20,6 +25,8 @@ const { startIngest } = require('@neatroots/ingest');
 const { MemoryBus, createLogger, loadConfig } = require('@neatroots/platform');
 const { startEmbedded } = require('neatroots');
 const { extraChecksYaml, fleet, percentile } = require('./checks');
+const { benchCeiling, nullReceiver, workload } = require('./ceiling');
+const { grpcCaller, pump } = require('./otlp');
 
 const KEY = 'bench-key';
 /** Where PGlite keeps the database: 'disk' (the embedded default) unless --memory-db. */
@@ -87,6 +94,24 @@ async function send(port, batches, { conns = 2, inflight = 4, key = KEY } = {}) 
   };
   await Promise.all(clients.flatMap((c) => Array.from({ length: inflight }, () => worker(c))));
   clients.forEach((c) => c.close());
+}
+
+/**
+ * The ceiling of the neatroots.v1 rows, like for like: the null receiver (bench/ceiling.js: decodes
+ * and counts, nothing else) taking the same ExportRequests at the same connections and exports in
+ * flight as the row it is the ceiling of, best of `rounds`.
+ */
+async function v1Ceiling(batches, spans, { conns = 2, inflight = 4, rounds = 3 } = {}) {
+  const rx = await nullReceiver();
+  let best = Infinity;
+  for (let r = 0; r < rounds; r++) {
+    const t0 = performance.now();
+    await send(rx.port, batches, { conns, inflight });
+    best = Math.min(best, performance.now() - t0);
+  }
+  await rx.close();
+  if (rx.state.v1Spans !== spans * rounds) throw new Error(`null receiver counted ${rx.state.v1Spans} spans of ${spans * rounds}`);
+  return { protocol: 'neatroots.v1', connections: conns, exports_in_flight: conns * inflight, spans_per_s: Math.round(spans / (best / 1000)) };
 }
 
 async function baseline(batches, spans) {
@@ -184,13 +209,57 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   };
 }
 
+/**
+ * The embedded default (durable log, journaled windows, PGlite in the data folder) driven by the
+ * OTLP ceiling's own workload (bench/ceiling.js workload(): the OTel JS SDK's spans, the same
+ * bodies, the same exports in flight over the same 2 connections), until everything is stored:
+ * the end-to-end row that is a share of the OTLP ceiling like for like.
+ */
+async function otlpStored(work) {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
+  fs.mkdirSync(path.join(home, 'checks'));
+  fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
+  const config = loadConfig({
+    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
+    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
+    ...windowCheckpoint(),
+  });
+  const app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
+  try {
+    const caller = grpcCaller(app.ingest.otlpPort);
+    const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
+    await pump(work.bodies, caller.call, work.inflight);
+    caller.close();
+    // Everything stored: every group (rule engine, review's store, question service) consumed it all.
+    await app.bus.idle();
+    const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    return {
+      protocol: work.protocol, spans: work.spans, batch: work.batch, connections: work.connections, exports_in_flight: work.inflight,
+      stored_spans_per_s: Math.round(work.spans / (ms / 1000)),
+      findings: app.ruleEngine.metrics.findings,
+      cpu_us_per_span: +((cpu.user + cpu.system) / work.spans).toFixed(1),
+    };
+  } finally {
+    await app.close();
+    fs.rmSync(home, { recursive: true, force: true });
+  }
+}
+
 let totalItems = 0;
 
-async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 5000, variant } = {}) {
+/**
+ * `work` and `ceiling`: the OTLP ceiling's workload and its figure measured in the same run
+ * (bench/run.js measures them once for every row); measured here when not given.
+ */
+async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 5000, variant, work, ceiling } = {}) {
   const built = buildBatches({ spans, perRun, batch });
   totalItems = built.spans + 2 * Math.ceil(spans / perRun);
   // A different fleet (other run ids) for the latency phase, sent 50 spans at a time.
   const lat = buildBatches({ spans: latencyRate * 4, perRun, batch: 50, prefix: 'lat' });
+  // The ceiling of these rows: the same ExportRequests at the same 2 connections x 4 in flight.
+  const v1Ceil = await v1Ceiling(built.batches, built.spans, { conns: 2, inflight: 4 });
   const base = await baseline(built.batches, built.spans);
   // The windows in memory only, then the default (journaled windows, durable log), then the in-memory bus.
   const latency = { batches: lat.batches, perBatch: 50 };
@@ -199,16 +268,25 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
     const [bus, windows, db] = { default: ['log', 'journal', DB], 'memory-windows': ['log', 'memory', DB], 'memory-bus': ['memory', 'journal', DB], 'memory-db': ['log', 'journal', 'memory'] }[variant] ?? [];
     if (!bus) throw new Error(`--variant: one of default, memory-windows, memory-bus, memory-db, not '${variant}'`);
     const r = await full(built.batches, built.spans, latency, latencyRate, bus, windows, db);
-    return { variant, database: db, spans: built.spans, baseline_ingest_only_spans_per_s: base.spans_per_s, ...r };
+    return {
+      variant, database: db, spans: built.spans, neatroots_v1_ceiling: v1Ceil, baseline_ingest_only_spans_per_s: base.spans_per_s, ...r,
+      stored_share_of_v1_ceiling: +(r.stored_spans_per_s / v1Ceil.spans_per_s).toFixed(3),
+    };
   }
   const w = await full(built.batches, built.spans, latency, latencyRate, 'log', 'memory');
   const f = await full(built.batches, built.spans, latency, latencyRate, 'log');
   const m = await full(built.batches, built.spans, latency, latencyRate, 'memory');
   const d = DB === 'disk' ? await full(built.batches, built.spans, latency, latencyRate, 'log', 'journal', 'memory') : undefined;
+  // The OTLP row: the OTLP ceiling's own exports until everything is stored, beside that ceiling.
+  work ??= workload({ spans: Math.min(spans, 100_000) });
+  ceiling ??= await benchCeiling({ work });
+  const o = await otlpStored(work);
   return {
     database: DB,
     spans: built.spans,
     batch,
+    // the ceiling of the neatroots.v1 rows below: a null receiver taking the same exports, 2 connections x 4 in flight
+    neatroots_v1_ceiling: v1Ceil,
     baseline_ingest_only_spans_per_s: base.spans_per_s,
     spans_per_s: f.spans_per_s,
     stored_spans_per_s: f.stored_spans_per_s,
@@ -230,6 +308,10 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
     memory_windows_receipt_to_finding_p99_ms: w.p99_ms,
     memory_windows_over_journal_throughput: +(w.spans_per_s / f.spans_per_s).toFixed(2),
     ...(d ? { memory_db_stored_spans_per_s: d.stored_spans_per_s, memory_db_over_disk_stored: +(d.stored_spans_per_s / f.stored_spans_per_s).toFixed(2) } : {}),
+    stored_share_of_v1_ceiling: +(f.stored_spans_per_s / v1Ceil.spans_per_s).toFixed(3),
+    // OTel SDK spans over OTLP/gRPC (the OTLP ceiling's workload) until everything is stored, and that ceiling
+    otlp_ceiling: ceiling,
+    otlp: { ...o, stored_share_of_otlp_ceiling: +(o.stored_spans_per_s / ceiling.spans_per_s).toFixed(3) },
   };
 }
 
@@ -322,7 +404,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
   }
 }
 
-module.exports = { benchE2e, buildBatches, send, paced, latencyOnly };
+module.exports = { benchE2e, buildBatches, send, paced, latencyOnly, v1Ceiling, otlpStored };
 
 // The embedded app runs in this process: with the node flags `neatroots start` runs it with.
 if (require.main === module && require('./server-flags').asServer()) {

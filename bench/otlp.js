@@ -10,7 +10,7 @@ const { performance } = require('node:perf_hooks');
 const grpc = require('@grpc/grpc-js');
 const { context, trace } = require('@opentelemetry/api');
 const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
-const { JsonTraceSerializer, ProtobufTraceSerializer } = require('@opentelemetry/otlp-transformer');
+const { JsonTraceSerializer } = require('@opentelemetry/otlp-transformer');
 const { startIngest } = require('@neatroots/ingest');
 const { MemoryBus } = require('@neatroots/platform');
 
@@ -74,12 +74,16 @@ function httpCaller(port, contentType, gzip) {
   };
 }
 
-async function benchOtlp({ spans = 100_000, perRun = 50, batch = 500, inflight = 8, rounds = 2 } = {}) {
-  const all = agentSpans({ spans, perRun });
-  const batches = [];
-  for (let i = 0; i < all.length; i += batch) batches.push(all.slice(i, i + batch));
-  const proto = batches.map((b) => Buffer.from(ProtobufTraceSerializer.serializeRequest(b)));
-  const json = batches.map((b) => Buffer.from(JsonTraceSerializer.serializeRequest(b)));
+/**
+ * `work`: the OTLP ceiling's workload (bench/ceiling.js workload()): the same exports, the same
+ * number in flight, so OTLP/gRPC ingest here is a share of that ceiling like for like.
+ */
+async function benchOtlp({ spans = 100_000, work, rounds = 2 } = {}) {
+  // required here: ceiling.js requires this file
+  work ??= require('./ceiling').workload({ spans });
+  const { batch, inflight } = work;
+  const proto = work.bodies;
+  const json = work.batches.map((b) => Buffer.from(JsonTraceSerializer.serializeRequest(b)));
   const bus = new MemoryBus({ maxLag: Number.MAX_SAFE_INTEGER });
   const ingest = await startIngest({ bus, resolveKey: async () => 'bench', otlpPort: 0, grpcPort: 0, otlpHttpPort: 0, maxReceiveMessageBytes: 64 << 20 });
   const ways = {
@@ -102,9 +106,9 @@ async function benchOtlp({ spans = 100_000, perRun = 50, batch = 500, inflight =
   }
   await ingest.close();
   await bus.close();
-  const rate = (ms) => Math.round(all.length / (ms / 1000));
+  const rate = (ms) => Math.round(work.spans / (ms / 1000));
   const mb = (bodies) => +(bodies.reduce((n, b) => n + b.length, 0) / 1048576).toFixed(1);
-  const out = { spans: all.length, batch, exports_in_flight: inflight };
+  const out = { spans: work.spans, batch, exports_in_flight: inflight };
   for (const [name, ms] of Object.entries(best)) out[`${name}_spans_per_s`] = rate(ms);
   for (const [name, w] of Object.entries(ways)) out[`${name}_mb_sent`] = mb(w.bodies);
   for (const name of Object.keys(ways).filter((n) => n !== 'otlp_grpc')) out[`${name}_over_grpc`] = +(rate(best[name]) / rate(best.otlp_grpc)).toFixed(2);

@@ -3,8 +3,13 @@
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
 //   node bench/run.js [--spans N] [--only engine,replay,e2e,precheck,otlp,distributed,questions,flood,sop,limits,store,review]
 // (review, minutes at 100,000 sessions, runs only when asked: --only review)
-// Every end-to-end row is also printed as a share of the receive ceiling measured in the same
-// run (bench/ceiling.js: a null OTLP/gRPC receiver that decodes and counts, nothing more);
+// Every end-to-end row is also printed as a share of a receive ceiling measured in the same run
+// with the same protocol, exports and concurrency (bench/ceiling.js: a null receiver that decodes
+// and counts, nothing more): the OTLP rows (OTLP/gRPC ingest, and embedded and distributed driven
+// by the ceiling's own workload until everything is stored) of the null OTLP/gRPC receiver; the
+// neatroots.v1 rows of a null neatroots.v1 receiver taking the same ExportRequests at the row's
+// own connections and exports in flight. A baseline above 1.0 of its ceiling means the comparison
+// is broken: the run then prints no table, says which, and exits 1.
 // --only bus: the bus alone, packs against one record per span (bench/bus.js).
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 // It runs with the servers' node flags (bench/server-flags.js), as `neatroots start` does.
@@ -18,7 +23,7 @@ const { benchSop } = require('./sop');
 const { benchReview } = require('./review');
 const { benchLimits } = require('./limits');
 const { benchOtlp } = require('./otlp');
-const { benchCeiling } = require('./ceiling');
+const { benchCeiling, workload } = require('./ceiling');
 const { benchBus } = require('./bus');
 const { benchStore } = require('./store');
 const { benchPrecheck } = require('./precheck');
@@ -32,9 +37,12 @@ async function main() {
   const spans = Number(arg('spans', 1_000_000));
   const only = new Set(String(arg('only', 'engine,replay,e2e,precheck,otlp,distributed,questions,flood,sop,limits,store')).split(','));
   const out = {};
-  if (only.has('e2e') || only.has('distributed') || only.has('ceiling')) {
-    out.ceiling = await benchCeiling({ spans: Math.min(spans, 100_000) });
-    console.log('the ceiling, a null OTLP/gRPC receiver:', JSON.stringify(out.ceiling));
+  // The OTLP ceiling's workload, built once: the same exports drive every OTLP row.
+  let work;
+  if (only.has('e2e') || only.has('distributed') || only.has('ceiling') || only.has('otlp')) {
+    work = workload({ spans: Math.min(spans, 100_000) });
+    out.ceiling = await benchCeiling({ work });
+    console.log('the OTLP ceiling, a null OTLP/gRPC receiver:', JSON.stringify(out.ceiling));
   }
   if (only.has('engine')) {
     out.engine = await benchEngine({ spans });
@@ -45,7 +53,7 @@ async function main() {
     console.log('neatroots replay:', JSON.stringify(out.replay));
   }
   if (only.has('e2e')) {
-    out.embedded = await benchE2e({ spans: Math.min(spans, 200_000) });
+    out.embedded = await benchE2e({ spans: Math.min(spans, 200_000), work, ceiling: out.ceiling });
     console.log('embedded, gRPC ingest to findings:', JSON.stringify(out.embedded));
   }
   if (only.has('precheck')) {
@@ -53,15 +61,15 @@ async function main() {
     console.log('pre-call check beside the export round trip:', JSON.stringify(out.precheck));
   }
   if (only.has('otlp')) {
-    out.otlp = await benchOtlp({ spans: Math.min(spans, 100_000) });
+    out.otlp = await benchOtlp({ work });
     console.log('ingest, OTLP/HTTP beside OTLP/gRPC:', JSON.stringify(out.otlp));
   }
   if (only.has('distributed')) {
-    out.distributed = await benchDistributed({ spans: Math.min(spans, 200_000) });
+    out.distributed = await benchDistributed({ spans: Math.min(spans, 200_000), work });
     console.log('distributed, real Kafka/Redis/Postgres:', JSON.stringify(out.distributed));
     if (!out.distributed.skipped) {
       // the baseline: the same deployment writing one Kafka record per span (before packs)
-      out.distributedUnpacked = await benchDistributed({ spans: Math.min(spans, 200_000), env: { NEATROOTS_BUS_PACK: 'off' } });
+      out.distributedUnpacked = await benchDistributed({ spans: Math.min(spans, 200_000), env: { NEATROOTS_BUS_PACK: 'off' }, otlp: false });
       console.log('distributed, one Kafka record per span:', JSON.stringify(out.distributedUnpacked));
     }
   }
@@ -96,11 +104,37 @@ async function main() {
     out.review = await benchReview();
     for (const r of out.review) console.log('review:', JSON.stringify(r));
   }
+  const { rows, broken } = report(out);
+  if (broken.length) {
+    console.error(`\nno table: ${broken.length === 1 ? 'a figure came out' : 'figures came out'} above its ceiling, so the comparison is broken (not the same protocol, exports or concurrency, or the ceiling was not measured alike):`);
+    for (const b of broken) console.error(`- ${b}`);
+    process.exitCode = 1;
+    return;
+  }
+  console.log('\n| what | measured | baseline in the same run |\n| --- | --- | --- |');
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+}
+
+/**
+ * The table's rows from the figures, each share against the ceiling of its own protocol, exports
+ * and concurrency; `broken`: the figures above 1.0 of their ceiling (a broken comparison).
+ */
+function report(out) {
+  const broken = [];
+  /** `n` spans/s and its share of `ceil` (a ceiling result: spans_per_s, protocol), named. */
+  const shareOf = (ceil, label) => (n) => {
+    if (!ceil?.spans_per_s) return `${n} spans/s`;
+    const x = n / ceil.spans_per_s;
+    if (x > 1) broken.push(`${label}: ${n} spans/s is ${x.toFixed(3)} of ${ceil.protocol} ceiling's ${ceil.spans_per_s} spans/s`);
+    return `${n} spans/s (${x.toFixed(3)} of the ${ceil.protocol} ceiling)`;
+  };
   const rows = [];
-  const ceiling = out.ceiling?.spans_per_s;
-  /** spans/s, and its share of the ceiling measured in the same run. */
-  const share = (n) => (ceiling ? `${n} spans/s (${(n / ceiling).toFixed(3)} of the ceiling)` : `${n} spans/s`);
-  if (out.ceiling) rows.push(['the ceiling: a null OTLP/gRPC receiver (decodes and counts; 500 spans a request, 8 in flight)', `${ceiling} spans/s (1)`, '']);
+  /** How a ceiling was measured, for its row. */
+  const how = (c) => `${c.batch ? `${c.batch} spans a request, ` : ''}${c.exports_in_flight} in flight over ${c.connections} connections`;
+  if (out.ceiling) {
+    const c = out.ceiling;
+    rows.push([`the OTLP ceiling: a null OTLP/gRPC receiver (decodes and counts; OTel SDK spans, ${how(c)})`, `${c.spans_per_s} spans/s (1)`, 'the OTLP rows below are shares of it']);
+  }
   if (out.engine) {
     rows.push(['rule engine alone, library + 20 rule checks (2 match)', `${out.engine.spans_per_s} spans/s`, `no checks: ${out.engine.baseline_spans_per_s} spans/s (x${out.engine.ratio_to_baseline} slower)`]);
     rows.push(['rule engine, runs split over 2 engines on 2 threads', `${out.engine.two_engines_two_threads_spans_per_s} spans/s`, '']);
@@ -116,8 +150,17 @@ async function main() {
   }
   if (out.embedded) {
     const e = out.embedded;
-    rows.push(['embedded: gRPC ingest to findings (durable log bus)', share(e.spans_per_s), `ingest only: ${share(e.baseline_ingest_only_spans_per_s)}; in-memory bus: ${share(e.memory_bus_spans_per_s)}`]);
-    rows.push(['embedded: gRPC ingest until everything is stored (runs, spans, findings in PGlite in the data folder)', share(e.stored_spans_per_s), `in-memory bus: ${share(e.memory_bus_stored_spans_per_s)}; windows in memory: ${share(e.memory_windows_stored_spans_per_s)}${e.memory_db_stored_spans_per_s ? `; PGlite in memory: ${share(e.memory_db_stored_spans_per_s)}` : ''}`]);
+    const c = e.neatroots_v1_ceiling;
+    const share = shareOf(c, 'embedded, neatroots.v1');
+    if (e.otlp) {
+      rows.push([
+        `embedded: OTel SDK spans over OTLP/gRPC until everything is stored (the OTLP ceiling's own exports, ${how(e.otlp)})`,
+        shareOf(out.ceiling ?? e.otlp_ceiling, 'embedded, OTLP/gRPC until stored')(e.otlp.stored_spans_per_s), '',
+      ]);
+    }
+    rows.push([`the neatroots.v1 ceiling of the embedded rows: a null neatroots.v1 receiver taking their exports (500 items an export, ${how(c)})`, `${c.spans_per_s} spans/s (1)`, '']);
+    rows.push(['embedded: neatroots.v1 ingest to findings (durable log bus)', share(e.spans_per_s), `ingest only: ${share(e.baseline_ingest_only_spans_per_s)}; in-memory bus: ${share(e.memory_bus_spans_per_s)}`]);
+    rows.push(['embedded: neatroots.v1 ingest until everything is stored (runs, spans, findings in PGlite in the data folder)', share(e.stored_spans_per_s), `in-memory bus: ${share(e.memory_bus_stored_spans_per_s)}; windows in memory: ${share(e.memory_windows_stored_spans_per_s)}${e.memory_db_stored_spans_per_s ? `; PGlite in memory: ${share(e.memory_db_stored_spans_per_s)}` : ''}`]);
     rows.push([`embedded: receipt to finding at ${out.embedded.latency_at_spans_per_s} spans/s`, `p50 ${out.embedded.receipt_to_finding_p50_ms} ms, p99 ${out.embedded.receipt_to_finding_p99_ms} ms`, '']);
   }
   if (out.precheck) {
@@ -126,17 +169,32 @@ async function main() {
   }
   if (out.otlp) {
     const o = out.otlp;
-    rows.push(['ingest: OTel JS SDK spans over OTLP/gRPC', `${o.otlp_grpc_spans_per_s} spans/s`, '']);
+    rows.push(['ingest: OTel JS SDK spans over OTLP/gRPC (the OTLP ceiling\'s own exports; a bus nobody reads)', shareOf(out.ceiling, 'ingest, OTLP/gRPC')(o.otlp_grpc_spans_per_s), '']);
     rows.push(['ingest: the same over OTLP/HTTP protobuf / JSON', `${o.otlp_http_protobuf_spans_per_s} / ${o.otlp_http_json_spans_per_s} spans/s`, `OTLP/gRPC: ${o.otlp_grpc_spans_per_s} spans/s (x${o.otlp_http_protobuf_over_grpc} / x${o.otlp_http_json_over_grpc})`]);
     rows.push(['ingest: the same over OTLP/HTTP gzip, protobuf / JSON', `${o.otlp_http_protobuf_gzip_spans_per_s} / ${o.otlp_http_json_gzip_spans_per_s} spans/s`, `OTLP/gRPC: ${o.otlp_grpc_spans_per_s} spans/s; bytes sent ${o.otlp_http_protobuf_gzip_mb_sent} / ${o.otlp_http_json_gzip_mb_sent} MB against ${o.otlp_grpc_mb_sent} MB`]);
   }
   if (out.distributed && !out.distributed.skipped) {
     const d = out.distributed;
     const u = out.distributedUnpacked;
-    rows.push(['distributed: gRPC ingest to findings', share(d.spans_per_s), `ingest to Kafka (every export acknowledged): ${share(d.baseline_ingest_to_kafka_spans_per_s)}`]);
-    rows.push(['distributed: gRPC ingest until everything is stored (Postgres)', share(d.stored_spans_per_s), '']);
+    if (d.otlp) {
+      const c = d.otlp.otlp_ceiling;
+      rows.push([
+        `distributed: OTel SDK spans over OTLP/gRPC until everything is stored (the OTLP ceiling's own exports, ${how(d.otlp)}; after the rows below, into the same services)`,
+        shareOf(c, 'distributed, OTLP/gRPC until stored')(d.otlp.stored_spans_per_s), `the OTLP ceiling measured beside it, the services up: ${c.spans_per_s} spans/s`,
+      ]);
+    }
+    const c = d.neatroots_v1_ceiling;
+    const share = shareOf(c, 'distributed, neatroots.v1');
+    rows.push([`the neatroots.v1 ceiling of the distributed rows: a null neatroots.v1 receiver taking their exports (500 items an export, ${how(c)}), the services up`, `${c.spans_per_s} spans/s (1)`, '']);
+    rows.push(['distributed: neatroots.v1 ingest to findings', share(d.spans_per_s), `ingest to Kafka (every export acknowledged): ${share(d.baseline_ingest_to_kafka_spans_per_s)}`]);
+    rows.push(['distributed: neatroots.v1 ingest until everything is stored (Postgres)', share(d.stored_spans_per_s), '']);
     if (u && !u.skipped) {
-      rows.push(['distributed, one Kafka record per span (NEATROOTS_BUS_PACK=off): to findings / stored', `${share(u.spans_per_s)} / ${share(u.stored_spans_per_s)}`, `ingest to Kafka: ${share(u.baseline_ingest_to_kafka_spans_per_s)}`]);
+      const shareU = shareOf(u.neatroots_v1_ceiling, 'distributed, one Kafka record per span');
+      rows.push([
+        'distributed, one Kafka record per span (NEATROOTS_BUS_PACK=off): to findings / stored',
+        `${shareU(u.spans_per_s)} / ${shareU(u.stored_spans_per_s)}`,
+        `ingest to Kafka: ${shareU(u.baseline_ingest_to_kafka_spans_per_s)}; its own neatroots.v1 ceiling: ${u.neatroots_v1_ceiling.spans_per_s} spans/s`,
+      ]);
     }
     rows.push([`distributed: receipt to finding at ${out.distributed.latency_at_spans_per_s} spans/s`, `p50 ${out.distributed.receipt_to_finding_p50_ms} ms, p99 ${out.distributed.receipt_to_finding_p99_ms} ms`, '']);
   } else if (out.distributed) rows.push(['distributed', 'skipped', out.distributed.skipped]);
@@ -203,12 +261,13 @@ async function main() {
     rows.push([`review on ${r.db}, ${r.sessions} sessions, ${r.findings} findings: review queue / patterns / Insights`, `${r.review_queue_ms} / ${r.patterns_ms} / ${r.insights_ms} ms`, base]);
     rows.push([`review on ${r.db}: assigning findings to patterns`, `${r.assign_findings_per_s} findings/s (backfill); one session ${r.assign_one_session_ms} ms`, '']);
   }
-  console.log('\n| what | measured | baseline in the same run |\n| --- | --- | --- |');
-  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  return { rows, broken };
 }
 
+module.exports = { report };
+
 // The embedded app runs in this process: with the node flags `neatroots start` runs it with.
-if (require('./server-flags').asServer()) {
+if (require.main === module && require('./server-flags').asServer()) {
   main().catch((e) => {
     console.error(e);
     process.exit(1);

@@ -1,0 +1,40 @@
+'use strict';
+// Tests of the bench scripts themselves (not the product): how they report and how they fail.
+// jest's projects do not pick up bench/; run them with node's own runner:
+//   node --test bench/
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+
+test('every share in the table is against the ceiling of its own protocol, exports and concurrency', () => {
+  const { report } = require('./run');
+  const otlpCeiling = { protocol: 'OTLP/gRPC', spans: 100_000, batch: 500, connections: 2, exports_in_flight: 8, spans_per_s: 100_000 };
+  const v1Ceiling = { protocol: 'neatroots.v1', connections: 2, exports_in_flight: 8, spans_per_s: 200_000 };
+  const { rows, broken } = report({
+    ceiling: otlpCeiling,
+    embedded: {
+      neatroots_v1_ceiling: v1Ceiling, baseline_ingest_only_spans_per_s: 150_000, spans_per_s: 20_000, stored_spans_per_s: 10_000,
+      memory_bus_spans_per_s: 30_000, memory_bus_stored_spans_per_s: 16_000, memory_windows_stored_spans_per_s: 12_000,
+      latency_at_spans_per_s: 5000, receipt_to_finding_p50_ms: 3, receipt_to_finding_p99_ms: 20,
+      otlp: { protocol: 'OTLP/gRPC', batch: 500, connections: 2, exports_in_flight: 8, stored_spans_per_s: 5_000 },
+    },
+    otlp: { otlp_grpc_spans_per_s: 50_000 },
+  });
+  assert.deepEqual(broken, []);
+  const row = (start) => rows.find((r) => r[0].startsWith(start));
+  // neatroots.v1 rows: shares of the null neatroots.v1 receiver (200,000), not of the OTLP one
+  assert.match(row('embedded: neatroots.v1 ingest until everything is stored')[1], /^10000 spans\/s \(0\.050 of the neatroots\.v1 ceiling\)$/);
+  assert.match(row('embedded: neatroots.v1 ingest to findings')[2], /ingest only: 150000 spans\/s \(0\.750 of the neatroots\.v1 ceiling\)/);
+  // the OTLP rows: shares of the OTLP ceiling (100,000)
+  assert.match(row('embedded: OTel SDK spans over OTLP/gRPC until everything is stored')[1], /^5000 spans\/s \(0\.050 of the OTLP\/gRPC ceiling\)$/);
+  assert.match(row('ingest: OTel JS SDK spans over OTLP/gRPC')[1], /^50000 spans\/s \(0\.500 of the OTLP\/gRPC ceiling\)$/);
+});
+
+test('a baseline above its ceiling is reported as a broken comparison', () => {
+  const { report } = require('./run');
+  const { broken } = report({
+    ceiling: { protocol: 'OTLP/gRPC', batch: 500, connections: 2, exports_in_flight: 8, spans_per_s: 100_000 },
+    otlp: { otlp_grpc_spans_per_s: 130_000 },
+  });
+  assert.equal(broken.length, 1);
+  assert.match(broken[0], /ingest, OTLP\/gRPC: 130000 spans\/s is 1\.300 of OTLP\/gRPC ceiling's 100000 spans\/s/);
+});
