@@ -77,6 +77,18 @@ export interface PreviewOptions {
   /** Model calls the preview may make for a question (default 20, at most 200). */
   model_calls?: number;
   by: Author;
+  /**
+   * Aborted when the caller gives up (its connection closed before the answer, or it cancelled
+   * the MCP call): the preview frees its place at once, makes no model call after that and
+   * stops, answering 499 `cancelled` to nobody.
+   */
+  signal?: AbortSignal;
+  /**
+   * The most wall-clock time (ms) the preview may take: past it, its model calls are stopped
+   * and it answers with what it covered, the questions it could not answer and the runs it did
+   * not reach listed in `not_checked`. The MCP tool's is below the MCP clients' 60 s timeout.
+   */
+  time_ms?: number;
 }
 
 export interface PreviewRun {

@@ -1,4 +1,5 @@
-import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Query, UseGuards } from '@nestjs/common';
+import type { ServerResponse } from 'node:http';
+import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Query, Res, UseGuards } from '@nestjs/common';
 import { ApiKeyGuard } from './auth.guard';
 import type { Author, Authoring, CheckSubmission } from './authoring';
 import { ApiError } from './errors';
@@ -55,6 +56,16 @@ function count(b: Obj, name: string, max: number): number | undefined {
   return v;
 }
 
+/**
+ * Aborted when the caller goes before its answer (its connection closed first: a client that
+ * gave up, timed out or was stopped): a preview then stops and frees its place.
+ */
+export function givenUp(res: ServerResponse, ac = new AbortController()): AbortSignal {
+  if (res.destroyed || res.socket?.destroyed) ac.abort();
+  else res.on('close', () => !res.writableFinished && ac.abort());
+  return ac.signal;
+}
+
 @Controller('v1/projects/:project')
 @UseGuards(ApiKeyGuard)
 export class ChecksController {
@@ -87,11 +98,13 @@ export class ChecksController {
   /** {yaml | check, runs?, model_calls?}: what the check would flag on the project's recent runs; nothing is saved. */
   @Post('checks/preview')
   @HttpCode(200)
-  async preview(@Param('project') project: string, @Query() query: QueryParams, @Body() body: unknown) {
+  async preview(@Param('project') project: string, @Query() query: QueryParams, @Body() body: unknown, @Res({ passthrough: true }) res: ServerResponse) {
     noQuery(query);
     const b = objectBody(body, '{"yaml": "id: ...", "runs": 20}');
     onlyFields(b, ['yaml', 'check', 'runs', 'model_calls', 'by']);
-    return this.a().preview(project, submission(b), { runs: count(b, 'runs', MAX_PREVIEW_RUNS), model_calls: count(b, 'model_calls', MAX_PREVIEW_MODEL_CALLS), by: author(b) });
+    const opts = { runs: count(b, 'runs', MAX_PREVIEW_RUNS), model_calls: count(b, 'model_calls', MAX_PREVIEW_MODEL_CALLS), by: author(b) };
+    // A client that gives up stops the preview: no more model calls, and its place is free at once.
+    return this.a().preview(project, submission(b), { ...opts, signal: givenUp(res) });
   }
 
   /** {yaml | check, by?}: refuses exactly what POST checks would, without saving or running anything (the app's live validation). */

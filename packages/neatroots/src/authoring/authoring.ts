@@ -166,10 +166,19 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
 
     async preview(project, sub, opts) {
       const s = parseSubmission(project, sub, opts.by);
+      const { signal } = opts;
       if (previewing >= previewsAtOnce) {
         throw new AuthoringError(429, 'too_many_previews', `${previewing} previews are running on this server, the most at once (each may make model calls); retry when one has finished`);
       }
       previewing++;
+      // A preview its caller gave up on frees its place at once: from then on it makes no model
+      // call, and it stops at its next item (previewCheck), so the caller's retry is not refused.
+      let holding = true;
+      const release = () => {
+        if (holding) previewing--;
+        holding = false;
+      };
+      signal?.addEventListener('abort', release, { once: true });
       try {
         return await previewCheck({
           project,
@@ -179,9 +188,12 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
           modelCalls: opts.model_calls ?? DEFAULT_PREVIEW_MODEL_CALLS,
           queries: deps.queries,
           models: deps.models,
+          signal,
+          timeMs: opts.time_ms,
         });
       } finally {
-        previewing--;
+        signal?.removeEventListener('abort', release);
+        release();
       }
     },
 

@@ -1,7 +1,7 @@
-import type { PreviewResult, PreviewRun } from '@neatroots/api';
+import { AuthoringError, type PreviewResult, type PreviewRun } from '@neatroots/api';
 import type { Check, FindingEvent } from '@neatroots/checks';
 import type { ModelConfig } from '@neatroots/platform';
-import type { ChatModel } from '@neatroots/ports';
+import { ModelError, type ChatModel } from '@neatroots/ports';
 import type { ReviewQueries, RunRecord } from '@neatroots/store';
 import type { RunEnd, RunStart, Span, StreamItem } from '@neatroots/spans';
 import { findingLine, Replayer } from '../replay';
@@ -29,6 +29,10 @@ export interface PreviewInput {
   queries: ReviewQueries;
   /** The models configured (none: the built-in fast classifier answers questions, no model calls). */
   models?: ModelConfig;
+  /** Aborted when the caller gives up: the preview's model calls are aborted, none is made after, and it stops (throws 499 cancelled). */
+  signal?: AbortSignal;
+  /** The most wall-clock time (ms): past it the preview answers with what it covered, the rest not checked. */
+  timeMs?: number;
 }
 
 /** The items of one stored run, in the order replay takes them: run_start, spans, run_end. */
@@ -66,82 +70,148 @@ export async function runItems(queries: ReviewQueries, project: string, run: Run
   return { items, truncated };
 }
 
-/** Counts the model calls of a preview, and refuses those over its budget (the question is then not checked). */
+/**
+ * Counts the model calls of a preview, and refuses those over its budget (the question is then
+ * not checked). Once `stop` is aborted (the caller gave up, or the preview's time ran out) the
+ * call in flight is aborted and every later one refused, none reaching the model: `why` says
+ * why, as the question's reason.
+ */
 export class CallBudget {
   used = 0;
   exhausted = false;
-  constructor(readonly limit: number) {}
+  constructor(
+    readonly limit: number,
+    private readonly stop?: AbortSignal,
+    private readonly why: () => string = () => 'the preview was stopped',
+  ) {}
 
   wrap(model: ChatModel): ChatModel {
+    const { stop } = this;
     return {
       role: model.role,
       id: model.id,
       name: model.name,
       complete: (req) => {
+        if (stop?.aborted) return Promise.reject(new ModelError('aborted', this.why()));
         if (this.used >= this.limit) {
           this.exhausted = true;
           return Promise.reject(new Error(`the preview's ${this.limit} model calls are used up`));
         }
         this.used++;
-        return model.complete(req);
+        if (!stop) return model.complete(req);
+        return model.complete({ ...req, signal: req.signal ? AbortSignal.any([stop, req.signal]) : stop }).catch((e: unknown) => {
+          throw stop.aborted ? new ModelError('aborted', this.why(), undefined, { cause: e }) : e;
+        });
       },
     };
   }
 }
 
+/** What a preview answers when its caller gave up (nobody reads it: the connection is gone or the call cancelled). */
+function cancelled(): AuthoringError {
+  return new AuthoringError(499, 'cancelled', 'the preview was stopped: its caller gave up (closed the connection or cancelled the call) before the answer');
+}
+
 export async function previewCheck(input: PreviewInput): Promise<PreviewResult> {
   const { project, check, queries } = input;
-  // One more than asked: whether there are runs beyond the limit.
-  const page = await queries.listRuns(project, { limit: Math.min(input.runs + 1, 200) });
-  const more = page.items.length > input.runs || page.next_cursor !== null;
-  // Oldest first, as they happened.
-  const runs = page.items.slice(0, input.runs).reverse();
-  const budget = new CallBudget(input.modelCalls);
-  const events = new Map<string, FindingEvent>();
-  const notChecked = new Map<string, string>();
-  const replayer = new Replayer({
-    checks: [check],
-    onFinding: (f) => events.set(f.id, f),
-    models: input.models,
-    wrapModels: (m) => ({
-      ...(m.decision ? { decision: budget.wrap(m.decision) } : {}),
-      ...(m.local ? { local: budget.wrap(m.local) } : {}),
-      ...(m.reasoning ? { reasoning: budget.wrap(m.reasoning) } : {}),
-    }),
-    onNotChecked: (r) => {
-      if (!notChecked.has(r.run_id)) notChecked.set(r.run_id, r.answer.status === 'not_checked' ? (r.answer.reason ?? 'not checked') : 'not checked');
-    },
-    log: () => undefined,
-  });
-  const truncated: string[] = [];
+  if (input.signal?.aborted) throw cancelled();
+  // Stops the preview: its caller gave up (input.signal), or its time ran out (timeMs).
+  const stop = new AbortController();
+  const giveUp = () => stop.abort();
+  input.signal?.addEventListener('abort', giveUp, { once: true });
+  let timeUp = false;
+  const seconds = input.timeMs !== undefined ? Math.round(input.timeMs / 100) / 10 : 0;
+  const timer =
+    input.timeMs !== undefined
+      ? setTimeout(() => {
+          timeUp = true;
+          stop.abort();
+        }, input.timeMs)
+      : undefined;
   try {
-    for (const run of runs) {
-      const { items, truncated: cut } = await runItems(queries, project, run);
-      if (cut) truncated.push(run.run_id);
-      for (const item of items) await replayer.push(item);
+    // One more than asked: whether there are runs beyond the limit.
+    const page = await queries.listRuns(project, { limit: Math.min(input.runs + 1, 200) });
+    const more = page.items.length > input.runs || page.next_cursor !== null;
+    // Oldest first, as they happened.
+    const runs = page.items.slice(0, input.runs).reverse();
+    const budget = new CallBudget(input.modelCalls, stop.signal, () =>
+      timeUp ? `the preview's time (${seconds} s) ran out before the answer` : 'the preview was stopped: its caller gave up',
+    );
+    const events = new Map<string, FindingEvent>();
+    const notChecked = new Map<string, string>();
+    const replayer = new Replayer({
+      checks: [check],
+      onFinding: (f) => events.set(f.id, f),
+      models: input.models,
+      wrapModels: (m) => ({
+        ...(m.decision ? { decision: budget.wrap(m.decision) } : {}),
+        ...(m.local ? { local: budget.wrap(m.local) } : {}),
+        ...(m.reasoning ? { reasoning: budget.wrap(m.reasoning) } : {}),
+      }),
+      onNotChecked: (r) => {
+        if (!notChecked.has(r.run_id)) notChecked.set(r.run_id, r.answer.status === 'not_checked' ? (r.answer.reason ?? 'not checked') : 'not checked');
+      },
+      log: () => undefined,
+    });
+    const truncated: string[] = [];
+    // The runs replayed to their end; past them, when the preview was stopped, the run cut short (if any) and those not reached.
+    let replayed = 0;
+    let cut: string | undefined;
+    try {
+      for (const run of runs) {
+        if (stop.signal.aborted) break;
+        const { items, truncated: shortened } = await runItems(queries, project, run);
+        if (shortened) truncated.push(run.run_id);
+        let pushed = 0;
+        for (const item of items) {
+          if (stop.signal.aborted) break;
+          await replayer.push(item);
+          pushed++;
+        }
+        if (pushed < items.length) {
+          cut = run.run_id;
+          break;
+        }
+        replayed++;
+      }
+      // Stopped by its time: the questions still to answer are refused a model call, so listed as not checked.
+      if (!input.signal?.aborted) await replayer.end();
+    } finally {
+      await replayer.close();
     }
-    await replayer.end();
+    if (input.signal?.aborted) throw cancelled();
+    const left = runs.slice(replayed);
+    for (const r of left) {
+      notChecked.set(r.run_id, r.run_id === cut ? `the preview's time (${seconds} s) ran out part way through this run` : `the preview's time (${seconds} s) ran out before this run`);
+    }
+    const byRun = new Map<string, FindingEvent[]>();
+    for (const f of events.values()) if (f.run_id !== cut) byRun.set(f.run_id, [...(byRun.get(f.run_id) ?? []), f]);
+    const flagged: PreviewRun[] = runs
+      .filter((r) => byRun.has(r.run_id))
+      .reverse()
+      .map((r) => ({ run_id: r.run_id, workflow: r.workflow, started_at: r.started_at, findings: byRun.get(r.run_id)!.map(findingLine) }));
+    const recent = `${runs.length} most recent run${runs.length === 1 ? '' : 's'} of project ${project}${more ? ` (older runs not previewed; at most ${input.runs} asked)` : ''}`;
+    const words = [
+      replayed < runs.length ? `${replayed} of the ${recent}, oldest first` : `the ${recent}`,
+      `at most ${budget.limit} model calls (${budget.used} made${budget.exhausted ? ', the rest of the questions not checked' : ''})`,
+    ];
+    if (timeUp) {
+      words.push(
+        `stopped at its ${seconds} s bound${left.length ? `: the ${left.length} most recent run${left.length === 1 ? '' : 's'} not replayed, in not_checked` : ', the questions it had not answered in not_checked'}`,
+      );
+    }
+    if (truncated.length) words.push(`only the first ${MAX_PREVIEW_SPANS} spans of ${truncated.join(', ')}`);
+    return {
+      check: { id: check.id, kind: check.kind, action: check.action },
+      warnings: input.warnings,
+      runs: { checked: replayed, limit: input.runs, flagged: flagged.length, more },
+      model_calls: { used: budget.used, limit: budget.limit, exhausted: budget.exhausted },
+      flagged,
+      not_checked: [...notChecked].map(([run_id, reason]) => ({ run_id, reason })),
+      bounds: `Previewed on ${words.join('; ')}.`,
+    };
   } finally {
-    await replayer.close();
+    clearTimeout(timer);
+    input.signal?.removeEventListener('abort', giveUp);
   }
-  const byRun = new Map<string, FindingEvent[]>();
-  for (const f of events.values()) byRun.set(f.run_id, [...(byRun.get(f.run_id) ?? []), f]);
-  const flagged: PreviewRun[] = runs
-    .filter((r) => byRun.has(r.run_id))
-    .reverse()
-    .map((r) => ({ run_id: r.run_id, workflow: r.workflow, started_at: r.started_at, findings: byRun.get(r.run_id)!.map(findingLine) }));
-  const words = [
-    `the ${runs.length} most recent run${runs.length === 1 ? '' : 's'} of project ${project}${more ? ` (older runs not previewed; at most ${input.runs} asked)` : ''}`,
-    `at most ${budget.limit} model calls (${budget.used} made${budget.exhausted ? ', the rest of the questions not checked' : ''})`,
-  ];
-  if (truncated.length) words.push(`only the first ${MAX_PREVIEW_SPANS} spans of ${truncated.join(', ')}`);
-  return {
-    check: { id: check.id, kind: check.kind, action: check.action },
-    warnings: input.warnings,
-    runs: { checked: runs.length, limit: input.runs, flagged: flagged.length, more },
-    model_calls: { used: budget.used, limit: budget.limit, exhausted: budget.exhausted },
-    flagged,
-    not_checked: [...notChecked].map(([run_id, reason]) => ({ run_id, reason })),
-    bounds: `Previewed on ${words.join('; ')}.`,
-  };
 }

@@ -5,7 +5,9 @@ import type { Logger } from '@neatroots/ports';
 import type { ReviewQueries } from '@neatroots/store';
 import { apiKeyOf, ApiKeyGuard, type KeyedRequest } from '../auth.guard';
 import type { Authoring } from '../authoring';
+import { givenUp } from '../checks.controller';
 import { ApiError } from '../errors';
+import { MCP_PREVIEW_MS } from '../limits';
 import { API_LOG, AUTHORING, RESOLVE_KEY, REVIEW_QUERIES, type ResolveKey } from '../tokens';
 import { MCP_PATH } from './relay';
 import { createMcpServer } from './tools';
@@ -21,6 +23,31 @@ type McpRequest = IncomingMessage & KeyedRequest & { body?: unknown };
 
 const VERSION = '0.1.0';
 
+type Message = { method?: unknown; id?: unknown; params?: { requestId?: unknown } };
+
+/** The one JSON-RPC message of a POST (a batch, or anything else: undefined). */
+function messageOf(body: unknown): Message | undefined {
+  return body && typeof body === 'object' && !Array.isArray(body) ? (body as Message) : undefined;
+}
+
+/**
+ * The authoring side as one request's tools call it: a preview stops when the call is given up
+ * (`signal`), and answers within MCP_PREVIEW_MS with what it covered, before the MCP clients'
+ * 60 s timeout.
+ */
+function forCall(a: Authoring, signal: AbortSignal): Authoring {
+  return {
+    list: a.list.bind(a),
+    get: a.get.bind(a),
+    draft: a.draft.bind(a),
+    validate: a.validate.bind(a),
+    save: a.save.bind(a),
+    remove: a.remove.bind(a),
+    halt: a.halt.bind(a),
+    preview: (project, sub, opts) => a.preview(project, sub, { ...opts, signal, time_ms: opts.time_ms ?? MCP_PREVIEW_MS }),
+  };
+}
+
 @Controller()
 @UseGuards(ApiKeyGuard)
 export class McpController {
@@ -30,6 +57,19 @@ export class McpController {
     @Inject(RESOLVE_KEY) private readonly resolveKey: ResolveKey,
     @Inject(API_LOG) private readonly log: Logger | null,
   ) {}
+
+  /**
+   * The tool calls in flight in this process, by project, caller address and JSON-RPC id. A
+   * client that gives up on a call (the MCP SDK's request timeout) keeps its POST open and sends
+   * notifications/cancelled in another POST, which a stateless server's transport cannot match:
+   * it is matched here, and stops the call when exactly one in flight has that key.
+   */
+  private readonly calls = new Map<string, Set<AbortController>>();
+
+  private callKey(project: string, req: McpRequest, id: unknown): string | undefined {
+    if (typeof id !== 'string' && typeof id !== 'number') return undefined;
+    return `${project}\u0000${req.socket.remoteAddress ?? ''}\u0000${typeof id}:${id}`;
+  }
 
   /** A tool's fault (neatroots', not the caller's): the agent is told it was logged, so it is. */
   private logFault(project: string, msg: string, err: unknown): void {
@@ -42,12 +82,25 @@ export class McpController {
     // The guard let the key in; the project is the one it opens.
     const project = await this.resolveKey(apiKeyOf(req) ?? '');
     if (!project) throw new ApiError(401, 'unauthorized', 'unknown API key');
+    // Aborted when the call is given up: its connection closed before the answer, or the client cancelled it.
+    const stop = new AbortController();
+    givenUp(res, stop);
+    const msg = messageOf(req.body);
+    const key = msg?.method === 'tools/call' && !stop.signal.aborted ? this.callKey(project, req, msg.id) : undefined;
+    if (key) this.calls.set(key, (this.calls.get(key) ?? new Set()).add(stop));
+    if (msg?.method === 'notifications/cancelled') {
+      const cancelled = this.calls.get(this.callKey(project, req, msg.params?.requestId) ?? '');
+      // Two calls in flight with this key (two agents of the project, same address and id): neither is stopped.
+      if (cancelled?.size === 1) for (const c of cancelled) c.abort();
+    }
     const server = createMcpServer(
-      { project, authoring: this.authoring, queries: this.queries, log: (msg, err) => this.logFault(project, msg, err) },
+      { project, authoring: this.authoring && forCall(this.authoring, stop.signal), queries: this.queries, log: (msg, err) => this.logFault(project, msg, err) },
       VERSION,
     );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {
+      const inFlight = key ? this.calls.get(key) : undefined;
+      if (inFlight?.delete(stop) && !inFlight.size) this.calls.delete(key!);
       void transport.close();
       void server.close();
     });

@@ -1,0 +1,187 @@
+import * as fs from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createLogger, loadModelConfig, type ModelConfig } from '@neatroots/platform';
+import { createReviewQueries } from '@neatroots/review';
+import { NeatrootsClient } from '@neatroots/sdk';
+import { judgeReply, parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { createAuthoring } from './authoring';
+import { startEmbedded, type EmbeddedApp } from './embedded';
+import { jsonApi, tempHome, testConfig } from './test-app.test';
+
+/**
+ * A check preview its caller gives up on stops: the REST client that aborts its request, the
+ * MCP client whose call times out (the SDK sends notifications/cancelled in another POST).
+ * Against a real embedded neatroots whose model never answers the abandoned previews' question:
+ * the abandoned previews free their places at once (a third preview starts instead of being
+ * refused too_many_previews), their model calls are aborted, and the model gets no call of
+ * theirs after that. A preview given a wall-clock bound answers with what it covered, the rest
+ * listed as not checked.
+ */
+const KEY = 'given-up-key';
+const PROJECT = 'shop';
+const RUNS = ['run-1', 'run-2', 'run-3'];
+
+/** A question about each run's answer; `tag` tells its model calls apart. */
+const question = (id: string, tag: string) => `id: ${id}
+kind: yes_no
+scope: trace
+ask: Does the final response promise a callback (${tag})?
+evidence: { final_output: true }
+when: end
+`;
+
+const asks = (call: FakeCall) => (call.kind === 'judge' ? parseJudgePrompt(call).map((q) => q.ask) : []);
+/** The model calls asking about `tag`'s question. */
+const callsFor = (tag: string) => fake.calls.filter((c) => asks(c).some((a) => a.includes(`(${tag})`)));
+
+let fake: FakeOpenAI;
+let home: string;
+let app: EmbeddedApp;
+let base: string;
+let models: ModelConfig;
+const api = jsonApi(() => base, KEY);
+
+async function until(what: string, cond: () => boolean, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+beforeAll(async () => {
+  // The abandoned previews' questions are never answered; every other one is, with a "no".
+  fake = await startFakeOpenAI((call) => (asks(call).some((a) => a.includes('(abandoned')) ? { hang: true } : judgeReply(call, () => ({ p: 0.02 }))));
+  home = tempHome('neatroots-preview-given-up');
+  // One model call at a time: a preview whose call hangs has made exactly one.
+  models = loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_LLM_CONCURRENCY: '1', NEATROOTS_QUESTION_BATCH_WAIT_MS: '5' });
+  app = await startEmbedded({
+    config: testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` }),
+    inMemoryDb: true,
+    watch: false,
+    models,
+    log: createLogger({ level: 'error' }),
+  });
+  base = `http://127.0.0.1:${app.httpPort}`;
+  const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+  for (const id of RUNS) {
+    const run = agent.startRun({ run_id: id, workflow: 'support' });
+    run.span({ type: 'tool', tool: 'lookup_order', input: { order: 7 }, output: 'order 7' });
+    await run.end({ final_output: `We will call you back about order 7 (${id}).` });
+  }
+  await agent.flush();
+  await agent.close();
+  const deadline = Date.now() + 20_000;
+  for (const id of RUNS) {
+    for (;;) {
+      const r = await api<{ run?: { end_status: string | null } }>('GET', `/v1/projects/${PROJECT}/runs/${id}`);
+      if (r.status === 200 && r.body.run?.end_status) break;
+      if (Date.now() > deadline) throw new Error(`run ${id} not stored`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+  }
+  await app.questions.idle();
+}, 120_000);
+
+afterAll(async () => {
+  await app?.close();
+  await fake?.close();
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+describe('a preview its caller gives up on', () => {
+  it('REST: a client that aborts frees the place at once, and its model calls stop', async () => {
+    const given = [1, 2].map((i) => {
+      const ac = new AbortController();
+      const res = fetch(`${base}/v1/projects/${PROJECT}/checks/preview`, {
+        method: 'POST',
+        headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+        body: JSON.stringify({ yaml: question(`rest-${i}`, `abandoned rest ${i}`), runs: 3, model_calls: 6 }),
+        signal: ac.signal,
+      }).catch((e: Error) => e);
+      return { ac, res, tag: `abandoned rest ${i}` };
+    });
+    // Both are running, each waiting for the model.
+    await until('both previews at the model', () => given.every((g) => callsFor(g.tag).length === 1) && fake.open >= 2);
+    for (const g of given) g.ac.abort();
+    for (const g of given) expect(await g.res).toMatchObject({ name: 'AbortError' });
+    // The server aborted their model calls (the fake sees the requests closed)...
+    await until('the abandoned model calls closed', () => fake.open === 0);
+
+    // ...and their places are free: a third preview runs (it would be refused too_many_previews).
+    const third = await api<{ runs: { checked: number }; not_checked: unknown[] }>('POST', `/v1/projects/${PROJECT}/checks/preview`, { yaml: question('rest-3', 'answered rest'), runs: 3 });
+    expect(third.status).toBe(200);
+    expect(third.body).toMatchObject({ runs: { checked: 3 }, not_checked: [] });
+    expect(callsFor('answered rest').length).toBeGreaterThan(0);
+    // No call of the abandoned previews reached the model after the abort.
+    expect(given.map((g) => callsFor(g.tag).length)).toEqual([1, 1]);
+  });
+
+  it('MCP: a call the SDK client times out on (notifications/cancelled) frees the place, and its model calls stop', async () => {
+    // The client's fetch, to know when the server has taken each cancellation (its 202).
+    const cancelsTaken: unknown[] = [];
+    const watched: typeof fetch = async (url, init) => {
+      const res = await fetch(url, init);
+      if (typeof init?.body === 'string' && init.body.includes('"notifications/cancelled"')) cancelsTaken.push(res.status);
+      return res;
+    };
+    const client = new Client({ name: 'given-up', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`), { requestInit: { headers: { 'x-api-key': KEY } }, fetch: watched }));
+    try {
+      for (const i of [1, 2]) {
+        await expect(
+          client.callTool({ name: 'preview_check', arguments: { yaml: question(`mcp-${i}`, `abandoned mcp ${i}`), runs: 3, model_calls: 6 } }, undefined, { timeout: 3000 }),
+        ).rejects.toThrow(/Request timed out/);
+      }
+      await until('both cancellations taken', () => cancelsTaken.length === 2);
+      expect(cancelsTaken).toEqual([202, 202]);
+      await until('the abandoned model calls closed', () => fake.open === 0);
+      // At most the one call each had made when it was cancelled (one at a time; none if cancelled before it asked).
+      const asked = [1, 2].map((i) => callsFor(`abandoned mcp ${i}`).length);
+      expect(Math.max(...asked)).toBeLessThanOrEqual(1);
+
+      const third = (await client.callTool({ name: 'preview_check', arguments: { yaml: question('mcp-3', 'answered mcp'), runs: 3 } })) as { isError?: boolean; content: { text: string }[] };
+      expect(third.isError).toBeFalsy();
+      expect(JSON.parse(third.content[0].text)).toMatchObject({ runs: { checked: 3 }, not_checked: [] });
+      expect([1, 2].map((i) => callsFor(`abandoned mcp ${i}`).length)).toEqual(asked);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('answers within its wall-clock bound with what it covered, the rest not checked', async () => {
+    const authoring = createAuthoring({
+      data: { checkRecords: async () => [], putCheck: async () => undefined, deleteCheck: async () => false },
+      queries: createReviewQueries(app.db),
+      checks: { loaded: () => app.checks(), reload: async () => undefined },
+      models,
+    });
+    const r = await authoring.preview(PROJECT, { yaml: question('bounded', 'abandoned bounded') }, { by: 'agent', runs: 3, time_ms: 1500 });
+    expect(r.flagged).toEqual([]);
+    expect(r.not_checked.map((n) => n.run_id).sort()).toEqual(RUNS);
+    for (const n of r.not_checked) expect(n.reason).toMatch(/the preview's time \(1\.5 s\) ran out/);
+    expect(r.bounds).toMatch(/stopped at its 1\.5 s bound/);
+    await until('the bounded preview\'s model call closed', () => fake.open === 0);
+  });
+
+  it('a preview whose caller gives up stops with no model call after it, and frees its place', async () => {
+    const authoring = createAuthoring({
+      data: { checkRecords: async () => [], putCheck: async () => undefined, deleteCheck: async () => false },
+      queries: createReviewQueries(app.db),
+      checks: { loaded: () => app.checks(), reload: async () => undefined },
+      models,
+      previewsAtOnce: 1,
+    });
+    const ac = new AbortController();
+    const given = authoring.preview(PROJECT, { yaml: question('direct', 'abandoned direct') }, { by: 'app', runs: 3, model_calls: 6, signal: ac.signal });
+    await until('the preview at the model', () => callsFor('abandoned direct').length > 0);
+    ac.abort();
+    // Its place is free at once.
+    const next = authoring.preview(PROJECT, { yaml: question('direct-2', 'answered direct') }, { by: 'app', runs: 3 });
+    await expect(given).rejects.toMatchObject({ status: 499, code: 'cancelled' });
+    // The preview has ended: the one call it had made (aborted), none after.
+    expect(callsFor('abandoned direct')).toHaveLength(1);
+    expect((await next).runs.checked).toBe(3);
+  });
+});
