@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { Logger } from '@neatroots/ports';
 import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { defaultAppDir, serveApp } from './app-files';
 import { ApiKeyGuard, keyBeforeBody } from './auth.guard';
@@ -50,6 +51,8 @@ export interface ApiOptions {
   appDir?: string | null;
   /** Origins whose pages may call the API from a browser (CORS; `*` for any); default none: no CORS headers. */
   corsOrigins?: readonly string[];
+  /** How long close() lets the requests in hand finish before it cuts their connections (default 5000 ms). */
+  shutdownGraceMs?: number;
 }
 
 @Module({})
@@ -94,7 +97,46 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
   // drain, flush, close), the api among them.
   if (opts.host) await app.listen(opts.port, opts.host);
   else await app.listen(opts.port);
+  closeGracefully(app, opts.shutdownGraceMs ?? 5_000);
   return app;
+}
+
+/**
+ * app.close() stops the HTTP port as ingest's OTLP/HTTP port stops: from then on every answer
+ * carries `Connection: close` (node closes the connection once it is sent), so a keep-alive
+ * client moves on after the answer in hand; idle connections close at once; what is still open
+ * after graceMs is cut. Nest's adapter only called node's server.close(), which goes on answering
+ * on a connection that had a request in hand for as long as its client keeps sending.
+ */
+function closeGracefully(app: INestApplication, graceMs: number): void {
+  const server = app.getHttpServer() as Server;
+  /** Answers in hand, so that those not begun when the close comes are the last on their connection. */
+  const inHand = new Set<ServerResponse>();
+  let closing = false;
+  server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
+    if (closing) {
+      res.setHeader('Connection', 'close');
+      return;
+    }
+    inHand.add(res);
+    res.once('close', () => inHand.delete(res));
+  });
+  let closed: Promise<void> | undefined;
+  // What app.close() calls once Nest's shutdown hooks ran (the app itself is a proxy that takes
+  // no new properties; its adapter is a plain object).
+  const adapter = app.getHttpAdapter() as { close(): Promise<void> | undefined };
+  adapter.close = () =>
+    (closed ??= new Promise<void>((resolve) => {
+      closing = true;
+      for (const res of inHand) if (!res.headersSent) res.setHeader('Connection', 'close');
+      const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+      cut.unref();
+      server.close(() => {
+        clearTimeout(cut);
+        resolve();
+      });
+      server.closeIdleConnections();
+    }));
 }
 
 /** Where a listening app can be reached from this machine (tests, logs). */

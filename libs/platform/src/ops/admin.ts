@@ -111,7 +111,12 @@ export function createMetrics(service: string): Metrics {
 
 export interface AdminServer {
   port: number;
-  close(): Promise<void>;
+  /**
+   * Stops serving: every answer from then on closes its connection (a keep-alive scraper or
+   * probe moves on), idle connections close at once, and what is still open after graceMs
+   * (default 5000) is cut.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 export async function startAdmin(opts: {
@@ -126,9 +131,14 @@ export async function startAdmin(opts: {
    */
   failing?: () => string | undefined;
 }): Promise<AdminServer> {
+  /** close() began: every answer from now on closes its connection. */
+  let closing = false;
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const send = (code: number, type: string, body: string) => {
+      // Closing: this connection's last answer (node closes it once sent). Without it node's
+      // server.close() kept answering a scraper or probe that kept sending on its connection.
+      if (closing) res.setHeader('Connection', 'close');
       res.writeHead(code, { 'content-type': type });
       res.end(body);
     };
@@ -158,8 +168,21 @@ export async function startAdmin(opts: {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());
   });
+  let closed: Promise<void> | undefined;
   return {
     port: (server.address() as AddressInfo).port,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close(graceMs = 5_000) {
+      closing = true;
+      closed ??= new Promise<void>((resolve) => {
+        const cut = setTimeout(() => server.closeAllConnections(), graceMs);
+        cut.unref();
+        server.close(() => {
+          clearTimeout(cut);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      return closed;
+    },
   };
 }

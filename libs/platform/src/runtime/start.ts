@@ -40,7 +40,7 @@ export interface Services {
   failed: Promise<string>;
   link<T>(name: string): Promise<T>;
   /**
-   * Ordered shutdown: the process stops accepting (edges, its gRPC server), the platform drains,
+   * Ordered shutdown: the process stops accepting (the edges together, then its gRPC server), the platform drains,
    * the other modules finish what they hold and flush, the links and drivers close, then the
    * admin port. Running it twice runs it once.
    */
@@ -139,7 +139,9 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       clearInterval(watch);
       health.setAll('NOT_SERVING');
       const started = order.filter((m) => running.has(m.name)).reverse();
-      for (const m of started.filter((x) => x.edge)) await step(m.name, () => running.get(m.name)!.stop());
+      // The edges stop accepting together: one that takes its grace to close (an HTTP client
+      // sending on its connection) must not keep another's ports open meanwhile.
+      await Promise.all(started.filter((x) => x.edge).map((m) => step(m.name, () => running.get(m.name)!.stop())));
       if (grpcServer && servicePort !== undefined) await step('gRPC server', () => closeGrpcServer(grpcServer));
       // Bounded by the platform (NEATROOTS_DRAIN_MS embedded; Kafka keeps what is left).
       await step('drain', () => platform.drain());
