@@ -1,5 +1,5 @@
 import * as http from 'node:http';
-import { MemoryBus } from '@neatroots/platform';
+import { MemoryBus, until } from '@neatroots/platform';
 import { startIngest, type IngestHandle } from './ingest';
 
 /**
@@ -77,8 +77,8 @@ describe('OTLP/HTTP: a stop under load', () => {
       }
     };
     const clients = Array.from({ length: 8 }, client);
-    await new Promise((r) => setTimeout(r, 500)); // under load
-    expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(20);
+    // Under load: the clients have been answered a few times over (waited for, not slept for).
+    await until('21 exports answered', () => answers.filter((a) => a.status === 200).length > 20, 20_000, 10);
 
     armed = true;
     await exportInHand;
@@ -92,8 +92,8 @@ describe('OTLP/HTTP: a stop under load', () => {
     // The export in hand when the stop began was answered (calls in progress finish), on its
     // connection's last answer.
     const held = answers.find((a) => a.seq === inHandSeq);
-    expect({ took: took < 2_000 ? 'under 2 s' : `${took} ms`, held: held && { status: held.status, connection: held.connection } }).toEqual({
-      took: 'under 2 s',
+    expect({ took: took < 4_000 ? 'under 4 s' : `${took} ms`, held: held && { status: held.status, connection: held.connection } }).toEqual({
+      took: 'under 4 s',
       held: { status: 200, connection: 'close' },
     });
     // Every request sent once closing was answered on its connection's last answer: no client
