@@ -37,12 +37,19 @@ export function App() {
   const m = /^\/p\/([^/]+)(\/.*)?$/.exec(where.path);
   const project = m ? decodeURIComponent(m[1]) : undefined;
   const rest = (m?.[2] ?? '/').replace(/\/+$/, '') || '/';
+  const signingIn = !session || (project !== undefined && session.project !== project);
+
+  // The tab's title (and so the history entry's) names the page: "Runs · neatroots", "Run r1 · neatroots".
+  const title = signingIn ? 'Sign in' : m ? pageTitle(rest) : undefined;
+  useEffect(() => {
+    document.title = title ? `${title} · neatroots` : 'neatroots';
+  }, [title]);
 
   useEffect(() => {
     if (!m && session) navigate(`/p/${encodeURIComponent(session.project)}/`, { replace: true });
   }, [m, session]);
 
-  if (!session || (project !== undefined && session.project !== project)) {
+  if (signingIn) {
     return (
       <SignIn
         key={project ?? ''}
@@ -122,4 +129,30 @@ export function App() {
       {page}
     </>
   );
+}
+
+/** A page's name for the tab's title, from its path under /p/{project}. */
+function pageTitle(rest: string): string {
+  const id = (re: RegExp) => {
+    const m = re.exec(rest);
+    return m ? decodeURIComponent(m[1]) : null;
+  };
+  const fixed: Record<string, string> = {
+    '/': 'Home',
+    '/runs': 'Runs',
+    '/checks': 'Checks',
+    '/sessions': 'Sessions',
+    '/procedures': 'Procedures',
+    '/review': 'Review',
+    '/insights': 'Insights',
+    '/settings/models': 'Settings → Models',
+  };
+  if (fixed[rest]) return fixed[rest];
+  const run = id(/^\/runs\/([^/]+)$/);
+  if (run !== null) return `Run ${run}`;
+  const session = id(/^\/sessions\/([^/]+)$/);
+  if (session !== null) return `Session ${session}`;
+  const pattern = id(/^\/patterns\/([^/]+)$/);
+  if (pattern !== null) return `Pattern ${pattern}`;
+  return 'No such page';
 }

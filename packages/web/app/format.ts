@@ -8,11 +8,19 @@ export function when(iso: string | null | undefined): string {
   return sameDay ? d.toLocaleTimeString() : d.toLocaleString();
 }
 
+/**
+ * "850 ms", "1.25 s", "12.5 s", "2 min 0 s": rounded to what is shown first, so a value that
+ * rounds up reads in the next unit (59,999 ms is "1 min 0 s", never "60.0 s" or "1 min 60 s").
+ */
 export function duration(ms: number | undefined): string {
   if (ms === undefined || !Number.isFinite(ms)) return '';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+  if (Math.round(ms) < 1000) return `${Math.round(ms)} ms`;
+  const hundredths = Math.round(ms / 10);
+  if (hundredths < 1000) return `${(hundredths / 100).toFixed(2)} s`;
+  const tenths = Math.round(ms / 100);
+  if (tenths < 600) return `${(tenths / 10).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  return `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
 export function percent(p: number | null | undefined): string {

@@ -10,7 +10,10 @@ import { href, Link, navigate, type Where } from './router';
 export function useUrlFilters<K extends string>(names: readonly K[], where: Where, path: string) {
   type Filters = Partial<Record<K, string>>;
   const params = Object.fromEntries(names.map((f) => [f, where.query.get(f) ?? undefined])) as Filters;
-  const [form, setForm] = useState<Filters>(params);
+  // The times as the form's fields take them: a link's API time (2030-01-01T00:00:00Z) shown in local time.
+  const [form, setForm] = useState<Filters>(() =>
+    Object.fromEntries(Object.entries(params).map(([k, v]) => [k, TIMES.has(k) ? toLocalInput(v as string | undefined) : v])) as Filters,
+  );
   const field = (name: K) => ({
     name,
     value: form[name] ?? '',
@@ -22,6 +25,28 @@ export function useUrlFilters<K extends string>(names: readonly K[], where: Wher
     navigate(href(path, { ...trimmed, cursor: undefined, limit: (params as Record<string, string | undefined>).limit }));
   };
   return { params, field, submit };
+}
+
+/** The filters that are times: a datetime-local field in the form, an ISO-8601 time for the API. */
+const TIMES = new Set(['from', 'to']);
+
+const pad = (n: number) => String(n).padStart(2, '0');
+
+/**
+ * A time from a link as a datetime-local field shows it: local yyyy-MM-ddTHH:mm, with :ss when
+ * it has seconds. The API's own forms (2030-01-01T00:00:00Z, an offset, a date alone) are read
+ * as toIso reads them, so the field shows the filter that is applied; a value that is no time
+ * is kept as it is (the API says what is wrong with it).
+ */
+export function toLocalInput(v: string | undefined): string | undefined {
+  if (!v) return v;
+  const ms = Date.parse(v);
+  if (Number.isNaN(ms)) return v;
+  const d = new Date(ms);
+  const year = d.getFullYear();
+  if (year < 1 || year > 9999) return v;
+  const day = `${String(year).padStart(4, '0')}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  return `${day}T${pad(d.getHours())}:${pad(d.getMinutes())}${d.getSeconds() ? `:${pad(d.getSeconds())}` : ''}`;
 }
 
 /** A local date-time from the form (2026-11-30T10:00) as the API's ISO-8601 time. */
@@ -50,6 +75,11 @@ export function Pager({ path, params, next, label }: { path: string; params: Rec
   );
 }
 
+/** A time field: with seconds in its value, it steps by the second (else the browser refuses the form). */
+function timeField(props: InputProps): InputProps & { step?: number } {
+  return /T\d\d:\d\d:\d\d/.test(props.value) ? { ...props, step: 1 } : props;
+}
+
 /** What `field` gives an input: its name, value and change handler. */
 type InputProps = { name: string; value: string; onChange: (e: { target: { value: string } }) => void };
 
@@ -59,11 +89,11 @@ export function TimeRangeAndSubmit({ fromLabel, field }: { fromLabel: string; fi
     <>
       <label>
         {fromLabel}
-        <input type="datetime-local" {...field('from')} />
+        <input type="datetime-local" {...timeField(field('from'))} />
       </label>
       <label>
         until
-        <input type="datetime-local" {...field('to')} />
+        <input type="datetime-local" {...timeField(field('to'))} />
       </label>
       <button type="submit">Filter</button>
     </>

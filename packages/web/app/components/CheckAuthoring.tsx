@@ -9,6 +9,13 @@ import { CodeEditor, type LineProblem } from './CodeEditor';
 /** How long typing pauses before the check is validated again. */
 const VALIDATE_AFTER_MS = 600;
 const DEFAULT_RUNS = 20;
+const MAX_RUNS = 100;
+
+/** The run count as typed, as the preview takes it: 1 to 100, and 20 when the field is empty or no number. */
+function runCount(typed: string): number {
+  const n = Math.round(Number(typed));
+  return typed.trim() === '' || !Number.isFinite(n) ? DEFAULT_RUNS : Math.min(MAX_RUNS, Math.max(1, n));
+}
 
 const EXAMPLE = `id: refund-needs-lookup
 kind: rule
@@ -51,14 +58,21 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
   const [drafting, setDrafting] = useState(false);
   const [draftNote, setDraftNote] = useState<{ text: string; warnings: string[] } | null>(null);
   const [validation, setValidation] = useState<Validation>({ state: 'idle' });
-  const [runs, setRuns] = useState(DEFAULT_RUNS);
-  const [preview, setPreview] = useState<{ busy: boolean; result?: CheckPreview; error?: string }>({ busy: false });
+  // As typed: clamped when the field is left or the preview asked for, not at every key.
+  const [runs, setRuns] = useState(String(DEFAULT_RUNS));
+  /** The preview, and the YAML it was for: once the editor's text differs, it is stale. */
+  const [preview, setPreview] = useState<{ busy: boolean; result?: CheckPreview; error?: string; yaml?: string }>({ busy: false });
+  const editor = useRef<HTMLDivElement>(null);
   const [saved, setSaved] = useState<{ busy: boolean; text?: string; error?: string }>({ busy: false });
   const seq = useRef(0);
 
-  // A check picked in the list to edit replaces the editor's text.
+  // A check picked in the list to edit replaces the editor's text, brought into view with the focus.
   useEffect(() => {
-    if (editing) setYaml(editing.yaml);
+    if (!editing) return;
+    setYaml(editing.yaml);
+    const box = editor.current;
+    box?.scrollIntoView({ block: 'start' });
+    box?.querySelector('textarea')?.focus({ preventScroll: true });
   }, [editing]);
 
   useEffect(() => {
@@ -98,9 +112,11 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
   };
 
   const runPreview = async () => {
+    const n = runCount(runs);
+    setRuns(String(n));
     setPreview({ busy: true });
     try {
-      setPreview({ busy: false, result: await api.previewCheck(session, yaml, runs) });
+      setPreview({ busy: false, result: await api.previewCheck(session, yaml, n), yaml });
     } catch (err) {
       const problems = problemsOf(err);
       if (problems) setValidation({ state: 'bad', problems });
@@ -122,6 +138,7 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
   };
 
   const problems = validation.state === 'bad' ? validation.problems : [];
+  const stale = !!preview.result && preview.yaml !== yaml;
   return (
     <section aria-labelledby="write" className="authoring">
       <div>
@@ -149,7 +166,9 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
             ))}
           </div>
         )}
-        <CodeEditor label="Check YAML" value={yaml} onChange={setYaml} problems={problems} />
+        <div ref={editor}>
+          <CodeEditor label="Check YAML" value={yaml} onChange={setYaml} problems={problems} />
+        </div>
         <p aria-live="polite" className="meta validation">
           {validation.state === 'checking' && 'Validating…'}
           {validation.state === 'ok' && <span className="ok">Valid.{validation.warnings.length > 0 && ` ${validation.warnings.join(' ')}`}</span>}
@@ -158,7 +177,16 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
         </p>
         <div className="row">
           <label htmlFor="preview-runs">Recent runs</label>
-          <input id="preview-runs" type="number" min={1} max={100} value={runs} onChange={(e) => setRuns(Math.min(100, Math.max(1, Number(e.target.value) || 1)))} style={{ width: '5rem' }} />
+          <input
+            id="preview-runs"
+            type="number"
+            min={1}
+            max={MAX_RUNS}
+            value={runs}
+            onChange={(e) => setRuns(e.target.value)}
+            onBlur={() => setRuns(String(runCount(runs)))}
+            style={{ width: '5rem' }}
+          />
           <button type="button" onClick={() => void runPreview()} disabled={preview.busy || !yaml.trim()}>
             {preview.busy ? 'Previewing…' : 'Preview on recent runs'}
           </button>
@@ -173,15 +201,20 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
         <h2 id="preview">Preview</h2>
         {!preview.result && !preview.error && <p className="empty">Preview a check to see which of the project's recent runs it would flag; nothing is saved and no note reaches an agent.</p>}
         {preview.error && <p role="alert" className="error">{preview.error}</p>}
-        {preview.result && <PreviewResult result={preview.result} base={base} />}
+        {preview.result && <PreviewResult result={preview.result} base={base} stale={stale} />}
       </div>
     </section>
   );
 }
 
-function PreviewResult({ result: r, base }: { result: CheckPreview; base: string }) {
+function PreviewResult({ result: r, base, stale }: { result: CheckPreview; base: string; stale: boolean }) {
   return (
-    <div aria-labelledby="preview" role="region">
+    <div aria-labelledby="preview" role="region" className={stale ? 'stale' : undefined}>
+      {stale && (
+        <p role="status" className="stale-note">
+          The YAML has changed since this preview: preview again to see what it flags now.
+        </p>
+      )}
       <p>
         <code>{r.check.id}</code> would flag <strong>{r.runs.flagged}</strong> of {r.runs.checked} runs.
       </p>

@@ -47,77 +47,80 @@ export function Checks({ session, base }: { session: Session; base: string }) {
           {acted.text}
         </p>
       )}
+      {data.loading && !data.data && <p aria-busy="true">Loading…</p>}
       {data.data && data.data.length === 0 && <p className="empty">No check is in effect here.</p>}
       {data.data && data.data.length > 0 && (
-        <table className="checks-list">
-          <thead>
-            <tr>
-              <th scope="col">Check</th>
-              <th scope="col">Kind</th>
-              <th scope="col">Source</th>
-              <th scope="col">Action</th>
-              <th scope="col" className="num">Findings</th>
-              <th scope="col" className="num">Dismissed</th>
-              <th scope="col" className="num">Precision</th>
-              <th scope="col">State</th>
-              <th scope="col">
-                <span className="sr-only">Change</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.data.map(({ id, listed, stat, disabled, seen }) => {
-              const action = listed?.action ?? seen?.action;
-              const source = listed?.source ?? seen?.check_source ?? disabled?.source;
-              const mine = listed?.source === 'database' && HALT_BY.has(listed.origin ?? '');
-              return (
-                <tr key={`${id}-${listed?.source ?? ''}-${listed?.in_effect ?? ''}`}>
-                  <td>
-                    <code title={listed?.title}>{id}</code>
-                  </td>
-                  <td>{listed?.kind ?? '—'}</td>
-                  <td title={listed?.file ?? (listed?.origin ? `written by ${listed.origin}` : undefined)}>
-                    {source ?? '—'}
-                    {!!listed?.overrides?.length && (
-                      <div className="muted" data-overrides title={listed.overrides.map((o) => o.file ?? o.source).join('\n')}>
-                        overrides {listed.overrides.map((o) => (o.file ? `${o.source} (${o.file.split(/[\\/]/).pop()})` : o.source)).join(', ')}
-                      </div>
-                    )}
-                  </td>
-                  <td>{action ? <span className={action === 'halt' ? 'badge halt' : 'badge'}>{action}</span> : '—'}</td>
-                  <td className="num">{stat?.findings ?? 0}</td>
-                  <td className="num">{stat?.dismissals ?? 0}</td>
-                  <td className="num">{percent(stat?.precision)}</td>
-                  <td>
-                    <div className="states">
-                      {listed && !listed.in_effect && <span className="badge warn">Not in effect: {listed.error ?? 'unknown reason'}</span>}
-                      {disabled && (
-                        <span className="badge warn" title={`${disabled.reason} (pattern ${disabled.pattern}, since ${when(disabled.since)})`}>
-                          Disabled: slow pattern ({disabled.ms} ms over {disabled.limit_ms} ms)
-                        </span>
+        <div className="scroll-x">
+          <table className="checks-list">
+            <thead>
+              <tr>
+                <th scope="col">Check</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Source</th>
+                <th scope="col">Action</th>
+                <th scope="col" className="num">Findings</th>
+                <th scope="col" className="num">Dismissed</th>
+                <th scope="col" className="num">Precision</th>
+                <th scope="col">State</th>
+                <th scope="col">
+                  <span className="sr-only">Change</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.data.map(({ id, listed, stat, disabled, seen }) => {
+                const action = listed?.action ?? seen?.action;
+                const source = listed?.source ?? seen?.check_source ?? disabled?.source;
+                const mine = listed?.source === 'database' && HALT_BY.has(listed.origin ?? '');
+                return (
+                  <tr key={`${id}-${listed?.source ?? ''}-${listed?.in_effect ?? ''}`}>
+                    <td className="id">
+                      <code title={listed?.title}>{id}</code>
+                    </td>
+                    <td>{listed?.kind ?? '—'}</td>
+                    <td title={listed?.file ?? (listed?.origin ? `written by ${listed.origin}` : undefined)}>
+                      {source ?? '—'}
+                      {!!listed?.overrides?.length && (
+                        <div className="muted" data-overrides title={listed.overrides.map((o) => o.file ?? o.source).join('\n')}>
+                          overrides {listed.overrides.map((o) => (o.file ? `${o.source} (${o.file.split(/[\\/]/).pop()})` : o.source)).join(', ')}
+                        </div>
                       )}
-                      {stat?.quiet && <span className="badge quiet">Quiet (dismissed 3 times)</span>}
-                      {stat?.retire_suggested && <span className="badge warn">Retirement suggested</span>}
-                      {listed?.in_effect !== false && !disabled && !stat?.quiet && !stat?.retire_suggested && 'Running'}
-                    </div>
-                  </td>
-                  <td>
-                    {listed?.yaml && (
-                      <button type="button" className="link" onClick={() => setEditing({ yaml: listed.yaml!, n: Date.now() })} aria-label={`Edit ${id}`}>
-                        Edit
-                      </button>
-                    )}
-                    {mine && listed?.kind === 'rule' && action === 'flag' && (
-                      <button type="button" className="link" onClick={() => void halt(id)} aria-label={`Switch ${id} to halt`}>
-                        Switch to halt
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+                    </td>
+                    <td>{action ? <span className={action === 'halt' ? 'badge halt' : 'badge'}>{action}</span> : '—'}</td>
+                    <td className="num">{stat?.findings ?? 0}</td>
+                    <td className="num">{stat?.dismissals ?? 0}</td>
+                    <td className="num">{percent(stat?.precision)}</td>
+                    <td>
+                      <div className="states">
+                        {listed && !listed.in_effect && <span className="badge warn">Not in effect: {listed.error ?? 'unknown reason'}</span>}
+                        {disabled && (
+                          <span className="badge warn" title={`${disabled.reason} (pattern ${disabled.pattern}, since ${when(disabled.since)})`}>
+                            Disabled: slow pattern ({disabled.ms} ms over {disabled.limit_ms} ms)
+                          </span>
+                        )}
+                        {stat?.quiet && <span className="badge quiet">Quiet (dismissed 3 times)</span>}
+                        {stat?.retire_suggested && <span className="badge warn">Retirement suggested</span>}
+                        {listed?.in_effect !== false && !disabled && !stat?.quiet && !stat?.retire_suggested && 'Running'}
+                      </div>
+                    </td>
+                    <td>
+                      {listed?.yaml && (
+                        <button type="button" className="link" onClick={() => setEditing({ yaml: listed.yaml!, n: Date.now() })} aria-label={`Edit ${id}`}>
+                          Edit
+                        </button>
+                      )}
+                      {mine && listed?.kind === 'rule' && action === 'flag' && (
+                        <button type="button" className="link" onClick={() => void halt(id)} aria-label={`Switch ${id} to halt`}>
+                          Switch to halt
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
       )}
       <CheckAuthoring session={session} base={base} editing={editing} onSaved={() => data.reload()} />
     </main>

@@ -29,6 +29,7 @@ export function Home({ session, base }: { session: Session; base: string }) {
       <h1>Home</h1>
       <section aria-labelledby="problems-h">
         <h2 id="problems-h">Problems now</h2>
+        {problems.loading && !problems.list && <p aria-busy="true">Loading…</p>}
         {problems.list && problems.list.length === 0 && <p className="empty">No open problems.</p>}
         {problems.list && problems.list.length > 0 && (
           <p className="meta" aria-live="polite">
@@ -45,6 +46,7 @@ export function Home({ session, base }: { session: Session; base: string }) {
       </section>
       <section aria-labelledby="halted-h">
         <h2 id="halted-h">Runs halted today</h2>
+        {halted.loading && <p aria-busy="true">Loading…</p>}
         {halted.error && <p role="alert" className="error">{halted.error}</p>}
         {halted.data && halted.data.runs.length === 0 && <p className="empty">No run was halted today{halted.data.partial ? ' among the problems read' : ''}.</p>}
         {halted.data?.partial && (
@@ -63,6 +65,7 @@ export function Home({ session, base }: { session: Session; base: string }) {
       </section>
       <section aria-labelledby="noisy-h">
         <h2 id="noisy-h">Checks that look noisy</h2>
+        {stats.loading && <p aria-busy="true">Loading…</p>}
         {stats.error && <p role="alert" className="error">{stats.error}</p>}
         {stats.data && noisy.length === 0 && <p className="empty">No check has been dismissed often.</p>}
         {noisy.length > 0 && <NoisyTable checks={noisy} base={base} />}
@@ -122,34 +125,36 @@ function ProblemGroups({ problems, base }: { problems: Problem[]; base: string }
 
 function NoisyTable({ checks, base }: { checks: CheckStat[]; base: string }) {
   return (
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">Check</th>
-          <th scope="col">Findings</th>
-          <th scope="col">Dismissed</th>
-          <th scope="col">Precision</th>
-          <th scope="col"></th>
-        </tr>
-      </thead>
-      <tbody>
-        {checks.map((c) => (
-          <tr key={c.check_id}>
-            <td>
-              <Link to={`${base}/checks`}>
-                <code>{c.check_id}</code>
-              </Link>
-            </td>
-            <td className="num">{c.findings}</td>
-            <td className="num">{c.dismissals}</td>
-            <td className="num">{percent(c.precision)}</td>
-            <td>
-              {c.retire_suggested && <span className="badge warn">Retirement suggested</span>} {c.quiet && <span className="badge quiet">Quiet</span>}
-            </td>
+    <div className="scroll-x">
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Check</th>
+            <th scope="col">Findings</th>
+            <th scope="col">Dismissed</th>
+            <th scope="col">Precision</th>
+            <th scope="col"></th>
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {checks.map((c) => (
+            <tr key={c.check_id}>
+              <td>
+                <Link to={`${base}/checks`}>
+                  <code>{c.check_id}</code>
+                </Link>
+              </td>
+              <td className="num">{c.findings}</td>
+              <td className="num">{c.dismissals}</td>
+              <td className="num">{percent(c.precision)}</td>
+              <td>
+                {c.retire_suggested && <span className="badge warn">Retirement suggested</span>} {c.quiet && <span className="badge quiet">Quiet</span>}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

@@ -3,7 +3,7 @@ import { api } from '../api';
 import { FindingCard, StateBadge } from '../components/FindingCard';
 import { Highlight } from '../components/Highlight';
 import { VirtualList } from '../components/VirtualList';
-import { asText, duration, when } from '../format';
+import { asText, count, duration, when } from '../format';
 import { failure } from '../load';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
@@ -11,6 +11,14 @@ import { timelineRows, timeRange } from '../spans';
 import type { Finding, RunDetail, Span } from '../types';
 
 const ROW = 30;
+/** A span's findings are marked ⚑ each up to this many; more read as one "⚑ 4". */
+const MARKERS = 3;
+/** The state a span's markers show when they are one: the most pressing of its findings'. */
+const STATE_ORDER: Finding['state'][] = ['open', 'active', 'resolved', 'dismissed'];
+
+function mostPressing(findings: Finding[]): Finding['state'] {
+  return STATE_ORDER.find((s) => findings.some((f) => f.state === s)) ?? findings[0].state;
+}
 
 /**
  * The run page: its spans as a timeline (nested by parent, duration bars, errors marked), the
@@ -92,8 +100,8 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
         <p className="meta">
           {run.workflow ?? 'no workflow'}
           {run.session_id && <> · session {run.session_id}</>} · started {when(run.started_at)} ·{' '}
-          {run.end_status ? <span className={`badge end-${run.end_status}`}>{run.end_status}</span> : 'running'} · {run.span_count} spans
-          {run.error_count > 0 && <span className="error"> · {run.error_count} errors</span>} · {run.total_tokens} tokens ·{' '}
+          {run.end_status ? <span className={`badge end-${run.end_status}`}>{run.end_status}</span> : 'running'} · {count(run.span_count, 'span')}
+          {run.error_count > 0 && <span className="error"> · {count(run.error_count, 'error')}</span>} · {run.total_tokens} tokens ·{' '}
           <Link to={`${base}/runs`}>all runs</Link>
         </p>
       </header>
@@ -181,7 +189,7 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
 
 function spanLabel(s: Span, cited?: Finding[]): string {
   const parts = [s.name, s.type, s.status === 'error' ? 'error' : '', duration(spanMs(s))];
-  if (cited?.length) parts.push(`${cited.length} finding${cited.length > 1 ? 's' : ''}: ${cited.map((f) => f.title).join('; ')}`);
+  if (cited?.length) parts.push(`${count(cited.length, 'finding')}: ${cited.map((f) => f.title).join('; ')}`);
   return parts.filter(Boolean).join(', ');
 }
 
@@ -209,11 +217,17 @@ function SpanRow({ span, depth, range, cited }: { span: Span; depth: number; ran
       </span>
       <span className="dur">{duration(ms)}</span>
       <span className="cited">
-        {cited?.map((f) => (
-          <span key={f.id} className={`marker state-${f.state}`} title={f.title} data-finding-marker={f.id}>
-            ⚑
+        {cited && cited.length > MARKERS ? (
+          <span className={`marker state-${mostPressing(cited)}`} title={cited.map((f) => f.title).join('\n')} data-finding-markers={cited.length}>
+            ⚑ {cited.length}
           </span>
-        ))}
+        ) : (
+          cited?.map((f) => (
+            <span key={f.id} className={`marker state-${f.state}`} title={f.title} data-finding-marker={f.id}>
+              ⚑
+            </span>
+          ))
+        )}
       </span>
     </div>
   );

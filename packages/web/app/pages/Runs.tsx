@@ -52,38 +52,41 @@ export function Runs({ session, base, where }: { session: Session; base: string;
         </label>
         <TimeRangeAndSubmit fromLabel="Started from" field={field} />
       </form>
+      {runs.loading && <p aria-busy="true">Loading…</p>}
       <ListState error={runs.error} empty={!!runs.data && runs.data.runs.length === 0} noun="runs" paged={!!params.cursor} />
       {runs.data && runs.data.runs.length > 0 && (
-        <table className="runs">
-          <thead>
-            <tr>
-              <th scope="col">Run</th>
-              <th scope="col">Workflow</th>
-              <th scope="col">Session</th>
-              <th scope="col">Started</th>
-              <th scope="col">End</th>
-              <th scope="col" className="num">Spans</th>
-              <th scope="col" className="num">Errors</th>
-              <th scope="col" className="num">Open problems</th>
-            </tr>
-          </thead>
-          <tbody>
-            {runs.data.runs.map((r) => (
-              <tr key={r.run_id}>
-                <td>
-                  <Link to={`${base}/runs/${encodeURIComponent(r.run_id)}`}>{r.run_id}</Link>
-                </td>
-                <td>{r.workflow ?? '—'}</td>
-                <td>{r.session_id ?? '—'}</td>
-                <td>{when(r.started_at)}</td>
-                <td>{r.end_status ? <span className={`badge end-${r.end_status}`}>{r.end_status}</span> : <span className="meta">running</span>}</td>
-                <td className="num">{r.span_count}</td>
-                <td className="num">{r.error_count > 0 ? <span className="error">{r.error_count}</span> : 0}</td>
-                <td className="num">{r.open_findings > 0 ? <span className="badge state-open">{r.open_findings}</span> : 0}</td>
+        <div className="scroll-x">
+          <table className="runs">
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Workflow</th>
+                <th scope="col">Session</th>
+                <th scope="col">Started</th>
+                <th scope="col">End</th>
+                <th scope="col" className="num">Spans</th>
+                <th scope="col" className="num">Errors</th>
+                <th scope="col" className="num">Open problems</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {runs.data.runs.map((r) => (
+                <tr key={r.run_id}>
+                  <td className="id">
+                    <Link to={`${base}/runs/${encodeURIComponent(r.run_id)}`}>{r.run_id}</Link>
+                  </td>
+                  <td className="id">{r.workflow ?? '—'}</td>
+                  <td className="id">{r.session_id ?? '—'}</td>
+                  <td>{when(r.started_at)}</td>
+                  <td>{r.end_status ? <span className={`badge end-${r.end_status}`}>{r.end_status}</span> : <span className="meta">running</span>}</td>
+                  <td className="num">{r.span_count}</td>
+                  <td className="num">{r.error_count > 0 ? <span className="error">{r.error_count}</span> : 0}</td>
+                  <td className="num">{r.open_findings > 0 ? <span className="badge state-open">{r.open_findings}</span> : 0}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       <Pager path={`${base}/runs`} params={params} next={next} label="Pages of runs" />
     </main>

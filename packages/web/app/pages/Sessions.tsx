@@ -50,37 +50,40 @@ export function Sessions({ session, base, where }: { session: Session; base: str
         </label>
         <TimeRangeAndSubmit fromLabel="Received from" field={field} />
       </form>
+      {list.loading && <p aria-busy="true">Loading…</p>}
       <ListState error={list.error} empty={!!list.data && list.data.items.length === 0} noun="sessions" paged={!!params.cursor} />
       {list.data && list.data.items.length > 0 && (
-        <table className="sessions">
-          <thead>
-            <tr>
-              <th scope="col">Session</th>
-              <th scope="col">Agent</th>
-              <th scope="col">Received</th>
-              <th scope="col">Status</th>
-              <th scope="col">Result</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.items.map((s) => (
-              <tr key={s.id}>
-                <td>
-                  <Link to={`${base}/sessions/${encodeURIComponent(s.id)}`}>{s.external_id ?? s.id}</Link>
-                </td>
-                <td>{s.agent ?? '—'}</td>
-                <td>{when(s.received_at)}</td>
-                <td>
-                  <span className={`badge status-${s.status}`}>{s.status}</span>
-                  {s.status === 'failed' && s.error && <div className="error">{s.error}</div>}
-                </td>
-                <td>
-                  <ResultBadge result={s.result} />
-                </td>
+        <div className="scroll-x">
+          <table className="sessions">
+            <thead>
+              <tr>
+                <th scope="col">Session</th>
+                <th scope="col">Agent</th>
+                <th scope="col">Received</th>
+                <th scope="col">Status</th>
+                <th scope="col">Result</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {list.data.items.map((s) => (
+                <tr key={s.id}>
+                  <td className="id">
+                    <Link to={`${base}/sessions/${encodeURIComponent(s.id)}`}>{s.external_id ?? s.id}</Link>
+                  </td>
+                  <td className="id">{s.agent ?? '—'}</td>
+                  <td>{when(s.received_at)}</td>
+                  <td>
+                    <span className={`badge status-${s.status}`}>{s.status}</span>
+                    {s.status === 'failed' && s.error && <div className="error">{s.error}</div>}
+                  </td>
+                  <td>
+                    <ResultBadge result={s.result} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       <Pager path={`${base}/sessions`} params={params} next={next} label="Pages of sessions" />
     </main>
