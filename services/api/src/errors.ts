@@ -40,6 +40,15 @@ export class ApiError extends HttpException {
   }
 }
 
+/**
+ * A service the api asks over gRPC (review, in the distributed deployment) cannot be reached or
+ * gave no answer in time: 503 `unavailable` with Retry-After, logged as one warning line. The
+ * service restarting (a rollout, a crash) is not a fault of the request nor of the api.
+ */
+export class UnavailableError extends Error {
+  override readonly name = 'UnavailableError';
+}
+
 /** Nest's own errors (no route, a path that does not decode) by status. */
 const CODES: Record<number, string> = {
   400: 'bad_request',
@@ -57,7 +66,10 @@ const CODES: Record<number, string> = {
  * Codes that ask the caller to come back shortly, with the seconds they send as Retry-After:
  * a model queue that is full (a draft refused by the question service's back-pressure).
  */
-export const RETRY_AFTER_SECONDS: ReadonlyMap<string, number> = new Map([['model_busy', 5]]);
+export const RETRY_AFTER_SECONDS: ReadonlyMap<string, number> = new Map([
+  ['model_busy', 5],
+  ['unavailable', 5],
+]);
 
 function messageOf(e: HttpException): string {
   const body = e.getResponse();
@@ -100,6 +112,11 @@ export class ErrorsFilter implements ExceptionFilter {
       code = err.code;
       message = err.message;
       problems = err.problems;
+    } else if (err instanceof UnavailableError) {
+      status = HttpStatus.SERVICE_UNAVAILABLE;
+      code = 'unavailable';
+      message = err.message;
+      this.log.warn(err.message);
     } else if (err instanceof StoreInputError) {
       status = HttpStatus.BAD_REQUEST;
       code = err.code;

@@ -85,3 +85,35 @@ describe('api over the review service\'s gRPC', () => {
     expect((await get('/v1/projects/p1/findings?include_quiet=true')).body.findings.map((f: { id: string }) => f.id)).toEqual(['n4']);
   });
 });
+
+describe('the review service away (restarting, its database down, overloaded)', () => {
+  it('answers 503 unavailable with Retry-After, for reads and for writes, not 500', async () => {
+    // A review service that served once and then stopped: the api's gRPC client finds no one there.
+    const gone = new Server();
+    const svc = reviewGrpcService(createReviewQueries(db), (key) => new ProjectsRepo(db).resolveApiKey(key));
+    gone.addService(svc.service, svc.implementation);
+    const port = await new Promise<number>((resolve, reject) =>
+      gone.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    const away = new ReviewGrpcClient(`127.0.0.1:${port}`, 2_000);
+    const awayApp = await createApi({ queries: away, resolveKey: (key) => away.resolveKey(key), port: 0, logger: false });
+    try {
+      const url = apiUrl(awayApp);
+      expect((await fetch(`${url}/v1/projects/p1/runs`, { headers: { 'x-api-key': KEY } })).status).toBe(200);
+      gone.forceShutdown();
+      for (const init of [{ method: 'GET' }, { method: 'POST', body: JSON.stringify({ reason: 'noise' }), headers: { 'content-type': 'application/json' } }]) {
+        const path = init.method === 'GET' ? '/v1/projects/p1/runs' : '/v1/projects/p1/findings/n4/dismiss';
+        const res = await fetch(`${url}${path}`, { ...init, headers: { ...(init.headers ?? {}), 'x-api-key': KEY } });
+        expect({ method: init.method, status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() }).toEqual({
+          method: init.method,
+          status: 503,
+          retryAfter: '5',
+          body: { error: { code: 'unavailable', message: expect.stringMatching(/^the review service cannot answer right now \((UNAVAILABLE|DEADLINE_EXCEEDED): .*\); retry shortly$/) } },
+        });
+      }
+    } finally {
+      await awayApp.close();
+      away.close();
+    }
+  }, 30_000);
+});

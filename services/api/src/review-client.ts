@@ -1,9 +1,19 @@
 import { credentials, Metadata, status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { StoreInputError, type ReviewQueries } from '@neatroots/store';
+import { UnavailableError } from './errors';
 
 /** Where the review service puts the store's error code (services/review's INPUT_ERROR_CODE). */
 const INPUT_ERROR_CODE = 'neatroots-error-code';
+
+/**
+ * The review service not there or not answering in time (restarting, overloaded): 503 with
+ * Retry-After (errors.ts UnavailableError), not a 500. Used by the SOP client too.
+ */
+export function unavailable(err: ServiceError): UnavailableError | undefined {
+  if (err.code !== status.UNAVAILABLE && err.code !== status.DEADLINE_EXCEEDED && err.code !== status.RESOURCE_EXHAUSTED) return undefined;
+  return new UnavailableError(`the review service cannot answer right now (${status[err.code]}: ${err.details || err.message}); retry shortly`);
+}
 
 /**
  * The review service's queries over gRPC: what the api uses in the distributed deployment
@@ -22,7 +32,7 @@ export class ReviewGrpcClient implements ReviewQueries {
         if (!err) return resolve(res);
         // Bad input is the caller's (400); anything else is the review service being unwell (5xx).
         if (err.code === status.INVALID_ARGUMENT) reject(new StoreInputError(String(err.metadata?.get(INPUT_ERROR_CODE)[0] ?? 'invalid_argument'), err.details));
-        else reject(new Error(`review service: ${err.details || err.message}`));
+        else reject(unavailable(err) ?? new Error(`review service: ${err.details || err.message}`));
       });
     });
   }

@@ -1,6 +1,7 @@
 import { credentials, Metadata, status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { SopError, type ReviewSopQueries, type SopIssue, type SopQueries } from '@neatroots/store';
+import { unavailable } from './review-client';
 
 /** Where the review service puts a refusal's code and sopc's issues (services/review sop/grpc.ts). */
 const ERROR_CODE = 'neatroots-error-code';
@@ -39,7 +40,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
         (err, res) => {
           if (!err) return resolve(res);
           const mapped = FROM_GRPC[err.code as status];
-          if (!mapped) return reject(new Error(`review service: ${err.details || err.message}`));
+          if (!mapped) return reject(unavailable(err) ?? new Error(`review service: ${err.details || err.message}`));
           const code = String(err.metadata?.get(ERROR_CODE)[0] ?? 'error');
           const issuesText = err.metadata?.get(ERROR_ISSUES)[0];
           const issues = issuesText ? (JSON.parse(String(issuesText)) as SopIssue[]) : undefined;
