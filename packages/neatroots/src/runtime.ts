@@ -1,3 +1,4 @@
+import { constants as osConstants } from 'node:os';
 import {
   compileRuleSet,
   recordDisabledChecks,
@@ -42,17 +43,33 @@ export function logCrashes(log: Logger): void {
 
 /**
  * Resolves on the first SIGINT, SIGTERM or SIGHUP (a closed terminal, or what a supervisor or
- * `relaunch` passes on): each is listened for once, so a second of the same kind during the stop
- * ends the process at once (node's default).
+ * `relaunch` passes on). A second one of any of them during the stop (SIGTERM then Ctrl-C, say)
+ * stops the process at once: `log` says so, and the process ends by that signal, as node's
+ * default would (exit 143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP), without finishing the stop.
  */
-export function untilSignal(): Promise<void> & { dispose(): void } {
+export function untilSignal(log?: Pick<Logger, 'warn'>): Promise<void> & { dispose(): void } {
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   let resolve!: () => void;
   const signalled = new Promise<void>((r) => (resolve = r));
-  const on = () => resolve();
-  for (const s of signals) process.once(s, on);
-  // dispose(): the listeners left are removed (a start that returned, in a process that goes on).
-  return Object.assign(signalled, { dispose: () => signals.forEach((s) => process.off(s, on)) });
+  let first: NodeJS.Signals | undefined;
+  const dispose = () => signals.forEach((s) => process.off(s, on));
+  function on(signal: NodeJS.Signals): void {
+    if (!first) {
+      first = signal;
+      resolve();
+      return;
+    }
+    // Each signal used to be listened for once: a second of the same kind ended the process
+    // (node's default), one of another kind was ignored.
+    log?.warn(`${signal} after ${first}: stopping now, without finishing the stop (a second signal ends the process at once)`);
+    dispose();
+    process.kill(process.pid, signal);
+    // Still here: something else listens for it too; end as the signal would have.
+    process.exit(128 + (osConstants.signals[signal] ?? 0));
+  }
+  for (const s of signals) process.on(s, on);
+  // dispose(): the listeners are removed (a start that returned, in a process that goes on).
+  return Object.assign(signalled, { dispose });
 }
 
 export interface CheckSet {

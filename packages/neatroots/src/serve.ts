@@ -101,7 +101,7 @@ export async function runServe(target: Target, io: Io): Promise<number> {
     throw e;
   }
   // Listened for before it says so (see start.ts).
-  const stop = untilSignal();
+  const stop = untilSignal(log);
   log.info(
     `serving (health: gRPC :${served.servicePort}, admin http :${served.adminPort})` +
       (served.ingestPorts ? `; OTLP :${served.ingestPorts.otlp}, OTLP/HTTP :${served.ingestPorts.otlpHttp}, neatroots gRPC :${served.ingestPorts.grpc}` : '') +

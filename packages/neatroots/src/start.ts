@@ -32,7 +32,7 @@ export async function runEmbedded(opts: { demo: boolean; io: Io }): Promise<numb
   // Listened for before anything is opened: a signal during start-up (opening the data folder,
   // the demo's replay) or a SIGHUP stops it in order once started, instead of ending the process
   // (node's default) with its data folder's lock left behind and nothing drained or closed.
-  const stop = untilSignal();
+  const stop = untilSignal(log);
   try {
     return await startAndServe({ ...opts, config, models, log, stop });
   } finally {
