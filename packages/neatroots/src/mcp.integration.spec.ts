@@ -74,10 +74,10 @@ afterAll(async () => {
 });
 
 describe('MCP tools over streamable HTTP', () => {
-  it('lists the five tools with their input schemas', async () => {
+  it('lists the seven tools with their input schemas', async () => {
     const client = await httpClient(KEY);
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(['create_check', 'get_run', 'list_checks', 'list_findings', 'preview_check']);
+    expect(tools.map((t) => t.name).sort()).toEqual(['create_check', 'get_check', 'get_run', 'list_checks', 'list_findings', 'list_spans', 'preview_check']);
     expect(tools.find((t) => t.name === 'get_run')!.inputSchema).toMatchObject({ type: 'object', required: ['run_id'] });
     await client.close();
   });

@@ -2,11 +2,11 @@ import { strings, UsageError } from './args';
 import type { Command } from './cli';
 
 /**
- * `neatroots mcp`: the MCP tools (create_check, preview_check, list_checks, list_findings,
- * get_run) over stdio, for a coding agent that starts its MCP servers as commands. The tools
- * are the api's (POST /v1/mcp); this relays between the agent and a running server, so the
- * API key decides the project exactly as over HTTP. Standard output carries MCP messages
- * only; problems go to standard error.
+ * `neatroots mcp`: the MCP tools (create_check, preview_check, list_checks, get_check,
+ * list_findings, get_run, list_spans) over stdio, for a coding agent that starts its MCP
+ * servers as commands. The tools are the api's (POST /v1/mcp); this relays between the agent
+ * and a running server, so the API key decides the project exactly as over HTTP. Standard
+ * output carries MCP messages only; problems go to standard error.
  */
 export const mcpCommand: Command = {
   usage: 'neatroots mcp [--url URL] [--key KEY]',
@@ -14,8 +14,8 @@ export const mcpCommand: Command = {
   help: `Serves neatroots' MCP tools on standard input and output, for coding agents that start MCP
 servers as commands (docs/authoring.md has the configuration for common ones). Each message
 is relayed to the running server's MCP endpoint (POST /v1/mcp), where the API key opens one
-project and every tool acts in it: create_check, preview_check, list_checks, list_findings,
-get_run. Agents can save flag rules and questions, never halt rules.
+project and every tool acts in it: create_check, preview_check, list_checks, get_check,
+list_findings, get_run, list_spans. Agents can save flag rules and questions, never halt rules.
 
 Server: --url URL (default NEATROOTS_URL, else http://127.0.0.1:8080); API key: --key KEY
 (default NEATROOTS_API_KEY). Runs until the agent closes standard input and its last

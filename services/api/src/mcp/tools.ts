@@ -1,7 +1,7 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { FINDING_STATE_FILTERS, MAX_PAGE, type ReviewQueries } from '@neatroots/store';
-import { AuthoringError, type Authoring, type CheckSubmission } from '../authoring';
+import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
+import { FINDING_STATE_FILTERS, MAX_PAGE, type Problem, type ReviewQueries } from '@neatroots/store';
+import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS } from '../limits';
 
 /**
@@ -11,11 +11,40 @@ import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS } from '../limits';
  * questions, never a halt rule (it cannot create one, turn a check into one, or change a
  * person's check). Every refusal is a tool error (isError) whose text says what is wrong and
  * where, so the agent can fix its call.
+ *
+ * Answers are bounded: MCP clients cap what a tool may answer (Claude Code at 25,000 tokens,
+ * and it sets one over 50,000 characters aside in a file), so a run's spans come a page at a
+ * time (SPANS_PAGE by default), a long field is cut to its first FIELD_CHARS characters (the
+ * record's `truncated` says how long it was), checks are listed without their YAML, and
+ * answers are compact JSON. A null argument is one left out (models send null for the
+ * optional ones they do not use).
  */
+
+/** Spans in a page of get_run and list_spans by default, and at most. */
+export const SPANS_PAGE = 20;
+export const MAX_SPANS_PAGE = 500;
+/** Findings in a page of list_findings by default (GET .../findings: 50). */
+export const FINDINGS_PAGE = 20;
+/** Characters a long field keeps by default (max_chars), and the most a call may ask for. */
+export const FIELD_CHARS = 500;
+export const MAX_FIELD_CHARS = 100_000;
+
+/** The fields of each record that can be long, cut to max_chars. */
+const SPAN_TEXT = ['name', 'tool', 'input', 'output', 'error', 'attributes'] as const;
+const RUN_TEXT = ['final_output', 'run_start'] as const;
+const FINDING_TEXT = ['title', 'guidance', 'quote', 'dismiss_note'] as const;
+const CHECK_TEXT = ['title', 'error'] as const;
 
 const CHECK_INPUT = {
   yaml: { type: 'string', description: 'The check as YAML (one check: id, kind, title, rule or ask, ...). Give yaml or check.' },
   check: { type: 'object', description: 'The check as a JSON object, the same fields as the YAML. Give yaml or check.' },
+} as const;
+
+const MAX_CHARS_INPUT = {
+  type: 'integer',
+  minimum: 1,
+  maximum: MAX_FIELD_CHARS,
+  description: `Characters each long field (a span's input, output, error, attributes; the run's final_output; a finding's guidance, quote) keeps (default ${FIELD_CHARS}); a longer one is cut and the record's truncated names it with its full length.`,
 } as const;
 
 export const MCP_TOOLS = [
@@ -45,18 +74,25 @@ export const MCP_TOOLS = [
   },
   {
     name: 'list_checks',
-    description: 'Lists the checks in effect in this project (library, files, database), with kind, action, source and who wrote database checks.',
+    description:
+      'Lists the checks in effect in this project (library, files, database), with kind, action, source and who wrote database checks; without their YAML (get_check has it).',
     inputSchema: { type: 'object', properties: {}, additionalProperties: false },
   },
   {
+    name: 'get_check',
+    description: 'One check of this project by id, with its YAML when it is a database check.',
+    inputSchema: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'], additionalProperties: false },
+  },
+  {
     name: 'list_findings',
-    description: "Lists this project's findings (problems), newest first.",
+    description: `Lists this project's findings (problems), newest first, ${FINDINGS_PAGE} a page by default; next_cursor goes on.`,
     inputSchema: {
       type: 'object',
       properties: {
         state: { type: 'string', enum: [...FINDING_STATE_FILTERS], description: 'Default open; with run_id, all.' },
         run_id: { type: 'string', description: 'Only the findings of this run.' },
-        limit: { type: 'integer', minimum: 1, maximum: MAX_PAGE },
+        include_quiet: { type: 'boolean', description: 'Also findings raised while their check was quiet (left out by default).' },
+        limit: { type: 'integer', minimum: 1, maximum: MAX_PAGE, description: `Findings in the page (default ${FINDINGS_PAGE}).` },
         cursor: { type: 'string', description: 'next_cursor of the page before.' },
       },
       additionalProperties: false,
@@ -64,8 +100,34 @@ export const MCP_TOOLS = [
   },
   {
     name: 'get_run',
-    description: 'One run of this project: the run, its first spans, its findings and problems.',
-    inputSchema: { type: 'object', properties: { run_id: { type: 'string' } }, required: ['run_id'], additionalProperties: false },
+    description:
+      `One run of this project: the run, its first ${SPANS_PAGE} spans (spans_limit), its findings, problems and questions not checked. ` +
+      'Long fields are cut (max_chars; truncated says how long they were). spans_next_cursor, when not null, goes to list_spans for the next spans.',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        run_id: { type: 'string' },
+        spans_limit: { type: 'integer', minimum: 1, maximum: MAX_SPANS_PAGE, description: `Spans in the answer (default ${SPANS_PAGE}).` },
+        max_chars: MAX_CHARS_INPUT,
+      },
+      required: ['run_id'],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: 'list_spans',
+    description: `A page of a run's spans, in the order get_run gives them: pass get_run's spans_next_cursor, then each page's next_cursor (null on the last page). ${SPANS_PAGE} a page by default; long fields cut as in get_run.`,
+    inputSchema: {
+      type: 'object',
+      properties: {
+        run_id: { type: 'string' },
+        limit: { type: 'integer', minimum: 1, maximum: MAX_SPANS_PAGE, description: `Spans in the page (default ${SPANS_PAGE}).` },
+        cursor: { type: 'string', description: "get_run's spans_next_cursor, or next_cursor of the page before; none: the first page." },
+        max_chars: MAX_CHARS_INPUT,
+      },
+      required: ['run_id'],
+      additionalProperties: false,
+    },
   },
 ] as const;
 
@@ -74,34 +136,102 @@ class ToolInputError extends Error {}
 
 type Args = Record<string, unknown>;
 
+/** What a value is, for a message about a wrong one: "a number", "an array", ... */
+function what(v: unknown): string {
+  if (v === null) return 'null';
+  if (v === undefined) return 'nothing';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'string') return v ? 'a string' : 'an empty string';
+  return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
+}
+
 function only(args: Args, allowed: readonly string[]): void {
   const unknown = Object.keys(args).filter((k) => !allowed.includes(k));
   if (unknown.length) throw new ToolInputError(`unknown argument ${unknown.join(', ')}; this tool takes ${allowed.join(', ') || 'none'}`);
 }
 
+/**
+ * The arguments without the null ones: a model's tool call often sends null for an optional
+ * argument it does not use, which means the same as leaving it out.
+ */
+function given(args: Args): Args {
+  return Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null));
+}
+
 function submission(args: Args): CheckSubmission {
-  if (args.yaml !== undefined && args.check !== undefined) throw new ToolInputError('give the check once: yaml or check, not both');
-  if (typeof args.yaml === 'string' && args.yaml.trim()) return { yaml: args.yaml };
-  if (args.check && typeof args.check === 'object' && !Array.isArray(args.check)) return { check: args.check as Record<string, unknown> };
+  const { yaml, check } = args;
+  if (yaml !== undefined && check !== undefined) throw new ToolInputError('give the check once: yaml or check, not both');
+  if (yaml !== undefined) {
+    if (typeof yaml !== 'string' || !yaml.trim()) throw new ToolInputError(`yaml must be the text of one check (a non-empty string), got ${what(yaml)}`);
+    return { yaml };
+  }
+  if (check !== undefined) {
+    if (typeof check !== 'object' || Array.isArray(check)) {
+      const hint = typeof check === 'string' ? '; give YAML text as yaml' : '';
+      throw new ToolInputError(`check must be an object (the check's fields), got ${what(check)}${hint}`);
+    }
+    return { check: check as Record<string, unknown> };
+  }
   throw new ToolInputError('the check is missing: give yaml (a string holding one check) or check (an object)');
 }
 
 function int(args: Args, name: string, max: number): number | undefined {
   const v = args[name];
   if (v === undefined) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) throw new ToolInputError(`${name} must be an integer from 1 to ${max}`);
+  if (typeof v !== 'number') throw new ToolInputError(`${name} must be an integer from 1 to ${max}, got ${what(v)}`);
+  if (!Number.isInteger(v) || v < 1 || v > max) throw new ToolInputError(`${name} must be an integer from 1 to ${max}`);
   return v;
 }
 
 function text(args: Args, name: string, required: boolean): string | undefined {
   const v = args[name];
   if (v === undefined && !required) return undefined;
-  if (typeof v !== 'string' || !v) throw new ToolInputError(`${name} must be a non-empty string`);
+  if (typeof v !== 'string' || !v) throw new ToolInputError(`${name} must be a non-empty string, got ${what(v)}`);
   return v;
 }
 
+function bool(args: Args, name: string): boolean | undefined {
+  const v = args[name];
+  if (v === undefined || typeof v === 'boolean') return v;
+  throw new ToolInputError(`${name} must be true or false, got ${what(v)}`);
+}
+
+function oneOf<T extends string>(args: Args, name: string, values: readonly T[]): T | undefined {
+  const v = args[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || !(values as readonly string[]).includes(v)) {
+    throw new ToolInputError(`${name} must be one of ${values.join(', ')}, got ${typeof v === 'string' && v ? JSON.stringify(v) : what(v)}`);
+  }
+  return v as T;
+}
+
+/**
+ * The record with each of `fields` longer than `max` characters (a string's, else its JSON
+ * text's) cut to its first `max`, as a string; `truncated` names each field cut with its full
+ * length. A record with nothing cut is returned as it is.
+ */
+function cut<T extends object>(record: T, fields: readonly string[], max: number): T & { truncated?: Record<string, number> } {
+  let truncated: Record<string, number> | undefined;
+  const out = { ...record } as Record<string, unknown>;
+  for (const field of fields) {
+    const v = out[field];
+    if (v === undefined || v === null) continue;
+    const s = typeof v === 'string' ? v : JSON.stringify(v);
+    if (s === undefined || s.length <= max) continue;
+    // Not between the two halves of a surrogate pair.
+    const end = /[\uD800-\uDBFF]/.test(s.charAt(max - 1)) ? max - 1 : max;
+    out[field] = s.slice(0, end);
+    (truncated ??= {})[field] = s.length;
+  }
+  return truncated ? ({ ...out, truncated } as T & { truncated: Record<string, number> }) : record;
+}
+
+function cutProblem(p: Problem, max: number): Problem {
+  return { ...cut(p, FINDING_TEXT, max), related: p.related.map((f) => cut(f, FINDING_TEXT, max)) };
+}
+
 function result(value: unknown): CallToolResult {
-  return { content: [{ type: 'text', text: JSON.stringify(value, null, 2) }] };
+  return { content: [{ type: 'text', text: JSON.stringify(value) }] };
 }
 
 function toolError(message: string): CallToolResult {
@@ -117,53 +247,106 @@ export interface McpScope {
   log?: (msg: string, err: unknown) => void;
 }
 
-async function call(scope: McpScope, name: string, args: Args): Promise<unknown> {
+async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> {
   const { project, queries } = scope;
   const authoring = () => {
     if (!scope.authoring) throw new ToolInputError('checks are not written through this server (no authoring side configured)');
     return scope.authoring;
   };
-  switch (name) {
+  const tool = MCP_TOOLS.find((t) => t.name === name);
+  if (!tool) throw new ToolInputError(`unknown tool ${name}; the tools are ${MCP_TOOLS.map((t) => t.name).join(', ')}`);
+  only(raw, Object.keys(tool.inputSchema.properties));
+  const args = given(raw);
+  switch (tool.name) {
     case 'create_check':
-      only(args, ['yaml', 'check']);
       return authoring().save(project, submission(args), { by: 'agent' });
     case 'preview_check':
-      only(args, ['yaml', 'check', 'runs', 'model_calls']);
       return authoring().preview(project, submission(args), { runs: int(args, 'runs', MAX_PREVIEW_RUNS), model_calls: int(args, 'model_calls', MAX_PREVIEW_MODEL_CALLS), by: 'agent' });
-    case 'list_checks':
-      only(args, []);
-      return { checks: await authoring().list(project) };
+    case 'list_checks': {
+      const checks = await authoring().list(project);
+      return { checks: checks.map(({ yaml: _yaml, ...c }) => cut(c as ListedCheck, CHECK_TEXT, FIELD_CHARS)) };
+    }
+    case 'get_check': {
+      const id = text(args, 'id', true)!;
+      const check = await authoring().get(project, id);
+      if (!check) throw new ToolInputError(`no check ${id} in project ${project}`);
+      return { check };
+    }
     case 'list_findings': {
-      only(args, ['state', 'run_id', 'limit', 'cursor']);
-      const state = text(args, 'state', false);
-      if (state !== undefined && !(FINDING_STATE_FILTERS as readonly string[]).includes(state)) throw new ToolInputError(`state must be one of ${FINDING_STATE_FILTERS.join(', ')}`);
+      const state = oneOf(args, 'state', FINDING_STATE_FILTERS);
+      const includeQuiet = bool(args, 'include_quiet');
       const page = await queries.listFindings(project, {
-        ...(state ? { state: state as (typeof FINDING_STATE_FILTERS)[number] } : {}),
+        ...(state ? { state } : {}),
         ...(args.run_id !== undefined ? { run_id: text(args, 'run_id', true) } : {}),
-        ...(args.limit !== undefined ? { limit: int(args, 'limit', MAX_PAGE) } : {}),
+        ...(includeQuiet !== undefined ? { include_quiet: includeQuiet } : {}),
+        limit: int(args, 'limit', MAX_PAGE) ?? FINDINGS_PAGE,
         ...(args.cursor !== undefined ? { cursor: text(args, 'cursor', true) } : {}),
       });
-      return { findings: page.items, next_cursor: page.next_cursor };
+      return { findings: page.items.map((p) => cutProblem(p, FIELD_CHARS)), next_cursor: page.next_cursor };
     }
     case 'get_run': {
-      only(args, ['run_id']);
       const runId = text(args, 'run_id', true)!;
+      const limit = int(args, 'spans_limit', MAX_SPANS_PAGE) ?? SPANS_PAGE;
+      const max = int(args, 'max_chars', MAX_FIELD_CHARS) ?? FIELD_CHARS;
       const run = await queries.getRun(project, runId);
-      if (!run) throw new ToolInputError(`no run ${runId} in project ${project}`);
-      return run;
+      const spans = run && (await queries.listSpans(project, runId, { limit }));
+      if (!run || !spans) throw new ToolInputError(`no run ${runId} in project ${project}`);
+      return {
+        ...run,
+        run: cut(run.run, RUN_TEXT, max),
+        spans: spans.items.map((s) => cut(s, SPAN_TEXT, max)),
+        spans_next_cursor: spans.next_cursor,
+        findings: run.findings.map((f) => cut(f, FINDING_TEXT, max)),
+        problems: run.problems.map((p) => cutProblem(p, max)),
+        not_checked: run.not_checked.map((n) => cut(n, ['reason'], max)),
+      };
     }
-    default:
-      throw new ToolInputError(`unknown tool ${name}; the tools are ${MCP_TOOLS.map((t) => t.name).join(', ')}`);
+    case 'list_spans': {
+      const runId = text(args, 'run_id', true)!;
+      const max = int(args, 'max_chars', MAX_FIELD_CHARS) ?? FIELD_CHARS;
+      const page = await queries.listSpans(project, runId, {
+        limit: int(args, 'limit', MAX_SPANS_PAGE) ?? SPANS_PAGE,
+        ...(args.cursor !== undefined ? { cursor: text(args, 'cursor', true) } : {}),
+      });
+      if (!page) throw new ToolInputError(`no run ${runId} in project ${project}`);
+      return { spans: page.items.map((s) => cut(s, SPAN_TEXT, max)), next_cursor: page.next_cursor };
+    }
   }
+}
+
+/** A JSON-RPC error with its code (the SDK answers error.code and error.message as they are). */
+function rpcError(code: ErrorCode, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/**
+ * The tool name and arguments of a tools/call, or -32602 Invalid params saying in one line
+ * what is wrong (the SDK's own schema answered -32603 Internal error with the schema's dump).
+ */
+function toolCall(params: unknown): { name: string; args: Args } {
+  const names = MCP_TOOLS.map((t) => t.name).join(', ');
+  if (typeof params !== 'object' || params === null || Array.isArray(params)) {
+    throw rpcError(ErrorCode.InvalidParams, `tools/call params must be an object { name, arguments }, got ${what(params)}`);
+  }
+  const { name, arguments: args } = params as { name?: unknown; arguments?: unknown };
+  if (typeof name !== 'string' || !name) throw rpcError(ErrorCode.InvalidParams, `tools/call params.name must be the name of a tool (${names}), got ${what(name)}`);
+  if (args !== undefined && args !== null && (typeof args !== 'object' || Array.isArray(args))) {
+    throw rpcError(ErrorCode.InvalidParams, `tools/call params.arguments must be an object of the tool's arguments by name, got ${what(args)}`);
+  }
+  return { name, args: (args ?? {}) as Args };
 }
 
 /** An MCP server with the tools, for one project (one per request over stateless HTTP). */
 export function createMcpServer(scope: McpScope, version: string): Server {
   const server = new Server({ name: 'neatroots', version }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: MCP_TOOLS.map((t) => ({ ...t, inputSchema: t.inputSchema as never })) }));
-  server.setRequestHandler(CallToolRequestSchema, async (req) => {
+  // tools/call is taken as it comes, not through setRequestHandler: the SDK parses the
+  // request with its schema first and answers a malformed one -32603 with the parser's dump.
+  server.fallbackRequestHandler = async (req: JSONRPCRequest) => {
+    if (req.method !== 'tools/call') throw rpcError(ErrorCode.MethodNotFound, 'Method not found');
+    const { name, args } = toolCall(req.params);
     try {
-      return result(await call(scope, req.params.name, (req.params.arguments ?? {}) as Args));
+      return result(await call(scope, name, args));
     } catch (err) {
       if (err instanceof ToolInputError) return toolError(err.message);
       if (err instanceof AuthoringError) {
@@ -172,9 +355,9 @@ export function createMcpServer(scope: McpScope, version: string): Server {
       }
       // The store's bad-argument errors (a bad cursor) are the caller's to fix too.
       if ((err as { name?: string }).name === 'StoreInputError') return toolError((err as Error).message);
-      scope.log?.(`mcp tool ${req.params.name} failed`, err);
+      scope.log?.(`mcp tool ${name} failed`, err);
       return toolError('internal error in neatroots (logged)');
     }
-  });
+  };
   return server;
 }

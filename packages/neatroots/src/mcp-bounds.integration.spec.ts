@@ -1,0 +1,256 @@
+import * as fs from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createLogger } from '@neatroots/platform';
+import { NeatrootsClient } from '@neatroots/sdk';
+import { startEmbedded, type EmbeddedApp } from './embedded';
+import { tempHome, testConfig } from './test-app.test';
+
+/**
+ * What the MCP tools answer stays within what an MCP client takes (Claude Code caps a tool's
+ * answer at about 25,000 tokens): a run of 200 spans of 200 KB, and 100 checks of 40 KB, each
+ * answered a bounded page at a time, the rest reachable by cursor or by id. Calls an agent
+ * gets wrong are answered saying what is wrong; the answers equal the REST API's for the
+ * same data. Against a real embedded neatroots, through the MCP SDK's own client.
+ */
+const KEY = 'mcp-bounds-key';
+const PROJECT = 'shop';
+const BIG_SPANS = 200;
+const BIG_OUTPUT = 200_000;
+/** A tool's answer, in characters, that stays well within an MCP client's cap. */
+const BOUND = 40_000;
+
+const rule = (id: string, call: string, requires: string, comment = '') => `${comment}id: ${id}
+kind: rule
+title: ${call} without ${requires}
+rule:
+  type: requires_before
+  call: { tool: [${call}] }
+  requires: { tool: [${requires}] }
+`;
+
+let home: string;
+let app: EmbeddedApp;
+let base: string;
+let client: Client;
+
+async function rest(path: string, init: RequestInit = {}): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${base}${path}`, { ...init, headers: { 'x-api-key': KEY, 'content-type': 'application/json', ...init.headers } });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** Asks `probe` again until it answers something (polling the api: what it waits for has no event of its own). */
+async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`waited ${ms} ms for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Answer {
+  error?: string;
+  value?: Record<string, unknown>;
+  /** The answer's text as the client got it. */
+  size: number;
+}
+
+async function tool(name: string, args: Record<string, unknown> = {}): Promise<Answer> {
+  const r = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: { text: string }[] };
+  const text = r.content.map((c) => c.text).join('\n');
+  return r.isError ? { error: text, size: text.length } : { value: JSON.parse(text) as Record<string, unknown>, size: text.length };
+}
+
+/** Sends a run through the SDK and waits until the api has all of it. */
+async function sendRun(runId: string, spans: { tool: string; output?: string }[], flushEvery = 20): Promise<void> {
+  const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+  const run = agent.startRun({ run_id: runId, workflow: 'bounds' });
+  for (let i = 0; i < spans.length; i++) {
+    run.span({ type: 'tool', tool: spans[i].tool, input: { i }, output: spans[i].output ?? 'ok' });
+    if ((i + 1) % flushEvery === 0) await agent.flush();
+  }
+  await run.end({ final_output: 'done' });
+  await agent.flush();
+  await agent.close();
+  await until(`run ${runId}`, async () => {
+    const r = await rest(`/v1/projects/${PROJECT}/runs/${runId}`);
+    const got = r.body.run as { end_status: string | null; span_count: number } | undefined;
+    return got?.end_status && got.span_count === spans.length ? true : undefined;
+  });
+}
+
+/** Waits until the run's findings (quiet ones too) number `n`. */
+async function findingsOf(runId: string, n: number): Promise<{ id: string; quiet: boolean }[]> {
+  return until(`${n} findings of ${runId}`, async () => {
+    const r = await rest(`/v1/projects/${PROJECT}/findings?run_id=${runId}&include_quiet=true`);
+    const f = r.body.findings as { id: string; quiet: boolean }[];
+    return f.length === n ? f : undefined;
+  });
+}
+
+beforeAll(async () => {
+  home = tempHome('neatroots-mcp-bounds');
+  const config = testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` });
+  app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+  base = `http://127.0.0.1:${app.httpPort}`;
+  client = new Client({ name: 'mcp-bounds-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`), { requestInit: { headers: { 'x-api-key': KEY } } }));
+}, 120_000);
+
+afterAll(async () => {
+  await client?.close();
+  await app?.close();
+  fs.rmSync(home, { recursive: true, force: true });
+});
+
+describe('a run of 200 spans of 200 KB', () => {
+  beforeAll(async () => {
+    await sendRun('big-run', Array.from({ length: BIG_SPANS }, () => ({ tool: 'search_kb', output: 'x'.repeat(BIG_OUTPUT) })));
+  }, 300_000);
+
+  it('get_run answers its first spans, each long field cut and saying how long it was, within a bound', async () => {
+    const run = await tool('get_run', { run_id: 'big-run' });
+    expect(run.error).toBeUndefined();
+    expect(run.size).toBeLessThan(BOUND);
+    const spans = run.value!.spans as { output: string; truncated?: Record<string, number> }[];
+    expect(spans).toHaveLength(20);
+    for (const s of spans) {
+      expect(s.output).toBe('x'.repeat(500));
+      expect(s.truncated).toEqual({ output: BIG_OUTPUT });
+    }
+    expect(run.value!.spans_next_cursor).toEqual(expect.any(String));
+
+    const few = await tool('get_run', { run_id: 'big-run', spans_limit: 3, max_chars: 10 });
+    expect(few.value!.spans).toEqual(Array.from({ length: 3 }, () => expect.objectContaining({ output: 'x'.repeat(10), truncated: { output: BIG_OUTPUT } })));
+    expect((await tool('get_run', { run_id: 'big-run', spans_limit: 501 })).error).toBe('spans_limit must be an integer from 1 to 500');
+  }, 60_000);
+
+  it('list_spans pages through every span once from get_run\'s cursor, each page within the bound', async () => {
+    const run = await tool('get_run', { run_id: 'big-run' });
+    const ids = (run.value!.spans as { span_id: string }[]).map((s) => s.span_id);
+    let cursor = run.value!.spans_next_cursor as string | null;
+    let pages = 1;
+    while (cursor) {
+      const page = await tool('list_spans', { run_id: 'big-run', cursor });
+      expect(page.error).toBeUndefined();
+      expect(page.size).toBeLessThan(BOUND);
+      ids.push(...(page.value!.spans as { span_id: string }[]).map((s) => s.span_id));
+      cursor = page.value!.next_cursor as string | null;
+      pages++;
+    }
+    expect(pages).toBe(BIG_SPANS / 20);
+    expect(ids).toHaveLength(BIG_SPANS);
+    expect(new Set(ids).size).toBe(BIG_SPANS);
+    // The same order as the REST API's pages.
+    const all = await rest(`/v1/projects/${PROJECT}/runs/big-run/spans?limit=${BIG_SPANS}`);
+    expect(ids).toEqual((all.body.spans as { span_id: string }[]).map((s) => s.span_id));
+    // Without a cursor, the first page: get_run's spans.
+    const first = await tool('list_spans', { run_id: 'big-run', limit: 20 });
+    expect(first.value!.spans).toEqual(run.value!.spans);
+    expect((await tool('list_spans', { run_id: 'no-such-run' })).error).toBe(`no run no-such-run in project ${PROJECT}`);
+  }, 120_000);
+});
+
+describe('100 checks of 40 KB', () => {
+  const PAD = `# ${'p'.repeat(2_000)}\n`.repeat(20);
+
+  beforeAll(async () => {
+    for (let i = 0; i < 100; i++) {
+      const r = await rest(`/v1/projects/${PROJECT}/checks`, { method: 'POST', body: JSON.stringify({ yaml: rule(`many-${i}`, `tool_${i}`, 'lookup', PAD), by: 'cli' }) });
+      expect(r.status).toBe(200);
+    }
+  }, 300_000);
+
+  it('list_checks lists them without their YAML, within a bound; get_check has the YAML', async () => {
+    const listed = await tool('list_checks');
+    const checks = listed.value!.checks as Record<string, unknown>[];
+    expect(checks.filter((c) => String(c.id).startsWith('many-'))).toHaveLength(100);
+    expect(checks.every((c) => !('yaml' in c))).toBe(true);
+    expect(listed.size).toBeLessThan(BOUND);
+    // The rest as REST lists it.
+    const viaRest = (await rest(`/v1/projects/${PROJECT}/checks`)).body.checks as Record<string, unknown>[];
+    expect(checks).toEqual(viaRest.map(({ yaml: _yaml, ...c }) => c));
+
+    const one = await tool('get_check', { id: 'many-7' });
+    expect(one.value).toEqual((await rest(`/v1/projects/${PROJECT}/checks/many-7`)).body);
+    const yaml = (one.value!.check as { yaml: string }).yaml;
+    expect(yaml).toContain(PAD);
+    expect(yaml).toMatch(/^id: many-7$/m);
+    expect((await tool('get_check', { id: 'nope' })).error).toBe(`no check nope in project ${PROJECT}`);
+  }, 60_000);
+});
+
+describe('calls an agent gets wrong', () => {
+  async function raw(params: unknown): Promise<{ status: number; body: { id?: unknown; error?: { code: number; message: string } } }> {
+    const res = await fetch(`${base}/v1/mcp`, {
+      method: 'POST',
+      headers: { 'x-api-key': KEY, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params }),
+    });
+    return { status: res.status, body: (await res.json()) as never };
+  }
+
+  it('a malformed tools/call is answered -32602 Invalid params, in one line', async () => {
+    expect(await raw({})).toEqual({
+      status: 200,
+      body: { jsonrpc: '2.0', id: 9, error: { code: -32602, message: expect.stringMatching(/^tools\/call params\.name must be the name of a tool \(create_check, .*\), got nothing$/) } },
+    });
+    expect((await raw({ name: 'get_run', arguments: ['x'] })).body.error).toEqual({
+      code: -32602,
+      message: "tools/call params.arguments must be an object of the tool's arguments by name, got an array",
+    });
+    expect((await raw({ name: 'get_run', arguments: ['x'] })).body.error!.message).not.toContain('\n');
+    expect((await raw({ name: 'get_run', arguments: 'run_id: x' })).body.error).toEqual({
+      code: -32602,
+      message: "tools/call params.arguments must be an object of the tool's arguments by name, got a string",
+    });
+  });
+
+  it('a wrong type is named as such, and null is an argument left out', async () => {
+    expect((await tool('create_check', { check: 'id: x' })).error).toBe("check must be an object (the check's fields), got a string; give YAML text as yaml");
+    expect((await tool('create_check', { yaml: 'id: x', check: null })).error).toMatch(/^invalid_check: /);
+    expect((await tool('list_findings', { state: 5 })).error).toBe('state must be one of open, active, resolved, dismissed, all, got a number');
+    expect((await tool('list_findings', { state: 'closed' })).error).toBe('state must be one of open, active, resolved, dismissed, all, got "closed"');
+    expect((await tool('get_run', { run_id: 7 })).error).toBe('run_id must be a non-empty string, got a number');
+    expect((await tool('preview_check', { yaml: rule('nulls', 'a', 'b'), check: null, runs: null, model_calls: null })).error).toBeUndefined();
+    expect((await tool('list_findings', { state: null, run_id: null, include_quiet: null, limit: null, cursor: null })).error).toBeUndefined();
+    expect((await tool('list_findings', { include_quiet: 'yes' })).error).toBe('include_quiet must be true or false, got a string');
+  });
+});
+
+describe('findings and runs as the REST API answers them', () => {
+  beforeAll(async () => {
+    const r = await rest(`/v1/projects/${PROJECT}/checks`, { method: 'POST', body: JSON.stringify({ yaml: rule('void-needs-lookup', 'void_order', 'lookup_order'), by: 'cli' }) });
+    expect(r.status).toBe(200);
+  });
+
+  it('list_findings and get_run equal GET .../findings and GET .../runs/{run_id}', async () => {
+    await sendRun('parity-run', [{ tool: 'void_order' }, { tool: 'lookup_order' }]);
+    expect(await findingsOf('parity-run', 1)).toEqual([expect.objectContaining({ quiet: false })]);
+    const run = await tool('get_run', { run_id: 'parity-run' });
+    expect(run.value).toEqual((await rest(`/v1/projects/${PROJECT}/runs/parity-run`)).body);
+    expect(run.value!.findings).toEqual([expect.objectContaining({ check_id: 'void-needs-lookup' })]);
+    expect((await tool('list_findings', { run_id: 'parity-run' })).value).toEqual((await rest(`/v1/projects/${PROJECT}/findings?run_id=parity-run`)).body);
+    const open = await tool('list_findings', { limit: 50 });
+    expect(open.value).toEqual((await rest(`/v1/projects/${PROJECT}/findings?limit=50`)).body);
+    expect(open.value!.findings).toEqual(expect.arrayContaining([expect.objectContaining({ run_id: 'parity-run' })]));
+  }, 120_000);
+
+  it('list_findings include_quiet: a quiet check\'s finding is listed with it, not without', async () => {
+    // Dismissed 3 times in the project, the check goes quiet: its next finding is quiet.
+    for (const runId of ['quiet-1', 'quiet-2', 'quiet-3']) {
+      await sendRun(runId, [{ tool: 'void_order' }]);
+      const [f] = await findingsOf(runId, 1);
+      expect((await rest(`/v1/projects/${PROJECT}/findings/${f.id}/dismiss`, { method: 'POST', body: '{}' })).status).toBe(200);
+    }
+    await sendRun('quiet-4', [{ tool: 'void_order' }]);
+    expect(await findingsOf('quiet-4', 1)).toEqual([expect.objectContaining({ quiet: true })]);
+
+    expect((await tool('list_findings', { run_id: 'quiet-4' })).value!.findings).toEqual([]);
+    const quiet = await tool('list_findings', { run_id: 'quiet-4', include_quiet: true });
+    expect(quiet.value!.findings).toEqual([expect.objectContaining({ run_id: 'quiet-4', check_id: 'void-needs-lookup', quiet: true })]);
+    expect(quiet.value).toEqual((await rest(`/v1/projects/${PROJECT}/findings?run_id=quiet-4&include_quiet=true`)).body);
+  }, 120_000);
+});
