@@ -1,4 +1,5 @@
-import { isInfrastructureError } from '@neatroots/ports';
+import { Queue } from 'bullmq';
+import { isInfrastructureError, type FailedJob } from '@neatroots/ports';
 import { sleep, until } from '../contract/jobs.contract.test';
 import { PrivateRedis, RedisScratch, redisServerBinary } from '../testing/private-redis';
 import { freePort, serviceOrSkip } from '../testing/services';
@@ -110,6 +111,116 @@ const redis = serviceOrSkip('redis', 'BullJobs serialize lock');
     expect(Date.now() - t0).toBeLessThan(3_000);
   });
 
+  it('a stop puts a serialized job it cut short back at once and releases its key: another replica runs it now, no try spent', async () => {
+    const prefix = scratch.next();
+    // the serialize key's default expiry (10 min): a key left held would keep the job from
+    // running anywhere for that long (a recluster after a rollout)
+    const stopped = new BullJobs({ url, prefix, closeGraceMs: 300 });
+    const serializeBy = (d: { ws: string }) => d.ws;
+    let cutStarted = false;
+    let endCut!: () => void;
+    const cutHangs = new Promise<void>((r) => (endCut = r));
+    await stopped.work('recluster', async () => {
+      cutStarted = true;
+      await cutHangs; // a recluster that outlasts the stop's grace
+      return 'from the stopped replica';
+    }, { serializeBy });
+    await stopped.add('recluster', { ws: 'a' }, { jobId: 'a-daily' });
+    await until(() => cutStarted);
+    const stoppedToken = await scratch.raw.get(`${prefix}:recluster:a-daily:lock`);
+    expect(stoppedToken).toBeTruthy();
+    await stopped.close();
+
+    const queue = new Queue('recluster', { connection: { url }, prefix });
+    try {
+      // right after the stop: waiting again, neither a try nor a stall counted, the key free
+      let job = (await queue.getJob('a-daily'))!;
+      expect(await job.getState()).toBe('waiting');
+      expect(job.attemptsMade).toBe(0);
+      expect(job.stalledCounter).toBe(0);
+      expect(await scratch.raw.exists(`${prefix}:recluster:serialize:a`)).toBe(0);
+
+      // another replica takes it at once
+      const other = open(prefix);
+      const attempts: number[] = [];
+      let endOther!: () => void;
+      const otherHolds = new Promise<void>((r) => (endOther = r));
+      await other.work('recluster', async (_d: { ws: string }, info) => {
+        attempts.push(info.attempt);
+        await otherHolds;
+        return 'from the other replica';
+      }, { serializeBy });
+      await until(() => attempts.length === 1, 30_000);
+      expect(attempts).toEqual([1]);
+      // the stopped replica's handler, still running in its process, cannot finish the job
+      // that another replica runs now: its lock token is no longer the job's
+      await expect(job.moveToCompleted('from the stopped replica', stoppedToken!, false)).rejects.toThrow(/lock/i);
+      endCut();
+      endOther();
+      await untilValue('the job completed', async () => (await (await queue.getJob('a-daily'))?.getState()) === 'completed', 30_000);
+      job = (await queue.getJob('a-daily'))!;
+      expect(job.returnvalue).toBe('from the other replica');
+    } finally {
+      endCut();
+      await queue.close();
+    }
+  });
+
+  it('a job cut short by two stops in a row (a rolling update) is not failed, spends no try, and completes on the next replica', async () => {
+    const prefix = scratch.next();
+    // BullMQ's watch made quick: a job a stop left active would be found stalled within
+    // seconds, and failed for good at its second stall (BullMQ's default forgives one)
+    const stalls = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 1 };
+    const failed: FailedJob[] = [];
+    const markedFailed: string[] = [];
+    const started: Array<{ replica: string; attempt: number }> = [];
+    let endCut!: () => void;
+    const cutHangs = new Promise<void>((r) => (endCut = r));
+    const replica = async (name: string, handler: () => Promise<string>) => {
+      const jobs = new BullJobs({ url, prefix, closeGraceMs: 300, stalls, onFailed: (f) => void failed.push(f) });
+      await jobs.work('sopops_check', async (_d: { session: string }, info) => {
+        started.push({ replica: name, attempt: info.attempt });
+        return handler();
+      }, { onFailed: async (_d, f) => void markedFailed.push(f.reason) });
+      return jobs;
+    };
+    const hangs = async () => {
+      await cutHangs;
+      return 'cut';
+    };
+    try {
+      const first = await replica('first', hangs);
+      await first.add('sopops_check', { session: 's1' }, { jobId: 's1' });
+      await until(() => started.length === 1);
+      await first.close();
+      const second = await replica('second', hangs);
+      await until(() => started.length === 2, 30_000);
+      await second.close();
+      const third = await replica('third', async () => 'checked');
+      clients.push(third);
+      const queue = new Queue('sopops_check', { connection: { url }, prefix });
+      try {
+        // the job ends one way or the other: completed by the third replica, or failed
+        const state = await untilValue('the job ended', async () => {
+          if (failed.length || markedFailed.length) return 'failed';
+          const s = await (await queue.getJob('s1'))?.getState();
+          return s === 'completed' || s === 'failed' ? s : undefined;
+        }, 60_000);
+        expect({ state, failed, markedFailed }).toEqual({ state: 'completed', failed: [], markedFailed: [] });
+        expect(started).toEqual([
+          { replica: 'first', attempt: 1 },
+          { replica: 'second', attempt: 1 },
+          { replica: 'third', attempt: 1 },
+        ]);
+        expect((await queue.getJob('s1'))!.returnvalue).toBe('checked');
+      } finally {
+        await queue.close();
+      }
+    } finally {
+      endCut();
+    }
+  }, 90_000);
+
   it('rejects a renew interval that is not below the lock expiry', () => {
     expect(() => new BullJobs({ url, serializeLockMs: 300, serializeRenewMs: 300 })).toThrow(/serializeRenewMs must be positive and below serializeLockMs/);
     expect(() => new BullJobs({ url, serializeLockMs: 0 })).toThrow(/serializeLockMs must be positive/);
@@ -160,6 +271,30 @@ const redisBinary = redisServerBinary();
       expect(id).toBe('after');
     } finally {
       await within(jobs.close(), 5_000);
+      await server.stop();
+    }
+  }, 60_000);
+
+  it('a stop with Redis gone while a job runs still ends: putting the job back gives up in bounded time', async () => {
+    const server = new PrivateRedis(redisBinary!);
+    await server.start();
+    // a replica that only works (its queue objects are first made by the stop, with Redis gone)
+    const jobs = new BullJobs({ url: server.url, prefix: 'it_away_stop', closeGraceMs: 300 });
+    const adder = new BullJobs({ url: server.url, prefix: 'it_away_stop' });
+    try {
+      let running = false;
+      await jobs.work('recluster', async () => {
+        running = true;
+        await new Promise(() => undefined);
+      }, { serializeBy: (d: { ws: string }) => d.ws });
+      await adder.add('recluster', { ws: 'a' }, { jobId: 'a-daily' });
+      await until(() => running);
+      await server.stop();
+      const t0 = Date.now();
+      expect(await within(jobs.close().then(() => 'closed'), 20_000)).toBe('closed');
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    } finally {
+      await within(adder.close(), 5_000);
       await server.stop();
     }
   }, 60_000);

@@ -12,7 +12,11 @@ export interface BullJobsOptions {
   onFailed?: (job: FailedJob) => void;
   /** A try that failed with tries left (logged by the caller). */
   onRetry?: (job: RetriedJob) => void;
-  /** How long close() waits for running jobs (default 10 s). */
+  /**
+   * How long close() waits for running jobs (default 10 s). A job still running then is put
+   * back to waiting at once, its serialize key released, without spending a try or counting as
+   * a stall: another replica runs it from the start.
+   */
   closeGraceMs?: number;
   /**
    * How long a serialize key stays held if its holder dies without releasing it (default 10 min).
@@ -40,6 +44,17 @@ export interface BullJobsOptions {
 /** BullMQ's reason for a job it failed for stalling too often (its worker died or blocked mid-job). */
 const STALLED_OUT = 'job stalled more than allowable limit';
 
+/** How long a stop tries to put back the jobs it cut short (Redis away). */
+const PUT_BACK_MS = 5_000;
+
+/** A job this process is running: its BullMQ lock token and, with a serialize key, the lock it holds. */
+interface Running {
+  queue: string;
+  id: string;
+  token?: string;
+  serialized?: { key: string; holder: string; stopRenewing: () => void };
+}
+
 /** Compare-and-delete: only the holder releases a serialize lock. */
 const RELEASE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
 /** Compare-and-extend: only the holder renews a serialize lock, to ARGV[2] ms from now. */
@@ -51,7 +66,8 @@ const RENEW = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('
  * jobs are BullMQ job schedulers keyed by name, so every replica may register the daily job
  * and Redis keeps one. Jobs with the same serialize key are held apart by a lock in Redis,
  * renewed while its job runs and released when it ends: a job that finds its key held goes
- * back to the delayed set for a moment, without spending an attempt.
+ * back to the delayed set for a moment, without spending an attempt. A stop puts the jobs it
+ * cuts short back to waiting and releases their keys (close()).
  */
 export class BullJobs implements Jobs {
   /** Workers and QueueEvents: blocking reads, which BullMQ wants retried for as long as it takes. */
@@ -66,6 +82,8 @@ export class BullJobs implements Jobs {
   private readonly queues = new Map<string, Queue>();
   private readonly events = new Map<string, QueueEvents>();
   private readonly workers: Worker[] = [];
+  /** The jobs whose handler runs in this process now (close() puts back those it cuts short). */
+  private readonly running = new Set<Running>();
   private redis?: Redis;
 
   private readonly lockMs: number;
@@ -88,24 +106,31 @@ export class BullJobs implements Jobs {
     const worker = new Worker(
       queue,
       async (job: Job, token?: string) => {
-        const key = opts.serializeBy?.(job.data as T);
-        if (key === undefined) return handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
-        const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
-        const holder = randomUUID();
-        const got = await this.lockClient().set(lockKey, holder, 'PX', this.lockMs, 'NX');
-        if (!got) {
-          // Someone runs this key now: come back shortly, without using up an attempt.
-          await job.moveToDelayed(Date.now() + 200 + Math.floor(Math.random() * 200), token);
-          throw new DelayedError();
-        }
-        // Held for as long as the job runs (as the inline driver does): the expiry is pushed out
-        // while this holder still owns the key, so it only runs out if this process dies.
-        const stopRenewing = this.renewWhileRunning(lockKey, holder);
+        const running: Running = { queue, id: job.id!, token };
+        this.running.add(running);
         try {
-          return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
+          const key = opts.serializeBy?.(job.data as T);
+          if (key === undefined) return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
+          const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
+          const holder = randomUUID();
+          const got = await this.lockClient().set(lockKey, holder, 'PX', this.lockMs, 'NX');
+          if (!got) {
+            // Someone runs this key now: come back shortly, without using up an attempt.
+            await job.moveToDelayed(Date.now() + 200 + Math.floor(Math.random() * 200), token);
+            throw new DelayedError();
+          }
+          // Held for as long as the job runs (as the inline driver does): the expiry is pushed out
+          // while this holder still owns the key, so it only runs out if this process dies.
+          const stopRenewing = this.renewWhileRunning(lockKey, holder);
+          running.serialized = { key: lockKey, holder, stopRenewing };
+          try {
+            return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
+          } finally {
+            stopRenewing();
+            await this.lockClient().eval(RELEASE, 1, lockKey, holder);
+          }
         } finally {
-          stopRenewing();
-          await this.lockClient().eval(RELEASE, 1, lockKey, holder);
+          this.running.delete(running);
         }
       },
       // name: each job's processedBy says which process ran it (host:pid), for whoever looks into Redis.
@@ -220,8 +245,8 @@ export class BullJobs implements Jobs {
     const grace = this.opts.closeGraceMs ?? 10_000;
     // Stop taking jobs and wait for the running ones, up to the grace time; then close for
     // good. (Not close() then close(true): a worker's second close returns its first, which
-    // waits for a job that never ends, and the process would never stop.) A job cut short
-    // stays active until its lock runs out; then another replica takes it again.
+    // waits for a job that never ends, and the process would never stop.) Then the jobs cut
+    // short are put back (see putBack).
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.allSettled(this.workers.map((w) => w.pause())),
@@ -229,9 +254,41 @@ export class BullJobs implements Jobs {
     ]);
     clearTimeout(timer);
     await Promise.allSettled(this.workers.map((w) => w.close(true)));
+    await this.putBack();
     await Promise.allSettled([...this.events.values()].map((e) => e.close()));
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     this.redis?.disconnect();
+  }
+
+  /**
+   * The jobs whose handler still runs once the workers are closed were cut short by the stop:
+   * each is moved from active back to waiting (at the head of the queue) with its own lock
+   * token, so it neither waits for its BullMQ lock to run out nor counts as a stall (two stops
+   * in a row, a rolling update, would fail it for good) nor spends a try; and its serialize key
+   * is released if this process still holds it, so another replica runs it now rather than
+   * when the key expires (serializeLockMs). The move deletes the job's lock: its handler, still
+   * running here until the process exits, can neither complete nor fail the job any more (its
+   * token no longer matches; the worker's connection is closed too). A job whose lock is no
+   * longer this process's (it ran out, and another replica took the job) is left as it is.
+   * Bounded by PUT_BACK_MS (Redis away): a job not put back is taken again once its lock runs
+   * out, as before.
+   */
+  private async putBack(): Promise<void> {
+    if (!this.running.size) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.running].map(async (r) => {
+        if (r.serialized) {
+          r.serialized.stopRenewing();
+          await this.lockClient().eval(RELEASE, 1, r.serialized.key, r.serialized.holder).catch(() => undefined);
+        }
+        if (r.token === undefined) return;
+        const job = await this.queue(r.queue).getJob(r.id);
+        await job?.moveToWait(r.token);
+      })),
+      new Promise((r) => (timer = setTimeout(r, PUT_BACK_MS)).unref()),
+    ]);
+    clearTimeout(timer);
   }
 
   private queue(name: string): Queue {
