@@ -38,3 +38,31 @@ test('a baseline above its ceiling is reported as a broken comparison', () => {
   assert.equal(broken.length, 1);
   assert.match(broken[0], /ingest, OTLP\/gRPC: 130000 spans\/s is 1\.300 of OTLP\/gRPC ceiling's 100000 spans\/s/);
 });
+
+test('a wait that stops progressing ends at its deadline, saying what was done of what', async () => {
+  const { waitFor, within } = require('./wait');
+  let consumed = 0;
+  const read = async () => (consumed < 3 ? ++consumed : consumed);
+  await assert.rejects(waitFor('review consumed (stored) items', read, 10, { ms: 300, everyMs: 10 }), /^Error: review consumed \(stored\) items: 3 of 10 after 0 s, the deadline/);
+  // a promise that never settles (the bus never idle)
+  await assert.rejects(within(new Promise(() => {}), 100, () => 'the embedded bus not idle, records left by topic: bench.events 12'), /the embedded bus not idle, records left by topic: bench\.events 12 after 0 s, the deadline/);
+});
+
+test('a wait ends as soon as a service exits, with the reason', async () => {
+  const { waitFor } = require('./wait');
+  const stop = new AbortController();
+  const waiting = waitFor('the rule engine consumed items', async () => 0, 10, { ms: 3_600_000, everyMs: 10, signal: stop.signal });
+  stop.abort(new Error('rule-engine exited (SIGKILL) before the bench was over'));
+  await assert.rejects(waiting, /rule-engine exited \(SIGKILL\) before the bench was over/);
+});
+
+test('a read that fails is tried again until the deadline, which says why the last one failed', async () => {
+  const { waitFor } = require('./wait');
+  let n = 0;
+  const read = async () => {
+    if (++n > 2) throw new Error("rule-engine's /metrics did not answer within 10 s");
+    return n;
+  };
+  await assert.rejects(waitFor('the rule engine consumed items', read, 10, { ms: 200, everyMs: 10 }),
+    /the rule engine consumed items: 2 of 10 after 0 s, the deadline .*; the last read failed: rule-engine's \/metrics did not answer within 10 s/);
+});

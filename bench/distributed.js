@@ -25,6 +25,7 @@ const { extraChecksYaml, percentile } = require('./checks');
 const { buildBatches, send, paced, v1Ceiling } = require('./e2e');
 const { benchCeiling, workload } = require('./ceiling');
 const { grpcCaller, pump } = require('./otlp');
+const { deadlineMs, waitFor } = require('./wait');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'bench-key';
@@ -85,8 +86,18 @@ function treeCpuSeconds(pid) {
   return sum;
 }
 
+/** The bench's services by admin port, for what a failed read says. */
+const serviceOf = new Map();
+
+/** A process's /metrics, summed over the lines of `name` with every one of `labels`; 10 s at most. */
 async function metric(port, name, labels) {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  let text;
+  try {
+    text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+  } catch (e) {
+    const who = serviceOf.get(port) ?? `the process on admin port ${port}`;
+    throw new Error(e?.name === 'TimeoutError' ? `${who}'s /metrics did not answer within 10 s` : `${who}'s /metrics: ${e.message}`);
+  }
   let sum = 0;
   for (const line of text.split('\n')) if (line.startsWith(name) && labels.every((l) => line.includes(l))) sum += Number(line.split(' ').pop());
   return sum;
@@ -96,12 +107,13 @@ async function metric(port, name, labels) {
  * Waits until the question service has stopped taking tasks (the throughput phase's answered)
  * for a second, at most 60 s; without it, a second. Returns how long it waited.
  */
-async function settle(questionAdmin) {
+async function settle(questionAdmin, signal) {
   const t0 = performance.now();
   if (questionAdmin) {
     let last = -1;
     let still = 0;
     while (still < 2 && performance.now() - t0 < 60_000) {
+      signal?.throwIfAborted();
       const taken = await metric(questionAdmin, 'neatroots_question_tasks_total', []);
       still = taken === last ? still + 1 : 0;
       last = taken;
@@ -138,6 +150,10 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   };
   const procs = [];
   const byTarget = {};
+  // Aborted when a service exits before the bench is over: every wait ends then, with its reason.
+  const stop = new AbortController();
+  let stopping = false;
+  const deadline = deadlineMs(spans);
   const start = async (target, servicePort) => {
     const admin = await freePort();
     // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
@@ -148,11 +164,17 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     });
     procs.push(p);
     byTarget[target] = p;
+    serviceOf.set(admin, target);
+    p.once('exit', (code, signal) => {
+      if (!stopping) stop.abort(new Error(`${target} exited (${signal ?? `code ${code}`}) before the bench was over (its log is above)`));
+    });
+    const t0 = Date.now();
     for (;;) {
-      if (p.exitCode !== null) throw new Error(`${target} exited`);
+      stop.signal.throwIfAborted();
       try {
-        if ((await fetch(`http://127.0.0.1:${admin}/readyz`)).ok) return admin;
+        if ((await fetch(`http://127.0.0.1:${admin}/readyz`, { signal: AbortSignal.timeout(5_000) })).ok) return admin;
       } catch {}
+      if (Date.now() - t0 > 180_000) throw new Error(`${target} not ready after 180 s (its log is above)`);
       await new Promise((r) => setTimeout(r, 100));
     }
   };
@@ -204,11 +226,12 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // Baseline in the same run: every export acknowledged, so every span published to Kafka.
     const ingestMs = performance.now() - t0;
     const consumed = () => metric(engineAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
-    while ((await consumed()) < total) await new Promise((r) => setTimeout(r, 100));
+    const within = { ms: deadline, signal: stop.signal };
+    await waitFor('the rule engine consumed items', consumed, total, within);
     const ms = performance.now() - t0;
     // Everything stored too: review has consumed (stored) every item of the events topic.
     const stored = () => metric(reviewAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
-    while ((await stored()) < total) await new Promise((r) => setTimeout(r, 100));
+    await waitFor('review consumed (stored) items', stored, total, within);
     const storedMs = performance.now() - t0;
     // The question tasks the question service had taken by then (it may still be answering: its CPU seconds are counted to here).
     const tasksTaken = questionAdmin ? await metric(questionAdmin, 'neatroots_question_tasks_total', []) : null;
@@ -221,7 +244,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // work is done. Stored is not idle: the question service may still be answering that phase's
     // tasks (and review storing the answers), and a latency phase begun then measured the
     // backlog as much as the rate (p50 367 ms against 211 after it, in one pair).
-    const settled = await settle(questionAdmin);
+    const settled = await settle(questionAdmin, stop.signal);
     // The OTLP phase: the OTLP ceiling's own exports (OTel SDK spans, the same bodies and exports
     // in flight) into the same deployment until review has stored every item ingest published,
     // beside that ceiling measured now, with the services up.
@@ -237,14 +260,14 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       await pump(work.bodies, caller.call, work.inflight);
       caller.close();
       const items = (await published()) - p0;
-      while ((await stored()) - s0 < items) await new Promise((r) => setTimeout(r, 100));
+      await waitFor('review consumed (stored) the OTLP phase\'s items', async () => (await stored()) - s0, items, { ms: deadlineMs(work.spans), signal: stop.signal });
       const oMs = performance.now() - tO;
       const rate = Math.round(work.spans / (oMs / 1000));
       otlpRow = {
         protocol: work.protocol, spans: work.spans, batch: work.batch, connections: work.connections, exports_in_flight: work.inflight,
         otlp_ceiling: ceiling, stored_spans_per_s: rate, stored_share_of_otlp_ceiling: +(rate / ceiling.spans_per_s).toFixed(3),
       };
-      await settle(questionAdmin);
+      await settle(questionAdmin, stop.signal);
     }
     // What each process spends with nothing sent (timers, heartbeats, polls): the floor under
     // the latency phase's cores.
@@ -266,6 +289,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const latS = (performance.now() - latT0) / 1000;
     const latCores = Object.fromEntries(Object.keys(latCpu1).map((t) => [t, latCpu1[t] === undefined ? undefined : Number(((latCpu1[t] - latCpu0[t]) / latS).toFixed(2))]));
     await new Promise((r) => setTimeout(r, 2000));
+    // a service that exited during the latency phase leaves its figures short: not a result
+    stop.signal.throwIfAborted();
     await sub.close();
     if (sub1) {
       await sub1.close();
@@ -300,6 +325,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       ...(otlpRow ? { otlp: otlpRow } : {}),
     };
   } finally {
+    stopping = true;
     for (const p of procs.reverse()) p.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 1000));
     fs.rmSync(home, { recursive: true, force: true });

@@ -27,8 +27,11 @@ const { startEmbedded } = require('neatroots');
 const { extraChecksYaml, fleet, percentile } = require('./checks');
 const { benchCeiling, nullReceiver, workload } = require('./ceiling');
 const { grpcCaller, pump } = require('./otlp');
+const { deadlineMs, waitFor, within } = require('./wait');
 
 const KEY = 'bench-key';
+/** Each export's gRPC deadline: generous (an export waits behind the pipeline), never forever. */
+const CALL_MS = 120_000;
 /** Where PGlite keeps the database: 'disk' (the embedded default) unless --memory-db. */
 const DB = process.argv.includes('--memory-db') ? 'memory' : 'disk';
 
@@ -85,7 +88,7 @@ async function send(port, batches, { conns = 2, inflight = 4, key = KEY } = {}) 
   let next = 0;
   const call = (client, buf) =>
     new Promise((resolve, reject) =>
-      client.makeUnaryRequest('/neatroots.v1.Ingest/Export', (b) => b, (b) => b, buf, md, (err) => (err ? reject(err) : resolve())));
+      client.makeUnaryRequest('/neatroots.v1.Ingest/Export', (b) => b, (b) => b, buf, md, { deadline: Date.now() + CALL_MS }, (err) => (err ? reject(err) : resolve())));
   const worker = async (client) => {
     while (next < batches.length) {
       const i = next++;
@@ -142,10 +145,27 @@ async function paced(port, batches, spansPerBatch, perSecond, key = KEY) {
     const wait = due - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     calls.push(new Promise((resolve, reject) =>
-      client.makeUnaryRequest('/neatroots.v1.Ingest/Export', (b) => b, (b) => b, batches[i], md, (err) => (err ? reject(err) : resolve()))));
+      client.makeUnaryRequest('/neatroots.v1.Ingest/Export', (b) => b, (b) => b, batches[i], md, { deadline: Date.now() + CALL_MS }, (err) => (err ? reject(err) : resolve()))));
   }
   await Promise.all(calls);
   client.close();
+}
+
+/** What the embedded bus still holds, topic by topic (for a deadline's message). */
+function backlogOf(app) {
+  return Object.values(app.topics).map((t) => `${t.name} ${app.bus.backlog(t.name)}`).join(', ');
+}
+
+/** The app's bus idle (every group consumed everything), within the deadline for `spans` spans. */
+function idleWithin(app, spans) {
+  return within(app.bus.idle(), deadlineMs(spans), () => `the embedded bus not idle, records left by topic: ${backlogOf(app)}`);
+}
+
+/** An AbortSignal that aborts once a part of the app stopped for good (a disk error): the waits end then. */
+function failedSignal(app) {
+  const stop = new AbortController();
+  app.failed.then((why) => stop.abort(new Error(`the embedded app stopped: ${why}`)));
+  return stop.signal;
 }
 
 /** `db`: 'disk' (the embedded default: PGlite in the data folder) or 'memory' (PGlite in memory, for comparison). */
@@ -177,11 +197,11 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
   await send(app.ingest.grpcPort, batches);
-  while (app.ruleEngine.metrics.consumed < totalItems) await new Promise((r) => setTimeout(r, 5));
+  await waitFor('the rule engine consumed items', () => app.ruleEngine.metrics.consumed, totalItems, { ms: deadlineMs(spans), everyMs: 5, signal: failedSignal(app) });
   const ms = performance.now() - t0;
   const tStore = performance.now();
   // Everything stored too (runs, spans, findings in PGlite): every group has consumed it all.
-  await app.bus.idle();
+  await idleWithin(app, spans);
   const storeMs = performance.now() - tStore;
   const storedMs = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
@@ -189,7 +209,7 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   // Latency: a steady stream at a rate the whole pipeline (storage included) sustains.
   latencies = [];
   await paced(app.ingest.grpcPort, latencyBatches.batches, latencyBatches.perBatch, latencyRate);
-  await app.bus.idle();
+  await idleWithin(app, spans);
   const findings = app.ruleEngine.metrics.findings;
   const journal = await journalRecords(app);
   await app.close();
@@ -232,7 +252,7 @@ async function otlpStored(work) {
     await pump(work.bodies, caller.call, work.inflight);
     caller.close();
     // Everything stored: every group (rule engine, review's store, question service) consumed it all.
-    await app.bus.idle();
+    await idleWithin(app, work.spans);
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
     return {
@@ -370,7 +390,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
   try {
     const warm = buildBatches({ spans: rate, perRun: 100, batch: 50, prefix: 'warm' });
     await paced(app.ingest.grpcPort, warm.batches, 50, rate);
-    await app.bus.idle();
+    await idleWithin(app, rate);
     latencies.length = 0;
     const load0 = os.loadavg()[0];
     const lat = buildBatches({ spans: rate * seconds, perRun: 100, batch: 50, prefix: 'lat' });
@@ -380,7 +400,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     const loop = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 5 });
     loop.enable();
     await paced(app.ingest.grpcPort, lat.batches, 50, rate);
-    await app.bus.idle();
+    await idleWithin(app, rate * seconds);
     const cpu = process.cpuUsage(cpu0);
     const pauses = gc.stop();
     loop.disable();

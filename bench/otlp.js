@@ -53,7 +53,8 @@ function grpcCaller(port) {
   let n = 0;
   return {
     call: (buf) => new Promise((resolve, reject) =>
-      clients[n++ % 2].makeUnaryRequest('/opentelemetry.proto.collector.trace.v1.TraceService/Export', (b) => b, (b) => b, buf, md, (e) => (e ? reject(e) : resolve()))),
+      // a deadline (generous: an export may wait behind the pipeline) so a stalled receiver ends the bench
+      clients[n++ % 2].makeUnaryRequest('/opentelemetry.proto.collector.trace.v1.TraceService/Export', (b) => b, (b) => b, buf, md, { deadline: Date.now() + 120_000 }, (e) => (e ? reject(e) : resolve()))),
     close: () => clients.forEach((c) => c.close()),
   };
 }
@@ -63,7 +64,7 @@ function httpCaller(port, contentType, gzip) {
   const headers = { 'content-type': contentType, 'x-api-key': KEY, ...(gzip ? { 'content-encoding': 'gzip' } : {}) };
   return {
     call: (body) => new Promise((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { ...headers, 'content-length': body.length } }, (res) => {
+      const req = http.request({ host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent, headers: { ...headers, 'content-length': body.length }, signal: AbortSignal.timeout(120_000) }, (res) => {
         res.resume();
         res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
       });
