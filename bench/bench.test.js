@@ -66,3 +66,18 @@ test('a read that fails is tried again until the deadline, which says why the la
   await assert.rejects(waitFor('the rule engine consumed items', read, 10, { ms: 200, everyMs: 10 }),
     /the rule engine consumed items: 2 of 10 after 0 s, the deadline .*; the last read failed: rule-engine's \/metrics did not answer within 10 s/);
 });
+
+test('a service that does not stop on SIGTERM is killed after the grace time, and awaited', async () => {
+  const { spawn } = require('node:child_process');
+  const { end } = require('./distributed');
+  const stubborn = spawn(process.execPath, ['-e', "process.on('SIGTERM', () => {}); console.log('ready'); setInterval(() => {}, 1000)"], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((r) => stubborn.stdout.once('data', r));
+  await end(stubborn, 'stubborn', 200);
+  assert.equal(stubborn.signalCode, 'SIGKILL');
+  // a stopped one (SIGSTOP) takes its SIGTERM: it is continued too
+  const stopped = spawn(process.execPath, ['-e', "console.log('ready'); setInterval(() => {}, 1000)"], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((r) => stopped.stdout.once('data', r));
+  stopped.kill('SIGSTOP');
+  await end(stopped, 'stopped', 60_000);
+  assert.equal(stopped.signalCode, 'SIGTERM');
+});

@@ -124,6 +124,26 @@ async function settle(questionAdmin, signal) {
 }
 
 /**
+ * Ends a service: SIGTERM (and SIGCONT, so a stopped one takes it), then SIGKILL if it has not
+ * exited within `graceMs`; resolves once it has exited.
+ */
+function end(p, name, graceMs = 10_000) {
+  return new Promise((resolve) => {
+    if (p.exitCode !== null || p.signalCode !== null) return resolve();
+    const kill = setTimeout(() => {
+      process.stderr.write(`bench: ${name} still running ${graceMs / 1000} s after SIGTERM: SIGKILL\n`);
+      p.kill('SIGKILL');
+    }, graceMs);
+    p.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    p.kill('SIGTERM');
+    p.kill('SIGCONT');
+  });
+}
+
+/**
  * `env`: settings of the services for this run (NEATROOTS_BUS_PACK=off: one Kafka record per span, the baseline).
  * `otlp`: also the OTLP phase (`work`: the OTLP ceiling's workload, built here when not given).
  */
@@ -133,52 +153,107 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
   }
   const prefix = `bench${Date.now().toString(36)}`;
-  // A database of the bench's own (dropped after): the shared one holds what tests and earlier
-  // runs left, which the figures should not depend on.
-  const db = await scratchDatabase(env0.NEATROOTS_PG_URL, prefix);
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
-  fs.mkdirSync(path.join(home, 'checks'));
-  fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
-  const grpcPort = await freePort();
-  const reviewPort = await freePort();
-  const questionPort = await freePort();
-  const otlpPort = await freePort();
-  const env = {
-    ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
-    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(otlpPort), NEATROOTS_OTLP_HTTP_PORT: '0',
-    NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, NEATROOTS_QUESTION_ADDR: `127.0.0.1:${questionPort}`, NEATROOTS_PG_URL: db.url, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
-  };
   const procs = [];
   const byTarget = {};
-  // Aborted when a service exits before the bench is over: every wait ends then, with its reason.
+  // Aborted when a service exits before the bench is over, or on SIGINT/SIGTERM: every wait ends then, with its reason.
   const stop = new AbortController();
   let stopping = false;
-  const deadline = deadlineMs(spans);
-  const start = async (target, servicePort) => {
-    const admin = await freePort();
-    // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
-    const prof = process.env.BENCH_PROFILE === target ? ['--cpu-prof', '--cpu-prof-dir=/tmp/neatroots-bench-prof'] : [];
-    const p = spawn(process.execPath, [...prof, ...serverNodeFlags(), CLI, 'serve', '--target', target], {
-      env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(servicePort ?? (await freePort())), NEATROOTS_REVIEW_PORT: String(reviewPort), NEATROOTS_QUESTION_PORT: String(questionPort) },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
-    procs.push(p);
-    byTarget[target] = p;
-    serviceOf.set(admin, target);
-    p.once('exit', (code, signal) => {
-      if (!stopping) stop.abort(new Error(`${target} exited (${signal ?? `code ${code}`}) before the bench was over (its log is above)`));
-    });
-    const t0 = Date.now();
-    for (;;) {
-      stop.signal.throwIfAborted();
+  let dbMade;
+  let home;
+  let bus;
+  let subs = [];
+  let redis;
+  let cleaning;
+  /**
+   * What the bench leaves nothing of, whichever way it ends (done, failed, interrupted): its
+   * services (each awaited, SIGKILL after 10 s), its Kafka client, the temp folder, the topics
+   * and the scratch database. Once, however often asked.
+   */
+  const cleanup = () => (cleaning ??= (async () => {
+    stopping = true;
+    const failed = [];
+    const step = async (what, fn) => {
       try {
-        if ((await fetch(`http://127.0.0.1:${admin}/readyz`, { signal: AbortSignal.timeout(5_000) })).ok) return admin;
-      } catch {}
-      if (Date.now() - t0 > 180_000) throw new Error(`${target} not ready after 180 s (its log is above)`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+        await fn();
+      } catch (e) {
+        failed.push(`${what}: ${e.message}`);
+      }
+    };
+    await Promise.all(procs.map((p) => end(p, Object.keys(byTarget).find((t) => byTarget[t] === p))));
+    for (const sub of subs) await step('closing a subscription', () => sub.close());
+    await step('closing the Kafka client', async () => bus?.close());
+    redis?.disconnect();
+    if (home) fs.rmSync(home, { recursive: true, force: true });
+    await step(`deleting the topics ${prefix}.*`, () => deleteKafkaTopics(env0.NEATROOTS_KAFKA_BROKERS.split(','), prefix));
+    // awaited even when still being made (an interrupt during its CREATE DATABASE)
+    await step(`dropping the database ${prefix}`, async () => (await dbMade?.catch(() => undefined))?.drop());
+    if (failed.length) process.stderr.write(`bench: cleaning up left something behind:\n${failed.map((f) => `- ${f}`).join('\n')}\n`);
+  })());
+  // Interrupted (Ctrl-C, kill, a job's timeout): the same cleanup, then exit 128 + the signal's
+  // number. A second signal ends the process at once (the handlers are gone by then).
+  const onSignal = (sig) => {
+    process.stderr.write(`bench: ${sig}: stopping the services, removing the temp folder, topics and scratch database (${sig} again to end at once)\n`);
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    stop.abort(new Error(`interrupted (${sig})`));
+    cleanup().finally(() => process.exit(128 + os.constants.signals[sig]));
   };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   try {
+    return await run();
+  } finally {
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    await cleanup();
+  }
+
+  async function run() {
+    // A database of the bench's own (dropped after): the shared one holds what tests and earlier
+    // runs left, which the figures should not depend on.
+    dbMade = scratchDatabase(env0.NEATROOTS_PG_URL, prefix);
+    const db = await dbMade;
+    stop.signal.throwIfAborted();
+    home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
+    fs.mkdirSync(path.join(home, 'checks'));
+    fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
+    const grpcPort = await freePort();
+    const reviewPort = await freePort();
+    const questionPort = await freePort();
+    const otlpPort = await freePort();
+    const env = {
+      ...env0, NEATROOTS_HOME: home, NEATROOTS_TOPIC_PREFIX: prefix, NEATROOTS_PARTITIONS: '6',
+      NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_GRPC_PORT: String(grpcPort), NEATROOTS_OTLP_PORT: String(otlpPort), NEATROOTS_OTLP_HTTP_PORT: '0',
+      NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, NEATROOTS_QUESTION_ADDR: `127.0.0.1:${questionPort}`, NEATROOTS_PG_URL: db.url, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
+    };
+    const deadline = deadlineMs(spans);
+    const start = async (target, servicePort) => {
+      const admin = await freePort();
+      // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
+      const prof = process.env.BENCH_PROFILE === target ? ['--cpu-prof', '--cpu-prof-dir=/tmp/neatroots-bench-prof'] : [];
+      const port = servicePort ?? (await freePort());
+      // interrupted meanwhile: the cleanup has begun, and would not end a service started now
+      stop.signal.throwIfAborted();
+      const p = spawn(process.execPath, [...prof, ...serverNodeFlags(), CLI, 'serve', '--target', target], {
+        env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(port), NEATROOTS_REVIEW_PORT: String(reviewPort), NEATROOTS_QUESTION_PORT: String(questionPort) },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      procs.push(p);
+      byTarget[target] = p;
+      serviceOf.set(admin, target);
+      p.once('exit', (code, signal) => {
+        if (!stopping) stop.abort(new Error(`${target} exited (${signal ?? `code ${code}`}) before the bench was over (its log is above)`));
+      });
+      const t0 = Date.now();
+      for (;;) {
+        stop.signal.throwIfAborted();
+        try {
+          if ((await fetch(`http://127.0.0.1:${admin}/readyz`, { signal: AbortSignal.timeout(5_000) })).ok) return admin;
+        } catch {}
+        if (Date.now() - t0 > 180_000) throw new Error(`${target} not ready after 180 s (its log is above)`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
     const reviewAdmin = await start('review', reviewPort);
     // The question service answers the tasks the rule engine's scheduler publishes (no model
     // configured: the fast classifier, as on a fresh install); --no-question leaves it out.
@@ -188,7 +263,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const built = buildBatches({ spans, perRun, batch });
     const total = built.spans + 2 * Math.ceil(spans / perRun);
     const topics = makeTopics(prefix);
-    const bus = new KafkaBus({ brokers: env.NEATROOTS_KAFKA_BROKERS.split(','), clientId: 'bench', logLevel: 'error' });
+    bus = new KafkaBus({ brokers: env.NEATROOTS_KAFKA_BROKERS.split(','), clientId: 'bench', logLevel: 'error' });
     let latencies = null;
     const sub = await bus.subscribe(topics.findings, { group: `${prefix}.bench-latency`, fromBeginning: false }, async (b) => {
       const now = Date.now();
@@ -197,10 +272,12 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     });
     const hop1 = [];
     let measureHop1 = false;
+    subs.push(sub);
     const sub1 = process.env.BENCH_HOP1 ? await bus.subscribe(topics.events, { group: `${prefix}.bench-hop1`, fromBeginning: false }, async (b) => {
       const now = Date.now();
       if (measureHop1) for (const r of b.records) hop1.push(now - r.value.received_ms);
     }) : undefined;
+    if (sub1) subs.push(sub1);
     // Throughput: everything at once, done when the rule engine consumed every item.
     const infra = servicePids();
     const cpu = () => ({
@@ -210,7 +287,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     });
     // Redis's own byte counts: what the rule engine's windows cost the network each batch.
     const { Redis } = require('ioredis');
-    const redis = new Redis(env.NEATROOTS_REDIS_URL);
+    redis = new Redis(env.NEATROOTS_REDIS_URL);
     const redisBytes = async () => {
       const info = await redis.info('stats');
       const get = (k) => Number(new RegExp(`${k}:(\\d+)`).exec(info)?.[1] ?? NaN);
@@ -239,6 +316,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const cpu1 = cpu();
     const bytes1 = await redisBytes();
     redis.disconnect();
+    redis = undefined;
     const cpuS = Object.fromEntries(Object.keys(cpu1).map((t) => [t, cpu1[t] === undefined ? undefined : Number((cpu1[t] - cpu0[t]).toFixed(2))]));
     // Latency: a steady stream at a rate the deployment sustains, once the throughput phase's
     // work is done. Stored is not idle: the question service may still be answering that phase's
@@ -297,7 +375,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       hop1.sort((a, b) => a - b);
       console.error('ingest receipt -> events topic consumer: p50', percentile(hop1, 50), 'p99', percentile(hop1, 99), 'n', hop1.length);
     }
+    subs = [];
     await bus.close();
+    bus = undefined;
     latencies.sort((a, b) => a - b);
     return {
       spans: built.spans,
@@ -324,17 +404,10 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       stored_share_of_v1_ceiling: +(built.spans / (storedMs / 1000) / v1Ceil.spans_per_s).toFixed(3),
       ...(otlpRow ? { otlp: otlpRow } : {}),
     };
-  } finally {
-    stopping = true;
-    for (const p of procs.reverse()) p.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 1000));
-    fs.rmSync(home, { recursive: true, force: true });
-    await deleteKafkaTopics(env0.NEATROOTS_KAFKA_BROKERS.split(','), prefix);
-    await db.drop();
   }
 }
 
-module.exports = { benchDistributed };
+module.exports = { benchDistributed, end };
 /** `--per-run N`: spans a run (default 100); long runs show what a window's size costs each batch. `--no-question`: no question service (as before 2026-12-02). */
 const perRunArg = process.argv.includes('--per-run') ? Number(process.argv[process.argv.indexOf('--per-run') + 1]) : undefined;
 const question = !process.argv.includes('--no-question');
