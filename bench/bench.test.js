@@ -81,3 +81,21 @@ test('a service that does not stop on SIGTERM is killed after the grace time, an
   await end(stopped, 'stopped', 60_000);
   assert.equal(stopped.signalCode, 'SIGTERM');
 });
+
+test("the main thread's CPU is its CPU time, not its event loop's busy time", { skip: process.platform !== 'linux' && 'reads /proc' }, () => {
+  const { performance } = require('node:perf_hooks');
+  const { mainThreadCpuMs } = require('./e2e');
+  // blocked for 500 ms (as in a system call, or runnable but off a shared core): busy, not on the CPU
+  const cpu0 = mainThreadCpuMs();
+  const elu0 = performance.eventLoopUtilization();
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+  const busyMs = performance.eventLoopUtilization(elu0).active;
+  const cpuMs = mainThreadCpuMs() - cpu0;
+  assert.ok(busyMs >= 450, `busy ${busyMs} ms`);
+  assert.ok(cpuMs < busyMs / 2, `CPU ${cpuMs} ms against busy ${busyMs} ms`);
+  // and it does count the CPU the thread spends
+  const spin0 = mainThreadCpuMs();
+  let x = 0;
+  for (let i = 0; i < 3e8; i++) x += i;
+  assert.ok(mainThreadCpuMs() - spin0 > 0, String(x));
+});
