@@ -99,3 +99,14 @@ test("the main thread's CPU is its CPU time, not its event loop's busy time", { 
   for (let i = 0; i < 3e8; i++) x += i;
   assert.ok(mainThreadCpuMs() - spin0 > 0, String(x));
 });
+
+test("a NEATROOTS_HOME or port in the user's shell does not move the soak's and flood's server", () => {
+  const { serverEnv } = require('./flood');
+  const user = { NEATROOTS_HOME: '/home/me/.neatroots', NEATROOTS_GRPC_PORT: '4317', NEATROOTS_OTLP_PORT: '4318', NEATROOTS_HTTP_PORT: '8080', NEATROOTS_API_KEYS: 'me=secret', NEATROOTS_MAX_BACKLOG: '5000' };
+  const env = serverEnv(user, '/tmp/neatroots-flood-x', { otlp: 1001, grpc: 1002, http: 1003 });
+  assert.equal(env.NEATROOTS_HOME, '/tmp/neatroots-flood-x');
+  assert.deepEqual([env.NEATROOTS_OTLP_PORT, env.NEATROOTS_GRPC_PORT, env.NEATROOTS_HTTP_PORT], ['1001', '1002', '1003']);
+  assert.equal(env.NEATROOTS_API_KEYS, 'flood=flood-key');
+  // a setting being compared still goes through
+  assert.equal(env.NEATROOTS_MAX_BACKLOG, '5000');
+});

@@ -45,21 +45,30 @@ function rssOf(pid) {
   }
 }
 
+/**
+ * The server's environment: the settings given (`env`: a comparison's NEATROOTS_*), then the
+ * bench's own data folder, ports and key, which a setting in the user's shell (NEATROOTS_HOME,
+ * a port) must not move: the bench measures, and removes, the folder it made.
+ */
+function serverEnv(env, home, ports) {
+  return {
+    PATH: process.env.PATH,
+    ...env,
+    NEATROOTS_HOME: home,
+    NEATROOTS_OTLP_PORT: String(ports.otlp),
+    NEATROOTS_OTLP_HTTP_PORT: '0',
+    NEATROOTS_GRPC_PORT: String(ports.grpc),
+    NEATROOTS_HTTP_PORT: String(ports.http),
+    NEATROOTS_API_KEYS: `flood=${KEY}`,
+  };
+}
+
 /** `neatroots start` in a new data folder, or in `home` (a start after a stop or a kill). */
 async function startServer(env, home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-flood-'))) {
   const ports = { otlp: await freePort(), grpc: await freePort(), http: await freePort() };
   // The servers' node flags given here: the CLI serves in this process (no relaunch), whose memory is read.
   const proc = spawn(process.execPath, [...serverNodeFlags(), CLI, 'start', '--no-demo'], {
-    env: {
-      PATH: process.env.PATH,
-      NEATROOTS_HOME: home,
-      NEATROOTS_OTLP_PORT: String(ports.otlp),
-      NEATROOTS_OTLP_HTTP_PORT: '0',
-      NEATROOTS_GRPC_PORT: String(ports.grpc),
-      NEATROOTS_HTTP_PORT: String(ports.http),
-      NEATROOTS_API_KEYS: `flood=${KEY}`,
-      ...env,
-    },
+    env: serverEnv(env, home, ports),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = [];
@@ -204,7 +213,7 @@ async function benchFlood({
   }
 }
 
-module.exports = { benchFlood, startServer, rotating, rssOf, freePort, KEY, PREFIX };
+module.exports = { benchFlood, startServer, serverEnv, rotating, rssOf, freePort, KEY, PREFIX };
 
 if (require.main === module) {
   benchFlood().then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {

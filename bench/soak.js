@@ -67,7 +67,9 @@ async function benchSoak({
   const { batches, spans } = buildBatches({ spans: 200_000, perRun: 100, batch: spansPerBatch, prefix: PREFIX });
   const perBatch = spans / batches.length;
   const admin = await freePort();
-  // Settings in this environment (NEATROOTS_*) go to the server: a comparison of one setting.
+  // Settings in this environment (NEATROOTS_*) go to the server: a comparison of one setting. Not
+  // its data folder, ports or key: startServer sets the bench's own after them, and the admin port
+  // is the bench's own here.
   const settings = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('NEATROOTS_')));
   const serverEnv = { ...settings, NEATROOTS_ADMIN_PORT: String(admin), ...(process.env.SOAK_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SOAK_NODE_OPTIONS } : {}) };
   const server = await startServer(serverEnv);
