@@ -110,3 +110,26 @@ test("a NEATROOTS_HOME or port in the user's shell does not move the soak's and 
   // a setting being compared still goes through
   assert.equal(env.NEATROOTS_MAX_BACKLOG, '5000');
 });
+
+test('a bad command line gets the usage and exit 2, --help the usage and exit 0, before anything runs', () => {
+  const { spawnSync } = require('node:child_process');
+  const path = require('node:path');
+  const run = (...args) => spawnSync(process.execPath, args, { cwd: path.join(__dirname, '..'), encoding: 'utf8', timeout: 60_000 });
+  const help = run('bench/e2e.js', '--help');
+  assert.equal(help.status, 0, help.stderr);
+  assert.match(help.stdout, /^usage: node bench\/e2e\.js \[SPANS\]/);
+  for (const [args, said] of [
+    [['bench/run.js', '--only', 'engin'], /bench\/run\.js: --only: unknown 'engin' \(names: engine, /],
+    [['bench/run.js', '--spans'], /bench\/run\.js: Option '--spans <value>' argument missing/],
+    [['bench/run.js', '--spans', 'lots'], /--spans: a whole number over 0, not 'lots'/],
+    [['bench/engine.js', '--quick', '--spans', '200000'], /bench\/engine\.js: unknown option '--spans'/],
+    [['bench/e2e.js', '--latency', '--variant', 'default'], /SPANS and --variant are for the throughput runs, not --latency/],
+    [['bench/distributed.js', '20000', '--per-run'], /Option '--per-run <value>' argument missing/],
+  ]) {
+    const r = run(...args);
+    assert.equal(r.status, 2, `${args.join(' ')}: exit ${r.status}\n${r.stdout}${r.stderr}`);
+    assert.match(r.stderr, said);
+    assert.match(r.stderr, /\nusage: node bench\//);
+    assert.equal(r.stdout, '');
+  }
+});

@@ -71,7 +71,14 @@ async function benchCeiling({ spans = 100_000, work = workload({ spans }), round
 module.exports = { benchCeiling, nullReceiver, workload };
 
 if (require.main === module) {
-  benchCeiling({ spans: Number(process.argv[2] ?? 100_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
+  const args = require('./args').cli({
+    usage: `
+usage: node bench/ceiling.js [SPANS]
+  SPANS   spans sent (default 100000)
+  --help  this text`,
+    positionals: [{ name: 'spans', count: true }],
+  });
+  benchCeiling({ spans: args.spans ?? 100_000 }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
     console.error(e);
     process.exit(1);
   });

@@ -408,9 +408,24 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
 }
 
 module.exports = { benchDistributed, end };
-/** `--per-run N`: spans a run (default 100); long runs show what a window's size costs each batch. `--no-question`: no question service (as before 2026-12-02). */
-const perRunArg = process.argv.includes('--per-run') ? Number(process.argv[process.argv.indexOf('--per-run') + 1]) : undefined;
-const question = !process.argv.includes('--no-question');
-const otlpArg = !process.argv.includes('--no-otlp');
-const rateArg = process.argv.includes('--latency-rate') ? Number(process.argv[process.argv.indexOf('--latency-rate') + 1]) : undefined;
-if (require.main === module) benchDistributed({ spans: Number(process.argv[2] ?? 200_000), question, otlp: otlpArg, ...(perRunArg ? { perRun: perRunArg } : {}), ...(rateArg ? { latencyRate: rateArg } : {}) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
+
+if (require.main === module) {
+  const args = require('./args').cli({
+    usage: `
+usage: node bench/distributed.js [SPANS] [--no-question] [--no-otlp] [--per-run N] [--latency-rate N]
+  (with the services' environment: eval "$(deploy/local/services env)")
+  SPANS              spans of the neatroots.v1 throughput phase (default 200000)
+  --no-question      no question service (as before 2026-12-02)
+  --no-otlp          no OTLP phase (the OTLP ceiling's own workload, until stored)
+  --per-run N        spans a run (default 100); long runs show what a window's size costs each batch
+  --latency-rate N   spans/s of the latency phase (default 2000)
+  --help             this text
+  BENCH_DEADLINE_S: how long a wait for the services may take (default: a minute plus 5 ms a span)`,
+    options: { 'no-question': { type: 'boolean' }, 'no-otlp': { type: 'boolean' }, 'per-run': { count: true }, 'latency-rate': { count: true } },
+    positionals: [{ name: 'spans', count: true }],
+  });
+  benchDistributed({
+    spans: args.spans ?? 200_000, question: !args['no-question'], otlp: !args['no-otlp'],
+    ...(args['per-run'] ? { perRun: args['per-run'] } : {}), ...(args['latency-rate'] ? { latencyRate: args['latency-rate'] } : {}),
+  }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
+}

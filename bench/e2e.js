@@ -446,10 +446,34 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
 
 module.exports = { benchE2e, buildBatches, send, paced, latencyOnly, v1Ceiling, otlpStored, mainThreadCpuMs };
 
+const USAGE = {
+  usage: `
+usage: node bench/e2e.js [SPANS] [--variant NAME] [--memory-db]
+       node bench/e2e.js --latency [--rate N] [--seconds N] [--memory-db]
+  SPANS          spans of the throughput runs (default 200000)
+  --variant NAME one configuration alone, for a profile: default, memory-windows, memory-bus, memory-db
+  --memory-db    PGlite in memory for the whole run (the default: in the data folder)
+  --latency      receipt to finding alone, at --rate spans/s (default 5000) for --seconds (default 6)
+  --help         this text
+  BENCH_DEADLINE_S: how long a wait for the pipeline may take (default: a minute plus 5 ms a span)`,
+  options: {
+    variant: { oneOf: ['default', 'memory-windows', 'memory-bus', 'memory-db'] },
+    'memory-db': { type: 'boolean' },
+    latency: { type: 'boolean' },
+    rate: { count: true },
+    seconds: { count: true },
+  },
+  positionals: [{ name: 'spans', count: true }],
+  check: (v) => (v.latency
+    ? (v.spans || v.variant ? 'SPANS and --variant are for the throughput runs, not --latency' : undefined)
+    : (v.rate || v.seconds ? '--rate and --seconds go with --latency' : undefined)),
+};
+
 // The embedded app runs in this process: with the node flags `neatroots start` runs it with.
-if (require.main === module && require('./server-flags').asServer()) {
-  const arg = (name, def) => (process.argv.includes(`--${name}`) ? Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) : def);
-  const run = process.argv.includes('--latency') ? latencyOnly({ rate: arg('rate', 5000), seconds: arg('seconds', 6) }) : benchE2e({ spans: Number(process.argv[2] ?? 200_000), variant: process.argv.includes('--variant') ? process.argv[process.argv.indexOf('--variant') + 1] : undefined });
+// The command line is checked first: a bad one (or --help) ends here, before any relaunch.
+const args = require.main === module ? require('./args').cli(USAGE) : undefined;
+if (args && require('./server-flags').asServer()) {
+  const run = args.latency ? latencyOnly({ rate: args.rate ?? 5000, seconds: args.seconds ?? 6 }) : benchE2e({ spans: args.spans ?? 200_000, variant: args.variant });
   run.then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
     console.error(e);
     process.exit(1);

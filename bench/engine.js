@@ -155,7 +155,20 @@ async function benchEngineQuick({ spans, perRun = 100, batch = 1000 }) {
 
 // As the rule engine runs in the servers: with their node flags (the young generation's size;
 // bench/server-flags.js), as `npm run bench` runs this too.
-if (isMainThread && require.main === module && require('./server-flags').asServer()) {
-  const spans = Number(process.argv[2] ?? 1_000_000);
-  (process.argv.includes('--quick') ? benchEngineQuick({ spans }) : benchEngine({ spans })).then((r) => console.log(JSON.stringify(r, null, 2)));
+// The command line is checked first: a bad one (or --help) ends here, before any relaunch.
+const args = isMainThread && require.main === module ? require('./args').cli({
+  usage: `
+usage: node bench/engine.js [SPANS] [--quick]
+  SPANS    spans of the recorded fleet (default 1000000)
+  --quick  the one-thread figure and its no-checks baseline only, three times after a warm-up
+  --help   this text`,
+  options: { quick: { type: 'boolean' } },
+  positionals: [{ name: 'spans', count: true }],
+}) : undefined;
+if (args && require('./server-flags').asServer()) {
+  const spans = args.spans ?? 1_000_000;
+  (args.quick ? benchEngineQuick({ spans }) : benchEngine({ spans })).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
+    console.error(e);
+    process.exit(1);
+  });
 }

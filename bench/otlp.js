@@ -119,7 +119,14 @@ async function benchOtlp({ spans = 100_000, work, rounds = 2 } = {}) {
 module.exports = { benchOtlp, agentSpans, pump, grpcCaller };
 
 if (require.main === module) {
-  benchOtlp({ spans: Number(process.argv[2] ?? 100_000) }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
+  const args = require('./args').cli({
+    usage: `
+usage: node bench/otlp.js [SPANS]
+  SPANS   spans sent (default 100000)
+  --help  this text`,
+    positionals: [{ name: 'spans', count: true }],
+  });
+  benchOtlp({ spans: args.spans ?? 100_000 }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
     console.error(e);
     process.exit(1);
   });

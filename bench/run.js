@@ -2,7 +2,7 @@
 // `npm run bench`: every benchmark of the project in one run, each figure beside the
 // baseline measured in the same run. The machine is shared and noisy: read the ratios.
 //   node bench/run.js [--spans N] [--only engine,replay,e2e,precheck,otlp,distributed,questions,flood,sop,limits,store,review]
-// (review, minutes at 100,000 sessions, runs only when asked: --only review)
+// (--help for the usage; review, minutes at 100,000 sessions, runs only when asked: --only review)
 // Every end-to-end row is also printed as a share of a receive ceiling measured in the same run
 // with the same protocol, exports and concurrency (bench/ceiling.js: a null receiver that decodes
 // and counts, nothing more): the OTLP rows (OTLP/gRPC ingest, and embedded and distributed driven
@@ -27,15 +27,23 @@ const { benchCeiling, workload } = require('./ceiling');
 const { benchBus } = require('./bus');
 const { benchStore } = require('./store');
 const { benchPrecheck } = require('./precheck');
+const { cli } = require('./args');
 
-function arg(name, def) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : def;
-}
+const DEFAULT = ['engine', 'replay', 'e2e', 'precheck', 'otlp', 'distributed', 'questions', 'flood', 'sop', 'limits', 'store'];
+/** What --only takes: the default set, and what runs only when asked. */
+const NAMES = [...DEFAULT, 'ceiling', 'bus', 'review'];
+const USAGE = {
+  usage: `
+usage: node bench/run.js [--spans N] [--only NAME,...]   (npm run bench: the same, after a build)
+  --spans N     spans of the largest runs (default 1000000; the end-to-end rows take at most 200000)
+  --only NAMES  these benches only, comma-separated (default: ${DEFAULT.join(',')});
+                also: ceiling (the OTLP ceiling alone), bus (the bus alone), review (minutes)
+  --help        this text`,
+  options: { spans: { count: true }, only: { list: NAMES } },
+};
 
-async function main() {
-  const spans = Number(arg('spans', 1_000_000));
-  const only = new Set(String(arg('only', 'engine,replay,e2e,precheck,otlp,distributed,questions,flood,sop,limits,store')).split(','));
+async function main({ spans = 1_000_000, only: names = DEFAULT } = {}) {
+  const only = new Set(names);
   const out = {};
   // The OTLP ceiling's workload, built once: the same exports drive every OTLP row.
   let work;
@@ -267,8 +275,10 @@ function report(out) {
 module.exports = { report };
 
 // The embedded app runs in this process: with the node flags `neatroots start` runs it with.
-if (require.main === module && require('./server-flags').asServer()) {
-  main().catch((e) => {
+// The command line is checked first: a bad one (or --help) ends here, before any relaunch.
+const args = require.main === module ? cli(USAGE) : undefined;
+if (args && require('./server-flags').asServer()) {
+  main(args).catch((e) => {
     console.error(e);
     process.exit(1);
   });
