@@ -28,20 +28,11 @@ describe('deploy/docker/healthcheck.js', () => {
   let port: number;
   const seen: string[] = [];
   let ready = true;
-  /** How long the probe held the slow request: from its arrival to the probe hanging up. */
-  let heldMs = -1;
 
   beforeAll(async () => {
     server = http.createServer((req, res) => {
       seen.push(req.url ?? '');
-      if (req.url === '/slow') {
-        const arrived = Date.now();
-        const late = setTimeout(() => res.end('late'), 2_000);
-        return void res.on('close', () => {
-          heldMs = Date.now() - arrived;
-          clearTimeout(late); // the probe gave up and hung up
-        });
-      }
+      if (req.url === '/never') return; // never answered: only the probe's own timeout ends it
       if (req.url === '/readyz' && !ready) {
         res.statusCode = 503;
         return void res.end('kafka: not connected');
@@ -89,12 +80,11 @@ describe('deploy/docker/healthcheck.js', () => {
   });
 
   it('gives up after its timeout instead of hanging the health check', async () => {
-    const r = await probe(port, ['/slow'], { NEATROOTS_HEALTHCHECK_TIMEOUT_MS: '300' });
+    // The server never answers /never: a probe without its timeout would hang until the test's
+    // own limit. Whether the request reached the server before the 300 ms ran out depends on how
+    // fast a loaded machine starts node, so the test only asks that the probe gave up and said why.
+    const r = await probe(port, ['/never'], { NEATROOTS_HEALTHCHECK_TIMEOUT_MS: '300' });
     expect(r.code).toBe(1);
-    // Timed from the request's arrival (a loaded machine takes a while to start node): the probe
-    // hung up long before the answer would have come (2 s), which would have exited 0.
-    for (let i = 0; i < 100 && heldMs < 0; i++) await new Promise((done) => setTimeout(done, 20)); // the hang-up reaches the server
-    expect(heldMs).toBeGreaterThanOrEqual(0);
-    expect(heldMs).toBeLessThan(1_500);
-  });
+    expect(r.stderr).toMatch(/\/never: The operation was aborted due to timeout/);
+  }, 30_000);
 });
