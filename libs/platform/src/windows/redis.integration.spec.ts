@@ -3,6 +3,7 @@ import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { markShifted, WindowConflictError, type WindowStore } from '@neatroots/ports';
 import { PrivateRedis, RedisScratch, redisServerBinary } from '../testing/private-redis';
 import { serviceOrSkip, servicesRequired } from '../testing/services';
+import { until } from '../testing/until';
 import { MemoryWindowStore } from './memory';
 import { INLINE_MEMBERS, openRedisWindowStore, RedisWindowStore } from './redis';
 
@@ -242,10 +243,10 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
         await store.save([{ key: 'k', window: { n: 1, seen: ids(300) }, expectRev: 0 }]);
         await store.delete(['k']);
         expect(await raw.exists(`${p}:w:k:m`)).toBe(0);
-        await store.save([{ key: 'k', window: { n: 1, seen: ids(300, 1000) }, expectRev: 0, ttlMs: 80 }]);
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(300, 1000) }, expectRev: 0, ttlMs: 2_000 }]);
         expect((await store.load(['k'], ask('k', 's1', 's1001'))).get('k')!.seen).toEqual({ s1001: 1 });
-        await new Promise((r) => setTimeout(r, 150));
-        expect(await raw.exists(`${p}:w:k:m`)).toBe(0);
+        // Redis expires the window, its revision and its ids together
+        await until('the window and its ids to expire', async () => (await raw.exists(`${p}:w:k`, `${p}:w:k:rev`, `${p}:w:k:m`)) === 0, 10_000, 50);
         // expired: a new window of the same run, whose store still takes it as one in the hash
         await store.save([{ key: 'k', window: { n: 9, seen: { y: 1 } }, expectRev: 0 }]);
         expect((await store.load(['k'], ask('k', 's1001', 'y'))).get('k')!.seen).toEqual({ y: 1 });
