@@ -6,9 +6,9 @@
  * and a local OpenAI-compatible server.
  */
 import { parseCheck, type QuestionCheck } from '@neatroots/checks';
-import { DbSharedCache, migrate, openAiChatModel, openPglite, RedisSharedCache, serviceOrSkip, uniqueName } from '@neatroots/platform';
+import { DbSharedCache, migrate, openAiChatModel, openPglite, RedisSharedCache, serviceOrSkip, uniqueName, until } from '@neatroots/platform';
 import type { Db, SharedCache } from '@neatroots/ports';
-import { QuestionAnswerer, type EvidenceDoc } from '@neatroots/questions';
+import { QuestionAnswerer, type CacheResult, type EvidenceDoc } from '@neatroots/questions';
 import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 
 let fake: FakeOpenAI;
@@ -25,11 +25,12 @@ const evidence: EvidenceDoc = { spans: [], text: 'The agent wrote: your refund o
 const MIN = 60_000;
 
 /** A question service's answerer over the shared cache `shared`, on the clock `now`. */
-const replica = (shared: SharedCache, now?: () => number, ttlMs?: number) =>
+const replica = (shared: SharedCache, now?: () => number, ttlMs?: number, onCacheLookup?: (result: CacheResult) => void) =>
   new QuestionAnswerer({
     local: openAiChatModel({ role: 'local', baseURL: fake.url, model: 'llama-test', timeoutMs: 2_000 }),
     queue: { maxWaitMs: 0 },
     cache: { shared, now, ttlMs },
+    onCacheLookup: onCacheLookup && ((kind, result) => kind === 'question' && onCacheLookup(result)),
   });
 const judged = () => fake.calls.filter((c) => c.kind === 'judge').length;
 
@@ -77,19 +78,36 @@ describe('Redis', () => {
     const caches = [new RedisSharedCache({ url: redis!.url, prefix }), new RedisSharedCache({ url: redis!.url, prefix })];
     try {
       for (const c of caches) await c.connect();
-      const ttlMs = 2_000;
-      const [one, two] = caches.map((c) => replica(c.named('answers'), undefined, ttlMs));
+      const ttlMs = 5_000;
+      // When two's lookups found the answer (in its memory, in the shared cache) or missed it.
+      const lookups: { result: CacheResult; at: number }[] = [];
+      const one = replica(caches[0].named('answers'), undefined, ttlMs);
+      const two = replica(caches[1].named('answers'), undefined, ttlMs, (result) => void lookups.push({ result, at: Date.now() }));
       const t0 = Date.now();
       await one.ask({ q: CLAIM, evidence });
+      // The model answered between t0 and t1: the shared entry expires a ttl after that.
+      const t1 = Date.now();
       expect(judged()).toBe(1);
-      await new Promise((r) => setTimeout(r, 1_200 - (Date.now() - t0)));
+      await new Promise((r) => setTimeout(r, t1 + 1_000 - Date.now()));
+      // A second later the other replica reads it from the shared cache and keeps a copy.
+      const readAt = Date.now();
       expect(await two.ask({ q: CLAIM, evidence })).toMatchObject({ cached: true });
+      expect(lookups.map((l) => l.result)).toEqual(['shared']);
       expect(judged()).toBe(1);
-      // Past the entry's expiry, though not past a time to live counted from the copy.
-      await new Promise((r) => setTimeout(r, 2_300 - (Date.now() - t0)));
-      const again = await two.ask({ q: CLAIM, evidence });
+      // Its copy serves it until the entry expires, then it misses and the model is asked again.
+      const again = await until('the copy to expire', async () => {
+        const a = await two.ask({ q: CLAIM, evidence });
+        return a.cached ? undefined : a;
+      }, 30_000, 50);
       expect(again.cached).toBeUndefined();
       expect(judged()).toBe(2);
+      const miss = lookups.find((l) => l.result === 'miss')!;
+      expect(lookups.filter((l) => l.result === 'miss')).toHaveLength(1);
+      expect(lookups.slice(1, -1).every((l) => l.result === 'memory')).toBe(true);
+      // Not before a ttl from the model's answer, and before a ttl counted from the copy
+      // (readAt or later) was up: the copy expired with the shared entry, a second earlier.
+      expect(miss.at).toBeGreaterThan(t0 + ttlMs);
+      expect(miss.at).toBeLessThan(readAt + ttlMs);
       one.close();
       two.close();
     } finally {
