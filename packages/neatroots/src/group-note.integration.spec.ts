@@ -49,7 +49,7 @@ describe('one note per group per run, across the rule engine and the question se
     stream = grpc.subscribe({ run_id: '' }, md);
     stream.on('data', (n: v1.Note) => notes.push(n));
     stream.on('error', () => undefined);
-    await new Promise((r) => setTimeout(r, 200));
+    await until('the Subscribe stream open at ingest', () => app.ingest.metrics.subscribers >= 1, 30_000);
     client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
   });
 
@@ -80,11 +80,14 @@ describe('one note per group per run, across the rule engine and the question se
     }, 30_000);
     // Both services sent their group note to ingest: the rule engine's, then the question service's.
     await until('both notes at ingest', () => app.ingest.metrics.notes_received >= 2, 10_000);
-    await new Promise((r) => setTimeout(r, 200));
-
-    const ofRun = notes.filter((n) => n.run_id === 'refund-1');
-    expect(ofRun.map((n) => n.check_id)).toEqual(['unrecovered-tool-error']);
+    // Ingest routes each note as it takes it: one written to the stream, the other held back.
+    expect(app.ingest.metrics.notes_delivered.stream).toBe(1);
     expect(app.ingest.metrics.notes_grouped).toBe(1);
+    const ofRun = await until('the note at the agent', () => {
+      const got = notes.filter((n) => n.run_id === 'refund-1');
+      return got.length > 0 && got;
+    }, 10_000);
+    expect(ofRun.map((n) => n.check_id)).toEqual(['unrecovered-tool-error']);
     const byCheck = Object.fromEntries((await findings('refund-1')).map((f) => [f.check_id, f]));
     expect(byCheck['unrecovered-tool-error'].group).toBe('tool-result');
     expect(byCheck['ignored-tool-error'].group).toBe('tool-result');
