@@ -348,13 +348,22 @@ describe('LogBus durability', () => {
     await bus.publish(topic, recs(10));
     let stored = 0;
     let delivered = 0;
+    // Each batch's effects are stored when the test says so.
+    const store: (() => void)[] = [];
     const sub = await bus.subscribe(topic, { group: 'g' }, async (b) => {
       delivered += b.records.length;
-      b.defer!(new Promise<void>((r) => setTimeout(() => r(void (stored += b.records.length)), 100)));
+      b.defer!(new Promise<void>((r) => store.push(() => r(void (stored += b.records.length)))));
     });
     await waitUntil(() => delivered === 10, 5_000, () => `${delivered} of 10 delivered`);
     expect(stored).toBe(0);
-    await sub.close();
+    let closed = false;
+    const closing = sub.close().then(() => void (closed = true));
+    // All but the last batch's effects stored: the close still waits for the last's.
+    for (const s of store.slice(0, -1)) s();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(closed).toBe(false);
+    store[store.length - 1]();
+    await closing;
     expect(stored).toBe(10);
     await bus.close();
     bus = open(dir, { partitions: 1 });
