@@ -133,3 +133,12 @@ test('a bad command line gets the usage and exit 2, --help the usage and exit 0,
     assert.equal(r.stdout, '');
   }
 });
+
+test("the rule engine's no-checks baseline and its two-thread row are measured as the figure beside them: warmed up, best of two", async () => {
+  const { benchEngine } = require('./engine');
+  const r = await benchEngine({ spans: 2000 });
+  for (const [figure, runs] of [['baseline_spans_per_s', 'baseline_runs_spans_per_s'], ['spans_per_s', 'runs_spans_per_s'], ['two_engines_two_threads_spans_per_s', 'two_engines_runs_spans_per_s']]) {
+    assert.equal(r[runs].length, 2, runs);
+    assert.equal(r[figure], Math.max(...r[runs]), figure);
+  }
+});
