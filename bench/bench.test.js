@@ -142,3 +142,24 @@ test("the rule engine's no-checks baseline and its two-thread row are measured a
     assert.equal(r[figure], Math.max(...r[runs]), figure);
   }
 });
+
+test('stored is counted: a span or a finding missing from the database fails the run, naming what is missing', async () => {
+  const { migrate, openPgliteWorker } = require('@neatroots/platform');
+  const { envelopeStatements } = require('@neatroots/store');
+  const { fleet } = require('./checks');
+  const { verifyStored } = require('./e2e');
+  const db = await openPgliteWorker();
+  try {
+    await migrate(db);
+    const now = Date.now();
+    const envs = [...fleet({ runs: 2, perRun: 10, startMs: now })].map((item) => ({ project: 'bench', received_ms: now, item }));
+    await db.batch(envelopeStatements(envs));
+    assert.deepEqual(await verifyStored(db, { what: 'embedded', spans: 20 }), { spans: 20 });
+    // one span sent that was not stored
+    await assert.rejects(verifyStored(db, { what: 'embedded', spans: 21 }), /^Error: embedded: 20 spans stored of 21 sent$/);
+    // a finding published that was not stored (none are): compared until the deadline
+    await assert.rejects(verifyStored(db, { what: 'embedded', spans: 20, ids: new Set(['f1']), ms: 200 }), /embedded: findings stored: 0 of the 1 published after 0 s, the deadline/);
+  } finally {
+    await db.close();
+  }
+});

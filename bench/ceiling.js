@@ -27,6 +27,18 @@ function workload({ spans = 100_000, perRun = 50, batch = 500, inflight = 8 } = 
 }
 
 /**
+ * The records the workload puts on the events topic (each span, and the run events ingest derives
+ * from the root agent spans), counted by the same mapping ingest applies: what a consumer has
+ * consumed once everything sent reached it.
+ */
+function busItems(work) {
+  const { mapOtlpExport } = require('@neatroots/spans');
+  let n = 0;
+  for (const b of work.bodies) n += mapOtlpExport(otlp.ExportTraceServiceRequest.decode(b)).items.length;
+  return n;
+}
+
+/**
  * Starts the null receiver (OTLP TraceService/Export and neatroots.v1 Ingest/Export); resolves to
  * its port, its span counts (`spans` OTLP, `v1Spans` neatroots.v1) and close().
  */
@@ -68,7 +80,7 @@ async function benchCeiling({ spans = 100_000, work = workload({ spans }), round
   };
 }
 
-module.exports = { benchCeiling, nullReceiver, workload };
+module.exports = { benchCeiling, nullReceiver, workload, busItems };
 
 if (require.main === module) {
   const args = require('./args').cli({

@@ -18,14 +18,14 @@ const os = require('node:os');
 const path = require('node:path');
 const net = require('node:net');
 const { performance } = require('node:perf_hooks');
-const { KafkaBus, deleteKafkaTopics, scratchDatabase } = require('@neatroots/platform');
+const { KafkaBus, deleteKafkaTopics, openPostgres, scratchDatabase } = require('@neatroots/platform');
 const { serverNodeFlags } = require('neatroots/dist/relaunch');
 const { makeTopics } = require('@neatroots/messages');
 const { extraChecksYaml, percentile } = require('./checks');
-const { buildBatches, send, paced, v1Ceiling } = require('./e2e');
-const { benchCeiling, workload } = require('./ceiling');
+const { buildBatches, send, paced, v1Ceiling, verifyStored } = require('./e2e');
+const { benchCeiling, busItems, workload } = require('./ceiling');
 const { grpcCaller, pump } = require('./otlp');
-const { deadlineMs, waitFor } = require('./wait');
+const { deadlineMs, waitFor, waitUntil } = require('./wait');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'bench-key';
@@ -163,6 +163,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   let bus;
   let subs = [];
   let redis;
+  let pg;
   let cleaning;
   /**
    * What the bench leaves nothing of, whichever way it ends (done, failed, interrupted): its
@@ -183,6 +184,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     for (const sub of subs) await step('closing a subscription', () => sub.close());
     await step('closing the Kafka client', async () => bus?.close());
     redis?.disconnect();
+    await step('closing the connection to the scratch database', async () => pg?.close());
     if (home) fs.rmSync(home, { recursive: true, force: true });
     await step(`deleting the topics ${prefix}.*`, () => deleteKafkaTopics(env0.NEATROOTS_KAFKA_BROKERS.split(','), prefix));
     // awaited even when still being made (an interrupt during its CREATE DATABASE)
@@ -258,15 +260,20 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // The question service answers the tasks the rule engine's scheduler publishes (no model
     // configured: the fast classifier, as on a fresh install); --no-question leaves it out.
     const questionAdmin = question ? await start('question', questionPort) : undefined;
-    const ingestAdmin = await start('ingest');
+    await start('ingest');
     const engineAdmin = await start('rule-engine');
     const built = buildBatches({ spans, perRun, batch });
     const total = built.spans + 2 * Math.ceil(spans / perRun);
     const topics = makeTopics(prefix);
     bus = new KafkaBus({ brokers: env.NEATROOTS_KAFKA_BROKERS.split(','), clientId: 'bench', logLevel: 'error' });
     let latencies = null;
-    const sub = await bus.subscribe(topics.findings, { group: `${prefix}.bench-latency`, fromBeginning: false }, async (b) => {
+    // Every finding published, as the bench's own group reads the topic: records, and distinct ids
+    // (a finding's events upsert one row), to count review's and the stored ones against.
+    const seen = { records: 0, ids: new Set() };
+    const sub = await bus.subscribe(topics.findings, { group: `${prefix}.bench-latency`, fromBeginning: true }, async (b) => {
       const now = Date.now();
+      seen.records += b.records.length;
+      for (const r of b.records) seen.ids.add(r.value.id);
       // Rule findings (question findings wait for a model); requires_before waits 250 ms by design, so it is left out.
       if (latencies) for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
     });
@@ -309,6 +316,19 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // Everything stored too: review has consumed (stored) every item of the events topic.
     const stored = () => metric(reviewAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
     await waitFor('review consumed (stored) items', stored, total, within);
+    // and the findings: review's findings group has consumed what the bench's own group has read
+    // of the topic, on two reads in a row (none arriving in between)
+    const reviewFindings = () => metric(reviewAdmin, 'neatroots_bus_consumed_total', [`topic="${prefix}.findings"`]);
+    const findingsStored = (opts) => {
+      let last;
+      return waitUntil('review consumed (stored) the findings published', async () => {
+        const now = [await reviewFindings(), seen.records];
+        const done = now[0] === now[1] && last?.[0] === now[0] && last?.[1] === now[1];
+        last = now;
+        return { done, state: `${now[0]} of the ${now[1]} the bench read` };
+      }, opts);
+    };
+    await findingsStored(within);
     const storedMs = performance.now() - t0;
     // The question tasks the question service had taken by then (it may still be answering: its CPU seconds are counted to here).
     const tasksTaken = questionAdmin ? await metric(questionAdmin, 'neatroots_question_tasks_total', []) : null;
@@ -323,6 +343,13 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     // tasks (and review storing the answers), and a latency phase begun then measured the
     // backlog as much as the rate (p50 367 ms against 211 after it, in one pair).
     const settled = await settle(questionAdmin, stop.signal);
+    // Stored is counted, not taken on trust: every span sent, every finding published.
+    pg = await openPostgres({ url: db.url, max: 1 });
+    const check = async (what, n) => {
+      await findingsStored({ ...within, ms: 60_000 });
+      return verifyStored(pg, { what, spans: n, ids: seen.ids });
+    };
+    const storedCount = await check('distributed', built.spans);
     // The OTLP phase: the OTLP ceiling's own exports (OTel SDK spans, the same bodies and exports
     // in flight) into the same deployment until review has stored every item ingest published,
     // beside that ceiling measured now, with the services up.
@@ -330,15 +357,16 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     if (otlp) {
       work ??= workload({ spans: Math.min(spans, 100_000) });
       const ceiling = await benchCeiling({ work });
-      const published = () => metric(ingestAdmin, 'neatroots_bus_published_total', [`topic="${prefix}.events"`]);
-      const p0 = await published();
+      // the records on the events topic: its spans and the run events ingest derives
+      const items = busItems(work);
       const s0 = await stored();
       const tO = performance.now();
       const caller = grpcCaller(otlpPort);
       await pump(work.bodies, caller.call, work.inflight);
       caller.close();
-      const items = (await published()) - p0;
-      await waitFor('review consumed (stored) the OTLP phase\'s items', async () => (await stored()) - s0, items, { ms: deadlineMs(work.spans), signal: stop.signal });
+      const oWithin = { ms: deadlineMs(work.spans), signal: stop.signal };
+      await waitFor('review consumed (stored) the OTLP phase\'s items', async () => (await stored()) - s0, items, oWithin);
+      await findingsStored(oWithin);
       const oMs = performance.now() - tO;
       const rate = Math.round(work.spans / (oMs / 1000));
       otlpRow = {
@@ -346,7 +374,10 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
         otlp_ceiling: ceiling, stored_spans_per_s: rate, stored_share_of_otlp_ceiling: +(rate / ceiling.spans_per_s).toFixed(3),
       };
       await settle(questionAdmin, stop.signal);
+      otlpRow.stored_counted = await check('distributed, after the OTLP phase', built.spans + work.spans);
     }
+    await pg.close();
+    pg = undefined;
     // What each process spends with nothing sent (timers, heartbeats, polls): the floor under
     // the latency phase's cores.
     const idleCpu0 = cpu();
@@ -390,6 +421,8 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       per_run: perRun,
       question_service: question,
       question_tasks_taken_when_stored: tasksTaken,
+      // counted in the database once the question service had settled: as many as sent and published
+      stored_counted: storedCount,
       cpu_seconds: cpuS,
       redis_mb_in_out: [bytes1.in - bytes0.in, bytes1.out - bytes0.out].map((b) => Number((b / 1e6).toFixed(1))),
       load_average: os.loadavg().map((l) => Number(l.toFixed(1))),

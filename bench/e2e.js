@@ -27,7 +27,7 @@ const { startEmbedded } = require('neatroots');
 const { extraChecksYaml, fleet, percentile } = require('./checks');
 const { benchCeiling, nullReceiver, workload } = require('./ceiling');
 const { grpcCaller, pump } = require('./otlp');
-const { deadlineMs, waitFor, within } = require('./wait');
+const { deadlineMs, waitFor, waitUntil, within } = require('./wait');
 
 const KEY = 'bench-key';
 /** Each export's gRPC deadline: generous (an export waits behind the pipeline), never forever. */
@@ -166,6 +166,24 @@ function mainThreadCpuMs() {
   }
 }
 
+/**
+ * Counts what was stored and fails unless it is what was sent: the spans rows against `spans`, and
+ * the findings rows against the distinct findings published (`ids`, gathered from the findings
+ * topic), compared until they agree (a timer may publish one meanwhile) for at most `ms`. `db`:
+ * the embedded PGlite or a Postgres pool, a scratch database of the run alone.
+ */
+async function verifyStored(db, { what, spans, ids, ms = 60_000 }) {
+  const count = async (table) => Number((await db.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+  const stored = await count('spans');
+  if (stored !== spans) throw new Error(`${what}: ${stored} spans stored of ${spans} sent`);
+  if (!ids) return { spans: stored };
+  const r = await waitUntil(`${what}: findings stored`, async () => {
+    const rows = await count('findings');
+    return { done: rows === ids.size, rows, state: `${rows} of the ${ids.size} published` };
+  }, { ms, everyMs: 50 });
+  return { spans: stored, findings: r.rows };
+}
+
 /** What the embedded bus still holds, topic by topic (for a deadline's message). */
 function backlogOf(app) {
   return Object.values(app.topics).map((t) => `${t.name} ${app.bus.backlog(t.name)}`).join(', ');
@@ -199,8 +217,11 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   const quiet = createLogger({ level: 'error' });
   const app = await startEmbedded({ config, inMemoryDb: db === 'memory', watch: false, log: quiet });
   let latencies = null;
+  // Every finding published (its id: a finding's events upsert one row), to count the stored ones against.
+  const ids = new Set();
   await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
     const now = Date.now();
+    for (const r of b.records) ids.add(r.value.id);
     // Rule findings (question findings wait for a model); requires_before waits 250 ms by design, so it is left out.
     if (latencies) for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
   });
@@ -225,10 +246,14 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
   const cpu = process.cpuUsage(cpu0);
   const mainCpuMs = main0 === undefined ? undefined : mainThreadCpuMs() - main0;
   const mainBusyMs = performance.eventLoopUtilization(elu0).active;
+  // Stored is counted, not taken on trust: every span sent, every finding published.
+  const what = `embedded (bus ${bus}, windows ${windows}, database ${db})`;
+  const storedCount = await verifyStored(app.db, { what, spans, ids });
   // Latency: a steady stream at a rate the whole pipeline (storage included) sustains.
   latencies = [];
   await paced(app.ingest.grpcPort, latencyBatches.batches, latencyBatches.perBatch, latencyRate);
   await idleWithin(app, spans);
+  await verifyStored(app.db, { what: `${what}, after the latency phase`, spans: spans + latencyBatches.spans, ids });
   const findings = app.ruleEngine.metrics.findings;
   const journal = await journalRecords(app);
   await app.close();
@@ -238,6 +263,8 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
     spans_per_s: Math.round(spans / (ms / 1000)),
     stored_spans_per_s: Math.round(spans / (storedMs / 1000)),
     findings,
+    // counted in the database when stored: as many as sent and published
+    stored_counted: storedCount,
     p50_ms: percentile(latencies, 50),
     p99_ms: percentile(latencies, 99),
     ...journal,
@@ -266,6 +293,10 @@ async function otlpStored(work) {
   });
   const app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
   try {
+    const ids = new Set();
+    await app.bus.subscribe(app.topics.findings, { group: 'bench-findings', fromBeginning: false }, async (b) => {
+      for (const r of b.records) ids.add(r.value.id);
+    });
     const caller = grpcCaller(app.ingest.otlpPort);
     const t0 = performance.now();
     const cpu0 = process.cpuUsage();
@@ -275,10 +306,12 @@ async function otlpStored(work) {
     await idleWithin(app, work.spans);
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
+    const storedCount = await verifyStored(app.db, { what: 'embedded, OTLP', spans: work.spans, ids });
     return {
       protocol: work.protocol, spans: work.spans, batch: work.batch, connections: work.connections, exports_in_flight: work.inflight,
       stored_spans_per_s: Math.round(work.spans / (ms / 1000)),
       findings: app.ruleEngine.metrics.findings,
+      stored_counted: storedCount,
       cpu_us_per_span: +((cpu.user + cpu.system) / work.spans).toFixed(1),
     };
   } finally {
@@ -302,7 +335,7 @@ async function benchE2e({ spans = 200_000, perRun = 100, batch = 500, latencyRat
   const v1Ceil = await v1Ceiling(built.batches, built.spans, { conns: 2, inflight: 4 });
   const base = await baseline(built.batches, built.spans);
   // The windows in memory only, then the default (journaled windows, durable log), then the in-memory bus.
-  const latency = { batches: lat.batches, perBatch: 50 };
+  const latency = { batches: lat.batches, perBatch: 50, spans: lat.spans };
   // `variant` runs one alone (for a profile): 'default', 'memory-windows', 'memory-bus' or 'memory-db'.
   if (variant) {
     const [bus, windows, db] = { default: ['log', 'journal', DB], 'memory-windows': ['log', 'memory', DB], 'memory-bus': ['memory', 'journal', DB], 'memory-db': ['log', 'journal', 'memory'] }[variant] ?? [];
@@ -403,8 +436,10 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
   });
   const app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
   const latencies = [];
+  const ids = new Set();
   await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
     const now = Date.now();
+    for (const r of b.records) ids.add(r.value.id);
     for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
   });
   try {
@@ -424,6 +459,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     const cpu = process.cpuUsage(cpu0);
     const pauses = gc.stop();
     loop.disable();
+    await verifyStored(app.db, { what: 'embedded, latency', spans: warm.spans + lat.spans, ids });
     latencies.sort((a, b) => a - b);
     const st = app.bus.stats ?? { syncs: 0, syncMs: 0, syncMaxMs: 0 };
     return {
@@ -444,7 +480,7 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
   }
 }
 
-module.exports = { benchE2e, buildBatches, send, paced, latencyOnly, v1Ceiling, otlpStored, mainThreadCpuMs };
+module.exports = { benchE2e, buildBatches, send, paced, latencyOnly, v1Ceiling, otlpStored, mainThreadCpuMs, verifyStored };
 
 const USAGE = {
   usage: `

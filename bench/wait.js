@@ -22,8 +22,32 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** The error a deadline ends a wait with: what was done of what, and after how long. */
 class DeadlineError extends Error {}
 
-function overdue(what, done, of, ms) {
-  return new DeadlineError(`${what}: ${done} of ${of} after ${Math.round(ms / 1000)} s, the deadline (BENCH_DEADLINE_S to change it); giving up`);
+/**
+ * Polls `check()` every `everyMs` until it resolves to { done: true }; its `state` says how far it
+ * got. A check that fails is tried again. Rejects once `ms` have passed (with `what`, the last
+ * state, and why the last check failed if it did), or as soon as `signal` aborts.
+ */
+async function waitUntil(what, check, { ms, everyMs = 100, signal } = {}) {
+  const t0 = Date.now();
+  let state = 'nothing read';
+  for (;;) {
+    signal?.throwIfAborted();
+    let failed;
+    try {
+      const r = await check();
+      if (r.done) return r;
+      state = r.state;
+    } catch (e) {
+      signal?.throwIfAborted();
+      failed = e;
+    }
+    if (Date.now() - t0 >= ms) {
+      const err = new DeadlineError(`${what}: ${state} after ${Math.round((Date.now() - t0) / 1000)} s, the deadline (BENCH_DEADLINE_S to change it); giving up`);
+      if (failed) err.message += `; the last read failed: ${failed.message}`;
+      throw err;
+    }
+    await sleep(everyMs);
+  }
 }
 
 /**
@@ -32,27 +56,12 @@ function overdue(what, done, of, ms) {
  * once `ms` have passed (saying what `read()` last gave of `target`, and why the last read failed
  * if it did), or as soon as `signal` aborts (with its reason: a service that exited, an interrupt).
  */
-async function waitFor(what, read, target, { ms, everyMs = 100, signal } = {}) {
-  const t0 = Date.now();
-  let last = 'nothing read';
-  for (;;) {
-    signal?.throwIfAborted();
-    let failed;
-    try {
-      const n = await read();
-      if (n >= target) return n;
-      last = n;
-    } catch (e) {
-      signal?.throwIfAborted();
-      failed = e;
-    }
-    if (Date.now() - t0 >= ms) {
-      const err = overdue(what, last, target, Date.now() - t0);
-      if (failed) err.message += `; the last read failed: ${failed.message}`;
-      throw err;
-    }
-    await sleep(everyMs);
-  }
+async function waitFor(what, read, target, opts = {}) {
+  const r = await waitUntil(what, async () => {
+    const n = await read();
+    return { done: n >= target, n, state: `${n} of ${target}` };
+  }, opts);
+  return r.n;
 }
 
 /**
@@ -74,4 +83,4 @@ async function within(promise, ms, what) {
   }
 }
 
-module.exports = { deadlineMs, waitFor, within, DeadlineError };
+module.exports = { deadlineMs, waitFor, waitUntil, within, DeadlineError };
