@@ -122,17 +122,20 @@ describe('checks/draft when the model fails, the question service in another pro
     return apiUrl(api);
   }
 
-  /** A question service whose local LLM's queue holds one request in flight and one waiting. */
-  async function questionService(): Promise<string> {
+  /**
+   * A question service whose local LLM's queue holds one request in flight and one waiting; a
+   * model that says nothing for `timeoutMs` has timed out.
+   */
+  async function questionService(timeoutMs = 400): Promise<{ address: string; answerer: QuestionAnswerer }> {
     const answerer = new QuestionAnswerer({
-      local: openAiChatModel({ role: 'local', baseURL: fake.url, model: 'llama-test', timeoutMs: 400 }),
+      local: openAiChatModel({ role: 'local', baseURL: fake.url, model: 'llama-test', timeoutMs }),
       queue: { maxWaitMs: 0, retries: 0, maxQueue: 1 },
       localQueue: { maxConcurrent: 1 },
       cache: false,
     });
     const grpc: QuestionGrpc = await startQuestionGrpc(answerer, { port: 0, host: '127.0.0.1', log: (m, e) => logged.push({ m, e }) });
     closers.push(() => answerer.close(), () => grpc.close());
-    return `127.0.0.1:${grpc.port}`;
+    return { address: `127.0.0.1:${grpc.port}`, answerer };
   }
 
   let base: string;
@@ -140,7 +143,7 @@ describe('checks/draft when the model fails, the question service in another pro
     db = await openPglite();
     await migrate(db);
     closers.push(() => db.close());
-    base = await apiOver(await questionService());
+    base = await apiOver((await questionService()).address);
   }, 60_000);
 
   it('a refused key: 502 model_error with the question service\'s reason', async () => {
@@ -161,15 +164,20 @@ describe('checks/draft when the model fails, the question service in another pro
   });
 
   it('a full model queue (RESOURCE_EXHAUSTED): 429 model_busy with Retry-After, and the drafts in the queue are answered', async () => {
+    // Its own question service: the model holds the drafts until released, and a 400 ms timeout
+    // could end the one in flight (502) before the queue is seen full.
+    const service = await questionService(60_000);
+    const busy = await apiOver(service.address);
+    const queue = () => service.answerer.queueStats().local;
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     reply = () => held.then(() => GOOD_DRAFT);
     // One request in flight (the model holds it), one waiting: the queue is full.
-    const first = draft(base);
-    await until(() => fake.calls.length === 1);
-    const second = draft(base);
-    await new Promise((r) => setTimeout(r, 100));
-    const third = await draft(base);
+    const first = draft(busy);
+    await until(() => fake.calls.length === 1 && queue().active === 1, 30_000);
+    const second = draft(busy);
+    await until(() => queue().queued === 1, 30_000);
+    const third = await draft(busy);
     expect(third.status).toBe(429);
     expect(third.retryAfter).toBe('5');
     expect(third.body.error?.code).toBe('model_busy');
@@ -177,7 +185,7 @@ describe('checks/draft when the model fails, the question service in another pro
     release();
     expect((await first).status).toBe(200);
     expect((await second).status).toBe(200);
-  }, 20_000);
+  }, 90_000);
 
   it('the question service out of reach: 503 unavailable', async () => {
     // A port that was free a moment ago: nothing listens there.
