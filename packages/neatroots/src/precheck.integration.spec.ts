@@ -26,30 +26,45 @@ guidance: Look the order up before refunding it.
 action: halt
 `;
 
-let home: string;
+/**
+ * The pre-call check's wait (NEATROOTS_PRECHECK_TIMEOUT_MS) on the app the decisions are tested
+ * on: it also covers the run's connecting and first export, which took up to a second on a
+ * loaded machine, and these tests are about the answer, not its bound. The policy's asking is
+ * given as long (the SDK's default is 1 s: unanswered, no call is checked). An answer that comes
+ * in under half of it was answered, not timed out.
+ */
+const WAIT_MS = 30_000;
+const ANSWERED_MS = 15_000;
+
+const homes: string[] = [];
 let app: EmbeddedApp;
 let client: NeatrootsClient;
 
-beforeAll(async () => {
-  home = tempHome('neatroots-precheck');
+/** An embedded app with the refund rule in project shop (steering on, fail closed), waiting `waitMs` for a pre-call check's spans. */
+async function startApp(waitMs: number): Promise<EmbeddedApp> {
+  const home = tempHome('neatroots-precheck');
+  homes.push(home);
   const project = path.join(home, 'shop');
   fs.mkdirSync(path.join(project, '.neatroots', 'checks'), { recursive: true });
   fs.writeFileSync(path.join(project, '.neatroots', 'checks', 'refund.yaml'), RULE);
   registerProject(home, { name: 'shop', path: project, steering: true });
   const config = testConfig(home, {
     NEATROOTS_API_KEYS: `shop=${KEY}`,
-    // A loaded test machine: the answer's bound here is not the benchmark's.
-    NEATROOTS_PRECHECK_TIMEOUT_MS: '2000',
+    NEATROOTS_PRECHECK_TIMEOUT_MS: String(waitMs),
     NEATROOTS_PRECHECK_FAIL_CLOSED: 'shop',
   });
-  app = await startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
-  client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, onError: () => undefined });
+  return startEmbedded({ config, inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+}
+
+beforeAll(async () => {
+  app = await startApp(WAIT_MS);
+  client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, precheckPolicyTimeoutMs: WAIT_MS, onError: () => undefined });
 }, 120_000);
 
 afterAll(async () => {
   await client?.close();
   await app?.close();
-  fs.rmSync(home, { recursive: true, force: true });
+  for (const home of homes) fs.rmSync(home, { recursive: true, force: true });
 });
 
 describe('pre-call checks on the embedded default', () => {
@@ -82,7 +97,7 @@ describe('pre-call checks on the embedded default', () => {
     watch.on('data', (n: v1.Note) => watched.push(n));
     watch.on('error', () => undefined);
     await once(watch, 'metadata');
-    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: () => undefined });
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, precheckPolicyTimeoutMs: WAIT_MS, onError: () => undefined });
     try {
       const run = own.startRun({ workflow: 'refunds' });
       const notes: string[] = [];
@@ -120,7 +135,7 @@ describe('pre-call checks on the embedded default', () => {
           resolve(e ? { err: e } : { res: r }),
         ),
       );
-    expect((await call<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: 'refunds' })).res).toEqual({ tools: ['issue_refund'], fail_closed: true, timeout_ms: 2000 });
+    expect((await call<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: 'refunds' })).res).toEqual({ tools: ['issue_refund'], fail_closed: true, timeout_ms: WAIT_MS });
     const noSpan = await call<v1.PreCheckRequest, v1.PreCheckResponse>('preCheck', { known_spans: 0, timeout_ms: 100 });
     expect(noSpan.err).toMatchObject({ code: status.INVALID_ARGUMENT, details: 'span: is required (the call about to run)' });
     const stranger = new Metadata();
@@ -130,21 +145,28 @@ describe('pre-call checks on the embedded default', () => {
   });
 
   it("waits no longer than NEATROOTS_PRECHECK_TIMEOUT_MS, whatever timeout_ms asks: spans that never come end the check then", async () => {
-    const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
-    const md = new Metadata();
-    md.set('x-api-key', KEY);
-    const span: v1.Span = { run_id: 'never-exported', span_id: 'call', parent_id: '', type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: '', model: '', project: '', workflow: '', session_id: '' };
-    const started = Date.now();
-    // Five spans said to be exported that never come, no deadline, the longest wait the field holds (about 24.8 days).
-    const err = await new Promise<{ code: number; details: string } | null>((resolve) => raw.preCheck({ span, known_spans: 5, timeout_ms: 2_147_483_647 }, md, (e) => resolve(e)));
-    raw.close();
-    expect(err).toMatchObject({ code: status.DEADLINE_EXCEEDED, details: expect.stringContaining('within 2000 ms') });
-    expect(Date.now() - started).toBeLessThan(10_000);
-  }, 20_000);
+    // An app of its own with a 2000 ms wait: the bound is the point here.
+    const bounded = await startApp(2000);
+    const raw = new v1.IngestClient(`127.0.0.1:${bounded.ingest.grpcPort}`, credentials.createInsecure());
+    try {
+      const md = new Metadata();
+      md.set('x-api-key', KEY);
+      const span: v1.Span = { run_id: 'never-exported', span_id: 'call', parent_id: '', type: 'tool', name: 'issue_refund', tool: 'issue_refund', status: '', model: '', project: '', workflow: '', session_id: '' };
+      const started = Date.now();
+      // Five spans said to be exported that never come, no deadline, the longest wait the field holds (about 24.8 days).
+      const err = await new Promise<{ code: number; details: string } | null>((resolve) => raw.preCheck({ span, known_spans: 5, timeout_ms: 2_147_483_647 }, md, (e) => resolve(e)));
+      const took = Date.now() - started;
+      expect(err).toMatchObject({ code: status.DEADLINE_EXCEEDED, details: expect.stringContaining('within 2000 ms') });
+      expect(took).toBeLessThan(10_000);
+    } finally {
+      raw.close();
+      await bounded.close();
+    }
+  }, 120_000);
 
   it('counts only the spans ingest took: a span it rejected does not hold the next check up to its timeout (fail closed)', async () => {
     const errors: Error[] = [];
-    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: (e) => errors.push(e) });
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, precheckPolicyTimeoutMs: WAIT_MS, onError: (e) => errors.push(e) });
     try {
       const run = own.startRun({ workflow: 'refunds' });
       run.span({ type: 'llm', name: 'bad', start_ms: 2000, end_ms: 1000 }); // ends before it starts: rejected
@@ -153,7 +175,7 @@ describe('pre-call checks on the embedded default', () => {
       const t = Date.now();
       await run.toolCall('issue_refund', { order: 8 }, () => refunded.push(8));
       expect(refunded).toEqual([8]);
-      expect(Date.now() - t).toBeLessThan(1900); // answered, not the 2000 ms timeout
+      expect(Date.now() - t).toBeLessThan(ANSWERED_MS); // answered, not the 30 s timeout
       expect(errors.map((e) => e.name)).toContain('ExportRejectedError');
       await run.end();
     } finally {
@@ -162,7 +184,7 @@ describe('pre-call checks on the embedded default', () => {
   });
 
   it('counts a span acknowledged twice once: the same span id recorded again does not hold every later check up to its timeout (fail closed)', async () => {
-    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: () => undefined });
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, precheckPolicyTimeoutMs: WAIT_MS, onError: () => undefined });
     try {
       const run = own.startRun({ workflow: 'refunds' });
       // One span exported twice, as an export retried after ingest took it sends it again: ingest
@@ -175,7 +197,7 @@ describe('pre-call checks on the embedded default', () => {
       for (const order of [9, 10]) {
         const t = Date.now();
         await run.toolCall('issue_refund', { order }, () => refunded.push(order));
-        expect(Date.now() - t).toBeLessThan(1900); // answered, not the 2000 ms timeout
+        expect(Date.now() - t).toBeLessThan(ANSWERED_MS); // answered, not the 30 s timeout
       }
       expect(refunded).toEqual([9, 10]);
       await run.end();
@@ -195,7 +217,7 @@ describe('pre-call checks on the embedded default', () => {
   });
 
   it('halts any later call of a run the live engine already halted (a refund recorded without a lookup)', async () => {
-    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, onError: () => undefined });
+    const own = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, subscribe: false, precheckPolicyTimeoutMs: WAIT_MS, onError: () => undefined });
     const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
     const md = new Metadata();
     md.set('x-api-key', KEY);
@@ -214,7 +236,7 @@ describe('pre-call checks on the embedded default', () => {
       expect(halt).toBeDefined();
       // A call no rule names in itself, asked about as an SDK with precheck 'on' would: halted, naming the run's halt.
       const span: v1.Span = { run_id: run.id, span_id: 'later', parent_id: '', type: 'tool', name: 'search_kb', tool: 'search_kb', status: '', model: '', project: '', workflow: '', session_id: '' };
-      const answer = await new Promise<v1.PreCheckResponse>((resolve, reject) => raw.preCheck({ span, known_spans: 1, timeout_ms: 2_000 }, md, (e, r) => (e ? reject(e) : resolve(r))));
+      const answer = await new Promise<v1.PreCheckResponse>((resolve, reject) => raw.preCheck({ span, known_spans: 1, timeout_ms: WAIT_MS }, md, (e, r) => (e ? reject(e) : resolve(r))));
       expect(answer).toMatchObject({ decision: 'halt', check_id: 'refund-without-lookup', finding_id: halt!.id, text: 'Look the order up before refunding it.' });
       await run.end();
     } finally {
