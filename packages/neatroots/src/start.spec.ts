@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -8,6 +8,34 @@ import { cannotServe, cannotWrite, servedUntil } from './start';
 import { testEnv } from './test-app.test';
 
 const never = new Promise<never>(() => undefined);
+
+/** A start (in this process or a child) can take a minute on a loaded machine: tests that start one get three. */
+const STARTS = 180_000;
+
+/**
+ * What the tests started and has not ended: a start in this process, a child process. A test
+ * that timed out goes on running, writing into its data folder; `ended` (in afterEach) waits for
+ * it (a child still running is killed) before the folder is removed.
+ */
+const running = new Set<Promise<unknown>>();
+const children = new Set<ChildProcess>();
+function tracked<T>(p: Promise<T>): Promise<T> {
+  running.add(p);
+  const done = () => void running.delete(p);
+  p.then(done, done);
+  return p;
+}
+/** `proc`, killed by `ended` if it is still running then; its exit is awaited there. */
+function child(proc: ChildProcess): ChildProcess {
+  children.add(proc);
+  void tracked(new Promise((r) => proc.once('exit', r)));
+  return proc;
+}
+async function ended(): Promise<void> {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  children.clear();
+  await Promise.allSettled([...running]);
+}
 
 describe('neatroots start, once serving', () => {
   it('NEATROOTS_ON_FAILING=exit: a part that stopped for good (a disk error) stops it, exit 1, saying why', async () => {
@@ -37,7 +65,10 @@ describe('neatroots start, once serving', () => {
 describe('neatroots start, when it cannot serve', () => {
   let home: string;
   beforeEach(() => (home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-start-'))));
-  afterEach(() => fs.rmSync(home, { recursive: true, force: true }));
+  afterEach(async () => {
+    await ended();
+    fs.rmSync(home, { recursive: true, force: true });
+  }, STARTS);
 
   const envOf = (more: Record<string, string> = {}): NodeJS.ProcessEnv => testEnv(home, { NEATROOTS_LOG_LEVEL: 'error', ...more });
 
@@ -45,7 +76,7 @@ describe('neatroots start, when it cannot serve', () => {
     const out: string[] = [];
     const err: string[] = [];
     const io: Io = { out: (l) => out.push(l), err: (l) => err.push(l), env, cwd: home };
-    return { code: await main(['start', '--no-demo'], io), out, err };
+    return { code: await tracked(main(['start', '--no-demo'], io)), out, err };
   }
 
   async function takePort(): Promise<{ port: number; close(): Promise<void> }> {
@@ -66,11 +97,11 @@ describe('neatroots start, when it cannot serve', () => {
     } finally {
       await taken.close();
     }
-  });
+  }, STARTS);
 
   it('a second start on a data folder in use: names the folder and the other process, exit 2', async () => {
     const env = envOf();
-    const first = spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), 'start', '--no-demo'], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const first = child(spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), 'start', '--no-demo'], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
     try {
       let said = '';
       await new Promise<void>((resolve, reject) => {
@@ -88,7 +119,7 @@ describe('neatroots start, when it cannot serve', () => {
       first.kill('SIGTERM');
       await exited;
     }
-  }, 60_000);
+  }, STARTS);
 });
 
 describe('cannotServe: what start says for a port or data folder in use', () => {
@@ -125,11 +156,14 @@ describe('cannotServe: what start says for a port or data folder in use', () => 
 describe('neatroots start, stopped by a signal', () => {
   let home: string;
   beforeEach(() => (home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-stop-'))));
-  afterEach(() => fs.rmSync(home, { recursive: true, force: true }));
+  afterEach(async () => {
+    await ended();
+    fs.rmSync(home, { recursive: true, force: true });
+  }, STARTS);
 
   function launch(args: string[]): { proc: ReturnType<typeof spawn>; said: () => string; once: (text: string) => Promise<void>; exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
     const env = testEnv(home, { NEATROOTS_LOG_LEVEL: 'error' });
-    const proc = spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = child(spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let said = '';
     proc.stdout!.on('data', (d: Buffer) => (said += d.toString()));
     proc.stderr!.on('data', (d: Buffer) => (said += d.toString()));
@@ -155,7 +189,7 @@ describe('neatroots start, stopped by a signal', () => {
     } finally {
       s.proc.kill('SIGKILL');
     }
-  }, 90_000);
+  }, STARTS);
 
   it('SIGINT during start-up (the demo replaying its fleet): the replay ends, then the stop sequence, exit 0, never "Serving"', async () => {
     const s = launch(['start']);
@@ -169,7 +203,7 @@ describe('neatroots start, stopped by a signal', () => {
     } finally {
       s.proc.kill('SIGKILL');
     }
-  }, 90_000);
+  }, STARTS);
 });
 
 /**
@@ -189,11 +223,12 @@ describe('neatroots start, on a disk it cannot write', () => {
     data = path.join(home, 'data');
     fs.mkdirSync(data);
   });
-  afterEach(() => {
+  afterEach(async () => {
+    await ended();
     if (mounted) execFileSync('umount', [data]);
     mounted = false;
     fs.rmSync(home, { recursive: true, force: true });
-  });
+  }, STARTS);
   const mount = (options: string) => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', data]);
     mounted = true;
@@ -202,7 +237,7 @@ describe('neatroots start, on a disk it cannot write', () => {
     const out: string[] = [];
     const err: string[] = [];
     const io: Io = { out: (l) => out.push(l), err: (l) => err.push(l), env: testEnv(home, { NEATROOTS_LOG_LEVEL: 'error' }), cwd: home };
-    return { code: await main(['start', '--no-demo'], io), out, err };
+    return { code: await tracked(main(['start', '--no-demo'], io)), out, err };
   }
 
   rootIt('a full disk: says the folder, what failed and that no room is left, exit 1', async () => {
@@ -221,7 +256,7 @@ describe('neatroots start, on a disk it cannot write', () => {
       `neatroots start: the data folder ${data} cannot be written (its LOCK: ENOSPC: no space left on device, write); the disk holding it has 0.0 MB free: make room (or set NEATROOTS_DATA_DIR to a folder on another disk), then start again`,
     ]);
     expect(r.out).toEqual([]);
-  }, 60_000);
+  }, STARTS);
 
   rootIt('a first start that fills the disk: one line, exit 1; once there is room, a start serves', async () => {
     mount('size=4m');
@@ -232,7 +267,7 @@ describe('neatroots start, on a disk it cannot write', () => {
     expect(fs.existsSync(path.join(data, 'pg.initdb'))).toBe(true);
     execFileSync('mount', ['-o', 'remount,size=256m', data]);
     const env = testEnv(home, { NEATROOTS_LOG_LEVEL: 'error' });
-    const again = spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), 'start', '--no-demo'], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const again = child(spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), 'start', '--no-demo'], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let said = '';
     const exit = new Promise<number | null>((resolve) => again.once('exit', (code) => resolve(code)));
     try {
@@ -246,7 +281,7 @@ describe('neatroots start, on a disk it cannot write', () => {
     } finally {
       again.kill('SIGKILL');
     }
-  }, 120_000);
+  }, 2 * STARTS);
 
   rootIt('a read-only disk: says so, exit 1', async () => {
     mount('ro,size=1m');
@@ -255,7 +290,7 @@ describe('neatroots start, on a disk it cannot write', () => {
     expect(r.err).toEqual([
       `neatroots start: the data folder ${data} cannot be written (EROFS: read-only file system, open '${path.join(data, 'LOCK')}'): the disk is read-only: set NEATROOTS_DATA_DIR to a folder on a writable disk, then start again`,
     ]);
-  }, 60_000);
+  }, STARTS);
 });
 
 describe('cannotWrite: a disk error from any part of the data folder', () => {
