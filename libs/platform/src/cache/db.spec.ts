@@ -3,6 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Db, QueryResult } from '@neatroots/ports';
 import { migrate, openPglite } from '../db';
+import { until } from '../testing/until';
 import { DbSharedCache } from './db';
 
 /** A database whose statements are counted (to see a batch's lookups go as one). */
@@ -13,6 +14,9 @@ function counting(db: Db): { db: Db; statements: string[] } {
     db: { ...db, query: <R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> => (statements.push(sql), db.query<R>(sql, params)) },
   };
 }
+
+/** Each test opens PGlite in a data folder and migrates it: up to 39 s on a loaded 2-core machine. */
+const SLOW = 120_000;
 
 describe("DbSharedCache (the embedded default's model answers, kept in its database)", () => {
   let dir: string;
@@ -48,7 +52,7 @@ describe("DbSharedCache (the embedded default's model answers, kept in its datab
     } finally {
       await again.close();
     }
-  });
+  }, SLOW);
 
   it('looks up the questions of one batch in one statement, and deletes what expired after a write', async () => {
     let now = 5_000;
@@ -65,14 +69,17 @@ describe("DbSharedCache (the embedded default's model answers, kept in its datab
 
       now += 1_000; // a, b and c expired; the next write prunes them
       await answers.set('d', 'v-d', 60_000);
-      await new Promise((r) => setTimeout(r, 50));
-      const rows = await pg.query<{ key: string; value: string }>('SELECT key, value FROM shared_cache');
+      // The prune follows the write (its caller is not held up for it).
+      const rows = await until('a, b and c pruned', async () => {
+        const r = await pg.query<{ key: string; value: string }>('SELECT key, value FROM shared_cache');
+        return r.rows.length === 1 && r;
+      }, 30_000, 20);
       expect(rows.rows.map((r) => r.value)).toEqual(['v-d']);
       expect(rows.rows[0].key).toMatch(/^[0-9a-f]{40}$/);
     } finally {
       await pg.close();
     }
-  });
+  }, SLOW);
 
   it('reads as a miss and drops a write when the database fails, and says so once', async () => {
     const pg = await openPglite({ dataDir: dir });
@@ -83,5 +90,5 @@ describe("DbSharedCache (the embedded default's model answers, kept in its datab
     await expect(answers.set('k', 'v', 1_000)).resolves.toBeUndefined();
     await expect(answers.get('k')).resolves.toBeUndefined();
     expect(errors).toHaveLength(1);
-  });
+  }, SLOW);
 });

@@ -10,6 +10,9 @@ import type { Db } from '@neatroots/ports';
 import { openPgliteWorker, type DbSyncs, type WalCheckpoint } from './pglite-worker';
 import { isInfrastructureError } from '../bus/set-aside';
 
+/** Tests that open PGlite in a data folder or run every migration took up to 52 s on a loaded 2-core machine. */
+const SLOW = 180_000;
+
 dbContract('PGlite in memory', () => openPglite());
 // the embedded default: PGlite on its own thread, queries and batches posted to it
 dbContract('PGlite on its own thread', () => openPgliteWorker());
@@ -23,7 +26,7 @@ describe('openPglite', () => {
     const second = await openPglite({ dataDir });
     expect((await second.query('SELECT v FROM kept')).rows).toEqual([{ v: 'x' }]);
     await second.close();
-  }, 60_000);
+  }, SLOW);
 });
 
 describe('migrate with the store migrations', () => {
@@ -44,7 +47,7 @@ describe('migrate with the store migrations', () => {
     } finally {
       await db.close();
     }
-  }, 60_000);
+  }, SLOW);
 
   it('refuses oddly named files', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'nr-mig-'));
@@ -87,7 +90,7 @@ describe('openPgliteWorker in a data folder: checkpoints by WAL written', () => 
     const again = await openPgliteWorker({ dataDir });
     expect((await again.query('SELECT count(*)::int AS n FROM w')).rows).toEqual([{ n: 24_000 }]);
     await again.close();
-  }, 120_000);
+  }, SLOW);
 
   it('with the bound at 0, takes none (PGlite on its own checkpoints at 1 GB)', async () => {
     const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-wal-'));
@@ -101,7 +104,7 @@ describe('openPgliteWorker in a data folder: checkpoints by WAL written', () => 
     } finally {
       await db.close();
     }
-  }, 120_000);
+  }, SLOW);
 });
 
 describe('openPgliteWorker in a data folder: what it writes reaches the disk', () => {
@@ -129,7 +132,7 @@ describe('openPgliteWorker in a data folder: what it writes reaches the disk', (
     } finally {
       await db.close();
     }
-  }, 60_000);
+  }, SLOW);
 
   it("makes Postgres's own fsync calls real: a checkpoint syncs the data files it wrote and pg_control", async () => {
     const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-sync-'));
@@ -145,7 +148,7 @@ describe('openPgliteWorker in a data folder: what it writes reaches the disk', (
     } finally {
       await db.close();
     }
-  }, 60_000);
+  }, SLOW);
 
   it('a write-ahead log that cannot be synced fails its call and every later one, with the reason, as a dependency that is down', async () => {
     const dataDir = await mkdtemp(path.join(tmpdir(), 'nr-pglite-sync-'));
@@ -162,7 +165,7 @@ describe('openPgliteWorker in a data folder: what it writes reaches the disk', (
     } finally {
       await db.close();
     }
-  }, 60_000);
+  }, SLOW);
 
   it('PGlite aborting (its WebAssembly trapped) stops the database for good, with the reason, as a dependency that is down', async () => {
     const db = await openPgliteWorker({ faults: { abortOn: 'SELECT 2' } });
@@ -175,7 +178,7 @@ describe('openPgliteWorker in a data folder: what it writes reaches the disk', (
     } finally {
       await db.close();
     }
-  }, 60_000);
+  }, SLOW);
 
   it('in memory, syncs nothing', async () => {
     const db = await openPgliteWorker();
@@ -233,7 +236,7 @@ describe('openPgliteWorker: a first start killed during initdb', () => {
     } finally {
       await again.close();
     }
-  }, 120_000);
+  }, SLOW);
 
   it('never removes a database without the marker beside it (a folder written before this start)', async () => {
     const home = await mkdtemp(path.join(tmpdir(), 'nr-initdb-keep-'));
@@ -247,5 +250,5 @@ describe('openPgliteWorker: a first start killed during initdb', () => {
     } finally {
       await again.close();
     }
-  }, 120_000);
+  }, SLOW);
 });
