@@ -1,34 +1,43 @@
+import { until } from '@neatroots/platform';
 import { steeringLookup } from './runtime';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('steeringLookup: whether halts act in a project', () => {
   it('holds a switch made since the last look at the next look, however long ago the last look was', async () => {
-    let on = false;
-    const lookup = steeringLookup({ projects: () => [], env: [], database: async () => on, ttlMs: 50 });
-    expect(await lookup('shop')).toBe(false);
-    await sleep(120); // idle a while: the cached answer is old
-    on = true; // neatroots init --steering, or the app
-    expect(await lookup('shop')).toBe(true); // the first run after the switch halts
-    on = false;
-    expect(await lookup('shop')).toBe(true); // within the ttl: the cached answer
-    await sleep(60);
-    expect(await lookup('shop')).toBe(false);
+    // The clock is the test's: "within the ttl" and "past it" are what it says, however loaded the machine.
+    jest.useFakeTimers();
+    try {
+      let on = false;
+      const lookup = steeringLookup({ projects: () => [], env: [], database: async () => on, ttlMs: 5_000 });
+      expect(await lookup('shop')).toBe(false);
+      jest.advanceTimersByTime(60_000); // idle a while: the cached answer is old
+      on = true; // neatroots init --steering, or the app
+      expect(await lookup('shop')).toBe(true); // the first run after the switch halts
+      on = false;
+      jest.advanceTimersByTime(4_999);
+      expect(await lookup('shop')).toBe(true); // within the ttl: the cached answer
+      jest.advanceTimersByTime(1);
+      expect(await lookup('shop')).toBe(false);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('waits for a slow database at most waitMs: the last answer stands, and the fresh one serves the next look', async () => {
-    let on = false;
-    let delay = 0;
-    const lookup = steeringLookup({ projects: () => [], env: [], database: async () => (await sleep(delay), on), ttlMs: 20, waitMs: 30 });
+    // The database answers when the test says: each ask waits here until then.
+    const asks: ((on: boolean) => void)[] = [];
+    const lookup = steeringLookup({ projects: () => [], env: [], database: () => new Promise<boolean>((answer) => asks.push(answer)), ttlMs: 20, waitMs: 30 });
+    const first = lookup('shop');
+    expect(asks).toHaveLength(1);
+    asks[0](false);
+    expect(await first).toBe(false);
+    await sleep(30); // past the ttl
+    // The database is busy: the look returns the last answer while it has not answered.
     expect(await lookup('shop')).toBe(false);
-    await sleep(30);
-    on = true;
-    delay = 150;
-    const t0 = Date.now();
-    expect(await lookup('shop')).toBe(false); // the database is busy: not held up for it
-    expect(Date.now() - t0).toBeLessThan(120);
-    await sleep(200);
-    expect(await lookup('shop')).toBe(true);
+    expect(asks).toHaveLength(2);
+    asks[1](true); // its answer, once it comes, serves the next look
+    await until('the next look sees the fresh answer', async () => (await lookup('shop')) === true, 30_000, 5);
   });
 
   it('keeps the last answer when asking fails, and asks again at the next look', async () => {
