@@ -1,6 +1,6 @@
 import { credentials, Metadata, Server, status } from '@grpc/grpc-js';
 import { compileRuleSet, parseCheck, RuleEngine, type RunWindow } from '@neatroots/checks';
-import { MemoryBus, MemoryWindowStore } from '@neatroots/platform';
+import { MemoryBus, MemoryWindowStore, until } from '@neatroots/platform';
 import { envelopeToProto, makeTopics } from '@neatroots/messages';
 import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
 import type { Span } from '@neatroots/spans';
@@ -102,6 +102,18 @@ describe('RuleEngine over gRPC', () => {
     expect(asked[1].timeoutMs).toBeLessThan(1_000);
   });
 
+  /** How the engine's next check ends (its error's name, or "answered"), once it has; undefined until then. */
+  const engineOutcome = (): (() => string | undefined) => {
+    const inner = answer;
+    let outcome: string | undefined;
+    answer = (r) => {
+      const p = inner(r);
+      p.then(() => (outcome = 'answered'), (e: Error) => (outcome = e.name));
+      return p;
+    };
+    return () => outcome;
+  };
+
   const rawCall = (id: string, knownSpans: number, timeoutMs: number): v1.EnginePreCheckRequest => ({
     call: envelopeToProto({ project: 'shop', received_ms: Date.now(), item: { kind: 'span', span: span(id, 'issue_refund', Date.now()) } }),
     known_spans: knownSpans,
@@ -110,12 +122,13 @@ describe('RuleEngine over gRPC', () => {
 
   it('stops reading the window when the caller cancels, though it asked to wait for days', async () => {
     let ended: { code: number } | undefined;
+    const engine = engineOutcome();
     // Spans that never come, no deadline, the longest wait the field holds (about 24.8 days).
     const call = raw.preCheck(rawCall('s11', 5, 2_147_483_647), new Metadata(), (err) => (ended = err ?? { code: status.OK }));
-    for (let i = 0; i < 200 && loads < 3; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(loads).toBeGreaterThanOrEqual(3);
+    await until('three reads of the window', () => loads >= 3, 30_000, 5);
     call.cancel();
-    await new Promise((r) => setTimeout(r, 50));
+    // The engine's check ends, cancelled, when the cancel reaches it; it reads nothing more.
+    expect(await until("the engine's check to end", engine, 30_000, 5)).toBe('PrecheckCancelledError');
     const atCancel = loads;
     await new Promise((r) => setTimeout(r, 200));
     expect(loads).toBe(atCancel);
@@ -125,12 +138,12 @@ describe('RuleEngine over gRPC', () => {
   it("ingest's client cancels its call when its caller gave up (signal): the engine stops reading the window", async () => {
     const gaveUp = new AbortController();
     // Spans that never come, a minute to wait for them, no deadline.
+    const engine = engineOutcome();
     const asked = client.precheck({ project: 'shop', span: span('s14', 'issue_refund', Date.now()), knownSpans: 5, timeoutMs: 60_000, signal: gaveUp.signal }).catch((e: Error) => e);
-    for (let i = 0; i < 200 && loads < 3; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(loads).toBeGreaterThanOrEqual(3);
+    await until('three reads of the window', () => loads >= 3, 30_000, 5);
     gaveUp.abort();
     expect(await asked).toMatchObject({ message: expect.stringContaining('PreCheck') });
-    await new Promise((r) => setTimeout(r, 50));
+    expect(await until("the engine's check to end", engine, 30_000, 5)).toBe('PrecheckCancelledError');
     const atCancel = loads;
     await new Promise((r) => setTimeout(r, 200));
     expect(loads).toBe(atCancel);

@@ -37,8 +37,7 @@ describe('rule-engine service logs', () => {
     const load = windows.load.bind(windows);
     windows.load = (keys) => (tries++, load(keys));
     // retried while the store is down: logged once, not at every try
-    for (let i = 0; i < 1000 && tries < 6; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(tries).toBeGreaterThanOrEqual(6);
+    await until('six tries of the batch', () => tries >= 6, 30_000, 5);
     expect(logged).toHaveLength(1);
     windows.down = false;
     await bus.idle();
@@ -87,7 +86,7 @@ describe('rule-engine service steps', () => {
     const reached = new Promise<void>((resolve) => (windows.hold = { key: windowKey('p', 'slow'), reached: resolve, release: new Promise<void>((r) => (release = r)) }));
     await reached;
     await bus.publish(topics.events, [{ key: 'fast', value: tool('fast', 'f1', 'drop_table') }]);
-    for (let i = 0; i < 200 && !found.includes('fast dropped-table'); i++) await new Promise((r) => setTimeout(r, 5));
+    await until("the fast run's finding", () => found.includes('fast dropped-table'), 30_000, 5);
     const whileHeld = [...found];
     release();
     await bus.idle();
@@ -154,7 +153,7 @@ describe('rule-engine service: receipt to finding', () => {
     });
     const received = Date.now() - 40;
     await bus.publish(topics.events, [{ key: 'r1', value: { project: 'p', received_ms: received, item: { kind: 'span', span: { run_id: 'r1', span_id: 's1', type: 'tool', name: 'drop_table', tool: 'drop_table', status: 'ok' } } } }]);
-    for (let i = 0; i < 200 && bus.refusals < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    await until('two refused publishes', () => bus.refusals >= 2, 30_000, 5);
     const whileRefused = published.length;
     bus.failing = false;
     await bus.idle();
@@ -199,7 +198,7 @@ describe('rule-engine service: batches that come together (mergeBatches, the dis
     const tool = (run: string): Envelope => ({ project: 'p', received_ms: Date.now(), item: { kind: 'span', span: { run_id: run, span_id: 's1', type: 'tool', name: 'drop_table', tool: 'drop_table', status: 'ok', start_ms: Date.now(), end_ms: Date.now() } } });
     const runs = Array.from({ length: 12 }, (_, i) => `r${i}`);
     await bus.publish(topics.events, runs.map((r) => ({ key: r, value: tool(r) })));
-    for (let i = 0; i < 400 && found.length < runs.length; i++) await new Promise((r) => setTimeout(r, 5));
+    await until('a finding of every run', () => found.length >= runs.length, 30_000, 5);
     await engine.close();
     await bus.close();
     fs.rmSync(dir, { recursive: true, force: true });
