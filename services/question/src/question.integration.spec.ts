@@ -7,7 +7,7 @@
 import { credentials, status as Status, type ServiceError } from '@grpc/grpc-js';
 import { parseCheck, type QuestionCheck } from '@neatroots/checks';
 import { Redis } from 'ioredis';
-import { MemoryBus, MemoryWindowStore, openAiChatModel, RedisSharedCache, serviceOrSkip, uniqueName } from '@neatroots/platform';
+import { MemoryBus, MemoryWindowStore, openAiChatModel, RedisSharedCache, serviceOrSkip, uniqueName, until } from '@neatroots/platform';
 import type { ChatModel } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import {
@@ -415,11 +415,22 @@ describe('cost control', () => {
   });
 
   it('lets note-writing jump the queue', async () => {
-    fake.script = script({ judge: () => ({ p: 0.1 }), delayMs: 150 });
-    const answerer = new QuestionAnswerer({ local: local(), queue: { maxConcurrent: 1, maxBatch: 1, maxWaitMs: 0 } });
+    // The model answers the first question only once the note is queued behind it and the three others.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const answer = script({ judge: () => ({ p: 0.1 }) });
+    fake.script = async (call) => {
+      if (call.n === 1) await held;
+      return answer(call);
+    };
+    // A minute's client timeout: the held call is not given up and asked again meanwhile.
+    const answerer = new QuestionAnswerer({ local: local(60_000), queue: { maxConcurrent: 1, maxBatch: 1, maxWaitMs: 0 } });
+    const queue = answerer.llm()!.queue;
     const asks = [1, 2, 3, 4].map((i) => answerer.ask({ q: CLAIM, evidence: { spans: [], text: `run ${i}` } }));
-    await new Promise((r) => setTimeout(r, 30));
+    await until('the first question at the model, three waiting', () => fake.calls.length === 1 && queue.queued === 3, 30_000, 5);
     const note = answerer.writeNote(CLAIM, 'Your refund of $40 was issued', undefined);
+    await until('the note queued', () => queue.queued === 4, 30_000, 5);
+    release();
     await Promise.all([...asks, note]);
     expect(fake.calls.map((c) => c.kind)).toEqual(['judge', 'note', 'judge', 'judge', 'judge']);
     expect(await note).toMatch(/refund/);
