@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Db } from '@neatroots/ports';
-import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
+import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite, until } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
 import { compileFiles, readFolder, type DecisionGateway } from '@neatroots/sop';
 import { SopSessionsRepo, sopFindingId, SuggestionsRepo, type ReviewSopQueries, type SuggestionView } from '@neatroots/store';
@@ -443,8 +443,13 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
   it('two applies at once (a client retrying while GitHub is slow): one pull request, the other apply answers 409 not_proposed', async () => {
     await connect();
     const { s } = await proposed();
-    gh.rateLimitOnce('secondary', 1); // the first apply waits on GitHub; the retry comes meanwhile
-    const [a, b] = await Promise.allSettled([q.applySuggestion(WS, s.id, {}), new Promise((r) => setTimeout(r, 50)).then(() => q.applySuggestion(WS, s.id, {}))]);
+    gh.rateLimitOnce('secondary', 5); // the first apply waits 5 s on GitHub; the retry comes meanwhile
+    const asked = gh.requests.length;
+    const first = q.applySuggestion(WS, s.id, {});
+    first.catch(() => undefined); // settled below
+    // It claimed the suggestion before calling GitHub: once GitHub is asked, the retry comes.
+    await until('the first apply calling GitHub', () => gh.requests.length > asked, 30_000, 5);
+    const [a, b] = await Promise.allSettled([first, q.applySuggestion(WS, s.id, {})]);
     expect(a).toMatchObject({ status: 'fulfilled', value: { status: 'pr_open', pr_url: expect.stringMatching(/\/pull\/1$/) } });
     expect(b).toMatchObject({ status: 'rejected', reason: { status: 409, code: 'not_proposed', message: expect.stringContaining('is being applied') } });
     expect(gh.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/pulls'))).toHaveLength(1);
