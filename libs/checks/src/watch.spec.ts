@@ -42,7 +42,7 @@ function watch(opts: { debounceMs?: number; projects?: () => ProjectEntry[] } = 
       }
     }
   });
-  const next = (until: (r: LoadResult) => boolean, ms = 5000) =>
+  const next = (until: (r: LoadResult) => boolean, ms = 30_000) =>
     new Promise<LoadResult>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error('no reload in time')), ms);
       waiters.push({ until, resolve: (r) => (clearTimeout(t), resolve(r)) });
@@ -52,6 +52,24 @@ function watch(opts: { debounceMs?: number; projects?: () => ProjectEntry[] } = 
 
 const ids = (r: LoadResult) => r.checks.map((c) => c.id).sort();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Writes `text` to `file` again until `reloaded` settles: node 20's recursive watch on Linux
+ * watches the subfolders of a folder it was just given asynchronously, so a write made at once
+ * may come before it watches there (on a loaded machine, well after 20 ms).
+ */
+async function writeUntil(file: string, text: string, reloaded: Promise<unknown>): Promise<void> {
+  let settled = false;
+  const done = reloaded.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  while (!settled) {
+    fs.writeFileSync(file, text);
+    await Promise.race([done, sleep(250)]);
+  }
+  await reloaded;
+}
 
 describe('watchChecks', () => {
   it('reloads when a check file is added or changed, including in a folder created later', async () => {
@@ -63,9 +81,7 @@ describe('watchChecks', () => {
     write(file, countRule('a', 1));
     expect(ids(await added)).toEqual(['a']);
     const changed = w.next((r) => r.checks.some((c) => c.id === 'a' && c.kind === 'rule' && c.rule.type === 'count' && c.rule.at_least === 7));
-    await sleep(20);
-    fs.writeFileSync(file, countRule('a', 7));
-    await changed;
+    await writeUntil(file, countRule('a', 7), changed);
   });
 
   it('keeps the last good checks of a broken file and reports the error', async () => {
@@ -121,9 +137,7 @@ describe('watchChecks', () => {
 
     // Its folder is watched now: an edit to its check reloads it.
     const edited = w.next((r2) => r2.checks.some((c) => c.id === 's' && c.kind === 'rule' && c.rule.type === 'count' && c.rule.at_least === 3));
-    await sleep(20);
-    fs.writeFileSync(file, countRule('s', 3));
-    await edited;
+    await writeUntil(file, countRule('s', 3), edited);
 
     // Taken out of the registry: its check goes, the others (the demo's included) stay.
     const removed = w.next((r3) => !ids(r3).includes('s'));
