@@ -1,3 +1,4 @@
+import { until } from '@neatroots/platform';
 import type { Clock, Db } from '@neatroots/ports';
 import { finding, spanEnv, T0 } from './fixtures.test';
 import { FindingsRepo } from './findings.repo';
@@ -208,7 +209,7 @@ describe('quiet checks: dismissed 3 times in a project', () => {
     t = 1000;
     // expired: the caller gets the last answer at once, and a refresh starts
     expect(await quiet.lookup('p1', 'noisy')).toBe(false);
-    for (let i = 0; i < 50 && !(await quiet.lookup('p1', 'noisy')); i++) await new Promise((r) => setTimeout(r, 10));
+    await until('the refreshed quiet set', async () => (await quiet.lookup('p1', 'noisy')) || undefined, 30_000, 10);
     expect(await quiet.lookup('p1', 'noisy')).toBe(true);
   });
 });
