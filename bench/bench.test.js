@@ -163,3 +163,34 @@ test('stored is counted: a span or a finding missing from the database fails the
     await db.close();
   }
 });
+
+test('a run that fails closes what it started and removes its scratch folder', async () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const { full } = require('./e2e');
+  const { benchCeiling } = require('./ceiling');
+  // the scratch folders go to a folder of this test's own
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-test-'));
+  const tmpBefore = process.env.TMPDIR;
+  process.env.TMPDIR = tmp;
+  const listening = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPServerWrap').length;
+  // the servers' handles go once their close has run its course (a turn or so after close() resolves)
+  const { waitUntil } = require('./wait');
+  const closed = (what) => waitUntil(what, async () => ({ done: listening() <= before, state: `${listening()} servers listening, ${before} before` }), { ms: 20_000, everyMs: 20 });
+  const before = listening();
+  const garbage = Buffer.from([0xff, 0xff, 0xff]);
+  try {
+    // an export the null receiver cannot decode: the ceiling fails, and nothing is left listening
+    await assert.rejects(benchCeiling({ work: { protocol: 'OTLP/gRPC', spans: 1, batch: 1, inflight: 1, connections: 2, bodies: [garbage] } }));
+    await closed('servers listening after the ceiling failed');
+    // an export ingest refuses: the embedded app is closed and its data folder removed
+    await assert.rejects(full([garbage], 1, { batches: [], perBatch: 50, spans: 0 }, 5000), /INVALID_ARGUMENT/);
+    await closed('servers listening after the embedded run failed');
+    assert.deepEqual(fs.readdirSync(tmp), []);
+  } finally {
+    if (tmpBefore === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = tmpBefore;
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});

@@ -66,13 +66,20 @@ async function nullReceiver() {
 async function benchCeiling({ spans = 100_000, work = workload({ spans }), rounds = 3 } = {}) {
   const rx = await nullReceiver();
   let best = Infinity;
-  // best of `rounds`: the machine is shared, and the ceiling is what it can do at best
-  for (let r = 0; r < rounds; r++) {
-    const c = grpcCaller(rx.port);
-    best = Math.min(best, await pump(work.bodies, c.call, work.inflight));
-    c.close();
+  // a failed export still closes the connections and the receiver (nothing left listening)
+  try {
+    // best of `rounds`: the machine is shared, and the ceiling is what it can do at best
+    for (let r = 0; r < rounds; r++) {
+      const c = grpcCaller(rx.port);
+      try {
+        best = Math.min(best, await pump(work.bodies, c.call, work.inflight));
+      } finally {
+        c.close();
+      }
+    }
+  } finally {
+    await rx.close();
   }
-  await rx.close();
   if (rx.state.spans !== work.spans * rounds) throw new Error(`null receiver counted ${rx.state.spans} spans of ${work.spans * rounds}`);
   return {
     protocol: work.protocol, spans: work.spans, batch: work.batch, connections: work.connections, exports_in_flight: work.inflight,

@@ -95,8 +95,11 @@ async function send(port, batches, { conns = 2, inflight = 4, key = KEY } = {}) 
       await call(client, batches[i]);
     }
   };
-  await Promise.all(clients.flatMap((c) => Array.from({ length: inflight }, () => worker(c))));
-  clients.forEach((c) => c.close());
+  try {
+    await Promise.all(clients.flatMap((c) => Array.from({ length: inflight }, () => worker(c))));
+  } finally {
+    clients.forEach((c) => c.close());
+  }
 }
 
 /**
@@ -107,25 +110,34 @@ async function send(port, batches, { conns = 2, inflight = 4, key = KEY } = {}) 
 async function v1Ceiling(batches, spans, { conns = 2, inflight = 4, rounds = 3 } = {}) {
   const rx = await nullReceiver();
   let best = Infinity;
-  for (let r = 0; r < rounds; r++) {
-    const t0 = performance.now();
-    await send(rx.port, batches, { conns, inflight });
-    best = Math.min(best, performance.now() - t0);
+  try {
+    for (let r = 0; r < rounds; r++) {
+      const t0 = performance.now();
+      await send(rx.port, batches, { conns, inflight });
+      best = Math.min(best, performance.now() - t0);
+    }
+  } finally {
+    await rx.close();
   }
-  await rx.close();
   if (rx.state.v1Spans !== spans * rounds) throw new Error(`null receiver counted ${rx.state.v1Spans} spans of ${spans * rounds}`);
   return { protocol: 'neatroots.v1', connections: conns, exports_in_flight: conns * inflight, spans_per_s: Math.round(spans / (best / 1000)) };
 }
 
 async function baseline(batches, spans) {
   const bus = new MemoryBus({ maxLag: Number.MAX_SAFE_INTEGER });
-  const ingest = await startIngest({ bus, resolveKey: async () => 'bench', otlpPort: 0, grpcPort: 0 });
-  const t0 = performance.now();
-  await send(ingest.grpcPort, batches);
-  const ms = performance.now() - t0;
-  await ingest.close();
-  await bus.close();
-  return { spans_per_s: Math.round(spans / (ms / 1000)) };
+  try {
+    const ingest = await startIngest({ bus, resolveKey: async () => 'bench', otlpPort: 0, grpcPort: 0 });
+    try {
+      const t0 = performance.now();
+      await send(ingest.grpcPort, batches);
+      const ms = performance.now() - t0;
+      return { spans_per_s: Math.round(spans / (ms / 1000)) };
+    } finally {
+      await ingest.close();
+    }
+  } finally {
+    await bus.close();
+  }
 }
 
 /**
@@ -215,65 +227,71 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
     ...windowCheckpoint(),
   });
   const quiet = createLogger({ level: 'error' });
-  const app = await startEmbedded({ config, inMemoryDb: db === 'memory', watch: false, log: quiet });
-  let latencies = null;
-  // Every finding published (its id: a finding's events upsert one row), to count the stored ones against.
-  const ids = new Set();
-  await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
-    const now = Date.now();
-    for (const r of b.records) ids.add(r.value.id);
-    // Rule findings (question findings wait for a model); requires_before waits 250 ms by design, so it is left out.
-    if (latencies) for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
-  });
-  // Throughput: everything at once, done when the rule engine consumed every accepted item.
-  const t0 = performance.now();
-  // CPU spent until everything is stored: the process's (every thread: PGlite's, the thread
-  // pool's, the collector's) and the main thread's own CPU (from /proc). On a shared machine these
-  // move far less than the wall time does. Beside them the main thread's busy time (its event
-  // loop's active time: wall-clock time not waiting for events, which counts the time it was
-  // runnable but off the core, and blocked in a system call, as busy).
-  const cpu0 = process.cpuUsage();
-  const main0 = mainThreadCpuMs();
-  const elu0 = performance.eventLoopUtilization();
-  await send(app.ingest.grpcPort, batches);
-  await waitFor('the rule engine consumed items', () => app.ruleEngine.metrics.consumed, totalItems, { ms: deadlineMs(spans), everyMs: 5, signal: failedSignal(app) });
-  const ms = performance.now() - t0;
-  const tStore = performance.now();
-  // Everything stored too (runs, spans, findings in PGlite): every group has consumed it all.
-  await idleWithin(app, spans);
-  const storeMs = performance.now() - tStore;
-  const storedMs = performance.now() - t0;
-  const cpu = process.cpuUsage(cpu0);
-  const mainCpuMs = main0 === undefined ? undefined : mainThreadCpuMs() - main0;
-  const mainBusyMs = performance.eventLoopUtilization(elu0).active;
-  // Stored is counted, not taken on trust: every span sent, every finding published.
-  const what = `embedded (bus ${bus}, windows ${windows}, database ${db})`;
-  const storedCount = await verifyStored(app.db, { what, spans, ids });
-  // Latency: a steady stream at a rate the whole pipeline (storage included) sustains.
-  latencies = [];
-  await paced(app.ingest.grpcPort, latencyBatches.batches, latencyBatches.perBatch, latencyRate);
-  await idleWithin(app, spans);
-  await verifyStored(app.db, { what: `${what}, after the latency phase`, spans: spans + latencyBatches.spans, ids });
-  const findings = app.ruleEngine.metrics.findings;
-  const journal = await journalRecords(app);
-  await app.close();
-  fs.rmSync(home, { recursive: true, force: true });
-  latencies.sort((a, b) => a - b);
-  return {
-    spans_per_s: Math.round(spans / (ms / 1000)),
-    stored_spans_per_s: Math.round(spans / (storedMs / 1000)),
-    findings,
-    // counted in the database when stored: as many as sent and published
-    stored_counted: storedCount,
-    p50_ms: percentile(latencies, 50),
-    p99_ms: percentile(latencies, 99),
-    ...journal,
-    latency_samples: latencies.length,
-    store_drain_ms: Math.round(storeMs),
-    cpu_us_per_span: +((cpu.user + cpu.system) / spans).toFixed(1),
-    main_thread_cpu_us_per_span: mainCpuMs === undefined ? null : +((mainCpuMs * 1000) / spans).toFixed(1),
-    main_thread_busy_us_per_span: +((mainBusyMs * 1000) / spans).toFixed(1),
-  };
+  // A failure anywhere (a deadline, a count that is short, a refused export) still closes the app
+  // and removes its data folder.
+  let app;
+  try {
+    app = await startEmbedded({ config, inMemoryDb: db === 'memory', watch: false, log: quiet });
+    let latencies = null;
+    // Every finding published (its id: a finding's events upsert one row), to count the stored ones against.
+    const ids = new Set();
+    await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
+      const now = Date.now();
+      for (const r of b.records) ids.add(r.value.id);
+      // Rule findings (question findings wait for a model); requires_before waits 250 ms by design, so it is left out.
+      if (latencies) for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
+    });
+    // Throughput: everything at once, done when the rule engine consumed every accepted item.
+    const t0 = performance.now();
+    // CPU spent until everything is stored: the process's (every thread: PGlite's, the thread
+    // pool's, the collector's) and the main thread's own CPU (from /proc). On a shared machine these
+    // move far less than the wall time does. Beside them the main thread's busy time (its event
+    // loop's active time: wall-clock time not waiting for events, which counts the time it was
+    // runnable but off the core, and blocked in a system call, as busy).
+    const cpu0 = process.cpuUsage();
+    const main0 = mainThreadCpuMs();
+    const elu0 = performance.eventLoopUtilization();
+    await send(app.ingest.grpcPort, batches);
+    await waitFor('the rule engine consumed items', () => app.ruleEngine.metrics.consumed, totalItems, { ms: deadlineMs(spans), everyMs: 5, signal: failedSignal(app) });
+    const ms = performance.now() - t0;
+    const tStore = performance.now();
+    // Everything stored too (runs, spans, findings in PGlite): every group has consumed it all.
+    await idleWithin(app, spans);
+    const storeMs = performance.now() - tStore;
+    const storedMs = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    const mainCpuMs = main0 === undefined ? undefined : mainThreadCpuMs() - main0;
+    const mainBusyMs = performance.eventLoopUtilization(elu0).active;
+    // Stored is counted, not taken on trust: every span sent, every finding published.
+    const what = `embedded (bus ${bus}, windows ${windows}, database ${db})`;
+    const storedCount = await verifyStored(app.db, { what, spans, ids });
+    // Latency: a steady stream at a rate the whole pipeline (storage included) sustains.
+    latencies = [];
+    await paced(app.ingest.grpcPort, latencyBatches.batches, latencyBatches.perBatch, latencyRate);
+    await idleWithin(app, spans);
+    await verifyStored(app.db, { what: `${what}, after the latency phase`, spans: spans + latencyBatches.spans, ids });
+    const findings = app.ruleEngine.metrics.findings;
+    const journal = await journalRecords(app);
+    latencies.sort((a, b) => a - b);
+    return {
+      spans_per_s: Math.round(spans / (ms / 1000)),
+      stored_spans_per_s: Math.round(spans / (storedMs / 1000)),
+      findings,
+      // counted in the database when stored: as many as sent and published
+      stored_counted: storedCount,
+      p50_ms: percentile(latencies, 50),
+      p99_ms: percentile(latencies, 99),
+      ...journal,
+      latency_samples: latencies.length,
+      store_drain_ms: Math.round(storeMs),
+      cpu_us_per_span: +((cpu.user + cpu.system) / spans).toFixed(1),
+      main_thread_cpu_us_per_span: mainCpuMs === undefined ? null : +((mainCpuMs * 1000) / spans).toFixed(1),
+      main_thread_busy_us_per_span: +((mainBusyMs * 1000) / spans).toFixed(1),
+    };
+  } finally {
+    await app?.close();
+    fs.rmSync(home, { recursive: true, force: true });
+  }
 }
 
 /**
@@ -291,8 +309,9 @@ async function otlpStored(work) {
     NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
     ...windowCheckpoint(),
   });
-  const app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
+  let app;
   try {
+    app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
     const ids = new Set();
     await app.bus.subscribe(app.topics.findings, { group: 'bench-findings', fromBeginning: false }, async (b) => {
       for (const r of b.records) ids.add(r.value.id);
@@ -300,8 +319,11 @@ async function otlpStored(work) {
     const caller = grpcCaller(app.ingest.otlpPort);
     const t0 = performance.now();
     const cpu0 = process.cpuUsage();
-    await pump(work.bodies, caller.call, work.inflight);
-    caller.close();
+    try {
+      await pump(work.bodies, caller.call, work.inflight);
+    } finally {
+      caller.close();
+    }
     // Everything stored: every group (rule engine, review's store, question service) consumed it all.
     await idleWithin(app, work.spans);
     const ms = performance.now() - t0;
@@ -315,7 +337,7 @@ async function otlpStored(work) {
       cpu_us_per_span: +((cpu.user + cpu.system) / work.spans).toFixed(1),
     };
   } finally {
-    await app.close();
+    await app?.close();
     fs.rmSync(home, { recursive: true, force: true });
   }
 }
@@ -434,15 +456,16 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
     NEATROOTS_LOG_COMPRESSION: process.env.NEATROOTS_LOG_COMPRESSION ?? 'none',
     ...windowCheckpoint(),
   });
-  const app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
-  const latencies = [];
-  const ids = new Set();
-  await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
-    const now = Date.now();
-    for (const r of b.records) ids.add(r.value.id);
-    for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
-  });
+  let app;
   try {
+    app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
+    const latencies = [];
+    const ids = new Set();
+    await app.bus.subscribe(app.topics.findings, { group: 'bench-latency', fromBeginning: false }, async (b) => {
+      const now = Date.now();
+      for (const r of b.records) ids.add(r.value.id);
+      for (const r of b.records) if (r.value.status === 'raised' && r.value.kind === 'rule' && r.value.received_ms && r.value.check_id !== 'bench-refund-lookup') latencies.push(now - r.value.received_ms);
+    });
     const warm = buildBatches({ spans: rate, perRun: 100, batch: 50, prefix: 'warm' });
     await paced(app.ingest.grpcPort, warm.batches, 50, rate);
     await idleWithin(app, rate);
@@ -475,12 +498,12 @@ async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
       loop_delay_p99_ms: +(loop.percentile(99) / 1e6).toFixed(1), loop_delay_max_ms: +(loop.max / 1e6).toFixed(1),
     };
   } finally {
-    await app.close();
+    await app?.close();
     fs.rmSync(home, { recursive: true, force: true });
   }
 }
 
-module.exports = { benchE2e, buildBatches, send, paced, latencyOnly, v1Ceiling, otlpStored, mainThreadCpuMs, verifyStored };
+module.exports = { benchE2e, buildBatches, send, paced, latencyOnly, v1Ceiling, otlpStored, mainThreadCpuMs, verifyStored, full };
 
 const USAGE = {
   usage: `
