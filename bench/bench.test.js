@@ -194,3 +194,20 @@ test('a run that fails closes what it started and removes its scratch folder', a
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+test('bench/distributed.js alone without its services fails, naming the variables and how to set them', () => {
+  const { spawnSync } = require('node:child_process');
+  const path = require('node:path');
+  const base = { ...process.env };
+  for (const k of ['NEATROOTS_KAFKA_BROKERS', 'NEATROOTS_REDIS_URL', 'NEATROOTS_PG_URL']) delete base[k];
+  const run = (env) => spawnSync(process.execPath, ['bench/distributed.js', '1000'], { cwd: path.join(__dirname, '..'), env, encoding: 'utf8', timeout: 60_000 });
+  const unset = run(base);
+  assert.equal(unset.status, 1, unset.stdout + unset.stderr);
+  assert.equal(unset.stdout, '');
+  assert.match(unset.stderr, /NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL not set: .*eval "\$\(deploy\/local\/services env\)"/);
+  // set, but nothing answers there: each named, the password not shown
+  const down = run({ ...base, NEATROOTS_KAFKA_BROKERS: '127.0.0.1:1', NEATROOTS_REDIS_URL: 'redis://127.0.0.1:1', NEATROOTS_PG_URL: 'postgres://bench:hunter2@127.0.0.1:1/bench' });
+  assert.equal(down.status, 1, down.stdout + down.stderr);
+  assert.match(down.stderr, /cannot reach Kafka at NEATROOTS_KAFKA_BROKERS \(127\.0\.0\.1:1: ECONNREFUSED\); Redis at NEATROOTS_REDIS_URL .*; Postgres at NEATROOTS_PG_URL \(postgres:\/\/bench:\*\*\*@127\.0\.0\.1:1\/bench\): ECONNREFUSED\. For the local services: eval/);
+  assert.doesNotMatch(down.stderr, /hunter2/);
+});

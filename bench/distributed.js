@@ -123,6 +123,71 @@ async function settle(questionAdmin, signal) {
   return Math.round(performance.now() - t0);
 }
 
+/** The command that sets the services' variables for the local ones (deploy/local/services). */
+const SERVICES_ENV = 'eval "$(deploy/local/services env)"';
+
+/** An error in the services' setting, not in the bench: said in a line, without a stack trace. */
+function setupError(message) {
+  return Object.assign(new Error(message), { setup: true });
+}
+
+/** A connection URL with its password hidden, for a message. */
+function redacted(url) {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(not a URL)';
+  }
+}
+
+/** Resolves to why `host`:`port` takes no TCP connection within `ms`, or undefined when it does. */
+function unreachable(host, port, ms = 5_000) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    const done = (why) => {
+      s.destroy();
+      resolve(why);
+    };
+    s.setTimeout(ms, () => done(`no answer within ${ms / 1000} s`));
+    s.once('connect', () => done(undefined));
+    s.once('error', (e) => done(e.code ? `${e.code}` : e.message));
+  });
+}
+
+/**
+ * Before anything starts: Kafka (any of its brokers), Redis and Postgres each take a connection,
+ * or the run stops naming every one that does not, the variable it came from, and the command
+ * that sets them for the local services (a service that cannot reach them exits with a stack
+ * trace, and the bench said only "review exited").
+ */
+async function preflight(env) {
+  const hostPort = (s, port) => {
+    const m = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(s.trim());
+    return m ? [m[1], Number(m[2] ?? port)] : undefined;
+  };
+  const fromUrl = (url, port) => {
+    try {
+      const u = new URL(url);
+      return u.hostname ? [u.hostname.replace(/^\[|\]$/g, ''), Number(u.port || port)] : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const failed = [];
+  const brokers = env.NEATROOTS_KAFKA_BROKERS.split(',').map((b) => b.trim()).filter(Boolean);
+  const kafka = await Promise.all(brokers.map((b) => (hostPort(b, 9092) ? unreachable(...hostPort(b, 9092)) : Promise.resolve('not host:port'))));
+  if (kafka.every(Boolean)) failed.push(`Kafka at NEATROOTS_KAFKA_BROKERS (${brokers.map((b, i) => `${b}: ${kafka[i]}`).join(', ')})`);
+  for (const [name, variable, port] of [['Redis', 'NEATROOTS_REDIS_URL', 6379], ['Postgres', 'NEATROOTS_PG_URL', 5432]]) {
+    // a socket path (no host in the URL) is left to the connection itself
+    const at = fromUrl(env[variable], port);
+    const why = at ? await unreachable(...at) : undefined;
+    if (why) failed.push(`${name} at ${variable} (${redacted(env[variable])}): ${why}`);
+  }
+  if (failed.length) throw setupError(`cannot reach ${failed.join('; ')}. For the local services: ${SERVICES_ENV}`);
+}
+
 /**
  * Ends a service: SIGTERM (and SIGCONT, so a stopped one takes it), then SIGKILL if it has not
  * exited within `graceMs`; resolves once it has exited.
@@ -149,9 +214,10 @@ function end(p, name, graceMs = 10_000) {
  */
 async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, question = true, env: extra = {}, otlp = true, work } = {}) {
   const env0 = process.env;
-  if (!env0.NEATROOTS_KAFKA_BROKERS || !env0.NEATROOTS_REDIS_URL || !env0.NEATROOTS_PG_URL) {
-    return { skipped: 'set NEATROOTS_KAFKA_BROKERS, NEATROOTS_REDIS_URL, NEATROOTS_PG_URL (deploy/local/services env)' };
-  }
+  const missing = ['NEATROOTS_KAFKA_BROKERS', 'NEATROOTS_REDIS_URL', 'NEATROOTS_PG_URL'].filter((k) => !env0[k]);
+  // npm run bench skips the distributed rows then; run alone, the bench fails with this (below)
+  if (missing.length) return { skipped: `${missing.join(', ')} not set: the distributed deployment needs Kafka, Redis and Postgres; for the local services: ${SERVICES_ENV}` };
+  await preflight(env0);
   const prefix = `bench${Date.now().toString(36)}`;
   const procs = [];
   const byTarget = {};
@@ -213,7 +279,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   async function run() {
     // A database of the bench's own (dropped after): the shared one holds what tests and earlier
     // runs left, which the figures should not depend on.
-    dbMade = scratchDatabase(env0.NEATROOTS_PG_URL, prefix);
+    dbMade = scratchDatabase(env0.NEATROOTS_PG_URL, prefix).catch((e) => {
+      throw setupError(`Postgres at NEATROOTS_PG_URL (${redacted(env0.NEATROOTS_PG_URL)}): cannot make the scratch database ${prefix}: ${e.message}`);
+    });
     const db = await dbMade;
     stop.signal.throwIfAborted();
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
@@ -460,5 +528,16 @@ usage: node bench/distributed.js [SPANS] [--no-question] [--no-otlp] [--per-run 
   benchDistributed({
     spans: args.spans ?? 200_000, question: !args['no-question'], otlp: !args['no-otlp'],
     ...(args['per-run'] ? { perRun: args['per-run'] } : {}), ...(args['latency-rate'] ? { latencyRate: args['latency-rate'] } : {}),
-  }).then((r) => console.log(JSON.stringify(r, null, 2)), (e) => (console.error(e), process.exit(1)));
+  }).then((r) => {
+    // run alone, a skipped run is a failure: nothing was measured
+    if (r.skipped) {
+      process.stderr.write(`bench/distributed.js: ${r.skipped}\n`);
+      process.exit(1);
+    }
+    console.log(JSON.stringify(r, null, 2));
+  }, (e) => {
+    if (e?.setup) process.stderr.write(`bench/distributed.js: ${e.message}\n`);
+    else console.error(e);
+    process.exit(1);
+  });
 }
