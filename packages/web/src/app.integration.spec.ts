@@ -246,7 +246,12 @@ guidance: Be polite.
   });
 
   it('Home shows the problems by group, headed by the most specific, the run halted today, in light and dark', async () => {
-    const page = await signedIn();
+    // "Today" is the browser's, from midnight: the browser's clock stays at the moment the halt
+    // was raised, so a run of the suite that crosses midnight still finds it halted today.
+    const [halt] = (await apiGet<{ findings: { raised_at: string }[] }>('findings?run_id=run-halt')).findings;
+    const ctx = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    await ctx.clock.setFixedTime(Date.parse(halt.raised_at));
+    const page = await signedIn(ctx);
     const loop = page.getByRole('region', { name: 'Group loop' });
     await loop.getByText('Same tool called repeatedly with identical arguments').waitFor();
     // The error streak is the same incident: under the head, not a problem of its own.
