@@ -149,7 +149,7 @@ function report(out) {
   }
   if (out.replay) {
     const r = out.replay;
-    rows.push([`neatroots replay, ${r.spans} spans, the library's ${r.rule_checks} rule checks`, `${r.replay_rule_checks_spans_per_s} spans/s`, `the rule engine alone, item by item: ${r.baseline_engine_spans_per_s} spans/s (x${r.ratio_to_baseline})`]);
+    rows.push([`neatroots replay, ${r.spans} spans, the library's ${r.rule_checks} rule checks`, `${r.replay_rule_checks_spans_per_s} spans/s`, `the rule engine alone, item by item: ${r.baseline_engine_spans_per_s} spans/s; replay's CPU x${r.ratio_to_baseline} the engine's (median of the pairs)`]);
     rows.push([
       `neatroots replay, the whole library (question checks by the fast classifier), ${r.pairs} alternated pairs at load ${r.load_average}`,
       `${r.replay_spans_per_s} spans/s (${r.replay_seconds} s), ${r.replay_cpu_s} CPU s`,
@@ -178,6 +178,7 @@ function report(out) {
   if (out.otlp) {
     const o = out.otlp;
     rows.push(['ingest: OTel JS SDK spans over OTLP/gRPC (the OTLP ceiling\'s own exports; a bus nobody reads)', shareOf(out.ceiling, 'ingest, OTLP/gRPC')(o.otlp_grpc_spans_per_s), '']);
+    // OTLP/HTTP: another transport than the ceiling's (HTTP/1.1 gzip can outrun gRPC), so its ratio to OTLP/gRPC, not a share
     rows.push(['ingest: the same over OTLP/HTTP protobuf / JSON', `${o.otlp_http_protobuf_spans_per_s} / ${o.otlp_http_json_spans_per_s} spans/s`, `OTLP/gRPC: ${o.otlp_grpc_spans_per_s} spans/s (x${o.otlp_http_protobuf_over_grpc} / x${o.otlp_http_json_over_grpc})`]);
     rows.push(['ingest: the same over OTLP/HTTP gzip, protobuf / JSON', `${o.otlp_http_protobuf_gzip_spans_per_s} / ${o.otlp_http_json_gzip_spans_per_s} spans/s`, `OTLP/gRPC: ${o.otlp_grpc_spans_per_s} spans/s; bytes sent ${o.otlp_http_protobuf_gzip_mb_sent} / ${o.otlp_http_json_gzip_mb_sent} MB against ${o.otlp_grpc_mb_sent} MB`]);
   }
