@@ -154,6 +154,11 @@ const schema = z.object({
    */
   NEATROOTS_MAX_QUESTION_BACKLOG: z.coerce.number().int().min(0).default(100_000),
   /**
+   * Checks coding agents (MCP create_check) may have saved in one project; a new one past it is
+   * refused (too_many_checks), people's saves are not bounded. 0: no bound.
+   */
+  NEATROOTS_MAX_AGENT_CHECKS: z.coerce.number().int().min(0).max(1_000_000).default(100),
+  /**
    * Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. Unset:
    * 1024, or the container's memory limit when that is lower (ingest's memoryCeilingMb).
    */

@@ -100,7 +100,7 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
         link<CheckSet>('checks'),
         link<(project: string) => Promise<boolean>>('steering'),
       ]);
-      return createAuthoring({ data: review.data, queries: review.queries, checks, draft: question.draft, models: opts.models, steering });
+      return createAuthoring({ data: review.data, queries: review.queries, checks, draft: question.draft, models: opts.models, steering, maxAgentChecks: config.NEATROOTS_MAX_AGENT_CHECKS });
     },
   };
   if (opts.platform.kind === 'distributed') {

@@ -30,6 +30,11 @@ export interface AuthoringDeps {
   steering?: (project: string) => Promise<boolean>;
   /** Previews running at once in this process (default MAX_PREVIEWS_AT_ONCE). */
   previewsAtOnce?: number;
+  /**
+   * Checks coding agents may have saved in a project (NEATROOTS_MAX_AGENT_CHECKS; default
+   * DEFAULT_MAX_AGENT_CHECKS; 0: no bound). People's saves are not counted nor bounded.
+   */
+  maxAgentChecks?: number;
 }
 
 /**
@@ -39,6 +44,14 @@ export interface AuthoringDeps {
  * too_many_previews), not queued: a person retries in a moment, an agent's tool call says why.
  */
 export const MAX_PREVIEWS_AT_ONCE = 2;
+
+/**
+ * Database checks a project may hold that coding agents saved (MCP create_check): every check
+ * runs on every span of the project, and an agent in a loop could save hundreds. A new one past
+ * the bound is refused (409 too_many_checks, a tool error over MCP); replacing one it saved is
+ * not. The setting is NEATROOTS_MAX_AGENT_CHECKS.
+ */
+export const DEFAULT_MAX_AGENT_CHECKS = 100;
 
 function listed(c: Check, overrides: CheckEntry['overrides'], rec?: DbCheckRecord): ListedCheck {
   return {
@@ -85,6 +98,7 @@ const WHO: Record<string, string> = { agent: 'a coding agent', planner: 'the pla
 
 export function createAuthoring(deps: AuthoringDeps): Authoring {
   const previewsAtOnce = deps.previewsAtOnce ?? MAX_PREVIEWS_AT_ONCE;
+  const maxAgentChecks = deps.maxAgentChecks ?? DEFAULT_MAX_AGENT_CHECKS;
   let previewing = 0;
   const inEffect = (project: string) => deps.checks.loaded().checks.filter((c) => appliesInProject(c, project));
 
@@ -127,10 +141,23 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
     if (opts.id !== undefined && s.check.id !== opts.id) {
       throw invalid(new CheckError('check', s.check.id, 'id', `is ${JSON.stringify(s.check.id)} but the address names ${JSON.stringify(opts.id)}`), sub.yaml);
     }
-    const existing = (await deps.data.checkRecords(project)).find((r) => r.id === s.check.id);
+    const records = await deps.data.checkRecords(project);
+    const existing = records.find((r) => r.id === s.check.id);
     if (opts.id !== undefined && !existing) throw new AuthoringError(404, 'not_found', `no database check ${opts.id} in project ${project} (POST .../checks creates one)`);
     if (opts.by === 'agent' && existing && existing.origin !== 'agent') {
       throw new AuthoringError(403, 'forbidden', `check ${s.check.id} was written by ${WHO[existing.origin] ?? existing.origin}; a coding agent cannot change it`);
+    }
+    // A new check of an agent's past the project's bound (replacing one it saved is not a new one).
+    if (opts.by === 'agent' && !existing && maxAgentChecks > 0) {
+      const agents = records.filter((r) => r.origin === 'agent').length;
+      if (agents >= maxAgentChecks) {
+        throw new AuthoringError(
+          409,
+          'too_many_checks',
+          `project ${project} has ${agents} checks saved by coding agents, the most allowed (NEATROOTS_MAX_AGENT_CHECKS=${maxAgentChecks}): replace one of them (save a check with its id), ` +
+            `or have a person delete some (the app, or DELETE /v1/projects/${project}/checks/{id}) or raise NEATROOTS_MAX_AGENT_CHECKS on the server`,
+        );
+      }
     }
     // A person's check in a file (theirs or the project's) that applies here is not the agent's
     // to replace, whether it is in effect now or a check the agent saved earlier replaces it.
