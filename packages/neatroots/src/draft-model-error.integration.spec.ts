@@ -187,6 +187,21 @@ describe('checks/draft when the model fails, the question service in another pro
     expect((await second).status).toBe(200);
   }, 90_000);
 
+  it('the question service stopping with the draft in flight (its stop cuts the call after its grace): 503 unavailable, not 500', async () => {
+    reply = () => ({ hang: true });
+    const answerer = new QuestionAnswerer({ local: openAiChatModel({ role: 'local', baseURL: fake.url, model: 'llama-test', timeoutMs: 60_000 }), queue: { maxWaitMs: 0, retries: 0 }, cache: false });
+    const grpc: QuestionGrpc = await startQuestionGrpc(answerer, { port: 0, host: '127.0.0.1', log: () => undefined });
+    closers.push(() => answerer.close(), () => grpc.close(0));
+    const url = await apiOver(`127.0.0.1:${grpc.port}`);
+    const before = fake.calls.length;
+    const pending = draft(url);
+    await until(() => fake.calls.length > before);
+    await grpc.close(100);
+    const r = await pending;
+    expect({ status: r.status, retryAfter: r.retryAfter, code: r.body.error?.code }).toEqual({ status: 503, retryAfter: '5', code: 'unavailable' });
+    expect(r.body.error?.message).toMatch(/^drafting failed: the question service stopped before the model answered \(.*\); retry$/);
+  });
+
   it('the question service out of reach: 503 unavailable', async () => {
     // A port that was free a moment ago: nothing listens there.
     const server = net.createServer();

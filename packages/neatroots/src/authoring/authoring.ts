@@ -322,6 +322,10 @@ export function draftFailure(e: unknown): AuthoringError | undefined {
       return new AuthoringError(502, 'model_error', `drafting failed: the question service gave no answer in time (${details}); ${AFTER_FAILURE}`);
     case GrpcStatus.UNAVAILABLE:
       return new AuthoringError(503, 'unavailable', `drafting failed: the question service cannot be reached (${details})`);
+    case GrpcStatus.CANCELLED:
+      // The question service stopped (a rollout, a scale-down) before the model answered: its
+      // stop cuts calls still in flight after its grace. Another replica, or a retry, can draft.
+      return new AuthoringError(503, 'unavailable', `drafting failed: the question service stopped before the model answered (${details}); retry`);
     default:
       return undefined;
   }
