@@ -166,6 +166,12 @@ const schema = z.object({
   /** How long a stop waits for what was accepted to be processed; the rest stays in the log for the next start. */
   NEATROOTS_DRAIN_MS: z.coerce.number().int().min(0).default(10_000),
   /**
+   * How long a stop keeps serving, not ready (/readyz 503, gRPC health NOT_SERVING), before its
+   * ports close: the time a load balancer or Kubernetes takes to stop sending it new connections.
+   * 0 (the default): they close at once. The Helm chart sets 5000.
+   */
+  NEATROOTS_SHUTDOWN_DELAY_MS: z.coerce.number().int().min(0).max(600_000).default(0),
+  /**
    * Once a part of the embedded default stopped for good (a disk error under the bus log or a
    * window journal): `stay` up, health checks failing, reads still served; or stop and `exit` 1,
    * for a restart policy (Docker's, systemd's) to start it again.

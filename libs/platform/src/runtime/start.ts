@@ -40,9 +40,10 @@ export interface Services {
   failed: Promise<string>;
   link<T>(name: string): Promise<T>;
   /**
-   * Ordered shutdown: the process stops accepting (the edges together, then its gRPC server), the platform drains,
-   * the other modules finish what they hold and flush, the links and drivers close, then the
-   * admin port. Running it twice runs it once.
+   * Ordered shutdown: the process turns not ready (/readyz 503, gRPC health NOT_SERVING) and goes
+   * on serving for NEATROOTS_SHUTDOWN_DELAY_MS, then stops accepting (the edges together, then its
+   * gRPC server), the platform drains, the other modules finish what they hold and flush, the
+   * links and drivers close, then the admin port. Running it twice runs it once.
    */
   close(): Promise<void>;
 }
@@ -110,6 +111,8 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   });
 
   let servicePort: number | undefined;
+  /** Everything started and was said to be serving: a stop from then on waits NEATROOTS_SHUTDOWN_DELAY_MS. */
+  let serving = false;
   let admin: { port: number; close(): Promise<void> } | undefined;
   let closing: Promise<void> | undefined;
   // A part that stopped for good (a disk error, Platform.failing): said once in the log, and by
@@ -138,6 +141,14 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
     (closing ??= (async () => {
       clearInterval(watch);
       health.setAll('NOT_SERVING');
+      // Not ready, still serving: a load balancer (kube-proxy, an ingress) goes on sending new
+      // connections here for a moment after readiness fails; they are answered, not refused.
+      // Not when it never served, or once a part stopped for good (its health failed already).
+      const delayMs = config.NEATROOTS_SHUTDOWN_DELAY_MS;
+      if (delayMs > 0 && serving && !failed) {
+        log.info(`shutdown: not ready (/readyz 503, gRPC health NOT_SERVING), serving for ${delayMs} ms more before closing (NEATROOTS_SHUTDOWN_DELAY_MS); a second signal stops at once`);
+        await new Promise((r) => setTimeout(r, delayMs));
+      }
       const started = order.filter((m) => running.has(m.name)).reverse();
       // The edges stop accepting together: one that takes its grace to close (an HTTP client
       // sending on its connection) must not keep another's ports open meanwhile.
@@ -179,6 +190,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       for (const name of serviceNames) health.set(name, 'SERVING');
       health.set('', 'SERVING');
     }
+    serving = true;
   } catch (err) {
     await close();
     throw err;
