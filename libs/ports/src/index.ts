@@ -12,3 +12,4 @@ export * from './repeats';
 export * from './merge-batches';
 export * from './iso-time';
 export * from './infrastructure-error';
+export * from './http-close';

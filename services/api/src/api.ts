@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Module, type DynamicModule, type INestApplication, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import type { Logger } from '@neatroots/ports';
+import { drainHttpServer, type Logger } from '@neatroots/ports';
 import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -126,17 +126,11 @@ function closeGracefully(app: INestApplication, graceMs: number): void {
   // no new properties; its adapter is a plain object).
   const adapter = app.getHttpAdapter() as { close(): Promise<void> | undefined };
   adapter.close = () =>
-    (closed ??= new Promise<void>((resolve) => {
+    (closed ??= (() => {
       closing = true;
       for (const res of inHand) if (!res.headersSent) res.setHeader('Connection', 'close');
-      const cut = setTimeout(() => server.closeAllConnections(), graceMs);
-      cut.unref();
-      server.close(() => {
-        clearTimeout(cut);
-        resolve();
-      });
-      server.closeIdleConnections();
-    }));
+      return drainHttpServer(server, graceMs);
+    })());
 }
 
 /** Where a listening app can be reached from this machine (tests, logs). */

@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { BinaryReader } from '@bufbuild/protobuf/wire';
 import { Metadata, status as Status } from '@grpc/grpc-js';
 import { otlp } from '@neatroots/proto';
+import { drainHttpServer } from '@neatroots/ports';
 import { decodeOtlpJson, encodeOtlpJsonResponse, MAX_VALUE_DEPTH, OtlpJsonError, type BadId } from './otlp-json';
 import { retryStatus } from './pressure';
 
@@ -263,15 +264,7 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
     port: (server.address() as AddressInfo).port,
     close(graceMs) {
       closing = true;
-      closed ??= new Promise<void>((resolve) => {
-        const cut = setTimeout(() => server.closeAllConnections(), graceMs);
-        cut.unref();
-        server.close(() => {
-          clearTimeout(cut);
-          resolve();
-        });
-        server.closeIdleConnections();
-      });
+      closed ??= drainHttpServer(server, graceMs);
       return closed;
     },
   };

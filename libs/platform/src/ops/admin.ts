@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { drainHttpServer } from '@neatroots/ports';
 
 /**
  * Each process's admin port: /healthz (alive: 503 once it cannot go on until it is started
@@ -173,15 +174,7 @@ export async function startAdmin(opts: {
     port: (server.address() as AddressInfo).port,
     close(graceMs = 5_000) {
       closing = true;
-      closed ??= new Promise<void>((resolve) => {
-        const cut = setTimeout(() => server.closeAllConnections(), graceMs);
-        cut.unref();
-        server.close(() => {
-          clearTimeout(cut);
-          resolve();
-        });
-        server.closeIdleConnections();
-      });
+      closed ??= drainHttpServer(server, graceMs);
       return closed;
     },
   };
