@@ -261,6 +261,21 @@ export class BullJobs implements Jobs {
   }
 
   /**
+   * Stops as a process that dies would (a kill, a node lost): the workers closed at once, the
+   * jobs in hand left active under their BullMQ locks for the stall watch to find, their
+   * serialize keys no longer renewed (they expire), nothing put back. What the tests of a crash
+   * use; a stop is close().
+   */
+  async crash(): Promise<void> {
+    for (const r of this.running) r.serialized?.stopRenewing();
+    this.running.clear();
+    await Promise.allSettled(this.workers.map((w) => w.close(true)));
+    await Promise.allSettled([...this.events.values()].map((e) => e.close()));
+    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    this.redis?.disconnect();
+  }
+
+  /**
    * The jobs whose handler still runs once the workers are closed were cut short by the stop:
    * each is moved from active back to waiting (at the head of the queue) with its own lock
    * token, so it neither waits for its BullMQ lock to run out nor counts as a stall (two stops

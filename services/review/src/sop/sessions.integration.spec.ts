@@ -70,8 +70,9 @@ const redis = serviceOrSkip('redis', SUITE);
     await until('a replica running the check', () => running.length > 0, 15_000);
     const dead = running[0];
     const alive = 1 - dead;
-    // the replica running it dies (its worker stops at once, its lock is no longer renewed)
-    await replicas[dead].jobs.close();
+    // the replica running it dies (its worker stops at once, its lock is no longer renewed; a
+    // stop, close(), would put the job back instead)
+    await replicas[dead].jobs.crash();
 
     const got = await until('the session marked failed', async () => {
       const s = await status(sent.id);
