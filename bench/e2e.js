@@ -213,19 +213,28 @@ function failedSignal(app) {
   return stop.signal;
 }
 
-/** `db`: 'disk' (the embedded default: PGlite in the data folder) or 'memory' (PGlite in memory, for comparison). */
-async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', windows = 'journal', db = DB) {
+/**
+ * A scratch data folder holding the shipped library plus the benchmark's 20 rule checks (as a
+ * user's own checks), and the embedded app's settings on it: every port chosen by the system,
+ * the bench's key, nothing refused (throughput is measured here, not back-pressure:
+ * bench/flood.js), the window checkpoints as configured; `settings` adds to or overrides them.
+ */
+function benchHome(settings) {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
-  // The shipped library plus the benchmark's 20 rule checks, as a user's own checks.
   fs.mkdirSync(path.join(home, 'checks'));
   fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
   const config = loadConfig({
     NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_BUS: bus, NEATROOTS_WINDOWS: windows,
-    // Throughput is measured here, not back-pressure (bench/flood.js): nothing is refused.
-    NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
+    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
     ...windowCheckpoint(),
+    ...settings,
   });
+  return { home, config };
+}
+
+/** `db`: 'disk' (the embedded default: PGlite in the data folder) or 'memory' (PGlite in memory, for comparison). */
+async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', windows = 'journal', db = DB) {
+  const { home, config } = benchHome({ NEATROOTS_BUS: bus, NEATROOTS_WINDOWS: windows });
   const quiet = createLogger({ level: 'error' });
   // A failure anywhere (a deadline, a count that is short, a refused export) still closes the app
   // and removes its data folder.
@@ -301,14 +310,7 @@ async function full(batches, spans, latencyBatches, latencyRate, bus = 'log', wi
  * the end-to-end row that is a share of the OTLP ceiling like for like.
  */
 async function otlpStored(work) {
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
-  fs.mkdirSync(path.join(home, 'checks'));
-  fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
-  const config = loadConfig({
-    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
-    ...windowCheckpoint(),
-  });
+  const { home, config } = benchHome({});
   let app;
   try {
     app = await startEmbedded({ config, inMemoryDb: DB === 'memory', watch: false, log: createLogger({ level: 'error' }) });
@@ -444,17 +446,11 @@ function gcPauses() {
  *   node bench/e2e.js --latency [--rate 5000] [--seconds 6]
  */
 async function latencyOnly({ rate = 5000, seconds = 6 } = {}) {
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-bench-'));
-  fs.mkdirSync(path.join(home, 'checks'));
-  fs.writeFileSync(path.join(home, 'checks', 'bench.yaml'), extraChecksYaml());
-  const config = loadConfig({
-    NEATROOTS_HOME: home, NEATROOTS_OTLP_PORT: '0', NEATROOTS_OTLP_HTTP_PORT: '0', NEATROOTS_GRPC_PORT: '0', NEATROOTS_HTTP_PORT: '0', NEATROOTS_ADMIN_PORT: '0',
-    NEATROOTS_API_KEYS: `bench=${KEY}`, NEATROOTS_MAX_BACKLOG: String(10_000_000), NEATROOTS_MEMORY_CEILING_MB: '0',
+  const { home, config } = benchHome({
     // The default unless set (NEATROOTS_WINDOWS=memory: the run windows not journaled, for comparison).
     NEATROOTS_WINDOWS: process.env.NEATROOTS_WINDOWS ?? 'journal',
     // The default unless set (NEATROOTS_LOG_COMPRESSION=deflate: the log's frames deflated, for comparison).
     NEATROOTS_LOG_COMPRESSION: process.env.NEATROOTS_LOG_COMPRESSION ?? 'none',
-    ...windowCheckpoint(),
   });
   let app;
   try {
