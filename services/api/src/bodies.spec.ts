@@ -82,6 +82,24 @@ describe('a JSON body that is not an object', () => {
   });
 });
 
+describe('a file saved at head (PUT /head/{path})', () => {
+  const TYPES = ['text/plain', 'text/markdown', 'text/x-markdown', 'text/yaml', 'text/x-yaml'];
+  const SAID = "the body is the file's text (Content-Type: text/plain, text/markdown, text/x-markdown, text/yaml or text/x-yaml)";
+
+  it('is taken as any of the text types, and a refusal names every one of them', async () => {
+    expect((await call('PUT', '/v1/workspaces/w1/head', { files: fixtureFolder() })).status).toBe(200);
+    const path = '/v1/workspaces/w1/head/agents/phone-agent.yaml';
+    const file = (await call('GET', path)).body.text as string;
+    for (const type of [...TYPES, 'text/yaml; charset=utf-8']) expect([type, (await raw('PUT', path, file, type)).status]).toEqual([type, 200]);
+    // another type: 415, saying what it takes (the YAML types included)
+    for (const type of ['application/json', 'application/x-yaml', 'text/html']) {
+      expect(await raw('PUT', path, type === 'application/json' ? JSON.stringify(file) : file, type)).toEqual({ status: 415, body: { error: { code: 'unsupported_media_type', message: `${SAID}, got ${type}` } } });
+    }
+    // no body at all: 400, saying the same
+    expect(await raw('PUT', path, undefined, null)).toEqual({ status: 400, body: { error: { code: 'invalid_body', message: SAID } } });
+  });
+});
+
 describe('sessions by release', () => {
   it('take release=live as the live release, as a number or an id', async () => {
     const sent = await call('POST', '/v1/workspaces/w1/sessions', { ...fixtureSession('payment-skipped'), external_id: 'live-1' });

@@ -76,7 +76,11 @@ export const BODY_RULES: readonly BodyRule[] = [
   { method: 'POST', path: /^\/v1\/workspaces\/[^/]+\/sessions\/?$/, kind: 'json', limit: 8 * 1024 * 1024 },
 ];
 
-const TEXT_TYPE = /^text\/(plain|markdown|x-markdown|yaml|x-yaml)\s*(;|$)/i;
+/** The types a file saved at head may be sent as (PUT /head/{path}): the check and its refusals both read this list. */
+export const TEXT_TYPES = ['text/plain', 'text/markdown', 'text/x-markdown', 'text/yaml', 'text/x-yaml'] as const;
+const TEXT_TYPE = new RegExp(`^(${TEXT_TYPES.join('|')})\\s*(;|$)`, 'i');
+/** What a refusal says a file saved at head is: "the file's text (Content-Type: text/plain, ... or text/x-yaml)". */
+export const FILE_TEXT_BODY = `the file's text (Content-Type: ${TEXT_TYPES.slice(0, -1).join(', ')} or ${TEXT_TYPES[TEXT_TYPES.length - 1]})`;
 
 /** The rule of this request, or the default (JSON, MAX_BODY_BYTES). */
 export function bodyRuleOf(req: { method: string; url?: string; originalUrl?: string }): BodyRule {
@@ -95,7 +99,7 @@ export function requireJsonBody(req: BodyRequest & { url?: string; originalUrl?:
   const rule = bodyRuleOf(req);
   if (rule.kind === 'text') {
     if (typeof type === 'string' && TEXT_TYPE.test(type)) return next();
-    return next(new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', `the body is the file's text (Content-Type: text/plain or text/markdown), got ${type ?? 'no Content-Type'}`));
+    return next(new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', `the body is ${FILE_TEXT_BODY}, got ${type ?? 'no Content-Type'}`));
   }
   if (typeof type === 'string' && JSON_TYPE.test(type)) return next();
   next(new ApiError(HttpStatus.UNSUPPORTED_MEDIA_TYPE, 'unsupported_media_type', `the body must be JSON (Content-Type: application/json), got ${type ?? 'no Content-Type'}`));

@@ -1,6 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Query, UseGuards } from '@nestjs/common';
 import { MAX_PAGE, SopError, type SopQueries, type SopResult } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
+import { FILE_TEXT_BODY } from './body';
 import { ApiError } from './errors';
 import { cursorParam, limitParam, noBody, noQuery, oneOf, parseQuery, pathId, textParam, timeParam, type QueryParams } from './params';
 import { SOP_QUERIES } from './tokens';
@@ -69,7 +70,7 @@ export class WorkspacesController {
   @Put('head/*path')
   async saveFile(@Param('ws') ws: string, @Param('path') path: string | string[], @Query() query: QueryParams, @Body() body: unknown) {
     noQuery(query);
-    if (typeof body !== 'string') throw ApiError.badRequest('invalid_body', "the body is the file's text (Content-Type: text/plain or text/markdown)");
+    if (typeof body !== 'string') throw ApiError.badRequest('invalid_body', `the body is ${FILE_TEXT_BODY}`);
     return this.q().saveHeadFile(ws, headPath(path), body);
   }
 
