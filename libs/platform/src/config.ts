@@ -42,6 +42,11 @@ const schema = z.object({
   /** Origins whose pages may call the REST API from a browser (CORS), comma separated; `*` for any. Default none. */
   NEATROOTS_API_CORS_ORIGINS: list,
   NEATROOTS_HTTP_PORT: port(8080),
+  /**
+   * The GitHub REST APIs a workspace's connection may name (its api_url), comma separated, besides
+   * https://api.github.com. Default: any https URL not on a loopback, private or link-local address.
+   */
+  NEATROOTS_GITHUB_API_URLS: list,
   /** project=key pairs, comma separated; keys are stored hashed. */
   NEATROOTS_API_KEYS: z
     .string()

@@ -90,7 +90,11 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
     // GitHub connections: the key their tokens are sealed with (distributed: NEATROOTS_SECRET_KEY,
     // the same on every replica; a key file per replica would leave tokens unreadable elsewhere),
     // and the adapter for one.
-    github: () => ({ secretKey: () => secretKeyFor(opts.platform.kind, config), hostFor: (c: { token: string; api_url: string }) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url }) }),
+    github: () => ({
+      secretKey: () => secretKeyFor(opts.platform.kind, config),
+      hostFor: (c: { token: string; api_url: string }) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url }),
+      apiUrls: config.NEATROOTS_GITHUB_API_URLS.length ? config.NEATROOTS_GITHUB_API_URLS : 'public',
+    }),
     models: () => ({ localLlmStandsIn: localLlmStandsIn(opts.models), question: questionServiceConfig(opts.models), sop: opts.models.sop }),
     // Checks written by people and coding agents (the api's checks endpoints and MCP tools).
     authoring: async ({ link }) => {

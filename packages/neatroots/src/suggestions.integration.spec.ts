@@ -62,7 +62,8 @@ describe('suggestions in the embedded default', () => {
     gh.addRepo('shop', 'sops', 'main', { 'procedures/refund.md': REFUND });
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-sug-e2e-'));
     app = await startEmbedded({
-      config: testConfig(home, { NEATROOTS_API_KEYS: `${WS}=${KEY}` }),
+      // the fake GitHub is on loopback over http: a connection may name it only when the setting does
+      config: testConfig(home, { NEATROOTS_API_KEYS: `${WS}=${KEY}`, NEATROOTS_GITHUB_API_URLS: gh.url }),
       inMemoryDb: true,
       watch: false,
       models: loadModelConfig({ NEATROOTS_LLM_URL: llm.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_BATCH_WAIT_MS: '5' }),
@@ -92,6 +93,11 @@ describe('suggestions in the embedded default', () => {
     const queue = await until('/review', (q) => (q.items as unknown[]).length > 0);
     const patternId = (queue.items as { pattern_id: string }[])[0].pattern_id;
 
+    // any other address inside the deployment is refused, so a workspace key cannot aim the token there
+    for (const other of ['http://127.0.0.1:9464', 'https://10.0.0.7/api/v3', 'https://[::ffff:127.0.0.1]/api', 'https://localhost/api/v3']) {
+      const refused = await api('PUT', '/github', { repository: 'shop/sops', api_url: other, token: gh.token });
+      expect(refused).toMatchObject({ status: 400, body: { error: { code: 'invalid_body', message: expect.stringContaining(`api_url ${other} is not one this deployment allows`) } } });
+    }
     const put = await api('PUT', '/github', { repository: 'shop/sops', path: 'procedures', api_url: gh.url, token: gh.token });
     expect(put).toMatchObject({ status: 200, body: { repository: 'shop/sops', has_token: true } });
     expect(put.text).not.toContain(gh.token);

@@ -8,5 +8,5 @@ export * from './sop/service';
 export * from './sop/grpc';
 export { SOP_CHECK_QUEUE, type CheckSession } from './sop/sessions';
 export { ReviewSop, PATTERNS_QUEUE, PatternAssigner, rulePatternId, type ReviewSopOptions, type PatternsJob } from './review/index';
-export { GitHubConnections, type GitHubConnectionView } from './github/connections';
+export { GitHubConnections, apiUrlRefusal, type GitHubApiUrls, type GitHubConnectionView } from './github/connections';
 export * from './github/pr-status';

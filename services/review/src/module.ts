@@ -7,7 +7,7 @@ import { reviewDataGrpcService } from './data-grpc';
 import { reviewGrpcService } from './grpc';
 import { startReview } from './review';
 import { sopGrpcService } from './sop/grpc';
-import { GitHubConnections } from './github/connections';
+import { GitHubConnections, type GitHubApiUrls } from './github/connections';
 import { startSop } from './sop/service';
 import { DEFAULT_RETENTION_CRON, DEFAULT_SPAN_RETENTION_DAYS, scheduleRetention } from './retention';
 
@@ -57,6 +57,8 @@ export interface GitHubLink {
    */
   secretKey(): Buffer | undefined;
   hostFor(c: { token: string; api_url: string }): CodeHost;
+  /** NEATROOTS_GITHUB_API_URLS: the REST APIs a connection may name (default 'public'; see GitHubConnections). */
+  apiUrls?: GitHubApiUrls;
 }
 
 export const reviewModule: ServiceModule<ReviewConfig> = {
@@ -146,7 +148,7 @@ export async function githubConnections(db: Db, link: () => Promise<GitHubLink>,
     warn('GitHub connections are off (suggestions are applied as drafts): no secret key to seal tokens with; set NEATROOTS_SECRET_KEY (32 bytes as 64 hex digits, the same on every replica)');
     return null;
   }
-  return new GitHubConnections(db, key, (c) => gh.hostFor(c));
+  return new GitHubConnections(db, key, (c) => gh.hostFor(c), gh.apiUrls ?? 'public');
 }
 
 /**

@@ -1,3 +1,4 @@
+import { BlockList, isIP } from 'node:net';
 import { GITHUB_API_DEFAULT, type CodeHost, type Db, type RepoRef } from '@neatroots/ports';
 import { RepoConnectionInputError, RepoConnectionsRepo, SopError, type RepoConnection, type RepoConnectionInput } from '@neatroots/store';
 
@@ -31,12 +32,20 @@ export class GitHubConnections {
     secretKey: Buffer,
     /** The adapter for a connection: `new GitHubCodeHost({ token, baseUrl: api_url })` from @neatroots/platform. */
     private readonly hostFor: (c: { token: string; api_url: string }) => CodeHost,
+    /**
+     * Which REST APIs a connection may name (NEATROOTS_GITHUB_API_URLS, by the composition root):
+     * `public` any https URL but one on a loopback, private or link-local address, `https://api.github.com`
+     * always; a list, those URLs and `https://api.github.com` only. Left out, any http(s) URL (tests of the class).
+     */
+    private readonly apiUrls: GitHubApiUrls = 'any',
   ) {
     this.repo = new RepoConnectionsRepo(db, secretKey);
   }
 
   async put(workspace: string, body: unknown): Promise<GitHubConnectionView> {
     const input = parseBody(body);
+    const refused = apiUrlRefusal(input.api_url, this.apiUrls);
+    if (refused) throw bad(refused);
     if (input.token === undefined) {
       // The stored token goes only where it was given for: a new host or repository needs its own.
       const kept = await this.repo.get(workspace);
@@ -68,8 +77,52 @@ export class GitHubConnections {
   async codeHost(workspace: string): Promise<{ host: CodeHost; apiUrl: string; repo: RepoRef; branch: string; folder: string } | null> {
     const c = await this.repo.withToken(workspace);
     if (!c) return null;
+    // A connection stored before the setting narrowed: its token is not sent there either.
+    const refused = apiUrlRefusal(c.api_url, this.apiUrls);
+    if (refused) throw new SopError(409, 'github_api_refused', `workspace ${workspace}'s GitHub connection: ${refused}; PUT the connection again`);
     return { host: this.hostFor(c), apiUrl: c.api_url, repo: { owner: c.owner, repo: c.repo }, branch: c.branch, folder: c.folder };
   }
+}
+
+/** NEATROOTS_GITHUB_API_URLS as the connections take it: see the constructor. */
+export type GitHubApiUrls = 'any' | 'public' | readonly string[];
+
+/** Addresses a connection's API may not be on unless NEATROOTS_GITHUB_API_URLS names it. */
+const INTERNAL = new BlockList();
+for (const [net, bits] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.168.0.0', 16]] as const) INTERNAL.addSubnet(net, bits, 'ipv4');
+for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10]] as const) INTERNAL.addSubnet(net, bits, 'ipv6');
+
+/**
+ * Why a connection may not use this REST API, or null. The token goes with every call to it, and
+ * the review service makes those calls from inside the deployment: a workspace's key must not be
+ * able to point them at the deployment's own network (its admin ports, a cloud metadata address).
+ */
+export function apiUrlRefusal(apiUrl: string, allowed: GitHubApiUrls): string | null {
+  if (allowed === 'any' || apiUrl === GITHUB_API_DEFAULT) return null;
+  if (allowed !== 'public') {
+    if (allowed.some((a) => a.replace(/\/+$/, '') === apiUrl)) return null;
+    return `api_url ${apiUrl} is not one this deployment allows (NEATROOTS_GITHUB_API_URLS: ${[GITHUB_API_DEFAULT, ...allowed].join(', ')})`;
+  }
+  const u = new URL(apiUrl);
+  if (u.protocol !== 'https:') return `api_url must be https (got ${apiUrl}); an http API is allowed only when NEATROOTS_GITHUB_API_URLS names it`;
+  const host = u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  const family = isIP(host);
+  const mapped = family === 6 ? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(host)?.[1] ?? v4FromMapped(host) : undefined;
+  const internal =
+    host === 'localhost' || host.endsWith('.localhost') ||
+    (family === 4 && INTERNAL.check(host, 'ipv4')) ||
+    (family === 6 && (mapped ? INTERNAL.check(mapped, 'ipv4') : INTERNAL.check(host, 'ipv6')));
+  if (internal) return `api_url ${apiUrl} is a loopback, private or link-local address; allowed only when NEATROOTS_GITHUB_API_URLS names it`;
+  return null;
+}
+
+/** `::ffff:7f00:1` (how URL writes an IPv4-mapped address) as `127.0.0.1`. */
+function v4FromMapped(host: string): string | undefined {
+  const m = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
+  if (!m) return undefined;
+  const hi = parseInt(m[1], 16);
+  const lo = parseInt(m[2], 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 }
 
 function view(c: RepoConnection): GitHubConnectionView {
