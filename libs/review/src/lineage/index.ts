@@ -5,6 +5,7 @@ export {
   compareProcedure,
   compareReleases,
   type ChangeHow,
+  type EditedRule,
   type LineageProcedure,
   type LineageRule,
   type RuleChange,

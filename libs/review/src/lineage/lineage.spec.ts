@@ -2,14 +2,14 @@ import * as path from 'node:path';
 import { compileFolder } from '@neatroots/sop';
 import { idOf, procedure, refund, rewordings, rules, takeOrder, type Release } from './fixtures.test';
 import { Lineage, LineageCycleError, linksFromChanges, type LineageLink } from './links';
-import { compareProcedure, compareReleases, type RuleChange } from './match';
+import { compareProcedure, compareReleases, type EditedRule, type RuleChange } from './match';
 import { similarity, words } from './similarity';
 
 /** The changes between two releases of one fixture procedure, as [how, old text, new text]. */
-function changes(id: string, from: Release, to: Release, edited: string[] = []): Array<[string, string | null, string | null]> {
+function changes(id: string, from: Release, to: Release, edited: (string | EditedRule)[] = []): Array<[string, string | null, string | null]> {
   return compareProcedure(id, rules(from), rules(to), edited).map((c) => [c.how, c.old_text, c.new_text]);
 }
-const changed = (id: string, from: Release, to: Release, edited: string[] = []) => changes(id, from, to, edited).filter(([how]) => how !== 'same');
+const changed = (id: string, from: Release, to: Release, edited: (string | EditedRule)[] = []) => changes(id, from, to, edited).filter(([how]) => how !== 'same');
 
 describe('similarity', () => {
   it('is token Jaccard over lowercase words without function words', () => {
@@ -157,6 +157,47 @@ describe('matching the rules of two releases', () => {
         ['suggestion', 'Confirm the address and the phone number.', 'Confirm the address and the phone.'],
         ['removed', 'Confirm the address.', null],
       ]);
+    });
+
+    describe('an edit that inserts a rule of the same kind before the one it rewords', () => {
+      const greet = 'Greet the caller with the name of the restaurant.';
+      const ask = 'Ask what the caller would like to order.';
+      const readBack = 'Read the order back to the caller.';
+      const inserted = 'Check whether the caller has a food allergy.';
+      const reworded = 'Ask what the caller would like to order, then wait for the answer.';
+      const from: Release = { step: [greet, ask, readBack] };
+      const to: Release = { step: [greet, inserted, reworded, readBack] };
+
+      it('links the rewording, not the inserted rule that now holds the old position', () => {
+        // Matching alone gets it right: the inserted rule is unlike the old wording.
+        expect(changed('p', from, to)).toEqual([
+          ['new', null, inserted],
+          ['matched', ask, reworded],
+        ]);
+        // The suggestion's link is the same pair, whether the rules its edit put in are known or not.
+        for (const edit of [idOf('step', ask), { rule_id: idOf('step', ask), new_rule_ids: [idOf('step', inserted), idOf('step', reworded)] }]) {
+          expect(changed('p', from, to, [edit])).toEqual([
+            ['new', null, inserted],
+            ['suggestion', ask, reworded],
+          ]);
+          expect(compareProcedure('p', rules(from), rules(to), [edit]).find((r) => r.how === 'suggestion')).toMatchObject({ old_rule_id: idOf('step', ask), new_rule_id: idOf('step', reworded), similarity: 0.667 });
+        }
+      });
+
+      it("takes the rules its own edit put in over a more similar one someone else added", () => {
+        // The suggestion rewrote step 2 in place; a hand edit published with it added a step much like the old wording.
+        const rewrite = 'Take down the dishes the caller chooses.';
+        const drink = 'Ask whether the caller would like a drink with the order.';
+        const edited: Release = { step: [greet, rewrite, readBack, drink] };
+        expect(changed('p', from, edited)).toEqual([
+          ['new', null, rewrite],
+          ['matched', ask, drink],
+        ]);
+        expect(changed('p', from, edited, [{ rule_id: idOf('step', ask), new_rule_ids: [idOf('step', rewrite)] }])).toEqual([
+          ['suggestion', ask, rewrite],
+          ['new', null, drink],
+        ]);
+      });
     });
   });
 

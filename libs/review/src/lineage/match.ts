@@ -6,8 +6,12 @@ import { similarity } from './similarity';
  * the same rule; a reworded rule has a new id and is matched to the one it replaced, within one
  * procedure and one kind, one to one, in the seed's order:
  *
- *   1. suggestion: an applied suggestion knows the rule it edited; its new wording is the new
- *      rule at that position, else the most similar new one;
+ *   1. suggestion: an applied suggestion knows the rule it edited; its new wording is one of
+ *      the rules its own edit put in, the most similar to the old wording (the nearer its
+ *      position on a tie). When those are not known (or not in the release: edited again by
+ *      hand), it is the new rule at that position, unless another new one is more similar and
+ *      at least ANYWHERE_THRESHOLD (the edit moved the rule and put another in its place), else
+ *      the most similar new one;
  *   2. matched: the new rule at the same position, if similarity >= 0.35;
  *   3. matched: the most similar remaining pair anywhere in the procedure, best first, if
  *      similarity >= 0.5 (moved and reworded).
@@ -33,9 +37,18 @@ export interface LineageProcedure {
 }
 
 /** An applied suggestion whose edit is in the file published: the rule (of the old release) it edited. */
-export interface SuggestionEdit {
+export interface SuggestionEdit extends EditedRule {
   procedure_id: string;
+}
+
+/** The rule (of the old release) a suggestion edited, and the rules its own edit put in, when known. */
+export interface EditedRule {
   rule_id: string;
+  /**
+   * The rules of the suggestion's edited file that the file it edited did not have (a rewording,
+   * and any rule the edit inserted): the rule's new wording is one of them. Absent: not known.
+   */
+  new_rule_ids?: readonly string[];
 }
 
 export type ChangeHow = 'same' | 'suggestion' | 'matched' | 'new' | 'removed';
@@ -71,17 +84,20 @@ export function compareReleases(
       id,
       olds.get(id) ?? [],
       news.get(id) ?? [],
-      suggestions.filter((s) => s.procedure_id === id).map((s) => s.rule_id),
+      suggestions.filter((s) => s.procedure_id === id).map(({ rule_id, new_rule_ids }) => ({ rule_id, new_rule_ids })),
     ),
   );
 }
 
-/** One procedure's rules in two releases; `edited` are the old rule ids applied suggestions edited. */
+/**
+ * One procedure's rules in two releases; `edited` are the old rules applied suggestions edited
+ * (an id alone when the rules the edit put in are not known).
+ */
 export function compareProcedure(
   procedureId: string,
   oldRules: readonly LineageRule[],
   newRules: readonly LineageRule[],
-  edited: readonly string[] = [],
+  edited: readonly (string | EditedRule)[] = [],
 ): RuleChange[] {
   const newIds = new Set(newRules.map((r) => r.rule_id));
   const oldIds = new Set(oldRules.map((r) => r.rule_id));
@@ -95,12 +111,11 @@ export function compareProcedure(
   const candidates = (from: LineageRule) => [...newLeft].filter((r) => r.kind === from.kind);
 
   // 1. suggestions, in the order given; a rule edited twice is matched once.
-  for (const id of edited) {
+  for (const e of edited) {
+    const { rule_id: id, new_rule_ids: own } = typeof e === 'string' ? { rule_id: e, new_rule_ids: undefined } : e;
     const from = oldLeft.find((r) => r.rule_id === id);
     if (!from || pairs.has(from)) continue;
-    const options = candidates(from);
-    const atPosition = options.find((r) => r.index === from.index);
-    const to = atPosition ?? mostSimilar(from, options);
+    const to = editedInto(from, candidates(from), own);
     if (to) take(from, to, 'suggestion', similarity(from.text, to.text));
   }
   // 2. the same position.
@@ -144,6 +159,22 @@ export function compareProcedure(
     rows.push({ procedure_id: procedureId, kind: from.kind, old_rule_id: from.rule_id, new_rule_id: null, old_text: from.text, new_text: null, how: 'removed', similarity: null });
   }
   return sortRows(rows, oldRules, newRules);
+}
+
+/**
+ * The new rule a suggestion's edit made of `from`: among the rules its own edit put in (when
+ * the release has any of them), the most similar; else the rule at its position, unless
+ * another is more similar and a rewording by the bar for anywhere, since an edit that inserts
+ * a rule before the one it rewords leaves the inserted rule at the old position.
+ */
+function editedInto(from: LineageRule, options: LineageRule[], own: readonly string[] | undefined): LineageRule | undefined {
+  const mine = own ? options.filter((r) => own.includes(r.rule_id)) : [];
+  if (mine.length) return mostSimilar(from, mine);
+  const best = mostSimilar(from, options);
+  const atPosition = options.find((r) => r.index === from.index);
+  if (!atPosition || !best || best === atPosition) return best;
+  const bestSim = similarity(from.text, best.text);
+  return bestSim >= ANYWHERE_THRESHOLD && bestSim > similarity(from.text, atPosition.text) ? best : atPosition;
 }
 
 function mostSimilar(from: LineageRule, options: LineageRule[]): LineageRule | undefined {

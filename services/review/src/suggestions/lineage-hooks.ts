@@ -1,6 +1,7 @@
 import type { Queryable } from '@neatroots/ports';
 import { Lineage, LineageCycleError, type SuggestionEdit } from '@neatroots/review-domain';
-import { LineageRepo, PatternsRepo, SuggestionsRepo, type LineageRow } from '@neatroots/store';
+import { parseProcedure } from '@neatroots/sop';
+import { LineageRepo, PatternsRepo, SuggestionsRepo, type LineageRow, type SuggestionRecord } from '@neatroots/store';
 import { releasedIn } from './fix';
 
 const repo = new SuggestionsRepo();
@@ -16,6 +17,10 @@ const lineageRepo = new LineageRepo();
  * yet (head reworded it by hand before the suggestion was asked for). The matching only knows
  * the rules of the release before, so the other wordings of the pattern's lineage follow the
  * suggestion's own rule: whichever of them that release has is the rule the edit replaced.
+ *
+ * Each comes with the rules the suggestion's own edit put in (its edited file's rules that the
+ * file it edited did not have): the rule's new wording is one of them, not whatever rule the
+ * edit left at the rule's old position (a rule it inserted before the one it reworded).
  */
 export async function suggestionEditsOf(q: Queryable, workspace: string, release: { id: string; number: number }): Promise<SuggestionEdit[]> {
   const out: SuggestionEdit[] = [];
@@ -23,13 +28,24 @@ export async function suggestionEditsOf(q: Queryable, workspace: string, release
   for (const s of await repo.applied(q, workspace)) {
     // Only the first release with the edit: a later one still has it, but what it rewords is someone else's edit.
     if ((await releasedIn(q, s))?.id !== release.id) continue;
-    out.push({ procedure_id: s.procedure_id, rule_id: s.rule_id });
+    const own = rulesPutIn(s);
+    out.push({ procedure_id: s.procedure_id, rule_id: s.rule_id, new_rule_ids: own });
     const pattern = await patterns.pattern(q, workspace, s.pattern_id);
     if (!pattern) continue;
     rows ??= await lineageRepo.rows(q, workspace);
-    for (const id of wordingsOf(rows, s.procedure_id, pattern.lineage_id)) if (id !== s.rule_id) out.push({ procedure_id: s.procedure_id, rule_id: id });
+    for (const id of wordingsOf(rows, s.procedure_id, pattern.lineage_id)) if (id !== s.rule_id) out.push({ procedure_id: s.procedure_id, rule_id: id, new_rule_ids: own });
   }
   return out;
+}
+
+/** The rules of the suggestion's edited file that the file it edited did not have; undefined when either does not read as a procedure. */
+function rulesPutIn(s: SuggestionRecord): string[] | undefined {
+  if (s.new_text === null) return undefined;
+  const before = parseProcedure(s.path, s.procedure_id, s.old_text);
+  const after = parseProcedure(s.path, s.procedure_id, s.new_text);
+  if (before.issues.length || after.issues.length) return undefined;
+  const had = new Set(before.procedure.rules.map((r) => r.rule_id));
+  return after.procedure.rules.filter((r) => !had.has(r.rule_id)).map((r) => r.rule_id);
 }
 
 /** Every wording of a lineage the rows know, newest row first, its first wording last. */
