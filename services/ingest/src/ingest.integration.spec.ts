@@ -462,6 +462,51 @@ describe('ingest over gRPC', () => {
   });
 });
 
+describe("an open Subscribe stream's key", () => {
+  it('ends the stream with UNAUTHENTICATED once its key is revoked or opens another project, and sends it no later note; keeps a stream whose key holds', async () => {
+    const keys: Record<string, string> = { 'key-revoked': 'shop', 'key-moved': 'shop', 'key-kept': 'shop' };
+    const asked: string[] = [];
+    const memory = new MemoryBus();
+    // Keys looked up again every 20 ms: the test waits on what the lookups lead to, not on time.
+    const ingest = await startIngest({ bus: memory, resolveKey: async (k) => (asked.push(k), keys[k]), otlpPort: 0, grpcPort: 0, keyRecheckMs: 20 });
+    const client = new v1.IngestClient(`127.0.0.1:${ingest.grpcPort}`, credentials.createInsecure());
+    const open = (key: string) => {
+      const stream = client.subscribe({ run_id: '' }, md(key));
+      const notes: string[] = [];
+      stream.on('data', (n: v1.Note) => notes.push(n.id));
+      const ended = new Promise<ServiceError>((resolve) => stream.on('error', resolve));
+      return { stream, notes, ended };
+    };
+    try {
+      const revoked = open('key-revoked');
+      const moved = open('key-moved');
+      const kept = open('key-kept');
+      await Promise.all([revoked, moved, kept].map((s) => once(s.stream, 'metadata')));
+      expect(ingest.metrics.subscribers).toBe(3);
+      delete keys['key-revoked'];
+      keys['key-moved'] = 'bank';
+      const [r, m] = await Promise.all([revoked.ended, moved.ended]);
+      expect({ code: r.code, details: r.details }).toEqual({ code: status.UNAUTHENTICATED, details: 'the API key is no longer known (revoked)' });
+      expect({ code: m.code, details: m.details }).toEqual({ code: status.UNAUTHENTICATED, details: 'the API key now opens another project than shop; subscribe again' });
+      expect(ingest.metrics.subscribers).toBe(1);
+      // The kept stream's key was looked up again after the others ended, and it stays.
+      const keptAsked = asked.filter((k) => k === 'key-kept').length;
+      await waitFor(() => asked.filter((k) => k === 'key-kept').length > keptAsked);
+      // A note of the project from now on goes to the kept stream alone.
+      await memory.publish(NOTES_TOPIC, [{ key: 'r1', value: note({ id: 'n-after' }) }]);
+      await waitFor(() => kept.notes.length === 1);
+      await memory.idle();
+      expect({ revoked: revoked.notes, moved: moved.notes, kept: kept.notes, delivered: ingest.metrics.notes_delivered.stream }).toEqual({ revoked: [], moved: [], kept: ['n-after'], delivered: 1 });
+      expect(ingest.metrics.calls_failed).toEqual({ UNAUTHENTICATED: 2 });
+      kept.stream.cancel();
+    } finally {
+      client.close();
+      await ingest.close();
+      await memory.close();
+    }
+  });
+});
+
 describe('ingest limits and shutdown', () => {
   it('answers RESOURCE_EXHAUSTED to a 20 MB export and publishes nothing', async () => {
     const h = await harness();

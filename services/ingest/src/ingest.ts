@@ -86,6 +86,12 @@ export interface IngestOptions {
   pressure?: PressureOptions;
   /** How long close() waits for in-flight calls before cutting them. Default 5 s. */
   shutdownGraceMs?: number;
+  /**
+   * How often each open Subscribe stream's key is looked up again (through resolveKey, so its
+   * cache): a stream whose key is now unknown, or opens another project, is ended with
+   * UNAUTHENTICATED. Default 60 s.
+   */
+  keyRecheckMs?: number;
   now?: () => number;
   /** Lines about a run carry its `project` and `run_id`. Default console. */
   logger?: Pick<Logger, 'warn' | 'error'>;
@@ -167,6 +173,13 @@ const INGEST_SERVICE: ServiceDefinition = {
   preCheckPolicy: withSafeDecoder(v1.IngestService.preCheckPolicy),
 };
 
+/** An open Subscribe stream: the key it was opened with, that key's project then, and how to end it refused. */
+interface OpenStream {
+  key: string;
+  project: string;
+  refuse(message: string): void;
+}
+
 class CallError extends Error {
   constructor(
     readonly code: Status,
@@ -216,7 +229,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     onDropped: (n) => (metrics.notes_dropped += n),
     onGrouped: () => metrics.notes_grouped++,
   });
-  const streamCalls = new Set<ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>>();
+  const streamCalls = new Map<ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>, OpenStream>();
   let closing = false;
 
   // ---- shared steps ----
@@ -521,13 +534,24 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
           call.write(note);
         },
       });
-      streamCalls.add(call);
-      metrics.subscribers = hub.streamCount;
       const done = () => {
         remove();
         streamCalls.delete(call);
         metrics.subscribers = hub.streamCount;
       };
+      // authenticate found a key in the metadata
+      streamCalls.set(call, {
+        key: apiKeyFrom(call.metadata)!,
+        project,
+        refuse(message) {
+          if (!streamCalls.has(call)) return; // ended meanwhile
+          // Out of the hub first: no note goes to the stream from now on.
+          done();
+          inc(metrics.calls_failed, Status[Status.UNAUTHENTICATED]);
+          call.emit('error', Object.assign(new Error(message), { code: Status.UNAUTHENTICATED, details: message }));
+        },
+      });
+      metrics.subscribers = hub.streamCount;
       call.on('cancelled', done);
       call.on('close', done);
       call.on('error', done);
@@ -564,6 +588,42 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   );
   const sweeper = setInterval(() => hub.sweep(), 30_000);
   sweeper.unref();
+
+  // ---- open streams' keys, checked again ----
+  // A stream's key is checked when it opens; a stream lasts as long as its run or longer, so a
+  // key revoked (or moved to another project) since then ends it, once its lookup says so.
+
+  let rechecking = false;
+  async function recheckStreamKeys(): Promise<void> {
+    if (rechecking || closing) return;
+    rechecking = true;
+    try {
+      const byKey = new Map<string, OpenStream[]>();
+      for (const s of streamCalls.values()) {
+        const same = byKey.get(s.key);
+        if (same) same.push(s);
+        else byKey.set(s.key, [s]);
+      }
+      // One lookup a key, one key at a time: thousands of streams of one key cost one lookup.
+      for (const [key, streams] of byKey) {
+        let project: string | undefined;
+        try {
+          project = await opts.resolveKey(key);
+        } catch {
+          continue; // cannot tell now: asked again next time
+        }
+        if (closing) return;
+        for (const s of streams) {
+          if (project === s.project) continue;
+          s.refuse(project ? `the API key now opens another project than ${s.project}; subscribe again` : 'the API key is no longer known (revoked)');
+        }
+      }
+    } finally {
+      rechecking = false;
+    }
+  }
+  const keyRecheck = setInterval(() => void recheckStreamKeys(), opts.keyRecheckMs ?? 60_000);
+  keyRecheck.unref();
 
   // ---- servers ----
 
@@ -612,6 +672,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   } catch (e) {
     for (const s of servers) s.forceShutdown();
     clearInterval(sweeper);
+    clearInterval(keyRecheck);
     await notesSub.close();
     throw e;
   }
@@ -626,10 +687,11 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       closed ??= (async () => {
         closing = true;
         clearInterval(sweeper);
+        clearInterval(keyRecheck);
         pressure.close();
         // Streams never end on their own: end them so the servers can drain.
         hub.drainStreams();
-        for (const call of streamCalls) call.end();
+        for (const call of streamCalls.keys()) call.end();
         streamCalls.clear();
         metrics.subscribers = 0;
         await Promise.all([
