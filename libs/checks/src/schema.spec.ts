@@ -165,6 +165,15 @@ describe('parseCheckFile: rule checks', () => {
     const { warnings } = parseCheckFile(rule('type: run_end', 'guidance: You called {tool} {times} times\n'), FILE, 'user');
     expect(warnings).toEqual([expect.stringMatching(/^checks\/loop\.yaml: check repeated-tool-call: guidance: \{times\} is not a placeholder/)]);
   });
+
+  it('names an infinite or NaN number as YAML writes it', () => {
+    expect(err(rule('type: run_end', 'priority: .inf\n')).message).toBe('checks/loop.yaml: check repeated-tool-call: priority: must be a number, got .inf');
+    expect(err(rule('type: run_end', 'priority: -.inf\n')).message).toBe('checks/loop.yaml: check repeated-tool-call: priority: must be a number, got -.inf');
+    expect(err(rule('type: run_end', 'priority: .nan\n')).message).toBe('checks/loop.yaml: check repeated-tool-call: priority: must be a number, got .nan');
+    expect(err(rule('type: slow\nat_least_ms: .inf')).message).toBe(
+      'checks/loop.yaml: check repeated-tool-call: rule.at_least_ms: must be a number >= 0, got .inf',
+    );
+  });
 });
 
 describe('parseCheckFile: questions', () => {
@@ -235,6 +244,7 @@ group: refunds
     ['kind: score\nscope: span\nask: How?\nlevels: [a]\nflag_at_level: 0', 'levels: needs at least two levels'],
     ['kind: score\nscope: span\nask: How?\nlevels: [a, b]', 'flag_at_level: is required for a score question'],
     ['kind: score\nscope: span\nask: How?\nlevels: [a, b]\nflag_at_level: 1\nflag_on: [a]', 'flag_on: is only for choice questions'],
+    ['kind: yes_no\nscope: span\nask: Bad?\nflag_at: .nan', 'flag_at: must be a number between 0 and 1, got .nan'],
   ])('rejects %j', (body, reason) => {
     expect(err(`id: q\n${body}\n`).message.split('\n')[0]).toBe(`checks/loop.yaml: check q: ${reason}`);
   });

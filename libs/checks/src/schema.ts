@@ -557,6 +557,8 @@ function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a mapping';
+  // JSON has no infinities or NaN (JSON.stringify gives null): written as YAML writes them.
+  if (typeof v === 'number' && !Number.isFinite(v)) return Number.isNaN(v) ? '.nan' : v > 0 ? '.inf' : '-.inf';
   const s = JSON.stringify(v);
   return typeof v === 'number' || typeof v === 'boolean' ? s : s.length > 60 ? `${s.slice(0, 57)}..."` : s;
 }
