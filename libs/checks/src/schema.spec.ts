@@ -244,6 +244,7 @@ group: refunds
     ['kind: score\nscope: span\nask: How?\nlevels: [a]\nflag_at_level: 0', 'levels: needs at least two levels'],
     ['kind: score\nscope: span\nask: How?\nlevels: [a, b]', 'flag_at_level: is required for a score question'],
     ['kind: score\nscope: span\nask: How?\nlevels: [a, b]\nflag_at_level: 1\nflag_on: [a]', 'flag_on: is only for choice questions'],
+    ['kind: score\nscope: span\nask: How?\nlevels: [a, b]\nflag_at_level: 1\nflag_at: 0.5', 'flag_at: is not for score questions; use flag_at_level'],
     ['kind: yes_no\nscope: span\nask: Bad?\nflag_at: .nan', 'flag_at: must be a number between 0 and 1, got .nan'],
   ])('rejects %j', (body, reason) => {
     expect(err(`id: q\n${body}\n`).message.split('\n')[0]).toBe(`checks/loop.yaml: check q: ${reason}`);

@@ -350,7 +350,7 @@ function parseQuestion(ctx: Ctx, raw: Obj, kind: QuestionKind): QuestionCheck {
   });
   const evidence = f(() => parseEvidence(ctx, raw.evidence));
   const when = (f(() => oneOf(ctx, raw.when, 'when', WHENS, false)) ?? 'live') as QuestionCheck['when'];
-  const flag_at = raw.flag_at === undefined ? undefined : f(() => number(ctx, raw.flag_at, 'flag_at', { min: 0, max: 1 }));
+  const flag_at = raw.flag_at === undefined || kind === 'score' ? undefined : f(() => number(ctx, raw.flag_at, 'flag_at', { min: 0, max: 1 }));
 
   let options: Record<string, string> | undefined;
   let flag_on: string[] | undefined;
@@ -363,6 +363,9 @@ function parseQuestion(ctx: Ctx, raw: Obj, kind: QuestionKind): QuestionCheck {
   if (kind !== 'score') {
     if (raw.levels !== undefined) ctx.report('levels', 'is only for score questions');
     if (raw.flag_at_level !== undefined) ctx.report('flag_at_level', 'is only for score questions');
+  } else if (raw.flag_at !== undefined) {
+    // A score flags on its expected level (flag_at_level); a flag_at would be read and ignored.
+    ctx.report('flag_at', 'is not for score questions; use flag_at_level');
   }
   if (kind === 'choice') {
     options = f(() => {
