@@ -1,3 +1,5 @@
+import type { RuleType } from './types';
+
 /**
  * Guidance placeholders (CONTRACTS.md section 2). The guidance is the note that reaches the
  * agent, so a value is written the way a person would read it, and a placeholder the engine
@@ -7,6 +9,27 @@ export const GUIDANCE_PLACEHOLDERS = ['tool', 'count', 'args', 'name', 'ms', 'me
 export type GuidancePlaceholder = (typeof GUIDANCE_PLACEHOLDERS)[number];
 
 export type GuidanceValues = Partial<Record<GuidancePlaceholder, unknown>>;
+
+/**
+ * The placeholders each rule type fills (the engine's rules, engine/rules/*.ts: {count} is every
+ * finding's, the others what its rule passes); any other stays in the note as written.
+ * docs/contracts.md section 2 and docs/checks.md list them; placeholders.spec.ts holds the
+ * engine to this table.
+ */
+export const RULE_PLACEHOLDERS: Record<RuleType, readonly GuidancePlaceholder[]> = {
+  repeat: ['count', 'tool', 'name', 'args'],
+  errors: ['count', 'tool', 'name', 'args'],
+  count: ['count', 'tool', 'name'],
+  slow: ['count', 'tool', 'name', 'ms'],
+  threshold: ['count', 'metric', 'value'],
+  match: ['count', 'tool', 'name', 'pattern'],
+  requires_before: ['count', 'tool', 'name', 'requires'],
+  unrecovered_error: ['count', 'tool'],
+  run_end: ['count', 'name'],
+};
+
+/** The placeholders a question's finding fills (libs/questions findings.ts). */
+export const QUESTION_PLACEHOLDERS: readonly GuidancePlaceholder[] = ['count', 'tool', 'name'];
 
 /** `{args}` is the call's arguments as compact JSON, cut so a large payload cannot flood the note. */
 export const MAX_ARGS_CHARS = 200;
@@ -21,6 +44,16 @@ export function fillGuidance(template: string, values: GuidanceValues): string {
     if (v === undefined) return whole;
     return name === 'args' ? formatArgs(v) : formatValue(v);
   });
+}
+
+/** Placeholders fillGuidance knows that a template uses but `fills` (a rule type's) does not: sent as written. */
+export function unfilledPlaceholders(template: string, fills: readonly GuidancePlaceholder[]): GuidancePlaceholder[] {
+  const out = new Set<GuidancePlaceholder>();
+  for (const m of template.matchAll(PLACEHOLDER)) {
+    const name = m[1] as GuidancePlaceholder;
+    if (KNOWN.has(name) && !fills.includes(name)) out.add(name);
+  }
+  return [...out];
 }
 
 /** Placeholders in a template that fillGuidance does not know (a likely typo). */

@@ -1,6 +1,6 @@
 import { RUN_END_STATUSES, SPAN_TYPES } from '@neatroots/spans';
 import { parseAllDocuments } from 'yaml';
-import { unknownPlaceholders } from './guidance';
+import { QUESTION_PLACEHOLDERS, RULE_PLACEHOLDERS, unfilledPlaceholders, unknownPlaceholders, type GuidancePlaceholder } from './guidance';
 import { PatternError, compileSafe } from './regex';
 import {
   CheckError,
@@ -244,12 +244,21 @@ function parseRuleCheck(ctx: Ctx, raw: Obj): RuleCheck {
   let rule: RuleSpec | undefined;
   if (raw.rule === undefined || raw.rule === null) ctx.report('rule', 'is required for a rule check');
   else rule = parseRule(ctx, raw.rule);
+  if (rule?.type) warnUnfilled(ctx, common.guidance, RULE_PLACEHOLDERS[rule.type], `a ${rule.type} rule`);
   return compact({
     ...baseFields(ctx, common, common.title ?? common.id),
     kind: 'rule' as const,
     rule: rule as RuleSpec,
     action: common.action ?? 'flag',
   });
+}
+
+/** A known placeholder the check's type never fills reaches the agent as written. */
+function warnUnfilled(ctx: Ctx, guidance: string | undefined, fills: readonly GuidancePlaceholder[], what: string): void {
+  if (guidance === undefined) return;
+  for (const p of unfilledPlaceholders(guidance, fills)) {
+    ctx.warn('guidance', `{${p}} is not filled for ${what} (it fills ${fills.join(', ')}); it is sent as written`);
+  }
 }
 
 function parseRule(ctx: Ctx, raw: unknown): RuleSpec | undefined {
@@ -342,6 +351,7 @@ function parseQuestion(ctx: Ctx, raw: Obj, kind: QuestionKind): QuestionCheck {
   const f = <T>(validate: () => T) => ctx.field(validate);
   const common = parseCommon(ctx, raw);
   if (common.action === 'halt') ctx.report('action', 'a question can only flag; halting needs a rule');
+  warnUnfilled(ctx, common.guidance, QUESTION_PLACEHOLDERS, 'a question');
   const scope = f(() => oneOf(ctx, raw.scope, 'scope', SCOPES, true) as QuestionCheck['scope']);
   const ask = f(() => {
     const ask = optString(ctx, raw.ask, 'ask', true);
