@@ -17,7 +17,7 @@ interface ResolvedService {
   environment?: Record<string, string | null>;
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: { test: string[] };
-  ports?: { target: number; published: string }[];
+  ports?: { target: number; published: string; host_ip?: string }[];
 }
 
 const file = path.join(repoRoot, 'docker-compose.yml');
@@ -66,8 +66,9 @@ if (!cli) {
         expect(s.environment?.NEATROOTS_LLM_URL).toBeNull(); // unset, not empty
         for (const dep of Object.values(s.depends_on ?? {})) expect(dep.condition).toBe('service_healthy');
       }
-      expect(resolved.services.ingest.ports?.map((p) => [p.target, p.published])).toEqual([[4317, '4317'], [4318, '4318'], [50051, '50051']]);
-      expect(resolved.services.api.ports?.map((p) => [p.target, p.published])).toEqual([[8080, '8080']]);
+      // the default key is public (it is in this repository): the ports are for this machine only
+      expect(resolved.services.ingest.ports?.map((p) => [p.host_ip, p.target, p.published])).toEqual([['127.0.0.1', 4317, '4317'], ['127.0.0.1', 4318, '4318'], ['127.0.0.1', 50051, '50051']]);
+      expect(resolved.services.api.ports?.map((p) => [p.host_ip, p.target, p.published])).toEqual([['127.0.0.1', 8080, '8080']]);
       expect(Object.keys(resolved.volumes).sort()).toEqual(['kafka-data', 'postgres-data', 'redis-data']);
     });
 
@@ -83,6 +84,13 @@ if (!cli) {
         NEATROOTS_LLM_URL: 'http://llm:8000/v1',
       });
       expect(s.postgres.environment?.POSTGRES_PASSWORD).toBe('pw');
+    });
+
+    it('publishes the ports on the address NEATROOTS_PUBLISH_ADDRESS names', () => {
+      const r = compose(['config', '--format', 'json'], { NEATROOTS_PUBLISH_ADDRESS: '0.0.0.0', NEATROOTS_API_KEYS: 'fleet=k-123' });
+      expect(r.status).toBe(0);
+      const s = (JSON.parse(r.stdout) as { services: Record<string, ResolvedService> }).services;
+      expect([...(s.ingest.ports ?? []), ...(s.api.ports ?? [])].map((p) => `${p.host_ip}:${p.published}`)).toEqual(['0.0.0.0:4317', '0.0.0.0:4318', '0.0.0.0:50051', '0.0.0.0:8080']);
     });
 
     it('is a real check: a misspelt key fails it', () => {

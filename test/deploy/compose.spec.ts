@@ -98,8 +98,8 @@ describe('docker-compose.yml', () => {
   });
 
   it('publishes OTLP 4317 (gRPC) and 4318 (HTTP) and gRPC 50051 on ingest, 8080 on api, and no other neatroots port', () => {
-    expect(svc('ingest').ports?.map(String)).toEqual(['4317:4317', '4318:4318', '50051:50051']);
-    expect(svc('api').ports?.map(String)).toEqual(['8080:8080']);
+    expect(svc('ingest').ports?.map(String)).toEqual(['${NEATROOTS_PUBLISH_ADDRESS:-127.0.0.1}:4317:4317', '${NEATROOTS_PUBLISH_ADDRESS:-127.0.0.1}:4318:4318', '${NEATROOTS_PUBLISH_ADDRESS:-127.0.0.1}:50051:50051']);
+    expect(svc('api').ports?.map(String)).toEqual(['${NEATROOTS_PUBLISH_ADDRESS:-127.0.0.1}:8080:8080']);
     for (const name of ['rule-engine', 'question', 'review']) expect(svc(name).ports).toBeUndefined();
   });
 
