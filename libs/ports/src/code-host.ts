@@ -16,7 +16,11 @@ export interface OpenPullRequest {
   repo: RepoRef;
   /** The branch the pull request merges into (the connection's branch). */
   base: string;
-  /** The new branch to create from base's head; a free name is chosen if it exists already. */
+  /**
+   * The branch to create from base's head, a name of the caller's own (one per change): opening
+   * again with the same name answers the pull request already opened from it, and a branch of
+   * that name left without one is used again.
+   */
   branch: string;
   /** The file's path in the repository, e.g. procedures/refunds.md. */
   path: string;
@@ -39,7 +43,7 @@ export interface PullRequestRef {
   number: number;
   /** The pull request's page (html_url), recorded as the suggestion's pr_url. */
   url: string;
-  /** The branch actually used (branch, or branch-2, ... when it existed). */
+  /** The branch the pull request is from (branch; branch-N for one an earlier version opened there). */
   branch: string;
 }
 

@@ -2,8 +2,8 @@
  * A local HTTP server implementing the few GitHub REST endpoints the GitHub adapter uses
  * (git refs, contents, pulls) with GitHub's JSON shapes and status codes, repositories held
  * in memory, so the real adapter is tested over real HTTP. It can refuse a token, answer a
- * rate limit once, fail or hang requests, lose an answer after doing what was asked, and merge
- * or close a pull on command. Named *.test.ts: a helper, neither
+ * rate limit once, fail or hang requests, lose answers after doing what was asked, answer some
+ * requests as told instead, and merge or close a pull on command. Named *.test.ts: a helper, neither
  * run by jest nor built.
  */
 import { createHash } from 'node:crypto';
@@ -51,6 +51,15 @@ export interface FakeGitHub {
    * lost: the client gets a 502 (GitHub did it; the answer never came back).
    */
   loseAnswerOnce(method: string, path: RegExp): void;
+  /** As loseAnswerOnce, for the next `n` such requests (each carried out, each answered 502). */
+  loseAnswers(method: string, path: RegExp, n: number): void;
+  /**
+   * The next `n` requests of `method` whose path matches `path` get `answer` instead, without
+   * being carried out (a 403 for a token without a right, a rate limit on one endpoint).
+   */
+  answerNext(method: string, path: RegExp, answer: { status: number; body?: unknown; headers?: Record<string, string> }, n?: number): void;
+  /** The branches of the repository. */
+  branches(owner: string, repo: string): string[];
   /** The next `n` requests are never answered (a host that hangs). */
   hangNext(n: number): void;
   stop(): Promise<void>;
@@ -64,7 +73,8 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
   let limit: { kind: 'primary' | 'exhausted' | 'secondary'; seconds: number } | null = null;
   let fail = 0;
   let hang = 0;
-  let lose: { method: string; path: RegExp } | null = null;
+  const lose: { method: string; path: RegExp; n: number }[] = [];
+  const answers: { method: string; path: RegExp; n: number; answer: { status: number; body?: unknown; headers?: Record<string, string> } }[] = [];
   const hung: http.ServerResponse[] = [];
   let url = '';
 
@@ -89,9 +99,15 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
       hung.push(real);
       return;
     }
+    const canned = answers.find((a) => a.n > 0 && a.method === req.method && a.path.test(u.pathname));
+    if (canned) {
+      canned.n--;
+      return send(real, canned.answer.status, canned.answer.body ?? { message: `HTTP ${canned.answer.status}` }, canned.answer.headers);
+    }
     let res = real;
-    if (lose && lose.method === req.method && lose.path.test(u.pathname)) {
-      lose = null;
+    const lost = lose.find((l) => l.n > 0 && l.method === req.method && l.path.test(u.pathname));
+    if (lost) {
+      lost.n--;
       // Carried out against a response nobody reads; the client gets a 502.
       res = { writeHead: () => res, end: () => res } as unknown as http.ServerResponse;
       send(real, 502, { message: 'Server Error' });
@@ -125,6 +141,17 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
       const sha = r.refs.get(g[1]);
       if (!sha) return notFound(res);
       return send(res, 200, { ref: `refs/heads/${g[1]}`, object: { sha, type: 'commit' } });
+    }
+    if (method === 'GET' && (g = /^git\/matching-refs\/heads\/(.+)$/.exec(rest))) {
+      const prefix = g[1];
+      return send(res, 200, [...r.refs].filter(([b]) => b.startsWith(prefix)).map(([b, sha]) => ({ ref: `refs/heads/${b}`, object: { sha, type: 'commit' } })));
+    }
+    if (method === 'DELETE' && (g = /^git\/refs\/heads\/(.+)$/.exec(rest))) {
+      if (!r.refs.delete(g[1])) return send(res, 422, { message: 'Reference does not exist' });
+      // As GitHub: a pull request open from a deleted branch is closed.
+      for (const p of r.pulls) if (p.head === g[1] && p.state === 'open') p.state = 'closed';
+      res.writeHead(204);
+      return res.end();
     }
     if (method === 'POST' && rest === 'git/refs') {
       const ref = String(body?.ref ?? '');
@@ -256,7 +283,16 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
       fail = n;
     },
     loseAnswerOnce(method, path) {
-      lose = { method, path };
+      lose.push({ method, path, n: 1 });
+    },
+    loseAnswers(method, path, n) {
+      lose.push({ method, path, n });
+    },
+    answerNext(method, path, answer, n = 1) {
+      answers.push({ method, path, n, answer });
+    },
+    branches(owner, repo) {
+      return [...(repos.get(`${owner}/${repo}`)?.refs.keys() ?? [])];
     },
     hangNext(n) {
       hang = n;

@@ -66,15 +66,87 @@ describe('GitHubCodeHost against a local GitHub', () => {
     expect(err).toBeInstanceOf(CodeHostChangedError);
     expect((err as Error).message).toBe('procedures/refunds.md changed on main of acme/ops while the pull request was being opened: apply again');
     // No branch, no commit, no pull: only reads were made.
-    expect(gh.requests.slice(before).map((r) => r.method)).toEqual(['GET', 'GET']);
+    expect(gh.requests.slice(before).filter((r) => r.method !== 'GET')).toEqual([]);
     expect(gh.fileAt('acme', 'ops', 'neatroots/suggestion-2', req.path)).toBeUndefined();
     await expect(host.openPullRequest({ ...req, branch: 'neatroots/new-2', path: 'procedures/new.md', baseContent: 'a file that is not there' })).rejects.toBeInstanceOf(CodeHostChangedError);
   });
 
-  it('takes the next free branch name when the branch exists (a second apply)', async () => {
-    await host.openPullRequest(req);
-    const second = await host.openPullRequest(req);
-    expect(second).toMatchObject({ number: 2, branch: 'neatroots/suggestion-1-2' });
+  const made = () => gh.requests.filter((r) => r.method !== 'GET').map((r) => `${r.method} ${r.path.replace('/api/v3/repos/acme/ops', '')}`);
+  const pulls = async () => (await (await fetch(`${gh.url}/repos/acme/ops/pulls?state=all`, { headers: { authorization: `Bearer ${gh.token}` } })).json() as { number: number; state: string; head: { ref: string } }[]).map((p) => `#${p.number} ${p.state} ${p.head.ref}`);
+
+  it('opened again for the same branch (a second apply): the pull request already opened, nothing made', async () => {
+    const first = await host.openPullRequest(req);
+    const before = gh.requests.length;
+    expect(await host.openPullRequest(req)).toEqual(first);
+    expect(gh.requests.slice(before).filter((r) => r.method !== 'GET')).toEqual([]);
+    // Closed or merged since: still that one (its fate is the suggestion's), not a second.
+    gh.close('acme', 'ops', first.number);
+    expect(await host.openPullRequest(req)).toEqual(first);
+    expect(await pulls()).toEqual(['#1 closed neatroots/suggestion-1']);
+  });
+
+  it('a pull request opened whose answer was lost on every try, and not found either: the branch is kept; opened again, that pull request is answered, not a second', async () => {
+    gh.loseAnswers('POST', /\/pulls$/, 4); // the first opens it, the next three answer "already exists": all lost
+    gh.loseAnswers('GET', /\/pulls$/, 4); // the look for it after: no answer either
+    await expect(host.openPullRequest(req)).rejects.toThrow(/gave up after 4 tries/);
+    expect(gh.branches('acme', 'ops')).toContain(req.branch); // deleting it would close the pull request
+    const again = await host.openPullRequest(req);
+    expect(again).toEqual({ number: 1, url: expect.stringMatching(/\/acme\/ops\/pull\/1$/), branch: req.branch });
+    expect(await pulls()).toEqual(['#1 open neatroots/suggestion-1']);
+    expect(made().filter((m) => m.startsWith('POST /git/refs'))).toHaveLength(1);
+  });
+
+  it('GitHub opened it but every answer to POST /pulls was lost: found by its branch, the branch kept', async () => {
+    gh.loseAnswers('POST', /\/pulls$/, 4);
+    expect(await host.openPullRequest(req)).toMatchObject({ number: 1, branch: req.branch });
+    expect(await pulls()).toEqual(['#1 open neatroots/suggestion-1']);
+  });
+
+  it('a 403 on POST /pulls (a token without the pull requests right) leaves no branch, however often tried; with the right, the pull request is opened on the branch\'s own name', async () => {
+    const noRight = { status: 403, body: { message: 'Resource not accessible by personal access token' } };
+    gh.answerNext('POST', /\/pulls$/, noRight, 25);
+    for (let i = 0; i < 25; i++) await expect(host.openPullRequest(req)).rejects.toBeInstanceOf(CodeHostAuthError);
+    expect(gh.branches('acme', 'ops')).toEqual(['main']);
+    // One branch made and deleted per try, not one more name each time.
+    expect(made().filter((m) => m.startsWith('POST /git/refs'))).toHaveLength(25);
+    expect(made().filter((m) => m.startsWith('DELETE /git/refs/heads/neatroots/suggestion-1'))).toHaveLength(25);
+    expect(await host.openPullRequest(req)).toMatchObject({ number: 1, branch: req.branch });
+    expect(gh.branches('acme', 'ops')).toEqual(['main', req.branch]);
+  });
+
+  it('a failure after the branch was made deletes it; one that could not be deleted is used again by the next try, not replaced by name-2', async () => {
+    const limited = { status: 403, body: { message: 'API rate limit exceeded' }, headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.ceil(Date.now() / 1000) + 3600) } };
+    gh.answerNext('PUT', /\/contents\//, limited);
+    await expect(host.openPullRequest(req)).rejects.toThrow(/rate limited for \d+ s more/);
+    expect(gh.branches('acme', 'ops')).toEqual(['main']);
+
+    // Rate limited for the commit and for the clean-up: the branch stays.
+    gh.answerNext('PUT', /\/contents\//, limited);
+    gh.answerNext('DELETE', /\/git\/refs\//, limited);
+    await expect(host.openPullRequest(req)).rejects.toThrow(/rate limited/);
+    expect(gh.branches('acme', 'ops')).toEqual(['main', req.branch]);
+    const pr = await host.openPullRequest(req);
+    expect(pr).toMatchObject({ number: 1, branch: req.branch });
+    expect(gh.branches('acme', 'ops')).toEqual(['main', req.branch]);
+    expect(gh.fileAt('acme', 'ops', req.branch, req.path)).toBe(req.content);
+  });
+
+  it('a branch left with the content already committed (its clean-up failed after the commit): used as it is, not committed again', async () => {
+    gh.answerNext('POST', /\/pulls$/, { status: 403, body: { message: 'Resource not accessible by personal access token' } });
+    gh.answerNext('DELETE', /\/git\/refs\//, { status: 502 }, 4);
+    await expect(host.openPullRequest(req)).rejects.toBeInstanceOf(CodeHostAuthError);
+    expect(gh.fileAt('acme', 'ops', req.branch, req.path)).toBe(req.content);
+    const puts = made().filter((m) => m.startsWith('PUT')).length;
+    expect(await host.openPullRequest(req)).toMatchObject({ number: 1, branch: req.branch });
+    expect(made().filter((m) => m.startsWith('PUT')).length).toBe(puts);
+  });
+
+  it('a pull request an earlier version opened on name-2 (name taken then): that one is answered', async () => {
+    await host.openPullRequest({ ...req, branch: `${req.branch}-2` });
+    await host.openPullRequest({ ...req, branch: `${req.branch}-20`, path: 'procedures/other.md' });
+    gh.close('acme', 'ops', 2);
+    await host.openPullRequest({ ...req, branch: `${req.branch}0` }); // another name that only starts the same: not one of them
+    expect(await host.openPullRequest(req)).toMatchObject({ number: 1, branch: `${req.branch}-2` });
   });
 
   it('a branch name GitHub refuses is an error saying so, not taken for one that exists', async () => {

@@ -35,12 +35,13 @@ interface Answer {
 /** The fields read from GitHub's answers. */
 interface GhRef { object: { sha: string } }
 interface GhContent { sha: string; content?: string; encoding?: string }
-interface GhPull { number: number; html_url: string; state: string; merged?: boolean; merge_commit_sha?: string | null }
+interface GhPull { number: number; html_url: string; state: string; merged?: boolean; merged_at?: string | null; merge_commit_sha?: string | null }
 interface GhError { message?: unknown; errors?: { message?: unknown }[] }
 
 /**
  * The GitHub REST adapter of the CodeHost port, plain fetch: a branch from base's head
  * (git refs), the file committed on it (contents), the pull (pulls), and the pull's state.
+ * Opening one again for the same branch name answers the pull request already opened.
  * Rate limits are waited out and 5xx retried, both bounded; a refused token is not retried.
  */
 export class GitHubCodeHost implements CodeHost {
@@ -58,37 +59,87 @@ export class GitHubCodeHost implements CodeHost {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
   }
 
+  /**
+   * Idempotent for one branch name: a pull request already opened from it (or from the
+   * `name-N` an earlier version took) is the one answered, and nothing is made; a branch of that
+   * name left by an earlier call is used again, not replaced by `name-2`. When a step after the
+   * branch fails, the branch this call created is deleted (best effort), unless a pull request
+   * may have been opened from it (GitHub's answer lost, and not found either).
+   */
   async openPullRequest(req: OpenPullRequest): Promise<PullRequestRef> {
     const r = req.repo;
+    const mine = await this.branchesNamed(r, req.branch);
+    const opened = await this.pullFrom(r, mine);
+    if (opened) return opened;
     const head = await this.call(r, 'GET', `/git/ref/heads/${encodePath(req.base)}`, undefined, `branch ${req.base}`);
     const sha = (head.json as GhRef).object.sha;
     // The file in the commit the branch is made from must be what the content was made from, or nothing is opened.
     if (req.baseContent !== undefined && (await this.readFile(r, sha, req.path)) !== req.baseContent) throw new CodeHostChangedError(slug(r), req.path, req.base);
-    const branch = await this.createBranch(r, req.branch, sha);
-    await this.putFile(r, branch, req.path, req.content, req.message);
-    const pull = await this.call(r, 'POST', '/pulls', { title: req.title, body: req.body, head: branch, base: req.base }, undefined, [422]);
-    if (pull.status === 422) {
-      // A retry after an answer that never came back (GitHub opened it): the branch is new and
-      // ours, so the pull request open on it is the one this opened.
-      const why = ghMessage(pull.json, '');
-      if (/pull request already exists/i.test(why)) {
-        const found = await this.call(r, 'GET', `/pulls?head=${encodeURIComponent(`${r.owner}:${branch}`)}&base=${encodeURIComponent(req.base)}&state=open`);
-        const p = Array.isArray(found.json) ? (found.json as GhPull[])[0] : undefined;
-        if (p) return { number: p.number, url: p.html_url, branch };
+    const branch = req.branch;
+    const created = !mine.includes(branch) && (await this.createBranch(r, branch, sha));
+    let pulling = false;
+    try {
+      await this.putFile(r, branch, req.path, req.content, req.message);
+      pulling = true;
+      const pull = await this.call(r, 'POST', '/pulls', { title: req.title, body: req.body, head: branch, base: req.base }, undefined, [422]);
+      if (pull.status === 422) {
+        // A retry after an answer that never came back (GitHub opened it): the pull request from this branch is the one this opened.
+        const why = ghMessage(pull.json, '');
+        if (/pull request already exists/i.test(why)) {
+          const p = await this.pullFrom(r, [branch]);
+          if (p) return p;
+        }
+        throw new CodeHostError(slug(r), 422, `POST /pulls: ${why}`);
       }
-      throw new CodeHostError(slug(r), 422, `POST /pulls: ${why}`);
+      const p = pull.json as GhPull;
+      return { number: p.number, url: p.html_url, branch };
+    } catch (err) {
+      // No answer to POST /pulls (5xx, none at all): GitHub may have opened it all the same.
+      let known = true;
+      if (pulling && err instanceof CodeHostError && (err.status === 0 || err.status >= 500)) {
+        const p = await this.pullFrom(r, [branch]).catch(() => {
+          known = false; // whether it was opened is not known: its branch is kept (the next call finds it)
+          return null;
+        });
+        if (p) return p;
+      }
+      if (created && known) await this.call(r, 'DELETE', `/git/refs/heads/${encodePath(branch)}`, undefined, undefined, [404, 422]).catch(() => undefined);
+      throw err;
     }
-    const p = pull.json as GhPull;
-    return { number: p.number, url: p.html_url, branch };
+  }
+
+  /** The branches named `name` or `name-N` (what earlier calls for that name made), `name` first. */
+  private async branchesNamed(r: RepoRef, name: string): Promise<string[]> {
+    const a = await this.call(r, 'GET', `/git/matching-refs/heads/${encodePath(name)}`);
+    const refs = Array.isArray(a.json) ? (a.json as { ref?: unknown }[]) : [];
+    const prefix = 'refs/heads/';
+    const names = refs.map((x) => (typeof x?.ref === 'string' && x.ref.startsWith(prefix) ? x.ref.slice(prefix.length) : '')).filter((b) => b === name || (b.startsWith(`${name}-`) && /^\d+$/.test(b.slice(name.length + 1))));
+    const n = (b: string) => (b === name ? 1 : Number(b.slice(name.length + 1)));
+    return names.sort((a, b) => n(a) - n(b));
+  }
+
+  /** The pull request opened from one of `branches` (any state): an open one first, then merged, then closed; the latest. */
+  private async pullFrom(r: RepoRef, branches: readonly string[]): Promise<PullRequestRef | null> {
+    const found: { p: GhPull; branch: string }[] = [];
+    for (const branch of branches) {
+      const a = await this.call(r, 'GET', `/pulls?head=${encodeURIComponent(`${r.owner}:${branch}`)}&state=all`);
+      if (Array.isArray(a.json)) for (const p of a.json as GhPull[]) found.push({ p, branch });
+    }
+    const rank = (p: GhPull) => (p.state === 'open' ? 0 : p.merged === true || !!p.merged_at ? 1 : 2);
+    const best = found.sort((a, b) => rank(a.p) - rank(b.p) || b.p.number - a.p.number)[0];
+    return best ? { number: best.p.number, url: best.p.html_url, branch: best.branch } : null;
   }
 
   /**
-   * Commits the file on the branch. A PUT whose answer did not come (a 5xx, no answer) may have
-   * been carried out: the file is read again and written again only when it is not what was
-   * sent, with the sha it has now, instead of repeating a PUT with a sha that is no longer it.
+   * Commits the file on the branch, unless the branch has it already (a branch an earlier call
+   * left). A PUT whose answer did not come (a 5xx, no answer) may have been carried out: the
+   * file is read again and written again only when it is not what was sent, with the sha it has
+   * now, instead of repeating a PUT with a sha that is no longer it.
    */
   private async putFile(r: RepoRef, branch: string, path: string, content: string, message: string): Promise<void> {
     let existing = await this.contents(r, branch, path);
+    const written = () => !!existing && existing.encoding !== 'none' && Buffer.from(existing.content, 'base64').toString('utf8') === content;
+    if (written()) return;
     for (let attempt = 1; ; attempt++) {
       try {
         await this.call(r, 'PUT', `/contents/${encodePath(path)}`, { message, content: Buffer.from(content, 'utf8').toString('base64'), branch, ...(existing ? { sha: existing.sha } : {}) }, undefined, [], true);
@@ -98,7 +149,7 @@ export class GitHubCodeHost implements CodeHost {
       }
       await sleep(this.backoffMs * 2 ** (attempt - 1));
       existing = await this.contents(r, branch, path);
-      if (existing && existing.encoding !== 'none' && Buffer.from(existing.content, 'base64').toString('utf8') === content) return; // it was written
+      if (written()) return; // it was written
     }
   }
 
@@ -133,18 +184,15 @@ export class GitHubCodeHost implements CodeHost {
   }
 
   /**
-   * A 422 "Reference already exists" means the ref exists (an earlier apply, or a retry after a
-   * lost answer): take the next free name. Any other 422 (a name GitHub refuses) is an error.
+   * True when this created the branch; false on a 422 "Reference already exists" (made meanwhile
+   * by another call for the same name: used as it is). Any other 422 (a name GitHub refuses) is an error.
    */
-  private async createBranch(r: RepoRef, wanted: string, sha: string): Promise<string> {
-    for (let n = 1; n <= 20; n++) {
-      const name = n === 1 ? wanted : `${wanted}-${n}`;
-      const a = await this.call(r, 'POST', '/git/refs', { ref: `refs/heads/${name}`, sha }, undefined, [422]);
-      if (a.status !== 422) return name;
-      const why = ghMessage(a.json, '');
-      if (!/reference already exists/i.test(why)) throw new CodeHostError(slug(r), 422, `POST /git/refs (branch ${name}): ${why}`);
-    }
-    throw new CodeHostError(slug(r), 422, `branches ${wanted} to ${wanted}-20 all exist`);
+  private async createBranch(r: RepoRef, name: string, sha: string): Promise<boolean> {
+    const a = await this.call(r, 'POST', '/git/refs', { ref: `refs/heads/${name}`, sha }, undefined, [422]);
+    if (a.status !== 422) return true;
+    const why = ghMessage(a.json, '');
+    if (!/reference already exists/i.test(why)) throw new CodeHostError(slug(r), 422, `POST /git/refs (branch ${name}): ${why}`);
+    return false;
   }
 
   private async contents(r: RepoRef, ref: string, path: string): Promise<{ sha: string; content: string; encoding?: string } | null> {

@@ -554,6 +554,49 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', error: expect.stringContaining('folder procedures on main') });
   });
 
+  const pullsOnGitHub = async () => (await (await fetch(`${gh.url}/repos/luigis/ops/pulls?state=all`, { headers: { authorization: `Bearer ${gh.token}` } })).json() as { number: number; state: string; head: { ref: string } }[]).map((p) => `#${p.number} ${p.state} ${p.head.ref}`);
+  const branchOf = (id: string) => `neatroots/suggestion-${id.replace(/^sug_/, '').toLowerCase().replace(/[^a-z0-9-]/g, '-')}`;
+
+  it('a pull request GitHub opened though every answer was lost (and the look for it too): 409, then applied again it is that pull request, recorded; never a second', async () => {
+    await connect();
+    const { s } = await proposed();
+    gh.loseAnswers('POST', /\/pulls$/, 4);
+    gh.loseAnswers('GET', /\/pulls$/, 4);
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed' });
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', pr_url: null });
+    expect(await pullsOnGitHub()).toEqual([`#1 open ${branchOf(s.id)}`]);
+    const applied = await q.applySuggestion(WS, s.id, {});
+    expect(applied).toMatchObject({ status: 'pr_open', pr_url: expect.stringMatching(/\/luigis\/ops\/pull\/1$/), error: null });
+    expect((await review.suggestions.suggestions.repo.get(db, WS, s.id))!.pr_branch).toBe(branchOf(s.id));
+    expect(await pullsOnGitHub()).toEqual([`#1 open ${branchOf(s.id)}`]);
+  });
+
+  it('a 403 on POST /pulls (a token that may not open pull requests) leaves no branch behind, however often applied', async () => {
+    await connect();
+    const { s } = await proposed();
+    gh.answerNext('POST', /\/pulls$/, { status: 403, body: { message: 'Resource not accessible by personal access token' } }, 3);
+    for (let i = 0; i < 3; i++) {
+      await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed', message: expect.stringContaining('Resource not accessible') });
+    }
+    expect(gh.branches('luigis', 'ops')).toEqual(['main']);
+    expect(await q.applySuggestion(WS, s.id, {})).toMatchObject({ status: 'pr_open', pr_url: expect.stringMatching(/\/pull\/1$/) });
+    expect(gh.branches('luigis', 'ops')).toEqual(['main', branchOf(s.id)]);
+  });
+
+  it('applied again after a failure that left its branch (GitHub rate limited the commit and the clean-up): the same branch name, not name-2', async () => {
+    await connect();
+    const { s } = await proposed();
+    const limited = { status: 403, body: { message: 'API rate limit exceeded' }, headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.ceil(Date.now() / 1000) + 3600) } };
+    gh.answerNext('PUT', /\/contents\//, limited);
+    gh.answerNext('DELETE', /\/git\/refs\//, limited);
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed', message: expect.stringContaining('rate limited') });
+    expect(gh.branches('luigis', 'ops')).toEqual(['main', branchOf(s.id)]);
+    expect(await q.applySuggestion(WS, s.id, {})).toMatchObject({ status: 'pr_open' });
+    expect((await review.suggestions.suggestions.repo.get(db, WS, s.id))!.pr_branch).toBe(branchOf(s.id));
+    expect(gh.branches('luigis', 'ops')).toEqual(['main', branchOf(s.id)]);
+    expect(await pullsOnGitHub()).toEqual([`#1 open ${branchOf(s.id)}`]);
+  });
+
   it('a rate limit is waited out and the pull request opened', async () => {
     await connect();
     const { s } = await proposed();
