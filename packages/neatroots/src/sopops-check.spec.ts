@@ -45,6 +45,19 @@ describe('sopops check', () => {
     expect(bodies[1].checks[0]).toMatchObject({ procedure_id: 'pay', release_id: null, model: null, steps_done: 1 });
   });
 
+  it('prints started_at as the stored session gives it: in UTC, to the millisecond', async () => {
+    const body = (started_at: string | null) => JSON.stringify({ ...JSON.parse(session('s', [])), started_at });
+    const files = [
+      write('a.json', body('2026-11-30T11:00:00+01:00')),
+      write('b.json', body('2026-11-30t10:00z')),
+      write('c.json', body('2026-11-30T10:00:00.123456Z')),
+      write('d.json', body(null)),
+    ];
+    const r = await run(['check', '--procedures', 'procs', ...files], dir);
+    expect(r.err).toBe('');
+    expect(r.out.map((l) => JSON.parse(l).started_at)).toEqual(['2026-11-30T10:00:00.000Z', '2026-11-30T10:00:00.000Z', '2026-11-30T10:00:00.123Z', null]);
+  });
+
   it('--agent checks the files as that agent\'s sessions (also those that name none)', async () => {
     const f = write('a.json', session('s', [], null));
     const none = await run(['check', '--procedures', 'procs', f], dir);

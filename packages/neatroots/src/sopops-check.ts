@@ -85,7 +85,8 @@ a folder that does not compile (the reason on standard error).`,
       const decider = deps.decider ?? noModelDecider('no model is configured for sopops check');
       for (const { file, session } of sessions) {
         try {
-          io.out(JSON.stringify(sessionAsStored(await checkSession(folder, session, { decider, reviewer: deps.reviewer, agent, releaseId: null }), session)));
+          const body = await checkSession(folder, session, { decider, reviewer: deps.reviewer, agent, releaseId: null });
+          io.out(JSON.stringify(sessionAsStored(body, { started_at: asStoredTime(session.started_at), transcript_ref: session.transcript_ref })));
         } catch (e) {
           if (!(e instanceof UnknownAgentError)) throw e;
           io.err(`sopops check: ${file}: ${e.message}`);
@@ -95,6 +96,15 @@ a folder that does not compile (the reason on standard error).`,
       return 0;
     },
   };
+}
+
+/**
+ * started_at as the stored session's GET gives it: the same instant in UTC, to the millisecond
+ * (what the database keeps and toISOString writes), not the offset it was sent with.
+ * parseSession has checked it is an ISO 8601 time with its offset.
+ */
+function asStoredTime(v: string | null): string | null {
+  return v === null ? null : new Date(v).toISOString();
 }
 
 /** The session in the file, or why it cannot be read (a message naming the file). */
