@@ -358,6 +358,21 @@ describe('freshness and apply without a repo connection', () => {
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed' });
   });
 
+  it('apply after a newer verdict is refused (409 verdict_changed), the same verdict again or another one: nothing written, the suggestion stays proposed', async () => {
+    const { patternId, s } = await proposed('real');
+    // The reviewer gives the verdict again with more to say: fix tracking counts only suggestions made since it.
+    await q.giveVerdict(WS, patternId, { verdict: 'real', note: 'Still real; menus change weekly.', reviewer: 'bo' });
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'verdict_changed', message: expect.stringContaining('has a newer verdict (real') });
+    // Now the mistake is acceptable: the edit would go against the reviewer's latest judgement.
+    await q.giveVerdict(WS, patternId, { verdict: 'acceptable', reviewer: 'bo' });
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'verdict_changed', message: expect.stringContaining('has a newer verdict (acceptable') });
+    expect((await workspaces.head(WS)).changed).toEqual([]);
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', applied_at: null });
+    // A suggestion for the latest verdict applies.
+    const fresh = await settled((await q.suggest(WS, patternId, {})).id);
+    expect(await q.applySuggestion(WS, fresh.id, {})).toMatchObject({ status: 'applied' });
+  });
+
   it('conflict when the merged file would not compile', async () => {
     script = [{ rationale: 'Adds a never rule.', edits: [{ find: `- ${NEVER.text}`, replace: `- ${NEVER.text}\n- Promise a delivery time.` }] }];
     const { s } = await proposed();

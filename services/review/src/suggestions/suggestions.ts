@@ -156,6 +156,9 @@ export class Suggestions {
 
   private async applyClaimed(workspace: string, s: SuggestionRecord, reviewer: string | null, claim: string): Promise<SuggestionView> {
     const id = s.id;
+    const pattern = await this.patterns.pattern(this.db, workspace, s.pattern_id);
+    if (!pattern) throw new SopError(404, 'not_found', `the pattern of suggestion ${id} is gone`);
+    await this.answersLatestVerdict(s, pattern);
     const head = await this.head.headFiles(workspace);
     const since = this.sinceWritten(s, head);
     if (since.state === 'conflict') throw new SopError(409, 'conflict', `suggestion ${id} conflicts with the file as it is now: ${since.reason}`, since.issues.length ? since.issues : undefined);
@@ -248,12 +251,7 @@ export class Suggestions {
     if (this.claimed(old)) throw await this.notProposed(workspace, id, 'rewritten');
     const pattern = await this.patterns.pattern(this.db, workspace, old.pattern_id);
     if (!pattern) throw new SopError(404, 'not_found', `the pattern of suggestion ${id} is gone`);
-    // A rewrite answers the same verdict: made after a newer one, it would count toward that
-    // verdict's fix tracking while editing for the old one.
-    const latest = (await this.writes.contexts(this.db, [pattern])).get(pattern.id)?.verdict ?? null;
-    if (!latest || Date.parse(latest.created_at) !== Date.parse(old.verdict_at)) {
-      throw new SopError(409, 'verdict_changed', `suggestion ${id} answers the ${old.verdict} verdict of ${old.verdict_at}; pattern ${pattern.id} ${latest ? `has a newer verdict (${latest.verdict}, ${latest.created_at})` : 'has no verdict now'}: ask for a new suggestion for it instead (POST /patterns/${pattern.id}/suggest)`);
-    }
+    await this.answersLatestVerdict(old, pattern);
     const now = fileAt(await this.head.headFiles(workspace), old.path);
     if (!now) throw new SopError(409, 'not_at_head', `${old.path} is no longer at head: there is nothing to rewrite against`);
     const changes = unifiedDiff(old.old_text, now.text, { from: `a/${old.path}`, to: `b/${old.path}` });
@@ -279,6 +277,18 @@ export class Suggestions {
     const ok = await this.repo.set(this.db, s.id, { status: 'dismissed', note: input.note ?? null, reviewer: input.reviewer ?? s.reviewer, dismissed_at: 'now' }, DISMISSABLE, { unclaimedMs: APPLY_CLAIM_LAPSE_MS });
     if (!ok) throw new SopError(409, 'not_dismissable', `suggestion ${id} changed while it was dismissed`);
     return this.view(await this.must(workspace, id));
+  }
+
+  /**
+   * A 409 verdict_changed unless the suggestion answers the pattern's latest verdict. A rewrite
+   * or an apply after a newer verdict would edit the procedure against the reviewer's latest
+   * judgement, and not count toward that verdict's fix tracking (only suggestions made since it
+   * count) or count toward it while editing for the old one.
+   */
+  private async answersLatestVerdict(s: SuggestionRecord, pattern: PatternRecord): Promise<void> {
+    const latest = (await this.writes.contexts(this.db, [pattern])).get(pattern.id)?.verdict ?? null;
+    if (latest && Date.parse(latest.created_at) === Date.parse(s.verdict_at)) return;
+    throw new SopError(409, 'verdict_changed', `suggestion ${s.id} answers the ${s.verdict} verdict of ${s.verdict_at}; pattern ${pattern.id} ${latest ? `has a newer verdict (${latest.verdict}, ${latest.created_at})` : 'has no verdict now'}: ask for a new suggestion for it instead (POST /patterns/${pattern.id}/suggest)`);
   }
 
   /** Settles a pull request that was merged or closed (idempotent: only an open one moves). */
