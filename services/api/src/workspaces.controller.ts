@@ -31,6 +31,8 @@ function filesBody(body: unknown): { path: string; text: string }[] {
     if (!f || typeof f !== 'object' || typeof f.path !== 'string' || typeof f.text !== 'string') {
       throw ApiError.badRequest('invalid_body', `files[${i}] must be {"path": string, "text": string}`);
     }
+    const extra = Object.keys(f).find((k) => k !== 'path' && k !== 'text');
+    if (extra !== undefined) throw ApiError.badRequest('invalid_body', `files[${i}].${extra.slice(0, 100)}: unknown field (known: path, text)`);
     return { path: pathId(`files[${i}].path`, f.path), text: f.text };
   });
 }

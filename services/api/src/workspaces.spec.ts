@@ -82,6 +82,15 @@ describe.each(deployments(() => h))('the workspace endpoints (%s)', (_name, sopO
     });
   });
 
+  it('refuses a push with an unknown field, in the body or in a file, and leaves head as it was', async () => {
+    const before = (await call('GET', '/head')).body;
+    const extra = await call('PUT', '/head', { files: [folder[0], { ...folder[1], mode: '0644' }] });
+    expect(extra).toEqual({ status: 400, body: { error: { code: 'invalid_body', message: 'files[1].mode: unknown field (known: path, text)' } } });
+    const top = await call('PUT', '/head', { files: folder, force: true });
+    expect(top).toMatchObject({ status: 400, body: { error: { code: 'invalid_body', message: 'unknown field force in the body; it takes files' } } });
+    expect((await call('GET', '/head')).body).toEqual(before);
+  });
+
   it('pushes a folder, shows the unpublished diff, publishes releases and reads them by number, id and live', async () => {
     expect((await call('POST', '/releases')).body.error.code).toBe('nothing_to_publish');
     const pushed = await call('PUT', '/head', { files: folder });
