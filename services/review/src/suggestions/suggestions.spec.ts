@@ -547,6 +547,26 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'proposed', error: expect.stringContaining('refused the token') });
   });
 
+  it('error says why the latest apply failed: a refused token, then (the token fixed) a conflict on GitHub, then a newer verdict; cleared once applied', async () => {
+    await connect('ghp_revoked');
+    script = [REWORD_STEP1];
+    const { patternId, s } = await proposed();
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed' });
+    expect((await q.getSuggestion(WS, s.id)).error).toContain('refused the token');
+    await connect();
+    gh.commitFile('luigis', 'ops', 'main', 'sop/take-order.md', FILE.replace(STEP1, '1. Ask what the caller wants.'));
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'conflict' });
+    const conflicted = await q.getSuggestion(WS, s.id);
+    expect(conflicted).toMatchObject({ status: 'proposed', error: expect.stringContaining('conflicts with sop/take-order.md on main of luigis/ops') });
+    expect(conflicted.error).not.toContain('refused the token');
+    gh.commitFile('luigis', 'ops', 'main', 'sop/take-order.md', FILE);
+    await q.giveVerdict(WS, patternId, { verdict: 'real', note: 'Again.' });
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'verdict_changed' });
+    expect((await q.getSuggestion(WS, s.id)).error).toMatch(/^suggestion \S+ answers the real verdict of .* has a newer verdict/);
+    const fresh = await settled((await q.suggest(WS, patternId, {})).id);
+    expect(await q.applySuggestion(WS, fresh.id, {})).toMatchObject({ status: 'pr_open', error: null });
+  });
+
   it('a token stored under another secret key: apply answers 409 naming the workspace and NEATROOTS_SECRET_KEY, and the suggestion stays proposed with error', async () => {
     await new GitHubConnections(db, randomBytes(32), () => null as never).put(WS, { repository: 'luigis/ops', branch: 'main', path: 'sop', api_url: gh.url, token: gh.token });
     const { s } = await proposed();

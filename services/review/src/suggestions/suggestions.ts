@@ -142,6 +142,12 @@ export class Suggestions {
     if (!(await this.repo.claimApply(this.db, s.id, claim, APPLY_CLAIM_LAPSE_MS))) throw await this.notProposed(workspace, id, 'applied');
     try {
       return await this.applyClaimed(workspace, s, input.reviewer ?? s.reviewer, claim);
+    } catch (err) {
+      // Its error says why the latest apply failed (a conflict after a refused token: the conflict), not an earlier failure.
+      if (err instanceof SopError && err.status === 409 && err.code !== 'not_proposed') {
+        await this.repo.set(this.db, s.id, { error: err.message.replace(`suggestion ${id} stays proposed: `, '') }, ['proposed'], { claim });
+      }
+      throw err;
     } finally {
       await this.repo.set(this.db, s.id, { apply_claim: null, apply_claimed_at: null }, undefined, { claim });
     }
@@ -170,18 +176,15 @@ export class Suggestions {
     } catch (err) {
       // A token stored under another NEATROOTS_SECRET_KEY: the connection is there, its token cannot be read.
       if (!(err instanceof SecretKeyError)) throw err;
-      await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${err.message}` }, ['proposed'], { claim });
       throw new SopError(409, 'pull_request_failed', `suggestion ${id} stays proposed: the pull request could not be opened: ${err.message}`);
     }
     if (c) {
       const path = c.folder ? `${c.folder}/${s.procedure_id}.md` : `${s.procedure_id}.md`;
       const where = `${path} on ${c.branch} of ${c.repo.owner}/${c.repo.repo}`;
-      const refused = async (err: Error): Promise<SopError> => {
-        await this.repo.set(this.db, s.id, { error: `the pull request could not be opened: ${err.message}` }, ['proposed'], { claim });
-        return err instanceof CodeHostChangedError
+      const refused = (err: Error): SopError =>
+        err instanceof CodeHostChangedError
           ? new SopError(409, 'changed_on_code_host', `suggestion ${id} stays proposed: ${err.message}`)
           : new SopError(409, 'pull_request_failed', `suggestion ${id} stays proposed: the pull request could not be opened: ${err.message}`);
-      };
       // The pull request carries the suggestion's own edit onto the file as the branch has it:
       // edits made there since the workspace last had it are not undone, and the workspace's
       // edits not there yet are not brought in with it.
@@ -189,7 +192,7 @@ export class Suggestions {
       try {
         base = await c.host.readFile(c.repo, c.branch, path);
       } catch (err) {
-        throw await refused(err as Error);
+        throw refused(err as Error);
       }
       let content = text;
       if (base !== null) {
@@ -213,7 +216,7 @@ export class Suggestions {
           body: `${s.rationale ?? ''}\n\nSuggested by sopops (suggestion ${s.id}) for a ${s.verdict} verdict${s.verdict_note ? `: ${s.verdict_note}` : ''}.`,
         });
       } catch (err) {
-        throw await refused(err as Error);
+        throw refused(err as Error);
       }
       const opened = { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_repository: `${c.repo.owner}/${c.repo.repo}`, pr_api_url: c.apiUrl, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: mergedInto, reviewer, error: null } as const;
       if (!(await this.repo.set(this.db, s.id, opened, ['proposed'], { claim }))) {
