@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import { Client, Metadata, credentials, status, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
 import { context, trace, SpanStatusCode } from '@opentelemetry/api';
@@ -459,6 +460,45 @@ describe('ingest over gRPC', () => {
       const end = h.events[5].item as { kind: 'run_end'; run: RunEnd };
       expect(end.run).toMatchObject({ run_id: traceId, status: 'ok', final_output: 'Sorry, no data.' });
     });
+  });
+});
+
+describe('a call without a known key', () => {
+  it('is refused UNAUTHENTICATED before its message is read: no handler runs, and the headers alone are answered', async () => {
+    const h = await harness();
+    try {
+      // A large OTLP export (about 1.5 MB) without a key, and neatroots.v1 calls with an unknown one.
+      const many = Array.from({ length: 10_000 }, (_, i) => otlpSpan(i.toString(16).padStart(16, '0'), { a: 'x'.repeat(64) }));
+      await expect(exportOtlp(h, otlpRequest(many), md())).rejects.toMatchObject({ code: status.UNAUTHENTICATED, details: expect.stringContaining('missing API key') });
+      await expect(exportV1(h, { events: [spanEvent({})] }, md('nope'))).rejects.toMatchObject({ code: status.UNAUTHENTICATED, details: 'unknown API key' });
+      const sub = h.neatroots.subscribe({ run_id: 'r1' }, md('nope'));
+      const [subErr] = (await once(sub, 'error')) as [ServiceError];
+      expect(subErr.code).toBe(status.UNAUTHENTICATED);
+      // No handler ran: the exports are counted by their handlers once they start.
+      expect({ exports: h.ingest.metrics.exports, failed: h.ingest.metrics.calls_failed }).toEqual({ exports: { otlp: 0, neatroots: 0 }, failed: { UNAUTHENTICATED: 3 } });
+
+      // The headers of a call, and no message at all: answered at once, from them alone.
+      const headersOnly = async (port: number, path: string, key?: string) => {
+        const session = http2.connect(`http://127.0.0.1:${port}`);
+        session.on('error', () => undefined);
+        try {
+          const req = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', ...(key ? { 'x-api-key': key } : {}) }, { endStream: false });
+          req.on('error', () => undefined);
+          const [headers] = (await once(req, 'response')) as [http2.IncomingHttpHeaders];
+          return { status: headers['grpc-status'], message: decodeURIComponent(String(headers['grpc-message'])) };
+        } finally {
+          session.destroy();
+        }
+      };
+      expect(await headersOnly(h.ingest.otlpPort, '/opentelemetry.proto.collector.trace.v1.TraceService/Export')).toEqual({ status: '16', message: expect.stringContaining('missing API key') });
+      expect(await headersOnly(h.ingest.grpcPort, '/neatroots.v1.Ingest/Export', 'nope')).toEqual({ status: '16', message: 'unknown API key' });
+      expect(await headersOnly(h.ingest.grpcPort, '/neatroots.v1.Ingest/PreCheck', 'nope')).toEqual({ status: '16', message: 'unknown API key' });
+      // With the key, a call goes on to its handler as before.
+      await expect(exportOtlp(h, otlpRequest([otlpSpan('0000000000000001', {})]))).resolves.toEqual({});
+      expect(h.ingest.metrics.exports.otlp).toBe(1);
+    } finally {
+      await h.close();
+    }
   });
 });
 

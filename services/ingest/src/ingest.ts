@@ -3,8 +3,10 @@ import { hostname } from 'node:os';
 import {
   Metadata,
   Server,
+  ServerInterceptingCall,
   status as Status,
   type MethodDefinition,
+  type ServerInterceptor,
   type ServerUnaryCall,
   type ServerWritableStream,
   type ServiceDefinition,
@@ -172,6 +174,8 @@ const INGEST_SERVICE: ServiceDefinition = {
   preCheck: withSafeDecoder(v1.IngestService.preCheck),
   preCheckPolicy: withSafeDecoder(v1.IngestService.preCheckPolicy),
 };
+/** The methods that take a key: every one of the two services. */
+const KEYED_PATHS = new Set([...Object.values(OTLP_SERVICE), ...Object.values(INGEST_SERVICE)].map((m) => m.path));
 
 /** An open Subscribe stream: the key it was opened with, that key's project then, and how to end it refused. */
 interface OpenStream {
@@ -234,7 +238,17 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   // ---- shared steps ----
 
+  /**
+   * Calls whose key was checked before their message (an OTLP/HTTP body) was read: the project.
+   * Such a call was taken then: it goes on if a stop begins while its message is read.
+   */
+  const admitted = new WeakMap<Metadata, string>();
+
+  /** The project of a call's key: refused while closing, without a key or with an unknown one. */
   async function authenticate(md: Metadata): Promise<string> {
+    const checked = admitted.get(md);
+    if (checked !== undefined) return checked;
+    notClosing();
     const key = apiKeyFrom(md);
     if (!key) throw new CallError(Status.UNAUTHENTICATED, 'missing API key: send it as "x-api-key" or "authorization: Bearer <key>" metadata');
     let project: string | undefined;
@@ -246,6 +260,37 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     if (!project) throw new CallError(Status.UNAUTHENTICATED, 'unknown API key');
     return project;
   }
+
+  /**
+   * The key of a call checked before its message is read: answers the refusal (counted), or
+   * undefined with the call admitted. grpc-js reads, unpacks and decodes a call's message before
+   * the handler runs, and OTLP/HTTP its body: for a call without a known key, never.
+   */
+  async function admitKey(md: Metadata): Promise<CallError | undefined> {
+    try {
+      admitted.set(md, await authenticate(md));
+      return undefined;
+    } catch (e) {
+      const err = e instanceof CallError ? e : new CallError(Status.INTERNAL, (e as Error)?.message ?? String(e));
+      if (!(e instanceof CallError)) log.error('ingest: unexpected error checking a key', e);
+      inc(metrics.calls_failed, Status[err.code]);
+      return err;
+    }
+  }
+
+  /** grpc-js's hook before a call's message is read: a keyed method's key is checked first (admitKey). */
+  const keyFirst: ServerInterceptor = (method, call) => {
+    if (!KEYED_PATHS.has(method.path)) return new ServerInterceptingCall(call);
+    const intercepted: ServerInterceptingCall = new ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (md, pass) => {
+            void admitKey(md).then((refused) => (refused ? intercepted.sendStatus({ code: refused.code, details: refused.message }) : pass(md)));
+          },
+        }),
+    });
+    return intercepted;
+  };
 
   function body<T>(req: Decoded<T>): T {
     if (!req.ok) throw new CallError(Status.INVALID_ARGUMENT, req.error);
@@ -380,7 +425,6 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   async function acceptOtlp(md: Metadata, decoded: DecodedRequest): Promise<otlp.ExportTraceServiceResponse> {
     metrics.exports.otlp++;
-    notClosing();
     const project = await authenticate(md);
     const req = body(decoded);
     admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
@@ -436,7 +480,6 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   ): Promise<void> {
     metrics.exports.neatroots++;
     try {
-      notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
       admit(req.events.length);
@@ -458,7 +501,6 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   async function preCheck(call: ServerUnaryCall<Decoded<v1.PreCheckRequest>, v1.PreCheckResponse>, cb: sendUnaryData<v1.PreCheckResponse>): Promise<void> {
     try {
-      notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
       if (!opts.precheck) throw new CallError(Status.UNAVAILABLE, 'no rule engine answers pre-call checks here (a distributed ingest asks the one at NEATROOTS_RULE_ENGINE_ADDR)');
@@ -490,7 +532,6 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   async function preCheckPolicy(call: ServerUnaryCall<Decoded<v1.PreCheckPolicyRequest>, v1.PreCheckPolicyResponse>, cb: sendUnaryData<v1.PreCheckPolicyResponse>): Promise<void> {
     try {
-      notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
       const p = opts.precheck;
@@ -518,7 +559,6 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   async function subscribe(call: ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>): Promise<void> {
     let fields: LogFields = {};
     try {
-      notClosing();
       const project = await authenticate(call.metadata);
       const req = body(call.request);
       fields = { project, run_id: req.run_id };
@@ -632,6 +672,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     'grpc.max_receive_message_length': maxBytes,
     'grpc.keepalive_time_ms': keepalive.everyMs,
     'grpc.keepalive_timeout_ms': keepalive.timeoutMs,
+    interceptors: [keyFirst],
   };
   const otlpImpl = { export: otlpExport };
   const ingestImpl = { export: ingestExport, subscribe, preCheck, preCheckPolicy };
@@ -665,6 +706,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         maxBodyBytes: maxBytes,
         corsOrigins: opts.otlpHttpCorsOrigins,
         retryAfterMs: opts.pressure?.retryAfterMs ?? 1000,
+        checkKey: admitKey,
         exportTraces: otlpHttpExport,
         logger: log,
       });

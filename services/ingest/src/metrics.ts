@@ -3,7 +3,7 @@
  * client sends one by one: OTLP spans, and neatroots.v1 events (spans and run events).
  */
 export interface IngestMetrics {
-  /** Export calls by API. */
+  /** Export calls by API, once past the key check (a call without a known key is refused before). */
   exports: { otlp: number; neatroots: number };
   items_received: number;
   items_accepted: number;

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import * as http from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
@@ -372,6 +374,25 @@ describe('OTLP/HTTP by hand (what curl sends)', () => {
     expect(bearer.status).toBe(200);
     expect((await post('x', 'text/plain')).status).toBe(415);
     expect((await fetch(url.replace('traces', 'metrics'), { method: 'POST', body: '{}' })).status).toBe(404);
+  });
+
+  it('refuses a request without a known key before reading its body: 401 once the headers are in, the connection closed', async () => {
+    // A keyless gzip body that does not unpack: 401, not the 400 its reading would give.
+    const packed = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: Buffer.from('not gzip') });
+    expect({ status: packed.status, message: (await answerOf(packed)).message }).toEqual({ status: 401, message: expect.stringContaining('missing API key') });
+    // Headers that announce a large body (under the bound), and not one byte of it: answered.
+    const headersOnly = async (extra: Record<string, string>) => {
+      const req = http.request(url, { method: 'POST', headers: { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip', 'content-length': String(200 * 1024), ...extra } });
+      req.on('error', () => undefined); // the connection closed under the unsent body
+      req.flushHeaders();
+      const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      req.destroy();
+      return { status: res.statusCode, connection: res.headers.connection, message: statusMessage(Buffer.concat(chunks)) };
+    };
+    expect(await headersOnly({})).toEqual({ status: 401, connection: 'close', message: expect.stringContaining('missing API key') });
+    expect(await headersOnly({ 'x-api-key': 'nope' })).toEqual({ status: 401, connection: 'close', message: 'unknown API key' });
   });
 
   it('answers 503 with Retry-After, taking nothing, when the bus is down; and stops listening on close', async () => {

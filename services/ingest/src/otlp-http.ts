@@ -15,9 +15,10 @@ const gunzipAsync = promisify(gunzip);
  * OTLP/HTTP trace export (`POST /v1/traces`), as the OpenTelemetry protocol specification
  * defines it: binary protobuf (`application/x-protobuf`) or OTLP/JSON (`application/json`),
  * optionally gzip-compressed; the answer in the request's encoding. The receiver only speaks
- * HTTP: once a body is decoded to the generated OTLP types it goes to `exportTraces`, the
- * same function the gRPC receiver calls, so keys, mapping, limits and back-pressure are one
- * code path whatever the transport.
+ * HTTP: a request's key is checked from its headers first (`checkKey`, the gRPC receiver's
+ * check), so no body is read without a known key; once a body is decoded to the generated OTLP
+ * types it goes to `exportTraces`, the same function the gRPC receiver calls, so keys, mapping,
+ * limits and back-pressure are one code path whatever the transport.
  *
  * Status codes (the spec's, and what its exporters do with them):
  * 200 accepted (with partialSuccess when some spans were rejected); 400 a malformed body or
@@ -51,6 +52,11 @@ export interface OtlpHttpOptions {
   corsOrigins?: string[];
   /** What Retry-After asks on 429 and 503. */
   retryAfterMs: number;
+  /**
+   * Checks the request's key (its headers as gRPC metadata) before the body is read: the
+   * refusal, or nothing for a request to go on with. The same metadata goes to exportTraces.
+   */
+  checkKey(md: Metadata): Promise<{ code: Status; message: string } | undefined>;
   exportTraces(md: Metadata, req: DecodedRequest): Promise<OtlpOutcome>;
   logger: Pick<Console, 'error'>;
 }
@@ -228,9 +234,13 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
         throw new HttpError(405, Status.INVALID_ARGUMENT, `${TRACES_PATH} takes POST, not ${req.method}`);
       }
       enc = contentTypeOf(req);
+      // No body is read, unpacked or decoded for a request without a known key.
+      const md = metadataOf(req);
+      const refused = await opts.checkKey(md);
+      if (refused) throw new HttpError(HTTP_STATUS[refused.code] ?? 500, refused.code, refused.message);
       const body = await inflate(req, await readBody(req, opts.maxBodyBytes), opts.maxBodyBytes);
       const decoded = decode(body, enc);
-      const outcome = await opts.exportTraces(metadataOf(req), decoded);
+      const outcome = await opts.exportTraces(md, decoded);
       if (outcome.ok) {
         send(res, 200, enc, enc === 'json' ? encodeOtlpJsonResponse(outcome.response) : Buffer.from(otlp.ExportTraceServiceResponse.encode(outcome.response).finish()));
       } else {
