@@ -292,14 +292,23 @@ export class ReviewReadRepo {
     return res.rows.map((r) => ({ release_id: r.release_id, procedure_id: r.procedure_id, result: r.result, n: num(r.n) }));
   }
 
-  /** Findings of the sessions checked on these releases, per release, rule pattern (null: not in one yet), procedure and suppression. */
-  async findingsByRelease(workspace: string, releaseIds: readonly string[]): Promise<{ release_id: string; rule_pattern_id: string | null; procedure_id: string; suppressed: boolean; n: number }[]> {
-    const res = await this.db.query<{ release_id: string; rule_pattern_id: string | null; procedure_id: string; suppressed: boolean; n: unknown }>(
-      `SELECT f.release_id, f.rule_pattern_id, f.procedure_id, f.suppressed, count(*) AS n FROM sop_findings f
-        WHERE f.workspace = $1 AND f.release_id = ANY($2::text[]) GROUP BY 1, 2, 3, 4`,
+  /**
+   * Findings of the sessions checked on these releases, per release, rule pattern (null: not in
+   * one yet), procedure, suppression and whether their check was measurable (followed, partial
+   * or deviated: the checks a rate counts).
+   */
+  async findingsByRelease(
+    workspace: string,
+    releaseIds: readonly string[],
+  ): Promise<{ release_id: string; rule_pattern_id: string | null; procedure_id: string; suppressed: boolean; measurable: boolean; n: number }[]> {
+    const res = await this.db.query<{ release_id: string; rule_pattern_id: string | null; procedure_id: string; suppressed: boolean; measurable: boolean; n: unknown }>(
+      `SELECT f.release_id, f.rule_pattern_id, f.procedure_id, f.suppressed,
+              coalesce(c.checked_result IS NOT NULL AND c.result IN ('followed', 'partial', 'deviated'), false) AS measurable, count(*) AS n
+         FROM sop_findings f LEFT JOIN sop_checks c ON c.session_id = f.session_id AND c.procedure_id = f.procedure_id
+        WHERE f.workspace = $1 AND f.release_id = ANY($2::text[]) GROUP BY 1, 2, 3, 4, 5`,
       [workspace, releaseIds],
     );
-    return res.rows.map((r) => ({ ...r, n: num(r.n) }));
+    return res.rows.map((r) => ({ ...r, measurable: r.measurable === true, n: num(r.n) }));
   }
 
   /**
@@ -316,6 +325,22 @@ export class ReviewReadRepo {
       [workspace, window.from, window.to],
     );
     return res.rows.map((r) => ({ procedure_id: r.procedure_id, week: weekLabel(r.week), result: r.result, n: num(r.n) }));
+  }
+
+  /**
+   * Findings (not suppressed) per rule pattern in the window's not_measurable checks: Insights
+   * leaves them out of its rates, as it leaves those sessions out. Read from the not_measurable
+   * checks of the window (their covering index), then their findings.
+   */
+  async unmeasuredFindings(workspace: string, window: ReviewWindow): Promise<{ rule_pattern_id: string; n: number }[]> {
+    const res = await this.aggregate<{ rule_pattern_id: string; n: unknown }>(
+      `SELECT f.rule_pattern_id, count(*) AS n FROM sop_checks c
+         JOIN sop_findings f ON f.session_id = c.session_id AND f.procedure_id = c.procedure_id
+        WHERE c.workspace = $1 AND c.at >= $2::timestamptz AND c.at < $3::timestamptz AND c.checked_result IS NOT NULL AND c.result = 'not_measurable'
+          AND f.rule_pattern_id IS NOT NULL AND NOT f.suppressed GROUP BY 1`,
+      [workspace, window.from, window.to],
+    );
+    return res.rows.map((r) => ({ rule_pattern_id: r.rule_pattern_id, n: num(r.n) }));
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Db } from '@neatroots/ports';
-import { ruleLabel } from '@neatroots/review-domain';
+import { Lineage, LineageCycleError, ruleLabel } from '@neatroots/review-domain';
 import type { Lock } from '@neatroots/sop';
-import { ReviewReadRepo, SopError, WorkspaceRepo, type CompareQuery, type CompareSide, type ReleaseCompareView, type ReleaseRecord } from '@neatroots/store';
+import { LineageRepo, ReviewReadRepo, SopError, WorkspaceRepo, type CompareQuery, type CompareSide, type LineageRow, type ReleaseCompareView, type ReleaseRecord } from '@neatroots/store';
 import { addResult, followRate, zeroResults } from './insights';
 import type { ReviewWrites } from './writes';
 
@@ -11,10 +11,13 @@ const side = (): CompareSide => ({ sessions: 0, results: zeroResults(), follow_r
  * GET /insights/compare: two releases side by side, over the sessions checked on each (a
  * session is checked on the release it asked for, else the one live then). Per procedure, its
  * sessions, results and follow rate on each release; per rule pattern, its findings and their
- * rate (findings / the procedure's sessions on that release) on each. Rule patterns follow the
- * rule's lineage, so a rule reworded between the two releases (by a suggestion or by hand) is
- * one row: whether the new wording is followed better is the row's two rates. Suppressed
- * findings are in no count or rate, shown apart, as in Insights.
+ * rate on each: the share of the procedure's measurable sessions on that release (followed,
+ * partial or deviated; not_measurable ones are left out of rates, as fix tracking leaves them
+ * out) with a finding of the rule, null when the release has no wording of the rule (or no
+ * measurable session). Rule patterns follow the rule's lineage, so a rule reworded between the
+ * two releases (by a suggestion or by hand) is one row: whether the new wording is followed
+ * better is the row's two rates. Suppressed findings are in no count or rate, shown apart, as
+ * in Insights.
  */
 export async function compareReleases(db: Db, writes: ReviewWrites, workspace: string, q: CompareQuery): Promise<ReleaseCompareView> {
   const repo = new WorkspaceRepo(db);
@@ -24,7 +27,14 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
   if (from.id === to.id) throw new SopError(400, 'invalid_query', `from and to are the same release (${to.number})`);
   const read = new ReviewReadRepo(db);
   const ids = [from.id, to.id];
-  const [checks, findings, patterns] = await Promise.all([read.checksByRelease(workspace, ids), read.findingsByRelease(workspace, ids), writes.repo.patternsOf(db, workspace)]);
+  const [checks, findings, patterns, lineageRows] = await Promise.all([
+    read.checksByRelease(workspace, ids),
+    read.findingsByRelease(workspace, ids),
+    writes.repo.patternsOf(db, workspace),
+    new LineageRepo().rows(db, workspace),
+  ]);
+  const rulesOf = lineagesIn(lineageRows);
+  const has = { from: rulesOf(from), to: rulesOf(to) };
 
   type Row = ReleaseCompareView['procedures'][number];
   const rows = new Map<string, Row>();
@@ -46,6 +56,8 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
   }
   const byPattern = new Map(patterns.map((p) => [p.id, p]));
   const rules = new Map<string, Row['rules'][number]>();
+  /** Per rule pattern, its findings (not suppressed) in measurable checks on each side: a rate's numerator. */
+  const measured = new Map<string, { from: number; to: number }>();
   for (const f of findings) {
     const p = f.rule_pattern_id ? byPattern.get(f.rule_pattern_id) : undefined;
     const procedureId = p?.procedure_id ?? f.procedure_id;
@@ -61,15 +73,26 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
       rules.set(p.id, rule);
       r.rules.push(rule);
     }
-    const at = f.release_id === from.id ? rule.from : rule.to;
+    const onFrom = f.release_id === from.id;
+    const at = onFrom ? rule.from : rule.to;
     if (f.suppressed) at.suppressed += f.n;
     else at.findings += f.n;
+    if (!f.suppressed && f.measurable) {
+      const m = measured.get(p.id) ?? measured.set(p.id, { from: 0, to: 0 }).get(p.id)!;
+      if (onFrom) m.from += f.n;
+      else m.to += f.n;
+    }
   }
   for (const r of rows.values()) {
     for (const s of [r.from, r.to]) s.follow_rate = followRate(s.results);
     for (const rule of r.rules) {
-      rule.from.rate = r.from.sessions ? rule.from.findings / r.from.sessions : null;
-      rule.to.rate = r.to.sessions ? rule.to.findings / r.to.sessions : null;
+      const m = measured.get(rule.pattern_id) ?? { from: 0, to: 0 };
+      for (const side of ['from', 'to'] as const) {
+        const judged = r[side].results.followed + r[side].results.partial + r[side].results.deviated;
+        // A release without the rule has no rate for it; one with findings of it has the rule, whatever the lineage says.
+        const ran = has[side].has(`${r.procedure_id}\0${rule.rule_id}`) || rule[side].findings + rule[side].suppressed > 0;
+        rule[side].rate = ran && judged ? m[side] / judged : null;
+      }
     }
     r.rules.sort((a, b) => b.to.findings + b.from.findings - (a.to.findings + a.from.findings) || (a.pattern_id < b.pattern_id ? -1 : 1));
   }
@@ -83,6 +106,20 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
     filters: { procedure: q.procedure ?? null },
     procedures: [...rows.values()].sort((a, b) => b.to.sessions + b.from.sessions - (a.to.sessions + a.from.sessions) || (a.procedure_id < b.procedure_id ? -1 : 1)),
   };
+}
+
+/** The lineages (procedure id, NUL, lineage id) with a wording in a release, by the workspace's lineage rows. */
+function lineagesIn(rows: readonly LineageRow[]): (r: ReleaseRecord<Lock>) => Set<string> {
+  const lineage = new Lineage(rows.map((l) => ({ procedure_id: l.procedure_id, rule_id: l.rule_id, previous_rule_id: l.previous_rule_id, how: l.how, similarity: l.similarity })));
+  const idOf = (procedureId: string, ruleId: string) => {
+    try {
+      return lineage.lineageId(procedureId, ruleId);
+    } catch (err) {
+      if (err instanceof LineageCycleError) return ruleId;
+      throw err;
+    }
+  };
+  return (r) => new Set(r.lock.procedures.flatMap((p) => p.rules.map((rule) => `${p.procedure_id}\0${idOf(p.procedure_id, rule.rule_id)}`)));
 }
 
 async function must(repo: WorkspaceRepo, workspace: string, ref: string, field: 'from' | 'to'): Promise<ReleaseRecord<Lock>> {

@@ -37,12 +37,13 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
     const ofRule = await read.proceduresOfRule(workspace, q.rule);
     procedures = procedures ? procedures.filter((p) => ofRule.includes(p)) : ofRule;
   }
-  const [sessionRows, checkRows, findingRows, patterns, live] = await Promise.all([
+  const [sessionRows, checkRows, findingRows, patterns, live, unmeasured] = await Promise.all([
     read.sessionResults(workspace, window, procedures),
     read.checkResults(workspace, window),
     read.findingsByWeek(workspace, window, { procedure: q.procedure, lineage: q.rule }),
     writes.repo.patternsOf(db, workspace),
     new WorkspaceRepo(db).release<Lock>(workspace, 'live'),
+    read.unmeasuredFindings(workspace, window),
   ]);
 
   const names = new Map<string, string>();
@@ -98,9 +99,13 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
       if (i !== undefined) rung.trend[i] += f.n;
     }
   }
+  // A rung's rate: the share of its procedure's measurable checks with a finding of it (not_measurable ones left out of both).
+  const unmeasuredOf = new Map(unmeasured.map((u) => [u.rule_pattern_id, u.n]));
   for (const rung of ladder.values()) {
-    rung.sessions = board.get(rung.procedure_id)?.sessions ?? 0;
-    rung.rate = rung.sessions ? rung.findings / rung.sessions : null;
+    const b = board.get(rung.procedure_id);
+    rung.sessions = b?.sessions ?? 0;
+    const judged = b ? b.results.followed + b.results.partial + b.results.deviated : 0;
+    rung.rate = judged ? Math.max(0, rung.findings - (unmeasuredOf.get(rung.pattern_id) ?? 0)) / judged : null;
   }
 
   return {

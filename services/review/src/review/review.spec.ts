@@ -307,6 +307,41 @@ describe('release compare', () => {
     expect(await err(review.queries.compareReleases(WS, { from: '2', to: second.id }))).toMatchObject({ status: 400, code: 'invalid_query' });
     expect(await err(review.queries.compareReleases(WS, { from: '9' }))).toMatchObject({ status: 404, message: expect.stringContaining('from: no release 9') });
   });
+
+  it("a rule's rate is its share of the measurable sessions (in Insights too), and null on a release without the rule", async () => {
+    // Release 1: step 1 of card-payment skipped once in 4 judged sessions; 6 not_measurable ones
+    // (the agent never spoke), 3 of them with step 1 skipped too.
+    const silent = { turns: fixture('payment-skipped').turns.map((t: { role: string; text: string }) => (t.role === 'agent' ? { ...t, text: '' } : t)) };
+    let n = 200;
+    const onRelease = [await send('payment-skipped', n++)];
+    for (let i = 0; i < 3; i++) onRelease.push(await send('payment-followed', n++));
+    for (let i = 0; i < 3; i++) onRelease.push(await send('payment-agent-never-spoke', n++));
+    for (let i = 0; i < 3; i++) onRelease.push(await send('payment-skipped', n++, silent));
+    const silentOne = onRelease[onRelease.length - 1];
+    expect(silentOne.checks.find((c) => c.procedure_id === 'card-payment')).toMatchObject({ result: 'not_measurable' });
+    expect(findingRules(silentOne).map((r) => [r.text, r.status])).toEqual([['Find the order.', 'skipped']]);
+
+    // Release 2 drops the step; a session checked on it.
+    const lineage = new RuleLineage(db);
+    const workspaces = new SopWorkspaces(db, undefined, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
+    const file = await workspaces.file(WS, 'procedures/card-payment.md');
+    const without = file.text.replace('1. Find the order. [tool: lookup_order, required]\n2. Charge', '1. Charge').replace('3. Email', '2. Email');
+    expect(without).not.toBe(file.text);
+    await workspaces.saveFile(WS, 'procedures/card-payment.md', without);
+    await workspaces.publish(WS);
+    await send('payment-followed', n++);
+
+    const pay = (await review.queries.compareReleases(WS, { from: '1', to: '2' })).procedures.find((p) => p.procedure_id === 'card-payment')!;
+    expect(pay.from).toMatchObject({ sessions: 10, findings: 4, results: { deviated: 1, followed: 3, not_measurable: 6 } });
+    expect(pay.to).toMatchObject({ sessions: 1, results: { followed: 1 } });
+    const step = pay.rules.find((r) => r.text === 'Find the order.')!;
+    // 1 of the 4 measurable sessions, not 4 findings of 10 sessions; no rate where the rule is not.
+    expect(step).toMatchObject({ label: 'Step 1', from: { findings: 4, rate: 0.25 }, to: { findings: 0, rate: null } });
+    const back = (await review.queries.compareReleases(WS, { from: '2', to: '1' })).procedures.find((p) => p.procedure_id === 'card-payment')!;
+    expect(back.rules.find((r) => r.pattern_id === step.pattern_id)).toMatchObject({ from: { findings: 0, rate: null }, to: { findings: 4, rate: 0.25 } });
+    // Insights' top patterns give the same share over the window (both releases: 1 of 5 measurable sessions).
+    expect((await review.queries.insights(WS, {})).ladder.find((l) => l.pattern_id === step.pattern_id)).toMatchObject({ findings: 4, sessions: 11, rate: 0.2 });
+  });
 });
 
 describe('insights', () => {
