@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Db } from '@neatroots/ports';
-import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite, until } from '@neatroots/platform';
+import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite, until, type GitHubOptions } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
 import { compileFiles, readFolder, type DecisionGateway } from '@neatroots/sop';
 import { SopSessionsRepo, sopFindingId, SuggestionsRepo, type ReviewSopQueries, type SuggestionView } from '@neatroots/store';
@@ -45,6 +45,8 @@ let q: ReviewSopQueries;
 let workspaces: SopWorkspaces;
 let gh: FakeGitHub;
 let github: GitHubConnections;
+/** More options of the GitHub adapter, for one test. */
+let hostOptions: Partial<GitHubOptions>;
 /** What the model answers to each SuggestEdit call, in order (then ADD_SIGN). */
 let script: unknown[];
 const suggestCalls: FakeCall[] = [];
@@ -83,7 +85,8 @@ beforeEach(async () => {
   });
   gh = await startFakeGitHub();
   gh.addRepo('luigis', 'ops', 'main', { 'sop/take-order.md': FILE });
-  github = new GitHubConnections(db, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10 }));
+  hostOptions = {};
+  github = new GitHubConnections(db, randomBytes(32), (c) => new GitHubCodeHost({ token: c.token, baseUrl: c.api_url, backoffMs: 10, ...hostOptions }));
   jobs = new InlineJobs();
   workspaces = new SopWorkspaces(db);
   review = new ReviewSop({ db, jobs, gateway: async () => gatewayOf(answerer), workspaces, github, prStatusCron: null });
@@ -506,6 +509,28 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     await q.pattern(WS, s.pattern_id, {});
     expect(gh.requests.length).toBe(looked);
   });
+
+  it('GitHub not answering: readers of the suggestion and its pattern at one moment make one request between them and answer with the stored state, not after GitHub gives up', async () => {
+    await connect();
+    const { patternId, s } = await proposed();
+    const applied = await q.applySuggestion(WS, s.id, {});
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    hostOptions = { attempts: 1, timeoutMs: 30_000 }; // one try that GitHub holds for 30 s
+    gh.hangNext(100);
+    const asked = () => gh.requests.filter((r) => /\/pulls\/1$/.test(r.path)).length;
+    const t0 = Date.now();
+    const [a, b, c, d] = await Promise.all([q.getSuggestion(WS, s.id), q.getSuggestion(WS, s.id), q.pattern(WS, patternId, {}), q.pattern(WS, patternId, {})]);
+    const took = Date.now() - t0;
+    expect(asked()).toBe(1);
+    for (const x of [a, b]) expect(x).toMatchObject({ status: 'pr_open', pr_url: applied.pr_url, error: null });
+    for (const x of [c, d]) expect(x).toMatchObject({ review_state: 'fixing', suggestions: [expect.objectContaining({ id: s.id, status: 'pr_open' })] });
+    // Well within the 30 s GitHub holds the one request (and the distributed api's 30 s deadline).
+    expect(took).toBeLessThan(20_000);
+    // Within the minute it is not asked again.
+    await q.getSuggestion(WS, s.id);
+    await q.pattern(WS, patternId, {});
+    expect(asked()).toBe(1);
+  }, 120_000);
 
   it('a pull request is followed in the repository it was opened in, though the connection names another one now', async () => {
     await connect();

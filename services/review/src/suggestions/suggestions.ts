@@ -34,6 +34,11 @@ export type CodeHostOfWorkspace = (workspace: string) => Promise<{ host: CodeHos
 /** A pull request is looked at on read at most this often. */
 export const PR_READ_INTERVAL_MS = 60_000;
 /**
+ * A read waits this long at most for its look at a pull request, then answers with the stored
+ * state; the look goes on, and what it finds is there for the next read.
+ */
+export const PR_READ_WAIT_MS = 5_000;
+/**
  * An apply's claim on its suggestion lapses after this long (the apply crashed or was stopped):
  * far longer than an apply takes, GitHub's rate-limit waits and retries included.
  */
@@ -122,12 +127,32 @@ export class Suggestions {
     await Promise.all(open.map((r) => this.followIfStale(r)));
   }
 
-  /** Follows an open pull request not looked at for a while; true when it looked. */
+  /**
+   * Follows an open pull request not looked at for a while; true when it looked. The look is
+   * claimed first (pr_checked_at set, where it is still stale), so of the readers at one moment
+   * one asks GitHub and the others answer at once; and the reader waits for it at most
+   * PR_READ_WAIT_MS, so a GitHub that does not answer (4 tries of 10 s) holds no read.
+   */
   private async followIfStale(s: SuggestionRecord): Promise<boolean> {
     if (s.status !== 'pr_open' || (s.pr_checked_at && this.now() - Date.parse(s.pr_checked_at) < PR_READ_INTERVAL_MS)) return false;
+    const claimed = await this.db.query(
+      `UPDATE sop_suggestions SET pr_checked_at = clock_timestamp()
+        WHERE id = $1 AND status = 'pr_open' AND (pr_checked_at IS NULL OR pr_checked_at < clock_timestamp() - $2 * interval '1 millisecond') RETURNING id`,
+      [s.id, PR_READ_INTERVAL_MS],
+    );
+    if (!claimed.rows.length) return false;
     // GitHub away or the token refused: the reader sees the last known state and why it is not
     // newer, and the next reads within the minute do not wait on GitHub again.
-    await this.followOne(s).catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}`, pr_checked_at: 'now' }, ['pr_open']));
+    const look = this.followOne(s)
+      .catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}`, pr_checked_at: 'now' }, ['pr_open']))
+      .catch(() => undefined); // the database gone meanwhile (a stop): nothing to tell
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, PR_READ_WAIT_MS);
+      timer.unref();
+    });
+    await Promise.race([look, waited]);
+    clearTimeout(timer);
     return true;
   }
 
