@@ -436,13 +436,28 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     const onGitHub = FILE.replace(line4, '4. Read the order back to the caller, item by item. [required]');
     gh.commitFile('luigis', 'ops', 'main', 'sop/take-order.md', onGitHub);
     await workspaces.saveFile(WS, 'procedures/take-order.md', FILE.replace(ALLERGY, `${ALLERGY} Ask which one.`));
+    expect((await q.getSuggestion(WS, s.id)).freshness).toBe('merges');
     const applied = await q.applySuggestion(WS, s.id, {});
-    expect(applied).toMatchObject({ status: 'pr_open' });
+    // Its edit was merged into GitHub's file, not into a version of head.
+    expect(applied).toMatchObject({ status: 'pr_open', merged_into_version: null });
     const rec = (await review.suggestions.suggestions.repo.get(db, WS, s.id))!;
     const inPr = gh.fileAt('luigis', 'ops', rec.pr_branch!, 'sop/take-order.md')!;
     expect(inPr).toBe(onGitHub.replace(STEP1, '1. Ask what the caller would like to order, then wait for the answer.'));
     expect(inPr).not.toContain('Ask which one.');
     expect(rec.applied_text).toBe(inPr);
+  });
+
+  it('a file the repository does not have yet: the pull request adds head\'s file with the edit, and merged_into_version is the head version it was merged into', async () => {
+    gh.addRepo('luigis', 'ops', 'main', { 'sop/README.md': 'Procedures.\n' });
+    await connect();
+    script = [REWORD_STEP1];
+    const { s } = await proposed();
+    const saved = await workspaces.saveFile(WS, 'procedures/take-order.md', FILE.replace(ALLERGY, `${ALLERGY} Ask which one.`));
+    const applied = await q.applySuggestion(WS, s.id, {});
+    expect(applied).toMatchObject({ status: 'pr_open', merged_into_version: saved.version });
+    const inPr = gh.fileAt('luigis', 'ops', (await review.suggestions.suggestions.repo.get(db, WS, s.id))!.pr_branch!, 'sop/take-order.md')!;
+    expect(inPr).toContain('Ask which one.');
+    expect(inPr).toContain('then wait for the answer.');
   });
 
   it('the same lines edited on GitHub: apply answers 409 conflict naming the file and branch, opens nothing, and the suggestion stays proposed', async () => {

@@ -243,7 +243,8 @@ export class Suggestions {
       } catch (err) {
         throw refused(err as Error);
       }
-      const opened = { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_repository: `${c.repo.owner}/${c.repo.repo}`, pr_api_url: c.apiUrl, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: mergedInto, reviewer, error: null } as const;
+      // merged_into_version is head's version only when the pull request's file is made from head's (a file new to the repository).
+      const opened = { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_repository: `${c.repo.owner}/${c.repo.repo}`, pr_api_url: c.apiUrl, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: base === null ? mergedInto : null, reviewer, error: null } as const;
       if (!(await this.repo.set(this.db, s.id, opened, ['proposed'], { claim }))) {
         // Only when this apply outlived its claim and another took it over.
         throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied (its claim lapsed); the pull request ${pr.url} was opened`);
