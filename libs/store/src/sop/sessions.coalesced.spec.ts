@@ -50,9 +50,10 @@ describe('SopSessionsRepo under concurrent callers', () => {
     const [ra, rb] = await Promise.all([repo.receive('w1', a), repo.receive('w1', b)]);
     expect([ra.status, rb.status]).toEqual(['queued', 'queued']);
     expect((await repo.get('w1', ra.id))?.session.content_hash).toBe(sessionContentHash(b));
-    // the same content sent together: stored once, the second unchanged
+    // the same content sent together: stored once; the second finds it queued (and its caller queues the check again)
     const [rc, rd] = await Promise.all([repo.receive('w1', session('same')), repo.receive('w1', session('same'))]);
-    expect([rc.status, rd.status]).toEqual(['queued', 'unchanged']);
+    expect([rc.status, rd.status]).toEqual(['queued', 'queued']);
+    expect(Number((await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM sop_sessions WHERE external_id = 'same'`)).rows[0].n)).toBe(1);
   });
 
   it('refuses a bad session sent among good ones without losing the good ones', async () => {

@@ -110,8 +110,10 @@ export class SopSessionsRepo {
 
   /**
    * Records a session as sent. Re-sent content for its external_id writes nothing
-   * (`unchanged`), unless the session failed (no live release yet, tries run out): then it is
-   * queued again to be checked (`queued`), its transcript as sent. New content replaces the
+   * (`unchanged`), unless its check is owed: a session still queued answers `queued` as it is
+   * (its job may have been lost: the caller queues it again), and one that failed (no live
+   * release yet, tries run out) is queued again to be checked (`queued`), its transcript as
+   * sent. New content replaces the
    * session and clears its results until its check is done (`queued`). A session never seen
    * (the usual case) costs one statement, no transaction: on PGlite every statement is a trip
    * to the database thread.
@@ -124,12 +126,16 @@ export class SopSessionsRepo {
     // Seen before. Re-sent content is the common case of what is left: a plain read answers it
     // (as of the last commit, as the locked read would once a concurrent writer finished).
     const seen = await this.db.query<{ content_hash: string; status: SessionRecord['status'] }>('SELECT content_hash, status FROM sop_sessions WHERE id = $1', [id]);
-    if (seen.rows[0]?.content_hash === hash && seen.rows[0]?.status !== 'failed') return { id, status: 'unchanged', content_hash: hash };
+    const sameAsSeen = seen.rows[0]?.content_hash === hash;
+    if (sameAsSeen && seen.rows[0].status === 'queued') return { id, status: 'queued', content_hash: hash };
+    if (sameAsSeen && seen.rows[0].status !== 'failed') return { id, status: 'unchanged', content_hash: hash };
     return this.db.transaction(async (tx) => {
       const existing = await tx.query<{ content_hash: string; status: SessionRecord['status'] }>('SELECT content_hash, status FROM sop_sessions WHERE id = $1 FOR UPDATE', [id]);
       const same = existing.rows[0]?.content_hash === hash;
-      // The same content: nothing to do, unless its check failed; then it is checked again.
-      if (same && existing.rows[0]?.status !== 'failed') return { id, status: 'unchanged' as const, content_hash: hash };
+      // The same content: nothing to do, unless its check is owed. Still queued: as it is;
+      // failed: checked again.
+      if (same && existing.rows[0].status === 'queued') return { id, status: 'queued' as const, content_hash: hash };
+      if (same && existing.rows[0].status !== 'failed') return { id, status: 'unchanged' as const, content_hash: hash };
       // Under the row lock every check saved before is visible here, and none can be saved after.
       if (existing.rows[0]) await clearResults(tx, id);
       if (same) {

@@ -66,11 +66,11 @@ describe('SopSessionsRepo', () => {
     const repo = new SopSessionsRepo(db);
     const a = await repo.receive('w1', session());
     expect(a.status).toBe('queued');
-    expect(await repo.receive('w1', session())).toMatchObject({ id: a.id, status: 'unchanged' });
     const finding = { id: sopFindingId(a.id, 'take-order', 'r1'), procedure_id: 'take-order', rule_id: 'r1', kind: 'step' as const, index: 2, text: 'Look up the account.', status: 'skipped' as const, evidence: [], reason: 'not called' };
     const outcome = { release_id: null, result: 'deviated' as const, checked_result: 'deviated' as const, checks: [{ procedure_id: 'take-order', result: 'deviated' as const, checked_result: 'deviated' as const, body: { procedure_id: 'take-order' } }], findings: [finding] };
     expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(true);
     expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'deviated' });
+    expect(await repo.receive('w1', session())).toMatchObject({ id: a.id, status: 'unchanged' });
     // the same outcome saved again (a job run twice) leaves one finding
     expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(true);
     expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(1);
@@ -87,11 +87,13 @@ describe('SopSessionsRepo', () => {
     expect(await repo.get('w2', a.id)).toBeNull();
   });
 
-  it('queues a failed session again when its same content is sent again, as it was sent; any other stays unchanged', async () => {
+  it('queues a failed session again when its same content is sent again, as it was sent; a checked one stays unchanged', async () => {
     const repo = new SopSessionsRepo(db);
     const a = await repo.receive('w1', session());
-    // queued: the same content is unchanged
-    expect(await repo.receive('w1', session())).toMatchObject({ id: a.id, status: 'unchanged' });
+    // still queued: the same content answers queued (the caller queues its check again), writing nothing
+    const receivedAt = (await repo.get('w1', a.id))!.session.received_at;
+    expect(await repo.receive('w1', session())).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash });
+    expect((await repo.get('w1', a.id))!.session.received_at).toBe(receivedAt);
     await repo.markFailed(a.id, a.content_hash, 'workspace w1 has no live release yet: publish one, then send the session again');
     // and its transcript let go since (retention empties failed sessions' too)
     await db.query(`UPDATE sop_sessions SET received_at = now() - interval '100 days' WHERE id = $1`, [a.id]);
@@ -106,8 +108,9 @@ describe('SopSessionsRepo', () => {
     expect(Date.parse(got!.session.received_at)).toBeGreaterThan(Date.now() - 60_000);
     expect(await repo.body('w1', a.id)).toMatchObject({ transcript_expired_at: null });
     expect(await repo.queued()).toEqual([{ workspace: 'w1', id: a.id, content_hash: a.content_hash }]);
-    // queued again: sent again at once, twice, it is unchanged both times
-    expect((await Promise.all([repo.receive('w1', session()), repo.receive('w1', session())])).map((r) => r.status)).toEqual(['unchanged', 'unchanged']);
+    // queued again: sent again at once, twice, it is queued both times, as it is
+    expect((await Promise.all([repo.receive('w1', session()), repo.receive('w1', session())])).map((r) => r.status)).toEqual(['queued', 'queued']);
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'queued', run_id: 'run-9' });
 
     // checked: unchanged
     const outcome = { release_id: null, result: 'followed' as const, checked_result: 'followed' as const, checks: [{ procedure_id: 'p', result: 'followed' as const, checked_result: 'followed' as const, body: {} }], findings: [] };
@@ -115,11 +118,11 @@ describe('SopSessionsRepo', () => {
     expect(await repo.receive('w1', session())).toMatchObject({ status: 'unchanged' });
     expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'followed' });
 
-    // failed, then sent again twice at once: queued once
+    // failed, then sent again twice at once: queued (once; the other finds it queued)
     const b = await repo.receive('w1', session({ external_id: 'call-2' }));
     await repo.markFailed(b.id, b.content_hash, 'not checked after 6 tries: the model is away');
     const both = await Promise.all([repo.receive('w1', session({ external_id: 'call-2' })), repo.receive('w1', session({ external_id: 'call-2' }))]);
-    expect(both.map((r) => r.status).sort()).toEqual(['queued', 'unchanged']);
+    expect(both.map((r) => r.status)).toEqual(['queued', 'queued']);
     expect((await repo.get('w1', b.id))?.session).toMatchObject({ status: 'queued', error: null });
   });
 

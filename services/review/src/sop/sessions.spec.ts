@@ -3,11 +3,12 @@ import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs } from '@neatroots/platform';
 import { checkSession, noModelDecider, readFolder, recordedDecider } from '@neatroots/sop';
-import { SopError } from '@neatroots/store';
+import { SopError, sessionId } from '@neatroots/store';
 import { SopSessions, type CheckSession } from './sessions';
 import { FIXTURES, fixtureSession, luigisFiles, recordedDecisions, startLuigis, useMigratedDb } from '../sop-fixtures.test';
 import { SopWorkspaces } from './workspaces';
 
+const sessionIdOf = (body: { external_id: string }) => sessionId('luigis', body.external_id);
 const fixtureExpected = (name: string) => JSON.parse(readFileSync(path.join(FIXTURES, 'sessions', name, 'expected.json'), 'utf8'));
 
 // The fixtures whose rules a model decided keep its answers (decisions.json): replayed here.
@@ -35,7 +36,8 @@ async function setUp(): Promise<{ sessions: SopSessions; workspaces: SopWorkspac
 }
 
 async function checked(sessions: SopSessions, ws: string, id: string) {
-  for (let i = 0; i < 200; i++) {
+  // up to 30 s: a check tried again waits out its backoff, and the machine may be loaded
+  for (let i = 0; i < 3000; i++) {
     const s = await sessions.get(ws, id);
     if (s.status !== 'queued') return s;
     await new Promise((r) => setTimeout(r, 10));
@@ -203,6 +205,32 @@ describe('SopSessions', () => {
     const again = fixtureSession('payment-followed');
     again.turns[0].text += ' (again)';
     expect((await sessions.receive('luigis', again)).status).toBe('queued');
+  });
+
+  it('a session whose check could not be queued (a Redis blip) is queued when sent again, the same, and checked', async () => {
+    const { workspaces } = await setUp();
+    let refuse = 1;
+    const added: string[] = [];
+    const blips = Object.assign(Object.create(jobs) as InlineJobs, {
+      add: (queue: string, data: unknown, opts?: { jobId?: string }) => {
+        if (refuse-- > 0) return Promise.reject(new Error('Redis: connection lost'));
+        added.push(opts?.jobId ?? '');
+        return jobs.add(queue, data, opts);
+      },
+    });
+    const sessions = new SopSessions(db, workspaces, blips, checker);
+    const body = { ...fixtureSession('payment-skipped'), external_id: 'blip-1' };
+    // stored, but its check not queued: the sender is told (an error), and sends it again
+    await expect(sessions.receive('luigis', body)).rejects.toThrow('Redis: connection lost');
+    expect((await sessions.get('luigis', sessionIdOf(body))).status).toBe('queued');
+    const again = await sessions.receive('luigis', body);
+    expect(again).toEqual({ id: sessionIdOf(body), external_id: 'blip-1', status: 'queued' });
+    expect(added).toHaveLength(1);
+    expect(await checked(sessions, 'luigis', again.id)).toMatchObject({ status: 'checked', result: fixtureExpected('payment-skipped').result });
+    expect(checks).toBe(1);
+    // checked: the same content sent again is unchanged, and queues nothing
+    expect(await sessions.receive('luigis', body)).toMatchObject({ status: 'unchanged' });
+    expect(added).toHaveLength(1);
   });
 
   it('a start checks every session a stop left queued, a page at a time, and two starts queue each once', async () => {

@@ -109,8 +109,9 @@ export class SopSessions {
 
   /**
    * POST /v1/workspaces/{ws}/sessions: 202 {id, external_id, status}: `queued` for new or
-   * changed content, and for the same content of a session that failed (checked again);
-   * `unchanged` otherwise.
+   * changed content, for the same content of a session that failed (checked again), and for one
+   * still queued (its check queued again: a job lost to a Redis blip or a crash is not waited
+   * for until a restart); `unchanged` otherwise.
    */
   async receive(workspace: string, raw: unknown, opts: { runId?: string } = {}): Promise<{ id: string; external_id: string; status: 'queued' | 'unchanged' }> {
     let s: Session;
