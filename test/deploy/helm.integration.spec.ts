@@ -371,6 +371,15 @@ if (!helm) {
         expect(key?.equals(Buffer.alloc(32))).toBe(false);
       });
 
+      it('ingestKeys: agents\' keys that may only send spans, beside the full apiKeys (one with a colon still full)', () => {
+        const r = new Rendered(render(h, [], ['--set', 'apiKeys.shop=ops:key-1', '--set', 'ingestKeys.shop=agent-key-1', '--set', 'ingestKeys.web=browser-key-1']));
+        expect(loadConfig(decode(r.of<ISecret>('Secret')[0])).NEATROOTS_API_KEYS).toEqual([
+          { project: 'shop', key: 'ops:key-1', scope: 'api' },
+          { project: 'shop', key: 'agent-key-1', scope: 'ingest' },
+          { project: 'web', key: 'browser-key-1', scope: 'ingest' },
+        ]);
+      });
+
       it('ci/scaled-values.yaml: more replicas, HPA on ingest, keys and checks in place, no Ingress', () => {
         const r = new Rendered(render(h, [path.join(chart, 'ci/scaled-values.yaml')]));
         expect(r.deployment('rule-engine').spec?.replicas).toBe(4);

@@ -152,9 +152,11 @@ carries it instead. Takes (dict "root" $ "name" COMPONENT).
 {{- fail (printf "models.%s.model: give the model to ask at models.%s.url (%s)" $role $role $m.url) }}
 {{- end }}
 {{- end }}
-{{- range $project, $key := .Values.apiKeys }}
+{{- range $values := list "apiKeys" "ingestKeys" }}
+{{- range $project, $key := get $.Values $values | default dict }}
 {{- if or (contains "," $project) (contains "=" $project) (contains "," (toString $key)) (not $key) }}
-{{- fail (printf "apiKeys.%s: a project name may not contain ',' or '=', and its key must be a non-empty string without ','" $project) }}
+{{- fail (printf "%s.%s: a project name may not contain ',' or '=', and its key must be a non-empty string without ','" $values $project) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -47,28 +47,43 @@ const schema = z.object({
    * https://api.github.com. Default: any https URL not on a loopback, private or link-local address.
    */
   NEATROOTS_GITHUB_API_URLS: list,
-  /** project=key pairs, comma separated; keys are stored hashed. */
+  /**
+   * project=key pairs, comma separated; keys are stored hashed. A key may end in its scope,
+   * `:ingest` (send spans, notes and halts, pre-call checks: for agents) or `:api` (everything,
+   * the default): the text after a key's last ':' is its scope.
+   */
   NEATROOTS_API_KEYS: z
     .string()
     .default('')
     .transform((s, ctx) => {
-      const out: { project: string; key: string }[] = [];
+      const out: { project: string; key: string; scope?: 'api' | 'ingest' }[] = [];
       const parts = s.split(',').map((x) => x.trim()).filter(Boolean);
       // A key never goes into a message (they reach logs): an entry is named by its place.
       for (const [n, part] of parts.entries()) {
         const i = part.indexOf('=');
-        if (i <= 0 || i === part.length - 1) {
-          ctx.addIssue({ code: z.ZodIssueCode.custom, message: `entry ${n + 1} of ${parts.length} is not project=key` });
+        const colon = part.lastIndexOf(':');
+        const end = colon > i ? colon : part.length;
+        if (i <= 0 || end === i + 1) {
+          ctx.addIssue({ code: z.ZodIssueCode.custom, message: `entry ${n + 1} of ${parts.length} is not project=key (or project=key:ingest)` });
           return z.NEVER;
         }
         const project = part.slice(0, i);
-        const key = part.slice(i + 1);
+        const key = part.slice(i + 1, end);
+        const scope = colon > i ? part.slice(colon + 1) : undefined;
+        // The text after the colon may be part of a key: it is not said either.
+        if (scope !== undefined && scope !== 'api' && scope !== 'ingest') {
+          ctx.addIssue({
+            code: z.ZodIssueCode.custom,
+            message: `entry ${n + 1} of ${parts.length} (${project}) has an unknown scope: the text after a key's last ':' is its scope, ingest or api (a key with ':' in it ends in :api)`,
+          });
+          return z.NEVER;
+        }
         const before = out.findIndex((o) => o.key === key);
         if (before >= 0) {
           ctx.addIssue({ code: z.ZodIssueCode.custom, message: `entries ${before + 1} (${out[before].project}) and ${n + 1} (${project}) have the same key: a key opens one project` });
           return z.NEVER;
         }
-        out.push({ project, key });
+        out.push(scope ? { project, key, scope } : { project, key });
       }
       return out;
     }),

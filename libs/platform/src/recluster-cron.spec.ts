@@ -47,6 +47,23 @@ describe('NEATROOTS_API_KEYS', () => {
     expect(m).not.toContain('s3cr3t');
   });
 
+  it('reads a key\'s scope after its last colon: ingest for agents, api (the default) for everything', () => {
+    expect(loadConfig({ NEATROOTS_API_KEYS: 'shop=agent-key:ingest,shop=ops-key,other=k:with:colons:api,a:b=k3' }).NEATROOTS_API_KEYS).toEqual([
+      { project: 'shop', key: 'agent-key', scope: 'ingest' },
+      { project: 'shop', key: 'ops-key' },
+      { project: 'other', key: 'k:with:colons', scope: 'api' },
+      { project: 'a:b', key: 'k3' },
+    ]);
+  });
+
+  it('refuses an unknown scope, naming the entry and its project but nothing after the colon (it may be part of a key)', () => {
+    const m = message({ NEATROOTS_API_KEYS: 'shop=agent-key:ingest,beta=k2:Ingest-s3cr3t' });
+    expect(m).toMatch(/NEATROOTS_API_KEYS: entry 2 of 2 \(beta\) has an unknown scope: the text after a key's last ':' is its scope, ingest or api/);
+    expect(m).not.toContain('s3cr3t');
+    expect(message({ NEATROOTS_API_KEYS: 'beta=k2:' })).toMatch(/entry 1 of 1 \(beta\) has an unknown scope/);
+    expect(message({ NEATROOTS_API_KEYS: 'beta=:ingest' })).toMatch(/entry 1 of 1 is not project=key/);
+  });
+
   it('refuses a key listed twice (one key opens one project), naming the entries and not the key', () => {
     const m = message({ NEATROOTS_API_KEYS: 'alpha=shared-key-99,beta=k2,gamma=shared-key-99' });
     expect(m).toMatch(/NEATROOTS_API_KEYS: entries 1 \(alpha\) and 3 \(gamma\) have the same key/);

@@ -8,7 +8,7 @@ export * from './life';
 export { StoreInputError, DEFAULT_PAGE, MAX_PAGE, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE, chunks } from './sql';
 export { RunsRepo, envelopeStatements } from './runs.repo';
 export { FindingsRepo, type DeliveryInput } from './findings.repo';
-export { ProjectsRepo, hashApiKey, type ProjectRecord, type CreatedApiKey } from './projects.repo';
+export { ProjectsRepo, hashApiKey, type ApiKeyScope, type ApiKeyGrant, type ProjectRecord, type CreatedApiKey } from './projects.repo';
 export { ChecksRepo, type DbCheckOrigin, type DbCheckRecord, type DbCheckInput, type ListDbChecksQuery } from './checks.repo';
 export { QuietChecks, type QuietChecksOptions, type IsQuiet } from './quiet';
 export { StoreWriter, StoreWriterClosedError, type StoreWriterOptions } from './writer';

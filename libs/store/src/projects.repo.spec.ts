@@ -31,11 +31,11 @@ describe('ProjectsRepo', () => {
     expect(created.key_hash).toBe(hashApiKey(created.key));
     const stored = await db.query<{ key_hash: string }>('SELECT key_hash FROM api_keys');
     expect(stored.rows).toEqual([{ key_hash: created.key_hash }]);
-    expect(await projects.resolveApiKey(created.key)).toBe('p1');
+    expect((await projects.resolveApiKey(created.key))?.project).toBe('p1');
     expect(await projects.resolveApiKey('nr_wrong')).toBeNull();
     await projects.addApiKey('p2', 'fixed-key');
     await projects.addApiKey('p2', 'fixed-key');
-    expect(await projects.resolveApiKey('fixed-key')).toBe('p2');
+    expect((await projects.resolveApiKey('fixed-key'))?.project).toBe('p2');
     expect(await projects.revokeApiKey(created.key)).toBe(true);
     expect(await projects.revokeApiKey(created.key)).toBe(false);
     expect(await projects.resolveApiKey(created.key)).toBeNull();
@@ -48,23 +48,23 @@ describe('ProjectsRepo: the keys a configuration lists', () => {
     const demo = await projects.createApiKey('demo', 'demo');
     const L = 'NEATROOTS_API_KEYS';
     expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'leaked-key' }])).toEqual({ revoked: 0 });
-    expect(await projects.resolveApiKey('leaked-key')).toBe('alpha');
+    expect((await projects.resolveApiKey('leaked-key'))?.project).toBe('alpha');
 
     // Rotated: the old key no longer opens anything.
     expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }])).toEqual({ revoked: 1 });
     expect(await projects.resolveApiKey('leaked-key')).toBeNull();
-    expect(await projects.resolveApiKey('fresh-key')).toBe('alpha');
+    expect((await projects.resolveApiKey('fresh-key'))?.project).toBe('alpha');
     // Moved to another project: it opens that one only.
     expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }, { project: 'beta', key: 'leaked-key' }])).toEqual({ revoked: 0 });
-    expect(await projects.resolveApiKey('leaked-key')).toBe('beta');
+    expect((await projects.resolveApiKey('leaked-key'))?.project).toBe('beta');
     expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 1 });
-    expect(await projects.resolveApiKey('fresh-key')).toBe('beta');
+    expect((await projects.resolveApiKey('fresh-key'))?.project).toBe('beta');
     expect(await projects.resolveApiKey('leaked-key')).toBeNull();
     // Twice the same: nothing changes. An empty list revokes them all; the demo's key stays.
     expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 0 });
     expect(await projects.syncLabelledKeys(L, [])).toEqual({ revoked: 1 });
     expect(await projects.resolveApiKey('fresh-key')).toBeNull();
-    expect(await projects.resolveApiKey(demo.key)).toBe('demo');
+    expect((await projects.resolveApiKey(demo.key))?.project).toBe('demo');
   });
 });
 

@@ -9,11 +9,25 @@ export interface ProjectRecord {
   created_at: string;
 }
 
+/**
+ * What a key may do. `api`: everything (the REST API, MCP, and what `ingest` may), every key
+ * made before scopes. `ingest`: what an agent needs at run time (send spans over OTLP or
+ * neatroots.v1 Export, Subscribe to its runs' notes and halts, PreCheck) and nothing of the API.
+ */
+export type ApiKeyScope = 'api' | 'ingest';
+
+/** What a valid key opens: its project, and what it may do there. */
+export interface ApiKeyGrant {
+  project: string;
+  scope: ApiKeyScope;
+}
+
 export interface CreatedApiKey {
   /** Shown once: only its sha256 is stored. */
   key: string;
   key_hash: string;
   project: string;
+  scope: ApiKeyScope;
 }
 
 /** API keys are stored as the sha256 (hex) of the key. */
@@ -74,38 +88,39 @@ export class ProjectsRepo {
     return (await this.get(name))?.steering ?? false;
   }
 
-  /** A new API key for the project (created if needed). The key is returned once. */
-  async createApiKey(project: string, label?: string): Promise<CreatedApiKey> {
+  /** A new API key for the project (created if needed), full (`api`) unless said. The key is returned once. */
+  async createApiKey(project: string, label?: string, scope: ApiKeyScope = 'api'): Promise<CreatedApiKey> {
     await this.ensure(project);
     const key = `nr_${randomBytes(24).toString('base64url')}`;
     const key_hash = hashApiKey(key);
-    await this.db.query('INSERT INTO api_keys (key_hash, project, label) VALUES ($1, $2, $3)', [key_hash, project, text(label ?? null)]);
-    return { key, key_hash, project };
+    await this.db.query('INSERT INTO api_keys (key_hash, project, label, scope) VALUES ($1, $2, $3, $4)', [key_hash, project, text(label ?? null), scope]);
+    return { key, key_hash, project, scope };
   }
 
-  /** Stores a key chosen elsewhere (configuration, tests); idempotent. */
-  async addApiKey(project: string, key: string, label?: string): Promise<void> {
+  /** Stores a key chosen elsewhere (configuration, tests), full (`api`) unless said; idempotent. */
+  async addApiKey(project: string, key: string, label?: string, scope: ApiKeyScope = 'api'): Promise<void> {
     await this.ensure(project);
     await this.db.query(
-      'INSERT INTO api_keys (key_hash, project, label) VALUES ($1, $2, $3) ON CONFLICT (key_hash) DO NOTHING',
-      [hashApiKey(key), project, text(label ?? null)],
+      'INSERT INTO api_keys (key_hash, project, label, scope) VALUES ($1, $2, $3, $4) ON CONFLICT (key_hash) DO NOTHING',
+      [hashApiKey(key), project, text(label ?? null), scope],
     );
   }
 
   /**
    * Makes the keys stored with `label` exactly `keys` (a configuration's, NEATROOTS_API_KEYS):
-   * each opens its project (a key stored for another project, or revoked, is moved or opened
-   * again), and every other key stored with that label is revoked. Keys made otherwise (the
-   * demo's, createApiKey) are left alone unless listed. Returns how many were revoked.
+   * each opens its project with its scope (absent: `api`; a key stored for another project,
+   * with another scope, or revoked, is moved, changed or opened again), and every other key
+   * stored with that label is revoked. Keys made otherwise (the demo's, createApiKey) are left
+   * alone unless listed. Returns how many were revoked.
    */
-  async syncLabelledKeys(label: string, keys: readonly { project: string; key: string }[]): Promise<{ revoked: number }> {
+  async syncLabelledKeys(label: string, keys: readonly { project: string; key: string; scope?: ApiKeyScope }[]): Promise<{ revoked: number }> {
     await this.ensureMany([...new Set(keys.map((k) => k.project))]);
-    for (const { project, key } of keys) {
+    for (const { project, key, scope } of keys) {
       await this.db.query(
-        `INSERT INTO api_keys (key_hash, project, label) VALUES ($1, $2, $3)
-         ON CONFLICT (key_hash) DO UPDATE SET project = EXCLUDED.project, label = EXCLUDED.label, revoked_at = NULL
-         WHERE api_keys.project <> EXCLUDED.project OR api_keys.revoked_at IS NOT NULL`,
-        [hashApiKey(key), project, text(label)],
+        `INSERT INTO api_keys (key_hash, project, label, scope) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (key_hash) DO UPDATE SET project = EXCLUDED.project, label = EXCLUDED.label, scope = EXCLUDED.scope, revoked_at = NULL
+         WHERE api_keys.project <> EXCLUDED.project OR api_keys.scope <> EXCLUDED.scope OR api_keys.revoked_at IS NOT NULL`,
+        [hashApiKey(key), project, text(label), scope ?? 'api'],
       );
     }
     const res = await this.db.query<{ key_hash: string }>(
@@ -115,13 +130,15 @@ export class ProjectsRepo {
     return { revoked: res.rows.length };
   }
 
-  /** The project a key opens, or null for an unknown or revoked key. */
-  async resolveApiKey(key: string): Promise<string | null> {
-    const res = await this.db.query<{ project: string }>(
-      'SELECT project FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+  /** The project a key opens and its scope, or null for an unknown or revoked key. */
+  async resolveApiKey(key: string): Promise<ApiKeyGrant | null> {
+    const res = await this.db.query<{ project: string; scope: string }>(
+      'SELECT project, scope FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
       [hashApiKey(key)],
     );
-    return res.rows[0]?.project ?? null;
+    const r = res.rows[0];
+    // Anything but 'ingest' (the column allows no other) is the full scope it always was.
+    return r ? { project: r.project, scope: r.scope === 'ingest' ? 'ingest' : 'api' } : null;
   }
 
   async revokeApiKey(key: string): Promise<boolean> {

@@ -326,7 +326,7 @@ Options:
   --no-demo       do not replay the sample fleet
 
 Environment: NEATROOTS_HOST, NEATROOTS_OTLP_PORT (4317), NEATROOTS_OTLP_HTTP_PORT (4318), NEATROOTS_GRPC_PORT (50051),
-NEATROOTS_HTTP_PORT (8080), NEATROOTS_ADMIN_PORT (9464: /healthz, /readyz, /metrics), NEATROOTS_API_KEYS (project=key,...), NEATROOTS_STEERING
+NEATROOTS_HTTP_PORT (8080), NEATROOTS_ADMIN_PORT (9464: /healthz, /readyz, /metrics), NEATROOTS_API_KEYS (project=key,...; project=key:ingest for agents), NEATROOTS_STEERING
 (projects where halts act), NEATROOTS_HOME, NEATROOTS_DATA_DIR, NEATROOTS_BUS (log; memory), NEATROOTS_WINDOWS
 (journal; memory).
 

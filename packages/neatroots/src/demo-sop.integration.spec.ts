@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { createLogger } from '@neatroots/platform';
+import { ProjectsRepo } from '@neatroots/store';
 import { runDemoFleet } from './demo';
 import { demoSopSummary, loadDemoWorkspace } from './demo-sop';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from './embedded';
@@ -45,7 +46,10 @@ describe('the demo workspace at start', () => {
     app = await boot(home);
     const ws = await loadDemoWorkspace(app.review.sop);
     expect(ws).toMatchObject({ release: 1, published: true, procedures: ['customer-care', 'refund-order'] });
-    const fleet = await runDemoFleet({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: app.demoKey!, onEvent: () => undefined, stepMs: 5 });
+    // The demo's agents send with a key of their own that may only send spans; the printed key does everything.
+    expect(await new ProjectsRepo(app.db).resolveApiKey(app.demoAgentKey!)).toEqual({ project: DEMO_PROJECT, scope: 'ingest' });
+    expect(await new ProjectsRepo(app.db).resolveApiKey(app.demoKey!)).toEqual({ project: DEMO_PROJECT, scope: 'api' });
+    const fleet = await runDemoFleet({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: app.demoAgentKey!, onEvent: () => undefined, stepMs: 5 });
     // A loaded machine (CI) takes longer than start's 10 s to check every run: the test waits up to a minute.
     const lines = await demoSopSummary(app.review.sop, { demo: ws, runIds: fleet.runIds, modelConfigured: false, timeoutMs: 60_000 });
     const row = (name: string) => lines.find((l) => l.trimStart().startsWith(name))?.replace(/\s+/g, ' ').trim();
@@ -79,8 +83,10 @@ describe('the demo workspace at start', () => {
   }, 120_000);
 
   it('a restart publishes nothing new while head is unchanged, and the samples are unchanged', async () => {
+    const keys = [app!.demoKey, app!.demoAgentKey];
     await app!.close();
     app = await boot(home);
+    expect([app.demoKey, app.demoAgentKey]).toEqual(keys);
     const ws = await loadDemoWorkspace(app.review.sop);
     expect(ws).toMatchObject({ release: 1, published: false });
     expect((await app.review.sop.releases(DEMO_PROJECT)).map((r) => r.number)).toEqual([1]);

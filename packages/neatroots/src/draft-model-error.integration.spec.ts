@@ -117,7 +117,7 @@ describe('checks/draft when the model fails, the question service in another pro
       checks: { loaded: () => ({ checks: [], loaded: [], entries: [], problems: [] }) as never, reload: async () => undefined },
       draft: remote.draft,
     });
-    const api: INestApplication = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => (k === KEY ? PROJECT : null), authoring, port: 0, host: '127.0.0.1', logger: false, appDir: null });
+    const api: INestApplication = await createApi({ queries: createReviewQueries(db), resolveKey: (k) => (k === KEY ? { project: PROJECT, scope: 'api' } : null), authoring, port: 0, host: '127.0.0.1', logger: false, appDir: null });
     closers.push(() => api.close());
     return apiUrl(api);
   }

@@ -8,7 +8,7 @@ import type { QuestionLink } from '@neatroots/question';
 import type { ReviewLink } from '@neatroots/review';
 import type { RuleEngineService } from '@neatroots/rule-engine';
 import { makeTopics, type Topics } from '@neatroots/messages';
-import { ProjectsRepo } from '@neatroots/store';
+import { ProjectsRepo, type ApiKeyScope } from '@neatroots/store';
 import { SERVICES, startNeatroots } from './compose';
 import type { CheckSet } from './runtime';
 
@@ -44,8 +44,10 @@ export interface EmbeddedApp {
   httpPort: number;
   /** /healthz, /readyz and /metrics. */
   adminPort: number;
-  /** The demo project's API key, when the demo is on. */
+  /** The demo project's full API key (the API, the web app, MCP), when the demo is on. */
   demoKey?: string;
+  /** The demo project's ingest key (spans, notes and halts only), the one the sample fleet sends with, when the demo is on. */
+  demoAgentKey?: string;
   checks(): LoadResult;
   /** Reads every check source again (what the watcher does on a change). */
   reloadChecks(): Promise<void>;
@@ -66,8 +68,14 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
   const topics = makeTopics(config.NEATROOTS_TOPIC_PREFIX);
   const platform = embeddedPlatform({ config, log, inMemoryDb: opts.inMemoryDb, drainTopic: topics.events.name });
   let demoKey: string | undefined;
+  let demoAgentKey: string | undefined;
   try {
-    if (opts.demo) demoKey = await demoApiKey(config, new ProjectsRepo(await platform.db()));
+    if (opts.demo) {
+      const projects = new ProjectsRepo(await platform.db());
+      demoKey = await demoApiKey(config, projects, 'api');
+      demoAgentKey = await demoApiKey(config, projects, 'ingest');
+      await projects.setSteering(DEMO_PROJECT, true);
+    }
   } catch (err) {
     await platform.close();
     throw err;
@@ -101,6 +109,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     httpPort: services.ports.http,
     adminPort: services.adminPort!,
     demoKey,
+    demoAgentKey,
     checks: checks.loaded,
     reloadChecks: checks.reload,
     failed: services.failed,
@@ -108,21 +117,25 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
   };
 }
 
-/** The demo project's key: made once, kept (0600) in the data folder so a restart reuses it. */
-async function demoApiKey(config: Config, projects: ProjectsRepo): Promise<string> {
-  const file = path.join(config.dataDir, 'demo-api-key');
+/**
+ * A demo project's key: made once, kept (0600) in the data folder so a restart reuses it. The
+ * full one (demo-api-key) is printed for the API and the web app; the sample fleet sends with
+ * the ingest one (demo-agent-key), as agents should.
+ */
+async function demoApiKey(config: Config, projects: ProjectsRepo, scope: ApiKeyScope): Promise<string> {
+  const file = path.join(config.dataDir, scope === 'api' ? 'demo-api-key' : 'demo-agent-key');
   let key: string | undefined;
   try {
     key = fs.readFileSync(file, 'utf8').trim();
   } catch {
     key = undefined;
   }
-  if (!key || (await projects.resolveApiKey(key)) !== DEMO_PROJECT) {
-    key = (await projects.createApiKey(DEMO_PROJECT, 'demo')).key;
+  const grant = key ? await projects.resolveApiKey(key) : null;
+  if (!key || grant?.project !== DEMO_PROJECT || grant.scope !== scope) {
+    key = (await projects.createApiKey(DEMO_PROJECT, scope === 'api' ? 'demo' : 'demo-agents', scope)).key;
     fs.mkdirSync(config.dataDir, { recursive: true });
     fs.writeFileSync(file, `${key}\n`, { mode: 0o600 });
   }
-  await projects.setSteering(DEMO_PROJECT, true);
   return key;
 }
 

@@ -97,10 +97,10 @@ async function startAndServe(opts: {
     } catch (err) {
       io.err(`neatroots start: the demo's SOP workspace could not be loaded: ${(err as Error).message}`);
     }
-    io.out(`\nReplaying the sample fleet as project "${DEMO_PROJECT}" (API key: ${app.demoKey})`);
+    io.out(`\nReplaying the sample fleet as project "${DEMO_PROJECT}" (API key: ${app.demoKey}; the agents send with an ingest key: ${app.demoAgentKey})`);
     const result = await runDemoFleet({
       address: `${host}:${app.ingest.grpcPort}`,
-      apiKey: app.demoKey,
+      apiKey: app.demoAgentKey ?? app.demoKey,
       onEvent: (e) => {
         if (e.kind === 'note') io.out(`  note  ${e.run_id}: ${e.text}`);
         else if (e.kind === 'halt') io.out(`  HALT  ${e.run_id}: ${e.text}`);

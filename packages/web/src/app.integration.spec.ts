@@ -17,6 +17,8 @@ import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
  */
 const PROJECT = 'shop';
 const KEY = 'app-test-key';
+/** The agents' key: it sends the runs the pages show, and opens none of them. */
+const AGENT_KEY = 'app-test-agent-key';
 const QUOTE = 'refund declined: order 7 belongs to another customer';
 const BIG = 5000;
 /** The model's draft for "refunds issued without looking up the order first". */
@@ -127,7 +129,7 @@ guidance: Be polite.
       : { json: {} },
     );
     const config = testConfig(home, {
-      NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
+      NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${PROJECT}=${AGENT_KEY}:ingest`,
       NEATROOTS_STEERING: PROJECT,
     });
     app = await startEmbedded({
@@ -138,7 +140,7 @@ guidance: Be polite.
       log: createLogger({ level: 'error' }),
     });
     url = `http://127.0.0.1:${app.httpPort}`;
-    client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+    client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: AGENT_KEY, flushIntervalMs: 20 });
     await seed();
     browser = await launch(exe!);
   }, 240_000);
@@ -231,6 +233,12 @@ guidance: Be polite.
     // Trying a key is not being signed out: no "sign in again" note.
     expect(await page.getByText('sign in again').count()).toBe(0);
     await shot(page, 'sign-in-refused');
+    expect(await page.evaluate<number>('sessionStorage.length')).toBe(0);
+    // The agents' key sends spans only: it is no key for the app.
+    await page.getByLabel('API key').fill(AGENT_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('That key may only send spans').waitFor();
+    await expect(page.getByRole('alert').textContent()).resolves.toBe('That key may only send spans (scope ingest): sign in with a full key of the project.');
     expect(await page.evaluate<number>('sessionStorage.length')).toBe(0);
 
     await page.getByLabel('API key').fill(KEY);

@@ -39,7 +39,7 @@ describe('the api: a stop under keep-alive load', () => {
         }
         if (n === inHandSeq) await released;
         await new Promise((r) => setTimeout(r, 20));
-        return 'shop';
+        return { project: 'shop', scope: 'api' };
       },
       port: 0,
       host: '127.0.0.1',

@@ -27,7 +27,7 @@ import { WorkspacesController } from './workspaces.controller';
 export interface ApiOptions {
   /** The review service: in-process embedded, a gRPC client distributed. */
   queries: ReviewQueries;
-  /** The project an API key opens (e.g. ProjectsRepo.resolveApiKey), null when unknown. */
+  /** The project an API key opens and its scope (e.g. ProjectsRepo.resolveApiKey), null when unknown. */
   resolveKey: ResolveKey;
   /** 0 picks a free port. */
   port: number;

@@ -1,4 +1,5 @@
 import { HttpStatus, Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import type { ApiKeyGrant } from '@neatroots/store';
 import { ApiError } from './errors';
 import { RESOLVE_KEY, type ResolveKey } from './tokens';
 
@@ -10,13 +11,28 @@ export interface KeyedRequest {
   keyProject?: { key: string; project: string };
 }
 
+/** What an ingest key (an agent's) is told by the API and MCP. */
+export const INGEST_KEY_REFUSED = 'this key may only send spans (scope ingest); use a full key for the API';
+
+/**
+ * The project of a key the API takes: 401 for an unknown key, 403 for one that may only send
+ * spans (scope ingest: what agents are given, so an agent cannot dismiss the findings of the
+ * checks that watch it, change its checks or procedures).
+ */
+export function apiProjectOf(grant: ApiKeyGrant | null): string {
+  if (!grant) throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'unknown API key');
+  if (grant.scope !== 'api') throw new ApiError(HttpStatus.FORBIDDEN, 'forbidden', INGEST_KEY_REFUSED);
+  return grant.project;
+}
+
 /** The paths a key opens (the guard's): their bodies are read only for a known key. */
 const KEYED_PATH = /^\/v1\/(projects|workspaces)\/|^\/v1\/mcp(\/|\?|$)/;
 
 /**
  * Before a request's body is read (up to 16 MiB, parsed): a request to a path that needs a key
- * and carries a body is refused with 401 at once when it has no key or an unknown one, as the
- * guard would refuse it after reading the body. The project found is kept for the guard.
+ * and carries a body is refused with 401 at once when it has no key or an unknown one, and 403
+ * for an ingest key, as the guard would refuse it after reading the body. The project found is
+ * kept for the guard.
  */
 export function keyBeforeBody(resolveKey: ResolveKey) {
   return (req: KeyedRequest & { method?: string; originalUrl?: string; url?: string }, _res: unknown, next: (err?: unknown) => void): void => {
@@ -26,8 +42,13 @@ export function keyBeforeBody(resolveKey: ResolveKey) {
     const key = apiKeyOf(req);
     if (!key) return next(new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'an API key is required (x-api-key or Authorization: Bearer)'));
     Promise.resolve(resolveKey(key)).then(
-      (project: string | null) => {
-        if (!project) return next(new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'unknown API key'));
+      (grant: ApiKeyGrant | null) => {
+        let project: string;
+        try {
+          project = apiProjectOf(grant);
+        } catch (err) {
+          return next(err);
+        }
         req.keyProject = { key, project };
         next();
       },
@@ -46,7 +67,10 @@ export function apiKeyOf(req: KeyedRequest): string | undefined {
   return m?.[1];
 }
 
-/** A key opens its own project (and workspace) only: 401 without a valid key, 403 for another. */
+/**
+ * A key opens its own project (and workspace) only: 401 without a valid key, 403 for another,
+ * and 403 for a key that may only send spans (scope ingest).
+ */
 @Injectable()
 export class ApiKeyGuard implements CanActivate {
   constructor(@Inject(RESOLVE_KEY) private readonly resolveKey: ResolveKey) {}
@@ -55,8 +79,7 @@ export class ApiKeyGuard implements CanActivate {
     const req = ctx.switchToHttp().getRequest<KeyedRequest>();
     const key = apiKeyOf(req);
     if (!key) throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'an API key is required (x-api-key or Authorization: Bearer)');
-    const project = req.keyProject?.key === key ? req.keyProject.project : await this.resolveKey(key);
-    if (!project) throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'unknown API key');
+    const project = req.keyProject?.key === key ? req.keyProject.project : apiProjectOf(await this.resolveKey(key));
     // A workspace is the sopops name for a project: one key opens both paths.
     const wanted = req.params.project ?? req.params.ws;
     if (typeof wanted === 'string' && wanted !== project) {

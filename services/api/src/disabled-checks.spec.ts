@@ -34,7 +34,7 @@ beforeAll(async () => {
   stop = recordDisabledChecks(home, list);
   app = await createApi({
     queries: {} as ReviewQueries,
-    resolveKey: (k) => KEYS[k] ?? null,
+    resolveKey: (k) => (KEYS[k] ? { project: KEYS[k], scope: 'api' } : null),
     disabledChecks: (project) => disabledChecksFor(home, project),
     port: 0,
     logger: false,

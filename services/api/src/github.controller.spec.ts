@@ -24,7 +24,7 @@ beforeAll(async () => {
     controllers: [GitHubController],
     providers: [
       { provide: GITHUB_CONNECTIONS, useValue: connections },
-      { provide: RESOLVE_KEY, useValue: (k: string) => (k === 'key-acme' ? 'acme' : null) },
+      { provide: RESOLVE_KEY, useValue: (k: string) => (k === 'key-acme' ? { project: 'acme', scope: 'api' } : null) },
       ApiKeyGuard,
     ],
   })

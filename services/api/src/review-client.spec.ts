@@ -14,6 +14,7 @@ import { ReviewGrpcClient } from './review-client';
 
 const T0 = Date.parse('2025-01-01T00:00:00.000Z');
 const KEY = 'key-for-p1';
+const AGENT_KEY = 'agent-key-for-p1';
 
 let db: Db;
 let server: Server;
@@ -30,6 +31,7 @@ beforeAll(async () => {
   await migrate(db);
   const projects = new ProjectsRepo(db);
   await projects.addApiKey('p1', KEY);
+  await projects.addApiKey('p1', AGENT_KEY, 'agents', 'ingest');
   await new RunsRepo(db).writeEnvelopes([...Array.from({ length: 600 }, (_, i) => span(`s${i}`, T0 + i / 4))]);
   const findings = new FindingsRepo(db);
   // three dismissals make `noisy` quiet in p1: its next finding is recorded quiet
@@ -78,6 +80,17 @@ describe('api over the review service\'s gRPC', () => {
     expect(rest.body.next_cursor).toBeNull();
     expect(await get('/v1/projects/p1/runs/nope/spans')).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
     expect(await get('/v1/projects/p1/runs/r1/spans?cursor=bad')).toMatchObject({ status: 400, body: { error: { code: 'invalid_cursor', message: 'cursor is not one this list returned' } } });
+  });
+
+  it('carries a key\'s scope: an ingest key (an agent\'s) is refused 403, before a body is read too', async () => {
+    const refused = { error: { code: 'forbidden', message: 'this key may only send spans (scope ingest); use a full key for the API' } };
+    const read = await fetch(`${base}/v1/projects/p1/findings`, { headers: { 'x-api-key': AGENT_KEY } });
+    expect({ status: read.status, body: await read.json() }).toEqual({ status: 403, body: refused });
+    const dismiss = await fetch(`${base}/v1/projects/p1/findings/n4/dismiss`, { method: 'POST', headers: { 'x-api-key': AGENT_KEY, 'content-type': 'application/json' }, body: '{}' });
+    expect({ status: dismiss.status, body: await dismiss.json() }).toEqual({ status: 403, body: refused });
+    expect(await client.resolveKey(AGENT_KEY)).toEqual({ project: 'p1', scope: 'ingest' });
+    expect(await client.resolveKey(KEY)).toEqual({ project: 'p1', scope: 'api' });
+    expect(await client.resolveKey('nope')).toBeNull();
   });
 
   it('passes include_quiet on', async () => {

@@ -1,6 +1,6 @@
 import { credentials, Metadata, status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { StoreInputError, type ReviewQueries } from '@neatroots/store';
+import { StoreInputError, type ApiKeyGrant, type ReviewQueries } from '@neatroots/store';
 import { UnavailableError } from './errors';
 
 /** Where the review service puts the store's error code (services/review's INPUT_ERROR_CODE). */
@@ -93,10 +93,15 @@ export class ReviewGrpcClient implements ReviewQueries {
   listDeadLetters: ReviewQueries['listDeadLetters'] = (project, q = {}) =>
     this.must(this.call<v1.ListDeadLettersRequest, v1.JsonReply>(this.client.listDeadLetters as never, { project, limit: q.limit ?? 0, cursor: q.cursor ?? '' }));
 
-  /** The project an API key opens (null when none), asked of the review service. */
-  async resolveKey(key: string): Promise<string | null> {
+  /**
+   * The project an API key opens and its scope (null when none), asked of the review service.
+   * No scope is a review service older than scopes, whose keys were all full; a scope this api
+   * does not know is taken as the narrowest it does, ingest.
+   */
+  async resolveKey(key: string): Promise<ApiKeyGrant | null> {
     const r = await this.call<v1.ResolveKeyRequest, v1.ResolveKeyReply>(this.client.resolveKey as never, { key });
-    return r.project || null;
+    if (!r.project) return null;
+    return { project: r.project, scope: r.scope === '' || r.scope === 'api' ? 'api' : 'ingest' };
   }
 
   close(): void {

@@ -1,10 +1,14 @@
 import type { DisabledCheck } from '@neatroots/checks';
+import type { ApiKeyGrant } from '@neatroots/store';
 /** Dependency-injection tokens: what createApi() hands to the Nest module. */
 export const REVIEW_QUERIES = Symbol('ReviewQueries');
 export const RESOLVE_KEY = Symbol('ResolveKey');
 
-/** The project an API key opens, or null for an unknown key. */
-export type ResolveKey = (key: string) => Promise<string | null> | string | null;
+/**
+ * The project an API key opens and its scope (e.g. ProjectsRepo.resolveApiKey), or null for an
+ * unknown key. The API and MCP take `api` keys only: an `ingest` key (an agent's) gets 403.
+ */
+export type ResolveKey = (key: string) => Promise<ApiKeyGrant | null> | ApiKeyGrant | null;
 
 export const MODEL_STATS = Symbol('ModelStats');
 

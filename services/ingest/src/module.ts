@@ -16,8 +16,11 @@ export interface IngestConfig {
 export type IngestListen = Omit<IngestOptions, 'bus' | 'resolveKey' | 'topics'>;
 
 interface Links {
-  /** The review service answers which project an API key opens. */
-  review: { resolveKey(key: string): Promise<string | null> };
+  /**
+   * The review service answers which project an API key opens. Ingest takes a key of either
+   * scope: `ingest` is what agents are given, `api` (a full key) may do what it may and more.
+   */
+  review: { resolveKey(key: string): Promise<{ project: string } | null> };
   /**
    * The rule engine answers pre-call checks: the one of this process (the embedded default),
    * or over gRPC at NEATROOTS_RULE_ENGINE_ADDR (the distributed deployment's root links it).
@@ -65,7 +68,7 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       }
       const ingest = await startIngest({
         bus,
-        resolveKey: cachedKeyLookup((key) => review.resolveKey(key)),
+        resolveKey: cachedKeyLookup(async (key) => (await review.resolveKey(key))?.project ?? null),
         topics,
         logger: ctx.log,
         // Back-pressure: refuse exports while the pipeline is behind or memory is short.

@@ -1,6 +1,6 @@
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { StoreInputError, type FindingStateFilter, type ListRunsQuery, type ReviewQueries } from '@neatroots/store';
+import { StoreInputError, type ApiKeyGrant, type FindingStateFilter, type ListRunsQuery, type ReviewQueries } from '@neatroots/store';
 
 /** Trailing metadata of an INVALID_ARGUMENT reply: the store's error code (invalid_cursor, ...). */
 export const INPUT_ERROR_CODE = 'neatroots-error-code';
@@ -11,7 +11,7 @@ export const INPUT_ERROR_CODE = 'neatroots-error-code';
  */
 export function reviewGrpcService(
   queries: ReviewQueries,
-  resolveKey: (key: string) => Promise<string | null>,
+  resolveKey: (key: string) => Promise<ApiKeyGrant | null>,
 ): { service: typeof v1.ReviewService; implementation: UntypedServiceImplementation } {
   const unary =
     <Req, Res>(fn: (req: Req) => Promise<Res>) =>
@@ -68,7 +68,10 @@ export function reviewGrpcService(
     listDeadLetters: unary(async (r: v1.ListDeadLettersRequest) =>
       reply(await queries.listDeadLetters(r.project, { ...(r.limit ? { limit: r.limit } : {}), ...(r.cursor ? { cursor: r.cursor } : {}) })),
     ),
-    resolveKey: unary(async (r: v1.ResolveKeyRequest) => ({ project: (await resolveKey(r.key)) ?? '' })),
+    resolveKey: unary(async (r: v1.ResolveKeyRequest) => {
+      const grant = await resolveKey(r.key);
+      return { project: grant?.project ?? '', scope: grant?.scope ?? '' };
+    }),
   };
   return { service: v1.ReviewService, implementation };
 }

@@ -1,7 +1,7 @@
 import { deadLetterTopic, type CodeHost, type Db, type Queryable, type ServiceModule } from '@neatroots/ports';
 import { createCheckSession, DEFAULT_SOP_SETTINGS, type DecisionGateway, type SopModelSettings } from '@neatroots/sop';
 import { makeTopics } from '@neatroots/messages';
-import { ProjectsRepo, type IsQuiet, type ReviewQueries, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
+import { ProjectsRepo, type ApiKeyGrant, type ApiKeyScope, type IsQuiet, type ReviewQueries, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
 import { createReviewData, type ReviewData } from './data';
 import { reviewDataGrpcService } from './data-grpc';
 import { reviewGrpcService } from './grpc';
@@ -14,8 +14,8 @@ import { DEFAULT_RETENTION_CRON, DEFAULT_SPAN_RETENTION_DAYS, scheduleRetention 
 /** What the review service offers the others: in-process, or its gRPC clients elsewhere. */
 export interface ReviewLink {
   queries: ReviewQueries;
-  /** The project an API key opens, null when none. */
-  resolveKey(key: string): Promise<string | null>;
+  /** The project an API key opens and its scope, null when none. */
+  resolveKey(key: string): Promise<ApiKeyGrant | null>;
   /** Whether a check is quiet in a project (cached, stale while revalidating). */
   isQuiet: IsQuiet;
   data: ReviewData;
@@ -36,7 +36,7 @@ export const REVIEW_LINK = 'review';
 /** The configuration the review service reads. */
 export interface ReviewConfig {
   NEATROOTS_TOPIC_PREFIX: string;
-  NEATROOTS_API_KEYS: { project: string; key: string }[];
+  NEATROOTS_API_KEYS: { project: string; key: string; scope?: ApiKeyScope }[];
   NEATROOTS_STEERING: string[];
   /** The daily sopops_recluster_daily job's cron (default 0 6 * * *). */
   SOPOPS_RECLUSTER_CRON?: string;
@@ -156,7 +156,7 @@ export async function githubConnections(db: Db, link: () => Promise<GitHubLink>,
  * The setting is the list of the keys it opens: a key taken out of it is revoked, one moved to
  * another project opens that one only. Returns how many keys were revoked.
  */
-export async function seedApiKeys(db: Queryable, keys: { project: string; key: string }[], steering: string[]): Promise<{ revoked: number }> {
+export async function seedApiKeys(db: Queryable, keys: { project: string; key: string; scope?: ApiKeyScope }[], steering: string[]): Promise<{ revoked: number }> {
   const projects = new ProjectsRepo(db);
   const out = await projects.syncLabelledKeys('NEATROOTS_API_KEYS', keys);
   for (const p of steering) await projects.setSteering(p, true);

@@ -27,6 +27,8 @@ export function SignIn(props: { project?: string; note?: string; onSignedIn(s: S
     } catch (err) {
       setError(
         err instanceof ApiFailure && err.status === 401 ? 'That API key is not valid.'
+        // An agent's key (NEATROOTS_API_KEYS=project=key:ingest) sends spans and nothing else.
+        : err instanceof ApiFailure && err.status === 403 && err.message.includes('(scope ingest)') ? 'That key may only send spans (scope ingest): sign in with a full key of the project.'
         : err instanceof ApiFailure && err.status === 403 ? `That API key does not open project ${s.project}.`
         : failure(err),
       );

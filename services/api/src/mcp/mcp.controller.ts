@@ -3,10 +3,9 @@ import { All, Controller, Inject, Logger as NestLogger, Post, Req, Res, UseGuard
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Logger } from '@neatroots/ports';
 import type { ReviewQueries } from '@neatroots/store';
-import { apiKeyOf, ApiKeyGuard, type KeyedRequest } from '../auth.guard';
+import { apiKeyOf, ApiKeyGuard, apiProjectOf, type KeyedRequest } from '../auth.guard';
 import type { Authoring } from '../authoring';
 import { givenUp } from '../checks.controller';
-import { ApiError } from '../errors';
 import { MCP_PREVIEW_MS } from '../limits';
 import { API_LOG, AUTHORING, RESOLVE_KEY, REVIEW_QUERIES, type ResolveKey } from '../tokens';
 import { MCP_PATH } from './relay';
@@ -79,9 +78,8 @@ export class McpController {
 
   @Post(MCP_PATH.slice(1))
   async post(@Req() req: McpRequest, @Res() res: ServerResponse) {
-    // The guard let the key in; the project is the one it opens.
-    const project = await this.resolveKey(apiKeyOf(req) ?? '');
-    if (!project) throw new ApiError(401, 'unauthorized', 'unknown API key');
+    // The guard let the key in (a full one: an ingest key gets 403); the project is the one it opens.
+    const project = apiProjectOf(await this.resolveKey(apiKeyOf(req) ?? ''));
     // Aborted when the call is given up: its connection closed before the answer, or the client cancelled it.
     const stop = new AbortController();
     givenUp(res, stop);

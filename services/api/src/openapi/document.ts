@@ -193,7 +193,7 @@ const json = (schema: Schema, description = 'OK') => ({ description, content: { 
 const errors = {
   '400': json(ref('Error'), 'Bad input: the error names the parameter or field'),
   '401': json(ref('Error'), 'No API key, or an unknown one (unauthorized)'),
-  '403': json(ref('Error'), 'The key opens another project or workspace (forbidden)'),
+  '403': json(ref('Error'), 'The key opens another project or workspace, or may only send spans (an ingest key) (forbidden)'),
   '404': json(ref('Error'), 'Not found'),
   '413': json(ref('Error'), 'The body is over its bound (payload_too_large)'),
   '415': json(ref('Error'), 'A body of a type the route does not read (unsupported_media_type)'),
