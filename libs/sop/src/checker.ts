@@ -32,6 +32,22 @@ export interface CheckOptions {
   reviewStatuses?: readonly RuleStatus[];
   /** Told of each rule question's decision (what calibration later fits thresholds to). */
   onDecision?: (d: DecisionRecord) => void;
+  /**
+   * Told of each question the decider left undecided because the model failed for a passing
+   * reason (Undecided.retryable): its rule is not_checked, and checking again may decide it. A
+   * review that fails is not told: the decision stands.
+   */
+  onModelFailure?: (f: ModelFailure) => void;
+}
+
+/** A question the model failed to answer for a passing reason (a server error, a timeout, an unreadable answer...). */
+export interface ModelFailure {
+  procedure_id: string;
+  /** null for the route and goal questions. */
+  rule_id: string | null;
+  kind: QuestionKind;
+  /** The rule's reason: `Not checked: the decision model (…) could not decide …: the model server: …`. */
+  reason: string;
 }
 
 /**
@@ -91,6 +107,7 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
     const q: Question = { kind, procedure: p, rule, session };
     const a = await opts.decider.decide(q);
     if (a.decided) decided++;
+    else if (a.retryable) opts.onModelFailure?.({ procedure_id: p.procedure_id, rule_id: rule?.rule_id ?? null, kind, reason: a.reason });
     if (a.decided && rule && kind !== 'route' && kind !== 'goal') opts.onDecision?.({ procedure_id: p.procedure_id, rule_id: rule.rule_id, field: kind, p: a.probability, sure: a.sure });
     return { q, a: a.decided ? { ...a, evidence: kind === 'never' ? a.evidence : inRange(a.evidence, session) } : a };
   };

@@ -44,6 +44,12 @@ export interface Decision {
 export interface Undecided {
   decided: false;
   reason: string;
+  /**
+   * The model failed for a passing reason (a server error, a rate limit, a timeout, a dropped
+   * connection, an answer that could not be read): asking again later may decide it. Absent
+   * when asking again cannot help by itself (no model configured, a request the model refused).
+   */
+  retryable?: true;
 }
 
 export type Answer = Decision | Undecided;

@@ -66,6 +66,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   getSession: SopQueries['getSession'] = (workspace, id) => this.call(this.client.getSession, { workspace, id });
   getSessionTranscript: SopQueries['getSessionTranscript'] = (workspace, id) => this.call(this.client.getSessionTranscript, { workspace, id });
   listSessions: SopQueries['listSessions'] = (workspace, q) => this.call(this.client.listSessions, { workspace, query_json: JSON.stringify(q) });
+  recheckSession: SopQueries['recheckSession'] = (workspace, id) => this.call(this.client.recheckSession, { workspace, id });
 
   private review<T>(method: unknown, workspace: string, id: string, query: unknown, body?: unknown, timeoutMs?: number): Promise<T> {
     return this.call(method, { workspace, id, query_json: JSON.stringify(query ?? {}), body_json: body === undefined ? '' : JSON.stringify(body) }, timeoutMs);

@@ -107,7 +107,10 @@ export class WorkspacesController {
     return this.q().release(ws, pathId('id', id));
   }
 
-  /** A session in: 202 {id, external_id, status} (queued, or unchanged for re-sent content unless it had failed). */
+  /**
+   * A session in: 202 {id, external_id, status}: queued, or unchanged for re-sent content (but
+   * for one whose check is owed: still queued, failed, or checked while the model failed).
+   */
   @Post('sessions')
   @HttpCode(202)
   async receive(@Param('ws') ws: string, @Query() query: QueryParams, @Body() body: unknown) {
@@ -145,6 +148,19 @@ export class WorkspacesController {
   async session(@Param('ws') ws: string, @Param('id') id: string, @Query() query: QueryParams) {
     noQuery(query);
     return this.q().getSession(ws, pathId('id', id));
+  }
+
+  /**
+   * The session as stored checked again (202 {id, external_id, status: queued}), its results
+   * replaced when the check is done: for a session nobody can send again (made from a run), once
+   * the model is back or its settings changed. 409 transcript_expired once retention emptied it.
+   */
+  @Post('sessions/:id/recheck')
+  @HttpCode(202)
+  async recheck(@Param('ws') ws: string, @Param('id') id: string, @Query() query: QueryParams, @Body() body: unknown) {
+    noQuery(query);
+    noBody(body);
+    return this.q().recheckSession(ws, pathId('id', id));
   }
 
   /** The session as received: its turns (numbered from 0) and tool calls, for showing the transcript. */

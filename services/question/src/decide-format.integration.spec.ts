@@ -52,7 +52,7 @@ it("a procedure check's malformed answer is not cached by the question service: 
     session: { external_id: null, agent: 'a', release_id: null, started_at: null, transcript_ref: null, turns: [{ role: 'agent', text: 'Hello, welcome!' }], tool_calls: [] },
   } as unknown as Parameters<typeof decider.decide>[0];
 
-  expect(await decider.decide(greet)).toEqual({ decided: false, reason: expect.stringMatching(/could not decide whether the step was done: the model gave a malformed answer \("p" is not a probability/) });
+  expect(await decider.decide(greet)).toEqual({ decided: false, retryable: true, reason: expect.stringMatching(/could not decide whether the step was done: the model gave a malformed answer \("p" is not a probability/) });
   expect(await decider.decide(greet)).toMatchObject({ decided: true, answer: true, probability: 0.95 });
   expect(fake.calls).toHaveLength(2);
   // A usable answer is cached: the third check reads it without asking.

@@ -1,5 +1,5 @@
 import type { SessionBody } from '../body';
-import { checkSession, type DecisionRecord } from '../checker';
+import { checkSession, type DecisionRecord, type ModelFailure } from '../checker';
 import { noModelDecider, type Decider, type Reviewer } from '../decider';
 import type { Lock } from '../lock';
 import type { Session } from '../session';
@@ -31,6 +31,8 @@ export interface CheckSessionArgs {
   bands?: QuestionBands;
   /** Told of each rule question's decision, to be stored with the check (calibration's labels need it). */
   onDecision?: (d: DecisionRecord) => void;
+  /** Told of each question a model failed to answer for a passing reason (CheckOptions.onModelFailure). */
+  onModelFailure?: (f: ModelFailure) => void;
 }
 
 export interface CheckSessionOptions {
@@ -58,10 +60,10 @@ export function createCheckSession(opts: CheckSessionOptions = {}): CheckSession
     });
     return resolved;
   };
-  return async ({ lock, releaseId, session, bands, onDecision }) => {
+  return async ({ lock, releaseId, session, bands, onDecision, onModelFailure }) => {
     const { gateway, models: m } = await resolveOnce();
     const { decider, reviewer } = modelsFor(gateway, m, settings, bands ?? NO_FITTED_BANDS);
-    return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses, onDecision });
+    return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses, onDecision, onModelFailure });
   };
 }
 

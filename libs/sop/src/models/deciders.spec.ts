@@ -4,7 +4,7 @@ import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from 
 import type { Question } from '../decider';
 import type { LockProcedure } from '../lock';
 import type { DecisionGateway } from './gateway';
-import { modelDecider } from './deciders';
+import { modelDecider, retryableModelFailure } from './deciders';
 import { askText, DECIDE_INSTRUCTIONS, renderSubject } from './prompt';
 import { DEFAULT_DECISIONS } from './settings';
 
@@ -63,7 +63,7 @@ describe('a malformed answer to a procedure question', () => {
     const decider = modelDecider(gatewayOf(answererWith({ decision: model })), 'decider-test', DEFAULT_DECISIONS);
 
     const first = await decider.decide(greet);
-    expect(first).toEqual({ decided: false, reason: expect.stringMatching(/^Not checked: the decision model \(decider-test\) could not decide whether the step was done: the model gave a malformed answer \("p" is not a probability/) });
+    expect(first).toEqual({ decided: false, retryable: true, reason: expect.stringMatching(/^Not checked: the decision model \(decider-test\) could not decide whether the step was done: the model gave a malformed answer \("p" is not a probability/) });
 
     const again = await decider.decide(greet);
     expect(model.calls).toHaveLength(2);
@@ -84,6 +84,44 @@ describe('a malformed answer to a procedure question', () => {
 
     expect(await decider.decide(greet)).toMatchObject({ decided: true, answer: false, probability: 0.1 });
     expect(model.calls).toHaveLength(2);
+  });
+});
+
+describe('a model that fails', () => {
+  /** The decider over one server answering `reply` to everything, the model's client timing out after `timeoutMs`. */
+  async function deciderOver(reply: FakeReply | null, timeoutMs = 2_000) {
+    const model = reply ? await server(() => reply) : null;
+    // null: a server that was there and is gone (connection refused)
+    const gone = model ?? (await server(() => ({ content: '{}' })));
+    if (!model) await gone.close();
+    const answerer = new QuestionAnswerer({ decision: openAiChatModel({ role: 'decision', baseURL: gone.url, model: 'decider-test', timeoutMs }), queue: { maxWaitMs: 5, retries: 0 }, onError: () => undefined });
+    answerers.push(answerer);
+    return modelDecider(gatewayOf(answerer), 'decider-test', DEFAULT_DECISIONS);
+  }
+
+  // Asking again may decide these: the review service checks the session again.
+  it.each<[string, FakeReply | null, RegExp]>([
+    ['a server error', { status: 500, content: 'boom' }, /: the model server: /],
+    ['a rate limit', { status: 429, content: 'slow down' }, /: the model rate_limited: /],
+    ['no answer in time', { hang: true }, /: the model timed out: /],
+    ['a server that is gone', null, /: the model connection: /],
+    ['an answer that is not JSON', { content: 'I think yes, the agent did it.' }, /: the model gave a malformed answer/],
+  ])('%s leaves the rule not checked, marked retryable', async (_what, reply, why) => {
+    const a = await (await deciderOver(reply, reply?.hang ? 300 : 2_000)).decide(greet);
+    expect(a).toEqual({ decided: false, retryable: true, reason: expect.stringMatching(why) });
+  });
+
+  // Asking again cannot help by itself: not marked.
+  it('a request the model refuses (a 4xx) leaves the rule not checked, not retryable', async () => {
+    const a = await (await deciderOver({ status: 401, content: 'Incorrect API key provided' })).decide(greet);
+    expect(a).toEqual({ decided: false, reason: expect.stringMatching(/^Not checked: the decision model \(decider-test\) could not decide whether the step was done: the model rejected: /) });
+  });
+
+  it('reads the reasons the question service gives', () => {
+    for (const r of ['the model timed out: no answer within 20000 ms', 'the model server: 500 boom', 'the model rate_limited: 429', 'the model connection: cannot reach the model: ECONNREFUSED', 'the model aborted: the request was aborted', 'the model failed: queue closed', 'the model gave a malformed answer (not a JSON object)']) {
+      expect([r, retryableModelFailure(r)]).toEqual([r, true]);
+    }
+    for (const r of ['the model rejected: 400 context too long', 'no decision model or local LLM is configured', 'the model serverless: x']) expect([r, retryableModelFailure(r)]).toEqual([r, false]);
   });
 });
 

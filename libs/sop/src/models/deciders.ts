@@ -15,7 +15,8 @@ import { inBand, type DecisionSettings } from './settings';
  *   modelReviewer      check-5 on the reasoning endpoint, shown the decision it reviews
  *   reasoningDecider   check-5 on the reasoning endpoint for every question (SOPOPS_CHECK_MODE=review)
  * A model error, a timeout or a malformed answer is Undecided with a plain reason: the rule is
- * not checked, never passed.
+ * not checked, never passed. One that asking again may cure is marked `retryable`: the review
+ * service then checks the session again (retryableModelFailure).
  */
 const WHAT: Record<QuestionKind, string> = {
   route: 'whether the procedure applies',
@@ -28,7 +29,20 @@ const WHAT: Record<QuestionKind, string> = {
 };
 
 function notChecked(q: Question, who: string, why: string): Undecided {
-  return { decided: false, reason: `Not checked: ${who} could not decide ${WHAT[q.kind]}: ${why}.` };
+  const reason = `Not checked: ${who} could not decide ${WHAT[q.kind]}: ${why}.`;
+  return retryableModelFailure(why) ? { decided: false, reason, retryable: true } : { decided: false, reason };
+}
+
+/**
+ * Whether the gateway's reason for giving no answer is one that asking again may cure: the
+ * question service's reasons for a model error (its describeError: `the model timed out: …`,
+ * `the model server: …`, `the model rate_limited: …`, `the model connection: …`, `the model
+ * aborted: …`, and `the model failed: …` for an error of no known kind) and for an answer that
+ * could not be read (`the model gave a malformed answer (…)`). Not: `the model rejected: …` (a
+ * 4xx: the request is refused again) nor `no … is configured`.
+ */
+export function retryableModelFailure(reason: string): boolean {
+  return /^the model (timed out|server|rate_limited|connection|aborted|failed)\b/.test(reason) || reason.startsWith('the model gave a malformed answer');
 }
 
 /**

@@ -22,6 +22,11 @@ export interface SopQueries {
   /** A session's turns and tool calls as received (SopError 404 when there is no such session). */
   getSessionTranscript(workspace: string, id: string): Promise<SessionTranscriptView>;
   listSessions(workspace: string, q: ListSessionsQuery): Promise<SessionsListView>;
+  /**
+   * The session as stored checked again, its results replaced (SopError 404 when there is no
+   * such session, 409 `transcript_expired` once retention emptied its transcript).
+   */
+  recheckSession(workspace: string, id: string): Promise<{ id: string; external_id: string; status: 'queued' }>;
 }
 
 export interface HeadView {

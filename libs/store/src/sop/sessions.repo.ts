@@ -63,6 +63,12 @@ export interface CheckOutcome {
   checked_result: SopResult | null;
   checks: StoredCheck[];
   findings: StoredFinding[];
+  /**
+   * Why the check is not whole though it is saved: the model failed for a passing reason on
+   * some questions (their rules not_checked). Kept as the session's `error`; a checked session
+   * with an error is checked again when its content is sent again (receive) or it is re-checked.
+   */
+  error?: string | null;
 }
 
 export interface ListSessionsQuery {
@@ -112,8 +118,8 @@ export class SopSessionsRepo {
    * Records a session as sent. Re-sent content for its external_id writes nothing
    * (`unchanged`), unless its check is owed: a session still queued answers `queued` as it is
    * (its job may have been lost: the caller queues it again), and one that failed (no live
-   * release yet, tries run out) is queued again to be checked (`queued`), its transcript as
-   * sent. New content replaces the
+   * release yet, tries run out) or was checked while the model failed (checked with an `error`)
+   * is queued again to be checked (`queued`), its transcript as sent. New content replaces the
    * session and clears its results until its check is done (`queued`). A session never seen
    * (the usual case) costs one statement, no transaction: on PGlite every statement is a trip
    * to the database thread.
@@ -125,21 +131,21 @@ export class SopSessionsRepo {
     if (await this.inserts.call(row)) return { id, status: 'queued', content_hash: hash };
     // Seen before. Re-sent content is the common case of what is left: a plain read answers it
     // (as of the last commit, as the locked read would once a concurrent writer finished).
-    const seen = await this.db.query<{ content_hash: string; status: SessionRecord['status'] }>('SELECT content_hash, status FROM sop_sessions WHERE id = $1', [id]);
+    const seen = await this.db.query<Owed>('SELECT content_hash, status, error FROM sop_sessions WHERE id = $1', [id]);
     const sameAsSeen = seen.rows[0]?.content_hash === hash;
     if (sameAsSeen && seen.rows[0].status === 'queued') return { id, status: 'queued', content_hash: hash };
-    if (sameAsSeen && seen.rows[0].status !== 'failed') return { id, status: 'unchanged', content_hash: hash };
+    if (sameAsSeen && !checkAgain(seen.rows[0])) return { id, status: 'unchanged', content_hash: hash };
     return this.db.transaction(async (tx) => {
-      const existing = await tx.query<{ content_hash: string; status: SessionRecord['status'] }>('SELECT content_hash, status FROM sop_sessions WHERE id = $1 FOR UPDATE', [id]);
+      const existing = await tx.query<Owed>('SELECT content_hash, status, error FROM sop_sessions WHERE id = $1 FOR UPDATE', [id]);
       const same = existing.rows[0]?.content_hash === hash;
-      // The same content: nothing to do, unless its check is owed. Still queued: as it is;
-      // failed: checked again.
+      // The same content: nothing to do, unless its check is owed. Still queued: as it is.
       if (same && existing.rows[0].status === 'queued') return { id, status: 'queued' as const, content_hash: hash };
-      if (same && existing.rows[0].status !== 'failed') return { id, status: 'unchanged' as const, content_hash: hash };
+      if (same && !checkAgain(existing.rows[0])) return { id, status: 'unchanged' as const, content_hash: hash };
       // Under the row lock every check saved before is visible here, and none can be saved after.
       if (existing.rows[0]) await clearResults(tx, id);
       if (same) {
-        // Failed: queued again as it was sent (retention may have emptied its transcript since).
+        // Failed, or checked while the model failed: queued again as it was sent (retention may
+        // have emptied its transcript since).
         await tx.query(
           `UPDATE sop_sessions SET body = $2::jsonb, status = 'queued', error = NULL, release_id = NULL, result = NULL, checked_result = NULL,
              run_id = COALESCE($3, run_id), received_at = date_trunc('milliseconds', now()), checked_at = NULL, transcript_expired_at = NULL
@@ -193,6 +199,33 @@ export class SopSessionsRepo {
     });
   }
 
+  /**
+   * Queues a session to be checked again, as it is stored (POST …/sessions/{id}/recheck): its
+   * results are cleared until the check is done. A session still queued is answered as it is
+   * (its job may have been lost: the caller queues it again). `transcript_expired` when
+   * retention emptied its transcript (there is nothing left to check); null when there is no
+   * such session.
+   */
+  async recheck(workspace: string, id: string): Promise<{ id: string; external_id: string; status: 'queued'; content_hash: string } | 'transcript_expired' | null> {
+    return this.db.transaction(async (tx) => {
+      const res = await tx.query<{ external_id: string; content_hash: string; status: SessionRecord['status']; transcript_expired_at: unknown }>(
+        'SELECT external_id, content_hash, status, transcript_expired_at FROM sop_sessions WHERE workspace = $1 AND id = $2 FOR UPDATE',
+        [workspace, id],
+      );
+      const row = res.rows[0];
+      if (!row) return null;
+      const queued = { id, external_id: row.external_id, status: 'queued' as const, content_hash: row.content_hash };
+      if (row.status === 'queued') return queued;
+      if (row.transcript_expired_at !== null && row.transcript_expired_at !== undefined) return 'transcript_expired' as const;
+      await clearResults(tx, id);
+      await tx.query(
+        `UPDATE sop_sessions SET status = 'queued', error = NULL, release_id = NULL, result = NULL, checked_result = NULL, checked_at = NULL WHERE id = $1`,
+        [id],
+      );
+      return queued;
+    });
+  }
+
   /** Marks a session whose check job gave up, with the reason (shown on the session). */
   async markFailed(sessionId: string, contentHash: string, reason: string): Promise<void> {
     // Only a session still waiting for this content: a check that got through meanwhile stands.
@@ -230,8 +263,9 @@ export class SopSessionsRepo {
    * before `before` (epoch ms), oldest first, and marks them; returns how many. A session
    * still waiting for its check keeps its transcript (the check reads it). The checks, their
    * findings and the evidence they quote stay, and so does the content hash: the same content
-   * sent again is still "unchanged" (a failed session's is queued again, its transcript as
-   * sent), while new content is received and checked as usual.
+   * sent again is still "unchanged" (a failed session's, or one checked while the model failed,
+   * is queued again, its transcript as sent), while new content is received and checked as
+   * usual. Such a session cannot be re-checked as stored (recheck): it has nothing to check.
    */
   async expireTranscripts(before: number, limit = 500): Promise<number> {
     const res = await this.db.query<{ n: unknown }>(
@@ -353,6 +387,18 @@ export class SopSessionsRepo {
 
 const UNIQUE_VIOLATION = '23505';
 
+/** What receive reads of a session seen before: its content, and whether its check is owed. */
+interface Owed {
+  content_hash: string;
+  status: SessionRecord['status'];
+  error: string | null;
+}
+
+/** The same content sent again is checked again when its check failed, or was saved while the model failed (checked with an error). */
+function checkAgain(s: Owed): boolean {
+  return s.status === 'failed' || (s.status === 'checked' && s.error !== null);
+}
+
 const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /** A session never seen, as receive's multi-row insert takes it. */
@@ -380,9 +426,9 @@ export interface CheckRead {
 // limit). `s` is what the UPDATE marked checked; checks and findings are inserted only for
 // those, so a session that changed meanwhile gets nothing. SAVE_QUEUED takes only queued
 // sessions (they have no results to replace); SAVE_CHECKED, under the caller's row lock, any.
-const SAVE_TEMPLATE = `k AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS k(id text, content_hash text, release_id text, result text, checked_result text)),
+const SAVE_TEMPLATE = `k AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS k(id text, content_hash text, release_id text, result text, checked_result text, error text)),
   s AS (
-    UPDATE sop_sessions x SET status = 'checked', error = NULL, release_id = k.release_id, result = k.result, checked_result = k.checked_result, checked_at = now()
+    UPDATE sop_sessions x SET status = 'checked', error = k.error, release_id = k.release_id, result = k.result, checked_result = k.checked_result, checked_at = now()
     FROM k WHERE x.id = k.id AND x.content_hash = k.content_hash CONDITION
     RETURNING x.id, x.workspace, x.started_at, k.release_id),
   c AS (
@@ -398,7 +444,7 @@ const SAVE_QUEUED = SAVE_TEMPLATE.replace('CONDITION', "AND x.status = 'queued'"
 const SAVE_CHECKED = SAVE_TEMPLATE.replace('CONDITION', '');
 
 function saveParams(items: { id: string; content_hash: string; outcome: CheckOutcome }[]): (string | null)[] {
-  const outcomes = items.map(({ id, content_hash, outcome: o }) => ({ id, content_hash, release_id: o.release_id, result: o.result, checked_result: o.checked_result }));
+  const outcomes = items.map(({ id, content_hash, outcome: o }) => ({ id, content_hash, release_id: o.release_id, result: o.result, checked_result: o.checked_result, error: text(o.error ?? null) }));
   const checks = items.flatMap(({ id, outcome: o }) =>
     o.checks.map((c, position) => ({ session_id: id, procedure_id: c.procedure_id, position, result: c.result, checked_result: c.checked_result, body: c.body })),
   );

@@ -126,6 +126,60 @@ describe('SopSessionsRepo', () => {
     expect((await repo.get('w1', b.id))?.session).toMatchObject({ status: 'queued', error: null });
   });
 
+  it('a session checked while the model failed (saved with an error) is queued again when its same content is sent again', async () => {
+    const repo = new SopSessionsRepo(db);
+    const a = await repo.receive('w1', session());
+    const finding = { id: sopFindingId(a.id, 'take-order', 'r1'), procedure_id: 'take-order', rule_id: 'r1', kind: 'step' as const, index: 2, text: 'Look up the account.', status: 'skipped' as const, evidence: [], reason: 'not called' };
+    const partly = {
+      release_id: null, result: 'deviated' as const, checked_result: 'deviated' as const,
+      checks: [{ procedure_id: 'take-order', result: 'deviated' as const, checked_result: 'deviated' as const, body: { rules: ['not_checked'] } }], findings: [finding],
+      error: '1 question not checked because the model failed (the decision model (m) could not decide whether the step was done: the model server: 500 boom)',
+    };
+    expect(await repo.saveOutcome(a.id, a.content_hash, partly)).toBe(true);
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'deviated', error: partly.error });
+
+    // the same content sent again: queued again, its results cleared until its check is done
+    expect(await repo.receive('w1', session())).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash });
+    expect(await repo.get('w1', a.id)).toMatchObject({ session: { status: 'queued', error: null, result: null, checked_at: null }, checks: [] });
+    expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(0);
+    // checked whole this time: no error, and the same content is unchanged again
+    const whole = { ...partly, result: 'followed' as const, checked_result: 'followed' as const, findings: [], error: null };
+    expect(await repo.saveOutcome(a.id, a.content_hash, whole)).toBe(true);
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'followed', error: null });
+    expect(await repo.receive('w1', session())).toMatchObject({ status: 'unchanged' });
+  });
+
+  it('re-checks a session as stored: its results cleared and it is queued, received_at kept; one queued as it is; none with its transcript let go', async () => {
+    const repo = new SopSessionsRepo(db);
+    const a = await repo.receive('w1', session(), { runId: 'run-1' });
+    // still queued: answered as it is
+    expect(await repo.recheck('w1', a.id)).toEqual({ id: a.id, external_id: 'call-1', status: 'queued', content_hash: a.content_hash });
+    const finding = { id: sopFindingId(a.id, 'take-order', 'r1'), procedure_id: 'take-order', rule_id: 'r1', kind: 'step' as const, index: 2, text: 'Look up the account.', status: 'skipped' as const, evidence: [], reason: 'not called' };
+    const outcome = { release_id: null, result: 'deviated' as const, checked_result: 'deviated' as const, checks: [{ procedure_id: 'take-order', result: 'deviated' as const, checked_result: 'deviated' as const, body: {} }], findings: [finding] };
+    expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(true);
+    const before = (await repo.get('w1', a.id))!.session;
+
+    expect(await repo.recheck('w1', a.id)).toEqual({ id: a.id, external_id: 'call-1', status: 'queued', content_hash: a.content_hash });
+    const got = await repo.get('w1', a.id);
+    expect(got).toMatchObject({ session: { status: 'queued', error: null, result: null, checked_result: null, release_id: null, checked_at: null, received_at: before.received_at, run_id: 'run-1', body: { turns: session().turns } }, checks: [] });
+    expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(0);
+    expect(await repo.queued()).toEqual([{ workspace: 'w1', id: a.id, content_hash: a.content_hash }]);
+    // a failed one too
+    await repo.markFailed(a.id, a.content_hash, 'not checked after 6 tries: question service away');
+    expect(await repo.recheck('w1', a.id)).toMatchObject({ status: 'queued' });
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'queued', error: null });
+
+    // its transcript let go: nothing to check
+    expect(await repo.saveOutcome(a.id, a.content_hash, outcome)).toBe(true);
+    await db.query(`UPDATE sop_sessions SET received_at = now() - interval '100 days' WHERE id = $1`, [a.id]);
+    expect(await repo.expireTranscripts(Date.now() - 90 * 24 * 60 * 60_000)).toBe(1);
+    expect(await repo.recheck('w1', a.id)).toBe('transcript_expired');
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'deviated' });
+    // no such session, or another workspace's
+    expect(await repo.recheck('w1', 'ses_nope')).toBeNull();
+    expect(await repo.recheck('w2', a.id)).toBeNull();
+  });
+
   it('empties the transcripts of checked sessions received before the cutoff, oldest first, a bounded number a statement', async () => {
     const repo = new SopSessionsRepo(db);
     const outcome = { release_id: null, result: 'followed' as const, checked_result: 'followed' as const, checks: [{ procedure_id: 'p', result: 'followed' as const, checked_result: 'followed' as const, body: { quoted: 'kept' } }], findings: [] };

@@ -299,6 +299,14 @@ const paths: Record<string, Record<string, unknown>> = {
     }),
   },
   [`${W}/sessions/{id}`]: { get: op('sessions', { summary: 'A session with its checks', params: [ws, id('A session id')], ok: { schema: ref('Session') } }) },
+  [`${W}/sessions/{id}/recheck`]: {
+    post: op('sessions', {
+      summary: 'Check a session again as stored, its results replaced (one still queued: its check queued again)',
+      params: [ws, id('A session id')],
+      ok: { status: '202', schema: object({ id: str, external_id: str, status: oneOf(['queued']) }) },
+      extra: { '409': json(ref('Error'), 'Its transcript was let go (transcript_expired): send the session again') },
+    }),
+  },
   [`${W}/sessions/{id}/transcript`]: {
     get: op('sessions', { summary: 'A session as received: its turns (numbered from 0) and tool calls', params: [ws, id('A session id')], ok: { schema: ref('SessionTranscript') } }),
   },

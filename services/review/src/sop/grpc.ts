@@ -71,6 +71,7 @@ export function sopGrpcService(q: SopQueries, r?: ReviewSopQueries): { service: 
     getSession: unary<{ workspace: string; id: string }>((r) => q.getSession(r.workspace, r.id)),
     getSessionTranscript: unary<{ workspace: string; id: string }>((r) => q.getSessionTranscript(r.workspace, r.id)),
     listSessions: unary<{ workspace: string; query_json: string }>((r) => q.listSessions(r.workspace, (r.query_json ? JSON.parse(r.query_json) : {}) as ListSessionsQuery)),
+    recheckSession: unary<{ workspace: string; id: string }>((r) => q.recheckSession(r.workspace, r.id)),
   };
   // The api validated the query and body; the service validates bodies again (both transports refuse the same things).
   Object.assign(implementation, {

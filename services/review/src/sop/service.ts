@@ -18,6 +18,8 @@ export interface SopOptions {
   onPublished?: OnPublished;
   /** How many sessions one process checks at once (default 16). */
   concurrency?: number;
+  /** A check's tries and the backoff between them (default CHECK_RETRY: 6 tries, about a minute). */
+  checkRetry?: { attempts: number; backoffMs: number };
   /** The question service's decisions: patterns are named by the reasoning model through it. */
   gateway?: GatewayOf;
   /** SOPOPS_DECISIONS: the bands calibration widens per question (default DEFAULT_DECISIONS). */
@@ -51,7 +53,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
   // Rule lineage stores its links in the publish's transaction, and patterns follow them.
   const lineage = new RuleLineage(opts.db, undefined, { suggestionEdits: suggestionEditsOf, onMerged: moveSuggestions, ...opts.lineage });
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
-  const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession);
+  const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession, opts.checkRetry);
   // Patterns follow the sessions: plugged in before the first check runs.
   const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, decisions: opts.decisions, lineage: lineage.queries, reclusterCron: opts.reclusterCron, workspaces, github: opts.github, prStatusCron: opts.prStatusCron });
   await lineage.start();
@@ -72,6 +74,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     getSession: (ws, id) => sessions.get(ws, id),
     getSessionTranscript: (ws, id) => sessions.transcript(ws, id),
     listSessions: (ws, q) => sessions.list(ws, q),
+    recheckSession: (ws, id) => sessions.recheck(ws, id),
   };
   return { queries, workspaces, sessions, review: review.queries, runsEnded: (runs) => fromRuns.ended(runs) };
 }

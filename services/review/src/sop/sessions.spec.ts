@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs } from '@neatroots/platform';
-import { checkSession, noModelDecider, readFolder, recordedDecider } from '@neatroots/sop';
+import { checkSession, createCheckSession, noModelDecider, readFolder, recordedDecider, type DecisionGateway, type DecisionReply } from '@neatroots/sop';
 import { SopError, sessionId } from '@neatroots/store';
 import { SopSessions, type CheckSession } from './sessions';
 import { FIXTURES, fixtureSession, luigisFiles, recordedDecisions, startLuigis, useMigratedDb } from '../sop-fixtures.test';
@@ -231,6 +231,117 @@ describe('SopSessions', () => {
     // checked: the same content sent again is unchanged, and queues nothing
     expect(await sessions.receive('luigis', body)).toMatchObject({ status: 'unchanged' });
     expect(added).toHaveLength(1);
+  });
+
+  describe('while the model fails', () => {
+    // A decision gateway (the question service) over a model that answers, or fails as told.
+    let failing: string | null;
+    let asked: number;
+    const gateway: DecisionGateway = {
+      decisionModels: async () => ({ decision: 'decider-test', reasoning: null }),
+      decide: async (_endpoint, item): Promise<DecisionReply> => {
+        asked++;
+        if (failing) return { ok: false, reason: failing };
+        const no = /break this rule|situation come up/i.test(item.ask);
+        return { ok: true, answer: { p: no ? 0.02 : 0.95, evidence: [], reason: 'The fake model says so.' }, model: 'decider-test', cached: false };
+      },
+    };
+    const models = createCheckSession({ gateway });
+    let tries: number;
+    const counted: CheckSession = (args) => {
+      tries++;
+      return models(args);
+    };
+    const notChecked = (s: { checks: { rules: { status: string; reason: string }[] }[] }) => s.checks.flatMap((c) => c.rules).filter((r) => r.status === 'not_checked').map((r) => r.reason);
+    beforeEach(() => {
+      failing = null;
+      asked = 0;
+      tries = 0;
+    });
+
+    async function started(check: CheckSession = counted) {
+      const workspaces = new SopWorkspaces(db);
+      await workspaces.push('luigis', luigisFiles());
+      await workspaces.publish('luigis');
+      const sessions = new SopSessions(db, workspaces, jobs, check, { attempts: 3, backoffMs: 5 });
+      await sessions.start();
+      return sessions;
+    }
+
+    it('tries the check again; on the last try saves what was decided, says why on the session, and the same content sent again is checked again', async () => {
+      const sessions = await started();
+      failing = 'the model server: 500 Internal Server Error';
+      const body = fixtureSession('phone-followed-pickup');
+      const sent = await sessions.receive('luigis', body);
+      const got = await checked(sessions, 'luigis', sent.id);
+      expect(tries).toBe(3);
+      expect(got).toMatchObject({
+        status: 'checked',
+        result: 'not_measurable',
+        error: expect.stringMatching(/^the model failed on \d+ questions \(the decision model \(decider-test\) could not decide .*: the model server: 500 Internal Server Error; and \d+ more\), so their rules are not checked: send the session again, or POST …\/sessions\/ses_\S+\/recheck, once the model is back$/),
+      });
+      // the tool steps are decided; every rule the model decides says why it is not checked
+      expect(notChecked(got).length).toBeGreaterThan(0);
+      for (const reason of notChecked(got)) expect(reason).toContain('the model server: 500 Internal Server Error');
+      expect(got.checks.flatMap((c) => c.rules).some((r) => r.status === 'done')).toBe(true);
+
+      // the model back: the same content sent again is queued, checked again, its results replaced
+      failing = null;
+      expect(await sessions.receive('luigis', body)).toEqual({ id: sent.id, external_id: body.external_id, status: 'queued' });
+      const again = await checked(sessions, 'luigis', sent.id);
+      expect(again).toMatchObject({ status: 'checked', error: null, result: expect.stringMatching(/^(followed|partial|deviated)$/) });
+      expect(notChecked(again)).toEqual([]);
+      expect(tries).toBe(4);
+      // checked whole: sent again, unchanged
+      expect(await sessions.receive('luigis', body)).toMatchObject({ status: 'unchanged' });
+    });
+
+    it('a failure on one try only: the next try checks the session whole', async () => {
+      // the model times out on the first try, and is back for the second
+      const backAfterOne: CheckSession = async (args) => {
+        const out = await counted(args);
+        failing = null;
+        return out;
+      };
+      const sessions = await started(backAfterOne);
+      failing = 'the model timed out: no answer within 2000 ms';
+      const sent = await sessions.receive('luigis', fixtureSession('phone-followed-pickup'));
+      const got = await checked(sessions, 'luigis', sent.id);
+      expect(got).toMatchObject({ status: 'checked', error: null });
+      expect(notChecked(got)).toEqual([]);
+      expect(tries).toBe(2);
+    });
+
+    it('a model that refuses the request (a 4xx) is not tried again: the rules say why, and the session has no error', async () => {
+      const sessions = await started();
+      failing = 'the model rejected: 401 Incorrect API key provided';
+      const sent = await sessions.receive('luigis', fixtureSession('phone-followed-pickup'));
+      const got = await checked(sessions, 'luigis', sent.id);
+      expect(tries).toBe(1);
+      expect(got).toMatchObject({ status: 'checked', error: null });
+      for (const reason of notChecked(got)) expect(reason).toContain('the model rejected: 401');
+      expect(asked).toBeGreaterThan(0);
+    });
+
+    it('re-checks a session as stored (one made from a run cannot be sent again): its results replaced', async () => {
+      const sessions = await started();
+      failing = 'the model gave a malformed answer (not a JSON object)';
+      const sent = await sessions.receive('luigis', fixtureSession('phone-followed-pickup'));
+      expect((await checked(sessions, 'luigis', sent.id)).error).toContain('the model gave a malformed answer');
+      failing = null;
+      expect(await sessions.recheck('luigis', sent.id)).toEqual({ id: sent.id, external_id: fixtureSession('phone-followed-pickup').external_id, status: 'queued' });
+      const again = await checked(sessions, 'luigis', sent.id);
+      expect(again).toMatchObject({ status: 'checked', error: null });
+      expect(notChecked(again)).toEqual([]);
+      // any checked session may be re-checked; none that is not there
+      expect(await sessions.recheck('luigis', sent.id)).toMatchObject({ status: 'queued' });
+      expect((await checked(sessions, 'luigis', sent.id)).status).toBe('checked');
+      await expect(sessions.recheck('luigis', 'ses_nope')).rejects.toMatchObject({ status: 404, code: 'not_found' });
+      await expect(sessions.recheck('other', sent.id)).rejects.toMatchObject({ status: 404 });
+      // its transcript let go: nothing to check (sending it again still works)
+      await db.query(`UPDATE sop_sessions SET transcript_expired_at = now(), body = body || '{"turns":[],"tool_calls":[]}'::jsonb WHERE id = $1`, [sent.id]);
+      await expect(sessions.recheck('luigis', sent.id)).rejects.toMatchObject({ status: 409, code: 'transcript_expired' });
+    });
   });
 
   it('a start checks every session a stop left queued, a page at a time, and two starts queue each once', async () => {

@@ -1,9 +1,15 @@
-import type { Db, Jobs } from '@neatroots/ports';
-import { parseSession, SessionError, UnknownAgentError, type DecisionRecord, type Lock, type ProcedureCheck, type QuestionBands, type Session, type SessionBody } from '@neatroots/sop';
+import type { Db, JobInfo, Jobs } from '@neatroots/ports';
+import { parseSession, SessionError, UnknownAgentError, type DecisionRecord, type Lock, type ModelFailure, type ProcedureCheck, type QuestionBands, type Session, type SessionBody } from '@neatroots/sop';
 import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionTranscriptView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
-/** A check's tries: 2 s, 4 s, ... 32 s apart (about a minute in all) before the session is marked failed. */
+/**
+ * A check's tries: 2 s, 4 s, ... 32 s apart (about a minute in all). A try fails when the
+ * question service cannot be reached, and when the model failed on some question for a passing
+ * reason (a server error, a rate limit, a timeout, an unreadable answer). Tries used up, the
+ * session is marked failed, but for the model's failures: the last try saves what was decided,
+ * those rules not_checked, and the session is checked with an `error` saying so.
+ */
 export const CHECK_RETRY = { attempts: 6, backoffMs: 2000 };
 
 /** The BullMQ queue (the seed's Hatchet workflow) that checks one session. */
@@ -23,6 +29,8 @@ export type CheckSession = (args: {
   bands?: QuestionBands;
   /** Each rule question's decision: kept in the check's stored body (`decisions`), where calibration reads it. */
   onDecision?: (d: DecisionRecord) => void;
+  /** Each question the model failed to answer for a passing reason: the check is tried again. */
+  onModelFailure?: (f: ModelFailure) => void;
 }) => Promise<SessionBody>;
 
 /** Where a check finds the workspace's bands fitted by calibration (services/review/src/calibration). */
@@ -74,7 +82,7 @@ export class SopSessions {
    * connection.
    */
   async start(opts: { concurrency?: number } = {}): Promise<void> {
-    await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job) => this.runCheck(job), {
+    await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job, info) => this.runCheck(job, info), {
       concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY,
       // The job failed for good: its tries used up (a model service away for minutes), or the
       // process running it died mid-check too often (BullMQ fails it without a last try). Say
@@ -109,9 +117,9 @@ export class SopSessions {
 
   /**
    * POST /v1/workspaces/{ws}/sessions: 202 {id, external_id, status}: `queued` for new or
-   * changed content, for the same content of a session that failed (checked again), and for one
-   * still queued (its check queued again: a job lost to a Redis blip or a crash is not waited
-   * for until a restart); `unchanged` otherwise.
+   * changed content, for the same content of a session that failed or was checked while the
+   * model failed (checked again), and for one still queued (its check queued again: a job lost
+   * to a Redis blip or a crash is not waited for until a restart); `unchanged` otherwise.
    */
   async receive(workspace: string, raw: unknown, opts: { runId?: string } = {}): Promise<{ id: string; external_id: string; status: 'queued' | 'unchanged' }> {
     let s: Session;
@@ -126,6 +134,23 @@ export class SopSessions {
     const r = await this.repo.receive(workspace, { ...s, external_id: s.external_id, agent: s.agent, tool_calls: s.tool_calls.map((c) => ({ ...c, error: errorText(c.error) })) }, opts);
     if (r.status === 'queued') await this.enqueue({ workspace, session_id: r.id, content_hash: r.content_hash });
     return { id: r.id, external_id: s.external_id, status: r.status };
+  }
+
+  /**
+   * POST /v1/workspaces/{ws}/sessions/{id}/recheck: 202 {id, external_id, status: queued}: the
+   * session as stored is checked again (on the release it names, or the one live now), its
+   * results replaced; one still queued has its check queued again. For sessions nobody can send
+   * again (made from runs), and any other once the model is back or its settings changed. 404
+   * for no such session; 409 `transcript_expired` once retention emptied its transcript.
+   */
+  async recheck(workspace: string, id: string): Promise<{ id: string; external_id: string; status: 'queued' }> {
+    const r = await this.repo.recheck(workspace, id);
+    if (!r) throw new SopError(404, 'not_found', `no session ${id} in workspace ${workspace}`);
+    if (r === 'transcript_expired') {
+      throw new SopError(409, 'transcript_expired', `session ${id}'s transcript was let go (NEATROOTS_TRANSCRIPT_RETENTION_DAYS): there is nothing to check; send the session again to check it`);
+    }
+    await this.enqueue({ workspace, session_id: r.id, content_hash: r.content_hash });
+    return { id: r.id, external_id: r.external_id, status: r.status };
   }
 
   async get(workspace: string, id: string): Promise<SessionView> {
@@ -172,8 +197,14 @@ export class SopSessions {
     }
   }
 
-  /** The job: check the session's current content on its release, then store the outcome. */
-  async runCheck(job: SopCheckJob): Promise<void> {
+  /**
+   * The job: check the session's current content on its release, then store the outcome. A try
+   * on which the model failed for a passing reason fails (the job tries again later: answers
+   * given are cached, only the failed questions are asked again), unless it is the last
+   * (`info` absent: called directly): then the outcome is saved with those rules not_checked
+   * and the session's `error` says so, and sending it again or re-checking it checks it again.
+   */
+  async runCheck(job: SopCheckJob, info?: JobInfo): Promise<void> {
     // One read: the session without its checks, with the live release's id as of now.
     const got = await this.repo.forCheck(job.workspace, job.session_id);
     // Gone, re-sent with other content (its own job checks that), or already checked.
@@ -188,15 +219,26 @@ export class SopSessions {
     }
     let body: SessionBody;
     const decisions: DecisionRecord[] = [];
+    const failures: ModelFailure[] = [];
     try {
       const bands = this.bands ? await this.bands.bandsOf(job.workspace) : undefined;
-      body = await this.checkSession({ lock: release.lock, releaseId: release.id, session: parseSession(session.body), bands, onDecision: (d) => decisions.push(d) });
+      body = await this.checkSession({
+        lock: release.lock,
+        releaseId: release.id,
+        session: parseSession(session.body),
+        bands,
+        onDecision: (d) => decisions.push(d),
+        onModelFailure: (f) => failures.push(f),
+      });
     } catch (err) {
       // Trying again cannot help: the release has no such agent. Anything else (a model
       // service away) fails the attempt and the job is tried again.
       if (!(err instanceof UnknownAgentError)) throw err;
       await this.repo.markFailed(session.id, session.content_hash, `release ${release.number}: ${err.message}`);
       return;
+    }
+    if (failures.length && info && info.attempt < this.retry.attempts) {
+      throw new Error(`the model failed on ${plural(failures.length, 'question')} (try ${info.attempt} of ${this.retry.attempts}): ${failures[0].reason.replace(/^Not checked: /, '')}`);
     }
     const findings: StoredFinding[] = [];
     for (const check of body.checks) {
@@ -223,6 +265,7 @@ export class SopSessions {
       checked_result: body.result,
       checks: body.checks.map((c) => ({ procedure_id: c.procedure_id, result: c.result, checked_result: c.checked_result, body: withDecisions(c, decisions) })),
       findings,
+      error: failures.length ? modelFailedError(session.id, failures) : null,
     });
     // Its findings go into patterns next (the sopops_patterns job), then suppression and the roll-up.
     if (wrote && this.review) await this.review.onChecked(job.workspace, session.id);
@@ -236,6 +279,21 @@ export class SopSessions {
     await this.jobs.add(SOP_CHECK_QUEUE, job, { jobId, attempts: this.retry.attempts, backoffMs: this.retry.backoffMs });
   }
 
+}
+
+/**
+ * A checked session's `error` when the model failed on some of its questions: how many, the
+ * first's reason, and what to do. Sending the session again, or re-checking it, asks again.
+ */
+function modelFailedError(sessionId: string, failures: readonly ModelFailure[]): string {
+  const first = failures[0].reason.replace(/^Not checked: /, '').replace(/\.$/, '');
+  const n = failures.length;
+  const why = `${first}${n > 1 ? `; and ${n - 1} more` : ''}`;
+  return `the model failed on ${plural(n, 'question')} (${why}), so ${n === 1 ? 'its rule is' : 'their rules are'} not checked: send the session again, or POST …/sessions/${sessionId}/recheck, once the model is back`;
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
 }
 
 /** The check as stored: the checker's body, with its rule questions' decisions when a model made any. */
