@@ -76,7 +76,8 @@ type Options struct {
 	// Open a Subscribe stream per run for notes and halts. Default true (set NoSubscribe to turn it off).
 	NoSubscribe bool
 	// Exports that failed for good, items ingest rejected, events dropped, broken subscriptions,
-	// OnNote callbacks that panicked. Default: log.Printf.
+	// OnNote callbacks that panicked. Default: log.Printf. It may be called on the goroutine that
+	// exports, which waits for it: it should not block.
 	OnError func(error)
 }
 
@@ -375,8 +376,9 @@ func (c *Client) CloseContext(ctx context.Context) error {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		c.abort()
-		<-c.done
+		// Not waited for any longer: the flusher stops at once (its export is cancelled) unless
+		// it is inside an OnError callback that blocks, and Close must not wait for that. What it
+		// holds is counted as dropped below.
 	}
 	c.abort()
 	c.mu.Lock()
@@ -591,6 +593,8 @@ type Run struct {
 	stopOnce   sync.Once
 	endOnce    sync.Once
 	stream     context.CancelFunc
+	pending    []delivery // notes whose OnNote callbacks are still to be called, oldest first
+	delivering bool       // a deliver goroutine is calling them
 }
 
 // Context is cancelled (cause: a *RunHaltedError) when the run is halted: pass it to model and tool calls.
@@ -609,7 +613,10 @@ func (r *Run) HaltNote() *Note {
 // Subscribed is closed once the notes stream is open (halts can reach the run from then on).
 func (r *Run) Subscribed() <-chan struct{} { return r.subscribed }
 
-// OnNote calls fn for every note and halt of the run (each once, whichever way it came).
+// OnNote calls fn for every note and halt of the run (each once, whichever way it came), in the
+// order they came, on a goroutine of the run's own: never the one that exports nor the notes
+// stream's, so fn may End the run, Flush or Close the client. A halt stops the run (Halted,
+// Context) before any callback is called.
 func (r *Run) OnNote(fn func(*Note)) {
 	r.mu.Lock()
 	r.listeners = append(r.listeners, fn)
@@ -715,10 +722,44 @@ func (r *Run) receive(n *Note) {
 		r.halt = n
 		r.cancel(&RunHaltedError{Note: n})
 	}
-	listeners := append([]func(*Note){}, r.listeners...)
+	if len(r.listeners) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	r.pending = append(r.pending, delivery{note: n, listeners: append([]func(*Note){}, r.listeners...)})
+	start := !r.delivering
+	r.delivering = true
 	r.mu.Unlock()
-	for _, fn := range listeners {
-		r.call(fn, n)
+	if start {
+		go r.deliver()
+	}
+}
+
+// delivery is a note and the OnNote callbacks registered when it came.
+type delivery struct {
+	note      *Note
+	listeners []func(*Note)
+}
+
+// deliver calls the OnNote callbacks of the run's notes in the order the notes came, on a
+// goroutine of its own that ends once none is left: never on the goroutine that exports (notes
+// come back on export answers) nor on the notes stream's, so a callback may End the run, Flush
+// or Close the client.
+func (r *Run) deliver() {
+	for {
+		r.mu.Lock()
+		if len(r.pending) == 0 {
+			r.delivering = false
+			r.mu.Unlock()
+			return
+		}
+		d := r.pending[0]
+		r.pending[0] = delivery{}
+		r.pending = r.pending[1:]
+		r.mu.Unlock()
+		for _, fn := range d.listeners {
+			r.call(fn, d.note)
+		}
 	}
 }
 

@@ -473,3 +473,100 @@ func TestTheReconnectDelayStartsOverAfterTenSecondsOpen(t *testing.T) {
 		t.Fatal("not reopened within 40 s")
 	}
 }
+
+// A note that comes back on an export's answer is handed to OnNote off the goroutine that
+// exports, so a callback may End its run and Flush the client: both wait for exports, and they
+// waited for the very goroutine that was calling them (End until CloseTimeout, Flush and then
+// Close for ever).
+func TestOnNoteMayEndTheRunAndFlushTheClient(t *testing.T) {
+	s := &ingest{export: func(_ int, req *v1.ExportRequest) (*v1.ExportResponse, error) {
+		for _, ev := range req.Events {
+			if sp := ev.GetSpan(); sp != nil {
+				return &v1.ExportResponse{Notes: []*v1.Note{{Id: "h-" + sp.SpanId, RunId: sp.RunId, Kind: "halt", Title: "stop"}}}, nil
+			}
+		}
+		return nil, nil
+	}}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: 10 * time.Millisecond, CloseTimeout: 3 * time.Second})
+	returned := make(chan string, 4)
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	run.OnNote(func(*neatroots.Note) {
+		run.End(neatroots.EndOptions{}) // the natural answer to a halt
+		_, _, accepted, _, _ := s.snapshot()
+		returned <- "End: " + strings.Join(spanIDs(accepted), ",")
+		c.Flush()
+		returned <- "Flush"
+	})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "s1"})
+	for _, want := range []string{"End: run_start,s1,run_end", "Flush"} {
+		select {
+		case got := <-returned:
+			if got != want {
+				t.Fatalf("inside OnNote: %q, want %q (End gave up waiting for the export)", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q inside OnNote has not returned after 5 s", want)
+		}
+	}
+	if !run.Halted() {
+		t.Fatal("the halt did not stop the run")
+	}
+	closed := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = c.CloseContext(ctx)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(8 * time.Second):
+		t.Fatal("CloseContext(2 s) has not returned after 8 s")
+	}
+	if got := e.all(); len(got) != 0 {
+		t.Fatalf("errors: %v", got)
+	}
+}
+
+// CloseContext returns once its context ends, even while the exporting goroutine is held up in
+// a callback (here an OnError that blocks): it waited for that goroutine without limit.
+func TestCloseContextReturnsOnceItsContextEndsWhateverTheFlusherIsDoing(t *testing.T) {
+	s := &ingest{export: func(int, *v1.ExportRequest) (*v1.ExportResponse, error) {
+		return nil, status.Error(codes.InvalidArgument, "bad export")
+	}}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	inside := make(chan struct{}, 1)
+	c, err := neatroots.New(neatroots.Options{Address: serve(t, s), APIKey: "k", NoSubscribe: true, FlushInterval: 10 * time.Millisecond,
+		OnError: func(err error) {
+			if status.Code(errors.Unwrap(err)) != codes.InvalidArgument {
+				return // Close's own report of what it dropped
+			}
+			select {
+			case inside <- struct{}{}:
+			default:
+			}
+			<-release
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	select {
+	case <-inside:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the refused export was not reported")
+	}
+	closed := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_ = c.CloseContext(ctx)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("CloseContext(200 ms) has not returned after 5 s")
+	}
+}
