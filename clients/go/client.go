@@ -791,6 +791,17 @@ func (r *Run) listen() {
 		r.mu.Lock()
 		r.stream = cancel
 		r.mu.Unlock()
+		// unsubscribe closes stopped, then cancels r.stream: a run ended since the check above
+		// either sees this cancel or is seen here; else its stream would stay open until Close.
+		select {
+		case <-r.stopped:
+			cancel()
+			return
+		case <-c.stop:
+			cancel()
+			return
+		default:
+		}
 		var opened time.Time
 		markOpen := func() {
 			if opened.IsZero() {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -568,5 +569,39 @@ func TestCloseContextReturnsOnceItsContextEndsWhateverTheFlusherIsDoing(t *testi
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("CloseContext(200 ms) has not returned after 5 s")
+	}
+}
+
+// A run ended while its notes stream is being opened leaves no stream open: the stream used to
+// be stored and opened after the run's end was checked, so End could not cancel it and it
+// stayed open until Close.
+func TestEndedRunsLeaveNoNotesStreamOpen(t *testing.T) {
+	var open atomic.Int64
+	s := &ingest{subscribe: func(_ int, _ *v1.SubscribeRequest, stream grpc.ServerStreamingServer[v1.Note]) error {
+		open.Add(1)
+		defer open.Add(-1)
+		_ = stream.SendHeader(metadata.MD{"x": []string{"1"}})
+		<-stream.Context().Done()
+		return nil
+	}}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{FlushInterval: time.Hour, CloseTimeout: 5 * time.Second})
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 500; i++ {
+				c.StartRun(neatroots.RunOptions{Workflow: "w"}).End(neatroots.EndOptions{})
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for open.Load() != 0 {
+		if time.Now().After(deadline) {
+			_, subscribes, _, _, _ := s.snapshot()
+			t.Fatalf("%d notes streams of ended runs still open 10 s after every run ended (%d opened)", open.Load(), subscribes)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
