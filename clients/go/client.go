@@ -84,7 +84,8 @@ type Options struct {
 // Stats are the client's export counters.
 type Stats struct {
 	// Events dropped without being exported: the oldest waiting ones past MaxQueueEvents or
-	// MaxQueueBytes, those still queued when Close's time ran out, and those recorded after Close.
+	// MaxQueueBytes, those still queued when Close's time ran out, and those recorded after
+	// Close (each reported to OnError).
 	Dropped uint64
 	// Events waiting to be exported (the batch being sent not included).
 	Queued int
@@ -270,8 +271,8 @@ type RunOptions struct {
 type ToolInfo struct{ Name, Description string }
 
 // StartRun sends run_start and, unless NoSubscribe, opens the run's notes stream. After Close
-// it returns a run that records nothing (its events are counted in Stats().Dropped) and opens
-// no stream.
+// it returns a run that records nothing (its events are counted in Stats().Dropped and reported
+// to OnError) and opens no stream.
 func (c *Client) StartRun(o RunOptions) *Run {
 	id := o.RunID
 	if id == "" {
@@ -454,6 +455,7 @@ func (c *Client) enqueue(ev *v1.Event) {
 	if c.closed {
 		c.dropped++
 		c.mu.Unlock()
+		c.onError(&EventsDroppedError{Count: 1, Reason: "recorded after Close"})
 		return
 	}
 	c.seq++

@@ -605,3 +605,23 @@ func TestEndedRunsLeaveNoNotesStreamOpen(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An event recorded after Close is counted as dropped and reported to OnError.
+func TestAnEventRecordedAfterCloseIsReported(t *testing.T) {
+	s := &ingest{}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.all())
+	run.Span(neatroots.SpanInit{Type: "tool", Tool: "late"})
+	got := e.all()[before:]
+	var dropped *neatroots.EventsDroppedError
+	if len(got) != 1 || !errors.As(got[0], &dropped) || dropped.Count != 1 || !strings.Contains(dropped.Reason, "after Close") {
+		t.Fatalf("errors for a span recorded after Close: %v", got)
+	}
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
