@@ -155,6 +155,31 @@ describe('SopSessions', () => {
     }
   });
 
+  it('a session re-sent naming the same release by its id instead of its number, or the reverse, is unchanged and not checked again', async () => {
+    const { sessions, workspaces } = await setUp();
+    const first = (await workspaces.releases('luigis')).find((r) => r.number === 1)!;
+    // release 2 live: the sessions name release 1, which is not the live one
+    expect(await workspaces.publish('luigis')).toMatchObject({ number: 2, live: true });
+    const body = fixtureSession('payment-skipped');
+    const cases: [string, string | number, (string | number)[]][] = [
+      ['number-then-id', 1, [first.id, '1', 1]],
+      ['text-then-id', '1', [first.id]],
+      ['id-then-number', first.id, [1, '1', first.id]],
+    ];
+    for (const [external_id, sentAs, resentAs] of cases) {
+      const sent = await sessions.receive('luigis', { ...body, external_id, release_id: sentAs });
+      expect(sent.status).toBe('queued');
+      const done = await checked(sessions, 'luigis', sent.id);
+      expect(done).toMatchObject({ status: 'checked', error: null, release_id: first.id, result: fixtureExpected('payment-skipped').result });
+      for (const release_id of resentAs) {
+        expect({ release_id, answer: await sessions.receive('luigis', { ...body, external_id, release_id }) }).toEqual({ release_id, answer: { id: sent.id, external_id, status: 'unchanged' } });
+        // nothing written: still checked, at the same time, with the same results
+        expect(await sessions.get('luigis', sent.id)).toEqual(done);
+      }
+    }
+    expect(checks).toBe(cases.length);
+  });
+
   it('a session failed for want of a live release is checked when sent again, the same, after a publish', async () => {
     const workspaces = new SopWorkspaces(db);
     const sessions = new SopSessions(db, workspaces, jobs, checker);

@@ -131,7 +131,8 @@ export class SopSessions {
     }
     if (!s.external_id) throw new SopError(400, 'invalid_session', 'external_id: required (it makes re-sending a session idempotent)');
     if (!s.agent) throw new SopError(400, 'invalid_session', 'agent: required (the session is checked against the procedures its agent lists)');
-    const r = await this.repo.receive(workspace, { ...s, external_id: s.external_id, agent: s.agent, tool_calls: s.tool_calls.map((c) => ({ ...c, error: errorText(c.error) })) }, opts);
+    const release_id = await this.releaseNamed(workspace, s.release_id);
+    const r = await this.repo.receive(workspace, { ...s, external_id: s.external_id, agent: s.agent, release_id, tool_calls: s.tool_calls.map((c) => ({ ...c, error: errorText(c.error) })) }, opts);
     if (r.status === 'queued') await this.enqueue({ workspace, session_id: r.id, content_hash: r.content_hash });
     return { id: r.id, external_id: s.external_id, status: r.status };
   }
@@ -269,6 +270,18 @@ export class SopSessions {
     });
     // Its findings go into patterns next (the sopops_patterns job), then suppression and the roll-up.
     if (wrote && this.review) await this.review.onChecked(job.workspace, session.id);
+  }
+
+  /**
+   * The release a session names, as its content is compared and kept: its number ("1"), whether
+   * it was named by its id, its number, or its number as a string, so a re-send naming the same
+   * release another way is the same content (`unchanged`). A release that does not exist (yet)
+   * is kept as named, and so are "live" and null (the release live when it is checked).
+   */
+  private async releaseNamed(workspace: string, ref: string | null): Promise<string | null> {
+    if (ref === null || ref === 'live') return ref;
+    const release = await this.workspaces.releaseForCheck(workspace, ref);
+    return release ? String(release.number) : ref;
   }
 
   private async enqueue(job: SopCheckJob): Promise<void> {

@@ -125,18 +125,21 @@ export class SopWorkspaces {
 
   /**
    * The release a session is checked on, by id or number (null: none, or none live when the
-   * caller resolved "live" to null). Kept by id once read: a published release's number and
-   * lock never change, so no cache here can go stale, in this process or any other; "live" is
-   * never kept (the caller reads the live id fresh for every session). Its `live` flag is left
-   * out, being the one thing that changes.
+   * caller resolved "live" to null). Kept by id, and by number when asked by number, once read:
+   * releases are never deleted and a published release's number and lock never change, so no
+   * cache here can go stale, in this process or any other; "live" is never kept (the caller
+   * reads the live id fresh for every session). Its `live` flag is left out, being the one
+   * thing that changes.
    */
   async releaseForCheck(workspace: string, ref: string | null): Promise<CheckedRelease | null> {
     if (ref === null) return null;
-    const kept = ref === 'live' ? undefined : this.published.get(ref);
+    // Numbers are the workspace's own; ids (rel_…) are unique anywhere.
+    const keptAs = NUMBER_REF.test(ref) ? `${workspace}\0#${Number(ref)}` : ref;
+    const kept = ref === 'live' ? undefined : this.published.get(keptAs);
     if (kept && kept.workspace === workspace) {
       // Most recently used last, so the oldest is the one dropped.
-      this.published.delete(ref);
-      this.published.set(ref, kept);
+      this.published.delete(keptAs);
+      this.published.set(keptAs, kept);
       return kept;
     }
     // Jobs starting together on a release not yet kept share one read.
@@ -150,6 +153,7 @@ export class SopWorkspaces {
     if (!r) return null;
     const release: CheckedRelease = { id: r.id, workspace: r.workspace, number: r.number, lock: r.lock };
     this.published.set(r.id, release);
+    if (keptAs !== ref) this.published.set(keptAs, release);
     while (this.published.size > KEPT_RELEASES) this.published.delete(this.published.keys().next().value as string);
     return release;
   }
@@ -160,6 +164,9 @@ export type CheckedRelease = Pick<ReleaseRecord<Lock>, 'id' | 'workspace' | 'num
 
 /** Release locks kept in memory by id (a lock is the release's compiled procedures: kilobytes). */
 const KEPT_RELEASES = 64;
+
+/** A release named by its number, as the store reads it ("1", "01"; more digits are an id). */
+const NUMBER_REF = /^\d{1,9}$/;
 
 function releaseView(r: ReleaseRecord<Lock>): ReleaseView {
   return { id: r.id, number: r.number, live: r.live, created_at: r.created_at, procedures: r.lock.procedures, agents: r.lock.agents };
