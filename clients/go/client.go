@@ -64,7 +64,8 @@ type Options struct {
 	// (counted in Stats().Dropped). Default 10,000.
 	MaxQueueEvents int
 	// Encoded bytes of the events waiting to be exported at most; past it the oldest waiting
-	// ones are dropped. Default 32 MiB.
+	// ones are dropped. An event larger than it on its own is dropped alone (counted and
+	// reported with its size), never by evicting the others. Default 32 MiB.
 	MaxQueueBytes int
 	// First delay before an export is retried and before a notes stream is reopened; it
 	// doubles up to RetryMaxDelay, with full jitter. Default 250 ms.
@@ -84,8 +85,8 @@ type Options struct {
 // Stats are the client's export counters.
 type Stats struct {
 	// Events dropped without being exported: the oldest waiting ones past MaxQueueEvents or
-	// MaxQueueBytes, those still queued when Close's time ran out, and those recorded after
-	// Close (each reported to OnError).
+	// MaxQueueBytes, one larger than MaxQueueBytes on its own, those still queued when Close's
+	// time ran out, and those recorded after Close (each reported to OnError).
 	Dropped uint64
 	// Events waiting to be exported (the batch being sent not included).
 	Queued int
@@ -456,6 +457,13 @@ func (c *Client) enqueue(ev *v1.Event) {
 		c.dropped++
 		c.mu.Unlock()
 		c.onError(&EventsDroppedError{Count: 1, Reason: "recorded after Close"})
+		return
+	}
+	if size > c.opts.MaxQueueBytes {
+		// Alone over the bound: refused on its own, never by evicting the events queued before it.
+		c.dropped++
+		c.mu.Unlock()
+		c.onError(&EventsDroppedError{Count: 1, Reason: fmt.Sprintf("event of %d bytes is larger than the queue bound of %d bytes (MaxQueueBytes)", size, c.opts.MaxQueueBytes)})
 		return
 	}
 	c.seq++

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -569,6 +571,39 @@ func TestCloseContextReturnsOnceItsContextEndsWhateverTheFlusherIsDoing(t *testi
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("CloseContext(200 ms) has not returned after 5 s")
+	}
+}
+
+// One event larger than MaxQueueBytes on its own is dropped alone and reported with its size;
+// the events queued before it (the run's run_start) and after it are kept. It used to evict
+// every other queued event, then itself, blaming slow exports.
+func TestAnEventOverTheQueueByteBoundIsDroppedAloneAndNamed(t *testing.T) {
+	s := &ingest{}
+	const bound = 10_000
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour, MaxQueueBytes: bound})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "before"})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "big", Attributes: map[string]any{"blob": strings.Repeat("x", bound)}})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "after"})
+	run.Flush()
+	_, _, accepted, _, _ := s.snapshot()
+	if got := strings.Join(spanIDs(accepted), ","); got != "run_start,before,after" {
+		t.Fatalf("accepted %s", got)
+	}
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	var dropped *neatroots.EventsDroppedError
+	got := e.all()
+	if len(got) != 1 || !errors.As(got[0], &dropped) || dropped.Count != 1 {
+		t.Fatalf("errors: %v", got)
+	}
+	m := regexp.MustCompile(`^event of (\d+) bytes is larger than the queue bound of 10000 bytes \(MaxQueueBytes\)$`).FindStringSubmatch(dropped.Reason)
+	if m == nil {
+		t.Fatalf("reason %q", dropped.Reason)
+	}
+	if n, _ := strconv.Atoi(m[1]); n <= bound || n > bound+200 {
+		t.Fatalf("reason %q: not the big span's size", dropped.Reason)
 	}
 }
 

@@ -329,10 +329,15 @@ class NeatrootsClient:
 
     def _enqueue(self, event: spans_pb2.Event) -> None:
         size = event.ByteSize()
+        too_large: Optional[DroppedEventsError] = None
         with self._lock:
             if self._closed.is_set():
                 self._dropped += 1
                 self._unreported += 1
+            elif size > self._max_bytes:
+                # Alone over the bound: refused on its own, never by evicting the events before it.
+                self._dropped += 1
+                too_large = DroppedEventsError(1, f"event of {size} bytes is larger than the queue bound of {self._max_bytes} bytes (max_queue_bytes)")
             else:
                 self._seq += 1
                 self._queue.append((self._seq, event, size))
@@ -347,6 +352,8 @@ class NeatrootsClient:
                 if len(self._queue) >= self._max_batch or self._queued_bytes >= MAX_BATCH_BYTES:
                     self._wake.notify_all()
             unreported = self._unreported
+        if too_large is not None:
+            self._report(too_large)
         if unreported:
             self._report_drops()
 

@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+import re
 import textwrap
 import threading
 import time
@@ -258,6 +259,22 @@ class ExportPathTest(ServerTest):
             client.flush()
         self.assertEqual(out.getvalue(), "")
         self.assertIn("[neatroots] export of 1 event(s) failed: INVALID_ARGUMENT", err.getvalue())
+
+    def test_an_event_over_the_queue_byte_bound_is_dropped_alone_and_named(self):
+        # It used to evict every event queued before it (the run's run_start), then itself.
+        client = self.client(flush_interval_s=3600, max_queue_bytes=10_000)
+        run = client.start_run(workflow="w")
+        run.span("tool", "before", tool="t")
+        run.span("tool", "big", tool="t", attributes={"blob": "x" * 10_000})
+        run.span("tool", "after", tool="t")
+        self.assertTrue(client.flush(10))
+        got = [(e.WhichOneof("kind"), e.span.name) for e in self.ingest.events()]
+        self.assertEqual(got, [("run_start", ""), ("span", "before"), ("span", "after")])
+        self.assertEqual(client.stats()["dropped"], 1)
+        self.assertEqual([d.count for d in self.drops()], [1], self.errors)
+        m = re.fullmatch(r"neatroots dropped 1 event\(s\): event of (\d+) bytes is larger than the queue bound of 10000 bytes \(max_queue_bytes\)", str(self.errors[0]))
+        self.assertIsNotNone(m, str(self.errors[0]))
+        self.assertTrue(10_000 < int(m.group(1)) < 10_200, str(self.errors[0]))
 
     def test_ending_a_run_after_close_reports_instead_of_raising(self):
         client = self.client()

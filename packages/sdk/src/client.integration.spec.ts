@@ -225,6 +225,24 @@ describe('NeatrootsClient', () => {
     await client.close(50);
   });
 
+  it('drops an event larger than maxQueueBytes on its own, naming its size, and keeps the events queued before and after it', async () => {
+    await client.close();
+    // It used to evict every event queued before it (the run's run_start), keeping only itself.
+    client = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'key-shop', maxBatch: 100, maxQueueBytes: 10_000, flushIntervalMs: 3_600_000, onError: (e) => errors.push(e) });
+    const run = client.startRun({ workflow: 'w', precheck: 'off' });
+    run.span({ type: 'tool', name: 'before' });
+    run.span({ type: 'tool', name: 'big', attributes: { blob: 'x'.repeat(10_000) } });
+    run.span({ type: 'tool', name: 'after' });
+    await client.flush();
+    expect(fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case))).toEqual(['run_start', 'before', 'after']);
+    expect(client.stats().dropped).toBe(1);
+    expect(errors).toHaveLength(1);
+    const m = /^dropped 1 event\(s\) \(event of (\d+) bytes is larger than the queue bound of 10000 bytes \(maxQueueBytes\)\)/.exec(errors[0].message);
+    expect(m).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThan(10_000);
+    expect(Number(m![1])).toBeLessThan(10_200);
+  });
+
   it('close(timeout) flushes for at most its timeout while ingest refuses, then drops the rest, counted and reported', async () => {
     fake.down = true;
     const run = client.startRun({ precheck: 'off' });

@@ -98,7 +98,11 @@ export interface NeatrootsClientOptions {
   maxBatch?: number;
   /** Events kept waiting for export at most; past it the oldest are dropped (counted in stats().dropped). Default 10,000. */
   maxQueueEvents?: number;
-  /** Encoded bytes kept waiting for export at most; past it the oldest are dropped. Default 32 MiB. */
+  /**
+   * Encoded bytes kept waiting for export at most; past it the oldest are dropped. An event larger
+   * than it on its own is dropped alone (counted, reported with its size), never by evicting the
+   * others. Default 32 MiB.
+   */
   maxQueueBytes?: number;
   /** How long close() flushes what is queued before it drops the rest. Default 10 s. */
   closeTimeoutMs?: number;
@@ -425,8 +429,15 @@ export class NeatrootsClient {
       return;
     }
     const len = v1.Event.encode(ev).finish().length;
-    this.queue.push({ ev, bytes: 1 + varintLength(len) + len, seq: ++this.seq });
-    this.queueBytes += this.queue[this.queue.length - 1].bytes;
+    const bytes = 1 + varintLength(len) + len;
+    if (bytes > this.maxQueueBytes) {
+      // Alone over the bound: refused on its own, never by evicting the events queued before it.
+      this.droppedCount++;
+      this.onError(new Error(`dropped 1 event(s) (event of ${bytes} bytes is larger than the queue bound of ${this.maxQueueBytes} bytes (maxQueueBytes)); ${this.droppedCount} dropped in all`));
+      return;
+    }
+    this.queue.push({ ev, bytes, seq: ++this.seq });
+    this.queueBytes += bytes;
     // Past a bound the oldest waiting events go (never the batch being sent).
     let over = 0;
     while (this.queue.length > 1 && (this.queue.length > this.maxQueueEvents || this.queueBytes > this.maxQueueBytes)) {
