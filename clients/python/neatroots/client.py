@@ -39,6 +39,12 @@ MAX_BATCH_BYTES = 4 * 1024 * 1024
 _DROP_REPORT_INTERVAL_S = 10.0
 # A notes stream that stayed open this long starts its reconnect delay over.
 _STREAM_STABLE_S = 10.0
+# A notes stream is reopened after a delay from this doubling to the cap (with jitter).
+_STREAM_INITIAL_DELAY_S = 0.25
+_STREAM_MAX_DELAY_S = 30.0
+# Backoff doubles at most this many times: 2**attempt past it only overflows a float (at 1,024
+# attempts, hours into an outage), and the cap is reached long before.
+_MAX_DOUBLINGS = 30
 
 # Retried until accepted or the client is closed: nothing of the batch was acknowledged.
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
@@ -424,8 +430,15 @@ class NeatrootsClient:
             last = time.monotonic()
             try:
                 self._send(batch)
-            except Exception as e:  # the flusher must not die
-                self._report(e)
+            except Exception as e:  # the flusher must not die; the batch is lost: counted and said
+                with self._lock:
+                    lost = 0 if self._abort else len(self._inflight)  # else close() counted it
+                    self._dropped += lost
+                    self._inflight = []
+                if lost:
+                    self._report(DroppedEventsError(lost, f"their export failed unexpectedly: {type(e).__name__}: {e}"))
+                else:
+                    self._report(e)
             with self._lock:
                 self._inflight = []
                 self._progress.notify_all()
@@ -456,7 +469,7 @@ class NeatrootsClient:
                     self._failing = True
                     self._report(RuntimeError(f"export of {len(batch)} event(s) failed: {e.code().name}: {e.details()}; retrying until ingest takes it"))
                 # Full jitter on 250 ms doubling to the cap; never sooner than ingest asked.
-                delay = max(least, random.uniform(0, min(cap, initial * 2**attempt)))
+                delay = max(least, random.uniform(0, min(cap, initial * 2 ** min(attempt, _MAX_DOUBLINGS))))
                 attempt += 1
                 with self._lock:
                     if self._wake.wait_for(lambda: self._abort, delay):
@@ -659,7 +672,7 @@ class Run:
                 return
             if opened is not None and time.monotonic() - opened >= _STREAM_STABLE_S:
                 attempt = 0
-            base = min(30.0, 0.25 * 2**attempt)
+            base = min(_STREAM_MAX_DELAY_S, _STREAM_INITIAL_DELAY_S * 2 ** min(attempt, _MAX_DOUBLINGS))
             attempt += 1
             self._stopped.wait(base / 2 + random.random() * base / 2)
 

@@ -15,10 +15,12 @@ import threading
 import time
 import unittest
 from concurrent import futures
+from unittest import mock
 
 import grpc
 
 import neatroots
+import neatroots.client
 from neatroots import DroppedEventsError, NeatrootsClient
 from neatroots.v1 import ingest_pb2, ingest_pb2_grpc
 
@@ -260,6 +262,32 @@ class ExportPathTest(ServerTest):
         self.assertEqual(out.getvalue(), "")
         self.assertIn("[neatroots] export of 1 event(s) failed: INVALID_ARGUMENT", err.getvalue())
 
+    def test_a_batch_is_retried_past_a_thousand_refusals(self):
+        # The backoff's 2**attempt overflowed a float at attempt 1,024 (some 4-6 hours into an
+        # outage at the default delays): the batch was lost without being counted as dropped.
+        self.ingest.faults = ["unavailable"] * 1100
+        client = self.client(initial_delay_s=1e-9, max_delay_s=1e-6)
+        run = client.start_run(workflow="w")
+        run.span("tool", "t", tool="t")
+        self.assertTrue(client.flush(60))
+        self.assertGreater(len(self.ingest.attempts), 1100)
+        self.assertEqual([e.WhichOneof("kind") for e in self.ingest.events()], ["run_start", "span"], self.errors)
+        self.assertEqual([repr(e) for e in self.errors if "retrying" not in str(e)], [])
+        self.assertEqual(client.stats()["dropped"], 0)
+
+    def test_a_batch_whose_export_fails_unexpectedly_is_counted_as_dropped(self):
+        # The flusher survived the exception, but the batch was lost without being counted.
+        client = self.client(flush_interval_s=3600)
+        run = client.start_run(workflow="w")
+        run.span("tool", "lost", tool="t")
+        with mock.patch.object(client, "_send", side_effect=RuntimeError("a bug in the client")):
+            self.assertTrue(client.flush(10))
+        self.assertEqual(client.stats()["dropped"], 2)
+        self.assertEqual([str(d) for d in self.drops()], ["neatroots dropped 2 event(s): their export failed unexpectedly: RuntimeError: a bug in the client"])
+        run.span("tool", "after", tool="t")
+        self.assertTrue(client.flush(10))
+        self.assertEqual([e.span.name for e in self.ingest.events()], ["after"])
+
     def test_an_event_over_the_queue_byte_bound_is_dropped_alone_and_named(self):
         # It used to evict every event queued before it (the run's run_start), then itself.
         client = self.client(flush_interval_s=3600, max_queue_bytes=10_000)
@@ -330,6 +358,26 @@ class SubscribeTest(ServerTest):
         run = client.start_run(workflow="w")
         self.assertTrue(run.wait_halted(5), "the stream was not reopened after a CANCELLED the client did not cause")
         self.assertTrue(run.wait_subscribed(1))
+        self.assertEqual(self.errors, [])
+        run.end()
+
+    def test_the_notes_stream_is_reopened_past_a_thousand_refusals(self):
+        # The reconnect delay's 2**attempt overflowed a float at attempt 1,024: the notes thread
+        # died for good and no later halt reached the run. (The delays are made tiny here.)
+        def refuse_then_halt(request, context):
+            if len(self.ingest.subscribe_calls) <= 1100:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "restarting")
+            context.send_initial_metadata((("x-subscribed", "1"),))
+            yield ingest_pb2.Note(id="h1", run_id=request.run_id, kind="halt", check_id="stop", title="Stop")
+            while context.is_active():
+                time.sleep(0.05)
+
+        self.ingest.subscribe = refuse_then_halt
+        with mock.patch.object(neatroots.client, "_STREAM_INITIAL_DELAY_S", 1e-9), mock.patch.object(neatroots.client, "_STREAM_MAX_DELAY_S", 1e-6):
+            client = self.client(subscribe=True)
+            run = client.start_run(workflow="w")
+            self.assertTrue(run.wait_halted(60), f"not halted after {len(self.ingest.subscribe_calls)} Subscribe calls")
+        self.assertGreater(len(self.ingest.subscribe_calls), 1100)
         self.assertEqual(self.errors, [])
         run.end()
 
