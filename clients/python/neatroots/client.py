@@ -624,7 +624,7 @@ class Run:
             try:
                 callback(note)
             except Exception as e:
-                self._client.on_error(e)
+                self._client._report(e)  # an on_error that raises must not end the notes thread
 
     def _subscribe(self) -> None:
         threading.Thread(target=self._listen, name=f"neatroots-notes-{self.id}", daemon=True).start()

@@ -381,6 +381,36 @@ class SubscribeTest(ServerTest):
         self.assertEqual(self.errors, [])
         run.end()
 
+    def test_an_on_error_that_raises_does_not_end_the_notes_thread(self):
+        # A note callback raised, the on_error told of it raised too: that ended the notes
+        # thread, and the halt after it was lost.
+        listening = threading.Event()
+
+        def note_then_halt(request, context):
+            context.send_initial_metadata((("x-subscribed", "1"),))
+            listening.wait(5)
+            yield ingest_pb2.Note(id="n1", run_id=request.run_id, kind="note", title="advice")
+            yield ingest_pb2.Note(id="h1", run_id=request.run_id, kind="halt", title="stop")
+            while context.is_active():
+                time.sleep(0.05)
+
+        def on_error(e):
+            self.errors.append(e)
+            raise RuntimeError("the logger is down")
+
+        def callback(note):
+            if note.kind == "note":
+                raise ValueError("a bug in the callback")
+
+        self.ingest.subscribe = note_then_halt
+        client = self.client(subscribe=True, on_error=on_error)
+        run = client.start_run(workflow="w")
+        run.on_note(callback)
+        listening.set()
+        self.assertTrue(run.wait_halted(5), "the halt after the failing callback was lost")
+        self.assertEqual([str(e) for e in self.errors], ["a bug in the callback"])
+        run.end()
+
 
 if __name__ == "__main__":
     unittest.main()
