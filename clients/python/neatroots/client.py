@@ -47,7 +47,7 @@ _STREAM_MAX_DELAY_S = 30.0
 _MAX_DOUBLINGS = 30
 
 # Retried until accepted or the client is closed: nothing of the batch was acknowledged.
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED}
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 
 
@@ -114,7 +114,7 @@ def _retry_info_delay(e: grpc.RpcError) -> Optional[float]:
 def _retry_delay(e: grpc.RpcError) -> Optional[float]:
     """None when the failed export must not be sent again; else the least time to wait first.
 
-    UNAVAILABLE and DEADLINE_EXCEEDED are retried; RESOURCE_EXHAUSTED only when it says when
+    UNAVAILABLE, DEADLINE_EXCEEDED and ABORTED are retried; RESOURCE_EXHAUSTED only when it says when
     (google.rpc.RetryInfo, ingest's back-pressure): a message over the size bound would be
     refused again every time."""
     if e.code() in _RETRYABLE:

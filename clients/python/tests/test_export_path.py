@@ -72,6 +72,8 @@ class FakeIngest(ingest_pb2_grpc.IngestServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, "ingest is down")
         if fault == "invalid":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad export")
+        if fault == "aborted":
+            context.abort(grpc.StatusCode.ABORTED, "transaction aborted, try again")
         if isinstance(fault, tuple) and fault[0] == "retry-info":
             context.set_trailing_metadata((("grpc-status-details-bin", retry_info_status(*fault[1:])),))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy")
@@ -287,6 +289,16 @@ class ExportPathTest(ServerTest):
         run.span("tool", "after", tool="t")
         self.assertTrue(client.flush(10))
         self.assertEqual([e.span.name for e in self.ingest.events()], ["after"])
+
+    def test_aborted_is_retried(self):
+        self.ingest.faults = ["aborted"]
+        client = self.client(initial_delay_s=0.01, max_delay_s=0.05)
+        client.start_run(workflow="w")
+        self.assertTrue(client.flush(10))
+        self.assertEqual(len(self.ingest.attempts), 2)
+        self.assertEqual([e.WhichOneof("kind") for e in self.ingest.events()], ["run_start"])
+        self.assertEqual([str(e) for e in self.errors if "retrying" not in str(e)], [])
+        self.assertEqual(client.stats()["dropped"], 0)
 
     def test_an_event_over_the_queue_byte_bound_is_dropped_alone_and_named(self):
         # It used to evict every event queued before it (the run's run_start), then itself.
