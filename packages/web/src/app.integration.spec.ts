@@ -6,7 +6,7 @@ import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { RunsRepo, SopSessionsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
-import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { testConfig } from '../../neatroots/src/test-app.test';
 import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
 
@@ -118,9 +118,15 @@ guidance: Be polite.
 `,
     );
     const rude = (q: { ask: string }) => q.ask.startsWith('Was the agent rude');
+    // The procedures' questions (sopops): the card payment's one is its goal, reached in both sessions.
+    const sopQuestions = (call: FakeCall) =>
+      call.body.messages[0]?.content.startsWith('You check whether an AI agent followed')
+        ? [...(call.body.messages.find((m) => m.role === 'user')?.content ?? '').matchAll(/^(q\d+) \(about subject/gm)].map((m) => m[1])
+        : null;
     fake = await startFakeOpenAI((call) =>
       // The rude question is left out of every batch's answers; asked again alone, the reply is not JSON.
       call.kind === 'judge' && parseJudgePrompt(call).every(rude) ? { content: 'I would rather not say.' }
+      : sopQuestions(call) ? { json: { answers: sopQuestions(call)!.map((id) => ({ id, p: 0.95, evidence: [], reason: 'The card was charged and the receipt sent.' })) } }
       : call.kind === 'judge' ? { json: { answers: parseJudgePrompt(call).filter((q) => !rude(q)).map((q) => ({ id: q.id, ...(q.ask.includes('refund went through') ? { p: 0.97, quote: QUOTE } : { p: 0.02 }) })) } }
       : call.kind === 'second_look' ? { json: { holds: true, quote: QUOTE } }
       : call.kind === 'note' ? { content: 'Check the order before refunding.' }
