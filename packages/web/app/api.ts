@@ -97,6 +97,9 @@ export const api = {
   // sopops (docs/api.md#workspaces-sopops)
   sopSessions: (s: Session, p: Params) => call<{ items: SopSessionRow[]; next_cursor: string | null }>(s, 'sessions', { params: p, root: 'workspaces' }),
   sopSession: (s: Session, id: string) => call<SopSession>(s, `sessions/${encodeURIComponent(id)}`, { root: 'workspaces' }),
+  /** Checks the session again as stored (202; 409 `transcript_expired` once retention emptied its transcript). */
+  recheckSession: (s: Session, id: string) =>
+    call<{ id: string; external_id: string; status: 'queued' }>(s, `sessions/${encodeURIComponent(id)}/recheck`, { method: 'POST', root: 'workspaces' }),
   /** The session as received: its turns (numbered as evidence counts them) and tool calls. */
   sopTranscript: (s: Session, id: string) => call<SopTranscript>(s, `sessions/${encodeURIComponent(id)}/transcript`, { root: 'workspaces' }),
   releases: (s: Session) => call<{ items: Release[] }>(s, 'releases', { root: 'workspaces' }),

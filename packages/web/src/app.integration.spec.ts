@@ -715,6 +715,42 @@ guidance: Be polite.
       await page.context().close();
     });
 
+    it('a session checked while the model failed says why as a warning, not as a failure; Check again checks it again and the warning goes', async () => {
+      // Pinned to release 1: checked again on the same procedures, whatever is live by then.
+      const sent = { ...JSON.parse(fs.readFileSync(path.join(FIXTURES, 'sessions', 'payment-followed', 'session.json'), 'utf8')), external_id: 'pay-model-failed', release_id: 1 };
+      const id = (await ws('POST', '/sessions', sent)).body!.id!;
+      await until('pay-model-failed checked', async () => (await ws('GET', `/sessions/${id}`)).body!.status === 'checked');
+      // As a check's last try leaves a session when the model failed on some questions: checked, with an error saying so.
+      const error = `the model failed on 2 questions (the model's answer was not JSON; and 1 more), so their rules are not checked: send the session again, or POST …/sessions/${id}/recheck, once the model is back`;
+      await app.db.query('UPDATE sop_sessions SET error = $2 WHERE id = $1', [id, error]);
+      const page = await signedIn();
+      await page.goto(`${url}/p/${PROJECT}/sessions/${id}`);
+      await page.getByRole('heading', { name: /^Session pay-model-failed/, level: 1 }).waitFor();
+      const warning = page.getByRole('note').filter({ hasText: 'Not every rule was checked' });
+      await expect(warning.textContent()).resolves.toBe(`Not every rule was checked: ${error}`);
+      // a warning: not said as a failure, nor as an alert
+      expect(await page.getByText('Check failed').count()).toBe(0);
+      expect(await page.getByRole('alert').count()).toBe(0);
+      await expect(page.locator('.badge.status-checked').textContent()).resolves.toBe('checked');
+      await shot(page, 'sop-session-model-failed-light');
+      await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
+      await shot(page, 'sop-session-model-failed-dark');
+      // Check again: POST …/recheck; checked again with the model answering, the session has no error
+      await page.getByRole('button', { name: 'Check again' }).click();
+      await page.getByRole('status').filter({ hasText: 'Queued to be checked again.' }).waitFor();
+      const after = await until('pay-model-failed checked again', async () => {
+        const b = (await ws('GET', `/sessions/${id}`)).body as { status: string; error: string | null } | null;
+        return b?.status === 'checked' && b;
+      });
+      expect(after.error).toBeNull();
+      await page.reload();
+      await page.getByRole('heading', { name: /^Session pay-model-failed/, level: 1 }).waitFor();
+      await page.getByRole('button', { name: 'Check again' }).waitFor();
+      expect(await page.getByRole('note').filter({ hasText: 'Not every rule was checked' }).count()).toBe(0);
+      await shot(page, 'sop-session-checked-again-dark');
+      await page.context().close();
+    });
+
     it('Procedures shows the live release, a file with a mistake refused at its line, a file saved at head as a diff, and publishes it', async () => {
       const page = await signedIn();
       await page.getByRole('link', { name: 'Procedures', exact: true }).click();

@@ -66,7 +66,7 @@ export interface SessionView extends Omit<SessionBody, 'status' | 'checks'> {
   transcript_ref: string | null;
   received_at: string;
   checked_at: string | null;
-  /** Why the check failed (status failed). */
+  /** Why the check failed (status failed), or why some rules are not_checked though it was checked (the model failed on their questions). */
   error: string | null;
   checks: ProcedureCheck[];
 }

@@ -1,7 +1,7 @@
-import { useEffect, useRef } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { api } from '../api';
 import { when } from '../format';
-import { useLoad } from '../load';
+import { failure, useLoad } from '../load';
 import { href, Link } from '../router';
 import type { Session } from '../session';
 import { inReadingOrder, type ProcedureCheck } from '../sop-types';
@@ -13,12 +13,15 @@ const KIND_LABEL = { step: 'Step', never: 'Never', warning: 'Warning sign' } as 
 /**
  * One session: its result, a panel per procedure the router considered (its rules in reading
  * order with status, reason and evidence, each linking to its turn), and the whole transcript
- * (GET .../sessions/{id}/transcript) with the evidence marked in it.
+ * (GET .../sessions/{id}/transcript) with the evidence marked in it. Why its check failed, or
+ * (a warning) why some of its rules were not checked though it was; and *Check again*
+ * (POST .../sessions/{id}/recheck).
  */
 export function SopSessionPage({ session, base, id }: { session: Session; base: string; id: string }) {
   const s = useLoad(() => api.sopSession(session, id), [session, id]);
   const t = useLoad(() => api.sopTranscript(session, id), [session, id]);
   useFragmentOnceLoaded(!!s.data && !t.loading, id);
+  const recheck = useRecheck(session, id, s.reload);
   if (s.error) {
     return (
       <main id="main">
@@ -44,7 +47,27 @@ export function SopSessionPage({ session, base, id }: { session: Session; base: 
         {d.checked_result && d.checked_result !== d.result && <> · checker said <ResultBadge result={d.checked_result} /> before reviewers' verdicts</>}
       </p>
       {d.status === 'failed' && d.error && <p role="alert" className="error">Check failed: {d.error}</p>}
+      {/* Checked, but the model failed on some questions on its last try: their rules are not_checked. */}
+      {d.status === 'checked' && d.error && (
+        <p role="note" className="stale-note">
+          <strong>Not every rule was checked:</strong> {d.error}
+        </p>
+      )}
       {d.status === 'queued' && <p className="meta">Waiting to be checked; reload in a moment.</p>}
+      {/* Nothing to check again once retention emptied the transcript (the API answers 409): send the session again instead. */}
+      {d.status !== 'queued' && !t.loading && !t.data?.transcript_expired_at && (
+        <p>
+          <button type="button" onClick={() => void recheck.run()} disabled={recheck.busy}>
+            Check again
+          </button>{' '}
+          <span className="meta">its results are replaced by a new check of the session as stored</span>
+        </p>
+      )}
+      {recheck.said && (
+        <p role={recheck.said.ok ? 'status' : 'alert'} className={recheck.said.ok ? 'ok' : 'error'}>
+          {recheck.said.text}
+        </p>
+      )}
       {d.checks.length === 0 && d.status === 'checked' && <p className="empty">No procedure was considered for this session.</p>}
       {d.checks.map((c) => (
         <CheckPanel key={c.procedure_id} check={c} base={base} />
@@ -127,6 +150,34 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
       )}
     </section>
   );
+}
+
+/**
+ * *Check again*: POST .../sessions/{id}/recheck, then the session read again (queued until its
+ * check is done). One at a time: the button is disabled until the answer comes.
+ */
+function useRecheck(session: Session, id: string, reload: () => void): { run(): Promise<void>; busy: boolean; said: { ok: boolean; text: string } | null } {
+  const [busy, setBusy] = useState(false);
+  const [said, setSaid] = useState<{ ok: boolean; text: string } | null>(null);
+  const inFlight = useRef(false);
+  useEffect(() => setSaid(null), [session, id]);
+  const run = async () => {
+    if (inFlight.current) return;
+    inFlight.current = true;
+    setBusy(true);
+    setSaid(null);
+    try {
+      await api.recheckSession(session, id);
+      setSaid({ ok: true, text: 'Queued to be checked again.' });
+      reload();
+    } catch (err) {
+      setSaid({ ok: false, text: `Not queued: ${failure(err)}` });
+    } finally {
+      inFlight.current = false;
+      setBusy(false);
+    }
+  };
+  return { run, busy, said };
 }
 
 /**
