@@ -32,8 +32,11 @@ function procedure(goal: string): string {
   return `# Run the fleet tasks\nGoal: ${goal}\n\n## Steps\n${steps.join('\n')}\n`;
 }
 
-/** A session of the fleet bot that called these tools (a step before the last called one and not called is skipped: a finding). */
-function session(externalId: string, tools: number[]) {
+/**
+ * A session of the fleet bot that called these tools (a step before the last called one and not
+ * called is skipped: a finding). `silent`: the agent never spoke (not_measurable, its findings kept).
+ */
+function session(externalId: string, tools: number[], silent = false) {
   return {
     external_id: externalId,
     agent: 'fleet-bot',
@@ -42,7 +45,7 @@ function session(externalId: string, tools: number[]) {
     transcript_ref: null,
     turns: [
       { role: 'user', text: 'Run the tasks, please.' },
-      { role: 'agent', text: 'Done.' },
+      { role: 'agent', text: silent ? '' : 'Done.' },
     ],
     tool_calls: tools.map((t) => ({ turn: 1, tool: `t${t}`, input: {}, output: { ok: true }, error: null })),
   };
@@ -75,8 +78,8 @@ function session(externalId: string, tools: number[]) {
     return text ? JSON.parse(text) : {};
   }
 
-  async function checked(externalId: string, tools: number[]): Promise<void> {
-    const { id } = await ws('POST', '/sessions', session(externalId, tools));
+  async function checked(externalId: string, tools: number[], silent = false): Promise<void> {
+    const { id } = await ws('POST', '/sessions', session(externalId, tools, silent));
     await until(`${externalId} checked`, async () => (await ws('GET', `/sessions/${id}`)).status !== 'queued');
   }
 
@@ -110,7 +113,8 @@ function session(externalId: string, tools: number[]) {
     for (let i = 1; i < SPANS; i++) long.span({ type: 'llm', name: `step ${i}`, span_id: `s${i}`, parent_id: root, start_ms: t0 + i, end_ms: t0 + i + 1 });
     await long.end({ status: 'ok' });
 
-    // The workspace: release 1, a session skipping 59 of 60 steps; release 2, a session skipping 19.
+    // The workspace: release 1, a session skipping 59 of 60 steps and one where the agent never
+    // spoke (not_measurable) skipping 29; release 2, a session skipping 19.
     const head = (goal: string) => ({
       files: [
         { path: 'procedures/fleet-tasks.md', text: procedure(goal) },
@@ -120,6 +124,7 @@ function session(externalId: string, tools: number[]) {
     await ws('PUT', '/head', head('Every task is done.'));
     await ws('POST', '/releases');
     await checked('fleet-1', [STEPS]);
+    await checked('fleet-silent', [30], true);
     await ws('PUT', '/head', head('Every task is done, in order.'));
     await ws('POST', '/releases');
     await checked('fleet-2', [...Array.from({ length: 40 }, (_, i) => i + 1), STEPS]);
@@ -227,11 +232,14 @@ function session(externalId: string, tools: number[]) {
     await page.context().close();
   });
 
-  it('Compare releases shows findings per session as a plain number with its change', async () => {
-    const cmp = await get<{ procedures: { from: { sessions: number; findings: number }; to: { sessions: number; findings: number } }[] }>('workspaces', 'insights/compare');
+  it('Compare releases shows findings per measurable session as a plain number with its change, as the API counts it', async () => {
+    type Side = { sessions: number; findings: number; rate: number | null; results: { not_measurable: number } };
+    const cmp = await get<{ procedures: { from: Side; to: Side }[] }>('workspaces', 'insights/compare');
     const p = cmp.procedures[0];
-    // 59 findings in release 1's session, 19 in release 2's.
-    expect([p.from.findings / p.from.sessions, p.to.findings / p.to.sessions]).toEqual([59, 19]);
+    // Release 1: 59 findings in its measurable session; the session where the agent never spoke
+    // (29 findings) is left out, as the rules' rates leave it out: 59, not 88 / 2 = 44.
+    expect([p.from.sessions, p.from.results.not_measurable, p.from.findings]).toEqual([2, 1, 59 + 29]);
+    expect([p.from.rate, p.to.rate]).toEqual([59, 19]);
     const page = await signedIn();
     await page.goto(`${url}/p/${PROJECT}/insights`);
     const table = page.getByRole('table', { name: 'Release 1 against release 2' });

@@ -338,6 +338,12 @@ export interface CompareSide {
   follow_rate: number | null;
   findings: number;
   suppressed: number;
+  /**
+   * Findings per measurable session (followed, partial or deviated): the findings (not
+   * suppressed) of its measurable sessions over their number, as its rules' `rate`s count
+   * (not_measurable sessions and their findings left out); null without a measurable session.
+   */
+  rate: number | null;
 }
 
 /**

@@ -7,8 +7,9 @@ import type { Session } from '../session';
 import type { Release } from '../sop-types';
 
 /**
- * Two releases side by side (GET insights/compare): per procedure, the sessions checked on each
- * and their follow rate; per rule pattern, its findings per session on each. A rule reworded
+ * Two releases side by side (GET insights/compare): per procedure, the sessions checked on each,
+ * their follow rate and findings per measurable session; per rule pattern, its findings per
+ * measurable session on each. A rule reworded
  * between them is one row (its lineage). The releases picked are in the URL (`from`, `to`);
  * by default the live one against the one before it.
  */
@@ -96,7 +97,8 @@ function CompareTable({ d, base }: { d: CompareView; base: string }) {
                 <Change a={p.from.follow_rate} b={p.to.follow_rate} better="up" />
               </td>
               <td className="num">
-                <Change a={p.from.sessions ? p.from.findings / p.from.sessions : null} b={p.to.sessions ? p.to.findings / p.to.sessions : null} better="down" unit="count" />
+                {/* The API's rate: findings per measurable session, as the rules' rates below count them. */}
+                <Change a={p.from.rate} b={p.to.rate} better="down" unit="count" />
               </td>
               <td className="num meta">
                 {p.from.suppressed} → {p.to.suppressed}

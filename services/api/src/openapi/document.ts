@@ -141,7 +141,7 @@ schemas.Insights = object({
     pattern_id: str, procedure_id: str, rule_id: str, label: str, name: str, text: str, findings: int, suppressed: int, sessions: int, rate: nullable(num), trend: arr(int),
   }, { closed: true })),
 }, { closed: true });
-const compareSide = object({ sessions: int, results: resultCounts, follow_rate: nullable(num), findings: int, suppressed: int }, { closed: true });
+const compareSide = object({ sessions: int, results: resultCounts, follow_rate: nullable(num), findings: int, suppressed: int, rate: nullable(num) }, { closed: true });
 const compareRule = object({ findings: int, suppressed: int, rate: nullable(num) }, { closed: true });
 const releaseBrief = object({ id: str, number: int, created_at: time }, { closed: true });
 schemas.ReleaseCompare = object({

@@ -5,12 +5,13 @@ import { LineageRepo, ReviewReadRepo, SopError, WorkspaceRepo, type CompareQuery
 import { addResult, followRate, zeroResults } from './insights';
 import type { ReviewWrites } from './writes';
 
-const side = (): CompareSide => ({ sessions: 0, results: zeroResults(), follow_rate: null, findings: 0, suppressed: 0 });
+const side = (): CompareSide => ({ sessions: 0, results: zeroResults(), follow_rate: null, findings: 0, suppressed: 0, rate: null });
 
 /**
  * GET /insights/compare: two releases side by side, over the sessions checked on each (a
  * session is checked on the release it asked for, else the one live then). Per procedure, its
- * sessions, results and follow rate on each release; per rule pattern, its findings and their
+ * sessions, results, follow rate and findings per measurable session on each release (its
+ * `rate`, counted as its rules' are); per rule pattern, its findings and their
  * rate on each: the share of the procedure's measurable sessions on that release (followed,
  * partial or deviated; not_measurable ones are left out of rates, as fix tracking leaves them
  * out) with a finding of the rule, null when the release has no wording of the rule (or no
@@ -56,6 +57,8 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
   }
   const byPattern = new Map(patterns.map((p) => [p.id, p]));
   const rules = new Map<string, Row['rules'][number]>();
+  /** Per procedure side, its findings (not suppressed) in measurable checks: its rate's numerator. */
+  const measuredOn = new Map<CompareSide, number>();
   /** Per rule pattern, its findings (not suppressed) in measurable checks on each side: a rate's numerator. */
   const measured = new Map<string, { from: number; to: number }>();
   for (const f of findings) {
@@ -66,6 +69,7 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
     const s = sideOf(r, f.release_id);
     if (f.suppressed) s.suppressed += f.n;
     else s.findings += f.n;
+    if (!f.suppressed && f.measurable) measuredOn.set(s, (measuredOn.get(s) ?? 0) + f.n);
     if (!p) continue; // not in a pattern yet: counted on the procedure, on no rule's row
     let rule = rules.get(p.id);
     if (!rule) {
@@ -84,7 +88,11 @@ export async function compareReleases(db: Db, writes: ReviewWrites, workspace: s
     }
   }
   for (const r of rows.values()) {
-    for (const s of [r.from, r.to]) s.follow_rate = followRate(s.results);
+    for (const s of [r.from, r.to]) {
+      s.follow_rate = followRate(s.results);
+      const judged = s.results.followed + s.results.partial + s.results.deviated;
+      s.rate = judged ? (measuredOn.get(s) ?? 0) / judged : null;
+    }
     for (const rule of r.rules) {
       const m = measured.get(rule.pattern_id) ?? { from: 0, to: 0 };
       for (const side of ['from', 'to'] as const) {

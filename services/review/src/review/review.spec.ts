@@ -337,6 +337,8 @@ describe('release compare', () => {
     const step = pay.rules.find((r) => r.text === 'Find the order.')!;
     // 1 of the 4 measurable sessions, not 4 findings of 10 sessions; no rate where the rule is not.
     expect(step).toMatchObject({ label: 'Step 1', from: { findings: 4, rate: 0.25 }, to: { findings: 0, rate: null } });
+    // The procedure's findings per session count the same way: 1 finding in its 4 measurable sessions, 0 in 1.
+    expect([pay.from.rate, pay.to.rate]).toEqual([0.25, 0]);
     const back = (await review.queries.compareReleases(WS, { from: '2', to: '1' })).procedures.find((p) => p.procedure_id === 'card-payment')!;
     expect(back.rules.find((r) => r.pattern_id === step.pattern_id)).toMatchObject({ from: { findings: 0, rate: null }, to: { findings: 4, rate: 0.25 } });
     // Insights' top patterns give the same share over the window (both releases: 1 of 5 measurable sessions).
