@@ -715,7 +715,7 @@ guidance: Be polite.
       await page.context().close();
     });
 
-    it('a session checked while the model failed says why as a warning, not as a failure; Check again checks it again and the warning goes', async () => {
+    it('a session checked while the model failed is marked in the Sessions list and says why on its page as a warning, not as a failure; Check again checks it again and the warning goes', async () => {
       // Pinned to release 1: checked again on the same procedures, whatever is live by then.
       const sent = { ...JSON.parse(fs.readFileSync(path.join(FIXTURES, 'sessions', 'payment-followed', 'session.json'), 'utf8')), external_id: 'pay-model-failed', release_id: 1 };
       const id = (await ws('POST', '/sessions', sent)).body!.id!;
@@ -724,7 +724,19 @@ guidance: Be polite.
       const error = `the model failed on 2 questions (the model's answer was not JSON; and 1 more), so their rules are not checked: send the session again, or POST …/sessions/${id}/recheck, once the model is back`;
       await app.db.query('UPDATE sop_sessions SET error = $2 WHERE id = $1', [id, error]);
       const page = await signedIn();
-      await page.goto(`${url}/p/${PROJECT}/sessions/${id}`);
+      // The list marks it (a yellow badge, the error as its title), not a cleanly checked one, nor as failed.
+      await page.goto(`${url}/p/${PROJECT}/sessions`);
+      const row = page.locator('table.sessions tbody tr', { hasText: 'pay-model-failed' });
+      await row.waitFor();
+      const marker = row.locator('.badge.warn');
+      await expect(marker.textContent()).resolves.toBe('not every rule checked');
+      await expect(marker.getAttribute('title')).resolves.toBe(error);
+      await expect(row.locator('.badge.status-checked').textContent()).resolves.toBe('checked');
+      expect(await row.locator('.error').count()).toBe(0);
+      expect(await page.locator('table.sessions tbody tr', { hasText: 'pay-1' }).locator('.badge.warn').count()).toBe(0);
+      expect(await page.getByText('not every rule checked').count()).toBe(1);
+      await shot(page, 'sop-sessions-model-failed');
+      await row.getByRole('link', { name: 'pay-model-failed' }).click();
       await page.getByRole('heading', { name: /^Session pay-model-failed/, level: 1 }).waitFor();
       const warning = page.getByRole('note').filter({ hasText: 'Not every rule was checked' });
       await expect(warning.textContent()).resolves.toBe(`Not every rule was checked: ${error}`);
@@ -748,6 +760,10 @@ guidance: Be polite.
       await page.getByRole('button', { name: 'Check again' }).waitFor();
       expect(await page.getByRole('note').filter({ hasText: 'Not every rule was checked' }).count()).toBe(0);
       await shot(page, 'sop-session-checked-again-dark');
+      // and the list no longer marks it
+      await page.goto(`${url}/p/${PROJECT}/sessions`);
+      await page.locator('table.sessions tbody tr', { hasText: 'pay-model-failed' }).waitFor();
+      expect(await page.getByText('not every rule checked').count()).toBe(0);
       await page.context().close();
     });
 

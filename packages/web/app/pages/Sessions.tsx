@@ -75,6 +75,15 @@ export function Sessions({ session, base, where }: { session: Session; base: str
                   <td>
                     <span className={`badge status-${s.status}`}>{s.status}</span>
                     {s.status === 'failed' && s.error && <div className="error">{s.error}</div>}
+                    {/* Checked, but the model failed on some questions on its last try: their rules are not_checked (the session page says more). */}
+                    {s.status === 'checked' && s.error && (
+                      <>
+                        {' '}
+                        <span className="badge warn" title={s.error}>
+                          not every rule checked
+                        </span>
+                      </>
+                    )}
                   </td>
                   <td>
                     <ResultBadge result={s.result} />
