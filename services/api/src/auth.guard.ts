@@ -1,5 +1,6 @@
 import { HttpStatus, Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import type { ApiKeyGrant } from '@neatroots/store';
+import { routedPath } from './body';
 import { ApiError } from './errors';
 import { RESOLVE_KEY, type ResolveKey } from './tokens';
 
@@ -25,8 +26,12 @@ export function apiProjectOf(grant: ApiKeyGrant | null): string {
   return grant.project;
 }
 
-/** The paths a key opens (the guard's): their bodies are read only for a known key. */
-const KEYED_PATH = /^\/v1\/(projects|workspaces)\/|^\/v1\/mcp(\/|\?|$)/;
+/**
+ * The paths a key opens (the guard's): their bodies are read only for a known key. Matched on
+ * the routed path and case-insensitively, as express routes (/v1/Projects/p/checks and /v1/Mcp
+ * reach the same endpoints).
+ */
+const KEYED_PATH = /^\/v1\/(projects|workspaces)\/|^\/v1\/mcp(\/|$)/i;
 
 /**
  * Before a request's body is read (up to 16 MiB, parsed): a request to a path that needs a key
@@ -35,10 +40,10 @@ const KEYED_PATH = /^\/v1\/(projects|workspaces)\/|^\/v1\/mcp(\/|\?|$)/;
  * kept for the guard.
  */
 export function keyBeforeBody(resolveKey: ResolveKey) {
-  return (req: KeyedRequest & { method?: string; originalUrl?: string; url?: string }, _res: unknown, next: (err?: unknown) => void): void => {
+  return (req: KeyedRequest & { method?: string; path?: string; originalUrl?: string; url?: string }, _res: unknown, next: (err?: unknown) => void): void => {
     const length = req.headers['content-length'];
     const body = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-    if (!body || !KEYED_PATH.test(req.originalUrl ?? req.url ?? '')) return next();
+    if (!body || !KEYED_PATH.test(routedPath(req))) return next();
     const key = apiKeyOf(req);
     if (!key) return next(new ApiError(HttpStatus.UNAUTHORIZED, 'unauthorized', 'an API key is required (x-api-key or Authorization: Bearer)'));
     Promise.resolve(resolveKey(key)).then(

@@ -2,14 +2,18 @@
  * Bodies and small filters through the api (PGlite, the review service in-process): an
  * endpoint documented as taking no body refuses one with a field (400 invalid_body) and still
  * takes none, an empty one or {}; a JSON body that is not an object says so; sessions filter by
- * release `live`; suggestions name status among the parameters they take.
+ * release `live`; suggestions name status among the parameters they take; a body sent
+ * without a full key is refused before it is read, whatever the case of its path.
  */
 import type { INestApplication } from '@nestjs/common';
 import type { FindingMessage } from '@neatroots/messages';
-import { FindingsRepo } from '@neatroots/store';
+import { FindingsRepo, ProjectsRepo } from '@neatroots/store';
+import { connect } from 'node:net';
 import { fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
 
 const KEY = 'key-for-w1';
+/** An agent's key: it may only send spans (scope ingest). */
+const AGENT_KEY = 'agent-key-for-w1';
 let h: SopHarness;
 let app: INestApplication;
 let url: string;
@@ -28,6 +32,7 @@ async function raw(method: string, path: string, body: string | undefined, type:
 
 beforeAll(async () => {
   h = await startSopHarness({ w1: KEY });
+  await new ProjectsRepo(h.db).addApiKey('w1', AGENT_KEY, 'agents', 'ingest');
   await new FindingsRepo(h.db).apply([raised('f1')]);
   ({ app, url } = await startApiOn(h.db, 'w1', h.sop.queries, h.sop.review));
 }, 60_000);
@@ -123,5 +128,62 @@ describe('suggestions', () => {
   it('name status among the parameters they take when one is unknown', async () => {
     const res = await call('GET', '/v1/workspaces/w1/suggestions?status[]=proposed');
     expect(res).toMatchObject({ status: 400, body: { error: { code: 'unknown_parameter', message: 'unknown query parameter status[]; this endpoint takes status, pattern, limit, before' } } });
+  });
+});
+
+/**
+ * Sends only the head of a request announcing a 10 MB body, never the body, and gives the
+ * status line of the answer, or 'no answer' when none came in 10 s (the api waiting for the body).
+ */
+function headOnly(path: string, headers: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const { port } = new URL(url);
+    let got = '';
+    const socket = connect(Number(port), '127.0.0.1', () => {
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 10000000\r\n${headers.map((x) => `${x}\r\n`).join('')}\r\n`);
+    });
+    const done = (line: string) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(line);
+    };
+    const timer = setTimeout(() => done('no answer'), 10_000);
+    socket.on('data', (d) => {
+      got += d.toString('latin1');
+      if (got.includes('\r\n')) done(got.split('\r\n')[0]);
+    });
+    socket.on('error', reject);
+  });
+}
+
+describe('a body sent without a full key', () => {
+  it('is refused before it is read, 401 without a key and 403 with an ingest key, whatever the case of the path', async () => {
+    const { port } = new URL(url);
+    const paths = [
+      '/v1/projects/w1/checks',
+      '/v1/Projects/w1/checks',
+      '/V1/PROJECTS/w1/checks',
+      '/v1/Workspaces/w1/sessions',
+      '/v1/Mcp',
+      '/v1/mcp#top',
+      // the absolute form of the request target, which express routes by its path
+      `http://127.0.0.1:${port}/v1/Projects/w1/checks`,
+    ];
+    const answers = await Promise.all(paths.flatMap((path) => [headOnly(path, []), headOnly(path, [`x-api-key: ${AGENT_KEY}`])]));
+    expect(answers).toEqual(paths.flatMap(() => ['HTTP/1.1 401 Unauthorized', 'HTTP/1.1 403 Forbidden']));
+  }, 30_000);
+
+  it('is not parsed on a mixed-case path: unparsable JSON without a key is 401, not 400', async () => {
+    const res = await fetch(`${url}/v1/Projects/w1/checks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
+    expect(res.status).toBe(401);
+  });
+
+  it('with a full key, on a mixed-case path, is read with its endpoint\'s limit (a session up to 8 MB)', async () => {
+    const session = { ...fixtureSession('payment-skipped'), external_id: 'mixed-case-1', padding: 'x'.repeat(200 * 1024) };
+    const lower = await call('POST', '/v1/workspaces/w1/sessions', session);
+    const mixed = await call('POST', '/v1/Workspaces/w1/sessions', session);
+    // read whole (not 413 at the default 100 KB) and answered as on the lower-case path
+    expect(lower.status).not.toBe(413);
+    expect({ status: mixed.status, body: mixed.body }).toEqual({ status: lower.status, body: lower.body });
   });
 });

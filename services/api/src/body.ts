@@ -71,10 +71,21 @@ export interface BodyRule {
 }
 
 export const BODY_RULES: readonly BodyRule[] = [
-  { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/.+/, kind: 'text', limit: 256 * 1024 },
-  { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/?$/, kind: 'json', limit: 16 * 1024 * 1024 },
-  { method: 'POST', path: /^\/v1\/workspaces\/[^/]+\/sessions\/?$/, kind: 'json', limit: 8 * 1024 * 1024 },
+  // Case-insensitive, as express routes (/v1/Workspaces/w/sessions is the sessions endpoint).
+  { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/.+/i, kind: 'text', limit: 256 * 1024 },
+  { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/?$/i, kind: 'json', limit: 16 * 1024 * 1024 },
+  { method: 'POST', path: /^\/v1\/workspaces\/[^/]+\/sessions\/?$/i, kind: 'json', limit: 8 * 1024 * 1024 },
 ];
+
+/**
+ * The path a request is routed by, to match it as express does before the body is read: its
+ * pathname (req.path, without the query or a fragment, also for a request target in absolute
+ * form, `POST http://host/v1/...`), not its raw URL. Paths are matched case-insensitively, as
+ * express routes them.
+ */
+export function routedPath(req: { path?: string; url?: string; originalUrl?: string }): string {
+  return req.path ?? (req.originalUrl ?? req.url ?? '').split(/[?#]/)[0];
+}
 
 /** The types a file saved at head may be sent as (PUT /head/{path}): the check and its refusals both read this list. */
 export const TEXT_TYPES = ['text/plain', 'text/markdown', 'text/x-markdown', 'text/yaml', 'text/x-yaml'] as const;
@@ -83,9 +94,9 @@ const TEXT_TYPE = new RegExp(`^(${TEXT_TYPES.join('|')})\\s*(;|$)`, 'i');
 export const FILE_TEXT_BODY = `the file's text (Content-Type: ${TEXT_TYPES.slice(0, -1).join(', ')} or ${TEXT_TYPES[TEXT_TYPES.length - 1]})`;
 
 /** The rule of this request, or the default (JSON, MAX_BODY_BYTES). */
-export function bodyRuleOf(req: { method: string; url?: string; originalUrl?: string }): BodyRule {
-  const url = (req.originalUrl ?? req.url ?? '').split('?')[0];
-  return BODY_RULES.find((r) => r.method === req.method && r.path.test(url)) ?? { method: req.method, path: /.*/, kind: 'json', limit: MAX_BODY_BYTES };
+export function bodyRuleOf(req: { method: string; path?: string; url?: string; originalUrl?: string }): BodyRule {
+  const path = routedPath(req);
+  return BODY_RULES.find((r) => r.method === req.method && r.path.test(path)) ?? { method: req.method, path: /.*/, kind: 'json', limit: MAX_BODY_BYTES };
 }
 
 /**
@@ -93,7 +104,7 @@ export function bodyRuleOf(req: { method: string; url?: string; originalUrl?: st
  * would read as no body, and its fields would be silently lost (a dismissal's note sent as a
  * form).
  */
-export function requireJsonBody(req: BodyRequest & { url?: string; originalUrl?: string }, _res: unknown, next: Next): void {
+export function requireJsonBody(req: BodyRequest & { path?: string; url?: string; originalUrl?: string }, _res: unknown, next: Next): void {
   if (!hasBody(req)) return next();
   const type = req.headers['content-type'];
   const rule = bodyRuleOf(req);
@@ -120,7 +131,7 @@ function parserFor(rule: BodyRule): Parser {
 }
 
 /** After requireJsonBody: reads the body as its endpoint's rule says (text or JSON, and its limit). */
-export function parseBody(req: BodyRequest & { url?: string; originalUrl?: string }, res: unknown, next: Next): void {
+export function parseBody(req: BodyRequest & { path?: string; url?: string; originalUrl?: string }, res: unknown, next: Next): void {
   if (!hasBody(req)) return next();
   parserFor(bodyRuleOf(req))(req, res, next);
 }
