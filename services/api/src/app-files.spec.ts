@@ -72,6 +72,12 @@ describe('the api serves the web app', () => {
     expect(none.status).toBe(404);
     expect(await none.json()).toEqual({ error: expect.objectContaining({ code: 'not_found' }) });
     expect(await (await fetch(`${url}/healthz`)).json()).toEqual({ status: 'ok' });
+    // Nor in another case: express routes /V1/Projects/... and /Healthz to the API as their lower-case paths.
+    for (const p of ['/V1/projects/shop/runs', '/v1/Projects/shop/runs', '/V1/nothing-here']) {
+      const res = await fetch(url + p);
+      expect({ p, status: res.status, type: res.headers.get('content-type') }).toEqual({ p, status: p.includes('nothing') ? 404 : 401, type: expect.stringContaining('application/json') });
+    }
+    expect(await (await fetch(`${url}/Healthz`)).json()).toEqual({ status: 'ok' });
     // POST to an app page is no page of the app.
     expect((await fetch(`${url}/p/shop`, { method: 'POST' })).status).toBe(404);
   });

@@ -10,8 +10,11 @@ import { serveOpenApi } from './openapi/serve';
  * never reach the app: an unknown /v1 route stays a JSON 404.
  */
 
-/** Paths the app never answers (the API, its OpenAPI document, and the admin port's endpoints should one share a port). */
-const RESERVED = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/;
+/**
+ * Paths the app never answers (the API, its OpenAPI document, and the admin port's endpoints
+ * should one share a port): in any case, as express routes them (/V1/Projects/... is the API's).
+ */
+const RESERVED = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/i;
 
 /** The app's pages (/p/{project}/...): never a file of the build, whatever their last part looks like. */
 const APP_PAGES = /^\/p\//;
