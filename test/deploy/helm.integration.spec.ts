@@ -527,8 +527,8 @@ if (!helm) {
       });
     });
 
-    it('has NOTES that render for every values file and say how to reach the services', () => {
-      // helm template does not render NOTES.txt; render it as a ConfigMap in a copy of the chart.
+    /** NOTES.txt rendered with these helm arguments (helm template does not render it: as a ConfigMap in a copy of the chart). */
+    function withNotes(use: (notes: (args: string[]) => string) => void): void {
       const dir = mkdtempSync(path.join(tmpdir(), 'neatroots-notes-'));
       try {
         const copy = path.join(dir, 'neatroots');
@@ -536,18 +536,48 @@ if (!helm) {
         cpSync(path.join(chart, 'templates/NOTES.txt'), path.join(copy, 'notes.txt'));
         writeFileSync(path.join(copy, 'templates/zz-notes.yaml'),
           'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: |\n    {{- tpl (.Files.Get "notes.txt") . | nindent 4 }}\n');
-        for (const { files } of SCENARIOS) {
-          const res = helmRun(h, ['template', RELEASE, copy, '--show-only', 'templates/zz-notes.yaml', ...files.flatMap((f) => ['-f', f])]);
+        use((args) => {
+          const res = helmRun(h, ['template', RELEASE, copy, '--show-only', 'templates/zz-notes.yaml', ...args]);
           expect(res.stderr).toBe('');
-          const notes = String((YAML.parse(res.stdout) as IConfigMap).data?.notes);
+          return String((YAML.parse(res.stdout) as IConfigMap).data?.notes);
+        });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+
+    it('has NOTES that render for every values file and say how to reach the services', () => {
+      withNotes((notesOf) => {
+        for (const { files } of SCENARIOS) {
+          const notes = notesOf(files.flatMap((f) => ['-f', f]));
           expect(notes).not.toMatch(/<no value>|%!/);
           expect(notes).toMatch(/OTLP/);
           expect(notes).toContain('/readyz');
           expect(notes).toMatch(/partitions/);
         }
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      });
+    });
+
+    it('has NOTES that warn of no API keys only when no key is given, and give agents ingest keys', () => {
+      withNotes((notesOf) => {
+        for (const args of [['--set', 'ingestKeys.shop=agent-key'], ['--set', 'apiKeys.shop=full-key'], ['--set', 'apiKeys.shop=full-key', '--set', 'ingestKeys.shop=agent-key'], ['--set', 'secrets.existingSecret=mine']]) {
+          const notes = notesOf(args);
+          expect({ args, warned: /no API keys/.test(notes) }).toEqual({ args, warned: false });
+        }
+        const none = notesOf([]);
+        expect(none).toMatch(/WARNING: no API keys are set/);
+        // the warning's example sets a full key and an agents' key
+        expect(none).toMatch(/--set apiKeys\.my-project=/);
+        expect(none).toMatch(/--set ingestKeys\.my-project=/);
+        // whatever the keys, agents are told to send with an ingest key, as the values or the Secret give one
+        for (const args of [[], ['--set', 'apiKeys.shop=full-key']]) {
+          expect({ args, notes: notesOf(args) }).toEqual({ args, notes: expect.stringMatching(/Give agents an ingest key[^]*as ingestKeys\.my-project=KEY/) });
+        }
+        expect(notesOf(['--set', 'secrets.existingSecret=mine'])).toMatch(/Give agents an ingest key[^]*NEATROOTS_API_KEYS: project=key:ingest/);
+        // only ingest keys: nothing opens the API, and the notes say so
+        expect(notesOf(['--set', 'ingestKeys.shop=agent-key'])).toMatch(/only ingestKeys are set.*\n.*apiKeys/);
+        expect(notesOf(['--set', 'apiKeys.shop=full-key', '--set', 'ingestKeys.shop=agent-key'])).not.toMatch(/only ingestKeys/);
+      });
     });
   });
 }
