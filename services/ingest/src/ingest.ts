@@ -95,8 +95,8 @@ export interface IngestOptions {
    */
   keyRecheckMs?: number;
   now?: () => number;
-  /** Lines about a run carry its `project` and `run_id`. Default console. */
-  logger?: Pick<Logger, 'warn' | 'error'>;
+  /** Lines about a run carry its `project` and `run_id`; `debug`, when given, hears of normal disconnects. Default console. */
+  logger?: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'debug'>>;
   /**
    * Pre-call checks (PreCheck, PreCheckPolicy): the rule engine (of this process, or over gRPC
    * in the distributed deployment), and each project's fail mode. Absent: they answer
@@ -220,7 +220,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   const bus = opts.bus;
   const topics = opts.topics ?? makeTopics();
   const now = opts.now ?? Date.now;
-  const log: Pick<Logger, 'warn' | 'error'> = opts.logger ?? console;
+  const log: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'debug'>> = opts.logger ?? console;
   const publishFailures = new RepeatedErrors();
   const host = opts.host ?? '127.0.0.1';
   const maxBytes = opts.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_BYTES;

@@ -58,7 +58,8 @@ export interface OtlpHttpOptions {
    */
   checkKey(md: Metadata): Promise<{ code: Status; message: string } | undefined>;
   exportTraces(md: Metadata, req: DecodedRequest): Promise<OtlpOutcome>;
-  logger: Pick<Console, 'error'>;
+  /** `debug`, when given, hears of requests their client gave up on (a normal disconnect). */
+  logger: { error(msg: string, err?: unknown): void; debug?(msg: string): void };
 }
 
 export interface OtlpHttpHandle {
@@ -247,6 +248,13 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
         sendError(res, enc, HTTP_STATUS[outcome.code] ?? 500, outcome.code, outcome.message);
       }
     } catch (e) {
+      // The client went away before its body was all sent (it aborted, its connection broke): a
+      // normal disconnect, not ingest's error, and there is nobody to answer.
+      if (!req.complete && (req.destroyed || req.socket?.destroyed)) {
+        opts.logger.debug?.(`ingest: OTLP/HTTP: the client went away before its request's body was all sent (${(e as Error)?.message ?? String(e)}); nothing taken`);
+        res.destroy();
+        return;
+      }
       if (e instanceof HttpError) {
         // The rest of a refused body is not read: close the connection rather than drain it.
         if (!req.complete) res.setHeader('Connection', 'close');
