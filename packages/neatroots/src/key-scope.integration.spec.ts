@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import * as fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { credentials, Metadata } from '@grpc/grpc-js';
+import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { createLogger } from '@neatroots/platform';
 import { v1 } from '@neatroots/proto';
 import { NeatrootsClient, RunHaltedError } from '@neatroots/sdk';
@@ -9,10 +9,11 @@ import { startEmbedded, type EmbeddedApp } from './embedded';
 import { jsonApi, REFUND_LOOKUP_RULE, tempHome, testConfig } from './test-app.test';
 
 /**
- * Key scopes: the key an agent is given (`project=key:ingest`) sends spans, hears its notes and
- * halts and asks its pre-call checks, and nothing else; it cannot dismiss the findings of the
+ * Key scopes: the key an agent is given (`project=key:ingest`) sends spans, hears its runs' notes
+ * and halts and asks its pre-call checks, and nothing else; it cannot dismiss the findings of the
  * halt rule that watches it, delete that rule or use MCP (a prompt-injected agent would
- * otherwise quiet its own guard). A key configured as before (`project=key`) does everything.
+ * otherwise quiet its own guard), nor watch every run's notes (other users' tool arguments, run
+ * ids). A key configured as before (`project=key`) does everything.
  */
 const PROJECT = 'shop';
 const FULL = 'scope-full-key';
@@ -87,11 +88,12 @@ afterAll(async () => {
 });
 
 describe('an ingest key (the agents\')', () => {
-  it('sends spans, subscribes to its notes and halts, and is halted before the harm by its pre-call check', async () => {
-    // A stream of the whole project's notes, on the agent key.
+  it("sends spans, subscribes to its run's notes and halts, and is halted before the harm by its pre-call check", async () => {
+    // A stream of the whole project's notes, a person's (the full key): the agent's run is halted
+    // over the agent's own stream of its run (the SDK's).
     const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
     const md = new Metadata();
-    md.set('x-api-key', AGENT);
+    md.set('x-api-key', FULL);
     const watched: v1.Note[] = [];
     const watch = raw.subscribe({ run_id: '' }, md);
     watch.on('data', (n: v1.Note) => watched.push(n));
@@ -109,6 +111,42 @@ describe('an ingest key (the agents\')', () => {
       expect(watched.find((n) => n.run_id === r.runId && n.kind === 'halt')).toMatchObject({ check_id: RULE_ID });
     } finally {
       watch.cancel();
+      raw.close();
+    }
+  });
+
+  it("may not subscribe to the whole project's notes (PERMISSION_DENIED, nothing sent), where a full key may", async () => {
+    const raw = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
+    const subscribe = (key: string) => {
+      const md = new Metadata();
+      md.set('x-api-key', key);
+      const stream = raw.subscribe({ run_id: '' }, md);
+      const notes: v1.Note[] = [];
+      stream.on('data', (n: v1.Note) => notes.push(n));
+      // Refused, or in place (ingest's headers say so), whichever comes first.
+      const outcome = new Promise<{ code: number; details: string } | 'subscribed'>((resolve) => {
+        stream.on('error', (e: ServiceError) => resolve({ code: e.code, details: e.details }));
+        stream.on('metadata', (m: Metadata) => m.get('x-neatroots-subscribed').length && resolve('subscribed'));
+      });
+      return { stream, notes, outcome };
+    };
+    const agentWide = subscribe(AGENT);
+    const fullWide = subscribe(FULL);
+    try {
+      expect(await agentWide.outcome).toEqual({
+        code: 7, // PERMISSION_DENIED
+        details: "a key of scope ingest may subscribe to one run's notes, not the whole project's; use a full key",
+      });
+      expect(await fullWide.outcome).toBe('subscribed');
+      // The agent's run is halted; the full key's stream hears it, the agent key's refused one heard nothing.
+      const r = await refundWithoutLookup(agent);
+      expect(r.error).toBeInstanceOf(RunHaltedError);
+      const deadline = Date.now() + 20_000;
+      while (Date.now() < deadline && !fullWide.notes.some((n) => n.run_id === r.runId && n.kind === 'halt')) await new Promise((res) => setTimeout(res, 50));
+      expect(fullWide.notes.find((n) => n.run_id === r.runId && n.kind === 'halt')).toMatchObject({ check_id: RULE_ID });
+      expect(agentWide.notes).toEqual([]);
+    } finally {
+      for (const s of [agentWide, fullWide]) s.stream.cancel();
       raw.close();
     }
   });

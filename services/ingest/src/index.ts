@@ -1,7 +1,7 @@
 export { startIngest, DEFAULT_GRPC_PORT, DEFAULT_MAX_RECEIVE_BYTES, DEFAULT_OTLP_PORT } from './ingest';
 export type { IngestHandle, IngestOptions, PrecheckPort } from './ingest';
 export { apiKeyFrom } from './auth';
-export type { ResolveKey } from './auth';
+export type { KeyGrant, KeyScope, ResolveKey } from './auth';
 export type { IngestMetrics } from './metrics';
 export { NoteHub } from './notes';
 export type { NoteHubOptions, NoteStream } from './notes';

@@ -11,6 +11,7 @@ import type { Bus, BusBatch, BusRecord, LogFields, SubscribeOptions, Subscriptio
 import { otlp, v1 } from '@neatroots/proto';
 import { DELIVERIES_TOPIC, EVENTS_TOPIC, NOTES_TOPIC, type Note, type NoteDelivered } from '@neatroots/messages';
 import { itemToEvent, type Envelope, type RunEnd, type RunStart, type Span } from '@neatroots/spans';
+import type { KeyGrant } from './auth';
 import { startIngest, type IngestHandle } from './ingest';
 
 // ---- harness ---------------------------------------------------------------------------
@@ -31,7 +32,8 @@ class FlakyBus implements Bus {
   }
 }
 
-const KEYS: Record<string, string> = { 'key-shop': 'shop', 'key-bank': 'bank' };
+/** The projects keys open: a bare name is a full key (as a resolver older than scopes says); key-agent is an agent's. */
+const KEYS: Record<string, string | KeyGrant> = { 'key-shop': 'shop', 'key-bank': 'bank', 'key-agent': { project: 'shop', scope: 'ingest' } };
 
 interface Harness {
   bus: FlakyBus;
@@ -401,6 +403,36 @@ describe('ingest over gRPC', () => {
       const [err] = (await once(stream, 'error')) as [ServiceError];
       expect(err.code).toBe(status.UNAUTHENTICATED);
     });
+
+    it("refuses an ingest key the whole project's notes (PERMISSION_DENIED), gives it its run's, and a full key the whole project's still", async () => {
+      const refused = h.neatroots.subscribe({ run_id: '' }, md('key-agent'));
+      const seen: v1.Note[] = [];
+      refused.on('data', (n: v1.Note) => seen.push(n));
+      // Refused, or in place (ingest's headers say so), whichever comes first.
+      const outcome = await new Promise<{ code: number; details: string } | 'subscribed'>((resolve) => {
+        refused.on('error', (e: ServiceError) => resolve({ code: e.code, details: e.details }));
+        refused.on('metadata', (m: Metadata) => m.get('x-neatroots-subscribed').length && resolve('subscribed'));
+      });
+      expect(outcome).toEqual({
+        code: status.PERMISSION_DENIED,
+        details: "a key of scope ingest may subscribe to one run's notes, not the whole project's; use a full key",
+      });
+      const run = openSubscribe(h, 'run-scoped', 'key-agent');
+      const project = openSubscribe(h, '', 'key-shop');
+      await Promise.all([once(run.stream, 'metadata'), once(project.stream, 'metadata')]);
+      expect(h.ingest.metrics.subscribers).toBe(2);
+      await h.bus.publish(NOTES_TOPIC, [
+        { key: 'run-other', value: note({ id: 'n-other', run_id: 'run-other', kind: 'halt' }) },
+        { key: 'run-scoped', value: note({ id: 'n-scoped', run_id: 'run-scoped', kind: 'halt' }) },
+      ]);
+      await waitFor(() => run.notes.length === 1 && project.notes.length === 2);
+      expect(run.notes.map((n) => n.id)).toEqual(['n-scoped']);
+      expect(project.notes.map((n) => n.id)).toEqual(['n-other', 'n-scoped']);
+      expect(seen).toEqual([]);
+      // The other run's halt, which only the project-wide stream took, still waits for that run's export.
+      expect((await exportV1(h, { events: [spanEvent({ run_id: 'run-other' })] }, md('key-agent'))).notes.map((n) => n.id)).toEqual(['n-other']);
+      for (const s of [run, project]) s.stream.cancel();
+    });
   });
 
   describe('an OpenTelemetry JS SDK exporting GenAI spans', () => {
@@ -539,6 +571,41 @@ describe("an open Subscribe stream's key", () => {
       expect({ revoked: revoked.notes, moved: moved.notes, kept: kept.notes, delivered: ingest.metrics.notes_delivered.stream }).toEqual({ revoked: [], moved: [], kept: ['n-after'], delivered: 1 });
       expect(ingest.metrics.calls_failed).toEqual({ UNAUTHENTICATED: 2 });
       kept.stream.cancel();
+    } finally {
+      client.close();
+      await ingest.close();
+      await memory.close();
+    }
+  });
+
+  it("ends a stream of the whole project with PERMISSION_DENIED once its key is of scope ingest, and keeps that key's stream of one run", async () => {
+    const keys: Record<string, KeyGrant> = { 'key-narrowed': { project: 'shop', scope: 'api' } };
+    const asked: string[] = [];
+    const memory = new MemoryBus();
+    const ingest = await startIngest({ bus: memory, resolveKey: async (k) => (asked.push(k), keys[k]), otlpPort: 0, grpcPort: 0, keyRecheckMs: 20 });
+    const client = new v1.IngestClient(`127.0.0.1:${ingest.grpcPort}`, credentials.createInsecure());
+    const open = (runId: string) => {
+      const stream = client.subscribe({ run_id: runId }, md('key-narrowed'));
+      const notes: string[] = [];
+      stream.on('data', (n: v1.Note) => notes.push(n.id));
+      const ended = new Promise<ServiceError>((resolve) => stream.on('error', resolve));
+      return { stream, notes, ended };
+    };
+    try {
+      const project = open('');
+      const run = open('r1');
+      await Promise.all([project, run].map((s) => once(s.stream, 'metadata')));
+      keys['key-narrowed'] = { project: 'shop', scope: 'ingest' };
+      const err = await within(project.ended, 20_000, "the whole project's stream ended");
+      expect({ code: err.code, details: err.details }).toEqual({ code: status.PERMISSION_DENIED, details: "a key of scope ingest may subscribe to one run's notes, not the whole project's; use a full key" });
+      // The run's stream was looked up again since, and stays.
+      const before = asked.length;
+      await waitFor(() => asked.length > before);
+      await memory.publish(NOTES_TOPIC, [{ key: 'r1', value: note({ id: 'n-after' }) }]);
+      await waitFor(() => run.notes.length === 1);
+      expect({ project: project.notes, run: run.notes, subscribers: ingest.metrics.subscribers }).toEqual({ project: [], run: ['n-after'], subscribers: 1 });
+      expect(ingest.metrics.calls_failed).toEqual({ PERMISSION_DENIED: 1 });
+      run.stream.cancel();
     } finally {
       client.close();
       await ingest.close();

@@ -29,7 +29,7 @@ import {
   type SpanLimits,
   type StreamItem,
 } from '@neatroots/spans';
-import { apiKeyFrom, type ResolveKey } from './auth';
+import { apiKeyFrom, grantOf, PROJECT_STREAM_REFUSED, type KeyGrant, type ResolveKey } from './auth';
 import { inc, newMetrics, type IngestMetrics } from './metrics';
 import { NoteHub, type NoteHubOptions } from './notes';
 import { decodeOtlpProtobuf, startOtlpHttp, type DecodedRequest, type OtlpHttpHandle, type OtlpOutcome } from './otlp-http';
@@ -48,7 +48,11 @@ import { Pressure, type PressureOptions } from './pressure';
  */
 export interface IngestOptions {
   bus: Bus;
-  /** API key → project name (undefined: unknown key → UNAUTHENTICATED). */
+  /**
+   * API key → its project and scope, or the project's name alone for a full key (undefined:
+   * unknown key → UNAUTHENTICATED). A key of scope `ingest` may not open a Subscribe stream of
+   * the whole project (PERMISSION_DENIED).
+   */
   resolveKey: ResolveKey;
   /** OTLP/gRPC port. Default 4317, the OTLP standard; 0 picks a free one. */
   otlpPort?: number;
@@ -91,7 +95,8 @@ export interface IngestOptions {
   /**
    * How often each open Subscribe stream's key is looked up again (through resolveKey, so its
    * cache): a stream whose key is now unknown, or opens another project, is ended with
-   * UNAUTHENTICATED. Default 60 s.
+   * UNAUTHENTICATED; a stream of the whole project whose key is now of scope ingest, with
+   * PERMISSION_DENIED. Default 60 s.
    */
   keyRecheckMs?: number;
   now?: () => number;
@@ -177,11 +182,12 @@ const INGEST_SERVICE: ServiceDefinition = {
 /** The methods that take a key: every one of the two services. */
 const KEYED_PATHS = new Set([...Object.values(OTLP_SERVICE), ...Object.values(INGEST_SERVICE)].map((m) => m.path));
 
-/** An open Subscribe stream: the key it was opened with, that key's project then, and how to end it refused. */
+/** An open Subscribe stream: the key it was opened with, that key's project then, its run (empty: the whole project), and how to end it refused. */
 interface OpenStream {
   key: string;
   project: string;
-  refuse(message: string): void;
+  runId: string;
+  refuse(code: Status, message: string): void;
 }
 
 class CallError extends Error {
@@ -239,26 +245,26 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   // ---- shared steps ----
 
   /**
-   * Calls whose key was checked before their message (an OTLP/HTTP body) was read: the project.
-   * Such a call was taken then: it goes on if a stop begins while its message is read.
+   * Calls whose key was checked before their message (an OTLP/HTTP body) was read: the project
+   * and scope. Such a call was taken then: it goes on if a stop begins while its message is read.
    */
-  const admitted = new WeakMap<Metadata, string>();
+  const admitted = new WeakMap<Metadata, KeyGrant>();
 
-  /** The project of a call's key: refused while closing, without a key or with an unknown one. */
-  async function authenticate(md: Metadata): Promise<string> {
+  /** The project and scope of a call's key: refused while closing, without a key or with an unknown one. */
+  async function authenticate(md: Metadata): Promise<KeyGrant> {
     const checked = admitted.get(md);
     if (checked !== undefined) return checked;
     notClosing();
     const key = apiKeyFrom(md);
     if (!key) throw new CallError(Status.UNAUTHENTICATED, 'missing API key: send it as "x-api-key" or "authorization: Bearer <key>" metadata');
-    let project: string | undefined;
+    let grant: KeyGrant | undefined;
     try {
-      project = await opts.resolveKey(key);
+      grant = grantOf(await opts.resolveKey(key));
     } catch (e) {
       throw new CallError(Status.UNAVAILABLE, `cannot check the API key right now (${(e as Error).message}); retry`);
     }
-    if (!project) throw new CallError(Status.UNAUTHENTICATED, 'unknown API key');
-    return project;
+    if (!grant) throw new CallError(Status.UNAUTHENTICATED, 'unknown API key');
+    return grant;
   }
 
   /**
@@ -425,7 +431,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   async function acceptOtlp(md: Metadata, decoded: DecodedRequest): Promise<otlp.ExportTraceServiceResponse> {
     metrics.exports.otlp++;
-    const project = await authenticate(md);
+    const { project } = await authenticate(md);
     const req = body(decoded);
     admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
     const res = mapOtlpExport(req, { project, limits: limitCheck() });
@@ -480,7 +486,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   ): Promise<void> {
     metrics.exports.neatroots++;
     try {
-      const project = await authenticate(call.metadata);
+      const { project } = await authenticate(call.metadata);
       const req = body(call.request);
       admit(req.events.length);
       const res = mapEvents(req.events, { project, limits: limitCheck() });
@@ -501,7 +507,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   async function preCheck(call: ServerUnaryCall<Decoded<v1.PreCheckRequest>, v1.PreCheckResponse>, cb: sendUnaryData<v1.PreCheckResponse>): Promise<void> {
     try {
-      const project = await authenticate(call.metadata);
+      const { project } = await authenticate(call.metadata);
       const req = body(call.request);
       if (!opts.precheck) throw new CallError(Status.UNAVAILABLE, 'no rule engine answers pre-call checks here (a distributed ingest asks the one at NEATROOTS_RULE_ENGINE_ADDR)');
       if (!req.span) throw new CallError(Status.INVALID_ARGUMENT, 'span: is required (the call about to run)');
@@ -532,7 +538,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   async function preCheckPolicy(call: ServerUnaryCall<Decoded<v1.PreCheckPolicyRequest>, v1.PreCheckPolicyResponse>, cb: sendUnaryData<v1.PreCheckPolicyResponse>): Promise<void> {
     try {
-      const project = await authenticate(call.metadata);
+      const { project } = await authenticate(call.metadata);
       const req = body(call.request);
       const p = opts.precheck;
       if (!p) {
@@ -559,12 +565,15 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   async function subscribe(call: ServerWritableStream<Decoded<v1.SubscribeRequest>, v1.Note>): Promise<void> {
     let fields: LogFields = {};
     try {
-      const project = await authenticate(call.metadata);
+      const { project, scope } = await authenticate(call.metadata);
       const req = body(call.request);
       fields = { project, run_id: req.run_id };
       if (req.run_id.length > MAX_ID_LENGTH) {
         throw new CallError(Status.INVALID_ARGUMENT, `run_id: is longer than ${MAX_ID_LENGTH} characters`);
       }
+      // Every run's notes (their text can quote other users' tool arguments) and run ids: not for
+      // the key agents, even browser agents, are given.
+      if (!req.run_id && scope === 'ingest') throw new CallError(Status.PERMISSION_DENIED, PROJECT_STREAM_REFUSED);
       if (call.cancelled) return;
       notClosing();
       const { kept, remove } = hub.addStream({
@@ -583,12 +592,13 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       streamCalls.set(call, {
         key: apiKeyFrom(call.metadata)!,
         project,
-        refuse(message) {
+        runId: req.run_id,
+        refuse(code, message) {
           if (!streamCalls.has(call)) return; // ended meanwhile
           // Out of the hub first: no note goes to the stream from now on.
           done();
-          inc(metrics.calls_failed, Status[Status.UNAUTHENTICATED]);
-          call.emit('error', Object.assign(new Error(message), { code: Status.UNAUTHENTICATED, details: message }));
+          inc(metrics.calls_failed, Status[code]);
+          call.emit('error', Object.assign(new Error(message), { code, details: message }));
         },
       });
       metrics.subscribers = hub.streamCount;
@@ -646,16 +656,19 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
       }
       // One lookup a key, one key at a time: thousands of streams of one key cost one lookup.
       for (const [key, streams] of byKey) {
-        let project: string | undefined;
+        let grant: KeyGrant | undefined;
         try {
-          project = await opts.resolveKey(key);
+          grant = grantOf(await opts.resolveKey(key));
         } catch {
           continue; // cannot tell now: asked again next time
         }
         if (closing) return;
         for (const s of streams) {
-          if (project === s.project) continue;
-          s.refuse(project ? `the API key now opens another project than ${s.project}; subscribe again` : 'the API key is no longer known (revoked)');
+          if (grant?.project !== s.project) {
+            s.refuse(Status.UNAUTHENTICATED, grant ? `the API key now opens another project than ${s.project}; subscribe again` : 'the API key is no longer known (revoked)');
+          } else if (!s.runId && grant.scope === 'ingest') {
+            s.refuse(Status.PERMISSION_DENIED, PROJECT_STREAM_REFUSED);
+          }
         }
       }
     } finally {

@@ -1,5 +1,6 @@
 import type { ServiceModule } from '@neatroots/ports';
 import { makeTopics } from '@neatroots/messages';
+import type { KeyGrant } from './auth';
 import { startIngest, type IngestOptions, type PrecheckPort } from './ingest';
 import { cgroupMemory, constrainedMemory, memoryCeilingMb } from './pressure';
 
@@ -17,10 +18,11 @@ export type IngestListen = Omit<IngestOptions, 'bus' | 'resolveKey' | 'topics'>;
 
 interface Links {
   /**
-   * The review service answers which project an API key opens. Ingest takes a key of either
-   * scope: `ingest` is what agents are given, `api` (a full key) may do what it may and more.
+   * The review service answers which project an API key opens, and its scope. Ingest takes a
+   * key of either scope: `ingest` is what agents are given (not the whole project's notes
+   * stream), `api` (a full key) may do what it may and more.
    */
-  review: { resolveKey(key: string): Promise<{ project: string } | null> };
+  review: { resolveKey(key: string): Promise<{ project: string; scope: string } | null> };
   /**
    * The rule engine answers pre-call checks: the one of this process (the embedded default),
    * or over gRPC at NEATROOTS_RULE_ENGINE_ADDR (the distributed deployment's root links it).
@@ -68,7 +70,11 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       }
       const ingest = await startIngest({
         bus,
-        resolveKey: cachedKeyLookup(async (key) => (await review.resolveKey(key))?.project ?? null),
+        resolveKey: cachedKeyLookup(async (key) => {
+          const grant = await review.resolveKey(key);
+          // A scope ingest does not know is taken as the narrowest it does, as the api takes it.
+          return grant?.project ? { project: grant.project, scope: grant.scope === 'api' ? 'api' : 'ingest' } : null;
+        }),
         topics,
         logger: ctx.log,
         // Back-pressure: refuse exports while the pipeline is behind or memory is short.
@@ -133,18 +139,18 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
 }
 
 /**
- * An API-key lookup with a cache: known keys are trusted for a minute and unknown ones asked
- * again after a few seconds, so an export never waits behind the review service on its hot
- * path once its key was seen.
+ * An API-key lookup with a cache: known keys (their project and scope) are trusted for a minute
+ * and unknown ones asked again after a few seconds, so an export never waits behind the review
+ * service on its hot path once its key was seen.
  */
-export function cachedKeyLookup(resolve: (key: string) => Promise<string | null>): (key: string) => Promise<string | undefined> {
-  const cache = new Map<string, { project: string | null; at: number }>();
+export function cachedKeyLookup(resolve: (key: string) => Promise<KeyGrant | null>): (key: string) => Promise<KeyGrant | undefined> {
+  const cache = new Map<string, { grant: KeyGrant | null; at: number }>();
   return async (key) => {
     const hit = cache.get(key);
-    if (hit && Date.now() - hit.at < (hit.project ? 60_000 : 5_000)) return hit.project ?? undefined;
-    const project = await resolve(key);
+    if (hit && Date.now() - hit.at < (hit.grant ? 60_000 : 5_000)) return hit.grant ?? undefined;
+    const grant = await resolve(key);
     if (cache.size > 10_000) cache.clear();
-    cache.set(key, { project, at: Date.now() });
-    return project ?? undefined;
+    cache.set(key, { grant, at: Date.now() });
+    return grant ?? undefined;
   };
 }

@@ -68,7 +68,7 @@ class IngestServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Subscribe(self, request, context):
-        """Notes and halts for one run (run_id set) or for every run of the key's project.
+        """Notes and halts for one run (run_id set) or, with a full key only, for every run of the key's project.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -35,7 +35,7 @@ type IngestClient interface {
 	// Accepts a batch. Malformed items are listed in `rejected` with a reason; the rest are
 	// accepted. A batch with nothing acceptable fails with INVALID_ARGUMENT.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (*ExportResponse, error)
-	// Notes and halts for one run (run_id set) or for every run of the key's project.
+	// Notes and halts for one run (run_id set) or, with a full key only, for every run of the key's project.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Note], error)
 	// Halt before the harm: would this tool call, about to run, halt its run? Answered by the
 	// rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
@@ -111,7 +111,7 @@ type IngestServer interface {
 	// Accepts a batch. Malformed items are listed in `rejected` with a reason; the rest are
 	// accepted. A batch with nothing acceptable fails with INVALID_ARGUMENT.
 	Export(context.Context, *ExportRequest) (*ExportResponse, error)
-	// Notes and halts for one run (run_id set) or for every run of the key's project.
+	// Notes and halts for one run (run_id set) or, with a full key only, for every run of the key's project.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[Note]) error
 	// Halt before the harm: would this tool call, about to run, halt its run? Answered by the
 	// rule engine from the run's window with the rules in effect, nothing saved. UNAVAILABLE
