@@ -612,6 +612,49 @@ describe("an open Subscribe stream's key", () => {
       await memory.close();
     }
   });
+
+  it("ends a revoked key's stream while another key's lookup hangs (the review service unreachable for it): the keys are looked up side by side", async () => {
+    const keys: Record<string, string> = { 'key-hangs': 'shop', 'key-revoked': 'shop' };
+    let rechecking = false;
+    let release!: () => void;
+    const hanging = new Promise<void>((r) => (release = r));
+    const memory = new MemoryBus();
+    const ingest = await startIngest({
+      bus: memory,
+      // Once the streams are open, key-hangs's lookups answer only when the test lets them.
+      resolveKey: async (k) => {
+        if (rechecking && k === 'key-hangs') await hanging;
+        return keys[k];
+      },
+      otlpPort: 0,
+      grpcPort: 0,
+      keyRecheckMs: 20,
+    });
+    const client = new v1.IngestClient(`127.0.0.1:${ingest.grpcPort}`, credentials.createInsecure());
+    const open = (key: string) => {
+      const stream = client.subscribe({ run_id: '' }, md(key));
+      const ended = new Promise<ServiceError>((resolve) => stream.on('error', resolve));
+      return { stream, ended };
+    };
+    try {
+      // The stream whose key hangs first: a round that looked keys up one at a time would wait on it.
+      const hangs = open('key-hangs');
+      await once(hangs.stream, 'metadata');
+      const revoked = open('key-revoked');
+      await once(revoked.stream, 'metadata');
+      rechecking = true;
+      delete keys['key-revoked'];
+      const err = await within(revoked.ended, 20_000, "the revoked key's stream ended");
+      expect({ code: err.code, details: err.details }).toEqual({ code: status.UNAUTHENTICATED, details: 'the API key is no longer known (revoked)' });
+      expect(ingest.metrics.subscribers).toBe(1);
+      hangs.stream.cancel();
+    } finally {
+      release();
+      client.close();
+      await ingest.close();
+      await memory.close();
+    }
+  });
 });
 
 describe('ingest limits and shutdown', () => {

@@ -94,9 +94,9 @@ export interface IngestOptions {
   shutdownGraceMs?: number;
   /**
    * How often each open Subscribe stream's key is looked up again (through resolveKey, so its
-   * cache): a stream whose key is now unknown, or opens another project, is ended with
-   * UNAUTHENTICATED; a stream of the whole project whose key is now of scope ingest, with
-   * PERMISSION_DENIED. Default 60 s.
+   * cache; at most KEY_RECHECK_CONCURRENCY keys at a time): a stream whose key is now unknown,
+   * or opens another project, is ended with UNAUTHENTICATED; a stream of the whole project whose
+   * key is now of scope ingest, with PERMISSION_DENIED. Default 60 s.
    */
   keyRecheckMs?: number;
   now?: () => number;
@@ -139,6 +139,12 @@ export const DEFAULT_GRPC_PORT = 50051;
 export const DEFAULT_MAX_RECEIVE_BYTES = 8 * 1024 * 1024;
 /** Reasons quoted in one error message; the rest are counted. */
 const MAX_QUOTED_REASONS = 20;
+/**
+ * How many keys a round of the open streams' key check looks up at once, so that lookups that
+ * hang (the review service unreachable: up to 10 s each) hold up a round of N keys for N / 8 of
+ * those waits, not N.
+ */
+export const KEY_RECHECK_CONCURRENCY = 8;
 
 /** A request body that did or did not decode; `error` is the whole message (`malformed ... request: ...`). */
 type Decoded<T> = { ok: true; value: T } | { ok: false; error: string };
@@ -654,23 +660,29 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         if (same) same.push(s);
         else byKey.set(s.key, [s]);
       }
-      // One lookup a key, one key at a time: thousands of streams of one key cost one lookup.
-      for (const [key, streams] of byKey) {
-        let grant: KeyGrant | undefined;
-        try {
-          grant = grantOf(await opts.resolveKey(key));
-        } catch {
-          continue; // cannot tell now: asked again next time
-        }
-        if (closing) return;
-        for (const s of streams) {
-          if (grant?.project !== s.project) {
-            s.refuse(Status.UNAUTHENTICATED, grant ? `the API key now opens another project than ${s.project}; subscribe again` : 'the API key is no longer known (revoked)');
-          } else if (!s.runId && grant.scope === 'ingest') {
-            s.refuse(Status.PERMISSION_DENIED, PROJECT_STREAM_REFUSED);
+      // One lookup a key (thousands of streams of one key cost one lookup), KEY_RECHECK_CONCURRENCY
+      // keys at a time: a lookup that hangs does not hold up the round's other keys.
+      const keys = [...byKey];
+      const lookUp = async (): Promise<void> => {
+        for (let next = keys.shift(); next && !closing; next = keys.shift()) {
+          const [key, streams] = next;
+          let grant: KeyGrant | undefined;
+          try {
+            grant = grantOf(await opts.resolveKey(key));
+          } catch {
+            continue; // cannot tell now: asked again next time
+          }
+          if (closing) return;
+          for (const s of streams) {
+            if (grant?.project !== s.project) {
+              s.refuse(Status.UNAUTHENTICATED, grant ? `the API key now opens another project than ${s.project}; subscribe again` : 'the API key is no longer known (revoked)');
+            } else if (!s.runId && grant.scope === 'ingest') {
+              s.refuse(Status.PERMISSION_DENIED, PROJECT_STREAM_REFUSED);
+            }
           }
         }
-      }
+      };
+      await Promise.all(Array.from({ length: Math.min(KEY_RECHECK_CONCURRENCY, keys.length) }, lookUp));
     } finally {
       rechecking = false;
     }
