@@ -479,14 +479,17 @@ describe('OTLP attribute values nested deep', () => {
 
   /** A tool span with one attribute `deep` (absent for 0 levels). */
   function deepSpan(id: string, levels: number, container: 'array' | 'kvlist' = 'kvlist'): otlp.Span {
-    return otlp.Span.fromPartial({
+    const span = otlp.Span.fromPartial({
       trace_id: Buffer.from(T, 'hex'),
       span_id: Buffer.from(id, 'hex'),
       name: 'execute_tool lookup',
       start_time_unix_nano: '1700000000000000000',
       end_time_unix_nano: '1700000000500000000',
-      attributes: levels ? [{ key: 'deep', value: deepValue(levels, container) }] : [],
     });
+    // Set after fromPartial, which copies a value recursively: 2,000 levels of it ran out of
+    // the stack in the test itself whenever the test started on a deep enough stack.
+    span.attributes = levels ? [{ key: 'deep', value: deepValue(levels, container) }] : [];
+    return span;
   }
 
   const request = (spans: otlp.Span[]): otlp.ExportTraceServiceRequest => ({ resource_spans: [{ schema_url: '', scope_spans: [{ schema_url: '', spans }] }] });
