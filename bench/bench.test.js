@@ -143,6 +143,15 @@ test("the rule engine's no-checks baseline and its two-thread row are measured a
   }
 });
 
+test('the rule engine --quick (the command performance.md gives for the engine aim) reports three runs, each with its baseline', async () => {
+  const { benchEngineQuick } = require('./engine');
+  const r = await benchEngineQuick({ spans: 2000 });
+  assert.equal(r.runs.length, 3);
+  for (const run of r.runs) {
+    for (const k of ['spans_per_s', 'spans_per_cpu_s', 'baseline_spans_per_s']) assert.ok(Number.isInteger(run[k]) && run[k] > 0, `${k}: ${run[k]}`);
+  }
+});
+
 test('stored is counted: a span or a finding missing from the database fails the run, naming what is missing', async () => {
   const { migrate, openPgliteWorker } = require('@neatroots/platform');
   const { envelopeStatements } = require('@neatroots/store');
