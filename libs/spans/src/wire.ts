@@ -11,8 +11,10 @@ import type { RunEnd, RunStart, Span, StreamItem } from './types';
  * Ingest reads an event with `eventToItem`, which validates through `normalizeItem` exactly
  * like a line of a replay file. The bus's reader uses `readEvent`: what is on the topic was
  * validated by ingest once, so it is only decoded. "Any JSON" fields travel as JSON text
- * (input_json, output_json, attributes_json, final_output_json); in proto3 an empty string
- * means "not set", so empty strings are read as absent.
+ * (input_json, output_json, attributes_json, final_output_json). In proto3 an empty string
+ * means "not set": the plain string fields read an empty string as absent. The `*_json` fields
+ * are `optional`, so a sent empty string is present, and refused as not valid JSON (docs/contracts.md,
+ * neatroots.v1 over gRPC).
  */
 
 type Obj = Record<string, unknown>;

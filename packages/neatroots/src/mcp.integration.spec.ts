@@ -78,6 +78,8 @@ describe('MCP tools over streamable HTTP', () => {
     const client = await httpClient(KEY);
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(['create_check', 'get_check', 'get_run', 'list_checks', 'list_findings', 'list_spans', 'preview_check']);
+    // an agent is told the preview's time bound before it waits on one
+    expect(tools.find((t) => t.name === 'preview_check')?.description).toContain('answers within 45 s');
     expect(tools.find((t) => t.name === 'get_run')!.inputSchema).toMatchObject({ type: 'object', required: ['run_id'] });
     await client.close();
   });

@@ -2,7 +2,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { FINDING_STATE_FILTERS, MAX_PAGE, type Problem, type ReviewQueries } from '@neatroots/store';
 import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
-import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS } from '../limits';
+import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../limits';
 
 /**
  * The MCP tools coding agents write checks with (the seed: "Coding agents: create_check and
@@ -61,7 +61,7 @@ export const MCP_TOOLS = [
     name: 'preview_check',
     description:
       "Shows which of this project's recent runs a check would flag, with the findings it would raise, without saving it: the runs are replayed through the real rule engine and question path. " +
-      'Bounded in runs and model calls; the answer says what it covered. Preview on a run that has the problem and one that does not.',
+      `Bounded in runs and model calls, and answers within ${MCP_PREVIEW_MS / 1000} s (runs it did not reach are listed as not checked); the answer says what it covered. Preview on a run that has the problem and one that does not.`,
     inputSchema: {
       type: 'object',
       properties: {
