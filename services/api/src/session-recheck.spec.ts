@@ -4,7 +4,7 @@ import { QuestionAnswerer } from '@neatroots/questions';
 import { createCheckSession, type DecisionGateway } from '@neatroots/sop';
 // The local OpenAI-compatible server is a test helper: the platform package does not export it.
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../libs/platform/src/models/fake-openai.test';
-import { deployments, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
+import { deployments, fixtureSession, send, startPublishedApi, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
  * A session checked while the model fails, as a user sees it through the api: the check is
@@ -57,9 +57,7 @@ describe.each(deployments(() => h))('a session checked while the model fails (%s
   let app: INestApplication;
   let base: string;
   beforeAll(async () => {
-    ({ app, base } = await startApiOn(h.db, 'luigis', sopOf(), reviewOf()));
-    expect((await send(`${base}/head`, 'PUT', KEY, { files: fixtureFolder() })).status).toBe(200);
-    expect((await send(`${base}/releases`, 'POST', KEY)).status).toBe(201);
+    ({ app, base } = await startPublishedApi(h.db, sopOf(), reviewOf(), KEY));
   });
   afterAll(() => app.close());
   afterEach(() => {

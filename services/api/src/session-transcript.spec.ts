@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { sessionAsStored } from '@neatroots/sop';
-import { deployments, fixtureFolder, fixtureSession, send, startApiOn, startSopHarness, type SopHarness } from './sop-harness.test';
+import { deployments, fixtureSession, send, startPublishedApi, startSopHarness, type SopHarness } from './sop-harness.test';
 
 /**
  * GET /v1/workspaces/{ws}/sessions/{id}/transcript: the session as it was received (its turns
@@ -23,9 +23,7 @@ describe.each(deployments(() => h))('GET sessions/{id}/transcript (%s)', (name, 
   let app: INestApplication;
   let base: string;
   beforeAll(async () => {
-    ({ app, base } = await startApiOn(h.db, 'luigis', sopOf(), reviewOf()));
-    expect((await send(`${base}/head`, 'PUT', KEY, { files: fixtureFolder() })).status).toBe(200);
-    expect((await send(`${base}/releases`, 'POST', KEY)).status).toBe(201);
+    ({ app, base } = await startPublishedApi(h.db, sopOf(), reviewOf(), KEY));
   });
   afterAll(() => app.close());
 

@@ -131,6 +131,14 @@ export async function startApiOn(db: Db, ws: string, sop: SopQueries, review: Re
   return { app, url: apiUrl(app), base: `${apiUrl(app)}/v1/workspaces/${ws}` };
 }
 
+/** startApiOn for workspace luigis with its fixture folder pushed to head and published as release 1, with this key. */
+export async function startPublishedApi(db: Db, sop: SopQueries, review: ReviewSopQueries, key: string): Promise<{ app: INestApplication; url: string; base: string }> {
+  const started = await startApiOn(db, 'luigis', sop, review);
+  expect((await send(`${started.base}/head`, 'PUT', key, { files: fixtureFolder() })).status).toBe(200);
+  expect((await send(`${started.base}/releases`, 'POST', key)).status).toBe(201);
+  return started;
+}
+
 /** One HTTP call with this key: a string body is sent as is (with this type), anything else as JSON. */
 export async function send(url: string, method: string, key: string, body?: unknown, type = 'application/json') {
   const res = await fetch(url, {

@@ -4,7 +4,8 @@ import type { Db, Jobs } from '@neatroots/ports';
 // The review specs run on a real database; outside its tests the service may not import the adapter.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { InlineJobs, migrate, openPglite } from '@neatroots/platform';
-import { readFolder, type Recorded } from '@neatroots/sop';
+import type { QuestionAnswerer } from '@neatroots/questions';
+import { readFolder, type DecisionGateway, type Recorded } from '@neatroots/sop';
 import { ReviewSop } from './review/service';
 import { SopSessions, type CheckSession } from './sop/sessions';
 import { SopWorkspaces } from './sop/workspaces';
@@ -14,6 +15,9 @@ import { SopWorkspaces } from './sop/workspaces';
  * PGlite emptied before each test, and the luigis workspace published with its sessions
  * checked by jobs. Named *.test.ts: a helper, not run by jest.
  */
+/** A QuestionAnswerer in-process as the review's decision gateway (as answererDecisions does in the question service). */
+export const answererGateway = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) => a.decide(e, i, { wait: true }), decisionModels: () => a.decisionModels() });
+
 export const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
 
 /** A fixture session (sessions/<name>/session.json) as it is sent. */

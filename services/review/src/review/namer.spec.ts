@@ -1,10 +1,9 @@
 import type { Db } from '@neatroots/ports';
 import { openAiChatModel } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
-import type { DecisionGateway } from '@neatroots/sop';
 import { PatternsRepo, SopSessionsRepo, sopFindingId } from '@neatroots/store';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
-import { useMigratedDb } from '../sop-fixtures.test';
+import { answererGateway as gatewayOf, useMigratedDb } from '../sop-fixtures.test';
 import { PatternAssigner } from './assign';
 import { PatternNamer } from './namer';
 import { ReviewWrites } from './writes';
@@ -38,8 +37,6 @@ function naming(names: Record<string, string | null>): (call: FakeCall) => FakeR
     };
   };
 }
-
-const gatewayOf = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) => a.decide(e, i, { wait: true }), decisionModels: () => a.decisionModels() });
 
 async function checkedSession(external: string, rules: { id: string; kind: 'step' | 'never'; text: string }[]): Promise<void> {
   const sessions = new SopSessionsRepo(db);

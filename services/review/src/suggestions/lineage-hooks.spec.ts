@@ -2,7 +2,8 @@ import * as path from 'node:path';
 import type { Db } from '@neatroots/ports';
 import { InlineJobs, migrate, openAiChatModel, openPglite } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
-import { compileFiles, readFolder, type DecisionGateway, type Rule } from '@neatroots/sop';
+import { compileFiles, readFolder, type Rule } from '@neatroots/sop';
+import { answererGateway as gatewayOf } from '../sop-fixtures.test';
 import { SopSessionsRepo, sopFindingId, type ReviewSopQueries, type SuggestionView } from '@neatroots/store';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
 import { RuleLineage } from '../lineage/service';
@@ -40,8 +41,6 @@ function model(call: FakeCall): FakeReply {
   if (system.startsWith('You edit standard operating procedures')) return { json: { answers: ids.map((id) => ({ id, ...(edit as object) })) } };
   return { json: { answers: ids.map((id) => ({ id, name: 'Quoted prices' })) } };
 }
-
-const gatewayOf = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) => a.decide(e, i, { wait: true }), decisionModels: () => a.decisionModels() });
 
 beforeAll(async () => {
   db = await openPglite();

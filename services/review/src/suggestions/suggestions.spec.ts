@@ -4,7 +4,8 @@ import { randomBytes } from 'node:crypto';
 import type { Db } from '@neatroots/ports';
 import { GitHubCodeHost, InlineJobs, migrate, openAiChatModel, openPglite, until, type GitHubOptions } from '@neatroots/platform';
 import { QuestionAnswerer } from '@neatroots/questions';
-import { compileFiles, readFolder, type DecisionGateway } from '@neatroots/sop';
+import { compileFiles, readFolder } from '@neatroots/sop';
+import { answererGateway as gatewayOf } from '../sop-fixtures.test';
 import { SopSessionsRepo, sopFindingId, SuggestionsRepo, type ReviewSopQueries, type SuggestionView } from '@neatroots/store';
 import { startFakeOpenAI, type FakeCall, type FakeOpenAI, type FakeReply } from '../../../../libs/platform/src/models/fake-openai.test';
 import { startFakeGitHub, type FakeGitHub } from '../../../../libs/platform/src/github/fake-github.test';
@@ -62,8 +63,6 @@ function model(call: FakeCall): FakeReply {
   }
   return { json: { answers: ids.map((id) => ({ id, name: 'Quoted prices' })) } };
 }
-
-const gatewayOf = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) => a.decide(e, i, { wait: true }), decisionModels: () => a.decisionModels() });
 
 beforeAll(async () => {
   db = await openPglite();
