@@ -6,6 +6,7 @@ import { mergeCommand } from './sopops-merge';
 import { patternsCommand } from './sopops-patterns';
 import { prStatusCommand } from './sopops-pr-status';
 import { publishCommand, pushCommand } from './sopops-push';
+import { recheckCommand } from './sopops-recheck';
 import { reclusterCommand } from './sopops-recluster';
 import { processIo, runProgram, type Program } from './subcommands';
 
@@ -27,6 +28,7 @@ export function sopops(deps: CheckDeps = {}): Program {
       calibrate: calibrateCommand,
       'pr-status': prStatusCommand,
       recluster: reclusterCommand,
+      recheck: recheckCommand,
     },
   };
 }
