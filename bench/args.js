@@ -8,16 +8,45 @@ const { parseArgs } = require('node:util');
 
 class UsageError extends Error {}
 
-/** A count (spans, a rate, seconds): a whole number over 0. */
-function count(value, name) {
+/** A count (spans, a rate, seconds): a whole number over 0 (`min` 0: 0 or over). */
+function count(value, name, min = 1) {
   const n = Number(value);
-  if (!/^\d+$/.test(String(value).trim()) || !Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${name}: a whole number over 0, not '${value}'`);
+  if (!/^\d+$/.test(String(value).trim()) || !Number.isSafeInteger(n) || n < min) throw new UsageError(`${name}: a whole number${min === 0 ? ', 0 or over,' : ' over 0,'} not '${value}'`);
   return n;
 }
 
+const NEGATIVE = /^-\d/;
+
 /**
- * Parses `argv` by `spec`: `options` (name: { type: 'string' | 'boolean', count, oneOf, list }),
- * `positionals` (in order: { name, count }). `count`: a whole number over 0; `oneOf`: one of
+ * A negative number is a value, not an option: `--rate -5` is read as `--rate=-5` and a `-5` on
+ * its own as an argument, so the check of that value names it (parseArgs would call the first
+ * ambiguous, over three lines, and the second an unknown option). Returns the arguments as
+ * parseArgs is to read them, and the negative arguments, each by the placeholder standing for it.
+ */
+function negativesAsValues(argv, options) {
+  const out = [];
+  const held = new Map();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--') {
+      out.push(...argv.slice(i));
+      break;
+    }
+    const name = a.startsWith('--') && !a.includes('=') ? a.slice(2) : null;
+    if (name && options[name]?.type === 'string' && NEGATIVE.test(argv[i + 1] ?? '')) out.push(`${a}=${argv[++i]}`);
+    else if (NEGATIVE.test(a)) {
+      const stand = `\u0000negative${held.size}`;
+      held.set(stand, a);
+      out.push(stand);
+    } else out.push(a);
+  }
+  return { args: out, held };
+}
+
+/**
+ * Parses `argv` by `spec`: `options` (name: { type: 'string' | 'boolean', count, min, oneOf, list }),
+ * `positionals` (in order: { name, count, min }). `count`: a whole number over 0 (`min: 0`: 0 or
+ * over); `oneOf`: one of
  * these values; `list`: comma-separated names, each one of these; `check(values)`: what is wrong
  * with the values together, if anything. Throws UsageError.
  */
@@ -26,7 +55,9 @@ function parse(spec, argv) {
   for (const [name, o] of Object.entries(spec.options ?? {})) options[name] = { type: o.type ?? 'string' };
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    const { args, held } = negativesAsValues(argv, options);
+    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+    parsed.positionals = parsed.positionals.map((p) => held.get(p) ?? p);
   } catch (e) {
     const unknown = e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && /'([^']+)'/.exec(e.message);
     throw new UsageError(unknown ? `unknown option '${unknown[1]}'` : e.message);
@@ -36,7 +67,7 @@ function parse(spec, argv) {
   for (const [name, o] of Object.entries(spec.options ?? {})) {
     const v = parsed.values[name];
     if (v === undefined) continue;
-    if (o.count) values[name] = count(v, `--${name}`);
+    if (o.count) values[name] = count(v, `--${name}`, o.min);
     else if (o.oneOf) {
       if (!o.oneOf.includes(v)) throw new UsageError(`--${name}: one of ${o.oneOf.join(', ')}, not '${v}'`);
       values[name] = v;
@@ -50,7 +81,7 @@ function parse(spec, argv) {
   const specPos = spec.positionals ?? [];
   if (parsed.positionals.length > specPos.length) throw new UsageError(`unexpected argument '${parsed.positionals[specPos.length]}'`);
   parsed.positionals.forEach((v, i) => {
-    values[specPos[i].name] = specPos[i].count ? count(v, specPos[i].name) : v;
+    values[specPos[i].name] = specPos[i].count ? count(v, specPos[i].name, specPos[i].min) : v;
   });
   // what goes together: spec.check(values) names a wrong combination (a string), or nothing
   const wrong = spec.check?.(values);

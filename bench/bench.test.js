@@ -134,6 +134,50 @@ test('a bad command line gets the usage and exit 2, --help the usage and exit 0,
   }
 });
 
+test('replay, sop, review, precheck and store refuse a bad number or an unknown argument, naming it, with exit 2 before anything runs', async () => {
+  const { execFile } = require('node:child_process');
+  const path = require('node:path');
+  // Before, each read its numbers with Number() and no check: `replay.js abc` and `store.js 20000
+  // abc` ran with NaN, `precheck.js --rate -5` started the server, `sop.js` took any argument.
+  const run = (args, env = {}) =>
+    new Promise((resolve) => {
+      execFile(process.execPath, args, { cwd: path.join(__dirname, '..'), env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) =>
+        resolve({ status: err ? (err.code ?? null) : 0, signal: err?.signal ?? null, stdout, stderr }),
+      );
+    });
+  const cases = [
+    [['bench/replay.js', 'abc'], /^bench\/replay\.js: spans: a whole number over 0, not 'abc'\n/],
+    [['bench/replay.js', '100000', '-3'], /^bench\/replay\.js: pairs: a whole number over 0, not '-3'\n/],
+    [['bench/replay.js', '100000', '3', '--rate', '5'], /^bench\/replay\.js: unknown option '--rate'\n/],
+    [['bench/sop.js', '5'], /^bench\/sop\.js: unexpected argument '5'\n/],
+    [['bench/sop.js'], /^bench\/sop\.js: BENCH_MODEL_LATENCY_MS: a whole number of ms, 0 or over, not 'fast'\n/, { BENCH_MODEL_LATENCY_MS: 'fast' }],
+    [['bench/review.js', '--sessions', 'lots'], /^bench\/review\.js: --sessions: a whole number over 0, not 'lots'\n/],
+    [['bench/review.js', '--only', 'mysql'], /^bench\/review\.js: --only: unknown 'mysql' \(names: pglite, postgres\)\n/],
+    [['bench/precheck.js', '--rate', '-5'], /^bench\/precheck\.js: --rate: a whole number, 0 or over, not '-5'\n/],
+    [['bench/precheck.js', '--seconds', '0'], /^bench\/precheck\.js: --seconds: a whole number over 0, not '0'\n/],
+    [['bench/precheck.js', '--rat', '100'], /^bench\/precheck\.js: unknown option '--rat'\n/],
+    [['bench/store.js', '20000', 'abc'], /^bench\/store\.js: rounds: a whole number over 0, not 'abc'\n/],
+    [['bench/store.js', '20000', '4', '100', '--bussy'], /^bench\/store\.js: unknown option '--bussy'\n/],
+  ];
+  const results = await Promise.all(cases.map(([args, , env]) => run(args, env)));
+  cases.forEach(([args, said], i) => {
+    const r = results[i];
+    assert.equal(r.status, 2, `${args.join(' ')}: exit ${r.status} (${r.signal})\n${r.stdout}${r.stderr}`);
+    assert.match(r.stderr, said, args.join(' '));
+    assert.match(r.stderr, new RegExp(`\\n\\nusage: node ${args[0].replace('.', '\\.')}`), args.join(' '));
+    assert.equal(r.stdout, '', args.join(' '));
+  });
+  // --help: the usage, exit 0
+  for (const script of ['replay', 'sop', 'review', 'precheck', 'store']) {
+    const help = await run([`bench/${script}.js`, '--help']);
+    assert.equal(help.status, 0, `${script}: ${help.stderr}`);
+    assert.match(help.stdout, new RegExp(`^usage: node bench/${script}\\.js`));
+  }
+  // --rate 0 (one check at a time) is a rate precheck.js takes
+  const { parse } = require('./args');
+  assert.deepEqual(parse({ options: { rate: { count: true, min: 0 } } }, ['--rate', '0']), { values: { rate: 0 } });
+});
+
 test("the rule engine's no-checks baseline and its two-thread row are measured as the figure beside them: warmed up, best of two", async () => {
   const { benchEngine } = require('./engine');
   const r = await benchEngine({ spans: 2000 });

@@ -38,11 +38,6 @@ rule: { type: requires_before, call: { tool: [issue_refund] }, requires: { tool:
 action: halt
 `;
 
-function arg(name, def) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : def;
-}
-
 function unary(client, method, req) {
   return new Promise((resolve, reject) => client[method](req, md(), { deadline: Date.now() + 60_000 }, (err, res) => (err ? reject(err) : resolve(res))));
 }
@@ -225,8 +220,22 @@ if (child) {
       process.exit(1);
     },
   );
-} else if (require.main === module && require('./server-flags').asServer()) {
-  benchPrecheck({ seconds: arg('seconds', 5), rate: arg('rate', 1000) }).then(
+} else if (require.main === module) {
+  // The command line is checked first: a bad one (or --help) ends here, before any relaunch.
+  const args = require('./args').cli({
+    usage: `
+usage: node bench/precheck.js [--seconds N] [--rate N]
+  --seconds N  how long each of the two loads runs, after a second not measured (default 5)
+  --rate N     checks (and exports) a second (default 1000); 0: one at a time, each as soon as
+               the last is answered
+  --help       this text`,
+    options: { seconds: { count: true }, rate: { count: true, min: 0 } },
+  });
+  if (require('./server-flags').asServer()) run(args);
+}
+
+function run(args) {
+  benchPrecheck({ seconds: args.seconds ?? 5, rate: args.rate ?? 1000 }).then(
     (r) => console.log('pre-call check beside the export round trip:', JSON.stringify(r)),
     (err) => {
       console.error(err);

@@ -213,7 +213,23 @@ async function benchReplay({ spans = 100_000, perRun = 100, pairs = 3, log = () 
 module.exports = { benchReplay, viaReplay, viaHandWired, writeFleet };
 
 if (require.main === module) {
-  benchReplay({ spans: Number(process.argv[2] ?? 100_000), pairs: Number(process.argv[3] ?? 3), log: (m) => console.log(m) }).then((r) =>
-    console.log(JSON.stringify(r, null, 2)),
+  // The command line is checked first: a bad one (or --help) ends here, before anything runs.
+  const args = require('./args').cli({
+    usage: `
+usage: node bench/replay.js [SPANS] [PAIRS]
+  SPANS   spans of the recorded fleet (default 100000)
+  PAIRS   alternated pairs of replay and its baselines (default 3)
+  --help  this text`,
+    positionals: [
+      { name: 'spans', count: true },
+      { name: 'pairs', count: true },
+    ],
+  });
+  benchReplay({ spans: args.spans ?? 100_000, pairs: args.pairs ?? 3, log: (m) => console.log(m) }).then(
+    (r) => console.log(JSON.stringify(r, null, 2)),
+    (e) => {
+      console.error(e);
+      process.exit(1);
+    },
   );
 }

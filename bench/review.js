@@ -27,11 +27,6 @@ const PROCEDURES = 5;
 const RULES = 10; // 6 steps, 3 never rules, 1 warning sign
 const FINDINGS_PER_SESSION = 3;
 
-function arg(name, def) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : def;
-}
-
 const kindOf = (r) => (r < 6 ? 'step' : r < 9 ? 'never' : 'warning');
 const indexOf = (r) => (r < 6 ? r + 1 : r < 9 ? r - 5 : 1);
 const textOf = (p, r) => `Rule ${r} of procedure ${p}: do the thing the caller needs, in order, and say so.`;
@@ -257,7 +252,17 @@ async function benchReview({ sessions = 100_000, only = ['pglite', 'postgres'] }
 
 module.exports = { benchReview, generate, checkBody };
 if (require.main === module) {
-  benchReview({ sessions: Number(arg('sessions', 100_000)), only: String(arg('only', 'pglite,postgres')).split(',') })
+  // The command line is checked first: a bad one (or --help) ends here, before anything runs.
+  const args = require('./args').cli({
+    usage: `
+usage: node bench/review.js [--sessions N] [--only pglite,postgres]
+  --sessions N  checked sessions generated (default 100000)
+  --only NAMES  these databases only, comma-separated (default: pglite,postgres; postgres needs
+                NEATROOTS_PG_URL)
+  --help        this text`,
+    options: { sessions: { count: true }, only: { list: ['pglite', 'postgres'] } },
+  });
+  benchReview({ sessions: args.sessions ?? 100_000, only: args.only ?? ['pglite', 'postgres'] })
     .then((rows) => {
       for (const r of rows) console.log(JSON.stringify(r));
     })

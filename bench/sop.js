@@ -297,6 +297,17 @@ async function benchSop({ toolSessions = 20_000, embeddedSessions = 2_000, model
 module.exports = { benchSop, benchEmbedded, benchPostgres };
 
 if (require.main === module) {
+  // The command line is checked first: a bad one (or --help) ends here, before anything runs.
+  require('./args').cli({
+    usage: `
+usage: node bench/sop.js
+  --help  this text
+  BENCH_MODEL_LATENCY_MS: the fake model's latency a request, in ms (default 200)`,
+    check: () => {
+      const ms = process.env.BENCH_MODEL_LATENCY_MS;
+      return ms !== undefined && !/^\d+$/.test(ms.trim()) ? `BENCH_MODEL_LATENCY_MS: a whole number of ms, 0 or over, not '${ms}'` : undefined;
+    },
+  });
   benchSop().then(
     (r) => console.log(JSON.stringify(r, null, 2)),
     (e) => {

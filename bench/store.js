@@ -191,8 +191,23 @@ async function benchBoth(result, spans, rounds, perRun) {
 
 module.exports = { benchStore };
 if (require.main === module) {
-  const nums = process.argv.slice(2).filter((a) => !a.startsWith('--'));
-  benchStore({ spans: Number(nums[0] ?? 20_000), rounds: Number(nums[1] ?? 4), perRun: Number(nums[2] ?? 100), busy: process.argv.includes('--busy') })
+  // The command line is checked first: a bad one (or --help) ends here, before anything runs.
+  const args = require('./args').cli({
+    usage: `
+usage: node bench/store.js [SPANS] [ROUNDS] [PER_RUN] [--busy]
+  SPANS    spans a round (default 20000)
+  ROUNDS   rounds of each shape (default 4)
+  PER_RUN  spans a run (default 100)
+  --busy   this thread kept about 80% busy meanwhile
+  --help   this text`,
+    options: { busy: { type: 'boolean' } },
+    positionals: [
+      { name: 'spans', count: true },
+      { name: 'rounds', count: true },
+      { name: 'per_run', count: true },
+    ],
+  });
+  benchStore({ spans: args.spans ?? 20_000, rounds: args.rounds ?? 4, perRun: args.per_run ?? 100, busy: args.busy === true })
     .then((r) => console.log(JSON.stringify(r, null, 2)))
     .catch((err) => {
       console.error(err);
