@@ -38,6 +38,8 @@ class FakeIngest {
   endStreams = false;
   /** Notes put on the next successful export response. */
   piggyback: v1.Note[] = [];
+  /** Items the next successful export response says it rejected. */
+  rejectNext: v1.Rejected[] = [];
   streams = new Map<string, ServerWritableStream<v1.SubscribeRequest, v1.Note>>();
 
   async start(): Promise<void> {
@@ -55,7 +57,8 @@ class FakeIngest {
         }
         this.calls.push(call.request);
         const notes = this.piggyback.splice(0);
-        cb(null, { accepted: call.request.events.length, rejected: [], notes });
+        const rejected = this.rejectNext.splice(0);
+        cb(null, { accepted: call.request.events.length - rejected.length, rejected, notes });
       },
       subscribe: (call: ServerWritableStream<v1.SubscribeRequest, v1.Note>) => {
         this.streams.set(call.request.run_id, call);
@@ -274,6 +277,57 @@ describe('NeatrootsClient', () => {
     expect(code).toBe(0);
     expect(out).toContain('4 event(s) still queued at exit and the client was not closed');
     expect(fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case))).toEqual(['run_start', 'exit0', 'exit1', 'exit2']);
+  });
+
+  it('ignores what a throwing onError throws: a batch refused for good is settled, later events go, the notes of an answer that rejected items arrive, close() ends the streams', async () => {
+    await client.close();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const reported: string[] = [];
+      client = new NeatrootsClient({
+        address: `127.0.0.1:${fake.port}`,
+        apiKey: 'key-shop',
+        flushIntervalMs: 50,
+        retry: { initialDelayMs: 5, maxDelayMs: 20 },
+        onError: (e) => {
+          reported.push(e.message);
+          throw new Error('the logger failed');
+        },
+      });
+      const run = client.startRun({ precheck: 'off' });
+      const notes: Note[] = [];
+      run.onNote((n) => notes.push(n));
+      await run.whenSubscribed();
+      await client.flush(); // run_start
+      fake.failures = [status.INVALID_ARGUMENT];
+      run.span({ type: 'other', name: 'refused' });
+      // It waited for ever: the throw left the batch in flight (and crashed the flusher).
+      await client.flush();
+      expect(reported).toEqual([expect.stringMatching(/^export of 1 event\(s\) failed: 3 INVALID_ARGUMENT: scripted failure/)]);
+      expect(client.stats()).toMatchObject({ queued: 0 });
+
+      // An answer that rejects an item and carries a halt: the report throws, the halt still arrives.
+      fake.rejectNext = [{ index: 0, run_id: run.id, span_id: 'x', field: 'name', reason: 'scripted' }];
+      fake.piggyback = [halt(run.id, 'h5'), { ...halt(run.id, 'n6'), kind: 'note' }];
+      run.span({ type: 'other', name: 'later' });
+      await client.flush();
+      expect(fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case))).toEqual(['run_start', 'later']);
+      expect(reported[1]).toMatch(/^neatroots rejected 1 item\(s\): name: scripted/);
+      expect(notes.map((n) => n.id)).toEqual(['h5', 'n6']);
+      expect(run.halted).toBe(true);
+
+      // close() reports what it drops (the report throws) and still ends the notes stream.
+      fake.down = true;
+      run.span({ type: 'other', name: 'lost' });
+      await client.close(200);
+      expect(reported.at(-1)).toMatch(/^dropped 1 event\(s\) \(not exported before close\(\) timed out\)/);
+      await waitFor(() => fake.streams.size === 0);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 
   it('halts on a note from the Subscribe stream: halted, signal aborted, toolCall throws', async () => {

@@ -113,7 +113,10 @@ export interface NeatrootsClientOptions {
   retry?: RetryOptions;
   /** Open a Subscribe stream per run for notes and halts. Default true. */
   subscribe?: boolean;
-  /** Exports that failed for good, items ingest rejected, broken subscriptions. Default: console.warn. */
+  /**
+   * Exports that failed for good, items ingest rejected, broken subscriptions. Default:
+   * console.warn. What it throws is ignored (the client goes on as if it returned).
+   */
   onError?: (err: Error) => void;
   /**
    * How long the project's pre-call policy (which tools a halting rule names, fail-open or
@@ -320,8 +323,19 @@ export class NeatrootsClient {
   }
   /** @internal */
   readonly subscribeEnabled: boolean;
-  /** @internal */
-  readonly onError: (err: Error) => void;
+  /** The user's onError (or console.warn): called only through onError below. */
+  private readonly reportTo: (err: Error) => void;
+  /**
+   * @internal Every report goes through here: what the user's onError throws is ignored, so a
+   * failing logger never stops the flusher, close(), a notes stream or the notes of an answer.
+   */
+  readonly onError = (err: Error): void => {
+    try {
+      this.reportTo(err);
+    } catch {
+      // ignored, as documented
+    }
+  };
 
   constructor(opts: NeatrootsClientOptions) {
     this.grpc = new v1.IngestClient(opts.address, opts.credentials ?? grpcCredentials.createInsecure(), opts.channelOptions);
@@ -337,7 +351,7 @@ export class NeatrootsClient {
     this.fallbackPolicy = { tools: ['*'], failClosed: opts.precheckFailClosed ?? false, timeoutMs: opts.precheckTimeoutMs ?? 50 };
     this.retry = { initialDelayMs: 250, maxDelayMs: 30_000, ...opts.retry, maxAttempts: Infinity };
     this.subscribeEnabled = opts.subscribe ?? true;
-    this.onError = opts.onError ?? ((err) => console.warn(`[neatroots] ${err.message}`));
+    this.reportTo = opts.onError ?? ((err) => console.warn(`[neatroots] ${err.message}`));
     this.timer = setInterval(() => {
       if (this.queue.length) this.wake();
     }, opts.flushIntervalMs ?? 1000);
@@ -580,7 +594,13 @@ export class NeatrootsClient {
       while (n < this.queue.length && n < this.maxBatch && (n === 0 || bytes + this.queue[n].bytes <= MAX_BATCH_BYTES)) bytes += this.queue[n++].bytes;
       this.inflight = this.queue.splice(0, n);
       this.queueBytes -= bytes;
-      await this.exportWithRetry(this.inflight.map((q) => q.ev));
+      try {
+        await this.exportWithRetry(this.inflight.map((q) => q.ev));
+      } catch (e) {
+        // The flusher must not die with the batch in flight (flush() would wait for it for
+        // ever): it is lost, counted and said (close() already counted it when stopped).
+        if (this.inflight.length) this.drop(this.inflight.length, `their export failed unexpectedly: ${e instanceof Error ? e.message : String(e)}`);
+      }
       this.inflight = [];
       this.settle();
     }
