@@ -480,7 +480,8 @@ export class NeatrootsClient {
     const key = workflow ?? '';
     let entry = this.policies.get(key);
     if (!entry) this.policies.set(key, (entry = { at: 0, policy: Promise.resolve(undefined) }));
-    if (!entry.asking && Date.now() - entry.at >= this.policyTtlMs) this.askPolicy(entry, key);
+    // Once closed the channel is gone: the last policy known (or none) stays in force.
+    if (!this.stopped && !entry.asking && Date.now() - entry.at >= this.policyTtlMs) this.askPolicy(entry, key);
     return entry.known ? Promise.resolve(entry.known) : entry.policy;
   }
 
@@ -490,15 +491,20 @@ export class NeatrootsClient {
    */
   private askPolicy(entry: PolicyEntry, workflow: string): void {
     entry.asking = true;
-    entry.policy = new Promise<PrecheckPolicy | undefined>((resolve) =>
-      this.grpc.preCheckPolicy({ workflow }, this.metadata, { deadline: Date.now() + this.policyTimeoutMs }, (err, res) => {
+    entry.policy = new Promise<PrecheckPolicy | undefined>((resolve) => {
+      const answered = (res?: v1.PreCheckPolicyResponse) => {
         entry.asking = false;
         entry.at = Date.now();
-        if (!err && res) entry.known = { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 };
+        if (res) entry.known = { tools: res.tools, failClosed: res.fail_closed, timeoutMs: res.timeout_ms || 50 };
         else entry.known ??= null;
         resolve(entry.known ?? undefined);
-      }),
-    );
+      };
+      try {
+        this.grpc.preCheckPolicy({ workflow }, this.metadata, { deadline: Date.now() + this.policyTimeoutMs }, (err, res) => answered(err ? undefined : res));
+      } catch {
+        answered(); // the channel was closed: a failed asking
+      }
+    });
   }
 
   /** @internal The policy when it is already known (null: asking failed, none received), else undefined. */
@@ -512,7 +518,8 @@ export class NeatrootsClient {
       if (Date.now() - entry.at >= this.policyTtlMs) void this.precheckPolicy(workflow);
       return entry.known;
     }
-    return entry.asking || Date.now() - entry.at >= this.policyTtlMs ? undefined : entry.known;
+    // Once closed nothing is asked again: a failure stays known.
+    return entry.asking || (!this.stopped && Date.now() - entry.at >= this.policyTtlMs) ? undefined : entry.known;
   }
 
   /** @internal The policy a run with precheck 'on' applies while none was received. */
@@ -522,10 +529,16 @@ export class NeatrootsClient {
 
   /** @internal One pre-call check: the answer, or the gRPC error (a timeout, an unavailable engine). */
   precheck(span: v1.Span, knownSpans: number, timeoutMs: number): Promise<v1.PreCheckResponse> {
+    // Once closed there is no channel to ask on: no answer (the project's fail mode decides).
+    if (this.stopped) return Promise.reject(new Error('the client is closed'));
     return new Promise((resolve, reject) => {
-      this.grpc.preCheck({ span, known_spans: knownSpans, timeout_ms: timeoutMs }, this.metadata, { deadline: Date.now() + timeoutMs }, (err, res) =>
-        err ? reject(err) : resolve(res),
-      );
+      try {
+        this.grpc.preCheck({ span, known_spans: knownSpans, timeout_ms: timeoutMs }, this.metadata, { deadline: Date.now() + timeoutMs }, (err, res) =>
+          err ? reject(err) : resolve(res),
+        );
+      } catch (e) {
+        reject(e instanceof Error ? e : new Error(String(e)));
+      }
     });
   }
 

@@ -210,6 +210,44 @@ describe('pre-call checks in the SDK', () => {
   });
 });
 
+describe('pre-call checks after client.close()', () => {
+  it('a tool call past the policy TTL after close asks nothing on the closed channel: it resolves with the last policy known, no unhandled rejection', async () => {
+    const fake = new FakeIngest();
+    await fake.start();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const reported: string[] = [];
+      const client = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'k', subscribe: false, precheckPolicyTtlMs: 100, onError: (e) => reported.push(e.message) });
+      const run = client.startRun({ workflow: 'refunds' });
+      const open = client.startRun({ workflow: 'refunds', precheck: 'on' });
+      await run.whenSubscribed(); // the policy is known: issue_refund is checked
+      await client.close();
+      const closedAt = Date.now();
+      const asked = fake.policyCalls;
+      await until(() => Date.now() - closedAt > 150); // the policy is stale now
+      // It re-asked the stale policy on the closed channel: "Channel has been shut down", unhandled.
+      expect(await run.toolCall('lookup_order', {}, () => 'ran')).toBe('ran');
+      await run.whenSubscribed();
+      // A tool the last policy names gets no answer once closed: fail-open (the policy's) runs it.
+      expect(await run.toolCall('issue_refund', {}, () => 'ran')).toBe('ran');
+      expect(await open.toolCall('search', {}, () => 'ran')).toBe('ran');
+      expect(fake.policyCalls).toBe(asked);
+      expect(fake.prechecks).toHaveLength(0);
+      // What they recorded is dropped and said, as for any event recorded after close().
+      expect(client.stats().dropped).toBe(3);
+      expect(reported.at(-1)).toMatch(/recorded after the client was closed/);
+      // A rejection would be reported on a later turn: let one pass (the assertion holds on any machine).
+      await new Promise((r) => setImmediate(r));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      fake.server.forceShutdown();
+    }
+  });
+});
+
 async function until(cond: () => boolean, ms = 5_000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
