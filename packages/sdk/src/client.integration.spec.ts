@@ -36,6 +36,10 @@ class FakeIngest {
   /** Subscribe streams opened; ended at once after their headers when endStreams is set. */
   opens = 0;
   endStreams = false;
+  /** Subscribe streams are refused with this code (a wrong or revoked key: UNAUTHENTICATED) while set. */
+  refuseStreams: number | undefined;
+  /** Subscribe streams send no headers (never counted open) while set. */
+  silentStreams = false;
   /** Notes put on the next successful export response. */
   piggyback: v1.Note[] = [];
   /** Items the next successful export response says it rejected. */
@@ -64,6 +68,8 @@ class FakeIngest {
         this.streams.set(call.request.run_id, call);
         call.on('cancelled', () => this.streams.delete(call.request.run_id));
         this.opens++;
+        if (this.refuseStreams !== undefined) return call.emit('error', { code: this.refuseStreams, details: 'unknown API key' });
+        if (this.silentStreams) return;
         call.sendMetadata(new Metadata()); // as ingest does: the subscription is in place
         if (this.endStreams) setImmediate(() => call.end());
       },
@@ -367,6 +373,35 @@ describe('NeatrootsClient', () => {
     expect(run.halted).toBe(true);
     expect(notes.map((n) => [n.id, n.kind])).toEqual([['h2', 'halt'], ['n3', 'note']]);
     await expect(run.toolCall('x', null, () => 1)).rejects.toThrow(/run halted by neatroots: Loop: Stop calling search/);
+  });
+
+  it('does not reopen a notes stream ingest refuses for good (UNAUTHENTICATED: a revoked key): one open, one report, whenSubscribed rejects with it', async () => {
+    fake.refuseStreams = status.UNAUTHENTICATED;
+    const run = client.startRun({ precheck: 'off' });
+    await expect(run.whenSubscribed()).rejects.toThrow(`notes for run ${run.id} unavailable: 16 UNAUTHENTICATED: unknown API key`);
+    // It was reopened every 250 ms doubling to 30 s for the run's life, each refusal reported:
+    // a reopen is due within 250 ms, so give it 2 s (this passes however slow the machine).
+    const t = Date.now();
+    await waitFor(() => fake.opens > 1 || Date.now() - t > 2000);
+    expect(fake.opens).toBe(1);
+    expect(errors.map((e) => e.message)).toEqual([`notes for run ${run.id} unavailable: 16 UNAUTHENTICATED: unknown API key`]);
+    await run.end(); // the run goes on: its events are still exported
+    expect(fake.events().map((e) => e.kind?.$case)).toEqual(['run_start', 'run_end']);
+  });
+
+  it('whenSubscribed rejects when the run ends before its notes stream opened', async () => {
+    fake.silentStreams = true;
+    const run = client.startRun({ precheck: 'off' });
+    const subscribed = run.whenSubscribed();
+    await waitFor(() => fake.opens === 1);
+    await run.end();
+    await expect(subscribed).rejects.toThrow(/before its notes stream opened/);
+  });
+
+  it('refuses an empty apiKey or address at construction, naming the option', () => {
+    expect(() => new NeatrootsClient({ address: '127.0.0.1:1', apiKey: '' })).toThrow('NeatrootsClient: options.apiKey is required');
+    expect(() => new NeatrootsClient({ address: '127.0.0.1:1', apiKey: process.env.NEATROOTS_NO_SUCH_KEY! })).toThrow('options.apiKey is required');
+    expect(() => new NeatrootsClient({ address: '', apiKey: 'key-shop' })).toThrow('NeatrootsClient: options.address is required');
   });
 
   it('reconnects the notes stream when the server ends it', async () => {

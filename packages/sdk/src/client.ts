@@ -338,6 +338,10 @@ export class NeatrootsClient {
   };
 
   constructor(opts: NeatrootsClientOptions) {
+    // As the Go client: a key from an unset variable would have every call refused, each run's
+    // notes stream included.
+    if (!opts?.address) throw new Error('NeatrootsClient: options.address is required (host:port of ingest, e.g. localhost:50051)');
+    if (!opts.apiKey) throw new Error('NeatrootsClient: options.apiKey is required (it is empty)');
     this.grpc = new v1.IngestClient(opts.address, opts.credentials ?? grpcCredentials.createInsecure(), opts.channelOptions);
     this.metadata = new Metadata();
     this.metadata.set('x-api-key', opts.apiKey);
@@ -689,6 +693,7 @@ export class Run {
   private readonly seen = new Set<string>();
   private stream: ReturnType<NeatrootsClient['openSubscribe']> | undefined;
   private subscribedResolve: (() => void) | undefined;
+  private subscribedReject: ((err: Error) => void) | undefined;
   private readonly subscribedPromise: Promise<void>;
   private ended: Promise<void> | undefined;
   /** Subscribe streams opened in a row that did not stay open 10 s: the reconnect backoff. */
@@ -714,7 +719,11 @@ export class Run {
     /** @internal */
     readonly precheckMode: PrecheckMode = 'auto',
   ) {
-    this.subscribedPromise = new Promise((r) => (this.subscribedResolve = r));
+    this.subscribedPromise = new Promise((resolve, reject) => {
+      this.subscribedResolve = resolve;
+      this.subscribedReject = reject;
+    });
+    this.subscribedPromise.catch(() => undefined); // rejected for whenSubscribed's callers only
   }
 
   /** True once a halt reached the run. */
@@ -735,7 +744,9 @@ export class Run {
   /**
    * Resolves once the notes stream is open (at once with `subscribe: false`) and the pre-call
    * policy was asked (answered, failed, or past precheckPolicyTimeoutMs): halts reach the run
-   * from then on, and a tool call no halting rule names starts at once.
+   * from then on, and a tool call no halting rule names starts at once. Rejects when the stream
+   * will not open: ingest refused it for good (UNAUTHENTICATED, PERMISSION_DENIED,
+   * INVALID_ARGUMENT: the error onError got), or the run ended or the client closed first.
    */
   whenSubscribed(): Promise<void> {
     return Promise.all([this.subscribedPromise, this.precheckMode === 'off' ? undefined : this.client.precheckPolicy(this.workflow)]).then(() => undefined);
@@ -910,7 +921,8 @@ export class Run {
 
   /**
    * @internal Opens the run's notes stream, and opens it again after any end this client did
-   * not cause, until the run ends or the client closes. A stream counts as open once non-empty
+   * not cause, until the run ends or the client closes, or ingest refuses it for good
+   * (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT: reported once). A stream counts as open once non-empty
    * headers or its first note came; the delay before reopening (250 ms doubling to 30 s, with
    * jitter) starts over only after a stream stayed open 10 s.
    */
@@ -936,7 +948,12 @@ export class Run {
       this.stream = undefined;
       if (this.stopped) return;
       if (err?.code === Status.UNAUTHENTICATED || err?.code === Status.PERMISSION_DENIED || err?.code === Status.INVALID_ARGUMENT) {
-        this.client.onError(new Error(`notes for run ${this.id} unavailable: ${err.message}`));
+        // For good (a wrong or revoked key): it would be refused the same way, so not reopened.
+        const final = new Error(`notes for run ${this.id} unavailable: ${err.message}`);
+        this.stopped = true;
+        this.subscribedReject?.(final);
+        this.client.onError(final);
+        return;
       }
       if (openedAt && Date.now() - openedAt >= 10_000) this.failedOpens = 0;
       const base = Math.min(30_000, 250 * 2 ** Math.min(this.failedOpens, 30));
@@ -950,6 +967,8 @@ export class Run {
   /** @internal */
   unsubscribe(): void {
     this.stopped = true;
+    // A whenSubscribed() still waiting would wait for ever (settled already when it opened).
+    this.subscribedReject?.(new Error(`notes for run ${this.id} unavailable: the run ended or the client closed before its notes stream opened`));
     const stream = this.stream;
     this.stream = undefined;
     if (stream) {
