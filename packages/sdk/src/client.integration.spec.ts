@@ -268,6 +268,35 @@ describe('NeatrootsClient', () => {
     expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^dropped 13 event\(s\) \(not exported before close\(\) timed out\)/)]);
   });
 
+  it('run.end() while ingest is down returns within its timeout (default closeTimeoutMs), closes the notes stream first, and leaves run_end queued and retried', async () => {
+    await client.close();
+    client = new NeatrootsClient({
+      address: `127.0.0.1:${fake.port}`,
+      apiKey: 'key-shop',
+      flushIntervalMs: 50,
+      closeTimeoutMs: 300,
+      retry: { initialDelayMs: 5, maxDelayMs: 20 },
+      onError: (e) => errors.push(e),
+    });
+    const byDefault = client.startRun({ precheck: 'off' });
+    const byOption = client.startRun({ precheck: 'off' });
+    await Promise.all([byDefault.whenSubscribed(), byOption.whenSubscribed()]);
+    fake.down = true;
+    // They waited for ingest to come back, their notes streams open all along.
+    await byDefault.end({ final_output: 'a' });
+    await byOption.end({ final_output: 'b', timeoutMs: 50 });
+    await waitFor(() => fake.streams.size === 0);
+    expect(client.stats().queued).toBeGreaterThanOrEqual(2);
+    expect(client.stats().dropped).toBe(0);
+    fake.down = false;
+    await client.flush();
+    const ends = fake.events().flatMap((e) => (e.kind?.$case === 'run_end' ? [e.kind.value] : []));
+    expect(ends.map((e) => [e.run_id, e.final_output_json])).toEqual([
+      [byDefault.id, '"a"'],
+      [byOption.id, '"b"'],
+    ]);
+  });
+
   it('exports what is queued when the process is about to exit without close() (beforeExit), and says so', async () => {
     const sdk = join(__dirname, '..', 'dist', 'index.js');
     const script = `
@@ -392,10 +421,10 @@ describe('NeatrootsClient', () => {
   it('whenSubscribed rejects when the run ends before its notes stream opened', async () => {
     fake.silentStreams = true;
     const run = client.startRun({ precheck: 'off' });
-    const subscribed = run.whenSubscribed();
+    const subscribed = expect(run.whenSubscribed()).rejects.toThrow(/before its notes stream opened/);
     await waitFor(() => fake.opens === 1);
     await run.end();
-    await expect(subscribed).rejects.toThrow(/before its notes stream opened/);
+    await subscribed;
   });
 
   it('refuses an empty apiKey or address at construction, naming the option', () => {

@@ -59,6 +59,11 @@ export interface EndRunOptions {
   /** Default: `interrupted` when the run was halted, else `ok`. */
   status?: RunEndStatus;
   final_output?: unknown;
+  /**
+   * How long end() waits for the run's events to be exported; what is not by then stays queued
+   * and is retried. Default: the client's closeTimeoutMs (10 s).
+   */
+  timeoutMs?: number;
 }
 
 export interface RetryOptions {
@@ -104,7 +109,10 @@ export interface NeatrootsClientOptions {
    * others. Default 32 MiB.
    */
   maxQueueBytes?: number;
-  /** How long close() flushes what is queued before it drops the rest. Default 10 s. */
+  /**
+   * How long close() flushes what is queued before it drops the rest, and how long run.end()
+   * waits for its run's events (they stay queued after it). Default 10 s.
+   */
   closeTimeoutMs?: number;
   /** Queued events are exported at least this often. Default 1000 ms. */
   flushIntervalMs?: number;
@@ -287,7 +295,8 @@ export class NeatrootsClient {
   private readonly maxBatch: number;
   private readonly maxQueueEvents: number;
   private readonly maxQueueBytes: number;
-  private readonly closeTimeoutMs: number;
+  /** @internal */
+  readonly closeTimeoutMs: number;
   private readonly exportTimeoutMs: number;
   private readonly retry: Required<RetryOptions>;
   private readonly timer: NodeJS.Timeout;
@@ -851,14 +860,18 @@ export class Run {
     return this.client.flush();
   }
 
-  /** Sends run_end, flushes, and closes the run's notes stream. Idempotent. */
+  /**
+   * Sends run_end, closes the run's notes stream, and waits for the run's events to be exported
+   * at most `timeoutMs` (default closeTimeoutMs, 10 s): while ingest is down what is not sent by
+   * then stays queued and is retried by the client. Idempotent.
+   */
   end(opts: EndRunOptions = {}): Promise<void> {
     this.ended ??= (async () => {
       const status = opts.status ?? (this.isHalted ? 'interrupted' : 'ok');
       const runEnd = runEndToProto({ run_id: this.id, status, final_output: opts.final_output, ts_ms: Date.now() });
       this.client.enqueue({ kind: { $case: 'run_end', value: runEnd } });
-      await this.client.flush();
       this.unsubscribe();
+      await this.client.flushBy(Date.now() + (opts.timeoutMs ?? this.client.closeTimeoutMs));
       this.client.forget(this.id);
       this.acked.clear();
     })();
