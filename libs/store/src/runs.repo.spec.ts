@@ -199,12 +199,31 @@ describe('RunsRepo.expireSpans (retention)', () => {
     expect((await runs.detail('p1', 'r-old'))!.spans).toEqual([]);
   });
 
-  it('takes at most the runs asked for a statement, oldest first', async () => {
+  it('takes at most the runs asked for a statement, oldest first, and says when some are left', async () => {
     await fleet();
-    expect(await runs.expireSpans(T0, 1)).toEqual({ runs: 1, spans: 2 });
+    expect(await runs.expireSpans(T0, { runs: 1 })).toEqual({ runs: 1, spans: 2, more: true });
     expect((await runs.detail('p1', 'r-old'))!.spans).toEqual([]);
     expect((await runs.detail('p2', 'r-new'))!.spans).toHaveLength(1);
-    expect(await runs.expireSpans(T0, 5)).toEqual({ runs: 2, spans: 2 });
+    expect(await runs.expireSpans(T0, { runs: 5 })).toEqual({ runs: 2, spans: 2 });
+  });
+
+  it('takes runs until their spans reach the bound, and deletes a run over it over several calls, marked by the last', async () => {
+    const old = T0 - 41 * DAY;
+    const spans = (run_id: string, n: number) => Array.from({ length: n }, (_, i) => spanEnv('p1', { run_id, span_id: `s${i}`, start_ms: old + i }, old + i));
+    // r-a and r-b fit a 10-span statement together (4 + 5); r-c (25) is over it alone; r-d after it.
+    await runs.writeEnvelopes([...spans('r-a', 4), ...spans('r-b', 5), ...spans('r-c', 25), ...spans('r-d', 2)]);
+    const expired = async () => (await runs.list('p1')).items.filter((r) => r.spans_expired_at !== null).map((r) => r.run_id).sort();
+    expect(await runs.expireSpans(T0, { spans: 10 })).toEqual({ runs: 2, spans: 9, more: true });
+    expect(await expired()).toEqual(['r-a', 'r-b']);
+    expect(await runs.expireSpans(T0, { spans: 10 })).toEqual({ runs: 0, spans: 10, more: true });
+    expect(await runs.expireSpans(T0, { spans: 10 })).toEqual({ runs: 0, spans: 10, more: true });
+    // Its spans are not all gone yet: not marked, nothing to say they went.
+    expect((await runs.get('p1', 'r-c'))!.spans_expired_at).toBeNull();
+    expect(await runs.expireSpans(T0, { spans: 10 })).toEqual({ runs: 1, spans: 5, more: true });
+    expect(await expired()).toEqual(['r-a', 'r-b', 'r-c']);
+    expect(await runs.expireSpans(T0, { spans: 10 })).toEqual({ runs: 1, spans: 2 });
+    expect((await runs.spans('p1', 'r-c'))!.items).toEqual([]);
+    expect((await runs.get('p1', 'r-c'))!.span_count).toBe(25);
   });
 });
 

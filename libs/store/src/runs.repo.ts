@@ -137,6 +137,28 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
                             THEN r.last_seen_at - interval '1 millisecond' ELSE r.spans_expired_at END
   FROM d WHERE r.project = d.project AND r.run_id = d.run_id`;
 
+/** A retention step's bounds (RunsRepo.expireSpans). */
+export interface ExpireLimits {
+  /** Runs a step takes at most (their rows are locked until it commits). Default 200. */
+  runs?: number;
+  /** Spans a statement deletes at most, and question results. Default 20,000. */
+  spans?: number;
+}
+
+const EXPIRE_RUNS = 200;
+const EXPIRE_SPANS = 20_000;
+
+/**
+ * A run retention takes ($1 the cutoff), its columns read through `x`: its spans are there, and
+ * it started and was last seen before the cutoff.
+ */
+const expireFresh = (x = '') =>
+  `${x}spans_expired_at IS NULL AND ${x}started_at < $1::timestamptz AND ${x}last_seen_at < $1::timestamptz`;
+
+/** A run retention takes again ($1 the cutoff): spans were stored after its spans went, and they too are past the cutoff. */
+const expireLate = (x = '') =>
+  `${x}spans_expired_at IS NOT NULL AND ${x}last_seen_at > ${x}spans_expired_at AND ${x}last_seen_at < $1::timestamptz`;
+
 type Row = Record<string, unknown>;
 
 function toRun(row: Row): RunRecord {
@@ -373,34 +395,82 @@ export class RunsRepo {
   }
 
   /**
-   * Retention: deletes the spans of up to `runs` runs that started and were last seen before
-   * `before` (ms), oldest first, with their question results (one a question asked: as many as
-   * the spans where a span question runs), and marks them (`spans_expired_at`); one
-   * transaction. The run rows, their counters and findings stay. Call again while it returns
-   * `runs` runs. A run whose spans went and that received spans since (a late export: its
-   * `last_seen_at`, their receipt, is after `spans_expired_at`) is taken again once they too
-   * are older than `before`. The mark is never before the run's last receipt, so a receipt
-   * clock ahead of the database's does not take the run again and again.
+   * Retention, one bounded step: deletes spans of runs that started and were last seen before
+   * `before` (ms), oldest first, and their question results (one a question asked: as many as
+   * the spans where a span question runs), and marks the runs whose spans are all gone
+   * (`spans_expired_at`). The run rows, their counters and findings stay.
+   *
+   * A step is bounded by spans, not by runs: it takes runs, oldest first, until their span
+   * counts reach `limits.spans` (at least one run, at most `limits.runs`), and its one delete
+   * statement removes at most `limits.spans` spans and as many question results, so a run of a
+   * million spans is deleted over many steps (by its primary key's prefix), each a short
+   * transaction the writer waits little behind. A run is marked only in the statement that
+   * finds its spans and question results all gone: a pass cut between steps leaves it unmarked,
+   * and the next takes it again. The answer says `more: true` when the step left runs past
+   * the cutoff (call again), and has no `more` when none is left.
+   *
+   * A run whose spans went and that received spans since (a late export: its `last_seen_at`,
+   * their receipt, is after `spans_expired_at`) is taken again once they too are older than
+   * `before`. The mark is never before the run's last receipt, so a receipt clock ahead of the
+   * database's does not take the run again and again.
    */
-  async expireSpans(before: number, runs = 200): Promise<{ runs: number; spans: number }> {
-    const res = await this.db.query<{ runs: unknown; spans: unknown }>(
-      `WITH r AS (
-         (SELECT project, run_id FROM runs
-          WHERE spans_expired_at IS NULL AND started_at < $1::timestamptz AND last_seen_at < $1::timestamptz
+  async expireSpans(before: number, limits: ExpireLimits = {}): Promise<{ runs: number; spans: number; more?: true }> {
+    const maxRuns = Math.max(1, Math.floor(limits.runs ?? EXPIRE_RUNS));
+    const maxSpans = Math.max(1, Math.floor(limits.spans ?? EXPIRE_SPANS));
+    const cutoff = new Date(before).toISOString();
+    // The candidates, oldest first, each with the spans it and those before it hold at most
+    // (span_count counts every span stored, so it is never below what is left). One more than
+    // a step takes: whether some is left for the next.
+    const picked = await this.db.query<{ project: string; run_id: string; n: unknown; upto: unknown }>(
+      `WITH c AS (
+         (SELECT project, run_id, span_count, started_at AS k FROM runs
+          WHERE ${expireFresh()}
           ORDER BY started_at, project, run_id LIMIT $2)
-         UNION
-         (SELECT project, run_id FROM runs
-          WHERE spans_expired_at IS NOT NULL AND last_seen_at > spans_expired_at AND last_seen_at < $1::timestamptz
+         UNION ALL
+         (SELECT project, run_id, span_count, last_seen_at AS k FROM runs
+          WHERE ${expireLate()}
           ORDER BY last_seen_at, project, run_id LIMIT $2)
+       )
+       SELECT project, run_id, row_number() OVER o AS n, sum(span_count) OVER o AS upto
+       FROM c WINDOW o AS (ORDER BY k, project, run_id ROWS UNBOUNDED PRECEDING)
+       ORDER BY n LIMIT $2`,
+      [cutoff, maxRuns + 1],
+    );
+    const take = picked.rows.filter((r) => num(r.n) === 1 || (num(r.n) <= maxRuns && num(r.upto) <= maxSpans));
+    if (!take.length) return { runs: 0, spans: 0 };
+    // The runs are read again, as they are now: one that received spans since the pick is left.
+    const res = await this.db.query<{ runs: unknown; spans: unknown; results: unknown }>(
+      `WITH r AS (
+         SELECT x.project, x.run_id FROM runs x
+         JOIN unnest($2::text[], $3::text[]) AS p(project, run_id) ON x.project = p.project AND x.run_id = p.run_id
+         WHERE (${expireFresh('x.')}) OR (${expireLate('x.')})
        ),
-       d AS (DELETE FROM spans s USING r WHERE s.project = r.project AND s.run_id = r.run_id RETURNING 1),
-       q AS (DELETE FROM question_results x USING r WHERE x.project = r.project AND x.run_id = r.run_id),
-       u AS (UPDATE runs x SET spans_expired_at = GREATEST(now(), x.last_seen_at) FROM r WHERE x.project = r.project AND x.run_id = r.run_id RETURNING 1)
-       SELECT (SELECT count(*) FROM u)::int AS runs, (SELECT count(*) FROM d)::int AS spans`,
-      [new Date(before).toISOString(), runs],
+       d AS (
+         DELETE FROM spans s USING (
+           SELECT t.project, t.run_id, t.span_id FROM spans t JOIN r ON t.project = r.project AND t.run_id = r.run_id LIMIT $4
+         ) k WHERE s.project = k.project AND s.run_id = k.run_id AND s.span_id = k.span_id
+         RETURNING 1
+       ),
+       q AS (
+         DELETE FROM question_results x WHERE x.task_id IN (
+           SELECT t.task_id FROM question_results t JOIN r ON t.project = r.project AND t.run_id = r.run_id LIMIT $4
+         ) RETURNING 1
+       ),
+       gone AS (SELECT (SELECT count(*) FROM d) AS spans, (SELECT count(*) FROM q) AS results),
+       u AS (
+         UPDATE runs x SET spans_expired_at = GREATEST(now(), x.last_seen_at) FROM r, gone
+         WHERE gone.spans < $4 AND gone.results < $4 AND x.project = r.project AND x.run_id = r.run_id
+         RETURNING 1
+       )
+       SELECT (SELECT count(*) FROM u)::int AS runs, spans::int AS spans, results::int AS results FROM gone`,
+      [cutoff, take.map((r) => r.project), take.map((r) => r.run_id), maxSpans],
     );
     const row = res.rows[0];
-    return { runs: num(row?.runs), spans: num(row?.spans) };
+    const out = { runs: num(row?.runs), spans: num(row?.spans) };
+    // Some left: runs past the cutoff not taken, or a run taken and not marked (spans or
+    // question results left over the bound). A run left as the pick saw it changed is not.
+    const more = picked.rows.length > take.length || num(row?.spans) >= maxSpans || num(row?.results) >= maxSpans;
+    return more ? { ...out, more: true } : out;
   }
 
   private async exists(project: string, runId: string): Promise<boolean> {

@@ -57,4 +57,18 @@ const DAY = 24 * 60 * 60_000;
     expect((await runs.detail('p', 'old'))!.run).toMatchObject({ span_count: 4, spans_expired_at: expect.any(String) });
     expect((await runs.detail('p', 'recent'))!.spans).toHaveLength(4);
   }, 60_000);
+
+  it('deletes a run of many spans in statements of a bounded number of spans on Postgres, marking it by the last', async () => {
+    const at = Date.now() - 40 * DAY;
+    const envs: Envelope[] = [{ project: 'p', received_ms: at, item: { kind: 'run_start', run: { event: 'run_start', run_id: 'big', ts_ms: at } } }];
+    for (let i = 0; i < 250; i++) envs.push({ project: 'p', received_ms: at, item: { kind: 'span', span: { run_id: 'big', span_id: `s${i}`, type: 'llm', name: 'chat', status: 'ok', start_ms: at + i } } });
+    const runs = new RunsRepo(db);
+    await runs.writeEnvelopes(envs);
+    expect(await runs.expireSpans(Date.now() - 30 * DAY, { spans: 100 })).toEqual({ runs: 0, spans: 100, more: true });
+    expect((await runs.get('p', 'big'))!.spans_expired_at).toBeNull();
+    expect(await runs.expireSpans(Date.now() - 30 * DAY, { spans: 100 })).toEqual({ runs: 0, spans: 100, more: true });
+    expect(await runs.expireSpans(Date.now() - 30 * DAY, { spans: 100 })).toEqual({ runs: 1, spans: 50 });
+    expect((await runs.detail('p', 'big'))!.spans).toEqual([]);
+    expect((await runs.get('p', 'big'))!.spans_expired_at).toEqual(expect.any(String));
+  }, 60_000);
 });

@@ -9,7 +9,7 @@ const DAY = 24 * 60 * 60_000;
 const NOW = Date.parse('2026-06-01T12:00:00Z');
 
 let db: Db;
-useMigratedDb((d) => (db = d), 'runs, spans, findings, dead_letters, sop_sessions');
+useMigratedDb((d) => (db = d), 'runs, spans, findings, dead_letters, sop_sessions, question_results');
 
 /** `n` runs of project p, each of 3 spans, started and last seen `daysAgo` days before NOW. */
 async function runs(prefix: string, n: number, daysAgo: number): Promise<void> {
@@ -21,6 +21,51 @@ async function runs(prefix: string, n: number, daysAgo: number): Promise<void> {
     for (let s = 0; s < 3; s++) envs.push({ project: 'p', received_ms: at, item: { kind: 'span', span: { run_id, span_id: `s${s}`, type: 'tool', name: 'search', tool: 'search', status: 'ok', start_ms: at + s } } });
   }
   await new RunsRepo(db).writeEnvelopes(envs);
+}
+
+/** `n` runs of project p, each of `spans` spans and as many question results, received `daysAgo` days before NOW. */
+async function bigRuns(prefix: string, n: number, spans: number, daysAgo: number): Promise<void> {
+  const at = NOW - daysAgo * DAY;
+  for (let i = 0; i < n; i++) {
+    const run_id = `${prefix}-${i}`;
+    const envs: Envelope[] = [{ project: 'p', received_ms: at, item: { kind: 'run_start', run: { event: 'run_start', run_id, ts_ms: at } } }];
+    for (let s = 0; s < spans; s++) envs.push({ project: 'p', received_ms: at, item: { kind: 'span', span: { run_id, span_id: `s${s}`, type: 'llm', name: 'chat', status: 'ok', start_ms: at + s } } });
+    await new RunsRepo(db).writeEnvelopes(envs);
+    await db.query(
+      `INSERT INTO question_results (task_id, project, run_id, check_id, anchor, status, at)
+       SELECT $1 || '-' || g, 'p', $1, 'q', 's' || g, 'answered', $2::timestamptz FROM generate_series(0, $3::int - 1) g`,
+      [run_id, new Date(at).toISOString(), spans],
+    );
+  }
+}
+
+/** The runs of project p whose spans retention marked as gone. */
+async function marked(): Promise<string[]> {
+  const res = await db.query<{ run_id: string }>(`SELECT run_id FROM runs WHERE spans_expired_at IS NOT NULL ORDER BY run_id`);
+  return res.rows.map((r) => r.run_id);
+}
+
+const rowsOf = async (table: string) => Number((await db.query<{ n: unknown }>(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+
+/**
+ * The database, each statement that deletes spans watched: how many spans and question
+ * results it deleted, counted before and after it.
+ */
+function watchDeletes(deleted: { spans: number; results: number }[]): Db {
+  return {
+    kind: db.kind,
+    exec: (sql) => db.exec(sql),
+    transaction: (fn) => db.transaction(fn),
+    close: () => db.close(),
+    query: async <R,>(sql: string, params?: readonly unknown[]) => {
+      if (!/DELETE\s+FROM\s+(spans|question_results)/i.test(sql)) return db.query<R>(sql, params);
+      const spans = await rowsOf('spans');
+      const results = await rowsOf('question_results');
+      const out = await db.query<R>(sql, params);
+      deleted.push({ spans: spans - (await rowsOf('spans')), results: results - (await rowsOf('question_results')) });
+      return out;
+    },
+  };
 }
 
 async function spansLeft(): Promise<Record<string, number>> {
@@ -35,6 +80,37 @@ describe('span retention', () => {
     const report = await expireSpans({ db, days: 30, runsPerStatement: 3, now: () => NOW });
     expect(report).toEqual({ runs: 7, spans: 21, dead_letters: 0, more: false });
     expect(await spansLeft()).toEqual({ new: 6 });
+  });
+
+  it('deletes runs of many spans a bounded number of spans a statement, marking each run once all its spans are gone', async () => {
+    await bigRuns('big', 3, 250, 40);
+    await runs('old', 4, 31);
+    await runs('new', 1, 1);
+    const deleted: { spans: number; results: number }[] = [];
+    const report = await expireSpans({ db: watchDeletes(deleted), days: 30, spansPerStatement: 100, now: () => NOW });
+    expect(report).toEqual({ runs: 7, spans: 3 * 250 + 4 * 3, dead_letters: 0, more: false });
+    // No statement deleted more than the bound, of spans or of question results: a run of
+    // 250 spans took three statements at least.
+    expect(Math.max(...deleted.map((d) => d.spans))).toBeLessThanOrEqual(100);
+    expect(Math.max(...deleted.map((d) => d.results))).toBeLessThanOrEqual(100);
+    expect(deleted.reduce((n, d) => n + d.spans, 0)).toBe(762);
+    expect(deleted.length).toBeGreaterThanOrEqual(9);
+    expect(await spansLeft()).toEqual({ new: 3 });
+    expect(await rowsOf('question_results')).toBe(0);
+    expect(await marked()).toEqual(['big-0', 'big-1', 'big-2', 'old-0', 'old-1', 'old-2', 'old-3']);
+  });
+
+  it('leaves a run cut midway by the end of a pass unmarked, and the next pass finishes it', async () => {
+    await bigRuns('big', 1, 250, 40);
+    let t = NOW;
+    // Each statement "takes" a minute of a one-minute pass: the pass stops after its first.
+    const now = () => (t += 60_000);
+    expect(await expireSpans({ db, days: 30, spansPerStatement: 100, maxPassMs: 60_000, now })).toEqual({ runs: 0, spans: 100, dead_letters: 0, more: true });
+    expect(await marked()).toEqual([]);
+    expect(await spansLeft()).toEqual({ big: 150 });
+    expect(await expireSpans({ db, days: 30, spansPerStatement: 100, now: () => NOW })).toEqual({ runs: 1, spans: 150, dead_letters: 0, more: false });
+    expect(await marked()).toEqual(['big-0']);
+    expect(await spansLeft()).toEqual({});
   });
 
   it('makes the space of the deleted spans reusable (PGlite has no autovacuum): new spans take it instead of growing the table', async () => {

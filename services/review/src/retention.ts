@@ -12,8 +12,14 @@ export interface RetentionOptions {
   db: Db;
   /** Spans of runs that started and were last seen longer ago than this are deleted; 0 keeps them. */
   days: number;
-  /** Runs a statement (one transaction) takes: a pass never holds many rows' locks at once. */
+  /** Runs a statement (one transaction) takes at most: a pass never holds many rows' locks at once. Default 200. */
   runsPerStatement?: number;
+  /**
+   * Spans (and question results) a statement deletes at most, default 20,000: however many
+   * spans a run has, no transaction holds the database long (embedded, the writer waits
+   * behind it; on a server, statement_timeout). A run over it is deleted over several.
+   */
+  spansPerStatement?: number;
   /** Dead letters a statement deletes. */
   deadLettersPerStatement?: number;
   /** A pass stops after this long, the rest left to the next. Default 5 minutes. */
@@ -59,20 +65,21 @@ async function vacuum(db: Db, ...tables: string[]): Promise<void> {
 }
 
 /**
- * Takes bounded steps until one takes fewer than `per` (nothing left) or the pass's time is up;
- * returns whether some is left for the next pass. `step` returns how many it took.
+ * Takes bounded steps until one leaves nothing or the pass's time is up (checked between
+ * steps: each is one short statement); returns whether some is left for the next pass. `step`
+ * returns whether it left some.
  */
-async function drain(per: number, pass: { until: number; now: () => number }, step: () => Promise<number>): Promise<boolean> {
+async function drain(pass: { until: number; now: () => number }, step: () => Promise<boolean>): Promise<boolean> {
   for (;;) {
-    if ((await step()) < per) return false;
+    if (!(await step())) return false;
     if (pass.now() >= pass.until) return true;
   }
 }
 
 /**
  * One retention pass: the spans of every run that started and was last seen before the cutoff,
- * oldest first, a bounded number of runs a transaction, so the writer's transactions never wait
- * long behind it. Run rows, counters and findings stay (the run says `spans_expired_at`). Then
+ * oldest first, a bounded number of spans (and runs) a transaction, so the writer's
+ * transactions never wait long behind it. Run rows, counters and findings stay (the run says `spans_expired_at`). Then
  * the dead letters last set aside before the cutoff: a refused span's content must not outlive
  * the spans' retention there.
  */
@@ -80,25 +87,25 @@ export async function expireSpans(opts: RetentionOptions): Promise<RetentionRepo
   const report: RetentionReport = { runs: 0, spans: 0, dead_letters: 0, more: false };
   if (!(opts.days > 0)) return report;
   const now = opts.now ?? Date.now;
-  const per = opts.runsPerStatement ?? 200;
+  const limits = { runs: opts.runsPerStatement, spans: opts.spansPerStatement };
   const perLetters = opts.deadLettersPerStatement ?? 1_000;
   const until = now() + (opts.maxPassMs ?? 5 * 60_000);
   const cutoff = now() - opts.days * DAY_MS;
   const runs = new RunsRepo(opts.db);
   const letters = new DeadLettersRepo(opts.db);
   const pass = { until, now };
-  const moreSpans = await drain(per, pass, async () => {
-    const step = await runs.expireSpans(cutoff, per);
+  const moreSpans = await drain(pass, async () => {
+    const step = await runs.expireSpans(cutoff, limits);
     report.runs += step.runs;
     report.spans += step.spans;
-    return step.runs;
+    return step.more === true;
   });
   // Dead letters take at least a step even when the spans used the pass's time (a backlog of
   // spans after the retention was lowered): a refused span's content must not wait for it.
-  const moreLetters = await drain(perLetters, pass, async () => {
+  const moreLetters = await drain(pass, async () => {
     const n = await letters.expire(cutoff, perLetters);
     report.dead_letters += n;
-    return n;
+    return n >= perLetters;
   });
   const more = moreSpans || moreLetters;
   await reclaim(opts.db, report);
@@ -129,10 +136,10 @@ export async function expireTranscripts(opts: TranscriptRetentionOptions): Promi
   const until = now() + (opts.maxPassMs ?? 5 * 60_000);
   const cutoff = now() - opts.days * DAY_MS;
   const sessions = new SopSessionsRepo(opts.db);
-  out.more = await drain(per, { until, now }, async () => {
+  out.more = await drain({ until, now }, async () => {
     const n = await sessions.expireTranscripts(cutoff, per);
     out.sessions += n;
-    return n;
+    return n >= per;
   });
   if (out.sessions) await vacuum(opts.db, 'sop_sessions');
   return out;
