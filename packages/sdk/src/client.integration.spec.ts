@@ -166,13 +166,39 @@ describe('NeatrootsClient', () => {
     await run.flush();
     expect(fake.calls).toHaveLength(1);
     expect(fake.calls[0].events).toHaveLength(2);
-    expect(errors).toEqual([]);
+    expect(errors.map((e) => e.message)).toEqual(['export of 2 event(s) failed: 14 UNAVAILABLE: scripted failure; retrying until ingest takes it']);
 
     fake.failures = [status.INVALID_ARGUMENT];
     run.span({ type: 'other' });
     await run.flush();
     expect(fake.calls).toHaveLength(1);
-    expect(errors[0].message).toContain('scripted failure');
+    expect(errors[1].message).toBe('export of 1 event(s) failed: 3 INVALID_ARGUMENT: scripted failure');
+  });
+
+  it('says once per outage that exports are being retried (a wrong address, ingest down), again after one succeeded', async () => {
+    const retrying = () => errors.filter((e) => /retrying until ingest takes it/.test(e.message));
+    fake.down = true;
+    const run = client.startRun({ precheck: 'off' });
+    run.span({ type: 'other', name: 'first' });
+    // Nothing was said until events were dropped at close.
+    await waitFor(() => retrying().length > 0);
+    const tries = fake.attempts.length;
+    await waitFor(() => fake.attempts.length >= tries + 5); // retried, not said again
+    expect(retrying().map((e) => e.message)).toEqual(['export of 2 event(s) failed: 14 UNAVAILABLE: ingest down; retrying until ingest takes it']);
+    fake.down = false;
+    await client.flush();
+    expect(fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case))).toEqual(['run_start', 'first']);
+
+    fake.down = true; // a second outage is said once more
+    run.span({ type: 'other', name: 'second' });
+    await waitFor(() => retrying().length > 1);
+    const again = fake.attempts.length;
+    await waitFor(() => fake.attempts.length >= again + 5);
+    expect(retrying()).toHaveLength(2);
+    fake.down = false;
+    await client.flush();
+    expect(fake.events()).toHaveLength(3);
+    expect(errors).toHaveLength(2);
   });
 
   it('retries RESOURCE_EXHAUSTED that says when (back-pressure), not one that does not (a message over the size bound)', async () => {
@@ -181,7 +207,7 @@ describe('NeatrootsClient', () => {
     run.span({ type: 'other' });
     await run.flush();
     expect(fake.calls).toHaveLength(1);
-    expect(errors).toEqual([]);
+    expect(errors.map((e) => e.message)).toEqual(['export of 2 event(s) failed: 8 RESOURCE_EXHAUSTED: scripted failure; retrying until ingest takes it']);
     // Not sooner than ingest asked (the client's own backoff here is at most 20 ms).
     expect(fake.attempts[1] - fake.attempts[0]).toBeGreaterThanOrEqual(290);
 
@@ -190,7 +216,7 @@ describe('NeatrootsClient', () => {
     await run.flush();
     expect(fake.calls).toHaveLength(1); // not sent again
     expect(fake.failures).toHaveLength(1); // one try
-    expect(errors[0].message).toContain('scripted failure');
+    expect(errors[1].message).toBe('export of 1 event(s) failed: 8 RESOURCE_EXHAUSTED: scripted failure');
   });
 
   it('while ingest refuses, retries the batch being sent until it is accepted and keeps at most maxQueueEvents, dropping the oldest waiting (counted, reported once)', async () => {
@@ -211,7 +237,7 @@ describe('NeatrootsClient', () => {
     expect(client.stats()).toMatchObject({ queued: 25, dropped: 26 });
     await waitFor(() => fake.attempts.length >= 12); // well past the old 6 tries
     expect(client.stats()).toMatchObject({ queued: 25, dropped: 26 });
-    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^dropped 1 event\(s\) \(the export queue is full\)/)]);
+    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^dropped 1 event\(s\) \(the export queue is full\)/), expect.stringMatching(/^export of \d+ event\(s\) failed: 14 UNAVAILABLE: .*; retrying until ingest takes it$/)]);
     fake.down = false;
     await run.flush();
     const names = fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case));
@@ -219,7 +245,7 @@ describe('NeatrootsClient', () => {
     expect(client.stats()).toMatchObject({ queued: 0, dropped: 26 });
     await client.close();
     // The rest of the count is reported at close: 1 + 25, nothing lost unsaid.
-    expect(errors.map((e) => e.message)[1]).toMatch(/^dropped 25 event\(s\)/);
+    expect(errors.map((e) => e.message)[2]).toMatch(/^dropped 25 event\(s\)/);
   });
 
   it('bounds the queue by bytes too', async () => {
@@ -265,7 +291,7 @@ describe('NeatrootsClient', () => {
     expect(took).toBeLessThan(10_000); // its 400 ms, not a flush that waits for ingest to come back
     expect(fake.attempts.length).toBeGreaterThan(1); // retried, not given up after the first refusal
     expect(client.stats()).toEqual({ queued: 0, queuedBytes: 0, dropped: 13 });
-    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^dropped 13 event\(s\) \(not exported before close\(\) timed out\)/)]);
+    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^export of \d+ event\(s\) failed: 14 UNAVAILABLE: .*; retrying until ingest takes it$/), expect.stringMatching(/^dropped 13 event\(s\) \(not exported before close\(\) timed out\)/)]);
   });
 
   it('run.end() while ingest is down returns within its timeout (default closeTimeoutMs), closes the notes stream first, and leaves run_end queued and retried', async () => {

@@ -122,7 +122,8 @@ export interface NeatrootsClientOptions {
   /** Open a Subscribe stream per run for notes and halts. Default true. */
   subscribe?: boolean;
   /**
-   * Exports that failed for good, items ingest rejected, broken subscriptions. Default:
+   * Exports that failed for good, the first retried failure of an outage (once until an export
+   * succeeds), items ingest rejected, dropped events, broken subscriptions. Default:
    * console.warn. What it throws is ignored (the client goes on as if it returned).
    */
   onError?: (err: Error) => void;
@@ -312,6 +313,8 @@ export class NeatrootsClient {
   private cancelInflight: (() => void) | undefined;
   /** flush() callers: resolved once every event enqueued before them was sent or dropped. */
   private waiters: { seq: number; resolve: () => void }[] = [];
+  /** An export is being retried and that was reported: reported again only after one succeeded. */
+  private failing = false;
   private droppedCount = 0;
   private droppedUnreported = 0;
   private lastDropReport = 0;
@@ -648,6 +651,7 @@ export class NeatrootsClient {
     for (let attempt = 1; !this.stopped; attempt++) {
       try {
         const res = await this.call(events);
+        this.failing = false;
         this.acknowledged(events, res);
         return;
       } catch (e) {
@@ -656,6 +660,11 @@ export class NeatrootsClient {
         if (!retryable(err)) {
           this.onError(new Error(`export of ${events.length} event(s) failed: ${err.message}`));
           return;
+        }
+        // Said once per outage (a wrong address, ingest down), not at every retry.
+        if (!this.failing) {
+          this.failing = true;
+          this.onError(new Error(`export of ${events.length} event(s) failed: ${err.message}; retrying until ingest takes it`));
         }
         // Full jitter, never sooner than the delay ingest asked for.
         const base = Math.min(this.retry.maxDelayMs, this.retry.initialDelayMs * 2 ** Math.min(30, attempt - 1));
