@@ -201,6 +201,16 @@ describe('NeatrootsClient', () => {
     expect(errors).toHaveLength(2);
   });
 
+  it('retries ABORTED and DEADLINE_EXCEEDED, then delivers', async () => {
+    fake.failures = [status.ABORTED, status.DEADLINE_EXCEEDED];
+    const run = client.startRun({ precheck: 'off' });
+    run.span({ type: 'other', name: 'kept' });
+    await client.flush();
+    expect(fake.attempts).toHaveLength(3);
+    expect(fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case))).toEqual(['run_start', 'kept']);
+    expect(errors.map((e) => e.message)).toEqual(['export of 2 event(s) failed: 10 ABORTED: scripted failure; retrying until ingest takes it']);
+  });
+
   it('retries RESOURCE_EXHAUSTED that says when (back-pressure), not one that does not (a message over the size bound)', async () => {
     fake.failures = [{ code: status.RESOURCE_EXHAUSTED, retryInfo: 300 }];
     const run = client.startRun();

@@ -69,8 +69,8 @@ export interface EndRunOptions {
 export interface RetryOptions {
   /**
    * @deprecated Ignored: a batch refused with a retryable status (UNAVAILABLE, DEADLINE_EXCEEDED,
-   * RESOURCE_EXHAUSTED with google.rpc.RetryInfo) is retried until it is accepted or the client
-   * is closed; only the queue bounds drop events meanwhile.
+   * ABORTED, RESOURCE_EXHAUSTED with google.rpc.RetryInfo) is retried until it is accepted or the
+   * client is closed; only the queue bounds drop events meanwhile.
    */
   maxAttempts?: number;
   /** First delay; doubled each attempt up to maxDelayMs, full jitter. Default 250 ms. */
@@ -85,7 +85,11 @@ export interface ClientStats {
   queued: number;
   /** Their estimated encoded size, bytes. */
   queuedBytes: number;
-  /** Events dropped: the oldest waiting ones past a queue bound, and what close() could not send in time. */
+  /**
+   * Events dropped: the oldest waiting ones past maxQueueEvents or maxQueueBytes, an event larger
+   * than maxQueueBytes on its own, what close() could not send in time, and events recorded
+   * after close(). (An event ingest refused for good is reported, not counted.)
+   */
   dropped: number;
 }
 
