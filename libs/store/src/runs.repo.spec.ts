@@ -199,6 +199,25 @@ describe('RunsRepo.expireSpans (retention)', () => {
     expect((await runs.detail('p1', 'r-old'))!.spans).toEqual([]);
   });
 
+  it('takes a run whose start, by its agent\'s clock, is in the future once it was last seen before the cutoff', async () => {
+    // The agent's clock 400 days ahead (or microseconds sent as milliseconds): its start is
+    // after the pass; it was received 40 days before it, and another 1 day before.
+    const now = T0;
+    for (const [run_id, seen] of [['r-ahead', now - 40 * DAY], ['r-ahead-live', now - DAY]] as const) {
+      await runs.writeEnvelopes([
+        startEnv('p1', { run_id, ts_ms: now + 400 * DAY }, seen),
+        spanEnv('p1', { run_id, span_id: 's1', start_ms: now + 400 * DAY }, seen),
+      ]);
+    }
+    expect(Date.parse((await runs.get('p1', 'r-ahead'))!.started_at)).toBe(now + 400 * DAY);
+    expect(await runs.expireSpans(now - 30 * DAY, { now })).toEqual({ runs: 1, spans: 1 });
+    expect((await runs.detail('p1', 'r-ahead'))!.spans).toEqual([]);
+    expect((await runs.get('p1', 'r-ahead'))!.spans_expired_at).not.toBeNull();
+    // Still receiving: kept, as any active run.
+    expect((await runs.detail('p1', 'r-ahead-live'))!.spans).toHaveLength(1);
+    expect(await runs.expireSpans(now - 30 * DAY, { now })).toEqual({ runs: 0, spans: 0 });
+  });
+
   it('takes at most the runs asked for a statement, oldest first, and says when some are left', async () => {
     await fleet();
     expect(await runs.expireSpans(T0, { runs: 1 })).toEqual({ runs: 1, spans: 2, more: true });

@@ -137,12 +137,14 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
                             THEN r.last_seen_at - interval '1 millisecond' ELSE r.spans_expired_at END
   FROM d WHERE r.project = d.project AND r.run_id = d.run_id`;
 
-/** A retention step's bounds (RunsRepo.expireSpans). */
+/** A retention step's bounds (RunsRepo.expireSpans), and its time. */
 export interface ExpireLimits {
   /** Runs a step takes at most (their rows are locked until it commits). Default 200. */
   runs?: number;
   /** Spans a statement deletes at most, and question results. Default 20,000. */
   spans?: number;
+  /** The pass's time (ms), default now: a run that started after it, by its agent's clock, is taken by its last receipt alone. */
+  now?: number;
 }
 
 const EXPIRE_RUNS = 200;
@@ -154,6 +156,15 @@ const EXPIRE_SPANS = 20_000;
  */
 const expireFresh = (x = '') =>
   `${x}spans_expired_at IS NULL AND ${x}started_at < $1::timestamptz AND ${x}last_seen_at < $1::timestamptz`;
+
+/**
+ * A run retention takes ($1 the cutoff, $3 the pass's time) whose start, by its agent's clock,
+ * is later than the pass (a clock ahead, microseconds sent as milliseconds): its spans are
+ * there and it was last seen before the cutoff. Its start says nothing of its age: without
+ * this its spans would stay until that start is past the cutoff, years for some.
+ */
+const expireAhead = (x = '') =>
+  `${x}spans_expired_at IS NULL AND ${x}started_at > $3::timestamptz AND ${x}last_seen_at < $1::timestamptz`;
 
 /** A run retention takes again ($1 the cutoff): spans were stored after its spans went, and they too are past the cutoff. */
 const expireLate = (x = '') =>
@@ -398,7 +409,8 @@ export class RunsRepo {
    * Retention, one bounded step: deletes spans of runs that started and were last seen before
    * `before` (ms), oldest first, and their question results (one a question asked: as many as
    * the spans where a span question runs), and marks the runs whose spans are all gone
-   * (`spans_expired_at`). The run rows, their counters and findings stay.
+   * (`spans_expired_at`). The run rows, their counters and findings stay. A run whose start
+   * (its agent's clock) is after `limits.now` is taken when last seen before `before`.
    *
    * A step is bounded by spans, not by runs: it takes runs, oldest first, until their span
    * counts reach `limits.spans` (at least one run, at most `limits.runs`), and its one delete
@@ -418,6 +430,7 @@ export class RunsRepo {
     const maxRuns = Math.max(1, Math.floor(limits.runs ?? EXPIRE_RUNS));
     const maxSpans = Math.max(1, Math.floor(limits.spans ?? EXPIRE_SPANS));
     const cutoff = new Date(before).toISOString();
+    const at = new Date(limits.now ?? Date.now()).toISOString();
     // The candidates, oldest first, each with the spans it and those before it hold at most
     // (span_count counts every span stored, so it is never below what is left). One more than
     // a step takes: whether some is left for the next.
@@ -428,13 +441,17 @@ export class RunsRepo {
           ORDER BY started_at, project, run_id LIMIT $2)
          UNION ALL
          (SELECT project, run_id, span_count, last_seen_at AS k FROM runs
+          WHERE ${expireAhead()}
+          ORDER BY last_seen_at, project, run_id LIMIT $2)
+         UNION ALL
+         (SELECT project, run_id, span_count, last_seen_at AS k FROM runs
           WHERE ${expireLate()}
           ORDER BY last_seen_at, project, run_id LIMIT $2)
        )
        SELECT project, run_id, row_number() OVER o AS n, sum(span_count) OVER o AS upto
        FROM c WINDOW o AS (ORDER BY k, project, run_id ROWS UNBOUNDED PRECEDING)
        ORDER BY n LIMIT $2`,
-      [cutoff, maxRuns + 1],
+      [cutoff, maxRuns + 1, at],
     );
     const take = picked.rows.filter((r) => num(r.n) === 1 || (num(r.n) <= maxRuns && num(r.upto) <= maxSpans));
     if (!take.length) return { runs: 0, spans: 0 };
@@ -442,8 +459,8 @@ export class RunsRepo {
     const res = await this.db.query<{ runs: unknown; spans: unknown; results: unknown }>(
       `WITH r AS (
          SELECT x.project, x.run_id FROM runs x
-         JOIN unnest($2::text[], $3::text[]) AS p(project, run_id) ON x.project = p.project AND x.run_id = p.run_id
-         WHERE (${expireFresh('x.')}) OR (${expireLate('x.')})
+         JOIN unnest($2::text[], $5::text[]) AS p(project, run_id) ON x.project = p.project AND x.run_id = p.run_id
+         WHERE (${expireFresh('x.')}) OR (${expireAhead('x.')}) OR (${expireLate('x.')})
        ),
        d AS (
          DELETE FROM spans s USING (
@@ -463,7 +480,7 @@ export class RunsRepo {
          RETURNING 1
        )
        SELECT (SELECT count(*) FROM u)::int AS runs, spans::int AS spans, results::int AS results FROM gone`,
-      [cutoff, take.map((r) => r.project), take.map((r) => r.run_id), maxSpans],
+      [cutoff, take.map((r) => r.project), at, maxSpans, take.map((r) => r.run_id)],
     );
     const row = res.rows[0];
     const out = { runs: num(row?.runs), spans: num(row?.spans) };

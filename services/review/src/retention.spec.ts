@@ -122,6 +122,20 @@ describe('span retention', () => {
     expect(await size()).toBeLessThanOrEqual(full);
   });
 
+  it('deletes the spans of a run whose agent clock is ahead (its start after the pass) once it was last seen before the cutoff', async () => {
+    const seen = NOW - 40 * DAY;
+    // Started 100 days after the pass by the agent's clock; received 40 days before it.
+    const start = NOW + 100 * DAY;
+    await new RunsRepo(db).writeEnvelopes([
+      { project: 'p', received_ms: seen, item: { kind: 'run_start', run: { event: 'run_start', run_id: 'future-0', ts_ms: start } } },
+      { project: 'p', received_ms: seen, item: { kind: 'span', span: { run_id: 'future-0', span_id: 's0', type: 'tool', name: 'search', tool: 'search', status: 'ok', start_ms: start } } },
+    ]);
+    await runs('new', 1, 1);
+    expect(await expireSpans({ db, days: 30, now: () => NOW })).toEqual({ runs: 1, spans: 1, dead_letters: 0, more: false });
+    expect(await spansLeft()).toEqual({ new: 3 });
+    expect(await marked()).toEqual(['future-0']);
+  });
+
   it('keeps every span with 0 days', async () => {
     await runs('old', 2, 400);
     expect(await expireSpans({ db, days: 0, now: () => NOW })).toEqual({ runs: 0, spans: 0, dead_letters: 0, more: false });

@@ -10,7 +10,10 @@ const DAY_MS = 24 * 60 * 60_000;
 
 export interface RetentionOptions {
   db: Db;
-  /** Spans of runs that started and were last seen longer ago than this are deleted; 0 keeps them. */
+  /**
+   * Spans of runs that started and were last seen longer ago than this are deleted (a run
+   * whose start, by its agent's clock, is in the future: last seen); 0 keeps them.
+   */
   days: number;
   /** Runs a statement (one transaction) takes at most: a pass never holds many rows' locks at once. Default 200. */
   runsPerStatement?: number;
@@ -87,10 +90,11 @@ export async function expireSpans(opts: RetentionOptions): Promise<RetentionRepo
   const report: RetentionReport = { runs: 0, spans: 0, dead_letters: 0, more: false };
   if (!(opts.days > 0)) return report;
   const now = opts.now ?? Date.now;
-  const limits = { runs: opts.runsPerStatement, spans: opts.spansPerStatement };
+
   const perLetters = opts.deadLettersPerStatement ?? 1_000;
   const until = now() + (opts.maxPassMs ?? 5 * 60_000);
   const cutoff = now() - opts.days * DAY_MS;
+  const limits = { runs: opts.runsPerStatement, spans: opts.spansPerStatement, now: cutoff + opts.days * DAY_MS };
   const runs = new RunsRepo(opts.db);
   const letters = new DeadLettersRepo(opts.db);
   const pass = { until, now };
