@@ -128,6 +128,22 @@ def _retry_delay(e: grpc.RpcError) -> Optional[float]:
 _FINAL = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT}
 
 
+_ADDRESS_HINT = "; host:port of ingest, e.g. localhost:50051"
+
+
+def _missing(value: Any) -> Optional[str]:
+    """What is wrong with a required string option (never its value: it may be a key), else None."""
+    if value is None:
+        return "is required (it is None)"
+    if not isinstance(value, str):
+        return f"must be a str, not {type(value).__name__}"
+    if not value:
+        return "is required (it is empty)"
+    if not value.strip():
+        return "is required (it is only whitespace)"
+    return None
+
+
 def _print_error(e: Exception) -> None:
     # stderr, never stdout: an agent may speak a protocol on stdout (MCP over stdio).
     print(f"[neatroots] {e}", file=sys.stderr, flush=True)
@@ -194,8 +210,17 @@ class NeatrootsClient:
         """address: host:port of ingest's neatroots.v1 API (e.g. localhost:50051); plaintext unless credentials are given.
 
         max_attempts is ignored (kept so existing calls still work): a retryable export is
-        retried until it is accepted or the client is closed."""
+        retried until it is accepted or the client is closed.
+
+        Raises ValueError, naming the parameter, when address or api_key is None, empty, only
+        whitespace or not a str (a key read from an unset variable would have every export and
+        notes stream refused)."""
         del max_attempts
+        # As the Go and TypeScript clients: checked before the flusher and the channel exist.
+        for name, value in (("address", address), ("api_key", api_key)):
+            why = _missing(value)
+            if why:
+                raise ValueError(f"NeatrootsClient: {name} {why}{_ADDRESS_HINT if name == 'address' else ''}")
         self._channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
         self._stub = ingest_pb2_grpc.IngestStub(self._channel)
         self._metadata = (("x-api-key", api_key),)

@@ -424,5 +424,31 @@ class SubscribeTest(ServerTest):
         run.end()
 
 
+class ConstructorTest(unittest.TestCase):
+    def test_an_empty_address_or_api_key_is_refused_at_construction_naming_it(self):
+        threads = threading.active_count()
+        cases = [
+            (("", "k"), "address", "empty"),
+            ((None, "k"), "address", "None"),
+            (("  \t", "k"), "address", "whitespace"),
+            (("127.0.0.1:1", ""), "api_key", "empty"),
+            (("127.0.0.1:1", None), "api_key", "None"),
+            (("127.0.0.1:1", " \n"), "api_key", "whitespace"),
+            (("127.0.0.1:1", b"s3cret"), "api_key", "str"),
+        ]
+        for args, name, why in cases:
+            with self.subTest(args=args):
+                with self.assertRaises(ValueError) as raised:
+                    NeatrootsClient(*args, subscribe=False)
+                message = str(raised.exception)
+                self.assertIn(name, message)
+                self.assertIn(why, message)
+                self.assertNotIn("s3cret", message)  # a key is never echoed
+        # Refused before anything was started (no flusher thread left behind).
+        self.assertEqual(threading.active_count(), threads)
+        # A usable pair still constructs.
+        NeatrootsClient("127.0.0.1:1", "k", subscribe=False).close(timeout=0.1)
+
+
 if __name__ == "__main__":
     unittest.main()
