@@ -331,13 +331,22 @@ export function draftFailure(e: unknown): AuthoringError | undefined {
   }
 }
 
-/** The tools the project's agents called lately, so a drafted rule names real ones. */
-async function recentTools(queries: ReviewQueries, project: string): Promise<string[]> {
+/**
+ * The tools the project's agents called lately, so a drafted rule names real ones: those of the
+ * 5 most recent runs whose spans are kept. A run whose spans retention deleted has only its
+ * run_start's tools left (read, but not counted among the 5): a project that went quiet is
+ * read back 20 runs at most.
+ */
+export async function recentTools(queries: ReviewQueries, project: string): Promise<string[]> {
   const tools = new Set<string>();
-  const runs = await queries.listRuns(project, { limit: 5 });
+  const runs = await queries.listRuns(project, { limit: 20 });
+  let withSpans = 0;
   for (const r of runs.items) {
+    if (withSpans >= 5) break;
     const d = await queries.getRun(project, r.run_id);
     for (const t of d?.run.run_start?.tools ?? []) tools.add(t.name);
+    if (r.spans_expired_at !== null) continue;
+    withSpans++;
     for (const s of d?.spans ?? []) if (s.tool) tools.add(s.tool);
   }
   return [...tools].slice(0, 50);

@@ -12,7 +12,9 @@ import { findingLine, Replayer } from '../replay';
  * real rule engine and the real question path (Replayer: the modules of `neatroots start` on
  * a replay platform), with the candidate check alone, so what it reports is what replay
  * reports on the same runs. Bounded: the most recent `runs` runs, at most `maxSpans` spans a
- * run, and at most `modelCalls` model calls; it says what it left out.
+ * run, and at most `modelCalls` model calls; it says what it left out. A run whose spans
+ * retention deleted is not replayed (there is nothing left to check: it would pass every rule)
+ * but listed as not checked, with the day they went.
  */
 
 export const DEFAULT_PREVIEW_RUNS = 20;
@@ -134,6 +136,9 @@ export async function previewCheck(input: PreviewInput): Promise<PreviewResult> 
     const more = page.items.length > input.runs || page.next_cursor !== null;
     // Oldest first, as they happened.
     const runs = page.items.slice(0, input.runs).reverse();
+    // A run whose spans retention deleted has nothing to replay: not checked, never a pass.
+    const expired = runs.filter((r) => r.spans_expired_at !== null);
+    const kept = runs.filter((r) => r.spans_expired_at === null);
     const budget = new CallBudget(input.modelCalls, stop.signal, () =>
       timeUp ? `the preview's time (${seconds} s) ran out before the answer` : 'the preview was stopped: its caller gave up',
     );
@@ -158,7 +163,7 @@ export async function previewCheck(input: PreviewInput): Promise<PreviewResult> 
     let replayed = 0;
     let cut: string | undefined;
     try {
-      for (const run of runs) {
+      for (const run of kept) {
         if (stop.signal.aborted) break;
         const { items, truncated: shortened } = await runItems(queries, project, run);
         if (shortened) truncated.push(run.run_id);
@@ -180,7 +185,8 @@ export async function previewCheck(input: PreviewInput): Promise<PreviewResult> 
       await replayer.close();
     }
     if (input.signal?.aborted) throw cancelled();
-    const left = runs.slice(replayed);
+    for (const r of expired) notChecked.set(r.run_id, `its spans were deleted by retention on ${(r.spans_expired_at ?? '').slice(0, 10)} (NEATROOTS_SPAN_RETENTION_DAYS): not replayed`);
+    const left = kept.slice(replayed);
     for (const r of left) {
       notChecked.set(r.run_id, r.run_id === cut ? `the preview's time (${seconds} s) ran out part way through this run` : `the preview's time (${seconds} s) ran out before this run`);
     }
@@ -192,7 +198,10 @@ export async function previewCheck(input: PreviewInput): Promise<PreviewResult> 
       .map((r) => ({ run_id: r.run_id, workflow: r.workflow, started_at: r.started_at, findings: byRun.get(r.run_id)!.map(findingLine) }));
     const recent = `${runs.length} most recent run${runs.length === 1 ? '' : 's'} of project ${project}${more ? ` (older runs not previewed; at most ${input.runs} asked)` : ''}`;
     const words = [
-      replayed < runs.length ? `${replayed} of the ${recent}, oldest first` : `the ${recent}`,
+      replayed < kept.length ? `${replayed} of the ${recent}, oldest first` : `the ${recent}`,
+      ...(expired.length
+        ? [`${expired.length} of them not replayed: ${expired.length === 1 ? 'its' : 'their'} spans were deleted by retention (in not_checked)`]
+        : []),
       `at most ${budget.limit} model calls (${budget.used} made${budget.exhausted ? ', the rest of the questions not checked' : ''})`,
     ];
     if (timeUp) {
