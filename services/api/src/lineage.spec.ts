@@ -8,12 +8,14 @@ import { deployments, send, startApiOn, startSopHarness, type SopHarness } from 
  * service's queries in-process, and on its gRPC client (neatroots.v1.Sop) distributed.
  */
 const KEY = 'key-for-shop';
+/** A workspace of its own per deployment for the reverts (the shop's tests truncate theirs). */
+const PAY: Record<string, { ws: string; key: string }> = { 'in-process': { ws: 'pay-in-process', key: 'key-for-pay-1' }, 'over gRPC': { ws: 'pay-over-grpc', key: 'key-for-pay-2' } };
 
 let h: SopHarness;
 let db: Db;
 
 beforeAll(async () => {
-  h = await startSopHarness({ shop: KEY });
+  h = await startSopHarness({ shop: KEY, ...Object.fromEntries(Object.values(PAY).map((p) => [p.ws, p.key])) });
   db = h.db;
 }, 60_000);
 afterAll(() => h.close());
@@ -115,5 +117,56 @@ describe.each(deployments(() => h))('the rule lineage endpoints (%s)', (_name, s
     expect(ambiguous.body.error).toMatchObject({ code: 'ambiguous_rule', message: expect.stringContaining('exchange, refund') });
     expect((await call('GET', `/rules/${refundId}/lineage?procedure=exchange`)).body).toMatchObject({ procedure_id: 'exchange', lineage_id: refundId, rules: [{ rule_id: refundId, how: 'new', from_release: 4 }] });
     expect((await call('GET', `/rules/${refundId}/lineage?procedure=refund`)).body.rules).toEqual([expect.objectContaining({ rule_id: refundId, from_release: 1 })]);
+  });
+});
+
+describe.each(deployments(() => h))('a wording that comes back (%s)', (name, sopOf, reviewOf) => {
+  const { ws, key } = PAY[name];
+  let app: INestApplication;
+  let base: string;
+  beforeAll(async () => {
+    ({ app, base } = await startApiOn(db, ws, sopOf(), reviewOf()));
+  });
+  afterAll(() => app.close());
+
+  const A = '# Pay\nGoal: Paid.\n\n## Steps\n1. Look up the order. [tool: lookup_order, required]\n2. Charge it. [tool: charge, required]\n';
+  const B = A.replace('Look up the order.', 'Look up the order and confirm the owner.');
+  type Step = { rule_id: string; previous_rule_id: string | null; how: string; text: string; from_release: number };
+  const call = async (method: string, p: string, body?: unknown, type?: string) => (await send(`${base}${p}`, method, key, body, type)).body;
+  /** Saves the file and publishes it, as the editor does; the release's first rule. */
+  async function publish(text: string, n: number): Promise<{ rule_id: string; text: string }> {
+    expect((await send(`${base}/head/procedures/pay.md`, 'PUT', key, text, 'text/markdown')).status).toBe(200);
+    const r = await call('POST', '/releases');
+    expect(r.number).toBe(n);
+    return r.procedures[0].rules[0];
+  }
+  const steps = async (ruleId: string) => ((await call('GET', `/rules/${ruleId}/lineage?procedure=pay`)).rules as Step[]).map((r) => [r.from_release, r.text, r.how, r.rule_id, r.previous_rule_id]);
+
+  it('A -> B -> A: the return is a step at the release that brought it back, the lineage ending on the live wording; the rebuild gives the same', async () => {
+    const a = await publish(A, 1);
+    const b = await publish(B, 2);
+    const back = await publish(A, 3);
+    expect(back.rule_id).toBe(a.rule_id);
+    const expected = [
+      [1, 'Look up the order.', 'new', a.rule_id, null],
+      [2, 'Look up the order and confirm the owner.', 'matched', b.rule_id, a.rule_id],
+      [3, 'Look up the order.', 'matched', a.rule_id, b.rule_id],
+    ];
+    expect(await steps(a.rule_id)).toEqual(expected);
+    // Any wording names the same lineage; the rule keeps its lineage id (its pattern's key).
+    expect(await steps(b.rule_id)).toEqual(expected);
+    expect(await call('GET', `/rules/${a.rule_id}/lineage`)).toMatchObject({ lineage_id: a.rule_id, previous_rule_id: null, how: 'new' });
+
+    expect(await call('POST', '/rules/lineage/rebuild')).toEqual({ workspace: ws, links: 4, procedures: 1 });
+    expect(await steps(a.rule_id)).toEqual(expected);
+  });
+
+  it('A -> B -> A -> B: each return is a step of its own', async () => {
+    const b = await publish(B, 4);
+    const all = await steps(b.rule_id);
+    expect(all.map(([n, , how]) => [n, how])).toEqual([[1, 'new'], [2, 'matched'], [3, 'matched'], [4, 'matched']]);
+    expect(all[3]).toEqual([4, 'Look up the order and confirm the owner.', 'matched', b.rule_id, all[0][3]]);
+    expect(await call('POST', '/rules/lineage/rebuild')).toEqual({ workspace: ws, links: 5, procedures: 1 });
+    expect(await steps(b.rule_id)).toEqual(all);
   });
 });

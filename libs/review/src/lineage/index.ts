@@ -12,5 +12,5 @@ export {
   type SuggestionEdit,
 } from './match';
 export { Lineage, LineageCycleError, linksFromChanges, type LineageLink, type LinkHow } from './links';
-export { rebuildLineage, type ReleaseRules } from './rebuild';
+export { rebuildLineage, rebuildLineageSteps, type LineageReturn, type ReleaseRules } from './rebuild';
 export { planRealign, type FindingGroup, type RealignPlan, type RulePatternKey } from './realign';

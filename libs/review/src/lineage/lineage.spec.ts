@@ -223,15 +223,18 @@ describe('matching the rules of two releases', () => {
 
 describe('lineage links across releases', () => {
   /** Publishes the fixture releases one after the other, as a store would. */
-  function publishAll(id: string, releases: Release[]): { lineage: Lineage; perRelease: RuleChange[][] } {
+  function publishAll(id: string, releases: Release[]): { lineage: Lineage; perRelease: RuleChange[][]; returned: LineageLink[][] } {
     let lineage = new Lineage();
     const perRelease: RuleChange[][] = [];
+    const returned: LineageLink[][] = [];
     releases.forEach((release, i) => {
       const rows = compareProcedure(id, i === 0 ? [] : rules(releases[i - 1]), rules(release));
       perRelease.push(rows);
-      lineage = lineage.withPublished(linksFromChanges(rows)).lineage;
+      const published = lineage.withPublished(linksFromChanges(rows));
+      lineage = published.lineage;
+      returned.push(published.returned);
     });
-    return { lineage, perRelease };
+    return { lineage, perRelease, returned };
   }
   const step = (text: string) => idOf('step', text);
 
@@ -250,8 +253,8 @@ describe('lineage links across releases', () => {
     expect(lineage.lineageId('take-order', rewrite)).toBe(rewrite);
   });
 
-  it('a revert keeps its own row: never overwritten, no cycle', () => {
-    const { lineage, perRelease } = publishAll('take-order', takeOrder);
+  it('a revert keeps its own row (never overwritten, no cycle); its return is a step of its own', () => {
+    const { lineage, perRelease, returned } = publishAll('take-order', takeOrder);
     const original = step('Read the order back to the caller.');
     const reworded = step('Read the whole order back to the caller.');
     // Release 4 matched the reverted wording to the one it replaced ...
@@ -260,11 +263,14 @@ describe('lineage links across releases', () => {
     expect(lineage.link('take-order', original)).toEqual({ procedure_id: 'take-order', rule_id: original, previous_rule_id: null, how: 'new', similarity: null });
     expect(lineage.lineageId('take-order', original)).toBe(original);
     expect(lineage.lineageId('take-order', reworded)).toBe(original);
+    // The publish that brought it back says so: the link it made, stored as a step at that release.
+    expect(returned.map((r) => r.map((l) => l.rule_id))).toEqual([[], [], [], [original]]);
+    expect(returned[3][0]).toMatchObject({ previous_rule_id: reworded, how: 'matched' });
   });
 
   it('a later publish never overwrites a link', () => {
     const first: LineageLink = { procedure_id: 'p', rule_id: 'b', previous_rule_id: 'a', how: 'matched', similarity: 0.5 };
-    const { lineage, added } = new Lineage([first]).withPublished([
+    const { lineage, added, returned } = new Lineage([first]).withPublished([
       { procedure_id: 'p', rule_id: 'b', previous_rule_id: 'x', how: 'suggestion', similarity: 0.9 },
       { procedure_id: 'p', rule_id: 'c', previous_rule_id: 'b', how: 'matched', similarity: 0.7 },
       // Rows are per procedure: the same id elsewhere is another rule.
@@ -272,6 +278,8 @@ describe('lineage links across releases', () => {
     ]);
     expect(lineage.link('p', 'b')).toEqual(first);
     expect(added.map((l) => `${l.procedure_id}/${l.rule_id}`)).toEqual(['p/c', 'q/b']);
+    // b had a row (it was in an earlier release): the publish brought it back.
+    expect(returned).toEqual([{ procedure_id: 'p', rule_id: 'b', previous_rule_id: 'x', how: 'suggestion', similarity: 0.9 }]);
     expect(lineage.lineageId('p', 'c')).toBe('a');
     expect(lineage.lineageId('q', 'b')).toBe('b');
   });

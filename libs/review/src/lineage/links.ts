@@ -3,7 +3,9 @@ import type { RuleChange } from './match';
 /**
  * The rule_lineage rows: which rule each rule replaced. One row per procedure and rule id, the
  * first one written (links are never overwritten by later publishes), so a wording that comes
- * back (a revert) keeps the row it got when it first appeared and stays in its own lineage.
+ * back (a revert) keeps the row it got when it first appeared and stays in its own lineage;
+ * its return is a step of that lineage of its own (`withPublished`'s `returned`, stored in
+ * rule_lineage_returns at the release that brought it back), which changes no lineage id.
  * Only a manual link (POST/DELETE .../lineage) replaces a row.
  *
  * A rule's lineage id is its first wording's id: follow previous_rule_id until a rule with no
@@ -89,18 +91,28 @@ export class Lineage {
   /**
    * A publish's links added to these: a rule that already has a row keeps it (never overwritten,
    * so a revert stays in its own lineage), and a link that would close a cycle is left out.
-   * Returns the rows to write, and the lineage with them.
+   * Returns the rows to write, the lineage with them, and the wordings that came back: the
+   * publish's links of rules that have a row and were in an earlier release (`earlier`; by
+   * default every rule with a row was, as at a publish), each a step of its lineage at this
+   * release that changes no row.
    */
-  withPublished(proposed: readonly LineageLink[]): { lineage: Lineage; added: LineageLink[] } {
+  withPublished(
+    proposed: readonly LineageLink[],
+    earlier: (procedureId: string, ruleId: string) => boolean = () => true,
+  ): { lineage: Lineage; added: LineageLink[]; returned: LineageLink[] } {
     const next = new Lineage(this.links());
     const added: LineageLink[] = [];
+    const returned: LineageLink[] = [];
     for (const l of proposed) {
-      if (next.link(l.procedure_id, l.rule_id)) continue;
+      if (next.link(l.procedure_id, l.rule_id)) {
+        if (earlier(l.procedure_id, l.rule_id)) returned.push(l);
+        continue;
+      }
       if (l.previous_rule_id !== null && next.wouldCycle(l.procedure_id, l.rule_id, l.previous_rule_id)) continue;
       next.rows.set(key(l.procedure_id, l.rule_id), l);
       added.push(l);
     }
-    return { lineage: next, added };
+    return { lineage: next, added, returned };
   }
 
   /**

@@ -1,7 +1,7 @@
 import { idOf, procedure, refund, takeOrder } from './fixtures.test';
 import { Lineage, linksFromChanges } from './links';
 import { compareReleases } from './match';
-import { rebuildLineage, type ReleaseRules } from './rebuild';
+import { rebuildLineage, rebuildLineageSteps, type LineageReturn, type ReleaseRules } from './rebuild';
 
 const releases: ReleaseRules[] = takeOrder.map((r, i) => ({
   procedures: [procedure('take-order', r), procedure('refund', refund[Math.min(i, refund.length - 1)])],
@@ -9,14 +9,39 @@ const releases: ReleaseRules[] = takeOrder.map((r, i) => ({
 const step = (text: string) => idOf('step', text);
 
 describe('rebuilding the lineage of every release', () => {
-  it('gives the rows publishing the releases one by one gave', () => {
+  it('gives the rows and the returns publishing the releases one by one gave', () => {
     let published = new Lineage();
+    const returns: LineageReturn[] = [];
     releases.forEach((r, i) => {
-      published = published.withPublished(linksFromChanges(compareReleases(i === 0 ? [] : releases[i - 1].procedures, r.procedures))).lineage;
+      const p = published.withPublished(linksFromChanges(compareReleases(i === 0 ? [] : releases[i - 1].procedures, r.procedures)));
+      published = p.lineage;
+      returns.push(...p.returned.map((link) => ({ release: i, link })));
     });
-    const rebuilt = rebuildLineage(releases);
-    expect(rebuilt).toEqual(published.links());
-    expect(rebuilt.length).toBeGreaterThan(0);
+    const rebuilt = rebuildLineageSteps(releases);
+    expect(rebuilt.links).toEqual(published.links());
+    expect(rebuildLineage(releases)).toEqual(rebuilt.links);
+    expect(rebuilt.links.length).toBeGreaterThan(0);
+    // take-order's release 4 reverts the read-back step.
+    expect(rebuilt.returns).toEqual(returns);
+    expect(returns.map((r) => [r.release, r.link.rule_id])).toEqual([[3, step('Read the order back to the caller.')]]);
+  });
+
+  it('A, B, A, B: each return is a step at the release that brought it back', () => {
+    const [a, b] = ['Look up the order.', 'Look up the order and confirm the owner.'];
+    const { links, returns } = rebuildLineageSteps([a, b, a, b].map((text) => ({ procedures: [procedure('pay', { step: [text, 'Charge it.'] })] })));
+    expect(new Lineage(links).chain('pay', step(b)).map((l) => [l.rule_id, l.previous_rule_id])).toEqual([[step(a), null], [step(b), step(a)]]);
+    expect(returns.map((r) => [r.release, r.link.rule_id, r.link.previous_rule_id, r.link.how])).toEqual([
+      [2, step(a), step(b), 'matched'],
+      [3, step(b), step(a), 'matched'],
+    ]);
+  });
+
+  it('a manual row of a rule is not a return when the rule first comes in', () => {
+    const [a, b] = ['Look up the order.', 'Look up the order and confirm the owner.'];
+    const manual = { procedure_id: 'pay', rule_id: step(b), previous_rule_id: null, how: 'manual' as const, similarity: null };
+    const { links, returns } = rebuildLineageSteps([a, b].map((text) => ({ procedures: [procedure('pay', { step: [text] })] })), [manual]);
+    expect(new Lineage(links).link('pay', step(b))).toEqual(manual);
+    expect(returns).toEqual([]);
   });
 
   it('is idempotent: rebuilding over its own rows changes nothing', () => {

@@ -22,13 +22,15 @@ export interface LinkRuleInput {
   procedure_id?: string;
 }
 
+/** A step of a rule's lineage: a wording at the first release with it, or at a release that brought it back. */
 export interface LineageWording {
   rule_id: string;
+  /** The wording it replaced at that release. */
   previous_rule_id: string | null;
   /** null for a first wording that predates the stored links (rebuild writes its row). */
   how: LineageHow | null;
   similarity: number | null;
-  /** The first release with this wording, and its number. */
+  /** The step's release, and its number: the first release with this wording, or one that brought it back. */
   release_id: string | null;
   text: string | null;
   from_release: number | null;
@@ -38,15 +40,19 @@ export interface RuleLineageView {
   procedure_id: string;
   rule_id: string;
   lineage_id: string;
+  /** The rule's own link (its row: its first appearance, or a manual link). */
   previous_rule_id: string | null;
   how: LineageHow | null;
-  /** Every wording in the rule's lineage, oldest first. */
+  /**
+   * Every step of the rule's lineage, by release: each wording at the first release with it,
+   * and again at each release that brought it back; the last is the newest release's wording.
+   */
   rules: LineageWording[];
 }
 
 export interface LineageRebuiltView {
   workspace: string;
-  /** Rows written (every rule's row, the manual ones kept). */
+  /** Rows written (every rule's row, the manual ones kept, and every wording's return). */
   links: number;
   /** Procedures with rows. */
   procedures: number;

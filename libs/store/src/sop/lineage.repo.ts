@@ -19,6 +19,19 @@ export interface LineageRow {
 
 export type NewLineageRow = Pick<LineageRow, 'procedure_id' | 'rule_id' | 'previous_rule_id' | 'how' | 'similarity' | 'release_id'>;
 
+/**
+ * A rule_lineage_returns row: a wording that came back (in a release, not in the one before,
+ * in an earlier one), a step of its lineage at `release_id`, with the wording it replaced
+ * there. Its rule_lineage row is untouched, so it changes no lineage id.
+ */
+export interface LineageReturnRow extends Omit<LineageRow, 'release_id' | 'how'> {
+  how: Exclude<LineageHow, 'manual'>;
+  /** The release that brought it back. */
+  release_id: string;
+}
+
+export type NewLineageReturnRow = Pick<LineageReturnRow, 'procedure_id' | 'rule_id' | 'previous_rule_id' | 'how' | 'similarity' | 'release_id'>;
+
 /** A release as lineage reads it: its number, time and compiled procedures. */
 export interface LineageRelease<Lock = unknown> {
   id: string;
@@ -57,6 +70,36 @@ export class LineageRepo {
     }));
   }
 
+  /** The wordings that came back, each at the release that brought it back (rule_lineage_returns), by release. */
+  async returns(q: Queryable, workspace: string): Promise<LineageReturnRow[]> {
+    const res = await q.query<Omit<LineageReturnRow, 'release_at' | 'release_number' | 'similarity'> & { release_number: unknown; release_at: unknown; similarity: unknown }>(
+      `SELECT ${ROW} FROM rule_lineage_returns l JOIN sop_releases r ON r.id = l.release_id WHERE l.workspace = $1 ORDER BY r.number, l.procedure_id, l.rule_id`,
+      [workspace],
+    );
+    return res.rows.map((r) => ({ ...r, similarity: r.similarity === null ? null : Number(r.similarity), release_number: num(r.release_number), release_at: iso(r.release_at) }));
+  }
+
+  /** Records wordings that came back (a publish's, or the rebuild's); one at a release is written once. */
+  async writeReturns(q: Queryable, workspace: string, rows: readonly NewLineageReturnRow[]): Promise<number> {
+    if (!rows.length) return 0;
+    const res = await q.query(
+      `INSERT INTO rule_lineage_returns (workspace, procedure_id, rule_id, release_id, previous_rule_id, how, similarity)
+       SELECT $1, u.procedure_id, u.rule_id, u.release_id, u.previous_rule_id, u.how, u.similarity
+         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[]) AS u(procedure_id, rule_id, release_id, previous_rule_id, how, similarity)
+       ON CONFLICT (workspace, procedure_id, rule_id, release_id) DO NOTHING RETURNING rule_id`,
+      [
+        workspace,
+        rows.map((r) => r.procedure_id),
+        rows.map((r) => r.rule_id),
+        rows.map((r) => r.release_id),
+        rows.map((r) => r.previous_rule_id),
+        rows.map((r) => r.how),
+        rows.map((r) => r.similarity),
+      ],
+    );
+    return res.rows.length;
+  }
+
   /**
    * Writes rows. `published`: a rule that has a row keeps it (links are never overwritten by a
    * publish or a rebuild). `manual`: replaces the rule's row, keeping the release it came in.
@@ -85,9 +128,10 @@ export class LineageRepo {
     return res.rows.length;
   }
 
-  /** The rebuild starts over from the manual rows: the others go. */
+  /** The rebuild starts over from the manual rows: the others go, and every return (it recomputes them). */
   async deleteComputed(q: Queryable, workspace: string): Promise<void> {
     await q.query(`DELETE FROM rule_lineage WHERE workspace = $1 AND how <> 'manual'`, [workspace]);
+    await q.query('DELETE FROM rule_lineage_returns WHERE workspace = $1', [workspace]);
   }
 
   /** Every release of the workspace, oldest first. */

@@ -11,9 +11,10 @@ const HOW: Record<string, string> = {
 };
 
 /**
- * A rule's lineage (GET rules/{rule_id}/lineage): every wording it has had, oldest first, the
- * release each first appeared in and how it was linked to the one before. Findings on all of
- * them count in the same pattern.
+ * A rule's lineage (GET rules/{rule_id}/lineage): every wording it has had, by release, each at
+ * the release it first appeared in and again at any release that brought it back, and how it
+ * was linked to the one before; the last is the live wording. Findings on all of them count in
+ * the same pattern.
  */
 export function RuleLineage({ session, ruleId, procedure }: { session: Session; ruleId: string; procedure: string }) {
   const lineage = useLoad(() => api.ruleLineage(session, ruleId, procedure), [session, ruleId, procedure]);
@@ -23,15 +24,19 @@ export function RuleLineage({ session, ruleId, procedure }: { session: Session; 
       {lineage.error && <p className="error">{lineage.error}</p>}
       {lineage.data && (
         <ol className="lineage">
-          {lineage.data.rules.map((r) => (
-            <li key={r.rule_id}>
-              <span className="meta">{r.from_release !== null ? `release ${r.from_release}` : 'not released'}</span> {r.text ?? <code>{r.rule_id}</code>}{' '}
-              <span className="meta">
-                {r.how && r.previous_rule_id ? `· ${HOW[r.how] ?? r.how}` : '· first wording'}
-                {r.similarity !== null && r.previous_rule_id ? ` (${percent(r.similarity)} alike)` : ''}
-              </span>
-            </li>
-          ))}
+          {lineage.data.rules.map((r, i, all) => {
+            // A wording listed before: this step is its return.
+            const back = all.findIndex((x) => x.rule_id === r.rule_id) < i;
+            return (
+              <li key={`${r.rule_id}@${r.from_release ?? ''}`}>
+                <span className="meta">{r.from_release !== null ? `release ${r.from_release}` : 'not released'}</span> {r.text ?? <code>{r.rule_id}</code>}{' '}
+                <span className="meta">
+                  {r.how && r.previous_rule_id ? `· ${back ? 'back, ' : ''}${HOW[r.how] ?? r.how}` : back ? '· back' : '· first wording'}
+                  {r.similarity !== null && r.previous_rule_id ? ` (${percent(r.similarity)} alike)` : ''}
+                </span>
+              </li>
+            );
+          })}
         </ol>
       )}
     </section>

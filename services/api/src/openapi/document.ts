@@ -386,7 +386,7 @@ const paths: Record<string, Record<string, unknown>> = {
   },
 
   [`${W}/rules/{rule_id}/lineage`]: {
-    get: op('lineage', { summary: "A rule's wordings, oldest first", params: [ws, p('rule_id', 'path'), p('procedure', 'query', str, 'Only when the id is in more than one procedure.')], ok: { schema: object({ procedure_id: str, rule_id: str, lineage_id: str, rules: arr(object({ rule_id: str, text: str })) }) } }),
+    get: op('lineage', { summary: "A rule's wordings by release (one that came back, again at that release)", params: [ws, p('rule_id', 'path'), p('procedure', 'query', str, 'Only when the id is in more than one procedure.')], ok: { schema: object({ procedure_id: str, rule_id: str, lineage_id: str, rules: arr(object({ rule_id: str, text: str })) }) } }),
     post: op('lineage', { summary: 'Link the rule to the one it replaced, by hand (409 for a cycle)', params: [ws, p('rule_id', 'path')], body: object({ previous_rule_id: str, procedure_id: str }, { optional: ['procedure_id'] }), ok: { schema: { type: 'object' } } }),
     delete: op('lineage', { summary: 'The rule is a new rule (its findings move to a pattern of their own)', params: [ws, p('rule_id', 'path'), p('procedure', 'query')], ok: { schema: { type: 'object' } } }),
   },

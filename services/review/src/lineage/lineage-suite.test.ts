@@ -157,12 +157,17 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
       expect([...rows.values()].some((r) => r.previous_rule_id === ids.never1 || r.previous_rule_id === ids.check2)).toBe(false);
     });
 
-    it('keeps a revert in its own lineage: a row is never overwritten by a later publish', async () => {
+    it('keeps a revert in its own lineage (a row is never overwritten by a later publish), its return a step at the release that brought it back', async () => {
       await publish(4);
       const back = await sop.review.ruleLineage(WS, ids.email1, {});
       expect(back).toMatchObject({ rule_id: ids.email1, lineage_id: ids.email1, previous_rule_id: null, how: 'new' });
-      expect(back.rules.map((r) => [r.rule_id, r.from_release])).toEqual([[ids.email1, 1], [ids.email3, 3]]);
+      expect(back.rules.map((r) => [r.rule_id, r.from_release, r.previous_rule_id, r.how, r.similarity])).toEqual([
+        [ids.email1, 1, null, 'new', null],
+        [ids.email3, 3, ids.email1, 'matched', 1],
+        [ids.email1, 4, ids.email3, 'matched', 1],
+      ]);
       expect((await sop.review.ruleLineage(WS, ids.email3, {})).previous_rule_id).toBe(ids.email1);
+      expect((await repo.returns(db, WS)).map((r) => [r.rule_id, r.release_number])).toEqual([[ids.email1, 4]]);
     });
 
     it('links a rule by hand, merging the two patterns into the older one with their verdicts and suggestions; refuses a cycle with 409; unlinks', async () => {
@@ -221,10 +226,14 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
 
     it('rebuilds the same rows from the releases, keeping the manual ones; twice changes nothing', async () => {
       const before = await repo.rows(db, WS);
+      const returnsBefore = await repo.returns(db, WS);
+      expect(returnsBefore).toHaveLength(1);
       const patternsBefore = (await sop.review.patterns(WS, { days: 3650 })).items.map((p) => [p.id, p.findings + p.suppressed]);
       await db.query(`DELETE FROM rule_lineage WHERE workspace = $1 AND how <> 'manual'`, [WS]);
+      await db.query('DELETE FROM rule_lineage_returns WHERE workspace = $1', [WS]);
       const rebuilt = await sop.review.rebuildLineage(WS);
-      expect(rebuilt).toEqual({ workspace: WS, links: before.length, procedures: 1 });
+      expect(rebuilt).toEqual({ workspace: WS, links: before.length + returnsBefore.length, procedures: 1 });
+      expect(await repo.returns(db, WS)).toEqual(returnsBefore);
       const strip = (rows: typeof before) => rows.map(({ procedure_id, rule_id, previous_rule_id, how, similarity, release_id }) => ({ procedure_id, rule_id, previous_rule_id, how, similarity, release_id }));
       expect(strip(await repo.rows(db, WS))).toEqual(strip(before));
       expect(await sop.review.rebuildLineage(WS)).toEqual(rebuilt);

@@ -4,7 +4,7 @@ import {
   Lineage,
   LineageCycleError,
   linksFromChanges,
-  rebuildLineage,
+  rebuildLineageSteps,
   type LineageLink,
   type SuggestionEdit,
 } from '@neatroots/review-domain';
@@ -14,7 +14,9 @@ import {
   SopError,
   type LineageRebuiltView,
   type LineageRelease,
+  type LineageReturnRow,
   type LineageRow,
+  type NewLineageReturnRow,
   type LinkRuleInput,
   type ReleaseRecord,
   type RuleLineageQueries,
@@ -39,6 +41,9 @@ export interface RuleLineageOptions {
 
 const toLink = (r: LineageRow): LineageLink => ({ procedure_id: r.procedure_id, rule_id: r.rule_id, previous_rule_id: r.previous_rule_id, how: r.how, similarity: r.similarity });
 const key = (procedureId: string, ruleId: string) => `${procedureId}\0${ruleId}`;
+/** A publish's link of a wording that came back, as its rule_lineage_returns row at that release. */
+const toReturn = (l: LineageLink, releaseId: string): NewLineageReturnRow[] =>
+  l.how === 'manual' ? [] : [{ procedure_id: l.procedure_id, rule_id: l.rule_id, previous_rule_id: l.previous_rule_id, how: l.how, similarity: l.similarity, release_id: releaseId }];
 
 /** Each rule's first release (by number) and its text there, per procedure. */
 function firstSeen(releases: readonly LineageRelease<Lock>[]): Map<string, { release_id: string; number: number; text: string }> {
@@ -83,14 +88,19 @@ export class RuleLineage {
   /**
    * At publish, inside its transaction: the live release's rules matched with the new
    * release's (suggestion, same position, best remaining pair), one row per rule new to its
-   * procedure, never overwriting a row; then the findings of rules that joined a lineage move.
+   * procedure, never overwriting a row, and a step at this release for each wording that came
+   * back (its row is kept); then the findings of rules that joined a lineage move.
    */
   async atPublish(tx: Queryable, workspace: string, release: ReleaseRecord<Lock>, previous: ReleaseRecord<Lock> | null): Promise<void> {
     const rows = await this.repo.rows(tx, workspace);
     const edits = (await this.opts.suggestionEdits?.(tx, workspace, { id: release.id, number: release.number })) ?? [];
     const proposed = linksFromChanges(compareReleases(previous?.lock.procedures ?? [], release.lock.procedures, edits));
-    const { lineage, added } = new Lineage(rows.map(toLink)).withPublished(proposed);
+    // A rule's row says the first release with it: one before this one, and the wording came back.
+    const firstIn = new Map(rows.map((r) => [key(r.procedure_id, r.rule_id), r.release_number]));
+    const earlier = (procedureId: string, ruleId: string) => (firstIn.get(key(procedureId, ruleId)) ?? Infinity) < release.number;
+    const { lineage, added, returned } = new Lineage(rows.map(toLink)).withPublished(proposed, earlier);
     await this.repo.write(tx, workspace, added.map((l) => ({ ...l, release_id: release.id })), 'published');
+    await this.repo.writeReturns(tx, workspace, returned.flatMap((l) => toReturn(l, release.id)));
     // A rule new to the release has no findings yet, so nothing moves, unless the wording ran
     // before (it was in an earlier release) or later wordings already point at it: only then
     // is the workspace's findings' placement worth reading.
@@ -102,9 +112,9 @@ export class RuleLineage {
   }
 
   async get(workspace: string, ruleId: string, q: RuleLineageQuery, on: Queryable = this.db): Promise<RuleLineageView> {
-    const [rows, releases] = await Promise.all([this.repo.rows(on, workspace), this.repo.releases<Lock>(on, workspace)]);
+    const [rows, returns, releases] = await Promise.all([this.repo.rows(on, workspace), this.repo.returns(on, workspace), this.repo.releases<Lock>(on, workspace)]);
     const procedureId = this.procedureOf(workspace, ruleId, q.procedure, rows, releases, 'rule_id');
-    return view(procedureId, ruleId, rows, releases);
+    return view(procedureId, ruleId, rows, returns, releases);
   }
 
   /** POST .../lineage: the rule replaced previous_rule_id (a manual row); 409 for a cycle. Patterns merge into the older one. */
@@ -138,7 +148,7 @@ export class RuleLineage {
         inputs.push({ procedures: r.lock.procedures ?? [], suggestions });
       }
       const manual = rows.filter((r) => r.how === 'manual');
-      const links = rebuildLineage(inputs, manual.map(toLink));
+      const { links, returns } = rebuildLineageSteps(inputs, manual.map(toLink));
       const first = firstSeen(releases);
       await this.repo.deleteComputed(tx, workspace);
       await this.repo.write(
@@ -147,9 +157,11 @@ export class RuleLineage {
         links.filter((l) => l.how !== 'manual').map((l) => ({ ...l, release_id: first.get(key(l.procedure_id, l.rule_id))?.release_id ?? null })),
         'published',
       );
+      await this.repo.writeReturns(tx, workspace, returns.flatMap((r) => toReturn(r.link, releases[r.release].id)));
       const after = await this.repo.rows(tx, workspace);
       await realign(tx, workspace, new Lineage(after.map(toLink)), after, { wholeMoves: true }, this.deps());
-      return { workspace, links: after.length, procedures: new Set(after.map((r) => r.procedure_id)).size };
+      const back = await this.repo.returns(tx, workspace);
+      return { workspace, links: after.length + back.length, procedures: new Set([...after, ...back].map((r) => r.procedure_id)).size };
     });
   }
 
@@ -165,7 +177,7 @@ export class RuleLineage {
     await this.repo.write(tx, workspace, [{ ...made.link, release_id: release }], 'manual');
     const after = await this.repo.rows(tx, workspace);
     await realign(tx, workspace, made.lineage, after, { wholeMoves: previousRuleId !== null }, this.deps());
-    return view(procedureId, ruleId, after, releases);
+    return view(procedureId, ruleId, after, await this.repo.returns(tx, workspace), releases);
   }
 
   private change(workspace: string, fn: (tx: Queryable, rows: LineageRow[], releases: LineageRelease<Lock>[]) => Promise<RuleLineageView>): Promise<RuleLineageView> {
@@ -201,8 +213,12 @@ function known(procedureId: string, ruleId: string, rows: readonly LineageRow[],
   return releases.some((rel) => (rel.lock.procedures ?? []).some((p) => p.procedure_id === procedureId && p.rules.some((r) => r.rule_id === ruleId)));
 }
 
-/** The rule's row, and every wording of its lineage, oldest first. */
-function view(procedureId: string, ruleId: string, rows: readonly LineageRow[], releases: readonly LineageRelease<Lock>[]): RuleLineageView {
+/**
+ * The rule's row, and every step of its lineage by release: each wording at the release it
+ * first appeared in (its row), and again at each release that brought it back (its returns),
+ * so the last step is the wording the newest release has.
+ */
+function view(procedureId: string, ruleId: string, rows: readonly LineageRow[], returns: readonly LineageReturnRow[], releases: readonly LineageRelease<Lock>[]): RuleLineageView {
   const mine = rows.filter((r) => r.procedure_id === procedureId);
   const lineage = new Lineage(mine.map(toLink));
   const lineageId = lineage.lineageId(procedureId, ruleId);
@@ -213,27 +229,42 @@ function view(procedureId: string, ruleId: string, rows: readonly LineageRow[], 
     if (r.previous_rule_id) candidates.add(r.previous_rule_id);
   }
   const byRule = new Map(mine.map((r) => [r.rule_id, r]));
-  const wordings = [...candidates]
-    .filter((id) => lineage.lineageId(procedureId, id) === lineageId)
-    .map((id) => {
-      const row = byRule.get(id);
-      const seen = first.get(key(procedureId, id));
-      return {
-        depth: lineage.chain(procedureId, id).length,
-        w: {
-          rule_id: id,
-          previous_rule_id: row?.previous_rule_id ?? null,
-          how: row?.how ?? null,
-          similarity: row?.similarity ?? null,
-          release_id: row?.release_id ?? seen?.release_id ?? null,
-          text: seen?.text ?? null,
-          from_release: row?.release_number ?? seen?.number ?? null,
-        },
-      };
-    })
-    .sort((a, b) => (a.w.from_release ?? Infinity) - (b.w.from_release ?? Infinity) || a.depth - b.depth || (a.w.rule_id < b.w.rule_id ? -1 : 1));
+  const members = new Set([...candidates].filter((id) => lineage.lineageId(procedureId, id) === lineageId));
+  const depth = (id: string) => lineage.chain(procedureId, id).length;
+  const wordings = [...members].map((id) => {
+    const row = byRule.get(id);
+    const seen = first.get(key(procedureId, id));
+    return {
+      depth: depth(id),
+      w: {
+        rule_id: id,
+        previous_rule_id: row?.previous_rule_id ?? null,
+        how: row?.how ?? null,
+        similarity: row?.similarity ?? null,
+        release_id: row?.release_id ?? seen?.release_id ?? null,
+        text: seen?.text ?? null,
+        from_release: row?.release_number ?? seen?.number ?? null,
+      },
+    };
+  });
+  // The wording's returns: the same wording again, at the release that brought it back.
+  const back = returns
+    .filter((r) => r.procedure_id === procedureId && members.has(r.rule_id))
+    .map((r) => ({
+      depth: depth(r.rule_id),
+      w: {
+        rule_id: r.rule_id,
+        previous_rule_id: r.previous_rule_id,
+        how: r.how,
+        similarity: r.similarity,
+        release_id: r.release_id,
+        text: first.get(key(procedureId, r.rule_id))?.text ?? null,
+        from_release: r.release_number,
+      },
+    }));
+  const steps = [...wordings, ...back].sort((a, b) => (a.w.from_release ?? Infinity) - (b.w.from_release ?? Infinity) || a.depth - b.depth || (a.w.rule_id < b.w.rule_id ? -1 : 1));
   const own = byRule.get(ruleId);
-  return { procedure_id: procedureId, rule_id: ruleId, lineage_id: lineageId, previous_rule_id: own?.previous_rule_id ?? null, how: own?.how ?? null, rules: wordings.map((x) => x.w) };
+  return { procedure_id: procedureId, rule_id: ruleId, lineage_id: lineageId, previous_rule_id: own?.previous_rule_id ?? null, how: own?.how ?? null, rules: steps.map((x) => x.w) };
 }
 
 function plainObject(v: unknown, what: string): Record<string, unknown> {
