@@ -76,9 +76,11 @@ type Options struct {
 	CloseTimeout time.Duration
 	// Open a Subscribe stream per run for notes and halts. Default true (set NoSubscribe to turn it off).
 	NoSubscribe bool
-	// Exports that failed for good, items ingest rejected, events dropped, broken subscriptions,
-	// OnNote callbacks that panicked. Default: log.Printf. It may be called on the goroutine that
-	// exports, which waits for it: it should not block.
+	// Exports that failed for good, the first retried failure of an outage ("export of N
+	// event(s) failed: ...; retrying until ingest takes it", once until an export succeeds),
+	// items ingest rejected, events dropped, broken subscriptions, OnNote callbacks that
+	// panicked. Default: log.Printf. It may be called on the goroutine that exports, which waits
+	// for it: it should not block.
 	OnError func(error)
 }
 
@@ -190,6 +192,9 @@ type Client struct {
 	dropped    uint64
 	unreported uint64
 	lastReport time.Time
+	// An export is being retried and that was reported: reported again only after an export
+	// succeeded. The flusher goroutine's alone (export runs on it), so not under mu.
+	failing bool
 
 	wake     chan struct{}   // a full batch or a Flush wakes the flusher
 	stop     chan struct{}   // closed by Close: drain what is queued, then exit
@@ -543,6 +548,11 @@ func (c *Client) export(batch []queued) {
 				c.onError(fmt.Errorf("export of %d event(s) failed: %w", len(events), err))
 				return
 			}
+			// Said once per outage (a wrong address, ingest down), not at every retry.
+			if !c.failing {
+				c.failing = true
+				c.onError(fmt.Errorf("export of %d event(s) failed: %w; retrying until ingest takes it", len(events), err))
+			}
 			wait := max(c.backoff(attempt), after)
 			select {
 			case <-c.abortCtx.Done():
@@ -553,6 +563,7 @@ func (c *Client) export(batch []queued) {
 			continue
 		}
 		finished = true
+		c.failing = false
 		if len(res.Rejected) > 0 {
 			c.onError(&ExportRejectedError{Rejected: res.Rejected})
 		}

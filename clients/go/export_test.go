@@ -165,8 +165,79 @@ func TestARefusedBatchIsRetriedUntilIngestTakesIt(t *testing.T) {
 	if st := c.Stats(); st.Dropped != 0 || st.Queued != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	if len(e.all()) != 0 {
-		t.Fatalf("errors: %v", e.all())
+	// The outage is reported once, not at each of the 12 refusals.
+	want := "export of 3 event(s) failed: rpc error: code = Unavailable desc = ingest restarting; retrying until ingest takes it"
+	if got := e.all(); len(got) != 1 || got[0].Error() != want {
+		t.Fatalf("errors: %v", got)
+	}
+}
+
+// retrying lists the reports that an export is being retried.
+func retrying(e *errs) []string {
+	out := []string{}
+	for _, err := range e.all() {
+		if strings.HasSuffix(err.Error(), "; retrying until ingest takes it") {
+			out = append(out, err.Error())
+		}
+	}
+	return out
+}
+
+// While exports are retried (ingest down, a wrong address), the first failure of the outage is
+// reported once through OnError, not at every retry; after an export succeeded, the next outage
+// is reported once more.
+func TestAnOutageIsReportedOnceWhileRetriedAgainAfterASuccess(t *testing.T) {
+	var down atomic.Bool
+	s := &ingest{export: func(int, *v1.ExportRequest) (*v1.ExportResponse, error) {
+		if down.Load() {
+			return nil, status.Error(codes.Unavailable, "ingest down")
+		}
+		return nil, nil
+	}}
+	// MaxBatch 2: two events make a full batch, which wakes the flusher (FlushInterval never does).
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour, MaxBatch: 2,
+		RetryInitialDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
+	exports := func() int { n, _, _, _, _ := s.snapshot(); return n }
+
+	down.Store(true)
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "first"})
+	eventually(t, "a report that the export is retried", func() bool { return len(retrying(e)) > 0 })
+	tries := exports()
+	eventually(t, "five more retries", func() bool { return exports() >= tries+5 })
+	want := "export of 2 event(s) failed: rpc error: code = Unavailable desc = ingest down; retrying until ingest takes it"
+	if got := retrying(e); len(got) != 1 || got[0] != want {
+		t.Fatalf("reports over %d tries: %q", exports(), got)
+	}
+	if got := e.all(); len(got) != 1 || status.Code(errors.Unwrap(got[0])) != codes.Unavailable {
+		t.Fatalf("errors: %v (the report wraps the gRPC status)", got)
+	}
+
+	down.Store(false)
+	c.Flush()
+	if _, _, accepted, _, _ := s.snapshot(); strings.Join(spanIDs(accepted), ",") != "run_start,first" {
+		t.Fatalf("accepted %v", spanIDs(accepted))
+	}
+
+	down.Store(true) // a second outage is reported once more
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "second"})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "third"})
+	eventually(t, "a report of the second outage", func() bool { return len(retrying(e)) > 1 })
+	again := exports()
+	eventually(t, "five more retries", func() bool { return exports() >= again+5 })
+	if got := retrying(e); len(got) != 2 || got[1] != want {
+		t.Fatalf("reports: %q", got)
+	}
+	down.Store(false)
+	c.Flush()
+	if _, _, accepted, _, _ := s.snapshot(); strings.Join(spanIDs(accepted), ",") != "run_start,first,second,third" {
+		t.Fatalf("accepted %v", spanIDs(accepted))
+	}
+	if got := e.all(); len(got) != 2 {
+		t.Fatalf("errors: %v", got)
+	}
+	if st := c.Stats(); st.Dropped != 0 || st.Queued != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 
@@ -197,7 +268,11 @@ func TestBackPressureIsRetriedAfterItsDelayAndAnotherRefusalIsNot(t *testing.T) 
 	if exports != 3 || strings.Join(spanIDs(accepted), ",") != "run_start" {
 		t.Fatalf("%d calls, accepted %v", exports, spanIDs(accepted))
 	}
-	if got := e.all(); len(got) != 1 || status.Code(errors.Unwrap(got[0])) != codes.ResourceExhausted {
+	// The back-pressure once as being retried, then the refusal for good.
+	got := e.all()
+	if len(got) != 2 || got[0].Error() != "export of 1 event(s) failed: rpc error: code = ResourceExhausted desc = slow down; retrying until ingest takes it" ||
+		got[1].Error() != "export of 1 event(s) failed: rpc error: code = ResourceExhausted desc = message too large" ||
+		status.Code(errors.Unwrap(got[1])) != codes.ResourceExhausted {
 		t.Fatalf("errors: %v", got)
 	}
 }
@@ -325,8 +400,10 @@ func TestCloseGivesUpAtItsTimeout(t *testing.T) {
 		if st := c.Stats(); st.Dropped != 4 || st.Queued != 0 {
 			t.Fatalf("stats %+v", st)
 		}
+		// The drop, after the outage's one report when the first refusal came before the limit.
 		var dropped *neatroots.EventsDroppedError
-		if got := e.all(); len(got) != 1 || !errors.As(got[0], &dropped) || dropped.Count != 4 {
+		got := e.all()
+		if reported := len(retrying(e)); reported > 1 || len(got) != reported+1 || !errors.As(got[len(got)-1], &dropped) || dropped.Count != 4 {
 			t.Fatalf("errors: %v", got)
 		}
 	}
