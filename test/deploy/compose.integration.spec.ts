@@ -66,15 +66,18 @@ if (!cli) {
         expect(s.environment?.NEATROOTS_LLM_URL).toBeNull(); // unset, not empty
         for (const dep of Object.values(s.depends_on ?? {})) expect(dep.condition).toBe('service_healthy');
       }
+      // review's retention: unset, so its defaults, unless the shell or .env sets it
+      expect(resolved.services.review.environment?.NEATROOTS_SPAN_RETENTION_DAYS).toBeNull();
       // the default key is public (it is in this repository): the ports are for this machine only
       expect(resolved.services.ingest.ports?.map((p) => [p.host_ip, p.target, p.published])).toEqual([['127.0.0.1', 4317, '4317'], ['127.0.0.1', 4318, '4318'], ['127.0.0.1', 50051, '50051']]);
       expect(resolved.services.api.ports?.map((p) => [p.host_ip, p.target, p.published])).toEqual([['127.0.0.1', 8080, '8080']]);
       expect(Object.keys(resolved.volumes).sort()).toEqual(['kafka-data', 'postgres-data', 'redis-data']);
     });
 
-    it('takes the keys, the password and the model endpoint from the shell', () => {
+    it('takes the keys, the password, the model endpoint and the retention from the shell', () => {
       const r = compose(['config', '--format', 'json'], {
         NEATROOTS_API_KEYS: 'fleet=k-123', NEATROOTS_PG_PASSWORD: 'pw', NEATROOTS_LLM_URL: 'http://llm:8000/v1',
+        NEATROOTS_SPAN_RETENTION_DAYS: '7', NEATROOTS_TRANSCRIPT_RETENTION_DAYS: '90', NEATROOTS_RETENTION_CRON: '5 2 * * *',
       });
       expect(r.status).toBe(0);
       const s = (JSON.parse(r.stdout) as { services: Record<string, ResolvedService> }).services;
@@ -82,6 +85,9 @@ if (!cli) {
         NEATROOTS_API_KEYS: 'fleet=k-123',
         NEATROOTS_PG_URL: 'postgres://neatroots:pw@postgres:5432/neatroots',
         NEATROOTS_LLM_URL: 'http://llm:8000/v1',
+        NEATROOTS_SPAN_RETENTION_DAYS: '7',
+        NEATROOTS_TRANSCRIPT_RETENTION_DAYS: '90',
+        NEATROOTS_RETENTION_CRON: '5 2 * * *',
       });
       expect(s.postgres.environment?.POSTGRES_PASSWORD).toBe('pw');
     });

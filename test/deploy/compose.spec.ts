@@ -241,6 +241,17 @@ describe('docker-compose.yml', () => {
     expect(models.local).toMatchObject({ url: shell.NEATROOTS_LLM_URL, model: 'llama3.1:8b', key: 'lk' });
   });
 
+  it('passes the retention settings of the shell or .env to review, which runs the retention job; the defaults without them', () => {
+    const review = (shell: Record<string, string> = {}) => {
+      const c = loadConfig(containerEnv(svc('review'), shell));
+      return [c.NEATROOTS_SPAN_RETENTION_DAYS, c.NEATROOTS_TRANSCRIPT_RETENTION_DAYS, c.NEATROOTS_RETENTION_CRON];
+    };
+    expect(review()).toEqual([30, 0, '23 * * * *']);
+    expect(review({ NEATROOTS_SPAN_RETENTION_DAYS: '7', NEATROOTS_TRANSCRIPT_RETENTION_DAYS: '90', NEATROOTS_RETENTION_CRON: '5 2 * * *' })).toEqual([7, 90, '5 2 * * *']);
+    // Set but blank in .env (NEATROOTS_SPAN_RETENTION_DAYS=): the default, not 0 (spans kept for good).
+    expect(review({ NEATROOTS_SPAN_RETENTION_DAYS: '', NEATROOTS_TRANSCRIPT_RETENTION_DAYS: ' ' })).toEqual([30, 0, '23 * * * *']);
+  });
+
   it('gives the database address and password to review alone, the one service that uses Postgres', () => {
     const having = Object.entries(compose.services).filter(([, s]) => containerEnv(s).NEATROOTS_PG_URL !== undefined).map(([name]) => name);
     expect(having).toEqual(['review']);

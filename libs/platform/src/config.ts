@@ -8,7 +8,17 @@ import { LOG_FORMATS, LOG_LEVELS } from './runtime/log';
  * Configuration from the environment, validated once at start-up (STYLE.md 1): a wrong
  * value stops the process with a message naming the variable, instead of failing later.
  */
-const port = (def: number) => z.coerce.number().int().min(0).max(65535).default(def);
+/**
+ * A numeric setting: a blank value (`VAR=` in a .env file, `value: ""` in a Kubernetes env, a
+ * compose `${VAR}` of an unset variable) is unset, so the setting's default; z.coerce.number
+ * alone reads '' and ' ' as 0, which for some settings means something else (0 retention days
+ * keeps every span for good). Anything else is read as z.coerce.number reads it.
+ */
+export function numeric<T extends z.ZodTypeAny>(setting: T) {
+  return z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? undefined : v), setting);
+}
+
+const port = (def: number) => numeric(z.coerce.number().int().min(0).max(65535).default(def));
 
 const list = z
   .string()
@@ -97,34 +107,34 @@ const schema = z.object({
   /** Projects whose pre-call checks fail closed: a call whose check does not answer in time is not run. */
   NEATROOTS_PRECHECK_FAIL_CLOSED: list,
   /** How long an SDK waits for a pre-call check's answer. */
-  NEATROOTS_PRECHECK_TIMEOUT_MS: z.coerce.number().int().min(1).max(60_000).default(50),
-  NEATROOTS_MAX_MESSAGE_BYTES: z.coerce.number().int().min(1024).default(8 * 1024 * 1024),
+  NEATROOTS_PRECHECK_TIMEOUT_MS: numeric(z.coerce.number().int().min(1).max(60_000).default(50)),
+  NEATROOTS_MAX_MESSAGE_BYTES: numeric(z.coerce.number().int().min(1024).default(8 * 1024 * 1024)),
   NEATROOTS_KAFKA_BROKERS: list,
   NEATROOTS_REDIS_URL: z.string().url().optional(),
   NEATROOTS_PG_URL: z.string().url().optional(),
   NEATROOTS_TOPIC_PREFIX: z.string().regex(/^[a-zA-Z0-9._-]+$/).default('neatroots'),
   /** Partitions of the topics the Kafka bus creates (at least the rule engine's replicas). */
-  NEATROOTS_PARTITIONS: z.coerce.number().int().min(1).max(1000).default(6),
+  NEATROOTS_PARTITIONS: numeric(z.coerce.number().int().min(1).max(1000).default(6)),
   /**
    * How long a publish waits for others to share its Kafka request. Under load, records gather
    * anyway while the previous request is in flight; a long linger only adds latency.
    */
-  NEATROOTS_KAFKA_LINGER_MS: z.coerce.number().int().min(0).max(1000).default(1),
+  NEATROOTS_KAFKA_LINGER_MS: numeric(z.coerce.number().int().min(0).max(1000).default(1)),
   /** A consumer's fetch waits for this many bytes, or NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS (Kafka's fetch.min.bytes, fetch.max.wait.ms). */
-  NEATROOTS_KAFKA_FETCH_MIN_BYTES: z.coerce.number().int().min(1).default(1),
-  NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(1).max(5000).default(500),
+  NEATROOTS_KAFKA_FETCH_MIN_BYTES: numeric(z.coerce.number().int().min(1).default(1)),
+  NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS: numeric(z.coerce.number().int().min(1).max(5000).default(500)),
   /**
    * Partitions whose batches a consumer handles at once (their runs differ, so their steps
    * overlap; the rule engine and the question service take those that come together as one step).
    */
-  NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: z.coerce.number().int().min(1).max(64).default(8),
+  NEATROOTS_KAFKA_CONCURRENT_PARTITIONS: numeric(z.coerce.number().int().min(1).max(64).default(8)),
   /**
    * A consumer commits the offsets it has handled at most this often (at the end of a batch, and
    * always when it closes); 0 commits after every batch. A crash re-reads what was handled since.
    */
-  NEATROOTS_KAFKA_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).max(60_000).default(500),
+  NEATROOTS_KAFKA_COMMIT_INTERVAL_MS: numeric(z.coerce.number().int().min(0).max(60_000).default(500)),
   /** How long Kafka waits for a consumer's heartbeat before giving its partitions to another. */
-  NEATROOTS_KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(1000).default(30_000),
+  NEATROOTS_KAFKA_SESSION_TIMEOUT_MS: numeric(z.coerce.number().int().min(1000).default(30_000)),
   /** Each process's /healthz, /readyz and /metrics. */
   NEATROOTS_ADMIN_PORT: port(9464),
   /** The review and question services' gRPC ports (grpc.health.v1 is served there too). */
@@ -141,7 +151,7 @@ const schema = z.object({
    */
   NEATROOTS_RULE_ENGINE_ADDR: z.string().min(1).default('127.0.0.1:50054'),
   /** How long a run's window is kept after its run_end, for late spans. */
-  NEATROOTS_WINDOW_TTL_MS: z.coerce.number().int().min(1000).default(10 * 60_000),
+  NEATROOTS_WINDOW_TTL_MS: numeric(z.coerce.number().int().min(1000).default(10 * 60_000)),
   /**
    * The embedded bus: `log`, an append-only log in the data folder (an export is acknowledged
    * once its spans are on disk; after a crash the rest is processed at the next start), or
@@ -163,34 +173,34 @@ const schema = z.object({
   /** Compression of what the Kafka bus sends (gzip at a fast level): a tenth of the bytes for the broker and the consumers (docs/performance.md). */
   NEATROOTS_KAFKA_COMPRESSION: z.enum(['none', 'gzip']).default('gzip'),
   /** A Kafka send smaller than this (bytes before compression) goes uncompressed: a light load's publishes are not held up by it. 0: every send compressed. */
-  NEATROOTS_KAFKA_COMPRESS_MIN_BYTES: z.coerce.number().int().min(0).default(65_536),
+  NEATROOTS_KAFKA_COMPRESS_MIN_BYTES: numeric(z.coerce.number().int().min(0).default(65_536)),
   /** Compression of the embedded durable log's frames of 1 KB or more (deflate at its fastest level). */
   NEATROOTS_LOG_COMPRESSION: z.enum(['none', 'deflate']).default('none'),
   /** Records accepted but not yet processed past which ingest answers RESOURCE_EXHAUSTED. */
-  NEATROOTS_MAX_BACKLOG: z.coerce.number().int().min(100).default(100_000),
+  NEATROOTS_MAX_BACKLOG: numeric(z.coerce.number().int().min(100).default(100_000)),
   /**
    * Embedded: question task records waiting for the question service past which the rule engine
    * hands it no new questions (they are not asked) until it catches up; 0: no bound.
    */
-  NEATROOTS_MAX_QUESTION_BACKLOG: z.coerce.number().int().min(0).default(100_000),
+  NEATROOTS_MAX_QUESTION_BACKLOG: numeric(z.coerce.number().int().min(0).default(100_000)),
   /**
    * Checks coding agents (MCP create_check) may have saved in one project; a new one past it is
    * refused (too_many_checks), people's saves are not bounded. 0: no bound.
    */
-  NEATROOTS_MAX_AGENT_CHECKS: z.coerce.number().int().min(0).max(1_000_000).default(100),
+  NEATROOTS_MAX_AGENT_CHECKS: numeric(z.coerce.number().int().min(0).max(1_000_000).default(100)),
   /**
    * Resident memory (MB) of the process past 90% of which ingest refuses exports; 0: none. Unset:
    * 1024, or the container's memory limit when that is lower (ingest's memoryCeilingMb).
    */
-  NEATROOTS_MEMORY_CEILING_MB: z.coerce.number().int().min(0).optional(),
+  NEATROOTS_MEMORY_CEILING_MB: numeric(z.coerce.number().int().min(0).optional()),
   /** How long a stop waits for what was accepted to be processed; the rest stays in the log for the next start. */
-  NEATROOTS_DRAIN_MS: z.coerce.number().int().min(0).default(10_000),
+  NEATROOTS_DRAIN_MS: numeric(z.coerce.number().int().min(0).default(10_000)),
   /**
    * How long a stop keeps serving, not ready (/readyz 503, gRPC health NOT_SERVING), before its
    * ports close: the time a load balancer or Kubernetes takes to stop sending it new connections.
    * 0 (the default): they close at once. The Helm chart sets 5000.
    */
-  NEATROOTS_SHUTDOWN_DELAY_MS: z.coerce.number().int().min(0).max(600_000).default(0),
+  NEATROOTS_SHUTDOWN_DELAY_MS: numeric(z.coerce.number().int().min(0).max(600_000).default(0)),
   /**
    * Once a part of the embedded default stopped for good (a disk error under the bus log or a
    * window journal): `stay` up, health checks failing, reads still served; or stop and `exit` 1,
@@ -202,24 +212,24 @@ const schema = z.object({
    * spans that come meanwhile go with the next ask; the run's end always asks). 0: after every
    * batch that brought the run new spans.
    */
-  NEATROOTS_LIVE_TRACE_GAP_MS: z.coerce.number().int().min(0).max(600_000).default(1_000),
+  NEATROOTS_LIVE_TRACE_GAP_MS: numeric(z.coerce.number().int().min(0).max(600_000).default(1_000)),
   /**
    * The question service's consumers of the question tasks in one process. Unset: 1 distributed
    * (a fetch's partitions come together and are answered as one step), 4 embedded.
    */
-  NEATROOTS_QUESTION_CONSUMERS: z.coerce.number().int().min(1).max(64).optional(),
+  NEATROOTS_QUESTION_CONSUMERS: numeric(z.coerce.number().int().min(1).max(64).optional()),
   /**
    * The embedded journal writes the rule engine's windows saved since its last checkpoint this
    * often (0: every save on its own); the bus position moves at the checkpoints.
    */
-  NEATROOTS_WINDOW_CHECKPOINT_MS: z.coerce.number().int().min(0).max(10_000).default(200),
+  NEATROOTS_WINDOW_CHECKPOINT_MS: numeric(z.coerce.number().int().min(0).max(10_000).default(200)),
   /**
    * Redis run windows: how many windows each store keeps after saving them, to hand out again
    * by revision instead of reading and parsing them (0: none).
    */
-  NEATROOTS_REDIS_WINDOW_CACHE: z.coerce.number().int().min(0).max(1_000_000).default(4096),
+  NEATROOTS_REDIS_WINDOW_CACHE: numeric(z.coerce.number().int().min(0).max(1_000_000).default(4096)),
   /** How long the window of a run that went quiet without a run_end is kept. */
-  NEATROOTS_WINDOW_IDLE_MS: z.coerce.number().int().min(1000).default(6 * 3_600_000),
+  NEATROOTS_WINDOW_IDLE_MS: numeric(z.coerce.number().int().min(1000).default(6 * 3_600_000)),
   /**
    * The embedded deployment's run windows: `journal` (every save synced to a journal in the data
    * folder before the bus position moves: after a crash, runs in progress go on where they were)
@@ -227,32 +237,32 @@ const schema = z.object({
    */
   NEATROOTS_WINDOWS: z.enum(['journal', 'memory']).default('journal'),
   /** Run windows the embedded deployment keeps in memory; past it the least recently used are spilled to the data folder. */
-  NEATROOTS_MAX_WINDOWS: z.coerce.number().int().min(100).default(50_000),
+  NEATROOTS_MAX_WINDOWS: numeric(z.coerce.number().int().min(100).default(50_000)),
   /**
    * Windows of ended runs (kept NEATROOTS_WINDOW_TTL_MS for late spans) the embedded deployment
    * keeps in memory, per store; past it the longest ended wait in the spill file.
    */
-  NEATROOTS_MAX_ENDED_WINDOWS: z.coerce.number().int().min(0).default(1_000),
+  NEATROOTS_MAX_ENDED_WINDOWS: numeric(z.coerce.number().int().min(0).default(1_000)),
   /**
    * The embedded database (PGlite in the data folder) takes a checkpoint once this many MB of
    * WAL were written since the last one, which bounds its pg_wal folder and what a start after
    * a crash replays. 0: only PGlite's own, at 1 GB.
    */
-  NEATROOTS_DB_CHECKPOINT_MB: z.coerce.number().int().min(0).max(1024).default(64),
+  NEATROOTS_DB_CHECKPOINT_MB: numeric(z.coerce.number().int().min(0).max(1024).default(64)),
   /**
    * What ingest accepts (docs/operations.md, "Limits"): JSON nesting, attribute count and
    * size, item size, tokens of one span, and how far ahead of this clock a timestamp may be.
    * An item past them is rejected at ingest, naming the field.
    */
-  NEATROOTS_MAX_JSON_DEPTH: z.coerce.number().int().min(2).max(1000).default(64),
-  NEATROOTS_MAX_ATTRIBUTES: z.coerce.number().int().min(1).default(1_000),
-  NEATROOTS_MAX_ATTRIBUTE_CHARS: z.coerce.number().int().min(64).default(1024 * 1024),
-  NEATROOTS_MAX_ITEM_CHARS: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  NEATROOTS_MAX_JSON_DEPTH: numeric(z.coerce.number().int().min(2).max(1000).default(64)),
+  NEATROOTS_MAX_ATTRIBUTES: numeric(z.coerce.number().int().min(1).default(1_000)),
+  NEATROOTS_MAX_ATTRIBUTE_CHARS: numeric(z.coerce.number().int().min(64).default(1024 * 1024)),
+  NEATROOTS_MAX_ITEM_CHARS: numeric(z.coerce.number().int().min(1024).default(4 * 1024 * 1024)),
   /** At most 2^53: a run of millions of such spans still sums far below the store's bigint. */
-  NEATROOTS_MAX_TOKENS: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(1_000_000_000),
-  NEATROOTS_MAX_FUTURE_MS: z.coerce.number().int().min(0).max(10 * 365 * 24 * 3_600_000).default(24 * 3_600_000),
+  NEATROOTS_MAX_TOKENS: numeric(z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).default(1_000_000_000)),
+  NEATROOTS_MAX_FUTURE_MS: numeric(z.coerce.number().int().min(0).max(10 * 365 * 24 * 3_600_000).default(24 * 3_600_000)),
   /** Tries of a bus message (or batch) that throws, before it is set aside as a dead letter. */
-  NEATROOTS_BUS_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
+  NEATROOTS_BUS_ATTEMPTS: numeric(z.coerce.number().int().min(1).max(100).default(3)),
   /**
    * The key secrets are encrypted with at rest (a workspace's GitHub token): 32 bytes as 64 hex
    * digits or base64. Unset: the embedded default makes one, kept 0600 in the data folder
@@ -276,13 +286,13 @@ const schema = z.object({
    * Days a run's spans are kept after it started and was last seen: older spans are deleted by
    * an hourly job (the runs, their counters and findings stay). 0 keeps every span.
    */
-  NEATROOTS_SPAN_RETENTION_DAYS: z.coerce.number().min(0).max(36_500).default(30),
+  NEATROOTS_SPAN_RETENTION_DAYS: numeric(z.coerce.number().min(0).max(36_500).default(30)),
   /**
    * Days a SOP session's transcript (its turns and tool calls) is kept after it was received:
    * the same hourly job then empties it (its checks, findings and quoted evidence stay). 0, the
    * default, keeps every transcript.
    */
-  NEATROOTS_TRANSCRIPT_RETENTION_DAYS: z.coerce.number().min(0).max(36_500).default(0),
+  NEATROOTS_TRANSCRIPT_RETENTION_DAYS: numeric(z.coerce.number().min(0).max(36_500).default(0)),
   /** When the retention job runs (UTC cron, five fields). */
   NEATROOTS_RETENTION_CRON: cronSetting('23 * * * *'),
   /** When every workspace's failure modes and themes are made again (sopops_recluster_daily; UTC cron, five fields). */

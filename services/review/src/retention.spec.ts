@@ -220,7 +220,10 @@ describe('span retention', () => {
       await scheduleRetention(jobs, '23 * * * *', { db, days: 30, log: (m) => logged.push(m) });
       expect(scheduled).toEqual([[RETENTION_QUEUE, RETENTION_SCHEDULE, '23 * * * *']]);
       expect(await jobs.run(RETENTION_QUEUE, {})).toEqual({ runs: 2, spans: 6, dead_letters: 0, more: false });
-      expect(logged).toEqual(['retention: deleted 6 spans of 2 runs older than 30 days']);
+      expect(logged).toEqual([
+        'retention: spans kept 30 days (NEATROOTS_SPAN_RETENTION_DAYS), session transcripts kept for good (NEATROOTS_TRANSCRIPT_RETENTION_DAYS=0); a pass at "23 * * * *" (UTC, NEATROOTS_RETENTION_CRON)',
+        'retention: deleted 6 spans of 2 runs older than 30 days',
+      ]);
       // with a transcript retention, the same pass empties old transcripts and says so
       const sessions = new SopSessionsRepo(db);
       const r = await sessions.receive('p', { external_id: 'call-9', agent: 'a', release_id: null, started_at: null, transcript_ref: null, turns: [{ role: 'user', text: 'hi' }], tool_calls: [] });
@@ -231,7 +234,10 @@ describe('span retention', () => {
       try {
         await scheduleRetention(withTranscripts, '23 * * * *', { db, days: 30, transcriptDays: 7, log: (m) => logged.push(m) });
         expect(await withTranscripts.run(RETENTION_QUEUE, {})).toEqual({ runs: 0, spans: 0, dead_letters: 0, transcripts: 1, more: false });
-        expect(logged[1]).toBe('retention: emptied the transcripts of 1 sessions received over 7 days ago');
+        expect(logged.slice(2)).toEqual([
+          'retention: spans kept 30 days (NEATROOTS_SPAN_RETENTION_DAYS), session transcripts kept 7 days (NEATROOTS_TRANSCRIPT_RETENTION_DAYS); a pass at "23 * * * *" (UTC, NEATROOTS_RETENTION_CRON)',
+          'retention: emptied the transcripts of 1 sessions received over 7 days ago',
+        ]);
         expect((await sessions.body('p', r.id))!.body.turns).toEqual([]);
       } finally {
         await withTranscripts.close();

@@ -150,9 +150,20 @@ export async function expireTranscripts(opts: TranscriptRetentionOptions): Promi
 }
 
 /**
+ * The retention in effect, in one line, logged at start-up: a setting read wrong (a blank
+ * value, a typo'd name) shows there, not months later as a full disk or spans kept for good.
+ */
+export function retentionInEffect(days: number, transcriptDays: number, cron: string): string {
+  const kept = (n: number, what: string, name: string) =>
+    n > 0 ? `${what} kept ${n} day${n === 1 ? '' : 's'} (${name})` : `${what} kept for good (${name}=0)`;
+  return `retention: ${kept(days, 'spans', 'NEATROOTS_SPAN_RETENTION_DAYS')}, ${kept(transcriptDays, 'session transcripts', 'NEATROOTS_TRANSCRIPT_RETENTION_DAYS')}; a pass at "${cron}" (UTC, NEATROOTS_RETENTION_CRON)`;
+}
+
+/**
  * Registers the hourly pass (once, however many replicas call this) and its handler: the
  * spans' retention, then the transcripts'. With both retentions 0 the pass deletes nothing:
  * the schedule stays registered and idle, so setting a retention later needs no other change.
+ * Logs the retention in effect once (retentionInEffect).
  */
 export async function scheduleRetention(
   jobs: Jobs,
@@ -160,6 +171,7 @@ export async function scheduleRetention(
   opts: RetentionOptions & { transcriptDays?: number; log?: (msg: string) => void },
 ): Promise<void> {
   await jobs.schedule(RETENTION_QUEUE, RETENTION_SCHEDULE, cron, {});
+  opts.log?.(retentionInEffect(opts.days, opts.transcriptDays ?? 0, cron));
   await jobs.work(RETENTION_QUEUE, async () => {
     const report = await expireSpans(opts);
     const what = [report.runs && `${report.spans} spans of ${report.runs} runs`, report.dead_letters && `${report.dead_letters} dead letters`].filter(Boolean);

@@ -1,7 +1,7 @@
 import type { ChatModel } from '@neatroots/ports';
 import { DEFAULT_SOP_SETTINGS, loadSopSettings, SopSettingsError, type SopModelSettings } from '@neatroots/sop';
 import { z } from 'zod';
-import { ConfigError } from '../config';
+import { ConfigError, numeric } from '../config';
 import { openAiChatModel, type ModelParams } from './openai';
 
 /**
@@ -26,8 +26,8 @@ const bool = z
     ctx.addIssue({ code: z.ZodIssueCode.custom, message: `expected on or off, got "${s}"` });
     return z.NEVER;
   });
-const ms = (def: number) => z.coerce.number().int().min(1).max(3_600_000).default(def);
-const count = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
+const ms = (def: number) => numeric(z.coerce.number().int().min(1).max(3_600_000).default(def));
+const count = (def: number, max: number) => numeric(z.coerce.number().int().min(1).max(max).default(def));
 const url = z.string().url().optional().or(z.literal('').transform(() => undefined));
 const params = z.enum(['classic', 'reasoning']).default('classic');
 
@@ -61,11 +61,11 @@ const schema = z
     /** The seed's classifier.backend. */
     NEATROOTS_CLASSIFIER_BACKEND: z.enum(['auto', 'decision', 'local', 'classifier']).default('auto'),
     NEATROOTS_QUESTION_BATCH: count(8, 64),
-    NEATROOTS_QUESTION_BATCH_WAIT_MS: z.coerce.number().int().min(0).max(10_000).default(10),
+    NEATROOTS_QUESTION_BATCH_WAIT_MS: numeric(z.coerce.number().int().min(0).max(10_000).default(10)),
     NEATROOTS_QUESTION_MAX_QUEUE: count(1000, 1_000_000),
-    NEATROOTS_QUESTION_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
-    NEATROOTS_QUESTION_CACHE_TTL_MS: z.coerce.number().int().min(0).default(15 * 60_000),
-    NEATROOTS_QUESTION_PORT: z.coerce.number().int().min(0).max(65535).default(50052),
+    NEATROOTS_QUESTION_RETRIES: numeric(z.coerce.number().int().min(0).max(10).default(2)),
+    NEATROOTS_QUESTION_CACHE_TTL_MS: numeric(z.coerce.number().int().min(0).default(15 * 60_000)),
+    NEATROOTS_QUESTION_PORT: numeric(z.coerce.number().int().min(0).max(65535).default(50052)),
   })
   .superRefine((c, ctx) => {
     if (c.NEATROOTS_DECISION_MODEL_URL && !c.NEATROOTS_DECISION_MODEL_NAME) {
