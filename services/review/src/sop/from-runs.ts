@@ -55,13 +55,20 @@ export class RunSessions {
     }
   }
 
-  /** Returns the session's id, or null when the run is not a session of the workspace. */
+  /**
+   * Returns the session's id, or null when the run is not a session of the workspace, or when
+   * retention deleted its spans (`spans_expired_at`): a run_end that comes after (a late
+   * export, a redelivery) finds nothing to build from, or only the spans received since, and a
+   * session made of that would replace the one made when it ended, its checks cleared and done
+   * again on an empty transcript. The session stays as it is.
+   */
   async fromRun(r: RunEnded): Promise<string | null> {
     const release = await this.workspaces.releaseRecord(r.project, 'live');
     if (!release) return null;
     const detail = await this.runs.detail(r.project, r.run_id);
     const run = detail?.run;
     if (!detail || !run?.workflow || !(release.lock as Lock).agents.some((a) => a.agent === run.workflow)) return null;
+    if (run.spans_expired_at !== null) return null;
     const spans: RunSpanLike[] = [...detail.spans];
     for (let cursor = detail.spans_next_cursor; cursor && spans.length < MAX_RUN_SPANS; ) {
       const page = await this.runs.spans(r.project, r.run_id, { cursor });
