@@ -85,7 +85,7 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
     },
     steering: async ({ link }) => {
       const review = await link<ReviewLink>('review');
-      return steeringLookup({ projects: registered, env: config.NEATROOTS_STEERING, database: (p) => review.data.steering(p) });
+      return steeringLookup({ projects: registered, database: (p) => review.data.steering(p) });
     },
     // GitHub connections: the key their tokens are sealed with (distributed: NEATROOTS_SECRET_KEY,
     // the same on every replica; a key file per replica would leave tokens unreadable elsewhere),

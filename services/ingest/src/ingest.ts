@@ -234,6 +234,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   const now = opts.now ?? Date.now;
   const log: Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'debug'>> = opts.logger ?? console;
   const publishFailures = new RepeatedErrors();
+  const keyLookupFailures = new RepeatedErrors();
   const host = opts.host ?? '127.0.0.1';
   const maxBytes = opts.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
   const replicaId = opts.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -267,7 +268,13 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     try {
       grant = grantOf(await opts.resolveKey(key));
     } catch (e) {
-      throw new CallError(Status.UNAVAILABLE, `cannot check the API key right now (${(e as Error).message}); retry`);
+      const message = (e as Error)?.message ?? String(e);
+      // Every call is refused alike until the lookup works again (review away, or refusing this
+      // process's calls for NEATROOTS_INTERNAL_TOKEN): logged once, then at most every 30 s,
+      // keyed by the failure (without the times grpc-js puts in its connection errors).
+      const quiet = keyLookupFailures.pass(`key lookup: ${message.replace(/ ?\(\d{4}-\d\d-\d\dT[\d:.]+Z\)/g, '')}`, now());
+      if (quiet !== undefined) log.error(`ingest: cannot check API keys, every export and stream is refused (UNAVAILABLE) until it can: ${message}${RepeatedErrors.suffix(quiet)}`);
+      throw new CallError(Status.UNAVAILABLE, `cannot check the API key right now (${message}); retry`);
     }
     if (!grant) throw new CallError(Status.UNAUTHENTICATED, 'unknown API key');
     return grant;

@@ -9,14 +9,23 @@ import { InterceptingCall, Metadata, status as Status, type ClientOptions, type 
  */
 export const INTERNAL_TOKEN_HEADER = 'x-neatroots-internal-token';
 
-/** The options a client of another service's port is made with: the token on every call. */
-export function internalClientOptions(token: string | undefined): ClientOptions {
-  if (!token) return {};
+/**
+ * The options a client of another service's port is made with: the token on every call, and,
+ * with `watch`, every call's status told to it (see InternalTokenWatch).
+ */
+export function internalClientOptions(token: string | undefined, watch?: Pick<InternalTokenWatch, 'heard'>): ClientOptions {
+  if (!token && !watch) return {};
   const interceptor: Interceptor = (options, nextCall) =>
     new InterceptingCall(nextCall(options), {
       start(metadata, listener, next) {
-        metadata.set(INTERNAL_TOKEN_HEADER, token);
-        next(metadata, listener);
+        if (token) metadata.set(INTERNAL_TOKEN_HEADER, token);
+        if (!watch) return next(metadata, listener);
+        next(metadata, {
+          onReceiveStatus(status, nextStatus) {
+            watch.heard(status.code, status.details);
+            nextStatus(status);
+          },
+        });
       },
     });
   return { interceptors: [interceptor] };
@@ -30,21 +39,104 @@ export function hasInternalToken(metadata: Metadata, token: string): boolean {
   return typeof got === 'string' && timingSafeEqual(digest(got), digest(token));
 }
 
+/** How a refusal for the token begins (the rest says whether the call carried none or another). */
+const REFUSED = "this port answers neatroots's own services only";
+
 /**
  * A service implementation whose every method first checks the token: unary and client-streaming
  * calls are answered UNAUTHENTICATED through their callback, streaming ones with an error event.
  */
 export function requireInternalToken(impl: UntypedServiceImplementation, token: string | undefined): UntypedServiceImplementation {
   if (!token) return impl;
-  const refused = { code: Status.UNAUTHENTICATED, details: `this port answers neatroots's own services only: the call did not carry the deployment's internal token (${INTERNAL_TOKEN_HEADER}, NEATROOTS_INTERNAL_TOKEN)` };
+  const refusal = (metadata: Metadata) => {
+    const details = metadata.get(INTERNAL_TOKEN_HEADER).length
+      ? `${REFUSED}: the call carried an internal token (${INTERNAL_TOKEN_HEADER}) that does not match this service's NEATROOTS_INTERNAL_TOKEN; give every service the same one`
+      : `${REFUSED}: the call carried no internal token (${INTERNAL_TOKEN_HEADER}); set NEATROOTS_INTERNAL_TOKEN on the calling service to this one's`;
+    return Object.assign(new Error(details), { code: Status.UNAUTHENTICATED, details });
+  };
   const out: UntypedServiceImplementation = {};
   for (const [name, fn] of Object.entries(impl)) {
     const method = fn as (call: { metadata: Metadata; emit(e: string, v: unknown): void }, callback?: (err: unknown) => void) => unknown;
     out[name] = ((call: { metadata: Metadata; emit(e: string, v: unknown): void }, callback?: (err: unknown) => void) => {
       if (hasInternalToken(call.metadata, token)) return method(call, callback);
-      if (typeof callback === 'function') return callback(Object.assign(new Error(refused.details), refused));
-      call.emit('error', Object.assign(new Error(refused.details), refused));
+      if (typeof callback === 'function') return callback(refusal(call.metadata));
+      call.emit('error', refusal(call.metadata));
     }) as UntypedServiceImplementation[string];
   }
   return out;
+}
+
+/** Whether a gRPC status is a refusal for the internal token (requireInternalToken's). */
+export function isInternalTokenRefusal(code: Status, details: string | undefined): boolean {
+  return code === Status.UNAUTHENTICATED && typeof details === 'string' && details.includes(INTERNAL_TOKEN_HEADER);
+}
+
+/** Statuses that may be the client's own (no connection, out of time, cancelled): they say nothing of the token. */
+const NOT_ANSWERED = new Set([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.CANCELLED]);
+
+/**
+ * Whether another service takes this process's calls or refuses them for the internal token (a
+ * NEATROOTS_INTERNAL_TOKEN that differs from that service's, or none): every call through
+ * clients made with internalClientOptions(token, watch) tells it. Refused, this process cannot
+ * do its work (ingest checks no key, the api answers no request), so it is not ready (`ready()`
+ * throws, naming the variable, and /readyz answers 503 with it) until a call is taken again.
+ * Before traffic comes (a process just started gets none until it is ready), `probe` makes a
+ * call: whenever readiness is asked and no call was answered for `everyMs`.
+ */
+export class InternalTokenWatch {
+  private refusal: string | undefined;
+  private answeredAt = -Infinity;
+  private probing: Promise<void> | undefined;
+  private readonly everyMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly opts: {
+      /** The service called, and where (for the message). */
+      service: string;
+      address: string;
+      /** A cheap call to it through a client that tells this watch (its outcome is what the watch hears). */
+      probe(): Promise<unknown>;
+      everyMs?: number;
+      now?: () => number;
+    },
+  ) {
+    this.everyMs = opts.everyMs ?? 10_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** A call's status (the interceptor of internalClientOptions). */
+  heard(code: Status, details: string): void {
+    if (isInternalTokenRefusal(code, details)) this.refusal = details;
+    else if (!NOT_ANSWERED.has(code) && code !== Status.UNAUTHENTICATED) this.refusal = undefined;
+    else return;
+    this.answeredAt = this.now();
+  }
+
+  /** The refusal, when the last call answered was refused for the token. */
+  refused(): string | undefined {
+    return this.refusal;
+  }
+
+  /**
+   * Readiness: true, or throws while the service refuses this process's calls. Probes first when
+   * no call was answered lately, waiting at most `waitMs` for it (a probe's timeout is short).
+   */
+  async ready(waitMs = 1_000): Promise<boolean> {
+    if (!this.probing && this.now() - this.answeredAt >= this.everyMs) {
+      this.probing = this.opts.probe().then(
+        () => undefined,
+        () => undefined,
+      );
+      void this.probing.finally(() => (this.probing = undefined));
+    }
+    if (this.probing) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.probing, new Promise<void>((r) => (timer = setTimeout(r, waitMs)))]);
+      clearTimeout(timer);
+    }
+    const refusal = this.refusal;
+    if (refusal) throw new Error(`the ${this.opts.service} service (${this.opts.address}) refuses this process's calls: ${refusal}${refusal.includes('NEATROOTS_INTERNAL_TOKEN') ? '' : ' (NEATROOTS_INTERNAL_TOKEN)'}`);
+    return true;
+  }
 }

@@ -8,9 +8,15 @@ import { requireInternalToken } from './internal-token';
 
 /**
  * Supplies a link no module of this process provides. It may use other links; `onClose`
- * registers its clean-up (run after the modules stopped).
+ * registers its clean-up (run after the modules stopped); `onReady` a readiness check of the
+ * process (false or a throw: /readyz 503, with the error), e.g. that the service it reaches
+ * takes its calls.
  */
-export type LinkFactory = (tools: { link<T>(name: string): Promise<T>; onClose(step: () => unknown): void }) => unknown;
+export type LinkFactory = (tools: {
+  link<T>(name: string): Promise<T>;
+  onClose(step: () => unknown): void;
+  onReady(check: () => boolean | Promise<boolean>): void;
+}) => unknown;
 
 export interface StartServicesOptions {
   platform: Platform;
@@ -85,13 +91,14 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   const pending = new Set(order.flatMap((m) => m.provides ?? []));
   const supplied = new Map<string, Promise<unknown>>();
   const linkClosers: (() => unknown)[] = [];
+  const linkChecks: (() => boolean | Promise<boolean>)[] = [];
 
   const link = async <T>(name: string): Promise<T> => {
     if (provided.has(name)) return provided.get(name) as T;
     if (pending.has(name)) throw new Error(`${name}: needed before the module that provides it started (list it in needs)`);
     const make = opts.links?.[name];
     if (!make) throw new Error(`${name}: no service of this process provides it, and there is no link to one elsewhere`);
-    if (!supplied.has(name)) supplied.set(name, Promise.resolve().then(() => make({ link, onClose: (step) => void linkClosers.push(step) })));
+    if (!supplied.has(name)) supplied.set(name, Promise.resolve().then(() => make({ link, onClose: (step) => void linkClosers.push(step), onReady: (check) => void linkChecks.push(check) })));
     return (await supplied.get(name)) as T;
   };
 
@@ -183,7 +190,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       ready: async () =>
         health.get() === 'SERVING' &&
         (await platform.ready(readyOn)) &&
-        (await Promise.all([...running.values()].map((r) => (r.ready ? r.ready() : true)))).every(Boolean),
+        (await Promise.all([...[...running.values()].map((r) => (r.ready ? r.ready() : true)), ...linkChecks.map((check) => check())])).every(Boolean),
     });
     // Not if a part already stopped for good while the others started (the watcher said so).
     if (!failed) {
