@@ -2,7 +2,7 @@ import { credentials, Metadata, status, type ClientOptions } from '@grpc/grpc-js
 import { ReviewGrpcClient, SopGrpcClient, apiModule } from '@neatroots/api';
 import type { ProjectEntry } from '@neatroots/checks';
 import { ingestModule } from '@neatroots/ingest';
-import { createMetrics, GitHubCodeHost, internalClientOptions, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
+import { createMetrics, GitHubCodeHost, internalClientOptions, InternalTokenWatch, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
 import type { ChatMessage, Logger, Platform, ServiceModule } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
 import { chatDeadlineMs, QuestionDecisionsClient, questionModule, type ModelTimeouts, type QuestionLink } from '@neatroots/question';
@@ -110,7 +110,16 @@ function rootLinks(opts: NeatrootsOptions): Record<string, LinkFactory> {
   if (opts.platform.kind === 'distributed') {
     // Every call to another service's port carries the deployment's internal token, when set.
     const internal = internalClientOptions(config.NEATROOTS_INTERNAL_TOKEN);
-    links.review = ({ onClose }) => reviewRemote(config.NEATROOTS_REVIEW_ADDR, onClose, internal);
+    // A process whose calls review refuses for the token (another NEATROOTS_INTERNAL_TOKEN, or
+    // none) can do nothing: it is not ready, saying so, until review takes them.
+    links.review = ({ onClose, onReady }) => {
+      const address = config.NEATROOTS_REVIEW_ADDR;
+      // The probe before any traffic: a key no one has, one indexed lookup in review's database.
+      const watch = new InternalTokenWatch({ service: 'review', address, probe: () => review.resolveKey('') });
+      const review = reviewRemote(address, onClose, internalClientOptions(config.NEATROOTS_INTERNAL_TOKEN, watch));
+      onReady(() => watch.ready());
+      return review;
+    };
     links.question = ({ onClose }) => questionRemote(config.NEATROOTS_QUESTION_ADDR, onClose, internal, opts.models);
     // Ingest forwards the SDK's pre-call checks to the rule engine's process.
     links['rule-engine'] = ({ onClose }) => {
