@@ -190,6 +190,42 @@ maybe(SUITE, () => {
       expect(Date.now() - started).toBeLessThan(5_000);
     });
 
+    it('stops halting in a project taken out of NEATROOTS_STEERING once review starts without it, whatever the other services\' environment says', async () => {
+      // Review restarted with PROJECT taken out of the setting; the rule engine, ingest and the
+      // api keep the environment that lists it (as pods not restarted, or a stale replica's).
+      await cluster.stop(cluster.procs.find((p) => p.target === 'review')!);
+      await cluster.start('review', { NEATROOTS_STEERING: CLOSED });
+      // The rule engine's steering is the database's: once it has looked again (its cache holds
+      // an answer a few seconds), PROJECT's policy names no tool, and CLOSED's still does.
+      await until('the rule engine to see steering off in the project', async () =>
+        (await askIngest<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: 'refunds' })).res?.tools.length === 0, 60_000, 200);
+      expect((await askIngest<v1.PreCheckPolicyRequest, v1.PreCheckPolicyResponse>('preCheckPolicy', { workflow: 'refunds' }, CLOSED_KEY)).res?.tools).toEqual(['issue_refund']);
+
+      // A refund without a lookup runs, and its finding says the halt was not sent (it only flags).
+      const fresh = new NeatrootsClient({ address: `127.0.0.1:${cluster.ports.grpc}`, apiKey: KEY, flushIntervalMs: 20 });
+      const refunded: string[] = [];
+      const run = fresh.startRun({ workflow: 'refunds' });
+      try {
+        await run.whenSubscribed();
+        await run.toolCall('issue_refund', { order: 11 }, () => refunded.push(run.id));
+        await run.end();
+      } finally {
+        await fresh.close();
+      }
+      expect(refunded).toEqual([run.id]);
+      const db = await openPostgres({ url: cluster.pgUrl });
+      try {
+        const finding = await until('the refund\'s finding', async () =>
+          (await db.query<{ action: string; halt_suppressed: boolean }>('SELECT action, halt_suppressed FROM findings WHERE project = $1 AND run_id = $2 AND check_id = $3', [PROJECT, run.id, 'refund-without-lookup'])).rows[0], 60_000, 100);
+        expect(finding).toEqual({ action: 'flag', halt_suppressed: true }); // a halt not sent is stored as a flag
+        const steering = await db.query<{ name: string; steering: boolean }>('SELECT name, steering FROM projects WHERE name = ANY($1::text[]) ORDER BY name', [[PROJECT, CLOSED]]);
+        expect(steering.rows.map((r) => [r.name, r.steering])).toEqual([[PROJECT, false], [CLOSED, true]]); // shop-... before vault-...
+      } finally {
+        await db.close();
+      }
+      expect(run.halted).toBe(false);
+    }, 180_000);
+
     it('with the rule engine stopped, answers UNAVAILABLE and the SDK follows the fail mode: open runs the call, closed does not', async () => {
       // A client of the fail-closed project that learnt its policy while the engine ran.
       closedClient = new NeatrootsClient({ address: `127.0.0.1:${cluster.ports.grpc}`, apiKey: CLOSED_KEY, flushIntervalMs: 20, onError: () => undefined });

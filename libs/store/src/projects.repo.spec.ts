@@ -42,6 +42,42 @@ describe('ProjectsRepo', () => {
   });
 });
 
+describe('ProjectsRepo: the projects a setting turns steering on in', () => {
+  const S = 'NEATROOTS_STEERING';
+  const steering = async (projects: ProjectsRepo) => (await projects.list()).map((p) => [p.name, p.steering]);
+
+  it('switches off a project taken out of the list, and every one at an empty list', async () => {
+    const projects = new ProjectsRepo(db);
+    expect(await projects.syncSettingSteering(S, ['shop', 'blog'])).toEqual({ on: ['blog', 'shop'], off: [] });
+    expect(await steering(projects)).toEqual([['blog', true], ['shop', true]]);
+    // The same list again: nothing changes.
+    expect(await projects.syncSettingSteering(S, ['blog', 'shop'])).toEqual({ on: [], off: [] });
+    expect(await projects.syncSettingSteering(S, ['blog'])).toEqual({ on: [], off: ['shop'] });
+    expect(await steering(projects)).toEqual([['blog', true], ['shop', false]]);
+    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], off: ['blog'] });
+    expect(await steering(projects)).toEqual([['blog', false], ['shop', false]]);
+    // Listed again: on again.
+    expect(await projects.syncSettingSteering(S, ['shop'])).toEqual({ on: ['shop'], off: [] });
+    expect(await projects.steering('shop')).toBe(true);
+  });
+
+  it('leaves a project switched on another way (the demo) on, listed or not', async () => {
+    const projects = new ProjectsRepo(db);
+    await projects.setSteering('demo', true);
+    expect(await projects.syncSettingSteering(S, ['demo', 'shop'])).toEqual({ on: ['shop'], off: [] });
+    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], off: ['shop'] });
+    expect(await steering(projects)).toEqual([['demo', true], ['shop', false]]);
+    // Switched on the other way after the setting did: the other way's from then on.
+    await projects.syncSettingSteering(S, ['shop']);
+    await projects.setSteering('shop', true);
+    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], off: [] });
+    expect(await projects.steering('shop')).toBe(true);
+    // And switched off that way, it is off until the setting lists it again.
+    await projects.setSteering('shop', false);
+    expect(await projects.syncSettingSteering(S, ['shop'])).toEqual({ on: ['shop'], off: [] });
+  });
+});
+
 describe('ProjectsRepo: the keys a configuration lists', () => {
   it('revokes a key taken out of the list, moves one listed for another project, opens one listed again; leaves keys made otherwise', async () => {
     const projects = new ProjectsRepo(db);

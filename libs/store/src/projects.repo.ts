@@ -75,13 +75,38 @@ export class ProjectsRepo {
     return res.rows.map((r) => ({ name: r.name, steering: r.steering, created_at: isoNonNull(r.created_at) }));
   }
 
-  /** Turns steering (halts acting) on or off; creates the project if needed. */
+  /**
+   * Turns steering (halts acting) on or off, by a way other than a setting (the demo); creates
+   * the project if needed. Switched on so, it stays on whatever syncSettingSteering is given.
+   */
   async setSteering(name: string, on: boolean): Promise<void> {
     await this.db.query(
-      `INSERT INTO projects (name, steering) VALUES ($1, $2)
-       ON CONFLICT (name) DO UPDATE SET steering = EXCLUDED.steering`,
+      `INSERT INTO projects (name, steering, steering_source) VALUES ($1, $2, NULL)
+       ON CONFLICT (name) DO UPDATE SET steering = EXCLUDED.steering, steering_source = NULL`,
       [text(name), on],
     );
+  }
+
+  /**
+   * Makes the projects `source` (a setting, NEATROOTS_STEERING) turns steering on in exactly
+   * `names`: each is switched on (created if needed), and every project it switched on before
+   * and no longer lists is switched off. A project switched on another way (setSteering, the
+   * demo) stays on, listed or not. Returns the projects switched on and off.
+   */
+  async syncSettingSteering(source: string, names: readonly string[]): Promise<{ on: string[]; off: string[] }> {
+    const listed = [...new Set(names.map((n) => text(n) as string))].sort();
+    const on = await this.db.query<{ name: string }>(
+      `INSERT INTO projects (name, steering, steering_source) SELECT unnest($1::text[]), true, $2
+       ON CONFLICT (name) DO UPDATE SET steering = true, steering_source = EXCLUDED.steering_source WHERE NOT projects.steering
+       RETURNING name`,
+      [listed, text(source)],
+    );
+    const off = await this.db.query<{ name: string }>(
+      `UPDATE projects SET steering = false, steering_source = NULL
+       WHERE steering AND steering_source = $1 AND NOT (name = ANY($2::text[])) RETURNING name`,
+      [text(source), listed],
+    );
+    return { on: on.rows.map((r) => r.name).sort(), off: off.rows.map((r) => r.name).sort() };
   }
 
   async steering(name: string): Promise<boolean> {

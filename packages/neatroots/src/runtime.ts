@@ -192,12 +192,14 @@ export async function startCheckSet(opts: {
 }
 
 /**
- * Whether halts act in a project: registered with steering (`neatroots init --steering`),
- * listed in NEATROOTS_STEERING, or switched on in the database. Cached for a few seconds.
+ * Whether halts act in a project: registered with steering in this process's registry
+ * (`neatroots init --steering`), or switched on in the database (NEATROOTS_STEERING as the
+ * review service seeds it at its start, the demo). The process's own NEATROOTS_STEERING is not
+ * read: every service answers as the database says, so a project taken out of the setting stops
+ * halting everywhere once review has started with it. Cached for a few seconds.
  */
 export function steeringLookup(opts: {
   projects: () => ProjectEntry[];
-  env: string[];
   /** Steering switched on in the database (the review service's). */
   database?: (project: string) => Promise<boolean>;
   ttlMs?: number;
@@ -208,8 +210,7 @@ export function steeringLookup(opts: {
   const ttl = opts.ttlMs ?? 5_000;
   const waitMs = opts.waitMs ?? 250;
   const load = async (project: string) => {
-    const on =
-      opts.env.includes(project) || opts.projects().some((p) => p.name === project && p.steering) || ((await opts.database?.(project)) ?? false);
+    const on = opts.projects().some((p) => p.name === project && p.steering) || ((await opts.database?.(project)) ?? false);
     cache.set(project, { on, at: Date.now() });
     return on;
   };

@@ -8,7 +8,7 @@ describe('steeringLookup: whether halts act in a project', () => {
     jest.useFakeTimers();
     try {
       let on = false;
-      const lookup = steeringLookup({ projects: () => [], env: [], database: async () => on, ttlMs: 5_000 });
+      const lookup = steeringLookup({ projects: () => [], database: async () => on, ttlMs: 5_000 });
       expect(await lookup('shop')).toBe(false);
       jest.advanceTimersByTime(60_000); // idle a while: the cached answer is old
       on = true; // neatroots init --steering, or the app
@@ -26,7 +26,7 @@ describe('steeringLookup: whether halts act in a project', () => {
   it('waits for a slow database at most waitMs: the last answer stands, and the fresh one serves the next look', async () => {
     // The database answers when the test says: each ask waits here until then.
     const asks: ((on: boolean) => void)[] = [];
-    const lookup = steeringLookup({ projects: () => [], env: [], database: () => new Promise<boolean>((answer) => asks.push(answer)), ttlMs: 20, waitMs: 30 });
+    const lookup = steeringLookup({ projects: () => [], database: () => new Promise<boolean>((answer) => asks.push(answer)), ttlMs: 20, waitMs: 30 });
     const first = lookup('shop');
     expect(asks).toHaveLength(1);
     asks[0](false);
@@ -44,7 +44,6 @@ describe('steeringLookup: whether halts act in a project', () => {
     let asked = 0;
     const lookup = steeringLookup({
       projects: () => [],
-      env: [],
       database: async () => {
         asked++;
         if (fail) throw new Error('review unreachable');
@@ -61,11 +60,13 @@ describe('steeringLookup: whether halts act in a project', () => {
     expect(asked).toBe(3);
   });
 
-  it('is on for a project the environment or the registry names, without asking the database', async () => {
+  it('is on for a project the registry names, without asking the database', async () => {
     let asked = 0;
-    const lookup = steeringLookup({ projects: () => [{ name: 'registered', path: '/x', steering: true }], env: ['from-env'], database: async () => (asked++, false) });
-    expect(await lookup('from-env')).toBe(true);
+    const lookup = steeringLookup({ projects: () => [{ name: 'registered', path: '/x', steering: true }], database: async () => (asked++, false) });
     expect(await lookup('registered')).toBe(true);
     expect(asked).toBe(0);
+    // Anything else is as the database says (NEATROOTS_STEERING as review seeded it).
+    expect(await lookup('other')).toBe(false);
+    expect(asked).toBe(1);
   });
 });

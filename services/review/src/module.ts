@@ -72,8 +72,11 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
   async start(ctx) {
     // Migrated by the platform.
     const db = await ctx.platform.db();
-    const seeded = await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS, ctx.config.NEATROOTS_STEERING);
+    const seeded = await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS);
     if (seeded.revoked) ctx.log.info(`${seeded.revoked} API keys no longer in NEATROOTS_API_KEYS were revoked`);
+    // Every service reads steering from the database (the rule engine, the api): what the
+    // setting says holds from here, whatever their own environment says.
+    await seedSteering(db, ctx.config.NEATROOTS_STEERING, ctx.log);
     // sopops: sessions checked by the sopops_check job, its models asked through the question
     // service. That service needs this one's stores, so it starts after: the checker finds it
     // at its first check (in this process, or over gRPC), or checks without a model if there
@@ -152,13 +155,23 @@ export async function githubConnections(db: Db, link: () => Promise<GitHubLink>,
 }
 
 /**
- * API keys from NEATROOTS_API_KEYS into the database (stored hashed), and steering; idempotent.
+ * API keys from NEATROOTS_API_KEYS into the database (stored hashed); idempotent.
  * The setting is the list of the keys it opens: a key taken out of it is revoked, one moved to
  * another project opens that one only. Returns how many keys were revoked.
  */
-export async function seedApiKeys(db: Queryable, keys: { project: string; key: string; scope?: ApiKeyScope }[], steering: string[]): Promise<{ revoked: number }> {
-  const projects = new ProjectsRepo(db);
-  const out = await projects.syncLabelledKeys('NEATROOTS_API_KEYS', keys);
-  for (const p of steering) await projects.setSteering(p, true);
+export async function seedApiKeys(db: Queryable, keys: { project: string; key: string; scope?: ApiKeyScope }[]): Promise<{ revoked: number }> {
+  return new ProjectsRepo(db).syncLabelledKeys('NEATROOTS_API_KEYS', keys);
+}
+
+/**
+ * Steering from NEATROOTS_STEERING into the database, where every service reads it; idempotent.
+ * The setting is the list of the projects it turns steering on in: a project taken out of it
+ * (an empty setting: every one) is switched off, unless it was switched on another way (the
+ * demo). Says which projects it switched on and off.
+ */
+export async function seedSteering(db: Queryable, steering: readonly string[], log: { info(m: string): void; warn(m: string): void }): Promise<{ on: string[]; off: string[] }> {
+  const out = await new ProjectsRepo(db).syncSettingSteering('NEATROOTS_STEERING', steering);
+  if (out.on.length) log.info(`steering switched on by NEATROOTS_STEERING: ${out.on.join(', ')}`);
+  if (out.off.length) log.warn(`steering switched off (halt rules only flag there now): ${out.off.join(', ')}, no longer in NEATROOTS_STEERING`);
   return out;
 }
