@@ -60,12 +60,14 @@ const schema = z.object({
   /**
    * project=key pairs, comma separated; keys are stored hashed. A key may end in its scope,
    * `:ingest` (send spans, notes and halts, pre-call checks: for agents) or `:api` (everything,
-   * the default): the text after a key's last ':' is its scope.
+   * the default): the text after a key's last ':' is its scope. `none`: no keys, said on purpose
+   * (`none: true`): review revokes every key the setting made, which an empty setting does not.
    */
   NEATROOTS_API_KEYS: z
     .string()
     .default('')
-    .transform((s, ctx) => {
+    .transform((s, ctx): { project: string; key: string; scope?: 'api' | 'ingest' }[] & { none?: true } => {
+      if (s.trim() === 'none') return Object.assign([], { none: true as const });
       const out: { project: string; key: string; scope?: 'api' | 'ingest' }[] = [];
       const parts = s.split(',').map((x) => x.trim()).filter(Boolean);
       // A key never goes into a message (they reach logs): an entry is named by its place.

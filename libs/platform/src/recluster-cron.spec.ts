@@ -64,6 +64,13 @@ describe('NEATROOTS_API_KEYS', () => {
     expect(message({ NEATROOTS_API_KEYS: 'beta=:ingest' })).toMatch(/entry 1 of 1 is not project=key/);
   });
 
+  it('reads none as no keys said on purpose, unlike an empty setting; none is no entry among others', () => {
+    const none = loadConfig({ NEATROOTS_API_KEYS: ' none ' }).NEATROOTS_API_KEYS;
+    expect([[...none], none.none]).toEqual([[], true]);
+    for (const empty of [{}, { NEATROOTS_API_KEYS: '' }]) expect(loadConfig(empty).NEATROOTS_API_KEYS.none).toBeUndefined();
+    expect(message({ NEATROOTS_API_KEYS: 'none,shop=k1' })).toMatch(/NEATROOTS_API_KEYS: entry 1 of 2 is not project=key/);
+  });
+
   it('refuses a key listed twice (one key opens one project), naming the entries and not the key', () => {
     const m = message({ NEATROOTS_API_KEYS: 'alpha=shared-key-99,beta=k2,gamma=shared-key-99' });
     expect(m).toMatch(/NEATROOTS_API_KEYS: entries 1 \(alpha\) and 3 \(gamma\) have the same key/);

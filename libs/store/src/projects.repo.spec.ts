@@ -83,24 +83,29 @@ describe('ProjectsRepo: the keys a configuration lists', () => {
     const projects = new ProjectsRepo(db);
     const demo = await projects.createApiKey('demo', 'demo');
     const L = 'NEATROOTS_API_KEYS';
-    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'leaked-key' }])).toEqual({ revoked: 0 });
+    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'leaked-key' }])).toEqual({ revoked: 0, kept: 0 });
     expect((await projects.resolveApiKey('leaked-key'))?.project).toBe('alpha');
 
     // Rotated: the old key no longer opens anything.
-    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }])).toEqual({ revoked: 1 });
+    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }])).toEqual({ revoked: 1, kept: 0 });
     expect(await projects.resolveApiKey('leaked-key')).toBeNull();
     expect((await projects.resolveApiKey('fresh-key'))?.project).toBe('alpha');
     // Moved to another project: it opens that one only.
-    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }, { project: 'beta', key: 'leaked-key' }])).toEqual({ revoked: 0 });
+    expect(await projects.syncLabelledKeys(L, [{ project: 'alpha', key: 'fresh-key' }, { project: 'beta', key: 'leaked-key' }])).toEqual({ revoked: 0, kept: 0 });
     expect((await projects.resolveApiKey('leaked-key'))?.project).toBe('beta');
-    expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 1 });
+    expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 1, kept: 0 });
     expect((await projects.resolveApiKey('fresh-key'))?.project).toBe('beta');
     expect(await projects.resolveApiKey('leaked-key')).toBeNull();
-    // Twice the same: nothing changes. An empty list revokes them all; the demo's key stays.
-    expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 0 });
-    expect(await projects.syncLabelledKeys(L, [])).toEqual({ revoked: 1 });
+    // Twice the same: nothing changes. An empty list revokes nothing (the setting missing from a
+    // process's environment); one meant to be empty (none) revokes them all; the demo's key stays.
+    expect(await projects.syncLabelledKeys(L, [{ project: 'beta', key: 'fresh-key' }])).toEqual({ revoked: 0, kept: 0 });
+    expect(await projects.syncLabelledKeys(L, [])).toEqual({ revoked: 0, kept: 1 });
+    expect((await projects.resolveApiKey('fresh-key'))?.project).toBe('beta');
+    expect(await projects.syncLabelledKeys(L, [], { none: true })).toEqual({ revoked: 1, kept: 0 });
     expect(await projects.resolveApiKey('fresh-key')).toBeNull();
     expect((await projects.resolveApiKey(demo.key))?.project).toBe('demo');
+    // Nothing left to keep: an empty list says so.
+    expect(await projects.syncLabelledKeys(L, [])).toEqual({ revoked: 0, kept: 0 });
   });
 });
 

@@ -136,9 +136,15 @@ export class ProjectsRepo {
    * each opens its project with its scope (absent: `api`; a key stored for another project,
    * with another scope, or revoked, is moved, changed or opened again), and every other key
    * stored with that label is revoked. Keys made otherwise (the demo's, createApiKey) are left
-   * alone unless listed. Returns how many were revoked.
+   * alone unless listed. An empty list revokes nothing unless `none` says it is meant (a setting
+   * missing from one process's environment must not lock everyone out): the keys it would have
+   * revoked are counted as `kept`. Returns how many were revoked and kept so.
    */
-  async syncLabelledKeys(label: string, keys: readonly { project: string; key: string; scope?: ApiKeyScope }[]): Promise<{ revoked: number }> {
+  async syncLabelledKeys(label: string, keys: readonly { project: string; key: string; scope?: ApiKeyScope }[], opts: { none?: boolean } = {}): Promise<{ revoked: number; kept: number }> {
+    if (!keys.length && !opts.none) {
+      const live = await this.db.query<{ n: number | string }>('SELECT count(*) AS n FROM api_keys WHERE label = $1 AND revoked_at IS NULL', [text(label)]);
+      return { revoked: 0, kept: Number(live.rows[0]?.n ?? 0) };
+    }
     await this.ensureMany([...new Set(keys.map((k) => k.project))]);
     for (const { project, key, scope } of keys) {
       await this.db.query(
@@ -152,7 +158,7 @@ export class ProjectsRepo {
       `UPDATE api_keys SET revoked_at = now() WHERE label = $1 AND revoked_at IS NULL AND NOT (key_hash = ANY($2::text[])) RETURNING key_hash`,
       [text(label), keys.map((k) => hashApiKey(k.key))],
     );
-    return { revoked: res.rows.length };
+    return { revoked: res.rows.length, kept: 0 };
   }
 
   /** The project a key opens and its scope, or null for an unknown or revoked key. */

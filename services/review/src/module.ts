@@ -36,7 +36,8 @@ export const REVIEW_LINK = 'review';
 /** The configuration the review service reads. */
 export interface ReviewConfig {
   NEATROOTS_TOPIC_PREFIX: string;
-  NEATROOTS_API_KEYS: { project: string; key: string; scope?: ApiKeyScope }[];
+  /** `none: true` for NEATROOTS_API_KEYS=none: no keys, on purpose. */
+  NEATROOTS_API_KEYS: { project: string; key: string; scope?: ApiKeyScope }[] & { none?: boolean };
   NEATROOTS_STEERING: string[];
   /** The daily sopops_recluster_daily job's cron (default 0 6 * * *). */
   SOPOPS_RECLUSTER_CRON?: string;
@@ -72,8 +73,7 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
   async start(ctx) {
     // Migrated by the platform.
     const db = await ctx.platform.db();
-    const seeded = await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS);
-    if (seeded.revoked) ctx.log.info(`${seeded.revoked} API keys no longer in NEATROOTS_API_KEYS were revoked`);
+    await seedApiKeys(db, ctx.config.NEATROOTS_API_KEYS, ctx.log);
     // Every service reads steering from the database (the rule engine, the api): what the
     // setting says holds from here, whatever their own environment says.
     await seedSteering(db, ctx.config.NEATROOTS_STEERING, ctx.log);
@@ -157,10 +157,23 @@ export async function githubConnections(db: Db, link: () => Promise<GitHubLink>,
 /**
  * API keys from NEATROOTS_API_KEYS into the database (stored hashed); idempotent.
  * The setting is the list of the keys it opens: a key taken out of it is revoked, one moved to
- * another project opens that one only. Returns how many keys were revoked.
+ * another project opens that one only. An empty setting (unset or blank: a replica missing the
+ * variable, a Secret without it) revokes nothing, and says so at warn; `none` (`keys.none`)
+ * revokes them all. Revocations are logged at warn. Returns how many keys were revoked and kept so.
  */
-export async function seedApiKeys(db: Queryable, keys: { project: string; key: string; scope?: ApiKeyScope }[]): Promise<{ revoked: number }> {
-  return new ProjectsRepo(db).syncLabelledKeys('NEATROOTS_API_KEYS', keys);
+export async function seedApiKeys(
+  db: Queryable,
+  keys: { project: string; key: string; scope?: ApiKeyScope }[] & { none?: boolean },
+  log: { warn(m: string): void },
+): Promise<{ revoked: number; kept: number }> {
+  const out = await new ProjectsRepo(db).syncLabelledKeys('NEATROOTS_API_KEYS', keys, { none: keys.none === true });
+  if (out.kept) {
+    log.warn(
+      `NEATROOTS_API_KEYS is empty (unset or blank): the ${out.kept} API key${out.kept === 1 ? '' : 's'} it listed before ${out.kept === 1 ? 'is' : 'are'} kept, not revoked; to revoke them all, set NEATROOTS_API_KEYS=none`,
+    );
+  }
+  if (out.revoked) log.warn(`${out.revoked} API key${out.revoked === 1 ? '' : 's'} no longer in NEATROOTS_API_KEYS ${out.revoked === 1 ? 'was' : 'were'} revoked${keys.none ? ' (NEATROOTS_API_KEYS=none)' : ''}`);
+  return out;
 }
 
 /**

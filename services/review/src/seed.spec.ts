@@ -1,12 +1,13 @@
-import { migrate, openPglite } from '@neatroots/platform';
+import { loadConfig, migrate, openPglite } from '@neatroots/platform';
 import type { Db } from '@neatroots/ports';
 import { ProjectsRepo } from '@neatroots/store';
-import { seedSteering } from './module';
+import { seedApiKeys, seedSteering } from './module';
 
 /**
- * What the review service makes of NEATROOTS_STEERING at its start: the projects where halts
- * act, in the database every service reads steering from. A project taken out of the setting
- * stops halting; it used to stay on for good.
+ * What the review service makes of its settings at its start. NEATROOTS_STEERING: the projects
+ * where halts act, in the database every service reads steering from; a project taken out of the
+ * setting stops halting (it used to stay on for good). NEATROOTS_API_KEYS: the keys it opens; an
+ * empty setting keeps them (it used to revoke every one, logged at info).
  */
 let db: Db;
 
@@ -59,5 +60,49 @@ describe('seedSteering: NEATROOTS_STEERING at review\'s start', () => {
     await seedSteering(db, ['q'], logger());
     const projects = new ProjectsRepo(db);
     expect([await projects.steering('p'), await projects.steering('q')]).toEqual([false, true]);
+  });
+});
+
+describe('seedApiKeys: NEATROOTS_API_KEYS at review\'s start', () => {
+  const keysOf = (value: string | undefined) => loadConfig(value === undefined ? {} : { NEATROOTS_API_KEYS: value }).NEATROOTS_API_KEYS;
+
+  it('keeps the keys when the setting is empty (a replica without it must not lock everyone out), with a warning saying how to revoke them', async () => {
+    const projects = new ProjectsRepo(db);
+    await seedApiKeys(db, keysOf('shop=k1,blog=k2:ingest'), logger());
+    for (const value of [undefined, '', '  ']) {
+      const log = logger();
+      expect(await seedApiKeys(db, keysOf(value), log)).toEqual({ revoked: 0, kept: 2 });
+      expect(log.lines).toEqual([
+        { level: 'warn', m: 'NEATROOTS_API_KEYS is empty (unset or blank): the 2 API keys it listed before are kept, not revoked; to revoke them all, set NEATROOTS_API_KEYS=none' },
+      ]);
+    }
+    expect(await projects.resolveApiKey('k1')).toEqual({ project: 'shop', scope: 'api' });
+    expect(await projects.resolveApiKey('k2')).toEqual({ project: 'blog', scope: 'ingest' });
+  });
+
+  it('revokes a key taken out of the list, at warn', async () => {
+    const projects = new ProjectsRepo(db);
+    await seedApiKeys(db, keysOf('shop=k1,blog=k2'), logger());
+    const log = logger();
+    expect(await seedApiKeys(db, keysOf('shop=k1'), log)).toEqual({ revoked: 1, kept: 0 });
+    expect(log.lines).toEqual([{ level: 'warn', m: '1 API key no longer in NEATROOTS_API_KEYS was revoked' }]);
+    expect(await projects.resolveApiKey('k2')).toBeNull();
+    expect(await projects.resolveApiKey('k1')).toEqual({ project: 'shop', scope: 'api' });
+  });
+
+  it('revokes them all with NEATROOTS_API_KEYS=none, and leaves the demo\'s key', async () => {
+    const projects = new ProjectsRepo(db);
+    const demo = await projects.createApiKey('demo', 'demo');
+    await seedApiKeys(db, keysOf('shop=k1,blog=k2'), logger());
+    const log = logger();
+    expect(await seedApiKeys(db, keysOf('none'), log)).toEqual({ revoked: 2, kept: 0 });
+    expect(log.lines).toEqual([{ level: 'warn', m: '2 API keys no longer in NEATROOTS_API_KEYS were revoked (NEATROOTS_API_KEYS=none)' }]);
+    expect([await projects.resolveApiKey('k1'), await projects.resolveApiKey('k2')]).toEqual([null, null]);
+    expect((await projects.resolveApiKey(demo.key))?.project).toBe('demo');
+    // Started again so, or with the setting empty: nothing left to revoke or keep, nothing said.
+    const again = logger();
+    await seedApiKeys(db, keysOf('none'), again);
+    await seedApiKeys(db, keysOf(''), again);
+    expect(again.lines).toEqual([]);
   });
 });
