@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { Module, type DynamicModule, type INestApplication, type LogLevel } from '@nestjs/common';
+import { Module, type DynamicModule, type INestApplication, type LoggerService, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { drainHttpServer, type Logger } from '@neatroots/ports';
@@ -43,9 +43,13 @@ export interface ApiOptions {
   review?: ReviewSopQueries;
   /** Checks written by people (draft, preview, save, halt); absent: its endpoints answer 503. */
   authoring?: Authoring;
-  /** Nest's log levels (default error and warn); false for none. */
+  /** Without `log`: Nest's own console logger at these levels (default error and warn); false for none. */
   logger?: LogLevel[] | false;
-  /** The service's logger, for faults the MCP tools answer as internal errors; absent: Nest's logger. */
+  /**
+   * The service's logger: Nest's lines (its start-up lines at debug), the errors the API answers
+   * 500 or 503 (each failure once, then at most every 30 s) and the faults the MCP tools answer
+   * as internal errors. Absent: Nest's console logger.
+   */
   log?: Logger;
   /** The web app's build served at `/` (default: @neatroots/web's dist/); null serves none (a 503 saying so). */
   appDir?: string | null;
@@ -81,7 +85,9 @@ export class ApiModule {
 /** Builds the REST API (the neatroots /v1 endpoints) and starts it listening. */
 export async function createApi(opts: ApiOptions): Promise<INestApplication> {
   const app = await NestFactory.create<NestExpressApplication>(ApiModule.forRoot(opts), {
-    logger: opts.logger ?? ['error', 'warn'],
+    // The service's logger when given (NEATROOTS_LOG_FORMAT, NEATROOTS_LOG_LEVEL): Nest's
+    // console logger wrote coloured text lines of its own to standard output.
+    logger: opts.logger === false ? false : opts.log ? new NestLog(opts.log) : (opts.logger ?? ['error', 'warn']),
     abortOnError: false,
     // Our own parser, JSON only and with our limit; Nest's default also reads forms.
     bodyParser: false,
@@ -91,7 +97,7 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
   app.use(requireJsonBody);
   app.use(parseBody);
   app.use(bodyParserErrors);
-  app.useGlobalFilters(new ErrorsFilter());
+  app.useGlobalFilters(new ErrorsFilter(opts.log));
   serveApp(app, opts.appDir === undefined ? defaultAppDir() : opts.appDir);
   // No enableShutdownHooks(): the entry point closes the services in order (stop accepting,
   // drain, flush, close), the api among them.
@@ -131,6 +137,55 @@ function closeGracefully(app: INestApplication, graceMs: number): void {
       for (const res of inHand) if (!res.headersSent) res.setHeader('Connection', 'close');
       return drainHttpServer(server, graceMs);
     })());
+}
+
+/**
+ * Nest's logger interface over the service's: Nest's `log` and `verbose` lines (routes mapped,
+ * the app started) at debug, the others at their level, the Nest context as a field.
+ */
+export class NestLog implements LoggerService {
+  constructor(private readonly to: Logger) {}
+
+  /** The context Nest's Logger passes last, and a stack it passes before it (error). */
+  private static parts(params: unknown[]): { context?: string; stack?: string } {
+    const strings = params.filter((p): p is string => typeof p === 'string');
+    const stack = strings.find((p) => /\n\s+at /.test(p));
+    const context = strings.filter((p) => p !== stack).pop();
+    return { ...(context ? { context } : {}), ...(stack ? { stack } : {}) };
+  }
+
+  private static text(message: unknown): string {
+    if (message instanceof Error) return message.message;
+    return typeof message === 'string' ? message : JSON.stringify(message);
+  }
+
+  log(message: unknown, ...params: unknown[]): void {
+    const { context } = NestLog.parts(params);
+    this.to.debug(NestLog.text(message), context ? { context } : undefined);
+  }
+
+  verbose(message: unknown, ...params: unknown[]): void {
+    this.log(message, ...params);
+  }
+
+  debug(message: unknown, ...params: unknown[]): void {
+    this.log(message, ...params);
+  }
+
+  warn(message: unknown, ...params: unknown[]): void {
+    const { context } = NestLog.parts(params);
+    this.to.warn(NestLog.text(message), context ? { context } : undefined);
+  }
+
+  error(message: unknown, ...params: unknown[]): void {
+    const { context, stack } = NestLog.parts(params);
+    const err = message instanceof Error ? message : stack ? Object.assign(new Error(NestLog.text(message)), { stack }) : undefined;
+    this.to.error(NestLog.text(message), err, context ? { context } : undefined);
+  }
+
+  fatal(message: unknown, ...params: unknown[]): void {
+    this.error(message, ...params);
+  }
 }
 
 /** Where a listening app can be reached from this machine (tests, logs). */

@@ -1,8 +1,14 @@
-import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
+import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger as NestLogger, type ExceptionFilter } from '@nestjs/common';
+import { RepeatedErrors, type Logger } from '@neatroots/ports';
 import { SopError, StoreInputError, type SopIssue } from '@neatroots/store';
 import { AuthoringError, type CheckProblem } from './authoring';
 
-/** What the filter uses of an express response (@types/express is not installed). */
+/** What the filter uses of an express request and response (@types/express is not installed). */
+interface Request {
+  method?: string;
+  path?: string;
+}
+
 interface JsonResponse {
   headersSent: boolean;
   setHeader(name: string, value: string): unknown;
@@ -79,17 +85,41 @@ function messageOf(e: HttpException): string {
   return typeof m === 'string' ? m : e.message;
 }
 
+/** The times grpc-js puts in its connection errors: one failure, whenever it came, is one. */
+const TIMES = / ?\(\d{4}-\d\d-\d\dT[\d:.]+Z\)/g;
+
 /**
  * Every error leaves as JSON `{ "error": { "code": ..., "message": ... } }`: the API's own
  * errors, Nest's (unknown route, unparsable body), the store's bad-argument errors (400), and
- * anything unexpected (500, logged; its message is not shown).
+ * anything unexpected (500, logged; its message is not shown). What is logged (a 503's cause at
+ * warn, a 500's fault at error) goes through the service's logger: each failure once, then at
+ * most every 30 s with how many were not (a review service away fails every request alike).
  */
 @Catch()
 export class ErrorsFilter implements ExceptionFilter {
-  private readonly log = new Logger('api');
+  private readonly repeats = new RepeatedErrors();
+
+  /** `log`: the service's logger; absent, Nest's (an app made without one). */
+  constructor(private readonly log?: Logger) {}
+
+  private warn(message: string): void {
+    const quiet = this.repeats.pass(`warn: ${message.replace(TIMES, '')}`);
+    if (quiet === undefined) return;
+    if (this.log) this.log.warn(`${message}${RepeatedErrors.suffix(quiet)}`);
+    else new NestLogger('api').warn(message);
+  }
+
+  private fault(req: Request, err: unknown): void {
+    const quiet = this.repeats.pass(`error: ${(err instanceof Error ? err.message : String(err)).replace(TIMES, '')}`);
+    if (quiet === undefined) return;
+    const what = `api: unexpected error answering ${req.method ?? '?'} ${req.path ?? '?'} (500 internal)${RepeatedErrors.suffix(quiet)}`;
+    if (this.log) this.log.error(what, err);
+    else new NestLogger('api').error(err instanceof Error ? err.stack ?? err.message : String(err));
+  }
 
   catch(err: unknown, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<JsonResponse>();
+    const req = host.switchToHttp().getRequest<Request>();
     let status: number;
     let code: string;
     let message: string;
@@ -116,7 +146,7 @@ export class ErrorsFilter implements ExceptionFilter {
       status = HttpStatus.SERVICE_UNAVAILABLE;
       code = 'unavailable';
       message = err.message;
-      this.log.warn(err.message);
+      this.warn(err.message);
     } else if (err instanceof StoreInputError) {
       status = HttpStatus.BAD_REQUEST;
       code = err.code;
@@ -129,7 +159,7 @@ export class ErrorsFilter implements ExceptionFilter {
       status = HttpStatus.INTERNAL_SERVER_ERROR;
       code = 'internal';
       message = 'internal error';
-      this.log.error(err instanceof Error ? err.stack ?? err.message : String(err));
+      this.fault(req, err);
     }
     if (res.headersSent) return;
     const retryAfter = RETRY_AFTER_SECONDS.get(code);
