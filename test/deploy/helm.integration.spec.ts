@@ -519,6 +519,11 @@ if (!helm) {
         [['--set', 'models.reasoning.url=http://reasoning:8000/v1'], /models\.reasoning\.model/],
         [['--set', 'ruleEngine.replicas=3'], /additional propert.*replicas/],
         [['--set', 'secretKey=too-short'], /\/secretKey/],
+        // a key listed twice would stop every pod (NEATROOTS_API_KEYS: "have the same key")
+        [['--set', 'apiKeys.p=samekey', '--set', 'ingestKeys.p=samekey'], /apiKeys\.p and ingestKeys\.p have the same key/],
+        [['--set', 'apiKeys.shop=samekey', '--set', 'ingestKeys.web=samekey'], /apiKeys\.shop and ingestKeys\.web have the same key/],
+        [['--set', 'apiKeys.alpha=ops:k1', '--set', 'apiKeys.beta=ops:k1'], /apiKeys\.alpha and apiKeys\.beta have the same key/],
+        [['--set', 'ingestKeys.a=agent-1', '--set', 'ingestKeys.b=agent-1'], /ingestKeys\.a and ingestKeys\.b have the same key/],
         [['--kube-version', '1.24.0'], /kubeVersion/],
       ])('%j', (args, message) => {
         const res = helmRun(h, ['template', RELEASE, chart, ...args]);

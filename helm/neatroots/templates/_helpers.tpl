@@ -152,11 +152,19 @@ carries it instead. Takes (dict "root" $ "name" COMPONENT).
 {{- fail (printf "models.%s.model: give the model to ask at models.%s.url (%s)" $role $role $m.url) }}
 {{- end }}
 {{- end }}
+{{- /* A key listed twice (in one map or both) stops every service (NEATROOTS_API_KEYS: "entries
+       1 (p) and 2 (p) have the same key"): named here by both entries, never by the key. */}}
+{{- $seen := dict }}
 {{- range $values := list "apiKeys" "ingestKeys" }}
 {{- range $project, $key := get $.Values $values | default dict }}
 {{- if or (contains "," $project) (contains "=" $project) (contains "," (toString $key)) (not $key) }}
 {{- fail (printf "%s.%s: a project name may not contain ',' or '=', and its key must be a non-empty string without ','" $values $project) }}
 {{- end }}
+{{- $entry := printf "%s.%s" $values $project }}
+{{- if hasKey $seen (toString $key) }}
+{{- fail (printf "%s and %s have the same key: a key opens one project with one scope; give each its own" (get $seen (toString $key)) $entry) }}
+{{- end }}
+{{- $_ := set $seen (toString $key) $entry }}
 {{- end }}
 {{- end }}
 {{- end }}
