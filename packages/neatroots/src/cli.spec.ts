@@ -1,7 +1,10 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { defaultLogFormat, DRIVER_VARIABLES } from '@neatroots/platform';
 import { main, type Io } from './cli';
+import { modulesOf } from './compose';
+import { TARGETS } from './serve';
 
 /** Runs the CLI in-process with captured output. */
 async function run(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<{ code: number; out: string[]; err: string }> {
@@ -342,6 +345,23 @@ describe('neatroots CLI', () => {
     expect(help).not.toMatch(/in-memory run windows|default ~\/\.neatroots\/data/);
     expect(help).toContain('journaled run windows');
     expect(help).toContain('default $NEATROOTS_HOME/data');
+  });
+
+  it('serve --help says what serve needs and does: Redis for review too, logs pretty on a terminal else JSON, SIGHUP stops it too', async () => {
+    const help = (await run(['serve', '--help'], env, dir)).out.join('\n').replace(/\s+/g, ' ');
+    // Every service whose module asks for Redis (run windows, jobs) is named, review included.
+    const names: Record<string, string> = { 'rule-engine': 'rule engine', question: 'question', review: 'review' };
+    const redis = modulesOf(TARGETS.filter((t): t is Exclude<typeof t, 'all'> => t !== 'all'))
+      .filter((m) => m.needs.some((n) => DRIVER_VARIABLES[n as keyof typeof DRIVER_VARIABLES] === 'NEATROOTS_REDIS_URL'))
+      .map((m) => m.name);
+    expect(redis).toEqual(['rule-engine', 'question', 'review']);
+    expect(help).toContain('Redis (NEATROOTS_REDIS_URL) for the rule engine, question and review (its jobs)');
+    for (const m of redis) expect(help.slice(help.indexOf('Redis'), help.indexOf('Postgres'))).toContain(names[m]);
+    // The log format: pretty when standard error is a terminal, JSON otherwise.
+    expect([defaultLogFormat({ isTTY: true }), defaultLogFormat({ isTTY: false })]).toEqual(['pretty', 'json']);
+    expect(help).not.toContain('Logs are JSON lines');
+    expect(help).toContain('Logs go to standard error: readable (pretty) when it is a terminal, else JSON lines');
+    expect(help).toContain('SIGTERM, SIGINT or SIGHUP stops it gracefully');
   });
 
   it('prints its version with --version', async () => {

@@ -347,13 +347,15 @@ commands.serve = {
   help: `Runs one service of the distributed deployment in this process, or all of them
 (--target all: the services of \`neatroots start\`, on these servers instead of in-process
 ones). Kafka (NEATROOTS_KAFKA_BROKERS) for every service but the api, Redis
-(NEATROOTS_REDIS_URL) for the rule engine and question, Postgres (NEATROOTS_PG_URL) for review
-only: review owns the database and the others ask it over gRPC (NEATROOTS_REVIEW_ADDR); the api
-asks question (NEATROOTS_QUESTION_ADDR). Each process serves grpc.health.v1 on its service port
-(review: NEATROOTS_REVIEW_PORT, question: NEATROOTS_QUESTION_PORT, else NEATROOTS_SERVICE_PORT)
-and /healthz, /readyz and /metrics on NEATROOTS_ADMIN_PORT (9464). Logs are JSON lines on
-standard error (NEATROOTS_LOG_LEVEL, NEATROOTS_LOG_FORMAT). SIGTERM or SIGINT stops it
-gracefully. Configuration is validated at start-up.`,
+(NEATROOTS_REDIS_URL) for the rule engine, question and review (its jobs), Postgres
+(NEATROOTS_PG_URL) for review only: review owns the database and the others ask it over gRPC
+(NEATROOTS_REVIEW_ADDR); the api asks question (NEATROOTS_QUESTION_ADDR). Each process serves
+grpc.health.v1 on its service port (review: NEATROOTS_REVIEW_PORT, question:
+NEATROOTS_QUESTION_PORT, else NEATROOTS_SERVICE_PORT) and /healthz, /readyz and /metrics on
+NEATROOTS_ADMIN_PORT (9464). Logs go to standard error: readable (pretty) when it is a terminal,
+else JSON lines, one object a line; NEATROOTS_LOG_FORMAT=json or pretty chooses, and
+NEATROOTS_LOG_LEVEL the least severe line written. SIGTERM, SIGINT or SIGHUP stops it
+gracefully (a second one stops it at once). Configuration is validated at start-up.`,
   flags: { target: { value: true } },
   async run(p, io) {
     if (p.positional.length) throw new UsageError(`serve takes no arguments, got ${p.positional.join(' ')}`);
