@@ -6,6 +6,7 @@ import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
 import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { startFakeGitHub, type FakeGitHub } from '../../../libs/platform/src/github/fake-github.test';
 import { testConfig } from '../../neatroots/src/test-app.test';
 import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './browser.test';
 
@@ -22,6 +23,7 @@ const STEP1 = '1. Look up the order. [tool: lookup_order, required]';
 const REWORDED = '1. Look up the order by its number before refunding. [tool: lookup_order, required]';
 const THIRD = '1. Look up the order by its number, then refund. [tool: lookup_order, required]';
 const MEANWHILE = '1. Look up the order before anything else. [tool: lookup_order, required]';
+const FOURTH = '1. Look up the order before anything else, by its number. [tool: lookup_order, required]';
 const exe = chromiumOrSkip('the review pages in a browser');
 
 interface QueueAnswer {
@@ -33,6 +35,8 @@ interface QueueAnswer {
 (exe ? describe : describe.skip)('the review pages in a browser', () => {
   let home: string;
   let reasoning: FakeOpenAI;
+  /** A GitHub the workspace connects to for one test (a suggestion applied as a pull request). */
+  let gh: FakeGitHub;
   let app: EmbeddedApp;
   let browser: Browser;
   let url: string;
@@ -68,8 +72,11 @@ interface QueueAnswer {
       const answer = suggest ? { rationale: 'Look the order up by its number first.', edits: [edit] } : { name: 'Skipped the order lookup' };
       return { json: { answers: ids.map((id) => ({ id, ...answer })) } };
     });
+    gh = await startFakeGitHub();
+    gh.addRepo('acme', 'ops', 'main', { 'procedures/README.md': 'The support procedures.\n' });
     app = await startEmbedded({
-      config: testConfig(home),
+      // the fake GitHub is on loopback over http: a connection may name it only when the setting does
+      config: testConfig(home, { NEATROOTS_GITHUB_API_URLS: gh.url }),
       models: loadModelConfig({ NEATROOTS_REASONING_MODEL_URL: reasoning.url, NEATROOTS_REASONING_MODEL_NAME: 'reasoner-test' }),
       demo: true,
       inMemoryDb: true,
@@ -89,6 +96,7 @@ interface QueueAnswer {
     await browser?.close();
     await app?.close();
     await reasoning?.close();
+    await gh?.stop();
     if (home) fs.rmSync(home, { recursive: true, force: true });
     process.stdout.write(`review pages: screenshots in ${SCREENSHOTS}\n`);
   });
@@ -311,6 +319,54 @@ interface QueueAnswer {
     await plan.locator('details summary').first().click();
     await plan.locator('pre.diff .d-add', { hasText: THIRD.replace(/ \[tool:.*$/, '') }).first().waitFor();
     await shot(page, 'pattern-suggestion-conflict-light');
+    await page.context().close();
+  });
+
+  it('a suggestion applied as a pull request whose connection is then deleted says so, and is dismissed from the page: no longer followed', async () => {
+    // The proposed one left by the test before conflicts with head: rewritten against head's wording, it is current.
+    const old = (await wsGet<{ items: { id: string; pattern_id: string }[] }>('suggestions?status=proposed')).items[0];
+    const patternId = old.pattern_id;
+    edit = { find: MEANWHILE, replace: FOURTH };
+    const page = await signedIn();
+    await page.goto(`${url}/p/${DEMO_PROJECT}/patterns/${patternId}`);
+    await page.locator(`li.suggestion[aria-label="Suggestion ${old.id}"]`).getByRole('button', { name: 'Rewrite against the current text' }).click();
+    await page.getByRole('status').filter({ hasText: /^Suggestion rewritten/ }).waitFor();
+    const proposed = await until('the rewritten suggestion proposed', async () =>
+      (await wsGet<{ items: { id: string; status: string }[] }>(`suggestions?pattern=${patternId}&status=proposed`)).items.find((x) => x.id !== old.id),
+    );
+    const item = page.locator(`li.suggestion[aria-label="Suggestion ${proposed.id}"]`);
+    await item.locator('.badge', { hasText: 'current' }).waitFor({ timeout: 20_000 });
+
+    // The workspace connects to GitHub: Apply opens a pull request.
+    const connect = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/github`, {
+      method: 'PUT',
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ repository: 'acme/ops', path: 'procedures', api_url: gh.url, token: gh.token }),
+    });
+    expect(connect.status).toBe(200);
+    await item.getByRole('button', { name: 'Apply' }).click();
+    await page.getByRole('status').filter({ hasText: /^Suggestion applied: a pull request is open, .*\/acme\/ops\/pull\/1\.$/ }).waitFor();
+    await item.locator('.badge', { hasText: 'pr open' }).waitFor();
+
+    // The connection deleted: the pull request cannot be followed. Once a look is due (at most
+    // once a minute; made due here), the page says so and how to stop following it.
+    const removed = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/github`, { method: 'DELETE', headers: { 'x-api-key': key } });
+    expect(removed.status).toBeLessThan(300);
+    await app.db.query(`UPDATE sop_suggestions SET pr_checked_at = now() - interval '1 hour' WHERE id = $1`, [proposed.id]);
+    await page.reload();
+    await item.locator('p.error', { hasText: 'dismiss the suggestion to stop following it' }).waitFor();
+    await item.locator('.badge', { hasText: 'pr open' }).waitFor();
+    await shot(page, 'pattern-suggestion-pr-unfollowed-light');
+
+    // Dismissed from the page, with a note: the pull request is no longer followed.
+    await item.getByLabel('Why dismiss (optional)').fill('The repository moved; the pull request is handled there.');
+    await item.getByRole('button', { name: 'Dismiss' }).click();
+    await page.getByRole('status').filter({ hasText: 'Suggestion dismissed: its pull request is no longer followed (it stays on GitHub).' }).waitFor();
+    await item.locator('.badge', { hasText: 'dismissed' }).waitFor();
+    await item.getByText('The repository moved; the pull request is handled there.').waitFor();
+    expect(await item.getByRole('button', { name: 'Dismiss' }).count()).toBe(0);
+    const view = await wsGet<{ status: string; note: string | null; pr_url: string | null }>(`suggestions/${proposed.id}`);
+    expect(view).toMatchObject({ status: 'dismissed', note: 'The repository moved; the pull request is handled there.', pr_url: expect.stringContaining('/acme/ops/pull/1') });
     await page.context().close();
   });
 

@@ -9,6 +9,13 @@ import type { Session } from '../session';
 
 type Done = (ok: boolean, text: string) => void;
 
+/**
+ * The statuses the page offers actions for: those the API lets a suggestion be dismissed in
+ * (generating, proposed, failed, pr_open; docs/suggestions.md). A pull request that cannot be
+ * followed any more (the connection gone) is dismissed to stop following it.
+ */
+const ACTED_ON: readonly Suggestion['status'][] = ['generating', 'proposed', 'failed', 'pr_open'];
+
 /** The pattern page's part: where a new suggestion is asked for, when its verdict allows one. */
 export interface SuggestAct {
   session: Session;
@@ -25,8 +32,10 @@ export interface SuggestAct {
  * the procedure's text it was written against and as suggested, side by side, the agents whose
  * instructions change, and what changed in the file since), and a proposed one can be applied
  * (a pull request with a GitHub connection, else a draft at head), rewritten against the file
- * as it is now, or dismissed with a note; a failed one written again or dismissed. When the
- * verdict asks for an edit and none is being written or waiting, one can be asked for.
+ * as it is now, or dismissed with a note; a failed one written again or dismissed; one being
+ * written or with its pull request open dismissed (the pull request stays on GitHub; it is no
+ * longer followed). When the verdict asks for an edit and none is being written or waiting,
+ * one can be asked for.
  */
 export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: SuggestAct }) {
   const waiting = items.some((s) => s.status === 'generating' || s.status === 'proposed');
@@ -66,7 +75,7 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
                 edit shows the lines).
               </p>
             )}
-            {act && (s.status === 'proposed' || s.status === 'failed') && <Actions suggestion={s} {...act} />}
+            {act && ACTED_ON.includes(s.status) && <Actions suggestion={s} {...act} />}
             {act && s.status !== 'generating' && s.status !== 'failed' && <Edit session={act.session} id={s.id} />}
           </li>
         ))}
@@ -102,7 +111,7 @@ function Actions({ suggestion, ...act }: { suggestion: Suggestion } & SuggestAct
       const said = {
         apply: s.pr_url ? `Suggestion applied: a pull request is open, ${s.pr_url}.` : 'Suggestion applied: saved as a draft at head, it goes out with the next publish.',
         rewrite: 'Suggestion rewritten: a new one is being written against the current text.',
-        dismiss: 'Suggestion dismissed.',
+        dismiss: suggestion.status === 'pr_open' ? 'Suggestion dismissed: its pull request is no longer followed (it stays on GitHub).' : 'Suggestion dismissed.',
       }[action];
       onDone(true, said);
     } catch (err) {
@@ -113,6 +122,8 @@ function Actions({ suggestion, ...act }: { suggestion: Suggestion } & SuggestAct
     }
   };
   const proposed = suggestion.status === 'proposed';
+  const failed = suggestion.status === 'failed';
+  const prOpen = suggestion.status === 'pr_open';
   return (
     <div className="actions">
       {proposed && (
@@ -125,7 +136,7 @@ function Actions({ suggestion, ...act }: { suggestion: Suggestion } & SuggestAct
           </button>
         </>
       )}
-      {!proposed && (
+      {failed && (
         <button type="button" disabled={busy} onClick={() => void again()}>
           Write it again
         </button>
@@ -134,9 +145,15 @@ function Actions({ suggestion, ...act }: { suggestion: Suggestion } & SuggestAct
         <span>Why dismiss (optional)</span>
         <input type="text" value={note} onChange={(e) => setNote(e.target.value)} placeholder="kept with the suggestion" />
       </label>
-      <button type="button" disabled={busy} onClick={() => run('dismiss')}>
+      <button
+        type="button"
+        disabled={busy}
+        onClick={() => run('dismiss')}
+        title={prOpen ? 'Stops following the pull request; it stays open on GitHub' : undefined}
+      >
         Dismiss
       </button>
+      {prOpen && <span className="meta">dismissing stops following the pull request; it stays open on GitHub until closed there</span>}
     </div>
   );
 }
