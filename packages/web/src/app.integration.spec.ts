@@ -66,6 +66,8 @@ const exe = chromiumOrSkip('the web app in a browser');
   }
 
   const t0 = Date.now() - 60_000;
+  /** While set, the model answers the procedures' questions only once it resolves. */
+  let sopGate: Promise<void> | null = null;
 
   beforeAll(async () => {
     requireBuiltApp();
@@ -123,24 +125,27 @@ guidance: Be polite.
       call.body.messages[0]?.content.startsWith('You check whether an AI agent followed')
         ? [...(call.body.messages.find((m) => m.role === 'user')?.content ?? '').matchAll(/^(q\d+) \(about subject/gm)].map((m) => m[1])
         : null;
-    fake = await startFakeOpenAI((call) =>
+    fake = await startFakeOpenAI(async (call) => {
+      // A test holds the procedures' questions to see a session while it is queued.
+      if (sopGate && sopQuestions(call)) await sopGate;
       // The rude question is left out of every batch's answers; asked again alone, the reply is not JSON.
-      call.kind === 'judge' && parseJudgePrompt(call).every(rude) ? { content: 'I would rather not say.' }
+      return call.kind === 'judge' && parseJudgePrompt(call).every(rude) ? { content: 'I would rather not say.' }
       : sopQuestions(call) ? { json: { answers: sopQuestions(call)!.map((id) => ({ id, p: 0.95, evidence: [], reason: 'The card was charged and the receipt sent.' })) } }
       : call.kind === 'judge' ? { json: { answers: parseJudgePrompt(call).filter((q) => !rude(q)).map((q) => ({ id: q.id, ...(q.ask.includes('refund went through') ? { p: 0.97, quote: QUOTE } : { p: 0.02 }) })) } }
       : call.kind === 'second_look' ? { json: { holds: true, quote: QUOTE } }
       : call.kind === 'note' ? { content: 'Check the order before refunding.' }
       // Checks → New check: a concern about an order of calls is drafted as a rule.
       : call.kind === 'draft' ? { json: DRAFT }
-      : { json: {} },
-    );
+      : { json: {} };
+    });
     const config = testConfig(home, {
       NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${PROJECT}=${AGENT_KEY}:ingest`,
       NEATROOTS_STEERING: PROJECT,
     });
     app = await startEmbedded({
       config,
-      models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test' }),
+      // No answer cache: a session checked again asks the model again, as one whose model failed does (a test holds those answers).
+      models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_CACHE_TTL_MS: '0' }),
       inMemoryDb: true,
       watch: false,
       log: createLogger({ level: 'error' }),
@@ -747,18 +752,29 @@ guidance: Be polite.
       await shot(page, 'sop-session-model-failed-light');
       await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
       await shot(page, 'sop-session-model-failed-dark');
-      // Check again: POST …/recheck; checked again with the model answering, the session has no error
+      // Check again: POST …/recheck; the model's answers are held, so the page shows the session queued.
+      let answer!: () => void;
+      sopGate = new Promise<void>((r) => (answer = r));
+      const reads: string[] = [];
+      page.on('request', (r) => void (new URL(r.url()).pathname.endsWith(`/sessions/${id}`) && reads.push(r.url())));
       await page.getByRole('button', { name: 'Check again' }).click();
       await page.getByRole('status').filter({ hasText: 'Queued to be checked again.' }).waitFor();
-      const after = await until('pay-model-failed checked again', async () => {
-        const b = (await ws('GET', `/sessions/${id}`)).body as { status: string; error: string | null } | null;
-        return b?.status === 'checked' && b;
-      });
-      expect(after.error).toBeNull();
-      await page.reload();
-      await page.getByRole('heading', { name: /^Session pay-model-failed/, level: 1 }).waitFor();
+      await page.getByText('Waiting to be checked: this page reads the session again until the check is done.').waitFor();
+      await page.locator('.badge.status-queued', { hasText: 'queued' }).waitFor();
+      expect(await page.getByRole('button', { name: 'Check again' }).count()).toBe(0);
+      // Still queued, the page reads it again by itself (no reload).
+      await until('the queued session read again', async () => reads.length >= 3);
+      await shot(page, 'sop-session-queued-dark');
+      // The model answers: checked again, the session has no error, and the page shows it without a reload.
+      sopGate = null;
+      answer();
+      await page.locator('.badge.status-checked', { hasText: 'checked' }).waitFor();
       await page.getByRole('button', { name: 'Check again' }).waitFor();
+      expect(await page.getByText(/^Waiting to be checked/).count()).toBe(0);
       expect(await page.getByRole('note').filter({ hasText: 'Not every rule was checked' }).count()).toBe(0);
+      const after = (await ws('GET', `/sessions/${id}`)).body as { status: string; error: string | null } | null;
+      expect(after).toMatchObject({ status: 'checked', error: null });
+      await page.getByRole('heading', { name: /^Session pay-model-failed/, level: 1 }).waitFor();
       await shot(page, 'sop-session-checked-again-dark');
       // and the list no longer marks it
       await page.goto(`${url}/p/${PROJECT}/sessions`);

@@ -22,6 +22,7 @@ export function SopSessionPage({ session, base, id }: { session: Session; base: 
   const t = useLoad(() => api.sopTranscript(session, id), [session, id]);
   useFragmentOnceLoaded(!!s.data && !t.loading, id);
   const recheck = useRecheck(session, id, s.reload);
+  useWhileQueued(s.data?.id === id && s.data.status === 'queued', s.data, s.reload);
   if (s.error) {
     return (
       <main id="main">
@@ -53,7 +54,11 @@ export function SopSessionPage({ session, base, id }: { session: Session; base: 
           <strong>Not every rule was checked:</strong> {d.error}
         </p>
       )}
-      {d.status === 'queued' && <p className="meta">Waiting to be checked; reload in a moment.</p>}
+      {d.status === 'queued' && (
+        <p className="meta" role="status">
+          Waiting to be checked: this page reads the session again until the check is done.
+        </p>
+      )}
       {/* Nothing to check again once retention emptied the transcript (the API answers 409): send the session again instead. */}
       {d.status !== 'queued' && !t.loading && !t.data?.transcript_expired_at && (
         <p>
@@ -152,9 +157,36 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
   );
 }
 
+/** The first wait before a queued session is read again, and the longest (the wait grows by a quarter each time). */
+const QUEUED_FIRST_MS = 1000;
+const QUEUED_MAX_MS = 2000;
+
+/**
+ * While the session is queued (sent, or checked again), it is read again after a second, then
+ * a little later each time up to every 2 s, until its status is no longer queued; not after the
+ * page is left.
+ */
+function useWhileQueued(queued: boolean, data: unknown, reload: () => void): void {
+  const reads = useRef(0);
+  useEffect(() => {
+    if (!queued) {
+      reads.current = 0;
+      return;
+    }
+    const wait = Math.min(QUEUED_FIRST_MS * 1.25 ** reads.current, QUEUED_MAX_MS);
+    const t = setTimeout(() => {
+      reads.current++;
+      reload();
+    }, wait);
+    return () => clearTimeout(t);
+    // `data`: each answer that is still queued waits again.
+  }, [queued, data, reload]);
+}
+
 /**
  * *Check again*: POST .../sessions/{id}/recheck, then the session read again (queued until its
- * check is done). One at a time: the button is disabled until the answer comes.
+ * check is done, read again while it is: useWhileQueued). One at a time: the button is
+ * disabled until the answer comes.
  */
 function useRecheck(session: Session, id: string, reload: () => void): { run(): Promise<void>; busy: boolean; said: { ok: boolean; text: string } | null } {
   const [busy, setBusy] = useState(false);
