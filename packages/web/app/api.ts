@@ -73,6 +73,19 @@ export async function call<T>(
   return (opts.text ? text : body) as T;
 }
 
+/**
+ * A file's path at head as a URL path (each segment encoded), or an Error before any request
+ * when it names no file: a `.` or `..` segment (the browser resolves it in the URL, so another
+ * file would be written, or a route other than head's asked), an empty one or a leading `/`.
+ */
+export function headFileUrl(path: string): string {
+  const segments = path.split('/');
+  if (segments.some((p) => p === '' || p === '.' || p === '..')) {
+    throw new Error(`a path may not contain . or .. segments, empty segments or a leading / (${path})`);
+  }
+  return `head/${segments.map(encodeURIComponent).join('/')}`;
+}
+
 /** The endpoints the app uses (docs/api.md), typed. */
 export const api = {
   runs: (s: Session, p: Params) => call<{ runs: Run[] } & Page>(s, 'runs', { params: p }),
@@ -105,10 +118,10 @@ export const api = {
   releases: (s: Session) => call<{ items: Release[] }>(s, 'releases', { root: 'workspaces' }),
   head: (s: Session) => call<Head>(s, 'head', { root: 'workspaces' }),
   /** One file at head with its text, to edit it (404 when head has no such file). */
-  headFile: (s: Session, path: string) => call<{ path: string; text: string; version: string; updated_at: string }>(s, `head/${path.split('/').map(encodeURIComponent).join('/')}`, { root: 'workspaces' }),
+  headFile: async (s: Session, path: string) => call<{ path: string; text: string; version: string; updated_at: string }>(s, headFileUrl(path), { root: 'workspaces' }),
   /** One file saved at head (422 with sopc's issues when head would not compile). */
-  saveHeadFile: (s: Session, path: string, text: string) =>
-    call<unknown>(s, `head/${path.split('/').map(encodeURIComponent).join('/')}`, { method: 'PUT', raw: { text, type: path.endsWith('.md') ? 'text/markdown' : path.endsWith('.yaml') || path.endsWith('.yml') ? 'text/yaml' : 'text/plain' }, root: 'workspaces' }),
+  saveHeadFile: async (s: Session, path: string, text: string) =>
+    call<unknown>(s, headFileUrl(path), { method: 'PUT', raw: { text, type: path.endsWith('.md') ? 'text/markdown' : path.endsWith('.yaml') || path.endsWith('.yml') ? 'text/yaml' : 'text/plain' }, root: 'workspaces' }),
   publish: (s: Session) => call<{ id: string; number: number }>(s, 'releases', { method: 'POST', root: 'workspaces' }),
   // review (docs/review.md)
   reviewQueue: (s: Session, state: readonly ReviewState[], limit?: number) =>

@@ -838,5 +838,28 @@ guidance: Be polite.
       expect(live.number).toBe(2);
       await page.context().close();
     });
+
+    it('Write a file at head refuses a path with . or .. segments before asking the API: no other file is written than the one named', async () => {
+      type HeadAnswer = { files: { path: string }[]; diff: string };
+      const before = (await ws('GET', '/head')).body as unknown as HeadAnswer;
+      const page = await signedIn();
+      const puts: string[] = [];
+      page.on('request', (r) => void (r.method() === 'PUT' && puts.push(r.url())));
+      await page.getByRole('link', { name: 'Procedures', exact: true }).click();
+      await page.getByRole('heading', { name: /^Live release/ }).waitFor();
+      await page.getByLabel('File text').fill('instructions: Somewhere else.\nprocedures: [card-payment]\n');
+      // The browser would resolve `..` in the URL: procedures/../agents/x.yaml would write agents/x.yaml, ../escape.md ask another route.
+      for (const named of ['procedures/../agents/x.yaml', '../escape.md', 'procedures/./x.md', '/agents/x.yaml', 'agents//x.yaml']) {
+        await page.getByLabel('Path').fill(named);
+        await page.getByRole('button', { name: 'Save at head' }).click();
+        await page.getByRole('alert').filter({ hasText: `Not saved: a path may not contain . or .. segments, empty segments or a leading / (${named})` }).waitFor();
+      }
+      await shot(page, 'sop-procedures-dot-path');
+      expect(puts).toEqual([]);
+      const after = (await ws('GET', '/head')).body as unknown as HeadAnswer;
+      expect(after.files.map((f) => f.path)).toEqual(before.files.map((f) => f.path));
+      expect(after.diff).toBe(before.diff);
+      await page.context().close();
+    });
   });
 });
