@@ -44,6 +44,25 @@ rule:
   requires: { tool: [lookup_order] }
 `;
 const FIXTURES = path.resolve(__dirname, '..', '..', '..', 'libs', 'sop', 'fixtures');
+/** The demo's refund procedure: its refund step has a `when:`, which no model decides here (its reason names NEATROOTS_DECISION_MODEL_URL). */
+const REFUND = fs.readFileSync(path.resolve(__dirname, '..', '..', 'neatroots', 'demo', 'procedures', 'refund-order.md'), 'utf8');
+/**
+ * A demo-like session whose order lookup is quoted whole (a JSON of 200 characters with no space
+ * to break at), and no refund call: whether a refund was owed needs a model, and the refund
+ * step's reason names NEATROOTS_DECISION_MODEL_URL.
+ */
+const REFUND_SESSION = {
+  external_id: 'refund-long-quote',
+  agent: 'support-agent',
+  turns: [
+    { role: 'user', text: 'Please refund order A2002, it arrived broken.' },
+    { role: 'agent', text: 'Let me look the order up.' },
+    { role: 'agent', text: 'Refunded.' },
+  ],
+  tool_calls: [
+    { turn: 1, tool: 'lookup_order', input: { order_id: 'A2002', lines: Array.from({ length: 12 }, (_, i) => ({ sku: `SKU-${1000 + i}`, qty: i + 1 })) }, output: { owner: 'c-17', amount: 25 } },
+  ],
+};
 
 const exe = chromiumOrSkip('the web app layout');
 
@@ -54,6 +73,9 @@ const exe = chromiumOrSkip('the web app layout');
   let browser: Browser;
   let url: string;
   let sessionId: string;
+  /** The demo-like session (reasons naming NEATROOTS_DECISION_MODEL_URL, a long JSON quote) and the skipped payment's pattern. */
+  let refundSessionId: string;
+  let pattern: { pattern_id: string; name: string };
 
   async function api<T>(method: string, p: string, body?: unknown, root = 'projects'): Promise<T> {
     const res = await fetch(`${url}/v1/${root}/${PROJECT}/${p}`, {
@@ -99,12 +121,17 @@ const exe = chromiumOrSkip('the web app layout');
       files: [
         { path: 'procedures/card-payment.md', text: fs.readFileSync(path.join(FIXTURES, 'luigis', 'procedures', 'card-payment.md'), 'utf8') },
         { path: 'agents/payments-bot.yaml', text: fs.readFileSync(path.join(FIXTURES, 'luigis', 'agents', 'payments-bot.yaml'), 'utf8') },
+        { path: 'procedures/refund-order.md', text: REFUND },
+        { path: 'agents/support-agent.yaml', text: 'instructions: You are a support agent for an online shop.\nprocedures: [refund-order]\n' },
       ],
     }, 'workspaces');
     await api('POST', 'releases', undefined, 'workspaces');
     const session = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'sessions', 'payment-skipped', 'session.json'), 'utf8'));
     sessionId = (await api<{ id: string }>('POST', 'sessions', { ...session, external_id: `pay-${LONG}` }, 'workspaces')).id;
-    await until('the session checked', async () => (await get<{ status: string }>(`sessions/${sessionId}`, 'workspaces')).status !== 'queued');
+    refundSessionId = (await api<{ id: string }>('POST', 'sessions', REFUND_SESSION, 'workspaces')).id;
+    for (const id of [sessionId, refundSessionId]) await until('the session checked', async () => (await get<{ status: string }>(`sessions/${id}`, 'workspaces')).status !== 'queued');
+    // The skipped payment step is a finding: its pattern, once clustered.
+    pattern = await until('the skipped step in the review queue', async () => (await get<{ items: { pattern_id: string; name: string }[] }>('review', 'workspaces')).items[0]);
 
     await api('POST', 'checks', { yaml: EDIT_ME });
     await until('the four slow findings', async () =>
@@ -152,6 +179,23 @@ const exe = chromiumOrSkip('the web app layout');
     { name: 'checks', path: () => '/checks', ready: (page) => page.locator('.checks-list tbody tr', { hasText: 'layout-edit-me' }).waitFor() },
     { name: 'sessions', path: () => '/sessions', ready: (page) => page.locator('table.sessions tbody tr', { hasText: LONG }).waitFor() },
     { name: 'session', path: () => `/sessions/${sessionId}`, ready: (page) => page.getByRole('region', { name: 'Transcript' }).locator('ol.turns > li').first().waitFor() },
+    {
+      name: 'session-long-quote',
+      path: () => `/sessions/${refundSessionId}`,
+      ready: async (page) => {
+        await Promise.all([page.locator('table.rules td', { hasText: 'NEATROOTS_DECISION_MODEL_URL' }).first().waitFor(), page.locator('table.rules .quote-block', { hasText: 'SKU-1000' }).waitFor()]);
+        await page.locator('table.rules').first().scrollIntoViewIfNeeded();
+      },
+    },
+    {
+      name: 'pattern',
+      path: () => `/patterns/${pattern.pattern_id}`,
+      // In view for the screenshot: its sessions, the session's id of 170 characters among them.
+      ready: async (page) => {
+        await page.locator('table.pattern-sessions tbody tr', { hasText: LONG }).waitFor();
+        await page.locator('table.pattern-sessions').scrollIntoViewIfNeeded();
+      },
+    },
     { name: 'procedures', path: () => '/procedures', ready: (page) => page.getByRole('heading', { name: /^Live release 1/ }).waitFor() },
     { name: 'review', path: () => '/review', ready: (page) => page.getByRole('heading', { name: 'Review queue', level: 1 }).waitFor() },
     { name: 'insights', path: () => '/insights', ready: (page) => page.getByRole('heading', { name: 'Insights', level: 1 }).waitFor() },

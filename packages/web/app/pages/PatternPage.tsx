@@ -172,21 +172,23 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
         <h2 id="findings-h">
           Example findings ({d.sessions.length < d.session_count ? `the newest ${d.sessions.length} of ${d.session_count}` : d.session_count})
         </h2>
-        <table className="pattern-sessions">
-          <thead>
-            <tr>
-              <th scope="col">Session</th>
-              <th scope="col">Started</th>
-              <th scope="col">Status</th>
-              <th scope="col">Reviewer's override</th>
-            </tr>
-          </thead>
-          <tbody>
-            {d.sessions.map((s) => (
-              <SessionRow key={s.finding_id} s={s} base={base} session={session} onDone={done} />
-            ))}
-          </tbody>
-        </table>
+        <div className="scroll-x">
+          <table className="pattern-sessions">
+            <thead>
+              <tr>
+                <th scope="col">Session</th>
+                <th scope="col">Started</th>
+                <th scope="col">Status</th>
+                <th scope="col">Reviewer's override</th>
+              </tr>
+            </thead>
+            <tbody>
+              {d.sessions.map((s) => (
+                <SessionRow key={s.finding_id} s={s} base={base} session={session} onDone={done} />
+              ))}
+            </tbody>
+          </table>
+        </div>
       </section>
     </main>
   );
