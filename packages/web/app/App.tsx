@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { useCallback, useEffect, useState } from 'react';
 import { Checks } from './pages/Checks';
 import { Home } from './pages/Home';
 import { Insights } from './pages/Insights';
@@ -14,6 +14,7 @@ import { SignIn } from './pages/SignIn';
 import { Link, navigate, useWhere } from './router';
 import { clearSession, loadSession, type Session } from './session';
 import { ThemeToggle } from './theme';
+import { PageTitle } from './title';
 
 /**
  * Pages live under /p/{project}/...: a shared link names its project, and opening it asks for
@@ -40,7 +41,11 @@ export function App() {
   const signingIn = !session || (project !== undefined && session.project !== project);
 
   // The tab's title (and so the history entry's) names the page: "Runs · neatroots", "Run r1 · neatroots".
-  const title = signingIn ? 'Sign in' : m ? pageTitle(rest) : undefined;
+  // A page that reads a better name (a session's external id, a pattern's name) gives it for its path.
+  const [named, setNamed] = useState<{ path: string; title: string } | null>(null);
+  const path = where.path;
+  const nameTitle = useCallback((t: string) => setNamed({ path, title: t }), [path]);
+  const title = signingIn ? 'Sign in' : m ? (named?.path === path ? named.title : pageTitle(rest)) : undefined;
   useEffect(() => {
     document.title = title ? `${title} · neatroots` : 'neatroots';
   }, [title]);
@@ -126,7 +131,7 @@ export function App() {
           Sign out
         </button>
       </header>
-      {page}
+      <PageTitle.Provider value={nameTitle}>{page}</PageTitle.Provider>
     </>
   );
 }

@@ -5,6 +5,7 @@ import { failure, useLoad } from '../load';
 import { SUGGESTING_VERDICTS, VERDICTS, words, type PatternSession, type VerdictName } from '../review-types';
 import { byReviewer, rememberReviewer, reviewer } from '../reviewer';
 import { Link } from '../router';
+import { usePageTitle } from '../title';
 import type { Session } from '../session';
 import { ReviewStateLine, StateBadge, VerdictBadge, VerdictLine } from '../components/ReviewBadges';
 import { RuleLineage } from '../components/RuleLineage';
@@ -35,6 +36,8 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
     const t = setTimeout(reload, 1000);
     return () => clearTimeout(t);
   }, [generating, p.data, reload]);
+  // Named as its heading names it, once read.
+  usePageTitle(p.data ? `Pattern ${p.data.name}` : null);
   if (p.error && !p.data) {
     return (
       <main id="main">

@@ -5,6 +5,7 @@ import { failure, useLoad } from '../load';
 import { href, Link } from '../router';
 import type { Session } from '../session';
 import { inReadingOrder, type ProcedureCheck } from '../sop-types';
+import { usePageTitle } from '../title';
 import { SessionTranscript } from '../components/SessionTranscript';
 import { ResultBadge, RuleStatusBadge } from '../components/SopBadges';
 
@@ -23,6 +24,8 @@ export function SopSessionPage({ session, base, id }: { session: Session; base: 
   useFragmentOnceLoaded(!!s.data && !t.loading, id);
   const recheck = useRecheck(session, id, s.reload);
   useWhileQueued(s.data?.id === id && s.data.status === 'queued', s.data, s.reload);
+  // Named as its heading names it, once this session (not the one shown before it) is read.
+  usePageTitle(s.data?.id === id ? `Session ${s.data.external_id ?? s.data.id}` : null);
   if (s.error) {
     return (
       <main id="main">
