@@ -20,6 +20,9 @@ import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
  */
 const PROJECT = 'fleet';
 const KEY = 'fleet-test-key';
+/** A second project, its workspace fresh: nothing published, nothing at head. */
+const FRESH = 'fresh';
+const FRESH_KEY = 'fresh-test-key';
 const PROBLEMS = 230;
 const STEPS = 60;
 const SPANS = 700;
@@ -88,7 +91,7 @@ function session(externalId: string, tools: number[], silent = false) {
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-fleet-'));
     app = await startEmbedded({
       config: testConfig(home, {
-        NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
+        NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${FRESH}=${FRESH_KEY}`,
       }),
       models: loadModelConfig({}),
       inMemoryDb: true,
@@ -146,13 +149,13 @@ function session(externalId: string, tools: number[], silent = false) {
     expect(seen).toEqual([]);
   });
 
-  async function signedIn(): Promise<Page> {
+  async function signedIn(project = PROJECT, key = KEY): Promise<Page> {
     const page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
     page.on('console', (m) => m.type() === 'error' && !(allowed && allowed.test(`${m.text()} ${m.location().url}`)) && errors.push(`${page.url()}: ${m.text()}`));
     page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
     await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(PROJECT);
-    await page.getByLabel('API key').fill(KEY);
+    await page.getByLabel('Project').fill(project);
+    await page.getByLabel('API key').fill(key);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
     return page;
@@ -251,6 +254,23 @@ function session(externalId: string, tools: number[], silent = false) {
     await expect(rule.locator('td:nth-of-type(3)').textContent()).resolves.toBe('1 → 0 (−1)');
     await table.scrollIntoViewIfNeeded();
     await shot(page, 'fleet-insights-compare');
+    await page.context().close();
+  });
+
+  it('a fresh workspace says nothing is published or saved yet: no release to compare, head not said to equal a live release', async () => {
+    const releases = (await (await fetch(`${url}/v1/workspaces/${FRESH}/releases`, { headers: { 'x-api-key': FRESH_KEY } })).json()) as { items: unknown[] };
+    expect(releases.items).toEqual([]);
+    const page = await signedIn(FRESH, FRESH_KEY);
+    await page.getByRole('link', { name: 'Insights', exact: true }).click();
+    const compare = page.getByRole('region', { name: 'Compare releases' });
+    await compare.getByText('No release yet: publish head (Procedures) and then another release to compare the sessions checked on each.').waitFor();
+    expect(await compare.getByText(/One release so far/).count()).toBe(0);
+    await shot(page, 'fleet-fresh-insights');
+    await page.getByRole('link', { name: 'Procedures', exact: true }).click();
+    await page.getByText('Nothing published yet (sopops publish makes head the first release).').waitFor();
+    await page.getByText('Nothing is saved at head yet: write a file below, then publish it.').waitFor();
+    expect(await page.getByText('Head is the same as the live release.').count()).toBe(0);
+    await shot(page, 'fleet-fresh-procedures');
     await page.context().close();
   });
 

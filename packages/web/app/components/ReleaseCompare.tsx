@@ -36,7 +36,8 @@ export function ReleaseCompare({ session, base, where }: { session: Session; bas
     <section aria-labelledby="compare-h" className="release-compare">
       <h2 id="compare-h">Compare releases</h2>
       {releases.error && <p role="alert" className="error">{releases.error}</p>}
-      {releases.data && items.length < 2 && <p className="empty">One release so far: publish another to compare the sessions checked on each.</p>}
+      {releases.data && items.length === 0 && <p className="empty">No release yet: publish head (Procedures) and then another release to compare the sessions checked on each.</p>}
+      {releases.data && items.length === 1 && <p className="empty">One release so far: publish another to compare the sessions checked on each.</p>}
       {items.length >= 2 && (
         <form className="filters" onSubmit={(e) => e.preventDefault()} aria-label="Releases compared">
           <ReleasePick label="From" items={items} value={shownFrom} other={shownTo} onPick={(v) => go({ from: v, to: shownTo })} />

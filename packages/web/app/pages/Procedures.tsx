@@ -57,7 +57,7 @@ export function Procedures({ session }: { session: Session }) {
         <section aria-labelledby="unpublished">
           <h2 id="unpublished">Unpublished changes at head</h2>
           {head.changed.length === 0 ? (
-            <p className="empty">Head is the same as the live release.</p>
+            <p className="empty">{live ? 'Head is the same as the live release.' : 'Nothing is saved at head yet: write a file below, then publish it.'}</p>
           ) : (
             <>
               <ul className="plain changed">
