@@ -252,6 +252,23 @@ function session(externalId: string, tools: number[], silent = false) {
     // A rule's findings per session, as plain: one finding in the one session of release 1, none in release 2's.
     const rule = table.locator('tr.rule-row', { has: page.getByRole('link', { name: 'Do task 30', exact: true }) });
     await expect(rule.locator('td:nth-of-type(3)').textContent()).resolves.toBe('1 → 0 (−1)');
+    // Its findings are counted in their own column, not under Sessions, each count with its word;
+    // that column counts every session's, the silent one's too (task 1 was skipped in both of release 1's).
+    await expect(table.locator('thead th').allTextContents()).resolves.toEqual([
+      'Procedure, rule',
+      'Sessions (release 1 → release 2)',
+      'Follow rate',
+      'Findings per measurable session',
+      'Findings (all sessions)',
+      'Suppressed',
+    ]);
+    await expect(rule.locator('td:nth-of-type(1)').textContent()).resolves.toBe('');
+    await expect(rule.locator('td:nth-of-type(4)').textContent()).resolves.toBe('1 finding → 0 findings');
+    const first = table.locator('tr.rule-row', { has: page.getByRole('link', { name: 'Do task 1', exact: true }) });
+    await expect(first.locator('td:nth-of-type(3)').textContent()).resolves.toBe('1 → 0 (−1)');
+    await expect(first.locator('td:nth-of-type(4)').textContent()).resolves.toBe('2 findings → 0 findings');
+    await expect(table.locator('tr.procedure-row td:nth-of-type(4)').textContent()).resolves.toBe(`${p.from.findings} findings → ${p.to.findings} findings`);
+    await page.getByText('Findings per measurable session leave out the not_measurable sessions and their findings').waitFor();
     await table.scrollIntoViewIfNeeded();
     await shot(page, 'fleet-insights-compare');
     await page.context().close();

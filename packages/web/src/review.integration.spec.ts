@@ -438,7 +438,9 @@ interface QueueAnswer {
     await expect(procRows.locator('td:nth-of-type(1)').allTextContents()).resolves.toEqual(api.procedures.map((p) => `${p.from.sessions} → ${p.to.sessions}`));
     const rules = api.procedures.flatMap((p) => p.rules);
     expect(rules.length).toBeGreaterThan(0);
-    await expect(table.locator('tr.rule-row td:nth-of-type(1)').allTextContents()).resolves.toEqual(rules.map((r) => `${r.from.findings} → ${r.to.findings} findings`));
+    // Each rule's findings in their own column, each count with its word.
+    const findings = (n: number) => `${n} finding${n === 1 ? '' : 's'}`;
+    await expect(table.locator('tr.rule-row td:nth-of-type(4)').allTextContents()).resolves.toEqual(rules.map((r) => `${findings(r.from.findings)} → ${findings(r.to.findings)}`));
     await table.scrollIntoViewIfNeeded();
     await shot(page, 'insights-compare-light');
     // The releases compared: the live one against the one before it, and never one against itself.

@@ -1,5 +1,5 @@
 import { api } from '../api';
-import { percent } from '../format';
+import { count, percent } from '../format';
 import { useLoad } from '../load';
 import type { ReleaseCompare as CompareView } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
@@ -72,60 +72,84 @@ function CompareTable({ d, base }: { d: CompareView; base: string }) {
   const f = `release ${d.from.number}`;
   const t = `release ${d.to.number}`;
   return (
-    <div className="scroll-x">
-      <table className="compare" aria-label={`Release ${d.from.number} against release ${d.to.number}`}>
-        <thead>
-          <tr>
-            <th scope="col">Procedure, rule</th>
-            <th scope="col" className="num">Sessions ({f} → {t})</th>
-            <th scope="col" className="num">Follow rate</th>
-            <th scope="col" className="num">Findings per session</th>
-            <th scope="col" className="num">Suppressed</th>
-          </tr>
-        </thead>
-        {d.procedures.map((p) => (
-          <tbody key={p.procedure_id} aria-label={p.procedure_name}>
-            <tr className="procedure-row">
-              <th scope="row">
-                {p.procedure_name}
-                {!p.in_from && <span className="meta"> (new in {t})</span>}
-                {!p.in_to && <span className="meta"> (not in {t})</span>}
+    <>
+      <div className="scroll-x">
+        <table className="compare" aria-label={`Release ${d.from.number} against release ${d.to.number}`}>
+          <thead>
+            <tr>
+              <th scope="col">Procedure, rule</th>
+              <th scope="col" className="num">Sessions ({f} → {t})</th>
+              <th scope="col" className="num">Follow rate</th>
+              <th scope="col" className="num" title="not_measurable sessions and their findings left out, as in the follow rate">
+                Findings per measurable session
               </th>
-              <td className="num">
-                {p.from.sessions} → {p.to.sessions}
-              </td>
-              <td className="num">
-                <Change a={p.from.follow_rate} b={p.to.follow_rate} better="up" />
-              </td>
-              <td className="num">
-                {/* The API's rate: findings per measurable session, as the rules' rates below count them. */}
-                <Change a={p.from.rate} b={p.to.rate} better="down" unit="count" />
-              </td>
-              <td className="num meta">
-                {p.from.suppressed} → {p.to.suppressed}
-              </td>
+              <th scope="col" className="num" title="not suppressed, in every session checked on the release, not_measurable ones included">
+                Findings (all sessions)
+              </th>
+              <th scope="col" className="num">Suppressed</th>
             </tr>
-            {p.rules.map((r) => (
-              <tr key={r.pattern_id} className="rule-row">
+          </thead>
+          {d.procedures.map((p) => (
+            <tbody key={p.procedure_id} aria-label={p.procedure_name}>
+              <tr className="procedure-row">
                 <th scope="row">
-                  <Link to={`${base}/patterns/${encodeURIComponent(r.pattern_id)}`}>{r.name}</Link> <span className="meta">{r.label}</span>
+                  {p.procedure_name}
+                  {!p.in_from && <span className="meta"> (new in {t})</span>}
+                  {!p.in_to && <span className="meta"> (not in {t})</span>}
                 </th>
-                <td className="num meta">
-                  {r.from.findings} → {r.to.findings} findings
-                </td>
-                <td />
                 <td className="num">
-                  <Change a={r.from.rate} b={r.to.rate} better="down" unit="count" />
+                  {p.from.sessions} → {p.to.sessions}
+                </td>
+                <td className="num">
+                  <Change a={p.from.follow_rate} b={p.to.follow_rate} better="up" />
+                </td>
+                <td className="num">
+                  {/* The API's rate: findings per measurable session, as the rules' rates below count them. */}
+                  <Change a={p.from.rate} b={p.to.rate} better="down" unit="count" />
                 </td>
                 <td className="num meta">
-                  {r.from.suppressed} → {r.to.suppressed}
+                  <Findings a={p.from.findings} b={p.to.findings} />
+                </td>
+                <td className="num meta">
+                  {p.from.suppressed} → {p.to.suppressed}
                 </td>
               </tr>
-            ))}
-          </tbody>
-        ))}
-      </table>
-    </div>
+              {p.rules.map((r) => (
+                <tr key={r.pattern_id} className="rule-row">
+                  <th scope="row">
+                    <Link to={`${base}/patterns/${encodeURIComponent(r.pattern_id)}`}>{r.name}</Link> <span className="meta">{r.label}</span>
+                  </th>
+                  <td />
+                  <td />
+                  <td className="num">
+                    <Change a={r.from.rate} b={r.to.rate} better="down" unit="count" />
+                  </td>
+                  <td className="num meta">
+                    <Findings a={r.from.findings} b={r.to.findings} />
+                  </td>
+                  <td className="num meta">
+                    {r.from.suppressed} → {r.to.suppressed}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          ))}
+        </table>
+      </div>
+      <p className="meta">
+        Findings per measurable session leave out the <code>not_measurable</code> sessions and their findings, as the follow rate does; Findings (all sessions)
+        counts every finding not suppressed, theirs included.
+      </p>
+    </>
+  );
+}
+
+/** A count of findings on each release, each said with its word: "1 finding → 0 findings". */
+function Findings({ a, b }: { a: number; b: number }) {
+  return (
+    <>
+      {count(a, 'finding')} → {count(b, 'finding')}
+    </>
   );
 }
 
