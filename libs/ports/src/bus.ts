@@ -36,6 +36,14 @@ export interface SubscribeOptions {
   group: string;
   /** Where a new group starts: the earliest kept message (default) or only new ones. */
   fromBeginning?: boolean;
+  /**
+   * The group is this subscriber's alone for as long as it runs (a name no other process uses:
+   * ingest's notes listener): closing the subscription removes it, so none is left behind to
+   * grow its lag. Kafka: the consumer group and its committed offsets are deleted once the
+   * consumer left it (a failure is reported, not thrown). The in-process buses save no group
+   * that starts at new records only anyway.
+   */
+  transient?: boolean;
 }
 
 export interface Subscription {

@@ -638,10 +638,13 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   // A group of this process's own, from now on: every replica hands out every note, and a
   // process that starts does not replay the topic's history. Best effort, as checks.md says:
   // notes published while no ingest runs, or kept here when it restarts, are not delivered.
+  // Its offsets are committed (a rejoin after a broker restart goes on where it was, not at the
+  // latest), and the group is deleted when the process stops (transient): a new name each start
+  // would otherwise leave one more group on the broker each time, its lag growing for days.
 
   const notesSub: Subscription = await bus.subscribe(
     topics.notes,
-    { group: `ingest-notes-${replicaId}`, fromBeginning: false },
+    { group: `ingest-notes-${replicaId}`, fromBeginning: false, transient: true },
     async (batch) => {
       for (const { value: note } of batch.records) {
         metrics.notes_received++;

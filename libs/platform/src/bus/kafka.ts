@@ -791,6 +791,10 @@ export class KafkaBus implements Bus {
           // stop() (inside disconnect) stops fetching, waits for the batch in hand (which
           // commits as it ends), then leaves the group.
           await consumer.disconnect();
+          // A group of this subscriber's alone is not left on the broker: with no member, its
+          // committed offsets stay there until offsets.retention.minutes (7 days by default),
+          // reported by lag monitors with a lag that grows all that time.
+          if (opts.transient) await this.deleteGroup(opts.group, where);
           this.subscriptions.delete(sub);
         })();
         return closing;
@@ -798,6 +802,34 @@ export class KafkaBus implements Bus {
     };
     this.subscriptions.add(sub);
     return sub;
+  }
+
+  /**
+   * Deletes a consumer group that no member is in any more (just left: the broker may still be
+   * ending its last rebalance, NON_EMPTY_GROUP, so it is asked again for a few seconds). A failure
+   * is reported through onError, not thrown: the group is then left as a crash leaves it.
+   */
+  private async deleteGroup(group: string, where: { topic: string; group: string }): Promise<void> {
+    try {
+      const admin = await this.admin();
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await admin.deleteGroups([group]);
+          return;
+        } catch (err) {
+          const type = (err as { groups?: { groupId: string; error?: { type?: string } }[] }).groups?.find((g) => g.groupId === group)?.error?.type;
+          if (type === 'GROUP_ID_NOT_FOUND') return;
+          if (type !== 'NON_EMPTY_GROUP' || attempt >= 20) throw err;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      }
+    } catch (err) {
+      const why = (err as { groups?: { error?: Error }[] }).groups?.[0]?.error?.message ?? (err as Error)?.message ?? String(err);
+      this.onError(
+        new Error(`could not delete the consumer group as the subscription closed (${why}): it stays on the broker with no member until offsets.retention.minutes`, { cause: err }),
+        where,
+      );
+    }
   }
 
   private async onBatch<T>(
