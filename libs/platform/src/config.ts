@@ -104,8 +104,15 @@ const schema = z.object({
    * every call, and their clients send; unset, those ports take calls from anyone who reaches them.
    */
   NEATROOTS_INTERNAL_TOKEN: z.string().min(16, 'must be at least 16 characters (a random secret, the same for every service)').optional(),
-  /** Projects where halts act. */
-  NEATROOTS_STEERING: list,
+  /**
+   * Projects where halts act. `none`: no project, said on purpose (`none: true`): review switches
+   * steering off in every project the setting switched it on in, which an empty setting does not.
+   */
+  NEATROOTS_STEERING: z
+    .string()
+    .default('')
+    .transform((s): string[] & { none?: true } =>
+      (s.trim() === 'none' ? Object.assign([], { none: true as const }) : s.split(',').map((x) => x.trim()).filter(Boolean))),
   /** Projects whose pre-call checks fail closed: a call whose check does not answer in time is not run. */
   NEATROOTS_PRECHECK_FAIL_CLOSED: list,
   /** How long an SDK waits for a pre-call check's answer. */

@@ -109,6 +109,12 @@ export class ProjectsRepo {
     return { on: on.rows.map((r) => r.name).sort(), off: off.rows.map((r) => r.name).sort() };
   }
 
+  /** The projects `source` (a setting, NEATROOTS_STEERING) has switched steering on in, by name. */
+  async settingSteering(source: string): Promise<string[]> {
+    const res = await this.db.query<{ name: string }>('SELECT name FROM projects WHERE steering AND steering_source = $1 ORDER BY name', [text(source)]);
+    return res.rows.map((r) => r.name);
+  }
+
   async steering(name: string): Promise<boolean> {
     return (await this.get(name))?.steering ?? false;
   }

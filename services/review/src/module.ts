@@ -38,7 +38,8 @@ export interface ReviewConfig {
   NEATROOTS_TOPIC_PREFIX: string;
   /** `none: true` for NEATROOTS_API_KEYS=none: no keys, on purpose. */
   NEATROOTS_API_KEYS: { project: string; key: string; scope?: ApiKeyScope }[] & { none?: boolean };
-  NEATROOTS_STEERING: string[];
+  /** `none: true` for NEATROOTS_STEERING=none: no project, on purpose. */
+  NEATROOTS_STEERING: string[] & { none?: boolean };
   /** The daily sopops_recluster_daily job's cron (default 0 6 * * *). */
   SOPOPS_RECLUSTER_CRON?: string;
   /** When open pull requests of suggestions are looked at (default every 15 minutes). */
@@ -178,13 +179,29 @@ export async function seedApiKeys(
 
 /**
  * Steering from NEATROOTS_STEERING into the database, where every service reads it; idempotent.
- * The setting is the list of the projects it turns steering on in: a project taken out of it
- * (an empty setting: every one) is switched off, unless it was switched on another way (the
- * demo). Says which projects it switched on and off.
+ * The setting is the list of the projects it turns steering on in: a project taken out of it is
+ * switched off, unless it was switched on another way (the demo). An empty setting (unset or
+ * blank: a replica missing the variable) changes nothing and says so at warn when the setting had
+ * switched projects on, as an empty NEATROOTS_API_KEYS keeps the keys; `none` switches them all
+ * off. Says which projects it switched on and off.
  */
-export async function seedSteering(db: Queryable, steering: readonly string[], log: { info(m: string): void; warn(m: string): void }): Promise<{ on: string[]; off: string[] }> {
-  const out = await new ProjectsRepo(db).syncSettingSteering('NEATROOTS_STEERING', steering);
+export async function seedSteering(
+  db: Queryable,
+  steering: readonly string[] & { none?: boolean },
+  log: { info(m: string): void; warn(m: string): void },
+): Promise<{ on: string[]; off: string[]; kept: string[] }> {
+  const projects = new ProjectsRepo(db);
+  if (!steering.length && !steering.none) {
+    const kept = await projects.settingSteering('NEATROOTS_STEERING');
+    if (kept.length) {
+      log.warn(
+        `NEATROOTS_STEERING is empty (unset or blank): steering stays on in ${kept.join(', ')}, as it listed before; to switch it off in every project it listed, set NEATROOTS_STEERING=none`,
+      );
+    }
+    return { on: [], off: [], kept };
+  }
+  const out = await projects.syncSettingSteering('NEATROOTS_STEERING', steering);
   if (out.on.length) log.info(`steering switched on by NEATROOTS_STEERING: ${out.on.join(', ')}`);
-  if (out.off.length) log.warn(`steering switched off (halt rules only flag there now): ${out.off.join(', ')}, no longer in NEATROOTS_STEERING`);
-  return out;
+  if (out.off.length) log.warn(`steering switched off (halt rules only flag there now): ${out.off.join(', ')}, no longer in NEATROOTS_STEERING${steering.none ? ' (NEATROOTS_STEERING=none)' : ''}`);
+  return { ...out, kept: [] };
 }

@@ -24,6 +24,7 @@ function logger() {
 }
 
 describe('seedSteering: NEATROOTS_STEERING at review\'s start', () => {
+  const steeringOf = (value: string | undefined) => loadConfig(value === undefined ? {} : { NEATROOTS_STEERING: value }).NEATROOTS_STEERING;
   it('switches steering off in a project no longer listed, saying so at warn', async () => {
     const projects = new ProjectsRepo(db);
     const first = logger();
@@ -31,23 +32,47 @@ describe('seedSteering: NEATROOTS_STEERING at review\'s start', () => {
     expect(await projects.steering('p')).toBe(true);
     expect(first.lines).toEqual([{ level: 'info', m: 'steering switched on by NEATROOTS_STEERING: p' }]);
 
-    // Restarted with the project taken out (here: an empty setting).
+    // Restarted with the project taken out.
     const second = logger();
-    await seedSteering(db, [], second);
+    await seedSteering(db, steeringOf('q'), second);
     expect(await projects.steering('p')).toBe(false);
-    expect(second.lines).toEqual([{ level: 'warn', m: 'steering switched off (halt rules only flag there now): p, no longer in NEATROOTS_STEERING' }]);
+    expect(second.lines).toEqual([
+      { level: 'info', m: 'steering switched on by NEATROOTS_STEERING: q' },
+      { level: 'warn', m: 'steering switched off (halt rules only flag there now): p, no longer in NEATROOTS_STEERING' },
+    ]);
 
     // Started again the same way: nothing to say.
     const third = logger();
-    await seedSteering(db, [], third);
+    await seedSteering(db, steeringOf('q'), third);
     expect(third.lines).toEqual([]);
+  });
+
+  it('changes nothing when the setting is empty (a replica without it must not switch halts off everywhere), with a warning saying how to; none switches them off', async () => {
+    const projects = new ProjectsRepo(db);
+    await seedSteering(db, steeringOf('p,q'), logger());
+    for (const value of [undefined, '', '  ']) {
+      const log = logger();
+      await seedSteering(db, steeringOf(value), log);
+      expect(log.lines).toEqual([
+        { level: 'warn', m: 'NEATROOTS_STEERING is empty (unset or blank): steering stays on in p, q, as it listed before; to switch it off in every project it listed, set NEATROOTS_STEERING=none' },
+      ]);
+      expect([await projects.steering('p'), await projects.steering('q')]).toEqual([true, true]);
+    }
+    const none = logger();
+    await seedSteering(db, steeringOf('none'), none);
+    expect([await projects.steering('p'), await projects.steering('q')]).toEqual([false, false]);
+    expect(none.lines).toEqual([{ level: 'warn', m: 'steering switched off (halt rules only flag there now): p, q, no longer in NEATROOTS_STEERING (NEATROOTS_STEERING=none)' }]);
+    // Empty again: nothing left that the setting switched on, nothing to say.
+    const after = logger();
+    await seedSteering(db, steeringOf(''), after);
+    expect(after.lines).toEqual([]);
   });
 
   it('keeps steering on in a project switched on another way (the demo)', async () => {
     const projects = new ProjectsRepo(db);
     await projects.setSteering('demo', true);
-    await seedSteering(db, ['demo', 'p'], logger());
-    await seedSteering(db, [], logger());
+    await seedSteering(db, steeringOf('demo,p'), logger());
+    await seedSteering(db, steeringOf('none'), logger());
     expect(await projects.steering('demo')).toBe(true);
     expect(await projects.steering('p')).toBe(false);
   });
