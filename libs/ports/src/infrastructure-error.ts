@@ -39,15 +39,33 @@ const SQLSTATE_RETRYABLE = /^(?:(08|53|57|58)[0-9A-Z]{3}|40001|40P01)$/;
 const GRPC_DEADLINE_EXCEEDED = 4;
 const GRPC_RESOURCE_EXHAUSTED = 8;
 const GRPC_UNAVAILABLE = 14;
+const GRPC_UNAUTHENTICATED = 16;
+
+/**
+ * The header every call to another service's port carries the deployment's internal token in
+ * (NEATROOTS_INTERNAL_TOKEN; @neatroots/platform's runtime/internal-token.ts sends and checks it).
+ */
+export const INTERNAL_TOKEN_HEADER = 'x-neatroots-internal-token';
+
+/**
+ * Whether a gRPC status is another service's refusal for the internal token (UNAUTHENTICATED
+ * naming the header): the calling process has a NEATROOTS_INTERNAL_TOKEN other than that
+ * service's, or none. A misconfiguration of the deployment, never of what the call was about.
+ */
+export function isInternalTokenRefusal(code: number, details: string | undefined): boolean {
+  return code === GRPC_UNAUTHENTICATED && typeof details === 'string' && details.includes(INTERNAL_TOKEN_HEADER);
+}
 
 /**
  * Does this error say a dependency is down rather than that the message is bad? Network
  * errors, a disk that is full or failing, the Postgres SQLSTATEs of a server that cannot work
  * now (classes 08, 53, 57, 58; 40001 and 40P01, which pass on a retry), a gRPC call that found
  * its server away, overloaded or too slow (UNAVAILABLE, RESOURCE_EXHAUSTED but for a message
- * over the size limit, DEADLINE_EXCEEDED), an HTTP service that is overloaded or failing (429,
- * 5xx: a model endpoint), and the client libraries' own connection errors. The error's causes
- * are looked at too.
+ * over the size limit, DEADLINE_EXCEEDED) or that another service refused for the internal
+ * token (isInternalTokenRefusal: every call fails alike until NEATROOTS_INTERNAL_TOKEN is made
+ * the same, and then the same message passes), an HTTP service that is overloaded or failing
+ * (429, 5xx: a model endpoint), and the client libraries' own connection errors. The error's
+ * causes are looked at too.
  */
 export function isInfrastructureError(err: unknown): boolean {
   for (const e of causes<{ name?: unknown; code?: unknown; details?: unknown; message?: unknown; status?: unknown }>(err)) {
@@ -56,6 +74,8 @@ export function isInfrastructureError(err: unknown): boolean {
     // A gRPC status (grpc-js's ServiceError, or a client's error that kept its code and details).
     if (typeof e.code === 'number' && typeof e.details === 'string') {
       if (e.code === GRPC_UNAVAILABLE || e.code === GRPC_DEADLINE_EXCEEDED) return true;
+      // The deployment's tokens differ: no message is at fault, and none may be set aside for it.
+      if (isInternalTokenRefusal(e.code, e.details)) return true;
       // A message over the size limit fails the same way every time: that one is the message's.
       if (e.code === GRPC_RESOURCE_EXHAUSTED && !/larger than max/i.test(e.details)) return true;
     }

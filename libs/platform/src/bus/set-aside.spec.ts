@@ -1,4 +1,4 @@
-import type { BusBatch, DeadLetter } from '@neatroots/ports';
+import { INTERNAL_TOKEN_HEADER, type BusBatch, type DeadLetter } from '@neatroots/ports';
 import { isInfrastructureError, letterOfRecord, RetryLaterError, withSetAside } from './set-aside';
 
 const batch = (values: unknown[]): BusBatch<unknown> => ({
@@ -30,6 +30,9 @@ describe('isInfrastructureError: a dependency down is never blamed on a message'
     ['gRPC UNAVAILABLE', Object.assign(new Error('14 UNAVAILABLE: review: the database system is starting up'), { code: 14, details: 'review: the database system is starting up' })],
     ['gRPC DEADLINE_EXCEEDED', Object.assign(new Error('review service: steering: Deadline exceeded after 10.001s'), { code: 4, details: 'Deadline exceeded after 10.001s' })],
     ['gRPC RESOURCE_EXHAUSTED (overloaded)', Object.assign(new Error('8 RESOURCE_EXHAUSTED: memory ceiling'), { code: 8, details: 'memory ceiling' })],
+    // review refusing the calls of a process given another NEATROOTS_INTERNAL_TOKEN (ReviewDataClient's error keeps the status)
+    ['gRPC UNAUTHENTICATED for the internal token', Object.assign(new Error("review service: getPlan: this port answers neatroots's own services only: ..."), { code: 16, details: `this port answers neatroots's own services only: the call carried an internal token (${INTERNAL_TOKEN_HEADER}) that does not match this service's NEATROOTS_INTERNAL_TOKEN; give every service the same one` })],
+    ['gRPC UNAUTHENTICATED for no internal token', new Error('question service: refused', { cause: Object.assign(new Error('16 UNAUTHENTICATED'), { code: 16, details: `this port answers neatroots's own services only: the call carried no internal token (${INTERNAL_TOKEN_HEADER}); set NEATROOTS_INTERNAL_TOKEN on the calling service to this one's` }) })],
   ])('%s', (_name, err) => expect(isInfrastructureError(err)).toBe(true));
 
   it.each([
@@ -41,6 +44,7 @@ describe('isInfrastructureError: a dependency down is never blamed on a message'
     ['gRPC INVALID_ARGUMENT', Object.assign(new Error('3 INVALID_ARGUMENT: plan: not valid JSON'), { code: 3, details: 'plan: not valid JSON' })],
     ['a gRPC message over the size limit', Object.assign(new Error('8 RESOURCE_EXHAUSTED: Received message larger than max (5000000 vs. 4194304)'), { code: 8, details: 'Received message larger than max (5000000 vs. 4194304)' })],
     ['a numeric code that is no gRPC status', Object.assign(new Error('exit'), { code: 14 })],
+    ['gRPC UNAUTHENTICATED for something else than the internal token', Object.assign(new Error('16 UNAUTHENTICATED: unknown API key'), { code: 16, details: 'unknown API key' })],
   ])('but %s is the message\'s', (_name, err) => expect(isInfrastructureError(err)).toBe(false));
 });
 

@@ -1,13 +1,16 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { InterceptingCall, Metadata, status as Status, type ClientOptions, type Interceptor, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { INTERNAL_TOKEN_HEADER, isInternalTokenRefusal } from '@neatroots/ports';
 
 /**
  * The services' own gRPC ports (review, question, the rule engine) answer the other services of
- * the deployment only. With NEATROOTS_INTERNAL_TOKEN set, every call to them carries it in this
- * header and a call without it (or with another) is refused with UNAUTHENTICATED; gRPC health
- * stays open for probes.
+ * the deployment only. With NEATROOTS_INTERNAL_TOKEN set, every call to them carries it in the
+ * header INTERNAL_TOKEN_HEADER and a call without it (or with another) is refused with
+ * UNAUTHENTICATED; gRPC health stays open for probes. The header and isInternalTokenRefusal live
+ * in @neatroots/ports, where isInfrastructureError counts a refusal as an outage (a bus consumer
+ * reads its records again rather than set them aside) and the api answers one 503.
  */
-export const INTERNAL_TOKEN_HEADER = 'x-neatroots-internal-token';
+export { INTERNAL_TOKEN_HEADER, isInternalTokenRefusal };
 
 /**
  * The options a client of another service's port is made with: the token on every call, and,
@@ -64,11 +67,6 @@ export function requireInternalToken(impl: UntypedServiceImplementation, token: 
     }) as UntypedServiceImplementation[string];
   }
   return out;
-}
-
-/** Whether a gRPC status is a refusal for the internal token (requireInternalToken's). */
-export function isInternalTokenRefusal(code: Status, details: string | undefined): boolean {
-  return code === Status.UNAUTHENTICATED && typeof details === 'string' && details.includes(INTERNAL_TOKEN_HEADER);
 }
 
 /** Statuses that may be the client's own (no connection, out of time, cancelled): they say nothing of the token. */
