@@ -128,6 +128,8 @@ maybe(SUITE, () => {
  * record: neither service may set the records aside as dead letters, it reads them again until
  * review takes its calls, and both are not ready meanwhile. Started again with the deployment's
  * token, each takes up where it stopped: the finding and the answer are stored, no dead letter.
+ * Meanwhile the api (its token right) answers what it asks the question service for (model
+ * agreement, a draft) 503 naming the mismatch, not 500.
  */
 const OUTAGE = 'distributed: a rule engine and a question service with a wrong NEATROOTS_INTERNAL_TOKEN';
 const maybeOutage = kafka && redis && pg ? describe : describe.skip;
@@ -192,11 +194,32 @@ maybeOutage(OUTAGE, () => {
     const from = await kafkaErrors(sp);
     await until(`${sp.target} to set records aside, or to try them again many times`, async () => (await deadLetters()).length > 0 || (await kafkaErrors(sp)) - from >= 20, 60_000, 250);
   };
+  const api = async (method: string, url: string, body?: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${cluster.ports.http}${url}`, {
+      method,
+      headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as { error: { code: string; message: string } } };
+  };
+
   it('both are not ready, naming NEATROOTS_INTERNAL_TOKEN and the mismatch', async () => {
     for (const sp of [engine, question]) {
       const ready = await notReady(sp);
       expect([sp.target, ready.status]).toEqual([sp.target, 503]);
       expect(ready.body.error).toMatch(/^Error: the review service \(127\.0\.0\.1:\d+\) refuses this process's calls: .*does not match this service's NEATROOTS_INTERNAL_TOKEN/);
+    }
+  });
+
+  it('the api answers model agreement and a draft 503 naming the question service and the mismatch, not 500', async () => {
+    for (const [method, url, body] of [
+      ['GET', `/v1/projects/${project}/models/agreement`, undefined],
+      ['POST', `/v1/projects/${project}/checks/draft`, { concern: 'a refund issued without looking the order up' }],
+    ] as const) {
+      const res = await api(method, url, body);
+      expect([url, res.status, res.body.error.code, res.retryAfter]).toEqual([url, 503, 'unavailable', '5']);
+      expect(res.body.error.message).toMatch(/^the question service refuses this process's calls, a misconfiguration: .*carried an internal token \(x-neatroots-internal-token\) that does not match this service's NEATROOTS_INTERNAL_TOKEN/);
+      expect(res.body.error.message).not.toContain(WRONG_TOKEN);
     }
   });
 

@@ -1,5 +1,5 @@
 import { credentials, Metadata, status, type ClientOptions } from '@grpc/grpc-js';
-import { ReviewGrpcClient, SopGrpcClient, apiModule } from '@neatroots/api';
+import { ReviewGrpcClient, SopGrpcClient, apiModule, unavailable } from '@neatroots/api';
 import type { ProjectEntry } from '@neatroots/checks';
 import { ingestModule } from '@neatroots/ingest';
 import { createMetrics, GitHubCodeHost, internalClientOptions, InternalTokenWatch, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
@@ -152,6 +152,9 @@ function reviewRemote(address: string, onClose: (step: () => unknown) => void, c
  * The question service in another process: what the api (and review's checker) asks of it. The
  * deadlines of decisions and drafts come from `models`, this process's model configuration
  * (the same variables as the question service's): the model's timeout, retries and queueing.
+ * A call it refuses for NEATROOTS_INTERNAL_TOKEN fails with the api's UnavailableError (503,
+ * naming the question service and the mismatch), as a review call so refused does; so does a
+ * model agreement the service cannot answer now (away, too slow).
  */
 export function questionRemote(
   address: string,
@@ -169,7 +172,12 @@ export function questionRemote(
     new Promise<{ text: string; answered_by: AnsweredBy }>((resolve, reject) =>
       client.complete({ messages, priority: '', json: true, max_tokens: 800 }, new Metadata(), { deadline: new Date(Date.now() + chatDeadlineMs(models)) }, (err, res) =>
         err
-          ? reject(err.code === status.FAILED_PRECONDITION ? new NoModelError() : new Error(`question service: ${err.details || err.message}`, { cause: err }))
+          ? reject(
+              err.code === status.FAILED_PRECONDITION
+                ? new NoModelError()
+                : // the other failures are the draft's to word (authoring's draftFailure reads the cause)
+                  (err.code === status.UNAUTHENTICATED && unavailable(err, 'question')) || new Error(`question service: ${err.details || err.message}`, { cause: err }),
+            )
           : resolve({ text: res.text, answered_by: res.answered_by as AnsweredBy }),
       ),
     );
@@ -179,7 +187,7 @@ export function questionRemote(
     modelStats: (project, checkId) =>
       new Promise((resolve, reject) =>
         client.agreement({ check_id: checkId ?? '', project }, new Metadata(), { deadline: new Date(Date.now() + 10_000) }, (err, res) =>
-          err ? reject(new Error(`question service: ${err.details || err.message}`)) : resolve(res.questions),
+          err ? reject(unavailable(err, 'question') ?? new Error(`question service: ${err.details || err.message}`)) : resolve(res.questions),
         ),
       ),
   };

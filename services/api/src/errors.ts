@@ -1,3 +1,4 @@
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger as NestLogger, type ExceptionFilter } from '@nestjs/common';
 import { RepeatedErrors, type Logger } from '@neatroots/ports';
 import { SopError, StoreInputError, type SopIssue } from '@neatroots/store';
@@ -47,12 +48,44 @@ export class ApiError extends HttpException {
 }
 
 /**
- * A service the api asks over gRPC (review, in the distributed deployment) cannot be reached or
- * gave no answer in time: 503 `unavailable` with Retry-After, logged as one warning line. The
- * service restarting (a rollout, a crash) is not a fault of the request nor of the api.
+ * A service the api asks over gRPC (review or question, in the distributed deployment) cannot be
+ * reached, gave no answer in time, or refuses the api's calls for NEATROOTS_INTERNAL_TOKEN: 503
+ * `unavailable` with Retry-After, logged as one warning line. The service restarting (a rollout,
+ * a crash) is not a fault of the request nor of the api.
  */
 export class UnavailableError extends Error {
   override readonly name = 'UnavailableError';
+}
+
+/** What `unavailable` reads of a failed gRPC call: grpc-js's ServiceError, or a client's error that kept its status. */
+export type CallStatus = { code: number; details?: string; message: string };
+
+/**
+ * A failed call to another service of the deployment (`service`: review, question) that is not
+ * the request's fault, as the api answers it: 503 with Retry-After (UnavailableError), not a
+ * 500. The service not there or not answering in time (restarting, overloaded), or refusing this
+ * process's calls for the deployment's internal token (UNAUTHENTICATED: those ports take no
+ * other key; NEATROOTS_INTERNAL_TOKEN differs between the services, a misconfiguration the
+ * message names). Anything else: undefined.
+ */
+export function unavailable(err: CallStatus, service = 'review'): UnavailableError | undefined {
+  if (err.code === GrpcStatus.UNAUTHENTICATED) {
+    const details = err.details || err.message;
+    return new UnavailableError(`the ${service} service refuses this process's calls, a misconfiguration: ${details}${details.includes('NEATROOTS_INTERNAL_TOKEN') ? '' : ' (NEATROOTS_INTERNAL_TOKEN)'}`);
+  }
+  if (err.code !== GrpcStatus.UNAVAILABLE && err.code !== GrpcStatus.DEADLINE_EXCEEDED && err.code !== GrpcStatus.RESOURCE_EXHAUSTED) return undefined;
+  return new UnavailableError(`the ${service} service cannot answer right now (${GrpcStatus[err.code]}: ${err.details || err.message}); retry shortly`);
+}
+
+/**
+ * The error of a client of another service that keeps the call's gRPC status and names the
+ * service (`service`: review's ReviewDataClient, whose ReviewServiceError the authoring
+ * endpoints see), answered as `unavailable` answers that status; undefined for anything else.
+ */
+export function unavailableOf(err: unknown): UnavailableError | undefined {
+  const e = err as { code?: unknown; details?: unknown; message?: unknown; service?: unknown } | null;
+  if (!e || typeof e !== 'object' || typeof e.service !== 'string' || typeof e.code !== 'number' || typeof e.details !== 'string') return undefined;
+  return unavailable({ code: e.code, details: e.details, message: typeof e.message === 'string' ? e.message : '' }, e.service);
 }
 
 /** Nest's own errors (no route, a path that does not decode) by status. */
@@ -126,6 +159,7 @@ export class ErrorsFilter implements ExceptionFilter {
     let issues: SopIssue[] | undefined;
     let issuesOmitted: number | undefined;
     let problems: CheckProblem[] | undefined;
+    let down: UnavailableError | undefined;
     if (err instanceof ApiError) {
       status = err.getStatus();
       code = err.code;
@@ -142,11 +176,11 @@ export class ErrorsFilter implements ExceptionFilter {
       code = err.code;
       message = err.message;
       problems = err.problems;
-    } else if (err instanceof UnavailableError) {
+    } else if (err instanceof UnavailableError || (down = unavailableOf(err))) {
       status = HttpStatus.SERVICE_UNAVAILABLE;
       code = 'unavailable';
-      message = err.message;
-      this.warn(err.message);
+      message = (down ?? (err as UnavailableError)).message;
+      this.warn(message);
     } else if (err instanceof StoreInputError) {
       status = HttpStatus.BAD_REQUEST;
       code = err.code;

@@ -1,25 +1,10 @@
 import { credentials, Metadata, status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { StoreInputError, type ApiKeyGrant, type ReviewQueries } from '@neatroots/store';
-import { UnavailableError } from './errors';
+import { unavailable } from './errors';
 
 /** Where the review service puts the store's error code (services/review's INPUT_ERROR_CODE). */
 const INPUT_ERROR_CODE = 'neatroots-error-code';
-
-/**
- * The review service not there or not answering in time (restarting, overloaded), or refusing
- * this process's calls for the deployment's internal token (UNAUTHENTICATED: its port takes no
- * other key; NEATROOTS_INTERNAL_TOKEN differs between the services): 503 with Retry-After
- * (errors.ts UnavailableError), not a 500. Used by the SOP client too.
- */
-export function unavailable(err: ServiceError): UnavailableError | undefined {
-  if (err.code === status.UNAUTHENTICATED) {
-    const details = err.details || err.message;
-    return new UnavailableError(`the review service refuses this process's calls, a misconfiguration: ${details}${details.includes('NEATROOTS_INTERNAL_TOKEN') ? '' : ' (NEATROOTS_INTERNAL_TOKEN)'}`);
-  }
-  if (err.code !== status.UNAVAILABLE && err.code !== status.DEADLINE_EXCEEDED && err.code !== status.RESOURCE_EXHAUSTED) return undefined;
-  return new UnavailableError(`the review service cannot answer right now (${status[err.code]}: ${err.details || err.message}); retry shortly`);
-}
 
 /**
  * The review service's queries over gRPC: what the api uses in the distributed deployment

@@ -1,7 +1,7 @@
 import { credentials, Metadata, status, type ServiceError, type ClientOptions } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
 import { SopError, type ReviewSopQueries, type SopIssue, type SopQueries } from '@neatroots/store';
-import { unavailable } from './review-client';
+import { unavailable } from './errors';
 
 /** Where the review service puts a refusal's code and sopc's issues (services/review sop/grpc.ts). */
 const ERROR_CODE = 'neatroots-error-code';

@@ -38,11 +38,14 @@ function statusOf(err: unknown): Partial<StatusObject> {
 
 /**
  * A failed call to the review service: the message names the method; `code` is the gRPC
- * status (UNAVAILABLE and DEADLINE_EXCEEDED say review or its database is away, which
+ * status (UNAVAILABLE and DEADLINE_EXCEEDED say review or its database is away, and
+ * UNAUTHENTICATED that it refuses this process's NEATROOTS_INTERNAL_TOKEN, which
  * isInfrastructureError reads), `details` the server's words, `sqlstate` the database's
- * SQLSTATE when review sent one, `cause` grpc-js's error.
+ * SQLSTATE when review sent one, `cause` grpc-js's error; `service` names review (the api
+ * answers such an error as the review service's: 503 when it is away or refuses the token).
  */
 export class ReviewServiceError extends Error {
+  readonly service = 'review';
   readonly code: number;
   readonly details: string;
   readonly sqlstate?: string;
