@@ -179,6 +179,9 @@ export class NestLog implements LoggerService {
 
   error(message: unknown, ...params: unknown[]): void {
     const { context, stack } = NestLog.parts(params);
+    // Nest logs a failure to listen (EADDRINUSE) and throws it to app.listen's caller, which
+    // reports it in its own words (neatroots start: the port and its variable): at debug here.
+    if (context === 'NestApplication') return this.log(message, ...params);
     const err = message instanceof Error ? message : stack ? Object.assign(new Error(NestLog.text(message)), { stack }) : undefined;
     this.to.error(NestLog.text(message), err, context ? { context } : undefined);
   }
