@@ -6,6 +6,7 @@ import { createReviewQueries } from '@neatroots/review';
 import { ProjectsRepo } from '@neatroots/store';
 import { migrate, openPglite } from '@neatroots/platform';
 import { apiUrl, createApi } from '../api';
+import { UnavailableError } from '../errors';
 
 /**
  * A fault of neatroots in an MCP tool (not the caller's mistake) is answered as a tool error
@@ -13,6 +14,7 @@ import { apiUrl, createApi } from '../api';
  * The fault is real: the store's findings table is gone, so list_findings fails in the store.
  */
 const KEY = 'mcp-log-key';
+const AWAY_KEY = 'mcp-away-key';
 
 interface Line {
   msg: string;
@@ -40,8 +42,20 @@ beforeAll(async () => {
   await migrate(db);
   const projects = new ProjectsRepo(db);
   await projects.addApiKey('shop', KEY);
+  await projects.addApiKey('away', AWAY_KEY);
+  const queries = createReviewQueries(db);
   app = await createApi({
-    queries: createReviewQueries(db),
+    // A project whose review service is away (the distributed review link throws this).
+    queries: new Proxy(queries, {
+      get: (target, prop, receiver) => {
+        const v = Reflect.get(target, prop, receiver);
+        if (prop !== 'listFindings' || typeof v !== 'function') return v;
+        return (project: string, ...rest: unknown[]) => {
+          if (project === 'away') throw new UnavailableError('the review service cannot answer right now (UNAVAILABLE: No connection established); retry shortly');
+          return (v as (...a: unknown[]) => unknown).call(target, project, ...rest);
+        };
+      },
+    }),
     resolveKey: (key) => projects.resolveApiKey(key),
     port: 0,
     logger: false,
@@ -70,6 +84,21 @@ it('an unexpected fault in a tool is logged through the api logger and answered 
     expect(logged).toHaveLength(1);
     expect(logged[0]).toMatchObject({ msg: 'mcp tool list_findings failed', fields: { project: 'shop' } });
     expect(String((logged[0].err as Error).message)).toMatch(/findings/);
+  } finally {
+    await client.close();
+  }
+});
+
+it('a tool whose answer needs a service that is away says so (as REST answers 503), not that neatroots broke', async () => {
+  const client = new Client({ name: 'mcp-away-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${apiUrl(app)}/v1/mcp`), { requestInit: { headers: { 'x-api-key': AWAY_KEY } } }));
+  try {
+    const before = logged.length;
+    const r = (await client.callTool({ name: 'list_findings', arguments: {} })) as { isError?: boolean; content: { text: string }[] };
+    expect(r.isError).toBe(true);
+    expect(r.content.map((c) => c.text).join('\n')).toBe('the review service cannot answer right now (UNAVAILABLE: No connection established); retry shortly');
+    // Not a fault of neatroots: nothing logged as one.
+    expect(logged.length).toBe(before);
   } finally {
     await client.close();
   }

@@ -2,6 +2,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { FINDING_STATE_FILTERS, MAX_PAGE, type Problem, type ReviewQueries } from '@neatroots/store';
 import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
+import { UnavailableError, unavailableOf } from '../errors';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../limits';
 
 /**
@@ -355,6 +356,10 @@ export function createMcpServer(scope: McpScope, version: string): Server {
       }
       // The store's bad-argument errors (a bad cursor) are the caller's to fix too.
       if ((err as { name?: string }).name === 'StoreInputError') return toolError((err as Error).message);
+      // Another service of the deployment away or refusing this process (as REST answers 503):
+      // said as it is, so the agent knows to try again rather than that neatroots broke.
+      const down = err instanceof UnavailableError ? err : unavailableOf(err);
+      if (down) return toolError(down.message);
       scope.log?.(`mcp tool ${name} failed`, err);
       return toolError('internal error in neatroots (logged)');
     }
