@@ -48,33 +48,46 @@ describe('ProjectsRepo: the projects a setting turns steering on in', () => {
 
   it('switches off a project taken out of the list, and every one at an empty list', async () => {
     const projects = new ProjectsRepo(db);
-    expect(await projects.syncSettingSteering(S, ['shop', 'blog'])).toEqual({ on: ['blog', 'shop'], off: [] });
+    expect(await projects.syncSettingSteering(S, ['shop', 'blog'])).toEqual({ on: ['blog', 'shop'], claimed: [], off: [] });
     expect(await steering(projects)).toEqual([['blog', true], ['shop', true]]);
     // The same list again: nothing changes.
-    expect(await projects.syncSettingSteering(S, ['blog', 'shop'])).toEqual({ on: [], off: [] });
-    expect(await projects.syncSettingSteering(S, ['blog'])).toEqual({ on: [], off: ['shop'] });
+    expect(await projects.syncSettingSteering(S, ['blog', 'shop'])).toEqual({ on: [], claimed: [], off: [] });
+    expect(await projects.syncSettingSteering(S, ['blog'])).toEqual({ on: [], claimed: [], off: ['shop'] });
     expect(await steering(projects)).toEqual([['blog', true], ['shop', false]]);
-    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], off: ['blog'] });
+    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], claimed: [], off: ['blog'] });
     expect(await steering(projects)).toEqual([['blog', false], ['shop', false]]);
     // Listed again: on again.
-    expect(await projects.syncSettingSteering(S, ['shop'])).toEqual({ on: ['shop'], off: [] });
+    expect(await projects.syncSettingSteering(S, ['shop'])).toEqual({ on: ['shop'], claimed: [], off: [] });
     expect(await projects.steering('shop')).toBe(true);
   });
 
   it('leaves a project switched on another way (the demo) on, listed or not', async () => {
     const projects = new ProjectsRepo(db);
     await projects.setSteering('demo', true);
-    expect(await projects.syncSettingSteering(S, ['demo', 'shop'])).toEqual({ on: ['shop'], off: [] });
-    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], off: ['shop'] });
+    expect(await projects.syncSettingSteering(S, ['demo', 'shop'])).toEqual({ on: ['shop'], claimed: [], off: [] });
+    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], claimed: [], off: ['shop'] });
     expect(await steering(projects)).toEqual([['demo', true], ['shop', false]]);
     // Switched on the other way after the setting did: the other way's from then on.
     await projects.syncSettingSteering(S, ['shop']);
     await projects.setSteering('shop', true);
-    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], off: [] });
+    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], claimed: [], off: [] });
     expect(await projects.steering('shop')).toBe(true);
     // And switched off that way, it is off until the setting lists it again.
     await projects.setSteering('shop', false);
-    expect(await projects.syncSettingSteering(S, ['shop'])).toEqual({ on: ['shop'], off: [] });
+    expect(await projects.syncSettingSteering(S, ['shop'])).toEqual({ on: ['shop'], claimed: [], off: [] });
+  });
+
+  it('takes over a listed project an earlier version switched on (no source), so it is switched off once no longer listed', async () => {
+    const projects = new ProjectsRepo(db);
+    // As a review before steering_source writes it (after a rollback too): on, the source left NULL.
+    await db.query("INSERT INTO projects (name, steering) VALUES ('shop', true), ('blog', true)");
+    expect(await projects.unsourcedSteering()).toEqual(['blog', 'shop']);
+    expect(await projects.syncSettingSteering(S, ['shop'])).toEqual({ on: [], claimed: ['shop'], off: [] });
+    expect(await projects.settingSteering(S)).toEqual(['shop']);
+    // Not listed: left on, and still without a source.
+    expect(await projects.unsourcedSteering()).toEqual(['blog']);
+    expect(await projects.syncSettingSteering(S, [])).toEqual({ on: [], claimed: [], off: ['shop'] });
+    expect(await steering(projects)).toEqual([['blog', true], ['shop', false]]);
   });
 });
 

@@ -76,14 +76,15 @@ export class ProjectsRepo {
   }
 
   /**
-   * Turns steering (halts acting) on or off, by a way other than a setting (the demo); creates
-   * the project if needed. Switched on so, it stays on whatever syncSettingSteering is given.
+   * Turns steering (halts acting) on or off, by a way other than a setting: `source` names which
+   * (the demo's by default). Switched on so, it stays on whatever syncSettingSteering is given;
+   * switched off, it has no source. Creates the project if needed.
    */
-  async setSteering(name: string, on: boolean): Promise<void> {
+  async setSteering(name: string, on: boolean, source = 'demo'): Promise<void> {
     await this.db.query(
-      `INSERT INTO projects (name, steering, steering_source) VALUES ($1, $2, NULL)
-       ON CONFLICT (name) DO UPDATE SET steering = EXCLUDED.steering, steering_source = NULL`,
-      [text(name), on],
+      `INSERT INTO projects (name, steering, steering_source) VALUES ($1, $2, $3)
+       ON CONFLICT (name) DO UPDATE SET steering = EXCLUDED.steering, steering_source = EXCLUDED.steering_source`,
+      [text(name), on, on ? text(source) : null],
     );
   }
 
@@ -91,10 +92,17 @@ export class ProjectsRepo {
    * Makes the projects `source` (a setting, NEATROOTS_STEERING) turns steering on in exactly
    * `names`: each is switched on (created if needed), and every project it switched on before
    * and no longer lists is switched off. A project switched on another way (setSteering, the
-   * demo) stays on, listed or not. Returns the projects switched on and off.
+   * demo) stays on, listed or not. A listed project on with no source (switched on by a version
+   * before steering_source, which leaves it NULL, e.g. after a rollback) is `claimed`: the
+   * setting's from then on, switched off once it is no longer listed. Returns the projects
+   * switched on, claimed and switched off.
    */
-  async syncSettingSteering(source: string, names: readonly string[]): Promise<{ on: string[]; off: string[] }> {
+  async syncSettingSteering(source: string, names: readonly string[]): Promise<{ on: string[]; claimed: string[]; off: string[] }> {
     const listed = [...new Set(names.map((n) => text(n) as string))].sort();
+    const claimed = await this.db.query<{ name: string }>(
+      `UPDATE projects SET steering_source = $2 WHERE steering AND steering_source IS NULL AND name = ANY($1::text[]) RETURNING name`,
+      [listed, text(source)],
+    );
     const on = await this.db.query<{ name: string }>(
       `INSERT INTO projects (name, steering, steering_source) SELECT unnest($1::text[]), true, $2
        ON CONFLICT (name) DO UPDATE SET steering = true, steering_source = EXCLUDED.steering_source WHERE NOT projects.steering
@@ -106,12 +114,22 @@ export class ProjectsRepo {
        WHERE steering AND steering_source = $1 AND NOT (name = ANY($2::text[])) RETURNING name`,
       [text(source), listed],
     );
-    return { on: on.rows.map((r) => r.name).sort(), off: off.rows.map((r) => r.name).sort() };
+    const sorted = (r: { rows: { name: string }[] }) => r.rows.map((x) => x.name).sort();
+    return { on: sorted(on), claimed: sorted(claimed), off: sorted(off) };
   }
 
   /** The projects `source` (a setting, NEATROOTS_STEERING) has switched steering on in, by name. */
   async settingSteering(source: string): Promise<string[]> {
     const res = await this.db.query<{ name: string }>('SELECT name FROM projects WHERE steering AND steering_source = $1 ORDER BY name', [text(source)]);
+    return res.rows.map((r) => r.name);
+  }
+
+  /**
+   * The projects with steering on and no source, by name: switched on by a version before
+   * steering_source (which leaves it NULL), so no setting switches them off until one lists them.
+   */
+  async unsourcedSteering(): Promise<string[]> {
+    const res = await this.db.query<{ name: string }>('SELECT name FROM projects WHERE steering AND steering_source IS NULL ORDER BY name');
     return res.rows.map((r) => r.name);
   }
 

@@ -74,7 +74,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
       const projects = new ProjectsRepo(await platform.db());
       demoKey = await demoApiKey(config, projects, 'api');
       demoAgentKey = await demoApiKey(config, projects, 'ingest');
-      await projects.setSteering(DEMO_PROJECT, true);
+      await projects.setSteering(DEMO_PROJECT, true, 'demo');
     }
   } catch (err) {
     await platform.close();

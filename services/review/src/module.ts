@@ -183,13 +183,15 @@ export async function seedApiKeys(
  * switched off, unless it was switched on another way (the demo). An empty setting (unset or
  * blank: a replica missing the variable) changes nothing and says so at warn when the setting had
  * switched projects on, as an empty NEATROOTS_API_KEYS keeps the keys; `none` switches them all
- * off. Says which projects it switched on and off.
+ * off. A project on with no source (an earlier version's review switched it on, after a rollback
+ * too) is taken over when listed; not listed, it stays on, said at warn. Says which projects it
+ * switched on and off.
  */
 export async function seedSteering(
   db: Queryable,
   steering: readonly string[] & { none?: boolean },
   log: { info(m: string): void; warn(m: string): void },
-): Promise<{ on: string[]; off: string[]; kept: string[] }> {
+): Promise<{ on: string[]; claimed: string[]; off: string[]; kept: string[]; unsourced: string[] }> {
   const projects = new ProjectsRepo(db);
   if (!steering.length && !steering.none) {
     const kept = await projects.settingSteering('NEATROOTS_STEERING');
@@ -198,10 +200,18 @@ export async function seedSteering(
         `NEATROOTS_STEERING is empty (unset or blank): steering stays on in ${kept.join(', ')}, as it listed before; to switch it off in every project it listed, set NEATROOTS_STEERING=none`,
       );
     }
-    return { on: [], off: [], kept };
+    return { on: [], claimed: [], off: [], kept, unsourced: [] };
   }
   const out = await projects.syncSettingSteering('NEATROOTS_STEERING', steering);
   if (out.on.length) log.info(`steering switched on by NEATROOTS_STEERING: ${out.on.join(', ')}`);
+  if (out.claimed.length) log.info(`steering in ${out.claimed.join(', ')}, switched on by an earlier version, now follows NEATROOTS_STEERING`);
   if (out.off.length) log.warn(`steering switched off (halt rules only flag there now): ${out.off.join(', ')}, no longer in NEATROOTS_STEERING${steering.none ? ' (NEATROOTS_STEERING=none)' : ''}`);
-  return { ...out, kept: [] };
+  // On with no source and not listed (listed ones were claimed just now): an earlier version's.
+  const unsourced = await projects.unsourcedSteering();
+  if (unsourced.length) {
+    log.warn(
+      `steering stays on in ${unsourced.join(', ')}: an earlier version switched it on, not NEATROOTS_STEERING, so the setting does not switch it off; no API or CLI command switches it off either: list the project in NEATROOTS_STEERING for one start of review (the setting then takes it over), then take it out`,
+    );
+  }
+  return { ...out, kept: [], unsourced };
 }

@@ -86,6 +86,50 @@ describe('seedSteering: NEATROOTS_STEERING at review\'s start', () => {
     const projects = new ProjectsRepo(db);
     expect([await projects.steering('p'), await projects.steering('q')]).toEqual([false, true]);
   });
+
+  it('leaves the demo project\'s steering to the demo at the first start with this version: no warning that the setting listed it', async () => {
+    // An upgraded embedded home started with --no-demo, NEATROOTS_STEERING never set.
+    await db.exec("DELETE FROM schema_migrations WHERE name = '0029_steering_source.sql'; ALTER TABLE projects DROP COLUMN steering_source");
+    await db.query("INSERT INTO projects (name, steering) VALUES ('demo', true)");
+    await migrate(db);
+    const log = logger();
+    await seedSteering(db, steeringOf(undefined), log);
+    expect(log.lines).toEqual([]);
+    expect(await new ProjectsRepo(db).steering('demo')).toBe(true);
+  });
+
+  it('takes over steering an earlier version switched on (a rollback, an old replica), so that none switches it off', async () => {
+    const projects = new ProjectsRepo(db);
+    // As a review before steering_source seeds it: on, the new column left NULL.
+    await db.query("INSERT INTO projects (name, steering) VALUES ('shop', true) ON CONFLICT (name) DO UPDATE SET steering = EXCLUDED.steering");
+    const first = logger();
+    await seedSteering(db, ['shop'], first);
+    expect(first.lines).toEqual([{ level: 'info', m: 'steering in shop, switched on by an earlier version, now follows NEATROOTS_STEERING' }]);
+    const none = logger();
+    await seedSteering(db, steeringOf('none'), none);
+    expect(await projects.steering('shop')).toBe(false);
+    expect(none.lines).toEqual([{ level: 'warn', m: 'steering switched off (halt rules only flag there now): shop, no longer in NEATROOTS_STEERING (NEATROOTS_STEERING=none)' }]);
+  });
+
+  it('says at warn that steering an earlier version switched on stays on where the setting does not list it', async () => {
+    const projects = new ProjectsRepo(db);
+    await db.query("INSERT INTO projects (name, steering) VALUES ('shop', true)");
+    for (const value of ['none', 'q']) {
+      const log = logger();
+      await seedSteering(db, steeringOf(value), log);
+      expect(log.lines.filter((l) => l.level === 'warn')).toEqual([
+        {
+          level: 'warn',
+          m: 'steering stays on in shop: an earlier version switched it on, not NEATROOTS_STEERING, so the setting does not switch it off; no API or CLI command switches it off either: list the project in NEATROOTS_STEERING for one start of review (the setting then takes it over), then take it out',
+        },
+      ]);
+      expect(await projects.steering('shop')).toBe(true);
+    }
+    // Done as it says: listed once, then taken out.
+    await seedSteering(db, steeringOf('shop'), logger());
+    await seedSteering(db, steeringOf('q'), logger());
+    expect(await projects.steering('shop')).toBe(false);
+  });
 });
 
 describe('seedApiKeys: NEATROOTS_API_KEYS at review\'s start', () => {
