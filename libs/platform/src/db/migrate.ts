@@ -20,11 +20,18 @@ export interface Migration {
 export interface MigrateOptions {
   /** Folder of `NNNN_name.sql` files; libs/store/migrations by default. */
   dir?: string;
+  /** Where the warning about migrations this build does not have goes (a rollback). */
+  log?: { warn(message: string): void };
 }
 
 export interface MigrateResult {
   /** File names applied by this call, in order (empty when the schema was up to date). */
   applied: string[];
+  /**
+   * Migrations recorded in the database that this build does not have, by file name: a newer
+   * version migrated it (this build is older than the database: a rollback). Said at warn.
+   */
+  newer: string[];
 }
 
 /** The migration files of `dir`, in version order. Duplicate versions or odd names are errors. */
@@ -49,6 +56,11 @@ export async function loadMigrations(dir: string = DEFAULT_MIGRATIONS_DIR): Prom
  * a transaction-scoped advisory lock (pg_advisory_xact_lock, released by the commit or
  * rollback itself, so a crash mid-way cannot leave it held) makes the others wait and then
  * find nothing to do. PGlite is a single connection, so it needs no lock.
+ *
+ * A database a newer version migrated (schema_migrations records versions this build has no
+ * file for) is used as it is, since a rollback is allowed, but said at warn: what the newer
+ * version wrote that this build cannot read is set aside or ignored (docs/deployment.md,
+ * Upgrading).
  */
 export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<MigrateResult> {
   const migrations = await loadMigrations(opts.dir);
@@ -63,8 +75,11 @@ export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<Migrat
       checksum text NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now()
     )`);
-    const done = await tx.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const done = await tx.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
     const have = new Set(done.rows.map((r) => Number(r.version)));
+    const known = new Set(migrations.map((m) => m.version));
+    const newer = done.rows.filter((r) => !known.has(Number(r.version))).map((r) => r.name);
+    if (newer.length) opts.log?.warn(newerDatabaseWarning(newer));
     const applied: string[] = [];
     for (const m of migrations) {
       if (have.has(m.version)) continue;
@@ -76,6 +91,15 @@ export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<Migrat
       await tx.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [m.version, m.name, m.checksum]);
       applied.push(m.name);
     }
-    return { applied };
+    return { applied, newer };
   });
+}
+
+/** The warning of a start on a database a newer version migrated. */
+export function newerDatabaseWarning(newer: readonly string[]): string {
+  return (
+    `this build is older than its database: a newer version of neatroots applied migration${newer.length === 1 ? '' : 's'} ${newer.join(', ')}, which this build does not have. ` +
+    `It runs on the database as it is (a rollback), and gives up what the newer version added: its columns and tables stay unused, and records it wrote that this build cannot read are set aside as dead letters ` +
+    `(what else a rollback gives up: Upgrading in docs/deployment.md)`
+  );
 }

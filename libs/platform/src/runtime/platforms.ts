@@ -95,7 +95,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
               },
         );
         opened = d;
-        await migrated(d);
+        await migrated(d, log);
         return d;
       },
       (d) => d.close(),
@@ -273,7 +273,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         async () => {
           const pg = await openPostgres({ url: config.NEATROOTS_PG_URL!, max: 10, applicationName: `neatroots-${opts.name}` });
           // Idempotent, and serialised by an advisory lock: whichever replica starts first runs them.
-          await migrated(pg);
+          await migrated(pg, log);
           checkOn('db', `postgres (${DRIVER_VARIABLES.db})`, 'postgres', async () => {
             try {
               await pg.query('SELECT 1');
@@ -382,10 +382,13 @@ async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
   }
 }
 
-/** The database is handed out migrated (the same migrations on PGlite and Postgres). */
-async function migrated(db: Db): Promise<void> {
+/**
+ * The database is handed out migrated (the same migrations on PGlite and Postgres); one a newer
+ * version migrated is said at warn in the process's log (`neatroots start`, each service).
+ */
+async function migrated(db: Db, log: Logger): Promise<void> {
   try {
-    await migrate(db);
+    await migrate(db, { log });
   } catch (err) {
     await db.close().catch(() => undefined);
     throw err;
