@@ -102,6 +102,8 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       reclusterCron: ctx.config.SOPOPS_RECLUSTER_CRON,
       github: await githubConnections(db, () => ctx.link<GitHubLink>('github'), (m) => ctx.log.warn(m)),
       prStatusCron: ctx.config.SOPOPS_PR_STATUS_CRON ?? '*/15 * * * *',
+      // runs that ended without becoming sessions (a stop or a crash before their jobs ran) are queued again
+      log: ctx.log,
     });
     const review = await startReview({
       bus: ctx.platform.bus(),
@@ -132,7 +134,12 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
     ctx.serveGrpc('neatroots.v1.ReviewData', reviewDataGrpcService(link.data));
     ctx.serveGrpc('neatroots.v1.Sop', sopGrpcService(link.sop, link.reviewSop));
     // A process that cannot go on (a disk error) saves nothing more: its batches in hand get no grace.
-    return { provides: { [REVIEW_LINK]: link }, stop: () => review.close(ctx.platform.failing?.() ? { graceMs: 0 } : undefined) };
+    return {
+      provides: { [REVIEW_LINK]: link },
+      stop: async () => {
+        await Promise.all([sop.close(), review.close(ctx.platform.failing?.() ? { graceMs: 0 } : undefined)]);
+      },
+    };
   },
 };
 

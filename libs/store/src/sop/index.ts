@@ -1,5 +1,6 @@
 export * from './workspace.repo';
 export * from './sessions.repo';
+export * from './run-sessions.repo';
 export * from './errors';
 export * from './queries';
 export * from './lineage.repo';

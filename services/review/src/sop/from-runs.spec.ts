@@ -4,6 +4,8 @@ import { checkSession, noModelDecider } from '@neatroots/sop';
 import type { Envelope } from '@neatroots/spans';
 import { RunsRepo } from '@neatroots/store';
 import { RunSessions, SOP_RUN_QUEUE, type RunEnded } from './from-runs';
+import { SopSessions, type CheckSession } from './sessions';
+import { SopWorkspaces } from './workspaces';
 import { luigisFiles, startLuigis, useMigratedDb } from '../sop-fixtures.test';
 
 /** Inline jobs that also list what was queued. */
@@ -19,6 +21,29 @@ let db: Db;
 useMigratedDb((d) => (db = d), 'sop_findings, sop_checks, sop_sessions, sop_release_files, sop_releases, sop_head_files, projects, runs, spans');
 
 const DAY = 24 * 60 * 60_000;
+
+const noModel: CheckSession = async ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider('no model'), releaseId });
+
+/** A run of `workflow` in `project` that started at `at`: one LLM span, ended unless `ended` is false; received at `receivedMs` (default `at`). */
+function runEnvelopes(project: string, run_id: string, workflow: string, at: number, { ended = true, receivedMs = at } = {}): Envelope[] {
+  const env = (item: Envelope['item']): Envelope => ({ project, received_ms: receivedMs, item });
+  return [
+    env({ kind: 'run_start', run: { event: 'run_start', run_id, ts_ms: at, workflow, user_message: `call ${run_id}` } }),
+    env({ kind: 'span', span: { run_id, span_id: 's1', type: 'llm', name: 'chat', status: 'ok', output: `Sure (${run_id}).`, start_ms: at + 1 } }),
+    ...(ended ? [env({ kind: 'run_end', run: { event: 'run_end', run_id, ts_ms: at + 9, status: 'ok', final_output: 'Bye.' } })] : []),
+  ];
+}
+
+/** The external ids of the workspace's sessions made from runs, once `n` of them are there (up to 30 s: the jobs make them, and the machine may be loaded). */
+async function runSessions(sessions: SopSessions, workspace: string, n: number): Promise<string[]> {
+  let ids: string[] = [];
+  for (let i = 0; i < 3000; i++) {
+    ids = (await sessions.list(workspace, { limit: 500 })).items.flatMap((s) => (s.external_id?.startsWith('run:') ? [s.external_id] : []));
+    if (ids.length >= n) return ids.sort();
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`${ids.length} sessions made from runs in ${workspace}, not ${n}: ${ids.join(', ')}`);
+}
 
 describe('runs that end become SOP sessions', () => {
   it('queues a job only for the runs of projects with a live release', async () => {
@@ -86,6 +111,53 @@ describe('runs that end become SOP sessions', () => {
       expect(again).toBeNull();
     } finally {
       await jobs.close();
+    }
+  });
+});
+
+describe('runs that ended just before a stop', () => {
+  it('become sessions at the next start, when the stop dropped their jobs', async () => {
+    const now = Date.now();
+    const repo = new RunsRepo(db);
+    // Received before luigis had a live release: such a run never became a session, and does not now.
+    await repo.writeEnvelopes(runEnvelopes('luigis', 'before-publish', 'phone-agent', now - 60_000));
+
+    // The first process: luigis published, then runs end. Their jobs are queued, and held (the
+    // job's handler is not registered, as a handler busy with others holds them), when it stops.
+    const jobs = new InlineJobs();
+    const { workspaces, sessions } = await startLuigis(db, jobs, noModel);
+    const first = new RunSessions(db, workspaces, sessions, jobs);
+    // Received after the publish (the database's clock keeps microseconds, Date.now() milliseconds).
+    const at = Date.now() + 1;
+    const calls = ['call-1', 'call-2', 'call-3', 'call-4', 'call-5'];
+    await repo.writeEnvelopes([
+      ...calls.flatMap((id, i) => runEnvelopes('luigis', id, id === 'call-5' ? 'payments-bot' : 'phone-agent', at - 10 + i, { receivedMs: at })),
+      // no agent of the release, still running, longer ago than the look back, no release at all
+      ...runEnvelopes('luigis', 'kitchen', 'kitchen-bot', at - 10, { receivedMs: at }),
+      ...runEnvelopes('luigis', 'running', 'phone-agent', at - 10, { ended: false, receivedMs: at }),
+      ...runEnvelopes('luigis', 'old', 'phone-agent', at - 2 * DAY, { receivedMs: at }),
+      ...runEnvelopes('no-sop', 'elsewhere', 'phone-agent', at - 10, { receivedMs: at }),
+    ]);
+    await first.ended([...calls, 'kitchen', 'old'].map((run_id) => ({ project: 'luigis', run_id })).concat([{ project: 'no-sop', run_id: 'elsewhere' }]));
+    await jobs.close(); // the stop: the jobs waiting are dropped
+    expect((await sessions.list('luigis', {})).items).toEqual([]);
+
+    // The next start, on the same database: the runs owed their sessions are queued again, a page at a time.
+    const jobs2 = new InlineJobs();
+    try {
+      const workspaces2 = new SopWorkspaces(db);
+      const sessions2 = new SopSessions(db, workspaces2, jobs2, noModel);
+      await sessions2.start();
+      const second = new RunSessions(db, workspaces2, sessions2, jobs2, { pageSize: 2 });
+      await second.start();
+      expect(await second.rebuilt()).toBe(5);
+      expect(await runSessions(sessions2, 'luigis', 5)).toEqual(calls.map((id) => `run:${id}`));
+      // Made once: a start after that finds nothing owed, and a rebuild run again queues nothing.
+      expect(await second.rebuild()).toBe(0);
+      expect((await sessions2.list('luigis', {})).items.map((s) => s.external_id).sort()).toEqual(calls.map((id) => `run:${id}`));
+      expect((await sessions2.list('no-sop', {})).items).toEqual([]);
+    } finally {
+      await jobs2.close();
     }
   });
 });

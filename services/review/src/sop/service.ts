@@ -6,7 +6,7 @@ import type { GatewayOf } from '../review/namer';
 import { ReviewSop } from '../review/service';
 import type { GitHubConnections } from '../github/connections';
 import { moveSuggestions, suggestionEditsOf } from '../suggestions/lineage-hooks';
-import { RunSessions, type RunEnded } from './from-runs';
+import { RunSessions, type RunEnded, type RunSessionsOptions } from './from-runs';
 import { SopSessions, type CheckSession } from './sessions';
 import { SopWorkspaces, type OnPublished } from './workspaces';
 
@@ -32,6 +32,8 @@ export interface SopOptions {
   github?: GitHubConnections | null;
   /** SOPOPS_PR_STATUS_CRON: when open pull requests are looked at (null: not scheduled). */
   prStatusCron?: string | null;
+  /** Where the start's rebuild of runs owed their sessions says what it queued (RunSessions.rebuild). */
+  log?: RunSessionsOptions['log'];
 }
 
 export interface Sop {
@@ -42,12 +44,16 @@ export interface Sop {
   review: ReviewSopQueries;
   /** Runs that ended: those of an agent of the live release become sessions. */
   runsEnded(runs: readonly RunEnded[]): Promise<void>;
+  /** How many runs the start queued again that had ended without becoming sessions, once it is done. */
+  runsRebuilt(): Promise<number>;
+  /** Stops what the start left running in the background (before the jobs and the database close). */
+  close(): Promise<void>;
 }
 
 /**
  * The SOP side of the review service: workspaces (head, releases) and sessions (in, checked by
- * the sopops_check job, out). Starts the job's handler, which also queues again what a stop
- * left queued.
+ * the sopops_check job, out). Starts the jobs' handlers, and queues again what a stop left
+ * queued (sessions still queued) or undone (runs that ended without becoming sessions).
  */
 export async function startSop(opts: SopOptions): Promise<Sop> {
   // Rule lineage stores its links in the publish's transaction, and patterns follow them.
@@ -59,7 +65,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
   await lineage.start();
   await review.start();
   await sessions.start({ concurrency: opts.concurrency });
-  const fromRuns = new RunSessions(opts.db, workspaces, sessions, opts.jobs);
+  const fromRuns = new RunSessions(opts.db, workspaces, sessions, opts.jobs, { log: opts.log });
   await fromRuns.start();
   const queries: SopQueries = {
     saveHeadFile: (ws, path, text) => workspaces.saveFile(ws, path, text),
@@ -76,5 +82,13 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     listSessions: (ws, q) => sessions.list(ws, q),
     recheckSession: (ws, id) => sessions.recheck(ws, id),
   };
-  return { queries, workspaces, sessions, review: review.queries, runsEnded: (runs) => fromRuns.ended(runs) };
+  return {
+    queries,
+    workspaces,
+    sessions,
+    review: review.queries,
+    runsEnded: (runs) => fromRuns.ended(runs),
+    runsRebuilt: () => fromRuns.rebuilt(),
+    close: () => fromRuns.close(),
+  };
 }

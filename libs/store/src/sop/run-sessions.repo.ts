@@ -1,0 +1,80 @@
+import type { Queryable } from '@neatroots/ports';
+import { iso } from '../sql';
+
+/** A workspace whose runs become sessions: it has a live release. */
+export interface RunSessionWorkspace {
+  workspace: string;
+  /** The live release's agents: runs whose workflow names one become sessions. */
+  agents: string[];
+  /** When its first release was published: runs received before then never became sessions. */
+  live_since: string;
+  /** The start of its newest run (none later than now), null when it has none. */
+  newest_run: string | null;
+}
+
+/** Where a page of OwedRuns ended: the next page starts after this run (newest first). */
+export interface OwedRunsCursor {
+  /** started_at to the microsecond, as the database holds it. */
+  at: string;
+  run_id: string;
+}
+
+/**
+ * The runs that ended and should be sessions but are not: what a stop or a crash left between a
+ * run's `run_end` being stored and the job that makes its session (sopops_run_session), which
+ * the embedded default keeps in memory only. Read at the review service's start and queued again.
+ */
+export class RunSessionsRepo {
+  constructor(private readonly db: Queryable) {}
+
+  /** Workspaces with a live release (the sop_releases_live index), by name. */
+  async workspaces(): Promise<RunSessionWorkspace[]> {
+    const res = await this.db.query<{ workspace: string; agents: string[] | null; live_since: unknown; newest_run: unknown }>(
+      `SELECT l.workspace,
+              ARRAY(SELECT DISTINCT a->>'agent' FROM jsonb_array_elements(l.lock->'agents') a WHERE a->>'agent' IS NOT NULL ORDER BY 1) AS agents,
+              (SELECT min(f.created_at) FROM sop_releases f WHERE f.workspace = l.workspace) AS live_since,
+              (SELECT max(r.started_at) FROM runs r WHERE r.project = l.workspace AND r.started_at <= now()) AS newest_run
+       FROM sop_releases l WHERE l.live ORDER BY l.workspace`,
+    );
+    return res.rows.map((r) => ({ workspace: r.workspace, agents: r.agents ?? [], live_since: iso(r.live_since)!, newest_run: iso(r.newest_run) }));
+  }
+
+  /**
+   * One page of an agent's runs in a workspace, newest first, that started at `from` or later
+   * (at most `limit` of them read, through the runs_workflow_newest index, so a page is one short
+   * statement however few are owed): `owed` those among them that ended (their run_end stored),
+   * were last received once the workspace had a live release, still have their spans, and have no
+   * session `run:<run_id>` (the sessions' unique (workspace, external_id)). `next` is null after
+   * the last page.
+   */
+  async owedRuns(
+    workspace: string,
+    agent: string,
+    opts: { from: string; liveSince: string; after?: OwedRunsCursor; limit: number },
+  ): Promise<{ owed: string[]; next: OwedRunsCursor | null }> {
+    const params: unknown[] = [workspace, agent, opts.from, opts.liveSince, opts.limit];
+    let after = '';
+    if (opts.after) {
+      params.push(opts.after.at, opts.after.run_id);
+      after = 'AND (r.started_at, r.run_id) < ($6::timestamptz, $7::text)';
+    }
+    const res = await this.db.query<{ run_id: string; at: string; owed: boolean }>(
+      `WITH page AS (
+         SELECT r.run_id, r.started_at, r.end_status, r.spans_expired_at, r.last_seen_at FROM runs r
+         WHERE r.project = $1 AND r.workflow = $2 AND r.started_at >= $3::timestamptz ${after}
+         ORDER BY r.started_at DESC, r.run_id DESC
+         LIMIT $5)
+       SELECT p.run_id, to_char(p.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
+              (p.end_status IS NOT NULL AND p.spans_expired_at IS NULL AND p.last_seen_at >= $4::timestamptz
+               -- a run's session is run:<run_id> (runExternalId in @neatroots/sop)
+               AND NOT EXISTS (SELECT 1 FROM sop_sessions s WHERE s.workspace = $1 AND s.external_id = 'run:' || p.run_id)) AS owed
+       FROM page p ORDER BY p.started_at DESC, p.run_id DESC`,
+      params,
+    );
+    const last = res.rows[res.rows.length - 1];
+    return {
+      owed: res.rows.filter((r) => r.owed).map((r) => r.run_id),
+      next: res.rows.length === opts.limit && last ? { at: last.at, run_id: last.run_id } : null,
+    };
+  }
+}
