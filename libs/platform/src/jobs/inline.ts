@@ -36,7 +36,8 @@ export interface InlineJobsOptions {
  * The jobs port in this process, for the embedded default (the seed's "inline"). Same
  * semantics as the BullMQ driver, minus surviving a restart: a job queued and not yet run when
  * the process stops is gone, which is why the embedded default's callers re-derive their
- * work at start (a session still "queued" in the database is queued again).
+ * work at start (a session still "queued" in the database is queued again, and so is a run that
+ * ended without becoming its session: RunSessions.rebuild in services/review).
  */
 export class InlineJobs implements Jobs {
   private readonly queues = new Map<string, Queue>();

@@ -127,7 +127,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     },
     db,
     // Inline: a job queued and not yet run when the process stops is re-derived at start
-    // (the SOP sessions still queued are queued again).
+    // (the SOP sessions still queued are queued again, and the runs that ended without becoming sessions).
     jobs: () =>
       drivers.get<Jobs>(
         'jobs',
