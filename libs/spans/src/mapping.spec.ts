@@ -18,6 +18,28 @@ describe('mapEvents (neatroots.v1 exports)', () => {
     ]);
   });
 
+  it('rejects a run, span, parent or session id of "." or "..", which no link or API path could name', () => {
+    const why = (v: string) => `must not be "${v}": in a link or an API path it is a step up, not a name`;
+    const res = mapEvents([
+      span({ span_id: '...', parent_id: '.a', session_id: '..b' }),
+      span({ run_id: '..', span_id: 'a' }),
+      span({ span_id: '.' }),
+      span({ span_id: 'b', parent_id: '..' }),
+      span({ span_id: 'c', session_id: '.' }),
+      itemToEvent({ kind: 'run_start', run: { event: 'run_start', run_id: 'r2', session_id: '..' } }),
+      itemToEvent({ kind: 'run_end', run: { event: 'run_end', run_id: '.', status: 'ok' } }),
+    ]);
+    expect(res.items.map((i) => (i.kind === 'span' ? i.span.span_id : i.kind))).toEqual(['...']);
+    expect(res.rejected).toEqual([
+      { index: 1, field: 'run_id', reason: why('..') },
+      { index: 2, run_id: 'r1', field: 'span_id', reason: why('.') },
+      { index: 3, run_id: 'r1', span_id: 'b', field: 'parent_id', reason: why('..') },
+      { index: 4, run_id: 'r1', span_id: 'c', field: 'session_id', reason: why('.') },
+      { index: 5, run_id: 'r2', field: 'session_id', reason: why('..') },
+      { index: 6, field: 'run_id', reason: why('.') },
+    ]);
+  });
+
   it('stamps the API key\'s project and rejects an item naming another', () => {
     const res = mapEvents(
       [span({ span_id: 'a' }), span({ span_id: 'b', project: 'other' }), itemToEvent({ kind: 'run_start', run: { event: 'run_start', run_id: 'r1' } })],

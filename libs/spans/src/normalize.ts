@@ -23,6 +23,13 @@ const SPAN_KEYS = new Set([
 
 type Obj = Record<string, unknown>;
 
+/**
+ * The ids that name a page of the app and an API path (/runs/{run_id}, ?span=, a session's
+ * runs): "." and ".." are path steps to a browser, a proxy and every HTTP client, which go up a
+ * level instead of to the run (/p/shop/runs/.. is the project's home), so no link could open it.
+ */
+const PATH_IDS: ReadonlySet<string> = new Set(['run_id', 'span_id', 'parent_id', 'session_id']);
+
 function isObj(v: unknown): v is Obj {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -35,6 +42,9 @@ function id(raw: Obj, field: string, required: boolean, runId?: string, spanId?:
   }
   if (typeof v !== 'string') throw new SpanValidationError(field, `must be a string, got ${typeName(v)}`, runId, spanId);
   if (v.length > MAX_ID_LENGTH) throw new SpanValidationError(field, `is longer than ${MAX_ID_LENGTH} characters`, runId, spanId);
+  if ((v === '.' || v === '..') && PATH_IDS.has(field)) {
+    throw new SpanValidationError(field, `must not be "${v}": in a link or an API path it is a step up, not a name`, runId, spanId);
+  }
   return v;
 }
 

@@ -398,6 +398,22 @@ describe('mapOtlpExport: rejections', () => {
     ]);
   });
 
+  it('rejects a run, span or session id of "." or "..", naming the attribute sent: no link or API path could name it', () => {
+    const ok = span({ id: '0101010101010101', attrs: { 'neatroots.run_id': '...', 'gen_ai.conversation.id': '.x' } });
+    const up = span({ id: '0202020202020202', attrs: { 'neatroots.run_id': '..' } });
+    const here = span({ id: '0303030303030303', attrs: { 'neatroots.run_id': '.' } });
+    const session = span({ id: '0404040404040404', attrs: { 'gen_ai.conversation.id': '..' } });
+    const openInference = span({ id: '0505050505050505', attrs: { 'session.id': '.' } });
+    const res = mapOtlpExport(request([ok, up, here, session, openInference]));
+    expect(spansOf(res.items).map((s) => [s.run_id, s.session_id])).toEqual([['...', '.x']]);
+    expect(res.rejected).toEqual([
+      { index: 1, field: 'neatroots.run_id', reason: 'must not be "..": in a link or an API path it is a step up, not a name' },
+      { index: 2, field: 'neatroots.run_id', reason: 'must not be ".": in a link or an API path it is a step up, not a name' },
+      { index: 3, run_id: TRACE, span_id: '0404040404040404', field: 'gen_ai.conversation.id', reason: 'must not be "..": in a link or an API path it is a step up, not a name' },
+      { index: 4, run_id: TRACE, span_id: '0505050505050505', field: 'session.id', reason: 'must not be ".": in a link or an API path it is a step up, not a name' },
+    ]);
+  });
+
   it('drops the run events of a rejected root', () => {
     const root = span({ id: ROOT, attrs: { 'gen_ai.operation.name': 'invoke_agent', 'neatroots.project': 'bank' } });
     expect(mapOtlpExport(request([root]), { project: 'shop' }).items).toEqual([]);

@@ -405,6 +405,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   const outputPlain = a.peekString('output.mime_type') === 'text/plain';
   // Which attribute each span field came from: a limit's rejection names the attribute sent.
   const sources: Record<string, string> = {};
+  if (a.peekString('neatroots.run_id') !== undefined) sources.run_id = 'neatroots.run_id';
   const from = <T>(field: string, v: T): T => {
     if (v !== undefined && a.lastKey) sources[field] = a.lastKey;
     a.lastKey = undefined;
@@ -443,7 +444,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   if (totTok !== undefined) usage.total_tokens = totTok;
 
   const model = a.string('gen_ai.response.model', 'gen_ai.request.model', 'llm.model_name');
-  const session_id = a.string('gen_ai.conversation.id', 'session.id');
+  const session_id = from('session_id', a.string('gen_ai.conversation.id', 'session.id'));
   const explicitWorkflow = a.string('neatroots.workflow') ?? res.workflow;
   const agentName = a.peekString('gen_ai.agent.name');
   const workflow = explicitWorkflow ?? agentName ?? res.serviceName;
@@ -479,16 +480,18 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   if (session_id) raw.session_id = session_id;
   const rest = a.rest();
   if (rest) raw.attributes = rest;
-  const span = normalizeSpan(raw);
-  // Limits are checked on the span as mapped, and a rejection names what the exporter sent.
-  const limit = (item: StreamItem): void => {
-    if (!opts.limits) return;
+  // The span as mapped is checked (its ids, then the limits), and a rejection names what the exporter sent.
+  const named = <T>(check: () => T): T => {
     try {
-      checkItemLimits(item, opts.limits);
+      return check();
     } catch (e) {
       if (!(e instanceof SpanValidationError)) throw e;
       throw new SpanValidationError(otlpField(e.field, sources), e.reason, e.run_id, e.span_id);
     }
+  };
+  const span = named(() => normalizeSpan(raw));
+  const limit = (item: StreamItem): void => {
+    if (opts.limits) named(() => checkItemLimits(item, opts.limits!));
   };
   limit({ kind: 'span', span });
 

@@ -124,8 +124,10 @@ const otlpRequest = fc.array(fc.record({ resource: fc.array(keyValue, { maxLengt
 
 /** Valid items in the contract's JSON shape (then normalised, to get their normal form). */
 const ms = fc.integer({ min: 0, max: NOW });
+/** A run or span id: any text but "." and "..", which are refused (they are path steps in a link). */
+const validId = fc.string({ minLength: 1, maxLength: 20 }).filter((v) => v !== '.' && v !== '..');
 const validSpanJson = fc.record({
-  run_id: fc.string({ minLength: 1, maxLength: 20 }), span_id: fc.string({ minLength: 1, maxLength: 20 }), type: fc.constantFrom(...SPAN_TYPES),
+  run_id: validId, span_id: validId, type: fc.constantFrom(...SPAN_TYPES),
   name: fc.string({ minLength: 1 }), status: fc.constantFrom('ok', 'error'),
   input: fc.option(fc.jsonValue({ maxDepth: 4 }), { nil: undefined }), output: fc.option(fc.jsonValue({ maxDepth: 4 }), { nil: undefined }),
   error: fc.option(fc.string({ minLength: 1 }), { nil: undefined }), start_ms: fc.option(ms, { nil: undefined }),
@@ -136,8 +138,8 @@ const validSpanJson = fc.record({
 const validItemJson = fc.oneof(
   validSpanJson,
   // non-empty: in proto3 an empty string or list is "not set" (wire.ts), so "" and [] are not sent
-  fc.record({ event: fc.constant('run_start'), run_id: fc.string({ minLength: 1, maxLength: 20 }), workflow: fc.string({ minLength: 1, maxLength: 20 }), system_prompt: fc.string({ minLength: 1 }), user_message: fc.string({ minLength: 1 }), tools: fc.array(fc.record({ name: fc.string({ minLength: 1 }), description: fc.string({ minLength: 1 }) }), { minLength: 1, maxLength: 3 }), ts_ms: ms }, { requiredKeys: ['event', 'run_id'] }),
-  fc.record({ event: fc.constant('run_end'), run_id: fc.string({ minLength: 1, maxLength: 20 }), status: fc.constantFrom(...RUN_END_STATUSES), final_output: fc.jsonValue({ maxDepth: 4 }), ts_ms: ms }),
+  fc.record({ event: fc.constant('run_start'), run_id: validId, workflow: fc.string({ minLength: 1, maxLength: 20 }), system_prompt: fc.string({ minLength: 1 }), user_message: fc.string({ minLength: 1 }), tools: fc.array(fc.record({ name: fc.string({ minLength: 1 }), description: fc.string({ minLength: 1 }) }), { minLength: 1, maxLength: 3 }), ts_ms: ms }, { requiredKeys: ['event', 'run_id'] }),
+  fc.record({ event: fc.constant('run_end'), run_id: validId, status: fc.constantFrom(...RUN_END_STATUSES), final_output: fc.jsonValue({ maxDepth: 4 }), ts_ms: ms }),
 );
 
 // ---- properties ------------------------------------------------------------------------

@@ -1,3 +1,4 @@
+import * as http from 'node:http';
 import type { INestApplication } from '@nestjs/common';
 import type { Db } from '@neatroots/ports';
 import { createReviewQueries } from '@neatroots/review';
@@ -249,6 +250,31 @@ describe('api: malformed input is a 400, 413 or 415 in the one error shape', () 
     }
     const dismiss = await call('/v1/projects/p1/findings/f%00head/dismiss', { method: 'POST' });
     expect(dismiss).toMatchObject({ status: 400, body: { error: { code: 'invalid_path', message: expect.stringMatching(/^id /) } } });
+  });
+
+  it('refuses an id of "." or ".." in the path as it comes (a browser or fetch would have collapsed it): 400 naming it, not another route', async () => {
+    // Sent byte for byte: fetch and browsers read runs/.. and runs/%2E%2E as a step up (to the project).
+    const raw = (path: string) =>
+      new Promise<{ status: number; body: { error: { code: string; message: string } } }>((resolve, reject) => {
+        const u = new URL(base);
+        const req = http.request({ host: u.hostname, port: u.port, path, method: path.endsWith('/dismiss') ? 'POST' : 'GET', headers: { 'x-api-key': KEY } }, (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+        });
+        req.on('error', reject).end();
+      });
+    for (const [path, name, v] of [
+      ['/v1/projects/p1/runs/..', 'run_id', '..'],
+      ['/v1/projects/p1/runs/%2E%2E', 'run_id', '..'],
+      ['/v1/projects/p1/runs/%2e', 'run_id', '.'],
+      ['/v1/projects/p1/runs/%2E%2E/spans', 'run_id', '..'],
+      ['/v1/projects/p1/findings/%2E%2E/dismiss', 'id', '..'],
+    ]) {
+      expect(await raw(path)).toEqual({ status: 400, body: { error: { code: 'invalid_path', message: `${name} must not be "${v}": in a path it is a step up, not a name` } } });
+    }
+    // A dot is part of an id otherwise.
+    expect(await call('/v1/projects/p1/runs/...')).toMatchObject({ status: 404, body: { error: { message: 'no run ... in project p1' } } });
   });
 
   it('rejects a query parameter the endpoint does not take, naming it', async () => {

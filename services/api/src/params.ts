@@ -50,8 +50,13 @@ export function parseQuery<S extends Record<string, ParamParser<unknown>>>(
   return out as { [K in keyof S]?: ReturnType<S[K]> };
 }
 
-/** A path segment naming something (a run, a finding): NUL-free. */
+/**
+ * A path segment naming something (a run, a finding): NUL-free, and not "." or "..", which are
+ * path steps to a browser, a proxy and most HTTP clients (runs/.. is the project): sent
+ * as they are, they reached the route with that name; no id is one (ingest refuses them).
+ */
 export function pathId(name: string, v: string): string {
+  if (v === '.' || v === '..') throw ApiError.badRequest('invalid_path', `${name} must not be "${v}": in a path it is a step up, not a name`);
   return noNul('path', name, v);
 }
 
