@@ -36,16 +36,17 @@ export function App() {
   }, []);
 
   const m = /^\/p\/([^/]+)(\/.*)?$/.exec(where.path);
-  const project = m ? decodeURIComponent(m[1]) : undefined;
+  // null: the link's project is no name (a malformed % escape, /p/%zz/): no such page.
+  const project = m ? decoded(m[1]) : undefined;
   const rest = (m?.[2] ?? '/').replace(/\/+$/, '') || '/';
-  const signingIn = !session || (project !== undefined && session.project !== project);
+  const signingIn = project !== null && (!session || (project !== undefined && session.project !== project));
 
   // The tab's title (and so the history entry's) names the page: "Runs · neatroots", "Run r1 · neatroots".
   // A page that reads a better name (a session's external id, a pattern's name) gives it for its path.
   const [named, setNamed] = useState<{ path: string; title: string } | null>(null);
   const path = where.path;
   const nameTitle = useCallback((t: string) => setNamed({ path, title: t }), [path]);
-  const title = signingIn ? 'Sign in' : m ? (named?.path === path ? named.title : pageTitle(rest)) : undefined;
+  const title = project === null ? 'No such page' : signingIn ? 'Sign in' : m ? (named?.path === path ? named.title : pageTitle(rest)) : undefined;
   useEffect(() => {
     document.title = title ? `${title} · neatroots` : 'neatroots';
   }, [title]);
@@ -54,6 +55,7 @@ export function App() {
     if (!m && session) navigate(`/p/${encodeURIComponent(session.project)}/`, { replace: true });
   }, [m, session]);
 
+  if (project === null) return <NoSuchPage home="/" />;
   if (signingIn) {
     return (
       <SignIn
@@ -69,7 +71,7 @@ export function App() {
       />
     );
   }
-  if (!m) return null;
+  if (!m || !session) return null;
 
   const base = `/p/${encodeURIComponent(session.project)}`;
   const signOut = () => {
@@ -77,29 +79,22 @@ export function App() {
     setSession(null);
     navigate('/');
   };
-  const run = /^\/runs\/([^/]+)$/.exec(rest);
-  const sopSession = /^\/sessions\/([^/]+)$/.exec(rest);
-  const pattern = /^\/patterns\/([^/]+)$/.exec(rest);
+  const run = idIn(rest, /^\/runs\/([^/]+)$/);
+  const sopSession = idIn(rest, /^\/sessions\/([^/]+)$/);
+  const pattern = idIn(rest, /^\/patterns\/([^/]+)$/);
   const page =
     rest === '/' ? <Home session={session} base={base} />
     : rest === '/runs' ? <Runs key={where.query.toString()} session={session} base={base} where={where} />
-    : run ? <RunPage session={session} base={base} runId={decodeURIComponent(run[1])} where={where} />
+    : run !== null ? <RunPage session={session} base={base} runId={run} where={where} />
     : rest === '/checks' ? <Checks session={session} base={base} />
     : rest === '/sessions' ? <Sessions key={where.query.toString()} session={session} base={base} where={where} />
-    : sopSession ? <SopSessionPage session={session} base={base} id={decodeURIComponent(sopSession[1])} />
+    : sopSession !== null ? <SopSessionPage session={session} base={base} id={sopSession} />
     : rest === '/procedures' ? <Procedures session={session} />
     : rest === '/review' ? <Review session={session} base={base} where={where} />
-    : pattern ? <PatternPage key={pattern[1]} session={session} base={base} id={decodeURIComponent(pattern[1])} />
+    : pattern !== null ? <PatternPage key={pattern} session={session} base={base} id={pattern} />
     : rest === '/insights' ? <Insights session={session} base={base} where={where} />
     : rest === '/settings/models' ? <Models session={session} />
-    : (
-      <main id="main">
-        <h1>No such page</h1>
-        <p>
-          <Link to={`${base}/`}>Home</Link>
-        </p>
-      </main>
-    );
+    : <NoSuchPage home={`${base}/`} />;
   const tab = (to: string, label: string, on: boolean) => (
     <Link to={`${base}${to}`} aria-current={on ? 'page' : undefined}>
       {label}
@@ -136,12 +131,35 @@ export function App() {
   );
 }
 
+function NoSuchPage({ home }: { home: string }) {
+  return (
+    <main id="main">
+      <h1>No such page</h1>
+      <p>
+        <Link to={home}>Home</Link>
+      </p>
+    </main>
+  );
+}
+
+/** A path segment decoded, or null when it does not decode (a malformed % escape such as %zz, which a link can hold). */
+function decoded(segment: string): string | null {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
+
+/** The id `re` captures in the path, decoded; null when the path is not one, or its id does not decode (no such page). */
+function idIn(rest: string, re: RegExp): string | null {
+  const m = re.exec(rest);
+  return m ? decoded(m[1]) : null;
+}
+
 /** A page's name for the tab's title, from its path under /p/{project}. */
 function pageTitle(rest: string): string {
-  const id = (re: RegExp) => {
-    const m = re.exec(rest);
-    return m ? decodeURIComponent(m[1]) : null;
-  };
+  const id = (re: RegExp) => idIn(rest, re);
   const fixed: Record<string, string> = {
     '/': 'Home',
     '/runs': 'Runs',

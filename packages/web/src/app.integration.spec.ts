@@ -413,6 +413,23 @@ guidance: Be polite.
     await ctx.close();
   });
 
+  it('a link whose path does not decode (a malformed % escape) is No such page, not a blank app', async () => {
+    const page = await signedIn();
+    for (const p of [`/p/${PROJECT}/runs/%zz`, `/p/${PROJECT}/sessions/%E0%A4%A`, `/p/${PROJECT}/patterns/%`, '/p/%zz/', '/p/%zz/runs/r1']) {
+      await page.goto(`${url}${p}`);
+      await page.getByRole('heading', { name: 'No such page', level: 1 }).waitFor();
+      await expect(page.title()).resolves.toBe('No such page · neatroots');
+    }
+    // Its Home goes to the project signed in to (uncaught errors fail the test in afterEach).
+    await page.getByRole('main').getByRole('link', { name: 'Home' }).click();
+    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/p/${PROJECT}/`);
+    await page.goto(`${url}/p/${PROJECT}/runs/%zz`);
+    await page.getByRole('main').getByRole('link', { name: 'Home' }).click();
+    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    await page.context().close();
+  });
+
   it('reaches the main controls with the keyboard', async () => {
     const page = await signedIn();
     const reached: string[] = [];
