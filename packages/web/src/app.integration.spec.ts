@@ -8,7 +8,7 @@ import { RunsRepo, SopSessionsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
 import { parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
+import { chromiumOrSkip, launch, requireBuiltApp, shot, takeCspViolations } from './browser.test';
 
 /**
  * The web app in a real browser, against the embedded neatroots booted here: real spans sent
@@ -427,6 +427,18 @@ guidance: Be polite.
     await page.goto(`${url}/p/${PROJECT}/runs/%zz`);
     await page.getByRole('main').getByRole('link', { name: 'Home' }).click();
     await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    await page.context().close();
+  });
+
+  it('another site cannot show the app in a frame, where its buttons could be clicked through a page laid over them', async () => {
+    const page = await (await browser.newContext()).newPage();
+    const refused = page.waitForEvent('console', (m) => m.text().includes('Content Security Policy'));
+    await page.setContent(`<iframe src="${url}/p/${PROJECT}/runs/run-loop" width="800" height="600"></iframe>`);
+    expect((await refused).text()).toContain("frame-ancestors 'none'");
+    // The helper saw it too (and fails any test that did not expect one).
+    expect(takeCspViolations()).toEqual([expect.stringContaining("frame-ancestors 'none'")]);
+    const frame = page.frames()[1];
+    expect(frame.url().startsWith(url)).toBe(false);
     await page.context().close();
   });
 

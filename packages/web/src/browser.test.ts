@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
 /**
  * The web app's browser tests drive Debian's Chromium (scripts/chromium.sh installs it; .ci/run
@@ -23,8 +23,37 @@ export function chromiumOrSkip(suite: string): string | null {
   return null;
 }
 
+/**
+ * What the api's Content-Security-Policy refused on any page of a browser launched here (the
+ * browser says so on the page's console): each test that saw one fails, whatever page it was
+ * on and whether or not its spec listens to the console. A page that needs something the
+ * policy refuses (an inline style, a font or script from elsewhere) fails its specs here, not
+ * only in a user's browser.
+ */
+const cspViolations: string[] = [];
+afterEach(() => {
+  const seen = cspViolations.splice(0);
+  if (seen.length) throw new Error(`the Content Security Policy refused:\n${seen.join('\n')}`);
+});
+
+/** The refusals seen since the last test, taken: a test that provokes one on purpose checks it and the test passes. */
+export function takeCspViolations(): string[] {
+  return cspViolations.splice(0);
+}
+
+function watchCsp(ctx: BrowserContext): BrowserContext {
+  ctx.on('console', (m) => {
+    if (m.text().includes('Content Security Policy')) cspViolations.push(`${m.page()?.url() ?? '(no page)'}: ${m.text()}`);
+  });
+  return ctx;
+}
+
 export async function launch(executablePath: string): Promise<Browser> {
-  return chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  const browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  // Every context it opens is watched (browser.newPage opens its context through newContext).
+  const newContext = browser.newContext.bind(browser);
+  browser.newContext = async (options) => watchCsp(await newContext(options));
+  return browser;
 }
 
 /** Where screenshots go for a reviewer to look at (gitignored). */

@@ -296,9 +296,20 @@ interface InsightsAnswer {
     // In the page: turn 3 of the whole transcript (not the quoted turns alone, drawn first), in view.
     const turn = "document.querySelector('#turn-3.role-agent')";
     const inView = `(() => { const b = ${turn}?.getBoundingClientRect(); return !!b && b.top >= 0 && b.bottom <= innerHeight; })()`;
+    // A function, not a string: a string is eval'd in the page, which the app's Content-Security-Policy refuses.
     const atTurn = (why: string) =>
       page
-        .waitForFunction(`${inView} && ${turn}.matches(':target') && document.activeElement === ${turn}`, undefined, { timeout: 15_000 })
+        .waitForFunction(
+          () => {
+            type El = { matches(s: string): boolean; getBoundingClientRect(): { top: number; bottom: number } };
+            const d = (globalThis as unknown as { document: { querySelector(s: string): El | null; activeElement: unknown }; innerHeight: number });
+            const t = d.document.querySelector('#turn-3.role-agent');
+            const b = t?.getBoundingClientRect();
+            return !!t && !!b && b.top >= 0 && b.bottom <= d.innerHeight && t.matches(':target') && d.document.activeElement === t;
+          },
+          undefined,
+          { timeout: 15_000 },
+        )
         .catch(() => {
           throw new Error(`turn 3 not in view, outlined and focused ${why}`);
         });

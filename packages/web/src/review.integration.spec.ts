@@ -190,6 +190,11 @@ interface QueueAnswer {
       expect.stringMatching(/^real.*ana.*\(current\)$/),
       expect.stringMatching(/^acceptable.*ana.*Refunds this small skip the lookup on purpose\.$/),
     ]);
+    // The regression set downloads as a file, from a blob: link the page makes (its Content-Security-Policy allows it).
+    const [download] = await Promise.all([page.waitForEvent('download'), review.getByRole('button', { name: 'Download the regression set (JSON Lines)' }).click()]);
+    expect(download.suggestedFilename()).toBe(`regression-${item.pattern_id}.jsonl`);
+    const regression = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/patterns/${item.pattern_id}/regression`, { headers: { 'x-api-key': key } });
+    expect(fs.readFileSync((await download.path())!, 'utf8')).toBe(await regression.text());
     // The checker was wrong about one finding: that one alone is suppressed.
     const one = before.sessions[0];
     await page.getByRole('button', { name: `Checker wrong about ${one.external_id}` }).click();

@@ -20,6 +20,7 @@ import { McpController } from './mcp/mcp.controller';
 import { LineageController } from './lineage.controller';
 import { GITHUB_CONNECTIONS, GitHubController } from './github.controller';
 import { ReviewController } from './review.controller';
+import { securityHeaders } from './security-headers';
 import { SuggestionsController } from './suggestions.controller';
 import { API_LOG, AUTHORING, DISABLED_CHECKS, MODEL_STATS, RESOLVE_KEY, REVIEW_QUERIES, REVIEW_SOP_QUERIES, SOP_QUERIES, type DisabledChecksLookup, type ModelStats, type ResolveKey } from './tokens';
 import { WorkspacesController } from './workspaces.controller';
@@ -92,6 +93,8 @@ export async function createApi(opts: ApiOptions): Promise<INestApplication> {
     // Our own parser, JSON only and with our limit; Nest's default also reads forms.
     bodyParser: false,
   });
+  // First: every answer carries them, a CORS preflight's, a refusal's and an error's included.
+  securityHeaders(app);
   allowCors(app, opts.corsOrigins ?? []);
   app.use(keyBeforeBody(opts.resolveKey));
   app.use(requireJsonBody);

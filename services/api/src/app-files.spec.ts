@@ -63,6 +63,36 @@ describe('the api serves the web app', () => {
     for (const p of ['/favicon.ico', '/assets/gone-000.css', '/robots.txt']) expect({ p, status: (await fetch(url + p)).status }).toEqual({ p, status: 404 });
   });
 
+  it('sends the security headers on every answer: the app, its files, the API, its refusals and errors; no X-Powered-By', async () => {
+    const url = await start(dir);
+    const want = {
+      'content-security-policy': "default-src 'self'; img-src 'self' data:; style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
+      'x-frame-options': 'DENY',
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'same-origin',
+      'x-powered-by': null,
+    };
+    const seen = (res: Response) => Object.fromEntries(Object.keys(want).map((h) => [h, res.headers.get(h)]));
+    for (const [p, status] of [
+      ['/', 200],
+      ['/p/x/runs', 200],
+      ['/assets/main-abc123.js', 200],
+      ['/assets/gone-000.js', 404],
+      ['/v1/nothing-here', 404],
+      ['/v1/projects/x/runs', 401],
+      ['/healthz', 200],
+      ['/openapi.json', 200],
+    ] as const) {
+      const res = await fetch(url + p);
+      expect({ p, status: res.status, headers: seen(res) }).toEqual({ p, status, headers: want });
+    }
+    // A body refused before any route, and the page that says the app is not built.
+    const refused = await fetch(`${url}/v1/projects/x/checks`, { method: 'POST', headers: { 'x-api-key': 'k', 'content-type': 'text/plain' }, body: 'x' });
+    expect(seen(refused)).toEqual(want);
+    const unbuilt = await fetch(`${await start(null)}/p/x/runs`);
+    expect({ status: unbuilt.status, headers: seen(unbuilt) }).toEqual({ status: 503, headers: want });
+  });
+
   it('never shadows the API: /v1 stays JSON (401 without a key, 404 for no route), /healthz answers', async () => {
     const url = await start(dir);
     const runs = await fetch(`${url}/v1/projects/shop/runs`);
