@@ -1,5 +1,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Checks } from './pages/Checks';
+import { Ext } from './components/Ext';
+import { shown } from './format';
 import { Home } from './pages/Home';
 import { Insights } from './pages/Insights';
 import { Models } from './pages/Models';
@@ -48,7 +50,7 @@ export function App() {
   const nameTitle = useCallback((t: string) => setNamed({ path, title: t }), [path]);
   const title = project === null ? 'No such page' : signingIn ? 'Sign in' : m ? (named?.path === path ? named.title : pageTitle(rest)) : undefined;
   useEffect(() => {
-    document.title = title ? `${title} · neatroots` : 'neatroots';
+    document.title = title ? `${shown(title)} · neatroots` : 'neatroots';
   }, [title]);
 
   useEffect(() => {
@@ -61,7 +63,7 @@ export function App() {
       <SignIn
         key={project ?? ''}
         project={project}
-        note={note ?? (project && session ? `Sign in to project ${project}.` : undefined)}
+        note={note ?? (project && session ? `Sign in to project ${shown(project)}.` : undefined)}
         onSignedIn={(s) => {
           setNote(undefined);
           setSession(s);
@@ -119,7 +121,7 @@ export function App() {
           {tab('/settings/models', 'Settings → Models', rest === '/settings/models')}
         </nav>
         <span className="project" title="Signed in to this project">
-          {session.project}
+          <Ext>{session.project}</Ext>
         </span>
         <ThemeToggle />
         <button type="button" onClick={signOut}>

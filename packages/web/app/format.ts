@@ -49,3 +49,32 @@ export function startOfToday(): Date {
 export function count(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
+
+/**
+ * Bidi controls that reorder the characters after them: the embeddings and overrides
+ * (U+202A–U+202E) and the isolates (U+2066–U+2069). Left in an agent's text they reverse what
+ * follows: `run2-\u202Ecod.exe` reads run2-exe.doc, and past its element the app's own words.
+ */
+const REORDERING = /[\u202A-\u202E\u2066-\u2069]/g;
+/** Those, and the marks that move the punctuation and digits beside them (LRM, RLM, the Arabic letter mark). */
+const ANY_BIDI_CONTROL = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+
+function marker(c: string): string {
+  return `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`;
+}
+
+/**
+ * An id or a name as the pages show it: each bidi control as a visible marker
+ * (`run2-⟨U+202E⟩cod.exe`), so no hidden character makes it read as another (a fake extension).
+ */
+export function shown(s: string): string {
+  return s.replace(ANY_BIDI_CONTROL, marker);
+}
+
+/**
+ * Text as the pages show it (a transcript, a span's input, a rule, a reason): the controls that
+ * reorder characters as markers; the marks right-to-left writing uses (LRM, RLM) as they are.
+ */
+export function shownText(s: string): string {
+  return s.replace(REORDERING, marker);
+}

@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useState } from 'react';
 import { ApiFailure } from './api';
+import { shown } from './format';
 
 /** Loads with `fn` whenever `deps` change: the value, the failure in words, and a reload. */
 export function useLoad<T>(fn: () => Promise<T>, deps: unknown[]): { data: T | null; error: string | null; loading: boolean; reload(): void } {
@@ -21,6 +22,7 @@ export function useLoad<T>(fn: () => Promise<T>, deps: unknown[]): { data: T | n
   return { ...state, reload };
 }
 
+/** A failure in words, as the pages say it: the API's message names ids as they were sent, bidi controls shown (format.ts). */
 export function failure(err: unknown): string {
-  return err instanceof ApiFailure ? `${err.message} (${err.status || 'no answer'})` : String((err as Error)?.message ?? err);
+  return shown(err instanceof ApiFailure ? `${err.message} (${err.status || 'no answer'})` : String((err as Error)?.message ?? err));
 }

@@ -430,6 +430,50 @@ guidance: Be polite.
     await page.context().close();
   });
 
+  it("an agent's bidi control characters show as markers in ids and names, and reverse none of the app's own words", async () => {
+    // A workflow ending in a right-to-left override, and an id that reads run2-exe.doc where it is not shown.
+    const id = 'run2-\u202ecod.exe';
+    const shownId = 'run2-⟨U+202E⟩cod.exe';
+    const r = client.startRun({ run_id: id, workflow: 'wf\u202e', session_id: 'sess-rtl' });
+    r.span({ type: 'tool', name: 'lookup_order', tool: 'lookup\u2067_order', span_id: 'x1', input: { order: 'gnp.exe\u202e' }, start_ms: t0, end_ms: t0 + 10 });
+    await r.end({ status: 'ok' });
+    await until('the bidi run', async () => {
+      const res = await fetch(`${url}/v1/projects/${PROJECT}/runs/${encodeURIComponent(id)}`, { headers: { 'x-api-key': KEY } });
+      return res.ok && ((await res.json()) as { run: { end_status: string | null } }).run.end_status === 'ok';
+    });
+
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs/${encodeURIComponent(id)}?span=x1`);
+    const heading = page.getByRole('heading', { level: 1 });
+    await heading.getByText(shownId).waitFor();
+    await expect(heading.textContent()).resolves.toBe(`Run ${shownId}`);
+    await expect(page.title()).resolves.toBe(`Run ${shownId} · neatroots`);
+    const meta = page.locator('.run-head p.meta');
+    await expect(meta.textContent()).resolves.toMatch(/^wf⟨U\+202E⟩ · session sess-rtl · started .* · ok · 1 span · 0 tokens · all runs$/);
+    // The info line reads left to right past the workflow: the run's end before "all runs", as written.
+    const end = (await meta.locator('.badge').boundingBox())!;
+    const allRuns = (await meta.getByRole('link', { name: 'all runs' }).boundingBox())!;
+    expect(allRuns.x).toBeGreaterThan(end.x + end.width);
+    // Each name keeps its direction to itself.
+    const workflow = meta.locator('bdi', { hasText: 'wf⟨U+202E⟩' });
+    await expect(workflow.evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { unicodeBidi: string } }).getComputedStyle(el).unicodeBidi)).resolves.toBe('isolate');
+    // The span's tool, and its input, show theirs too.
+    const detail = page.getByRole('region', { name: 'Selected span' });
+    await expect(detail.locator('p.meta').textContent()).resolves.toContain('tool lookup⟨U+2067⟩_order');
+    await expect(detail.locator('pre').first().textContent()).resolves.toContain('gnp.exe⟨U+202E⟩');
+    await shot(page, 'run-bidi');
+
+    // The runs list: the link names the run as it is.
+    await page.goto(`${url}/p/${PROJECT}/runs?workflow=${encodeURIComponent('wf\u202e')}`);
+    const link = page.locator('table.runs tbody tr').getByRole('link');
+    await expect(link.textContent()).resolves.toBe(shownId);
+    await expect(page.locator('table.runs tbody tr td').nth(1).textContent()).resolves.toBe('wf⟨U+202E⟩');
+    await link.click();
+    await page.getByRole('heading', { level: 1 }).getByText(shownId).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/p/${PROJECT}/runs/${encodeURIComponent(id)}`);
+    await page.context().close();
+  });
+
   it('another site cannot show the app in a frame, where its buttons could be clicked through a page laid over them', async () => {
     const page = await (await browser.newContext()).newPage();
     const refused = page.waitForEvent('console', (m) => m.text().includes('Content Security Policy'));
@@ -847,13 +891,14 @@ guidance: Be polite.
       await page.getByText(/^Opened procedures\/card-payment.md as saved at head/).waitFor();
       const fileText = page.getByLabel('File text');
       await expect(fileText.inputValue()).resolves.toBe(CARD);
-      await fileText.fill((await fileText.inputValue()).replace('Email the receipt.', 'Text the receipt.'));
+      // The new wording ends in what an author (or a model's suggestion) could hide a reversal in: it shows as a marker.
+      await fileText.fill((await fileText.inputValue()).replace('Email the receipt.', 'Text the receipt as \u202egnp.exe'));
       await page.getByRole('button', { name: 'Save at head' }).click();
       await page.getByText('Saved procedures/card-payment.md at head. Publish to make it live.').waitFor();
       const diff = page.getByLabel('Unified diff of head against the live release');
       await diff.waitFor();
       await expect(diff.locator('.d-del').allTextContents()).resolves.toEqual(expect.arrayContaining([expect.stringContaining('-3. Email the receipt.')]));
-      await expect(diff.locator('.d-add').allTextContents()).resolves.toEqual(expect.arrayContaining([expect.stringContaining('+3. Text the receipt.')]));
+      await expect(diff.locator('.d-add').allTextContents()).resolves.toEqual(expect.arrayContaining(['+3. Text the receipt as ⟨U+202E⟩gnp.exe [tool: send_receipt, required]\n']));
       await shot(page, 'sop-procedures-diff');
       await page.getByRole('button', { name: 'Switch to the dark theme' }).click();
       await shot(page, 'sop-procedures-diff-dark');
@@ -862,7 +907,7 @@ guidance: Be polite.
       await page.getByText('Published release 2: it is live.').waitFor();
       await page.getByRole('heading', { name: /^Live release 2/ }).waitFor();
       await page.getByText('Head is the same as the live release.').waitFor();
-      await page.locator('.lock-rules li', { hasText: 'Step 3 Text the receipt.' }).waitFor();
+      await page.locator('.lock-rules li', { hasText: 'Step 3 Text the receipt as ⟨U+202E⟩gnp.exe' }).waitFor();
       const live = (await ws('GET', '/releases/live')).body as unknown as { number: number };
       expect(live.number).toBe(2);
       await page.context().close();

@@ -1,4 +1,6 @@
 import type { ReactNode } from 'react';
+import { shown } from '../format';
+import { Ext } from './Ext';
 
 /**
  * Small SVG charts drawn from the API's numbers (no chart library): each has a title read by
@@ -50,7 +52,7 @@ export function LineChart(props: {
             {s.values.map((v, i) =>
               v === null ? null : (
                 <circle key={i} cx={x(i)} cy={y(v)} r={3}>
-                  <title>{`${s.name}, week of ${xLabels[i]}: ${format(v)}`}</title>
+                  <title>{`${shown(s.name)}, week of ${xLabels[i]}: ${format(v)}`}</title>
                 </circle>
               ),
             )}
@@ -60,11 +62,11 @@ export function LineChart(props: {
       <figcaption className="legend">
         {series.map((s, si) => (
           <span key={s.name} className={`key series-${si % SERIES}`}>
-            {s.name}
+            <Ext>{s.name}</Ext>
           </span>
         ))}
       </figcaption>
-      <AsTable head={['', ...xLabels]} rows={series.map((s) => [s.name, ...s.values.map((v) => (v === null ? '—' : format(v)))])} />
+      <AsTable head={['', ...xLabels]} rows={series.map((s) => [<Ext key="name">{s.name}</Ext>, ...s.values.map((v) => (v === null ? '—' : format(v)))])} />
     </figure>
   );
 }

@@ -2,6 +2,8 @@ import { useEffect, useRef, useState } from 'react';
 import { api, ApiFailure } from '../api';
 import type { CheckPreview, CheckProblem } from '../authoring-types';
 import { failure } from '../load';
+import { shown } from '../format';
+import { Ext } from './Ext';
 import { Link } from '../router';
 import type { Session } from '../session';
 import { CodeEditor, type LineProblem } from './CodeEditor';
@@ -103,7 +105,7 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
       setYaml(d.yaml);
       setPreview({ busy: false });
       setSaved({ busy: false });
-      setDraftNote({ text: `Drafted a ${d.kind} (not saved): read it, preview it, then save it.`, warnings: d.warnings });
+      setDraftNote({ text: `Drafted a ${d.kind} (not saved): read it, preview it, then save it.`, warnings: d.warnings.map(shown) });
     } catch (err) {
       setDraftNote({ text: failure(err), warnings: [] });
     } finally {
@@ -128,7 +130,7 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
     setSaved({ busy: true });
     try {
       const r = await api.saveCheck(session, yaml);
-      setSaved({ busy: false, text: `${r.created ? 'Saved' : 'Replaced'} ${r.check.id}: in effect now.${r.warnings.length ? ' ' + r.warnings.join(' ') : ''}` });
+      setSaved({ busy: false, text: shown(`${r.created ? 'Saved' : 'Replaced'} ${r.check.id}: in effect now.${r.warnings.length ? ' ' + r.warnings.join(' ') : ''}`) });
       onSaved(r.check.id);
     } catch (err) {
       const problems = problemsOf(err);
@@ -171,7 +173,7 @@ export function CheckAuthoring({ session, base, editing, onSaved }: { session: S
         </div>
         <p aria-live="polite" className="meta validation">
           {validation.state === 'checking' && 'Validating…'}
-          {validation.state === 'ok' && <span className="ok">Valid.{validation.warnings.length > 0 && ` ${validation.warnings.join(' ')}`}</span>}
+          {validation.state === 'ok' && <span className="ok">Valid.{validation.warnings.length > 0 && ` ${shown(validation.warnings.join(' '))}`}</span>}
           {validation.state === 'bad' && <span className="error">{problems.length === 1 ? '1 problem' : `${problems.length} problems`}</span>}
           {validation.state === 'failed' && <span className="error">Could not validate: {validation.error}</span>}
         </p>
@@ -216,23 +218,31 @@ function PreviewResult({ result: r, base, stale }: { result: CheckPreview; base:
         </p>
       )}
       <p>
-        <code>{r.check.id}</code> would flag <strong>{r.runs.flagged}</strong> of {r.runs.checked} runs.
+        <code>
+          <Ext>{r.check.id}</Ext>
+        </code>{' '}
+        would flag <strong>{r.runs.flagged}</strong> of {r.runs.checked} runs.
       </p>
       <p className="meta">{r.bounds}</p>
       {r.warnings.map((w) => (
         <p key={w} className="badge warn">
-          {w}
+          <Ext text>{w}</Ext>
         </p>
       ))}
       <ul className="plain flagged-runs">
         {r.flagged.map((run) => (
           <li key={run.run_id}>
-            <Link to={`${base}/runs/${encodeURIComponent(run.run_id)}`}>{run.run_id}</Link> <span className="meta">{run.workflow ?? ''}</span>
+            <Link to={`${base}/runs/${encodeURIComponent(run.run_id)}`}>
+              <Ext>{run.run_id}</Ext>
+            </Link>{' '}
+            <span className="meta">
+              <Ext>{run.workflow}</Ext>
+            </span>
             <ul>
               {run.findings.map((f, i) => (
                 <li key={i}>
-                  {String(f.title ?? f.check_id)} <span className="meta">(count {String(f.count ?? 1)})</span>
-                  {typeof f.quote === 'string' && <> · “{f.quote}”</>}
+                  <Ext>{String(f.title ?? f.check_id)}</Ext> <span className="meta">(count {String(f.count ?? 1)})</span>
+                  {typeof f.quote === 'string' && <> · “<Ext text>{f.quote}</Ext>”</>}
                 </li>
               ))}
             </ul>
@@ -245,7 +255,10 @@ function PreviewResult({ result: r, base, stale }: { result: CheckPreview; base:
           <ul className="plain">
             {r.not_checked.map((n) => (
               <li key={n.run_id}>
-                <code>{n.run_id}</code>: {n.reason}
+                <code>
+                  <Ext>{n.run_id}</Ext>
+                </code>
+                : <Ext text>{n.reason}</Ext>
               </li>
             ))}
           </ul>

@@ -1,4 +1,5 @@
 import { useRef } from 'react';
+import { Ext } from './Ext';
 
 /** A problem found in the text, at its line when it has one (a check's field, a sopc error). */
 export interface LineProblem {
@@ -69,7 +70,7 @@ export function CodeEditor({
               ) : (
                 <span className="meta">no line</span>
               )}
-              : {p.text}
+              : <Ext text>{p.text}</Ext>
             </li>
           ))}
         </ul>

@@ -1,7 +1,8 @@
 import { useState } from 'react';
 import { api } from '../api';
 import { failure } from '../load';
-import { when } from '../format';
+import { shown, when } from '../format';
+import { Ext } from './Ext';
 import type { Session } from '../session';
 import type { Finding } from '../types';
 
@@ -45,24 +46,28 @@ export function FindingCard(props: {
   };
   const halted = f.action === 'halt' && !f.halt_suppressed;
   return (
-    <article className={`finding state-${f.state}`} aria-label={`Finding: ${f.title}`} data-finding-id={f.id}>
+    <article className={`finding state-${f.state}`} aria-label={`Finding: ${shown(f.title)}`} data-finding-id={f.id}>
       <header>
-        <h3>{f.title}</h3>
+        <h3>
+          <Ext>{f.title}</Ext>
+        </h3>
         <StateBadge state={f.state} />
         {f.quiet && <span className="badge quiet" title="Raised while its check was quiet in this project: recorded, not counted">Quiet</span>}
       </header>
       <p className="meta">
-        <code>{f.check_id}</code> · {f.kind} · {f.check_source} · raised {when(f.raised_at)}
+        <code><Ext>{f.check_id}</Ext></code> · {f.kind} · {f.check_source} · raised {when(f.raised_at)}
         {f.count > 1 && <> · {f.count} times</>}
       </p>
       {f.confidence && (
         <p className="confidence">
-          <strong>{f.confidence}</strong>
-          {f.answered_by && <span className="meta"> · answered by {f.answered_by}</span>}
+          <strong>
+            <Ext>{f.confidence}</Ext>
+          </strong>
+          {f.answered_by && <span className="meta"> · answered by <Ext>{f.answered_by}</Ext></span>}
         </p>
       )}
-      {f.quote && <blockquote className="quote-block">“{f.quote}”</blockquote>}
-      {f.guidance && <p className="guidance">{f.guidance}</p>}
+      {f.quote && <blockquote className="quote-block">“<Ext text>{f.quote}</Ext>”</blockquote>}
+      {f.guidance && <p className="guidance"><Ext text>{f.guidance}</Ext></p>}
       <ul className="sent">
         {f.active_at && <li>Note sent to the agent {when(f.active_at)}</li>}
         {halted && <li className="halt">Halt sent: the run was stopped</li>}
@@ -71,8 +76,8 @@ export function FindingCard(props: {
         {f.dismissed_at && (
           <li>
             Dismissed {when(f.dismissed_at)}
-            {f.dismissed_by && <> by {f.dismissed_by}</>}
-            {f.dismiss_note && <>: {f.dismiss_note}</>}
+            {f.dismissed_by && <> by <Ext>{f.dismissed_by}</Ext></>}
+            {f.dismiss_note && <>: <Ext text>{f.dismiss_note}</Ext></>}
           </li>
         )}
       </ul>
@@ -81,7 +86,7 @@ export function FindingCard(props: {
           Cites:{' '}
           {f.span_ids.map((id) => (
             <button key={id} type="button" className="link" onClick={() => props.onShowSpan(id)}>
-              {props.spanName(id) ?? id}
+              <Ext>{props.spanName(id) ?? id}</Ext>
             </button>
           ))}
         </p>

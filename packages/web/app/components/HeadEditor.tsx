@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { api, ApiFailure } from '../api';
 import { failure } from '../load';
+import { shown } from '../format';
 import type { Session } from '../session';
 import type { Head } from '../sop-types';
 import { CodeEditor, type LineProblem } from './CodeEditor';
@@ -81,7 +82,7 @@ export function HeadEditor({ session, head, onSaved }: { session: Session; head:
       </p>
       {result && (
         <p role={result.ok ? 'status' : 'alert'} className={result.ok ? 'ok' : 'error'}>
-          {result.text}
+          {shown(result.text)}
         </p>
       )}
     </section>

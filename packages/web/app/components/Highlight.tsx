@@ -1,13 +1,15 @@
 import { Fragment, type ReactNode } from 'react';
+import { shownText } from '../format';
 
 /**
  * Text with every occurrence of `quote` (and of each of `quotes`) marked: a question finding's
  * words in the span, a rule's evidence in a session's turn. Where two quotes start at the same
- * place the longer is marked; marks never overlap.
+ * place the longer is marked; marks never overlap. An agent's or a model's text: isolated, its
+ * reordering bidi controls shown (components/Ext.tsx), once the quotes are found in it as sent.
  */
 export function Highlight({ text, quote, quotes }: { text: string; quote?: string | null; quotes?: readonly (string | null | undefined)[] }) {
   const wanted = [...new Set([quote, ...(quotes ?? [])])].filter((q): q is string => !!q && text.includes(q)).sort((a, b) => b.length - a.length);
-  if (!wanted.length) return <>{text}</>;
+  if (!wanted.length) return <bdi>{shownText(text)}</bdi>;
   const parts: ReactNode[] = [];
   let plainFrom = 0;
   for (let i = 0; i < text.length; ) {
@@ -16,18 +18,18 @@ export function Highlight({ text, quote, quotes }: { text: string; quote?: strin
       i++;
       continue;
     }
-    if (i > plainFrom) parts.push(text.slice(plainFrom, i));
-    parts.push(<mark className="quote">{q}</mark>);
+    if (i > plainFrom) parts.push(shownText(text.slice(plainFrom, i)));
+    parts.push(<mark className="quote">{shownText(q)}</mark>);
     i += q.length;
     plainFrom = i;
   }
-  if (plainFrom < text.length) parts.push(text.slice(plainFrom));
+  if (plainFrom < text.length) parts.push(shownText(text.slice(plainFrom)));
   return (
-    <>
+    <bdi>
       {parts.map((p, i) => (
         <Fragment key={i}>{p}</Fragment>
       ))}
-    </>
+    </bdi>
   );
 }
 

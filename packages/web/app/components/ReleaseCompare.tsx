@@ -1,5 +1,6 @@
 import { api } from '../api';
-import { count, percent } from '../format';
+import { Ext } from './Ext';
+import { count, percent, shown } from '../format';
 import { useLoad } from '../load';
 import type { ReleaseCompare as CompareView } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
@@ -90,10 +91,10 @@ function CompareTable({ d, base }: { d: CompareView; base: string }) {
             </tr>
           </thead>
           {d.procedures.map((p) => (
-            <tbody key={p.procedure_id} aria-label={p.procedure_name}>
+            <tbody key={p.procedure_id} aria-label={shown(p.procedure_name)}>
               <tr className="procedure-row">
                 <th scope="row">
-                  {p.procedure_name}
+                  <Ext>{p.procedure_name}</Ext>
                   {!p.in_from && <span className="meta"> (new in {t})</span>}
                   {!p.in_to && <span className="meta"> (not in {t})</span>}
                 </th>
@@ -117,7 +118,12 @@ function CompareTable({ d, base }: { d: CompareView; base: string }) {
               {p.rules.map((r) => (
                 <tr key={r.pattern_id} className="rule-row">
                   <th scope="row">
-                    <Link to={`${base}/patterns/${encodeURIComponent(r.pattern_id)}`}>{r.name}</Link> <span className="meta">{r.label}</span>
+                    <Link to={`${base}/patterns/${encodeURIComponent(r.pattern_id)}`}>
+                      <Ext>{r.name}</Ext>
+                    </Link>{' '}
+                    <span className="meta">
+                      <Ext>{r.label}</Ext>
+                    </span>
                   </th>
                   <td />
                   <td />

@@ -1,4 +1,5 @@
 import { when } from '../format';
+import { Ext } from './Ext';
 import { words, type ReviewFields, type Verdict } from '../review-types';
 
 /** A pattern's review state, in words (never by colour alone). */
@@ -22,7 +23,7 @@ export function ReviewStateLine({ r }: { r: ReviewFields }) {
   return (
     <p className="review-state">
       <StateBadge state={r.review_state} />
-      {r.review_reason && <span className="meta"> ({words(r.review_reason)})</span>} {r.review_note}
+      {r.review_reason && <span className="meta"> ({words(r.review_reason)})</span>} <Ext text>{r.review_note}</Ext>
       {/* The note already counts the fix's sessions (fix_sessions of fix_sessions_needed). */}
       {r.fix_release && <span className="meta"> · the fix is in release {r.fix_release.number}</span>}
     </p>
@@ -32,8 +33,21 @@ export function ReviewStateLine({ r }: { r: ReviewFields }) {
 export function VerdictLine({ v }: { v: Verdict }) {
   return (
     <>
-      <VerdictBadge verdict={v} /> <span className="meta">{when(v.created_at)}{v.reviewer ? ` · ${v.reviewer}` : ''}</span>
-      {v.note && <q className="note">{v.note}</q>}
+      <VerdictBadge verdict={v} />{' '}
+      <span className="meta">
+        {when(v.created_at)}
+        {v.reviewer && (
+          <>
+            {' '}
+            · <Ext>{v.reviewer}</Ext>
+          </>
+        )}
+      </span>
+      {v.note && (
+        <q className="note">
+          <Ext text>{v.note}</Ext>
+        </q>
+      )}
     </>
   );
 }

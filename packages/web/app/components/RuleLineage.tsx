@@ -1,5 +1,6 @@
 import { api } from '../api';
 import { percent } from '../format';
+import { Ext } from './Ext';
 import { useLoad } from '../load';
 import type { Session } from '../session';
 
@@ -29,7 +30,7 @@ export function RuleLineage({ session, ruleId, procedure }: { session: Session; 
             const back = all.findIndex((x) => x.rule_id === r.rule_id) < i;
             return (
               <li key={`${r.rule_id}@${r.from_release ?? ''}`}>
-                <span className="meta">{r.from_release !== null ? `release ${r.from_release}` : 'not released'}</span> {r.text ?? <code>{r.rule_id}</code>}{' '}
+                <span className="meta">{r.from_release !== null ? `release ${r.from_release}` : 'not released'}</span> {typeof r.text === 'string' ? <Ext text>{r.text}</Ext> : <code><Ext>{r.rule_id}</Ext></code>}{' '}
                 <span className="meta">
                   {r.how && r.previous_rule_id ? `· ${back ? 'back, ' : ''}${HOW[r.how] ?? r.how}` : back ? '· back' : '· first wording'}
                   {r.similarity !== null && r.previous_rule_id ? ` (${percent(r.similarity)} alike)` : ''}

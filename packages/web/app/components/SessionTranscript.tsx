@@ -1,4 +1,5 @@
 import { when } from '../format';
+import { Ext } from './Ext';
 import { Highlight } from './Highlight';
 import type { Evidence, ProcedureCheck, SopTranscript } from '../sop-types';
 
@@ -17,7 +18,7 @@ export function SessionTranscript({ checks, transcript, error, transcriptRef }: 
       <h2 id="transcript">Transcript</h2>
       {transcriptRef && (
         <p className="meta">
-          Also kept at <code>{transcriptRef}</code>.
+          Also kept at <code><Ext>{transcriptRef}</Ext></code>.
         </p>
       )}
       {error && <p role="alert" className="error">The transcript could not be loaded: {error}. The quoted turns follow.</p>}
@@ -52,7 +53,7 @@ function AllTurns({ transcript, quoted }: { transcript: SopTranscript; quoted: M
         return (
           <li key={t.index} id={`turn-${t.index}`} className={`turn role-${t.role}${evidence.length ? ' evidence-turn' : ''}`}>
             <span className="turn-no">
-              turn {t.index} · {t.role}
+              turn {t.index} · <Ext>{t.role}</Ext>
             </span>
             <div className="turn-text">
               <Highlight text={t.text} quotes={quotes} />
@@ -60,12 +61,15 @@ function AllTurns({ transcript, quoted }: { transcript: SopTranscript; quoted: M
             {calls.map((c, i) => (
               <div key={i} className="tool-call">
                 <span className="meta">tool call</span> <code><Highlight text={lines[i]} quotes={quotes} /></code>
-                {c.error ? <span className="badge warn">error: {c.error}</span> : c.output !== undefined && c.output !== null && <span className="meta"> → {JSON.stringify(c.output)}</span>}
+                {c.error ? <span className="badge warn">error: <Ext text>{c.error}</Ext></span> : c.output !== undefined && c.output !== null && <span className="meta"> → <Ext text>{JSON.stringify(c.output)}</Ext></span>}
               </div>
             ))}
             {elsewhere.map((e, i) => (
               <blockquote key={i} className="quote-block">
-                <mark className="quote">{e.quote}</mark> <span className="meta">· {e.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>
+                <mark className="quote">
+                  <Ext text>{e.quote}</Ext>
+                </mark>{' '}
+                <span className="meta">· {e.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>
               </blockquote>
             ))}
           </li>
@@ -84,7 +88,7 @@ function QuotedTurns({ quoted }: { quoted: Map<number, Evidence[]> }) {
           <span className="turn-no">turn {turn}</span>
           {quotes.map((e, i) => (
             <blockquote key={i} className="quote-block">
-              {e.quote ? <mark className="quote">{e.quote}</mark> : <span className="meta">(no words quoted)</span>} <span className="meta">· {e.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>
+              {e.quote ? <mark className="quote"><Ext text>{e.quote}</Ext></mark> : <span className="meta">(no words quoted)</span>} <span className="meta">· {e.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>
             </blockquote>
           ))}
         </li>

@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { api } from '../api';
 import { when } from '../format';
+import { Ext } from './Ext';
 import { failure } from '../load';
 import { byReviewer } from '../reviewer';
 import { UnifiedDiff } from './UnifiedDiff';
@@ -53,7 +54,7 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
               {s.freshness && <span className={`badge freshness-${s.freshness}`}>{words(s.freshness)}</span>}
             </span>{' '}
             <span className="meta">
-              for the verdict {words(s.verdict)} · {s.path} · {when(s.created_at)}
+              for the verdict {words(s.verdict)} · <Ext>{s.path}</Ext> · {when(s.created_at)}
               {s.released_in && <> · in release {s.released_in.number}</>}
             </span>
             {s.pr_url && (
@@ -66,9 +67,21 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
             )}
             {s.status === 'generating' && <p className="meta">The reasoning model is writing it; this page reloads until it is done.</p>}
             {s.status === 'applied' && !s.released_in && <p className="meta">Saved as a draft at head: it goes out with the next publish (Procedures → unpublished changes).</p>}
-            {s.rationale && <p>{s.rationale}</p>}
-            {s.error && <p className="error">{s.error}</p>}
-            {s.note && <p className="meta">{s.note}</p>}
+            {s.rationale && (
+              <p>
+                <Ext text>{s.rationale}</Ext>
+              </p>
+            )}
+            {s.error && (
+              <p className="error">
+                <Ext text>{s.error}</Ext>
+              </p>
+            )}
+            {s.note && (
+              <p className="meta">
+                <Ext text>{s.note}</Ext>
+              </p>
+            )}
             {s.status === 'proposed' && s.freshness === 'conflict' && (
               <p className="error conflict-why">
                 The procedure changed on the same lines since this was written, so it cannot be applied as it is: rewrite it against the current text (the
@@ -211,7 +224,7 @@ function Edit({ session, id }: { session: Session; id: string }) {
           {edit.plan.agents.map((a) => (
             <details key={a.agent}>
               <summary>
-                {a.agent} <span className="meta">+{a.added} −{a.removed} lines</span>
+                <Ext>{a.agent}</Ext> <span className="meta">+{a.added} −{a.removed} lines</span>
               </summary>
               <UnifiedDiff text={a.diff} />
             </details>
@@ -235,7 +248,7 @@ function SinceWritten({ since }: { since: NonNullable<SuggestionView['since_writ
   }
   return (
     <div className="since-written" aria-label="Changes since it was written">
-      <p className="error">{since.reason ?? 'The file changed on the same lines since this was written.'}</p>
+      <p className="error">{since.reason ? <Ext text>{since.reason}</Ext> : 'The file changed on the same lines since this was written.'}</p>
       {since.conflicts.length > 0 && (
         <table className="conflicts">
           <thead>
@@ -250,9 +263,9 @@ function SinceWritten({ since }: { since: NonNullable<SuggestionView['since_writ
             {since.conflicts.map((c) => (
               <tr key={c.line}>
                 <td>{c.line}</td>
-                <td><pre>{c.base.join('\n')}</pre></td>
-                <td><pre>{c.current.join('\n')}</pre></td>
-                <td><pre>{c.suggested.join('\n')}</pre></td>
+                <td><pre><Ext text>{c.base.join('\n')}</Ext></pre></td>
+                <td><pre><Ext text>{c.current.join('\n')}</Ext></pre></td>
+                <td><pre><Ext text>{c.suggested.join('\n')}</Ext></pre></td>
               </tr>
             ))}
           </tbody>
@@ -262,7 +275,7 @@ function SinceWritten({ since }: { since: NonNullable<SuggestionView['since_writ
         <ul className="issues">
           {since.issues.map((i) => (
             <li key={`${i.file}:${i.line}:${i.message}`}>
-              {i.file}:{i.line}: {i.message}
+              <Ext>{i.file}</Ext>:{i.line}: <Ext text>{i.message}</Ext>
             </li>
           ))}
         </ul>
@@ -280,7 +293,7 @@ function Lines({ lines, others, mark, sign }: { lines: string[]; others: string[
       {lines.map((l, i) => (
         <span key={i} className={there.has(l) ? undefined : mark}>
           {there.has(l) ? ' ' : sign}
-          {l}
+          <Ext text>{l}</Ext>
         </span>
       ))}
     </pre>

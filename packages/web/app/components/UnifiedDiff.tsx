@@ -1,3 +1,5 @@
+import { Ext } from './Ext';
+
 /** A unified diff, each line coloured by what it does (and marked with its +/- for those who cannot see colour). */
 export function UnifiedDiff({ text, label }: { text: string; label?: string }) {
   const lines = text.replace(/\n$/, '').split('\n');
@@ -6,7 +8,7 @@ export function UnifiedDiff({ text, label }: { text: string; label?: string }) {
     <pre className="diff" aria-label={label}>
       {lines.map((l, i) => (
         <span key={i} className={classes[i]}>
-          {l}
+          <Ext text>{l}</Ext>
           {'\n'}
         </span>
       ))}

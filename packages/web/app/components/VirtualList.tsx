@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState, type KeyboardEvent, type ReactNode } from 'react';
+import { shown } from '../format';
 
 /**
  * A list that puts only the rows in view (and a few either side) in the page: a run of 5,000
@@ -66,7 +67,7 @@ export function VirtualList(props: {
         id={`${props.id}-row-${i}`}
         role="option"
         aria-selected={i === selected}
-        aria-label={props.rowLabel(i)}
+        aria-label={shown(props.rowLabel(i))}
         className={i === selected ? 'vrow selected' : 'vrow'}
         style={{ top: i * rowHeight, height: rowHeight }}
         onClick={() => onSelect(i)}

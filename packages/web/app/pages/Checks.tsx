@@ -1,8 +1,9 @@
 import { useState } from 'react';
 import { api } from '../api';
+import { Ext } from '../components/Ext';
 import type { ListedCheck } from '../authoring-types';
 import { CheckAuthoring } from '../components/CheckAuthoring';
-import { percent, when } from '../format';
+import { percent, shown, when } from '../format';
 import { failure, useLoad } from '../load';
 import type { Session } from '../session';
 import type { CheckStat, DisabledCheck, Finding } from '../types';
@@ -30,10 +31,10 @@ export function Checks({ session, base }: { session: Session; base: string }) {
     setActed(null);
     try {
       const r = await api.haltCheck(session, id);
-      setActed({ ok: true, text: `${id} now halts${r.steering === false ? ' (steering is off in this project: it only flags until steering is on)' : ''}.` });
+      setActed({ ok: true, text: `${shown(id)} now halts${r.steering === false ? ' (steering is off in this project: it only flags until steering is on)' : ''}.` });
       data.reload();
     } catch (err) {
-      setActed({ ok: false, text: `${id} was not switched to halt: ${failure(err)}` });
+      setActed({ ok: false, text: `${shown(id)} was not switched to halt: ${failure(err)}` });
     }
   };
 
@@ -75,14 +76,16 @@ export function Checks({ session, base }: { session: Session; base: string }) {
                 return (
                   <tr key={`${id}-${listed?.source ?? ''}-${listed?.in_effect ?? ''}`}>
                     <td className="id">
-                      <code title={listed?.title}>{id}</code>
+                      <code title={listed?.title === undefined ? undefined : shown(listed.title)}>
+                        <Ext>{id}</Ext>
+                      </code>
                     </td>
                     <td>{listed?.kind ?? '—'}</td>
-                    <td title={listed?.file ?? (listed?.origin ? `written by ${listed.origin}` : undefined)}>
-                      {source ?? '—'}
+                    <td title={listed?.file ? shown(listed.file) : listed?.origin ? `written by ${shown(listed.origin)}` : undefined}>
+                      {source ? <Ext>{source}</Ext> : '—'}
                       {!!listed?.overrides?.length && (
-                        <div className="muted" data-overrides title={listed.overrides.map((o) => o.file ?? o.source).join('\n')}>
-                          overrides {listed.overrides.map((o) => (o.file ? `${o.source} (${o.file.split(/[\\/]/).pop()})` : o.source)).join(', ')}
+                        <div className="muted" data-overrides title={shown(listed.overrides.map((o) => o.file ?? o.source).join('\n'))}>
+                          overrides <Ext>{listed.overrides.map((o) => (o.file ? `${o.source} (${o.file.split(/[\\/]/).pop()})` : o.source)).join(', ')}</Ext>
                         </div>
                       )}
                     </td>
@@ -92,9 +95,9 @@ export function Checks({ session, base }: { session: Session; base: string }) {
                     <td className="num">{percent(stat?.precision)}</td>
                     <td>
                       <div className="states">
-                        {listed && !listed.in_effect && <span className="badge warn">Not in effect: {listed.error ?? 'unknown reason'}</span>}
+                        {listed && !listed.in_effect && <span className="badge warn">Not in effect: {listed.error ? <Ext text>{listed.error}</Ext> : 'unknown reason'}</span>}
                         {disabled && (
-                          <span className="badge warn" title={`${disabled.reason} (pattern ${disabled.pattern}, since ${when(disabled.since)})`}>
+                          <span className="badge warn" title={shown(`${disabled.reason} (pattern ${disabled.pattern}, since ${when(disabled.since)})`)}>
                             Disabled: slow pattern ({disabled.ms} ms over {disabled.limit_ms} ms)
                           </span>
                         )}
@@ -105,12 +108,12 @@ export function Checks({ session, base }: { session: Session; base: string }) {
                     </td>
                     <td>
                       {listed?.yaml && (
-                        <button type="button" className="link" onClick={() => setEditing({ yaml: listed.yaml!, n: Date.now() })} aria-label={`Edit ${id}`}>
+                        <button type="button" className="link" onClick={() => setEditing({ yaml: listed.yaml!, n: Date.now() })} aria-label={`Edit ${shown(id)}`}>
                           Edit
                         </button>
                       )}
                       {mine && listed?.kind === 'rule' && action === 'flag' && (
-                        <button type="button" className="link" onClick={() => void halt(id)} aria-label={`Switch ${id} to halt`}>
+                        <button type="button" className="link" onClick={() => void halt(id)} aria-label={`Switch ${shown(id)} to halt`}>
                           Switch to halt
                         </button>
                       )}

@@ -1,7 +1,8 @@
-import { useEffect, useState } from 'react';
+import { Fragment, useEffect, useState } from 'react';
 import { api } from '../api';
+import { Ext } from '../components/Ext';
 import { StateBadge } from '../components/FindingCard';
-import { percent, startOfToday, when } from '../format';
+import { percent, shown, startOfToday, when } from '../format';
 import { haltsSince, type Halts } from '../halts';
 import { failure, useLoad } from '../load';
 import { href, Link } from '../router';
@@ -57,7 +58,15 @@ export function Home({ session, base }: { session: Session; base: string }) {
         <ul className="plain">
           {halted.data?.runs.map((f) => (
             <li key={f.run_id}>
-              <Link to={`${base}/runs/${encodeURIComponent(f.run_id)}`}>{f.run_id}</Link> {f.workflow && <span className="meta">{f.workflow}</span>} · {f.title} ·{' '}
+              <Link to={`${base}/runs/${encodeURIComponent(f.run_id)}`}>
+                <Ext>{f.run_id}</Ext>
+              </Link>{' '}
+              {f.workflow && (
+                <span className="meta">
+                  <Ext>{f.workflow}</Ext>
+                </span>
+              )}{' '}
+              · <Ext>{f.title}</Ext> ·{' '}
               <span className="meta">{when(f.raised_at)}</span>
             </li>
           ))}
@@ -90,28 +99,34 @@ function ProblemGroups({ problems, base }: { problems: Problem[]; base: string }
   return (
     <>
       {groups.map((g) => (
-        <section key={g} className="group" aria-label={g ? `Group ${g}` : 'Other problems'}>
-          <h3>{g ? `Group: ${g}` : 'Other problems'}</h3>
+        <section key={g} className="group" aria-label={g ? `Group ${shown(g)}` : 'Other problems'}>
+          <h3>{g ? <>Group: <Ext>{g}</Ext></> : 'Other problems'}</h3>
           <ul className="problems">
             {byGroup.get(g)!.map((p) => (
               <li key={p.id} className="problem">
                 <div>
                   <Link to={href(`${base}/runs/${encodeURIComponent(p.run_id)}`, { finding: p.id })}>
-                    <strong>{p.title}</strong>
+                    <strong>
+                      <Ext>{p.title}</Ext>
+                    </strong>
                   </Link>{' '}
                   <StateBadge state={p.state} /> {p.action === 'halt' && <span className="badge halt">halt</span>}
                 </div>
                 <div className="meta">
-                  run {p.run_id}
-                  {p.workflow && <> · {p.workflow}</>} · {p.check_id} · {when(p.raised_at)}
+                  run <Ext>{p.run_id}</Ext>
+                  {p.workflow && <> · <Ext>{p.workflow}</Ext></>} · <Ext>{p.check_id}</Ext> · {when(p.raised_at)}
                 </div>
                 {p.related.length > 0 && (
                   <div className="related">
                     also in this problem:{' '}
                     {[...p.related]
                       .sort((a, b) => b.priority - a.priority)
-                      .map((r) => r.title)
-                      .join('; ')}
+                      .map((r, i) => (
+                        <Fragment key={r.id}>
+                          {i > 0 && '; '}
+                          <Ext>{r.title}</Ext>
+                        </Fragment>
+                      ))}
                   </div>
                 )}
               </li>
@@ -141,7 +156,9 @@ function NoisyTable({ checks, base }: { checks: CheckStat[]; base: string }) {
             <tr key={c.check_id}>
               <td>
                 <Link to={`${base}/checks`}>
-                  <code>{c.check_id}</code>
+                  <code>
+                    <Ext>{c.check_id}</Ext>
+                  </code>
                 </Link>
               </td>
               <td className="num">{c.findings}</td>

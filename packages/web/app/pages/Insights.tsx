@@ -1,6 +1,7 @@
 import type { KeyboardEvent } from 'react';
 import { api } from '../api';
-import { percent } from '../format';
+import { Ext } from '../components/Ext';
+import { percent, shown } from '../format';
 import { useLoad } from '../load';
 import type { Insights as InsightsView } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
@@ -52,10 +53,10 @@ export function Insights({ session, base, where }: { session: Session; base: str
             <option value="">all procedures</option>
             {choices.map((p) => (
               <option key={p.procedure_id} value={p.procedure_id}>
-                {p.procedure_name}
+                {shown(p.procedure_name)}
               </option>
             ))}
-            {procedure && !choices.some((c) => c.procedure_id === procedure) && <option value={procedure}>{procedure}</option>}
+            {procedure && !choices.some((c) => c.procedure_id === procedure) && <option value={procedure}>{shown(procedure)}</option>}
           </select>
         </label>
       </form>
@@ -143,7 +144,9 @@ function Body(props: {
                 {d.scoreboard.map((p) => (
                   <tr key={p.procedure_id}>
                     <th scope="row">
-                      <Link to={linkTo(`${base}/insights`, props.where, { procedure: p.procedure_id, row: undefined })}>{p.procedure_name}</Link>
+                      <Link to={linkTo(`${base}/insights`, props.where, { procedure: p.procedure_id, row: undefined })}>
+                        <Ext>{p.procedure_name}</Ext>
+                      </Link>
                     </th>
                     <td className="num">{p.sessions}</td>
                     <td className="num">{p.results.followed}</td>
@@ -191,9 +194,11 @@ function Body(props: {
                   <div className="ladder-row">
                     <span className="ellipsis">
                       <Link to={patternLink(l.pattern_id)} tabIndex={-1}>
-                        {l.name}
+                        <Ext>{l.name}</Ext>
                       </Link>{' '}
-                      <span className="meta">{l.label}</span>
+                      <span className="meta">
+                        <Ext>{l.label}</Ext>
+                      </span>
                     </span>
                     <span className="hbar" title={`${l.findings} findings`}>
                       <span style={{ width: `${(l.findings / top) * 100}%` }} />
@@ -202,7 +207,7 @@ function Body(props: {
                     <span className="num" title="findings per session checked on its procedure">
                       {perSession(l.rate)}
                     </span>
-                    <Sparkline values={l.trend} label={`${l.name}: findings per week, ${l.trend.join(', ')}`} />
+                    <Sparkline values={l.trend} label={`${shown(l.name)}: findings per week, ${l.trend.join(', ')}`} />
                     <span className="num meta">{l.suppressed}</span>
                   </div>
                 );

@@ -1,4 +1,5 @@
 import { api } from '../api';
+import { Ext } from '../components/Ext';
 import { percent } from '../format';
 import { useLoad } from '../load';
 import type { Session } from '../session';
@@ -37,11 +38,15 @@ export function Models({ session }: { session: Session }) {
             {data.data.questions.map((q) => (
               <tr key={q.question_key}>
                 <td>
-                  <code>{q.check_id}</code>
+                  <code>
+                    <Ext>{q.check_id}</Ext>
+                  </code>
                 </td>
                 <td>
-                  {q.ask || <span className="meta">an earlier wording</span>}
-                  <div className="meta">{q.question_key}</div>
+                  {q.ask ? <Ext text>{q.ask}</Ext> : <span className="meta">an earlier wording</span>}
+                  <div className="meta">
+                    <Ext>{q.question_key}</Ext>
+                  </div>
                 </td>
                 <td className="num">{q.answers}</td>
                 <td className="num">{q.agreed}</td>

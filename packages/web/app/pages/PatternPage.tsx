@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import { api } from '../api';
-import { count, when } from '../format';
+import { Ext } from '../components/Ext';
+import { count, shown, when } from '../format';
 import { failure, useLoad } from '../load';
 import { SUGGESTING_VERDICTS, VERDICTS, words, type PatternSession, type VerdictName } from '../review-types';
 import { byReviewer, rememberReviewer, reviewer } from '../reviewer';
@@ -65,17 +66,26 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
         )}
       </p>
       <h1>
-        {d.name} <span className="meta">{d.rule.label}</span>
+        <Ext>{d.name}</Ext>{' '}
+        <span className="meta">
+          <Ext>{d.rule.label}</Ext>
+        </span>
       </h1>
       <p className="meta">
-        {d.procedure_name}
-        {d.theme && <> · theme {d.theme.name}</>} · {d.kind === 'rule' ? 'rule pattern' : d.kind === 'sub' ? 'failure mode' : 'other findings'} ·{' '}
+        <Ext>{d.procedure_name}</Ext>
+        {d.theme && <> · theme <Ext>{d.theme.name}</Ext></>} · {d.kind === 'rule' ? 'rule pattern' : d.kind === 'sub' ? 'failure mode' : 'other findings'} ·{' '}
         {count(d.findings, 'finding')} and {d.suppressed} suppressed in {count(d.session_count, 'session')} since {when(d.window.from)} · first {when(d.first_seen)} · last{' '}
         {when(d.last_seen)} · clustered {d.clustered_at ? when(d.clustered_at) : 'never'}
         {d.retired_at && <> · retired {when(d.retired_at)}</>}
       </p>
-      <blockquote className="rule-text">{d.rule.text}</blockquote>
-      {d.description && d.description !== d.rule.text && <p>{d.description}</p>}
+      <blockquote className="rule-text">
+        <Ext text>{d.rule.text}</Ext>
+      </blockquote>
+      {d.description && d.description !== d.rule.text && (
+        <p>
+          <Ext text>{d.description}</Ext>
+        </p>
+      )}
 
       <section aria-labelledby="review-h" className="panel">
         <h2 id="review-h">Review</h2>
@@ -125,7 +135,9 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
               {d.failure_modes.map((m) => (
                 <tr key={m.id}>
                   <td>
-                    <Link to={`${base}/patterns/${encodeURIComponent(m.id)}`}>{m.name}</Link>
+                    <Link to={`${base}/patterns/${encodeURIComponent(m.id)}`}>
+                      <Ext>{m.name}</Ext>
+                    </Link>
                     {m.kind === 'other' && <span className="meta"> (fits no failure mode)</span>}
                   </td>
                   <td>
@@ -151,7 +163,7 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
           <ul>
             {d.wordings.map((w) => (
               <li key={w.rule_id}>
-                {w.text} <span className="meta">· {w.findings} findings, last {when(w.last_seen)}</span>
+                <Ext text>{w.text}</Ext> <span className="meta">· {w.findings} findings, last {when(w.last_seen)}</span>
               </li>
             ))}
           </ul>
@@ -164,7 +176,9 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
           <ul className="plain phrasings">
             {d.example_phrasings.map((q, i) => (
               <li key={i}>
-                <mark className="quote">{q}</mark>
+                <mark className="quote">
+                  <Ext text>{q}</Ext>
+                </mark>
               </li>
             ))}
           </ul>
@@ -248,7 +262,7 @@ function SessionRow({ s, base, session, onDone }: { s: PatternSession; base: str
     setBusy(true);
     try {
       const o = await api.override(session, s.finding_id, { correct, ...byReviewer() });
-      onDone(true, `Finding on ${s.external_id} marked ${correct ? 'right' : 'wrong'}: ${o.suppressed ? 'suppressed' : 'counted'}; the session is now ${o.session_result ? words(o.session_result) : 'unmeasured'}.`);
+      onDone(true, `Finding on ${shown(s.external_id)} marked ${correct ? 'right' : 'wrong'}: ${o.suppressed ? 'suppressed' : 'counted'}; the session is now ${o.session_result ? words(o.session_result) : 'unmeasured'}.`);
     } catch (err) {
       onDone(false, `The override was not saved: ${failure(err)}`);
     } finally {
@@ -258,7 +272,9 @@ function SessionRow({ s, base, session, onDone }: { s: PatternSession; base: str
   return (
     <tr>
       <td>
-        <Link to={`${base}/sessions/${encodeURIComponent(s.session_id)}`}>{s.external_id}</Link>
+        <Link to={`${base}/sessions/${encodeURIComponent(s.session_id)}`}>
+          <Ext>{s.external_id}</Ext>
+        </Link>
       </td>
       <td>{when(s.started_at)}</td>
       <td>
@@ -271,15 +287,25 @@ function SessionRow({ s, base, session, onDone }: { s: PatternSession; base: str
         {s.override && (
           <span className="meta">
             checker {s.override.correct ? 'right' : 'wrong'}
-            {s.override.reviewer ? ` (${s.override.reviewer})` : ''}
-            {s.override.note ? `: ${s.override.note}` : ''} ·{' '}
+            {s.override.reviewer && (
+              <>
+                {' '}
+                (<Ext>{s.override.reviewer}</Ext>)
+              </>
+            )}
+            {s.override.note && (
+              <>
+                : <Ext text>{s.override.note}</Ext>
+              </>
+            )}{' '}
+            ·{' '}
           </span>
         )}
         <span className="actions inline">
-          <button type="button" disabled={busy} onClick={() => override(true)} aria-label={`Checker right about ${s.external_id}`}>
+          <button type="button" disabled={busy} onClick={() => override(true)} aria-label={`Checker right about ${shown(s.external_id)}`}>
             Checker right
           </button>
-          <button type="button" disabled={busy} onClick={() => override(false)} aria-label={`Checker wrong about ${s.external_id}`}>
+          <button type="button" disabled={busy} onClick={() => override(false)} aria-label={`Checker wrong about ${shown(s.external_id)}`}>
             Checker wrong
           </button>
         </span>

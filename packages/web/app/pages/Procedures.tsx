@@ -1,5 +1,6 @@
-import { useEffect, useRef, useState } from 'react';
+import { Fragment, useEffect, useRef, useState } from 'react';
 import { api } from '../api';
+import { Ext } from '../components/Ext';
 import { HeadEditor } from '../components/HeadEditor';
 import { when } from '../format';
 import { failure, useLoad } from '../load';
@@ -63,7 +64,10 @@ export function Procedures({ session }: { session: Session }) {
               <ul className="plain changed">
                 {head.changed.map((c) => (
                   <li key={c.path}>
-                    <span className={`badge change-${c.change}`}>{c.change}</span> <code>{c.path}</code>
+                    <span className={`badge change-${c.change}`}>{c.change}</span>{' '}
+                    <code>
+                      <Ext>{c.path}</Ext>
+                    </code>
                   </li>
                 ))}
               </ul>
@@ -100,9 +104,20 @@ export function Procedures({ session }: { session: Session }) {
                 <tr key={r.id}>
                   <td className="num">{r.number}</td>
                   <td>{when(r.created_at)}</td>
-                  <td>{r.procedures.map((p) => `${p.name} v${p.version}`).join(', ') || '—'}</td>
                   <td>
-                    <code>{r.id}</code>
+                    {r.procedures.length === 0
+                      ? '—'
+                      : r.procedures.map((p, i) => (
+                          <Fragment key={p.procedure_id}>
+                            {i > 0 && ', '}
+                            <Ext>{p.name}</Ext> v{p.version}
+                          </Fragment>
+                        ))}
+                  </td>
+                  <td>
+                    <code>
+                      <Ext>{r.id}</Ext>
+                    </code>
                   </td>
                 </tr>
               ))}
@@ -118,26 +133,58 @@ function LiveRelease({ release: r }: { release: Release }) {
   return (
     <section aria-labelledby="live">
       <h2 id="live">
-        Live release {r.number} <span className="meta">published {when(r.created_at)} · <code>{r.id}</code></span>
+        Live release {r.number}{' '}
+        <span className="meta">
+          published {when(r.created_at)} ·{' '}
+          <code>
+            <Ext>{r.id}</Ext>
+          </code>
+        </span>
       </h2>
       {r.procedures.map((p) => (
         <details key={p.procedure_id} className="procedure" open>
           <summary>
-            <strong>{p.name}</strong> <span className="meta">v{p.version} · {p.procedure_id}</span>
+            <strong>
+              <Ext>{p.name}</Ext>
+            </strong>{' '}
+            <span className="meta">
+              v{p.version} · <Ext>{p.procedure_id}</Ext>
+            </span>
           </summary>
-          {p.goal && <p>Goal: {p.goal}</p>}
-          {p.applies_when && <p className="meta">Applies when: {p.applies_when}</p>}
+          {p.goal && (
+            <p>
+              Goal: <Ext text>{p.goal}</Ext>
+            </p>
+          )}
+          {p.applies_when && (
+            <p className="meta">
+              Applies when: <Ext text>{p.applies_when}</Ext>
+            </p>
+          )}
           <ol className="plain lock-rules">
             {inReadingOrder(p.rules).map((rule) => (
               <li key={rule.rule_id}>
                 <span className="meta">
                   {KIND_LABEL[rule.kind]} {rule.index}
                 </span>{' '}
-                {rule.text}
+                <Ext text>{rule.text}</Ext>
                 {rule.required && <span className="badge halt">required</span>}
-                {rule.tool && <span className="badge">tool: {rule.tool}</span>}
-                {rule.when && <span className="badge">when: {rule.when}</span>}
-                {rule.action && <span className="meta"> → {rule.action}</span>}
+                {rule.tool && (
+                  <span className="badge">
+                    tool: <Ext>{rule.tool}</Ext>
+                  </span>
+                )}
+                {rule.when && (
+                  <span className="badge">
+                    when: <Ext text>{rule.when}</Ext>
+                  </span>
+                )}
+                {rule.action && (
+                  <span className="meta">
+                    {' '}
+                    → <Ext text>{rule.action}</Ext>
+                  </span>
+                )}
               </li>
             ))}
           </ol>
@@ -157,8 +204,19 @@ function LiveRelease({ release: r }: { release: Release }) {
           <tbody>
             {r.agents.map((a) => (
               <tr key={a.agent}>
-                <td>{a.agent}</td>
-                <td>{a.procedures.join(', ') || '—'}</td>
+                <td>
+                  <Ext>{a.agent}</Ext>
+                </td>
+                <td>
+                  {a.procedures.length === 0
+                    ? '—'
+                    : a.procedures.map((p, i) => (
+                        <Fragment key={p}>
+                          {i > 0 && ', '}
+                          <Ext>{p}</Ext>
+                        </Fragment>
+                      ))}
+                </td>
               </tr>
             ))}
           </tbody>

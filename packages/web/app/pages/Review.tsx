@@ -1,5 +1,6 @@
 import type { KeyboardEvent } from 'react';
 import { api } from '../api';
+import { Ext } from '../components/Ext';
 import { count, when } from '../format';
 import { useLoad } from '../load';
 import { REVIEW_STATES, words, type ExampleFinding, type QueueItem, type ReviewState } from '../review-types';
@@ -98,10 +99,20 @@ function QueueRow({ item: i }: { item: QueueItem }) {
   return (
     <div className="queue-row">
       <div className="queue-name">
-        <strong>{i.name}</strong> <span className="meta">{i.label}</span>
+        <strong>
+          <Ext>{i.name}</Ext>
+        </strong>{' '}
+        <span className="meta">
+          <Ext>{i.label}</Ext>
+        </span>
         <div className="meta ellipsis">
-          {i.procedure_name}
-          {i.theme ? ` · ${i.theme.name}` : ''}
+          <Ext>{i.procedure_name}</Ext>
+          {i.theme && (
+            <>
+              {' '}
+              · <Ext>{i.theme.name}</Ext>
+            </>
+          )}
         </div>
       </div>
       <StateBadge state={i.review_state} />
@@ -120,13 +131,20 @@ function ItemDetail({ item: i, base, to }: { item: QueueItem; base: string; to: 
   return (
     <section className="item-detail" aria-label="Selected pattern">
       <h2>
-        <Link to={to}>{i.name}</Link> <span className="meta">{i.label}</span>
+        <Link to={to}>
+          <Ext>{i.name}</Ext>
+        </Link>{' '}
+        <span className="meta">
+          <Ext>{i.label}</Ext>
+        </span>
       </h2>
       <p className="meta">
-        {i.procedure_name}
-        {i.theme && <> · theme {i.theme.name}</>} · {i.kind === 'rule' ? 'rule pattern' : i.kind === 'sub' ? 'failure mode' : 'other findings'}
+        <Ext>{i.procedure_name}</Ext>
+        {i.theme && <> · theme <Ext>{i.theme.name}</Ext></>} · {i.kind === 'rule' ? 'rule pattern' : i.kind === 'sub' ? 'failure mode' : 'other findings'}
       </p>
-      <blockquote className="rule-text">{i.rule_text}</blockquote>
+      <blockquote className="rule-text">
+        <Ext text>{i.rule_text}</Ext>
+      </blockquote>
       <ReviewStateLine r={i} />
       <p>Verdict: {i.verdict ? <VerdictLine v={i.verdict} /> : <span className="meta">none yet</span>}</p>
       <p className="meta">
@@ -152,17 +170,28 @@ export function Example({ e, base }: { e: ExampleFinding; base: string }) {
   return (
     <li className="example">
       <div>
-        <Link to={href(`${base}/sessions/${encodeURIComponent(e.session_id)}`)}>{e.external_id}</Link> <span className="meta">{when(e.started_at)}</span>{' '}
+        <Link to={href(`${base}/sessions/${encodeURIComponent(e.session_id)}`)}>
+          <Ext>{e.external_id}</Ext>
+        </Link>{' '}
+        <span className="meta">{when(e.started_at)}</span>{' '}
         <span className={`badge rule-${e.status}`}>{words(e.status)}</span>
         {e.suppressed && <span className="badge quiet">suppressed</span>}
       </div>
-      <p className="excerpt">{e.excerpt}</p>
+      <p className="excerpt">
+        <Ext text>{e.excerpt}</Ext>
+      </p>
       {evidence.length > 0 && (
         <ul className="evidence">
           {evidence.map((ev, k) => (
             <li key={k}>
               <span className="meta">turn {ev.turn} · {ev.source === 'tool_calls' ? 'tool call' : 'transcript'}</span>{' '}
-              {ev.quote ? <mark className="quote">{ev.quote}</mark> : <span className="meta">(no words quoted)</span>}
+              {ev.quote ? (
+                <mark className="quote">
+                  <Ext text>{ev.quote}</Ext>
+                </mark>
+              ) : (
+                <span className="meta">(no words quoted)</span>
+              )}
             </li>
           ))}
         </ul>

@@ -3,7 +3,8 @@ import { api } from '../api';
 import { FindingCard, StateBadge } from '../components/FindingCard';
 import { Highlight } from '../components/Highlight';
 import { VirtualList } from '../components/VirtualList';
-import { asText, count, duration, when } from '../format';
+import { asText, count, duration, shown, when } from '../format';
+import { Ext } from '../components/Ext';
 import { failure } from '../load';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
@@ -86,8 +87,8 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const selected = wantedSpan ? rows.findIndex((r) => r.span.span_id === wantedSpan) : -1;
   const show = (spanId: string) => navigate(href(where.path, { span: spanId, finding: wantedFinding }), { replace: true });
 
-  if (error) return <main id="main"><h1>Run {runId}</h1><p role="alert" className="error">{error}</p></main>;
-  if (!detail) return <main id="main"><h1>Run {runId}</h1><p aria-busy="true">Loading…</p></main>;
+  if (error) return <main id="main"><h1>Run <Ext>{runId}</Ext></h1><p role="alert" className="error">{error}</p></main>;
+  if (!detail) return <main id="main"><h1>Run <Ext>{runId}</Ext></h1><p aria-busy="true">Loading…</p></main>;
   const { run } = detail;
   const span = selected >= 0 ? rows[selected].span : null;
 
@@ -95,11 +96,11 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
     <main id="main" className="run-page">
       <header className="run-head">
         <h1>
-          Run <code>{run.run_id}</code>
+          Run <code><Ext>{run.run_id}</Ext></code>
         </h1>
         <p className="meta">
-          {run.workflow ?? 'no workflow'}
-          {run.session_id && <> · session {run.session_id}</>} · started {when(run.started_at)} ·{' '}
+          {run.workflow ? <Ext>{run.workflow}</Ext> : 'no workflow'}
+          {run.session_id && <> · session <Ext>{run.session_id}</Ext></>} · started {when(run.started_at)} ·{' '}
           {run.end_status ? <span className={`badge end-${run.end_status}`}>{run.end_status}</span> : 'running'} · {count(run.span_count, 'span')}
           {run.error_count > 0 && <span className="error"> · {count(run.error_count, 'error')}</span>} · {run.total_tokens} tokens ·{' '}
           <Link to={`${base}/runs`}>all runs</Link>
@@ -158,16 +159,16 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
               <ul className="plain">
                 {detail.not_checked.map((n) => (
                   <li key={`${n.check_id}:${n.anchor}:${n.at}`}>
-                    <code>{n.check_id}</code>{' '}
+                    <code><Ext>{n.check_id}</Ext></code>{' '}
                     {n.anchor === 'run' ? (
                       <span className="meta">about the run</span>
                     ) : (
                       <button type="button" className="link" onClick={() => show(n.anchor)}>
-                        {byId.get(n.anchor)?.name ?? n.anchor}
+                        <Ext>{byId.get(n.anchor)?.name ?? n.anchor}</Ext>
                       </button>
                     )}{' '}
                     <span className="meta">· {when(n.at)}</span>
-                    {n.reason && <div className="meta">{n.reason}</div>}
+                    {n.reason && <div className="meta"><Ext text>{n.reason}</Ext></div>}
                   </li>
                 ))}
               </ul>
@@ -210,7 +211,7 @@ function SpanRow({ span, depth, range, cited }: { span: Span; depth: number; ran
             ✕
           </span>
         )}
-        <span className="type">{span.type}</span> {span.name}
+        <span className="type">{span.type}</span> <Ext>{span.name}</Ext>
       </span>
       <span className="bar-track" aria-hidden="true">
         {width > 0 && <span className="bar" style={{ left: `${left}%`, width: `${Math.min(width, 100 - left)}%` }} />}
@@ -218,12 +219,12 @@ function SpanRow({ span, depth, range, cited }: { span: Span; depth: number; ran
       <span className="dur">{duration(ms)}</span>
       <span className="cited">
         {cited && cited.length > MARKERS ? (
-          <span className={`marker state-${mostPressing(cited)}`} title={cited.map((f) => f.title).join('\n')} data-finding-markers={cited.length}>
+          <span className={`marker state-${mostPressing(cited)}`} title={shown(cited.map((f) => f.title).join('\n'))} data-finding-markers={cited.length}>
             ⚑ {cited.length}
           </span>
         ) : (
           cited?.map((f) => (
-            <span key={f.id} className={`marker state-${f.state}`} title={f.title} data-finding-marker={f.id}>
+            <span key={f.id} className={`marker state-${f.state}`} title={shown(f.title)} data-finding-marker={f.id}>
               ⚑
             </span>
           ))
@@ -246,17 +247,17 @@ function SpanDetail({ span, findings, allFindings }: { span: Span; findings: Fin
     <>
       <h2>
         {span.status === 'error' && <span className="error">✕ </span>}
-        {span.name}
+        <Ext>{span.name}</Ext>
       </h2>
       <p className="meta">
         {span.type}
-        {span.tool && <> · tool {span.tool}</>}
-        {span.model && <> · model {span.model}</>} · {span.status} · {duration(spanMs(span))} · <code>{span.span_id}</code>
+        {span.tool && <> · tool <Ext>{span.tool}</Ext></>}
+        {span.model && <> · model <Ext>{span.model}</Ext></>} · {span.status} · {duration(spanMs(span))} · <code><Ext>{span.span_id}</Ext></code>
       </p>
       {findings.map((f) => (
         <p key={f.id} className="cited-by">
-          ⚑ {f.title} <StateBadge state={f.state} />
-          {f.confidence && <> · {f.confidence}</>}
+          ⚑ <Ext>{f.title}</Ext> <StateBadge state={f.state} />
+          {f.confidence && <> · <Ext>{f.confidence}</Ext></>}
         </p>
       ))}
       {fields.map(([label, v], i) =>

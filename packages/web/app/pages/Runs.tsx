@@ -1,4 +1,5 @@
 import { api } from '../api';
+import { Ext } from '../components/Ext';
 import { when } from '../format';
 import { useLoad } from '../load';
 import { Link, type Where } from '../router';
@@ -73,10 +74,12 @@ export function Runs({ session, base, where }: { session: Session; base: string;
               {runs.data.runs.map((r) => (
                 <tr key={r.run_id}>
                   <td className="id">
-                    <Link to={`${base}/runs/${encodeURIComponent(r.run_id)}`}>{r.run_id}</Link>
+                    <Link to={`${base}/runs/${encodeURIComponent(r.run_id)}`}>
+                      <Ext>{r.run_id}</Ext>
+                    </Link>
                   </td>
-                  <td className="id">{r.workflow ?? '—'}</td>
-                  <td className="id">{r.session_id ?? '—'}</td>
+                  <td className="id">{r.workflow ? <Ext>{r.workflow}</Ext> : '—'}</td>
+                  <td className="id">{r.session_id ? <Ext>{r.session_id}</Ext> : '—'}</td>
                   <td>{when(r.started_at)}</td>
                   <td>{r.end_status ? <span className={`badge end-${r.end_status}`}>{r.end_status}</span> : <span className="meta">running</span>}</td>
                   <td className="num">{r.span_count}</td>

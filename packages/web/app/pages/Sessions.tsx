@@ -1,5 +1,6 @@
 import { api } from '../api';
-import { when } from '../format';
+import { Ext } from '../components/Ext';
+import { shown, when } from '../format';
 import { useLoad } from '../load';
 import { Link, type Where } from '../router';
 import { apiFilters, ListState, Pager, TimeRangeAndSubmit, useUrlFilters } from '../url-filters';
@@ -68,18 +69,24 @@ export function Sessions({ session, base, where }: { session: Session; base: str
               {list.data.items.map((s) => (
                 <tr key={s.id}>
                   <td className="id">
-                    <Link to={`${base}/sessions/${encodeURIComponent(s.id)}`}>{s.external_id ?? s.id}</Link>
+                    <Link to={`${base}/sessions/${encodeURIComponent(s.id)}`}>
+                      <Ext>{s.external_id ?? s.id}</Ext>
+                    </Link>
                   </td>
-                  <td className="id">{s.agent ?? '—'}</td>
+                  <td className="id">{s.agent ? <Ext>{s.agent}</Ext> : '—'}</td>
                   <td>{when(s.received_at)}</td>
                   <td>
                     <span className={`badge status-${s.status}`}>{s.status}</span>
-                    {s.status === 'failed' && s.error && <div className="error">{s.error}</div>}
+                    {s.status === 'failed' && s.error && (
+                      <div className="error">
+                        <Ext text>{s.error}</Ext>
+                      </div>
+                    )}
                     {/* Checked, but the model failed on some questions on its last try: their rules are not_checked (the session page says more). */}
                     {s.status === 'checked' && s.error && (
                       <>
                         {' '}
-                        <span className="badge warn" title={s.error}>
+                        <span className="badge warn" title={shown(s.error)}>
                           not every rule checked
                         </span>
                       </>

@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'react';
 import { api } from '../api';
+import { Ext } from '../components/Ext';
 import { when } from '../format';
 import { failure, useLoad } from '../load';
 import { href, Link } from '../router';
@@ -43,18 +44,22 @@ export function SopSessionPage({ session, base, id }: { session: Session; base: 
         <Link to={`${base}/sessions`}>Sessions</Link> ›
       </p>
       <h1>
-        Session {d.external_id ?? d.id} <ResultBadge result={d.result} />
+        Session <Ext>{d.external_id ?? d.id}</Ext> <ResultBadge result={d.result} />
       </h1>
       <p className="meta">
-        agent {d.agent ?? '—'} · received {when(d.received_at)} · <span className={`badge status-${d.status}`}>{d.status}</span>
+        agent {d.agent ? <Ext>{d.agent}</Ext> : '—'} · received {when(d.received_at)} · <span className={`badge status-${d.status}`}>{d.status}</span>
         {d.checked_at && <> · checked {when(d.checked_at)}</>}
         {d.checked_result && d.checked_result !== d.result && <> · checker said <ResultBadge result={d.checked_result} /> before reviewers' verdicts</>}
       </p>
-      {d.status === 'failed' && d.error && <p role="alert" className="error">Check failed: {d.error}</p>}
+      {d.status === 'failed' && d.error && (
+        <p role="alert" className="error">
+          Check failed: <Ext text>{d.error}</Ext>
+        </p>
+      )}
       {/* Checked, but the model failed on some questions on its last try: their rules are not_checked. */}
       {d.status === 'checked' && d.error && (
         <p role="note" className="stale-note">
-          <strong>Not every rule was checked:</strong> {d.error}
+          <strong>Not every rule was checked:</strong> <Ext text>{d.error}</Ext>
         </p>
       )}
       {d.status === 'queued' && (
@@ -91,14 +96,17 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
     <section className="sop-check" aria-labelledby={`proc-${c.procedure_id}`}>
       <header>
         <h2 id={`proc-${c.procedure_id}`}>
-          {c.procedure_name} <span className="meta">v{c.procedure_version}</span> <ResultBadge result={c.result} />
+          <Ext>{c.procedure_name}</Ext> <span className="meta">v{c.procedure_version}</span> <ResultBadge result={c.result} />
         </h2>
         <p className="meta">
-          {c.applicable === false ? 'Not applicable' : c.applicable ? 'Applicable' : 'Applicability not decided'}: {c.route_reason}
-          {c.excluded_reason && <> · excluded: {c.excluded_reason}</>}
+          {c.applicable === false ? 'Not applicable' : c.applicable ? 'Applicable' : 'Applicability not decided'}: <Ext text>{c.route_reason}</Ext>
+          {c.excluded_reason && <> · excluded: <Ext text>{c.excluded_reason}</Ext></>}
           {c.release_id && (
             <>
-              {' '}· release <Link to={href(`${base}/procedures`)}>{c.release_id}</Link>
+              {' '}· release{' '}
+              <Link to={href(`${base}/procedures`)}>
+                <Ext>{c.release_id}</Ext>
+              </Link>
             </>
           )}
         </p>
@@ -109,10 +117,10 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
         )}
         <p>
           Goal: {c.goal_reached === null ? <span className="meta">not decided</span> : c.goal_reached ? <span className="badge ok">reached</span> : <span className="badge warn">not reached</span>}
-          {c.goal_reason && <span className="meta"> — {c.goal_reason}</span>}
+          {c.goal_reason && <span className="meta"> — <Ext text>{c.goal_reason}</Ext></span>}
         </p>
         <p className="meta">
-          Steps done {c.steps_done} of {c.steps_applicable} applicable · never rules violated {c.nevers_violated} · model {c.model ?? '—'} · prompt {c.prompt_version ?? '—'}
+          Steps done {c.steps_done} of {c.steps_applicable} applicable · never rules violated {c.nevers_violated} · model {c.model ? <Ext>{c.model}</Ext> : '—'} · prompt {c.prompt_version ? <Ext>{c.prompt_version}</Ext> : '—'}
         </p>
       </header>
       {rules.length > 0 && (
@@ -131,13 +139,17 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
                   <span className="meta">
                     {KIND_LABEL[r.kind]} {r.index}
                   </span>
-                  <div>{r.text}</div>
+                  <div>
+                    <Ext text>{r.text}</Ext>
+                  </div>
                 </td>
                 <td>
                   <RuleStatusBadge rule={r} />
                 </td>
                 <td>
-                  <div>{r.reason}</div>
+                  <div>
+                    <Ext text>{r.reason}</Ext>
+                  </div>
                   {r.finding && r.pattern_id && (
                     <div className="meta">
                       <Link to={`${base}/patterns/${encodeURIComponent(r.pattern_id)}`}>Its pattern</Link>
@@ -147,7 +159,7 @@ function CheckPanel({ check: c, base }: { check: ProcedureCheck; base: string })
                   {r.evidence.map((e, i) => (
                     <div key={i} className="quote-block">
                       <a href={`#turn-${e.turn}`}>turn {e.turn}</a>
-                      {e.quote && <>: “{e.quote}”</>}
+                      {e.quote && <>: “<Ext text>{e.quote}</Ext>”</>}
                     </div>
                   ))}
                 </td>
