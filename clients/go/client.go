@@ -57,7 +57,7 @@ type Options struct {
 	// Deadline of one export call. Default 10 s.
 	ExportTimeout time.Duration
 	// Deprecated: ignored. A batch refused with a retryable status (UNAVAILABLE,
-	// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED with RetryInfo) is retried until ingest accepts it
+	// DEADLINE_EXCEEDED, ABORTED, RESOURCE_EXHAUSTED with RetryInfo) is retried until ingest accepts it
 	// or the client is closed; only MaxQueueEvents and MaxQueueBytes drop events meanwhile.
 	MaxAttempts int
 	// Events waiting to be exported at most; past it the oldest waiting ones are dropped

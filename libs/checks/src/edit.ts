@@ -1,9 +1,11 @@
 import { isMap, parseDocument, stringify } from 'yaml';
 
 /**
- * Changes to a check's YAML that keep the rest as written (comments, order, layout): the
- * authoring API sets where a saved check applies and switches a rule to halt, and stores the
- * text a person wrote, not a re-serialised copy.
+ * Changes to a check's YAML that keep the rest as written: its comments, keys, order, quoting
+ * and block or flow style stay; spacing is printed again (`at_least:    3` becomes
+ * `at_least: 3`, runs of blank lines become one). The authoring API sets where a saved check
+ * applies and switches a rule to halt this way, and stores the text a person wrote, not a
+ * re-serialised copy.
  */
 
 /** The YAML with `path` set to `value`; the text unchanged when it is not one check (a mapping). */
