@@ -23,11 +23,20 @@ interface Queue {
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: Error };
 
+/** A job the process's stop cut short with tries left. */
+export type StoppedJob = Omit<RetriedJob, 'retry_in_ms'>;
+
 export interface InlineJobsOptions {
   /** A job whose attempts are used up (logged and counted by the caller). */
   onFailed?: (job: FailedJob) => void;
   /** A try that failed with tries left (logged by the caller: a job that keeps failing is seen before its last try). */
   onRetry?: (job: RetriedJob) => void;
+  /**
+   * A try that failed with tries left while the process was stopping, so it is not tried again
+   * here (often because the handler queued a follow-on job after close: `jobs: closed`). Not a
+   * failure of the job: its own failure hook is not called.
+   */
+  onStopped?: (job: StoppedJob) => void;
   /** How many finished job ids are remembered for deduplication (default 1000 per queue, as BullMQ keeps). */
   keepFinished?: number;
 }
@@ -183,7 +192,13 @@ export class InlineJobs implements Jobs {
       this.finish(queue, job.id, { ok: true, value });
     } catch (err) {
       const error = err instanceof Error ? err : new Error(String(err));
-      if (job.attempt < job.attempts && !this.closed) {
+      if (job.attempt < job.attempts) {
+        if (this.closed) {
+          // The stop cut it short: not its failure, so neither failure hook hears of it.
+          this.opts.onStopped?.({ queue, id: job.id, attempt: job.attempt, attempts: job.attempts, reason: error.message });
+          this.finish(queue, job.id, { ok: false, error: new JobFailedError(queue, job.id, `stopped with the process: ${error.message}`) });
+          return;
+        }
         const next = { ...job, attempt: job.attempt + 1 };
         const delay = retryDelayMs(job.backoffMs, job.attempt);
         this.opts.onRetry?.({ queue, id: job.id, attempt: job.attempt, attempts: job.attempts, reason: error.message, retry_in_ms: delay });
@@ -191,8 +206,8 @@ export class InlineJobs implements Jobs {
         return;
       }
       let reason = error.message;
-      // Its tries used up (not a process stopping with tries left): the work's own failure hook.
-      if (job.attempt >= job.attempts && q.opts.onFailed) {
+      // Its tries used up: the work's own failure hook.
+      if (q.opts.onFailed) {
         try {
           await q.opts.onFailed(job.data, { queue, id: job.id, attempts: job.attempt, reason });
         } catch (hookErr) {

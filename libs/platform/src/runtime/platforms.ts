@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { RepeatedErrors, type Bus, type Db, type Driver, type FailedJob, type Jobs, type Logger, type Platform, type RetriedJob, type WindowStore, type WindowStoreOptions } from '@neatroots/ports';
 import { BullJobs } from '../jobs/bullmq';
-import { InlineJobs } from '../jobs/inline';
+import { InlineJobs, type StoppedJob } from '../jobs/inline';
 import { DEFAULT_MAX_RECORD_BYTES, KafkaBus, recordBytesFor } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
@@ -131,7 +131,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
     jobs: () =>
       drivers.get<Jobs>(
         'jobs',
-        async () => new InlineJobs({ onFailed: (f) => log.error(failedLine(f)), onRetry: (r) => log.warn(retryLine(r)) }),
+        async () => new InlineJobs({ onFailed: (f) => log.error(failedLine(f)), onRetry: (r) => log.warn(retryLine(r)), onStopped: (j) => log.info(stoppedLine(j)) }),
         (j) => j.close(),
       ),
     // In the database (the shared_cache table): the model's answers outlive the process, so the
@@ -419,6 +419,11 @@ function scopedGroups(bus: Bus, prefix: string): Bus {
 /** The log line of a job whose tries are used up. */
 function failedLine(f: FailedJob): string {
   return `job ${f.queue}/${f.id} failed after ${f.attempts} attempts: ${f.reason}`;
+}
+
+/** The log line of a job the stop cut short with tries left (embedded): not a failure. */
+function stoppedLine(j: StoppedJob): string {
+  return `job ${j.queue}/${j.id}: try ${j.attempt} of ${j.attempts} cut short by the stop, not tried again in this process: ${j.reason}`;
 }
 
 /** The log line of a job's failed try with tries left: which job, why, and when it runs again. */
