@@ -368,6 +368,42 @@ describe('neatroots checks draft | preview | save | halt against the running ser
     expect(app.checks().checks.find((c) => c.id === 'cli-rule')).toMatchObject({ action: 'halt' });
   });
 
+  it('says so when a save replaces a halting check with YAML that has no action: halt, and keeps the YAML as written', async () => {
+    const file = path.join(home, 'stale-halt.yaml');
+    fs.writeFileSync(file, RULE.replace('refund-needs-lookup', 'stale-halt'));
+    expect(await main(['checks', 'save', 'stale-halt.yaml'], cli())).toBe(0);
+    expect(await main(['checks', 'halt', 'stale-halt'], cli())).toBe(0);
+    const warning =
+      'check stale-halt halted; the YAML saved has no action: halt, so it now only flags: add action: halt to keep it halting, or run neatroots checks halt stale-halt';
+
+    // The local file, edited (its title) but never told about the halt: validate says what saving would do.
+    fs.writeFileSync(file, RULE.replace('refund-needs-lookup', 'stale-halt').replace('title: Refund', 'title: Edited refund'));
+    const validated = await api<{ warnings: string[] }>('POST', `/v1/projects/${PROJECT}/checks/validate`, { yaml: fs.readFileSync(file, 'utf8'), by: 'cli' });
+    expect(validated.body.warnings).toContain(
+      'check stale-halt halts; this YAML has no action: halt, so saving it makes it only flag: add action: halt to keep it halting',
+    );
+
+    const save = cli();
+    expect(await main(['checks', 'save', 'stale-halt.yaml'], save)).toBe(0);
+    expect(save.lines).toEqual(['replaced check stale-halt in project shop (in effect)']);
+    expect(save.errors).toEqual([`warning: ${warning}`]);
+    // Stored as written: it flags now.
+    const got = await api<{ check: { action: string; title: string } }>('GET', `/v1/projects/${PROJECT}/checks/stale-halt`);
+    expect(got.body.check).toMatchObject({ action: 'flag', title: 'Edited refund without an order lookup' });
+
+    // The API's answer carries it too (PUT as POST), and only while the check replaced halted.
+    await api('POST', `/v1/projects/${PROJECT}/checks/stale-halt/halt`, { by: 'cli' });
+    const put = await api<{ warnings: string[]; check: { action: string } }>('PUT', `/v1/projects/${PROJECT}/checks/stale-halt`, { yaml: fs.readFileSync(file, 'utf8'), by: 'app' });
+    expect(put.body).toMatchObject({ check: { action: 'flag' }, warnings: [warning] });
+    const again = await api<{ warnings: string[] }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: fs.readFileSync(file, 'utf8'), by: 'cli' });
+    expect(again.body.warnings).toEqual([]);
+    // Saving it with action: halt keeps it halting, without a word.
+    await api('POST', `/v1/projects/${PROJECT}/checks/stale-halt/halt`, { by: 'cli' });
+    const kept = await api<{ warnings: string[]; check: { action: string } }>('POST', `/v1/projects/${PROJECT}/checks`, { yaml: fs.readFileSync(file, 'utf8') + 'action: halt\n', by: 'cli' });
+    expect(kept.body).toMatchObject({ check: { action: 'halt' }, warnings: [] });
+    await api('DELETE', `/v1/projects/${PROJECT}/checks/stale-halt`);
+  });
+
   it('prints each problem of an invalid check as FILE:LINE and exits 1; a refused halt exits 1 with the reason', async () => {
     fs.writeFileSync(path.join(home, 'bad.yaml'), RULE.replace('requires: { tool: [lookup_order] }', 'requires: { tool: [lookup_order] }\n  at_least: 2'));
     const save = cli();

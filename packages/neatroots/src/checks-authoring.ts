@@ -191,7 +191,9 @@ or the server refuses; 2 for bad usage or an unreadable FILE.`,
     summary: 'save a check to the project (a database check, in effect at once)',
     help: `Saves the check in FILE (YAML, one check) to the project on the running server, as a
 database check of yours: created, or replacing your check with the same id. It is in effect
-in the rule engine at once, in that project only. The YAML is stored as written.
+in the rule engine at once, in that project only. The YAML is stored as written. Warnings go
+to standard error: one says when the check replaced halted (checks halt) and FILE has no
+action: halt, so it now only flags.
 
 ${SERVER_HELP}
 Exit status: 0; 1 when the check does not validate (FILE:LINE: field: reason on standard error)

@@ -225,13 +225,16 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
     },
 
     async validate(project, sub, opts) {
-      const { s } = await savable(project, sub, opts);
-      return { check_id: s.check.id, warnings: s.warnings };
+      const { s, existing } = await savable(project, sub, opts);
+      const dropped = dropsHalt(existing, s.check);
+      return { check_id: s.check.id, warnings: dropped ? [...s.warnings, haltDropped(s.check.id, false)] : s.warnings };
     },
 
     async save(project, sub: CheckSubmission, opts) {
       const { s, existing } = await savable(project, sub, opts);
-      return store(project, { id: s.check.id, yaml: s.yaml, origin: opts.by, project, saved: true }, s.check, opts.by, s.warnings, !existing);
+      // The YAML is stored as written; a halt it drops is said, not kept (often a stale local copy).
+      const warnings = dropsHalt(existing, s.check) ? [...s.warnings, haltDropped(s.check.id, true)] : s.warnings;
+      return store(project, { id: s.check.id, yaml: s.yaml, origin: opts.by, project, saved: true }, s.check, opts.by, warnings, !existing);
     },
 
     async remove(project, id, by) {
@@ -285,6 +288,31 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
       return store(project, { id, yaml, origin: by, project, saved: true }, halted, by, [], false);
     },
   };
+}
+
+/** Whether a stored check halts (a record that no longer parses does not). */
+function recordHalts(rec: DbCheckRecord): boolean {
+  try {
+    const c = parseDatabaseCheck({ id: rec.id, yaml: rec.yaml, origin: rec.origin });
+    return isRuleCheck(c) && c.action === 'halt';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Replacing a database check that halts with one that does not: most often an edit made from
+ * a local file that never had `action: halt` (the rule was switched with `checks halt`), so the
+ * halt would go unnoticed. The save keeps the YAML as written and says so.
+ */
+function dropsHalt(existing: DbCheckRecord | undefined, next: Check): boolean {
+  return existing !== undefined && recordHalts(existing) && !(isRuleCheck(next) && next.action === 'halt');
+}
+
+function haltDropped(id: string, saved: boolean): string {
+  return saved
+    ? `check ${id} halted; the YAML saved has no action: halt, so it now only flags: add action: halt to keep it halting, or run neatroots checks halt ${id}`
+    : `check ${id} halts; this YAML has no action: halt, so saving it makes it only flag: add action: halt to keep it halting`;
 }
 
 const FAILED: Record<ModelErrorKind, string> = {
