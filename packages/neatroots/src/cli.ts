@@ -34,6 +34,8 @@ export interface Io {
   err(line: string): void;
   /** Standard output as is, for a file printed byte for byte (sopops merge); out() ends each line. */
   write?(text: string): void;
+  /** True once standard output's reader has gone (`| head -3`): what out() writes is dropped. */
+  closed?(): boolean;
   env: NodeJS.ProcessEnv;
   cwd: string;
 }
@@ -41,6 +43,8 @@ export interface Io {
 const defaultIo: Io = {
   out: (l) => process.stdout.write(`${l}\n`),
   err: (l) => process.stderr.write(`${l}\n`),
+  // Marked by bin/failure.js at its first failed write (EPIPE).
+  closed: () => (process.stdout as unknown as Record<symbol, unknown>)[Symbol.for('neatroots.closedPipe')] === true,
   env: process.env,
   cwd: process.cwd(),
 };
@@ -112,8 +116,16 @@ Exit status: 0; 2 for unreadable input, invalid checks or a bad setting (the rea
         onNotChecked: (r) => io.err(`not checked: ${r.check_id} in run ${r.run_id} (${r.answer.reason || 'no answer'})`),
       });
       try {
-        for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)), limits)) await replayer.push(item);
-        await replayer.end();
+        let stopped = false;
+        for await (const item of readItems(p.positional.map((f) => path.resolve(io.cwd, f)), limits)) {
+          // The reader of the findings has gone (`| head -3`): nothing more would be seen.
+          if (!summary && io.closed?.()) {
+            stopped = true;
+            break;
+          }
+          await replayer.push(item);
+        }
+        if (!stopped) await replayer.end();
       } finally {
         await replayer.close();
       }
