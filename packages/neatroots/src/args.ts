@@ -17,7 +17,13 @@ export interface Parsed {
   positional: string[];
 }
 
-/** Parses `--flag`, `--flag VALUE`, `--flag=VALUE`; unknown flags and empty values are usage errors. */
+/**
+ * Parses `--flag`, `--flag VALUE`, `--flag=VALUE`. Usage errors: an unknown flag, an empty value,
+ * a flag given twice that is not repeatable (`--out a --out b` would keep only one of them), and
+ * a separate value that is an option itself (`--name --steering`: the value was left out, and
+ * the next option would be swallowed as it); `--name=--steering` says it is meant. A value of
+ * `-` alone (standard output) or a negative number is taken as given.
+ */
 export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec>): Parsed {
   const flags: Parsed['flags'] = {};
   const positional: string[] = [];
@@ -33,8 +39,10 @@ export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec
     }
     const eq = a.indexOf('=');
     const name = a.slice(2, eq < 0 ? undefined : eq);
-    const s = spec[name];
+    const s = Object.hasOwn(spec, name) ? spec[name] : undefined;
     if (!s) throw new UsageError(`unknown option --${name}`);
+    // Its values are not said: one may be an API key (--key).
+    if (!s.repeat && Object.hasOwn(flags, name)) throw new UsageError(`--${name} given twice: give it once`);
     if (!s.value) {
       if (eq >= 0) throw new UsageError(`--${name} takes no value`);
       flags[name] = true;
@@ -45,6 +53,7 @@ export function parseArgs(argv: readonly string[], spec: Record<string, FlagSpec
     else {
       v = argv[++i];
       if (v === undefined) throw new UsageError(`--${name} needs a value`);
+      if (/^-[A-Za-z-]/.test(v)) throw new UsageError(`--${name} needs a value, got the option ${v}; write --${name}=${v} if you mean it`);
     }
     // No flag of these programs means anything by an empty value: `--procedure ""` would
     // otherwise read as no --procedure at all (every procedure).

@@ -382,6 +382,29 @@ describe('neatroots CLI', () => {
     expect(fs.existsSync(path.join(dir, 'home', 'projects.json'))).toBe(false);
   });
 
+  it('an option where a value should be is a usage error (exit 2), not taken as the value: init registers nothing', async () => {
+    const r = await run(['init', '--name', '--steering'], env, dir);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/^neatroots init: --name needs a value, got the option --steering; write --name=--steering if you mean it\nUsage: /);
+    expect(r.out).toEqual([]);
+    expect(fs.existsSync(path.join(dir, 'home', 'projects.json'))).toBe(false);
+  });
+
+  it('a flag given twice is a usage error (exit 2) naming it, not the last one kept; a repeatable one collects', async () => {
+    for (const args of [['init', '--name', 'a', '--name', 'b'], ['init', '--steering', '--steering'], ['checks', 'preview', 'x', '--runs', '5', '--runs', '7', '--key', 'k', '--url', 'http://127.0.0.1:9']]) {
+      const r = await run(args, env, dir);
+      expect([args, r.code]).toEqual([args, 2]);
+      expect(r.err).toMatch(new RegExp(`^neatroots (init|checks): --(name|steering|runs) given twice: give it once\nUsage: `));
+    }
+    expect(fs.existsSync(path.join(dir, 'home', 'projects.json'))).toBe(false);
+    const spans = write('s.jsonl', jsonl([search('r', 'a', 1)]));
+    write('c1/a.yaml', 'id: a\nkind: rule\ntitle: A\nrule: { type: repeat, span: { tool: search }, same: [tool], at_least: 2 }\n');
+    write('c2/b.yaml', 'id: b\nkind: rule\ntitle: B\nrule: { type: repeat, span: { tool: search }, same: [tool], at_least: 2 }\n');
+    const both = await run(['checks', 'list', '--json', '--no-library', '--no-demo', '--checks', 'c1', '--checks', 'c2'], env, dir);
+    expect(JSON.parse(both.out.join('\n')).checks.map((c: { id: string }) => c.id)).toEqual(['a', 'b']);
+    expect((await run(['replay', '--no-library', '--checks', 'c1', '--checks', 'c2', spans], env, dir)).code).toBe(0);
+  });
+
   it('start, serve and checks list refuse arguments they do not take (exit 2) instead of ignoring them', async () => {
     // A bad port: were the argument ignored, start and serve would stop at the setting instead.
     const bad = { ...env, NEATROOTS_HTTP_PORT: 'not-a-port' };

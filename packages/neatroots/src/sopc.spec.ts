@@ -73,6 +73,16 @@ describe('sopc', () => {
       expect(r.err).toMatch(/^sopc export: ENOTDIR: not a directory/);
     });
 
+    it('export --out with its value left out, or given twice, is a usage error (exit 2) and writes nothing', async () => {
+      good();
+      const missing = await run(['export', 'procs', '--out', '-v'], dir);
+      expect(missing).toEqual({ code: 2, out: [], err: expect.stringMatching(/^sopc export: --out needs a value, got the option -v; write --out=-v if you mean it\nUsage: sopc export/) });
+      const twice = await run(['export', 'procs', '--out', 'a.json', '--out', 'b.json'], dir);
+      expect(twice).toEqual({ code: 2, out: [], err: expect.stringMatching(/^sopc export: --out given twice: give it once\nUsage: sopc export/) });
+      expect(fs.readdirSync(dir).sort()).toEqual(['procs']);
+      expect(fs.existsSync(path.join(dir, 'procs', 'lock.json'))).toBe(false);
+    });
+
     it('exits 2 on a usage error', async () => {
       expect((await run(['compile'], dir)).code).toBe(2);
       expect((await run(['compile', 'a', 'b'], dir)).err).toContain('one folder, got 2');
