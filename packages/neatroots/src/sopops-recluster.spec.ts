@@ -81,10 +81,31 @@ describe('sopops recluster', () => {
     expect(patterns.find((p) => p.kind === 'rule')).toMatchObject({ name: 'Talked about prices', named_by: 'model' });
   });
 
-  it('refuses wrong options (exit 2) and an unknown procedure filter does nothing', async () => {
+  it('refuses wrong options (exit 2)', async () => {
     expect((await sopops(['recluster', 'now', '--workspace', 'luigis', '--url', url])).code).toBe(2);
     expect((await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--force=yes'])).code).toBe(2);
     expect((await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--rule'])).code).toBe(2);
-    expect(await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--procedure', 'nope'])).toMatchObject({ code: 0, out: ['luigis: assigned 0 findings, split 0 rules into failure modes, grouped the themes of 0 procedures'] });
+  });
+
+  it('refuses a procedure or rule the workspace does not know (a typo in a cron job), naming it: 404, exit 1, nothing done', async () => {
+    const recluster = `POST ${url}/v1/workspaces/luigis/patterns/recluster: 404 not_in_release`;
+    const none = 'in none of its releases, findings or patterns: nothing to recluster';
+    expect(await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--procedure', 'nope'])).toEqual({
+      code: 1,
+      out: [],
+      err: [`sopops recluster: ${recluster}: no procedure nope in workspace luigis: it is ${none}`],
+    });
+    expect(await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--rule', 'nope'])).toEqual({
+      code: 1,
+      out: [],
+      err: [`sopops recluster: ${recluster}: no rule nope in workspace luigis: it is ${none}`],
+    });
+    // The procedure is named first, with a rule the workspace knows.
+    expect(await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--procedure', 'nope', '--rule', 'never-price'])).toMatchObject({
+      code: 1,
+      err: [`sopops recluster: ${recluster}: no procedure nope in workspace luigis: it is ${none}`],
+    });
+    // Known ones still run.
+    expect(await sopops(['recluster', '--workspace', 'luigis', '--url', url, '--procedure', 'take-order', '--rule', 'never-price'])).toMatchObject({ code: 0 });
   });
 });

@@ -21,7 +21,8 @@ gives a recluster 10).
 ${API_HELP}
 
 Exit status: 0 all done; 1 something could not be done (no reasoning model, a model error: said
-on stderr) or the server refused; 2 for wrong options.`,
+on stderr) or the server refused (a --procedure or --rule the workspace does not know: 404
+not_in_release, naming it); 2 for wrong options.`,
   flags: { ...API_FLAGS, procedure: { value: true }, rule: { value: true }, force: {} },
   async run(p, io) {
     if (p.positional.length) throw new UsageError(`recluster takes no arguments, got ${p.positional.join(' ')}`);

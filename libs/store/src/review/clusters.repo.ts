@@ -209,6 +209,28 @@ export class ClustersRepo {
     return res.rows.map((r) => r.procedure_id);
   }
 
+  /**
+   * Whether the workspace knows a procedure, or a rule (in that procedure when one is given):
+   * in one of its releases, in a finding, in a rule pattern, or (a rule) in its lineage. What a
+   * recluster's filter must name, else it would match nothing and look done.
+   */
+  async knows(q: Queryable, workspace: string, filter: { procedure?: string; rule?: string }): Promise<boolean> {
+    const res = await q.query<{ known: boolean }>(
+      `SELECT (
+         EXISTS (SELECT 1 FROM sop_releases r CROSS JOIN LATERAL jsonb_array_elements(
+                   CASE WHEN jsonb_typeof(r.lock->'procedures') = 'array' THEN r.lock->'procedures' ELSE '[]'::jsonb END) p
+                  WHERE r.workspace = $1 AND ($2::text IS NULL OR p->>'procedure_id' = $2)
+                    AND ($3::text IS NULL OR (jsonb_typeof(p->'rules') = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements(p->'rules') x WHERE x->>'rule_id' = $3))))
+         OR EXISTS (SELECT 1 FROM sop_findings f WHERE f.workspace = $1 AND ($2::text IS NULL OR f.procedure_id = $2) AND ($3::text IS NULL OR f.rule_id = $3))
+         OR EXISTS (SELECT 1 FROM sop_patterns p WHERE p.workspace = $1 AND ($2::text IS NULL OR p.procedure_id = $2)
+                      AND ($3::text IS NULL OR ${patternOfRuleLineage('p', '$1', '$3::text')}))
+         OR ($3::text IS NOT NULL AND EXISTS (SELECT 1 FROM rule_lineage l WHERE l.workspace = $1 AND ($2::text IS NULL OR l.procedure_id = $2) AND (l.rule_id = $3 OR l.previous_rule_id = $3)))
+       ) AS known`,
+      [workspace, filter.procedure ?? null, filter.rule ?? null],
+    );
+    return res.rows[0]?.known === true;
+  }
+
   /** The workspace's last clustering (a split or a regrouping of themes), or null. */
   async lastClustering(q: Queryable, workspace: string): Promise<string | null> {
     const res = await q.query<{ at: unknown }>(

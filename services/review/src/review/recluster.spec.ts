@@ -491,4 +491,30 @@ describe('failure modes without a model', () => {
     await expect(review.queries.recluster(WS, { force: 'yes' } as never)).rejects.toThrow(/"force" must be true or false/);
     await expect(review.queries.recluster(WS, { rule: '' } as never)).rejects.toThrow(/"rule" must be a non-empty string/);
   });
+
+  it('refuses a procedure or rule the workspace does not know, naming it (404 not_in_release), before running anything', async () => {
+    review = new ReviewSop({ db, jobs, gateway: async () => null });
+    await review.start();
+    await checked('price 1', [PRICE], false);
+    const none = 'in none of its releases, findings or patterns: nothing to recluster';
+    await expect(review.queries.recluster(WS, { procedure: 'nope' })).rejects.toMatchObject({ status: 404, code: 'not_in_release', message: `no procedure nope in workspace ${WS}: it is ${none}` });
+    await expect(review.queries.recluster(WS, { rule: 'nope' })).rejects.toMatchObject({ status: 404, code: 'not_in_release', message: `no rule nope in workspace ${WS}: it is ${none}` });
+    await expect(review.queries.recluster(WS, { procedure: PROC, rule: 'nope' })).rejects.toMatchObject({
+      status: 404,
+      code: 'not_in_release',
+      message: `no rule nope in procedure ${PROC} of workspace ${WS}: it is ${none}`,
+    });
+    // Refused before the job: the finding waits unassigned.
+    expect(await db.query('SELECT 1 FROM sop_findings WHERE pattern_id IS NOT NULL')).toMatchObject({ rows: [] });
+    // Known from a finding (before any pattern), and a procedure and rule known from a release only.
+    expect(await review.queries.recluster(WS, { procedure: PROC, rule: PRICE.id })).toMatchObject({ assigned: 1 });
+    const lock = { procedures: [{ procedure_id: 'pay-bill', rules: [{ rule_id: 'step-card', kind: 'step', index: 1, text: 'Take the card.' }] }] };
+    await db.query(`INSERT INTO sop_releases (id, workspace, number, lock) VALUES ('rel-recluster-known', $1, 900, $2::jsonb)`, [WS, JSON.stringify(lock)]);
+    try {
+      expect(await review.queries.recluster(WS, { procedure: 'pay-bill', rule: 'step-card' })).toMatchObject({ assigned: 0, reclustered: 0 });
+      await expect(review.queries.recluster(WS, { procedure: 'pay-bill', rule: PRICE.id })).rejects.toMatchObject({ status: 404, message: expect.stringMatching(/^no rule never-price in procedure pay-bill of workspace luigis/) });
+    } finally {
+      await db.query(`DELETE FROM sop_releases WHERE id = 'rel-recluster-known'`);
+    }
+  });
 });

@@ -108,6 +108,22 @@ export class Reclusterer {
     return `recluster-${createHash('sha256').update(state).digest('base64url').slice(0, 32)}`;
   }
 
+  /**
+   * Refuses (404 not_in_release) a procedure or rule the workspace does not know (in none of
+   * its releases, findings, patterns or lineage): the filter would match nothing and the
+   * answer would read as a recluster done, a typo in a cron job unnoticed.
+   */
+  async checkFilter(workspace: string, filter: Pick<ReclusterJob, 'procedure' | 'rule'>): Promise<void> {
+    const where = `in none of its releases, findings or patterns: nothing to recluster`;
+    if (filter.procedure !== undefined && !(await this.clusters.knows(this.db, workspace, { procedure: filter.procedure }))) {
+      throw new SopError(404, 'not_in_release', `no procedure ${filter.procedure} in workspace ${workspace}: it is ${where}`);
+    }
+    if (filter.rule !== undefined && !(await this.clusters.knows(this.db, workspace, filter))) {
+      const of = filter.procedure !== undefined ? `procedure ${filter.procedure} of workspace ${workspace}` : `workspace ${workspace}`;
+      throw new SopError(404, 'not_in_release', `no rule ${filter.rule} in ${of}: it is ${where}`);
+    }
+  }
+
   async run(job: ReclusterJob): Promise<ReclusterResult> {
     const { workspace } = job;
     const by = job.by ?? 'request';

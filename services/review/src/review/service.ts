@@ -83,7 +83,9 @@ export class ReviewSop implements SessionReviewHooks {
       ...(opts.lineage ?? new RuleLineage(db, this.writes).queries),
       // Through the job, so it is one run at a time per workspace however many replicas serve.
       recluster: async (ws, input) => {
-        const job: ReclusterJob = { workspace: ws, ...reclusterInput(input), by: 'request' };
+        const filter = reclusterInput(input);
+        await this.reclusterer.checkFilter(ws, filter);
+        const job: ReclusterJob = { workspace: ws, ...filter, by: 'request' };
         return waitedFor(`the recluster of ${ws}`, opts.reclusterWaitMs ?? RECLUSTER_WAIT_MS, 'clustered_at on GET /patterns says when it is done', (timeoutMs) =>
           opts.jobs.run<ReclusterJob, ReclusterResult>(RECLUSTER_QUEUE, job, { attempts: 1, timeoutMs }),
         );
