@@ -134,7 +134,7 @@ if (!helm) {
     // The thresholds and the wait come from the values.
     const byName = Object.fromEntries(rules.map((r) => [r.alert, r]));
     expect(byName.NeatrootsFindingsSlow.expr).toMatch(/kind="rule"\}\[5m\]\)\)\) > 1\.5$/);
-    expect(byName.NeatrootsConsumerBehind.expr).toMatch(/ > 100000$/);
+    expect(byName.NeatrootsConsumerBehind.expr).toMatch(/ > 10000$/);
     expect(byName.NeatrootsConsumerRestarting.expr).toMatch(/\[15m\]\)\) > 2$/);
     expect(byName.NeatrootsFindingsSlow.for).toBe('10m');
     const tuned = of(render(helm!, ['metrics.prometheusRule.enabled=true', 'metrics.prometheusRule.for=3m', 'metrics.prometheusRule.consumerLag=5000']), 'PrometheusRule')[0];

@@ -55,6 +55,10 @@ import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './se
  *   for handlers that want to), so a long batch does not get the member evicted.
  * - close() of a subscription stops fetching, lets the batch in hand finish and commit, leaves
  *   the group: nothing is skipped, nothing committed is read again.
+ * - Lag (`onLag`): every `lagIntervalMs` the bus asks the broker, through its one admin client,
+ *   each topic's partition ends and each of its groups' committed offsets, and tells the sum
+ *   of the differences (KafkaLagInfo), whether batches arrive or not: a group whose handler
+ *   keeps failing, or blocks, reads as falling behind.
  * - Rebalances: only processed offsets are ever committed. A batch whose partition moved while
  *   it was processed may fail to commit; the new owner then reads it again (at-least-once:
  *   consumers are idempotent, e.g. findings have deterministic ids).
@@ -147,10 +151,17 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   log?: KafkaLogSink;
   /** A failed batch (retried), an undecodable record (skipped), a crashed consumer. Default: console.error. */
   onError?: (err: unknown, where: { topic: string; group?: string; partition?: number }) => void;
-  /** Called after each committed batch: for metrics (consumed, consumer lag). */
+  /** Called after each committed batch: for metrics (records consumed). */
   onBatch?: (info: KafkaBatchInfo) => void;
   /** Called when the bus starts again a consumer kafkajs had stopped for good: for metrics. */
   onConsumerRestart?: (where: { topic: string; group: string }) => void;
+  /**
+   * Told every `lagIntervalMs` of each (topic, group) this bus consumes: the group's lag as the
+   * broker has it (KafkaLagInfo), whether batches arrive or not. Without it nothing is asked.
+   */
+  onLag?: (info: KafkaLagInfo) => void;
+  /** How often the lags are read from the broker (two admin requests per topic and group). Default 10000. */
+  lagIntervalMs?: number;
 }
 
 export interface KafkaBatchInfo {
@@ -158,9 +169,21 @@ export interface KafkaBatchInfo {
   group: string;
   partition: number;
   records: number;
-  /** Records after this batch in the partition when it was fetched. */
-  lag: number;
   ms: number;
+}
+
+/**
+ * A consumer group's lag on a topic as the broker has it: summed over the topic's partitions,
+ * the partition's end (high watermark) less the group's committed offset there. Counted in
+ * Kafka messages: with packs (the default) a message carries the records of one key (a run) in
+ * one publish(), as many as fit in `maxBatchBytes`; without, one record. What was handled and
+ * not committed yet (at most `commitIntervalMs` of it, or a batch a handler holds) counts.
+ */
+export interface KafkaLagInfo {
+  topic: string;
+  group: string;
+  /** Kafka messages of the topic the group has not committed yet. */
+  lag: number;
 }
 
 /** Counters since the bus was created (tests, metrics). */
@@ -281,6 +304,7 @@ export interface KafkaLogSink {
   error(msg: string): void;
   warn(msg: string): void;
   info(msg: string): void;
+  debug?(msg: string): void;
 }
 
 const consoleSink: KafkaLogSink = { error: (m) => console.error(m), warn: (m) => console.warn(m), info: (m) => console.log(m) };
@@ -329,8 +353,14 @@ export class KafkaBus implements Bus {
 
   private producerP: Promise<Producer> | undefined;
   private adminP: Promise<Admin> | undefined;
+  /** The admin client once connected (the lags are read through it, never connecting one). */
+  private adminConnected: Admin | undefined;
   private readonly topics = new Map<string, Promise<void>>();
   private readonly subscriptions = new Set<Subscription>();
+  /** What this bus consumes, by `topic\0group`: whose lag onLag is told of. */
+  private readonly consuming = new Map<string, { topic: string; group: string; fromBeginning: boolean; subscriptions: number }>();
+  private lagTimer: NodeJS.Timeout | undefined;
+  private lagReading: Promise<void> | undefined;
 
   private queue: Chunk[] = [];
   /** Records (what backlog() tells) and Kafka messages (what a send's size counts) waiting. */
@@ -374,7 +404,7 @@ export class KafkaBus implements Bus {
   private admin(): Promise<Admin> {
     if (!this.adminP) {
       const admin = this.kafka.admin({ retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2000, ...this.opts.retry } });
-      this.adminP = admin.connect().then(() => admin);
+      this.adminP = admin.connect().then(() => (this.adminConnected = admin));
       this.adminP.catch(() => (this.adminP = undefined));
     }
     return this.adminP;
@@ -796,12 +826,77 @@ export class KafkaBus implements Bus {
           // reported by lag monitors with a lag that grows all that time.
           if (opts.transient) await this.deleteGroup(opts.group, where);
           this.subscriptions.delete(sub);
+          this.consumed(where, opts, -1);
         })();
         return closing;
       },
     };
     this.subscriptions.add(sub);
+    this.consumed(where, opts, 1);
     return sub;
+  }
+
+  /** Counts a subscription of (topic, group) in or out of what the lags are read of. */
+  private consumed(where: { topic: string; group: string }, opts: SubscribeOptions, by: 1 | -1): void {
+    if (!this.opts.onLag) return;
+    const key = `${where.topic}\0${where.group}`;
+    const c = this.consuming.get(key) ?? { ...where, fromBeginning: opts.fromBeginning ?? true, subscriptions: 0 };
+    c.subscriptions += by;
+    if (c.subscriptions > 0) this.consuming.set(key, c);
+    else this.consuming.delete(key);
+    if (!this.lagTimer && !this.closed) {
+      this.lagTimer = setInterval(() => {
+        this.lagReading ??= this.readLags().finally(() => (this.lagReading = undefined));
+      }, Math.max(100, this.opts.lagIntervalMs ?? 10_000));
+      this.lagTimer.unref();
+    }
+  }
+
+  /**
+   * Reads from the broker the lag of each (topic, group) this bus consumes and tells onLag: for
+   * each partition, its end less the group's committed offset (a group that committed none
+   * there starts at the partition's start when it reads from the beginning, else at its end;
+   * an offset the retention has deleted counts from the start). Through the admin client this
+   * bus has connected, never connecting one: skipped while there is none. A failed request is
+   * logged at debug and that lag is not told, so a gauge keeps its last value.
+   */
+  private async readLags(): Promise<void> {
+    const admin = this.adminConnected;
+    const onLag = this.opts.onLag;
+    if (!admin || !onLag || this.closed || !this.consuming.size) return;
+    const byTopic = new Map<string, { topic: string; group: string; fromBeginning: boolean }[]>();
+    for (const c of this.consuming.values()) byTopic.set(c.topic, [...(byTopic.get(c.topic) ?? []), c]);
+    const failed = (what: string, err: unknown) => this.opts.log?.debug?.(`consumer lag of ${what} not read (the last one stands): ${(err as Error)?.message ?? String(err)}`);
+    await Promise.all(
+      [...byTopic].map(async ([topic, groups]) => {
+        let ends: Awaited<ReturnType<Admin['fetchTopicOffsets']>>;
+        try {
+          ends = await admin.fetchTopicOffsets(topic);
+        } catch (err) {
+          failed(topic, err);
+          return;
+        }
+        await Promise.all(
+          groups.map(async (g) => {
+            try {
+              const [committed] = await admin.fetchOffsets({ groupId: g.group, topics: [topic] });
+              const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+              let lag = 0;
+              for (const e of ends) {
+                const high = Number(e.high);
+                const low = Number(e.low);
+                const offset = at.get(e.partition) ?? -1;
+                const from = offset >= 0 ? Math.max(offset, low) : g.fromBeginning ? low : high;
+                lag += Math.max(0, high - from);
+              }
+              if (!this.closed && this.consuming.has(`${topic}\0${g.group}`)) onLag({ topic, group: g.group, lag });
+            } catch (err) {
+              failed(`${topic}/${g.group}`, err);
+            }
+          }),
+        );
+      }),
+    );
   }
 
   /**
@@ -957,7 +1052,6 @@ export class KafkaBus implements Bus {
       group,
       partition: batch.partition,
       records: records.length,
-      lag: Number(batch.offsetLag()),
       ms: Date.now() - started,
     });
   }
@@ -999,6 +1093,8 @@ export class KafkaBus implements Bus {
     if (this.closed) return;
     await Promise.all([...this.subscriptions].map((s) => s.close().catch((err) => this.onError(err, { topic: '(close)' }))));
     this.closed = true;
+    clearInterval(this.lagTimer);
+    await this.lagReading;
     await this.flush();
     const producer = this.producerP && (await this.producerP.catch(() => undefined));
     const admin = this.adminP && (await this.adminP.catch(() => undefined));

@@ -25,6 +25,10 @@ export interface Metrics {
    */
   findingDelay: Histogram<'kind' | 'action'>;
   consumerRestarts: Counter<'topic' | 'group'>;
+  /**
+   * Kafka messages of a topic a consumer group has not committed yet, summed over the topic's
+   * partitions, read from the broker every 10 s by each process consuming it (distributed).
+   */
   consumerLag: Gauge<'topic' | 'group'>;
   dependencyErrors: Counter<'dependency'>;
   /** Spans of exports refused by back-pressure (RESOURCE_EXHAUSTED), by reason: backlog, memory. */
@@ -73,7 +77,12 @@ export function createMetrics(service: string): Metrics {
       ...reg,
     }),
     consumerRestarts: new Counter({ name: 'neatroots_bus_consumer_restarts_total', help: 'Kafka consumers kafkajs stopped for good (an error it does not retry) and the bus started again', labelNames: ['topic', 'group'], ...reg }),
-    consumerLag: new Gauge({ name: 'neatroots_consumer_lag', help: 'Records not yet consumed by the group', labelNames: ['topic', 'group'], ...reg }),
+    consumerLag: new Gauge({
+      name: 'neatroots_consumer_lag',
+      help: "Kafka messages of the topic the group has not committed yet, over all partitions, read from the broker every 10 s (a message holds one run's records of one publish)",
+      labelNames: ['topic', 'group'],
+      ...reg,
+    }),
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
     spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),
     busBacklog: new Gauge({ name: 'neatroots_bus_backlog', help: 'Records accepted and not processed yet', labelNames: ['topic'], ...reg }),

@@ -169,6 +169,8 @@ export interface DistributedPlatformOptions {
   metrics: Metrics;
   /** Names the Kafka client and the Postgres connections (the target). */
   name: string;
+  /** How often neatroots_consumer_lag is read from the broker (default 10000; tests ask sooner). */
+  consumerLagIntervalMs?: number;
 }
 
 /** The configuration variable each driver needs in the distributed deployment. */
@@ -229,10 +231,11 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         if (more !== undefined) log.error(`${at}${more}`, err);
       },
       onConsumerRestart: (where) => metrics.consumerRestarts.inc(where),
-      onBatch: (b) => {
-        metrics.consumed.inc({ topic: b.topic, group: b.group }, b.records);
-        metrics.consumerLag.set({ topic: b.topic, group: b.group }, b.lag);
-      },
+      onBatch: (b) => metrics.consumed.inc({ topic: b.topic, group: b.group }, b.records),
+      // Read from the broker on a timer, not from the batches: all of the topic's partitions,
+      // and a group that makes no progress (its handler failing, or blocked) reads as behind.
+      onLag: (l) => metrics.consumerLag.set({ topic: l.topic, group: l.group }, l.lag),
+      lagIntervalMs: opts.consumerLagIntervalMs,
     });
     const k = kafka;
     checkOn('bus', `kafka (${DRIVER_VARIABLES.bus})`, 'kafka', () => k.healthy());
