@@ -50,9 +50,18 @@ async function until(what: string, cond: () => boolean, ms = 20_000): Promise<vo
   }
 }
 
+/** The held previews' questions are answered once this is called. */
+let release: () => void = () => undefined;
+const released = new Promise<void>((r) => (release = r));
+
 beforeAll(async () => {
-  // The abandoned previews' questions are never answered; every other one is, with a "no".
-  fake = await startFakeOpenAI((call) => (asks(call).some((a) => a.includes('(abandoned')) ? { hang: true } : judgeReply(call, () => ({ p: 0.02 }))));
+  // The abandoned previews' questions are never answered, the held ones once released; every
+  // other one is, with a "no".
+  fake = await startFakeOpenAI(async (call) => {
+    if (asks(call).some((a) => a.includes('(abandoned'))) return { hang: true };
+    if (asks(call).some((a) => a.includes('(held'))) await released;
+    return judgeReply(call, () => ({ p: 0.02 }));
+  });
   home = tempHome('neatroots-preview-given-up');
   // One model call at a time: a preview whose call hangs has made exactly one.
   models = loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_LLM_CONCURRENCY: '1', NEATROOTS_QUESTION_BATCH_WAIT_MS: '5' });
@@ -147,6 +156,66 @@ describe('a preview its caller gives up on', () => {
       expect([1, 2].map((i) => callsFor(`abandoned mcp ${i}`).length)).toEqual(asked);
     } finally {
       await client.close();
+    }
+  });
+
+  it("MCP: another client's cancellation of the same request id stops nothing; the call's own client's still does", async () => {
+    // Two clients of the project with the same key, from the same address (as every stdio relay
+    // on a machine, or every client behind an ingress): each numbers its requests from 0.
+    // What the clients post (as sent), and the status of each once answered.
+    const posted: { body: { id?: number; method?: string }; session: string | null; status?: number }[] = [];
+    const watched: typeof fetch = async (url, init) => {
+      const sent = typeof init?.body === 'string' ? { body: JSON.parse(init.body), session: new Headers(init.headers).get('mcp-session-id') } : undefined;
+      if (sent) posted.push(sent);
+      const res = await fetch(url, init);
+      if (sent) Object.assign(sent, { status: res.status });
+      return res;
+    };
+    const connect = async (name: string) => {
+      const c = new Client({ name, version: '1.0.0' });
+      await c.connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`), { requestInit: { headers: { 'x-api-key': KEY } }, fetch: watched }));
+      return c;
+    };
+    const a = await connect('agent-a');
+    const b = await connect('agent-b');
+    try {
+      // A's preview, held at the model.
+      const held = a.callTool({ name: 'preview_check', arguments: { yaml: question('held-a', 'held a'), runs: 3 } });
+      await until("A's preview at the model", () => callsFor('held a').length === 1);
+      const call = posted.find((p) => p.body.method === 'tools/call')!;
+      // Each client was given a session of its own at initialize, and sends it.
+      expect(call.session).toMatch(/^[0-9a-f-]{36}$/);
+      const sessions = posted.filter((p) => p.body.method === 'notifications/initialized').map((p) => p.session);
+      expect(new Set(sessions).size).toBe(2);
+
+      // B gives up on "its" request with A's id; a client that sends no session id does too.
+      const taken = posted.length;
+      await b.notification({ method: 'notifications/cancelled', params: { requestId: call.body.id!, reason: "B's own call timed out" } });
+      expect(posted[taken].body).toMatchObject({ method: 'notifications/cancelled' });
+      const bare = await fetch(`${base}/v1/mcp`, {
+        method: 'POST',
+        headers: { 'x-api-key': KEY, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: call.body.id, reason: 'gave up' } }),
+      });
+      expect([posted[taken].status, bare.status]).toEqual([202, 202]);
+
+      // A's preview was not stopped: released, it answers in full.
+      release();
+      const r = (await held) as { isError?: boolean; content: { text: string }[] };
+      expect(r.content[0].text).not.toMatch(/cancelled/);
+      expect(r.isError).toBeFalsy();
+      expect(JSON.parse(r.content[0].text)).toMatchObject({ runs: { checked: 3 }, not_checked: [] });
+
+      // A's own cancellation (its session) still stops its call.
+      const ac = new AbortController();
+      const own = a.callTool({ name: 'preview_check', arguments: { yaml: question('abandoned-a', 'abandoned a'), runs: 3, model_calls: 6 } }, undefined, { signal: ac.signal });
+      await until("A's second preview at the model", () => callsFor('abandoned a').length === 1 && fake.open === 1);
+      ac.abort('A gave up');
+      await expect(own).rejects.toThrow();
+      await until("A's cancelled preview's model call closed", () => fake.open === 0);
+      expect(callsFor('abandoned a')).toHaveLength(1);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
     }
   });
 

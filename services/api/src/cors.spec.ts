@@ -79,4 +79,13 @@ it('lets a configured origin call the MCP endpoint as a browser MCP client does 
   expect(res.status).toBe(200);
   expect(res.headers.get('access-control-allow-origin')).toBe(ALLOWED);
   expect(((await res.json()) as { result: { tools: unknown[] } }).result.tools.length).toBeGreaterThan(0);
+  // The session id initialize answers is readable by the page, so its client can send it back.
+  const init = await fetch(`${base}/v1/mcp`, {
+    method: 'POST',
+    headers: { origin: ALLOWED, authorization: `Bearer ${KEY}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'page', version: '1' } } }),
+  });
+  expect(init.status).toBe(200);
+  expect(init.headers.get('mcp-session-id')).toMatch(/^[0-9a-f-]{36}$/);
+  expect(init.headers.get('access-control-expose-headers')).toBe('mcp-session-id');
 });

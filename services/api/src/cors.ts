@@ -23,9 +23,11 @@ const METHODS = 'GET, POST, PUT, DELETE';
  * What a page may send: JSON with its key (x-api-key or Authorization: Bearer), and what a
  * browser MCP client sends to POST /v1/mcp besides (the MCP SDK's streamable HTTP transport:
  * accept, mcp-protocol-version after the handshake, mcp-session-id and last-event-id when it
- * has them). The MCP server is stateless and answers no mcp-session-id: nothing to expose.
+ * has them). The MCP server's answer to initialize carries an mcp-session-id the client sends
+ * back (it scopes the client's cancellations): a page may read it.
  */
 const HEADERS = 'content-type, x-api-key, authorization, accept, mcp-protocol-version, mcp-session-id, last-event-id';
+const EXPOSED = 'mcp-session-id';
 
 export function allowCors(app: NestExpressApplication, origins: readonly string[]): void {
   if (origins.length === 0) return;
@@ -35,6 +37,7 @@ export function allowCors(app: NestExpressApplication, origins: readonly string[
     if (!origin || !(any || origins.includes(origin))) return next();
     res.setHeader('Access-Control-Allow-Origin', any ? '*' : origin);
     res.setHeader('Vary', 'Origin');
+    res.setHeader('Access-Control-Expose-Headers', EXPOSED);
     if (req.method === 'OPTIONS' && req.headers['access-control-request-method']) {
       res.setHeader('Access-Control-Allow-Methods', METHODS);
       res.setHeader('Access-Control-Allow-Headers', HEADERS);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { All, Controller, Inject, Logger as NestLogger, Post, Req, Res, UseGuards } from '@nestjs/common';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -16,6 +17,10 @@ import { createMcpServer } from './tools';
  * Authorization: Bearer) opens one project and every tool acts in it. Stateless: each request
  * gets a server and a transport of its own (the SDK's stateless mode), so any api replica
  * answers any request and nothing is kept between them; answers are JSON, not streams.
+ *
+ * `initialize` is answered with a random `mcp-session-id`, which MCP clients send on every
+ * later request (the stdio relay's too). Nothing is kept under it: it only tells one client's
+ * calls from another's when a call is cancelled.
  */
 
 type McpRequest = IncomingMessage & KeyedRequest & { body?: unknown };
@@ -23,6 +28,16 @@ type McpRequest = IncomingMessage & KeyedRequest & { body?: unknown };
 const VERSION = '0.1.0';
 
 type Message = { method?: unknown; id?: unknown; params?: { requestId?: unknown } };
+
+/** The header a client's session id comes in, and what `initialize` answers. */
+const SESSION_HEADER = 'mcp-session-id';
+
+/** The session id a request carries (as the server gave it at initialize), if any. */
+function sessionOf(req: McpRequest): string | undefined {
+  const h = req.headers[SESSION_HEADER];
+  const v = Array.isArray(h) ? h[0] : h;
+  return v && v.length <= 256 ? v : undefined;
+}
 
 /** The one JSON-RPC message of a POST (a batch, or anything else: undefined). */
 function messageOf(body: unknown): Message | undefined {
@@ -58,16 +73,20 @@ export class McpController {
   ) {}
 
   /**
-   * The tool calls in flight in this process, by project, caller address and JSON-RPC id. A
-   * client that gives up on a call (the MCP SDK's request timeout) keeps its POST open and sends
+   * The tool calls in flight in this process, by project, session id and JSON-RPC id. A client
+   * that gives up on a call (the MCP SDK's request timeout) keeps its POST open and sends
    * notifications/cancelled in another POST, which a stateless server's transport cannot match:
-   * it is matched here, and stops the call when exactly one in flight has that key.
+   * it is matched here, and stops the call when exactly one in flight has that key. Only within
+   * the session: clients number their requests alike (the SDK's from 0), and many share an
+   * address (every stdio relay on a machine, every client behind an ingress), so neither the id
+   * nor the address tells one client's call from another's. A request without a session id can
+   * be cancelled by no notification (its client gives up by closing its connection).
    */
   private readonly calls = new Map<string, Set<AbortController>>();
 
-  private callKey(project: string, req: McpRequest, id: unknown): string | undefined {
-    if (typeof id !== 'string' && typeof id !== 'number') return undefined;
-    return `${project}\u0000${req.socket.remoteAddress ?? ''}\u0000${typeof id}:${id}`;
+  private callKey(project: string, session: string | undefined, id: unknown): string | undefined {
+    if (session === undefined || (typeof id !== 'string' && typeof id !== 'number')) return undefined;
+    return `${project}\u0000${session}\u0000${typeof id}:${id}`;
   }
 
   /** A tool's fault (neatroots', not the caller's): the agent is told it was logged, so it is. */
@@ -84,11 +103,14 @@ export class McpController {
     const stop = new AbortController();
     givenUp(res, stop);
     const msg = messageOf(req.body);
-    const key = msg?.method === 'tools/call' && !stop.signal.aborted ? this.callKey(project, req, msg.id) : undefined;
+    // A session of its own for each client that initializes (the transport is stateless and sets none).
+    if (msg?.method === 'initialize') res.setHeader(SESSION_HEADER, randomUUID());
+    const session = sessionOf(req);
+    const key = msg?.method === 'tools/call' && !stop.signal.aborted ? this.callKey(project, session, msg.id) : undefined;
     if (key) this.calls.set(key, (this.calls.get(key) ?? new Set()).add(stop));
     if (msg?.method === 'notifications/cancelled') {
-      const cancelled = this.calls.get(this.callKey(project, req, msg.params?.requestId) ?? '');
-      // Two calls in flight with this key (two agents of the project, same address and id): neither is stopped.
+      const cancelled = this.calls.get(this.callKey(project, session, msg.params?.requestId) ?? '');
+      // Two calls in flight with this key (a client that sent one id twice): neither is stopped.
       if (cancelled?.size === 1) for (const c of cancelled) c.abort();
     }
     const server = createMcpServer(

@@ -12,7 +12,7 @@ describe('relayStdioToHttp', () => {
   let url: string;
   /** How long the stand-in takes to answer a request; Infinity: never. */
   let delayMs = 0;
-  const posted: { method?: string; id?: unknown }[] = [];
+  const posted: { method?: string; id?: unknown; session?: string }[] = [];
 
   beforeAll(async () => {
     server = http.createServer((req, res) => {
@@ -28,7 +28,10 @@ describe('relayStdioToHttp', () => {
       req.on('data', (d: Buffer) => (body += d.toString()));
       req.on('end', () => {
         const msg = JSON.parse(body) as { method?: string; id?: string | number };
-        posted.push({ method: msg.method, id: msg.id });
+        const session = req.headers['mcp-session-id'];
+        posted.push({ method: msg.method, id: msg.id, ...(typeof session === 'string' ? { session } : {}) });
+        // initialize is answered with a session id, as the api's endpoint does.
+        if (msg.method === 'initialize') res.setHeader('mcp-session-id', `session-${posted.length}`);
         if (msg.id === undefined) {
           res.writeHead(202).end();
           return;
@@ -77,6 +80,19 @@ describe('relayStdioToHttp', () => {
       { jsonrpc: '2.0', id: 2, result: { answered: 'tools/list' } },
     ]);
     expect(posted.map((m) => m.method)).toEqual(['initialize', 'notifications/initialized', 'tools/list']);
+  });
+
+  it("sends the session id initialize was answered with on every later message (the api scopes the agent's cancellations by it)", async () => {
+    delayMs = 0;
+    const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2, reason: 'timed out' } };
+    const r = await relay([initialize, initialized, toolsList, cancel]);
+    expect(r.errors).toEqual([]);
+    expect(posted).toEqual([
+      { method: 'initialize', id: 1 },
+      { method: 'notifications/initialized', session: 'session-1' },
+      { method: 'tools/list', id: 2, session: 'session-1' },
+      { method: 'notifications/cancelled', session: 'session-1' },
+    ]);
   });
 
   it('standard input closed with nothing in flight: it ends at once', async () => {

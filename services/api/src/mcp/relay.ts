@@ -71,13 +71,17 @@ export async function relayStdioToHttp(opts: {
     const settled = () => {
       if (ended && !posting && !unanswered.size) finish();
     };
+    // What is posted after an initialize waits for its answer: the session id the api answers
+    // it with (which scopes the agent's cancellations) is then sent on each of them.
+    let initializing: Promise<unknown> = Promise.resolve();
     // The agent's messages, each posted to the api.
     stdio.onmessage = (msg) => {
       const id = requestId(msg);
       if (id !== undefined) unanswered.set(id, (unanswered.get(id) ?? 0) + 1);
       posting++;
-      http
-        .send(msg)
+      const sent = initializing.then(() => http.send(msg));
+      if ((msg as { method?: unknown }).method === 'initialize') initializing = sent.catch(() => undefined);
+      sent
         .catch(async (e: Error) => {
           if (done) return;
           report(e);
