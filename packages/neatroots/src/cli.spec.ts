@@ -182,6 +182,34 @@ describe('neatroots CLI', () => {
       expect((await run(['init', 'p1', '--name', 'store'], env, dir)).out).toHaveLength(2);
     });
 
+    it('checks validate refuses the options of checks list (exit 2) instead of ignoring them, and validates --checks folders alongside PATHs', async () => {
+      const rule = (id: string) => `id: ${id}\nkind: rule\ntitle: ${id}\nrule: { type: repeat, span: { tool: search }, same: [tool], at_least: 2 }\n`;
+      write('refund.yaml', rule('refund'));
+      write('cdir/broken.yaml', 'id: broken\nkind: rule\ntitle: Broken\n');
+      for (const flag of ['--json', '--no-library', '--no-demo']) {
+        const r = await run(['checks', 'validate', flag, 'refund.yaml'], env, dir);
+        expect([flag, r.code, r.out]).toEqual([flag, 2, []]);
+        expect(r.err).toMatch(new RegExp(`^neatroots checks: checks validate has no option ${flag} \\(its options: --checks\\)\nUsage: neatroots checks validate \\[--checks DIR\\]\\.\\.\\. \\[PATH\\.\\.\\.\\]`));
+      }
+      // cdir's invalid file is found beside refund.yaml, not left out.
+      const both = await run(['checks', 'validate', '--checks', 'cdir', 'refund.yaml'], env, dir);
+      expect(both.code).toBe(2);
+      expect(both.err).toContain(`${path.join(dir, 'cdir', 'broken.yaml')}: check broken: rule: is required for a rule check`);
+      expect(both.out).toEqual(['1 problem found']);
+      write('cdir/broken.yaml', rule('mended'));
+      expect(await run(['checks', 'validate', '--checks', 'cdir', 'refund.yaml'], env, dir)).toEqual({ code: 0, out: ['2 checks valid'], err: '' });
+      // list still takes its own.
+      expect((await run(['checks', 'list', '--json', '--no-library', '--no-demo', '--checks', 'cdir'], env, dir)).code).toBe(0);
+    });
+
+    it('checks --help says what checks validate takes, and that checks list shows no checks of a database', async () => {
+      const help = (await run(['checks', '--help'], env, dir)).out.join('\n');
+      expect(help).toContain('neatroots checks validate [--checks DIR]... [PATH...]');
+      expect(help).toContain('each --checks folder is validated too');
+      expect(help).not.toMatch(/source \(library, user,\s+project, database\)/);
+      expect(help).toMatch(/Checks saved in a server's database are not\s+read here: the app's Checks page and GET \/v1\/projects\/\{project\}\/checks list those/);
+    });
+
     it('checks list shows each check\'s action and the projects\' own checks, the demo\'s halt rule included', async () => {
       write('mine/halt.yaml', 'id: stop-loops\nkind: rule\ntitle: t\nrule: { type: count, span: {}, at_least: 9 }\naction: halt\n');
       const text = await run(['checks', 'list', '--checks', 'mine'], env, dir);

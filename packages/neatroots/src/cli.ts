@@ -203,18 +203,21 @@ not a folder, or the registry cannot be read (the reason on standard error).`,
   },
 
   checks: {
-    usage: 'neatroots checks validate [PATH...] | list [--json] [--no-library] [--no-demo] [--checks DIR]... | draft | preview | save | halt',
+    usage: 'neatroots checks validate [--checks DIR]... [PATH...] | list [--json] [--no-library] [--no-demo] [--checks DIR]... | draft | preview | save | halt',
     summary: 'validate check files, list the checks in effect; draft, preview, save and halt checks on a server',
-    help: `neatroots checks validate [PATH...]
+    help: `neatroots checks validate [--checks DIR]... [PATH...]
   Validates check files (YAML) and prints every problem, each with its file, check id and
-  field (all of a check's problems, not just the first). With no PATH: every source neatroots
-  loads. Exit 0 when valid, 2 otherwise.
+  field (all of a check's problems, not just the first). PATH is a check file or a folder of
+  them; each --checks folder is validated too. With no PATH: every source neatroots loads, and
+  each --checks folder. Exit 0 when valid, 2 otherwise. Its only option is --checks.
 
 neatroots checks list [--json] [--no-library] [--no-demo] [--checks DIR]...
-  Lists the checks in effect: id, kind, action (flag or halt), source (library, user,
-  project, database), file, the projects a project's own check applies to, and what each one
-  overrides (a later source wins on the same id). Includes the demo project's own checks,
-  which "neatroots start" runs (leave them out with --no-demo, as "start --no-demo" does).
+  Lists the checks in effect from files: id, kind, action (flag or halt), source (library,
+  user or project), file, the projects a project's own check applies to, and what each one
+  overrides (a later source wins on the same id). Checks saved in a server's database are not
+  read here: the app's Checks page and GET /v1/projects/{project}/checks list those.
+  Includes the demo project's own checks, which "neatroots start" runs (leave them out with
+  --no-demo, as "start --no-demo" does).
   A match check that a running neatroots disabled for a slow pattern says so, with the
   reason ("disabled" in --json), until that neatroots restarts.
   A check file that does not validate is left out, as "neatroots start" leaves it out: each
@@ -230,12 +233,17 @@ ${Object.entries(CHECKS_AUTHORING)
     async run(p, io) {
       const [sub, ...rest] = p.positional;
       const home = neatrootsHome(io.env);
+      // One table parses validate and list: a flag the subcommand does not read is refused, not ignored.
+      const reads = sub && Object.hasOwn(CHECKS_FLAGS, sub) ? CHECKS_FLAGS[sub] : undefined;
+      const unread = reads && Object.keys(p.flags).find((f) => !reads.includes(f));
+      if (unread) throw new UsageError(`checks ${sub} has no option --${unread} (its options: ${reads.map((f) => `--${f}`).join(', ')})`);
       if (sub === 'validate') {
         let problems = 0;
         let count = 0;
         const warn: string[] = [];
         if (rest.length) {
-          for (const target of rest.map((r) => path.resolve(io.cwd, r))) {
+          // The --checks folders are validated alongside the PATHs.
+          for (const target of [...rest, ...strings(p, 'checks')].map((r) => path.resolve(io.cwd, r))) {
             if (!fs.existsSync(target)) {
               io.err(`${target}: no such file or folder`);
               problems++;
@@ -322,6 +330,12 @@ ${Object.entries(CHECKS_AUTHORING)
       throw new UsageError(sub ? `unknown checks command "${sub}"` : `checks needs a command: validate, list, ${Object.keys(CHECKS_AUTHORING).join(', ')}`);
     },
   },
+};
+
+/** The flags `checks validate` and `checks list` read, of the checks command's one table. */
+const CHECKS_FLAGS: Record<string, readonly string[]> = {
+  validate: ['checks'],
+  list: ['json', 'no-library', 'no-demo', 'checks'],
 };
 
 commands.start = {
