@@ -6,6 +6,17 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * A failure the user can put right (an output path in a folder that does not exist): the CLI
+ * prints its message alone, with no usage or stack, and exits 2.
+ */
+export class CommandError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CommandError';
+  }
+}
+
 export interface FlagSpec {
   /** Takes a value (`--checks DIR`); repeatable ones collect every value. */
   value?: boolean;

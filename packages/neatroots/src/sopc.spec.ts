@@ -68,9 +68,32 @@ describe('sopc', () => {
     it('exits 2 when export --out names a path under a file', async () => {
       good();
       write('plain', 'a file\n');
-      const r = await run(['export', 'procs', '--out', 'plain/lock.json'], dir);
-      expect(r.code).toBe(2);
-      expect(r.err).toMatch(/^sopc export: ENOTDIR: not a directory/);
+      for (const out of ['plain/lock.json', 'plain/sub/lock.json']) {
+        const r = await run(['export', 'procs', '--out', out], dir);
+        expect(r).toEqual({ code: 2, out: [], err: `sopc export: cannot write --out ${out}: ${path.join(dir, 'plain')} is a file, not a folder` });
+      }
+    });
+
+    it('export says what is wrong with the --out path the user gave, never the hidden file written beside it (exit 2)', async () => {
+      good();
+      fs.mkdirSync(path.join(dir, 'cdir'));
+      const gone = path.join(dir, 'nonexist', 'x.json');
+      for (const [out, said] of [
+        [gone, `sopc export: cannot write --out ${gone}: its folder ${path.dirname(gone)} does not exist`],
+        ['cdir', 'sopc export: --out cdir is a folder'],
+        ['cdir/', 'sopc export: --out cdir/ is a folder'],
+      ]) {
+        const r = await run(['export', 'procs', '--out', out], dir);
+        expect(r).toEqual({ code: 2, out: [], err: said });
+        expect(r.err).not.toContain('.tmp');
+      }
+      // DIR/lock.json a folder: said of that path.
+      fs.mkdirSync(path.join(dir, 'procs', 'lock.json'));
+      expect(await run(['export', 'procs'], dir)).toEqual({ code: 2, out: [], err: `sopc export: ${path.join(dir, 'procs', 'lock.json')} is a folder` });
+      // Nothing left behind.
+      expect(fs.readdirSync(path.join(dir, 'cdir'))).toEqual([]);
+      expect(fs.readdirSync(dir).sort()).toEqual(['cdir', 'procs']);
+      expect(fs.readdirSync(path.join(dir, 'procs')).sort()).toEqual(['agents', 'lock.json', 'procedures']);
     });
 
     it('export --out with its value left out, or given twice, is a usage error (exit 2) and writes nothing', async () => {

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { compileFolder, formatIssue, lockText } from '@neatroots/sop';
-import { UsageError, type Parsed } from './args';
+import { CommandError, UsageError, type Parsed } from './args';
 import type { Command, Io } from './cli';
 import { processIo, runProgram, type Program } from './subcommands';
 
@@ -53,7 +53,8 @@ The file is replaced whole (written beside it, then renamed over it): a reader s
 lock.json or the new one, never half of one.
 
 Exit status: 0; 1 with every error on standard output when the folder does not compile
-(nothing is written); 2 when DIR cannot be read.`,
+(nothing is written); 2 when DIR cannot be read or FILE cannot be written (its folder does not
+exist, it is a folder), the reason on standard error.`,
   flags: { out: { value: true } },
   async run(p, io) {
     const dir = path.resolve(io.cwd, folderArg(p));
@@ -62,13 +63,47 @@ Exit status: 0; 1 with every error on standard output when the folder does not c
       for (const issue of c.errors) io.out(formatIssue(issue));
       return 1;
     }
-    const out = typeof p.flags.out === 'string' ? p.flags.out : path.join(dir, 'lock.json');
+    const given = typeof p.flags.out === 'string' ? p.flags.out : undefined;
+    const out = given ?? path.join(dir, 'lock.json');
     const text = lockText(c);
     if (out === '-') io.out(text.trimEnd());
-    else replaceFile(path.resolve(io.cwd, out), text);
+    else writeLock(path.resolve(io.cwd, out), text, given ? `--out ${given}` : out);
     return 0;
   },
 };
+
+/**
+ * replaceFile, its failure said of the path the user gave (`said`: `--out FILE`, or DIR/lock.json),
+ * never of the hidden file written beside it: a CommandError, exit 2.
+ */
+function writeLock(file: string, text: string, said: string): void {
+  const isFolder = (p: string) => {
+    try {
+      return fs.statSync(p).isDirectory();
+    } catch {
+      return undefined;
+    }
+  };
+  if (isFolder(file)) throw new CommandError(`${said} is a folder`);
+  try {
+    replaceFile(file, text);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const folder = path.dirname(file);
+    if (code === 'EISDIR') throw new CommandError(`${said} is a folder`);
+    if (code === 'ENOENT' && isFolder(folder) === undefined) throw new CommandError(`cannot write ${said}: its folder ${folder} does not exist`);
+    if (code === 'ENOTDIR') {
+      // The file in the way, where a folder should be: `plain/lock.json` with plain a file.
+      let d = folder;
+      while (isFolder(d) === undefined && path.dirname(d) !== d) d = path.dirname(d);
+      if (isFolder(d) === false) throw new CommandError(`cannot write ${said}: ${d} is a file, not a folder`);
+    }
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') throw new CommandError(`cannot write ${said}: no permission to write in ${folder}`);
+    // Any other failure of the write (ENOSPC...): its reason, without the hidden file's name.
+    if (code) throw new CommandError(`cannot write ${said}: ${(e as Error).message.split(',')[0]}`);
+    throw e;
+  }
+}
 
 /**
  * Writes `file` whole or not at all: the text goes to a file beside it, synced, then renamed over

@@ -1,5 +1,5 @@
 import { FolderError, SessionError } from '@neatroots/sop';
-import { parseArgs, UsageError } from './args';
+import { CommandError, parseArgs, UsageError } from './args';
 import type { Command, Io } from './cli';
 
 /**
@@ -44,7 +44,7 @@ export async function runProgram(prog: Program, argv: readonly string[], io: Io)
       return 2;
     }
     const code = (e as NodeJS.ErrnoException).code;
-    if (e instanceof FolderError || e instanceof SessionError || code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR' || code === 'ENOTDIR') {
+    if (e instanceof CommandError || e instanceof FolderError || e instanceof SessionError || code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR' || code === 'ENOTDIR') {
       io.err(`${prog.name} ${name}: ${(e as Error).message}`);
       return 2;
     }
