@@ -1,3 +1,11 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+/** The CLIs' version (neatroots, sopc and sopops alike): the package's, read beside src/ and dist/. */
+export function version(): string {
+  return (JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
 /** A usage error: the CLI prints it with the command's help and exits 2. */
 export class UsageError extends Error {
   constructor(message: string) {

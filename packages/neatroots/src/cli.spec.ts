@@ -448,6 +448,32 @@ describe('neatroots CLI', () => {
     }
   });
 
+  it('with no command, the help goes to standard error with exit 2; asked for (--help, help), to standard output with exit 0', async () => {
+    const none = await run([], env, dir);
+    expect([none.code, none.out]).toEqual([2, []]);
+    expect(none.err).toMatch(/^neatroots: live checks for fleets of AI agents\n\nUsage: neatroots <command> \[options\]/);
+    for (const ask of [['--help'], ['-h'], ['help']]) expect(await run(ask, env, dir)).toEqual({ code: 0, out: [none.err], err: '' });
+  });
+
+  it('help COMMAND prints that command\'s help, and checks help the checks help, as --help does', async () => {
+    for (const [asked, same] of [
+      [['help', 'replay'], ['replay', '--help']],
+      [['help', 'init'], ['init', '--help']],
+      [['help', 'checks'], ['checks', '--help']],
+      [['checks', 'help'], ['checks', '--help']],
+      [['help', 'checks', 'draft'], ['checks', 'draft', '--help']],
+      [['checks', 'help', 'preview'], ['checks', 'preview', '--help']],
+    ]) {
+      const r = await run(asked, env, dir);
+      expect([asked, r.code]).toEqual([asked, 0]);
+      expect(r.out[0]).toMatch(new RegExp(`^Usage: neatroots ${same.slice(0, -1).join(' ')}`));
+      expect(r).toEqual(await run(same, env, dir));
+    }
+    const nope = await run(['help', 'nope'], env, dir);
+    expect([nope.code, nope.out]).toEqual([2, []]);
+    expect(nope.err).toMatch(/^neatroots: unknown command "nope"/);
+  });
+
   it('has --help on every command and exits 2 on a usage error', async () => {
     for (const cmd of ['replay', 'init', 'checks', 'start']) {
       const r = await run([cmd, '--help'], env, dir);

@@ -16,7 +16,7 @@ import {
 } from '@neatroots/checks';
 import { ConfigError, loadConfig, loadModelConfig, spanLimitsOf, type ModelConfig } from '@neatroots/platform';
 import { JsonlError, LIMIT_VARIABLES, type SpanLimits } from '@neatroots/spans';
-import { parseArgs, strings, UsageError, type FlagSpec } from './args';
+import { parseArgs, strings, UsageError, version, type FlagSpec } from './args';
 import { CHECKS_AUTHORING } from './checks-authoring';
 import { mcpCommand } from './mcp';
 import { findingLine, readItems, Replayer, Summary } from './replay';
@@ -459,13 +459,11 @@ ${Object.entries(commands)
   .map(([k, c]) => `  ${k.padEnd(width)}  ${c.summary}`)
   .join('\n')}
 
-Run "neatroots <command> --help" for a command's options, "neatroots --version" for the version.`;
+Run "neatroots <command> --help" (or "neatroots help <command>") for a command's options,
+"neatroots --version" for the version.`;
 }
 
-/** The CLI's version: its package.json's, read beside src/ and dist/ alike. */
-export function version(): string {
-  return (JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
-}
+export { version };
 
 export async function main(argv: readonly string[], io: Io = defaultIo): Promise<number> {
   const [name, ...rest] = argv;
@@ -473,10 +471,18 @@ export async function main(argv: readonly string[], io: Io = defaultIo): Promise
     io.out(version());
     return 0;
   }
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    io.out(topHelp());
-    return name ? 0 : 2;
+  // No command is a usage error: the help on standard error, exit 2; asked for, on standard output.
+  if (!name) {
+    io.err(topHelp());
+    return 2;
   }
+  if (name === '--help' || name === '-h' || (name === 'help' && !rest.length)) {
+    io.out(topHelp());
+    return 0;
+  }
+  // `help replay` is `replay --help`; `help checks draft` and `checks help draft`, `checks draft --help`.
+  if (name === 'help') return main([...rest, '--help'], io);
+  if (name === 'checks' && rest[0] === 'help') return main(['checks', ...rest.slice(1), '--help'], io);
   // `checks draft|preview|save|halt` are commands of their own (their flags, their --help).
   const authoring = name === 'checks' && Object.prototype.hasOwnProperty.call(CHECKS_AUTHORING, rest[0] ?? '') ? CHECKS_AUTHORING[rest[0]] : undefined;
   const cmd = authoring ?? commands[name];

@@ -36,7 +36,7 @@ Exit status: 0 every open pull request was looked at; 1 some could not be read (
 a refused token, GitHub away) or the server refused; 2 for wrong options.`,
   flags: API_FLAGS,
   async run(p, io) {
-    if (p.positional.length) throw new UsageError(`sopops pr-status takes no arguments, got ${p.positional.join(' ')}`);
+    if (p.positional.length) throw new UsageError(`pr-status takes no arguments, got ${p.positional.join(' ')}`);
     const target = apiTarget(p, io);
     try {
       // Every open one, a page at a time (the list gives at most PAGE).

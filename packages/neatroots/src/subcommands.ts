@@ -1,10 +1,10 @@
 import { FolderError, SessionError } from '@neatroots/sop';
-import { CommandError, parseArgs, UsageError } from './args';
+import { CommandError, parseArgs, UsageError, version } from './args';
 import type { Command, Io } from './cli';
 
 /**
  * The dispatcher of the sopc and sopops programs: `PROG COMMAND [args]`, `PROG --help`,
- * `PROG COMMAND --help`. A command is a cli.ts Command in its own file; adding one is that
+ * `PROG COMMAND --help` (`PROG help COMMAND`), `PROG --version`. A command is a cli.ts Command in its own file; adding one is that
  * file and one line in the program's table. (cli.ts keeps its own main for `neatroots`.)
  */
 export const processIo: Io = {
@@ -23,10 +23,21 @@ export interface Program {
 
 export async function runProgram(prog: Program, argv: readonly string[], io: Io): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    io.out(help(prog));
-    return name ? 0 : 2;
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.out(version());
+    return 0;
   }
+  // No command is a usage error: the help on standard error, exit 2; asked for, on standard output.
+  if (!name) {
+    io.err(help(prog));
+    return 2;
+  }
+  if (name === '--help' || name === '-h' || (name === 'help' && !rest.length)) {
+    io.out(help(prog));
+    return 0;
+  }
+  // `help COMMAND` is `COMMAND --help`.
+  if (name === 'help') return runProgram(prog, [...rest, '--help'], io);
   const cmd = prog.commands[name];
   if (!cmd) {
     io.err(`${prog.name}: unknown command "${name}"\n\n${help(prog)}`);
@@ -55,5 +66,5 @@ export async function runProgram(prog: Program, argv: readonly string[], io: Io)
 function help(prog: Program): string {
   const width = Math.max(...Object.keys(prog.commands).map((n) => n.length));
   const lines = Object.entries(prog.commands).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`);
-  return `${prog.about}\n\nUsage: ${prog.name} COMMAND [options]\n\nCommands:\n${lines.join('\n')}\n\n${prog.name} COMMAND --help shows a command's options.`;
+  return `${prog.about}\n\nUsage: ${prog.name} COMMAND [options]\n\nCommands:\n${lines.join('\n')}\n\n${prog.name} COMMAND --help (or ${prog.name} help COMMAND) shows a command's options, ${prog.name} --version the version.`;
 }
