@@ -221,6 +221,11 @@ describe('docker-compose.yml', () => {
     expect(loadConfig(containerEnv(svc(name), { NEATROOTS_PARTITIONS: '12' })).NEATROOTS_PARTITIONS).toBe(12);
   });
 
+  it.each(APP)('passes NEATROOTS_INTERNAL_TOKEN_REQUIRED of the shell or .env to %s (an upgrade from a build before the token); true without it', (name) => {
+    expect(loadConfig(containerEnv(svc(name))).NEATROOTS_INTERNAL_TOKEN_REQUIRED).toBe(true);
+    expect(loadConfig(containerEnv(svc(name), { NEATROOTS_INTERNAL_TOKEN_REQUIRED: 'false' })).NEATROOTS_INTERNAL_TOKEN_REQUIRED).toBe(false);
+  });
+
   it.each(APP)('passes NEATROOTS_SECRET_KEY of the shell or .env to %s (GitHub connections are off without it)', (name) => {
     const hex = '5e'.repeat(32);
     expect(loadConfig(containerEnv(svc(name), { NEATROOTS_SECRET_KEY: hex })).NEATROOTS_SECRET_KEY?.toString('hex')).toBe(hex);

@@ -52,6 +52,30 @@ app.kubernetes.io/component: {{ .name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/*
+NEATROOTS_INTERNAL_TOKEN_REQUIRED, "true" or "false": internalTokenRequired when set. Empty: true,
+except on an upgrade of a release whose chart-made Secret holds no NEATROOTS_INTERNAL_TOKEN yet
+(made by a chart before the internal token): the pods of the build before, still running while
+that upgrade rolls out, send no token, so it renders false, and the next upgrade (the Secret
+holds the token by then) true. Kept apart so that the chart's checks can stand in for the lookup.
+*/}}
+{{- define "neatroots.internalTokenRequired" -}}
+{{- $set := .Values.internalTokenRequired }}
+{{- if kindIs "bool" $set }}
+{{- ternary "true" "false" $set }}
+{{- else if .Values.secrets.existingSecret }}
+{{- "true" }}
+{{- else }}
+{{- $old := include "neatroots.releaseSecret" . | fromJson }}
+{{- ternary "false" "true" (and (gt (len $old) 0) (not (hasKey ($old.data | default dict) "NEATROOTS_INTERNAL_TOKEN"))) }}
+{{- end }}
+{{- end }}
+
+{{/* The chart's Secret as the cluster holds it now, as JSON ({} when there is none, and under helm template). */}}
+{{- define "neatroots.releaseSecret" -}}
+{{- lookup "v1" "Secret" .Release.Namespace (include "neatroots.secretName" .) | default dict | toJson }}
+{{- end }}
+
 {{- define "neatroots.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "neatroots.fullname" .) .Values.serviceAccount.name }}

@@ -105,6 +105,15 @@ const schema = z.object({
    */
   NEATROOTS_INTERNAL_TOKEN: z.string().min(16, 'must be at least 16 characters (a random secret, the same for every service)').optional(),
   /**
+   * With NEATROOTS_INTERNAL_TOKEN set: `false` takes calls that carry no token (each method so
+   * called logged at warn, at most once a minute), while the services still send theirs: the
+   * first rollout of an upgrade from a build before the token, whose services send none. A call
+   * carrying another token is refused either way. `true` (the default) refuses calls without it.
+   */
+  NEATROOTS_INTERNAL_TOKEN_REQUIRED: z
+    .preprocess((v) => (typeof v === 'string' ? (v.trim() === '' ? undefined : v.trim().toLowerCase()) : v), z.enum(['true', 'false']).default('true'))
+    .transform((v) => v === 'true'),
+  /**
    * Projects where halts act. `none`: no project, said on purpose (`none: true`): review switches
    * steering off in every project the setting switched it on in, which an empty setting does not.
    */

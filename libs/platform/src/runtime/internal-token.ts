@@ -1,12 +1,13 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { InterceptingCall, Metadata, status as Status, type ClientOptions, type Interceptor, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { INTERNAL_TOKEN_HEADER, isInternalTokenRefusal } from '@neatroots/ports';
+import { INTERNAL_TOKEN_HEADER, isInternalTokenRefusal, type Logger } from '@neatroots/ports';
 
 /**
  * The services' own gRPC ports (review, question, the rule engine) answer the other services of
  * the deployment only. With NEATROOTS_INTERNAL_TOKEN set, every call to them carries it in the
  * header INTERNAL_TOKEN_HEADER and a call without it (or with another) is refused with
- * UNAUTHENTICATED; gRPC health stays open for probes. The header and isInternalTokenRefusal live
+ * UNAUTHENTICATED; gRPC health stays open for probes. NEATROOTS_INTERNAL_TOKEN_REQUIRED=false
+ * (a rolling upgrade from a build before the token) takes calls carrying none, logged at warn. The header and isInternalTokenRefusal live
  * in @neatroots/ports, where isInfrastructureError counts a refusal as an outage (a bus consumer
  * reads its records again rather than set them aside) and the api answers one 503.
  */
@@ -46,11 +47,49 @@ export function hasInternalToken(metadata: Metadata, token: string): boolean {
 const REFUSED = "this port answers neatroots's own services only";
 
 /**
+ * Calls a port took without the internal token, NEATROOTS_INTERNAL_TOKEN_REQUIRED=false (a rolling
+ * upgrade from a build before the token, whose services send none): told to the log at warn, the
+ * first at once and then at most once a minute, each line naming the methods so called since the
+ * last one and how often.
+ */
+export class TokenlessCalls {
+  private readonly pending = new Map<string, number>();
+  private loggedAt = -Infinity;
+
+  constructor(
+    private readonly log: Pick<Logger, 'warn'>,
+    private readonly everyMs = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  heard(method: string): void {
+    this.pending.set(method, (this.pending.get(method) ?? 0) + 1);
+    if (this.now() - this.loggedAt < this.everyMs) return;
+    this.loggedAt = this.now();
+    const methods = [...this.pending].map(([m, n]) => `${m} (${n})`).join(', ');
+    this.pending.clear();
+    this.log.warn(
+      `took calls without the internal token (${INTERNAL_TOKEN_HEADER}), as NEATROOTS_INTERNAL_TOKEN_REQUIRED=false allows: ${methods}. ` +
+        'A service of a build before the internal token still calls this one; once every service runs this build, set NEATROOTS_INTERNAL_TOKEN_REQUIRED=true (the default) so that such calls are refused',
+      { tokenlessCalls: methods },
+    );
+  }
+}
+
+/**
  * A service implementation whose every method first checks the token: unary and client-streaming
  * calls are answered UNAUTHENTICATED through their callback, streaming ones with an error event.
+ * With `required: false` (NEATROOTS_INTERNAL_TOKEN_REQUIRED=false, for a rolling upgrade from a
+ * build that sends no token) a call carrying no token is taken and told to `tokenless` with the
+ * method's name (`service/method`); a call carrying another token is refused all the same.
  */
-export function requireInternalToken(impl: UntypedServiceImplementation, token: string | undefined): UntypedServiceImplementation {
+export function requireInternalToken(
+  impl: UntypedServiceImplementation,
+  token: string | undefined,
+  opts: { required?: boolean; service?: string; tokenless?: Pick<TokenlessCalls, 'heard'> } = {},
+): UntypedServiceImplementation {
   if (!token) return impl;
+  const required = opts.required ?? true;
   const refusal = (metadata: Metadata) => {
     const details = metadata.get(INTERNAL_TOKEN_HEADER).length
       ? `${REFUSED}: the call carried an internal token (${INTERNAL_TOKEN_HEADER}) that does not match this service's NEATROOTS_INTERNAL_TOKEN; give every service the same one`
@@ -60,8 +99,13 @@ export function requireInternalToken(impl: UntypedServiceImplementation, token: 
   const out: UntypedServiceImplementation = {};
   for (const [name, fn] of Object.entries(impl)) {
     const method = fn as (call: { metadata: Metadata; emit(e: string, v: unknown): void }, callback?: (err: unknown) => void) => unknown;
+    const methodName = opts.service ? `${opts.service}/${name}` : name;
     out[name] = ((call: { metadata: Metadata; emit(e: string, v: unknown): void }, callback?: (err: unknown) => void) => {
       if (hasInternalToken(call.metadata, token)) return method(call, callback);
+      if (!required && !call.metadata.get(INTERNAL_TOKEN_HEADER).length) {
+        opts.tokenless?.heard(methodName);
+        return method(call, callback);
+      }
       if (typeof callback === 'function') return callback(refusal(call.metadata));
       call.emit('error', refusal(call.metadata));
     }) as UntypedServiceImplementation[string];

@@ -4,7 +4,7 @@ import { health as grpcHealth, v1 } from '@neatroots/proto';
 import { loadConfig } from '../config';
 import { createMetrics } from '../ops';
 import { createLogger } from './log';
-import { internalClientOptions } from './internal-token';
+import { internalClientOptions, TokenlessCalls } from './internal-token';
 import { startOrder, startServices } from './start';
 
 /** A platform that records what is asked of it, in order. */
@@ -150,6 +150,60 @@ describe("the services' own gRPC port and NEATROOTS_INTERNAL_TOKEN", () => {
     } finally {
       await s.close();
     }
+  });
+
+  it('NEATROOTS_INTERNAL_TOKEN_REQUIRED=false (an upgrade from a build before the token): takes calls without it, logged at warn at most once a minute naming the method; another token is still refused', async () => {
+    const lines: string[] = [];
+    const s = await startServices({
+      platform: recordingPlatform([]),
+      modules: [engineModule],
+      config: loadConfig({ NEATROOTS_HOME: '/nonexistent', NEATROOTS_INTERNAL_TOKEN: TOKEN, NEATROOTS_INTERNAL_TOKEN_REQUIRED: 'false' }),
+      log: createLogger({ level: 'warn', format: 'json', write: (l) => void lines.push(l) }),
+      metrics: createMetrics('t'),
+      grpc: { host: '127.0.0.1', port: 0 },
+    });
+    const tokenless = () => lines.map((l) => JSON.parse(l) as { level: string; msg: string; tokenlessCalls?: string }).filter((l) => l.tokenlessCalls);
+    try {
+      // An old build's call, carrying no token: taken, and the log names the method.
+      expect(await ask(s.servicePort!, {})).toBe('for shop');
+      expect(tokenless()).toEqual([expect.objectContaining({ level: 'warn', tokenlessCalls: 'neatroots.v1.RuleEngine/haltingTools (1)' })]);
+      expect(tokenless()[0].msg).toMatch(/took calls without the internal token \(x-neatroots-internal-token\), as NEATROOTS_INTERNAL_TOKEN_REQUIRED=false allows/);
+      // Within the minute, no second line.
+      expect(await ask(s.servicePort!, {})).toBe('for shop');
+      expect(tokenless()).toHaveLength(1);
+      // The new build's calls, with the token, are taken; another token is a misconfiguration, refused.
+      expect(await ask(s.servicePort!, internalClientOptions(TOKEN))).toBe('for shop');
+      expect(await ask(s.servicePort!, internalClientOptions('another-secret-of-sixteen'))).toMatch(/^UNAUTHENTICATED: .*does not match/);
+      expect(lines.map((l) => (JSON.parse(l) as { msg: string }).msg)).toContainEqual(expect.stringMatching(/^NEATROOTS_INTERNAL_TOKEN_REQUIRED=false: this process's gRPC ports take calls without the internal token/));
+    } finally {
+      await s.close();
+    }
+    // true, or unset or blank (a chart value left empty): refused, as before.
+    for (const required of ['true', '', undefined]) {
+      const on = await start({ NEATROOTS_INTERNAL_TOKEN: TOKEN, NEATROOTS_INTERNAL_TOKEN_REQUIRED: required });
+      try {
+        expect({ required, answer: await ask(on.servicePort!, {}) }).toEqual({ required, answer: expect.stringMatching(/^UNAUTHENTICATED: .*the call carried no internal token/) });
+      } finally {
+        await on.close();
+      }
+    }
+    expect(() => loadConfig({ NEATROOTS_INTERNAL_TOKEN_REQUIRED: 'maybe' })).toThrow(/NEATROOTS_INTERNAL_TOKEN_REQUIRED/);
+  });
+
+  it('TokenlessCalls: one line a minute at most, naming every method so called since the last one and how often', () => {
+    const warned: string[] = [];
+    let now = 0;
+    const calls = new TokenlessCalls({ warn: (_msg, fields) => void warned.push(String(fields?.tokenlessCalls)) }, 60_000, () => now);
+    calls.heard('neatroots.v1.Review/getPlan');
+    now = 1_000;
+    calls.heard('neatroots.v1.Review/getPlan');
+    calls.heard('neatroots.v1.Review/quietChecks');
+    now = 59_999;
+    calls.heard('neatroots.v1.Review/getPlan');
+    expect(warned).toEqual(['neatroots.v1.Review/getPlan (1)']);
+    now = 61_000;
+    calls.heard('neatroots.v1.Review/recordAnswer');
+    expect(warned).toEqual(['neatroots.v1.Review/getPlan (1)', 'neatroots.v1.Review/getPlan (2), neatroots.v1.Review/quietChecks (1), neatroots.v1.Review/recordAnswer (1)']);
   });
 
   it('without one, answers every call (as before); a token shorter than 16 characters stops the start', async () => {

@@ -4,7 +4,7 @@ import type { Config } from '../config';
 import { HealthService, startAdmin, type Metrics } from '../ops';
 import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
 import { warnWhileSlow } from './log';
-import { requireInternalToken } from './internal-token';
+import { requireInternalToken, TokenlessCalls } from './internal-token';
 
 /**
  * Supplies a link no module of this process provides. It may use other links; `onClose`
@@ -103,6 +103,8 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   };
 
   const serviceNames: string[] = [];
+  const tokenRequired = config.NEATROOTS_INTERNAL_TOKEN_REQUIRED !== false;
+  const tokenless = new TokenlessCalls(log);
   const contextFor = (m: ServiceModule<Config>): ServiceContext<Config> => ({
     config,
     log: log.child({ service: m.name }),
@@ -110,7 +112,10 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
     platform,
     serveGrpc: (name: string, svc: GrpcService) => {
       if (!grpcServer) return;
-      grpcServer.addService(svc.service as ServiceDefinition, requireInternalToken(svc.implementation as UntypedServiceImplementation, config.NEATROOTS_INTERNAL_TOKEN));
+      if (config.NEATROOTS_INTERNAL_TOKEN && !tokenRequired && !serviceNames.length) {
+        log.warn('NEATROOTS_INTERNAL_TOKEN_REQUIRED=false: this process\'s gRPC ports take calls without the internal token (a rolling upgrade from a build before it), each method so called logged at most once a minute; set it back to true once every service runs this build');
+      }
+      grpcServer.addService(svc.service as ServiceDefinition, requireInternalToken(svc.implementation as UntypedServiceImplementation, config.NEATROOTS_INTERNAL_TOKEN, { required: tokenRequired, service: name, tokenless }));
       serviceNames.push(name);
     },
     setHealth: (name: string, serving: boolean) => health.set(name, serving ? 'SERVING' : 'NOT_SERVING'),
