@@ -102,6 +102,20 @@ export interface Page<T> {
   next_cursor: string | null;
 }
 
+/**
+ * A page of a run's spans. `cut_at_bytes` is there only when the page stopped before its
+ * `limit` because its spans' JSON reached that many bytes (SPAN_PAGE_BYTES): next_cursor
+ * goes on from there.
+ */
+export interface SpanPage extends Page<Span> {
+  cut_at_bytes?: number;
+}
+
+/** What the run page is asked with: how many spans its first page holds (default 500). */
+export interface RunDetailQuery {
+  spans_limit?: number;
+}
+
 /** A page size (1 to the list's maximum, its default when absent) and where to go on. */
 export interface PageQuery {
   limit?: number;
@@ -117,6 +131,8 @@ export interface RunDetail {
   spans: Span[];
   /** Where the next page of spans starts (ReviewQueries.listSpans); null when `spans` is all. */
   spans_next_cursor: string | null;
+  /** There only when `spans` stopped at this many bytes of JSON, short of its limit (SpanPage). */
+  spans_cut_at_bytes?: number;
   /** Every finding of the run, quiet ones too (the run page shows them), oldest first. */
   findings: FindingRecord[];
   /** The run's findings as problems (quiet ones left out), oldest first. */
@@ -178,10 +194,10 @@ export interface DismissInput {
  */
 export interface ReviewQueries {
   listRuns(project: string, q?: ListRunsQuery): Promise<Page<RunRecord>>;
-  /** The run page, with the first page of its spans (DEFAULT_SPAN_PAGE of them). */
-  getRun(project: string, runId: string): Promise<RunDetail | null>;
+  /** The run page, with the first page of its spans (`spans_limit`, DEFAULT_SPAN_PAGE of them unless asked). */
+  getRun(project: string, runId: string, q?: RunDetailQuery): Promise<RunDetail | null>;
   /** A page of the run's spans, in the run page's order; null for an unknown run. */
-  listSpans(project: string, runId: string, q?: PageQuery): Promise<Page<Span> | null>;
+  listSpans(project: string, runId: string, q?: PageQuery): Promise<SpanPage | null>;
   listFindings(project: string, q?: ListFindingsQuery): Promise<Page<Problem>>;
   dismiss(project: string, findingId: string, input?: DismissInput): Promise<FindingRecord | null>;
   reopen(project: string, findingId: string): Promise<FindingRecord | null>;

@@ -396,6 +396,45 @@ describe('RunsRepo.spans', () => {
     expect(rest!.next_cursor).toBeNull();
   });
 
+  it('stops a page at its bytes before its limit, saying so, and goes on from there; a span larger than them comes alone', async () => {
+    const out = (n: number) => 'o'.repeat(n);
+    await runs.writeEnvelopes([
+      ...Array.from({ length: 6 }, (_, i) => spanEnv('p1', { run_id: 'r1', span_id: `s${i}`, start_ms: T0 + i, output: out(1_000) })),
+      spanEnv('p1', { run_id: 'r1', span_id: 'huge', start_ms: T0 + 6, output: out(10_000) }),
+      spanEnv('p1', { run_id: 'r1', span_id: 'last', start_ms: T0 + 7, output: out(1_000) }),
+    ]);
+    const bytes = (s: object) => Buffer.byteLength(JSON.stringify(s));
+    const all = (await runs.spans('p1', 'r1'))!;
+    expect(all.cut_at_bytes).toBeUndefined();
+    const size = bytes(all.items[0]);
+    // Room for two and a half spans of 1,000: two a page, then the large one alone, then the last.
+    const budget = Math.floor(size * 2.5);
+    const pages: { ids: string[]; cut?: number; bytes: number }[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = (await runs.spans('p1', 'r1', { limit: 10, cursor }, budget))!;
+      pages.push({ ids: ids(page.items), cut: page.cut_at_bytes, bytes: page.items.reduce((n, s) => n + bytes(s), 0) });
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+    expect(pages.map((p) => [p.ids, p.cut])).toEqual([
+      [['s0', 's1'], budget],
+      [['s2', 's3'], budget],
+      [['s4', 's5'], budget],
+      [['huge'], budget],
+      [['last'], undefined],
+    ]);
+    expect(pages.slice(0, 3).every((p) => p.bytes <= budget)).toBe(true);
+    // The limit reached first is no cut: the page says nothing.
+    const two = (await runs.spans('p1', 'r1', { limit: 2 }, budget))!;
+    expect([ids(two.items), two.cut_at_bytes, two.next_cursor]).toEqual([['s0', 's1'], undefined, expect.any(String)]);
+    // The run page is cut the same way, and asked for fewer spans gives those.
+    const d = (await runs.detail('p1', 'r1', { spans_limit: 3 }))!;
+    expect([ids(d.spans), d.spans_cut_at_bytes]).toEqual([['s0', 's1', 's2'], undefined]);
+    expect((await runs.spans('p1', 'r1', { cursor: d.spans_next_cursor! }))!.items[0].span_id).toBe('s3');
+    expect('spans_cut_at_bytes' in (await runs.detail('p1', 'r1'))!).toBe(false);
+    await expect(runs.detail('p1', 'r1', { spans_limit: 0 })).rejects.toBeInstanceOf(StoreInputError);
+  });
+
   it('is null for an unknown run, empty for a run without spans, and refuses bad arguments', async () => {
     await runs.writeEnvelopes([startEnv('p1', { run_id: 'r1', ts_ms: T0 })]);
     expect(await runs.spans('p1', 'nope')).toBeNull();

@@ -2,10 +2,10 @@ import type { Queryable, Statement } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { groupProblems } from './life';
-import { RUN_END_FILTERS, type ListRunsQuery, type NotChecked, type Page, type PageQuery, type RunDetail, type RunRecord } from './records';
+import { RUN_END_FILTERS, type ListRunsQuery, type NotChecked, type Page, type PageQuery, type RunDetail, type RunDetailQuery, type RunRecord, type SpanPage } from './records';
 import {
   chunks, decodeCursor, decodeSpanCursor, DEFAULT_SPAN_PAGE, encodeCursor, encodeSpanCursor, filterText, iso, isoNonNull, json,
-  MAX_SPAN_PAGE, num, pageLimit, StoreInputError, text, tsParam, valuesList,
+  MAX_SPAN_PAGE, num, pageLimit, SPAN_PAGE_BYTES, StoreInputError, text, tsParam, valuesList,
 } from './sql';
 
 /**
@@ -375,8 +375,13 @@ export class RunsRepo {
   /**
    * A page of the run's spans: by start, to the fraction of a millisecond given (spans
    * without one last), then in the order they arrived. Null for an unknown run.
+   *
+   * At most `limit` spans, and at most `maxBytes` bytes of their JSON (SPAN_PAGE_BYTES): a
+   * page that stops short of its limit for its size says so (`cut_at_bytes`), its cursor going
+   * on from there; its first span is always in it. The sizes (the stored JSON's bytes) are
+   * summed in the query: a span past the cut never leaves the database.
    */
-  async spans(project: string, runId: string, q: PageQuery = {}): Promise<Page<Span> | null> {
+  async spans(project: string, runId: string, q: PageQuery = {}, maxBytes = SPAN_PAGE_BYTES): Promise<SpanPage | null> {
     const limit = pageLimit(q.limit, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE);
     const params: unknown[] = [project, filterText('run_id', runId)];
     let after = '';
@@ -385,24 +390,37 @@ export class RunsRepo {
       params.push(c.start ?? 'Infinity', c.arrival);
       after = `AND (${SPAN_START}, arrival) > ($3::double precision, $4::bigint)`;
     }
-    params.push(limit + 1);
-    const res = await this.db.query<{ payload: Span; start_exact: number | null; arrival: unknown }>(
-      `SELECT payload, start_exact, arrival FROM spans
-       WHERE project = $1 AND run_id = $2 ${after}
-       ORDER BY ${SPAN_START} ASC, arrival ASC
-       LIMIT $${params.length}`,
+    params.push(limit, maxBytes);
+    const [limitParam, bytesParam] = [`$${params.length - 1}::int`, `$${params.length}::bigint`];
+    // The page's spans and the one after (is there more?), each with the bytes of those up to
+    // it; the payload only of those kept (the first, then while within the bytes and the limit).
+    const res = await this.db.query<{ payload: Span | null; start_exact: number | null; arrival: unknown; kept: boolean }>(
+      `WITH page AS (
+         SELECT start_exact, arrival, payload, octet_length(payload::text) AS bytes FROM spans
+         WHERE project = $1 AND run_id = $2 ${after}
+         ORDER BY ${SPAN_START} ASC, arrival ASC
+         LIMIT ${limitParam} + 1
+       ),
+       sized AS (
+         SELECT start_exact, arrival, payload, row_number() OVER o AS n, sum(bytes) OVER o AS upto
+         FROM page WINDOW o AS (ORDER BY ${SPAN_START} ASC, arrival ASC ROWS UNBOUNDED PRECEDING)
+       ),
+       marked AS (
+         SELECT start_exact, arrival, payload, n, (n <= ${limitParam} AND (n = 1 OR upto <= ${bytesParam})) AS kept FROM sized
+       )
+       SELECT CASE WHEN kept THEN payload END AS payload, start_exact, arrival, kept FROM marked ORDER BY n`,
       params,
     );
     if (!res.rows.length && !(await this.exists(project, runId))) return null;
-    const rows = res.rows.slice(0, limit);
+    const rows = res.rows.filter((r) => r.kept);
     const last = rows[rows.length - 1];
-    return {
-      items: rows.map((r) => r.payload),
-      next_cursor:
-        res.rows.length > limit && last
-          ? encodeSpanCursor(runId, { start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) })
-          : null,
+    const more = res.rows.length > rows.length;
+    const page: SpanPage = {
+      items: rows.map((r) => r.payload!),
+      next_cursor: more && last ? encodeSpanCursor(runId, { start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) }) : null,
     };
+    // Short of the limit with spans left: the bytes cut it.
+    return more && rows.length < limit ? { ...page, cut_at_bytes: maxBytes } : page;
   }
 
   /**
@@ -495,14 +513,25 @@ export class RunsRepo {
     return res.rows.length > 0;
   }
 
-  /** The run page: the run, the first page of its spans, its findings and its problems. */
-  async detail(project: string, runId: string): Promise<RunDetail | null> {
+  /**
+   * The run page: the run, the first page of its spans (`spans_limit` of them, 500 unless
+   * asked; cut at SPAN_PAGE_BYTES as any page), its findings and its problems.
+   */
+  async detail(project: string, runId: string, q: RunDetailQuery = {}): Promise<RunDetail | null> {
     const run = await this.get(project, runId);
     if (!run) return null;
-    const page = (await this.spans(project, runId)) ?? { items: [], next_cursor: null };
+    const page: SpanPage = (await this.spans(project, runId, q.spans_limit === undefined ? {} : { limit: q.spans_limit })) ?? { items: [], next_cursor: null };
     const findings = await new FindingsRepo(this.db).forRun(project, runId);
     const notChecked = await this.notChecked(project, runId);
-    return { run, spans: page.items, spans_next_cursor: page.next_cursor, findings, problems: groupProblems(findings.filter((f) => !f.quiet)), not_checked: notChecked };
+    return {
+      run,
+      spans: page.items,
+      spans_next_cursor: page.next_cursor,
+      ...(page.cut_at_bytes !== undefined ? { spans_cut_at_bytes: page.cut_at_bytes } : {}),
+      findings,
+      problems: groupProblems(findings.filter((f) => !f.quiet)),
+      not_checked: notChecked,
+    };
   }
 
   /**

@@ -164,6 +164,15 @@ export const MAX_PAGE = 500;
 /** A run's spans: 500 a page unless asked, at most 2,000 (a 100,000-span run was one 18 MB answer). */
 export const DEFAULT_SPAN_PAGE = 500;
 export const MAX_SPAN_PAGE = 2000;
+/**
+ * The most bytes of span JSON one page of spans holds (the run page's first page too): a page
+ * stops before its `limit` where the next span would take it past this, says so
+ * (`cut_at_bytes`) and gives the cursor to the rest; its first span is always in it, whatever
+ * its size (one span: up to 12 MiB + 64 KiB at the default NEATROOTS_MAX_ITEM_CHARS). The
+ * distributed api reads a page from the review service in one gRPC reply: 500 spans of 300 KB
+ * were 150 MB, and no reply limit took them (services/api review-client.ts, REVIEW_REPLY_BYTES).
+ */
+export const SPAN_PAGE_BYTES = 16 * 1024 * 1024;
 
 export function pageLimit(limit: number | undefined, dflt = DEFAULT_PAGE, max = MAX_PAGE): number {
   if (limit === undefined) return dflt;

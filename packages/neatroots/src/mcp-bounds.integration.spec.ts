@@ -143,9 +143,19 @@ describe('a run of 200 spans of 200 KB', () => {
     expect(pages).toBe(BIG_SPANS / 20);
     expect(ids).toHaveLength(BIG_SPANS);
     expect(new Set(ids).size).toBe(BIG_SPANS);
-    // The same order as the REST API's pages.
-    const all = await rest(`/v1/projects/${PROJECT}/runs/big-run/spans?limit=${BIG_SPANS}`);
-    expect(ids).toEqual((all.body.spans as { span_id: string }[]).map((s) => s.span_id));
+    // The same order as the REST API's pages (40 MB of spans: cut at 16 MiB a page, and said so).
+    const viaRest: string[] = [];
+    let restCursor: string | null = null;
+    let restPages = 0;
+    do {
+      const page = await rest(`/v1/projects/${PROJECT}/runs/big-run/spans?limit=${BIG_SPANS}${restCursor ? `&cursor=${encodeURIComponent(restCursor)}` : ''}`);
+      viaRest.push(...(page.body.spans as { span_id: string }[]).map((s) => s.span_id));
+      restCursor = page.body.next_cursor as string | null;
+      if (restCursor) expect(page.body.cut_at_bytes).toBe(16 * 1024 * 1024);
+      restPages++;
+    } while (restCursor);
+    expect(restPages).toBe(3);
+    expect(ids).toEqual(viaRest);
     // Without a cursor, the first page: get_run's spans.
     const first = await tool('list_spans', { run_id: 'big-run', limit: 20 });
     expect(first.value!.spans).toEqual(run.value!.spans);

@@ -32,7 +32,7 @@ export class RunsController {
     const q = spansQuery(query);
     const page = await this.queries.listSpans(project, pathId('run_id', runId), q);
     if (!page) throw ApiError.notFound(`no run ${runId} in project ${project}`);
-    return { spans: page.items, next_cursor: page.next_cursor };
+    return { spans: page.items, next_cursor: page.next_cursor, ...(page.cut_at_bytes !== undefined ? { cut_at_bytes: page.cut_at_bytes } : {}) };
   }
 }
 

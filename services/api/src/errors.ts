@@ -57,6 +57,18 @@ export class UnavailableError extends Error {
   override readonly name = 'UnavailableError';
 }
 
+/**
+ * A service the api asks over gRPC answered more than the api takes in one reply (gRPC
+ * RESOURCE_EXHAUSTED, "Received message larger than max"): 502 `answer_too_large`, logged as
+ * one warning line. Not a service away: asking again gets the same answer, so no Retry-After.
+ */
+export class AnswerTooLargeError extends Error {
+  override readonly name = 'AnswerTooLargeError';
+}
+
+/** grpc-js's words for a message over its size limit (as opposed to a server's back-pressure). */
+const SIZE_LIMIT = /larger than max/i;
+
 /** What `unavailable` reads of a failed gRPC call: grpc-js's ServiceError, or a client's error that kept its status. */
 export type CallStatus = { code: number; details?: string; message: string };
 
@@ -66,9 +78,16 @@ export type CallStatus = { code: number; details?: string; message: string };
  * 500. The service not there or not answering in time (restarting, overloaded), or refusing this
  * process's calls for the deployment's internal token (UNAUTHENTICATED: those ports take no
  * other key; NEATROOTS_INTERNAL_TOKEN differs between the services, a misconfiguration the
- * message names). Anything else: undefined.
+ * message names). An answer over the gRPC message limit is no such thing: AnswerTooLargeError,
+ * not to be retried (RESOURCE_EXHAUSTED stays a service's back-pressure otherwise, as the
+ * question service's full queue). Anything else: undefined.
  */
-export function unavailable(err: CallStatus, service = 'review'): UnavailableError | undefined {
+export function unavailable(err: CallStatus, service = 'review'): UnavailableError | AnswerTooLargeError | undefined {
+  if (err.code === GrpcStatus.RESOURCE_EXHAUSTED && SIZE_LIMIT.test(err.details || err.message)) {
+    return new AnswerTooLargeError(
+      `the ${service} service's answer is too large to pass to this process (RESOURCE_EXHAUSTED: ${err.details || err.message}); asking again gets the same: ask for less where the call takes a limit`,
+    );
+  }
   if (err.code === GrpcStatus.UNAUTHENTICATED) {
     const details = err.details || err.message;
     return new UnavailableError(`the ${service} service refuses this process's calls, a misconfiguration: ${details}${details.includes('NEATROOTS_INTERNAL_TOKEN') ? '' : ' (NEATROOTS_INTERNAL_TOKEN)'}`);
@@ -82,7 +101,7 @@ export function unavailable(err: CallStatus, service = 'review'): UnavailableErr
  * service (`service`: review's ReviewDataClient, whose ReviewServiceError the authoring
  * endpoints see), answered as `unavailable` answers that status; undefined for anything else.
  */
-export function unavailableOf(err: unknown): UnavailableError | undefined {
+export function unavailableOf(err: unknown): UnavailableError | AnswerTooLargeError | undefined {
   const e = err as { code?: unknown; details?: unknown; message?: unknown; service?: unknown } | null;
   if (!e || typeof e !== 'object' || typeof e.service !== 'string' || typeof e.code !== 'number' || typeof e.details !== 'string') return undefined;
   return unavailable({ code: e.code, details: e.details, message: typeof e.message === 'string' ? e.message : '' }, e.service);
@@ -159,7 +178,7 @@ export class ErrorsFilter implements ExceptionFilter {
     let issues: SopIssue[] | undefined;
     let issuesOmitted: number | undefined;
     let problems: CheckProblem[] | undefined;
-    let down: UnavailableError | undefined;
+    let down: UnavailableError | AnswerTooLargeError | undefined;
     if (err instanceof ApiError) {
       status = err.getStatus();
       code = err.code;
@@ -176,10 +195,12 @@ export class ErrorsFilter implements ExceptionFilter {
       code = err.code;
       message = err.message;
       problems = err.problems;
-    } else if (err instanceof UnavailableError || (down = unavailableOf(err))) {
-      status = HttpStatus.SERVICE_UNAVAILABLE;
-      code = 'unavailable';
-      message = (down ?? (err as UnavailableError)).message;
+    } else if (err instanceof UnavailableError || err instanceof AnswerTooLargeError || (down = unavailableOf(err))) {
+      const other = down ?? (err as UnavailableError | AnswerTooLargeError);
+      const tooLarge = other instanceof AnswerTooLargeError;
+      status = tooLarge ? HttpStatus.BAD_GATEWAY : HttpStatus.SERVICE_UNAVAILABLE;
+      code = tooLarge ? 'answer_too_large' : 'unavailable';
+      message = other.message;
       this.warn(message);
     } else if (err instanceof StoreInputError) {
       status = HttpStatus.BAD_REQUEST;

@@ -1,5 +1,5 @@
 export { createApi, apiUrl, ApiModule, type ApiOptions } from './api';
-export { ApiError, ErrorsFilter, UnavailableError, unavailable, unavailableOf } from './errors';
+export { AnswerTooLargeError, ApiError, ErrorsFilter, UnavailableError, unavailable, unavailableOf } from './errors';
 export { apiKeyOf, ApiKeyGuard } from './auth.guard';
 export { REVIEW_QUERIES, RESOLVE_KEY, MODEL_STATS, type ResolveKey, type ModelStats } from './tokens';
 export { ReviewGrpcClient } from './review-client';

@@ -3,6 +3,16 @@ import { v1 } from '@neatroots/proto';
 import { StoreInputError, type ApiKeyGrant, type ReviewQueries } from '@neatroots/store';
 import { unavailable } from './errors';
 
+/**
+ * The largest reply the api takes from the review service (grpc.max_receive_message_length;
+ * grpc-js's default, 4 MiB, refused the run page of 20 spans of 300 KB). A page of spans holds
+ * at most SPAN_PAGE_BYTES (16 MiB) of them, but always its first span, which may be 12 MiB +
+ * 64 KiB (3 bytes a character of the default NEATROOTS_MAX_ITEM_CHARS, and its envelope); the
+ * run page adds the run, its final output and its findings. 64 MiB holds the largest page and
+ * room for those.
+ */
+export const REVIEW_REPLY_BYTES = 64 * 1024 * 1024;
+
 /** Where the review service puts the store's error code (services/review's INPUT_ERROR_CODE). */
 const INPUT_ERROR_CODE = 'neatroots-error-code';
 
@@ -14,14 +24,15 @@ export class ReviewGrpcClient implements ReviewQueries {
   private readonly client: v1.ReviewClient;
 
   constructor(address: string, private readonly timeoutMs = 10_000, clientOptions: ClientOptions = {}) {
-    this.client = new v1.ReviewClient(address, credentials.createInsecure(), clientOptions);
+    this.client = new v1.ReviewClient(address, credentials.createInsecure(), { 'grpc.max_receive_message_length': REVIEW_REPLY_BYTES, ...clientOptions });
   }
 
   private call<Req, Res>(method: (req: Req, md: Metadata, opts: { deadline: Date }, cb: (err: ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
     return new Promise((resolve, reject) => {
       method.call(this.client, req, new Metadata(), { deadline: new Date(Date.now() + this.timeoutMs) }, (err: ServiceError | null, res: Res) => {
         if (!err) return resolve(res);
-        // Bad input is the caller's (400); anything else is the review service being unwell (5xx).
+        // Bad input is the caller's (400); anything else is the review service being unwell
+        // (5xx), or its answer too large to pass (502, not to be retried).
         if (err.code === status.INVALID_ARGUMENT) reject(new StoreInputError(String(err.metadata?.get(INPUT_ERROR_CODE)[0] ?? 'invalid_argument'), err.details));
         else reject(unavailable(err) ?? new Error(`review service: ${err.details || err.message}`));
       });
@@ -54,8 +65,8 @@ export class ReviewGrpcClient implements ReviewQueries {
       }),
     );
 
-  getRun: ReviewQueries['getRun'] = (project, runId) =>
-    this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId }));
+  getRun: ReviewQueries['getRun'] = (project, runId, q = {}) =>
+    this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId, spans_limit: q.spans_limit ?? 0 }));
 
   listSpans: ReviewQueries['listSpans'] = (project, runId, q = {}) =>
     this.json(this.call<v1.ListSpansRequest, v1.JsonReply>(this.client.listSpans as never, { project, run_id: runId, limit: q.limit ?? 0, cursor: q.cursor ?? '' }));

@@ -45,7 +45,7 @@ export function reviewGrpcService(
         }),
       ),
     ),
-    getRun: unary(async (r: v1.GetRunRequest) => reply(await queries.getRun(r.project, r.run_id))),
+    getRun: unary(async (r: v1.GetRunRequest) => reply(await queries.getRun(r.project, r.run_id, r.spans_limit ? { spans_limit: r.spans_limit } : {}))),
     listSpans: unary(async (r: v1.ListSpansRequest) =>
       reply(await queries.listSpans(r.project, r.run_id, { ...(r.limit ? { limit: r.limit } : {}), ...(r.cursor ? { cursor: r.cursor } : {}) })),
     ),

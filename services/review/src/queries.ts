@@ -13,7 +13,7 @@ export function createReviewQueries(db: Db, opts: { quiet?: QuietChecks } = {}):
   const deadLetters = new DeadLettersRepo(db);
   return {
     listRuns: (project, q) => runs.list(project, q),
-    getRun: (project, runId) => runs.detail(project, runId),
+    getRun: (project, runId, q) => runs.detail(project, runId, q),
     listSpans: (project, runId, q) => runs.spans(project, runId, q),
     listFindings: (project, q) => findings.list(project, q),
     checkStats: (project) => findings.checkStats(project),

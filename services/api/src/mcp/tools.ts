@@ -1,8 +1,8 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
-import { FINDING_STATE_FILTERS, MAX_PAGE, type Problem, type ReviewQueries } from '@neatroots/store';
+import { FINDING_STATE_FILTERS, MAX_PAGE, type Problem, type ReviewQueries, type SpanPage } from '@neatroots/store';
 import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
-import { UnavailableError, unavailableOf } from '../errors';
+import { AnswerTooLargeError, UnavailableError, unavailableOf } from '../errors';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../limits';
 
 /**
@@ -15,9 +15,10 @@ import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../li
  *
  * Answers are bounded: MCP clients cap what a tool may answer (Claude Code at 25,000 tokens,
  * and it sets one over 50,000 characters aside in a file), so a run's spans come a page at a
- * time (SPANS_PAGE by default), a long field is cut to its first FIELD_CHARS characters (the
- * record's `truncated` says how long it was), checks are listed without their YAML, and
- * answers are compact JSON. A null argument is one left out (models send null for the
+ * time (SPANS_PAGE by default; get_run asks the review service for those only, and a page
+ * stops at the store's SPAN_PAGE_BYTES, `cut_at_bytes`), a long field is cut to its first
+ * FIELD_CHARS characters (the record's `truncated` says how long it was), checks are listed
+ * without their YAML, and answers are compact JSON. A null argument is one left out (models send null for the
  * optional ones they do not use).
  */
 
@@ -103,7 +104,8 @@ export const MCP_TOOLS = [
     name: 'get_run',
     description:
       `One run of this project: the run, its first ${SPANS_PAGE} spans (spans_limit), its findings, problems and questions not checked. ` +
-      'Long fields are cut (max_chars; truncated says how long they were). spans_next_cursor, when not null, goes to list_spans for the next spans.',
+      'Long fields are cut (max_chars; truncated says how long they were). spans_next_cursor, when not null, goes to list_spans for the next spans ' +
+      '(spans_cut_at_bytes: fewer spans than asked, their full text being that many bytes).',
     inputSchema: {
       type: 'object',
       properties: {
@@ -117,7 +119,7 @@ export const MCP_TOOLS = [
   },
   {
     name: 'list_spans',
-    description: `A page of a run's spans, in the order get_run gives them: pass get_run's spans_next_cursor, then each page's next_cursor (null on the last page). ${SPANS_PAGE} a page by default; long fields cut as in get_run.`,
+    description: `A page of a run's spans, in the order get_run gives them: pass get_run's spans_next_cursor, then each page's next_cursor (null on the last page). ${SPANS_PAGE} a page by default; long fields cut as in get_run; cut_at_bytes: the page holds fewer spans than asked, their full text being that many bytes.`,
     inputSchema: {
       type: 'object',
       properties: {
@@ -289,14 +291,22 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
       const runId = text(args, 'run_id', true)!;
       const limit = int(args, 'spans_limit', MAX_SPANS_PAGE) ?? SPANS_PAGE;
       const max = int(args, 'max_chars', MAX_FIELD_CHARS) ?? FIELD_CHARS;
-      const run = await queries.getRun(project, runId);
-      const spans = run && (await queries.listSpans(project, runId, { limit }));
-      if (!run || !spans) throw new ToolInputError(`no run ${runId} in project ${project}`);
+      // The run page with the spans shown only (not 500 read to be thrown away).
+      const run = await queries.getRun(project, runId, { spans_limit: limit });
+      if (!run) throw new ToolInputError(`no run ${runId} in project ${project}`);
+      // A review service older than spans_limit gives its 500: the first `limit` are read again.
+      const spans: SpanPage | null =
+        run.spans.length > limit
+          ? await queries.listSpans(project, runId, { limit })
+          : { items: run.spans, next_cursor: run.spans_next_cursor, ...(run.spans_cut_at_bytes !== undefined ? { cut_at_bytes: run.spans_cut_at_bytes } : {}) };
+      if (!spans) throw new ToolInputError(`no run ${runId} in project ${project}`);
+      const { spans_cut_at_bytes: _cut, ...rest } = run;
       return {
-        ...run,
+        ...rest,
         run: cut(run.run, RUN_TEXT, max),
         spans: spans.items.map((s) => cut(s, SPAN_TEXT, max)),
         spans_next_cursor: spans.next_cursor,
+        ...(spans.cut_at_bytes !== undefined ? { spans_cut_at_bytes: spans.cut_at_bytes } : {}),
         findings: run.findings.map((f) => cut(f, FINDING_TEXT, max)),
         problems: run.problems.map((p) => cutProblem(p, max)),
         not_checked: run.not_checked.map((n) => cut(n, ['reason'], max)),
@@ -310,7 +320,7 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
         ...(args.cursor !== undefined ? { cursor: text(args, 'cursor', true) } : {}),
       });
       if (!page) throw new ToolInputError(`no run ${runId} in project ${project}`);
-      return { spans: page.items.map((s) => cut(s, SPAN_TEXT, max)), next_cursor: page.next_cursor };
+      return { spans: page.items.map((s) => cut(s, SPAN_TEXT, max)), next_cursor: page.next_cursor, ...(page.cut_at_bytes !== undefined ? { cut_at_bytes: page.cut_at_bytes } : {}) };
     }
   }
 }
@@ -356,9 +366,10 @@ export function createMcpServer(scope: McpScope, version: string): Server {
       }
       // The store's bad-argument errors (a bad cursor) are the caller's to fix too.
       if ((err as { name?: string }).name === 'StoreInputError') return toolError((err as Error).message);
-      // Another service of the deployment away or refusing this process (as REST answers 503):
-      // said as it is, so the agent knows to try again rather than that neatroots broke.
-      const down = err instanceof UnavailableError ? err : unavailableOf(err);
+      // Another service of the deployment away or refusing this process (as REST answers 503),
+      // or its answer too large to pass (502): said as it is, so the agent knows whether to try
+      // again or ask for less, rather than that neatroots broke.
+      const down = err instanceof UnavailableError || err instanceof AnswerTooLargeError ? err : unavailableOf(err);
       if (down) return toolError(down.message);
       scope.log?.(`mcp tool ${name} failed`, err);
       return toolError('internal error in neatroots (logged)');

@@ -35,9 +35,9 @@ const schemas: Record<string, Schema> = {
   }),
   Problem: { allOf: [ref('Finding'), object({ related: arr(ref('Finding')) })] },
   RunDetail: object({
-    run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), findings: arr(ref('Finding')), problems: arr(ref('Problem')),
+    run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), spans_cut_at_bytes: int, findings: arr(ref('Finding')), problems: arr(ref('Problem')),
     not_checked: arr(object({ check_id: str, anchor: str, span_ids: arr(str), reason: nullable(str), at: time }, { closed: true })),
-  }),
+  }, { optional: ['spans_cut_at_bytes'] }),
 
   // --- sopops: procedures, releases, sessions (docs/procedures.md)
   Head: object({
@@ -248,7 +248,7 @@ const paths: Record<string, Record<string, unknown>> = {
     }),
   },
   [`${P}/runs/{run_id}`]: { get: op('runs', { summary: 'A run with its first page of spans and its findings', params: [project, p('run_id', 'path')], ok: { schema: ref('RunDetail') } }) },
-  [`${P}/runs/{run_id}/spans`]: { get: op('runs', { summary: "A run's spans, page by page", params: [project, p('run_id', 'path'), ...pageOf(500, 2000)], ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str) }) } }) },
+  [`${P}/runs/{run_id}/spans`]: { get: op('runs', { summary: "A run's spans, page by page", params: [project, p('run_id', 'path'), ...pageOf(500, 2000)], ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str), cut_at_bytes: int }, { optional: ['cut_at_bytes'] }) } }) },
   [`${P}/findings`]: {
     get: op('findings', {
       summary: 'Findings as problems (grouped incidents)',
