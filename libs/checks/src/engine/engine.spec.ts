@@ -320,6 +320,22 @@ describe('unrecovered_error and run_end', () => {
     ]);
   });
 
+  it('a failed call after run_end grows the finding run_end raised: `updated` with both spans, one note, one id', async () => {
+    const h = new Harness([unrec]);
+    await h.send([
+      tool('r', 's92', 'pay', 1, { start_ms: 1, error: 'declined' }),
+      { event: 'run_end', run_id: 'r', status: 'ok', final_output: 'Your order is on its way.' },
+    ]);
+    // exported after the root span: another tool failed too
+    await h.send([tool('r', 's98', 'mail', 1, { start_ms: 2, error: 'smtp' })]);
+    expect(h.findings.map((f) => [f.status, f.span_ids, f.count, f.guidance])).toEqual([
+      ['raised', ['s92'], 1, 'pay failed'],
+      ['updated', ['s92', 's98'], 2, 'pay, mail failed'],
+    ]);
+    expect(new Set(h.findings.map((f) => f.id)).size).toBe(1);
+    expect(h.notes).toHaveLength(1);
+  });
+
   it('a tool or span named like an Object property (constructor, toString, __proto__) is a tool or span like any other', async () => {
     const h = new Harness([unrec]);
     await h.send([

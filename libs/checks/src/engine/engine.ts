@@ -592,6 +592,15 @@ export class RuleEngine {
     vars: Record<string, unknown>,
   ): void {
     const open: OpenFinding = { id: findingId(w.project, w.run_id, r.check.id, anchor), count, spans };
+    // A finding of the whole run raised again (unrecovered_error's failed call that arrives
+    // after run_end, a second run_end) is the same finding grown: `updated`, never a second
+    // `raised` (its note went with the first; its delay was counted once). A span's finding
+    // needs no record: its span is applied once (`seen`), so its anchor comes once.
+    if (!anchor.startsWith('span:')) {
+      const raised = (w.raised ??= {});
+      if (ownValue(raised, open.id)) return this.emit(step, w, r, 'updated', open, at, received, vars);
+      setOwnValue(raised, open.id, 1);
+    }
     this.emit(step, w, r, 'raised', open, at, received, vars);
   }
 

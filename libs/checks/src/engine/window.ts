@@ -31,6 +31,11 @@ export interface RunWindow {
    * told. The pre-call check halts any later call of a run that has one.
    */
   halts?: Record<string, { check_id: string; title: string; text: string }>;
+  /**
+   * The ids of the findings of the whole run (not of one span) raised in this run through the
+   * engine's raise: raised again, such a finding is `updated`. At most one per check and anchor.
+   */
+  raised?: Record<string, 1>;
   /** Earliest pending requires_before deadline. */
   wake_at?: number;
 }
