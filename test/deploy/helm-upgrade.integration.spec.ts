@@ -1,5 +1,6 @@
 /**
- * The chart's values for upgrading a release in steps (docs/deployment.md, Upgrading):
+ * The chart's values for upgrading a release in steps (docs/deployment.md, Upgrading): each
+ * service's own image tag (<service>.image.tag, falling back to image.tag), and
  * internalTokenRequired (NEATROOTS_INTERNAL_TOKEN_REQUIRED), also as the chart renders it by
  * itself on an upgrade from a release whose Secret holds no internal token. `helm template` has no
  * cluster to look the release's Secret up in, so that case renders a copy of the chart whose
@@ -69,6 +70,36 @@ if (!helm) {
 (helm ? describe : describe.skip)('the chart\'s values for upgrading in steps', () => {
   const h = helm!;
   jest.setTimeout(60_000);
+
+  describe('<service>.image.tag: one service\'s image, for an upgrade in order', () => {
+    const COMPONENTS = ['ingest', 'rule-engine', 'question', 'review', 'api'];
+    const images = (objs: Obj[]) => Object.fromEntries(
+      objs.filter((o) => o.kind === 'Deployment').map((d) => [d.metadata.labels?.['app.kubernetes.io/component'], d.spec.template.spec.containers[0].image as string]),
+    );
+    const all = (image: string) => Object.fromEntries(COMPONENTS.map((c) => [c, image]));
+
+    it('question.image.tag changes the question Deployment\'s image alone; the others keep image.tag', () => {
+      expect(images(render(h, chart, ['--set', 'image.repository=registry.example.com/neatroots', '--set', 'image.tag=2026-12-06', '--set', 'question.image.tag=2026-12-07'])))
+        .toEqual({ ...all('registry.example.com/neatroots:2026-12-06'), question: 'registry.example.com/neatroots:2026-12-07' });
+    });
+
+    it('ruleEngine.image.tag keeps the rule engine on the old build while the rest move on (the first of two releases)', () => {
+      expect(images(render(h, chart, ['--set', 'image.tag=new', '--set', 'ruleEngine.image.tag=old'])))
+        .toEqual({ ...all('neatroots:new'), 'rule-engine': 'neatroots:old' });
+      // the second release: without it, every service on image.tag
+      expect(images(render(h, chart, ['--set', 'image.tag=new']))).toEqual(all('neatroots:new'));
+    });
+
+    it('unset everywhere (values of an earlier chart without it, as --reuse-values keeps them): image.tag, else the appVersion', () => {
+      const appVersion = (YAML.parse(readFileSync(path.join(chart, 'Chart.yaml'), 'utf8')) as { appVersion: string }).appVersion;
+      const noOwnTags = ['ingest', 'ruleEngine', 'question', 'review', 'api'].flatMap((v) => ['--set', `${v}.image=null`]);
+      expect(images(render(h, chart, noOwnTags))).toEqual(all(`neatroots:${appVersion}`));
+      expect(images(render(h, chart, [...noOwnTags, '--set', 'image.tag=x']))).toEqual(all('neatroots:x'));
+      const bad = spawnSync(h, ['template', 'nr', chart, '--set', 'question.image.repository=elsewhere/neatroots'], { encoding: 'utf8' });
+      expect(bad.status).not.toBe(0);
+      expect(bad.stderr).toMatch(/question\/image/);
+    });
+  });
 
   describe('internalTokenRequired: NEATROOTS_INTERNAL_TOKEN_REQUIRED of every service', () => {
     it('true by default (a new install), and what the value says when set', () => {

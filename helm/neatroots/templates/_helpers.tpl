@@ -53,6 +53,15 @@ app.kubernetes.io/component: {{ .name }}
 {{- end }}
 
 {{/*
+One service's image: its own <service>.image.tag when set (an upgrade in order rolls one service
+before another), else image.tag, else the chart's appVersion. Takes (dict "root" $ "values" $v).
+*/}}
+{{- define "neatroots.componentImage" -}}
+{{- $tag := (.values.image | default dict).tag | default (default .root.Chart.AppVersion .root.Values.image.tag) }}
+{{- printf "%s:%s" .root.Values.image.repository $tag }}
+{{- end }}
+
+{{/*
 NEATROOTS_INTERNAL_TOKEN_REQUIRED, "true" or "false": internalTokenRequired when set. Empty: true,
 except on an upgrade of a release whose chart-made Secret holds no NEATROOTS_INTERNAL_TOKEN yet
 (made by a chart before the internal token): the pods of the build before, still running while
@@ -260,7 +269,7 @@ spec:
       terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds | default 30 }}
       containers:
         - name: {{ $name }}
-          image: {{ include "neatroots.image" $root | quote }}
+          image: {{ include "neatroots.componentImage" (dict "root" $root "values" $v) | quote }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           args: ["serve", "--target", {{ $name | quote }}]
           envFrom:
