@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { credentials, Metadata, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { context, trace, SpanStatusCode } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -151,4 +153,35 @@ maybe(SUITE, () => {
       for (const s of [agentWide, fullWide]) s.stream.cancel();
     }
   });
+
+  // Last: it stops the review service.
+  it('with the review service stopped, MCP still answers a full key used before: tools/list, and a tool that needs review as a tool error naming it', async () => {
+    const mcp = async () => {
+      const client = new Client({ name: 'review-away', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${cluster.ports.http}/v1/mcp`), { requestInit: { headers: { 'x-api-key': FULL } } }));
+      return client;
+    };
+    // Used while review answers.
+    const before = await mcp();
+    expect((await before.listTools()).tools.length).toBeGreaterThan(0);
+    await before.close();
+
+    await cluster.stop(cluster.procs.find((p) => p.target === 'review')!);
+    const client = await mcp();
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(['list_findings', 'create_check']));
+      const r = (await client.callTool({ name: 'list_findings', arguments: {} })) as { isError?: boolean; content: { text: string }[] };
+      expect(r.isError).toBe(true);
+      expect(r.content.map((c) => c.text).join('\n')).toMatch(/^the review service cannot answer right now \((UNAVAILABLE|DEADLINE_EXCEEDED): .*\); retry shortly$/);
+    } finally {
+      await client.close();
+    }
+    // A key the api never resolved cannot be checked without review: 503, not 401.
+    const never = await fetch(`http://127.0.0.1:${cluster.ports.http}/v1/mcp`, {
+      method: 'POST',
+      headers: { 'x-api-key': `never-seen-${PROJECT}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    expect({ status: never.status, body: await never.json() }).toMatchObject({ status: 503, body: { error: { code: 'unavailable', message: expect.stringMatching(/^the review service cannot answer right now/) } } });
+  }, 120_000);
 });

@@ -4,6 +4,7 @@ import type { ServiceModule } from '@neatroots/ports';
 import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import { createApi } from './api';
 import type { Authoring } from './authoring';
+import { cachedKeys } from './key-cache';
 import type { ModelStats, ResolveKey } from './tokens';
 
 /** The configuration the api reads. */
@@ -39,7 +40,9 @@ export const apiModule: ServiceModule<ApiConfig> = {
     });
     const api = await createApi({
       queries: review.queries,
-      resolveKey: review.resolveKey,
+      // Distributed, each lookup is a call to the review service: kept a while, and a key
+      // granted before still opens its project while the service cannot answer.
+      resolveKey: ctx.platform.kind === 'distributed' ? cachedKeys(review.resolveKey) : review.resolveKey,
       modelStats: question.modelStats,
       sop: review.sop,
       review: review.reviewSop,

@@ -97,8 +97,10 @@ export class McpController {
 
   @Post(MCP_PATH.slice(1))
   async post(@Req() req: McpRequest, @Res() res: ServerResponse) {
-    // The guard let the key in (a full one: an ingest key gets 403); the project is the one it opens.
-    const project = apiProjectOf(await this.resolveKey(apiKeyOf(req) ?? ''));
+    // The guard let the key in (a full one: an ingest key gets 403); the project is the one it
+    // opens, as resolved before the body was read (a POST without a body: resolved again).
+    const key = apiKeyOf(req) ?? '';
+    const project = req.keyProject?.key === key ? req.keyProject.project : apiProjectOf(await this.resolveKey(key));
     // Aborted when the call is given up: its connection closed before the answer, or the client cancelled it.
     const stop = new AbortController();
     givenUp(res, stop);
@@ -106,8 +108,8 @@ export class McpController {
     // A session of its own for each client that initializes (the transport is stateless and sets none).
     if (msg?.method === 'initialize') res.setHeader(SESSION_HEADER, randomUUID());
     const session = sessionOf(req);
-    const key = msg?.method === 'tools/call' && !stop.signal.aborted ? this.callKey(project, session, msg.id) : undefined;
-    if (key) this.calls.set(key, (this.calls.get(key) ?? new Set()).add(stop));
+    const call = msg?.method === 'tools/call' && !stop.signal.aborted ? this.callKey(project, session, msg.id) : undefined;
+    if (call) this.calls.set(call, (this.calls.get(call) ?? new Set()).add(stop));
     if (msg?.method === 'notifications/cancelled') {
       const cancelled = this.calls.get(this.callKey(project, session, msg.params?.requestId) ?? '');
       // Two calls in flight with this key (a client that sent one id twice): neither is stopped.
@@ -119,8 +121,8 @@ export class McpController {
     );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {
-      const inFlight = key ? this.calls.get(key) : undefined;
-      if (inFlight?.delete(stop) && !inFlight.size) this.calls.delete(key!);
+      const inFlight = call ? this.calls.get(call) : undefined;
+      if (inFlight?.delete(stop) && !inFlight.size) this.calls.delete(call!);
       void transport.close();
       void server.close();
     });

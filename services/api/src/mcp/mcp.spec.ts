@@ -36,6 +36,8 @@ function capture(lines: Line[], fields: LogFields = {}): Logger {
 let db: Db;
 let app: INestApplication;
 const logged: Line[] = [];
+/** The keys looked up (distributed, each a call to the review service). */
+const lookedUp: string[] = [];
 
 beforeAll(async () => {
   db = await openPglite();
@@ -56,7 +58,10 @@ beforeAll(async () => {
         };
       },
     }),
-    resolveKey: (key) => projects.resolveApiKey(key),
+    resolveKey: (key) => {
+      lookedUp.push(key);
+      return projects.resolveApiKey(key);
+    },
     port: 0,
     logger: false,
     appDir: null,
@@ -102,4 +107,16 @@ it('a tool whose answer needs a service that is away says so (as REST answers 50
   } finally {
     await client.close();
   }
+});
+
+it("looks a request's key up once (before its body is read), not again in the MCP endpoint", async () => {
+  lookedUp.length = 0;
+  const res = await fetch(`${apiUrl(app)}/v1/mcp`, {
+    method: 'POST',
+    headers: { 'x-api-key': KEY, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+  });
+  expect(res.status).toBe(200);
+  expect(((await res.json()) as { result: { tools: unknown[] } }).result.tools.length).toBeGreaterThan(0);
+  expect(lookedUp).toEqual([KEY]);
 });
