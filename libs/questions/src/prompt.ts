@@ -55,12 +55,26 @@ export function batchMessages(items: readonly BatchItem[]): ChatMessage[] {
   ];
 }
 
+/** A reply without the code fence a local model may wrap its JSON in (```json ... ```). */
+export function stripCodeFence(text: string): string {
+  // No regular expression: a backtracking one (/\s*```$/) took seconds on a reply with a long
+  // run of spaces, and blocked the whole process meanwhile. These steps are linear.
+  let t = text.trim();
+  if (t.startsWith('```')) {
+    t = t.slice(3);
+    if (t.slice(0, 4).toLowerCase() === 'json') t = t.slice(4);
+    t = t.trimStart();
+  }
+  if (t.endsWith('```')) t = t.slice(0, -3).trimEnd();
+  return t;
+}
+
 /**
  * The first JSON object in a reply. Local models wrap JSON in code fences or add a sentence
  * before it; anything that still does not parse is malformed.
  */
 export function extractJson(text: string): unknown {
-  const t = text.trim().replace(/^```(?:json)?\s*/i, '').replace(/\s*```$/, '');
+  const t = stripCodeFence(text);
   try {
     return JSON.parse(t);
   } catch {

@@ -19,13 +19,18 @@ export function normalizeForQuote(s: string): string {
     .replace(/\s+/g, '');
 }
 
+const WRAPPING_QUOTES = `"'\u201c\u201d\u2018\u2019\``;
+
+/** The quote without the quote marks and spaces around it. */
 function stripWrapping(q: string): string {
-  let s = q.trim();
-  for (;;) {
-    const t = s.replace(/^["'\u201c\u201d\u2018\u2019`]+|["'\u201c\u201d\u2018\u2019`]+$/g, '').trim();
-    if (t === s) return s;
-    s = t;
-  }
+  // Scanned by hand: a backtracking pattern (/["'...]+$/, stripped over and over) took seconds
+  // on a model's quote with a long run of quote marks, and blocked the process meanwhile.
+  const wraps = (c: string) => WRAPPING_QUOTES.includes(c) || c.trim() === '';
+  let from = 0;
+  let to = q.length;
+  while (from < to && wraps(q[from])) from++;
+  while (to > from && wraps(q[to - 1])) to--;
+  return q.slice(from, to);
 }
 
 /** The quote's pieces (split at ellipses), normalised; empty when there is nothing to check. */

@@ -23,6 +23,26 @@ describe('reading the name the reasoning model gave a rule pattern', () => {
   });
 });
 
+describe('a name answer that would take long to read', () => {
+  // Read in time in proportion to the answer: a backtracking pattern took 6 s on 50,000 dots,
+  // blocking the process meanwhile. The bound is far above the linear reading (milliseconds).
+  it.each([
+    ['many dots before a word', '.'.repeat(50_000) + 'x', /50001 characters/],
+    ['many closing quotes before a word', `x${'”'.repeat(50_000)}x`, /50002 characters/],
+    ['many dots and spaces', `Skipped${' .'.repeat(50_000)}x`, /words/],
+  ])('%s is refused quickly', (_, name, why) => {
+    const t = Date.now();
+    expect(() => readPatternName({ name })).toThrow(why);
+    expect(Date.now() - t).toBeLessThan(1_000);
+  });
+
+  it('still strips long runs of final punctuation quickly', () => {
+    const t = Date.now();
+    expect(readPatternName({ name: `"Skipped the address check${'.'.repeat(50_000)}"` })).toBe('Skipped the address check');
+    expect(Date.now() - t).toBeLessThan(1_000);
+  });
+});
+
 describe('the NameRulePattern question', () => {
   it('names the procedure and the rule, and what breaking it means for its kind', () => {
     const s = { procedure_name: 'Take an order', rule_label: 'Never rule 1', rule_text: 'Volunteer a price.' };

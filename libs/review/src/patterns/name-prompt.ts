@@ -42,16 +42,31 @@ export class MalformedName extends Error {
   }
 }
 
+const OPENING_QUOTES = `"'“‘\``;
+const CLOSING_QUOTES = `"'”’\``;
+/** Stripped from a name's end: a final period and the like (whitespace is one space by then). */
+const TRAILING = ' .!,;:';
+
+/**
+ * The name on one line without its wrapping quotes and final punctuation. Scanned by hand: a
+ * backtracking pattern (/[\s.!,;:]+$/) took seconds on an answer of many dots, and blocked the
+ * process meanwhile.
+ */
+function trimName(raw: string): string {
+  const s = raw.replace(/\s+/g, ' ').trim();
+  let from = 0;
+  let to = s.length;
+  while (from < to && OPENING_QUOTES.includes(s[from])) from++;
+  while (to > from && CLOSING_QUOTES.includes(s[to - 1])) to--;
+  while (to > from && TRAILING.includes(s[to - 1])) to--;
+  return s.slice(from, to).trim();
+}
+
 /** The name from the model's answer, trimmed; MalformedName when it is not a few plain words. */
 export function readPatternName(answer: unknown): string {
   const raw = typeof answer === 'string' ? answer : answer && typeof answer === 'object' && !Array.isArray(answer) ? (answer as Record<string, unknown>).name : undefined;
   if (typeof raw !== 'string') throw new MalformedName('the answer has no "name" string');
-  const name = raw
-    .replace(/\s+/g, ' ')
-    .trim()
-    .replace(/^["'“‘`]+|["'”’`]+$/gu, '')
-    .replace(/[\s.!,;:]+$/u, '')
-    .trim();
+  const name = trimName(raw);
   if (!name) throw new MalformedName('the name is empty');
   if (/[\n{}<>]/.test(raw)) throw new MalformedName('the name is not plain words');
   const words = name.split(' ').length;
