@@ -5,7 +5,7 @@ import { ProjectsRepo, type ApiKeyGrant, type ApiKeyScope, type IsQuiet, type Re
 import { createReviewData, type ReviewData } from './data';
 import { reviewDataGrpcService } from './data-grpc';
 import { reviewGrpcService } from './grpc';
-import { startReview } from './review';
+import { REVIEW_GROUPS, startReview } from './review';
 import { sopGrpcService } from './sop/grpc';
 import { GitHubConnections, type GitHubApiUrls } from './github/connections';
 import { startSop } from './sop/service';
@@ -105,6 +105,11 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       // runs that ended without becoming sessions (a stop or a crash before their jobs ran) are queued again
       log: ctx.log,
     });
+    // Counted from 0: a series that first appears at 1 has no increase, and the first dead letter
+    // of a source (often the only one) would never reach an alert on the counter's increase.
+    for (const source of deadLetterSources(ctx.config.NEATROOTS_TOPIC_PREFIX, ctx.platform.kind === 'distributed')) {
+      ctx.metrics.deadLetters.inc({ source }, 0);
+    }
     const review = await startReview({
       bus: ctx.platform.bus(),
       db,
@@ -221,4 +226,27 @@ export async function seedSteering(
     );
   }
   return { ...out, kept: [], unsourced };
+}
+
+/**
+ * The sources of neatroots_dead_letters_total known at start, which the review service counts
+ * from 0: the store writer's (`store.events`, `store.findings`, `store.deliveries`) and the bus's
+ * of each consumer group of the pipeline that sets records aside, `bus:<topic>/<group>` (this
+ * service's stores, the rule engine's `rule-engine` on the events topic, the question service's
+ * `question` on the questions topic; their default group names). `scoped`: the distributed
+ * deployment names its Kafka groups after the topic prefix (`<prefix>.rule-engine`). Not here:
+ * an ingest replica's notes group, named anew at each start, and a dead letter's own consumer,
+ * which sets nothing aside.
+ */
+export function deadLetterSources(prefix: string, scoped: boolean): string[] {
+  const topics = makeTopics(prefix);
+  const group = (g: string) => (scoped ? `${prefix}.${g}` : g);
+  const bus: [string, string][] = [
+    [topics.events.name, REVIEW_GROUPS.events],
+    [topics.findings.name, REVIEW_GROUPS.findings],
+    [topics.deliveries.name, REVIEW_GROUPS.deliveries],
+    [topics.events.name, 'rule-engine'],
+    [topics.questions.name, 'question'],
+  ];
+  return ['store.events', 'store.findings', 'store.deliveries', ...bus.map(([t, g]) => `bus:${t}/${group(g)}`)];
 }

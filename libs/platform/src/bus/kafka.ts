@@ -155,6 +155,8 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   onBatch?: (info: KafkaBatchInfo) => void;
   /** Called when the bus starts again a consumer kafkajs had stopped for good: for metrics. */
   onConsumerRestart?: (where: { topic: string; group: string }) => void;
+  /** Called once a subscription runs: for metrics (its counters start at 0). */
+  onSubscribe?: (where: { topic: string; group: string }) => void;
   /**
    * Told every `lagIntervalMs` of each (topic, group) this bus consumes: the group's lag as the
    * broker has it (KafkaLagInfo), whether batches arrive or not. Without it nothing is asked.
@@ -833,6 +835,7 @@ export class KafkaBus implements Bus {
     };
     this.subscriptions.add(sub);
     this.consumed(where, opts, 1);
+    this.opts.onSubscribe?.(where);
     return sub;
   }
 

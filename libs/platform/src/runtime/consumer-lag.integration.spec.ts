@@ -101,6 +101,18 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     expect(lag).toBe((await admin.fetchTopicOffsets(topic.name)).reduce((n, e) => n + Number(e.high), 0));
   }, 60_000);
 
+  it("counts a group's consumer restarts from 0 as it subscribes, so the first restart is an increase an alert sees", async () => {
+    const { metrics, bus, prefix } = platform();
+    const topic = jsonTopic<Rec>(uniqueName('it_lag_restarts'));
+    topics.push(topic.name);
+    const group = `${prefix}.restarts`;
+    groups.push(group);
+    await bus.subscribe(topic, { group: 'restarts' }, async () => undefined);
+    const restarts = (await metrics.consumerRestarts.get()).values.filter((v) => v.labels.topic === topic.name);
+    expect(restarts.map((v) => ({ labels: v.labels, value: v.value }))).toEqual([{ labels: { topic: topic.name, group }, value: 0 }]);
+    expect(await metrics.registry.metrics()).toContain(`neatroots_bus_consumer_restarts_total{topic="${topic.name}",group="${group}",service="t"} 0`);
+  }, 60_000);
+
   it('grows past 0 while the group cannot handle anything (a dependency down) and records keep coming', async () => {
     const { metrics, bus, prefix } = platform();
     const topic = jsonTopic<Rec>(uniqueName('it_lag_failing'));

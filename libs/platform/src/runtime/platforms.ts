@@ -231,6 +231,9 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         if (more !== undefined) log.error(`${at}${more}`, err);
       },
       onConsumerRestart: (where) => metrics.consumerRestarts.inc(where),
+      // From 0: the first restart of a group is then an increase an alert sees (a series that
+      // first appears at 1 has none, and NeatrootsConsumerRestarting needed one more).
+      onSubscribe: (where) => metrics.consumerRestarts.inc(where, 0),
       onBatch: (b) => metrics.consumed.inc({ topic: b.topic, group: b.group }, b.records),
       // Read from the broker on a timer, not from the batches: all of the topic's partitions,
       // and a group that makes no progress (its handler failing, or blocked) reads as behind.
