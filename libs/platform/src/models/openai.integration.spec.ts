@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { ModelError } from '@neatroots/ports';
 import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.test';
 import { loadModelConfig, modelsFromConfig } from './config';
@@ -94,6 +95,56 @@ describe('the OpenAI-compatible model adapter', () => {
     expect(err.status).toBe(status);
     expect(err.retryable).toBe(retryable);
     expect(fake.calls).toHaveLength(1);
+  });
+
+  it('never keeps the key a server echoes in its error, for any endpoint', async () => {
+    // Hosted APIs answer a wrong key with it: "Incorrect API key provided: sk-...". What a
+    // ModelError says ends up in not-checked reasons, the API's answers and the logs.
+    fake.script = (call) => ({
+      status: 401,
+      body: JSON.stringify({
+        error: { message: `Incorrect API key provided: ${call.authorization?.slice('Bearer '.length)}. You can find your API key at https://platform.example.com/account/api-keys.`, type: 'invalid_request_error', code: 'invalid_api_key' },
+      }),
+    });
+    const { decision, reasoning, local } = modelsFromConfig(
+      loadModelConfig({
+        NEATROOTS_DECISION_MODEL_URL: fake.url,
+        NEATROOTS_DECISION_MODEL_NAME: 'dec-m',
+        NEATROOTS_DECISION_MODEL_KEY: 'sk-SECRET-decision-9f8e7d6c',
+        NEATROOTS_REASONING_MODEL_URL: fake.url,
+        NEATROOTS_REASONING_MODEL_NAME: 'o-test',
+        NEATROOTS_REASONING_MODEL_KEY: 'sk-SECRET-reasoning-1a2b3c',
+        NEATROOTS_LLM_URL: fake.url,
+        NEATROOTS_LLM_MODEL: 'llama-test',
+        NEATROOTS_LLM_KEY: 'sk-SECRET-local-4d5e6f7a',
+      }),
+    );
+    const endpoints = [
+      [decision!, 'sk-SECRET-decision-9f8e7d6c'],
+      [reasoning!, 'sk-SECRET-reasoning-1a2b3c'],
+      [local!, 'sk-SECRET-local-4d5e6f7a'],
+    ] as const;
+    for (const [m, key] of endpoints) {
+      const err = await failure(m.complete({ messages: [{ role: 'user', content: 'x' }], json: true }));
+      expect(err).toMatchObject({ kind: 'rejected', status: 401, retryable: false });
+      expect(err.message).toContain('Incorrect API key provided: [model key].');
+      // Everything a log line or an answer could print: the message, the stack and the causes.
+      const printed = `${err.message}\n${err.stack}\n${inspect(err, { depth: 10 })}\n${JSON.stringify(err)}`;
+      expect(printed).not.toContain(key);
+      expect(printed).not.toContain('SECRET');
+      expect(err.stack).toContain('[model key]');
+    }
+    expect(fake.calls.map((c) => c.authorization)).toEqual(endpoints.map(([, key]) => `Bearer ${key}`));
+  });
+
+  it('leaves a short key and an error without the key as they are', async () => {
+    fake.script = () => ({ status: 401, content: 'Incorrect API key provided: none' });
+    const err = await failure(openAiChatModel({ role: 'local', baseURL: fake.url, model: 'm', apiKey: 'none' }).complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err.message).toContain('Incorrect API key provided: none');
+    fake.script = () => ({ status: 403, content: 'Forbidden for this project' });
+    const other = await failure(openAiChatModel({ role: 'local', baseURL: fake.url, model: 'm', apiKey: 'sk-SECRET-long-enough' }).complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(other.message).toContain('Forbidden for this project');
+    expect(other.message).not.toContain('[model key]');
   });
 
   it('reports an unreachable endpoint as a connection error', async () => {

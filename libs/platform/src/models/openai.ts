@@ -67,6 +67,56 @@ export function toModelError(e: unknown): ModelError {
   return new ModelError('server', (e as Error)?.message ?? String(e), undefined, { cause: e });
 }
 
+/** What stands for the model's key wherever a server's answer echoed it. */
+export const KEY_PLACEHOLDER = '[model key]';
+
+/** Keys shorter than this are not looked for: "none", "x" would be hidden in every word. */
+const MIN_HIDDEN_KEY_CHARS = 8;
+
+/** The text of an error and of its causes that could hold what a server sent back. */
+function errorTexts(e: unknown, depth = 4): string[] {
+  const out: string[] = [];
+  for (let i = 0; e && typeof e === 'object' && i < depth; i++, e = (e as { cause?: unknown }).cause) {
+    const o = e as { message?: unknown; stack?: unknown; error?: unknown };
+    out.push(String(o.message ?? ''), String(o.stack ?? ''));
+    try {
+      if (o.error !== undefined) out.push(JSON.stringify(o.error) ?? '');
+    } catch {
+      // a body that cannot be written out is not kept either
+    }
+  }
+  if (typeof e === 'string') out.push(e);
+  return out;
+}
+
+/** A cause with every `key` in its message and stack replaced; the server's body is not kept. */
+function causeWithoutKey(c: unknown, hide: (s: string) => string, depth = 4): unknown {
+  if (typeof c === 'string') return hide(c);
+  if (!(c instanceof Error) || depth <= 0) return undefined;
+  const copy = new Error(hide(c.message), c.cause !== undefined ? { cause: causeWithoutKey(c.cause, hide, depth - 1) } : undefined);
+  copy.name = c.name;
+  copy.stack = hide(c.stack ?? '');
+  for (const k of ['status', 'code'] as const) {
+    const v = (c as unknown as Record<string, unknown>)[k];
+    if (typeof v === 'string' || typeof v === 'number') (copy as unknown as Record<string, unknown>)[k] = v;
+  }
+  return copy;
+}
+
+/**
+ * The error with the endpoint's key replaced by `[model key]` wherever it appears: some servers
+ * echo the key they refused ("Incorrect API key provided: sk-..."), and what a ModelError says
+ * is kept in not-checked reasons, served by the API and logged.
+ */
+export function withoutKey(err: ModelError, key: string | undefined): ModelError {
+  if (!key || key.length < MIN_HIDDEN_KEY_CHARS || !errorTexts(err).some((t) => t.includes(key))) return err;
+  const hide = (s: string) => s.split(key).join(KEY_PLACEHOLDER);
+  return new ModelError(err.kind, hide(err.message), err.status, {
+    cause: causeWithoutKey(err.cause, hide),
+    ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}),
+  });
+}
+
 export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
   const timeout = o.timeoutMs ?? DEFAULT_MODEL_TIMEOUT_MS;
   const client = new OpenAI({ baseURL: o.baseURL, apiKey: o.apiKey || 'none', timeout, maxRetries: 0 });
@@ -106,7 +156,7 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
       } catch (e) {
         if (timedOut) throw new ModelError('timeout', `no answer within ${ms} ms`, undefined, { cause: e });
         if (req.signal?.aborted) throw new ModelError('aborted', 'the request was aborted', undefined, { cause: e });
-        throw toModelError(e);
+        throw withoutKey(toModelError(e), o.apiKey);
       } finally {
         clearTimeout(timer);
         req.signal?.removeEventListener('abort', onAbort);
