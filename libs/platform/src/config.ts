@@ -12,10 +12,44 @@ import { LOG_FORMATS, LOG_LEVELS } from './runtime/log';
  * A numeric setting: a blank value (`VAR=` in a .env file, `value: ""` in a Kubernetes env, a
  * compose `${VAR}` of an unset variable) is unset, so the setting's default; z.coerce.number
  * alone reads '' and ' ' as 0, which for some settings means something else (0 retention days
- * keeps every span for good). Anything else is read as z.coerce.number reads it.
+ * keeps every span for good). Anything else is read as z.coerce.number reads it. A value it
+ * refuses is said with what the setting takes and the value given, not in zod's words
+ * ('Expected number, received nan'): `expected a whole number from 0 to 65535, got "abc"`.
  */
 export function numeric<T extends z.ZodTypeAny>(setting: T) {
-  return z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? undefined : v), setting);
+  const expects = expectedOf(setting);
+  return z.unknown().transform((v, ctx): z.output<T> => {
+    const r = setting.safeParse(typeof v === 'string' && v.trim() === '' ? undefined : v);
+    if (r.success) return r.data as z.output<T>;
+    const own = r.error.issues.find((i) => i.code === z.ZodIssueCode.custom);
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${own ? own.message : `expected ${expects}`}, got ${givenOf(v)}` });
+    return z.NEVER;
+  });
+}
+
+/** What a numeric setting takes, in words: "a whole number from 1 to 64", "a number of at least 0". */
+function expectedOf(setting: z.ZodTypeAny): string {
+  let t: z.ZodTypeAny = setting;
+  for (;;) {
+    if (t instanceof z.ZodDefault) t = t._def.innerType;
+    else if (t instanceof z.ZodOptional || t instanceof z.ZodNullable) t = t.unwrap();
+    else if (t instanceof z.ZodEffects) t = t.innerType();
+    else break;
+  }
+  if (!(t instanceof z.ZodNumber)) return 'a number';
+  const what = t.isInt ? 'a whole number' : 'a number';
+  const min = t.minValue;
+  const max = t.maxValue;
+  if (min !== null && max !== null) return `${what} from ${min} to ${max}`;
+  if (min !== null) return `${what} of at least ${min}`;
+  if (max !== null) return `${what} of at most ${max}`;
+  return what;
+}
+
+/** The value given, quoted (cut at 60 characters: it goes into a message, not a dump). */
+function givenOf(v: unknown): string {
+  const s = typeof v === 'string' ? v : String(v);
+  return JSON.stringify(s.length > 60 ? `${s.slice(0, 60)}...` : s);
 }
 
 const port = (def: number) => numeric(z.coerce.number().int().min(0).max(65535).default(def));
