@@ -99,6 +99,31 @@ describe('neatroots start, when it cannot serve', () => {
     }
   }, STARTS);
 
+  it.each(['NEATROOTS_GRPC_PORT', 'NEATROOTS_OTLP_PORT'])("%s taken, as a command: standard error holds the one line, not grpc-js's own 'E No address added'", async (variable) => {
+    const taken = await takePort();
+    try {
+      const proc = child(
+        spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), 'start', '--no-demo'], {
+          env: { PATH: process.env.PATH, ...envOf({ [variable]: String(taken.port) }) },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        }),
+      );
+      let out = '';
+      let err = '';
+      proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const code = await new Promise<number | null>((r) => proc.once('close', r));
+      expect(err.split('\n').filter((l) => /^E No address/.test(l))).toEqual([]);
+      expect({ code, out, err }).toEqual({
+        code: 2,
+        out: '',
+        err: `neatroots start: port ${taken.port} (${variable}) is already in use, by another program or another neatroots; stop it, or set ${variable} to a free port\n`,
+      });
+    } finally {
+      await taken.close();
+    }
+  }, STARTS);
+
   it('a second start on a data folder in use: names the folder and the other process, exit 2', async () => {
     const env = envOf();
     const first = child(spawn(process.execPath, [path.join(__dirname, 'cli-from-source.test.js'), 'start', '--no-demo'], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
