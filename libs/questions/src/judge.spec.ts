@@ -89,9 +89,38 @@ describe('score thresholds (flag_at_level on the expected level)', () => {
 describe('reading raw answers', () => {
   it('takes the usual spellings', () => {
     expect(readRawAnswer({ probability: '0.7', quote: ' x ' })).toEqual({ p: 0.7, quote: 'x' });
-    expect(readRawAnswer({ p: 85 })).toEqual({ p: 0.85 });
     expect(readRawAnswer({ answer: 'yes' })).toEqual({ p: 1 });
     expect(readRawAnswer('yes')).toBeUndefined();
+  });
+
+  it('reads a probability from 0 to 1, as a number or a string', () => {
+    expect(judge(yesNo, readRawAnswer({ p: 0.7 })!, true)).toMatchObject({ flagged: false, probability: 0.7 });
+    expect(judge(yesNo, readRawAnswer({ p: '0.85' })!, true)).toMatchObject({ flagged: true, probability: 0.85 });
+    expect(judge(yesNo, readRawAnswer({ p: 0 })!, true)).toMatchObject({ flagged: false, probability: 0 });
+    expect(judge(yesNo, readRawAnswer({ p: 1 })!, true)).toMatchObject({ flagged: true, probability: 0.9 });
+  });
+
+  // The prompt asks for a probability from 0 to 1; anything else is malformed (the check is
+  // "not checked"), never a verdict: clamped, 150 or 1e9 was flagged at 0.9 and -3 passed,
+  // taking back an earlier not-checked.
+  it.each([
+    [150, '"p" is not a probability from 0 to 1: 150'],
+    [1e9, '"p" is not a probability from 0 to 1: 1000000000'],
+    [-3, '"p" is not a probability from 0 to 1: -3'],
+    [70, '"p" is not a probability from 0 to 1: 70'],
+    [1.5, '"p" is not a probability from 0 to 1: 1.5'],
+    ['very likely', '"p" is not a number: "very likely"'],
+    [true, '"p" is not a number: true'],
+    [{ yes: 0.8 }, '"p" is not a number: {"yes":0.8}'],
+  ])('refuses p %j, naming it', (p, message) => {
+    const raw = readRawAnswer({ id: 'q1', p, quote: 'x' })!;
+    expect(() => judge(yesNo, raw, true)).toThrow(MalformedAnswerError);
+    expect(() => judge(yesNo, raw, true)).toThrow(message);
+    expect(() => judge(yesNo, readRawAnswer({ probability: p })!, false)).toThrow(message);
+  });
+
+  it('still says when there is no "p" at all', () => {
+    expect(() => judge(yesNo, readRawAnswer({ quote: 'x' })!, true)).toThrow('no probability "p" in the answer');
   });
 
   it('keys a question by its id and wording', () => {

@@ -31,6 +31,11 @@ export interface RawAnswer {
   label?: string;
   level?: number;
   quote?: string;
+  /**
+   * Why the answer's "p" cannot be read as a probability, with the value given (a number
+   * outside 0 to 1, or not a number): a yes/no question answered so is malformed.
+   */
+  p_problem?: string;
 }
 
 /**
@@ -70,9 +75,16 @@ export function readRawAnswer(o: unknown): RawAnswer | undefined {
   if (!o || typeof o !== 'object' || Array.isArray(o)) return undefined;
   const r = o as Record<string, unknown>;
   const out: RawAnswer = {};
-  const p = num(r.p ?? r.probability ?? r.prob);
-  if (p !== undefined) out.p = p > 1 && p <= 100 ? p / 100 : p;
-  else if (typeof r.answer === 'string' && /^(yes|no)$/i.test(r.answer)) out.p = /^yes$/i.test(r.answer) ? 1 : 0;
+  const given = r.p ?? r.probability ?? r.prob;
+  const p = num(given);
+  if (given !== undefined && given !== null) {
+    // Never guessed: 150 or -3 (or 85, once read as a percentage) is not a probability, and
+    // clamped it became a verdict (150 flagged at 0.9; -3 passed, taking back a not-checked).
+    const shown = JSON.stringify(given)?.slice(0, 40) ?? String(given);
+    if (p === undefined) out.p_problem = `"p" is not a number: ${shown}`;
+    else if (p < 0 || p > 1) out.p_problem = `"p" is not a probability from 0 to 1: ${shown}`;
+    else out.p = p;
+  } else if (typeof r.answer === 'string' && /^(yes|no)$/i.test(r.answer)) out.p = /^yes$/i.test(r.answer) ? 1 : 0;
   if (r.probs && typeof r.probs === 'object') {
     const probs: Record<string, number> = {};
     if (Array.isArray(r.probs)) r.probs.forEach((v, i) => { const n = num(v); if (n !== undefined) probs[String(i)] = n; });
@@ -147,7 +159,7 @@ export function judge(q: QuestionDef, raw: RawAnswer, llm: boolean): Verdict {
   const line = (l: number) => (llm ? Math.min(l, LLM_PROBABILITY_CAP) : l);
   switch (q.kind) {
     case 'yes_no': {
-      if (raw.p === undefined) throw new MalformedAnswerError('no probability "p" in the answer');
+      if (raw.p === undefined) throw new MalformedAnswerError(raw.p_problem ?? 'no probability "p" in the answer');
       const p = cap(clamp01(raw.p));
       return { flagged: p >= line(q.flag_at ?? DEFAULT_FLAG_AT), probability: round(p) };
     }
