@@ -94,6 +94,8 @@ export interface CounterPort {
 }
 export interface GaugePort {
   set(labels: Labels, value: number): void;
+  /** Drops every series: a gauge rebuilt from a list (the checks disabled) starts from none. */
+  reset(): void;
 }
 
 export interface HistogramPort {
@@ -117,7 +119,7 @@ export interface ServiceMetrics {
   busBacklog: GaugePort;
   /** Items set aside in dead_letters, by where (store.events, bus:<topic>/<group>, ...). */
   deadLetters: CounterPort;
-  /** `match` checks disabled until restart for a slow pattern: 1 per check (check_id, source). */
+  /** `match` checks disabled for a slow pattern, until restart or until their pattern changes: 1 per check (check_id, source). */
   checksDisabled: GaugePort;
   /** The question service's cache lookups, by what asked (question, second_look, decision) and where the answer came from (memory, shared, miss). */
   questionCache: CounterPort;

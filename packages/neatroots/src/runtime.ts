@@ -1,6 +1,5 @@
 import { constants as osConstants } from 'node:os';
 import {
-  compileRuleSet,
   recordDisabledChecks,
   SafeMatching,
   loadChecks,
@@ -139,7 +138,8 @@ export async function startCheckSet(opts: {
   // check disabled for a slow one is listed in the home folder for `checks list` and the API.
   const matching = new SafeMatching({ warn: (m) => log.warn(m) });
   const unrecord = recordDisabledChecks(opts.home, matching.disabled, (err) => log.error('could not record the disabled checks', err));
-  const compile = (l: LoadResult): RuleSet => compileRuleSet(l.checks, matching.matcher);
+  // A check disabled for a pattern no longer in effect (changed, or the check deleted) turns back on.
+  const compile = (l: LoadResult): RuleSet => matching.compile(l.checks);
 
   let loaded = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true });
   for (const e of loaded.errors) log.error(`checks: ${e.message} (skipped)`);

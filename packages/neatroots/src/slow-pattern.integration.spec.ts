@@ -116,3 +116,34 @@ it('a slow pattern is stopped at the limit and disabled; other projects and the 
   expect(out[at + 1]).toMatch(/^ {4}disabled: pattern took (over )?\d+ ms on one span \(limit 50 ms\); skipped until neatroots restarts \(since /);
   expect(out.join('\n')).not.toMatch(/needle[^\n]*\n\s+disabled/);
 }, 90_000);
+
+it('a disabled check whose pattern is changed is on again: gone from the metric and the API, and its new pattern raises', async () => {
+  const api = `http://127.0.0.1:${app.httpPort}/v1/projects/project-a`;
+  const headers = { 'x-api-key': KEYS.a, 'content-type': 'application/json' };
+  const yaml = (pattern: string) => `id: slow-saved\nkind: rule\ntitle: saved letters then z\nrule:\n  type: match\n  span: {}\n  pattern: '${pattern}'\n  in: [output]\naction: flag\n`;
+  const saved = await fetch(`${api}/checks`, { method: 'POST', headers, body: JSON.stringify({ yaml: yaml('\\p{L}{1,30}z') }) });
+  expect(saved.status).toBe(200);
+  await send('a', 'run-a2', 'big', 'a'.repeat(200_000), BIG);
+  const metrics = async () => (await fetch(`http://127.0.0.1:${app.adminPort}/metrics`)).text();
+  const disabledLine = /^neatroots_checks_disabled\{[^}]*check_id="slow-saved"[^}]*\} (\d+)$/m;
+  await until('slow-saved disabled in /metrics', async () => (disabledLine.exec(await metrics())?.[1] === '1' ? true : undefined));
+  const listed = async () => ((await (await fetch(`${api}/checks/disabled`, { headers })).json()) as { checks: { check_id: string }[] }).checks.map((c) => c.check_id).sort();
+  expect(await listed()).toEqual(['slow-letters', 'slow-saved']);
+
+  // The pattern fixed: the check is on again, and says so everywhere.
+  const put = await fetch(`${api}/checks/slow-saved`, { method: 'PUT', headers, body: JSON.stringify({ yaml: yaml('needle42') }) });
+  expect(put.status).toBe(200);
+  const text = await until('slow-saved gone from /metrics', async () => {
+    const t = await metrics();
+    return disabledLine.test(t) ? undefined : t;
+  });
+  // The other disabled check, whose pattern did not change, stays disabled.
+  expect(text).toMatch(/^neatroots_checks_disabled\{[^}]*check_id="slow-letters"[^}]*\} 1$/m);
+  expect(await listed()).toEqual(['slow-letters']);
+  await send('a', 'run-a3', 'n1', 'here is needle42');
+  await until('the fixed check\'s finding', async () => {
+    const res = await fetch(`${api}/findings?run_id=run-a3`, { headers });
+    const body = (await res.json()) as { findings: { check_id: string }[] };
+    return body.findings.find((f) => f.check_id === 'slow-saved');
+  });
+}, 90_000);

@@ -92,8 +92,12 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     // The engine's finding count, as the Prometheus counter.
     const stopSync = syncCounter(ctx.metrics.findings, { status: 'any' }, () => engine.metrics.findings);
     const stopShedSync = syncCounter(ctx.metrics.questionTasksShed, {}, () => engine.metrics.questionsShed);
-    // Checks disabled for a slow pattern (this process's matchers), as a gauge per check.
-    const showDisabled = (all: DisabledCheck[]) => all.forEach((d) => ctx.metrics.checksDisabled.set({ check_id: d.check_id, source: d.source ?? '' }, 1));
+    // Checks disabled for a slow pattern (this process's matchers), as a gauge per check, rebuilt
+    // on every change: a check whose pattern changed or that was deleted leaves the list, and the gauge.
+    const showDisabled = (all: DisabledCheck[]) => {
+      ctx.metrics.checksDisabled.reset();
+      for (const d of all) ctx.metrics.checksDisabled.set({ check_id: d.check_id, source: d.source ?? '' }, 1);
+    };
     showDisabled(disabledChecks.list());
     const unwatch = disabledChecks.onChange(showDisabled);
     return {

@@ -2,7 +2,9 @@
  * `match` checks switched off in this process because a pattern was too slow on a span. The
  * seed: such a pattern "is skipped with a warning in the log until neatroots restarts", so
  * this lives as long as the process, and reloading the checks (new matchers for the same
- * check and pattern) does not turn one back on; a changed pattern is a new one and runs.
+ * check and pattern) does not turn one back on; a changed pattern is a new one and runs, and
+ * the entry of the old one goes once the checks are reloaded without it (`retain`), as does
+ * that of a check deleted.
  */
 export interface DisabledCheck {
   check_id: string;
@@ -45,10 +47,30 @@ export class DisabledChecks {
     const k = DisabledChecks.key(d.check_id, d.pattern, d);
     if (this.byKey.has(k)) return false;
     this.byKey.set(k, d);
+    this.changed();
+    return true;
+  }
+
+  /**
+   * Keeps the entries whose key (DisabledChecks.key) is in `inEffect`, the checks and patterns
+   * the checks now in effect run, and drops the others: a check whose pattern changed or that
+   * was deleted is no longer disabled. Tells the listeners when one went; returns how many.
+   */
+  retain(inEffect: ReadonlySet<string>): number {
+    let dropped = 0;
+    for (const k of [...this.byKey.keys()]) {
+      if (inEffect.has(k)) continue;
+      this.byKey.delete(k);
+      dropped++;
+    }
+    if (dropped) this.changed();
+    return dropped;
+  }
+
+  private changed(): void {
     this.version++;
     const all = this.list();
     for (const l of this.listeners) l(all);
-    return true;
   }
 
   list(): DisabledCheck[] {

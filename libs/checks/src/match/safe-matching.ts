@@ -1,8 +1,10 @@
 import type RE2 from 're2';
 import type { JointPattern, TextMatcher } from '../engine/compile';
+import type { RuleSet } from '../engine/engine';
+import { compileRuleSet } from '../engine/ruleset';
 import { checkPatternBounds, compileSafe, DEFAULT_PATTERN_BOUNDS, type PatternBounds } from '../regex';
-import type { CheckSource } from '../types';
-import { disabledChecks as processDisabled, type CheckScope, type DisabledChecks } from './disabled';
+import type { Check, CheckSource } from '../types';
+import { DisabledChecks as DisabledList, disabledChecks as processDisabled, type CheckScope, type DisabledChecks } from './disabled';
 import { MatchWorker } from './pool';
 
 /** The seed's limit per span for the patterns of checks people write. */
@@ -63,6 +65,8 @@ export class SafeMatching {
   private readonly fastUnits: number;
   private readonly warn: (message: string, fields?: Record<string, unknown>) => void;
   private pending: Pending[] = [];
+  /** While `compile` runs: the keys (DisabledChecks.key) of the patterns given matchers. */
+  private compiling: Set<string> | undefined;
 
   constructor(opts: SafeMatchingOptions = {}) {
     this.limitMs = opts.limitMs ?? DEFAULT_MATCH_LIMIT_MS;
@@ -78,12 +82,32 @@ export class SafeMatching {
 
   /** The matcher factory compileRuleSet takes. */
   readonly matcher = (check: MatchedCheck, pattern: string): TextMatcher => {
+    this.compiling?.add(DisabledList.key(check.id, pattern, { projects: check.applies_to?.project, not_projects: check.applies_to?.not_project }));
     const re = compileSafe(pattern, this.bounds);
     const size = checkPatternBounds(pattern, this.bounds).size;
     // Ours: inline on any text, alone or in a joint pass (engine/joint.ts).
     if (check.source === 'library') return { test: (text) => re.test(text), joint: { source: pattern, size, budget: Infinity, live: () => true } };
     return new PatternMatcher(this, check, pattern, re, size);
   };
+
+  /**
+   * The rule set of `checks` with these matchers: the checks in effect (the first load and each
+   * reload). A disabled check that is no longer in effect with the pattern it was disabled for
+   * (its pattern changed, or it was deleted) leaves the disabled list: the log, `checks list`,
+   * the API and the metrics stop saying it is disabled, and its new pattern runs.
+   */
+  compile(checks: readonly Check[]): RuleSet {
+    const keys = new Set<string>();
+    this.compiling = keys;
+    let set: RuleSet;
+    try {
+      set = compileRuleSet(checks, this.matcher);
+    } finally {
+      this.compiling = undefined;
+    }
+    this.disabled.retain(keys);
+    return set;
+  }
 
   /** Stops the matcher thread; queued calls still pending are rejected. */
   async close(): Promise<void> {

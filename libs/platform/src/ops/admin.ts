@@ -90,7 +90,7 @@ export function createMetrics(service: string): Metrics {
     deadLetters: new Counter({ name: 'neatroots_dead_letters_total', help: 'Items set aside in dead_letters (the store refused them, or no handler could take them), by source', labelNames: ['source'], ...reg }),
     checksDisabled: new Gauge({
       name: 'neatroots_checks_disabled',
-      help: 'match checks disabled until restart because a pattern went over its time limit on a span (1 per check)',
+      help: 'match checks disabled because a pattern went over its time limit on a span, until restart or until the check is changed or deleted (1 per check)',
       labelNames: ['check_id', 'source'],
       ...reg,
     }),
