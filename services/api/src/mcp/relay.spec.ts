@@ -53,7 +53,7 @@ describe('relayStdioToHttp', () => {
   beforeEach(() => (posted.length = 0));
 
   /** Pipes the agent's lines in, closes its standard input, and waits for the relay to end. */
-  async function relay(lines: object[], drainMs?: number, to: { url?: string; key?: string } = {}): Promise<{ answers: { id?: unknown; result?: unknown; error?: { message: string } }[]; errors: string[]; ms: number }> {
+  async function relay(lines: (object | string)[], drainMs?: number, to: { url?: string; key?: string } = {}): Promise<{ answers: { id?: unknown; result?: unknown; error?: { message: string } }[]; errors: string[]; ms: number }> {
     const stdin = new PassThrough();
     const stdout = new PassThrough();
     let written = '';
@@ -61,7 +61,7 @@ describe('relayStdioToHttp', () => {
     const errors: string[] = [];
     const t0 = Date.now();
     const done = relayStdioToHttp({ url: to.url ?? url, key: to.key ?? 'k', stdin, stdout, onError: (e) => errors.push(e.message), ...(drainMs !== undefined ? { drainMs } : {}) });
-    for (const l of lines) stdin.write(`${JSON.stringify(l)}\n`);
+    for (const l of lines) stdin.write(typeof l === 'string' ? l : `${JSON.stringify(l)}\n`);
     stdin.end();
     await done;
     return { answers: written.split('\n').filter(Boolean).map((l) => JSON.parse(l)), errors, ms: Date.now() - t0 };
@@ -93,6 +93,45 @@ describe('relayStdioToHttp', () => {
       { method: 'tools/list', id: 2, session: 'session-1' },
       { method: 'notifications/cancelled', session: 'session-1' },
     ]);
+  });
+
+  it('a line that is no JSON-RPC message is answered with a JSON-RPC error and said in one line; the lines around it are relayed', async () => {
+    delayMs = 0;
+    const r = await relay([
+      '{"jsonrpc":"1.0","id":8,"method":"ping"}\n',
+      'not json\n',
+      '\n',
+      '{"jsonrpc":"2.0","id":10,"method":"ping"}\n',
+      '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}\r\n',
+      '[{"jsonrpc":"2.0","id":11,"method":"ping"}]\n',
+      '{"jsonrpc":"2.0","id":"x","method":"ping"}\n',
+    ]);
+    expect(r.answers).toEqual(
+      expect.arrayContaining([
+        { jsonrpc: '2.0', id: 8, error: { code: -32600, message: 'Invalid Request: jsonrpc must be "2.0", got "1.0"' } },
+        { jsonrpc: '2.0', id: null, error: { code: -32700, message: expect.stringMatching(/^Parse error: not JSON \(Unexpected token/) } },
+        { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: id must be a string or a number, got {"a":1}' } },
+        { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: a batch (an array); send one message a line' } },
+        { jsonrpc: '2.0', id: 10, result: { answered: 'ping' } },
+        { jsonrpc: '2.0', id: 'x', result: { answered: 'ping' } },
+      ]),
+    );
+    expect(r.answers).toHaveLength(6);
+    expect(posted.map((m) => m.id)).toEqual([10, 'x']);
+    expect(r.errors).toEqual([
+      'line 1 of standard input is not a JSON-RPC message: jsonrpc must be "2.0", got "1.0"; answered -32600 Invalid Request',
+      expect.stringMatching(/^line 2 of standard input is not JSON: Unexpected token .*; answered -32700 Parse error$/),
+      'line 5 of standard input is not a JSON-RPC message: id must be a string or a number, got {"a":1}; answered -32600 Invalid Request',
+      'line 6 of standard input is not a JSON-RPC message: a batch (an array); send one message a line; answered -32600 Invalid Request',
+    ]);
+    for (const e of r.errors) expect(e).not.toContain('\n');
+  });
+
+  it('a message split across writes, or two in one, is relayed whole', async () => {
+    delayMs = 0;
+    const r = await relay(['{"jsonrpc":"2.0",', '"id":1,"method":"ping"}\n{"jsonrpc":"2.0","id":2,', '"method":"ping"}\n']);
+    expect(r.errors).toEqual([]);
+    expect(r.answers).toEqual(expect.arrayContaining([{ jsonrpc: '2.0', id: 1, result: { answered: 'ping' } }, { jsonrpc: '2.0', id: 2, result: { answered: 'ping' } }]));
   });
 
   it('standard input closed with nothing in flight: it ends at once', async () => {

@@ -1,6 +1,8 @@
+import { Transform } from 'node:stream';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from '@modelcontextprotocol/sdk/shared/stdio.js';
+import { ErrorCode, JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
 /** Where the api serves the MCP tools (streamable HTTP). */
 export const MCP_PATH = '/v1/mcp';
@@ -27,8 +29,16 @@ export async function relayStdioToHttp(opts: {
 }): Promise<void> {
   const where = `${opts.url.replace(/\/+$/, '')}${MCP_PATH}`;
   const input = opts.stdin ?? process.stdin;
+  const output = opts.stdout ?? process.stdout;
   const drainMs = opts.drainMs ?? DRAIN_MS;
-  const stdio = new StdioServerTransport(opts.stdin as never, opts.stdout as never);
+  // A line that is no JSON-RPC message is answered here with a JSON-RPC error, as the api
+  // answers such a body, and said in one line; the rest goes on to the SDK's transport.
+  const lines = messageLines((answer, problem) => {
+    if (answer) output.write(`${JSON.stringify(answer)}\n`);
+    opts.onError?.(new Error(problem));
+  });
+  input.pipe(lines);
+  const stdio = new StdioServerTransport(lines, opts.stdout as never);
   const http = new StreamableHTTPClientTransport(new URL(where), {
     requestInit: { headers: { 'x-api-key': opts.key } },
   });
@@ -64,6 +74,9 @@ export async function relayStdioToHttp(opts: {
       if (done) return;
       done = true;
       clearTimeout(bound);
+      // Standard input is read no further (a flowing stdin would keep the process up).
+      input.unpipe(lines);
+      if (!input.listenerCount('data')) input.pause();
       void stdio.close().catch(() => undefined);
       void http.close().catch(() => undefined);
       resolve();
@@ -114,6 +127,8 @@ export async function relayStdioToHttp(opts: {
     };
     stdio.onerror = report;
     http.onerror = report;
+    // Standard input's own failures (the SDK's transport reads the lines taken from it).
+    input.on('error', report);
     stdio.onclose = finish;
     http.onclose = finish;
     // stdin ended: the agent sends nothing more, but may still read the answers to what it sent.
@@ -147,4 +162,71 @@ function requestId(msg: JSONRPCMessage): RequestId | undefined {
 function answerId(msg: JSONRPCMessage): RequestId | undefined {
   const m = msg as { id?: RequestId };
   return m.id !== undefined && m.id !== null && !('method' in m) ? m.id : undefined;
+}
+
+/**
+ * The agent's standard input, line by line, with each line that is not a JSON-RPC message taken
+ * out: `refused` is called with its answer (-32700 Parse error for a line that is not JSON,
+ * -32600 Invalid Request for one that is not a JSON-RPC message; with the line's id when one can
+ * be read, else null; none for something that looks like an answer of the agent's) and what is
+ * wrong, in one line. Blank lines are skipped. A line longer than the SDK's transport takes is
+ * passed on for it to refuse, as it did before.
+ */
+function messageLines(refused: (answer: JSONRPCMessage | undefined, problem: string) => void): Transform {
+  let pending: Buffer = Buffer.alloc(0);
+  let n = 0;
+  const check = (line: Buffer): Buffer | undefined => {
+    n++;
+    const text = line.toString('utf8').replace(/\r$/, '');
+    if (!text.trim()) return undefined;
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      const why = (err as Error).message;
+      refused({ jsonrpc: '2.0', id: null, error: { code: ErrorCode.ParseError, message: `Parse error: not JSON (${why})` } } as unknown as JSONRPCMessage, `line ${n} of standard input is not JSON: ${why}; answered ${ErrorCode.ParseError} Parse error`);
+      return undefined;
+    }
+    if (JSONRPCMessageSchema.safeParse(value).success) return line;
+    const m = (value && typeof value === 'object' && !Array.isArray(value) ? value : {}) as Record<string, unknown>;
+    const id = typeof m.id === 'string' || typeof m.id === 'number' ? m.id : null;
+    const problem = invalidBecause(value);
+    // An answer of the agent's (to a request of the server's) is not answered back.
+    const answer = !('method' in m) && ('result' in m || 'error' in m);
+    refused(
+      answer ? undefined : ({ jsonrpc: '2.0', id, error: { code: ErrorCode.InvalidRequest, message: `Invalid Request: ${problem}` } } as unknown as JSONRPCMessage),
+      `line ${n} of standard input is not a JSON-RPC message: ${problem}; ${answer ? 'not relayed' : `answered ${ErrorCode.InvalidRequest} Invalid Request`}`,
+    );
+    return undefined;
+  };
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      let at: number;
+      while ((at = pending.indexOf(0x0a)) !== -1) {
+        const line = pending.subarray(0, at + 1);
+        pending = pending.subarray(at + 1);
+        const ok = check(line.subarray(0, at));
+        if (ok) this.push(line);
+      }
+      // Past the SDK's bound without a line's end: its transport refuses it, as before.
+      if (pending.length > STDIO_DEFAULT_MAX_BUFFER_SIZE) {
+        this.push(pending);
+        pending = Buffer.alloc(0);
+      }
+      done();
+    },
+  });
+}
+
+/** What makes a JSON value no JSON-RPC message, in a few words. */
+function invalidBecause(value: unknown): string {
+  if (Array.isArray(value)) return 'a batch (an array); send one message a line';
+  if (!value || typeof value !== 'object') return 'not a JSON object';
+  const m = value as Record<string, unknown>;
+  if (m.jsonrpc !== '2.0') return `jsonrpc must be "2.0", got ${m.jsonrpc === undefined ? 'none' : JSON.stringify(m.jsonrpc)}`;
+  if ('method' in m && typeof m.method !== 'string') return `method must be a string, got ${JSON.stringify(m.method)}`;
+  if ('id' in m && typeof m.id !== 'string' && typeof m.id !== 'number') return `id must be a string or a number, got ${JSON.stringify(m.id)}`;
+  if ('params' in m && (typeof m.params !== 'object' || m.params === null || Array.isArray(m.params))) return 'params must be an object';
+  return 'not a request, notification or response';
 }
