@@ -68,7 +68,7 @@ export function createMetrics(service: string): Metrics {
     spansRejected: new Counter({ name: 'neatroots_spans_rejected_total', help: 'Spans rejected, by reason', labelNames: ['source', 'reason'], ...reg }),
     published: new Counter({ name: 'neatroots_bus_published_total', help: 'Records published to the bus', labelNames: ['topic'], ...reg }),
     consumed: new Counter({ name: 'neatroots_bus_consumed_total', help: 'Records consumed from the bus', labelNames: ['topic', 'group'], ...reg }),
-    findings: new Counter({ name: 'neatroots_findings_total', help: 'Finding events, by status', labelNames: ['status'], ...reg }),
+    findings: new Counter({ name: 'neatroots_findings_total', help: "Finding events of the rule engine's checks (raised, updated and resolved together: status is always any)", labelNames: ['status'], ...reg }),
     findingDelay: new Histogram({
       name: 'neatroots_finding_delay_seconds',
       help: "From the receipt at ingest of the span a finding was raised on to the finding published, by the check's kind and action",
