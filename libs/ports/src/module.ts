@@ -116,6 +116,8 @@ export interface ServiceMetrics {
   dependencyErrors: CounterPort;
   /** Spans of exports refused by back-pressure, by reason. */
   spansRefused: CounterPort;
+  /** Calls ingest refused as a whole, by gRPC status name (code). */
+  ingestCallsFailed: CounterPort;
   busBacklog: GaugePort;
   /** Items set aside in dead_letters, by where (store.events, bus:<topic>/<group>, ...). */
   deadLetters: CounterPort;

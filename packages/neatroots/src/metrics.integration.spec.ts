@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { createLogger, LogBus, MemoryBus } from '@neatroots/platform';
 import { deadLetterTopic } from '@neatroots/ports';
+import { v1 } from '@neatroots/proto';
 import { startEmbedded, type EmbeddedApp } from './embedded';
 import { testConfig, tempHome } from './test-app.test';
 
@@ -59,5 +61,40 @@ describe('the counters alerts watch, on a fresh embedded app', () => {
       .map(([topic, opts]) => `bus:${topic.name}/${opts.group}`);
     expect(groups.length).toBeGreaterThanOrEqual(5);
     expect(sources).toEqual([...new Set(['store.deliveries', 'store.events', 'store.findings', ...groups])].sort());
+  });
+});
+
+describe("ingest's refusals", () => {
+  /** Waits (bounded: ingest hands its counters over every second) until /metrics holds these counts by code. */
+  async function untilFailed(want: Record<string, number>): Promise<void> {
+    let got: Record<string, number> = {};
+    for (const end = Date.now() + 15_000; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+      got = Object.fromEntries(samples(await metrics(), 'neatroots_ingest_calls_failed_total').map((s) => [s.labels.code, s.value]));
+      if (Object.entries(want).every(([code, n]) => got[code] === n)) return;
+    }
+    expect(got).toMatchObject(want);
+  }
+  const post = (headers: Record<string, string>, body: string) =>
+    fetch(`http://127.0.0.1:${app.ingest.otlpHttpPort}/v1/traces`, { method: 'POST', headers, body });
+
+  it('counts each call refused as a whole by its gRPC code, over OTLP/HTTP and gRPC alike', async () => {
+    // Before any call: the codes an operator looks for, at 0.
+    await untilFailed({ UNAUTHENTICATED: 0, INVALID_ARGUMENT: 0, RESOURCE_EXHAUSTED: 0, UNAVAILABLE: 0 });
+    expect((await post({ 'content-type': 'application/json', 'x-api-key': 'not-a-key' }, '{"resourceSpans":[]}')).status).toBe(401);
+    expect((await post({ 'content-type': 'application/json', 'x-api-key': KEY }, '{"resourceSpans": [')).status).toBe(400);
+    await untilFailed({ UNAUTHENTICATED: 1, INVALID_ARGUMENT: 1 });
+    // What the HTTP receiver refuses itself (a content type it does not read: 415), and a
+    // neatroots.v1 export over gRPC with a key no project has.
+    expect((await post({ 'content-type': 'text/plain', 'x-api-key': KEY }, 'spans')).status).toBe(415);
+    const client = new v1.IngestClient(`127.0.0.1:${app.ingest.grpcPort}`, credentials.createInsecure());
+    try {
+      const md = new Metadata();
+      md.set('x-api-key', 'not-a-key');
+      const code = await new Promise<number | undefined>((resolve) => client.export(v1.ExportRequest.fromPartial({ events: [] }), md, (err) => resolve(err?.code)));
+      expect(code).toBe(status.UNAUTHENTICATED);
+    } finally {
+      client.close();
+    }
+    await untilFailed({ UNAUTHENTICATED: 2, INVALID_ARGUMENT: 2 });
   });
 });

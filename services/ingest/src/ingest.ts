@@ -743,6 +743,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         retryAfterMs: opts.pressure?.retryAfterMs ?? 1000,
         checkKey: admitKey,
         exportTraces: otlpHttpExport,
+        onRefused: (code) => inc(metrics.calls_failed, Status[code]),
         logger: log,
       });
     }

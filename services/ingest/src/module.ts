@@ -95,8 +95,12 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       });
       ctx.setHealth('neatroots.v1.Ingest', true);
       ctx.setHealth('opentelemetry.proto.collector.trace.v1.TraceService', true);
-      // Ingest's counters, as Prometheus metrics.
-      const last = { received: 0, accepted: 0, rejected: {} as Record<string, number>, refused: {} as Record<string, number>, notes: {} as Record<string, number> };
+      // Ingest's counters, as Prometheus metrics. The refusals an operator looks for first start
+      // at 0, so that the first of them is an increase.
+      for (const code of ['UNAUTHENTICATED', 'PERMISSION_DENIED', 'INVALID_ARGUMENT', 'RESOURCE_EXHAUSTED', 'UNAVAILABLE', 'INTERNAL']) ctx.metrics.ingestCallsFailed.inc({ code }, 0);
+      const last = {
+        received: 0, accepted: 0, rejected: {} as Record<string, number>, refused: {} as Record<string, number>, failed: {} as Record<string, number>, notes: {} as Record<string, number>,
+      };
       const sync = setInterval(() => {
         const m = ingest.metrics;
         ctx.metrics.spansReceived.inc({ source: 'all' }, m.items_received - last.received);
@@ -114,6 +118,11 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
           if (d > 0) ctx.metrics.spansRefused.inc({ reason }, d);
         }
         last.refused = { ...m.items_refused };
+        for (const [code, n] of Object.entries(m.calls_failed)) {
+          const d = n - (last.failed[code] ?? 0);
+          if (d > 0) ctx.metrics.ingestCallsFailed.inc({ code }, d);
+        }
+        last.failed = { ...m.calls_failed };
         const notes: Record<string, number> = {
           received: m.notes_received, stream: m.notes_delivered.stream, piggyback: m.notes_delivered.piggyback,
           dropped: m.notes_dropped, grouped: m.notes_grouped,

@@ -58,6 +58,13 @@ export interface OtlpHttpOptions {
    */
   checkKey(md: Metadata): Promise<{ code: Status; message: string } | undefined>;
   exportTraces(md: Metadata, req: DecodedRequest): Promise<OtlpOutcome>;
+  /**
+   * Told of each request the receiver refuses itself, by the gRPC code its answer carries: a
+   * path or method it does not serve, a content type or encoding it does not read, a body over
+   * the bound or that does not inflate, an unexpected error (500: INTERNAL). Not of those
+   * checkKey or exportTraces refused (they count their own), nor of a client that went away.
+   */
+  onRefused?(code: Status): void;
   /** `debug`, when given, hears of requests their client gave up on (a normal disconnect). */
   logger: { error(msg: string, err?: unknown): void; debug?(msg: string): void };
 }
@@ -80,6 +87,8 @@ const HTTP_STATUS: Partial<Record<Status, number>> = {
 };
 
 class HttpError extends Error {
+  /** Counted already where it was decided (checkKey). */
+  counted = false;
   constructor(
     readonly httpStatus: number,
     readonly code: Status,
@@ -238,7 +247,7 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
       // No body is read, unpacked or decoded for a request without a known key.
       const md = metadataOf(req);
       const refused = await opts.checkKey(md);
-      if (refused) throw new HttpError(HTTP_STATUS[refused.code] ?? 500, refused.code, refused.message);
+      if (refused) throw Object.assign(new HttpError(HTTP_STATUS[refused.code] ?? 500, refused.code, refused.message), { counted: true });
       const body = await inflate(req, await readBody(req, opts.maxBodyBytes), opts.maxBodyBytes);
       const decoded = decode(body, enc);
       const outcome = await opts.exportTraces(md, decoded);
@@ -256,12 +265,14 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
         return;
       }
       if (e instanceof HttpError) {
+        if (!e.counted) opts.onRefused?.(e.code);
         // The rest of a refused body is not read: close the connection rather than drain it.
         if (!req.complete) res.setHeader('Connection', 'close');
         sendError(res, enc, e.httpStatus, e.code, e.message);
         return;
       }
       opts.logger.error('ingest: OTLP/HTTP: unexpected error', e);
+      opts.onRefused?.(Status.INTERNAL);
       sendError(res, enc, 500, Status.INTERNAL, (e as Error)?.message ?? String(e));
     }
   }

@@ -33,6 +33,12 @@ export interface Metrics {
   dependencyErrors: Counter<'dependency'>;
   /** Spans of exports refused by back-pressure (RESOURCE_EXHAUSTED), by reason: backlog, memory. */
   spansRefused: Counter<'reason'>;
+  /**
+   * Calls ingest refused as a whole, by gRPC status name (`code`): a missing or unknown key, a
+   * body that does not decode, back-pressure, the bus unavailable, ... Over OTLP/HTTP the
+   * refusal's gRPC code (401 UNAUTHENTICATED, 400 INVALID_ARGUMENT, 429 RESOURCE_EXHAUSTED, ...).
+   */
+  ingestCallsFailed: Counter<'code'>;
   /** Records accepted and not processed yet (the in-process bus's slowest group; Kafka: unsent). */
   busBacklog: Gauge<'topic'>;
   deadLetters: Counter<'source'>;
@@ -85,6 +91,12 @@ export function createMetrics(service: string): Metrics {
     }),
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
     spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),
+    ingestCallsFailed: new Counter({
+      name: 'neatroots_ingest_calls_failed_total',
+      help: 'Calls ingest refused as a whole (exports, pre-call checks, Subscribe streams; OTLP/gRPC, OTLP/HTTP and neatroots.v1), by gRPC status name',
+      labelNames: ['code'],
+      ...reg,
+    }),
     busBacklog: new Gauge({ name: 'neatroots_bus_backlog', help: 'Records accepted and not processed yet', labelNames: ['topic'], ...reg }),
     failing: new Gauge({ name: 'neatroots_failing', help: '1 once a part of this process stopped for good (embedded: the bus log or a window journal after a disk error) and it must be started again; /healthz says why', ...reg }),
     deadLetters: new Counter({ name: 'neatroots_dead_letters_total', help: 'Items set aside in dead_letters (the store refused them, or no handler could take them), by source', labelNames: ['source'], ...reg }),
