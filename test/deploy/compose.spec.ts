@@ -226,6 +226,11 @@ describe('docker-compose.yml', () => {
     expect(loadConfig(containerEnv(svc(name), { NEATROOTS_INTERNAL_TOKEN_REQUIRED: 'false' })).NEATROOTS_INTERNAL_TOKEN_REQUIRED).toBe(false);
   });
 
+  it.each(APP)('passes NEATROOTS_REDIS_RING_LISTS of the shell or .env to %s (the rollout before a rollback past 2026-12-04); on without it', (name) => {
+    expect(loadConfig(containerEnv(svc(name))).NEATROOTS_REDIS_RING_LISTS).toBe('on');
+    expect(loadConfig(containerEnv(svc(name), { NEATROOTS_REDIS_RING_LISTS: 'off' })).NEATROOTS_REDIS_RING_LISTS).toBe('off');
+  });
+
   it.each(APP)('passes NEATROOTS_SECRET_KEY of the shell or .env to %s (GitHub connections are off without it)', (name) => {
     const hex = '5e'.repeat(32);
     expect(loadConfig(containerEnv(svc(name), { NEATROOTS_SECRET_KEY: hex })).NEATROOTS_SECRET_KEY?.toString('hex')).toBe(hex);

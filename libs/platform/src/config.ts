@@ -219,7 +219,8 @@ const schema = z.object({
   /**
    * Distributed: the question scheduler's ring of a run's latest spans kept as a Redis list beside
    * its window, pushed and trimmed (on), or written whole in its JSON (off: what a rule engine of
-   * a version before 2026-12-04 reads; during a rolling upgrade from one). Read either way.
+   * a version before 2026-12-04 reads; during a rolling upgrade from one, and before a rollback to
+   * one: the lists found are folded back into the JSON, see windows/redis.ts). Read either way.
    */
   NEATROOTS_REDIS_RING_LISTS: z.enum(['on', 'off']).default('on'),
   /** Compression of what the Kafka bus sends (gzip at a fast level): a tenth of the bytes for the broker and the consumers (docs/performance.md). */

@@ -260,6 +260,10 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
             memberFields: wopts?.memberFields,
             listFields: wopts?.listFields,
             writeLists: config.NEATROOTS_REDIS_RING_LISTS === 'on',
+            // off (before a rollback to a version that cannot read lists): the windows no batch
+            // loads (runs left open) are folded back into their JSON too, at the start and every 5 min
+            inlineListsEveryMs: 5 * 60_000,
+            onListsInlined: (n) => log.info(`windows: folded the ring lists of ${n} run windows back into their JSON (NEATROOTS_REDIS_RING_LISTS=off)`),
             cacheWindows: config.NEATROOTS_REDIS_WINDOW_CACHE,
             onError: (err) => {
               metrics.dependencyErrors.inc({ dependency: 'redis' });

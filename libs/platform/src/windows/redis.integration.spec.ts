@@ -532,6 +532,93 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
       }
     });
 
+    describe('rolling back to a version that cannot read lists (writeLists off: NEATROOTS_REDIS_RING_LISTS=off)', () => {
+      /** A window of the run key `key` kept with its ring in a list, at revision 2, as a store writing lists leaves it. */
+      const listed = async (store: RedisWindowStore<Win>, key: string, ring: number[]) => {
+        await store.save([{ key, window: { n: 1, ring: ring.slice(0, 1), rev: 1 }, expectRev: 0, ttlMs: 60_000 }]);
+        await store.save([{ key, window: next((await store.load([key])).get(key)!, push(...ring.slice(1))), expectRev: 1, ttlMs: 60_000 }]);
+        expect(JSON.parse((await raw.get(`${p0(store)}:w:${key}`))!).ring).toBe('#list');
+      };
+      const p0 = (store: RedisWindowStore<Win>) => (store as unknown as { windowPrefix: string }).windowPrefix.replace(/:w:$/, '');
+      /** What a rule engine of the version before reads: the window's JSON alone, the ring an array in it. */
+      const asBefore = async (p: string, key: string) => JSON.parse((await raw.get(`${p}:w:${key}`))!) as Win;
+
+      it('folds a window loaded with lists back into its JSON at the load, its list removed, its revision and expiry kept; saved, it stays so', async () => {
+        const p = prefix();
+        const store = await open(p);
+        const off = await open(p, ['ring'], false);
+        const before = await openRedisWindowStore<Win>({ url, prefix: p });
+        try {
+          await listed(store, 'k', [1, 2, 3]);
+          const ttl = await raw.pttl(`${p}:w:k`);
+          // a load alone, no save (a batch that changed nothing, or failed)
+          expect((await off.load(['k'])).get('k')).toEqual({ n: 1, ring: [1, 2, 3], rev: 2 });
+          expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+          expect(await asBefore(p, 'k')).toEqual({ n: 1, ring: [1, 2, 3], rev: 2 });
+          expect(await raw.get(`${p}:w:k:rev`)).toBe('2');
+          const kept = await raw.pttl(`${p}:w:k`);
+          expect(kept).toBeGreaterThan(0);
+          expect(kept).toBeLessThanOrEqual(ttl);
+          // the version before (no list fields) reads the ring as an array
+          expect((await before.load(['k'])).get('k')!.ring).toEqual([1, 2, 3]);
+          // and a save through the store writing no lists keeps it in the JSON
+          await off.save([{ key: 'k', window: next((await off.load(['k'])).get('k')!, push(4)), expectRev: 2, ttlMs: 60_000 }]);
+          expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+          expect(await asBefore(p, 'k')).toEqual({ n: 1, ring: [1, 2, 3, 4], rev: 3 });
+        } finally {
+          await Promise.all([store, off, before].map((x) => x.close()));
+        }
+      });
+
+      it('folds every window with lists, those no batch loads too (runs left open): inlineAllLists, and at the start of a store with inlineListsEveryMs', async () => {
+        const p = prefix();
+        const store = await open(p);
+        try {
+          for (const key of ['p\u0000left-open-1', 'p\u0000left-open-2']) await listed(store, key, [1, 2, 3]);
+          await store.save([{ key: 'p\u0000no-list', window: { n: 5, ring: [7], rev: 1 }, expectRev: 0 }]);
+          const folded: number[] = [];
+          const off = await openRedisWindowStore<Win>({ url, prefix: p, listFields: ['ring'], writeLists: false, inlineListsEveryMs: 60_000, onListsInlined: (n) => void folded.push(n) });
+          try {
+            await until('the sweep at the store\'s start', () => folded.length > 0);
+            expect(folded).toEqual([2]);
+            expect(await raw.keys(`${p}:*:l:*`)).toEqual([]);
+            for (const key of ['p\u0000left-open-1', 'p\u0000left-open-2']) expect(await asBefore(p, key)).toEqual({ n: 1, ring: [1, 2, 3], rev: 2 });
+            expect(await asBefore(p, 'p\u0000no-list')).toEqual({ n: 5, ring: [7], rev: 1 });
+            // a window a replica still writing lists moved on meanwhile: the next sweep folds it
+            await listed(store, 'p\u0000late', [4, 5]);
+            expect(await off.inlineAllLists()).toBe(1);
+            expect(await raw.keys(`${p}:*:l:*`)).toEqual([]);
+            expect(await off.inlineAllLists()).toBe(0);
+          } finally {
+            await off.close();
+          }
+        } finally {
+          await store.close();
+        }
+      });
+
+      it('refuses a push onto a list folded meanwhile as a conflict, rather than leave a list of the new items only', async () => {
+        const p = prefix();
+        const a = await open(p);
+        const off = await open(p, ['ring'], false);
+        try {
+          await listed(a, 'k', [1, 2, 3]);
+          const w = next((await a.load(['k'])).get('k')!, push(4));
+          await off.load(['k']);
+          expect(await raw.exists(`${p}:w:k:l:ring`)).toBe(0);
+          // same revision (a fold keeps it), but the list is not the one a read: nothing written
+          await expect(a.save([{ key: 'k', window: w, expectRev: 2 }])).rejects.toThrow(WindowConflictError);
+          expect(await asBefore(p, 'k')).toEqual({ n: 1, ring: [1, 2, 3], rev: 2 });
+          // loaded again, its save writes the ring whole
+          await a.save([{ key: 'k', window: next((await a.load(['k'])).get('k')!, push(4)), expectRev: 2 }]);
+          expect((await off.load(['k'])).get('k')!.ring).toEqual([1, 2, 3, 4]);
+        } finally {
+          await a.close();
+          await off.close();
+        }
+      });
+    });
+
     it('holds the same ring as a model over random steps of two replicas (pushes, bursts, items replaced, nothing changed)', async () => {
       const p = prefix();
       const stores = [await open(p), await open(p)];

@@ -45,7 +45,15 @@ import { FailFastRedis } from '../redis-client';
  *   the list whole. An array written whole anyway (a new window, an item replaced in place,
  *   more appended than the array keeps: a run's burst) stays in the JSON, one string, which
  *   costs less than its items one by one. A load reads the lists of the windows it reads
- *   (LRANGE, in the same round trip).
+ *   (LRANGE, in the same round trip). A push is a compare-and-set on the list too: a save whose
+ *   list is not the length the store last saw (folded back into the JSON meanwhile) is refused
+ *   as a conflict, and the caller loads again, rather than leave a list of the new items only.
+ * - writeLists off (a rolling upgrade from, or a rollback to, a version that cannot read lists):
+ *   list fields are written in the JSON. A window found with lists is folded back at once, its
+ *   lists into its JSON and its list keys removed (inlineLists: compare-and-set on its revision,
+ *   which it keeps, and its expiry kept), when it is loaded; inlineAllLists does it to every
+ *   window that has lists (SCAN), for those no batch loads (a run left open), and with
+ *   inlineListsEveryMs the store runs it at its start and then on that period.
  * - wakeAt: ZADD LT, which keeps the earliest time (Redis >= 6.2, checked on connect).
  * - takeDue: a Lua script that ranges and removes in one step, so two replicas never both
  *   take the same key.
@@ -85,10 +93,19 @@ export interface RedisWindowStoreOptions {
   listFields?: readonly string[];
   /**
    * false: list fields are read from their lists but written in the window's JSON (the list
-   * removed), as a store without listFields writes them: for a rolling upgrade from a version
+   * removed), as a store without listFields writes them, and a window loaded with lists is
+   * folded back into its JSON at once: for a rolling upgrade from, or a rollback to, a version
    * that cannot read the lists. Default true.
    */
   writeLists?: boolean;
+  /**
+   * With writeLists false: fold every window's lists back into its JSON (inlineAllLists) at the
+   * store's start and then every this many ms, so that windows no batch loads (runs left open)
+   * are folded too. Default: never (a caller runs inlineAllLists itself).
+   */
+  inlineListsEveryMs?: number;
+  /** After a sweep of inlineListsEveryMs that folded some windows: how many. */
+  onListsInlined?: (windows: number) => void;
 }
 
 /** Windows a store saved, by key, bounded in count and in the bytes of their JSON (oldest saved out first). */
@@ -147,9 +164,10 @@ return due
 // ('-' for none), wake ('-' unchanged, 'x' none, else its time), the key as the schedule's
 // member, the number of member entries m, then m (name, value) pairs for the members hash, then
 // per list field: its mode ('-' not a list in this save: the list is removed; '=' the items are
-// the whole list; '+' they are appended, then the first `drop` trimmed), drop, the item count k,
-// then k items. Nothing is written unless every expectation holds; returns the 1-based
-// conflicting entries.
+// the whole list; '+' they are appended, then the first `drop` trimmed), drop, the list's length
+// expected before ('+': a list of another length, folded into the JSON meanwhile, is a conflict),
+// the item count k, then k items. Nothing is written unless every expectation holds; returns the
+// 1-based conflicting entries.
 const SAVE = `
 local n = tonumber(ARGV[1])
 local lists = tonumber(ARGV[2])
@@ -164,12 +182,16 @@ for i = 1, n do
   local expect = ARGV[a]
   local cur = tonumber(redis.call('GET', KEYS[k0 + 2]) or '0')
   if redis.call('EXISTS', KEYS[k0 + 1]) == 0 then cur = 0 end
-  if expect ~= '-' and tonumber(expect) ~= cur then conflicts[#conflicts + 1] = i end
+  local bad = expect ~= '-' and tonumber(expect) ~= cur
   if expect ~= '-' then revs[i] = tonumber(expect) + 1 else revs[i] = cur + 1 end
   fresh[i] = cur == 0
   at[i] = a
   a = a + 6 + 2 * tonumber(ARGV[a + 5])
-  for j = 1, lists do a = a + 3 + tonumber(ARGV[a + 2]) end
+  for j = 1, lists do
+    if ARGV[a] == '+' and not fresh[i] and redis.call('LLEN', KEYS[k0 + 3 + j]) ~= tonumber(ARGV[a + 2]) then bad = true end
+    a = a + 4 + tonumber(ARGV[a + 3])
+  end
+  if bad then conflicts[#conflicts + 1] = i end
 end
 if #conflicts > 0 then return conflicts end
 local function push(key, first, last)
@@ -212,17 +234,31 @@ for i = 1, n do
     local key = KEYS[k0 + 3 + j]
     local mode = ARGV[c]
     local drop = tonumber(ARGV[c + 1])
-    local k = tonumber(ARGV[c + 2])
+    local k = tonumber(ARGV[c + 3])
     if mode ~= '+' or fresh[i] then redis.call('DEL', key) end
     if mode ~= '-' then
-      push(key, c + 3, c + 2 + k)
+      push(key, c + 4, c + 3 + k)
       if mode == '+' and drop > 0 then redis.call('LTRIM', key, drop, -1) end
       if ttl == '-' then redis.call('PERSIST', key) else redis.call('PEXPIRE', key, ttl) end
     end
-    c = c + 3 + k
+    c = c + 4 + k
   end
 end
 return conflicts
+`;
+
+// A window's lists folded into its JSON (writeLists off): KEYS are the window, its revision and
+// its lists; ARGV[1] the revision read ('' for none), ARGV[2] the window's JSON with the lists in
+// it ('' when the window was gone: its lists alone are removed). Only while the revision is still
+// the one read (no save since); the window keeps its revision and its expiry. Returns 1, or 0
+// when it changed meanwhile (its next save, or a later sweep, folds it).
+const INLINE_LISTS = `
+if (redis.call('GET', KEYS[2]) or '') ~= ARGV[1] then return 0 end
+local there = redis.call('EXISTS', KEYS[1]) == 1
+if there ~= (ARGV[2] ~= '') then return 0 end
+if there then redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL') end
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
+return 1
 `;
 
 // The wakes of the members of ARGV whose window (KEYS[i + 1]) is not there, removed from the
@@ -239,6 +275,7 @@ interface ScriptedRedis extends Redis {
   neatrootsTakeDue(key: string, nowMs: string, limit: string, leaseMs: string): Promise<string[]>;
   neatrootsClearOrphanWakes(numKeys: number, ...args: string[]): Promise<number>;
   neatrootsSave(numKeys: number, ...args: string[]): Promise<number[]>;
+  neatrootsInlineLists(numKeys: number, ...args: string[]): Promise<number>;
 }
 
 const CHUNK = 1000;
@@ -321,6 +358,11 @@ export class RedisWindowStore<W> implements WindowStore<W> {
   private readonly cache: KeptWindows<W>;
   /** Loads answered from the cache, and loads of cached windows another writer had saved since (tests, benches). */
   readonly cacheStats = { hits: 0, stale: 0 };
+  private readonly inlineEveryMs: number | undefined;
+  private readonly onListsInlined: ((windows: number) => void) | undefined;
+  private readonly onError: (err: unknown) => void;
+  private inlineTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<unknown> | undefined;
 
   constructor(opts: RedisWindowStoreOptions) {
     const prefix = opts.prefix ?? 'neatroots';
@@ -338,6 +380,10 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     this.redis.defineCommand('neatrootsTakeDue', { numberOfKeys: 1, lua: TAKE_DUE });
     this.redis.defineCommand('neatrootsSave', { lua: SAVE });
     this.redis.defineCommand('neatrootsClearOrphanWakes', { lua: CLEAR_ORPHAN_WAKES });
+    this.redis.defineCommand('neatrootsInlineLists', { lua: INLINE_LISTS });
+    this.inlineEveryMs = !this.writeLists && this.listFields.length ? opts.inlineListsEveryMs : undefined;
+    this.onListsInlined = opts.onListsInlined;
+    this.onError = onError;
     this.scripted = this.redis as ScriptedRedis;
   }
 
@@ -349,6 +395,17 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     if (version && (Number(version[1]) < 6 || (Number(version[1]) === 6 && Number(version[2]) < 2))) {
       await this.close();
       throw new Error(`windows: Redis ${version[1]}.${version[2]} is too old (6.2 or later is needed for ZADD LT)`);
+    }
+    if (this.inlineEveryMs !== undefined && this.inlineEveryMs > 0) {
+      const sweep = () => {
+        if (this.sweeping) return;
+        this.sweeping = this.inlineAllLists()
+          .then((n) => n && this.onListsInlined?.(n), (err) => this.onError(err))
+          .finally(() => (this.sweeping = undefined));
+      };
+      sweep();
+      this.inlineTimer = setInterval(sweep, this.inlineEveryMs);
+      this.inlineTimer.unref();
     }
   }
 
@@ -388,6 +445,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     const results = check(await pipe.exec());
     const listsAt = parts.length + keptParts.length + asked.length;
     const inHash: string[] = [];
+    const withLists: string[] = [];
     let u = 0;
     parts.forEach((part, i) => {
       (results[i] as (string | null)[]).forEach((v, j) => {
@@ -399,7 +457,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
           return;
         }
         const { window, hashed } = this.parse(v);
-        this.fillLists(key, window, lists);
+        if (this.fillLists(key, window, lists) || lists.some((l) => l.length)) withLists.push(key);
         out.set(key, window);
         if (!hashed) this.hashed.delete(key);
         else if (!this.hashed.has(key)) inHash.push(key);
@@ -430,7 +488,89 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     }
     for (const key of inHash) this.remember(key);
     if (stale.length) for (const [key, w] of await this.load(stale, members)) out.set(key, w);
+    // Writing no lists: a window found with lists is folded back into its JSON now, not at its
+    // next save, which may never come (a version that cannot read lists may load it next).
+    if (!this.writeLists && withLists.length) await this.inlineLists(withLists);
     return out;
+  }
+
+  /**
+   * Folds the lists of these windows back into their JSON and removes their list keys, each
+   * while its revision is still the one read (a window saved meanwhile is left to its save: in
+   * the JSON when written without lists). The revision and the expiry stay. Returns how many
+   * windows were folded. What writeLists off does at a load, and inlineAllLists to every window.
+   */
+  async inlineLists(keys: readonly string[]): Promise<number> {
+    let folded = 0;
+    if (!this.listFields.length) return 0;
+    for (const part of chunks([...new Set(keys)], 500)) {
+      const read = this.redis.pipeline();
+      for (const key of part) {
+        read.get(this.wkey(key));
+        read.get(this.rkey(key));
+        for (const f of this.listFields) read.lrange(this.lkey(key, f), 0, -1);
+      }
+      const got = check(await read.exec());
+      const write = this.redis.pipeline() as ChainableCommander & { neatrootsInlineLists(numKeys: number, ...args: string[]): ChainableCommander };
+      const written: string[] = [];
+      const stride = 2 + this.listFields.length;
+      part.forEach((key, i) => {
+        const json = got[i * stride] as string | null;
+        const rev = (got[i * stride + 1] as string | null) ?? '';
+        const lists = got.slice(i * stride + 2, (i + 1) * stride) as string[][];
+        let w: Record<string, unknown> | undefined;
+        if (json !== null) {
+          w = JSON.parse(json) as Record<string, unknown>;
+          let inList = false;
+          this.listFields.forEach((f, j) => {
+            if (w![f] !== IN_LIST) return;
+            inList = true;
+            w![f] = lists[j].map((item) => JSON.parse(item) as unknown);
+          });
+          // Nothing to fold: neither a list in the JSON nor a list key beside it.
+          if (!inList && !lists.some((l) => l.length)) return;
+        } else if (!lists.some((l) => l.length)) return;
+        write.neatrootsInlineLists(2 + this.listFields.length, this.wkey(key), this.rkey(key), ...this.listFields.map((f) => this.lkey(key, f)), rev, w ? JSON.stringify(w) : '');
+        written.push(key);
+      });
+      if (!written.length) continue;
+      const done = check(await write.exec());
+      written.forEach((key, i) => {
+        if (done[i] !== 1) return;
+        folded++;
+        for (const f of this.listFields) this.listed.delete(listName(key, f));
+        this.cache.forget(key);
+      });
+    }
+    return folded;
+  }
+
+  /**
+   * Folds the lists of every window of this store that has any back into its JSON
+   * (inlineLists): the windows SCAN finds list keys of. For a rollback to a version that cannot
+   * read lists, where windows no batch loads (runs left open) would keep theirs until they
+   * expire. Returns how many windows were folded.
+   */
+  async inlineAllLists(): Promise<number> {
+    if (!this.listFields.length) return 0;
+    const glob = (s: string) => s.replace(/[*?[\]\\]/g, '\\$&');
+    const pattern = `${glob(this.windowPrefix)}*:l:*`;
+    let folded = 0;
+    let found = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, names] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      for (const name of names) {
+        const f = this.listFields.find((x) => name.endsWith(`:l:${x}`));
+        if (f) found.add(name.slice(this.windowPrefix.length, name.length - `:l:${f}`.length));
+      }
+      if (found.size >= 500 || (cursor === '0' && found.size)) {
+        folded += await this.inlineLists([...found]);
+        found = new Set();
+      }
+    } while (cursor !== '0');
+    return folded;
   }
 
   /**
@@ -472,14 +612,17 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     });
   }
 
-  /** Puts a parsed window's lists (read beside it) in the fields its JSON says are lists. */
-  private fillLists(key: string, window: W, lists: readonly string[][]): void {
+  /** Puts a parsed window's lists (read beside it) in the fields its JSON says are lists; true when there was one. */
+  private fillLists(key: string, window: W, lists: readonly string[][]): boolean {
     const w = window as Record<string, unknown>;
+    let any = false;
     this.listFields.forEach((f, i) => {
       if (w[f] !== IN_LIST) return void this.listed.delete(listName(key, f));
       w[f] = lists[i].map((item) => JSON.parse(item) as unknown);
       rememberIn(this.listed, listName(key, f));
+      any = true;
     });
+    return any;
   }
 
   /** A window known to keep its members in the hash (a bounded set: forgetting one costs a second round trip, no more). */
@@ -603,7 +746,7 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         // Written whole (a new window, an item replaced in place, more appended than the array
         // keeps): in the JSON, one string, as without list fields.
         if (!this.writeLists || !Array.isArray(items) || shift === undefined || expectRev === undefined || expectRev <= 0 || shift.appended > items.length) {
-          lists.push('-', '0', '0');
+          lists.push('-', '0', '0', '0');
           continue;
         }
         rest ??= { ...w };
@@ -612,7 +755,8 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         // The list this store last read or wrote, at this revision (the save's compare-and-set): pushed and trimmed. Else written as a list once.
         const delta = this.listed.has(listName(key, f));
         const from = delta ? items.length - shift.appended : 0;
-        lists.push(delta ? '+' : '=', delta ? String(shift.dropped) : '0', String(items.length - from));
+        // '+': the list holds what it held when this store last read or wrote it, of this length
+        lists.push(delta ? '+' : '=', delta ? String(shift.dropped) : '0', String(items.length - shift.appended + shift.dropped), String(items.length - from));
         let bytes = 0;
         for (let i = from; i < items.length; i++) {
           const item = JSON.stringify(items[i]) ?? 'null';
@@ -696,7 +840,9 @@ export class RedisWindowStore<W> implements WindowStore<W> {
     }
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    clearInterval(this.inlineTimer);
+    await this.sweeping;
     return this.client.close();
   }
 }
