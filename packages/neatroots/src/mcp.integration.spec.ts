@@ -164,4 +164,23 @@ describe('MCP tools over stdio (neatroots mcp)', () => {
     }
     expect(stderr).toBe('');
   }, 60_000);
+
+  it("takes --url as the MCP endpoint's URL (ending in /v1/mcp, as the HTTP configuration has it) as well as the server's", async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [path.join(__dirname, 'cli-from-source.test.js'), 'mcp', '--url', `${base}/v1/mcp/`],
+      env: { PATH: process.env.PATH ?? '', NEATROOTS_API_KEY: KEY },
+      stderr: 'pipe',
+    });
+    let stderr = '';
+    transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+    const client = new Client({ name: 'stdio-url-test', version: '1.0.0' });
+    await client.connect(transport);
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('list_findings');
+    } finally {
+      await client.close();
+    }
+    expect(stderr).toBe('');
+  }, 60_000);
 });

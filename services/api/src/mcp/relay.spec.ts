@@ -16,7 +16,11 @@ describe('relayStdioToHttp', () => {
 
   beforeAll(async () => {
     server = http.createServer((req, res) => {
-      if (req.url !== MCP_PATH || req.method !== 'POST') {
+      if (req.url !== MCP_PATH) {
+        res.writeHead(404, { 'content-type': 'text/html' }).end(`<pre>Cannot ${req.method} ${req.url}</pre>`);
+        return;
+      }
+      if (req.method !== 'POST') {
         res.writeHead(405).end();
         return;
       }
@@ -160,6 +164,13 @@ describe('relayStdioToHttp', () => {
     const r = await relay([initialize], undefined, { url: `http://127.0.0.1:${port}` });
     expect(r.errors).toEqual([expect.stringMatching(new RegExp(`^cannot reach neatroots at http://127\\.0\\.0\\.1:${port}/v1/mcp \\(ECONNREFUSED\\)`))]);
     expect(r.answers).toEqual([{ jsonrpc: '2.0', id: 1, error: { code: -32603, message: `neatroots: ${r.errors[0]}` } }]);
+  });
+
+  it('a URL with no MCP endpoint (404): the request is answered with an error saying what --url wants', async () => {
+    const r = await relay([initialize], undefined, { url: `${url}/v1/mcp` });
+    const said = `${url}/v1/mcp/v1/mcp answered 404, no MCP endpoint there: --url (NEATROOTS_URL) is the neatroots server's address, as http://127.0.0.1:8080, to which /v1/mcp is added`;
+    expect(r.errors).toEqual([said]);
+    expect(r.answers).toEqual([{ jsonrpc: '2.0', id: 1, error: { code: -32603, message: `neatroots: ${said}` } }]);
   });
 
   it('a key the api refuses: the request is answered with an error, said once on standard error', async () => {

@@ -42,10 +42,13 @@ export async function relayStdioToHttp(opts: {
   const http = new StreamableHTTPClientTransport(new URL(where), {
     requestInit: { headers: { 'x-api-key': opts.key } },
   });
-  // fetch says only "fetch failed": say where, and why when the cause knows.
+  // fetch says only "fetch failed": say where, and why when the cause knows. A 404 is a URL
+  // that names no MCP endpoint (another path, a server of something else): say what it wants.
   const explain = (err: Error): Error => {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    return err.message === 'fetch failed' ? new Error(`cannot reach neatroots at ${where} (${cause?.code ?? cause?.message ?? 'no answer'}): is the server running, and --url right?`) : err;
+    if (err.message === 'fetch failed') return new Error(`cannot reach neatroots at ${where} (${cause?.code ?? cause?.message ?? 'no answer'}): is the server running, and --url right?`);
+    if ((err as { code?: unknown }).code === 404) return new Error(`${where} answered 404, no MCP endpoint there: --url (NEATROOTS_URL) is the neatroots server's address, as http://127.0.0.1:8080, to which ${MCP_PATH} is added`);
+    return err;
   };
   let done = false;
   // Each error is said once: the SDK's HTTP transport calls onerror with an error of send's and
