@@ -98,3 +98,42 @@ describe("ingest's refusals", () => {
     await untilFailed({ UNAUTHENTICATED: 2, INVALID_ARGUMENT: 2 });
   });
 });
+
+describe('what ingest published', () => {
+  it('counts in neatroots_bus_published_total the records of the events topic, an OTLP root span giving its run_start and run_end beside it', async () => {
+    const events = `${app.config.NEATROOTS_TOPIC_PREFIX}.events`;
+    const count = (text: string, name: string, labels: Record<string, string>) =>
+      samples(text, name).find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value ?? 0;
+    const before = await metrics();
+    const was = { published: count(before, 'neatroots_bus_published_total', { topic: events }), accepted: count(before, 'neatroots_spans_accepted_total', {}) };
+    const now = BigInt(Date.now()) * 1_000_000n;
+    const root = {
+      traceId: '0af7651916cd43dd8448eb211c80319c',
+      spanId: 'b7ad6b7169203331',
+      name: 'invoke_agent support',
+      kind: 1,
+      startTimeUnixNano: String(now - 1_000_000_000n),
+      endTimeUnixNano: String(now),
+      attributes: [
+        { key: 'gen_ai.operation.name', value: { stringValue: 'invoke_agent' } },
+        { key: 'input.value', value: { stringValue: 'where is my order?' } },
+        { key: 'output.value', value: { stringValue: 'on its way' } },
+      ],
+    };
+    const res = await fetch(`http://127.0.0.1:${app.ingest.otlpHttpPort}/v1/traces`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans: [root] }] }] }),
+    });
+    expect(res.status).toBe(200);
+    // One span accepted, three records on the bus (run_start, the span, run_end): what the
+    // consumers count in neatroots_bus_consumed_total, and what the bus log holds.
+    let after = { published: 0, accepted: 0 };
+    for (const end = Date.now() + 15_000; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+      const text = await metrics();
+      after = { published: count(text, 'neatroots_bus_published_total', { topic: events }) - was.published, accepted: count(text, 'neatroots_spans_accepted_total', {}) - was.accepted };
+      if (after.published >= 3 && after.accepted >= 1) break;
+    }
+    expect(after).toEqual({ published: 3, accepted: 1 });
+  });
+});

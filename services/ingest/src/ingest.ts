@@ -333,6 +333,7 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
           topics.events,
           records.map(({ key, value }) => ({ key, value })),
         );
+        metrics.records_published += records.length;
         return { refused, published: records.map((r) => r.value.item) };
       } catch (e) {
         const big = tooLargeForBus(e);

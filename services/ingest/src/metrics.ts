@@ -7,6 +7,11 @@ export interface IngestMetrics {
   exports: { otlp: number; neatroots: number };
   items_received: number;
   items_accepted: number;
+  /**
+   * Records published on the events topic: the items accepted, and with an OTLP span that opens
+   * or ends its run the run_start or run_end it gives (so more than items_accepted over OTLP).
+   */
+  records_published: number;
   /** Rejected items by the field at fault (`trace_id`, `run_id`, `project`, ...): bounded labels. */
   items_rejected: Record<string, number>;
   /** Items of exports refused by back-pressure (RESOURCE_EXHAUSTED), by reason: `backlog`, `memory`. */
@@ -29,6 +34,7 @@ export function newMetrics(): IngestMetrics {
     exports: { otlp: 0, neatroots: 0 },
     items_received: 0,
     items_accepted: 0,
+    records_published: 0,
     items_rejected: {},
     items_refused: {},
     calls_failed: {},

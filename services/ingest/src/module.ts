@@ -99,19 +99,20 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
       // at 0, so that the first of them is an increase.
       for (const code of ['UNAUTHENTICATED', 'PERMISSION_DENIED', 'INVALID_ARGUMENT', 'RESOURCE_EXHAUSTED', 'UNAVAILABLE', 'INTERNAL']) ctx.metrics.ingestCallsFailed.inc({ code }, 0);
       const last = {
-        received: 0, accepted: 0, rejected: {} as Record<string, number>, refused: {} as Record<string, number>, failed: {} as Record<string, number>, notes: {} as Record<string, number>,
+        received: 0, accepted: 0, published: 0, rejected: {} as Record<string, number>, refused: {} as Record<string, number>, failed: {} as Record<string, number>, notes: {} as Record<string, number>,
       };
       const sync = setInterval(() => {
         const m = ingest.metrics;
         ctx.metrics.spansReceived.inc({ source: 'all' }, m.items_received - last.received);
         ctx.metrics.spansAccepted.inc({ source: 'all' }, m.items_accepted - last.accepted);
-        ctx.metrics.published.inc({ topic: topics.events.name }, m.items_accepted - last.accepted);
+        ctx.metrics.published.inc({ topic: topics.events.name }, m.records_published - last.published);
         for (const [reason, n] of Object.entries(m.items_rejected)) {
           const d = n - (last.rejected[reason] ?? 0);
           if (d > 0) ctx.metrics.spansRejected.inc({ source: 'all', reason }, d);
         }
         last.received = m.items_received;
         last.accepted = m.items_accepted;
+        last.published = m.records_published;
         last.rejected = { ...m.items_rejected };
         for (const [reason, n] of Object.entries(m.items_refused)) {
           const d = n - (last.refused[reason] ?? 0);
