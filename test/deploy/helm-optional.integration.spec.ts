@@ -107,7 +107,7 @@ if (!helm) {
       rule.spec.groups.flatMap((g: { rules: unknown[] }) => g.rules);
     expect(rules.map((r) => r.alert)).toEqual([
       'NeatrootsFindingsSlow', 'NeatrootsConsumerBehind', 'NeatrootsConsumerRestarting', 'NeatrootsSpansRefused',
-      'NeatrootsDependencyErrors', 'NeatrootsDeadLetters', 'NeatrootsCheckDisabled',
+      'NeatrootsDependencyErrors', 'NeatrootsDeadLetters', 'NeatrootsCheckDisabled', 'NeatrootsModelFailing',
     ]);
     // Every metric the processes serve on /metrics (a histogram as its _bucket, _sum and _count series).
     const registered = new Set<string>();
@@ -137,6 +137,8 @@ if (!helm) {
     expect(byName.NeatrootsConsumerBehind.expr).toMatch(/ > 10000$/);
     expect(byName.NeatrootsConsumerRestarting.expr).toMatch(/\[15m\]\)\) > 2$/);
     expect(byName.NeatrootsFindingsSlow.for).toBe('10m');
+    // A model endpoint failing more than half its requests over 10 minutes (a caller giving up is no failure).
+    expect(byName.NeatrootsModelFailing.expr).toMatch(/^\(sum by \(endpoint\) \(rate\(neatroots_model_requests_total\{[^}]*outcome!~"ok\|aborted"\}\[10m\]\)\) \/ sum by \(endpoint\) .* > 0\.5$/);
     const tuned = of(render(helm!, ['metrics.prometheusRule.enabled=true', 'metrics.prometheusRule.for=3m', 'metrics.prometheusRule.consumerLag=5000']), 'PrometheusRule')[0];
     const tunedRules: { alert: string; expr: string; for?: string }[] = tuned.spec.groups.flatMap((g: { rules: unknown[] }) => g.rules);
     expect(tunedRules.find((r) => r.alert === 'NeatrootsConsumerBehind')).toMatchObject({ for: '3m', expr: expect.stringMatching(/ > 5000$/) });

@@ -125,8 +125,12 @@ export interface ServiceMetrics {
   checksDisabled: GaugePort;
   /** The question service's cache lookups, by what asked (question, second_look, decision) and where the answer came from (memory, shared, miss). */
   questionCache: CounterPort;
-  /** Question tasks the question service answered. */
+  /** Question tasks the question service processed (answered or not checked). */
   questionTasks: CounterPort;
+  /** The question service's requests to its models, by endpoint (the model's role: decision, local, reasoning) and outcome (ok, timeout, rate_limited, server, connection, rejected, malformed, aborted). */
+  modelRequests: CounterPort;
+  /** Questions the question service was asked, by result: answered, not_checked, escalated (the fast classifier's answer sent on to the LLM). */
+  questions: CounterPort;
   /** Question tasks the rule engine did not hand over: the question service was too far behind. */
   questionTasksShed: CounterPort;
   /** Notes and halts at ingest, by outcome (received, stream, piggyback, dropped, grouped). */

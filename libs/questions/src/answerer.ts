@@ -119,7 +119,7 @@ export class QuestionAnswerer {
   private readonly random: () => number;
   private readonly pending = new Set<Promise<unknown>>();
   private readonly onError: (msg: string, err: unknown) => void;
-  readonly stats = { asked: 0, classifier_first: 0, escalated: 0, cache_hits: 0, not_checked: 0, second_looks: 0, dropped_by_second_look: 0, audits: 0 };
+  readonly stats = { asked: 0, answered: 0, classifier_first: 0, escalated: 0, cache_hits: 0, not_checked: 0, second_looks: 0, dropped_by_second_look: 0, audits: 0 };
 
   constructor(opts: AnswererOptions = {}) {
     this.classifier = opts.classifier ?? new FastClassifier();
@@ -185,7 +185,7 @@ export class QuestionAnswerer {
           this.stats.audits++;
           this.track(this.askLlm(llm, input, { priority: 'normal', wait: true }, vec()).catch(() => undefined));
         }
-        return c;
+        return this.count(c);
       }
       this.stats.escalated++;
     }
@@ -201,6 +201,7 @@ export class QuestionAnswerer {
 
   private count(a: Answer): Answer {
     if (a.status === 'not_checked') this.stats.not_checked++;
+    else this.stats.answered++;
     return a;
   }
 
@@ -258,7 +259,7 @@ export class QuestionAnswerer {
     const a = this.classifier.answer(input.q, input.evidence);
     // No LLM to take a second look: the classifier's own quote must still be in the run.
     if (a.flagged && opts.secondLook !== false && !quoteFound(a.quote, runText(input.evidence, input.context))) {
-      return { ...a, flagged: false, unsupported: true, reason: 'the quote is not in the run', quote: undefined };
+      return this.count({ ...a, flagged: false, unsupported: true, reason: 'the quote is not in the run', quote: undefined });
     }
     return this.count(a);
   }

@@ -32,6 +32,24 @@ async function rejection(p: Promise<unknown>): Promise<Error> {
 }
 
 describe('the model queue', () => {
+  it('tells each request\'s outcome (retries each count), with the endpoint: ok, rate_limited, rejected, malformed', async () => {
+    const seen: string[] = [];
+    const q = new ModelQueue(model(), { sleep: async () => undefined, onRequest: (endpoint, outcome, err) => seen.push(`${endpoint}/${outcome}${err ? `: ${(err as Error).message.slice(0, 40)}` : ''}`) });
+    fake.script = (c) => (c.n === 1 ? { status: 429 } : { json: { answers: [{ id: 'q1', p: 0.1 }] } });
+    await q.decide('a', item('A?'));
+    fake.script = () => ({ status: 401, content: 'Incorrect API key provided' });
+    await rejection(q.decide('b', item('B?')));
+    fake.script = () => ({ content: 'not JSON at all' });
+    await rejection(q.decide('c', item('C?')));
+    expect(seen).toEqual([
+      'reasoning/rate_limited: HTTP 429: scripted 429',
+      'reasoning/ok',
+      'reasoning/rejected: HTTP 401: Incorrect API key provided',
+      expect.stringMatching(/^reasoning\/malformed: /),
+    ]);
+    q.close();
+  });
+
   it('waits as long as a 429 asks (Retry-After) before the retry', async () => {
     fake.script = (c) => (c.n === 1 ? { status: 429, headers: { 'retry-after': '1' } } : { json: { answers: [{ id: 'q1', holds: true }] } });
     const q = new ModelQueue(model());

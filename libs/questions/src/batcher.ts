@@ -1,4 +1,4 @@
-import { ModelError, type ChatModel, type ChatRequest, type ChatResponse } from '@neatroots/ports';
+import { ModelError, type ChatModel, type ChatRequest, type ChatResponse, type ModelErrorKind } from '@neatroots/ports';
 import { MalformedAnswerError } from './judge';
 import { decisionChars, decisionMessages, type DecisionItem } from './decisions';
 import { batchMessages, parseBatchReply, secondLookMessages, type BatchItem, type LookItem } from './prompt';
@@ -39,6 +39,24 @@ export interface ModelQueueOptions {
   dedup?: boolean;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
+  /**
+   * Each HTTP request's outcome (retries each count), with the model's role (`decision`,
+   * `local`, `reasoning`) and, when it failed, the error: the question service's metrics and
+   * its warnings about a failing model.
+   */
+  onRequest?: (endpoint: string, outcome: ModelOutcome, err?: unknown) => void;
+}
+
+/**
+ * How one request to a model went: `ok`; a ModelError's kind (`timeout`, `rate_limited`,
+ * `server`, `connection`, `rejected`, `aborted`: its caller gave up); `malformed`, answered but
+ * the reply left some of its questions without a readable answer. A bounded set (a metric label).
+ */
+export type ModelOutcome = 'ok' | 'malformed' | ModelErrorKind;
+
+/** The outcome of a request that failed with `err` (an error that is not a ModelError counts as the server's, as the adapter reads one). */
+export function failedOutcome(err: unknown): ModelOutcome {
+  return err instanceof ModelError ? err.kind : 'server';
 }
 
 export type Priority = 'normal' | 'note';
@@ -120,7 +138,7 @@ export class ModelQueue {
   private timer: NodeJS.Timeout | undefined;
   private timerAt = 0;
   private closed = false;
-  private readonly o: Required<Omit<ModelQueueOptions, 'timeoutMs'>> & { timeoutMs?: number };
+  private readonly o: Required<Omit<ModelQueueOptions, 'timeoutMs' | 'onRequest'>> & Pick<ModelQueueOptions, 'timeoutMs' | 'onRequest'>;
   readonly stats: QueueStats = { requests: 0, batches: 0, questions: 0, chats: 0, deduped: 0, retries: 0, rejected: 0, failures: 0, queued: 0, active: 0 };
 
   constructor(
@@ -141,6 +159,7 @@ export class ModelQueue {
       sleep: opts.sleep ?? defaultSleep,
       random: opts.random ?? Math.random,
       timeoutMs: opts.timeoutMs,
+      onRequest: opts.onRequest,
     };
   }
 
@@ -301,6 +320,7 @@ export class ModelQueue {
       try {
         return await this.model.complete(this.o.timeoutMs !== undefined && req.timeoutMs === undefined ? { ...req, timeoutMs: this.o.timeoutMs } : req);
       } catch (err) {
+        this.outcome(failedOutcome(err), err);
         if (!(err instanceof ModelError) || !err.retryable || attempt >= this.o.retries || this.closed) throw err;
         const asked = err.retryAfterMs;
         // A server that asks for a longer wait than the queue allows is not retried early (it
@@ -336,6 +356,8 @@ export class ModelQueue {
       // Why a reply has no usable answer, when the server said: cut at the budget, or refused.
       const why = replyProblem(res, maxTokens);
       if (why) problem = problem ? `${why}; ${problem}` : why;
+      const missing = jobs.filter((_, i) => answers.get(i) === undefined).length;
+      this.outcome(missing ? 'malformed' : 'ok', missing ? new MalformedAnswerError(problem ?? `the reply has no answer for ${missing} of its ${jobs.length} questions`) : undefined);
       jobs.forEach((j, i) => {
         const a = answers.get(i);
         if (a !== undefined) j.resolve(a);
@@ -361,7 +383,9 @@ export class ModelQueue {
     this.stats.active = this.active;
     this.stats.chats++;
     try {
-      job.resolve(await this.send(job.req));
+      const res = await this.send(job.req);
+      this.outcome('ok');
+      job.resolve(res);
     } catch (err) {
       this.stats.failures++;
       job.reject(err);
@@ -369,6 +393,14 @@ export class ModelQueue {
       this.active--;
       this.stats.active = this.active;
       this.pump();
+    }
+  }
+
+  private outcome(outcome: ModelOutcome, err?: unknown): void {
+    try {
+      this.o.onRequest?.(this.model.role, outcome, err);
+    } catch {
+      // What a listener does is its own business: never a request's.
     }
   }
 

@@ -13,6 +13,7 @@ import {
 import { makeTopics } from '@neatroots/messages';
 import { answererDecisions, type DecisionsGateway } from './decisions';
 import { agreementStats, questionGrpcService } from './grpc';
+import { MODEL_OUTCOMES, modelRequestWatch } from './model-health';
 import { startQuestionService, type QuestionService, type QuestionServiceOptions } from './service';
 
 /** The configuration the question service reads (the model endpoints come as the models link). */
@@ -76,6 +77,8 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     // The deployment's shared cache behind this process's (Redis distributed, the database
     // embedded): a replica, or this service after a crash, is answered without asking the model again.
     const shared = cache !== false && ctx.platform.sharedCache ? await ctx.platform.sharedCache('answers') : undefined;
+    // Every model request's outcome on /metrics, and a failing model said in the log (a line a minute per endpoint).
+    const onRequest = modelRequestWatch({ counter: ctx.metrics.modelRequests, warn: (m, fields) => ctx.log.warn(m, fields) });
     const service = await startQuestionService({
       bus: ctx.platform.bus(),
       // Distributed, the batches of one fetch are answered as one step (mergingBatches), and one
@@ -88,6 +91,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       topics: makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX),
       windows: await ctx.platform.windows<QuestionFindingsWindow>(':q'),
       ...models.question,
+      queue: { ...models.question.queue, onRequest },
       cache: cache === false ? false : { ...cache, shared },
       onCacheLookup: (kind, result) => ctx.metrics.questionCache.inc({ kind, result }),
       questions,
@@ -104,8 +108,15 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       log: (m, err) => ctx.log.error(m, err),
       onFindingsPublished: findingDelayHook(ctx),
     });
-    // The tasks answered, as the Prometheus counter (neatroots_bus_consumed_total counts records).
-    const stopSync = syncCounter(ctx.metrics.questionTasks, {}, () => service.metrics.tasks);
+    // The tasks processed, as the Prometheus counter (neatroots_bus_consumed_total counts records).
+    const stopSync = [syncCounter(ctx.metrics.questionTasks, {}, () => service.metrics.tasks)];
+    // Each endpoint's outcomes and the questions' results from 0, so the first failure is an increase.
+    for (const endpoint of Object.keys(service.answerer.queueStats())) for (const outcome of MODEL_OUTCOMES) ctx.metrics.modelRequests.inc({ endpoint, outcome }, 0);
+    const { stats } = service.answerer;
+    for (const result of ['answered', 'not_checked', 'escalated'] as const) {
+      ctx.metrics.questions.inc({ result }, 0);
+      stopSync.push(syncCounter(ctx.metrics.questions, { result }, () => stats[result]));
+    }
     ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));
     const provided: QuestionLink = {
       service,
@@ -116,7 +127,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     return {
       provides: { [QUESTION_LINK]: provided },
       stop: () => {
-        stopSync();
+        for (const stop of stopSync) stop();
         return service.close();
       },
     };

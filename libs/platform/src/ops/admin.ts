@@ -50,6 +50,15 @@ export interface Metrics {
    */
   questionCache: Counter<'kind' | 'result'>;
   questionTasks: Counter;
+  /**
+   * The question service's requests to its models (every HTTP request, retries included), by
+   * endpoint (the model's role: decision, local, reasoning) and outcome: ok, timeout,
+   * rate_limited, server (5xx), connection, rejected (another 4xx: a wrong key, a bad request),
+   * malformed (a reply that left questions without a readable answer), aborted (its caller gave up).
+   */
+  modelRequests: Counter<'endpoint' | 'outcome'>;
+  /** Questions the question service was asked, by result: answered, not_checked, and escalated (the fast classifier's flagged answer sent on to the LLM: counted in answered or not_checked too). */
+  questions: Counter<'result'>;
   /** Question tasks the rule engine did not hand over: the question service was too far behind (NEATROOTS_MAX_QUESTION_BACKLOG). */
   questionTasksShed: Counter;
   /**
@@ -114,7 +123,19 @@ export function createMetrics(service: string): Metrics {
     }),
     questionTasks: new Counter({
       name: 'neatroots_question_tasks_total',
-      help: 'Question tasks the question service has answered (a record of the questions topic holds one run\'s tasks of one step)',
+      help: 'Question tasks the question service has processed, answered or not checked (a record of the questions topic holds one run\'s tasks of one step)',
+      ...reg,
+    }),
+    modelRequests: new Counter({
+      name: 'neatroots_model_requests_total',
+      help: 'Requests of the question service to its models (retries included), by endpoint (decision, local, reasoning) and outcome (ok, timeout, rate_limited, server, connection, rejected, malformed, aborted)',
+      labelNames: ['endpoint', 'outcome'],
+      ...reg,
+    }),
+    questions: new Counter({
+      name: 'neatroots_questions_total',
+      help: 'Questions the question service was asked, by result: answered, not_checked (the model failed or its answer was unreadable), escalated (the fast classifier flagged and the LLM was asked; also in answered or not_checked)',
+      labelNames: ['result'],
       ...reg,
     }),
     questionTasksShed: new Counter({
