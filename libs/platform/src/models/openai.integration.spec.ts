@@ -1,3 +1,5 @@
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
 import { ModelError } from '@neatroots/ports';
 import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.test';
@@ -145,6 +147,28 @@ describe('the OpenAI-compatible model adapter', () => {
     const other = await failure(openAiChatModel({ role: 'local', baseURL: fake.url, model: 'm', apiKey: 'sk-SECRET-long-enough' }).complete({ messages: [{ role: 'user', content: 'x' }] }));
     expect(other.message).toContain('Forbidden for this project');
     expect(other.message).not.toContain('[model key]');
+  });
+
+  it('a server that closes the connection in the middle of its answer is a dropped connection (retried), said so', async () => {
+    // Headers and the start of a body, then the socket closed: fetch fails the body with
+    // TypeError "terminated", which was recorded as 'the model server: terminated'.
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': '5000' });
+        res.write('{"id":"c1","choices":[{"message":{"con');
+        setTimeout(() => req.socket.destroy(), 20);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const m = openAiChatModel({ role: 'local', baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, model: 'm', timeoutMs: 2_000 });
+      const err = await failure(m.complete({ messages: [{ role: 'user', content: 'x' }], json: true }));
+      expect(err).toMatchObject({ kind: 'connection', message: 'the model server closed the connection before its answer was complete', retryable: true });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 
   it('reports an unreachable endpoint as a connection error', async () => {

@@ -49,12 +49,32 @@ export function retryAfterMs(headers: { get(name: string): string | null } | und
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
+/** The codes of a connection the other side closed (undici's, and the system's). */
+const CLOSED_CODES = new Set(['UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ECONNRESET', 'EPIPE']);
+
+/**
+ * Whether the server closed the connection while its answer was being read: fetch rejects the
+ * body with TypeError "terminated", whose cause is the socket's error (UND_ERR_SOCKET, "other
+ * side closed"). Not an APIConnectionError: the answer had begun.
+ */
+function closedMidAnswer(e: unknown): boolean {
+  // By name: fetch's TypeError may come from another realm than this module's TypeError.
+  const err = e as { name?: unknown; message?: unknown; cause?: unknown } | null;
+  if (!err || typeof err !== 'object' || err.name !== 'TypeError') return false;
+  if (err.message === 'terminated') return true;
+  for (let c: unknown = err.cause, i = 0; c && typeof c === 'object' && i < 4; c = (c as { cause?: unknown }).cause, i++) {
+    if (CLOSED_CODES.has(String((c as { code?: unknown }).code))) return true;
+  }
+  return false;
+}
+
 export function toModelError(e: unknown): ModelError {
   if (e instanceof ModelError) return e;
   // Order matters: the timeout and abort errors are kinds of connection error.
   if (e instanceof APIConnectionTimeoutError) return new ModelError('timeout', 'the request timed out', undefined, { cause: e });
   if (e instanceof APIUserAbortError) return new ModelError('aborted', 'the request was aborted', undefined, { cause: e });
   if (e instanceof APIConnectionError) return new ModelError('connection', `cannot reach the model: ${e.message}`, undefined, { cause: e });
+  if (closedMidAnswer(e)) return new ModelError('connection', 'the model server closed the connection before its answer was complete', undefined, { cause: e });
   if (e instanceof APIError) {
     const status = e.status;
     const msg = `HTTP ${status ?? '?'}: ${e.message}`;
