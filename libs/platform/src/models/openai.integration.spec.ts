@@ -171,6 +171,14 @@ describe('the OpenAI-compatible model adapter', () => {
     }
   });
 
+  it('a stream nobody asked for is refused, not retried and not read as the answer', async () => {
+    const chunk = { id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: '{"answers": []}' } }] };
+    fake.script = () => ({ headers: { 'content-type': 'text/event-stream' }, body: `data: ${JSON.stringify(chunk)}\n\ndata: [DONE]\n\n` });
+    const err = await failure(model().complete({ messages: [{ role: 'user', content: 'x' }], json: true }));
+    expect(err).toMatchObject({ kind: 'rejected', message: 'the model server answered with a stream, which was not asked for', retryable: false });
+    expect(fake.calls).toHaveLength(1);
+  });
+
   it('reports an unreachable endpoint as a connection error', async () => {
     const m = openAiChatModel({ role: 'local', baseURL: 'http://127.0.0.1:9/v1', model: 'm', timeoutMs: 1_000 });
     const err = await failure(m.complete({ messages: [{ role: 'user', content: 'x' }] }));

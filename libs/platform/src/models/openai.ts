@@ -198,6 +198,11 @@ export function readReply(res: unknown): ChatResponse {
     usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
     error?: unknown;
   };
+  // A stream (server-sent events: "data: {...}") is read as text: it was not asked for (some
+  // proxies and servers stream whatever the request says), and asking again gets another.
+  if (typeof res === 'string' && /^(?:data|event):/.test(res.trimStart())) {
+    throw new ModelError('rejected', 'the model server answered with a stream, which was not asked for');
+  }
   if (!Array.isArray(r.choices) || r.choices.length === 0) {
     const err = r.error && typeof r.error === 'object' ? (r.error as { message?: unknown }).message : r.error;
     const what =
