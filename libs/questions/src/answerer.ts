@@ -97,10 +97,50 @@ function prefixed(shared: SharedCache, prefix: string): SharedCache {
   return { get: (k) => shared.get(prefix + k), set: (k, v, ttlMs) => shared.set(prefix + k, v, ttlMs) };
 }
 
-function describeError(e: unknown): string {
-  const err = e as { name?: string; message?: string; kind?: string };
-  const kind = err?.kind === 'timeout' ? 'timed out' : err?.kind ? `${err.kind}` : 'failed';
-  return `the model ${kind}: ${err?.message ?? String(e)}`.slice(0, 300);
+/**
+ * Why a model call failed, as a sentence (a not-checked reason, a decision's reason): "the model
+ * timed out: no answer within 30000 ms", "the model answered HTTP 500: upstream 500", "the model
+ * is rate limited (HTTP 429): ...", "the model refused the request (HTTP 401): ...", "the model
+ * cannot be reached: ...", "the model call was aborted: ...", "the model failed: ..."; a message
+ * that is a sentence about the model already ("the model server closed the connection ...") as
+ * it is. The drafts' errors use the same phrases. Review's checker reads which of these asking
+ * again may cure (retryableModelFailure in @neatroots/sop).
+ */
+export function describeError(e: unknown): string {
+  const err = e as { message?: unknown; kind?: unknown; status?: unknown } | undefined;
+  const message = typeof err?.message === 'string' ? err.message : String(e);
+  const status = typeof err?.status === 'number' ? err.status : undefined;
+  // The adapter writes an HTTP failure "HTTP 500: what the server said".
+  const http = status !== undefined && message.startsWith(`HTTP ${status}: `) ? message.slice(`HTTP ${status}: `.length) : undefined;
+  // A ModelError's kind (read by shape: it may come from another copy of the ports package).
+  const kind = typeof err?.kind === 'string' ? err.kind : undefined;
+  let out: string;
+  if (kind !== undefined && message.startsWith('the model ')) out = message;
+  else {
+    switch (kind) {
+      case 'timeout':
+        out = `the model timed out: ${message}`;
+        break;
+      case 'rate_limited':
+        out = http !== undefined ? `the model is rate limited (HTTP ${status}): ${http}` : `the model is rate limited: ${message}`;
+        break;
+      case 'server':
+        out = http !== undefined ? `the model answered HTTP ${status}: ${http}` : `the model failed: ${message}`;
+        break;
+      case 'rejected':
+        out = http !== undefined ? `the model refused the request (HTTP ${status}): ${http}` : `the model refused the request: ${message}`;
+        break;
+      case 'connection':
+        out = `the model cannot be reached: ${message}`;
+        break;
+      case 'aborted':
+        out = `the model call was aborted: ${message}`;
+        break;
+      default:
+        out = `the model failed: ${message}`;
+    }
+  }
+  return out.slice(0, 300);
 }
 
 export class QuestionAnswerer {

@@ -46,7 +46,7 @@ export interface ModelFailure {
   /** null for the route and goal questions. */
   rule_id: string | null;
   kind: QuestionKind;
-  /** The rule's reason: `Not checked: the decision model (…) could not decide …: the model server: …`. */
+  /** The rule's reason: `Not checked: the decision model (…) could not decide …: the model answered HTTP 500: …`. */
   reason: string;
 }
 

@@ -80,9 +80,9 @@ describe.each(deployments(() => h))('a session checked while the model fails (%s
     const sent = await send(`${base}/sessions`, 'POST', KEY, session);
     expect(sent).toMatchObject({ status: 202, body: { status: 'queued' } });
     const failed = await checked(sent.body.id);
-    expect(failed).toMatchObject({ status: 'checked', result: 'not_measurable', error: expect.stringMatching(/^the model failed on \d+ questions \(the decision model \(decider-test\) could not decide .*: the model server: HTTP 500: 500 boom; and \d+ more\), so their rules are not checked: send the session again, or POST …\/sessions\/ses_\S+\/recheck, once the model is back$/) });
+    expect(failed).toMatchObject({ status: 'checked', result: 'not_measurable', error: expect.stringMatching(/^the model failed on \d+ questions \(the decision model \(decider-test\) could not decide .*: the model answered HTTP 500: boom; and \d+ more\), so their rules are not checked: send the session again, or POST …\/sessions\/ses_\S+\/recheck, once the model is back$/) });
     expect(notChecked(failed).length).toBeGreaterThan(0);
-    for (const r of notChecked(failed)) expect(r.reason).toMatch(/^Not checked: the decision model \(decider-test\) could not decide .*: the model server: HTTP 500: 500 boom\.$/);
+    for (const r of notChecked(failed)) expect(r.reason).toMatch(/^Not checked: the decision model \(decider-test\) could not decide .*: the model answered HTTP 500: boom\.$/);
 
     // the model back: the same content is queued again (no longer `unchanged`), and checked whole
     down = false;

@@ -149,6 +149,12 @@ describe('the OpenAI-compatible model adapter', () => {
     expect(other.message).not.toContain('[model key]');
   });
 
+  it('says the status once: HTTP 500: upstream 500', async () => {
+    fake.script = () => ({ status: 500, content: 'upstream 500' });
+    const err = await failure(model().complete({ messages: [{ role: 'user', content: 'x' }] }));
+    expect(err).toMatchObject({ kind: 'server', status: 500, message: 'HTTP 500: upstream 500' });
+  });
+
   it('a server that closes the connection in the middle of its answer is a dropped connection (retried), said so', async () => {
     // Headers and the start of a body, then the socket closed: fetch fails the body with
     // TypeError "terminated", which was recorded as 'the model server: terminated'.

@@ -73,11 +73,13 @@ export function toModelError(e: unknown): ModelError {
   // Order matters: the timeout and abort errors are kinds of connection error.
   if (e instanceof APIConnectionTimeoutError) return new ModelError('timeout', 'the request timed out', undefined, { cause: e });
   if (e instanceof APIUserAbortError) return new ModelError('aborted', 'the request was aborted', undefined, { cause: e });
-  if (e instanceof APIConnectionError) return new ModelError('connection', `cannot reach the model: ${e.message}`, undefined, { cause: e });
+  if (e instanceof APIConnectionError) return new ModelError('connection', e.message, undefined, { cause: e });
   if (closedMidAnswer(e)) return new ModelError('connection', 'the model server closed the connection before its answer was complete', undefined, { cause: e });
   if (e instanceof APIError) {
     const status = e.status;
-    const msg = `HTTP ${status ?? '?'}: ${e.message}`;
+    // The client's message starts with the status already ("500 upstream 500").
+    const said = status !== undefined && e.message.startsWith(`${status} `) ? e.message.slice(`${status} `.length) : e.message;
+    const msg = `HTTP ${status ?? '?'}: ${said}`;
     const wait = retryAfterMs(e.headers as { get(name: string): string | null } | undefined);
     const opts = { cause: e, ...(wait !== undefined ? { retryAfterMs: wait } : {}) };
     if (status === 429) return new ModelError('rate_limited', msg, status, opts);

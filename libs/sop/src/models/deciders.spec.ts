@@ -101,10 +101,10 @@ describe('a model that fails', () => {
 
   // Asking again may decide these: the review service checks the session again.
   it.each<[string, FakeReply | null, RegExp]>([
-    ['a server error', { status: 500, content: 'boom' }, /: the model server: /],
-    ['a rate limit', { status: 429, content: 'slow down' }, /: the model rate_limited: /],
+    ['a server error', { status: 500, content: 'boom' }, /: the model answered HTTP 500: boom\.$/],
+    ['a rate limit', { status: 429, content: 'slow down' }, /: the model is rate limited \(HTTP 429\): slow down\.$/],
     ['no answer in time', { hang: true }, /: the model timed out: /],
-    ['a server that is gone', null, /: the model connection: /],
+    ['a server that is gone', null, /: the model cannot be reached: /],
     ['an answer that is not JSON', { content: 'I think yes, the agent did it.' }, /: the model gave a malformed answer/],
   ])('%s leaves the rule not checked, marked retryable', async (_what, reply, why) => {
     const a = await (await deciderOver(reply, reply?.hang ? 300 : 2_000)).decide(greet);
@@ -114,14 +114,37 @@ describe('a model that fails', () => {
   // Asking again cannot help by itself: not marked.
   it('a request the model refuses (a 4xx) leaves the rule not checked, not retryable', async () => {
     const a = await (await deciderOver({ status: 401, content: 'Incorrect API key provided' })).decide(greet);
-    expect(a).toEqual({ decided: false, reason: expect.stringMatching(/^Not checked: the decision model \(decider-test\) could not decide whether the step was done: the model rejected: /) });
+    expect(a).toEqual({ decided: false, reason: expect.stringMatching(/^Not checked: the decision model \(decider-test\) could not decide whether the step was done: the model refused the request \(HTTP 401\): Incorrect API key provided\.$/) });
   });
 
   it('reads the reasons the question service gives', () => {
-    for (const r of ['the model timed out: no answer within 20000 ms', 'the model server: 500 boom', 'the model rate_limited: 429', 'the model connection: cannot reach the model: ECONNREFUSED', 'the model aborted: the request was aborted', 'the model failed: queue closed', 'the model gave a malformed answer (not a JSON object)']) {
+    for (const r of [
+      'the model timed out: no answer within 20000 ms',
+      'the model answered HTTP 500: boom',
+      'the model is rate limited (HTTP 429): slow down',
+      'the model is rate limited: the server asked to retry after 120 s',
+      'the model cannot be reached: Connection error.',
+      'the model server closed the connection before its answer was complete',
+      'the model call was aborted: the request was aborted',
+      'the model failed: queue closed',
+      'the model gave a malformed answer (not a JSON object)',
+      // from a question service of an earlier version
+      'the model server: 500 boom',
+      'the model rate_limited: 429',
+      'the model connection: cannot reach the model: ECONNREFUSED',
+      'the model aborted: the request was aborted',
+    ]) {
       expect([r, retryableModelFailure(r)]).toEqual([r, true]);
     }
-    for (const r of ['the model rejected: 400 context too long', 'no decision model or local LLM is configured', 'the model serverless: x']) expect([r, retryableModelFailure(r)]).toEqual([r, false]);
+    for (const r of [
+      'the model refused the request (HTTP 400): context too long',
+      'the model server answered with a stream, which was not asked for',
+      'the model rejected: 400 context too long',
+      'no decision model or local LLM is configured',
+      'the model serverless: x',
+    ]) {
+      expect([r, retryableModelFailure(r)]).toEqual([r, false]);
+    }
   });
 });
 

@@ -33,16 +33,36 @@ function notChecked(q: Question, who: string, why: string): Undecided {
   return retryableModelFailure(why) ? { decided: false, reason, retryable: true } : { decided: false, reason };
 }
 
+/** How describeError's reasons that asking again may cure begin (retryableModelFailure). */
+const RETRYABLE_REASONS = [
+  'the model timed out',
+  'the model answered HTTP ',
+  'the model is rate limited',
+  'the model cannot be reached',
+  'the model server closed the connection',
+  'the model call was aborted',
+  'the model failed',
+  'the model gave a malformed answer',
+  'the model server:',
+  'the model rate_limited:',
+  'the model connection:',
+  'the model aborted:',
+];
+
 /**
  * Whether the gateway's reason for giving no answer is one that asking again may cure: the
  * question service's reasons for a model error (its describeError: `the model timed out: …`,
- * `the model server: …`, `the model rate_limited: …`, `the model connection: …`, `the model
- * aborted: …`, and `the model failed: …` for an error of no known kind) and for an answer that
- * could not be read (`the model gave a malformed answer (…)`). Not: `the model rejected: …` (a
- * 4xx: the request is refused again) nor `no … is configured`.
+ * `the model answered HTTP 500: …`, `the model is rate limited …`, `the model cannot be
+ * reached: …`, `the model server closed the connection …`, `the model call was aborted: …`, and
+ * `the model failed: …` for an error of no known kind; from a question service of an earlier
+ * version `the model server: …`, `the model rate_limited: …`, `the model connection: …`, `the
+ * model aborted: …`) and for an answer that could not be read (`the model gave a malformed
+ * answer (…)`). Not: `the model refused the request …` (a 4xx: the request is refused again;
+ * earlier `the model rejected: …`), `the model server answered with a stream …`, nor `no … is
+ * configured`.
  */
 export function retryableModelFailure(reason: string): boolean {
-  return /^the model (timed out|server|rate_limited|connection|aborted|failed)\b/.test(reason) || reason.startsWith('the model gave a malformed answer');
+  return RETRYABLE_REASONS.some((r) => reason.startsWith(r));
 }
 
 /**
