@@ -32,6 +32,24 @@ describe('draftCheck', () => {
     await expect(draftCheck({ concern: '  ' }, reply({}))).rejects.toThrow('concern');
   });
 
+  // The reason the reply cannot be used, as the model's server gave it (in-process, the gateway
+  // hands back the whole reply): not 'the model's reply is not JSON: ""'.
+  it.each<[string, Awaited<ReturnType<PlannerChat>>, string]>([
+    ['a refusal', { text: '', refusal: "I'm sorry, I can't help with that.", finishReason: 'stop', answered_by: 'decision' }, "the model refused: I'm sorry, I can't help with that."],
+    ['a reply cut at max_tokens', { text: '{"check": "question", "ask": "Did the agent', finishReason: 'length', usage: { output_tokens: 800 }, answered_by: 'decision' }, 'the answer was cut at 800 tokens (max_tokens) before it was complete'],
+    ['a tool call instead of text', { text: '', finishReason: 'tool_calls', answered_by: 'decision' }, 'the reply has no text (finish_reason tool_calls)'],
+    ['an empty reply over gRPC (text only)', { text: ' ', answered_by: 'decision' }, 'the reply has no text'],
+  ])('says why a reply cannot be used: %s', async (_, res, why) => {
+    const err = await draftCheck({ concern: 'refunds without a lookup' }, async () => res).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CheckError);
+    expect((err as Error).message).toContain(why);
+    expect((err as Error).message).not.toContain('not JSON');
+  });
+
+  it('still says a reply that is text but not JSON is not JSON', async () => {
+    await expect(draftCheck({ concern: 'x' }, async () => ({ text: 'I cannot', finishReason: 'stop', answered_by: 'local' }))).rejects.toThrow(`the model's reply is not JSON: "I cannot"`);
+  });
+
   it('tells the model the project tools', () => {
     expect(draftMessages({ concern: 'c', tools: ['a', 'b'] })[1].content).toBe('Concern: c\n\nThe agent\'s tools: a, b');
     expect(draftMessages({ concern: 'c' })[0].content.startsWith('You turn a concern')).toBe(true);

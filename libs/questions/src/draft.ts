@@ -1,6 +1,6 @@
 import { asksAboutAnswer, CheckError, parseCheck, type Check } from '@neatroots/checks';
 import { stringify } from 'yaml';
-import { extractJson } from './prompt';
+import { readJsonReply } from './prompt';
 import { draftToCheck, type PlannerChat } from './planner';
 
 /**
@@ -60,7 +60,8 @@ export async function draftCheck(req: DraftRequest, chat: PlannerChat): Promise<
   const res = await chat(draftMessages(req));
   let json: unknown;
   try {
-    json = extractJson(res.text);
+    // Refused, cut at max_tokens or no text at all is said as such, not only as "not JSON".
+    json = readJsonReply(res);
   } catch (e) {
     throw new CheckError('draft', undefined, undefined, (e as Error).message);
   }

@@ -6,7 +6,7 @@ import { stringify } from 'yaml';
 import { ALWAYS_ON_QUESTIONS, LIBRARY_QUESTIONS } from './classifier/heuristics';
 import { cut } from './evidence';
 import { askParams, ensureAnswerEvidence } from './library';
-import { extractJson } from './prompt';
+import { readJsonReply, UnusableReply, type ReplyAccount } from './prompt';
 import type { AnsweredBy, Plan, PlanPick, PlanRequest } from './types';
 
 /**
@@ -50,7 +50,8 @@ export const MIN_PICKS = 3;
 export const MAX_PICKS = 8;
 export const MAX_WRITTEN = 3;
 
-export type PlannerChat = (messages: ChatMessage[]) => Promise<{ text: string; answered_by: AnsweredBy }>;
+/** The LLM's reply, with what its server said of it when the gateway passes that on (a refusal, a cut). */
+export type PlannerChat = (messages: ChatMessage[]) => Promise<ReplyAccount & { answered_by: AnsweredBy }>;
 
 export interface PlannerOptions {
   /** The library's questions (source library), the planner's menu. */
@@ -148,8 +149,8 @@ export class Planner {
 
   private async llmPlan(req: PlanRequest): Promise<Plan> {
     const res = await this.opts.chat!(planMessages(req, this.opts.library));
-    const json = extractJson(res.text);
-    if (!json || typeof json !== 'object' || Array.isArray(json)) throw new SyntaxError('the plan is not a JSON object');
+    const json = readJsonReply(res);
+    if (!json || typeof json !== 'object' || Array.isArray(json)) throw new UnusableReply('the plan is not a JSON object');
     const o = json as Record<string, unknown>;
     const ids = this.libraryIds();
     const picks: PlanPick[] = [];

@@ -1,4 +1,4 @@
-import type { ChatMessage } from '@neatroots/ports';
+import type { ChatMessage, ChatResponse } from '@neatroots/ports';
 import type { QuestionDef, Verdict } from './judge';
 
 /**
@@ -89,7 +89,46 @@ export function extractJson(text: string): unknown {
       // malformed
     }
   }
-  throw new SyntaxError(`the model's reply is not JSON: ${JSON.stringify(text.slice(0, 120))}`);
+  throw new UnusableReply(`the model's reply is not JSON: ${JSON.stringify(text.slice(0, 120))}`);
+}
+
+/** A model reply that cannot be used: not JSON, refused, cut at max_tokens, empty. The model's doing, not a bug. */
+export class UnusableReply extends SyntaxError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnusableReply';
+  }
+}
+
+/** What a reply's server said of it, as much as the caller was told (a gateway over gRPC passes the text only). */
+export type ReplyAccount = Pick<ChatResponse, 'text'> & Partial<Pick<ChatResponse, 'refusal' | 'finishReason' | 'usage'>>;
+
+/**
+ * Why a reply may not be usable, when its server said: refused, cut at max_tokens, or no text
+ * at all (a tool call instead, say). Undefined when the server said nothing against it.
+ */
+export function replyProblem(res: ReplyAccount, maxTokens?: number): string | undefined {
+  if (res.refusal) return `the model refused: ${res.refusal.slice(0, 200)}`;
+  // The server's count when it gave one: a reasoning model's limit includes its thinking (ModelParams).
+  if (res.finishReason === 'length') {
+    const at = res.usage?.output_tokens || maxTokens;
+    return `the answer was cut at ${at ? `${at} tokens ` : ''}(max_tokens) before it was complete`;
+  }
+  if (!res.text.trim()) return `the reply has no text${res.finishReason ? ` (finish_reason ${res.finishReason})` : ''}`;
+  return undefined;
+}
+
+/**
+ * The JSON of a reply to a single ask (a plan, a draft), or UnusableReply saying why there is
+ * none: the server's account first (a refusal, a reply cut at max_tokens, no text), else that
+ * the text is not JSON.
+ */
+export function readJsonReply(res: ReplyAccount, maxTokens?: number): unknown {
+  try {
+    return extractJson(res.text);
+  } catch (e) {
+    throw new UnusableReply(replyProblem(res, maxTokens) ?? (e as Error).message);
+  }
 }
 
 /** The answers of a batch reply, by question index (0-based); missing ones are absent. */
