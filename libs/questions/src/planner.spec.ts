@@ -1,4 +1,5 @@
 import { parseDatabaseCheck } from '@neatroots/checks';
+import { ModelError } from '@neatroots/ports';
 import { question } from './fixtures.test';
 import { needsPlan, Planner, plannedId, type PlannerChat } from './planner';
 import type { Plan, PlanRequest } from './types';
@@ -60,8 +61,47 @@ describe('the planner', () => {
   });
 
   it('falls back to the rules when the LLM answer is not JSON', async () => {
-    const plan = await new Planner({ library, chat: chat('Sure! I would pick a few.'), onError: () => undefined }).plan(req);
+    const plan = await new Planner({ library, chat: chat('Sure! I would pick a few.'), onWarn: () => undefined, onError: () => undefined }).plan(req);
     expect(plan.planned_by).toBe('heuristic');
+  });
+
+  // A model's failure is not a bug: one line at warn level, no stack, saying why; error (with its
+  // stack) is kept for what is.
+  it.each<[string, () => never, RegExp]>([
+    ['a timeout', () => { throw new ModelError('timeout', 'no answer within 3000 ms'); }, /^the LLM could not plan Refund Agent: the model timed out: no answer within 3000 ms; planning by rules$/],
+    ['an HTTP error', () => { throw new ModelError('server', 'HTTP 502: upstream 502', 502); }, /^the LLM could not plan Refund Agent: the model answered HTTP 502: upstream 502; planning by rules$/],
+    ['a connection closed', () => { throw new ModelError('connection', 'the model server closed the connection before its answer was complete'); }, /^the LLM could not plan Refund Agent: the model server closed the connection before its answer was complete; planning by rules$/],
+  ])('warns, without a stack, when the model fails: %s', async (_, fail, line) => {
+    const warned: string[] = [];
+    const errors: unknown[] = [];
+    const plan = await new Planner({ library, chat: async () => fail(), onWarn: (m) => warned.push(m), onError: (m, e) => errors.push([m, e]) }).plan(req);
+    expect(plan.planned_by).toBe('heuristic');
+    expect(warned).toEqual([expect.stringMatching(line)]);
+    expect(errors).toEqual([]);
+  });
+
+  it.each<[string, Awaited<ReturnType<PlannerChat>>, string]>([
+    ['a refusal', { text: '', refusal: 'I cannot help with that.', answered_by: 'decision' }, 'the LLM could not plan Refund Agent: the model refused: I cannot help with that.; planning by rules'],
+    ['a reply cut at max_tokens', { text: '{"pick": [{"id": "unfin', finishReason: 'length', usage: { output_tokens: 1500 }, answered_by: 'decision' }, 'the LLM could not plan Refund Agent: the answer was cut at 1500 tokens (max_tokens) before it was complete; planning by rules'],
+    ['a tool call', { text: '', finishReason: 'tool_calls', answered_by: 'decision' }, 'the LLM could not plan Refund Agent: the reply has no text (finish_reason tool_calls); planning by rules'],
+    ['text that is not JSON', { text: 'Sure! I would pick a few.', answered_by: 'local' }, 'the LLM could not plan Refund Agent: the model\'s reply is not JSON: "Sure! I would pick a few."; planning by rules'],
+  ])('says why a reply cannot be used, at warn: %s', async (_, res, line) => {
+    const warned: string[] = [];
+    const errors: unknown[] = [];
+    const plan = await new Planner({ library, chat: async () => res, onWarn: (m) => warned.push(m), onError: (m, e) => errors.push([m, e]) }).plan(req);
+    expect(plan.planned_by).toBe('heuristic');
+    expect(warned).toEqual([line]);
+    expect(errors).toEqual([]);
+  });
+
+  it('keeps error level, with the error, for a bug', async () => {
+    const warned: string[] = [];
+    const errors: [string, unknown][] = [];
+    const bug = new TypeError("Cannot read properties of undefined (reading 'text')");
+    const plan = await new Planner({ library, chat: async () => { throw bug; }, onWarn: (m) => warned.push(m), onError: (m, e) => errors.push([m, e]) }).plan(req);
+    expect(plan.planned_by).toBe('heuristic');
+    expect(warned).toEqual([]);
+    expect(errors).toEqual([["the LLM's plan for Refund Agent is unusable; planning by rules", bug]]);
   });
 
   it('redoes a plan only when new tools appear, keeping the tools and questions planned before', async () => {

@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import { CheckError, parseDatabaseCheck, type QuestionCheck } from '@neatroots/checks';
-import type { ChatMessage } from '@neatroots/ports';
+import { ModelError, type ChatMessage } from '@neatroots/ports';
 import type { ToolInfo } from '@neatroots/spans';
 import { stringify } from 'yaml';
 import { ALWAYS_ON_QUESTIONS, LIBRARY_QUESTIONS } from './classifier/heuristics';
 import { cut } from './evidence';
 import { askParams, ensureAnswerEvidence } from './library';
+import { describeError } from './answerer';
 import { readJsonReply, UnusableReply, type ReplyAccount } from './prompt';
 import type { AnsweredBy, Plan, PlanPick, PlanRequest } from './types';
 
@@ -59,7 +60,10 @@ export interface PlannerOptions {
   /** The LLM, through the question service's queue; absent: plans are made by rules. */
   chat?: PlannerChat;
   now?: () => number;
+  /** A bug (logged at error level, with its stack). */
   onError?: (msg: string, err: unknown) => void;
+  /** The LLM failed to plan (it timed out, could not be reached, answered an HTTP error or an unusable reply): planned by rules. */
+  onWarn?: (msg: string) => void;
 }
 
 const RULE_SENTENCE = /[^.!?\n]*\b(must|never|always|do not|don't|only|should not|shouldn't|may not|is not allowed|are not allowed)\b[^.!?\n]*[.!?]?/gi;
@@ -95,10 +99,12 @@ export function forgetDeleted(plan: Plan, deleted: readonly string[] | undefined
 export class Planner {
   private readonly now: () => number;
   private readonly onError: (msg: string, err: unknown) => void;
+  private readonly onWarn: (msg: string) => void;
 
   constructor(private readonly opts: PlannerOptions) {
     this.now = opts.now ?? Date.now;
     this.onError = opts.onError ?? ((msg, err) => console.error(`planner: ${msg}`, err));
+    this.onWarn = opts.onWarn ?? ((msg) => console.warn(`planner: ${msg}`));
   }
 
   private libraryIds(): string[] {
@@ -115,7 +121,10 @@ export class Planner {
       try {
         plan = await this.llmPlan(req);
       } catch (e) {
-        this.onError(`the LLM's plan for ${req.workflow} is unusable; planning by rules`, e);
+        // The model's failure is not a bug: said in a line, without a stack.
+        if (e instanceof ModelError) this.onWarn(`the LLM could not plan ${req.workflow}: ${describeError(e)}; planning by rules`);
+        else if (e instanceof UnusableReply) this.onWarn(`the LLM could not plan ${req.workflow}: ${e.message}; planning by rules`);
+        else this.onError(`the LLM's plan for ${req.workflow} is unusable; planning by rules`, e);
       }
     }
     plan ??= this.rulePlan(req);

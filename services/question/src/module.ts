@@ -106,6 +106,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       awaitPlans: ctx.config.awaitPlans,
       now: ctx.platform.clock && (() => ctx.platform.clock!.now()),
       log: (m, err) => ctx.log.error(m, err),
+      warn: (m) => ctx.log.warn(m),
       onFindingsPublished: findingDelayHook(ctx),
     });
     // The tasks processed, as the Prometheus counter (neatroots_bus_consumed_total counts records).

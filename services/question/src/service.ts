@@ -97,6 +97,8 @@ export interface QuestionServiceOptions {
   /** The clock plans are dated by (replay: the recording's). */
   now?: () => number;
   log?: (msg: string, err?: unknown) => void;
+  /** A model's failure that is not a bug (the planner's LLM timed out, say): a line at warn level. */
+  warn?: (msg: string) => void;
   /** The findings of a batch once their publish was acknowledged (metrics: neatroots_finding_delay_seconds). */
   onFindingsPublished?: (findings: readonly FindingEvent[]) => void;
 }
@@ -154,6 +156,7 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
     chat: answerer.llm() ? (messages) => answerer.chat({ messages, json: true, maxTokens: 1500 }, { wait: true }) : undefined,
     now: opts.now,
     onError: (msg, err) => log(msg, err),
+    onWarn: opts.warn ?? ((msg) => console.warn(`question: ${msg}`)),
   });
   const processor = new QuestionProcessor({
     answerer,
