@@ -66,6 +66,19 @@ export class AnswerTooLargeError extends Error {
   override readonly name = 'AnswerTooLargeError';
 }
 
+/**
+ * A service the api asks over gRPC is of an earlier version than the api and has not the method
+ * asked (gRPC UNIMPLEMENTED, "The server does not implement the method /neatroots.v1.Sop/
+ * RecheckSession"): 501 `not_implemented`, naming the service and the method, logged as one
+ * warning line. Asking again gets the same until that service is upgraded, so no Retry-After.
+ */
+export class NotImplementedError extends Error {
+  override readonly name = 'NotImplementedError';
+}
+
+/** The method grpc-js names in an UNIMPLEMENTED answer: `/package.Service/Method`, or the implementation's key. */
+const UNIMPLEMENTED_METHOD = /does not implement the method (?:\/[\w.]+\/)?(\w+)/;
+
 /** grpc-js's words for a message over its size limit (as opposed to a server's back-pressure). */
 const SIZE_LIMIT = /larger than max/i;
 
@@ -80,9 +93,17 @@ export type CallStatus = { code: number; details?: string; message: string };
  * other key; NEATROOTS_INTERNAL_TOKEN differs between the services, a misconfiguration the
  * message names). An answer over the gRPC message limit is no such thing: AnswerTooLargeError,
  * not to be retried (RESOURCE_EXHAUSTED stays a service's back-pressure otherwise, as the
- * question service's full queue). Anything else: undefined.
+ * question service's full queue). Nor is a method the service has not (UNIMPLEMENTED: the api
+ * upgraded before it): NotImplementedError, naming the service and the method. Anything else:
+ * undefined.
  */
-export function unavailable(err: CallStatus, service = 'review'): UnavailableError | AnswerTooLargeError | undefined {
+export function unavailable(err: CallStatus, service = 'review'): UnavailableError | AnswerTooLargeError | NotImplementedError | undefined {
+  if (err.code === GrpcStatus.UNIMPLEMENTED) {
+    const details = err.details || err.message;
+    const method = UNIMPLEMENTED_METHOD.exec(details)?.[1];
+    const what = method ? `has no ${method[0].toUpperCase()}${method.slice(1)}` : `does not implement this call (UNIMPLEMENTED: ${details})`;
+    return new NotImplementedError(`the ${service} service is of an earlier version and ${what}: upgrade ${service}`);
+  }
   if (err.code === GrpcStatus.RESOURCE_EXHAUSTED && SIZE_LIMIT.test(err.details || err.message)) {
     return new AnswerTooLargeError(
       `the ${service} service's answer is too large to pass to this process (RESOURCE_EXHAUSTED: ${err.details || err.message}); asking again gets the same: ask for less where the call takes a limit`,
@@ -99,9 +120,11 @@ export function unavailable(err: CallStatus, service = 'review'): UnavailableErr
 /**
  * The error of a client of another service that keeps the call's gRPC status and names the
  * service (`service`: review's ReviewDataClient, whose ReviewServiceError the authoring
- * endpoints see), answered as `unavailable` answers that status; undefined for anything else.
+ * endpoints see), answered as `unavailable` answers that status; one of unavailable's errors as
+ * it is; undefined for anything else.
  */
-export function unavailableOf(err: unknown): UnavailableError | AnswerTooLargeError | undefined {
+export function unavailableOf(err: unknown): UnavailableError | AnswerTooLargeError | NotImplementedError | undefined {
+  if (err instanceof NotImplementedError) return err;
   const e = err as { code?: unknown; details?: unknown; message?: unknown; service?: unknown } | null;
   if (!e || typeof e !== 'object' || typeof e.service !== 'string' || typeof e.code !== 'number' || typeof e.details !== 'string') return undefined;
   return unavailable({ code: e.code, details: e.details, message: typeof e.message === 'string' ? e.message : '' }, e.service);
@@ -178,7 +201,7 @@ export class ErrorsFilter implements ExceptionFilter {
     let issues: SopIssue[] | undefined;
     let issuesOmitted: number | undefined;
     let problems: CheckProblem[] | undefined;
-    let down: UnavailableError | AnswerTooLargeError | undefined;
+    let down: UnavailableError | AnswerTooLargeError | NotImplementedError | undefined;
     if (err instanceof ApiError) {
       status = err.getStatus();
       code = err.code;
@@ -198,8 +221,9 @@ export class ErrorsFilter implements ExceptionFilter {
     } else if (err instanceof UnavailableError || err instanceof AnswerTooLargeError || (down = unavailableOf(err))) {
       const other = down ?? (err as UnavailableError | AnswerTooLargeError);
       const tooLarge = other instanceof AnswerTooLargeError;
-      status = tooLarge ? HttpStatus.BAD_GATEWAY : HttpStatus.SERVICE_UNAVAILABLE;
-      code = tooLarge ? 'answer_too_large' : 'unavailable';
+      const older = other instanceof NotImplementedError;
+      status = tooLarge ? HttpStatus.BAD_GATEWAY : older ? HttpStatus.NOT_IMPLEMENTED : HttpStatus.SERVICE_UNAVAILABLE;
+      code = tooLarge ? 'answer_too_large' : older ? 'not_implemented' : 'unavailable';
       message = other.message;
       this.warn(message);
     } else if (err instanceof StoreInputError) {
