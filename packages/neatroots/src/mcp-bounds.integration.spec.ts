@@ -64,11 +64,12 @@ async function tool(name: string, args: Record<string, unknown> = {}): Promise<A
 }
 
 /** Sends a run through the SDK and waits until the api has all of it. */
-async function sendRun(runId: string, spans: { tool: string; output?: string }[], flushEvery = 20): Promise<void> {
+async function sendRun(runId: string, spans: { tool: string; output?: string; start_ms?: number; end_ms?: number }[], flushEvery = 20): Promise<void> {
   const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
   const run = agent.startRun({ run_id: runId, workflow: 'bounds' });
   for (let i = 0; i < spans.length; i++) {
-    run.span({ type: 'tool', tool: spans[i].tool, input: { i }, output: spans[i].output ?? 'ok' });
+    const { tool, output, ...times } = spans[i];
+    run.span({ type: 'tool', tool, input: { i }, output: output ?? 'ok', ...times });
     if ((i + 1) % flushEvery === 0) await agent.flush();
   }
   await run.end({ final_output: 'done' });
@@ -240,7 +241,7 @@ describe('findings and runs as the REST API answers them', () => {
     await sendRun('parity-run', [{ tool: 'void_order' }, { tool: 'lookup_order' }]);
     expect(await findingsOf('parity-run', 1)).toEqual([expect.objectContaining({ quiet: false })]);
     const run = await tool('get_run', { run_id: 'parity-run' });
-    expect(run.value).toEqual((await rest(`/v1/projects/${PROJECT}/runs/parity-run`)).body);
+    expect(run.value).toEqual({ ...(await rest(`/v1/projects/${PROJECT}/runs/parity-run`)).body, findings_total: 1, problems_total: 1, not_checked_total: 0 });
     expect(run.value!.findings).toEqual([expect.objectContaining({ check_id: 'void-needs-lookup' })]);
     expect((await tool('list_findings', { run_id: 'parity-run' })).value).toEqual((await rest(`/v1/projects/${PROJECT}/findings?run_id=parity-run`)).body);
     const open = await tool('list_findings', { limit: 50 });
@@ -263,4 +264,71 @@ describe('findings and runs as the REST API answers them', () => {
     expect(quiet.value!.findings).toEqual([expect.objectContaining({ run_id: 'quiet-4', check_id: 'void-needs-lookup', quiet: true })]);
     expect(quiet.value).toEqual((await rest(`/v1/projects/${PROJECT}/findings?run_id=quiet-4&include_quiet=true`)).body);
   }, 120_000);
+});
+
+describe('a run of 2,000 slow tool calls (the library\'s slow-tool-call raises a finding on each)', () => {
+  const SLOW = 2_000;
+  const slowCalls = (n: number) => {
+    const t0 = Date.now() - 3_600_000;
+    return Array.from({ length: n }, (_, i) => ({ tool: 'search_kb', start_ms: t0 + i, end_ms: t0 + i + 31_000 }));
+  };
+  /** Waits until each of the run's slow calls has its finding of both checks. */
+  const slowFindings = (runId: string, n: number) =>
+    until(`the findings of ${runId}`, async () => {
+      const f = (await rest(`/v1/projects/${PROJECT}/runs/${runId}`)).body.findings as { check_id: string }[];
+      const of = (check: string) => f.filter((x) => x.check_id === check).length;
+      return of('slow-tool-call') === n && of('slow-grouped') === n ? true : undefined;
+    }, 240_000);
+
+  beforeAll(async () => {
+    // A slow rule of a group as well: all its findings in a run are one problem, the others related.
+    const grouped = 'id: slow-grouped\nkind: rule\ntitle: A slow call, grouped\ngroup: slow-calls\nrule:\n  type: slow\n  span: { type: [tool] }\n  at_least_ms: 30000\n';
+    expect((await rest(`/v1/projects/${PROJECT}/checks`, { method: 'POST', body: JSON.stringify({ yaml: grouped, by: 'cli' }) })).status).toBe(200);
+    await sendRun('slow-run', slowCalls(SLOW), 200);
+    await slowFindings('slow-run', SLOW);
+    await sendRun('grouped-run', slowCalls(8));
+    await slowFindings('grouped-run', 8);
+  }, 300_000);
+
+  it('get_run gives the first 10 findings, problems and questions not checked with how many there are, within a bound', async () => {
+    // REST's run page has them all.
+    const page = (await rest(`/v1/projects/${PROJECT}/runs/slow-run`)).body as { findings: { id: string }[]; problems: { id: string }[] };
+    expect(page.findings.length).toBeGreaterThan(2 * SLOW);
+    const run = await tool('get_run', { run_id: 'slow-run' });
+    expect(run.error).toBeUndefined();
+    expect(run.size).toBeLessThan(BOUND);
+    expect(run.value).toMatchObject({
+      findings_total: page.findings.length,
+      problems_total: page.problems.length,
+      not_checked_total: 0,
+      findings_more: 'the first 10 are here: list_findings with run_id "slow-run" pages through the run\'s problems (include_quiet: true for quiet findings too)',
+    });
+    // The first ones, as REST gives them.
+    expect((run.value!.findings as { id: string }[]).map((f) => f.id)).toEqual(page.findings.slice(0, 10).map((f) => f.id));
+    expect((run.value!.problems as { id: string }[]).map((p) => p.id)).toEqual(page.problems.slice(0, 10).map((p) => p.id));
+    expect(run.value!.not_checked).toEqual([]);
+    // Asked for less, less: the findings are bounded whatever spans_limit and max_chars say.
+    const least = await tool('get_run', { run_id: 'slow-run', spans_limit: 1, max_chars: 1 });
+    expect(least.size).toBeLessThan(run.size);
+    expect(least.value).toMatchObject({ findings_total: page.findings.length, problems_total: page.problems.length });
+    // list_findings pages through them.
+    const listed = await tool('list_findings', { run_id: 'slow-run', limit: 500 });
+    expect([(listed.value!.findings as unknown[]).length, listed.value!.next_cursor]).toEqual([500, expect.any(String)]);
+  }, 60_000);
+
+  it('a problem gives its first 5 related findings and how many it has, in get_run and list_findings', async () => {
+    type Listed = { id: string; check_id: string; related: { id: string }[]; truncated?: Record<string, number> };
+    const page = (await rest(`/v1/projects/${PROJECT}/runs/grouped-run`)).body as { problems: Listed[] };
+    const group = page.problems.find((p) => p.check_id === 'slow-grouped')!;
+    expect(group.related).toHaveLength(7);
+    const listed = await tool('list_findings', { run_id: 'grouped-run' });
+    const inList = (listed.value!.findings as Listed[]).find((p) => p.id === group.id)!;
+    expect(inList.related.map((f) => f.id)).toEqual(group.related.slice(0, 5).map((f) => f.id));
+    expect(inList.truncated).toEqual({ related: 7 });
+    const run = await tool('get_run', { run_id: 'grouped-run' });
+    expect((run.value!.problems as Listed[]).find((p) => p.id === group.id)).toEqual(inList);
+    expect(run.value).toMatchObject({ findings_total: 16, problems_total: 9 });
+    // Another problem, with no related findings, is as it was.
+    expect((listed.value!.findings as Listed[]).find((p) => p.check_id === 'slow-tool-call')).not.toHaveProperty('truncated');
+  }, 60_000);
 });

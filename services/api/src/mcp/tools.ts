@@ -1,6 +1,6 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
-import { FINDING_STATE_FILTERS, MAX_PAGE, type Problem, type ReviewQueries, type SpanPage } from '@neatroots/store';
+import { FINDING_STATE_FILTERS, MAX_PAGE, type FindingRecord, type Problem, type ReviewQueries, type SpanPage } from '@neatroots/store';
 import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
 import { AnswerTooLargeError, UnavailableError, unavailableOf } from '../errors';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../limits';
@@ -17,8 +17,9 @@ import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../li
  * and it sets one over 50,000 characters aside in a file), so a run's spans come a page at a
  * time (SPANS_PAGE by default; get_run asks the review service for those only, and a page
  * stops at the store's SPAN_PAGE_BYTES, `cut_at_bytes`), a long field is cut to its first
- * FIELD_CHARS characters (the record's `truncated` says how long it was), checks are listed
- * without their YAML, and answers are compact JSON. A null argument is one left out (models send null for the
+ * FIELD_CHARS characters (the record's `truncated` says how long it was), a run's findings
+ * come RUN_FINDINGS of each list with their totals, a problem's related RELATED, checks are
+ * listed without their YAML, and answers are compact JSON. A null argument is one left out (models send null for the
  * optional ones they do not use).
  */
 
@@ -27,6 +28,17 @@ export const SPANS_PAGE = 20;
 export const MAX_SPANS_PAGE = 500;
 /** Findings in a page of list_findings by default (GET .../findings: 50). */
 export const FINDINGS_PAGE = 20;
+/**
+ * A run's findings, problems and questions not checked get_run gives (the first, oldest
+ * first), with how many there are: a run of 2,000 slow tool calls has 2,000 findings
+ * (list_findings with run_id pages through them).
+ */
+export const RUN_FINDINGS = 10;
+/**
+ * A problem's related findings an answer gives (the first): a group's problem holds every
+ * finding of the group's checks in the run, one a span for a check like slow-tool-call.
+ */
+export const RELATED = 5;
 /** Characters a long field keeps by default (max_chars), and the most a call may ask for. */
 export const FIELD_CHARS = 500;
 export const MAX_FIELD_CHARS = 100_000;
@@ -87,7 +99,7 @@ export const MCP_TOOLS = [
   },
   {
     name: 'list_findings',
-    description: `Lists this project's findings (problems), newest first, ${FINDINGS_PAGE} a page by default; next_cursor goes on.`,
+    description: `Lists this project's findings (problems), newest first, ${FINDINGS_PAGE} a page by default; next_cursor goes on. A problem lists its first ${RELATED} related findings (truncated.related: how many).`,
     inputSchema: {
       type: 'object',
       properties: {
@@ -103,7 +115,8 @@ export const MCP_TOOLS = [
   {
     name: 'get_run',
     description:
-      `One run of this project: the run, its first ${SPANS_PAGE} spans (spans_limit), its findings, problems and questions not checked. ` +
+      `One run of this project: the run, its first ${SPANS_PAGE} spans (spans_limit), and its first ${RUN_FINDINGS} findings, problems and questions not checked ` +
+      `(findings_total, problems_total, not_checked_total count them all; list_findings with run_id pages through the problems; a problem lists its first ${RELATED} related findings). ` +
       'Long fields are cut (max_chars; truncated says how long they were). spans_next_cursor, when not null, goes to list_spans for the next spans ' +
       '(spans_cut_at_bytes: fewer spans than asked, their full text being that many bytes).',
     inputSchema: {
@@ -229,8 +242,25 @@ function cut<T extends object>(record: T, fields: readonly string[], max: number
   return truncated ? ({ ...out, truncated } as T & { truncated: Record<string, number> }) : record;
 }
 
+/**
+ * The record with its list `field` cut to its first `keep` entries when longer, `truncated`
+ * naming it with how many it had (as a text field cut names its length).
+ */
+function cutList<T extends object>(record: T, field: string, keep: number): T & { truncated?: Record<string, number> } {
+  const v = (record as Record<string, unknown>)[field];
+  if (!Array.isArray(v) || v.length <= keep) return record;
+  const truncated = (record as { truncated?: Record<string, number> }).truncated;
+  return { ...record, [field]: v.slice(0, keep), truncated: { ...truncated, [field]: v.length } };
+}
+
+function cutFinding(f: FindingRecord, max: number): FindingRecord {
+  return cut(f, FINDING_TEXT, max);
+}
+
+/** The problem with its text cut, and its first RELATED related findings (`truncated.related`: how many it has). */
 function cutProblem(p: Problem, max: number): Problem {
-  return { ...cut(p, FINDING_TEXT, max), related: p.related.map((f) => cut(f, FINDING_TEXT, max)) };
+  const head = cutList({ ...cutFinding(p, max), related: p.related }, 'related', RELATED);
+  return { ...head, related: head.related.map((f) => cutFinding(f, max)) };
 }
 
 function result(value: unknown): CallToolResult {
@@ -307,9 +337,15 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
         spans: spans.items.map((s) => cut(s, SPAN_TEXT, max)),
         spans_next_cursor: spans.next_cursor,
         ...(spans.cut_at_bytes !== undefined ? { spans_cut_at_bytes: spans.cut_at_bytes } : {}),
-        findings: run.findings.map((f) => cut(f, FINDING_TEXT, max)),
-        problems: run.problems.map((p) => cutProblem(p, max)),
-        not_checked: run.not_checked.map((n) => cut(n, ['reason'], max)),
+        findings: run.findings.slice(0, RUN_FINDINGS).map((f) => cutFinding(f, max)),
+        problems: run.problems.slice(0, RUN_FINDINGS).map((p) => cutProblem(p, max)),
+        not_checked: run.not_checked.slice(0, RUN_FINDINGS).map((n) => cut(n, ['reason'], max)),
+        findings_total: run.findings.length,
+        problems_total: run.problems.length,
+        not_checked_total: run.not_checked.length,
+        ...(run.findings.length > RUN_FINDINGS || run.problems.length > RUN_FINDINGS
+          ? { findings_more: `the first ${RUN_FINDINGS} are here: list_findings with run_id ${JSON.stringify(runId)} pages through the run's problems (include_quiet: true for quiet findings too)` }
+          : {}),
       };
     }
     case 'list_spans': {
