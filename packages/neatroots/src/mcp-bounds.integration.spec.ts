@@ -316,6 +316,27 @@ describe('a run of 2,000 slow tool calls (the library\'s slow-tool-call raises a
     expect([(listed.value!.findings as unknown[]).length, listed.value!.next_cursor]).toEqual([500, expect.any(String)]);
   }, 60_000);
 
+  it('preview_check lists each flagged run\'s first 3 findings with how many there are, their long fields cut, within a bound', async () => {
+    const guidance = 'Narrow the search. '.repeat(60);
+    const slow = `id: slow-preview\nkind: rule\ntitle: A slow call\nguidance: ${guidance}\nrule:\n  type: slow\n  span: { type: [tool] }\n  at_least_ms: 30000\n`;
+    const preview = await tool('preview_check', { yaml: slow });
+    expect(preview.error).toBeUndefined();
+    expect(preview.size).toBeLessThan(BOUND);
+    type Flagged = { run_id: string; findings: { span_ids: string[]; guidance: string; truncated?: Record<string, number> }[]; findings_total: number };
+    const flagged = preview.value!.flagged as Flagged[];
+    expect(preview.value!.runs).toMatchObject({ flagged: flagged.length });
+    const byRun = Object.fromEntries(flagged.map((r) => [r.run_id, r]));
+    expect(byRun['slow-run']).toMatchObject({ findings_total: SLOW });
+    expect(byRun['grouped-run']).toMatchObject({ findings_total: 8 });
+    for (const r of [byRun['slow-run'], byRun['grouped-run']]) {
+      expect(r.findings).toHaveLength(3);
+      for (const f of r.findings) {
+        expect(f.guidance).toBe(guidance.trim().slice(0, 500));
+        expect(f.truncated).toEqual({ guidance: guidance.trim().length });
+      }
+    }
+  }, 120_000);
+
   it('a problem gives its first 5 related findings and how many it has, in get_run and list_findings', async () => {
     type Listed = { id: string; check_id: string; related: { id: string }[]; truncated?: Record<string, number> };
     const page = (await rest(`/v1/projects/${PROJECT}/runs/grouped-run`)).body as { problems: Listed[] };

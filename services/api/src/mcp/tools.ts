@@ -39,6 +39,14 @@ export const RUN_FINDINGS = 10;
  * finding of the group's checks in the run, one a span for a check like slow-tool-call.
  */
 export const RELATED = 5;
+/**
+ * A preview's flagged runs an answer lists (the newest; runs.flagged counts them all), and the
+ * findings it gives of each (the first, with findings_total): a slow rule previewed on 20 runs
+ * was 572,923 characters, one finding on every slow call. 20 runs of 3 findings of about 450
+ * characters stay under about 30,000.
+ */
+export const PREVIEW_RUNS = 20;
+export const PREVIEW_FINDINGS = 3;
 /** Characters a long field keeps by default (max_chars), and the most a call may ask for. */
 export const FIELD_CHARS = 500;
 export const MAX_FIELD_CHARS = 100_000;
@@ -75,7 +83,9 @@ export const MCP_TOOLS = [
     name: 'preview_check',
     description:
       "Shows which of this project's recent runs a check would flag, with the findings it would raise, without saving it: the runs are replayed through the real rule engine and question path. " +
-      `Bounded in runs and model calls, and answers within ${MCP_PREVIEW_MS / 1000} s (runs it did not reach are listed as not checked); the answer says what it covered. Preview on a run that has the problem and one that does not.`,
+      `Bounded in runs and model calls, and answers within ${MCP_PREVIEW_MS / 1000} s (runs it did not reach are listed as not checked); the answer says what it covered. ` +
+      `It lists the ${PREVIEW_RUNS} newest flagged runs (runs.flagged counts them all), each with its first ${PREVIEW_FINDINGS} findings (findings_total: how many), long fields cut. ` +
+      'Preview on a run that has the problem and one that does not.',
     inputSchema: {
       type: 'object',
       properties: {
@@ -293,8 +303,18 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
   switch (tool.name) {
     case 'create_check':
       return authoring().save(project, submission(args), { by: 'agent' });
-    case 'preview_check':
-      return authoring().preview(project, submission(args), { runs: int(args, 'runs', MAX_PREVIEW_RUNS), model_calls: int(args, 'model_calls', MAX_PREVIEW_MODEL_CALLS), by: 'agent' });
+    case 'preview_check': {
+      const preview = await authoring().preview(project, submission(args), { runs: int(args, 'runs', MAX_PREVIEW_RUNS), model_calls: int(args, 'model_calls', MAX_PREVIEW_MODEL_CALLS), by: 'agent' });
+      return {
+        ...preview,
+        flagged: preview.flagged.slice(0, PREVIEW_RUNS).map((r) => ({
+          ...r,
+          findings: r.findings.slice(0, PREVIEW_FINDINGS).map((f) => cut(f, FINDING_TEXT, FIELD_CHARS)),
+          findings_total: r.findings.length,
+        })),
+        not_checked: preview.not_checked.map((n) => cut(n, ['reason'], FIELD_CHARS)),
+      };
+    }
     case 'list_checks': {
       const checks = await authoring().list(project);
       return { checks: checks.map(({ yaml: _yaml, ...c }) => cut(c as ListedCheck, CHECK_TEXT, FIELD_CHARS)) };
