@@ -10,6 +10,9 @@ export const DEFAULT_MIGRATIONS_DIR = path.resolve(__dirname, '..', '..', '..', 
 
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
+/** The Postgres advisory lock (its hashtext) that one process at a time migrates under. */
+export const MIGRATE_LOCK = 'neatroots:migrate';
+
 export interface Migration {
   version: number;
   name: string;
@@ -22,6 +25,12 @@ export interface MigrateOptions {
   dir?: string;
   /** Where the warning about migrations this build does not have goes (a rollback). */
   log?: { warn(message: string): void };
+  /**
+   * Postgres: another process holds the migration lock (its migrations running), and this call
+   * now waits for it; `onLocked` once it holds the lock itself. Neither when the lock was free.
+   */
+  onWait?: () => void;
+  onLocked?: () => void;
 }
 
 export interface MigrateResult {
@@ -68,7 +77,14 @@ export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<Migrat
   // wait for another replica's migrations, may take longer than any other statement.
   return unboundedTransaction(db, async (tx) => {
     if (!isDbTx(tx)) throw new Error('migrate needs a Db whose transactions can exec (the platform adapters)');
-    if (db.kind === 'postgres') await tx.query(`SELECT pg_advisory_xact_lock(hashtext('neatroots:migrate'))`);
+    if (db.kind === 'postgres') {
+      const free = await tx.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtext('${MIGRATE_LOCK}')) AS locked`);
+      if (!free.rows[0]?.locked) {
+        opts.onWait?.();
+        await tx.query(`SELECT pg_advisory_xact_lock(hashtext('${MIGRATE_LOCK}'))`);
+        opts.onLocked?.();
+      }
+    }
     await tx.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY,
       name text NOT NULL,

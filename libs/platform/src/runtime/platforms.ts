@@ -6,7 +6,7 @@ import { InlineJobs, type StoppedJob } from '../jobs/inline';
 import { DEFAULT_MAX_RECORD_BYTES, KafkaBus, recordBytesFor } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
-import { migrate, openPgliteWorker, openPostgres } from '../db';
+import { migrate, MIGRATE_LOCK, openPgliteWorker, openPostgres } from '../db';
 import type { Metrics } from '../ops';
 import { lockFolder } from '../folder-lock';
 import { warnWhileSlow } from './log';
@@ -75,6 +75,8 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
   /** The database once opened: its thread dying, or a failed sync of its log, stops it for good. */
   let opened: Db | undefined;
   const failing = () => bus?.failure?.() ?? journals.map((j) => j.failure()).find((why) => why !== undefined) ?? opened?.failure?.();
+  /** What opening the database does before it is handed out (migrating it): /readyz says it meanwhile. */
+  let migrating: string | undefined;
   const db = () =>
     drivers.get<Db>(
       'db',
@@ -95,7 +97,7 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
               },
         );
         opened = d;
-        await migrated(d, log);
+        await migrated(d, log, (what) => (migrating = what));
         return d;
       },
       (d) => d.close(),
@@ -148,7 +150,10 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
       );
       return cache.named(name);
     },
-    ready: async () => true,
+    ready: async () => {
+      if (migrating) throw new Error(migrating);
+      return true;
+    },
     failing,
     drain: async () => {
       if (bus) await drainEmbeddedBus(bus, config, opts.drainTopic, log, failing());
@@ -196,6 +201,11 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
     list.push({ driver, dependency, check });
     checks.set(name, list);
   };
+  /**
+   * What opening the database does before it is handed out (migrating it, or waiting for another
+   * replica's migration): /readyz says it meanwhile, whatever drivers it is asked about.
+   */
+  let migrating: string | undefined;
   const REDIS = `redis (${DRIVER_VARIABLES.windows})`;
   // The jobs' Redis is BullMQ's own connections: asked through one of ours to the same URL.
   let redisPing: FailFastRedis | undefined;
@@ -283,7 +293,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         async () => {
           const pg = await openPostgres({ url: config.NEATROOTS_PG_URL!, max: 10, applicationName: `neatroots-${opts.name}` });
           // Idempotent, and serialised by an advisory lock: whichever replica starts first runs them.
-          await migrated(pg, log);
+          await migrated(pg, log, (what) => (migrating = what));
           checkOn('db', `postgres (${DRIVER_VARIABLES.db})`, 'postgres', async () => {
             try {
               await pg.query('SELECT 1');
@@ -355,6 +365,7 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
     // did not (/readyz: 503 with them). Liveness (/healthz) never asks them: an outage of Kafka,
     // Redis or Postgres takes the processes out of their Services, it does not restart them.
     ready: async (only?: readonly Driver[]) => {
+      if (migrating) throw new Error(migrating);
       const down = (
         await Promise.all(
           [...checks].map(async ([name, all]) => {
@@ -393,16 +404,45 @@ async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
 }
 
 /**
- * The database is handed out migrated (the same migrations on PGlite and Postgres); one a newer
- * version migrated is said at warn in the process's log (`neatroots start`, each service).
+ * The database is handed out migrated (the same migrations on PGlite and Postgres), said in the
+ * process's log (`neatroots start`, each service): `applied migrations 0019-0029 in 3812 ms`, or
+ * `database up to date`; one a newer version migrated at warn. Meanwhile `state` says what it
+ * does (for /readyz; undefined once done): migrating, or, on Postgres, waiting for another
+ * process's migration (the advisory lock), said in the log too.
  */
-async function migrated(db: Db, log: Logger): Promise<void> {
+async function migrated(db: Db, log: Logger, state: (what: string | undefined) => void): Promise<void> {
+  let t0 = Date.now();
+  let waited: number | undefined;
+  state('migrating the database');
   try {
-    await migrate(db, { log });
+    const { applied } = await migrate(db, {
+      log,
+      onWait: () => {
+        state(`waiting for another replica's migration (the advisory lock ${MIGRATE_LOCK})`);
+        log.info(`waiting for another process's migration (the advisory lock ${MIGRATE_LOCK})`);
+      },
+      onLocked: () => {
+        waited = Date.now() - t0;
+        t0 = Date.now();
+        state('migrating the database');
+      },
+    });
+    const after = waited === undefined ? '' : ` (after waiting ${waited} ms for another process's migration)`;
+    log.info(applied.length ? `applied ${migrationsNamed(applied)} in ${Date.now() - t0} ms${after}` : `database up to date${after}`);
   } catch (err) {
     await db.close().catch(() => undefined);
     throw err;
+  } finally {
+    state(undefined);
   }
+}
+
+/** Migration files by their versions: `migration 0029`, `migrations 0019-0029`, or listed when not in a row. */
+function migrationsNamed(files: readonly string[]): string {
+  const versions = files.map((f) => f.slice(0, 4));
+  if (versions.length === 1) return `migration ${versions[0]}`;
+  const inRow = versions.every((v, i) => i === 0 || Number(v) === Number(versions[i - 1]) + 1);
+  return `migrations ${inRow ? `${versions[0]}-${versions[versions.length - 1]}` : versions.join(', ')}`;
 }
 
 /** A driver the configuration does not name: the process stops at start-up, saying which. */

@@ -175,6 +175,27 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
     })());
 
   try {
+    // The drivers readiness asks: those the process's modules serve from (all of them when one
+    // does not say; see ServiceModule.readyOn).
+    const readyOn = opts.modules.every((m) => m.readyOn) ? [...new Set(opts.modules.flatMap((m) => m.readyOn!))] : undefined;
+    // Open before the modules start: a start may take long (review migrating the database, or
+    // waiting for another replica's migration), and a closed admin port meanwhile fails the
+    // startup and liveness probes, which restart the process and roll the migration back. Alive
+    // (/healthz 200) and not ready (/readyz 503, saying what a driver opening does) until started.
+    if (opts.admin) admin = await startAdmin({
+      host: opts.admin.host,
+      port: opts.admin.port,
+      metrics,
+      failing: () => platform.failing?.(),
+      ready: async () => {
+        if (!serving) return (await platform.ready(readyOn)) && false;
+        return (
+          health.get() === 'SERVING' &&
+          (await platform.ready(readyOn)) &&
+          (await Promise.all([...[...running.values()].map((r) => (r.ready ? r.ready() : true)), ...linkChecks.map((check) => check())])).every(Boolean)
+        );
+      },
+    });
     for (const m of order) {
       const r = await m.start(contextFor(m));
       running.set(m.name, r);
@@ -184,19 +205,6 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
       }
     }
     if (grpcServer) servicePort = await bindGrpc(grpcServer, opts.grpc!.host, opts.grpc!.port);
-    // The drivers readiness asks: those the process's modules serve from (all of them when one
-    // does not say; see ServiceModule.readyOn).
-    const readyOn = opts.modules.every((m) => m.readyOn) ? [...new Set(opts.modules.flatMap((m) => m.readyOn!))] : undefined;
-    if (opts.admin) admin = await startAdmin({
-      host: opts.admin.host,
-      port: opts.admin.port,
-      metrics,
-      failing: () => platform.failing?.(),
-      ready: async () =>
-        health.get() === 'SERVING' &&
-        (await platform.ready(readyOn)) &&
-        (await Promise.all([...[...running.values()].map((r) => (r.ready ? r.ready() : true)), ...linkChecks.map((check) => check())])).every(Boolean),
-    });
     // Not if a part already stopped for good while the others started (the watcher said so).
     if (!failed) {
       for (const name of serviceNames) health.set(name, 'SERVING');
