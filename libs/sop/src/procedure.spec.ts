@@ -168,3 +168,13 @@ describe('parseProcedure', () => {
     );
   });
 });
+
+describe('a procedure file with long runs of spaces', () => {
+  it('is read at once: a line holding 100,000 spaces before its text (no backtracking over them)', () => {
+    const t0 = Date.now();
+    const { procedure } = parseProcedure('procedures/p.md', 'p', `# Spaces\n## Steps\n1. Greet the caller.${' '.repeat(100_000)}x   \n2. Take the order.   \n`);
+    expect(procedure.rules.map((r) => r.text)).toEqual(['Greet the caller. x', 'Take the order.']);
+    // With trailing spaces cut by /\s+$/ this took about 25 s.
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+});

@@ -48,7 +48,8 @@ export function parseProcedure(file: string, id: string, content: string): Parse
 
   lines.forEach((raw, i) => {
     const n = i + 1;
-    const line = raw.replace(/\s+$/, '');
+    // trimEnd, not /\s+$/: the regex takes time in the square of a long run of spaces inside a line.
+    const line = raw.trimEnd();
     if (!line.trim()) {
       afterBlank = true;
       openMeta = null;

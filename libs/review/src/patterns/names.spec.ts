@@ -24,6 +24,15 @@ describe('a rule pattern named without a model', () => {
     expect(name.slice(0, -1).endsWith(' ')).toBe(false);
   });
 
+  it('names a rule whose text holds a long run of dots or spaces at once (an author wrote it; no backtracking over it)', () => {
+    const t0 = Date.now();
+    expect(nameFromRuleText(`Confirm the order${'.'.repeat(100_000)}x`)).toMatch(/^Confirm the order\.+…$/);
+    expect(nameFromRuleText(`Confirm the order${' ,'.repeat(50_000)}`)).toBe('Confirm the order');
+    expect(nameFromRuleText('Confirm the order!!! ')).toBe('Confirm the order');
+    // With the trailing run trimmed by /[\s.!,;:]+$/ these took about 20 s.
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+
   it('labels rules as the UI shows them', () => {
     expect(ruleLabel('step', 3)).toBe('Step 3');
     expect(ruleLabel('never', 2)).toBe('Never rule 2');
