@@ -77,7 +77,14 @@ export function workspaceCall<T>(t: ApiTarget, method: string, path: string, bod
 }
 
 /** One call to the API at `path` (from /v1 on); resolves with the JSON answer, or throws ApiCallError. */
-export async function apiCall<T>(t: { url: string; key: string }, method: string, path: string, body?: { json: unknown } | { text: string }, opts?: { waitMs?: number }): Promise<T> {
+export async function apiCall<T>(
+  t: { url: string; key: string },
+  method: string,
+  path: string,
+  body?: { json: unknown } | { text: string },
+  /** `afterTimeout`: what the message says when no answer came in time (default: the server may still be working on it). */
+  opts?: { waitMs?: number; afterTimeout?: string },
+): Promise<T> {
   const url = `${t.url}${path}`;
   let res: Sent;
   try {
@@ -91,7 +98,7 @@ export async function apiCall<T>(t: { url: string; key: string }, method: string
       waitMs: opts?.waitMs ?? CALL_WAIT_MS,
     });
   } catch (err) {
-    if (err instanceof SendTimeout) throw new ApiCallError(`${method} ${url}: ${err.message}: the server may still be working on it`, 0);
+    if (err instanceof SendTimeout) throw new ApiCallError(`${method} ${url}: ${err.message}: ${opts?.afterTimeout ?? 'the server may still be working on it'}`, 0);
     const e = err as { code?: string; message?: string };
     throw new ApiCallError(`cannot reach the neatroots API at ${t.url} (${e.code ?? e.message}): is the server running (neatroots start) and --url right?`, 0);
   }

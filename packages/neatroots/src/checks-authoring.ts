@@ -147,8 +147,9 @@ Exit status: 0; 1 when the server refuses (its reason on standard error); 2 for 
     help: `Sends the check in FILE (YAML, one check) to the running server, which replays the
 project's most recent runs through the real rule engine and question path with it, and prints
 the runs it would flag with the findings it would raise. Nothing is saved. Bounded: at most
---runs runs (default 20, at most 100) and --model-calls model calls for a question (default
-20, at most 200); the last line says what was covered.
+--runs runs (default 20, at most 100), --model-calls model calls for a question (default 20,
+at most 200), and 120 s: past it the server answers with what it covered, the rest listed as
+not checked; the last line says what was covered.
 
   --runs N          how many recent runs
   --model-calls N   how many model calls a question may make
@@ -166,7 +167,10 @@ or the server refuses; 2 for bad usage or an unreadable FILE.`,
       const yaml = readCheckFile(io, file);
       let r: Preview;
       try {
-        r = await apiCall<Preview>(t, 'POST', checksPath(t, '/preview'), { json: { yaml, by: 'cli', ...(runs ? { runs } : {}), ...(calls ? { model_calls: calls } : {}) } });
+        r = await apiCall<Preview>(t, 'POST', checksPath(t, '/preview'), { json: { yaml, by: 'cli', ...(runs ? { runs } : {}), ...(calls ? { model_calls: calls } : {}) } }, {
+          // The server stops a preview whose caller has gone, and answers within its own bound (120 s) before this.
+          afterTimeout: 'the server stops a preview once its caller has gone, so it is not running any more; try fewer --runs or --model-calls, or see whether the server and its model are overloaded',
+        });
       } catch (err) {
         return refused(err, io, file);
       }

@@ -79,7 +79,9 @@ describe('checks/draft when the model fails, embedded', () => {
     const r = await draft(base);
     expect(r.status).toBe(502);
     expect(r.body.error?.code).toBe('model_error');
-    expect(r.body.error?.message).toMatch(/^drafting failed: the model refused the request \(.*401.*Incorrect API key provided.*\); try again later, or write the check yourself/);
+    // Waiting cannot cure a wrong key: the answer says what to check instead.
+    expect(r.body.error?.message).toMatch(/^drafting failed: the model refused the request \(.*401.*Incorrect API key provided.*\); check the key of the model that drafts \(NEATROOTS_DECISION_MODEL_KEY, or NEATROOTS_LLM_KEY for the local LLM\)/);
+    expect(r.body.error?.message).not.toMatch(/try again later/);
     expect(fake.calls).toHaveLength(1);
   });
 
@@ -151,7 +153,7 @@ describe('checks/draft when the model fails, the question service in another pro
     const r = await draft(base);
     expect(r.status).toBe(502);
     expect(r.body.error?.code).toBe('model_error');
-    expect(r.body.error?.message).toMatch(/^drafting failed: the model failed \(.*401.*Incorrect API key provided.*\); try again later, or write the check yourself/);
+    expect(r.body.error?.message).toMatch(/^drafting failed: the model failed \(.*401.*Incorrect API key provided.*\); check the key of the model that drafts /);
     // The question service logs the model's failure in one line, not as an unexpected error with a stack.
     expect(logged.map((l) => ({ m: l.m.replace(/\): .*/, '): …'), withError: l.e !== undefined }))).toEqual([{ m: 'a model call failed (rejected, HTTP 401): …', withError: false }]);
   });

@@ -86,7 +86,8 @@ export interface PreviewOptions {
   /**
    * The most wall-clock time (ms) the preview may take: past it, its model calls are stopped
    * and it answers with what it covered, the questions it could not answer and the runs it did
-   * not reach listed in `not_checked`. The MCP tool's is below the MCP clients' 60 s timeout.
+   * not reach listed in `not_checked`. The MCP tool's is below the MCP clients' 60 s timeout;
+   * the REST endpoint's is the body's `time_ms` (at most MAX_PREVIEW_MS), else 120 s.
    */
   time_ms?: number;
 }

@@ -3,7 +3,7 @@ import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Put, Quer
 import { ApiKeyGuard } from './auth.guard';
 import type { Author, Authoring, CheckSubmission } from './authoring';
 import { ApiError } from './errors';
-import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS } from './limits';
+import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_MS, MAX_PREVIEW_RUNS } from './limits';
 import { noBody, noQuery, pathId, type QueryParams } from './params';
 import { AUTHORING } from './tokens';
 
@@ -95,14 +95,14 @@ export class ChecksController {
     return this.a().draft(project, b.concern, { workflow: b.workflow as string | undefined });
   }
 
-  /** {yaml | check, runs?, model_calls?}: what the check would flag on the project's recent runs; nothing is saved. */
+  /** {yaml | check, runs?, model_calls?, time_ms?}: what the check would flag on the project's recent runs; nothing is saved. */
   @Post('checks/preview')
   @HttpCode(200)
   async preview(@Param('project') project: string, @Query() query: QueryParams, @Body() body: unknown, @Res({ passthrough: true }) res: ServerResponse) {
     noQuery(query);
     const b = objectBody(body, '{"yaml": "id: ...", "runs": 20}');
-    onlyFields(b, ['yaml', 'check', 'runs', 'model_calls', 'by']);
-    const opts = { runs: count(b, 'runs', MAX_PREVIEW_RUNS), model_calls: count(b, 'model_calls', MAX_PREVIEW_MODEL_CALLS), by: author(b) };
+    onlyFields(b, ['yaml', 'check', 'runs', 'model_calls', 'time_ms', 'by']);
+    const opts = { runs: count(b, 'runs', MAX_PREVIEW_RUNS), model_calls: count(b, 'model_calls', MAX_PREVIEW_MODEL_CALLS), time_ms: count(b, 'time_ms', MAX_PREVIEW_MS), by: author(b) };
     // A client that gives up stops the preview: no more model calls, and its place is free at once.
     return this.a().preview(project, submission(b), { ...opts, signal: givenUp(res) });
   }

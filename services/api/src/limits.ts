@@ -7,3 +7,9 @@ export const MAX_PREVIEW_MODEL_CALLS = 200;
  * as not checked, rather than an answer nobody waits for.
  */
 export const MCP_PREVIEW_MS = 45_000;
+/**
+ * The most wall-clock time a REST preview may be given (`time_ms`): below the 5 minutes the CLI
+ * (`neatroots checks preview`) waits for its answer. Without one it has 120 s
+ * (DEFAULT_PREVIEW_MS in neatroots' authoring).
+ */
+export const MAX_PREVIEW_MS = 240_000;

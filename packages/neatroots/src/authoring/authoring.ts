@@ -5,7 +5,7 @@ import type { ModelConfig } from '@neatroots/platform';
 import { ModelError, type ModelErrorKind } from '@neatroots/ports';
 import { NoModelError, QueueFullError, type Draft, type DraftRequest } from '@neatroots/questions';
 import type { DbCheckInput, DbCheckRecord, ReviewQueries } from '@neatroots/store';
-import { DEFAULT_PREVIEW_MODEL_CALLS, DEFAULT_PREVIEW_RUNS, previewCheck } from './preview';
+import { DEFAULT_PREVIEW_MODEL_CALLS, DEFAULT_PREVIEW_MS, DEFAULT_PREVIEW_RUNS, previewCheck } from './preview';
 import { invalid, parseSubmission, withAction, type Submitted } from './submission';
 
 /**
@@ -216,7 +216,9 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
           queries: deps.queries,
           models: deps.models,
           signal,
-          timeMs: opts.time_ms,
+          // Always bounded: the REST endpoint's callers (the CLI waits 5 minutes) get an answer
+          // that says what it covered, not a preview that runs on after they gave up.
+          timeMs: opts.time_ms ?? DEFAULT_PREVIEW_MS,
         });
       } finally {
         signal?.removeEventListener('abort', release);
@@ -327,6 +329,23 @@ const FAILED: Record<ModelErrorKind, string> = {
 const AFTER_FAILURE = 'try again later, or write the check yourself (docs/checks.md)';
 
 /**
+ * What to do after a draft's model call failed with this HTTP status: waiting cures a timeout,
+ * a rate limit or a 5xx, never a refused key (401, 403), a wrong URL or model name (404), nor a
+ * request the server refuses as sent (another 4xx).
+ */
+function afterFailure(status: number | undefined): string {
+  const yourself = 'or write the check yourself (docs/checks.md)';
+  if (status === 401 || status === 403) {
+    return `check the key of the model that drafts (NEATROOTS_DECISION_MODEL_KEY, or NEATROOTS_LLM_KEY for the local LLM) and that it may use that model, then restart neatroots; ${yourself}`;
+  }
+  if (status === 404) return `check the model's URL and name (NEATROOTS_DECISION_MODEL_URL and _NAME, or NEATROOTS_LLM_URL and NEATROOTS_LLM_MODEL); ${yourself}`;
+  if (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429) {
+    return `the model server refused the request as sent: its message says what; check the model's name and how requests are written for it (NEATROOTS_DECISION_MODEL_PARAMS, the _JSON_MODE settings: docs/questions.md); ${yourself}`;
+  }
+  return AFTER_FAILURE;
+}
+
+/**
  * Why a draft's model call failed, as the api answers it: the model's failure (a timeout, a
  * refused key, rate limits or 5xx still failing after the retries) is 502 model_error with its
  * reason; a full model queue is 429 model_busy (the api adds Retry-After); the question service
@@ -336,7 +355,7 @@ const AFTER_FAILURE = 'try again later, or write the check yourself (docs/checks
  */
 export function draftFailure(e: unknown): AuthoringError | undefined {
   if (e instanceof QueueFullError) return new AuthoringError(429, 'model_busy', `drafting failed: ${e.message}`);
-  if (e instanceof ModelError) return new AuthoringError(502, 'model_error', `drafting failed: the model ${FAILED[e.kind]} (${e.message}); ${AFTER_FAILURE}`);
+  if (e instanceof ModelError) return new AuthoringError(502, 'model_error', `drafting failed: the model ${FAILED[e.kind]} (${e.message}); ${afterFailure(e.status)}`);
   const cause = e instanceof Error ? (e.cause as { code?: unknown; details?: unknown } | undefined) : undefined;
   if (!cause || typeof cause.code !== 'number') return undefined;
   const details = typeof cause.details === 'string' && cause.details ? cause.details : (e as Error).message;
@@ -344,8 +363,9 @@ export function draftFailure(e: unknown): AuthoringError | undefined {
     case GrpcStatus.RESOURCE_EXHAUSTED:
       return new AuthoringError(429, 'model_busy', `drafting failed: the question service is busy (${details})`);
     case GrpcStatus.INTERNAL:
-      // The question service's Complete answers a model's failure so, with the model's reason.
-      return new AuthoringError(502, 'model_error', `drafting failed: the model failed (${details}); ${AFTER_FAILURE}`);
+      // The question service's Complete answers a model's failure so, with the model's reason
+      // (an HTTP failure's begins "HTTP 401: ").
+      return new AuthoringError(502, 'model_error', `drafting failed: the model failed (${details}); ${afterFailure(httpStatus(details))}`);
     case GrpcStatus.DEADLINE_EXCEEDED:
       return new AuthoringError(502, 'model_error', `drafting failed: the question service gave no answer in time (${details}); ${AFTER_FAILURE}`);
     case GrpcStatus.UNAVAILABLE:
@@ -357,6 +377,12 @@ export function draftFailure(e: unknown): AuthoringError | undefined {
     default:
       return undefined;
   }
+}
+
+/** The HTTP status a model failure's message begins with ("HTTP 401: ..."), if any. */
+function httpStatus(message: string): number | undefined {
+  const m = /^HTTP (\d{3})\b/.exec(message);
+  return m ? Number(m[1]) : undefined;
 }
 
 /**

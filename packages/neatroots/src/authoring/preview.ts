@@ -21,6 +21,19 @@ export const DEFAULT_PREVIEW_RUNS = 20;
 export const DEFAULT_PREVIEW_MODEL_CALLS = 20;
 /** Spans read back per run: a run longer than this is previewed on its first ones (and says so). */
 export const MAX_PREVIEW_SPANS = 2_000;
+/**
+ * A preview's wall-clock bound when its caller sets none (the REST endpoint, the CLI): below the
+ * 5 minutes `neatroots checks preview` waits, so its answer always comes, saying what it covered.
+ */
+export const DEFAULT_PREVIEW_MS = 120_000;
+/**
+ * Runs a question check's preview asks about at once, at most: each is replayed by a replayer of
+ * its own (one run at a time, as replay does), so a slow model answers several runs in the time
+ * of one. Fewer when the model takes fewer requests at once (its NEATROOTS_*_CONCURRENCY), and 1
+ * for a rule or without a model (nothing to wait for). Kept small: the live question checks use
+ * the same model.
+ */
+export const MAX_PREVIEW_LANES = 4;
 
 export interface PreviewInput {
   project: string;
@@ -35,6 +48,19 @@ export interface PreviewInput {
   signal?: AbortSignal;
   /** The most wall-clock time (ms): past it the preview answers with what it covered, the rest not checked. */
   timeMs?: number;
+  /** Runs replayed at once (default: previewLanes). */
+  lanes?: number;
+}
+
+/**
+ * Runs replayed at once for a check: a question's preview waits on the model, so it asks about as
+ * many runs at once as the model that answers questions takes requests (at most
+ * MAX_PREVIEW_LANES); a rule's, or one without a model, has nothing to wait for.
+ */
+export function previewLanes(check: Check, models: ModelConfig | undefined, runs: number): number {
+  if (check.kind === 'rule' || !models || models.backend === 'classifier') return 1;
+  const answers = models.backend === 'local' ? models.local : models.backend === 'decision' ? models.decision : (models.decision ?? models.local);
+  return Math.max(1, Math.min(MAX_PREVIEW_LANES, answers?.concurrency ?? 1, runs));
 }
 
 /** The items of one stored run, in the order replay takes them: run_start, spans, run_end. */
@@ -144,61 +170,70 @@ export async function previewCheck(input: PreviewInput): Promise<PreviewResult> 
     );
     const events = new Map<string, FindingEvent>();
     const notChecked = new Map<string, string>();
-    const replayer = new Replayer({
-      checks: [check],
-      onFinding: (f) => events.set(f.id, f),
-      models: input.models,
-      wrapModels: (m) => ({
-        ...(m.decision ? { decision: budget.wrap(m.decision) } : {}),
-        ...(m.local ? { local: budget.wrap(m.local) } : {}),
-        ...(m.reasoning ? { reasoning: budget.wrap(m.reasoning) } : {}),
-      }),
-      onNotChecked: (r) => {
-        if (!notChecked.has(r.run_id)) notChecked.set(r.run_id, r.answer.status === 'not_checked' ? (r.answer.reason ?? 'not checked') : 'not checked');
-      },
-      log: () => undefined,
-    });
     const truncated: string[] = [];
-    // The runs replayed to their end; past them, when the preview was stopped, the run cut short (if any) and those not reached.
-    let replayed = 0;
-    let cut: string | undefined;
-    try {
-      for (const run of kept) {
-        if (stop.signal.aborted) break;
-        const { items, truncated: shortened } = await runItems(queries, project, run);
-        if (shortened) truncated.push(run.run_id);
-        let pushed = 0;
-        for (const item of items) {
-          if (stop.signal.aborted) break;
-          await replayer.push(item);
-          pushed++;
+    // The runs replayed to their end; when the preview was stopped, the runs cut short, and (the rest) those not reached.
+    const done = new Set<string>();
+    const cut = new Set<string>();
+    // Each lane replays the next run not taken yet, oldest first, on a replayer of its own (one
+    // run at a time, as replay does); the lanes share the model-call budget and the time bound.
+    let next = 0;
+    const lane = async () => {
+      const replayer = new Replayer({
+        checks: [check],
+        onFinding: (f) => events.set(f.id, f),
+        models: input.models,
+        wrapModels: (m) => ({
+          ...(m.decision ? { decision: budget.wrap(m.decision) } : {}),
+          ...(m.local ? { local: budget.wrap(m.local) } : {}),
+          ...(m.reasoning ? { reasoning: budget.wrap(m.reasoning) } : {}),
+        }),
+        onNotChecked: (r) => {
+          if (!notChecked.has(r.run_id)) notChecked.set(r.run_id, r.answer.status === 'not_checked' ? (r.answer.reason ?? 'not checked') : 'not checked');
+        },
+        log: () => undefined,
+      });
+      try {
+        while (next < kept.length && !stop.signal.aborted) {
+          const run = kept[next++];
+          const { items, truncated: shortened } = await runItems(queries, project, run);
+          if (shortened) truncated.push(run.run_id);
+          let pushed = 0;
+          for (const item of items) {
+            if (stop.signal.aborted) break;
+            await replayer.push(item);
+            pushed++;
+          }
+          if (pushed < items.length) {
+            cut.add(run.run_id);
+            break;
+          }
+          done.add(run.run_id);
         }
-        if (pushed < items.length) {
-          cut = run.run_id;
-          break;
-        }
-        replayed++;
+        // Stopped by its time: the questions still to answer are refused a model call, so listed as not checked.
+        if (!input.signal?.aborted) await replayer.end();
+      } finally {
+        await replayer.close();
       }
-      // Stopped by its time: the questions still to answer are refused a model call, so listed as not checked.
-      if (!input.signal?.aborted) await replayer.end();
-    } finally {
-      await replayer.close();
-    }
+    };
+    const lanes = Math.min(input.lanes ?? previewLanes(check, input.models, kept.length), Math.max(1, kept.length));
+    const ran = await Promise.allSettled(Array.from({ length: lanes }, () => lane()));
     if (input.signal?.aborted) throw cancelled();
+    for (const r of ran) if (r.status === 'rejected') throw r.reason;
     for (const r of expired) notChecked.set(r.run_id, `its spans were deleted by retention on ${(r.spans_expired_at ?? '').slice(0, 10)} (NEATROOTS_SPAN_RETENTION_DAYS): not replayed`);
-    const left = kept.slice(replayed);
+    const left = kept.filter((r) => !done.has(r.run_id));
     for (const r of left) {
-      notChecked.set(r.run_id, r.run_id === cut ? `the preview's time (${seconds} s) ran out part way through this run` : `the preview's time (${seconds} s) ran out before this run`);
+      notChecked.set(r.run_id, cut.has(r.run_id) ? `the preview's time (${seconds} s) ran out part way through this run` : `the preview's time (${seconds} s) ran out before this run`);
     }
+    const replayed = done.size;
     const byRun = new Map<string, FindingEvent[]>();
-    for (const f of events.values()) if (f.run_id !== cut) byRun.set(f.run_id, [...(byRun.get(f.run_id) ?? []), f]);
+    for (const f of events.values()) if (!cut.has(f.run_id)) byRun.set(f.run_id, [...(byRun.get(f.run_id) ?? []), f]);
     const flagged: PreviewRun[] = runs
       .filter((r) => byRun.has(r.run_id))
       .reverse()
       .map((r) => ({ run_id: r.run_id, workflow: r.workflow, started_at: r.started_at, findings: byRun.get(r.run_id)!.map(findingLine) }));
     const recent = `${runs.length} most recent run${runs.length === 1 ? '' : 's'} of project ${project}${more ? ` (older runs not previewed; at most ${input.runs} asked)` : ''}`;
     const words = [
-      replayed < kept.length ? `${replayed} of the ${recent}, oldest first` : `the ${recent}`,
+      replayed < kept.length ? `${replayed} of the ${recent}, taken oldest first` : `the ${recent}`,
       ...(expired.length
         ? [`${expired.length} of them not replayed: ${expired.length === 1 ? 'its' : 'their'} spans were deleted by retention (in not_checked)`]
         : []),
@@ -206,7 +241,7 @@ export async function previewCheck(input: PreviewInput): Promise<PreviewResult> 
     ];
     if (timeUp) {
       words.push(
-        `stopped at its ${seconds} s bound${left.length ? `: the ${left.length} most recent run${left.length === 1 ? '' : 's'} not replayed, in not_checked` : ', the questions it had not answered in not_checked'}`,
+        `stopped at its ${seconds} s bound${left.length ? `: ${left.length} run${left.length === 1 ? '' : 's'} not replayed to the end, in not_checked` : ', the questions it had not answered in not_checked'}`,
       );
     }
     if (truncated.length) words.push(`only the first ${MAX_PREVIEW_SPANS} spans of ${truncated.join(', ')}`);
