@@ -29,6 +29,10 @@ rule:
   requires: { tool: [${requires}] }
 `;
 
+type CheckRow = { id: string; source: string; yaml?: string } & Record<string, unknown>;
+/** list_checks' order: by id, then source, in code units. */
+const byIdThenSource = (a: CheckRow, b: CheckRow) => (a.id !== b.id ? (a.id < b.id ? -1 : 1) : a.source === b.source ? 0 : a.source < b.source ? -1 : 1);
+
 let home: string;
 let app: EmbeddedApp;
 let base: string;
@@ -175,14 +179,15 @@ describe('100 checks of 40 KB', () => {
   }, 300_000);
 
   it('list_checks lists them without their YAML, within a bound; get_check has the YAML', async () => {
-    const listed = await tool('list_checks');
+    const listed = await tool('list_checks', { limit: 200 });
     const checks = listed.value!.checks as Record<string, unknown>[];
     expect(checks.filter((c) => String(c.id).startsWith('many-'))).toHaveLength(100);
     expect(checks.every((c) => !('yaml' in c))).toBe(true);
     expect(listed.size).toBeLessThan(BOUND);
-    // The rest as REST lists it.
-    const viaRest = (await rest(`/v1/projects/${PROJECT}/checks`)).body.checks as Record<string, unknown>[];
-    expect(checks).toEqual(viaRest.map(({ yaml: _yaml, ...c }) => c));
+    // The rest as REST lists it, by id.
+    const viaRest = (await rest(`/v1/projects/${PROJECT}/checks`)).body.checks as CheckRow[];
+    expect(checks).toEqual(viaRest.sort(byIdThenSource).map(({ yaml: _yaml, ...c }) => c));
+    expect(listed.value).toMatchObject({ next_cursor: null, total: viaRest.length });
 
     const one = await tool('get_check', { id: 'many-7' });
     expect(one.value).toEqual((await rest(`/v1/projects/${PROJECT}/checks/many-7`)).body);
@@ -352,4 +357,47 @@ describe('a run of 2,000 slow tool calls (the library\'s slow-tool-call raises a
     // Another problem, with no related findings, is as it was.
     expect((listed.value!.findings as Listed[]).find((p) => p.check_id === 'slow-tool-call')).not.toHaveProperty('truncated');
   }, 60_000);
+});
+
+describe('1,000 checks saved through the API', () => {
+  const N = 1_000;
+
+  beforeAll(async () => {
+    for (let i = 0; i < N; i++) {
+      const id = `people-check-${String(i).padStart(5, '0')}-${'x'.repeat(40)}`;
+      const yaml = `id: ${id}\nkind: rule\ntitle: ${`Title of a person check number ${i} `.padEnd(200, 'y')}\nrule:\n  type: count\n  span: { tool: [never_called_tool_${i}] }\n  at_least: 5\n`;
+      expect((await rest(`/v1/projects/${PROJECT}/checks`, { method: 'POST', body: JSON.stringify({ yaml, by: 'cli' }) })).status).toBe(200);
+    }
+  }, 600_000);
+
+  it('list_checks pages through them by id, 50 a page unless asked, within the bound; source narrows the list', async () => {
+    const viaRest = ((await rest(`/v1/projects/${PROJECT}/checks`)).body.checks as CheckRow[]).sort(byIdThenSource).map(({ yaml: _yaml, ...c }) => c);
+    expect(viaRest.length).toBeGreaterThan(N);
+    const first = await tool('list_checks');
+    expect(first.error).toBeUndefined();
+    expect(first.size).toBeLessThan(BOUND);
+    expect(first.value).toMatchObject({ total: viaRest.length, next_cursor: expect.any(String) });
+    expect(first.value!.checks).toEqual(viaRest.slice(0, 50));
+    // Every one once, in order, 200 a page.
+    const seen: unknown[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await tool('list_checks', { limit: 200, cursor });
+      expect(page.error).toBeUndefined();
+      seen.push(...(page.value!.checks as unknown[]));
+      cursor = page.value!.next_cursor as string | null;
+    } while (cursor);
+    expect(seen).toEqual(viaRest);
+    // source: the database checks only.
+    const saved = await tool('list_checks', { source: 'database', limit: 5 });
+    expect(saved.value!.checks).toEqual(viaRest.filter((c) => c.source === 'database').slice(0, 5));
+    expect(saved.value!.total).toBe(viaRest.filter((c) => c.source === 'database').length);
+    const library = await tool('list_checks', { source: 'library', limit: 200 });
+    expect(library.value!.checks).toEqual(viaRest.filter((c) => c.source === 'library'));
+    expect(library.value!.next_cursor).toBeNull();
+    // Calls it refuses.
+    expect((await tool('list_checks', { limit: 201 })).error).toBe('limit must be an integer from 1 to 200');
+    expect((await tool('list_checks', { cursor: 'nonsense' })).error).toBe('cursor is not one list_checks returned');
+    expect((await tool('list_checks', { source: 'files' })).error).toBe('source must be one of library, user, project, database, got "files"');
+  }, 120_000);
 });

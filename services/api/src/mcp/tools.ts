@@ -47,6 +47,11 @@ export const RELATED = 5;
  */
 export const PREVIEW_RUNS = 20;
 export const PREVIEW_FINDINGS = 3;
+/** Checks in a page of list_checks by default, and at most (1,000 checks were 502,474 characters in one answer). */
+export const CHECKS_PAGE = 50;
+export const MAX_CHECKS_PAGE = 200;
+/** Where a check comes from: list_checks' `source` filter. */
+const CHECK_SOURCES = ['library', 'user', 'project', 'database'] as const;
 /** Characters a long field keeps by default (max_chars), and the most a call may ask for. */
 export const FIELD_CHARS = 500;
 export const MAX_FIELD_CHARS = 100_000;
@@ -99,8 +104,17 @@ export const MCP_TOOLS = [
   {
     name: 'list_checks',
     description:
-      'Lists the checks in effect in this project (library, files, database), with kind, action, source and who wrote database checks; without their YAML (get_check has it).',
-    inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+      'Lists the checks in effect in this project (library, files, database), with kind, action, source and who wrote database checks; without their YAML (get_check has it). ' +
+      `By id, ${CHECKS_PAGE} a page by default; next_cursor goes on, total counts them all.`,
+    inputSchema: {
+      type: 'object',
+      properties: {
+        source: { type: 'string', enum: [...CHECK_SOURCES], description: 'Only the checks from here: library, user (~/.neatroots/checks), project (.neatroots/checks) or database (saved through the API, MCP or the app).' },
+        limit: { type: 'integer', minimum: 1, maximum: MAX_CHECKS_PAGE, description: `Checks in the page (default ${CHECKS_PAGE}).` },
+        cursor: { type: 'string', description: 'next_cursor of the page before.' },
+      },
+      additionalProperties: false,
+    },
   },
   {
     name: 'get_check',
@@ -231,6 +245,26 @@ function oneOf<T extends string>(args: Args, name: string, values: readonly T[])
   return v as T;
 }
 
+/** list_checks' order: by id, then source (code units, the same on every call). */
+function byCheckKey(a: Pick<ListedCheck, 'id' | 'source'>, b: Pick<ListedCheck, 'id' | 'source'>): number {
+  if (a.id !== b.id) return a.id < b.id ? -1 : 1;
+  return a.source === b.source ? 0 : a.source < b.source ? -1 : 1;
+}
+
+/** The check a list_checks cursor goes on after; a cursor it did not give is the caller's error. */
+function checksCursor(cursor: string): Pick<ListedCheck, 'id' | 'source'> {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    v = undefined;
+  }
+  if (!Array.isArray(v) || v.length !== 3 || v[0] !== 'checks' || typeof v[1] !== 'string' || typeof v[2] !== 'string') {
+    throw new ToolInputError('cursor is not one list_checks returned');
+  }
+  return { id: v[1], source: v[2] };
+}
+
 /**
  * The record with each of `fields` longer than `max` characters (a string's, else its JSON
  * text's) cut to its first `max`, as a string; `truncated` names each field cut with its full
@@ -316,8 +350,20 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
       };
     }
     case 'list_checks': {
-      const checks = await authoring().list(project);
-      return { checks: checks.map(({ yaml: _yaml, ...c }) => cut(c as ListedCheck, CHECK_TEXT, FIELD_CHARS)) };
+      const source = oneOf(args, 'source', CHECK_SOURCES);
+      const limit = int(args, 'limit', MAX_CHECKS_PAGE) ?? CHECKS_PAGE;
+      const after = args.cursor !== undefined ? checksCursor(text(args, 'cursor', true)!) : undefined;
+      // By id, then source (a database check not in effect can share its id with one in effect):
+      // a page goes on after the last one listed, whatever was saved or removed in between.
+      const all = (await authoring().list(project)).filter((c) => !source || c.source === source).sort(byCheckKey);
+      const rest = after ? all.filter((c) => byCheckKey(c, after) > 0) : all;
+      const page = rest.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        checks: page.map(({ yaml: _yaml, ...c }) => cut(c as ListedCheck, CHECK_TEXT, FIELD_CHARS)),
+        next_cursor: rest.length > limit && last ? Buffer.from(JSON.stringify(['checks', last.id, last.source]), 'utf8').toString('base64url') : null,
+        total: all.length,
+      };
     }
     case 'get_check': {
       const id = text(args, 'id', true)!;
