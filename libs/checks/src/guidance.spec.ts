@@ -9,8 +9,8 @@ describe('fillGuidance', () => {
     expect(out).toBe('search|3|{"q":"x","n":1}|chat|31500|total_tokens|0.1235|(?i)refund|lookup_order, get_customer');
   });
 
-  it('leaves unknown placeholders and placeholders without a value as they are', () => {
-    expect(fillGuidance('You called {tool} {times} times ({count})', { tool: 'search' })).toBe('You called search {times} times ({count})');
+  it('leaves a misspelt placeholder as written, and writes one without a value as words saying so', () => {
+    expect(fillGuidance('You called {tool} {times} times ({count})', { tool: 'search' })).toBe('You called search {times} times (several)');
     expect(unknownPlaceholders('{tool} {times} {times} {args}')).toEqual(['times']);
   });
 

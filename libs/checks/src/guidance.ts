@@ -3,7 +3,9 @@ import type { RuleType } from './types';
 /**
  * Guidance placeholders (CONTRACTS.md section 2). The guidance is the note that reaches the
  * agent, so a value is written the way a person would read it, and a placeholder the engine
- * has no value for (or that is misspelt) stays visible rather than silently disappearing.
+ * has no value for (the span lacks it, or the rule's type never fills it) is written as words
+ * saying so (UNKNOWN_VALUES), never as the raw `{name}`. A misspelt one is the author's text and
+ * stays as written (`checks validate` warns about it).
  */
 export const GUIDANCE_PLACEHOLDERS = ['tool', 'count', 'args', 'name', 'ms', 'metric', 'value', 'pattern', 'requires'] as const;
 export type GuidancePlaceholder = (typeof GUIDANCE_PLACEHOLDERS)[number];
@@ -31,6 +33,23 @@ export const RULE_PLACEHOLDERS: Record<RuleType, readonly GuidancePlaceholder[]>
 /** The placeholders a question's finding fills (libs/questions findings.ts). */
 export const QUESTION_PLACEHOLDERS: readonly GuidancePlaceholder[] = ['count', 'tool', 'name'];
 
+/**
+ * What a placeholder reads as when its value is unknown: the call's arguments were not recorded
+ * (OpenTelemetry leaves them out unless content capture is on), a span has no tool name, or the
+ * rule's type does not fill it. docs/checks.md and docs/contracts.md section 2 list them.
+ */
+export const UNKNOWN_VALUES: Record<GuidancePlaceholder, string> = {
+  tool: 'an unnamed tool',
+  count: 'several',
+  args: 'arguments not recorded',
+  name: 'an unnamed call',
+  ms: 'an unknown number of',
+  metric: 'unknown metric',
+  value: 'an unknown number of',
+  pattern: 'an unknown pattern',
+  requires: 'the required call',
+};
+
 /** `{args}` is the call's arguments as compact JSON, cut so a large payload cannot flood the note. */
 export const MAX_ARGS_CHARS = 200;
 
@@ -41,12 +60,12 @@ export function fillGuidance(template: string, values: GuidanceValues): string {
   return template.replace(PLACEHOLDER, (whole, name: string) => {
     if (!KNOWN.has(name)) return whole;
     const v = values[name as GuidancePlaceholder];
-    if (v === undefined) return whole;
+    if (v === undefined) return UNKNOWN_VALUES[name as GuidancePlaceholder];
     return name === 'args' ? formatArgs(v) : formatValue(v);
   });
 }
 
-/** Placeholders fillGuidance knows that a template uses but `fills` (a rule type's) does not: sent as written. */
+/** Placeholders fillGuidance knows that a template uses but `fills` (a rule type's) does not: sent as UNKNOWN_VALUES words. */
 export function unfilledPlaceholders(template: string, fills: readonly GuidancePlaceholder[]): GuidancePlaceholder[] {
   const out = new Set<GuidancePlaceholder>();
   for (const m of template.matchAll(PLACEHOLDER)) {

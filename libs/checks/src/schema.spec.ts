@@ -166,16 +166,16 @@ describe('parseCheckFile: rule checks', () => {
     expect(warnings).toEqual([expect.stringMatching(/^checks\/loop\.yaml: check repeated-tool-call: guidance: \{times\} is not a placeholder/)]);
   });
 
-  it("warns about a placeholder the rule's type never fills (it reaches the agent as written)", () => {
+  it("warns about a placeholder the rule's type never fills (it reaches the agent as words saying its value is unknown)", () => {
     const warnings = (body: string, guidance: string) => parseCheckFile(rule(body, `guidance: ${JSON.stringify(guidance)}\n`), FILE, 'user').warnings;
     expect(warnings('type: count\nat_least: 5', 'You called {tool} {count} times ({args}, {ms})')).toEqual([
-      'checks/loop.yaml: check repeated-tool-call: guidance: {args} is not filled for a count rule (it fills count, tool, name); it is sent as written',
-      'checks/loop.yaml: check repeated-tool-call: guidance: {ms} is not filled for a count rule (it fills count, tool, name); it is sent as written',
+      'checks/loop.yaml: check repeated-tool-call: guidance: {args} is not filled for a count rule (it fills count, tool, name); it is sent as "arguments not recorded"',
+      'checks/loop.yaml: check repeated-tool-call: guidance: {ms} is not filled for a count rule (it fills count, tool, name); it is sent as "an unknown number of"',
     ]);
     expect(warnings('type: repeat\nat_least: 3', 'You called {tool} ({name}) {count} times ({args})')).toEqual([]);
     expect(warnings('type: errors\nat_least: 3', 'Failed {count} times: {tool} {args}')).toEqual([]);
     expect(warnings('type: run_end', 'The run ended {name} ({tool})')).toEqual([
-      'checks/loop.yaml: check repeated-tool-call: guidance: {tool} is not filled for a run_end rule (it fills count, name); it is sent as written',
+      'checks/loop.yaml: check repeated-tool-call: guidance: {tool} is not filled for a run_end rule (it fills count, name); it is sent as "an unnamed tool"',
     ]);
     expect(warnings('type: threshold\nmetric: cost\nat_least: 1', '{metric} reached {value} on {tool}')).toHaveLength(1);
     // A question fills {count}, {tool} and {name}.
@@ -183,7 +183,7 @@ describe('parseCheckFile: rule checks', () => {
       parseCheckFile(`id: q\nkind: yes_no\nscope: span\nask: Did this call pass a negative amount?\nguidance: ${JSON.stringify(guidance)}\n`, FILE, 'user').warnings;
     expect(question('Check {tool} ({name}), {count} times')).toEqual([]);
     expect(question('Check {tool} with {args}')).toEqual([
-      'checks/loop.yaml: check q: guidance: {args} is not filled for a question (it fills count, tool, name); it is sent as written',
+      'checks/loop.yaml: check q: guidance: {args} is not filled for a question (it fills count, tool, name); it is sent as "arguments not recorded"',
     ]);
   });
 

@@ -1,6 +1,6 @@
 import { RUN_END_STATUSES, SPAN_TYPES } from '@neatroots/spans';
 import { parseAllDocuments } from 'yaml';
-import { QUESTION_PLACEHOLDERS, RULE_PLACEHOLDERS, unfilledPlaceholders, unknownPlaceholders, type GuidancePlaceholder } from './guidance';
+import { QUESTION_PLACEHOLDERS, RULE_PLACEHOLDERS, UNKNOWN_VALUES, unfilledPlaceholders, unknownPlaceholders, type GuidancePlaceholder } from './guidance';
 import { PatternError, compileSafe } from './regex';
 import {
   CheckError,
@@ -253,11 +253,11 @@ function parseRuleCheck(ctx: Ctx, raw: Obj): RuleCheck {
   });
 }
 
-/** A known placeholder the check's type never fills reaches the agent as written. */
+/** A known placeholder the check's type never fills reaches the agent as words saying its value is unknown. */
 function warnUnfilled(ctx: Ctx, guidance: string | undefined, fills: readonly GuidancePlaceholder[], what: string): void {
   if (guidance === undefined) return;
   for (const p of unfilledPlaceholders(guidance, fills)) {
-    ctx.warn('guidance', `{${p}} is not filled for ${what} (it fills ${fills.join(', ')}); it is sent as written`);
+    ctx.warn('guidance', `{${p}} is not filled for ${what} (it fills ${fills.join(', ')}); it is sent as "${UNKNOWN_VALUES[p]}"`);
   }
 }
 

@@ -1,6 +1,6 @@
 import { MemoryWindowStore } from '@neatroots/platform';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
-import { GUIDANCE_PLACEHOLDERS, RULE_PLACEHOLDERS } from '../guidance';
+import { GUIDANCE_PLACEHOLDERS, RULE_PLACEHOLDERS, UNKNOWN_VALUES } from '../guidance';
 import { RULE_TYPES, type FindingEvent, type RuleCheck, type RuleSpec, type RuleType } from '../types';
 import { RuleEngine } from './engine';
 import { compileRuleSet } from './ruleset';
@@ -9,7 +9,8 @@ import type { RunWindow } from './window';
 /**
  * RULE_PLACEHOLDERS (what `checks validate` warns against, and the table in docs/contracts.md
  * section 2 and docs/checks.md) is what the engine fills: for each rule type, a guidance naming
- * every placeholder comes out with exactly that type's filled and the others as written.
+ * every placeholder comes out with exactly that type's filled and the others as the words for an
+ * unknown value (UNKNOWN_VALUES), never as the raw placeholder.
  */
 
 const ALL = GUIDANCE_PLACEHOLDERS.map((p) => `${p}=<{${p}}>`).join(' ');
@@ -76,7 +77,8 @@ describe('guidance placeholders per rule type', () => {
     const { spec, batches } = CASES[type];
     const finding = await firstFinding(spec, batches);
     expect(finding).toBeDefined();
-    const filled = GUIDANCE_PLACEHOLDERS.filter((p) => !finding!.guidance.includes(`${p}=<{${p}}>`));
+    expect(finding!.guidance).not.toMatch(/\{[a-z_]+\}/);
+    const filled = GUIDANCE_PLACEHOLDERS.filter((p) => !finding!.guidance.includes(`${p}=<${UNKNOWN_VALUES[p]}>`));
     expect(filled.sort()).toEqual([...RULE_PLACEHOLDERS[type]].sort());
   });
 });

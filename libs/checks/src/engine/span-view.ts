@@ -58,7 +58,7 @@ export class SpanView {
   private readonly textBufs: Buffer[] = [];
   private texts = 0;
   private readonly sameKeys: (readonly string[])[] = [];
-  private readonly sameVals: string[] = [];
+  private readonly sameVals: (string | undefined)[] = [];
   private sames = 0;
   private readonly passed: JointMatch[] = [];
   private readonly passOk: boolean[] = [];
@@ -84,33 +84,38 @@ export class SpanView {
   /**
    * What `repeat` compares for `fields`, as its streak keeps it: the values as they are when
    * short, else their fingerprint. Once per span for every rule comparing the same fields
-   * (the rules' lists are told apart by content: each rule has its own array).
+   * (the rules' lists are told apart by content: each rule has its own array). Undefined when
+   * the span lacks one of them (arguments not recorded, which is the OpenTelemetry default, no
+   * output, no tool name): an unknown value is equal to nothing, not to another unknown one.
    */
-  sameKey(fields: readonly string[]): string {
+  sameKey(fields: readonly string[]): string | undefined {
     for (let i = 0; i < this.sames; i++) if (sameFields(this.sameKeys[i], fields)) return this.sameVals[i];
-    let v = this.sameValue(fields[0]);
-    for (let i = 1; i < fields.length; i++) v += `\u0001${this.sameValue(fields[i])}`;
-    const key = v.length <= MAX_SAME_CHARS ? v : fingerprint(v);
+    let v: string | undefined = this.sameValue(fields[0]);
+    for (let i = 1; i < fields.length && v !== undefined; i++) {
+      const next = this.sameValue(fields[i]);
+      v = next === undefined ? undefined : `${v}\u0001${next}`;
+    }
+    const key = v === undefined || v.length <= MAX_SAME_CHARS ? v : fingerprint(v);
     this.sameKeys[this.sames] = fields;
     this.sameVals[this.sames++] = key;
     return key;
   }
 
-  private sameValue(field: string): string {
+  private sameValue(field: string): string | undefined {
     const s = this.span;
     switch (field) {
       case 'tool':
-        return s.tool ?? '';
+        return s.tool;
       case 'name':
         return s.name;
       case 'input':
-        return (this.inputCanon ??= canonicalJson(s.input));
+        return s.input === undefined ? undefined : (this.inputCanon ??= canonicalJson(s.input));
       case 'output':
-        return (this.outputCanon ??= canonicalJson(s.output));
+        return s.output === undefined ? undefined : (this.outputCanon ??= canonicalJson(s.output));
       case 'error':
-        return s.error ?? '';
+        return s.error ?? undefined;
       default:
-        return '';
+        return undefined;
     }
   }
 

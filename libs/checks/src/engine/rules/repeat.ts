@@ -1,7 +1,11 @@
 import { pushCapped, state, type RuleKind } from './kind';
 import { endStreak, newStreak, streakFires, type StreakState } from './streak';
 
-/** `repeat`: the same call (by the `same` fields) at_least times in a row; a differing call ends it. */
+/**
+ * `repeat`: the same call (by the `same` fields) at_least times in a row; a differing call ends
+ * it. A call lacking one of the `same` fields (its arguments not recorded) is not known to be
+ * the same as any other: it ends the streak and starts none.
+ */
 export const repeat: RuleKind<'repeat'> = {
   type: 'repeat',
   priority: 80,
@@ -10,7 +14,10 @@ export const repeat: RuleKind<'repeat'> = {
     // Short values are kept as they are; long ones (large arguments) as a fingerprint.
     const key = view.sameKey(rule.same);
     const st = state<StreakState>(w, r, 'streak', newStreak);
-    if (st.key === key) {
+    if (key === undefined) {
+      endStreak(x, w, r, st, received, span);
+      delete st.key;
+    } else if (st.key === key) {
       st.n++;
       pushCapped(st.spans, span.span_id, x.maxSpanIds);
     } else {
