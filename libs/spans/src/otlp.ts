@@ -8,11 +8,14 @@ import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
 /**
  * OTLP trace export → the one span shape (pure; no I/O).
  *
- * Two attribute conventions are read:
+ * These attribute conventions are read:
  * - OpenTelemetry GenAI (gen_ai.*, with the MCP attributes mcp.*): what the OpenTelemetry
  *   instrumentations of OpenAI, Anthropic, the agent frameworks and MCP SDKs emit.
  * - OpenInference (openinference.span.kind, input.value, llm.token_count.*): Arize Phoenix's
  *   instrumentations (LangChain, LlamaIndex, DSPy, ...).
+ * - OpenLLMetry (traceloop.span.kind, traceloop.entity.*, llm.request.type and the numbered
+ *   gen_ai.prompt.N.* / gen_ai.completion.N.* messages): Traceloop's SDK and instrumentations;
+ *   and the Vercel AI SDK's older ai.toolCall.* tool spans.
  *
  * run_id is the trace id in hex unless a span carries `neatroots.run_id`; project and workflow
  * come from `neatroots.project` / `neatroots.workflow` (on the span, else on the resource), with
@@ -285,6 +288,27 @@ function spanType(a: Attrs): SpanType {
     case 'EVALUATOR':
       return 'other';
   }
+  // OpenLLMetry (Traceloop): its decorators' spans carry traceloop.span.kind; its model-call
+  // spans llm.request.type. A workflow is the run's outermost span: an agent span, so a
+  // parentless one ends the run as an invoke_agent root does.
+  switch (a.peekString('traceloop.span.kind')?.toLowerCase()) {
+    case 'tool':
+      return mcp ? 'mcp_tool' : 'tool';
+    case 'agent':
+    case 'workflow':
+      return 'agent';
+    case 'task':
+      return 'other';
+  }
+  switch (a.peekString('llm.request.type')?.toLowerCase()) {
+    case 'chat':
+    case 'completion':
+      return 'llm';
+    case 'rerank':
+      return 'retrieval';
+  }
+  // The Vercel AI SDK's tool-call spans before it wrote the GenAI attributes.
+  if (a.has('ai.toolCall.name')) return 'tool';
   // An MCP client span without the GenAI attributes: only tools/call is a tool call.
   if (mcp === 'tools/call') return 'mcp_tool';
   if (mcp) return 'other';
@@ -332,6 +356,77 @@ function exceptionMessage(s: otlp.Span): string | undefined {
     if (typeof msg === 'string' && msg) return msg;
   }
   return undefined;
+}
+
+// ---- OpenLLMetry (Traceloop) and Vercel AI SDK content ----------------------------------
+
+/**
+ * An attribute holding a value as JSON text (traceloop.entity.input/output, ai.toolCall.result):
+ * parsed whatever it is, so a returned string is that string, not its quoted JSON; text that is
+ * not JSON stays text.
+ */
+function jsonValue(a: Attrs, key: string): unknown {
+  if (!a.has(key)) return undefined;
+  a.used.add(key);
+  a.lastKey = key;
+  const v = ownValue(a.all, key);
+  if (typeof v !== 'string') return v;
+  try {
+    return JSON.parse(v);
+  } catch {
+    return v;
+  }
+}
+
+const INDEXED_FIELD_RE = /^(\d{1,9})\.([a-z_]+(?:\.\d{1,9}\.[a-z_]+|\.[a-z_]+)?)$/;
+const INDEXED_CALL_RE = /^tool_calls\.(\d{1,9})\.(id|name|arguments)$/;
+
+/**
+ * OpenLLMetry's flattened messages (gen_ai.prompt.0.role, gen_ai.prompt.0.content,
+ * gen_ai.completion.0.tool_calls.0.name, ...) as a list of messages in index order: role,
+ * content (a JSON list of content parts parsed), tool_calls ({id, name, arguments}),
+ * function_call, and the other plain fields (finish_reason, tool_call_id, ...). The attributes
+ * read are dropped from `attributes`; undefined when the span has none.
+ */
+function indexedMessages(a: Attrs, prefix: string): Obj[] | undefined {
+  const pre = `${prefix}.`;
+  const messages = new Map<number, Obj>();
+  const calls = new Map<number, Map<number, Obj>>();
+  for (const key of Object.keys(a.all)) {
+    if (!key.startsWith(pre) || !a.has(key)) continue;
+    const m = INDEXED_FIELD_RE.exec(key.slice(pre.length));
+    if (!m) continue;
+    const i = Number(m[1]);
+    const field = m[2];
+    const v = ownValue(a.all, key);
+    let msg = messages.get(i);
+    if (!msg) messages.set(i, (msg = {}));
+    const call = INDEXED_CALL_RE.exec(field);
+    if (call) {
+      let byIndex = calls.get(i);
+      if (!byIndex) calls.set(i, (byIndex = new Map()));
+      const j = Number(call[1]);
+      let c = byIndex.get(j);
+      if (!c) byIndex.set(j, (c = {}));
+      c[call[2]] = call[2] === 'arguments' ? maybeJson(v) : v;
+    } else if (field === 'function_call.name' || field === 'function_call.arguments') {
+      const fc = isObj(msg.function_call) ? msg.function_call : (msg.function_call = {});
+      if (field === 'function_call.name') fc.name = v;
+      else fc.arguments = maybeJson(v);
+    } else if (!field.includes('.')) {
+      const parsed = field === 'content' ? maybeJson(v) : v;
+      setOwn(msg, field, Array.isArray(parsed) ? parsed : v);
+    } else {
+      continue;
+    }
+    a.used.add(key);
+  }
+  if (!messages.size) return undefined;
+  for (const [i, byIndex] of calls) {
+    (messages.get(i) as Obj).tool_calls = [...byIndex.entries()].sort((x, y) => x[0] - y[0]).map(([, c]) => c);
+  }
+  a.lastKey = prefix;
+  return [...messages.entries()].sort((x, y) => x[0] - y[0]).map(([, m]) => m);
 }
 
 function time(ns: string, field: string, runId: string, spanId: string): number | undefined {
@@ -399,7 +494,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
 
   const type = spanType(a);
   const isTool = type === 'tool' || type === 'mcp_tool';
-  const tool = isTool ? a.string('gen_ai.tool.name', 'tool.name', 'mcp.tool.name') : undefined;
+  const tool = isTool ? a.string('gen_ai.tool.name', 'tool.name', 'mcp.tool.name', 'traceloop.entity.name', 'ai.toolCall.name') : undefined;
   // OpenInference says what its values are; text/plain stays text even when it looks like JSON.
   const inputPlain = a.peekString('input.mime_type') === 'text/plain';
   const outputPlain = a.peekString('output.mime_type') === 'text/plain';
@@ -418,6 +513,9 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
     sources.input = 'input.value';
   }
   if (input === undefined) input = from('input', a.json('gen_ai.prompt'));
+  if (input === undefined) input = from('input', a.json('ai.toolCall.args'));
+  if (input === undefined) input = from('input', indexedMessages(a, 'gen_ai.prompt'));
+  if (input === undefined) input = from('input', jsonValue(a, 'traceloop.entity.input'));
   let output = from('output', a.json('gen_ai.tool.call.result', 'gen_ai.output.messages'));
   if (output === undefined && a.has('output.value')) {
     output = outputPlain ? ownValue(a.all, 'output.value') : maybeJson(ownValue(a.all, 'output.value'));
@@ -425,6 +523,9 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
     sources.output = 'output.value';
   }
   if (output === undefined) output = from('output', a.json('gen_ai.completion'));
+  if (output === undefined) output = from('output', jsonValue(a, 'ai.toolCall.result'));
+  if (output === undefined) output = from('output', indexedMessages(a, 'gen_ai.completion'));
+  if (output === undefined) output = from('output', jsonValue(a, 'traceloop.entity.output'));
 
   const code = s.status?.code ?? otlp.Status_StatusCode.STATUS_CODE_UNSET;
   let error: string | undefined;
@@ -438,13 +539,13 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   const usage: Obj = {};
   const inTok = from('usage.input_tokens', a.number('gen_ai.usage.input_tokens', 'llm.token_count.prompt', 'gen_ai.usage.prompt_tokens'));
   const outTok = from('usage.output_tokens', a.number('gen_ai.usage.output_tokens', 'llm.token_count.completion', 'gen_ai.usage.completion_tokens'));
-  const totTok = from('usage.total_tokens', a.number('llm.token_count.total'));
+  const totTok = from('usage.total_tokens', a.number('llm.token_count.total', 'llm.usage.total_tokens'));
   if (inTok !== undefined) usage.input_tokens = inTok;
   if (outTok !== undefined) usage.output_tokens = outTok;
   if (totTok !== undefined) usage.total_tokens = totTok;
 
   const model = a.string('gen_ai.response.model', 'gen_ai.request.model', 'llm.model_name');
-  const session_id = from('session_id', a.string('gen_ai.conversation.id', 'session.id'));
+  const session_id = from('session_id', a.string('gen_ai.conversation.id', 'session.id', 'traceloop.association.properties.session_id'));
   const explicitWorkflow = a.string('neatroots.workflow') ?? res.workflow;
   const agentName = a.peekString('gen_ai.agent.name');
   const workflow = explicitWorkflow ?? agentName ?? res.serviceName;

@@ -168,6 +168,38 @@ describe('a run of 200 spans of 200 KB', () => {
   }, 120_000);
 });
 
+describe('a run of 20 model calls naming a model of 150,000 characters', () => {
+  const MODEL = 'm'.repeat(150_000);
+
+  beforeAll(async () => {
+    const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+    const run = agent.startRun({ run_id: 'model-run', workflow: 'bounds' });
+    for (let i = 0; i < 20; i++) {
+      run.span({ type: 'llm', name: 'chat', model: MODEL, input: { i }, output: 'ok' });
+      if ((i + 1) % 5 === 0) await agent.flush();
+    }
+    await run.end({ final_output: 'done' });
+    await agent.flush();
+    await agent.close();
+    await until('run model-run', async () => {
+      const got = (await rest(`/v1/projects/${PROJECT}/runs/model-run`)).body.run as { end_status: string | null; span_count: number } | undefined;
+      return got?.end_status && got.span_count === 20 ? true : undefined;
+    });
+  }, 120_000);
+
+  it('list_spans and get_run cut a span\'s model as its other long fields, saying how long it was', async () => {
+    const page = await tool('list_spans', { run_id: 'model-run', limit: 20, max_chars: 1 });
+    expect(page.error).toBeUndefined();
+    expect(page.size).toBeLessThan(BOUND);
+    expect(page.value!.spans).toEqual(Array.from({ length: 20 }, () => expect.objectContaining({ model: 'm', truncated: expect.objectContaining({ model: MODEL.length }) })));
+    const run = await tool('get_run', { run_id: 'model-run' });
+    expect(run.size).toBeLessThan(BOUND);
+    expect((run.value!.spans as { model: string }[]).every((s) => s.model === MODEL.slice(0, 500))).toBe(true);
+    // REST has it whole.
+    expect(((await rest(`/v1/projects/${PROJECT}/runs/model-run/spans?limit=1`)).body.spans as { model: string }[])[0].model).toBe(MODEL);
+  }, 60_000);
+});
+
 describe('100 checks of 40 KB', () => {
   const PAD = `# ${'p'.repeat(2_000)}\n`.repeat(20);
 

@@ -57,7 +57,7 @@ export const FIELD_CHARS = 500;
 export const MAX_FIELD_CHARS = 100_000;
 
 /** The fields of each record that can be long, cut to max_chars. */
-const SPAN_TEXT = ['name', 'tool', 'input', 'output', 'error', 'attributes'] as const;
+const SPAN_TEXT = ['name', 'tool', 'model', 'input', 'output', 'error', 'attributes'] as const;
 const RUN_TEXT = ['final_output', 'run_start'] as const;
 const FINDING_TEXT = ['title', 'guidance', 'quote', 'dismiss_note'] as const;
 const CHECK_TEXT = ['title', 'error'] as const;
@@ -71,7 +71,7 @@ const MAX_CHARS_INPUT = {
   type: 'integer',
   minimum: 1,
   maximum: MAX_FIELD_CHARS,
-  description: `Characters each long field (a span's input, output, error, attributes; the run's final_output; a finding's guidance, quote) keeps (default ${FIELD_CHARS}); a longer one is cut and the record's truncated names it with its full length.`,
+  description: `Characters each long field (a span's name, tool, model, input, output, error, attributes; the run's final_output; a finding's guidance, quote) keeps (default ${FIELD_CHARS}); a longer one is cut and the record's truncated names it with its full length.`,
 } as const;
 
 export const MCP_TOOLS = [
