@@ -4,6 +4,7 @@ import { fillGuidance } from '../guidance';
 import type { FindingEvent } from '../types';
 import type { CompiledRule } from './compile';
 import { findingId } from './ids';
+import { isLayer, rememberToolSpan } from './layers';
 import type { RuleRef, RuleStep } from './rules';
 import type { JointMatch } from './joint';
 import { spanPlan, type SpanPlan } from './plan';
@@ -515,7 +516,9 @@ export class RuleEngine {
     if (!w.workflow && span.workflow) w.workflow = span.workflow;
     const m = w.metrics;
     const { first_ms, last_ms } = m;
-    this.addMetrics(w, span, 1);
+    // Another layer of a tool call the run already sent (layers.ts): a span, not another call.
+    const layer = isLayer(w, span);
+    this.addMetrics(w, span, 1, layer);
     const plan = this.planFor(w.project, w.workflow, span);
     const view = this.view.reset(span, plan.match);
     // Each rule type's behaviour is in its own module (rules/<type>.ts). The plan's rules are
@@ -525,29 +528,34 @@ export class RuleEngine {
       for (let i = 0; i < rules.length; i++) {
         const only = names[i];
         if (only && !only.has(span.name)) continue;
+        if (layer && !rules[i].kind.seesLayers) continue;
         rules[i].kind.onSpan!(step.rules, w, rules[i], span, view, env.received_ms);
       }
     } catch (err) {
       // Not seen, and not in the run's metrics: over a store changed in place the batch
       // delivered again runs the span's rules again (those that ran before the throw see it
       // twice), rather than skipping it with the rules after the throw never run.
-      this.addMetrics(w, span, -1);
+      this.addMetrics(w, span, -1, layer);
       m.first_ms = first_ms;
       m.last_ms = last_ms;
       throw err;
     }
     // Seen once its rules ran.
     setOwnValue(w.seen, span.span_id, 1);
+    rememberToolSpan(w, span);
     if (this.inPlace) (slot.added ??= []).push(span.span_id);
   }
 
-  /** Adds a span to the run's metrics (`sign` -1 takes its counts out again; not first_ms/last_ms). */
-  private addMetrics(w: RunWindow, s: Span, sign: 1 | -1): void {
+  /**
+   * Adds a span to the run's metrics (`sign` -1 takes its counts out again; not first_ms/last_ms).
+   * A `layer` of a call already counted is a span, not another tool call or error.
+   */
+  private addMetrics(w: RunWindow, s: Span, sign: 1 | -1, layer: boolean): void {
     const m = w.metrics;
     m.spans += sign;
     if (s.type === 'llm') m.llm_calls += sign;
-    else if (s.type === 'tool' || s.type === 'mcp_tool') m.tool_calls += sign;
-    if (s.status === 'error') m.errors += sign;
+    else if ((s.type === 'tool' || s.type === 'mcp_tool') && !layer) m.tool_calls += sign;
+    if (s.status === 'error' && !layer) m.errors += sign;
     const u = s.usage;
     if (u) {
       m.input_tokens += sign * (u.input_tokens ?? 0);

@@ -56,6 +56,11 @@ export interface RuleKind<T extends RuleType = RuleType, D = unknown> {
   readonly priority: number;
   /** Sees every span of the runs it applies to, whatever its span types (a metric of the whole run). */
   readonly everySpan?: boolean;
+  /**
+   * Sees a layer of a tool call already sent (an MCP client or server span under the framework's
+   * tool span, ../layers.ts): a rule that reads text or the run's metrics, not one that counts calls.
+   */
+  readonly seesLayers?: boolean;
   /** Anything built once per check rather than per span (predicates, matchers, word lists). */
   compile?(rule: RuleOf<T>, check: RuleCheck, deps: CompileDeps): D;
   /** The span types and tools the rule can act on when not its `span` filter's (undefined: any). */

@@ -19,6 +19,8 @@ interface MatchState {
 export const match: RuleKind<'match', TextMatcher> = {
   type: 'match',
   priority: 90,
+  // A layer of a call may hold text the others lack (the MCP server's arguments and result).
+  seesLayers: true,
   compile: (rule, check, deps) => deps.matcher(check, rule.pattern),
   onSpan(x, w, r, span, view, received) {
     const hit = view.match(r, r.data, r.rule.in);

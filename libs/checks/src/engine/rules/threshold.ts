@@ -10,6 +10,8 @@ export const threshold: RuleKind<'threshold'> = {
   type: 'threshold',
   priority: 20,
   everySpan: true,
+  // The metrics count a layer as a span (and its tokens), not as a tool call or an error.
+  seesLayers: true,
   onSpan(x, w, r, span, _view, received) {
     // The metric first: it is below the line on almost every span, and then no state is needed.
     const value = metricValue(w, r.rule.metric);
