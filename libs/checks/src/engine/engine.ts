@@ -606,8 +606,8 @@ export class RuleEngine {
     // needs no record: its span is applied once (`seen`), so its anchor comes once.
     if (!anchor.startsWith('span:')) {
       const raised = (w.raised ??= {});
-      if (ownValue(raised, open.id)) return this.emit(step, w, r, 'updated', open, at, received, vars);
-      setOwnValue(raised, open.id, 1);
+      if (ownValue(raised, open.id) === r.check.rule.type) return this.emit(step, w, r, 'updated', open, at, received, vars);
+      setOwnValue(raised, open.id, r.check.rule.type);
     }
     this.emit(step, w, r, 'raised', open, at, received, vars);
   }

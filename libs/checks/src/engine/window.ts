@@ -35,8 +35,10 @@ export interface RunWindow {
   /**
    * The ids of the findings of the whole run (not of one span) raised in this run through the
    * engine's raise: raised again, such a finding is `updated`. At most one per check and anchor.
+   * The value is the rule type that raised it (1 in windows written before the type was kept):
+   * a check whose rule type changed meanwhile starts afresh and raises its own finding.
    */
-  raised?: Record<string, 1>;
+  raised?: Record<string, string | 1>;
   /** Earliest pending requires_before deadline. */
   wake_at?: number;
   /** The run's last tool spans (at most MAX_TOOL_SPANS), to tell the layers of one call (layers.ts). */
