@@ -16,6 +16,8 @@ import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
  * - OpenLLMetry (traceloop.span.kind, traceloop.entity.*, llm.request.type and the numbered
  *   gen_ai.prompt.N.* / gen_ai.completion.N.* messages): Traceloop's SDK and instrumentations;
  *   and the Vercel AI SDK's older ai.toolCall.* tool spans.
+ * A span whose attributes carry no input or output can carry its messages as events (the older
+ * GenAI gen_ai.content.prompt/completion, gen_ai.*.message and gen_ai.choice): those are read.
  *
  * run_id is the trace id in hex unless a span carries `neatroots.run_id`; project and workflow
  * come from `neatroots.project` / `neatroots.workflow` (on the span, else on the resource), with
@@ -358,6 +360,88 @@ function exceptionMessage(s: otlp.Span): string | undefined {
   return undefined;
 }
 
+// ---- Message content sent as span events --------------------------------------------------
+
+const MESSAGE_EVENT_ROLES: Record<string, string> = {
+  'gen_ai.system.message': 'system',
+  'gen_ai.user.message': 'user',
+  'gen_ai.assistant.message': 'assistant',
+  'gen_ai.tool.message': 'tool',
+};
+/** The body fields of the GenAI message events, when an instrumentation writes them as the event's attributes. */
+const EVENT_BODY_FIELDS = ['role', 'content', 'tool_calls', 'id', 'index', 'finish_reason', 'message'];
+
+/**
+ * A GenAI message event's body: the JSON object of its gen_ai.event.content attribute (Azure AI
+ * Inference, Semantic Kernel), else its body fields written as attributes (content, role,
+ * tool_calls, ...). A content that is a JSON list of parts is parsed; other text stays text.
+ */
+function eventBody(attrs: Obj): Obj {
+  const body: Obj = {};
+  for (const k of EVENT_BODY_FIELDS) {
+    const v = ownValue(attrs, k);
+    if (v !== undefined && v !== null) body[k] = v;
+  }
+  const content = maybeJson(ownValue(attrs, 'gen_ai.event.content'));
+  if (isObj(content)) for (const [k, v] of Object.entries(content)) setOwn(body, k, v);
+  else if (typeof content === 'string' && body.content === undefined) body.content = content;
+  if (typeof body.content === 'string' && Array.isArray(maybeJson(body.content))) body.content = maybeJson(body.content);
+  for (const k of ['tool_calls', 'message']) if (typeof body[k] === 'string') body[k] = maybeJson(body[k]);
+  return body;
+}
+
+interface EventContent {
+  input?: unknown;
+  /** The event the input came from, to name it in a rejection. */
+  inputEvent?: string;
+  output?: unknown;
+  outputEvent?: string;
+}
+
+/**
+ * Message content recorded as span events rather than attributes, for spans whose attributes
+ * carry none: the older GenAI conventions' gen_ai.content.prompt / gen_ai.content.completion
+ * events (their gen_ai.prompt / gen_ai.completion attributes, as Semantic Kernel writes them),
+ * and the per-message events: gen_ai.system.message, gen_ai.user.message,
+ * gen_ai.assistant.message and gen_ai.tool.message, in order, as the input messages (role from
+ * the event's name unless its body gives one), and each gen_ai.choice's message as an output
+ * message (role assistant unless given, with its finish_reason). An event with neither content
+ * nor tool calls (content capture off) is no message.
+ */
+function eventContent(s: otlp.Span): EventContent {
+  const out: EventContent = {};
+  const messages: Obj[] = [];
+  const choices: Obj[] = [];
+  let messageEvent: string | undefined;
+  for (const ev of s.events) {
+    if (ev.name === 'gen_ai.content.prompt' || ev.name === 'gen_ai.content.completion') {
+      const prompt = ev.name === 'gen_ai.content.prompt';
+      const v = ownValue(attributesToJson(ev.attributes), prompt ? 'gen_ai.prompt' : 'gen_ai.completion');
+      if (v === undefined || v === null) continue;
+      if (prompt && out.input === undefined) [out.input, out.inputEvent] = [maybeJson(v), ev.name];
+      if (!prompt && out.output === undefined) [out.output, out.outputEvent] = [maybeJson(v), ev.name];
+    } else if (Object.hasOwn(MESSAGE_EVENT_ROLES, ev.name)) {
+      const { role, ...body } = eventBody(attributesToJson(ev.attributes));
+      // Without content capture the events come with no content: nothing was recorded.
+      if (body.content === undefined && body.tool_calls === undefined) continue;
+      messages.push({ role: typeof role === 'string' && role ? role : MESSAGE_EVENT_ROLES[ev.name], ...body });
+      messageEvent ??= ev.name;
+    } else if (ev.name === 'gen_ai.choice') {
+      const body = eventBody(attributesToJson(ev.attributes));
+      const message: Obj = isObj(body.message) ? { ...body.message } : body.content !== undefined ? { content: body.content } : {};
+      if (typeof message.content === 'string' && Array.isArray(maybeJson(message.content))) message.content = maybeJson(message.content);
+      const { role, ...rest } = message;
+      if (rest.content === undefined && rest.tool_calls === undefined) continue;
+      const choice: Obj = { role: typeof role === 'string' && role ? role : 'assistant', ...rest };
+      if (body.finish_reason !== undefined) choice.finish_reason = body.finish_reason;
+      choices.push(choice);
+    }
+  }
+  if (out.input === undefined && messages.length) [out.input, out.inputEvent] = [messages, messageEvent];
+  if (out.output === undefined && choices.length) [out.output, out.outputEvent] = [choices, 'gen_ai.choice'];
+  return out;
+}
+
 // ---- OpenLLMetry (Traceloop) and Vercel AI SDK content ----------------------------------
 
 /**
@@ -526,6 +610,11 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   if (output === undefined) output = from('output', jsonValue(a, 'ai.toolCall.result'));
   if (output === undefined) output = from('output', indexedMessages(a, 'gen_ai.completion'));
   if (output === undefined) output = from('output', jsonValue(a, 'traceloop.entity.output'));
+  if ((input === undefined || output === undefined) && s.events.length) {
+    const ev = eventContent(s);
+    if (input === undefined && ev.input !== undefined) [input, sources.input] = [ev.input, `${ev.inputEvent} event`];
+    if (output === undefined && ev.output !== undefined) [output, sources.output] = [ev.output, `${ev.outputEvent} event`];
+  }
 
   const code = s.status?.code ?? otlp.Status_StatusCode.STATUS_CODE_UNSET;
   let error: string | undefined;
