@@ -73,7 +73,10 @@ export function tsParam(ms: number | null | undefined): string | null {
 /** A timestamptz as read by either driver (a Date), as ISO-8601; null stays null. */
 export function iso(v: unknown): string | null {
   if (v === null || v === undefined) return null;
-  if (v instanceof Date) return v.toISOString();
+  // A Date of another realm (a vm context, as jest runs code in) is no `instanceof Date`, and
+  // String() of it drops the milliseconds: findings raised in one second then shared a cursor
+  // position and a page skipped some.
+  if (v instanceof Date || Object.prototype.toString.call(v) === '[object Date]') return (v as Date).toISOString();
   return new Date(String(v)).toISOString();
 }
 
