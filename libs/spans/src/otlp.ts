@@ -21,23 +21,25 @@ import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
  *
  * run_id is the trace id in hex unless a span carries `neatroots.run_id`; project and workflow
  * come from `neatroots.project` / `neatroots.workflow` (on the span, else on the resource), with
- * `gen_ai.agent.name` (of the span, else of its run's root in the same export) and then the
+ * `gen_ai.agent.name` (of the span, else of its run's top in the same export) and then the
  * resource's `service.name` as the workflow fallback.
  * Attributes whose value moved into a span field are dropped; every other attribute is kept
  * in `attributes` as given.
  *
- * Run events. OTLP has none, so they are derived from the root agent span (no parent, type
- * agent), which in the GenAI conventions is the `invoke_agent` span around the whole run:
- * - a `run_start` just before the run's first item in this export, when the root carries
+ * Run events. OTLP has none, so they are derived from the run's top: its outermost agent-like
+ * span (runTops: an `invoke_agent` or `invoke_workflow` span, an OpenInference AGENT or outermost
+ * CHAIN, ...), with no agent-like span above it, under no parent or only under its process's
+ * outermost spans (an HTTP server span, a remote parent):
+ * - a `run_start` just before the run's first item in this export, when the top carries
  *   `gen_ai.system_instructions` or an input (system prompt, last user message, and the tools
  *   of `gen_ai.tool.definitions`). An SDK exports a parent after its children, usually in a
  *   later batch, so this run_start often follows spans already sent: it only informs, it
  *   does not open the run;
- * - a `run_end` right after the root: `error` when the span failed, `no_output` when it
- *   recorded an output that is empty, else `ok`. A root with no output attribute at all ends
- *   `ok`: GenAI instrumentations record message content only when content capture is on, and
- *   without it every run would otherwise look unanswered. final_output is the text of the
- *   last assistant message, or the output as given.
+ * - a `run_end` after the run's last span in this export: `error` when the top failed,
+ *   `no_output` when it recorded an output that is empty, else `ok`. A top with no output
+ *   attribute at all ends `ok`: GenAI instrumentations record message content only when content
+ *   capture is on, and without it every run would otherwise look unanswered. final_output is
+ *   the text of the last assistant message, or the output as given.
  */
 
 type Obj = Record<string, unknown>;
@@ -50,7 +52,7 @@ export type OtlpRejection = Rejection;
 export interface OtlpMapResult extends MapResult {
   /** Spans in the request (the same as `received`). */
   spans: number;
-  /** For each of `items`, the index of the span it came from (a run_start: its run's root span). */
+  /** For each of `items`, the index of the span it came from (a run_start or run_end: its run's top span). */
   itemIndexes: number[];
 }
 
@@ -265,7 +267,8 @@ class Attrs {
 }
 
 const LLM_OPERATIONS = new Set(['chat', 'text_completion', 'generate_content']);
-const AGENT_OPERATIONS = new Set(['invoke_agent', 'create_agent']);
+// invoke_workflow: the span around a multi-agent workflow, the run's outermost agent-like span.
+const AGENT_OPERATIONS = new Set(['invoke_agent', 'create_agent', 'invoke_workflow']);
 
 function spanType(a: Attrs): SpanType {
   const mcp = a.peekString('mcp.method.name');
@@ -342,10 +345,12 @@ interface Mapped {
   /** The span's position in the request. */
   index: number;
   span: Span;
-  /** gen_ai.agent.name, when it gave the span its workflow. */
+  /** gen_ai.agent.name, when neatroots.workflow was not given. */
   agentWorkflow?: string;
   /** neatroots.workflow was given. */
   explicitWorkflow: boolean;
+  /** The run's outermost agent span in this export (runTops): it makes the run's events. */
+  top: boolean;
   runStart?: RunStart;
   runEnd?: RunEnd;
 }
@@ -535,7 +540,7 @@ function otlpField(field: string, sources: Record<string, string>): string {
   return field;
 }
 
-function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped, 'index'> {
+function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions, pre?: Pre): Omit<Mapped, 'index'> {
   const traceOk = s.trace_id.length === 16 && !allZero(s.trace_id);
   const traceHex = s.trace_id.length ? hex(s.trace_id) : undefined;
   const spanHex = s.span_id.length ? hex(s.span_id) : undefined;
@@ -547,7 +552,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
       spanHex,
     );
   }
-  const a = new Attrs(attributesToJson(s.attributes));
+  const a = new Attrs(pre?.attrs ?? attributesToJson(s.attributes));
   const run_id = a.string('neatroots.run_id') ?? (traceHex as string);
   if (s.span_id.length !== 8 || allZero(s.span_id)) {
     throw new SpanValidationError(
@@ -576,7 +581,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
     );
   }
 
-  const type = spanType(a);
+  const type = pre?.type ?? spanType(a);
   const isTool = type === 'tool' || type === 'mcp_tool';
   const tool = isTool ? a.string('gen_ai.tool.name', 'tool.name', 'mcp.tool.name', 'traceloop.entity.name', 'ai.toolCall.name') : undefined;
   // OpenInference says what its values are; text/plain stays text even when it looks like JSON.
@@ -645,13 +650,13 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
     }
     project = opts.project;
   }
-  // The root agent span (no parent, type agent) gives the run its events; it opens one with a
+  // The run's outermost agent span (runTops) gives the run its events; it opens one with a
   // run_start when it carries system instructions or an input. Only there do the system
   // instructions and tool definitions feed a field, so only there are they read (before
   // rest(), which drops what was read); on every other span (a chat span carries them too)
   // they stay in attributes as given.
-  const isRootAgent = !parent_id && type === 'agent';
-  const makesRunStart = isRootAgent && (a.has('gen_ai.system_instructions') || input !== undefined);
+  const isRunTop = pre?.top === true;
+  const makesRunStart = isRunTop && (a.has('gen_ai.system_instructions') || input !== undefined);
   const systemInstructions = makesRunStart ? from('system_prompt', a.json('gen_ai.system_instructions')) : undefined;
   const toolDefs = makesRunStart ? from('tools', a.json('gen_ai.tool.definitions')) : undefined;
 
@@ -685,8 +690,13 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   };
   limit({ kind: 'span', span });
 
-  const out: Omit<Mapped, 'index'> = { span, agentWorkflow: explicitWorkflow === undefined ? agentName : undefined, explicitWorkflow: explicitWorkflow !== undefined };
-  if (isRootAgent) {
+  const out: Omit<Mapped, 'index'> = {
+    span,
+    agentWorkflow: explicitWorkflow === undefined ? agentName : undefined,
+    explicitWorkflow: explicitWorkflow !== undefined,
+    top: isRunTop,
+  };
+  if (isRunTop) {
     if (makesRunStart) {
       const startRaw: Obj = { event: 'run_start', run_id, project, workflow, session_id };
       const sys = systemInstructions === undefined ? undefined : lastText(systemInstructions, 'system');
@@ -709,41 +719,195 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions): Omit<Mapped
   return out;
 }
 
+// ---- The run's outermost agent span ---------------------------------------------------
+
+/** What the export's first pass (runTops) gives mapSpan: the attributes read once, the type, and whether it is its run's top. */
+interface Pre {
+  attrs: Obj;
+  type: SpanType;
+  /** Its run's outermost agent span in this export: it makes the run's start and end. */
+  top: boolean;
+}
+
+/** OTLP span flags (proto SpanFlags): the exporter says whether the parent is remote, and if it is. */
+const FLAG_HAS_IS_REMOTE = 0x100;
+const FLAG_IS_REMOTE = 0x200;
+
+/** A span of the export as runTops sees it. */
+interface Node {
+  /** Trace id and span id: a parent is looked up in its own trace. */
+  key: string;
+  parentKey?: string;
+  run: string;
+  type: SpanType;
+  /** openinference.span.kind, upper case. */
+  openinference?: string;
+  kind: otlp.Span_SpanKind;
+  flags: number;
+  end: bigint;
+  order: number;
+}
+
+function nodeOf(s: otlp.Span, attrs: Obj, type: SpanType, order: number): Node | undefined {
+  // A span whose ids refuse it (mapSpan) is no span of the export.
+  if (s.trace_id.length !== 16 || allZero(s.trace_id) || s.span_id.length !== 8 || allZero(s.span_id)) return undefined;
+  if (s.parent_span_id.length !== 0 && s.parent_span_id.length !== 8) return undefined;
+  const trace = hex(s.trace_id);
+  const a = new Attrs(attrs);
+  let end = 0n;
+  if (NANOS_RE.test(s.end_time_unix_nano)) end = BigInt(s.end_time_unix_nano);
+  return {
+    key: trace + hex(s.span_id),
+    parentKey: s.parent_span_id.length && !allZero(s.parent_span_id) ? trace + hex(s.parent_span_id) : undefined,
+    run: a.peekString('neatroots.run_id') ?? trace,
+    type,
+    openinference: a.peekString('openinference.span.kind')?.toUpperCase(),
+    kind: s.kind,
+    flags: s.flags,
+    end,
+    order,
+  };
+}
+
+/** Whether the exporter says the span's parent is in another process: undefined when it does not say (older SDKs). */
+function parentRemote(n: Node): boolean | undefined {
+  return n.flags & FLAG_HAS_IS_REMOTE ? (n.flags & FLAG_IS_REMOTE) !== 0 : undefined;
+}
+
+/**
+ * Which spans end their run (and open it: run_start), decided from this export alone.
+ *
+ * A run's events come from its outermost agent-like span: a span of type agent (invoke_agent,
+ * invoke_workflow, create_agent, an OpenInference AGENT, ...) or the outermost OpenInference
+ * CHAIN (LangChain, LangGraph, CrewAI: no parent, or a parent that is no OpenInference span, or
+ * one the exporter marks remote). Such a span is the run's when, going up through its ancestors
+ * in this export, no agent-like span is met, and the last ancestor found (or the span itself) is
+ * the outermost span of its process: it has no parent, or it is a SERVER or CONSUMER span (an
+ * instrumented HTTP server, a queue consumer: the parent is the caller's), or the exporter marks
+ * its parent remote (OTLP span flags). When the exporter marks the parent local, that parent
+ * comes in a later export (a sub-agent's span is exported before its outer agent's): the span
+ * does not end the run; when it does not say (older SDKs), the span does not either, as an
+ * inner agent could not be told from the outer. Of several in one run (agents called one after
+ * another), the one that ends last.
+ */
+function runTops(nodes: readonly (Node | undefined)[]): Set<number> {
+  const byKey = new Map<string, Node>();
+  for (const n of nodes) if (n && !byKey.has(n.key)) byKey.set(n.key, n);
+  const agentLike = (n: Node): boolean => {
+    if (n.type === 'agent') return true;
+    if (n.openinference !== 'CHAIN') return false;
+    if (!n.parentKey) return true;
+    const p = byKey.get(n.parentKey);
+    return p ? p.openinference === undefined : parentRemote(n) === true;
+  };
+  // For each span walked: null when an agent-like span is above it in the export, else the last of its ancestors the export holds.
+  const above = new Map<string, Node | null>();
+  const walk = (n: Node): Node | null => {
+    const path: Node[] = [];
+    const onPath = new Set<string>();
+    let cur = n;
+    let result: Node | null;
+    for (;;) {
+      const known = above.get(cur.key);
+      if (known !== undefined) {
+        result = known;
+        break;
+      }
+      path.push(cur);
+      onPath.add(cur.key);
+      const p = cur.parentKey ? byKey.get(cur.parentKey) : undefined;
+      if (!p || onPath.has(p.key)) {
+        result = cur;
+        break;
+      }
+      if (agentLike(p)) {
+        result = null;
+        break;
+      }
+      cur = p;
+    }
+    for (const x of path) above.set(x.key, result);
+    return result;
+  };
+  const outermostInProcess = (r: Node): boolean =>
+    !r.parentKey ||
+    r.kind === otlp.Span_SpanKind.SPAN_KIND_SERVER ||
+    r.kind === otlp.Span_SpanKind.SPAN_KIND_CONSUMER ||
+    parentRemote(r) === true;
+  const best = new Map<string, Node>();
+  for (const n of nodes) {
+    if (!n || byKey.get(n.key) !== n || !agentLike(n)) continue;
+    const r = walk(n);
+    if (!r || !outermostInProcess(r)) continue;
+    const b = best.get(n.run);
+    if (!b || n.end >= b.end) best.set(n.run, n);
+  }
+  return new Set([...best.values()].map((n) => n.order));
+}
+
 // ---- The request -----------------------------------------------------------------------
+
+/** Ranks the spans a run's name is taken from: its top, then a span with no parent, then any. */
+function nameRank(m: Mapped): number {
+  return m.top ? 2 : m.span.parent_id ? 0 : 1;
+}
 
 /** Maps one OTLP export; every span is accepted or rejected on its own. */
 export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMapOptions = {}): OtlpMapResult {
   const mapped: Mapped[] = [];
   const rejected: OtlpRejection[] = [];
   const itemIndexes: number[] = [];
-  let index = 0;
+  // First pass: each span's attributes and type, and which spans are their run's top.
+  const all: { s: otlp.Span; res: Resource; attrs: Obj; type: SpanType }[] = [];
+  const nodes: (Node | undefined)[] = [];
   for (const rs of req.resource_spans) {
     const res = readResource(attributesToJson(rs.resource?.attributes ?? []));
     for (const ss of rs.scope_spans) {
       for (const s of ss.spans) {
-        const i = index++;
-        try {
-          mapped.push({ ...mapSpan(s, res, opts), index: i });
-        } catch (e) {
-          if (!(e instanceof SpanValidationError)) throw e;
-          rejected.push(rejectionOf(e, i));
-        }
+        const attrs = attributesToJson(s.attributes);
+        const type = spanType(new Attrs(attrs));
+        nodes.push(nodeOf(s, attrs, type, all.length));
+        all.push({ s, res, attrs, type });
       }
     }
   }
-  const starts = new Map<string, Mapped>();
-  for (const m of mapped) if (m.runStart && !starts.has(m.span.run_id)) starts.set(m.span.run_id, m);
+  const tops = runTops(nodes);
+  for (let i = 0; i < all.length; i++) {
+    const { s, res, attrs, type } = all[i];
+    try {
+      mapped.push({ ...mapSpan(s, res, opts, { attrs, type, top: tops.has(i) }), index: i });
+    } catch (e) {
+      if (!(e instanceof SpanValidationError)) throw e;
+      rejected.push(rejectionOf(e, i));
+    }
+  }
   // A run's workflow is its agent's name: child spans (tool and model calls) rarely carry
-  // gen_ai.agent.name, so they take the one of their run's root (else of any span of the run)
-  // in this export rather than the service.name fallback. (Across exports the engine takes
-  // the run_start's workflow, which comes from the root.)
-  const agentOf = new Map<string, string>();
+  // gen_ai.agent.name, so they take the one of their run's top (else of a span with no parent,
+  // else of any span of the run) in this export rather than the service.name fallback. (Across
+  // exports the engine takes the run_start's workflow, which comes from the top.)
+  const agentOf = new Map<string, { name: string; rank: number }>();
+  const take = (of: Map<string, { name: string; rank: number }>, run: string, name: string | undefined, rank: number) => {
+    if (name === undefined) return;
+    const had = of.get(run);
+    if (!had || rank > had.rank) of.set(run, { name, rank });
+  };
   for (const m of mapped) {
-    if (m.agentWorkflow && (!agentOf.has(m.span.run_id) || !m.span.parent_id)) agentOf.set(m.span.run_id, m.agentWorkflow);
+    take(agentOf, m.span.run_id, m.agentWorkflow, nameRank(m));
   }
   for (const m of mapped) {
-    const agent = agentOf.get(m.span.run_id);
-    if (agent && !m.explicitWorkflow && !m.agentWorkflow) m.span.workflow = agent;
+    if (m.explicitWorkflow) continue;
+    const name = m.agentWorkflow ?? agentOf.get(m.span.run_id)?.name;
+    if (name === undefined) continue;
+    m.span.workflow = name;
+    if (m.runStart) m.runStart.workflow = name;
+  }
+  const starts = new Map<string, Mapped>();
+  const ends = new Map<string, Mapped>();
+  const last = new Map<string, Mapped>();
+  for (const m of mapped) {
+    if (m.runStart && !starts.has(m.span.run_id)) starts.set(m.span.run_id, m);
+    if (m.runEnd && !ends.has(m.span.run_id)) ends.set(m.span.run_id, m);
+    last.set(m.span.run_id, m);
   }
   const items: StreamItem[] = [];
   const seen = new Set<string>();
@@ -759,10 +923,12 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
     }
     items.push({ kind: 'span', span: m.span });
     itemIndexes.push(m.index);
-    if (m.runEnd) {
-      items.push({ kind: 'run_end', run: m.runEnd });
-      itemIndexes.push(m.index);
+    // The run_end after the run's last span in this export (its top may be under an HTTP span).
+    const end = ends.get(runId);
+    if (end?.runEnd && last.get(runId) === m) {
+      items.push({ kind: 'run_end', run: end.runEnd });
+      itemIndexes.push(end.index);
     }
   }
-  return { items, itemIndexes, received: index, spans: index, accepted: mapped.length, rejected };
+  return { items, itemIndexes, received: all.length, spans: all.length, accepted: mapped.length, rejected };
 }
