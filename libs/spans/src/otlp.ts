@@ -21,8 +21,8 @@ import type { RunEnd, RunStart, Span, SpanType, StreamItem } from './types';
  *
  * run_id is the trace id in hex unless a span carries `neatroots.run_id`; project and workflow
  * come from `neatroots.project` / `neatroots.workflow` (on the span, else on the resource), with
- * `gen_ai.agent.name` (of the span, else of its run's top in the same export) and then the
- * resource's `service.name` as the workflow fallback.
+ * `gen_ai.workflow.name` and then `gen_ai.agent.name` (each of the span, else of its run's top in
+ * the same export) and then the resource's `service.name` as the workflow fallback.
  * Attributes whose value moved into a span field are dropped; every other attribute is kept
  * in `attributes` as given.
  *
@@ -276,6 +276,7 @@ function spanType(a: Attrs): SpanType {
   if (op === 'execute_tool') return mcp ? 'mcp_tool' : 'tool';
   if (op && LLM_OPERATIONS.has(op)) return 'llm';
   if (op && AGENT_OPERATIONS.has(op)) return 'agent';
+  if (op === 'retrieval') return 'retrieval';
   if (op === 'embeddings') return 'other';
   switch (a.peekString('openinference.span.kind')?.toUpperCase()) {
     case 'LLM':
@@ -347,6 +348,8 @@ interface Mapped {
   span: Span;
   /** gen_ai.agent.name, when neatroots.workflow was not given. */
   agentWorkflow?: string;
+  /** gen_ai.workflow.name, when neatroots.workflow was not given. */
+  namedWorkflow?: string;
   /** neatroots.workflow was given. */
   explicitWorkflow: boolean;
   /** The run's outermost agent span in this export (runTops): it makes the run's events. */
@@ -642,7 +645,9 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions, pre?: Pre): 
   const session_id = from('session_id', a.string('gen_ai.conversation.id', 'session.id', 'traceloop.association.properties.session_id'));
   const explicitWorkflow = a.string('neatroots.workflow') ?? res.workflow;
   const agentName = a.peekString('gen_ai.agent.name');
-  const workflow = explicitWorkflow ?? agentName ?? res.serviceName;
+  // gen_ai.workflow.name names the whole run (a multi-agent workflow): before an agent's name.
+  const workflowName = a.peekString('gen_ai.workflow.name');
+  const workflow = explicitWorkflow ?? workflowName ?? agentName ?? res.serviceName;
   let project = a.string('neatroots.project') ?? res.project;
   if (opts.project !== undefined) {
     if (project !== undefined && project !== opts.project) {
@@ -693,6 +698,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions, pre?: Pre): 
   const out: Omit<Mapped, 'index'> = {
     span,
     agentWorkflow: explicitWorkflow === undefined ? agentName : undefined,
+    namedWorkflow: explicitWorkflow === undefined ? workflowName : undefined,
     explicitWorkflow: explicitWorkflow !== undefined,
     top: isRunTop,
   };
@@ -881,10 +887,12 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
       rejected.push(rejectionOf(e, i));
     }
   }
-  // A run's workflow is its agent's name: child spans (tool and model calls) rarely carry
-  // gen_ai.agent.name, so they take the one of their run's top (else of a span with no parent,
-  // else of any span of the run) in this export rather than the service.name fallback. (Across
-  // exports the engine takes the run_start's workflow, which comes from the top.)
+  // A run's workflow names the run: child spans (tool and model calls) rarely carry
+  // gen_ai.workflow.name or gen_ai.agent.name, so they take those of their run's top (else of
+  // a span with no parent, else of any span of the run) in this export rather than the
+  // service.name fallback; a workflow's name comes before an agent's. (Across exports the
+  // engine takes the run_start's workflow, which comes from the top.)
+  const namedOf = new Map<string, { name: string; rank: number }>();
   const agentOf = new Map<string, { name: string; rank: number }>();
   const take = (of: Map<string, { name: string; rank: number }>, run: string, name: string | undefined, rank: number) => {
     if (name === undefined) return;
@@ -892,11 +900,12 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
     if (!had || rank > had.rank) of.set(run, { name, rank });
   };
   for (const m of mapped) {
+    take(namedOf, m.span.run_id, m.namedWorkflow, nameRank(m));
     take(agentOf, m.span.run_id, m.agentWorkflow, nameRank(m));
   }
   for (const m of mapped) {
-    if (m.explicitWorkflow) continue;
-    const name = m.agentWorkflow ?? agentOf.get(m.span.run_id)?.name;
+    if (m.explicitWorkflow || m.namedWorkflow) continue;
+    const name = namedOf.get(m.span.run_id)?.name ?? m.agentWorkflow ?? agentOf.get(m.span.run_id)?.name;
     if (name === undefined) continue;
     m.span.workflow = name;
     if (m.runStart) m.runStart.workflow = name;
