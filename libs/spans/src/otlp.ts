@@ -161,20 +161,61 @@ function partsText(parts: unknown): string | undefined {
   return texts.length ? texts.join('\n') : undefined;
 }
 
+/** LangChain's message types (a message's `type`, a `[role, text]` pair's role) as roles. */
+const LANGCHAIN_ROLES: Record<string, string> = { human: 'user', ai: 'assistant', system: 'system', tool: 'tool', user: 'user', assistant: 'assistant' };
+
+/** A LangChain `[role, text]` pair (`["user", "Refund order 7"]`, `["ai", "Done"]`). */
+function isPair(m: unknown): m is [string, unknown] {
+  return Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && Object.hasOwn(LANGCHAIN_ROLES, m[0]);
+}
+
+/** A message as a plain object: a LangChain serialized one (`{lc, kwargs: {...}}`) as its kwargs. */
+function unwrapMessage(m: Obj): Obj {
+  return m.lc !== undefined && isObj(m.kwargs) ? m.kwargs : m;
+}
+
+/**
+ * A message's role: `role`, else a LangChain message's `type` (human, ai, system, tool) or a
+ * pair's first item; undefined when it has none.
+ */
+function roleOf(m: unknown): string | undefined {
+  if (isPair(m)) return LANGCHAIN_ROLES[m[0]];
+  if (!isObj(m)) return undefined;
+  const o = unwrapMessage(m);
+  if (typeof o.role === 'string') return LANGCHAIN_ROLES[o.role] ?? o.role;
+  if (typeof o.type === 'string' && Object.hasOwn(LANGCHAIN_ROLES, o.type)) return LANGCHAIN_ROLES[o.type];
+  return undefined;
+}
+
 function messageText(m: unknown): string | undefined {
   if (typeof m === 'string') return m;
+  if (isPair(m)) return messageText(m[1]);
   if (!isObj(m)) return undefined;
-  if (typeof m.content === 'string') return m.content;
-  return partsText(m.parts) ?? partsText(m.content);
+  const o = unwrapMessage(m);
+  if (typeof o.content === 'string') return o.content;
+  return partsText(o.parts) ?? partsText(o.content);
+}
+
+/**
+ * A list of messages as given, or inside an object that holds them under `messages` (an
+ * OpenInference chain's or agent's input and output: LangGraph's state `{"messages": [...]}`,
+ * a chat request's `{"model": ..., "messages": [...]}`).
+ */
+function messageList(v: unknown): unknown[] | undefined {
+  if (Array.isArray(v)) return v;
+  if (isObj(v) && Array.isArray(v.messages)) return v.messages;
+  return undefined;
 }
 
 /** The text of the last message with this role (or of the value itself when it is not a list of messages). */
 function lastText(v: unknown, role: string): string | undefined {
   if (typeof v === 'string') return v;
-  if (Array.isArray(v)) {
-    for (let i = v.length - 1; i >= 0; i--) {
-      const m = v[i];
-      if (isObj(m) && m.role !== undefined && m.role !== role) continue;
+  const list = messageList(v);
+  if (list) {
+    for (let i = list.length - 1; i >= 0; i--) {
+      const m = list[i];
+      const r = roleOf(m);
+      if (r !== undefined && r !== role) continue;
       const t = messageText(m);
       if (t !== undefined) return t;
     }
