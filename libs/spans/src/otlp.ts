@@ -224,6 +224,24 @@ function lastText(v: unknown, role: string): string | undefined {
   return messageText(v);
 }
 
+/**
+ * The system instructions as one text: every text part (gen_ai.system_instructions is a list of
+ * parts) and every system message (a list of messages), a blank line between them.
+ */
+function systemText(v: unknown): string | undefined {
+  if (typeof v === 'string') return v;
+  const list = messageList(v);
+  if (!list) return messageText(v);
+  const texts: string[] = [];
+  for (const m of list) {
+    const r = roleOf(m);
+    if (r !== undefined && r !== 'system' && r !== 'developer') continue;
+    const t = r === undefined && isObj(m) && m.type !== undefined && m.type !== 'text' ? undefined : (messageText(m) ?? (isObj(m) && typeof m.text === 'string' ? m.text : undefined));
+    if (t !== undefined && t.trim() !== '') texts.push(t);
+  }
+  return texts.length ? texts.join('\n\n') : undefined;
+}
+
 function toolDefinitions(v: unknown): { name: string; description?: string }[] | undefined {
   if (!Array.isArray(v)) return undefined;
   const out: { name: string; description?: string }[] = [];
@@ -746,7 +764,7 @@ function mapSpan(s: otlp.Span, res: Resource, opts: OtlpMapOptions, pre?: Pre): 
   if (isRunTop) {
     if (makesRunStart) {
       const startRaw: Obj = { event: 'run_start', run_id, project, workflow, session_id };
-      const sys = systemInstructions === undefined ? undefined : lastText(systemInstructions, 'system');
+      const sys = systemInstructions === undefined ? undefined : systemText(systemInstructions);
       if (sys !== undefined) startRaw.system_prompt = sys;
       const user = input === undefined ? undefined : lastText(input, 'user');
       if (user !== undefined) startRaw.user_message = user;
