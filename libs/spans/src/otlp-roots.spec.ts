@@ -175,7 +175,29 @@ describe('mapOtlpExport: the span that ends a run', () => {
     expect(spansOf(items).find((s) => s.span_id === WORKFLOW)?.type).toBe('agent');
     // Under an HTTP server span too.
     const served = mapOtlpExport(request([agent(WORKFLOW), span({ id: WORKFLOW, parent: HTTP, end: 5, attrs: { 'gen_ai.operation.name': 'invoke_workflow' } }), httpServer()])).items;
-    expect(runEnds(served)).toEqual([{ event: 'run_end', run_id: TRACE, status: 'ok', ts_ms: 1700000005000 }]);
+    expect(runEnds(served)).toEqual([{ event: 'run_end', run_id: TRACE, status: 'ok', final_output: 'Refunded!', ts_ms: 1700000005000 }]);
+  });
+
+  it("answers for an invoke_workflow span that recorded no output with its last agent's answer, and asks its first agent's question", () => {
+    const workflow = span({ id: WORKFLOW, name: 'invoke_workflow support-pipeline', start: 0, end: 5, attrs: { 'gen_ai.operation.name': 'invoke_workflow', 'gen_ai.workflow.name': 'support-pipeline' } });
+    const triage = span({
+      id: INNER,
+      parent: WORKFLOW,
+      name: 'invoke_agent triage',
+      start: 0,
+      end: 1,
+      attrs: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.input.messages': J([{ role: 'user', content: 'I want my money back for order 7' }]), 'gen_ai.output.messages': J([{ role: 'assistant', content: 'to refunds' }]) },
+    });
+    const items = mapOtlpExport(request([triage, failedTool(AGENT), agent(WORKFLOW, { start: 1 }), workflow])).items;
+    expect(runEnds(items)).toEqual([{ event: 'run_end', run_id: TRACE, status: 'ok', final_output: 'Refunded!', ts_ms: 1700000005000 }]);
+    expect(runStarts(items)).toEqual([
+      { event: 'run_start', run_id: TRACE, workflow: 'support-pipeline', user_message: 'I want my money back for order 7', ts_ms: 1700000000000 },
+    ]);
+    // Its last agent answered nothing: no_output; the workflow failed: error.
+    const silent = span({ id: AGENT, parent: WORKFLOW, end: 3, attrs: { 'gen_ai.operation.name': 'invoke_agent', 'output.value': '' } });
+    expect(runEnds(mapOtlpExport(request([silent, workflow])).items)).toMatchObject([{ status: 'no_output', final_output: '' }]);
+    const failed = span({ id: WORKFLOW, end: 5, attrs: { 'gen_ai.operation.name': 'invoke_workflow' }, failed: 'crashed' });
+    expect(runEnds(mapOtlpExport(request([agent(WORKFLOW), failed])).items)).toMatchObject([{ status: 'error', final_output: 'Refunded!' }]);
   });
 
   it('never ends a run from a sub-agent under another agent span', () => {

@@ -910,6 +910,52 @@ function runTops(nodes: readonly (Node | undefined)[]): Set<number> {
   return new Set([...best.values()].map((n) => n.order));
 }
 
+/**
+ * A run's top that recorded no output (an invoke_workflow span, a chain around agents) answers
+ * with the answer of the agent span of its run that ended last in the export; one that recorded
+ * no input asks what the agent span that started first was asked. Kept as they were when the
+ * limits refuse the result.
+ */
+function fromAgents(top: Mapped, run: readonly Mapped[], opts: OtlpMapOptions): void {
+  const agents = run.filter((m) => m !== top && m.span.type === 'agent');
+  if (!agents.length) return;
+  const within = (item: StreamItem): boolean => {
+    if (!opts.limits) return true;
+    try {
+      checkItemLimits(item, opts.limits);
+      return true;
+    } catch (e) {
+      if (e instanceof SpanValidationError) return false;
+      throw e;
+    }
+  };
+  const end = top.runEnd;
+  if (end && top.span.output === undefined) {
+    let answered: Mapped | undefined;
+    for (const m of agents) {
+      if (m.span.output !== undefined && (!answered || (m.span.end_ms ?? 0) >= (answered.span.end_ms ?? 0))) answered = m;
+    }
+    if (answered) {
+      const out = answered.span.output;
+      const filled: RunEnd = { ...end, final_output: lastText(out, 'assistant') ?? out };
+      if (filled.status === 'ok' && isEmptyOutput(out)) filled.status = 'no_output';
+      if (within({ kind: 'run_end', run: filled })) top.runEnd = filled;
+    }
+  }
+  if (top.span.input === undefined && top.runStart?.user_message === undefined) {
+    let asked: Mapped | undefined;
+    for (const m of agents) {
+      if (m.span.input !== undefined && (!asked || (m.span.start_ms ?? 0) < (asked.span.start_ms ?? 0))) asked = m;
+    }
+    const user = asked && lastText(asked.span.input, 'user');
+    if (user === undefined) return;
+    const { project, workflow, session_id, start_ms } = top.span;
+    const base: RunStart = top.runStart ?? { event: 'run_start', run_id: top.span.run_id, project, workflow, session_id, ts_ms: start_ms };
+    const filled = (normalizeItem({ ...base, user_message: user }) as { kind: 'run_start'; run: RunStart }).run;
+    if (within({ kind: 'run_start', run: filled })) top.runStart = filled;
+  }
+}
+
 // ---- The request -----------------------------------------------------------------------
 
 /** Ranks the spans a run's name is taken from: its top, then a span with no parent, then any. */
@@ -968,6 +1014,16 @@ export function mapOtlpExport(req: otlp.ExportTraceServiceRequest, opts: OtlpMap
     if (name === undefined) continue;
     m.span.workflow = name;
     if (m.runStart) m.runStart.workflow = name;
+  }
+  const mappedTops = mapped.filter((m) => m.top);
+  if (mappedTops.length) {
+    const byRun = new Map<string, Mapped[]>();
+    for (const m of mapped) {
+      let ms = byRun.get(m.span.run_id);
+      if (!ms) byRun.set(m.span.run_id, (ms = []));
+      ms.push(m);
+    }
+    for (const top of mappedTops) fromAgents(top, byRun.get(top.span.run_id)!, opts);
   }
   const starts = new Map<string, Mapped>();
   const ends = new Map<string, Mapped>();

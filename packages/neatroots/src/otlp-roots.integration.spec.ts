@@ -79,6 +79,32 @@ describe('embedded: a run ends from its agent span under an HTTP server span or 
     expect(page.run).toMatchObject({ end_status: 'ok', final_output: 'Refunded!', workflow: 'support-agent', run_start: { user_message: 'Refund order 7' } });
   });
 
+  it('ends the t6 run under an invoke_workflow span that records no answer with its agent\'s answer, and raises unrecovered-tool-error', async () => {
+    const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${app.ingest.otlpHttpPort}/v1/traces`, headers: { 'x-api-key': KEY } });
+    const provider = new BasicTracerProvider({ resource: resourceFromAttributes({ 'service.name': 'web-svc' }), spanProcessors: [new BatchSpanProcessor(exporter)] });
+    const tracer = provider.getTracer('x');
+    const under = (parent: OtelSpan) => trace.setSpan(context.active(), parent);
+    const workflow = tracer.startSpan('invoke_workflow support-pipeline', { attributes: { 'gen_ai.operation.name': 'invoke_workflow', 'gen_ai.workflow.name': 'support-pipeline' } }, ROOT_CONTEXT);
+    const agent = tracer.startSpan('invoke_agent support-agent', {
+      attributes: {
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.agent.name': 'support-agent',
+        'gen_ai.input.messages': J([{ role: 'user', parts: [{ type: 'text', content: 'Refund order 7' }] }]),
+      },
+    }, under(workflow));
+    const tool = tracer.startSpan('execute_tool refund', { attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'refund', 'gen_ai.tool.call.arguments': J({ id: 7 }) } }, under(agent));
+    tool.setStatus({ code: SpanStatusCode.ERROR, message: 'gateway down' });
+    tool.end();
+    agent.setAttribute('gen_ai.output.messages', J([{ role: 'assistant', parts: [{ type: 'text', content: 'Refunded!' }] }]));
+    agent.end();
+    workflow.end();
+    await provider.forceFlush();
+    await provider.shutdown();
+
+    const page = await ended(workflow.spanContext().traceId, 3);
+    expect(page.run).toMatchObject({ end_status: 'ok', final_output: 'Refunded!', workflow: 'support-pipeline', run_start: { user_message: 'Refund order 7' } });
+  });
+
   it('ends a run whose agent span is under a remote parent the exporter marks so (OTLP/JSON, span flags)', async () => {
     const traceId = '5b8efff798038103d269b633813fc60c';
     const at = (s: number) => `${1764500000 + s}000000000`;
