@@ -1,6 +1,7 @@
 import { otlp } from '@neatroots/proto';
 import { mapOtlpExport } from './otlp';
-import type { RunEnd, RunStart, Span, StreamItem } from './types';
+import { exportOf, otlpSpan, spansOf, type SpanSpec } from './otlp-fixtures.test';
+import type { RunEnd, RunStart, StreamItem } from './types';
 
 /**
  * Message content sent as span events instead of attributes: the older GenAI conventions'
@@ -13,42 +14,14 @@ const TRACE = '5bf92f3577b34da6a3ce929d0e0e4736';
 const ROOT = '10f067aa0ba902b7';
 const J = JSON.stringify;
 
-function av(v: unknown): otlp.AnyValue {
-  if (typeof v === 'string') return { value: { $case: 'string_value', value: v } };
-  if (typeof v === 'number') return { value: { $case: 'int_value', value: String(v) } };
-  return {};
-}
-
-const kvs = (attrs: Record<string, unknown>): otlp.KeyValue[] => Object.entries(attrs).map(([key, v]) => ({ key, value: av(v) }));
-
-interface SpanSpec {
-  id: string;
-  parent?: string;
-  name?: string;
-  attrs?: Record<string, unknown>;
-  events?: [string, Record<string, unknown>][];
-}
-
-function span(s: SpanSpec): otlp.Span {
-  return otlp.Span.fromPartial({
-    trace_id: Buffer.from(TRACE, 'hex'),
-    span_id: Buffer.from(s.id, 'hex'),
-    parent_span_id: Buffer.from(s.parent ?? '', 'hex'),
-    name: s.name ?? 'span',
-    start_time_unix_nano: '1700000000000000000',
-    end_time_unix_nano: '1700000001000000000',
-    attributes: kvs(s.attrs ?? {}),
-    events: (s.events ?? []).map(([name, attrs], i) => ({ name, time_unix_nano: String(1700000000000000000n + BigInt(i)), attributes: kvs(attrs) })),
-  });
-}
+const span = (s: Omit<SpanSpec, 'trace'>): otlp.Span => otlpSpan({ trace: TRACE, ...s });
 
 function map(spans: otlp.Span[]): StreamItem[] {
-  const r = mapOtlpExport({ resource_spans: [{ resource: { attributes: kvs({ 'service.name': 'bot' }), dropped_attributes_count: 0 }, scope_spans: [{ spans, schema_url: '' }], schema_url: '' }] });
+  const r = mapOtlpExport(exportOf(spans, 'bot'));
   expect(r.rejected).toEqual([]);
   return r.items;
 }
 
-const spansOf = (items: StreamItem[]): Span[] => items.flatMap((i) => (i.kind === 'span' ? [i.span] : []));
 const CHAT = { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o' };
 
 describe('mapOtlpExport: message content in span events', () => {

@@ -1,6 +1,6 @@
-import { otlp } from '@neatroots/proto';
 import { mapOtlpExport } from './otlp';
-import type { RunEnd, RunStart, StreamItem } from './types';
+import { exportOf, otlpSpan, runEnds, runStarts } from './otlp-fixtures.test';
+import type { RunEnd, RunStart } from './types';
 
 /**
  * The user's message and the final answer of a run whose outermost span is an OpenInference
@@ -12,25 +12,20 @@ const TRACE = '0af7651916cd43dd8448eb211c80319c';
 const J = JSON.stringify;
 
 function run(kind: string, input: unknown, output: unknown): { start?: RunStart; end?: RunEnd } {
-  const s = otlp.Span.fromPartial({
-    trace_id: Buffer.from(TRACE, 'hex'),
-    span_id: Buffer.from('b7ad6b7169203331', 'hex'),
+  const s = otlpSpan({
+    trace: TRACE,
+    id: 'b7ad6b7169203331',
     name: 'LangGraph',
-    start_time_unix_nano: '1700000000000000000',
-    end_time_unix_nano: '1700000001000000000',
-    attributes: [
-      { key: 'openinference.span.kind', value: { value: { $case: 'string_value', value: kind } } },
-      { key: 'input.value', value: { value: { $case: 'string_value', value: J(input) } } },
-      { key: 'input.mime_type', value: { value: { $case: 'string_value', value: 'application/json' } } },
-      { key: 'output.value', value: { value: { $case: 'string_value', value: J(output) } } },
-      { key: 'output.mime_type', value: { value: { $case: 'string_value', value: 'application/json' } } },
-    ],
+    attrs: {
+      'openinference.span.kind': kind,
+      'input.value': J(input),
+      'input.mime_type': 'application/json',
+      'output.value': J(output),
+      'output.mime_type': 'application/json',
+    },
   });
-  const items: StreamItem[] = mapOtlpExport({ resource_spans: [{ scope_spans: [{ spans: [s], schema_url: '' }], schema_url: '' }] }).items;
-  return {
-    start: items.find((i): i is { kind: 'run_start'; run: RunStart } => i.kind === 'run_start')?.run,
-    end: items.find((i): i is { kind: 'run_end'; run: RunEnd } => i.kind === 'run_end')?.run,
-  };
+  const items = mapOtlpExport(exportOf([s], null)).items;
+  return { start: runStarts(items)[0], end: runEnds(items)[0] };
 }
 
 describe('mapOtlpExport: messages inside an OpenInference input and output', () => {

@@ -1,6 +1,7 @@
 import { otlp } from '@neatroots/proto';
 import { mapOtlpExport } from './otlp';
-import type { RunStart, Span, StreamItem } from './types';
+import { exportOf, otlpSpan, spansOf } from './otlp-fixtures.test';
+import type { RunStart, StreamItem } from './types';
 
 /**
  * The GenAI operations newer than the first conventions: `retrieval` (a search of a data source)
@@ -10,26 +11,10 @@ import type { RunStart, Span, StreamItem } from './types';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
 
-function span(id: string, attrs: Record<string, string>, parent?: string): otlp.Span {
-  return otlp.Span.fromPartial({
-    trace_id: Buffer.from(TRACE, 'hex'),
-    span_id: Buffer.from(id, 'hex'),
-    parent_span_id: Buffer.from(parent ?? '', 'hex'),
-    name: attrs['gen_ai.operation.name'] ?? 'span',
-    start_time_unix_nano: '1700000000000000000',
-    end_time_unix_nano: '1700000001000000000',
-    attributes: Object.entries(attrs).map(([key, value]) => ({ key, value: { value: { $case: 'string_value', value } } })),
-  });
-}
+const span = (id: string, attrs: Record<string, string>, parent?: string): otlp.Span =>
+  otlpSpan({ trace: TRACE, id, parent, name: attrs['gen_ai.operation.name'] ?? 'span', attrs });
 
-function mapped(spans: otlp.Span[], service = 'support-svc'): StreamItem[] {
-  const resource = { attributes: [{ key: 'service.name', value: { value: { $case: 'string_value' as const, value: service } } }], dropped_attributes_count: 0 };
-  return mapOtlpExport({ resource_spans: [{ resource, scope_spans: [{ spans, schema_url: '' }], schema_url: '' }] }).items;
-}
-
-function spansOf(items: StreamItem[]): Span[] {
-  return items.flatMap((i) => (i.kind === 'span' ? [i.span] : []));
-}
+const mapped = (spans: otlp.Span[], service = 'support-svc'): StreamItem[] => mapOtlpExport(exportOf(spans, service)).items;
 
 const WORKFLOW = '1111111111111111';
 const AGENT = '2222222222222222';

@@ -1,6 +1,7 @@
 import { otlp } from '@neatroots/proto';
 import { mapOtlpExport } from './otlp';
-import type { RunEnd, RunStart, Span, StreamItem } from './types';
+import { exportOf, otlpSpan, runEnds, runStarts, spansOf, type SpanSpec } from './otlp-fixtures.test';
+import type { StreamItem } from './types';
 
 /**
  * Which span ends a run over OTLP: the run's outermost agent-like span, under no parent or only
@@ -11,71 +12,17 @@ import type { RunEnd, RunStart, Span, StreamItem } from './types';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const J = JSON.stringify;
-const { SPAN_KIND_SERVER, SPAN_KIND_INTERNAL, SPAN_KIND_CONSUMER } = otlp.Span_SpanKind;
+const { SPAN_KIND_SERVER, SPAN_KIND_CONSUMER } = otlp.Span_SpanKind;
 /** OTLP span flags: the exporter says whether the parent is remote (0x100), and that it is (0x200). */
 const PARENT_LOCAL = 0x100;
 const PARENT_REMOTE = 0x300;
 
-function av(v: unknown): otlp.AnyValue {
-  if (typeof v === 'string') return { value: { $case: 'string_value', value: v } };
-  if (typeof v === 'number') return { value: { $case: 'int_value', value: String(v) } };
-  return {};
-}
-
-interface SpanSpec {
-  id: string;
-  parent?: string;
-  name?: string;
-  kind?: otlp.Span_SpanKind;
-  flags?: number;
-  /** Seconds after 1700000000 s. */
-  start?: number;
-  end?: number;
-  attrs?: Record<string, unknown>;
-  failed?: string;
-}
-
-function span(s: SpanSpec): otlp.Span {
-  return otlp.Span.fromPartial({
-    trace_id: Buffer.from(TRACE, 'hex'),
-    span_id: Buffer.from(s.id, 'hex'),
-    parent_span_id: Buffer.from(s.parent ?? '', 'hex'),
-    name: s.name ?? 'span',
-    kind: s.kind ?? SPAN_KIND_INTERNAL,
-    flags: s.flags ?? 0,
-    start_time_unix_nano: `${1700000000 + (s.start ?? 0)}000000000`,
-    end_time_unix_nano: `${1700000000 + (s.end ?? 1)}000000000`,
-    attributes: Object.entries(s.attrs ?? {}).map(([key, v]) => ({ key, value: av(v) })),
-    status: s.failed ? { code: otlp.Status_StatusCode.STATUS_CODE_ERROR, message: s.failed } : undefined,
-  });
-}
-
-function request(spans: otlp.Span[]): otlp.ExportTraceServiceRequest {
-  return {
-    resource_spans: [
-      {
-        resource: { attributes: [{ key: 'service.name', value: av('web-svc') }], dropped_attributes_count: 0 },
-        scope_spans: [{ spans, schema_url: '' }],
-        schema_url: '',
-      },
-    ],
-  };
-}
+type Spec = Omit<SpanSpec, 'trace'>;
+const span = (s: Spec): otlp.Span => otlpSpan({ trace: TRACE, ...s });
+const request = (spans: otlp.Span[]): otlp.ExportTraceServiceRequest => exportOf(spans, 'web-svc');
 
 function kinds(items: StreamItem[]): string[] {
   return items.map((i) => (i.kind === 'span' ? `span ${i.span.name}` : i.kind));
-}
-
-function runEnds(items: StreamItem[]): RunEnd[] {
-  return items.flatMap((i) => (i.kind === 'run_end' ? [i.run] : []));
-}
-
-function runStarts(items: StreamItem[]): RunStart[] {
-  return items.flatMap((i) => (i.kind === 'run_start' ? [i.run] : []));
-}
-
-function spansOf(items: StreamItem[]): Span[] {
-  return items.flatMap((i) => (i.kind === 'span' ? [i.span] : []));
 }
 
 // The audit's t6 trace: a support agent whose refund tool failed, answering "Refunded!".
@@ -86,7 +33,7 @@ const WORKFLOW = '4444444444444444';
 const INNER = '5555555555555555';
 const REMOTE = 'aaaaaaaaaaaaaaaa';
 
-function agent(parent: string | undefined, more: Partial<SpanSpec> = {}): otlp.Span {
+function agent(parent: string | undefined, more: Partial<Spec> = {}): otlp.Span {
   return span({
     id: AGENT,
     parent,

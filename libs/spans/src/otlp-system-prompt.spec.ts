@@ -1,6 +1,5 @@
-import { otlp } from '@neatroots/proto';
 import { mapOtlpExport } from './otlp';
-import type { RunStart } from './types';
+import { exportOf, otlpSpan, runStarts } from './otlp-fixtures.test';
 
 /**
  * A run's system prompt is all of its instructions: system-prompt-violation checks the rules it
@@ -8,19 +7,16 @@ import type { RunStart } from './types';
  */
 
 function systemPrompt(instructions: unknown): string | undefined {
-  const s = otlp.Span.fromPartial({
-    trace_id: Buffer.from('0af7651916cd43dd8448eb211c80319c', 'hex'),
-    span_id: Buffer.from('b7ad6b7169203331', 'hex'),
+  const s = otlpSpan({
+    trace: '0af7651916cd43dd8448eb211c80319c',
+    id: 'b7ad6b7169203331',
     name: 'invoke_agent support-agent',
-    start_time_unix_nano: '1700000000000000000',
-    end_time_unix_nano: '1700000001000000000',
-    attributes: [
-      { key: 'gen_ai.operation.name', value: { value: { $case: 'string_value', value: 'invoke_agent' } } },
-      { key: 'gen_ai.system_instructions', value: { value: { $case: 'string_value', value: typeof instructions === 'string' ? instructions : JSON.stringify(instructions) } } },
-    ],
+    attrs: {
+      'gen_ai.operation.name': 'invoke_agent',
+      'gen_ai.system_instructions': typeof instructions === 'string' ? instructions : JSON.stringify(instructions),
+    },
   });
-  const items = mapOtlpExport({ resource_spans: [{ scope_spans: [{ spans: [s], schema_url: '' }], schema_url: '' }] }).items;
-  return items.find((i): i is { kind: 'run_start'; run: RunStart } => i.kind === 'run_start')?.run.system_prompt;
+  return runStarts(mapOtlpExport(exportOf([s], null)).items)[0]?.system_prompt;
 }
 
 describe('mapOtlpExport: the system prompt from gen_ai.system_instructions', () => {

@@ -1,6 +1,7 @@
 import { otlp } from '@neatroots/proto';
 import { mapOtlpExport } from './otlp';
-import type { RunEnd, RunStart, Span, StreamItem } from './types';
+import { exportOf, otlpSpan, spansOf, type SpanSpec } from './otlp-fixtures.test';
+import type { RunEnd, RunStart, StreamItem } from './types';
 
 /**
  * OpenLLMetry (Traceloop) spans, and the Vercel AI SDK's older ai.toolCall spans: what its
@@ -12,46 +13,14 @@ const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const WF = '00f067aa0ba902b7';
 const AGENT = '00f067aa0ba902b8';
 
-function av(v: unknown): otlp.AnyValue {
-  if (typeof v === 'string') return { value: { $case: 'string_value', value: v } };
-  if (typeof v === 'boolean') return { value: { $case: 'bool_value', value: v } };
-  if (typeof v === 'number') {
-    return Number.isInteger(v) ? { value: { $case: 'int_value', value: String(v) } } : { value: { $case: 'double_value', value: v } };
-  }
-  if (Array.isArray(v)) return { value: { $case: 'array_value', value: { values: v.map(av) } } };
-  return {};
-}
-
-interface SpanSpec {
-  id: string;
-  parent?: string;
-  name?: string;
-  attrs?: Record<string, unknown>;
-  status?: { code: otlp.Status_StatusCode; message?: string };
-}
-
-function span(s: SpanSpec): otlp.Span {
-  return otlp.Span.fromPartial({
-    trace_id: Buffer.from(TRACE, 'hex'),
-    span_id: Buffer.from(s.id, 'hex'),
-    parent_span_id: Buffer.from(s.parent ?? '', 'hex'),
-    name: s.name ?? 'span',
-    start_time_unix_nano: '1700000000000000000',
-    end_time_unix_nano: '1700000001000000000',
-    attributes: Object.entries(s.attrs ?? {}).map(([key, v]) => ({ key, value: av(v) })),
-    status: s.status ? { code: s.status.code, message: s.status.message ?? '' } : undefined,
-  });
-}
+const span = (s: Omit<SpanSpec, 'trace'>): otlp.Span => otlpSpan({ trace: TRACE, ...s });
 
 function map(spans: otlp.Span[]): StreamItem[] {
-  const r = mapOtlpExport({
-    resource_spans: [{ resource: { attributes: [{ key: 'service.name', value: av('tl-svc') }], dropped_attributes_count: 0 }, scope_spans: [{ spans, schema_url: '' }], schema_url: '' }],
-  });
+  const r = mapOtlpExport(exportOf(spans, 'tl-svc'));
   expect(r.rejected).toEqual([]);
   return r.items;
 }
 
-const spansOf = (items: StreamItem[]): Span[] => items.flatMap((i) => (i.kind === 'span' ? [i.span] : []));
 const J = JSON.stringify;
 
 describe('mapOtlpExport: OpenLLMetry (Traceloop)', () => {
