@@ -5,7 +5,7 @@ import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { parseCheckFile } from '../schema';
 import type { FindingEvent, RuleCheck, RuleSpec } from '../types';
 import { RuleEngine } from './engine';
-import { MAX_TOOL_SPANS } from './layers';
+import { MAX_TOOL_SPANS, toolSpansKept } from './layers';
 import { compileRuleSet } from './ruleset';
 import { windowKey, type RunMetrics, type RunWindow } from './window';
 
@@ -114,7 +114,7 @@ describe('the layers of one tool call', () => {
     for (let i = 0; i < MAX_TOOL_SPANS + 10; i++) await run.send(ok(`s${i}`, 'root'));
     const key = windowKey('p', 'r');
     const w = (await run.windows.load([key])).get(key)!;
-    expect(w.tool_spans).toHaveLength(MAX_TOOL_SPANS);
+    expect(toolSpansKept(w)).toBe(MAX_TOOL_SPANS);
     // A layer of a recent call is a layer, of a forgotten one a call.
     await run.send(ok('late-recent', `s${MAX_TOOL_SPANS + 9}`), ok('late-old', 's0'));
     expect((await run.metrics()).tool_calls).toBe(MAX_TOOL_SPANS + 11);

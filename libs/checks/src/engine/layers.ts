@@ -18,18 +18,25 @@ import type { RunWindow } from './window';
  */
 export const MAX_TOOL_SPANS = 32;
 
-/** A tool span as a run's window keeps it: its id, its tool and its parent's id ('' without one). */
-export type ToolSpanEntry = [id: string, tool: string, parent: string];
+/**
+ * The run's tool spans as its window keeps them: flat, three strings a span (its id, its tool and
+ * its parent's id, '' without one), a ring of MAX_TOOL_SPANS overwritten in turn from
+ * `tool_spans_next`. Flat and in place because this runs on every tool span: an array a span and
+ * a splice to drop the oldest cost the engine alone about a seventh of its spans a second.
+ */
+export type ToolSpanRing = string[];
 
 const isToolSpan = (s: Span): s is Span & { tool: string } => (s.type === 'tool' || s.type === 'mcp_tool') && s.tool !== undefined;
 
 /** Whether `span` is another layer of a tool call the run already sent (its parent or child, same tool). */
 export function isLayer(w: RunWindow, span: Span): boolean {
-  const list = w.tool_spans;
-  if (!list || !isToolSpan(span)) return false;
+  const ring = w.tool_spans;
+  if (!ring || !isToolSpan(span)) return false;
   const parent = span.parent_id;
-  for (const [id, tool, up] of list) {
-    if (tool === span.tool && ((parent !== undefined && id === parent) || up === span.span_id)) return true;
+  const id = span.span_id;
+  const tool = span.tool;
+  for (let i = 0; i + 2 < ring.length; i += 3) {
+    if ((ring[i] === parent || ring[i + 2] === id) && ring[i + 1] === tool) return true;
   }
   return false;
 }
@@ -37,7 +44,21 @@ export function isLayer(w: RunWindow, span: Span): boolean {
 /** Remembers a tool span of the run (call or layer: a call's third layer may be linked through its second). */
 export function rememberToolSpan(w: RunWindow, span: Span): void {
   if (!isToolSpan(span)) return;
-  const list = (w.tool_spans ??= []);
-  list.push([span.span_id, span.tool, span.parent_id ?? '']);
-  if (list.length > MAX_TOOL_SPANS) list.splice(0, list.length - MAX_TOOL_SPANS);
+  let ring = w.tool_spans;
+  // A window of the first form of this (an array a span) starts again.
+  if (!ring || (ring.length && typeof ring[0] !== 'string')) ring = w.tool_spans = [];
+  if (ring.length < MAX_TOOL_SPANS * 3) {
+    ring.push(span.span_id, span.tool, span.parent_id ?? '');
+    return;
+  }
+  const at = ((w.tool_spans_next ?? 0) % MAX_TOOL_SPANS) * 3;
+  ring[at] = span.span_id;
+  ring[at + 1] = span.tool;
+  ring[at + 2] = span.parent_id ?? '';
+  w.tool_spans_next = (at / 3 + 1) % MAX_TOOL_SPANS;
+}
+
+/** How many tool spans the run's window keeps (tests). */
+export function toolSpansKept(w: RunWindow): number {
+  return Math.floor((w.tool_spans?.length ?? 0) / 3);
 }

@@ -1,6 +1,6 @@
 import { layerBase } from '@neatroots/ports';
 import type { RunEndStatus } from '@neatroots/spans';
-import type { ToolSpanEntry } from './layers';
+import type { ToolSpanRing } from './layers';
 
 /**
  * One run's rule-engine state. Plain JSON so it can live in Redis between batches and
@@ -41,8 +41,10 @@ export interface RunWindow {
   raised?: Record<string, string | 1>;
   /** Earliest pending requires_before deadline. */
   wake_at?: number;
-  /** The run's last tool spans (at most MAX_TOOL_SPANS), to tell the layers of one call (layers.ts). */
-  tool_spans?: ToolSpanEntry[];
+  /** The run's last tool spans (at most MAX_TOOL_SPANS, three strings each), to tell the layers of one call (layers.ts). */
+  tool_spans?: ToolSpanRing;
+  /** Where the ring of tool_spans is written next once full. */
+  tool_spans_next?: number;
 }
 
 /** The run window's fields a window store may keep apart (WindowStoreOptions.memberFields). */
