@@ -1,9 +1,9 @@
 import * as fs from 'node:fs';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
-import { NeatrootsClient } from '@neatroots/sdk';
 import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { main, type Io } from './cli';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { sendEndedRuns } from './stored-runs.test';
 import { jsonApi, tempHome, testConfig } from './test-app.test';
 
 /**
@@ -39,23 +39,7 @@ beforeAll(async () => {
   const models = loadModelConfig({ NEATROOTS_DECISION_MODEL_URL: fake.url, NEATROOTS_DECISION_MODEL_NAME: 'judge-test', NEATROOTS_DECISION_MODEL_TIMEOUT_MS: '60000', NEATROOTS_QUESTION_RETRIES: '0' });
   app = await startEmbedded({ config: testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` }), inMemoryDb: true, watch: false, models, log: createLogger({ level: 'error' }) });
   base = `http://127.0.0.1:${app.httpPort}`;
-  const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
-  for (const id of RUNS) {
-    const run = agent.startRun({ run_id: id, workflow: 'support' });
-    run.span({ type: 'tool', tool: 'lookup_order', input: { order: 7 }, output: 'order 7' });
-    await run.end({ final_output: `We will call you back about order 7 (${id}).` });
-  }
-  await agent.flush();
-  await agent.close();
-  const deadline = Date.now() + 20_000;
-  for (const id of RUNS) {
-    for (;;) {
-      const r = await api<{ run?: { end_status: string | null } }>('GET', `/v1/projects/${PROJECT}/runs/${id}`);
-      if (r.status === 200 && r.body.run?.end_status) break;
-      if (Date.now() > deadline) throw new Error(`run ${id} not stored`);
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  }
+  await sendEndedRuns(app, PROJECT, KEY, RUNS);
 }, 120_000);
 
 afterAll(async () => {

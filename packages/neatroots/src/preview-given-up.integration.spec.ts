@@ -3,10 +3,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { createLogger, loadModelConfig, type ModelConfig } from '@neatroots/platform';
 import { createReviewQueries } from '@neatroots/review';
-import { NeatrootsClient } from '@neatroots/sdk';
 import { judgeReply, parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { createAuthoring } from './authoring';
 import { startEmbedded, type EmbeddedApp } from './embedded';
+import { sendEndedRuns } from './stored-runs.test';
 import { jsonApi, tempHome, testConfig } from './test-app.test';
 
 /**
@@ -73,23 +73,7 @@ beforeAll(async () => {
     log: createLogger({ level: 'error' }),
   });
   base = `http://127.0.0.1:${app.httpPort}`;
-  const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
-  for (const id of RUNS) {
-    const run = agent.startRun({ run_id: id, workflow: 'support' });
-    run.span({ type: 'tool', tool: 'lookup_order', input: { order: 7 }, output: 'order 7' });
-    await run.end({ final_output: `We will call you back about order 7 (${id}).` });
-  }
-  await agent.flush();
-  await agent.close();
-  const deadline = Date.now() + 20_000;
-  for (const id of RUNS) {
-    for (;;) {
-      const r = await api<{ run?: { end_status: string | null } }>('GET', `/v1/projects/${PROJECT}/runs/${id}`);
-      if (r.status === 200 && r.body.run?.end_status) break;
-      if (Date.now() > deadline) throw new Error(`run ${id} not stored`);
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  }
+  await sendEndedRuns(app, PROJECT, KEY, RUNS);
   await app.questions.idle();
 }, 120_000);
 
