@@ -57,6 +57,16 @@ describe('canonicalJson', () => {
     expect(objectKeys(canonicalJson({ q: 1, page: 2 }))).toEqual(['page', 'q']);
   });
 
+  it('sorts by UTF-16 code units as Array#sort does, for a few keys and for many', () => {
+    // U+FF5E is one code unit above the surrogate pair of U+1F600: sorted as code units, the emoji comes first.
+    expect(canonicalJson({ '\uff5e': 1, '\u{1f600}': 2, B: 3, a: 4 })).toBe('{"B":3,"a":4,"\u{1f600}":2,"\uff5e":1}');
+    const many: Record<string, number> = {};
+    for (let i = 40; i > 0; i--) many[`k${i}`] = i;
+    const keys = objectKeys(canonicalJson(many));
+    expect(keys).toEqual(Object.keys(many).sort());
+    expect(keys.slice(0, 3)).toEqual(['k1', 'k10', 'k11']);
+  });
+
   it('leaves out undefined members as JSON does, and writes a Date as an object of its own keys', () => {
     expect(canonicalJson({ a: undefined, b: [undefined, 1] })).toBe('{"b":[null,1]}');
     expect(canonicalJson({ b: 1, a: undefined })).toBe('{"b":1}');

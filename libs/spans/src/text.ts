@@ -44,14 +44,36 @@ export function canonicalJson(v: unknown): string {
   }
   const o = v as Record<string, unknown>;
   const keys = Object.keys(o);
-  if (keys.length > 1) keys.sort();
+  if (keys.length > 1) sortKeys(keys);
   let out = '{';
   let first = true;
-  for (const k of keys) {
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i];
     const val = o[k];
     if (val === undefined) continue;
     out += `${first ? '' : ','}${JSON.stringify(k)}:${canonicalJson(val)}`;
     first = false;
   }
   return `${out}}`;
+}
+
+/**
+ * Sorts an object's keys in place, as `keys.sort()` would (UTF-16 code units). An insertion sort
+ * up to 32 keys: Array#sort allocated work arrays on each call, the largest share (about a fifth)
+ * of the rule engine's allocation over the bench fleet, whose arguments have two keys.
+ */
+function sortKeys(keys: string[]): void {
+  if (keys.length > 32) {
+    keys.sort();
+    return;
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i];
+    let j = i - 1;
+    while (j >= 0 && keys[j] > k) {
+      keys[j + 1] = keys[j];
+      j--;
+    }
+    keys[j + 1] = k;
+  }
 }
