@@ -1,7 +1,8 @@
+import fc from 'fast-check';
 import { otlp, v1 } from '@neatroots/proto';
 import { SpanValidationError } from './errors';
 import { JsonlError, parseJsonlLine } from './jsonl';
-import { DEFAULT_SPAN_LIMITS, measureJson, type LimitCheck } from './limits';
+import { DEFAULT_SPAN_LIMITS, measureDeep, measureJson, type LimitCheck } from './limits';
 import { normalizeItem } from './normalize';
 import { mapOtlpExport } from './otlp';
 import { eventToItem, spanToProto } from './wire';
@@ -33,6 +34,23 @@ describe('measureJson', () => {
     const m = measureJson(v, 64, Infinity);
     expect(m.chars).toBeGreaterThanOrEqual(JSON.stringify(v).length);
     expect(m.chars).toBeLessThan(JSON.stringify(v).length + 64);
+  });
+  it('answers as the explicit-stack walk does, for any value, depth limit and budget (recursing while shallow)', () => {
+    // Values wrapped up to 80 levels deep, so the walk hands subtrees past its recursion depth to the stack.
+    const deepened = fc.tuple(fc.jsonValue({ maxDepth: 4 }), fc.integer({ min: 0, max: 80 })).map(([v, n]) => {
+      let out: unknown = v;
+      for (let i = 0; i < n; i++) out = i % 2 ? [out, 1] : { k: out, s: 'x' };
+      return out;
+    });
+    fc.assert(
+      fc.property(deepened, fc.integer({ min: 1, max: 100 }), fc.integer({ min: 0, max: 2_000 }), (v, maxDepth, maxChars) => {
+        const fast = measureJson(v, maxDepth, maxChars);
+        const deep = measureDeep(v, maxDepth, maxChars);
+        expect(fast.tooDeep).toBe(deep.tooDeep);
+        if (!deep.tooDeep) expect(fast.chars > maxChars ? 'over' : fast.chars).toBe(deep.chars > maxChars ? 'over' : deep.chars);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });
 

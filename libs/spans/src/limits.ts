@@ -57,13 +57,67 @@ interface Measure {
   tooDeep: boolean;
 }
 
+/** What jsonSize answers for a value nested past the limit. */
+const TOO_DEEP = -1;
+/** How deep jsonSize recurses before it walks the rest with an explicit stack (measureDeep). */
+const RECURSE_DEPTH = 48;
+
 /**
- * Size and depth of a JSON value, with an explicit stack: a recursive walk would itself
- * overflow on the values this exists to refuse. Stops as soon as either bound is passed.
+ * Size and depth of a JSON value. Stops as soon as either bound is passed. Values nested
+ * deeper than the stack allows are measured without recursing.
  */
 export function measureJson(value: unknown, maxDepth: number, maxChars: number): Measure {
-  // The hot path of ingest (every span's input, output and attributes): a scalar needs no
-  // stack, and the stack is two flat arrays rather than a tuple per node.
+  const chars = jsonSize(value, 0, maxDepth, maxChars);
+  return chars === TOO_DEEP ? { chars: 0, tooDeep: true } : { chars, tooDeep: false };
+}
+
+/**
+ * The characters measureJson counts for `v` at `depth` (past `maxChars` it stops, with a count
+ * above it), or TOO_DEEP. On ingest's hot path (every span's input, output and attributes): it
+ * recurses while shallow, allocating nothing (the stack walk allocated its two arrays, a result
+ * and each object's key list: a few percent of the embedded pipeline's allocation), and hands a
+ * subtree RECURSE_DEPTH levels down to measureDeep, which cannot overflow the stack.
+ */
+function jsonSize(v: unknown, depth: number, maxDepth: number, maxChars: number): number {
+  if (typeof v === 'string') return v.length + 2;
+  if (v === null || typeof v !== 'object') return 8;
+  if (depth >= maxDepth) return TOO_DEEP;
+  if (depth >= RECURSE_DEPTH) {
+    const m = measureDeep(v, maxDepth - depth, maxChars);
+    return m.tooDeep ? TOO_DEEP : m.chars;
+  }
+  // As measureDeep counts: a container's own characters (brackets, separators, keys) first.
+  let chars: number;
+  if (Array.isArray(v)) {
+    chars = 2 + v.length;
+    if (chars > maxChars) return chars;
+    for (let i = 0; i < v.length; i++) {
+      const c = jsonSize(v[i], depth + 1, maxDepth, maxChars - chars);
+      if (c === TOO_DEEP) return c;
+      chars += c;
+      if (chars > maxChars) return chars;
+    }
+    return chars;
+  }
+  const o = v as Record<string, unknown>;
+  chars = 2;
+  for (const k in o) if (Object.prototype.hasOwnProperty.call(o, k)) chars += k.length + 4;
+  if (chars > maxChars) return chars;
+  for (const k in o) {
+    if (!Object.prototype.hasOwnProperty.call(o, k)) continue;
+    const c = jsonSize(o[k], depth + 1, maxDepth, maxChars - chars);
+    if (c === TOO_DEEP) return c;
+    chars += c;
+    if (chars > maxChars) return chars;
+  }
+  return chars;
+}
+
+/**
+ * measureJson with an explicit stack: a recursive walk would itself overflow on the values
+ * this exists to refuse.
+ */
+export function measureDeep(value: unknown, maxDepth: number, maxChars: number): Measure {
   if (typeof value === 'string') return { chars: value.length + 2, tooDeep: false };
   if (value === null || typeof value !== 'object') return { chars: 8, tooDeep: false };
   let chars = 0;
@@ -85,9 +139,10 @@ export function measureJson(value: unknown, maxDepth: number, maxChars: number):
       } else {
         chars += 2;
         const o = v as Record<string, unknown>;
-        for (const k of Object.keys(o)) {
-          chars += k.length + 4;
-          values.push(o[k]);
+        const keys = Object.keys(o);
+        for (const k of keys) chars += k.length + 4;
+        for (let i = keys.length - 1; i >= 0; i--) {
+          values.push(o[keys[i]]);
           depths.push(depth + 1);
         }
       }
@@ -113,13 +168,13 @@ class Budget {
   /** Adds one value; returns its size. */
   add(field: string, v: unknown): number {
     if (v === undefined) return 0;
-    const m = measureJson(v, this.limits.maxJsonDepth, this.limits.maxItemChars - this.chars);
-    if (m.tooDeep) this.fail(field, `is JSON nested more than ${this.limits.maxJsonDepth} levels deep`, 'maxJsonDepth');
-    this.chars += m.chars;
+    const chars = jsonSize(v, 0, this.limits.maxJsonDepth, this.limits.maxItemChars - this.chars);
+    if (chars === TOO_DEEP) this.fail(field, `is JSON nested more than ${this.limits.maxJsonDepth} levels deep`, 'maxJsonDepth');
+    this.chars += chars;
     if (this.chars > this.limits.maxItemChars) {
       this.fail(field, `makes the item larger than ${this.limits.maxItemChars} characters`, 'maxItemChars');
     }
-    return m.chars;
+    return chars;
   }
 }
 
