@@ -37,6 +37,12 @@ export interface SessionRecord {
   body: SessionInput;
 }
 
+/**
+ * A session as a list shows it: everything but its body (the transcript, megabytes for a long
+ * session), which a list never reads. The transcript is read one session at a time (body, get).
+ */
+export type SessionSummaryRecord = Omit<SessionRecord, 'body'>;
+
 /** One procedure's check as the API shows it (the checker builds `body`). */
 export interface StoredCheck {
   procedure_id: string;
@@ -352,7 +358,7 @@ export class SopSessionsRepo {
   }
 
   /** Newest first, by when they were received (kept to the millisecond, as cursors hold it); cursor paging. */
-  async list(workspace: string, q: ListSessionsQuery = {}): Promise<{ items: SessionRecord[]; next_cursor: string | null }> {
+  async list(workspace: string, q: ListSessionsQuery = {}): Promise<{ items: SessionSummaryRecord[]; next_cursor: string | null }> {
     const limit = pageLimit(q.limit);
     const where = ['s.workspace = $1'];
     const params: unknown[] = [workspace];
@@ -374,12 +380,13 @@ export class SopSessionsRepo {
       where.push(`(s.received_at, s.id) < ($${params.length - 1}::timestamptz, $${params.length})`);
     }
     params.push(limit + 1);
-    const res = await this.db.query<RawSession>(
-      `SELECT ${SESSION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')} FROM sop_sessions s WHERE ${where.join(' AND ')}
+    // Without the body: a page of long sessions would otherwise read and parse every transcript.
+    const res = await this.db.query<RawSummary>(
+      `SELECT ${SUMMARY_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')} FROM sop_sessions s WHERE ${where.join(' AND ')}
        ORDER BY s.received_at DESC, s.id DESC LIMIT $${params.length}`,
       params,
     );
-    const items = res.rows.slice(0, limit).map(toSession);
+    const items = res.rows.slice(0, limit).map(toSummary);
     const last = items[items.length - 1];
     return { items, next_cursor: res.rows.length > limit && last ? encodeCursor('sessions', last.received_at, last.id) : null };
   }
@@ -459,10 +466,12 @@ async function clearResults(tx: Queryable, sessionId: string): Promise<void> {
   await tx.query('WITH f AS (DELETE FROM sop_findings WHERE session_id = $1) DELETE FROM sop_checks WHERE session_id = $1', [sessionId]);
 }
 
-const SESSION_COLUMNS =
-  'id, workspace, external_id, agent, release_asked, release_id, started_at, transcript_ref, content_hash, body, status, error, result, checked_result, run_id, received_at, checked_at';
+/** A session's columns but its body (lists). */
+const SUMMARY_COLUMNS =
+  'id, workspace, external_id, agent, release_asked, release_id, started_at, transcript_ref, content_hash, status, error, result, checked_result, run_id, received_at, checked_at';
+const SESSION_COLUMNS = `${SUMMARY_COLUMNS}, body`;
 
-interface RawSession {
+interface RawSummary {
   id: string;
   workspace: string;
   external_id: string;
@@ -472,7 +481,6 @@ interface RawSession {
   started_at: unknown;
   transcript_ref: string | null;
   content_hash: string;
-  body: unknown;
   status: SessionRecord['status'];
   error: string | null;
   result: SopResult | null;
@@ -482,11 +490,19 @@ interface RawSession {
   checked_at: unknown;
 }
 
+interface RawSession extends RawSummary {
+  body: unknown;
+}
+
 function parseJson(v: unknown): unknown {
   return typeof v === 'string' ? JSON.parse(v) : v;
 }
 
 function toSession(r: RawSession): SessionRecord {
+  return { ...toSummary(r), body: parseJson(r.body) as SessionInput };
+}
+
+function toSummary(r: RawSummary): SessionSummaryRecord {
   return {
     id: r.id,
     workspace: r.workspace,
@@ -504,7 +520,6 @@ function toSession(r: RawSession): SessionRecord {
     run_id: r.run_id,
     received_at: isoNonNull(r.received_at),
     checked_at: iso(r.checked_at),
-    body: parseJson(r.body) as SessionInput,
   };
 }
 

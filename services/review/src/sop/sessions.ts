@@ -1,6 +1,6 @@
 import type { Db, JobInfo, Jobs } from '@neatroots/ports';
 import { parseSession, SessionError, UnknownAgentError, type DecisionRecord, type Lock, type ModelFailure, type ProcedureCheck, type QuestionBands, type Session, type SessionBody } from '@neatroots/sop';
-import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionRecord, type SessionsListView, type SessionTranscriptView, type SessionView, type StoredFinding } from '@neatroots/store';
+import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionsListView, type SessionSummaryRecord, type SessionTranscriptView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
 /**
@@ -320,7 +320,8 @@ function errorText(e: unknown): string | null {
   return typeof e === 'string' ? e : JSON.stringify(e);
 }
 
-function summary(s: SessionRecord): Omit<SessionView, 'checks'> {
+/** What a session's GET and the list show of its record (never its body: the list does not read it). */
+function summary(s: SessionSummaryRecord): Omit<SessionView, 'checks'> {
   return {
     id: s.id,
     external_id: s.external_id,
