@@ -1,5 +1,6 @@
-import { Fragment, type ReactNode } from 'react';
+import { Fragment, useMemo } from 'react';
 import { shownText } from '../format';
+import { quoteParts } from '../quotes';
 
 /**
  * Text with every occurrence of `quote` (and of each of `quotes`) marked: a question finding's
@@ -8,29 +9,14 @@ import { shownText } from '../format';
  * reordering bidi controls shown (components/Ext.tsx), once the quotes are found in it as sent.
  */
 export function Highlight({ text, quote, quotes }: { text: string; quote?: string | null; quotes?: readonly (string | null | undefined)[] }) {
-  const wanted = [...new Set([quote, ...(quotes ?? [])])].filter((q): q is string => !!q && text.includes(q)).sort((a, b) => b.length - a.length);
-  if (!wanted.length) return <bdi>{shownText(text)}</bdi>;
-  const parts: ReactNode[] = [];
-  let plainFrom = 0;
-  for (let i = 0; i < text.length; ) {
-    const q = wanted.find((w) => text.startsWith(w, i));
-    if (!q) {
-      i++;
-      continue;
-    }
-    if (i > plainFrom) parts.push(shownText(text.slice(plainFrom, i)));
-    parts.push(<mark className="quote">{shownText(q)}</mark>);
-    i += q.length;
-    plainFrom = i;
-  }
-  if (plainFrom < text.length) parts.push(shownText(text.slice(plainFrom)));
-  return (
-    <bdi>
-      {parts.map((p, i) => (
-        <Fragment key={i}>{p}</Fragment>
-      ))}
-    </bdi>
-  );
+  // Found once for a text and its quotes, not again on every render of the page around it.
+  const quotesKey = JSON.stringify([quote ?? null, ...(quotes ?? [])]);
+  const shownParts = useMemo(() => {
+    const parts = quoteParts(text, JSON.parse(quotesKey) as (string | null)[]);
+    if (!parts.length) return shownText(text);
+    return parts.map((p, i) => (p.quote ? <mark key={i} className="quote">{shownText(p.text)}</mark> : <Fragment key={i}>{shownText(p.text)}</Fragment>));
+  }, [text, quotesKey]);
+  return <bdi>{shownParts}</bdi>;
 }
 
 /** Whether a span's text holds the quote (which span a question finding's quote is in). */
