@@ -56,19 +56,32 @@ export function count(n: number, word: string): string {
  * follows: `run2-\u202Ecod.exe` reads run2-exe.doc, and past its element the app's own words.
  */
 const REORDERING = /[\u202A-\u202E\u2066-\u2069]/g;
-/** Those, and the marks that move the punctuation and digits beside them (LRM, RLM, the Arabic letter mark). */
-const ANY_BIDI_CONTROL = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+/**
+ * Those, the marks that move the punctuation and digits beside them (LRM, RLM, the Arabic letter
+ * mark), and the characters that show as nothing at all, so `run-1\u200B` and `run-1` would read
+ * the same: the soft hyphen, the zero-width space, non-joiner and joiner, the word joiner and the
+ * invisible operators, the byte order mark, the combining grapheme joiner, the Hangul fillers,
+ * the Khmer inherent vowels, the Mongolian free variation selectors and vowel separator, the
+ * deprecated format characters (U+206A–U+206F), the variation selectors, the shorthand format
+ * controls, and the tags (U+E0000–U+E0FFF, also how text is hidden inside an emoji). A variation
+ * selector right after a pictograph (`⚠️`) and a zero width joiner between two (`👩‍💻`, `❤️‍🔥`)
+ * stay as written: they show as the emoji, not as nothing.
+ */
+const HIDDEN_IN_AN_ID =
+  /\u034F|\u17B4|\u17B5|\u180B|\u180C|\u180D|\u180F|[\u00AD\u061C\u115F\u1160\u180E\u200B\u200C\u200E\u200F\u202A-\u202E\u2060-\u2064\u2066-\u206F\u3164\uFEFF\uFFA0\u{1BCA0}-\u{1BCA3}\u{E0000}-\u{E0FFF}]|(?<!\p{Extended_Pictographic})[\uFE00-\uFE0F]|(?<![\p{Extended_Pictographic}\p{Emoji_Modifier}]\uFE0F?)\u200D|\u200D(?!\p{Extended_Pictographic})/gu;
 
 function marker(c: string): string {
   return `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`;
 }
 
 /**
- * An id or a name as the pages show it: each bidi control as a visible marker
- * (`run2-⟨U+202E⟩cod.exe`), so no hidden character makes it read as another (a fake extension).
+ * An id or a name as the pages show it: each bidi control and each character that shows as
+ * nothing (zero-width, soft hyphen, byte order mark, ...) as a visible marker
+ * (`run2-⟨U+202E⟩cod.exe`, `run-1⟨U+200B⟩`), so no hidden character makes it read as another (a
+ * fake extension, a twin of another id).
  */
 export function shown(s: string): string {
-  return s.replace(ANY_BIDI_CONTROL, marker);
+  return s.replace(HIDDEN_IN_AN_ID, marker);
 }
 
 /**

@@ -36,6 +36,30 @@ describe("how the pages show an agent's bidi control characters", () => {
     expect(shown('refund-agent שלום')).toBe('refund-agent שלום');
   });
 
+  it('shows every character that reads as nothing in an id or a name as a marker, so two ids never look the same', () => {
+    expect(shown('run-1\u200B')).toBe('run-1⟨U+200B⟩');
+    expect(shown('r5-run-\u200B\u200C\u200D\u2060\uFEFF\u00AD')).toBe('r5-run-⟨U+200B⟩⟨U+200C⟩⟨U+200D⟩⟨U+2060⟩⟨U+FEFF⟩⟨U+00AD⟩');
+    // The audit's run: bidi controls and zero-width characters together.
+    expect(shown('r5-run-\u202Egnp.exe\u2066x\u2069\u200B\u200D\uFEFF')).toBe('r5-run-⟨U+202E⟩gnp.exe⟨U+2066⟩x⟨U+2069⟩⟨U+200B⟩⟨U+200D⟩⟨U+FEFF⟩');
+    expect(shown('a\u034Fb\u115F\u3164\uFFA0\u180Ec\u2062\u206Ad\uFE0Fe\u{E0041}\u{E007F}\u{1BCA0}')).toBe(
+      'a⟨U+034F⟩b⟨U+115F⟩⟨U+3164⟩⟨U+FFA0⟩⟨U+180E⟩c⟨U+2062⟩⟨U+206A⟩d⟨U+FE0F⟩e⟨U+E0041⟩⟨U+E007F⟩⟨U+1BCA0⟩',
+    );
+    // No two different ids read the same.
+    const ids = ['run-1', 'run-1\u200B', '\uFEFFrun-1', 'run\u00AD-1', 'run-\u200D1', 'run-1\u2060', 'run-1\uFE0F'];
+    expect(new Set(ids.map(shown)).size).toBe(ids.length);
+  });
+
+  it("leaves an emoji's joiners and selectors as written, and marks a joiner left dangling after one", () => {
+    expect(shown('check ⚠\uFE0F')).toBe('check ⚠\uFE0F');
+    expect(shown('👩\u200D💻 and 👩🏽\u200D💻 and ❤\uFE0F\u200D🔥')).toBe('👩\u200D💻 and 👩🏽\u200D💻 and ❤\uFE0F\u200D🔥');
+    expect(shown('👍\u200D')).toBe('👍⟨U+200D⟩');
+    expect(shown('a\uFE0F\u200Db')).toBe('a⟨U+FE0F⟩⟨U+200D⟩b');
+  });
+
+  it('keeps the zero-width joiners of text in writing that needs them (transcripts keep them)', () => {
+    expect(shownText('run-1\u200B \u0915\u094D\u200D\u0937')).toBe('run-1\u200B \u0915\u094D\u200D\u0937');
+  });
+
   it("shows in text the ones that reorder characters, and leaves the marks right-to-left writing uses", () => {
     expect(shownText('Issue the refund \u202egnp.exe')).toBe('Issue the refund ⟨U+202E⟩gnp.exe');
     expect(shownText('שלום\u200f, world\u2067!')).toBe('שלום\u200f, world⟨U+2067⟩!');
