@@ -24,6 +24,15 @@ export interface AddJobOptions {
    * again does nothing and returns the same id.
    */
   jobId?: string;
+  /**
+   * Shares a job that has not started: while a job added with the same coalesce key is
+   * waiting (queued, delayed, or put aside because its serialize key is busy) and its handler
+   * has not begun, adding another returns that job's id and queues nothing. Once its handler
+   * has begun, the next add queues a new job. For work that reads what it has to do when it
+   * starts (the sopops_patterns job reads every unassigned finding): whatever was saved before
+   * an add is read by the job that add returns. Not with jobId.
+   */
+  coalesce?: string;
   /** Tries in all (default 3). */
   attempts?: number;
   /** Backoff before the second try, doubled after each (default 1000 ms). */

@@ -78,6 +78,36 @@ export function jobsContract(name: string, target: JobsContractTarget): void {
       expect(runs).toBe(1);
     });
 
+    it('shares a job not yet begun among the adds with its coalesce key; an add once its handler began queues another', async () => {
+      const { jobs, ns } = await open();
+      // two replicas where the driver has them: the waiting job may be put aside by the other, its key busy
+      const second = target.replicas ? (await open(ns)).jobs : undefined;
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const ran: number[] = [];
+      const handler = async (d: { n: number }) => {
+        ran.push(d.n);
+        await gate;
+      };
+      const opts = { serializeBy: () => 'ws' };
+      await jobs.work('coalesced', handler, opts);
+      if (second) await second.work('coalesced', handler, opts);
+      const first = await jobs.add('coalesced', { n: 1 }, { coalesce: 'ws' });
+      await until(() => ran.length === 1); // begun, held on the gate
+      const waiting: string[] = [];
+      for (let n = 2; n <= 6; n++) waiting.push(await (n % 2 && second ? second : jobs).add('coalesced', { n }, { coalesce: 'ws' }));
+      expect(new Set(waiting).size).toBe(1);
+      expect(waiting[0]).not.toBe(first);
+      release();
+      await until(() => ran.length === 2);
+      // the second job begun: the next add is a job of its own
+      const after = await jobs.add('coalesced', { n: 7 }, { coalesce: 'ws' });
+      expect([first, waiting[0]]).not.toContain(after);
+      await until(() => ran.length === 3);
+      expect(ran).toEqual([1, 2, 7]);
+      await expect(jobs.add('coalesced', {}, { coalesce: 'ws', jobId: 'one' })).rejects.toThrow('may not be given together');
+    });
+
     it('retries a failing job with backoff, the attempt number rising, and returns its result to run()', async () => {
       const { jobs } = await open();
       const attempts: number[] = [];

@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import { DelayedError, Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { JobFailedError, JobTimeoutError, RetryLaterError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
-import { checkJobId, JOB_DEFAULTS, nextCronTime, retryDelayMs } from './common';
+import { checkAddOptions, JOB_DEFAULTS, nextCronTime, retryDelayMs } from './common';
 
 export interface BullJobsOptions {
   url: string;
@@ -110,7 +110,10 @@ export class BullJobs implements Jobs {
         this.running.add(running);
         try {
           const key = opts.serializeBy?.(job.data as T);
-          if (key === undefined) return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
+          if (key === undefined) {
+            await this.beginning(job);
+            return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
+          }
           const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
           const holder = randomUUID();
           const got = await this.lockClient().set(lockKey, holder, 'PX', this.lockMs, 'NX');
@@ -124,6 +127,7 @@ export class BullJobs implements Jobs {
           const stopRenewing = this.renewWhileRunning(lockKey, holder);
           running.serialized = { key: lockKey, holder, stopRenewing };
           try {
+            await this.beginning(job);
             return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
           } finally {
             stopRenewing();
@@ -166,6 +170,17 @@ export class BullJobs implements Jobs {
     await worker.waitUntilReady();
   }
 
+  /**
+   * Its handler begins: a job added with a coalesce key stops taking later adds (its
+   * deduplication key is deleted while it still names this job), so what is saved from here on
+   * gets a job of its own. After the serialize key is taken: a job put back to delayed because
+   * the key was busy has not begun, and still takes them. A failure here fails the try (the
+   * handler not run): running with the key kept would leave what is added meanwhile to no job.
+   */
+  private async beginning(job: Job): Promise<void> {
+    if (job.deduplicationId !== undefined) await job.removeDeduplicationKey();
+  }
+
   /** A job that failed for good: the work's own hook first (a session marked failed), then the driver's (logged, counted). */
   private async failedForGood<T>(queue: string, job: Job, err: Error | undefined, hook: WorkOptions<T>['onFailed']): Promise<void> {
     const message = err?.message ?? job.failedReason ?? 'failed';
@@ -182,9 +197,12 @@ export class BullJobs implements Jobs {
   }
 
   async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {
-    if (opts.jobId !== undefined) checkJobId(opts.jobId);
+    checkAddOptions(opts);
     const job = await this.bounded(`adding job ${queue}/${opts.jobId ?? '(new)'}`, this.queue(queue).add(queue, data, {
       jobId: opts.jobId,
+      // A coalesce key is BullMQ's deduplication id, kept until the handler begins (beginning()),
+      // and by BullMQ until the job ends: an add meanwhile returns the waiting job's id.
+      ...(opts.coalesce !== undefined && { deduplication: { id: opts.coalesce } }),
       attempts: opts.attempts ?? JOB_DEFAULTS.attempts,
       backoff: { type: 'exponential', delay: opts.backoffMs ?? JOB_DEFAULTS.backoffMs },
       delay: opts.delayMs,

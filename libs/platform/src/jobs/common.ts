@@ -28,3 +28,12 @@ export function checkJobId(id: string): void {
   if (id.includes(':')) throw new Error(`job id "${id}" may not contain ":" (BullMQ keeps ids in ":"-separated keys)`);
   if (/^\d+$/.test(id)) throw new Error(`job id "${id}" may not be an integer (BullMQ numbers its own jobs)`);
 }
+
+/** An add's jobId and coalesce key, checked by both drivers. */
+export function checkAddOptions(opts: { jobId?: string; coalesce?: string }): void {
+  if (opts.jobId !== undefined) checkJobId(opts.jobId);
+  if (opts.coalesce !== undefined) {
+    if (opts.jobId !== undefined) throw new Error(`jobs: coalesce ("${opts.coalesce}") and jobId ("${opts.jobId}") may not be given together`);
+    if (!opts.coalesce) throw new Error('jobs: a coalesce key may not be empty');
+  }
+}

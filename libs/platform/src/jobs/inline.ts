@@ -1,5 +1,5 @@
 import { JobFailedError, JobTimeoutError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
-import { checkJobId, nextCronTime, retryDelayMs, JOB_DEFAULTS } from './common';
+import { checkAddOptions, nextCronTime, retryDelayMs, JOB_DEFAULTS } from './common';
 
 /** The longest a Node.js timer waits (2^31 - 1 ms); a longer delay fires after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -10,6 +10,8 @@ interface Pending {
   attempt: number;
   attempts: number;
   backoffMs: number;
+  /** The coalesce key it was added under, until its handler begins. */
+  coalesce?: string;
 }
 
 interface Queue {
@@ -53,6 +55,8 @@ export class InlineJobs implements Jobs {
   /** Every id waiting, running or recently finished, with the outcome once finished. */
   private readonly known = new Map<string, { outcome?: Outcome; waiters: ((o: Outcome) => void)[] }>();
   private readonly finishedOrder = new Map<string, string[]>();
+  /** Per queue and coalesce key, the job added under it whose handler has not begun. */
+  private readonly coalescing = new Map<string, string>();
   private readonly timers = new Set<NodeJS.Timeout>();
   /** The armed timer of each schedule, so scheduling a name again replaces it. */
   private readonly schedules = new Map<string, NodeJS.Timeout>();
@@ -72,7 +76,9 @@ export class InlineJobs implements Jobs {
 
   async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {
     if (this.closed) throw new Error('jobs: closed');
-    if (opts.jobId !== undefined) checkJobId(opts.jobId);
+    checkAddOptions(opts);
+    const shared = opts.coalesce !== undefined ? this.coalescing.get(`${queue}\0${opts.coalesce}`) : undefined;
+    if (shared !== undefined) return shared;
     const id = opts.jobId ?? `${queue}-${++this.seq}`;
     const key = `${queue}\0${id}`;
     if (this.known.has(key)) return id;
@@ -83,7 +89,9 @@ export class InlineJobs implements Jobs {
       attempt: 1,
       attempts: opts.attempts ?? JOB_DEFAULTS.attempts,
       backoffMs: opts.backoffMs ?? JOB_DEFAULTS.backoffMs,
+      coalesce: opts.coalesce,
     };
+    if (job.coalesce !== undefined) this.coalescing.set(`${queue}\0${job.coalesce}`, id);
     if (opts.delayMs && opts.delayMs > 0) this.later(opts.delayMs, () => this.enqueue(queue, job));
     else this.enqueue(queue, job);
     return id;
@@ -174,6 +182,12 @@ export class InlineJobs implements Jobs {
         continue;
       }
       q.waiting.splice(i, 1);
+      if (job.coalesce !== undefined) {
+        // Its handler begins now: what is added from here on needs a job of its own.
+        const ck = `${queue}\0${job.coalesce}`;
+        if (this.coalescing.get(ck) === job.id) this.coalescing.delete(ck);
+        job.coalesce = undefined;
+      }
       q.running++;
       if (key !== undefined) q.busyKeys.add(key);
       const p = this.attempt(queue, q, job).finally(() => {

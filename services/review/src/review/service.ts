@@ -145,9 +145,12 @@ export class ReviewSop implements SessionReviewHooks {
   }
 
   private async enqueue(workspace: string): Promise<void> {
-    // No job id: every check queues one, so a re-check (its findings stored again, unassigned)
-    // is never mistaken for one already done; a run that finds nothing to assign is cheap.
-    await this.opts.jobs.add<PatternsJob>(PATTERNS_QUEUE, { workspace }, { attempts: 5, backoffMs: 1000 });
+    // Coalesced per workspace: a check that comes while the workspace's job waits shares it
+    // (the job reads every unassigned finding when its handler begins, these included); one
+    // that comes once it has begun queues the next. So a backlog of checks runs a handful of
+    // jobs, not one each, and a finding saved after a job read the unassigned ones (a re-check
+    // included) still has a job to come. No job id: a finished job never blocks a later one.
+    await this.opts.jobs.add<PatternsJob>(PATTERNS_QUEUE, { workspace }, { coalesce: `patterns.${workspace}`, attempts: 5, backoffMs: 1000 });
   }
 }
 
