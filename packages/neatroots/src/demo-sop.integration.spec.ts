@@ -89,7 +89,7 @@ describe('the demo workspace at start', () => {
     expect([app.demoKey, app.demoAgentKey]).toEqual(keys);
     const ws = await loadDemoWorkspace(app.review.sop);
     expect(ws).toMatchObject({ release: 1, published: false });
-    expect((await app.review.sop.releases(DEMO_PROJECT)).map((r) => r.number)).toEqual([1]);
+    expect((await app.review.sop.releases(DEMO_PROJECT)).items.map((r) => r.number)).toEqual([1]);
     const again = await app.review.sop.receiveSession(DEMO_PROJECT, JSON.parse(fs.readFileSync(path.join(__dirname, '../demo/sessions.json'), 'utf8'))[0]);
     expect(again).toMatchObject({ id: ws.samples[0], status: 'unchanged' });
     const lines = await demoSopSummary(app.review.sop, { demo: ws, runIds: [], modelConfigured: false });

@@ -6,7 +6,7 @@ import type { SessionsListView } from '@neatroots/store';
 import type { RuleKind } from '@neatroots/sop';
 
 export type { Evidence, Issue as SopIssue, LockRule, ProcedureCheck, RuleKind, RuleResult } from '@neatroots/sop';
-export type { HeadView as Head, ReleaseView as Release, SessionTranscriptView as SopTranscript, SessionView as SopSession, SopResult } from '@neatroots/store';
+export type { HeadView as Head, ReleaseView as Release, ReleaseSummaryView as ReleaseSummary, SessionTranscriptView as SopTranscript, SessionView as SopSession, SopResult } from '@neatroots/store';
 
 /** A session as the sessions list shows it (no checks). */
 export type SopSessionRow = SessionsListView['items'][number];

@@ -60,7 +60,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   head: SopQueries['head'] = (workspace) => this.call(this.client.getHead, { workspace });
   headFile: SopQueries['headFile'] = (workspace, path) => this.call(this.client.getHeadFile, { workspace, path, text: '' });
   publish: SopQueries['publish'] = (workspace) => this.call(this.client.publish, { workspace });
-  releases: SopQueries['releases'] = (workspace) => this.call(this.client.listReleases, { workspace });
+  releases: SopQueries['releases'] = (workspace, q) => this.call(this.client.listReleases, { workspace, query_json: q ? JSON.stringify(q) : '' });
   release: SopQueries['release'] = (workspace, ref) => this.call(this.client.getRelease, { workspace, ref });
   receiveSession: SopQueries['receiveSession'] = (workspace, session) => this.call(this.client.receiveSession, { workspace, session_json: JSON.stringify(session) });
   getSession: SopQueries['getSession'] = (workspace, id) => this.call(this.client.getSession, { workspace, id });

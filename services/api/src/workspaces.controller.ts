@@ -94,10 +94,15 @@ export class WorkspacesController {
     return this.q().publish(ws);
   }
 
+  /**
+   * Newest first, with the next page's cursor (null: the last page). `fields=summary`: each
+   * release's procedures as id, name, version and rule_count, and its agent_count, without the
+   * rules and agents themselves; `limit` (1 to 500) and `cursor` page; without a limit, all.
+   */
   @Get('releases')
   async releases(@Param('ws') ws: string, @Query() query: QueryParams) {
-    noQuery(query);
-    return { items: await this.q().releases(ws) };
+    const q = parseQuery(query, { fields: oneOf(['summary'] as const), limit: limitParam(MAX_PAGE), cursor: cursorParam });
+    return this.q().releases(ws, q);
   }
 
   /** `id`: the release's id, its number, or `live`. */

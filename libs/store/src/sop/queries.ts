@@ -14,7 +14,12 @@ export interface SopQueries {
   /** One file at head with its text (SopError 404 when head has no such file). */
   headFile(workspace: string, path: string): Promise<HeadFileView>;
   publish(workspace: string): Promise<ReleaseView>;
-  releases(workspace: string): Promise<ReleaseView[]>;
+  /**
+   * Newest first: every release whole (no query), or pages of `limit` after `cursor`; with
+   * `fields: 'summary'` each release without its procedures' rules and its agents (the pages
+   * list them: a workspace's releases whole can be tens of MB).
+   */
+  releases(workspace: string, q?: ReleasesQuery): Promise<ReleasesPage>;
   /** `ref`: the id, the number, or "live". */
   release(workspace: string, ref: string): Promise<ReleaseView>;
   receiveSession(workspace: string, session: unknown): Promise<{ id: string; external_id: string; status: 'queued' | 'unchanged' }>;
@@ -54,6 +59,29 @@ export interface ReleaseView {
   created_at: string;
   procedures: Lock['procedures'];
   agents: Lock['agents'];
+}
+
+/** GET .../releases: `fields=summary`, and a page of `limit` after `cursor` (none: all of them). */
+export interface ReleasesQuery {
+  fields?: 'summary';
+  limit?: number;
+  cursor?: string;
+}
+
+/** A release in the summary list: what it holds, counted, without the rules and agents themselves. */
+export interface ReleaseSummaryView {
+  id: string;
+  number: number;
+  live: boolean;
+  created_at: string;
+  procedures: { procedure_id: string; name: string; version: string; rule_count: number }[];
+  agent_count: number;
+}
+
+export interface ReleasesPage {
+  items: ReleaseView[] | ReleaseSummaryView[];
+  /** The next page's cursor (null: this is the last page). */
+  next_cursor: string | null;
 }
 
 /** A session as the API shows it: the checker's body, with where it stands. */

@@ -124,19 +124,76 @@ export class WorkspaceRepo {
     return res.rows[0] ? toRelease<Lock>(res.rows[0]) : null;
   }
 
-  /** Newest first. */
-  async releases<Lock = unknown>(workspace: string): Promise<ReleaseRecord<Lock>[]> {
-    const res = await this.db.query<RawRelease>(
-      'SELECT id, workspace, number, live, lock, created_at FROM sop_releases WHERE workspace = $1 ORDER BY number DESC',
-      [workspace],
-    );
+  /** Newest first; `page`: at most `limit` of them, numbered below `before`. */
+  async releases<Lock = unknown>(workspace: string, page: ReleasesPageAt = {}): Promise<ReleaseRecord<Lock>[]> {
+    const { where, params } = pageAt(workspace, page);
+    const res = await this.db.query<RawRelease>(`SELECT id, workspace, number, live, lock, created_at FROM sop_releases WHERE ${where}`, params);
     return res.rows.map((r) => toRelease<Lock>(r));
+  }
+
+  /**
+   * The same releases summed up in Postgres: each procedure's id, name, version and number of
+   * rules, and the number of agents; the rules' texts and the agents never leave the database.
+   */
+  async releaseSummaries(workspace: string, page: ReleasesPageAt = {}): Promise<ReleaseSummaryRecord[]> {
+    const { where, params } = pageAt(workspace, page);
+    const res = await this.db.query<Omit<RawRelease, 'lock'> & { procedures: unknown; agent_count: unknown }>(
+      `SELECT id, workspace, number, live, created_at,
+              COALESCE((SELECT jsonb_agg(jsonb_build_object('procedure_id', p.v->'procedure_id', 'name', p.v->'name', 'version', p.v->'version',
+                                                            'rule_count', CASE WHEN jsonb_typeof(p.v->'rules') = 'array' THEN jsonb_array_length(p.v->'rules') ELSE 0 END) ORDER BY p.i)
+                          FROM jsonb_array_elements(CASE WHEN jsonb_typeof(lock->'procedures') = 'array' THEN lock->'procedures' ELSE '[]'::jsonb END) WITH ORDINALITY AS p(v, i)),
+                       '[]'::jsonb) AS procedures,
+              CASE WHEN jsonb_typeof(lock->'agents') = 'array' THEN jsonb_array_length(lock->'agents') ELSE 0 END AS agent_count
+         FROM sop_releases WHERE ${where}`,
+      params,
+    );
+    return res.rows.map((r) => ({
+      id: r.id,
+      workspace: r.workspace,
+      number: Number(r.number),
+      live: r.live,
+      created_at: isoNonNull(r.created_at),
+      procedures: (typeof r.procedures === 'string' ? JSON.parse(r.procedures) : r.procedures) as ReleaseSummaryRecord['procedures'],
+      agent_count: Number(r.agent_count),
+    }));
   }
 
   async releaseFiles(releaseId: string): Promise<SopFile[]> {
     const res = await this.db.query<SopFile>('SELECT path, text, version FROM sop_release_files WHERE release_id = $1 ORDER BY path', [releaseId]);
     return res.rows;
   }
+}
+
+/** A page of releases, newest first: at most `limit`, numbered below `before` (none: from the newest). */
+export interface ReleasesPageAt {
+  limit?: number;
+  before?: number;
+}
+
+/** A release summed up (WorkspaceRepo.releaseSummaries). */
+export interface ReleaseSummaryRecord {
+  id: string;
+  workspace: string;
+  number: number;
+  live: boolean;
+  created_at: string;
+  procedures: { procedure_id: string; name: string; version: string; rule_count: number }[];
+  agent_count: number;
+}
+
+function pageAt(workspace: string, page: ReleasesPageAt): { where: string; params: unknown[] } {
+  const params: unknown[] = [workspace];
+  let where = 'workspace = $1';
+  if (page.before !== undefined) {
+    params.push(page.before);
+    where += ` AND number < $${params.length}`;
+  }
+  where += ' ORDER BY number DESC';
+  if (page.limit !== undefined) {
+    params.push(page.limit);
+    where += ` LIMIT $${params.length}`;
+  }
+  return { where, params };
 }
 
 interface RawRelease {

@@ -5,7 +5,7 @@ import { useLoad } from '../load';
 import type { ReleaseCompare as CompareView } from '../review-types';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
-import type { Release } from '../sop-types';
+import type { ReleaseSummary } from '../sop-types';
 
 /**
  * Two releases side by side (GET insights/compare): per procedure, the sessions checked on each,
@@ -18,7 +18,7 @@ export function ReleaseCompare({ session, base, where }: { session: Session; bas
   const from = where.query.get('from') ?? '';
   const to = where.query.get('to') ?? '';
   const procedure = where.query.get('procedure') ?? '';
-  const releases = useLoad(() => api.releases(session), [session]);
+  const releases = useLoad(() => api.releaseSummaries(session), [session]);
   const items = releases.data?.items ?? [];
   const cmp = useLoad(
     () => (items.length < 2 ? Promise.resolve(null) : api.compareReleases(session, { from: from || undefined, to: to || undefined, procedure: procedure || undefined })),
@@ -52,7 +52,7 @@ export function ReleaseCompare({ session, base, where }: { session: Session; bas
 }
 
 /** One side's release; the other side's is not offered (a release is never compared with itself). */
-function ReleasePick(p: { label: string; items: readonly Release[]; value: string; other: string; onPick(v: string): void }) {
+function ReleasePick(p: { label: string; items: readonly ReleaseSummary[]; value: string; other: string; onPick(v: string): void }) {
   return (
     <label>
       {p.label}

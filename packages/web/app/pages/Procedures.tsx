@@ -15,12 +15,10 @@ const KIND_LABEL = { step: 'Step', never: 'Never', warning: 'Warning sign' } as 
  * before it, and what is saved at head but not yet published, as a unified diff.
  */
 export function Procedures({ session }: { session: Session }) {
-  const data = useLoad(async () => {
-    const [releases, head] = await Promise.all([api.releases(session), api.head(session)]);
-    return { releases: releases.items, head };
-  }, [session]);
-  const live = data.data?.releases.find((r) => r.live);
-  const others = data.data?.releases.filter((r) => !r.live) ?? [];
+  // The releases summed up (no rules: they were tens of MB), the live one whole.
+  const data = useLoad(() => api.procedures(session), [session]);
+  const live = data.data?.live ?? undefined;
+  const others = data.data?.releases.filter((r) => r.id !== live?.id) ?? [];
   const head = data.data?.head;
   const [published, setPublished] = useState<{ ok: boolean; text: string } | null>(null);
   // One publish at a time: the API publishes an unchanged head again on purpose, so a second

@@ -45,6 +45,7 @@ const schemas: Record<string, Schema> = {
     changed: arr(object({ path: str, change: oneOf(['added', 'changed', 'removed']) })), diff: str,
   }),
   Release: object({ id: str, number: int, live: bool, created_at: time, procedures: arr(object({ procedure_id: str, name: str, version: str, rules: arr(any) })), agents: arr(object({ agent: str, procedures: arr(str) })) }),
+  ReleaseSummary: object({ id: str, number: int, live: bool, created_at: time, procedures: arr(object({ procedure_id: str, name: str, version: str, rule_count: int })), agent_count: int }),
   SessionRow: object({
     id: str, external_id: nullable(str), agent: nullable(str), status: oneOf(['queued', 'checked', 'failed']), result: nullable(oneOf(RESULTS)),
     checked_result: nullable(oneOf(RESULTS)), started_at: nullable(time), transcript_ref: nullable(str), received_at: time, checked_at: nullable(time), error: nullable(str),
@@ -287,7 +288,16 @@ const paths: Record<string, Record<string, unknown>> = {
   },
   [`${W}/releases`]: {
     post: op('procedures', { summary: 'Publish head as a release', params: [ws], ok: { status: '201', schema: ref('Release') } }),
-    get: op('procedures', { summary: 'Releases, newest first', params: [ws], ok: { schema: object({ items: arr(ref('Release')) }) } }),
+    get: op('procedures', {
+      summary: 'Releases, newest first: whole, or with fields=summary each without its rules and agents (counted); every one, or pages of limit (1 to 500) after cursor',
+      params: [
+        ws,
+        p('fields', 'query', oneOf(['summary']), 'summary: each procedure as procedure_id, name, version and rule_count, and agent_count, without the rules and agents themselves'),
+        p('limit', 'query', { type: 'integer', minimum: 1, maximum: 500 }, 'A page of this many (none: every release).'),
+        p('cursor', 'query', str, 'next_cursor of the previous page of this list (another list\'s is 400 invalid_cursor)'),
+      ],
+      ok: { schema: object({ items: arr({ anyOf: [ref('Release'), ref('ReleaseSummary')] }), next_cursor: nullable(str) }) },
+    }),
   },
   [`${W}/releases/{id}`]: { get: op('procedures', { summary: 'A release by id, number or "live"', params: [ws, id('A release id, number, or live')], ok: { schema: ref('Release') } }) },
   [`${W}/sessions`]: {

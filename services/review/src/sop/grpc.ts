@@ -1,6 +1,6 @@
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { asciiJson, SopError, type ListSessionsQuery, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
+import { asciiJson, SopError, type ListSessionsQuery, type ReleasesQuery, type ReviewSopQueries, type SopQueries } from '@neatroots/store';
 
 /** Trailing metadata of a refusal: the error's code and, for does_not_compile, sopc's issues as JSON. */
 export const SOP_ERROR_CODE = 'neatroots-error-code';
@@ -57,7 +57,7 @@ export function sopGrpcService(q: SopQueries, r?: ReviewSopQueries): { service: 
     getHead: unary<{ workspace: string }>((r) => q.head(r.workspace)),
     getHeadFile: unary<{ workspace: string; path: string }>((r) => q.headFile(r.workspace, r.path)),
     publish: unary<{ workspace: string }>((r) => q.publish(r.workspace)),
-    listReleases: unary<{ workspace: string }>((r) => q.releases(r.workspace)),
+    listReleases: unary<{ workspace: string; query_json: string }>((r) => q.releases(r.workspace, (r.query_json ? JSON.parse(r.query_json) : {}) as ReleasesQuery)),
     getRelease: unary<{ workspace: string; ref: string }>((r) => q.release(r.workspace, r.ref)),
     receiveSession: unary<{ workspace: string; session_json: string }>((r) => {
       let body: unknown;

@@ -74,7 +74,7 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     head: (ws) => workspaces.head(ws),
     headFile: (ws, path) => workspaces.file(ws, path),
     publish: (ws) => workspaces.publish(ws),
-    releases: (ws) => workspaces.releases(ws),
+    releases: (ws, q) => workspaces.releasesPage(ws, q),
     release: (ws, ref) => workspaces.release(ws, ref),
     receiveSession: (ws, body) => sessions.receive(ws, body),
     getSession: (ws, id) => sessions.get(ws, id),

@@ -1,6 +1,6 @@
 import { compileFiles, contentVersion, toLock, type Lock } from '@neatroots/sop';
 import { unifiedDiffFiles } from '@neatroots/review-domain';
-import { doesNotCompile, SopError, WorkspaceRepo, type HeadFileView, type HeadView, type ReleaseRecord, type ReleaseView, type SopFile } from '@neatroots/store';
+import { doesNotCompile, SopError, WorkspaceRepo, type HeadFileView, type HeadView, type ReleaseRecord, type ReleasesPage, type ReleasesQuery, type ReleaseView, type SopFile } from '@neatroots/store';
 import type { Db, Queryable } from '@neatroots/ports';
 
 /** Where a file of the procedures folder may live: the folder decides how it is read. */
@@ -111,6 +111,21 @@ export class SopWorkspaces {
     return (await this.repo.releases<Lock>(workspace)).map(releaseView);
   }
 
+  /**
+   * GET .../releases: newest first, whole or summed up (`fields: 'summary'`), every one (no
+   * limit) or a page of `limit` after `cursor`, with the next page's cursor (null: the last).
+   */
+  async releasesPage(workspace: string, q: ReleasesQuery = {}): Promise<ReleasesPage> {
+    const at = { before: q.cursor === undefined ? undefined : releasesCursorNumber(q.cursor), limit: q.limit === undefined ? undefined : q.limit + 1 };
+    const rows = q.fields === 'summary'
+      ? (await this.repo.releaseSummaries(workspace, at)).map(({ workspace: _ws, ...r }) => r)
+      : (await this.repo.releases<Lock>(workspace, at)).map(releaseView);
+    const more = q.limit !== undefined && rows.length > q.limit;
+    const items = more ? rows.slice(0, q.limit) : rows;
+    const last = items[items.length - 1];
+    return { items, next_cursor: more && last ? Buffer.from(JSON.stringify(['releases', last.number]), 'utf8').toString('base64url') : null } as ReleasesPage;
+  }
+
   /** `ref`: the id, the number, or "live". */
   async release(workspace: string, ref: string): Promise<ReleaseView> {
     const r = await this.repo.release<Lock>(workspace, ref);
@@ -167,6 +182,20 @@ const KEPT_RELEASES = 64;
 
 /** A release named by its number, as the store reads it ("1", "01"; more digits are an id). */
 const NUMBER_REF = /^\d{1,9}$/;
+
+/** The number a releases cursor stops below (["releases", n], base64url); 400 for any other cursor. */
+function releasesCursorNumber(cursor: string): number {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 2 || parsed[0] !== 'releases' || !Number.isSafeInteger(parsed[1]) || parsed[1] < 1) {
+    throw new SopError(400, 'invalid_cursor', 'cursor is not one this list returned');
+  }
+  return parsed[1] as number;
+}
 
 function releaseView(r: ReleaseRecord<Lock>): ReleaseView {
   return { id: r.id, number: r.number, live: r.live, created_at: r.created_at, procedures: r.lock.procedures, agents: r.lock.agents };
