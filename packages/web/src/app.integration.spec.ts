@@ -525,6 +525,26 @@ guidance: Be polite.
     await page.context().close();
   });
 
+  it('Checks shows its list while the findings pages are still being read, then fills in what they add', async () => {
+    const page = await signedIn();
+    // Every findings read held: the list must not wait for them (it waited for four, 1.4 s each, with many findings).
+    const held: (() => Promise<void>)[] = [];
+    await page.route(/\/v1\/projects\/[^/]+\/findings\?/, (route) => {
+      held.push(() => route.continue());
+    });
+    await page.goto(`${url}/p/${PROJECT}/checks`);
+    await page.locator('.checks-list tbody tr').first().waitFor({ timeout: 30_000 });
+    const listed = (await apiGet<{ checks: { id: string }[] }>('checks')).checks.map((c) => c.id).sort();
+    expect((await page.locator('.checks-list tbody tr td:first-child').allTextContents()).sort()).toEqual(expect.arrayContaining(listed));
+    expect(held.length).toBeGreaterThan(0);
+    expect(await page.locator('[aria-busy="true"]').count()).toBe(0);
+    // Let them through: the page takes them in without an error.
+    for (const go of held) await go();
+    await page.unroute(/\/v1\/projects\/[^/]+\/findings\?/);
+    await expect(page.locator('.checks-list tbody tr').count()).resolves.toBeGreaterThanOrEqual(listed.length);
+    await page.context().close();
+  });
+
   it('Checks and Settings → Models show what the API says', async () => {
     const page = await signedIn();
     await page.getByRole('link', { name: 'Checks' }).click();

@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { useMemo, useState } from 'react';
 import { api } from '../api';
 import { Ext } from '../components/Ext';
 import type { ListedCheck } from '../authoring-types';
@@ -20,10 +20,21 @@ const HALT_BY = new Set(['app', 'cli', 'agent']);
  * that are not in effect with why, and the editor to write one (CheckAuthoring).
  */
 export function Checks({ session, base }: { session: Session; base: string }) {
-  const data = useLoad(async () => {
-    const [listed, stats, disabled, seen] = await Promise.all([api.checks(session), api.checkStats(session), api.disabledChecks(session), checksSeen(session)]);
-    return merge(listed.checks, stats.checks, disabled.checks, seen);
+  // The list shows as soon as the checks and their stats are read; the findings pages (up to 4
+  // of 500, seconds with many findings) only fill in a removed check's source and action after.
+  const lists = useLoad(async () => {
+    const [listed, stats, disabled] = await Promise.all([api.checks(session), api.checkStats(session), api.disabledChecks(session)]);
+    return { listed: listed.checks, stats: stats.checks, disabled: disabled.checks };
   }, [session]);
+  const seen = useLoad(() => checksSeen(session), [session]);
+  const data = {
+    ...lists,
+    data: useMemo(() => lists.data && merge(lists.data.listed, lists.data.stats, lists.data.disabled, seen.data ?? new Map()), [lists.data, seen.data]),
+    reload: () => {
+      lists.reload();
+      seen.reload();
+    },
+  };
   const [editing, setEditing] = useState<{ yaml: string; n: number } | undefined>();
   const [acted, setActed] = useState<{ ok: boolean; text: string } | null>(null);
 
