@@ -48,6 +48,7 @@ export {
   ProjectRequest,
   ListRunsRequest,
   GetRunRequest,
+  GetSpanRequest,
   ListSpansRequest,
   ListFindingsRequest,
   FindingActionRequest,

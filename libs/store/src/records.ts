@@ -114,6 +114,23 @@ export interface SpanPage extends Page<Span> {
 /** What the run page is asked with: how many spans its first page holds (default 500). */
 export interface RunDetailQuery {
   spans_limit?: number;
+  /** `preview`: its spans as SpanPageQuery's. */
+  bodies?: SpanBodies;
+}
+
+/**
+ * How a list gives its spans' input and output: `full` (the default) as stored; `preview` each
+ * longer than SPAN_PREVIEW_CHARS characters cut to its first SPAN_PREVIEW_CHARS (a value that
+ * is not a string: of its JSON text), the span's `truncated` naming each cut field with its
+ * full length. One span whole: ReviewQueries.getSpan.
+ */
+export type SpanBodies = 'full' | 'preview';
+export const SPAN_BODIES: readonly SpanBodies[] = ['full', 'preview'];
+export const SPAN_PREVIEW_CHARS = 200;
+
+/** A page of a run's spans, with their bodies whole or cut to a preview. */
+export interface SpanPageQuery extends PageQuery {
+  bodies?: SpanBodies;
 }
 
 /** A page size (1 to the list's maximum, its default when absent) and where to go on. */
@@ -197,7 +214,9 @@ export interface ReviewQueries {
   /** The run page, with the first page of its spans (`spans_limit`, DEFAULT_SPAN_PAGE of them unless asked). */
   getRun(project: string, runId: string, q?: RunDetailQuery): Promise<RunDetail | null>;
   /** A page of the run's spans, in the run page's order; null for an unknown run. */
-  listSpans(project: string, runId: string, q?: PageQuery): Promise<SpanPage | null>;
+  listSpans(project: string, runId: string, q?: SpanPageQuery): Promise<SpanPage | null>;
+  /** One span of the run, whole; null for an unknown run or span. */
+  getSpan(project: string, runId: string, spanId: string): Promise<Span | null>;
   listFindings(project: string, q?: ListFindingsQuery): Promise<Page<Problem>>;
   dismiss(project: string, findingId: string, input?: DismissInput): Promise<FindingRecord | null>;
   reopen(project: string, findingId: string): Promise<FindingRecord | null>;

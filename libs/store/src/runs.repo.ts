@@ -2,7 +2,7 @@ import type { Queryable, Statement } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { groupProblems } from './life';
-import { RUN_END_FILTERS, type ListRunsQuery, type NotChecked, type Page, type PageQuery, type RunDetail, type RunDetailQuery, type RunRecord, type SpanPage } from './records';
+import { RUN_END_FILTERS, SPAN_BODIES, SPAN_PREVIEW_CHARS, type ListRunsQuery, type NotChecked, type Page, type RunDetail, type RunDetailQuery, type RunRecord, type SpanPage, type SpanPageQuery } from './records';
 import {
   chunks, decodeCursor, decodeSpanCursor, DEFAULT_SPAN_PAGE, encodeCursor, encodeSpanCursor, filterText, iso, isoNonNull, json,
   MAX_SPAN_PAGE, num, pageLimit, SPAN_PAGE_BYTES, StoreInputError, text, tsParam, valuesList,
@@ -63,6 +63,26 @@ const ALL_PROBLEMS = `(SELECT count(DISTINCT COALESCE('g' || f.group_name, 'f' |
  * reads the run's spans through the primary key's prefix (project, run_id) and sorts them.
  */
 const SPAN_START = `COALESCE(start_exact, 'Infinity'::double precision)`;
+
+/** A JSON value's text: a string as it is, any other value as its JSON text (as stored). */
+const valueText = (v: string) => `(CASE WHEN json_typeof(${v}) = 'string' THEN (${v}) #>> '{}' ELSE (${v})::text END)`;
+/** The length of a body field past the preview (SQL NULL when within it). */
+const cutLength = (f: string) => `(CASE WHEN length(${valueText(`payload->'${f}'`)}) > ${SPAN_PREVIEW_CHARS} THEN length(${valueText(`payload->'${f}'`)}) END)`;
+/**
+ * A span with its input and output cut to a preview (SpanBodies), in SQL so the bodies never
+ * leave the database: the span's fields in their order, input and output cut to their first
+ * SPAN_PREVIEW_CHARS characters, then `truncated` ({ field: full length }); a span with
+ * neither past the preview is as stored.
+ */
+const PREVIEW_PAYLOAD = `(CASE WHEN ${cutLength('input')} IS NULL AND ${cutLength('output')} IS NULL THEN payload ELSE (
+  SELECT json_object_agg(e.k, CASE WHEN e.k IN ('input', 'output') AND length(${valueText('e.v')}) > ${SPAN_PREVIEW_CHARS}
+    THEN to_json(left(${valueText('e.v')}, ${SPAN_PREVIEW_CHARS})) ELSE e.v END ORDER BY e.n)
+  FROM (
+    SELECT x.k, x.v, x.n FROM json_each(payload) WITH ORDINALITY AS x(k, v, n) WHERE x.k <> 'truncated'
+    UNION ALL
+    SELECT 'truncated', json_strip_nulls(json_build_object('input', ${cutLength('input')}, 'output', ${cutLength('output')})), 9223372036854775807
+  ) e
+) END)`;
 
 const HAS_OPEN = `EXISTS (SELECT 1 FROM findings f
   WHERE f.project = r.project AND f.run_id = r.run_id AND f.status = 'open' AND f.dismissed_at IS NULL AND NOT f.quiet)`;
@@ -380,9 +400,16 @@ export class RunsRepo {
    * page that stops short of its limit for its size says so (`cut_at_bytes`), its cursor going
    * on from there; its first span is always in it. The sizes (the stored JSON's bytes) are
    * summed in the query: a span past the cut never leaves the database.
+   *
+   * `bodies: 'preview'` cuts each span's input and output longer than SPAN_PREVIEW_CHARS to
+   * their first characters in the query (the sizes summed are of the spans so cut), with
+   * `truncated` naming each field cut and its full length: the page of a run of large outputs
+   * is a few kilobytes a span, not the outputs (getSpan gives one span whole).
    */
-  async spans(project: string, runId: string, q: PageQuery = {}, maxBytes = SPAN_PAGE_BYTES): Promise<SpanPage | null> {
+  async spans(project: string, runId: string, q: SpanPageQuery = {}, maxBytes = SPAN_PAGE_BYTES): Promise<SpanPage | null> {
     const limit = pageLimit(q.limit, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE);
+    if (q.bodies !== undefined && !SPAN_BODIES.includes(q.bodies)) throw new StoreInputError('invalid_argument', `bodies must be one of ${SPAN_BODIES.join(', ')}`);
+    const body = q.bodies === 'preview' ? PREVIEW_PAYLOAD : 'payload';
     const params: unknown[] = [project, filterText('run_id', runId)];
     let after = '';
     if (q.cursor !== undefined) {
@@ -396,10 +423,12 @@ export class RunsRepo {
     // it; the payload only of those kept (the first, then while within the bytes and the limit).
     const res = await this.db.query<{ payload: Span | null; start_exact: number | null; arrival: unknown; kept: boolean }>(
       `WITH page AS (
-         SELECT start_exact, arrival, payload, octet_length(payload::text) AS bytes FROM spans
-         WHERE project = $1 AND run_id = $2 ${after}
-         ORDER BY ${SPAN_START} ASC, arrival ASC
-         LIMIT ${limitParam} + 1
+         SELECT start_exact, arrival, payload, octet_length(payload::text) AS bytes FROM (
+           SELECT start_exact, arrival, ${body} AS payload FROM spans
+           WHERE project = $1 AND run_id = $2 ${after}
+           ORDER BY ${SPAN_START} ASC, arrival ASC
+           LIMIT ${limitParam} + 1
+         ) s
        ),
        sized AS (
          SELECT start_exact, arrival, payload, row_number() OVER o AS n, sum(bytes) OVER o AS upto
@@ -508,6 +537,16 @@ export class RunsRepo {
     return more ? { ...out, more: true } : out;
   }
 
+  /** One span of the run as stored, whole; null for an unknown run or span. */
+  async span(project: string, runId: string, spanId: string): Promise<Span | null> {
+    const res = await this.db.query<{ payload: Span }>('SELECT payload FROM spans WHERE project = $1 AND run_id = $2 AND span_id = $3', [
+      project,
+      filterText('run_id', runId),
+      filterText('span_id', spanId),
+    ]);
+    return res.rows[0]?.payload ?? null;
+  }
+
   private async exists(project: string, runId: string): Promise<boolean> {
     const res = await this.db.query('SELECT 1 FROM runs WHERE project = $1 AND run_id = $2', [project, runId]);
     return res.rows.length > 0;
@@ -520,7 +559,10 @@ export class RunsRepo {
   async detail(project: string, runId: string, q: RunDetailQuery = {}): Promise<RunDetail | null> {
     const run = await this.get(project, runId);
     if (!run) return null;
-    const page: SpanPage = (await this.spans(project, runId, q.spans_limit === undefined ? {} : { limit: q.spans_limit })) ?? { items: [], next_cursor: null };
+    const page: SpanPage = (await this.spans(project, runId, { ...(q.spans_limit === undefined ? {} : { limit: q.spans_limit }), ...(q.bodies ? { bodies: q.bodies } : {}) })) ?? {
+      items: [],
+      next_cursor: null,
+    };
     const findings = await new FindingsRepo(this.db).forRun(project, runId);
     const notChecked = await this.notChecked(project, runId);
     return {

@@ -3,7 +3,7 @@ import type { RuleLineageView, SuggestionView } from '@neatroots/store';
 import type { Insights, OverrideGiven, Pattern, ReleaseCompare, ReviewQueue, ReviewState, VerdictGiven, VerdictName } from './review-types';
 import type { Head, Release, ReleaseSummary, SopIssue, SopSession, SopSessionRow, SopTranscript } from './sop-types';
 import type { CheckDraft, CheckPreview, CheckProblem, ListedCheck, SavedCheck } from './authoring-types';
-import type { AgreementRow, CheckStat, DisabledCheck, Finding, Page, Problem, Run, RunDetail, Span } from './types';
+import type { AgreementRow, CheckStat, DisabledCheck, Finding, ListedSpan, Page, Problem, Run, RunDetail, Span } from './types';
 
 /** An answer of the API that is not a success, with the API's own code and message. */
 export class ApiFailure extends Error {
@@ -89,9 +89,12 @@ export function headFileUrl(path: string): string {
 /** The endpoints the app uses (docs/api.md), typed. */
 export const api = {
   runs: (s: Session, p: Params) => call<{ runs: Run[] } & Page>(s, 'runs', { params: p }),
-  run: (s: Session, runId: string) => call<RunDetail>(s, `runs/${encodeURIComponent(runId)}`),
+  /** The run page with its spans' input and output cut to a preview (`truncated` says which): `span` gives one whole. */
+  run: (s: Session, runId: string) => call<RunDetail & { spans: ListedSpan[] }>(s, `runs/${encodeURIComponent(runId)}`, { params: { bodies: 'preview' } }),
   spans: (s: Session, runId: string, cursor: string) =>
-    call<{ spans: Span[] } & Page>(s, `runs/${encodeURIComponent(runId)}/spans`, { params: { cursor, limit: 2000 } }),
+    call<{ spans: ListedSpan[] } & Page>(s, `runs/${encodeURIComponent(runId)}/spans`, { params: { cursor, limit: 2000, bodies: 'preview' } }),
+  /** One span whole (404 when the run has no such span). */
+  span: (s: Session, runId: string, spanId: string) => call<{ span: Span }>(s, `runs/${encodeURIComponent(runId)}/spans/${encodeURIComponent(spanId)}`),
   findings: (s: Session, p: Params) => call<{ findings: Problem[] } & Page>(s, 'findings', { params: p }),
   dismiss: (s: Session, id: string) => call<{ finding: Finding }>(s, `findings/${encodeURIComponent(id)}/dismiss`, { method: 'POST', body: {} }),
   reopen: (s: Session, id: string) => call<{ finding: Finding }>(s, `findings/${encodeURIComponent(id)}/reopen`, { method: 'POST' }),

@@ -3,9 +3,16 @@
  * imports, erased from the bundle), so the pages and the API cannot drift apart.
  */
 import type { FindingRecord } from '@neatroots/store';
+import type { Span } from '@neatroots/spans';
 
 export type { CheckStat, FindingState, Problem, RunDetail, RunRecord as Run } from '@neatroots/store';
 export type { Span } from '@neatroots/spans';
+
+/**
+ * A span as the run page lists it (`bodies=preview`): its input and output cut to a preview,
+ * `truncated` naming each one cut with its full length (GET .../spans/{span_id} gives it whole).
+ */
+export type ListedSpan = Span & { truncated?: { input?: number; output?: number } };
 
 export interface Page {
   next_cursor: string | null;

@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards 
 import type { ReviewQueries } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { dismissBody, findingsQuery, noBody, noQuery, parseQuery, pathId, runsQuery, spansQuery, textParam, type QueryParams } from './params';
+import { dismissBody, findingsQuery, noBody, noQuery, parseQuery, pathId, runQuery, runsQuery, spansQuery, textParam, type QueryParams } from './params';
 import { MODEL_STATS, REVIEW_QUERIES, type ModelStats } from './tokens';
 
 /** Thin: parse, ask the review service, shape the JSON. */
@@ -21,8 +21,7 @@ export class RunsController {
   /** The run page: the first page of its spans, with `spans_next_cursor` for the rest. */
   @Get('runs/:run_id')
   async get(@Param('project') project: string, @Param('run_id') runId: string, @Query() query: QueryParams) {
-    noQuery(query);
-    const run = await this.queries.getRun(project, pathId('run_id', runId));
+    const run = await this.queries.getRun(project, pathId('run_id', runId), runQuery(query));
     if (!run) throw ApiError.notFound(`no run ${runId} in project ${project}`);
     return run;
   }
@@ -33,6 +32,15 @@ export class RunsController {
     const page = await this.queries.listSpans(project, pathId('run_id', runId), q);
     if (!page) throw ApiError.notFound(`no run ${runId} in project ${project}`);
     return { spans: page.items, next_cursor: page.next_cursor, ...(page.cut_at_bytes !== undefined ? { cut_at_bytes: page.cut_at_bytes } : {}) };
+  }
+
+  /** One span whole: what the run page shows of the span selected (its list gives previews). */
+  @Get('runs/:run_id/spans/:span_id')
+  async span(@Param('project') project: string, @Param('run_id') runId: string, @Param('span_id') spanId: string, @Query() query: QueryParams) {
+    noQuery(query);
+    const span = await this.queries.getSpan(project, pathId('run_id', runId), pathId('span_id', spanId));
+    if (!span) throw ApiError.notFound(`no span ${spanId} in run ${runId} of project ${project}`);
+    return { span };
   }
 }
 

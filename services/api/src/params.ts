@@ -1,4 +1,4 @@
-import { FINDING_STATE_FILTERS, MAX_PAGE, MAX_SPAN_PAGE, RUN_END_FILTERS, type FindingStateFilter, type ListFindingsQuery, type ListRunsQuery, type PageQuery } from '@neatroots/store';
+import { FINDING_STATE_FILTERS, MAX_PAGE, MAX_SPAN_PAGE, RUN_END_FILTERS, SPAN_BODIES, type FindingStateFilter, type ListFindingsQuery, type ListRunsQuery, type RunDetailQuery, type SpanPageQuery } from '@neatroots/store';
 import { parseIsoTime } from '@neatroots/ports';
 import { ApiError } from './errors';
 
@@ -131,8 +131,13 @@ export function findingsQuery(q: QueryParams): ListFindingsQuery {
 }
 
 /** A run's spans: the run page's first page, or any page after it. */
-export function spansQuery(q: QueryParams): PageQuery {
-  return parseQuery(q, { limit: limitParam(MAX_SPAN_PAGE), cursor: cursorParam });
+export function spansQuery(q: QueryParams): SpanPageQuery {
+  return parseQuery(q, { limit: limitParam(MAX_SPAN_PAGE), cursor: cursorParam, bodies: oneOf(SPAN_BODIES) });
+}
+
+/** The run page: its spans' bodies whole or cut to a preview. */
+export function runQuery(q: QueryParams): RunDetailQuery {
+  return parseQuery(q, { bodies: oneOf(SPAN_BODIES) });
 }
 
 /** An endpoint that takes no query parameters. */

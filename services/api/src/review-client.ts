@@ -66,10 +66,15 @@ export class ReviewGrpcClient implements ReviewQueries {
     );
 
   getRun: ReviewQueries['getRun'] = (project, runId, q = {}) =>
-    this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId, spans_limit: q.spans_limit ?? 0 }));
+    this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId, spans_limit: q.spans_limit ?? 0, bodies: q.bodies ?? '' }));
 
   listSpans: ReviewQueries['listSpans'] = (project, runId, q = {}) =>
-    this.json(this.call<v1.ListSpansRequest, v1.JsonReply>(this.client.listSpans as never, { project, run_id: runId, limit: q.limit ?? 0, cursor: q.cursor ?? '' }));
+    this.json(
+      this.call<v1.ListSpansRequest, v1.JsonReply>(this.client.listSpans as never, { project, run_id: runId, limit: q.limit ?? 0, cursor: q.cursor ?? '', bodies: q.bodies ?? '' }),
+    );
+
+  getSpan: ReviewQueries['getSpan'] = (project, runId, spanId) =>
+    this.json(this.call<v1.GetSpanRequest, v1.JsonReply>(this.client.getSpan as never, { project, run_id: runId, span_id: spanId }));
 
   listFindings: ReviewQueries['listFindings'] = (project, q = {}) =>
     this.must(

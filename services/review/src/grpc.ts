@@ -1,6 +1,6 @@
 import { Metadata, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { v1 } from '@neatroots/proto';
-import { StoreInputError, type ApiKeyGrant, type FindingStateFilter, type ListRunsQuery, type ReviewQueries } from '@neatroots/store';
+import { StoreInputError, type ApiKeyGrant, type FindingStateFilter, type ListRunsQuery, type ReviewQueries, type SpanBodies } from '@neatroots/store';
 
 /** Trailing metadata of an INVALID_ARGUMENT reply: the store's error code (invalid_cursor, ...). */
 export const INPUT_ERROR_CODE = 'neatroots-error-code';
@@ -45,10 +45,19 @@ export function reviewGrpcService(
         }),
       ),
     ),
-    getRun: unary(async (r: v1.GetRunRequest) => reply(await queries.getRun(r.project, r.run_id, r.spans_limit ? { spans_limit: r.spans_limit } : {}))),
-    listSpans: unary(async (r: v1.ListSpansRequest) =>
-      reply(await queries.listSpans(r.project, r.run_id, { ...(r.limit ? { limit: r.limit } : {}), ...(r.cursor ? { cursor: r.cursor } : {}) })),
+    getRun: unary(async (r: v1.GetRunRequest) =>
+      reply(await queries.getRun(r.project, r.run_id, { ...(r.spans_limit ? { spans_limit: r.spans_limit } : {}), ...(r.bodies ? { bodies: r.bodies as SpanBodies } : {}) })),
     ),
+    listSpans: unary(async (r: v1.ListSpansRequest) =>
+      reply(
+        await queries.listSpans(r.project, r.run_id, {
+          ...(r.limit ? { limit: r.limit } : {}),
+          ...(r.cursor ? { cursor: r.cursor } : {}),
+          ...(r.bodies ? { bodies: r.bodies as SpanBodies } : {}),
+        }),
+      ),
+    ),
+    getSpan: unary(async (r: v1.GetSpanRequest) => reply(await queries.getSpan(r.project, r.run_id, r.span_id))),
     listFindings: unary(async (r: v1.ListFindingsRequest) =>
       reply(
         await queries.listFindings(r.project, {

@@ -15,6 +15,7 @@ export function createReviewQueries(db: Db, opts: { quiet?: QuietChecks } = {}):
     listRuns: (project, q) => runs.list(project, q),
     getRun: (project, runId, q) => runs.detail(project, runId, q),
     listSpans: (project, runId, q) => runs.spans(project, runId, q),
+    getSpan: (project, runId, spanId) => runs.span(project, runId, spanId),
     listFindings: (project, q) => findings.list(project, q),
     checkStats: (project) => findings.checkStats(project),
     listDeadLetters: (project, q) => deadLetters.list(project, q),

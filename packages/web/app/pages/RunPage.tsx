@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState } from 'react';
-import { api } from '../api';
+import { api, ApiFailure } from '../api';
 import { FindingCard, StateBadge } from '../components/FindingCard';
 import { Highlight } from '../components/Highlight';
 import { VirtualList } from '../components/VirtualList';
@@ -9,7 +9,7 @@ import { failure } from '../load';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
 import { timelineRows, timeRange } from '../spans';
-import type { Finding, RunDetail, Span } from '../types';
+import type { Finding, ListedSpan, RunDetail, Span } from '../types';
 
 const ROW = 30;
 /** A span's findings are marked ⚑ each up to this many; more read as one "⚑ 4". */
@@ -28,7 +28,8 @@ function mostPressing(findings: Finding[]): Finding['state'] {
  */
 export function RunPage({ session, base, runId, where }: { session: Session; base: string; runId: string; where: Where }) {
   const [detail, setDetail] = useState<RunDetail | null>(null);
-  const [spans, setSpans] = useState<Span[]>([]);
+  /** The run's spans as listed: their input and output cut to a preview (`truncated`). */
+  const [spans, setSpans] = useState<ListedSpan[]>([]);
   const [more, setMore] = useState(false);
   const [findings, setFindings] = useState<Finding[]>([]);
   const [error, setError] = useState<string | null>(null);
@@ -87,10 +88,29 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const selected = wantedSpan ? rows.findIndex((r) => r.span.span_id === wantedSpan) : -1;
   const show = (spanId: string) => navigate(href(where.path, { span: spanId, finding: wantedFinding }), { replace: true });
 
+  // The span shown whole: as listed when nothing of it was cut, else read alone (a run of large
+  // outputs is listed in kilobytes, and only the span looked at is read whole).
+  const listed = wantedSpan ? byId.get(wantedSpan) : undefined;
+  const listedWhole = listed && !listed.truncated ? listed : null;
+  const [fetched, setFetched] = useState<{ runId: string; spanId: string; span: Span | null; error?: string } | null>(null);
+  useEffect(() => {
+    if (!wantedSpan || listedWhole) return;
+    let live = true;
+    api.span(session, runId, wantedSpan).then(
+      (r) => live && setFetched({ runId, spanId: wantedSpan, span: r.span }),
+      (err) => live && setFetched({ runId, spanId: wantedSpan, span: null, ...(err instanceof ApiFailure && err.status === 404 ? {} : { error: failure(err) }) }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [session, runId, wantedSpan, !!listedWhole]);
+  const read = fetched && fetched.runId === runId && fetched.spanId === wantedSpan ? fetched : null;
+
   if (error) return <main id="main"><h1>Run <Ext>{runId}</Ext></h1><p role="alert" className="error">{error}</p></main>;
   if (!detail) return <main id="main"><h1>Run <Ext>{runId}</Ext></h1><p aria-busy="true">Loading…</p></main>;
   const { run } = detail;
   const span = selected >= 0 ? rows[selected].span : null;
+  const whole = listedWhole ?? read?.span ?? null;
 
   return (
     <main id="main" className="run-page">
@@ -136,7 +156,13 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
         </section>
         <aside className="side">
           <section aria-label="Selected span" className="span-detail">
-            {span ? <SpanDetail span={span} findings={citing.get(span.span_id) ?? []} allFindings={findings} /> : <p className="meta">Select a span to see its input and output.</p>}
+            {whole && span ? (
+              <SpanDetail span={whole} findings={citing.get(span.span_id) ?? []} allFindings={findings} />
+            ) : span ? (
+              <SpanDetail span={span} findings={citing.get(span.span_id) ?? []} allFindings={findings} bodies={read?.error ?? 'loading'} />
+            ) : (
+              <p className="meta">Select a span to see its input and output.</p>
+            )}
           </section>
           <section aria-labelledby="findings-h">
             <h2 id="findings-h">Findings ({findings.length})</h2>
@@ -234,7 +260,11 @@ function SpanRow({ span, depth, range, cited }: { span: Span; depth: number; ran
   );
 }
 
-function SpanDetail({ span, findings, allFindings }: { span: Span; findings: Finding[]; allFindings: Finding[] }) {
+/**
+ * A span's detail. `bodies`: its input and output are not here yet (`loading`, the span as
+ * listed, cut) or could not be read (why): said in their place.
+ */
+function SpanDetail({ span, findings, allFindings, bodies }: { span: Span; findings: Finding[]; allFindings: Finding[]; bodies?: string }) {
   const fields: [string, unknown][] = [
     ['Input', span.input],
     ['Output', span.output],
@@ -260,7 +290,17 @@ function SpanDetail({ span, findings, allFindings }: { span: Span; findings: Fin
           {f.confidence && <> · <Ext>{f.confidence}</Ext></>}
         </p>
       ))}
-      {fields.map(([label, v], i) =>
+      {bodies === 'loading' && (
+        <p className="meta" aria-busy="true">
+          Loading its input and output…
+        </p>
+      )}
+      {bodies !== undefined && bodies !== 'loading' && (
+        <p role="alert" className="error">
+          Its input and output could not be loaded: {bodies}
+        </p>
+      )}
+      {bodies === undefined && fields.map(([label, v], i) =>
         v === undefined || v === null || v === '' ? null : (
           <details key={label} open={label !== 'Input' || texts[i].length < 2000}>
             <summary>{label}</summary>

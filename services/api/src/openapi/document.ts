@@ -181,6 +181,8 @@ const pageOf = (dflt: number, max: number) => [
   p('cursor', 'query', str, 'next_cursor of the previous page of this list (another list\'s is 400 invalid_cursor)'),
 ];
 const page = pageOf(50, 500);
+/** How a list gives its spans' input and output (SpanBodies). */
+const bodies = p('bodies', 'query', oneOf(['full', 'preview']), 'full (the default): input and output as stored; preview: each longer than 200 characters cut to its first 200 (a value that is not a string: of its JSON text), the span\'s `truncated` naming each field cut with its full length in characters. GET .../spans/{span_id} gives one span whole.');
 const window = [
   p('days', 'query', { type: 'integer', minimum: 1, maximum: 3650 }, 'Days back from `to` (default 365).'),
   p('from', 'query', str, 'ISO-8601; wins over days.'),
@@ -248,8 +250,9 @@ const paths: Record<string, Record<string, unknown>> = {
       ok: { schema: object({ runs: arr(ref('Run')), next_cursor: nullable(str) }) },
     }),
   },
-  [`${P}/runs/{run_id}`]: { get: op('runs', { summary: 'A run with its first page of spans and its findings', params: [project, p('run_id', 'path')], ok: { schema: ref('RunDetail') } }) },
-  [`${P}/runs/{run_id}/spans`]: { get: op('runs', { summary: "A run's spans, page by page", params: [project, p('run_id', 'path'), ...pageOf(500, 2000)], ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str), cut_at_bytes: int }, { optional: ['cut_at_bytes'] }) } }) },
+  [`${P}/runs/{run_id}`]: { get: op('runs', { summary: 'A run with its first page of spans and its findings', params: [project, p('run_id', 'path'), bodies], ok: { schema: ref('RunDetail') } }) },
+  [`${P}/runs/{run_id}/spans`]: { get: op('runs', { summary: "A run's spans, page by page", params: [project, p('run_id', 'path'), ...pageOf(500, 2000), bodies], ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str), cut_at_bytes: int }, { optional: ['cut_at_bytes'] }) } }) },
+  [`${P}/runs/{run_id}/spans/{span_id}`]: { get: op('runs', { summary: 'One span of the run, whole (404 when the run has no such span)', params: [project, p('run_id', 'path'), p('span_id', 'path')], ok: { schema: object({ span: ref('Span') }) } }) },
   [`${P}/findings`]: {
     get: op('findings', {
       summary: 'Findings as problems (grouped incidents)',
