@@ -102,9 +102,22 @@ export function sopFindingId(sessionId: string, procedureId: string, ruleId: str
 
 /** The hash that tells re-sent content (nothing to do) from new content (check again). */
 export function sessionContentHash(s: SessionInput): string {
-  const canonical = JSON.stringify([s.agent, s.release_id, s.started_at, s.transcript_ref, s.turns, s.tool_calls]);
-  return createHash('sha256').update(canonical).digest('hex');
+  return hashed(s).hash;
 }
+
+/** The content's hash, and its size as JSON (characters: about its bytes as sent). */
+function hashed(s: SessionInput): { hash: string; bytes: number } {
+  const canonical = JSON.stringify([s.agent, s.release_id, s.started_at, s.transcript_ref, s.turns, s.tool_calls]);
+  return { hash: createHash('sha256').update(canonical).digest('hex'), bytes: canonical.length };
+}
+
+/**
+ * Sessions received at once go into one insert up to this many bytes of transcript (a longer
+ * session alone): on PGlite a statement's parameters are copied into its WebAssembly memory and
+ * parsed there as jsonb, so the memory grows to the largest statement and never shrinks. Sixteen
+ * sessions of 3.2 MB in one statement grew it from 174 MB to 555 MB, one at a time to 209 MB.
+ */
+export const SESSION_INSERT_BATCH_BYTES = 4 * 1024 * 1024;
 
 /** Sessions and their SOP check results. I/O only: statuses and results come from @neatroots/sop. */
 export class SopSessionsRepo {
@@ -115,7 +128,7 @@ export class SopSessionsRepo {
 
   constructor(private readonly db: Db) {
     const opts = { maxBatch: 64, maxInFlight: coalescedInFlight(db.kind) };
-    this.inserts = new Coalescer((items) => this.insertNew(items), opts);
+    this.inserts = new Coalescer((items) => this.insertNew(items), { ...opts, maxBatchBytes: SESSION_INSERT_BATCH_BYTES, bytes: (row) => row.bytes });
     this.reads = new Coalescer((keys) => this.readForCheck(keys), opts);
     this.firstSaves = new Coalescer((items) => this.saveFirst(items), opts);
   }
@@ -130,11 +143,17 @@ export class SopSessionsRepo {
    * (the usual case) costs one statement, no transaction: on PGlite every statement is a trip
    * to the database thread.
    */
-  async receive(workspace: string, s: SessionInput, opts: { runId?: string } = {}): Promise<{ id: string; status: 'queued' | 'unchanged'; content_hash: string }> {
+  async receive(workspace: string, s: SessionInput, opts: { runId?: string } = {}): Promise<{ id: string; status: 'queued' | 'unchanged'; content_hash: string; bytes: number }> {
     const id = sessionId(workspace, s.external_id);
-    const hash = sessionContentHash(s);
-    const row: NewSession = { id, workspace: text(workspace)!, external_id: text(s.external_id)!, agent: text(s.agent)!, release_asked: text(s.release_id), started_at: s.started_at, transcript_ref: text(s.transcript_ref), content_hash: hash, body: s, run_id: text(opts.runId ?? null) };
-    if (await this.inserts.call(row)) return { id, status: 'queued', content_hash: hash };
+    const { hash, bytes } = hashed(s);
+    const row: NewSession = { id, workspace: text(workspace)!, external_id: text(s.external_id)!, agent: text(s.agent)!, release_asked: text(s.release_id), started_at: s.started_at, transcript_ref: text(s.transcript_ref), content_hash: hash, body: s, run_id: text(opts.runId ?? null), bytes };
+    if (await this.inserts.call(row)) return { id, status: 'queued', content_hash: hash, bytes };
+    return { ...(await this.receiveSeen(row, s)), bytes };
+  }
+
+  /** receive's path for a session whose id exists. */
+  private async receiveSeen(row: NewSession, s: SessionInput): Promise<{ id: string; status: 'queued' | 'unchanged'; content_hash: string }> {
+    const { id, content_hash: hash } = row;
     // Seen before. Re-sent content is the common case of what is left: a plain read answers it
     // (as of the last commit, as the locked read would once a concurrent writer finished).
     const seen = await this.db.query<Owed>('SELECT content_hash, status, error FROM sop_sessions WHERE id = $1', [id]);
@@ -310,7 +329,7 @@ export class SopSessionsRepo {
     const found = new Map(res.rows.map((r) => [`${r.workspace}\0${r.id}`, r]));
     return keys.map((k) => {
       const row = found.get(`${k.workspace}\0${k.id}`);
-      return row ? { session: toSession(row), live_release_id: row.live_release_id } : null;
+      return row ? { session: toSession(row), live_release_id: row.live_release_id, bytes: typeof row.body === 'string' ? row.body.length : JSON.stringify(row.body).length } : null;
     });
   }
 
@@ -320,7 +339,7 @@ export class SopSessionsRepo {
     // later ones take receive's path for a session seen before, after this statement.
     const first = new Set<string>();
     // In id order: concurrent batches on Postgres then take their rows' locks in one order.
-    const sent = rows.filter((r) => !first.has(r.id) && first.add(r.id)).sort(byId);
+    const sent = rows.filter((r) => !first.has(r.id) && first.add(r.id)).sort(byId).map(({ bytes: _size, ...r }) => r);
     // The project rows in the same statement: foreign keys are checked at its end.
     const res = await this.db.query<{ id: string }>(
       `WITH v AS (SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id text, workspace text, external_id text, agent text, release_asked text,
@@ -420,12 +439,16 @@ interface NewSession {
   content_hash: string;
   body: SessionInput;
   run_id: string | null;
+  /** The content's size as JSON (not inserted: it bounds the batch). */
+  bytes: number;
 }
 
 export interface CheckRead {
   session: SessionRecord;
   /** The workspace's live release when the session was read (null: none). */
   live_release_id: string | null;
+  /** The body's size as read (JSON characters). */
+  bytes: number;
 }
 
 // Checks saved, any number of sessions in one statement: the outcomes ($1), their checks ($2)

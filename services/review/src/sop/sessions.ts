@@ -1,6 +1,6 @@
 import type { Db, JobInfo, Jobs } from '@neatroots/ports';
 import { parseSession, SessionError, UnknownAgentError, type DecisionRecord, type Lock, type ModelFailure, type ProcedureCheck, type QuestionBands, type Session, type SessionBody } from '@neatroots/sop';
-import { SopError, SopSessionsRepo, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionsListView, type SessionSummaryRecord, type SessionTranscriptView, type SessionView, type StoredFinding } from '@neatroots/store';
+import { SopError, SopSessionsRepo, type CheckRead, sopFindingId, StoreInputError, type ListSessionsQuery, type SessionsListView, type SessionSummaryRecord, type SessionTranscriptView, type SessionView, type StoredFinding } from '@neatroots/store';
 import type { SopWorkspaces } from './workspaces';
 
 /**
@@ -19,6 +19,15 @@ export const REQUEUE_WINDOW_MS = 10 * 60_000;
 
 /** Sessions one process checks at once unless told otherwise. */
 export const SOP_CHECK_CONCURRENCY = 16;
+
+/**
+ * Bytes of transcript (as sent, JSON) one process checks at once unless told otherwise: a check
+ * holds its session's transcript read, parsed, and cut into the prompts asked of it, several
+ * times its size, so sixteen long sessions (3.2 MB each) at once took the embedded process past
+ * ingest's memory ceiling. Short sessions keep their concurrency (sixteen of 35 KB are half a
+ * megabyte); long ones are checked a few at a time, and one longer than this alone.
+ */
+export const SOP_CHECK_BYTES = 16 * 1024 * 1024;
 
 /** Checks a session against a release's procedures (the checker of @neatroots/sop, with its models). */
 export type CheckSession = (args: {
@@ -42,6 +51,12 @@ export interface SopCheckJob {
   workspace: string;
   session_id: string;
   content_hash: string;
+  /**
+   * The transcript's size as sent (JSON characters), when the job was queued as it arrived: room
+   * for it is waited for before it is read. Without it (a recheck, a requeue, a job queued by an
+   * older version), its size is known once it is read.
+   */
+  bytes?: number;
 }
 
 /**
@@ -64,6 +79,7 @@ export class SopSessions {
   private readonly repo: SopSessionsRepo;
   private review: SessionReviewHooks | null = null;
   private bands: FittedBands | null = null;
+  private budget = new ByteBudget(SOP_CHECK_BYTES);
 
   constructor(
     db: Db,
@@ -81,7 +97,8 @@ export class SopSessions {
    * coalesces them into multi-row statements), and a check waiting on a model holds no
    * connection.
    */
-  async start(opts: { concurrency?: number } = {}): Promise<void> {
+  async start(opts: { concurrency?: number; bytes?: number } = {}): Promise<void> {
+    this.budget = new ByteBudget(opts.bytes ?? SOP_CHECK_BYTES);
     await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job, info) => this.runCheck(job, info), {
       concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY,
       // The job failed for good: its tries used up (a model service away for minutes), or the
@@ -133,7 +150,7 @@ export class SopSessions {
     if (!s.agent) throw new SopError(400, 'invalid_session', 'agent: required (the session is checked against the procedures its agent lists)');
     const release_id = await this.releaseNamed(workspace, s.release_id);
     const r = await this.repo.receive(workspace, { ...s, external_id: s.external_id, agent: s.agent, release_id, tool_calls: s.tool_calls.map((c) => ({ ...c, error: errorText(c.error) })) }, opts);
-    if (r.status === 'queued') await this.enqueue({ workspace, session_id: r.id, content_hash: r.content_hash });
+    if (r.status === 'queued') await this.enqueue({ workspace, session_id: r.id, content_hash: r.content_hash, bytes: r.bytes });
     return { id: r.id, external_id: s.external_id, status: r.status };
   }
 
@@ -206,10 +223,29 @@ export class SopSessions {
    * and the session's `error` says so, and sending it again or re-checking it checks it again.
    */
   async runCheck(job: SopCheckJob, info?: JobInfo): Promise<void> {
-    // One read: the session without its checks, with the live release's id as of now.
-    const got = await this.repo.forCheck(job.workspace, job.session_id);
-    // Gone, re-sent with other content (its own job checks that), or already checked.
-    if (!got || got.session.content_hash !== job.content_hash || got.session.status === 'checked') return;
+    // Transcripts held by checks at once are bounded (SOP_CHECK_BYTES): room for this one is
+    // waited for before it is read when its size came with the job, else once it is read.
+    const known = typeof job.bytes === 'number' && job.bytes >= 0;
+    let held = 0;
+    try {
+      if (known) await this.budget.acquire((held = job.bytes!));
+      // One read: the session without its checks, with the live release's id as of now.
+      const got = await this.repo.forCheck(job.workspace, job.session_id);
+      // Gone, re-sent with other content (its own job checks that), or already checked.
+      if (!got || got.session.content_hash !== job.content_hash || got.session.status === 'checked') return;
+      if (!known) await this.budget.acquire((held = got.bytes));
+      await this.check(job, got, info);
+    } finally {
+      this.budget.release(held);
+    }
+  }
+
+  /** What the budget of transcript bytes held by checks holds now, the most it held, and its bound. */
+  checkBytes(): { held: number; peak: number; limit: number; waiting: number } {
+    return this.budget.stats();
+  }
+
+  private async check(job: SopCheckJob, got: CheckRead, info?: JobInfo): Promise<void> {
     const session = got.session;
     const ref = session.release_asked ?? 'live';
     const release = await this.workspaces.releaseForCheck(job.workspace, ref === 'live' ? got.live_release_id : ref);
@@ -336,4 +372,47 @@ function summary(s: SessionSummaryRecord): Omit<SessionView, 'checks'> {
     checked_at: s.checked_at,
     error: s.error,
   };
+}
+
+/**
+ * Bytes held at once, up to `limit`: an acquire waits until its bytes fit (one alone always
+ * fits, whatever its size), in the order asked, so a long session is not passed over for good by
+ * short ones.
+ */
+class ByteBudget {
+  private held = 0;
+  private peak = 0;
+  private readonly waiting: { bytes: number; go: () => void }[] = [];
+
+  constructor(private readonly limit: number) {}
+
+  acquire(bytes: number): Promise<void> {
+    if (!this.waiting.length && this.fits(bytes)) {
+      this.take(bytes);
+      return Promise.resolve();
+    }
+    return new Promise((go) => this.waiting.push({ bytes, go }));
+  }
+
+  release(bytes: number): void {
+    this.held -= bytes;
+    while (this.waiting.length && this.fits(this.waiting[0].bytes)) {
+      const next = this.waiting.shift()!;
+      this.take(next.bytes);
+      next.go();
+    }
+  }
+
+  stats(): { held: number; peak: number; limit: number; waiting: number } {
+    return { held: this.held, peak: this.peak, limit: this.limit, waiting: this.waiting.length };
+  }
+
+  private fits(bytes: number): boolean {
+    return this.held === 0 || this.held + bytes <= this.limit;
+  }
+
+  private take(bytes: number): void {
+    this.held += bytes;
+    this.peak = Math.max(this.peak, this.held);
+  }
 }
