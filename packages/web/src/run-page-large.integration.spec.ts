@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
 import type { Envelope } from '@neatroots/spans';
-import { RunsRepo } from '@neatroots/store';
+import { FindingsRepo, RunsRepo } from '@neatroots/store';
 import { startEmbedded, type EmbeddedApp } from 'neatroots';
 import { testConfig } from '../../neatroots/src/test-app.test';
 import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
@@ -20,6 +20,37 @@ const SPANS = 40;
 const OUTPUT_CHARS = 3_900_000;
 /** The last words of span i's output: shown only when the whole output was read. */
 const tail = (i: number) => `END OF OUTPUT ${i}`;
+/** Findings on the run `flagged` (6 spans). */
+const FINDINGS = 2000;
+
+/**
+ * Counts, per React commit, the finding cards that rendered in it: React calls the DevTools
+ * hook on each commit (production builds too); a card's <article> fiber is a new object when
+ * its card rendered again and the same one when its memo kept it.
+ */
+const RENDER_SPY = `(() => {
+  let last = new Set();
+  window.__cardRenders = [];
+  window.__REACT_DEVTOOLS_GLOBAL_HOOK__ = {
+    supportsFiber: true, renderers: new Map(), inject() { return 1; }, onScheduleFiberRoot() {}, onPostCommitFiberRoot() {}, onCommitFiberUnmount() {}, checkDCE() {},
+    onCommitFiberRoot(_id, root) {
+      const now = new Set();
+      let rendered = 0;
+      const stack = [root.current];
+      while (stack.length) {
+        const f = stack.pop();
+        if (f.tag === 5 && f.type === 'article' && f.stateNode && f.stateNode.hasAttribute('data-finding-id')) {
+          now.add(f);
+          if (!last.has(f)) rendered++;
+        }
+        if (f.sibling) stack.push(f.sibling);
+        if (f.child) stack.push(f.child);
+      }
+      last = now;
+      window.__cardRenders.push(rendered);
+    },
+  };
+})()`;
 
 const exe = chromiumOrSkip('the run page with large runs');
 
@@ -52,6 +83,17 @@ const exe = chromiumOrSkip('the run page with large runs');
     for (let i = 0; i < SPANS; i += 4) {
       await runs.writeEnvelopes(
         Array.from({ length: 4 }, (_, k) => span('huge', i + k, { input: { url: `https://example.com/${i + k}` }, output: `${'x'.repeat(OUTPUT_CHARS - 20)} ${tail(i + k)}` })),
+      );
+    }
+    // A run of 6 spans with 2,000 findings, each citing one of them.
+    await runs.writeEnvelopes(Array.from({ length: 6 }, (_, i) => span('flagged', i)));
+    const findings = new FindingsRepo(app.db);
+    for (let i = 0; i < FINDINGS; i += 500) {
+      await findings.apply(
+        Array.from({ length: 500 }, (_, k) => ({
+          id: `f${i + k}`, check_id: `check-${(i + k) % 40}`, run_id: 'flagged', project: PROJECT, status: 'raised' as const, span_ids: [`s${(i + k) % 6}`], count: 1,
+          action: 'flag' as const, title: `Finding ${i + k}`, guidance: 'Look again', at_ms: t0 + i + k, kind: 'rule' as const, source: 'library' as const,
+        })),
       );
     }
     browser = await launch(exe!);
@@ -110,4 +152,32 @@ const exe = chromiumOrSkip('the run page with large runs');
     expect(apiBytes()).toBeLessThan(5_000_000 + OUTPUT_CHARS + 100_000);
     await shot(page, 'run-large-selected');
   }, 180_000);
+
+  it('on a run of 2,000 findings, moving between spans renders no finding card again, and 100 cards are shown until Show more', async () => {
+    const { page } = await signedIn();
+    await page.addInitScript(RENDER_SPY);
+    await page.goto(`${url}/p/${PROJECT}/runs/flagged?span=s0`);
+    const side = page.getByRole('heading', { name: `Findings (${FINDINGS})` });
+    await side.waitFor();
+    await page.getByRole('region', { name: 'Selected span' }).getByRole('heading', { name: 'fetch page 0' }).waitFor();
+    const cards = page.locator('article[data-finding-id]');
+    expect(await cards.count()).toBe(100);
+    const renders = () => page.evaluate(() => (globalThis as unknown as { __cardRenders: number[] }).__cardRenders.slice());
+    // The spy saw the cards render once (it works), then: each ArrowDown a commit, no card in it.
+    expect((await renders()).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(100);
+    await page.getByRole('listbox', { name: 'Spans in order' }).focus();
+    for (let i = 1; i <= 4; i++) {
+      const before = (await renders()).length;
+      await page.keyboard.press('ArrowDown');
+      await page.getByRole('region', { name: 'Selected span' }).getByRole('heading', { name: `fetch page ${i}` }).waitFor();
+      const after = (await renders()).slice(before);
+      expect(after.length).toBeGreaterThan(0);
+      expect(after).toEqual(after.map(() => 0));
+    }
+    await shot(page, 'run-large-findings');
+    await page.getByRole('button', { name: 'Show more' }).click();
+    await cards.nth(199).waitFor();
+    expect(await cards.count()).toBe(200);
+    expect(await page.getByText(`200 of ${FINDINGS} shown.`).count()).toBe(1);
+  }, 120_000);
 });

@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { memo, useState } from 'react';
 import { api } from '../api';
 import { failure } from '../load';
 import { shown, when } from '../format';
@@ -22,7 +22,14 @@ export function StateBadge({ state }: { state: Finding['state'] }) {
  * label), what reached the agent (a note, a halt), the spans it cites, and dismiss or reopen
  * through the API.
  */
-export function FindingCard(props: {
+export const FindingCard = memo(FindingCardBody);
+
+/**
+ * A run has thousands of findings: memoised (FindingCard), a card renders again only when its
+ * finding or a callback changes, not each time another span is selected (the callbacks must be
+ * stable: useCallback).
+ */
+function FindingCardBody(props: {
   session: Session;
   finding: Finding;
   spanName(spanId: string): string | null;

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useState } from 'react';
 import { api, ApiFailure } from '../api';
 import { FindingCard, StateBadge } from '../components/FindingCard';
 import { Highlight } from '../components/Highlight';
@@ -12,6 +12,8 @@ import { timelineRows, timeRange } from '../spans';
 import type { Finding, ListedSpan, RunDetail, Span } from '../types';
 
 const ROW = 30;
+/** Finding cards shown at first, and added by each "Show more": the page stays a bounded size. */
+const FINDINGS_PAGE = 100;
 /** A span's findings are marked ⚑ each up to this many; more read as one "⚑ 4". */
 const MARKERS = 3;
 /** The state a span's markers show when they are one: the most pressing of its findings'. */
@@ -86,7 +88,11 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const wantedFinding = where.query.get('finding');
   const wantedSpan = where.query.get('span') ?? findings.find((f) => f.id === wantedFinding)?.span_ids[0] ?? null;
   const selected = wantedSpan ? rows.findIndex((r) => r.span.span_id === wantedSpan) : -1;
-  const show = (spanId: string) => navigate(href(where.path, { span: spanId, finding: wantedFinding }), { replace: true });
+  // Stable across span selections, so the memoised finding cards do not render again.
+  const show = useCallback((spanId: string) => navigate(href(where.path, { span: spanId, finding: wantedFinding }), { replace: true }), [where.path, wantedFinding]);
+  const spanName = useCallback((id: string) => byId.get(id)?.name ?? null, [byId]);
+  const changed = useCallback((nf: Finding) => setFindings((fs) => fs.map((x) => (x.id === nf.id ? nf : x))), []);
+  const [findingsShown, setFindingsShown] = useState(FINDINGS_PAGE);
 
   // The span shown whole: as listed when nothing of it was cut, else read alone (a run of large
   // outputs is listed in kilobytes, and only the span looked at is read whole).
@@ -111,6 +117,8 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const { run } = detail;
   const span = selected >= 0 ? rows[selected].span : null;
   const whole = listedWhole ?? read?.span ?? null;
+  // The first cards, and the one a link names wherever it is.
+  const cards = Math.max(findingsShown, findings.findIndex((f) => f.id === wantedFinding) + 1);
 
   return (
     <main id="main" className="run-page">
@@ -167,16 +175,17 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
           <section aria-labelledby="findings-h">
             <h2 id="findings-h">Findings ({findings.length})</h2>
             {findings.length === 0 && <p className="empty">No check raised anything on this run.</p>}
-            {findings.map((f) => (
-              <FindingCard
-                key={f.id}
-                session={session}
-                finding={f}
-                spanName={(id) => byId.get(id)?.name ?? null}
-                onShowSpan={show}
-                onChange={(nf) => setFindings((fs) => fs.map((x) => (x.id === nf.id ? nf : x)))}
-              />
+            {findings.slice(0, cards).map((f) => (
+              <FindingCard key={f.id} session={session} finding={f} spanName={spanName} onShowSpan={show} onChange={changed} />
             ))}
+            {findings.length > cards && (
+              <p className="meta">
+                {cards} of {findings.length} shown.{' '}
+                <button type="button" onClick={() => setFindingsShown((n) => n + FINDINGS_PAGE)}>
+                  Show more
+                </button>
+              </p>
+            )}
           </section>
           {detail.not_checked.length > 0 && (
             <section aria-labelledby="not-checked-h" className="not-checked">
