@@ -116,10 +116,13 @@ class SettlingJobs extends InlineJobs {
     return this.open.n === 0;
   }
   override async add<T>(queue: string, data: T, opts: AddJobOptions = {}): Promise<string> {
-    const key = opts.jobId === undefined ? undefined : `${queue}\0${opts.jobId}`;
-    if (key === undefined || !this.ids.has(key)) this.open.n++; // a known id adds nothing
-    if (key !== undefined) this.ids.add(key);
-    return super.add(queue, data, opts);
+    this.open.n++; // counted before it can run
+    const id = await super.add(queue, data, opts);
+    const key = `${queue}\0${id}`;
+    // A known id adds nothing: a job id kept, or a waiting job shared (coalesce: sopops_patterns).
+    if (this.ids.has(key)) this.open.n--;
+    else this.ids.add(key);
+    return id;
   }
   override async work<T, R>(queue: string, handler: JobHandler<T, R>, opts?: WorkOptions<T>): Promise<void> {
     return super.work<T, R>(
