@@ -15,8 +15,8 @@ import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './br
  * Insights while a newly picked window is read); Settings → Models shows each question's recall;
  * a removed YAML `---` in head's diff is a removed line, not a file's header; a double click on
  * Publish makes one release; Insights' top patterns give findings per session as Compare
- * releases does; and a link to a session's turn goes to that turn. No page may log a console
- * error.
+ * releases does; a link to a session's turn goes to that turn; and a review queue link to a
+ * pattern that is not in the queue says so. No page may log a console error.
  */
 const AGENT_FILE = 'agents/support-agent.yaml';
 const exe = chromiumOrSkip('the review pages (loading, publishing, models, diffs, links) in a browser');
@@ -321,6 +321,30 @@ interface InsightsAnswer {
     // The turn is below the fold at the top of the page: the page went there.
     await page.evaluate('window.scrollTo(0, 0)');
     expect(await page.evaluate<boolean>(inView)).toBe(false);
+    await page.context().close();
+  });
+
+  it('a review queue link to a pattern that is not in the queue says so, and selects no other', async () => {
+    const queue = await wsCall<{ items: { pattern_id: string; name: string }[] }>('review');
+    expect(queue.items.length).toBeGreaterThan(0);
+    const page = await signedIn();
+    await page.getByRole('link', { name: 'Review', exact: true }).click();
+    await page.getByRole('heading', { name: 'Review queue', level: 1 }).waitFor();
+    const reviewUrl = page.url().split('?')[0];
+    await page.goto(`${reviewUrl}?item=pat_nope`);
+    const list = page.getByRole('listbox', { name: 'Review queue' });
+    await list.getByRole('option').first().waitFor();
+    const detail = page.getByRole('region', { name: 'Selected pattern' });
+    await detail.getByRole('alert').filter({ hasText: 'Pattern pat_nope is not here (it may have been merged or removed).' }).waitFor();
+    expect(await list.locator('[role="option"][aria-selected="true"]').count()).toBe(0);
+    expect(await detail.getByRole('link').count()).toBe(0);
+    await shot(page, 'review-pages-item-gone');
+    // A pattern that is in the queue is selected and shown.
+    const first = queue.items[0];
+    await page.goto(`${reviewUrl}?item=${encodeURIComponent(first.pattern_id)}`);
+    await detail.getByRole('link', { name: 'Open the pattern to give a verdict' }).waitFor();
+    expect(await detail.getByRole('alert').count()).toBe(0);
+    expect(await list.locator('[role="option"][aria-selected="true"]').count()).toBe(1);
     await page.context().close();
   });
 });

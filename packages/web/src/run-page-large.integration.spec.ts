@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Page, Route } from 'playwright-core';
 import { createLogger, loadModelConfig } from '@neatroots/platform';
 import type { Envelope } from '@neatroots/spans';
 import { FindingsRepo, RunsRepo } from '@neatroots/store';
@@ -12,7 +12,9 @@ import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
 /**
  * The run page with large runs, in a real browser against the embedded neatroots: a run of 40
  * spans whose outputs are 3.9 MB each is listed without them (the page read 149 MB before), and
- * the span selected is read whole, its output to its last words. Screenshots `run-large-*`.
+ * the span selected is read whole, its output to its last words; a link to a span or finding
+ * that is not in the run says so, and a link to a span past a long run's first page shows it
+ * before that page is read. Screenshots `run-large-*`.
  */
 const PROJECT = 'large';
 const KEY = 'large-test-key';
@@ -22,6 +24,8 @@ const OUTPUT_CHARS = 3_900_000;
 const tail = (i: number) => `END OF OUTPUT ${i}`;
 /** Findings on the run `flagged` (6 spans). */
 const FINDINGS = 2000;
+/** Spans of the run `paged`: more than the run page's first page of spans (500). */
+const PAGED = 510;
 
 /**
  * Counts, per React commit, the finding cards that rendered in it: React calls the DevTools
@@ -96,6 +100,8 @@ const exe = chromiumOrSkip('the run page with large runs');
         })),
       );
     }
+    // A run longer than the first page of spans.
+    for (let i = 0; i < PAGED; i += 255) await runs.writeEnvelopes(Array.from({ length: 255 }, (_, k) => span('paged', i + k)));
     browser = await launch(exe!);
   }, 240_000);
 
@@ -106,9 +112,29 @@ const exe = chromiumOrSkip('the run page with large runs');
   });
 
   const errors: string[] = [];
+  /** A console error a test causes on purpose (the browser logs a 404 it was answered): not an error of the page. */
+  let allowed: RegExp | null = null;
   afterEach(() => {
+    allowed = null;
     expect(errors.splice(0)).toEqual([]);
   });
+
+  /**
+   * Holds the page's requests that `match` until `release()`: what the page shows while its
+   * data is on the way can be looked at, with no timing. `asked` resolves once one is held.
+   */
+  async function hold(page: Page, match: (u: URL) => boolean): Promise<{ asked: Promise<void>; release(): void }> {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let seen!: () => void;
+    const asked = new Promise<void>((r) => (seen = r));
+    await page.route(match, async (route: Route) => {
+      seen();
+      await gate;
+      await route.continue();
+    });
+    return { asked, release: open };
+  }
 
   /**
    * A signed-in page; the bytes of the API's answers it read since (decoded: what the tab
@@ -117,7 +143,7 @@ const exe = chromiumOrSkip('the run page with large runs');
   async function signedIn(): Promise<{ page: Page; apiBytes: () => number; settled: () => Promise<unknown> }> {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
     const page = await ctx.newPage();
-    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
+    page.on('console', (m) => m.type() === 'error' && !allowed?.test(`${m.text()} ${m.location().url}`) && errors.push(`${page.url()}: ${m.text()}`));
     page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
     await page.goto(`${url}/`);
     await page.getByLabel('Project').fill(PROJECT);
@@ -180,4 +206,48 @@ const exe = chromiumOrSkip('the run page with large runs');
     expect(await cards.count()).toBe(200);
     expect(await page.getByText(`200 of ${FINDINGS} shown.`).count()).toBe(1);
   }, 120_000);
+
+  it('a link to a span that is not in the run says it is looking for it, then that it is not in the run', async () => {
+    const { page } = await signedIn();
+    allowed = /status of 404 .*\/runs\/flagged\/spans\/gone-span/;
+    const held = await hold(page, (u) => u.pathname.endsWith('/runs/flagged/spans/gone-span'));
+    await page.goto(`${url}/p/${PROJECT}/runs/flagged?span=gone-span`);
+    const detail = page.getByRole('region', { name: 'Selected span' });
+    await held.asked;
+    await detail.getByText('Looking for span gone-span…').waitFor();
+    expect(await detail.getByText('Select a span').count()).toBe(0);
+    held.release();
+    await detail.getByRole('alert').filter({ hasText: 'Span gone-span is not in this run.' }).waitFor();
+    expect(await detail.getByText(/Looking for span|Select a span/).count()).toBe(0);
+    // The run's spans are still there to pick.
+    expect(await page.getByRole('option').count()).toBe(6);
+    await shot(page, 'run-large-span-gone');
+  }, 60_000);
+
+  it('a link to a finding that is not in the run says so', async () => {
+    const { page } = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/runs/flagged?finding=gone-finding`);
+    await page.getByRole('heading', { name: `Findings (${FINDINGS})` }).waitFor();
+    const detail = page.getByRole('region', { name: 'Selected span' });
+    await detail.getByRole('alert').filter({ hasText: 'Finding gone-finding is not in this run.' }).waitFor();
+    expect(await detail.getByText('Select a span').count()).toBe(0);
+    await shot(page, 'run-large-finding-gone');
+    // A finding that is there still shows the span it cites.
+    await page.goto(`${url}/p/${PROJECT}/runs/flagged?finding=f3`);
+    await detail.getByRole('heading', { name: 'fetch page 3' }).waitFor();
+    expect(await detail.getByRole('alert').count()).toBe(0);
+  }, 60_000);
+
+  it('a link to a span past a long run\'s first page shows the span while that page is still being read', async () => {
+    const { page } = await signedIn();
+    const later = await hold(page, (u) => u.pathname.endsWith('/runs/paged/spans'));
+    await page.goto(`${url}/p/${PROJECT}/runs/paged?span=s${PAGED - 1}`);
+    await later.asked;
+    const detail = page.getByRole('region', { name: 'Selected span' });
+    await detail.getByRole('heading', { name: `fetch page ${PAGED - 1}` }).waitFor();
+    await page.getByRole('heading', { name: /^Spans \(500 so far;/ }).waitFor();
+    later.release();
+    await page.getByRole('heading', { name: `Spans (${PAGED}; ↑ ↓ to move)` }).waitFor();
+    await detail.getByRole('heading', { name: `fetch page ${PAGED - 1}` }).waitFor();
+  }, 60_000);
 });

@@ -31,7 +31,14 @@ export function Review({ session, base, where }: { session: Session; base: strin
   const items = queue.data?.items ?? [];
   const selectedId = where.query.get('item');
   const found = items.findIndex((i) => i.pattern_id === selectedId);
-  const selected = found >= 0 ? found : items.length ? 0 : -1;
+  // A link's item that is not in the list is said, not swapped for another (the first).
+  const selected = found >= 0 ? found : !selectedId && items.length ? 0 : -1;
+  const gone =
+    queue.data && selectedId && found < 0 ? (
+      <p role="alert">
+        Pattern <code><Ext>{selectedId}</Ext></code> is not here (it may have been merged or removed).
+      </p>
+    ) : null;
   const item = selected >= 0 ? items[selected] : undefined;
   const path = `${base}/review`;
   const link = (next: readonly ReviewState[], itemId?: string) => {
@@ -69,7 +76,12 @@ export function Review({ session, base, where }: { session: Session; base: strin
         ))}
       </fieldset>
       {queue.error && <p role="alert" className="error">{queue.error}</p>}
-      {queue.data && items.length === 0 && <p className="empty">Nothing {states.map(words).join(' or ')}: the queue is empty.</p>}
+      {queue.data && items.length === 0 && (
+        <>
+          {gone}
+          <p className="empty">Nothing {states.map(words).join(' or ')}: the queue is empty.</p>
+        </>
+      )}
       {queue.data && items.length > 0 && (
         <div className="review-grid">
           <section aria-labelledby="queue-h" onKeyDown={open}>
@@ -88,7 +100,7 @@ export function Review({ session, base, where }: { session: Session; base: strin
               renderRow={(i) => <QueueRow item={items[i]} />}
             />
           </section>
-          {item && <ItemDetail item={item} base={base} to={patternLink(item)} />}
+          {item ? <ItemDetail item={item} base={base} to={patternLink(item)} /> : gone && <section className="item-detail" aria-label="Selected pattern">{gone}</section>}
         </div>
       )}
     </main>

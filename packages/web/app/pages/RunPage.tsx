@@ -168,6 +168,25 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
               <SpanDetail span={whole} findings={citing.get(span.span_id) ?? []} allFindings={findings} />
             ) : span ? (
               <SpanDetail span={span} findings={citing.get(span.span_id) ?? []} allFindings={findings} bodies={read?.error ?? 'loading'} />
+            ) : wantedSpan && read?.span ? (
+              // Read alone before the page of spans that lists it came (a long run's last span).
+              <SpanDetail span={read.span} findings={citing.get(wantedSpan) ?? []} allFindings={findings} />
+            ) : wantedSpan && read?.error ? (
+              <p role="alert" className="error">
+                Span <code><Ext>{wantedSpan}</Ext></code> could not be loaded: {read.error}
+              </p>
+            ) : wantedSpan && read ? (
+              <p role="alert">
+                Span <code><Ext>{wantedSpan}</Ext></code> is not in this run.
+              </p>
+            ) : wantedSpan ? (
+              <p className="meta" aria-busy="true">
+                Looking for span <code><Ext>{wantedSpan}</Ext></code>…
+              </p>
+            ) : wantedFinding && !findings.some((f) => f.id === wantedFinding) ? (
+              <p role="alert">
+                Finding <code><Ext>{wantedFinding}</Ext></code> is not in this run.
+              </p>
             ) : (
               <p className="meta">Select a span to see its input and output.</p>
             )}
