@@ -100,6 +100,20 @@ test("the main thread's CPU is its CPU time, not its event loop's busy time", { 
   assert.ok(mainThreadCpuMs() - spin0 > 0, String(x));
 });
 
+test("the flood fails (exit code 1), after printing its result, when the server's memory went past its ceiling", () => {
+  const { report } = require('./flood');
+  const result = (peak) => ({ flood: { accepted_spans_per_s: 4510, refused_spans_per_s: 76435 }, memory: { rss_peak_during_flood_mb: peak, ceiling_mb: 1024, under_ceiling: peak < 1024 } });
+  const printed = [];
+  const warned = [];
+  assert.equal(report(result(1129), (s) => printed.push(s), (s) => warned.push(s)), 1);
+  assert.deepEqual(JSON.parse(printed[0]), result(1129));
+  assert.deepEqual(warned, ["flood: the server's resident memory peaked at 1129 MB, over its 1024 MB ceiling"]);
+  printed.length = 0;
+  assert.equal(report(result(989), (s) => printed.push(s), (s) => warned.push(s)), 0);
+  assert.deepEqual(JSON.parse(printed[0]), result(989));
+  assert.equal(warned.length, 1);
+});
+
 test("a NEATROOTS_HOME or port in the user's shell does not move the soak's and flood's server", () => {
   const { serverEnv } = require('./flood');
   const user = { NEATROOTS_HOME: '/home/me/.neatroots', NEATROOTS_GRPC_PORT: '4317', NEATROOTS_OTLP_PORT: '4318', NEATROOTS_HTTP_PORT: '8080', NEATROOTS_API_KEYS: 'me=secret', NEATROOTS_MAX_BACKLOG: '5000' };

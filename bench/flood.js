@@ -9,6 +9,7 @@
 // Environment: FLOOD_SECONDS, FLOOD_INFLIGHT, FLOOD_BACKOFF_MS (a refused worker waits this
 // long before its next export, as a client backing off would; default 50), and the server's
 // NEATROOTS_MAX_BACKLOG, NEATROOTS_MEMORY_CEILING_MB, NEATROOTS_BUS passed through.
+// Exits 1, after printing its result, when the server's resident memory went past the ceiling.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
@@ -213,10 +214,22 @@ async function benchFlood({
   }
 }
 
-module.exports = { benchFlood, startServer, serverEnv, rotating, rssOf, freePort, KEY, PREFIX };
+/**
+ * What the command line makes of a result: prints it (`log`), and answers the exit code: 1 when
+ * the server's resident memory went past its ceiling during the flood (saying so on `warn`),
+ * which back-pressure is there to prevent, else 0.
+ */
+function report(r, log = console.log, warn = console.error) {
+  log(JSON.stringify(r, null, 2));
+  if (r.memory.under_ceiling) return 0;
+  warn(`flood: the server's resident memory peaked at ${r.memory.rss_peak_during_flood_mb} MB, over its ${r.memory.ceiling_mb} MB ceiling`);
+  return 1;
+}
+
+module.exports = { benchFlood, report, startServer, serverEnv, rotating, rssOf, freePort, KEY, PREFIX };
 
 if (require.main === module) {
-  benchFlood().then((r) => console.log(JSON.stringify(r, null, 2)), (e) => {
+  benchFlood().then((r) => (process.exitCode = report(r)), (e) => {
     console.error(e);
     process.exit(1);
   });
