@@ -175,12 +175,26 @@ function withSafeDecoder<Req, Res>(m: MethodDefinition<Req, Res>): MethodDefinit
   };
 }
 
+/**
+ * A method whose message grpc-js hands over as it came, its bytes (the export methods). grpc-js
+ * decodes a call's message before the handler runs; an export's is decoded only once
+ * back-pressure has let it in, so an export refused costs no decode. Under a flood of clients
+ * that retry at once the refused exports outnumber the accepted 15 to 30 to one: each decoded
+ * into garbage took the resident memory past the ceiling meant to bound it.
+ */
+function withRawBytes<Req, Res>(m: MethodDefinition<Req, Res>): MethodDefinition<Buffer, Res> {
+  return { ...m, requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b };
+}
+
+// Values nested as deep as OTLP/HTTP takes them (the generated decoder stops at 100 messages).
+const decodeOtlpExport = safeDecoder(decodeOtlpProtobuf);
+const decodeV1Export = safeDecoder((b) => v1.ExportRequest.decode(b));
+
 const OTLP_SERVICE: ServiceDefinition = {
-  // Values nested as deep as OTLP/HTTP takes them (the generated decoder stops at 100 messages).
-  export: withSafeDecoder({ ...otlp.TraceServiceService.export, requestDeserialize: decodeOtlpProtobuf }),
+  export: withRawBytes(otlp.TraceServiceService.export),
 };
 const INGEST_SERVICE: ServiceDefinition = {
-  export: withSafeDecoder(v1.IngestService.export),
+  export: withRawBytes(v1.IngestService.export),
   subscribe: withSafeDecoder(v1.IngestService.subscribe),
   preCheck: withSafeDecoder(v1.IngestService.preCheck),
   preCheckPolicy: withSafeDecoder(v1.IngestService.preCheckPolicy),
@@ -392,11 +406,14 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     cb({ code: Status.INTERNAL, details: (e as Error)?.message ?? String(e) });
   }
 
-  /** Refuses the export while the pipeline is behind or memory is short; counts its items by reason. */
-  function admit(items: number): void {
+  /**
+   * Refuses the export while the pipeline is behind or memory is short, counted by reason; asked
+   * before its message is decoded (or, over OTLP/HTTP, read), so a refusal costs none of that.
+   */
+  function admit(): void {
     const r = pressure.check();
     if (!r) return;
-    inc(metrics.items_refused, r.reason, items);
+    inc(metrics.exports_refused, r.reason);
     throw new CallError(Status.RESOURCE_EXHAUSTED, r.message);
   }
 
@@ -443,11 +460,20 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   // ---- OTLP TraceService/Export (gRPC and HTTP: one path once the body is decoded) ----
 
-  async function acceptOtlp(md: Metadata, decoded: DecodedRequest): Promise<otlp.ExportTraceServiceResponse> {
-    metrics.exports.otlp++;
+  /** `read`: the request's body decoded (over OTLP/HTTP read and unpacked first), asked for once back-pressure let the export in. */
+  async function acceptOtlp(md: Metadata, read: () => DecodedRequest | Promise<DecodedRequest>): Promise<otlp.ExportTraceServiceResponse> {
     const { project } = await authenticate(md);
+    try {
+      admit();
+    } catch (e) {
+      metrics.exports.otlp++;
+      throw e;
+    }
+    // Counted once its body is in hand: an OTLP/HTTP client that went away while sending it, or
+    // a body over the bound, was never an export.
+    const decoded = await read();
+    metrics.exports.otlp++;
     const req = body(decoded);
-    admit(req.resource_spans.reduce((n, rs) => n + rs.scope_spans.reduce((m, ss) => m + ss.spans.length, 0), 0));
     const res = mapOtlpExport(req, { project, limits: limitCheck() });
     // An OTLP/JSON id that is not hex reached the mapping as bytes it refuses (otlp-json.ts
     // spanId): the rejection says what was sent instead, e.g. base64 where hex is asked.
@@ -470,21 +496,18 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     return response;
   }
 
-  async function otlpExport(
-    call: ServerUnaryCall<Decoded<otlp.ExportTraceServiceRequest>, otlp.ExportTraceServiceResponse>,
-    cb: sendUnaryData<otlp.ExportTraceServiceResponse>,
-  ): Promise<void> {
+  async function otlpExport(call: ServerUnaryCall<Buffer, otlp.ExportTraceServiceResponse>, cb: sendUnaryData<otlp.ExportTraceServiceResponse>): Promise<void> {
     try {
-      cb(null, await acceptOtlp(call.metadata, call.request));
+      cb(null, await acceptOtlp(call.metadata, () => decodeOtlpExport(call.request)));
     } catch (e) {
       fail(cb, e);
     }
   }
 
   /** The HTTP receiver's view of acceptOtlp: the refusal as a status code and message, counted as the gRPC ones are. */
-  async function otlpHttpExport(md: Metadata, decoded: DecodedRequest): Promise<OtlpOutcome> {
+  async function otlpHttpExport(md: Metadata, read: () => Promise<DecodedRequest>): Promise<OtlpOutcome> {
     try {
-      return { ok: true, response: await acceptOtlp(md, decoded) };
+      return { ok: true, response: await acceptOtlp(md, read) };
     } catch (e) {
       if (!(e instanceof CallError)) throw e;
       inc(metrics.calls_failed, Status[e.code]);
@@ -495,14 +518,14 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
   // ---- neatroots.v1 Ingest/Export ----
 
   async function ingestExport(
-    call: ServerUnaryCall<Decoded<v1.ExportRequest>, v1.ExportResponse>,
+    call: ServerUnaryCall<Buffer, v1.ExportResponse>,
     cb: sendUnaryData<v1.ExportResponse>,
   ): Promise<void> {
     metrics.exports.neatroots++;
     try {
       const { project } = await authenticate(call.metadata);
-      const req = body(call.request);
-      admit(req.events.length);
+      admit();
+      const req = body(decodeV1Export(call.request));
       const res = mapEvents(req.events, { project, limits: limitCheck() });
       // One item per event taken, in order.
       const taken = new Set(res.rejected.map((r) => r.index));

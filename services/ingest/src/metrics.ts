@@ -14,8 +14,12 @@ export interface IngestMetrics {
   records_published: number;
   /** Rejected items by the field at fault (`trace_id`, `run_id`, `project`, ...): bounded labels. */
   items_rejected: Record<string, number>;
-  /** Items of exports refused by back-pressure (RESOURCE_EXHAUSTED), by reason: `backlog`, `memory`. */
-  items_refused: Record<string, number>;
+  /**
+   * Exports refused by back-pressure (RESOURCE_EXHAUSTED, over OTLP/HTTP 429), by reason:
+   * `backlog`, `memory`. Exports, not their items: a refused export is not decoded, so what it
+   * holds is not known.
+   */
+  exports_refused: Record<string, number>;
   /** Calls refused as a whole, by gRPC status name. */
   calls_failed: Record<string, number>;
   notes_received: number;
@@ -36,7 +40,7 @@ export function newMetrics(): IngestMetrics {
     items_accepted: 0,
     records_published: 0,
     items_rejected: {},
-    items_refused: {},
+    exports_refused: {},
     calls_failed: {},
     notes_received: 0,
     notes_delivered: { stream: 0, piggyback: 0 },

@@ -114,11 +114,11 @@ export function ingestModule<C extends IngestConfig>(listen: (config: C) => Inge
         last.accepted = m.items_accepted;
         last.published = m.records_published;
         last.rejected = { ...m.items_rejected };
-        for (const [reason, n] of Object.entries(m.items_refused)) {
+        for (const [reason, n] of Object.entries(m.exports_refused)) {
           const d = n - (last.refused[reason] ?? 0);
           if (d > 0) ctx.metrics.spansRefused.inc({ reason }, d);
         }
-        last.refused = { ...m.items_refused };
+        last.refused = { ...m.exports_refused };
         for (const [code, n] of Object.entries(m.calls_failed)) {
           const d = n - (last.failed[code] ?? 0);
           if (d > 0) ctx.metrics.ingestCallsFailed.inc({ code }, d);

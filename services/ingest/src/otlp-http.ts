@@ -16,9 +16,10 @@ const gunzipAsync = promisify(gunzip);
  * defines it: binary protobuf (`application/x-protobuf`) or OTLP/JSON (`application/json`),
  * optionally gzip-compressed; the answer in the request's encoding. The receiver only speaks
  * HTTP: a request's key is checked from its headers first (`checkKey`, the gRPC receiver's
- * check), so no body is read without a known key; once a body is decoded to the generated OTLP
- * types it goes to `exportTraces`, the same function the gRPC receiver calls, so keys, mapping,
- * limits and back-pressure are one code path whatever the transport.
+ * check), so no body is read without a known key; then `exportTraces`, the same function the
+ * gRPC receiver calls, so keys, back-pressure, mapping and limits are one code path whatever the
+ * transport: it asks for the body (read, unpacked and decoded to the generated OTLP types) only
+ * once back-pressure let the export in, so a refused export's body is neither read nor decoded.
  *
  * Status codes (the spec's, and what its exporters do with them):
  * 200 accepted (with partialSuccess when some spans were rejected); 400 a malformed body or
@@ -57,7 +58,12 @@ export interface OtlpHttpOptions {
    * refusal, or nothing for a request to go on with. The same metadata goes to exportTraces.
    */
   checkKey(md: Metadata): Promise<{ code: Status; message: string } | undefined>;
-  exportTraces(md: Metadata, req: DecodedRequest): Promise<OtlpOutcome>;
+  /**
+   * The export: `read` reads, unpacks and decodes the body, asked for once back-pressure let it
+   * in (never for a refusal); it throws the receiver's own refusals (a body over the bound, gzip
+   * that does not inflate), which exportTraces lets through.
+   */
+  exportTraces(md: Metadata, read: () => Promise<DecodedRequest>): Promise<OtlpOutcome>;
   /**
    * Told of each request the receiver refuses itself, by the gRPC code its answer carries: a
    * path or method it does not serve, a content type or encoding it does not read, a body over
@@ -118,10 +124,16 @@ async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-async function inflate(req: IncomingMessage, raw: Buffer, max: number): Promise<Buffer> {
+/** Whether the body is gzip-compressed (else as it is); another encoding is refused, from the headers alone. */
+function gzipped(req: IncomingMessage): boolean {
   const enc = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
-  if (enc === 'identity' || enc === '') return raw;
+  if (enc === 'identity' || enc === '') return false;
   if (enc !== 'gzip') throw new HttpError(415, Status.INVALID_ARGUMENT, `content-encoding must be gzip or none, got ${JSON.stringify(enc)}`);
+  return true;
+}
+
+async function inflate(raw: Buffer, gzip: boolean, max: number): Promise<Buffer> {
+  if (!gzip) return raw;
   try {
     // maxOutputLength: a small gzip body must not unpack into gigabytes
     return await gunzipAsync(raw, { maxOutputLength: max });
@@ -248,9 +260,12 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
       const md = metadataOf(req);
       const refused = await opts.checkKey(md);
       if (refused) throw Object.assign(new HttpError(HTTP_STATUS[refused.code] ?? 500, refused.code, refused.message), { counted: true });
-      const body = await inflate(req, await readBody(req, opts.maxBodyBytes), opts.maxBodyBytes);
-      const decoded = decode(body, enc);
-      const outcome = await opts.exportTraces(md, decoded);
+      const gzip = gzipped(req);
+      const encoding = enc;
+      // The body is read only if back-pressure lets the export in. Refused, it is left unread:
+      // node discards it as it comes once the answer is sent (nothing kept), so the client, done
+      // sending, reads its 429 and Retry-After on a connection that stays open.
+      const outcome = await opts.exportTraces(md, async () => decode(await inflate(await readBody(req, opts.maxBodyBytes), gzip, opts.maxBodyBytes), encoding));
       if (outcome.ok) {
         send(res, 200, enc, enc === 'json' ? encodeOtlpJsonResponse(outcome.response) : Buffer.from(otlp.ExportTraceServiceResponse.encode(outcome.response).finish()));
       } else {

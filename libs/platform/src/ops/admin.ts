@@ -99,7 +99,7 @@ export function createMetrics(service: string): Metrics {
       ...reg,
     }),
     dependencyErrors: new Counter({ name: 'neatroots_dependency_errors_total', help: 'Errors talking to Redis, Postgres, Kafka', labelNames: ['dependency'], ...reg }),
-    spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Spans of exports refused by back-pressure, by reason', labelNames: ['reason'], ...reg }),
+    spansRefused: new Counter({ name: 'neatroots_spans_refused_total', help: 'Exports refused by back-pressure, by reason (exports, not spans: a refused export is not decoded)', labelNames: ['reason'], ...reg }),
     ingestCallsFailed: new Counter({
       name: 'neatroots_ingest_calls_failed_total',
       help: 'Calls ingest refused as a whole (exports, pre-call checks, Subscribe streams; OTLP/gRPC, OTLP/HTTP and neatroots.v1), by gRPC status name',
