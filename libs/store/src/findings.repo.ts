@@ -67,12 +67,12 @@ function toFinding(row: Row): FindingRecord {
   return rec;
 }
 
-function stateWhere(state: FindingStateFilter): string {
+function stateWhere(state: FindingStateFilter, a: string): string {
   switch (state) {
-    case 'open': return `f.status = 'open' AND f.dismissed_at IS NULL`;
-    case 'active': return `f.status = 'open' AND f.dismissed_at IS NULL AND f.active_at IS NOT NULL`;
-    case 'resolved': return `f.status = 'resolved' AND f.dismissed_at IS NULL`;
-    case 'dismissed': return `f.dismissed_at IS NOT NULL`;
+    case 'open': return `${a}.status = 'open' AND ${a}.dismissed_at IS NULL`;
+    case 'active': return `${a}.status = 'open' AND ${a}.dismissed_at IS NULL AND ${a}.active_at IS NOT NULL`;
+    case 'resolved': return `${a}.status = 'resolved' AND ${a}.dismissed_at IS NULL`;
+    case 'dismissed': return `${a}.dismissed_at IS NOT NULL`;
     case 'all': return 'TRUE';
   }
 }
@@ -244,6 +244,13 @@ export class FindingsRepo {
    * applies to findings before they are grouped, so each problem is headed by the most
    * specific finding in that state. Quiet findings are left out unless asked for; a dismissed
    * one is listed under `dismissed` whatever it was.
+   *
+   * A page costs what its problems hold, not what the project holds: the heads are read newest
+   * first through an index (findings_status_newest for open, active and resolved, findings_newest
+   * for the others), a grouped finding kept only if it heads its group (one look at the group
+   * through findings_run_group), and the scan stops at the page's last head; then only those
+   * heads' groups are read. Ranking every finding in the state to pick the heads took about 1 s a
+   * page with 75,000 open findings, and 8-16 s on an embedded database with no statistics.
    */
   async list(project: string, q: ListFindingsQuery = {}): Promise<Page<Problem>> {
     // One run's findings: what happened in it, whatever became of it (a repeated call that
@@ -254,36 +261,54 @@ export class FindingsRepo {
     }
     const limit = pageLimit(q.limit);
     const params: unknown[] = [project];
-    const where = ['f.project = $1', stateWhere(state)];
-    if (!q.include_quiet) where.push('(NOT f.quiet OR f.dismissed_at IS NOT NULL)');
-    if (q.run_id !== undefined) {
-      params.push(filterText('run_id', q.run_id));
-      where.push(`f.run_id = $${params.length}`);
-    }
+    if (q.run_id !== undefined) params.push(filterText('run_id', q.run_id));
+    const runParam = q.run_id !== undefined ? params.length : undefined;
+    /** The findings listed, as `a`: the same filter on the candidates, their groups and the groups read. */
+    const listed = (a: string): string => {
+      const where = [`${a}.project = $1`, stateWhere(state, a)];
+      if (!q.include_quiet) where.push(`(NOT ${a}.quiet OR ${a}.dismissed_at IS NOT NULL)`);
+      if (runParam !== undefined) where.push(`${a}.run_id = $${runParam}`);
+      return where.join(' AND ');
+    };
     let cursorWhere = 'TRUE';
     if (q.cursor !== undefined) {
       const c = decodeCursor('findings', q.cursor);
       params.push(c.at, c.id);
-      cursorWhere = `(raised_at, id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`;
+      cursorWhere = `(f.raised_at, f.id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`;
     }
     params.push(limit + 1);
+    // A finding heads its problem when it is ungrouped, or first of its group (in the state asked
+    // for) by priority DESC, raised_at, id: the subquery runs once a candidate, and the index scan
+    // in raised_at DESC, id DESC order stops once the page has its heads. A group is read by its
+    // key alone (OFFSET 0 keeps the state's conditions out of that scan) and filtered after: with
+    // them in, a database with no statistics yet took findings_status_newest for a group's
+    // lookup, reading every open finding of the project for each candidate.
     const res = await this.db.query(
-      `WITH sel AS (
-         SELECT ${FINDING_COLUMNS},
-                COALESCE('g' || chr(31) || f.run_id || chr(31) || f.group_name, 'f' || chr(31) || f.id) AS problem_key
-         FROM findings f WHERE ${where.join(' AND ')}
+      `WITH heads AS MATERIALIZED (
+         SELECT f.id, f.run_id, f.group_name, f.raised_at
+         FROM findings f
+         WHERE ${listed('f')} AND ${cursorWhere}
+           AND (f.group_name IS NULL OR f.id = (
+             SELECT g.id
+             FROM (SELECT * FROM findings g WHERE g.project = $1 AND g.run_id = f.run_id AND g.group_name = f.group_name OFFSET 0) g
+             WHERE ${listed('g')}
+             ORDER BY g.priority DESC, g.raised_at ASC, g.id ASC LIMIT 1))
+         ORDER BY f.raised_at DESC, f.id DESC LIMIT $${params.length}
        ),
-       ranked AS (
-         SELECT sel.*, row_number() OVER (PARTITION BY problem_key ORDER BY priority DESC, raised_at ASC, id ASC) AS rn
-         FROM sel
-       ),
-       heads AS (
-         SELECT problem_key, raised_at, id FROM ranked WHERE rn = 1 AND ${cursorWhere}
-         ORDER BY raised_at DESC, id DESC LIMIT $${params.length}
+       members AS (
+         SELECT ${FINDING_COLUMNS}, h.raised_at AS head_raised_at, h.id AS head_id
+         FROM heads h CROSS JOIN LATERAL (
+           SELECT * FROM findings f WHERE f.project = $1 AND f.run_id = h.run_id AND f.group_name = h.group_name OFFSET 0
+         ) f
+         WHERE h.group_name IS NOT NULL AND ${listed('f')}
+         UNION ALL
+         SELECT ${FINDING_COLUMNS}, h.raised_at AS head_raised_at, h.id AS head_id
+         FROM heads h JOIN findings f ON f.id = h.id
+         WHERE h.group_name IS NULL
        )
-       SELECT ranked.*, heads.raised_at AS head_raised_at, heads.id AS head_id
-       FROM ranked JOIN heads ON heads.problem_key = ranked.problem_key
-       ORDER BY heads.raised_at DESC, heads.id DESC, ranked.rn ASC`,
+       SELECT m.*, row_number() OVER (PARTITION BY m.head_id ORDER BY m.priority DESC, m.raised_at ASC, m.id ASC) AS rn
+       FROM members m
+       ORDER BY m.head_raised_at DESC, m.head_id DESC, rn ASC`,
       params,
     );
     const problems: Problem[] = [];
