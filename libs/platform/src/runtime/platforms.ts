@@ -6,7 +6,7 @@ import { InlineJobs, type StoppedJob } from '../jobs/inline';
 import { DEFAULT_MAX_RECORD_BYTES, KafkaBus, recordBytesFor } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
-import { migrate, MIGRATE_LOCK, openPgliteWorker, openPostgres } from '../db';
+import { migrate, MIGRATE_LOCK, openPgliteWorker, openPostgres, type Analysis } from '../db';
 import type { Metrics } from '../ops';
 import { lockFolder } from '../folder-lock';
 import { warnWhileSlow } from './log';
@@ -75,6 +75,12 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
   /** The database once opened: its thread dying, or a failed sync of its log, stops it for good. */
   let opened: Db | undefined;
   const failing = () => bus?.failure?.() ?? journals.map((j) => j.failure()).find((why) => why !== undefined) ?? opened?.failure?.();
+  /** An analysis of the embedded database's tables done: at debug, at warn when one table held it over 2 s. */
+  const analyzed = (a: Analysis) => {
+    const fields = { why: a.why, tables: a.analyzed, ms: a.ms, longest: a.longest?.table, longest_ms: a.longest?.ms, ...(a.stopped ? { stopped: true } : {}) };
+    if ((a.longest?.ms ?? 0) > 2_000) log.warn('database analysis held storage over 2 s for one table', fields);
+    else log.debug('database analyzed', fields);
+  };
   /** What opening the database does before it is handed out (migrating it): /readyz says it meanwhile. */
   let migrating: string | undefined;
   const db = () =>
@@ -82,8 +88,8 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
       'db',
       async () => {
         if (!opts.inMemoryDb) fs.mkdirSync(config.dataDir, { recursive: true });
-        const d = await openPgliteWorker(
-          opts.inMemoryDb
+        const d = await openPgliteWorker({
+          ...(opts.inMemoryDb
             ? {}
             : {
                 dataDir: path.join(config.dataDir, 'pg'),
@@ -94,10 +100,14 @@ export function embeddedPlatform(opts: EmbeddedPlatformOptions): EmbeddedPlatfor
                   else log.debug('database checkpoint', fields);
                 },
                 onCheckpointError: (err) => log.error('database checkpoint failed (tried again at the next look)', err),
-              },
-        );
+              }),
+          analyze: { onAnalyze: analyzed, onAnalyzeError: (err) => log.error('database analysis failed (tried again at the next look)', err) },
+        });
         opened = d;
         await migrated(d, log, (what) => (migrating = what));
+        // PGlite has no autovacuum: the tables' statistics, in the background (each table in turn
+        // with the other calls), then again as they change (AnalyzeOptions).
+        d.analyze().then(analyzed, (err: unknown) => log.error('database analysis failed (tried again at the next look)', err));
         return d;
       },
       (d) => d.close(),
