@@ -96,10 +96,17 @@ describe.each(deployments(() => h).map(([name, , reviewOf], i) => [name, ['luigi
     expect((await call('GET', '/review?limit=1')).body).toMatchObject({ total: 2, items: [{ pattern_id: item.pattern_id }] });
 
     const list = await call('GET', '/patterns?procedure=card-payment');
-    expect(Object.keys(list.body).sort()).toEqual(['clustered_at', 'items', 'window']);
+    expect(Object.keys(list.body).sort()).toEqual(['clustered_at', 'items', 'next_cursor', 'window']);
+    expect(list.body.next_cursor).toBeNull();
     expect(Date.parse(list.body.window.to) - Date.parse(list.body.window.from)).toBe(365 * DAY);
     expect(list.body.items.map((p: { id: string; findings: number }) => [p.id, p.findings])).toEqual([[item.pattern_id, 2], [queue.body.items[1].pattern_id, 1]]);
     expect((await call('GET', `/patterns?rule=${item.rule_id}&days=3650`)).body.items.map((p: { findings: number }) => p.findings)).toEqual([3]);
+    // a page at a time: limit, then next_cursor (with the same filters) to the end
+    const firstPage = await call('GET', '/patterns?procedure=card-payment&limit=1');
+    expect(firstPage.body.items.map((p: { id: string }) => p.id)).toEqual([item.pattern_id]);
+    expect(firstPage.body.next_cursor).toEqual(expect.any(String));
+    const secondPage = await call('GET', `/patterns?procedure=card-payment&limit=1&cursor=${encodeURIComponent(firstPage.body.next_cursor)}`);
+    expect(secondPage.body).toMatchObject({ items: [{ id: queue.body.items[1].pattern_id }], next_cursor: null });
     const one = await call('GET', `/patterns/${item.pattern_id}`);
     expect(one.body).toMatchObject({ id: item.pattern_id, session_count: 2, suggestions: [], verdict: null, verdict_history: [], suppressed_count: 0, review_state: 'needs_review' });
 
@@ -157,6 +164,8 @@ describe.each(deployments(() => h).map(([name, , reviewOf], i) => [name, ['luigi
     expect((await call('GET', '/insights?days=0')).body.error.message).toContain('days must be an integer from 1 to 3650');
     expect((await call('GET', '/insights?from=soon')).body.error).toMatchObject({ code: 'invalid_query', message: expect.stringContaining('from must be an ISO-8601') });
     expect((await call('GET', '/patterns/pat_nope')).status).toBe(404);
+    expect((await call('GET', '/patterns?limit=501')).body.error).toMatchObject({ code: 'invalid_query', message: expect.stringContaining('limit must be an integer from 1 to 500') });
+    expect((await call('GET', '/patterns?cursor=nope')).body.error.code).toBe('invalid_cursor');
     expect((await call('POST', '/patterns/pat_nope/verdict', { verdict: 'real' })).status).toBe(404);
     expect((await call('POST', '/patterns/pat_nope/verdict', ['real'])).body.error.code).toBe('invalid_body');
     expect((await call('POST', '/findings/sf_nope/override', { correct: 'no' })).body.error.message).toContain('correct must be');

@@ -1,9 +1,9 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
-import type { OverrideInput, ReclusterInput, RenameInput, ReviewSopQueries, ReviewStateName, VerdictInput, WindowQuery } from '@neatroots/store';
+import type { OverrideInput, PatternsQuery, ReclusterInput, RenameInput, ReviewSopQueries, ReviewStateName, VerdictInput, WindowQuery } from '@neatroots/store';
 import type { CalibrateInput } from '@neatroots/store';
 import { ApiKeyGuard } from './auth.guard';
 import { ApiError } from './errors';
-import { limitParam, noQuery, oneOf, parseQuery, pathId, textParam, type QueryParams } from './params';
+import { cursorParam, limitParam, noQuery, oneOf, parseQuery, pathId, textParam, type QueryParams } from './params';
 import { REVIEW_SOP_QUERIES } from './tokens';
 
 /**
@@ -15,11 +15,17 @@ import { REVIEW_SOP_QUERIES } from './tokens';
 
 const STATES: readonly ReviewStateName[] = ['needs_review', 'open', 'fixing', 'fixed', 'regressed', 'closed'];
 const MAX_QUEUE = 500;
+const MAX_PATTERNS = 500;
 const MAX_DAYS = 3650;
 
 /** The window and filters of Insights and the patterns list; from/to are checked by the service (ISO-8601). */
 function windowQuery(query: QueryParams): WindowQuery {
   return parseQuery(query, { days: limitParam(MAX_DAYS), from: textParam, to: textParam, procedure: textParam, rule: textParam });
+}
+
+/** The patterns list: the window and filters, and a page (limit 1 to 500, default 100, and cursor). */
+function patternsQuery(query: QueryParams): PatternsQuery {
+  return parseQuery(query, { days: limitParam(MAX_DAYS), from: textParam, to: textParam, procedure: textParam, rule: textParam, limit: limitParam(MAX_PATTERNS), cursor: cursorParam });
 }
 
 /** `state` may be repeated (?state=open&state=closed); every other parameter is given once. */
@@ -64,7 +70,7 @@ export class ReviewController {
 
   @Get('patterns')
   async patterns(@Param('ws') ws: string, @Query() query: QueryParams) {
-    return this.q().patterns(ws, windowQuery(query));
+    return this.q().patterns(ws, patternsQuery(query));
   }
 
   /** {all?}: names rule patterns with the reasoning model; answers {renamed, failed, reason}. */

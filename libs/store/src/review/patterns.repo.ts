@@ -194,6 +194,13 @@ export class PatternsRepo {
     return res.rows.map(toPattern);
   }
 
+  /** The failure modes and `other` of these rule patterns, in one read (ordered as children()). */
+  async childrenOf(q: Queryable, ids: readonly string[]): Promise<PatternRecord[]> {
+    if (!ids.length) return [];
+    const res = await q.query<RawPattern>(`SELECT ${PATTERN_COLUMNS} FROM sop_patterns WHERE parent_id = ANY($1::text[]) ORDER BY created_at, id`, [ids]);
+    return res.rows.map(toPattern);
+  }
+
   /** The verdicts of these patterns, newest first (the first per pattern is its verdict). */
   async verdicts(q: Queryable, patternIds: readonly string[]): Promise<VerdictRecord[]> {
     if (!patternIds.length) return [];

@@ -12,8 +12,8 @@ import type { SuggestionQueries, SuggestionSummary, SuggestionView } from './sug
 export interface ReviewSopQueries extends RuleLineageQueries, SuggestionQueries, CalibrationQueries {
   /** GET /v1/workspaces/{ws}/review */
   reviewQueue(workspace: string, q: ReviewQueueQuery): Promise<ReviewQueueView>;
-  /** GET /v1/workspaces/{ws}/patterns */
-  patterns(workspace: string, q: WindowQuery): Promise<PatternsListView>;
+  /** GET /v1/workspaces/{ws}/patterns: a page of them. */
+  patterns(workspace: string, q: PatternsQuery): Promise<PatternsListView>;
   /** GET /v1/workspaces/{ws}/patterns/{id} */
   pattern(workspace: string, id: string, q: WindowQuery): Promise<PatternView>;
   /** POST /v1/workspaces/{ws}/patterns/{id}/verdict */
@@ -80,6 +80,14 @@ export interface WindowQuery {
   procedure?: string;
   /** A rule id: its lineage (every wording it has had). */
   rule?: string;
+}
+
+/** GET /patterns: the window and filters, and a page (most findings first). */
+export interface PatternsQuery extends WindowQuery {
+  /** Rule patterns a page, 1 to 500 (default 100). */
+  limit?: number;
+  /** The previous page's next_cursor. */
+  cursor?: string;
 }
 
 export interface ReviewQueueQuery {
@@ -159,6 +167,8 @@ export interface PatternSummary extends ReviewFields {
 
 export interface PatternsListView {
   items: (PatternSummary & { sub_patterns: PatternSummary[] })[];
+  /** The next page's cursor (null: the last page). */
+  next_cursor: string | null;
   /** The workspace's last clustering (null: never clustered). */
   clustered_at: string | null;
   window: WindowView;

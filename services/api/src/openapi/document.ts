@@ -108,7 +108,7 @@ schemas.QueueItem = object({
 schemas.ReviewQueue = object({ items: arr(ref('QueueItem')), total: int, counts: record(STATES, int), clustered_at: nullable(time) }, { closed: true });
 schemas.PatternsList = object({
   items: arr({ allOf: [ref('PatternSummary')], properties: { sub_patterns: arr(ref('PatternSummary')) }, required: ['sub_patterns'] }),
-  clustered_at: nullable(time), window: ref('Window'),
+  next_cursor: nullable(str), clustered_at: nullable(time), window: ref('Window'),
 }, { closed: true });
 const summaryProps = (schemas.PatternSummary as { properties: Record<string, Schema> }).properties;
 schemas.Pattern = object({
@@ -331,7 +331,7 @@ const paths: Record<string, Record<string, unknown>> = {
       ok: { schema: ref('ReviewQueue') },
     }),
   },
-  [`${W}/patterns`]: { get: op('review', { summary: 'Rule patterns with their failure modes, counted in the window', params: [ws, ...window], ok: { schema: ref('PatternsList') } }) },
+  [`${W}/patterns`]: { get: op('review', { summary: 'Rule patterns with their failure modes, counted in the window, most findings first, a page at a time', params: [ws, ...window, ...pageOf(100, 500)], ok: { schema: ref('PatternsList') } }) },
   [`${W}/patterns/rename`]: { post: op('review', { summary: 'Name rule patterns with the reasoning model', params: [ws], body: object({ all: bool }, { optional: ['all'], closed: true }), ok: { schema: ref('Renamed') } }) },
   [`${W}/patterns/{id}`]: { get: op('review', { summary: 'One pattern', params: [ws, id('A pattern id'), ...window], ok: { schema: ref('Pattern') } }) },
   [`${W}/patterns/{id}/verdict`]: {

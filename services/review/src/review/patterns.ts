@@ -6,6 +6,7 @@ import {
   type FindingCounts,
   type PatternRecord,
   type PatternsListView,
+  type PatternsQuery,
   type PatternSummary,
   type PatternView,
   type RegressionLine,
@@ -79,22 +80,78 @@ async function wordingCounts(read: ReviewReadRepo, ctx: Map<string, VerdictConte
   return read.wordingCounts(reworded.map((c) => c.pattern));
 }
 
-/** GET /patterns: rule patterns with findings in the window, with their failure modes, most findings first. */
-export async function listPatterns(db: Db, writes: ReviewWrites, workspace: string, q: WindowQuery): Promise<PatternsListView> {
+export const DEFAULT_PATTERNS_LIMIT = 100;
+export const MAX_PATTERNS_LIMIT = 500;
+
+/** Where a page of GET /patterns starts: after this rule pattern in the list's order. */
+interface PatternsCursor {
+  findings: number;
+  suppressed: number;
+  id: string;
+}
+
+function patternsCursor(c: PatternsCursor): string {
+  return Buffer.from(JSON.stringify(['patterns', c.findings, c.suppressed, c.id]), 'utf8').toString('base64url');
+}
+
+/** A cursor this list handed out (["patterns", findings, suppressed, id], base64url); 400 invalid_cursor for any other. */
+function readPatternsCursor(cursor: string): PatternsCursor {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    v = null;
+  }
+  const count = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
+  if (!Array.isArray(v) || v.length !== 4 || v[0] !== 'patterns' || !count(v[1]) || !count(v[2]) || typeof v[3] !== 'string' || !v[3]) {
+    throw new SopError(400, 'invalid_cursor', 'cursor is not one this list returned (pass back next_cursor as it came, with the same filters)');
+  }
+  return { findings: v[1], suppressed: v[2], id: v[3] };
+}
+
+/** The list's order: most findings first, then most suppressed, then by id. */
+function comparePatterns(a: PatternsCursor, b: PatternsCursor): number {
+  return b.findings - a.findings || b.suppressed - a.suppressed || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/**
+ * GET /patterns: rule patterns with findings in the window, with their failure modes, most
+ * findings first, a page of `limit` (default 100) after `cursor`. The order comes from the
+ * window's counts alone, so only the page's rule patterns and their failure modes are read
+ * and given their review state.
+ */
+export async function listPatterns(db: Db, writes: ReviewWrites, workspace: string, q: PatternsQuery): Promise<PatternsListView> {
+  const limit = q.limit ?? DEFAULT_PATTERNS_LIMIT;
+  if (!(Number.isInteger(limit) && limit >= 1 && limit <= MAX_PATTERNS_LIMIT)) throw new SopError(400, 'invalid_query', `limit must be an integer from 1 to ${MAX_PATTERNS_LIMIT}`);
+  if (q.cursor !== undefined && typeof q.cursor !== 'string') throw new SopError(400, 'invalid_cursor', 'cursor is not one this list returned');
+  const after = q.cursor === undefined ? null : readPatternsCursor(q.cursor);
   const window = resolveWindow(q);
   const read = new ReviewReadRepo(db);
-  const counted = countsByPattern(await read.findingCounts(workspace, window, { procedure: q.procedure, lineage: q.rule }));
-  const all = (await writes.repo.patternsOf(db, workspace)).filter((p) => counted.has(p.id));
-  const ctx = await writes.contexts(db, all);
+  const rows = await read.findingCounts(workspace, window, { procedure: q.procedure, lineage: q.rule });
+  const counted = countsByPattern(rows);
+  const order = [...new Set(rows.map((r) => r.rule_pattern_id))]
+    .map((id) => ({ id, findings: counted.get(id)!.findings, suppressed: counted.get(id)!.suppressed }))
+    .sort(comparePatterns);
+  const from = after ? order.findIndex((k) => comparePatterns(k, after) > 0) : 0;
+  const keys = from < 0 ? [] : order.slice(from, from + limit);
+  const more = from >= 0 && from + limit < order.length;
+
+  const pageIds = keys.map((k) => k.id);
+  const byId = new Map((await writes.repo.patternsByIds(db, pageIds)).filter((p) => p.workspace === workspace && p.kind === 'rule').map((p) => [p.id, p]));
+  // Each rule pattern's failure modes (and other) with findings in the window, grouped once by parent.
+  const childrenOf = new Map<string, PatternRecord[]>();
+  for (const c of await writes.repo.childrenOf(db, [...byId.keys()])) {
+    if (counted.has(c.id)) (childrenOf.get(c.parent_id!) ?? childrenOf.set(c.parent_id!, []).get(c.parent_id!)!).push(c);
+  }
+  const rules = pageIds.map((id) => byId.get(id)).filter((p): p is PatternRecord => p !== undefined);
+  const ctx = await writes.contexts(db, [...rules, ...[...childrenOf.values()].flat()]);
   const wordings = await wordingCounts(read, ctx);
   const clustering = await clusteringView(db, workspace);
   const fixes = await fixFactsOf(db, ctx.values());
   const sum = (p: PatternRecord) => summary(p, ctx.get(p.id)!, counted.get(p.id), wordings.get(p.id) ?? [], clustering.themeOf, fixes.get(p.id));
-  const items = all
-    .filter((p) => p.kind === 'rule')
-    .map((p) => ({ ...sum(p), sub_patterns: all.filter((c) => c.parent_id === p.id).map(sum) }))
-    .sort((a, b) => b.findings - a.findings || b.suppressed - a.suppressed || (a.id < b.id ? -1 : 1));
-  return { items, clustered_at: clustering.clustered_at, window };
+  const items = rules.map((p) => ({ ...sum(p), sub_patterns: (childrenOf.get(p.id) ?? []).map(sum) }));
+  const last = keys[keys.length - 1];
+  return { items, next_cursor: more && last ? patternsCursor(last) : null, clustered_at: clustering.clustered_at, window };
 }
 
 /** GET /patterns/{id}: the rule, its failure modes, example phrasings, its sessions in the window, verdicts and review state. */

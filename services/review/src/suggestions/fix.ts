@@ -37,10 +37,14 @@ export async function fixFactsOf(q: Queryable, contexts: Iterable<VerdictContext
     ids.add(c.pattern.id);
     if (c.verdict!.inherited && c.pattern.parent_id) ids.add(c.pattern.parent_id);
   }
-  const suggestions = (await repo.ofPatterns(q, [...ids])).filter((s) => APPLIED_STATUSES.includes(s.status));
+  // The applied suggestions grouped once by pattern (not scanned again for each pattern).
+  const byPattern = new Map<string, SuggestionRecord[]>();
+  for (const s of await repo.ofPatterns(q, [...ids])) {
+    if (APPLIED_STATUSES.includes(s.status)) (byPattern.get(s.pattern_id) ?? byPattern.set(s.pattern_id, []).get(s.pattern_id)!).push(s);
+  }
   for (const c of wanted) {
     const owners = new Set([c.pattern.id, ...(c.verdict!.inherited && c.pattern.parent_id ? [c.pattern.parent_id] : [])]);
-    const applied = suggestions.filter((s) => owners.has(s.pattern_id) && s.created_at >= c.verdict!.created_at);
+    const applied = [...owners].flatMap((id) => byPattern.get(id) ?? []).filter((s) => s.created_at >= c.verdict!.created_at);
     if (!applied.length) continue;
     let release: FixInfo['release'] = null;
     for (const s of applied) {
