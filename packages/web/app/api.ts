@@ -137,14 +137,17 @@ export const api = {
   release: (s: Session, ref: string) => call<Release>(s, `releases/${encodeURIComponent(ref)}`, { root: 'workspaces' }),
   /** What the Procedures page reads at once: every release summed up, the live one whole (null: none yet), and head. */
   procedures: async (s: Session) => {
-    const [releases, live, head] = await Promise.all([
-      api.releaseSummaries(s),
-      api.release(s, 'live').catch((err: unknown) => {
-        if (err instanceof ApiFailure && err.status === 404) return null;
-        throw err;
-      }),
-      api.head(s),
-    ]);
+    const [releases, head] = await Promise.all([api.releaseSummaries(s), api.head(s)]);
+    // The live one whole only when the summaries name one: asking for releases/live in a
+    // workspace with none is a 404 the browser logs as a failed load.
+    const liveId = releases.items.find((r) => r.live)?.id;
+    const live = liveId
+      ? await api.release(s, liveId).catch((err: unknown) => {
+          // Rolled back or replaced since the list was read: none live now, as far as this page knows.
+          if (err instanceof ApiFailure && err.status === 404) return null;
+          throw err;
+        })
+      : null;
     return { releases: releases.items, live, head };
   },
   head: (s: Session) => call<Head>(s, 'head', { root: 'workspaces' }),
