@@ -196,11 +196,13 @@ export async function getPattern(db: Db, writes: ReviewWrites, workspace: string
 export async function regression(db: Db, writes: ReviewWrites, workspace: string, id: string): Promise<RegressionLine[]> {
   const p = await writes.repo.pattern(db, workspace, id);
   if (!p) throw new SopError(404, 'not_found', `no pattern ${id} in workspace ${workspace}`);
+  // The verdict first: without one the answer is 409, and the pattern's findings (thousands) are not read.
+  const own = await writes.contexts(db, [p]);
+  if (!own.get(p.id)?.verdict) throw new SopError(409, 'no_verdict', `pattern ${id} has no verdict yet: give one (POST .../patterns/${id}/verdict) before asking for its regression set`);
   const rows = await new ReviewReadRepo(db).regressionRows(p);
-  const patterns = new Set(rows.map((r) => r.pattern_id));
-  patterns.add(p.id);
-  const ctx = await writes.contexts(db, await writes.repo.patternsByIds(db, [...patterns]));
-  if (!ctx.get(p.id)?.verdict) throw new SopError(409, 'no_verdict', `pattern ${id} has no verdict yet: give one (POST .../patterns/${id}/verdict) before asking for its regression set`);
+  // A rule pattern's findings may sit in its failure modes, each going by its own verdict.
+  const others = [...new Set(rows.map((r) => r.pattern_id))].filter((x) => x !== p.id);
+  const ctx = new Map([...own, ...(await writes.contexts(db, await writes.repo.patternsByIds(db, others)))]);
   const overrides = await writes.overridesOf(db, rows);
   return rows.map((r) => {
     const verdict = (ctx.get(r.pattern_id) ?? ctx.get(p.id))!.verdict ?? ctx.get(p.id)!.verdict!;
