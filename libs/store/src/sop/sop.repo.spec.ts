@@ -92,7 +92,7 @@ describe('SopSessionsRepo', () => {
     const a = await repo.receive('w1', session());
     // still queued: the same content answers queued (the caller queues its check again), writing nothing
     const receivedAt = (await repo.get('w1', a.id))!.session.received_at;
-    expect(await repo.receive('w1', session())).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash });
+    expect(await repo.receive('w1', session())).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash, bytes: a.bytes });
     expect((await repo.get('w1', a.id))!.session.received_at).toBe(receivedAt);
     await repo.markFailed(a.id, a.content_hash, 'workspace w1 has no live release yet: publish one, then send the session again');
     // and its transcript let go since (retention empties failed sessions' too)
@@ -102,7 +102,7 @@ describe('SopSessionsRepo', () => {
 
     // sent again, the same: queued again, without its error, with its transcript as sent
     const again = await repo.receive('w1', session(), { runId: 'run-9' });
-    expect(again).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash });
+    expect(again).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash, bytes: a.bytes });
     const got = await repo.get('w1', a.id);
     expect(got?.session).toMatchObject({ status: 'queued', error: null, result: null, release_id: null, checked_at: null, run_id: 'run-9', body: { turns: session().turns } });
     expect(Date.parse(got!.session.received_at)).toBeGreaterThan(Date.now() - 60_000);
@@ -139,7 +139,7 @@ describe('SopSessionsRepo', () => {
     expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'checked', result: 'deviated', error: partly.error });
 
     // the same content sent again: queued again, its results cleared until its check is done
-    expect(await repo.receive('w1', session())).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash });
+    expect(await repo.receive('w1', session())).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash, bytes: a.bytes });
     expect(await repo.get('w1', a.id)).toMatchObject({ session: { status: 'queued', error: null, result: null, checked_at: null }, checks: [] });
     expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(0);
     // checked whole this time: no error, and the same content is unchanged again
