@@ -5,7 +5,7 @@ export const MIGRATIONS_DIR = path.resolve(__dirname, '..', 'migrations');
 
 export * from './records';
 export * from './life';
-export { StoreInputError, DEFAULT_PAGE, MAX_PAGE, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE, SPAN_PAGE_BYTES, chunks } from './sql';
+export { StoreInputError, DEFAULT_PAGE, MAX_PAGE, DEFAULT_SPAN_PAGE, MAX_SPAN_PAGE, SPAN_PAGE_BYTES, chunks, cursorJson } from './sql';
 export { RunsRepo, envelopeStatements, type ExpireLimits } from './runs.repo';
 export { FindingsRepo, type DeliveryInput } from './findings.repo';
 export { ProjectsRepo, hashApiKey, type ApiKeyScope, type ApiKeyGrant, type ProjectRecord, type CreatedApiKey } from './projects.repo';

@@ -106,7 +106,11 @@ function refuseCursor(): never {
   throw new StoreInputError('invalid_cursor', 'cursor is not one this list returned');
 }
 
-function cursorJson(cursor: string): unknown {
+/**
+ * What an opaque list cursor (base64url JSON, as the lists write it) holds, or undefined when it
+ * is not one; each list checks the shape it wrote and refuses anything else as its own error.
+ */
+export function cursorJson(cursor: string): unknown {
   try {
     return JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {

@@ -1,6 +1,6 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
-import { FINDING_STATE_FILTERS, MAX_PAGE, type FindingRecord, type Problem, type ReviewQueries, type SpanPage } from '@neatroots/store';
+import { cursorJson, FINDING_STATE_FILTERS, MAX_PAGE, type FindingRecord, type Problem, type ReviewQueries, type SpanPage } from '@neatroots/store';
 import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
 import { AnswerTooLargeError, UnavailableError, unavailableOf } from '../errors';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../limits';
@@ -253,12 +253,7 @@ function byCheckKey(a: Pick<ListedCheck, 'id' | 'source'>, b: Pick<ListedCheck, 
 
 /** The check a list_checks cursor goes on after; a cursor it did not give is the caller's error. */
 function checksCursor(cursor: string): Pick<ListedCheck, 'id' | 'source'> {
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    v = undefined;
-  }
+  const v = cursorJson(cursor);
   if (!Array.isArray(v) || v.length !== 3 || v[0] !== 'checks' || typeof v[1] !== 'string' || typeof v[2] !== 'string') {
     throw new ToolInputError('cursor is not one list_checks returned');
   }

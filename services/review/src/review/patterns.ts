@@ -1,6 +1,7 @@
 import type { Db } from '@neatroots/ports';
 import { passingStatus, regressionExpect } from '@neatroots/review-domain';
 import {
+  cursorJson,
   ReviewReadRepo,
   SopError,
   type FindingCounts,
@@ -96,12 +97,7 @@ function patternsCursor(c: PatternsCursor): string {
 
 /** A cursor this list handed out (["patterns", findings, suppressed, id], base64url); 400 invalid_cursor for any other. */
 function readPatternsCursor(cursor: string): PatternsCursor {
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    v = null;
-  }
+  const v = cursorJson(cursor);
   const count = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
   if (!Array.isArray(v) || v.length !== 4 || v[0] !== 'patterns' || !count(v[1]) || !count(v[2]) || typeof v[3] !== 'string' || !v[3]) {
     throw new SopError(400, 'invalid_cursor', 'cursor is not one this list returned (pass back next_cursor as it came, with the same filters)');

@@ -1,6 +1,6 @@
 import { compileFiles, contentVersion, toLock, type Lock } from '@neatroots/sop';
 import { unifiedDiffFiles } from '@neatroots/review-domain';
-import { doesNotCompile, SopError, WorkspaceRepo, type HeadFileView, type HeadView, type ReleaseRecord, type ReleasesPage, type ReleasesQuery, type ReleaseView, type SopFile } from '@neatroots/store';
+import { cursorJson, doesNotCompile, SopError, WorkspaceRepo, type HeadFileView, type HeadView, type ReleaseRecord, type ReleasesPage, type ReleasesQuery, type ReleaseView, type SopFile } from '@neatroots/store';
 import type { Db, Queryable } from '@neatroots/ports';
 
 /** Where a file of the procedures folder may live: the folder decides how it is read. */
@@ -185,12 +185,7 @@ const NUMBER_REF = /^\d{1,9}$/;
 
 /** The number a releases cursor stops below (["releases", n], base64url); 400 for any other cursor. */
 function releasesCursorNumber(cursor: string): number {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    parsed = undefined;
-  }
+  const parsed = cursorJson(cursor);
   if (!Array.isArray(parsed) || parsed.length !== 2 || parsed[0] !== 'releases' || !Number.isSafeInteger(parsed[1]) || parsed[1] < 1) {
     throw new SopError(400, 'invalid_cursor', 'cursor is not one this list returned');
   }
