@@ -109,6 +109,11 @@ export interface Page<T> {
  */
 export interface SpanPage extends Page<Span> {
   cut_at_bytes?: number;
+  /**
+   * A page read from a since cursor (RunDetail.spans_since) only: the since cursor after its
+   * spans (the one it was read from when it has none), to look again later.
+   */
+  since?: string;
 }
 
 /** What the run page is asked with: how many spans its first page holds (default 500). */
@@ -116,6 +121,11 @@ export interface RunDetailQuery {
   spans_limit?: number;
   /** `preview`: its spans as SpanPageQuery's. */
   bodies?: SpanBodies;
+  /**
+   * A `spans_since` of an earlier answer: the answer's spans are those stored since, in the
+   * order they were stored, not the first page (a page following a run still going).
+   */
+  since?: string;
 }
 
 /**
@@ -150,6 +160,12 @@ export interface RunDetail {
   spans_next_cursor: string | null;
   /** There only when `spans` stopped at this many bytes of JSON, short of its limit (SpanPage). */
   spans_cut_at_bytes?: number;
+  /**
+   * Where the spans stored after this answer's start: pass it back as `since` (RunDetailQuery)
+   * to read only those, with the run as it is then. A span cursor (ReviewQueries.listSpans
+   * takes it too), of the run's spans in the order they were stored.
+   */
+  spans_since: string;
   /** Every finding of the run, quiet ones too (the run page shows them), oldest first. */
   findings: FindingRecord[];
   /** The run's findings as problems (quiet ones left out), oldest first. */

@@ -412,8 +412,13 @@ export class RunsRepo {
     const body = q.bodies === 'preview' ? PREVIEW_PAYLOAD : 'payload';
     const params: unknown[] = [project, filterText('run_id', runId)];
     let after = '';
-    if (q.cursor !== undefined) {
-      const c = decodeSpanCursor(runId, q.cursor);
+    const c = q.cursor === undefined ? undefined : decodeSpanCursor(runId, q.cursor);
+    // A since cursor: the spans stored after it, as they were stored (the arrival sequence).
+    const order = c?.stored ? 'arrival ASC' : `${SPAN_START} ASC, arrival ASC`;
+    if (c?.stored) {
+      params.push(c.arrival);
+      after = 'AND arrival > $3::bigint';
+    } else if (c) {
       params.push(c.start ?? 'Infinity', c.arrival);
       after = `AND (${SPAN_START}, arrival) > ($3::double precision, $4::bigint)`;
     }
@@ -426,13 +431,13 @@ export class RunsRepo {
          SELECT start_exact, arrival, payload, octet_length(payload::text) AS bytes FROM (
            SELECT start_exact, arrival, ${body} AS payload FROM spans
            WHERE project = $1 AND run_id = $2 ${after}
-           ORDER BY ${SPAN_START} ASC, arrival ASC
+           ORDER BY ${order}
            LIMIT ${limitParam} + 1
          ) s
        ),
        sized AS (
          SELECT start_exact, arrival, payload, row_number() OVER o AS n, sum(bytes) OVER o AS upto
-         FROM page WINDOW o AS (ORDER BY ${SPAN_START} ASC, arrival ASC ROWS UNBOUNDED PRECEDING)
+         FROM page WINDOW o AS (ORDER BY ${order} ROWS UNBOUNDED PRECEDING)
        ),
        marked AS (
          SELECT start_exact, arrival, payload, n, (n <= ${limitParam} AND (n = 1 OR upto <= ${bytesParam})) AS kept FROM sized
@@ -446,7 +451,12 @@ export class RunsRepo {
     const more = res.rows.length > rows.length;
     const page: SpanPage = {
       items: rows.map((r) => r.payload!),
-      next_cursor: more && last ? encodeSpanCursor(runId, { start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) }) : null,
+      next_cursor:
+        more && last
+          ? encodeSpanCursor(runId, c?.stored ? { start: null, arrival: String(last.arrival), stored: true } : { start: last.start_exact === null ? null : Number(last.start_exact), arrival: String(last.arrival) })
+          : null,
+      // Read from a since cursor: where the next look for spans stored later starts.
+      ...(c?.stored ? { since: encodeSpanCursor(runId, { start: null, arrival: last ? String(last.arrival) : c.arrival, stored: true }) } : {}),
     };
     // Short of the limit with spans left: the bytes cut it.
     return more && rows.length < limit ? { ...page, cut_at_bytes: maxBytes } : page;
@@ -547,6 +557,13 @@ export class RunsRepo {
     return res.rows[0]?.payload ?? null;
   }
 
+  /** The arrival number of the run's last span stored (null: none yet). */
+  private async lastArrival(project: string, runId: string): Promise<string | null> {
+    const res = await this.db.query<{ a: unknown }>('SELECT max(arrival) AS a FROM spans WHERE project = $1 AND run_id = $2', [project, runId]);
+    const a = res.rows[0]?.a;
+    return a === null || a === undefined ? null : String(a);
+  }
+
   private async exists(project: string, runId: string): Promise<boolean> {
     const res = await this.db.query('SELECT 1 FROM runs WHERE project = $1 AND run_id = $2', [project, runId]);
     return res.rows.length > 0;
@@ -557,12 +574,16 @@ export class RunsRepo {
    * asked; cut at SPAN_PAGE_BYTES as any page), its findings and its problems.
    */
   async detail(project: string, runId: string, q: RunDetailQuery = {}): Promise<RunDetail | null> {
+    if (q.since !== undefined && !decodeSpanCursor(runId, q.since).stored) {
+      throw new StoreInputError('invalid_cursor', "since is not a run page's spans_since");
+    }
     const run = await this.get(project, runId);
     if (!run) return null;
-    const page: SpanPage = (await this.spans(project, runId, { ...(q.spans_limit === undefined ? {} : { limit: q.spans_limit }), ...(q.bodies ? { bodies: q.bodies } : {}) })) ?? {
-      items: [],
-      next_cursor: null,
-    };
+    // Read before the page, so a span stored meanwhile is in what follows it (perhaps twice), never in neither.
+    const stored = q.since === undefined ? await this.lastArrival(project, runId) : null;
+    const pageQuery = { ...(q.spans_limit === undefined ? {} : { limit: q.spans_limit }), ...(q.bodies ? { bodies: q.bodies } : {}), ...(q.since === undefined ? {} : { cursor: q.since }) };
+    const page: SpanPage = (await this.spans(project, runId, pageQuery)) ?? { items: [], next_cursor: null };
+    const since = page.since ?? encodeSpanCursor(runId, { start: null, arrival: stored ?? '0', stored: true });
     const findings = await new FindingsRepo(this.db).forRun(project, runId);
     const notChecked = await this.notChecked(project, runId);
     return {
@@ -570,6 +591,7 @@ export class RunsRepo {
       spans: page.items,
       spans_next_cursor: page.next_cursor,
       ...(page.cut_at_bytes !== undefined ? { spans_cut_at_bytes: page.cut_at_bytes } : {}),
+      spans_since: since,
       findings,
       problems: groupProblems(findings.filter((f) => !f.quiet)),
       not_checked: notChecked,

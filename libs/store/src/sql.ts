@@ -143,26 +143,29 @@ export function decodeCursor(list: CursorList, cursor: string): { at: string; id
  * A run's spans, after the last one of a page: its start (null: spans without one, listed
  * last) and its arrival number. A different shape from the lists' cursors, and it names its
  * run, so one passed to another list or another run's spans is refused rather than misread.
+ *
+ * `stored: true`: the spans stored after the one of that arrival number, in the order they
+ * were stored (a run page's `spans_since`; `start` is null): where a page that follows a run
+ * still going goes on from.
  */
 export interface SpanCursor {
   start: number | null;
   arrival: string;
+  stored?: true;
 }
 
 export function encodeSpanCursor(runId: string, c: SpanCursor): string {
-  return Buffer.from(JSON.stringify({ r: runId, s: c.start, a: c.arrival }), 'utf8').toString('base64url');
+  return Buffer.from(JSON.stringify(c.stored ? { r: runId, a: c.arrival, o: 'stored' } : { r: runId, s: c.start, a: c.arrival }), 'utf8').toString('base64url');
 }
 
 export function decodeSpanCursor(runId: string, cursor: string): SpanCursor {
-  const parsed = cursorJson(cursor) as { r?: unknown; s?: unknown; a?: unknown } | undefined;
-  if (
-    typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || parsed.r !== runId ||
-    !(parsed.s === null || (typeof parsed.s === 'number' && Number.isFinite(parsed.s))) ||
-    typeof parsed.a !== 'string' || !/^\d{1,18}$/.test(parsed.a)
-  ) {
+  const parsed = cursorJson(cursor) as { r?: unknown; s?: unknown; a?: unknown; o?: unknown } | undefined;
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || parsed.r !== runId || typeof parsed.a !== 'string' || !/^\d{1,18}$/.test(parsed.a)) {
     refuseCursor();
   }
-  return { start: parsed.s as number | null, arrival: parsed.a as string };
+  if (parsed.o === 'stored' && parsed.s === undefined) return { start: null, arrival: parsed.a, stored: true };
+  if (parsed.o !== undefined || !(parsed.s === null || (typeof parsed.s === 'number' && Number.isFinite(parsed.s)))) refuseCursor();
+  return { start: parsed.s as number | null, arrival: parsed.a };
 }
 
 /** Runs and findings: a page is 50 of them unless asked, at most 500. */

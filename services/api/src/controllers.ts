@@ -18,7 +18,10 @@ export class RunsController {
     return { runs: page.items, next_cursor: page.next_cursor };
   }
 
-  /** The run page: the first page of its spans, with `spans_next_cursor` for the rest. */
+  /**
+   * The run page: the first page of its spans, with `spans_next_cursor` for the rest; with
+   * `since` (an earlier answer's `spans_since`), the spans stored since instead.
+   */
   @Get('runs/:run_id')
   async get(@Param('project') project: string, @Param('run_id') runId: string, @Query() query: QueryParams) {
     const run = await this.queries.getRun(project, pathId('run_id', runId), runQuery(query));
@@ -31,7 +34,12 @@ export class RunsController {
     const q = spansQuery(query);
     const page = await this.queries.listSpans(project, pathId('run_id', runId), q);
     if (!page) throw ApiError.notFound(`no run ${runId} in project ${project}`);
-    return { spans: page.items, next_cursor: page.next_cursor, ...(page.cut_at_bytes !== undefined ? { cut_at_bytes: page.cut_at_bytes } : {}) };
+    return {
+      spans: page.items,
+      next_cursor: page.next_cursor,
+      ...(page.cut_at_bytes !== undefined ? { cut_at_bytes: page.cut_at_bytes } : {}),
+      ...(page.since !== undefined ? { since: page.since } : {}),
+    };
   }
 
   /** One span whole: what the run page shows of the span selected (its list gives previews). */

@@ -135,9 +135,9 @@ export function spansQuery(q: QueryParams): SpanPageQuery {
   return parseQuery(q, { limit: limitParam(MAX_SPAN_PAGE), cursor: cursorParam, bodies: oneOf(SPAN_BODIES) });
 }
 
-/** The run page: its spans' bodies whole or cut to a preview. */
+/** The run page: its spans' bodies whole or cut to a preview; `since` an earlier answer's spans_since. */
 export function runQuery(q: QueryParams): RunDetailQuery {
-  return parseQuery(q, { bodies: oneOf(SPAN_BODIES) });
+  return parseQuery(q, { bodies: oneOf(SPAN_BODIES), since: cursorParam });
 }
 
 /** An endpoint that takes no query parameters. */

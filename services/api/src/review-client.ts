@@ -66,7 +66,7 @@ export class ReviewGrpcClient implements ReviewQueries {
     );
 
   getRun: ReviewQueries['getRun'] = (project, runId, q = {}) =>
-    this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId, spans_limit: q.spans_limit ?? 0, bodies: q.bodies ?? '' }));
+    this.json(this.call<v1.GetRunRequest, v1.JsonReply>(this.client.getRun as never, { project, run_id: runId, spans_limit: q.spans_limit ?? 0, bodies: q.bodies ?? '', spans_since: q.since ?? '' }));
 
   listSpans: ReviewQueries['listSpans'] = (project, runId, q = {}) =>
     this.json(

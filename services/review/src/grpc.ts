@@ -46,7 +46,13 @@ export function reviewGrpcService(
       ),
     ),
     getRun: unary(async (r: v1.GetRunRequest) =>
-      reply(await queries.getRun(r.project, r.run_id, { ...(r.spans_limit ? { spans_limit: r.spans_limit } : {}), ...(r.bodies ? { bodies: r.bodies as SpanBodies } : {}) })),
+      reply(
+        await queries.getRun(r.project, r.run_id, {
+          ...(r.spans_limit ? { spans_limit: r.spans_limit } : {}),
+          ...(r.bodies ? { bodies: r.bodies as SpanBodies } : {}),
+          ...(r.spans_since ? { since: r.spans_since } : {}),
+        }),
+      ),
     ),
     listSpans: unary(async (r: v1.ListSpansRequest) =>
       reply(

@@ -35,7 +35,7 @@ const schemas: Record<string, Schema> = {
   }),
   Problem: { allOf: [ref('Finding'), object({ related: arr(ref('Finding')) })] },
   RunDetail: object({
-    run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), spans_cut_at_bytes: int, findings: arr(ref('Finding')), problems: arr(ref('Problem')),
+    run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), spans_cut_at_bytes: int, spans_since: str, findings: arr(ref('Finding')), problems: arr(ref('Problem')),
     not_checked: arr(object({ check_id: str, anchor: str, span_ids: arr(str), reason: nullable(str), at: time }, { closed: true })),
   }, { optional: ['spans_cut_at_bytes'] }),
 
@@ -250,8 +250,20 @@ const paths: Record<string, Record<string, unknown>> = {
       ok: { schema: object({ runs: arr(ref('Run')), next_cursor: nullable(str) }) },
     }),
   },
-  [`${P}/runs/{run_id}`]: { get: op('runs', { summary: 'A run with its first page of spans and its findings', params: [project, p('run_id', 'path'), bodies], ok: { schema: ref('RunDetail') } }) },
-  [`${P}/runs/{run_id}/spans`]: { get: op('runs', { summary: "A run's spans, page by page", params: [project, p('run_id', 'path'), ...pageOf(500, 2000), bodies], ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str), cut_at_bytes: int }, { optional: ['cut_at_bytes'] }) } }) },
+  [`${P}/runs/{run_id}`]: {
+    get: op('runs', {
+      summary: 'A run with its first page of spans and its findings',
+      params: [project, p('run_id', 'path'), bodies, p('since', 'query', str, "spans_since of an earlier answer: the spans stored since (in the order they were stored) instead of the first page, the run and its findings as they are now (a page following a run still going)")],
+      ok: { schema: ref('RunDetail') },
+    }),
+  },
+  [`${P}/runs/{run_id}/spans`]: {
+    get: op('runs', {
+      summary: "A run's spans, page by page",
+      params: [project, p('run_id', 'path'), ...pageOf(500, 2000), bodies],
+      ok: { schema: object({ spans: arr(ref('Span')), next_cursor: nullable(str), cut_at_bytes: int, since: str }, { optional: ['cut_at_bytes', 'since'] }) },
+    }),
+  },
   [`${P}/runs/{run_id}/spans/{span_id}`]: { get: op('runs', { summary: 'One span of the run, whole (404 when the run has no such span)', params: [project, p('run_id', 'path'), p('span_id', 'path')], ok: { schema: object({ span: ref('Span') }) } }) },
   [`${P}/findings`]: {
     get: op('findings', {
