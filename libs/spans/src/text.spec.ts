@@ -75,6 +75,23 @@ describe('canonicalJson', () => {
     expect(canonicalJson(undefined)).toBe('');
     expect(canonicalJson('a')).toBe('"a"');
   });
+
+  it("writes strings and numbers, as keys and values, exactly as JSON.stringify does (quotes, control characters, lone surrogates, -0, exponents)", () => {
+    const text = fc.string({ unit: 'binary', maxLength: 12 });
+    fc.assert(
+      fc.property(text, text, fc.double(), (k, s, n) => {
+        expect(canonicalJson(s)).toBe(JSON.stringify(s));
+        expect(canonicalJson(n)).toBe(JSON.stringify(n));
+        const o = JSON.parse(`{${JSON.stringify(k)}:[${JSON.stringify(s)},${JSON.stringify(n)}]}`);
+        expect(canonicalJson(o)).toBe(JSON.stringify(o));
+      }),
+      { numRuns: 2000 },
+    );
+    for (const s of ['"', '\\', '\u0000', '\u001f', '\u007f', '\u2028', '\ud800', 'a\udc00', '\u{1f600}', 'line\nbreak', 'tab\t'])
+      expect(canonicalJson({ [s]: s })).toBe(JSON.stringify({ [s]: s }));
+    for (const n of [-0, 0, 1e21, 1e-7, 5e-324, -1.5, 2 ** 53, NaN, Infinity, -Infinity]) expect(canonicalJson([n])).toBe(JSON.stringify([n]));
+    expect(canonicalJson([true, false, null])).toBe('[true,false,null]');
+  });
 });
 
 describe('valueText', () => {

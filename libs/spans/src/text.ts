@@ -35,7 +35,7 @@ function safeStringify(v: unknown): string {
 /** A stable string for comparing arguments (`same: [input]`): object keys sorted. */
 export function canonicalJson(v: unknown): string {
   if (v === undefined) return '';
-  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? '';
+  if (v === null || typeof v !== 'object') return primitiveJson(v);
   // Called for every span a `repeat` check compares: plain loops, no intermediate arrays.
   if (Array.isArray(v)) {
     let out = '[';
@@ -51,10 +51,34 @@ export function canonicalJson(v: unknown): string {
     const k = keys[i];
     const val = o[k];
     if (val === undefined) continue;
-    out += `${first ? '' : ','}${JSON.stringify(k)}:${canonicalJson(val)}`;
+    out += `${first ? '' : ','}${stringJson(k)}:${canonicalJson(val)}`;
     first = false;
   }
   return `${out}}`;
+}
+
+/** What JSON.stringify escapes in a string: quotes, backslashes, control characters, lone surrogates (any surrogate here: the pairs go to JSON.stringify too). */
+// eslint-disable-next-line no-control-regex -- the control characters are what it looks for
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * JSON.stringify's text of a string, quoted without a call into it when nothing needs escaping
+ * (object keys and short argument values almost always): about half its cost a string.
+ */
+function stringJson(s: string): string {
+  return NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`;
+}
+
+/**
+ * JSON.stringify's text of a value that is not an object ('' for what it leaves out). A finite
+ * number's JSON is its string (ECMA-262 SerializeJSONProperty), -0 included: String() is about
+ * a seventh of the cost of the call.
+ */
+function primitiveJson(v: unknown): string {
+  if (typeof v === 'string') return stringJson(v);
+  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : 'null';
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  return JSON.stringify(v) ?? '';
 }
 
 /**
