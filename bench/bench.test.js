@@ -114,6 +114,20 @@ test("the flood fails (exit code 1), after printing its result, when the server'
   assert.equal(warned.length, 1);
 });
 
+test("npm run bench fails too (its table printed, then the flood's failure) when the flood's server memory went past its ceiling", () => {
+  const { report } = require('./run');
+  const flood = (peak) => ({
+    flood: { seconds: 60, exports_in_flight: 64, accepted_spans_per_s: 4510, refused_spans_per_s: 76435, accepted_export_p99_ms: 80 },
+    baseline_unloaded: { accepted_spans_per_s: 9000, export_p99_ms: 20 },
+    memory: { rss_peak_during_flood_mb: peak, ceiling_mb: 1024, under_ceiling: peak < 1024, rss_idle_mb: 300 },
+  });
+  const over = report({ flood: flood(1129) });
+  assert.deepEqual(over.failed, ["flood: the server's resident memory peaked at 1129 MB, over its 1024 MB ceiling"]);
+  assert.deepEqual(over.broken, []);
+  assert.ok(over.rows.some((r) => r[1] === 'peak 1129 MB (ceiling 1024 MB)'));
+  assert.deepEqual(report({ flood: flood(989) }).failed, []);
+});
+
 test("a NEATROOTS_HOME or port in the user's shell does not move the soak's and flood's server", () => {
   const { serverEnv } = require('./flood');
   const user = { NEATROOTS_HOME: '/home/me/.neatroots', NEATROOTS_GRPC_PORT: '4317', NEATROOTS_OTLP_PORT: '4318', NEATROOTS_HTTP_PORT: '8080', NEATROOTS_API_KEYS: 'me=secret', NEATROOTS_MAX_BACKLOG: '5000' };

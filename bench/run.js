@@ -9,7 +9,8 @@
 // by the ceiling's own workload until everything is stored) of the null OTLP/gRPC receiver; the
 // neatroots.v1 rows of a null neatroots.v1 receiver taking the same ExportRequests at the row's
 // own connections and exports in flight. A baseline above 1.0 of its ceiling means the comparison
-// is broken: the run then prints no table, says which, and exits 1.
+// is broken: the run then prints no table, says which, and exits 1. The flood's server memory past
+// its ceiling is a failure too: the table is printed, then what failed, and the run exits 1.
 // --only bus: the bus alone, packs against one record per span (bench/bus.js).
 // (flood: FLOOD_SECONDS, default 60, at 64 exports in flight against `neatroots start`)
 // It runs with the servers' node flags (bench/server-flags.js), as `neatroots start` does.
@@ -18,7 +19,7 @@ const { benchReplay } = require('./replay');
 const { benchE2e } = require('./e2e');
 const { benchDistributed } = require('./distributed');
 const { benchQuestions } = require('./questions');
-const { benchFlood } = require('./flood');
+const { benchFlood, overCeiling } = require('./flood');
 const { benchSop } = require('./sop');
 const { benchReview } = require('./review');
 const { benchLimits } = require('./limits');
@@ -112,7 +113,7 @@ async function main({ spans = 1_000_000, only: names = DEFAULT } = {}) {
     out.review = await benchReview();
     for (const r of out.review) console.log('review:', JSON.stringify(r));
   }
-  const { rows, broken } = report(out);
+  const { rows, broken, failed } = report(out);
   if (broken.length) {
     console.error(`\nno table: ${broken.length === 1 ? 'a figure came out' : 'figures came out'} above its ceiling, so the comparison is broken (not the same protocol, exports or concurrency, or the ceiling was not measured alike):`);
     for (const b of broken) console.error(`- ${b}`);
@@ -121,6 +122,11 @@ async function main({ spans = 1_000_000, only: names = DEFAULT } = {}) {
   }
   console.log('\n| what | measured | baseline in the same run |\n| --- | --- | --- |');
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+  // A figure measured right that is a failure in itself (the flood's memory past its ceiling): the table stands, the run fails.
+  if (failed.length) {
+    for (const f of failed) console.error(f);
+    process.exitCode = 1;
+  }
 }
 
 /**
@@ -129,6 +135,8 @@ async function main({ spans = 1_000_000, only: names = DEFAULT } = {}) {
  */
 function report(out) {
   const broken = [];
+  // Figures that are failures themselves (not broken comparisons): the run exits 1 after its table.
+  const failed = [];
   /** `n` spans/s and its share of `ceil` (a ceiling result: spans_per_s, protocol), named. */
   const shareOf = (ceil, label) => (n) => {
     if (!ceil?.spans_per_s) return `${n} spans/s`;
@@ -222,6 +230,8 @@ function report(out) {
     const f = out.flood;
     rows.push([`flood: ${f.flood.seconds} s at ${f.flood.exports_in_flight} exports in flight`, `accepted ${f.flood.accepted_spans_per_s} spans/s, refused ${f.flood.refused_spans_per_s} spans/s; export p99 ${f.flood.accepted_export_p99_ms} ms`, `unloaded: ${f.baseline_unloaded.accepted_spans_per_s} spans/s, p99 ${f.baseline_unloaded.export_p99_ms} ms`]);
     rows.push(['flood: server memory', `peak ${f.memory.rss_peak_during_flood_mb} MB (ceiling ${f.memory.ceiling_mb} MB)`, `idle ${f.memory.rss_idle_mb} MB`]);
+    const over = overCeiling(f);
+    if (over) failed.push(over);
   }
   if (out.limits) {
     rows.push(['ingest: items normalised and held to the limits (NEATROOTS_MAX_*)', `${out.limits.items_per_s} items/s (+${out.limits.extra_us_per_item} µs/item)`, `without the limits: ${out.limits.baseline_no_limits_items_per_s} items/s`]);
@@ -270,7 +280,7 @@ function report(out) {
     rows.push([`review on ${r.db}, ${r.sessions} sessions, ${r.findings} findings: review queue / patterns / Insights`, `${r.review_queue_ms} / ${r.patterns_ms} / ${r.insights_ms} ms`, base]);
     rows.push([`review on ${r.db}: assigning findings to patterns`, `${r.assign_findings_per_s} findings/s (backfill); one session ${r.assign_one_session_ms} ms`, '']);
   }
-  return { rows, broken };
+  return { rows, broken, failed };
 }
 
 module.exports = { report };
