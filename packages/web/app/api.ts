@@ -91,6 +91,9 @@ export const api = {
   runs: (s: Session, p: Params) => call<{ runs: Run[] } & Page>(s, 'runs', { params: p }),
   /** The run page with its spans' input and output cut to a preview (`truncated` says which): `span` gives one whole. */
   run: (s: Session, runId: string) => call<RunDetail & { spans: ListedSpan[] }>(s, `runs/${encodeURIComponent(runId)}`, { params: { bodies: 'preview' } }),
+  /** The run as it is now, with only the spans stored after an earlier answer's `spans_since` (a page following a run still going). */
+  runSince: (s: Session, runId: string, since: string) =>
+    call<RunDetail & { spans: ListedSpan[] }>(s, `runs/${encodeURIComponent(runId)}`, { params: { bodies: 'preview', since } }),
   spans: (s: Session, runId: string, cursor: string) =>
     call<{ spans: ListedSpan[] } & Page>(s, `runs/${encodeURIComponent(runId)}/spans`, { params: { cursor, limit: 2000, bodies: 'preview' } }),
   /** One span whole (404 when the run has no such span). */

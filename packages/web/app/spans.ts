@@ -59,3 +59,41 @@ export function timeRange(spans: Span[]): { start: number; end: number } | null 
   }
   return Number.isFinite(start) ? { start, end: Math.max(end, start + 1) } : null;
 }
+
+/**
+ * The spans listed, with spans read later (a run page following a run still going) put where
+ * the API would list them: by start (spans without one last), then in the order they came, so
+ * a later span goes after those already listed that started at the same time. A span already
+ * listed (read twice, or sent again) is replaced where it is. `listed` is in the API's order
+ * and is not changed; the answer is `listed` itself when `later` is empty. Linear in the spans
+ * listed, plus sorting those read later.
+ */
+export function mergeSpans<S extends Span>(listed: S[], later: S[]): S[] {
+  if (!later.length) return listed;
+  const at = new Map(listed.map((s, i) => [s.span_id, i]));
+  const out = listed.slice();
+  const fresh: S[] = [];
+  const seen = new Set<string>();
+  // The last of a span read twice in `later` wins.
+  for (let i = later.length - 1; i >= 0; i--) {
+    const s = later[i];
+    if (seen.has(s.span_id)) continue;
+    seen.add(s.span_id);
+    const j = at.get(s.span_id);
+    if (j !== undefined) out[j] = s;
+    else fresh.push(s);
+  }
+  if (!fresh.length) return out;
+  fresh.reverse();
+  const start = (s: Span) => s.start_ms ?? Infinity;
+  // Stable: spans read later that started together keep the order they came in.
+  fresh.sort((a, b) => (start(a) < start(b) ? -1 : start(a) > start(b) ? 1 : 0));
+  const merged: S[] = [];
+  let i = 0;
+  for (const s of fresh) {
+    while (i < out.length && start(out[i]) <= start(s)) merged.push(out[i++]);
+    merged.push(s);
+  }
+  while (i < out.length) merged.push(out[i++]);
+  return merged;
+}

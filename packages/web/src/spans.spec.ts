@@ -1,4 +1,4 @@
-import { timelineRows } from '../app/spans';
+import { mergeSpans, timelineRows } from '../app/spans';
 import type { Span } from '../app/types';
 
 /** A span as the API gives it, with only what the timeline reads. */
@@ -34,5 +34,37 @@ describe('the run page timeline', () => {
     }
     expect(rows[n]).toEqual({ span: spans[n], depth: 0 });
     expect(rows.slice(n + 1).map((r) => `${r.span.span_id}@${r.depth}`)).toEqual(Array.from({ length: 1000 }, (_, i) => `o${i}@1`));
+  });
+});
+
+describe('spans read later on a run page following a run', () => {
+  const at = (span_id: string, start_ms?: number, parent_id?: string): Span => ({ ...span(span_id, parent_id), start_ms }) as Span;
+  const ids = (spans: Span[]) => spans.map((s) => s.span_id);
+
+  it('puts each where the API lists it: by start, after those listed that started at the same time, those without a start last', () => {
+    const listed = [at('a', 10), at('b', 20), at('c', 20), at('x')];
+    const later = [at('late-b', 20), at('root', 0), at('d', 30), at('none'), at('first-of-two', 25), at('second-of-two', 25)];
+    expect(ids(mergeSpans(listed, later))).toEqual(['root', 'a', 'b', 'c', 'late-b', 'first-of-two', 'second-of-two', 'd', 'x', 'none']);
+  });
+
+  it('replaces a span listed already where it is, the last copy winning, and gives the list itself when nothing came', () => {
+    const listed = [at('a', 10), at('b', 20)];
+    expect(mergeSpans(listed, [])).toBe(listed);
+    const merged = mergeSpans(listed, [{ ...at('a', 10), name: 'old' }, { ...at('a', 10), name: 'new' }]);
+    expect(merged.map((s) => `${s.span_id}:${s.name}`)).toEqual(['a:new', 'b:b']);
+    expect(ids(listed)).toEqual(['a', 'b']);
+    expect(listed[0].name).toBe('a');
+  });
+
+  it('keeps a tree: a parent read after its children puts them under it', () => {
+    const listed = [at('c1', 5, 'root'), at('c2', 6, 'root')];
+    expect(shape(mergeSpans(listed, [at('root', 0)]))).toEqual(['root@0', 'c1@1', 'c2@1']);
+  });
+
+  it('merges a few spans into 50,000, each in its place', () => {
+    const listed = Array.from({ length: 50_000 }, (_, i) => at(`s${i}`, i));
+    const merged = mergeSpans(listed, [at('mid', 25_000.5), at('end', 60_000)]);
+    expect(merged).toHaveLength(50_002);
+    expect([merged[25_001].span_id, merged[50_001].span_id]).toEqual(['mid', 'end']);
   });
 });

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { api, ApiFailure } from '../api';
 import { FindingCard, StateBadge } from '../components/FindingCard';
 import { Highlight } from '../components/Highlight';
@@ -8,7 +8,7 @@ import { Ext } from '../components/Ext';
 import { failure } from '../load';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
-import { timelineRows, timeRange } from '../spans';
+import { mergeSpans, timelineRows, timeRange } from '../spans';
 import type { Finding, ListedSpan, RunDetail, Span } from '../types';
 
 const ROW = 30;
@@ -18,6 +18,28 @@ const FINDINGS_PAGE = 100;
 const MARKERS = 3;
 /** The state a span's markers show when they are one: the most pressing of its findings'. */
 const STATE_ORDER: Finding['state'][] = ['open', 'active', 'resolved', 'dismissed'];
+/** A run not ended is looked at again this often while its tab is visible (GET runs/{id}?since=). */
+const FOLLOW_MS = 3_000;
+/** After failures, the wait doubles up to this. */
+const FOLLOW_MAX_MS = 60_000;
+
+/** `next`, with each item equal to one of `prev` (by its JSON) being that one: what did not change does not render again. */
+function keepSame<T extends { id: string }>(prev: T[], next: T[]): T[] {
+  const old = new Map(prev.map((x) => [x.id, x]));
+  let same = prev.length === next.length;
+  const out = next.map((x, i) => {
+    const o = old.get(x.id);
+    const keep = o && JSON.stringify(o) === JSON.stringify(x) ? o : x;
+    if (keep !== prev[i]) same = false;
+    return keep;
+  });
+  return same ? prev : out;
+}
+
+/** Whether the page follows the run (it had not ended when opened), and how that stands. */
+type Follow = { state: 'live'; at: number; error?: string } | { state: 'ended'; at: number };
+
+const clock = (ms: number) => new Date(ms).toLocaleTimeString();
 
 function mostPressing(findings: Finding[]): Finding['state'] {
   return STATE_ORDER.find((s) => findings.some((f) => f.state === s)) ?? findings[0].state;
@@ -37,15 +59,21 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const [error, setError] = useState<string | null>(null);
   /** A later page of spans that failed: said beside the spans already shown, which stay. */
   const [spansError, setSpansError] = useState<string | null>(null);
+  /** Where the spans stored after those read start (the API's spans_since). */
+  const since = useRef<string | null>(null);
+  const [follow, setFollow] = useState<Follow | null>(null);
 
   useEffect(() => {
     let live = true;
     setDetail(null);
     setError(null);
     setSpansError(null);
+    setFollow(null);
+    since.current = null;
     (async () => {
       const d = await api.run(session, runId);
       if (!live) return;
+      since.current = d.spans_since;
       setDetail(d);
       setFindings(d.findings);
       setSpans(d.spans);
@@ -70,7 +98,65 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
     };
   }, [session, runId]);
 
+  // A run not ended, its spans read: what is new is read every few seconds while the tab is
+  // visible (only the spans stored since, the run and its findings), until the run ends.
+  const followable = !!detail && !more && !detail.run.end_status;
+  useEffect(() => {
+    if (!followable) return;
+    let stopped = false;
+    let busy = false;
+    let failures = 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    setFollow((f) => f ?? { state: 'live', at: Date.now() });
+    const later = (ms: number) => {
+      clearTimeout(timer);
+      if (!stopped && !document.hidden) timer = setTimeout(() => void tick(), ms);
+    };
+    const tick = async () => {
+      if (stopped || busy || document.hidden || !since.current) return;
+      busy = true;
+      let wait = FOLLOW_MS;
+      try {
+        const d = await api.runSince(session, runId, since.current);
+        if (stopped) return;
+        failures = 0;
+        since.current = d.spans_since;
+        if (d.spans.length) setSpans((prev) => mergeSpans(prev, d.spans));
+        setFindings((prev) => keepSame(prev, d.findings));
+        setDetail((prev) =>
+          !prev || (JSON.stringify(prev.run) === JSON.stringify(d.run) && JSON.stringify(prev.not_checked) === JSON.stringify(d.not_checked))
+            ? prev
+            : { ...prev, run: d.run, not_checked: d.not_checked },
+        );
+        setFollow(d.run.end_status ? { state: 'ended', at: Date.now() } : { state: 'live', at: Date.now() });
+        // More stored than one answer holds: the rest at once.
+        if (d.spans_next_cursor) wait = 0;
+      } catch (err) {
+        if (stopped) return;
+        failures++;
+        wait = Math.min(FOLLOW_MAX_MS, FOLLOW_MS * 2 ** failures);
+        setFollow((f) => ({ state: 'live', at: f?.at ?? Date.now(), error: failure(err) }));
+      } finally {
+        busy = false;
+      }
+      later(wait);
+    };
+    // A hidden tab asks nothing; shown again, it looks at once.
+    const shown = () => {
+      if (document.hidden) clearTimeout(timer);
+      else if (!busy) void tick();
+    };
+    document.addEventListener('visibilitychange', shown);
+    later(FOLLOW_MS);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+      document.removeEventListener('visibilitychange', shown);
+    };
+  }, [session, runId, followable]);
+
   const rows = useMemo(() => timelineRows(spans), [spans]);
+  const rowKey = useCallback((i: number) => rows[i].span.span_id, [rows]);
   const range = useMemo(() => timeRange(spans), [spans]);
   const byId = useMemo(() => new Map(spans.map((s) => [s.span_id, s])), [spans]);
   const citing = useMemo(() => {
@@ -109,7 +195,8 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
     return () => {
       live = false;
     };
-  }, [session, runId, wantedSpan, !!listedWhole]);
+    // !!listed: a span not in the run when asked may be listed later (a run still going).
+  }, [session, runId, wantedSpan, !!listedWhole, !!listed]);
   const read = fetched && fetched.runId === runId && fetched.spanId === wantedSpan ? fetched : null;
 
   if (error) return <main id="main"><h1>Run <Ext>{runId}</Ext></h1><p role="alert" className="error">{error}</p></main>;
@@ -129,10 +216,23 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
         <p className="meta">
           {run.workflow ? <Ext>{run.workflow}</Ext> : 'no workflow'}
           {run.session_id && <> · session <Ext>{run.session_id}</Ext></>} · started {when(run.started_at)} ·{' '}
-          {run.end_status ? <span className={`badge end-${run.end_status}`}>{run.end_status}</span> : 'running'} · {count(run.span_count, 'span')}
+          {run.end_status ? <span className={`badge end-${run.end_status}`}>{run.end_status}</span> : 'running'}
+          {run.ended_at && <> after {duration(Date.parse(run.ended_at) - Date.parse(run.started_at))}</>} · {count(run.span_count, 'span')}
           {run.error_count > 0 && <span className="error"> · {count(run.error_count, 'error')}</span>} · {run.total_tokens} tokens ·{' '}
           <Link to={`${base}/runs`}>all runs</Link>
         </p>
+        {follow && (
+          <p className={`follow ${follow.state}`} role="status" aria-label="Following the run">
+            {follow.state === 'ended' ? (
+              <>Run ended — stopped following at {clock(follow.at)}</>
+            ) : (
+              <>
+                <span className="follow-dot" aria-hidden="true" /> Live — updated {clock(follow.at)}
+                {follow.error && <span className="error"> · could not update ({follow.error}); trying again</span>}
+              </>
+            )}
+          </p>
+        )}
       </header>
       <div className="run-grid">
         <section className="timeline" aria-label="Spans">
@@ -154,6 +254,7 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
               id="spans"
               label="Spans in order"
               count={rows.length}
+              rowKey={rowKey}
               rowHeight={ROW}
               selected={selected}
               onSelect={(i) => show(rows[i].span.span_id)}

@@ -1,3 +1,4 @@
+import { useEffect, useState } from 'react';
 import { api } from '../api';
 import { Ext } from '../components/Ext';
 import { when } from '../format';
@@ -5,9 +6,14 @@ import { useLoad } from '../load';
 import { Link, type Where } from '../router';
 import { apiFilters, ListState, Pager, TimeRangeAndSubmit, useUrlFilters } from '../url-filters';
 import type { Session } from '../session';
+import type { Page, Run } from '../types';
 
 /** The list's filters and paging, as they stand in the URL (times as the form gives them, local). */
 const FILTERS = ['workflow', 'session_id', 'end_status', 'has_open_findings', 'from', 'to', 'limit', 'cursor'] as const;
+/** The first page is read again this often while the tab is visible: newer runs are offered, not shown under the pointer. */
+const RECHECK_MS = 10_000;
+
+type RunsPage = { runs: Run[] } & Page;
 
 /**
  * Runs, newest first, with the API's filters (workflow, session, end status, open problems,
@@ -17,8 +23,48 @@ const FILTERS = ['workflow', 'session_id', 'end_status', 'has_open_findings', 'f
 export function Runs({ session, base, where }: { session: Session; base: string; where: Where }) {
   const { params, field, submit } = useUrlFilters(FILTERS, where, `${base}/runs`);
   const runs = useLoad(() => api.runs(session, apiFilters(params)), [session, where.query.toString()]);
+  /** The first page as read again since the list was loaded (`base`), and the one the user chose to show. */
+  const [later, setLater] = useState<{ base: RunsPage; page: RunsPage } | null>(null);
+  const [chosen, setChosen] = useState<{ base: RunsPage; page: RunsPage } | null>(null);
+  const data = runs.data && chosen?.base === runs.data ? chosen.page : runs.data;
 
-  const next = runs.data?.next_cursor;
+  // On the first page, the same page is read again every few seconds (one request) while the
+  // tab is visible; what changed is offered above the list, which stays as it is until asked.
+  const loaded = !params.cursor ? runs.data : null;
+  useEffect(() => {
+    if (!loaded) return;
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const again = () => {
+      clearTimeout(timer);
+      if (!stopped && !document.hidden) timer = setTimeout(() => void look(), RECHECK_MS);
+    };
+    const look = async () => {
+      try {
+        const page = await api.runs(session, apiFilters(params));
+        if (!stopped) setLater({ base: loaded, page });
+      } catch {
+        // Said nowhere: the list shown stays, and the next look may do better.
+      }
+      again();
+    };
+    const shown = () => (document.hidden ? clearTimeout(timer) : again());
+    document.addEventListener('visibilitychange', shown);
+    again();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+      document.removeEventListener('visibilitychange', shown);
+    };
+  }, [session, loaded]);
+  const fresh = runs.data && later?.base === runs.data ? later.page : null;
+  const listed = new Set(data?.runs.map((r) => r.run_id));
+  const newer = fresh ? fresh.runs.filter((r) => !listed.has(r.run_id)).length : 0;
+  // Filtered to running runs: those no longer on the page ended.
+  const inFresh = new Set(fresh?.runs.map((r) => r.run_id));
+  const ended = fresh && params.end_status === 'running' ? (data?.runs.filter((r) => !inFresh.has(r.run_id)).length ?? 0) : 0;
+
+  const next = data?.next_cursor;
 
   return (
     <main id="main">
@@ -54,8 +100,21 @@ export function Runs({ session, base, where }: { session: Session; base: string;
         <TimeRangeAndSubmit fromLabel="Started from" field={field} />
       </form>
       {runs.loading && <p aria-busy="true">Loading…</p>}
-      <ListState error={runs.error} empty={!!runs.data && runs.data.runs.length === 0} noun="runs" paged={!!params.cursor} />
-      {runs.data && runs.data.runs.length > 0 && (
+      <p role="status" className="meta" aria-label="Newer runs">
+        {fresh && (newer > 0 || ended > 0) && (
+          <>
+            {[newer > 0 ? (newer >= fresh.runs.length && fresh.next_cursor ? `${newer}+ new runs` : newer === 1 ? '1 new run' : `${newer} new runs`) : '', ended > 0 ? `${ended} ended` : '']
+              .filter(Boolean)
+              .join(', ')}{' '}
+            —{' '}
+            <button type="button" onClick={() => runs.data && setChosen({ base: runs.data, page: fresh })}>
+              Show
+            </button>
+          </>
+        )}
+      </p>
+      <ListState error={runs.error} empty={!!data && data.runs.length === 0} noun="runs" paged={!!params.cursor} />
+      {data && data.runs.length > 0 && (
         <div className="scroll-x">
           <table className="runs">
             <thead>
@@ -71,7 +130,7 @@ export function Runs({ session, base, where }: { session: Session; base: string;
               </tr>
             </thead>
             <tbody>
-              {runs.data.runs.map((r) => (
+              {data.runs.map((r) => (
                 <tr key={r.run_id}>
                   <td className="id">
                     <Link to={`${base}/runs/${encodeURIComponent(r.run_id)}`}>
