@@ -449,7 +449,7 @@ guidance: Be polite.
     await expect(heading.textContent()).resolves.toBe(`Run ${shownId}`);
     await expect(page.title()).resolves.toBe(`Run ${shownId} · neatroots`);
     const meta = page.locator('.run-head p.meta');
-    await expect(meta.textContent()).resolves.toMatch(/^wf⟨U\+202E⟩ · session sess-rtl · started .* · ok · 1 span · 0 tokens · all runs$/);
+    await expect(meta.textContent()).resolves.toMatch(/^wf⟨U\+202E⟩ · session sess-rtl · started .* · ok after .* · 1 span · 0 tokens · all runs$/);
     // The info line reads left to right past the workflow: the run's end before "all runs", as written.
     const end = (await meta.locator('.badge').boundingBox())!;
     const allRuns = (await meta.getByRole('link', { name: 'all runs' }).boundingBox())!;
