@@ -305,3 +305,30 @@ test("the replay row says what its ratio is: replay's CPU against the engine's",
   assert.equal(row[1], '74600 spans/s');
   assert.equal(row[2], "the rule engine alone, item by item: 71300 spans/s; replay's CPU x0.97 the engine's (median of the pairs)");
 });
+
+test('--cap reads the chart\'s memory limits as Kubernetes quantities', () => {
+  const { quantityBytes } = require('./cgroup');
+  assert.equal(quantityBytes('512Mi'), 512 * 1048576);
+  assert.equal(quantityBytes('1Gi'), 1073741824);
+  assert.equal(quantityBytes('1.5Gi'), 1.5 * 1073741824);
+  assert.equal(quantityBytes('800M'), 800e6);
+  assert.equal(quantityBytes(1048576), 1048576);
+  assert.throws(() => quantityBytes('lots'), /not a memory quantity: lots/);
+});
+
+test('a process over its memory cap is killed by the kernel, and the cap says so (root only)', (t) => {
+  const { memoryCap, memoryCgroupRoot } = require('./cgroup');
+  const { spawnSync } = require('node:child_process');
+  const root = memoryCgroupRoot();
+  if (!root.dir) return t.skip(root.why);
+  const cap = memoryCap(`bench-test-${process.pid}`, 200 * 1048576);
+  try {
+    // 400 MB of Buffers (outside V8's heap limit): only the cgroup stops it
+    const [file, args] = cap.command(process.execPath, ['-e', 'const a = []; for (let i = 0; i < 40; i++) a.push(Buffer.alloc(10 * 1048576, 1))']);
+    const r = spawnSync(file, args);
+    assert.equal(r.signal, 'SIGKILL');
+    assert.equal(cap.oomKills(), 1);
+  } finally {
+    cap.remove();
+  }
+});

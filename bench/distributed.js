@@ -11,7 +11,11 @@
 // the same way; then the OTLP ceiling's own workload (bench/ceiling.js workload(): OTel SDK
 // spans over OTLP/gRPC, 8 in flight over 2 connections) sent into the same deployment until
 // everything is stored, beside that OTLP ceiling (`--no-otlp` leaves that phase out).
-//   node bench/distributed.js 100000 [--no-question] [--no-otlp] [--per-run N] [--latency-rate N]
+// Each service's peak resident memory (the kernel's high-water mark) is reported too, with its
+// V8 heap and external memory (Buffers) when its resident size was highest; `--backlog` starts
+// the rule engine on a full events topic and the question service on a full questions topic.
+// `--cap` runs each service under the chart's memory limit for it (a cgroup), as in its pod.
+//   node bench/distributed.js 100000 [--no-question] [--no-otlp] [--backlog] [--cap [--values FILE]] [--per-run N] [--latency-rate N]
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -26,6 +30,7 @@ const { buildBatches, send, paced, v1Ceiling, verifyStored } = require('./e2e');
 const { benchCeiling, busItems, workload } = require('./ceiling');
 const { grpcCaller, pump } = require('./otlp');
 const { deadlineMs, waitFor, waitUntil } = require('./wait');
+const { chartCaps, memoryCap } = require('./cgroup');
 
 const CLI = path.resolve(__dirname, '../packages/neatroots/bin/neatroots.js');
 const KEY = 'bench-key';
@@ -84,6 +89,87 @@ function treeCpuSeconds(pid) {
     }
   } catch {}
   return sum;
+}
+
+/** A process's resident memory now and its peak so far (VmRSS, VmHWM), in bytes; undefined once it has exited. */
+function rssOf(pid) {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (k) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN) * 1024;
+    return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What each service holds in memory: every `everyMs` its resident size, and when that is the
+ * highest yet, its /metrics' V8 heap (used, and the total V8 holds) and external memory
+ * (Buffers: Kafka fetches, decompressed batches): what the peak is made of. The peak itself is
+ * the kernel's high-water mark (VmHWM), which no sample misses.
+ */
+function memorySampler(byTarget, admins, cgroups = {}, everyMs = 500) {
+  const peaks = {};
+  // A capped service is its cgroup's processes (the command and the server it relaunched as): summed.
+  const usage = (t, p) => {
+    if (!cgroups[t]) return rssOf(p.pid);
+    let pids = [];
+    try {
+      pids = fs.readFileSync(path.join(cgroups[t].dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+    } catch {}
+    const each = pids.map(rssOf).filter(Boolean);
+    return each.length ? { rss: each.reduce((a, m) => a + m.rss, 0), hwm: each.reduce((a, m) => a + m.hwm, 0) } : undefined;
+  };
+  let busy = false;
+  const sample = async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      await Promise.all(Object.entries(byTarget).map(async ([t, p]) => {
+        const now = usage(t, p);
+        if (!now) return;
+        const peak = (peaks[t] ??= { rss: 0, hwm: 0 });
+        peak.hwm = Math.max(peak.hwm, now.hwm);
+        if (now.rss <= peak.rss) return;
+        peak.rss = now.rss;
+        const port = admins[t];
+        if (!port) return;
+        try {
+          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+          const read = (name) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+          Object.assign(peak, {
+            heapUsed: read('neatroots_nodejs_heap_size_used_bytes'),
+            heapTotal: read('neatroots_nodejs_heap_size_total_bytes'),
+            external: read('neatroots_nodejs_external_memory_bytes'),
+          });
+        } catch {}
+      }));
+    } finally {
+      busy = false;
+    }
+  };
+  const timer = setInterval(sample, everyMs);
+  const mb = (b) => (Number.isFinite(b) ? Math.round(b / 1048576) : undefined);
+  return {
+    stop() {
+      clearInterval(timer);
+      for (const [t, p] of Object.entries(byTarget)) {
+        const now = usage(t, p);
+        if (now && peaks[t]) peaks[t].hwm = Math.max(peaks[t].hwm, now.hwm);
+        const c = cgroups[t];
+        if (c && peaks[t]) Object.assign(peaks[t], { cap: c.bytes, cgroupPeak: c.peak(), oomKills: c.oomKills() });
+      }
+    },
+    /**
+     * Per service: the peak resident MB (a capped service's processes summed), the heap and
+     * external MB at the highest sample, and when capped its cap, the cgroup's own peak (page
+     * cache included) and the kernel's OOM kills there.
+     */
+    report: () => Object.fromEntries(Object.entries(peaks).map(([t, p]) => [t, {
+      rss_peak_mb: mb(p.hwm), sampled_rss_mb: mb(p.rss), heap_used_mb: mb(p.heapUsed), heap_total_mb: mb(p.heapTotal), external_mb: mb(p.external),
+      ...(p.cap ? { cap_mb: mb(p.cap), cgroup_peak_mb: mb(p.cgroupPeak), oom_kills: p.oomKills } : {}),
+    }])),
+  };
 }
 
 /** The bench's services by admin port, for what a failed read says. */
@@ -212,7 +298,7 @@ function end(p, name, graceMs = 10_000) {
  * `env`: settings of the services for this run (NEATROOTS_BUS_PACK=off: one Kafka record per span, the baseline).
  * `otlp`: also the OTLP phase (`work`: the OTLP ceiling's workload, built here when not given).
  */
-async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, question = true, env: extra = {}, otlp = true, work } = {}) {
+async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, latencyRate = 2000, question = true, env: extra = {}, otlp = true, work, backlog = false, caps } = {}) {
   const env0 = process.env;
   const missing = ['NEATROOTS_KAFKA_BROKERS', 'NEATROOTS_REDIS_URL', 'NEATROOTS_PG_URL'].filter((k) => !env0[k]);
   // npm run bench skips the distributed rows then; run alone, the bench fails with this (below)
@@ -231,6 +317,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
   let redis;
   let pg;
   let cleaning;
+  let memory;
+  // each capped service's cgroup (`caps`)
+  const cgroups = {};
   /**
    * What the bench leaves nothing of, whichever way it ends (done, failed, interrupted): its
    * services (each awaited, SIGKILL after 10 s), its Kafka client, the temp folder, the topics
@@ -238,6 +327,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
    */
   const cleanup = () => (cleaning ??= (async () => {
     stopping = true;
+    memory?.stop();
     const failed = [];
     const step = async (what, fn) => {
       try {
@@ -251,6 +341,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     await step('closing the Kafka client', async () => bus?.close());
     redis?.disconnect();
     await step('closing the connection to the scratch database', async () => pg?.close());
+    for (const c of Object.values(cgroups)) c.remove();
     if (home) fs.rmSync(home, { recursive: true, force: true });
     await step(`deleting the topics ${prefix}.*`, () => deleteKafkaTopics(env0.NEATROOTS_KAFKA_BROKERS.split(','), prefix));
     // awaited even when still being made (an interrupt during its CREATE DATABASE)
@@ -297,23 +388,44 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       NEATROOTS_REVIEW_ADDR: `127.0.0.1:${reviewPort}`, NEATROOTS_QUESTION_ADDR: `127.0.0.1:${questionPort}`, NEATROOTS_PG_URL: db.url, KAFKAJS_NO_PARTITIONER_WARNING: '1', ...extra,
     };
     const deadline = deadlineMs(spans);
+    // Each service's admin port, and what each holds in memory from its start to the end.
+    const admins = {};
+    memory = memorySampler(byTarget, admins, cgroups);
     const start = async (target, servicePort) => {
       const admin = await freePort();
-      // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof.
-      const prof = process.env.BENCH_PROFILE === target ? ['--cpu-prof', '--cpu-prof-dir=/tmp/neatroots-bench-prof'] : [];
+      // BENCH_PROFILE=<target> writes a CPU profile of that service to /tmp/neatroots-bench-prof;
+      // BENCH_HEAP=<target> gives it an old generation of BENCH_HEAP_MB (default 256) and writes a
+      // heap snapshot there as it nears it (what holds its memory: a heap it cannot hold exits).
+      const heapMb = Number(process.env.BENCH_HEAP_MB ?? 256);
+      const prof = process.env.BENCH_PROFILE === target
+        ? ['--cpu-prof', '--cpu-prof-dir=/tmp/neatroots-bench-prof']
+        : process.env.BENCH_HEAP === target ? ['--heapsnapshot-near-heap-limit=1', `--max-old-space-size=${heapMb}`, '--diagnostic-dir=/tmp/neatroots-bench-prof'] : [];
+      if (prof.length) fs.mkdirSync('/tmp/neatroots-bench-prof', { recursive: true });
       const port = servicePort ?? (await freePort());
       // interrupted meanwhile: the cleanup has begun, and would not end a service started now
       stop.signal.throwIfAborted();
-      const p = spawn(process.execPath, [...prof, ...serverNodeFlags(), CLI, 'serve', '--target', target], {
-        env: { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(port), NEATROOTS_REVIEW_PORT: String(reviewPort), NEATROOTS_QUESTION_PORT: String(questionPort) },
-        stdio: ['ignore', 'ignore', 'inherit'],
-      });
+      const own = { ...env, NEATROOTS_ADMIN_PORT: String(admin), NEATROOTS_SERVICE_PORT: String(port), NEATROOTS_REVIEW_PORT: String(reviewPort), NEATROOTS_QUESTION_PORT: String(questionPort) };
+      // Capped (`caps`): started as the image starts it (the command relaunches itself with the
+      // server's flags), with the chart's variables for it (NODE_OPTIONS), in a cgroup holding
+      // the chart's memory limit: the process and its server, as in the pod.
+      const cap = caps?.[target];
+      if (cap) cgroups[target] = memoryCap(`${prefix}-${target}`, cap.bytes);
+      const [file, argv] = cap
+        ? cgroups[target].command(process.execPath, [CLI, 'serve', '--target', target])
+        : [process.execPath, [...prof, ...serverNodeFlags(), CLI, 'serve', '--target', target]];
+      const p = spawn(file, argv, { env: cap ? { ...own, ...cap.env } : own, stdio: ['ignore', 'ignore', 'inherit'] });
       procs.push(p);
       byTarget[target] = p;
       serviceOf.set(admin, target);
       p.once('exit', (code, signal) => {
-        if (!stopping) stop.abort(new Error(`${target} exited (${signal ?? `code ${code}`}) before the bench was over (its log is above)`));
+        if (stopping) return;
+        const c = cgroups[target];
+        const killed = c?.oomKills()
+          ? `: killed by the kernel at its memory cap of ${Math.round(c.bytes / 1048576)} MB`
+          : c && code === 134 ? `: node's heap ran out under the cap of ${Math.round(c.bytes / 1048576)} MB (${caps[target].env.NODE_OPTIONS ?? "node's own heap size"})` : '';
+        stop.abort(new Error(`${target} exited (${signal ?? `code ${code}`}${killed}) before the bench was over (its log is above)`));
       });
+      admins[target] = admin;
       const t0 = Date.now();
       for (;;) {
         stop.signal.throwIfAborted();
@@ -327,9 +439,12 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     const reviewAdmin = await start('review', reviewPort);
     // The question service answers the tasks the rule engine's scheduler publishes (no model
     // configured: the fast classifier, as on a fresh install); --no-question leaves it out.
-    const questionAdmin = question ? await start('question', questionPort) : undefined;
+    // With `backlog` the rule engine starts once every span is on the events topic, and the
+    // question service once the rule engine has consumed them all: each faces the whole
+    // backlog at once, as after a stop or a restart (what its memory is bounded by).
+    let questionAdmin = question && !backlog ? await start('question', questionPort) : undefined;
     await start('ingest');
-    const engineAdmin = await start('rule-engine');
+    let engineAdmin = backlog ? undefined : await start('rule-engine');
     const built = buildBatches({ spans, perRun, batch });
     const total = built.spans + 2 * Math.ceil(spans / perRun);
     const topics = makeTopics(prefix);
@@ -377,9 +492,11 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     await send(grpcPort, built.batches, { key: KEY, conns: 4, inflight });
     // Baseline in the same run: every export acknowledged, so every span published to Kafka.
     const ingestMs = performance.now() - t0;
+    engineAdmin ??= await start('rule-engine');
     const consumed = () => metric(engineAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
     const within = { ms: deadline, signal: stop.signal };
     await waitFor('the rule engine consumed items', consumed, total, within);
+    if (question && !questionAdmin) questionAdmin = await start('question', questionPort);
     const ms = performance.now() - t0;
     // Everything stored too: review has consumed (stored) every item of the events topic.
     const stored = () => metric(reviewAdmin, 'neatroots_bus_consumed_total', [`${prefix}.events`]);
@@ -478,6 +595,7 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
     await bus.close();
     bus = undefined;
     latencies.sort((a, b) => a - b);
+    memory.stop();
     return {
       spans: built.spans,
       // the ceiling of the neatroots.v1 rows: a null receiver taking the same exports, 4 connections x 8 in flight each
@@ -504,6 +622,9 @@ async function benchDistributed({ spans = 200_000, perRun = 100, batch = 500, la
       latency_phase_cpu_cores_total: Number(Object.values(latCores).reduce((a, b) => a + (b ?? 0), 0).toFixed(2)),
       stored_share_of_v1_ceiling: +(built.spans / (storedMs / 1000) / v1Ceil.spans_per_s).toFixed(3),
       ...(otlpRow ? { otlp: otlpRow } : {}),
+      backlog,
+      // each service's peak resident memory, and its heap and external memory at the highest sample
+      memory: memory.report(),
     };
   }
 }
@@ -513,20 +634,37 @@ module.exports = { benchDistributed, end };
 if (require.main === module) {
   const args = require('./args').cli({
     usage: `
-usage: node bench/distributed.js [SPANS] [--no-question] [--no-otlp] [--per-run N] [--latency-rate N]
+usage: node bench/distributed.js [SPANS] [--no-question] [--no-otlp] [--backlog] [--cap [--values FILE]] [--per-run N] [--latency-rate N]
   (with the services' environment: eval "$(deploy/local/services env)")
   SPANS              spans of the neatroots.v1 throughput phase (default 200000)
   --no-question      no question service (as before 2026-12-02)
   --no-otlp          no OTLP phase (the OTLP ceiling's own workload, until stored)
   --per-run N        spans a run (default 100); long runs show what a window's size costs each batch
   --latency-rate N   spans/s of the latency phase (default 2000)
+  --backlog          the rule engine starts once every span is on the events topic, the question
+                     service once the rule engine consumed them: each takes a backlog at once
+  --cap              each service in a memory cgroup of the chart's memory limit for it, started as
+                     the image starts it with the chart's variables for it (helm template of
+                     helm/neatroots; needs helm and root): exits 1 when one is killed for
+                     memory or runs out of heap; the peaks are in the output's "memory"
+  --values FILE      with --cap: a values file for the chart (its limits, its services' env)
   --help             this text
   BENCH_DEADLINE_S: how long a wait for the services may take (default: a minute plus 5 ms a span)`,
-    options: { 'no-question': { type: 'boolean' }, 'no-otlp': { type: 'boolean' }, 'per-run': { count: true }, 'latency-rate': { count: true } },
+    options: { 'no-question': { type: 'boolean' }, 'no-otlp': { type: 'boolean' }, backlog: { type: 'boolean' }, cap: { type: 'boolean' }, values: {}, 'per-run': { count: true }, 'latency-rate': { count: true } },
     positionals: [{ name: 'spans', count: true }],
   });
+  let caps;
+  try {
+    if (args.cap) caps = chartCaps(args.values);
+    else if (args.values) throw new Error('--values is for --cap');
+    if (caps) memoryCap(`bench-probe-${process.pid}`, 1 << 30).remove();
+  } catch (e) {
+    process.stderr.write(`bench/distributed.js: ${e.message}\n`);
+    process.exit(2);
+  }
   benchDistributed({
-    spans: args.spans ?? 200_000, question: !args['no-question'], otlp: !args['no-otlp'],
+    spans: args.spans ?? 200_000, question: !args['no-question'], otlp: !args['no-otlp'], backlog: !!args.backlog,
+    ...(caps ? { caps } : {}),
     ...(args['per-run'] ? { perRun: args['per-run'] } : {}), ...(args['latency-rate'] ? { latencyRate: args['latency-rate'] } : {}),
   }).then((r) => {
     // run alone, a skipped run is a failure: nothing was measured

@@ -473,6 +473,24 @@ if (!helm) {
         expect(loadConfig(envOf(new Rendered(render(h, [], ['--set', 'kafka.partitions=12'])))).NEATROOTS_PARTITIONS).toBe(12);
       });
 
+      it('heapPercent: each service\'s node heap (NODE_OPTIONS --max-old-space-size) at that share of its own memory limit; 0 or its own NODE_OPTIONS leaves node its own', () => {
+        const nodeOptions = (r: Rendered, c: Component) => r.deployment(c).spec!.template.spec!.containers[0].env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
+        const defaults = new Rendered(render(h, []));
+        // 45% of 512Mi and of 1Gi: V8 collects before the pod's limit, the rest holds the young
+        // generation, code, fetched bytes and the command's own process (docs/operations.md)
+        for (const c of ['ingest', 'question', 'review', 'api'] as const) expect(nodeOptions(defaults, c)).toBe('--max-old-space-size=230');
+        expect(nodeOptions(defaults, 'rule-engine')).toBe('--max-old-space-size=460');
+        // from the limit each service is given, in any unit
+        const set = new Rendered(render(h, [], ['--set', 'heapPercent=60', '--set', 'question.resources.limits.memory=1536Mi', '--set', 'review.resources.limits.memory=2G', '--set', 'api.env.NODE_OPTIONS=--max-old-space-size=100']));
+        expect(nodeOptions(set, 'question')).toBe('--max-old-space-size=921');
+        expect(nodeOptions(set, 'review')).toBe(`--max-old-space-size=${Math.floor((2e9 / 1048576) * 0.6)}`);
+        expect(nodeOptions(set, 'api')).toBe('--max-old-space-size=100');
+        expect(set.deployment('api').spec!.template.spec!.containers[0].env!.filter((e) => e.name === 'NODE_OPTIONS')).toHaveLength(1);
+        const off = new Rendered(render(h, [], ['--set', 'heapPercent=0']));
+        for (const c of COMPONENTS) expect(nodeOptions(off, c)).toBeUndefined();
+        expect(() => render(h, [], ['--set', 'question.resources.limits.memory=lots'])).toThrow(/a memory limit of "lots"/);
+      });
+
       it('config.precheckTimeoutMs: NEATROOTS_PRECHECK_TIMEOUT_MS of every service', () => {
         expect(loadConfig(envOf(new Rendered(render(h, [], ['--set', 'config.precheckTimeoutMs=750'])))).NEATROOTS_PRECHECK_TIMEOUT_MS).toBe(750);
       });

@@ -203,6 +203,34 @@ carries it instead. Takes (dict "root" $ "name" COMPONENT).
 {{- end }}
 
 {{/*
+A memory quantity ("512Mi", "1Gi", "800M", bytes) in MiB, as a float. Takes the quantity.
+*/}}
+{{- define "neatroots.memoryMiB" -}}
+{{- $q := toString . | trim }}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" $q }}
+{{- $unit := trimPrefix $n $q }}
+{{- $per := dict "" (divf 1 1048576) "k" (divf 1000 1048576) "K" (divf 1000 1048576) "Ki" (divf 1 1024) "M" (divf 1000000 1048576) "Mi" 1 "G" (divf 1000000000 1048576) "Gi" 1024 "T" (divf 1000000000000 1048576) "Ti" 1048576 }}
+{{- if or (not $n) (not (hasKey $per $unit)) }}
+{{- fail (printf "a memory limit of %q: give a Kubernetes quantity such as 512Mi or 1Gi" $q) }}
+{{- end }}
+{{- mulf (float64 $n) (get $per $unit) }}
+{{- end }}
+
+{{/*
+NODE_OPTIONS of a service's container: node's old generation (--max-old-space-size, MiB) at
+heapPercent of its memory limit, so that V8 collects before the container's limit is reached
+rather than the kernel killing the pod. Empty without a memory limit, with heapPercent 0, or
+when the service's env sets NODE_OPTIONS itself. Takes (dict "root" $ "values" $v).
+*/}}
+{{- define "neatroots.nodeOptions" -}}
+{{- $limit := ((.values.resources | default dict).limits | default dict).memory }}
+{{- $percent := .root.Values.heapPercent | int }}
+{{- if and $limit (gt $percent 0) (not (hasKey (.values.env | default dict) "NODE_OPTIONS")) }}
+{{- printf "--max-old-space-size=%d" (divf (mulf (include "neatroots.memoryMiB" $limit | float64) $percent) 100 | floor | int) }}
+{{- end }}
+{{- end }}
+
+{{/*
 One service: its Deployment, Service, and when enabled its PodDisruptionBudget and
 HorizontalPodAutoscaler. Takes (dict "root" $ "name" COMPONENT).
 */}}
@@ -283,9 +311,15 @@ spec:
             - secretRef:
                 name: {{ $pg }}
             {{- end }}
-          {{- with $v.env }}
+          {{- $nodeOptions := include "neatroots.nodeOptions" (dict "root" $root "values" $v) }}
+          {{- if or $v.env $nodeOptions }}
           env:
-            {{- range $k, $val := . }}
+            {{- if $nodeOptions }}
+            # node's heap from the memory limit (heapPercent)
+            - name: NODE_OPTIONS
+              value: {{ $nodeOptions | quote }}
+            {{- end }}
+            {{- range $k, $val := $v.env }}
             - name: {{ $k }}
               value: {{ $val | toString | quote }}
             {{- end }}

@@ -176,6 +176,19 @@ const schema = z.object({
   NEATROOTS_KAFKA_FETCH_MIN_BYTES: numeric(z.coerce.number().int().min(1).default(1)),
   NEATROOTS_KAFKA_FETCH_MAX_WAIT_MS: numeric(z.coerce.number().int().min(1).max(5000).default(500)),
   /**
+   * The most bytes one fetch of a consumer brings (as stored, compressed), all its partitions
+   * together, and of one partition (Kafka's fetch.max.bytes, max.partition.fetch.bytes). A
+   * consumer holds a fetch decompressed: with gzip 10 to 20 times this.
+   */
+  NEATROOTS_KAFKA_FETCH_MAX_BYTES: numeric(z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(2 * 1024 * 1024)),
+  NEATROOTS_KAFKA_PARTITION_FETCH_BYTES: numeric(z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(512 * 1024)),
+  /**
+   * A partition's fetched records go to the service's step in parts of at most this many bytes
+   * of record values (decoded): what a consumer holds decoded at once is this times
+   * NEATROOTS_KAFKA_CONCURRENT_PARTITIONS, whatever the backlog.
+   */
+  NEATROOTS_KAFKA_BATCH_MAX_BYTES: numeric(z.coerce.number().int().min(1024).max(256 * 1024 * 1024).default(2 * 1024 * 1024)),
+  /**
    * Partitions whose batches a consumer handles at once (their runs differ, so their steps
    * overlap; the rule engine and the question service take those that come together as one step).
    */

@@ -400,6 +400,76 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     expect(letters[0].payload_cut!.startsWith('{"partition":')).toBe(true);
   }, 60_000);
 
+  describe('a backlog is handed over in parts of at most maxHandlerBytes (memory bounded by the settings, not the backlog)', () => {
+    type Padded = { k: string; i: number; pad: string };
+    // about 600 bytes a record, the size of a span on the bus: 6,000 of them, 3.6 MB decoded,
+    // gzip makes them a few hundred KB as stored, which one fetch of one partition brought whole
+    const PAD = 'x'.repeat(560);
+    const backlog = async (name: string) => {
+      const t = jsonTopic<Padded>(topicName(name));
+      const producer = newBus({ partitions: 1, compression: 'gzip', compressMinBytes: 0, maxBatchBytes: 16 * 1024 });
+      await producer.ensureTopic(t.name);
+      for (let from = 0; from < 6_000; from += 1_000) {
+        await producer.publish(t, Array.from({ length: 1_000 }, (_, j) => ({ key: `r${(from + j) % 4}`, value: { k: `r${(from + j) % 4}`, i: from + j, pad: PAD } })));
+      }
+      return t;
+    };
+    const bytesOf = (records: readonly BusRecord<Padded>[]) => records.reduce((n, r) => n + JSON.stringify(r.value).length, 0);
+    const BOUND = 64 * 1024;
+    // a part holds whole packs (16 KiB each here): it passes the bound by less than one
+    const PACK = 16 * 1024;
+
+    it('hands every record over, in order, none of the parts over the bound, and commits them all', async () => {
+      const t = await backlog('parts');
+      const g = group('parts');
+      const sizes: number[] = [];
+      const got: Padded[] = [];
+      const sub = await newBus({ maxHandlerBytes: BOUND }).subscribe(t, { group: g }, async (b) => {
+        sizes.push(bytesOf(b.records));
+        for (const r of b.records) got.push(r.value);
+      });
+      await waitUntil(() => got.length >= 6_000, 60_000, () => `${got.length} of 6000`);
+      await sub.close();
+      // each key's records in order (a key's records of one publish travel in its packs)
+      for (let k = 0; k < 4; k++) {
+        expect(got.filter((v) => v.k === `r${k}`).map((v) => v.i)).toEqual(Array.from({ length: 1_500 }, (_, j) => 4 * j + k));
+      }
+      // parts, not the fetch whole (3.6 MB decoded), and none past the bound by a pack or more
+      const total = sizes.reduce((a, b) => a + b, 0);
+      expect(sizes.length).toBeGreaterThanOrEqual(Math.floor(total / (BOUND + PACK)));
+      expect(Math.max(...sizes)).toBeLessThan(BOUND + PACK);
+      const [c] = await admin.fetchOffsets({ groupId: g, topics: [t.name] });
+      const [end] = await admin.fetchTopicOffsets(t.name);
+      expect(c.partitions[0].offset).toBe(end.high);
+    }, 120_000);
+
+    it('reads a part that failed again from its own first record: the parts before it are not handed over again', async () => {
+      const t = await backlog('part-again');
+      const firsts: number[] = [];
+      let failed = false;
+      let got = 0;
+      const sub = await newBus({ maxHandlerBytes: BOUND }).subscribe(t, { group: group('part-again') }, async (b) => {
+        firsts.push(b.records[0].value.i);
+        // the third part fails once
+        if (firsts.length === 3 && !failed) {
+          failed = true;
+          throw new Error('a dependency is down');
+        }
+        got += b.records.length;
+      });
+      const quiet = jest.spyOn(console, 'error').mockImplementation(() => undefined);
+      try {
+        await waitUntil(() => got >= 6_000, 60_000, () => `${got} of 6000`);
+      } finally {
+        await sub.close();
+        quiet.mockRestore();
+      }
+      // the failed part came again (from its own first record), and nothing else twice
+      expect(firsts[3]).toBe(firsts[2]);
+      expect(got).toBe(6_000);
+    }, 120_000);
+  });
+
   describe('packs: the records of one key in one publish() as one Kafka record', () => {
     /** Each key's values in the order a group was handed them, and the batches' sizes. */
     const collect = async (bus: KafkaBus, t: ReturnType<typeof jsonTopic<Rec>>, g: string, handle?: (b: { records: BusRecord<Rec>[] }) => Promise<void>) => {

@@ -42,9 +42,11 @@ import { busDeadLetterSink, guardHandler, type DeadLetterBusOptions } from './se
  *   the same handler batch: the offset moves only after all of them were handled, and a pack
  *   read again is handed over whole again. Records without the header (written before packs,
  *   or with `pack: false`) are read as single records.
- * - Consuming: a consumer group with eachBatch, auto-commit off. For each partition batch the
+ * - Consuming: a consumer group with eachBatch, auto-commit off. A fetch brings at most
+ *   `maxBytes` (`maxBytesPerPartition` of a partition), and each partition batch goes to the
+ *   handler in parts of at most `maxHandlerBytes` of decoded record values: for each part the
  *   records are decoded, the handler runs, and only after it resolved (its effects are stored)
- *   is the batch's offset resolved. Resolved offsets are committed at the end of a batch once
+ *   is the part's offset resolved, so memory is bounded by these settings, not the backlog. Resolved offsets are committed at the end of a batch once
  *   `commitIntervalMs` has passed since the last commit (every partition resolved since goes in
  *   that one commit), and always when the subscription closes. Commits are sent only from
  *   within a batch kafkajs handed over, or at close: never beside its fetch loop, so none goes
@@ -132,7 +134,23 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   heartbeatInterval?: number;
   /** How long a fetch waits for records; also bounds how long close() waits for an idle fetch. Default 500. */
   maxWaitTimeInMs?: number;
+  /**
+   * The most bytes (as stored: compressed) one fetch of a consumer brings, all its partitions
+   * together (Kafka's fetch.max.bytes). A consumer holds one fetch at a time, decompressed: with
+   * gzip about 10 to 20 times this in memory. Default 2 MiB (kafkajs's own: 10 MiB). Kafka sends
+   * a record batch larger than this alone all the same, so nothing is ever stuck.
+   */
+  maxBytes?: number;
+  /** ...and of one partition (max.partition.fetch.bytes). Default 512 KiB (kafkajs's own: 1 MiB). */
   maxBytesPerPartition?: number;
+  /**
+   * A partition's fetched records are handed to the handler in parts of at most this many
+   * bytes of record values, decompressed and unpacked (a part holds one record at least, and a
+   * pack whole): each part is decoded only when its turn comes, and its offset resolved once it
+   * is handled. What a consumer holds decoded at once is then this times the partitions it
+   * handles at once (`partitionsConsumedConcurrently`), whatever the backlog. Default 2 MiB.
+   */
+  maxHandlerBytes?: number;
   /** The broker answers a fetch once this many bytes wait (or maxWaitTimeInMs passed). Default 1. */
   minBytes?: number;
   /** Partition batches handled at once per subscription. A run's order is per partition anyway. Default 2. */
@@ -264,6 +282,12 @@ export function recordBytesFor(limits: { maxItemChars: number }): number {
 const ENVELOPE_BYTES = 64 * 1024;
 /** NEATROOTS_MAX_ITEM_CHARS's default (4 Mi characters): a record of up to 12 MiB + 64 KiB. */
 export const DEFAULT_MAX_RECORD_BYTES = recordBytesFor({ maxItemChars: 4 * 1024 * 1024 });
+/** KafkaBusOptions.maxBytes's default: one fetch of a consumer, all partitions (compressed bytes). */
+export const DEFAULT_FETCH_MAX_BYTES = 2 * 1024 * 1024;
+/** KafkaBusOptions.maxBytesPerPartition's default (compressed bytes). */
+export const DEFAULT_PARTITION_FETCH_MAX_BYTES = 512 * 1024;
+/** KafkaBusOptions.maxHandlerBytes's default: a part of a partition's batch handed over at once (decoded bytes). */
+export const DEFAULT_HANDLER_MAX_BYTES = 2 * 1024 * 1024;
 /** What a record batch adds around its records (batch header, a record's framing and headers). */
 export const MAX_RECORD_OVERHEAD = 4 * 1024;
 
@@ -346,6 +370,9 @@ export class KafkaBus implements Bus {
   private readonly maxBatchBytes: number;
   private readonly maxRecordBytes: number;
   private readonly lingerMs: number;
+  private readonly maxFetchBytes: number;
+  private readonly maxPartitionFetchBytes: number;
+  private readonly maxHandlerBytes: number;
   private readonly commitIntervalMs: number;
   private readonly retryDelayMs: number;
   private readonly pack: boolean;
@@ -381,6 +408,9 @@ export class KafkaBus implements Bus {
     this.maxBatchBytes = Math.max(1024, opts.maxBatchBytes ?? 768 * 1024);
     this.maxRecordBytes = Math.max(1024, opts.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES);
     this.lingerMs = Math.max(0, opts.lingerMs ?? 5);
+    this.maxFetchBytes = Math.max(1024, opts.maxBytes ?? DEFAULT_FETCH_MAX_BYTES);
+    this.maxPartitionFetchBytes = Math.min(this.maxFetchBytes, Math.max(1024, opts.maxBytesPerPartition ?? DEFAULT_PARTITION_FETCH_MAX_BYTES));
+    this.maxHandlerBytes = Math.max(1, opts.maxHandlerBytes ?? DEFAULT_HANDLER_MAX_BYTES);
     this.commitIntervalMs = Math.max(0, opts.commitIntervalMs ?? 500);
     this.retryDelayMs = opts.retryDelayMs ?? 500;
     this.pack = opts.pack ?? true;
@@ -725,7 +755,8 @@ export class KafkaBus implements Bus {
       // fetch.min.bytes: the broker holds a fetch until this much is there (or maxWaitTimeInMs
       // passed), so a busy consumer gets fewer, larger batches instead of one per export.
       minBytes: this.opts.minBytes ?? 1,
-      maxBytesPerPartition: this.opts.maxBytesPerPartition,
+      maxBytes: this.maxFetchBytes,
+      maxBytesPerPartition: this.maxPartitionFetchBytes,
       allowAutoTopicCreation: false,
     });
     const state: ConsumerState = { stopping: false, wake: undefined, commits: undefined, inHand: 0 };
@@ -951,21 +982,29 @@ export class KafkaBus implements Bus {
   private async handleBatch<T>(
     topic: Topic<T>,
     group: string,
-    { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets }: EachBatchPayload,
+    { batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, uncommittedOffsets, isRunning, isStale }: EachBatchPayload,
     handler: (batch: BusBatch<T>) => Promise<void>,
     state: ConsumerState,
   ): Promise<void> {
     // This batch's consumer group is the live one: close() commits through it.
     const commits = { flush: () => commitOffsetsIfNecessary(uncommittedOffsets()) };
     state.commits = commits;
-    const started = Date.now();
     const where = { topic: topic.name, group, partition: batch.partition };
-    const records: BusRecord<T>[] = [];
-    const undecodable: DeadLetter[] = [];
+    // The partition's batch is handed over in parts of at most maxHandlerBytes of record values
+    // (decoded: decompressed and unpacked), each decoded only when its turn comes, and the offset
+    // moves past each part once it is handled. A fetch of a backlog brings as many records as fit
+    // in its bytes as stored, compressed 10-20 times: handed over whole, 50,000 spans of one
+    // partition were decoded and evaluated at once, and the memory a consumer needed grew with
+    // the backlog up to the fetch's size times the compression. A pack is never split.
+    let records: BusRecord<T>[] = [];
+    let undecodable: DeadLetter[] = [];
+    let bytes = 0;
+    let started = Date.now();
+    let firstOffset = batch.firstOffset();
     // A record no reader of this version understands would block the partition forever: it
     // is set aside as a dead letter (its bytes in base64) and skipped. In a pack only that
     // value is (the rest of the pack is handled); a pack whose framing is damaged goes whole.
-    const setAside = (m: KafkaMessage, bytes: Buffer, err: unknown, item?: number) => {
+    const setAside = (m: KafkaMessage, raw: Buffer, err: unknown, item?: number) => {
       const at = item === undefined ? `offset ${m.offset}` : `offset ${m.offset} value ${item}`;
       this.stats.decodeErrors++;
       this.onError(new Error(`${at}: cannot decode, set aside: ${(err as Error).message}`, { cause: err }), where);
@@ -976,19 +1015,20 @@ export class KafkaBus implements Bus {
         ...(m.key ? { run_id: m.key.toString('utf8') } : {}),
         item_id: at,
         reason: `cannot decode: ${(err as Error).message}`,
-        payload: { partition: batch.partition, offset: m.offset, ...(item === undefined ? {} : { item }), base64: bytes.toString('base64') },
+        payload: { partition: batch.partition, offset: m.offset, ...(item === undefined ? {} : { item }), base64: raw.toString('base64') },
       });
     };
-    for (const m of batch.messages) {
-      if (!m.value) continue;
+    const decode = (m: KafkaMessage) => {
+      if (!m.value) return;
       const key = m.key ? m.key.toString('utf8') : '';
+      bytes += m.value.length;
       if (isPack(m)) {
         let values: Uint8Array[];
         try {
           values = unpackValues(m.value);
         } catch (err) {
           setAside(m, m.value, err);
-          continue;
+          return;
         }
         for (let i = 0; i < values.length; i++) {
           try {
@@ -997,66 +1037,79 @@ export class KafkaBus implements Bus {
             setAside(m, Buffer.from(values[i]), err, i);
           }
         }
-        continue;
+        return;
       }
       try {
         records.push({ key, value: topic.decode(m.value) });
       } catch (err) {
         setAside(m, m.value, err);
       }
-    }
+    };
 
-    if (records.length) {
-      // Heartbeats while the handler runs; a rebalance seen here is left to the commit (which
-      // then fails, and kafkajs rejoins) rather than thrown into the handler.
-      const beat = () => heartbeat().catch(() => undefined);
-      const hb = setInterval(beat, Math.max(100, Math.floor((this.opts.heartbeatInterval ?? 3_000) / 2)));
-      const busBatch: BusBatch<T> = { topic: topic.name, partition: batch.partition, records, heartbeat: beat };
-      try {
-        await handler(busBatch);
-      } catch (err) {
-        // Counted by the guard (each try); here only what it gave up on for now: a dependency
-        // down, or the subscription closing.
-        this.onError(new Error(`batch at offset ${batch.firstOffset()} failed, reading it again: ${(err as Error)?.message ?? err}`, { cause: err }), where);
-        clearInterval(hb);
-        // Not resolved: the next fetch starts again at this batch's first offset.
-        await this.pause(this.retryDelayMs, state, beat);
-        // Closing: what the other batches handled is committed, this one's is not.
-        if (state.stopping && this.commitIntervalMs > 0) await commits.flush().catch(() => undefined);
-        return;
-      } finally {
-        clearInterval(hb);
+    /** Hands the part decoded so far over, then moves the offset past `last`; false when it failed (or the consumer stops). */
+    const handOver = async (last: string): Promise<boolean> => {
+      if (records.length) {
+        // Heartbeats while the handler runs; a rebalance seen here is left to the commit (which
+        // then fails, and kafkajs rejoins) rather than thrown into the handler.
+        const beat = () => heartbeat().catch(() => undefined);
+        const hb = setInterval(beat, Math.max(100, Math.floor((this.opts.heartbeatInterval ?? 3_000) / 2)));
+        const busBatch: BusBatch<T> = { topic: topic.name, partition: batch.partition, records, heartbeat: beat };
+        try {
+          await handler(busBatch);
+        } catch (err) {
+          // Counted by the guard (each try); here only what it gave up on for now: a dependency
+          // down, or the subscription closing.
+          this.onError(new Error(`batch at offset ${firstOffset} failed, reading it again: ${(err as Error)?.message ?? err}`, { cause: err }), where);
+          clearInterval(hb);
+          // Not resolved: the next fetch starts again at this part's first offset.
+          await this.pause(this.retryDelayMs, state, beat);
+          // Closing: what the other batches handled is committed, this one's is not.
+          if (state.stopping && this.commitIntervalMs > 0) await commits.flush().catch(() => undefined);
+          return false;
+        } finally {
+          clearInterval(hb);
+        }
+      }
+
+      // Kept before the offset moves past them (if this fails, the part is read again).
+      const dl = deadLetterTopic(this.opts.deadLetterPrefix);
+      if (undecodable.length && topic.name !== dl.name) {
+        await busDeadLetterSink(this, dl).setAside(undecodable);
+        this.stats.setAside += undecodable.length;
+      }
+
+      // The handler's effects are stored: only now does the offset move.
+      resolveOffset(last);
+      if (this.commitIntervalMs === 0) {
+        await commitOffsetsIfNecessary({
+          topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(last) + 1n).toString() }] }],
+        });
+      } else {
+        if (!state.stopping) await commitOffsetsIfNecessary(); // every resolved offset, once commitIntervalMs has passed
+        // Closing (seen after the await too, so a close() that came meanwhile is not missed):
+        // everything resolved, this part's included. From here to the end nothing is awaited.
+        if (state.stopping) await commits.flush();
+      }
+      this.stats.consumed += records.length;
+      this.opts.onBatch?.({ topic: topic.name, group, partition: batch.partition, records: records.length, ms: Date.now() - started });
+      records = [];
+      undecodable = [];
+      bytes = 0;
+      started = Date.now();
+      // The parts not handed over yet are read again by whoever owns the partition next.
+      return !state.stopping && isRunning() && !isStale();
+    };
+
+    const messages = batch.messages;
+    for (let i = 0; i < messages.length; i++) {
+      decode(messages[i]);
+      // Full, with more to come: this part now (the last goes below, to the batch's end).
+      if (bytes >= this.maxHandlerBytes && i < messages.length - 1) {
+        if (!(await handOver(messages[i].offset))) return;
+        firstOffset = messages[i + 1].offset;
       }
     }
-
-    // Kept before the offset moves past them (if this fails, the batch is read again).
-    const dl = deadLetterTopic(this.opts.deadLetterPrefix);
-    if (undecodable.length && topic.name !== dl.name) {
-      await busDeadLetterSink(this, dl).setAside(undecodable);
-      this.stats.setAside += undecodable.length;
-    }
-
-    // The handler's effects are stored: only now does the offset move.
-    const last = batch.lastOffset();
-    resolveOffset(last);
-    if (this.commitIntervalMs === 0) {
-      await commitOffsetsIfNecessary({
-        topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(last) + 1n).toString() }] }],
-      });
-    } else {
-      if (!state.stopping) await commitOffsetsIfNecessary(); // every resolved offset, once commitIntervalMs has passed
-      // Closing (seen after the await too, so a close() that came meanwhile is not missed):
-      // everything resolved, this batch's included. From here to the end nothing is awaited.
-      if (state.stopping) await commits.flush();
-    }
-    this.stats.consumed += records.length;
-    this.opts.onBatch?.({
-      topic: topic.name,
-      group,
-      partition: batch.partition,
-      records: records.length,
-      ms: Date.now() - started,
-    });
+    await handOver(batch.lastOffset());
   }
 
   /** Waits before a failed batch is read again, heartbeating, and ends early on close. */
