@@ -280,6 +280,15 @@ const redis = serviceOrSkip('redis', 'RedisWindowStore');
       }
     });
 
+    it('saves a window of 200,000 span ids (a long run first moved to the hash), which the call stack could not pass as arguments', async () => {
+      await withOpen(async (store, p) => {
+        await store.save([{ key: 'k', window: { n: 1, seen: ids(200_000) }, expectRev: 0 }]);
+        expect(await raw.hlen(`${p}:w:k:m`)).toBe(200_000);
+        const w = (await store.load(['k'], ask('k', 's0', 's199999', 's200000')))!.get('k')!;
+        expect(w.seen).toEqual({ s0: 1, s199999: 1 });
+      });
+    });
+
     it('keeps an id named __proto__ as an entry of its own', async () => {
       await withOpen(async (store) => {
         const seen = ids(300);

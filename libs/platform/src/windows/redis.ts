@@ -274,7 +274,7 @@ return n
 interface ScriptedRedis extends Redis {
   neatrootsTakeDue(key: string, nowMs: string, limit: string, leaseMs: string): Promise<string[]>;
   neatrootsClearOrphanWakes(numKeys: number, ...args: string[]): Promise<number>;
-  neatrootsSave(numKeys: number, ...args: string[]): Promise<number[]>;
+  neatrootsSave(numKeys: number, keys: string[], args: string[]): Promise<number[]>;
   neatrootsInlineLists(numKeys: number, ...args: string[]): Promise<number>;
 }
 
@@ -671,10 +671,14 @@ export class RedisWindowStore<W> implements WindowStore<W> {
         listsOf.push(inLists);
         if (m.length) moved.push(e.key);
         const wake = e.wakeAtMs === undefined ? '-' : e.wakeAtMs === null ? 'x' : String(e.wakeAtMs);
-        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), wake, e.key, String(m.length / 2), ...m, ...lists);
+        args.push(e.expectRev === undefined ? '-' : String(e.expectRev), json, ttl === undefined ? '-' : String(Math.max(1, Math.ceil(ttl))), wake, e.key, String(m.length / 2));
+        // Pushed one by one, and the lists below passed as arrays (ioredis flattens them): a long
+        // run's ids spread as arguments passed the call stack's limit ("Maximum call stack size exceeded").
+        for (let i = 0; i < m.length; i++) args.push(m[i]);
+        for (let i = 0; i < lists.length; i++) args.push(lists[i]);
       }
       keys.push(this.wakeKey);
-      const bad = await this.scripted.neatrootsSave(keys.length, ...keys, ...args);
+      const bad = await this.scripted.neatrootsSave(keys.length, keys, args);
       for (const i of bad) conflicts.push(part[i - 1].key);
       if (!bad.length) {
         for (const key of moved) this.remember(key);
