@@ -25,6 +25,12 @@ export interface OpenAiModelOptions {
    * answer's budget plus REASONING_ALLOWANCE_TOKENS, since their thinking counts in that limit.
    */
   params?: ModelParams;
+  /**
+   * The most bytes of a reply's body read (an error's body too); a longer one is cut off and the
+   * call fails. Default replyLimitBytes(the request's token limit): a reply holds at most that
+   * many tokens, so anything far larger is a server gone wrong, not an answer.
+   */
+  maxReplyBytes?: number;
 }
 
 export type ModelParams = 'classic' | 'reasoning';
@@ -33,6 +39,68 @@ export type ModelParams = 'classic' | 'reasoning';
 export const REASONING_ALLOWANCE_TOKENS = 8_000;
 
 export const DEFAULT_MODEL_TIMEOUT_MS = 30_000;
+
+/** The least a reply may hold, whatever the request's token limit: 1 MiB. */
+export const MIN_REPLY_LIMIT_BYTES = 1024 * 1024;
+
+/** Bytes a reply may hold per token asked for: a token is a few bytes, wrapped in JSON and escaped. */
+export const REPLY_BYTES_PER_TOKEN = 64;
+
+/**
+ * The most bytes of a model's reply read for a request that asks for at most `tokens` tokens:
+ * max(1 MiB, 64 x tokens). The questions ask for a few thousand tokens (a reply of some 10 KB);
+ * a server that answers megabytes would otherwise be read whole into memory, and with every
+ * question asked at once that memory is what ingest needs to take spans.
+ */
+export function replyLimitBytes(tokens: number | undefined): number {
+  return Math.max(MIN_REPLY_LIMIT_BYTES, REPLY_BYTES_PER_TOKEN * (tokens ?? 0));
+}
+
+function tooLarge(limit: number): ModelError {
+  return new ModelError('server', `the model's reply is larger than ${limit} bytes`);
+}
+
+/**
+ * A fetch that reads the response's body whole, up to `limit` bytes, and hands the client a
+ * response holding those bytes. Past the limit (or a content-length above it) the body is
+ * cancelled, which closes that connection, and the call fails with a server error naming the
+ * limit. A body read whole leaves the connection free for the next request (keep-alive).
+ */
+export function boundedFetch(limit: number, inner: typeof fetch = globalThis.fetch): typeof fetch {
+  return async (input, init) => {
+    const res = await inner(input, init);
+    if (!res.body) return res;
+    const declared = Number(res.headers.get('content-length'));
+    if (Number.isFinite(declared) && declared > limit) {
+      await res.body.cancel().catch(() => undefined);
+      throw tooLarge(limit);
+    }
+    const reader = res.body.getReader();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for (;;) {
+      let read: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        read = await reader.read();
+      } catch (e) {
+        // Read here, the body's failure would reach the client as a failed request ("Connection error.").
+        if (closedMidAnswer(e)) throw closedEarly(e);
+        throw e;
+      }
+      const { done, value } = read;
+      if (done) break;
+      size += value.byteLength;
+      if (size > limit) {
+        chunks.length = 0;
+        await reader.cancel().catch(() => undefined);
+        throw tooLarge(limit);
+      }
+      chunks.push(value);
+    }
+    const body = Buffer.concat(chunks, size);
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
 
 /**
  * How long a 429 or 503 asks the caller to wait: `retry-after-ms` (milliseconds, sent by some
@@ -68,13 +136,19 @@ function closedMidAnswer(e: unknown): boolean {
   return false;
 }
 
+function closedEarly(e: unknown): ModelError {
+  return new ModelError('connection', 'the model server closed the connection before its answer was complete', undefined, { cause: e });
+}
+
 export function toModelError(e: unknown): ModelError {
   if (e instanceof ModelError) return e;
+  // What boundedFetch threw (a reply past its limit, a connection closed mid-answer), which the client wraps as a connection error.
+  if (e instanceof APIConnectionError && !(e instanceof APIConnectionTimeoutError) && e.cause instanceof ModelError) return e.cause;
   // Order matters: the timeout and abort errors are kinds of connection error.
   if (e instanceof APIConnectionTimeoutError) return new ModelError('timeout', 'the request timed out', undefined, { cause: e });
   if (e instanceof APIUserAbortError) return new ModelError('aborted', 'the request was aborted', undefined, { cause: e });
   if (e instanceof APIConnectionError) return new ModelError('connection', e.message, undefined, { cause: e });
-  if (closedMidAnswer(e)) return new ModelError('connection', 'the model server closed the connection before its answer was complete', undefined, { cause: e });
+  if (closedMidAnswer(e)) return closedEarly(e);
   if (e instanceof APIError) {
     const status = e.status;
     // The client's message starts with the status already ("500 upstream 500").
@@ -161,15 +235,18 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
       const onAbort = () => ctrl.abort();
       req.signal?.addEventListener('abort', onAbort, { once: true });
       try {
-        const res = await client.chat.completions.create(
+        const tokens = req.maxTokens !== undefined && reasoning ? req.maxTokens + REASONING_ALLOWANCE_TOKENS : req.maxTokens;
+        const limit = o.maxReplyBytes ?? replyLimitBytes(tokens);
+        // A client per request for the request's limit; connections are pooled by fetch's global dispatcher, not by the client.
+        const res = await client.withOptions({ fetch: boundedFetch(limit) }).chat.completions.create(
           {
             model: o.model,
             messages: req.messages,
             ...(reasoning
-              ? req.maxTokens !== undefined
-                ? { max_completion_tokens: req.maxTokens + REASONING_ALLOWANCE_TOKENS }
+              ? tokens !== undefined
+                ? { max_completion_tokens: tokens }
                 : {}
-              : { temperature: o.temperature ?? 0, ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}) }),
+              : { temperature: o.temperature ?? 0, ...(tokens !== undefined ? { max_tokens: tokens } : {}) }),
             ...(req.json && jsonMode ? { response_format: { type: 'json_object' as const } } : {}),
           },
           { timeout: ms + 1_000, signal: ctrl.signal, maxRetries: 0 },
