@@ -95,8 +95,27 @@ export type SchedulerWindow = QuestionWindow | QuestionSessionWindow;
 
 export interface SchedulerOutput {
   tasks: (QuestionTask | PlanTask)[];
+  /**
+   * The step was taken with `shed` (ProcessOptions): its question tasks are not to be handed
+   * over, and were not counted as asked.
+   */
+  shed?: true;
   /** Saves the windows; call after the tasks are published (as the rule engine's commit). */
   commit(): Promise<void>;
+}
+
+/** How a step is taken. */
+export interface ProcessOptions {
+  /**
+   * The question service is too far behind and the step's question tasks will not be handed
+   * over (the rule engine records them as not checked): they are built as usual, but none
+   * counts as asked. A trace or session question keeps its new evidence for its next ask, an end
+   * question is not marked done (a late span of the run asks it again), and a span question's
+   * shed ask does not use up the local LLM's per-run cap. The gaps between asks are kept (so
+   * not checked is recorded no more often than the questions would have been asked). Plan
+   * tasks go as usual.
+   */
+  shed?: boolean;
 }
 
 export interface QuestionSchedulerOptions {
@@ -152,6 +171,8 @@ interface Step {
    * re-exported span replaced one in place.
    */
   rings: Map<string, ArrayShift | null>;
+  /** ProcessOptions.shed: no ask of this step counts. */
+  shed: boolean;
 }
 
 /**
@@ -283,7 +304,7 @@ export class QuestionScheduler {
   }
 
   /** Applies a batch of items, in order, and returns the questions that became due. */
-  process(envs: readonly Envelope[]): Promise<SchedulerOutput> {
+  process(envs: readonly Envelope[], options: ProcessOptions = {}): Promise<SchedulerOutput> {
     const run = async (): Promise<SchedulerOutput> => {
       const set = this.opts.questions();
       if (!set.questions.length && !this.opts.plans) return { tasks: [], commit: async () => undefined };
@@ -309,6 +330,7 @@ export class QuestionScheduler {
         planCandidates: [],
         toolPlans: new Set(),
         rings: new Map(),
+        shed: options.shed === true,
       };
       // The plans first: which questions a run's spans wait for depends on them.
       await this.loadPlans(envs, windows);
@@ -618,8 +640,10 @@ export class QuestionScheduler {
           // (the same task): the question service, which keeps the tasks it answered, answers
           // it only if it went unanswered (not checked).
           if (st.final_done) continue;
-          st.final_done = 1;
           const fresh = st.dirty || st.asked === 0 || q.evidence?.final_output === true;
+          // Shed, a fresh end question stays to be asked (a late span asks it); the same task
+          // again is on the bus already, or answered.
+          if (!step.shed || !fresh) st.final_done = 1;
           this.ask(step, w, q, st, 'run', now, true, !fresh);
         } else if (q.when === 'live' && st.dirty && !w.ended && q.evidence?.final_output !== true) {
           // A live trace question is asked as its evidence grows, at most once a gap (it stays
@@ -629,7 +653,7 @@ export class QuestionScheduler {
           this.ask(step, w, q, st, 'run', now, false);
         }
       } else if (ending && !st.final_done) {
-        st.final_done = 1;
+        if (!step.shed) st.final_done = 1;
         this.ask(step, w, q, st, 'run', now, true);
       }
     }
@@ -686,10 +710,20 @@ export class QuestionScheduler {
     };
     if (w.workflow) task.workflow = w.workflow;
     if (w.session_id) task.session_id = w.session_id;
-    if (!again) st.asked++;
+    // Shed or not, the next ask waits its gap: a question service far behind is not sent more
+    // often, nor are more of its questions recorded as not checked.
     st.last_asked_ms = now.at;
-    delete st.dirty;
+    if (step.shed) {
+      // Not handed over: the question is as it was before the ask (its evidence still new, its
+      // asks not counted), but for the spans a span question was waiting on, which are gone (the
+      // rule engine records the task as not checked). The last ask again is that task, handed
+      // over before: nothing to record.
+      if (!again) step.tasks.push(task);
+      return;
+    }
     step.tasks.push(task);
+    if (!again) st.asked++;
+    delete st.dirty;
   }
 
   /**
@@ -784,6 +818,7 @@ export class QuestionScheduler {
     for (const key of step.sessionsTouched) windows.push({ key, window: step.sessions.get(key)!, ttlMs: this.ttlIdle * 4 });
     return {
       tasks: step.tasks,
+      ...(step.shed ? { shed: true as const } : {}),
       // Compare-and-set: if another replica saved one of these runs meanwhile, nothing is
       // written and the batch is read again (the tasks it published have the same ids).
       commit: () => saveWindows(this.opts.windows, windows),

@@ -2,7 +2,7 @@ import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type Ques
 import { findingDelayHook, syncCounter, type ServiceModule } from '@neatroots/ports';
 import {
   ClassifierFirstView, LOCAL_LLM_POLICY, QUESTION_WINDOW_LIST_FIELDS, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionKey,
-  type AgreementRecord, type PlanStore, type QuestionSet, type SchedulerWindow, type SpanPolicy,
+  type AgreementRecord, type PlanStore, type QuestionSet, type ResultSink, type SchedulerWindow, type SpanPolicy,
 } from '@neatroots/questions';
 import { makeTopics } from '@neatroots/messages';
 import { ruleEngineGrpcService } from './grpc';
@@ -29,8 +29,8 @@ export interface RuleEngineConfig {
 
 /** What it asks of the other links (each provider gives at least this). */
 interface Links {
-  /** The review service: quiet checks, and the plans question checks are scheduled by. */
-  review: { isQuiet(project: string, checkId: string): Promise<boolean>; data: { plans: PlanStore; agreement?: { list(): Promise<AgreementRecord[]> } } };
+  /** The review service: quiet checks, the plans question checks are scheduled by, and the question results (a shed question is not checked). */
+  review: { isQuiet(project: string, checkId: string): Promise<boolean>; data: { plans: PlanStore; agreement?: { list(): Promise<AgreementRecord[]> }; results?: ResultSink } };
   /** The checks in effect, reloaded without a restart. */
   checks: { rules(): RuleSet; questions(): QuestionSet };
   /** Whether halts act in a project. */
@@ -74,6 +74,8 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
         windows: schedulerWindows,
         // Kafka's backlog() counts what waits to be sent, not what a group has not taken: its retention bounds the topic.
         maxBacklog: ctx.platform.kind === 'distributed' ? 0 : ctx.config.NEATROOTS_MAX_QUESTION_BACKLOG,
+        // A question not handed over is recorded as not checked, with why (the run page lists it).
+        results: review.data.results,
       },
       steering,
       quiet: review.isQuiet,

@@ -6,9 +6,9 @@ import * as path from 'node:path';
 import { LogBus, MemoryBus, MemoryWindowStore, until } from '@neatroots/platform';
 import { observeFindingDelays, type BusRecord, type LogFields, type Topic } from '@neatroots/ports';
 import type { Envelope } from '@neatroots/spans';
-import { QuestionScheduler, questionSet, type SchedulerWindow } from '@neatroots/questions';
+import { LOCAL_LLM_POLICY, QuestionScheduler, questionSet, type QuestionResult, type SchedulerWindow } from '@neatroots/questions';
 import { dropTable, droppedTableRules } from '../../../libs/checks/src/engine/dropped-table.test';
-import { question } from '../../../libs/questions/src/fixtures.test';
+import { question, runEnd, span } from '../../../libs/questions/src/fixtures.test';
 import { startRuleEngine } from './service';
 
 /** The run windows, unavailable while `down` is set. */
@@ -270,6 +270,83 @@ describe('rule-engine service: a question service far behind', () => {
       await engine.close();
       await questionService.close();
       await sub.close();
+      await bus.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('records each question it did not hand over as not checked, saying why, and counts none of them as asked: the cap and the end question are left for later', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-shed-'));
+    const topics = makeTopics('t');
+    const bus = new LogBus({ dir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    // The local LLM's cost control: a span question is asked at most four times a run.
+    const set = questionSet([
+      question({ id: 'wrong-search', scope: 'span', ask: 'Was this search the wrong one?' }),
+      question({ id: 'task-left-undone', scope: 'trace', when: 'end', ask: 'Did the run leave its task undone?' }),
+    ]);
+    const recorded: QuestionResult[] = [];
+    const logged: string[] = [];
+    const engine = await startRuleEngine({
+      bus,
+      windows: new MemoryWindowStore<RunWindow>(),
+      topics,
+      rules: droppedTableRules,
+      tickMs: 60_000,
+      questions: {
+        scheduler: new QuestionScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), questions: () => set, policy: LOCAL_LLM_POLICY }),
+        topic: topics.questions,
+        maxBacklog: 1,
+        results: { record: async (r) => void recorded.push(...r) },
+      },
+      log: (m) => logged.push(m),
+    });
+    // The question service: its model hangs, so it takes one record and holds it.
+    let release!: () => void;
+    const hung = new Promise<void>((r) => (release = r));
+    const handed: { run: string; check: string; anchor: string; final: boolean }[] = [];
+    const questionService = await bus.subscribe(topics.questions, { group: 'question' }, async (b) => {
+      await hung;
+      for (const r of b.records) for (const t of r.value) if (t.type === 'question') handed.push({ run: t.run_id, check: t.check.id, anchor: t.anchor, final: t.final });
+    });
+    let steps = 0;
+    const step = async (...envs: Envelope[]) => {
+      await bus.publish(topics.events, envs.map((e) => ({ key: 'run', value: e })));
+      steps++;
+      await until(`step ${steps} done`, () => engine.metrics.batches === steps, 10_000, 5);
+    };
+    const T = 1_000_000;
+    try {
+      // Two other runs' questions: one record in the question service's hands, one waiting.
+      await step({ ...span('other-1', 'o1', {}, T) });
+      await step({ ...span('other-2', 'o2', {}, T) });
+      expect(bus.backlog(topics.questions.name)).toBe(2);
+      // Six searches of `r`, ten seconds apart (past the local LLM's gap), then its end: all shed.
+      for (let i = 1; i <= 6; i++) await step(span('r', `s${i}`, {}, T + i * 10_000));
+      await step(runEnd('r', 'done', T + 70_000));
+      const reason = 'not asked: the question service was 2 question task records behind (NEATROOTS_MAX_QUESTION_BACKLOG=1)';
+      expect(recorded.map((r) => [r.run_id, r.check_id, r.anchor, r.answer.status, r.answer.reason])).toEqual([
+        ...[1, 2, 3, 4, 5, 6].map((i) => ['r', 'wrong-search', `s${i}`, 'not_checked', reason]),
+        ['r', 'task-left-undone', 'run', 'not_checked', reason],
+      ]);
+      expect(recorded.map((r) => r.span_ids)).toEqual([['s1'], ['s2'], ['s3'], ['s4'], ['s5'], ['s6'], ['s1', 's2', 's3', 's4', 's5', 's6']]);
+      expect(engine.metrics).toMatchObject({ questions: 2, questionsShed: 7 });
+      expect(logged.filter((m) => m.startsWith('2 question task records wait for the question service'))).toHaveLength(1);
+
+      // Caught up: a search that came after the end is asked about (the six shed asks used none
+      // of the four), and so is the end question, never asked.
+      release();
+      await until('no question records waiting', () => bus.backlog(topics.questions.name) === 0, 10_000, 5);
+      await step(span('r', 's7', {}, T + 80_000));
+      await until('the late step\'s questions handed over', () => handed.some((h) => h.run === 'r'), 10_000, 5);
+      expect(handed.filter((h) => h.run === 'r')).toEqual([
+        { run: 'r', check: 'wrong-search', anchor: 's7', final: true },
+        { run: 'r', check: 'task-left-undone', anchor: 'run', final: true },
+      ]);
+      expect(recorded).toHaveLength(7);
+    } finally {
+      release();
+      await engine.close();
+      await questionService.close();
       await bus.close();
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -1,7 +1,7 @@
 import { RuleEngine, windowKey, type EngineOutput, type FindingEvent, type RuleSet, type RunWindow } from '@neatroots/checks';
 import { mergingBatches, RepeatedErrors, WindowConflictError, type Bus, type BusBatch, type LogFields, type RecordedClock, type Subscription, type Topic, type WindowStore } from '@neatroots/ports';
-import type { QuestionScheduler, SchedulerOutput } from '@neatroots/questions';
-import { QUESTIONS_TOPIC, questionTaskRecords, type FindingMessage, type Note, type QuestionTaskMessage } from '@neatroots/messages';
+import { notChecked, type QuestionResult, type QuestionScheduler, type ResultSink, type SchedulerOutput } from '@neatroots/questions';
+import { QUESTIONS_TOPIC, questionTaskRecords, type FindingMessage, type Note, type QuestionTask, type QuestionTaskMessage } from '@neatroots/messages';
 import { itemRunId, type Envelope } from '@neatroots/spans';
 import { haltingTools, Prechecker, type PrecheckAnswer, type PrecheckRequest } from './precheck';
 
@@ -56,6 +56,14 @@ export interface RuleEngineServiceOptions {
      * the whole pipeline. 0 or absent: no bound.
      */
     maxBacklog?: number;
+    /** What `maxBacklog` is set by, named in the reason a shed question is not checked (default NEATROOTS_MAX_QUESTION_BACKLOG). */
+    maxBacklogSetting?: string;
+    /**
+     * Where a shed question is recorded as not checked, with why (the question results the run
+     * page's `not_checked` lists): recorded with the step's findings, and the step is taken
+     * again if that fails. Absent: shed questions are only counted.
+     */
+    results?: ResultSink;
   };
   /** The findings of a step once their publish was acknowledged (metrics: neatroots_finding_delay_seconds). */
   onFindingsPublished?: (findings: readonly FindingEvent[]) => void;
@@ -87,7 +95,7 @@ export interface RuleEngineMetrics {
   notes: number;
   /** Question tasks handed to the question service. */
   questions: number;
-  /** Question tasks not handed over because the question service was too far behind (questions.maxBacklog). */
+  /** Question tasks not handed over because the question service was too far behind (questions.maxBacklog), counted once their step is done. */
   questionsShed: number;
   errors: number;
 }
@@ -150,13 +158,23 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
 
   // Sends what a step raised (findings, notes, question tasks) and counts it once sent;
   // undefined when there is nothing (no promise: replay takes most items with nothing raised).
-  const send = (out: EngineOutput, asked?: SchedulerOutput): Promise<void> | undefined => {
+  // `behind`: the question task records waiting when the step began, if past the bound (its
+  // questions are shed: recorded as not checked, not handed over).
+  const send = (out: EngineOutput, asked?: SchedulerOutput, behind?: number): Promise<void> | undefined => {
     // Published together: the Kafka bus gathers concurrent publishes into one send, so the
     // step waits for one acknowledgement instead of one per topic.
     const sends: Promise<void>[] = [];
     if (out.findings.length) sends.push(opts.bus.publish(opts.topics.findings, out.findings.map((f) => ({ key: f.run_id, value: f }))));
     if (out.notes.length) sends.push(opts.bus.publish(opts.topics.notes, out.notes.map((n) => ({ key: n.run_id, value: n }))));
-    const tasks = asked?.tasks.length ? handedOver(asked.tasks) : undefined;
+    let tasks = asked?.tasks;
+    let shed = 0;
+    if (tasks?.length && asked?.shed) {
+      // A plan task is kept: one per workflow, and what its questions are asked from.
+      const dropped = tasks.filter((t) => t.type === 'question');
+      tasks = tasks.filter((t) => t.type !== 'question');
+      shed = dropped.length;
+      if (shed && opts.questions?.results) sends.push(opts.questions.results.record(dropped.map((t) => notAsked(t, behind ?? 0))));
+    }
     if (tasks?.length) sends.push(opts.bus.publish(questionsTopic, questionTaskRecords(tasks)));
     if (!sends.length) return undefined;
     return (sends.length === 1 ? sends[0] : Promise.all(sends)).then(() => {
@@ -164,29 +182,43 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       metrics.findings += out.findings.length;
       metrics.notes += out.notes.length;
       metrics.questions += tasks?.length ?? 0;
+      if (shed) saidShed(shed, behind ?? 0);
     });
   };
-  // The question tasks to hand over: none of the questions while the question service is too far
-  // behind (a plan task is kept: one per workflow, and what its questions are asked from).
+  // Whether the question service is too far behind for a step's questions: the question task
+  // records waiting when it is past the bound, else undefined. Read as the step begins: its
+  // scheduler then counts none of the step's asks (a shed question is asked again when due).
   const maxQuestionBacklog = opts.questions?.maxBacklog ?? 0;
-  let shedSaidAt = 0;
-  const handedOver = (tasks: SchedulerOutput['tasks']): SchedulerOutput['tasks'] => {
-    if (!(maxQuestionBacklog > 0) || !opts.bus.backlog) return tasks;
+  const backlogSetting = opts.questions?.maxBacklogSetting ?? 'NEATROOTS_MAX_QUESTION_BACKLOG';
+  const questionsBehind = (): number | undefined => {
+    if (!opts.questions || !(maxQuestionBacklog > 0) || !opts.bus.backlog) return undefined;
     const waiting = opts.bus.backlog(questionsTopic.name);
-    if (waiting <= maxQuestionBacklog) return tasks;
-    const kept = tasks.filter((t) => t.type !== 'question');
-    metrics.questionsShed += tasks.length - kept.length;
+    return waiting > maxQuestionBacklog ? waiting : undefined;
+  };
+  const notAsked = (t: QuestionTask, behind: number): QuestionResult => ({
+    // Its own row: the same task may be handed over later (a shed ask is not counted) and fail.
+    task_id: `${t.id}-shed`,
+    project: t.project,
+    run_id: t.run_id,
+    check_id: t.check.id,
+    anchor: t.anchor,
+    span_ids: t.span_ids,
+    answer: notChecked(`not asked: the question service was ${behind} question task records behind (${backlogSetting}=${maxQuestionBacklog})`),
+    at_ms: t.at_ms,
+  });
+  let shedSaidAt = 0;
+  const saidShed = (n: number, behind: number) => {
+    metrics.questionsShed += n;
     if (Date.now() - shedSaidAt >= 60_000) {
       shedSaidAt = Date.now();
-      log(`${waiting} question tasks wait for the question service (past ${maxQuestionBacklog}): new questions are not asked until it catches up (${metrics.questionsShed} not asked so far)`);
+      log(`${behind} question task records wait for the question service (past ${maxQuestionBacklog}, ${backlogSetting}): new questions are not asked until it catches up, and are recorded as not checked (${metrics.questionsShed} question tasks not asked so far)`);
     }
-    return kept;
   };
 
   // Publishes what a step raised and calls its saves: returns their promise (the saves are
   // under way; a store that applies at call has already made them, see `atCall`).
-  const publish = async (out: EngineOutput, asked?: SchedulerOutput): Promise<{ saved: Promise<void> }> => {
-    const sent = send(out, asked);
+  const publish = async (out: EngineOutput, asked?: SchedulerOutput, behind?: number): Promise<{ saved: Promise<void> }> => {
+    const sent = send(out, asked, behind);
     if (sent) await sent;
     // Windows are saved only once everything they led to is on the bus (the same order for both).
     // The two stores are saved side by side: each is its own journal (its own fsync on the
@@ -244,11 +276,12 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       if (due.length) await emit(await engine.tick(now, { keys: due }));
       const one = [e];
       const out = await engine.process(one);
-      const asked = opts.questions ? await opts.questions.scheduler.process(one) : undefined;
+      const behind = questionsBehind();
+      const asked = opts.questions ? await opts.questions.scheduler.process(one, { shed: behind !== undefined }) : undefined;
       // emit's order (sent, then saved), its steps awaited one by one: the recording's stores
       // are in memory, with no syncs to overlap, and emit's gathering (two async calls and the
       // saves' allSettled) cost replay about eight promises an item, as much as the bus's hop.
-      const sent = send(out, asked);
+      const sent = send(out, asked, behind);
       if (sent) await sent;
       await out.commit();
       if (asked) await asked.commit();
@@ -265,8 +298,9 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
           // The engine and the question scheduler each load their windows (on Redis, a round
           // trip each): side by side, not one after the other. Both are settled before either
           // fails the batch, so no step is left running behind its retry.
-          const [out, asked] = await both(engine.process(envs), opts.questions?.scheduler.process(envs));
-          const { saved } = await publish(out, asked);
+          const behind = questionsBehind();
+          const [out, asked] = await both(engine.process(envs), opts.questions?.scheduler.process(envs, { shed: behind !== undefined }));
+          const { saved } = await publish(out, asked, behind);
           if (atCall && batch.defer) {
             batch.defer(
               saved.catch((err) => {
