@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ChatModel, ChatRequest, ChatResponse, SharedCache } from '@neatroots/ports';
 import { AgreementTracker } from './agreement';
-import { ModelQueue, QueueFullError, type ModelQueueOptions, type Priority } from './batcher';
+import { ModelQueue, ModelQueueClosedError, QueueFullError, type ModelQueueOptions, type Priority } from './batcher';
 import { AnswerCache, DEFAULT_CACHE_TTL_MS, TieredCache, type CacheResult } from './cache';
 import { FastClassifier } from './classifier/classifier';
 import type { SparseVector } from './classifier/features';
@@ -52,6 +52,11 @@ export interface AnswererOptions {
   evidenceChars?: number;
   /** Of the answers the classifier gives first, the share still put to the LLM in the background. */
   auditRate?: number;
+  /**
+   * The most such audits under way at once (default 100): beyond it, and while the model's queue
+   * is half full or more, an audit is dropped (stats.audits_dropped) rather than queued.
+   */
+  maxAudits?: number;
   random?: () => number;
   onError?: (msg: string, err: unknown) => void;
 }
@@ -158,8 +163,10 @@ export class QuestionAnswerer {
   private readonly auditRate: number;
   private readonly random: () => number;
   private readonly pending = new Set<Promise<unknown>>();
+  private readonly maxAudits: number;
+  private audits = 0;
   private readonly onError: (msg: string, err: unknown) => void;
-  readonly stats = { asked: 0, answered: 0, classifier_first: 0, escalated: 0, cache_hits: 0, not_checked: 0, second_looks: 0, dropped_by_second_look: 0, audits: 0 };
+  readonly stats = { asked: 0, answered: 0, classifier_first: 0, escalated: 0, cache_hits: 0, not_checked: 0, second_looks: 0, dropped_by_second_look: 0, audits: 0, audits_dropped: 0 };
 
   constructor(opts: AnswererOptions = {}) {
     this.classifier = opts.classifier ?? new FastClassifier();
@@ -182,6 +189,7 @@ export class QuestionAnswerer {
     }
     this.evidenceChars = opts.evidenceChars ?? DEFAULT_EVIDENCE_CHARS;
     this.auditRate = opts.auditRate ?? 0.05;
+    this.maxAudits = Math.max(1, opts.maxAudits ?? 100);
     this.random = opts.random ?? Math.random;
     this.onError = opts.onError ?? ((msg, err) => console.error(`questions: ${msg}`, err));
   }
@@ -221,10 +229,7 @@ export class QuestionAnswerer {
       const c = this.classifier.answer(q, evidence, vec());
       if (c.status === 'answered' && !c.flagged) {
         this.stats.classifier_first++;
-        if (this.random() < this.auditRate) {
-          this.stats.audits++;
-          this.track(this.askLlm(llm, input, { priority: 'normal', wait: true }, vec()).catch(() => undefined));
-        }
+        if (this.random() < this.auditRate) this.audit(llm, input, vec());
         return this.count(c);
       }
       this.stats.escalated++;
@@ -237,6 +242,27 @@ export class QuestionAnswerer {
     if (cached) answer.cached = true;
     if (verdict.flagged && opts.secondLook !== false) answer = await this.secondLook(llm, input, verdict, rendered, raw.quote, answer, opts);
     return this.count(answer);
+  }
+
+  /**
+   * Puts a classifier-first answer to the LLM in the background, at the lowest priority and
+   * without waiting for room: never while many audits are under way or the model's queue is half
+   * full (a slow or hung model), and given up when real work needs its place (QueueFullError).
+   */
+  private audit(llm: Endpoint, input: AskInput, x: SparseVector): void {
+    if (this.audits >= this.maxAudits || llm.queue.queued * 2 >= llm.queue.maxQueue) {
+      this.stats.audits_dropped++;
+      return;
+    }
+    this.stats.audits++;
+    this.audits++;
+    this.track(
+      this.askLlm(llm, input, { priority: 'background', wait: false }, x)
+        .catch((e) => {
+          if (e instanceof QueueFullError) this.stats.audits_dropped++;
+        })
+        .finally(() => this.audits--),
+    );
   }
 
   private count(a: Answer): Answer {
@@ -264,7 +290,7 @@ export class QuestionAnswerer {
       try {
         obj = await llm.queue.ask(cacheKey, { q, evidence: rendered }, { priority: opts.priority, wait: opts.wait });
       } catch (e) {
-        if (e instanceof QueueFullError) throw e;
+        if (e instanceof QueueFullError || e instanceof ModelQueueClosedError) throw e;
         return notChecked(describeError(e), llm.role);
       }
       raw = readRawAnswer(obj);
@@ -323,7 +349,7 @@ export class QuestionAnswerer {
         const obj = await llm.queue.look(key, { q: input.q, verdict, evidence: rendered, context, quote: firstQuote }, { priority: opts.priority, wait: opts.wait });
         reply = readSecondLook(obj);
       } catch (e) {
-        if (e instanceof QueueFullError) throw e;
+        if (e instanceof QueueFullError || e instanceof ModelQueueClosedError) throw e;
         return notChecked(`second look: ${describeError(e)}`, llm.role);
       }
       await this.lookCache?.set(key, reply);
@@ -360,6 +386,8 @@ export class QuestionAnswerer {
       const text = res.text.trim();
       return text ? text.slice(0, 1000) : undefined;
     } catch (e) {
+      // Stopping: the batch fails and is delivered again at the next start.
+      if (e instanceof ModelQueueClosedError) throw e;
       this.onError('writing a note failed; using the check guidance', e);
       return undefined;
     }
@@ -451,6 +479,10 @@ export class QuestionAnswerer {
     return out;
   }
 
+  /**
+   * Closes the model queues: what waits in them fails and the requests in flight are aborted
+   * (ModelQueueClosedError), so a stop does not wait for a slow model; the background audits end with them.
+   */
   close(): void {
     this.decision?.queue.close();
     this.local?.queue.close();

@@ -59,7 +59,12 @@ export function failedOutcome(err: unknown): ModelOutcome {
   return err instanceof ModelError ? err.kind : 'server';
 }
 
-export type Priority = 'normal' | 'note';
+/**
+ * `note` is taken before anything else waiting; `background` (the audits of the fast
+ * classifier's answers) after everything else, and it gives its place in a full queue up to
+ * other work (QueueFullError).
+ */
+export type Priority = 'normal' | 'note' | 'background';
 
 export interface EnqueueOptions {
   priority?: Priority;
@@ -71,6 +76,18 @@ export class QueueFullError extends Error {
   constructor(readonly endpoint: string, readonly limit: number) {
     super(`the ${endpoint} model queue is full (${limit} waiting); retry later`);
     this.name = 'QueueFullError';
+  }
+}
+
+/**
+ * The queue was closed (a stop whose drain time is over): what was waiting, and the requests in
+ * flight (aborted), fail with it. Not an answer: a bus batch that meets it fails, is not
+ * committed, and is delivered again at the next start.
+ */
+export class ModelQueueClosedError extends Error {
+  constructor(readonly endpoint: string) {
+    super(`the ${endpoint} model queue is closed (the process is stopping)`);
+    this.name = 'ModelQueueClosedError';
   }
 }
 
@@ -132,6 +149,9 @@ const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).
 export class ModelQueue {
   private readonly high: Job[] = [];
   private readonly normal: Job[] = [];
+  private readonly low: Job[] = [];
+  /** Aborts the requests in flight when the queue closes. */
+  private readonly stop = new AbortController();
   private readonly inflight = new Map<string, Promise<unknown>>();
   private readonly spaceWaiters: (() => void)[] = [];
   private active = 0;
@@ -164,7 +184,12 @@ export class ModelQueue {
   }
 
   get queued(): number {
-    return this.high.length + this.normal.length;
+    return this.high.length + this.normal.length + this.low.length;
+  }
+
+  /** How many may wait (ModelQueueOptions.maxQueue). */
+  get maxQueue(): number {
+    return this.o.maxQueue;
   }
 
   /** The answer object for one question (its part of the batch reply), as the model wrote it. */
@@ -191,7 +216,7 @@ export class ModelQueue {
       }
     }
     // Registered before the first await, so an identical question asked meanwhile joins this one.
-    const p = this.admit(opts.wait).then(
+    const p = this.admit(opts.wait, opts.priority).then(
       () =>
         new Promise<unknown>((resolve, reject) => {
           const group = sort === 'decide' ? `decide\u0000${(item as DecisionItem).instructions}` : sort;
@@ -209,26 +234,38 @@ export class ModelQueue {
   }
 
   async chat(req: ChatRequest, opts: EnqueueOptions = {}): Promise<ChatResponse> {
-    await this.admit(opts.wait);
+    await this.admit(opts.wait, opts.priority);
     return new Promise<ChatResponse>((resolve, reject) => {
       this.enqueue({ kind: 'chat', req, priority: opts.priority ?? 'normal', at: Date.now(), resolve, reject });
     });
   }
 
-  private async admit(wait: boolean | undefined): Promise<void> {
-    if (this.closed) throw new Error(`the ${this.model.role} model queue is closed`);
+  private async admit(wait: boolean | undefined, priority: Priority = 'normal'): Promise<void> {
+    if (this.closed) throw new ModelQueueClosedError(this.model.role);
     while (this.queued >= this.o.maxQueue) {
-      if (!wait) {
+      // Background work gives its place up: the newest of it waiting is dropped.
+      const dropped = priority !== 'background' ? this.low.pop() : undefined;
+      if (dropped) {
+        this.stats.rejected++;
+        dropped.reject(new QueueFullError(this.model.role, this.o.maxQueue));
+        this.stats.queued = this.queued;
+        break;
+      }
+      if (!wait || priority === 'background') {
         this.stats.rejected++;
         throw new QueueFullError(this.model.role, this.o.maxQueue);
       }
       await new Promise<void>((r) => this.spaceWaiters.push(r));
-      if (this.closed) throw new Error(`the ${this.model.role} model queue is closed`);
+      if (this.closed) throw new ModelQueueClosedError(this.model.role);
     }
   }
 
+  private lane(priority: Priority): Job[] {
+    return priority === 'note' ? this.high : priority === 'background' ? this.low : this.normal;
+  }
+
   private enqueue(job: Job): void {
-    (job.priority === 'note' ? this.high : this.normal).push(job);
+    this.lane(job.priority).push(job);
     this.stats.queued = this.queued;
     this.pump();
   }
@@ -240,7 +277,7 @@ export class ModelQueue {
 
   private pump(): void {
     while (this.active < this.o.maxConcurrent && !this.closed) {
-      const queue = this.high.length ? this.high : this.normal;
+      const queue = this.high.length ? this.high : this.normal.length ? this.normal : this.low;
       const first = queue[0];
       if (!first) return;
       if (first.kind === 'chat') {
@@ -266,7 +303,7 @@ export class ModelQueue {
 
   private countQuestions(group: string): number {
     let n = 0;
-    for (const q of [this.high, this.normal]) for (const j of q) if (j.kind === 'question' && j.group === group && !j.alone) n++;
+    for (const q of [this.high, this.normal, this.low]) for (const j of q) if (j.kind === 'question' && j.group === group && !j.alone) n++;
     return n;
   }
 
@@ -288,7 +325,7 @@ export class ModelQueue {
     let chars = 0;
     // A shared text counts once per request: the prompt writes it once.
     const cost = (j: QuestionJob) => (j.shared !== undefined && written.has(j.shared) ? j.chars - j.shared.length : j.chars);
-    for (const queue of [this.high, this.normal]) {
+    for (const queue of [this.high, this.normal, this.low]) {
       for (let i = 0; i < queue.length && out.length < this.o.maxBatch; ) {
         const j = queue[i];
         if (j.kind !== 'question' || j.group !== group) {
@@ -318,8 +355,11 @@ export class ModelQueue {
     for (let attempt = 0; ; attempt++) {
       this.stats.requests++;
       try {
-        return await this.model.complete(this.o.timeoutMs !== undefined && req.timeoutMs === undefined ? { ...req, timeoutMs: this.o.timeoutMs } : req);
+        if (this.closed) throw new ModelQueueClosedError(this.model.role);
+        const signal = req.signal ? AbortSignal.any([req.signal, this.stop.signal]) : this.stop.signal;
+        return await this.model.complete({ ...req, signal, ...(this.o.timeoutMs !== undefined && req.timeoutMs === undefined ? { timeoutMs: this.o.timeoutMs } : {}) });
       } catch (err) {
+        if (this.closed) throw new ModelQueueClosedError(this.model.role);
         this.outcome(failedOutcome(err), err);
         if (!(err instanceof ModelError) || !err.retryable || attempt >= this.o.retries || this.closed) throw err;
         const asked = err.retryAfterMs;
@@ -364,7 +404,7 @@ export class ModelQueue {
         else if (jobs.length > 1 && !j.alone) {
           // A model that loses track of one question in a long batch usually answers it alone.
           j.alone = true;
-          (j.priority === 'note' ? this.high : this.normal).unshift(j);
+          this.lane(j.priority).unshift(j);
         } else j.reject(new MalformedAnswerError(problem ?? 'the reply has no answer for this question'));
       });
     } catch (err) {
@@ -404,12 +444,16 @@ export class ModelQueue {
     }
   }
 
-  /** Fails what is waiting; requests in flight finish. */
+  /**
+   * Fails what is waiting and aborts the requests in flight (ModelQueueClosedError): a stop does
+   * not wait for a slow model's answers.
+   */
   close(): void {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
-    const err = new Error(`the ${this.model.role} model queue is closed`);
-    for (const j of [...this.high.splice(0), ...this.normal.splice(0)]) j.reject(err);
+    this.stop.abort();
+    const err = new ModelQueueClosedError(this.model.role);
+    for (const j of [...this.high.splice(0), ...this.normal.splice(0), ...this.low.splice(0)]) j.reject(err);
     for (const w of this.spaceWaiters.splice(0)) w();
     this.stats.queued = 0;
   }

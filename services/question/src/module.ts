@@ -23,6 +23,8 @@ export interface QuestionConfig {
   awaitPlans?: boolean;
   /** Consumers of the question tasks; unset: 1 distributed, 4 elsewhere. */
   NEATROOTS_QUESTION_CONSUMERS?: number;
+  /** Distributed, how long a stop lets the batches in hand finish before it fails what waits on the model (embedded: the bus's drain did). */
+  NEATROOTS_DRAIN_MS?: number;
 }
 
 interface Links {
@@ -108,6 +110,8 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       log: (m, err) => ctx.log.error(m, err),
       warn: (m) => ctx.log.warn(m),
       onFindingsPublished: findingDelayHook(ctx),
+      // Embedded, the stop's drain has waited already: what still waits on the model fails at once.
+      stopGraceMs: ctx.platform.kind === 'distributed' ? (ctx.config.NEATROOTS_DRAIN_MS ?? 10_000) : 0,
     });
     // The tasks processed, as the Prometheus counter (neatroots_bus_consumed_total counts records).
     const stopSync = [syncCounter(ctx.metrics.questionTasks, {}, () => service.metrics.tasks)];

@@ -92,6 +92,12 @@ export interface QuestionServiceOptions {
   /** How often the classifier's models are saved (rounded to a multiple of flushMs). Default 60 s; close saves them too. */
   modelFlushMs?: number;
   heartbeatMs?: number;
+  /**
+   * How long close() lets the batches in hand finish before it closes the model queues (what
+   * waits in them fails, the requests in flight are aborted; the batches fail, are not
+   * committed and are delivered again). Default 0: the embedded stop has drained already.
+   */
+  stopGraceMs?: number;
   /** A batch waits for the plans it started (replay: the same output every time). */
   awaitPlans?: boolean;
   /** The clock plans are dated by (replay: the recording's). */
@@ -119,7 +125,11 @@ export interface QuestionService {
   grpcPort?: number;
   /** Resolves when plans and background agreement checks in progress are done (tests, replay). */
   idle(): Promise<void>;
-  /** Stops the gRPC server and the consumers (batches in hand finish), flushes what was learnt. */
+  /**
+   * Stops the consumers, lets the batches in hand finish for stopGraceMs, then closes the model
+   * queues (the batches still waiting on the model fail and are delivered again: a stop does
+   * not wait for a slow model), stops the gRPC server and flushes what was learnt.
+   */
   close(): Promise<void>;
 }
 
@@ -264,17 +274,27 @@ export async function startQuestionService(opts: QuestionServiceOptions): Promis
       (closed ??= (async () => {
         clearInterval(flusher);
         clearInterval(beat);
+        const consumers = Promise.all(subs.map((s) => s.close()));
+        const graceMs = opts.stopGraceMs ?? 0;
+        if (graceMs > 0) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([consumers, new Promise<void>((r) => (timer = setTimeout(r, graceMs)))]);
+          clearTimeout(timer);
+        }
+        // What waits for the model fails now, and the requests in flight are aborted: their
+        // batches fail, are not committed and are delivered again at the next start (the answers
+        // already given are in the shared cache: not asked again). The background audits end too.
+        answerer.close();
         await grpc?.close();
-        await Promise.all(subs.map((s) => s.close()));
+        await consumers;
         await processor.idle();
         await saving;
         try {
-          // Everything: the background checks still under way first.
+          // What the answers given so far taught (the audits ended with the queues).
           await answerer.flush({ drain: true });
         } catch (err) {
           log('saving what the classifier learnt failed on shutdown', err);
         }
-        answerer.close();
       })()),
   };
 }

@@ -98,7 +98,7 @@ describe('the embedded bus at a stop', () => {
     expect(took).toBeGreaterThanOrEqual(5_290);
     expect(took).toBeLessThan(10_000);
     expect(said).toContain(
-      `stop: batches in hand still retrying after 5000 ms more (a dependency keeps failing; see the errors above): they end as their services stop, and their records stay durable in ${logDir(config)} for the next start`,
+      `stop: batches in hand not done after 5000 ms more (waiting on a slow model's answers, or retrying a dependency that keeps failing if errors are above): they end as their services stop (what waits on the model fails), and their records stay durable in ${logDir(config)} for the next start`,
     );
     expect(said.some((m) => m.startsWith('stop: drained for 300 ms (NEATROOTS_DRAIN_MS); 1 accepted records not processed yet stay durable'))).toBe(true);
     expect(handled).toBe(0);

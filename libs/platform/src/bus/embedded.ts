@@ -34,6 +34,8 @@ export function openEmbeddedBus(config: Config, log: EmbeddedBusLog): EmbeddedBu
       const more = repeats.quieted(`${topic}/${group}`, err);
       if (more === undefined) return;
       // The log's own bookkeeping (saving the groups' positions, the last sync at close) is no batch.
+      // A batch failed by the stop itself (the question service closed its model queues): the stop's lines say what is left.
+      if ((err as { name?: unknown } | undefined)?.name === 'ModelQueueClosedError') return;
       const what = topic === '(log)' ? `bus log (${group.replace(/[()]/g, '')})` : `bus ${topic}/${group}: batch failed, retrying`;
       log.error(`${what}${more}`, err);
     },
@@ -92,7 +94,11 @@ export async function drainEmbeddedBus(bus: EmbeddedBus, config: Config, topic: 
   // retries; what it held was not processed and stays in the log.
   if (bus instanceof LogBus) {
     const more = Math.max(ms, IN_HAND_MS);
-    if (!(await settlesWithin(bus.stopDelivering(), more))) log.warn(`stop: batches in hand still retrying after ${more} ms more (a dependency keeps failing; see the errors above): they end as their services stop, and their records stay durable in ${logDir(config)} for the next start`);
+    if (!(await settlesWithin(bus.stopDelivering(), more))) {
+      log.warn(
+        `stop: batches in hand not done after ${more} ms more (waiting on a slow model's answers, or retrying a dependency that keeps failing if errors are above): they end as their services stop (what waits on the model fails), and their records stay durable in ${logDir(config)} for the next start`,
+      );
+    }
   }
   const left = bus.backlog(topic);
   if (left === 0) return; // the batches in hand were the last
