@@ -1,14 +1,11 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { createLogger, loadModelConfig } from '@neatroots/platform';
+import type { Browser, BrowserContext, ConsoleMessage, Page } from 'playwright-core';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { RunsRepo, SopSessionsRepo } from '@neatroots/store';
-import { startEmbedded, type EmbeddedApp } from 'neatroots';
+import type { EmbeddedApp } from 'neatroots';
 import { parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
-import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, shot, takeCspViolations } from './browser.test';
+import { chromiumOrSkip, openSignedIn, shot, startBrowserApp, takeCspViolations, until, type BrowserApp } from './browser.test';
 
 /**
  * The web app in a real browser, against the embedded neatroots booted here: real spans sent
@@ -41,8 +38,8 @@ rule:
 const exe = chromiumOrSkip('the web app in a browser');
 
 (exe ? describe : describe.skip)('the web app in a browser', () => {
-  let home: string;
   let fake: FakeOpenAI;
+  let web: BrowserApp;
   let app: EmbeddedApp;
   let client: NeatrootsClient;
   let browser: Browser;
@@ -55,27 +52,12 @@ const exe = chromiumOrSkip('the web app in a browser');
     return (await res.json()) as T;
   }
 
-  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 45_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-
   const t0 = Date.now() - 60_000;
   /** While set, the model answers the procedures' questions only once it resolves. */
   let sopGate: Promise<void> | null = null;
 
   beforeAll(async () => {
-    requireBuiltApp();
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-'));
-    fs.mkdirSync(path.join(home, 'checks'));
-    fs.writeFileSync(
-      path.join(home, 'checks', 'shop.yaml'),
-      `id: refund-without-lookup
+    const shop = `id: refund-without-lookup
 kind: rule
 title: Refund without an order lookup
 rule:
@@ -117,8 +99,7 @@ evidence:
   final_output: true
 when: end
 guidance: Be polite.
-`,
-    );
+`;
     const rude = (q: { ask: string }) => q.ask.startsWith('Was the agent rude');
     // The procedures' questions (sopops): the card payment's one is its goal, reached in both sessions.
     const sopQuestions = (call: FakeCall) =>
@@ -138,30 +119,22 @@ guidance: Be polite.
       : call.kind === 'draft' ? { json: DRAFT }
       : { json: {} };
     });
-    const config = testConfig(home, {
-      NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${PROJECT}=${AGENT_KEY}:ingest`,
-      NEATROOTS_STEERING: PROJECT,
-    });
-    app = await startEmbedded({
-      config,
+    web = await startBrowserApp(exe!, {
+      prefix: 'nr-web',
+      checks: { 'shop.yaml': shop },
+      config: { NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${PROJECT}=${AGENT_KEY}:ingest`, NEATROOTS_STEERING: PROJECT },
       // No answer cache: a session checked again asks the model again, as one whose model failed does (a test holds those answers).
-      models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_CACHE_TTL_MS: '0' }),
-      inMemoryDb: true,
-      watch: false,
-      log: createLogger({ level: 'error' }),
+      models: { NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_CACHE_TTL_MS: '0' },
     });
-    url = `http://127.0.0.1:${app.httpPort}`;
+    ({ app, browser, url } = web);
     client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: AGENT_KEY, flushIntervalMs: 20 });
     await seed();
-    browser = await launch(exe!);
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
     await client?.close();
-    await app?.close();
+    await web?.close();
     await fake?.close();
-    if (home) fs.rmSync(home, { recursive: true, force: true });
   });
 
   /** The runs the pages show, sent as an agent sends them. */
@@ -217,22 +190,13 @@ guidance: Be polite.
     expect(seen).toEqual([]);
   });
 
-  async function signedIn(ctx?: BrowserContext): Promise<Page> {
-    const page = await (ctx ?? (await browser.newContext({ viewport: { width: 1440, height: 900 } }))).newPage();
-    page.on('console', (m) => {
-      if (m.type() !== 'error') return;
-      const at = m.location().url;
-      const refused = refusals.some((r) => at && new URL(at).pathname.endsWith(r.path) && m.text().includes(`status of ${r.status} `));
-      if (!refused) errors.push(`${page.url()}: ${m.text()} (${at})`);
-    });
-    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
-    await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(PROJECT);
-    await page.getByLabel('API key').fill(KEY);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
-    return page;
+  /** A console error is the page's unless it is a refusal the test expects. */
+  function isError(m: ConsoleMessage): boolean {
+    if (m.type() !== 'error') return false;
+    const at = m.location().url;
+    return !refusals.some((r) => at && new URL(at).pathname.endsWith(r.path) && m.text().includes(`status of ${r.status} `));
   }
+  const signedIn = (ctx?: BrowserContext): Promise<Page> => openSignedIn(ctx ?? browser, { url, project: PROJECT, key: KEY, errors, isError });
 
   it('signs in with a project key, refuses a wrong one, and signs out', async () => {
     const page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();

@@ -1,14 +1,9 @@
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, ConsoleMessage, Page } from 'playwright-core';
 import type { FindingMessage } from '@neatroots/messages';
-import { createLogger, loadModelConfig, until } from '@neatroots/platform';
+import { until } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { FindingsRepo } from '@neatroots/store';
-import { startEmbedded, type EmbeddedApp } from 'neatroots';
-import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
+import { chromiumOrSkip, openSignedIn, shot, startBrowserApp, type BrowserApp } from './browser.test';
 
 /**
  * The web app on a big fleet, in a real browser against the embedded neatroots: more open
@@ -55,8 +50,7 @@ function session(externalId: string, tools: number[], silent = false) {
 }
 
 (exe ? describe : describe.skip)('the web app on a big fleet', () => {
-  let home: string;
-  let app: EmbeddedApp;
+  let web: BrowserApp;
   let client: NeatrootsClient;
   let browser: Browser;
   let url: string;
@@ -87,18 +81,9 @@ function session(externalId: string, tools: number[], silent = false) {
   }
 
   beforeAll(async () => {
-    requireBuiltApp();
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-fleet-'));
-    app = await startEmbedded({
-      config: testConfig(home, {
-        NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${FRESH}=${FRESH_KEY}`,
-      }),
-      models: loadModelConfig({}),
-      inMemoryDb: true,
-      watch: false,
-      log: createLogger({ level: 'error' }),
-    });
-    url = `http://127.0.0.1:${app.httpPort}`;
+    web = await startBrowserApp(exe!, { prefix: 'nr-web-fleet', config: { NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${FRESH}=${FRESH_KEY}` } });
+    ({ browser, url } = web);
+    const { app } = web;
     client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
 
     // More open problems than Home reads at once, as the rule engine writes them: one per run, a minute apart.
@@ -133,14 +118,11 @@ function session(externalId: string, tools: number[], silent = false) {
     await checked('fleet-2', [...Array.from({ length: 40 }, (_, i) => i + 1), STEPS]);
     await until('59 patterns in the review queue', async () => (await get<{ total: number }>('workspaces', 'review?limit=500')).total === STEPS - 1);
     await until('700 spans stored', async () => (await get<{ run: { span_count: number } }>('projects', 'runs/run-long')).run.span_count === SPANS, 120_000);
-    browser = await launch(exe!);
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
     await client?.close();
-    await app?.close();
-    if (home) fs.rmSync(home, { recursive: true, force: true });
+    await web?.close();
   });
 
   afterEach(() => {
@@ -149,17 +131,8 @@ function session(externalId: string, tools: number[], silent = false) {
     expect(seen).toEqual([]);
   });
 
-  async function signedIn(project = PROJECT, key = KEY): Promise<Page> {
-    const page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
-    page.on('console', (m) => m.type() === 'error' && !(allowed && allowed.test(`${m.text()} ${m.location().url}`)) && errors.push(`${page.url()}: ${m.text()}`));
-    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
-    await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(project);
-    await page.getByLabel('API key').fill(key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
-    return page;
-  }
+  const isError = (m: ConsoleMessage) => m.type() === 'error' && !(allowed && allowed.test(`${m.text()} ${m.location().url}`));
+  const signedIn = (project = PROJECT, key = KEY): Promise<Page> => openSignedIn(browser, { url, project, key, errors, isError });
 
   /** Every open problem the API has, page by page. */
   async function openProblems(): Promise<string[]> {

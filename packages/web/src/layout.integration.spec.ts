@@ -1,12 +1,9 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Browser, Page, Route } from 'playwright-core';
-import { createLogger, loadModelConfig, until } from '@neatroots/platform';
+import type { Browser, ConsoleMessage, Page, Route } from 'playwright-core';
+import { until } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
-import { startEmbedded, type EmbeddedApp } from 'neatroots';
-import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
+import { chromiumOrSkip, openSignedIn, shot, startBrowserApp, type BrowserApp } from './browser.test';
 
 /**
  * The web app's layout and reading, in a real browser against the embedded neatroots: no page
@@ -67,8 +64,7 @@ const REFUND_SESSION = {
 const exe = chromiumOrSkip('the web app layout');
 
 (exe ? describe : describe.skip)('the web app layout', () => {
-  let home: string;
-  let app: EmbeddedApp;
+  let web: BrowserApp;
   let client: NeatrootsClient;
   let browser: Browser;
   let url: string;
@@ -90,19 +86,9 @@ const exe = chromiumOrSkip('the web app layout');
   const get = <T>(p: string, root = 'projects') => api<T>('GET', p, undefined, root);
 
   beforeAll(async () => {
-    requireBuiltApp();
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-layout-'));
-    fs.mkdirSync(path.join(home, 'checks'));
-    fs.writeFileSync(path.join(home, 'checks', 'slow.yaml'), CHECKS);
-    app = await startEmbedded({
-      config: testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` }),
-      models: loadModelConfig({}),
-      inMemoryDb: true,
-      watch: false,
-      log: createLogger({ level: 'error' }),
-    });
-    url = `http://127.0.0.1:${app.httpPort}`;
-    client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
+    web = await startBrowserApp(exe!, { prefix: 'nr-web-layout', checks: { 'slow.yaml': CHECKS }, config: { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` } });
+    ({ browser, url } = web);
+    client = new NeatrootsClient({ address: `127.0.0.1:${web.app.ingest.grpcPort}`, apiKey: KEY, flushIntervalMs: 20 });
 
     const t0 = Date.now() - 5 * 60_000;
     // A run with one failed call and a step of just under 2 minutes that four checks flag.
@@ -138,14 +124,11 @@ const exe = chromiumOrSkip('the web app layout');
       (await get<{ findings: { check_id: string; span_ids: string[] }[] }>('findings?run_id=run-slow&state=all')).findings.filter((f) => f.check_id.startsWith('slow-') && f.span_ids.includes('long')).length === SLOW.length,
     );
     await until('the long run stored with its problem', async () => (await get<{ findings: unknown[] }>(`findings?run_id=${LONG}`)).findings.length > 0);
-    browser = await launch(exe!);
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
     await client?.close();
-    await app?.close();
-    if (home) fs.rmSync(home, { recursive: true, force: true });
+    await web?.close();
   });
 
   /** Console errors, uncaught exceptions and a field's "does not conform" warning: none allowed. */
@@ -154,20 +137,9 @@ const exe = chromiumOrSkip('the web app layout');
     expect(errors.splice(0)).toEqual([]);
   });
 
-  async function signedIn(viewport = { width: 1280, height: 860 }): Promise<Page> {
-    const ctx = await browser.newContext({ viewport, timezoneId: 'Europe/Berlin', locale: 'en-GB' });
-    const page = await ctx.newPage();
-    page.on('console', (m) => {
-      if (m.type() === 'error' || (m.type() === 'warning' && m.text().includes('does not conform'))) errors.push(`${page.url()}: ${m.text()}`);
-    });
-    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
-    await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(PROJECT);
-    await page.getByLabel('API key').fill(KEY);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
-    return page;
-  }
+  const isError = (m: ConsoleMessage) => m.type() === 'error' || (m.type() === 'warning' && m.text().includes('does not conform'));
+  const signedIn = (viewport = { width: 1280, height: 860 }): Promise<Page> =>
+    openSignedIn(browser, { url, project: PROJECT, key: KEY, errors, isError }, { viewport, timezoneId: 'Europe/Berlin', locale: 'en-GB' });
 
   const P = () => `${url}/p/${PROJECT}`;
 

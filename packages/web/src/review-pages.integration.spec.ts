@@ -1,12 +1,7 @@
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import type { Browser, Page, Route } from 'playwright-core';
-import { createLogger, loadModelConfig } from '@neatroots/platform';
-import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
+import type { Browser, Page } from 'playwright-core';
+import { DEMO_PROJECT } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
-import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './browser.test';
+import { chromiumOrSkip, hold, openSignedIn, SCREENSHOTS, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
 
 /**
  * The procedure and review pages' details in a real browser, on the embedded default with the
@@ -30,8 +25,7 @@ interface InsightsAnswer {
 }
 
 (exe ? describe : describe.skip)('the review pages (loading, publishing, models, diffs, links) in a browser', () => {
-  let home: string;
-  let app: EmbeddedApp;
+  let web: BrowserApp;
   let browser: Browser;
   let url: string;
   let key: string;
@@ -45,28 +39,10 @@ interface InsightsAnswer {
     return (await res.json()) as T;
   }
 
-  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 45_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-
   beforeAll(async () => {
-    requireBuiltApp();
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-review-pages-'));
-    app = await startEmbedded({
-      config: testConfig(home),
-      models: loadModelConfig({}),
-      demo: true,
-      inMemoryDb: true,
-      watch: false,
-      log: createLogger({ level: 'error' }),
-    });
-    url = `http://127.0.0.1:${app.httpPort}`;
+    web = await startBrowserApp(exe!, { prefix: 'nr-web-review-pages', demo: true });
+    ({ browser, url } = web);
+    const { app } = web;
     key = app.demoKey!;
     const demo = await loadDemoWorkspace(app.review.sop);
     for (const id of demo.samples) {
@@ -78,13 +54,10 @@ interface InsightsAnswer {
     }
     // Findings are put in patterns right after each check: Insights' top patterns need them.
     await until('the demo findings in the review queue', async () => (await wsCall<{ items: unknown[] }>('review')).items.length > 0);
-    browser = await launch(exe!);
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-    if (home) fs.rmSync(home, { recursive: true, force: true });
+    await web?.close();
     process.stdout.write(`review pages (loading, publishing, models, diffs, links): screenshots in ${SCREENSHOTS} (review-pages-*)\n`);
   });
 
@@ -94,37 +67,7 @@ interface InsightsAnswer {
     errors.length = 0;
   });
 
-  async function signedIn(viewport = { width: 1440, height: 900 }): Promise<Page> {
-    const page = await (await browser.newContext({ viewport })).newPage();
-    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
-    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
-    await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(DEMO_PROJECT);
-    await page.getByLabel('API key').fill(key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
-    return page;
-  }
-
-  /**
-   * Holds the page's requests that `match` until `release()`: what the page shows while its
-   * data is on the way can be looked at, with no timing. `asked` resolves once one is held.
-   */
-  async function hold(page: Page, match: (u: URL) => boolean): Promise<{ asked: Promise<void>; release(): void }> {
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    let seen!: () => void;
-    const asked = new Promise<void>((r) => (seen = r));
-    const handler = async (route: Route) => {
-      seen();
-      await gate;
-      await route.continue();
-    };
-    await page.route(match, handler);
-    // Left in place once released (what it holds then goes straight on): a route taken away
-    // while it holds a request answers that request itself.
-    return { asked, release: open };
-  }
+  const signedIn = (viewport = { width: 1440, height: 900 }): Promise<Page> => openSignedIn(browser, { url, project: DEMO_PROJECT, key, errors }, { viewport });
 
   it('Procedures, Insights and Settings → Models say Loading… until their data comes', async () => {
     const page = await signedIn();

@@ -1,14 +1,10 @@
 import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { createLogger, loadModelConfig } from '@neatroots/platform';
-import { DEMO_PROJECT, startEmbedded, type EmbeddedApp } from 'neatroots';
+import { DEMO_PROJECT, type EmbeddedApp } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
 import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { startFakeGitHub, type FakeGitHub } from '../../../libs/platform/src/github/fake-github.test';
-import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, SCREENSHOTS, shot } from './browser.test';
+import { chromiumOrSkip, openSignedIn, SCREENSHOTS, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
 
 /**
  * The reviewer's path in a real browser, on the embedded default with the demo data: the demo
@@ -33,10 +29,10 @@ interface QueueAnswer {
 }
 
 (exe ? describe : describe.skip)('the review pages in a browser', () => {
-  let home: string;
   let reasoning: FakeOpenAI;
   /** A GitHub the workspace connects to for one test (a suggestion applied as a pull request). */
   let gh: FakeGitHub;
+  let web: BrowserApp;
   let app: EmbeddedApp;
   let browser: Browser;
   let url: string;
@@ -51,19 +47,7 @@ interface QueueAnswer {
     return (await res.json()) as T;
   }
 
-  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 45_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-
   beforeAll(async () => {
-    requireBuiltApp();
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-review-'));
     // The reasoning model names patterns and writes suggested edits (find and replace whole lines).
     reasoning = await startFakeOpenAI((call) => {
       const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
@@ -74,30 +58,25 @@ interface QueueAnswer {
     });
     gh = await startFakeGitHub();
     gh.addRepo('acme', 'ops', 'main', { 'procedures/README.md': 'The support procedures.\n' });
-    app = await startEmbedded({
+    web = await startBrowserApp(exe!, {
+      prefix: 'nr-web-review',
       // the fake GitHub is on loopback over http: a connection may name it only when the setting does
-      config: testConfig(home, { NEATROOTS_GITHUB_API_URLS: gh.url }),
-      models: loadModelConfig({ NEATROOTS_REASONING_MODEL_URL: reasoning.url, NEATROOTS_REASONING_MODEL_NAME: 'reasoner-test' }),
+      config: { NEATROOTS_GITHUB_API_URLS: gh.url },
+      models: { NEATROOTS_REASONING_MODEL_URL: reasoning.url, NEATROOTS_REASONING_MODEL_NAME: 'reasoner-test' },
       demo: true,
-      inMemoryDb: true,
-      watch: false,
-      log: createLogger({ level: 'error' }),
     });
-    url = `http://127.0.0.1:${app.httpPort}`;
+    ({ app, browser, url } = web);
     key = app.demoKey!;
     const demo = await loadDemoWorkspace(app.review.sop);
     for (const id of demo.samples) await until(`sample ${id} checked`, async () => (await app.review.sop.getSession(DEMO_PROJECT, id)).status !== 'queued');
     // Findings are put in patterns right after each check: wait for the queue to show them.
     await until('the demo findings in the review queue', async () => (await wsGet<QueueAnswer>('review')).items.length > 0);
-    browser = await launch(exe!);
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await app?.close();
+    await web?.close();
     await reasoning?.close();
     await gh?.stop();
-    if (home) fs.rmSync(home, { recursive: true, force: true });
     process.stdout.write(`review pages: screenshots in ${SCREENSHOTS}\n`);
   });
 
@@ -107,17 +86,7 @@ interface QueueAnswer {
     errors.length = 0;
   });
 
-  async function signedIn(): Promise<Page> {
-    const page = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();
-    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
-    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
-    await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(DEMO_PROJECT);
-    await page.getByLabel('API key').fill(key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
-    return page;
-  }
+  const signedIn = (): Promise<Page> => openSignedIn(browser, { url, project: DEMO_PROJECT, key, errors });
 
   it('the queue lists the demo pattern with its rule, examples and counts per state; Enter opens it', async () => {
     const queue = await wsGet<QueueAnswer>('review');

@@ -1,13 +1,7 @@
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import type { Browser, Page, Route } from 'playwright-core';
-import { createLogger, loadModelConfig } from '@neatroots/platform';
+import type { Browser, ConsoleMessage, Page } from 'playwright-core';
 import type { Envelope } from '@neatroots/spans';
 import { FindingsRepo, RunsRepo } from '@neatroots/store';
-import { startEmbedded, type EmbeddedApp } from 'neatroots';
-import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
+import { chromiumOrSkip, hold, openSignedIn, shot, startBrowserApp, type BrowserApp } from './browser.test';
 
 /**
  * The run page with large runs, in a real browser against the embedded neatroots: a run of 40
@@ -59,8 +53,7 @@ const RENDER_SPY = `(() => {
 const exe = chromiumOrSkip('the run page with large runs');
 
 (exe ? describe : describe.skip)('the run page with large runs', () => {
-  let home: string;
-  let app: EmbeddedApp;
+  let web: BrowserApp;
   let browser: Browser;
   let url: string;
   const t0 = Date.now() - 10 * 60_000;
@@ -72,16 +65,9 @@ const exe = chromiumOrSkip('the run page with large runs');
   });
 
   beforeAll(async () => {
-    requireBuiltApp();
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-large-'));
-    app = await startEmbedded({
-      config: testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` }),
-      models: loadModelConfig({}),
-      inMemoryDb: true,
-      watch: false,
-      log: createLogger({ level: 'error' }),
-    });
-    url = `http://127.0.0.1:${app.httpPort}`;
+    web = await startBrowserApp(exe!, { prefix: 'nr-web-large', config: { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` } });
+    ({ browser, url } = web);
+    const { app } = web;
     const runs = new RunsRepo(app.db);
     // 40 spans of 3.9 MB (each within NEATROOTS_MAX_ITEM_CHARS), written a few at a time.
     for (let i = 0; i < SPANS; i += 4) {
@@ -102,14 +88,9 @@ const exe = chromiumOrSkip('the run page with large runs');
     }
     // A run longer than the first page of spans.
     for (let i = 0; i < PAGED; i += 255) await runs.writeEnvelopes(Array.from({ length: 255 }, (_, k) => span('paged', i + k)));
-    browser = await launch(exe!);
   }, 240_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-    if (home) fs.rmSync(home, { recursive: true, force: true });
-  });
+  afterAll(() => web?.close());
 
   const errors: string[] = [];
   /** A console error a test causes on purpose (the browser logs a 404 it was answered): not an error of the page. */
@@ -120,36 +101,12 @@ const exe = chromiumOrSkip('the run page with large runs');
   });
 
   /**
-   * Holds the page's requests that `match` until `release()`: what the page shows while its
-   * data is on the way can be looked at, with no timing. `asked` resolves once one is held.
-   */
-  async function hold(page: Page, match: (u: URL) => boolean): Promise<{ asked: Promise<void>; release(): void }> {
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    let seen!: () => void;
-    const asked = new Promise<void>((r) => (seen = r));
-    await page.route(match, async (route: Route) => {
-      seen();
-      await gate;
-      await route.continue();
-    });
-    return { asked, release: open };
-  }
-
-  /**
    * A signed-in page; the bytes of the API's answers it read since (decoded: what the tab
    * holds, whatever the compression), once `settled` has waited for the bodies seen so far.
    */
   async function signedIn(): Promise<{ page: Page; apiBytes: () => number; settled: () => Promise<unknown> }> {
-    const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
-    const page = await ctx.newPage();
-    page.on('console', (m) => m.type() === 'error' && !allowed?.test(`${m.text()} ${m.location().url}`) && errors.push(`${page.url()}: ${m.text()}`));
-    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
-    await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(PROJECT);
-    await page.getByLabel('API key').fill(KEY);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
+    const isError = (m: ConsoleMessage) => m.type() === 'error' && !allowed?.test(`${m.text()} ${m.location().url}`);
+    const page = await openSignedIn(browser, { url, project: PROJECT, key: KEY, errors, isError }, { viewport: { width: 1280, height: 860 } });
     let bytes = 0;
     const reading: Promise<unknown>[] = [];
     page.on('response', (res) => {

@@ -1,12 +1,6 @@
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
-import { createLogger, loadModelConfig } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
-import { startEmbedded, type EmbeddedApp } from 'neatroots';
-import { testConfig } from '../../neatroots/src/test-app.test';
-import { chromiumOrSkip, launch, requireBuiltApp, shot } from './browser.test';
+import { chromiumOrSkip, openSignedIn, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
 
 /**
  * The run page following a run still going, in a real browser against the embedded neatroots,
@@ -25,12 +19,13 @@ const FIRST = 600;
 const ROW = 30;
 /** Longer than the page waits between looks (3 s), and than its longest wait after failures. */
 const LONG = 90_000;
+/** How long a test waits for what it sent to be stored. */
+const WAIT = 60_000;
 
 const exe = chromiumOrSkip('the run page following a run');
 
 (exe ? describe : describe.skip)('the run page following a run', () => {
-  let home: string;
-  let app: EmbeddedApp;
+  let web: BrowserApp;
   let client: NeatrootsClient;
   let browser: Browser;
   let url: string;
@@ -42,36 +37,15 @@ const exe = chromiumOrSkip('the run page following a run');
     return (await res.json()) as T;
   }
 
-  async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms = 60_000): Promise<T> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-
   beforeAll(async () => {
-    requireBuiltApp();
-    home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-web-live-'));
-    app = await startEmbedded({
-      config: testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${PROJECT}=${AGENT_KEY}:ingest` }),
-      models: loadModelConfig({}),
-      inMemoryDb: true,
-      watch: false,
-      log: createLogger({ level: 'error' }),
-    });
-    url = `http://127.0.0.1:${app.httpPort}`;
-    client = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: AGENT_KEY, flushIntervalMs: 20 });
-    browser = await launch(exe!);
+    web = await startBrowserApp(exe!, { prefix: 'nr-web-live', config: { NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${PROJECT}=${AGENT_KEY}:ingest` } });
+    ({ browser, url } = web);
+    client = new NeatrootsClient({ address: `127.0.0.1:${web.app.ingest.grpcPort}`, apiKey: AGENT_KEY, flushIntervalMs: 20 });
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
     await client?.close();
-    await app?.close();
-    if (home) fs.rmSync(home, { recursive: true, force: true });
+    await web?.close();
   });
 
   const errors: string[] = [];
@@ -79,17 +53,7 @@ const exe = chromiumOrSkip('the run page following a run');
     expect(errors.splice(0)).toEqual([]);
   });
 
-  async function signedIn(ctx: BrowserContext): Promise<Page> {
-    const page = await ctx.newPage();
-    page.on('console', (m) => m.type() === 'error' && errors.push(`${page.url()}: ${m.text()}`));
-    page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
-    await page.goto(`${url}/`);
-    await page.getByLabel('Project').fill(PROJECT);
-    await page.getByLabel('API key').fill(KEY);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
-    return page;
-  }
+  const signedIn = (ctx: BrowserContext): Promise<Page> => openSignedIn(ctx, { url, project: PROJECT, key: KEY, errors });
 
   /** The timeline's row at the top of its view: its label and how far the view is scrolled. */
   const topRow = (page: Page) =>
@@ -119,7 +83,7 @@ const exe = chromiumOrSkip('the run page following a run');
     const run = client.startRun({ run_id: 'run-live', workflow: 'support' });
     for (let i = 0; i < FIRST; i++) run.span({ type: 'llm', name: `step ${i}`, span_id: `b${i}`, parent_id: 'root', start_ms: t0 + 10 + i, end_ms: t0 + 11 + i, model: 'm' });
     await run.flush();
-    await until(`${FIRST} spans stored`, async () => (await apiGet<{ run: { span_count: number } }>('runs/run-live')).run.span_count === FIRST);
+    await until(`${FIRST} spans stored`, async () => (await apiGet<{ run: { span_count: number } }>('runs/run-live')).run.span_count === FIRST, WAIT);
 
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
     await ctx.clock.install();
@@ -215,7 +179,7 @@ const exe = chromiumOrSkip('the run page following a run');
       until(`running runs ${want.join(', ')}`, async () => {
         const ids = (await apiGet<{ runs: { run_id: string }[] }>('runs?end_status=running')).runs.map((r) => r.run_id);
         return want.every((id) => ids.includes(id)) && !gone.some((id) => ids.includes(id));
-      });
+      }, WAIT);
     const a = client.startRun({ run_id: 'run-a', workflow: 'support' });
     a.span({ type: 'llm', name: 'think', span_id: 'a1', start_ms: t0, end_ms: t0 + 10, model: 'm' });
     await a.flush();
@@ -257,7 +221,7 @@ const exe = chromiumOrSkip('the run page following a run');
     const done = client.startRun({ run_id: 'run-done', workflow: 'support' });
     done.span({ type: 'llm', name: 'answer', span_id: 'a1', start_ms: t0, end_ms: t0 + 10, model: 'm' });
     await done.end({ status: 'ok' });
-    await until('the ended run', async () => (await apiGet<{ runs: { run_id: string }[] }>('runs?end_status=ok')).runs.some((r) => r.run_id === 'run-done'));
+    await until('the ended run', async () => (await apiGet<{ runs: { run_id: string }[] }>('runs?end_status=ok')).runs.some((r) => r.run_id === 'run-done'), WAIT);
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
     await ctx.clock.install();
     const page = await signedIn(ctx);
