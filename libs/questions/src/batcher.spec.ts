@@ -106,6 +106,53 @@ describe('the model queue', () => {
     q.close();
   });
 
+  describe('a batch reply that leaves questions out', () => {
+    const asked = (c: { body: { messages: { content: string }[] } }) => (c.body.messages[1].content.match(/^q\d+ \(about subject S\d+\) .*$/gm) ?? []).map((l) => l.replace(/^q\d+ \(about subject S\d+\) /, ''));
+    // Full batches of 8 go at once; none waits for company.
+    const queue = () => new ModelQueue(model(), { maxBatch: 8, maxWaitMs: 60_000, sleep: async () => undefined });
+    const decideAll = (q: ModelQueue, n: number) => Promise.allSettled(Array.from({ length: n }, (_, i) => q.decide(`k${i + 1}`, item(`Q${i + 1}?`))));
+
+    it('a reply that is not JSON at all fails its batch as not checked, with the reason, in one request a batch (not one more per question)', async () => {
+      fake.script = () => ({ content: 'The agent seems to have done everything it was asked.' });
+      const q = queue();
+      const results = await decideAll(q, 16);
+      expect(fake.calls.map((c) => asked(c).length)).toEqual([8, 8]);
+      expect(q.stats.requests).toBe(2);
+      for (const r of results) {
+        expect(r.status).toBe('rejected');
+        const err = (r as PromiseRejectedResult).reason as Error;
+        expect(err).toBeInstanceOf(MalformedAnswerError);
+        expect(err.message).not.toBe('the reply has no answer for this question');
+      }
+      q.close();
+      // Through the answerer: a decision not made, saying why.
+      fake.calls.length = 0;
+      const a = new QuestionAnswerer({ reasoning: model(), cache: false });
+      await expect(a.decide('reasoning', item())).resolves.toEqual({ ok: false, reason: expect.stringMatching(/^the model gave a malformed answer \(/) });
+      expect(fake.calls).toHaveLength(1);
+      a.close();
+    });
+
+    it('a reply that answers 6 of 8 has the 2 it left out asked again alone', async () => {
+      fake.script = (c) => {
+        const qs = asked(c);
+        if (qs.length === 8) return { json: { answers: qs.slice(0, 6).map((_, i) => ({ id: `q${i + 1}`, holds: true })) } };
+        return { json: { answers: [{ id: 'q1', holds: false, said: qs[0] }] } };
+      };
+      const q = queue();
+      const results = await decideAll(q, 8);
+      expect(results.map((r) => (r.status === 'fulfilled' ? r.value : r.reason))).toEqual([
+        ...Array.from({ length: 6 }, (_, i) => ({ id: `q${i + 1}`, holds: true })),
+        { id: 'q1', holds: false, said: 'Q7?' },
+        { id: 'q1', holds: false, said: 'Q8?' },
+      ]);
+      expect(asked(fake.calls[0])).toEqual(Array.from({ length: 8 }, (_, i) => `Q${i + 1}?`));
+      // The two alone requests go side by side, in either order.
+      expect(fake.calls.slice(1).map((c) => asked(c)).sort()).toEqual([['Q7?'], ['Q8?']]);
+      q.close();
+    });
+  });
+
   it("gives a refusal's own words as the reason a decision has no answer", async () => {
     fake.script = () => ({ refusal: 'I cannot help with that request' });
     const a = new QuestionAnswerer({ reasoning: model(), cache: false });

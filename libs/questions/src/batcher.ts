@@ -398,10 +398,14 @@ export class ModelQueue {
       if (why) problem = problem ? `${why}; ${problem}` : why;
       const missing = jobs.filter((_, i) => answers.get(i) === undefined).length;
       this.outcome(missing ? 'malformed' : 'ok', missing ? new MalformedAnswerError(problem ?? `the reply has no answer for ${missing} of its ${jobs.length} questions`) : undefined);
+      // Asked alone again only when the reply answered some of the batch: the model can answer
+      // this way and lost track of the rest. A reply with no answer in it (not JSON, refused,
+      // cut before its first answer) would most likely be the reply to each question alone too.
+      const split = jobs.length > 1 && answers.size > 0;
       jobs.forEach((j, i) => {
         const a = answers.get(i);
         if (a !== undefined) j.resolve(a);
-        else if (jobs.length > 1 && !j.alone) {
+        else if (split && !j.alone) {
           // A model that loses track of one question in a long batch usually answers it alone.
           j.alone = true;
           this.lane(j.priority).unshift(j);
