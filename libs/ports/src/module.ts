@@ -129,6 +129,8 @@ export interface ServiceMetrics {
   questionTasks: CounterPort;
   /** The question service's requests to its models, by endpoint (the model's role: decision, local, reasoning) and outcome (ok, timeout, rate_limited, server, connection, rejected, malformed, aborted). */
   modelRequests: CounterPort;
+  /** The question service's model queues now, by endpoint and state (queued, active). */
+  modelQueue: GaugePort;
   /** Questions the question service was asked, by result: answered, not_checked, escalated (the fast classifier's answer sent on to the LLM). */
   questions: CounterPort;
   /** Question tasks the rule engine did not hand over: the question service was too far behind. */

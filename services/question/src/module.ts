@@ -81,8 +81,10 @@ export const questionModule: ServiceModule<QuestionConfig> = {
     const shared = cache !== false && ctx.platform.sharedCache ? await ctx.platform.sharedCache('answers') : undefined;
     // Every model request's outcome on /metrics, and a failing model said in the log (a line a minute per endpoint).
     const onRequest = modelRequestWatch({ counter: ctx.metrics.modelRequests, warn: (m, fields) => ctx.log.warn(m, fields) });
+    const bus = ctx.platform.bus();
+    const topics = makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX);
     const service = await startQuestionService({
-      bus: ctx.platform.bus(),
+      bus,
       // Distributed, the batches of one fetch are answered as one step (mergingBatches), and one
       // consumer takes every partition in its fetches; more consumers fetch on their own and
       // their batches seldom meet (at 2,000 spans/s four of them cost the service a fifth more
@@ -90,7 +92,7 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       // keep its queue full between steps: NEATROOTS_QUESTION_CONSUMERS.
       mergeBatches: ctx.platform.kind === 'distributed',
       consumers: ctx.config.NEATROOTS_QUESTION_CONSUMERS ?? (ctx.platform.kind === 'distributed' ? 1 : 4),
-      topics: makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX),
+      topics,
       windows: await ctx.platform.windows<QuestionFindingsWindow>(':q'),
       ...models.question,
       queue: { ...models.question.queue, onRequest },
@@ -122,6 +124,18 @@ export const questionModule: ServiceModule<QuestionConfig> = {
       ctx.metrics.questions.inc({ result }, 0);
       stopSync.push(syncCounter(ctx.metrics.questions, { result }, () => stats[result]));
     }
+    // What waits now, once a second: each model queue, and embedded the question tasks not processed
+    // yet (distributed, neatroots_consumer_lag says it for Kafka). A slow model shows here long
+    // before neatroots_question_tasks_total moves (it counts a bus batch once it is done).
+    const gauges = setInterval(() => {
+      for (const [endpoint, q] of Object.entries(service.answerer.queueStats())) {
+        ctx.metrics.modelQueue.set({ endpoint, state: 'queued' }, q.queued);
+        ctx.metrics.modelQueue.set({ endpoint, state: 'active' }, q.active);
+      }
+      if (ctx.platform.kind === 'embedded' && bus.backlog) ctx.metrics.busBacklog.set({ topic: topics.questions.name }, bus.backlog(topics.questions.name));
+    }, 1000);
+    gauges.unref();
+    stopSync.push(() => clearInterval(gauges));
     ctx.serveGrpc('neatroots.v1.Question', questionGrpcService(service.answerer, (m, err) => ctx.log.error(m, err), questions));
     const provided: QuestionLink = {
       service,

@@ -57,6 +57,8 @@ export interface Metrics {
    * malformed (a reply that left questions without a readable answer), aborted (its caller gave up).
    */
   modelRequests: Counter<'endpoint' | 'outcome'>;
+  /** The question service's model queues now: questions and chats waiting (queued) and requests under way (active), by endpoint. */
+  modelQueue: Gauge<'endpoint' | 'state'>;
   /** Questions the question service was asked, by result: answered, not_checked, and escalated (the fast classifier's flagged answer sent on to the LLM: counted in answered or not_checked too). */
   questions: Counter<'result'>;
   /** Question tasks the rule engine did not hand over: the question service was too far behind (NEATROOTS_MAX_QUESTION_BACKLOG). */
@@ -130,6 +132,12 @@ export function createMetrics(service: string): Metrics {
       name: 'neatroots_model_requests_total',
       help: 'Requests of the question service to its models (retries included), by endpoint (decision, local, reasoning) and outcome (ok, timeout, rate_limited, server, connection, rejected, malformed, aborted)',
       labelNames: ['endpoint', 'outcome'],
+      ...reg,
+    }),
+    modelQueue: new Gauge({
+      name: 'neatroots_model_queue',
+      help: 'The question service\'s model queues now, by endpoint (decision, local, reasoning) and state: queued (waiting for a request), active (requests under way)',
+      labelNames: ['endpoint', 'state'],
       ...reg,
     }),
     questions: new Counter({
