@@ -5,7 +5,7 @@ import { NeatrootsClient } from '@neatroots/sdk';
 import { RunsRepo, SopSessionsRepo } from '@neatroots/store';
 import type { EmbeddedApp } from 'neatroots';
 import { parseJudgePrompt, startFakeOpenAI, type FakeCall, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
-import { chromiumOrSkip, openSignedIn, shot, startBrowserApp, takeCspViolations, until, type BrowserApp } from './browser.test';
+import { chromiumOrSkip, openSignedIn, pageErrors, shot, startBrowserApp, takeCspViolations, until, type BrowserApp } from './browser.test';
 
 /**
  * The web app in a real browser, against the embedded neatroots booted here: real spans sent
@@ -176,7 +176,7 @@ guidance: Be polite.
   }
 
   /** Console errors and uncaught exceptions of the pages opened signed in: none allowed. */
-  const errors: string[] = [];
+  const errors = pageErrors();
   /**
    * The API's refusals a test provokes on purpose (a check with a mistake: 400, a file that does
    * not compile: 422): the browser logs each as "Failed to load resource", and only those, at
@@ -185,9 +185,7 @@ guidance: Be polite.
   const refusals: { path: string; status: number }[] = [];
   const expectRefusal = (path: string, status: number) => refusals.push({ path, status });
   afterEach(() => {
-    const seen = errors.splice(0);
     refusals.length = 0;
-    expect(seen).toEqual([]);
   });
 
   /** A console error is the page's unless it is a refusal the test expects. */

@@ -187,6 +187,18 @@ export async function hold(page: Page, match: (u: URL) => boolean): Promise<{ as
 }
 
 /**
+ * The list in which a describe's pages (opened with openSignedIn) gather their console errors
+ * and uncaught exceptions: after each of its tests it is emptied, and the test fails if it held any.
+ */
+export function pageErrors(): string[] {
+  const errors: string[] = [];
+  afterEach(() => {
+    expect(errors.splice(0)).toEqual([]);
+  });
+  return errors;
+}
+
+/**
  * Polls `fn` every 100 ms until it gives something truthy (not null, 0 or an empty string either),
  * and answers that; after `ms` it throws, naming `what`. 45 s unless told: a wait that fails
  * says what it waited for before jest's 60 s for a test.

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import type { Browser, ConsoleMessage, Page, Route } from 'playwright-core';
 import { until } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
-import { chromiumOrSkip, openSignedIn, shot, startBrowserApp, type BrowserApp } from './browser.test';
+import { chromiumOrSkip, openSignedIn, pageErrors, shot, startBrowserApp, type BrowserApp } from './browser.test';
 
 /**
  * The web app's layout and reading, in a real browser against the embedded neatroots: no page
@@ -132,10 +132,7 @@ const exe = chromiumOrSkip('the web app layout');
   });
 
   /** Console errors, uncaught exceptions and a field's "does not conform" warning: none allowed. */
-  const errors: string[] = [];
-  afterEach(() => {
-    expect(errors.splice(0)).toEqual([]);
-  });
+  const errors = pageErrors();
 
   const isError = (m: ConsoleMessage) => m.type() === 'error' || (m.type() === 'warning' && m.text().includes('does not conform'));
   const signedIn = (viewport = { width: 1280, height: 860 }): Promise<Page> =>

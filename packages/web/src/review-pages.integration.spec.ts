@@ -1,7 +1,7 @@
 import type { Browser, Page } from 'playwright-core';
 import { DEMO_PROJECT } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
-import { chromiumOrSkip, hold, openSignedIn, SCREENSHOTS, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
+import { chromiumOrSkip, hold, openSignedIn, pageErrors, SCREENSHOTS, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
 
 /**
  * The procedure and review pages' details in a real browser, on the embedded default with the
@@ -31,7 +31,8 @@ interface InsightsAnswer {
   let key: string;
   /** The demo's sample sessions by external id. */
   const samples = new Map<string, string>();
-  const errors: string[] = [];
+  /** Every page the test opened, with no console error and no uncaught exception. */
+  const errors = pageErrors();
 
   async function wsCall<T>(p: string, init: RequestInit = {}): Promise<T> {
     const res = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/${p}`, { ...init, headers: { 'x-api-key': key, ...(init.headers ?? {}) } });
@@ -59,12 +60,6 @@ interface InsightsAnswer {
   afterAll(async () => {
     await web?.close();
     process.stdout.write(`review pages (loading, publishing, models, diffs, links): screenshots in ${SCREENSHOTS} (review-pages-*)\n`);
-  });
-
-  afterEach(() => {
-    // Every page the test opened, with no console error and no uncaught exception.
-    expect(errors).toEqual([]);
-    errors.length = 0;
   });
 
   const signedIn = (viewport = { width: 1440, height: 900 }): Promise<Page> => openSignedIn(browser, { url, project: DEMO_PROJECT, key, errors }, { viewport });

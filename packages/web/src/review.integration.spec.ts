@@ -4,7 +4,7 @@ import { DEMO_PROJECT, type EmbeddedApp } from 'neatroots';
 import { loadDemoWorkspace } from '../../neatroots/src/demo-sop';
 import { startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { startFakeGitHub, type FakeGitHub } from '../../../libs/platform/src/github/fake-github.test';
-import { chromiumOrSkip, openSignedIn, SCREENSHOTS, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
+import { chromiumOrSkip, openSignedIn, pageErrors, SCREENSHOTS, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
 
 /**
  * The reviewer's path in a real browser, on the embedded default with the demo data: the demo
@@ -37,7 +37,8 @@ interface QueueAnswer {
   let browser: Browser;
   let url: string;
   let key: string;
-  const errors: string[] = [];
+  /** Every page the test opened, with no console error and no uncaught exception. */
+  const errors = pageErrors();
   /** The edit the reasoning model suggests: this line replaced with that one. */
   let edit = { find: STEP1, replace: REWORDED };
 
@@ -78,12 +79,6 @@ interface QueueAnswer {
     await reasoning?.close();
     await gh?.stop();
     process.stdout.write(`review pages: screenshots in ${SCREENSHOTS}\n`);
-  });
-
-  afterEach(() => {
-    // Every page the test opened, with no console error and no uncaught exception.
-    expect(errors).toEqual([]);
-    errors.length = 0;
   });
 
   const signedIn = (): Promise<Page> => openSignedIn(browser, { url, project: DEMO_PROJECT, key, errors });

@@ -1,7 +1,7 @@
 import type { Browser, ConsoleMessage, Page } from 'playwright-core';
 import type { Envelope } from '@neatroots/spans';
 import { FindingsRepo, RunsRepo } from '@neatroots/store';
-import { chromiumOrSkip, hold, openSignedIn, shot, startBrowserApp, type BrowserApp } from './browser.test';
+import { chromiumOrSkip, hold, openSignedIn, pageErrors, shot, startBrowserApp, type BrowserApp } from './browser.test';
 
 /**
  * The run page with large runs, in a real browser against the embedded neatroots: a run of 40
@@ -92,12 +92,11 @@ const exe = chromiumOrSkip('the run page with large runs');
 
   afterAll(() => web?.close());
 
-  const errors: string[] = [];
+  const errors = pageErrors();
   /** A console error a test causes on purpose (the browser logs a 404 it was answered): not an error of the page. */
   let allowed: RegExp | null = null;
   afterEach(() => {
     allowed = null;
-    expect(errors.splice(0)).toEqual([]);
   });
 
   /**

@@ -1,6 +1,6 @@
 import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
 import { NeatrootsClient } from '@neatroots/sdk';
-import { chromiumOrSkip, openSignedIn, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
+import { chromiumOrSkip, openSignedIn, pageErrors, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
 
 /**
  * The run page following a run still going, in a real browser against the embedded neatroots,
@@ -48,10 +48,7 @@ const exe = chromiumOrSkip('the run page following a run');
     await web?.close();
   });
 
-  const errors: string[] = [];
-  afterEach(() => {
-    expect(errors.splice(0)).toEqual([]);
-  });
+  const errors = pageErrors();
 
   const signedIn = (ctx: BrowserContext): Promise<Page> => openSignedIn(ctx, { url, project: PROJECT, key: KEY, errors });
 
