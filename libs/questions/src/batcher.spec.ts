@@ -50,6 +50,18 @@ describe('the model queue', () => {
     q.close();
   });
 
+  it('holds at most maxQueue questions however many are asked at the same moment: the rest fail at once with QueueFullError', async () => {
+    // Questions wait a minute for a full batch: none leaves the queue while they are asked.
+    const q = new ModelQueue(model(), { maxQueue: 5, maxBatch: 100, maxWaitMs: 60_000 });
+    const asked = Array.from({ length: 8 }, (_, i) => q.decide(`k${i}`, item(`Q${i}?`)).then(() => 'answered', (e: Error) => e.name));
+    const failed = await Promise.all(asked.slice(5));
+    expect(failed).toEqual(['QueueFullError', 'QueueFullError', 'QueueFullError']);
+    expect(q.queued).toBe(5);
+    expect(q.stats.rejected).toBe(3);
+    q.close();
+    expect(await Promise.all(asked.slice(0, 5))).toEqual(Array(5).fill('ModelQueueClosedError'));
+  });
+
   it('waits as long as a 429 asks (Retry-After) before the retry', async () => {
     fake.script = (c) => (c.n === 1 ? { status: 429, headers: { 'retry-after': '1' } } : { json: { answers: [{ id: 'q1', holds: true }] } });
     const q = new ModelQueue(model());

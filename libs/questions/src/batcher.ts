@@ -155,6 +155,11 @@ export class ModelQueue {
   private readonly inflight = new Map<string, Promise<unknown>>();
   private readonly spaceWaiters: (() => void)[] = [];
   private active = 0;
+  /**
+   * Places taken by asks admitted and not queued yet (the job is queued a turn later): counted
+   * as queued, or asks made at the same moment all found room and the queue went past maxQueue.
+   */
+  private reserved = 0;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = 0;
   private closed = false;
@@ -242,7 +247,7 @@ export class ModelQueue {
 
   private async admit(wait: boolean | undefined, priority: Priority = 'normal'): Promise<void> {
     if (this.closed) throw new ModelQueueClosedError(this.model.role);
-    while (this.queued >= this.o.maxQueue) {
+    while (this.queued + this.reserved >= this.o.maxQueue) {
       // Background work gives its place up: the newest of it waiting is dropped.
       const dropped = priority !== 'background' ? this.low.pop() : undefined;
       if (dropped) {
@@ -258,13 +263,16 @@ export class ModelQueue {
       await new Promise<void>((r) => this.spaceWaiters.push(r));
       if (this.closed) throw new ModelQueueClosedError(this.model.role);
     }
+    this.reserved++;
   }
 
   private lane(priority: Priority): Job[] {
     return priority === 'note' ? this.high : priority === 'background' ? this.low : this.normal;
   }
 
+  /** Queues a job admit() made room for (its place becomes the job's). */
   private enqueue(job: Job): void {
+    if (this.reserved > 0) this.reserved--;
     this.lane(job.priority).push(job);
     this.stats.queued = this.queued;
     this.pump();
@@ -272,7 +280,7 @@ export class ModelQueue {
 
   private freed(): void {
     this.stats.queued = this.queued;
-    while (this.spaceWaiters.length && this.queued < this.o.maxQueue) this.spaceWaiters.shift()!();
+    while (this.spaceWaiters.length && this.queued + this.reserved < this.o.maxQueue) this.spaceWaiters.shift()!();
   }
 
   private pump(): void {
