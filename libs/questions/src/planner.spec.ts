@@ -1,6 +1,7 @@
 import { parseDatabaseCheck } from '@neatroots/checks';
 import { ModelError } from '@neatroots/ports';
 import { question } from './fixtures.test';
+import { ModelQueueClosedError } from './batcher';
 import { needsPlan, Planner, plannedId, type PlannerChat } from './planner';
 import type { Plan, PlanRequest } from './types';
 
@@ -91,6 +92,13 @@ describe('the planner', () => {
     const plan = await new Planner({ library, chat: async () => res, onWarn: (m) => warned.push(m), onError: (m, e) => errors.push([m, e]) }).plan(req);
     expect(plan.planned_by).toBe('heuristic');
     expect(warned).toEqual([line]);
+    expect(errors).toEqual([]);
+  });
+
+  it('makes no plan when a stop closed the model\'s queue (the rules\' plan would stand for good): the error goes to the caller', async () => {
+    const errors: unknown[] = [];
+    const planner = new Planner({ library, chat: async () => { throw new ModelQueueClosedError('local'); }, onWarn: (m) => errors.push(m), onError: (m, e) => errors.push([m, e]) });
+    await expect(planner.plan(req)).rejects.toBeInstanceOf(ModelQueueClosedError);
     expect(errors).toEqual([]);
   });
 

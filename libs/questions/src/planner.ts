@@ -7,6 +7,7 @@ import { ALWAYS_ON_QUESTIONS, LIBRARY_QUESTIONS } from './classifier/heuristics'
 import { cut } from './evidence';
 import { askParams, ensureAnswerEvidence } from './library';
 import { describeError } from './answerer';
+import { ModelQueueClosedError } from './batcher';
 import { readJsonReply, UnusableReply, type ReplyAccount } from './prompt';
 import type { AnsweredBy, Plan, PlanPick, PlanRequest } from './types';
 
@@ -121,6 +122,9 @@ export class Planner {
       try {
         plan = await this.llmPlan(req);
       } catch (e) {
+        // A stop closed the model's queue: no plan now, not the rules' (saved, it would stand for
+        // good: a workflow planned is not planned again). The next run asks again.
+        if (e instanceof ModelQueueClosedError) throw e;
         // The model's failure is not a bug: said in a line, without a stack.
         if (e instanceof ModelError) this.onWarn(`the LLM could not plan ${req.workflow}: ${describeError(e)}; planning by rules`);
         else if (e instanceof UnusableReply) this.onWarn(`the LLM could not plan ${req.workflow}: ${e.message}; planning by rules`);
