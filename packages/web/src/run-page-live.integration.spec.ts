@@ -214,6 +214,40 @@ const exe = chromiumOrSkip('the run page following a run');
     await ctx.close();
   }, 120_000);
 
+  it('the runs list does not call a run pushed to the next page by newer ones ended', async () => {
+    const start = (id: string, at: number) => {
+      const r = client.startRun({ run_id: id, workflow: 'paged' });
+      r.span({ type: 'llm', name: 'think', span_id: `${id}-1`, start_ms: at, end_ms: at + 10, model: 'm' });
+      return r;
+    };
+    const listed = async (want: string[]) =>
+      until(`running runs ${want.join(', ')}`, async () => {
+        const ids = (await apiGet<{ runs: { run_id: string }[] }>('runs?end_status=running&workflow=paged')).runs.map((r) => r.run_id);
+        return want.every((id) => ids.includes(id));
+      }, WAIT);
+    const p1 = start('paged-1', t0 + 1_000);
+    const p2 = start('paged-2', t0 + 2_000);
+    await Promise.all([p1.flush(), p2.flush()]);
+    await listed(['paged-1', 'paged-2']);
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    await ctx.clock.install();
+    const page = await signedIn(ctx);
+    // A first page of two: both running runs, none after them.
+    await page.goto(`${url}/p/${PROJECT}/runs?end_status=running&workflow=paged&limit=2`);
+    const table = page.getByRole('table');
+    await table.getByRole('link', { name: 'paged-1' }).waitFor({ timeout: LONG });
+    // A newer run starts: the page read again holds it and paged-2, and paged-1 is on the next page, still running.
+    const p3 = start('paged-3', t0 + 3_000);
+    await p3.flush();
+    await listed(['paged-3']);
+    const offer = page.getByRole('status', { name: 'Newer runs' });
+    await runClock(page, 10_000);
+    await offer.filter({ hasText: 'new run' }).waitFor({ timeout: LONG });
+    expect(await offer.textContent()).toBe('1 new run — Show');
+    await Promise.all([p1.end({ status: 'ok' }), p2.end({ status: 'ok' }), p3.end({ status: 'ok' })]);
+    await ctx.close();
+  }, 120_000);
+
   it('does not follow a run that has ended', async () => {
     const done = client.startRun({ run_id: 'run-done', workflow: 'support' });
     done.span({ type: 'llm', name: 'answer', span_id: 'a1', start_ms: t0, end_ms: t0 + 10, model: 'm' });

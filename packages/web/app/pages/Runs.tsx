@@ -60,9 +60,17 @@ export function Runs({ session, base, where }: { session: Session; base: string;
   const fresh = runs.data && later?.base === runs.data ? later.page : null;
   const listed = new Set(data?.runs.map((r) => r.run_id));
   const newer = fresh ? fresh.runs.filter((r) => !listed.has(r.run_id)).length : 0;
-  // Filtered to running runs: those no longer on the page ended.
+  // Filtered to running runs: those no longer on the page ended. On a full page (more after it),
+  // one missing may only have moved to the next page, pushed by newer runs: ended only if it
+  // would still come before the page's last run (newest first, by start, then run id).
   const inFresh = new Set(fresh?.runs.map((r) => r.run_id));
-  const ended = fresh && params.end_status === 'running' ? (data?.runs.filter((r) => !inFresh.has(r.run_id)).length ?? 0) : 0;
+  const last = fresh?.next_cursor ? fresh.runs[fresh.runs.length - 1] : undefined;
+  const before = (a: Run, b: Run) => {
+    const ta = Date.parse(a.started_at);
+    const tb = Date.parse(b.started_at);
+    return ta !== tb ? ta > tb : a.run_id > b.run_id;
+  };
+  const ended = fresh && params.end_status === 'running' ? (data?.runs.filter((r) => !inFresh.has(r.run_id) && (!last || before(r, last))).length ?? 0) : 0;
 
   const next = data?.next_cursor;
 
