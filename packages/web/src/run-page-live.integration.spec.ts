@@ -248,6 +248,31 @@ const exe = chromiumOrSkip('the run page following a run');
     await ctx.close();
   }, 120_000);
 
+  it('a tab shown again after a run wrote more than a page of spans and ended reads them all before it stops following', async () => {
+    const run = client.startRun({ run_id: 'run-burst', workflow: 'burst' });
+    run.span({ type: 'llm', name: 'first', span_id: 'b0', start_ms: t0, end_ms: t0 + 1, model: 'm' });
+    await run.flush();
+    await until('the run stored', async () => (await apiGet<{ runs: { run_id: string }[] }>('runs?workflow=burst')).runs.some((r) => r.run_id === 'run-burst'), WAIT);
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    await ctx.clock.install();
+    const page = await signedIn(ctx);
+    await page.goto(`${url}/p/${PROJECT}/runs/run-burst`);
+    await page.getByRole('heading', { name: 'Spans (1; ↑ ↓ to move)' }).waitFor({ timeout: LONG });
+    await setHidden(page, true);
+    // While the tab is hidden: 700 more spans (more than one answer's 500) and the run's end.
+    for (let i = 1; i <= 700; i++) run.span({ type: 'llm', name: `step ${i}`, span_id: `b${i}`, start_ms: t0 + i, end_ms: t0 + i + 1, model: 'm' });
+    await run.end({ status: 'ok' });
+    await until('the run ended with its 701 spans stored', async () => {
+      const d = await apiGet<{ run: { end_status: string | null; span_count: number } }>('runs/run-burst');
+      return d.run.end_status === 'ok' && d.run.span_count === 701;
+    }, WAIT);
+    await setHidden(page, false);
+    const status = page.getByRole('status', { name: 'Following the run' });
+    await status.filter({ hasText: /^Run ended — stopped following at \d/ }).waitFor({ timeout: LONG });
+    await page.getByRole('heading', { name: 'Spans (701; ↑ ↓ to move)' }).waitFor({ timeout: LONG });
+    await ctx.close();
+  }, 120_000);
+
   it('does not follow a run that has ended', async () => {
     const done = client.startRun({ run_id: 'run-done', workflow: 'support' });
     done.span({ type: 'llm', name: 'answer', span_id: 'a1', start_ms: t0, end_ms: t0 + 10, model: 'm' });

@@ -22,6 +22,8 @@ const STATE_ORDER: Finding['state'][] = ['open', 'active', 'resolved', 'dismisse
 const FOLLOW_MS = 3_000;
 /** After failures, the wait doubles up to this. */
 const FOLLOW_MAX_MS = 60_000;
+/** Pages of new spans (500 each) one look reads at most before it shows them. */
+const MAX_FOLLOW_PAGES = 20;
 
 /** `next`, with each item equal to one of `prev` (by its JSON) being that one: what did not change does not render again. */
 function keepSame<T extends { id: string }>(prev: T[], next: T[]): T[] {
@@ -117,19 +119,28 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
       busy = true;
       let wait = FOLLOW_MS;
       try {
-        const d = await api.runSince(session, runId, since.current);
+        let d = await api.runSince(session, runId, since.current);
+        const got = d.spans.slice();
+        // More stored than one answer holds (a tab hidden a while, a busy run): the rest now,
+        // before the run's end is shown, which stops the following with spans still unread.
+        for (let pages = 1; d.spans_next_cursor && pages < MAX_FOLLOW_PAGES && !stopped; pages++) {
+          since.current = d.spans_since;
+          d = await api.runSince(session, runId, since.current);
+          for (const s of d.spans) got.push(s);
+        }
         if (stopped) return;
         failures = 0;
         since.current = d.spans_since;
-        if (d.spans.length) setSpans((prev) => mergeSpans(prev, d.spans));
+        // Not caught up yet (more than MAX_FOLLOW_PAGES pages): the end waits for the next look, at once.
+        const run = d.spans_next_cursor ? { ...d.run, end_status: null, ended_at: null } : d.run;
+        if (got.length) setSpans((prev) => mergeSpans(prev, got));
         setFindings((prev) => keepSame(prev, d.findings));
         setDetail((prev) =>
-          !prev || (JSON.stringify(prev.run) === JSON.stringify(d.run) && JSON.stringify(prev.not_checked) === JSON.stringify(d.not_checked))
+          !prev || (JSON.stringify(prev.run) === JSON.stringify(run) && JSON.stringify(prev.not_checked) === JSON.stringify(d.not_checked))
             ? prev
-            : { ...prev, run: d.run, not_checked: d.not_checked },
+            : { ...prev, run, not_checked: d.not_checked },
         );
-        setFollow(d.run.end_status ? { state: 'ended', at: Date.now() } : { state: 'live', at: Date.now() });
-        // More stored than one answer holds: the rest at once.
+        setFollow(run.end_status ? { state: 'ended', at: Date.now() } : { state: 'live', at: Date.now() });
         if (d.spans_next_cursor) wait = 0;
       } catch (err) {
         if (stopped) return;
