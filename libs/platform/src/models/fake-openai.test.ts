@@ -10,6 +10,7 @@
  */
 import * as http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { ModelError } from '@neatroots/ports';
 
 export interface FakeCall {
   n: number;
@@ -184,4 +185,15 @@ export function parseJudgePrompt(call: FakeCall): PromptQuestion[] {
 /** A judge that answers every question of a batch with `answer(q)` (the fields besides id). */
 export function judgeReply(call: FakeCall, answer: (q: PromptQuestion) => Record<string, unknown>): FakeReply {
   return { json: { answers: parseJudgePrompt(call).map((q) => ({ id: q.id, ...answer(q) })) } };
+}
+
+/** The ModelError a model call fails with (the test fails when it succeeds or fails otherwise). */
+export async function failure(p: Promise<unknown>): Promise<ModelError> {
+  try {
+    await p;
+  } catch (e) {
+    expect(e).toBeInstanceOf(ModelError);
+    return e as ModelError;
+  }
+  throw new Error('expected the call to fail');
 }

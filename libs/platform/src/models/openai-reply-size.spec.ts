@@ -2,7 +2,7 @@ import * as http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { ModelError } from '@neatroots/ports';
+import { failure } from './fake-openai.test';
 import { MIN_REPLY_LIMIT_BYTES, openAiChatModel, replyLimitBytes } from './openai';
 
 /**
@@ -88,16 +88,6 @@ afterAll(async () => {
   for (const s of sockets) s.destroy();
   await new Promise((r) => server.close(r));
 });
-
-async function failure(p: Promise<unknown>): Promise<ModelError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(ModelError);
-    return e as ModelError;
-  }
-  throw new Error('expected the call to fail');
-}
 
 const ask = (maxTokens = 2_200, timeoutMs = 30_000) =>
   openAiChatModel({ role: 'local', baseURL: url, model: 'm', timeoutMs }).complete({ messages: [{ role: 'user', content: 'hi' }], json: true, maxTokens });

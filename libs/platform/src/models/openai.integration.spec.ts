@@ -1,8 +1,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
-import { ModelError } from '@neatroots/ports';
-import { startFakeOpenAI, type FakeOpenAI } from './fake-openai.test';
+import { failure, startFakeOpenAI, type FakeOpenAI } from './fake-openai.test';
 import { loadModelConfig, modelsFromConfig } from './config';
 import { openAiChatModel, REASONING_ALLOWANCE_TOKENS } from './openai';
 
@@ -18,16 +17,6 @@ beforeEach(() => {
 
 function model(timeoutMs = 2_000) {
   return openAiChatModel({ role: 'local', baseURL: fake.url, model: 'llama-test', timeoutMs });
-}
-
-async function failure(p: Promise<unknown>): Promise<ModelError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(ModelError);
-    return e as ModelError;
-  }
-  throw new Error('expected the call to fail');
 }
 
 describe('the OpenAI-compatible model adapter', () => {
