@@ -24,6 +24,19 @@ export interface DbCheckSink {
 /** Records of what was asked and answered (the run page's "not checked", quotes, agreement). */
 export interface ResultSink {
   record(results: readonly QuestionResult[]): Promise<void>;
+  /**
+   * The question tasks handed to the question service (the rule engine's step that publishes
+   * them): each waits for its result (record) until then, which the run page counts
+   * (questions_pending). Idempotent by task id, and in either order with `record`.
+   */
+  handed?(tasks: readonly HandedTask[]): Promise<void>;
+}
+
+/** A question task handed to the question service, as ResultSink.handed records it. */
+export interface HandedTask {
+  task_id: string;
+  project: string;
+  run_id: string;
 }
 
 export interface QuestionProcessorOptions {

@@ -2,6 +2,7 @@ import type { Queryable } from '@neatroots/ports';
 import type {
   AgreementRecord,
   Answer,
+  HandedTask,
   AgreementStore,
   ClassifierStore,
   Plan,
@@ -129,6 +130,16 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
    * JSON parameter unpacked by json_to_recordset, as the spans and findings do.
    */
   async record(results: readonly QuestionResult[]): Promise<void> {
+    // Each result's task is no longer waiting (questions_pending): marked done, or its row made
+    // done if its hand-over is recorded after it (the two come from different services).
+    for (const part of chunks(results, 1_000)) {
+      await this.db.query(
+        `INSERT INTO question_pending (task_id, project, run_id, done)
+         SELECT DISTINCT ON (t) t, p, r, true FROM json_to_recordset($1::json) AS v (t text, p text, r text)
+         ON CONFLICT (task_id) DO UPDATE SET done = true WHERE NOT question_pending.done`,
+        [json(part.map((r) => ({ t: text(r.task_id), p: text(r.project), r: text(r.run_id) })))],
+      );
+    }
     const notChecked = results.filter((r) => r.answer.status === 'not_checked');
     for (const part of chunks(notChecked, 500)) {
       const rows = part.map((r) => {
@@ -166,6 +177,29 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
         [json(part.map(({ m, ...k }) => ({ ...k, at: tsParam(m) })))],
       );
     }
+  }
+
+  /**
+   * The question tasks handed to the question service: each waits (questions_pending) until its
+   * result is recorded. One statement for a step's tasks; a task handed over again (a batch
+   * delivered twice, the run's end asking the same task again) neither counts twice nor waits
+   * again once its result is in.
+   */
+  async handed(tasks: readonly HandedTask[]): Promise<void> {
+    for (const part of chunks(tasks, 1_000)) {
+      await this.db.query(
+        `INSERT INTO question_pending (task_id, project, run_id)
+         SELECT DISTINCT ON (t) t, p, r FROM json_to_recordset($1::json) AS v (t text, p text, r text)
+         ON CONFLICT (task_id) DO NOTHING`,
+        [json(part.map((t) => ({ t: text(t.task_id), p: text(t.project), r: text(t.run_id) })))],
+      );
+    }
+  }
+
+  /** How many of a run's question tasks wait for their result (handed over, none recorded yet). */
+  async pending(project: string, runId: string): Promise<number> {
+    const res = await this.db.query<{ n: unknown }>('SELECT count(*)::int AS n FROM question_pending WHERE project = $1 AND run_id = $2 AND NOT done', [project, runId]);
+    return num(res.rows[0]?.n);
   }
 
   /** A run's stored question results, oldest first: its questions still not checked (answers are not kept, see record). */

@@ -176,6 +176,12 @@ export interface RunDetail {
    * since, oldest first.
    */
   not_checked: NotChecked[];
+  /**
+   * How many of the run's question tasks were handed to the question service and have no
+   * result recorded yet (answered, not checked or not asked): the run is not done being
+   * checked while this is above 0, however clean it looks.
+   */
+  questions_pending: number;
 }
 
 export interface NotChecked {

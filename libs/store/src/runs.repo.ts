@@ -1,6 +1,7 @@
 import type { Queryable, Statement } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
+import { QuestionsRepo } from './questions.repo';
 import { groupProblems } from './life';
 import { RUN_END_FILTERS, SPAN_BODIES, SPAN_PREVIEW_CHARS, type ListRunsQuery, type NotChecked, type Page, type RunDetail, type RunDetailQuery, type RunRecord, type SpanPage, type SpanPageQuery } from './records';
 import {
@@ -464,8 +465,8 @@ export class RunsRepo {
 
   /**
    * Retention, one bounded step: deletes spans of runs that started and were last seen before
-   * `before` (ms), oldest first, and their question results (one a question asked: as many as
-   * the spans where a span question runs), and marks the runs whose spans are all gone
+   * `before` (ms), oldest first, and their question results and handed-over question tasks
+   * (one a question asked: as many as the spans where a span question runs), and marks the runs whose spans are all gone
    * (`spans_expired_at`). The run rows, their counters and findings stay. A run whose start
    * (its agent's clock) is after `limits.now` is taken when last seen before `before`.
    *
@@ -513,7 +514,7 @@ export class RunsRepo {
     const take = picked.rows.filter((r) => num(r.n) === 1 || (num(r.n) <= maxRuns && num(r.upto) <= maxSpans));
     if (!take.length) return { runs: 0, spans: 0 };
     // The runs are read again, as they are now: one that received spans since the pick is left.
-    const res = await this.db.query<{ runs: unknown; spans: unknown; results: unknown }>(
+    const res = await this.db.query<{ runs: unknown; spans: unknown; results: unknown; pending: unknown }>(
       `WITH r AS (
          SELECT x.project, x.run_id FROM runs x
          JOIN unnest($2::text[], $5::text[]) AS p(project, run_id) ON x.project = p.project AND x.run_id = p.run_id
@@ -530,20 +531,25 @@ export class RunsRepo {
            SELECT t.task_id FROM question_results t JOIN r ON t.project = r.project AND t.run_id = r.run_id LIMIT $4
          ) RETURNING 1
        ),
-       gone AS (SELECT (SELECT count(*) FROM d) AS spans, (SELECT count(*) FROM q) AS results),
+       w AS (
+         DELETE FROM question_pending x WHERE x.task_id IN (
+           SELECT t.task_id FROM question_pending t JOIN r ON t.project = r.project AND t.run_id = r.run_id LIMIT $4
+         ) RETURNING 1
+       ),
+       gone AS (SELECT (SELECT count(*) FROM d) AS spans, (SELECT count(*) FROM q) AS results, (SELECT count(*) FROM w) AS pending),
        u AS (
          UPDATE runs x SET spans_expired_at = GREATEST(now(), x.last_seen_at) FROM r, gone
-         WHERE gone.spans < $4 AND gone.results < $4 AND x.project = r.project AND x.run_id = r.run_id
+         WHERE gone.spans < $4 AND gone.results < $4 AND gone.pending < $4 AND x.project = r.project AND x.run_id = r.run_id
          RETURNING 1
        )
-       SELECT (SELECT count(*) FROM u)::int AS runs, spans::int AS spans, results::int AS results FROM gone`,
+       SELECT (SELECT count(*) FROM u)::int AS runs, spans::int AS spans, results::int AS results, pending::int AS pending FROM gone`,
       [cutoff, take.map((r) => r.project), at, maxSpans, take.map((r) => r.run_id)],
     );
     const row = res.rows[0];
     const out = { runs: num(row?.runs), spans: num(row?.spans) };
     // Some left: runs past the cutoff not taken, or a run taken and not marked (spans or
     // question results left over the bound). A run left as the pick saw it changed is not.
-    const more = picked.rows.length > take.length || num(row?.spans) >= maxSpans || num(row?.results) >= maxSpans;
+    const more = picked.rows.length > take.length || num(row?.spans) >= maxSpans || num(row?.results) >= maxSpans || num(row?.pending) >= maxSpans;
     return more ? { ...out, more: true } : out;
   }
 
@@ -586,6 +592,7 @@ export class RunsRepo {
     const since = page.since ?? encodeSpanCursor(runId, { start: null, arrival: stored ?? '0', stored: true });
     const findings = await new FindingsRepo(this.db).forRun(project, runId);
     const notChecked = await this.notChecked(project, runId);
+    const pending = await new QuestionsRepo(this.db).pending(project, runId);
     return {
       run,
       spans: page.items,
@@ -595,6 +602,7 @@ export class RunsRepo {
       findings,
       problems: groupProblems(findings.filter((f) => !f.quiet)),
       not_checked: notChecked,
+      questions_pending: pending,
     };
   }
 

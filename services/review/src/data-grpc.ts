@@ -1,7 +1,7 @@
 import { credentials, Metadata, status, type sendUnaryData, type ServerUnaryCall, type ServiceError, type StatusObject, type ClientOptions } from '@grpc/grpc-js';
 import { isInfrastructureError } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
-import type { AgreementRecord, Plan, QuestionResult, SavedModel } from '@neatroots/questions';
+import type { AgreementRecord, HandedTask, Plan, QuestionResult, SavedModel } from '@neatroots/questions';
 import { StoreInputError, type DbCheckInput, type DbCheckRecord } from '@neatroots/store';
 import type { ReviewData } from './data';
 
@@ -89,6 +89,7 @@ export function reviewDataGrpcService(data: ReviewData): { service: typeof v1.Re
     saveAgreement: unary(async (r: v1.JsonRequest) => ok(await data.agreement.save(parse(r.json, 'agreement')))),
     listAgreement: unary(async () => ok(await data.agreement.list())),
     recordResults: unary(async (r: v1.JsonRequest) => ok(await data.results.record(parse<QuestionResult[]>(r.json, 'results')))),
+    recordHanded: unary(async (r: v1.JsonRequest) => ok(await data.results.handed?.(parse<HandedTask[]>(r.json, 'tasks')))),
   };
   return { service: v1.ReviewDataService, implementation };
 }
@@ -161,6 +162,7 @@ export class ReviewDataClient implements ReviewData {
 
   readonly results: ReviewData['results'] = {
     record: (results) => this.send('recordResults', results),
+    handed: (tasks) => this.send('recordHanded', tasks),
   };
 
   close(): void {

@@ -42,6 +42,6 @@ export function createReviewData(db: Queryable): ReviewData {
     plans: { get: (p, w) => questions.get(p, w), put: (plan) => questions.put(plan) },
     classifier: { load: (keys) => questions.loadModels(keys), save: (models) => questions.save(models) },
     agreement: { load: (keys) => questions.loadAgreement(keys), save: (r) => questions.saveAgreement(r), list: () => questions.listAgreement() },
-    results: { record: (r) => questions.record(r) },
+    results: { record: (r) => questions.record(r), handed: (t) => questions.handed(t) },
   };
 }

@@ -61,7 +61,8 @@ export interface RuleEngineServiceOptions {
     /**
      * Where a shed question is recorded as not checked, with why (the question results the run
      * page's `not_checked` lists): recorded with the step's findings, and the step is taken
-     * again if that fails. Absent: shed questions are only counted.
+     * again if that fails. Absent: shed questions are only counted. Its `handed`, if any, is
+     * told the question tasks handed over (the run page's `questions_pending`).
      */
     results?: ResultSink;
   };
@@ -175,7 +176,15 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       shed = dropped.length;
       if (shed && opts.questions?.results) sends.push(opts.questions.results.record(dropped.map((t) => notAsked(t, behind ?? 0))));
     }
-    if (tasks?.length) sends.push(opts.bus.publish(questionsTopic, questionTaskRecords(tasks)));
+    if (tasks?.length) {
+      sends.push(opts.bus.publish(questionsTopic, questionTaskRecords(tasks)));
+      // Each question task waits for its result from now (the run page's questions_pending):
+      // one call for the step's tasks, side by side with the publish (the result may be
+      // recorded first; the store takes them in either order). A failure is said, not retried:
+      // the run page would only count fewer questions waiting, as before they were counted.
+      const handed = opts.questions?.results?.handed ? tasks.filter((t): t is QuestionTask => t.type === 'question') : [];
+      if (handed.length) sends.push(recordHanded(handed));
+    }
     if (!sends.length) return undefined;
     return (sends.length === 1 ? sends[0] : Promise.all(sends)).then(() => {
       if (out.findings.length) opts.onFindingsPublished?.(out.findings);
@@ -185,6 +194,10 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       if (shed) saidShed(shed, behind ?? 0);
     });
   };
+  const recordHanded = (tasks: readonly QuestionTask[]): Promise<void> =>
+    opts.questions!.results!.handed!(tasks.map((t) => ({ task_id: t.id, project: t.project, run_id: t.run_id }))).catch((err: unknown) =>
+      logFailure(`recording ${tasks.length} question tasks as waiting for their answers failed (the run page counts fewer waiting)`, err, runFields(tasks.map((t) => [t.project, t.run_id]))),
+    );
   // Whether the question service is too far behind for a step's questions: the question task
   // records waiting when it is past the bound, else undefined. Read as the step begins: its
   // scheduler then counts none of the step's asks (a shed question is asked again when due).

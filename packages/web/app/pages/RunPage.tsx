@@ -102,7 +102,8 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
 
   // A run not ended, its spans read: what is new is read every few seconds while the tab is
   // visible (only the spans stored since, the run and its findings), until the run ends.
-  const followable = !!detail && !more && !detail.run.end_status;
+  // An ended run whose questions still wait for the model is followed too, until they are answered.
+  const followable = !!detail && !more && (!detail.run.end_status || detail.questions_pending > 0);
   useEffect(() => {
     if (!followable) return;
     let stopped = false;
@@ -136,9 +137,10 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
         if (got.length) setSpans((prev) => mergeSpans(prev, got));
         setFindings((prev) => keepSame(prev, d.findings));
         setDetail((prev) =>
-          !prev || (JSON.stringify(prev.run) === JSON.stringify(run) && JSON.stringify(prev.not_checked) === JSON.stringify(d.not_checked))
+          !prev ||
+          (JSON.stringify(prev.run) === JSON.stringify(run) && JSON.stringify(prev.not_checked) === JSON.stringify(d.not_checked) && prev.questions_pending === d.questions_pending)
             ? prev
-            : { ...prev, run, not_checked: d.not_checked },
+            : { ...prev, run, not_checked: d.not_checked, questions_pending: d.questions_pending },
         );
         setFollow(run.end_status ? { state: 'ended', at: Date.now() } : { state: 'live', at: Date.now() });
         if (d.spans_next_cursor) wait = 0;
@@ -305,7 +307,12 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
           </section>
           <section aria-labelledby="findings-h">
             <h2 id="findings-h">Findings ({findings.length})</h2>
-            {findings.length === 0 && <p className="empty">No check raised anything on this run.</p>}
+            {detail.questions_pending > 0 && (
+              <p className="meta questions-pending" role="status">
+                {count(detail.questions_pending, 'question')} waiting for the model: this run is not done being checked.
+              </p>
+            )}
+            {findings.length === 0 && <p className="empty">{detail.questions_pending > 0 ? 'No check raised anything on this run yet.' : 'No check raised anything on this run.'}</p>}
             {findings.slice(0, cards).map((f) => (
               <FindingCard key={f.id} session={session} finding={f} spanName={spanName} onShowSpan={show} onChange={changed} />
             ))}

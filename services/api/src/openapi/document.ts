@@ -37,6 +37,7 @@ const schemas: Record<string, Schema> = {
   RunDetail: object({
     run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), spans_cut_at_bytes: int, spans_since: str, findings: arr(ref('Finding')), problems: arr(ref('Problem')),
     not_checked: arr(object({ check_id: str, anchor: str, span_ids: arr(str), reason: nullable(str), at: time }, { closed: true })),
+    questions_pending: int,
   }, { optional: ['spans_cut_at_bytes'] }),
 
   // --- sopops: procedures, releases, sessions (docs/procedures.md)

@@ -1,0 +1,104 @@
+import * as fs from 'node:fs';
+import { createLogger, loadModelConfig, until } from '@neatroots/platform';
+import type { Envelope } from '@neatroots/spans';
+import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { startEmbedded, type EmbeddedApp } from './embedded';
+import { tempHome, testConfig } from './test-app.test';
+
+/**
+ * A run whose questions wait for a slow model says so on its page (questions_pending): before,
+ * an ended run read `findings 0, not_checked 0` (checked and clean) for as long as the model
+ * took, then gained its question findings. Here the fake model holds its answers until the test
+ * lets it.
+ */
+const KEY = 'pending-key';
+const SPAN_QUESTION = `id: wrong-search
+kind: yes_no
+scope: span
+when: live
+ask: Was this search the wrong one?
+`;
+const END_QUESTION = `id: task-left-undone
+kind: yes_no
+scope: trace
+when: end
+ask: Did the run leave its task undone?
+`;
+
+let app: EmbeddedApp;
+let fake: FakeOpenAI;
+let home: string;
+let release: () => void = () => undefined;
+const held = new Promise<void>((r) => (release = r));
+
+beforeAll(async () => {
+  // Run questions are answered only once the test lets the model: a search asked about was the wrong one.
+  fake = await startFakeOpenAI(async (call) => {
+    if (call.kind === 'second_look') return { json: { holds: true } };
+    if (call.kind !== 'judge') return { json: {} };
+    await held;
+    return judgeReply(call, (q) => {
+      const quote = /result s\d/.exec(q.evidence)?.[0];
+      return q.ask.includes('wrong one') && quote ? { p: 0.98, quote } : { p: 0.02 };
+    });
+  });
+  home = tempHome('neatroots-questions-pending', { 'span.yaml': SPAN_QUESTION, 'end.yaml': END_QUESTION });
+  app = await startEmbedded({
+    config: testConfig(home, { NEATROOTS_API_KEYS: `shop=${KEY}` }),
+    models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_CACHE_TTL_MS: '0', NEATROOTS_QUESTION_BATCH_WAIT_MS: '5' }),
+    inMemoryDb: true,
+    watch: false,
+    log: createLogger({ level: 'error' }),
+  });
+}, 120_000);
+
+afterAll(async () => {
+  release();
+  await app?.close();
+  await fake?.close();
+  if (home) fs.rmSync(home, { recursive: true, force: true });
+}, 60_000);
+
+const T0 = Date.now();
+const search = (run: string, id: string, at: number): { key: string; value: Envelope } => ({
+  key: run,
+  value: { project: 'shop', received_ms: at, item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name: 'search', tool: 'search', status: 'ok', input: { q: id }, output: `result ${id}`, start_ms: at, end_ms: at + 5 } } },
+});
+const end = (run: string, at: number): { key: string; value: Envelope } => ({
+  key: run,
+  value: { project: 'shop', received_ms: at, item: { kind: 'run_end', run: { event: 'run_end', run_id: run, status: 'ok', final_output: 'done', ts_ms: at } } },
+});
+
+interface RunPage {
+  run: { end_status: string | null };
+  findings: { check_id: string; span_ids: string[] }[];
+  not_checked: { check_id: string }[];
+  questions_pending: number;
+}
+async function runPage(run: string): Promise<RunPage | undefined> {
+  const res = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/shop/runs/${run}`, { headers: { 'x-api-key': KEY } });
+  return res.ok ? ((await res.json()) as RunPage) : undefined;
+}
+
+describe("a run's questions waiting for a slow model", () => {
+  it('are counted in questions_pending until the model answers, then the count is 0 and the findings are there', async () => {
+    await app.bus.publish(app.topics.events, [search('run-1', 's1', T0), search('run-1', 's2', T0 + 1_000), end('run-1', T0 + 2_000)]);
+    // The run has ended and no question is answered: it looks clean, but says its questions wait.
+    const waiting = await until("run-1's questions waiting on its page", async () => {
+      const p = await runPage('run-1');
+      return p && p.run.end_status === 'ok' && p.questions_pending >= 3 ? p : undefined;
+    }, 60_000);
+    expect(fake.calls.filter((c) => c.kind === 'judge').length).toBeGreaterThanOrEqual(1);
+    expect(waiting.findings.filter((f) => f.check_id === 'wrong-search')).toEqual([]);
+    expect(waiting.not_checked).toEqual([]);
+
+    release();
+    // The findings are stored by the review service as they come off the bus, moments after.
+    const done = await until("run-1's questions answered and its finding stored", async () => {
+      const p = await runPage('run-1');
+      return p && p.questions_pending === 0 && p.findings.some((f) => f.check_id === 'wrong-search') ? p : undefined;
+    }, 60_000);
+    for (const f of done.findings.filter((x) => x.check_id === 'wrong-search')) expect(['s1', 's2']).toContain(f.span_ids[0]);
+    expect(done.not_checked).toEqual([]);
+  }, 150_000);
+});
