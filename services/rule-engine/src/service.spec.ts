@@ -351,4 +351,50 @@ describe('rule-engine service: a question service far behind', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+  it('records the question tasks handed over as waiting for their answers beside its steps, one write at a time, never holding a step for it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-handed-'));
+    const topics = makeTopics('t');
+    const bus = new LogBus({ dir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const set = questionSet([question({ id: 'wrong-search', scope: 'span', ask: 'Was this search the wrong one?' })]);
+    // The database is slow: the first write is held until the test lets it go.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const writes: string[][] = [];
+    const engine = await startRuleEngine({
+      bus,
+      windows: new MemoryWindowStore<RunWindow>(),
+      topics,
+      rules: droppedTableRules,
+      tickMs: 60_000,
+      questions: {
+        scheduler: new QuestionScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), questions: () => set, policy: LOCAL_LLM_POLICY }),
+        topic: topics.questions,
+        results: {
+          record: async () => undefined,
+          handed: async (tasks) => {
+            writes.push(tasks.map((t) => t.run_id));
+            await held;
+          },
+        },
+      },
+      log: () => undefined,
+    });
+    const T = 1_000_000;
+    try {
+      // Three runs' searches, each a step that hands a question over.
+      for (const run of ['r1', 'r2', 'r3']) await bus.publish(topics.events, [{ key: run, value: span(run, 's1', {}, T) }]);
+      // Every step done and its batch's position moved on while the first write is held.
+      await until('the three steps done', () => engine.metrics.batches >= 1 && bus.backlog(topics.events.name) === 0 && engine.metrics.questions === 3, 10_000, 5);
+      expect(writes).toEqual([['r1']]);
+      release();
+      // What was handed over meanwhile goes in one write once the first is done.
+      await until('the tasks handed over meanwhile written', () => writes.length === 2, 10_000, 5);
+      expect(writes[1].sort()).toEqual(['r2', 'r3']);
+    } finally {
+      release();
+      await engine.close();
+      await bus.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
