@@ -1,9 +1,7 @@
-import * as fs from 'node:fs';
-import { createLogger, loadModelConfig, until } from '@neatroots/platform';
-import type { Envelope } from '@neatroots/spans';
+import { until } from '@neatroots/platform';
 import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
-import { startEmbedded, type EmbeddedApp } from './embedded';
-import { tempHome, testConfig } from './test-app.test';
+import type { EmbeddedApp } from './embedded';
+import { search, SEARCH_QUESTION, startQuestionApp, type QuestionApp } from './question-app.test';
 
 /**
  * An operator watching a slow model sees on /metrics what waits for it: the model queue's
@@ -13,16 +11,10 @@ import { tempHome, testConfig } from './test-app.test';
  * counts a batch once it is done).
  */
 const KEY = 'queue-key';
-const SPAN_QUESTION = `id: wrong-search
-kind: yes_no
-scope: span
-when: live
-ask: Was this search the wrong one?
-`;
 
+let q: QuestionApp;
 let app: EmbeddedApp;
 let fake: FakeOpenAI;
-let home: string;
 let release: () => void = () => undefined;
 const held = new Promise<void>((r) => (release = r));
 
@@ -33,28 +25,22 @@ beforeAll(async () => {
     await held;
     return { json: { answers: parseJudgePrompt(call).map((q) => ({ id: q.id, p: 0.02 })) } };
   });
-  home = tempHome('neatroots-model-queue', { 'span.yaml': SPAN_QUESTION });
-  app = await startEmbedded({
-    config: testConfig(home, { NEATROOTS_API_KEYS: `shop=${KEY}` }),
-    models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_CACHE_TTL_MS: '0', NEATROOTS_QUESTION_BATCH_WAIT_MS: '5' }),
-    inMemoryDb: true,
-    watch: false,
-    log: createLogger({ level: 'error' }),
+  q = await startQuestionApp({
+    prefix: 'neatroots-model-queue',
+    key: KEY,
+    checks: { 'span.yaml': SEARCH_QUESTION },
+    llmUrl: fake.url,
   });
+  ({ app } = q);
 }, 120_000);
 
 afterAll(async () => {
   release();
-  await app?.close();
+  await q?.close();
   await fake?.close();
-  if (home) fs.rmSync(home, { recursive: true, force: true });
 }, 60_000);
 
 const T0 = Date.now();
-const search = (run: string, id: string, at: number): { key: string; value: Envelope } => ({
-  key: run,
-  value: { project: 'shop', received_ms: at, item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name: 'search', tool: 'search', status: 'ok', input: { q: id }, output: `result ${id}`, start_ms: at, end_ms: at + 5 } } },
-});
 
 /** The value of a sample on /metrics (undefined when it is not there). */
 async function sample(name: string, labels: string): Promise<number | undefined> {

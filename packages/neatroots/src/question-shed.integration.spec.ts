@@ -1,8 +1,6 @@
-import * as fs from 'node:fs';
-import { createLogger, until } from '@neatroots/platform';
-import type { Envelope } from '@neatroots/spans';
-import { startEmbedded, type EmbeddedApp } from './embedded';
-import { tempHome, testConfig } from './test-app.test';
+import { until } from '@neatroots/platform';
+import type { EmbeddedApp } from './embedded';
+import { END_QUESTION, runEnd, search, SEARCH_QUESTION, startQuestionApp, type QuestionApp } from './question-app.test';
 
 /**
  * A question service far behind (past NEATROOTS_MAX_QUESTION_BACKLOG records waiting) is handed
@@ -12,48 +10,23 @@ import { tempHome, testConfig } from './test-app.test';
  * the backlog is what its slowest group has not taken.
  */
 const KEY = 'shed-key';
-const SPAN_QUESTION = `id: wrong-search
-kind: yes_no
-scope: span
-when: live
-ask: Was this search the wrong one?
-`;
-const END_QUESTION = `id: task-left-undone
-kind: yes_no
-scope: trace
-when: end
-ask: Did the run leave its task undone?
-`;
 
+let q: QuestionApp;
 let app: EmbeddedApp;
-let home: string;
 let release: () => void = () => undefined;
 
 beforeAll(async () => {
-  home = tempHome('neatroots-question-shed', { 'span.yaml': SPAN_QUESTION, 'end.yaml': END_QUESTION });
-  app = await startEmbedded({
-    config: testConfig(home, { NEATROOTS_API_KEYS: `shop=${KEY}`, NEATROOTS_MAX_QUESTION_BACKLOG: '1' }),
-    inMemoryDb: true,
-    watch: false,
-    log: createLogger({ level: 'error' }),
-  });
+  q = await startQuestionApp({ prefix: 'neatroots-question-shed', key: KEY, checks: { 'span.yaml': SEARCH_QUESTION, 'end.yaml': END_QUESTION }, env: { NEATROOTS_MAX_QUESTION_BACKLOG: '1' } });
+  ({ app } = q);
 }, 120_000);
 
 afterAll(async () => {
   release();
-  await app?.close();
-  if (home) fs.rmSync(home, { recursive: true, force: true });
+  await q?.close();
 }, 60_000);
 
 const T0 = Date.now();
-const search = (run: string, id: string, at: number): { key: string; value: Envelope } => ({
-  key: run,
-  value: { project: 'shop', received_ms: at, item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name: 'search', tool: 'search', status: 'ok', input: { q: id }, output: `result ${id}`, start_ms: at, end_ms: at + 5 } } },
-});
-const end = (run: string, at: number): { key: string; value: Envelope } => ({
-  key: run,
-  value: { project: 'shop', received_ms: at, item: { kind: 'run_end', run: { event: 'run_end', run_id: run, status: 'ok', final_output: 'done', ts_ms: at } } },
-});
+const end = runEnd;
 
 interface NotChecked { check_id: string; anchor: string; span_ids: string[]; reason: string | null }
 async function notChecked(run: string): Promise<NotChecked[] | undefined> {

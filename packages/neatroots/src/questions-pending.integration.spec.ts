@@ -1,9 +1,7 @@
-import * as fs from 'node:fs';
-import { createLogger, loadModelConfig, until } from '@neatroots/platform';
-import type { Envelope } from '@neatroots/spans';
+import { until } from '@neatroots/platform';
 import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
-import { startEmbedded, type EmbeddedApp } from './embedded';
-import { tempHome, testConfig } from './test-app.test';
+import type { EmbeddedApp } from './embedded';
+import { END_QUESTION, runEnd, search, SEARCH_QUESTION, startQuestionApp, type QuestionApp } from './question-app.test';
 
 /**
  * A run whose questions wait for a slow model says so on its page (questions_pending): before,
@@ -12,22 +10,10 @@ import { tempHome, testConfig } from './test-app.test';
  * lets it.
  */
 const KEY = 'pending-key';
-const SPAN_QUESTION = `id: wrong-search
-kind: yes_no
-scope: span
-when: live
-ask: Was this search the wrong one?
-`;
-const END_QUESTION = `id: task-left-undone
-kind: yes_no
-scope: trace
-when: end
-ask: Did the run leave its task undone?
-`;
 
+let q: QuestionApp;
 let app: EmbeddedApp;
 let fake: FakeOpenAI;
-let home: string;
 let release: () => void = () => undefined;
 const held = new Promise<void>((r) => (release = r));
 
@@ -42,32 +28,23 @@ beforeAll(async () => {
       return q.ask.includes('wrong one') && quote ? { p: 0.98, quote } : { p: 0.02 };
     });
   });
-  home = tempHome('neatroots-questions-pending', { 'span.yaml': SPAN_QUESTION, 'end.yaml': END_QUESTION });
-  app = await startEmbedded({
-    config: testConfig(home, { NEATROOTS_API_KEYS: `shop=${KEY}` }),
-    models: loadModelConfig({ NEATROOTS_LLM_URL: fake.url, NEATROOTS_LLM_MODEL: 'llama-test', NEATROOTS_QUESTION_CACHE_TTL_MS: '0', NEATROOTS_QUESTION_BATCH_WAIT_MS: '5' }),
-    inMemoryDb: true,
-    watch: false,
-    log: createLogger({ level: 'error' }),
+  q = await startQuestionApp({
+    prefix: 'neatroots-questions-pending',
+    key: KEY,
+    checks: { 'span.yaml': SEARCH_QUESTION, 'end.yaml': END_QUESTION },
+    llmUrl: fake.url,
   });
+  ({ app } = q);
 }, 120_000);
 
 afterAll(async () => {
   release();
-  await app?.close();
+  await q?.close();
   await fake?.close();
-  if (home) fs.rmSync(home, { recursive: true, force: true });
 }, 60_000);
 
 const T0 = Date.now();
-const search = (run: string, id: string, at: number): { key: string; value: Envelope } => ({
-  key: run,
-  value: { project: 'shop', received_ms: at, item: { kind: 'span', span: { run_id: run, span_id: id, type: 'tool', name: 'search', tool: 'search', status: 'ok', input: { q: id }, output: `result ${id}`, start_ms: at, end_ms: at + 5 } } },
-});
-const end = (run: string, at: number): { key: string; value: Envelope } => ({
-  key: run,
-  value: { project: 'shop', received_ms: at, item: { kind: 'run_end', run: { event: 'run_end', run_id: run, status: 'ok', final_output: 'done', ts_ms: at } } },
-});
+const end = runEnd;
 
 interface RunPage {
   run: { end_status: string | null };
