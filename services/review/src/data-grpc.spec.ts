@@ -64,6 +64,17 @@ describe('ReviewData over gRPC', () => {
       { task_id: 't1', project: 'shop', run_id: 'r1', check_id: 'c1', anchor: 'run', span_ids: ['s1'], answer: { status: 'not_checked', flagged: false, reason: 'timeout' }, at_ms: 1_700_000_000_000 },
     ]);
     expect(await new QuestionsRepo(db).results('shop', 'r1')).toEqual([expect.objectContaining({ task_id: 't1', status: 'not_checked', reason: 'timeout' })]);
+    // The tasks the rule engine handed over wait for their results (the run page's questions_pending): t1's came already.
+    await client.results.handed!([
+      { task_id: 't1', project: 'shop', run_id: 'r1' },
+      { task_id: 't2', project: 'shop', run_id: 'r1' },
+    ]);
+    const waiting = () => new QuestionsRepo(db).pending('shop', 'r1');
+    expect(await waiting()).toBe(1);
+    await client.results.record([
+      { task_id: 't2', project: 'shop', run_id: 'r1', check_id: 'c1', anchor: 's2', span_ids: ['s2'], answer: { status: 'answered', flagged: false }, at_ms: 1_700_000_000_000 },
+    ]);
+    expect(await waiting()).toBe(0);
 
     expect(await client.steering('shop')).toBe(false);
     await new ProjectsRepo(db).setSteering('shop', true);
