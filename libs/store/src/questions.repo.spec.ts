@@ -35,6 +35,23 @@ describe('the question tables', () => {
     expect(await repo.get('p', 'other')).toBeUndefined();
   });
 
+  it('counts the tasks handed over and not answered, in either order, and forgets done tasks an hour after their answer', async () => {
+    const answered = (task_id: string): QuestionResult => ({
+      task_id, project: 'p', run_id: 'rp', check_id: 'q', anchor: task_id, span_ids: [], at_ms: 1_700_000_000_000, answer: { status: 'answered', flagged: false },
+    });
+    const rows = async () => (await db.query<{ task_id: string }>("SELECT task_id FROM question_pending WHERE run_id = 'rp' ORDER BY task_id")).rows.map((r) => r.task_id);
+    await repo.handed([{ task_id: 'h1', project: 'p', run_id: 'rp' }, { task_id: 'h2', project: 'p', run_id: 'rp' }]);
+    // h3's answer is recorded before its hand-over: done when the hand-over comes.
+    await repo.record([answered('h1'), answered('h3')]);
+    await repo.handed([{ task_id: 'h3', project: 'p', run_id: 'rp' }, { task_id: 'h1', project: 'p', run_id: 'rp' }]);
+    expect(await repo.pending('p', 'rp')).toBe(1);
+    // An hour on, the done rows go (a repo deletes them at most once a minute, a new one at once); h2 still waits.
+    await db.query("UPDATE question_pending SET done_at = now() - interval '61 minutes' WHERE task_id IN ('h1', 'h3')");
+    await new QuestionsRepo(db).record([answered('h4')]);
+    expect(await rows()).toEqual(['h2', 'h4']);
+    expect(await repo.pending('p', 'rp')).toBe(1);
+  });
+
   it('records question results once, "not checked" included', async () => {
     const r: QuestionResult = {
       task_id: 't1', project: 'p', run_id: 'r1', check_id: 'q', anchor: 'run', span_ids: ['s1'], at_ms: 1_700_000_000_000,

@@ -35,7 +35,13 @@ export type QuestionResultRecord = Omit<QuestionResult, 'answer' | 'finding_id' 
 
 type Row = Record<string, unknown>;
 
+/** How long a done question task's row is kept: its hand-over may still come (recorded beside the rule engine's step). */
+export const PENDING_DONE_KEPT_MS = 60 * 60_000;
+
 export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
+  /** When this repo last deleted old done rows (prunePending). */
+  private prunedAt = 0;
+
   constructor(private readonly db: Queryable) {}
 
   // ---- the fast classifier ----
@@ -134,12 +140,13 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
     // done if its hand-over is recorded after it (the two come from different services).
     for (const part of chunks(results, 1_000)) {
       await this.db.query(
-        `INSERT INTO question_pending (task_id, project, run_id, done)
-         SELECT DISTINCT ON (t) t, p, r, true FROM json_to_recordset($1::json) AS v (t text, p text, r text)
-         ON CONFLICT (task_id) DO UPDATE SET done = true WHERE NOT question_pending.done`,
+        `INSERT INTO question_pending (task_id, project, run_id, done, done_at)
+         SELECT DISTINCT ON (t) t, p, r, true, now() FROM json_to_recordset($1::json) AS v (t text, p text, r text)
+         ON CONFLICT (task_id) DO UPDATE SET done = true, done_at = now() WHERE NOT question_pending.done`,
         [json(part.map((r) => ({ t: text(r.task_id), p: text(r.project), r: text(r.run_id) })))],
       );
     }
+    await this.prunePending();
     const notChecked = results.filter((r) => r.answer.status === 'not_checked');
     for (const part of chunks(notChecked, 500)) {
       const rows = part.map((r) => {
@@ -194,6 +201,21 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
         [json(part.map((t) => ({ t: text(t.task_id), p: text(t.project), r: text(t.run_id) })))],
       );
     }
+  }
+
+  /**
+   * Deletes the rows of tasks done more than PENDING_DONE_KEPT_MS ago (their hand-over, recorded
+   * beside the rule engine's step, has come long since): at most once a minute, 10,000 at a time.
+   */
+  private async prunePending(): Promise<void> {
+    const now = Date.now();
+    if (now - this.prunedAt < 60_000) return;
+    this.prunedAt = now;
+    await this.db.query(
+      `DELETE FROM question_pending WHERE task_id IN (
+         SELECT task_id FROM question_pending WHERE done AND done_at < now() - $1::bigint * interval '1 millisecond' LIMIT 10000)`,
+      [PENDING_DONE_KEPT_MS],
+    );
   }
 
   /** How many of a run's question tasks wait for their result (handed over, none recorded yet). */
