@@ -142,7 +142,8 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
             ? prev
             : { ...prev, run, not_checked: d.not_checked, questions_pending: d.questions_pending },
         );
-        setFollow(run.end_status ? { state: 'ended', at: Date.now() } : { state: 'live', at: Date.now() });
+        // An ended run whose questions still wait is followed (live) until they are answered.
+        setFollow(run.end_status && !(d.questions_pending > 0) ? { state: 'ended', at: Date.now() } : { state: 'live', at: Date.now() });
         if (d.spans_next_cursor) wait = 0;
       } catch (err) {
         if (stopped) return;
