@@ -1,5 +1,5 @@
 import { until } from '@neatroots/platform';
-import { parseJudgePrompt, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { startHeldModel, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import type { EmbeddedApp } from './embedded';
 import { search, SEARCH_QUESTION, startQuestionApp, type QuestionApp } from './question-app.test';
 
@@ -16,15 +16,10 @@ let q: QuestionApp;
 let app: EmbeddedApp;
 let fake: FakeOpenAI;
 let release: () => void = () => undefined;
-const held = new Promise<void>((r) => (release = r));
 
 beforeAll(async () => {
   // The model answers the questions asked of runs only once the test lets it (the rest at once).
-  fake = await startFakeOpenAI(async (call) => {
-    if (call.kind !== 'judge') return { json: {} };
-    await held;
-    return { json: { answers: parseJudgePrompt(call).map((q) => ({ id: q.id, p: 0.02 })) } };
-  });
+  ({ fake, release } = await startHeldModel());
   q = await startQuestionApp({
     prefix: 'neatroots-model-queue',
     key: KEY,

@@ -1,5 +1,5 @@
 import { until } from '@neatroots/platform';
-import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { startHeldModel, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import type { EmbeddedApp } from './embedded';
 import { END_QUESTION, runEnd, search, SEARCH_QUESTION, startQuestionApp, type QuestionApp } from './question-app.test';
 
@@ -15,19 +15,10 @@ let q: QuestionApp;
 let app: EmbeddedApp;
 let fake: FakeOpenAI;
 let release: () => void = () => undefined;
-const held = new Promise<void>((r) => (release = r));
 
 beforeAll(async () => {
   // Run questions are answered only once the test lets the model: a search asked about was the wrong one.
-  fake = await startFakeOpenAI(async (call) => {
-    if (call.kind === 'second_look') return { json: { holds: true } };
-    if (call.kind !== 'judge') return { json: {} };
-    await held;
-    return judgeReply(call, (q) => {
-      const quote = /result s\d/.exec(q.evidence)?.[0];
-      return q.ask.includes('wrong one') && quote ? { p: 0.98, quote } : { p: 0.02 };
-    });
-  });
+  ({ fake, release } = await startHeldModel((q) => (q.ask.includes('wrong one') ? /result s\d/.exec(q.evidence)?.[0] : undefined)));
   q = await startQuestionApp({
     prefix: 'neatroots-questions-pending',
     key: KEY,

@@ -1,6 +1,6 @@
 import type { Browser } from 'playwright-core';
 import { NeatrootsClient } from '@neatroots/sdk';
-import { judgeReply, startFakeOpenAI, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
+import { startHeldModel, type FakeOpenAI } from '../../../libs/platform/src/models/fake-openai.test';
 import { chromiumOrSkip, openSignedIn, pageErrors, shot, startBrowserApp, until, type BrowserApp } from './browser.test';
 
 /**
@@ -29,18 +29,9 @@ const exe = chromiumOrSkip('the run page with questions waiting');
   let browser: Browser;
   let url: string;
   let release: () => void = () => undefined;
-  const held = new Promise<void>((r) => (release = r));
 
   beforeAll(async () => {
-    fake = await startFakeOpenAI(async (call) => {
-      if (call.kind === 'second_look') return { json: { holds: true } };
-      if (call.kind !== 'judge') return { json: {} };
-      await held;
-      return judgeReply(call, (q) => {
-        const quote = /no results/.exec(q.evidence)?.[0];
-        return q.ask.includes('wrong one') && quote ? { p: 0.98, quote } : { p: 0.02 };
-      });
-    });
+    ({ fake, release } = await startHeldModel((q) => (q.ask.includes('wrong one') ? /no results/.exec(q.evidence)?.[0] : undefined)));
     web = await startBrowserApp(exe!, {
       prefix: 'nr-web-qwait',
       checks: { 'wrong-search.yaml': WRONG_SEARCH },

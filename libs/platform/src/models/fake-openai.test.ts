@@ -187,6 +187,26 @@ export function judgeReply(call: FakeCall, answer: (q: PromptQuestion) => Record
   return { json: { answers: parseJudgePrompt(call).map((q) => ({ id: q.id, ...answer(q) })) } };
 }
 
+/**
+ * A slow model held still: the questions asked of runs are answered only once `release()` is
+ * called (plans, notes and the rest at once, a second look upholds). A question is flagged, with
+ * its quote, where `quoteOf` finds one in its evidence; the others do not hold.
+ */
+export async function startHeldModel(quoteOf: (q: PromptQuestion) => string | undefined = () => undefined): Promise<{ fake: FakeOpenAI; release(): void }> {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const fake = await startFakeOpenAI(async (call) => {
+    if (call.kind === 'second_look') return { json: { holds: true } };
+    if (call.kind !== 'judge') return { json: {} };
+    await held;
+    return judgeReply(call, (q) => {
+      const quote = quoteOf(q);
+      return quote ? { p: 0.98, quote } : { p: 0.02 };
+    });
+  });
+  return { fake, release };
+}
+
 /** The ModelError a model call fails with (the test fails when it succeeds or fails otherwise). */
 export async function failure(p: Promise<unknown>): Promise<ModelError> {
   try {
