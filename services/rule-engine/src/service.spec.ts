@@ -20,6 +20,20 @@ class FlakyWindows extends MemoryWindowStore<RunWindow> {
   }
 }
 
+/** A log bus of one partition in a folder of its own, its topics, and its close with the folder's removal. */
+function tempLogBus(prefix: string): { bus: LogBus; topics: ReturnType<typeof makeTopics>; removeBus(): Promise<void> } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const bus = new LogBus({ dir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+  return {
+    bus,
+    topics: makeTopics('t'),
+    removeBus: async () => {
+      await bus.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 describe('rule-engine service logs', () => {
   it('a failed batch is logged with its project and run, once while it fails alike, and delivered again', async () => {
     // the bus's own line about the retry says nothing of the run: not asserted, kept quiet
@@ -217,9 +231,7 @@ describe('rule-engine service: batches that come together (mergeBatches, the dis
 
 describe('rule-engine service: a question service far behind', () => {
   it('hands it no new question tasks past questions.maxBacklog on the embedded log (plans and findings go on), and takes them again once it caught up', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-shed-'));
-    const topics = makeTopics('t');
-    const bus = new LogBus({ dir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const { bus, topics, removeBus } = tempLogBus('neatroots-shed-');
     const set = questionSet([question({ id: 'dropped-what', scope: 'span', ask: 'Was the table dropped by mistake?' })]);
     const logged: string[] = [];
     const engine = await startRuleEngine({
@@ -270,15 +282,12 @@ describe('rule-engine service: a question service far behind', () => {
       await engine.close();
       await questionService.close();
       await sub.close();
-      await bus.close();
-      fs.rmSync(dir, { recursive: true, force: true });
+      await removeBus();
     }
   });
 
   it('records each question it did not hand over as not checked, saying why, and counts none of them as asked: the cap and the end question are left for later', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-shed-'));
-    const topics = makeTopics('t');
-    const bus = new LogBus({ dir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const { bus, topics, removeBus } = tempLogBus('neatroots-shed-');
     // The local LLM's cost control: a span question is asked at most four times a run.
     const set = questionSet([
       question({ id: 'wrong-search', scope: 'span', ask: 'Was this search the wrong one?' }),
@@ -347,14 +356,12 @@ describe('rule-engine service: a question service far behind', () => {
       release();
       await engine.close();
       await questionService.close();
-      await bus.close();
-      fs.rmSync(dir, { recursive: true, force: true });
+      await removeBus();
     }
   });
+
   it('records the question tasks handed over as waiting for their answers beside its steps, one write at a time, never holding a step for it', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-handed-'));
-    const topics = makeTopics('t');
-    const bus = new LogBus({ dir, partitions: 1, commitIntervalMs: 5, onError: () => undefined });
+    const { bus, topics, removeBus } = tempLogBus('neatroots-handed-');
     const set = questionSet([question({ id: 'wrong-search', scope: 'span', ask: 'Was this search the wrong one?' })]);
     // The database is slow: the first write is held until the test lets it go.
     let release!: () => void;
@@ -393,8 +400,7 @@ describe('rule-engine service: a question service far behind', () => {
     } finally {
       release();
       await engine.close();
-      await bus.close();
-      fs.rmSync(dir, { recursive: true, force: true });
+      await removeBus();
     }
   });
 });
