@@ -204,7 +204,8 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
   const handedWriter = (() => {
     let waiting: QuestionTask[] = [];
     let writing: Promise<void> | undefined;
-    let skipped = 0;
+    // Said once each time the bound is passed.
+    let saidFull = false;
     const write = (): Promise<void> | undefined => {
       if (writing || !waiting.length) return writing;
       const tasks = waiting;
@@ -224,11 +225,11 @@ export async function startRuleEngine(opts: RuleEngineServiceOptions): Promise<R
       add(tasks: readonly QuestionTask[]): void {
         if (!tasks.length) return;
         if (waiting.length + tasks.length > MAX_HANDED_WAITING) {
-          if (!skipped) log(`more than ${MAX_HANDED_WAITING} question tasks wait to be recorded as waiting for their answers: the run page counts fewer waiting until the database catches up`);
-          skipped += tasks.length;
+          if (!saidFull) log(`more than ${MAX_HANDED_WAITING} question tasks wait to be recorded as waiting for their answers: the run page counts fewer waiting until the database catches up`);
+          saidFull = true;
           return;
         }
-        skipped = 0;
+        saidFull = false;
         for (const t of tasks) waiting.push(t);
         void write();
       },
