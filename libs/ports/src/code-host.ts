@@ -18,8 +18,9 @@ export interface OpenPullRequest {
   base: string;
   /**
    * The branch to create from base's head, a name of the caller's own (one per change): opening
-   * again with the same name answers the pull request already opened from it, and a branch of
-   * that name left without one is used again.
+   * again with the same name answers the pull request already opened from it (open, or merged),
+   * and a branch of that name left without one (or with one closed without merging) is used
+   * again, a new pull request opened from it.
    */
   branch: string;
   /** The file's path in the repository, e.g. procedures/refunds.md. */
@@ -45,6 +46,11 @@ export interface PullRequestRef {
   url: string;
   /** The branch the pull request is from (branch; branch-N for one an earlier version opened there). */
   branch: string;
+  /**
+   * Set when the pull request answered is one opened earlier from the branch and merged since
+   * (an earlier call whose answer was lost): it is merged already, with its merge commit.
+   */
+  merged?: { mergeCommitSha: string | null };
 }
 
 export type PullRequestStatus =

@@ -79,9 +79,28 @@ describe('GitHubCodeHost against a local GitHub', () => {
     const before = gh.requests.length;
     expect(await host.openPullRequest(req)).toEqual(first);
     expect(gh.requests.slice(before).filter((r) => r.method !== 'GET')).toEqual([]);
-    // Closed or merged since: still that one (its fate is the suggestion's), not a second.
+  });
+
+  it('opened again after its pull request was closed without merging: a new one is opened from the same branch, answered open; merged since: that one, merged', async () => {
+    const first = await host.openPullRequest(req);
     gh.close('acme', 'ops', first.number);
-    expect(await host.openPullRequest(req)).toEqual(first);
+    const again = await host.openPullRequest(req);
+    expect(again).toEqual({ number: 2, url: expect.stringMatching(/\/acme\/ops\/pull\/2$/), branch: req.branch });
+    expect(await pulls()).toEqual(['#1 closed neatroots/suggestion-1', '#2 open neatroots/suggestion-1']);
+    expect(made().filter((m) => m.startsWith('POST /git/refs'))).toHaveLength(1); // the branch used again
+    expect(await host.pullRequestState(repo, again.number)).toEqual({ state: 'open' });
+    // Merged since: answered as it is, merged with its merge commit; nothing made.
+    gh.merge('acme', 'ops', again.number);
+    const before = gh.requests.length;
+    expect(await host.openPullRequest(req)).toEqual({ ...again, merged: { mergeCommitSha: expect.stringMatching(/^[0-9a-f]{40}$/) } });
+    expect(gh.requests.slice(before).filter((r) => r.method !== 'GET')).toEqual([]);
+  });
+
+  it('no answer to POST /pulls, and the branch has only a pull request closed before: not taken for the one just opened', async () => {
+    const first = await host.openPullRequest(req);
+    gh.close('acme', 'ops', first.number);
+    gh.answerNext('POST', /\/pulls$/, { status: 502 }, 4); // never carried out
+    await expect(host.openPullRequest(req)).rejects.toThrow(/gave up after 4 tries/);
     expect(await pulls()).toEqual(['#1 closed neatroots/suggestion-1']);
   });
 

@@ -61,7 +61,9 @@ export class GitHubCodeHost implements CodeHost {
 
   /**
    * Idempotent for one branch name: a pull request already opened from it (or from the
-   * `name-N` an earlier version took) is the one answered, and nothing is made; a branch of that
+   * `name-N` an earlier version took), open or merged, is the one answered (a merged one with
+   * `merged`), and nothing is made; one closed without merging is not: a new pull request is
+   * opened from the branch, as a first call would have; a branch of that
    * name left by an earlier call is used again, not replaced by `name-2`. When a step after the
    * branch fails, the branch this call created is deleted (best effort), unless a pull request
    * may have been opened from it (GitHub's answer lost, and not found either).
@@ -69,8 +71,10 @@ export class GitHubCodeHost implements CodeHost {
   async openPullRequest(req: OpenPullRequest): Promise<PullRequestRef> {
     const r = req.repo;
     const mine = await this.branchesNamed(r, req.branch);
+    // One open or merged is the one answered; one closed without merging is not: a new one is
+    // opened from the branch (whoever applies again wants a pull request open, not one closed).
     const opened = await this.pullFrom(r, mine);
-    if (opened) return opened;
+    if (opened && opened.state !== 'closed') return opened.ref;
     const head = await this.call(r, 'GET', `/git/ref/heads/${encodePath(req.base)}`, undefined, `branch ${req.base}`);
     const sha = (head.json as GhRef).object.sha;
     // The file in the commit the branch is made from must be what the content was made from, or nothing is opened.
@@ -87,7 +91,7 @@ export class GitHubCodeHost implements CodeHost {
         const why = ghMessage(pull.json, '');
         if (/pull request already exists/i.test(why)) {
           const p = await this.pullFrom(r, [branch]);
-          if (p) return p;
+          if (p?.state === 'open') return p.ref;
         }
         throw new CodeHostError(slug(r), 422, `POST /pulls: ${why}`);
       }
@@ -101,7 +105,8 @@ export class GitHubCodeHost implements CodeHost {
           known = false; // whether it was opened is not known: its branch is kept (the next call finds it)
           return null;
         });
-        if (p) return p;
+        // Only an open one is the one this opened (one closed before is not).
+        if (p?.state === 'open') return p.ref;
       }
       if (created && known) await this.call(r, 'DELETE', `/git/refs/heads/${encodePath(branch)}`, undefined, undefined, [404, 422]).catch(() => undefined);
       throw err;
@@ -118,16 +123,25 @@ export class GitHubCodeHost implements CodeHost {
     return names.sort((a, b) => n(a) - n(b));
   }
 
-  /** The pull request opened from one of `branches` (any state): an open one first, then merged, then closed; the latest. */
-  private async pullFrom(r: RepoRef, branches: readonly string[]): Promise<PullRequestRef | null> {
+  /**
+   * The pull request opened from one of `branches` (any state) and its state: an open one first,
+   * then merged (answered with `merged`), then closed; the latest.
+   */
+  private async pullFrom(r: RepoRef, branches: readonly string[]): Promise<{ ref: PullRequestRef; state: 'open' | 'merged' | 'closed' } | null> {
     const found: { p: GhPull; branch: string }[] = [];
     for (const branch of branches) {
       const a = await this.call(r, 'GET', `/pulls?head=${encodeURIComponent(`${r.owner}:${branch}`)}&state=all`);
       if (Array.isArray(a.json)) for (const p of a.json as GhPull[]) found.push({ p, branch });
     }
-    const rank = (p: GhPull) => (p.state === 'open' ? 0 : p.merged === true || !!p.merged_at ? 1 : 2);
-    const best = found.sort((a, b) => rank(a.p) - rank(b.p) || b.p.number - a.p.number)[0];
-    return best ? { number: best.p.number, url: best.p.html_url, branch: best.branch } : null;
+    // GitHub's list of pulls has merged_at, not merged.
+    const state = (p: GhPull) => (p.state === 'open' ? 'open' : p.merged === true || !!p.merged_at ? 'merged' : 'closed');
+    const rank = { open: 0, merged: 1, closed: 2 } as const;
+    const best = found.sort((a, b) => rank[state(a.p)] - rank[state(b.p)] || b.p.number - a.p.number)[0];
+    if (!best) return null;
+    const s = state(best.p);
+    const ref: PullRequestRef = { number: best.p.number, url: best.p.html_url, branch: best.branch };
+    if (s === 'merged') ref.merged = { mergeCommitSha: best.p.merge_commit_sha ?? null };
+    return { ref, state: s };
   }
 
   /**

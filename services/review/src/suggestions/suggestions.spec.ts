@@ -645,6 +645,32 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await pullsOnGitHub()).toEqual([`#1 open ${branchOf(s.id)}`]);
   });
 
+  it('a pull request GitHub opened though every answer was lost, closed on GitHub before the apply is tried again: a new one is opened from the same branch, pr_open, and stays open at the next look', async () => {
+    await connect();
+    const { s } = await proposed();
+    gh.loseAnswers('POST', /\/pulls$/, 4);
+    gh.loseAnswers('GET', /\/pulls$/, 4);
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed' });
+    gh.close('luigis', 'ops', 1);
+    const applied = await q.applySuggestion(WS, s.id, {});
+    expect(applied).toMatchObject({ status: 'pr_open', pr_url: expect.stringMatching(/\/luigis\/ops\/pull\/2$/), error: null });
+    expect(await pullsOnGitHub()).toEqual([`#1 closed ${branchOf(s.id)}`, `#2 open ${branchOf(s.id)}`]);
+    expect(await followPullRequestsNow(db, review.suggestions.suggestions, (ws) => github.codeHost(ws))).toMatchObject({ checked: 1, settled: 0, failed: [] });
+    expect(await q.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', pr_url: applied.pr_url, note: null });
+  });
+
+  it('a pull request GitHub opened though every answer was lost, merged on GitHub before the apply is tried again: recorded merged, with its merge commit', async () => {
+    await connect();
+    const { s } = await proposed();
+    gh.loseAnswers('POST', /\/pulls$/, 4);
+    gh.loseAnswers('GET', /\/pulls$/, 4);
+    await expect(q.applySuggestion(WS, s.id, {})).rejects.toMatchObject({ status: 409, code: 'pull_request_failed' });
+    gh.merge('luigis', 'ops', 1);
+    const applied = await q.applySuggestion(WS, s.id, {});
+    expect(applied).toMatchObject({ status: 'merged', pr_url: expect.stringMatching(/\/luigis\/ops\/pull\/1$/), merge_commit_sha: expect.stringMatching(/^[0-9a-f]{40}$/), merged_at: expect.any(String), error: null });
+    expect(await pullsOnGitHub()).toEqual([`#1 closed ${branchOf(s.id)}`]);
+  });
+
   it('a 403 on POST /pulls (a token that may not open pull requests) leaves no branch behind, however often applied', async () => {
     await connect();
     const { s } = await proposed();

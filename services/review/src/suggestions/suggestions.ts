@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CodeHostChangedError, type CodeHost, type Db, type Jobs, type RepoRef } from '@neatroots/ports';
+import { CodeHostChangedError, type CodeHost, type Db, type Jobs, type PullRequestRef, type RepoRef } from '@neatroots/ports';
 import { freshness, REWRITE_VERSION, SUGGEST_VERSION, transitionForPullRequest, unifiedDiff, type SuggestionTransition } from '@neatroots/review-domain';
 import {
   LineageRepo,
@@ -227,7 +227,7 @@ export class Suggestions {
         }
         content = onBase.state === 'merges' ? onBase.merged_text! : (s.new_text ?? s.old_text);
       }
-      let pr: { number: number; url: string; branch: string };
+      let pr: PullRequestRef;
       try {
         pr = await c.host.openPullRequest({
           repo: c.repo,
@@ -245,7 +245,9 @@ export class Suggestions {
       }
       // merged_into_version is head's version only when the pull request's file is made from head's (a file new to the repository).
       const opened = { status: 'pr_open', pr_url: pr.url, pr_number: pr.number, pr_branch: pr.branch, pr_repository: `${c.repo.owner}/${c.repo.repo}`, pr_api_url: c.apiUrl, pr_opened_at: 'now', pr_checked_at: 'now', applied_text: content, merged_into_version: base === null ? mergedInto : null, reviewer, error: null } as const;
-      if (!(await this.repo.set(this.db, s.id, opened, ['proposed'], { claim }))) {
+      // One an earlier apply opened (its answer lost) and merged since: recorded merged at once.
+      const merged = pr.merged ? ({ ...opened, status: 'merged', merged_at: 'now', merge_commit_sha: pr.merged.mergeCommitSha } as const) : null;
+      if (!(await this.repo.set(this.db, s.id, merged ?? opened, ['proposed'], { claim }))) {
         // Only when this apply outlived its claim and another took it over.
         throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was applied (its claim lapsed); the pull request ${pr.url} was opened`);
       }
