@@ -187,6 +187,20 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
   }
 
   /**
+   * The results of question tasks given up (their bus record set aside: the question service
+   * kept failing on it), recorded as `record` does, except those of tasks whose result is in
+   * already (a try before the record was set aside got that far): a task given up is no longer
+   * waiting (questions_pending), and the run page lists it as not checked.
+   */
+  async givenUp(results: readonly QuestionResult[]): Promise<void> {
+    if (!results.length) return;
+    const res = await this.db.query<Row>('SELECT task_id FROM question_pending WHERE task_id = ANY($1::text[]) AND done', [results.map((r) => r.task_id)]);
+    const done = new Set(res.rows.map((r) => String(r.task_id)));
+    const left = results.filter((r) => !done.has(r.task_id));
+    if (left.length) await this.record(left);
+  }
+
+  /**
    * The question tasks handed to the question service: each waits (questions_pending) until its
    * result is recorded. One statement for a step's tasks; a task handed over again (a batch
    * delivered twice, the run's end asking the same task again) neither counts twice nor waits

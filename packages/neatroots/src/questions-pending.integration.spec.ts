@@ -40,7 +40,7 @@ const end = runEnd;
 interface RunPage {
   run: { end_status: string | null };
   findings: { check_id: string; span_ids: string[] }[];
-  not_checked: { check_id: string }[];
+  not_checked: { check_id: string; reason: string | null }[];
   questions_pending: number;
 }
 async function runPage(run: string): Promise<RunPage | undefined> {
@@ -68,5 +68,29 @@ describe("a run's questions waiting for a slow model", () => {
     }, 60_000);
     for (const f of done.findings.filter((x) => x.check_id === 'wrong-search')) expect(['s1', 's2']).toContain(f.span_ids[0]);
     expect(done.not_checked).toEqual([]);
+  }, 150_000);
+
+  it('a question whose task the question service keeps failing on is set aside: no longer waiting, and listed as not checked with why', async () => {
+    // The question service cannot read run-dead's question findings: every try of its tasks fails, and the bus sets them aside.
+    const qf = await app.windows<unknown>(':q');
+    const load = qf.load.bind(qf);
+    qf.load = (keys, members) => (keys.some((k) => k.endsWith('\u0000run-dead')) ? Promise.reject(new Error('the findings window cannot be read')) : load(keys, members));
+    try {
+      await app.bus.publish(app.topics.events, [search('run-dead', 'd1', T0), end('run-dead', T0 + 1_000)]);
+      // Before, its tasks stayed counted as waiting for ever: the ended run's page kept saying so, and kept polling.
+      const page = await until("run-dead's questions set aside and no longer waiting", async () => {
+        const p = await runPage('run-dead');
+        return p && p.run.end_status === 'ok' && p.questions_pending === 0 && p.not_checked.some((n) => n.check_id === 'wrong-search') ? p : undefined;
+      }, 90_000);
+      const why = page.not_checked.find((n) => n.check_id === 'wrong-search')!.reason;
+      expect(why).toContain('set this question aside after repeated failures');
+      expect(why).toContain('the findings window cannot be read');
+      // The set-aside record is listed in the project's dead letters (its letter named no project before).
+      const res = await fetch(`http://127.0.0.1:${app.httpPort}/v1/projects/shop/dead-letters`, { headers: { 'x-api-key': KEY } });
+      const letters = (await res.json()) as { dead_letters: { source: string; run_id: string | null }[] };
+      expect(letters.dead_letters.some((l) => l.source.includes('.questions/') && l.run_id === 'run-dead')).toBe(true);
+    } finally {
+      qf.load = load;
+    }
   }, 150_000);
 });

@@ -1,6 +1,7 @@
 import { deadLetterTopic, RepeatedErrors, type Bus, type BusBatch, type DeadLetter, type Db, type LogFields, type Subscription, type Topic } from '@neatroots/ports';
+import { notChecked, type QuestionResult } from '@neatroots/questions';
 import {
-  DeadLettersRepo, QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
+  DeadLettersRepo, QuestionsRepo, QuietChecks, StoreWriter, type IsQuiet, type QuietChecksOptions, type ReviewQueries, type StoreWriterOptions,
 } from '@neatroots/store';
 import { DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type FindingMessage, type NoteDelivered } from '@neatroots/messages';
 import { type Envelope } from '@neatroots/spans';
@@ -95,6 +96,7 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
     ...opts.writer,
   });
   const deadLetters = new DeadLettersRepo(opts.db);
+  const questions = new QuestionsRepo(opts.db);
   const quiet = new QuietChecks(opts.db, opts.quiet);
   const queries = createReviewQueries(opts.db, { quiet });
   const heartbeatMs = opts.heartbeatMs ?? 3_000;
@@ -127,8 +129,12 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
       stored(batch, writer.writeDeliveries(batch.records.map((r) => r.value)))));
     // What the bus drivers set aside (a rule engine or question handler that kept throwing).
     subs.push(await opts.bus.subscribe(topics.deadLetters, { group: REVIEW_GROUPS.deadLetters, ...sub }, async (batch) => {
-      const letters = batch.records.map((r) => r.value);
+      const letters = batch.records.map((r) => r.value).map(withTasksProject);
       await deadLetters.setAside(letters);
+      // A question record set aside will not be answered: its questions are recorded as not
+      // checked, with why (never a pass), which ends their wait (the run page's questions_pending).
+      const given = letters.flatMap(givenUpQuestions);
+      if (given.length) await questions.givenUp(given);
       told(letters);
     }));
   } catch (err) {
@@ -157,4 +163,43 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
   };
 
   return { queries, quiet, isQuiet: quiet.lookup, writer, close };
+}
+
+/** A set-aside record of the questions topic (`bus:<prefix>.questions/<group>`) whose tasks it carries. */
+function questionTasksOf(l: DeadLetter): Record<string, unknown>[] {
+  if (!/^bus:.+\.questions\//.test(l.source) || !Array.isArray(l.payload)) return [];
+  return (l.payload as unknown[]).filter((t): t is Record<string, unknown> => !!t && typeof t === 'object' && !Array.isArray(t));
+}
+
+/**
+ * A question record's letter names no project (its value is a list of tasks, each with its
+ * own): it takes its tasks', so the project's dead letters list it.
+ */
+function withTasksProject(l: DeadLetter): DeadLetter {
+  if (l.project) return l;
+  const project = questionTasksOf(l).find((t) => typeof t.project === 'string' && t.project)?.project;
+  return typeof project === 'string' ? { ...l, project } : l;
+}
+
+/**
+ * The question tasks of a set-aside record as not checked: the question service kept failing on
+ * them (a cut payload, past DEAD_LETTER_TRAVEL_CHARS, no longer names its tasks: they are left).
+ */
+function givenUpQuestions(l: DeadLetter): QuestionResult[] {
+  const out: QuestionResult[] = [];
+  for (const t of questionTasksOf(l)) {
+    const check = t.check as { id?: unknown } | undefined;
+    if (t.type !== 'question' || typeof t.id !== 'string' || typeof t.project !== 'string' || typeof t.run_id !== 'string' || typeof check?.id !== 'string') continue;
+    out.push({
+      task_id: t.id,
+      project: t.project,
+      run_id: t.run_id,
+      check_id: check.id,
+      anchor: typeof t.anchor === 'string' ? t.anchor : 'run',
+      span_ids: Array.isArray(t.span_ids) ? t.span_ids.filter((s): s is string => typeof s === 'string') : [],
+      answer: notChecked(`the question service set this question aside after repeated failures: ${l.reason}`.slice(0, 500)),
+      at_ms: typeof t.at_ms === 'number' ? t.at_ms : Date.now(),
+    });
+  }
+  return out;
 }
