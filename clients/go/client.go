@@ -79,8 +79,13 @@ type Options struct {
 	// Exports that failed for good, the first retried failure of an outage ("export of N
 	// event(s) failed: ...; retrying until ingest takes it", once until an export succeeds),
 	// items ingest rejected, events dropped, broken subscriptions, OnNote callbacks that
-	// panicked. Default: log.Printf. It may be called on the goroutine that exports, which waits
-	// for it: it should not block.
+	// panicked. Default: log.Printf. It is called on a goroutine of the client's own, one report
+	// at a time in the order they were made, never on the goroutine that exports, so it may
+	// call Flush or Close; a slow one does not hold exports up. At most 256 reports wait for
+	// it: past that they are dropped (counted in Stats().ReportsDropped and said in a report
+	// once there is room). Flush, Close and a Span recorded after Close return once the
+	// reports made before them were handed to OnError, but never wait for a callback that was
+	// already running (the one that called them, or one that blocks).
 	OnError func(error)
 }
 
@@ -94,6 +99,8 @@ type Stats struct {
 	Queued int
 	// Their encoded size.
 	QueuedBytes int
+	// Reports dropped without being handed to OnError: more than 256 were waiting for it.
+	ReportsDropped uint64
 }
 
 // RunHaltedError is returned by ToolCall once the run was halted; Note is the halt.
@@ -179,7 +186,8 @@ type Client struct {
 	conn    *grpc.ClientConn
 	ingest  v1.IngestClient
 	md      metadata.MD
-	onError func(error)
+	onError func(error) // the user's OnError: called only by the reports goroutine (deliverReports)
+	reports reports
 
 	mu         sync.Mutex
 	queue      []queued
@@ -259,7 +267,11 @@ func New(opts Options) (*Client, error) {
 func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Dropped: c.dropped, Queued: len(c.queue), QueuedBytes: c.queueBytes}
+	st := Stats{Dropped: c.dropped, Queued: len(c.queue), QueuedBytes: c.queueBytes}
+	c.reports.mu.Lock()
+	st.ReportsDropped = c.reports.droppedAll
+	c.reports.mu.Unlock()
+	return st
 }
 
 // RunOptions describe a run at its start (all optional).
@@ -325,12 +337,12 @@ func (c *Client) FlushContext(ctx context.Context) error {
 		done, changed := c.settled() >= target, c.changed
 		c.mu.Unlock()
 		if done {
-			return nil
+			return c.awaitReports(ctx)
 		}
 		select {
 		case <-changed:
 		case <-c.done:
-			return nil
+			return c.awaitReports(ctx)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -383,9 +395,8 @@ func (c *Client) CloseContext(ctx context.Context) error {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		// Not waited for any longer: the flusher stops at once (its export is cancelled) unless
-		// it is inside an OnError callback that blocks, and Close must not wait for that. What it
-		// holds is counted as dropped below.
+		// Not waited for any longer: the flusher stops at once (its export is cancelled; it
+		// never waits for OnError). What it holds is counted as dropped below.
 	}
 	c.abort()
 	c.mu.Lock()
@@ -397,12 +408,22 @@ func (c *Client) CloseContext(ctx context.Context) error {
 	c.runs = map[string]*Run{}
 	c.mu.Unlock()
 	if left > 0 {
-		c.onError(&EventsDroppedError{Count: left, Reason: "still queued when Close's time ran out"})
+		c.report(&EventsDroppedError{Count: left, Reason: "still queued when Close's time ran out"})
 	}
 	for _, r := range runs {
 		r.unsubscribe()
 	}
-	return c.conn.Close()
+	err := c.conn.Close()
+	// What was reported until now reaches OnError before Close returns (a program often exits
+	// next), for a moment more when ctx has ended already.
+	wait := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+	}
+	_ = c.awaitReports(wait)
+	return err
 }
 
 // flusher is the client's one exporting goroutine: it exports everything queued every
@@ -461,14 +482,16 @@ func (c *Client) enqueue(ev *v1.Event) {
 	if c.closed {
 		c.dropped++
 		c.mu.Unlock()
-		c.onError(&EventsDroppedError{Count: 1, Reason: "recorded after Close"})
+		c.report(&EventsDroppedError{Count: 1, Reason: "recorded after Close"})
+		_ = c.awaitReports(context.Background())
 		return
 	}
 	if size > c.opts.MaxQueueBytes {
 		// Alone over the bound: refused on its own, never by evicting the events queued before it.
 		c.dropped++
 		c.mu.Unlock()
-		c.onError(&EventsDroppedError{Count: 1, Reason: fmt.Sprintf("event of %d bytes is larger than the queue bound of %d bytes (MaxQueueBytes)", size, c.opts.MaxQueueBytes)})
+		c.report(&EventsDroppedError{Count: 1, Reason: fmt.Sprintf("event of %d bytes is larger than the queue bound of %d bytes (MaxQueueBytes)", size, c.opts.MaxQueueBytes)})
+		_ = c.awaitReports(context.Background())
 		return
 	}
 	c.seq++
@@ -508,7 +531,7 @@ func (c *Client) reportDrops(now bool) {
 	c.unreported = 0
 	c.lastReport = time.Now()
 	c.mu.Unlock()
-	c.onError(&EventsDroppedError{Count: n, Reason: fmt.Sprintf("the queue was over its bound (%d events, %d bytes) while exports did not keep up", c.opts.MaxQueueEvents, c.opts.MaxQueueBytes)})
+	c.report(&EventsDroppedError{Count: n, Reason: fmt.Sprintf("the queue was over its bound (%d events, %d bytes) while exports did not keep up", c.opts.MaxQueueEvents, c.opts.MaxQueueBytes)})
 }
 
 // backoff is attempt's delay: full jitter over RetryInitialDelay doubled per attempt, capped at RetryMaxDelay.
@@ -545,13 +568,13 @@ func (c *Client) export(batch []queued) {
 			again, after := retryable(err)
 			if !again {
 				finished = true
-				c.onError(fmt.Errorf("export of %d event(s) failed: %w", len(events), err))
+				c.report(fmt.Errorf("export of %d event(s) failed: %w", len(events), err))
 				return
 			}
 			// Said once per outage (a wrong address, ingest down), not at every retry.
 			if !c.failing {
 				c.failing = true
-				c.onError(fmt.Errorf("export of %d event(s) failed: %w; retrying until ingest takes it", len(events), err))
+				c.report(fmt.Errorf("export of %d event(s) failed: %w; retrying until ingest takes it", len(events), err))
 			}
 			wait := max(c.backoff(attempt), after)
 			select {
@@ -565,7 +588,7 @@ func (c *Client) export(batch []queued) {
 		finished = true
 		c.failing = false
 		if len(res.Rejected) > 0 {
-			c.onError(&ExportRejectedError{Rejected: res.Rejected})
+			c.report(&ExportRejectedError{Rejected: res.Rejected})
 		}
 		for _, n := range res.Notes {
 			c.dispatch(n)
@@ -788,7 +811,7 @@ func (r *Run) deliver() {
 func (r *Run) call(fn func(*Note), n *Note) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.client.onError(fmt.Errorf("an OnNote callback of run %s panicked on note %s: %v", r.ID, n.Id, p))
+			r.client.report(fmt.Errorf("an OnNote callback of run %s panicked on note %s: %v", r.ID, n.Id, p))
 		}
 	}()
 	fn(n)
@@ -856,7 +879,7 @@ func (r *Run) listen() {
 		default:
 		}
 		if final[status.Code(err)] {
-			c.onError(fmt.Errorf("notes for run %s unavailable: %w", r.ID, err))
+			c.report(fmt.Errorf("notes for run %s unavailable: %w", r.ID, err))
 			return
 		}
 		if !opened.IsZero() && time.Since(opened) >= 10*time.Second {
@@ -898,9 +921,110 @@ func jsonText(c *Client, v any) *string {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		c.onError(fmt.Errorf("a value is not JSON (%v); sent as its text", err))
+		c.report(fmt.Errorf("a value is not JSON (%v); sent as its text", err))
+		_ = c.awaitReports(context.Background())
 		b, _ = json.Marshal(fmt.Sprint(v))
 	}
 	s := string(b)
 	return &s
+}
+
+// maxPendingReports bounds the reports waiting for OnError; past it they are dropped and counted.
+const maxPendingReports = 256
+
+// reports are the reports waiting for OnError and the one goroutine handing them to it.
+type reports struct {
+	mu         sync.Mutex
+	pending    []error
+	made       uint64 // reports queued so far (each one's number is its place in this count)
+	handed     uint64 // of them, handed to OnError and returned (or dropped)
+	calling    uint64 // the number of the report OnError is being called with now, 0 when none
+	running    bool   // a deliverReports goroutine is running
+	dropped    uint64 // dropped since the last report saying so
+	droppedAll uint64
+	changed    chan struct{} // closed and replaced whenever handed or calling changes
+}
+
+// report hands err to OnError on the reports goroutine (started when a report comes, ended
+// when none is left): never on the caller's goroutine, so the exporting one is never held up
+// by OnError, and OnError may call Flush or Close. Past maxPendingReports waiting, err is
+// dropped and counted.
+func (c *Client) report(err error) {
+	r := &c.reports
+	r.mu.Lock()
+	if len(r.pending) >= maxPendingReports {
+		r.dropped++
+		r.droppedAll++
+		r.mu.Unlock()
+		return
+	}
+	r.pending = append(r.pending, err)
+	r.made++
+	start := !r.running
+	r.running = true
+	if r.changed == nil {
+		r.changed = make(chan struct{})
+	}
+	r.mu.Unlock()
+	if start {
+		go c.deliverReports()
+	}
+}
+
+// deliverReports calls OnError with each waiting report in turn until none is left.
+func (c *Client) deliverReports() {
+	r := &c.reports
+	r.mu.Lock()
+	for len(r.pending) > 0 {
+		err := r.pending[0]
+		r.pending[0] = nil
+		r.pending = r.pending[1:]
+		r.calling = r.handed + 1
+		r.changedNow()
+		r.mu.Unlock()
+		c.onError(err)
+		r.mu.Lock()
+		r.handed++
+		r.calling = 0
+		if r.dropped > 0 && len(r.pending) < maxPendingReports {
+			r.pending = append(r.pending, fmt.Errorf("neatroots dropped %d report(s) for OnError: more than %d were waiting for it", r.dropped, maxPendingReports))
+			r.made++
+			r.dropped = 0
+		}
+		r.changedNow()
+	}
+	r.running = false
+	r.mu.Unlock()
+}
+
+// changedNow wakes the waiters of awaitReports. r.mu held.
+func (r *reports) changedNow() {
+	if r.changed != nil {
+		close(r.changed)
+	}
+	r.changed = make(chan struct{})
+}
+
+// awaitReports waits until the reports made so far were handed to OnError, or ctx ends. It does
+// not wait for a callback that was already running when it began: that may be the callback
+// calling it (an OnError that calls Flush or Close) or one that blocks.
+func (c *Client) awaitReports(ctx context.Context) error {
+	r := &c.reports
+	r.mu.Lock()
+	target, busy := r.made, r.calling
+	for r.handed < target && (busy == 0 || r.calling != busy) {
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r.mu.Lock()
+	}
+	r.mu.Unlock()
+	return nil
 }

@@ -737,3 +737,50 @@ func TestAnEventRecordedAfterCloseIsReported(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// OnError is called off the goroutine that exports, so a callback may Flush and Close the
+// client: it was called on the exporting goroutine, so a Flush in it waited for itself for
+// ever (and held every export up while it waited).
+func TestOnErrorMayFlushAndCloseTheClient(t *testing.T) {
+	s := &ingest{export: func(call int, _ *v1.ExportRequest) (*v1.ExportResponse, error) {
+		if call == 1 {
+			return nil, status.Error(codes.InvalidArgument, "bad export")
+		}
+		return nil, nil
+	}}
+	returned := make(chan string, 8)
+	var c *neatroots.Client
+	var once sync.Once
+	c, err := neatroots.New(neatroots.Options{Address: serve(t, s), APIKey: "k", NoSubscribe: true, FlushInterval: 10 * time.Millisecond, CloseTimeout: 3 * time.Second,
+		OnError: func(err error) {
+			if status.Code(errors.Unwrap(err)) != codes.InvalidArgument {
+				return
+			}
+			once.Do(func() {
+				// Something to export after the refused batch: this Flush waits for it.
+				c.StartRun(neatroots.RunOptions{RunID: "second", Workflow: "w"})
+				c.Flush()
+				returned <- "Flush"
+				_ = c.Close()
+				returned <- "Close"
+			})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	c.StartRun(neatroots.RunOptions{RunID: "first", Workflow: "w"})
+	for _, want := range []string{"Flush", "Close"} {
+		select {
+		case got := <-returned:
+			if got != want {
+				t.Fatalf("inside OnError: %q returned, want %q", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s inside OnError has not returned after 10 s", want)
+		}
+	}
+	if _, _, accepted, _, _ := s.snapshot(); len(accepted) != 1 || accepted[0].GetRunStart().GetRunId() != "second" {
+		t.Fatalf("accepted %v, want the second run's run_start (exported while OnError ran)", accepted)
+	}
+}

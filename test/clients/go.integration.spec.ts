@@ -63,6 +63,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
       'TestStartRunAfterCloseLeavesNothingRunning',
       'TestAPanickingOnNoteIsReported',
       'TestAnOutageIsReportedOnceWhileRetriedAgainAfterASuccess',
+      'TestOnErrorMayFlushAndCloseTheClient',
     ]) {
       expect(res.stdout).toMatch(new RegExp(`--- PASS: ${test}\\b`));
     }
