@@ -295,7 +295,7 @@ class NeatrootsClient:
         While ingest is unavailable the events stay queued and are retried in the background,
         so with no timeout this waits until ingest takes them (or the client is closed)."""
         if threading.current_thread() is self._flusher:
-            return False  # called from a note callback on the flusher: it cannot wait for itself
+            return False  # called from on_error on the flusher: it cannot wait for itself
         with self._lock:
             target = self._seq
             self._flush_to = max(self._flush_to, target)
@@ -534,6 +534,10 @@ class Run:
         self._stopped = threading.Event()
         self._call: Any = None
         self._ended = False
+        # Notes whose callbacks are still to be called, oldest first, each with the callbacks
+        # registered when it came; a delivery thread calls them while there are any.
+        self._pending: Deque[Tuple[Note, List[Callable[[Note], None]]]] = collections.deque()
+        self._delivering = False
 
     @property
     def halted(self) -> bool:
@@ -554,7 +558,11 @@ class Run:
         return self._halted.wait(timeout)
 
     def on_note(self, callback: Callable[[Note], None]) -> Callable[[], None]:
-        """Calls `callback` for every note and halt of the run (each once, whichever way it came). Returns an unsubscribe."""
+        """Calls `callback` for every note and halt of the run (each once, whichever way it came),
+        in the order they came, on a thread of the run's own: never the flusher (notes come back
+        on export answers) nor the notes stream's, so it may end the run, flush or close the
+        client, and a slow one holds no export up. A halt stops the run (`halted`) before any
+        callback is called. Returns an unsubscribe."""
         self._listeners.append(callback)
         return lambda: self._listeners.remove(callback)
 
@@ -645,11 +653,28 @@ class Run:
             if note.kind == "halt" and not self._halted.is_set():
                 self._halt_note = note
                 self._halted.set()
-        for callback in list(self._listeners):
-            try:
-                callback(note)
-            except Exception as e:
-                self._client._report(e)  # an on_error that raises must not end the notes thread
+            if not self._listeners:
+                return
+            self._pending.append((note, list(self._listeners)))
+            if self._delivering:
+                return
+            self._delivering = True
+        threading.Thread(target=self._deliver, name=f"neatroots-note-callbacks-{self.id}", daemon=True).start()
+
+    def _deliver(self) -> None:
+        """Calls the note callbacks in the order the notes came, until none is left (the thread
+        then ends): off the flusher and the notes stream, so a callback may flush or end the run."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._delivering = False
+                    return
+                note, listeners = self._pending.popleft()
+            for callback in listeners:
+                try:
+                    callback(note)
+                except Exception as e:
+                    self._client._report(e)  # an on_error that raises must not end the delivery
 
     def _subscribe(self) -> None:
         threading.Thread(target=self._listen, name=f"neatroots-notes-{self.id}", daemon=True).start()

@@ -7,6 +7,7 @@ RESOURCE_EXHAUSTED with or without RetryInfo, a stalled call, a refused stream.
 import contextlib
 import io
 import os
+import queue
 import subprocess
 import sys
 import re
@@ -63,6 +64,7 @@ class FakeIngest(ingest_pb2_grpc.IngestServicer):
         self.accepted = []  # ExportRequests taken
         self.subscribe = lambda request, context: iter(())
         self.subscribe_calls = []
+        self.notes = lambda request: []  # the notes an export's answer brings back
 
     def Export(self, request, context):
         with self.lock:
@@ -84,7 +86,7 @@ class FakeIngest(ingest_pb2_grpc.IngestServicer):
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "message larger than max")
         with self.lock:
             self.accepted.append(request)
-        return ingest_pb2.ExportResponse(accepted=len(request.events))
+        return ingest_pb2.ExportResponse(accepted=len(request.events), notes=self.notes(request))
 
     def Subscribe(self, request, context):
         with self.lock:
@@ -410,9 +412,12 @@ class SubscribeTest(ServerTest):
             self.errors.append(e)
             raise RuntimeError("the logger is down")
 
+        seen = []
+
         def callback(note):
             if note.kind == "note":
                 raise ValueError("a bug in the callback")
+            seen.append(note.kind)
 
         self.ingest.subscribe = note_then_halt
         client = self.client(subscribe=True, on_error=on_error)
@@ -420,8 +425,53 @@ class SubscribeTest(ServerTest):
         run.on_note(callback)
         listening.set()
         self.assertTrue(run.wait_halted(5), "the halt after the failing callback was lost")
+        self.wait_for(lambda: seen == ["halt"])  # the callbacks go on after the one that raised
         self.assertEqual([str(e) for e in self.errors], ["a bug in the callback"])
         run.end()
+
+    def test_a_note_callback_may_end_the_run_and_flush_the_client(self):
+        # Notes that come back on an export's answer were handed to the callbacks on the
+        # flusher thread, where run.end() could not wait for its run_end and flush() returned
+        # False at once: it cannot wait for itself.
+        def halt_on_span(request):
+            return [ingest_pb2.Note(id="h-" + e.span.span_id, run_id=e.span.run_id, kind="halt", title="stop") for e in request.events if e.HasField("span")]
+
+        self.ingest.notes = halt_on_span
+        client = self.client(flush_interval_s=0.01)
+        run = client.start_run(workflow="w")
+        returned = queue.Queue()
+
+        def on_note(note):
+            run.end()
+            returned.put(("end", [e.WhichOneof("kind") for e in self.ingest.events()]))
+            returned.put(("flush", client.flush(timeout=5)))
+
+        run.on_note(on_note)
+        run.span("tool", "t", span_id="s1")
+        self.assertEqual(returned.get(timeout=10), ("end", ["run_start", "span", "run_end"]))
+        self.assertEqual(returned.get(timeout=10), ("flush", True))
+        self.assertTrue(run.halted)
+        self.assertEqual(self.errors, [])
+
+    def test_a_slow_note_callback_holds_no_export_up(self):
+        # A callback of a note that came back on an export's answer ran on the flusher, so
+        # nothing more was exported until it returned.
+        self.ingest.notes = lambda request: [ingest_pb2.Note(id="n-" + e.span.span_id, run_id=e.span.run_id, kind="note", title="advice") for e in request.events if e.HasField("span")]
+        client = self.client(flush_interval_s=0.01)
+        run = client.start_run(workflow="w")
+        inside, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def on_note(note):
+            inside.set()
+            release.wait(30)
+
+        run.on_note(on_note)
+        run.span("tool", "t", span_id="s1")
+        self.assertTrue(inside.wait(10), "no note came back")
+        run.span("tool", "t", span_id="s2")
+        self.assertTrue(client.flush(timeout=10), "the span after the note was not exported while its callback ran")
+        self.assertEqual([e.span.span_id for e in self.ingest.events() if e.HasField("span")], ["s1", "s2"])
 
 
 class ConstructorTest(unittest.TestCase):
