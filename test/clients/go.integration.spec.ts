@@ -64,6 +64,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
       'TestAPanickingOnNoteIsReported',
       'TestAnOutageIsReportedOnceWhileRetriedAgainAfterASuccess',
       'TestOnErrorMayFlushAndCloseTheClient',
+      'TestTheReadmeUseSnippetBuilds',
     ]) {
       expect(res.stdout).toMatch(new RegExp(`--- PASS: ${test}\\b`));
     }
