@@ -15,8 +15,12 @@ export interface RunRecord {
   started_at: string;
   ended_at: string | null;
   end_status: RunEndStatus | null;
+  /** Its spans, a tool call traced at several layers (framework, MCP client, MCP server) counted once. */
   span_count: number;
+  /** Its failed spans, a failed call traced at several layers counted once. */
   error_count: number;
+  /** Every span stored for it, each layer of a call one (what its span pages list). */
+  stored_span_count: number;
   total_tokens: number;
   last_seen_at: string;
   /**

@@ -130,6 +130,65 @@ describe('RunsRepo.writeEnvelopes', () => {
   });
 });
 
+describe('RunsRepo: a tool call traced at several layers', () => {
+  // One failed MCP call: the framework's execute_tool span, the MCP client's under it, the server's under that.
+  const root = { run_id: 'r1', span_id: 'root', type: 'agent' as const, name: 'invoke_agent' };
+  const framework = { run_id: 'r1', span_id: 'et', parent_id: 'root', type: 'tool' as const, tool: 'search_docs', status: 'error' as const, error: 'down' };
+  const client = { run_id: 'r1', span_id: 'cl', parent_id: 'et', type: 'mcp_tool' as const, tool: 'search_docs', status: 'error' as const, error: 'tool_error' };
+  const server = { run_id: 'r1', span_id: 'sv', parent_id: 'cl', type: 'mcp_tool' as const, tool: 'search_docs', status: 'error' as const, error: 'tool_error' };
+  const counts = async () => {
+    const r = (await runs.get('p1', 'r1'))!;
+    return { span_count: r.span_count, error_count: r.error_count, stored_span_count: r.stored_span_count };
+  };
+  const orders = [
+    [framework, client, server], [framework, server, client], [client, framework, server],
+    [client, server, framework], [server, framework, client], [server, client, framework],
+  ];
+
+  it.each(orders.map((o) => [o.map((s) => s.span_id).join(', '), o]))('counts it once whatever order its layers arrive in (%s), one batch each', async (_order, layers) => {
+    await runs.writeEnvelopes([spanEnv('p1', root)]);
+    for (const s of layers) await runs.writeEnvelopes([spanEnv('p1', s)]);
+    expect(await counts()).toEqual({ span_count: 2, error_count: 1, stored_span_count: 4 });
+    // the list says the same, and the run's pages hold every layer
+    expect((await runs.list('p1', {})).items[0]).toMatchObject({ span_count: 2, error_count: 1, stored_span_count: 4 });
+    expect((await runs.spans('p1', 'r1'))!.items).toHaveLength(4);
+  });
+
+  it('counts it once in one batch, redelivered, and beside a second call of the tool', async () => {
+    const batch = [root, server, client, framework].map((s) => spanEnv('p1', s));
+    await runs.writeEnvelopes(batch);
+    await runs.writeEnvelopes(batch);
+    expect(await counts()).toEqual({ span_count: 2, error_count: 1, stored_span_count: 4 });
+    // A second call of the same tool beside it (a sibling under the root), traced at two layers, succeeding.
+    await runs.writeEnvelopes([
+      spanEnv('p1', { ...client, span_id: 'cl2', parent_id: 'et2', status: 'ok', error: undefined }),
+      spanEnv('p1', { ...framework, span_id: 'et2', status: 'ok', error: undefined }),
+    ]);
+    expect(await counts()).toEqual({ span_count: 3, error_count: 1, stored_span_count: 6 });
+  });
+
+  it('counts it again when a layer is re-exported with another status', async () => {
+    await runs.writeEnvelopes([root, framework, client, server].map((s) => spanEnv('p1', s)));
+    // The framework's span re-exported: it succeeded after all (the layers under it still failed): one failed call still.
+    await runs.writeEnvelopes([spanEnv('p1', { ...framework, status: 'ok', error: undefined })]);
+    expect(await counts()).toEqual({ span_count: 2, error_count: 1, stored_span_count: 4 });
+    // Then the server's too: the client's failure is the call's.
+    await runs.writeEnvelopes([spanEnv('p1', { ...server, status: 'ok', error: undefined })]);
+    expect(await counts()).toEqual({ span_count: 2, error_count: 1, stored_span_count: 4 });
+    await runs.writeEnvelopes([spanEnv('p1', { ...client, status: 'ok', error: undefined })]);
+    expect(await counts()).toEqual({ span_count: 2, error_count: 0, stored_span_count: 4 });
+  });
+
+  it('keeps two calls of different tools, one inside the other, two calls', async () => {
+    await runs.writeEnvelopes([
+      spanEnv('p1', root),
+      spanEnv('p1', { ...framework, span_id: 'outer', tool: 'research' }),
+      spanEnv('p1', { ...framework, parent_id: 'outer' }),
+    ]);
+    expect(await counts()).toEqual({ span_count: 3, error_count: 2, stored_span_count: 3 });
+  });
+});
+
 describe('RunsRepo.expireSpans (retention)', () => {
   const DAY = 24 * 60 * 60_000;
   async function fleet(): Promise<void> {

@@ -48,7 +48,7 @@ function timeFilter(name: string, v: string): string {
 const EXACT_START = `to_char(r.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 const RUN_COLUMNS = `r.project, r.run_id, r.workflow, r.session_id, r.started_at, r.ended_at, r.end_status,
-  r.span_count, r.error_count, r.total_tokens, r.last_seen_at, r.spans_expired_at`;
+  r.span_count, r.error_count, r.layer_count, r.layer_error_count, r.total_tokens, r.last_seen_at, r.spans_expired_at`;
 
 /** Open problems of run r: a group counts once; quiet and dismissed findings do not count. */
 const OPEN_PROBLEMS = `(SELECT count(DISTINCT COALESCE('g' || f.group_name, 'f' || f.id)) FROM findings f
@@ -129,7 +129,8 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
     INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at)
     SELECT project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at FROM x ORDER BY ord
     ON CONFLICT (project, run_id, span_id) DO NOTHING
-    RETURNING project, run_id, span_id, is_error, total_tokens
+    RETURNING project, run_id, span_id, is_error, total_tokens, payload->>'tool' AS tool, payload->>'parent_id' AS parent_id,
+              payload->>'type' IN ('tool', 'mcp_tool') AS is_tool
   ),
   skipped AS (
     -- the count first: when the insert took every span (the usual batch), nothing is looked up
@@ -142,21 +143,64 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
     FROM skipped x JOIN spans o ON o.project = x.project AND o.run_id = x.run_id AND o.span_id = x.span_id
     WHERE s.project = x.project AND s.run_id = x.run_id AND s.span_id = x.span_id
       AND (o.payload::text <> x.payload::text OR o.received_at <> x.received_at)
-    RETURNING s.project, s.run_id, x.is_error::int - o.is_error::int AS de, x.total_tokens - o.total_tokens AS dt
+    RETURNING s.project, s.run_id, x.is_error::int - o.is_error::int AS de, x.total_tokens - o.total_tokens AS dt,
+      -- a tool span replaced with another status, parent or tool: its run's layers are counted again (RECOUNT_LAYERS)
+      (o.payload->>'type' IN ('tool', 'mcp_tool') OR x.payload->>'type' IN ('tool', 'mcp_tool'))
+        AND (o.is_error <> x.is_error OR o.payload->>'parent_id' IS DISTINCT FROM x.payload->>'parent_id'
+             OR o.payload->>'tool' IS DISTINCT FROM x.payload->>'tool' OR o.payload->>'type' IS DISTINCT FROM x.payload->>'type') AS rc
+  ),
+  tins AS (SELECT * FROM ins WHERE is_tool AND tool IS NOT NULL),
+  -- The links the new tool spans make with another layer of their call (a tool span of the same
+  -- tool as their parent or child): each link counted once, when the second of its two spans is
+  -- stored, whichever it is: to a parent stored before or new in this batch, to a child stored
+  -- before (the statement's snapshot holds no span of this batch). A call is its spans less its
+  -- links (a tree), whatever order its layers arrive in.
+  lnk AS (
+    SELECT t.project, t.run_id, t.is_error AND p.is_error AS e FROM tins t
+      JOIN spans p ON p.project = t.project AND p.run_id = t.run_id AND p.span_id = t.parent_id
+      WHERE p.span_id <> t.span_id AND p.payload->>'type' IN ('tool', 'mcp_tool') AND p.payload->>'tool' = t.tool
+    UNION ALL
+    SELECT t.project, t.run_id, t.is_error AND p.is_error FROM tins t
+      JOIN tins p ON p.project = t.project AND p.run_id = t.run_id AND p.span_id = t.parent_id AND p.tool = t.tool
+      WHERE p.span_id <> t.span_id
+    UNION ALL
+    SELECT t.project, t.run_id, t.is_error AND c.is_error FROM tins t
+      JOIN spans c ON c.project = t.project AND c.run_id = t.run_id AND c.payload->>'parent_id' = t.span_id
+      WHERE c.payload->>'type' IN ('tool', 'mcp_tool') AND c.payload->>'tool' = t.tool AND c.span_id <> t.span_id
   ),
   d AS (
-    SELECT project, run_id, sum(n) AS n, sum(e) AS e, sum(t) AS t FROM (
-      SELECT project, run_id, 1 AS n, is_error::int AS e, total_tokens AS t FROM ins
+    SELECT project, run_id, sum(n) AS n, sum(e) AS e, sum(t) AS t, sum(l) AS l, sum(le) AS le, bool_or(rc) AS rc FROM (
+      SELECT project, run_id, 1 AS n, is_error::int AS e, total_tokens AS t, 0 AS l, 0 AS le, false AS rc FROM ins
       UNION ALL
-      SELECT project, run_id, 0, de, dt FROM up
+      SELECT project, run_id, 0, de, dt, 0, 0, rc FROM up
+      UNION ALL
+      SELECT project, run_id, 0, 0, 0, 1, e::int, false FROM lnk
     ) c GROUP BY project, run_id
   )
   UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t,
+    layer_count = r.layer_count + d.l, layer_error_count = r.layer_error_count + d.le, layers_recount = r.layers_recount OR d.rc,
     -- spans stored into a run whose spans went: retention takes it again (last_seen_at after the
     -- mark) once they are as old, even when they were received before the pass that went
     spans_expired_at = CASE WHEN r.spans_expired_at IS NOT NULL AND d.n > 0 AND r.last_seen_at <= r.spans_expired_at
                             THEN r.last_seen_at - interval '1 millisecond' ELSE r.spans_expired_at END
   FROM d WHERE r.project = d.project AND r.run_id = d.run_id`;
+
+/**
+ * The runs of a batch (parameter $1: [{ p, r }]) whose tool spans were replaced with another
+ * status, parent or tool (WRITE_SPANS marks them): their layer links counted again from the
+ * spans they hold now. Rare (a re-exported tool span that changed), and only the batch's runs,
+ * whose rows the batch's transaction holds already.
+ */
+const RECOUNT_LAYERS = `UPDATE runs r SET layers_recount = false,
+  layer_count = (SELECT count(*) FROM spans c
+    JOIN spans pa ON pa.project = c.project AND pa.run_id = c.run_id AND pa.span_id = c.payload->>'parent_id'
+    WHERE c.project = r.project AND c.run_id = r.run_id AND c.payload->>'type' IN ('tool', 'mcp_tool')
+      AND pa.payload->>'type' IN ('tool', 'mcp_tool') AND pa.payload->>'tool' = c.payload->>'tool' AND pa.span_id <> c.span_id),
+  layer_error_count = (SELECT count(*) FROM spans c
+    JOIN spans pa ON pa.project = c.project AND pa.run_id = c.run_id AND pa.span_id = c.payload->>'parent_id'
+    WHERE c.project = r.project AND c.run_id = r.run_id AND c.payload->>'type' IN ('tool', 'mcp_tool')
+      AND pa.payload->>'type' IN ('tool', 'mcp_tool') AND pa.payload->>'tool' = c.payload->>'tool' AND pa.span_id <> c.span_id AND c.is_error AND pa.is_error)
+  WHERE r.layers_recount AND (r.project, r.run_id) IN (SELECT p, r FROM json_to_recordset($1::json) AS (p text, r text))`;
 
 /** A retention step's bounds (RunsRepo.expireSpans), and its time. */
 export interface ExpireLimits {
@@ -202,8 +246,10 @@ function toRun(row: Row): RunRecord {
     started_at: isoNonNull(row.started_at),
     ended_at: iso(row.ended_at),
     end_status: (row.end_status as RunEndStatus | null) ?? null,
-    span_count: num(row.span_count),
-    error_count: num(row.error_count),
+    // a tool call traced at several layers counts once (migration 0033)
+    span_count: Math.max(0, num(row.span_count) - num(row.layer_count)),
+    error_count: Math.max(0, num(row.error_count) - num(row.layer_error_count)),
+    stored_span_count: num(row.span_count),
     total_tokens: num(row.total_tokens),
     last_seen_at: isoNonNull(row.last_seen_at),
     spans_expired_at: iso(row.spans_expired_at),
@@ -274,7 +320,7 @@ export function envelopeStatements(envelopes: readonly Envelope[]): Statement[] 
   }
   // in one order on every writer, so two transactions taking the same runs' locks cannot deadlock
   const runs = [...patches.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p);
-  return [...chunks(runs, ROWS_PER_STATEMENT).map(upsertRunsStatement), ...chunks([...spans.values()], ROWS_PER_STATEMENT).map(writeSpansStatement)];
+  return [...chunks(runs, ROWS_PER_STATEMENT).map(upsertRunsStatement), ...chunks([...spans.values()], ROWS_PER_STATEMENT).flatMap((part) => [writeSpansStatement(part), recountLayersStatement(part)])];
 }
 
 /** Creates or updates these runs (one row each) with what the batch says about them. */
@@ -313,6 +359,13 @@ function upsertRunsStatement(part: RunPatch[]): Statement {
  */
 function writeSpansStatement(part: SpanRow[]): Statement {
   return { sql: WRITE_SPANS, params: [json(part.map(spanRecord)), part.length] };
+}
+
+/** Counts again the layers of the chunk's runs that WRITE_SPANS marked (a tool span replaced). */
+function recountLayersStatement(part: SpanRow[]): Statement {
+  const runs = new Map<string, { p: string; r: string }>();
+  for (const row of part) runs.set(`${row.project}\u001f${row.run_id}`, { p: text(row.project)!, r: text(row.run_id)! });
+  return { sql: RECOUNT_LAYERS, params: [json([...runs.values()])] };
 }
 
 /** Runs and their spans. Plain class over a Queryable: pass a transaction to write atomically. */

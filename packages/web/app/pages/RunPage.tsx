@@ -251,7 +251,7 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
       <div className="run-grid">
         <section className="timeline" aria-label="Spans">
           <h2>
-            Spans <span className="meta">({spans.length}{more ? ' so far' : spansError ? ` of ${run.span_count}` : ''}; ↑ ↓ to move)</span>
+            Spans <span className="meta">({spans.length}{more ? ' so far' : spansError ? ` of ${run.stored_span_count}` : ''}; ↑ ↓ to move)</span>
           </h2>
           {spansError && (
             <p role="alert" className="error">

@@ -22,7 +22,9 @@ const schemas: Record<string, Schema> = {
   // --- neatroots: runs, spans, findings (docs/api.md)
   Run: object({
     project: str, run_id: str, workflow: nullable(str), session_id: nullable(str), started_at: time, ended_at: nullable(time),
-    end_status: nullable(oneOf(['ok', 'error', 'no_output', 'interrupted'])), span_count: int, error_count: int, total_tokens: int,
+    end_status: nullable(oneOf(['ok', 'error', 'no_output', 'interrupted'])), span_count: { ...int, description: 'Its spans, a tool call traced at several layers (framework, MCP client, MCP server) counted once' },
+    error_count: { ...int, description: 'Its failed spans, a failed tool call traced at several layers counted once' },
+    stored_span_count: { ...int, description: 'Every span stored for it, each layer of a call one (what its span pages list)' }, total_tokens: int,
     last_seen_at: time, spans_expired_at: nullable(time), open_findings: int, finding_count: int, final_output: any, run_start: any,
   }, { optional: ['final_output', 'run_start'] }),
   Span: object({ run_id: str, span_id: str, type: str, name: str, status: oneOf(['ok', 'error']) }),
