@@ -23,6 +23,7 @@ import (
 	"log"
 	"math"
 	mrand "math/rand"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -92,7 +93,8 @@ type Options struct {
 // Stats are the client's export counters.
 type Stats struct {
 	// Events dropped without being exported: the oldest waiting ones past MaxQueueEvents or
-	// MaxQueueBytes, one larger than MaxQueueBytes on its own, those still queued when Close's
+	// MaxQueueBytes, one larger than MaxQueueBytes on its own, those of an export ingest refused
+	// for good (one over its message or item bound included), those still queued when Close's
 	// time ran out, and those recorded after Close (each reported to OnError).
 	Dropped uint64
 	// Events waiting to be exported (the batch being sent not included).
@@ -135,10 +137,67 @@ func (e *ExportRejectedError) Error() string {
 type EventsDroppedError struct {
 	Count  uint64
 	Reason string
+	// The gRPC status ingest refused them with, when it did (an export over its message bound).
+	Err error
 }
 
 func (e *EventsDroppedError) Error() string {
 	return fmt.Sprintf("neatroots dropped %d event(s): %s", e.Count, e.Reason)
+}
+
+func (e *EventsDroppedError) Unwrap() error { return e.Err }
+
+// messageLimit finds the bound in grpc's refusal of a message too large ("Received message
+// larger than max (9437210 vs 8388608)").
+var messageLimit = regexp.MustCompile(`\(\d+ vs\.? (\d+)\)`)
+
+// refused is the report of a batch ingest refused for good; its events were counted as dropped.
+// One over ingest's message bound (RESOURCE_EXHAUSTED without RetryInfo) names its event (or
+// run) and its size against the bound; any other refusal keeps its status first.
+func refused(batch []queued, err error) error {
+	if status.Code(err) == codes.ResourceExhausted {
+		limit := "what ingest takes in one message"
+		if m := messageLimit.FindStringSubmatch(status.Convert(err).Message()); m != nil {
+			limit = "the " + m[1] + " bytes ingest takes in one message"
+		}
+		return &EventsDroppedError{Count: uint64(len(batch)), Err: err,
+			Reason: fmt.Sprintf("%s: over %s (%v); not sent again", describe(batch), limit, err)}
+	}
+	return fmt.Errorf("export of %d event(s) failed: %w (dropped: %s)", len(batch), err, describe(batch))
+}
+
+// describe names a batch's event (span, run_start or run_end, and its run) and its encoded
+// size, or for several events their runs and their size in all.
+func describe(batch []queued) string {
+	if len(batch) == 1 {
+		q := batch[0]
+		switch k := q.ev.Kind.(type) {
+		case *v1.Event_Span:
+			return fmt.Sprintf("span %s of run %s (%d bytes)", k.Span.SpanId, k.Span.RunId, q.size)
+		case *v1.Event_RunStart:
+			return fmt.Sprintf("run_start of run %s (%d bytes)", k.RunStart.RunId, q.size)
+		case *v1.Event_RunEnd:
+			return fmt.Sprintf("run_end of run %s (%d bytes)", k.RunEnd.RunId, q.size)
+		}
+		return fmt.Sprintf("an event of %d bytes", q.size)
+	}
+	runs, bytes, last := map[string]bool{}, 0, ""
+	for _, q := range batch {
+		bytes += q.size
+		switch k := q.ev.Kind.(type) {
+		case *v1.Event_Span:
+			last = k.Span.RunId
+		case *v1.Event_RunStart:
+			last = k.RunStart.RunId
+		case *v1.Event_RunEnd:
+			last = k.RunEnd.RunId
+		}
+		runs[last] = true
+	}
+	if len(runs) == 1 {
+		return fmt.Sprintf("%d events of run %s (%d bytes)", len(batch), last, bytes)
+	}
+	return fmt.Sprintf("%d events of %d runs (%d bytes)", len(batch), len(runs), bytes)
 }
 
 // Retried: nothing of the batch was acknowledged.
@@ -567,8 +626,12 @@ func (c *Client) export(batch []queued) {
 			}
 			again, after := retryable(err)
 			if !again {
+				// Refused for good (sending it again would be refused alike): lost, so counted.
 				finished = true
-				c.report(fmt.Errorf("export of %d event(s) failed: %w", len(events), err))
+				c.mu.Lock()
+				c.dropped += uint64(len(batch))
+				c.mu.Unlock()
+				c.report(refused(batch, err))
 				return
 			}
 			// Said once per outage (a wrong address, ingest down), not at every retry.

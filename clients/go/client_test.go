@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -125,12 +127,45 @@ func TestAnExportOverTheSizeBoundIsRefusedOnceNotRetried(t *testing.T) {
 	c, errs := client(t)
 	run := c.StartRun(neatroots.RunOptions{Workflow: "support-agent"})
 	started := time.Now()
-	run.Span(neatroots.SpanInit{Type: "tool", Tool: "upload", Input: strings.Repeat("x", 9<<20)}) // over ingest's 8 MiB
+	run.Span(neatroots.SpanInit{Type: "tool", Tool: "upload", SpanID: "big", Input: strings.Repeat("x", 9<<20)}) // over ingest's 8 MiB
 	run.Flush()
 	if took := time.Since(started); took > 1500*time.Millisecond {
 		t.Fatalf("it waited %v to send it again", took)
 	}
-	if len(*errs) != 1 || !strings.Contains((*errs)[0].Error(), "ResourceExhausted") {
+	// Counted as dropped and reported once, naming the span, its run, its size and the bound.
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v: the refused span is not counted as dropped", st)
+	}
+	var dropped *neatroots.EventsDroppedError
+	if len(*errs) != 1 || !errors.As((*errs)[0], &dropped) || dropped.Count != 1 || !strings.Contains((*errs)[0].Error(), "ResourceExhausted") {
 		t.Fatalf("errors: %v", *errs)
+	}
+	want := regexp.MustCompile(`^span big of run ` + run.ID + ` \((\d+) bytes\): over the 8388608 bytes ingest takes in one message \(`)
+	if m := want.FindStringSubmatch(dropped.Reason); m == nil {
+		t.Fatalf("reason %q", dropped.Reason)
+	} else if n, _ := strconv.Atoi(m[1]); n <= 9<<20 || n > 9<<20+200 {
+		t.Fatalf("reason %q: not the span's size", dropped.Reason)
+	}
+}
+
+// A span over ingest's bound for one item (NEATROOTS_MAX_ITEM_CHARS, 4 Mi characters), though
+// within its message bound, is refused alone and counted as dropped too, named with its size.
+func TestASpanOverTheItemBoundIsCountedAsDropped(t *testing.T) {
+	c, errs := client(t)
+	run := c.StartRun(neatroots.RunOptions{Workflow: "support-agent"})
+	run.Flush()
+	run.Span(neatroots.SpanInit{Type: "tool", Tool: "upload", SpanID: "large", Input: strings.Repeat("x", 5<<20)})
+	run.Flush()
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v: the refused span is not counted as dropped", st)
+	}
+	if len(*errs) != 1 {
+		t.Fatalf("errors: %v", *errs)
+	}
+	msg := (*errs)[0].Error()
+	for _, want := range []string{"InvalidArgument", "4194304", "(dropped: span large of run " + run.ID + " ("} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("error %q does not say %q", msg, want)
+		}
 	}
 }

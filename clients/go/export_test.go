@@ -271,9 +271,12 @@ func TestBackPressureIsRetriedAfterItsDelayAndAnotherRefusalIsNot(t *testing.T) 
 	// The back-pressure once as being retried, then the refusal for good.
 	got := e.all()
 	if len(got) != 2 || got[0].Error() != "export of 1 event(s) failed: rpc error: code = ResourceExhausted desc = slow down; retrying until ingest takes it" ||
-		got[1].Error() != "export of 1 event(s) failed: rpc error: code = ResourceExhausted desc = message too large" ||
+		!regexp.MustCompile(`^neatroots dropped 1 event\(s\): span big of run `+run.ID+` \(\d+ bytes\): over what ingest takes in one message \(rpc error: code = ResourceExhausted desc = message too large\); not sent again$`).MatchString(got[1].Error()) ||
 		status.Code(errors.Unwrap(got[1])) != codes.ResourceExhausted {
 		t.Fatalf("errors: %v", got)
+	}
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v: the span refused for good is not counted as dropped", st)
 	}
 }
 

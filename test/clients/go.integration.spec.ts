@@ -49,6 +49,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
     expect(res.stdout).toMatch(/--- PASS: TestANoteReachesTheRun/);
     expect(res.stdout).toMatch(/--- PASS: TestAHaltStopsTheNextToolCall/);
     expect(res.stdout).toMatch(/--- PASS: TestAnExportOverTheSizeBoundIsRefusedOnceNotRetried/);
+    expect(res.stdout).toMatch(/--- PASS: TestASpanOverTheItemBoundIsCountedAsDropped/);
     // the export path and notes streams against local servers standing in for ingest (export_test.go)
     for (const test of [
       'TestARefusedBatchIsRetriedUntilIngestTakesIt',
