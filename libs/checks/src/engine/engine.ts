@@ -4,7 +4,7 @@ import { fillGuidance } from '../guidance';
 import type { FindingEvent } from '../types';
 import type { CompiledRule } from './compile';
 import { findingId } from './ids';
-import { isLayer, rememberToolSpan } from './layers';
+import { callsJoined, isLayer, rememberToolSpan } from './layers';
 import type { RuleRef, RuleStep } from './rules';
 import type { JointMatch } from './joint';
 import { spanPlan, type SpanPlan } from './plan';
@@ -542,8 +542,26 @@ export class RuleEngine {
     }
     // Seen once its rules ran.
     setOwnValue(w.seen, span.span_id, 1);
-    rememberToolSpan(w, span);
+    // The middle layer of a call come last: the calls it links but the first are layers too.
+    if (layer) for (const back of callsJoined(w, span)) this.takeBack(step, w, back);
+    rememberToolSpan(w, span, !layer);
     if (this.inPlace) (slot.added ??= []).push(span.span_id);
+  }
+
+  /**
+   * Takes back a span counted as a call that a later layer showed to be a layer of an earlier
+   * call (layers.ts callsJoined): out of the run's tool_calls and errors, and out of what the
+   * rules that counted it count. Its findings stay.
+   */
+  private takeBack(step: Step, w: RunWindow, span: Span): void {
+    w.metrics.tool_calls--;
+    if (span.status === 'error') w.metrics.errors--;
+    const { rules, names } = this.planFor(w.project, w.workflow, span);
+    for (let i = 0; i < rules.length; i++) {
+      const only = names[i];
+      if ((only && !only.has(span.name)) || rules[i].kind.seesLayers) continue;
+      rules[i].kind.onTakenBack?.(step.rules, w, rules[i], span.span_id);
+    }
   }
 
   /**

@@ -86,11 +86,33 @@ describe('the layers of one tool call', () => {
     ['client, framework, server', [client(), framework(), server()]],
     ['server, client, framework', [server(), client(), framework()]],
     ['client, server, framework', [client(), server(), framework()]],
-  ])('is one call whichever order its layers arrive in (%s)', async (_order, spans) => {
+    // The middle layer last: the framework's and the server's spans were each taken as a call until it came.
+    ['framework, server, client', [framework(), server(), client()]],
+    ['server, framework, client', [server(), framework(), client()]],
+  ])('is one call whichever order its layers arrive in (%s)', async (order, spans) => {
     const run = new Run();
     for (const s of spans) await run.send(s);
     expect(await run.metrics()).toMatchObject({ spans: 3, tool_calls: 1, errors: 1 });
-    expect(run.raised()).toEqual(['index-down']);
+    // With the middle layer last, the two-of checks saw two calls before it came: those findings stay.
+    if (!order.endsWith('client')) expect(run.raised()).toEqual(['index-down']);
+  });
+
+  it.each([
+    ['framework, server, client', [framework(), server(), client()]],
+    ['server, framework, client', [server(), framework(), client()]],
+  ])('takes back the call it made of a layer once the middle layer comes last (%s): the counts and streaks of the checks go on from one call', async (_order, spans) => {
+    const run = new Run();
+    for (const s of spans) await run.send(s);
+    // Two more failed calls of the tool, each one span: the second and third failures in a row,
+    // and the third call (with the layer taken as a call, the fourth: a loop note on the third).
+    await run.send(framework('et2'));
+    expect(run.raised()).not.toContain('tool-error-streak');
+    await run.send(framework('et3'));
+    expect(await run.metrics()).toMatchObject({ spans: 5, tool_calls: 3, errors: 3 });
+    expect(run.findings.filter((f) => f.check_id === 'tool-error-streak').map((f) => [f.status, f.count])).toEqual([['raised', 3]]);
+    const key = windowKey('p', 'r');
+    const w = (await run.windows.load([key])).get(key)!;
+    expect(w.checks['two-calls']).toMatchObject({ n: 3 });
   });
 
   it('two real calls, each traced at two layers, are two calls', async () => {

@@ -1,6 +1,6 @@
 import { layerBase } from '@neatroots/ports';
 import type { RunEndStatus } from '@neatroots/spans';
-import type { ToolSpanRing } from './layers';
+import type { ToolSpanMarks, ToolSpanRing } from './layers';
 
 /**
  * One run's rule-engine state. Plain JSON so it can live in Redis between batches and
@@ -45,6 +45,8 @@ export interface RunWindow {
   tool_spans?: ToolSpanRing;
   /** Where the ring of tool_spans is written next once full. */
   tool_spans_next?: number;
+  /** What each of tool_spans was taken as (a call or a layer), its status, type and name, slot for slot (layers.ts). */
+  tool_span_marks?: ToolSpanMarks;
 }
 
 /** The run window's fields a window store may keep apart (WindowStoreOptions.memberFields). */

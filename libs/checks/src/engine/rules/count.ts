@@ -1,4 +1,4 @@
-import { newCount, state, type CountState, type RuleKind } from './kind';
+import { existing, newCount, state, type CountState, type RuleKind } from './kind';
 
 /** `count`: at_least filtered spans in a run; fires once per run. */
 export const count: RuleKind<'count'> = {
@@ -11,5 +11,9 @@ export const count: RuleKind<'count'> = {
       st.fired = 1;
       x.raise(w, r, 'run', [span.span_id], st.n, received, received, { tool: span.tool, name: span.name });
     }
+  },
+  onTakenBack(_x, w, r) {
+    const st = existing<CountState>(w, r, 'count');
+    if (st && st.n > 0) st.n--;
   },
 };

@@ -1,5 +1,5 @@
-import { pushCapped, state, type RuleKind } from './kind';
-import { endStreak, newStreak, streakFires, type StreakState } from './streak';
+import { existing, pushCapped, state, type RuleKind } from './kind';
+import { endStreak, newStreak, streakFires, takeBack, type StreakState } from './streak';
 
 /** `errors`: at_least failures in a row among the filtered spans; the next success resolves it. */
 export const errors: RuleKind<'errors'> = {
@@ -14,5 +14,8 @@ export const errors: RuleKind<'errors'> = {
     st.n++;
     pushCapped(st.spans, span.span_id, x.maxSpanIds);
     streakFires(x, w, r, st, r.rule.at_least, received, span);
+  },
+  onTakenBack(_x, w, r, spanId) {
+    takeBack(existing<StreakState>(w, r, 'streak'), spanId);
   },
 };

@@ -67,6 +67,12 @@ export interface RuleKind<T extends RuleType = RuleType, D = unknown> {
   reach?(rule: RuleOf<T>): { types?: readonly string[]; tools?: readonly string[] };
   /** A span that passed the rule's `span` filter (new to the run: duplicates never get here). */
   onSpan?(x: RuleStep, w: RunWindow, r: CompiledRule<T, D>, span: Span, view: SpanView, received: number): void;
+  /**
+   * A span the rule was given as a call (it passed the rule's filter) turned out a layer of an
+   * earlier call: its middle layer came last and linked them (../layers.ts callsJoined). The rule
+   * takes it out of what it counts; a finding it already raised stays.
+   */
+  onTakenBack?(x: RuleStep, w: RunWindow, r: CompiledRule<T, D>, spanId: string): void;
   /** The run's end (once, even if run_end is redelivered). */
   onRunEnd?(x: RuleStep, w: RunWindow, r: CompiledRule<T, D>, run: RunEnd, view: RunEndView, received: number): void;
   /** Fires what waited until `now`; returns the rule's next deadline in this run, if any. */

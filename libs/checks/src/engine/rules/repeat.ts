@@ -1,5 +1,5 @@
-import { pushCapped, state, type RuleKind } from './kind';
-import { endStreak, newStreak, streakFires, type StreakState } from './streak';
+import { existing, pushCapped, state, type RuleKind } from './kind';
+import { endStreak, newStreak, streakFires, takeBack, type StreakState } from './streak';
 
 /**
  * `repeat`: the same call (by the `same` fields) at_least times in a row; a differing call ends
@@ -28,5 +28,8 @@ export const repeat: RuleKind<'repeat'> = {
       st.spans.push(span.span_id);
     }
     streakFires(x, w, r, st, rule.at_least, received, span);
+  },
+  onTakenBack(_x, w, r, spanId) {
+    takeBack(existing<StreakState>(w, r, 'streak'), spanId);
   },
 };

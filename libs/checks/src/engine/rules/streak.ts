@@ -20,6 +20,19 @@ export function callVars(span: Span): Record<string, unknown> {
   return { tool: span.tool, name: span.name, args: span.input };
 }
 
+/**
+ * Takes a span the streak counted as a call back (a layer of an earlier call, ../layers.ts): out
+ * of its count and spans. A finding it raised keeps what it said.
+ */
+export function takeBack(st: StreakState | undefined, spanId: string): void {
+  if (!st) return;
+  const i = st.spans.indexOf(spanId);
+  if (i < 0) return;
+  st.spans.splice(i, 1);
+  st.n = Math.max(0, st.n - 1);
+  if (st.open) st.open = { ...st.open, count: st.n, spans: [...st.spans] };
+}
+
 /** Ends the streak, resolving its finding if it had one. */
 export function endStreak(x: RuleStep, w: RunWindow, r: RuleRef, st: StreakState, received: number, span: Span): void {
   if (st.open) x.emit(w, r, 'resolved', st.open, received, received, callVars(span));
