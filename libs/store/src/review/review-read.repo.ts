@@ -2,6 +2,7 @@ import type { Db } from '@neatroots/ports';
 import { iso, num } from '../sql';
 import { onRuleLineage, patternOfRuleLineage } from '../sop/lineage.repo';
 import { jsonColumn } from './patterns.repo';
+import { APPLIED_STATUSES } from './suggestions.repo';
 
 /** [from, to) by when each session happened (started_at, else when it was received or its finding stored). */
 export interface ReviewWindow {
@@ -25,6 +26,25 @@ export interface WordingCount {
   procedure_id: string;
   rule_id: string;
   n: number;
+}
+
+/** An active leaf pattern's review queue facts (ReviewReadRepo.queueFacts). */
+export interface QueueFacts {
+  id: string;
+  kind: PatternRef['kind'];
+  parent_id: string | null;
+  findings: number;
+  suppressed: number;
+  /** The verdict it goes by (own latest, else its rule pattern's), null without one. */
+  verdict: 'real' | 'acceptable' | 'sop_wrong' | 'checker_wrong' | null;
+  verdict_at: string | null;
+  carried_over: boolean;
+  inherited: boolean;
+  materially_reclustered_at: string | null;
+  /** Its rule's: the rule pattern's (its parent's for a failure mode). */
+  reworded_at: string | null;
+  /** A suggestion in an applied status for it or its rule pattern, at any time. */
+  applied: boolean;
 }
 
 export interface ExampleRow {
@@ -135,32 +155,87 @@ export class ReviewReadRepo {
   }
 
   /**
-   * All-time counts per most specific pattern, from sop_finding_days (a few rows a day), and
-   * for the patterns with a verdict the findings stored since it (not suppressed), from the
-   * index on (pattern_id, created_at): the review queue without reading every finding. The
-   * verdict is the one the pattern goes by: its own latest, else (a failure mode without one)
-   * its rule pattern's latest.
+   * The review queue's facts of every active leaf pattern with findings (a rule pattern that is
+   * not split, else its failure modes and other; retired ones left out), one small row each:
+   * its all-time counts from sop_finding_days, the verdict it goes by (its own latest, else its
+   * rule pattern's), when it was materially reclustered, when its rule was reworded, and whether
+   * a suggestion was ever applied for it (or, inherited, for its rule pattern). What its review
+   * state needs but for the findings per wording and the fix facts, which the few patterns whose
+   * state depends on them read on their own. No pattern's other columns, verdict history or
+   * findings are read.
    */
-  async leafCounts(workspace: string): Promise<Map<string, { findings: number; suppressed: number; new_since_verdict: number | null }>> {
-    const [days, fresh] = await Promise.all([
-      this.db.query<{ pattern_id: string; findings: unknown; suppressed: unknown }>(
-        `SELECT pattern_id, sum(n) FILTER (WHERE NOT suppressed) AS findings, sum(n) FILTER (WHERE suppressed) AS suppressed
-           FROM sop_finding_days WHERE workspace = $1 AND pattern_id <> '' GROUP BY pattern_id`,
-        [workspace],
-      ),
-      this.db.query<{ pattern_id: string; n: unknown }>(
-        `WITH own AS (SELECT pattern_id, max(created_at) AS at FROM sop_verdicts WHERE workspace = $1 GROUP BY pattern_id),
-              v AS (SELECT p.id AS pattern_id, COALESCE(o.at, r.at) AS at FROM sop_patterns p
-                      LEFT JOIN own o ON o.pattern_id = p.id LEFT JOIN own r ON r.pattern_id = p.parent_id
-                     WHERE p.workspace = $1 AND (o.at IS NOT NULL OR r.at IS NOT NULL))
-         SELECT v.pattern_id, count(f.id) AS n
-           FROM v LEFT JOIN sop_findings f ON f.pattern_id = v.pattern_id AND f.created_at > v.at AND NOT f.suppressed
-          GROUP BY v.pattern_id`,
-        [workspace],
-      ),
-    ]);
-    const since = new Map(fresh.rows.map((r) => [r.pattern_id, num(r.n)]));
-    return new Map(days.rows.map((r) => [r.pattern_id, { findings: num(r.findings), suppressed: num(r.suppressed), new_since_verdict: since.get(r.pattern_id) ?? null }]));
+  async queueFacts(workspace: string): Promise<QueueFacts[]> {
+    const res = await this.db.query<{
+      id: string;
+      kind: PatternRef['kind'];
+      parent_id: string | null;
+      findings: unknown;
+      suppressed: unknown;
+      verdict: QueueFacts['verdict'];
+      verdict_at: unknown;
+      carried_over: boolean | null;
+      inherited: boolean | null;
+      materially_reclustered_at: unknown;
+      reworded_at: unknown;
+      applied: boolean;
+    }>(
+      `WITH days AS (
+              SELECT pattern_id, sum(n) FILTER (WHERE NOT suppressed) AS findings, sum(n) FILTER (WHERE suppressed) AS suppressed
+                FROM sop_finding_days WHERE workspace = $1 AND pattern_id <> '' GROUP BY pattern_id),
+            own AS (
+              SELECT DISTINCT ON (pattern_id) pattern_id, verdict, created_at, carried_over
+                FROM sop_verdicts WHERE workspace = $1 ORDER BY pattern_id, created_at DESC, seq DESC)
+       SELECT p.id, p.kind, p.parent_id, COALESCE(d.findings, 0) AS findings, COALESCE(d.suppressed, 0) AS suppressed,
+              COALESCE(o.verdict, po.verdict) AS verdict,
+              CASE WHEN o.pattern_id IS NOT NULL THEN o.created_at ELSE po.created_at END AS verdict_at,
+              CASE WHEN o.pattern_id IS NOT NULL THEN o.carried_over ELSE po.carried_over END AS carried_over,
+              CASE WHEN o.pattern_id IS NOT NULL THEN false WHEN po.pattern_id IS NOT NULL THEN true END AS inherited,
+              p.materially_reclustered_at,
+              CASE WHEN r.id IS NOT NULL THEN r.reworded_at ELSE p.reworded_at END AS reworded_at,
+              EXISTS (SELECT 1 FROM sop_suggestions s WHERE s.pattern_id IN (p.id, p.parent_id) AND s.status = ANY($2::text[])) AS applied
+         FROM days d JOIN sop_patterns p ON p.id = d.pattern_id
+         LEFT JOIN sop_patterns r ON r.id = p.parent_id
+         LEFT JOIN own o ON o.pattern_id = p.id
+         LEFT JOIN own po ON po.pattern_id = p.parent_id
+        WHERE p.workspace = $1 AND p.retired_at IS NULL AND COALESCE(d.findings, 0) + COALESCE(d.suppressed, 0) > 0
+          AND NOT (p.kind = 'rule' AND EXISTS (SELECT 1 FROM sop_patterns c WHERE c.parent_id = p.id AND c.retired_at IS NULL))`,
+      [workspace, [...APPLIED_STATUSES]],
+    );
+    return res.rows.map((r) => ({
+      id: r.id,
+      kind: r.kind,
+      parent_id: r.parent_id,
+      findings: num(r.findings),
+      suppressed: num(r.suppressed),
+      verdict: r.verdict,
+      verdict_at: iso(r.verdict_at),
+      carried_over: r.carried_over ?? false,
+      inherited: r.inherited ?? false,
+      materially_reclustered_at: iso(r.materially_reclustered_at),
+      reworded_at: iso(r.reworded_at),
+      applied: r.applied,
+    }));
+  }
+
+  /**
+   * For these patterns with a verdict, the findings stored since it (not suppressed), from the
+   * index on (pattern_id, created_at). The verdict is the one the pattern goes by: its own
+   * latest, else (a failure mode without one) its rule pattern's latest. Patterns without a
+   * verdict are left out (every finding is new).
+   */
+  async newSinceVerdict(workspace: string, patternIds: readonly string[]): Promise<Map<string, number>> {
+    if (!patternIds.length) return new Map();
+    const res = await this.db.query<{ pattern_id: string; n: unknown }>(
+      `WITH own AS (SELECT pattern_id, max(created_at) AS at FROM sop_verdicts WHERE workspace = $1 GROUP BY pattern_id),
+            v AS (SELECT p.id AS pattern_id, COALESCE(o.at, r.at) AS at FROM sop_patterns p
+                    LEFT JOIN own o ON o.pattern_id = p.id LEFT JOIN own r ON r.pattern_id = p.parent_id
+                   WHERE p.workspace = $1 AND p.id = ANY($2::text[]) AND (o.at IS NOT NULL OR r.at IS NOT NULL))
+       SELECT v.pattern_id, count(f.id) AS n
+         FROM v LEFT JOIN sop_findings f ON f.pattern_id = v.pattern_id AND f.created_at > v.at AND NOT f.suppressed
+        GROUP BY v.pattern_id`,
+      [workspace, [...patternIds]],
+    );
+    return new Map(res.rows.map((r) => [r.pattern_id, num(r.n)]));
   }
 
   /**
