@@ -71,6 +71,24 @@ describe('GitHubCodeHost against a local GitHub', () => {
     await expect(host.openPullRequest({ ...req, branch: 'neatroots/new-2', path: 'procedures/new.md', baseContent: 'a file that is not there' })).rejects.toBeInstanceOf(CodeHostChangedError);
   });
 
+  it('with baseContent, each thing is read once: the file at the commit the branch is made from, not read again on the new branch', async () => {
+    const asked = () => gh.requests.map((r) => `${r.method} ${r.path.replace('/api/v3/repos/acme/ops', '').replace(/ref=[0-9a-f]{40}/, 'ref=SHA')}`);
+    await host.openPullRequest({ ...req, baseContent: '# Refunds\n\n1. Check the order.\n' });
+    expect(asked()).toEqual([
+      'GET /git/matching-refs/heads/neatroots/suggestion-1',
+      'GET /git/ref/heads/main',
+      'GET /contents/procedures/refunds.md?ref=SHA',
+      'POST /git/refs',
+      'PUT /contents/procedures/refunds.md',
+      'POST /pulls',
+    ]);
+    gh.requests.length = 0;
+    // A file new to the repository: its absence read once, the repository and folder not read again.
+    await host.openPullRequest({ ...req, branch: 'neatroots/new', path: 'procedures/new.md', baseContent: null });
+    expect(asked()).toEqual(['GET /git/matching-refs/heads/neatroots/new', 'GET /git/ref/heads/main', 'GET /contents/procedures/new.md?ref=SHA', 'POST /git/refs', 'PUT /contents/procedures/new.md', 'POST /pulls']);
+    expect(gh.fileAt('acme', 'ops', 'neatroots/new', 'procedures/new.md')).toBe(req.content);
+  });
+
   const made = () => gh.requests.filter((r) => r.method !== 'GET').map((r) => `${r.method} ${r.path.replace('/api/v3/repos/acme/ops', '')}`);
   const pulls = async () => (await (await fetch(`${gh.url}/repos/acme/ops/pulls?state=all`, { headers: { authorization: `Bearer ${gh.token}` } })).json() as { number: number; state: string; head: { ref: string } }[]).map((p) => `#${p.number} ${p.state} ${p.head.ref}`);
 

@@ -37,6 +37,8 @@ interface GhRef { object: { sha: string } }
 interface GhContent { sha: string; content?: string; encoding?: string }
 interface GhPull { number: number; html_url: string; state: string; merged?: boolean; merged_at?: string | null; merge_commit_sha?: string | null }
 interface GhError { message?: unknown; errors?: { message?: unknown }[] }
+/** A file as read: its blob sha, its content base64 (empty with encoding 'none': over 1 MB). */
+interface Content { sha: string; content: string; encoding?: string }
 
 /**
  * The GitHub REST adapter of the CodeHost port, plain fetch: a branch from base's head
@@ -77,13 +79,20 @@ export class GitHubCodeHost implements CodeHost {
     if (opened && opened.state !== 'closed') return opened.ref;
     const head = await this.call(r, 'GET', `/git/ref/heads/${encodePath(req.base)}`, undefined, `branch ${req.base}`);
     const sha = (head.json as GhRef).object.sha;
-    // The file in the commit the branch is made from must be what the content was made from, or nothing is opened.
-    if (req.baseContent !== undefined && (await this.readFile(r, sha, req.path)) !== req.baseContent) throw new CodeHostChangedError(slug(r), req.path, req.base);
+    // The file in the commit the branch is made from must be what the content was made from, or
+    // nothing is opened. Read once: the caller read the repository, branch and folder already.
+    let atBase: Content | null | undefined;
+    if (req.baseContent !== undefined) {
+      atBase = await this.contents(r, sha, req.path);
+      const same = atBase === null ? req.baseContent === null : atBase.encoding !== 'none' && decode(atBase.content) === req.baseContent;
+      if (!same) throw new CodeHostChangedError(slug(r), req.path, req.base);
+    }
     const branch = req.branch;
     const created = !mine.includes(branch) && (await this.createBranch(r, branch, sha));
     let pulling = false;
     try {
-      await this.putFile(r, branch, req.path, req.content, req.message);
+      // A branch this call just made from that commit has the file as read there: not read again.
+      await this.putFile(r, branch, req.path, req.content, req.message, created ? atBase : undefined);
       pulling = true;
       const pull = await this.call(r, 'POST', '/pulls', { title: req.title, body: req.body, head: branch, base: req.base }, undefined, [422]);
       if (pull.status === 422) {
@@ -150,9 +159,9 @@ export class GitHubCodeHost implements CodeHost {
    * file is read again and written again only when it is not what was sent, with the sha it has
    * now, instead of repeating a PUT with a sha that is no longer it.
    */
-  private async putFile(r: RepoRef, branch: string, path: string, content: string, message: string): Promise<void> {
-    let existing = await this.contents(r, branch, path);
-    const written = () => !!existing && existing.encoding !== 'none' && Buffer.from(existing.content, 'base64').toString('utf8') === content;
+  private async putFile(r: RepoRef, branch: string, path: string, content: string, message: string, known?: Content | null): Promise<void> {
+    let existing = known !== undefined ? known : await this.contents(r, branch, path);
+    const written = () => !!existing && existing.encoding !== 'none' && decode(existing.content) === content;
     if (written()) return;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -194,7 +203,7 @@ export class GitHubCodeHost implements CodeHost {
     }
     // Over 1 MB GitHub sends the sha but not the content ("encoding": "none"): not an empty file.
     if (c.encoding === 'none') throw new CodeHostError(slug(repo), 200, `${path} at ${ref} is over 1 MB: GitHub does not return its content`);
-    return Buffer.from(c.content, 'base64').toString('utf8');
+    return decode(c.content);
   }
 
   /**
@@ -209,7 +218,7 @@ export class GitHubCodeHost implements CodeHost {
     return false;
   }
 
-  private async contents(r: RepoRef, ref: string, path: string): Promise<{ sha: string; content: string; encoding?: string } | null> {
+  private async contents(r: RepoRef, ref: string, path: string): Promise<Content | null> {
     const a = await this.call(r, 'GET', `/contents/${encodePath(path)}?ref=${encodeURIComponent(ref)}`, undefined, undefined, [404]);
     if (a.status === 404) return null;
     if (Array.isArray(a.json)) throw new CodeHostError(slug(r), 200, `${path} is a folder, not a file`);
@@ -304,6 +313,10 @@ function ghMessage(json: unknown, text: string): string {
   const m = typeof e?.message === 'string' ? e.message : text.slice(0, 200);
   const more = Array.isArray(e?.errors) ? e.errors.map((x) => (typeof x?.message === 'string' ? x.message : null)).filter((x): x is string => !!x) : [];
   return more.length ? `${m}: ${more.join('; ')}` : m;
+}
+
+function decode(base64: string): string {
+  return Buffer.from(base64, 'base64').toString('utf8');
 }
 
 function slug(r: RepoRef): string {

@@ -697,6 +697,23 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     expect(await pullsOnGitHub()).toEqual([`#1 open ${branchOf(s.id)}`]);
   });
 
+  it('an apply asks GitHub for each thing once: four GETs (the file at the branch, then at the commit the branch is made from), not the new branch\'s file again', async () => {
+    await connect();
+    const { s } = await proposed();
+    const before = gh.requests.length;
+    expect(await q.applySuggestion(WS, s.id, {})).toMatchObject({ status: 'pr_open' });
+    const asked = gh.requests.slice(before).map((r) => `${r.method} ${r.path.replace('/api/v3/repos/luigis/ops', '').replace(/\?.*/, '')}`);
+    expect(asked).toEqual([
+      'GET /contents/sop/take-order.md', // the file the edit is merged into (the connection's branch)
+      `GET /git/matching-refs/heads/${branchOf(s.id)}`, // a pull request already opened from its branch
+      'GET /git/ref/heads/main',
+      'GET /contents/sop/take-order.md', // the same file at the commit the branch is made from
+      'POST /git/refs',
+      'PUT /contents/sop/take-order.md',
+      'POST /pulls',
+    ]);
+  });
+
   it('a rate limit is waited out and the pull request opened', async () => {
     await connect();
     const { s } = await proposed();
