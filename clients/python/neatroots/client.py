@@ -19,6 +19,7 @@ import collections
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -111,6 +112,44 @@ def _retry_info_delay(e: grpc.RpcError) -> Optional[float]:
     return None
 
 
+# The bound in grpc's refusal of a message too large ("Received message larger than max (9437210 vs. 8388608)").
+_MESSAGE_LIMIT = re.compile(r"\(\d+ vs\.? (\d+)\)")
+
+
+def _describe(batch: List[Tuple[int, spans_pb2.Event, int]]) -> str:
+    """A batch's event (span, run_start or run_end, and its run) and its encoded size, or for
+    several events their runs and their size in all."""
+
+    def run_of(event: spans_pb2.Event) -> str:
+        kind = event.WhichOneof("kind")
+        return getattr(event, kind).run_id if kind else ""
+
+    if len(batch) == 1:
+        _, event, size = batch[0]
+        kind = event.WhichOneof("kind")
+        if kind == "span":
+            return f"span {event.span.span_id} of run {event.span.run_id} ({size} bytes)"
+        if kind:
+            return f"{kind} of run {run_of(event)} ({size} bytes)"
+        return f"an event of {size} bytes"
+    runs = {run_of(event) for _, event, _ in batch}
+    size = sum(n for _, _, n in batch)
+    if len(runs) == 1:
+        return f"{len(batch)} events of run {next(iter(runs))} ({size} bytes)"
+    return f"{len(batch)} events of {len(runs)} runs ({size} bytes)"
+
+
+def _refused(batch: List[Tuple[int, spans_pb2.Event, int]], e: grpc.RpcError) -> Exception:
+    """The report of a batch ingest refused for good (its events were counted as dropped). One
+    over ingest's message bound names its event (or run) and its size against the bound."""
+    status = f"{e.code().name}: {e.details()}"
+    if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        m = _MESSAGE_LIMIT.search(e.details() or "")
+        limit = f"the {m.group(1)} bytes ingest takes in one message" if m else "what ingest takes in one message"
+        return DroppedEventsError(len(batch), f"{_describe(batch)}: over {limit} ({status}); not sent again", e)
+    return RuntimeError(f"export of {len(batch)} event(s) failed: {status} (dropped: {_describe(batch)})")
+
+
 def _retry_delay(e: grpc.RpcError) -> Optional[float]:
     """None when the failed export must not be sent again; else the least time to wait first.
 
@@ -150,10 +189,12 @@ def _print_error(e: Exception) -> None:
 
 
 class DroppedEventsError(Exception):
-    """Events that were not exported: the queue passed its bound, or close() ran out of time."""
+    """Events that were not exported: the queue passed its bound, ingest refused them for good
+    (an export over its message bound), or close() ran out of time. `error`: the refusal, if any."""
 
-    def __init__(self, count: int, why: str):
+    def __init__(self, count: int, why: str, error: Optional[Exception] = None):
         self.count = count
+        self.error = error
         super().__init__(f"neatroots dropped {count} event(s): {why}")
 
 
@@ -303,8 +344,8 @@ class NeatrootsClient:
             return self._progress.wait_for(lambda: self._head_seq() > target or self._abort, timeout)
 
     def stats(self) -> Dict[str, int]:
-        """dropped: events never exported (queue bound, close() out of time, or queued after
-        close); queued, queued_bytes: what waits to be exported now (the batch being sent included)."""
+        """dropped: events never exported (queue bound, an export ingest refused for good,
+        close() out of time, or queued after close); queued, queued_bytes: what waits to be exported now (the batch being sent included)."""
         with self._lock:
             return {
                 "dropped": self._dropped,
@@ -488,7 +529,10 @@ class NeatrootsClient:
                     raise
                 least = _retry_delay(e)
                 if least is None:
-                    self._report(RuntimeError(f"export of {len(batch)} event(s) failed: {e.code().name}: {e.details()}"))
+                    # Refused for good (sent again it would be refused alike): lost, so counted.
+                    with self._lock:
+                        self._dropped += len(batch)
+                    self._report(_refused(batch, e))
                     return
                 if not self._failing:
                     self._failing = True

@@ -5,10 +5,11 @@ refund made without a lookup first.
     NEATROOTS_ADDRESS=127.0.0.1:50051 NEATROOTS_API_KEY=... python -m unittest discover -s tests
 """
 import os
+import re
 import time
 import unittest
 
-from neatroots import NeatrootsClient, RunHaltedError
+from neatroots import DroppedEventsError, NeatrootsClient, RunHaltedError
 
 ADDRESS = os.environ["NEATROOTS_ADDRESS"]
 API_KEY = os.environ["NEATROOTS_API_KEY"]
@@ -63,14 +64,36 @@ class ClientTest(unittest.TestCase):
         try:
             run = client.start_run(workflow="support-agent")
             started = time.time()
-            run.span(type="tool", tool="upload", input="x" * (9 * 1024 * 1024))  # over ingest's 8 MiB
+            run.span(type="tool", tool="upload", span_id="big", input="x" * (9 * 1024 * 1024))  # over ingest's 8 MiB
             run.flush()
             self.assertEqual(len(errors), 1, errors)
             self.assertIn("RESOURCE_EXHAUSTED", str(errors[0]))
             self.assertLess(time.time() - started, 1.5, "it waited to send it again")
+            # Counted as dropped and reported once, naming the span, its run, its size and the bound.
+            self.assertEqual(client.stats()["dropped"], 1)
+            self.assertIsInstance(errors[0], DroppedEventsError)
+            m = re.match(rf"neatroots dropped 1 event\(s\): span big of run {run.id} \((\d+) bytes\): over the 8388608 bytes ingest takes in one message \(", str(errors[0]))
+            self.assertTrue(m, str(errors[0]))
+            self.assertTrue(9 * 1024 * 1024 < int(m.group(1)) < 9 * 1024 * 1024 + 200, str(errors[0]))
         finally:
             client.close()
 
+    def test_a_span_over_the_item_bound_is_counted_as_dropped(self):
+        # Within ingest's message bound but over its bound for one item (NEATROOTS_MAX_ITEM_CHARS,
+        # 4 Mi characters): refused alone, counted and named with its size.
+        errors = []
+        client = NeatrootsClient(ADDRESS, API_KEY, flush_interval_s=0.02, subscribe=False, on_error=errors.append)
+        try:
+            run = client.start_run(workflow="support-agent")
+            run.flush()
+            run.span(type="tool", tool="upload", span_id="large", input="x" * (5 * 1024 * 1024))
+            run.flush()
+            self.assertEqual(client.stats()["dropped"], 1)
+            self.assertEqual(len(errors), 1, errors)
+            for want in ("INVALID_ARGUMENT", "4194304", f"(dropped: span large of run {run.id} ("):
+                self.assertIn(want, str(errors[0]))
+        finally:
+            client.close()
 
 if __name__ == "__main__":
     unittest.main()

@@ -168,6 +168,8 @@ class ExportPathTest(ServerTest):
         self.assertEqual([e.WhichOneof("kind") for e in self.ingest.events()], ["span"])
         self.assertEqual(len(self.errors), 1)
         self.assertIn("INVALID_ARGUMENT", str(self.errors[0]))
+        self.assertIn(f"(dropped: run_start of run {run.id} (", str(self.errors[0]))
+        self.assertEqual(client.stats()["dropped"], 1)  # lost: counted
 
     def test_the_queue_keeps_the_newest_events_within_its_bound_while_ingest_refuses(self):
         self.ingest.default = "unavailable"
@@ -214,6 +216,9 @@ class ExportPathTest(ServerTest):
         self.assertEqual(got, [("run_start", "")] + [("span", "t")] * 3 + [("span", "after"), ("run_end", "")])
         self.assertEqual(len(self.errors), 1, self.errors)
         self.assertIn("RESOURCE_EXHAUSTED", str(self.errors[0]))
+        # Counted as dropped, named with its size.
+        self.assertEqual(client.stats()["dropped"], 1)
+        self.assertRegex(str(self.errors[0]), rf"^neatroots dropped 1 event\(s\): span [0-9a-f]+ of run {run.id} \(\d+ bytes\): over what ingest takes in one message \(RESOURCE_EXHAUSTED: message larger than max\); not sent again$")
         huge = [n for t, n in self.ingest.attempts if t and n == 1]
         self.assertTrue(huge, "the oversized span was not sent alone")
 
