@@ -13,3 +13,4 @@ export * from './merge-batches';
 export * from './iso-time';
 export * from './infrastructure-error';
 export * from './http-close';
+export * from './security-headers';

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { BinaryReader } from '@bufbuild/protobuf/wire';
 import { Metadata, status as Status } from '@grpc/grpc-js';
 import { otlp } from '@neatroots/proto';
-import { drainHttpServer } from '@neatroots/ports';
+import { drainHttpServer, setPlainSecurityHeaders } from '@neatroots/ports';
 import { decodeOtlpJson, encodeOtlpJsonResponse, MAX_VALUE_DEPTH, OtlpJsonError, type BadId } from './otlp-json';
 import { retryStatus } from './pressure';
 
@@ -237,6 +237,8 @@ export async function startOtlpHttp(opts: OtlpHttpOptions): Promise<OtlpHttpHand
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // First: every answer carries them, a preflight's, a refusal's and an error's included.
+    setPlainSecurityHeaders(res);
     allowOrigin(req, res);
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'OPTIONS') {

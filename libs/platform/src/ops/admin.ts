@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { drainHttpServer } from '@neatroots/ports';
+import { drainHttpServer, setPlainSecurityHeaders } from '@neatroots/ports';
 
 /**
  * Each process's admin port: /healthz (alive: 503 once it cannot go on until it is started
@@ -185,6 +185,7 @@ export async function startAdmin(opts: {
   /** close() began: every answer from now on closes its connection. */
   let closing = false;
   const server: Server = createServer((req, res) => {
+    setPlainSecurityHeaders(res);
     const path = (req.url ?? '/').split('?')[0];
     const send = (code: number, type: string, body: string) => {
       // Closing: this connection's last answer (node closes it once sent). Without it node's
