@@ -1,6 +1,8 @@
 import type { Db } from '@neatroots/ports';
 import type { Plan, QuestionResult, SavedModel } from '@neatroots/questions';
-import { QuestionsRepo } from './questions.repo';
+import { finding } from './fixtures.test';
+import { FINDING_STORED_WAIT_MS, QuestionsRepo } from './questions.repo';
+import { StoreWriter } from './writer';
 import { openTestDb } from './test-db.test';
 
 let db: Db;
@@ -50,6 +52,24 @@ describe('the question tables', () => {
     await new QuestionsRepo(db).record([answered('h4')]);
     expect(await rows()).toEqual(['h2', 'h4']);
     expect(await repo.pending('p', 'rp')).toBe(1);
+  });
+
+  it('counts a task whose answer raised a finding as waiting until the finding is stored, so at 0 the findings are there', async () => {
+    const flagged = (task_id: string, finding_id: string): QuestionResult => ({
+      task_id, project: 'p', run_id: 'rf', check_id: 'q', anchor: task_id, span_ids: [], at_ms: 1_700_000_000_000, finding_id,
+      answer: { status: 'answered', flagged: true, quote: 'the words' },
+    });
+    await repo.handed([{ task_id: 'f1', project: 'p', run_id: 'rf' }, { task_id: 'f2', project: 'p', run_id: 'rf' }]);
+    // The question service recorded the results once it published the findings; the review service has not stored them yet.
+    await repo.record([flagged('f1', 'qf-1'), flagged('f2', 'qf-2')]);
+    expect(await repo.pending('p', 'rf')).toBe(2);
+    const writer = new StoreWriter(db);
+    await writer.writeFindings([finding({ id: 'qf-1', project: 'p', run_id: 'rf', check_id: 'q' })]);
+    await writer.close();
+    expect(await repo.pending('p', 'rf')).toBe(1);
+    // A finding the store never stores (set aside) does not keep its task waiting past the bound.
+    await db.query(`UPDATE question_pending SET done_at = now() - interval '${FINDING_STORED_WAIT_MS / 60_000 + 1} minutes' WHERE task_id = 'f2'`);
+    expect(await repo.pending('p', 'rf')).toBe(0);
   });
 
   it('records question results once, "not checked" included', async () => {

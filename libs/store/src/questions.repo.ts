@@ -38,6 +38,9 @@ type Row = Record<string, unknown>;
 /** How long a done question task's row is kept: its hand-over may still come (recorded beside the rule engine's step). */
 export const PENDING_DONE_KEPT_MS = 60 * 60_000;
 
+/** How long a done question task waits for the finding its answer raised to be stored, at most (QuestionsRepo.pending). */
+export const FINDING_STORED_WAIT_MS = 10 * 60_000;
+
 export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
   /** When this repo last deleted old done rows (prunePending). */
   private prunedAt = 0;
@@ -137,13 +140,14 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
    */
   async record(results: readonly QuestionResult[]): Promise<void> {
     // Each result's task is no longer waiting (questions_pending): marked done, or its row made
-    // done if its hand-over is recorded after it (the two come from different services).
+    // done if its hand-over is recorded after it (the two come from different services). One
+    // whose answer raised a finding waits until the finding is stored too (see pending).
     for (const part of chunks(results, 1_000)) {
       await this.db.query(
-        `INSERT INTO question_pending (task_id, project, run_id, done, done_at)
-         SELECT DISTINCT ON (t) t, p, r, true, now() FROM json_to_recordset($1::json) AS v (t text, p text, r text)
-         ON CONFLICT (task_id) DO UPDATE SET done = true, done_at = now() WHERE NOT question_pending.done`,
-        [json(part.map((r) => ({ t: text(r.task_id), p: text(r.project), r: text(r.run_id) })))],
+        `INSERT INTO question_pending (task_id, project, run_id, done, done_at, finding_id)
+         SELECT DISTINCT ON (t) t, p, r, true, now(), f FROM json_to_recordset($1::json) AS v (t text, p text, r text, f text)
+         ON CONFLICT (task_id) DO UPDATE SET done = true, done_at = now(), finding_id = EXCLUDED.finding_id WHERE NOT question_pending.done`,
+        [json(part.map((r) => ({ t: text(r.task_id), p: text(r.project), r: text(r.run_id), f: text(r.finding_id) })))],
       );
     }
     await this.prunePending();
@@ -232,9 +236,20 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
     );
   }
 
-  /** How many of a run's question tasks wait for their result (handed over, none recorded yet). */
+  /**
+   * How many of a run's question tasks wait for their result (handed over, none recorded yet),
+   * or for the finding their answer raised to be stored: the question service records a result
+   * once it has published its finding, and the review service stores the finding as it comes off
+   * the bus, moments later, so at 0 the run's question findings are there to read. A finding not
+   * stored within FINDING_STORED_WAIT_MS of its result (the store set it aside) no longer counts.
+   */
   async pending(project: string, runId: string): Promise<number> {
-    const res = await this.db.query<{ n: unknown }>('SELECT count(*)::int AS n FROM question_pending WHERE project = $1 AND run_id = $2 AND NOT done', [project, runId]);
+    const res = await this.db.query<{ n: unknown }>(
+      `SELECT count(*)::int AS n FROM question_pending q WHERE q.project = $1 AND q.run_id = $2
+         AND (NOT q.done OR (q.finding_id IS NOT NULL AND q.done_at > now() - $3::bigint * interval '1 millisecond'
+           AND NOT EXISTS (SELECT 1 FROM findings f WHERE f.id = q.finding_id)))`,
+      [project, runId, FINDING_STORED_WAIT_MS],
+    );
     return num(res.rows[0]?.n);
   }
 

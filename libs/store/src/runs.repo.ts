@@ -643,9 +643,12 @@ export class RunsRepo {
     const pageQuery = { ...(q.spans_limit === undefined ? {} : { limit: q.spans_limit }), ...(q.bodies ? { bodies: q.bodies } : {}), ...(q.since === undefined ? {} : { cursor: q.since }) };
     const page: SpanPage = (await this.spans(project, runId, pageQuery)) ?? { items: [], next_cursor: null };
     const since = page.since ?? encodeSpanCursor(runId, { start: null, arrival: stored ?? '0', stored: true });
+    // The questions waiting are counted before the findings are read: a question's task stops
+    // counting once its finding is stored (QuestionsRepo.pending), so at 0 the findings read next
+    // have it (read after them, a finding stored in between was counted and not listed).
+    const pending = await new QuestionsRepo(this.db).pending(project, runId);
     const findings = await new FindingsRepo(this.db).forRun(project, runId);
     const notChecked = await this.notChecked(project, runId);
-    const pending = await new QuestionsRepo(this.db).pending(project, runId);
     return {
       run,
       spans: page.items,
