@@ -403,9 +403,27 @@ export class ReviewReadRepo {
   }
 
   /**
+   * The procedures of the workspace's live release, with their names (null: none in the lock),
+   * read from the lock in the database: Insights names its rows with them, and a lock of 100
+   * procedures of 40 rules is most of a megabyte to read and parse for the names alone.
+   */
+  async liveProcedureNames(workspace: string): Promise<{ procedure_id: string; name: string | null }[]> {
+    const res = await this.db.query<{ procedure_id: string | null; name: string | null }>(
+      `SELECT p->>'procedure_id' AS procedure_id, p->>'name' AS name
+         FROM sop_releases r
+        CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(r.lock->'procedures') = 'array' THEN r.lock->'procedures' ELSE '[]'::jsonb END) WITH ORDINALITY AS e(p, i)
+        WHERE r.workspace = $1 AND r.live ORDER BY e.i`,
+      [workspace],
+    );
+    return res.rows.filter((r): r is { procedure_id: string; name: string | null } => r.procedure_id !== null);
+  }
+
+  /**
    * Findings (not suppressed) per rule pattern in the window's not_measurable checks: Insights
    * leaves them out of its rates, as it leaves those sessions out. Read from the not_measurable
-   * checks of the window (their covering index), then their findings.
+   * checks of the window (their own partial index, sop_checks_unmeasured: the window index has
+   * no session id, and reading the checks themselves read every check of the window, bodies and
+   * all, to find the few not measurable), then their findings.
    */
   async unmeasuredFindings(workspace: string, window: ReviewWindow): Promise<{ rule_pattern_id: string; n: number }[]> {
     const res = await this.aggregate<{ rule_pattern_id: string; n: unknown }>(

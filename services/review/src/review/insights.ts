@@ -1,7 +1,6 @@
 import type { Db } from '@neatroots/ports';
 import { ruleLabel } from '@neatroots/review-domain';
-import type { Lock } from '@neatroots/sop';
-import { ReviewReadRepo, WorkspaceRepo, type InsightsView, type ResultCounts, type WindowQuery } from '@neatroots/store';
+import { ReviewReadRepo, type InsightsView, type ResultCounts, type WindowQuery } from '@neatroots/store';
 import type { ReviewWrites } from './writes';
 import { resolveWindow, weeksOf } from './window';
 
@@ -42,13 +41,13 @@ export async function insights(db: Db, writes: ReviewWrites, workspace: string, 
     read.checkResults(workspace, window),
     read.findingsByWeek(workspace, window, { procedure: q.procedure, lineage: q.rule }),
     writes.repo.patternsOf(db, workspace),
-    new WorkspaceRepo(db).release<Lock>(workspace, 'live'),
+    read.liveProcedureNames(workspace),
     read.unmeasuredFindings(workspace, window),
   ]);
 
-  const names = new Map<string, string>();
+  const names = new Map<string, string | null>();
   for (const p of patterns) if (!names.has(p.procedure_id)) names.set(p.procedure_id, p.procedure_name);
-  for (const p of live?.lock.procedures ?? []) names.set(p.procedure_id, p.name);
+  for (const p of live) names.set(p.procedure_id, p.name);
 
   const results = zeroResults();
   let sessions = 0;
