@@ -169,10 +169,12 @@ describe('NeatrootsClient', () => {
     expect(errors.map((e) => e.message)).toEqual(['export of 2 event(s) failed: 14 UNAVAILABLE: scripted failure; retrying until ingest takes it']);
 
     fake.failures = [status.INVALID_ARGUMENT];
-    run.span({ type: 'other' });
+    const refused = run.span({ type: 'other' });
     await run.flush();
     expect(fake.calls).toHaveLength(1);
-    expect(errors[1].message).toBe('export of 1 event(s) failed: 3 INVALID_ARGUMENT: scripted failure');
+    // Refused for good: lost, so counted, and named.
+    expect(errors[1].message).toMatch(new RegExp(`^export of 1 event\\(s\\) failed: 3 INVALID_ARGUMENT: scripted failure \\(dropped: span ${refused} of run ${run.id} \\(\\d+ bytes\\)\\)$`));
+    expect(client.stats().dropped).toBe(1);
   });
 
   it('says once per outage that exports are being retried (a wrong address, ingest down), again after one succeeded', async () => {
@@ -222,11 +224,15 @@ describe('NeatrootsClient', () => {
     expect(fake.attempts[1] - fake.attempts[0]).toBeGreaterThanOrEqual(290);
 
     fake.failures = [status.RESOURCE_EXHAUSTED, status.RESOURCE_EXHAUSTED];
-    run.span({ type: 'other' });
+    const refused = run.span({ type: 'other' });
     await run.flush();
     expect(fake.calls).toHaveLength(1); // not sent again
     expect(fake.failures).toHaveLength(1); // one try
-    expect(errors[1].message).toBe('export of 1 event(s) failed: 8 RESOURCE_EXHAUSTED: scripted failure');
+    // Lost: counted and named (it was neither).
+    expect(client.stats().dropped).toBe(1);
+    expect(errors[1].message).toMatch(
+      new RegExp(`^dropped 1 event\\(s\\) \\(span ${refused} of run ${run.id} \\(\\d+ bytes\\): over what ingest takes in one message \\(8 RESOURCE_EXHAUSTED: scripted failure\\); not sent again\\); 1 dropped in all$`),
+    );
   });
 
   it('while ingest refuses, retries the batch being sent until it is accepted and keeps at most maxQueueEvents, dropping the oldest waiting (counted, reported once)', async () => {

@@ -87,8 +87,9 @@ export interface ClientStats {
   queuedBytes: number;
   /**
    * Events dropped: the oldest waiting ones past maxQueueEvents or maxQueueBytes, an event larger
-   * than maxQueueBytes on its own, what close() could not send in time, and events recorded
-   * after close(). (An event ingest refused for good is reported, not counted.)
+   * than maxQueueBytes on its own, the events of an export ingest refused for good (one over its
+   * message or item bound included), what close() could not send in time, and events recorded
+   * after close().
    */
   dropped: number;
 }
@@ -283,6 +284,37 @@ interface Queued {
   ev: v1.Event;
   bytes: number;
   seq: number;
+}
+
+/** The bound in grpc's refusal of a message too large ("Received message larger than max (9437210 vs 8388608)"). */
+const MESSAGE_LIMIT = /\(\d+ vs\.? (\d+)\)/;
+
+/** A batch's event (span, run_start or run_end, and its run) and its encoded size, or for several events their runs and their size in all. */
+function describe(batch: Queued[]): string {
+  const runOf = (ev: v1.Event) => ev.kind?.value.run_id ?? '';
+  if (batch.length === 1) {
+    const { ev, bytes } = batch[0];
+    if (ev.kind?.$case === 'span') return `span ${ev.kind.value.span_id} of run ${ev.kind.value.run_id} (${bytes} bytes)`;
+    if (ev.kind) return `${ev.kind.$case} of run ${runOf(ev)} (${bytes} bytes)`;
+    return `an event of ${bytes} bytes`;
+  }
+  const runs = new Set(batch.map((q) => runOf(q.ev)));
+  const bytes = batch.reduce((n, q) => n + q.bytes, 0);
+  return runs.size === 1 ? `${batch.length} events of run ${[...runs][0]} (${bytes} bytes)` : `${batch.length} events of ${runs.size} runs (${bytes} bytes)`;
+}
+
+/**
+ * The report of a batch ingest refused for good (its events were counted as dropped): one over
+ * ingest's message bound (RESOURCE_EXHAUSTED without RetryInfo) names its event (or run) and its
+ * size against the bound; any other refusal keeps its status first.
+ */
+function refused(batch: Queued[], err: ServiceError, droppedInAll: number): Error {
+  if (err.code === Status.RESOURCE_EXHAUSTED) {
+    const m = MESSAGE_LIMIT.exec(err.details ?? '');
+    const limit = m ? `the ${m[1]} bytes ingest takes in one message` : 'what ingest takes in one message';
+    return new Error(`dropped ${batch.length} event(s) (${describe(batch)}: over ${limit} (${err.message}); not sent again); ${droppedInAll} dropped in all`, { cause: err });
+  }
+  return new Error(`export of ${batch.length} event(s) failed: ${err.message} (dropped: ${describe(batch)})`, { cause: err });
 }
 
 function varintLength(n: number): number {
@@ -628,7 +660,7 @@ export class NeatrootsClient {
       this.inflight = this.queue.splice(0, n);
       this.queueBytes -= bytes;
       try {
-        await this.exportWithRetry(this.inflight.map((q) => q.ev));
+        await this.exportWithRetry(this.inflight);
       } catch (e) {
         // The flusher must not die with the batch in flight (flush() would wait for it for
         // ever): it is lost, counted and said (close() already counted it when stopped).
@@ -651,7 +683,8 @@ export class NeatrootsClient {
     });
   }
 
-  private async exportWithRetry(events: v1.Event[]): Promise<void> {
+  private async exportWithRetry(batch: Queued[]): Promise<void> {
+    const events = batch.map((q) => q.ev);
     for (let attempt = 1; !this.stopped; attempt++) {
       try {
         const res = await this.call(events);
@@ -662,7 +695,9 @@ export class NeatrootsClient {
         const err = e as ServiceError;
         if (this.stopped) return; // close() dropped and reported the batch
         if (!retryable(err)) {
-          this.onError(new Error(`export of ${events.length} event(s) failed: ${err.message}`));
+          // Refused for good (sent again it would be refused alike): lost, so counted, and said once.
+          this.droppedCount += batch.length;
+          this.onError(refused(batch, err, this.droppedCount));
           return;
         }
         // Said once per outage (a wrong address, ingest down), not at every retry.

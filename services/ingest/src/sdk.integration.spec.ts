@@ -75,19 +75,42 @@ describe('the SDK against ingest', () => {
     }
   });
 
-  it('exports spans of 3 MiB in messages of at most 4 MiB, and sends a span over ingest’s bound alone: only it is refused', async () => {
+  it('exports spans of 3 MiB in messages of at most 4 MiB, and sends a span over ingest’s bound alone: only it is refused, counted as dropped and named with its size and the bound', async () => {
     const errors: Error[] = [];
     const big = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 20, onError: (e) => errors.push(e) });
     try {
       const run = big.startRun({ workflow: 'big-agent', precheck: 'off' });
       for (let i = 0; i < 3; i++) run.span({ type: 'tool', tool: `t${i}`, output: 'x'.repeat(3 * 1024 * 1024) });
-      run.span({ type: 'tool', tool: 'huge', output: 'x'.repeat(9 * 1024 * 1024) }); // over ingest's 8 MiB on its own
+      const huge = run.span({ type: 'tool', tool: 'huge', output: 'x'.repeat(9 * 1024 * 1024) }); // over ingest's 8 MiB on its own
       run.span({ type: 'tool', tool: 'small' });
       await run.end();
       await bus.idle();
       const mine = events.filter((e) => (e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id) === run.id);
       expect(mine.map((e) => (e.item.kind === 'span' ? e.item.span.tool : e.item.kind))).toEqual(['run_start', 't0', 't1', 't2', 'small', 'run_end']);
-      expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^export of 1 event\(s\) failed: 8 RESOURCE_EXHAUSTED/)]);
+      // It was neither counted nor named: 'export of 1 event(s) failed: 8 RESOURCE_EXHAUSTED: Received message larger than max (...)'.
+      expect(big.stats().dropped).toBe(1);
+      expect(errors.map((e) => e.message)).toEqual([
+        expect.stringMatching(
+          new RegExp(`^dropped 1 event\\(s\\) \\(span ${huge} of run ${run.id} \\(94\\d{5} bytes\\): over the 8388608 bytes ingest takes in one message \\(8 RESOURCE_EXHAUSTED: Received message larger than max \\(\\d+ vs\\.? 8388608\\)\\); not sent again\\); 1 dropped in all$`),
+        ),
+      ]);
+    } finally {
+      await big.close();
+    }
+  });
+
+  it('counts a span over ingest’s bound for one item (NEATROOTS_MAX_ITEM_CHARS) as dropped and names it with its size', async () => {
+    const errors: Error[] = [];
+    const big = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 20, onError: (e) => errors.push(e) });
+    try {
+      const run = big.startRun({ workflow: 'big-agent', precheck: 'off' });
+      await run.flush();
+      const large = run.span({ type: 'tool', tool: 'large', output: 'x'.repeat(5 * 1024 * 1024) }); // within 8 MiB, over 4 Mi characters
+      await run.flush();
+      expect(big.stats().dropped).toBe(1);
+      expect(errors).toHaveLength(1);
+      expect(errors[0].message).toMatch(/^export of 1 event\(s\) failed: 3 INVALID_ARGUMENT: .*4194304/);
+      expect(errors[0].message).toContain(`(dropped: span ${large} of run ${run.id} (`);
     } finally {
       await big.close();
     }
