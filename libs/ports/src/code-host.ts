@@ -61,6 +61,13 @@ export type PullRequestStatus =
 export interface CodeHost {
   openPullRequest(req: OpenPullRequest): Promise<PullRequestRef>;
   pullRequestState(repo: RepoRef, number: number): Promise<PullRequestStatus>;
+  /**
+   * Deletes the branches `name-N` (N a number: the names earlier versions took for `name`, one
+   * a failed try) with no pull request open from them, but for `keep` (a pull request's own
+   * branch); never `name` itself nor any other branch. Best effort; answers those deleted.
+   * (openPullRequest does the same for its branch name.)
+   */
+  deleteLeftoverBranches(repo: RepoRef, name: string, keep?: string | null): Promise<string[]>;
   /** The file's content at `ref` (a branch or a sha), or null when there is no such file. */
   readFile(repo: RepoRef, ref: string, path: string): Promise<string | null>;
 }

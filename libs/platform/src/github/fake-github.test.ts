@@ -60,6 +60,8 @@ export interface FakeGitHub {
   answerNext(method: string, path: RegExp, answer: { status: number; body?: unknown; headers?: Record<string, string> }, n?: number): void;
   /** The branches of the repository. */
   branches(owner: string, repo: string): string[];
+  /** A branch made from `from`'s head (someone, or an earlier version of neatroots, made it). */
+  addBranch(owner: string, repo: string, name: string, from: string): void;
   /** The next `n` requests are never answered (a host that hangs). */
   hangNext(n: number): void;
   stop(): Promise<void>;
@@ -293,6 +295,10 @@ export async function startFakeGitHub(token = 'ghp_fake_token_0123456789'): Prom
     },
     branches(owner, repo) {
       return [...(repos.get(`${owner}/${repo}`)?.refs.keys() ?? [])];
+    },
+    addBranch(owner, repo, name, from) {
+      const r = repos.get(`${owner}/${repo}`)!;
+      r.refs.set(name, r.refs.get(from)!);
     },
     hangNext(n) {
       hang = n;

@@ -186,6 +186,41 @@ describe('GitHubCodeHost against a local GitHub', () => {
     expect(await host.openPullRequest(req)).toMatchObject({ number: 1, branch: `${req.branch}-2` });
   });
 
+  it('opening deletes the name-N branches earlier versions left with no pull request open; never its own name, one with a pull request open, nor another name', async () => {
+    const name = req.branch;
+    gh.addBranch('acme', 'ops', `${name}-2`, 'main'); // a failed try of an earlier version
+    await host.openPullRequest({ ...req, branch: `${name}-3` });
+    gh.close('acme', 'ops', 1); // a pull request closed on GitHub
+    await host.openPullRequest({ ...req, branch: `${name}-5` }); // #2, a second one an earlier version opened, still open
+    for (const other of [`${name}0`, `${name}-x`, `${name}-2-1`, 'neatroots/suggestion-2', 'main-2']) gh.addBranch('acme', 'ops', other, 'main');
+    const others = [`${name}0`, `${name}-x`, `${name}-2-1`, 'neatroots/suggestion-2', 'main-2'];
+
+    // The open one is answered; the leftovers with none open go.
+    expect(await host.openPullRequest(req)).toMatchObject({ number: 2, branch: `${name}-5` });
+    expect(gh.branches('acme', 'ops')).toEqual(['main', `${name}-5`, ...others]);
+    // Closed too: a new one from the name; the name-5 with its closed pull request goes.
+    gh.close('acme', 'ops', 2);
+    expect(await host.openPullRequest(req)).toMatchObject({ number: 3, branch: name });
+    expect(gh.branches('acme', 'ops')).toEqual(['main', ...others, name]);
+    expect(await pulls()).toEqual([`#1 closed ${name}-3`, `#2 closed ${name}-5`, `#3 open ${name}`]);
+  });
+
+  it('deleteLeftoverBranches: the name-N with no pull request open, but the one kept; the name itself and other names never', async () => {
+    const name = req.branch;
+    await host.openPullRequest({ ...req, branch: `${name}-2` }); // #1 open
+    await host.openPullRequest({ ...req, branch: `${name}-3` }); // #2, closed below
+    gh.close('acme', 'ops', 2);
+    for (const b of [name, `${name}-4`, `${name}-7`, `${name}0`, 'other']) gh.addBranch('acme', 'ops', b, 'main');
+    expect(await host.deleteLeftoverBranches(repo, name, `${name}-7`)).toEqual([`${name}-3`, `${name}-4`]);
+    expect(gh.branches('acme', 'ops')).toEqual(['main', `${name}-2`, name, `${name}-7`, `${name}0`, 'other']);
+    expect(await host.deleteLeftoverBranches(repo, name)).toEqual([`${name}-7`]);
+    // GitHub failing on one delete: the others go all the same.
+    gh.addBranch('acme', 'ops', `${name}-8`, 'main');
+    gh.addBranch('acme', 'ops', `${name}-9`, 'main');
+    gh.answerNext('DELETE', /-8$/, { status: 403, body: { message: 'Resource not accessible by personal access token' } });
+    expect(await host.deleteLeftoverBranches(repo, name)).toEqual([`${name}-9`]);
+  });
+
   it('a branch name GitHub refuses is an error saying so, not taken for one that exists', async () => {
     const err = await host.openPullRequest({ ...req, branch: 'bad..name' }).catch((e: Error) => e);
     expect(err).toBeInstanceOf(CodeHostError);

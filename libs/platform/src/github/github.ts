@@ -68,14 +68,52 @@ export class GitHubCodeHost implements CodeHost {
    * opened from the branch, as a first call would have; a branch of that
    * name left by an earlier call is used again, not replaced by `name-2`. When a step after the
    * branch fails, the branch this call created is deleted (best effort), unless a pull request
-   * may have been opened from it (GitHub's answer lost, and not found either).
+   * may have been opened from it (GitHub's answer lost, and not found either). Once one is
+   * answered, the `name-N` branches other than its own with no pull request open are deleted
+   * (deleteLeftoverBranches).
    */
   async openPullRequest(req: OpenPullRequest): Promise<PullRequestRef> {
     const r = req.repo;
     const mine = await this.branchesNamed(r, req.branch);
+    const pulls = await this.pullsFrom(r, mine);
+    const pr = await this.open(req, mine, pulls);
+    // The name-N branches earlier versions left (one a failed try) go, but for one with a pull
+    // request open: best effort, the pull request is opened either way.
+    await this.deleteUnlessOpen(r, mine.filter((b) => b !== req.branch && b !== pr.branch), pulls).catch(() => undefined);
+    return pr;
+  }
+
+  /**
+   * Deletes the branches `name-N` (N a number: what earlier versions made for `name`, one a
+   * failed try) that have no pull request open, but for `keep`; never `name` itself nor any other
+   * branch. Best effort for each; answers those deleted.
+   */
+  async deleteLeftoverBranches(repo: RepoRef, name: string, keep?: string | null): Promise<string[]> {
+    const left = (await this.branchesNamed(repo, name)).filter((b) => b !== name && b !== keep);
+    return this.deleteUnlessOpen(repo, left);
+  }
+
+  /** Deletes each of `branches` with no pull request open from it (`pulls`: their pull requests, read already). */
+  private async deleteUnlessOpen(r: RepoRef, branches: readonly string[], pulls?: ReadonlyMap<string, readonly GhPull[]>): Promise<string[]> {
+    const deleted: string[] = [];
+    for (const b of branches) {
+      try {
+        const of = pulls?.get(b) ?? (await this.pullsFrom(r, [b], 'open')).get(b) ?? [];
+        if (of.some((p) => p.state === 'open')) continue;
+        await this.call(r, 'DELETE', `/git/refs/heads/${encodePath(b)}`, undefined, undefined, [404, 422]);
+        deleted.push(b);
+      } catch {
+        // the next one all the same
+      }
+    }
+    return deleted;
+  }
+
+  private async open(req: OpenPullRequest, mine: readonly string[], pulls: ReadonlyMap<string, readonly GhPull[]>): Promise<PullRequestRef> {
+    const r = req.repo;
     // One open or merged is the one answered; one closed without merging is not: a new one is
     // opened from the branch (whoever applies again wants a pull request open, not one closed).
-    const opened = await this.pullFrom(r, mine);
+    const opened = bestPull(pulls);
     if (opened && opened.state !== 'closed') return opened.ref;
     const head = await this.call(r, 'GET', `/git/ref/heads/${encodePath(req.base)}`, undefined, `branch ${req.base}`);
     const sha = (head.json as GhRef).object.sha;
@@ -132,25 +170,19 @@ export class GitHubCodeHost implements CodeHost {
     return names.sort((a, b) => n(a) - n(b));
   }
 
-  /**
-   * The pull request opened from one of `branches` (any state) and its state: an open one first,
-   * then merged (answered with `merged`), then closed; the latest.
-   */
-  private async pullFrom(r: RepoRef, branches: readonly string[]): Promise<{ ref: PullRequestRef; state: 'open' | 'merged' | 'closed' } | null> {
-    const found: { p: GhPull; branch: string }[] = [];
+  /** The pull request opened from one of `branches` (any state) and its state (bestPull). */
+  private async pullFrom(r: RepoRef, branches: readonly string[]): Promise<PulledRef | null> {
+    return bestPull(await this.pullsFrom(r, branches));
+  }
+
+  /** The pull requests from each of `branches`. */
+  private async pullsFrom(r: RepoRef, branches: readonly string[], state: 'all' | 'open' = 'all'): Promise<Map<string, GhPull[]>> {
+    const found = new Map<string, GhPull[]>();
     for (const branch of branches) {
-      const a = await this.call(r, 'GET', `/pulls?head=${encodeURIComponent(`${r.owner}:${branch}`)}&state=all`);
-      if (Array.isArray(a.json)) for (const p of a.json as GhPull[]) found.push({ p, branch });
+      const a = await this.call(r, 'GET', `/pulls?head=${encodeURIComponent(`${r.owner}:${branch}`)}&state=${state}`);
+      found.set(branch, Array.isArray(a.json) ? (a.json as GhPull[]) : []);
     }
-    // GitHub's list of pulls has merged_at, not merged.
-    const state = (p: GhPull) => (p.state === 'open' ? 'open' : p.merged === true || !!p.merged_at ? 'merged' : 'closed');
-    const rank = { open: 0, merged: 1, closed: 2 } as const;
-    const best = found.sort((a, b) => rank[state(a.p)] - rank[state(b.p)] || b.p.number - a.p.number)[0];
-    if (!best) return null;
-    const s = state(best.p);
-    const ref: PullRequestRef = { number: best.p.number, url: best.p.html_url, branch: best.branch };
-    if (s === 'merged') ref.merged = { mergeCommitSha: best.p.merge_commit_sha ?? null };
-    return { ref, state: s };
+    return found;
   }
 
   /**
@@ -302,6 +334,25 @@ export function rateLimitWaitMs(res: { status: number; headers: { get(name: stri
   }
   // A 429 with no hint: a minute, GitHub's documented default for secondary limits.
   return res.status === 429 ? 60_000 : null;
+}
+
+type PulledRef = { ref: PullRequestRef; state: 'open' | 'merged' | 'closed' };
+
+/**
+ * Of the pull requests from some branches, the suggestion's and its state: an open one first,
+ * then merged (answered with `merged`), then closed; the latest.
+ */
+function bestPull(pulls: ReadonlyMap<string, readonly GhPull[]>): PulledRef | null {
+  const found = [...pulls].flatMap(([branch, ps]) => ps.map((p) => ({ p, branch })));
+  // GitHub's list of pulls has merged_at, not merged.
+  const state = (p: GhPull) => (p.state === 'open' ? 'open' : p.merged === true || !!p.merged_at ? 'merged' : 'closed');
+  const rank = { open: 0, merged: 1, closed: 2 } as const;
+  const best = found.sort((a, b) => rank[state(a.p)] - rank[state(b.p)] || b.p.number - a.p.number)[0];
+  if (!best) return null;
+  const s = state(best.p);
+  const ref: PullRequestRef = { number: best.p.number, url: best.p.html_url, branch: best.branch };
+  if (s === 'merged') ref.merged = { mergeCommitSha: best.p.merge_commit_sha ?? null };
+  return { ref, state: s };
 }
 
 /** A 5xx or no answer to a call that is not repeated blindly (it may have been carried out). */

@@ -14,7 +14,7 @@ export function pullRequestsOf(db: Db, suggestions: Suggestions): PullRequestsTo
     open: async function* () {
       for (const s of await suggestions.repo.openPullRequests(db)) yield followed(s);
     },
-    settle: (pr, t) => suggestions.settle(pr.suggestionId, t),
+    settle: (pr, t) => suggestions.settle(pr.workspace, pr.suggestionId, t),
   };
 }
 

@@ -714,6 +714,46 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     ]);
   });
 
+  it('name-N branches versions before left (one a failed apply) go once its pull request is opened, merged or closed, or it is dismissed: not those with a pull request open, its own name, nor other branches', async () => {
+    await connect();
+    const { s } = await proposed();
+    const name = branchOf(s.id);
+    const others = [`${name}0`, 'neatroots/suggestion-other', 'feature-2'];
+    for (const b of [`${name}-2`, ...others]) gh.addBranch('luigis', 'ops', b, 'main');
+    // Opened: the name-2 a failed try left goes.
+    expect(await q.applySuggestion(WS, s.id, {})).toMatchObject({ status: 'pr_open', pr_url: expect.stringMatching(/\/pull\/1$/) });
+    expect(gh.branches('luigis', 'ops')).toEqual(['main', ...others, name]);
+    // Merged: those left since go (another version's apply meanwhile, one still with its pull request open).
+    gh.addBranch('luigis', 'ops', `${name}-3`, 'main');
+    await new GitHubCodeHost({ token: gh.token, baseUrl: gh.url }).openPullRequest({ repo: { owner: 'luigis', repo: 'ops' }, base: 'main', branch: `${name}-4`, path: 'sop/take-order.md', content: 'x\n', message: 'm', title: 't', body: 'b' });
+    gh.merge('luigis', 'ops', 1);
+    expect(await followPullRequestsNow(db, review.suggestions.suggestions, (ws) => github.codeHost(ws))).toMatchObject({ settled: 1 });
+    expect((await q.getSuggestion(WS, s.id)).status).toBe('merged');
+    await until('the name-3 branch deleted', () => !gh.branches('luigis', 'ops').includes(`${name}-3`), 30_000, 5);
+    expect(gh.branches('luigis', 'ops')).toEqual(['main', ...others, name, `${name}-4`]);
+
+    // Closed on GitHub ("PR closed"), read through GET /suggestions/{id}.
+    const second = await settled((await q.suggest(WS, s.pattern_id, {})).id);
+    gh.addBranch('luigis', 'ops', `${branchOf(second.id)}-2`, 'main');
+    gh.addBranch('luigis', 'ops', `${branchOf(second.id)}-3`, 'main');
+    gh.answerNext('GET', /\/git\/matching-refs\//, { status: 200, body: [] }); // the apply sees no leftovers, as a version before
+    expect(await q.applySuggestion(WS, second.id, {})).toMatchObject({ status: 'pr_open' });
+    expect(gh.branches('luigis', 'ops')).toContain(`${branchOf(second.id)}-2`);
+    gh.close('luigis', 'ops', 3);
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [second.id]);
+    expect(await q.getSuggestion(WS, second.id)).toMatchObject({ status: 'dismissed', note: 'PR closed' });
+    await until('the closed one\'s leftovers deleted', () => !gh.branches('luigis', 'ops').some((b) => /-[23]$/.test(b) && b.startsWith(branchOf(second.id))), 30_000, 5);
+    expect(gh.branches('luigis', 'ops')).toContain(branchOf(second.id)); // its pull request's own branch stays
+
+    // Dismissed while proposed: the name-N left by failed applies go; a branch of its own name stays.
+    const third = await settled((await q.suggest(WS, s.pattern_id, {})).id);
+    for (const b of [branchOf(third.id), `${branchOf(third.id)}-2`, `${branchOf(third.id)}-12`]) gh.addBranch('luigis', 'ops', b, 'main');
+    await q.dismissSuggestion(WS, third.id, { note: 'Not this one.' });
+    await until('the dismissed one\'s leftovers deleted', () => !gh.branches('luigis', 'ops').some((b) => b.startsWith(`${branchOf(third.id)}-`)), 30_000, 5);
+    expect(gh.branches('luigis', 'ops')).toContain(branchOf(third.id));
+    for (const b of others) expect(gh.branches('luigis', 'ops')).toContain(b);
+  });
+
   it('a rate limit is waited out and the pull request opened', async () => {
     await connect();
     const { s } = await proposed();

@@ -28,6 +28,11 @@ import { textFields } from './input';
 import { hostForPullRequest } from '../github/pr-status';
 import { followed } from './prs';
 
+/** A suggestion's own branch: its pull request's (`name-N`: what versions before took when it existed). */
+export function suggestionBranch(id: string): string {
+  return `neatroots/suggestion-${id.replace(/^sug_/, '').toLowerCase().replace(/[^a-z0-9-]/g, '-')}`;
+}
+
 /** A workspace's code host (its GitHub connection), or null without one. */
 export type CodeHostOfWorkspace = (workspace: string) => Promise<{ host: CodeHost; apiUrl: string; repo: RepoRef; branch: string; folder: string } | null>;
 
@@ -232,7 +237,7 @@ export class Suggestions {
         pr = await c.host.openPullRequest({
           repo: c.repo,
           base: c.branch,
-          branch: `neatroots/suggestion-${s.id.replace(/^sug_/, '').toLowerCase().replace(/[^a-z0-9-]/g, '-')}`,
+          branch: suggestionBranch(s.id),
           path,
           content,
           baseContent: base,
@@ -297,6 +302,7 @@ export class Suggestions {
       await this.repo.set(this.db, fresh.id, { status: 'dismissed', note: `suggestion ${id} changed while it was rewritten`, dismissed_at: 'now' });
       throw new SopError(409, 'not_proposed', `suggestion ${id} changed while it was rewritten`);
     }
+    this.deleteLeftoverBranches(old);
     return this.view(await this.must(workspace, fresh.id));
   }
 
@@ -307,6 +313,7 @@ export class Suggestions {
     if (this.claimed(s)) throw new SopError(409, 'not_dismissable', `suggestion ${id} is being applied (since ${s.apply_claimed_at}): read it again in a moment`);
     const ok = await this.repo.set(this.db, s.id, { status: 'dismissed', note: input.note ?? null, reviewer: input.reviewer ?? s.reviewer, dismissed_at: 'now' }, DISMISSABLE, { unclaimedMs: APPLY_CLAIM_LAPSE_MS });
     if (!ok) throw new SopError(409, 'not_dismissable', `suggestion ${id} changed while it was dismissed`);
+    if (s.status === 'proposed' || s.status === 'pr_open') this.deleteLeftoverBranches(s);
     return this.view(await this.must(workspace, id));
   }
 
@@ -322,10 +329,32 @@ export class Suggestions {
     throw new SopError(409, 'verdict_changed', `suggestion ${s.id} answers the ${s.verdict} verdict of ${s.verdict_at}; pattern ${pattern.id} ${latest ? `has a newer verdict (${latest.verdict}, ${latest.created_at})` : 'has no verdict now'}: ask for a new suggestion for it instead (POST /patterns/${pattern.id}/suggest)`);
   }
 
-  /** Settles a pull request that was merged or closed (idempotent: only an open one moves). */
-  async settle(id: string, t: NonNullable<SuggestionTransition>): Promise<void> {
-    if (t.to === 'merged') await this.repo.set(this.db, id, { status: 'merged', merged_at: 'now', merge_commit_sha: t.mergeCommitSha, pr_checked_at: 'now', error: null }, ['pr_open']);
-    else await this.repo.set(this.db, id, { status: 'dismissed', note: t.note, dismissed_at: 'now', pr_checked_at: 'now', error: null }, ['pr_open']);
+  /**
+   * Settles a pull request that was merged or closed (idempotent: only an open one moves); then
+   * the suggestion's leftover branches go (deleteLeftoverBranches).
+   */
+  async settle(workspace: string, id: string, t: NonNullable<SuggestionTransition>): Promise<void> {
+    const moved =
+      t.to === 'merged'
+        ? await this.repo.set(this.db, id, { status: 'merged', merged_at: 'now', merge_commit_sha: t.mergeCommitSha, pr_checked_at: 'now', error: null }, ['pr_open'])
+        : await this.repo.set(this.db, id, { status: 'dismissed', note: t.note, dismissed_at: 'now', pr_checked_at: 'now', error: null }, ['pr_open']);
+    const s = moved ? await this.repo.get(this.db, workspace, id) : null;
+    if (s) this.deleteLeftoverBranches(s);
+  }
+
+  /**
+   * In the background, best effort: the `name-N` branches of the suggestion's own name that
+   * versions before this one left on GitHub (one a failed apply) and that have no pull request
+   * open, but its pull request's own branch. In the repository its pull request was opened in,
+   * else the connection's; nothing without a connection.
+   */
+  private deleteLeftoverBranches(s: SuggestionRecord): void {
+    const run = async () => {
+      const conn = await this.codeHostOf(s.workspace);
+      const c = s.pr_number !== null ? hostForPullRequest(conn, followed(s)) : conn;
+      if (c) await c.host.deleteLeftoverBranches(c.repo, suggestionBranch(s.id), s.pr_branch);
+    };
+    void run().catch(() => undefined); // a branch that could not be deleted stays, as before; nothing depends on it
   }
 
   /** Looks at one suggestion's pull request now. */
@@ -334,7 +363,7 @@ export class Suggestions {
     // In the repository it was opened in, whatever the connection names now.
     const c = hostForPullRequest(await this.codeHostOf(s.workspace), followed(s));
     const t = transitionForPullRequest(await c.host.pullRequestState(c.repo, s.pr_number));
-    if (t) await this.settle(s.id, t);
+    if (t) await this.settle(s.workspace, s.id, t);
     else await this.repo.set(this.db, s.id, { pr_checked_at: 'now', error: null }, ['pr_open']);
   }
 
