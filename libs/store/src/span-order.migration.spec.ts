@@ -75,8 +75,10 @@ it('keeps an upgraded install reading its spans in the same order, cursors inclu
     const index = () => fresh.query(`SELECT 1 FROM pg_indexes WHERE tablename = 'spans' AND indexname = 'spans_order'`);
     expect((await index()).rows).toHaveLength(1);
     // Today's writer stands in for the one before 0018; it also keeps retention's mark (0021,
-    // whose column it adds if missing), so the column is added ahead for it.
+    // whose column it adds if missing) and the run's layer counts (0033), so their columns are added ahead for it.
     await fresh.exec('ALTER TABLE runs ADD COLUMN IF NOT EXISTS spans_expired_at timestamptz');
+    await fresh.exec(`ALTER TABLE runs ADD COLUMN IF NOT EXISTS layer_count bigint NOT NULL DEFAULT 0,
+      ADD COLUMN IF NOT EXISTS layer_error_count bigint NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS layers_recount boolean NOT NULL DEFAULT false`);
     const runs = new RunsRepo(fresh);
     // ties on the exact start broken by arrival, starts apart by a fraction of a millisecond,
     // spans without a start, arriving over three batches; then one re-exported (keeps its place)
