@@ -39,7 +39,8 @@ export interface SessionRecord {
 
 /**
  * A session as a list shows it: everything but its body (the transcript, megabytes for a long
- * session), which a list never reads. The transcript is read one session at a time (body, get).
+ * session), which a list never reads, nor a session's own GET (get). The transcript is read one
+ * session at a time, by body (GET …/transcript) and forCheck (the check job).
  */
 export type SessionSummaryRecord = Omit<SessionRecord, 'body'>;
 
@@ -257,15 +258,16 @@ export class SopSessionsRepo {
     await this.db.query(`UPDATE sop_sessions SET status = 'failed', error = $3 WHERE id = $1 AND content_hash = $2 AND status = 'queued'`, [sessionId, contentHash, text(reason)]);
   }
 
-  async get(workspace: string, id: string, q: Queryable = this.db): Promise<{ session: SessionRecord; checks: StoredCheck[] } | null> {
-    const res = await q.query<RawSession>(`SELECT ${SESSION_COLUMNS} FROM sop_sessions WHERE workspace = $1 AND id = $2`, [workspace, id]);
+  async get(workspace: string, id: string, q: Queryable = this.db): Promise<{ session: SessionSummaryRecord; checks: StoredCheck[] } | null> {
+    // Without the body: the session's GET shows no transcript (GET …/transcript does, from body()).
+    const res = await q.query<RawSummary>(`SELECT ${SUMMARY_COLUMNS} FROM sop_sessions WHERE workspace = $1 AND id = $2`, [workspace, id]);
     if (!res.rows[0]) return null;
     const checks = await q.query<{ procedure_id: string; result: SopResult | null; checked_result: SopResult | null; body: unknown }>(
       'SELECT procedure_id, result, checked_result, body FROM sop_checks WHERE session_id = $1 ORDER BY position',
       [id],
     );
     return {
-      session: toSession(res.rows[0]),
+      session: toSummary(res.rows[0]),
       checks: checks.rows.map((c) => ({ procedure_id: c.procedure_id, result: c.result, checked_result: c.checked_result, body: parseJson(c.body) as Record<string, unknown> })),
     };
   }

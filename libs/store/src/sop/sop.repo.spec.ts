@@ -98,13 +98,15 @@ describe('SopSessionsRepo', () => {
     // and its transcript let go since (retention empties failed sessions' too)
     await db.query(`UPDATE sop_sessions SET received_at = now() - interval '100 days' WHERE id = $1`, [a.id]);
     expect(await repo.expireTranscripts(Date.now() - 90 * 24 * 60 * 60_000)).toBe(1);
-    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'failed', error: expect.stringContaining('no live release'), body: { turns: [] } });
+    expect((await repo.get('w1', a.id))?.session).toMatchObject({ status: 'failed', error: expect.stringContaining('no live release') });
+    expect((await repo.body('w1', a.id))?.body).toMatchObject({ turns: [] });
 
     // sent again, the same: queued again, without its error, with its transcript as sent
     const again = await repo.receive('w1', session(), { runId: 'run-9' });
     expect(again).toEqual({ id: a.id, status: 'queued', content_hash: a.content_hash, bytes: a.bytes });
     const got = await repo.get('w1', a.id);
-    expect(got?.session).toMatchObject({ status: 'queued', error: null, result: null, release_id: null, checked_at: null, run_id: 'run-9', body: { turns: session().turns } });
+    expect(got?.session).toMatchObject({ status: 'queued', error: null, result: null, release_id: null, checked_at: null, run_id: 'run-9' });
+    expect((await repo.body('w1', a.id))?.body).toMatchObject({ turns: session().turns });
     expect(Date.parse(got!.session.received_at)).toBeGreaterThan(Date.now() - 60_000);
     expect(await repo.body('w1', a.id)).toMatchObject({ transcript_expired_at: null });
     expect(await repo.queued()).toEqual([{ workspace: 'w1', id: a.id, content_hash: a.content_hash }]);
@@ -161,7 +163,8 @@ describe('SopSessionsRepo', () => {
 
     expect(await repo.recheck('w1', a.id)).toEqual({ id: a.id, external_id: 'call-1', status: 'queued', content_hash: a.content_hash });
     const got = await repo.get('w1', a.id);
-    expect(got).toMatchObject({ session: { status: 'queued', error: null, result: null, checked_result: null, release_id: null, checked_at: null, received_at: before.received_at, run_id: 'run-1', body: { turns: session().turns } }, checks: [] });
+    expect(got).toMatchObject({ session: { status: 'queued', error: null, result: null, checked_result: null, release_id: null, checked_at: null, received_at: before.received_at, run_id: 'run-1' }, checks: [] });
+    expect((await repo.body('w1', a.id))?.body).toMatchObject({ turns: session().turns });
     expect((await db.query('SELECT id FROM sop_findings')).rows).toHaveLength(0);
     expect(await repo.queued()).toEqual([{ workspace: 'w1', id: a.id, content_hash: a.content_hash }]);
     // a failed one too
