@@ -1,5 +1,6 @@
 import { MemoryWindowStore } from '@neatroots/platform';
 import type { QuestionAnswerer } from './answerer';
+import { ModelQueueClosedError } from './batcher';
 import type { QuestionFindingsWindow } from './findings';
 import { MemoryPlanStore, plannedId, Planner } from './planner';
 import { QuestionProcessor, type DbCheckSink } from './processor';
@@ -59,5 +60,33 @@ describe('the question processor planning a workflow', () => {
     await processor.process([planTask(['a', 'b', 'c'])]);
     expect(saved).toEqual([]);
     expect(await plans.get('p', 'w')).toMatchObject({ tools: ['a', 'b', 'c'], written: [{ id: Y }, { id: Z }], deleted: [X] });
+  });
+});
+
+describe('the question processor at a stop', () => {
+  const planning = (chat: () => Promise<never>, plans = new MemoryPlanStore()) => {
+    const logged: string[] = [];
+    const planner = new Planner({ library: [], onError: () => undefined, onWarn: () => undefined, chat });
+    const processor = new QuestionProcessor({
+      answerer: {} as QuestionAnswerer, windows: new MemoryWindowStore<QuestionFindingsWindow>(), plans, planner, awaitPlans: true,
+      log: (msg) => void logged.push(msg),
+    });
+    return { processor, logged };
+  };
+
+  it('logs nothing when the stop closes the model queue while the LLM plans a workflow', async () => {
+    const { processor, logged } = planning(() => Promise.reject(new ModelQueueClosedError('local')));
+    await processor.process([planTask(['a'])]);
+    await processor.idle();
+    expect(logged).toEqual([]);
+  });
+
+  it('still says a plan that failed otherwise', async () => {
+    const plans = new MemoryPlanStore();
+    plans.put = () => Promise.reject(new Error('the database is read-only'));
+    const { processor, logged } = planning(() => Promise.reject(new TypeError('a bug')), plans);
+    await processor.process([planTask(['a'])]);
+    await processor.idle();
+    expect(logged).toEqual(['planning workflow w failed; the next run asks again']);
   });
 });

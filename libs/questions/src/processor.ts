@@ -2,6 +2,7 @@ import type { FindingEvent, NoteOut } from '@neatroots/checks';
 import type { WindowStore } from '@neatroots/ports';
 import type { QuestionTaskMessage } from '@neatroots/messages';
 import type { QuestionAnswerer } from './answerer';
+import { ModelQueueClosedError } from './batcher';
 import { QuestionFindings, type QuestionFindingsWindow } from './findings';
 import { forgetDeleted, needsPlan, Planner, type PlanStore } from './planner';
 import type { Answer, Plan, PlanTask, QuestionResult, QuestionTask } from './types';
@@ -132,7 +133,12 @@ export class QuestionProcessor {
       await plans.put(plan);
       this.opts.onPlan?.(plan);
     })()
-      .catch((e) => this.log(`planning workflow ${t.workflow} failed; the next run asks again`, e))
+      .catch((e) => {
+        // The stop closed the model queues while the LLM planned (ModelQueueClosedError): a
+        // normal shutdown, not a failure; the workflow's next run asks again, as for a failure.
+        if (e instanceof ModelQueueClosedError) return;
+        this.log(`planning workflow ${t.workflow} failed; the next run asks again`, e);
+      })
       .finally(() => this.planning.delete(key));
     this.planning.set(key, p);
     return p;
