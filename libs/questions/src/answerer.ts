@@ -412,7 +412,8 @@ export class QuestionAnswerer {
    * One decision written by the caller (sopops' checker), batched with the others asked at
    * once on the same endpoint, cached like the questions. A model error, a timeout, a reply
    * that is not a JSON object or one the caller's `usable` rejects is `ok: false` with a plain
-   * reason: never an answer, and never cached (asked again, the model is asked again).
+   * reason: never an answer, and never cached (asked again, the model is asked again). A stop
+   * (the queues closed) is no such reason: ModelQueueClosedError is thrown.
    */
   async decide(which: DecisionEndpoint, item: DecisionItem, opts: AskOptions = {}): Promise<DecisionReply> {
     const e = this.decisionEndpoint(which);
@@ -426,7 +427,10 @@ export class QuestionAnswerer {
     try {
       answer = await e.queue.decide(key, item, { priority: opts.priority, wait: opts.wait });
     } catch (err) {
-      if (err instanceof QueueFullError) throw err;
+      // Stopping (the queue closed): no decision is made, and none is said not made; the caller's
+      // job fails this try and asks again (before, a check recorded its rules as not checked, the
+      // model failed "because the process is stopping").
+      if (err instanceof QueueFullError || err instanceof ModelQueueClosedError) throw err;
       if (err instanceof MalformedAnswerError) return { ok: false, reason: `the model gave a malformed answer (${err.message})` };
       return { ok: false, reason: describeError(err) };
     }

@@ -3,7 +3,7 @@ import { appliesInProject, CheckError, parseCheck, type QuestionCheck } from '@n
 import { bindGrpc, closeGrpcServer, v1 } from '@neatroots/proto';
 import { ModelError } from '@neatroots/ports';
 import { ANSWER_FORMATS } from '@neatroots/sop';
-import { NoModelError, QueueFullError, questionKey, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
+import { ModelQueueClosedError, NoModelError, QueueFullError, questionKey, type AgreementStat, type Answer, type EvidenceDoc, type QuestionAnswerer } from '@neatroots/questions';
 
 /**
  * neatroots.v1.Question over gRPC: what other services (review's decisions) call. A full model
@@ -74,6 +74,8 @@ function fail(cb: sendUnaryData<never>, e: unknown, log: (m: string, e?: unknown
   if (e instanceof CallError) return cb({ code: e.code, details: e.message });
   if (e instanceof QueueFullError) return cb({ code: Status.RESOURCE_EXHAUSTED, details: e.message });
   if (e instanceof NoModelError) return cb({ code: Status.FAILED_PRECONDITION, details: e.message });
+  // The service is stopping (its model queues closed): away, as a service restarting is; not an error here.
+  if (e instanceof ModelQueueClosedError) return cb({ code: Status.UNAVAILABLE, details: e.message });
   if (e instanceof ModelError) {
     // The model's failure after its retries (a timeout, a refused key, 5xx): an outage of the
     // model, not a fault here; one line without a stack. INTERNAL with the model's reason is what
