@@ -9,6 +9,15 @@ describe('model configuration', () => {
     expect(c.backend).toBe('auto');
   });
 
+  it('reads NEATROOTS_MODEL_REPLY_MAX_BYTES (1 MiB by default), and refuses a value that is not a size it takes, naming it', () => {
+    expect(loadModelConfig({}).replyMaxBytes).toBe(1024 * 1024);
+    expect(loadModelConfig({ NEATROOTS_MODEL_REPLY_MAX_BYTES: '4194304' }).replyMaxBytes).toBe(4 * 1024 * 1024);
+    for (const bad of ['lots', '1000', '1.5', '2147483648']) {
+      expect(() => loadModelConfig({ NEATROOTS_MODEL_REPLY_MAX_BYTES: bad })).toThrow(ConfigError);
+      expect(() => loadModelConfig({ NEATROOTS_MODEL_REPLY_MAX_BYTES: bad })).toThrow(/NEATROOTS_MODEL_REPLY_MAX_BYTES: /);
+    }
+  });
+
   it('reads the decision model and the local LLM', () => {
     const c = loadModelConfig({
       NEATROOTS_DECISION_MODEL_URL: 'https://api.example.com/v1',

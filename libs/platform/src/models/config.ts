@@ -2,7 +2,7 @@ import type { ChatModel } from '@neatroots/ports';
 import { DEFAULT_SOP_SETTINGS, loadSopSettings, SopSettingsError, type SopModelSettings } from '@neatroots/sop';
 import { z } from 'zod';
 import { ConfigError, numeric } from '../config';
-import { openAiChatModel, type ModelParams } from './openai';
+import { MIN_REPLY_LIMIT_BYTES, openAiChatModel, type ModelParams } from './openai';
 
 /**
  * Which models the question service may call, from the environment, validated once at start-up
@@ -66,6 +66,8 @@ const schema = z
     NEATROOTS_QUESTION_RETRIES: numeric(z.coerce.number().int().min(0).max(10).default(2)),
     NEATROOTS_QUESTION_CACHE_TTL_MS: numeric(z.coerce.number().int().min(0).default(15 * 60_000)),
     NEATROOTS_QUESTION_PORT: numeric(z.coerce.number().int().min(0).max(65535).default(50052)),
+    /** The most bytes of a model's reply read (more for a request asking for more tokens: replyLimitBytes). */
+    NEATROOTS_MODEL_REPLY_MAX_BYTES: numeric(z.coerce.number().int().min(65_536).max(1_073_741_824).default(MIN_REPLY_LIMIT_BYTES)),
   })
   .superRefine((c, ctx) => {
     if (c.NEATROOTS_DECISION_MODEL_URL && !c.NEATROOTS_DECISION_MODEL_NAME) {
@@ -114,6 +116,8 @@ export interface ModelConfig {
   batch: { maxBatch: number; maxWaitMs: number; maxQueue: number; retries: number };
   cacheTtlMs: number;
   grpcPort: number;
+  /** The most bytes of a model reply read, at least (NEATROOTS_MODEL_REPLY_MAX_BYTES; a request asking for more tokens may read more). */
+  replyMaxBytes: number;
   /** How sopops' checker uses the models (SOPOPS_DECISIONS, SOPOPS_CHECK_MODE, SOPOPS_CHECK_REVIEW). */
   sop: SopModelSettings;
 }
@@ -137,6 +141,7 @@ export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConf
     batch: { maxBatch: c.NEATROOTS_QUESTION_BATCH, maxWaitMs: c.NEATROOTS_QUESTION_BATCH_WAIT_MS, maxQueue: c.NEATROOTS_QUESTION_MAX_QUEUE, retries: c.NEATROOTS_QUESTION_RETRIES },
     cacheTtlMs: c.NEATROOTS_QUESTION_CACHE_TTL_MS,
     grpcPort: c.NEATROOTS_QUESTION_PORT,
+    replyMaxBytes: c.NEATROOTS_MODEL_REPLY_MAX_BYTES,
   };
   // Seed: the decision model answers "when you turned it on"; configured and not turned off is on.
   if (c.NEATROOTS_DECISION_MODEL_URL && c.NEATROOTS_DECISION_MODEL !== false) {
@@ -177,8 +182,8 @@ export function loadModelConfig(env: NodeJS.ProcessEnv = process.env): ModelConf
 /** The chat models the configuration names, through the `openai` package. */
 export function modelsFromConfig(c: ModelConfig): { decision?: ChatModel; local?: ChatModel; reasoning?: ChatModel } {
   const out: { decision?: ChatModel; local?: ChatModel; reasoning?: ChatModel } = {};
-  if (c.decision) out.decision = openAiChatModel({ role: 'decision', baseURL: c.decision.url, apiKey: c.decision.key, model: c.decision.model, timeoutMs: c.decision.timeoutMs, jsonMode: c.decision.jsonMode, params: c.decision.params });
-  if (c.reasoning) out.reasoning = openAiChatModel({ role: 'reasoning', baseURL: c.reasoning.url, apiKey: c.reasoning.key, model: c.reasoning.model, timeoutMs: c.reasoning.timeoutMs, jsonMode: c.reasoning.jsonMode, params: c.reasoning.params });
-  if (c.local) out.local = openAiChatModel({ role: 'local', baseURL: c.local.url, apiKey: c.local.key, model: c.local.model, timeoutMs: c.local.timeoutMs, jsonMode: c.local.jsonMode });
+  if (c.decision) out.decision = openAiChatModel({ role: 'decision', baseURL: c.decision.url, apiKey: c.decision.key, model: c.decision.model, timeoutMs: c.decision.timeoutMs, jsonMode: c.decision.jsonMode, params: c.decision.params, minReplyLimitBytes: c.replyMaxBytes });
+  if (c.reasoning) out.reasoning = openAiChatModel({ role: 'reasoning', baseURL: c.reasoning.url, apiKey: c.reasoning.key, model: c.reasoning.model, timeoutMs: c.reasoning.timeoutMs, jsonMode: c.reasoning.jsonMode, params: c.reasoning.params, minReplyLimitBytes: c.replyMaxBytes });
+  if (c.local) out.local = openAiChatModel({ role: 'local', baseURL: c.local.url, apiKey: c.local.key, model: c.local.model, timeoutMs: c.local.timeoutMs, jsonMode: c.local.jsonMode, minReplyLimitBytes: c.replyMaxBytes });
   return out;
 }

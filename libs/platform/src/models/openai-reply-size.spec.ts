@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { failure } from './fake-openai.test';
+import { loadModelConfig, modelsFromConfig } from './config';
 import { MIN_REPLY_LIMIT_BYTES, openAiChatModel, replyLimitBytes } from './openai';
 
 /**
@@ -126,6 +127,19 @@ describe('the model adapter reads a bounded reply', () => {
     expect(JSON.parse(a.text)).toEqual({ ok: true });
     expect(JSON.parse(b.text)).toEqual({ ok: true });
     expect(connections - before).toBeLessThanOrEqual(1);
+  });
+
+  it('NEATROOTS_MODEL_REPLY_MAX_BYTES sets the bound: a 2 MB reply is read under 4 MiB, refused under the default, and 512 KB refused under 256 KiB', async () => {
+    const local = (env: Record<string, string> = {}) =>
+      modelsFromConfig(loadModelConfig({ NEATROOTS_LLM_URL: url, NEATROOTS_LLM_MODEL: 'm', ...env })).local!.complete({ messages: [{ role: 'user', content: 'hi' }], json: true, maxTokens: 2_200 });
+    mode = { kind: 'huge', bytes: 2 * MB, declare: false };
+    const read = await local({ NEATROOTS_MODEL_REPLY_MAX_BYTES: String(4 * MB) });
+    expect(read.text.length).toBeGreaterThan(2 * MB - 1_000);
+    const refused = await failure(local());
+    expect(refused.message).toBe(`the model's reply is larger than ${MB} bytes`);
+    mode = { kind: 'huge', bytes: 512 * 1024, declare: true };
+    const small = await failure(local({ NEATROOTS_MODEL_REPLY_MAX_BYTES: '262144' }));
+    expect({ kind: small.kind, message: small.message }).toEqual({ kind: 'server', message: "the model's reply is larger than 262144 bytes" });
   });
 
   it('a reply whose body stops coming still times out', async () => {

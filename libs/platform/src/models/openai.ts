@@ -31,6 +31,11 @@ export interface OpenAiModelOptions {
    * many tokens, so anything far larger is a server gone wrong, not an answer.
    */
   maxReplyBytes?: number;
+  /**
+   * The bound of a reply to a request that asks for few tokens (replyLimitBytes' least; default
+   * MIN_REPLY_LIMIT_BYTES, 1 MiB): NEATROOTS_MODEL_REPLY_MAX_BYTES.
+   */
+  minReplyLimitBytes?: number;
 }
 
 export type ModelParams = 'classic' | 'reasoning';
@@ -48,12 +53,12 @@ export const REPLY_BYTES_PER_TOKEN = 64;
 
 /**
  * The most bytes of a model's reply read for a request that asks for at most `tokens` tokens:
- * max(1 MiB, 64 x tokens). The questions ask for a few thousand tokens (a reply of some 10 KB);
+ * max(`least` (1 MiB unless NEATROOTS_MODEL_REPLY_MAX_BYTES says), 64 x tokens). The questions ask for a few thousand tokens (a reply of some 10 KB);
  * a server that answers megabytes would otherwise be read whole into memory, and with every
  * question asked at once that memory is what ingest needs to take spans.
  */
-export function replyLimitBytes(tokens: number | undefined): number {
-  return Math.max(MIN_REPLY_LIMIT_BYTES, REPLY_BYTES_PER_TOKEN * (tokens ?? 0));
+export function replyLimitBytes(tokens: number | undefined, least = MIN_REPLY_LIMIT_BYTES): number {
+  return Math.max(least, REPLY_BYTES_PER_TOKEN * (tokens ?? 0));
 }
 
 function tooLarge(limit: number): ModelError {
@@ -236,7 +241,7 @@ export function openAiChatModel(o: OpenAiModelOptions): ChatModel {
       req.signal?.addEventListener('abort', onAbort, { once: true });
       try {
         const tokens = req.maxTokens !== undefined && reasoning ? req.maxTokens + REASONING_ALLOWANCE_TOKENS : req.maxTokens;
-        const limit = o.maxReplyBytes ?? replyLimitBytes(tokens);
+        const limit = o.maxReplyBytes ?? replyLimitBytes(tokens, o.minReplyLimitBytes);
         // A client per request for the request's limit; connections are pooled by fetch's global dispatcher, not by the client.
         const res = await client.withOptions({ fetch: boundedFetch(limit) }).chat.completions.create(
           {
