@@ -39,6 +39,10 @@ export interface ReviewSopOptions {
   prStatusCron?: string | null;
   /** How long POST /patterns/recluster waits for its job (default RECLUSTER_WAIT_MS, 10 minutes). */
   reclusterWaitMs?: number;
+  /** Where a stop says which GitHub calls of suggestions it cut short. */
+  log?: { warn(msg: string): void };
+  /** How long a stop waits for the GitHub calls of suggestions running in the background (default 5 s). */
+  stopWaitMs?: number;
 }
 
 /**
@@ -66,7 +70,7 @@ export class ReviewSop implements SessionReviewHooks {
     this.reclusterer = new Reclusterer(db, this.writes, opts.gateway ?? (async () => null), this.assigner, this.namer);
     const w = this.writes;
     this.suggestions = new SuggestionService(
-      { db, jobs: opts.jobs, gateway: opts.gateway, workspaces: opts.workspaces ?? new SopWorkspaces(db), github: opts.github, prStatusCron: opts.prStatusCron },
+      { db, jobs: opts.jobs, gateway: opts.gateway, workspaces: opts.workspaces ?? new SopWorkspaces(db), github: opts.github, prStatusCron: opts.prStatusCron, log: opts.log, stopWaitMs: opts.stopWaitMs },
       this.writes,
     );
     this.queries = this.suggestions.around({
@@ -102,6 +106,11 @@ export class ReviewSop implements SessionReviewHooks {
     await this.calibration.start();
     this.opts.sessions?.useCalibration(this.calibration);
     for (const ws of await this.assigner.pending()) await this.enqueue(ws);
+  }
+
+  /** Before the jobs and the database close: what suggestions left running on GitHub, waited for (bounded). */
+  close(): Promise<void> {
+    return this.suggestions.close();
   }
 
   /** After a session's check is saved: assign its findings (the job takes every unassigned one of the workspace). */

@@ -32,8 +32,13 @@ export interface SopOptions {
   github?: GitHubConnections | null;
   /** SOPOPS_PR_STATUS_CRON: when open pull requests are looked at (null: not scheduled). */
   prStatusCron?: string | null;
-  /** Where the start's rebuild of runs owed their sessions says what it queued (RunSessions.rebuild). */
-  log?: RunSessionsOptions['log'];
+  /**
+   * Where the start's rebuild of runs owed their sessions says what it queued (RunSessions.rebuild),
+   * and a stop what it cut short (warn, else info).
+   */
+  log?: RunSessionsOptions['log'] & { warn?(msg: string): void };
+  /** How long close() waits for the GitHub calls suggestions left running (default 5 s, STOP_WAIT_MS). */
+  stopWaitMs?: number;
 }
 
 export interface Sop {
@@ -46,7 +51,11 @@ export interface Sop {
   runsEnded(runs: readonly RunEnded[]): Promise<void>;
   /** How many runs the start queued again that had ended without becoming sessions, once it is done. */
   runsRebuilt(): Promise<number>;
-  /** Stops what the start left running in the background (before the jobs and the database close). */
+  /**
+   * Stops what the start left running in the background (before the jobs and the database
+   * close), and waits for the GitHub calls suggestions left running (at most stopWaitMs, then
+   * saying which it cut short).
+   */
   close(): Promise<void>;
 }
 
@@ -61,7 +70,9 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
   const workspaces = new SopWorkspaces(opts.db, opts.onPublished, (tx, ws, release, previous) => lineage.atPublish(tx, ws, release, previous));
   const sessions = new SopSessions(opts.db, workspaces, opts.jobs, opts.checkSession, opts.checkRetry);
   // Patterns follow the sessions: plugged in before the first check runs.
-  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, decisions: opts.decisions, lineage: lineage.queries, reclusterCron: opts.reclusterCron, workspaces, github: opts.github, prStatusCron: opts.prStatusCron });
+  const log = opts.log;
+  const warn = log ? { warn: (m: string) => (log.warn ? log.warn(m) : log.info(m)) } : undefined;
+  const review = new ReviewSop({ db: opts.db, jobs: opts.jobs, sessions, gateway: opts.gateway, decisions: opts.decisions, lineage: lineage.queries, reclusterCron: opts.reclusterCron, workspaces, github: opts.github, prStatusCron: opts.prStatusCron, log: warn, stopWaitMs: opts.stopWaitMs });
   await lineage.start();
   await review.start();
   await sessions.start({ concurrency: opts.concurrency });
@@ -89,6 +100,8 @@ export async function startSop(opts: SopOptions): Promise<Sop> {
     review: review.queries,
     runsEnded: (runs) => fromRuns.ended(runs),
     runsRebuilt: () => fromRuns.rebuilt(),
-    close: () => fromRuns.close(),
+    close: async () => {
+      await Promise.all([fromRuns.close(), review.close()]);
+    },
   };
 }

@@ -19,6 +19,10 @@ export interface SuggestionOptions {
   github?: GitHubConnections | null;
   /** SOPOPS_PR_STATUS_CRON (default every 15 minutes); null: no schedule (tests). */
   prStatusCron?: string | null;
+  /** Where a stop says which GitHub calls it cut short. */
+  log?: { warn(msg: string): void };
+  /** How long a stop waits for the GitHub calls running in the background (default STOP_WAIT_MS, 5 s). */
+  stopWaitMs?: number;
 }
 
 /** What the suggestions add to the review side's queries, and what they fill in of the rest. */
@@ -37,7 +41,7 @@ export class SuggestionService {
 
   constructor(private readonly opts: SuggestionOptions, writes: ReviewWrites) {
     const codeHostOf = async (ws: string) => (opts.github ? opts.github.codeHost(ws) : null);
-    this.suggestions = new Suggestions(opts.db, opts.jobs, opts.workspaces, codeHostOf, writes);
+    this.suggestions = new Suggestions(opts.db, opts.jobs, opts.workspaces, codeHostOf, writes, undefined, opts.log);
     this.generator = new SuggestionGenerator(opts.db, opts.gateway ?? (async () => null));
   }
 
@@ -49,6 +53,11 @@ export class SuggestionService {
       await followPullRequestsEvery(this.opts.jobs, this.opts.prStatusCron, this.opts.db, this.suggestions, (ws) => github.codeHost(ws));
     }
     for (const s of await this.suggestions.repo.generating(this.opts.db)) await this.opts.jobs.add<SuggestJob>(SUGGEST_QUEUE, s, { jobId: `suggest-${s.id}`, attempts: SUGGEST_ATTEMPTS, backoffMs: 2000 });
+  }
+
+  /** Before the jobs and the database close: the GitHub calls left running waited for, at most stopWaitMs. */
+  close(): Promise<void> {
+    return this.suggestions.close(this.opts.stopWaitMs);
   }
 
   /** The review side's queries with suggestions in. */

@@ -13,6 +13,7 @@ import { GitHubConnections } from '../github/connections';
 import { RuleLineage } from '../lineage/service';
 import { ReviewSop } from '../review/service';
 import { SopWorkspaces } from '../sop/workspaces';
+import { startSop } from '../sop/service';
 import { SuggestionGenerator } from './generate';
 import { suggestionEditsOf } from './lineage-hooks';
 import { followPullRequestsNow } from './prs';
@@ -545,6 +546,49 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     await q.pattern(WS, patternId, {});
     expect(asked()).toBe(1);
   }, 120_000);
+
+  it('a stop waits for a look at a pull request that a read stopped waiting for, and what it found is stored', async () => {
+    await connect();
+    const { s } = await proposed();
+    await q.applySuggestion(WS, s.id, {});
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    hostOptions = { attempts: 1, timeoutMs: 8_000 }; // GitHub holds the one try longer than a read waits (5 s)
+    gh.hangNext(1);
+    const said: string[] = [];
+    // The review service's SOP side, as its stop closes it (before the jobs and the database).
+    const own = new InlineJobs();
+    const sop = await startSop({ db, jobs: own, checkSession: () => Promise.reject(new Error('no session is checked here')), github, prStatusCron: null, log: { info: () => undefined, error: () => undefined, warn: (m) => said.push(m) }, stopWaitMs: 120_000 });
+    try {
+      expect(await sop.review.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', error: null });
+      await sop.close();
+      const stored = (await review.suggestions.suggestions.repo.get(db, WS, s.id))!;
+      expect(stored).toMatchObject({ status: 'pr_open', error: expect.stringMatching(/the pull request could not be read: .*no answer in 8 s/) });
+      expect(said).toEqual([]);
+    } finally {
+      await own.close();
+    }
+  }, 60_000);
+
+  it('a stop that cannot wait for a look at a pull request any longer says which it cut short', async () => {
+    await connect();
+    const { s } = await proposed();
+    await q.applySuggestion(WS, s.id, {});
+    await db.query("UPDATE sop_suggestions SET pr_checked_at = now() - interval '2 minutes' WHERE id = $1", [s.id]);
+    hostOptions = { attempts: 1, timeoutMs: 600_000 }; // GitHub never answers
+    gh.hangNext(1);
+    const said: string[] = [];
+    const own = new InlineJobs();
+    const sop = await startSop({ db, jobs: own, checkSession: () => Promise.reject(new Error('no session is checked here')), github, prStatusCron: null, log: { info: () => undefined, error: () => undefined, warn: (m) => said.push(m) }, stopWaitMs: 200 });
+    try {
+      expect(await sop.review.getSuggestion(WS, s.id)).toMatchObject({ status: 'pr_open', error: null });
+      await sop.close();
+      expect(said).toEqual([
+        `shutdown: 1 GitHub call of suggestions still running after 0.2 s, cut short: the look at pull request #1 in luigis/ops of suggestion ${s.id} (workspace luigis) (a pull request is looked at again at the next read after a minute, or by the sopops_pr_status pass)`,
+      ]);
+    } finally {
+      await own.close();
+    }
+  }, 60_000);
 
   it('a pull request is followed in the repository it was opened in, though the connection names another one now', async () => {
     await connect();

@@ -44,6 +44,11 @@ export const PR_READ_INTERVAL_MS = 60_000;
  */
 export const PR_READ_WAIT_MS = 5_000;
 /**
+ * A stop waits this long at most for the GitHub calls suggestions left running in the background
+ * (a look a read stopped waiting for, leftover branches being deleted), then says which it cut short.
+ */
+export const STOP_WAIT_MS = 5_000;
+/**
  * An apply's claim on its suggestion lapses after this long (the apply crashed or was stopped):
  * far longer than an apply takes, GitHub's rate-limit waits and retries included.
  */
@@ -64,6 +69,8 @@ export class Suggestions {
   private readonly patterns = new PatternsRepo();
   private readonly lineage = new LineageRepo();
   private readonly head: WorkspaceRepo;
+  /** The GitHub calls running in the background, each with what it is (a stop waits for them, or names them). */
+  private readonly background = new Map<Promise<unknown>, string>();
 
   constructor(
     private readonly db: Db,
@@ -72,8 +79,33 @@ export class Suggestions {
     private readonly codeHostOf: CodeHostOfWorkspace,
     private readonly writes: ReviewWrites = new ReviewWrites(),
     private readonly now: () => number = Date.now,
+    /** Where a stop says what it cut short. */
+    private readonly log?: { warn(msg: string): void },
   ) {
     this.head = new WorkspaceRepo(db);
+  }
+
+  /**
+   * Waits, at most `waitMs`, for the GitHub calls running in the background (before the database
+   * closes), and says which it cut short: what they would have stored is not, and is found again
+   * later (a pull request looked at the next read after a minute or by sopops_pr_status).
+   */
+  async close(waitMs = STOP_WAIT_MS): Promise<void> {
+    if (!this.background.size) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.background.keys()]), new Promise<void>((r) => (timer = setTimeout(r, waitMs)))]);
+    clearTimeout(timer);
+    const left = [...this.background.values()];
+    if (left.length) {
+      this.log?.warn(
+        `shutdown: ${left.length} GitHub call${left.length === 1 ? '' : 's'} of suggestions still running after ${waitMs / 1000} s, cut short: ${left.join('; ')} (a pull request is looked at again at the next read after a minute, or by the sopops_pr_status pass)`,
+      );
+    }
+  }
+
+  private track(what: string, p: Promise<unknown>): void {
+    this.background.set(p, what);
+    void p.finally(() => this.background.delete(p));
   }
 
   /** POST /patterns/{id}/suggest: a suggestion for the pattern's verdict, generating (409 unless real, acceptable or sop_wrong). */
@@ -150,7 +182,8 @@ export class Suggestions {
     // newer, and the next reads within the minute do not wait on GitHub again.
     const look = this.followOne(s)
       .catch((err: Error) => this.repo.set(this.db, s.id, { error: `the pull request could not be read: ${err.message}`, pr_checked_at: 'now' }, ['pr_open']))
-      .catch(() => undefined); // the database gone meanwhile (a stop): nothing to tell
+      .catch(() => undefined); // the database gone meanwhile (a stop that cut it short, and said so)
+    this.track(`the look at pull request #${s.pr_number}${s.pr_repository ? ` in ${s.pr_repository}` : ''} of suggestion ${s.id} (workspace ${s.workspace})`, look);
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, PR_READ_WAIT_MS);
@@ -354,7 +387,8 @@ export class Suggestions {
       const c = s.pr_number !== null ? hostForPullRequest(conn, followed(s)) : conn;
       if (c) await c.host.deleteLeftoverBranches(c.repo, suggestionBranch(s.id), s.pr_branch);
     };
-    void run().catch(() => undefined); // a branch that could not be deleted stays, as before; nothing depends on it
+    // A branch that could not be deleted stays, as before; nothing depends on it.
+    this.track(`deleting the leftover branches of suggestion ${s.id} (workspace ${s.workspace})`, run().catch(() => undefined));
   }
 
   /** Looks at one suggestion's pull request now. */
