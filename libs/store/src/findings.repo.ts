@@ -144,6 +144,8 @@ function upsertFindingsStatement(part: Folded[]): Statement {
        LEFT JOIN check_stats cs ON cs.project = v.project AND cs.check_id = v.check_id
        LEFT JOIN note_deliveries d ON d.finding_id = v.id
        ON CONFLICT (id) DO UPDATE SET
+         -- written again: a run page following the run gives it again (migration 0038)
+         changed_xid = pg_current_xact_id(),
          count = GREATEST(f.count, EXCLUDED.count),
          span_ids = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.span_ids ELSE f.span_ids END,
          guidance = CASE WHEN EXCLUDED.count > f.count THEN EXCLUDED.guidance ELSE f.guidance END,
@@ -187,7 +189,7 @@ export function deliveryStatements(deliveries: readonly DeliveryInput[]): Statem
       params,
     });
     out.push({
-      sql: `UPDATE findings f SET active_at = LEAST(COALESCE(f.active_at, d.delivered_at), d.delivered_at)
+      sql: `UPDATE findings f SET active_at = LEAST(COALESCE(f.active_at, d.delivered_at), d.delivered_at), changed_xid = pg_current_xact_id()
             FROM note_deliveries d WHERE d.finding_id = f.id AND f.id = ANY($1::text[])`,
       params: [part.map((d) => text(d.finding_id))],
     });
@@ -237,6 +239,54 @@ export class FindingsRepo {
       [project, runId],
     );
     return res.rows.map(toFinding);
+  }
+
+  /**
+   * The run page's findings: the run's newest `limit` (by raised_at, then id), quiet ones too,
+   * given oldest first, and how many the run has in all. A run of 50,000 findings is 500 of them
+   * here, not an answer of 75 MB; the rest are paged through `list` with its `run_id`.
+   */
+  async newestForRun(project: string, runId: string, limit: number): Promise<{ items: FindingRecord[]; total: number }> {
+    const res = await this.db.query(
+      `SELECT * FROM (
+         SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.run_id = $2 ORDER BY f.raised_at DESC, f.id DESC LIMIT $3
+       ) n ORDER BY n.raised_at ASC, n.id ASC`,
+      [project, runId, limit],
+    );
+    const items = res.rows.map(toFinding);
+    return { items, total: items.length < limit ? items.length : await this.countForRun(project, runId) };
+  }
+
+  /** How many findings the run has, quiet ones too. */
+  async countForRun(project: string, runId: string): Promise<number> {
+    const res = await this.db.query<{ n: unknown }>('SELECT count(*) AS n FROM findings WHERE project = $1 AND run_id = $2', [project, runId]);
+    return num(res.rows[0]?.n);
+  }
+
+  /**
+   * The oldest transaction still running, as a findings watermark (text of an xid8): a finding
+   * written after this is read (its transaction's id is this or later) was written by a
+   * transaction at or past it, whenever that commits. Read it before the findings it covers.
+   */
+  async watermark(): Promise<string> {
+    const res = await this.db.query<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x');
+    return String(res.rows[0]!.x);
+  }
+
+  /**
+   * The run's findings written (stored, counted again, resolved, made active, dismissed,
+   * reopened) by the transaction of `watermark` or a later one, oldest first, at most `limit`
+   * (null when there are more: read the newest again). A finding written before and counted
+   * again by a transaction still running then is among them; one committed before but not yet
+   * read may be given again, the same.
+   */
+  async changedForRun(project: string, runId: string, watermark: string, limit: number): Promise<FindingRecord[] | null> {
+    const res = await this.db.query(
+      `SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.run_id = $2 AND f.changed_xid >= $3::xid8
+       ORDER BY f.raised_at ASC, f.id ASC LIMIT $4`,
+      [project, runId, watermark, limit + 1],
+    );
+    return res.rows.length > limit ? null : res.rows.map(toFinding);
   }
 
   /**
@@ -335,7 +385,7 @@ export class FindingsRepo {
    */
   async dismiss(project: string, id: string, input: DismissInput = {}): Promise<FindingRecord | null> {
     const res = await this.db.query<{ check_id: string; quiet: boolean }>(
-      `UPDATE findings SET dismissed_at = $3::timestamptz, dismissed_by = $4, dismiss_note = $5
+      `UPDATE findings SET dismissed_at = $3::timestamptz, dismissed_by = $4, dismiss_note = $5, changed_xid = pg_current_xact_id()
        WHERE project = $1 AND id = $2 AND dismissed_at IS NULL
        RETURNING check_id, quiet`,
       [project, filterText('id', id), tsParam(this.clock.now()), text(input.by ?? null), text(input.note ?? null)],
@@ -356,7 +406,7 @@ export class FindingsRepo {
   /** Takes a dismissal back: the finding counts again, and so may its check. Null when unknown. */
   async reopen(project: string, id: string): Promise<FindingRecord | null> {
     const res = await this.db.query<{ check_id: string; quiet: boolean }>(
-      `UPDATE findings SET dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL
+      `UPDATE findings SET dismissed_at = NULL, dismissed_by = NULL, dismiss_note = NULL, changed_xid = pg_current_xact_id()
        WHERE project = $1 AND id = $2 AND dismissed_at IS NOT NULL
        RETURNING check_id, quiet`,
       [project, filterText('id', id)],

@@ -141,6 +141,8 @@ export interface RunDetailQuery {
 export type SpanBodies = 'full' | 'preview';
 export const SPAN_BODIES: readonly SpanBodies[] = ['full', 'preview'];
 export const SPAN_PREVIEW_CHARS = 200;
+/** The most findings a run page's answer carries (RunDetail.findings): a run's newest, or those changed since. */
+export const RUN_PAGE_FINDINGS = 500;
 
 /** A page of a run's spans, with their bodies whole or cut to a preview. */
 export interface SpanPageQuery extends PageQuery {
@@ -170,9 +172,19 @@ export interface RunDetail {
    * takes it too), of the run's spans in the order they were stored.
    */
   spans_since: string;
-  /** Every finding of the run, quiet ones too (the run page shows them), oldest first. */
+  /**
+   * `findings_scope: 'newest'` (a first answer): the run's newest RUN_PAGE_FINDINGS findings (by
+   * raised_at), quiet ones too (the run page shows them), oldest first. `'changed'` (an answer
+   * read `since` an earlier one): only the findings stored or changed since that answer (counted
+   * again, resolved, made active, dismissed, reopened), oldest first; a client keeps findings by
+   * id. More than RUN_PAGE_FINDINGS changed since (or a `since` from before findings were
+   * followed): the newest, as a first answer.
+   */
   findings: FindingRecord[];
-  /** The run's findings as problems (quiet ones left out), oldest first. */
+  findings_scope: 'newest' | 'changed';
+  /** How many findings the run has in all, quiet ones too: more than a first answer's `findings`, the rest are paged with ListFindingsQuery's `run_id`. */
+  findings_total: number;
+  /** This answer's `findings` as problems (quiet ones left out), oldest first. */
   problems: Problem[];
   /**
    * Questions the run was asked that no model could answer (an error, a timeout, a question the

@@ -3,7 +3,7 @@ import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { QuestionsRepo } from './questions.repo';
 import { groupProblems } from './life';
-import { RUN_END_FILTERS, SPAN_BODIES, SPAN_PREVIEW_CHARS, type ListRunsQuery, type NotChecked, type Page, type RunDetail, type RunDetailQuery, type RunRecord, type SpanPage, type SpanPageQuery } from './records';
+import { RUN_END_FILTERS, RUN_PAGE_FINDINGS, SPAN_BODIES, SPAN_PREVIEW_CHARS, type ListRunsQuery, type NotChecked, type Page, type RunDetail, type RunDetailQuery, type RunRecord, type SpanPage, type SpanPageQuery } from './records';
 import {
   chunks, decodeCursor, decodeSpanCursor, DEFAULT_SPAN_PAGE, encodeCursor, encodeSpanCursor, filterText, iso, isoNonNull, json,
   MAX_SPAN_PAGE, num, pageLimit, SPAN_PAGE_BYTES, StoreInputError, text, tsParam, valuesList,
@@ -638,16 +638,27 @@ export class RunsRepo {
     }
     const run = await this.get(project, runId);
     if (!run) return null;
+    const findingsRepo = new FindingsRepo(this.db);
+    // Read before the findings, so a finding written meanwhile is in what follows (perhaps twice), never in neither.
+    const watermark = await findingsRepo.watermark();
     // Read before the page, so a span stored meanwhile is in what follows it (perhaps twice), never in neither.
     const stored = q.since === undefined ? await this.lastArrival(project, runId) : null;
     const pageQuery = { ...(q.spans_limit === undefined ? {} : { limit: q.spans_limit }), ...(q.bodies ? { bodies: q.bodies } : {}), ...(q.since === undefined ? {} : { cursor: q.since }) };
     const page: SpanPage = (await this.spans(project, runId, pageQuery)) ?? { items: [], next_cursor: null };
-    const since = page.since ?? encodeSpanCursor(runId, { start: null, arrival: stored ?? '0', stored: true });
+    const spansSince = page.since ? decodeSpanCursor(runId, page.since).arrival : (stored ?? '0');
+    const since = encodeSpanCursor(runId, { start: null, arrival: spansSince, stored: true, findings: watermark });
     // The questions waiting are counted before the findings are read: a question's task stops
     // counting once its finding is stored (QuestionsRepo.pending), so at 0 the findings read next
     // have it (read after them, a finding stored in between was counted and not listed).
     const pending = await new QuestionsRepo(this.db).pending(project, runId);
-    const findings = await new FindingsRepo(this.db).forRun(project, runId);
+    // Only the findings written since the last look, when it said from where: a run of 15,000
+    // findings followed live was 22.7 MB a look with nothing new. Else (or more than a page of
+    // them changed) the newest, as a first answer.
+    const from = q.since === undefined ? undefined : decodeSpanCursor(runId, q.since).findings;
+    const changed = from === undefined ? null : await findingsRepo.changedForRun(project, runId, from, RUN_PAGE_FINDINGS);
+    const newest = changed ? null : await findingsRepo.newestForRun(project, runId, RUN_PAGE_FINDINGS);
+    const findings = changed ?? newest!.items;
+    const total = newest ? newest.total : await findingsRepo.countForRun(project, runId);
     const notChecked = await this.notChecked(project, runId);
     return {
       run,
@@ -656,6 +667,8 @@ export class RunsRepo {
       ...(page.cut_at_bytes !== undefined ? { spans_cut_at_bytes: page.cut_at_bytes } : {}),
       spans_since: since,
       findings,
+      findings_scope: changed ? 'changed' : 'newest',
+      findings_total: total,
       problems: groupProblems(findings.filter((f) => !f.quiet)),
       not_checked: notChecked,
       questions_pending: pending,

@@ -152,19 +152,31 @@ export interface SpanCursor {
   start: number | null;
   arrival: string;
   stored?: true;
+  /**
+   * A run page's `spans_since` only: its findings watermark (FindingsRepo.watermark), where the
+   * findings written after that answer start. Absent from one written before it was (the next
+   * answer then gives the run's newest findings, as a first answer does).
+   */
+  findings?: string;
 }
 
 export function encodeSpanCursor(runId: string, c: SpanCursor): string {
-  return Buffer.from(JSON.stringify(c.stored ? { r: runId, a: c.arrival, o: 'stored' } : { r: runId, s: c.start, a: c.arrival }), 'utf8').toString('base64url');
+  const json = c.stored ? { r: runId, a: c.arrival, o: 'stored', ...(c.findings === undefined ? {} : { f: c.findings }) } : { r: runId, s: c.start, a: c.arrival };
+  return Buffer.from(JSON.stringify(json), 'utf8').toString('base64url');
 }
 
 export function decodeSpanCursor(runId: string, cursor: string): SpanCursor {
-  const parsed = cursorJson(cursor) as { r?: unknown; s?: unknown; a?: unknown; o?: unknown } | undefined;
+  const parsed = cursorJson(cursor) as { r?: unknown; s?: unknown; a?: unknown; o?: unknown; f?: unknown } | undefined;
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || parsed.r !== runId || typeof parsed.a !== 'string' || !/^\d{1,18}$/.test(parsed.a)) {
     refuseCursor();
   }
-  if (parsed.o === 'stored' && parsed.s === undefined) return { start: null, arrival: parsed.a, stored: true };
-  if (parsed.o !== undefined || !(parsed.s === null || (typeof parsed.s === 'number' && Number.isFinite(parsed.s)))) refuseCursor();
+  if (parsed.o === 'stored' && parsed.s === undefined) {
+    if (parsed.f === undefined) return { start: null, arrival: parsed.a, stored: true };
+    // an xid8: at most 2^64 - 1, 20 digits
+    if (typeof parsed.f !== 'string' || !/^\d{1,20}$/.test(parsed.f)) refuseCursor();
+    return { start: null, arrival: parsed.a, stored: true, findings: parsed.f };
+  }
+  if (parsed.f !== undefined || parsed.o !== undefined || !(parsed.s === null || (typeof parsed.s === 'number' && Number.isFinite(parsed.s)))) refuseCursor();
   return { start: parsed.s as number | null, arrival: parsed.a };
 }
 

@@ -24,6 +24,36 @@ const FOLLOW_MS = 3_000;
 const FOLLOW_MAX_MS = 60_000;
 /** Pages of new spans (500 each) one look reads at most before it shows them. */
 const MAX_FOLLOW_PAGES = 20;
+/** Problems a "Show older findings" reads a page (GET findings?run_id=, its most). */
+const OLDER_PAGE = 500;
+
+const byRaise = (a: Finding, b: Finding) => (a.raised_at < b.raised_at ? -1 : a.raised_at > b.raised_at ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/**
+ * The findings held with those read later (a run page's `since` answer, an older page): each
+ * read again replaces its copy, a new one takes its place by time; what did not change stays
+ * the same object. `prev` as it was when nothing is new or changed.
+ */
+function mergeFindings(prev: Finding[], later: Finding[]): Finding[] {
+  if (!later.length) return prev;
+  const at = new Map(prev.map((f, i) => [f.id, i]));
+  const out = prev.slice();
+  let changed = false;
+  let added = false;
+  for (const f of later) {
+    const i = at.get(f.id);
+    if (i === undefined) {
+      at.set(f.id, out.length);
+      out.push(f);
+      added = changed = true;
+    } else if (JSON.stringify(out[i]) !== JSON.stringify(f)) {
+      out[i] = f;
+      changed = true;
+    }
+  }
+  if (added) out.sort(byRaise);
+  return changed ? out : prev;
+}
 
 /** `next`, with each item equal to one of `prev` (by its JSON) being that one: what did not change does not render again. */
 function keepSame<T extends { id: string }>(prev: T[], next: T[]): T[] {
@@ -58,6 +88,13 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const [spans, setSpans] = useState<ListedSpan[]>([]);
   const [more, setMore] = useState(false);
   const [findings, setFindings] = useState<Finding[]>([]);
+  /** How many findings the run has in all: the API gives the newest 500 (findings_total). */
+  const [findingsTotal, setFindingsTotal] = useState(0);
+  const findingsNow = useRef(findings);
+  findingsNow.current = findings;
+  /** Reading the older findings (GET findings?run_id=): where the next page starts (null: none left), and how that stands. */
+  const olderCursor = useRef<string | null | undefined>(undefined);
+  const [older, setOlder] = useState<{ busy: boolean; error?: string }>({ busy: false });
   const [error, setError] = useState<string | null>(null);
   /** A later page of spans that failed: said beside the spans already shown, which stay. */
   const [spansError, setSpansError] = useState<string | null>(null);
@@ -71,6 +108,8 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
     setError(null);
     setSpansError(null);
     setFollow(null);
+    setOlder({ busy: false });
+    olderCursor.current = undefined;
     since.current = null;
     (async () => {
       const d = await api.run(session, runId);
@@ -78,6 +117,7 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
       since.current = d.spans_since;
       setDetail(d);
       setFindings(d.findings);
+      setFindingsTotal(d.findings_total);
       setSpans(d.spans);
       // The rest of a long run, page by page: the first page shows while the others come.
       let cursor = d.spans_next_cursor;
@@ -135,7 +175,9 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
         // Not caught up yet (more than MAX_FOLLOW_PAGES pages): the end waits for the next look, at once.
         const run = d.spans_next_cursor ? { ...d.run, end_status: null, ended_at: null } : d.run;
         if (got.length) setSpans((prev) => mergeSpans(prev, got));
-        setFindings((prev) => keepSame(prev, d.findings));
+        // Only the findings written since the last look (findings_scope 'changed'), else the run's newest.
+        setFindings((prev) => (d.findings_scope === 'changed' ? mergeFindings(prev, d.findings) : keepSame(prev, d.findings)));
+        setFindingsTotal(d.findings_total);
         setDetail((prev) =>
           !prev ||
           (JSON.stringify(prev.run) === JSON.stringify(run) && JSON.stringify(prev.not_checked) === JSON.stringify(d.not_checked) && prev.questions_pending === d.questions_pending)
@@ -192,7 +234,30 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   const show = useCallback((spanId: string) => navigate(href(where.path, { span: spanId, finding: wantedFinding }), { replace: true }), [where.path, wantedFinding]);
   const spanName = useCallback((id: string) => byId.get(id)?.name ?? null, [byId]);
   const changed = useCallback((nf: Finding) => setFindings((fs) => fs.map((x) => (x.id === nf.id ? nf : x))), []);
+  // The run's older findings, through the findings list of the run (newest first): pages until
+  // one holds findings not shown yet, or none is left.
+  const showOlder = useCallback(async () => {
+    setOlder({ busy: true });
+    try {
+      let got: Finding[] = [];
+      const held = new Set(findingsNow.current.map((f) => f.id));
+      while (olderCursor.current !== null && !got.length) {
+        const page = await api.findings(session, { run_id: runId, state: 'all', include_quiet: true, limit: OLDER_PAGE, ...(olderCursor.current ? { cursor: olderCursor.current } : {}) });
+        olderCursor.current = page.next_cursor;
+        got = page.findings.flatMap(({ related, ...head }) => [head, ...related]).filter((f) => !held.has(f.id));
+      }
+      setFindings((fs) => mergeFindings(fs, got));
+      setOlder({ busy: false });
+    } catch (err) {
+      setOlder({ busy: false, error: failure(err) });
+    }
+  }, [session, runId]);
   const [findingsShown, setFindingsShown] = useState(FINDINGS_PAGE);
+  // A link to a finding older than those read first (the newest 500): older ones are read until it is there.
+  const seeking = !!wantedFinding && !!detail && findingsTotal > findings.length && olderCursor.current !== null && !older.error && !findings.some((f) => f.id === wantedFinding);
+  useEffect(() => {
+    if (seeking && !older.busy) void showOlder();
+  }, [seeking, older.busy, showOlder]);
 
   // The span shown whole: as listed when nothing of it was cut, else read alone (a run of large
   // outputs is listed in kilobytes, and only the span looked at is read whole).
@@ -298,6 +363,10 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
               <p className="meta" aria-busy="true">
                 Looking for span <code><Ext>{wantedSpan}</Ext></code>…
               </p>
+            ) : seeking ? (
+              <p className="meta" aria-busy="true">
+                Looking for finding <code><Ext>{wantedFinding}</Ext></code> among the older findings…
+              </p>
             ) : wantedFinding && !findings.some((f) => f.id === wantedFinding) ? (
               <p role="alert">
                 Finding <code><Ext>{wantedFinding}</Ext></code> is not in this run.
@@ -307,7 +376,18 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
             )}
           </section>
           <section aria-labelledby="findings-h">
-            <h2 id="findings-h">Findings ({findings.length})</h2>
+            <h2 id="findings-h">Findings ({Math.max(findingsTotal, findings.length)})</h2>
+            {findingsTotal > findings.length && (
+              <p className="meta findings-cut" role="note">
+                Showing the newest {findings.length} of {findingsTotal} findings.{' '}
+                {olderCursor.current !== null && (
+                  <button type="button" onClick={() => void showOlder()} disabled={older.busy}>
+                    {older.busy ? 'Loading…' : 'Show older findings'}
+                  </button>
+                )}
+                {older.error && <span role="alert" className="error"> Could not load them: {older.error}</span>}
+              </p>
+            )}
             {detail.questions_pending > 0 && (
               <p className="meta questions-pending" role="status">
                 {count(detail.questions_pending, 'question')} waiting for the model: this run is not done being checked.

@@ -37,7 +37,9 @@ const schemas: Record<string, Schema> = {
   }),
   Problem: { allOf: [ref('Finding'), object({ related: arr(ref('Finding')) })] },
   RunDetail: object({
-    run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), spans_cut_at_bytes: int, spans_since: str, findings: arr(ref('Finding')), problems: arr(ref('Problem')),
+    run: ref('Run'), spans: arr(ref('Span')), spans_next_cursor: nullable(str), spans_cut_at_bytes: int, spans_since: str,
+    // the run's newest 500 findings (findings_scope newest), or only those written since `since` (changed); findings_total: all of them
+    findings: arr(ref('Finding')), findings_scope: oneOf(['newest', 'changed']), findings_total: int, problems: arr(ref('Problem')),
     not_checked: arr(object({ check_id: str, anchor: str, span_ids: arr(str), reason: nullable(str), at: time }, { closed: true })),
     questions_pending: int,
   }, { optional: ['spans_cut_at_bytes'] }),
@@ -255,8 +257,8 @@ const paths: Record<string, Record<string, unknown>> = {
   },
   [`${P}/runs/{run_id}`]: {
     get: op('runs', {
-      summary: 'A run with its first page of spans and its findings',
-      params: [project, p('run_id', 'path'), bodies, p('since', 'query', str, "spans_since of an earlier answer: the spans stored since (in the order they were stored) instead of the first page, the run and its findings as they are now (a page following a run still going)")],
+      summary: 'A run with its first page of spans and its newest 500 findings (findings_total counts them all: the rest through GET findings?run_id=)',
+      params: [project, p('run_id', 'path'), bodies, p('since', 'query', str, "spans_since of an earlier answer: the spans stored since (in the order they were stored) instead of the first page, the run as it is now, and only the findings written since (findings_scope changed; newest when more than 500 were) (a page following a run still going)")],
       ok: { schema: ref('RunDetail') },
     }),
   },
