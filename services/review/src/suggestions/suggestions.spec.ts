@@ -590,6 +590,41 @@ describe('pull requests (the real adapter against the local GitHub)', () => {
     }
   }, 60_000);
 
+  /** Two suggestions with a pull request open, and a review side whose stop is watched. */
+  async function twoOpen(stopWaitMs: number, timeoutMs: number) {
+    await connect();
+    const { s } = await proposed();
+    await q.applySuggestion(WS, s.id, {});
+    const other = await settled((await q.suggest(WS, s.pattern_id, {})).id);
+    await q.applySuggestion(WS, other.id, {});
+    hostOptions = { attempts: 1, timeoutMs }; // GitHub holds the pass's first look this long
+    gh.hangNext(1);
+    const said: string[] = [];
+    const stopping = new ReviewSop({ db, jobs, workspaces, github, prStatusCron: null, log: { warn: (m) => said.push(m) }, stopWaitMs });
+    const looks = () => gh.requests.filter((r) => r.method === 'GET' && /\/pulls\/\d+$/.test(r.path)).map((r) => Number(/(\d+)$/.exec(r.path)![1]));
+    const pass = followPullRequestsNow(db, stopping.suggestions.suggestions, (ws) => github.codeHost(ws));
+    await until('the pass asking GitHub about a pull request', () => looks().length > 0, 30_000, 5);
+    const first = await review.suggestions.suggestions.repo.get(db, WS, looks()[0] === 1 ? s.id : other.id);
+    return { said, stopping, looks, pass, first: first! };
+  }
+
+  it('a stop during a sopops_pr_status pass waits for the pull request it is at, then the pass takes no more and says how far it got', async () => {
+    const { said, stopping, looks, pass } = await twoOpen(120_000, 10_000);
+    await stopping.close();
+    expect(said).toEqual(['shutdown: the sopops_pr_status pass stopped after 1 of 2 open pull requests; the others are looked at by the next pass (or a read)']);
+    expect(await pass).toMatchObject({ checked: 1, settled: 0, failed: [expect.stringMatching(/no answer in 10 s/)] });
+    expect(looks()).toHaveLength(1);
+  }, 60_000);
+
+  it('a stop that cannot wait for a sopops_pr_status pass any longer says which pull request it cut short', async () => {
+    const { said, stopping, pass, first } = await twoOpen(200, 600_000); // GitHub never answers
+    pass.catch(() => undefined); // ends when the fake GitHub stops
+    await stopping.close();
+    expect(said).toEqual([
+      `shutdown: 1 GitHub call of suggestions still running after 0.2 s, cut short: the sopops_pr_status pass, at pull request #${first.pr_number} in luigis/ops of suggestion ${first.id} (1 of 2) (a pull request is looked at again at the next read after a minute, or by the sopops_pr_status pass)`,
+    ]);
+  }, 60_000);
+
   it('a pull request is followed in the repository it was opened in, though the connection names another one now', async () => {
     await connect();
     const { s } = await proposed();

@@ -70,7 +70,8 @@ export class Suggestions {
   private readonly lineage = new LineageRepo();
   private readonly head: WorkspaceRepo;
   /** The GitHub calls running in the background, each with what it is (a stop waits for them, or names them). */
-  private readonly background = new Map<Promise<unknown>, string>();
+  private readonly background = new Set<{ what: string; done: Promise<unknown> }>();
+  private stopped = false;
 
   constructor(
     private readonly db: Db,
@@ -91,11 +92,12 @@ export class Suggestions {
    * later (a pull request looked at the next read after a minute or by sopops_pr_status).
    */
   async close(waitMs = STOP_WAIT_MS): Promise<void> {
+    this.stopped = true;
     if (!this.background.size) return;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([...this.background.keys()]), new Promise<void>((r) => (timer = setTimeout(r, waitMs)))]);
+    await Promise.race([Promise.allSettled([...this.background].map((b) => b.done)), new Promise<void>((r) => (timer = setTimeout(r, waitMs)))]);
     clearTimeout(timer);
-    const left = [...this.background.values()];
+    const left = [...this.background].map((b) => b.what);
     if (left.length) {
       this.log?.warn(
         `shutdown: ${left.length} GitHub call${left.length === 1 ? '' : 's'} of suggestions still running after ${waitMs / 1000} s, cut short: ${left.join('; ')} (a pull request is looked at again at the next read after a minute, or by the sopops_pr_status pass)`,
@@ -103,9 +105,34 @@ export class Suggestions {
     }
   }
 
+  /** True once a stop began: a sopops_pr_status pass takes no pull request more. */
+  get stopping(): boolean {
+    return this.stopped;
+  }
+
+  /**
+   * A sopops_pr_status pass, run as a background call a stop waits for or names; `at` says which
+   * pull request it is at (named if the stop cuts it short).
+   */
+  pass<T>(run: (at: (what: string) => void) => Promise<T>): Promise<T> {
+    const entry = { what: 'the sopops_pr_status pass', done: Promise.resolve() as Promise<unknown> };
+    const p = run((what) => (entry.what = `the sopops_pr_status pass, at ${what}`));
+    entry.done = p;
+    this.background.add(entry);
+    const gone = () => void this.background.delete(entry);
+    p.then(gone, gone);
+    return p;
+  }
+
+  /** A sopops_pr_status pass that stopped taking pull requests at a stop says how far it got. */
+  passStopped(done: number, total: number): void {
+    this.log?.warn(`shutdown: the sopops_pr_status pass stopped after ${done} of ${total} open pull requests; the others are looked at by the next pass (or a read)`);
+  }
+
   private track(what: string, p: Promise<unknown>): void {
-    this.background.set(p, what);
-    void p.finally(() => this.background.delete(p));
+    const entry = { what, done: p };
+    this.background.add(entry);
+    void p.finally(() => this.background.delete(entry));
   }
 
   /** POST /patterns/{id}/suggest: a suggestion for the pattern's verdict, generating (409 unless real, acceptable or sop_wrong). */
