@@ -49,7 +49,7 @@ export class ApiError extends HttpException {
 
 /**
  * A service the api asks over gRPC (review or question, in the distributed deployment) cannot be
- * reached, gave no answer in time, or refuses the api's calls for NEATROOTS_INTERNAL_TOKEN: 503
+ * reached, or refuses the api's calls for NEATROOTS_INTERNAL_TOKEN: 503
  * `unavailable` with Retry-After, logged as one warning line. The service restarting (a rollout,
  * a crash) is not a fault of the request nor of the api.
  */
@@ -76,6 +76,22 @@ export class NotImplementedError extends Error {
   override readonly name = 'NotImplementedError';
 }
 
+/**
+ * A service the api asks over gRPC took longer than the api waits for the call (gRPC
+ * DEADLINE_EXCEEDED): 504 `review_timeout` (`<service>_timeout`), logged as one warning line.
+ * Not a service away for a moment: the same request asked again is likely as slow, so no
+ * Retry-After and no "retry shortly" (a 503 had both, and clients asked again at once).
+ */
+export class ServiceTimeoutError extends Error {
+  override readonly name = 'ServiceTimeoutError';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** The method grpc-js names in an UNIMPLEMENTED answer: `/package.Service/Method`, or the implementation's key. */
 const UNIMPLEMENTED_METHOD = /does not implement the method (?:\/[\w.]+\/)?(\w+)/;
 
@@ -85,19 +101,26 @@ const SIZE_LIMIT = /larger than max/i;
 /** What `unavailable` reads of a failed gRPC call: grpc-js's ServiceError, or a client's error that kept its status. */
 export type CallStatus = { code: number; details?: string; message: string };
 
+/** The errors `unavailable` answers a failed call with. */
+export type ServiceCallError = UnavailableError | AnswerTooLargeError | NotImplementedError | ServiceTimeoutError;
+
+/** A deadline in words: 10 s, 1.5 s, 250 ms. */
+const seconds = (ms: number) => (ms >= 1000 ? `${Math.round(ms / 100) / 10} s` : `${ms} ms`);
+
 /**
  * A failed call to another service of the deployment (`service`: review, question) that is not
  * the request's fault, as the api answers it: 503 with Retry-After (UnavailableError), not a
- * 500. The service not there or not answering in time (restarting, overloaded), or refusing this
+ * 500. The service not there (restarting, overloaded), or refusing this
  * process's calls for the deployment's internal token (UNAUTHENTICATED: those ports take no
  * other key; NEATROOTS_INTERNAL_TOKEN differs between the services, a misconfiguration the
  * message names). An answer over the gRPC message limit is no such thing: AnswerTooLargeError,
  * not to be retried (RESOURCE_EXHAUSTED stays a service's back-pressure otherwise, as the
  * question service's full queue). Nor is a method the service has not (UNIMPLEMENTED: the api
- * upgraded before it): NotImplementedError, naming the service and the method. Anything else:
- * undefined.
+ * upgraded before it): NotImplementedError, naming the service and the method. Nor is a call that
+ * took longer than its deadline (`deadlineMs`, when the caller knows it): ServiceTimeoutError,
+ * 504, the same request likely as slow again. Anything else: undefined.
  */
-export function unavailable(err: CallStatus, service = 'review'): UnavailableError | AnswerTooLargeError | NotImplementedError | undefined {
+export function unavailable(err: CallStatus, service = 'review', deadlineMs?: number): ServiceCallError | undefined {
   if (err.code === GrpcStatus.UNIMPLEMENTED) {
     const details = err.details || err.message;
     const method = UNIMPLEMENTED_METHOD.exec(details)?.[1];
@@ -113,7 +136,17 @@ export function unavailable(err: CallStatus, service = 'review'): UnavailableErr
     const details = err.details || err.message;
     return new UnavailableError(`the ${service} service refuses this process's calls, a misconfiguration: ${details}${details.includes('NEATROOTS_INTERNAL_TOKEN') ? '' : ' (NEATROOTS_INTERNAL_TOKEN)'}`);
   }
-  if (err.code !== GrpcStatus.UNAVAILABLE && err.code !== GrpcStatus.DEADLINE_EXCEEDED && err.code !== GrpcStatus.RESOURCE_EXHAUSTED) return undefined;
+  // Past the deadline still waiting for a connection (grpc-js says what it waited for, and names
+  // the service's address only once the call was sent): the service is away, not slow.
+  const waited = err.code === GrpcStatus.DEADLINE_EXCEEDED && /waiting for (LB pick|name resolution)/i.test(err.details || err.message) && !/remote_addr=/.test(err.details || err.message);
+  if (err.code === GrpcStatus.DEADLINE_EXCEEDED && !waited) {
+    const took = deadlineMs === undefined ? 'longer than this process waits' : `more than ${seconds(deadlineMs)}`;
+    return new ServiceTimeoutError(
+      `${service}_timeout`,
+      `the ${service} service took ${took} for this request (DEADLINE_EXCEEDED: ${err.details || err.message}); the same request asked again is likely as slow: ask for less where the call takes a limit`,
+    );
+  }
+  if (err.code !== GrpcStatus.UNAVAILABLE && err.code !== GrpcStatus.RESOURCE_EXHAUSTED && !waited) return undefined;
   return new UnavailableError(`the ${service} service cannot answer right now (${GrpcStatus[err.code]}: ${err.details || err.message}); retry shortly`);
 }
 
@@ -123,8 +156,8 @@ export function unavailable(err: CallStatus, service = 'review'): UnavailableErr
  * endpoints see), answered as `unavailable` answers that status; one of unavailable's errors as
  * it is; undefined for anything else.
  */
-export function unavailableOf(err: unknown): UnavailableError | AnswerTooLargeError | NotImplementedError | undefined {
-  if (err instanceof NotImplementedError) return err;
+export function unavailableOf(err: unknown): ServiceCallError | undefined {
+  if (err instanceof NotImplementedError || err instanceof ServiceTimeoutError) return err;
   const e = err as { code?: unknown; details?: unknown; message?: unknown; service?: unknown } | null;
   if (!e || typeof e !== 'object' || typeof e.service !== 'string' || typeof e.code !== 'number' || typeof e.details !== 'string') return undefined;
   return unavailable({ code: e.code, details: e.details, message: typeof e.message === 'string' ? e.message : '' }, e.service);
@@ -201,7 +234,7 @@ export class ErrorsFilter implements ExceptionFilter {
     let issues: SopIssue[] | undefined;
     let issuesOmitted: number | undefined;
     let problems: CheckProblem[] | undefined;
-    let down: UnavailableError | AnswerTooLargeError | NotImplementedError | undefined;
+    let down: ServiceCallError | undefined;
     if (err instanceof ApiError) {
       status = err.getStatus();
       code = err.code;
@@ -222,8 +255,9 @@ export class ErrorsFilter implements ExceptionFilter {
       const other = down ?? (err as UnavailableError | AnswerTooLargeError);
       const tooLarge = other instanceof AnswerTooLargeError;
       const older = other instanceof NotImplementedError;
-      status = tooLarge ? HttpStatus.BAD_GATEWAY : older ? HttpStatus.NOT_IMPLEMENTED : HttpStatus.SERVICE_UNAVAILABLE;
-      code = tooLarge ? 'answer_too_large' : older ? 'not_implemented' : 'unavailable';
+      const slow = other instanceof ServiceTimeoutError ? other : undefined;
+      status = tooLarge ? HttpStatus.BAD_GATEWAY : older ? HttpStatus.NOT_IMPLEMENTED : slow ? HttpStatus.GATEWAY_TIMEOUT : HttpStatus.SERVICE_UNAVAILABLE;
+      code = tooLarge ? 'answer_too_large' : older ? 'not_implemented' : slow ? slow.code : 'unavailable';
       message = other.message;
       this.warn(message);
     } else if (err instanceof StoreInputError) {

@@ -34,7 +34,7 @@ export class ReviewGrpcClient implements ReviewQueries {
         // Bad input is the caller's (400); anything else is the review service being unwell
         // (5xx), or its answer too large to pass (502, not to be retried).
         if (err.code === status.INVALID_ARGUMENT) reject(new StoreInputError(String(err.metadata?.get(INPUT_ERROR_CODE)[0] ?? 'invalid_argument'), err.details));
-        else reject(unavailable(err) ?? new Error(`review service: ${err.details || err.message}`));
+        else reject(unavailable(err, 'review', this.timeoutMs) ?? new Error(`review service: ${err.details || err.message}`));
       });
     });
   }

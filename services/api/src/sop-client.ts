@@ -40,7 +40,7 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
         (err, res) => {
           if (!err) return resolve(res);
           const mapped = FROM_GRPC[err.code as status];
-          if (!mapped) return reject(unavailable(err) ?? new Error(`review service: ${err.details || err.message}`));
+          if (!mapped) return reject(unavailable(err, 'review', timeoutMs) ?? new Error(`review service: ${err.details || err.message}`));
           const code = String(err.metadata?.get(ERROR_CODE)[0] ?? 'error');
           const issuesText = err.metadata?.get(ERROR_ISSUES)[0];
           const issues = issuesText ? (JSON.parse(String(issuesText)) as SopIssue[]) : undefined;
