@@ -252,7 +252,7 @@ const paths: Record<string, Record<string, unknown>> = {
 
   [`${P}/runs`]: {
     get: op('runs', {
-      summary: 'Runs, newest first',
+      summary: 'Runs, newest first by start (a run whose start moved earlier between two page reads comes again on a later page: key runs by run_id)',
       params: [project, p('workflow', 'query'), p('session_id', 'query'), p('end_status', 'query', oneOf(['ok', 'error', 'no_output', 'interrupted', 'running'])), p('has_open_findings', 'query', bool), p('from', 'query'), p('to', 'query'), ...page],
       ok: { schema: object({ runs: arr(ref('Run')), next_cursor: nullable(str) }) },
     }),
