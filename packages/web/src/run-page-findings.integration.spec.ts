@@ -1,7 +1,7 @@
 import type { Browser, Response } from 'playwright-core';
 import type { Envelope } from '@neatroots/spans';
 import { FindingsRepo, RunsRepo } from '@neatroots/store';
-import { chromiumOrSkip, openSignedIn, pageErrors, shot, startBrowserApp, type BrowserApp } from './browser.test';
+import { chromiumOrSkip, hold, openSignedIn, pageErrors, shot, startBrowserApp, type BrowserApp } from './browser.test';
 
 /**
  * The run page of a run with more findings than its answer carries (the newest 500), in a real
@@ -23,23 +23,25 @@ const exe = chromiumOrSkip('the run page of a run with many findings');
   let browser: Browser;
   let url: string;
   let findings: FindingsRepo;
+  let runs: RunsRepo;
   const t0 = Date.now() - 10 * 60_000;
 
-  const slow = (i: number, title = `Slow call ${i}`) => ({
-    id: `f${String(i).padStart(5, '0')}`, check_id: 'slow-tool-call', run_id: 'many', project: PROJECT, status: 'raised' as const, span_ids: [`s${i % 5}`], count: 1,
+  const span = (run_id: string, i: number): Envelope => ({
+    project: PROJECT,
+    received_ms: t0,
+    item: { kind: 'span', span: { run_id, span_id: `s${i}`, type: 'tool', name: `fetch ${i}`, tool: 'fetch', status: 'ok', start_ms: t0 + i * 10, end_ms: t0 + i * 10 + 5 } },
+  });
+  const slow = (i: number, title = `Slow call ${i}`, run_id = 'many') => ({
+    id: `${run_id === 'many' ? 'f' : `${run_id}-f`}${String(i).padStart(5, '0')}`, check_id: 'slow-tool-call', run_id, project: PROJECT, status: 'raised' as const, span_ids: [`s${i % 5}`], count: 1,
     action: 'flag' as const, title, guidance: 'Look again', at_ms: t0 + i, kind: 'rule' as const, source: 'library' as const,
   });
 
   beforeAll(async () => {
     web = await startBrowserApp(exe!, { prefix: 'nr-web-findings', config: { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` } });
     ({ browser, url } = web);
-    const span = (i: number): Envelope => ({
-      project: PROJECT,
-      received_ms: t0,
-      item: { kind: 'span', span: { run_id: 'many', span_id: `s${i}`, type: 'tool', name: `fetch ${i}`, tool: 'fetch', status: 'ok', start_ms: t0 + i * 10, end_ms: t0 + i * 10 + 5 } },
-    });
     // A run not ended (the page follows it) of 5 spans and 520 findings.
-    await new RunsRepo(web.app.db).writeEnvelopes(Array.from({ length: 5 }, (_, i) => span(i)));
+    runs = new RunsRepo(web.app.db);
+    await runs.writeEnvelopes(Array.from({ length: 5 }, (_, i) => span('many', i)));
     findings = new FindingsRepo(web.app.db);
     await findings.apply(Array.from({ length: FINDINGS }, (_, i) => slow(i)));
   }, 240_000);
@@ -91,5 +93,22 @@ const exe = chromiumOrSkip('the run page of a run with many findings');
     await cut.waitFor({ state: 'detached' });
     await page.locator('article[data-finding-id="f00000"]').waitFor();
     expect(await page.getByRole('heading', { name: `Findings (${FINDINGS + 1})` }).count()).toBe(1);
+  }, 180_000);
+
+  it('a look that reads several answers (more spans stored than one holds) shows the findings of each', async () => {
+    await runs.writeEnvelopes([span('busy', 0)]);
+    const page = await openSignedIn(browser, { url, project: PROJECT, key: KEY, errors }, { viewport: { width: 1280, height: 860 } });
+    await page.goto(`${url}/p/${PROJECT}/runs/busy`);
+    await page.getByRole('status', { name: 'Following the run' }).filter({ hasText: /Live — updated/ }).waitFor({ timeout: LONG });
+    // The next look held until a finding and then 600 spans are stored: its first answer carries
+    // the finding and 500 spans, the second the other 100 spans and no finding.
+    const held = await hold(page, (u) => u.pathname === `/v1/projects/${PROJECT}/runs/busy` && u.searchParams.has('since'));
+    await held.asked;
+    await findings.apply([slow(1, 'Found while busy', 'busy')]);
+    await runs.writeEnvelopes(Array.from({ length: 600 }, (_, i) => span('busy', i + 1)));
+    held.release();
+    await page.getByRole('heading', { name: 'Spans (601; ↑ ↓ to move)' }).waitFor({ timeout: LONG });
+    await page.locator('article[data-finding-id="busy-f00001"]', { hasText: 'Found while busy' }).waitFor({ timeout: LONG });
+    expect(await page.getByRole('heading', { name: 'Findings (1)' }).count()).toBe(1);
   }, 180_000);
 });

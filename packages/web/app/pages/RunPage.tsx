@@ -162,12 +162,17 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
       try {
         let d = await api.runSince(session, runId, since.current);
         const got = d.spans.slice();
+        // The findings written since (findings_scope 'changed'), or the run's newest (more changed
+        // than an answer carries, or an API of an earlier version): those of every answer of the look.
+        let newest = d.findings_scope !== 'changed';
+        let fresh = d.findings;
         // More stored than one answer holds (a tab hidden a while, a busy run): the rest now,
         // before the run's end is shown, which stops the following with spans still unread.
         for (let pages = 1; d.spans_next_cursor && pages < MAX_FOLLOW_PAGES && !stopped; pages++) {
-          since.current = d.spans_since;
-          d = await api.runSince(session, runId, since.current);
+          d = await api.runSince(session, runId, d.spans_since);
           for (const s of d.spans) got.push(s);
+          if (d.findings_scope !== 'changed') newest = true;
+          fresh = d.findings_scope === 'changed' ? mergeFindings(fresh, d.findings) : d.findings;
         }
         if (stopped) return;
         failures = 0;
@@ -175,8 +180,9 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
         // Not caught up yet (more than MAX_FOLLOW_PAGES pages): the end waits for the next look, at once.
         const run = d.spans_next_cursor ? { ...d.run, end_status: null, ended_at: null } : d.run;
         if (got.length) setSpans((prev) => mergeSpans(prev, got));
-        // Only the findings written since the last look (findings_scope 'changed'), else the run's newest.
-        setFindings((prev) => (d.findings_scope === 'changed' ? mergeFindings(prev, d.findings) : keepSame(prev, d.findings)));
+        setFindings((prev) => (newest ? keepSame(prev, fresh) : mergeFindings(prev, fresh)));
+        // The newest again: older ones are read from the start again.
+        if (newest) olderCursor.current = undefined;
         setFindingsTotal(d.findings_total);
         setDetail((prev) =>
           !prev ||
