@@ -264,25 +264,29 @@ export class FindingsRepo {
   }
 
   /**
-   * The oldest transaction still running, as a findings watermark (text of an xid8): a finding
-   * written after this is read (its transaction's id is this or later) was written by a
-   * transaction at or past it, whenever that commits. Read it before the findings it covers.
+   * A findings watermark: the database's snapshot now (pg_snapshot text, `xmin:xmax:xip,...`),
+   * which says which transactions had committed. A finding written by a transaction that had
+   * not (running then, or begun since) is after it, whenever that commits. Read it before the
+   * findings it covers.
    */
   async watermark(): Promise<string> {
-    const res = await this.db.query<{ x: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS x');
-    return String(res.rows[0]!.x);
+    const res = await this.db.query<{ s: string }>('SELECT pg_current_snapshot()::text AS s');
+    return String(res.rows[0]!.s);
   }
 
   /**
    * The run's findings written (stored, counted again, resolved, made active, dismissed,
-   * reopened) by the transaction of `watermark` or a later one, oldest first, at most `limit`
-   * (null when there are more: read the newest again). A finding written before and counted
-   * again by a transaction still running then is among them; one committed before but not yet
-   * read may be given again, the same.
+   * reopened) after `watermark` (by a transaction that had not committed then), oldest first,
+   * at most `limit` (null when there are more: read the newest again). One committed after the
+   * watermark was read and read with it may be given again. The snapshot's oldest transaction
+   * bounds the index range read; those committed before it are left out by the snapshot itself,
+   * so a long transaction elsewhere on the server does not bring the run's findings back.
    */
   async changedForRun(project: string, runId: string, watermark: string, limit: number): Promise<FindingRecord[] | null> {
     const res = await this.db.query(
-      `SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.run_id = $2 AND f.changed_xid >= $3::xid8
+      `SELECT ${FINDING_COLUMNS} FROM findings f
+       WHERE f.project = $1 AND f.run_id = $2 AND f.changed_xid >= pg_snapshot_xmin($3::pg_snapshot)
+         AND NOT pg_visible_in_snapshot(f.changed_xid, $3::pg_snapshot)
        ORDER BY f.raised_at ASC, f.id ASC LIMIT $4`,
       [project, runId, watermark, limit + 1],
     );

@@ -153,7 +153,8 @@ export interface SpanCursor {
   arrival: string;
   stored?: true;
   /**
-   * A run page's `spans_since` only: its findings watermark (FindingsRepo.watermark), where the
+   * A run page's `spans_since` only: its findings watermark (FindingsRepo.watermark, a
+   * database snapshot), where the
    * findings written after that answer start. Absent from one written before it was (the next
    * answer then gives the run's newest findings, as a first answer does).
    */
@@ -172,8 +173,8 @@ export function decodeSpanCursor(runId: string, cursor: string): SpanCursor {
   }
   if (parsed.o === 'stored' && parsed.s === undefined) {
     if (parsed.f === undefined) return { start: null, arrival: parsed.a, stored: true };
-    // an xid8: at most 2^64 - 1, 20 digits
-    if (typeof parsed.f !== 'string' || !/^\d{1,20}$/.test(parsed.f)) refuseCursor();
+    // a pg_snapshot: xmin:xmax:the transactions running then (one a connection at most)
+    if (typeof parsed.f !== 'string' || parsed.f.length > 65_536 || !/^\d{1,20}:\d{1,20}:(\d{1,20}(,\d{1,20})*)?$/.test(parsed.f)) refuseCursor();
     return { start: null, arrival: parsed.a, stored: true, findings: parsed.f };
   }
   if (parsed.f !== undefined || parsed.o !== undefined || !(parsed.s === null || (typeof parsed.s === 'number' && Number.isFinite(parsed.s)))) refuseCursor();
