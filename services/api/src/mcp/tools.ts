@@ -30,8 +30,8 @@ export const MAX_SPANS_PAGE = 500;
 export const FINDINGS_PAGE = 20;
 /**
  * A run's findings, problems and questions not checked get_run gives (the first, oldest
- * first), with how many there are: a run of 2,000 slow tool calls has 2,000 findings
- * (list_findings with run_id pages through them).
+ * first, of the run page's newest 500 findings), with how many there are: a run of 2,000 slow
+ * tool calls has 2,000 findings (list_findings with run_id pages through them).
  */
 export const RUN_FINDINGS = 10;
 /**
@@ -391,7 +391,9 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
           ? await queries.listSpans(project, runId, { limit })
           : { items: run.spans, next_cursor: run.spans_next_cursor, ...(run.spans_cut_at_bytes !== undefined ? { cut_at_bytes: run.spans_cut_at_bytes } : {}) };
       if (!spans) throw new ToolInputError(`no run ${runId} in project ${project}`);
-      const { spans_cut_at_bytes: _cut, ...rest } = run;
+      // The run page carries the run's newest 500 findings and how many there are (findings_total).
+      const { spans_cut_at_bytes: _cut, findings_scope: _scope, ...rest } = run;
+      const findingsTotal = run.findings_total ?? run.findings.length;
       return {
         ...rest,
         run: cut(run.run, RUN_TEXT, max),
@@ -401,10 +403,11 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
         findings: run.findings.slice(0, RUN_FINDINGS).map((f) => cutFinding(f, max)),
         problems: run.problems.slice(0, RUN_FINDINGS).map((p) => cutProblem(p, max)),
         not_checked: run.not_checked.slice(0, RUN_FINDINGS).map((n) => cut(n, ['reason'], max)),
-        findings_total: run.findings.length,
+        findings_total: findingsTotal,
+        // of the newest 500 findings when the run has more
         problems_total: run.problems.length,
         not_checked_total: run.not_checked.length,
-        ...(run.findings.length > RUN_FINDINGS || run.problems.length > RUN_FINDINGS
+        ...(findingsTotal > RUN_FINDINGS || run.problems.length > RUN_FINDINGS
           ? { findings_more: `the first ${RUN_FINDINGS} are here: list_findings with run_id ${JSON.stringify(runId)} pages through the run's problems (include_quiet: true for quiet findings too)` }
           : {}),
       };
