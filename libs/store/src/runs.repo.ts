@@ -94,6 +94,9 @@ const HAS_OPEN = `EXISTS (SELECT 1 FROM findings f
  * seventh of its bytes (bench/store.js measures the write beside the one before).
  */
 function spanRecord(r: SpanRow): Record<string, unknown> {
+  // A tool call's layer (migration 0033): its tool and parent as columns, so linking layers
+  // parses no stored JSON and the index of tool spans by parent is kept only for tool spans.
+  const call = (r.span.type === 'tool' || r.span.type === 'mcp_tool') && typeof r.span.tool === 'string';
   return {
     p: text(r.project),
     r: text(r.run_id),
@@ -103,14 +106,17 @@ function spanRecord(r: SpanRow): Record<string, unknown> {
     e: r.span.status === 'error',
     k: spanTokens(r.span),
     m: r.received_ms,
+    // only on a tool span (a key left out is NULL): the other spans' JSON stays as short as it was
+    ...(call ? { c: text(r.span.tool), q: text(r.span.parent_id ?? null) } : {}),
   };
 }
 
 /** The batch's rows (parameter $1, keyed as spanRecord writes them), numbered in the batch's order. */
 const SPAN_ROWS = `SELECT x.ord, x.p AS project, x.r AS run_id, x.s AS span_id, x.j AS payload, round(x.t)::bigint AS start_ms, x.t AS start_exact,
-         x.e AS is_error, round(x.k)::bigint AS total_tokens, to_timestamp(x.m / 1000.0) AS received_at
-  FROM ROWS FROM (json_to_recordset($1::json) AS (p text, r text, s text, j json, t float8, e boolean, k float8, m float8))
-       WITH ORDINALITY AS x(p, r, s, j, t, e, k, m, ord)`;
+         x.e AS is_error, round(x.k)::bigint AS total_tokens, to_timestamp(x.m / 1000.0) AS received_at,
+         x.c AS call_tool, x.q AS call_parent
+  FROM ROWS FROM (json_to_recordset($1::json) AS (p text, r text, s text, j json, t float8, e boolean, k float8, m float8, c text, q text))
+       WITH ORDINALITY AS x(p, r, s, j, t, e, k, m, c, q, ord)`;
 
 /**
  * The batch's spans and the counters they move, in one statement. Spans not stored yet are
@@ -126,11 +132,10 @@ const SPAN_ROWS = `SELECT x.ord, x.p AS project, x.r AS run_id, x.s AS span_id, 
  */
 const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
   ins AS (
-    INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at)
-    SELECT project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at FROM x ORDER BY ord
+    INSERT INTO spans (project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at, call_tool, call_parent)
+    SELECT project, run_id, span_id, payload, start_ms, start_exact, is_error, total_tokens, received_at, call_tool, call_parent FROM x ORDER BY ord
     ON CONFLICT (project, run_id, span_id) DO NOTHING
-    RETURNING project, run_id, span_id, is_error, total_tokens, payload->>'tool' AS tool, payload->>'parent_id' AS parent_id,
-              payload->>'type' IN ('tool', 'mcp_tool') AS is_tool
+    RETURNING project, run_id, span_id, is_error, total_tokens, call_tool AS tool, call_parent AS parent_id, arrival
   ),
   skipped AS (
     -- the count first: when the insert took every span (the usual batch), nothing is looked up
@@ -139,17 +144,16 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
   ),
   up AS (
     UPDATE spans s SET payload = x.payload, start_ms = x.start_ms, start_exact = x.start_exact, is_error = x.is_error,
-                       total_tokens = x.total_tokens, received_at = x.received_at
+                       total_tokens = x.total_tokens, received_at = x.received_at, call_tool = x.call_tool, call_parent = x.call_parent
     FROM skipped x JOIN spans o ON o.project = x.project AND o.run_id = x.run_id AND o.span_id = x.span_id
     WHERE s.project = x.project AND s.run_id = x.run_id AND s.span_id = x.span_id
       AND (o.payload::text <> x.payload::text OR o.received_at <> x.received_at)
     RETURNING s.project, s.run_id, x.is_error::int - o.is_error::int AS de, x.total_tokens - o.total_tokens AS dt,
       -- a tool span replaced with another status, parent or tool: its run's layers are counted again (RECOUNT_LAYERS)
-      (o.payload->>'type' IN ('tool', 'mcp_tool') OR x.payload->>'type' IN ('tool', 'mcp_tool'))
-        AND (o.is_error <> x.is_error OR o.payload->>'parent_id' IS DISTINCT FROM x.payload->>'parent_id'
-             OR o.payload->>'tool' IS DISTINCT FROM x.payload->>'tool' OR o.payload->>'type' IS DISTINCT FROM x.payload->>'type') AS rc
+      (o.call_tool IS NOT NULL OR x.call_tool IS NOT NULL)
+        AND (o.is_error <> x.is_error OR o.call_parent IS DISTINCT FROM x.call_parent OR o.call_tool IS DISTINCT FROM x.call_tool) AS rc
   ),
-  tins AS (SELECT * FROM ins WHERE is_tool AND tool IS NOT NULL),
+  tins AS (SELECT * FROM ins WHERE tool IS NOT NULL),
   -- The links the new tool spans make with another layer of their call (a tool span of the same
   -- tool as their parent or child): each link counted once, when the second of its two spans is
   -- stored, whichever it is: to a parent stored before or new in this batch, to a child stored
@@ -158,27 +162,29 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
   lnk AS (
     SELECT t.project, t.run_id, t.is_error AND p.is_error AS e FROM tins t
       JOIN spans p ON p.project = t.project AND p.run_id = t.run_id AND p.span_id = t.parent_id
-      WHERE p.span_id <> t.span_id AND p.payload->>'type' IN ('tool', 'mcp_tool') AND p.payload->>'tool' = t.tool
+      WHERE t.parent_id IS NOT NULL AND p.span_id <> t.span_id AND p.call_tool = t.tool
     UNION ALL
     SELECT t.project, t.run_id, t.is_error AND p.is_error FROM tins t
       JOIN tins p ON p.project = t.project AND p.run_id = t.run_id AND p.span_id = t.parent_id AND p.tool = t.tool
-      WHERE p.span_id <> t.span_id
+      WHERE t.parent_id IS NOT NULL AND p.span_id <> t.span_id
     UNION ALL
     SELECT t.project, t.run_id, t.is_error AND c.is_error FROM tins t
-      JOIN spans c ON c.project = t.project AND c.run_id = t.run_id AND c.payload->>'parent_id' = t.span_id
-      WHERE c.payload->>'type' IN ('tool', 'mcp_tool') AND c.payload->>'tool' = t.tool AND c.span_id <> t.span_id
+      JOIN spans c ON c.project = t.project AND c.run_id = t.run_id AND c.call_parent = t.span_id
+      WHERE c.call_tool = t.tool AND c.span_id <> t.span_id
   ),
   d AS (
-    SELECT project, run_id, sum(n) AS n, sum(e) AS e, sum(t) AS t, sum(l) AS l, sum(le) AS le, bool_or(rc) AS rc FROM (
-      SELECT project, run_id, 1 AS n, is_error::int AS e, total_tokens AS t, 0 AS l, 0 AS le, false AS rc FROM ins
+    SELECT project, run_id, sum(n) AS n, sum(e) AS e, sum(t) AS t, sum(l) AS l, sum(le) AS le, bool_or(rc) AS rc, max(a) AS a FROM (
+      SELECT project, run_id, 1 AS n, is_error::int AS e, total_tokens AS t, 0 AS l, 0 AS le, false AS rc, arrival AS a FROM ins
       UNION ALL
-      SELECT project, run_id, 0, de, dt, 0, 0, rc FROM up
+      SELECT project, run_id, 0, de, dt, 0, 0, rc, NULL FROM up
       UNION ALL
-      SELECT project, run_id, 0, 0, 0, 1, e::int, false FROM lnk
+      SELECT project, run_id, 0, 0, 0, 1, e::int, false, NULL FROM lnk
     ) c GROUP BY project, run_id
   )
   UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t,
     layer_count = r.layer_count + d.l, layer_error_count = r.layer_error_count + d.le, layers_recount = r.layers_recount OR d.rc,
+    -- the run's newest arrival (migration 0037): a look for what is new reads no span when nothing is
+    last_arrival = GREATEST(r.last_arrival, d.a),
     -- spans stored into a run whose spans went: retention takes it again (last_seen_at after the
     -- mark) once they are as old, even when they were received before the pass that went
     spans_expired_at = CASE WHEN r.spans_expired_at IS NOT NULL AND d.n > 0 AND r.last_seen_at <= r.spans_expired_at
@@ -193,13 +199,13 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
  */
 const RECOUNT_LAYERS = `UPDATE runs r SET layers_recount = false,
   layer_count = (SELECT count(*) FROM spans c
-    JOIN spans pa ON pa.project = c.project AND pa.run_id = c.run_id AND pa.span_id = c.payload->>'parent_id'
-    WHERE c.project = r.project AND c.run_id = r.run_id AND c.payload->>'type' IN ('tool', 'mcp_tool')
-      AND pa.payload->>'type' IN ('tool', 'mcp_tool') AND pa.payload->>'tool' = c.payload->>'tool' AND pa.span_id <> c.span_id),
+    JOIN spans pa ON pa.project = c.project AND pa.run_id = c.run_id AND pa.span_id = c.call_parent
+    WHERE c.project = r.project AND c.run_id = r.run_id AND c.call_parent IS NOT NULL
+      AND pa.call_tool = c.call_tool AND pa.span_id <> c.span_id),
   layer_error_count = (SELECT count(*) FROM spans c
-    JOIN spans pa ON pa.project = c.project AND pa.run_id = c.run_id AND pa.span_id = c.payload->>'parent_id'
-    WHERE c.project = r.project AND c.run_id = r.run_id AND c.payload->>'type' IN ('tool', 'mcp_tool')
-      AND pa.payload->>'type' IN ('tool', 'mcp_tool') AND pa.payload->>'tool' = c.payload->>'tool' AND pa.span_id <> c.span_id AND c.is_error AND pa.is_error)
+    JOIN spans pa ON pa.project = c.project AND pa.run_id = c.run_id AND pa.span_id = c.call_parent
+    WHERE c.project = r.project AND c.run_id = r.run_id AND c.call_parent IS NOT NULL
+      AND pa.call_tool = c.call_tool AND pa.span_id <> c.span_id AND c.is_error AND pa.is_error)
   WHERE r.layers_recount AND (r.project, r.run_id) IN (SELECT p, r FROM json_to_recordset($1::json) AS (p text, r text))`;
 
 /** A retention step's bounds (RunsRepo.expireSpans), and its time. */
@@ -471,7 +477,10 @@ export class RunsRepo {
     const order = c?.stored ? 'arrival ASC' : `${SPAN_START} ASC, arrival ASC`;
     if (c?.stored) {
       params.push(c.arrival);
-      after = 'AND arrival > $3::bigint';
+      // Nothing stored since (the run's newest arrival, kept by the span write): the scan of the
+      // run's spans is not run at all (a one-time filter), as a followed run's looks mostly find.
+      after = `AND arrival > $3::bigint AND EXISTS (SELECT 1 FROM runs lr WHERE lr.project = $1 AND lr.run_id = $2
+        AND (lr.last_arrival IS NULL OR lr.last_arrival > $3::bigint))`;
     } else if (c) {
       params.push(c.start ?? 'Infinity', c.arrival);
       after = `AND (${SPAN_START}, arrival) > ($3::double precision, $4::bigint)`;
@@ -616,9 +625,16 @@ export class RunsRepo {
     return res.rows[0]?.payload ?? null;
   }
 
-  /** The arrival number of the run's last span stored (null: none yet). */
+  /**
+   * The arrival number of the run's last span stored (null: none yet): kept on the run by the
+   * span write; a run whose spans were all stored before migration 0037 reads its spans once.
+   */
   private async lastArrival(project: string, runId: string): Promise<string | null> {
-    const res = await this.db.query<{ a: unknown }>('SELECT max(arrival) AS a FROM spans WHERE project = $1 AND run_id = $2', [project, runId]);
+    const res = await this.db.query<{ a: unknown }>(
+      `SELECT COALESCE(r.last_arrival, (SELECT max(s.arrival) FROM spans s WHERE s.project = r.project AND s.run_id = r.run_id)) AS a
+       FROM runs r WHERE r.project = $1 AND r.run_id = $2`,
+      [project, runId],
+    );
     const a = res.rows[0]?.a;
     return a === null || a === undefined ? null : String(a);
   }

@@ -75,10 +75,12 @@ it('keeps an upgraded install reading its spans in the same order, cursors inclu
     const index = () => fresh.query(`SELECT 1 FROM pg_indexes WHERE tablename = 'spans' AND indexname = 'spans_order'`);
     expect((await index()).rows).toHaveLength(1);
     // Today's writer stands in for the one before 0018; it also keeps retention's mark (0021,
-    // whose column it adds if missing) and the run's layer counts (0033), so their columns are added ahead for it.
+    // whose column it adds if missing) and the run's layer counts and the spans' call columns (0033, 0039) and the run's last arrival (0037), so their columns are added ahead for it.
     await fresh.exec('ALTER TABLE runs ADD COLUMN IF NOT EXISTS spans_expired_at timestamptz');
     await fresh.exec(`ALTER TABLE runs ADD COLUMN IF NOT EXISTS layer_count bigint NOT NULL DEFAULT 0,
       ADD COLUMN IF NOT EXISTS layer_error_count bigint NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS layers_recount boolean NOT NULL DEFAULT false`);
+    await fresh.exec('ALTER TABLE spans ADD COLUMN IF NOT EXISTS call_tool text, ADD COLUMN IF NOT EXISTS call_parent text');
+    await fresh.exec('ALTER TABLE runs ADD COLUMN IF NOT EXISTS last_arrival bigint');
     const runs = new RunsRepo(fresh);
     // ties on the exact start broken by arrival, starts apart by a fraction of a millisecond,
     // spans without a start, arriving over three batches; then one re-exported (keeps its place)
