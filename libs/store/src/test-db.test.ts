@@ -22,3 +22,32 @@ export async function resetDb(db: Db): Promise<void> {
   // CASCADE: later tables (the SOP ones) reference projects.
   await db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, db_checks, dead_letters, api_keys, question_results, projects CASCADE');
 }
+
+/** A statement a recording Db ran, with the rows the database answered. */
+export interface Answered {
+  sql: string;
+  rows: Record<string, unknown>[];
+}
+
+/**
+ * `db` with every query's statement and answered rows pushed onto `answered` (clear it with
+ * `answered.length = 0`): for specs that check what a read asks the database for and what comes
+ * back (no transcript body, a bounded number of records), not only what it returns.
+ */
+export function recordingDb(db: Db): { db: Db; answered: Answered[] } {
+  const answered: Answered[] = [];
+  const recording = new Proxy(db, {
+    get(target, prop, receiver) {
+      if (prop === 'query') {
+        return async (sql: string, params?: readonly unknown[]) => {
+          const res = await target.query<Record<string, unknown>>(sql, params);
+          answered.push({ sql, rows: res.rows });
+          return res;
+        };
+      }
+      const v = Reflect.get(target, prop, receiver) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return { db: recording, answered };
+}

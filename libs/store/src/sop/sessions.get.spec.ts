@@ -1,5 +1,5 @@
-import type { Db, QueryResult } from '@neatroots/ports';
-import { openTestDb } from '../test-db.test';
+import type { Db } from '@neatroots/ports';
+import { openTestDb, recordingDb, type Answered } from '../test-db.test';
 import { SopSessionsRepo, type SessionInput } from './sessions.repo';
 
 /**
@@ -9,24 +9,12 @@ import { SopSessionsRepo, type SessionInput } from './sessions.repo';
  */
 let db: Db;
 /** What the database answered to each statement run through `spied`. */
-let answered: { sql: string; rows: Record<string, unknown>[] }[] = [];
+let answered: Answered[];
 let spied: Db;
 
 beforeAll(async () => {
   db = await openTestDb();
-  spied = new Proxy(db, {
-    get(target, prop, receiver) {
-      if (prop === 'query') {
-        return async (sql: string, params?: readonly unknown[]) => {
-          const res = (await target.query(sql, params)) as QueryResult<Record<string, unknown>>;
-          answered.push({ sql, rows: res.rows });
-          return res;
-        };
-      }
-      const v = Reflect.get(target, prop, receiver) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  ({ db: spied, answered } = recordingDb(db));
 }, 60_000);
 afterAll(() => db.close());
 beforeEach(() => db.exec('TRUNCATE sop_findings, sop_checks, sop_sessions, projects CASCADE'));
@@ -56,7 +44,7 @@ describe('SopSessionsRepo.get of a long session', () => {
       findings: [],
     });
 
-    answered = [];
+    answered.length = 0;
     const one = await repo.get('w1', got.id);
     expect(one?.session).toMatchObject({ id: got.id, workspace: 'w1', external_id: 'long-1', agent: 'phone-agent', status: 'checked', result: 'deviated', transcript_ref: 'https://calls.example/long-1' });
     expect(one?.session).not.toHaveProperty('body');

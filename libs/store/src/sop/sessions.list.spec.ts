@@ -1,5 +1,5 @@
-import type { Db, QueryResult } from '@neatroots/ports';
-import { openTestDb } from '../test-db.test';
+import type { Db } from '@neatroots/ports';
+import { openTestDb, recordingDb, type Answered } from '../test-db.test';
 import { SopSessionsRepo, type SessionInput } from './sessions.repo';
 
 /**
@@ -10,25 +10,13 @@ import { SopSessionsRepo, type SessionInput } from './sessions.repo';
 
 let db: Db;
 /** What the database answered to each statement run through `spied`. */
-let answered: { sql: string; rows: Record<string, unknown>[] }[] = [];
+let answered: Answered[];
 /** The test's database, every query's statement and rows recorded. */
 let spied: Db;
 
 beforeAll(async () => {
   db = await openTestDb();
-  spied = new Proxy(db, {
-    get(target, prop, receiver) {
-      if (prop === 'query') {
-        return async (sql: string, params?: readonly unknown[]) => {
-          const res = (await target.query(sql, params)) as QueryResult<Record<string, unknown>>;
-          answered.push({ sql, rows: res.rows });
-          return res;
-        };
-      }
-      const v = Reflect.get(target, prop, receiver) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  ({ db: spied, answered } = recordingDb(db));
 }, 60_000);
 afterAll(() => db.close());
 beforeEach(() => db.exec('TRUNCATE sop_findings, sop_checks, sop_sessions, projects CASCADE'));
@@ -52,7 +40,7 @@ describe('SopSessionsRepo.list with long sessions', () => {
     // One at a time: each insert is its own statement, not a 30 MB one.
     for (let i = 0; i < 20; i++) await repo.receive('w1', longSession(i));
 
-    answered = [];
+    answered.length = 0;
     const page = await repo.list('w1', { limit: 50 });
     expect(page.items).toHaveLength(20);
     expect(page.next_cursor).toBeNull();
@@ -70,7 +58,7 @@ describe('SopSessionsRepo.list with long sessions', () => {
     expect(bytes).toBeLessThan(100_000);
 
     // Paged and filtered the same way.
-    answered = [];
+    answered.length = 0;
     const first = await repo.list('w1', { limit: 7, agent: 'phone-agent' });
     const second = await repo.list('w1', { limit: 7, cursor: first.next_cursor! });
     expect([...first.items, ...second.items].map((s) => s.id)).toEqual(page.items.slice(0, 14).map((s) => s.id));

@@ -1,4 +1,5 @@
-import type { Db, QueryResult } from '@neatroots/ports';
+import type { Db } from '@neatroots/ports';
+import { recordingDb, type Answered } from '../../../../libs/store/src/test-db.test';
 import { migrate, openPglite } from '@neatroots/platform';
 import { REVIEW_STATES, type ReviewState } from '@neatroots/review-domain';
 import { ReviewReadRepo, SopSessionsRepo, sopFindingId } from '@neatroots/store';
@@ -32,24 +33,12 @@ const pid: Record<number, string> = {};
 let sub: { mode: string; other: string };
 
 /** What the database answered, statement by statement. */
-let answered: { sql: string; rows: Record<string, unknown>[] }[] = [];
+let answered: Answered[];
 
 beforeAll(async () => {
   const raw = await openPglite();
   await migrate(raw);
-  db = new Proxy(raw, {
-    get(target, prop, receiver) {
-      if (prop === 'query') {
-        return async (sql: string, params?: readonly unknown[]) => {
-          const res = (await target.query(sql, params)) as QueryResult<Record<string, unknown>>;
-          answered.push({ sql, rows: res.rows });
-          return res;
-        };
-      }
-      const v = Reflect.get(target, prop, receiver) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  ({ db, answered } = recordingDb(raw));
   const jobs = { work: async () => undefined, add: async () => 'x', run: async () => undefined as never, schedule: async () => undefined, close: async () => undefined };
   review = new ReviewSop({ db, jobs });
   const sessions = new SopSessionsRepo(db);
@@ -187,7 +176,7 @@ describe('the review queue counts per state', () => {
 
   it('reads in full only the page and the patterns whose state needs their wordings or fix facts', async () => {
     const leaves = (await fullStates()).size;
-    answered = [];
+    answered.length = 0;
     const page = await review.queries.reviewQueue(WS, { limit: 1 });
     expect(page.items).toHaveLength(1);
     // the pattern records read (every column of sop_patterns, lineage_id and rule_text among them)
