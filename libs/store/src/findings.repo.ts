@@ -232,15 +232,6 @@ export class FindingsRepo {
     return res.rows[0] ? toFinding(res.rows[0]) : null;
   }
 
-  /** Every finding of a run, quiet ones too, oldest first. */
-  async forRun(project: string, runId: string): Promise<FindingRecord[]> {
-    const res = await this.db.query(
-      `SELECT ${FINDING_COLUMNS} FROM findings f WHERE f.project = $1 AND f.run_id = $2 ORDER BY f.raised_at ASC, f.id ASC`,
-      [project, runId],
-    );
-    return res.rows.map(toFinding);
-  }
-
   /**
    * The run page's findings: the run's newest `limit` (by raised_at, then id), quiet ones too,
    * given oldest first, and how many the run has in all. A run of 50,000 findings is 500 of them

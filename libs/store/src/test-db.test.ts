@@ -23,9 +23,10 @@ export async function resetDb(db: Db): Promise<void> {
   await db.exec('TRUNCATE runs, spans, findings, note_deliveries, check_stats, db_checks, dead_letters, api_keys, question_results, projects CASCADE');
 }
 
-/** A statement a recording Db ran, with the rows the database answered. */
+/** A statement a recording Db ran (with its parameters), and the rows the database answered. */
 export interface Answered {
   sql: string;
+  params: readonly unknown[] | undefined;
   rows: Record<string, unknown>[];
 }
 
@@ -41,7 +42,7 @@ export function recordingDb(db: Db): { db: Db; answered: Answered[] } {
       if (prop === 'query') {
         return async (sql: string, params?: readonly unknown[]) => {
           const res = await target.query<Record<string, unknown>>(sql, params);
-          answered.push({ sql, rows: res.rows });
+          answered.push({ sql, params, rows: res.rows });
           return res;
         };
       }

@@ -1,4 +1,5 @@
-import type { Db, QueryResult } from '@neatroots/ports';
+import type { Db } from '@neatroots/ports';
+import { recordingDb, type Answered } from '../../../../libs/store/src/test-db.test';
 import { migrate, openPglite } from '@neatroots/platform';
 import { ReviewSop } from './service';
 
@@ -18,7 +19,7 @@ const SESSIONS = 4_000;
 let db: Db;
 let review: ReviewSop;
 /** What the database answered, statement by statement. */
-let answered: { sql: string; params: readonly unknown[] | undefined; rows: Record<string, unknown>[] }[] = [];
+let answered: Answered[];
 
 const lock = () => ({
   procedures: Array.from({ length: PROCEDURES }, (_, p) => ({
@@ -35,19 +36,7 @@ const lock = () => ({
 beforeAll(async () => {
   const raw = await openPglite();
   await migrate(raw);
-  db = new Proxy(raw, {
-    get(target, prop, receiver) {
-      if (prop === 'query') {
-        return async (sql: string, params?: readonly unknown[]) => {
-          const res = (await target.query(sql, params)) as QueryResult<Record<string, unknown>>;
-          answered.push({ sql, params, rows: res.rows });
-          return res;
-        };
-      }
-      const v = Reflect.get(target, prop, receiver) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  ({ db, answered } = recordingDb(raw));
   const jobs = { work: async () => undefined, add: async () => 'x', run: async () => undefined as never, schedule: async () => undefined, close: async () => undefined };
   review = new ReviewSop({ db, jobs });
   await db.query('INSERT INTO projects (name) VALUES ($1)', [WS]);
@@ -94,7 +83,7 @@ function nodes(plan: Record<string, unknown>): Record<string, unknown>[] {
 
 describe('Insights over 100 procedures of 40 rules', () => {
   it('finds the window’s not_measurable checks from their own index, not by reading every check', async () => {
-    answered = [];
+    answered.length = 0;
     const view = await review.queries.insights(WS, { days: 30 });
     const statement = answered.find((a) => /result = 'not_measurable'/.test(a.sql));
     expect(statement).toBeDefined();
@@ -117,7 +106,7 @@ describe('Insights over 100 procedures of 40 rules', () => {
   }, 60_000);
 
   it('names its procedures from the live release without reading the lock', async () => {
-    answered = [];
+    answered.length = 0;
     const view = await review.queries.insights(WS, { days: 30 });
     expect(view.scoreboard).toHaveLength(PROCEDURES);
     for (const row of view.scoreboard) expect(row.procedure_name).toBe(`Procedure ${row.procedure_id.slice(5)}`);

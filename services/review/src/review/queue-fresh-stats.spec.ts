@@ -1,4 +1,5 @@
-import type { Db, QueryResult } from '@neatroots/ports';
+import type { Db } from '@neatroots/ports';
+import { recordingDb, type Answered } from '../../../../libs/store/src/test-db.test';
 import { migrate, openPglite } from '@neatroots/platform';
 import { REVIEW_STATES } from '@neatroots/review-domain';
 import { ReviewSop } from './service';
@@ -21,23 +22,12 @@ const FINDINGS_PER_PATTERN = 10;
 let raw: Db;
 let db: Db;
 let review: ReviewSop;
-let statements: { sql: string; params: readonly unknown[] | undefined }[] = [];
+let statements: Answered[];
 
 beforeAll(async () => {
   raw = await openPglite();
   await migrate(raw);
-  db = new Proxy(raw, {
-    get(target, prop, receiver) {
-      if (prop === 'query') {
-        return async (sql: string, params?: readonly unknown[]) => {
-          statements.push({ sql, params });
-          return (await target.query(sql, params)) as QueryResult<Record<string, unknown>>;
-        };
-      }
-      const v = Reflect.get(target, prop, receiver) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  ({ db, answered: statements } = recordingDb(raw));
   const jobs = { work: async () => undefined, add: async () => 'x', run: async () => undefined as never, schedule: async () => undefined, close: async () => undefined };
   review = new ReviewSop({ db, jobs });
   // Filled in bulk, as an import or a busy first hour does, and never analyzed.
@@ -102,7 +92,7 @@ describe('the review queue before the first ANALYZE', () => {
     const never = await raw.query<{ n: unknown }>(`SELECT count(*) AS n FROM pg_stats WHERE tablename IN ('sop_findings', 'sop_verdicts', 'sop_patterns', 'sop_finding_days')`);
     expect(Number(never.rows[0].n)).toBe(0);
 
-    statements = [];
+    statements.length = 0;
     const all = await review.queries.reviewQueue(WS, { state: [...REVIEW_STATES], limit: 50 });
     expect(all.total).toBe(PATTERNS);
     expect(all.counts).toMatchObject({ needs_review: PATTERNS - VERDICTS, open: VERDICTS / 2, closed: VERDICTS / 2 });
