@@ -391,7 +391,7 @@ describe('NeatrootsClient', () => {
       run.span({ type: 'other', name: 'later' });
       await client.flush();
       expect(fake.events().map((e) => (e.kind?.$case === 'span' ? e.kind.value.name : e.kind?.$case))).toEqual(['run_start', 'later']);
-      expect(reported[1]).toMatch(/^neatroots rejected 1 item\(s\): name: scripted/);
+      expect(reported[1]).toMatch(new RegExp(`^neatroots rejected 1 item\\(s\\): span x of run ${run.id}: name: scripted \\(dropped, not sent again; 2 dropped in all\\)$`));
       expect(notes.map((n) => n.id)).toEqual(['h5', 'n6']);
       expect(run.halted).toBe(true);
 

@@ -88,8 +88,9 @@ export interface ClientStats {
   /**
    * Events dropped: the oldest waiting ones past maxQueueEvents or maxQueueBytes, an event larger
    * than maxQueueBytes on its own, the events of an export ingest refused for good (one over its
-   * message or item bound included), what close() could not send in time, and events recorded
-   * after close().
+   * message or item bound included), those ingest rejected one by one in an export it accepted
+   * (ExportResponse.rejected), what close() could not send in time, and events recorded after
+   * close().
    */
   dropped: number;
 }
@@ -186,10 +187,19 @@ interface PolicyEntry {
   asking?: boolean;
 }
 
-/** Items ingest refused (the rest of the batch was accepted). */
+/**
+ * Items ingest refused one by one (the rest of the batch was accepted): they are not sent again,
+ * so they are counted in stats().dropped; `droppedInAll` is that count after them.
+ */
 export class ExportRejectedError extends Error {
-  constructor(readonly rejected: v1.Rejected[]) {
-    super(`neatroots rejected ${rejected.length} item(s): ${rejected.map((r) => `${r.field}: ${r.reason}`).join('; ')}`);
+  constructor(
+    readonly rejected: v1.Rejected[],
+    readonly droppedInAll?: number,
+  ) {
+    super(
+      `neatroots rejected ${rejected.length} item(s): ${rejected.map((r) => `${r.span_id ? `span ${r.span_id} of run ${r.run_id}: ` : ''}${r.field}: ${r.reason}`).join('; ')}` +
+        (droppedInAll === undefined ? '' : ` (dropped, not sent again; ${droppedInAll} dropped in all)`),
+    );
     this.name = 'ExportRejectedError';
   }
 }
@@ -723,8 +733,10 @@ export class NeatrootsClient {
 
   /** An export was answered: what ingest refused is reported, each run learns how many of its spans were taken. */
   private acknowledged(events: v1.Event[], res: v1.ExportResponse): void {
-    if (res.rejected.length) this.onError(new ExportRejectedError(res.rejected));
-    const refused = new Set(res.rejected.map((r) => r.index));
+    // Refused one by one, each for good: lost, so counted as dropped (once per event of the batch).
+    const refused = new Set(res.rejected.map((r) => r.index).filter((i) => i >= 0 && i < events.length));
+    this.droppedCount += refused.size;
+    if (res.rejected.length) this.onError(new ExportRejectedError(res.rejected, this.droppedCount));
     const perRun = new Map<string, string[]>();
     events.forEach((ev, i) => {
       if (ev.kind?.$case !== 'span' || refused.has(i)) return;

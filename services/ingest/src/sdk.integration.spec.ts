@@ -99,6 +99,28 @@ describe('the SDK against ingest', () => {
     }
   });
 
+  it('counts a span ingest rejects on its own inside an accepted export as dropped and names it; the rest of the export is kept', async () => {
+    const errors: Error[] = [];
+    const c = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 60_000, onError: (e) => errors.push(e) });
+    try {
+      const run = c.startRun({ workflow: 'partial-agent', precheck: 'off' });
+      const now = Date.now();
+      run.span({ type: 'tool', tool: 'fine' });
+      const bad = run.span({ type: 'tool', tool: 'backwards', start_ms: now, end_ms: now - 1000 }); // end before start: rejected alone
+      await run.end();
+      await bus.idle();
+      const mine = events.filter((e) => (e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id) === run.id);
+      expect(mine.map((e) => (e.item.kind === 'span' ? e.item.span.tool : e.item.kind))).toEqual(['run_start', 'fine', 'run_end']);
+      // It was counted as sent: dropped 0, the report 'neatroots rejected 1 item(s): end_ms: ...'.
+      expect(c.stats().dropped).toBe(1);
+      expect(errors.map((e) => e.message)).toEqual([
+        `neatroots rejected 1 item(s): span ${bad} of run ${run.id}: end_ms: is before start_ms (${now - 1000} < ${now}) (dropped, not sent again; 1 dropped in all)`,
+      ]);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('counts a span over ingest’s bound for one item (NEATROOTS_MAX_ITEM_CHARS) as dropped and names it with its size', async () => {
     const errors: Error[] = [];
     const big = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 20, onError: (e) => errors.push(e) });
