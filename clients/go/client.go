@@ -94,8 +94,9 @@ type Options struct {
 type Stats struct {
 	// Events dropped without being exported: the oldest waiting ones past MaxQueueEvents or
 	// MaxQueueBytes, one larger than MaxQueueBytes on its own, those of an export ingest refused
-	// for good (one over its message or item bound included), those still queued when Close's
-	// time ran out, and those recorded after Close (each reported to OnError).
+	// for good (one over its message or item bound included), those ingest rejected one by one
+	// in an export it accepted (ExportResponse.Rejected), those still queued when Close's time
+	// ran out, and those recorded after Close (each reported to OnError).
 	Dropped uint64
 	// Events waiting to be exported (the batch being sent not included).
 	Queued int
@@ -122,15 +123,23 @@ func (e *RunHaltedError) Error() string {
 	return "run halted by neatroots: " + title
 }
 
-// ExportRejectedError lists items ingest refused (the rest of the batch was accepted).
-type ExportRejectedError struct{ Rejected []*v1.Rejected }
+// ExportRejectedError lists items ingest refused one by one (the rest of the batch was
+// accepted). They are not sent again, so they are counted in Stats().Dropped; DroppedInAll is
+// that count after them.
+type ExportRejectedError struct {
+	Rejected     []*v1.Rejected
+	DroppedInAll uint64
+}
 
 func (e *ExportRejectedError) Error() string {
 	reasons := make([]string, len(e.Rejected))
 	for i, r := range e.Rejected {
 		reasons[i] = r.Field + ": " + r.Reason
+		if r.SpanId != "" {
+			reasons[i] = fmt.Sprintf("span %s of run %s: %s", r.SpanId, r.RunId, reasons[i])
+		}
 	}
-	return fmt.Sprintf("neatroots rejected %d item(s): %s", len(e.Rejected), strings.Join(reasons, "; "))
+	return fmt.Sprintf("neatroots rejected %d item(s): %s (dropped, not sent again; %d dropped in all)", len(e.Rejected), strings.Join(reasons, "; "), e.DroppedInAll)
 }
 
 // EventsDroppedError reports events dropped without being exported (see Stats.Dropped).
@@ -651,7 +660,18 @@ func (c *Client) export(batch []queued) {
 		finished = true
 		c.failing = false
 		if len(res.Rejected) > 0 {
-			c.report(&ExportRejectedError{Rejected: res.Rejected})
+			// Refused one by one, each for good: lost, so counted as dropped (once per event of the batch).
+			refused := map[int32]bool{}
+			for _, r := range res.Rejected {
+				if r.Index >= 0 && int(r.Index) < len(events) {
+					refused[r.Index] = true
+				}
+			}
+			c.mu.Lock()
+			c.dropped += uint64(len(refused))
+			inAll := c.dropped
+			c.mu.Unlock()
+			c.report(&ExportRejectedError{Rejected: res.Rejected, DroppedInAll: inAll})
 		}
 		for _, n := range res.Notes {
 			c.dispatch(n)

@@ -169,3 +169,26 @@ func TestASpanOverTheItemBoundIsCountedAsDropped(t *testing.T) {
 		}
 	}
 }
+
+// A span ingest rejects on its own (its end before its start) inside an export it accepts is
+// not sent again: it is counted as dropped and reported as an *ExportRejectedError naming it;
+// the rest of the export is kept.
+func TestASpanRejectedInsideAnAcceptedExportIsCountedAsDropped(t *testing.T) {
+	c, errs := client(t)
+	run := c.StartRun(neatroots.RunOptions{Workflow: "support-agent"})
+	now := float64(time.Now().UnixMilli())
+	run.Span(neatroots.SpanInit{Type: "tool", Tool: "lookup", SpanID: "fine"})
+	run.Span(neatroots.SpanInit{Type: "tool", Tool: "refund", SpanID: "backwards", StartMs: now, EndMs: now - 1000})
+	run.Flush()
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v: the rejected span is not counted as dropped", st)
+	}
+	var rejected *neatroots.ExportRejectedError
+	if len(*errs) != 1 || !errors.As((*errs)[0], &rejected) || len(rejected.Rejected) != 1 || rejected.DroppedInAll != 1 {
+		t.Fatalf("errors: %v", *errs)
+	}
+	want := "neatroots rejected 1 item(s): span backwards of run " + run.ID + ": end_ms: is before start_ms ("
+	if msg := (*errs)[0].Error(); !strings.HasPrefix(msg, want) || !strings.HasSuffix(msg, " (dropped, not sent again; 1 dropped in all)") {
+		t.Fatalf("error %q", msg)
+	}
+}

@@ -50,6 +50,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
     expect(res.stdout).toMatch(/--- PASS: TestAHaltStopsTheNextToolCall/);
     expect(res.stdout).toMatch(/--- PASS: TestAnExportOverTheSizeBoundIsRefusedOnceNotRetried/);
     expect(res.stdout).toMatch(/--- PASS: TestASpanOverTheItemBoundIsCountedAsDropped/);
+    expect(res.stdout).toMatch(/--- PASS: TestASpanRejectedInsideAnAcceptedExportIsCountedAsDropped/);
     // the export path and notes streams against local servers standing in for ingest (export_test.go)
     for (const test of [
       'TestARefusedBatchIsRetriedUntilIngestTakesIt',
