@@ -211,12 +211,17 @@ class RunHaltedError(Exception):
 
 
 class ExportRejectedError(Exception):
-    """Items ingest refused (the rest of the batch was accepted)."""
+    """Items ingest refused one by one (the rest of the batch was accepted). They are not sent
+    again, so they are counted in stats()["dropped"]; `dropped_in_all` is that count after them."""
 
-    def __init__(self, rejected: List[ingest_pb2.Rejected]):
+    def __init__(self, rejected: List[ingest_pb2.Rejected], dropped_in_all: Optional[int] = None):
         self.rejected = list(rejected)
-        reasons = "; ".join(f"{r.field}: {r.reason}" for r in rejected)
-        super().__init__(f"neatroots rejected {len(rejected)} item(s): {reasons}")
+        self.dropped_in_all = dropped_in_all
+        reasons = "; ".join(
+            (f"span {r.span_id} of run {r.run_id}: " if r.span_id else "") + f"{r.field}: {r.reason}" for r in rejected
+        )
+        tail = "" if dropped_in_all is None else f" (dropped, not sent again; {dropped_in_all} dropped in all)"
+        super().__init__(f"neatroots rejected {len(rejected)} item(s): {reasons}{tail}")
 
 
 def _now_ms() -> float:
@@ -547,7 +552,12 @@ class NeatrootsClient:
                 continue
             self._failing = False
             if res.rejected:
-                self._report(ExportRejectedError(res.rejected))
+                # Refused one by one, each for good: lost, so counted as dropped (once per event of the batch).
+                refused = {r.index for r in res.rejected if 0 <= r.index < len(batch)}
+                with self._lock:
+                    self._dropped += len(refused)
+                    in_all = self._dropped
+                self._report(ExportRejectedError(res.rejected, in_all))
             for note in res.notes:
                 self._dispatch(note)
             return

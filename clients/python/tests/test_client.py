@@ -94,6 +94,29 @@ class ClientTest(unittest.TestCase):
                 self.assertIn(want, str(errors[0]))
         finally:
             client.close()
+    def test_a_span_rejected_inside_an_accepted_export_is_counted_as_dropped(self):
+        # Ingest accepts the export but rejects one span on its own (its end before its start):
+        # it is not sent again, so it is counted as dropped and reported naming it; the rest is kept.
+        from neatroots import ExportRejectedError
+
+        errors = []
+        client = NeatrootsClient(ADDRESS, API_KEY, flush_interval_s=60, subscribe=False, on_error=errors.append)
+        try:
+            run = client.start_run(workflow="support-agent")
+            now = time.time() * 1000
+            run.span(type="tool", tool="lookup", span_id="fine")
+            run.span(type="tool", tool="refund", span_id="backwards", start_ms=now, end_ms=now - 1000)
+            run.flush()
+            self.assertEqual(client.stats()["dropped"], 1)
+            self.assertEqual(len(errors), 1, errors)
+            self.assertIsInstance(errors[0], ExportRejectedError)
+            self.assertEqual([r.span_id for r in errors[0].rejected], ["backwards"])
+            self.assertEqual(errors[0].dropped_in_all, 1)
+            self.assertTrue(str(errors[0]).startswith(f"neatroots rejected 1 item(s): span backwards of run {run.id}: end_ms: is before start_ms ("), str(errors[0]))
+            self.assertTrue(str(errors[0]).endswith(" (dropped, not sent again; 1 dropped in all)"), str(errors[0]))
+        finally:
+            client.close()
+
 
 if __name__ == "__main__":
     unittest.main()
