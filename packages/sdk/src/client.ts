@@ -104,7 +104,8 @@ export interface NeatrootsClientOptions {
   channelOptions?: Partial<ClientOptions>;
   /**
    * Events per export; reaching it wakes the flusher at once. Default 100. An export also holds
-   * at most 4 MiB of encoded events (an event larger than that alone is sent alone).
+   * at most 4 MiB of encoded events (an event larger than that alone is sent alone), or ingest's
+   * message bound once ingest refused an export as larger than it (that export is sent in halves).
    */
   maxBatch?: number;
   /** Events kept waiting for export at most; past it the oldest are dropped (counted in stats().dropped). Default 10,000. */
@@ -207,7 +208,10 @@ export class ExportRejectedError extends Error {
 /** Retried: nothing of the batch was acknowledged. */
 const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.ABORTED]);
 
-/** An export message holds at most this many bytes of encoded events (gRPC's default receive bound). */
+/**
+ * An export message holds at most this many bytes of encoded events (gRPC's default receive
+ * bound), or less once ingest refused a message as too large (NeatrootsClient.batchBytes).
+ */
 const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 /** Dropped events are reported through onError at most this often. */
 const DROP_REPORT_MS = 10_000;
@@ -265,6 +269,15 @@ function fields(buf: Buffer): { no: number; num?: number; bytes?: Buffer }[] {
     // a malformed status: what was read so far
   }
   return out;
+}
+
+/**
+ * A message over the receiver's bound: RESOURCE_EXHAUSTED without RetryInfo saying "larger than
+ * max" (grpc's own refusal, "Received message larger than max (X vs. Y)"). Ingest's back-pressure
+ * is RESOURCE_EXHAUSTED too, but with RetryInfo, and is retried, never split.
+ */
+function tooLarge(err: ServiceError): boolean {
+  return err.code === Status.RESOURCE_EXHAUSTED && retryInfoDelayMs(err) === undefined && /larger than max/i.test(err.details ?? '');
 }
 
 /** Retryable: UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, and RESOURCE_EXHAUSTED that says when to try again (ingest's back-pressure). */
@@ -361,6 +374,8 @@ export class NeatrootsClient {
   private waiters: { seq: number; resolve: () => void }[] = [];
   /** An export is being retried and that was reported: reported again only after one succeeded. */
   private failing = false;
+  /** Bytes of encoded events an export holds at most: 4 MiB, lowered to ingest's message bound once it refused one as too large. */
+  private batchBytes = MAX_BATCH_BYTES;
   private droppedCount = 0;
   private droppedUnreported = 0;
   private lastDropReport = 0;
@@ -524,7 +539,7 @@ export class NeatrootsClient {
       this.drop(over, 'the export queue is full');
       this.settle();
     }
-    if (this.queue.length >= this.maxBatch || this.queueBytes >= MAX_BATCH_BYTES) this.wake();
+    if (this.queue.length >= this.maxBatch || this.queueBytes >= this.batchBytes) this.wake();
   }
 
   /** @internal */
@@ -663,10 +678,10 @@ export class NeatrootsClient {
   /** The one flusher: sends batches until the queue is empty. */
   private async drain(): Promise<void> {
     while (this.queue.length && !this.stopped) {
-      // At most maxBatch events and 4 MiB of them; an event larger alone goes alone.
+      // At most maxBatch events and batchBytes of them (4 MiB, or ingest's smaller message bound); an event larger alone goes alone.
       let n = 0;
       let bytes = 0;
-      while (n < this.queue.length && n < this.maxBatch && (n === 0 || bytes + this.queue[n].bytes <= MAX_BATCH_BYTES)) bytes += this.queue[n++].bytes;
+      while (n < this.queue.length && n < this.maxBatch && (n === 0 || bytes + this.queue[n].bytes <= this.batchBytes)) bytes += this.queue[n++].bytes;
       this.inflight = this.queue.splice(0, n);
       this.queueBytes -= bytes;
       try {
@@ -693,19 +708,30 @@ export class NeatrootsClient {
     });
   }
 
-  private async exportWithRetry(batch: Queued[]): Promise<void> {
+  /**
+   * Sends `batch` (the inflight batch, or a part of it: `part`) until ingest takes it, refuses it
+   * for good, or the client is closed. A batch of several events over ingest's message bound is
+   * sent in halves, down to single events, and the bound is kept for the following batches.
+   */
+  private async exportWithRetry(batch: Queued[], part = false): Promise<void> {
     const events = batch.map((q) => q.ev);
     for (let attempt = 1; !this.stopped; attempt++) {
       try {
         const res = await this.call(events);
         this.failing = false;
+        this.settled(batch);
         this.acknowledged(events, res);
         return;
       } catch (e) {
         const err = e as ServiceError;
         if (this.stopped) return; // close() dropped and reported the batch
+        if (batch.length > 1 && tooLarge(err)) {
+          await this.split(batch, err, part);
+          return;
+        }
         if (!retryable(err)) {
           // Refused for good (sent again it would be refused alike): lost, so counted, and said once.
+          this.settled(batch);
           this.droppedCount += batch.length;
           this.onError(refused(batch, err, this.droppedCount));
           return;
@@ -729,6 +755,35 @@ export class NeatrootsClient {
         this.wakeBackoff = undefined;
       }
     }
+  }
+
+  /** Events of the inflight batch answered (taken or refused): close() no longer counts them as lost. */
+  private settled(part: Queued[]): void {
+    if (part.length === this.inflight.length) this.inflight = [];
+    else {
+      const done = new Set(part);
+      this.inflight = this.inflight.filter((q) => !done.has(q));
+    }
+  }
+
+  /**
+   * A batch of several events ingest refused as over its message bound: the bound it named (else
+   * half the batch's size) is kept for the following batches, and the batch is sent in halves
+   * (each halved again while refused so; a single event over the bound is dropped as before).
+   * Said once per batch of the queue, not for every half.
+   */
+  private async split(batch: Queued[], err: ServiceError, part: boolean): Promise<void> {
+    const bytes = batch.reduce((n, q) => n + q.bytes, 0);
+    const m = MESSAGE_LIMIT.exec(err.details ?? '');
+    this.batchBytes = Math.max(1, Math.min(this.batchBytes, m ? Number(m[1]) : Math.floor(bytes / 2)));
+    if (!part) {
+      this.onError(
+        new Error(`export of ${batch.length} event(s) (${bytes} bytes) is over what ingest takes in one message (${err.message}): sent in halves; exports hold at most ${this.batchBytes} bytes from now on`, { cause: err }),
+      );
+    }
+    const half = Math.ceil(batch.length / 2);
+    await this.exportWithRetry(batch.slice(0, half), true);
+    if (!this.stopped) await this.exportWithRetry(batch.slice(half), true);
   }
 
   /** An export was answered: what ingest refused is reported, each run learns how many of its spans were taken. */

@@ -121,6 +121,44 @@ describe('the SDK against ingest', () => {
     }
   });
 
+  it('sends a batch over a lower message bound of ingest in halves, down to the one span over it (dropped), and keeps the bound for the next batches', async () => {
+    const small = await startIngest({ bus, resolveKey: async (k) => (k === 'key-shop' ? 'shop' : undefined), otlpPort: 0, grpcPort: 0, maxReceiveMessageBytes: 64 * 1024 });
+    const errors: Error[] = [];
+    const c = new NeatrootsClient({ address: `127.0.0.1:${small.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 60_000, onError: (e) => errors.push(e) });
+    const tools = (runId: string) =>
+      events.filter((e) => (e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id) === runId).map((e) => (e.item.kind === 'span' ? e.item.span.tool : e.item.kind));
+    try {
+      // One batch of about 250 KB: 30 spans of 8 KB and one of 100 KB, over the 64 KiB ingest takes.
+      const run = c.startRun({ workflow: 'small-bound-agent', precheck: 'off' });
+      const names = Array.from({ length: 30 }, (_, i) => `t${i}`);
+      for (const [i, tool] of names.entries()) {
+        run.span({ type: 'tool', tool, output: 'x'.repeat(8000) });
+        if (i === 20) run.span({ type: 'tool', tool: 'huge', output: 'x'.repeat(100_000) });
+      }
+      await run.end();
+      await bus.idle();
+      // Without the split the whole batch was dropped: dropped 33, none of its spans on the bus.
+      expect(tools(run.id)).toEqual(['run_start', ...names, 'run_end']);
+      expect(c.stats().dropped).toBe(1);
+      expect(errors.map((e) => e.message)).toEqual([
+        expect.stringMatching(/^export of 33 event\(s\) \(\d+ bytes\) is over what ingest takes in one message \(8 RESOURCE_EXHAUSTED: Received message larger than max \(\d+ vs\.? 65536\)\): sent in halves; exports hold at most 65536 bytes from now on$/),
+        expect.stringMatching(/^dropped 1 event\(s\) \(span \w+ of run \S+ \(100\d{3} bytes\): over the 65536 bytes ingest takes in one message .*; 1 dropped in all$/),
+      ]);
+
+      // The bound is kept: the next batches are within it, none refused.
+      const next = c.startRun({ workflow: 'small-bound-agent', precheck: 'off' });
+      for (const tool of names) next.span({ type: 'tool', tool, output: 'x'.repeat(8000) });
+      await next.end();
+      await bus.idle();
+      expect(tools(next.id)).toEqual(['run_start', ...names, 'run_end']);
+      expect(c.stats().dropped).toBe(1);
+      expect(errors).toHaveLength(2);
+    } finally {
+      await c.close();
+      await small.close();
+    }
+  });
+
   it('counts a span over ingest’s bound for one item (NEATROOTS_MAX_ITEM_CHARS) as dropped and names it with its size', async () => {
     const errors: Error[] = [];
     const big = new NeatrootsClient({ address: `127.0.0.1:${ingest.grpcPort}`, apiKey: 'key-shop', subscribe: false, flushIntervalMs: 20, onError: (e) => errors.push(e) });
