@@ -20,21 +20,26 @@ type Handler<Req> = (req: Req) => Promise<unknown>;
 
 function unary<Req>(fn: Handler<Req>) {
   return (call: ServerUnaryCall<Req, unknown>, cb: sendUnaryData<unknown>) => {
-    fn(call.request).then(
-      (body) => cb(null, { found: true, json: JSON.stringify(body ?? null) }),
-      (err: unknown) => {
-        if (err instanceof SopError) {
-          const metadata = new Metadata();
-          metadata.set(SOP_ERROR_CODE, err.code);
-          // a metadata value is printable ASCII (grpc-js throws on more, and the call then never ended)
-          if (err.issues) metadata.set(SOP_ERROR_ISSUES, asciiJson(err.issues));
-          if (err.issuesOmitted) metadata.set(SOP_ERROR_ISSUES_OMITTED, String(err.issuesOmitted));
-          cb({ code: SOP_STATUS_TO_GRPC[err.status], details: err.message, metadata });
-        } else {
-          cb({ code: status.INTERNAL, details: `review (sop): ${(err as Error)?.message ?? String(err)}` });
-        }
-      },
-    );
+    // A handler that throws before it returns a promise (the review side or GitHub connections
+    // not served here) is answered as one that rejects: escaping, grpc-js answered it UNKNOWN,
+    // and the api 500 where the same call in-process answers the SopError's status.
+    Promise.resolve()
+      .then(() => fn(call.request))
+      .then(
+        (body) => cb(null, { found: true, json: JSON.stringify(body ?? null) }),
+        (err: unknown) => {
+          if (err instanceof SopError) {
+            const metadata = new Metadata();
+            metadata.set(SOP_ERROR_CODE, err.code);
+            // a metadata value is printable ASCII (grpc-js throws on more, and the call then never ended)
+            if (err.issues) metadata.set(SOP_ERROR_ISSUES, asciiJson(err.issues));
+            if (err.issuesOmitted) metadata.set(SOP_ERROR_ISSUES_OMITTED, String(err.issuesOmitted));
+            cb({ code: SOP_STATUS_TO_GRPC[err.status], details: err.message, metadata });
+          } else {
+            cb({ code: status.INTERNAL, details: `review (sop): ${(err as Error)?.message ?? String(err)}` });
+          }
+        },
+      );
   };
 }
 
