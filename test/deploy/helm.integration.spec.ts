@@ -495,6 +495,17 @@ if (!helm) {
         expect(loadConfig(envOf(new Rendered(render(h, [], ['--set', 'config.precheckTimeoutMs=750'])))).NEATROOTS_PRECHECK_TIMEOUT_MS).toBe(750);
       });
 
+      it('config.retention: the review service\'s retention job (spans, transcripts, when), its variables in extraEnv winning', () => {
+        const defaults = loadConfig(envOf(new Rendered(render(h, []))));
+        expect([defaults.NEATROOTS_SPAN_RETENTION_DAYS, defaults.NEATROOTS_TRANSCRIPT_RETENTION_DAYS, defaults.NEATROOTS_RETENTION_CRON]).toEqual([30, 0, '23 * * * *']);
+        const set = loadConfig(envOf(new Rendered(render(h, [], ['--set', 'config.retention.spanDays=7', '--set', 'config.retention.transcriptDays=90', '--set', 'config.retention.cron=5 3 * * *']))));
+        expect([set.NEATROOTS_SPAN_RETENTION_DAYS, set.NEATROOTS_TRANSCRIPT_RETENTION_DAYS, set.NEATROOTS_RETENTION_CRON]).toEqual([7, 90, '5 3 * * *']);
+        expect(loadConfig(envOf(new Rendered(render(h, [], ['--set', 'config.retention.spanDays=0'])))).NEATROOTS_SPAN_RETENTION_DAYS).toBe(0);
+        // a release that set them in extraEnv before the chart had them keeps its own, once each
+        const extra = new Rendered(render(h, [], ['--set', 'config.extraEnv.NEATROOTS_SPAN_RETENTION_DAYS=14', '--set', 'config.retention.spanDays=7']));
+        expect(loadConfig(envOf(extra)).NEATROOTS_SPAN_RETENTION_DAYS).toBe(14);
+      });
+
       it('secretKey: NEATROOTS_SECRET_KEY in the chart\'s Secret, read by every service, never in the ConfigMap', () => {
         const hex = 'a3'.repeat(32);
         const r = new Rendered(render(h, [], ['--set', `secretKey=${hex}`]));
@@ -543,6 +554,9 @@ if (!helm) {
         [['--set', 'apiKeys.alpha=ops:k1', '--set', 'apiKeys.beta=ops:k1'], /apiKeys\.alpha and apiKeys\.beta have the same key/],
         [['--set', 'ingestKeys.a=agent-1', '--set', 'ingestKeys.b=agent-1'], /ingestKeys\.a and ingestKeys\.b have the same key/],
         [['--kube-version', '1.24.0'], /kubeVersion/],
+        // a pattern the review service would refuse at start-up (a crash loop), and a negative number of days
+        [['--set', 'config.retention.cron=hourly'], /\/config\/retention\/cron/],
+        [['--set', 'config.retention.spanDays=-1'], /\/config\/retention\/spanDays/],
       ])('%j', (args, message) => {
         const res = helmRun(h, ['template', RELEASE, chart, ...args]);
         expect(res.status).not.toBe(0);
