@@ -24,6 +24,7 @@ import (
 	"math"
 	mrand "math/rand"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -235,8 +236,19 @@ func retryable(err error) (ok bool, after time.Duration) {
 // A notes stream that ends with one of these is not opened again: it would fail the same way.
 var final = map[codes.Code]bool{codes.Unauthenticated: true, codes.PermissionDenied: true, codes.InvalidArgument: true}
 
-// maxBatchBytes bounds the encoded events of one export (ingest refuses a message over 8 MiB).
+// maxBatchBytes bounds the encoded events of one export (ingest refuses a message over 8 MiB by
+// default), until ingest refused one as too large: then its bound (Client.batchBytes).
 const maxBatchBytes = 4 << 20
+
+// tooLarge: a message over the receiver's bound, RESOURCE_EXHAUSTED without RetryInfo saying
+// "larger than max" (grpc's own refusal, "received message larger than max (X vs. Y)").
+// Ingest's back-pressure is RESOURCE_EXHAUSTED too, but with RetryInfo: retried, never split.
+func tooLarge(err error) bool {
+	if again, _ := retryable(err); again || status.Code(err) != codes.ResourceExhausted {
+		return false
+	}
+	return strings.Contains(strings.ToLower(status.Convert(err).Message()), "larger than max")
+}
 
 // dropReportEvery: events dropped for the queue bound are reported at most this often.
 const dropReportEvery = 10 * time.Second
@@ -261,6 +273,7 @@ type Client struct {
 	queue      []queued
 	queueBytes int
 	inflight   []queued // the batch being sent (never dropped for the queue bound)
+	batchBytes int      // encoded events an export holds at most: maxBatchBytes, or ingest's lower message bound
 	seq        uint64   // of the last event queued
 	changed    chan struct{}
 	runs       map[string]*Run
@@ -532,7 +545,11 @@ func (c *Client) flusher() {
 // alone) from the head of the queue to inflight. c.mu held.
 func (c *Client) take() []queued {
 	n, bytes := 0, 0
-	for n < len(c.queue) && n < c.opts.MaxBatch && (n == 0 || bytes+c.queue[n].size <= maxBatchBytes) {
+	limit := c.batchBytes
+	if limit <= 0 {
+		limit = maxBatchBytes
+	}
+	for n < len(c.queue) && n < c.opts.MaxBatch && (n == 0 || bytes+c.queue[n].size <= limit) {
 		bytes += c.queue[n].size
 		n++
 	}
@@ -612,15 +629,66 @@ func (c *Client) backoff(attempt int) time.Duration {
 // export sends the inflight batch until ingest accepts it, refuses it for good, or Close's time
 // runs out; then it clears inflight.
 func (c *Client) export(batch []queued) {
-	finished := false // accepted or refused for good; else Close counts it as dropped
-	defer func() {
-		if finished {
-			c.mu.Lock()
-			c.inflight = nil
-			c.notify()
-			c.mu.Unlock()
+	if c.send(batch, false) {
+		c.mu.Lock()
+		c.inflight = nil
+		c.notify()
+		c.mu.Unlock()
+	}
+}
+
+// answered takes the events of part, answered (taken or refused), out of inflight: Close no
+// longer counts them as dropped. c.mu held.
+func (c *Client) answered(part []queued) {
+	done := make(map[uint64]bool, len(part))
+	for _, q := range part {
+		done[q.seq] = true
+	}
+	kept := make([]queued, 0, len(c.inflight)) // a new array: the batch being sent shares inflight's
+	for _, q := range c.inflight {
+		if !done[q.seq] {
+			kept = append(kept, q)
 		}
-	}()
+	}
+	c.inflight = kept
+}
+
+// split sends a batch of several events ingest refused as over its message bound in halves
+// (each halved again while refused so; a single event over the bound is dropped as before),
+// and keeps the bound the refusal named (else half the batch's size) for the following
+// batches. Said once per batch of the queue, not for every half. False as send.
+func (c *Client) split(batch []queued, err error, part bool) bool {
+	bytes := 0
+	for _, q := range batch {
+		bytes += q.size
+	}
+	bound := bytes / 2
+	if m := messageLimit.FindStringSubmatch(status.Convert(err).Message()); m != nil {
+		if n, perr := strconv.Atoi(m[1]); perr == nil {
+			bound = n
+		}
+	}
+	c.mu.Lock()
+	if c.batchBytes <= 0 || c.batchBytes > maxBatchBytes {
+		c.batchBytes = maxBatchBytes
+	}
+	c.batchBytes = max(1, min(c.batchBytes, bound))
+	now := c.batchBytes
+	c.mu.Unlock()
+	if !part {
+		c.report(fmt.Errorf("export of %d event(s) (%d bytes) is over what ingest takes in one message (%w): sent in halves; exports hold at most %d bytes from now on", len(batch), bytes, err, now))
+	}
+	half := (len(batch) + 1) / 2
+	if !c.send(batch[:half], true) {
+		return false
+	}
+	return c.send(batch[half:], true)
+}
+
+// send exports batch (the inflight batch, or a part of it) until ingest accepts it, refuses it
+// for good, or Close's time runs out (false: Close counts what is left in inflight as dropped).
+// A batch of several events over ingest's message bound is sent in halves (split).
+func (c *Client) send(batch []queued, part bool) bool {
 	events := make([]*v1.Event, len(batch))
 	for i, q := range batch {
 		events[i] = q.ev
@@ -631,17 +699,20 @@ func (c *Client) export(batch []queued) {
 		cancel()
 		if err != nil {
 			if c.abortCtx.Err() != nil {
-				return // counted as dropped by Close
+				return false // counted as dropped by Close
 			}
 			again, after := retryable(err)
+			if !again && len(batch) > 1 && tooLarge(err) {
+				return c.split(batch, err, part)
+			}
 			if !again {
 				// Refused for good (sending it again would be refused alike): lost, so counted.
-				finished = true
 				c.mu.Lock()
 				c.dropped += uint64(len(batch))
+				c.answered(batch)
 				c.mu.Unlock()
 				c.report(refused(batch, err))
-				return
+				return true
 			}
 			// Said once per outage (a wrong address, ingest down), not at every retry.
 			if !c.failing {
@@ -651,13 +722,15 @@ func (c *Client) export(batch []queued) {
 			wait := max(c.backoff(attempt), after)
 			select {
 			case <-c.abortCtx.Done():
-				return
+				return false
 			case <-time.After(wait):
 			}
 			c.reportDrops(false)
 			continue
 		}
-		finished = true
+		c.mu.Lock()
+		c.answered(batch)
+		c.mu.Unlock()
 		c.failing = false
 		if len(res.Rejected) > 0 {
 			// Refused one by one, each for good: lost, so counted as dropped (once per event of the batch).
@@ -676,7 +749,7 @@ func (c *Client) export(batch []queued) {
 		for _, n := range res.Notes {
 			c.dispatch(n)
 		}
-		return
+		return true
 	}
 }
 

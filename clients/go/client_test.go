@@ -192,3 +192,63 @@ func TestASpanRejectedInsideAnAcceptedExportIsCountedAsDropped(t *testing.T) {
 		t.Fatalf("error %q", msg)
 	}
 }
+
+// Against a running neatroots whose message bound (NEATROOTS_MAX_MESSAGE_BYTES) is 64 KiB, below
+// the 4 MiB the client fills exports to (NEATROOTS_SMALL_ADDRESS): a batch over it is sent in
+// halves down to the one span over it alone (dropped), and the bound is kept for the next batches.
+func TestABatchOverALowerMessageBoundIsSentInHalves(t *testing.T) {
+	addr, key := os.Getenv("NEATROOTS_SMALL_ADDRESS"), os.Getenv("NEATROOTS_API_KEY")
+	if addr == "" || key == "" {
+		t.Skip("NEATROOTS_SMALL_ADDRESS and NEATROOTS_API_KEY name a running neatroots taking at most 64 KiB in one message")
+	}
+	var mu sync.Mutex
+	var errs []error
+	c, err := neatroots.New(neatroots.Options{Address: addr, APIKey: key, NoSubscribe: true, FlushInterval: time.Minute, OnError: func(e error) {
+		mu.Lock()
+		errs = append(errs, e)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	reports := func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]error(nil), errs...)
+	}
+	// One batch of about 340 KB: 30 spans of 8 KB and one of 100 KB.
+	run := c.StartRun(neatroots.RunOptions{Workflow: "support-agent"})
+	for i := 0; i < 30; i++ {
+		run.Span(neatroots.SpanInit{Type: "tool", Tool: "lookup", Output: strings.Repeat("x", 8000)})
+		if i == 20 {
+			run.Span(neatroots.SpanInit{Type: "tool", Tool: "upload", SpanID: "huge", Output: strings.Repeat("x", 100_000)})
+		}
+	}
+	run.Flush()
+	// Without the split: Dropped 32 (the whole batch, run_start included), one report.
+	if st := c.Stats(); st.Dropped != 1 {
+		t.Fatalf("stats %+v: want only the span over the bound dropped; reports: %v", st, reports())
+	}
+	got := reports()
+	if len(got) != 2 {
+		t.Fatalf("reports: %v", got)
+	}
+	split := regexp.MustCompile(`^export of 32 event\(s\) \(\d+ bytes\) is over what ingest takes in one message \(.*larger than max \(\d+ vs\.? 65536\)\): sent in halves; exports hold at most 65536 bytes from now on$`)
+	if !split.MatchString(got[0].Error()) {
+		t.Fatalf("first report %q", got[0])
+	}
+	var dropped *neatroots.EventsDroppedError
+	if !errors.As(got[1], &dropped) || dropped.Count != 1 || !strings.HasPrefix(dropped.Reason, "span huge of run "+run.ID+" (") || !strings.Contains(dropped.Reason, "over the 65536 bytes ingest takes in one message") {
+		t.Fatalf("second report %v", got[1])
+	}
+	// The bound is kept: the next run's batch goes in parts within it, none refused.
+	next := c.StartRun(neatroots.RunOptions{Workflow: "support-agent"})
+	for i := 0; i < 30; i++ {
+		next.Span(neatroots.SpanInit{Type: "tool", Tool: "lookup", Output: strings.Repeat("x", 8000)})
+	}
+	next.Flush()
+	if st, got := c.Stats(), reports(); st.Dropped != 1 || len(got) != 2 {
+		t.Fatalf("stats %+v, reports %v: the next batch was refused again", st, got)
+	}
+}

@@ -31,19 +31,23 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
 
 (go ? describe : describe.skip)('the Go client', () => {
   let server: Server;
+  /** One taking at most 64 KiB in one message, below the 4 MiB the client fills exports to. */
+  let small: Server;
 
   beforeAll(async () => {
     server = await startServer();
+    small = await startServer({ NEATROOTS_MAX_MESSAGE_BYTES: String(64 * 1024) });
   });
 
   afterAll(async () => {
     await server?.close();
+    await small?.close();
   });
 
   it('passes its tests against a running server: a note received, a halt stopping the next tool call, an export over the size bound not sent again', async () => {
     const res = await run(go!, ['test', '-count=1', '-v', './...'], {
       cwd: mod,
-      env: { ...env, NEATROOTS_ADDRESS: server.address, NEATROOTS_API_KEY: KEY },
+      env: { ...env, NEATROOTS_ADDRESS: server.address, NEATROOTS_SMALL_ADDRESS: small.address, NEATROOTS_API_KEY: KEY },
       timeout: 300_000,
     }).catch(fail('go test'));
     expect(res.stdout).toMatch(/--- PASS: TestANoteReachesTheRun/);
@@ -51,6 +55,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
     expect(res.stdout).toMatch(/--- PASS: TestAnExportOverTheSizeBoundIsRefusedOnceNotRetried/);
     expect(res.stdout).toMatch(/--- PASS: TestASpanOverTheItemBoundIsCountedAsDropped/);
     expect(res.stdout).toMatch(/--- PASS: TestASpanRejectedInsideAnAcceptedExportIsCountedAsDropped/);
+    expect(res.stdout).toMatch(/--- PASS: TestABatchOverALowerMessageBoundIsSentInHalves/);
     // the export path and notes streams against local servers standing in for ingest (export_test.go)
     for (const test of [
       'TestARefusedBatchIsRetriedUntilIngestTakesIt',

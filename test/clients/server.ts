@@ -20,11 +20,13 @@ export interface Server {
   close(): Promise<void>;
 }
 
-export async function startServer(): Promise<Server> {
+/** `env`: more settings, e.g. NEATROOTS_MAX_MESSAGE_BYTES for a server taking smaller messages. */
+export async function startServer(env: Record<string, string> = {}): Promise<Server> {
   const home = tempHome('neatroots-clients', { 'refunds.yaml': REFUND_HALT_CHECK });
   const config = testConfig(home, {
     NEATROOTS_API_KEYS: `${PROJECT}=${KEY}`,
     NEATROOTS_STEERING: PROJECT,
+    ...env,
   });
   const app = await startEmbedded({ config, inMemoryDb: true, log: createLogger({ level: 'error' }) });
   return {
