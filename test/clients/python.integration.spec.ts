@@ -17,10 +17,13 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
 
 (python ? describe : describe.skip)('the Python client', () => {
   let server: Server;
+  /** One taking at most 64 KiB in one message, below the 4 MiB the client fills exports to. */
+  let small: Server;
   let site: string;
 
   beforeAll(async () => {
     server = await startServer();
+    small = await startServer({ NEATROOTS_MAX_MESSAGE_BYTES: String(64 * 1024) });
     site = fs.mkdtempSync(path.join(os.tmpdir(), 'neatroots-py-'));
     // As a user installs it; its dependencies (grpcio, protobuf) are in the test venv already.
     await run(python!, ['-m', 'pip', 'install', '-q', '--no-deps', '--no-build-isolation', '--target', site, pkg], { timeout: 120_000 });
@@ -28,6 +31,7 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
 
   afterAll(async () => {
     await server?.close();
+    await small?.close();
     if (site) fs.rmSync(site, { recursive: true, force: true });
   });
 
@@ -36,12 +40,12 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
     // Run from elsewhere with only the installed copy on the path, so the source tree is not what is tested.
     const res = await run(python!, ['-m', 'unittest', 'discover', '-v', '-s', tests, '-t', tests], {
       cwd: site,
-      env: { ...process.env, PYTHONPATH: site, NEATROOTS_ADDRESS: server.address, NEATROOTS_API_KEY: KEY },
+      env: { ...process.env, PYTHONPATH: site, NEATROOTS_ADDRESS: server.address, NEATROOTS_SMALL_ADDRESS: small.address, NEATROOTS_API_KEY: KEY },
       timeout: 120_000,
     }).catch((e: { stdout: string; stderr: string }) => {
       throw new Error(`python tests failed:\n${e.stdout}\n${e.stderr}`);
     });
-    expect(res.stderr).toMatch(/Ran 28 tests[\s\S]*OK/);
+    expect(res.stderr).toMatch(/Ran 29 tests[\s\S]*OK/);
     const where = await run(python!, ['-c', 'import neatroots, sys; print(neatroots.__file__)'], { cwd: site, env: { ...process.env, PYTHONPATH: site } });
     expect(where.stdout.trim().startsWith(site)).toBe(true);
   }, 180_000);

@@ -34,7 +34,8 @@ from neatroots.v1 import ingest_pb2, ingest_pb2_grpc, spans_pb2
 T = TypeVar("T")
 Note = ingest_pb2.Note
 
-# An export message holds at most this much of encoded events (an event larger on its own is sent alone).
+# An export message holds at most this much of encoded events (an event larger on its own is sent
+# alone), or ingest's lower message bound once it refused an export as larger (_batch_bytes).
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 # Drops are reported through on_error at most this often (with the count since the last report).
 _DROP_REPORT_INTERVAL_S = 10.0
@@ -163,6 +164,17 @@ def _retry_delay(e: grpc.RpcError) -> Optional[float]:
     return None
 
 
+def _too_large(e: grpc.RpcError) -> bool:
+    """A message over the receiver's bound: RESOURCE_EXHAUSTED without RetryInfo saying "larger than
+    max" (grpc's own refusal, "Received message larger than max (X vs. Y)"). Ingest's back-pressure
+    is RESOURCE_EXHAUSTED too, but with RetryInfo: retried, never split."""
+    return (
+        e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        and _retry_info_delay(e) is None
+        and "larger than max" in (e.details() or "").lower()
+    )
+
+
 # A notes stream that ends with one of these is not opened again: it would fail the same way.
 _FINAL = {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT}
 
@@ -282,6 +294,8 @@ class NeatrootsClient:
         self._queue: Deque[Tuple[int, spans_pb2.Event, int]] = collections.deque()
         self._queued_bytes = 0
         self._inflight: List[Tuple[int, spans_pb2.Event, int]] = []  # the batch being sent: never dropped by the bound
+        # Encoded events an export holds at most: MAX_BATCH_BYTES, or ingest's lower message bound.
+        self._batch_bytes = MAX_BATCH_BYTES
         self._seq = 0
         self._flush_to = 0  # events up to this sequence number are wanted out now (flush())
         self._lock = threading.Lock()
@@ -405,7 +419,8 @@ class NeatrootsClient:
         return float("inf")
 
     def _enqueue(self, event: spans_pb2.Event) -> None:
-        size = event.ByteSize()
+        n = event.ByteSize()
+        size = 1 + (max(n, 1).bit_length() + 6) // 7 + n  # its bytes in ExportRequest.events: tag, length, event
         too_large: Optional[DroppedEventsError] = None
         with self._lock:
             if self._closed.is_set():
@@ -426,7 +441,7 @@ class NeatrootsClient:
                     self._dropped += 1
                     self._unreported += 1
                     self._progress.notify_all()
-                if len(self._queue) >= self._max_batch or self._queued_bytes >= MAX_BATCH_BYTES:
+                if len(self._queue) >= self._max_batch or self._queued_bytes >= self._batch_bytes:
                     self._wake.notify_all()
             unreported = self._unreported
         if too_large is not None:
@@ -460,7 +475,7 @@ class NeatrootsClient:
         size = 0
         while self._queue and len(batch) < self._max_batch:
             item = self._queue[0]
-            if batch and size + item[2] > MAX_BATCH_BYTES:
+            if batch and size + item[2] > self._batch_bytes:
                 break
             self._queue.popleft()
             self._queued_bytes -= item[2]
@@ -481,7 +496,7 @@ class NeatrootsClient:
                     return (
                         self._closed.is_set()
                         or len(self._queue) >= self._max_batch
-                        or self._queued_bytes >= MAX_BATCH_BYTES
+                        or self._queued_bytes >= self._batch_bytes
                         or self._flush_to >= self._queue[0][0]
                         or time.monotonic() - last >= self._interval
                     )
@@ -514,8 +529,37 @@ class NeatrootsClient:
                 self._inflight = []
                 self._progress.notify_all()
 
-    def _send(self, batch: List[Tuple[int, spans_pb2.Event, int]]) -> None:
-        """Exports one batch: retried with backoff until accepted or the client is closed, unless refused for good."""
+    def _answered(self, part: List[Tuple[int, spans_pb2.Event, int]]) -> None:
+        """Takes the events of part, answered (taken or refused), out of the batch in flight:
+        close() no longer counts them as dropped (lock held)."""
+        done = {seq for seq, _, _ in part}
+        self._inflight = [item for item in self._inflight if item[0] not in done]
+
+    def _split(self, batch: List[Tuple[int, spans_pb2.Event, int]], e: grpc.RpcError, part: bool) -> None:
+        """Sends a batch of several events ingest refused as over its message bound in halves (each
+        halved again while refused so; a single event over the bound is dropped as before), and
+        keeps the bound the refusal named (else half the batch's size) for the following batches.
+        Said once per batch of the queue, not for every half."""
+        size = sum(s for _, _, s in batch)
+        m = _MESSAGE_LIMIT.search(e.details() or "")
+        with self._lock:
+            self._batch_bytes = max(1, min(self._batch_bytes, int(m.group(1)) if m else size // 2))
+            bound = self._batch_bytes
+        if not part:
+            self._report(
+                RuntimeError(
+                    f"export of {len(batch)} event(s) ({size} bytes) is over what ingest takes in one message "
+                    f"({e.code().name}: {e.details()}): sent in halves; exports hold at most {bound} bytes from now on"
+                )
+            )
+        half = (len(batch) + 1) // 2
+        self._send(batch[:half], part=True)
+        if not self._abort:
+            self._send(batch[half:], part=True)
+
+    def _send(self, batch: List[Tuple[int, spans_pb2.Event, int]], part: bool = False) -> None:
+        """Exports one batch (or a part of it): retried with backoff until accepted or the client
+        is closed, unless refused for good; sent in halves when over ingest's message bound."""
         initial, cap = self._backoff
         request = ingest_pb2.ExportRequest(events=[event for _, event, _ in batch])
         attempt = 0
@@ -533,10 +577,14 @@ class NeatrootsClient:
                 if not isinstance(e, grpc.RpcError):
                     raise
                 least = _retry_delay(e)
+                if least is None and len(batch) > 1 and _too_large(e):
+                    self._split(batch, e, part)
+                    return
                 if least is None:
                     # Refused for good (sent again it would be refused alike): lost, so counted.
                     with self._lock:
                         self._dropped += len(batch)
+                        self._answered(batch)
                     self._report(_refused(batch, e))
                     return
                 if not self._failing:
@@ -551,6 +599,8 @@ class NeatrootsClient:
                 self._report_drops()
                 continue
             self._failing = False
+            with self._lock:
+                self._answered(batch)
             if res.rejected:
                 # Refused one by one, each for good: lost, so counted as dropped (once per event of the batch).
                 refused = {r.index for r in res.rejected if 0 <= r.index < len(batch)}

@@ -117,6 +117,41 @@ class ClientTest(unittest.TestCase):
         finally:
             client.close()
 
+    def test_a_batch_over_a_lower_message_bound_is_sent_in_halves(self):
+        # Against a neatroots taking at most 64 KiB in one message (NEATROOTS_MAX_MESSAGE_BYTES),
+        # below the 4 MiB the client fills exports to: the batch is sent in halves down to the one
+        # span over the bound alone (dropped), and the bound is kept for the next batches.
+        address = os.environ["NEATROOTS_SMALL_ADDRESS"]
+        errors = []
+        client = NeatrootsClient(address, API_KEY, flush_interval_s=60, subscribe=False, on_error=errors.append)
+        try:
+            # One batch of about 340 KB: run_start, 30 spans of 8 KB and one of 100 KB.
+            run = client.start_run(workflow="support-agent")
+            for i in range(30):
+                run.span(type="tool", tool="lookup", output="x" * 8000)
+                if i == 20:
+                    run.span(type="tool", tool="upload", span_id="huge", output="x" * 100_000)
+            run.flush()
+            # Without the split: dropped 32 (the whole batch), one report.
+            self.assertEqual(client.stats()["dropped"], 1, errors)
+            self.assertEqual(len(errors), 2, errors)
+            self.assertRegex(
+                str(errors[0]),
+                r"^export of 32 event\(s\) \(\d+ bytes\) is over what ingest takes in one message \(RESOURCE_EXHAUSTED: .*larger than max \(\d+ vs\.? 65536\)\): sent in halves; exports hold at most 65536 bytes from now on$",
+            )
+            self.assertIsInstance(errors[1], DroppedEventsError)
+            self.assertTrue(str(errors[1]).startswith(f"neatroots dropped 1 event(s): span huge of run {run.id} ("), str(errors[1]))
+            self.assertIn("over the 65536 bytes ingest takes in one message", str(errors[1]))
+            # The bound is kept: the next run's batch goes in parts within it, none refused.
+            following = client.start_run(workflow="support-agent")
+            for _ in range(30):
+                following.span(type="tool", tool="lookup", output="x" * 8000)
+            following.flush()
+            self.assertEqual(client.stats()["dropped"], 1, errors)
+            self.assertEqual(len(errors), 2, errors)
+        finally:
+            client.close()
+
 
 if __name__ == "__main__":
     unittest.main()
