@@ -655,16 +655,19 @@ func (c *Client) answered(part []queued) {
 
 // split sends a batch of several events ingest refused as over its message bound in halves
 // (each halved again while refused so; a single event over the bound is dropped as before),
-// and keeps the bound the refusal named (else half the batch's size) for the following
-// batches. Said once per batch of the queue, not for every half. False as send.
+// and keeps the bound the refusal named (else, or when the batch was not over it, half the
+// batch's size) for the following batches. Said once per batch of the queue, not for every
+// half. False as send.
 func (c *Client) split(batch []queued, err error, part bool) bool {
 	bytes := 0
 	for _, q := range batch {
 		bytes += q.size
 	}
+	// A bound the refused batch was not over (a hop counting other bytes, a text naming another
+	// bound) would let the next batches be refused and split again, every one: half the size then.
 	bound := bytes / 2
 	if m := messageLimit.FindStringSubmatch(status.Convert(err).Message()); m != nil {
-		if n, perr := strconv.Atoi(m[1]); perr == nil {
+		if n, perr := strconv.Atoi(m[1]); perr == nil && n < bytes {
 			bound = n
 		}
 	}

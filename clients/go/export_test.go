@@ -787,3 +787,36 @@ func TestOnErrorMayFlushAndCloseTheClient(t *testing.T) {
 		t.Fatalf("accepted %v, want the second run's run_start (exported while OnError ran)", accepted)
 	}
 }
+
+// A refusal as too large naming a bound the batch was not over (a hop in front of ingest
+// counting other bytes, or naming another bound than its own) still lowers the export size,
+// to half the refused batch: the next batches are not refused, split and reported again, each.
+func TestARefusalNamingABoundTheBatchWasNotOverStillLowersTheExportSize(t *testing.T) {
+	s := &ingest{export: func(_ int, req *v1.ExportRequest) (*v1.ExportResponse, error) {
+		if n := proto.Size(req); n > 2000 {
+			return nil, status.Errorf(codes.ResourceExhausted, "received message larger than max (%d vs. %d)", n, 4<<20)
+		}
+		return nil, nil
+	}}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour})
+	for b := 0; b < 4; b++ {
+		run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+		for i := 0; i < 20; i++ {
+			run.Span(neatroots.SpanInit{Type: "tool", Output: strings.Repeat("x", 300)})
+		}
+		c.Flush()
+	}
+	exports, _, accepted, _, _ := s.snapshot()
+	if st := c.Stats(); st.Dropped != 0 || len(accepted) != 84 {
+		t.Fatalf("stats %+v, %d accepted", st, len(accepted))
+	}
+	// Before: every batch refused and split again (4 reports, "at most 4194304 bytes from now on").
+	got := e.all()
+	if len(got) != 1 || !regexp.MustCompile(`^export of 21 event\(s\) \((\d+) bytes\) is over .*: sent in halves; exports hold at most \d+ bytes from now on$`).MatchString(got[0].Error()) {
+		t.Fatalf("%d export(s), reports: %v", exports, got)
+	}
+	m := regexp.MustCompile(`\((\d+) bytes\) is over .* at most (\d+) bytes`).FindStringSubmatch(got[0].Error())
+	if b, _ := strconv.Atoi(m[1]); m[2] != strconv.Itoa(b/2) {
+		t.Fatalf("report %q: want half the batch's size kept", got[0])
+	}
+}

@@ -62,6 +62,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
       'TestBackPressureIsRetriedAfterItsDelayAndAnotherRefusalIsNot',
       'TestTheQueueIsBoundedAndDropsTheOldest',
       'TestBatchesAreBoundedBySize',
+      'TestARefusalNamingABoundTheBatchWasNotOverStillLowersTheExportSize',
       'TestOneFlusherWhileExportsAreSlow',
       'TestCloseGivesUpAtItsTimeout',
       'TestARefusedSubscriptionIsNotOpenAndBacksOff',
