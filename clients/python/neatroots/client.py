@@ -538,12 +538,16 @@ class NeatrootsClient:
     def _split(self, batch: List[Tuple[int, spans_pb2.Event, int]], e: grpc.RpcError, part: bool) -> None:
         """Sends a batch of several events ingest refused as over its message bound in halves (each
         halved again while refused so; a single event over the bound is dropped as before), and
-        keeps the bound the refusal named (else half the batch's size) for the following batches.
+        keeps the bound the refusal named (else, or when the batch was not over it, half the batch's
+        size) for the following batches.
         Said once per batch of the queue, not for every half."""
         size = sum(s for _, _, s in batch)
         m = _MESSAGE_LIMIT.search(e.details() or "")
+        # A bound the refused batch was not over (a hop counting other bytes, a text naming another
+        # bound) would let the next batches be refused and split again, every one: half the size then.
+        bound = int(m.group(1)) if m and int(m.group(1)) < size else size // 2
         with self._lock:
-            self._batch_bytes = max(1, min(self._batch_bytes, int(m.group(1)) if m else size // 2))
+            self._batch_bytes = max(1, min(self._batch_bytes, bound))
             bound = self._batch_bytes
         if not part:
             self._report(

@@ -65,6 +65,8 @@ class FakeIngest(ingest_pb2_grpc.IngestServicer):
         self.subscribe = lambda request, context: iter(())
         self.subscribe_calls = []
         self.notes = lambda request: []  # the notes an export's answer brings back
+        # Exports over this many bytes are refused as too large, naming `bound_named` as the bound.
+        self.bound, self.bound_named = None, None
 
     def Export(self, request, context):
         with self.lock:
@@ -82,6 +84,8 @@ class FakeIngest(ingest_pb2_grpc.IngestServicer):
         if isinstance(fault, tuple) and fault[0] == "stall":
             time.sleep(fault[1])
             context.abort(grpc.StatusCode.UNAVAILABLE, "stalled")
+        if self.bound is not None and request.ByteSize() > self.bound:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"Received message larger than max ({request.ByteSize()} vs. {self.bound_named})")
         if request.ByteSize() > 4 * MIB + 1024:  # as ingest does past its message bound
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "message larger than max")
         with self.lock:
@@ -322,6 +326,24 @@ class ExportPathTest(ServerTest):
         m = re.fullmatch(r"neatroots dropped 1 event\(s\): event of (\d+) bytes is larger than the queue bound of 10000 bytes \(max_queue_bytes\)", str(self.errors[0]))
         self.assertIsNotNone(m, str(self.errors[0]))
         self.assertTrue(10_000 < int(m.group(1)) < 10_200, str(self.errors[0]))
+
+    def test_a_refusal_naming_a_bound_the_batch_was_not_over_still_lowers_the_export_size(self):
+        # A hop in front of ingest counting other bytes, or naming another bound than its own: the
+        # export size falls to half the refused batch, so the next batches are not refused again.
+        self.ingest.bound, self.ingest.bound_named = 2000, 4 * MIB
+        client = self.client()
+        for _ in range(4):
+            run = client.start_run(workflow="w")
+            for _ in range(20):
+                run.span("tool", "t", tool="t", output="x" * 300)
+            client.flush()
+        self.assertEqual(len(self.ingest.events()), 84)
+        self.assertEqual(client.stats()["dropped"], 0)
+        # Before: every batch refused and split again (4 reports, "at most 4194304 bytes from now on").
+        self.assertEqual(len(self.errors), 1, f"{len(self.ingest.attempts)} exports; {self.errors}")
+        m = re.match(r"^export of 21 event\(s\) \((\d+) bytes\) is over .*: sent in halves; exports hold at most (\d+) bytes from now on$", str(self.errors[0]))
+        self.assertIsNotNone(m, str(self.errors[0]))
+        self.assertEqual(int(m.group(2)), int(m.group(1)) // 2)
 
     def test_ending_a_run_after_close_reports_instead_of_raising(self):
         client = self.client()
