@@ -198,6 +198,25 @@ const KEY = `distributed-pages-${Date.now().toString(36)}`;
     await page.context().close();
   }, 90_000);
 
+  it('takes a session of 5 MB, as in-process, and shows it with its transcript', async () => {
+    // Under the 8 MiB POST .../sessions takes: review's gRPC port refused the api's request over 4 MiB
+    // (502 answer_too_large), and the api refused review's replies over 4 MiB (the transcript).
+    const turns = Array.from({ length: 40 }, (_, i) => ({ role: i % 2 ? 'agent' : 'user', text: `turn ${i} ${'x'.repeat(120_000)}` }));
+    const body = JSON.stringify({ external_id: 'big-session', agent: 'support-agent', turns });
+    expect(body.length).toBeGreaterThan(4.5 * 1024 * 1024);
+    const res = await fetch(`${url}/v1/workspaces/${PROJECT}/sessions`, { method: 'POST', headers: { 'x-api-key': KEY, 'content-type': 'application/json' }, body });
+    const sent = (await res.json()) as { id: string };
+    expect([res.status, sent]).toEqual([202, expect.objectContaining({ external_id: 'big-session' })]);
+    await until('the big session checked', async () => (await sop.getSession(PROJECT, sent.id)).status !== 'queued', 60_000);
+    const page = await signedIn();
+    await page.goto(`${url}/p/${PROJECT}/sessions/${sent.id}`);
+    const main = page.locator('main');
+    await main.getByText('Transcript', { exact: true }).waitFor();
+    await main.getByText(/^turn 39 x+/).waitFor();
+    await shot(page, 'distributed-session-5mb');
+    await page.context().close();
+  }, 120_000);
+
   it('answers a workspace’s GitHub connection 404 when review has GitHub connections off, as in-process', async () => {
     const page = await signedIn();
     // As the app's pages call the API: from the page, with the key.

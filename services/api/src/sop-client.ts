@@ -2,6 +2,7 @@ import { credentials, Metadata, status, type ServiceError, type ClientOptions } 
 import { v1 } from '@neatroots/proto';
 import { SopError, type ReviewSopQueries, type SopIssue, type SopQueries } from '@neatroots/store';
 import { unavailable } from './errors';
+import { REVIEW_REPLY_BYTES } from './review-client';
 
 /** Where the review service puts a refusal's code and sopc's issues (services/review sop/grpc.ts). */
 const ERROR_CODE = 'neatroots-error-code';
@@ -27,7 +28,8 @@ export class SopGrpcClient implements SopQueries, ReviewSopQueries {
   private readonly client: v1.SopClient;
 
   constructor(address: string, private readonly timeoutMs = 30_000, clientOptions: ClientOptions = {}) {
-    this.client = new v1.SopClient(address, credentials.createInsecure(), clientOptions);
+    // A session's transcript or a release read whole can pass grpc-js's default 4 MiB.
+    this.client = new v1.SopClient(address, credentials.createInsecure(), { 'grpc.max_receive_message_length': REVIEW_REPLY_BYTES, ...clientOptions });
   }
 
   private async call<Req, T>(method: unknown, req: Req, timeoutMs = this.timeoutMs): Promise<T> {

@@ -77,6 +77,14 @@ export function startOrder<M extends Pick<ServiceModule, 'name' | 'needs' | 'pro
 }
 
 /**
+ * The largest request the services' gRPC port takes (grpc.max_receive_message_length). grpc-js's
+ * default, 4 MiB, refused what the api forwards to review within the REST API's own body limits
+ * (a session of up to 8 MiB, a whole head of up to 16 MiB): the distributed deployment answered
+ * 502 where the embedded one stored it. 64 MiB, as the api takes in a reply from review.
+ */
+export const GRPC_REQUEST_BYTES = 64 * 1024 * 1024;
+
+/**
  * Starts `modules` on `platform`: the one function behind `neatroots start`, `serve --target X`
  * and the tests. A module that fails to start stops the ones already started.
  */
@@ -84,7 +92,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   const { platform, config, log, metrics } = opts;
   const order = startOrder(opts.modules);
   const health = new HealthService();
-  const grpcServer = opts.grpc ? new Server() : undefined;
+  const grpcServer = opts.grpc ? new Server({ 'grpc.max_receive_message_length': GRPC_REQUEST_BYTES }) : undefined;
   if (grpcServer) grpcServer.addService(health.definition().service, health.definition().implementation);
   const running = new Map<string, Running>();
   const provided = new Map<string, unknown>();
