@@ -179,6 +179,25 @@ describe('RunsRepo: a tool call traced at several layers', () => {
     expect(await counts()).toEqual({ span_count: 2, error_count: 0, stored_span_count: 4 });
   });
 
+  it('counts again a run whose layer a batch moves while it brings another, beside a run the batch counts as it goes', async () => {
+    await runs.writeEnvelopes([root, framework, client].map((s) => spanEnv('p1', s)));
+    expect(await counts()).toEqual({ span_count: 2, error_count: 1, stored_span_count: 3 });
+    // One batch: the client's span re-exported under the root (no longer a layer of the framework's
+    // call), the server's new under it, and a second run's call traced at two layers.
+    await runs.writeEnvelopes([
+      spanEnv('p1', { ...client, parent_id: 'root' }),
+      spanEnv('p1', server),
+      spanEnv('p1', { ...framework, run_id: 'r2' }),
+      spanEnv('p1', { ...client, run_id: 'r2' }),
+    ]);
+    // r1: the framework's call, and the client's with the server's layer under it (both failed)
+    expect(await counts()).toEqual({ span_count: 3, error_count: 2, stored_span_count: 4 });
+    expect(await runs.get('p1', 'r2')).toMatchObject({ span_count: 1, error_count: 1, stored_span_count: 2 });
+    // the same batch again changes nothing
+    await runs.writeEnvelopes([spanEnv('p1', { ...client, parent_id: 'root' }), spanEnv('p1', server)]);
+    expect(await counts()).toEqual({ span_count: 3, error_count: 2, stored_span_count: 4 });
+  });
+
   it('keeps two calls of different tools, one inside the other, two calls', async () => {
     await runs.writeEnvelopes([
       spanEnv('p1', root),

@@ -1,4 +1,4 @@
-import type { Queryable, Statement } from '@neatroots/ports';
+import { skipsAfter, type QueryResult, type Queryable, type Statement } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { QuestionsRepo } from './questions.repo';
@@ -129,6 +129,8 @@ const SPAN_ROWS = `SELECT x.ord, x.p AS project, x.r AS run_id, x.s AS span_id, 
  * differs in nothing and writes nothing. A replaced span keeps its first arrival: its place
  * among spans that started at the same time does not move. When every span is new, the
  * comparison reads nothing ($2, the batch's number of spans, against the rows inserted).
+ * It answers one row when a run's tool spans were replaced (layers_recount set): RECOUNT_LAYERS,
+ * sent after it only then (Statement.when), counts their layers again.
  */
 const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
   ins AS (
@@ -180,7 +182,8 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
       UNION ALL
       SELECT project, run_id, 0, 0, 0, 1, e::int, false, NULL FROM lnk
     ) c GROUP BY project, run_id
-  )
+  ),
+  counted AS (
   UPDATE runs r SET span_count = r.span_count + d.n, error_count = r.error_count + d.e, total_tokens = r.total_tokens + d.t,
     layer_count = r.layer_count + d.l, layer_error_count = r.layer_error_count + d.le, layers_recount = r.layers_recount OR d.rc,
     -- the run's newest arrival (migration 0037): a look for what is new reads no span when nothing is
@@ -189,13 +192,17 @@ const WRITE_SPANS = `WITH x AS (${SPAN_ROWS}),
     -- mark) once they are as old, even when they were received before the pass that went
     spans_expired_at = CASE WHEN r.spans_expired_at IS NOT NULL AND d.n > 0 AND r.last_seen_at <= r.spans_expired_at
                             THEN r.last_seen_at - interval '1 millisecond' ELSE r.spans_expired_at END
-  FROM d WHERE r.project = d.project AND r.run_id = d.run_id`;
+  FROM d WHERE r.project = d.project AND r.run_id = d.run_id
+  RETURNING d.rc
+  )
+  SELECT true AS recount FROM counted WHERE rc LIMIT 1`;
 
 /**
  * The runs of a batch (parameter $1: [{ p, r }]) whose tool spans were replaced with another
  * status, parent or tool (WRITE_SPANS marks them): their layer links counted again from the
  * spans they hold now. Rare (a re-exported tool span that changed), and only the batch's runs,
- * whose rows the batch's transaction holds already.
+ * whose rows the batch's transaction holds already. Sent only when WRITE_SPANS, just before it,
+ * answered a row (it marked one); run anyway it finds no run marked and changes nothing.
  */
 const RECOUNT_LAYERS = `UPDATE runs r SET layers_recount = false,
   layer_count = (SELECT count(*) FROM spans c
@@ -371,7 +378,7 @@ function writeSpansStatement(part: SpanRow[]): Statement {
 function recountLayersStatement(part: SpanRow[]): Statement {
   const runs = new Map<string, { p: string; r: string }>();
   for (const row of part) runs.set(`${row.project}\u001f${row.run_id}`, { p: text(row.project)!, r: text(row.run_id)! });
-  return { sql: RECOUNT_LAYERS, params: [json([...runs.values()])] };
+  return { sql: RECOUNT_LAYERS, params: [json([...runs.values()])], when: 'rows' };
 }
 
 /** Runs and their spans. Plain class over a Queryable: pass a transaction to write atomically. */
@@ -386,7 +393,8 @@ export class RunsRepo {
    * (envelopeStatements) belong together.
    */
   async writeEnvelopes(envelopes: readonly Envelope[]): Promise<void> {
-    for (const st of envelopeStatements(envelopes)) await this.db.query(st.sql, st.params);
+    let before: QueryResult<unknown> | undefined;
+    for (const st of envelopeStatements(envelopes)) before = skipsAfter(st, before) ? { rows: [] } : await this.db.query(st.sql, st.params);
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Db, DeadLetter, Queryable, Statement } from '@neatroots/ports';
+import { skipsAfter, type Db, type DeadLetter, type QueryResult, type Queryable, type Statement } from '@neatroots/ports';
 import type { FindingMessage } from '@neatroots/messages';
 import type { Envelope } from '@neatroots/spans';
 import { DeadLettersRepo } from './dead-letters.repo';
@@ -338,7 +338,8 @@ async function inOneTransaction(db: Db, statements: readonly Statement[]): Promi
     return;
   }
   await db.transaction(async (tx) => {
-    for (const st of statements) await tx.query(st.sql, st.params);
+    let before: QueryResult<unknown> | undefined;
+    for (const st of statements) before = skipsAfter(st, before) ? { rows: [] } : await tx.query(st.sql, st.params);
   });
 }
 

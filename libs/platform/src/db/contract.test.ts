@@ -96,6 +96,18 @@ export function dbContract(name: string, open: () => Promise<Db>): void {
       expect(out?.[1].affectedRows).toBe(1);
     });
 
+    it("skips a statement of a batch whose `when: 'rows'` the statement before did not meet", async () => {
+      const out = await db.batch?.([
+        { sql: `INSERT INTO ${t} (id, n) VALUES ($1, $2)`, params: ['w1', 1] },
+        { sql: `SELECT n FROM ${t} WHERE id = $1`, params: ['none'] },
+        { sql: `UPDATE ${t} SET n = n + 10 WHERE id = $1 RETURNING n`, params: ['w1'], when: 'rows' },
+        { sql: `SELECT n FROM ${t} WHERE id = $1`, params: ['w1'] },
+        { sql: `UPDATE ${t} SET n = n + 100 WHERE id = $1 RETURNING n`, params: ['w1'], when: 'rows' },
+      ]);
+      expect(out?.map((r) => r.rows)).toEqual([[], [], [], [{ n: 1 }], [{ n: 101 }]]);
+      expect((await db.query(`SELECT n FROM ${t} WHERE id = 'w1'`)).rows).toEqual([{ n: 101 }]);
+    });
+
     it('rolls a whole batch back when one statement fails, and keeps the SQLSTATE', async () => {
       const failed = db.batch?.([
         { sql: `INSERT INTO ${t} (id, n) VALUES ($1, $2)`, params: ['h1', 1] },

@@ -278,6 +278,11 @@ parentPort.on('message', async (m) => {
       const results = await pg.transaction(async (tx) => {
         const out = [];
         for (const st of m.statements) {
+          // a statement run only when the one before answered rows (Statement.when)
+          if (st.when === 'rows' && !(out.length && out[out.length - 1].rows.length)) {
+            out.push({ rows: [], affectedRows: 0 });
+            continue;
+          }
           const r = await tx.query(st.sql, st.params);
           out.push({ rows: r.rows, affectedRows: r.affectedRows });
         }
@@ -450,7 +455,7 @@ class WorkerDb implements PgliteWorkerDb {
    * included), and this thread is busy with ingest and the rule engine in the embedded default.
    */
   batch(statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
-    const plain = statements.map((s) => ({ sql: s.sql, params: s.params ? [...s.params] : undefined }));
+    const plain = statements.map((s) => ({ sql: s.sql, params: s.params ? [...s.params] : undefined, when: s.when }));
     return this.exclusive(async () => (await this.send('batch', undefined, undefined, plain)).results ?? []);
   }
 
