@@ -44,6 +44,8 @@ class FakeIngest {
   piggyback: v1.Note[] = [];
   /** Items the next successful export response says it rejected. */
   rejectNext: v1.Rejected[] = [];
+  /** Exports over `bytes` are refused as too large ("Received message larger than max (X vs. named)") while set. */
+  tooLarge: { bytes: number; named: number } | undefined;
   streams = new Map<string, ServerWritableStream<v1.SubscribeRequest, v1.Note>>();
 
   async start(): Promise<void> {
@@ -52,6 +54,8 @@ class FakeIngest {
         this.keys.push(String(call.metadata.get('x-api-key')[0]));
         this.attempts.push(Date.now());
         if (this.down) return cb({ code: status.UNAVAILABLE, details: 'ingest down' });
+        const size = v1.ExportRequest.encode(call.request).finish().length;
+        if (this.tooLarge && size > this.tooLarge.bytes) return cb({ code: status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${size} vs. ${this.tooLarge.named})` });
         const failure = this.failures.shift();
         if (typeof failure === 'number') return cb({ code: failure, details: 'scripted failure' });
         if (failure !== undefined) {
@@ -233,6 +237,24 @@ describe('NeatrootsClient', () => {
     expect(errors[1].message).toMatch(
       new RegExp(`^dropped 1 event\\(s\\) \\(span ${refused} of run ${run.id} \\(\\d+ bytes\\): over what ingest takes in one message \\(8 RESOURCE_EXHAUSTED: scripted failure\\); not sent again\\); 1 dropped in all$`),
     );
+  });
+
+  it('lowers its export size to half a batch refused as too large naming a bound the batch was not over, so the next batches are not refused and split again', async () => {
+    await client.close();
+    client = new NeatrootsClient({ address: `127.0.0.1:${fake.port}`, apiKey: 'key-shop', flushIntervalMs: 60_000, subscribe: false, onError: (e) => errors.push(e) });
+    // A hop in front of ingest counting other bytes, or naming another bound than its own.
+    fake.tooLarge = { bytes: 2000, named: 4 * 1024 * 1024 };
+    for (let b = 0; b < 4; b++) {
+      const run = client.startRun({ workflow: 'w', precheck: 'off' });
+      for (let i = 0; i < 20; i++) run.span({ type: 'other', output: 'x'.repeat(300) });
+      await client.flush();
+    }
+    expect(fake.events()).toHaveLength(84);
+    expect(client.stats().dropped).toBe(0);
+    // Before: every batch refused and split again (4 reports, "at most 4194304 bytes from now on").
+    expect(errors.map((e) => e.message)).toEqual([expect.stringMatching(/^export of 21 event\(s\) \(\d+ bytes\) is over .*: sent in halves; exports hold at most \d+ bytes from now on$/)]);
+    const [, bytes, kept] = /\((\d+) bytes\) is over .* at most (\d+) bytes/.exec(errors[0].message)!;
+    expect(Number(kept)).toBe(Math.floor(Number(bytes) / 2));
   });
 
   it('while ingest refuses, retries the batch being sent until it is accepted and keeps at most maxQueueEvents, dropping the oldest waiting (counted, reported once)', async () => {

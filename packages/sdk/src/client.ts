@@ -767,15 +767,18 @@ export class NeatrootsClient {
   }
 
   /**
-   * A batch of several events ingest refused as over its message bound: the bound it named (else
-   * half the batch's size) is kept for the following batches, and the batch is sent in halves
+   * A batch of several events ingest refused as over its message bound: the bound it named (else,
+   * or when the batch was not over it, half the batch's size) is kept for the following batches, and the batch is sent in halves
    * (each halved again while refused so; a single event over the bound is dropped as before).
    * Said once per batch of the queue, not for every half.
    */
   private async split(batch: Queued[], err: ServiceError, part: boolean): Promise<void> {
     const bytes = batch.reduce((n, q) => n + q.bytes, 0);
     const m = MESSAGE_LIMIT.exec(err.details ?? '');
-    this.batchBytes = Math.max(1, Math.min(this.batchBytes, m ? Number(m[1]) : Math.floor(bytes / 2)));
+    // A bound the refused batch was not over (a hop counting other bytes, a text naming another
+    // bound) would let the next batches be refused and split again, every one: half the size then.
+    const named = m ? Number(m[1]) : Infinity;
+    this.batchBytes = Math.max(1, Math.min(this.batchBytes, named < bytes ? named : Math.floor(bytes / 2)));
     if (!part) {
       this.onError(
         new Error(`export of ${batch.length} event(s) (${bytes} bytes) is over what ingest takes in one message (${err.message}): sent in halves; exports hold at most ${this.batchBytes} bytes from now on`, { cause: err }),
