@@ -65,6 +65,17 @@ describe('the questions topic', () => {
       expect(bytes.length).toBeLessThan(apart / 2.5);
     });
 
+    it('reads the checks of records that carry the same ones as the same objects, whatever the record', () => {
+      const [a] = QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode([ask(4)])) as QuestionTask[];
+      const [b] = QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode([ask(5, 'r2')])) as QuestionTask[];
+      expect(a.check).toEqual(check);
+      expect(b.check).toBe(a.check);
+      const other = { ...check, ask: 'Wrong tool again?' };
+      const [c] = QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode([{ ...ask(6), check: other }])) as QuestionTask[];
+      expect(c.check).toEqual(other);
+      expect(c.check).not.toBe(a.check);
+    });
+
     it('reads a record written as a lone QuestionTask, as the log may still hold from before', () => {
       const t = ask(3);
       expect(QUESTIONS_TOPIC.decode(v1.QuestionTask.encode(questionTaskToProto(t)).finish())).toEqual([t]);

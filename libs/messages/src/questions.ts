@@ -236,9 +236,32 @@ export function questionTasksFromBytes(bytes: Uint8Array): QuestionTaskMessage[]
     if (!Array.isArray(v) || !v.every(isObject)) throw new Error(`question tasks of run ${rec.tasks[0].run_id}: ${field} must be an array of objects`);
     return v;
   };
-  const shared = { spans: array(rec.spans_json, 'spans_json'), checks: array(rec.checks_json, 'checks_json') };
+  let checks = parsedChecks.get(rec.checks_json);
+  if (checks === undefined) {
+    checks = array(rec.checks_json, 'checks_json');
+    if (parsedChecks.size >= MAX_PARSED_CHECKS || parsedChars + rec.checks_json.length > MAX_PARSED_CHECKS_CHARS) {
+      parsedChecks.clear();
+      parsedChars = 0;
+    }
+    parsedChecks.set(rec.checks_json, checks);
+    parsedChars += rec.checks_json.length;
+  }
+  const shared = { spans: array(rec.spans_json, 'spans_json'), checks };
   return rec.tasks.map((t) => questionTaskFromProto(t, shared));
 }
+
+/**
+ * The checks of the records read lately, by their text: a run's records of a step carry the
+ * same few checks (a question's wording changes only with its parameters), so most records'
+ * checks are parsed once, and are the same objects from record to record: what the question
+ * service works out once per check object (its classifier's key, its wording's fold) is worked
+ * out once. Check objects are never changed once made (the scheduler shares them as well).
+ */
+const parsedChecks = new Map<string, unknown[]>();
+let parsedChars = 0;
+/** At most this many records' checks, and this much of their text, kept: about 8 MB with what it parsed to. */
+const MAX_PARSED_CHECKS = 256;
+const MAX_PARSED_CHECKS_CHARS = 2 * 1024 * 1024;
 
 const SCOPES = new Set<string>(['span', 'trace', 'session']);
 
@@ -269,24 +292,22 @@ export function questionTaskFromProto(msg: v1.QuestionTask, shared?: { spans: re
     }
     return doc;
   };
-  const base: TaskBase = {
-    id: msg.id,
-    project: msg.project,
-    run_id: msg.run_id,
-    span_ids: msg.span_ids,
-    final: msg.final,
-    at_ms: msg.at_ms,
+  // The fields every task has, set on the task itself (one object of one shape a task).
+  const withBase = <T extends TaskBase>(t: T): T => {
+    if (msg.workflow) t.workflow = msg.workflow;
+    if (msg.session_id) t.session_id = msg.session_id;
+    if (msg.received_ms) t.received_ms = msg.received_ms;
+    return t;
   };
-  if (msg.workflow) base.workflow = msg.workflow;
-  if (msg.session_id) base.session_id = msg.session_id;
-  if (msg.received_ms) base.received_ms = msg.received_ms;
 
   if (msg.type === 'plan') {
     const plan = json(msg.plan_json, 'plan_json');
     if (!isObject(plan) || typeof plan.workflow !== 'string' || !Array.isArray(plan.tools)) {
       throw bad('plan_json', 'must be a plan request with a workflow and its tools');
     }
-    return { ...base, type: 'plan', workflow: plan.workflow, plan: plan as unknown as PlanRequest };
+    const t = withBase<PlanTask>({ id: msg.id, project: msg.project, run_id: msg.run_id, span_ids: msg.span_ids, final: msg.final, at_ms: msg.at_ms, type: 'plan', workflow: plan.workflow, plan: plan as unknown as PlanRequest });
+    t.workflow = plan.workflow;
+    return t;
   }
   if (msg.type !== 'question') throw bad('type', `must be question or plan, got ${JSON.stringify(msg.type)}`);
   let check: unknown;
@@ -305,7 +326,12 @@ export function questionTaskFromProto(msg: v1.QuestionTask, shared?: { spans: re
   const scope = msg.scope || c.scope;
   if (!SCOPES.has(scope)) throw bad('scope', `must be span, trace or session, got ${JSON.stringify(scope)}`);
   const t: QuestionTask = {
-    ...base,
+    id: msg.id,
+    project: msg.project,
+    run_id: msg.run_id,
+    span_ids: msg.span_ids,
+    final: msg.final,
+    at_ms: msg.at_ms,
     type: 'question',
     check: c,
     scope: scope as QuestionTask['scope'],
@@ -313,5 +339,5 @@ export function questionTaskFromProto(msg: v1.QuestionTask, shared?: { spans: re
     evidence: evidence as unknown as EvidenceDoc,
   };
   if (context !== undefined) t.context = context as unknown as ContextDoc;
-  return t;
+  return withBase(t);
 }
