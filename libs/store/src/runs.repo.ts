@@ -91,7 +91,8 @@ const HAS_OPEN = `EXISTS (SELECT 1 FROM findings f
 /**
  * A span row as the span statements unpack it from their JSON parameter. One-letter keys: the
  * database parses the whole document on every batch, and the columns' names as keys were a
- * seventh of its bytes (bench/store.js measures the write beside the one before).
+ * seventh of its bytes (bench/store.js measures the write beside the one before). The span
+ * itself is not in it: its JSON goes in a parameter of its own (spanPayloads).
  */
 function spanRecord(r: SpanRow): Record<string, unknown> {
   // A tool call's layer (migration 0033): its tool and parent as columns, so linking layers
@@ -101,7 +102,6 @@ function spanRecord(r: SpanRow): Record<string, unknown> {
     p: text(r.project),
     r: text(r.run_id),
     s: text(r.span.span_id),
-    j: r.span,
     t: r.span.start_ms ?? null,
     e: r.span.status === 'error',
     k: spanTokens(r.span),
@@ -111,12 +111,26 @@ function spanRecord(r: SpanRow): Record<string, unknown> {
   };
 }
 
-/** The batch's rows (parameter $1, keyed as spanRecord writes them), numbered in the batch's order. */
-const SPAN_ROWS = `SELECT x.ord, x.p AS project, x.r AS run_id, x.s AS span_id, x.j AS payload, round(x.t)::bigint AS start_ms, x.t AS start_exact,
+/**
+ * The batch's spans (JSON text, one a line, in the batch's order) as one text parameter:
+ * JSON.stringify writes no line break (one in a string is escaped), so a line is a span. The
+ * database splits the text and reads each span's JSON once, as the payload column takes it,
+ * where inside the rows' document json_to_recordset parsed it a first time and copied it out.
+ */
+function spanPayloads(part: SpanRow[]): string {
+  return part.map((r) => json(r.span)).join('\n');
+}
+
+/**
+ * The batch's rows (parameter $1, keyed as spanRecord writes them) beside their spans ($3, a
+ * line each: spanPayloads), numbered in the batch's order: ROWS FROM takes the two a row each.
+ */
+const SPAN_ROWS = `SELECT x.ord, x.p AS project, x.r AS run_id, x.s AS span_id, x.j::json AS payload, round(x.t)::bigint AS start_ms, x.t AS start_exact,
          x.e AS is_error, round(x.k)::bigint AS total_tokens, to_timestamp(x.m / 1000.0) AS received_at,
          x.c AS call_tool, x.q AS call_parent
-  FROM ROWS FROM (json_to_recordset($1::json) AS (p text, r text, s text, j json, t float8, e boolean, k float8, m float8, c text, q text))
-       WITH ORDINALITY AS x(p, r, s, j, t, e, k, m, c, q, ord)`;
+  FROM ROWS FROM (json_to_recordset($1::json) AS (p text, r text, s text, t float8, e boolean, k float8, m float8, c text, q text),
+                  string_to_table($3::text, E'\\n'))
+       WITH ORDINALITY AS x(p, r, s, t, e, k, m, c, q, j, ord)`;
 
 /**
  * The batch's spans and the counters they move, in one statement. Spans not stored yet are
@@ -371,7 +385,7 @@ function upsertRunsStatement(part: RunPatch[]): Statement {
  * less than thousands of bound parameters on this, the pipeline's hot write).
  */
 function writeSpansStatement(part: SpanRow[]): Statement {
-  return { sql: WRITE_SPANS, params: [json(part.map(spanRecord)), part.length] };
+  return { sql: WRITE_SPANS, params: [json(part.map(spanRecord)), part.length, spanPayloads(part)] };
 }
 
 /** Counts again the layers of the chunk's runs that WRITE_SPANS marked (a tool span replaced). */
