@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { QuestionCheck } from '@neatroots/checks';
 import type { Answer, AnsweredBy } from './types';
+import { sha1Hex } from './hash';
 
 /**
  * From a model's raw answer to a verdict: the seed's thresholds (flag_at, flag_on,
@@ -51,10 +51,7 @@ export function questionKey(q: QuestionDef): string {
   // Asked on every answer of the fast path: computed once per question object.
   const known = keys.get(q);
   if (known) return known;
-  const h = createHash('sha1')
-    .update(JSON.stringify([q.kind, q.ask_as_written ?? q.ask, q.options ?? null, q.flag_on ?? null, q.levels ?? null]))
-    .digest('hex')
-    .slice(0, 10);
+  const h = sha1Hex(JSON.stringify([q.kind, q.ask_as_written ?? q.ask, q.options ?? null, q.flag_on ?? null, q.levels ?? null])).slice(0, 10);
   const key = `${q.id}@${h}`;
   keys.set(q, key);
   return key;

@@ -377,6 +377,25 @@ describe('the library and the planner', () => {
   });
 });
 
+describe('a filled question asked at every span', () => {
+  it('takes its wording from the run\'s latest run_start, and from each run\'s own', async () => {
+    const s = scheduler([question({ id: 'u', scope: 'span', ask: 'Was this call right for {task}?' })]);
+    const first = await run(s, [runStart('r1', { user_message: 'refund order 7' }), runStart('r2', { user_message: 'cancel order 9' }), span('r1', 's1'), span('r2', 's1'), span('r1', 's2')]);
+    expect(first.map((t) => `${t.run_id}/${t.anchor}: ${t.check.ask}`)).toEqual([
+      'r1/s1: Was this call right for refund order 7?',
+      'r1/s2: Was this call right for refund order 7?',
+      'r2/s1: Was this call right for cancel order 9?',
+    ]);
+    expect(first[1].check).toBe(first[0].check);
+    const later = await run(s, [runStart('r1', { user_message: 'refund order 8' }), span('r1', 's3'), span('r2', 's2')]);
+    expect(later.map((t) => `${t.run_id}/${t.anchor}: ${t.check.ask}`)).toEqual([
+      'r1/s3: Was this call right for refund order 8?',
+      'r2/s2: Was this call right for cancel order 9?',
+    ]);
+    expect(later[1].check).toBe(first[2].check);
+  });
+});
+
 describe('spans that come after the run ended', () => {
   it('ask the questions that judge the run\'s end again, as final, once a batch: OpenTelemetry sends the run\'s end with its root span, a child span may come later', async () => {
     const ignored = question({ id: 'ignored-tool-error', scope: 'trace', when: 'end', ask: 'Did a tool fail and the agent carry on?' }, 'library');

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { hasSeen, MAX_EVIDENCE_LAST, parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
 import { windowLayer, type ArrayShift, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
@@ -16,6 +15,7 @@ import {
 } from './evidence';
 import { appliesTo, fillParams, libraryGate, type QuestionSet, type RunStartInfo } from './library';
 import { needsPlan, toolsHash, type PlanStore } from './planner';
+import { sha1Hex } from './hash';
 import { saveWindows, type WindowToSave } from './windows';
 import type { EvidenceDoc, Plan, PlanTask, QuestionTask, RunSummary, SpanSummary } from './types';
 
@@ -208,10 +208,13 @@ export function sessionWindowKey(project: string, sessionId: string): string {
 }
 
 function taskId(...parts: (string | number)[]): string {
-  return createHash('sha1').update(parts.join('\u0000')).digest('hex').slice(0, 24);
+  return sha1Hex(parts.join('\u0000')).slice(0, 24);
 }
 
 const MAX_WAITING = 200;
+
+/** QuestionScheduler.lastFilled's key for a run with no run_start. */
+const NO_START = {};
 
 /**
  * Spans a run's window holds past the ring for span questions that wait (`when: end`, or the
@@ -269,6 +272,8 @@ export class QuestionScheduler {
   private readonly planRequested = new Map<string, { tools: readonly string[]; at: number }>();
   private readonly written = new Map<string, QuestionCheck[]>();
   private readonly filledChecks = new WeakMap<QuestionCheck, Map<string, QuestionCheck>>();
+  /** By the run's start (NO_START without one), then by the question: its last wording and the parameters it was filled with. */
+  private readonly lastFilled = new WeakMap<object, WeakMap<QuestionCheck, { params: Record<string, string> | undefined; q: QuestionCheck }>>();
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: QuestionSchedulerOptions) {
@@ -287,6 +292,19 @@ export class QuestionScheduler {
    * the questions topic writes a check once a record, and its text once while the object lives.
    */
   private filled(base: QuestionCheck, params: Record<string, string> | undefined, start: RunStartInfo | undefined): QuestionCheck {
+    // Asked for every span question at every span of a full ring: the last wording of the
+    // question for these parameters and this run's start (neither changed once made: a plan's
+    // picks are replaced whole, a run_start makes a new start) is taken as it is.
+    let byBase = this.lastFilled.get(start ?? NO_START);
+    if (!byBase) this.lastFilled.set(start ?? NO_START, (byBase = new WeakMap()));
+    const last = byBase.get(base);
+    if (last && last.params === params) return last.q;
+    const q = this.fill(base, params, start);
+    byBase.set(base, { params, q });
+    return q;
+  }
+
+  private fill(base: QuestionCheck, params: Record<string, string> | undefined, start: RunStartInfo | undefined): QuestionCheck {
     const q = fillParams(base, params, start);
     if (q === base) return q;
     let byAsk = this.filledChecks.get(base);
