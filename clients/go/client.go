@@ -638,19 +638,25 @@ func (c *Client) export(batch []queued) {
 }
 
 // answered takes the events of part, answered (taken or refused), out of inflight: Close no
-// longer counts them as dropped. c.mu held.
-func (c *Client) answered(part []queued) {
+// longer counts them as dropped. It returns which of them were still there: an answer that came
+// as Close's time ran out finds them counted as dropped already (Close took them), and must not
+// count them again. c.mu held.
+func (c *Client) answered(part []queued) map[uint64]bool {
 	done := make(map[uint64]bool, len(part))
 	for _, q := range part {
 		done[q.seq] = true
 	}
+	there := make(map[uint64]bool, len(part))
 	kept := make([]queued, 0, len(c.inflight)) // a new array: the batch being sent shares inflight's
 	for _, q := range c.inflight {
-		if !done[q.seq] {
+		if done[q.seq] {
+			there[q.seq] = true
+		} else {
 			kept = append(kept, q)
 		}
 	}
 	c.inflight = kept
+	return there
 }
 
 // split sends a batch of several events ingest refused as over its message bound in halves
@@ -731,22 +737,25 @@ func (c *Client) send(batch []queued, part bool) bool {
 			c.reportDrops(false)
 			continue
 		}
+		// Refused one by one, each for good: lost, so counted as dropped (once per event of the
+		// batch, and not when Close counted it already).
+		refused := map[int32]bool{}
+		for _, r := range res.Rejected {
+			if r.Index >= 0 && int(r.Index) < len(events) {
+				refused[r.Index] = true
+			}
+		}
 		c.mu.Lock()
-		c.answered(batch)
+		there := c.answered(batch)
+		for i := range refused {
+			if there[batch[i].seq] {
+				c.dropped++
+			}
+		}
+		inAll := c.dropped
 		c.mu.Unlock()
 		c.failing = false
 		if len(res.Rejected) > 0 {
-			// Refused one by one, each for good: lost, so counted as dropped (once per event of the batch).
-			refused := map[int32]bool{}
-			for _, r := range res.Rejected {
-				if r.Index >= 0 && int(r.Index) < len(events) {
-					refused[r.Index] = true
-				}
-			}
-			c.mu.Lock()
-			c.dropped += uint64(len(refused))
-			inAll := c.dropped
-			c.mu.Unlock()
 			c.report(&ExportRejectedError{Rejected: res.Rejected, DroppedInAll: inAll})
 		}
 		for _, n := range res.Notes {

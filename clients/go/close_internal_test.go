@@ -1,0 +1,63 @@
+package neatroots
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	v1 "github.com/neatroots/neatroots/clients/go/gen/neatroots/v1"
+	"google.golang.org/grpc"
+)
+
+// rejecting stands in for ingest: it takes every export but rejects its second event on its own.
+type rejecting struct{ v1.UnimplementedIngestServer }
+
+func (s *rejecting) Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error) {
+	return &v1.ExportResponse{Accepted: 1, Rejected: []*v1.Rejected{{Index: 1, Field: "end_ms", Reason: "is before start_ms"}}}, nil
+}
+
+// closingFirst lets Close's time run out (and Close count what is in flight) between the answer
+// of an export and the flusher reading it: the order a Close racing an answer may take.
+type closingFirst struct {
+	v1.IngestClient
+	c *Client
+}
+
+func (w closingFirst) Export(ctx context.Context, req *v1.ExportRequest, opts ...grpc.CallOption) (*v1.ExportResponse, error) {
+	res, err := w.IngestClient.Export(ctx, req, opts...)
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = w.c.CloseContext(expired)
+	return res, err
+}
+
+// An answer that comes as Close gives up finds its events counted as dropped by Close: the
+// event ingest rejected in it is not counted again (Dropped was 3 of 2 events).
+func TestAnAnswerAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	v1.RegisterIngestServer(srv, &rejecting{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	c, err := New(Options{Address: lis.Addr().String(), APIKey: "k", NoSubscribe: true, FlushInterval: time.Hour, OnError: func(error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ingest = closingFirst{IngestClient: c.ingest, c: c}
+	run := c.StartRun(RunOptions{Workflow: "w"})
+	run.Span(SpanInit{Type: "tool"})
+	c.signal()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flusher did not end")
+	}
+	// run_start and the span, each counted once: by Close, which took them in flight.
+	if st := c.Stats(); st.Dropped != 2 {
+		t.Fatalf("stats %+v: 2 events, each counted once", st)
+	}
+}
