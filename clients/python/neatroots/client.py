@@ -529,11 +529,15 @@ class NeatrootsClient:
                 self._inflight = []
                 self._progress.notify_all()
 
-    def _answered(self, part: List[Tuple[int, spans_pb2.Event, int]]) -> None:
+    def _answered(self, part: List[Tuple[int, spans_pb2.Event, int]]) -> set:
         """Takes the events of part, answered (taken or refused), out of the batch in flight:
-        close() no longer counts them as dropped (lock held)."""
+        close() no longer counts them as dropped (lock held). Returns the sequence numbers of
+        those still there: an answer that came as close() gave up finds them counted as dropped
+        already (close() took them), and must not count them again."""
         done = {seq for seq, _, _ in part}
+        there = {item[0] for item in self._inflight if item[0] in done}
         self._inflight = [item for item in self._inflight if item[0] not in done]
+        return there
 
     def _split(self, batch: List[Tuple[int, spans_pb2.Event, int]], e: grpc.RpcError, part: bool) -> None:
         """Sends a batch of several events ingest refused as over its message bound in halves (each
@@ -603,14 +607,14 @@ class NeatrootsClient:
                 self._report_drops()
                 continue
             self._failing = False
+            # Refused one by one, each for good: lost, so counted as dropped (once per event of the
+            # batch, and not when close() counted it already).
+            refused = {r.index for r in res.rejected if 0 <= r.index < len(batch)}
             with self._lock:
-                self._answered(batch)
+                there = self._answered(batch)
+                self._dropped += sum(1 for i in refused if batch[i][0] in there)
+                in_all = self._dropped
             if res.rejected:
-                # Refused one by one, each for good: lost, so counted as dropped (once per event of the batch).
-                refused = {r.index for r in res.rejected if 0 <= r.index < len(batch)}
-                with self._lock:
-                    self._dropped += len(refused)
-                    in_all = self._dropped
                 self._report(ExportRejectedError(res.rejected, in_all))
             for note in res.notes:
                 self._dispatch(note)

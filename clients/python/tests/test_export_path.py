@@ -67,6 +67,7 @@ class FakeIngest(ingest_pb2_grpc.IngestServicer):
         self.notes = lambda request: []  # the notes an export's answer brings back
         # Exports over this many bytes are refused as too large, naming `bound_named` as the bound.
         self.bound, self.bound_named = None, None
+        self.reject = []  # indices every accepted export's answer says it rejected
 
     def Export(self, request, context):
         with self.lock:
@@ -90,7 +91,8 @@ class FakeIngest(ingest_pb2_grpc.IngestServicer):
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "message larger than max")
         with self.lock:
             self.accepted.append(request)
-        return ingest_pb2.ExportResponse(accepted=len(request.events), notes=self.notes(request))
+        rejected = [ingest_pb2.Rejected(index=i, field="end_ms", reason="is before start_ms") for i in self.reject]
+        return ingest_pb2.ExportResponse(accepted=len(request.events) - len(rejected), rejected=rejected, notes=self.notes(request))
 
     def Subscribe(self, request, context):
         with self.lock:
@@ -344,6 +346,28 @@ class ExportPathTest(ServerTest):
         m = re.match(r"^export of 21 event\(s\) \((\d+) bytes\) is over .*: sent in halves; exports hold at most (\d+) bytes from now on$", str(self.errors[0]))
         self.assertIsNotNone(m, str(self.errors[0]))
         self.assertEqual(int(m.group(2)), int(m.group(1)) // 2)
+
+    def test_an_answer_as_close_gives_up_counts_no_event_twice(self):
+        # close() gives up (and counts the batch in flight as dropped) between ingest's answer and
+        # the flusher reading it: the event rejected in that answer is not counted again.
+        self.ingest.reject = [1]
+        client = self.client()
+        export = client._stub.Export
+
+        def closing_first(*args, **kwargs):
+            res = export(*args, **kwargs)
+            closer = threading.Thread(target=client.close, kwargs={"timeout": 0})
+            closer.start()
+            closer.join()
+            return res
+
+        client._stub.Export = closing_first
+        run = client.start_run(workflow="w")
+        run.span("tool", "t", tool="t")
+        client._flusher.join(10)
+        self.assertFalse(client._flusher.is_alive())
+        # run_start and the span, each counted once: by close(), which took them in flight.
+        self.assertEqual(client.stats()["dropped"], 2)
 
     def test_ending_a_run_after_close_reports_instead_of_raising(self):
         client = self.client()
