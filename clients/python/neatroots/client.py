@@ -515,7 +515,10 @@ class NeatrootsClient:
                 continue
             last = time.monotonic()
             try:
-                self._send(batch)
+                if not self._send(batch):
+                    # close() gave up: what is in flight and queued is left to it to count as
+                    # dropped (taking more batches past its deadline lost them uncounted).
+                    return
             except Exception as e:  # the flusher must not die; the batch is lost: counted and said
                 with self._lock:
                     lost = 0 if self._abort else len(self._inflight)  # else close() counted it
@@ -539,7 +542,7 @@ class NeatrootsClient:
         self._inflight = [item for item in self._inflight if item[0] not in done]
         return there
 
-    def _split(self, batch: List[Tuple[int, spans_pb2.Event, int]], e: grpc.RpcError, part: bool) -> None:
+    def _split(self, batch: List[Tuple[int, spans_pb2.Event, int]], e: grpc.RpcError, part: bool) -> bool:
         """Sends a batch of several events ingest refused as over its message bound in halves (each
         halved again while refused so; a single event over the bound is dropped as before), and
         keeps the bound the refusal named (else, or when the batch was not over it, half the batch's
@@ -561,13 +564,12 @@ class NeatrootsClient:
                 )
             )
         half = (len(batch) + 1) // 2
-        self._send(batch[:half], part=True)
-        if not self._abort:
-            self._send(batch[half:], part=True)
+        return self._send(batch[:half], part=True) and self._send(batch[half:], part=True)
 
-    def _send(self, batch: List[Tuple[int, spans_pb2.Event, int]], part: bool = False) -> None:
+    def _send(self, batch: List[Tuple[int, spans_pb2.Event, int]], part: bool = False) -> bool:
         """Exports one batch (or a part of it): retried with backoff until accepted or the client
-        is closed, unless refused for good; sent in halves when over ingest's message bound."""
+        is closed, unless refused for good; sent in halves when over ingest's message bound.
+        False when close() gave up first: what is still in flight is close()'s to count."""
         initial, cap = self._backoff
         request = ingest_pb2.ExportRequest(events=[event for _, event, _ in batch])
         attempt = 0
@@ -576,25 +578,24 @@ class NeatrootsClient:
             if self._closed.is_set():
                 timeout = min(timeout, self._deadline - time.monotonic())
                 if timeout <= 0:
-                    return  # close() drops it
+                    return False  # close() drops it
             try:
                 res = self._stub.Export(request, metadata=self._metadata, timeout=timeout)
             except (grpc.RpcError, ValueError) as e:  # ValueError: the channel was closed under it
                 if self._abort:
-                    return
+                    return False
                 if not isinstance(e, grpc.RpcError):
                     raise
                 least = _retry_delay(e)
                 if least is None and len(batch) > 1 and _too_large(e):
-                    self._split(batch, e, part)
-                    return
+                    return self._split(batch, e, part)
                 if least is None:
                     # Refused for good (sent again it would be refused alike): lost, so counted.
                     with self._lock:
                         self._dropped += len(batch)
                         self._answered(batch)
                     self._report(_refused(batch, e))
-                    return
+                    return True
                 if not self._failing:
                     self._failing = True
                     self._report(RuntimeError(f"export of {len(batch)} event(s) failed: {e.code().name}: {e.details()}; retrying until ingest takes it"))
@@ -603,7 +604,7 @@ class NeatrootsClient:
                 attempt += 1
                 with self._lock:
                     if self._wake.wait_for(lambda: self._abort, delay):
-                        return
+                        return False
                 self._report_drops()
                 continue
             self._failing = False
@@ -618,7 +619,7 @@ class NeatrootsClient:
                 self._report(ExportRejectedError(res.rejected, in_all))
             for note in res.notes:
                 self._dispatch(note)
-            return
+            return True
 
     def _forget(self, run_id: str) -> None:
         with self._lock:

@@ -254,6 +254,23 @@ class ExportPathTest(ServerTest):
         self.assertEqual(client.stats()["dropped"], 20)
         self.assertEqual([d.count for d in self.drops()], [20])
 
+    def test_close_counts_what_it_gives_up_even_when_it_wakes_late(self):
+        # close() waits for the flusher until its deadline, then counts what is left. On a loaded
+        # machine it may wake a little after the deadline: the flusher, giving up at the deadline,
+        # must leave the batch in flight and the queue to it, not take them and lose them uncounted.
+        self.ingest.default = "unavailable"
+        client = self.client(max_batch=10, initial_delay_s=0.001, max_delay_s=0.002)
+        run = client.start_run(workflow="w")
+        for _ in range(199):
+            run.span("tool", "t", tool="t")
+        self.wait_for(lambda: self.ingest.attempts)
+        join = client._flusher.join
+        client._flusher.join = lambda timeout=None: join(None if timeout is None else timeout + 1.0)
+        client.close(timeout=0.2)
+        self.assertEqual(client.stats()["dropped"], 200, self.errors)
+        self.assertEqual(self.ingest.events(), [])
+        self.assertIn("dropped 200 event(s)", str(self.errors[-1]))
+
     def test_close_at_interpreter_exit_sends_what_is_queued(self):
         script = textwrap.dedent(f"""
             from neatroots import NeatrootsClient
