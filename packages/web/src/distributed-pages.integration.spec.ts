@@ -69,6 +69,27 @@ const KEY = `distributed-pages-${Date.now().toString(36)}`;
       return ((await res.json()) as { items: unknown[] }).items.length > 0;
     });
     client = new NeatrootsClient({ address: `127.0.0.1:${cluster.ports.grpc}`, apiKey: KEY, flushIntervalMs: 20 });
+    // The rule engine reads database checks and steering again every few seconds: a probe run halts once it has both.
+    await until(
+      'the halt rule halting in the rule engine',
+      async () => {
+        const id = `run-probe-${Date.now()}`;
+        const probe = client.startRun({ run_id: id, workflow: 'probe' });
+        probe.span({ type: 'tool', name: 'issue_refund', tool: 'issue_refund', span_id: 'p1', input: { order: 1 }, output: 'done', start_ms: Date.now(), end_ms: Date.now() + 1 });
+        await probe.end({ status: 'ok' });
+        const seen = async () => {
+          const res = await fetch(`${url}/v1/projects/${PROJECT}/findings?run_id=${id}`, { headers: { 'x-api-key': KEY } });
+          const { findings } = (await res.json()) as { findings: { check_id: string; halt_suppressed: boolean }[] };
+          return findings.some((f) => f.check_id === 'refund-without-lookup' && !f.halt_suppressed);
+        };
+        for (let i = 0; i < 20; i++) {
+          if (await seen()) return true;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+        return false;
+      },
+      90_000,
+    );
     browser = await launch(exe!);
   }, 240_000);
 
@@ -235,4 +256,35 @@ const KEY = `distributed-pages-${Date.now().toString(36)}`;
     errors.splice(logged, 1);
     await page.context().close();
   }, 60_000);
+  it('reads a page again by itself once the review service is back from a restart', async () => {
+    // Signed in before (signing in asks the API, which asks review).
+    const page = await signedIn();
+    const runPage = await signedIn();
+    const home = await signedIn();
+    const review = cluster.procs.find((p) => p.target === 'review')!;
+    await cluster.stop(review);
+    await home.reload();
+    const problems = home.getByRole('region', { name: 'Problems now' });
+    await problems.getByText(/the review service cannot answer right now.*; trying again$/).waitFor();
+    // Opened while review is away: the api answers 503 "retry shortly"; the pages say so and try again.
+    await page.goto(`${url}/p/${PROJECT}/runs`);
+    const main = page.locator('main');
+    await main.getByText(/the review service cannot answer right now.*; trying again$/).waitFor();
+    await runPage.goto(`${url}/p/${PROJECT}/runs/${runOf('run-mail')}`);
+    await runPage.locator('main').getByText(/the review service cannot answer right now.*; trying again$/).waitFor();
+    await shot(runPage, 'distributed-run-review-away');
+    await cluster.start('review');
+    // No reload: each page reads again and shows what it shows.
+    await main.locator('table.runs tbody tr', { hasText: runOf('run-crash') }).waitFor({ timeout: 60_000 });
+    await runPage.locator('main').getByText('Findings (4)').waitFor({ timeout: 60_000 });
+    expect(await runPage.locator('main').getByText(/cannot answer right now/).count()).toBe(0);
+    await problems.getByText(`run ${runOf('run-mail')}`).first().waitFor({ timeout: 60_000 });
+    await shot(runPage, 'distributed-run-review-back');
+    // The 503s (and the browser's lines for them) were the review service away, as meant.
+    expect(failed.splice(0).every((f) => f.startsWith('503 GET '))).toBe(true);
+    for (let i = errors.length - 1; i >= 0; i--) if (errors[i].includes('status of 503')) errors.splice(i, 1);
+    await home.context().close();
+    await runPage.context().close();
+    await page.context().close();
+  }, 150_000);
 });
