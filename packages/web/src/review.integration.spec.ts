@@ -197,6 +197,9 @@ interface QueueAnswer {
     const suggestion = page.getByRole('region', { name: 'Suggestion' });
     await suggestion.locator('.badge', { hasText: 'proposed' }).waitFor({ timeout: 20_000 });
     await suggestion.locator('.badge', { hasText: 'current' }).waitFor();
+    // The line that said it is being written now says it is written.
+    await page.getByRole('status').filter({ hasText: /^The suggested edit is written: it is below, under Suggestions\.$/ }).waitFor();
+    expect(await page.getByRole('status').filter({ hasText: 'being written' }).count()).toBe(0);
     await suggestion.getByText('Look the order up by its number first.').waitFor();
     await suggestion.getByRole('button', { name: 'Show the edit' }).click();
     const edit = page.getByLabel('The procedure before and after the suggested edit');
@@ -245,6 +248,10 @@ interface QueueAnswer {
     const failed = suggestions.locator('li.suggestion', { has: page.locator('.badge', { hasText: 'failed' }) });
     await failed.waitFor({ timeout: 20_000 });
     await failed.locator('.error').first().waitFor();
+    // The line that said it is being written now says it failed, and why (the suggestion's error).
+    const why = await failed.locator('.error').first().textContent();
+    await page.getByRole('alert').filter({ hasText: `The suggested edit could not be written: ${why}` }).waitFor();
+    expect(await page.getByRole('status').filter({ hasText: 'being written' }).count()).toBe(0);
     await expect(failed.getByRole('button', { name: 'Write it again' }).isEnabled()).resolves.toBe(true);
     await failed.getByLabel('Why dismiss (optional)').fill('The step was reworded already.');
     await failed.getByRole('button', { name: 'Dismiss' }).click();

@@ -8,7 +8,11 @@ import { UnifiedDiff } from './UnifiedDiff';
 import { words, type Suggestion, type SuggestionView } from '../review-types';
 import type { Session } from '../session';
 
-type Done = (ok: boolean, text: string) => void;
+/**
+ * Says how an action went; `writing`: the text says a suggested edit is being written, which the
+ * page replaces with how it went once the model is done (ready, or failed and why).
+ */
+type Done = (ok: boolean, text: string, writing?: boolean) => void;
 
 /**
  * The statuses the page offers actions for: those the API lets a suggestion be dismissed in
@@ -101,7 +105,7 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
 async function askForSuggestion(act: SuggestAct, said: string, refused: string): Promise<void> {
   try {
     await api.suggest(act.session, act.patternId, byReviewer());
-    act.onDone(true, said);
+    act.onDone(true, said, true);
   } catch (err) {
     act.onDone(false, `${refused}: ${failure(err)}`);
   }
@@ -126,7 +130,7 @@ function Actions({ suggestion, ...act }: { suggestion: Suggestion } & SuggestAct
         rewrite: 'Suggestion rewritten: a new one is being written against the current text.',
         dismiss: suggestion.status === 'pr_open' ? 'Suggestion dismissed: its pull request is no longer followed (it stays on GitHub).' : 'Suggestion dismissed.',
       }[action];
-      onDone(true, said);
+      onDone(true, said, action === 'rewrite');
     } catch (err) {
       const what = { apply: 'applied', rewrite: 'rewritten', dismiss: 'dismissed' }[action];
       onDone(false, `The suggestion was not ${what}: ${failure(err)}`);
