@@ -111,7 +111,7 @@ describe('the SDK against ingest', () => {
       await bus.idle();
       const mine = events.filter((e) => (e.item.kind === 'span' ? e.item.span.run_id : e.item.run.run_id) === run.id);
       expect(mine.map((e) => (e.item.kind === 'span' ? e.item.span.tool : e.item.kind))).toEqual(['run_start', 'fine', 'run_end']);
-      // It was counted as sent: dropped 0, the report 'neatroots rejected 1 item(s): end_ms: ...'.
+      // Counted as dropped (before, as sent: dropped 0), and the report names the span and the count.
       expect(c.stats().dropped).toBe(1);
       expect(errors.map((e) => e.message)).toEqual([
         `neatroots rejected 1 item(s): span ${bad} of run ${run.id}: end_ms: is before start_ms (${now - 1000} < ${now}) (dropped, not sent again; 1 dropped in all)`,
