@@ -715,10 +715,11 @@ func (c *Client) send(batch []queued, part bool) bool {
 				return c.split(batch, err, part)
 			}
 			if !again {
-				// Refused for good (sending it again would be refused alike): lost, so counted.
+				// Refused for good (sending it again would be refused alike): lost, so counted,
+				// but only what is still in flight (not what Close, giving up since the abort
+				// check above, counted already).
 				c.mu.Lock()
-				c.dropped += uint64(len(batch))
-				c.answered(batch)
+				c.dropped += uint64(len(c.answered(batch)))
 				c.mu.Unlock()
 				c.report(refused(batch, err))
 				return true

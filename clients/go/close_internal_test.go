@@ -3,11 +3,14 @@ package neatroots
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "github.com/neatroots/neatroots/clients/go/gen/neatroots/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // rejecting stands in for ingest: it takes every export but rejects its second event on its own.
@@ -48,6 +51,77 @@ func TestAnAnswerAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.ingest = closingFirst{IngestClient: c.ingest, c: c}
+	run := c.StartRun(RunOptions{Workflow: "w"})
+	run.Span(SpanInit{Type: "tool"})
+	c.signal()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flusher did not end")
+	}
+	// run_start and the span, each counted once: by Close, which took them in flight.
+	if st := c.Stats(); st.Dropped != 2 {
+		t.Fatalf("stats %+v: 2 events, each counted once", st)
+	}
+}
+
+// refusing stands in for ingest: it refuses every export for good (INVALID_ARGUMENT).
+type refusing struct{ v1.UnimplementedIngestServer }
+
+func (s *refusing) Export(context.Context, *v1.ExportRequest) (*v1.ExportResponse, error) {
+	return nil, status.Error(codes.InvalidArgument, "refused for good")
+}
+
+// closingOnRead is the refusal of an export that lets Close's time run out (and Close count
+// what is in flight) when the flusher first reads its status: after the flusher's check of
+// Close's abort and before it counts the refused batch, the order a Close racing a refusal
+// may take.
+type closingOnRead struct {
+	st   *status.Status
+	c    *Client
+	once *sync.Once
+}
+
+func (e closingOnRead) Error() string { return e.st.Message() }
+
+func (e closingOnRead) GRPCStatus() *status.Status {
+	e.once.Do(func() {
+		expired, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = e.c.CloseContext(expired)
+	})
+	return e.st
+}
+
+type closingOnRefusal struct {
+	v1.IngestClient
+	c *Client
+}
+
+func (w closingOnRefusal) Export(ctx context.Context, req *v1.ExportRequest, opts ...grpc.CallOption) (*v1.ExportResponse, error) {
+	res, err := w.IngestClient.Export(ctx, req, opts...)
+	if err != nil {
+		return res, closingOnRead{st: status.Convert(err), c: w.c, once: &sync.Once{}}
+	}
+	return res, err
+}
+
+// An export refused for good as Close gives up finds its events counted as dropped by Close:
+// they are not counted again (Dropped was 4 of 2 events).
+func TestARefusalAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	v1.RegisterIngestServer(srv, &refusing{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	c, err := New(Options{Address: lis.Addr().String(), APIKey: "k", NoSubscribe: true, FlushInterval: time.Hour, OnError: func(error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ingest = closingOnRefusal{IngestClient: c.ingest, c: c}
 	run := c.StartRun(RunOptions{Workflow: "w"})
 	run.Span(SpanInit{Type: "tool"})
 	c.signal()

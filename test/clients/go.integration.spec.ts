@@ -64,6 +64,7 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
       'TestBatchesAreBoundedBySize',
       'TestARefusalNamingABoundTheBatchWasNotOverStillLowersTheExportSize',
       'TestAnAnswerAsCloseGivesUpCountsNoEventTwice',
+      'TestARefusalAsCloseGivesUpCountsNoEventTwice',
       'TestOneFlusherWhileExportsAreSlow',
       'TestCloseGivesUpAtItsTimeout',
       'TestARefusedSubscriptionIsNotOpenAndBacksOff',

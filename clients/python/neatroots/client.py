@@ -590,10 +590,11 @@ class NeatrootsClient:
                 if least is None and len(batch) > 1 and _too_large(e):
                     return self._split(batch, e, part)
                 if least is None:
-                    # Refused for good (sent again it would be refused alike): lost, so counted.
+                    # Refused for good (sent again it would be refused alike): lost, so counted,
+                    # but only what is still in flight (not what close(), giving up since the
+                    # abort check above, counted already).
                     with self._lock:
-                        self._dropped += len(batch)
-                        self._answered(batch)
+                        self._dropped += len(self._answered(batch))
                     self._report(_refused(batch, e))
                     return True
                 if not self._failing:

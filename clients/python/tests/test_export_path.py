@@ -386,6 +386,49 @@ class ExportPathTest(ServerTest):
         # run_start and the span, each counted once: by close(), which took them in flight.
         self.assertEqual(client.stats()["dropped"], 2)
 
+    def test_a_refusal_as_close_gives_up_counts_no_event_twice(self):
+        # close() gives up (and counts the batch in flight as dropped) after the flusher checked
+        # for close()'s abort and before it counts the export ingest refused for good: the
+        # refused events are not counted again.
+        self.ingest.default = "invalid"
+        client = self.client()
+        export = client._stub.Export
+
+        class ClosingOnRead(grpc.RpcError):
+            # The refusal, whose code, read first by the flusher after its abort check, lets
+            # close(timeout=0) run then.
+            def __init__(self, e):
+                super().__init__()
+                self.e, self.closed = e, False
+
+            def code(self):
+                if not self.closed:
+                    self.closed = True
+                    closer = threading.Thread(target=client.close, kwargs={"timeout": 0})
+                    closer.start()
+                    closer.join()
+                return self.e.code()
+
+            def details(self):
+                return self.e.details()
+
+            def trailing_metadata(self):
+                return self.e.trailing_metadata()
+
+        def closing_on_refusal(*args, **kwargs):
+            try:
+                return export(*args, **kwargs)
+            except grpc.RpcError as e:
+                raise ClosingOnRead(e) from e
+
+        client._stub.Export = closing_on_refusal
+        run = client.start_run(workflow="w")
+        run.span("tool", "t", tool="t")
+        client._flusher.join(10)
+        self.assertFalse(client._flusher.is_alive())
+        # run_start and the span, each counted once: by close(), which took them in flight.
+        self.assertEqual(client.stats()["dropped"], 2)
+
     def test_ending_a_run_after_close_reports_instead_of_raising(self):
         client = self.client()
         run = client.start_run(workflow="w")
