@@ -291,4 +291,44 @@ const exe = chromiumOrSkip('the run page following a run');
     expect(await page.getByRole('status', { name: 'Following the run' }).count()).toBe(0);
     await ctx.close();
   }, 120_000);
+
+  it('reads a run once when the page moves to it from a run it read again after a 503', async () => {
+    for (const id of ['run-from', 'run-to']) {
+      const r = client.startRun({ run_id: id, workflow: 'support' });
+      r.span({ type: 'llm', name: `answer of ${id}`, span_id: `${id}-1`, start_ms: t0, end_ms: t0 + 10, model: 'm' });
+      await r.end({ status: 'ok' });
+    }
+    await until('both runs', async () => {
+      const { runs } = await apiGet<{ runs: { run_id: string }[] }>('runs?end_status=ok');
+      return ['run-from', 'run-to'].every((id) => runs.some((r) => r.run_id === id));
+    }, WAIT);
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    await ctx.clock.install();
+    const page = await signedIn(ctx);
+    // The first read of run-from: 503, the review service away a moment; the page reads it again.
+    let away = 1;
+    await page.route(new RegExp(`/v1/projects/${PROJECT}/runs/run-from(\\?|$)`), (route) =>
+      away-- > 0
+        ? route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'review is restarting; retry shortly' } }) })
+        : route.continue(),
+    );
+    const reads: string[] = [];
+    page.on('request', (r) => {
+      const p = new URL(r.url()).pathname;
+      if (p.startsWith(`/v1/projects/${PROJECT}/runs/run-`)) reads.push(p.slice(`/v1/projects/${PROJECT}/runs/`.length));
+    });
+    await page.goto(`${url}/p/${PROJECT}/runs/run-from`);
+    await page.getByText(/retry shortly.*trying again/).waitFor({ timeout: LONG });
+    await runClock(page, 2_500);
+    await page.locator('#spans-row-0[aria-label^="answer of run-from"]').waitFor({ timeout: LONG });
+    expect(reads).toEqual(['run-from', 'run-from']);
+    // In the page (no reload) to run-to: one read of it.
+    await page.evaluate(`(() => { history.pushState(null, '', '/p/${PROJECT}/runs/run-to'); dispatchEvent(new PopStateEvent('popstate')); })()`);
+    await page.locator('#spans-row-0[aria-label^="answer of run-to"]').waitFor({ timeout: LONG });
+    await runClock(page, LONG);
+    // The 503 (and the browser's line for it) was meant.
+    for (let i = errors.length - 1; i >= 0; i--) if (errors[i].includes('status of 503')) errors.splice(i, 1);
+    expect(reads.filter((r) => r === 'run-to')).toEqual(['run-to']);
+    await ctx.close();
+  }, 120_000);
 });

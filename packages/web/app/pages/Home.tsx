@@ -4,7 +4,8 @@ import { Ext } from '../components/Ext';
 import { StateBadge } from '../components/FindingCard';
 import { percent, shown, startOfToday, when } from '../format';
 import { haltsSince, type Halts } from '../halts';
-import { failure, passing, retryDelay, retrying, useLoad } from '../load';
+import { failure, passing, retrying, useLoad } from '../load';
+import { useRetryAfter503 } from '../retry';
 import { href, Link } from '../router';
 import type { Session } from '../session';
 import type { CheckStat, Problem } from '../types';
@@ -193,26 +194,23 @@ function useOpenProblems(session: Session): { list: Problem[] | null; more: bool
     loading: true,
     error: null,
   });
-  /** The first page read again after a failure that will pass (load.ts passing): how many times in a row. */
-  const [attempt, setAttempt] = useState(0);
-  useEffect(() => setAttempt(0), [session]);
+  /** The first page read again after a failure that will pass (load.ts passing). */
+  const retry = useRetryAfter503([session]);
   useEffect(() => {
     let live = true;
-    let retry: ReturnType<typeof setTimeout> | undefined;
     setState({ of: session, list: null, cursor: null, loading: true, error: null });
     api.findings(session, { state: 'open', limit: PROBLEMS_PAGE }).then(
       (r) => live && setState({ of: session, list: r.findings, cursor: r.next_cursor, loading: false, error: null }),
       (err: unknown) => {
         if (!live) return;
         setState({ of: session, list: null, cursor: null, loading: false, error: passing(err) ? retrying(err) : failure(err) });
-        if (passing(err)) retry = setTimeout(() => setAttempt((a) => a + 1), retryDelay(attempt));
+        if (passing(err)) retry.later();
       },
     );
     return () => {
       live = false;
-      clearTimeout(retry);
     };
-  }, [session, attempt]);
+  }, [session, retry.tick]);
   const showMore = () => {
     const { cursor } = state;
     if (!cursor || state.loading) return;

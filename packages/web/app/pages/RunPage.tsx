@@ -5,7 +5,8 @@ import { Highlight } from '../components/Highlight';
 import { VirtualList } from '../components/VirtualList';
 import { asText, count, duration, shown, when } from '../format';
 import { Ext } from '../components/Ext';
-import { failure, passing, retryDelay, retrying } from '../load';
+import { failure, passing, retrying } from '../load';
+import { useRetryAfter503 } from '../retry';
 import { href, Link, navigate, type Where } from '../router';
 import type { Session } from '../session';
 import { mergeSpans, timelineRows, timeRange } from '../spans';
@@ -101,13 +102,11 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
   /** Where the spans stored after those read start (the API's spans_since). */
   const since = useRef<string | null>(null);
   const [follow, setFollow] = useState<Follow | null>(null);
-  /** The first read again after a failure that will pass (load.ts passing): how many times in a row. */
-  const [attempt, setAttempt] = useState(0);
-  useEffect(() => setAttempt(0), [session, runId]);
+  /** The first read again after a failure that will pass (load.ts passing). */
+  const retry = useRetryAfter503([session, runId]);
 
   useEffect(() => {
     let live = true;
-    let retry: ReturnType<typeof setTimeout> | undefined;
     setDetail(null);
     setError(null);
     setSpansError(null);
@@ -143,13 +142,12 @@ export function RunPage({ session, base, runId, where }: { session: Session; bas
       if (!passing(err)) return setError(failure(err));
       // The review service away a moment: the page reads the run again by itself.
       setError(retrying(err));
-      retry = setTimeout(() => setAttempt((a) => a + 1), retryDelay(attempt));
+      retry.later();
     });
     return () => {
       live = false;
-      clearTimeout(retry);
     };
-  }, [session, runId, attempt]);
+  }, [session, runId, retry.tick]);
 
   // A run not ended, its spans read: what is new is read every few seconds while the tab is
   // visible (only the spans stored since, the run and its findings), until the run ends.
