@@ -31,6 +31,18 @@ export function skipsAfter(st: Statement, before: QueryResult<unknown> | undefin
   return st.when === 'rows' && !(before && before.rows.length > 0);
 }
 
+/**
+ * The statements one after the other on `q` (a transaction's connection), each one's result; one
+ * whose `when` the statement before did not meet is skipped (no rows). Every runner of a batch
+ * runs it so (the adapters' batch, the PGlite thread's, the store's in a transaction): all skip
+ * alike. The PGlite thread runs this very source (pglite-worker.ts): it uses only skipsAfter.
+ */
+export async function runStatements(q: Queryable, statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
+  const out: QueryResult<Record<string, unknown>>[] = [];
+  for (const st of statements) out.push(skipsAfter(st, out[out.length - 1]) ? { rows: [], affectedRows: 0 } : await q.query(st.sql, st.params));
+  return out;
+}
+
 export interface Db extends Queryable {
   /** Runs `fn` in one transaction; it commits when `fn` resolves, rolls back when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;

@@ -1,4 +1,4 @@
-import { skipsAfter, type QueryResult, type Queryable, type Statement } from '@neatroots/ports';
+import { runStatements, type Queryable, type Statement } from '@neatroots/ports';
 import type { Envelope, RunEndStatus, RunStart, Span } from '@neatroots/spans';
 import { FindingsRepo } from './findings.repo';
 import { QuestionsRepo } from './questions.repo';
@@ -407,8 +407,7 @@ export class RunsRepo {
    * (envelopeStatements) belong together.
    */
   async writeEnvelopes(envelopes: readonly Envelope[]): Promise<void> {
-    let before: QueryResult<unknown> | undefined;
-    for (const st of envelopeStatements(envelopes)) before = skipsAfter(st, before) ? { rows: [] } : await this.db.query(st.sql, st.params);
+    await runStatements(this.db, envelopeStatements(envelopes));
   }
 
   /**

@@ -1,4 +1,4 @@
-import { skipsAfter, type Db, type DeadLetter, type QueryResult, type Queryable, type Statement } from '@neatroots/ports';
+import { runStatements, type Db, type DeadLetter, type Queryable, type Statement } from '@neatroots/ports';
 import type { FindingMessage } from '@neatroots/messages';
 import type { Envelope } from '@neatroots/spans';
 import { DeadLettersRepo } from './dead-letters.repo';
@@ -337,10 +337,7 @@ async function inOneTransaction(db: Db, statements: readonly Statement[]): Promi
     await db.batch(statements);
     return;
   }
-  await db.transaction(async (tx) => {
-    let before: QueryResult<unknown> | undefined;
-    for (const st of statements) before = skipsAfter(st, before) ? { rows: [] } : await tx.query(st.sql, st.params);
-  });
+  await db.transaction((tx) => runStatements(tx, statements));
 }
 
 /**

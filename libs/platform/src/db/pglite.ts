@@ -1,6 +1,6 @@
 import { PGlite, type Transaction } from '@electric-sql/pglite';
-import type { Db, QueryResult, Queryable, Statement } from '@neatroots/ports';
-import { runEach, type DbTx } from './tx';
+import { runStatements, type Db, type QueryResult, type Queryable, type Statement } from '@neatroots/ports';
+import type { DbTx } from './tx';
 
 export interface PgliteOptions {
   /** A folder to keep the database in; in memory when absent. */
@@ -45,7 +45,7 @@ class PgliteDb implements Db {
   }
 
   batch(statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
-    return this.transaction((tx) => runEach(tx, statements));
+    return this.transaction((tx) => runStatements(tx, statements));
   }
 
   async exec(sql: string): Promise<void> {

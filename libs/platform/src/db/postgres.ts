@@ -1,6 +1,6 @@
 import { Pool, types as pgTypes, type PoolClient, type QueryConfig } from 'pg';
-import type { Db, QueryResult, Queryable, Statement } from '@neatroots/ports';
-import { runEach, type DbTx } from './tx';
+import { runStatements, type Db, type QueryResult, type Queryable, type Statement } from '@neatroots/ports';
+import type { DbTx } from './tx';
 
 export interface PostgresOptions {
   /** A `postgres://` connection string. */
@@ -135,7 +135,7 @@ class PostgresDb implements Db {
   }
 
   batch(statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
-    return this.transaction((tx) => runEach(tx, statements));
+    return this.transaction((tx) => runStatements(tx, statements));
   }
 
   async exec(sql: string): Promise<void> {
