@@ -1,5 +1,5 @@
 import { credentials, Metadata, status, type ClientOptions } from '@grpc/grpc-js';
-import { ReviewGrpcClient, SopGrpcClient, apiModule, unavailable } from '@neatroots/api';
+import { BODY_RULES, ReviewGrpcClient, SopGrpcClient, apiModule, unavailable } from '@neatroots/api';
 import type { ProjectEntry } from '@neatroots/checks';
 import { ingestModule } from '@neatroots/ingest';
 import { createMetrics, GitHubCodeHost, internalClientOptions, InternalTokenWatch, secretKeyOf, startServices, type Config, type LinkFactory, type Metrics, type ModelConfig, type Services } from '@neatroots/platform';
@@ -30,6 +30,22 @@ const MODULES: Record<ServiceName, ServiceModule<Config>> = {
   ingest: ingestModule(ingestListen),
   api: apiModule,
 };
+
+/**
+ * The largest request review's gRPC port takes (the others keep grpc-js's default, 4 MiB: it is
+ * read whole before the internal token is checked, so every byte of the bound is memory a caller
+ * without the token can make a service hold). What the api sends there is bounded by its own
+ * body limits (services/api/src/body.ts, BODY_RULES): a whole head (PUT /v1/workspaces/{w}/head)
+ * of up to 16 MiB of JSON and a session (POST /v1/workspaces/{w}/sessions) of up to 8 MiB, over
+ * 4 MiB both. Re-encoded as protobuf they are no larger than their JSON; 4 MiB more hold the
+ * call's other fields and framing: 20 MiB.
+ */
+export const REVIEW_GRPC_REQUEST_BYTES = Math.max(...BODY_RULES.map((r) => r.limit)) + 4 * 1024 * 1024;
+
+/** The largest request the gRPC port of a process running these services takes (undefined: grpc-js's default, 4 MiB). */
+export function grpcRequestBytesOf(services: readonly ServiceName[]): number | undefined {
+  return services.includes('review') ? REVIEW_GRPC_REQUEST_BYTES : undefined;
+}
 
 export interface NeatrootsOptions {
   platform: Platform;
@@ -62,7 +78,7 @@ export async function startNeatroots(opts: NeatrootsOptions): Promise<Services> 
     log,
     metrics: opts.metrics ?? createMetrics(opts.services.length === SERVICES.length ? 'all' : opts.services.join('+')),
     links: rootLinks(opts),
-    grpc: opts.grpcPort !== undefined ? { host: config.NEATROOTS_HOST, port: opts.grpcPort } : undefined,
+    grpc: opts.grpcPort !== undefined ? { host: config.NEATROOTS_HOST, port: opts.grpcPort, requestBytes: grpcRequestBytesOf(opts.services) } : undefined,
     admin: { host: config.NEATROOTS_HOST, port: config.NEATROOTS_ADMIN_PORT },
   });
 }

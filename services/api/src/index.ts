@@ -9,3 +9,4 @@ export { AuthoringError, type Author, type Authoring, type CheckSubmission, type
 export { MAX_PREVIEW_RUNS, MAX_PREVIEW_MODEL_CALLS } from './limits';
 export { createMcpServer, MCP_TOOLS, type McpScope } from './mcp/tools';
 export { relayStdioToHttp, MCP_PATH } from './mcp/relay';
+export { BODY_RULES } from './body';

@@ -152,6 +152,39 @@ describe("the services' own gRPC port and NEATROOTS_INTERNAL_TOKEN", () => {
     }
   });
 
+  it("takes requests up to grpc-js's default, 4 MiB, unless given a larger bound (review's port): over it refused before the token is checked", async () => {
+    const MIB = 1024 * 1024;
+    const sized = (port: number, bytes: number, options: ClientOptions) => {
+      // The answer echoes the request: the client takes it whole.
+      const client = new v1.RuleEngineClient(`127.0.0.1:${port}`, credentials.createInsecure(), { ...options, 'grpc.max_receive_message_length': -1 });
+      return new Promise<string>((resolve) =>
+        client.haltingTools({ project: 'x'.repeat(bytes), workflow: '' }, (err, res) => {
+          client.close();
+          resolve(err ? `${Status[err.code]}: ${err.details}` : `${res.tools[0].length} bytes`);
+        }),
+      );
+    };
+    // No bound given (the question service's, the rule engine's port): over 4 MiB refused, even with the token.
+    const plain = await start({ NEATROOTS_INTERNAL_TOKEN: TOKEN });
+    try {
+      expect(await sized(plain.servicePort!, 4 * MIB - 1024, internalClientOptions(TOKEN))).toBe(`${4 * MIB - 1024 + 4} bytes`);
+      expect(await sized(plain.servicePort!, 4 * MIB + 1024, internalClientOptions(TOKEN))).toMatch(/^RESOURCE_EXHAUSTED: .*larger than max/i);
+      expect(await sized(plain.servicePort!, 4 * MIB + 1024, {})).toMatch(/^RESOURCE_EXHAUSTED: .*larger than max/i);
+    } finally {
+      await plain.close();
+    }
+    // A bound of 20 MiB (review's): a request over it without the token refused as too large, one just under it with the token answered.
+    const bound = 20 * MIB;
+    const large = await startServices({ platform: recordingPlatform([]), modules: [engineModule], config: loadConfig({ NEATROOTS_HOME: '/nonexistent', NEATROOTS_INTERNAL_TOKEN: TOKEN }), log, metrics: createMetrics('t'), grpc: { host: '127.0.0.1', port: 0, requestBytes: bound } });
+    try {
+      expect(await sized(large.servicePort!, bound + 1024, {})).toMatch(/^RESOURCE_EXHAUSTED: .*larger than max/i);
+      expect(await sized(large.servicePort!, bound - 1024, internalClientOptions(TOKEN))).toBe(`${bound - 1024 + 4} bytes`);
+      expect(await sized(large.servicePort!, bound - 1024, {})).toMatch(/^UNAUTHENTICATED: .*no internal token/);
+    } finally {
+      await large.close();
+    }
+  }, 60_000);
+
   it('NEATROOTS_INTERNAL_TOKEN_REQUIRED=false (an upgrade from a build before the token): takes calls without it, logged at warn at most once a minute naming the method; another token is still refused', async () => {
     const lines: string[] = [];
     const s = await startServices({

@@ -26,8 +26,14 @@ export interface StartServicesOptions {
   metrics: Metrics;
   /** Links supplied by the composition root: clients of services elsewhere, shared resources. */
   links?: Record<string, LinkFactory>;
-  /** Where the modules' gRPC services (and grpc.health.v1) are served; absent: not at all. */
-  grpc?: { host: string; port: number };
+  /**
+   * Where the modules' gRPC services (and grpc.health.v1) are served; absent: not at all.
+   * requestBytes: the largest request the port takes (grpc.max_receive_message_length); absent:
+   * grpc-js's default, 4 MiB. grpc-js reads a request whole before the internal token is checked,
+   * so a larger bound lets a caller without the token make the process hold that much per call:
+   * give it only to the port that needs it (review's, compose.ts).
+   */
+  grpc?: { host: string; port: number; requestBytes?: number };
   /** /healthz, /readyz and /metrics; absent: not served (replay, a command that listens on nothing). */
   admin?: { host: string; port: number };
 }
@@ -77,14 +83,6 @@ export function startOrder<M extends Pick<ServiceModule, 'name' | 'needs' | 'pro
 }
 
 /**
- * The largest request the services' gRPC port takes (grpc.max_receive_message_length). grpc-js's
- * default, 4 MiB, refused what the api forwards to review within the REST API's own body limits
- * (a session of up to 8 MiB, a whole head of up to 16 MiB): the distributed deployment answered
- * 502 where the embedded one stored it. 64 MiB, as the api takes in a reply from review.
- */
-export const GRPC_REQUEST_BYTES = 64 * 1024 * 1024;
-
-/**
  * Starts `modules` on `platform`: the one function behind `neatroots start`, `serve --target X`
  * and the tests. A module that fails to start stops the ones already started.
  */
@@ -92,7 +90,7 @@ export async function startServices(opts: StartServicesOptions): Promise<Service
   const { platform, config, log, metrics } = opts;
   const order = startOrder(opts.modules);
   const health = new HealthService();
-  const grpcServer = opts.grpc ? new Server({ 'grpc.max_receive_message_length': GRPC_REQUEST_BYTES }) : undefined;
+  const grpcServer = opts.grpc ? new Server(opts.grpc.requestBytes ? { 'grpc.max_receive_message_length': opts.grpc.requestBytes } : {}) : undefined;
   if (grpcServer) grpcServer.addService(health.definition().service, health.definition().implementation);
   const running = new Map<string, Running>();
   const provided = new Map<string, unknown>();
