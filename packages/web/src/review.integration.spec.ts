@@ -192,13 +192,14 @@ interface QueueAnswer {
     await review.locator('.review-state .badge', { hasText: 'open' }).waitFor();
     await review.getByRole('checkbox', { name: /Suggest an edit to the procedure/ }).check();
     await review.getByRole('button', { name: 'Real mistake' }).click();
-    await page.getByRole('status').filter({ hasText: 'A suggested edit is being written.' }).waitFor();
+    // The line says it is being written (or, the model already done, that it is written: below).
+    await page.getByRole('status').filter({ hasText: /^Verdict real saved: .* suppressed\. (A suggested edit is being written\.|The suggested edit is written: )/ }).waitFor();
     // The page reads the pattern again until the model's proposal is in.
     const suggestion = page.getByRole('region', { name: 'Suggestion' });
     await suggestion.locator('.badge', { hasText: 'proposed' }).waitFor({ timeout: 20_000 });
     await suggestion.locator('.badge', { hasText: 'current' }).waitFor();
-    // The line that said it is being written now says it is written.
-    await page.getByRole('status').filter({ hasText: /^The suggested edit is written: it is below, under Suggestions\.$/ }).waitFor();
+    // The line that said it is being written now says it is written, the verdict's confirmation kept.
+    await page.getByRole('status').filter({ hasText: /^Verdict real saved: .* suppressed\. The suggested edit is written: it is below, under Suggestions\.$/ }).waitFor();
     expect(await page.getByRole('status').filter({ hasText: 'being written' }).count()).toBe(0);
     await suggestion.getByText('Look the order up by its number first.').waitFor();
     await suggestion.getByRole('button', { name: 'Show the edit' }).click();
@@ -244,7 +245,7 @@ interface QueueAnswer {
     // The verdict (real) asks for an edit and none is waiting: another can be asked for. The
     // model's edit looks for the step's first wording, which the release replaced: it fails.
     await suggestions.getByRole('button', { name: 'Suggest another edit' }).click();
-    await page.getByRole('status').filter({ hasText: 'A suggested edit is being written.' }).waitFor();
+    await page.getByText(/^(A suggested edit is being written\.|The suggested edit could not be written: )/).waitFor();
     const failed = suggestions.locator('li.suggestion', { has: page.locator('.badge', { hasText: 'failed' }) });
     await failed.waitFor({ timeout: 20_000 });
     await failed.locator('.error').first().waitFor();
@@ -306,12 +307,14 @@ interface QueueAnswer {
     const page = await signedIn();
     await page.goto(`${url}/p/${DEMO_PROJECT}/patterns/${patternId}`);
     await page.locator(`li.suggestion[aria-label="Suggestion ${old.id}"]`).getByRole('button', { name: 'Rewrite against the current text' }).click();
-    await page.getByRole('status').filter({ hasText: /^Suggestion rewritten/ }).waitFor();
+    // It says it is being rewritten, then (once the model is done) that it is written.
+    await page.getByRole('status').filter({ hasText: /^(Suggestion rewritten|The suggested edit is written: )/ }).waitFor();
     const proposed = await until('the rewritten suggestion proposed', async () =>
       (await wsGet<{ items: { id: string; status: string }[] }>(`suggestions?pattern=${patternId}&status=proposed`)).items.find((x) => x.id !== old.id),
     );
     const item = page.locator(`li.suggestion[aria-label="Suggestion ${proposed.id}"]`);
     await item.locator('.badge', { hasText: 'current' }).waitFor({ timeout: 20_000 });
+    await page.getByRole('status').filter({ hasText: /^The suggested edit is written: it is below, under Suggestions\.$/ }).waitFor();
 
     // The workspace connects to GitHub: Apply opens a pull request.
     const connect = await fetch(`${url}/v1/workspaces/${DEMO_PROJECT}/github`, {

@@ -10,9 +10,9 @@ import type { Session } from '../session';
 
 /**
  * Says how an action went; `writing`: the text says a suggested edit is being written, which the
- * page replaces with how it went once the model is done (ready, or failed and why).
+ * page replaces with how it went once the model is done (ready, or failed and why), after `keep`.
  */
-type Done = (ok: boolean, text: string, writing?: boolean) => void;
+type Done = (ok: boolean, text: string, writing?: { keep: string }) => void;
 
 /**
  * The statuses the page offers actions for: those the API lets a suggestion be dismissed in
@@ -105,7 +105,7 @@ export function SuggestionsSummary({ items, act }: { items: Suggestion[]; act?: 
 async function askForSuggestion(act: SuggestAct, said: string, refused: string): Promise<void> {
   try {
     await api.suggest(act.session, act.patternId, byReviewer());
-    act.onDone(true, said, true);
+    act.onDone(true, said, { keep: '' });
   } catch (err) {
     act.onDone(false, `${refused}: ${failure(err)}`);
   }
@@ -130,7 +130,7 @@ function Actions({ suggestion, ...act }: { suggestion: Suggestion } & SuggestAct
         rewrite: 'Suggestion rewritten: a new one is being written against the current text.',
         dismiss: suggestion.status === 'pr_open' ? 'Suggestion dismissed: its pull request is no longer followed (it stays on GitHub).' : 'Suggestion dismissed.',
       }[action];
-      onDone(true, said, action === 'rewrite');
+      onDone(true, said, action === 'rewrite' ? { keep: '' } : undefined);
     } catch (err) {
       const what = { apply: 'applied', rewrite: 'rewritten', dismiss: 'dismissed' }[action];
       onDone(false, `The suggestion was not ${what}: ${failure(err)}`);

@@ -29,8 +29,9 @@ const VERDICT_HELP: Record<VerdictName, { label: string; means: string }> = {
 export function PatternPage({ session, base, id }: { session: Session; base: string; id: string }) {
   const p = useLoad(() => api.pattern(session, id), [session, id]);
   // What the last action said; `writing`: that a suggested edit is being written, said while the
-  // page showed `over` (the pattern as read before the action).
-  const [said, setSaid] = useState<{ ok: boolean; text: string; writing?: { over: unknown } } | null>(null);
+  // page showed `over` (the pattern as read before the action), `keep` the part of the line that
+  // stays once it is written (a verdict's confirmation).
+  const [said, setSaid] = useState<{ ok: boolean; text: string; writing?: { over: unknown; keep: string } } | null>(null);
   // A suggestion being written: read the pattern again until it is done.
   const generating = p.data?.suggestions?.some((x) => x.status === 'generating') ?? false;
   const { reload } = p;
@@ -44,9 +45,10 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
   useEffect(() => {
     if (!said?.writing || !p.data || p.data === said.writing.over || generating) return;
     const newest = [...(p.data.suggestions ?? [])].sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0))[0];
-    if (newest?.status === 'failed') setSaid({ ok: false, text: `The suggested edit could not be written: ${newest.error ?? 'no reason given'}` });
-    else if (newest?.status === 'proposed') setSaid({ ok: true, text: 'The suggested edit is written: it is below, under Suggestions.' });
-    else setSaid(null);
+    const keep = said.writing.keep ? `${said.writing.keep} ` : '';
+    if (newest?.status === 'failed') setSaid({ ok: false, text: `${keep}The suggested edit could not be written: ${newest.error ?? 'no reason given'}` });
+    else if (newest?.status === 'proposed') setSaid({ ok: true, text: `${keep}The suggested edit is written: it is below, under Suggestions.` });
+    else setSaid(keep ? { ok: true, text: keep.trim() } : null);
   }, [said, p.data, generating]);
   // Named as its heading names it, once read.
   usePageTitle(p.data ? `Pattern ${p.data.name}` : null);
@@ -61,8 +63,8 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
   }
   if (!p.data) return <main id="main" aria-busy="true"><p className="meta">Loading…</p></main>;
   const d = p.data;
-  const done = (ok: boolean, text: string, writing?: boolean) => {
-    setSaid({ ok, text, ...(writing ? { writing: { over: d } } : {}) });
+  const done = (ok: boolean, text: string, writing?: { keep: string }) => {
+    setSaid({ ok, text, ...(writing ? { writing: { over: d, keep: writing.keep } } : {}) });
     p.reload();
   };
 
@@ -223,7 +225,7 @@ export function PatternPage({ session, base, id }: { session: Session; base: str
 }
 
 /** The four verdicts as buttons, with an optional note and the reviewer's name (kept for this tab). */
-function VerdictForm({ session, id, onDone }: { session: Session; id: string; onDone(ok: boolean, text: string, writing?: boolean): void }) {
+function VerdictForm({ session, id, onDone }: { session: Session; id: string; onDone(ok: boolean, text: string, writing?: { keep: string }): void }) {
   const [note, setNote] = useState('');
   const [who, setWho] = useState(reviewer);
   const [suggest, setSuggest] = useState(false);
@@ -235,7 +237,8 @@ function VerdictForm({ session, id, onDone }: { session: Session; id: string; on
       const v = await api.giveVerdict(session, id, { verdict, ...(note.trim() ? { note: note.trim() } : {}), ...byReviewer(), ...(suggest ? { suggest: true } : {}) });
       setNote('');
       const queued = v.suggestion ? ' A suggested edit is being written.' : v.suggestion_note ? ` No suggestion: ${v.suggestion_note}` : '';
-      onDone(true, `Verdict ${words(v.verdict)} saved: the pattern is ${words(v.review_state)}, ${count(v.suppressed_count, 'finding')} suppressed.${queued}`, !!v.suggestion);
+      const saved = `Verdict ${words(v.verdict)} saved: the pattern is ${words(v.review_state)}, ${count(v.suppressed_count, 'finding')} suppressed.`;
+      onDone(true, `${saved}${queued}`, v.suggestion ? { keep: saved } : undefined);
     } catch (err) {
       onDone(false, `The verdict was not saved: ${failure(err)}`);
     } finally {
