@@ -129,7 +129,8 @@ maybe(SUITE, () => {
     // The rule engine's process counts each finding's receipt-to-publish delay (a histogram on /metrics).
     const metrics = await (await fetch(`http://127.0.0.1:${engine.adminPort}/metrics`)).text();
     expect(metrics).toMatch(/neatroots_finding_delay_seconds_count\{service="rule-engine",kind="rule",action="halt"\} [1-9]/);
-  });
+    // Longer than its waits together (30 s, 30 s, 90 s): a slow step fails naming the wait, not jest's 60 s.
+  }, 180_000);
 
   /** Ingest's PreCheck or PreCheckPolicy, asked as the SDK asks it: the answer or the gRPC error. */
   function askIngest<Req, Res>(method: 'preCheck' | 'preCheckPolicy', req: Req, key = KEY, timeoutMs = 10_000): Promise<{ err?: { code: number; details: string }; res?: Res }> {
