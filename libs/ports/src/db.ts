@@ -34,8 +34,8 @@ export function skipsAfter(st: Statement, before: QueryResult<unknown> | undefin
 /**
  * The statements one after the other on `q` (a transaction's connection), each one's result; one
  * whose `when` the statement before did not meet is skipped (no rows). Every runner of a batch
- * runs it so (the adapters' batch, the PGlite thread's, the store's in a transaction): all skip
- * alike. The PGlite thread runs this very source (pglite-worker.ts): it uses only skipsAfter.
+ * runs it so (the adapters' batch, the store's in a transaction); the PGlite thread, a string of
+ * code of its own, writes the same rule again (pglite-worker.ts). The Db contract test runs them all.
  */
 export async function runStatements(q: Queryable, statements: readonly Statement[]): Promise<QueryResult<Record<string, unknown>>[]> {
   const out: QueryResult<Record<string, unknown>>[] = [];
