@@ -29,28 +29,34 @@ type closingFirst struct {
 
 func (w closingFirst) Export(ctx context.Context, req *v1.ExportRequest, opts ...grpc.CallOption) (*v1.ExportResponse, error) {
 	res, err := w.IngestClient.Export(ctx, req, opts...)
-	expired, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = w.c.CloseContext(expired)
+	closeNow(w.c)
 	return res, err
 }
 
-// An answer that comes as Close gives up finds its events counted as dropped by Close: the
-// event ingest rejected in it is not counted again (Dropped was 3 of 2 events).
-func TestAnAnswerAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
+// closeNow runs Close with its time already up: it counts what is in flight as dropped.
+func closeNow(c *Client) {
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = c.CloseContext(expired)
+}
+
+// droppedAfterCloseRace sends run_start and one span to srv through wrap's ingest client
+// (which lets Close give up at some point of the export) and answers Stats once the flusher ended.
+func droppedAfterCloseRace(t *testing.T, srv v1.IngestServer, wrap func(v1.IngestClient, *Client) v1.IngestClient) Stats {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	v1.RegisterIngestServer(srv, &rejecting{})
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
+	g := grpc.NewServer()
+	v1.RegisterIngestServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
 	c, err := New(Options{Address: lis.Addr().String(), APIKey: "k", NoSubscribe: true, FlushInterval: time.Hour, OnError: func(error) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ingest = closingFirst{IngestClient: c.ingest, c: c}
+	c.ingest = wrap(c.ingest, c)
 	run := c.StartRun(RunOptions{Workflow: "w"})
 	run.Span(SpanInit{Type: "tool"})
 	c.signal()
@@ -59,8 +65,15 @@ func TestAnAnswerAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the flusher did not end")
 	}
+	return c.Stats()
+}
+
+// An answer that comes as Close gives up finds its events counted as dropped by Close: the
+// event ingest rejected in it is not counted again (Dropped was 3 of 2 events).
+func TestAnAnswerAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
+	st := droppedAfterCloseRace(t, &rejecting{}, func(in v1.IngestClient, c *Client) v1.IngestClient { return closingFirst{IngestClient: in, c: c} })
 	// run_start and the span, each counted once: by Close, which took them in flight.
-	if st := c.Stats(); st.Dropped != 2 {
+	if st.Dropped != 2 {
 		t.Fatalf("stats %+v: 2 events, each counted once", st)
 	}
 }
@@ -85,11 +98,7 @@ type closingOnRead struct {
 func (e closingOnRead) Error() string { return e.st.Message() }
 
 func (e closingOnRead) GRPCStatus() *status.Status {
-	e.once.Do(func() {
-		expired, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = e.c.CloseContext(expired)
-	})
+	e.once.Do(func() { closeNow(e.c) })
 	return e.st
 }
 
@@ -109,29 +118,9 @@ func (w closingOnRefusal) Export(ctx context.Context, req *v1.ExportRequest, opt
 // An export refused for good as Close gives up finds its events counted as dropped by Close:
 // they are not counted again (Dropped was 4 of 2 events).
 func TestARefusalAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	v1.RegisterIngestServer(srv, &refusing{})
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	c, err := New(Options{Address: lis.Addr().String(), APIKey: "k", NoSubscribe: true, FlushInterval: time.Hour, OnError: func(error) {}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.ingest = closingOnRefusal{IngestClient: c.ingest, c: c}
-	run := c.StartRun(RunOptions{Workflow: "w"})
-	run.Span(SpanInit{Type: "tool"})
-	c.signal()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the flusher did not end")
-	}
+	st := droppedAfterCloseRace(t, &refusing{}, func(in v1.IngestClient, c *Client) v1.IngestClient { return closingOnRefusal{IngestClient: in, c: c} })
 	// run_start and the span, each counted once: by Close, which took them in flight.
-	if st := c.Stats(); st.Dropped != 2 {
+	if st.Dropped != 2 {
 		t.Fatalf("stats %+v: 2 events, each counted once", st)
 	}
 }

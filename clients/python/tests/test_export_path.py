@@ -53,6 +53,13 @@ def retry_info_status(seconds, nanos=0):
     return _field(1, 8) + _field(2, b"busy") + _field(3, any_)
 
 
+def _close_now(client):
+    """close() with its time already up, on a thread of its own: it counts what is in flight as dropped."""
+    closer = threading.Thread(target=client.close, kwargs={"timeout": 0})
+    closer.start()
+    closer.join()
+
+
 class FakeIngest(ingest_pb2_grpc.IngestServicer):
     """Answers Export with the next scripted fault (or `default`), else takes the events."""
 
@@ -373,16 +380,11 @@ class ExportPathTest(ServerTest):
 
         def closing_first(*args, **kwargs):
             res = export(*args, **kwargs)
-            closer = threading.Thread(target=client.close, kwargs={"timeout": 0})
-            closer.start()
-            closer.join()
+            _close_now(client)
             return res
 
         client._stub.Export = closing_first
-        run = client.start_run(workflow="w")
-        run.span("tool", "t", tool="t")
-        client._flusher.join(10)
-        self.assertFalse(client._flusher.is_alive())
+        self._send_one_span_and_wait(client)
         # run_start and the span, each counted once: by close(), which took them in flight.
         self.assertEqual(client.stats()["dropped"], 2)
 
@@ -404,9 +406,7 @@ class ExportPathTest(ServerTest):
             def code(self):
                 if not self.closed:
                     self.closed = True
-                    closer = threading.Thread(target=client.close, kwargs={"timeout": 0})
-                    closer.start()
-                    closer.join()
+                    _close_now(client)
                 return self.e.code()
 
             def details(self):
@@ -422,12 +422,16 @@ class ExportPathTest(ServerTest):
                 raise ClosingOnRead(e) from e
 
         client._stub.Export = closing_on_refusal
+        self._send_one_span_and_wait(client)
+        # run_start and the span, each counted once: by close(), which took them in flight.
+        self.assertEqual(client.stats()["dropped"], 2)
+
+    def _send_one_span_and_wait(self, client):
+        # run_start and one span, then the flusher's end (close() gave up during the export).
         run = client.start_run(workflow="w")
         run.span("tool", "t", tool="t")
         client._flusher.join(10)
         self.assertFalse(client._flusher.is_alive())
-        # run_start and the span, each counted once: by close(), which took them in flight.
-        self.assertEqual(client.stats()["dropped"], 2)
 
     def test_ending_a_run_after_close_reports_instead_of_raising(self):
         client = self.client()
