@@ -19,40 +19,65 @@ export function retrying(err: unknown): string {
 }
 
 /**
+ * For a page that reads by itself and reads again after a failure that will pass (passing):
+ * `tick`, to put in the reading effect's deps, `later()`, to call on such a failure, which moves
+ * `tick` on after retryDelay(n) for the n-th time in a row, `ok()`, to call once a read
+ * succeeds (the count starts again), and `cancel()`, which drops a read still waiting. `deps` are what the page reads (the session, the run): when
+ * they change the count starts again at 0 and a read still waiting is dropped, with no render of
+ * its own, so the page's effect reads once for the new deps. Declare it before that effect.
+ */
+export function useRetryAfter503(deps: unknown[]): { tick: number; later(): void; ok(): void; cancel(): void } {
+  const [tick, setTick] = useState(0);
+  const retries = useRef(0);
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  // Before the page's effect (declared after this hook): a new session or run starts at 0.
+  useEffect(() => {
+    retries.current = 0;
+  }, deps);
+  // A read waiting is dropped when the page reads again or leaves.
+  useEffect(() => () => clearTimeout(timer.current), [...deps, tick]);
+  const later = useRef(() => {
+    clearTimeout(timer.current);
+    timer.current = setTimeout(() => setTick((t) => t + 1), retryDelay(retries.current++));
+  }).current;
+  const ok = useRef(() => {
+    retries.current = 0;
+  }).current;
+  const cancel = useRef(() => clearTimeout(timer.current)).current;
+  return { tick, later, ok, cancel };
+}
+
+/**
  * Loads with `fn` whenever `deps` change: the value, the failure in words, and a reload. A
  * failure that will pass (passing) is read again by itself, the error saying so, until it loads.
  */
 export function useLoad<T>(fn: () => Promise<T>, deps: unknown[]): { data: T | null; error: string | null; loading: boolean; reload(): void } {
   const [state, setState] = useState<{ data: T | null; error: string | null; loading: boolean }>({ data: null, error: null, loading: true });
   const [tick, setTick] = useState(0);
-  /** Reads again after a failure that will pass, in a row (0 once one loads or deps change). */
-  const retries = useRef(0);
-  const depsKey = useRef<unknown[]>(deps);
+  const retry = useRetryAfter503(deps);
   useEffect(() => {
     let live = true;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    if (deps.length !== depsKey.current.length || deps.some((d, i) => !Object.is(d, depsKey.current[i]))) retries.current = 0;
-    depsKey.current = deps;
     setState((s) => ({ ...s, loading: true, error: null }));
     fn().then(
       (data) => {
         if (!live) return;
-        retries.current = 0;
+        retry.ok();
         setState({ data, error: null, loading: false });
       },
       (err: unknown) => {
         if (!live) return;
         if (!passing(err)) return setState({ data: null, error: failure(err), loading: false });
         setState({ data: null, error: retrying(err), loading: false });
-        timer = setTimeout(() => setTick((t) => t + 1), retryDelay(retries.current++));
+        retry.later();
       },
     );
     return () => {
       live = false;
-      clearTimeout(timer);
+      // a reload, or new deps: a read again still waiting is not needed
+      retry.cancel();
     };
     // `fn` is a new closure each render: the caller's deps say when to load again.
-  }, [...deps, tick]);
+  }, [...deps, tick, retry.tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
   return { ...state, reload };
 }
