@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { createLogger } from '@neatroots/platform';
 import { v1 } from '@neatroots/proto';
 import { apiUrl, createApi } from './api';
-import { unavailable } from './errors';
+import { ServiceTimeoutError, unavailable } from './errors';
 import { ReviewGrpcClient } from './review-client';
 import { SopGrpcClient } from './sop-client';
 
@@ -111,5 +111,20 @@ describe('a call to another service that has not the method (UNIMPLEMENTED)', ()
     expect(unavailable({ code: status.UNIMPLEMENTED, details: 'Method not found', message: '' }, 'question')?.message).toBe(
       'the question service is of an earlier version and does not implement this call (UNIMPLEMENTED: Method not found): upgrade question',
     );
+  });
+});
+
+describe('a call past its deadline (DEADLINE_EXCEEDED): slow or away by what grpc-js says', () => {
+  const of = (details: string) => {
+    const e = unavailable({ code: status.DEADLINE_EXCEEDED, details, message: '' }, 'review', 3_000);
+    return { name: e?.name, code: e instanceof ServiceTimeoutError ? e.code : undefined };
+  };
+  it('is review_timeout (504) when the call reached the service: our timer naming its address, or the service\'s own plain "Deadline exceeded"', () => {
+    expect(of('Deadline exceeded after 3.002s,LB pick: 0.001s,remote_addr=127.0.0.1:5000')).toEqual({ name: 'ServiceTimeoutError', code: 'review_timeout' });
+    // The review server received the call with its grpc-timeout; its timer fired before the api's.
+    expect(of('Deadline exceeded')).toEqual({ name: 'ServiceTimeoutError', code: 'review_timeout' });
+  });
+  it('is unavailable (503) when still waiting for a connection (no address named)', () => {
+    expect(of('Deadline exceeded after 3.001s,name resolution: 0.001s,waiting for LB pick')).toEqual({ name: 'UnavailableError', code: undefined });
   });
 });

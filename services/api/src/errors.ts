@@ -137,7 +137,8 @@ export function unavailable(err: CallStatus, service = 'review', deadlineMs?: nu
     return new UnavailableError(`the ${service} service refuses this process's calls, a misconfiguration: ${details}${details.includes('NEATROOTS_INTERNAL_TOKEN') ? '' : ' (NEATROOTS_INTERNAL_TOKEN)'}`);
   }
   // Past the deadline still waiting for a connection (grpc-js says what it waited for, and names
-  // the service's address only once the call was sent): the service is away, not slow.
+  // the service's address only once the call was sent): the service is away, not slow. The
+  // service's own plain "Deadline exceeded" (its timer fired before ours) means it had the call: slow.
   const waited = err.code === GrpcStatus.DEADLINE_EXCEEDED && /waiting for (LB pick|name resolution)/i.test(err.details || err.message) && !/remote_addr=/.test(err.details || err.message);
   if (err.code === GrpcStatus.DEADLINE_EXCEEDED && !waited) {
     const took = deadlineMs === undefined ? 'longer than this process waits' : `more than ${seconds(deadlineMs)}`;
