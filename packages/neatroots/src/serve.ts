@@ -6,6 +6,7 @@ import {
   loadConfig,
   loadModelConfig,
   MissingDriverError,
+  PostgresVersionError,
   type Config,
   type Metrics,
   type ModelConfig,
@@ -31,6 +32,11 @@ export interface Served {
 
 export class ServeConfigError extends Error {}
 
+export interface ServeOptions {
+  /** The oldest Postgres review starts on, as server_version_num (default 14; tests ask for a newer one). */
+  minPostgresVersion?: number;
+}
+
 /**
  * The distributed deployment: one service (or all) in this process, on Kafka, Redis and
  * Postgres, wired by the same composition root as the embedded default. Every process serves
@@ -38,7 +44,7 @@ export class ServeConfigError extends Error {}
  * shuts down in order on close(): stop accepting, drain what is in hand, flush, close
  * connections.
  */
-export async function serve(target: Target, config: Config, models: ModelConfig, log: Logger): Promise<Served> {
+export async function serve(target: Target, config: Config, models: ModelConfig, log: Logger, opts: ServeOptions = {}): Promise<Served> {
   const services: readonly ServiceName[] = target === 'all' ? SERVICES : [target];
   // What the services here need, named before anything starts (each module lists its drivers).
   for (const m of modulesOf(services)) {
@@ -49,10 +55,12 @@ export async function serve(target: Target, config: Config, models: ModelConfig,
     }
   }
   const metrics = createMetrics(target);
-  const platform = distributedPlatform({ config, log, metrics, name: target });
+  const platform = distributedPlatform({ config, log, metrics, name: target, minPostgresVersion: opts.minPostgresVersion });
   const running = await startNeatroots({ platform, services, config, models, log, metrics, grpcPort: servicePortOf(target, config) }).catch((e: unknown) => {
     // A driver a service asked for without listing it in its needs: the same stop (exit 2), not a stack trace.
     if (e instanceof MissingDriverError) throw new ServeConfigError(`${e.variable} is required for --target ${target}`);
+    // A Postgres too old for the store: the same stop, naming the version found and the one needed.
+    if (e instanceof PostgresVersionError) throw new ServeConfigError(e.message);
     throw e;
   });
   const { otlp, grpc, http, otlpHttp } = running.ports;

@@ -1,5 +1,5 @@
 export { openPglite, type PgliteOptions } from './pglite';
-export { openPostgres, POSTGRES_TIMEOUTS, type PostgresOptions } from './postgres';
+export { openPostgres, checkPostgresVersion, postgresVersionName, PostgresVersionError, MIN_POSTGRES_VERSION, POSTGRES_TIMEOUTS, type PostgresOptions } from './postgres';
 export { migrate, loadMigrations, newerDatabaseWarning, DEFAULT_MIGRATIONS_DIR, MIGRATE_LOCK, type Migration, type MigrateOptions, type MigrateResult } from './migrate';
 export { isDbTx, type DbTx } from './tx';
 export {

@@ -2,7 +2,7 @@ import * as net from 'node:net';
 import { isInfrastructureError, type Db } from '@neatroots/ports';
 import { dbContract } from './contract.test';
 import { loadMigrations, migrate } from './migrate';
-import { openPostgres, unboundedTransaction } from './postgres';
+import { checkPostgresVersion, MIN_POSTGRES_VERSION, openPostgres, PostgresVersionError, unboundedTransaction } from './postgres';
 
 /** A TCP proxy to `url`'s server that can go silent (a host that stopped answering, a cut network), and a URL through it. */
 async function silenceable(url: string): Promise<{ url: string; silent: (on: boolean) => void; close: () => void }> {
@@ -80,6 +80,28 @@ if (!url) {
 
     it('fails fast on an unreachable server', async () => {
       await expect(openPostgres({ url: 'postgres://nobody:x@127.0.0.1:1/none' })).rejects.toThrow();
+    });
+  });
+
+  describe("the server's version", () => {
+    it('this server is 14 or later: the check passes, giving the version; asked for a newer one than it is, it fails naming both', async () => {
+      const db = await openPostgres({ url, max: 1 });
+      try {
+        const found = await checkPostgresVersion(db);
+        expect(found.num).toBeGreaterThanOrEqual(MIN_POSTGRES_VERSION);
+        expect(found.version).toMatch(/^\d+\.\d+$/);
+        expect(found.version.split('.')[0]).toBe(String(Math.floor(found.num / 10_000)));
+        // the same server, a version above its own needed (no PostgreSQL 13 to run here)
+        const err = await checkPostgresVersion(db, found.num + 1).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(PostgresVersionError);
+        const next = found.num + 1;
+        expect((err as Error).message).toBe(
+          `PostgreSQL ${found.version} (server_version_num ${found.num}) is too old: neatroots needs PostgreSQL ${Math.floor(next / 10_000)}.${next % 10_000} or later (server_version_num ${next} or more); upgrade the server NEATROOTS_PG_URL names`,
+        );
+        expect(await checkPostgresVersion(db, found.num)).toEqual(found);
+      } finally {
+        await db.close();
+      }
     });
   });
 

@@ -178,3 +178,47 @@ function wrapClient(client: PoolClient, queryTimeoutMs?: number): DbTx {
 export function unboundedTransaction<T>(db: Db, fn: (tx: Queryable) => Promise<T>): Promise<T> {
   return db instanceof PostgresDb ? db.unboundedTransaction(fn) : db.transaction(fn);
 }
+
+/**
+ * The oldest PostgreSQL the store runs on, as `server_version_num` (major * 10000 + minor): 14,
+ * for `string_to_table` (the span write). On 13 or earlier every span write would fail.
+ */
+export const MIN_POSTGRES_VERSION = 140_000;
+
+/** A server older than neatroots needs: the process stops at start-up, saying both versions. */
+export class PostgresVersionError extends Error {
+  constructor(
+    /** The server's `server_version` (e.g. `13.16`) and `server_version_num` (130016). */
+    readonly found: { version: string; num: number },
+    readonly needed: number,
+  ) {
+    super(
+      `PostgreSQL ${found.version} (server_version_num ${found.num}) is too old: neatroots needs PostgreSQL ${postgresVersionName(needed)} or later ` +
+        `(server_version_num ${needed} or more); upgrade the server NEATROOTS_PG_URL names`,
+    );
+    this.name = 'PostgresVersionError';
+  }
+}
+
+/** `server_version_num` as people write it: 140000 is `14`, 150010 is `15.10`. */
+export function postgresVersionName(num: number): string {
+  const major = Math.floor(num / 10_000);
+  const minor = num % 10_000;
+  return minor ? `${major}.${minor}` : `${major}`;
+}
+
+/**
+ * The server's version, read before anything else is asked of it (`neatroots serve` opening the
+ * database, before migrating it): rejected with a PostgresVersionError when `server_version_num`
+ * is below `needed` (MIN_POSTGRES_VERSION unless given).
+ */
+export async function checkPostgresVersion(db: Queryable, needed: number = MIN_POSTGRES_VERSION): Promise<{ version: string; num: number }> {
+  const r = await db.query<{ num: string; version: string }>(
+    "SELECT current_setting('server_version_num') AS num, current_setting('server_version') AS version",
+  );
+  const row = r.rows[0];
+  // server_version is `15.18 (Debian 15.18-0+deb12u1)` on some builds: the number is enough.
+  const found = { version: String(row.version).split(' ')[0], num: Number(row.num) };
+  if (!Number.isFinite(found.num) || found.num < needed) throw new PostgresVersionError(found, needed);
+  return found;
+}

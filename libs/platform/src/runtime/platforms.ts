@@ -6,7 +6,7 @@ import { InlineJobs, type StoppedJob } from '../jobs/inline';
 import { DEFAULT_MAX_RECORD_BYTES, KafkaBus, recordBytesFor } from '../bus/kafka';
 import { drainEmbeddedBus, openEmbeddedBus, type EmbeddedBus } from '../bus/embedded';
 import type { Config } from '../config';
-import { migrate, MIGRATE_LOCK, openPgliteWorker, openPostgres, type Analysis } from '../db';
+import { checkPostgresVersion, migrate, MIGRATE_LOCK, MIN_POSTGRES_VERSION, openPgliteWorker, openPostgres, type Analysis } from '../db';
 import type { Metrics } from '../ops';
 import { lockFolder } from '../folder-lock';
 import { warnWhileSlow } from './log';
@@ -186,6 +186,11 @@ export interface DistributedPlatformOptions {
   name: string;
   /** How often neatroots_consumer_lag is read from the broker (default 10000; tests ask sooner). */
   consumerLagIntervalMs?: number;
+  /**
+   * The oldest Postgres the database opens on, as server_version_num (default
+   * MIN_POSTGRES_VERSION, 14; tests ask for a newer one than they have).
+   */
+  minPostgresVersion?: number;
 }
 
 /** The configuration variable each driver needs in the distributed deployment. */
@@ -305,6 +310,15 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         'db',
         async () => {
           const pg = await openPostgres({ url: config.NEATROOTS_PG_URL!, max: 10, applicationName: `neatroots-${opts.name}` });
+          // A server too old for the store's statements stops the start here, before migrating it
+          // or taking traffic (on 13 every span write would fail while the service looked well).
+          try {
+            const found = await checkPostgresVersion(pg, opts.minPostgresVersion ?? MIN_POSTGRES_VERSION);
+            log.info(`PostgreSQL ${found.version}`);
+          } catch (err) {
+            await pg.close().catch(() => undefined);
+            throw err;
+          }
           // Idempotent, and serialised by an advisory lock: whichever replica starts first runs them.
           await migrated(pg, log, (what) => (migrating = what));
           checkOn('db', `postgres (${DRIVER_VARIABLES.db})`, 'postgres', async () => {
