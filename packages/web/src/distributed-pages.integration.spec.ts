@@ -256,7 +256,7 @@ const KEY = `distributed-pages-${Date.now().toString(36)}`;
     errors.splice(logged, 1);
     await page.context().close();
   }, 60_000);
-  it('reads a page again by itself once the review service is back from a restart', async () => {
+  it('reads a page again by itself once the review service is back from a restart, and signs in once it can check the key', async () => {
     // Signed in before (signing in asks the API, which asks review).
     const page = await signedIn();
     const runPage = await signedIn();
@@ -273,7 +273,29 @@ const KEY = `distributed-pages-${Date.now().toString(36)}`;
     await runPage.goto(`${url}/p/${PROJECT}/runs/${runOf('run-mail')}`);
     await runPage.locator('main').getByText(/the review service cannot answer right now.*; trying again$/).waitFor();
     await shot(runPage, 'distributed-run-review-away');
+    // Signing in while review is away: the key cannot be checked (503), which the page says, not
+    // that the key is wrong, and it tries the key again by itself (it said the 503 and stopped).
+    const signIn = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    signIn.on('console', (m) => m.type() === 'error' && errors.push(`${signIn.url()}: ${m.text()}`));
+    signIn.on('pageerror', (e) => errors.push(`${signIn.url()}: ${e.message}`));
+    signIn.on('response', (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${r.request().method()} ${r.url()}`);
+    });
+    await signIn.goto(`${url}/`);
+    await signIn.getByLabel('Project').fill(PROJECT);
+    await signIn.getByLabel('API key').fill(KEY);
+    await signIn.getByRole('button', { name: 'Sign in' }).click();
+    const alert = signIn.getByRole('alert');
+    await alert.getByText(/^the review service cannot answer right now.*\(503\); trying again$/).waitFor();
+    await shot(signIn, 'distributed-sign-in-review-away');
+    let asked = 0;
+    signIn.on('request', (r) => void (r.url().includes(`/v1/projects/${PROJECT}/runs`) && asked++));
+    await until('the sign-in asked again by itself', async () => asked > 0, 30_000);
+    expect(await signIn.getByText(/not valid|does not open/).count()).toBe(0);
     await cluster.start('review');
+    // Signed in once review answers, with nothing clicked again.
+    await signIn.getByRole('heading', { name: 'Home', level: 1 }).waitFor({ timeout: 90_000 });
+    await shot(signIn, 'distributed-sign-in-review-back');
     // No reload: each page reads again and shows what it shows.
     await main.locator('table.runs tbody tr', { hasText: runOf('run-crash') }).waitFor({ timeout: 60_000 });
     await runPage.locator('main').getByText('Findings (4)').waitFor({ timeout: 60_000 });
@@ -286,5 +308,6 @@ const KEY = `distributed-pages-${Date.now().toString(36)}`;
     await home.context().close();
     await runPage.context().close();
     await page.context().close();
-  }, 150_000);
+    await signIn.context().close();
+  }, 240_000);
 });
