@@ -18,6 +18,7 @@ import { ConfigError, loadConfig, loadModelConfig, spanLimitsOf, type ModelConfi
 import { JsonlError, LIMIT_VARIABLES, type SpanLimits } from '@neatroots/spans';
 import { parseArgs, strings, UsageError, version, type FlagSpec } from './args';
 import { CHECKS_AUTHORING } from './checks-authoring';
+import { keysCommand } from './keys';
 import { mcpCommand } from './mcp';
 import { findingLine, readItems, Replayer, Summary } from './replay';
 
@@ -393,6 +394,7 @@ gracefully (a second one stops it at once). Configuration is validated at start-
 };
 
 commands.mcp = mcpCommand;
+commands.keys = keysCommand;
 
 /**
  * The NEATROOTS_MAX_* limits of the environment, as ingest reads them (spanLimitsOf), for
