@@ -52,10 +52,13 @@ export function matchesFilter(s: SpanSummary, f: SpanFilter | undefined): boolea
 
 const TOOL_TYPES = ['tool', 'mcp_tool'] as const;
 
+/** Span scope's filter without one of its own: one object, read only (asked for every question at every span). */
+const TOOL_CALLS: SpanFilter = Object.freeze({ type: Object.freeze([...TOOL_TYPES]) as SpanFilter['type'] });
+
 /** The spans a question judges or reads: its evidence filter, or tool calls for span scope. */
 export function evidenceFilter(scope: string, evidence: Evidence | undefined): SpanFilter | undefined {
   if (evidence?.spans) return evidence.spans;
-  return scope === 'span' ? { type: [...TOOL_TYPES] } : undefined;
+  return scope === 'span' ? TOOL_CALLS : undefined;
 }
 
 export function isToolSpan(s: { type: string }): boolean {

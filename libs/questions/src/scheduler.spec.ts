@@ -217,6 +217,47 @@ describe('trace-scope questions and when', () => {
     expect(t.context?.spans.map((x) => x.id)).toEqual(['a', 'b']);
   });
 
+  it('shows a span question the last `last` earlier calls and gives the rest of the run before it as context', async () => {
+    const q = question({ id: 'q', scope: 'span', evidence: { last: 2 } });
+    const s = scheduler([q]);
+    const llm = (id: string) => span('r1', id, { type: 'llm', tool: undefined, name: 'gpt' });
+    const tasks = await run(s, [span('r1', 'a'), llm('m1'), span('r1', 'b'), span('r1', 'c'), llm('m2'), span('r1', 'd')]);
+    const t = tasks.find((x) => x.anchor === 'd')!;
+    expect(t.evidence.spans.map((x) => x.id)).toEqual(['b', 'c', 'd']);
+    expect(t.evidence.omitted).toBe(1);
+    // In the run's order: the call not shown and the model calls.
+    expect(t.context?.spans.map((x) => x.id)).toEqual(['a', 'm1', 'm2']);
+    const first = tasks.find((x) => x.anchor === 'a')!;
+    expect(first.evidence.spans.map((x) => x.id)).toEqual(['a']);
+    expect(first.evidence.omitted).toBeUndefined();
+    expect(first.context?.spans).toEqual([]);
+  });
+
+  it("follows a reload of the checks, a new plan and a run's first tool call from the run's next span on", async () => {
+    const always = question({ id: 'ignored-tool-error', scope: 'span', ask: 'Did a tool fail?' }, 'library');
+    const picked = question({ id: 'wrong-tool-or-arguments', scope: 'span', ask: 'Wrong tool?' }, 'library');
+    const added = question({ id: 'added', scope: 'span', ask: 'Added later?' });
+    const plans = new MemoryPlanStore();
+    let set = questionSet([always, picked]);
+    const s = new QuestionScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), questions: () => set, plans, planCacheMs: 0 });
+    const llm = (id: string) => span('r1', id, { type: 'llm', tool: undefined, name: 'gpt', workflow: 'w' });
+    const call = (id: string) => span('r1', id, { workflow: 'w' });
+    const asked = async (env: ReturnType<typeof span>) => (await run(s, [env])).map((t) => t.check.id).sort();
+    // No tool call yet: the always-on question waits for one, nothing is picked.
+    expect(await asked(llm('m1'))).toEqual([]);
+    expect(await asked(call('s1'))).toEqual(['ignored-tool-error']);
+    await plans.put({ project: 'p', workflow: 'w', tools: ['search'], picks: [{ id: 'wrong-tool-or-arguments' }], written: [], planned_by: 'local', at_ms: T0 });
+    expect(await asked(call('s2'))).toEqual(['ignored-tool-error', 'wrong-tool-or-arguments']);
+    set = questionSet([always, picked, added]);
+    expect(await asked(call('s3'))).toEqual(['added', 'ignored-tool-error', 'wrong-tool-or-arguments']);
+    await plans.put({ project: 'p', workflow: 'w', tools: ['search'], picks: [], written: [], planned_by: 'local', at_ms: T0 + 1 });
+    expect(await asked(call('s4'))).toEqual(['added', 'ignored-tool-error']);
+    // Another project of the same workflow: its own questions.
+    set = questionSet([always, question({ id: 'elsewhere', scope: 'span', applies_to: { project: ['other'] } })]);
+    expect(await asked(call('s5'))).toEqual(['ignored-tool-error']);
+    expect((await run(s, [{ ...span('o1', 'x1', { workflow: 'w' }), project: 'other' }])).map((t) => t.check.id).sort()).toEqual(['elsewhere', 'ignored-tool-error']);
+  });
+
   it('keeps as many of a run\'s spans as a question asks to be shown (evidence.last over the 40 kept otherwise)', async () => {
     const many = question({ id: 'many', scope: 'trace', when: 'end', evidence: { spans: { type: 'tool' }, last: 100 } });
     const envs = [...Array.from({ length: 60 }, (_, i) => span('r1', `t${i}`, {}, T0 + i)), runEnd('r1')];

@@ -271,6 +271,8 @@ export class QuestionScheduler {
   /** The plan asked last per workflow, with its tools: one that asked for these tools already is not asked again within planRetryMs. */
   private readonly planRequested = new Map<string, { tools: readonly string[]; at: number }>();
   private readonly written = new Map<string, QuestionCheck[]>();
+  /** questionsFor's answers, by the run's use of tools, workflow and project, with what each was worked out from. */
+  private readonly applying = new Map<string, { set: QuestionSet; questions: readonly QuestionCheck[]; plan: Plan | undefined; written: QuestionCheck[] | undefined; out: readonly QuestionCheck[] }>();
   private readonly filledChecks = new WeakMap<QuestionCheck, Map<string, QuestionCheck>>();
   /** By the run's start (NO_START without one), then by the question: its last wording and the parameters it was filled with. */
   private readonly lastFilled = new WeakMap<object, WeakMap<QuestionCheck, { params: Record<string, string> | undefined; q: QuestionCheck }>>();
@@ -618,19 +620,29 @@ export class QuestionScheduler {
 
   // ---- what is due ---------------------------------------------------------------------------
 
-  private questionsFor(w: QuestionWindow, set: QuestionSet): QuestionCheck[] {
+  /**
+   * The questions in effect for a run (read only: the same array is handed to every span of the
+   * run's project, workflow and use of tools while the set, the plan and its written questions
+   * are the same objects). Asked at every span: worked out anew each time, it was a filter of
+   * the whole set and a few allocations a span.
+   */
+  private questionsFor(w: QuestionWindow, set: QuestionSet): readonly QuestionCheck[] {
     const plan = this.plan(w);
-
     const usesTools = w.uses_tools === 1;
+    const written = w.workflow ? this.written.get(this.planKey(w.project, w.workflow)) : undefined;
+    const key = `${usesTools ? 't' : 'n'}${w.workflow === undefined ? '' : `w${w.workflow}`}\u0000${w.project}`;
+    const had = this.applying.get(key);
+    if (had && had.set === set && had.questions === set.questions && had.plan === plan && had.written === written) return had.out;
     const out = set.questions.filter((q) => appliesTo(q, w.project, w.workflow) && libraryGate(q, usesTools, plan));
     // The plan's written questions stand in for their database checks until the check set loads
     // them (replay stores none). One whose check was deleted has left the plan (ChecksRepo.delete).
-    const written = w.workflow ? this.written.get(this.planKey(w.project, w.workflow)) : undefined;
     if (written) {
       const ids = new Set(out.map((q) => q.id));
       // A loaded check with the same id (the saved copy, or the database source) wins.
       for (const q of written) if (!ids.has(q.id) && appliesTo(q, w.project, w.workflow)) out.push(q);
     }
+    if (this.applying.size >= 10_000) this.applying.clear();
+    this.applying.set(key, { set, questions: set.questions, plan, written, out });
     return out;
   }
 
@@ -769,17 +781,28 @@ export class QuestionScheduler {
     const doc: EvidenceDoc = { spans: [] };
     let before: SpanSummary[];
     if (q.scope === 'span') {
-      const at = w.ring.findIndex((s) => s.id === focusId);
+      const ring = w.ring;
+      const at = ring.findIndex((s) => s.id === focusId);
       if (at < 0) return undefined;
-      // Seed: a span-scope question "also sees the tool calls made earlier in the run".
-      const earlier = w.ring.slice(0, at).filter(isToolSpan);
-      const shown = earlier.slice(-(ev?.last ?? DEFAULT_SPAN_CONTEXT));
-      doc.spans = [...shown.map((s) => pickFields(s, ev?.fields)), pickFields(w.ring[at], ev?.fields)];
+      // Seed: a span-scope question "also sees the tool calls made earlier in the run": the last
+      // `last` of them (as Array#slice(-last) keeps them), and the rest of the ring before it as context.
+      let earlier = 0;
+      for (let i = 0; i < at; i++) if (isToolSpan(ring[i])) earlier++;
+      const last = ev?.last ?? DEFAULT_SPAN_CONTEXT;
+      const skip = last > 0 ? Math.max(0, earlier - last) : last < 0 ? Math.min(-last, earlier) : 0;
+      doc.spans = [];
+      before = [];
+      let tool = 0;
+      for (let i = 0; i < at; i++) {
+        const s = ring[i];
+        if (isToolSpan(s) && tool++ >= skip) doc.spans.push(pickFields(s, ev?.fields));
+        else before.push(s);
+      }
+      doc.spans.push(pickFields(ring[at], ev?.fields));
       doc.focus = focusId;
-      const omitted = earlier.length - shown.length + (w.dropped_tools ?? 0);
+      const omitted = skip + (w.dropped_tools ?? 0);
       if (omitted > 0) doc.omitted = omitted;
       if (w.start?.tools?.length) doc.tools = w.start.tools;
-      before = w.ring.slice(0, at).filter((s) => !shown.includes(s));
     } else {
       const matching = w.ring.filter((s) => matchesFilter(s, filter));
       const last = ev?.last ?? DEFAULT_TRACE_LAST;
