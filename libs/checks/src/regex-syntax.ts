@@ -78,3 +78,31 @@ export function flagsLength(p: string, i: number): number {
   const m = /^\(\?[a-zA-Z-]*\)/.exec(p.slice(i, i + 16));
   return m ? m[0].length : 0;
 }
+
+/**
+ * Whether a pattern asserts the start of the text (`^`, `\A`) or its end (`$`, `\z`), outside
+ * character classes and escapes. Conservative: `^` and `$` count under `(?m)` too, where they
+ * would only mean a line's. A pattern with neither finds a match in a text wherever it finds one
+ * in a part of it that lies between line breaks (or the text's edges): `\b` reads a line break as
+ * it reads an edge, so a part's matches are all matches of the whole (engine/plan.ts).
+ */
+export function edgeAssertions(p: string): { start: boolean; end: boolean } {
+  let start = false;
+  let end = false;
+  for (let i = 0; i < p.length; ) {
+    const c = p[i];
+    if (c === '\\') {
+      const n = p[i + 1];
+      if (n === 'A') start = true;
+      else if (n === 'z') end = true;
+      i += escapeLength(p, i);
+    } else if (c === '[') {
+      i += classLength(p, i);
+    } else {
+      if (c === '^') start = true;
+      else if (c === '$') end = true;
+      i++;
+    }
+  }
+  return { start, end };
+}

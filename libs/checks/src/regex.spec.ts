@@ -1,5 +1,6 @@
 import { checkPatternBounds, compileSafe, DEFAULT_PATTERN_BOUNDS, findNestedRepeat, PatternError } from './regex';
 import { estimatePatternSize } from './regex-size';
+import { edgeAssertions } from './regex-syntax';
 import { parseCheckFile } from './schema';
 import { loadChecks } from './sources';
 
@@ -83,5 +84,12 @@ describe('pattern bounds', () => {
   it('says which file, check and field, like other schema errors', () => {
     const yaml = `id: frozen\nkind: rule\ntitle: t\nrule:\n  type: match\n  span: {}\n  pattern: '${FREEZING}'\naction: flag\n`;
     expect(() => parseCheckFile(yaml, '/checks/frozen.yaml', 'user')).toThrow(/frozen\.yaml.*frozen.*rule\.pattern.*repeats something 1000 times/s);
+  });
+
+  it('finds where a pattern asserts an edge of the text, not in classes or escapes', () => {
+    expect(edgeAssertions('^a')).toEqual({ start: true, end: false });
+    expect(edgeAssertions('\\Aa|b\\z')).toEqual({ start: true, end: true });
+    expect(edgeAssertions('(?m)done$')).toEqual({ start: false, end: true });
+    expect(edgeAssertions('[^$]\\$\\^\\bx\\Q^$\\E[[:alpha:]^]')).toEqual({ start: false, end: false });
   });
 });

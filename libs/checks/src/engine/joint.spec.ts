@@ -24,6 +24,13 @@ const CHECKS = [
   match('secret', '(?i)(api[_-]?key|secret)\\s*[:=]\\s*\\w{8,}', 'project', { type: ['tool'] }),
   match('refund', '^refund', 'user', { type: ['tool'], name: ['issue_refund'] }),
   match('out-only', 'done$', 'user', {}, ['output']),
+  // Texts that are parts of input and output, read in its pass unless they assert an edge of
+  // the text the part does not share with the whole.
+  match('out-start', '^all', 'user', {}, ['output']),
+  match('in-end', 'logs$', 'user', {}, ['input']),
+  match('in-start', '^card', 'user', {}, ['input']),
+  match('out-key', 'AKIA[0-9A-Z]{16}', 'user', {}, ['output']),
+  match('out-word', '(?i)\\bSECRET\\b', 'project', {}, ['output']),
 ];
 
 const TEXTS = [
@@ -41,7 +48,7 @@ function spans(): Envelope[] {
   let n = 0;
   for (const type of ['tool', 'llm'] as const) {
     for (const input of TEXTS) {
-      for (const output of TEXTS.slice(0, 6)) {
+      for (const output of [...TEXTS.slice(0, 6), '']) {
         const span: Span = { run_id: `r${n % 5}`, span_id: `s${n++}`, type, name: n % 3 ? 'lookup' : 'issue_refund', status: 'ok', input, output };
         if (type === 'tool') span.tool = span.name;
         out.push({ project: 'p', received_ms: 1_000 + n, item: { kind: 'span', span } });
@@ -96,8 +103,50 @@ describe('joint match passes', () => {
     const span: Span = { run_id: 'r', span_id: 'a', type: 'tool', tool: 'lookup', name: 'lookup', status: 'ok', input: 'nothing', output: 'here' };
     const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
     expect(out.findings).toEqual([]);
-    // key, card and secret read the same text: one pass, none asked alone. out-only reads another text, alone.
-    expect(calls).toEqual(['out-only']);
+    // key, card and secret read the same text: one pass, none asked alone. out-only, in-start,
+    // out-key and out-word read a part of it, in the same pass; out-start and in-end assert an
+    // edge of the text their part does not share with the whole: alone.
+    expect(calls).toEqual(['out-start', 'in-end']);
+  });
+
+  it('asks a pattern of a part alone when the pass over the whole hit elsewhere in it', async () => {
+    const calls: string[] = [];
+    const counted = (c: RuleCheck, p: string): TextMatcher => {
+      const m = matching.matcher(c, p);
+      return { joint: m.joint, test: (t) => (calls.push(c.id), m.test(t)) };
+    };
+    const set = compileRuleSet(CHECKS, counted);
+    const engine = new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+    // The key is in the input, not in the output out-key reads.
+    const span: Span = { run_id: 'r', span_id: 'a', type: 'llm', name: 'chat', status: 'ok', input: 'AKIAABCDEFGHIJKLMNOP', output: 'here' };
+    const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
+    expect(out.findings).toEqual([]);
+    expect(calls).toEqual(['out-start', 'in-end', 'out-key']);
+  });
+
+  it('asks a part alone when the whole text was cut at 200,000 characters', async () => {
+    const checks = [
+      match('whole', 'nothing-here', 'library', {}, ['input', 'output']),
+      match('part', 'AKIA[0-9A-Z]{16}', 'library', {}, ['output']),
+    ];
+    const set = compileRuleSet(checks, matching.matcher);
+    const engine = new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+    const span: Span = { run_id: 'r', span_id: 'a', type: 'tool', tool: 't', name: 't', status: 'ok', input: 'x'.repeat(200_000), output: 'AKIAABCDEFGHIJKLMNOP' };
+    const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
+    expect(out.findings.map((f) => f.check_id)).toEqual(['part']);
+  });
+
+  it('answers a part with no text as the pattern answers no text, whatever the whole holds', async () => {
+    // `\B` matches the empty text (no word on either side), not `a` (a word on one side of each place).
+    const checks = [
+      match('whole', 'nothing-here', 'library', {}, ['input', 'output']),
+      match('part', '\\B', 'library', {}, ['output']),
+    ];
+    const set = compileRuleSet(checks, matching.matcher);
+    const engine = new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+    const span: Span = { run_id: 'r', span_id: 'a', type: 'tool', tool: 't', name: 't', status: 'ok', input: 'a', output: '' };
+    const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
+    expect(out.findings.map((f) => f.check_id)).toEqual(['part']);
   });
 
   it('builds a span\'s text only when a match filter passes', async () => {

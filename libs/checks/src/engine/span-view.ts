@@ -37,6 +37,12 @@ export interface MatchPlan {
   joint?: JointMatch;
   /** Its place in the joint's members. */
   member: number;
+  /**
+   * The text the pass reads when it is not the rule's own: one that holds it (the rule reads
+   * `output`, the pass `input` and `output`; plan.ts withinPass). The pass's miss is the rule's;
+   * its hit is asked of the rule's own text alone.
+   */
+  pass?: { key: string; fields: readonly MatchField[] };
 }
 
 /**
@@ -56,6 +62,8 @@ export class SpanView {
   // reused from span to span.
   private readonly textKeys: string[] = [];
   private readonly textBufs: Buffer[] = [];
+  /** Whether the text was cut at MAX_TEXT_CHARS (a field's text left out or shortened). */
+  private readonly textCut: boolean[] = [];
   private texts = 0;
   private readonly sameKeys: (readonly string[])[] = [];
   private readonly sameVals: (string | undefined)[] = [];
@@ -131,18 +139,48 @@ export class SpanView {
    * converted to UTF-8 once (RE2 would convert a string again on every test).
    */
   text(fields: readonly MatchField[], key = fields.join(',')): Buffer {
-    for (let i = 0; i < this.texts; i++) if (this.textKeys[i] === key) return this.textBufs[i];
+    const i = this.textAt(fields, key);
+    return this.textBufs[i];
+  }
+
+  /** The place of the text of `fields` in the lists, built first if it is not there. */
+  private textAt(fields: readonly MatchField[], key: string): number {
+    for (let i = 0; i < this.texts; i++) if (this.textKeys[i] === key) return i;
     let out = '';
+    let cut = false;
     for (const f of fields) {
-      if (out.length >= MAX_TEXT_CHARS) break;
+      if (out.length >= MAX_TEXT_CHARS) {
+        cut = true;
+        break;
+      }
       const part = this.field(f);
       if (!part) continue;
       out += out ? `\n${part}` : part;
     }
-    const buf = !out ? EMPTY : Buffer.from(out.length > MAX_TEXT_CHARS ? out.slice(0, MAX_TEXT_CHARS) : out, 'utf8');
+    if (out.length > MAX_TEXT_CHARS) {
+      out = out.slice(0, MAX_TEXT_CHARS);
+      cut = true;
+    }
+    const buf = !out ? EMPTY : Buffer.from(out, 'utf8');
     this.textKeys[this.texts] = key;
-    this.textBufs[this.texts++] = buf;
-    return buf;
+    this.textCut[this.texts] = cut;
+    this.textBufs[this.texts] = buf;
+    return this.texts++;
+  }
+
+  /** Whether the text of `fields` is empty: none of them has text. */
+  private blank(fields: readonly MatchField[]): boolean {
+    for (const f of fields) if (this.field(f)) return false;
+    return true;
+  }
+
+  /** The joint's pass over `text`, run once per span; false when it could not run. */
+  private pass(joint: JointMatch, text: Buffer): boolean {
+    for (let i = 0; i < this.passes; i++) if (this.passed[i] === joint) return this.passOk[i];
+    const ok = joint.run(text);
+    this.passed[this.passes] = joint;
+    this.passOk[this.passes++] = ok;
+    return ok;
   }
 
   /**
@@ -151,21 +189,23 @@ export class SpanView {
    */
   match(rule: object, matcher: TextMatcher, fields: readonly MatchField[]): boolean | Promise<boolean> {
     const plan = this.plans?.get(rule);
+    const joint = plan?.joint;
+    const pass = plan?.pass;
+    if (joint && pass && !this.blank(fields)) {
+      // The pass reads a text that holds this one (plan.ts withinPass): a miss there is a miss
+      // here. A hit, or no pass (the whole cut at MAX_TEXT_CHARS, too long for the pass, RE2
+      // gave up), is asked of this text alone.
+      const at = this.textAt(pass.fields, pass.key);
+      if (!this.textCut[at] && this.pass(joint, this.textBufs[at]) && joint.covers(plan.member) && joint.hits[plan.member] === 0) return false;
+      return matcher.test(this.text(fields, plan.key));
+    }
     const text = this.text(fields, plan?.key);
     // Nothing to read (an LLM call whose prompt was not recorded, a tool with no result): the
     // pattern's answer on no text, found once per pattern, instead of a call into RE2 per span.
     if (text.length === 0 && matcher.joint?.live()) return onEmpty(matcher.joint);
-    const joint = plan?.joint;
-    if (!joint) return matcher.test(text);
     // The pass runs once per span, for the first of its rules whose filter passed.
-    let ok: boolean | undefined;
-    for (let i = 0; i < this.passes; i++) if (this.passed[i] === joint) ok = this.passOk[i];
-    if (ok === undefined) {
-      ok = joint.run(text);
-      this.passed[this.passes] = joint;
-      this.passOk[this.passes++] = ok;
-    }
-    return ok && joint.covers(plan!.member) ? joint.hits[plan.member] === 1 : matcher.test(text);
+    if (!joint || pass) return matcher.test(text);
+    return this.pass(joint, text) && joint.covers(plan.member) ? joint.hits[plan.member] === 1 : matcher.test(text);
   }
 }
 
