@@ -91,7 +91,10 @@ export function newWindow(run_id: string, project: string): RunWindow {
     project,
     seen: {},
     metrics: { spans: 0, llm_calls: 0, tool_calls: 0, errors: 0, total_tokens: 0, input_tokens: 0, output_tokens: 0, cost: 0 },
-    checks: {},
+    // A hash table from the start (no prototype: V8 makes it one): each run adds its checks'
+    // states in its own order, and plain objects made that a different shape per order, read
+    // by the engine for every rule on every span through V8's slowest lookups.
+    checks: Object.create(null) as Record<string, CheckState>,
   };
 }
 

@@ -19,7 +19,8 @@ interface ToolsState {
   quietEnd?: boolean;
 }
 
-const newTools = (): ToolsState => ({ t: 'tools', last: {} });
+// `last` without a prototype (a hash table, as RunWindow.checks): a run calls its tools in its own order.
+const newTools = (): ToolsState => ({ t: 'tools', last: Object.create(null) as ToolsState['last'] });
 
 /**
  * `unrecovered_error`: at the run's end, a tool whose latest call failed while the final
