@@ -14,11 +14,23 @@ import { INTERNAL_TOKEN_HEADER, isInternalTokenRefusal, type Logger } from '@nea
 export { INTERNAL_TOKEN_HEADER, isInternalTokenRefusal };
 
 /**
+ * The longest a client of another service waits between two tries to connect to it
+ * (grpc.max_reconnect_backoff_ms). While a service is away its clients' calls fail at once
+ * (the api answers 503, retry shortly) and the channel tries to connect again after a backoff;
+ * grpc-js's own bound, 120 s, kept the api answering 503 for up to two minutes after review was
+ * back (27 s after an outage of 60 s, measured): every agent's and page's retry in between
+ * failed. 5 s: a connection attempt every 5 s to a service that is away is nothing.
+ */
+export const SERVICE_RECONNECT_MAX_MS = 5_000;
+
+/**
  * The options a client of another service's port is made with: the token on every call, and,
- * with `watch`, every call's status told to it (see InternalTokenWatch).
+ * with `watch`, every call's status told to it (see InternalTokenWatch); a connection to a
+ * service that was away tried again at least every SERVICE_RECONNECT_MAX_MS.
  */
 export function internalClientOptions(token: string | undefined, watch?: Pick<InternalTokenWatch, 'heard'>): ClientOptions {
-  if (!token && !watch) return {};
+  const reconnect = { 'grpc.max_reconnect_backoff_ms': SERVICE_RECONNECT_MAX_MS };
+  if (!token && !watch) return reconnect;
   const interceptor: Interceptor = (options, nextCall) =>
     new InterceptingCall(nextCall(options), {
       start(metadata, listener, next) {
@@ -32,7 +44,7 @@ export function internalClientOptions(token: string | undefined, watch?: Pick<In
         });
       },
     });
-  return { interceptors: [interceptor] };
+  return { ...reconnect, interceptors: [interceptor] };
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
