@@ -82,6 +82,18 @@ describe('ReviewData over gRPC', () => {
     expect(await client.quietChecks('shop')).toEqual([]);
   });
 
+  it('answers the database checks whole past gRPC\'s default 4 MiB reply: 120 checks of 40 KB', async () => {
+    const pad = `# ${'p'.repeat(2_000)}\n`.repeat(20);
+    const ids = Array.from({ length: 120 }, (_, i) => `big-${String(i).padStart(3, '0')}`);
+    for (const id of ids) await client.putCheck({ id, yaml: `${pad}id: ${id}\n`, origin: 'cli', project: 'large', saved: true });
+    // 4.8 MB: the api's checks endpoints and MCP tools read a project's, every service's check set all of them.
+    const records = await client.checkRecords('large');
+    expect(records.map((c) => c.id)).toEqual(ids);
+    expect(records.reduce((n, c) => n + c.yaml.length, 0)).toBeGreaterThan(4 * 1024 * 1024);
+    expect((await client.checks()).filter((c) => c.id.startsWith('big-'))).toHaveLength(120);
+    for (const id of ids) await client.deleteCheck('large', id);
+  }, 60_000);
+
   it('says which call failed when the review service is not there', async () => {
     const nobody = new ReviewDataClient('127.0.0.1:1', 500);
     await expect(nobody.quietChecks('shop')).rejects.toThrow(/review service: quietChecks/);

@@ -94,12 +94,22 @@ export function reviewDataGrpcService(data: ReviewData): { service: typeof v1.Re
   return { service: v1.ReviewDataService, implementation };
 }
 
+/**
+ * The largest reply a ReviewDataClient takes (grpc.max_receive_message_length), as the api's
+ * ReviewGrpcClient takes from the review service (REVIEW_REPLY_BYTES). ListChecks answers every
+ * database check of the deployment (a project's, for the api's checks endpoints and MCP tools),
+ * each with its YAML of up to 100 KiB: with grpc-js's default, 4 MiB, a project's 104 checks of
+ * 40 KB made every checks endpoint and tool answer 502 and every service's check set stop
+ * reloading (a check saved then never took effect).
+ */
+export const REVIEW_DATA_REPLY_BYTES = 64 * 1024 * 1024;
+
 /** The review service's data, asked over gRPC. */
 export class ReviewDataClient implements ReviewData {
   private readonly client: v1.ReviewDataClient;
 
   constructor(address: string, private readonly timeoutMs = 10_000, clientOptions: ClientOptions = {}) {
-    this.client = new v1.ReviewDataClient(address, credentials.createInsecure(), clientOptions);
+    this.client = new v1.ReviewDataClient(address, credentials.createInsecure(), { 'grpc.max_receive_message_length': REVIEW_DATA_REPLY_BYTES, ...clientOptions });
   }
 
   private call<Req, Res>(method: string, req: Req): Promise<Res> {
