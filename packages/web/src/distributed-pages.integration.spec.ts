@@ -292,6 +292,24 @@ const KEY = `distributed-pages-${Date.now().toString(36)}`;
     signIn.on('request', (r) => void (r.url().includes(`/v1/projects/${PROJECT}/runs`) && asked++));
     await until('the sign-in asked again by itself', async () => asked > 0, 30_000);
     expect(await signIn.getByText(/not valid|does not open/).count()).toBe(0);
+    // Editing the key while it is being tried again stops that: the alert goes and nothing is asked
+    // (the first try again comes 2 s after the 503).
+    const edits = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    edits.on('response', (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${r.request().method()} ${r.url()}`);
+    });
+    edits.on('console', (m) => m.type() === 'error' && !m.text().includes('status of 503') && errors.push(`${edits.url()}: ${m.text()}`));
+    await edits.goto(`${url}/`);
+    await edits.getByLabel('Project').fill(PROJECT);
+    await edits.getByLabel('API key').fill(KEY);
+    await edits.getByRole('button', { name: 'Sign in' }).click();
+    await edits.getByRole('alert').getByText(/\(503\); trying again$/).waitFor();
+    let askedAfterEdit = 0;
+    edits.on('request', (r) => void (r.url().includes(`/v1/projects/${PROJECT}/runs`) && askedAfterEdit++));
+    await edits.getByLabel('API key').fill(`${KEY}-edited`);
+    await edits.waitForTimeout(6_000);
+    expect({ asked: askedAfterEdit, alerts: await edits.getByRole('alert').count() }).toEqual({ asked: 0, alerts: 0 });
+    await edits.close();
     await cluster.start('review');
     // Signed in once review answers, with nothing clicked again.
     await signIn.getByRole('heading', { name: 'Home', level: 1 }).waitFor({ timeout: 90_000 });
