@@ -8,3 +8,4 @@ export * from './edit';
 export * from './sources';
 export * from './watch';
 export * from './engine';
+export * from './hash';

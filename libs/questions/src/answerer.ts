@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha1Hex } from '@neatroots/checks';
 import type { ChatModel, ChatRequest, ChatResponse, SharedCache } from '@neatroots/ports';
 import { AgreementTracker } from './agreement';
 import { ModelQueue, ModelQueueClosedError, QueueFullError, type ModelQueueOptions, type Priority } from './batcher';
@@ -86,10 +86,6 @@ export class NoModelError extends Error {
     super('no LLM is configured (set NEATROOTS_DECISION_MODEL_URL or NEATROOTS_LLM_URL)');
     this.name = 'NoModelError';
   }
-}
-
-function sha(s: string): string {
-  return createHash('sha1').update(s).digest('hex');
 }
 
 /** A JSON object (a decision's answer), else undefined. */
@@ -280,7 +276,7 @@ export class QuestionAnswerer {
   ): Promise<Answer | { verdict: Verdict; raw: RawAnswer; cached: boolean; rendered: string }> {
     const { q, evidence } = input;
     const rendered = renderEvidence(evidence, this.evidenceChars);
-    const itemKey = sha(JSON.stringify([q.kind, q.ask, q.options ?? null, q.levels ?? null, rendered]));
+    const itemKey = sha1Hex(JSON.stringify([q.kind, q.ask, q.options ?? null, q.levels ?? null, rendered]));
     const cacheKey = `${llm.model.id}\u0000${itemKey}`;
     let raw = await this.cache?.get(cacheKey);
     const cached = raw !== undefined;
@@ -341,7 +337,7 @@ export class QuestionAnswerer {
   ): Promise<Answer> {
     this.stats.second_looks++;
     const context = renderContext(input.context);
-    const key = `${llm.model.id}\u0000${sha(JSON.stringify([input.q.ask, rendered, context, firstQuote ?? '']))}`;
+    const key = `${llm.model.id}\u0000${sha1Hex(JSON.stringify([input.q.ask, rendered, context, firstQuote ?? '']))}`;
     let reply = await this.lookCache?.get(key);
     if (!reply) {
       try {
@@ -419,7 +415,7 @@ export class QuestionAnswerer {
     const e = this.decisionEndpoint(which);
     if (!e) return { ok: false, reason: `no ${which === 'reasoning' ? 'reasoning model or local LLM' : 'decision model or local LLM'} is configured` };
     const model = e.model.name ?? e.model.id;
-    const key = `${e.model.id}\u0000${sha(JSON.stringify([item.instructions, item.subject, item.ask]))}`;
+    const key = `${e.model.id}\u0000${sha1Hex(JSON.stringify([item.instructions, item.subject, item.ask]))}`;
     const hit = await this.decisionCache?.get(key);
     // A cached answer the caller cannot use (cached by a caller that did not say what it can) is asked again.
     if (hit !== undefined && !item.usable?.(hit)) return { ok: true, answer: hit, model, cached: true };

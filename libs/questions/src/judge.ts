@@ -1,6 +1,5 @@
-import type { QuestionCheck } from '@neatroots/checks';
+import { sha1Hex, type QuestionCheck } from '@neatroots/checks';
 import type { Answer, AnsweredBy } from './types';
-import { sha1Hex } from './hash';
 
 /**
  * From a model's raw answer to a verdict: the seed's thresholds (flag_at, flag_on,

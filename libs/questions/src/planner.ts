@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto';
-import { CheckError, parseDatabaseCheck, type QuestionCheck } from '@neatroots/checks';
+import { CheckError, parseDatabaseCheck, sha1Hex, type QuestionCheck } from '@neatroots/checks';
 import { ModelError, type ChatMessage } from '@neatroots/ports';
 import type { ToolInfo } from '@neatroots/spans';
 import { stringify } from 'yaml';
@@ -42,10 +41,7 @@ export function needsPlan(plan: Plan | undefined, tools: readonly ToolInfo[]): b
 }
 
 export function toolsHash(tools: readonly ToolInfo[]): string {
-  return createHash('sha1')
-    .update([...new Set(tools.map((t) => t.name))].sort().join('\u0000'))
-    .digest('hex')
-    .slice(0, 16);
+  return sha1Hex([...new Set(tools.map((t) => t.name))].sort().join('\u0000')).slice(0, 16);
 }
 
 export const MIN_PICKS = 3;

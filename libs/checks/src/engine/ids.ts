@@ -1,13 +1,4 @@
-import * as crypto from 'node:crypto';
-
-/**
- * SHA-1 in hex. crypto.hash (Node 20.12 and later) hashes in one call, about 0.4 us where a Hash
- * object costs 0.9; an older Node makes the object, with the same digest.
- */
-const sha1Hex: (text: string) => string =
-  typeof (crypto as { hash?: unknown }).hash === 'function'
-    ? (text) => (crypto as unknown as { hash(alg: string, data: string, enc: 'hex'): string }).hash('sha1', text, 'hex')
-    : (text) => crypto.createHash('sha1').update(text).digest('hex');
+import { sha1Hex } from '../hash';
 
 /**
  * A finding's id is derived from what it is about, never from when it was computed, so
