@@ -10,7 +10,9 @@ import { Cluster } from './cluster';
  * service cannot answer right now (never a hang, a JSON-RPC error or a lost session),
  * `tools/list` still answers, and once review is back the same session's tools answer again
  * within a few seconds, as the REST API does. grpc-js's connection backoff (up to 120 s) kept
- * the api saying review was away for tens of seconds after it was back.
+ * the api saying review was away for tens of seconds after it was back. A review that hangs
+ * (stopped, not gone) past the 30 s the api keeps a key: each tool call is the tool error
+ * review_timeout, never a failed HTTP request (the key's lookup timing out answered the POST 504).
  */
 const SUITE = 'MCP while the distributed review service restarts';
 const kafka = requireService('kafka', SUITE);
@@ -96,4 +98,24 @@ maybe(SUITE, () => {
     expect(now).toEqual(then);
     expect((await tool('list_findings', { run_id: 'run-1' })).value!.findings).toHaveLength(1);
   }, 300_000);
+
+  it('says review is too slow while it hangs, past the 30 s the api keeps a key, and answers again once it does', async () => {
+    const before = await tool('list_findings', { run_id: 'run-1' });
+    expect(before.error).toBeUndefined();
+    const review = cluster.procs.find((p) => p.target === 'review')!;
+    // Hung (a stalled process, a database lock): calls reach it and get no answer.
+    review.proc.kill('SIGSTOP');
+    try {
+      const hung = Date.now();
+      // Past KEY_GRANT_MS (30 s): the api asks review for the key again, and that times out too.
+      while (Date.now() - hung < 45_000) {
+        const r = await tool('list_findings', { run_id: 'run-1' });
+        expect(r.error).toMatch(/^the review service took more than 10 s for this request \(DEADLINE_EXCEEDED: .*\); the same request asked again is likely as slow: ask for less where the call takes a limit$/);
+      }
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('list_findings');
+    } finally {
+      review.proc.kill('SIGCONT');
+    }
+    expect(await tool('list_findings', { run_id: 'run-1' })).toEqual(before);
+  }, 180_000);
 });

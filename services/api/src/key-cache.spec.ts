@@ -1,5 +1,5 @@
 import type { ApiKeyGrant } from '@neatroots/store';
-import { UnavailableError } from './errors';
+import { ServiceTimeoutError, UnavailableError } from './errors';
 import { cachedKeys, KEY_GRANT_MS, KEY_UNKNOWN_MS } from './key-cache';
 
 /**
@@ -65,6 +65,23 @@ describe('cachedKeys', () => {
     await expect(resolve('gone')).rejects.toThrow(UnavailableError);
     // Back: its answer stands again.
     away = false;
+    keys.delete('k');
+    expect(await resolve('k')).toBeNull();
+  });
+
+  it('while the review service is too slow to answer (its deadline passed): a key granted before keeps its grant; one never seen fails as the call did', async () => {
+    let slow = false;
+    const timeout = () => new ServiceTimeoutError('review_timeout', 'the review service took more than 10 s for this request (DEADLINE_EXCEEDED: Deadline exceeded); the same request asked again is likely as slow');
+    const resolve = cachedKeys(async (key) => {
+      if (slow) throw timeout();
+      return keys.get(key) ?? null;
+    }, () => now);
+    expect(await resolve('k')).toEqual(SHOP);
+    slow = true;
+    now += 10 * KEY_GRANT_MS;
+    expect(await resolve('k')).toEqual(SHOP);
+    await expect(resolve('never')).rejects.toThrow(ServiceTimeoutError);
+    slow = false;
     keys.delete('k');
     expect(await resolve('k')).toBeNull();
   });

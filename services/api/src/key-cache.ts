@@ -1,5 +1,5 @@
 import type { ApiKeyGrant } from '@neatroots/store';
-import { UnavailableError } from './errors';
+import { ServiceTimeoutError, UnavailableError } from './errors';
 import type { ResolveKey } from './tokens';
 
 /** How long a key's grant is taken without asking again; a revoked key is refused within it. */
@@ -16,10 +16,11 @@ const MAX_KEYS = 10_000;
  * check, its guard and the MCP endpoint each ask).
  *
  * While the review service cannot answer (UnavailableError: away, restarting, refusing this
- * process's calls), a key granted before keeps the grant it had, however old: the requests that
+ * process's calls; ServiceTimeoutError: too slow to answer within the call's deadline, hung or
+ * overloaded), a key granted before keeps the grant it had, however old: the requests that
  * need no answer of review's (MCP's initialize and tools/list) are served, and those that do
- * answer 503 (a tool error over MCP) naming the service. A key never granted cannot be checked
- * then: its lookup fails as the call did (503).
+ * answer 503 or 504 (a tool error over MCP) naming the service. A key never granted cannot be
+ * checked then: its lookup fails as the call did (503, 504).
  */
 export function cachedKeys(resolve: ResolveKey, now: () => number = Date.now): (key: string) => Promise<ApiKeyGrant | null> {
   const known = new Map<string, { grant: ApiKeyGrant | null; at: number }>();
@@ -38,7 +39,7 @@ export function cachedKeys(resolve: ResolveKey, now: () => number = Date.now): (
       } catch (err) {
         // The review service cannot say now: what it last answered for this key stands until
         // it can, when that was a grant (an unknown key, or one never asked, cannot be checked).
-        if (err instanceof UnavailableError && hit?.grant) return hit.grant;
+        if ((err instanceof UnavailableError || err instanceof ServiceTimeoutError) && hit?.grant) return hit.grant;
         throw err;
       } finally {
         asking.delete(key);
