@@ -92,14 +92,19 @@ describe('joint match passes', () => {
     expect(together).toEqual(await run(alone));
   });
 
-  it('tests the patterns of a span once together; a pattern is asked alone only when the pass hit or cannot run', async () => {
+  /** An engine over CHECKS whose patterns record each time one is asked alone (not in a pass). */
+  const countingEngine = () => {
     const calls: string[] = [];
     const counted = (c: RuleCheck, p: string): TextMatcher => {
       const m = matching.matcher(c, p);
       return { joint: m.joint, test: (t) => (calls.push(c.id), m.test(t)) };
     };
     const set = compileRuleSet(CHECKS, counted);
-    const engine = new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+    return { calls, engine: new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set }) };
+  };
+
+  it('tests the patterns of a span once together; a pattern is asked alone only when the pass hit or cannot run', async () => {
+    const { calls, engine } = countingEngine();
     const span: Span = { run_id: 'r', span_id: 'a', type: 'tool', tool: 'lookup', name: 'lookup', status: 'ok', input: 'nothing', output: 'here' };
     const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
     expect(out.findings).toEqual([]);
@@ -110,13 +115,7 @@ describe('joint match passes', () => {
   });
 
   it('asks a pattern of a part alone when the pass over the whole hit elsewhere in it', async () => {
-    const calls: string[] = [];
-    const counted = (c: RuleCheck, p: string): TextMatcher => {
-      const m = matching.matcher(c, p);
-      return { joint: m.joint, test: (t) => (calls.push(c.id), m.test(t)) };
-    };
-    const set = compileRuleSet(CHECKS, counted);
-    const engine = new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+    const { calls, engine } = countingEngine();
     // The key is in the input, not in the output out-key reads.
     const span: Span = { run_id: 'r', span_id: 'a', type: 'llm', name: 'chat', status: 'ok', input: 'AKIAABCDEFGHIJKLMNOP', output: 'here' };
     const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
