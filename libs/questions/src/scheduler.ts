@@ -1,4 +1,4 @@
-import { hasSeen, MAX_EVIDENCE_LAST, parseDatabaseCheck, setOwnValue, type QuestionCheck } from '@neatroots/checks';
+import { hasSeen, MAX_EVIDENCE_LAST, parseDatabaseCheck, setOwnValue, sha1Hex, type QuestionCheck } from '@neatroots/checks';
 import { windowLayer, type ArrayShift, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
 import {
@@ -15,7 +15,6 @@ import {
 } from './evidence';
 import { appliesTo, fillParams, libraryGate, type QuestionSet, type RunStartInfo } from './library';
 import { needsPlan, toolsHash, type PlanStore } from './planner';
-import { sha1Hex } from './hash';
 import { saveWindows, type WindowToSave } from './windows';
 import type { EvidenceDoc, Plan, PlanTask, QuestionTask, RunSummary, SpanSummary } from './types';
 
