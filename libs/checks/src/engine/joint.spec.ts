@@ -92,6 +92,12 @@ describe('joint match passes', () => {
     expect(together).toEqual(await run(alone));
   });
 
+  /** An engine over these checks, each pattern as the engine compiles it. */
+  const engineOver = (checks: RuleCheck[]) => {
+    const set = compileRuleSet(checks, matching.matcher);
+    return new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+  };
+
   /** An engine over CHECKS whose patterns record each time one is asked alone (not in a pass). */
   const countingEngine = () => {
     const calls: string[] = [];
@@ -128,8 +134,7 @@ describe('joint match passes', () => {
       match('whole', 'nothing-here', 'library', {}, ['input', 'output']),
       match('part', 'AKIA[0-9A-Z]{16}', 'library', {}, ['output']),
     ];
-    const set = compileRuleSet(checks, matching.matcher);
-    const engine = new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+    const engine = engineOver(checks);
     const span: Span = { run_id: 'r', span_id: 'a', type: 'tool', tool: 't', name: 't', status: 'ok', input: 'x'.repeat(200_000), output: 'AKIAABCDEFGHIJKLMNOP' };
     const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
     expect(out.findings.map((f) => f.check_id)).toEqual(['part']);
@@ -141,8 +146,7 @@ describe('joint match passes', () => {
       match('whole', 'nothing-here', 'library', {}, ['input', 'output']),
       match('part', '\\B', 'library', {}, ['output']),
     ];
-    const set = compileRuleSet(checks, matching.matcher);
-    const engine = new RuleEngine({ windows: new MemoryWindowStore<RunWindow>(), rules: () => set });
+    const engine = engineOver(checks);
     const span: Span = { run_id: 'r', span_id: 'a', type: 'tool', tool: 't', name: 't', status: 'ok', input: 'a', output: '' };
     const out = await engine.process([{ project: 'p', received_ms: 1, item: { kind: 'span', span } }]);
     expect(out.findings.map((f) => f.check_id)).toEqual(['part']);
