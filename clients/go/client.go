@@ -52,7 +52,8 @@ type Options struct {
 	// Default: plaintext. Use credentials.NewTLS(...) behind TLS.
 	Credentials credentials.TransportCredentials
 	// Events per export; reaching it wakes the flusher at once. Default 100. An export also
-	// holds at most 4 MiB of encoded events (an event larger than that is sent alone).
+	// holds at most 4 MiB of encoded events (an event larger than that is sent alone), and
+	// reaching that wakes the flusher at once too.
 	MaxBatch int
 	// Queued events are exported at least this often. Default 1 s.
 	FlushInterval time.Duration
@@ -99,7 +100,8 @@ type Stats struct {
 	// in an export it accepted (ExportResponse.Rejected), those still queued when Close's time
 	// ran out, and those recorded after Close (each reported to OnError).
 	Dropped uint64
-	// Events waiting to be exported (the batch being sent not included).
+	// Events not exported yet: those waiting and the batch being sent (as the TypeScript and
+	// Python clients count them).
 	Queued int
 	// Their encoded size.
 	QueuedBytes int
@@ -348,7 +350,10 @@ func New(opts Options) (*Client, error) {
 func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := Stats{Dropped: c.dropped, Queued: len(c.queue), QueuedBytes: c.queueBytes}
+	st := Stats{Dropped: c.dropped, Queued: len(c.queue) + len(c.inflight), QueuedBytes: c.queueBytes}
+	for _, q := range c.inflight {
+		st.QueuedBytes += q.size
+	}
 	c.reports.mu.Lock()
 	st.ReportsDropped = c.reports.droppedAll
 	c.reports.mu.Unlock()
@@ -545,10 +550,7 @@ func (c *Client) flusher() {
 // alone) from the head of the queue to inflight. c.mu held.
 func (c *Client) take() []queued {
 	n, bytes := 0, 0
-	limit := c.batchBytes
-	if limit <= 0 {
-		limit = maxBatchBytes
-	}
+	limit := c.exportBytes()
 	for n < len(c.queue) && n < c.opts.MaxBatch && (n == 0 || bytes+c.queue[n].size <= limit) {
 		bytes += c.queue[n].size
 		n++
@@ -558,6 +560,15 @@ func (c *Client) take() []queued {
 	c.queue = c.queue[n:]
 	c.queueBytes -= bytes
 	return c.inflight
+}
+
+// exportBytes is the encoded events an export holds at most: maxBatchBytes, or ingest's lower
+// message bound once it refused an export as too large. c.mu held.
+func (c *Client) exportBytes() int {
+	if c.batchBytes <= 0 {
+		return maxBatchBytes
+	}
+	return c.batchBytes
 }
 
 func (c *Client) enqueue(ev *v1.Event) {
@@ -594,7 +605,9 @@ func (c *Client) enqueue(ev *v1.Event) {
 		c.unreported += dropped
 		c.notify()
 	}
-	full := len(c.queue) >= c.opts.MaxBatch
+	// A full batch wakes the flusher at once: MaxBatch events, or the bytes an export holds
+	// (4 MiB, or ingest's lower bound), whichever comes first.
+	full := len(c.queue) >= c.opts.MaxBatch || c.queueBytes >= c.exportBytes()
 	c.mu.Unlock()
 	if dropped > 0 {
 		c.reportDrops(false)

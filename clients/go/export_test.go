@@ -300,7 +300,8 @@ func TestTheQueueIsBoundedAndDropsTheOldest(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		run.Span(neatroots.SpanInit{Type: "tool", SpanID: fmt.Sprintf("s%d", i)})
 	}
-	if st := c.Stats(); st.Dropped != 15 || st.Queued != 5 {
+	// 5 waiting, and run_start being sent (Queued counts the batch being sent).
+	if st := c.Stats(); st.Dropped != 15 || st.Queued != 6 {
 		t.Fatalf("stats %+v", st)
 	}
 	refuse.Lock()
@@ -349,6 +350,56 @@ func TestBatchesAreBoundedBySize(t *testing.T) {
 	}
 	if over != 1 || len(sizes) != 4 {
 		t.Fatalf("export sizes %v: want [run_start+s0+s1, s2, huge alone, run_end]", sizes)
+	}
+}
+
+// Events filling an export's 4 MiB are exported at once, as MaxBatch events are, not at the
+// next FlushInterval: fewer than MaxBatch large events used to wait for it (here an hour).
+func TestAnExportFullInBytesIsSentAtOnce(t *testing.T) {
+	s := &ingest{}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	for i := 0; i < 3; i++ {
+		run.Span(neatroots.SpanInit{Type: "tool", SpanID: fmt.Sprintf("s%d", i), Input: strings.Repeat("x", 1500<<10)})
+	}
+	// 4 events of 100 (MaxBatch) but 4.4 MiB: the first export (run_start, s0, s1) goes now
+	// (and s2 after it, the flusher emptying the queue).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, accepted, _, _ := s.snapshot()
+		if got := strings.Join(spanIDs(accepted), ","); strings.HasPrefix(got, "run_start,s0,s1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, _, accepted, _, _ = s.snapshot()
+			t.Fatalf("10 s after 4.4 MiB of events were queued, exported %v (want run_start,s0,s1 without waiting for FlushInterval or Flush)", spanIDs(accepted))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Stats().Queued and QueuedBytes count the batch being sent, as the TypeScript and Python
+// clients' stats do: an event whose export has not been answered is not exported yet.
+func TestQueuedCountsTheBatchBeingSent(t *testing.T) {
+	release := make(chan struct{})
+	s := &ingest{export: func(int, *v1.ExportRequest) (*v1.ExportResponse, error) {
+		<-release
+		return nil, nil
+	}}
+	c, _ := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour, MaxBatch: 2})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "s0"})
+	eventually(t, "the first export", func() bool { n, _, _, _, _ := s.snapshot(); return n > 0 })
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "s1"})
+	st := c.Stats()
+	if st.Queued != 3 || st.QueuedBytes <= 0 {
+		close(release)
+		t.Fatalf("stats %+v while run_start and s0 are being sent and s1 waits: want Queued 3", st)
+	}
+	close(release)
+	run.Flush()
+	if st := c.Stats(); st.Queued != 0 || st.QueuedBytes != 0 {
+		t.Fatalf("stats %+v after Flush: want nothing queued", st)
 	}
 }
 
