@@ -50,6 +50,12 @@ export interface WorkOptions<T> {
    */
   serializeBy?: (data: T) => string;
   /**
+   * With serializeBy, on BullMQ: how long a key of this queue stays held when the process
+   * running its job dies without releasing it (default the driver's, 10 min); renewed every
+   * third of it while the job runs. The inline driver's keys die with its process.
+   */
+  serializeLockMs?: number;
+  /**
    * Told once when a job of this queue failed for good, on the replica that saw it fail: its
    * tries used up, or (BullMQ) its worker died mid-job more often than the driver allows, when
    * the handler never ran a last try. Not when the process merely stops. What the handler's

@@ -103,6 +103,9 @@ export class BullJobs implements Jobs {
   }
 
   async work<T, R>(queue: string, handler: JobHandler<T, R>, opts: WorkOptions<T> = {}): Promise<void> {
+    const lockMs = opts.serializeLockMs ?? this.lockMs;
+    const renewMs = opts.serializeLockMs === undefined ? this.renewMs : Math.floor(lockMs / 3);
+    if (!(lockMs > 0 && renewMs > 0)) throw new RangeError(`serializeLockMs of queue ${queue} must be at least 3 ms, not ${lockMs}`);
     const worker = new Worker(
       queue,
       async (job: Job, token?: string) => {
@@ -116,7 +119,7 @@ export class BullJobs implements Jobs {
           }
           const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
           const holder = randomUUID();
-          const got = await this.lockClient().set(lockKey, holder, 'PX', this.lockMs, 'NX');
+          const got = await this.lockClient().set(lockKey, holder, 'PX', lockMs, 'NX');
           if (!got) {
             // Someone runs this key now: come back shortly, without using up an attempt.
             await job.moveToDelayed(Date.now() + 200 + Math.floor(Math.random() * 200), token);
@@ -124,7 +127,7 @@ export class BullJobs implements Jobs {
           }
           // Held for as long as the job runs (as the inline driver does): the expiry is pushed out
           // while this holder still owns the key, so it only runs out if this process dies.
-          const stopRenewing = this.renewWhileRunning(lockKey, holder);
+          const stopRenewing = this.renewWhileRunning(lockKey, holder, lockMs, renewMs);
           running.serialized = { key: lockKey, holder, stopRenewing };
           try {
             await this.beginning(job);
@@ -346,18 +349,18 @@ export class BullJobs implements Jobs {
   }
 
   /**
-   * Extends `lockKey` to serializeLockMs from now every serializeRenewMs, as long as `holder`
+   * Extends `lockKey` to `lockMs` from now every `renewMs`, as long as `holder`
    * owns it; the returned function stops it. A renewal that fails (Redis away) is tried again
    * at the next tick, still within the expiry; one that finds the key no longer ours stops.
    */
-  private renewWhileRunning(lockKey: string, holder: string): () => void {
+  private renewWhileRunning(lockKey: string, holder: string, lockMs: number, renewMs: number): () => void {
     let stopped = false;
     let inFlight = false;
     const timer = setInterval(() => {
       if (stopped || inFlight) return;
       inFlight = true;
       this.lockClient()
-        .eval(RENEW, 1, lockKey, holder, String(this.lockMs))
+        .eval(RENEW, 1, lockKey, holder, String(lockMs))
         .then((renewed) => {
           if (Number(renewed) !== 1) stop();
         })
@@ -365,7 +368,7 @@ export class BullJobs implements Jobs {
         .finally(() => {
           inFlight = false;
         });
-    }, this.renewMs);
+    }, renewMs);
     timer.unref();
     const stop = () => {
       stopped = true;

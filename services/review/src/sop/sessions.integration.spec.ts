@@ -85,6 +85,49 @@ const redis = serviceOrSkip('redis', SUITE);
     expect(replicas[dead].failed).toEqual([]);
   }, 60_000);
 
+  it('two replicas check a session sent twice while its check runs once: the model is not asked twice, and the hold a dead replica leaves lasts a minute', async () => {
+    const prefix = `it_sop_once_${process.pid}_${Date.now().toString(36)}`;
+    prefixes.push(prefix);
+    const workspaces = await published();
+    const replicas = [replica(prefix), replica(prefix)];
+    let release!: () => void;
+    const answering = new Promise<void>((r) => (release = r));
+    const ran: number[] = [];
+    const slow = (i: number): CheckSession => async ({ lock, releaseId, session }) => {
+      ran.push(i);
+      await answering;
+      return checkSession(lock, session, { decider: noModelDecider('no model is configured for sopops check'), releaseId });
+    };
+    const sessions = await Promise.all(replicas.map(async (r, i) => {
+      const s = new SopSessions(db, workspaces, r.jobs, slow(i));
+      await s.start();
+      return s;
+    }));
+    const body = fixtureSession('payment-skipped');
+    const sent = await sessions[0].receive('luigis', body);
+    await until('a replica checking the session', () => ran.length > 0, 15_000);
+    // sent again to each replica while the check is under way: its check is queued again each time
+    expect(await sessions[1].receive('luigis', body)).toMatchObject({ id: sent.id, status: 'queued' });
+    expect(await sessions[0].receive('luigis', body)).toMatchObject({ id: sent.id, status: 'queued' });
+    // the session is held in Redis for a minute at most, renewed while its check runs
+    const r = new Redis(redis!.url);
+    try {
+      const keys = await r.keys(`${prefix}:${SOP_CHECK_QUEUE}:serialize:*`);
+      expect(keys).toHaveLength(1);
+      const ttl = await r.pttl(keys[0]);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(60_000);
+    } finally {
+      r.disconnect();
+    }
+    await new Promise((res) => setTimeout(res, 1_500)); // the jobs queued again are taken (and put aside)
+    release();
+    await until('the session checked', async () => (await status(sent.id)).status === 'checked', 15_000, 100);
+    await new Promise((res) => setTimeout(res, 1_500)); // the jobs put aside have run
+    expect(ran).toHaveLength(1);
+    expect(replicas.flatMap((x) => x.failed)).toEqual([]);
+  }, 60_000);
+
   it('a session left queued while its requeued job is kept as failed is queued again by a later start', async () => {
     const prefix = `it_sop_requeue_${process.pid}_${Date.now().toString(36)}`;
     prefixes.push(prefix);

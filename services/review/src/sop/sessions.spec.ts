@@ -99,6 +99,42 @@ describe('SopSessions', () => {
     expect(checks).toBe(3);
   });
 
+  it('the same session sent twice at once, then re-checked while still queued, is checked once: the model is not asked again for content being checked', async () => {
+    // A check that takes a while (a model answering): the jobs queued meanwhile run beside it.
+    let release!: () => void;
+    const answering = new Promise<void>((r) => (release = r));
+    let running = 0;
+    let most = 0;
+    const slow: CheckSession = async (args) => {
+      running++;
+      most = Math.max(most, running);
+      try {
+        await answering;
+        return await checker(args);
+      } finally {
+        running--;
+      }
+    };
+    const { sessions } = await startLuigis(db, jobs, slow);
+    const body = fixtureSession('payment-skipped');
+    const [a, b] = await Promise.all([sessions.receive('luigis', body), sessions.receive('luigis', body)]);
+    expect([a.status, b.status]).toEqual(['queued', 'queued']);
+    expect(b.id).toBe(a.id);
+    await new Promise((r) => setTimeout(r, 20)); // the first job's check has begun
+    expect(await sessions.receive('luigis', body)).toMatchObject({ id: a.id, status: 'queued' });
+    expect(await sessions.recheck('luigis', a.id)).toMatchObject({ id: a.id, status: 'queued' });
+    await new Promise((r) => setTimeout(r, 50));
+    release();
+    expect((await checked(sessions, 'luigis', a.id)).result).toBe('deviated');
+    await new Promise((r) => setTimeout(r, 100)); // the other jobs have run
+    expect({ checks, most }).toEqual({ checks: 1, most: 1 });
+    // other sessions are still checked side by side
+    const others = await Promise.all(['payment-followed', 'payment-out-of-order'].map((n) => sessions.receive('luigis', fixtureSession(n))));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(most).toBe(2);
+    for (const o of others) await checked(sessions, 'luigis', o.id);
+  });
+
   it('a check job run twice writes the same rows', async () => {
     const { sessions } = await setUp();
     const sent = await sessions.receive('luigis', fixtureSession('payment-out-of-order'));

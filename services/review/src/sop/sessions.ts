@@ -21,6 +21,13 @@ export const REQUEUE_WINDOW_MS = 10 * 60_000;
 export const SOP_CHECK_CONCURRENCY = 16;
 
 /**
+ * How long a session's check holds its session (BullMQ) if the replica running it dies: the
+ * check of a session is never run twice at once (SopSessions.start), and the one a dead replica
+ * held waits this long at most once BullMQ gives it to another, not the driver's 10 minutes.
+ */
+export const SOP_CHECK_HOLD_MS = 60_000;
+
+/**
  * Bytes of transcript (as sent, JSON) one process checks at once unless told otherwise: a check
  * holds its session's transcript read, parsed, and cut into the prompts asked of it, several
  * times its size, so sixteen long sessions (3.2 MB each) at once took the embedded process past
@@ -95,12 +102,17 @@ export class SopSessions {
    * Registers the check job's handler and queues again what a stop left queued. Sixteen at
    * once by default: the jobs that run together share their reads and writes (the repository
    * coalesces them into multi-row statements), and a check waiting on a model holds no
-   * connection.
+   * connection. Never two of one session at once, in any replica: a session sent again, or
+   * re-checked, while it is still queued queues its check again (its first job may be lost),
+   * and a requeue at a start queues one beside a job still waiting; such a job waits for the
+   * check under way, then finds the session checked and asks the model nothing.
    */
   async start(opts: { concurrency?: number; bytes?: number } = {}): Promise<void> {
     this.budget = new ByteBudget(opts.bytes ?? SOP_CHECK_BYTES);
     await this.jobs.work<SopCheckJob>(SOP_CHECK_QUEUE, (job, info) => this.runCheck(job, info), {
       concurrency: opts.concurrency ?? SOP_CHECK_CONCURRENCY,
+      serializeBy: (job) => job.session_id,
+      serializeLockMs: SOP_CHECK_HOLD_MS,
       // The job failed for good: its tries used up (a model service away for minutes), or the
       // process running it died mid-check too often (BullMQ fails it without a last try). Say
       // why on the session rather than leave it queued for good. Sending it again queues it again.
