@@ -672,6 +672,21 @@ func (c *Client) answered(part []queued) map[uint64]bool {
 	return there
 }
 
+// stillThere is the events of part that answered found still in flight (there): those Close
+// had not counted and reported as dropped yet.
+func stillThere(part []queued, there map[uint64]bool) []queued {
+	if len(there) == len(part) {
+		return part
+	}
+	kept := make([]queued, 0, len(there))
+	for _, q := range part {
+		if there[q.seq] {
+			kept = append(kept, q)
+		}
+	}
+	return kept
+}
+
 // split sends a batch of several events ingest refused as over its message bound in halves
 // (each halved again while refused so; a single event over the bound is dropped as before),
 // and keeps the bound the refusal named (else, or when the batch was not over it, half the
@@ -728,13 +743,16 @@ func (c *Client) send(batch []queued, part bool) bool {
 				return c.split(batch, err, part)
 			}
 			if !again {
-				// Refused for good (sending it again would be refused alike): lost, so counted,
-				// but only what is still in flight (not what Close, giving up since the abort
-				// check above, counted already).
+				// Refused for good (sending it again would be refused alike): lost, so counted
+				// and reported, but only what is still in flight (not what Close, giving up since
+				// the abort check above, counted and reported already).
 				c.mu.Lock()
-				c.dropped += uint64(len(c.answered(batch)))
+				there := c.answered(batch)
+				c.dropped += uint64(len(there))
 				c.mu.Unlock()
-				c.report(refused(batch, err))
+				if lost := stillThere(batch, there); len(lost) > 0 {
+					c.report(refused(lost, err))
+				}
 				return true
 			}
 			// Said once per outage (a wrong address, ingest down), not at every retry.
@@ -751,26 +769,29 @@ func (c *Client) send(batch []queued, part bool) bool {
 			c.reportDrops(false)
 			continue
 		}
-		// Refused one by one, each for good: lost, so counted as dropped (once per event of the
-		// batch, and not when Close counted it already).
-		refused := map[int32]bool{}
-		for _, r := range res.Rejected {
-			if r.Index >= 0 && int(r.Index) < len(events) {
-				refused[r.Index] = true
-			}
-		}
+		// Refused one by one, each for good: lost, so counted as dropped and reported (once per
+		// event of the batch, and not when Close counted and reported it already).
 		c.mu.Lock()
 		there := c.answered(batch)
-		for i := range refused {
-			if there[batch[i].seq] {
-				c.dropped++
+		counted := map[int32]bool{}
+		var rejected []*v1.Rejected
+		for _, r := range res.Rejected {
+			if r.Index >= 0 && int(r.Index) < len(events) {
+				if !there[batch[r.Index].seq] {
+					continue // Close counted and reported it
+				}
+				if !counted[r.Index] {
+					counted[r.Index] = true
+					c.dropped++
+				}
 			}
+			rejected = append(rejected, r)
 		}
 		inAll := c.dropped
 		c.mu.Unlock()
 		c.failing = false
-		if len(res.Rejected) > 0 {
-			c.report(&ExportRejectedError{Rejected: res.Rejected, DroppedInAll: inAll})
+		if len(rejected) > 0 {
+			c.report(&ExportRejectedError{Rejected: rejected, DroppedInAll: inAll})
 		}
 		for _, n := range res.Notes {
 			c.dispatch(n)

@@ -2,7 +2,9 @@ package neatroots
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,8 +43,9 @@ func closeNow(c *Client) {
 }
 
 // droppedAfterCloseRace sends run_start and one span to srv through wrap's ingest client
-// (which lets Close give up at some point of the export) and answers Stats once the flusher ended.
-func droppedAfterCloseRace(t *testing.T, srv v1.IngestServer, wrap func(v1.IngestClient, *Client) v1.IngestClient) Stats {
+// (which lets Close give up at some point of the export) and answers Stats and the reports
+// OnError got once the flusher ended.
+func droppedAfterCloseRace(t *testing.T, srv v1.IngestServer, wrap func(v1.IngestClient, *Client) v1.IngestClient) (Stats, []error) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +55,13 @@ func droppedAfterCloseRace(t *testing.T, srv v1.IngestServer, wrap func(v1.Inges
 	v1.RegisterIngestServer(g, srv)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
-	c, err := New(Options{Address: lis.Addr().String(), APIKey: "k", NoSubscribe: true, FlushInterval: time.Hour, OnError: func(error) {}})
+	var mu sync.Mutex
+	var reports []error
+	c, err := New(Options{Address: lis.Addr().String(), APIKey: "k", NoSubscribe: true, FlushInterval: time.Hour, OnError: func(err error) {
+		mu.Lock()
+		reports = append(reports, err)
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +74,34 @@ func droppedAfterCloseRace(t *testing.T, srv v1.IngestServer, wrap func(v1.Inges
 	case <-time.After(10 * time.Second):
 		t.Fatal("the flusher did not end")
 	}
-	return c.Stats()
+	if err := c.awaitReports(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return c.Stats(), append([]error{}, reports...)
+}
+
+// reportsEachDropOnce fails unless the reports are Close's one, counting run_start and the
+// span: Close took them in flight, so the flusher reading their answer reports them no more.
+func reportsEachDropOnce(t *testing.T, reports []error) {
+	t.Helper()
+	var dropped *EventsDroppedError
+	if len(reports) != 1 || !errors.As(reports[0], &dropped) || dropped.Count != 2 || !strings.Contains(dropped.Reason, "Close's time ran out") {
+		t.Fatalf("reports %q: want Close's one report of the 2 events it dropped, each dropped event reported once", reports)
+	}
 }
 
 // An answer that comes as Close gives up finds its events counted as dropped by Close: the
 // event ingest rejected in it is not counted again (Dropped was 3 of 2 events).
 func TestAnAnswerAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
-	st := droppedAfterCloseRace(t, &rejecting{}, func(in v1.IngestClient, c *Client) v1.IngestClient { return closingFirst{IngestClient: in, c: c} })
+	st, reports := droppedAfterCloseRace(t, &rejecting{}, func(in v1.IngestClient, c *Client) v1.IngestClient { return closingFirst{IngestClient: in, c: c} })
 	// run_start and the span, each counted once: by Close, which took them in flight.
 	if st.Dropped != 2 {
 		t.Fatalf("stats %+v: 2 events, each counted once", st)
 	}
+	// and reported once: the rejection came for an event Close reported already.
+	reportsEachDropOnce(t, reports)
 }
 
 // refusing stands in for ingest: it refuses every export for good (INVALID_ARGUMENT).
@@ -118,9 +144,12 @@ func (w closingOnRefusal) Export(ctx context.Context, req *v1.ExportRequest, opt
 // An export refused for good as Close gives up finds its events counted as dropped by Close:
 // they are not counted again (Dropped was 4 of 2 events).
 func TestARefusalAsCloseGivesUpCountsNoEventTwice(t *testing.T) {
-	st := droppedAfterCloseRace(t, &refusing{}, func(in v1.IngestClient, c *Client) v1.IngestClient { return closingOnRefusal{IngestClient: in, c: c} })
+	st, reports := droppedAfterCloseRace(t, &refusing{}, func(in v1.IngestClient, c *Client) v1.IngestClient { return closingOnRefusal{IngestClient: in, c: c} })
 	// run_start and the span, each counted once: by Close, which took them in flight.
 	if st.Dropped != 2 {
 		t.Fatalf("stats %+v: 2 events, each counted once", st)
 	}
+	// and reported once: the refusal came for events Close reported already (it was reported
+	// again as 'export of 2 event(s) failed: ... (dropped: ...)').
+	reportsEachDropOnce(t, reports)
 }

@@ -590,12 +590,15 @@ class NeatrootsClient:
                 if least is None and len(batch) > 1 and _too_large(e):
                     return self._split(batch, e, part)
                 if least is None:
-                    # Refused for good (sent again it would be refused alike): lost, so counted,
-                    # but only what is still in flight (not what close(), giving up since the
-                    # abort check above, counted already).
+                    # Refused for good (sent again it would be refused alike): lost, so counted
+                    # and reported, but only what is still in flight (not what close(), giving up
+                    # since the abort check above, counted and reported already).
                     with self._lock:
-                        self._dropped += len(self._answered(batch))
-                    self._report(_refused(batch, e))
+                        there = self._answered(batch)
+                        self._dropped += len(there)
+                    lost = [item for item in batch if item[0] in there]
+                    if lost:
+                        self._report(_refused(lost, e))
                     return True
                 if not self._failing:
                     self._failing = True
@@ -609,15 +612,15 @@ class NeatrootsClient:
                 self._report_drops()
                 continue
             self._failing = False
-            # Refused one by one, each for good: lost, so counted as dropped (once per event of the
-            # batch, and not when close() counted it already).
-            refused = {r.index for r in res.rejected if 0 <= r.index < len(batch)}
+            # Refused one by one, each for good: lost, so counted as dropped and reported (once per
+            # event of the batch, and not when close() counted and reported it already).
             with self._lock:
                 there = self._answered(batch)
-                self._dropped += sum(1 for i in refused if batch[i][0] in there)
+                rejected = [r for r in res.rejected if not (0 <= r.index < len(batch)) or batch[r.index][0] in there]
+                self._dropped += len({r.index for r in rejected if 0 <= r.index < len(batch)})
                 in_all = self._dropped
-            if res.rejected:
-                self._report(ExportRejectedError(res.rejected, in_all))
+            if rejected:
+                self._report(ExportRejectedError(rejected, in_all))
             for note in res.notes:
                 self._dispatch(note)
             return True

@@ -387,6 +387,8 @@ class ExportPathTest(ServerTest):
         self._send_one_span_and_wait(client)
         # run_start and the span, each counted once: by close(), which took them in flight.
         self.assertEqual(client.stats()["dropped"], 2)
+        # and reported once: the rejection came for an event close() reported already.
+        self._assert_each_drop_reported_once()
 
     def test_a_refusal_as_close_gives_up_counts_no_event_twice(self):
         # close() gives up (and counts the batch in flight as dropped) after the flusher checked
@@ -425,6 +427,16 @@ class ExportPathTest(ServerTest):
         self._send_one_span_and_wait(client)
         # run_start and the span, each counted once: by close(), which took them in flight.
         self.assertEqual(client.stats()["dropped"], 2)
+        # and reported once: the refusal came for events close() reported already (it was
+        # reported again as 'export of 2 event(s) failed: ... (dropped: ...)').
+        self._assert_each_drop_reported_once()
+
+    def _assert_each_drop_reported_once(self):
+        # close()'s one report of the 2 events it took in flight, and nothing more about them.
+        self.assertEqual(len(self.errors), 1, [str(e) for e in self.errors])
+        self.assertIsInstance(self.errors[0], DroppedEventsError)
+        self.assertEqual(self.errors[0].count, 2)
+        self.assertIn("close() gave up", str(self.errors[0]))
 
     def _send_one_span_and_wait(self, client):
         # run_start and one span, then the flusher's end (close() gave up during the export).
