@@ -2,7 +2,7 @@ import type { Bus } from './bus';
 import type { RecordedClock } from './clock';
 import type { Db } from './db';
 import type { Jobs } from './jobs';
-import type { SharedCache } from './shared-cache';
+import type { SharedBoard, SharedCache } from './shared-cache';
 import type { WindowStore, WindowStoreOptions } from './windows';
 
 /**
@@ -47,6 +47,11 @@ export interface Platform {
    * caches in memory there.
    */
   sharedCache?(name: string): Promise<SharedCache>;
+  /**
+   * Entries the deployment's processes keep for each other to read, under `name` (Redis
+   * distributed). Absent where there is one process (embedded, replay).
+   */
+  sharedBoard?(name: string): Promise<SharedBoard>;
   /**
    * Its drivers answer (readiness): those named in `only` (absent: every driver it opened).
    * Rejects naming the drivers that did not.

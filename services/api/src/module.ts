@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { disabledChecksFor } from '@neatroots/checks';
+import { DISABLED_CHECKS_BOARD, disabledChecksFor, sharedDisabledChecks } from '@neatroots/checks';
 import type { ServiceModule } from '@neatroots/ports';
 import type { ReviewQueries, ReviewSopQueries, SopQueries } from '@neatroots/store';
 import { createApi } from './api';
@@ -38,6 +38,12 @@ export const apiModule: ServiceModule<ApiConfig> = {
       if (/no service of this process provides it/.test(err.message)) return undefined;
       throw err;
     });
+    // Distributed, the rule engines run in other processes, most often on other machines: what
+    // they disabled is on the deployment's board (a rule engine on this machine's home is read too).
+    const board = ctx.platform.sharedBoard ? await ctx.platform.sharedBoard(DISABLED_CHECKS_BOARD) : undefined;
+    if (ctx.platform.kind === 'distributed' && !board) {
+      ctx.log.warn('api: NEATROOTS_REDIS_URL is not set: GET .../checks/disabled lists only the checks disabled by a rule engine on this machine (NEATROOTS_HOME)');
+    }
     const api = await createApi({
       queries: review.queries,
       // Distributed, each lookup is a call to the review service: kept a while, and a key
@@ -47,7 +53,7 @@ export const apiModule: ServiceModule<ApiConfig> = {
       sop: review.sop,
       review: review.reviewSop,
       authoring,
-      disabledChecks: (project) => disabledChecksFor(ctx.config.NEATROOTS_HOME, project),
+      disabledChecks: async (project) => disabledChecksFor(ctx.config.NEATROOTS_HOME, project, board ? ((await sharedDisabledChecks(board)) ?? []) : []),
       port: ctx.config.NEATROOTS_HTTP_PORT,
       host: ctx.config.NEATROOTS_HOST,
       corsOrigins: ctx.config.NEATROOTS_API_CORS_ORIGINS,

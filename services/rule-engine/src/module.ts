@@ -1,4 +1,4 @@
-import { disabledChecks, RUN_WINDOW_MEMBER_FIELDS, type DisabledCheck, type QuestionCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
+import { DISABLED_CHECKS_BOARD, disabledChecks, RUN_WINDOW_MEMBER_FIELDS, shareDisabledChecks, type DisabledCheck, type QuestionCheck, type RuleSet, type RunWindow } from '@neatroots/checks';
 import { findingDelayHook, syncCounter, type ServiceModule } from '@neatroots/ports';
 import {
   ClassifierFirstView, LOCAL_LLM_POLICY, QUESTION_WINDOW_LIST_FIELDS, QUESTION_WINDOW_MEMBER_FIELDS, QuestionScheduler, questionKey,
@@ -102,9 +102,13 @@ export const ruleEngineModule: ServiceModule<RuleEngineConfig> = {
     };
     showDisabled(disabledChecks.list());
     const unwatch = disabledChecks.onChange(showDisabled);
+    // Distributed, the api runs elsewhere: the list goes on the deployment's board for it to read.
+    const board = ctx.platform.sharedBoard ? await ctx.platform.sharedBoard(DISABLED_CHECKS_BOARD) : undefined;
+    const unshare = board ? shareDisabledChecks(board, disabledChecks, { onError: (err) => ctx.log.error('rule engine: the disabled checks could not be shared', err) }) : undefined;
     return {
       provides: { 'rule-engine': engine },
       stop: async () => {
+        await unshare?.();
         unwatch();
         stopSync();
         stopShedSync();

@@ -57,12 +57,12 @@ function alive(pid: number): boolean {
 /**
  * What a project's API shows: the checks that run in `project` disabled in this process or in
  * any running neatroots on `home` (the rule engine may run apart from the API, on the same
- * machine; on others, its /metrics say it).
+ * machine), and those in `more` (the rule engines on other machines: sharedDisabledChecks), each once.
  */
-export function disabledChecksFor(home: string, project: string): DisabledCheck[] {
+export function disabledChecksFor(home: string, project: string, more: readonly DisabledCheck[] = []): DisabledCheck[] {
   const seen = new Set<string>();
   const out: DisabledCheck[] = [];
-  for (const d of [...disabledChecks.list(), ...readDisabledChecks(home)]) {
+  for (const d of [...disabledChecks.list(), ...readDisabledChecks(home), ...more]) {
     const k = DisabledChecks.key(d.check_id, d.pattern, d);
     if (seen.has(k) || !disabledIn(d, project)) continue;
     seen.add(k);

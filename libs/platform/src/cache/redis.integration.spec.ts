@@ -65,6 +65,54 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     }
   });
 
+  describe('board (what each process tells the others, as the rule engines their disabled checks)', () => {
+    it('lists every member\'s entry, replaced at each put, until it is taken off or its time is up', async () => {
+      const prefix = scratch.next();
+      const [a, b] = [await open(prefix), await open(prefix)];
+      try {
+        const [ra, rb] = [a.board('disabled-checks'), b.board('disabled-checks')];
+        expect(await rb.entries()).toEqual([]);
+        await ra.put('engine-1', 'one', 60_000);
+        await rb.put('engine-2', 'two', 1_500);
+        await ra.put('engine-1', 'one again', 60_000);
+        expect((await rb.entries())!.sort()).toEqual(['one again', 'two']);
+        // another name, and another deployment's prefix, do not see them
+        expect(await a.board('other').entries()).toEqual([]);
+        const c = await open();
+        expect(await c.board('disabled-checks').entries()).toEqual([]);
+        await c.close();
+        // engine-2 stopped without taking its entry off (a crash): Redis expires it by its own clock
+        await until('engine-2 to expire', async () => (await ra.entries())!.length === 1, 10_000, 50);
+        expect(await ra.entries()).toEqual(['one again']);
+        // and the read dropped it from the members, so nothing grows with every restart
+        expect(await raw.smembers(`${prefix}:board:disabled-checks`)).toEqual(['engine-1']);
+        await ra.remove('engine-1');
+        expect(await rb.entries()).toEqual([]);
+        expect(await raw.keys(`${prefix}:board:*`)).toEqual([]);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it('reads as undefined (not an empty list) and gives writes up at once when Redis is unreachable', async () => {
+      const errors: unknown[] = [];
+      const c = new RedisSharedCache({ url: 'redis://127.0.0.1:1', prefix: 'x', onError: (e) => errors.push(e) });
+      const t0 = Date.now();
+      await c.connect();
+      try {
+        const board = c.board('disabled-checks');
+        await board.put('engine-1', 'one', 60_000);
+        await board.remove('engine-1');
+        expect(await board.entries()).toBeUndefined();
+        expect(Date.now() - t0).toBeLessThan(2_000);
+        expect(errors).toHaveLength(1);
+      } finally {
+        await c.close();
+      }
+    });
+  });
+
   describe('with a Redis of its own that is stopped and started again', () => {
     const binary = redisServerBinary();
     if (!binary) {

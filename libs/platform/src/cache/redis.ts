@@ -1,4 +1,4 @@
-import type { SharedCache } from '@neatroots/ports';
+import type { SharedBoard, SharedCache } from '@neatroots/ports';
 import { FailFastRedis } from '../redis-client';
 import { cacheDigest } from './digest';
 
@@ -58,6 +58,49 @@ export class RedisSharedCache {
           await redis.set(key(k), value, 'PX', Math.ceil(ttlMs));
         } catch (err) {
           this.failed(err);
+        }
+      },
+    };
+  }
+
+  /**
+   * A board (SharedBoard) named `name` on the same connection: each entry its own key,
+   * `<prefix>:board:<name>:<member>`, under `SET ... PX ttl` so that Redis expires it by its own
+   * clock (the processes' clocks may differ), and the members in the set `<prefix>:board:<name>`;
+   * a read takes the set, then the entries, and drops from the set the members whose entry expired.
+   */
+  board(name: string): SharedBoard {
+    const members = `${this.opts.prefix}:board:${name}`;
+    const key = (member: string) => `${members}:${member}`;
+    const redis = this.client.redis;
+    return {
+      put: async (member, value, ttlMs) => {
+        if (!(ttlMs > 0)) return;
+        try {
+          await redis.multi().set(key(member), value, 'PX', Math.ceil(ttlMs)).sadd(members, member).exec();
+        } catch (err) {
+          this.failed(err);
+        }
+      },
+      remove: async (member) => {
+        try {
+          await redis.multi().del(key(member)).srem(members, member).exec();
+        } catch (err) {
+          this.failed(err);
+        }
+      },
+      entries: async () => {
+        try {
+          const names = await redis.smembers(members);
+          if (!names.length) return [];
+          const values = await redis.mget(names.map(key));
+          const gone = names.filter((_, i) => values[i] === null);
+          // Those that stopped without taking their entry off (a crash): their time is up.
+          if (gone.length) await redis.srem(members, ...gone);
+          return values.filter((v): v is string => v !== null);
+        } catch (err) {
+          this.failed(err);
+          return undefined;
         }
       },
     };

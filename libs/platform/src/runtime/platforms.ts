@@ -225,6 +225,28 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
   // The jobs' Redis is BullMQ's own connections: asked through one of ours to the same URL.
   let redisPing: FailFastRedis | undefined;
   const repeats = new RepeatedErrors();
+  // One Redis connection for the shared cache's every name and the boards; an outage there is
+  // reported, never thrown (nor counted by readiness: the service serves without it, its
+  // lookups missing).
+  const redisCache = (): Promise<RedisSharedCache> => {
+    needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
+    return drivers.get<RedisSharedCache>(
+      'cache',
+      async () => {
+        const c = new RedisSharedCache({
+          url: config.NEATROOTS_REDIS_URL!,
+          prefix: config.NEATROOTS_TOPIC_PREFIX,
+          onError: (err) => {
+            metrics.dependencyErrors.inc({ dependency: 'redis' });
+            log.error('redis (shared cache; lookups miss and answers are not shared until it is back)', err);
+          },
+        });
+        await c.connect();
+        return c;
+      },
+      (c) => c.close(),
+    );
+  };
   const makeBus = (): Bus => {
     needVar(DRIVER_VARIABLES.bus, config.NEATROOTS_KAFKA_BROKERS.length > 0);
     kafka = new KafkaBus({
@@ -366,28 +388,9 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
         (j) => j.close(),
       );
     },
-    // One Redis connection for every name; a cache's outage is reported, never thrown (nor
-    // counted by readiness: the service serves without it, its lookups missing).
-    sharedCache: async (name: string) => {
-      needVar(DRIVER_VARIABLES.windows, !!config.NEATROOTS_REDIS_URL);
-      const cache = await drivers.get<RedisSharedCache>(
-        'cache',
-        async () => {
-          const c = new RedisSharedCache({
-            url: config.NEATROOTS_REDIS_URL!,
-            prefix: config.NEATROOTS_TOPIC_PREFIX,
-            onError: (err) => {
-              metrics.dependencyErrors.inc({ dependency: 'redis' });
-              log.error('redis (shared cache; lookups miss and answers are not shared until it is back)', err);
-            },
-          });
-          await c.connect();
-          return c;
-        },
-        (c) => c.close(),
-      );
-      return cache.named(name);
-    },
+    sharedCache: async (name: string) => (await redisCache()).named(name),
+    // Optional for a process whose services need no Redis (the api): absent without its URL.
+    sharedBoard: config.NEATROOTS_REDIS_URL ? async (name: string) => (await redisCache()).board(name) : undefined,
     // Every driver opened answers, each within READY_CHECK_MS; else rejected naming those that
     // did not (/readyz: 503 with them). Liveness (/healthz) never asks them: an outage of Kafka,
     // Redis or Postgres takes the processes out of their Services, it does not restart them.
