@@ -154,11 +154,38 @@ describe('mapOtlpExport: OpenLLMetry (Traceloop)', () => {
     expect(root).toMatchObject({ session_id: 'tl-sess-1', input: { args: ['Refund order 7 please'], kwargs: {} }, output: 'Your refund of $50 is done.' });
     expect(root.attributes?.['traceloop.association.properties.session_id']).toBeUndefined();
     const start = items.find((i) => i.kind === 'run_start') as { run: RunStart } | undefined;
-    expect(start?.run).toMatchObject({ run_id: TRACE, session_id: 'tl-sess-1' });
+    // What the user asked: the workflow's one text argument.
+    expect(start?.run).toMatchObject({ run_id: TRACE, session_id: 'tl-sess-1', user_message: 'Refund order 7 please' });
     const ends = items.filter((i) => i.kind === 'run_end') as { run: RunEnd }[];
     expect(ends.map((e) => e.run)).toEqual([expect.objectContaining({ run_id: TRACE, status: 'ok', final_output: 'Your refund of $50 is done.' })]);
     // The run_end comes right after its root span.
     expect(items[items.length - 1].kind).toBe('run_end');
+  });
+});
+
+describe('mapOtlpExport: what the user asked, of a Traceloop workflow\'s {args, kwargs} input', () => {
+  const userOf = (input: unknown): string | undefined => {
+    const items = map([span({ id: WF, name: 'support.workflow', attrs: { 'traceloop.span.kind': 'workflow', 'traceloop.entity.name': 'support', 'traceloop.entity.input': J(input) } })]);
+    const start = items.find((i) => i.kind === 'run_start') as { run: RunStart } | undefined;
+    return start?.run.user_message;
+  };
+
+  it('takes a keyword argument that names it, a message list\'s last user message, or the one text argument', () => {
+    expect(userOf({ args: [], kwargs: { question: 'Where is my order?', order_id: '7' } })).toBe('Where is my order?');
+    // a keyword argument that names the question wins over other texts
+    expect(userOf({ args: ['tenant-a'], kwargs: { query: 'Cancel my plan' } })).toBe('Cancel my plan');
+    expect(userOf({ args: [[{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi there' }, { role: 'assistant', content: 'Hello' }]], kwargs: {} })).toBe('Hi there');
+    expect(userOf({ args: [{ messages: [{ role: 'user', content: 'From the state' }] }], kwargs: { thread: 3 } })).toBe('From the state');
+    expect(userOf({ args: [42, 'Only text here', null], kwargs: { retries: 2 } })).toBe('Only text here');
+    expect(userOf({ kwargs: { message: 'kwargs alone' } })).toBe('kwargs alone');
+  });
+
+  it('says nothing when the call does not say which text the user wrote', () => {
+    expect(userOf({ args: ['tenant-a', 'Where is my order?'], kwargs: {} })).toBeUndefined();
+    expect(userOf({ args: [], kwargs: { order_id: 7 } })).toBeUndefined();
+    expect(userOf({ args: ['   '], kwargs: {} })).toBeUndefined();
+    // not a recorded call: another key beside args and kwargs
+    expect(userOf({ args: ['x'], kwargs: {}, extra: 1 })).toBeUndefined();
   });
 });
 

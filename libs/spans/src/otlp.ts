@@ -207,9 +207,47 @@ function messageList(v: unknown): unknown[] | undefined {
   return undefined;
 }
 
-/** The text of the last message with this role (or of the value itself when it is not a list of messages). */
+/** The keyword arguments that name what the user asked, in the order they are looked for. */
+const USER_ARGUMENTS = ['user_message', 'message', 'question', 'query', 'prompt', 'input', 'text', 'request'];
+
+/**
+ * What the user asked, of a function call as OpenLLMetry's decorators (`@workflow`, `@agent`)
+ * record its input: `{"args": [...], "kwargs": {...}}`. A keyword argument of USER_ARGUMENTS that
+ * is a text; else the user's last message of an argument that is a list of messages (or holds
+ * one under `messages`); else the one argument that is a non-empty text, when only one is.
+ * Undefined for any other value, and when the call does not say (two texts, none).
+ */
+function callUserText(v: unknown): string | undefined {
+  if (!isObj(v)) return undefined;
+  const keys = Object.keys(v);
+  if (!keys.length || keys.some((k) => k !== 'args' && k !== 'kwargs')) return undefined;
+  const args = v.args ?? [];
+  const kwargs = v.kwargs ?? {};
+  if (!Array.isArray(args) || !isObj(kwargs)) return undefined;
+  for (const k of USER_ARGUMENTS) {
+    const t = Object.prototype.hasOwnProperty.call(kwargs, k) ? kwargs[k] : undefined;
+    if (typeof t === 'string' && t.trim() !== '') return t;
+  }
+  const values = [...args, ...Object.values(kwargs)];
+  for (let i = values.length - 1; i >= 0; i--) {
+    if (!messageList(values[i])) continue;
+    const t = lastText(values[i], 'user');
+    if (t !== undefined) return t;
+  }
+  const texts = values.filter((x): x is string => typeof x === 'string' && x.trim() !== '');
+  return texts.length === 1 ? texts[0] : undefined;
+}
+
+/**
+ * The text of the last message with this role (or of the value itself when it is not a list of
+ * messages); a user's of a recorded function call (callUserText).
+ */
 function lastText(v: unknown, role: string): string | undefined {
   if (typeof v === 'string') return v;
+  if (role === 'user') {
+    const asked = callUserText(v);
+    if (asked !== undefined) return asked;
+  }
   const list = messageList(v);
   if (list) {
     for (let i = list.length - 1; i >= 0; i--) {
