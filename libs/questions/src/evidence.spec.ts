@@ -1,4 +1,4 @@
-import { DEFAULT_EVIDENCE_CHARS, renderEvidence } from './evidence';
+import { CONTEXT_SPANS, DEFAULT_EVIDENCE_CHARS, contextOf, contextOfRing, renderEvidence } from './evidence';
 import type { EvidenceDoc, RunSummary, SpanSummary } from './types';
 
 const span = (i: number, tool = 'search', chars = 2_000): SpanSummary => ({ id: `s${i}`, type: 'tool', name: tool, tool, status: 'ok', input: `in${i} ${'i'.repeat(chars)}`, output: `out${i} ${'o'.repeat(chars)}` });
@@ -86,5 +86,24 @@ describe('the evidence a question is shown', () => {
       if (doc.spans.length && rnd(2)) doc.focus = doc.spans[rnd(doc.spans.length)].id;
       expect(renderEvidence(doc, budget).length).toBeLessThanOrEqual(budget);
     }
+  });
+});
+
+describe('the context a question is shown', () => {
+  it('taken from the ring in place is the context of the ring copied up to the same span', () => {
+    // Short and long fields (cut to 400), fewer and more than CONTEXT_SPANS spans before.
+    const ring = Array.from({ length: 45 }, (_, i) => span(i, 'search', i % 3 ? 10 : 900));
+    for (const end of [0, 1, 7, CONTEXT_SPANS, CONTEXT_SPANS + 1, 45]) {
+      for (const user_message of [undefined, 'what the user asked']) {
+        const copied = contextOf(ring.slice(0, end), { user_message });
+        const inPlace = contextOfRing(ring, end, user_message);
+        expect(inPlace).toEqual(copied);
+        expect(JSON.stringify(inPlace)).toBe(JSON.stringify(copied));
+        // The same summaries (a record writes a shared one once).
+        inPlace.spans.forEach((s, i) => expect(s).toBe(copied.spans[i]));
+      }
+    }
+    expect(contextOfRing(ring, 45, undefined).omitted).toBe(45 - CONTEXT_SPANS);
+    expect(contextOfRing(ring, 45, undefined).spans[0].output!.length).toBeLessThanOrEqual(400);
   });
 });

@@ -85,7 +85,12 @@ export function pickFields(s: SpanSummary, fields: Evidence['fields']): SpanSumm
  */
 const shortened = new WeakMap<SpanSummary, { max: number; out: SpanSummary }>();
 
-function shorten(s: SpanSummary, max: number): SpanSummary {
+/** The earlier spans a context doc keeps at most, and the length each of their fields is cut to. */
+export const CONTEXT_SPANS = 30;
+export const CONTEXT_CHARS = 400;
+
+/** A summary with its fields cut to `max` characters: the summary itself when none is longer. */
+export function shorten(s: SpanSummary, max: number): SpanSummary {
   // Nothing to cut: the summary itself (shared with the other tasks of its record).
   if ((s.input?.length ?? 0) <= max && (s.output?.length ?? 0) <= max && (s.error?.length ?? 0) <= max) return s;
   const kept = shortened.get(s);
@@ -100,11 +105,24 @@ function shorten(s: SpanSummary, max: number): SpanSummary {
 
 /** A context doc: the run's earlier spans, shorter, newest kept when there are too many. */
 export function contextOf(spans: readonly SpanSummary[], opts: { max?: number; chars?: number; user_message?: string } = {}): ContextDoc {
-  const max = opts.max ?? 30;
-  const kept = spans.slice(-max).map((s) => shorten(s, opts.chars ?? 400));
+  const max = opts.max ?? CONTEXT_SPANS;
+  const kept = spans.slice(-max).map((s) => shorten(s, opts.chars ?? CONTEXT_CHARS));
+  return contextDoc(kept, spans.length, opts.user_message);
+}
+
+/** contextOf(ring.slice(0, end)) with the defaults, without the copy of the ring. */
+export function contextOfRing(ring: readonly SpanSummary[], end: number, user_message: string | undefined): ContextDoc {
+  const n = Math.min(CONTEXT_SPANS, end);
+  const kept = new Array<SpanSummary>(n);
+  for (let i = 0; i < n; i++) kept[i] = shorten(ring[end - n + i], CONTEXT_CHARS);
+  return contextDoc(kept, end, user_message);
+}
+
+/** A context doc of the spans kept (already shortened) out of `total` earlier ones. */
+export function contextDoc(kept: SpanSummary[], total: number, user_message: string | undefined): ContextDoc {
   const doc: ContextDoc = { spans: kept };
-  if (spans.length > kept.length) doc.omitted = spans.length - kept.length;
-  if (opts.user_message) doc.user_message = opts.user_message;
+  if (total > kept.length) doc.omitted = total - kept.length;
+  if (user_message) doc.user_message = user_message;
   return doc;
 }
 

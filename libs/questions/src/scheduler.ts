@@ -2,21 +2,25 @@ import { hasSeen, MAX_EVIDENCE_LAST, parseDatabaseCheck, setOwnValue, sha1Hex, t
 import { windowLayer, type ArrayShift, type WindowStore } from '@neatroots/ports';
 import { itemRunId, valueText, type Envelope, type ToolInfo } from '@neatroots/spans';
 import {
+  CONTEXT_CHARS,
+  CONTEXT_SPANS,
   DEFAULT_FIELD_CHARS,
   DEFAULT_SPAN_CONTEXT,
   DEFAULT_TRACE_LAST,
-  contextOf,
+  contextDoc,
+  contextOfRing,
   cut,
   evidenceFilter,
   isToolSpan,
   matchesFilter,
   pickFields,
+  shorten,
   summarizeSpan,
 } from './evidence';
 import { appliesTo, fillParams, libraryGate, type QuestionSet, type RunStartInfo } from './library';
 import { needsPlan, toolsHash, type PlanStore } from './planner';
 import { saveWindows, type WindowToSave } from './windows';
-import type { EvidenceDoc, Plan, PlanTask, QuestionTask, RunSummary, SpanSummary } from './types';
+import type { ContextDoc, EvidenceDoc, Plan, PlanTask, QuestionTask, RunSummary, SpanSummary } from './types';
 
 /**
  * The question scheduler: runs beside the rule engine, on the same stream, and decides when a
@@ -206,8 +210,13 @@ export function sessionWindowKey(project: string, sessionId: string): string {
   return `qs\u0000${project}\u0000${sessionId}`;
 }
 
-function taskId(...parts: (string | number)[]): string {
-  return sha1Hex(parts.join('\u0000')).slice(0, 24);
+function taskId(project: string, runId: string, checkId: string, anchor: string, asked: number): string {
+  // The parts joined by NUL, as written (no array of them a task).
+  return sha1Hex(`${project}\u0000${runId}\u0000${checkId}\u0000${anchor}\u0000${asked}`).slice(0, 24);
+}
+
+function planTaskId(project: string, workflow: string, hash: string): string {
+  return sha1Hex(`plan\u0000${project}\u0000${workflow}\u0000${hash}`).slice(0, 24);
 }
 
 const MAX_WAITING = 200;
@@ -226,6 +235,34 @@ export const MAX_HELD = MAX_WAITING;
 export const DEFAULT_RING_SIZE = 40;
 
 type PlanCandidate = Step['planCandidates'][number];
+
+/** questionsFor's answer for a project, workflow and use of tools, with what it was worked out from. */
+interface Applying {
+  set: QuestionSet;
+  questions: readonly QuestionCheck[];
+  plan: Plan | undefined;
+  written: QuestionCheck[] | undefined;
+  out: readonly QuestionCheck[];
+}
+
+const NONE: readonly string[] = Object.freeze([]);
+
+function ringHas(ring: readonly SpanSummary[], id: string): boolean {
+  for (let i = 0; i < ring.length; i++) if (ring[i].id === id) return true;
+  return false;
+}
+
+/** The ids still in the ring, in order: the array itself when all are (read only then). */
+function inRing(ids: string[] | undefined, ring: readonly SpanSummary[]): readonly string[] {
+  if (!ids) return NONE;
+  for (let i = 0; i < ids.length; i++) {
+    if (ringHas(ring, ids[i])) continue;
+    const out = ids.slice(0, i);
+    for (let j = i + 1; j < ids.length; j++) if (ringHas(ring, ids[j])) out.push(ids[j]);
+    return out;
+  }
+  return ids;
+}
 
 function coveredBy(tools: readonly ToolInfo[], asked: readonly string[]): boolean {
   return tools.every((t) => asked.includes(t.name));
@@ -271,7 +308,12 @@ export class QuestionScheduler {
   private readonly planRequested = new Map<string, { tools: readonly string[]; at: number }>();
   private readonly written = new Map<string, QuestionCheck[]>();
   /** questionsFor's answers, by the run's use of tools, workflow and project, with what each was worked out from. */
-  private readonly applying = new Map<string, { set: QuestionSet; questions: readonly QuestionCheck[]; plan: Plan | undefined; written: QuestionCheck[] | undefined; out: readonly QuestionCheck[] }>();
+  private readonly applying = new Map<string, Map<string | undefined, [Applying | undefined, Applying | undefined]>>();
+  /** Entries in `applying`. */
+  private applyingSize = 0;
+  /** planKey's answers, by project then workflow: asked at every span, the key is not made anew each time. */
+  private readonly planKeys = new Map<string, Map<string, string>>();
+  private planKeysSize = 0;
   private readonly filledChecks = new WeakMap<QuestionCheck, Map<string, QuestionCheck>>();
   /** By the run's start (NO_START without one), then by the question: its last wording and the parameters it was filled with. */
   private readonly lastFilled = new WeakMap<object, WeakMap<QuestionCheck, { params: Record<string, string> | undefined; q: QuestionCheck }>>();
@@ -329,8 +371,11 @@ export class QuestionScheduler {
       if (!set.questions.length && !this.opts.plans) return { tasks: [], commit: async () => undefined };
       // Each run's key, with the span ids its window is asked about (a store that keeps `seen` apart loads those only).
       const members = new Map<string, { seen: string[] }>();
-      for (const e of envs) {
-        const key = questionWindowKey(e.project, itemRunId(e.item));
+      // Each item's window key, made once a step (loadPlans and apply read it).
+      const keys = new Array<string>(envs.length);
+      for (let i = 0; i < envs.length; i++) {
+        const e = envs[i];
+        const key = (keys[i] = questionWindowKey(e.project, itemRunId(e.item)));
         let m = members.get(key);
         if (!m) members.set(key, (m = { seen: [] }));
         if (e.item.kind === 'span') m.seen.push(e.item.span.span_id);
@@ -352,8 +397,8 @@ export class QuestionScheduler {
         shed: options.shed === true,
       };
       // The plans first: which questions a run's spans wait for depends on them.
-      await this.loadPlans(envs, windows);
-      for (const e of envs) this.apply(step, e, set);
+      await this.loadPlans(envs, keys, windows);
+      for (let i = 0; i < envs.length; i++) this.apply(step, envs[i], keys[i], set);
       await this.loadSessions(step);
       for (const key of step.active.keys()) this.due(step, step.windows.get(key)!, set);
       return this.finish(step);
@@ -363,18 +408,20 @@ export class QuestionScheduler {
     return p;
   }
 
-  private apply(step: Step, env: Envelope, set: QuestionSet): void {
+  private apply(step: Step, env: Envelope, key: string, set: QuestionSet): void {
     const item = env.item;
-    const run_id = itemRunId(item);
-    const key = questionWindowKey(env.project, run_id);
     let w = step.windows.get(key);
     if (!w) {
-      w = { v: 1, run_id, project: env.project, ring: [], dropped: 0, seen: {}, checks: {} };
+      w = { v: 1, run_id: itemRunId(item), project: env.project, ring: [], dropped: 0, seen: {}, checks: {} };
       step.windows.set(key, w);
     }
     step.touched.add(key);
+    // One object a run a step (read at once by each ask, never kept).
     const act = step.active.get(key);
-    step.active.set(key, { received: env.received_ms, at: Math.max(act?.at ?? 0, env.received_ms) });
+    if (act) {
+      act.received = env.received_ms;
+      act.at = Math.max(act.at, env.received_ms);
+    } else step.active.set(key, { received: env.received_ms, at: Math.max(0, env.received_ms) });
     if (item.kind === 'run_start') {
       const r = item.run;
       if (r.workflow) w.workflow = r.workflow;
@@ -469,35 +516,51 @@ export class QuestionScheduler {
     }
     drop = Math.max(drop, w.ring.length - ringSize - MAX_HELD);
     if (drop <= 0) return;
-    const gone = w.ring.splice(0, drop);
+    // What falls out is counted where it is, then cut (no filtered copies of it).
+    const ring = w.ring;
     w.dropped += drop;
-    const tools = gone.filter(isToolSpan).length;
+    let tools = 0;
+    for (let i = 0; i < drop; i++) if (isToolSpan(ring[i])) tools++;
     if (tools) w.dropped_tools = (w.dropped_tools ?? 0) + tools;
     for (const q of questions) {
       if (q.scope === 'span') continue;
       const filter = evidenceFilter(q.scope, q.evidence);
-      const n = gone.filter((s) => matchesFilter(s, filter)).length;
+      let n = 0;
+      for (let i = 0; i < drop; i++) if (matchesFilter(ring[i], filter)) n++;
       if (n) {
         const st = (w.checks[q.id] ??= { asked: 0 });
         st.omitted = (st.omitted ?? 0) + n;
       }
     }
+    ring.splice(0, drop);
     if (shift) shift.dropped += drop;
   }
 
   // ---- plans ---------------------------------------------------------------------------------
 
   private planKey(project: string, workflow: string): string {
-    return `${project}\u0000${workflow}`;
+    let byWorkflow = this.planKeys.get(project);
+    let k = byWorkflow?.get(workflow);
+    if (k !== undefined) return k;
+    if (this.planKeysSize >= 10_000) {
+      this.planKeys.clear();
+      this.planKeysSize = 0;
+      byWorkflow = undefined;
+    }
+    if (!byWorkflow) this.planKeys.set(project, (byWorkflow = new Map()));
+    byWorkflow.set(workflow, (k = `${project}\u0000${workflow}`));
+    this.planKeysSize++;
+    return k;
   }
 
   /** The plans of the batch's workflows: its runs' as stored, and those its items name. */
-  private async loadPlans(envs: readonly Envelope[], windows: Map<string, QuestionWindow>): Promise<void> {
+  private async loadPlans(envs: readonly Envelope[], keys: readonly string[], windows: Map<string, QuestionWindow>): Promise<void> {
     if (!this.opts.plans) return;
     const now = this.now();
     const wanted = new Set<string>();
-    for (const e of envs) {
-      const w = windows.get(questionWindowKey(e.project, itemRunId(e.item)));
+    for (let i = 0; i < envs.length; i++) {
+      const e = envs[i];
+      const w = windows.get(keys[i]);
       if (w?.workflow) wanted.add(this.planKey(w.project, w.workflow));
       const workflow = e.item.kind === 'run_start' ? e.item.run.workflow : e.item.kind === 'span' ? e.item.span.workflow : undefined;
       if (workflow) wanted.add(this.planKey(e.project, workflow));
@@ -578,7 +641,7 @@ export class QuestionScheduler {
       this.planRequested.set(k, { tools: tools.map((t) => t.name), at: this.now() });
       if (this.planRequested.size > 10_000) this.planRequested.clear();
       const task: PlanTask = {
-        id: taskId('plan', w.project, w.workflow!, hash),
+        id: planTaskId(w.project, w.workflow!, hash),
         type: 'plan',
         project: w.project,
         run_id: w.run_id,
@@ -629,8 +692,9 @@ export class QuestionScheduler {
     const plan = this.plan(w);
     const usesTools = w.uses_tools === 1;
     const written = w.workflow ? this.written.get(this.planKey(w.project, w.workflow)) : undefined;
-    const key = `${usesTools ? 't' : 'n'}${w.workflow === undefined ? '' : `w${w.workflow}`}\u0000${w.project}`;
-    const had = this.applying.get(key);
+    let byWorkflow = this.applying.get(w.project);
+    let both = byWorkflow?.get(w.workflow);
+    const had = both?.[usesTools ? 1 : 0];
     if (had && had.set === set && had.questions === set.questions && had.plan === plan && had.written === written) return had.out;
     const out = set.questions.filter((q) => appliesTo(q, w.project, w.workflow) && libraryGate(q, usesTools, plan));
     // The plan's written questions stand in for their database checks until the check set loads
@@ -640,8 +704,16 @@ export class QuestionScheduler {
       // A loaded check with the same id (the saved copy, or the database source) wins.
       for (const q of written) if (!ids.has(q.id) && appliesTo(q, w.project, w.workflow)) out.push(q);
     }
-    if (this.applying.size >= 10_000) this.applying.clear();
-    this.applying.set(key, { set, questions: set.questions, plan, written, out });
+    if (!had && this.applyingSize >= 10_000) {
+      this.applying.clear();
+      this.applyingSize = 0;
+      byWorkflow = undefined;
+      both = undefined;
+    }
+    if (!byWorkflow) this.applying.set(w.project, (byWorkflow = new Map()));
+    if (!both) byWorkflow.set(w.workflow, (both = [undefined, undefined]));
+    if (!had) this.applyingSize++;
+    both[usesTools ? 1 : 0] = { set, questions: set.questions, plan, written, out };
     return out;
   }
 
@@ -690,7 +762,7 @@ export class QuestionScheduler {
   }
 
   private dueSpans(step: Step, w: QuestionWindow, q: QuestionCheck, st: QuestionState, now: { received: number; at: number }, ending: boolean, policy: SpanPolicy | undefined): void {
-    const waiting = (st.waiting ?? []).filter((id) => w.ring.some((s) => s.id === id));
+    const waiting = inRing(st.waiting, w.ring);
     st.skipped = (st.skipped ?? 0) + ((st.waiting?.length ?? 0) - waiting.length);
     if (!waiting.length) {
       delete st.waiting;
@@ -777,11 +849,17 @@ export class QuestionScheduler {
   private evidence(w: QuestionWindow, q: QuestionCheck, focusId: string | undefined, step: Step) {
     const ev = q.evidence;
     const filter = evidenceFilter(q.scope, ev);
-    const doc: EvidenceDoc = { spans: [] };
-    let before: SpanSummary[];
+    const ring = w.ring;
+    let doc: EvidenceDoc;
+    let context: ContextDoc;
     if (q.scope === 'span') {
-      const ring = w.ring;
-      const at = ring.findIndex((s) => s.id === focusId);
+      let at = -1;
+      for (let i = 0; i < ring.length; i++) {
+        if (ring[i].id === focusId) {
+          at = i;
+          break;
+        }
+      }
       if (at < 0) return undefined;
       // Seed: a span-scope question "also sees the tool calls made earlier in the run": the last
       // `last` of them (as Array#slice(-last) keeps them), and the rest of the ring before it as context.
@@ -789,29 +867,40 @@ export class QuestionScheduler {
       for (let i = 0; i < at; i++) if (isToolSpan(ring[i])) earlier++;
       const last = ev?.last ?? DEFAULT_SPAN_CONTEXT;
       const skip = last > 0 ? Math.max(0, earlier - last) : last < 0 ? Math.min(-last, earlier) : 0;
-      doc.spans = [];
-      before = [];
+      // The calls shown and the span, then the rest before it (the context, its newest
+      // CONTEXT_SPANS kept as contextOf keeps them): each array made once, at its size.
+      const spans = new Array<SpanSummary>(earlier - skip + 1);
+      const before = at - (earlier - skip);
+      const kept = new Array<SpanSummary>(Math.min(CONTEXT_SPANS, before));
+      const keepFrom = before - kept.length;
       let tool = 0;
+      let n = 0;
+      let b = 0;
       for (let i = 0; i < at; i++) {
         const s = ring[i];
-        if (isToolSpan(s) && tool++ >= skip) doc.spans.push(pickFields(s, ev?.fields));
-        else before.push(s);
+        if (isToolSpan(s) && tool++ >= skip) spans[n++] = pickFields(s, ev?.fields);
+        else {
+          if (b >= keepFrom) kept[b - keepFrom] = shorten(s, CONTEXT_CHARS);
+          b++;
+        }
       }
-      doc.spans.push(pickFields(ring[at], ev?.fields));
-      doc.focus = focusId;
+      spans[n] = pickFields(ring[at], ev?.fields);
+      doc = { spans, focus: focusId };
+      context = contextDoc(kept, before, w.start?.user_message);
       const omitted = skip + (w.dropped_tools ?? 0);
       if (omitted > 0) doc.omitted = omitted;
       if (w.start?.tools?.length) doc.tools = w.start.tools;
     } else {
-      const matching = w.ring.filter((s) => matchesFilter(s, filter));
+      const matching = ring.filter((s) => matchesFilter(s, filter));
       const last = ev?.last ?? DEFAULT_TRACE_LAST;
       const shown = matching.slice(-last);
-      doc.spans = shown.map((s) => pickFields(s, ev?.fields));
+      doc = { spans: shown.map((s) => pickFields(s, ev?.fields)) };
       // The matching spans not shown: those past `last`, and those that fell out of the ring.
       const omitted = matching.length - shown.length + (w.checks[q.id]?.omitted ?? 0);
       if (omitted > 0) doc.omitted = omitted;
-      const first = shown.length ? w.ring.indexOf(shown[0]) : w.ring.length;
-      before = w.ring.slice(0, Math.max(0, first));
+      // The ring before the first span shown is the context (not copied first).
+      const first = shown.length ? ring.indexOf(shown[0]) : ring.length;
+      context = contextOfRing(ring, Math.max(0, first), w.start?.user_message);
     }
     if (ev?.final_output && w.ended) {
       doc.final_output = w.ended.final_output ?? '';
@@ -825,7 +914,7 @@ export class QuestionScheduler {
     }
     return {
       evidence: doc,
-      context: contextOf(before, { user_message: w.start?.user_message }),
+      context,
       span_ids: focusId ? [focusId] : doc.spans.map((s) => s.id),
     };
   }
