@@ -328,7 +328,11 @@ func New(opts Options) (*Client, error) {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	conn, err := grpc.NewClient(opts.Address, grpc.WithTransportCredentials(creds))
+	// Answers are taken whatever their size: an export's answer carries the notes of its runs
+	// (up to 32 a run, each with its check's guidance) and may pass gRPC's default 4 MiB, whose
+	// refusal ("received message larger than max") reads as ingest refusing the request.
+	conn, err := grpc.NewClient(opts.Address, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	if err != nil {
 		return nil, fmt.Errorf("neatroots: %w", err)
 	}

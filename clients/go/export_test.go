@@ -871,3 +871,34 @@ func TestARefusalNamingABoundTheBatchWasNotOverStillLowersTheExportSize(t *testi
 		t.Fatalf("report %q: want half the batch's size kept", got[0])
 	}
 }
+
+// An export's answer larger than gRPC's default 4 MiB receive bound (notes piggybacked on it:
+// up to 32 a run, each with its check's guidance) is taken whole. The client's own bound
+// refused it with RESOURCE_EXHAUSTED "received message larger than max (X vs. 4194304)", the
+// text of ingest refusing a request as too large: the events ingest had taken were sent again
+// in halves and the notes lost (or, alone, counted as dropped).
+func TestAnAnswerOverFourMiBIsTaken(t *testing.T) {
+	s := &ingest{export: func(_ int, req *v1.ExportRequest) (*v1.ExportResponse, error) {
+		res := &v1.ExportResponse{Accepted: int32(len(req.Events))}
+		for _, ev := range req.Events {
+			if sp := ev.GetSpan(); sp != nil {
+				for i := 0; i < 32; i++ {
+					res.Notes = append(res.Notes, &v1.Note{Id: fmt.Sprintf("n-%s-%d", sp.SpanId, i), RunId: sp.RunId, Kind: "note", Title: "t", Text: strings.Repeat("g", 100_000)})
+				}
+			}
+		}
+		return res, nil
+	}}
+	c, e := fakeClient(t, serve(t, s), neatroots.Options{NoSubscribe: true, FlushInterval: time.Hour})
+	run := c.StartRun(neatroots.RunOptions{Workflow: "w"})
+	var notes atomic.Int32
+	run.OnNote(func(*neatroots.Note) { notes.Add(1) })
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "a"})
+	run.Span(neatroots.SpanInit{Type: "tool", SpanID: "b"})
+	c.Flush()
+	eventually(t, "64 notes", func() bool { return notes.Load() == 64 || len(e.all()) > 0 })
+	exports, _, accepted, _, _ := s.snapshot()
+	if st := c.Stats(); exports != 1 || len(accepted) != 3 || st.Dropped != 0 || len(e.all()) != 0 || notes.Load() != 64 {
+		t.Fatalf("an answer of 6.4 MB: %d export(s) of %v, stats %+v, %d notes of 64, reports %v; want one export taken, its notes, nothing dropped or reported", exports, spanIDs(accepted), st, notes.Load(), e.all())
+	}
+}

@@ -279,7 +279,11 @@ class NeatrootsClient:
             why = _missing(value)
             if why:
                 raise ValueError(f"NeatrootsClient: {name} {why}{_ADDRESS_HINT if name == 'address' else ''}")
-        self._channel = grpc.secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
+        # Answers are taken whatever their size: an export's answer carries the notes of its runs
+        # (up to 32 a run, each with its check's guidance) and may pass gRPC's default 4 MiB, whose
+        # refusal ("Received message larger than max") reads as ingest refusing the request.
+        options = [("grpc.max_receive_message_length", -1)]
+        self._channel = grpc.secure_channel(address, credentials, options) if credentials else grpc.insecure_channel(address, options)
         self._stub = ingest_pb2_grpc.IngestStub(self._channel)
         self._metadata = (("x-api-key", api_key),)
         self._max_batch = max(1, max_batch)

@@ -580,6 +580,29 @@ class SubscribeTest(ServerTest):
         self.assertTrue(run.halted)
         self.assertEqual(self.errors, [])
 
+    def test_an_answer_over_four_mib_is_taken(self):
+        # An export's answer larger than gRPC's default 4 MiB receive bound (its runs' notes: up
+        # to 32 a run, each with its check's guidance) is taken whole. The client's own bound
+        # refused it as 'Received message larger than max (X vs. 4194304)', the text of ingest
+        # refusing a request as too large: the events ingest had taken were sent again in halves
+        # and the notes lost.
+        self.ingest.notes = lambda request: [
+            ingest_pb2.Note(id=f"n-{e.span.span_id}-{i}", run_id=e.span.run_id, kind="note", title="t", text="g" * 100_000)
+            for e in request.events if e.HasField("span") for i in range(32)
+        ]
+        client = self.client(flush_interval_s=3600)
+        run = client.start_run(workflow="w")
+        notes = []
+        run.on_note(notes.append)
+        run.span("tool", "a", span_id="a")
+        run.span("tool", "b", span_id="b")
+        self.assertTrue(client.flush(timeout=10))
+        self.wait_for(lambda: len(notes) == 64 or self.errors)
+        self.assertEqual([str(e) for e in self.errors], [])
+        self.assertEqual([e.WhichOneof("kind") for e in self.ingest.events()], ["run_start", "span", "span"])
+        self.assertEqual(len(notes), 64)
+        self.assertEqual(client.stats()["dropped"], 0)
+
     def test_a_slow_note_callback_holds_no_export_up(self):
         # A callback of a note that came back on an export's answer ran on the flusher, so
         # nothing more was exported until it returned.

@@ -468,6 +468,26 @@ describe('NeatrootsClient', () => {
     await expect(run.toolCall('x', null, () => 1)).rejects.toThrow(/run halted by neatroots: Loop: Stop calling search/);
   });
 
+  it('takes an export answer larger than gRPC\'s default 4 MiB (its runs\' notes) whole: its events are not sent again, its notes arrive, nothing is dropped or reported', async () => {
+    // Up to 32 notes a run, each with its check's guidance: 64 of 100 KB here. The client's own
+    // 4 MiB receive bound refused it as 'Received message larger than max (X vs. 4194304)', the
+    // text of ingest refusing a request as too large: the batch ingest had taken was sent again
+    // in halves, the notes lost, and the export size lowered for good.
+    const run = client.startRun();
+    const notes: Note[] = [];
+    run.onNote((n) => notes.push(n));
+    await run.flush();
+    fake.piggyback = Array.from({ length: 64 }, (_, i) => ({ ...halt(run.id, `n${i}`), kind: 'note', text: 'g'.repeat(100_000) }));
+    run.span({ type: 'tool', name: 'a' });
+    run.span({ type: 'tool', name: 'b' });
+    await run.flush();
+    await waitFor(() => notes.length === 64 || errors.length > 0);
+    expect(errors.map((e) => e.message)).toEqual([]);
+    expect(fake.events().map((e) => e.kind?.$case)).toEqual(['run_start', 'span', 'span']);
+    expect(notes).toHaveLength(64);
+    expect(client.stats().dropped).toBe(0);
+  });
+
   it('does not reopen a notes stream ingest refuses for good (UNAUTHENTICATED: a revoked key): one open, one report, whenSubscribed rejects with it', async () => {
     fake.refuseStreams = status.UNAUTHENTICATED;
     const run = client.startRun({ precheck: 'off' });

@@ -101,6 +101,10 @@ export interface NeatrootsClientOptions {
   apiKey: string;
   /** Default: plaintext (use grpc.credentials.createSsl() behind TLS). */
   credentials?: ChannelCredentials;
+  /**
+   * gRPC channel options, over the client's: it takes answers of any size
+   * (`grpc.max_receive_message_length` -1), an export's answer carrying its runs' notes.
+   */
   channelOptions?: Partial<ClientOptions>;
   /**
    * Events per export; reaching it wakes the flusher at once. Default 100. An export also holds
@@ -415,7 +419,10 @@ export class NeatrootsClient {
     // notes stream included.
     if (!opts?.address) throw new Error('NeatrootsClient: options.address is required (host:port of ingest, e.g. localhost:50051)');
     if (!opts.apiKey) throw new Error('NeatrootsClient: options.apiKey is required (it is empty)');
-    this.grpc = new v1.IngestClient(opts.address, opts.credentials ?? grpcCredentials.createInsecure(), opts.channelOptions);
+    // Answers are taken whatever their size: an export's answer carries the notes of its runs (up
+    // to 32 a run, each with its check's guidance) and may pass gRPC's default 4 MiB, whose refusal
+    // ("Received message larger than max") reads as ingest refusing the request as too large.
+    this.grpc = new v1.IngestClient(opts.address, opts.credentials ?? grpcCredentials.createInsecure(), { 'grpc.max_receive_message_length': -1, ...opts.channelOptions });
     this.metadata = new Metadata();
     this.metadata.set('x-api-key', opts.apiKey);
     this.maxBatch = Math.max(1, opts.maxBatch ?? 100);
