@@ -20,6 +20,8 @@ const ROWS_PER_STATEMENT = 2000;
 interface RunPatch {
   project: string;
   run_id: string;
+  /** project and run_id joined: the order the runs are locked in (envelopeStatements). */
+  key: string;
   workflow: string | null;
   session_id: string | null;
   started_ms: number;
@@ -28,11 +30,15 @@ interface RunPatch {
   final_output: unknown;
   run_start: RunStart | null;
   last_seen_ms: number;
+  /** The batch's spans of this run: each span id's place in the batch's rows (a later copy takes it). */
+  spans: Map<string, number> | undefined;
+  /** project and run_id as text columns take them (text()), once a run: every span row repeats them. */
+  p: string | null;
+  r: string | null;
 }
 
 interface SpanRow {
-  project: string;
-  run_id: string;
+  run: RunPatch;
   span: Span;
   received_ms: number;
 }
@@ -97,18 +103,18 @@ const HAS_OPEN = `EXISTS (SELECT 1 FROM findings f
 function spanRecord(r: SpanRow): Record<string, unknown> {
   // A tool call's layer (migration 0033): its tool and parent as columns, so linking layers
   // parses no stored JSON and the index of tool spans by parent is kept only for tool spans.
-  const call = (r.span.type === 'tool' || r.span.type === 'mcp_tool') && typeof r.span.tool === 'string';
-  return {
-    p: text(r.project),
-    r: text(r.run_id),
-    s: text(r.span.span_id),
-    t: r.span.start_ms ?? null,
-    e: r.span.status === 'error',
-    k: spanTokens(r.span),
-    m: r.received_ms,
-    // only on a tool span (a key left out is NULL): the other spans' JSON stays as short as it was
-    ...(call ? { c: text(r.span.tool), q: text(r.span.parent_id ?? null) } : {}),
-  };
+  const s = r.span;
+  const p = r.run.p;
+  const run = r.run.r;
+  const id = text(s.span_id);
+  const t = s.start_ms ?? null;
+  const e = s.status === 'error';
+  const k = spanTokens(s);
+  const m = r.received_ms;
+  // only on a tool span (a key left out is NULL): the other spans' JSON stays as short as it was.
+  // Two literals, not a spread: the keys in the same order, without an object made to be copied.
+  if ((s.type === 'tool' || s.type === 'mcp_tool') && typeof s.tool === 'string') return { p, r: run, s: id, t, e, k, m, c: text(s.tool), q: text(s.parent_id ?? null) };
+  return { p, r: run, s: id, t, e, k, m };
 }
 
 /**
@@ -304,20 +310,24 @@ function spanTokens(s: Span): number {
  */
 export function envelopeStatements(envelopes: readonly Envelope[]): Statement[] {
   if (!envelopes.length) return [];
-  const patches = new Map<string, RunPatch>();
-  const spans = new Map<string, SpanRow>();
+  // By project, then run: no key string made per item (a batch is mostly one project's few runs).
+  const byProject = new Map<string, Map<string, RunPatch>>();
+  const patches: RunPatch[] = [];
+  const spans: SpanRow[] = [];
   for (const env of envelopes) {
     const item = env.item;
     const runId = item.kind === 'span' ? item.span.run_id : item.run.run_id;
-    const key = `${env.project}\u001f${runId}`;
-    let p = patches.get(key);
+    let runs = byProject.get(env.project);
+    if (!runs) byProject.set(env.project, (runs = new Map()));
+    let p = runs.get(runId);
     if (!p) {
       p = {
-        project: env.project, run_id: runId, workflow: null, session_id: null,
+        project: env.project, run_id: runId, key: `${env.project}\u001f${runId}`, workflow: null, session_id: null,
         started_ms: Infinity, ended_ms: null, end_status: null, final_output: undefined,
-        run_start: null, last_seen_ms: env.received_ms,
+        run_start: null, last_seen_ms: env.received_ms, spans: undefined, p: null, r: null,
       };
-      patches.set(key, p);
+      runs.set(runId, p);
+      patches.push(p);
     }
     p.last_seen_ms = Math.max(p.last_seen_ms, env.received_ms);
     if (item.kind === 'span') {
@@ -329,8 +339,14 @@ export function envelopeStatements(envelopes: readonly Envelope[]): Statement[] 
         p.workflow ??= s.workflow ?? null;
         p.session_id ??= s.session_id ?? null;
       }
-      // later copy wins within the batch too (one row per key: ON CONFLICT cannot touch a row twice)
-      spans.set(`${key}\u001f${s.span_id}`, { project: env.project, run_id: runId, span: s, received_ms: env.received_ms });
+      // later copy wins within the batch too (one row per key: ON CONFLICT cannot touch a row
+      // twice), in the first copy's place
+      const row: SpanRow = { run: p, span: s, received_ms: env.received_ms };
+      const at = (p.spans ??= new Map()).get(s.span_id);
+      if (at === undefined) {
+        p.spans.set(s.span_id, spans.length);
+        spans.push(row);
+      } else spans[at] = row;
     } else if (item.kind === 'run_start') {
       const r = item.run;
       p.run_start = r;
@@ -345,9 +361,15 @@ export function envelopeStatements(envelopes: readonly Envelope[]): Statement[] 
       p.final_output = r.final_output;
     }
   }
+  for (const p of patches) {
+    p.p = text(p.project);
+    p.r = text(p.run_id);
+  }
   // in one order on every writer, so two transactions taking the same runs' locks cannot deadlock
-  const runs = [...patches.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, p]) => p);
-  return [...chunks(runs, ROWS_PER_STATEMENT).map(upsertRunsStatement), ...chunks([...spans.values()], ROWS_PER_STATEMENT).flatMap((part) => [writeSpansStatement(part), recountLayersStatement(part)])];
+  const runs = patches.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const out = chunks(runs, ROWS_PER_STATEMENT).map(upsertRunsStatement);
+  for (const part of chunks(spans, ROWS_PER_STATEMENT)) out.push(writeSpansStatement(part), recountLayersStatement(part));
+  return out;
 }
 
 /** Creates or updates these runs (one row each) with what the batch says about them. */
@@ -355,7 +377,7 @@ function upsertRunsStatement(part: RunPatch[]): Statement {
   const params: unknown[] = [];
   for (const p of part) {
     params.push(
-      text(p.project), text(p.run_id), text(p.workflow), text(p.session_id), tsParam(p.started_ms), tsParam(p.ended_ms),
+      p.p, p.r, text(p.workflow), text(p.session_id), tsParam(p.started_ms), tsParam(p.ended_ms),
       p.end_status, json(p.final_output), json(p.run_start ?? undefined), tsParam(p.last_seen_ms),
     );
   }
@@ -390,9 +412,11 @@ function writeSpansStatement(part: SpanRow[]): Statement {
 
 /** Counts again the layers of the chunk's runs that WRITE_SPANS marked (a tool span replaced). */
 function recountLayersStatement(part: SpanRow[]): Statement {
-  const runs = new Map<string, { p: string; r: string }>();
-  for (const row of part) runs.set(`${row.project}\u001f${row.run_id}`, { p: text(row.project)!, r: text(row.run_id)! });
-  return { sql: RECOUNT_LAYERS, params: [json([...runs.values()])], when: 'rows' };
+  const runs = new Set<RunPatch>();
+  for (const row of part) runs.add(row.run);
+  const keys: { p: string; r: string }[] = [];
+  for (const run of runs) keys.push({ p: run.p!, r: run.r! });
+  return { sql: RECOUNT_LAYERS, params: [json(keys)], when: 'rows' };
 }
 
 /** Runs and their spans. Plain class over a Queryable: pass a transaction to write atomically. */
