@@ -97,8 +97,9 @@ type Stats struct {
 	// Events dropped without being exported: the oldest waiting ones past MaxQueueEvents or
 	// MaxQueueBytes, one larger than MaxQueueBytes on its own, those of an export ingest refused
 	// for good (one over its message or item bound included), those ingest rejected one by one
-	// in an export it accepted (ExportResponse.Rejected), those still queued when Close's time
-	// ran out, and those recorded after Close (each reported to OnError).
+	// in an export it accepted (ExportResponse.Rejected), those not exported when Close's time
+	// ran out (the batch being sent included: its export is cancelled unanswered, so ingest may
+	// have taken it), and those recorded after Close (each reported to OnError).
 	Dropped uint64
 	// Events not exported yet: those waiting and the batch being sent (as the TypeScript and
 	// Python clients count them).

@@ -367,8 +367,9 @@ class NeatrootsClient:
             return self._progress.wait_for(lambda: self._head_seq() > target or self._abort, timeout)
 
     def stats(self) -> Dict[str, int]:
-        """dropped: events never exported (queue bound, an export ingest refused for good,
-        close() out of time, or queued after close); queued, queued_bytes: what waits to be exported now (the batch being sent included)."""
+        """dropped: events not exported, as far as the client knows (queue bound, an export ingest
+        refused for good, close() out of time, the batch being sent included: its export is
+        cancelled unanswered, so ingest may have taken it, or queued after close); queued, queued_bytes: what waits to be exported now (the batch being sent included)."""
         with self._lock:
             return {
                 "dropped": self._dropped,

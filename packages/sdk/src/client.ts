@@ -89,8 +89,9 @@ export interface ClientStats {
    * Events dropped: the oldest waiting ones past maxQueueEvents or maxQueueBytes, an event larger
    * than maxQueueBytes on its own, the events of an export ingest refused for good (one over its
    * message or item bound included), those ingest rejected one by one in an export it accepted
-   * (ExportResponse.rejected), what close() could not send in time, and events recorded after
-   * close().
+   * (ExportResponse.rejected), what close() could not send in time (the batch being sent
+   * included: its export is cancelled unanswered, so ingest may have taken it), and events
+   * recorded after close().
    */
   dropped: number;
 }
