@@ -65,6 +65,21 @@ describe('the questions topic', () => {
       expect(bytes.length).toBeLessThan(apart / 2.5);
     });
 
+    it('writes each record whole when the records before it showed the same summaries, at other places', () => {
+      // The second record shows spans the first held, first in another order: its own indices.
+      const first = [ask(8)];
+      const second = [ask(4), ask(9), ask(11)];
+      const a = QUESTIONS_TOPIC.encode(first);
+      const b = QUESTIONS_TOPIC.encode(second);
+      expect(QUESTIONS_TOPIC.decode(a)).toEqual(first);
+      expect(QUESTIONS_TOPIC.decode(b)).toEqual(second);
+      expect(JSON.parse(v1.QuestionTasks.decode(b).spans_json).map((s: { id: string }) => s.id)).toEqual(['s0', 's1', 's2', 's3', 's4', 's5', 's6', 's7', 's8', 's9', 's10', 's11']);
+      expect(JSON.parse(v1.QuestionTasks.decode(b).tasks[1].evidence_json).spans).toEqual([4, 5, 6, 7, 8, 9]);
+      // Written again after the other, a record is the same bytes.
+      expect(QUESTIONS_TOPIC.encode(first)).toEqual(a);
+      expect(QUESTIONS_TOPIC.encode(second)).toEqual(b);
+    });
+
     it('reads the checks of records that carry the same ones as the same objects, whatever the record', () => {
       const [a] = QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode([ask(4)])) as QuestionTask[];
       const [b] = QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode([ask(5, 'r2')])) as QuestionTask[];

@@ -109,8 +109,10 @@ export const MAX_TASKS_A_RECORD = 64;
 
 /** What the tasks of one record share, each written once (QuestionTasks.spans_json, checks_json). */
 interface Shared {
-  spans: SpanSummary[];
-  spanAt: Map<SpanSummary, number>;
+  /** The record's number (Written.record): which spans it holds already, and where. */
+  record: number;
+  /** The JSON of the spans it holds, in order. */
+  spans: string[];
   checks: string[];
   checkAt: Map<QuestionCheck, number>;
 }
@@ -122,29 +124,50 @@ interface Shared {
  * span exported again gets a new summary). Most records show the same earlier calls as the record
  * before (a tool call's question shows up to 30 of them), so each is written to text once.
  */
-const texts = new WeakMap<QuestionCheck | SpanSummary, string>();
-
-function jsonOnce(v: QuestionCheck | SpanSummary): string {
-  let text = texts.get(v);
-  if (text === undefined) texts.set(v, (text = JSON.stringify(v)));
-  return text;
+interface Written {
+  text: string;
+  /** The last record that holds it (Shared.record), and its index there. */
+  record: number;
+  at: number;
 }
 
+const texts = new WeakMap<QuestionCheck | SpanSummary, Written>();
+
+/** The records written so far: each gets the next number. */
+let records = 0;
+
+function written(v: QuestionCheck | SpanSummary): Written {
+  let w = texts.get(v);
+  if (w === undefined) texts.set(v, (w = { text: JSON.stringify(v), record: 0, at: 0 }));
+  return w;
+}
+
+function jsonOnce(v: QuestionCheck | SpanSummary): string {
+  return written(v).text;
+}
+
+/**
+ * A span's index in the record's shared spans, added at its end the first time the record
+ * shows it. Where it is is kept with its text (no map of the record's spans: records are
+ * written one at a time, and the span remembers the last record that holds it).
+ */
 function spanRef(shared: Shared, s: SpanSummary): number {
-  let i = shared.spanAt.get(s);
-  if (i === undefined) {
-    i = shared.spans.length;
-    shared.spans.push(s);
-    shared.spanAt.set(s, i);
+  const w = written(s);
+  if (w.record !== shared.record) {
+    w.record = shared.record;
+    w.at = shared.spans.length;
+    shared.spans.push(w.text);
   }
-  return i;
+  return w.at;
 }
 
 /** A document whose spans are written as indices into the record's shared spans. */
 function docText(doc: EvidenceDoc | ContextDoc | undefined, shared: Shared | undefined): string {
   if (doc === undefined) return '';
   if (!shared) return JSON.stringify(doc);
-  return JSON.stringify({ ...doc, spans: doc.spans.map((s) => spanRef(shared, s)) });
+  const refs = new Array<number>(doc.spans.length);
+  for (let i = 0; i < refs.length; i++) refs[i] = spanRef(shared, doc.spans[i]);
+  return JSON.stringify({ ...doc, spans: refs });
 }
 
 function toProto(t: QuestionTaskMessage, shared: Shared | undefined): v1.QuestionTask {
@@ -193,11 +216,11 @@ export function questionTaskToProto(t: QuestionTaskMessage): v1.QuestionTask {
  * hands the same summary and check objects to every task that shows them.
  */
 export function questionTasksToProto(tasks: readonly QuestionTaskMessage[]): v1.QuestionTasks {
-  const shared: Shared = { spans: [], spanAt: new Map(), checks: [], checkAt: new Map() };
+  const shared: Shared = { record: ++records, spans: [], checks: [], checkAt: new Map() };
   const out = tasks.map((t) => toProto(t, shared));
   return {
     tasks: out,
-    spans_json: shared.spans.length ? `[${shared.spans.map(jsonOnce).join(',')}]` : '',
+    spans_json: shared.spans.length ? `[${shared.spans.join(',')}]` : '',
     checks_json: shared.checks.length ? `[${shared.checks.join(',')}]` : '',
   };
 }
