@@ -7,3 +7,4 @@ export * from './text';
 export * from './wire';
 export * from './otlp';
 export * from './mapping';
+export * from './envelope-bytes';
