@@ -99,4 +99,27 @@ describe('window edits', () => {
     expect(edits).toEqual([{ p: ['seen', 'b'], v: 1 }]);
     expect(copyJson(step)).toEqual({ seen: { a: 1, b: 1 } });
   });
+  it('copy an array as JSON reads it (undefined as null, a hole kept a hole), and a shift\'s new items as copies', () => {
+    // eslint-disable-next-line no-sparse-arrays
+    const arr = [1, undefined, , { a: [2] }] as unknown[];
+    const copy = copyJson(arr);
+    expect(copy).toHaveLength(4);
+    expect(copy[1]).toBeNull();
+    expect(2 in copy).toBe(false);
+    expect(copy[3]).toEqual({ a: [2] });
+    expect(copy[3]).not.toBe(arr[3]);
+    expect(JSON.stringify(copy)).toBe(JSON.stringify(arr));
+    // a ring that moved by one: the edit holds a copy of the new item, the path its own array
+    const journaled = copyJson({ ring: [{ id: 1 }, { id: 2 }], sub: { ring: [1, 2] } }) as Obj;
+    const item = { id: 3, tags: ['x'] };
+    const next = { ring: [{ id: 2 }, item], sub: { ring: [2, 3] } };
+    const edits: Edit[] = [];
+    diffInto(journaled, next, edits);
+    expect(json(edits)).toEqual([{ p: ['ring'], s: 1, a: [{ id: 3, tags: ['x'] }] }, { p: ['sub', 'ring'], s: 1, a: [3] }]);
+    const shifted = edits[0] as { a: unknown[] };
+    expect(shifted.a[0]).not.toBe(item);
+    item.tags.push('y');
+    expect(journaled.ring).toEqual([{ id: 2 }, { id: 3, tags: ['x'] }]);
+    expect(edits[1].p).not.toBe(edits[0].p);
+  });
 });
