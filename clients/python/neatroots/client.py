@@ -37,6 +37,8 @@ Note = ingest_pb2.Note
 # An export message holds at most this much of encoded events (an event larger on its own is sent
 # alone), or ingest's lower message bound once it refused an export as larger (_batch_bytes).
 MAX_BATCH_BYTES = 4 * 1024 * 1024
+# Reports waiting for on_error at most; past it they are dropped and counted.
+_MAX_PENDING_REPORTS = 256
 # Drops are reported through on_error at most this often (with the count since the last report).
 _DROP_REPORT_INTERVAL_S = 10.0
 # A notes stream that stayed open this long starts its reconnect delay over.
@@ -313,6 +315,16 @@ class NeatrootsClient:
         self._closed = threading.Event()  # close() began: nothing more is queued
         self._abort = False  # close() ran out of time: the flusher stops
         self._deadline = float("inf")
+        # Reports waiting for on_error, handed to it one at a time by a thread of their own (never
+        # the flusher: a slow on_error holds no export up, and it may call flush() or close()).
+        self._reports: Deque[Exception] = collections.deque()
+        self._reports_cond = threading.Condition(threading.Lock())
+        self._reports_made = 0  # reports queued so far (each one's number is its place in this count)
+        self._reports_handed = 0  # of them, handed to on_error and returned
+        self._reports_calling = 0  # the number of the report on_error is being called with, 0 when none
+        self._reports_thread: Optional[threading.Thread] = None  # running while reports wait
+        self._reports_dropped = 0  # dropped since the report saying so
+        self._reports_dropped_all = 0
         self._flusher = threading.Thread(target=self._flush_loop, name="neatroots-flush", daemon=True)
         self._flusher.start()
         ref = weakref.ref(self)
@@ -359,20 +371,26 @@ class NeatrootsClient:
         While ingest is unavailable the events stay queued and are retried in the background,
         so with no timeout this waits until ingest takes them (or the client is closed)."""
         if threading.current_thread() is self._flusher:
-            return False  # called from on_error on the flusher: it cannot wait for itself
+            return False  # the flusher cannot wait for itself
+        until = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             target = self._seq
             self._flush_to = max(self._flush_to, target)
             self._wake.notify_all()
-            return self._progress.wait_for(lambda: self._head_seq() > target or self._abort, timeout)
+            done = self._progress.wait_for(lambda: self._head_seq() > target or self._abort, timeout)
+        # What was reported until now reaches on_error before flush() returns.
+        self._await_reports(None if until is None else max(0.0, until - time.monotonic()))
+        return done
 
     def stats(self) -> Dict[str, int]:
         """dropped: events not exported, as far as the client knows (queue bound, an export ingest
         refused for good, close() out of time, the batch being sent included: its export is
-        cancelled unanswered, so ingest may have taken it, or queued after close); queued, queued_bytes: what waits to be exported now (the batch being sent included)."""
+        cancelled unanswered, so ingest may have taken it, or queued after close); queued, queued_bytes: what waits to be exported now (the batch being sent included);
+        reports_dropped: reports on_error never got (more than 256 were waiting for it)."""
         with self._lock:
             return {
                 "dropped": self._dropped,
+                "reports_dropped": self._reports_dropped_all,
                 "queued": len(self._queue) + len(self._inflight),
                 "queued_bytes": self._queued_bytes + sum(size for _, _, size in self._inflight),
             }
@@ -406,6 +424,9 @@ class NeatrootsClient:
         for run in runs:
             run._unsubscribe()
         self._channel.close()  # also ends an export still in flight
+        # What was reported until now reaches on_error before close() returns (a program often
+        # exits next), for a moment more when its time has run out already.
+        self._await_reports(max(1.0, self._deadline - time.monotonic()))
 
     def __enter__(self) -> "NeatrootsClient":
         return self
@@ -453,6 +474,9 @@ class NeatrootsClient:
             self._report(too_large)
         if unreported:
             self._report_drops()
+        if too_large is not None or self._closed.is_set():
+            # Said at once: reported before the call that dropped it returns.
+            self._await_reports()
 
     def _report_drops(self, force: bool = False, why: str = "") -> None:
         """Reports the events dropped since the last report, at most once per 10 s unless forced."""
@@ -468,10 +492,58 @@ class NeatrootsClient:
         self._report(DroppedEventsError(count, why))
 
     def _report(self, e: Exception) -> None:
-        try:
-            self.on_error(e)
-        except Exception:
-            pass
+        """Hands e to on_error on the reports thread (started when a report comes, ended when none
+        is left): never on the caller's thread, so the flusher is never held up by on_error, and
+        on_error may call flush() or close(). Past _MAX_PENDING_REPORTS waiting, e is dropped and
+        counted (stats()["reports_dropped"])."""
+        with self._reports_cond:
+            if len(self._reports) >= _MAX_PENDING_REPORTS:
+                self._reports_dropped += 1
+                self._reports_dropped_all += 1
+                return
+            self._reports.append(e)
+            self._reports_made += 1
+            if self._reports_thread is not None:
+                return
+            self._reports_thread = threading.Thread(target=self._deliver_reports, name="neatroots-reports", daemon=True)
+            thread = self._reports_thread
+        thread.start()
+
+    def _deliver_reports(self) -> None:
+        """Calls on_error with each waiting report in turn until none is left (exceptions it
+        raises are ignored)."""
+        with self._reports_cond:
+            while self._reports:
+                e = self._reports.popleft()
+                self._reports_calling = self._reports_handed + 1
+                self._reports_cond.release()
+                try:
+                    self.on_error(e)
+                except Exception:
+                    pass
+                finally:
+                    self._reports_cond.acquire()
+                self._reports_handed += 1
+                self._reports_calling = 0
+                if self._reports_dropped and len(self._reports) < _MAX_PENDING_REPORTS:
+                    self._reports.append(RuntimeError(
+                        f"neatroots dropped {self._reports_dropped} report(s) for on_error: more than {_MAX_PENDING_REPORTS} were waiting for it"
+                    ))
+                    self._reports_made += 1
+                    self._reports_dropped = 0
+                self._reports_cond.notify_all()
+            self._reports_thread = None
+            self._reports_cond.notify_all()
+
+    def _await_reports(self, timeout: Optional[float] = None) -> None:
+        """Waits until the reports made so far were handed to on_error, for at most timeout
+        seconds. It does not wait for a callback that was already running when it began: that
+        may be the one calling it (an on_error that calls flush() or close()) or one that blocks."""
+        with self._reports_cond:
+            target, busy = self._reports_made, self._reports_calling
+            self._reports_cond.wait_for(
+                lambda: self._reports_handed >= target or (busy != 0 and self._reports_calling == busy), timeout
+            )
 
     def _take_batch(self) -> List[Tuple[int, spans_pb2.Event, int]]:
         """The next batch off the head of the queue: at most max_batch events and MAX_BATCH_BYTES
@@ -755,6 +827,7 @@ class Run:
         if self._client._closed.is_set():
             self._unsubscribe()
             self._client._report(RuntimeError(f"run_end of run {self.id} not sent: the client is closed"))
+            self._client._await_reports()
             return
         msg = spans_pb2.RunEnd(run_id=self.id, status=status or ("interrupted" if self.halted else "ok"), ts_ms=_now_ms())
         out = _json(final_output)

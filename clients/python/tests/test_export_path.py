@@ -438,6 +438,68 @@ class ExportPathTest(ServerTest):
         self.assertEqual(self.errors[0].count, 2)
         self.assertIn("close() gave up", str(self.errors[0]))
 
+    def test_on_error_may_flush_and_close_the_client(self):
+        # on_error was called on the flusher, so a flush() in it returned False at once (it
+        # could not wait for itself) and nothing was exported while it ran.
+        self.ingest.faults = ["invalid"]  # the first export (run_start) is refused for good
+        returned = queue.Queue()
+        client = None
+
+        def on_error(e):
+            if returned.qsize() or not str(e).startswith("export of 1 event(s) failed: INVALID_ARGUMENT"):
+                return
+            other = client.start_run(workflow="after")
+            flushed = client.flush(timeout=10)
+            returned.put(("flush", flushed, [ev.run_start.workflow for ev in self.ingest.events() if ev.HasField("run_start")]))
+            client.close(timeout=5)
+            returned.put(("close", other.id != ""))
+
+        client = self.client(on_error=on_error, flush_interval_s=0.01)
+        client.start_run(workflow="w")
+        self.assertEqual(returned.get(timeout=20), ("flush", True, ["after"]))
+        self.assertEqual(returned.get(timeout=20), ("close", True))
+
+    def test_a_slow_on_error_holds_no_export_up(self):
+        # on_error was called on the flusher, which waited for it: nothing more was exported
+        # while a report was being handled.
+        self.ingest.faults = ["invalid"]
+        inside, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def on_error(e):
+            inside.set()
+            release.wait(30)
+
+        client = self.client(on_error=on_error, flush_interval_s=0.01)
+        run = client.start_run(workflow="w")  # refused: its report blocks in on_error
+        self.assertTrue(inside.wait(10), "no report came")
+        run.span("tool", "t", span_id="s2")
+        self.assertTrue(client.flush(timeout=10), "the span after the report was not exported while on_error ran")
+        self.assertEqual([e.span.span_id for e in self.ingest.events() if e.HasField("span")], ["s2"])
+
+    def test_reports_past_256_waiting_are_dropped_and_counted(self):
+        # The reports thread keeps at most 256 waiting for on_error; the rest are counted and said.
+        inside, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+        got = []
+
+        def on_error(e):
+            inside.set()
+            release.wait(30)
+            got.append(str(e))
+
+        client = self.client(on_error=on_error, max_queue_bytes=1000)
+        run = client.start_run(workflow="w")
+        run.span("tool", "t", input="x" * 2000)  # over the queue bound: reported, blocks on_error
+        self.assertTrue(inside.wait(10))
+        for _ in range(300):
+            client._report(RuntimeError("r"))
+        self.assertEqual(client.stats()["reports_dropped"], 44)
+        release.set()
+        client.flush(timeout=10)
+        self.wait_for(lambda: len(got) == 258)
+        self.assertIn("neatroots dropped 44 report(s) for on_error: more than 256 were waiting for it", got[-1])
+
     def _send_one_span_and_wait(self, client):
         # run_start and one span, then the flusher's end (close() gave up during the export).
         run = client.start_run(workflow="w")
