@@ -38,7 +38,8 @@ export function isSuppressed(f: SuppressionFacts): boolean {
  * `wording` is the rule's current wording, with `since` when it came in (the rule pattern's
  * `reworded_at`, null for a first wording): it dates findings on the current wording.
  * `finding.wording_since` dates a finding on an earlier wording (for a rule that replaced
- * another, when the first release with it was published: `wordingSince(rows)(procedure, rule_id)`
+ * another, when the first release with it was published, or for a wording that came back, when the
+ * latest release that brought it back was: `wordingSince(rows, returns)(procedure, rule_id)`
  * in @neatroots/store); null is a first wording, or a date nobody knows, and is covered. A
  * caller that leaves it out gets the old reading, where every earlier wording is covered.
  */

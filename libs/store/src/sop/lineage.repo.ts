@@ -243,11 +243,19 @@ export class LineageRepo {
 
 /**
  * When a rule's wording came to be, for a rule that replaced another: when the first release
- * with it was published (null when unknown). A verdict older than that judged an earlier
- * wording (the reworded review state).
+ * with it was published; for a wording that came back (A, B, then A again: its
+ * rule_lineage_returns rows, `returns`), when the latest release that brought it back was
+ * published, since a verdict given while another wording was live did not judge it as it
+ * runs again. Null when unknown (a first wording never gone). A verdict older than that
+ * judged an earlier wording (the reworded review state).
  */
-export function wordingSince(rows: readonly LineageRow[]): (procedureId: string, ruleId: string) => string | null {
+export function wordingSince(rows: readonly LineageRow[], returns: readonly LineageReturnRow[] = []): (procedureId: string, ruleId: string) => string | null {
   const at = new Map(rows.filter((r) => r.previous_rule_id !== null).map((r) => [`${r.procedure_id}\0${r.rule_id}`, r.release_at]));
+  for (const r of returns) {
+    const k = `${r.procedure_id}\0${r.rule_id}`;
+    const cur = at.get(k);
+    if (r.release_at !== null && (cur === undefined || cur === null || r.release_at > cur)) at.set(k, r.release_at);
+  }
   return (procedureId, ruleId) => at.get(`${procedureId}\0${ruleId}`) ?? null;
 }
 

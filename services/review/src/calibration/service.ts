@@ -92,16 +92,18 @@ export class Calibration implements CalibrationQueries {
   /** The job: fit, store unless a dry run, answer the REST body. */
   async run(job: CalibrateJob): Promise<CalibrationView> {
     const { db } = this.opts;
-    const [live, rows, stored, lineageRows] = await Promise.all([
+    const [live, rows, stored, lineageRows, returns] = await Promise.all([
       new WorkspaceRepo(db).release<Lock>(job.workspace, 'live'),
       this.repo.labeledFindings(db, job.workspace, job.procedure),
       this.repo.bands(db, job.workspace),
       // which rule each reworded rule replaced: labels on every wording count for the live one
       this.lineage.rows(db, job.workspace),
+      // wordings that came back (A, B, then A again) are dated from their return
+      this.lineage.returns(db, job.workspace),
     ]);
     const lineage = new Lineage(lineageRows);
     // when each earlier wording came in: a verdict older than a finding's wording does not label it
-    const since = wordingSince(lineageRows);
+    const since = wordingSince(lineageRows, returns);
     const bands = new QuestionBands(stored.map((r) => ({ ...r, field: r.field as BandKind })));
     const inRelease = new Map((live?.lock.procedures ?? []).map((p) => [p.procedure_id, p]));
     const ids = job.procedure ? [job.procedure] : [...new Set([...inRelease.keys(), ...rows.map((r) => r.procedure_id)])].sort();

@@ -301,6 +301,46 @@ export function lineageSuite(open: () => Promise<{ db: Db; jobs: Jobs }>, suffix
     });
   });
 
+  describe("a verdict given on B after a revert of the rule's wording (A -> B -> A)", () => {
+    const BACK = `back${suffix}`;
+    const [A, B] = LOOKUP_WORDINGS;
+    const folder = (n: number) => rewordedFolder(n === 2 ? 2 : 1);
+    const state = async (pattern: string) => {
+      const p = await sop.review.pattern(BACK, pattern, { days: 3650 });
+      return { current_rule_id: p.rule.current_rule_id, verdict: p.verdict?.verdict, review_state: p.review_state, review_reason: p.review_reason };
+    };
+
+    it("does not cover A's findings once A is back: they count, and the pattern needs review until a verdict confirms it", async () => {
+      const a = ruleId(await publish(1, BACK, folder), A);
+      const sa = await sessionWithFinding('back-a', 'lookup_order', { ws: BACK });
+      expect(sa.rule).toBe(a);
+      const b = ruleId(await publish(2, BACK, folder), B);
+      const sb = await sessionWithFinding('back-b', 'lookup_order', { ws: BACK });
+      expect(sb).toMatchObject({ rule: b, pattern: sa.pattern });
+      // The verdict is given while B is live: it judged B (and A's findings of then).
+      expect(await sop.review.giveVerdict(BACK, sa.pattern, { verdict: 'acceptable', reviewer: 'ana' })).toMatchObject({ suppressed_count: 2, review_state: 'closed' });
+      expect(await state(sa.pattern)).toMatchObject({ current_rule_id: b, review_state: 'closed' });
+
+      // A comes back with release 3: a finding on it counts, as one on any wording after the verdict.
+      expect(ruleId(await publish(3, BACK, folder), A)).toBe(a);
+      const again = await sessionWithFinding('back-a-again', 'lookup_order', { ws: BACK });
+      expect(again).toMatchObject({ rule: a, pattern: sa.pattern });
+      expect(await state(sa.pattern)).toMatchObject({ current_rule_id: a, verdict: 'acceptable', review_state: 'needs_review', review_reason: 'reworded' });
+      expect(await suppressed(again.id, BACK)).toBe(false);
+      expect(await result(again.id, BACK)).toBe('deviated');
+      // B's finding, judged by the verdict, stays covered.
+      expect(await suppressed(sb.id, BACK)).toBe(true);
+      // A's findings of its first time count again too (the verdict is older than A's return).
+      expect(await suppressed(sa.id, BACK)).toBe(false);
+      expect(await result(sa.id, BACK)).toBe('deviated');
+      expect((await sop.review.pattern(BACK, sa.pattern, { days: 3650 })).review_note).toContain('2 findings on a newer wording');
+
+      // A verdict given now covers every wording.
+      expect(await sop.review.giveVerdict(BACK, sa.pattern, { verdict: 'acceptable' })).toMatchObject({ suppressed_count: 3, review_state: 'closed' });
+      for (const s of [sa, sb, again]) expect(await result(s.id, BACK)).not.toBe('deviated');
+    });
+  });
+
   describe('suggestion links at publish', () => {
     it('links the rule an applied suggestion edited to the new rule at its position as a suggestion link, the hook reading through the publish\'s transaction', async () => {
       const seen: (number | null)[] = [];

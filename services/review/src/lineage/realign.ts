@@ -112,7 +112,7 @@ export async function realign(q: Queryable, workspace: string, lineage: Lineage,
 
   // Each pattern shows its lineage's wording: a pattern left showing a wording that moved out
   // shows its newest finding's, and reworded_at is when the shown wording came to be.
-  const since = wordingSince(rows);
+  const since = wordingSince(rows, await deps.lineageRepo.returns(q, workspace));
   for (const id of touched) {
     const p = byId.get(id);
     if (!p) continue;
@@ -122,7 +122,8 @@ export async function realign(q: Queryable, workspace: string, lineage: Lineage,
       const newest = members.length ? await deps.lineageRepo.latestFinding(q, workspace, p.procedure_id, members) : null;
       if (newest) w = { ...w, rule_id: newest.rule_id, rule_kind: newest.kind, rule_index: newest.index, rule_text: newest.text, rule_ran_at: newest.at };
     }
-    w.reworded_at = w.rule_id === p.lineage_id ? null : (since(p.procedure_id, w.rule_id) ?? (w.rule_id === p.rule_id ? p.reworded_at : null) ?? w.rule_ran_at);
+    // The lineage's first wording has no date unless it came back (A, B, then A again): then its return's.
+    w.reworded_at = w.rule_id === p.lineage_id ? since(p.procedure_id, w.rule_id) : (since(p.procedure_id, w.rule_id) ?? (w.rule_id === p.rule_id ? p.reworded_at : null) ?? w.rule_ran_at);
     await repo.updateWording(q, p.id, w);
   }
 

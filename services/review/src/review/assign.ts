@@ -87,7 +87,7 @@ export class PatternAssigner {
     // Rule patterns are keyed by lineage id: the stored rule_lineage rows say each rule's.
     const lineageRows = await new LineageRepo().rows(tx, workspace);
     const lineage = new Lineage(lineageRows.map((r) => ({ procedure_id: r.procedure_id, rule_id: r.rule_id, previous_rule_id: r.previous_rule_id, how: r.how, similarity: r.similarity })));
-    const since = wordingSince(lineageRows);
+    const since = wordingSince(lineageRows, await new LineageRepo().returns(tx, workspace));
 
     // The wording each rule pattern shows: the rule as the most recent of these sessions ran it.
     const latest = new Map<string, Wording>();
@@ -112,14 +112,20 @@ export class PatternAssigner {
     const patterns = new Map<string, PatternRecord>((await repo.rulePatterns(tx, workspace, keys)).map((p) => [`${p.procedure_id}\0${p.lineage_id}`, p]));
 
     // Existing patterns take a newer wording; the rules with a finding and no pattern get one.
+    const reworded: string[] = [];
     for (const [key, w] of latest) {
       const p = patterns.get(key);
       if (p) {
         if (w.rule_ran_at < p.rule_ran_at) continue;
         const same = p.rule_id === w.rule_id && p.rule_text === w.rule_text && p.rule_index === w.rule_index && p.procedure_name === w.procedure_name;
-        if (same) continue;
-        const next: Wording = { ...w, reworded_at: p.rule_id === w.rule_id ? p.reworded_at : (since(p.procedure_id, w.rule_id) ?? w.rule_ran_at) };
+        // A wording is dated from when it came to be, or from the latest release that brought it back
+        // (A, B, then A again): a verdict given while B was live did not judge A as it runs again.
+        const back = since(p.procedure_id, w.rule_id);
+        const reworded_at = p.rule_id !== w.rule_id ? (back ?? w.rule_ran_at) : back !== null && (p.reworded_at === null || back > p.reworded_at) ? back : p.reworded_at;
+        if (same && reworded_at === p.reworded_at) continue;
+        const next: Wording = { ...w, reworded_at };
         await repo.updateWording(tx, p.id, next);
+        if (reworded_at !== p.reworded_at) reworded.push(p.id);
         patterns.set(key, { ...p, ...next });
       }
     }
@@ -147,8 +153,13 @@ export class PatternAssigner {
       return { id: f.id, pattern_id: p.id, rule_pattern_id: p.id, suppressed: this.writes.suppressed(f, ctx.get(p.id), o) };
     });
     await repo.setAssignment(tx, rows);
+    // The wording's date moved (a wording back since the verdict: A, B, then A again): the verdict
+    // no longer covers its findings, those of its first time included, as the reworded review
+    // state counts them, until a verdict confirms it. Its findings stored before are read again.
+    const assigned = new Set(found.map((f) => f.id));
+    const moved = reworded.length ? await this.writes.resuppress(tx, (await repo.findingsOfPatterns(tx, reworded)).filter((f) => !assigned.has(f.id))) : [];
     // A re-check stores the checker's results: roll them up again with what is suppressed.
-    await this.writes.rollUp(tx, sessionIds);
+    await this.writes.rollUp(tx, [...new Set([...sessionIds, ...moved])]);
     return found.length;
   }
 }

@@ -41,7 +41,10 @@ export class ReviewWrites {
     for (const p of await this.repo.patternsByIds(q, missingParents)) byId.set(p.id, p);
     // A verdict covers a finding only if not older than the finding's own wording (verdictCovers).
     const since = new Map<string, (procedureId: string, ruleId: string) => string | null>();
-    for (const ws of new Set(patterns.map((p) => p.workspace))) since.set(ws, wordingSince(await new LineageRepo().rows(q, ws)));
+    for (const ws of new Set(patterns.map((p) => p.workspace))) {
+      const lineage = new LineageRepo();
+      since.set(ws, wordingSince(await lineage.rows(q, ws), await lineage.returns(q, ws)));
+    }
     const verdicts = await this.repo.verdicts(q, [...byId.keys()]);
     const own = new Map<string, VerdictRecord[]>();
     for (const v of verdicts) (own.get(v.pattern_id) ?? own.set(v.pattern_id, []).get(v.pattern_id)!).push(v);
