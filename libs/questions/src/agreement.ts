@@ -164,6 +164,20 @@ export class AgreementTracker {
     this.trim(new Set(keys));
   }
 
+  /**
+   * ready([key]) at once when there is nothing to wait for (no store, or the key loaded already
+   * and the records within their bound, so nothing is let go): undefined then, with its record
+   * marked used as ready marks it; else ready's promise. Asked for every task: the fast path
+   * makes no arrays and no promises.
+   */
+  readyNow(key: string): Promise<void> | undefined {
+    const store = this.opts.store;
+    if (store && (this.records.size > this.maxRecords || !this.loaded.has(key))) return this.ready([key]);
+    if (this.records.has(key)) this.used.set(key, ++this.tick);
+    if (store) this.loaded.touchLoaded(key);
+    return undefined;
+  }
+
   /** The records held in memory, and the keys remembered as loaded. */
   held(): { records: number; loaded: number } {
     return { records: this.records.size, loaded: this.loaded.size };

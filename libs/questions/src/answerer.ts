@@ -213,7 +213,10 @@ export class QuestionAnswerer {
     this.stats.asked++;
     const { q, evidence } = input;
     const key = questionKey(q);
-    await Promise.all([this.classifier.ready([q]), this.agreement.ready([key])]);
+    // Made ready as ready() does; without a promise a task when both are ready already.
+    const loading = this.classifier.readyNow(q);
+    const recording = this.agreement.readyNow(key);
+    await (loading || recording ? Promise.all([loading, recording]) : undefined);
     let x: SparseVector | undefined;
     const vec = () => (x ??= this.classifier.vector(evidence));
     const llm = this.llm();

@@ -40,6 +40,14 @@ describe('question findings', () => {
     f = new QuestionFindings({ windows: new MemoryWindowStore<QuestionFindingsWindow>() });
   });
 
+  it('keeps runs of the same id in two projects apart, and the same run of a project together, step after step', async () => {
+    const a = await step(f, [[task('t1'), flagged], [task('t1', { project: 'q' }), flagged]]);
+    expect(a.findings.map((e) => [e.project, e.status])).toEqual([['p', 'raised'], ['q', 'raised']]);
+    // Each run's task t1 is done in its own window: asked again, neither applies; a new task of p updates p's finding only.
+    const b = await step(f, [[task('t1'), flagged], [task('t1', { project: 'q' }), flagged], [task('t2'), flagged]]);
+    expect(b.findings.map((e) => [e.project, e.status, e.count])).toEqual([['p', 'updated', 2]]);
+  });
+
   it('raises with the quote, updates while it holds, resolves when a later check falls below the line', async () => {
     const a = await step(f, [[task('t1'), flagged]]);
     expect(a.findings).toHaveLength(1);

@@ -70,19 +70,37 @@ export function spansWithQuote(doc: EvidenceDoc, quote: string | undefined): str
 
 export class QuestionFindings {
   private readonly ttl: number;
+  /** findingsKey's answers by project then run: asked several times a task, made once a run. */
+  private readonly keys = new Map<string, Map<string, string>>();
+  private keysSize = 0;
 
   constructor(private readonly opts: QuestionFindingsOptions) {
     this.ttl = opts.ttlMs ?? 6 * 60 * 60_000;
   }
 
   async begin(tasks: readonly QuestionTask[]): Promise<FindingsStep> {
-    const keys = [...new Set(tasks.map((t) => findingsKey(t.project, t.run_id)))];
+    const keys = [...new Set(tasks.map((t) => this.key(t)))];
     const windows = await this.opts.windows.load(keys);
     return { windows, touched: new Set(), ended: new Set(), emitted: [] };
   }
 
-  private window(step: FindingsStep, t: QuestionTask): QuestionFindingsWindow {
-    const key = findingsKey(t.project, t.run_id);
+  /** findingsKey(t.project, t.run_id). */
+  private key(t: QuestionTask): string {
+    let byRun = this.keys.get(t.project);
+    let k = byRun?.get(t.run_id);
+    if (k !== undefined) return k;
+    if (this.keysSize >= 10_000) {
+      this.keys.clear();
+      this.keysSize = 0;
+      byRun = undefined;
+    }
+    if (!byRun) this.keys.set(t.project, (byRun = new Map()));
+    byRun.set(t.run_id, (k = findingsKey(t.project, t.run_id)));
+    this.keysSize++;
+    return k;
+  }
+
+  private window(step: FindingsStep, t: QuestionTask, key: string): QuestionFindingsWindow {
     let w = step.windows.get(key);
     if (!w) {
       w = { v: 1, project: t.project, run_id: t.run_id, checks: {}, done: [] };
@@ -93,12 +111,12 @@ export class QuestionFindings {
   }
 
   isDone(step: FindingsStep, t: QuestionTask): boolean {
-    return step.windows.get(findingsKey(t.project, t.run_id))?.done.includes(t.id) ?? false;
+    return step.windows.get(this.key(t))?.done.includes(t.id) ?? false;
   }
 
   apply(step: FindingsStep, t: QuestionTask, a: Answer): FindingEvent | undefined {
-    const w = this.window(step, t);
-    const key = findingsKey(t.project, t.run_id);
+    const key = this.key(t);
+    const w = this.window(step, t, key);
     step.touched.add(key);
     // The run's end was asked about: what comes for it later (a late span's question) is rare.
     if (t.final) step.ended.add(key);

@@ -83,3 +83,32 @@ it('gives the classifier and the agreement tracker one load per question, howeve
   expect(agreement.loads).toEqual([[record.key]]);
   expect(classifier.trained(tone)).toBe(1);
 });
+
+it('makes a question ready at once (no promise, no load) only once it is loaded, and with it the least recently used as ready does', async () => {
+  const [a, b, c] = ['a', 'b', 'c'].map((id) => question({ id, ask: `Did the agent do ${id} wrong?` }));
+  const loads: string[][] = [];
+  const store = { load: async (keys: readonly string[]) => (loads.push([...keys]), new Map()), save: async () => undefined };
+  const classifier = new FastClassifier({ store, maxLoadedKeys: 2 });
+  const tracker = new AgreementTracker({ store, maxLoadedKeys: 2 });
+  // Not loaded: ready's promise, which loads it once.
+  const first = [classifier.readyNow(a), tracker.readyNow(questionKey(a))];
+  expect(first.every((p) => p instanceof Promise)).toBe(true);
+  await Promise.all(first);
+  expect(loads).toEqual([[questionKey(a)], [questionKey(a)]]);
+  // Loaded: at once, nothing read.
+  expect([classifier.readyNow(a), tracker.readyNow(questionKey(a))]).toEqual([undefined, undefined]);
+  expect(loads).toHaveLength(2);
+  // a made ready at once is the most recently used: b then c loaded, b is let go, not a.
+  await Promise.all([classifier.ready([b]), tracker.ready([questionKey(b)])]);
+  expect([classifier.readyNow(a), tracker.readyNow(questionKey(a))]).toEqual([undefined, undefined]);
+  await Promise.all([classifier.ready([c]), tracker.ready([questionKey(c)])]);
+  expect(classifier.readyNow(a)).toBeUndefined();
+  expect(tracker.readyNow(questionKey(a))).toBeUndefined();
+  const again = [classifier.readyNow(b), tracker.readyNow(questionKey(b))];
+  expect(again.every((p) => p instanceof Promise)).toBe(true);
+  await Promise.all(again);
+  expect(loads.slice(2)).toEqual([[questionKey(b)], [questionKey(b)], [questionKey(c)], [questionKey(c)], [questionKey(b)], [questionKey(b)]]);
+  // Without a store there is never anything to wait for.
+  expect(new FastClassifier().readyNow(a)).toBeUndefined();
+  expect(new AgreementTracker().readyNow(questionKey(a))).toBeUndefined();
+});

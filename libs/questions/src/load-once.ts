@@ -50,6 +50,14 @@ export class LoadOnce {
     return this.loaded.has(key);
   }
 
+  /**
+   * ready([key]) of a key loaded already, at once: marks it used and says true; false (and
+   * nothing done) when it is not loaded (ready loads it, or waits for its load).
+   */
+  touchLoaded(key: string): boolean {
+    return this.touch(key);
+  }
+
   /** The key is to be loaded again when next asked for (its owner let its entry go). */
   forget(key: string): void {
     this.loaded.delete(key);

@@ -110,6 +110,24 @@ export class FastClassifier {
     this.trim(new Set(keys));
   }
 
+  /**
+   * ready([q]) at once when there is nothing to wait for (no store, or the question loaded
+   * already and the models within their bound, so nothing is let go): undefined then, with the
+   * question's model marked used as ready marks it; else ready's promise. Asked for every task:
+   * the fast path makes no arrays and no promises.
+   */
+  readyNow(q: QuestionDef): Promise<void> | undefined {
+    const key = questionKey(q);
+    if (!this.opts.store) {
+      this.touch(key);
+      return undefined;
+    }
+    if (this.bytes > this.maxBytes || !this.loaded.has(key)) return this.ready([q]);
+    this.touch(key);
+    this.loaded.touchLoaded(key);
+    return undefined;
+  }
+
   /** What it holds in memory: models, their bytes, and the questions remembered as loaded. */
   held(): { models: number; bytes: number; loaded: number } {
     return { models: this.models.size, bytes: this.bytes, loaded: this.loaded.size };
