@@ -476,15 +476,8 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   // ---- OTLP TraceService/Export (gRPC and HTTP: one path once the body is decoded) ----
 
-  /** `read`: the request's body decoded (over OTLP/HTTP read and unpacked first), asked for once back-pressure let the export in. */
-  async function acceptOtlp(md: Metadata, read: () => DecodedRequest | Promise<DecodedRequest>): Promise<otlp.ExportTraceServiceResponse> {
-    const { project } = await authenticate(md);
-    try {
-      admit();
-    } catch (e) {
-      metrics.exports.otlp++;
-      throw e;
-    }
+  /** An OTLP export's body read, decoded and mapped. */
+  async function readOtlp(project: string, read: () => DecodedRequest | Promise<DecodedRequest>): Promise<ReturnType<typeof mapOtlpExport>> {
     // Counted once its body is in hand: an OTLP/HTTP client that went away while sending it, or
     // a body over the bound, was never an export.
     const decoded = await read();
@@ -500,6 +493,21 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
         return bad?.field === r.field ? { ...r, reason: bad.reason } : r;
       });
     }
+    return res;
+  }
+
+  /** `read`: the request's body decoded (over OTLP/HTTP read and unpacked first), asked for once back-pressure let the export in. */
+  async function acceptOtlp(md: Metadata, read: () => DecodedRequest | Promise<DecodedRequest>): Promise<otlp.ExportTraceServiceResponse> {
+    const { project } = await authenticate(md);
+    try {
+      admit();
+    } catch (e) {
+      metrics.exports.otlp++;
+      throw e;
+    }
+    // Read and mapped in a function of its own: the decoded request is not kept while the
+    // export waits for the bus (see mapV1Export).
+    const res = await readOtlp(project, read);
     await accept(project, res, 'span', res.itemIndexes);
     const response: otlp.ExportTraceServiceResponse = {};
     // OTLP: partial_success is set, with the count and the reasons, only when something was rejected.
@@ -533,6 +541,23 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
 
   // ---- neatroots.v1 Ingest/Export ----
 
+  /**
+   * A neatroots.v1 export's body decoded and mapped, in a function of its own: what the export
+   * keeps while it waits for the bus is its items, not the decoded request as well (an async
+   * function keeps every local of its frame across an await, used again or not; the decoded
+   * events of the exports in flight were a good part of what each young-generation collection
+   * copied and promoted).
+   */
+  function mapV1Export(request: Buffer, project: string): { res: MapResult; indexes: number[]; noteRuns: string[] } {
+    const req = body(decodeV1Export(request));
+    const res = mapEvents(req.events, { project, limits: limitCheck() });
+    // One item per event taken, in order.
+    const taken = new Set(res.rejected.map((r) => r.index));
+    const indexes: number[] = [];
+    for (let i = 0; i < req.events.length; i++) if (!taken.has(i)) indexes.push(i);
+    return { res, indexes, noteRuns: req.note_runs };
+  }
+
   async function ingestExport(
     call: ServerUnaryCall<Buffer, v1.ExportResponse>,
     cb: sendUnaryData<v1.ExportResponse>,
@@ -541,13 +566,9 @@ export async function startIngest(opts: IngestOptions): Promise<IngestHandle> {
     try {
       const { project } = await authenticate(call.metadata);
       admit();
-      const req = body(decodeV1Export(call.request));
-      const res = mapEvents(req.events, { project, limits: limitCheck() });
-      // One item per event taken, in order.
-      const taken = new Set(res.rejected.map((r) => r.index));
-      await accept(project, res, 'item', req.events.map((_, i) => i).filter((i) => !taken.has(i)));
-      const noteRuns = req.note_runs.length ? req.note_runs : res.items.map(itemRunId);
-      const notes = hub.take(project, noteRuns);
+      const { res, indexes, noteRuns } = mapV1Export(call.request, project);
+      await accept(project, res, 'item', indexes);
+      const notes = hub.take(project, noteRuns.length ? noteRuns : res.items.map(itemRunId));
       const rejected: v1.Rejected[] = res.rejected.map((r) => ({ index: r.index, run_id: r.run_id ?? '', span_id: r.span_id ?? '', field: r.field, reason: r.reason }));
       cb(null, { accepted: res.accepted, rejected, notes });
       delivered(notes, 'piggyback');
