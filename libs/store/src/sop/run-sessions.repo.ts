@@ -14,10 +14,15 @@ export interface RunSessionWorkspace {
 
 /** Where a page of OwedRuns ended: the next page starts after this run (newest first). */
 export interface OwedRunsCursor {
-  /** started_at to the microsecond, as the database holds it. */
+  /** started_at (ended_at for owedLongRuns) to the microsecond, as the database holds it. */
   at: string;
   run_id: string;
 }
+
+/** Whether a run of the page is owed its session (see owedRuns): the page's SQL, alias `p`. */
+const OWED = `(p.end_status IS NOT NULL AND p.spans_expired_at IS NULL AND p.last_seen_at >= $4::timestamptz
+               -- a run's session is run:<run_id> (runExternalId in @neatroots/sop)
+               AND NOT EXISTS (SELECT 1 FROM sop_sessions s WHERE s.workspace = $1 AND s.external_id = 'run:' || p.run_id))`;
 
 /**
  * The runs that ended and should be sessions but are not: what a stop or a crash left between a
@@ -64,17 +69,46 @@ export class RunSessionsRepo {
          WHERE r.project = $1 AND r.workflow = $2 AND r.started_at >= $3::timestamptz ${after}
          ORDER BY r.started_at DESC, r.run_id DESC
          LIMIT $5)
-       SELECT p.run_id, to_char(p.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
-              (p.end_status IS NOT NULL AND p.spans_expired_at IS NULL AND p.last_seen_at >= $4::timestamptz
-               -- a run's session is run:<run_id> (runExternalId in @neatroots/sop)
-               AND NOT EXISTS (SELECT 1 FROM sop_sessions s WHERE s.workspace = $1 AND s.external_id = 'run:' || p.run_id)) AS owed
+       SELECT p.run_id, to_char(p.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, ${OWED} AS owed
        FROM page p ORDER BY p.started_at DESC, p.run_id DESC`,
       params,
     );
-    const last = res.rows[res.rows.length - 1];
-    return {
-      owed: res.rows.filter((r) => r.owed).map((r) => r.run_id),
-      next: res.rows.length === opts.limit && last ? { at: last.at, run_id: last.run_id } : null,
-    };
+    return paged(res.rows, opts.limit);
   }
+
+  /**
+   * owedRuns' runs that it leaves out: those that started before `from` but ended at `from` or
+   * later (runs longer than the look back that ended just before a stop), newest end first, a
+   * page of at most `limit` read through the runs_workflow_ended index. The cursor is by ended_at.
+   */
+  async owedLongRuns(
+    workspace: string,
+    agent: string,
+    opts: { from: string; liveSince: string; after?: OwedRunsCursor; limit: number },
+  ): Promise<{ owed: string[]; next: OwedRunsCursor | null }> {
+    const params: unknown[] = [workspace, agent, opts.from, opts.liveSince, opts.limit];
+    let after = '';
+    if (opts.after) {
+      params.push(opts.after.at, opts.after.run_id);
+      after = 'AND (r.ended_at, r.run_id) < ($6::timestamptz, $7::text)';
+    }
+    const res = await this.db.query<{ run_id: string; at: string; owed: boolean }>(
+      `WITH page AS (
+         SELECT r.run_id, r.started_at, r.ended_at, r.end_status, r.spans_expired_at, r.last_seen_at FROM runs r
+         WHERE r.project = $1 AND r.workflow = $2 AND r.ended_at IS NOT NULL AND r.ended_at >= $3::timestamptz ${after}
+         ORDER BY r.ended_at DESC, r.run_id DESC
+         LIMIT $5)
+       SELECT p.run_id, to_char(p.ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
+              (p.started_at < $3::timestamptz AND ${OWED}) AS owed
+       FROM page p ORDER BY p.ended_at DESC, p.run_id DESC`,
+      params,
+    );
+    return paged(res.rows, opts.limit);
+  }
+}
+
+/** A page of owed runs: those owed, and where the next page starts (null after the last). */
+function paged(rows: readonly { run_id: string; at: string; owed: boolean }[], limit: number): { owed: string[]; next: OwedRunsCursor | null } {
+  const last = rows[rows.length - 1];
+  return { owed: rows.filter((r) => r.owed).map((r) => r.run_id), next: rows.length === limit && last ? { at: last.at, run_id: last.run_id } : null };
 }

@@ -24,13 +24,13 @@ const DAY = 24 * 60 * 60_000;
 
 const noModel: CheckSession = async ({ lock, releaseId, session }) => checkSession(lock, session, { decider: noModelDecider('no model'), releaseId });
 
-/** A run of `workflow` in `project` that started at `at`: one LLM span, ended unless `ended` is false; received at `receivedMs` (default `at`). */
-function runEnvelopes(project: string, run_id: string, workflow: string, at: number, { ended = true, receivedMs = at } = {}): Envelope[] {
+/** A run of `workflow` in `project` that started at `at`: one LLM span, ended (at `endMs`, default 9 ms after it started) unless `ended` is false; received at `receivedMs` (default `at`). */
+function runEnvelopes(project: string, run_id: string, workflow: string, at: number, { ended = true, receivedMs = at, endMs = at + 9 } = {}): Envelope[] {
   const env = (item: Envelope['item']): Envelope => ({ project, received_ms: receivedMs, item });
   return [
     env({ kind: 'run_start', run: { event: 'run_start', run_id, ts_ms: at, workflow, user_message: `call ${run_id}` } }),
     env({ kind: 'span', span: { run_id, span_id: 's1', type: 'llm', name: 'chat', status: 'ok', output: `Sure (${run_id}).`, start_ms: at + 1 } }),
-    ...(ended ? [env({ kind: 'run_end', run: { event: 'run_end', run_id, ts_ms: at + 9, status: 'ok', final_output: 'Bye.' } })] : []),
+    ...(ended ? [env({ kind: 'run_end', run: { event: 'run_end', run_id, ts_ms: endMs, status: 'ok', final_output: 'Bye.' } })] : []),
   ];
 }
 
@@ -156,6 +156,43 @@ describe('runs that ended just before a stop', () => {
       expect(await second.rebuild()).toBe(0);
       expect((await sessions2.list('luigis', {})).items.map((s) => s.external_id).sort()).toEqual(calls.map((id) => `run:${id}`));
       expect((await sessions2.list('no-sop', {})).items).toEqual([]);
+    } finally {
+      await jobs2.close();
+    }
+  });
+});
+
+describe('runs longer than the look back that ended just before a stop', () => {
+  it('become sessions at the next start too; one that ended before the look back does not', async () => {
+    const repo = new RunsRepo(db);
+    const jobs = new InlineJobs();
+    const { workspaces, sessions } = await startLuigis(db, jobs, noModel);
+    const first = new RunSessions(db, workspaces, sessions, jobs);
+    const at = Date.now() + 1;
+    await repo.writeEnvelopes([
+      // started three days ago, ended a moment before the stop
+      ...runEnvelopes('luigis', 'long', 'phone-agent', at - 3 * DAY, { receivedMs: at, endMs: at - 5 }),
+      // started three days ago, ended two days ago: before the look back
+      ...runEnvelopes('luigis', 'long-ago', 'phone-agent', at - 3 * DAY, { receivedMs: at, endMs: at - 2 * DAY }),
+      // a long run of no agent of the release, and one still going
+      ...runEnvelopes('luigis', 'long-kitchen', 'kitchen-bot', at - 3 * DAY, { receivedMs: at, endMs: at - 5 }),
+      ...runEnvelopes('luigis', 'long-running', 'phone-agent', at - 3 * DAY, { ended: false, receivedMs: at }),
+      ...runEnvelopes('luigis', 'short', 'phone-agent', at - 10, { receivedMs: at }),
+    ]);
+    await first.ended(['long', 'long-ago', 'long-kitchen', 'short'].map((run_id) => ({ project: 'luigis', run_id })));
+    await jobs.close(); // the stop: the jobs waiting are dropped
+    expect((await sessions.list('luigis', {})).items).toEqual([]);
+
+    const jobs2 = new InlineJobs();
+    try {
+      const workspaces2 = new SopWorkspaces(db);
+      const sessions2 = new SopSessions(db, workspaces2, jobs2, noModel);
+      await sessions2.start();
+      const second = new RunSessions(db, workspaces2, sessions2, jobs2, { pageSize: 1 });
+      await second.start();
+      expect(await second.rebuilt()).toBe(2);
+      expect(await runSessions(sessions2, 'luigis', 2)).toEqual(['run:long', 'run:short']);
+      expect(await second.rebuild()).toBe(0);
     } finally {
       await jobs2.close();
     }

@@ -87,7 +87,7 @@ export class RunSessions {
    * release, of one of its agents, received once it had a live release, its spans kept, and no
    * session run:<run_id> yet. Bounded: the runs that started up to `lookbackMs` before the
    * workspace's newest run (a stop loses the runs that ended just before it, however long ago it
-   * was), read a page at a time. The job's id follows from the run and the REQUEUE_WINDOW_MS
+   * was), and the longer ones that ended since then, read a page at a time. The job's id follows from the run and the REQUEUE_WINDOW_MS
    * window the pass starts in, so replicas starting together queue each run once; a run whose
    * session is made meanwhile (its job was still waiting) is made once (the second job finds the
    * same content and writes nothing).
@@ -100,18 +100,21 @@ export class RunSessions {
     for (const ws of await this.owed.workspaces()) {
       if (!ws.newest_run) continue;
       const from = new Date(Math.min(now, Date.parse(ws.newest_run)) - lookback).toISOString();
+      // The runs that started within the look back, then those longer than it that ended within it.
       for (const agent of ws.agents) {
-        for (let after: OwedRunsCursor | undefined; ; ) {
-          if (this.stopping) return n;
-          const page = await this.owed.owedRuns(ws.workspace, agent, { from, liveSince: ws.live_since, after, limit: pageSize });
-          for (const run_id of page.owed) {
+        for (const read of [this.owed.owedRuns, this.owed.owedLongRuns]) {
+          for (let after: OwedRunsCursor | undefined; ; ) {
             if (this.stopping) return n;
-            const r = { project: ws.workspace, run_id };
-            await this.jobs.add(SOP_RUN_QUEUE, r, { jobId: `${runKey(r)}.rebuilt.${pass}`, ...RUN_JOB });
-            n++;
+            const page = await read.call(this.owed, ws.workspace, agent, { from, liveSince: ws.live_since, after, limit: pageSize });
+            for (const run_id of page.owed) {
+              if (this.stopping) return n;
+              const r = { project: ws.workspace, run_id };
+              await this.jobs.add(SOP_RUN_QUEUE, r, { jobId: `${runKey(r)}.rebuilt.${pass}`, ...RUN_JOB });
+              n++;
+            }
+            if (!page.next) break;
+            after = page.next;
           }
-          if (!page.next) break;
-          after = page.next;
         }
       }
     }
