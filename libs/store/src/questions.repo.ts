@@ -185,7 +185,8 @@ export class QuestionsRepo implements ClassifierStore, PlanStore, ResultSink {
       await this.db.query(
         `DELETE FROM question_results q USING json_to_recordset($1::json) AS x (p text, r text, c text, a text, at timestamptz)
           WHERE q.project = x.p AND q.run_id = x.r AND q.check_id = x.c AND q.anchor = x.a AND q.status = 'not_checked' AND q.at <= x.at`,
-        [json(part.map(({ m, ...k }) => ({ ...k, at: tsParam(m) })))],
+        // the keys in the same order, each row made once (a rest and a spread made two)
+        [json(part.map((x) => ({ p: x.p, r: x.r, c: x.c, a: x.a, at: tsParam(x.m) })))],
       );
     }
   }

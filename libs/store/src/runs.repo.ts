@@ -6,7 +6,7 @@ import { groupProblems } from './life';
 import { RUN_END_FILTERS, RUN_PAGE_FINDINGS, SPAN_BODIES, SPAN_PREVIEW_CHARS, type ListRunsQuery, type NotChecked, type Page, type RunDetail, type RunDetailQuery, type RunRecord, type SpanPage, type SpanPageQuery } from './records';
 import {
   chunks, decodeCursor, decodeSpanCursor, DEFAULT_SPAN_PAGE, encodeCursor, encodeSpanCursor, filterText, iso, isoNonNull, json,
-  MAX_SPAN_PAGE, num, pageLimit, SPAN_PAGE_BYTES, StoreInputError, text, tsParam, valuesList,
+  MAX_SPAN_PAGE, num, pageLimit, SPAN_PAGE_BYTES, StoreInputError, storableJson, text, tsParam, valuesList,
 } from './sql';
 
 /**
@@ -124,7 +124,10 @@ function spanRecord(r: SpanRow): Record<string, unknown> {
  * where inside the rows' document json_to_recordset parsed it a first time and copied it out.
  */
 function spanPayloads(part: SpanRow[]): string {
-  return part.map((r) => json(r.span)).join('\n');
+  const lines = new Array<string>(part.length);
+  for (let i = 0; i < part.length; i++) lines[i] = JSON.stringify(part[i].span);
+  // the escapes Postgres refuses are rewritten in the joined text, once (storableJson)
+  return storableJson(lines.join('\n'));
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Db } from '@neatroots/ports';
 import { endEnv, spanEnv } from './fixtures.test';
 import { RunsRepo } from './runs.repo';
-import { json } from './sql';
+import { json, storableJson } from './sql';
 import { openTestDb, resetDb } from './test-db.test';
 
 describe('json(): text jsonb takes', () => {
@@ -11,6 +11,14 @@ describe('json(): text jsonb takes', () => {
     // the six characters \ud800 typed as text are not an escape
     expect(JSON.parse(json('typed: \\ud800') as string)).toBe('typed: \\ud800');
     expect(JSON.parse(json('typed then half: \\\ud800') as string)).toBe('typed then half: \\\ufffd');
+  });
+
+  it('fixes texts joined by line breaks as it fixes each alone (an escape at either end of a line, after backslashes)', () => {
+    const values = ['\u0000 at the start', 'at the end \ud83d', 'typed: \\u0000', 'typed then NUL: \\\u0000', { k: '\\', v: '\ude00' }, 'plain', '\\'];
+    const each = values.map((v) => json(v)).join('\n');
+    expect(storableJson(values.map((v) => JSON.stringify(v)).join('\n'))).toBe(each);
+    expect(each).not.toContain('\\u0000 at');
+    expect(each.split('\n').map((l) => JSON.parse(l) as unknown)).toEqual(['\ufffd at the start', 'at the end \ufffd', 'typed: \\u0000', 'typed then NUL: \\\ufffd', { k: '\\', v: '\ufffd' }, 'plain', '\\']);
   });
 
   describe('on the database', () => {
