@@ -16,7 +16,7 @@ import {
   type SchedulerWindow,
 } from '@neatroots/questions';
 import type { Envelope, ToolInfo } from '@neatroots/spans';
-import { ChecksRepo } from './checks.repo';
+import { AgentChecksFullError, ChecksRepo } from './checks.repo';
 import { QuestionsRepo } from './questions.repo';
 import { openTestDb, resetDb } from './test-db.test';
 
@@ -172,6 +172,26 @@ describe("ChecksRepo and the planner's questions", () => {
     await checks.put({ id: 'r', yaml: 'id: r\n', origin: 'planner', project: 'p', workflow: 'w' });
     await checks.markSaved('p', 'r');
     expect(await checks.put({ id: 'r', yaml: 'id: r\ntitle: again\n', origin: 'planner', project: 'p', workflow: 'w' })).toMatchObject({ yaml: 'id: r\n', saved: true });
+  });
+
+  it("saves a coding agent's new check only while its project has fewer than the bound, many saved at once included", async () => {
+    const checks = new ChecksRepo(db);
+    const agent = (id: string) => ({ id, yaml: `id: ${id}\n`, origin: 'agent' as const, project: 'p', agent_checks_max: 3 });
+    await checks.put(agent('a-0'));
+    await checks.put({ id: 'mine', yaml: 'id: mine\n', origin: 'app', project: 'p', saved: true }); // a person's: not counted
+    // On a Postgres server, its pool's connections open first, so the saves below run side by side.
+    await Promise.all(Array.from({ length: 4 }, () => db.transaction((tx) => tx.query('SELECT pg_sleep(0.05)'))));
+    const all = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => checks.put(agent(`a-${i + 1}`))));
+    expect(all.filter((r) => r.status === 'fulfilled')).toHaveLength(2);
+    for (const r of all.filter((x): x is PromiseRejectedResult => x.status === 'rejected')) {
+      expect(r.reason).toBeInstanceOf(AgentChecksFullError);
+      expect(r.reason).toMatchObject({ code: 'too_many_checks', project: 'p', agents: 3, max: 3 });
+    }
+    const agents = (await checks.list({ project: 'p', origin: 'agent' })).map((c) => c.id);
+    expect(agents).toHaveLength(3);
+    // replacing one is not a new one; another project has its own bound
+    expect(await checks.put({ ...agent(agents[2]), yaml: `id: ${agents[2]}\n# again\n` })).toMatchObject({ yaml: `id: ${agents[2]}\n# again\n` });
+    await checks.put({ ...agent('elsewhere'), project: 'q' });
   });
 
   it("deletes a check that is in no plan without touching the plans; one in a plan leaves only its own project's", async () => {

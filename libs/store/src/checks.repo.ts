@@ -1,5 +1,5 @@
-import type { Queryable } from '@neatroots/ports';
-import { isoNonNull, text } from './sql';
+import type { Db, Queryable } from '@neatroots/ports';
+import { isoNonNull, StoreInputError, text } from './sql';
 
 /**
  * The fourth check source (the seed: "questions the planner or a coding agent wrote, kept in
@@ -27,6 +27,31 @@ export interface DbCheckInput {
   project?: string | null;
   workflow?: string | null;
   saved?: boolean;
+  /**
+   * A coding agent's check (origin agent) in a project bounded to this many of them
+   * (NEATROOTS_MAX_AGENT_CHECKS): a new one is refused with AgentChecksFullError when the project
+   * already has that many, counted and saved under one lock of the project's agent checks, so
+   * agents saving at once cannot pass the bound. Replacing one of its checks is not a new one.
+   */
+  agent_checks_max?: number;
+}
+
+/** A new check of a coding agent's refused: the project has `agents` of them, `max` allowed. */
+export class AgentChecksFullError extends StoreInputError {
+  constructor(
+    readonly project: string,
+    readonly agents: number,
+    readonly max: number,
+  ) {
+    super('too_many_checks', `too_many_checks: project ${project} has ${agents} checks saved by coding agents, the most allowed (${max})`);
+    this.name = 'AgentChecksFullError';
+  }
+}
+
+/** AgentChecksFullError's message, as it reaches a caller over gRPC: the agents' checks and the bound. */
+export function agentChecksFull(message: string): { agents: number; max: number } | null {
+  const m = /^too_many_checks: project .* has (\d+) checks saved by coding agents, the most allowed \((\d+)\)$/s.exec(message);
+  return m ? { agents: Number(m[1]), max: Number(m[2]) } : null;
 }
 
 export interface ListDbChecksQuery {
@@ -64,7 +89,28 @@ export class ChecksRepo {
    * again as it is writes nothing. Either way the check as stored is returned.
    */
   async put(c: DbCheckInput): Promise<DbCheckRecord> {
-    const res = await this.db.query(
+    if (c.origin !== 'agent' || c.agent_checks_max === undefined || !(c.agent_checks_max > 0)) return this.write(this.db, c);
+    const project = c.project ?? '';
+    const max = c.agent_checks_max;
+    const bounded = async (q: Queryable): Promise<DbCheckRecord> => {
+      // One at a time per project, whichever replica saves: the count below is read after the
+      // lock is held (a statement's own snapshot), so it sees every agent check saved before.
+      await q.query(`SELECT pg_advisory_xact_lock(hashtext('neatroots.agent_checks'), hashtext($1))`, [project]);
+      const res = await q.query<{ agents: unknown; replaces: boolean | null }>(
+        `SELECT count(*) FILTER (WHERE origin = 'agent') AS agents, bool_or(id = $2) AS replaces FROM db_checks WHERE coalesce(project, '') = $1`,
+        [project, c.id],
+      );
+      const agents = Number(res.rows[0]?.agents ?? 0);
+      if (!res.rows[0]?.replaces && agents >= max) throw new AgentChecksFullError(project, agents, max);
+      return this.write(q, c);
+    };
+    const db = this.db as Partial<Db>;
+    // A transaction handle given to the repository is already one: the lock lasts until it ends.
+    return typeof db.transaction === 'function' ? db.transaction(bounded) : bounded(this.db);
+  }
+
+  private async write(q: Queryable, c: DbCheckInput): Promise<DbCheckRecord> {
+    const res = await q.query(
       `INSERT INTO db_checks (id, yaml, origin, project, workflow, saved) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT ((coalesce(project, '')), id) DO UPDATE SET yaml = EXCLUDED.yaml, origin = EXCLUDED.origin,
          workflow = EXCLUDED.workflow, saved = EXCLUDED.saved, updated_at = now()
@@ -76,14 +122,14 @@ export class ChecksRepo {
     );
     if (res.rows[0]) return toCheck(res.rows[0] as Row);
     // The planner's write changed nothing: the check stays as stored.
-    const kept = await this.get(c.project ?? null, c.id);
+    const kept = await this.get(c.project ?? null, c.id, q);
     if (!kept) throw new Error(`database check ${c.id} was deleted while the planner wrote it`);
     return kept;
   }
 
   /** A project's check (project null: one of no project). */
-  async get(project: string | null, id: string): Promise<DbCheckRecord | null> {
-    const res = await this.db.query(`SELECT ${COLUMNS} FROM db_checks WHERE coalesce(project, '') = $1 AND id = $2`, [project ?? '', id]);
+  async get(project: string | null, id: string, q: Queryable = this.db): Promise<DbCheckRecord | null> {
+    const res = await q.query(`SELECT ${COLUMNS} FROM db_checks WHERE coalesce(project, '') = $1 AND id = $2`, [project ?? '', id]);
     return res.rows[0] ? toCheck(res.rows[0]) : null;
   }
 

@@ -9,7 +9,7 @@ export { StoreInputError, DEFAULT_PAGE, MAX_PAGE, DEFAULT_SPAN_PAGE, MAX_SPAN_PA
 export { RunsRepo, envelopeStatements, type ExpireLimits } from './runs.repo';
 export { FindingsRepo, type DeliveryInput } from './findings.repo';
 export { ProjectsRepo, hashApiKey, type ApiKeyScope, type ApiKeyGrant, type ProjectRecord, type CreatedApiKey } from './projects.repo';
-export { ChecksRepo, type DbCheckOrigin, type DbCheckRecord, type DbCheckInput, type ListDbChecksQuery } from './checks.repo';
+export { AgentChecksFullError, agentChecksFull, ChecksRepo, type DbCheckOrigin, type DbCheckRecord, type DbCheckInput, type ListDbChecksQuery } from './checks.repo';
 export { QuietChecks, type QuietChecksOptions, type IsQuiet } from './quiet';
 export { StoreWriter, StoreWriterClosedError, type StoreWriterOptions } from './writer';
 export { DeadLettersRepo, DEAD_LETTER_PAYLOAD_CHARS, type DeadLetterRecord, type ListDeadLettersQuery } from './dead-letters.repo';

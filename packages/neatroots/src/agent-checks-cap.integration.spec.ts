@@ -85,3 +85,18 @@ it("refuses an agent's check past the bound, saying how to raise it; replacing i
   expect((await createCheck(rule('agent-4'))).isError).toBeFalsy();
   expect((await createCheck(rule('agent-5'))).text).toMatch(/^too_many_checks: project shop has 3 checks saved by coding agents/);
 });
+
+it('holds the bound when agents save new checks at the same moment: one more is saved, the others refused', async () => {
+  // The project is at its bound (3); a person deletes one, and six new checks come at once.
+  const agentChecks = async () =>
+    (await api<{ checks: { id: string; source: string; origin?: string }[] }>('GET', `/v1/projects/${PROJECT}/checks`)).body.checks.filter((c) => c.source === 'database' && c.origin === 'agent').map((c) => c.id);
+  expect((await agentChecks()).length).toBe(3);
+  expect((await api('DELETE', `/v1/projects/${PROJECT}/checks/agent-2`)).status).toBe(200);
+  const ids = ['race-1', 'race-2', 'race-3', 'race-4', 'race-5', 'race-6'];
+  const answers = await Promise.all(ids.map((id) => createCheck(rule(id))));
+  const saved = ids.filter((_, i) => !answers[i].isError);
+  expect(saved).toHaveLength(1);
+  for (const a of answers.filter((x) => x.isError)) expect(a.text).toMatch(/^too_many_checks: project shop has 3 checks saved by coding agents, the most allowed \(NEATROOTS_MAX_AGENT_CHECKS=3\)/);
+  expect((await agentChecks()).sort()).toEqual(['agent-3', 'agent-4', saved[0]].sort());
+  expect(app.checks().checks.map((c) => c.id).filter((id) => id.startsWith('race-'))).toEqual(saved);
+});

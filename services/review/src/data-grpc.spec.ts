@@ -5,7 +5,7 @@ import type { BusBatch, Db, DeadLetter, Queryable } from '@neatroots/ports';
 import { DatabaseError } from 'pg';
 import { bindGrpc, closeGrpcServer } from '@neatroots/proto';
 import type { Plan } from '@neatroots/questions';
-import { ProjectsRepo, QuestionsRepo } from '@neatroots/store';
+import { agentChecksFull, ProjectsRepo, QuestionsRepo } from '@neatroots/store';
 import { createReviewData } from './data';
 import { ReviewDataClient, reviewDataGrpcService, ReviewServiceError } from './data-grpc';
 
@@ -93,6 +93,24 @@ describe('ReviewData over gRPC', () => {
     expect((await client.checks()).filter((c) => c.id.startsWith('big-'))).toHaveLength(120);
     for (const id of ids) await client.deleteCheck('large', id);
   }, 60_000);
+
+  it("refuses a coding agent's new check past its project's bound, all at once included, in words the api reads back", async () => {
+    const agent = (id: string) => ({ id, yaml: `id: ${id}\n`, origin: 'agent' as const, project: 'bounded', agent_checks_max: 2 });
+    await client.putCheck(agent('a-1'));
+    const all = await Promise.allSettled(['a-2', 'a-3', 'a-4', 'a-5'].map((id) => client.putCheck(agent(id))));
+    expect(all.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of all.filter((x): x is PromiseRejectedResult => x.status === 'rejected')) {
+      expect(r.reason).toBeInstanceOf(ReviewServiceError);
+      expect(r.reason).toMatchObject({ code: status.INVALID_ARGUMENT });
+      expect(agentChecksFull((r.reason as ReviewServiceError).details)).toEqual({ agents: 2, max: 2 });
+    }
+    const kept = (await client.checkRecords('bounded')).map((c) => c.id);
+    expect(kept).toHaveLength(2);
+    // replacing one of them is not a new one; a person's save is not bounded
+    await client.putCheck({ ...agent(kept[1]), yaml: `id: ${kept[1]}\n# again\n` });
+    await client.putCheck({ id: 'persons', yaml: 'id: persons\n', origin: 'cli', project: 'bounded', saved: true });
+    expect((await client.checkRecords('bounded')).map((c) => c.id).sort()).toEqual([...kept, 'persons'].sort());
+  });
 
   it('says which call failed when the review service is not there', async () => {
     const nobody = new ReviewDataClient('127.0.0.1:1', 500);

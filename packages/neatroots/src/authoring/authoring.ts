@@ -4,7 +4,7 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { ModelConfig } from '@neatroots/platform';
 import { ModelError, type ModelErrorKind } from '@neatroots/ports';
 import { NoModelError, QueueFullError, type Draft, type DraftRequest } from '@neatroots/questions';
-import type { DbCheckInput, DbCheckRecord, ReviewQueries } from '@neatroots/store';
+import { AgentChecksFullError, agentChecksFull, type DbCheckInput, type DbCheckRecord, type ReviewQueries } from '@neatroots/store';
 import { DEFAULT_PREVIEW_MODEL_CALLS, DEFAULT_PREVIEW_MS, DEFAULT_PREVIEW_RUNS, previewCheck } from './preview';
 import { invalid, parseSubmission, withAction, type Submitted } from './submission';
 
@@ -100,6 +100,13 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
   const previewsAtOnce = deps.previewsAtOnce ?? MAX_PREVIEWS_AT_ONCE;
   const maxAgentChecks = deps.maxAgentChecks ?? DEFAULT_MAX_AGENT_CHECKS;
   let previewing = 0;
+  const tooManyAgentChecks = (project: string, agents: number) =>
+    new AuthoringError(
+      409,
+      'too_many_checks',
+      `project ${project} has ${agents} checks saved by coding agents, the most allowed (NEATROOTS_MAX_AGENT_CHECKS=${maxAgentChecks}): replace one of them (save a check with its id), ` +
+        `or have a person delete some (the app, or DELETE /v1/projects/${project}/checks/{id}) or raise NEATROOTS_MAX_AGENT_CHECKS on the server`,
+    );
   const inEffect = (project: string) => deps.checks.loaded().checks.filter((c) => appliesInProject(c, project));
 
   const list = async (project: string): Promise<ListedCheck[]> => {
@@ -118,7 +125,16 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
 
   /** `stored` is the check as parsed from `rec.yaml`: whether it halts is read from it, not from the text. */
   const store = async (project: string, rec: DbCheckInput, stored: Check, by: Author, warnings: string[], created: boolean): Promise<SavedCheck> => {
-    await deps.data.putCheck(rec);
+    // A new check of an agent's: the bound is checked again where it is saved, under a lock, so
+    // agents saving at once cannot pass it (the count in savable is read before the save).
+    const bounded = by === 'agent' && created && maxAgentChecks > 0 ? { ...rec, agent_checks_max: maxAgentChecks } : rec;
+    try {
+      await deps.data.putCheck(bounded);
+    } catch (err) {
+      const full = err instanceof AgentChecksFullError ? err : agentChecksFull(String((err as { details?: unknown })?.details ?? ''));
+      if (full) throw tooManyAgentChecks(project, full.agents);
+      throw err;
+    }
     // In effect in this process now (the rule engine of the embedded default shares it).
     await deps.checks.reload();
     const check = await get(project, rec.id);
@@ -150,14 +166,7 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
     // A new check of an agent's past the project's bound (replacing one it saved is not a new one).
     if (opts.by === 'agent' && !existing && maxAgentChecks > 0) {
       const agents = records.filter((r) => r.origin === 'agent').length;
-      if (agents >= maxAgentChecks) {
-        throw new AuthoringError(
-          409,
-          'too_many_checks',
-          `project ${project} has ${agents} checks saved by coding agents, the most allowed (NEATROOTS_MAX_AGENT_CHECKS=${maxAgentChecks}): replace one of them (save a check with its id), ` +
-            `or have a person delete some (the app, or DELETE /v1/projects/${project}/checks/{id}) or raise NEATROOTS_MAX_AGENT_CHECKS on the server`,
-        );
-      }
+      if (agents >= maxAgentChecks) throw tooManyAgentChecks(project, agents);
     }
     // A person's check in a file (theirs or the project's) that applies here is not the agent's
     // to replace, whether it is in effect now or a check the agent saved earlier replaces it.
