@@ -6,7 +6,7 @@ import { AnswerCache, DEFAULT_CACHE_TTL_MS, TieredCache, type CacheResult } from
 import { FastClassifier } from './classifier/classifier';
 import type { SparseVector } from './classifier/features';
 import type { DecisionEndpoint, DecisionItem, DecisionReply } from './decisions';
-import { DEFAULT_EVIDENCE_CHARS, renderContext, renderEvidence, runText } from './evidence';
+import { DEFAULT_EVIDENCE_CHARS, normalizedRunText, renderContext, renderEvidence } from './evidence';
 import { judge, LLM_UNLIKELY, MalformedAnswerError, notChecked, questionKey, readRawAnswer, toAnswer, type QuestionDef, type RawAnswer, type Verdict } from './judge';
 import { noteMessages, readSecondLook, type SecondLookReply } from './prompt';
 import { quoteFound } from './quote';
@@ -323,7 +323,7 @@ export class QuestionAnswerer {
   private classifierOnly(input: AskInput, opts: AskOptions): Answer {
     const a = this.classifier.answer(input.q, input.evidence);
     // No LLM to take a second look: the classifier's own quote must still be in the run.
-    if (a.flagged && opts.secondLook !== false && !quoteFound(a.quote, runText(input.evidence, input.context))) {
+    if (a.flagged && opts.secondLook !== false && !quoteFound(a.quote, '', () => normalizedRunText(input.evidence, input.context))) {
       return this.count({ ...a, flagged: false, unsupported: true, reason: 'the quote is not in the run', quote: undefined });
     }
     return this.count(a);
@@ -358,7 +358,7 @@ export class QuestionAnswerer {
       this.stats.dropped_by_second_look++;
       return { ...answer, flagged: false, confidence: LLM_UNLIKELY, quote: undefined, reason: `second look: it does not hold given what the run did earlier${reply.reason ? ` (${reply.reason})` : ''}` };
     }
-    if (!quoteFound(quote, runText(input.evidence, input.context))) {
+    if (!quoteFound(quote, '', () => normalizedRunText(input.evidence, input.context))) {
       this.stats.dropped_by_second_look++;
       return {
         ...answer,

@@ -1,5 +1,6 @@
 import type { Evidence, SpanFilter } from '@neatroots/checks';
 import { valueText, type Span } from '@neatroots/spans';
+import { normalizeForQuote, spanQuoteText } from './quote';
 import type { ContextDoc, EvidenceDoc, RunSummary, SpanSummary } from './types';
 
 /**
@@ -315,4 +316,41 @@ export function runText(doc: EvidenceDoc, context?: ContextDoc): string {
     if (context.text) parts.push(context.text);
   }
   return parts.join('\n');
+}
+
+const spanRunTexts = new WeakMap<SpanSummary, string>();
+
+/** A span's part of runText, normalized (normalizeForQuote), once while its summary lives. */
+function spanRunText(s: SpanSummary): string {
+  let text = spanRunTexts.get(s);
+  if (text === undefined) {
+    // runText's parts of a span, each normalized: the same as them joined and normalized (spanQuoteText).
+    text = normalizeForQuote(s.name == null ? '' : String(s.name)) + (s.tool ? normalizeForQuote(String(s.tool)) : '') + spanQuoteText(s);
+    spanRunTexts.set(s, text);
+  }
+  return text;
+}
+
+/**
+ * normalizeForQuote(runText(doc, context)), put together from its parts normalized one by one
+ * (spanQuoteText says why that is the same), each span's once while its summary lives: a run's
+ * flagged answers look for their quotes in mostly the same spans.
+ */
+export function normalizedRunText(doc: EvidenceDoc, context?: ContextDoc): string {
+  let out = '';
+  const text = (t: unknown) => normalizeForQuote(t == null ? '' : String(t));
+  for (const s of doc.spans) out += spanRunText(s);
+  for (const r of doc.runs ?? []) {
+    if (r.user_message) out += text(r.user_message);
+    if (r.final_output) out += text(r.final_output);
+    for (const s of r.spans) out += spanRunText(s);
+  }
+  for (const t of [doc.final_output, doc.user_message, doc.system_prompt, doc.text]) if (t) out += text(t);
+  for (const t of doc.tools ?? []) out += text(t.name) + text(t.description ?? '');
+  if (context) {
+    for (const s of context.spans) out += spanRunText(s);
+    if (context.user_message) out += text(context.user_message);
+    if (context.text) out += text(context.text);
+  }
+  return out;
 }

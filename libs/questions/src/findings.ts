@@ -1,7 +1,7 @@
 import { fillGuidance, findingId, type FindingEvent, type NoteOut } from '@neatroots/checks';
 import type { WindowStore } from '@neatroots/ports';
 import type { Priority } from './batcher';
-import { normalizeForQuote, quoteParts } from './quote';
+import { quoteParts, spanQuoteText } from './quote';
 import { saveWindows } from './windows';
 import type { Answer, EvidenceDoc, QuestionTask } from './types';
 
@@ -62,7 +62,7 @@ export function spansWithQuote(doc: EvidenceDoc, quote: string | undefined): str
   if (!parts.length) return [];
   const out: string[] = [];
   for (const s of doc.spans) {
-    const text = normalizeForQuote([s.input, s.output, s.error].filter(Boolean).join('\n'));
+    const text = spanQuoteText(s);
     if (parts.every((p) => text.includes(p))) out.push(s.id);
   }
   return out;

@@ -1,3 +1,5 @@
+import type { SpanSummary } from './types';
+
 /**
  * The second look's quote check (the seed: "it must quote the words in the run that show the
  * problem, the quote must really be there"). Models copy text loosely: they drop JSON escapes,
@@ -17,6 +19,25 @@ export function normalizeForQuote(s: string): string {
     .replace(/[\u201c\u201d\u201e\u201f]/g, '"')
     .replace(/[\u2013\u2014]/g, '-')
     .replace(/\s+/g, '');
+}
+
+/**
+ * normalizeForQuote of texts joined by newlines is the texts normalized one by one and put
+ * together: a newline is whitespace (dropped), takes no part in an escape, and ends a word for
+ * lower-casing. So a span's text is normalized once while its summary lives, however many
+ * answers look for a quote in it.
+ */
+const spanTexts = new WeakMap<SpanSummary, string>();
+
+/** normalizeForQuote of a span's input, output and error (those set) joined by newlines. */
+export function spanQuoteText(s: SpanSummary): string {
+  let text = spanTexts.get(s);
+  if (text === undefined) {
+    text = '';
+    for (const f of [s.input, s.output, s.error]) if (f) text += normalizeForQuote(String(f));
+    spanTexts.set(s, text);
+  }
+  return text;
 }
 
 const WRAPPING_QUOTES = `"'\u201c\u201d\u2018\u2019\``;
@@ -42,11 +63,11 @@ export function quoteParts(quote: string): string[] {
 }
 
 /** Whether every piece of the quote appears in the run's text, in order. */
-export function quoteFound(quote: string | undefined, runText: string, normalizedRun?: string): boolean {
+export function quoteFound(quote: string | undefined, runText: string, normalizedRun?: string | (() => string)): boolean {
   if (!quote) return false;
   const parts = quoteParts(quote);
   if (parts.reduce((n, p) => n + p.length, 0) < MIN_QUOTE_CHARS) return false;
-  const hay = normalizedRun ?? normalizeForQuote(runText);
+  const hay = typeof normalizedRun === 'function' ? normalizedRun() : (normalizedRun ?? normalizeForQuote(runText));
   let from = 0;
   for (const p of parts) {
     const at = hay.indexOf(p, from);
