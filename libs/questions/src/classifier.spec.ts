@@ -8,7 +8,7 @@ import { HEURISTICS } from './classifier/heuristics';
 import { fillParams } from './library';
 import type { SavedModel } from './classifier/model';
 import { question } from './fixtures.test';
-import type { EvidenceDoc } from './types';
+import type { EvidenceDoc, SpanSummary } from './types';
 
 const ignored = question({ id: 'ignored-tool-error', ask: 'Did a tool fail and the agent answer as if it had not?', evidence: { final_output: true } }, 'library');
 const pii = question({ id: 'personal-data-in-answer', ask: 'Does the final answer reveal personal data?', evidence: { final_output: true } }, 'library');
@@ -29,6 +29,50 @@ describe('the fast classifier', () => {
     expect(a.confidence).toMatch(/^\d+%$/);
     expect(c.answer(ignored, doc('503 upstream unavailable', 'Sorry, the lookup failed.', 'error')).flagged).toBe(false);
     expect(c.answer(pii, doc('ok', 'You can reach Dana at dana.smith@example.com.')).quote).toBe('dana.smith@example.com');
+  });
+
+  it('finds a run repeating itself: the first result that came back three times, else the first call made three times', () => {
+    const repeating = HEURISTICS['repeating-without-progress'];
+    const call = (i: number, tool: string, input: string, output?: string) => ({ id: `s${i}`, type: 'tool', name: tool, tool, status: 'ok' as const, input, output });
+    const calls = (...spans: ReturnType<typeof call>[]): EvidenceDoc => ({ spans });
+    // Two results repeated three times: the one whose first call came first is quoted.
+    const twice = calls(call(1, 'search', 'q1', 'nothing found'), call(2, 'lookup', 'a', 'A-17 pending'), call(3, 'lookup', 'b', 'A-17 pending'), call(4, 'search', 'q2', 'nothing found'), call(5, 'lookup', 'c', 'A-17 pending'), call(6, 'search', 'q3', 'nothing found'));
+    expect(repeating(twice)).toEqual({ p: 0.8, quote: 'nothing found' });
+    // The same call three times with new results each time.
+    expect(repeating(calls(call(1, 'fetch', 'page 1', 'r1'), call(2, 'fetch', 'page 1', 'r2'), call(3, 'search', 'x', 'r3'), call(4, 'fetch', 'page 1', 'r4')))).toEqual({ p: 0.75, quote: 'page 1' });
+    // Twice is not repeating; the same result from two tools is not either.
+    expect(repeating(calls(call(1, 'fetch', 'a', 'same'), call(2, 'fetch', 'b', 'same'), call(3, 'search', 'c', 'same')))).toEqual({ p: 0.05 });
+    // A call made three times without input is passed over for the next one made three times.
+    expect(repeating(calls(call(1, 'ping', '', 'r1'), call(2, 'ping', '', 'r2'), call(3, 'fetch', 'p', 'r3'), call(4, 'ping', '', 'r4'), call(5, 'fetch', 'p', 'r5'), call(6, 'fetch', 'p', 'r6')))).toEqual({ p: 0.75, quote: 'p' });
+  });
+
+  it('finds the same repetition as lists keyed by tool and text joined with a NUL, for any run', () => {
+    // The heuristic as it was written: a list per `${tool}\u0000${text}`, in the order first seen.
+    const reference = (doc: EvidenceDoc) => {
+      const byResult = new Map<string, SpanSummary[]>();
+      const byCall = new Map<string, SpanSummary[]>();
+      for (const s of doc.spans.filter((x) => x.type === 'tool' || x.type === 'mcp_tool')) {
+        const out = s.output ?? s.error;
+        if (out) byResult.set(`${s.tool ?? s.name}\u0000${out}`, [...(byResult.get(`${s.tool ?? s.name}\u0000${out}`) ?? []), s]);
+        byCall.set(`${s.tool ?? s.name}\u0000${s.input ?? ''}`, [...(byCall.get(`${s.tool ?? s.name}\u0000${s.input ?? ''}`) ?? []), s]);
+      }
+      for (const list of byResult.values()) if (list.length >= 3) return { p: 0.8, quote: (list[0].output ?? list[0].error ?? '').slice(0, 160).trim() };
+      for (const list of byCall.values()) if (list.length >= 3 && list[0].input) return { p: 0.75, quote: list[0].input.slice(0, 160).trim() };
+      return { p: 0.05 };
+    };
+    const repeating = HEURISTICS['repeating-without-progress'];
+    let seed = 11;
+    const rnd = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n);
+    // Tools and texts that collide once joined with a NUL ('a\u0000b' + 'c' and 'a' + 'b\u0000c').
+    const tools = ['a', 'a\u0000b', 'b', undefined];
+    const texts = ['', 'c', 'b\u0000c', '\u0000c', ' same ', 'x', undefined];
+    for (let i = 0; i < 5_000; i++) {
+      const spans: SpanSummary[] = Array.from({ length: rnd(12) }, (_, j) => ({
+        id: `s${j}`, type: ['tool', 'mcp_tool', 'llm'][rnd(3)], name: ['n', 'a', 'b\u0000c'][rnd(3)], tool: tools[rnd(tools.length)], status: 'ok',
+        input: texts[rnd(texts.length)], output: texts[rnd(texts.length)], error: texts[rnd(texts.length)],
+      }));
+      expect(repeating({ spans })).toEqual(reference({ spans }));
+    }
   });
 
   it('answers with the heuristics a database check that asks the library question as written, not one that only reuses its id', () => {

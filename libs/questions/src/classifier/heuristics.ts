@@ -201,24 +201,51 @@ const personalData: Heuristic = (doc) => {
   return { p: 0.03 };
 };
 
+/** A result (or a call) seen in a run: its first span, how often, and when it was first seen. */
+interface Seen {
+  first: SpanSummary;
+  n: number;
+  order: number;
+}
+
+/**
+ * Counts `${tool}\u0000${text}` without making that string a span: by the key's part before its
+ * first NUL (the tool, unless the tool holds a NUL), then the rest (the text).
+ */
+function seen(by: Map<string, Map<string, Seen>>, tool: string, text: string, s: SpanSummary, order: number): void {
+  const nul = tool.indexOf('\u0000');
+  const head = nul < 0 ? tool : tool.slice(0, nul);
+  const rest = nul < 0 ? text : `${tool.slice(nul + 1)}\u0000${text}`;
+  let byRest = by.get(head);
+  if (!byRest) by.set(head, (byRest = new Map()));
+  const had = byRest.get(rest);
+  if (had) had.n++;
+  else byRest.set(rest, { first: s, n: 1, order });
+}
+
+/** The first seen (in run order) of those seen three times or more whose first span passes `ok`. */
+function firstRepeated(by: Map<string, Map<string, Seen>>, ok: (s: SpanSummary) => boolean = () => true): SpanSummary | undefined {
+  let best: Seen | undefined;
+  for (const byRest of by.values()) for (const e of byRest.values()) if (e.n >= 3 && (!best || e.order < best.order) && ok(e.first)) best = e;
+  return best?.first;
+}
+
 const repeating: Heuristic = (doc) => {
-  const byResult = new Map<string, SpanSummary[]>();
-  const byCall = new Map<string, SpanSummary[]>();
-  for (const s of toolSpans(doc)) {
+  const byResult = new Map<string, Map<string, Seen>>();
+  const byCall = new Map<string, Map<string, Seen>>();
+  let results = 0;
+  let calls = 0;
+  for (const s of doc.spans) {
+    if (!isToolSpan(s)) continue;
+    const tool = String(s.tool ?? s.name);
     const out = s.output ?? s.error;
-    if (out) {
-      const k = `${s.tool ?? s.name}\u0000${out}`;
-      byResult.set(k, [...(byResult.get(k) ?? []), s]);
-    }
-    const c = `${s.tool ?? s.name}\u0000${s.input ?? ''}`;
-    byCall.set(c, [...(byCall.get(c) ?? []), s]);
+    if (out) seen(byResult, tool, String(out), s, results++);
+    seen(byCall, tool, String(s.input ?? ''), s, calls++);
   }
-  for (const list of byResult.values()) {
-    if (list.length >= 3) return { p: 0.8, quote: (list[0].output ?? list[0].error ?? '').slice(0, 160).trim() };
-  }
-  for (const list of byCall.values()) {
-    if (list.length >= 3 && list[0].input) return { p: 0.75, quote: list[0].input.slice(0, 160).trim() };
-  }
+  const result = firstRepeated(byResult);
+  if (result) return { p: 0.8, quote: (result.output ?? result.error ?? '').slice(0, 160).trim() };
+  const call = firstRepeated(byCall, (s) => !!s.input);
+  if (call) return { p: 0.75, quote: call.input!.slice(0, 160).trim() };
   return { p: 0.05 };
 };
 
