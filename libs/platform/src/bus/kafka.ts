@@ -1,5 +1,5 @@
 import { promisify } from 'node:util';
-import { gzip, gzipSync, unzip, unzipSync } from 'node:zlib';
+import { gzip, unzip } from 'node:zlib';
 import {
   CompressionCodecs,
   CompressionTypes,
@@ -86,9 +86,8 @@ export interface KafkaBusOptions extends DeadLetterBusOptions {
   compression?: 'none' | 'gzip';
   /**
    * A send smaller than this (keys and values, before compression) goes uncompressed whatever
-   * `compression` says. A small send is a light load's, where each publish waited for its
-   * compression on the thread pool and every consumer for its decompression (measured so, before
-   * batches under SYNC_GZIP_BYTES were compressed on the calling thread), and the bytes saved
+   * `compression` says. A small send is a light load's, where each publish waits for its
+   * compression on the thread pool and every consumer for its decompression, and the bytes saved
    * are few; the large sends of a heavy load are compressed. Default 64 KiB; 0 compresses every
    * send.
    */
@@ -263,32 +262,9 @@ interface Chunk {
 export const GZIP_LEVEL = 3;
 const gzipAsync = promisify(gzip);
 const unzipAsync = promisify(unzip);
-/**
- * A record batch smaller than this is compressed on the calling thread (zlib's sync call, the
- * same bytes): node's async zlib builds a stream for every call and hands it to the thread pool
- * and back, 80-150 us of CPU a call beside 26 us for the whole of a 17 KB batch done at once
- * (this machine, level 3). kafkajs compresses each partition's batch of a send alone, so a
- * producer makes several such calls a send. A larger batch (at most 330 us of deflate at
- * level 3 under this bound) goes to the thread pool as before.
- */
-export const SYNC_GZIP_BYTES = 256 * 1024;
-/**
- * ...and a compressed batch smaller than this is read back on the calling thread: at the ratios
- * measured (10-22), at most about 1 MB out, 1 ms.
- */
-export const SYNC_UNZIP_BYTES = 64 * 1024;
-/** `fn`'s value as a promise; what it throws, a rejection (as the async call's error was). */
-function settled<T>(fn: () => T): Promise<T> {
-  try {
-    return Promise.resolve(fn());
-  } catch (err) {
-    return Promise.reject(err);
-  }
-}
 CompressionCodecs[CompressionTypes.GZIP] = () => ({
-  compress: (encoder: { buffer: Buffer }) =>
-    encoder.buffer.length < SYNC_GZIP_BYTES ? settled(() => gzipSync(encoder.buffer, { level: GZIP_LEVEL })) : gzipAsync(encoder.buffer, { level: GZIP_LEVEL }),
-  decompress: (buffer: Buffer) => (buffer.length < SYNC_UNZIP_BYTES ? settled(() => unzipSync(buffer)) : unzipAsync(buffer)),
+  compress: (encoder: { buffer: Buffer }) => gzipAsync(encoder.buffer, { level: GZIP_LEVEL }),
+  decompress: (buffer: Buffer) => unzipAsync(buffer),
 });
 
 /**
