@@ -95,6 +95,28 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
       }
     });
 
+    it('keeps listing a member whose entry was written again while a read took the expired ones off', async () => {
+      const prefix = scratch.next();
+      const a = await open(prefix);
+      try {
+        const board = a.board('disabled-checks');
+        // engine-1 listed, its entry gone (expired); it writes again between the read's two steps
+        await raw.sadd(`${prefix}:board:disabled-checks`, 'engine-1');
+        const client = (a as unknown as { client: { redis: { mget: (...k: string[]) => Promise<(string | null)[]> } } }).client.redis;
+        const mget = client.mget.bind(client);
+        client.mget = async (...keys: string[]) => {
+          const values = await mget(...keys);
+          await raw.set(`${prefix}:board:disabled-checks:engine-1`, 'back', 'PX', 60_000);
+          return values;
+        };
+        expect(await board.entries()).toEqual([]);
+        client.mget = mget;
+        expect(await board.entries()).toEqual(['back']);
+      } finally {
+        await a.close();
+      }
+    });
+
     it('reads as undefined (not an empty list) and gives writes up at once when Redis is unreachable', async () => {
       const errors: unknown[] = [];
       const c = new RedisSharedCache({ url: 'redis://127.0.0.1:1', prefix: 'x', onError: (e) => errors.push(e) });

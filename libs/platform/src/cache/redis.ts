@@ -15,6 +15,12 @@ export interface RedisSharedCacheOptions {
   onError?: (err: unknown) => void;
 }
 
+/** KEYS[1] the board's member set, KEYS[2..] the entries of ARGV's members: each member whose entry does not exist is taken off the set. */
+const DROP_GONE = `for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then redis.call('SREM', KEYS[1], ARGV[i]) end
+end
+return 0`;
+
 /**
  * The deployment's shared cache on Redis (SharedCache): plain strings under `SET key value PX
  * ttl`, so Redis expires them itself and nothing grows without bound. While Redis is down a
@@ -95,8 +101,10 @@ export class RedisSharedCache {
           if (!names.length) return [];
           const values = await redis.mget(names.map(key));
           const gone = names.filter((_, i) => values[i] === null);
-          // Those that stopped without taking their entry off (a crash): their time is up.
-          if (gone.length) await redis.srem(members, ...gone);
+          // Those that stopped without taking their entry off (a crash): their time is up. Each
+          // taken off the set only if its entry is still gone: one written again since the read
+          // above (a process starting again under the same member) stays listed.
+          if (gone.length) await redis.eval(DROP_GONE, gone.length + 1, members, ...gone.map(key), ...gone);
           return values.filter((v): v is string => v !== null);
         } catch (err) {
           this.failed(err);
