@@ -45,7 +45,7 @@ const python = pythonOrSkip('the Python client', ['grpc_tools', 'setuptools']);
     }).catch((e: { stdout: string; stderr: string }) => {
       throw new Error(`python tests failed:\n${e.stdout}\n${e.stderr}`);
     });
-    expect(res.stderr).toMatch(/Ran 37 tests[\s\S]*OK/);
+    expect(res.stderr).toMatch(/Ran 44 tests[\s\S]*OK/);
     const where = await run(python!, ['-c', 'import neatroots, sys; print(neatroots.__file__)'], { cwd: site, env: { ...process.env, PYTHONPATH: site } });
     expect(where.stdout.trim().startsWith(site)).toBe(true);
   }, 180_000);

@@ -39,6 +39,9 @@ Note = ingest_pb2.Note
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 # Reports waiting for on_error at most; past it they are dropped and counted.
 _MAX_PENDING_REPORTS = 256
+# At exit, reports still waiting for on_error (made after close(), which waits for those before
+# it) are waited for this long at most, for every client together.
+_AT_EXIT_REPORTS_S = 1.0
 # Drops are reported through on_error at most this often (with the count since the last report).
 _DROP_REPORT_INTERVAL_S = 10.0
 # A notes stream that stayed open this long starts its reconnect delay over.
@@ -202,6 +205,22 @@ def _print_error(e: Exception) -> None:
     print(f"[neatroots] {e}", file=sys.stderr, flush=True)
 
 
+# Every client alive, for _await_reports_at_exit.
+_clients: "weakref.WeakSet[NeatrootsClient]" = weakref.WeakSet()
+
+
+def _await_reports_at_exit() -> None:
+    """Gives reports still waiting for on_error at exit (made after a client's close(), which
+    waited for those before it: an event recorded after it) _AT_EXIT_REPORTS_S in all to reach
+    it. Registered on import, so it runs after every client's own close at exit (last in, first out)."""
+    until = time.monotonic() + _AT_EXIT_REPORTS_S
+    for client in list(_clients):
+        client._await_reports(max(0.0, until - time.monotonic()))
+
+
+atexit.register(_await_reports_at_exit)
+
+
 class DroppedEventsError(Exception):
     """Events that were not exported: the queue passed its bound, ingest refused them for good
     (an export over its message bound), or close() ran out of time. `error`: the refusal, if any."""
@@ -327,6 +346,7 @@ class NeatrootsClient:
         self._reports_dropped_all = 0
         self._flusher = threading.Thread(target=self._flush_loop, name="neatroots-flush", daemon=True)
         self._flusher.start()
+        _clients.add(self)
         ref = weakref.ref(self)
 
         def at_exit() -> None:
@@ -366,10 +386,16 @@ class NeatrootsClient:
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Has everything queued so far exported now and waits until it is acknowledged, refused
-        or dropped, for at most `timeout` seconds (None: no limit). Returns whether it was.
+        or dropped, and until the reports made so far were handed to on_error and it returned,
+        for at most `timeout` seconds (None: no limit). Returns whether both were.
 
         While ingest is unavailable the events stay queued and are retried in the background,
-        so with no timeout this waits until ingest takes them (or the client is closed)."""
+        so with no timeout this waits until ingest takes them (or the client is closed), and
+        for on_error however long it takes. Called from on_error, it does not wait for the
+        reports (they wait for that very call to return)."""
+        return self._flush(timeout, reports=True)
+
+    def _flush(self, timeout: Optional[float], reports: bool) -> bool:
         if threading.current_thread() is self._flusher:
             return False  # the flusher cannot wait for itself
         until = None if timeout is None else time.monotonic() + timeout
@@ -378,9 +404,11 @@ class NeatrootsClient:
             self._flush_to = max(self._flush_to, target)
             self._wake.notify_all()
             done = self._progress.wait_for(lambda: self._head_seq() > target or self._abort, timeout)
+        if not reports:
+            return done
         # What was reported until now reaches on_error before flush() returns.
-        self._await_reports(None if until is None else max(0.0, until - time.monotonic()))
-        return done
+        reported = self._await_reports(None if until is None else max(0.0, until - time.monotonic()))
+        return done and reported
 
     def stats(self) -> Dict[str, int]:
         """dropped: events not exported, as far as the client knows (queue bound, an export ingest
@@ -398,7 +426,9 @@ class NeatrootsClient:
     def close(self, timeout: float = 10.0) -> None:
         """Exports what is queued for at most `timeout` seconds, then drops the rest (counted in
         stats()["dropped"] and reported through on_error); ends every notes stream and closes
-        the channel. Runs not ended stay without run_end. Also called at interpreter exit."""
+        the channel, then waits for the reports made so far to reach on_error (within what is
+        left of timeout, at least 1 s). Runs not ended stay without run_end. Also called at
+        interpreter exit."""
         with self._lock:
             if self._closed.is_set():
                 return
@@ -474,9 +504,8 @@ class NeatrootsClient:
             self._report(too_large)
         if unreported:
             self._report_drops()
-        if too_large is not None or self._closed.is_set():
-            # Said at once: reported before the call that dropped it returns.
-            self._await_reports()
+        # Recording an event never waits for on_error (it may wait for a lock the caller holds):
+        # flush() and close() do, and exit waits a moment for reports still waiting.
 
     def _report_drops(self, force: bool = False, why: str = "") -> None:
         """Reports the events dropped since the last report, at most once per 10 s unless forced."""
@@ -507,7 +536,18 @@ class NeatrootsClient:
                 return
             self._reports_thread = threading.Thread(target=self._deliver_reports, name="neatroots-reports", daemon=True)
             thread = self._reports_thread
-        thread.start()
+        if not sys.is_finalizing():
+            try:
+                thread.start()
+                return
+            except RuntimeError:
+                # Python 3.12+ starts no thread at interpreter shutdown (an atexit handler: the
+                # close() at exit), nor any when threads run out.
+                pass
+        # Delivered on this thread instead: at exit nothing else is left to run them.
+        with self._reports_cond:
+            self._reports_thread = threading.current_thread()
+        self._deliver_reports()
 
     def _deliver_reports(self) -> None:
         """Calls on_error with each waiting report in turn until none is left (exceptions it
@@ -535,15 +575,16 @@ class NeatrootsClient:
             self._reports_thread = None
             self._reports_cond.notify_all()
 
-    def _await_reports(self, timeout: Optional[float] = None) -> None:
-        """Waits until the reports made so far were handed to on_error, for at most timeout
-        seconds. It does not wait for a callback that was already running when it began: that
-        may be the one calling it (an on_error that calls flush() or close()) or one that blocks."""
+    def _await_reports(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the reports made so far were handed to on_error and it returned, for at
+        most timeout seconds (None: no limit); returns whether they were. Called on the thread
+        delivering them (an on_error that calls flush() or close()), it returns True at once:
+        the reports wait for that very call to return."""
         with self._reports_cond:
-            target, busy = self._reports_made, self._reports_calling
-            self._reports_cond.wait_for(
-                lambda: self._reports_handed >= target or (busy != 0 and self._reports_calling == busy), timeout
-            )
+            if self._reports_thread is threading.current_thread():
+                return True
+            target = self._reports_made
+            return self._reports_cond.wait_for(lambda: self._reports_handed >= target, timeout)
 
     def _take_batch(self) -> List[Tuple[int, spans_pb2.Event, int]]:
         """The next batch off the head of the queue: at most max_batch events and MAX_BATCH_BYTES
@@ -819,15 +860,14 @@ class Run:
     def end(self, status: Optional[str] = None, final_output: Any = None) -> None:
         """Sends run_end (status: `interrupted` when halted, else `ok`, unless given), closes the
         notes stream and waits for the export at most export_timeout_s (while ingest is
-        unavailable the events stay queued and are retried in the background). Idempotent.
-        After client.close() it sends nothing and reports that through on_error."""
+        unavailable the events stay queued and are retried in the background), not for on_error.
+        Idempotent. After client.close() it sends nothing and reports that through on_error."""
         if self._ended:
             return
         self._ended = True
         if self._client._closed.is_set():
             self._unsubscribe()
             self._client._report(RuntimeError(f"run_end of run {self.id} not sent: the client is closed"))
-            self._client._await_reports()
             return
         msg = spans_pb2.RunEnd(run_id=self.id, status=status or ("interrupted" if self.halted else "ok"), ts_ms=_now_ms())
         out = _json(final_output)
@@ -835,7 +875,7 @@ class Run:
             msg.final_output_json = out
         self._client._enqueue(spans_pb2.Event(run_end=msg))
         self._unsubscribe()
-        self._client.flush(self._client._timeout)
+        self._client._flush(self._client._timeout, reports=False)  # the export only, not on_error
         self._client._forget(self.id)
 
     # ---- internals ----

@@ -474,8 +474,9 @@ class ExportPathTest(ServerTest):
         run = client.start_run(workflow="w")  # refused: its report blocks in on_error
         self.assertTrue(inside.wait(10), "no report came")
         run.span("tool", "t", span_id="s2")
-        self.assertTrue(client.flush(timeout=10), "the span after the report was not exported while on_error ran")
-        self.assertEqual([e.span.span_id for e in self.ingest.events() if e.HasField("span")], ["s2"])
+        # flush() waits for on_error too; the export is seen at ingest instead.
+        self.wait_for(lambda: [e.span.span_id for e in self.ingest.events() if e.HasField("span")] == ["s2"])
+        self.assertFalse(release.is_set())
 
     def test_reports_past_256_waiting_are_dropped_and_counted(self):
         # The reports thread keeps at most 256 waiting for on_error; the rest are counted and said.
@@ -500,6 +501,182 @@ class ExportPathTest(ServerTest):
         self.wait_for(lambda: len(got) == 258)
         self.assertIn("neatroots dropped 44 report(s) for on_error: more than 256 were waiting for it", got[-1])
 
+    def test_flush_and_close_wait_for_the_reports_made_before_them(self):
+        # They did not wait at all while on_error was running: the wait ended as soon as it
+        # saw the report being handled then still being handled.
+        started, release = queue.Queue(), threading.Event()
+        self.addCleanup(release.set)
+        got = []
+
+        def on_error(e):
+            started.put(str(e))
+            if str(e) == "blocks":
+                release.wait(30)
+            else:
+                time.sleep(0.3)
+            got.append(str(e))
+
+        client = self.client(on_error=on_error)
+        client._report(RuntimeError("first"))
+        self.assertEqual(started.get(timeout=10), "first")  # on_error is running
+        client._report(RuntimeError("second"))
+        self.assertTrue(client.flush(timeout=10))
+        self.assertEqual(got, ["first", "second"])
+        self.assertEqual(started.get(timeout=10), "second")
+        # Within its timeout: False when on_error did not return in time.
+        client._report(RuntimeError("blocks"))
+        self.assertEqual(started.get(timeout=10), "blocks")
+        begun = time.monotonic()
+        self.assertFalse(client.flush(timeout=0.5), "flush() said the blocked report reached on_error")
+        self.assertGreaterEqual(time.monotonic() - begun, 0.45)
+        release.set()
+        client._report(RuntimeError("third"))
+        self.assertEqual(started.get(timeout=10), "third")
+        client._report(RuntimeError("fourth"))
+        client.close(timeout=5)
+        self.assertEqual(got, ["first", "second", "blocks", "third", "fourth"])
+
+    def test_close_before_exit_waits_for_a_slow_on_error(self):
+        # The drop report of close() never reached an on_error taking 0.1 s: close() returned
+        # while it handled the outage's report, and the program exited.
+        self.ingest.default = "unavailable"
+        out = self._run_script(f"""
+            import time
+            from neatroots import NeatrootsClient
+
+            def on_error(e):
+                time.sleep(0.1)
+                print("on_error:", e, flush=True)
+
+            client = NeatrootsClient({self.address!r}, "k", subscribe=False, on_error=on_error, initial_delay_s=0.05)
+            run = client.start_run(workflow="w")
+            run.span("tool", "t", tool="t")
+            client.close(timeout=0.5)
+        """)
+        self.assertIn("on_error: neatroots dropped 2 event(s): close() gave up after 0.5 s", out.stdout)
+
+    def test_reports_are_delivered_where_no_thread_can_start(self):
+        # Python 3.12+ starts no thread in an atexit handler (RuntimeError: can't create new
+        # thread at interpreter shutdown): close()'s report raised out of close(), was lost, and
+        # the reports thread was left set though never started, so no report came after.
+        self.ingest.default = "unavailable"
+        got = []
+        client = self.client(on_error=lambda e: got.append((str(e), threading.current_thread().name)), initial_delay_s=0.05)
+        run = client.start_run(workflow="w")
+        run.span("tool", "t", tool="t")
+        self.wait_for(lambda: got and client._reports_thread is None)  # the outage's report
+        real_start = threading.Thread.start
+
+        def start(thread):
+            if thread.name == "neatroots-reports":
+                raise RuntimeError("can't create new thread at interpreter shutdown")
+            return real_start(thread)
+
+        with mock.patch.object(threading.Thread, "start", start):
+            client.close(timeout=0.2)
+        self.assertEqual(got[1:], [("neatroots dropped 2 event(s): close() gave up after 0.2 s", threading.current_thread().name)])
+        client._report(RuntimeError("after"))  # a thread starts again
+        self.wait_for(lambda: len(got) == 3)
+        self.assertEqual(got[2], ("after", "neatroots-reports"))
+
+    def test_reports_at_interpreter_exit_reach_on_error_where_no_thread_can_start(self):
+        # As Python 3.12+ at exit: the close() at exit exports, ingest refuses it for good, and
+        # its report must reach on_error though no thread can start (it was lost, and "Exception
+        # in thread neatroots-flush" printed).
+        self.ingest.default = "invalid"
+        out = self._run_script(f"""
+            import atexit, threading
+            from neatroots import NeatrootsClient
+
+            client = NeatrootsClient({self.address!r}, "k", subscribe=False, flush_interval_s=60,
+                                     on_error=lambda e: print("on_error:", e, flush=True))
+            run = client.start_run(workflow="w")
+            run.span("tool", "t", tool="t")
+
+            def no_thread_starts(thread):
+                raise RuntimeError("can't create new thread at interpreter shutdown")
+
+            # Runs before the client's close at exit (last in, first out).
+            atexit.register(setattr, threading.Thread, "start", no_thread_starts)
+        """)
+        self.assertIn("on_error: export of 2 event(s) failed: INVALID_ARGUMENT: bad export", out.stdout)
+        self.assertNotIn("Traceback", out.stderr)
+        self.assertNotIn("Exception ignored", out.stderr)
+        self.assertNotIn("Exception in thread", out.stderr)
+
+    def test_a_report_after_close_reaches_on_error_before_exit(self):
+        # Recording after close() does not wait for on_error; exit gives the report a moment.
+        out = self._run_script(f"""
+            import time
+            from neatroots import NeatrootsClient
+
+            def on_error(e):
+                time.sleep(0.2)
+                print("on_error:", e, flush=True)
+
+            client = NeatrootsClient({self.address!r}, "k", subscribe=False, on_error=on_error)
+            run = client.start_run(workflow="w")
+            client.close()
+            run.span("tool", "late", tool="t")
+        """)
+        self.assertIn("on_error: neatroots dropped 1 event(s): the client is closed", out.stdout)
+
+    def test_recording_an_event_never_waits_for_on_error(self):
+        # An event over the queue bound, one recorded after close() and run.end() after it
+        # waited until on_error returned: an on_error taking a lock the caller held deadlocked.
+        held = threading.Lock()
+        got = []
+
+        def on_error(e):
+            with held:
+                got.append(str(e))
+
+        def returns_holding_the_lock(what, call):
+            def locked():
+                with held:
+                    call()
+
+            caller = threading.Thread(target=locked, daemon=True)
+            caller.start()
+            caller.join(5)
+            self.assertFalse(caller.is_alive(), f"{what} waited for an on_error waiting for the caller's lock")
+
+        client = self.client(on_error=on_error, max_queue_bytes=1000)
+        run = client.start_run(workflow="w")
+        returns_holding_the_lock("an event over the queue bound", lambda: run.span("tool", "big", input="x" * 2000))
+        client.close(timeout=5)
+        returns_holding_the_lock("an event after close()", lambda: run.span("tool", "late"))
+        returns_holding_the_lock("run.end() after close()", run.end)
+        self.assertTrue(client.flush(timeout=10))
+        self.assertEqual(len(got), 3, got)
+        self.assertIn("is larger than the queue bound of 1000 bytes", got[0])
+        self.assertEqual(got[1], "neatroots dropped 1 event(s): the client is closed")
+        self.assertEqual(got[2], f"run_end of run {run.id} not sent: the client is closed")
+
+    def test_run_end_waits_for_its_export_not_for_on_error(self):
+        # run.end() flushed the client, which waited for on_error too: a blocked on_error held
+        # every run.end() up for export_timeout_s.
+        inside, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def on_error(e):
+            inside.set()
+            release.wait(30)
+
+        client = self.client(on_error=on_error, export_timeout_s=5)
+        run = client.start_run(workflow="w")
+        client._report(RuntimeError("blocks"))
+        self.assertTrue(inside.wait(10))
+        started = time.monotonic()
+        run.end()
+        self.assertLess(time.monotonic() - started, 2.5, "run.end() waited for on_error")
+        self.assertEqual([e.WhichOneof("kind") for e in self.ingest.events()], ["run_start", "run_end"])
+
+    def _run_script(self, script):
+        site = os.path.dirname(os.path.dirname(neatroots.__file__))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([site, os.environ.get("PYTHONPATH", "")])}
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, check=True, timeout=60, capture_output=True, text=True)
+
     def _send_one_span_and_wait(self, client):
         # run_start and one span, then the flusher's end (close() gave up during the export).
         run = client.start_run(workflow="w")
@@ -512,6 +689,7 @@ class ExportPathTest(ServerTest):
         run = client.start_run(workflow="w")
         client.close()
         run.end()
+        self.assertTrue(client.flush(10))  # run.end() does not wait for on_error; flush() does
         self.assertEqual(len(self.errors), 1)
         self.assertIn(f"run_end of run {run.id} not sent: the client is closed", str(self.errors[0]))
 
