@@ -14,6 +14,7 @@
 package neatroots
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,6 +25,7 @@ import (
 	"math"
 	mrand "math/rand"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,9 +88,13 @@ type Options struct {
 	// at a time in the order they were made, never on the goroutine that exports, so it may
 	// call Flush or Close; a slow one does not hold exports up. At most 256 reports wait for
 	// it: past that they are dropped (counted in Stats().ReportsDropped and said in a report
-	// once there is room). Flush, Close and a Span recorded after Close return once the
-	// reports made before them were handed to OnError, but never wait for a callback that was
-	// already running (the one that called them, or one that blocks).
+	// once there is room). Flush and Close return once the reports made before them were
+	// handed to OnError and it returned (FlushContext and CloseContext within their context,
+	// Close at least 1 s; called from OnError itself, they do not wait for the reports, which
+	// wait for that call). Nothing else waits for OnError: recording an event (one over the
+	// queue bound, one recorded after Close, a value that is not JSON: each reported) and
+	// Run.End return without it, so OnError may take a lock their caller holds. A report made
+	// after Close reaches OnError only while the program runs on: Flush waits for it.
 	OnError func(error)
 }
 
@@ -411,33 +417,43 @@ func (c *Client) StartRun(o RunOptions) *Run {
 	return r
 }
 
-// Flush waits until everything queued so far was exported (or refused for good, or dropped).
-// While ingest refuses with a retryable status that lasts until it accepts or the client closes;
-// FlushContext bounds the wait.
+// Flush waits until everything queued so far was exported (or refused for good, or dropped),
+// and until the reports made so far were handed to OnError and it returned. While ingest
+// refuses with a retryable status that lasts until it accepts or the client closes, and an
+// OnError that blocks is waited for as long as it blocks; FlushContext bounds the wait. Called
+// from OnError, it does not wait for the reports (they wait for that very call to return).
 func (c *Client) Flush() { _ = c.FlushContext(context.Background()) }
 
-// FlushContext is Flush that stops waiting when ctx ends (the events stay queued); it returns
-// ctx's error then.
-func (c *Client) FlushContext(ctx context.Context) error {
+// FlushContext is Flush that stops waiting when ctx ends (the events stay queued, the reports
+// still go to OnError); it returns ctx's error then.
+func (c *Client) FlushContext(ctx context.Context) error { return c.flush(ctx, true) }
+
+// flush waits for the export of everything queued so far and, if reports, for the reports made
+// so far to reach OnError.
+func (c *Client) flush(ctx context.Context, reports bool) error {
 	c.mu.Lock()
 	target := c.seq
 	c.mu.Unlock()
 	c.signal()
-	for {
+	for exported := false; !exported; {
 		c.mu.Lock()
 		done, changed := c.settled() >= target, c.changed
 		c.mu.Unlock()
 		if done {
-			return c.awaitReports(ctx)
+			break
 		}
 		select {
 		case <-changed:
 		case <-c.done:
-			return c.awaitReports(ctx)
+			exported = true // nothing is exported any more: what is left was dropped
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+	if !reports {
+		return nil
+	}
+	return c.awaitReports(ctx)
 }
 
 // settled is the sequence number up to which every event was exported, refused or dropped. c.mu held.
@@ -472,8 +488,10 @@ func (c *Client) Close() error {
 }
 
 // CloseContext flushes what is queued until ctx ends, then drops the rest (counted in
-// Stats().Dropped and reported), ends every notes stream and closes the connection. Runs not
-// ended stay without run_end. It returns no later than shortly after ctx ends.
+// Stats().Dropped and reported), ends every notes stream and closes the connection, then waits
+// for the reports made so far to reach OnError and return (until ctx ends, at least 1 s; called
+// from OnError, not at all). Runs not ended stay without run_end. It returns no later than 1 s
+// after ctx ends.
 func (c *Client) CloseContext(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -506,15 +524,32 @@ func (c *Client) CloseContext(ctx context.Context) error {
 	}
 	err := c.conn.Close()
 	// What was reported until now reaches OnError before Close returns (a program often exits
-	// next), for a moment more when ctx has ended already.
-	wait := ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		wait, cancel = context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-	}
+	// next): until ctx ends, and at least 1 s (as Python's close()).
+	wait, cancel := atLeast(ctx, time.Second)
+	defer cancel()
 	_ = c.awaitReports(wait)
 	return err
+}
+
+// atLeast is a context that ends once ctx has ended and d has passed, both.
+func atLeast(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	wait, cancel := context.WithCancel(context.Background())
+	go func() {
+		floor := time.NewTimer(d)
+		defer floor.Stop()
+		select {
+		case <-ctx.Done():
+		case <-wait.Done():
+			return
+		}
+		select {
+		case <-floor.C:
+		case <-wait.Done():
+			return
+		}
+		cancel()
+	}()
+	return wait, cancel
 }
 
 // flusher is the client's one exporting goroutine: it exports everything queued every
@@ -583,8 +618,9 @@ func (c *Client) enqueue(ev *v1.Event) {
 	if c.closed {
 		c.dropped++
 		c.mu.Unlock()
+		// Reported, not waited for: recording an event never waits for OnError (which may
+		// need a lock the caller holds). Flush waits for the report.
 		c.report(&EventsDroppedError{Count: 1, Reason: "recorded after Close"})
-		_ = c.awaitReports(context.Background())
 		return
 	}
 	if size > c.opts.MaxQueueBytes {
@@ -592,7 +628,6 @@ func (c *Client) enqueue(ev *v1.Event) {
 		c.dropped++
 		c.mu.Unlock()
 		c.report(&EventsDroppedError{Count: 1, Reason: fmt.Sprintf("event of %d bytes is larger than the queue bound of %d bytes (MaxQueueBytes)", size, c.opts.MaxQueueBytes)})
-		_ = c.awaitReports(context.Background())
 		return
 	}
 	c.seq++
@@ -942,7 +977,8 @@ type EndOptions struct {
 }
 
 // End sends run_end, waits up to Options.CloseTimeout for the run's events to be exported (what
-// is not by then stays queued and is retried), and closes the run's notes stream. Idempotent.
+// is not by then stays queued and is retried; it does not wait for OnError), and closes the
+// run's notes stream. Idempotent.
 func (r *Run) End(o EndOptions) {
 	r.endOnce.Do(func() {
 		st := o.Status
@@ -956,7 +992,7 @@ func (r *Run) End(o EndOptions) {
 			RunId: r.ID, Status: st, FinalOutputJson: jsonText(r.client, o.FinalOutput), TsMs: proto.Float64(nowMs()),
 		}}})
 		ctx, cancel := context.WithTimeout(context.Background(), r.client.opts.CloseTimeout)
-		_ = r.client.FlushContext(ctx)
+		_ = r.client.flush(ctx, false) // the export only, not OnError
 		cancel()
 		r.unsubscribe()
 		r.client.forget(r.ID)
@@ -1130,7 +1166,6 @@ func jsonText(c *Client, v any) *string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		c.report(fmt.Errorf("a value is not JSON (%v); sent as its text", err))
-		_ = c.awaitReports(context.Background())
 		b, _ = json.Marshal(fmt.Sprint(v))
 	}
 	s := string(b)
@@ -1146,11 +1181,11 @@ type reports struct {
 	pending    []error
 	made       uint64 // reports queued so far (each one's number is its place in this count)
 	handed     uint64 // of them, handed to OnError and returned (or dropped)
-	calling    uint64 // the number of the report OnError is being called with now, 0 when none
 	running    bool   // a deliverReports goroutine is running
+	goroutine  uint64 // its id, once it runs (0: none)
 	dropped    uint64 // dropped since the last report saying so
 	droppedAll uint64
-	changed    chan struct{} // closed and replaced whenever handed or calling changes
+	changed    chan struct{} // closed and replaced whenever handed changes
 }
 
 // report hands err to OnError on the reports goroutine (started when a report comes, ended
@@ -1182,18 +1217,17 @@ func (c *Client) report(err error) {
 // deliverReports calls OnError with each waiting report in turn until none is left.
 func (c *Client) deliverReports() {
 	r := &c.reports
+	id := goroutineID()
 	r.mu.Lock()
+	r.goroutine = id
 	for len(r.pending) > 0 {
 		err := r.pending[0]
 		r.pending[0] = nil
 		r.pending = r.pending[1:]
-		r.calling = r.handed + 1
-		r.changedNow()
 		r.mu.Unlock()
 		c.onError(err)
 		r.mu.Lock()
 		r.handed++
-		r.calling = 0
 		if r.dropped > 0 && len(r.pending) < maxPendingReports {
 			r.pending = append(r.pending, fmt.Errorf("neatroots dropped %d report(s) for OnError: more than %d were waiting for it", r.dropped, maxPendingReports))
 			r.made++
@@ -1202,7 +1236,21 @@ func (c *Client) deliverReports() {
 		r.changedNow()
 	}
 	r.running = false
+	r.goroutine = 0
 	r.mu.Unlock()
+}
+
+// goroutineID is the id of the goroutine calling it, read from its stack's header line
+// ("goroutine 18 [running]:"): how awaitReports tells OnError's own goroutine from the others.
+func goroutineID() uint64 {
+	var buf [64]byte
+	line := buf[:runtime.Stack(buf[:], false)]
+	line = bytes.TrimPrefix(line, []byte("goroutine "))
+	if i := bytes.IndexByte(line, ' '); i >= 0 {
+		line = line[:i]
+	}
+	id, _ := strconv.ParseUint(string(line), 10, 64)
+	return id
 }
 
 // changedNow wakes the waiters of awaitReports. r.mu held.
@@ -1213,14 +1261,18 @@ func (r *reports) changedNow() {
 	r.changed = make(chan struct{})
 }
 
-// awaitReports waits until the reports made so far were handed to OnError, or ctx ends. It does
-// not wait for a callback that was already running when it began: that may be the callback
-// calling it (an OnError that calls Flush or Close) or one that blocks.
+// awaitReports waits until the reports made so far were handed to OnError and it returned, or
+// ctx ends (its error then). Called on the goroutine delivering them (an OnError that calls
+// Flush or Close), it returns nil at once: the reports wait for that very call to return.
 func (c *Client) awaitReports(ctx context.Context) error {
 	r := &c.reports
 	r.mu.Lock()
-	target, busy := r.made, r.calling
-	for r.handed < target && (busy == 0 || r.calling != busy) {
+	target := r.made
+	if r.handed < target && r.goroutine != 0 && r.goroutine == goroutineID() {
+		r.mu.Unlock()
+		return nil
+	}
+	for r.handed < target {
 		if r.changed == nil {
 			r.changed = make(chan struct{})
 		}

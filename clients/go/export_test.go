@@ -782,6 +782,7 @@ func TestAnEventRecordedAfterCloseIsReported(t *testing.T) {
 	}
 	before := len(e.all())
 	run.Span(neatroots.SpanInit{Type: "tool", Tool: "late"})
+	c.Flush() // recording does not wait for OnError; Flush does
 	got := e.all()[before:]
 	var dropped *neatroots.EventsDroppedError
 	if len(got) != 1 || !errors.As(got[0], &dropped) || dropped.Count != 1 || !strings.Contains(dropped.Reason, "after Close") {

@@ -77,6 +77,10 @@ const fail = (what: string) => (e: { stdout?: string; stderr?: string; message: 
       'TestAPanickingOnNoteIsReported',
       'TestAnOutageIsReportedOnceWhileRetriedAgainAfterASuccess',
       'TestOnErrorMayFlushAndCloseTheClient',
+      'TestFlushAndCloseWaitForTheReportsMadeBeforeThem',
+      'TestCloseWaitsForASlowOnErrorAtLeastOneSecond',
+      'TestRecordingAnEventNeverWaitsForOnError',
+      'TestRunEndWaitsForItsExportNotForOnError',
       'TestTheReadmeUseSnippetBuilds',
     ]) {
       expect(res.stdout).toMatch(new RegExp(`--- PASS: ${test}\\b`));
