@@ -57,23 +57,7 @@ export class RunSessionsRepo {
     agent: string,
     opts: { from: string; liveSince: string; after?: OwedRunsCursor; limit: number },
   ): Promise<{ owed: string[]; next: OwedRunsCursor | null }> {
-    const params: unknown[] = [workspace, agent, opts.from, opts.liveSince, opts.limit];
-    let after = '';
-    if (opts.after) {
-      params.push(opts.after.at, opts.after.run_id);
-      after = 'AND (r.started_at, r.run_id) < ($6::timestamptz, $7::text)';
-    }
-    const res = await this.db.query<{ run_id: string; at: string; owed: boolean }>(
-      `WITH page AS (
-         SELECT r.run_id, r.started_at, r.end_status, r.spans_expired_at, r.last_seen_at FROM runs r
-         WHERE r.project = $1 AND r.workflow = $2 AND r.started_at >= $3::timestamptz ${after}
-         ORDER BY r.started_at DESC, r.run_id DESC
-         LIMIT $5)
-       SELECT p.run_id, to_char(p.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, ${OWED} AS owed
-       FROM page p ORDER BY p.started_at DESC, p.run_id DESC`,
-      params,
-    );
-    return paged(res.rows, opts.limit);
+    return this.owedPage('started_at', workspace, agent, opts);
   }
 
   /**
@@ -86,21 +70,36 @@ export class RunSessionsRepo {
     agent: string,
     opts: { from: string; liveSince: string; after?: OwedRunsCursor; limit: number },
   ): Promise<{ owed: string[]; next: OwedRunsCursor | null }> {
+    return this.owedPage('ended_at', workspace, agent, opts);
+  }
+
+  /**
+   * A page of a workspace agent's runs at `from` or later by `by` (started_at: owedRuns, through
+   * runs_workflow_newest; ended_at: owedLongRuns, through runs_workflow_ended, and only those that
+   * started before `from`, the others being owedRuns'), newest first, the cursor by the same column.
+   */
+  private async owedPage(
+    by: 'started_at' | 'ended_at',
+    workspace: string,
+    agent: string,
+    opts: { from: string; liveSince: string; after?: OwedRunsCursor; limit: number },
+  ): Promise<{ owed: string[]; next: OwedRunsCursor | null }> {
     const params: unknown[] = [workspace, agent, opts.from, opts.liveSince, opts.limit];
     let after = '';
     if (opts.after) {
       params.push(opts.after.at, opts.after.run_id);
-      after = 'AND (r.ended_at, r.run_id) < ($6::timestamptz, $7::text)';
+      after = `AND (r.${by}, r.run_id) < ($6::timestamptz, $7::text)`;
     }
+    const ended = by === 'ended_at';
     const res = await this.db.query<{ run_id: string; at: string; owed: boolean }>(
       `WITH page AS (
          SELECT r.run_id, r.started_at, r.ended_at, r.end_status, r.spans_expired_at, r.last_seen_at FROM runs r
-         WHERE r.project = $1 AND r.workflow = $2 AND r.ended_at IS NOT NULL AND r.ended_at >= $3::timestamptz ${after}
-         ORDER BY r.ended_at DESC, r.run_id DESC
+         WHERE r.project = $1 AND r.workflow = $2 ${ended ? 'AND r.ended_at IS NOT NULL ' : ''}AND r.${by} >= $3::timestamptz ${after}
+         ORDER BY r.${by} DESC, r.run_id DESC
          LIMIT $5)
-       SELECT p.run_id, to_char(p.ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
-              (p.started_at < $3::timestamptz AND ${OWED}) AS owed
-       FROM page p ORDER BY p.ended_at DESC, p.run_id DESC`,
+       SELECT p.run_id, to_char(p.${by} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
+              ${ended ? `(p.started_at < $3::timestamptz AND ${OWED})` : OWED} AS owed
+       FROM page p ORDER BY p.${by} DESC, p.run_id DESC`,
       params,
     );
     return paged(res.rows, opts.limit);
