@@ -87,6 +87,14 @@ describe('window edits', () => {
     expect(shiftInto(journaled, 'ring', ring(11, 14), 0, 1, none)).toBe(false);
     expect(shiftInto(journaled, 'n', [1], 0, 1, none)).toBe(false);
     expect(none).toEqual([]);
+    // appended and dropped again in one step, more than the copy held: an empty ring, no holes
+    const emptied: Edit[] = [];
+    const empty = copyJson({ ring: [] as unknown[] });
+    expect(shiftInto(empty, 'ring', [], 1, 1, emptied)).toBe(true);
+    expect(emptied).toEqual([{ p: ['ring'], s: 1, a: [] }]);
+    expect(json(emptied)).toEqual([{ p: ['ring'], s: 1, a: [] }]);
+    expect(empty.ring).toEqual([]);
+    expect(replayed({ ring: [] }, emptied)).toEqual({ ring: [] });
   });
 
   it('read keys a step layered over the stored object (Object.create), which JSON.stringify would drop', () => {

@@ -195,7 +195,9 @@ function writeWhole(old: Obj, k: string, n: unknown, out: Edit[], path: string[]
 
 /** The array at `k` (the copy `o`) shifted by `s`, then the rest of `n` appended: the edit, and the copy brought along. */
 function writeShift(o: unknown[], k: string, n: unknown[], s: number, out: Edit[], path: string[]): void {
-  const a = copyItems(n, o.length - s);
+  // More dropped than the copy held happens only when nothing is left (shiftInto writes the
+  // array whole otherwise): no item of `n` to append, as n.slice of a negative start gave.
+  const a = copyItems(n, Math.max(0, o.length - s));
   out.push({ p: pathTo(path, k), s, a });
   o.splice(0, s);
   for (const x of a) o.push(x);
