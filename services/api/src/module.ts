@@ -42,7 +42,7 @@ export const apiModule: ServiceModule<ApiConfig> = {
     // they disabled is on the deployment's board (a rule engine on this machine's home is read too).
     const board = ctx.platform.sharedBoard ? await ctx.platform.sharedBoard(DISABLED_CHECKS_BOARD) : undefined;
     if (ctx.platform.kind === 'distributed' && !board) {
-      ctx.log.warn('api: NEATROOTS_REDIS_URL is not set: GET .../checks/disabled lists only the checks disabled by a rule engine on this machine (NEATROOTS_HOME)');
+      ctx.log.info('api: NEATROOTS_REDIS_URL is not set: GET .../checks/disabled lists only the checks disabled by a rule engine on this machine (NEATROOTS_HOME)');
     }
     const api = await createApi({
       queries: review.queries,
