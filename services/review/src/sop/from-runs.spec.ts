@@ -143,13 +143,8 @@ describe('runs that ended just before a stop', () => {
     expect((await sessions.list('luigis', {})).items).toEqual([]);
 
     // The next start, on the same database: the runs owed their sessions are queued again, a page at a time.
-    const jobs2 = new InlineJobs();
+    const { jobs: jobs2, sessions: sessions2, runs: second } = await nextStart(2);
     try {
-      const workspaces2 = new SopWorkspaces(db);
-      const sessions2 = new SopSessions(db, workspaces2, jobs2, noModel);
-      await sessions2.start();
-      const second = new RunSessions(db, workspaces2, sessions2, jobs2, { pageSize: 2 });
-      await second.start();
       expect(await second.rebuilt()).toBe(5);
       expect(await runSessions(sessions2, 'luigis', 5)).toEqual(calls.map((id) => `run:${id}`));
       // Made once: a start after that finds nothing owed, and a rebuild run again queues nothing.
@@ -161,6 +156,25 @@ describe('runs that ended just before a stop', () => {
     }
   });
 });
+
+/**
+ * The next start on the same database (after a stop): review's sessions started, then the runs'
+ * sessions, whose start queues the runs owed theirs a page of `pageSize` at a time.
+ */
+async function nextStart(pageSize: number): Promise<{ jobs: InlineJobs; sessions: SopSessions; runs: RunSessions }> {
+  const jobs = new InlineJobs();
+  try {
+    const workspaces = new SopWorkspaces(db);
+    const sessions = new SopSessions(db, workspaces, jobs, noModel);
+    await sessions.start();
+    const runs = new RunSessions(db, workspaces, sessions, jobs, { pageSize });
+    await runs.start();
+    return { jobs, sessions, runs };
+  } catch (err) {
+    await jobs.close();
+    throw err;
+  }
+}
 
 describe('runs longer than the look back that ended just before a stop', () => {
   it('become sessions at the next start too; one that ended before the look back does not', async () => {
@@ -183,13 +197,8 @@ describe('runs longer than the look back that ended just before a stop', () => {
     await jobs.close(); // the stop: the jobs waiting are dropped
     expect((await sessions.list('luigis', {})).items).toEqual([]);
 
-    const jobs2 = new InlineJobs();
+    const { jobs: jobs2, sessions: sessions2, runs: second } = await nextStart(1);
     try {
-      const workspaces2 = new SopWorkspaces(db);
-      const sessions2 = new SopSessions(db, workspaces2, jobs2, noModel);
-      await sessions2.start();
-      const second = new RunSessions(db, workspaces2, sessions2, jobs2, { pageSize: 1 });
-      await second.start();
       expect(await second.rebuilt()).toBe(2);
       expect(await runSessions(sessions2, 'luigis', 2)).toEqual(['run:long', 'run:short']);
       expect(await second.rebuild()).toBe(0);
