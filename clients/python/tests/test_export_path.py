@@ -136,6 +136,20 @@ class ServerTest(unittest.TestCase):
         self.clients.append(c)
         return c
 
+    def blocking(self, then=None):
+        """A callback that, once called, blocks until `release` is set (at the test's end at the
+        latest), then hands its argument to `then`: (callback, inside, release)."""
+        inside, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        def callback(x):
+            inside.set()
+            release.wait(30)
+            if then is not None:
+                then(x)
+
+        return callback, inside, release
+
     def wait_for(self, cond, timeout=10.0):
         deadline = time.monotonic() + timeout
         while not cond():
@@ -463,13 +477,7 @@ class ExportPathTest(ServerTest):
         # on_error was called on the flusher, which waited for it: nothing more was exported
         # while a report was being handled.
         self.ingest.faults = ["invalid"]
-        inside, release = threading.Event(), threading.Event()
-        self.addCleanup(release.set)
-
-        def on_error(e):
-            inside.set()
-            release.wait(30)
-
+        on_error, inside, release = self.blocking()
         client = self.client(on_error=on_error, flush_interval_s=0.01)
         run = client.start_run(workflow="w")  # refused: its report blocks in on_error
         self.assertTrue(inside.wait(10), "no report came")
@@ -480,15 +488,8 @@ class ExportPathTest(ServerTest):
 
     def test_reports_past_256_waiting_are_dropped_and_counted(self):
         # The reports thread keeps at most 256 waiting for on_error; the rest are counted and said.
-        inside, release = threading.Event(), threading.Event()
-        self.addCleanup(release.set)
         got = []
-
-        def on_error(e):
-            inside.set()
-            release.wait(30)
-            got.append(str(e))
-
+        on_error, inside, release = self.blocking(lambda e: got.append(str(e)))
         client = self.client(on_error=on_error, max_queue_bytes=1000)
         run = client.start_run(workflow="w")
         run.span("tool", "t", input="x" * 2000)  # over the queue bound: reported, blocks on_error
@@ -656,13 +657,7 @@ class ExportPathTest(ServerTest):
     def test_run_end_waits_for_its_export_not_for_on_error(self):
         # run.end() flushed the client, which waited for on_error too: a blocked on_error held
         # every run.end() up for export_timeout_s.
-        inside, release = threading.Event(), threading.Event()
-        self.addCleanup(release.set)
-
-        def on_error(e):
-            inside.set()
-            release.wait(30)
-
+        on_error, inside, release = self.blocking()
         client = self.client(on_error=on_error, export_timeout_s=5)
         run = client.start_run(workflow="w")
         client._report(RuntimeError("blocks"))
@@ -849,13 +844,7 @@ class SubscribeTest(ServerTest):
         self.ingest.notes = lambda request: [ingest_pb2.Note(id="n-" + e.span.span_id, run_id=e.span.run_id, kind="note", title="advice") for e in request.events if e.HasField("span")]
         client = self.client(flush_interval_s=0.01)
         run = client.start_run(workflow="w")
-        inside, release = threading.Event(), threading.Event()
-        self.addCleanup(release.set)
-
-        def on_note(note):
-            inside.set()
-            release.wait(30)
-
+        on_note, inside, release = self.blocking()
         run.on_note(on_note)
         run.span("tool", "t", span_id="s1")
         self.assertTrue(inside.wait(10), "no note came back")
