@@ -429,6 +429,42 @@ describe('NeatrootsClient', () => {
     }
   });
 
+  it('an async onError that rejects is ignored as a throw is, and an async onNote callback that rejects is reported through onError: no unhandled rejection', async () => {
+    await client.close();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const reported: string[] = [];
+      client = new NeatrootsClient({
+        address: `127.0.0.1:${fake.port}`,
+        apiKey: 'key-shop',
+        flushIntervalMs: 50,
+        onError: async (e) => {
+          reported.push(e.message);
+          throw new Error('the async logger failed');
+        },
+      });
+      const run = client.startRun({ precheck: 'off' });
+      run.onNote(async (n) => {
+        throw new Error(`the note handler failed on ${n.id}`);
+      });
+      const seen: string[] = [];
+      run.onNote((n) => seen.push(n.id));
+      await run.whenSubscribed();
+      fake.streams.get(run.id)?.write(halt(run.id, 'h7'));
+      await waitFor(() => reported.length === 1);
+      expect(reported).toEqual(['the note handler failed on h7']);
+      expect(seen).toEqual(['h7']);
+      expect(run.halted).toBe(true);
+      // Rejections surface as unhandled after the microtask queue drains.
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('halts on a note from the Subscribe stream: halted, signal aborted, toolCall throws', async () => {
     const run = client.startRun();
     await run.whenSubscribed();

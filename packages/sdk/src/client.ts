@@ -136,7 +136,9 @@ export interface NeatrootsClientOptions {
   /**
    * Exports that failed for good, the first retried failure of an outage (once until an export
    * succeeds), items ingest rejected, dropped events, broken subscriptions. Default:
-   * console.warn. What it throws is ignored (the client goes on as if it returned).
+   * console.warn. What it throws is ignored (the client goes on as if it returned). Called
+   * synchronously on the event loop inside the client's own work: keep it quick; a returned
+   * promise is not awaited.
    */
   onError?: (err: Error) => void;
   /**
@@ -218,6 +220,13 @@ const RETRYABLE = new Set<number>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED,
  * bound), or less once ingest refused a message as too large (NeatrootsClient.batchBytes).
  */
 const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+/** What a user's callback returned: if a promise, its rejection goes to onRejected. */
+function whenSettled(result: unknown, onRejected: (e: unknown) => void): void {
+  if (result && typeof (result as PromiseLike<unknown>).then === 'function') {
+    (result as PromiseLike<unknown>).then(undefined, onRejected);
+  }
+}
+
 /** Dropped events are reported through onError at most this often. */
 const DROP_REPORT_MS = 10_000;
 
@@ -409,7 +418,9 @@ export class NeatrootsClient {
    */
   readonly onError = (err: Error): void => {
     try {
-      this.reportTo(err);
+      // An async onError's rejection is ignored as a throw is: left alone it would be an
+      // unhandled rejection, which ends a Node process.
+      whenSettled(this.reportTo(err) as unknown, () => undefined);
     } catch {
       // ignored, as documented
     }
@@ -1049,11 +1060,13 @@ export class Run {
       this.haltedBy = note;
       this.controller.abort(new RunHaltedError(note));
     }
+    const report = (e: unknown) => this.client.onError(e instanceof Error ? e : new Error(String(e)));
     for (const cb of this.listeners) {
       try {
-        cb(note);
+        // An async callback's rejection is reported as a throw is, not left unhandled.
+        whenSettled(cb(note) as unknown, report);
       } catch (e) {
-        this.client.onError(e instanceof Error ? e : new Error(String(e)));
+        report(e);
       }
     }
   }
