@@ -14,6 +14,14 @@ export interface JobInfo {
   id: string;
   /** 1 for the first try. */
   attempt: number;
+  /**
+   * Aborted when this process stops and cuts the job short (BullMQ: its close() waited its grace
+   * time and the handler still runs). The handler stops its work there (a model call is
+   * cancelled, nothing more is asked or written) and ends, by throwing: the job is then handed
+   * back with no try spent, and another replica runs it from the start. Absent where nothing
+   * cuts a job short (the inline driver, a handler called directly).
+   */
+  signal?: AbortSignal;
 }
 
 export type JobHandler<T, R = unknown> = (data: T, job: JobInfo) => Promise<R>;

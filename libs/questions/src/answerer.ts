@@ -73,6 +73,12 @@ export interface AskOptions {
   wait?: boolean;
   /** Default true; previews and drafts skip it. */
   secondLook?: boolean;
+  /**
+   * decide(): the caller stops waiting once this is aborted (a check cut short by a stop) and the
+   * call rejects with its reason. The question already queued or sent is not taken back (it may
+   * share its request with others): its answer is cached as usual, for whoever asks next.
+   */
+  signal?: AbortSignal;
 }
 
 export interface Endpoint {
@@ -86,6 +92,17 @@ export class NoModelError extends Error {
     super('no LLM is configured (set NEATROOTS_DECISION_MODEL_URL or NEATROOTS_LLM_URL)');
     this.name = 'NoModelError';
   }
+}
+
+/** `p`, or a rejection with the signal's reason once it is aborted (`p` itself goes on). */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    if (signal.aborted) return abort();
+    signal.addEventListener('abort', abort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+  });
 }
 
 /** A JSON object (a decision's answer), else undefined. */
@@ -419,13 +436,27 @@ export class QuestionAnswerer {
     if (!e) return { ok: false, reason: `no ${which === 'reasoning' ? 'reasoning model or local LLM' : 'decision model or local LLM'} is configured` };
     const model = e.model.name ?? e.model.id;
     const key = `${e.model.id}\u0000${sha1Hex(JSON.stringify([item.instructions, item.subject, item.ask]))}`;
+    opts.signal?.throwIfAborted();
     const hit = await this.decisionCache?.get(key);
     // A cached answer the caller cannot use (cached by a caller that did not say what it can) is asked again.
     if (hit !== undefined && !item.usable?.(hit)) return { ok: true, answer: hit, model, cached: true };
     let answer: unknown;
+    const asked = e.queue.decide(key, item, { priority: opts.priority, wait: opts.wait });
+    // Cached for whoever asks next even when this caller has stopped waiting.
+    const kept = asked.then(
+      async (a) => {
+        const o = jsonObject(a);
+        if (o && !item.usable?.(o)) await this.decisionCache?.set(key, o);
+      },
+      () => undefined,
+    );
     try {
-      answer = await e.queue.decide(key, item, { priority: opts.priority, wait: opts.wait });
+      answer = await untilAborted(asked, opts.signal);
     } catch (err) {
+      if (opts.signal?.aborted) {
+        kept.catch(() => undefined);
+        throw opts.signal.reason;
+      }
       // Stopping (the queue closed): no decision is made, and none is said not made; the caller's
       // job fails this try and asks again (before, a check recorded its rules as not checked, the
       // model failed "because the process is stopping").
@@ -437,7 +468,7 @@ export class QuestionAnswerer {
     if (!obj) return { ok: false, reason: 'the model gave a malformed answer (not a JSON object)' };
     const unusable = item.usable?.(obj);
     if (unusable) return { ok: false, reason: `the model gave a malformed answer (${unusable})` };
-    await this.decisionCache?.set(key, obj);
+    await kept;
     return { ok: true, answer, model, cached: false };
   }
 

@@ -38,6 +38,12 @@ export interface CheckOptions {
    * review that fails is not told: the decision stands.
    */
   onModelFailure?: (f: ModelFailure) => void;
+  /**
+   * Aborted when the check is to stop (its job cut short by a stop of the process): no further
+   * question is asked, the one in flight is given up, and the check rejects with the reason,
+   * returning nothing to save.
+   */
+  signal?: AbortSignal;
 }
 
 /** A question the model failed to answer for a passing reason (a server error, a timeout, an unreadable answer...). */
@@ -105,7 +111,8 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
   let reviewed = 0;
   const ask = async (kind: QuestionKind, rule: LockRule | null): Promise<{ q: Question; a: Answer }> => {
     const q: Question = { kind, procedure: p, rule, session };
-    const a = await opts.decider.decide(q);
+    opts.signal?.throwIfAborted();
+    const a = await opts.decider.decide(q, { signal: opts.signal });
     if (a.decided) decided++;
     else if (a.retryable) opts.onModelFailure?.({ procedure_id: p.procedure_id, rule_id: rule?.rule_id ?? null, kind, reason: a.reason });
     if (a.decided && rule && kind !== 'route' && kind !== 'goal') opts.onDecision?.({ procedure_id: p.procedure_id, rule_id: rule.rule_id, field: kind, p: a.probability, sure: a.sure });
@@ -150,7 +157,8 @@ export async function checkProcedure(p: LockProcedure, session: Session, opts: C
     const reviewer = opts.reviewer;
     const flags = (s: RuleStatus) => (opts.reviewStatuses ? opts.reviewStatuses.includes(s) : isFinding(s));
     const flagged = entries.filter((e, i) => e.review && (flags(derived[i].status) || !e.review.decision.sure));
-    const answers = await Promise.all(flagged.map((e) => reviewer.review(e.review!.question, e.review!.decision, derived[entries.indexOf(e)].status)));
+    opts.signal?.throwIfAborted();
+    const answers = await Promise.all(flagged.map((e) => reviewer.review(e.review!.question, e.review!.decision, derived[entries.indexOf(e)].status, { signal: opts.signal })));
     flagged.forEach((e, i) => {
       const a = answers[i];
       if (!a.decided) return; // the decision stands

@@ -58,7 +58,13 @@ export interface Decider {
   /** What answered (null when no model did). */
   readonly model: string | null;
   readonly promptVersion: string | null;
-  decide(q: Question): Promise<Answer>;
+  /** `signal` aborted: the model call is given up and the decide rejects (the check stops there). */
+  decide(q: Question, opts?: AskSignal): Promise<Answer>;
+}
+
+/** What a decider or reviewer is asked under: a check that stops (its job cut short by a stop) aborts it. */
+export interface AskSignal {
+  signal?: AbortSignal;
 }
 
 /**
@@ -68,7 +74,7 @@ export interface Decider {
 export interface Reviewer {
   readonly model: string;
   readonly promptVersion: string;
-  review(q: Question, draft: Decision, status: RuleStatus): Promise<Answer>;
+  review(q: Question, draft: Decision, status: RuleStatus, opts?: AskSignal): Promise<Answer>;
 }
 
 const WHAT: Record<QuestionKind, string> = {

@@ -63,3 +63,33 @@ it("a procedure check's malformed answer is not cached by the question service: 
 it('refuses an answer format it does not know (INVALID_ARGUMENT), naming the ones it does', async () => {
   await expect(client.decide('decision', { instructions: 'You decide.', subject: 'x', ask: 'Is it so?', answer_format: 'nope' })).rejects.toThrow(/answer_format: must be one of sop-model-answer, got "nope"/);
 });
+
+it("a decision its caller gives up (a check cut short by a stop) is cancelled at once; the question service keeps the model's answer for the check that runs next", async () => {
+  let answer!: () => void;
+  const held = new Promise<void>((r) => (answer = r));
+  const reply = answering(() => ({ p: 0.95, evidence: [], reason: 'It greeted.' }));
+  fake.script = async (call) => {
+    await held;
+    return reply(call);
+  };
+  const before = fake.calls.length;
+  const item = { instructions: 'You decide.', subject: 'The agent said: Hello, welcome to the cut check!', ask: 'Did it greet?', answer_format: 'sop-model-answer' };
+  const stop = new AbortController();
+  const asked = client.decide('decision', item, { signal: stop.signal });
+  for (const t0 = Date.now(); fake.calls.length === before && Date.now() - t0 < 10_000; ) await new Promise((r) => setTimeout(r, 20));
+  expect(fake.calls.length).toBe(before + 1);
+  stop.abort(new Error('the check was cut short'));
+  // over at once, with the signal's reason (not an answer "not made": nothing is recorded as not checked)
+  const ended = await Promise.race([asked.then(() => 'answered', (e: Error) => e.message), new Promise((r) => setTimeout(() => r('still waiting'), 3_000))]);
+  expect(ended).toBe('the check was cut short');
+  answer();
+  // the model's answer reached the question service all the same, and is cached there: the
+  // replica that checks the session next reads it without asking the model again
+  let next = await client.decide('decision', item);
+  for (const t0 = Date.now(); next.ok && !next.cached && Date.now() - t0 < 10_000; ) {
+    await new Promise((r) => setTimeout(r, 50));
+    next = await client.decide('decision', item);
+  }
+  expect(next).toEqual({ ok: true, answer: expect.objectContaining({ p: 0.95 }), model: 'decider-test', cached: true });
+  expect(fake.calls.length).toBe(before + 1);
+});

@@ -8,14 +8,15 @@ import type { DecisionEndpoint, DecisionItem, DecisionReply, QuestionAnswerer } 
  * Either way each decision joins the same batching queue as every other question.
  */
 export interface DecisionsGateway {
-  decide(endpoint: DecisionEndpoint, item: DecisionItem): Promise<DecisionReply>;
+  /** `signal` aborted: given up (over gRPC, the call cancelled), rejecting with its reason. */
+  decide(endpoint: DecisionEndpoint, item: DecisionItem, opts?: { signal?: AbortSignal }): Promise<DecisionReply>;
   decisionModels(): Promise<{ decision: string | null; reasoning: string | null }>;
 }
 
 /** In-process: a full queue makes the check wait for room (back-pressure), as a bus consumer does. */
 export function answererDecisions(answerer: QuestionAnswerer): DecisionsGateway {
   return {
-    decide: (endpoint, item) => answerer.decide(endpoint, item, { wait: true }),
+    decide: (endpoint, item, opts) => answerer.decide(endpoint, item, { wait: true, signal: opts?.signal }),
     decisionModels: () => answerer.decisionModels(),
   };
 }
@@ -113,12 +114,19 @@ export class QuestionDecisionsClient implements DecisionsGateway {
     return this.o.timeoutMs ?? decisionDeadlineMs(this.o.models, endpoint);
   }
 
-  async decide(endpoint: DecisionEndpoint, item: DecisionItem): Promise<DecisionReply> {
+  /**
+   * `signal` aborted (the check stops): the call is cancelled and rejects with the signal's
+   * reason. The question service goes on with the model request it made, and caches its answer.
+   */
+  async decide(endpoint: DecisionEndpoint, item: DecisionItem, opts: { signal?: AbortSignal } = {}): Promise<DecisionReply> {
+    const { signal } = opts;
     for (let attempt = 0; ; attempt++) {
+      signal?.throwIfAborted();
       try {
-        const r = await this.unary<v1.DecideResponse>(this.deadlineMs(endpoint), (md, o, cb) => this.client.decide({ endpoint, ...item }, md, o, cb));
+        const r = await this.unary<v1.DecideResponse>(this.deadlineMs(endpoint), (md, o, cb) => this.client.decide({ endpoint, ...item }, md, o, cb), signal);
         return r.ok ? { ok: true, answer: JSON.parse(r.answer_json) as unknown, model: r.model, cached: r.cached } : { ok: false, reason: r.reason };
       } catch (err) {
+        if (signal?.aborted) throw signal.reason;
         const e = err as ServiceError;
         if (e.code === Status.RESOURCE_EXHAUSTED && attempt < this.o.busyRetries) {
           await new Promise((r) => setTimeout(r, this.o.backoffMs * 2 ** attempt));
@@ -141,9 +149,15 @@ export class QuestionDecisionsClient implements DecisionsGateway {
     this.client.close();
   }
 
-  private unary<R>(deadlineMs: number, call: (md: Metadata, o: { deadline: Date }, cb: (err: ServiceError | null, res: R) => void) => unknown): Promise<R> {
+  private unary<R>(deadlineMs: number, call: (md: Metadata, o: { deadline: Date }, cb: (err: ServiceError | null, res: R) => void) => { cancel(): void } | unknown, signal?: AbortSignal): Promise<R> {
     return new Promise((resolve, reject) => {
-      call(new Metadata(), { deadline: new Date(Date.now() + deadlineMs) }, (err, res) => (err ? reject(err) : resolve(res)));
+      const cancel = () => (c as { cancel?: () => void }).cancel?.();
+      const c = call(new Metadata(), { deadline: new Date(Date.now() + deadlineMs) }, (err, res) => {
+        signal?.removeEventListener('abort', cancel);
+        if (err) reject(err);
+        else resolve(res);
+      });
+      signal?.addEventListener('abort', cancel, { once: true });
     });
   }
 }

@@ -16,7 +16,7 @@ import { SopWorkspaces } from './sop/workspaces';
  * checked by jobs. Named *.test.ts: a helper, not run by jest.
  */
 /** A QuestionAnswerer in-process as the review's decision gateway (as answererDecisions does in the question service). */
-export const answererGateway = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i) => a.decide(e, i, { wait: true }), decisionModels: () => a.decisionModels() });
+export const answererGateway = (a: QuestionAnswerer): DecisionGateway => ({ decide: (e, i, o) => a.decide(e, i, { wait: true, signal: o?.signal }), decisionModels: () => a.decisionModels() });
 
 export const FIXTURES = path.resolve(__dirname, '../../../libs/sop/fixtures');
 

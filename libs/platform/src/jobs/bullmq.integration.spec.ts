@@ -100,7 +100,8 @@ const redis = serviceOrSkip('redis', 'BullJobs serialize lock');
     await quick.close();
     expect(done).toBe(true);
 
-    const stuck = new BullJobs({ url, prefix: scratch.next(), closeGraceMs: 300 });
+    // (a handler that does not heed its signal either: abortGraceMs later its job is put back)
+    const stuck = new BullJobs({ url, prefix: scratch.next(), closeGraceMs: 300, abortGraceMs: 300 });
     let running = false;
     // a job that never ends (a call hanging): SIGTERM must still stop the process
     await stuck.work('q', async () => {
@@ -169,6 +170,59 @@ const redis = serviceOrSkip('redis', 'BullJobs serialize lock');
       await queue.close();
     }
   });
+
+  it('a stop aborts the signal of a job it cuts short: its handler stops there, writes nothing more, and the job runs once more on another replica, no try spent', async () => {
+    const prefix = scratch.next();
+    const failed: FailedJob[] = [];
+    const writes: string[] = [];
+    const aborted: string[] = [];
+    let answer!: () => void;
+    const answered = new Promise<void>((r) => (answer = r));
+    // a session's check: asks (held: a model that has not answered yet), then writes what it got
+    const replica = async (name: string) => {
+      const jobs = new BullJobs({ url, prefix, closeGraceMs: 300, onFailed: (f) => void failed.push(f) });
+      await jobs.work('sopops_check', async (_d: { session: string }, info) => {
+        await new Promise<void>((resolve, reject) => {
+          void answered.then(resolve);
+          info.signal?.addEventListener('abort', () => {
+            aborted.push(`${name}: ${(info.signal!.reason as Error).message}`);
+            reject(info.signal!.reason);
+          });
+        });
+        writes.push(name);
+        return name;
+      }, { serializeBy: (d) => d.session });
+      return jobs;
+    };
+    const queue = new Queue('sopops_check', { connection: { url }, prefix });
+    try {
+      const first = await replica('first');
+      await first.add('sopops_check', { session: 's1' }, { jobId: 's1' });
+      await untilValue('the first replica running the job', async () => (await (await queue.getJob('s1'))?.getState()) === 'active', 30_000);
+      const t0 = Date.now();
+      await first.close();
+      // the handler was told, and ended: the stop did not wait the abort grace (2 s) for it
+      expect(Date.now() - t0).toBeLessThan(2_000);
+      expect(aborted).toEqual([expect.stringMatching(/^first: job sopops_check\/s1 was cut short: this process is stopping/)]);
+      let job = (await queue.getJob('s1'))!;
+      expect(await job.getState()).toBe('waiting');
+      expect(job.attemptsMade).toBe(0);
+      expect(await scratch.raw.exists(`${prefix}:sopops_check:serialize:s1`)).toBe(0);
+      // the model answers now: the stopped replica's handler, had it run on, would write now
+      answer();
+      const second = await replica('second');
+      clients.push(second);
+      await untilValue('the job completed', async () => (await (await queue.getJob('s1'))?.getState()) === 'completed', 30_000);
+      await sleep(300);
+      expect(writes).toEqual(['second']);
+      job = (await queue.getJob('s1'))!;
+      expect(job.returnvalue).toBe('second');
+      expect(failed).toEqual([]);
+    } finally {
+      answer();
+      await queue.close();
+    }
+  }, 60_000);
 
   it('a job cut short by two stops in a row (a rolling update) is not failed, spends no try, and completes on the next replica', async () => {
     const prefix = scratch.next();

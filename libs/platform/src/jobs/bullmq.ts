@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import * as os from 'node:os';
-import { DelayedError, Queue, QueueEvents, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { DelayedError, Queue, QueueEvents, WaitingError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { JobFailedError, JobTimeoutError, RetryLaterError, type AddJobOptions, type FailedJob, type JobHandler, type Jobs, type RetriedJob, type WorkOptions } from '@neatroots/ports';
 import { checkAddOptions, JOB_DEFAULTS, nextCronTime, retryDelayMs } from './common';
@@ -13,11 +13,18 @@ export interface BullJobsOptions {
   /** A try that failed with tries left (logged by the caller). */
   onRetry?: (job: RetriedJob) => void;
   /**
-   * How long close() waits for running jobs (default 10 s). A job still running then is put
-   * back to waiting at once, its serialize key released, without spending a try or counting as
-   * a stall: another replica runs it from the start.
+   * How long close() waits for running jobs (default 10 s). A job still running then is cut
+   * short: its handler's signal (JobInfo.signal) is aborted, and once the handler has ended
+   * (up to abortGraceMs) the job is put back to waiting, its serialize key released, without
+   * spending a try or counting as a stall: another replica runs it from the start.
    */
   closeGraceMs?: number;
+  /**
+   * How long close() waits, after aborting the handlers it cuts short, for them to end (default
+   * 2 s). A handler still running then (one that does not heed its signal) has its job put back
+   * all the same; it runs on in this process, unable to complete or fail the job.
+   */
+  abortGraceMs?: number;
   /**
    * How long a serialize key stays held if its holder dies without releasing it (default 10 min).
    * A living holder renews it while its job runs, however long that is.
@@ -47,12 +54,25 @@ const STALLED_OUT = 'job stalled more than allowable limit';
 /** How long a stop tries to put back the jobs it cut short (Redis away). */
 const PUT_BACK_MS = 5_000;
 
-/** A job this process is running: its BullMQ lock token and, with a serialize key, the lock it holds. */
+/**
+ * A job this process is running: its BullMQ lock token, with a serialize key the lock it holds,
+ * the signal its handler is given (aborted when a stop cuts it short) and when the handler ended.
+ */
 interface Running {
   queue: string;
   id: string;
   token?: string;
   serialized?: { key: string; holder: string; stopRenewing: () => void };
+  cut: AbortController;
+  ended: Promise<void>;
+}
+
+/** Why a job's signal is aborted: the process stops and cut it short. */
+export class JobCutShortError extends Error {
+  constructor(queue: string, id: string) {
+    super(`job ${queue}/${id} was cut short: this process is stopping (it is handed back to run again from the start)`);
+    this.name = 'AbortError';
+  }
 }
 
 /** Compare-and-delete: only the holder releases a serialize lock. */
@@ -109,35 +129,40 @@ export class BullJobs implements Jobs {
     const worker = new Worker(
       queue,
       async (job: Job, token?: string) => {
-        const running: Running = { queue, id: job.id!, token };
+        let end!: () => void;
+        const running: Running = { queue, id: job.id!, token, cut: new AbortController(), ended: new Promise<void>((r) => (end = r)) };
+        const info = { id: job.id!, attempt: job.attemptsMade + 1, signal: running.cut.signal };
         this.running.add(running);
         try {
-          const key = opts.serializeBy?.(job.data as T);
-          if (key === undefined) {
-            await this.beginning(job);
-            return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
-          }
-          const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
-          const holder = randomUUID();
-          const got = await this.lockClient().set(lockKey, holder, 'PX', lockMs, 'NX');
-          if (!got) {
-            // Someone runs this key now: come back shortly, without using up an attempt.
-            await job.moveToDelayed(Date.now() + 200 + Math.floor(Math.random() * 200), token);
-            throw new DelayedError();
-          }
-          // Held for as long as the job runs (as the inline driver does): the expiry is pushed out
-          // while this holder still owns the key, so it only runs out if this process dies.
-          const stopRenewing = this.renewWhileRunning(lockKey, holder, lockMs, renewMs);
-          running.serialized = { key: lockKey, holder, stopRenewing };
-          try {
-            await this.beginning(job);
-            return await handler(job.data as T, { id: job.id!, attempt: job.attemptsMade + 1 });
-          } finally {
-            stopRenewing();
-            await this.lockClient().eval(RELEASE, 1, lockKey, holder);
-          }
+          return await this.handled(job, token, running, async () => {
+            const key = opts.serializeBy?.(job.data as T);
+            if (key === undefined) {
+              await this.beginning(job);
+              return await handler(job.data as T, info);
+            }
+            const lockKey = `${this.prefix}:${queue}:serialize:${key}`;
+            const holder = randomUUID();
+            const got = await this.lockClient().set(lockKey, holder, 'PX', lockMs, 'NX');
+            if (!got) {
+              // Someone runs this key now: come back shortly, without using up an attempt.
+              await job.moveToDelayed(Date.now() + 200 + Math.floor(Math.random() * 200), token);
+              throw new DelayedError();
+            }
+            // Held for as long as the job runs (as the inline driver does): the expiry is pushed out
+            // while this holder still owns the key, so it only runs out if this process dies.
+            const stopRenewing = this.renewWhileRunning(lockKey, holder, lockMs, renewMs);
+            running.serialized = { key: lockKey, holder, stopRenewing };
+            try {
+              await this.beginning(job);
+              return await handler(job.data as T, info);
+            } finally {
+              stopRenewing();
+              await this.lockClient().eval(RELEASE, 1, lockKey, holder);
+            }
+          });
         } finally {
           this.running.delete(running);
+          end();
         }
       },
       // name: each job's processedBy says which process ran it (host:pid), for whoever looks into Redis.
@@ -171,6 +196,23 @@ export class BullJobs implements Jobs {
     worker.on('error', () => undefined);
     this.workers.push(worker);
     await worker.waitUntilReady();
+  }
+
+  /**
+   * Runs a job's work; when it fails after a stop cut it short (its signal aborted), the job is
+   * handed back to waiting with its own lock token, no try spent (BullMQ leaves a job whose
+   * handler throws WaitingError as it is), rather than failed: the handler ended because the
+   * process stops, not because of the job. A job that ends well after the cut is completed.
+   */
+  private async handled<R>(job: Job, token: string | undefined, running: Running, work: () => Promise<R>): Promise<R> {
+    try {
+      return await work();
+    } catch (err) {
+      if (!running.cut.signal.aborted || err instanceof DelayedError || token === undefined) throw err;
+      // The serialize key was released by the work's own finally, before this.
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
   }
 
   /**
@@ -264,16 +306,17 @@ export class BullJobs implements Jobs {
 
   async close(): Promise<void> {
     const grace = this.opts.closeGraceMs ?? 10_000;
-    // Stop taking jobs and wait for the running ones, up to the grace time; then close for
-    // good. (Not close() then close(true): a worker's second close returns its first, which
-    // waits for a job that never ends, and the process would never stop.) Then the jobs cut
-    // short are put back (see putBack).
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled(this.workers.map((w) => w.pause())),
-      new Promise((r) => (timer = setTimeout(r, grace)).unref()),
-    ]);
-    clearTimeout(timer);
+    // Stop taking jobs and wait for the running ones, up to the grace time. Those still running
+    // are cut short: their signals aborted, and up to abortGraceMs given to end, each handing its
+    // job back as it ends (handled()). Then close for good. (Not close() then close(true): a
+    // worker's second close returns its first, which waits for a job that never ends, and the
+    // process would never stop.) Then the jobs whose handler did not end are put back (putBack).
+    await within(Promise.allSettled(this.workers.map((w) => w.pause())), grace);
+    if (this.running.size) {
+      const cut = [...this.running];
+      for (const r of cut) r.cut.abort(new JobCutShortError(r.queue, r.id));
+      await within(Promise.all(cut.map((r) => r.ended)), this.opts.abortGraceMs ?? 2_000);
+    }
     await Promise.allSettled(this.workers.map((w) => w.close(true)));
     await this.putBack();
     await Promise.allSettled([...this.events.values()].map((e) => e.close()));
@@ -297,8 +340,8 @@ export class BullJobs implements Jobs {
   }
 
   /**
-   * The jobs whose handler still runs once the workers are closed were cut short by the stop:
-   * each is moved from active back to waiting (at the head of the queue) with its own lock
+   * The jobs whose handler still runs once the workers are closed (it did not end when its
+   * signal was aborted) were cut short by the stop: each is moved from active back to waiting (at the head of the queue) with its own lock
    * token, so it neither waits for its BullMQ lock to run out nor counts as a stall (two stops
    * in a row, a rolling update, would fail it for good) nor spends a try; and its serialize key
    * is released if this process still holds it, so another replica runs it now rather than
@@ -380,4 +423,11 @@ export class BullJobs implements Jobs {
   private lockClient(): Redis {
     return (this.redis ??= new Redis(this.opts.url, { maxRetriesPerRequest: 3 }));
   }
+}
+
+/** Waits for `p`, or `ms` at most. */
+async function within(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise((r) => (timer = setTimeout(r, ms)).unref())]);
+  clearTimeout(timer);
 }

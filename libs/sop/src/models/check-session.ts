@@ -33,6 +33,8 @@ export interface CheckSessionArgs {
   onDecision?: (d: DecisionRecord) => void;
   /** Told of each question a model failed to answer for a passing reason (CheckOptions.onModelFailure). */
   onModelFailure?: (f: ModelFailure) => void;
+  /** Aborted when the check is to stop (CheckOptions.signal): its model calls are given up. */
+  signal?: AbortSignal;
 }
 
 export interface CheckSessionOptions {
@@ -60,10 +62,10 @@ export function createCheckSession(opts: CheckSessionOptions = {}): CheckSession
     });
     return resolved;
   };
-  return async ({ lock, releaseId, session, bands, onDecision, onModelFailure }) => {
+  return async ({ lock, releaseId, session, bands, onDecision, onModelFailure, signal }) => {
     const { gateway, models: m } = await resolveOnce();
     const { decider, reviewer } = modelsFor(gateway, m, settings, bands ?? NO_FITTED_BANDS);
-    return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses, onDecision, onModelFailure });
+    return checkSession(lock, session, { decider, reviewer, releaseId, reviewStatuses: settings.decisions.review_statuses, onDecision, onModelFailure, signal });
   };
 }
 

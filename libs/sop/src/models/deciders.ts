@@ -1,5 +1,5 @@
 import type { RuleStatus } from '../body';
-import type { Answer, Decider, Decision, Question, QuestionKind, Reviewer, Undecided } from '../decider';
+import type { Answer, AskSignal, Decider, Decision, Question, QuestionKind, Reviewer, Undecided } from '../decider';
 import type { DecisionEndpoint, DecisionGateway, DecisionItem } from './gateway';
 import { MalformedAnswer, readModelAnswer, unusableModelAnswer, type ModelAnswer } from './parse';
 import { askText, CHECK_INSTRUCTIONS, CHECK_VERSION, DECIDE_INSTRUCTIONS, DECIDE_VERSION, DEFAULT_SUBJECT_CHARS, renderSubject, reviewAskText } from './prompt';
@@ -70,9 +70,9 @@ export function retryableModelFailure(reason: string): boolean {
  * a usable answer is, so a malformed one is not cached: the rule is not checked, and checking
  * the session again asks the model again.
  */
-async function ask(gateway: DecisionGateway, endpoint: DecisionEndpoint, item: Omit<DecisionItem, 'usable' | 'answer_format'>, q: Question, who: string): Promise<ModelAnswer | Undecided> {
+async function ask(gateway: DecisionGateway, endpoint: DecisionEndpoint, item: Omit<DecisionItem, 'usable' | 'answer_format'>, q: Question, who: string, signal?: AbortSignal): Promise<ModelAnswer | Undecided> {
   // The check itself in this process; its name for a gateway over gRPC (the question service).
-  const reply = await gateway.decide(endpoint, { ...item, usable: unusableModelAnswer, answer_format: 'sop-model-answer' });
+  const reply = await gateway.decide(endpoint, { ...item, usable: unusableModelAnswer, answer_format: 'sop-model-answer' }, signal ? { signal } : undefined);
   if (!reply.ok) return notChecked(q, who, reply.reason.replace(/\.$/, ''));
   try {
     return readModelAnswer(reply.answer);
@@ -97,8 +97,8 @@ export function modelDecider(gateway: DecisionGateway, model: string, settings: 
   return {
     model,
     promptVersion: DECIDE_VERSION,
-    async decide(q) {
-      const a = await ask(gateway, 'decision', { instructions: DECIDE_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: askText(q) }, q, who);
+    async decide(q, opts) {
+      const a = await ask(gateway, 'decision', { instructions: DECIDE_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: askText(q) }, q, who, opts?.signal);
       if ('decided' in a) return a;
       if (q.kind === 'goal') return goalAnswer(a, settings.goal, false);
       const { answer, sure } = inBand(a.p, bands.bandFor(q, settings));
@@ -112,8 +112,8 @@ export function modelReviewer(gateway: DecisionGateway, model: string, settings:
   return {
     model,
     promptVersion: CHECK_VERSION,
-    async review(q: Question, draft: Decision, status: RuleStatus) {
-      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: reviewAskText(q, draft, status) }, q, who);
+    async review(q: Question, draft: Decision, status: RuleStatus, opts?: AskSignal) {
+      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: reviewAskText(q, draft, status) }, q, who, opts?.signal);
       if ('decided' in a) return a;
       const answer = a.p >= (q.kind === 'goal' ? 0.5 : bands.bandFor(q, settings)[2]);
       return { decided: true, answer, probability: a.p, sure: true, evidence: a.evidence, reason: a.reason || fallbackReason(answer) };
@@ -127,8 +127,8 @@ export function reasoningDecider(gateway: DecisionGateway, model: string, settin
   return {
     model,
     promptVersion: CHECK_VERSION,
-    async decide(q) {
-      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: askText(q) }, q, who);
+    async decide(q, opts) {
+      const a = await ask(gateway, 'reasoning', { instructions: CHECK_INSTRUCTIONS, subject: renderSubject(q.session, subjectChars), ask: askText(q) }, q, who, opts?.signal);
       if ('decided' in a) return a;
       if (q.kind === 'goal') return goalAnswer(a, settings.goal, true);
       const answer = a.p >= bands.bandFor(q, settings)[2];

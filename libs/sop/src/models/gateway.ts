@@ -31,7 +31,12 @@ export type DecisionEndpoint = 'decision' | 'reasoning';
 export type DecisionReply = { ok: true; answer: unknown; model: string; cached: boolean } | { ok: false; reason: string };
 
 export interface DecisionGateway {
-  decide(endpoint: DecisionEndpoint, item: DecisionItem): Promise<DecisionReply>;
+  /**
+   * `signal` aborted (the check stops): the call is given up (over gRPC, cancelled) and rejects
+   * with the signal's reason, never answers `ok: false`. What the model answers meanwhile may
+   * still be cached by the question service, for the check that runs next.
+   */
+  decide(endpoint: DecisionEndpoint, item: DecisionItem, opts?: { signal?: AbortSignal }): Promise<DecisionReply>;
   /** The model names that answer each endpoint; null when none is configured. */
   decisionModels(): Promise<{ decision: string | null; reasoning: string | null }>;
 }

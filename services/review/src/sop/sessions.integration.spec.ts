@@ -1,14 +1,17 @@
-import { BullJobs, serviceOrSkip, until } from '@neatroots/platform';
+import { BullJobs, openAiChatModel, serviceOrSkip, until } from '@neatroots/platform';
 import type { Db, FailedJob, RetriedJob } from '@neatroots/ports';
-import { checkSession, noModelDecider } from '@neatroots/sop';
+import { QuestionAnswerer } from '@neatroots/questions';
+import { checkSession, createCheckSession, noModelDecider } from '@neatroots/sop';
 import { Redis } from 'ioredis';
-import { fixtureSession, luigisFiles, useMigratedDb } from '../sop-fixtures.test';
+import { startFakeOpenAI } from '../../../../libs/platform/src/models/fake-openai.test';
+import { answererGateway, fixtureSession, luigisFiles, useMigratedDb } from '../sop-fixtures.test';
 import { REQUEUE_WINDOW_MS, SOP_CHECK_QUEUE, SopSessions, type CheckSession } from './sessions';
 import { SopWorkspaces } from './workspaces';
 
 /**
  * A session's check on BullMQ with the real Redis (the distributed deployment): a check whose
- * process dies mid-way, and a session left queued with its requeued job kept as failed.
+ * process dies mid-way, one whose process stops mid-way, and a session left queued with its
+ * requeued job kept as failed.
  */
 const SUITE = 'SOP session checks on BullMQ';
 const redis = serviceOrSkip('redis', SUITE);
@@ -32,10 +35,10 @@ const redis = serviceOrSkip('redis', SUITE);
   });
 
   /** A review replica's jobs, with what it logs as failed and retried. */
-  const replica = (prefix: string, stalls?: { lockDurationMs: number; stalledIntervalMs: number; maxStalledCount: number }) => {
+  const replica = (prefix: string, stalls?: { lockDurationMs: number; stalledIntervalMs: number; maxStalledCount: number }, closeGraceMs = 0) => {
     const failed: FailedJob[] = [];
     const retried: RetriedJob[] = [];
-    const jobs = new BullJobs({ url: redis!.url, prefix, closeGraceMs: 0, onFailed: (f) => failed.push(f), onRetry: (r) => retried.push(r), stalls });
+    const jobs = new BullJobs({ url: redis!.url, prefix, closeGraceMs, onFailed: (f) => failed.push(f), onRetry: (r) => retried.push(r), stalls });
     opened.push(jobs);
     return { jobs, failed, retried };
   };
@@ -127,6 +130,71 @@ const redis = serviceOrSkip('redis', SUITE);
     expect(ran).toHaveLength(1);
     expect(replicas.flatMap((x) => x.failed)).toEqual([]);
   }, 60_000);
+
+  it('a stop cuts a check waiting on the model: it asks nothing more and writes nothing, and the next replica checks the session once', async () => {
+    const prefix = `it_sop_cut_${process.pid}_${Date.now().toString(36)}`;
+    prefixes.push(prefix);
+    const workspaces = await published();
+    // the decision model: holds its answers until told (a slow model), then answers every
+    // question of a request yes; each replica asks it under its own model name
+    let holding = true;
+    let answer!: () => void;
+    const held = new Promise<void>((r) => (answer = r));
+    const model = await startFakeOpenAI(async (call) => {
+      if (holding) await held;
+      const user = call.body.messages.find((m) => m.role === 'user')?.content ?? '';
+      const ids = [...user.matchAll(/^q(\d+) \(about subject/gm)].map((m) => `q${m[1]}`);
+      return { json: { answers: ids.map((id) => ({ id, p: 0.95, reason: 'Yes.', evidence: [] })) } };
+    });
+    const answerers: QuestionAnswerer[] = [];
+    const checked: string[] = [];
+    // a review replica (a stop waits 300 ms for its jobs), asking its own question service
+    const start = async (name: string) => {
+      const r = replica(prefix, undefined, 300);
+      const answerer = new QuestionAnswerer({
+        decision: openAiChatModel({ role: 'decision', baseURL: model.url, model: `decider-${name}`, timeoutMs: 60_000 }),
+        queue: { maxWaitMs: 10, retries: 0 },
+        cache: false,
+        onError: () => undefined,
+      });
+      answerers.push(answerer);
+      const sessions = new SopSessions(db, workspaces, r.jobs, createCheckSession({ gateway: answererGateway(answerer) }));
+      sessions.useReview({ onChecked: async (_ws, id) => void checked.push(`${name}:${id}`), overlay: async (_ws, v) => v });
+      await sessions.start();
+      return { ...r, sessions };
+    };
+    try {
+      const a = await start('a');
+      // a phone call: take-order applies when the caller orders, so its rules are asked once
+      // that first answer came (a check asks the model more than once, one after the other)
+      const sent = await a.sessions.receive('luigis', fixtureSession('phone-followed-pickup'));
+      await until('replica a asking the model', () => model.calls.length > 0, 15_000);
+      await new Promise((res) => setTimeout(res, 300)); // the first requests all sent
+      const inFlight = model.calls.length;
+      const t0 = Date.now();
+      await a.jobs.close(); // a rolling update: replica a stops while the model has not answered
+      const stopMs = Date.now() - t0;
+      holding = false;
+      answer(); // the model answers replica a's requests now, after its stop
+      const b = await start('b');
+      await until('the session checked', async () => (await status(sent.id)).status === 'checked', 30_000, 100);
+      await new Promise((res) => setTimeout(res, 1_500)); // what replica a would still ask or write
+      const asked = (name: string) => model.calls.filter((c) => c.body.model === `decider-${name}`).length;
+      // replica a asked nothing after its stop; b asked every question of the check
+      expect({ a: asked('a'), inFlight }).toEqual({ a: inFlight, inFlight });
+      expect(asked('b')).toBeGreaterThan(inFlight);
+      // saved once, by b, with no error, and no try spent or failure on either replica
+      expect(checked).toEqual([`b:${sent.id}`]);
+      expect(await status(sent.id)).toEqual({ status: 'checked', error: null });
+      expect([...a.failed, ...a.retried, ...b.failed, ...b.retried]).toEqual([]);
+      // the stop did not wait for the model: the check heard it and ended
+      expect(stopMs).toBeLessThan(2_000);
+    } finally {
+      answer();
+      for (const x of answerers) x.close();
+      await model.close();
+    }
+  }, 90_000);
 
   it('a session left queued while its requeued job is kept as failed is queued again by a later start', async () => {
     const prefix = `it_sop_requeue_${process.pid}_${Date.now().toString(36)}`;

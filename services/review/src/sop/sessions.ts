@@ -47,6 +47,8 @@ export type CheckSession = (args: {
   onDecision?: (d: DecisionRecord) => void;
   /** Each question the model failed to answer for a passing reason: the check is tried again. */
   onModelFailure?: (f: ModelFailure) => void;
+  /** Aborted when a stop cuts the check's job short (JobInfo.signal): it asks nothing more and rejects. */
+  signal?: AbortSignal;
 }) => Promise<SessionBody>;
 
 /** Where a check finds the workspace's bands fitted by calibration (services/review/src/calibration). */
@@ -278,6 +280,7 @@ export class SopSessions {
         bands,
         onDecision: (d) => decisions.push(d),
         onModelFailure: (f) => failures.push(f),
+        signal: info?.signal,
       });
     } catch (err) {
       // Trying again cannot help: the release has no such agent. Anything else (a model
