@@ -23,6 +23,46 @@ export interface DeadLetter {
    * the payload's JSON text (DEAD_LETTER_TRAVEL_CHARS), kept as cut.
    */
   payload_cut?: string;
+  /**
+   * With `payload_cut`, when the payload was a list (a record of question tasks): each item's
+   * short fields, so what needs to know which items it held still does (the tasks' project, ids,
+   * runs and checks). Its strings up to ITEM_FIELD_CHARS, a list of strings up to
+   * ITEM_LIST_LENGTH of them, and of an object field only its `id`; as many items as fit in
+   * DEAD_LETTER_TRAVEL_CHARS / 4 characters (the rest are left out).
+   */
+  payload_items?: Record<string, unknown>[];
+}
+
+/** A cut letter's payload_items keep a string field up to this many characters (longer ones are left out). */
+const ITEM_FIELD_CHARS = 1_024;
+/** ... and a list of strings (a task's span_ids) up to this many of them. */
+const ITEM_LIST_LENGTH = 256;
+
+/** The short fields of a list payload's items, for a letter whose payload is cut (DeadLetter.payload_items). */
+function payloadItems(payload: unknown, budget: number): Record<string, unknown>[] | undefined {
+  if (!Array.isArray(payload)) return undefined;
+  const out: Record<string, unknown>[] = [];
+  let used = 2;
+  for (const item of payload) {
+    if (!item || typeof item !== 'object' || Array.isArray(item)) continue;
+    const slim: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(item as Record<string, unknown>)) {
+      if (typeof v === 'number' || typeof v === 'boolean' || v === null) slim[k] = v;
+      else if (typeof v === 'string') {
+        if (v.length <= ITEM_FIELD_CHARS) slim[k] = v;
+      } else if (Array.isArray(v)) {
+        if (v.length <= ITEM_LIST_LENGTH && v.every((x) => typeof x === 'string' && x.length <= ITEM_FIELD_CHARS)) slim[k] = v;
+      } else if (v && typeof v === 'object') {
+        const id = (v as Record<string, unknown>).id;
+        if (typeof id === 'string' && id.length <= ITEM_FIELD_CHARS) slim[k] = { id };
+      }
+    }
+    const chars = JSON.stringify(slim).length + 1;
+    if (used + chars > budget) break;
+    used += chars;
+    out.push(slim);
+  }
+  return out.length ? out : undefined;
 }
 
 /**
@@ -56,8 +96,12 @@ export function deadLetterTopic(prefix = 'neatroots'): { readonly name: string; 
       }
       if (text.length > 2 * DEAD_LETTER_TRAVEL_CHARS) {
         const { payload, ...rest } = v;
-        const cut = (JSON.stringify(payload) ?? 'null').slice(0, DEAD_LETTER_TRAVEL_CHARS);
-        text = JSON.stringify({ ...rest, reason: rest.reason.slice(0, DEAD_LETTER_TRAVEL_CHARS), payload: null, payload_cut: cut });
+        // A list's items keep their short fields (a record of question tasks still names them),
+        // in room taken from the cut text, so the letter is no larger than before.
+        const items = payloadItems(payload, DEAD_LETTER_TRAVEL_CHARS / 4);
+        const room = DEAD_LETTER_TRAVEL_CHARS - (items ? JSON.stringify(items).length : 0);
+        const cut = (JSON.stringify(payload) ?? 'null').slice(0, room);
+        text = JSON.stringify({ ...rest, reason: rest.reason.slice(0, DEAD_LETTER_TRAVEL_CHARS), payload: null, payload_cut: cut, ...(items && { payload_items: items }) });
       }
       return new TextEncoder().encode(text);
     },

@@ -1,5 +1,6 @@
-import type { Bus, BusBatch, Db, LogFields, Queryable, Subscription, Topic } from '@neatroots/ports';
+import { deadLetterTopic, type Bus, type BusBatch, type DeadLetter, type Db, type LogFields, type Queryable, type Subscription, type Topic } from '@neatroots/ports';
 import { MemoryBus, migrate, openPglite } from '@neatroots/platform';
+import { QuestionsRepo } from '@neatroots/store';
 import { DELIVERIES_TOPIC, EVENTS_TOPIC, FINDINGS_TOPIC, type FindingMessage } from '@neatroots/messages';
 import { type Envelope } from '@neatroots/spans';
 import { REVIEW_GROUPS, startReview, type Review } from './review';
@@ -144,6 +145,45 @@ describe('review service: what it sets aside', () => {
       msg: expect.stringMatching(/^set aside span s2 of project "p1"/),
       fields: { project: 'p1', run_id: 'r9', kind: 'span', source: 'store.events' },
     });
+  });
+});
+
+describe('review service: question tasks set aside', () => {
+  it('a record of question tasks too large to travel whole still names its tasks: listed under their project, each not checked with why, none left waiting', async () => {
+    const bus = new MemoryBus({ partitions: 1, retryDelayMs: 5 });
+    const review = await startReview({ bus, db, writer: { flushMs: 5 } });
+    try {
+      const run = `r-cut-${Date.now().toString(36)}`;
+      await bus.publish(EVENTS_TOPIC, [{ key: run, value: { project: 'p1', received_ms: T0, item: { kind: 'run_start', run: { event: 'run_start', run_id: run, workflow: 'w', ts_ms: T0 } } } }]);
+      await bus.idle();
+      // two questions handed to the question service, which kept failing on their record
+      const task = (n: number) => ({
+        type: 'question', id: `${run}-t${n}`, project: 'p1', run_id: run, anchor: `s${n}`, span_ids: [`s${n}`], at_ms: T0 + n,
+        check: { id: `tone-${n}`, question: 'Was the agent rude?' },
+        // the evidence of a long run: the record is past what a letter carries whole
+        evidence: 'x'.repeat(400_000),
+      });
+      await new QuestionsRepo(db).handed([1, 2].map((n) => ({ task_id: `${run}-t${n}`, project: 'p1', run_id: run })));
+      expect((await review.queries.getRun('p1', run))!.questions_pending).toBe(2);
+      const letter: DeadLetter = { project: '', source: 'bus:neatroots.questions/neatroots.question', kind: 'message', reason: 'the findings window cannot be read', payload: [task(1), task(2)] };
+      // as it reaches the review service over Kafka: cut to travel
+      const topic = deadLetterTopic();
+      const arrived = topic.decode(topic.encode(letter));
+      expect(arrived.payload).toBeNull();
+      expect(typeof arrived.payload_cut).toBe('string');
+      await bus.publish(topic, [{ key: 'p1', value: arrived }]);
+      await bus.idle();
+
+      const listed = (await review.queries.listDeadLetters('p1')).items.filter((l) => l.source === letter.source && l.reason === letter.reason);
+      expect(listed).toEqual([expect.objectContaining({ project: 'p1', kind: 'message', truncated: true })]);
+      const page = (await review.queries.getRun('p1', run))!;
+      expect(page.questions_pending).toBe(0);
+      const why = 'the question service set this question aside after repeated failures: the findings window cannot be read';
+      expect(page.not_checked.map((n) => [n.check_id, n.span_ids, n.reason]).sort()).toEqual([['tone-1', ['s1'], why], ['tone-2', ['s2'], why]]);
+    } finally {
+      await review.close();
+      await bus.close();
+    }
   });
 });
 

@@ -165,10 +165,16 @@ export async function startReview(opts: ReviewOptions): Promise<Review> {
   return { queries, quiet, isQuiet: quiet.lookup, writer, close };
 }
 
-/** A set-aside record of the questions topic (`bus:<prefix>.questions/<group>`) whose tasks it carries. */
+/**
+ * A set-aside record of the questions topic (`bus:<prefix>.questions/<group>`) whose tasks it
+ * carries: from its payload, or when that was cut to travel, from the short fields of its tasks
+ * the letter kept (DeadLetter.payload_items: ids, project, run, anchor, span ids, the check's id).
+ */
 function questionTasksOf(l: DeadLetter): Record<string, unknown>[] {
-  if (!/^bus:.+\.questions\//.test(l.source) || !Array.isArray(l.payload)) return [];
-  return (l.payload as unknown[]).filter((t): t is Record<string, unknown> => !!t && typeof t === 'object' && !Array.isArray(t));
+  if (!/^bus:.+\.questions\//.test(l.source)) return [];
+  const tasks: unknown = Array.isArray(l.payload) ? l.payload : l.payload_items;
+  if (!Array.isArray(tasks)) return [];
+  return (tasks as unknown[]).filter((t): t is Record<string, unknown> => !!t && typeof t === 'object' && !Array.isArray(t));
 }
 
 /**
@@ -183,7 +189,8 @@ function withTasksProject(l: DeadLetter): DeadLetter {
 
 /**
  * The question tasks of a set-aside record as not checked: the question service kept failing on
- * them (a cut payload, past DEAD_LETTER_TRAVEL_CHARS, no longer names its tasks: they are left).
+ * them (a payload cut to travel names them by the short fields kept, payload_items; tasks left
+ * out of those, past their room, are left waiting).
  */
 function givenUpQuestions(l: DeadLetter): QuestionResult[] {
   const out: QuestionResult[] = [];
