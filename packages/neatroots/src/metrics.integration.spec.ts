@@ -3,6 +3,7 @@ import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { createLogger, LogBus, MemoryBus } from '@neatroots/platform';
 import { deadLetterTopic } from '@neatroots/ports';
 import { v1 } from '@neatroots/proto';
+import { deadLetterMetricSource } from '@neatroots/review';
 import { startEmbedded, type EmbeddedApp } from './embedded';
 import { testConfig, tempHome } from './test-app.test';
 
@@ -53,14 +54,28 @@ describe('the counters alerts watch, on a fresh embedded app', () => {
     const zero = samples(text, 'neatroots_dead_letters_total');
     expect(zero.every((s) => s.value === 0)).toBe(true);
     const sources = zero.map((s) => s.labels.source).sort();
-    // The groups of this app: an ingest's notes group is named anew at each start, and the
-    // dead letters' own consumer sets nothing aside.
+    // The groups of this app (an ingest's notes group, named anew at each start, counted under
+    // one name for all of them); the dead letters' own consumer sets nothing aside.
     const groups = spies
       .flatMap((spy) => spy.mock.calls)
-      .filter(([topic, opts]) => !opts.transient && topic.name !== deadLetterTopic(app.config.NEATROOTS_TOPIC_PREFIX).name)
-      .map(([topic, opts]) => `bus:${topic.name}/${opts.group}`);
-    expect(groups.length).toBeGreaterThanOrEqual(5);
+      .filter(([topic]) => topic.name !== deadLetterTopic(app.config.NEATROOTS_TOPIC_PREFIX).name)
+      .map(([topic, opts]) => deadLetterMetricSource(`bus:${topic.name}/${opts.group}`));
+    expect(groups.length).toBeGreaterThanOrEqual(6);
     expect(sources).toEqual([...new Set(['store.deliveries', 'store.events', 'store.findings', ...groups])].sort());
+  });
+
+  it("counts a dead letter of ingest's notes group (named anew at each start) from 0, under one source for every replica", async () => {
+    const [topic, opts] = spies.flatMap((spy) => spy.mock.calls).find(([, o]) => o.transient && /ingest-notes/.test(o.group))!;
+    const source = `bus:${topic.name}/${opts.group}`;
+    const counted = `bus:${topic.name}/ingest-notes`;
+    const count = async () => samples(await metrics(), 'neatroots_dead_letters_total').find((s) => s.labels.source === counted)?.value;
+    expect(await count()).toBe(0);
+    // what the bus of this replica's notes subscription sends when a note kept failing
+    await app.bus.publish(deadLetterTopic(app.config.NEATROOTS_TOPIC_PREFIX), [{ key: 'p-alerts', value: { project: 'p-alerts', source, kind: 'message', reason: 'the note could not be sent', payload: { note_id: 'n1' } } }]);
+    for (const end = Date.now() + 15_000; Date.now() < end && (await count()) !== 1; ) await new Promise((r) => setTimeout(r, 100));
+    expect(await count()).toBe(1);
+    // no series of the replica's own group name, which would appear at 1 and be gone at the next start
+    expect(samples(await metrics(), 'neatroots_dead_letters_total').map((s) => s.labels.source)).not.toContain(source);
   });
 });
 

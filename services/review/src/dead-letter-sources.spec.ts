@@ -1,4 +1,4 @@
-import { deadLetterSources } from './module';
+import { deadLetterMetricSource, deadLetterSources } from './module';
 
 /**
  * The sources neatroots_dead_letters_total starts at 0 (the review service at its start): what a
@@ -16,6 +16,7 @@ describe('deadLetterSources', () => {
       'bus:acme.deliveries/acme.review-deliveries',
       'bus:acme.events/acme.rule-engine',
       'bus:acme.questions/acme.question',
+      'bus:acme.notes/acme.ingest-notes',
     ]);
     expect(deadLetterSources('neatroots', false).filter((s) => s.startsWith('bus:'))).toEqual([
       'bus:neatroots.events/review-store',
@@ -23,6 +24,21 @@ describe('deadLetterSources', () => {
       'bus:neatroots.deliveries/review-deliveries',
       'bus:neatroots.events/rule-engine',
       'bus:neatroots.questions/question',
+      'bus:neatroots.notes/ingest-notes',
     ]);
+  });
+
+  it("counts every ingest replica's notes group under one source, the one there at 0 from the start", () => {
+    // the groups of two replicas, and of one started again (host-pid-random: a new name each start)
+    for (const [source, scoped, prefix] of [
+      ['bus:acme.notes/acme.ingest-notes-web-1-41-0a1b2c3d', true, 'acme'],
+      ['bus:acme.notes/acme.ingest-notes-web-2-7-99ffee00', true, 'acme'],
+      ['bus:neatroots.notes/ingest-notes-laptop-5120-12345678', false, 'neatroots'],
+    ] as const) {
+      expect(deadLetterSources(prefix, scoped)).toContain(deadLetterMetricSource(source));
+    }
+    // any other source is counted as it is
+    expect(deadLetterMetricSource('bus:acme.events/acme.rule-engine')).toBe('bus:acme.events/acme.rule-engine');
+    expect(deadLetterMetricSource('store.events')).toBe('store.events');
   });
 });

@@ -116,7 +116,7 @@ export const reviewModule: ServiceModule<ReviewConfig> = {
       topics: { ...makeTopics(ctx.config.NEATROOTS_TOPIC_PREFIX), deadLetters: deadLetterTopic(ctx.config.NEATROOTS_TOPIC_PREFIX) },
       log: (m, err, fields) => ctx.log.error(m, err, fields),
       // every dead letter ends up here (the buses send theirs on the dead-letter topic)
-      onSetAside: (letter) => ctx.metrics.deadLetters.inc({ source: letter.source }),
+      onSetAside: (letter) => ctx.metrics.deadLetters.inc({ source: deadLetterMetricSource(letter.source) }),
       // a run of an agent of the live release becomes a SOP session when it ends
       onRunsEnded: (ended) => sop.runsEnded(ended),
     });
@@ -233,10 +233,10 @@ export async function seedSteering(
  * from 0: the store writer's (`store.events`, `store.findings`, `store.deliveries`) and the bus's
  * of each consumer group of the pipeline that sets records aside, `bus:<topic>/<group>` (this
  * service's stores, the rule engine's `rule-engine` on the events topic, the question service's
- * `question` on the questions topic; their default group names). `scoped`: the distributed
- * deployment names its Kafka groups after the topic prefix (`<prefix>.rule-engine`). Not here:
- * an ingest replica's notes group, named anew at each start, and a dead letter's own consumer,
- * which sets nothing aside.
+ * `question` on the questions topic; their default group names; and every ingest replica's notes
+ * group as one, `ingest-notes` on the notes topic: deadLetterMetricSource). `scoped`: the
+ * distributed deployment names its Kafka groups after the topic prefix (`<prefix>.rule-engine`).
+ * Not here: a dead letter's own consumer, which sets nothing aside.
  */
 export function deadLetterSources(prefix: string, scoped: boolean): string[] {
   const topics = makeTopics(prefix);
@@ -247,6 +247,23 @@ export function deadLetterSources(prefix: string, scoped: boolean): string[] {
     [topics.deliveries.name, REVIEW_GROUPS.deliveries],
     [topics.events.name, 'rule-engine'],
     [topics.questions.name, 'question'],
+    [topics.notes.name, NOTES_GROUP],
   ];
   return ['store.events', 'store.findings', 'store.deliveries', ...bus.map(([t, g]) => `bus:${t}/${group(g)}`)];
+}
+
+/** The name every ingest replica's notes group starts with (`ingest-notes-<host>-<pid>-<random>`, services/ingest). */
+const NOTES_GROUP = 'ingest-notes';
+
+/**
+ * The `source` a dead letter is counted under in neatroots_dead_letters_total: its own, but for
+ * an ingest replica's notes group, named anew at each start (`bus:<topic>/<prefix.>ingest-notes-
+ * <host>-<pid>-<random>`), counted as `bus:<topic>/<prefix.>ingest-notes` for every replica. That
+ * series is there at 0 from the start (deadLetterSources), so the first dead letter of a notes
+ * group is an increase an alert sees, and restarts do not add a series each. The letter itself
+ * keeps the replica's group (GET dead-letters).
+ */
+export function deadLetterMetricSource(source: string): string {
+  const m = /^(bus:[^/]+\/(?:[^/]*\.)?ingest-notes)-[^/]+$/.exec(source);
+  return m ? m[1] : source;
 }
