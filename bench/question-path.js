@@ -1,9 +1,10 @@
 'use strict';
 // The question path's CPU in one process, stage by stage: the rule engine's question scheduler
 // (with the workflows' plans picking `wrong-tool-or-arguments`, so every tool call is asked
-// about, as in bench/distributed.js), the questions topic's records written (questionTaskRecords,
-// questionTasksToProto and the protobuf), read back (questionTasksFromBytes) and answered by the
-// question service's processor with the fast classifier (windows in memory, no bus, no database).
+// about, as in bench/distributed.js), the questions topic's records written as the topic writes
+// them (questionTaskRecords, then QUESTIONS_TOPIC.encode), read back (questionTasksFromBytes) and
+// answered by the question service's processor with the fast classifier (windows in memory, no
+// bus, no database).
 // Prints the process's CPU seconds per 100,000 spans for each stage: steadier on a loaded machine
 // than a distributed run's spans/s. Build first (npx tsc -b libs/questions libs/messages).
 //   node bench/question-path.js [SPANS] [--checkout DIR]
@@ -29,8 +30,7 @@ async function benchQuestionPath({ spans, checkout }) {
   const { loadChecks } = need('@neatroots/checks');
   const { MemoryWindowStore } = need('@neatroots/platform');
   const { QuestionScheduler, questionSet, QuestionProcessor, QuestionAnswerer, MemoryPlanStore } = need('@neatroots/questions');
-  const { questionTaskRecords, questionTasksToProto, questionTasksFromBytes } = need('@neatroots/messages');
-  const { v1 } = need('@neatroots/proto');
+  const { questionTaskRecords, QUESTIONS_TOPIC, questionTasksFromBytes } = need('@neatroots/messages');
   const { fleet, TOOLS } = require(path.join(checkout, 'bench/checks.js'));
   const set = questionSet(loadChecks({ home: false }).checks);
   const plans = new MemoryPlanStore();
@@ -60,7 +60,7 @@ async function benchQuestionPath({ spans, checkout }) {
     let b = cpu();
     us.scheduler += b - a;
     a = b;
-    const recs = questionTaskRecords(out.tasks).map((r) => v1.QuestionTasks.encode(questionTasksToProto(r.value)).finish());
+    const recs = questionTaskRecords(out.tasks).map((r) => QUESTIONS_TOPIC.encode(r.value));
     b = cpu();
     us.encode += b - a;
     a = b;

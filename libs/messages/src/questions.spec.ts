@@ -1,5 +1,5 @@
-import { v1 } from '@neatroots/proto';
-import { FINDINGS_TOPIC, MAX_TASKS_A_RECORD, QUESTIONS_TOPIC, makeTopics, questionTaskRecords, questionTaskToProto, type FindingMessage, type QuestionTask, type QuestionTaskMessage } from './index';
+import { encodeMessage, v1 } from '@neatroots/proto';
+import { FINDINGS_TOPIC, MAX_TASKS_A_RECORD, QUESTIONS_TOPIC, makeTopics, questionTaskRecords, questionTasksToProto, questionTaskToProto, type FindingMessage, type QuestionTask, type QuestionTaskMessage } from './index';
 
 describe('the questions topic', () => {
   it('carries a question task, its JSON parts intact', () => {
@@ -103,6 +103,42 @@ describe('the questions topic', () => {
       expect(bad({ context_json: '{"spans":[-1]}' })).toThrow('question task t2: context_json refers to span -1');
       expect(bad({ check_ref: 2 })).toThrow('question task t2: check_ref refers to check 2, which its record does not hold');
       expect(() => QUESTIONS_TOPIC.decode(v1.QuestionTasks.encode({ ...rec, spans_json: '[1,2]' }).finish())).toThrow('question tasks of run r1: spans_json must be an array of objects');
+    });
+
+    it('writes a record\'s bytes as the generated encoder writes its message, whatever its texts and sizes', () => {
+      // The topic writes the shared spans and checks from their texts straight into the record
+      // (questionTasksBytes): byte for byte what encoding questionTasksToProto's message gives.
+      const generated = (tasks: QuestionTaskMessage[]) => Buffer.from(encodeMessage(v1.QuestionTasks, questionTasksToProto(tasks))).toString('hex');
+      const written = (tasks: QuestionTaskMessage[]) => Buffer.from(QUESTIONS_TOPIC.encode(tasks)).toString('hex');
+      const texts = ['plain', 'ünïcode ✓', 'emoji 😀 pairs', 'a lone \ud800 half', '\u0000 nul and "quotes" \\ and \n', 'ÿ'.repeat(70)];
+      const summary = (i: number, len: number) => ({ id: `u${i}`, type: 'tool', name: 'search', tool: 'search', status: 'ok' as const, input: texts[i % texts.length], output: `${texts[(i + 1) % texts.length]} `.repeat(len) });
+      const shown = (n: number, len: number): QuestionTask => {
+        const spans = Array.from({ length: n }, (_, i) => summary(i, len));
+        return { ...ask(11), evidence: { spans: spans.slice(-3), focus: `u${n - 1}` }, context: { spans: spans.slice(0, -3) } };
+      };
+      const plan: QuestionTaskMessage = { id: 'p1', type: 'plan', project: 'p', run_id: 'r1', workflow: 'w', plan: { project: 'p', workflow: 'w', tools: [{ name: 'a' }] }, span_ids: [], final: false, at_ms: 1 };
+      const unicodeCheck = { ...check, ask: 'Was the tool wrong? ✓ 😀' } as QuestionTask['check'];
+      const records: QuestionTaskMessage[][] = [
+        [ask(8)],
+        [ask(4), ask(9), ask(11)],
+        // the spans' field under 128 bytes, and a task of no spans (checks_json alone)
+        [{ ...ask(0), evidence: { spans: [] }, context: undefined }],
+        [{ ...ask(1), evidence: { spans: [summary(0, 0)] }, context: undefined, check: unicodeCheck }],
+        // lengths of 2, 3 and 4 bytes (over 16 KiB and over 2 MiB)
+        [shown(20, 10)],
+        [shown(30, 80)],
+        [shown(40, 3000)],
+        // no shared spans nor checks: a plan alone, and a plan beside a question
+        [plan],
+        [plan, ask(5)],
+        Array.from({ length: MAX_TASKS_A_RECORD }, (_, i) => ({ ...ask(i % 12), id: `m${i}`, check: i % 2 ? unicodeCheck : check })),
+      ];
+      for (const tasks of records) {
+        expect(written(tasks)).toBe(generated(tasks));
+        expect(QUESTIONS_TOPIC.decode(QUESTIONS_TOPIC.encode(tasks))).toEqual(tasks);
+      }
+      // the 4-byte length above is one
+      expect(QUESTIONS_TOPIC.encode(records[6]).length).toBeGreaterThan(2 * 1024 * 1024);
     });
 
     it('puts each run\'s tasks in records of their own, in order, at most MAX_TASKS_A_RECORD a record', () => {

@@ -1,5 +1,5 @@
 import { QUESTION_KINDS, type QuestionCheck } from '@neatroots/checks';
-import { v1 } from '@neatroots/proto';
+import { encodeMessage, v1 } from '@neatroots/proto';
 import type { ToolInfo } from '@neatroots/spans';
 
 /**
@@ -111,9 +111,9 @@ export const MAX_TASKS_A_RECORD = 64;
 interface Shared {
   /** The record's number (Written.record): which spans it holds already, and where. */
   record: number;
-  /** The JSON of the spans it holds, in order. */
-  spans: string[];
-  checks: string[];
+  /** The spans it holds, in order: their JSON, and its UTF-8 length once worked out. */
+  spans: Written[];
+  checks: Written[];
   checkAt: Map<QuestionCheck, number>;
 }
 
@@ -129,6 +129,8 @@ interface Written {
   /** The last record that holds it (Shared.record), and its index there. */
   record: number;
   at: number;
+  /** Its text's length in UTF-8, the first time a record's bytes hold it (-1 until then). */
+  bytes: number;
 }
 
 const texts = new WeakMap<QuestionCheck | SpanSummary, Written>();
@@ -138,7 +140,7 @@ let records = 0;
 
 function written(v: QuestionCheck | SpanSummary): Written {
   let w = texts.get(v);
-  if (w === undefined) texts.set(v, (w = { text: JSON.stringify(v), record: 0, at: 0 }));
+  if (w === undefined) texts.set(v, (w = { text: JSON.stringify(v), record: 0, at: 0, bytes: -1 }));
   return w;
 }
 
@@ -156,7 +158,7 @@ function spanRef(shared: Shared, s: SpanSummary): number {
   if (w.record !== shared.record) {
     w.record = shared.record;
     w.at = shared.spans.length;
-    shared.spans.push(w.text);
+    shared.spans.push(w);
   }
   return w.at;
 }
@@ -178,7 +180,7 @@ function toProto(t: QuestionTaskMessage, shared: Shared | undefined): v1.Questio
     let i = shared.checkAt.get(q.check);
     if (i === undefined) {
       i = shared.checks.length;
-      shared.checks.push(jsonOnce(q.check));
+      shared.checks.push(written(q.check));
       shared.checkAt.set(q.check, i);
     }
     checkRef = i + 1;
@@ -209,20 +211,102 @@ export function questionTaskToProto(t: QuestionTaskMessage): v1.QuestionTask {
   return toProto(t, undefined);
 }
 
+/** A record's tasks, and what they share, as the record writes them (see questionTasksToProto). */
+function recordOf(tasks: readonly QuestionTaskMessage[]): { tasks: v1.QuestionTask[]; shared: Shared } {
+  const shared: Shared = { record: ++records, spans: [], checks: [], checkAt: new Map() };
+  const out = new Array<v1.QuestionTask>(tasks.length);
+  for (let i = 0; i < tasks.length; i++) out[i] = toProto(tasks[i], shared);
+  return { tasks: out, shared };
+}
+
+/** A JSON array of the texts, as spans_json and checks_json hold them ('' for none). */
+function arrayText(parts: readonly Written[]): string {
+  return parts.length ? `[${parts.map((w) => w.text).join(',')}]` : '';
+}
+
 /**
  * One record of the questions topic: tasks of one run, in order (at most MAX_TASKS_A_RECORD).
  * The span summaries their evidence and context share (a run's tasks of one step show mostly
  * the same earlier calls) and their checks are written once, found by identity: the scheduler
- * hands the same summary and check objects to every task that shows them.
+ * hands the same summary and check objects to every task that shows them. The topic writes the
+ * same record's bytes without this message (questionTasksBytes).
  */
 export function questionTasksToProto(tasks: readonly QuestionTaskMessage[]): v1.QuestionTasks {
-  const shared: Shared = { record: ++records, spans: [], checks: [], checkAt: new Map() };
-  const out = tasks.map((t) => toProto(t, shared));
-  return {
-    tasks: out,
-    spans_json: shared.spans.length ? `[${shared.spans.join(',')}]` : '',
-    checks_json: shared.checks.length ? `[${shared.checks.join(',')}]` : '',
-  };
+  const { tasks: out, shared } = recordOf(tasks);
+  return { tasks: out, spans_json: arrayText(shared.spans), checks_json: arrayText(shared.checks) };
+}
+
+/** The tags of QuestionTasks.spans_json (101) and checks_json (102), length-delimited: (field << 3) | 2. */
+const SPANS_JSON_TAG = (101 << 3) | 2;
+const CHECKS_JSON_TAG = (102 << 3) | 2;
+
+/** How many bytes a varint of `n` takes (n < 2^32). */
+function varintSize(n: number): number {
+  return n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5;
+}
+
+function writeVarint(out: Uint8Array, at: number, n: number): number {
+  while (n > 0x7f) {
+    out[at++] = (n & 0x7f) | 0x80;
+    n >>>= 7;
+  }
+  out[at++] = n;
+  return at;
+}
+
+/** The UTF-8 length of a JSON array of the texts (0 for none), each text's worked out once. */
+function arrayBytes(parts: readonly Written[]): number {
+  if (!parts.length) return 0;
+  let n = 1 + parts.length;
+  for (let i = 0; i < parts.length; i++) {
+    const w = parts[i];
+    if (w.bytes < 0) w.bytes = Buffer.byteLength(w.text, 'utf8');
+    n += w.bytes;
+  }
+  return n;
+}
+
+/** The size of a string field of `bytes` UTF-8 bytes (0 for none: proto3 leaves an empty string out). */
+function fieldSize(tag: number, bytes: number): number {
+  return bytes ? varintSize(tag) + varintSize(bytes) + bytes : 0;
+}
+
+/** Writes the texts as a JSON array in a string field at `at` (nothing for none); where it ends. */
+function writeArray(out: Buffer, at: number, tag: number, parts: readonly Written[], bytes: number): number {
+  if (!bytes) return at;
+  at = writeVarint(out, at, tag);
+  at = writeVarint(out, at, bytes);
+  out[at++] = 0x5b; // [
+  for (let i = 0; i < parts.length; i++) {
+    if (i) out[at++] = 0x2c; // ,
+    const w = parts[i];
+    at += out.write(w.text, at, w.bytes, 'utf8');
+  }
+  out[at++] = 0x5d; // ]
+  return at;
+}
+
+/**
+ * One record of the questions topic as bytes: the same bytes as
+ * `encodeMessage(v1.QuestionTasks, questionTasksToProto(tasks))` (the fields in their order: the
+ * tasks, spans_json, checks_json). The shared spans and checks are written from their texts
+ * straight into the record, each text's UTF-8 length worked out once while its object lives:
+ * before, their texts were joined into one (a copy of every summary a record), which the
+ * encoder copied again to flatten it and once more as UTF-8 into its own buffer.
+ */
+export function questionTasksBytes(tasks: readonly QuestionTaskMessage[]): Uint8Array {
+  const { tasks: out, shared } = recordOf(tasks);
+  const head = encodeMessage(v1.QuestionTasks, { tasks: out, spans_json: '', checks_json: '' });
+  const spansBytes = arrayBytes(shared.spans);
+  const checksBytes = arrayBytes(shared.checks);
+  if (!spansBytes && !checksBytes) return head;
+  const bytes = new Uint8Array(head.length + fieldSize(SPANS_JSON_TAG, spansBytes) + fieldSize(CHECKS_JSON_TAG, checksBytes));
+  bytes.set(head);
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+  let at = writeArray(buf, head.length, SPANS_JSON_TAG, shared.spans, spansBytes);
+  at = writeArray(buf, at, CHECKS_JSON_TAG, shared.checks, checksBytes);
+  if (at !== bytes.length) throw new Error(`question tasks of run ${tasks[0]?.run_id}: wrote ${at} bytes of ${bytes.length}`);
+  return bytes;
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Envelope } from '@neatroots/spans';
 import { envelopeFromBus, envelopeToProto } from './envelope';
 import { findingFromProto, findingToProto, type FindingMessage } from './findings';
 import { noteFromProto, type Note, type NoteDelivered } from './notes';
-import { questionTasksFromBytes, questionTasksToProto, type QuestionTaskMessage } from './questions';
+import { questionTasksBytes, questionTasksFromBytes, type QuestionTaskMessage } from './questions';
 
 /** The bus topics: each a name and its codec, passed straight to the bus port. */
 export interface Topics {
@@ -64,7 +64,7 @@ export function makeTopics(prefix: string = DEFAULT_TOPIC_PREFIX): Topics {
     ),
     questions: topic<QuestionTaskMessage[]>(
       `${prefix}.questions`,
-      (tasks) => encodeMessage(v1.QuestionTasks, questionTasksToProto(tasks)),
+      questionTasksBytes,
       questionTasksFromBytes,
     ),
   };
