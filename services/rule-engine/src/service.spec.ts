@@ -404,3 +404,67 @@ describe('rule-engine service: a question service far behind', () => {
     }
   });
 });
+
+/** A question scheduler whose steps wait at `gate` (while it is set) and then fail `failing` times. */
+class HeldScheduler extends QuestionScheduler {
+  gate: Promise<void> | undefined;
+  failing = 0;
+  calls = 0;
+  override async process(...args: Parameters<QuestionScheduler['process']>): ReturnType<QuestionScheduler['process']> {
+    this.calls++;
+    if (this.gate) await this.gate;
+    if (this.failing > 0) {
+      this.failing--;
+      throw new Error('the scheduler failed');
+    }
+    return super.process(...args);
+  }
+}
+
+describe('rule-engine service: findings not held behind the question scheduler', () => {
+  it("publishes a batch's findings while its question scheduler's step still runs; the batch's position moves once that step is done, and a step that failed sends the same findings again", async () => {
+    const { bus, topics, removeBus } = tempLogBus('neatroots-early-findings-');
+    const set = questionSet([question({ id: 'wrong-search', scope: 'span', ask: 'Was this search the wrong one?' })]);
+    const scheduler = new HeldScheduler({ windows: new MemoryWindowStore<SchedulerWindow>(), questions: () => set, policy: LOCAL_LLM_POLICY });
+    let release!: () => void;
+    scheduler.gate = new Promise<void>((r) => (release = r));
+    scheduler.failing = 1;
+    const errors: string[] = [];
+    const engine = await startRuleEngine({
+      bus,
+      windows: new MemoryWindowStore<RunWindow>(),
+      topics,
+      rules: droppedTableRules,
+      tickMs: 60_000,
+      questions: { scheduler, topic: topics.questions },
+      log: (msg) => errors.push(msg),
+    });
+    const findings: string[] = [];
+    const sub = await bus.subscribe(topics.findings, { group: 'test', fromBeginning: true }, async (b) => {
+      for (const r of b.records) findings.push(r.value.id);
+    });
+    try {
+      // One batch of a run that drops a table twice: one finding.
+      await bus.publish(topics.events, [dropTable('r1', 's1'), dropTable('r1', 's2')]);
+      // Published while the scheduler's step on the same batch is held.
+      await until('the finding published', () => findings.length === 1, 10_000, 5);
+      expect(scheduler.calls).toBe(1);
+      // The batch is not past: its step is not done.
+      expect(bus.backlog(topics.events.name)).toBe(2);
+      // The scheduler's step fails: the batch comes again and raises the same finding (same id).
+      release();
+      scheduler.gate = undefined;
+      await until('the batch done', () => bus.backlog(topics.events.name) === 0, 10_000, 5);
+      await bus.idle();
+      expect(scheduler.calls).toBe(2);
+      expect(errors.some((m) => /a batch of 2 events failed/.test(m))).toBe(true);
+      expect(findings.length).toBe(2);
+      expect(new Set(findings).size).toBe(1);
+    } finally {
+      release();
+      await sub.close();
+      await engine.close();
+      await removeBus();
+    }
+  });
+});
