@@ -332,3 +332,14 @@ test('a process over its memory cap is killed by the kernel, and the cap says so
     cap.remove();
   }
 });
+
+test('check-saves prints each count\'s save beside the full reload measured with it, and their ratio', () => {
+  const { table, checkYaml } = require('./check-saves');
+  const lines = table([{ checks: 100, save_ms_median: 2, full_reload_ms_median: 40 }, { checks: 1000, save_ms_median: 3, full_reload_ms_median: 400 }]).split('\n');
+  assert.match(lines[0], /^checks\s+save \(median ms\)\s+full reload \(median ms\)\s+save \/ full reload$/);
+  assert.match(lines[1], /^\s+100\s+2\.00\s+40\.00\s+0\.050$/);
+  assert.match(lines[2], /^\s+1000\s+3\.00\s+400\.00\s+0\.007$/);
+  // every check its own id, a `match` every fourth
+  assert.match(checkYaml(0), /^id: save-00000\n[\s\S]*type: match/);
+  assert.match(checkYaml(1), /^id: save-00001\n[\s\S]*type: requires_before/);
+});

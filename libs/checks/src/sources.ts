@@ -51,6 +51,75 @@ export interface LoadChecksOptions {
    */
   lenient?: boolean;
   previous?: LoadResult;
+  /**
+   * The parses of the last load, reused for each file and database check whose text did not
+   * change (a server's reload after one check is saved parses that one, not every check).
+   */
+  cache?: CheckParseCache;
+}
+
+type Parsed = { checks: Check[]; warnings: string[] } | { error: unknown };
+
+/**
+ * What loadChecks parsed, by text: a check file by its path and text, a database check by its
+ * id, origin and YAML. A load takes what it finds here with the same text (the same Check
+ * objects, so a rule set compiled from them can keep what it compiled: SafeMatching), parses
+ * the rest, and keeps only what it read: a file or check gone is dropped at the next load.
+ */
+export class CheckParseCache {
+  private files = new Map<string, { source: CheckSource; project?: string; text: string; parsed: Parsed }>();
+  private database = new Map<string, { origin?: string; yaml: string; parsed: Parsed }[]>();
+  private nextFiles = new Map<string, { source: CheckSource; project?: string; text: string; parsed: Parsed }>();
+  private nextDatabase = new Map<string, { origin?: string; yaml: string; parsed: Parsed }[]>();
+  /** Check files and database checks parsed (not found here) since the cache was made. */
+  parses = 0;
+
+  /** @internal loadChecks: a load begins. */
+  begin(): void {
+    this.nextFiles = new Map();
+    this.nextDatabase = new Map();
+  }
+
+  /** @internal loadChecks: the load is over; what it did not read is dropped. */
+  end(): void {
+    this.files = this.nextFiles;
+    this.database = this.nextDatabase;
+  }
+
+  /** @internal */
+  file(file: string, source: CheckSource, project: string | undefined, text: string, parse: () => { checks: Check[]; warnings: string[] }): Parsed {
+    const had = this.files.get(file);
+    const parsed = had && had.text === text && had.source === source && had.project === project ? had.parsed : this.run(parse);
+    this.nextFiles.set(file, { source, project, text, parsed });
+    return parsed;
+  }
+
+  /** @internal */
+  databaseCheck(db: DatabaseCheck, parse: () => { checks: Check[]; warnings: string[] }): Parsed {
+    const had = this.database.get(db.id)?.find((e) => e.origin === db.origin && e.yaml === db.yaml);
+    const parsed = had ? had.parsed : this.run(parse);
+    const next = this.nextDatabase.get(db.id);
+    const entry = { origin: db.origin, yaml: db.yaml, parsed };
+    if (next) next.push(entry);
+    else this.nextDatabase.set(db.id, [entry]);
+    return parsed;
+  }
+
+  private run(parse: () => { checks: Check[]; warnings: string[] }): Parsed {
+    this.parses++;
+    try {
+      return parse();
+    } catch (error) {
+      return { error };
+    }
+  }
+}
+
+/** A parse as it came (its checks, its warnings added) or as it failed (thrown again). */
+function outcome(p: Parsed, warnings: string[]): Check[] {
+  if ('error' in p) throw p.error;
+  warnings.push(...p.warnings);
+  return p.checks;
 }
 
 export interface CheckEntry {
@@ -229,6 +298,8 @@ export function loadChecks(opts: LoadChecksOptions = {}): LoadResult {
     loaded.push(...fallback());
   };
 
+  const cache = opts.cache;
+  cache?.begin();
   const fromFolder = (dir: string) => (opts.previous?.loaded ?? []).filter((c) => c.file?.startsWith(dir + path.sep));
 
   let folders: CheckFolder[];
@@ -255,10 +326,12 @@ export function loadChecks(opts: LoadChecksOptions = {}): LoadResult {
     }
     for (const file of files) {
       try {
-        const parsed = parseCheckFile(fs.readFileSync(file, 'utf8'), file, folder.source);
-        const checks = folder.project ? scopeToProject(parsed.checks, folder.project, file) : parsed.checks;
-        warnings.push(...parsed.warnings);
-        loaded.push(...checks);
+        const parse = (text: string) => {
+          const parsed = parseCheckFile(text, file, folder.source);
+          return { checks: folder.project ? scopeToProject(parsed.checks, folder.project, file) : parsed.checks, warnings: parsed.warnings };
+        };
+        const text = fs.readFileSync(file, 'utf8');
+        loaded.push(...outcome(cache ? cache.file(file, folder.source, folder.project, text, () => parse(text)) : parse(text), warnings));
       } catch (e) {
         fail(e, file, () => (opts.previous?.loaded ?? []).filter((c) => c.file === file));
       }
@@ -267,12 +340,17 @@ export function loadChecks(opts: LoadChecksOptions = {}): LoadResult {
 
   for (const db of opts.database ?? []) {
     try {
-      loaded.push(parseDatabaseCheck(db, warnings));
+      const parse = () => {
+        const w: string[] = [];
+        return { checks: [parseDatabaseCheck(db, w)], warnings: w };
+      };
+      loaded.push(...outcome(cache ? cache.databaseCheck(db, parse) : parse(), warnings));
     } catch (e) {
       fail(e, DATABASE_FILE, () => (opts.previous?.loaded ?? []).filter((c) => c.source === 'database' && c.id === db.id));
     }
   }
 
+  cache?.end();
   return { ...resolve(loaded, warnings), warnings, errors, loaded };
 }
 

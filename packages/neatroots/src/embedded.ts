@@ -51,6 +51,8 @@ export interface EmbeddedApp {
   checks(): LoadResult;
   /** Reads every check source again (what the watcher does on a change). */
   reloadChecks(): Promise<void>;
+  /** Check files and database checks parsed, and rules compiled, by the check set's loads so far. */
+  checkWork(): { parses: number; compiled_rules: number };
   /** Resolves with the reason once a part of the app stopped for good (a disk error); never otherwise. */
   failed: Promise<string>;
   close(): Promise<void>;
@@ -112,6 +114,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedApp>
     demoAgentKey,
     checks: checks.loaded,
     reloadChecks: checks.reload,
+    checkWork: checks.work,
     failed: services.failed,
     close: services.close,
   };

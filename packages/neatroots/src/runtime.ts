@@ -1,5 +1,6 @@
 import { constants as osConstants } from 'node:os';
 import {
+  CheckParseCache,
   recordDisabledChecks,
   SafeMatching,
   loadChecks,
@@ -86,6 +87,11 @@ export interface CheckSet {
   refresh(): Promise<void>;
   /** `match` checks switched off in this process for a slow pattern (until it restarts). */
   disabled(): DisabledCheck[];
+  /**
+   * What the loads so far did: check files and database checks parsed, rules compiled. A reload
+   * parses and compiles only what changed since the last one (one saved check: one of each).
+   */
+  work(): { parses: number; compiled_rules: number };
   close(): void;
 }
 
@@ -140,14 +146,17 @@ export async function startCheckSet(opts: {
   const unrecord = recordDisabledChecks(opts.home, matching.disabled, (err) => log.error('could not record the disabled checks', err));
   // A check disabled for a pattern no longer in effect (changed, or the check deleted) turns back on.
   const compile = (l: LoadResult): RuleSet => matching.compile(l.checks);
+  // A reload parses the files and database checks whose text changed, and compiles their rules,
+  // not every check: saving one check costs one check, however many the project has.
+  const cache = new CheckParseCache();
 
-  let loaded = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true });
+  let loaded = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true, cache });
   for (const e of loaded.errors) log.error(`checks: ${e.message} (skipped)`);
   for (const w of loaded.warnings) log.warn(`checks: ${w}`);
   let rules = compile(loaded);
 
   const reload = async () => {
-    const next = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true, previous: loaded });
+    const next = loadChecks({ home: opts.home, projects: opts.projects(), database: await database(), lenient: true, previous: loaded, cache });
     for (const e of next.errors) log.error(`checks: ${e.message} (kept the last good version)`);
     loaded = next;
     rules = compile(loaded);
@@ -182,6 +191,7 @@ export async function startCheckSet(opts: {
     reload,
     refresh: poll,
     disabled: () => matching.disabled.list(),
+    work: () => ({ parses: cache.parses, compiled_rules: matching.compiledRules }),
     close: () => {
       clearInterval(retry);
       stop();

@@ -1,3 +1,4 @@
+import { CheckParseCache, loadChecks } from '../sources';
 import { DisabledChecks } from './disabled';
 import { MatchWorker } from './pool';
 import { SafeMatching } from './safe-matching';
@@ -11,6 +12,8 @@ describe('SafeMatching', () => {
     matching = new SafeMatching({ disabled, warn: () => undefined });
   });
   afterEach(() => matching.close());
+  const cache = new CheckParseCache();
+  const matchYaml = (id: string, pattern: string) => `id: ${id}\nkind: rule\ntitle: ${id}\nrule:\n  type: match\n  span: {}\n  pattern: '${pattern}'\n  in: [output]\n`;
 
   const long = Buffer.from('x'.repeat(150_000) + ' refund issued');
 
@@ -62,6 +65,30 @@ describe('SafeMatching', () => {
     expect(theirs.test(Buffer.from('a refund'))).toBe(true);
     expect(disabled.has('pii', 'refund', { projects: ['alpha'] })).toBe(true);
     expect(disabled.has('pii', 'refund', { projects: ['beta'] })).toBe(false);
+  });
+
+  it('compiles again only the checks it was not given last time; a kept check disabled stays so, a changed one turns back on', () => {
+    const { checks } = loadChecks({ home: false, library: false, database: ['a', 'b', 'c'].map((id) => ({ id, yaml: matchYaml(id, `${id}-[0-9]+`), origin: 'cli' })), cache });
+    const first = matching.compile(checks);
+    expect(matching.compiledRules).toBe(3);
+    disabled.add({ check_id: 'a', pattern: 'a-[0-9]+', source: 'database', reason: 'slow', ms: 60, limit_ms: 50, since: new Date(0).toISOString() });
+    // c changed, d new: two compiled; a and b kept as they were (the same compiled rules).
+    const next = loadChecks({ home: false, library: false, database: [['a', 'a-[0-9]+'], ['b', 'b-[0-9]+'], ['c', 'c2-[0-9]+'], ['d', 'd-[0-9]+']].map(([id, p]) => ({ id, yaml: matchYaml(id, p), origin: 'cli' })), cache });
+    const second = matching.compile(next.checks);
+    expect(matching.compiledRules).toBe(5);
+    expect(second.version).not.toBe(first.version);
+    expect(second.rules.slice(0, 2)).toEqual(first.rules.slice(0, 2));
+    expect(second.rules[0]).toBe(first.rules[0]);
+    expect(second.rules.map((r) => r.check.id)).toEqual(['a', 'b', 'c', 'd']);
+    // a's pattern is still in effect: it stays disabled, and its kept matcher knows it.
+    expect(disabled.has('a', 'a-[0-9]+')).toBe(true);
+    expect((second.rules[0].data as { test(t: string): unknown }).test('a-1')).toBe(false);
+    expect((second.rules[1].data as { test(t: string): unknown }).test('b-1')).toBe(true);
+    // a's pattern changed: it leaves the list, and its new pattern runs.
+    const third = matching.compile(loadChecks({ home: false, library: false, database: [{ id: 'a', yaml: matchYaml('a', 'a2-[0-9]+'), origin: 'cli' }], cache }).checks);
+    expect(matching.compiledRules).toBe(6);
+    expect(disabled.has('a', 'a-[0-9]+')).toBe(false);
+    expect((third.rules[0].data as { test(t: string): unknown }).test('a2-1')).toBe(true);
   });
 
   it('refuses a pattern over the bounds when the check is compiled', () => {

@@ -1,5 +1,5 @@
 import type RE2 from 're2';
-import type { JointPattern, TextMatcher } from '../engine/compile';
+import type { CompiledRule, JointPattern, TextMatcher } from '../engine/compile';
 import type { RuleSet } from '../engine/engine';
 import { compileRuleSet } from '../engine/ruleset';
 import { checkPatternBounds, compileSafe, DEFAULT_PATTERN_BOUNDS, type PatternBounds } from '../regex';
@@ -65,8 +65,16 @@ export class SafeMatching {
   private readonly fastUnits: number;
   private readonly warn: (message: string, fields?: Record<string, unknown>) => void;
   private pending: Pending[] = [];
-  /** While `compile` runs: the keys (DisabledChecks.key) of the patterns given matchers. */
-  private compiling: Set<string> | undefined;
+  /** While a rule compiles: the keys (DisabledChecks.key) of the patterns given matchers. */
+  private compiling: string[] | undefined;
+  /**
+   * The rules of the last compile, by their check, with their patterns' keys: a reload keeps
+   * the rule of a check it got again (the same Check object: CheckParseCache gives it for an
+   * unchanged file or database check) and compiles only the others.
+   */
+  private rules = new Map<Check, { rule: CompiledRule; keys: string[] }>();
+  /** Rules compiled (not kept from the compile before) since this was made. */
+  compiledRules = 0;
 
   constructor(opts: SafeMatchingOptions = {}) {
     this.limitMs = opts.limitMs ?? DEFAULT_MATCH_LIMIT_MS;
@@ -82,7 +90,7 @@ export class SafeMatching {
 
   /** The matcher factory compileRuleSet takes. */
   readonly matcher = (check: MatchedCheck, pattern: string): TextMatcher => {
-    this.compiling?.add(DisabledList.key(check.id, pattern, { projects: check.applies_to?.project, not_projects: check.applies_to?.not_project }));
+    this.compiling?.push(DisabledList.key(check.id, pattern, { projects: check.applies_to?.project, not_projects: check.applies_to?.not_project }));
     const re = compileSafe(pattern, this.bounds);
     const size = checkPatternBounds(pattern, this.bounds).size;
     // Ours: inline on any text, alone or in a joint pass (engine/joint.ts).
@@ -98,13 +106,24 @@ export class SafeMatching {
    */
   compile(checks: readonly Check[]): RuleSet {
     const keys = new Set<string>();
-    this.compiling = keys;
-    let set: RuleSet;
-    try {
-      set = compileRuleSet(checks, this.matcher);
-    } finally {
-      this.compiling = undefined;
-    }
+    const kept = new Map<Check, { rule: CompiledRule; keys: string[] }>();
+    const set = compileRuleSet(checks, this.matcher, (check, compileRule) => {
+      let got = this.rules.get(check);
+      if (!got) {
+        const mine: string[] = [];
+        this.compiling = mine;
+        try {
+          got = { rule: compileRule(), keys: mine };
+        } finally {
+          this.compiling = undefined;
+        }
+        this.compiledRules++;
+      }
+      kept.set(check, got);
+      for (const k of got.keys) keys.add(k);
+      return got.rule;
+    });
+    this.rules = kept;
     this.disabled.retain(keys);
     return set;
   }
