@@ -122,6 +122,34 @@ describe('MCP tools over streamable HTTP', () => {
     await client.close();
   });
 
+  it('refuses an argument over the size bound as a tool error naming it, its size and the bound; nothing saved', async () => {
+    const client = await httpClient(KEY);
+    // A check of 150,000 bytes: a comment line padding a rule (past the 102,400 bytes an argument may have).
+    const padded = (bytes: number, id: string) => {
+      const rule = RULE.replace('agent-refund-rule', id);
+      return `# ${'p'.repeat(bytes - rule.length - 3)}\n${rule}`;
+    };
+    const big = padded(150_000, 'agent-big');
+    expect(Buffer.byteLength(big)).toBe(150_000);
+    for (const name of ['create_check', 'preview_check']) {
+      expect([name, (await tool(client, name, { yaml: big })).error]).toEqual([
+        name,
+        'argument yaml is 150,000 bytes, over the limit of 102,400 bytes an argument may have; make it shorter',
+      ]);
+    }
+    // An object argument is measured as its JSON.
+    const check = { id: 'agent-big', kind: 'rule', title: 't'.repeat(110_000), rule: { type: 'count', at_least: 2 } };
+    const size = Buffer.byteLength(JSON.stringify(check)).toLocaleString('en-US');
+    expect((await tool(client, 'create_check', { check })).error).toBe(`argument check is ${size} bytes, over the limit of 102,400 bytes an argument may have; make it shorter`);
+    expect(app.checks().checks.map((c) => c.id)).not.toContain('agent-big');
+    // At the bound, the argument is taken (and the check saved).
+    const atBound = padded(102_400, 'agent-at-bound');
+    expect(Buffer.byteLength(atBound)).toBe(102_400);
+    expect((await tool(client, 'create_check', { yaml: atBound })).error).toBeUndefined();
+    expect(app.checks().checks.map((c) => c.id)).toContain('agent-at-bound');
+    await client.close();
+  });
+
   it('serves findings and runs of the project', async () => {
     const client = await httpClient(KEY);
     const run = await tool(client, 'get_run', { run_id: 'mcp-run' });

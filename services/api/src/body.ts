@@ -70,7 +70,15 @@ export interface BodyRule {
   limit: number;
 }
 
+/**
+ * A request to the MCP endpoint (POST /v1/mcp): a JSON-RPC message around a tool call's
+ * arguments, each of which may have up to MAX_BODY_BYTES (tools.ts MAX_ARGUMENT_BYTES, checked
+ * with the argument named). A few arguments at that bound, JSON-escaped, fit.
+ */
+export const MCP_BODY_BYTES = 1024 * 1024;
+
 export const BODY_RULES: readonly BodyRule[] = [
+  { method: 'POST', path: /^\/v1\/mcp\/?$/i, kind: 'json', limit: MCP_BODY_BYTES },
   // Case-insensitive, as express routes (/v1/Workspaces/w/sessions is the sessions endpoint).
   { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/.+/i, kind: 'text', limit: 256 * 1024 },
   { method: 'PUT', path: /^\/v1\/workspaces\/[^/]+\/head\/?$/i, kind: 'json', limit: 16 * 1024 * 1024 },

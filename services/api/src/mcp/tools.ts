@@ -3,6 +3,7 @@ import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCReq
 import { cursorJson, FINDING_STATE_FILTERS, MAX_PAGE, type FindingRecord, type Problem, type ReviewQueries, type SpanPage } from '@neatroots/store';
 import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
 import { AnswerTooLargeError, UnavailableError, unavailableOf } from '../errors';
+import { MAX_BODY_BYTES } from '../body';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../limits';
 
 /**
@@ -191,6 +192,24 @@ function only(args: Args, allowed: readonly string[]): void {
 }
 
 /**
+ * The most an argument of a tool call may have, in bytes (a string as UTF-8, anything else as
+ * its JSON): the REST API's body bound, so a check's YAML saved over MCP is bounded as one saved
+ * through the API. The request itself may be larger (MCP_BODY_BYTES, body.ts), so that an
+ * argument past this bound is refused naming it, rather than the whole call as too large a body.
+ */
+export const MAX_ARGUMENT_BYTES = MAX_BODY_BYTES;
+
+function bounded(args: Args): void {
+  for (const [name, v] of Object.entries(args)) {
+    if (v === null || v === undefined) continue;
+    const bytes = Buffer.byteLength(typeof v === 'string' ? v : JSON.stringify(v) ?? '', 'utf8');
+    if (bytes > MAX_ARGUMENT_BYTES) {
+      throw new ToolInputError(`argument ${name} is ${bytes.toLocaleString('en-US')} bytes, over the limit of ${MAX_ARGUMENT_BYTES.toLocaleString('en-US')} bytes an argument may have; make it shorter`);
+    }
+  }
+}
+
+/**
  * The arguments without the null ones: a model's tool call often sends null for an optional
  * argument it does not use, which means the same as leaving it out.
  */
@@ -328,6 +347,7 @@ async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> 
   const tool = MCP_TOOLS.find((t) => t.name === name);
   if (!tool) throw new ToolInputError(`unknown tool ${name}; the tools are ${MCP_TOOLS.map((t) => t.name).join(', ')}`);
   only(raw, Object.keys(tool.inputSchema.properties));
+  bounded(raw);
   const args = given(raw);
   switch (tool.name) {
     case 'create_check':
