@@ -72,7 +72,7 @@ export class ChecksController {
   constructor(@Inject(AUTHORING) private readonly authoring: Authoring | null) {}
 
   private a(): Authoring {
-    if (!this.authoring) throw new ApiError(503, 'unavailable', 'checks are not written through this api (no authoring side configured)');
+    if (!this.authoring) throw ApiError.notServed('checks are not written through this api (no authoring side configured)');
     return this.authoring;
   }
 

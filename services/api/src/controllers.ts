@@ -101,7 +101,7 @@ export class ModelsController {
   @Get('models/agreement')
   async agreement(@Param('project') project: string, @Query() query: QueryParams) {
     const q = parseQuery(query, { check_id: textParam });
-    if (!this.stats) throw new ApiError(503, 'unavailable', 'the question service is not reachable from this api');
+    if (!this.stats) throw ApiError.notServed('model agreement is not served by this api (no question service in its configuration)');
     return { questions: await this.stats(project, q.check_id) };
   }
 }

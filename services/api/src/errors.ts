@@ -45,7 +45,20 @@ export class ApiError extends HttpException {
   static notFound(message: string): ApiError {
     return new ApiError(HttpStatus.NOT_FOUND, 'not_found', message);
   }
+
+  /**
+   * A part this api is not set up to serve (no review side, no question service, no authoring
+   * side in its configuration): 503 `not_served`, with no Retry-After, as asking again gets the
+   * same until the api's settings change. Not `unavailable`, which says a service is away a
+   * moment and carries Retry-After: a client that retries those would retry this for ever.
+   */
+  static notServed(message: string): ApiError {
+    return new ApiError(HttpStatus.SERVICE_UNAVAILABLE, NOT_SERVED, message);
+  }
 }
+
+/** The code of a part this api is not set up to serve (ApiError.notServed): never with Retry-After. */
+export const NOT_SERVED = 'not_served';
 
 /**
  * A service the api asks over gRPC (review or question, in the distributed deployment) cannot be
@@ -179,7 +192,9 @@ const CODES: Record<number, string> = {
 
 /**
  * Codes that ask the caller to come back shortly, with the seconds they send as Retry-After:
- * a model queue that is full (a draft refused by the question service's back-pressure).
+ * a model queue that is full (a draft refused by the question service's back-pressure), a
+ * service away a moment. Not `not_served` (a part this api is not set up to serve): asking
+ * again gets the same.
  */
 export const RETRY_AFTER_SECONDS: ReadonlyMap<string, number> = new Map([
   ['model_busy', 5],

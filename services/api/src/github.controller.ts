@@ -24,7 +24,7 @@ export class GitHubController {
   constructor(@Inject(GITHUB_CONNECTIONS) private readonly connections: GitHubConnectionsApi | null) {}
 
   private c(): GitHubConnectionsApi {
-    if (!this.connections) throw new ApiError(503, 'unavailable', 'GitHub connections are not served by this api');
+    if (!this.connections) throw ApiError.notServed('GitHub connections are not served by this api');
     return this.connections;
   }
 

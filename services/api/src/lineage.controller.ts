@@ -16,7 +16,7 @@ export class LineageController {
   constructor(@Inject(REVIEW_SOP_QUERIES) private readonly review: ReviewSopQueries | null) {}
 
   private q(): ReviewSopQueries {
-    if (!this.review) throw new ApiError(503, 'unavailable', 'rule lineage is not served by this api');
+    if (!this.review) throw ApiError.notServed('rule lineage is not served by this api');
     return this.review;
   }
 

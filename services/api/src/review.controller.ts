@@ -58,7 +58,7 @@ export class ReviewController {
   constructor(@Inject(REVIEW_SOP_QUERIES) private readonly review: ReviewSopQueries | null) {}
 
   private q(): ReviewSopQueries {
-    if (!this.review) throw new ApiError(503, 'unavailable', 'review (patterns, verdicts, insights) is not served by this api');
+    if (!this.review) throw ApiError.notServed('review (patterns, verdicts, insights) is not served by this api');
     return this.review;
   }
 

@@ -39,7 +39,7 @@ export class SuggestionsController {
   constructor(@Inject(REVIEW_SOP_QUERIES) private readonly review: ReviewSopQueries | null) {}
 
   private q(): ReviewSopQueries {
-    if (!this.review) throw new ApiError(503, 'unavailable', 'suggestions are not served by this api');
+    if (!this.review) throw ApiError.notServed('suggestions are not served by this api');
     return this.review;
   }
 

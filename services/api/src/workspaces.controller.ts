@@ -43,7 +43,7 @@ export class WorkspacesController {
   constructor(@Inject(SOP_QUERIES) private readonly sop: SopQueries | null) {}
 
   private q(): SopQueries {
-    if (!this.sop) throw new ApiError(503, 'unavailable', 'procedures are not served by this api');
+    if (!this.sop) throw ApiError.notServed('procedures are not served by this api');
     return this.sop;
   }
 

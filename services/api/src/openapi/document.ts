@@ -206,7 +206,10 @@ const errors = {
   '413': json(ref('Error'), 'The body is over its bound (payload_too_large)'),
   '415': json(ref('Error'), 'A body of a type the route does not read (unsupported_media_type)'),
   '500': json(ref('Error'), 'A fault of neatroots (internal; logged)'),
-  '503': json(ref('Error'), 'The distributed deployment: a service the api asks cannot answer right now (unavailable): restarting, its database away, or refusing the api for NEATROOTS_INTERNAL_TOKEN; with Retry-After: 5'),
+  '503': json(
+    ref('Error'),
+    'The distributed deployment: a service the api asks cannot answer right now (unavailable): restarting, its database away, or refusing the api for NEATROOTS_INTERNAL_TOKEN; with Retry-After: 5. Or a part this api is not set up to serve (not_served: no review side, question service or authoring side in its configuration): no Retry-After, asking again gets the same',
+  ),
   '504': json(ref('Error'), 'The distributed deployment: the review service took longer than the api waits for this request (review_timeout; the message says how long): no Retry-After, the same request is likely as slow again'),
 };
 
