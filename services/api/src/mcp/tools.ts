@@ -2,7 +2,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ErrorCode, ListToolsRequestSchema, type CallToolResult, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { cursorJson, FINDING_STATE_FILTERS, MAX_PAGE, type FindingRecord, type Problem, type ReviewQueries, type SpanPage } from '@neatroots/store';
 import { AuthoringError, type Authoring, type CheckSubmission, type ListedCheck } from '../authoring';
-import { AnswerTooLargeError, UnavailableError, unavailableOf } from '../errors';
+import { AnswerTooLargeError, ApiError, NOT_SERVED, UnavailableError, unavailableOf } from '../errors';
 import { MAX_BODY_BYTES } from '../body';
 import { MAX_PREVIEW_MODEL_CALLS, MAX_PREVIEW_RUNS, MCP_PREVIEW_MS } from '../limits';
 
@@ -341,7 +341,7 @@ export interface McpScope {
 async function call(scope: McpScope, name: string, raw: Args): Promise<unknown> {
   const { project, queries } = scope;
   const authoring = () => {
-    if (!scope.authoring) throw new ToolInputError('checks are not written through this server (no authoring side configured)');
+    if (!scope.authoring) throw ApiError.notServed('checks are not written through this server (no authoring side configured)');
     return scope.authoring;
   };
   const tool = MCP_TOOLS.find((t) => t.name === name);
@@ -484,6 +484,9 @@ export function createMcpServer(scope: McpScope, version: string): Server {
         const lines = (err.problems ?? []).map((p) => p.message);
         return toolError(`${err.code}: ${lines.length ? lines.join('\n') : err.message}`);
       }
+      // A part this server is not set up to serve (as REST answers 503 not_served): said with
+      // its code, so the agent knows asking again gets the same (no "retry shortly").
+      if (err instanceof ApiError && err.code === NOT_SERVED) return toolError(`${NOT_SERVED}: ${err.detail}`);
       // The store's bad-argument errors (a bad cursor) are the caller's to fix too.
       if ((err as { name?: string }).name === 'StoreInputError') return toolError((err as Error).message);
       // Another service of the deployment away or refusing this process (as REST answers 503),
