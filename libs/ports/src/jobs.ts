@@ -108,6 +108,12 @@ export interface Jobs {
    * however many replicas call it; calling it again with another pattern replaces it.
    */
   schedule<T>(queue: string, name: string, cron: string, data: T): Promise<void>;
+  /**
+   * Stops taking jobs and ends the running ones (waited for up to the driver's grace time, then
+   * cut short and handed back), the queues staying open for adds. Optional: a driver without it
+   * does this in close().
+   */
+  stopWorking?(): Promise<void>;
   /** Stops taking jobs, waits for the running ones (up to the driver's grace time), closes. */
   close(): Promise<void>;
 }

@@ -65,7 +65,8 @@ export interface Platform {
   failing?(): string | undefined;
   /**
    * Once the edges stopped accepting: lets what they accepted be processed (the in-process
-   * bus empties; Kafka keeps it anyway).
+   * bus empties; Kafka keeps it anyway), and the running jobs end or be handed back (the
+   * distributed jobs' workers stop here), before the modules stop and the links close.
    */
   drain(): Promise<void>;
   /** Closes every driver opened. */

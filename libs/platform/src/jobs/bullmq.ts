@@ -304,7 +304,27 @@ export class BullJobs implements Jobs {
     }));
   }
 
+  /** The workers' stop (stopWorking), once. */
+  private stoppingWork?: Promise<void>;
+
+  /**
+   * Stops taking jobs and ends the running ones as close() does (waited for up to the grace
+   * time, then cut short and put back), leaving the queues open for adds and waits. The platform
+   * calls it while the process's links to other services are still open, so a handler ending in
+   * the grace time can still call them. close() does it first if it was not done.
+   */
+  stopWorking(): Promise<void> {
+    return (this.stoppingWork ??= this.endWork());
+  }
+
   async close(): Promise<void> {
+    await this.stopWorking();
+    await Promise.allSettled([...this.events.values()].map((e) => e.close()));
+    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    this.redis?.disconnect();
+  }
+
+  private async endWork(): Promise<void> {
     const grace = this.opts.closeGraceMs ?? 10_000;
     // Stop taking jobs and wait for the running ones, up to the grace time. Those still running
     // are cut short: their signals aborted, and up to abortGraceMs given to end, each handing its
@@ -319,9 +339,6 @@ export class BullJobs implements Jobs {
     }
     await Promise.allSettled(this.workers.map((w) => w.close(true)));
     await this.putBack();
-    await Promise.allSettled([...this.events.values()].map((e) => e.close()));
-    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
-    this.redis?.disconnect();
   }
 
   /**

@@ -32,6 +32,11 @@ class Drivers {
     return p;
   }
 
+  /** The driver opened under `key`, or undefined when it was never asked for (or failed to open). */
+  opened<T>(key: string): Promise<T> | undefined {
+    return this.once.get(key) as Promise<T> | undefined;
+  }
+
   async close(log: Logger): Promise<void> {
     for (const c of this.closers.splice(0).reverse()) {
       try {
@@ -412,8 +417,14 @@ export function distributedPlatform(opts: DistributedPlatformOptions): Platform 
       if (down.length) throw new Error(`${down.join(', ')} did not answer within ${READY_CHECK_MS / 1000} s`);
       return true;
     },
-    // Kafka keeps what was accepted: the next consumer takes it from the committed offset.
-    drain: async () => undefined,
+    // Kafka keeps what was accepted: the next consumer takes it from the committed offset. The
+    // jobs' workers stop here, before the modules stop and the links to other services close: a
+    // job ending in its grace time (a session check's next question) still reaches the question
+    // service, and one cut short is handed back, not failed on a closed channel.
+    drain: async () => {
+      const jobs = drivers.opened<Jobs>('jobs');
+      if (jobs) await (await jobs.catch(() => undefined))?.stopWorking?.();
+    },
     close: async () => {
       await drivers.close(log);
       await kafka?.close();
