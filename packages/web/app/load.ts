@@ -3,14 +3,15 @@ import { ApiFailure } from './api';
 import { shown } from './format';
 
 /**
- * A failure the API says will pass (503 `unavailable` with Retry-After: the review service of
- * the distributed deployment restarting or away a moment, "retry shortly"): the page reads again
- * by itself after retryDelay(n) for its n-th attempt (2 s, doubling up to 30 s) and says so
- * meanwhile. Not a 503 that says nothing of passing (`not_served`: a part this api is not set up
- * to serve, with no Retry-After): asking again gets the same, so the page says it once.
+ * A failure that will pass: a 503 (the review service of the distributed deployment restarting
+ * or away a moment, `unavailable` with Retry-After; or a proxy in front of the api, an ingress
+ * while the api's pod restarts, whose 503 has no body of ours): the page reads again by itself
+ * after retryDelay(n) for its n-th attempt (2 s, doubling up to 30 s) and says so meanwhile. Not
+ * the api's own `not_served` (a part this api is not set up to serve, with no Retry-After):
+ * asking again gets the same, so the page says it once.
  */
 export function passing(err: unknown): boolean {
-  return err instanceof ApiFailure && err.status === 503 && (err.retryAfter !== null || err.code === 'unavailable');
+  return err instanceof ApiFailure && err.status === 503 && err.code !== 'not_served';
 }
 export function retryDelay(attempt: number): number {
   return Math.min(30_000, 2_000 * 2 ** Math.min(attempt, 4));
