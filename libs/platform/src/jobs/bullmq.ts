@@ -65,6 +65,8 @@ interface Running {
   serialized?: { key: string; holder: string; stopRenewing: () => void };
   cut: AbortController;
   ended: Promise<void>;
+  /** The handler's own hand-back (moveToWait) once it ended cut short: putBack waits for it rather than moving the job again. */
+  handingBack?: Promise<unknown>;
 }
 
 /** Why a job's signal is aborted: the process stops and cut it short. */
@@ -123,6 +125,8 @@ export class BullJobs implements Jobs {
   }
 
   async work<T, R>(queue: string, handler: JobHandler<T, R>, opts: WorkOptions<T> = {}): Promise<void> {
+    // A worker started after the stop began would never be closed (stopWorking runs once).
+    if (this.stoppingWork) throw new Error(`jobs: not taking work on queue ${queue}: this process is stopping`);
     const lockMs = opts.serializeLockMs ?? this.lockMs;
     const renewMs = opts.serializeLockMs === undefined ? this.renewMs : Math.floor(lockMs / 3);
     if (!(lockMs > 0 && renewMs > 0)) throw new RangeError(`serializeLockMs of queue ${queue} must be at least 3 ms, not ${lockMs}`);
@@ -210,7 +214,7 @@ export class BullJobs implements Jobs {
     } catch (err) {
       if (!running.cut.signal.aborted || err instanceof DelayedError || token === undefined) throw err;
       // The serialize key was released by the work's own finally, before this.
-      await job.moveToWait(token);
+      await (running.handingBack = job.moveToWait(token));
       throw new WaitingError();
     }
   }
@@ -379,6 +383,9 @@ export class BullJobs implements Jobs {
           await this.lockClient().eval(RELEASE, 1, r.serialized.key, r.serialized.holder).catch(() => undefined);
         }
         if (r.token === undefined) return;
+        // The handler is handing it back itself (its abort grace ran out meanwhile): once is enough,
+        // unless that move failed (its worker's connection closed under it).
+        if (r.handingBack && (await r.handingBack.then(() => true, () => false))) return;
         const job = await this.queue(r.queue).getJob(r.id);
         await job?.moveToWait(r.token);
       })),
