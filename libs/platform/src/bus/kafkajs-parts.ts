@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import Module from 'node:module';
 import path from 'node:path';
 // types only: nothing of kafkajs loads here (this module must load before it)
@@ -22,7 +23,9 @@ import type { ICustomPartitioner } from 'kafkajs';
  *
  * The swap goes through Node's module cache (`require.cache`), keyed by the files' resolved
  * paths: it takes effect only when this module loads before kafkajs (kafka.ts imports it first)
- * and only for kafkajs's CommonJS files of that layout. Where a file is not found, or was
+ * and only for kafkajs's CommonJS files of that layout, in a release listed in KAFKAJS_VERSIONS
+ * (kafkajs is installed from the lockfile; an upgrade keeps kafkajs's own until the copies are
+ * checked against it and its version added). Where a file is not found, or was
  * loaded already, kafkajs keeps its own (the same results, slower); `installed` says which.
  * Tests hold each one to kafkajs's own over random inputs (kafkajs-parts.spec.ts).
  */
@@ -149,10 +152,19 @@ function swap(file: string, exports: unknown): boolean {
   return true;
 }
 
+/**
+ * The kafkajs releases whose two files were read and tested against these copies
+ * (kafkajs-parts.spec.ts). Another release keeps its own: a file at the same path may take other
+ * arguments or return another shape, which nothing here would notice.
+ */
+export const KAFKAJS_VERSIONS: readonly string[] = ['2.2.4'];
+
 function install(): void {
   let root: string;
   try {
-    root = path.dirname(require.resolve('kafkajs/package.json'));
+    const manifest = require.resolve('kafkajs/package.json');
+    if (!KAFKAJS_VERSIONS.includes((JSON.parse(readFileSync(manifest, 'utf8')) as { version?: string }).version ?? '')) return;
+    root = path.dirname(manifest);
   } catch {
     return;
   }
