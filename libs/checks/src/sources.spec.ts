@@ -3,6 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseJsonl } from '@neatroots/spans';
 import {
+  CheckParseCache,
   defaultLibraryDir,
   listCheckFiles,
   loadChecks,
@@ -214,6 +215,36 @@ describe('loadChecks', () => {
     const d = path.join(tmp, 'list');
     for (const f of ['b.yaml', 'a.yml', 'sub/c.yaml', 'a/z.yaml', 'notes.md', '.hidden/x.yaml', 'C.YAML']) write(path.join(d, f), '');
     expect(listCheckFiles(d).map((f) => path.relative(d, f))).toEqual(['C.YAML', 'a.yml', 'a/z.yaml', 'b.yaml', 'sub/c.yaml']);
+  });
+});
+
+describe('loadChecks with a CheckParseCache', () => {
+  it('gives a check overridden in a project the same narrowed object while it and where it gives way are unchanged', () => {
+    const { library, home, files } = layout();
+    const cache = new CheckParseCache();
+    const userC3 = () => {
+      const found = loadChecks({ library, home, cache }).checks.filter((c) => c.id === 'c3' && c.source === 'user');
+      expect(found).toHaveLength(1);
+      return found[0];
+    };
+    const first = userC3();
+    expect(first.applies_to).toEqual({ not_project: ['proj-a'] });
+    // Nothing changed: the same object (so SafeMatching keeps its compiled rule).
+    expect(userC3()).toBe(first);
+    // The override changed, not where it applies: yours is the same.
+    write(files.projA, [countRule('c3', 30), countRule('c4', 3), countRule('a-only', 3)].join('---\n'));
+    expect(userC3()).toBe(first);
+    // Another project overrides it too: where it applies changed, a new object.
+    write(files.projB, [countRule('b-own', 5, 'applies_to: { project: [proj-b] }\n'), countRule('c3', 6)].join('---\n'));
+    const second = userC3();
+    expect(second).not.toBe(first);
+    expect(second.applies_to).toEqual({ not_project: ['proj-a', 'proj-b'] });
+    expect(userC3()).toBe(second);
+    // Yours changed: a new object, narrowed as before, with the new rule.
+    write(files.user, [countRule('c2', 2), countRule('c3', 7), countRule('c4', 2)].join('---\n'));
+    const third = userC3();
+    expect(third).not.toBe(second);
+    expect([third.applies_to, (third as { rule: { at_least: number } }).rule.at_least]).toEqual([{ not_project: ['proj-a', 'proj-b'] }, 7]);
   });
 });
 

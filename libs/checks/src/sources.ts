@@ -71,6 +71,14 @@ export class CheckParseCache {
   private database = new Map<string, { origin?: string; yaml: string; parsed: Parsed }[]>();
   private nextFiles = new Map<string, { source: CheckSource; project?: string; text: string; parsed: Parsed }>();
   private nextDatabase = new Map<string, { origin?: string; yaml: string; parsed: Parsed }[]>();
+  /**
+   * The narrowed versions of checks overridden in some projects (resolve: narrow), by the check
+   * narrowed and the projects it gave way in. Narrowing the same Check object for the same
+   * projects gives the same object again, so its compiled rule is kept too; a changed base (a
+   * new Check object) or a changed scope is narrowed, and compiled, afresh.
+   */
+  private narrowed = new Map<Check, Map<string, Check>>();
+  private nextNarrowed = new Map<Check, Map<string, Check>>();
   /** Check files and database checks parsed (not found here) since the cache was made. */
   parses = 0;
 
@@ -78,12 +86,24 @@ export class CheckParseCache {
   begin(): void {
     this.nextFiles = new Map();
     this.nextDatabase = new Map();
+    this.nextNarrowed = new Map();
   }
 
   /** @internal loadChecks: the load is over; what it did not read is dropped. */
   end(): void {
     this.files = this.nextFiles;
     this.database = this.nextDatabase;
+    this.narrowed = this.nextNarrowed;
+  }
+
+  /** @internal resolve: `check` narrowed to give way in `projects`, the same object as last load's for the same two. */
+  narrow(check: Check, projects: string[], make: () => Check): Check {
+    const key = JSON.stringify(projects);
+    const got = this.nextNarrowed.get(check)?.get(key) ?? this.narrowed.get(check)?.get(key) ?? make();
+    let mine = this.nextNarrowed.get(check);
+    if (!mine) this.nextNarrowed.set(check, (mine = new Map()));
+    mine.set(key, got);
+    return got;
   }
 
   /** @internal */
@@ -350,8 +370,9 @@ export function loadChecks(opts: LoadChecksOptions = {}): LoadResult {
     }
   }
 
+  const resolved = resolve(loaded, warnings, cache);
   cache?.end();
-  return { ...resolve(loaded, warnings), warnings, errors, loaded };
+  return { ...resolved, warnings, errors, loaded };
 }
 
 /** A database check: its YAML holds one check whose id, when given, must be the stored id. */
@@ -385,7 +406,7 @@ interface Version {
  * where it gave way. So one id can have several versions, applying to disjoint sets of
  * projects; a run belongs to one project and meets at most one of them.
  */
-function resolve(loaded: Check[], warnings: string[]): { checks: Check[]; entries: CheckEntry[] } {
+function resolve(loaded: Check[], warnings: string[], cache?: CheckParseCache): { checks: Check[]; entries: CheckEntry[] } {
   const byId = new Map<string, Version[]>();
   for (const c of loaded) {
     const scope = projectsOf(c);
@@ -413,7 +434,9 @@ function resolve(loaded: Check[], warnings: string[]): { checks: Check[]; entrie
         }
         continue;
       }
-      kept.push({ ...v, check: narrow(v.check, scope as string[]) });
+      const check = v.check;
+      const projects = scope as string[];
+      kept.push({ ...v, check: cache ? cache.narrow(check, projects, () => narrow(check, projects)) : narrow(check, projects) });
     }
     // An earlier check can reach here through two versions (the user's, narrowed, and a project's, which overrode it).
     const seen = new Set<string>();

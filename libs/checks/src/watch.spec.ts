@@ -146,6 +146,37 @@ describe('watchChecks', () => {
     expect(w.errors).toEqual([]);
   });
 
+  it('with load: false, loads nothing and says that something changed, still watching the folders of projects registered later', async () => {
+    // As startCheckSet gives it: its own reload parses what changed (CheckParseCache), so the watcher parses nothing.
+    const first = path.join(tmp, 'first');
+    write(path.join(first, '.neatroots', 'checks', 'f.yaml'), countRule('f', 1));
+    registerProject(home, { name: 'first', path: first, steering: false });
+    const calls: unknown[][] = [];
+    let told: () => void = () => undefined;
+    const change = () => new Promise<void>((resolve) => (told = resolve));
+    let reads = 0;
+    stop = watchChecks({ library: false, home, projects: () => (reads++, readProjects(home)), load: false, debounceMs: 50 }, (...args: unknown[]) => {
+      calls.push(args);
+      told();
+    });
+    // Nothing loaded at the start: the projects read once, for the folders to watch.
+    expect(reads).toBe(1);
+    await writeUntil(path.join(first, '.neatroots', 'checks', 'f.yaml'), countRule('f', 2), change());
+    expect(calls[0]).toEqual([]);
+
+    const second = path.join(tmp, 'second');
+    const file = path.join(second, '.neatroots', 'checks', 's.yaml');
+    write(file, countRule('s', 1));
+    const registered = change();
+    registerProject(home, { name: 'second', path: second, steering: false });
+    await registered;
+    // Its folder is watched now: an edit to its check says so.
+    const before = calls.length;
+    await writeUntil(file, countRule('s', 3), change());
+    expect(calls.length).toBeGreaterThan(before);
+    expect(calls.every((c) => c.length === 0)).toBe(true);
+  });
+
   it('debounces a burst of writes into one reload, and stops when closed', async () => {
     const file = path.join(home, 'checks', 'a.yaml');
     write(file, countRule('a', 1));

@@ -25,6 +25,12 @@ export interface WatchChecksOptions extends Omit<LoadChecksOptions, 'projects'> 
   debounceMs?: number;
   /** The checks already loaded (usually the strict load at start-up); loaded leniently if absent. */
   initial?: LoadResult;
+  /**
+   * false: the watcher loads nothing, it only says that something changed (onChange is called
+   * with no result) and the caller reloads with what it has (its own CheckParseCache, its
+   * database checks), so an edited file is not parsed twice. Default true.
+   */
+  load?: boolean;
   /** Problems found by a reload; the failing files keep their last good checks. Default: console.error. */
   onError?: (errors: CheckError[]) => void;
 }
@@ -40,6 +46,8 @@ export const DEFAULT_WATCH_DEBOUNCE_MS = 100;
  * A folder that does not exist yet (no ~/.neatroots/checks/ before the first check is
  * written) is noticed when it is created: its nearest existing parent is watched for it.
  */
+export function watchChecks(opts: WatchChecksOptions & { load: false }, onChange: () => void): () => void;
+export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadResult) => void): () => void;
 export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadResult) => void): () => void {
   const debounceMs = opts.debounceMs ?? DEFAULT_WATCH_DEBOUNCE_MS;
   const report = opts.onError ?? ((errors: CheckError[]) => errors.forEach((e) => console.error(e.message)));
@@ -49,6 +57,7 @@ export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadRes
   const projectsNow = (): ProjectEntry[] | undefined => (typeof given === 'function' ? given() : given);
   /** Whether `<home>/projects.json` is watched: unless a fixed list was given. */
   const watchRegistry = !Array.isArray(given) && home !== false;
+  const loads = opts.load !== false;
   const load = (projects: ProjectEntry[] | undefined, previous?: LoadResult): LoadResult =>
     loadChecks({ ...opts, projects, lenient: true, ...(previous ? { previous } : {}) });
   let startProjects: ProjectEntry[] | undefined;
@@ -57,7 +66,7 @@ export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadRes
   } catch {
     startProjects = undefined; // a failing function: sync() reads it again below
   }
-  let current = opts.initial ?? load(startProjects ?? (typeof given === 'function' ? [] : undefined));
+  let current = opts.initial ?? (loads ? load(startProjects ?? (typeof given === 'function' ? [] : undefined)) : undefined);
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   const watchers = new Map<string, fs.FSWatcher>();
@@ -73,6 +82,17 @@ export function watchChecks(opts: WatchChecksOptions, onChange: (result: LoadRes
     if (closed) return;
     let next: LoadResult;
     let projects: ProjectEntry[] | undefined;
+    if (!loads) {
+      // The caller loads: the watches follow the projects now, and it is told.
+      try {
+        projects = projectsNow();
+      } catch {
+        projects = undefined; // read again by sync
+      }
+      sync(projects);
+      (onChange as () => void)();
+      return;
+    }
     try {
       // Read once per reload: the same projects are loaded and watched.
       projects = projectsNow();

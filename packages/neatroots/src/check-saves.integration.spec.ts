@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { createLogger } from '@neatroots/platform';
 import { NeatrootsClient } from '@neatroots/sdk';
 import { startEmbedded, type EmbeddedApp } from './embedded';
@@ -14,12 +15,17 @@ import { tempHome, testConfig } from './test-app.test';
  */
 const KEY = 'check-saves-key';
 const PROJECT = 'shop';
+const OTHER = 'other';
+const OTHER_KEY = 'check-saves-other-key';
 const N = 200;
 
 const checkYaml = (i: number, pattern = `secret-${i}-[0-9]{4}`) =>
   i % 4 === 0
     ? `id: save-${i}\nkind: rule\ntitle: secret ${i}\nrule:\n  type: match\n  span: { tool: [tool_${i}] }\n  pattern: '${pattern}'\n  in: [output]\n`
     : `id: save-${i}\nkind: rule\ntitle: tool ${i} without lookup\nrule:\n  type: requires_before\n  call: { tool: [tool_${i}] }\n  requires: { tool: [lookup] }\n`;
+
+// A check of yours (every project) that a check saved in the project overrides there.
+const leakYaml = (pattern: string) => `id: leak\nkind: rule\ntitle: leak\nrule:\n  type: match\n  span: { tool: [leaky] }\n  pattern: '${pattern}'\n  in: [output]\n`;
 
 let home: string;
 let app: EmbeddedApp;
@@ -43,8 +49,8 @@ async function work(call: () => Promise<unknown>): Promise<{ parses: number; com
 }
 
 beforeAll(async () => {
-  home = tempHome('neatroots-check-saves');
-  app = await startEmbedded({ config: testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY}` }), inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
+  home = tempHome('neatroots-check-saves', { 'leak.yaml': leakYaml('user-leak-[0-9]+') });
+  app = await startEmbedded({ config: testConfig(home, { NEATROOTS_API_KEYS: `${PROJECT}=${KEY},${OTHER}=${OTHER_KEY}` }), inMemoryDb: true, watch: false, log: createLogger({ level: 'error' }) });
   base = `http://127.0.0.1:${app.httpPort}`;
   for (let i = 0; i < N; i++) {
     const r = await rest('POST', `/v1/projects/${PROJECT}/checks`, { yaml: checkYaml(i), by: 'cli' });
@@ -107,5 +113,65 @@ describe(`saving a check beside ${N} others`, () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(flagged).toEqual(['save-0', 'save-8']);
+  }, 90_000);
+});
+
+/** The spans (by their output) leak flagged in a run of `leaky` spans with these outputs, in a project. */
+async function leakFindings(project: string, key: string, runId: string, outputs: string[]): Promise<string[]> {
+  const agent = new NeatrootsClient({ address: `127.0.0.1:${app.ingest.grpcPort}`, apiKey: key, flushIntervalMs: 20 });
+  const run = agent.startRun({ run_id: runId, workflow: 'saves' });
+  const spans = new Map(outputs.map((output, q) => [run.span({ type: 'tool', tool: 'leaky', input: { q }, output }), output]));
+  await run.end({ final_output: 'done' });
+  await agent.flush();
+  await agent.close();
+  const deadline = Date.now() + 60_000;
+  let found: string[] = [];
+  while (Date.now() < deadline) {
+    const res = await fetch(`${base}/v1/projects/${project}/findings?run_id=${runId}&state=all`, { headers: { 'x-api-key': key } });
+    found = (((await res.json()) as { findings?: { check_id: string }[] }).findings ?? []).filter((x) => x.check_id === 'leak').map((x) => JSON.stringify(x));
+    if (found.length) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 300)); // a second finding would be here by now
+  const res = await fetch(`${base}/v1/projects/${project}/findings?run_id=${runId}&state=all`, { headers: { 'x-api-key': key } });
+  return (((await res.json()) as { findings?: { check_id: string; span_ids: string[] }[] }).findings ?? [])
+    .filter((x) => x.check_id === 'leak')
+    .flatMap((x) => x.span_ids.map((id) => spans.get(id) ?? id));
+}
+
+/**
+ * A check saved in the project with the id of one of yours overrides it there: yours stays in
+ * effect elsewhere, narrowed (applies_to.not_project). Its narrowed version is kept from load
+ * to load while neither changed, so its rule is not compiled again at every save; it is when
+ * the override or your check changes, and the findings follow the new version.
+ */
+describe('saving beside a check that overrides one of yours', () => {
+  const leaks = () => app.checks().checks.filter((c) => c.id === 'leak') as unknown as { source: string; applies_to?: unknown; rule: { pattern: string } }[];
+
+  it('the override saved: it and your check, narrowed, compiled; then another save compiles that one alone', async () => {
+    expect(await work(() => rest('POST', `/v1/projects/${PROJECT}/checks`, { yaml: leakYaml('shop-leak-[0-9]+'), by: 'cli' }))).toEqual({ parses: 1, compiled_rules: 2 });
+    expect(leaks().map((c) => [c.source, c.applies_to])).toEqual([
+      ['user', { not_project: [PROJECT] }],
+      ['database', { project: [PROJECT] }],
+    ]);
+    // Nothing about leak changed: your narrowed check's rule is kept.
+    expect(await work(() => rest('POST', `/v1/projects/${PROJECT}/checks`, { yaml: checkYaml(N + 10), by: 'cli' }))).toEqual({ parses: 1, compiled_rules: 1 });
+    expect(await work(() => app.reloadChecks())).toEqual({ parses: 0, compiled_rules: 0 });
+  }, 60_000);
+
+  it('the override changed: compiled alone, and its findings follow the new pattern', async () => {
+    expect(await work(() => rest('PUT', `/v1/projects/${PROJECT}/checks/leak`, { yaml: leakYaml('shop-leak2-[0-9]+'), by: 'cli' }))).toEqual({ parses: 1, compiled_rules: 1 });
+    const found = await leakFindings(PROJECT, KEY, 'override-changed', ['old shop-leak-1234', 'new shop-leak2-1234']);
+    expect(found).toEqual(['new shop-leak2-1234']);
+  }, 90_000);
+
+  it('your check changed: narrowed and compiled again at the next reload, and its findings follow its new pattern', async () => {
+    fs.writeFileSync(path.join(home, 'checks', 'leak.yaml'), leakYaml('user-leak2-[0-9]+'));
+    expect(await work(() => app.reloadChecks())).toEqual({ parses: 1, compiled_rules: 1 });
+    const [mine] = leaks();
+    expect([mine.source, mine.applies_to, mine.rule.pattern]).toEqual(['user', { not_project: [PROJECT] }, 'user-leak2-[0-9]+']);
+    const found = await leakFindings(OTHER, OTHER_KEY, 'base-changed', ['old user-leak-1234', 'shop-leak2-1234', 'new user-leak2-1234']);
+    // Your check's new pattern, and not the override's (shop's only).
+    expect(found).toEqual(['new user-leak2-1234']);
   }, 90_000);
 });

@@ -177,10 +177,11 @@ export async function startCheckSet(opts: {
   retry.unref();
   let stop = () => undefined as void;
   if (opts.watch ?? true) {
-    // The watcher says that something changed; the reload reads every source again. It gets
+    // The watcher says that something changed and loads nothing itself (load: false); the
+    // reload reads every source again and parses only the files whose text changed. It gets
     // the projects as a function, so it watches projects.json and the folders of projects
     // registered (or removed) while the server runs, the demo project included.
-    stop = watchChecks({ home: opts.home, projects: opts.projects, initial: loaded, onError: () => undefined }, () => {
+    stop = watchChecks({ home: opts.home, projects: opts.projects, load: false, onError: () => undefined }, () => {
       reload().catch((err) => log.error('checks reload failed', err));
     });
   }

@@ -1,3 +1,6 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { CheckParseCache, loadChecks } from '../sources';
 import { DisabledChecks } from './disabled';
 import { MatchWorker } from './pool';
@@ -89,6 +92,58 @@ describe('SafeMatching', () => {
     expect(matching.compiledRules).toBe(6);
     expect(disabled.has('a', 'a-[0-9]+')).toBe(false);
     expect((third.rules[0].data as { test(t: string): unknown }).test('a2-1')).toBe(true);
+  });
+
+  it("keeps an overridden check's rule while neither it nor its override changed; compiles it again when either does", () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'nr-narrow-'));
+    const shop = path.join(home, 'shop');
+    try {
+      fs.mkdirSync(path.join(home, 'checks'), { recursive: true });
+      fs.mkdirSync(path.join(shop, '.neatroots', 'checks'), { recursive: true });
+      const write = (file: string, pattern: string) => fs.writeFileSync(file, matchYaml('leak', pattern));
+      const userFile = path.join(home, 'checks', 'leak.yaml');
+      const shopFile = path.join(shop, '.neatroots', 'checks', 'leak.yaml');
+      write(userFile, 'user-[0-9]+');
+      write(shopFile, 'shop-[0-9]+');
+      const own = new CheckParseCache();
+      const load = () => loadChecks({ home, library: false, projects: [{ name: 'shop', path: shop, steering: false }], cache: own }).checks;
+      const test = (set: ReturnType<SafeMatching['compile']>, source: string, text: string) =>
+        (set.rules.find((r) => r.check.source === source)!.data as { test(t: string): unknown }).test(text);
+      const first = matching.compile(load());
+      // The user's check, narrowed (not in shop), and shop's own.
+      expect(first.rules.map((r) => [r.check.source, r.check.applies_to])).toEqual([
+        ['user', { not_project: ['shop'] }],
+        ['project', { project: ['shop'] }],
+      ]);
+      expect(matching.compiledRules).toBe(2);
+      // Nothing changed: nothing compiled, the narrowed check's rule kept.
+      const second = matching.compile(load());
+      expect(matching.compiledRules).toBe(2);
+      expect(second.rules[0]).toBe(first.rules[0]);
+      // The override changed: it is compiled, the narrowed base kept (same check, same scope).
+      write(shopFile, 'shop2-[0-9]+');
+      const third = matching.compile(load());
+      expect(matching.compiledRules).toBe(3);
+      expect(third.rules[0]).toBe(first.rules[0]);
+      expect(test(third, 'project', 'shop2-1')).toBe(true);
+      expect(test(third, 'project', 'shop-1')).toBe(false);
+      // The base changed: it is narrowed and compiled again, and its new pattern runs.
+      write(userFile, 'user2-[0-9]+');
+      const fourth = matching.compile(load());
+      expect(matching.compiledRules).toBe(4);
+      expect(fourth.rules[0]).not.toBe(first.rules[0]);
+      expect(fourth.rules[0].check.applies_to).toEqual({ not_project: ['shop'] });
+      expect(test(fourth, 'user', 'user2-1')).toBe(true);
+      expect(test(fourth, 'user', 'user-1')).toBe(false);
+      expect(fourth.rules[1]).toBe(third.rules[1]);
+      // The override gone: the base's scope changed (every project), so compiled again.
+      fs.rmSync(shopFile);
+      const fifth = matching.compile(load());
+      expect(matching.compiledRules).toBe(5);
+      expect(fifth.rules.map((r) => [r.check.source, r.check.applies_to])).toEqual([['user', undefined]]);
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
   });
 
   it('refuses a pattern over the bounds when the check is compiled', () => {
