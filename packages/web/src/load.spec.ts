@@ -1,8 +1,14 @@
-import { ApiFailure } from '../app/api';
-import { passing } from '../app/load';
+/** What this spec calls of app/api.ts and app/load.ts. */
+interface Failure {
+  new (status: number, code: string, message: string, problems?: unknown[], issues?: unknown[], retryAfter?: string | null): Error;
+}
+// Loaded by jest, not seen by the specs' typecheck: app/ is the browser's code (window,
+// sessionStorage), which the specs' tsconfig does not type.
+const { ApiFailure } = jest.requireActual<{ ApiFailure: Failure }>('../app/api');
+const { passing } = jest.requireActual<{ passing: (err: unknown) => boolean }>('../app/load');
 
 describe('passing: which failures a page reads again by itself', () => {
-  it('reads again a 503 the api says will pass, and a proxy\'s 503 with no body of ours', () => {
+  it("reads again a 503 the api says will pass, and a proxy's 503 with no body of ours", () => {
     // The review service away a moment: the api's unavailable with Retry-After.
     expect(passing(new ApiFailure(503, 'unavailable', 'the review service is unavailable', [], [], '5'))).toBe(true);
     // An ingress in front of the api while its pod restarts: no JSON error, no Retry-After.
