@@ -105,6 +105,19 @@ async function waitFor(cond: () => boolean, ms = 30_000): Promise<void> {
   }
 }
 
+/** Runs `body`, collecting the unhandled rejections meanwhile (each would end a Node 20 process): what it returns. */
+async function unhandledDuring(body: () => Promise<void>): Promise<unknown[]> {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    await body();
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+  return unhandled;
+}
+
 describe('NeatrootsClient', () => {
   let fake: FakeIngest;
   let client: NeatrootsClient;
@@ -380,10 +393,7 @@ describe('NeatrootsClient', () => {
 
   it('ignores what a throwing onError throws: a batch refused for good is settled, later events go, the notes of an answer that rejected items arrive, close() ends the streams', async () => {
     await client.close();
-    const unhandled: unknown[] = [];
-    const onUnhandled = (e: unknown) => unhandled.push(e);
-    process.on('unhandledRejection', onUnhandled);
-    try {
+    const unhandled = await unhandledDuring(async () => {
       const reported: string[] = [];
       client = new NeatrootsClient({
         address: `127.0.0.1:${fake.port}`,
@@ -423,18 +433,13 @@ describe('NeatrootsClient', () => {
       await client.close(200);
       expect(reported.at(-1)).toMatch(/^dropped 1 event\(s\) \(not exported before close\(\) timed out\)/);
       await waitFor(() => fake.streams.size === 0);
-      expect(unhandled).toEqual([]);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-    }
+    });
+    expect(unhandled).toEqual([]);
   });
 
   it('an async onError that rejects is ignored as a throw is, and an async onNote callback that rejects is reported through onError: no unhandled rejection', async () => {
     await client.close();
-    const unhandled: unknown[] = [];
-    const onUnhandled = (e: unknown) => unhandled.push(e);
-    process.on('unhandledRejection', onUnhandled);
-    try {
+    const unhandled = await unhandledDuring(async () => {
       const reported: string[] = [];
       client = new NeatrootsClient({
         address: `127.0.0.1:${fake.port}`,
@@ -459,10 +464,8 @@ describe('NeatrootsClient', () => {
       expect(run.halted).toBe(true);
       // Rejections surface as unhandled after the microtask queue drains.
       await new Promise((r) => setTimeout(r, 50));
-      expect(unhandled).toEqual([]);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-    }
+    });
+    expect(unhandled).toEqual([]);
   });
 
   it('halts on a note from the Subscribe stream: halted, signal aborted, toolCall throws', async () => {
