@@ -185,7 +185,7 @@ export function createAuthoring(deps: AuthoringDeps): Authoring {
     get,
 
     async draft(project, concern, opts = {}) {
-      if (!deps.draft) throw new AuthoringError(503, 'unavailable', 'drafting needs the question service in this process');
+      if (!deps.draft) throw new AuthoringError(503, 'not_served', 'drafting is not served by this process (no question service in its configuration)');
       let d: Draft;
       try {
         d = await deps.draft({ concern, project, workflow: opts.workflow, tools: await recentTools(deps.queries, project) });
