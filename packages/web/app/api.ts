@@ -15,8 +15,6 @@ export class ApiFailure extends Error {
     readonly problems: CheckProblem[] = [],
     /** Procedures that would not compile: sopc's errors with their file and line. */
     readonly issues: SopIssue[] = [],
-    /** The answer's Retry-After, when it has one: the API says the failure will pass (a service away a moment). */
-    readonly retryAfter: string | null = null,
   ) {
     super(message);
   }
@@ -69,7 +67,7 @@ export async function call<T>(
     // The signed-in key taken away: the app asks to sign in again (a key being tried is not).
     if (res.status === 401 && loadSession()?.key === s.key) window.dispatchEvent(new Event('neatroots:unauthorized'));
     const e = (body as { error?: { code?: string; message?: string; problems?: CheckProblem[]; issues?: SopIssue[] } } | null)?.error;
-    throw new ApiFailure(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `${res.status} ${res.statusText}`, e?.problems ?? [], e?.issues ?? [], res.headers.get('retry-after'));
+    throw new ApiFailure(res.status, e?.code ?? 'http_' + res.status, e?.message ?? `${res.status} ${res.statusText}`, e?.problems ?? [], e?.issues ?? []);
   }
   // A JSON Lines answer (a regression set) is handed over as its text.
   return (opts.text ? text : body) as T;

@@ -1,6 +1,6 @@
 /** What this spec calls of app/api.ts and app/load.ts. */
 interface Failure {
-  new (status: number, code: string, message: string, problems?: unknown[], issues?: unknown[], retryAfter?: string | null): Error;
+  new (status: number, code: string, message: string): Error;
 }
 // Loaded by jest, not seen by the specs' typecheck: app/ is the browser's code (window,
 // sessionStorage), which the specs' tsconfig does not type.
@@ -9,8 +9,8 @@ const { passing } = jest.requireActual<{ passing: (err: unknown) => boolean }>('
 
 describe('passing: which failures a page reads again by itself', () => {
   it("reads again a 503 the api says will pass, and a proxy's 503 with no body of ours", () => {
-    // The review service away a moment: the api's unavailable with Retry-After.
-    expect(passing(new ApiFailure(503, 'unavailable', 'the review service is unavailable', [], [], '5'))).toBe(true);
+    // The review service away a moment: the api's unavailable (sent with Retry-After).
+    expect(passing(new ApiFailure(503, 'unavailable', 'the review service is unavailable'))).toBe(true);
     // An ingress in front of the api while its pod restarts: no JSON error, no Retry-After.
     expect(passing(new ApiFailure(503, 'http_503', '503 Service Unavailable'))).toBe(true);
   });
