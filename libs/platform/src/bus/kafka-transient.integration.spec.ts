@@ -1,4 +1,5 @@
 import { Kafka, logLevel } from 'kafkajs';
+import { TEST_KAFKA_BUS } from '../testing/kafka-topics';
 import { serviceOrSkip, uniqueName } from '../testing/services';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { KafkaBus } from './kafka';
@@ -22,12 +23,7 @@ const kafka = serviceOrSkip('kafka', 'KafkaBus transient groups');
   const bus = new KafkaBus({
     brokers,
     clientId: 'it',
-    sessionTimeout: 6_000,
-    rebalanceTimeout: 6_000,
-    heartbeatInterval: 300,
-    maxWaitTimeInMs: 100,
-    retryDelayMs: 100,
-    logLevel: 'error',
+    ...TEST_KAFKA_BUS,
     onError: (err, where) => errors.push({ message: (err as Error).message, where }),
   });
   const other = client.consumer({ groupId: group, sessionTimeout: 6_000, rebalanceTimeout: 6_000, heartbeatInterval: 300 });

@@ -3,6 +3,7 @@ import { AssignerProtocol, CompressionCodecs, CompressionTypes, ConfigResourceTy
 import { makeTopics } from '@neatroots/messages';
 import { normalizeItem, type Envelope } from '@neatroots/spans';
 import { DEAD_LETTER_TRAVEL_CHARS, deadLetterTopic, type BusRecord, type DeadLetter, type Subscription } from '@neatroots/ports';
+import { TEST_KAFKA_BUS } from '../testing/kafka-topics';
 import { serviceOrSkip, uniqueName } from '../testing/services';
 import { jsonTopic, waitUntil, type Rec } from '../contract/bus.contract.test';
 import { DEFAULT_MAX_RECORD_BYTES, GZIP_LEVEL, KafkaBus, RecordTooLargeError, type KafkaBusOptions } from './kafka';
@@ -30,17 +31,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     return g;
   };
   const newBus = (opts: Partial<KafkaBusOptions> = {}) => {
-    const b = new KafkaBus({
-      brokers,
-      clientId: 'it',
-      sessionTimeout: 6_000,
-      rebalanceTimeout: 6_000,
-      heartbeatInterval: 300,
-      maxWaitTimeInMs: 100,
-      retryDelayMs: 100,
-      logLevel: 'error',
-      ...opts,
-    });
+    const b = new KafkaBus({ brokers, clientId: 'it', ...TEST_KAFKA_BUS, ...opts });
     buses.push(b);
     return b;
   };

@@ -1,6 +1,7 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaBus } from '../bus/kafka';
 import { MemoryBus } from '../bus/memory';
+import { TEST_KAFKA_BUS } from '../testing/kafka-topics';
 import { serviceOrSkip } from '../testing/services';
 import { busContract } from './bus.contract.test';
 
@@ -19,13 +20,7 @@ if (kafka) {
         brokers: kafka.brokers,
         clientId: 'contract',
         partitions: 6,
-        // a test's group joins and rebalances take a fraction of a second with these
-        sessionTimeout: 6_000,
-        heartbeatInterval: 300,
-        rebalanceTimeout: 6_000,
-        maxWaitTimeInMs: 100,
-        retryDelayMs: 100,
-        logLevel: 'error',
+        ...TEST_KAFKA_BUS,
         onError,
       }),
     cleanup: async ({ topics, groups }) => {

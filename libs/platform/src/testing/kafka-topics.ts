@@ -1,4 +1,5 @@
 import { Kafka, logLevel } from 'kafkajs';
+import type { KafkaBusOptions } from '../bus/kafka';
 
 /**
  * Deletes the Kafka topics named `${prefix}.*` that a test or bench run made: each partition
@@ -17,3 +18,16 @@ export async function deleteKafkaTopics(brokers: string[], prefix: string): Prom
     await admin.disconnect().catch(() => undefined);
   }
 }
+
+/**
+ * A test's KafkaBus timings: a group's joins and rebalances take a fraction of a second, a fetch
+ * waits at most 100 ms, a failed handler is tried again after 100 ms; errors only in the log.
+ */
+export const TEST_KAFKA_BUS = {
+  sessionTimeout: 6_000,
+  rebalanceTimeout: 6_000,
+  heartbeatInterval: 300,
+  maxWaitTimeInMs: 100,
+  retryDelayMs: 100,
+  logLevel: 'error',
+} as const satisfies Partial<KafkaBusOptions>;
