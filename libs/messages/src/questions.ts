@@ -1,5 +1,5 @@
 import { QUESTION_KINDS, type QuestionCheck } from '@neatroots/checks';
-import { encodeMessage, v1 } from '@neatroots/proto';
+import { encodeMessage, v1, varintSize, writeVarint } from '@neatroots/proto';
 import type { ToolInfo } from '@neatroots/spans';
 
 /**
@@ -239,20 +239,6 @@ export function questionTasksToProto(tasks: readonly QuestionTaskMessage[]): v1.
 /** The tags of QuestionTasks.spans_json (101) and checks_json (102), length-delimited: (field << 3) | 2. */
 const SPANS_JSON_TAG = (101 << 3) | 2;
 const CHECKS_JSON_TAG = (102 << 3) | 2;
-
-/** How many bytes a varint of `n` takes (n < 2^32). */
-function varintSize(n: number): number {
-  return n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5;
-}
-
-function writeVarint(out: Uint8Array, at: number, n: number): number {
-  while (n > 0x7f) {
-    out[at++] = (n & 0x7f) | 0x80;
-    n >>>= 7;
-  }
-  out[at++] = n;
-  return at;
-}
 
 /** The UTF-8 length of a JSON array of the texts (0 for none), each text's worked out once. */
 function arrayBytes(parts: readonly Written[]): number {

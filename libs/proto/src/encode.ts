@@ -21,3 +21,18 @@ export function encodeMessage<T>(fns: Pick<MessageFns<T>, 'encode'>, message: T)
   if (bytes.length <= KEEP_BYTES) idle = w;
   return bytes;
 }
+
+/** How many bytes the protobuf varint of `n` takes (0 <= n < 2^32): for writers that size a record before writing it. */
+export function varintSize(n: number): number {
+  return n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5;
+}
+
+/** Writes the protobuf varint of `n` (0 <= n < 2^32) into `out` at `at`; where it ends. */
+export function writeVarint(out: Uint8Array, at: number, n: number): number {
+  while (n > 0x7f) {
+    out[at++] = (n & 0x7f) | 0x80;
+    n >>>= 7;
+  }
+  out[at++] = n;
+  return at;
+}

@@ -24,4 +24,4 @@ export * as otlpCommon from './gen/opentelemetry/proto/common/v1/common';
 export type { MessageFns, DeepPartial } from './gen/neatroots/v1/spans';
 export * as health from './gen/grpc/health/v1/health';
 export { bindGrpc, closeGrpcServer } from './server';
-export { encodeMessage } from './encode';
+export { encodeMessage, varintSize, writeVarint } from './encode';

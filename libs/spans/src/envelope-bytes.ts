@@ -1,3 +1,4 @@
+import { varintSize, writeVarint } from '@neatroots/proto';
 import { jsonText } from './wire';
 import type { Envelope, RunEnd, RunStart, Span, Usage } from './types';
 
@@ -71,15 +72,7 @@ function room(n: number): void {
 }
 
 function varint(n: number): void {
-  while (n > 0x7f) {
-    buf[at++] = (n & 0x7f) | 0x80;
-    n >>>= 7;
-  }
-  buf[at++] = n;
-}
-
-function varintSize(n: number): number {
-  return n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5;
+  at = writeVarint(buf, at, n);
 }
 
 /**
